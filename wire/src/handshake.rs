@@ -1,0 +1,76 @@
+//! The hello exchanged first on every connection ([`crate::op::Hello`]).
+//!
+//! The guest sends its protocol version, the CUDA runtime version it implements, its
+//! capability bits and an authentication token; the host answers with its own
+//! version, the driver version, the device count and which executor serves the guest.
+//! A guest whose protocol version the host does not speak is refused with
+//! `cudaErrorInsufficientDriver`, and the connection is closed.
+
+use crate::op::Hello;
+use crate::status::CudaStatus;
+
+/// Bumped on every incompatible change of frames, op codes or argument types.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The CUDA runtime version the guest library implements (13.0).
+pub const RUNTIME_VERSION: i32 = 13000;
+
+/// The project's well-known port (TCP, and vsock from the VM issue on).
+pub const WELL_KNOWN_PORT: u16 = 7731;
+
+/// Capability bits a guest or host may advertise.
+pub mod caps {
+    /// The peer understands `FLAG_NO_REPLY` requests with deferred errors.
+    pub const ASYNC_REQUESTS: u64 = 1 << 0;
+    /// The peer forwards kernel console output (`OP_CONSOLE`).
+    pub const CONSOLE: u64 = 1 << 1;
+}
+
+/// The host's check of a guest's hello.
+pub fn check_hello(hello: &Hello) -> Result<(), CudaStatus> {
+    if hello.protocol != PROTOCOL_VERSION {
+        return Err(CudaStatus::ErrorInsufficientDriver);
+    }
+    // A CUDA 13 runtime needs a CUDA 13 capable host; older runtimes never send this.
+    if hello.runtime_version / 1000 != RUNTIME_VERSION / 1000 {
+        return Err(CudaStatus::ErrorInsufficientDriver);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hello() -> Hello {
+        Hello {
+            protocol: PROTOCOL_VERSION,
+            runtime_version: RUNTIME_VERSION,
+            capabilities: caps::CONSOLE,
+            token: vec![],
+            client: "t".into(),
+            pid: 1,
+        }
+    }
+
+    #[test]
+    fn accepts_matching_versions() {
+        assert!(check_hello(&hello()).is_ok());
+    }
+
+    #[test]
+    fn refuses_other_protocol_or_runtime() {
+        let mut h = hello();
+        h.protocol = 99;
+        assert_eq!(check_hello(&h), Err(CudaStatus::ErrorInsufficientDriver));
+        let mut h = hello();
+        h.runtime_version = 12080;
+        assert_eq!(check_hello(&h), Err(CudaStatus::ErrorInsufficientDriver));
+    }
+
+    #[test]
+    fn hello_survives_encoding() {
+        let bytes = postcard::to_stdvec(&hello()).unwrap();
+        assert_eq!(postcard::from_bytes::<Hello>(&bytes).unwrap(), hello());
+    }
+}

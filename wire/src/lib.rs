@@ -1,0 +1,23 @@
+//! The vmcuda wire protocol, shared by the guest library and the host backend.
+//!
+//! Module map:
+//! - [`frame`]: the fixed 40-byte frame header (zerocopy), frame flags, reading and
+//!   writing whole frames, several of which may share one write.
+//! - [`op`]: the op-code table: every request with its explicit, append-only op code,
+//!   its argument and reply types, and whether the guest waits for the reply.
+//! - [`handshake`]: the versioned hello exchanged first on every connection.
+//! - [`status`]: CUDA runtime error codes (`cudaError_t`), their names and messages.
+//! - [`fatbin`]: parsing of nvcc fatbinary wrappers, containers and entries.
+//! - [`cubin`]: reading kernel parameter layouts and global variables out of ELF cubins.
+//! - [`transport`]: server addresses (`unix:`, `tcp:`, `vsock:`) and blocking streams.
+
+pub mod cubin;
+pub mod fatbin;
+pub mod frame;
+pub mod handshake;
+pub mod op;
+pub mod status;
+pub mod transport;
+
+pub use frame::{FrameHeader, FrameError};
+pub use status::CudaStatus;

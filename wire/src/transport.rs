@@ -1,0 +1,153 @@
+//! Server addresses and the blocking byte streams both sides speak frames over.
+
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::os::unix::net::UnixStream;
+use std::str::FromStr;
+
+use thiserror::Error;
+
+use crate::handshake::WELL_KNOWN_PORT;
+
+/// Where the host backend listens, as written in `VMCUDA_SERVER`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ServerAddr {
+    /// `unix:PATH`
+    Unix(String),
+    /// `tcp:HOST:PORT`
+    Tcp(String),
+}
+
+/// Used when `VMCUDA_SERVER` is unset: the host daemon's default Unix socket.
+pub const DEFAULT_UNIX_PATH: &str = "/run/vmcuda/vmcuda.sock";
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum AddrError {
+    #[error("server address `{0}` has no scheme; expected unix:PATH or tcp:HOST:PORT")]
+    NoScheme(String),
+    #[error("unknown scheme `{0}`; expected unix or tcp")]
+    UnknownScheme(String),
+    #[error("tcp address `{0}` needs HOST:PORT")]
+    BadTcp(String),
+    #[error("empty unix socket path")]
+    EmptyPath,
+}
+
+impl FromStr for ServerAddr {
+    type Err = AddrError;
+    fn from_str(s: &str) -> Result<Self, AddrError> {
+        let (scheme, rest) = s
+            .split_once(':')
+            .ok_or_else(|| AddrError::NoScheme(s.into()))?;
+        match scheme {
+            "unix" if rest.is_empty() => Err(AddrError::EmptyPath),
+            "unix" => Ok(ServerAddr::Unix(rest.into())),
+            "tcp" => match rest.rsplit_once(':') {
+                Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {
+                    Ok(ServerAddr::Tcp(rest.into()))
+                }
+                // A bare host means the well-known port.
+                None if !rest.is_empty() => Ok(ServerAddr::Tcp(format!("{rest}:{WELL_KNOWN_PORT}"))),
+                _ => Err(AddrError::BadTcp(rest.into())),
+            },
+            other => Err(AddrError::UnknownScheme(other.into())),
+        }
+    }
+}
+
+impl std::fmt::Display for ServerAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ServerAddr::Unix(p) => write!(f, "unix:{p}"),
+            ServerAddr::Tcp(a) => write!(f, "tcp:{a}"),
+        }
+    }
+}
+
+impl Default for ServerAddr {
+    fn default() -> Self {
+        ServerAddr::Unix(DEFAULT_UNIX_PATH.into())
+    }
+}
+
+/// A connected stream of either kind.
+#[derive(Debug)]
+pub enum Stream {
+    Unix(UnixStream),
+    Tcp(TcpStream),
+}
+
+impl Stream {
+    pub fn connect(addr: &ServerAddr) -> io::Result<Stream> {
+        match addr {
+            ServerAddr::Unix(path) => UnixStream::connect(path).map(Stream::Unix),
+            ServerAddr::Tcp(a) => {
+                let s = TcpStream::connect(a)?;
+                // Requests are small and latency-bound.
+                s.set_nodelay(true)?;
+                Ok(Stream::Tcp(s))
+            }
+        }
+    }
+
+    pub fn try_clone(&self) -> io::Result<Stream> {
+        Ok(match self {
+            Stream::Unix(s) => Stream::Unix(s.try_clone()?),
+            Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
+        })
+    }
+
+    pub fn shutdown(&self) {
+        let _ = match self {
+            Stream::Unix(s) => s.shutdown(std::net::Shutdown::Both),
+            Stream::Tcp(s) => s.shutdown(std::net::Shutdown::Both),
+        };
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Unix(s) => s.read(buf),
+            Stream::Tcp(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Unix(s) => s.write(buf),
+            Stream::Tcp(s) => s.write(buf),
+        }
+    }
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        match self {
+            Stream::Unix(s) => s.write_vectored(bufs),
+            Stream::Tcp(s) => s.write_vectored(bufs),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_addresses() {
+        assert_eq!("unix:/tmp/s".parse(), Ok(ServerAddr::Unix("/tmp/s".into())));
+        assert_eq!("tcp:10.0.0.1:99".parse(), Ok(ServerAddr::Tcp("10.0.0.1:99".into())));
+        assert_eq!(
+            "tcp:gpuhost".parse(),
+            Ok(ServerAddr::Tcp(format!("gpuhost:{WELL_KNOWN_PORT}")))
+        );
+        assert!(matches!("nope".parse::<ServerAddr>(), Err(AddrError::NoScheme(_))));
+        assert!(matches!("udp:x:1".parse::<ServerAddr>(), Err(AddrError::UnknownScheme(_))));
+        assert!(matches!("tcp::1".parse::<ServerAddr>(), Err(AddrError::BadTcp(_))));
+        assert_eq!("unix:".parse::<ServerAddr>(), Err(AddrError::EmptyPath));
+        assert_eq!(ServerAddr::Unix("/a".into()).to_string(), "unix:/a");
+    }
+}
