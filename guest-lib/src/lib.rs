@@ -1,1 +1,25 @@
-//! guest
+//! The vmcuda guest library: a replacement `libcudart.so.13` that forwards the CUDA
+//! runtime API to a vmcuda host backend.
+//!
+//! Module map:
+//! - [`client`]: the connection to the host (address from `VMCUDA_SERVER`), handshake,
+//!   request/reply exchange, console output from the host's driver.
+//! - [`state`]: what the guest keeps: per-thread current device and last error,
+//!   registered fatbinaries, kernels and variables, device-property cache, the
+//!   guest-made stream and event ids, and the host and device allocations it knows.
+//! - [`caller`]: the only module that dereferences pointers handed in by the program.
+//! - [`api`]: the exported `extern "C"` functions, one file per family; every export
+//!   goes through [`api::guard`], so no panic crosses the C boundary.
+//!
+//! The crate builds as a static library that `guest-lib/build-libs.sh` links into
+//! `libcudart.so.13` with the `libcudart.so.13` symbol-version node.
+
+pub mod api;
+pub mod caller;
+pub mod client;
+pub mod state;
+
+/// `cudaError_t`: kept as a plain integer at the C boundary, since the host may report
+/// codes this build does not name.
+#[allow(non_camel_case_types)]
+pub type cudaError_t = u32;

@@ -1,1 +1,14 @@
-//! host
+//! The vmcuda host backend.
+//!
+//! Module map:
+//! - [`daemon`]: listeners (Unix socket, TCP); one worker process per connection.
+//! - [`worker`]: a worker's frame loop: read, check, dispatch, answer.
+//! - [`session`]: one guest's handshake, handle tables and owned allocations.
+//! - [`executor`]: the executor trait and its CUDA and host-memory implementations.
+//! - [`console`]: capture of driver output (kernel printf, asserts) for the guest.
+
+pub mod console;
+pub mod daemon;
+pub mod executor;
+pub mod session;
+pub mod worker;

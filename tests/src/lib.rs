@@ -1,1 +1,154 @@
-//! End-to-end test helpers.
+//! Helpers for the end-to-end tests: where the built pieces are, a host daemon
+//! started for one test on its own socket, and running a CUDA program through it.
+//!
+//! The tests that need nvcc-built programs and the linked guest library are marked
+//! `#[ignore]` so a plain `cargo test` stays self-contained; `tests/run.sh` builds
+//! those artifacts and runs everything with `--include-ignored`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The workspace root.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
+}
+
+fn artifact(var: &str, default: PathBuf, what: &str) -> PathBuf {
+    let path = std::env::var_os(var).map(PathBuf::from).unwrap_or(default);
+    assert!(path.exists(), "{what} not found at {} (set {var} or run tests/run.sh)", path.display());
+    path
+}
+
+/// The `vmcuda-host` binary.
+pub fn host_bin() -> PathBuf {
+    let default = root().join("target/debug/vmcuda-host");
+    artifact("VMCUDA_HOST_BIN", default, "vmcuda-host")
+}
+
+/// The directory holding the linked `libcudart.so.13`.
+pub fn guest_lib_dir() -> PathBuf {
+    artifact("VMCUDA_GUEST_LIB_DIR", root().join("build/guest/lib"), "the guest library directory")
+}
+
+/// The directory of nvcc-built test programs.
+pub fn apps_dir() -> PathBuf {
+    artifact("VMCUDA_APPS_DIR", root().join("build/apps"), "the built test programs")
+}
+
+/// A host daemon on a private Unix socket, killed when dropped.
+pub struct Daemon {
+    child: Child,
+    pub dir: PathBuf,
+    pub socket: PathBuf,
+    pub launch_log: PathBuf,
+}
+
+impl Daemon {
+    /// Start `vmcuda-host serve` with the host-memory executor.
+    pub fn host_memory(name: &str) -> Daemon {
+        Self::start(name, &["--executor", "host-memory"])
+    }
+
+    pub fn start(name: &str, extra: &[&str]) -> Daemon {
+        let dir = std::env::temp_dir().join(format!("vmcuda-test-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let socket = dir.join("host.sock");
+        let launch_log = dir.join("launches.jsonl");
+        let log = std::fs::File::create(dir.join("host.log")).expect("log file");
+        let child = Command::new(host_bin())
+            .arg("serve")
+            .arg("--unix")
+            .arg(&socket)
+            .arg("--launch-log")
+            .arg(&launch_log)
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start vmcuda-host");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !socket.exists() {
+            assert!(Instant::now() < deadline, "vmcuda-host did not create its socket");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Daemon { child, dir, socket, launch_log }
+    }
+
+    pub fn server(&self) -> String {
+        format!("unix:{}", self.socket.display())
+    }
+
+    /// Whether the daemon process is still running.
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("host.log")).unwrap_or_default()
+    }
+
+    /// Recorded kernel launches, one JSON object each.
+    pub fn launches(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(&self.launch_log)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("launch log lines are JSON"))
+            .collect()
+    }
+
+    /// Run a built test program through this daemon.
+    pub fn run_app(&self, app: &str) -> Output {
+        run_program(&apps_dir().join(app), &self.server())
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Run a program against the guest library with `VMCUDA_SERVER=server`.
+pub fn run_program(program: &Path, server: &str) -> Output {
+    let mut child = Command::new(program)
+        .env("LD_LIBRARY_PATH", guest_lib_dir())
+        .env("VMCUDA_SERVER", server)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", program.display()));
+    // Drain both pipes on threads so a chatty program never blocks on a full pipe.
+    let mut out = child.stdout.take().expect("piped stdout");
+    let mut err = child.stderr.take().expect("piped stderr");
+    let out_reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut out, &mut v);
+        v
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut err, &mut v);
+        v
+    });
+    // Bounded: a hung program fails the test instead of hanging CI.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("{} did not finish within 120 s", program.display());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    Output { status, stdout: out_reader.join().expect("reader"), stderr: err_reader.join().expect("reader") }
+}
+
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}

@@ -1,1 +1,810 @@
-//! (being written)
+//! Reading kernel parameter layouts and global variables out of ELF cubins.
+//!
+//! `cudaLaunchKernel` hands the runtime an array of pointers, one per parameter, but
+//! not their sizes: those live only in the cubin. To marshal a launch, the guest (or
+//! the host) looks the kernel's layout up with [`kernel_params`]. Likewise
+//! `__cudaRegisterVar` names a device variable whose size and initial value a host-
+//! side emulation needs: [`global`].
+//!
+//! What a cubin holds (nvcc 13, `sm_90`, checked against real output under
+//! `testdata/`):
+//!
+//! - Each kernel is a `FUNC` symbol defined in section `.text.<mangled name>` and
+//!   marked as an entry point with `STO_CUDA_ENTRY` (0x10) in `st_other`;
+//!   non-inlined `__device__` functions are `FUNC` symbols too, but unmarked.
+//! - Section `.nv.info.<mangled name>` holds that kernel's attributes, a sequence of
+//!   records `u8 format, u8 attribute, value`: formats 1 (`EIFMT_NVAL`), 2
+//!   (`EIFMT_BVAL`) and 3 (`EIFMT_HVAL`) take exactly four bytes (no value, a u8 plus
+//!   a pad byte, a u16); format 4 (`EIFMT_SVAL`) is followed by a u16 size and that
+//!   many bytes. Section `.nv.info` (no suffix) holds attributes of the whole module.
+//! - `EIATTR_KPARAM_INFO` (0x17) describes one parameter in a 12-byte SVAL:
+//!   `u32 index, u16 ordinal, u16 offset, u32 word` with the size in bits 18..32 of
+//!   the word. Kernels with more than 4 KiB of parameters get
+//!   `EIATTR_KPARAM_INFO_V2` (0x45) instead, the same but with a plain u16 size at
+//!   byte 8. `EIATTR_CBANK_PARAM_SIZE` (0x19, HVAL) and `EIATTR_PARAM_CBANK` (0x0a,
+//!   SVAL `u32 symbol, u16 offset, u16 size`) give the total.
+//! - Device variables are `OBJECT` symbols (type 13, `STT_CUDA_OBJECT`, with `-rdc`)
+//!   in `.nv.global` (zero-initialised; `NOBITS`, or a processor-specific type with
+//!   no file data under `-rdc`), `.nv.global.init` (initialised) and
+//!   `.nv.constant<N>` (`__constant__`, initialised or zero-filled).
+//!
+//! ELF headers and tables are read with the `object` crate, which bounds-checks them;
+//! everything read from section contents here is bounds-checked too, so no input makes
+//! these functions panic.
+
+use crate::fatbin::{Compression, EntryKind, Fatbin};
+use object::elf;
+use object::read::elf::{FileHeader, SectionHeader, SectionTable, Sym, SymbolTable};
+use object::read::SectionIndex;
+use object::Endianness;
+use thiserror::Error;
+
+/// `e_machine` of CUDA cubins.
+pub const EM_CUDA: u16 = 190;
+/// `st_other` bit marking a kernel entry point.
+pub const STO_CUDA_ENTRY: u8 = 0x10;
+/// Symbol type of device variables in relocatable (`-rdc`) cubins.
+pub const STT_CUDA_OBJECT: u8 = 13;
+/// Section type of `.nv.global` in relocatable cubins: no file data, like `NOBITS`.
+pub const SHT_CUDA_GLOBAL: u32 = 0x7000_0007;
+
+/// `.nv.info` record format: no value.
+pub const EIFMT_NVAL: u8 = 0x01;
+/// `.nv.info` record format: one byte value.
+pub const EIFMT_BVAL: u8 = 0x02;
+/// `.nv.info` record format: u16 value.
+pub const EIFMT_HVAL: u8 = 0x03;
+/// `.nv.info` record format: sized value.
+pub const EIFMT_SVAL: u8 = 0x04;
+/// Attribute: the parameter constant bank (`u32 symbol, u16 offset, u16 size`).
+pub const EIATTR_PARAM_CBANK: u8 = 0x0a;
+/// Attribute: one parameter's layout.
+pub const EIATTR_KPARAM_INFO: u8 = 0x17;
+/// Attribute: total parameter size (HVAL).
+pub const EIATTR_CBANK_PARAM_SIZE: u8 = 0x19;
+/// Attribute: one parameter's layout, for kernels with more than 4 KiB of parameters.
+pub const EIATTR_KPARAM_INFO_V2: u8 = 0x45;
+
+/// Largest variable [`global`] materialises: a bigger size is a corrupt symbol.
+pub const MAX_GLOBAL_LEN: u64 = 1 << 32;
+
+/// Everything that can go wrong reading a cubin.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum CubinError {
+    /// The ELF structure itself is malformed (or not 64-bit).
+    #[error("malformed ELF cubin: {0}")]
+    Elf(#[from] object::read::Error),
+    /// A valid ELF, but not for the CUDA machine.
+    #[error("ELF e_machine is {0}, not CUDA ({EM_CUDA})")]
+    NotCuda(u16),
+    /// No kernel of that name.
+    #[error("no kernel named {0:?} in the cubin")]
+    KernelNotFound(String),
+    /// The kernel exists but has no `.nv.info.<name>` section.
+    #[error("kernel {0:?} has no .nv.info section")]
+    MissingInfo(String),
+    /// A `.nv.info` section does not decode.
+    #[error("bad .nv.info record at offset {offset} in {section}: {reason}")]
+    BadNvInfo {
+        /// The section name.
+        section: String,
+        /// Byte offset of the record within the section.
+        offset: usize,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// Parameter records that do not describe parameters 0..n exactly once each.
+    #[error("inconsistent parameter info for kernel {kernel:?}: {reason}")]
+    BadParamInfo {
+        /// The kernel.
+        kernel: String,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// A variable's symbol points outside its section or is absurdly large.
+    #[error("device variable {name:?} has bad bounds: {reason}")]
+    BadGlobal {
+        /// The variable.
+        name: String,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// The fatbinary holds no ELF cubin (suitable for the requested architecture).
+    #[error("no suitable cubin in the fatbinary")]
+    NoCubin,
+    /// The only suitable cubins are compressed, and this crate never decompresses.
+    #[error(
+        "the sm_{sm_arch} cubin is compressed ({compression:?}); decompression is not supported"
+    )]
+    CompressedCubin {
+        /// Its architecture.
+        sm_arch: u32,
+        /// How it is compressed.
+        compression: Compression,
+    },
+}
+
+/// Result alias for this module.
+pub type Result<T, E = CubinError> = std::result::Result<T, E>;
+
+/// Where one kernel parameter lives in the parameter buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ParamInfo {
+    /// Byte offset from the start of the parameters.
+    pub offset: u32,
+    /// Size in bytes.
+    pub size: u32,
+}
+
+/// A device variable's size and initial contents.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GlobalVar {
+    /// Size in bytes.
+    pub size: u64,
+    /// Initial contents, `size` bytes (zeros for zero-initialised variables). Pointers
+    /// initialised with another variable's address are resolved by relocations that
+    /// are not applied here, so they read as zero.
+    pub init: Vec<u8>,
+    /// Whether it lives in constant memory (`__constant__`).
+    pub constant: bool,
+}
+
+/// Decoded value of one `.nv.info` record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NvInfoValue<'a> {
+    /// `EIFMT_NVAL`.
+    None,
+    /// `EIFMT_BVAL`.
+    Byte(u8),
+    /// `EIFMT_HVAL`.
+    Half(u16),
+    /// `EIFMT_SVAL`: the bytes after the size.
+    Sized(&'a [u8]),
+}
+
+/// One `.nv.info` record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NvInfoAttr<'a> {
+    /// `EIATTR_*` code.
+    pub attr: u8,
+    /// Its value.
+    pub value: NvInfoValue<'a>,
+}
+
+/// Decodes the records of a `.nv.info` or `.nv.info.<kernel>` section. `section` names
+/// the section in errors.
+pub fn parse_nv_info<'a>(data: &'a [u8], section: &str) -> Result<Vec<NvInfoAttr<'a>>> {
+    let bad = |offset, reason| CubinError::BadNvInfo {
+        section: section.to_owned(),
+        offset,
+        reason,
+    };
+    let mut attrs = Vec::new();
+    let mut pos = 0usize;
+    while pos < data.len() {
+        // Every record starts with four bytes: format, attribute and a u16 that is the
+        // value (BVAL/HVAL), padding (NVAL) or the value's size (SVAL).
+        let head = pos
+            .checked_add(4)
+            .and_then(|end| data.get(pos..end))
+            .ok_or_else(|| bad(pos, "truncated record header"))?;
+        let (format, attr, half) = (head[0], head[1], u16::from_le_bytes([head[2], head[3]]));
+        let (value, len) = match format {
+            EIFMT_NVAL => (NvInfoValue::None, 4),
+            EIFMT_BVAL => (NvInfoValue::Byte(head[2]), 4),
+            EIFMT_HVAL => (NvInfoValue::Half(half), 4),
+            EIFMT_SVAL => {
+                let len = 4 + usize::from(half);
+                let bytes = pos
+                    .checked_add(len)
+                    .and_then(|end| data.get(pos + 4..end))
+                    .ok_or_else(|| bad(pos, "sized value runs past the section"))?;
+                (NvInfoValue::Sized(bytes), len)
+            }
+            _ => return Err(bad(pos, "unknown record format")),
+        };
+        attrs.push(NvInfoAttr { attr, value });
+        pos += len;
+    }
+    Ok(attrs)
+}
+
+/// A parsed cubin, for several queries over the same bytes.
+#[derive(Debug)]
+pub struct Cubin<'a> {
+    data: &'a [u8],
+    endian: Endianness,
+    relocatable: bool,
+    sections: SectionTable<'a, elf::FileHeader64<Endianness>>,
+    symbols: SymbolTable<'a, elf::FileHeader64<Endianness>>,
+}
+
+impl<'a> Cubin<'a> {
+    /// Parses the ELF headers, section table and symbol table of a 64-bit CUDA cubin.
+    pub fn parse(data: &'a [u8]) -> Result<Self> {
+        let header = elf::FileHeader64::<Endianness>::parse(data)?;
+        let endian = header.endian()?;
+        let machine = header.e_machine(endian);
+        if machine != EM_CUDA {
+            return Err(CubinError::NotCuda(machine));
+        }
+        let sections = header.sections(endian, data)?;
+        let symbols = sections.symbols(endian, data, elf::SHT_SYMTAB)?;
+        Ok(Self {
+            data,
+            endian,
+            relocatable: header.e_type(endian) == elf::ET_REL,
+            sections,
+            symbols,
+        })
+    }
+
+    fn section_name(&self, index: SectionIndex) -> Option<&'a [u8]> {
+        let section = self.sections.section(index).ok()?;
+        self.sections.section_name(self.endian, section).ok()
+    }
+
+    /// Whether `sym` (named `name`) is a kernel entry point.
+    fn is_kernel(&self, sym: &elf::Sym64<Endianness>, index: SectionIndex, name: &[u8]) -> bool {
+        if sym.st_type() != elf::STT_FUNC || sym.st_other() & STO_CUDA_ENTRY == 0 {
+            return false;
+        }
+        self.section_name(index)
+            .and_then(|s| s.strip_prefix(b".text."))
+            .is_some_and(|s| s == name)
+    }
+
+    /// Mangled names of all kernels, in symbol table order.
+    pub fn kernels(&self) -> Vec<String> {
+        self.symbols
+            .enumerate()
+            .filter_map(|(i, sym)| {
+                let section = self.symbols.symbol_section(self.endian, sym, i).ok()??;
+                let name = self.symbols.symbol_name(self.endian, sym).ok()?;
+                self.is_kernel(sym, section, name)
+                    .then(|| String::from_utf8_lossy(name).into_owned())
+            })
+            .collect()
+    }
+
+    /// Whether a kernel named `name` exists.
+    pub fn has_kernel(&self, name: &str) -> bool {
+        self.symbols.enumerate().any(|(i, sym)| {
+            self.symbols.symbol_name(self.endian, sym).ok() == Some(name.as_bytes())
+                && matches!(
+                    self.symbols.symbol_section(self.endian, sym, i),
+                    Ok(Some(section)) if self.is_kernel(sym, section, name.as_bytes())
+                )
+        })
+    }
+
+    /// The decoded `.nv.info.<kernel>` records of a kernel.
+    pub fn kernel_info(&self, kernel: &str) -> Result<Vec<NvInfoAttr<'a>>> {
+        if !self.has_kernel(kernel) {
+            return Err(CubinError::KernelNotFound(kernel.to_owned()));
+        }
+        let section_name = format!(".nv.info.{kernel}");
+        let (_, section) = self
+            .sections
+            .section_by_name(self.endian, section_name.as_bytes())
+            .ok_or_else(|| CubinError::MissingInfo(kernel.to_owned()))?;
+        parse_nv_info(section.data(self.endian, self.data)?, &section_name)
+    }
+
+    /// Parameter layout of `kernel` (mangled name), in declaration order.
+    pub fn kernel_params(&self, kernel: &str) -> Result<Vec<ParamInfo>> {
+        let bad = |reason| CubinError::BadParamInfo {
+            kernel: kernel.to_owned(),
+            reason,
+        };
+        let mut params: Vec<(u16, ParamInfo)> = Vec::new();
+        for attr in self.kernel_info(kernel)? {
+            let NvInfoValue::Sized(v) = attr.value else {
+                continue;
+            };
+            let v1 = match attr.attr {
+                EIATTR_KPARAM_INFO => true,
+                EIATTR_KPARAM_INFO_V2 => false,
+                _ => continue,
+            };
+            let v: &[u8; 12] = v
+                .get(..12)
+                .and_then(|v| v.try_into().ok())
+                .ok_or_else(|| bad("parameter record shorter than 12 bytes"))?;
+            let ordinal = u16::from_le_bytes([v[4], v[5]]);
+            let offset = u16::from_le_bytes([v[6], v[7]]).into();
+            let size = if v1 {
+                u32::from_le_bytes([v[8], v[9], v[10], v[11]]) >> 18
+            } else {
+                u16::from_le_bytes([v[8], v[9]]).into()
+            };
+            params.push((ordinal, ParamInfo { offset, size }));
+        }
+        // nvcc lists parameters last to first; every ordinal must appear exactly once,
+        // or a launch could not be marshalled.
+        params.sort_by_key(|&(ordinal, _)| ordinal);
+        for (i, &(ordinal, _)) in params.iter().enumerate() {
+            if usize::from(ordinal) != i {
+                return Err(bad("ordinals are not 0..n, each exactly once"));
+            }
+        }
+        Ok(params.into_iter().map(|(_, p)| p).collect())
+    }
+
+    /// Total size in bytes of `kernel`'s parameters: `EIATTR_CBANK_PARAM_SIZE`, else
+    /// the size in `EIATTR_PARAM_CBANK`, else the end of the last parameter (0 for a
+    /// kernel without parameters).
+    pub fn kernel_params_size(&self, kernel: &str) -> Result<u32> {
+        let info = self.kernel_info(kernel)?;
+        let from_attr = info.iter().find_map(|a| match (a.attr, a.value) {
+            (EIATTR_CBANK_PARAM_SIZE, NvInfoValue::Half(size)) => Some(u32::from(size)),
+            _ => None,
+        });
+        let from_cbank = || {
+            info.iter().find_map(|a| match (a.attr, a.value) {
+                (EIATTR_PARAM_CBANK, NvInfoValue::Sized(v)) if v.len() >= 8 => {
+                    Some(u32::from(u16::from_le_bytes([v[6], v[7]])))
+                }
+                _ => None,
+            })
+        };
+        match from_attr.or_else(from_cbank) {
+            Some(size) => Ok(size),
+            None => Ok(self
+                .kernel_params(kernel)?
+                .iter()
+                .map(|p| p.offset.saturating_add(p.size))
+                .max()
+                .unwrap_or(0)),
+        }
+    }
+
+    /// Size and initial contents of the device variable `name` (as the symbol table
+    /// spells it, i.e. mangled if it is in a namespace), or `None` if there is no such
+    /// variable in `.nv.global*` or `.nv.constant*`.
+    pub fn global(&self, name: &str) -> Result<Option<GlobalVar>> {
+        let bad = |reason| CubinError::BadGlobal {
+            name: name.to_owned(),
+            reason,
+        };
+        for (i, sym) in self.symbols.enumerate() {
+            let st_type = sym.st_type();
+            if (st_type != elf::STT_OBJECT && st_type != STT_CUDA_OBJECT)
+                || self.symbols.symbol_name(self.endian, sym).ok() != Some(name.as_bytes())
+            {
+                continue;
+            }
+            let Some(index) = self.symbols.symbol_section(self.endian, sym, i)? else {
+                continue; // An undefined (extern) reference.
+            };
+            let section = self.sections.section(index)?;
+            let section_name = self.sections.section_name(self.endian, section)?;
+            let constant = section_name.starts_with(b".nv.constant");
+            let zero_init = section_name == b".nv.global"
+                || matches!(
+                    section.sh_type(self.endian),
+                    elf::SHT_NOBITS | SHT_CUDA_GLOBAL
+                );
+            if !(constant || zero_init || section_name == b".nv.global.init") {
+                continue; // e.g. a __shared__ variable.
+            }
+
+            let size = sym.st_size(self.endian);
+            if size > MAX_GLOBAL_LEN {
+                return Err(bad("size above MAX_GLOBAL_LEN"));
+            }
+            // Executables hold addresses in st_value, relocatable files offsets.
+            let value = sym.st_value(self.endian);
+            let start = if self.relocatable {
+                Some(value)
+            } else {
+                value.checked_sub(section.sh_addr(self.endian))
+            }
+            .ok_or_else(|| bad("value below its section's address"))?;
+            let end = start
+                .checked_add(size)
+                .filter(|&end| end <= section.sh_size(self.endian))
+                .ok_or_else(|| bad("extends past the end of its section"))?;
+
+            let init = if zero_init {
+                let len = usize::try_from(size).map_err(|_| bad("size above usize"))?;
+                vec![0; len]
+            } else {
+                let data = section.data(self.endian, self.data)?;
+                usize::try_from(start)
+                    .ok()
+                    .zip(usize::try_from(end).ok())
+                    .and_then(|(s, e)| data.get(s..e))
+                    .ok_or_else(|| bad("initial data out of the file"))?
+                    .to_vec()
+            };
+            return Ok(Some(GlobalVar {
+                size,
+                init,
+                constant,
+            }));
+        }
+        Ok(None)
+    }
+}
+
+/// Parameter layout of `kernel_name` (mangled) in the cubin `elf`, in declaration
+/// order. See [`Cubin::kernel_params`].
+pub fn kernel_params(elf: &[u8], kernel_name: &str) -> Result<Vec<ParamInfo>> {
+    Cubin::parse(elf)?.kernel_params(kernel_name)
+}
+
+/// Mangled names of all kernels in the cubin `elf`.
+pub fn kernels(elf: &[u8]) -> Result<Vec<String>> {
+    Ok(Cubin::parse(elf)?.kernels())
+}
+
+/// Size and initial contents of the device variable `name` in the cubin `elf`. See
+/// [`Cubin::global`].
+pub fn global(elf: &[u8], name: &str) -> Result<Option<GlobalVar>> {
+    Cubin::parse(elf)?.global(name)
+}
+
+/// The uncompressed ELF cubin with the highest SM architecture in `fatbin`.
+///
+/// Fails with [`CubinError::CompressedCubin`] when every cubin is compressed (nvcc
+/// compresses cubins with `-G` or `-Xfatbin -compress-all`), and with
+/// [`CubinError::NoCubin`] when there is none (PTX only).
+pub fn find_cubin<'a>(fatbin: &Fatbin<'a>) -> Result<&'a [u8]> {
+    pick_cubin(fatbin, |_| true)
+}
+
+/// Like [`find_cubin`], for a GPU of architecture `sm` (e.g. 90): SASS runs only on
+/// the same major architecture with an equal or higher minor, so candidates are the
+/// cubins with `sm_arch / 10 == sm / 10` and `sm_arch <= sm`; the highest wins.
+pub fn find_cubin_for<'a>(fatbin: &Fatbin<'a>, sm: u32) -> Result<&'a [u8]> {
+    pick_cubin(fatbin, |arch| arch / 10 == sm / 10 && arch <= sm)
+}
+
+fn pick_cubin<'a>(fatbin: &Fatbin<'a>, fits: impl Fn(u32) -> bool) -> Result<&'a [u8]> {
+    let candidates = fatbin
+        .entries()
+        .filter(|e| e.kind == EntryKind::Cubin && fits(e.sm_arch));
+    let mut best_plain: Option<(u32, &'a [u8])> = None;
+    let mut best_compressed: Option<(u32, Compression)> = None;
+    for e in candidates {
+        if e.is_compressed() {
+            if best_compressed.is_none_or(|(arch, _)| e.sm_arch > arch) {
+                best_compressed = Some((e.sm_arch, e.compression()));
+            }
+        } else if best_plain.is_none_or(|(arch, _)| e.sm_arch > arch) {
+            best_plain = Some((e.sm_arch, e.payload));
+        }
+    }
+    match (best_plain, best_compressed) {
+        (Some((_, payload)), _) => Ok(payload),
+        (None, Some((sm_arch, compression))) => Err(CubinError::CompressedCubin {
+            sm_arch,
+            compression,
+        }),
+        (None, None) => Err(CubinError::NoCubin),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fatbin;
+    use proptest::prelude::*;
+
+    /// Test data produced by `testdata/regen.sh` with nvcc 13 (sources alongside).
+    const PARAMS: &[u8] = include_bytes!("../testdata/params.cubin");
+    const BIGPARAM: &[u8] = include_bytes!("../testdata/bigparam.cubin");
+    const GLOBALS: &[u8] = include_bytes!("../testdata/globals.cubin");
+    const GLOBALS_RDC: &[u8] = include_bytes!("../testdata/globals_rdc.cubin");
+    const TINY: &[u8] = include_bytes!("../testdata/tiny.fatbin");
+    const TINY_MULTI: &[u8] = include_bytes!("../testdata/tiny_multi.fatbin");
+    const TINY_LZ4: &[u8] = include_bytes!("../testdata/tiny_lz4.fatbin");
+    const TINY_DEBUG: &[u8] = include_bytes!("../testdata/tiny_debug.fatbin");
+
+    fn layout(elf: &[u8], kernel: &str) -> Vec<(u32, u32)> {
+        kernel_params(elf, kernel)
+            .unwrap()
+            .iter()
+            .map(|p| (p.offset, p.size))
+            .collect()
+    }
+
+    #[test]
+    fn measured_layout() {
+        // __global__ void k(int, float*, struct{double;int;char[12]}, char, double)
+        assert_eq!(
+            layout(PARAMS, "_Z1kiPf1Scd"),
+            [(0, 4), (8, 8), (16, 24), (40, 1), (48, 8)]
+        );
+        let cubin = Cubin::parse(PARAMS).unwrap();
+        assert_eq!(cubin.kernel_params_size("_Z1kiPf1Scd").unwrap(), 56);
+    }
+
+    #[test]
+    fn no_params() {
+        assert_eq!(layout(PARAMS, "_Z8noparamsv"), []);
+        let cubin = Cubin::parse(PARAMS).unwrap();
+        assert_eq!(cubin.kernel_params_size("_Z8noparamsv").unwrap(), 0);
+    }
+
+    #[test]
+    fn many_params() {
+        let name = "_Z4manyiiiiiiiiiiffddcsxPiPfPdci";
+        let mut want: Vec<(u32, u32)> = (0..12).map(|i| (4 * i, 4)).collect();
+        want.extend([
+            (48, 8),  // double a12
+            (56, 8),  // double a13
+            (64, 1),  // char a14
+            (66, 2),  // short a15
+            (72, 8),  // long long a16
+            (80, 8),  // int *a17
+            (88, 8),  // float *a18
+            (96, 8),  // double *a19
+            (104, 1), // char a20
+            (108, 4), // int a21
+        ]);
+        assert_eq!(layout(PARAMS, name), want);
+        let cubin = Cubin::parse(PARAMS).unwrap();
+        assert_eq!(cubin.kernel_params_size(name).unwrap(), 112);
+    }
+
+    #[test]
+    fn template_and_unused_params() {
+        assert_eq!(
+            layout(PARAMS, "_Z4tmplIfEvPT_S0_i"),
+            [(0, 8), (8, 4), (12, 4)]
+        );
+        assert_eq!(
+            layout(PARAMS, "_Z4tmplIdEvPT_S0_i"),
+            [(0, 8), (8, 8), (16, 4)]
+        );
+        assert_eq!(
+            layout(PARAMS, "_Z6unusedidcPi"),
+            [(0, 4), (8, 8), (16, 1), (24, 8)]
+        );
+    }
+
+    #[test]
+    fn big_params_use_v2_records() {
+        let cubin = Cubin::parse(BIGPARAM).unwrap();
+        let kernel = "_Z3bigi3BigPi";
+        assert!(cubin
+            .kernel_info(kernel)
+            .unwrap()
+            .iter()
+            .any(|a| a.attr == EIATTR_KPARAM_INFO_V2));
+        assert_eq!(layout(BIGPARAM, kernel), [(0, 4), (4, 5000), (5008, 8)]);
+        assert_eq!(cubin.kernel_params_size(kernel).unwrap(), 5016);
+    }
+
+    #[test]
+    fn kernel_list() {
+        let mut names = kernels(PARAMS).unwrap();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                "_Z1kiPf1Scd",
+                "_Z4manyiiiiiiiiiiffddcsxPiPfPdci",
+                "_Z4tmplIdEvPT_S0_i",
+                "_Z4tmplIfEvPT_S0_i",
+                "_Z6unusedidcPi",
+                "_Z8noparamsv",
+            ]
+        );
+        assert_eq!(kernels(GLOBALS).unwrap(), ["_Z11use_globalsPf"]);
+        assert_eq!(kernels(GLOBALS_RDC).unwrap(), ["_Z11use_globalsPf"]);
+        assert_eq!(
+            kernel_params(PARAMS, "nope"),
+            Err(CubinError::KernelNotFound("nope".into()))
+        );
+        // The module-wide .nv.info is not a kernel.
+        assert!(matches!(
+            kernel_params(PARAMS, ""),
+            Err(CubinError::KernelNotFound(_))
+        ));
+    }
+
+    #[test]
+    fn nv_info_formats() {
+        let section = [
+            0x01, 0x3e, 0x00, 0x00, // NVAL
+            0x02, 0x4c, 0x07, 0x00, // BVAL 7 + pad
+            0x03, 0x19, 0x38, 0x00, // HVAL 56
+            0x04, 0x0a, 0x02, 0x00, 0xaa, 0xbb, // SVAL of 2 bytes
+        ];
+        assert_eq!(
+            parse_nv_info(&section, "s").unwrap(),
+            [
+                NvInfoAttr {
+                    attr: 0x3e,
+                    value: NvInfoValue::None
+                },
+                NvInfoAttr {
+                    attr: 0x4c,
+                    value: NvInfoValue::Byte(7)
+                },
+                NvInfoAttr {
+                    attr: 0x19,
+                    value: NvInfoValue::Half(56)
+                },
+                NvInfoAttr {
+                    attr: 0x0a,
+                    value: NvInfoValue::Sized(&[0xaa, 0xbb])
+                },
+            ]
+        );
+        assert!(parse_nv_info(&section[..section.len() - 1], "s").is_err());
+        assert!(parse_nv_info(&section[..2], "s").is_err());
+        assert!(parse_nv_info(&[0x05, 0, 0, 0], "s").is_err());
+    }
+
+    fn check_globals(elf: &[u8]) {
+        let g = global(elf, "g").unwrap().unwrap();
+        assert_eq!(
+            g,
+            GlobalVar {
+                size: 4,
+                init: vec![5, 0, 0, 0],
+                constant: false
+            }
+        );
+        let z = global(elf, "z").unwrap().unwrap();
+        assert_eq!(
+            z,
+            GlobalVar {
+                size: 12,
+                init: vec![0; 12],
+                constant: false
+            }
+        );
+        let c = global(elf, "c").unwrap().unwrap();
+        let floats: Vec<u8> = [1.0f32, 2.0, 3.0, 4.0]
+            .iter()
+            .flat_map(|f| f.to_le_bytes())
+            .collect();
+        assert_eq!(
+            c,
+            GlobalVar {
+                size: 16,
+                init: floats,
+                constant: true
+            }
+        );
+        let cz = global(elf, "cz").unwrap().unwrap();
+        assert_eq!(
+            cz,
+            GlobalVar {
+                size: 8,
+                init: vec![0; 8],
+                constant: true
+            }
+        );
+        let d2 = global(elf, "d2").unwrap().unwrap();
+        let doubles: Vec<u8> = [1.5f64, -2.0]
+            .iter()
+            .flat_map(|f| f.to_le_bytes())
+            .collect();
+        assert_eq!(d2.init, doubles);
+        assert!(!d2.constant);
+        assert_eq!(global(elf, "nope").unwrap(), None);
+        // Kernels are not variables.
+        assert_eq!(global(elf, "_Z11use_globalsPf").unwrap(), None);
+    }
+
+    #[test]
+    fn globals() {
+        check_globals(GLOBALS);
+    }
+
+    #[test]
+    fn globals_relocatable() {
+        // -rdc: symbols of type STT_CUDA_OBJECT, .nv.global without NOBITS.
+        check_globals(GLOBALS_RDC);
+    }
+
+    #[test]
+    fn cubins_from_fatbins() {
+        let fb = fatbin::parse(TINY).unwrap();
+        let elf = find_cubin(&fb).unwrap();
+        assert_eq!(kernels(elf).unwrap(), ["_Z4tinyPi"]);
+        assert_eq!(layout(elf, "_Z4tinyPi"), [(0, 8)]);
+        assert_eq!(find_cubin_for(&fb, 90).unwrap(), elf);
+        assert_eq!(find_cubin_for(&fb, 89), Err(CubinError::NoCubin));
+        assert_eq!(find_cubin_for(&fb, 100), Err(CubinError::NoCubin));
+
+        let multi = fatbin::parse(TINY_MULTI).unwrap();
+        let arch_of = |payload: &[u8]| {
+            multi
+                .entries()
+                .find(|e| std::ptr::eq(e.payload, payload))
+                .unwrap()
+                .sm_arch
+        };
+        assert_eq!(arch_of(find_cubin(&multi).unwrap()), 90);
+        assert_eq!(arch_of(find_cubin_for(&multi, 86).unwrap()), 80);
+        assert_eq!(arch_of(find_cubin_for(&multi, 90).unwrap()), 90);
+
+        for (bytes, compression) in [
+            (TINY_LZ4, Compression::Lz4),
+            (TINY_DEBUG, Compression::Zstd),
+        ] {
+            let fb = fatbin::parse(bytes).unwrap();
+            assert_eq!(
+                find_cubin(&fb),
+                Err(CubinError::CompressedCubin {
+                    sm_arch: 90,
+                    compression
+                })
+            );
+        }
+
+        // PTX only.
+        let spec = fatbin::tests::EntrySpec {
+            kind: 1,
+            sm_arch: 90,
+            flags: 0x11,
+            header_size: 64,
+            payload: b".version 9.0\0\0\0\0".to_vec(),
+            name: None,
+        };
+        let bytes = fatbin::tests::build(&[vec![spec]]);
+        assert_eq!(
+            find_cubin(&fatbin::parse(&bytes).unwrap()),
+            Err(CubinError::NoCubin)
+        );
+    }
+
+    #[test]
+    fn unaligned_input() {
+        // Cubins inside fatbins start at arbitrary offsets of arbitrary buffers.
+        let mut buf = vec![0u8];
+        buf.extend_from_slice(PARAMS);
+        let elf = &buf[1..];
+        assert_eq!(
+            layout(elf, "_Z1kiPf1Scd"),
+            [(0, 4), (8, 8), (16, 24), (40, 1), (48, 8)]
+        );
+    }
+
+    #[test]
+    fn not_cubins() {
+        assert!(matches!(kernels(b""), Err(CubinError::Elf(_))));
+        assert!(matches!(kernels(TINY), Err(CubinError::Elf(_))));
+        let mut x86 = GLOBALS.to_vec();
+        x86[0x12..0x14].copy_from_slice(&62u16.to_le_bytes());
+        assert_eq!(kernels(&x86), Err(CubinError::NotCuda(62)));
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..1024)) {
+            let _ = kernels(&bytes);
+            let _ = kernel_params(&bytes, "_Z1kiPf1Scd");
+            let _ = global(&bytes, "g");
+            let _ = parse_nv_info(&bytes, "s");
+        }
+
+        #[test]
+        fn mutated_cubins_never_panic(
+            which in 0usize..3,
+            edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..16),
+        ) {
+            let mut bytes = [PARAMS, GLOBALS, GLOBALS_RDC][which].to_vec();
+            for (i, b) in edits {
+                let i = i.index(bytes.len());
+                bytes[i] = b;
+            }
+            if let Ok(cubin) = Cubin::parse(&bytes) {
+                for k in cubin.kernels() {
+                    let _ = cubin.kernel_params(&k);
+                    let _ = cubin.kernel_params_size(&k);
+                }
+                for name in ["g", "z", "c", "cz", "d2"] {
+                    let _ = cubin.global(name);
+                }
+            }
+        }
+    }
+}

@@ -1,1 +1,1015 @@
-//! (being written)
+//! Parsing of nvcc fatbinaries: the 24-byte wrapper, the containers and their entries.
+//!
+//! A CUDA program hands `__cudaRegisterFatBinary` a pointer to a [`Wrapper`]; its data
+//! pointer leads to one or more *containers* laid back to back (an executable built by
+//! nvcc 13 has two in `.nv_fatbin`: a linker stub and the user's code), each holding
+//! *entries*: ELF cubins for given SM architectures and PTX text, possibly compressed.
+//!
+//! The guest only knows a pointer, so it needs the byte length before it can ship
+//! anything: [`container_total_len`] reads one 16-byte container header at a time
+//! and [`containers_len`] does the same walk over a slice. The host then uses
+//! [`parse`] to look inside. Payloads are never decompressed here: the CUDA driver
+//! takes them as they are, so they are handed out as borrowed slices.
+//!
+//! Everything is plain safe code over `&[u8]`: every size read from the input is
+//! checked with checked arithmetic and `get()`, so no input makes these functions
+//! panic; inconsistent or absurd sizes come back as [`FatbinError`].
+//!
+//! Layouts (little endian), as measured on nvcc 13.0 output:
+//!
+//! ```text
+//! wrapper   (24 B): u32 magic 0x466243B1, u32 version (1|2), u64 data, u64 prelinked
+//! container (16 B): u32 magic 0xBA55ED50, u16 version (1), u16 header size (16),
+//!                   u64 size of what follows the header
+//! entry header:     0x00 u16 kind (1 PTX, 2 ELF)  0x02 u16 version  0x04 u32 header size
+//!                   0x08 u64 payload size  0x10 u32 compressed size  0x14 u32 options offset
+//!                   0x18 u16 minor  0x1A u16 major  0x1C u32 sm arch
+//!                   0x20 u32 name offset  0x24 u32 name length  0x28 u64 flags
+//!                   0x38 u64 uncompressed size
+//! ```
+//!
+//! An entry's payload starts right after its own header (`header size` bytes from its
+//! start) and the next entry right after the payload. nvcc pads payloads to 8 bytes,
+//! so `compressed size` may be a little below `payload size`.
+
+use thiserror::Error;
+
+/// Magic of the 24-byte wrapper passed to `__cudaRegisterFatBinary`.
+pub const WRAPPER_MAGIC: u32 = 0x4662_43B1;
+/// Size of the wrapper in bytes.
+pub const WRAPPER_LEN: usize = 24;
+/// Magic at the start of every container.
+pub const CONTAINER_MAGIC: u32 = 0xBA55_ED50;
+/// Size of the fixed part of a container header; read this many bytes, then call
+/// [`container_total_len`] to learn how many bytes the whole container takes.
+pub const CONTAINER_HEADER_LEN: usize = 16;
+/// Smallest entry header accepted: it must hold every field up to and including the
+/// uncompressed size at 0x38. nvcc 13 writes 64 (ELF) and 80 (PTX) or more.
+pub const ENTRY_MIN_HEADER_LEN: usize = 0x40;
+/// Largest container accepted, header included. Containers are one translation unit's
+/// device code; anything above this is a corrupt header, and refusing it keeps a guest
+/// from trying to copy gigabytes from a bad pointer.
+pub const MAX_CONTAINER_LEN: u64 = 1 << 31;
+
+/// Entry flag: 64-bit code.
+pub const FLAG_64BIT: u64 = 0x1;
+/// Entry flag: compiled with debug information (`-G`).
+pub const FLAG_DEBUG: u64 = 0x2;
+/// Entry flag: Linux host.
+pub const FLAG_LINUX: u64 = 0x10;
+/// Entry flag: payload is LZ4-compressed (`--compress-mode=speed`).
+pub const FLAG_COMPRESSED_LZ4: u64 = 0x2000;
+/// Entry flag: payload is zstd-compressed (nvcc 13's default for PTX).
+pub const FLAG_COMPRESSED_ZSTD: u64 = 0x8000;
+
+/// Everything that can be wrong with a fatbinary. Offsets are relative to the start
+/// of the slice handed to the failing function.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum FatbinError {
+    /// Fewer bytes than a structure needs.
+    #[error("truncated {what} at offset {offset}: need {need} bytes, have {have}")]
+    Truncated {
+        /// Which structure was being read.
+        what: &'static str,
+        /// Where it starts.
+        offset: usize,
+        /// Bytes it needs from `offset`.
+        need: u64,
+        /// Bytes available from `offset`.
+        have: usize,
+    },
+    /// The wrapper does not start with [`WRAPPER_MAGIC`].
+    #[error("bad fatbin wrapper magic {0:#010x} (want {WRAPPER_MAGIC:#010x})")]
+    BadWrapperMagic(u32),
+    /// The wrapper version is neither 1 nor 2.
+    #[error("unsupported fatbin wrapper version {0}")]
+    BadWrapperVersion(u32),
+    /// No container magic where a container must start.
+    #[error("bad fatbin container magic {found:#010x} at offset {offset} (want {CONTAINER_MAGIC:#010x})")]
+    BadContainerMagic {
+        /// Where the container should start.
+        offset: usize,
+        /// The four bytes found there, as a little-endian u32.
+        found: u32,
+    },
+    /// A header declares a size smaller than its fixed fields.
+    #[error("{what} at offset {offset} declares header size {size}, below the minimum {min}")]
+    BadHeaderSize {
+        /// Which header.
+        what: &'static str,
+        /// Where it starts.
+        offset: usize,
+        /// Declared header size.
+        size: u64,
+        /// Smallest acceptable size.
+        min: u64,
+    },
+    /// A container declares more than [`MAX_CONTAINER_LEN`] bytes.
+    #[error("fatbin container at offset {offset} declares {len} bytes, above the {MAX_CONTAINER_LEN} limit")]
+    ContainerTooLarge {
+        /// Where the container starts.
+        offset: usize,
+        /// Total length it declares, header included (saturated at `u64::MAX`).
+        len: u64,
+    },
+}
+
+/// Result alias for this module.
+pub type Result<T, E = FatbinError> = std::result::Result<T, E>;
+
+/// The 24-byte structure whose address a program passes to `__cudaRegisterFatBinary`.
+///
+/// The pointers are guest addresses, meaningless on the host: the guest follows
+/// `data` itself and ships the container bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Wrapper {
+    /// 1 or 2.
+    pub version: u32,
+    /// Address of the first container.
+    pub data: u64,
+    /// Version 2 (`-rdc`/prelinked code): address of a NULL-terminated array of
+    /// pointers to further fatbinaries linked into this one. Version 1 leaves the
+    /// field unused (nvcc writes 0). See [`Wrapper::prelinked_list`].
+    pub prelinked: u64,
+}
+
+impl Wrapper {
+    /// Address of the NULL-terminated list of prelinked fatbinaries, if this wrapper
+    /// has one (version 2 and a non-null pointer).
+    pub fn prelinked_list(&self) -> Option<u64> {
+        (self.version >= 2 && self.prelinked != 0).then_some(self.prelinked)
+    }
+}
+
+/// Parses the wrapper at the start of `bytes` (extra bytes after it are ignored).
+pub fn parse_wrapper(bytes: &[u8]) -> Result<Wrapper> {
+    let magic = read_u32(bytes, 0, "wrapper", 0, WRAPPER_LEN)?;
+    if magic != WRAPPER_MAGIC {
+        return Err(FatbinError::BadWrapperMagic(magic));
+    }
+    let version = read_u32(bytes, 4, "wrapper", 0, WRAPPER_LEN)?;
+    if !(1..=2).contains(&version) {
+        return Err(FatbinError::BadWrapperVersion(version));
+    }
+    Ok(Wrapper {
+        version,
+        data: read_u64(bytes, 8, "wrapper", 0, WRAPPER_LEN)?,
+        prelinked: read_u64(bytes, 16, "wrapper", 0, WRAPPER_LEN)?,
+    })
+}
+
+/// Total length in bytes (header included) of the container whose 16-byte header is
+/// given. The guest, holding only a pointer, reads 16 bytes, calls this, skips that
+/// many bytes and repeats while the next header still has the container magic
+/// ([`FatbinError::BadContainerMagic`] means "no further container").
+///
+/// Fails on a bad magic, a header size below 16, or a total above
+/// [`MAX_CONTAINER_LEN`].
+pub fn container_total_len(header: &[u8; CONTAINER_HEADER_LEN]) -> Result<u64> {
+    container_len_at(header, 0)
+}
+
+/// Like [`container_total_len`], for the header starting at `offset` in `bytes`;
+/// errors report `offset`.
+fn container_len_at(bytes: &[u8], offset: usize) -> Result<u64> {
+    let magic = read_u32(
+        bytes,
+        offset,
+        "container header",
+        offset,
+        CONTAINER_HEADER_LEN,
+    )?;
+    if magic != CONTAINER_MAGIC {
+        return Err(FatbinError::BadContainerMagic {
+            offset,
+            found: magic,
+        });
+    }
+    let header_size = u64::from(read_u16(
+        bytes,
+        offset + 6,
+        "container header",
+        offset,
+        CONTAINER_HEADER_LEN,
+    )?);
+    if header_size < CONTAINER_HEADER_LEN as u64 {
+        return Err(FatbinError::BadHeaderSize {
+            what: "container",
+            offset,
+            size: header_size,
+            min: CONTAINER_HEADER_LEN as u64,
+        });
+    }
+    let body = read_u64(
+        bytes,
+        offset + 8,
+        "container header",
+        offset,
+        CONTAINER_HEADER_LEN,
+    )?;
+    match header_size.checked_add(body) {
+        Some(len) if len <= MAX_CONTAINER_LEN => Ok(len),
+        len => Err(FatbinError::ContainerTooLarge {
+            offset,
+            len: len.unwrap_or(u64::MAX),
+        }),
+    }
+}
+
+/// Total byte length of the containers laid back to back from `bytes[0]`: the walk
+/// stops at the end of `bytes` or at the first position that does not start with the
+/// container magic. nvcc places containers without padding (their sizes are
+/// multiples of 8), so the next one starts right where the previous ends.
+///
+/// The walk does not know which wrapper owns which container: in an nvcc 13
+/// executable the first wrapper points at a linker stub's container, which is
+/// directly followed by the user's (pointed at by a second wrapper), so the length
+/// from the first pointer covers both. Shipping the extra bytes is harmless; the host
+/// must just not assume one container per registration.
+///
+/// Fails if `bytes` does not start with a container, or if a container runs past the
+/// end of `bytes`.
+pub fn containers_len(bytes: &[u8]) -> Result<usize> {
+    let mut offset = 0usize;
+    loop {
+        let len = container_len_at(bytes, offset)?;
+        offset = checked_end(bytes, offset, len, "container")?;
+        // Another container follows only if its magic is there.
+        match bytes.get(offset..offset.saturating_add(4)) {
+            Some(m) if u32::from_le_bytes([m[0], m[1], m[2], m[3]]) == CONTAINER_MAGIC => {}
+            _ => return Ok(offset),
+        }
+    }
+}
+
+/// What an entry holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EntryKind {
+    /// PTX text (kind 1), for JIT compilation.
+    Ptx,
+    /// An ELF cubin (kind 2): machine code for one SM architecture.
+    Cubin,
+    /// Anything else (e.g. LTO IR), kept so that callers can report it.
+    Unknown(u16),
+}
+
+impl EntryKind {
+    fn from_raw(raw: u16) -> Self {
+        match raw {
+            1 => Self::Ptx,
+            2 => Self::Cubin,
+            other => Self::Unknown(other),
+        }
+    }
+
+    /// The raw kind value as stored in the entry header.
+    pub fn raw(self) -> u16 {
+        match self {
+            Self::Ptx => 1,
+            Self::Cubin => 2,
+            Self::Unknown(raw) => raw,
+        }
+    }
+}
+
+/// How an entry's payload is compressed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Compression {
+    /// Stored as is.
+    None,
+    /// LZ4 ([`FLAG_COMPRESSED_LZ4`]).
+    Lz4,
+    /// zstd ([`FLAG_COMPRESSED_ZSTD`]).
+    Zstd,
+}
+
+/// An entry's flag word, with helpers for the bits that matter here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct EntryFlags(pub u64);
+
+impl EntryFlags {
+    /// How the payload is compressed. Should both bits ever be set, zstd wins (it is
+    /// the one nvcc 13 uses by default).
+    pub fn compression(self) -> Compression {
+        if self.0 & FLAG_COMPRESSED_ZSTD != 0 {
+            Compression::Zstd
+        } else if self.0 & FLAG_COMPRESSED_LZ4 != 0 {
+            Compression::Lz4
+        } else {
+            Compression::None
+        }
+    }
+
+    /// Whether the payload is compressed (then it is not a usable ELF or PTX as is).
+    pub fn is_compressed(self) -> bool {
+        self.compression() != Compression::None
+    }
+
+    /// Whether the code was built with debug information.
+    pub fn is_debug(self) -> bool {
+        self.0 & FLAG_DEBUG != 0
+    }
+
+    /// Whether the code is 64-bit.
+    pub fn is_64bit(self) -> bool {
+        self.0 & FLAG_64BIT != 0
+    }
+}
+
+/// One entry of a container. `payload` borrows from the parsed bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry<'a> {
+    /// Offset of the entry header from the start of the slice given to [`parse`].
+    pub offset: usize,
+    /// What the payload is.
+    pub kind: EntryKind,
+    /// Entry format version (nvcc 13 writes 0x0101).
+    pub version: u16,
+    /// Size of the entry header, where the payload starts.
+    pub header_size: u32,
+    /// Major version: of PTX for PTX entries (9 for nvcc 13), of the ELF layout for
+    /// cubins (1).
+    pub major: u16,
+    /// Minor version, as `major`.
+    pub minor: u16,
+    /// SM architecture times ten plus minor, e.g. 90 for `sm_90`/`compute_90`.
+    pub sm_arch: u32,
+    /// Flag word.
+    pub flags: EntryFlags,
+    /// Compressed length within `payload` (0 when not compressed): the payload itself
+    /// is padded to 8 bytes.
+    pub compressed_size: u32,
+    /// Size after decompression (0 when not compressed).
+    pub uncompressed_size: u64,
+    /// The payload bytes exactly as stored (compressed or not, padding included).
+    pub payload: &'a [u8],
+    /// Source file name, when nvcc recorded one (it does with `-G`). `None` as well
+    /// when the recorded name is out of the header's bounds or not UTF-8: it is
+    /// metadata, never a reason to refuse the code.
+    pub name: Option<&'a str>,
+    /// Compiler options recorded for the entry (`-G` records e.g. `" -g
+    /// --dont-merge-basicblocks --return-at-end "`); `None` when absent, empty, or
+    /// malformed, for the same reason as `name`.
+    pub options: Option<&'a str>,
+}
+
+impl<'a> Entry<'a> {
+    /// Shorthand for `self.flags.is_compressed()`.
+    pub fn is_compressed(&self) -> bool {
+        self.flags.is_compressed()
+    }
+
+    /// Shorthand for `self.flags.compression()`.
+    pub fn compression(&self) -> Compression {
+        self.flags.compression()
+    }
+
+    /// For a compressed entry, the compressed stream without the trailing padding
+    /// (falling back to the whole payload if `compressed_size` is out of range); for
+    /// an uncompressed one, the whole payload.
+    pub fn compressed_data(&self) -> &'a [u8] {
+        if !self.is_compressed() || self.compressed_size == 0 {
+            return self.payload;
+        }
+        usize::try_from(self.compressed_size)
+            .ok()
+            .and_then(|n| self.payload.get(..n))
+            .unwrap_or(self.payload)
+    }
+}
+
+/// One container: its bytes and its entries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Container<'a> {
+    /// Offset from the start of the slice given to [`parse`].
+    pub offset: usize,
+    /// Container format version (1).
+    pub version: u16,
+    /// The whole container, header included.
+    pub bytes: &'a [u8],
+    /// Its entries, in file order.
+    pub entries: Vec<Entry<'a>>,
+}
+
+/// A parsed run of back-to-back containers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fatbin<'a> {
+    /// The containers, in file order (at least one).
+    pub containers: Vec<Container<'a>>,
+}
+
+impl<'a> Fatbin<'a> {
+    /// All entries of all containers, in file order.
+    pub fn entries(&self) -> impl Iterator<Item = &Entry<'a>> + '_ {
+        self.containers.iter().flat_map(|c| c.entries.iter())
+    }
+
+    /// Bytes covered by the containers (what [`containers_len`] returns).
+    pub fn len(&self) -> usize {
+        self.containers
+            .last()
+            .map_or(0, |c| c.offset.saturating_add(c.bytes.len()))
+    }
+
+    /// Whether there are no containers (never true for a successful [`parse`]).
+    pub fn is_empty(&self) -> bool {
+        self.containers.is_empty()
+    }
+}
+
+/// Parses the containers laid back to back from `bytes[0]`, with the same stopping
+/// rule as [`containers_len`] (trailing bytes without the container magic are
+/// ignored). Every entry must lie within its container and every payload within its
+/// entry's bounds.
+pub fn parse(bytes: &[u8]) -> Result<Fatbin<'_>> {
+    let mut containers = Vec::new();
+    let mut offset = 0usize;
+    loop {
+        let container = parse_container(bytes, offset)?;
+        offset = offset.saturating_add(container.bytes.len());
+        containers.push(container);
+        match bytes.get(offset..offset.saturating_add(4)) {
+            Some(m) if u32::from_le_bytes([m[0], m[1], m[2], m[3]]) == CONTAINER_MAGIC => {}
+            _ => return Ok(Fatbin { containers }),
+        }
+    }
+}
+
+fn parse_container(bytes: &[u8], offset: usize) -> Result<Container<'_>> {
+    let len = container_len_at(bytes, offset)?;
+    let end = checked_end(bytes, offset, len, "container")?;
+    let version = read_u16(
+        bytes,
+        offset + 4,
+        "container header",
+        offset,
+        CONTAINER_HEADER_LEN,
+    )?;
+    // container_len_at validated the header size, so this cannot exceed `end`.
+    let header_size = usize::from(read_u16(
+        bytes,
+        offset + 6,
+        "container header",
+        offset,
+        CONTAINER_HEADER_LEN,
+    )?);
+    let mut pos = offset + header_size;
+    let mut entries = Vec::new();
+    while pos < end {
+        let entry = parse_entry(bytes, pos, end)?;
+        pos = entry.1;
+        entries.push(entry.0);
+    }
+    Ok(Container {
+        offset,
+        version,
+        bytes: &bytes[offset..end],
+        entries,
+    })
+}
+
+/// Parses the entry at `offset`, which must end by `end`; returns it and where the
+/// next entry starts.
+fn parse_entry(bytes: &[u8], offset: usize, end: usize) -> Result<(Entry<'_>, usize)> {
+    // Only the container's bytes may be used.
+    let within = &bytes[..end];
+    let what = "entry header";
+    let need = ENTRY_MIN_HEADER_LEN;
+    let kind = read_u16(within, offset, what, offset, need)?;
+    let version = read_u16(within, offset + 0x02, what, offset, need)?;
+    let header_size = read_u32(within, offset + 0x04, what, offset, need)?;
+    let payload_size = read_u64(within, offset + 0x08, what, offset, need)?;
+    let compressed_size = read_u32(within, offset + 0x10, what, offset, need)?;
+    let options_offset = read_u32(within, offset + 0x14, what, offset, need)?;
+    let minor = read_u16(within, offset + 0x18, what, offset, need)?;
+    let major = read_u16(within, offset + 0x1A, what, offset, need)?;
+    let sm_arch = read_u32(within, offset + 0x1C, what, offset, need)?;
+    let name_offset = read_u32(within, offset + 0x20, what, offset, need)?;
+    let name_len = read_u32(within, offset + 0x24, what, offset, need)?;
+    let flags = read_u64(within, offset + 0x28, what, offset, need)?;
+    let uncompressed_size = read_u64(within, offset + 0x38, what, offset, need)?;
+
+    if (header_size as usize) < ENTRY_MIN_HEADER_LEN {
+        return Err(FatbinError::BadHeaderSize {
+            what: "entry",
+            offset,
+            size: header_size.into(),
+            min: ENTRY_MIN_HEADER_LEN as u64,
+        });
+    }
+    let header_end = checked_end(within, offset, header_size.into(), "entry header")?;
+    let header = &within[offset..header_end];
+    let payload_end = checked_end(within, header_end, payload_size, "entry payload")?;
+
+    Ok((
+        Entry {
+            offset,
+            kind: EntryKind::from_raw(kind),
+            version,
+            header_size,
+            major,
+            minor,
+            sm_arch,
+            flags: EntryFlags(flags),
+            compressed_size,
+            uncompressed_size,
+            payload: &within[header_end..payload_end],
+            name: header_str(header, name_offset, name_len),
+            options: entry_options(header, options_offset),
+        },
+        payload_end,
+    ))
+}
+
+/// The string of `len` bytes at `offset` within the entry header, trailing NULs
+/// removed; `None` if empty, out of the header's bounds or not UTF-8.
+fn header_str(header: &[u8], offset: u32, len: u32) -> Option<&str> {
+    if offset == 0 || len == 0 {
+        return None;
+    }
+    let start = usize::try_from(offset).ok()?;
+    let end = start.checked_add(usize::try_from(len).ok()?)?;
+    let s = std::str::from_utf8(header.get(start..end)?).ok()?;
+    let s = s.trim_end_matches('\0');
+    (!s.is_empty()).then_some(s)
+}
+
+/// Options record, as nvcc 13 writes it: at `options_offset` within the entry header,
+/// a u32 offset (from the entry start) and a u32 length of the options string.
+fn entry_options(header: &[u8], options_offset: u32) -> Option<&str> {
+    if options_offset == 0 {
+        return None;
+    }
+    let at = usize::try_from(options_offset).ok()?;
+    let rec = header.get(at..at.checked_add(8)?)?;
+    let str_offset = u32::from_le_bytes([rec[0], rec[1], rec[2], rec[3]]);
+    let str_len = u32::from_le_bytes([rec[4], rec[5], rec[6], rec[7]]);
+    header_str(header, str_offset, str_len)
+}
+
+/// `offset + len`, if that lies within `bytes`; otherwise a `Truncated` error.
+fn checked_end(bytes: &[u8], offset: usize, len: u64, what: &'static str) -> Result<usize> {
+    let have = bytes.len().saturating_sub(offset);
+    usize::try_from(len)
+        .ok()
+        .and_then(|l| offset.checked_add(l))
+        .filter(|&end| end <= bytes.len())
+        .ok_or(FatbinError::Truncated {
+            what,
+            offset,
+            need: len,
+            have,
+        })
+}
+
+/// Reads `N` bytes at `at`; on failure reports a truncated `what` of `need` bytes
+/// starting at `start`.
+fn read_array<const N: usize>(
+    bytes: &[u8],
+    at: usize,
+    what: &'static str,
+    start: usize,
+    need: usize,
+) -> Result<[u8; N]> {
+    at.checked_add(N)
+        .and_then(|end| bytes.get(at..end))
+        .and_then(|s| s.try_into().ok())
+        .ok_or(FatbinError::Truncated {
+            what,
+            offset: start,
+            need: need as u64,
+            have: bytes.len().saturating_sub(start),
+        })
+}
+
+fn read_u16(bytes: &[u8], at: usize, what: &'static str, start: usize, need: usize) -> Result<u16> {
+    read_array(bytes, at, what, start, need).map(u16::from_le_bytes)
+}
+
+fn read_u32(bytes: &[u8], at: usize, what: &'static str, start: usize, need: usize) -> Result<u32> {
+    read_array(bytes, at, what, start, need).map(u32::from_le_bytes)
+}
+
+fn read_u64(bytes: &[u8], at: usize, what: &'static str, start: usize, need: usize) -> Result<u64> {
+    read_array(bytes, at, what, start, need).map(u64::from_le_bytes)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Test data produced by `testdata/regen.sh` with nvcc 13.
+    const TINY: &[u8] = include_bytes!("../testdata/tiny.fatbin");
+    const TINY_MULTI: &[u8] = include_bytes!("../testdata/tiny_multi.fatbin");
+    const TINY_LZ4: &[u8] = include_bytes!("../testdata/tiny_lz4.fatbin");
+    const TINY_DEBUG: &[u8] = include_bytes!("../testdata/tiny_debug.fatbin");
+    const EXE_FATBIN: &[u8] = include_bytes!("../testdata/tiny_exe.nv_fatbin");
+    const EXE_SEGMENT: &[u8] = include_bytes!("../testdata/tiny_exe.nvFatBinSegment");
+    const EXE_ADDRS: &str = include_str!("../testdata/tiny_exe.txt");
+
+    /// Description of one entry for [`build`].
+    #[derive(Debug, Clone)]
+    pub(crate) struct EntrySpec {
+        pub kind: u16,
+        pub sm_arch: u32,
+        pub flags: u64,
+        /// Header size; at least 64, and room for the name after byte 64.
+        pub header_size: u32,
+        pub payload: Vec<u8>,
+        pub name: Option<String>,
+    }
+
+    /// Test-only fatbin builder: one container per inner vector, back to back.
+    /// Names are stored at entry offset 64 with a NUL, as nvcc does with `-G`.
+    pub(crate) fn build(containers: &[Vec<EntrySpec>]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for entries in containers {
+            let mut body = Vec::new();
+            for e in entries {
+                let start = body.len();
+                let mut header = vec![0u8; e.header_size as usize];
+                header[0..2].copy_from_slice(&e.kind.to_le_bytes());
+                header[2..4].copy_from_slice(&0x0101u16.to_le_bytes());
+                header[4..8].copy_from_slice(&e.header_size.to_le_bytes());
+                header[8..16].copy_from_slice(&(e.payload.len() as u64).to_le_bytes());
+                let compressed = e.flags & (FLAG_COMPRESSED_LZ4 | FLAG_COMPRESSED_ZSTD) != 0;
+                if compressed {
+                    header[0x10..0x14].copy_from_slice(&(e.payload.len() as u32).to_le_bytes());
+                    header[0x38..0x40].copy_from_slice(&(e.payload.len() as u64 * 3).to_le_bytes());
+                }
+                header[0x18..0x1A].copy_from_slice(&8u16.to_le_bytes());
+                header[0x1A..0x1C].copy_from_slice(&1u16.to_le_bytes());
+                header[0x1C..0x20].copy_from_slice(&e.sm_arch.to_le_bytes());
+                header[0x28..0x30].copy_from_slice(&e.flags.to_le_bytes());
+                if let Some(name) = &e.name {
+                    header[0x20..0x24].copy_from_slice(&64u32.to_le_bytes());
+                    header[0x24..0x28].copy_from_slice(&(name.len() as u32).to_le_bytes());
+                    header[64..64 + name.len()].copy_from_slice(name.as_bytes());
+                }
+                body.extend_from_slice(&header);
+                body.extend_from_slice(&e.payload);
+                assert_eq!(body.len() - start, e.header_size as usize + e.payload.len());
+            }
+            out.extend_from_slice(&CONTAINER_MAGIC.to_le_bytes());
+            out.extend_from_slice(&1u16.to_le_bytes());
+            out.extend_from_slice(&16u16.to_le_bytes());
+            out.extend_from_slice(&(body.len() as u64).to_le_bytes());
+            out.extend_from_slice(&body);
+        }
+        out
+    }
+
+    fn spec(kind: u16, sm_arch: u32, flags: u64, payload: &[u8]) -> EntrySpec {
+        EntrySpec {
+            kind,
+            sm_arch,
+            flags,
+            header_size: 64,
+            payload: payload.to_vec(),
+            name: None,
+        }
+    }
+
+    fn header16(bytes: &[u8]) -> [u8; 16] {
+        bytes[..16].try_into().unwrap()
+    }
+
+    #[test]
+    fn hand_built_round_trip() {
+        let mut named = spec(1, 80, FLAG_LINUX | FLAG_COMPRESSED_ZSTD, b"zstd!!!\0");
+        named.header_size = 80;
+        named.name = Some("a.cu".into());
+        let bytes = build(&[
+            vec![spec(2, 90, 0x11, b"\x7fELF1234"), named],
+            vec![spec(7, 0, 0, b"")],
+        ]);
+        let fb = parse(&bytes).unwrap();
+        assert_eq!(fb.containers.len(), 2);
+        assert_eq!(fb.len(), bytes.len());
+        assert_eq!(containers_len(&bytes).unwrap(), bytes.len());
+        let e: Vec<_> = fb.entries().collect();
+        assert_eq!(e.len(), 3);
+        assert_eq!(e[0].kind, EntryKind::Cubin);
+        assert_eq!(e[0].payload, b"\x7fELF1234");
+        assert_eq!(e[0].compression(), Compression::None);
+        assert_eq!(e[0].offset, 16);
+        assert_eq!(e[1].kind, EntryKind::Ptx);
+        assert_eq!(e[1].compression(), Compression::Zstd);
+        assert_eq!(e[1].name, Some("a.cu"));
+        assert_eq!(e[1].sm_arch, 80);
+        assert_eq!(e[1].uncompressed_size, 24);
+        assert_eq!(e[2].kind, EntryKind::Unknown(7));
+        assert_eq!(e[2].kind.raw(), 7);
+        assert!(e[2].payload.is_empty());
+        // The guest's header-by-header walk agrees.
+        let first = container_total_len(&header16(&bytes)).unwrap() as usize;
+        let second = container_total_len(&header16(&bytes[first..])).unwrap() as usize;
+        assert_eq!(first + second, bytes.len());
+    }
+
+    #[test]
+    fn trailing_garbage_is_ignored() {
+        let mut bytes = build(&[vec![spec(2, 90, 0x11, b"abcdefgh")]]);
+        let len = bytes.len();
+        bytes.extend_from_slice(b"\0\0\0\0not a container");
+        assert_eq!(containers_len(&bytes).unwrap(), len);
+        assert_eq!(parse(&bytes).unwrap().len(), len);
+        // Fewer than four trailing bytes: also the end.
+        bytes.truncate(len + 3);
+        assert_eq!(containers_len(&bytes).unwrap(), len);
+    }
+
+    #[test]
+    fn errors() {
+        let good = build(&[vec![spec(2, 90, 0x11, b"abcdefgh")]]);
+        assert!(matches!(
+            containers_len(b""),
+            Err(FatbinError::Truncated { .. })
+        ));
+        assert_eq!(
+            parse(&[0u8; 32]),
+            Err(FatbinError::BadContainerMagic {
+                offset: 0,
+                found: 0
+            })
+        );
+        // Container running past the end of the slice.
+        assert!(matches!(
+            parse(&good[..good.len() - 1]),
+            Err(FatbinError::Truncated {
+                what: "container",
+                ..
+            })
+        ));
+        // Absurd container size.
+        let mut huge = good.clone();
+        huge[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(matches!(
+            container_total_len(&header16(&huge)),
+            Err(FatbinError::ContainerTooLarge { len: u64::MAX, .. })
+        ));
+        assert!(matches!(
+            containers_len(&huge),
+            Err(FatbinError::ContainerTooLarge { .. })
+        ));
+        // Container header size below 16.
+        let mut small = good.clone();
+        small[6] = 8;
+        assert!(matches!(
+            parse(&small),
+            Err(FatbinError::BadHeaderSize {
+                what: "container",
+                ..
+            })
+        ));
+        // Entry header size below the minimum, and absurd payload size.
+        let mut bad_hs = good.clone();
+        bad_hs[16 + 4..16 + 8].copy_from_slice(&8u32.to_le_bytes());
+        assert!(matches!(
+            parse(&bad_hs),
+            Err(FatbinError::BadHeaderSize { what: "entry", .. })
+        ));
+        let mut bad_ps = good.clone();
+        bad_ps[16 + 8..16 + 16].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(matches!(
+            parse(&bad_ps),
+            Err(FatbinError::Truncated {
+                what: "entry payload",
+                ..
+            })
+        ));
+        // A container whose body ends in the middle of an entry header.
+        let mut short_body = build(&[vec![]]);
+        short_body[8..16].copy_from_slice(&8u64.to_le_bytes());
+        short_body.extend_from_slice(&[1, 0, 0, 0, 0, 0, 0, 0]);
+        assert!(matches!(
+            parse(&short_body),
+            Err(FatbinError::Truncated {
+                what: "entry header",
+                ..
+            })
+        ));
+        // An entry may not take bytes beyond its container, even if the slice has them.
+        let mut two = build(&[vec![spec(2, 90, 0x11, b"abcdefgh")], vec![]]);
+        two[16 + 8..16 + 16].copy_from_slice(&16u64.to_le_bytes());
+        assert!(parse(&two).is_err());
+    }
+
+    #[test]
+    fn wrapper() {
+        let mut w = Vec::new();
+        w.extend_from_slice(&WRAPPER_MAGIC.to_le_bytes());
+        w.extend_from_slice(&2u32.to_le_bytes());
+        w.extend_from_slice(&0x1122_3344_5566_7788u64.to_le_bytes());
+        w.extend_from_slice(&0x99u64.to_le_bytes());
+        let parsed = parse_wrapper(&w).unwrap();
+        assert_eq!(
+            parsed,
+            Wrapper {
+                version: 2,
+                data: 0x1122_3344_5566_7788,
+                prelinked: 0x99
+            }
+        );
+        assert_eq!(parsed.prelinked_list(), Some(0x99));
+        assert!(matches!(
+            parse_wrapper(&w[..23]),
+            Err(FatbinError::Truncated { .. })
+        ));
+        w[4] = 3;
+        assert_eq!(parse_wrapper(&w), Err(FatbinError::BadWrapperVersion(3)));
+        w[4] = 1;
+        assert_eq!(parse_wrapper(&w).unwrap().prelinked_list(), None);
+        w[0] = 0;
+        assert!(matches!(
+            parse_wrapper(&w),
+            Err(FatbinError::BadWrapperMagic(_))
+        ));
+    }
+
+    #[test]
+    fn nvcc_default_fatbin() {
+        // `nvcc -fatbin` writes the container directly, without a wrapper.
+        let fb = parse(TINY).unwrap();
+        assert_eq!(containers_len(TINY).unwrap(), TINY.len());
+        assert_eq!(fb.containers.len(), 1);
+        assert_eq!(fb.containers[0].version, 1);
+        let e: Vec<_> = fb.entries().collect();
+        assert_eq!(e.len(), 2);
+        let (elf, ptx) = (e[0], e[1]);
+        assert_eq!(elf.kind, EntryKind::Cubin);
+        assert_eq!(elf.header_size, 64);
+        assert_eq!(elf.flags, EntryFlags(0x11));
+        assert!(elf.flags.is_64bit() && !elf.flags.is_debug());
+        assert!(!elf.is_compressed());
+        assert_eq!(elf.sm_arch, 90);
+        assert_eq!(&elf.payload[..4], b"\x7fELF");
+        assert_eq!(elf.compressed_data(), elf.payload);
+        assert_eq!(elf.name, None);
+        assert_eq!(elf.options, None);
+        assert_eq!(ptx.kind, EntryKind::Ptx);
+        assert_eq!(ptx.header_size, 80);
+        assert_eq!(ptx.flags, EntryFlags(0x8011));
+        assert_eq!(ptx.compression(), Compression::Zstd);
+        assert_eq!((ptx.major, ptx.minor), (9, 0));
+        assert!(ptx.uncompressed_size > ptx.payload.len() as u64);
+        assert!(ptx.compressed_size as usize <= ptx.payload.len());
+        assert_eq!(ptx.compressed_data().len(), ptx.compressed_size as usize);
+        // zstd frame magic.
+        assert_eq!(&ptx.payload[..4], &[0x28, 0xb5, 0x2f, 0xfd]);
+    }
+
+    #[test]
+    fn nvcc_multi_arch_lz4_and_debug() {
+        let archs: Vec<_> = parse(TINY_MULTI)
+            .unwrap()
+            .entries()
+            .map(|e| (e.kind, e.sm_arch))
+            .collect();
+        assert_eq!(
+            archs,
+            [
+                (EntryKind::Cubin, 80),
+                (EntryKind::Cubin, 90),
+                (EntryKind::Ptx, 90)
+            ]
+        );
+
+        let lz4 = parse(TINY_LZ4).unwrap();
+        assert!(lz4.entries().all(|e| e.compression() == Compression::Lz4));
+
+        let dbg = parse(TINY_DEBUG).unwrap();
+        let e: Vec<_> = dbg.entries().collect();
+        assert_eq!(e.len(), 2);
+        assert!(e.iter().all(|e| e.flags.is_debug()));
+        assert!(e.iter().all(|e| e.name == Some("tiny.cu")));
+        assert_eq!(e[0].compression(), Compression::Zstd);
+        assert_eq!(e[0].kind, EntryKind::Cubin);
+        assert_eq!(
+            e[1].options,
+            Some(" -g --dont-merge-basicblocks --return-at-end ")
+        );
+    }
+
+    /// Address of `section` as recorded by regen.sh.
+    fn exe_addr(section: &str) -> u64 {
+        let line = EXE_ADDRS
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(section))
+            .unwrap();
+        let hex = line.split_whitespace().nth(1).unwrap();
+        u64::from_str_radix(hex.trim_start_matches("0x"), 16).unwrap()
+    }
+
+    #[test]
+    fn nvcc_executable_sections() {
+        // The executable's .nv_fatbin holds two containers back to back.
+        let fb = parse(EXE_FATBIN).unwrap();
+        assert_eq!(fb.containers.len(), 2);
+        assert_eq!(containers_len(EXE_FATBIN).unwrap(), EXE_FATBIN.len());
+        let first = container_total_len(&header16(EXE_FATBIN)).unwrap() as usize;
+        assert_eq!(first, fb.containers[0].bytes.len());
+        assert_eq!(fb.containers[1].offset, first);
+        // The second container is tiny.cu's: the same as `nvcc -fatbin` produces.
+        assert_eq!(fb.containers[1].bytes, TINY);
+
+        // .nvFatBinSegment holds one wrapper per container, pointing into .nv_fatbin.
+        let base = exe_addr(".nv_fatbin");
+        let wrappers: Vec<_> = EXE_SEGMENT
+            .chunks(WRAPPER_LEN)
+            .map(|w| parse_wrapper(w).unwrap())
+            .collect();
+        assert_eq!(wrappers.len(), 2);
+        assert_eq!(wrappers[0].version, 2);
+        assert_eq!(wrappers[0].data, base);
+        assert!(wrappers[0].prelinked_list().is_some());
+        assert_eq!(wrappers[1].version, 1);
+        assert_eq!(wrappers[1].data, base + first as u64);
+        // From the second wrapper's pointer, one container remains.
+        assert_eq!(containers_len(&EXE_FATBIN[first..]).unwrap(), TINY.len());
+    }
+
+    fn entry_spec() -> impl Strategy<Value = EntrySpec> {
+        (
+            prop_oneof![Just(1u16), Just(2u16), any::<u16>()],
+            any::<u32>(),
+            prop_oneof![
+                Just(0x11u64),
+                Just(0x8011u64),
+                Just(0x2011u64),
+                any::<u64>()
+            ],
+            0u32..4,
+            proptest::collection::vec(any::<u8>(), 0..64),
+            proptest::option::of("[a-z]{1,8}\\.cu"),
+        )
+            .prop_map(|(kind, sm_arch, flags, extra, payload, name)| EntrySpec {
+                kind,
+                sm_arch,
+                flags,
+                header_size: 64 + 8 * extra + if name.is_some() { 16 } else { 0 },
+                payload,
+                name,
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+            let _ = parse(&bytes);
+            let _ = containers_len(&bytes);
+            let _ = parse_wrapper(&bytes);
+            if let Some(h) = bytes.get(..16) {
+                let _ = container_total_len(h.try_into().unwrap());
+            }
+        }
+
+        #[test]
+        fn arbitrary_bytes_after_magic_never_panic(tail in proptest::collection::vec(any::<u8>(), 0..512)) {
+            let mut bytes = CONTAINER_MAGIC.to_le_bytes().to_vec();
+            bytes.extend_from_slice(&tail);
+            let _ = parse(&bytes);
+            let _ = containers_len(&bytes);
+        }
+
+        #[test]
+        fn mutated_real_fatbin_never_panics(
+            edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8),
+        ) {
+            let mut bytes = TINY_DEBUG.to_vec();
+            for (i, b) in edits {
+                let i = i.index(bytes.len());
+                bytes[i] = b;
+            }
+            if let Ok(fb) = parse(&bytes) {
+                prop_assert!(fb.len() <= bytes.len());
+            }
+            let _ = containers_len(&bytes);
+        }
+
+        #[test]
+        fn generated_fatbin_round_trips(
+            containers in proptest::collection::vec(proptest::collection::vec(entry_spec(), 0..4), 1..4),
+        ) {
+            let bytes = build(&containers);
+            prop_assert_eq!(containers_len(&bytes).unwrap(), bytes.len());
+            let fb = parse(&bytes).unwrap();
+            prop_assert_eq!(fb.len(), bytes.len());
+            prop_assert_eq!(fb.containers.len(), containers.len());
+            for (got, want) in fb.containers.iter().zip(&containers) {
+                prop_assert_eq!(got.entries.len(), want.len());
+                for (g, w) in got.entries.iter().zip(want) {
+                    prop_assert_eq!(g.kind.raw(), w.kind);
+                    prop_assert_eq!(g.sm_arch, w.sm_arch);
+                    prop_assert_eq!(g.flags, EntryFlags(w.flags));
+                    prop_assert_eq!(g.header_size, w.header_size);
+                    prop_assert_eq!(g.payload, &w.payload[..]);
+                    prop_assert_eq!(g.name, w.name.as_deref());
+                }
+            }
+            // Dropping any byte makes the last container truncated.
+            prop_assert!(parse(&bytes[..bytes.len() - 1]).is_err());
+        }
+    }
+}

@@ -1,0 +1,496 @@
+//! Device management and properties. Properties are fetched once per device and
+//! answered from the guest's cache after that.
+
+use std::ffi::c_char;
+
+use cudarc::driver::sys::CUdevice_attribute as A;
+use vmcuda_wire::op::{
+    CacheConfig, DeviceCanAccessPeer, DeviceDisablePeerAccess, DeviceEnablePeerAccess,
+    DeviceGetCacheConfig, DeviceGetLimit, DeviceGetProperties, DeviceGetStreamPriorityRange,
+    DeviceProperties, DeviceReset, DeviceSetLimit, DeviceSynchronize, MemGetInfo, PriorityRange,
+};
+use vmcuda_wire::CudaStatus;
+
+use super::{call, guard, Result};
+use crate::state::{self, registry};
+use crate::{caller, client, cudaError_t};
+
+/// The number of devices the host lets this guest see.
+pub fn device_count() -> Result<i32> {
+    Ok(client::client()?.hello.device_count)
+}
+
+fn check_device(device: i32) -> Result<()> {
+    if device < 0 || device >= device_count()? {
+        return Err(CudaStatus::ErrorInvalidDevice);
+    }
+    Ok(())
+}
+
+/// A device's properties, from the cache or fetched once.
+pub fn properties(device: i32) -> Result<DeviceProperties> {
+    if let Some(p) = registry().properties.get(&device) {
+        return Ok(p.clone());
+    }
+    check_device(device)?;
+    let p = call(&DeviceGetProperties { device })?;
+    registry().properties.insert(device, p.clone());
+    Ok(p)
+}
+
+#[no_mangle]
+pub extern "C" fn cudaGetDeviceCount(count: *mut i32) -> cudaError_t {
+    guard("cudaGetDeviceCount", || match device_count() {
+        Ok(n) => caller::write(count, n),
+        Err(e) => {
+            caller::write_opt(count, 0);
+            Err(e)
+        }
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaSetDevice(device: i32) -> cudaError_t {
+    guard("cudaSetDevice", || {
+        check_device(device)?;
+        state::set_current_device(device);
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaGetDevice(device: *mut i32) -> cudaError_t {
+    guard("cudaGetDevice", || caller::write(device, state::current_device()))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaInitDevice(device: i32, _device_flags: u32, _flags: u32) -> cudaError_t {
+    guard("cudaInitDevice", || check_device(device))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaSetDeviceFlags(flags: u32) -> cudaError_t {
+    guard("cudaSetDeviceFlags", || {
+        if flags & !0x1f != 0 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        registry().device_flags.insert(state::current_device(), flags);
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaGetDeviceFlags(flags: *mut u32) -> cudaError_t {
+    guard("cudaGetDeviceFlags", || {
+        // cudaDeviceMapHost (8) is always on in CUDA 13.
+        let f = registry().device_flags.get(&state::current_device()).copied().unwrap_or(0);
+        caller::write(flags, f | 8)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaChooseDevice(device: *mut i32, prop: *const DevicePropC) -> cudaError_t {
+    guard("cudaChooseDevice", || {
+        caller::read(prop)?;
+        device_count()?;
+        caller::write(device, 0)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaDeviceGetAttribute(value: *mut i32, attr: u32, device: i32) -> cudaError_t {
+    guard("cudaDeviceGetAttribute", || {
+        let p = properties(device)?;
+        caller::write(value, p.attribute(attr).ok_or(CudaStatus::ErrorInvalidValue)?)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaGetDeviceProperties(prop: *mut DevicePropC, device: i32) -> cudaError_t {
+    guard("cudaGetDeviceProperties", || caller::write(prop, DevicePropC::from_properties(&properties(device)?)))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaDeviceSynchronize() -> cudaError_t {
+    guard("cudaDeviceSynchronize", || call(&DeviceSynchronize))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaDeviceReset() -> cudaError_t {
+    guard("cudaDeviceReset", || {
+        let r = call(&DeviceReset);
+        super::registration::forget_device_state();
+        r
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaDeviceGetLimit(value: *mut usize, limit: u32) -> cudaError_t {
+    guard("cudaDeviceGetLimit", || caller::write(value, call(&DeviceGetLimit { limit })?.value as usize))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaDeviceSetLimit(limit: u32, value: usize) -> cudaError_t {
+    guard("cudaDeviceSetLimit", || call(&DeviceSetLimit { limit, value: value as u64 }))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaDeviceGetCacheConfig(config: *mut u32) -> cudaError_t {
+    guard("cudaDeviceGetCacheConfig", || caller::write(config, call(&DeviceGetCacheConfig)?.config))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaDeviceSetCacheConfig(config: u32) -> cudaError_t {
+    guard("cudaDeviceSetCacheConfig", || call(&CacheConfig { config }))
+}
+
+/// The stream priority range, cached (streams clamp their priority into it).
+pub fn priority_range() -> Result<PriorityRange> {
+    call(&DeviceGetStreamPriorityRange)
+}
+
+#[no_mangle]
+pub extern "C" fn cudaDeviceGetStreamPriorityRange(least: *mut i32, greatest: *mut i32) -> cudaError_t {
+    guard("cudaDeviceGetStreamPriorityRange", || {
+        let r = priority_range()?;
+        caller::write_opt(least, r.least);
+        caller::write_opt(greatest, r.greatest);
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaDeviceCanAccessPeer(can: *mut i32, device: i32, peer: i32) -> cudaError_t {
+    guard("cudaDeviceCanAccessPeer", || {
+        check_device(device)?;
+        check_device(peer)?;
+        let r = call(&DeviceCanAccessPeer { device, peer })?;
+        caller::write(can, r.can_access as i32)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaDeviceEnablePeerAccess(peer: i32, flags: u32) -> cudaError_t {
+    guard("cudaDeviceEnablePeerAccess", || call(&DeviceEnablePeerAccess { peer, flags }))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaDeviceDisablePeerAccess(peer: i32) -> cudaError_t {
+    guard("cudaDeviceDisablePeerAccess", || call(&DeviceDisablePeerAccess { peer }))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemGetInfo(free: *mut usize, total: *mut usize) -> cudaError_t {
+    guard("cudaMemGetInfo", || {
+        let info = call(&MemGetInfo)?;
+        caller::write(free, info.free as usize)?;
+        caller::write(total, info.total as usize)
+    })
+}
+
+fn pci_ids(device: i32) -> Result<(i32, i32, i32)> {
+    let p = properties(device)?;
+    let get = |a: A| p.attribute(a as u32).unwrap_or(0);
+    Ok((
+        get(A::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID),
+        get(A::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID),
+        get(A::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID),
+    ))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaDeviceGetPCIBusId(out: *mut c_char, len: i32, device: i32) -> cudaError_t {
+    guard("cudaDeviceGetPCIBusId", || {
+        let (domain, bus, dev) = pci_ids(device)?;
+        let text = format!("{domain:08X}:{bus:02X}:{dev:02X}.0\0");
+        let n = usize::try_from(len).map_err(|_| CudaStatus::ErrorInvalidValue)?;
+        let buf = caller::bytes_mut(out.cast(), n)?;
+        let take = text.len().min(n);
+        buf[..take].copy_from_slice(&text.as_bytes()[..take]);
+        if let Some(last) = buf.last_mut() {
+            *last = 0;
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaDeviceGetByPCIBusId(device: *mut i32, id: *const c_char) -> cudaError_t {
+    guard("cudaDeviceGetByPCIBusId", || {
+        let text = caller::string(id)?;
+        let parse = |s: &str| -> Option<(i32, i32, i32)> {
+            let (rest, _func) = s.rsplit_once('.')?;
+            let parts: Vec<&str> = rest.split(':').collect();
+            let (d, b, v) = match parts.as_slice() {
+                [d, b, v] => (*d, *b, *v),
+                [b, v] => ("0", *b, *v),
+                _ => return None,
+            };
+            Some((i32::from_str_radix(d, 16).ok()?, i32::from_str_radix(b, 16).ok()?, i32::from_str_radix(v, 16).ok()?))
+        };
+        let wanted = parse(&text).ok_or(CudaStatus::ErrorInvalidValue)?;
+        for d in 0..device_count()? {
+            if pci_ids(d)? == wanted {
+                return caller::write(device, d);
+            }
+        }
+        Err(CudaStatus::ErrorInvalidDevice)
+    })
+}
+
+/// `struct cudaDeviceProp`, CUDA 13 layout (1008 bytes).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct DevicePropC {
+    pub name: [u8; 256],
+    pub uuid: [u8; 16],
+    pub luid: [u8; 8],
+    pub luid_device_node_mask: u32,
+    pub total_global_mem: usize,
+    pub shared_mem_per_block: usize,
+    pub regs_per_block: i32,
+    pub warp_size: i32,
+    pub mem_pitch: usize,
+    pub max_threads_per_block: i32,
+    pub max_threads_dim: [i32; 3],
+    pub max_grid_size: [i32; 3],
+    pub total_const_mem: usize,
+    pub major: i32,
+    pub minor: i32,
+    pub texture_alignment: usize,
+    pub texture_pitch_alignment: usize,
+    pub multi_processor_count: i32,
+    pub integrated: i32,
+    pub can_map_host_memory: i32,
+    pub max_texture_1d: i32,
+    pub max_texture_1d_mipmap: i32,
+    pub max_texture_2d: [i32; 2],
+    pub max_texture_2d_mipmap: [i32; 2],
+    pub max_texture_2d_linear: [i32; 3],
+    pub max_texture_2d_gather: [i32; 2],
+    pub max_texture_3d: [i32; 3],
+    pub max_texture_3d_alt: [i32; 3],
+    pub max_texture_cubemap: i32,
+    pub max_texture_1d_layered: [i32; 2],
+    pub max_texture_2d_layered: [i32; 3],
+    pub max_texture_cubemap_layered: [i32; 2],
+    pub max_surface_1d: i32,
+    pub max_surface_2d: [i32; 2],
+    pub max_surface_3d: [i32; 3],
+    pub max_surface_1d_layered: [i32; 2],
+    pub max_surface_2d_layered: [i32; 3],
+    pub max_surface_cubemap: i32,
+    pub max_surface_cubemap_layered: [i32; 2],
+    pub surface_alignment: usize,
+    pub concurrent_kernels: i32,
+    pub ecc_enabled: i32,
+    pub pci_bus_id: i32,
+    pub pci_device_id: i32,
+    pub pci_domain_id: i32,
+    pub tcc_driver: i32,
+    pub async_engine_count: i32,
+    pub unified_addressing: i32,
+    pub memory_bus_width: i32,
+    pub l2_cache_size: i32,
+    pub persisting_l2_cache_max_size: i32,
+    pub max_threads_per_multiprocessor: i32,
+    pub stream_priorities_supported: i32,
+    pub global_l1_cache_supported: i32,
+    pub local_l1_cache_supported: i32,
+    pub shared_mem_per_multiprocessor: usize,
+    pub regs_per_multiprocessor: i32,
+    pub managed_memory: i32,
+    pub is_multi_gpu_board: i32,
+    pub multi_gpu_board_group_id: i32,
+    pub host_native_atomic_supported: i32,
+    pub pageable_memory_access: i32,
+    pub concurrent_managed_access: i32,
+    pub compute_preemption_supported: i32,
+    pub can_use_host_pointer_for_registered_mem: i32,
+    pub cooperative_launch: i32,
+    pub shared_mem_per_block_optin: usize,
+    pub pageable_memory_access_uses_host_page_tables: i32,
+    pub direct_managed_mem_access_from_host: i32,
+    pub max_blocks_per_multiprocessor: i32,
+    pub access_policy_max_window_size: i32,
+    pub reserved_shared_mem_per_block: usize,
+    pub host_register_supported: i32,
+    pub sparse_cuda_array_supported: i32,
+    pub host_register_read_only_supported: i32,
+    pub timeline_semaphore_interop_supported: i32,
+    pub memory_pools_supported: i32,
+    pub gpu_direct_rdma_supported: i32,
+    pub gpu_direct_rdma_flush_writes_options: u32,
+    pub gpu_direct_rdma_writes_ordering: i32,
+    pub memory_pool_supported_handle_types: u32,
+    pub deferred_mapping_cuda_array_supported: i32,
+    pub ipc_event_supported: i32,
+    pub cluster_launch: i32,
+    pub unified_function_pointers: i32,
+    pub device_numa_config: i32,
+    pub device_numa_id: i32,
+    pub mps_enabled: i32,
+    pub host_numa_id: i32,
+    pub gpu_pci_device_id: u32,
+    pub gpu_pci_subsystem_id: u32,
+    pub host_numa_multinode_ipc_supported: i32,
+    pub reserved: [i32; 56],
+}
+
+impl DevicePropC {
+    /// Fill the struct from the device's attributes, field by field as cudart does.
+    pub fn from_properties(p: &DeviceProperties) -> Self {
+        let a = |attr: A| p.attribute(attr as u32).unwrap_or(0);
+        let z = |attr: A| a(attr) as usize;
+        let mut name = [0u8; 256];
+        let n = p.name.len().min(255);
+        name[..n].copy_from_slice(&p.name.as_bytes()[..n]);
+        use A::*;
+        DevicePropC {
+            name,
+            uuid: p.uuid,
+            luid: p.luid,
+            luid_device_node_mask: p.luid_device_node_mask,
+            total_global_mem: p.total_global_mem as usize,
+            shared_mem_per_block: z(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK),
+            regs_per_block: a(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK),
+            warp_size: a(CU_DEVICE_ATTRIBUTE_WARP_SIZE),
+            mem_pitch: z(CU_DEVICE_ATTRIBUTE_MAX_PITCH),
+            max_threads_per_block: a(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
+            max_threads_dim: [a(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X), a(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y), a(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)],
+            max_grid_size: [a(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X), a(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y), a(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)],
+            total_const_mem: z(CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY),
+            major: a(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
+            minor: a(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR),
+            texture_alignment: z(CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT),
+            texture_pitch_alignment: z(CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT),
+            multi_processor_count: a(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT),
+            integrated: a(CU_DEVICE_ATTRIBUTE_INTEGRATED),
+            can_map_host_memory: a(CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY),
+            max_texture_1d: a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_WIDTH),
+            max_texture_1d_mipmap: a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_MIPMAPPED_WIDTH),
+            max_texture_2d: [a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_WIDTH), a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_HEIGHT)],
+            max_texture_2d_mipmap: [a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_MIPMAPPED_WIDTH), a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_MIPMAPPED_HEIGHT)],
+            max_texture_2d_linear: [
+                a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_WIDTH),
+                a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_HEIGHT),
+                a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_PITCH),
+            ],
+            max_texture_2d_gather: [a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_GATHER_WIDTH), a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_GATHER_HEIGHT)],
+            max_texture_3d: [
+                a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_WIDTH),
+                a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_HEIGHT),
+                a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_DEPTH),
+            ],
+            max_texture_3d_alt: [
+                a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_WIDTH_ALTERNATE),
+                a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_HEIGHT_ALTERNATE),
+                a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_DEPTH_ALTERNATE),
+            ],
+            max_texture_cubemap: a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURECUBEMAP_WIDTH),
+            max_texture_1d_layered: [a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LAYERED_WIDTH), a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LAYERED_LAYERS)],
+            max_texture_2d_layered: [
+                a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_WIDTH),
+                a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_HEIGHT),
+                a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_LAYERS),
+            ],
+            max_texture_cubemap_layered: [
+                a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURECUBEMAP_LAYERED_WIDTH),
+                a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURECUBEMAP_LAYERED_LAYERS),
+            ],
+            max_surface_1d: a(CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE1D_WIDTH),
+            max_surface_2d: [a(CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_WIDTH), a(CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_HEIGHT)],
+            max_surface_3d: [
+                a(CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE3D_WIDTH),
+                a(CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE3D_HEIGHT),
+                a(CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE3D_DEPTH),
+            ],
+            max_surface_1d_layered: [a(CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE1D_LAYERED_WIDTH), a(CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE1D_LAYERED_LAYERS)],
+            max_surface_2d_layered: [
+                a(CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_LAYERED_WIDTH),
+                a(CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_LAYERED_HEIGHT),
+                a(CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_LAYERED_LAYERS),
+            ],
+            max_surface_cubemap: a(CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_WIDTH),
+            max_surface_cubemap_layered: [
+                a(CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_LAYERED_WIDTH),
+                a(CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_LAYERED_LAYERS),
+            ],
+            surface_alignment: z(CU_DEVICE_ATTRIBUTE_SURFACE_ALIGNMENT),
+            concurrent_kernels: a(CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS),
+            ecc_enabled: a(CU_DEVICE_ATTRIBUTE_ECC_ENABLED),
+            pci_bus_id: a(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID),
+            pci_device_id: a(CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID),
+            pci_domain_id: a(CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID),
+            tcc_driver: a(CU_DEVICE_ATTRIBUTE_TCC_DRIVER),
+            async_engine_count: a(CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT),
+            unified_addressing: a(CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING),
+            memory_bus_width: a(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH),
+            l2_cache_size: a(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE),
+            persisting_l2_cache_max_size: a(CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE),
+            max_threads_per_multiprocessor: a(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR),
+            stream_priorities_supported: a(CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED),
+            global_l1_cache_supported: a(CU_DEVICE_ATTRIBUTE_GLOBAL_L1_CACHE_SUPPORTED),
+            local_l1_cache_supported: a(CU_DEVICE_ATTRIBUTE_LOCAL_L1_CACHE_SUPPORTED),
+            shared_mem_per_multiprocessor: z(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR),
+            regs_per_multiprocessor: a(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR),
+            managed_memory: a(CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY),
+            is_multi_gpu_board: a(CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD),
+            multi_gpu_board_group_id: a(CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD_GROUP_ID),
+            host_native_atomic_supported: a(CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED),
+            pageable_memory_access: a(CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS),
+            concurrent_managed_access: a(CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS),
+            compute_preemption_supported: a(CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED),
+            can_use_host_pointer_for_registered_mem: a(CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM),
+            cooperative_launch: a(CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH),
+            shared_mem_per_block_optin: z(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN),
+            pageable_memory_access_uses_host_page_tables: a(CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES),
+            direct_managed_mem_access_from_host: a(CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST),
+            max_blocks_per_multiprocessor: a(CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR),
+            access_policy_max_window_size: a(CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE),
+            reserved_shared_mem_per_block: z(CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK),
+            host_register_supported: a(CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED),
+            sparse_cuda_array_supported: a(CU_DEVICE_ATTRIBUTE_SPARSE_CUDA_ARRAY_SUPPORTED),
+            host_register_read_only_supported: a(CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED),
+            timeline_semaphore_interop_supported: a(CU_DEVICE_ATTRIBUTE_TIMELINE_SEMAPHORE_INTEROP_SUPPORTED),
+            memory_pools_supported: a(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED),
+            gpu_direct_rdma_supported: a(CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED),
+            gpu_direct_rdma_flush_writes_options: a(CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS) as u32,
+            gpu_direct_rdma_writes_ordering: a(CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING),
+            memory_pool_supported_handle_types: a(CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES) as u32,
+            deferred_mapping_cuda_array_supported: a(CU_DEVICE_ATTRIBUTE_DEFERRED_MAPPING_CUDA_ARRAY_SUPPORTED),
+            ipc_event_supported: a(CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED),
+            cluster_launch: a(CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH),
+            unified_function_pointers: a(CU_DEVICE_ATTRIBUTE_UNIFIED_FUNCTION_POINTERS),
+            device_numa_config: a(CU_DEVICE_ATTRIBUTE_NUMA_CONFIG),
+            device_numa_id: a(CU_DEVICE_ATTRIBUTE_NUMA_ID),
+            mps_enabled: a(CU_DEVICE_ATTRIBUTE_MPS_ENABLED),
+            host_numa_id: a(CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID),
+            gpu_pci_device_id: a(CU_DEVICE_ATTRIBUTE_GPU_PCI_DEVICE_ID) as u32,
+            gpu_pci_subsystem_id: a(CU_DEVICE_ATTRIBUTE_GPU_PCI_SUBSYSTEM_ID) as u32,
+            host_numa_multinode_ipc_supported: a(CU_DEVICE_ATTRIBUTE_HOST_NUMA_MULTINODE_IPC_SUPPORTED),
+            reserved: [0; 56],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::offset_of;
+
+    /// Sizes and offsets measured with gcc against the CUDA 13.0 headers.
+    #[test]
+    fn device_prop_layout_matches_cuda_13() {
+        assert_eq!(std::mem::size_of::<DevicePropC>(), 1008);
+        assert_eq!(offset_of!(DevicePropC, uuid), 256);
+        assert_eq!(offset_of!(DevicePropC, total_global_mem), 288);
+        assert_eq!(offset_of!(DevicePropC, major), 360);
+        assert_eq!(offset_of!(DevicePropC, multi_processor_count), 384);
+        assert_eq!(offset_of!(DevicePropC, pci_bus_id), 568);
+        assert_eq!(offset_of!(DevicePropC, l2_cache_size), 596);
+        assert_eq!(offset_of!(DevicePropC, shared_mem_per_block_optin), 672);
+        assert_eq!(offset_of!(DevicePropC, cluster_launch), 748);
+        assert_eq!(offset_of!(DevicePropC, reserved), 784);
+    }
+}

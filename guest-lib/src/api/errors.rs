@@ -1,0 +1,107 @@
+//! Errors and versions: answered in the guest.
+
+use std::ffi::c_char;
+
+use vmcuda_wire::handshake::RUNTIME_VERSION;
+use vmcuda_wire::status::{CudaStatus, TABLE, UNRECOGNIZED};
+
+use super::guard;
+use crate::{caller, client, cudaError_t, state};
+
+/// NUL-terminated copies of the status table's strings, made once.
+fn c_strings() -> &'static [(u32, std::ffi::CString, std::ffi::CString)] {
+    static STRINGS: std::sync::OnceLock<Vec<(u32, std::ffi::CString, std::ffi::CString)>> = std::sync::OnceLock::new();
+    STRINGS.get_or_init(|| {
+        TABLE
+            .iter()
+            .map(|(code, name, msg)| {
+                (*code, std::ffi::CString::new(*name).expect("no NUL"), std::ffi::CString::new(*msg).expect("no NUL"))
+            })
+            .collect()
+    })
+}
+
+const UNRECOGNIZED_C: &std::ffi::CStr = c"unrecognized error code";
+
+#[no_mangle]
+pub extern "C" fn cudaGetErrorName(error: cudaError_t) -> *const c_char {
+    debug_assert_eq!(UNRECOGNIZED, "unrecognized error code");
+    c_strings()
+        .iter()
+        .find(|e| e.0 == error)
+        .map_or(UNRECOGNIZED_C.as_ptr(), |e| e.1.as_ptr())
+}
+
+#[no_mangle]
+pub extern "C" fn cudaGetErrorString(error: cudaError_t) -> *const c_char {
+    c_strings()
+        .iter()
+        .find(|e| e.0 == error)
+        .map_or(UNRECOGNIZED_C.as_ptr(), |e| e.2.as_ptr())
+}
+
+#[no_mangle]
+pub extern "C" fn cudaGetLastError() -> cudaError_t {
+    state::take_last_error()
+}
+
+#[no_mangle]
+pub extern "C" fn cudaPeekAtLastError() -> cudaError_t {
+    state::peek_last_error()
+}
+
+#[no_mangle]
+pub extern "C" fn cudaRuntimeGetVersion(version: *mut i32) -> cudaError_t {
+    guard("cudaRuntimeGetVersion", || caller::write(version, RUNTIME_VERSION))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaDriverGetVersion(version: *mut i32) -> cudaError_t {
+    guard("cudaDriverGetVersion", || {
+        // Without a reachable host there is no driver: CUDA answers 0 then.
+        let v = client::client().map_or(0, |c| c.hello.driver_version);
+        caller::write(version, v)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaProfilerStart() -> cudaError_t {
+    guard("cudaProfilerStart", || Ok(()))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaProfilerStop() -> cudaError_t {
+    guard("cudaProfilerStop", || Ok(()))
+}
+
+/// `cudaGetDriverEntryPoint(ByVersion)`: no driver functions are forwarded yet, so
+/// every symbol is answered "not found" with a NULL pointer, cleanly.
+fn entry_point(symbol: *const c_char, func: *mut *mut libc::c_void, status: *mut i32) -> Result<(), CudaStatus> {
+    let name = caller::string(symbol)?;
+    caller::write(func, std::ptr::null_mut())?;
+    // cudaDriverEntryPointSymbolNotFound
+    caller::write_opt(status, 1);
+    if std::env::var_os("VMCUDA_VERBOSE").is_some() {
+        eprintln!("vmcuda: driver entry point {name} is not forwarded");
+    }
+    if status.is_null() {
+        return Err(CudaStatus::ErrorSymbolNotFound);
+    }
+    Ok(())
+}
+
+#[no_mangle]
+pub extern "C" fn cudaGetDriverEntryPoint(symbol: *const c_char, func: *mut *mut libc::c_void, _flags: u64, status: *mut i32) -> cudaError_t {
+    guard("cudaGetDriverEntryPoint", || entry_point(symbol, func, status))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaGetDriverEntryPointByVersion(
+    symbol: *const c_char,
+    func: *mut *mut libc::c_void,
+    _version: u32,
+    _flags: u64,
+    status: *mut i32,
+) -> cudaError_t {
+    guard("cudaGetDriverEntryPointByVersion", || entry_point(symbol, func, status))
+}

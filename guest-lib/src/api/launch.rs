@@ -1,0 +1,286 @@
+//! Kernel launches (`<<<...>>>`, `cudaLaunchKernel`, `cudaLaunchKernelExC`,
+//! cooperative launches), function attributes and occupancy.
+
+use std::ffi::c_void;
+
+use vmcuda_wire::op::{
+    FuncAttributes, FuncGetAttributes, FuncSetAttribute, FuncSetCacheConfig, LaunchAttribute,
+    LaunchKernel, OccupancyAvailableDynamicSmem, OccupancyMaxActiveBlocks, StreamHandle,
+};
+use vmcuda_wire::CudaStatus;
+
+use super::device::properties;
+use super::registration::{is_kernel, kernel};
+use super::{call, call_with, guard, stream_handle, RawHandle, Result};
+use crate::client::Sink;
+use crate::state::{self, LaunchConfig};
+use crate::{caller, cudaError_t};
+
+/// `dim3`, passed by value in the C ABI.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Dim3 {
+    pub x: u32,
+    pub y: u32,
+    pub z: u32,
+}
+
+impl Dim3 {
+    fn array(self) -> [u32; 3] {
+        [self.x, self.y, self.z]
+    }
+}
+
+/// `cudaLaunchConfig_t` (CUDA 13 layout).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct LaunchConfigC {
+    pub grid: Dim3,
+    pub block: Dim3,
+    pub dynamic_smem: usize,
+    pub stream: RawHandle,
+    pub attrs: *const u8,
+    pub num_attrs: u32,
+}
+
+/// `sizeof(cudaLaunchAttribute)`: u32 id, 4 bytes padding, 64-byte value union.
+const LAUNCH_ATTRIBUTE_LEN: usize = 72;
+const LAUNCH_ATTRIBUTE_COOPERATIVE: u32 = 2;
+
+/// Refuse launch shapes the device cannot run, as the runtime does before the driver.
+fn check_config(grid: [u32; 3], block: [u32; 3]) -> Result<()> {
+    let props = properties(state::current_device())?;
+    let attr = |a: u32| props.attribute(a).unwrap_or(i32::MAX) as i64;
+    let threads = block.iter().map(|v| *v as i64).product::<i64>();
+    let block_ok = block.iter().zip(2..=4).all(|(v, a)| *v >= 1 && (*v as i64) <= attr(a));
+    let grid_ok = grid.iter().zip(5..=7).all(|(v, a)| *v >= 1 && (*v as i64) <= attr(a));
+    if !block_ok || !grid_ok || threads > attr(1) {
+        return Err(CudaStatus::ErrorInvalidConfiguration);
+    }
+    Ok(())
+}
+
+fn launch(
+    host_fun: usize,
+    grid: Dim3,
+    block: Dim3,
+    args: *const *const u8,
+    shared_mem: usize,
+    stream: StreamHandle,
+    attributes: Vec<LaunchAttribute>,
+) -> Result<()> {
+    let (function, params) = kernel(host_fun)?;
+    check_config(grid.array(), block.array())?;
+    let total = params.iter().map(|p| (p.offset + p.size) as usize).max().unwrap_or(0);
+    let mut buffer = vec![0u8; total];
+    for (i, p) in params.iter().enumerate() {
+        let arg = caller::kernel_arg(args, i, p.size as usize)?;
+        buffer[p.offset as usize..(p.offset + p.size) as usize].copy_from_slice(arg);
+    }
+    let shared_mem = u32::try_from(shared_mem).map_err(|_| CudaStatus::ErrorInvalidValue)?;
+    let req = LaunchKernel { function, grid: grid.array(), block: block.array(), shared_mem, stream, attributes };
+    call_with(&req, &buffer, Sink::None)
+}
+
+#[no_mangle]
+pub extern "C" fn __cudaPushCallConfiguration(grid: Dim3, block: Dim3, shared_mem: usize, stream: RawHandle) -> u32 {
+    state::push_launch_config(LaunchConfig { grid: grid.array(), block: block.array(), shared_mem, stream: stream as usize });
+    0
+}
+
+#[no_mangle]
+pub extern "C" fn __cudaPopCallConfiguration(grid: *mut Dim3, block: *mut Dim3, shared_mem: *mut usize, stream: *mut RawHandle) -> cudaError_t {
+    guard("__cudaPopCallConfiguration", || {
+        let c = state::pop_launch_config().ok_or(CudaStatus::ErrorMissingConfiguration)?;
+        let dim = |a: [u32; 3]| Dim3 { x: a[0], y: a[1], z: a[2] };
+        caller::write(grid, dim(c.grid))?;
+        caller::write(block, dim(c.block))?;
+        caller::write(shared_mem, c.shared_mem)?;
+        caller::write(stream, c.stream as RawHandle)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn __cudaGetKernel(kernel_out: *mut RawHandle, host_fun: *const c_void) -> cudaError_t {
+    guard("__cudaGetKernel", || {
+        // The kernel handle is the host stub's address: resolution stays lazy.
+        if !is_kernel(host_fun as usize) {
+            return Err(CudaStatus::ErrorInvalidDeviceFunction);
+        }
+        caller::write(kernel_out, host_fun as RawHandle)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn __cudaLaunchKernel(k: RawHandle, grid: Dim3, block: Dim3, args: *const *const u8, smem: usize, stream: RawHandle) -> cudaError_t {
+    guard("__cudaLaunchKernel", || launch(k as usize, grid, block, args, smem, stream_handle(stream, false), vec![]))
+}
+
+#[no_mangle]
+pub extern "C" fn __cudaLaunchKernel_ptsz(k: RawHandle, grid: Dim3, block: Dim3, args: *const *const u8, smem: usize, stream: RawHandle) -> cudaError_t {
+    guard("__cudaLaunchKernel_ptsz", || launch(k as usize, grid, block, args, smem, stream_handle(stream, true), vec![]))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaLaunchKernel(f: *const c_void, grid: Dim3, block: Dim3, args: *const *const u8, smem: usize, stream: RawHandle) -> cudaError_t {
+    guard("cudaLaunchKernel", || launch(f as usize, grid, block, args, smem, stream_handle(stream, false), vec![]))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaLaunchKernel_ptsz(f: *const c_void, grid: Dim3, block: Dim3, args: *const *const u8, smem: usize, stream: RawHandle) -> cudaError_t {
+    guard("cudaLaunchKernel_ptsz", || launch(f as usize, grid, block, args, smem, stream_handle(stream, true), vec![]))
+}
+
+fn cooperative() -> LaunchAttribute {
+    let mut value = vec![0u8; 64];
+    value[..4].copy_from_slice(&1i32.to_le_bytes());
+    LaunchAttribute { id: LAUNCH_ATTRIBUTE_COOPERATIVE, value }
+}
+
+#[no_mangle]
+pub extern "C" fn cudaLaunchCooperativeKernel(f: *const c_void, grid: Dim3, block: Dim3, args: *const *const u8, smem: usize, stream: RawHandle) -> cudaError_t {
+    guard("cudaLaunchCooperativeKernel", || {
+        launch(f as usize, grid, block, args, smem, stream_handle(stream, false), vec![cooperative()])
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaLaunchCooperativeKernel_ptsz(f: *const c_void, grid: Dim3, block: Dim3, args: *const *const u8, smem: usize, stream: RawHandle) -> cudaError_t {
+    guard("cudaLaunchCooperativeKernel_ptsz", || {
+        launch(f as usize, grid, block, args, smem, stream_handle(stream, true), vec![cooperative()])
+    })
+}
+
+fn launch_ex(config: *const LaunchConfigC, f: *const c_void, args: *const *const u8, per_thread: bool) -> Result<()> {
+    let c = caller::read(config)?;
+    let raw = caller::bytes(c.attrs, c.num_attrs as usize * LAUNCH_ATTRIBUTE_LEN)?;
+    let attributes = raw
+        .chunks_exact(LAUNCH_ATTRIBUTE_LEN)
+        .map(|a| LaunchAttribute {
+            id: u32::from_le_bytes(a[..4].try_into().expect("4 bytes")),
+            value: a[8..].to_vec(),
+        })
+        .collect();
+    launch(f as usize, c.grid, c.block, args, c.dynamic_smem, stream_handle(c.stream, per_thread), attributes)
+}
+
+#[no_mangle]
+pub extern "C" fn cudaLaunchKernelExC(config: *const LaunchConfigC, f: *const c_void, args: *const *const u8) -> cudaError_t {
+    guard("cudaLaunchKernelExC", || launch_ex(config, f, args, false))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaLaunchKernelExC_ptsz(config: *const LaunchConfigC, f: *const c_void, args: *const *const u8) -> cudaError_t {
+    guard("cudaLaunchKernelExC_ptsz", || launch_ex(config, f, args, true))
+}
+
+/// `cudaFuncAttributes` (CUDA 13 layout).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct FuncAttributesC {
+    pub shared_size_bytes: usize,
+    pub const_size_bytes: usize,
+    pub local_size_bytes: usize,
+    pub max_threads_per_block: i32,
+    pub num_regs: i32,
+    pub ptx_version: i32,
+    pub binary_version: i32,
+    pub cache_mode_ca: i32,
+    pub max_dynamic_shared_size_bytes: i32,
+    pub preferred_shmem_carveout: i32,
+    pub cluster_dim_must_be_set: i32,
+    pub required_cluster_width: i32,
+    pub required_cluster_height: i32,
+    pub required_cluster_depth: i32,
+    pub cluster_scheduling_policy_preference: i32,
+    pub non_portable_cluster_size_allowed: i32,
+    pub reserved: [i32; 16],
+}
+
+impl From<FuncAttributes> for FuncAttributesC {
+    fn from(a: FuncAttributes) -> Self {
+        FuncAttributesC {
+            shared_size_bytes: a.shared_size_bytes as usize,
+            const_size_bytes: a.const_size_bytes as usize,
+            local_size_bytes: a.local_size_bytes as usize,
+            max_threads_per_block: a.max_threads_per_block,
+            num_regs: a.num_regs,
+            ptx_version: a.ptx_version,
+            binary_version: a.binary_version,
+            cache_mode_ca: a.cache_mode_ca,
+            max_dynamic_shared_size_bytes: a.max_dynamic_shared_size_bytes,
+            preferred_shmem_carveout: a.preferred_shmem_carveout,
+            cluster_dim_must_be_set: a.cluster_dim_must_be_set,
+            required_cluster_width: a.required_cluster_width,
+            required_cluster_height: a.required_cluster_height,
+            required_cluster_depth: a.required_cluster_depth,
+            cluster_scheduling_policy_preference: a.cluster_scheduling_policy_preference,
+            non_portable_cluster_size_allowed: a.non_portable_cluster_size_allowed,
+            reserved: [0; 16],
+        }
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn cudaFuncGetAttributes(attr: *mut FuncAttributesC, f: *const c_void) -> cudaError_t {
+    guard("cudaFuncGetAttributes", || {
+        let (function, _) = kernel(f as usize)?;
+        let a = call(&FuncGetAttributes { function })?;
+        caller::write(attr, a.into())
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaFuncSetAttribute(f: *const c_void, attribute: i32, value: i32) -> cudaError_t {
+    guard("cudaFuncSetAttribute", || {
+        let (function, _) = kernel(f as usize)?;
+        call(&FuncSetAttribute { function, attribute, value })
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaFuncSetCacheConfig(f: *const c_void, config: u32) -> cudaError_t {
+    guard("cudaFuncSetCacheConfig", || {
+        let (function, _) = kernel(f as usize)?;
+        call(&FuncSetCacheConfig { function, config })
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(blocks: *mut i32, f: *const c_void, block_size: i32, dynamic_smem: usize, flags: u32) -> cudaError_t {
+    guard("cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", || {
+        let (function, _) = kernel(f as usize)?;
+        let r = call(&OccupancyMaxActiveBlocks { function, block_size, dynamic_smem: dynamic_smem as u64, flags })?;
+        caller::write(blocks, r.blocks)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks: *mut i32, f: *const c_void, block_size: i32, dynamic_smem: usize) -> cudaError_t {
+    cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(blocks, f, block_size, dynamic_smem, 0)
+}
+
+#[no_mangle]
+pub extern "C" fn cudaOccupancyAvailableDynamicSMemPerBlock(bytes: *mut usize, f: *const c_void, num_blocks: i32, block_size: i32) -> cudaError_t {
+    guard("cudaOccupancyAvailableDynamicSMemPerBlock", || {
+        let (function, _) = kernel(f as usize)?;
+        let r = call(&OccupancyAvailableDynamicSmem { function, num_blocks, block_size })?;
+        caller::write(bytes, r.bytes as usize)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn c_layouts_match_cuda_13() {
+        assert_eq!(std::mem::size_of::<Dim3>(), 12);
+        assert_eq!(std::mem::size_of::<LaunchConfigC>(), 56);
+        assert_eq!(std::mem::size_of::<FuncAttributesC>(), 24 + 13 * 4 + 16 * 4 + 4);
+        assert_eq!(
+            std::mem::size_of::<cudarc::runtime::sys::cudaLaunchAttribute>(),
+            LAUNCH_ATTRIBUTE_LEN
+        );
+    }
+}

@@ -1,0 +1,505 @@
+//! Memory: device and pinned host allocations, copies and memsets in every kind and
+//! variant, symbols, pointer attributes.
+//!
+//! Pinned host memory lives in the guest (the host stages copies through its own
+//! pinned buffers); the guest remembers it to answer flags and pointer queries.
+
+use std::ffi::c_void;
+
+use vmcuda_wire::op::{
+    MemAlloc, MemAllocPitch, MemFree, Memcpy2DDtoD, Memcpy2DDtoH, Memcpy2DHtoD, MemcpyDtoD,
+    MemcpyDtoH, MemcpyHtoD, MemcpyPeer, Memset, Memset2D, StreamHandle,
+};
+use vmcuda_wire::CudaStatus;
+
+use super::registration::variable;
+use super::{call, call_with, guard, stream_handle, RawHandle, Result};
+use crate::client::{Sink, CHUNK};
+use crate::state::{self, registry, HostMemoryKind, HostRange};
+use crate::{caller, cudaError_t};
+
+const H2H: u32 = 0;
+const H2D: u32 = 1;
+const D2H: u32 = 2;
+const D2D: u32 = 3;
+const DEFAULT: u32 = 4;
+
+fn is_device(ptr: usize) -> bool {
+    registry().device_range(ptr as u64).is_some()
+}
+
+/// Resolve `cudaMemcpyDefault` from where the pointers live.
+fn resolve_kind(kind: u32, dst: usize, src: usize) -> Result<u32> {
+    match kind {
+        H2H | H2D | D2H | D2D => Ok(kind),
+        DEFAULT => Ok(match (is_device(dst), is_device(src)) {
+            (false, false) => H2H,
+            (true, false) => H2D,
+            (false, true) => D2H,
+            (true, true) => D2D,
+        }),
+        _ => Err(CudaStatus::ErrorInvalidMemcpyDirection),
+    }
+}
+
+/// One-dimensional copy of `count` bytes.
+fn memcpy(dst: usize, src: usize, count: usize, kind: u32, stream: StreamHandle, is_async: bool) -> Result<()> {
+    let kind = resolve_kind(kind, dst, src)?;
+    if count == 0 {
+        return Ok(());
+    }
+    match kind {
+        H2H => caller::copy_host(dst as *mut u8, src as *const u8, count),
+        H2D => {
+            let data = caller::bytes(src as *const u8, count)?;
+            for (i, chunk) in data.chunks(CHUNK).enumerate() {
+                let req = MemcpyHtoD { dst: (dst + i * CHUNK) as u64, stream, is_async };
+                call_with(&req, chunk, Sink::None)?;
+            }
+            Ok(())
+        }
+        D2H => {
+            let out = caller::bytes_mut(dst as *mut u8, count)?;
+            for (i, chunk) in out.chunks_mut(CHUNK).enumerate() {
+                let req = MemcpyDtoH { src: (src + i * CHUNK) as u64, size: chunk.len() as u64, stream, is_async };
+                call_with(&req, &[], Sink::Into(chunk))?;
+            }
+            Ok(())
+        }
+        _ => call(&MemcpyDtoD { dst: dst as u64, src: src as u64, size: count as u64, stream, is_async }),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn memcpy_2d(
+    dst: usize,
+    dpitch: usize,
+    src: usize,
+    spitch: usize,
+    width: usize,
+    height: usize,
+    kind: u32,
+    stream: StreamHandle,
+    is_async: bool,
+) -> Result<()> {
+    let kind = resolve_kind(kind, dst, src)?;
+    if width == 0 || height == 0 {
+        return Ok(());
+    }
+    if width > dpitch || width > spitch {
+        return Err(CudaStatus::ErrorInvalidPitchValue);
+    }
+    // Rows travel packed; at most CHUNK bytes per request.
+    let rows_per_chunk = (CHUNK / width).max(1);
+    match kind {
+        H2H => (0..height).try_for_each(|r| {
+            caller::copy_host((dst + r * dpitch) as *mut u8, (src + r * spitch) as *const u8, width)
+        }),
+        H2D => {
+            let mut first = 0;
+            while first < height {
+                let rows = rows_per_chunk.min(height - first);
+                let mut packed = Vec::with_capacity(rows * width);
+                for r in first..first + rows {
+                    packed.extend_from_slice(caller::bytes((src + r * spitch) as *const u8, width)?);
+                }
+                let req = Memcpy2DHtoD {
+                    dst: (dst + first * dpitch) as u64,
+                    dpitch: dpitch as u64,
+                    width: width as u64,
+                    height: rows as u64,
+                    stream,
+                    is_async,
+                };
+                call_with(&req, &packed, Sink::None)?;
+                first += rows;
+            }
+            Ok(())
+        }
+        D2H => {
+            let mut first = 0;
+            while first < height {
+                let rows = rows_per_chunk.min(height - first);
+                let mut packed = vec![0u8; rows * width];
+                let req = Memcpy2DDtoH {
+                    src: (src + first * spitch) as u64,
+                    spitch: spitch as u64,
+                    width: width as u64,
+                    height: rows as u64,
+                    stream,
+                    is_async,
+                };
+                call_with(&req, &[], Sink::Into(&mut packed))?;
+                for (i, row) in packed.chunks(width).enumerate() {
+                    caller::bytes_mut((dst + (first + i) * dpitch) as *mut u8, width)?.copy_from_slice(row);
+                }
+                first += rows;
+            }
+            Ok(())
+        }
+        _ => call(&Memcpy2DDtoD {
+            dst: dst as u64,
+            dpitch: dpitch as u64,
+            src: src as u64,
+            spitch: spitch as u64,
+            width: width as u64,
+            height: height as u64,
+            stream,
+            is_async,
+        }),
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMalloc(ptr: *mut *mut c_void, size: usize) -> cudaError_t {
+    guard("cudaMalloc", || {
+        if ptr.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let p = call(&MemAlloc { size: size as u64 })?.ptr;
+        if p != 0 {
+            registry().device_ranges.insert(p, (size as u64, state::current_device()));
+        }
+        caller::write(ptr, p as *mut c_void)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaFree(ptr: *mut c_void) -> cudaError_t {
+    guard("cudaFree", || {
+        call(&MemFree { ptr: ptr as u64 })?;
+        registry().device_ranges.remove(&(ptr as u64));
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMallocPitch(ptr: *mut *mut c_void, pitch: *mut usize, width: usize, height: usize) -> cudaError_t {
+    guard("cudaMallocPitch", || {
+        if ptr.is_null() || pitch.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let r = call(&MemAllocPitch { width: width as u64, height: height as u64 })?;
+        if r.ptr != 0 {
+            registry().device_ranges.insert(r.ptr, (r.pitch * height as u64, state::current_device()));
+        }
+        caller::write(ptr, r.ptr as *mut c_void)?;
+        caller::write(pitch, r.pitch as usize)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMallocManaged(_ptr: *mut *mut c_void, _size: usize, _flags: u32) -> cudaError_t {
+    guard("cudaMallocManaged", || {
+        eprintln!("vmcuda: cudaMallocManaged: managed memory cannot span the VM boundary; not supported");
+        Err(CudaStatus::ErrorNotSupported)
+    })
+}
+
+fn host_alloc(size: usize, flags: u32) -> Result<*mut c_void> {
+    if size == 0 {
+        return Ok(std::ptr::null_mut());
+    }
+    let mut p: *mut c_void = std::ptr::null_mut();
+    // SAFETY: posix_memalign writes the new block's address into `p`; alignment is a
+    // power of two multiple of the pointer size.
+    if unsafe { libc::posix_memalign(&mut p, 4096, size) } != 0 {
+        return Err(CudaStatus::ErrorMemoryAllocation);
+    }
+    let range = HostRange { size, flags, kind: HostMemoryKind::Allocated, device: state::current_device() };
+    registry().host_ranges.insert(p as usize, range);
+    Ok(p)
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMallocHost(ptr: *mut *mut c_void, size: usize) -> cudaError_t {
+    guard("cudaMallocHost", || {
+        if ptr.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        caller::write(ptr, host_alloc(size, 0)?)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaHostAlloc(ptr: *mut *mut c_void, size: usize, flags: u32) -> cudaError_t {
+    guard("cudaHostAlloc", || {
+        if ptr.is_null() || flags & !0xf != 0 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        caller::write(ptr, host_alloc(size, flags)?)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaFreeHost(ptr: *mut c_void) -> cudaError_t {
+    guard("cudaFreeHost", || {
+        if ptr.is_null() {
+            return Ok(());
+        }
+        let mut reg = registry();
+        match reg.host_ranges.get(&(ptr as usize)) {
+            Some(r) if r.kind == HostMemoryKind::Allocated => {
+                reg.host_ranges.remove(&(ptr as usize));
+                // SAFETY: `ptr` came from our posix_memalign and is freed once.
+                unsafe { libc::free(ptr) };
+                Ok(())
+            }
+            _ => Err(CudaStatus::ErrorInvalidValue),
+        }
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaHostRegister(ptr: *mut c_void, size: usize, flags: u32) -> cudaError_t {
+    guard("cudaHostRegister", || {
+        if ptr.is_null() || size == 0 || flags & !0xf != 0 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let start = ptr as usize;
+        let mut reg = registry();
+        let overlaps = reg.host_ranges.range(..start + size).next_back().is_some_and(|(s, r)| s + r.size > start);
+        if overlaps {
+            return Err(CudaStatus::ErrorHostMemoryAlreadyRegistered);
+        }
+        let range = HostRange { size, flags, kind: HostMemoryKind::Registered, device: state::current_device() };
+        reg.host_ranges.insert(start, range);
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaHostUnregister(ptr: *mut c_void) -> cudaError_t {
+    guard("cudaHostUnregister", || {
+        let mut reg = registry();
+        match reg.host_ranges.get(&(ptr as usize)) {
+            Some(r) if r.kind == HostMemoryKind::Registered => {
+                reg.host_ranges.remove(&(ptr as usize));
+                Ok(())
+            }
+            _ => Err(CudaStatus::ErrorHostMemoryNotRegistered),
+        }
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaHostGetFlags(flags: *mut u32, ptr: *mut c_void) -> cudaError_t {
+    guard("cudaHostGetFlags", || {
+        let r = registry().host_range(ptr as usize).ok_or(CudaStatus::ErrorInvalidValue)?.1;
+        // Portable and mapped are implied for all pinned memory in a UVA process.
+        caller::write(flags, r.flags | 0x2)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaHostGetDevicePointer(_device_ptr: *mut *mut c_void, _host_ptr: *mut c_void, _flags: u32) -> cudaError_t {
+    guard("cudaHostGetDevicePointer", || {
+        eprintln!("vmcuda: cudaHostGetDevicePointer: a GPU cannot map guest memory over this transport; not supported");
+        Err(CudaStatus::ErrorNotSupported)
+    })
+}
+
+/// `struct cudaPointerAttributes` (CUDA 13 layout).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct PointerAttributesC {
+    pub memory_type: i32,
+    pub device: i32,
+    pub device_pointer: *mut c_void,
+    pub host_pointer: *mut c_void,
+    pub reserved: [i64; 8],
+}
+
+#[no_mangle]
+pub extern "C" fn cudaPointerGetAttributes(attrs: *mut PointerAttributesC, ptr: *const c_void) -> cudaError_t {
+    guard("cudaPointerGetAttributes", || {
+        let p = ptr as usize;
+        let reg = registry();
+        let (memory_type, device, device_pointer, host_pointer) = if let Some((_, _, dev)) = reg.device_range(p as u64) {
+            (2, dev, p, 0)
+        } else if let Some((_, r)) = reg.host_range(p) {
+            (1, r.device, p, p)
+        } else {
+            (0, -2, 0, 0)
+        };
+        drop(reg);
+        caller::write(
+            attrs,
+            PointerAttributesC {
+                memory_type,
+                device,
+                device_pointer: device_pointer as *mut c_void,
+                host_pointer: host_pointer as *mut c_void,
+                reserved: [0; 8],
+            },
+        )
+    })
+}
+
+macro_rules! export_memcpy {
+    ($name:ident, $per_thread:expr) => {
+        #[no_mangle]
+        pub extern "C" fn $name(dst: *mut c_void, src: *const c_void, count: usize, kind: u32) -> cudaError_t {
+            guard(stringify!($name), || {
+                memcpy(dst as usize, src as usize, count, kind, stream_handle(std::ptr::null_mut(), $per_thread), false)
+            })
+        }
+    };
+}
+export_memcpy!(cudaMemcpy, false);
+export_memcpy!(cudaMemcpy_ptds, true);
+
+macro_rules! export_memcpy_async {
+    ($name:ident, $per_thread:expr) => {
+        #[no_mangle]
+        pub extern "C" fn $name(dst: *mut c_void, src: *const c_void, count: usize, kind: u32, stream: RawHandle) -> cudaError_t {
+            guard(stringify!($name), || memcpy(dst as usize, src as usize, count, kind, stream_handle(stream, $per_thread), true))
+        }
+    };
+}
+export_memcpy_async!(cudaMemcpyAsync, false);
+export_memcpy_async!(cudaMemcpyAsync_ptsz, true);
+
+#[no_mangle]
+pub extern "C" fn cudaMemcpy2D(dst: *mut c_void, dpitch: usize, src: *const c_void, spitch: usize, width: usize, height: usize, kind: u32) -> cudaError_t {
+    guard("cudaMemcpy2D", || memcpy_2d(dst as usize, dpitch, src as usize, spitch, width, height, kind, StreamHandle::LEGACY, false))
+}
+
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub extern "C" fn cudaMemcpy2DAsync(dst: *mut c_void, dpitch: usize, src: *const c_void, spitch: usize, width: usize, height: usize, kind: u32, stream: RawHandle) -> cudaError_t {
+    guard("cudaMemcpy2DAsync", || {
+        memcpy_2d(dst as usize, dpitch, src as usize, spitch, width, height, kind, stream_handle(stream, false), true)
+    })
+}
+
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub extern "C" fn cudaMemcpy2DAsync_ptsz(dst: *mut c_void, dpitch: usize, src: *const c_void, spitch: usize, width: usize, height: usize, kind: u32, stream: RawHandle) -> cudaError_t {
+    guard("cudaMemcpy2DAsync_ptsz", || {
+        memcpy_2d(dst as usize, dpitch, src as usize, spitch, width, height, kind, stream_handle(stream, true), true)
+    })
+}
+
+fn memset(ptr: usize, value: i32, count: usize, stream: StreamHandle, is_async: bool) -> Result<()> {
+    if count == 0 {
+        return Ok(());
+    }
+    call(&Memset { dst: ptr as u64, value: value as u8, size: count as u64, stream, is_async })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemset(ptr: *mut c_void, value: i32, count: usize) -> cudaError_t {
+    guard("cudaMemset", || memset(ptr as usize, value, count, StreamHandle::LEGACY, false))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemsetAsync(ptr: *mut c_void, value: i32, count: usize, stream: RawHandle) -> cudaError_t {
+    guard("cudaMemsetAsync", || memset(ptr as usize, value, count, stream_handle(stream, false), true))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemsetAsync_ptsz(ptr: *mut c_void, value: i32, count: usize, stream: RawHandle) -> cudaError_t {
+    guard("cudaMemsetAsync_ptsz", || memset(ptr as usize, value, count, stream_handle(stream, true), true))
+}
+
+fn memset_2d(ptr: usize, pitch: usize, value: i32, width: usize, height: usize, stream: StreamHandle, is_async: bool) -> Result<()> {
+    if width == 0 || height == 0 {
+        return Ok(());
+    }
+    call(&Memset2D {
+        dst: ptr as u64,
+        pitch: pitch as u64,
+        value: value as u8,
+        width: width as u64,
+        height: height as u64,
+        stream,
+        is_async,
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemset2D(ptr: *mut c_void, pitch: usize, value: i32, width: usize, height: usize) -> cudaError_t {
+    guard("cudaMemset2D", || memset_2d(ptr as usize, pitch, value, width, height, StreamHandle::LEGACY, false))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemset2DAsync(ptr: *mut c_void, pitch: usize, value: i32, width: usize, height: usize, stream: RawHandle) -> cudaError_t {
+    guard("cudaMemset2DAsync", || memset_2d(ptr as usize, pitch, value, width, height, stream_handle(stream, false), true))
+}
+
+fn memcpy_peer(dst: usize, dst_device: i32, src: usize, src_device: i32, count: usize, stream: StreamHandle, is_async: bool) -> Result<()> {
+    if count == 0 {
+        return Ok(());
+    }
+    call(&MemcpyPeer { dst: dst as u64, dst_device, src: src as u64, src_device, size: count as u64, stream, is_async })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemcpyPeer(dst: *mut c_void, dst_device: i32, src: *const c_void, src_device: i32, count: usize) -> cudaError_t {
+    guard("cudaMemcpyPeer", || memcpy_peer(dst as usize, dst_device, src as usize, src_device, count, StreamHandle::LEGACY, false))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemcpyPeerAsync(dst: *mut c_void, dst_device: i32, src: *const c_void, src_device: i32, count: usize, stream: RawHandle) -> cudaError_t {
+    guard("cudaMemcpyPeerAsync", || {
+        memcpy_peer(dst as usize, dst_device, src as usize, src_device, count, stream_handle(stream, false), true)
+    })
+}
+
+/// The device address of `symbol + offset`, checking `count` fits.
+fn symbol_range(symbol: *const c_void, offset: usize, count: usize) -> Result<usize> {
+    let (ptr, size) = variable(symbol as usize)?;
+    if offset.checked_add(count).is_none_or(|end| end > size) {
+        return Err(CudaStatus::ErrorInvalidValue);
+    }
+    Ok(ptr as usize + offset)
+}
+
+fn to_symbol(symbol: *const c_void, src: *const c_void, count: usize, offset: usize, kind: u32, stream: StreamHandle, is_async: bool) -> Result<()> {
+    let kind = if kind == DEFAULT { if is_device(src as usize) { D2D } else { H2D } } else { kind };
+    if kind != H2D && kind != D2D {
+        return Err(CudaStatus::ErrorInvalidMemcpyDirection);
+    }
+    let dst = symbol_range(symbol, offset, count)?;
+    memcpy(dst, src as usize, count, kind, stream, is_async)
+}
+
+fn from_symbol(dst: *mut c_void, symbol: *const c_void, count: usize, offset: usize, kind: u32, stream: StreamHandle, is_async: bool) -> Result<()> {
+    let kind = if kind == DEFAULT { if is_device(dst as usize) { D2D } else { D2H } } else { kind };
+    if kind != D2H && kind != D2D {
+        return Err(CudaStatus::ErrorInvalidMemcpyDirection);
+    }
+    let src = symbol_range(symbol, offset, count)?;
+    memcpy(dst as usize, src, count, kind, stream, is_async)
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemcpyToSymbol(symbol: *const c_void, src: *const c_void, count: usize, offset: usize, kind: u32) -> cudaError_t {
+    guard("cudaMemcpyToSymbol", || to_symbol(symbol, src, count, offset, kind, StreamHandle::LEGACY, false))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemcpyToSymbolAsync(symbol: *const c_void, src: *const c_void, count: usize, offset: usize, kind: u32, stream: RawHandle) -> cudaError_t {
+    guard("cudaMemcpyToSymbolAsync", || to_symbol(symbol, src, count, offset, kind, stream_handle(stream, false), true))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemcpyFromSymbol(dst: *mut c_void, symbol: *const c_void, count: usize, offset: usize, kind: u32) -> cudaError_t {
+    guard("cudaMemcpyFromSymbol", || from_symbol(dst, symbol, count, offset, kind, StreamHandle::LEGACY, false))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemcpyFromSymbolAsync(dst: *mut c_void, symbol: *const c_void, count: usize, offset: usize, kind: u32, stream: RawHandle) -> cudaError_t {
+    guard("cudaMemcpyFromSymbolAsync", || from_symbol(dst, symbol, count, offset, kind, stream_handle(stream, false), true))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaGetSymbolAddress(dev_ptr: *mut *mut c_void, symbol: *const c_void) -> cudaError_t {
+    guard("cudaGetSymbolAddress", || caller::write(dev_ptr, variable(symbol as usize)?.0 as *mut c_void))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaGetSymbolSize(size: *mut usize, symbol: *const c_void) -> cudaError_t {
+    guard("cudaGetSymbolSize", || caller::write(size, variable(symbol as usize)?.1))
+}

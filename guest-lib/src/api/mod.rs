@@ -1,0 +1,64 @@
+//! The exported CUDA runtime API, one module per family.
+//!
+//! Every export runs its body through [`guard`]: a panic becomes
+//! `cudaErrorUnknown` instead of unwinding into C, and a failure is stored as the
+//! thread's last error, as the CUDA runtime does.
+
+pub mod device;
+pub mod errors;
+pub mod launch;
+pub mod memory;
+pub mod registration;
+pub mod stream;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use vmcuda_wire::op::{Request, StreamHandle};
+use vmcuda_wire::CudaStatus;
+
+use crate::client::{self, Sink};
+use crate::cudaError_t;
+use crate::state;
+
+pub type Result<T> = std::result::Result<T, CudaStatus>;
+
+/// Run an export's body: no unwinding across the C boundary, last error recorded.
+pub fn guard(name: &'static str, body: impl FnOnce() -> Result<()>) -> cudaError_t {
+    let status = match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => 0,
+        Ok(Err(status)) => status.0,
+        Err(_) => {
+            eprintln!("vmcuda: internal error in {name}; reporting cudaErrorUnknown");
+            CudaStatus::ErrorUnknown.0
+        }
+    };
+    // "Not ready" answers a query; it is not an error the runtime remembers.
+    if status != 0 && status != CudaStatus::ErrorNotReady.0 {
+        state::set_last_error(status);
+    }
+    status
+}
+
+/// Forward one request for the calling thread's current device.
+pub fn call<R: Request>(req: &R) -> Result<R::Reply> {
+    client::client()?.call(state::current_device(), req, &[], Sink::None)
+}
+
+/// Forward one request with a data section and/or a reply data sink.
+pub fn call_with<R: Request>(req: &R, data: &[u8], sink: Sink<'_>) -> Result<R::Reply> {
+    client::client()?.call(state::current_device(), req, data, sink)
+}
+
+/// The wire handle for a `cudaStream_t`. `per_thread` is true for the `_ptsz`
+/// entry points, where the NULL stream means the per-thread default stream.
+pub fn stream_handle(stream: *mut libc::c_void, per_thread: bool) -> StreamHandle {
+    match stream as usize {
+        0 if per_thread => StreamHandle::PER_THREAD,
+        0 | 1 => StreamHandle::LEGACY,
+        2 => StreamHandle::PER_THREAD,
+        id => StreamHandle(id as u64),
+    }
+}
+
+/// `cudaStream_t` / `cudaEvent_t` as seen by the program: the guest-made id.
+pub type RawHandle = *mut libc::c_void;

@@ -1,0 +1,209 @@
+//! The entry points nvcc's generated code calls at program start to register its
+//! device code, and the lazy loading of that code on the host on first use.
+
+use std::ffi::{c_char, c_void};
+
+use vmcuda_wire::fatbin::{self, CONTAINER_HEADER_LEN, WRAPPER_LEN};
+use vmcuda_wire::op::{FunctionHandle, ModuleGetFunction, ModuleGetGlobal, ModuleHandle, ModuleLoad, ParamInfo};
+use vmcuda_wire::CudaStatus;
+
+use super::{call, call_with, Result};
+use crate::client::Sink;
+use crate::state::{registry, Fatbin, Kernel, Variable};
+use crate::{caller, state};
+
+#[no_mangle]
+pub extern "C" fn __cudaRegisterFatBinary(fat_cubin: *mut c_void) -> *mut *mut c_void {
+    // The handle must be real and stable: the exit handler hands it back. A leaked
+    // two-word cell is both; it also keeps the wrapper address for debugging.
+    let handle: &'static mut [usize; 2] = Box::leak(Box::new([fat_cubin as usize, 0]));
+    let key = handle.as_ptr() as usize;
+    let data = caller::read::<[u8; WRAPPER_LEN]>(fat_cubin.cast())
+        .ok()
+        .and_then(|raw| fatbin::parse_wrapper(&raw).ok())
+        .map(|w| w.data as usize);
+    match data {
+        Some(data) => {
+            registry().fatbins.insert(key, Fatbin { data, module: None });
+        }
+        None => eprintln!("vmcuda: __cudaRegisterFatBinary got something that is not a fatbinary; its kernels will not launch"),
+    }
+    key as *mut *mut c_void
+}
+
+#[no_mangle]
+pub extern "C" fn __cudaRegisterFatBinaryEnd(_handle: *mut *mut c_void) {}
+
+#[no_mangle]
+pub extern "C" fn __cudaUnregisterFatBinary(handle: *mut *mut c_void) {
+    // At exit: forget it locally; the host unloads everything when the connection
+    // closes, so nothing is sent from inside exit handlers.
+    if let Ok(mut reg) = std::panic::catch_unwind(registry) {
+        let key = handle as usize;
+        reg.fatbins.remove(&key);
+        reg.kernels.retain(|_, k| k.fatbin != key);
+        reg.variables.retain(|_, v| v.fatbin != key);
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn __cudaInitModule(_handle: *mut *mut c_void) -> c_char {
+    1
+}
+
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub extern "C" fn __cudaRegisterFunction(
+    handle: *mut *mut c_void,
+    host_fun: *const c_char,
+    _device_fun: *mut c_char,
+    device_name: *const c_char,
+    _thread_limit: i32,
+    _tid: *mut c_void,
+    _bid: *mut c_void,
+    _block_dim: *mut c_void,
+    _grid_dim: *mut c_void,
+    _warp_size: *mut i32,
+) {
+    let _ = std::panic::catch_unwind(|| {
+        if let Ok(name) = caller::string(device_name) {
+            registry()
+                .kernels
+                .insert(host_fun as usize, Kernel { fatbin: handle as usize, name, resolved: None });
+        }
+    });
+}
+
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub extern "C" fn __cudaRegisterVar(
+    handle: *mut *mut c_void,
+    host_var: *mut c_char,
+    _device_address: *mut c_char,
+    device_name: *const c_char,
+    _ext: i32,
+    size: usize,
+    _constant: i32,
+    _global: i32,
+) {
+    let _ = std::panic::catch_unwind(|| {
+        if let Ok(name) = caller::string(device_name) {
+            registry()
+                .variables
+                .insert(host_var as usize, Variable { fatbin: handle as usize, name, size, resolved: None });
+        }
+    });
+}
+
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub extern "C" fn __cudaRegisterManagedVar(
+    _handle: *mut *mut c_void,
+    _host_var_ptr: *mut *mut c_void,
+    _device_address: *mut c_char,
+    device_name: *const c_char,
+    _ext: i32,
+    _size: usize,
+    _constant: i32,
+    _global: i32,
+) {
+    let name = caller::string(device_name).unwrap_or_default();
+    eprintln!("vmcuda: __managed__ variable {name} is not supported across the VM boundary; it will not be usable");
+}
+
+#[no_mangle]
+pub extern "C" fn __cudaRegisterHostVar(_handle: *mut *mut c_void, _name: *const c_char, _var: *mut c_char, _size: usize) {}
+
+/// The bytes of a registered fatbinary: its containers back to back, up to the start
+/// of another registration's data or the first thing that is not a container.
+fn fatbin_image(data: usize, other_starts: &[usize]) -> Result<&'static [u8]> {
+    let mut len = 0usize;
+    loop {
+        let at = data + len;
+        if len > 0 && other_starts.contains(&at) {
+            break;
+        }
+        let Some(header) = caller::try_read_array::<CONTAINER_HEADER_LEN>(at) else { break };
+        let Ok(total) = fatbin::container_total_len(&header) else { break };
+        len += total as usize;
+    }
+    if len == 0 {
+        return Err(CudaStatus::ErrorInvalidKernelImage);
+    }
+    caller::bytes(data as *const u8, len)
+}
+
+/// The host module of a registered fatbinary, loading it on first use.
+fn module(fatbin: usize) -> Result<ModuleHandle> {
+    let (data, others) = {
+        let reg = registry();
+        let f = reg.fatbins.get(&fatbin).ok_or(CudaStatus::ErrorInvalidDeviceFunction)?;
+        if let Some(m) = f.module {
+            return m;
+        }
+        let others: Vec<usize> = reg.fatbins.values().map(|f| f.data).filter(|d| *d != f.data).collect();
+        (f.data, others)
+    };
+    let result = fatbin_image(data, &others)
+        .and_then(|image| call_with(&ModuleLoad, image, Sink::None))
+        .map(|loaded| loaded.module);
+    if let Some(f) = registry().fatbins.get_mut(&fatbin) {
+        f.module = Some(result);
+    }
+    result
+}
+
+/// A registered kernel's host handle and parameter layout (cached after first use).
+pub fn kernel(host_fun: usize) -> Result<(FunctionHandle, Vec<ParamInfo>)> {
+    let (fatbin, name) = {
+        let reg = registry();
+        let k = reg.kernels.get(&host_fun).ok_or(CudaStatus::ErrorInvalidDeviceFunction)?;
+        if let Some(r) = &k.resolved {
+            return Ok(r.clone());
+        }
+        (k.fatbin, k.name.clone())
+    };
+    let module = module(fatbin)?;
+    let info = call(&ModuleGetFunction { module, name })?;
+    let resolved = (info.function, info.params);
+    if let Some(k) = registry().kernels.get_mut(&host_fun) {
+        k.resolved = Some(resolved.clone());
+    }
+    Ok(resolved)
+}
+
+/// Whether `host_fun` is a registered kernel stub.
+pub fn is_kernel(host_fun: usize) -> bool {
+    registry().kernels.contains_key(&host_fun)
+}
+
+/// A registered variable's device address and size (cached after first use).
+pub fn variable(host_var: usize) -> Result<(u64, usize)> {
+    let (fatbin, name, size) = {
+        let reg = registry();
+        let v = reg.variables.get(&host_var).ok_or(CudaStatus::ErrorInvalidSymbol)?;
+        if let Some(ptr) = v.resolved {
+            return Ok((ptr, v.size));
+        }
+        (v.fatbin, v.name.clone(), v.size)
+    };
+    let module = module(fatbin)?;
+    let global = call(&ModuleGetGlobal { module, name })?;
+    let mut reg = registry();
+    if let Some(v) = reg.variables.get_mut(&host_var) {
+        v.resolved = Some(global.ptr);
+    }
+    reg.device_ranges.insert(global.ptr, (global.size.max(size as u64), state::current_device()));
+    Ok((global.ptr, size))
+}
+
+/// After `cudaDeviceReset`, device addresses of variables are stale.
+pub fn forget_device_state() {
+    let mut reg = registry();
+    for v in reg.variables.values_mut() {
+        v.resolved = None;
+    }
+    reg.device_ranges.clear();
+    reg.streams.clear();
+    reg.events.clear();
+}

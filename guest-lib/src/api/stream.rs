@@ -1,0 +1,244 @@
+//! Streams and events. Their ids are made in the guest (no round trip to create one)
+//! and are what the program holds as `cudaStream_t` / `cudaEvent_t`.
+
+use std::ffi::c_void;
+
+use vmcuda_wire::op::{
+    EventCreate, EventDestroy, EventElapsedTime, EventHandle, EventQuery, EventRecord,
+    EventSynchronize, StreamCreate, StreamDestroy, StreamHandle, StreamQuery, StreamSynchronize,
+    StreamWaitEvent,
+};
+use vmcuda_wire::CudaStatus;
+
+use super::device::priority_range;
+use super::{call, guard, stream_handle, RawHandle, Result};
+use crate::state::{self, registry, StreamInfo};
+use crate::{caller, cudaError_t};
+
+const STREAM_NON_BLOCKING: u32 = 1;
+
+fn stream_create(out: *mut RawHandle, flags: u32, priority: i32) -> Result<()> {
+    if out.is_null() {
+        return Err(CudaStatus::ErrorInvalidValue);
+    }
+    if flags & !STREAM_NON_BLOCKING != 0 {
+        return Err(CudaStatus::ErrorInvalidValue);
+    }
+    // CUDA clamps priorities into the device's range; so do we, so queries agree.
+    let range = priority_range()?;
+    let priority = priority.clamp(range.greatest, range.least);
+    let id = state::fresh_id();
+    call(&StreamCreate { stream: StreamHandle(id), flags, priority })?;
+    registry().streams.insert(id, StreamInfo { device: state::current_device(), flags, priority });
+    caller::write(out, id as RawHandle)
+}
+
+#[no_mangle]
+pub extern "C" fn cudaStreamCreate(out: *mut RawHandle) -> cudaError_t {
+    guard("cudaStreamCreate", || stream_create(out, 0, 0))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaStreamCreateWithFlags(out: *mut RawHandle, flags: u32) -> cudaError_t {
+    guard("cudaStreamCreateWithFlags", || stream_create(out, flags, 0))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaStreamCreateWithPriority(out: *mut RawHandle, flags: u32, priority: i32) -> cudaError_t {
+    guard("cudaStreamCreateWithPriority", || stream_create(out, flags, priority))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaStreamDestroy(stream: RawHandle) -> cudaError_t {
+    guard("cudaStreamDestroy", || {
+        let handle = stream_handle(stream, false);
+        if handle.is_default() {
+            return Err(CudaStatus::ErrorInvalidResourceHandle);
+        }
+        call(&StreamDestroy { stream: handle })?;
+        registry().streams.remove(&handle.0);
+        Ok(())
+    })
+}
+
+macro_rules! stream_op {
+    ($name:ident, $req:ident, $per_thread:expr) => {
+        #[no_mangle]
+        pub extern "C" fn $name(stream: RawHandle) -> cudaError_t {
+            guard(stringify!($name), || call(&$req { stream: stream_handle(stream, $per_thread) }))
+        }
+    };
+}
+stream_op!(cudaStreamSynchronize, StreamSynchronize, false);
+stream_op!(cudaStreamSynchronize_ptsz, StreamSynchronize, true);
+stream_op!(cudaStreamQuery, StreamQuery, false);
+stream_op!(cudaStreamQuery_ptsz, StreamQuery, true);
+
+fn stream_info(stream: RawHandle, per_thread: bool) -> Result<StreamInfo> {
+    let h = stream_handle(stream, per_thread);
+    if h.is_default() {
+        return Ok(StreamInfo { device: state::current_device(), flags: 0, priority: 0 });
+    }
+    registry().streams.get(&h.0).copied().ok_or(CudaStatus::ErrorInvalidResourceHandle)
+}
+
+#[no_mangle]
+pub extern "C" fn cudaStreamGetFlags(stream: RawHandle, flags: *mut u32) -> cudaError_t {
+    guard("cudaStreamGetFlags", || caller::write(flags, stream_info(stream, false)?.flags))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaStreamGetPriority(stream: RawHandle, priority: *mut i32) -> cudaError_t {
+    guard("cudaStreamGetPriority", || caller::write(priority, stream_info(stream, false)?.priority))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaStreamGetDevice(stream: RawHandle, device: *mut i32) -> cudaError_t {
+    guard("cudaStreamGetDevice", || caller::write(device, stream_info(stream, false)?.device))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaStreamGetId(stream: RawHandle, id: *mut u64) -> cudaError_t {
+    guard("cudaStreamGetId", || {
+        stream_info(stream, false)?;
+        caller::write(id, stream_handle(stream, false).0)
+    })
+}
+
+fn wait_event(stream: RawHandle, event: RawHandle, flags: u32, per_thread: bool) -> Result<()> {
+    call(&StreamWaitEvent { stream: stream_handle(stream, per_thread), event: EventHandle(event as u64), flags })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaStreamWaitEvent(stream: RawHandle, event: RawHandle, flags: u32) -> cudaError_t {
+    guard("cudaStreamWaitEvent", || wait_event(stream, event, flags, false))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaStreamWaitEvent_ptsz(stream: RawHandle, event: RawHandle, flags: u32) -> cudaError_t {
+    guard("cudaStreamWaitEvent_ptsz", || wait_event(stream, event, flags, true))
+}
+
+type HostFn = Option<unsafe extern "C" fn(*mut c_void)>;
+type StreamCallback = Option<unsafe extern "C" fn(*mut c_void, u32, *mut c_void)>;
+
+/// Host functions run once the stream's earlier work is done, and later work on the
+/// stream waits for them: waiting for the stream here, then calling the function
+/// before returning, keeps exactly that order.
+fn launch_host_func(stream: RawHandle, f: HostFn, user_data: *mut c_void, per_thread: bool) -> Result<()> {
+    let f = f.ok_or(CudaStatus::ErrorInvalidValue)?;
+    call(&StreamSynchronize { stream: stream_handle(stream, per_thread) })?;
+    caller::call_host_fn(f, user_data);
+    Ok(())
+}
+
+#[no_mangle]
+pub extern "C" fn cudaLaunchHostFunc(stream: RawHandle, f: HostFn, user_data: *mut c_void) -> cudaError_t {
+    guard("cudaLaunchHostFunc", || launch_host_func(stream, f, user_data, false))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaLaunchHostFunc_ptsz(stream: RawHandle, f: HostFn, user_data: *mut c_void) -> cudaError_t {
+    guard("cudaLaunchHostFunc_ptsz", || launch_host_func(stream, f, user_data, true))
+}
+
+fn add_callback(stream: RawHandle, cb: StreamCallback, user_data: *mut c_void, flags: u32, per_thread: bool) -> Result<()> {
+    let cb = cb.ok_or(CudaStatus::ErrorInvalidValue)?;
+    if flags != 0 {
+        return Err(CudaStatus::ErrorInvalidValue);
+    }
+    // The callback learns the stream's status: errors of earlier work are reported to it.
+    let status = match call(&StreamSynchronize { stream: stream_handle(stream, per_thread) }) {
+        Ok(()) => 0,
+        Err(s) if s == CudaStatus::ErrorInvalidResourceHandle => return Err(s),
+        Err(s) => s.0,
+    };
+    caller::call_stream_callback(cb, stream, status, user_data);
+    Ok(())
+}
+
+#[no_mangle]
+pub extern "C" fn cudaStreamAddCallback(stream: RawHandle, cb: StreamCallback, user_data: *mut c_void, flags: u32) -> cudaError_t {
+    guard("cudaStreamAddCallback", || add_callback(stream, cb, user_data, flags, false))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaStreamAddCallback_ptsz(stream: RawHandle, cb: StreamCallback, user_data: *mut c_void, flags: u32) -> cudaError_t {
+    guard("cudaStreamAddCallback_ptsz", || add_callback(stream, cb, user_data, flags, true))
+}
+
+// ---- events ----
+
+fn event_create(out: *mut RawHandle, flags: u32) -> Result<()> {
+    if out.is_null() {
+        return Err(CudaStatus::ErrorInvalidValue);
+    }
+    let id = state::fresh_id();
+    call(&EventCreate { event: EventHandle(id), flags })?;
+    registry().events.insert(id, (state::current_device(), flags));
+    caller::write(out, id as RawHandle)
+}
+
+#[no_mangle]
+pub extern "C" fn cudaEventCreate(out: *mut RawHandle) -> cudaError_t {
+    guard("cudaEventCreate", || event_create(out, 0))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaEventCreateWithFlags(out: *mut RawHandle, flags: u32) -> cudaError_t {
+    guard("cudaEventCreateWithFlags", || event_create(out, flags))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaEventDestroy(event: RawHandle) -> cudaError_t {
+    guard("cudaEventDestroy", || {
+        call(&EventDestroy { event: EventHandle(event as u64) })?;
+        registry().events.remove(&(event as u64));
+        Ok(())
+    })
+}
+
+fn record(event: RawHandle, stream: RawHandle, flags: u32, per_thread: bool) -> Result<()> {
+    call(&EventRecord { event: EventHandle(event as u64), stream: stream_handle(stream, per_thread), flags })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaEventRecord(event: RawHandle, stream: RawHandle) -> cudaError_t {
+    guard("cudaEventRecord", || record(event, stream, 0, false))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaEventRecord_ptsz(event: RawHandle, stream: RawHandle) -> cudaError_t {
+    guard("cudaEventRecord_ptsz", || record(event, stream, 0, true))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaEventRecordWithFlags(event: RawHandle, stream: RawHandle, flags: u32) -> cudaError_t {
+    guard("cudaEventRecordWithFlags", || record(event, stream, flags, false))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaEventRecordWithFlags_ptsz(event: RawHandle, stream: RawHandle, flags: u32) -> cudaError_t {
+    guard("cudaEventRecordWithFlags_ptsz", || record(event, stream, flags, true))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaEventSynchronize(event: RawHandle) -> cudaError_t {
+    guard("cudaEventSynchronize", || call(&EventSynchronize { event: EventHandle(event as u64) }))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaEventQuery(event: RawHandle) -> cudaError_t {
+    guard("cudaEventQuery", || call(&EventQuery { event: EventHandle(event as u64) }))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaEventElapsedTime(ms: *mut f32, start: RawHandle, end: RawHandle) -> cudaError_t {
+    guard("cudaEventElapsedTime", || {
+        if ms.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let r = call(&EventElapsedTime { start: EventHandle(start as u64), end: EventHandle(end as u64) })?;
+        caller::write(ms, r.ms)
+    })
+}

@@ -1,0 +1,203 @@
+//! The connection to the host backend.
+//!
+//! One connection per process, opened on first need and shared by all threads under a
+//! lock (a request and its reply are one critical section). Kernel console output the
+//! host sends ahead of a reply is written to this process's own C `stdout`/`stderr`,
+//! where a native run's driver would have written it.
+
+use std::io::{BufReader, Read};
+use std::sync::{Mutex, OnceLock};
+
+use vmcuda_wire::frame::{self, FrameError, FrameHeader, FLAG_EVENT, FLAG_REPLY};
+use vmcuda_wire::handshake::{caps, PROTOCOL_VERSION, RUNTIME_VERSION};
+use vmcuda_wire::op::{Console, Hello, HelloReply, Request, OP_CONSOLE};
+use vmcuda_wire::transport::{ServerAddr, Stream};
+use vmcuda_wire::CudaStatus;
+
+/// Copies are split into frames of at most this many bytes.
+pub const CHUNK: usize = 64 << 20;
+
+/// Where a reply's data section goes.
+pub enum Sink<'a> {
+    /// The reply carries no data.
+    None,
+    /// Read the data straight into this buffer; its length must match exactly.
+    Into(&'a mut [u8]),
+}
+
+struct Connection {
+    reader: BufReader<Stream>,
+    writer: Stream,
+    next_id: u64,
+    broken: bool,
+}
+
+pub struct Client {
+    conn: Mutex<Connection>,
+    pub hello: HelloReply,
+    pub addr: ServerAddr,
+}
+
+static CLIENT: OnceLock<Result<Client, CudaStatus>> = OnceLock::new();
+
+/// The server address: `VMCUDA_SERVER`, else the default Unix socket.
+pub fn server_addr() -> Result<ServerAddr, String> {
+    match std::env::var("VMCUDA_SERVER") {
+        Ok(s) if !s.is_empty() => s.parse().map_err(|e| format!("VMCUDA_SERVER={s}: {e}")),
+        _ => Ok(ServerAddr::default()),
+    }
+}
+
+/// The process's client, connecting on first use. A failure is reported once on
+/// stderr and then answered as "no device" for the rest of the process.
+pub fn client() -> Result<&'static Client, CudaStatus> {
+    CLIENT.get_or_init(connect).as_ref().map_err(|e| *e)
+}
+
+/// The client if a connection was already made (used where connecting would be wrong,
+/// such as at process exit).
+pub fn existing() -> Option<&'static Client> {
+    CLIENT.get().and_then(|c| c.as_ref().ok())
+}
+
+fn connect() -> Result<Client, CudaStatus> {
+    let addr = match server_addr() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("vmcuda: {e}");
+            return Err(CudaStatus::ErrorNoDevice);
+        }
+    };
+    let stream = match Stream::connect(&addr) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!(
+                "vmcuda: no vmcuda host answers at {addr}: {e}. Start `vmcuda-host serve` on the host, \
+                 or point VMCUDA_SERVER at it (unix:PATH or tcp:HOST:PORT)."
+            );
+            return Err(CudaStatus::ErrorNoDevice);
+        }
+    };
+    let reader = match stream.try_clone() {
+        Ok(r) => BufReader::with_capacity(256 << 10, r),
+        Err(e) => {
+            eprintln!("vmcuda: cannot use the connection to {addr}: {e}");
+            return Err(CudaStatus::ErrorNoDevice);
+        }
+    };
+    let mut conn = Connection { reader, writer: stream, next_id: 1, broken: false };
+    let hello = Hello {
+        protocol: PROTOCOL_VERSION,
+        runtime_version: RUNTIME_VERSION,
+        capabilities: caps::CONSOLE,
+        token: std::env::var("VMCUDA_TOKEN").unwrap_or_default().into_bytes(),
+        client: program_name(),
+        pid: std::process::id(),
+    };
+    match conn.exchange(0, &hello, &[], Sink::None) {
+        Ok(reply) => {
+            if std::env::var_os("VMCUDA_VERBOSE").is_some() {
+                eprintln!("vmcuda: connected to {addr}: {}", reply.banner);
+            }
+            Ok(Client { conn: Mutex::new(conn), hello: reply, addr })
+        }
+        Err(status) => {
+            eprintln!("vmcuda: the host at {addr} refused this program: {status}");
+            Err(CudaStatus::ErrorNoDevice)
+        }
+    }
+}
+
+fn program_name() -> String {
+    std::fs::read_to_string("/proc/self/comm")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+impl Client {
+    /// Send one request on behalf of the calling thread (whose current device travels
+    /// along) and wait for its reply. `data` is the request's bulk section.
+    pub fn call<R: Request>(&self, device: i32, req: &R, data: &[u8], sink: Sink<'_>) -> Result<R::Reply, CudaStatus> {
+        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        conn.exchange(device, req, data, sink)
+    }
+}
+
+impl Connection {
+    fn exchange<R: Request>(&mut self, device: i32, req: &R, data: &[u8], sink: Sink<'_>) -> Result<R::Reply, CudaStatus> {
+        if self.broken {
+            return Err(CudaStatus::ErrorDevicesUnavailable);
+        }
+        match self.exchange_inner(device, req, data, sink) {
+            Ok(r) => r,
+            Err(e) => {
+                self.broken = true;
+                eprintln!("vmcuda: lost the connection to the vmcuda host ({e}); CUDA calls now fail");
+                Err(CudaStatus::ErrorDevicesUnavailable)
+            }
+        }
+    }
+
+    /// Outer error: the connection is unusable. Inner: the call's own CUDA status.
+    fn exchange_inner<R: Request>(
+        &mut self,
+        device: i32,
+        req: &R,
+        data: &[u8],
+        sink: Sink<'_>,
+    ) -> Result<Result<R::Reply, CudaStatus>, FrameError> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let meta = postcard::to_stdvec(req).expect("requests always encode");
+        let header = FrameHeader::new(R::OP.code(), 0, id, meta.len(), data.len()).with_device(device);
+        frame::write_frame(&mut self.writer, &header, &meta, data)?;
+        loop {
+            let (h, meta) = frame::read_head(&mut self.reader)?;
+            if h.has(FLAG_EVENT) && h.op.get() == OP_CONSOLE {
+                let console: Console = postcard::from_bytes(&meta)
+                    .map_err(|source| FrameError::Decode { op: OP_CONSOLE, source })?;
+                let text = frame::read_data(&mut self.reader, &h)?;
+                write_console(console.fd, &text);
+                continue;
+            }
+            if !h.has(FLAG_REPLY) || h.request_id.get() != id || h.op.get() != R::OP.code() {
+                return Err(FrameError::UnknownOp(h.op.get()));
+            }
+            let status = CudaStatus(h.status.get());
+            if !status.is_success() {
+                frame::skip_data(&mut self.reader, h.data_len.get())?;
+                return Ok(Err(status));
+            }
+            let reply: R::Reply = postcard::from_bytes(&meta)
+                .map_err(|source| FrameError::Decode { op: h.op.get(), source })?;
+            let len = h.data_len.get();
+            match sink {
+                Sink::Into(buf) if buf.len() as u64 == len => self.reader.read_exact(buf)?,
+                Sink::None if len == 0 => {}
+                _ => {
+                    frame::skip_data(&mut self.reader, len)?;
+                    return Err(FrameError::DataTooLarge(len));
+                }
+            }
+            return Ok(Ok(reply));
+        }
+    }
+}
+
+extern "C" {
+    static mut stdout: *mut libc::FILE;
+    static mut stderr: *mut libc::FILE;
+}
+
+/// Write console text through C stdio, as the driver does natively, so it interleaves
+/// with the program's own `printf` output in the same order.
+fn write_console(fd: u8, text: &[u8]) {
+    // SAFETY: glibc's `stdout`/`stderr` are valid FILE pointers for the whole process;
+    // reading the pointer values does not race with anything that changes them.
+    let file = unsafe { if fd == 2 { stderr } else { stdout } };
+    // SAFETY: `text` is a valid buffer of `text.len()` bytes; `file` is a valid stream.
+    unsafe {
+        libc::fwrite(text.as_ptr().cast(), 1, text.len(), file);
+        libc::fflush(file);
+    }
+}

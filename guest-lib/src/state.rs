@@ -1,0 +1,166 @@
+//! What the guest library keeps between calls.
+//!
+//! Per thread: the current device, the last error, and the launch configuration stack
+//! that `<<<...>>>` pushes. Per process: registered fatbinaries, kernels and
+//! variables (resolved on the host on first use), cached device properties, the
+//! guest-made stream and event ids, and the device and pinned host ranges the program
+//! got from this library (to infer copy directions and answer pointer queries).
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use vmcuda_wire::op::{DeviceProperties, FunctionHandle, ModuleHandle, ParamInfo};
+use vmcuda_wire::CudaStatus;
+
+thread_local! {
+    static CURRENT_DEVICE: Cell<i32> = const { Cell::new(0) };
+    static LAST_ERROR: Cell<u32> = const { Cell::new(0) };
+    static LAUNCH_CONFIGS: RefCell<Vec<LaunchConfig>> = const { RefCell::new(Vec::new()) };
+}
+
+pub fn current_device() -> i32 {
+    CURRENT_DEVICE.with(|d| d.get())
+}
+
+pub fn set_current_device(device: i32) {
+    CURRENT_DEVICE.with(|d| d.set(device));
+}
+
+pub fn set_last_error(status: u32) {
+    LAST_ERROR.with(|e| e.set(status));
+}
+
+/// `cudaGetLastError`: return and reset.
+pub fn take_last_error() -> u32 {
+    LAST_ERROR.with(|e| e.replace(0))
+}
+
+/// `cudaPeekAtLastError`: return without resetting.
+pub fn peek_last_error() -> u32 {
+    LAST_ERROR.with(|e| e.get())
+}
+
+/// What `__cudaPushCallConfiguration` saves for the launch stub to pop.
+#[derive(Clone, Copy, Debug)]
+pub struct LaunchConfig {
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_mem: usize,
+    pub stream: usize,
+}
+
+pub fn push_launch_config(c: LaunchConfig) {
+    LAUNCH_CONFIGS.with(|s| s.borrow_mut().push(c));
+}
+
+pub fn pop_launch_config() -> Option<LaunchConfig> {
+    LAUNCH_CONFIGS.with(|s| s.borrow_mut().pop())
+}
+
+/// A fatbinary the program registered.
+pub struct Fatbin {
+    /// Where its containers start in program memory.
+    pub data: usize,
+    /// Loaded on the host on first use (or the failure, remembered).
+    pub module: Option<Result<ModuleHandle, CudaStatus>>,
+}
+
+/// A kernel the program registered, keyed by its host stub address.
+pub struct Kernel {
+    pub fatbin: usize,
+    pub name: String,
+    pub resolved: Option<(FunctionHandle, Vec<ParamInfo>)>,
+}
+
+/// A `__device__`/`__constant__` variable, keyed by its host shadow's address.
+pub struct Variable {
+    pub fatbin: usize,
+    pub name: String,
+    pub size: usize,
+    pub resolved: Option<u64>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostMemoryKind {
+    /// `cudaMallocHost`/`cudaHostAlloc`: ours to free.
+    Allocated,
+    /// `cudaHostRegister`: the program's own memory.
+    Registered,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct HostRange {
+    pub size: usize,
+    pub flags: u32,
+    pub kind: HostMemoryKind,
+    pub device: i32,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct StreamInfo {
+    pub device: i32,
+    pub flags: u32,
+    pub priority: i32,
+}
+
+#[derive(Default)]
+pub struct Registry {
+    /// Keyed by the handle returned from `__cudaRegisterFatBinary`.
+    pub fatbins: HashMap<usize, Fatbin>,
+    pub kernels: HashMap<usize, Kernel>,
+    pub variables: HashMap<usize, Variable>,
+    pub properties: HashMap<i32, DeviceProperties>,
+    /// Device ranges handed out: start -> (size, device).
+    pub device_ranges: BTreeMap<u64, (u64, i32)>,
+    pub host_ranges: BTreeMap<usize, HostRange>,
+    pub streams: HashMap<u64, StreamInfo>,
+    pub events: HashMap<u64, (i32, u32)>,
+    pub device_flags: HashMap<i32, u32>,
+}
+
+static REGISTRY: Mutex<Option<Registry>> = Mutex::new(None);
+
+/// The process-wide registry (locked; keep the guard short and never across a call
+/// to the host).
+pub fn registry() -> RegistryGuard {
+    let mut guard = REGISTRY.lock().unwrap_or_else(|p| p.into_inner());
+    guard.get_or_insert_with(Registry::default);
+    RegistryGuard(guard)
+}
+
+pub struct RegistryGuard(MutexGuard<'static, Option<Registry>>);
+
+impl std::ops::Deref for RegistryGuard {
+    type Target = Registry;
+    fn deref(&self) -> &Registry {
+        self.0.as_ref().expect("initialised in registry()")
+    }
+}
+
+impl std::ops::DerefMut for RegistryGuard {
+    fn deref_mut(&mut self) -> &mut Registry {
+        self.0.as_mut().expect("initialised in registry()")
+    }
+}
+
+impl Registry {
+    /// The device range containing `[ptr, ptr + len)`, if any.
+    pub fn device_range(&self, ptr: u64) -> Option<(u64, u64, i32)> {
+        let (start, (size, dev)) = self.device_ranges.range(..=ptr).next_back()?;
+        (ptr < start + (*size).max(1)).then_some((*start, *size, *dev))
+    }
+
+    pub fn host_range(&self, ptr: usize) -> Option<(usize, HostRange)> {
+        let (start, r) = self.host_ranges.range(..=ptr).next_back()?;
+        (ptr < start + r.size.max(1)).then_some((*start, *r))
+    }
+}
+
+/// Guest-made ids for streams and events: never 0, 1 or 2 (the special streams).
+static NEXT_ID: AtomicU64 = AtomicU64::new(0x100);
+
+pub fn fresh_id() -> u64 {
+    NEXT_ID.fetch_add(0x10, Ordering::Relaxed)
+}

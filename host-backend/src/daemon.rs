@@ -1,0 +1,144 @@
+//! The listening daemon: accepts guest connections on Unix and TCP sockets and hands
+//! each to a fresh worker process (this same binary, `vmcuda-host worker`), with the
+//! connection as the worker's stdin. A worker that crashes ends only its own guest's
+//! session; the daemon logs it and goes on accepting.
+
+use std::net::TcpListener;
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread;
+
+use tracing::{error, info, warn};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExecutorChoice {
+    /// The CUDA executor when a GPU and driver are present, else the host-memory one.
+    Auto,
+    Cuda,
+    HostMemory,
+}
+
+impl ExecutorChoice {
+    pub fn as_arg(self) -> &'static str {
+        match self {
+            ExecutorChoice::Auto => "auto",
+            ExecutorChoice::Cuda => "cuda",
+            ExecutorChoice::HostMemory => "host-memory",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum TransportKind {
+    Unix,
+    Tcp,
+}
+
+/// What every worker is started with.
+#[derive(Clone, Debug)]
+pub struct WorkerTemplate {
+    pub exe: PathBuf,
+    pub executor: ExecutorChoice,
+    pub launch_log: Option<PathBuf>,
+    pub host_memory_bytes: u64,
+}
+
+impl WorkerTemplate {
+    fn spawn(&self, conn: OwnedFd, transport: TransportKind, id: u64, peer: String) {
+        let mut cmd = Command::new(&self.exe);
+        cmd.arg("worker")
+            .arg("--executor")
+            .arg(self.executor.as_arg())
+            .arg("--transport")
+            .arg(match transport {
+                TransportKind::Unix => "unix",
+                TransportKind::Tcp => "tcp",
+            })
+            .arg("--connection-id")
+            .arg(id.to_string())
+            .arg("--host-memory-bytes")
+            .arg(self.host_memory_bytes.to_string());
+        if let Some(log) = &self.launch_log {
+            cmd.arg("--launch-log").arg(log);
+        }
+        cmd.stdin(Stdio::from(conn)).stdout(Stdio::null()).stderr(Stdio::inherit());
+        match cmd.spawn() {
+            Ok(mut child) => {
+                let pid = child.id();
+                info!(connection = id, %peer, pid, "worker started");
+                thread::spawn(move || match child.wait() {
+                    Ok(status) if status.success() => info!(connection = id, pid, "worker finished"),
+                    Ok(status) => warn!(connection = id, pid, %status, "worker ended abnormally; only its guest is affected"),
+                    Err(e) => error!(connection = id, pid, "cannot wait for worker: {e}"),
+                });
+            }
+            Err(e) => error!(connection = id, %peer, "cannot start worker: {e}"),
+        }
+    }
+}
+
+static NEXT_CONNECTION: AtomicU64 = AtomicU64::new(1);
+
+/// Accept on a Unix socket forever (removing a stale socket file first).
+pub fn listen_unix(path: &Path, template: Arc<WorkerTemplate>) -> std::io::Result<thread::JoinHandle<()>> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    if path.exists() {
+        std::fs::remove_file(path)?;
+    }
+    let listener = UnixListener::bind(path)?;
+    info!(path = %path.display(), "listening on unix socket");
+    Ok(thread::spawn(move || {
+        for conn in listener.incoming() {
+            match conn {
+                Ok(stream) => {
+                    let id = NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed);
+                    let peer = peer_pid(&stream).map_or("unix".into(), |p| format!("unix pid {p}"));
+                    template.spawn(OwnedFd::from(stream), TransportKind::Unix, id, peer);
+                }
+                Err(e) => warn!("accept failed: {e}"),
+            }
+        }
+    }))
+}
+
+/// Accept on TCP forever.
+pub fn listen_tcp(addr: &str, template: Arc<WorkerTemplate>) -> std::io::Result<thread::JoinHandle<()>> {
+    let listener = TcpListener::bind(addr)?;
+    info!(addr = %listener.local_addr()?, "listening on tcp");
+    Ok(thread::spawn(move || {
+        for conn in listener.incoming() {
+            match conn {
+                Ok(stream) => {
+                    let _ = stream.set_nodelay(true);
+                    let id = NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed);
+                    let peer = stream.peer_addr().map_or("tcp".into(), |a| a.to_string());
+                    template.spawn(OwnedFd::from(stream), TransportKind::Tcp, id, peer);
+                }
+                Err(e) => warn!("accept failed: {e}"),
+            }
+        }
+    }))
+}
+
+fn peer_pid(stream: &std::os::unix::net::UnixStream) -> Option<i32> {
+    use std::os::fd::AsRawFd;
+    let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: SO_PEERCRED writes at most `len` bytes into `cred`, which is a ucred.
+    let rc = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0).then_some(cred.pid)
+}

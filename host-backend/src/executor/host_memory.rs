@@ -1,0 +1,636 @@
+//! The host-memory executor: a test double for machines without a GPU.
+//!
+//! Device memory is ordinary host memory behind fake device addresses, with every
+//! access bounds-checked against the allocation it falls in; copies, memsets, streams
+//! and events behave as CUDA specifies (work completes in issue order, so every stream
+//! is always idle). A kernel launch is checked, **recorded** (name, grid, block, shared
+//! memory, argument bytes) and logged, but never run: its results are not computed.
+//! It never stands in for a GPU result.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use cudarc::driver::sys::CUdevice_attribute as A;
+use serde::Serialize;
+use tracing::{info, warn};
+use vmcuda_wire::cubin;
+use vmcuda_wire::fatbin;
+use vmcuda_wire::op::{
+    DevicePtr, DeviceProperties, ExecutorKind, FuncAttributes, ParamInfo, PointerAttributes,
+};
+use vmcuda_wire::CudaStatus;
+
+use super::{
+    ExecEvent, ExecFunction, ExecModule, ExecResult, ExecStream, Executor, LaunchConfig,
+    Pitched, LEGACY_STREAM, PER_THREAD_STREAM,
+};
+
+/// Fake device addresses start here (a GPU-like, never-null, 64 KiB-aligned base).
+const ADDRESS_BASE: u64 = 0x7f00_0000_0000;
+/// Allocations are aligned like cudaMalloc's and separated by an unmapped guard gap,
+/// so an overrun lands outside every allocation and is refused.
+const ALIGN: u64 = 512;
+const GUARD: u64 = 4096;
+const PITCH_ALIGN: u64 = 512;
+pub const DEFAULT_MEMORY: u64 = 4 << 30;
+
+/// What the test double says about itself everywhere it is asked.
+pub const BANNER: &str =
+    "HOST-MEMORY TEST EXECUTOR (no GPU): memory, streams and events are real; kernels are recorded, NOT executed";
+
+/// One recorded kernel launch, as written to the launch log.
+#[derive(Clone, Debug, Serialize)]
+pub struct LaunchRecord {
+    pub kernel: String,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_mem: u32,
+    pub stream: u64,
+    /// The packed parameter buffer, hex.
+    pub params: String,
+    pub param_layout: Vec<(u32, u32)>,
+}
+
+struct Module {
+    image: Vec<u8>,
+    globals: HashMap<String, (DevicePtr, u64)>,
+}
+
+struct Function {
+    name: String,
+    params: Vec<ParamInfo>,
+    max_dynamic_smem: i32,
+    carveout: i32,
+}
+
+struct Event {
+    timing: bool,
+    recorded_at: Option<Instant>,
+}
+
+pub struct HostMemoryExecutor {
+    total_memory: u64,
+    used_memory: u64,
+    next_address: u64,
+    /// Allocation start -> bytes. Globals of modules live here too.
+    memory: BTreeMap<u64, Vec<u8>>,
+    modules: HashMap<ExecModule, Module>,
+    functions: HashMap<ExecFunction, Function>,
+    streams: HashMap<ExecStream, (u32, i32)>,
+    events: HashMap<ExecEvent, Event>,
+    next_id: u64,
+    limits: HashMap<u32, u64>,
+    cache_config: u32,
+    launches: Vec<LaunchRecord>,
+    launch_log: Option<File>,
+}
+
+impl HostMemoryExecutor {
+    /// `launch_log`: append one JSON line per recorded launch to this file.
+    pub fn new(total_memory: u64, launch_log: Option<PathBuf>) -> std::io::Result<Self> {
+        let launch_log = match launch_log {
+            Some(path) => Some(File::options().create(true).append(true).open(path)?),
+            None => None,
+        };
+        Ok(HostMemoryExecutor {
+            total_memory,
+            used_memory: 0,
+            next_address: ADDRESS_BASE,
+            memory: BTreeMap::new(),
+            modules: HashMap::new(),
+            functions: HashMap::new(),
+            streams: HashMap::new(),
+            events: HashMap::new(),
+            next_id: 0x1000,
+            limits: HashMap::from([
+                (0, 1024),     // cudaLimitStackSize
+                (1, 1 << 20),  // cudaLimitPrintfFifoSize
+                (2, 8 << 20),  // cudaLimitMallocHeapSize
+                (5, 2048),     // cudaLimitDevRuntimePendingLaunchCount
+                (6, 32),       // cudaLimitMaxL2FetchGranularity
+                (7, 0),        // cudaLimitPersistingL2CacheSize
+            ]),
+            cache_config: 0,
+            launches: Vec::new(),
+            launch_log,
+        })
+    }
+
+    /// Every launch recorded so far.
+    pub fn launches(&self) -> &[LaunchRecord] {
+        &self.launches
+    }
+
+    fn fresh_id(&mut self) -> u64 {
+        self.next_id += 16;
+        self.next_id
+    }
+
+    fn allocate(&mut self, size: u64, init: Option<&[u8]>) -> ExecResult<DevicePtr> {
+        let fits = self
+            .used_memory
+            .checked_add(size)
+            .is_some_and(|u| u <= self.total_memory);
+        if !fits {
+            return Err(CudaStatus::ErrorMemoryAllocation);
+        }
+        let mut bytes = Vec::new();
+        bytes
+            .try_reserve_exact(size as usize)
+            .map_err(|_| CudaStatus::ErrorMemoryAllocation)?;
+        bytes.resize(size as usize, 0);
+        if let Some(init) = init {
+            bytes[..init.len()].copy_from_slice(init);
+        }
+        let ptr = self.next_address;
+        self.next_address = align_up(ptr + size.max(1) + GUARD, ALIGN);
+        self.used_memory += size;
+        self.memory.insert(ptr, bytes);
+        Ok(ptr)
+    }
+
+    /// The allocation holding `[ptr, ptr + len)` and the offset of `ptr` in it.
+    fn locate(&self, ptr: DevicePtr, len: u64) -> ExecResult<(u64, usize)> {
+        let (start, bytes) = self
+            .memory
+            .range(..=ptr)
+            .next_back()
+            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        let offset = ptr - start;
+        let end = offset.checked_add(len).ok_or(CudaStatus::ErrorInvalidValue)?;
+        if end > bytes.len() as u64 || (len == 0 && offset > bytes.len() as u64) {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        Ok((*start, offset as usize))
+    }
+
+    fn slice(&self, ptr: DevicePtr, len: u64) -> ExecResult<&[u8]> {
+        let (start, off) = self.locate(ptr, len)?;
+        Ok(&self.memory[&start][off..off + len as usize])
+    }
+
+    fn slice_mut(&mut self, ptr: DevicePtr, len: u64) -> ExecResult<&mut [u8]> {
+        let (start, off) = self.locate(ptr, len)?;
+        let bytes = self.memory.get_mut(&start).expect("located allocation exists");
+        Ok(&mut bytes[off..off + len as usize])
+    }
+
+    fn check_stream(&self, stream: ExecStream) -> ExecResult<()> {
+        if stream == LEGACY_STREAM || stream == PER_THREAD_STREAM || self.streams.contains_key(&stream) {
+            Ok(())
+        } else {
+            Err(CudaStatus::ErrorInvalidResourceHandle)
+        }
+    }
+
+    /// Row `row` of a pitched region, `width` bytes.
+    fn pitched_rows(p: Pitched, width: u64, height: u64) -> ExecResult<impl Iterator<Item = (u64, DevicePtr)>> {
+        if width > p.pitch && height > 1 {
+            return Err(CudaStatus::ErrorInvalidPitchValue);
+        }
+        Ok((0..height).map(move |row| (row, p.ptr + row * p.pitch)))
+    }
+
+    fn function(&self, f: ExecFunction) -> ExecResult<&Function> {
+        self.functions.get(&f).ok_or(CudaStatus::ErrorInvalidDeviceFunction)
+    }
+
+    fn properties() -> DeviceProperties {
+        // An H100-class shape, so programs that size launches from properties run.
+        let attributes = [
+            (A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, 1024),
+            (A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X, 1024),
+            (A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y, 1024),
+            (A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z, 64),
+            (A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X, i32::MAX),
+            (A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y, 65535),
+            (A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z, 65535),
+            (A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, 49152),
+            (A::CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY, 65536),
+            (A::CU_DEVICE_ATTRIBUTE_WARP_SIZE, 32),
+            (A::CU_DEVICE_ATTRIBUTE_MAX_PITCH, i32::MAX),
+            (A::CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK, 65536),
+            (A::CU_DEVICE_ATTRIBUTE_CLOCK_RATE, 1_980_000),
+            (A::CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT, 512),
+            (A::CU_DEVICE_ATTRIBUTE_GPU_OVERLAP, 1),
+            (A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 4),
+            (A::CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, 1),
+            (A::CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS, 1),
+            (A::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, 3_201_000),
+            (A::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, 5120),
+            (A::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, 50 << 20),
+            (A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, 2048),
+            (A::CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT, 2),
+            (A::CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, 1),
+            (A::CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT, 32),
+            (A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 9),
+            (A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0),
+            (A::CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED, 1),
+            (A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, 233_472),
+            (A::CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR, 65536),
+            (A::CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, 1),
+            (A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, 232_448),
+            (A::CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR, 32),
+            (A::CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK, 1024),
+            (A::CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED, 1),
+        ];
+        DeviceProperties {
+            name: "vmcuda host-memory test executor (no GPU)".into(),
+            uuid: *b"vmcuda-hostmem-0",
+            luid: [0; 8],
+            luid_device_node_mask: 0,
+            total_global_mem: DEFAULT_MEMORY,
+            attributes: attributes.iter().map(|(a, v)| (*a as u32, *v)).collect(),
+        }
+    }
+
+    fn check_launch(&self, config: &LaunchConfig<'_>, function: &Function) -> ExecResult<()> {
+        let [bx, by, bz] = config.block;
+        let [gx, gy, gz] = config.grid;
+        let threads = bx as u64 * by as u64 * bz as u64;
+        if threads == 0 || threads > 1024 || bx > 1024 || by > 1024 || bz > 64 {
+            return Err(CudaStatus::ErrorInvalidConfiguration);
+        }
+        if gx == 0 || gy == 0 || gz == 0 || gy > 65535 || gz > 65535 || gx > i32::MAX as u32 {
+            return Err(CudaStatus::ErrorInvalidConfiguration);
+        }
+        let smem_limit = 49152.max(function.max_dynamic_smem as u32);
+        if config.shared_mem > smem_limit {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        self.check_stream(config.stream)
+    }
+}
+
+fn align_up(v: u64, a: u64) -> u64 {
+    v.div_ceil(a) * a
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl Executor for HostMemoryExecutor {
+    fn kind(&self) -> ExecutorKind {
+        ExecutorKind::HostMemory
+    }
+    fn banner(&self) -> String {
+        BANNER.into()
+    }
+    fn driver_version(&self) -> i32 {
+        vmcuda_wire::handshake::RUNTIME_VERSION
+    }
+    fn device_count(&self) -> i32 {
+        1
+    }
+    fn set_device(&mut self, device: i32) -> ExecResult<()> {
+        if device == 0 {
+            Ok(())
+        } else {
+            Err(CudaStatus::ErrorInvalidDevice)
+        }
+    }
+    fn device_properties(&mut self, device: i32) -> ExecResult<DeviceProperties> {
+        self.set_device(device)?;
+        let mut p = Self::properties();
+        p.total_global_mem = self.total_memory;
+        Ok(p)
+    }
+    fn synchronize(&mut self) -> ExecResult<()> {
+        Ok(())
+    }
+    fn device_reset(&mut self) -> ExecResult<()> {
+        self.memory.clear();
+        self.used_memory = 0;
+        self.streams.clear();
+        self.events.clear();
+        for module in self.modules.values_mut() {
+            module.globals.clear();
+        }
+        Ok(())
+    }
+    fn get_limit(&mut self, limit: u32) -> ExecResult<u64> {
+        self.limits.get(&limit).copied().ok_or(CudaStatus::ErrorUnsupportedLimit)
+    }
+    fn set_limit(&mut self, limit: u32, value: u64) -> ExecResult<()> {
+        match self.limits.get_mut(&limit) {
+            Some(v) => {
+                *v = value;
+                Ok(())
+            }
+            None => Err(CudaStatus::ErrorUnsupportedLimit),
+        }
+    }
+    fn get_cache_config(&mut self) -> ExecResult<u32> {
+        Ok(self.cache_config)
+    }
+    fn set_cache_config(&mut self, config: u32) -> ExecResult<()> {
+        if config > 3 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        self.cache_config = config;
+        Ok(())
+    }
+    fn stream_priority_range(&mut self) -> ExecResult<(i32, i32)> {
+        Ok((0, -5))
+    }
+    fn can_access_peer(&mut self, device: i32, peer: i32) -> ExecResult<bool> {
+        self.set_device(device)?;
+        self.set_device(peer)?;
+        // One device: there is no peer, and a device is not its own peer.
+        Ok(false)
+    }
+    fn enable_peer_access(&mut self, peer: i32, _flags: u32) -> ExecResult<()> {
+        self.set_device(peer)?;
+        Err(CudaStatus::ErrorInvalidDevice)
+    }
+    fn disable_peer_access(&mut self, peer: i32) -> ExecResult<()> {
+        self.set_device(peer)?;
+        Err(CudaStatus::ErrorPeerAccessNotEnabled)
+    }
+    fn mem_info(&mut self) -> ExecResult<(u64, u64)> {
+        Ok((self.total_memory - self.used_memory, self.total_memory))
+    }
+
+    fn alloc(&mut self, size: u64) -> ExecResult<DevicePtr> {
+        if size == 0 {
+            return Ok(0);
+        }
+        self.allocate(size, None)
+    }
+    fn free(&mut self, ptr: DevicePtr) -> ExecResult<()> {
+        if ptr == 0 {
+            return Ok(());
+        }
+        let bytes = self.memory.remove(&ptr).ok_or(CudaStatus::ErrorInvalidValue)?;
+        self.used_memory -= bytes.len() as u64;
+        Ok(())
+    }
+    fn alloc_pitch(&mut self, width: u64, height: u64) -> ExecResult<(DevicePtr, u64)> {
+        if width == 0 || height == 0 {
+            return Ok((0, 0));
+        }
+        let pitch = align_up(width, PITCH_ALIGN);
+        let size = pitch.checked_mul(height).ok_or(CudaStatus::ErrorMemoryAllocation)?;
+        Ok((self.allocate(size, None)?, pitch))
+    }
+    fn copy_htod(&mut self, dst: DevicePtr, src: &[u8], stream: ExecStream, _is_async: bool) -> ExecResult<()> {
+        self.check_stream(stream)?;
+        self.slice_mut(dst, src.len() as u64)?.copy_from_slice(src);
+        Ok(())
+    }
+    fn copy_dtoh(&mut self, dst: &mut [u8], src: DevicePtr, stream: ExecStream, _is_async: bool) -> ExecResult<()> {
+        self.check_stream(stream)?;
+        dst.copy_from_slice(self.slice(src, dst.len() as u64)?);
+        Ok(())
+    }
+    fn copy_dtod(&mut self, dst: DevicePtr, src: DevicePtr, size: u64, stream: ExecStream, _is_async: bool) -> ExecResult<()> {
+        self.check_stream(stream)?;
+        let bytes = self.slice(src, size)?.to_vec();
+        self.slice_mut(dst, size)?.copy_from_slice(&bytes);
+        Ok(())
+    }
+    fn copy_2d_htod(&mut self, dst: Pitched, src: &[u8], width: u64, height: u64, stream: ExecStream, _is_async: bool) -> ExecResult<()> {
+        self.check_stream(stream)?;
+        if src.len() as u64 != width * height {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        for (row, addr) in Self::pitched_rows(dst, width, height)? {
+            let from = (row * width) as usize;
+            self.slice_mut(addr, width)?
+                .copy_from_slice(&src[from..from + width as usize]);
+        }
+        Ok(())
+    }
+    fn copy_2d_dtoh(&mut self, dst: &mut [u8], src: Pitched, width: u64, height: u64, stream: ExecStream, _is_async: bool) -> ExecResult<()> {
+        self.check_stream(stream)?;
+        if dst.len() as u64 != width * height {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        for (row, addr) in Self::pitched_rows(src, width, height)? {
+            let to = (row * width) as usize;
+            dst[to..to + width as usize].copy_from_slice(self.slice(addr, width)?);
+        }
+        Ok(())
+    }
+    fn copy_2d_dtod(&mut self, dst: Pitched, src: Pitched, width: u64, height: u64, stream: ExecStream, _is_async: bool) -> ExecResult<()> {
+        self.check_stream(stream)?;
+        let mut packed = vec![0u8; (width * height) as usize];
+        self.copy_2d_dtoh(&mut packed, src, width, height, stream, false)?;
+        self.copy_2d_htod(dst, &packed, width, height, stream, false)
+    }
+    fn memset(&mut self, dst: DevicePtr, value: u8, size: u64, stream: ExecStream, _is_async: bool) -> ExecResult<()> {
+        self.check_stream(stream)?;
+        self.slice_mut(dst, size)?.fill(value);
+        Ok(())
+    }
+    fn memset_2d(&mut self, dst: Pitched, value: u8, width: u64, height: u64, stream: ExecStream, _is_async: bool) -> ExecResult<()> {
+        self.check_stream(stream)?;
+        for (_, addr) in Self::pitched_rows(dst, width, height)? {
+            self.slice_mut(addr, width)?.fill(value);
+        }
+        Ok(())
+    }
+    fn copy_peer(&mut self, dst: DevicePtr, dst_device: i32, src: DevicePtr, src_device: i32, size: u64, stream: ExecStream, is_async: bool) -> ExecResult<()> {
+        self.set_device(dst_device)?;
+        self.set_device(src_device)?;
+        self.copy_dtod(dst, src, size, stream, is_async)
+    }
+    fn pointer_attributes(&mut self, ptr: DevicePtr) -> ExecResult<PointerAttributes> {
+        Ok(match self.locate(ptr, 0) {
+            Ok(_) => PointerAttributes { memory_type: 2, device: 0, device_pointer: ptr },
+            Err(_) => PointerAttributes { memory_type: 0, device: -2, device_pointer: 0 },
+        })
+    }
+
+    fn load_module(&mut self, image: &[u8]) -> ExecResult<ExecModule> {
+        // Parse now so a broken image fails here, as cuLibraryLoadData would.
+        fatbin::parse(image).map_err(|e| {
+            warn!("module image refused: {e}");
+            CudaStatus::ErrorInvalidKernelImage
+        })?;
+        if let Some((id, _)) = self.modules.iter().find(|(_, m)| m.image == image) {
+            return Ok(*id);
+        }
+        let id = self.fresh_id();
+        self.modules.insert(id, Module { image: image.to_vec(), globals: HashMap::new() });
+        Ok(id)
+    }
+    fn get_function(&mut self, module: ExecModule, name: &str) -> ExecResult<(ExecFunction, Vec<ParamInfo>)> {
+        let m = self.modules.get(&module).ok_or(CudaStatus::ErrorInvalidResourceHandle)?;
+        let params = module_cubin(&m.image, |elf| cubin::kernel_params(elf, name))
+            .map_err(|_| CudaStatus::ErrorInvalidDeviceFunction)?;
+        let params: Vec<ParamInfo> = params
+            .into_iter()
+            .map(|p| ParamInfo { offset: p.offset, size: p.size })
+            .collect();
+        if let Some((id, _)) = self.functions.iter().find(|(_, f)| f.name == name) {
+            return Ok((*id, params));
+        }
+        let id = self.fresh_id();
+        self.functions.insert(
+            id,
+            Function { name: name.into(), params: params.clone(), max_dynamic_smem: 49152, carveout: -1 },
+        );
+        Ok((id, params))
+    }
+    fn get_global(&mut self, module: ExecModule, name: &str) -> ExecResult<(DevicePtr, u64)> {
+        let m = self.modules.get(&module).ok_or(CudaStatus::ErrorInvalidResourceHandle)?;
+        if let Some(g) = m.globals.get(name) {
+            return Ok(*g);
+        }
+        let var = module_cubin(&m.image, |elf| cubin::global(elf, name))
+            .ok()
+            .flatten()
+            .ok_or(CudaStatus::ErrorInvalidSymbol)?;
+        let ptr = self.allocate(var.size, Some(&var.init))?;
+        let m = self.modules.get_mut(&module).expect("module checked above");
+        m.globals.insert(name.into(), (ptr, var.size));
+        Ok((ptr, var.size))
+    }
+    fn func_attributes(&mut self, function: ExecFunction) -> ExecResult<FuncAttributes> {
+        let f = self.function(function)?;
+        Ok(FuncAttributes {
+            max_threads_per_block: 1024,
+            ptx_version: 90,
+            binary_version: 90,
+            max_dynamic_shared_size_bytes: f.max_dynamic_smem,
+            preferred_shmem_carveout: f.carveout,
+            ..Default::default()
+        })
+    }
+    fn func_set_attribute(&mut self, function: ExecFunction, attribute: i32, value: i32) -> ExecResult<()> {
+        let f = self.functions.get_mut(&function).ok_or(CudaStatus::ErrorInvalidDeviceFunction)?;
+        match attribute {
+            8 if (0..=232_448).contains(&value) => f.max_dynamic_smem = value,
+            9 if (-1..=100).contains(&value) => f.carveout = value,
+            10..=15 => {}
+            _ => return Err(CudaStatus::ErrorInvalidValue),
+        }
+        Ok(())
+    }
+    fn func_set_cache_config(&mut self, function: ExecFunction, config: u32) -> ExecResult<()> {
+        self.function(function)?;
+        if config > 3 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        Ok(())
+    }
+    fn launch(&mut self, function: ExecFunction, config: &LaunchConfig<'_>, params: &[u8]) -> ExecResult<()> {
+        let f = self.function(function)?;
+        self.check_launch(config, f)?;
+        let expected = f.params.last().map_or(0, |p| (p.offset + p.size) as usize);
+        if params.len() != expected {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let record = LaunchRecord {
+            kernel: f.name.clone(),
+            grid: config.grid,
+            block: config.block,
+            shared_mem: config.shared_mem,
+            stream: config.stream,
+            params: hex(params),
+            param_layout: f.params.iter().map(|p| (p.offset, p.size)).collect(),
+        };
+        info!(
+            kernel = %record.kernel, grid = ?record.grid, block = ?record.block,
+            "kernel launch recorded, NOT executed (host-memory test executor)"
+        );
+        if let Some(log) = &mut self.launch_log {
+            let line = serde_json::to_string(&record).expect("launch records serialize");
+            if let Err(e) = writeln!(log, "{line}") {
+                warn!("cannot write launch log: {e}");
+            }
+        }
+        self.launches.push(record);
+        Ok(())
+    }
+    fn occupancy_max_active_blocks(&mut self, function: ExecFunction, block_size: i32, dynamic_smem: u64, _flags: u32) -> ExecResult<i32> {
+        self.function(function)?;
+        if block_size <= 0 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let by_threads = 2048 / block_size.min(1024);
+        let by_smem = if dynamic_smem == 0 { 32 } else { (233_472 / dynamic_smem.max(1)) as i32 };
+        Ok(by_threads.min(by_smem).min(32))
+    }
+    fn occupancy_available_dynamic_smem(&mut self, function: ExecFunction, num_blocks: i32, block_size: i32) -> ExecResult<u64> {
+        self.function(function)?;
+        if num_blocks <= 0 || block_size <= 0 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        Ok((233_472 / num_blocks as u64).saturating_sub(1024).min(232_448))
+    }
+
+    fn stream_create(&mut self, flags: u32, priority: i32) -> ExecResult<ExecStream> {
+        if flags > 1 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let id = self.fresh_id();
+        // Priorities are clamped into the advertised range, as CUDA does.
+        self.streams.insert(id, (flags, priority.clamp(-5, 0)));
+        Ok(id)
+    }
+    fn stream_destroy(&mut self, stream: ExecStream) -> ExecResult<()> {
+        self.streams.remove(&stream).map(|_| ()).ok_or(CudaStatus::ErrorInvalidResourceHandle)
+    }
+    fn stream_synchronize(&mut self, stream: ExecStream) -> ExecResult<()> {
+        self.check_stream(stream)
+    }
+    fn stream_query(&mut self, stream: ExecStream) -> ExecResult<()> {
+        self.check_stream(stream)
+    }
+    fn stream_wait_event(&mut self, stream: ExecStream, event: ExecEvent, _flags: u32) -> ExecResult<()> {
+        self.check_stream(stream)?;
+        self.events.get(&event).map(|_| ()).ok_or(CudaStatus::ErrorInvalidResourceHandle)
+    }
+    fn event_create(&mut self, flags: u32) -> ExecResult<ExecEvent> {
+        if flags & !0xf != 0 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let id = self.fresh_id();
+        self.events.insert(id, Event { timing: flags & 2 == 0, recorded_at: None });
+        Ok(id)
+    }
+    fn event_destroy(&mut self, event: ExecEvent) -> ExecResult<()> {
+        self.events.remove(&event).map(|_| ()).ok_or(CudaStatus::ErrorInvalidResourceHandle)
+    }
+    fn event_record(&mut self, event: ExecEvent, stream: ExecStream, _flags: u32) -> ExecResult<()> {
+        self.check_stream(stream)?;
+        let e = self.events.get_mut(&event).ok_or(CudaStatus::ErrorInvalidResourceHandle)?;
+        e.recorded_at = Some(Instant::now());
+        Ok(())
+    }
+    fn event_synchronize(&mut self, event: ExecEvent) -> ExecResult<()> {
+        self.events.get(&event).map(|_| ()).ok_or(CudaStatus::ErrorInvalidResourceHandle)
+    }
+    fn event_query(&mut self, event: ExecEvent) -> ExecResult<()> {
+        self.event_synchronize(event)
+    }
+    fn event_elapsed_ms(&mut self, start: ExecEvent, end: ExecEvent) -> ExecResult<f32> {
+        let (a, b) = match (self.events.get(&start), self.events.get(&end)) {
+            (Some(a), Some(b)) => (a, b),
+            _ => return Err(CudaStatus::ErrorInvalidResourceHandle),
+        };
+        if !a.timing || !b.timing {
+            return Err(CudaStatus::ErrorInvalidResourceHandle);
+        }
+        match (a.recorded_at, b.recorded_at) {
+            (Some(a), Some(b)) => Ok(b.saturating_duration_since(a).as_secs_f32() * 1000.0),
+            _ => Err(CudaStatus::ErrorInvalidResourceHandle),
+        }
+    }
+}
+
+/// Run `f` on the module's first uncompressed ELF cubin.
+fn module_cubin<T>(
+    image: &[u8],
+    f: impl FnOnce(&[u8]) -> Result<T, cubin::CubinError>,
+) -> Result<T, String> {
+    let parsed = fatbin::parse(image).map_err(|e| e.to_string())?;
+    let elf = cubin::find_cubin(&parsed).map_err(|e| e.to_string())?;
+    f(elf).map_err(|e| e.to_string())
+}

@@ -1,0 +1,120 @@
+//! The executor seam: what the host does with a guest's calls once they are decoded
+//! and their handles checked.
+//!
+//! Two implementations: [`cuda::CudaExecutor`] runs everything on real GPUs through
+//! the CUDA driver API (cudarc), [`host_memory::HostMemoryExecutor`] is the test double
+//! for machines without a GPU (real memory semantics; kernels recorded, never run).
+//!
+//! Streams, events, modules and functions are the executor's own `u64` ids here; the
+//! session maps the guest's handles onto them and checks them first.
+
+pub mod cuda;
+pub mod host_memory;
+
+use vmcuda_wire::op::{
+    DevicePtr, DeviceProperties, ExecutorKind, FuncAttributes, LaunchAttribute, ParamInfo,
+    PointerAttributes,
+};
+use vmcuda_wire::CudaStatus;
+
+pub type ExecResult<T> = Result<T, CudaStatus>;
+
+/// An executor's stream id. `LEGACY_STREAM` and `PER_THREAD_STREAM` are the default
+/// streams, the same numbers as the wire's `StreamHandle`s for them.
+pub type ExecStream = u64;
+pub const LEGACY_STREAM: ExecStream = 0;
+pub const PER_THREAD_STREAM: ExecStream = 2;
+pub type ExecEvent = u64;
+pub type ExecModule = u64;
+pub type ExecFunction = u64;
+
+/// A kernel launch's shape.
+#[derive(Clone, Debug)]
+pub struct LaunchConfig<'a> {
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_mem: u32,
+    pub stream: ExecStream,
+    pub attributes: &'a [LaunchAttribute],
+}
+
+/// A pitched region: `height` rows of `width` bytes, `pitch` bytes apart.
+#[derive(Clone, Copy, Debug)]
+pub struct Pitched {
+    pub ptr: DevicePtr,
+    pub pitch: u64,
+}
+
+pub trait Executor {
+    fn kind(&self) -> ExecutorKind;
+    /// One line describing the backend, shown to the guest.
+    fn banner(&self) -> String;
+    fn driver_version(&self) -> i32;
+    fn device_count(&self) -> i32;
+    /// Make `device` current for the calls that follow (the calling guest thread's
+    /// current device travels with every request).
+    fn set_device(&mut self, device: i32) -> ExecResult<()>;
+
+    fn device_properties(&mut self, device: i32) -> ExecResult<DeviceProperties>;
+    fn synchronize(&mut self) -> ExecResult<()>;
+    /// Destroy everything the guest made on the current device and start afresh.
+    fn device_reset(&mut self) -> ExecResult<()>;
+    fn get_limit(&mut self, limit: u32) -> ExecResult<u64>;
+    fn set_limit(&mut self, limit: u32, value: u64) -> ExecResult<()>;
+    fn get_cache_config(&mut self) -> ExecResult<u32>;
+    fn set_cache_config(&mut self, config: u32) -> ExecResult<()>;
+    fn stream_priority_range(&mut self) -> ExecResult<(i32, i32)>;
+    fn can_access_peer(&mut self, device: i32, peer: i32) -> ExecResult<bool>;
+    fn enable_peer_access(&mut self, peer: i32, flags: u32) -> ExecResult<()>;
+    fn disable_peer_access(&mut self, peer: i32) -> ExecResult<()>;
+    /// (free, total) bytes of the current device.
+    fn mem_info(&mut self) -> ExecResult<(u64, u64)>;
+
+    fn alloc(&mut self, size: u64) -> ExecResult<DevicePtr>;
+    fn free(&mut self, ptr: DevicePtr) -> ExecResult<()>;
+    /// (pointer, pitch) for `height` rows of `width` bytes.
+    fn alloc_pitch(&mut self, width: u64, height: u64) -> ExecResult<(DevicePtr, u64)>;
+    fn copy_htod(&mut self, dst: DevicePtr, src: &[u8], stream: ExecStream, is_async: bool) -> ExecResult<()>;
+    fn copy_dtoh(&mut self, dst: &mut [u8], src: DevicePtr, stream: ExecStream, is_async: bool) -> ExecResult<()>;
+    fn copy_dtod(&mut self, dst: DevicePtr, src: DevicePtr, size: u64, stream: ExecStream, is_async: bool) -> ExecResult<()>;
+    /// `src` holds `height` packed rows of `width` bytes.
+    fn copy_2d_htod(&mut self, dst: Pitched, src: &[u8], width: u64, height: u64, stream: ExecStream, is_async: bool) -> ExecResult<()>;
+    /// Fills `dst` with `height` packed rows of `width` bytes.
+    fn copy_2d_dtoh(&mut self, dst: &mut [u8], src: Pitched, width: u64, height: u64, stream: ExecStream, is_async: bool) -> ExecResult<()>;
+    #[allow(clippy::too_many_arguments)]
+    fn copy_2d_dtod(&mut self, dst: Pitched, src: Pitched, width: u64, height: u64, stream: ExecStream, is_async: bool) -> ExecResult<()>;
+    fn memset(&mut self, dst: DevicePtr, value: u8, size: u64, stream: ExecStream, is_async: bool) -> ExecResult<()>;
+    #[allow(clippy::too_many_arguments)]
+    fn memset_2d(&mut self, dst: Pitched, value: u8, width: u64, height: u64, stream: ExecStream, is_async: bool) -> ExecResult<()>;
+    #[allow(clippy::too_many_arguments)]
+    fn copy_peer(&mut self, dst: DevicePtr, dst_device: i32, src: DevicePtr, src_device: i32, size: u64, stream: ExecStream, is_async: bool) -> ExecResult<()>;
+    fn pointer_attributes(&mut self, ptr: DevicePtr) -> ExecResult<PointerAttributes>;
+
+    /// Load a fatbinary (raw containers). Loading the same bytes twice may return the
+    /// same module.
+    fn load_module(&mut self, image: &[u8]) -> ExecResult<ExecModule>;
+    /// A kernel by mangled name, with its parameter layout.
+    fn get_function(&mut self, module: ExecModule, name: &str) -> ExecResult<(ExecFunction, Vec<ParamInfo>)>;
+    /// A module-scope variable's device address and size.
+    fn get_global(&mut self, module: ExecModule, name: &str) -> ExecResult<(DevicePtr, u64)>;
+    fn func_attributes(&mut self, function: ExecFunction) -> ExecResult<FuncAttributes>;
+    fn func_set_attribute(&mut self, function: ExecFunction, attribute: i32, value: i32) -> ExecResult<()>;
+    fn func_set_cache_config(&mut self, function: ExecFunction, config: u32) -> ExecResult<()>;
+    /// `params` is the packed parameter buffer laid out as `get_function` said.
+    fn launch(&mut self, function: ExecFunction, config: &LaunchConfig<'_>, params: &[u8]) -> ExecResult<()>;
+    fn occupancy_max_active_blocks(&mut self, function: ExecFunction, block_size: i32, dynamic_smem: u64, flags: u32) -> ExecResult<i32>;
+    fn occupancy_available_dynamic_smem(&mut self, function: ExecFunction, num_blocks: i32, block_size: i32) -> ExecResult<u64>;
+
+    fn stream_create(&mut self, flags: u32, priority: i32) -> ExecResult<ExecStream>;
+    fn stream_destroy(&mut self, stream: ExecStream) -> ExecResult<()>;
+    fn stream_synchronize(&mut self, stream: ExecStream) -> ExecResult<()>;
+    /// `Err(ErrorNotReady)` while work is pending.
+    fn stream_query(&mut self, stream: ExecStream) -> ExecResult<()>;
+    fn stream_wait_event(&mut self, stream: ExecStream, event: ExecEvent, flags: u32) -> ExecResult<()>;
+    fn event_create(&mut self, flags: u32) -> ExecResult<ExecEvent>;
+    fn event_destroy(&mut self, event: ExecEvent) -> ExecResult<()>;
+    fn event_record(&mut self, event: ExecEvent, stream: ExecStream, flags: u32) -> ExecResult<()>;
+    fn event_synchronize(&mut self, event: ExecEvent) -> ExecResult<()>;
+    fn event_query(&mut self, event: ExecEvent) -> ExecResult<()>;
+    fn event_elapsed_ms(&mut self, start: ExecEvent, end: ExecEvent) -> ExecResult<f32>;
+}

@@ -1,0 +1,420 @@
+//! One guest connection's state: the handshake, the guest's handles and the
+//! allocations it owns, all checked before the executor sees them.
+//!
+//! Streams and events are named by the guest (no round trip to create one); modules
+//! and functions are named here. Host objects never travel as raw host pointers:
+//! every handle is looked up in this session's own tables, so a guest can only ever
+//! name what it made itself. Dropping the session releases everything it owns.
+
+use std::collections::{HashMap, HashSet};
+
+use tracing::{info, warn};
+use vmcuda_wire::handshake::{self, caps, PROTOCOL_VERSION};
+use vmcuda_wire::op::*;
+use vmcuda_wire::CudaStatus;
+
+use crate::executor::{
+    ExecEvent, ExecFunction, ExecModule, ExecStream, Executor, LaunchConfig, Pitched,
+    LEGACY_STREAM, PER_THREAD_STREAM,
+};
+
+/// Launch attribute values are a 64-byte union in CUDA.
+const LAUNCH_ATTRIBUTE_VALUE_LEN: usize = 64;
+
+pub struct Session {
+    exec: Box<dyn Executor>,
+    greeted: bool,
+    client: String,
+    streams: HashMap<StreamHandle, ExecStream>,
+    events: HashMap<EventHandle, ExecEvent>,
+    modules: HashMap<ModuleHandle, ExecModule>,
+    functions: HashMap<FunctionHandle, ExecFunction>,
+    allocations: HashSet<DevicePtr>,
+    next_handle: u64,
+}
+
+impl Session {
+    pub fn new(exec: Box<dyn Executor>) -> Self {
+        Session {
+            exec,
+            greeted: false,
+            client: String::new(),
+            streams: HashMap::new(),
+            events: HashMap::new(),
+            modules: HashMap::new(),
+            functions: HashMap::new(),
+            allocations: HashSet::new(),
+            next_handle: 0,
+        }
+    }
+
+    pub fn greeted(&self) -> bool {
+        self.greeted
+    }
+
+    pub fn client(&self) -> &str {
+        &self.client
+    }
+
+    pub fn executor(&self) -> &dyn Executor {
+        self.exec.as_ref()
+    }
+
+    fn fresh_handle(&mut self) -> u64 {
+        self.next_handle += 1;
+        self.next_handle
+    }
+
+    fn stream(&self, s: StreamHandle) -> Result<ExecStream, CudaStatus> {
+        if s == StreamHandle::LEGACY {
+            return Ok(LEGACY_STREAM);
+        }
+        if s == StreamHandle::PER_THREAD {
+            return Ok(PER_THREAD_STREAM);
+        }
+        self.streams.get(&s).copied().ok_or(CudaStatus::ErrorInvalidResourceHandle)
+    }
+
+    fn event(&self, e: EventHandle) -> Result<ExecEvent, CudaStatus> {
+        self.events.get(&e).copied().ok_or(CudaStatus::ErrorInvalidResourceHandle)
+    }
+
+    fn module(&self, m: ModuleHandle) -> Result<ExecModule, CudaStatus> {
+        self.modules.get(&m).copied().ok_or(CudaStatus::ErrorInvalidResourceHandle)
+    }
+
+    fn function(&self, f: FunctionHandle) -> Result<ExecFunction, CudaStatus> {
+        self.functions.get(&f).copied().ok_or(CudaStatus::ErrorInvalidDeviceFunction)
+    }
+
+    /// Make the guest thread's device current; every op but the handshake runs under it.
+    pub fn enter(&mut self, ctx: &CallContext) -> Result<(), CudaStatus> {
+        self.exec.set_device(ctx.device)
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        // Free what the guest left behind; the executor's own Drop releases contexts.
+        for (_, e) in self.events.drain() {
+            let _ = self.exec.event_destroy(e);
+        }
+        for (_, s) in self.streams.drain() {
+            let _ = self.exec.stream_destroy(s);
+        }
+        let leaked = self.allocations.len();
+        for ptr in self.allocations.drain() {
+            let _ = self.exec.free(ptr);
+        }
+        if leaked > 0 {
+            info!(client = %self.client, leaked, "freed allocations the guest left behind");
+        }
+    }
+}
+
+fn nothing() -> HandlerResult<()> {
+    Ok(((), Vec::new()))
+}
+
+impl Handler for Session {
+    fn hello(&mut self, _ctx: &CallContext, req: Hello, _data: Vec<u8>) -> HandlerResult<HelloReply> {
+        handshake::check_hello(&req).inspect_err(|_| {
+            warn!(client = %req.client, protocol = req.protocol, runtime = req.runtime_version,
+                "refusing guest: protocol or runtime version not spoken here");
+        })?;
+        self.greeted = true;
+        self.client = format!("{}[{}]", req.client, req.pid);
+        info!(client = %self.client, executor = ?self.exec.kind(), "guest connected");
+        Ok((
+            HelloReply {
+                protocol: PROTOCOL_VERSION,
+                driver_version: self.exec.driver_version(),
+                device_count: self.exec.device_count(),
+                executor: self.exec.kind(),
+                capabilities: caps::CONSOLE,
+                banner: self.exec.banner(),
+            },
+            Vec::new(),
+        ))
+    }
+
+    fn device_get_properties(&mut self, _: &CallContext, req: DeviceGetProperties, _: Vec<u8>) -> HandlerResult<DeviceProperties> {
+        Ok((self.exec.device_properties(req.device)?, Vec::new()))
+    }
+    fn device_synchronize(&mut self, _: &CallContext, _: DeviceSynchronize, _: Vec<u8>) -> HandlerResult<()> {
+        self.exec.synchronize()?;
+        nothing()
+    }
+    fn device_reset(&mut self, _: &CallContext, _: DeviceReset, _: Vec<u8>) -> HandlerResult<()> {
+        // Everything the guest made is gone with the device's state.
+        self.streams.clear();
+        self.events.clear();
+        self.allocations.clear();
+        self.exec.device_reset()?;
+        nothing()
+    }
+    fn device_get_limit(&mut self, _: &CallContext, req: DeviceGetLimit, _: Vec<u8>) -> HandlerResult<LimitValue> {
+        Ok((LimitValue { value: self.exec.get_limit(req.limit)? }, Vec::new()))
+    }
+    fn device_set_limit(&mut self, _: &CallContext, req: DeviceSetLimit, _: Vec<u8>) -> HandlerResult<()> {
+        self.exec.set_limit(req.limit, req.value)?;
+        nothing()
+    }
+    fn device_get_cache_config(&mut self, _: &CallContext, _: DeviceGetCacheConfig, _: Vec<u8>) -> HandlerResult<CacheConfig> {
+        Ok((CacheConfig { config: self.exec.get_cache_config()? }, Vec::new()))
+    }
+    fn device_set_cache_config(&mut self, _: &CallContext, req: CacheConfig, _: Vec<u8>) -> HandlerResult<()> {
+        self.exec.set_cache_config(req.config)?;
+        nothing()
+    }
+    fn device_get_stream_priority_range(&mut self, _: &CallContext, _: DeviceGetStreamPriorityRange, _: Vec<u8>) -> HandlerResult<PriorityRange> {
+        let (least, greatest) = self.exec.stream_priority_range()?;
+        Ok((PriorityRange { least, greatest }, Vec::new()))
+    }
+    fn device_can_access_peer(&mut self, ctx: &CallContext, req: DeviceCanAccessPeer, _: Vec<u8>) -> HandlerResult<CanAccessPeer> {
+        let can_access = self.exec.can_access_peer(req.device, req.peer)?;
+        self.exec.set_device(ctx.device)?;
+        Ok((CanAccessPeer { can_access }, Vec::new()))
+    }
+    fn device_enable_peer_access(&mut self, _: &CallContext, req: DeviceEnablePeerAccess, _: Vec<u8>) -> HandlerResult<()> {
+        self.exec.enable_peer_access(req.peer, req.flags)?;
+        nothing()
+    }
+    fn device_disable_peer_access(&mut self, _: &CallContext, req: DeviceDisablePeerAccess, _: Vec<u8>) -> HandlerResult<()> {
+        self.exec.disable_peer_access(req.peer)?;
+        nothing()
+    }
+    fn mem_get_info(&mut self, _: &CallContext, _: MemGetInfo, _: Vec<u8>) -> HandlerResult<MemInfo> {
+        let (free, total) = self.exec.mem_info()?;
+        Ok((MemInfo { free, total }, Vec::new()))
+    }
+
+    fn mem_alloc(&mut self, _: &CallContext, req: MemAlloc, _: Vec<u8>) -> HandlerResult<Allocated> {
+        let ptr = self.exec.alloc(req.size)?;
+        if ptr != 0 {
+            self.allocations.insert(ptr);
+        }
+        Ok((Allocated { ptr }, Vec::new()))
+    }
+    fn mem_free(&mut self, _: &CallContext, req: MemFree, _: Vec<u8>) -> HandlerResult<()> {
+        if req.ptr == 0 {
+            return nothing();
+        }
+        // Only what this guest allocated may be freed by it.
+        if !self.allocations.contains(&req.ptr) {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        self.exec.free(req.ptr)?;
+        self.allocations.remove(&req.ptr);
+        nothing()
+    }
+    fn mem_alloc_pitch(&mut self, _: &CallContext, req: MemAllocPitch, _: Vec<u8>) -> HandlerResult<AllocatedPitch> {
+        let (ptr, pitch) = self.exec.alloc_pitch(req.width, req.height)?;
+        if ptr != 0 {
+            self.allocations.insert(ptr);
+        }
+        Ok((AllocatedPitch { ptr, pitch }, Vec::new()))
+    }
+    fn memcpy_htod(&mut self, _: &CallContext, req: MemcpyHtoD, data: Vec<u8>) -> HandlerResult<()> {
+        let s = self.stream(req.stream)?;
+        self.exec.copy_htod(req.dst, &data, s, req.is_async)?;
+        nothing()
+    }
+    fn memcpy_dtoh(&mut self, _: &CallContext, req: MemcpyDtoH, _: Vec<u8>) -> HandlerResult<()> {
+        let s = self.stream(req.stream)?;
+        if req.size > vmcuda_wire::frame::MAX_DATA_LEN {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let mut out = Vec::new();
+        out.try_reserve_exact(req.size as usize).map_err(|_| CudaStatus::ErrorMemoryAllocation)?;
+        out.resize(req.size as usize, 0);
+        self.exec.copy_dtoh(&mut out, req.src, s, req.is_async)?;
+        Ok(((), out))
+    }
+    fn memcpy_dtod(&mut self, _: &CallContext, req: MemcpyDtoD, _: Vec<u8>) -> HandlerResult<()> {
+        let s = self.stream(req.stream)?;
+        self.exec.copy_dtod(req.dst, req.src, req.size, s, req.is_async)?;
+        nothing()
+    }
+    fn memcpy_2d_htod(&mut self, _: &CallContext, req: Memcpy2DHtoD, data: Vec<u8>) -> HandlerResult<()> {
+        let s = self.stream(req.stream)?;
+        if req.width.checked_mul(req.height) != Some(data.len() as u64) {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let dst = Pitched { ptr: req.dst, pitch: req.dpitch };
+        self.exec.copy_2d_htod(dst, &data, req.width, req.height, s, req.is_async)?;
+        nothing()
+    }
+    fn memcpy_2d_dtoh(&mut self, _: &CallContext, req: Memcpy2DDtoH, _: Vec<u8>) -> HandlerResult<()> {
+        let s = self.stream(req.stream)?;
+        let len = req
+            .width
+            .checked_mul(req.height)
+            .filter(|l| *l <= vmcuda_wire::frame::MAX_DATA_LEN)
+            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        let mut out = vec![0u8; len as usize];
+        let src = Pitched { ptr: req.src, pitch: req.spitch };
+        self.exec.copy_2d_dtoh(&mut out, src, req.width, req.height, s, req.is_async)?;
+        Ok(((), out))
+    }
+    fn memcpy_2d_dtod(&mut self, _: &CallContext, req: Memcpy2DDtoD, _: Vec<u8>) -> HandlerResult<()> {
+        let s = self.stream(req.stream)?;
+        let dst = Pitched { ptr: req.dst, pitch: req.dpitch };
+        let src = Pitched { ptr: req.src, pitch: req.spitch };
+        self.exec.copy_2d_dtod(dst, src, req.width, req.height, s, req.is_async)?;
+        nothing()
+    }
+    fn memset(&mut self, _: &CallContext, req: Memset, _: Vec<u8>) -> HandlerResult<()> {
+        let s = self.stream(req.stream)?;
+        self.exec.memset(req.dst, req.value, req.size, s, req.is_async)?;
+        nothing()
+    }
+    fn memset_2d(&mut self, _: &CallContext, req: Memset2D, _: Vec<u8>) -> HandlerResult<()> {
+        let s = self.stream(req.stream)?;
+        let dst = Pitched { ptr: req.dst, pitch: req.pitch };
+        self.exec.memset_2d(dst, req.value, req.width, req.height, s, req.is_async)?;
+        nothing()
+    }
+    fn memcpy_peer(&mut self, ctx: &CallContext, req: MemcpyPeer, _: Vec<u8>) -> HandlerResult<()> {
+        let s = self.stream(req.stream)?;
+        let r = self.exec.copy_peer(req.dst, req.dst_device, req.src, req.src_device, req.size, s, req.is_async);
+        self.exec.set_device(ctx.device)?;
+        r?;
+        nothing()
+    }
+    fn pointer_get_attributes(&mut self, _: &CallContext, req: PointerGetAttributes, _: Vec<u8>) -> HandlerResult<PointerAttributes> {
+        Ok((self.exec.pointer_attributes(req.ptr)?, Vec::new()))
+    }
+
+    fn module_load(&mut self, _: &CallContext, _: ModuleLoad, image: Vec<u8>) -> HandlerResult<ModuleLoaded> {
+        let m = self.exec.load_module(&image)?;
+        if let Some((h, _)) = self.modules.iter().find(|(_, v)| **v == m) {
+            return Ok((ModuleLoaded { module: *h }, Vec::new()));
+        }
+        let module = ModuleHandle(self.fresh_handle());
+        self.modules.insert(module, m);
+        Ok((ModuleLoaded { module }, Vec::new()))
+    }
+    fn module_get_function(&mut self, _: &CallContext, req: ModuleGetFunction, _: Vec<u8>) -> HandlerResult<FunctionInfo> {
+        let m = self.module(req.module)?;
+        let (f, params) = self.exec.get_function(m, &req.name)?;
+        let function = match self.functions.iter().find(|(_, v)| **v == f) {
+            Some((h, _)) => *h,
+            None => {
+                let h = FunctionHandle(self.fresh_handle());
+                self.functions.insert(h, f);
+                h
+            }
+        };
+        Ok((FunctionInfo { function, params }, Vec::new()))
+    }
+    fn module_get_global(&mut self, _: &CallContext, req: ModuleGetGlobal, _: Vec<u8>) -> HandlerResult<GlobalInfo> {
+        let m = self.module(req.module)?;
+        let (ptr, size) = self.exec.get_global(m, &req.name)?;
+        Ok((GlobalInfo { ptr, size }, Vec::new()))
+    }
+    fn func_get_attributes(&mut self, _: &CallContext, req: FuncGetAttributes, _: Vec<u8>) -> HandlerResult<FuncAttributes> {
+        let f = self.function(req.function)?;
+        Ok((self.exec.func_attributes(f)?, Vec::new()))
+    }
+    fn func_set_attribute(&mut self, _: &CallContext, req: FuncSetAttribute, _: Vec<u8>) -> HandlerResult<()> {
+        let f = self.function(req.function)?;
+        self.exec.func_set_attribute(f, req.attribute, req.value)?;
+        nothing()
+    }
+    fn func_set_cache_config(&mut self, _: &CallContext, req: FuncSetCacheConfig, _: Vec<u8>) -> HandlerResult<()> {
+        let f = self.function(req.function)?;
+        self.exec.func_set_cache_config(f, req.config)?;
+        nothing()
+    }
+    fn launch_kernel(&mut self, _: &CallContext, req: LaunchKernel, params: Vec<u8>) -> HandlerResult<()> {
+        let f = self.function(req.function)?;
+        let stream = self.stream(req.stream)?;
+        if req.attributes.iter().any(|a| a.value.len() > LAUNCH_ATTRIBUTE_VALUE_LEN) {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let config = LaunchConfig {
+            grid: req.grid,
+            block: req.block,
+            shared_mem: req.shared_mem,
+            stream,
+            attributes: &req.attributes,
+        };
+        self.exec.launch(f, &config, &params)?;
+        nothing()
+    }
+    fn occupancy_max_active_blocks(&mut self, _: &CallContext, req: OccupancyMaxActiveBlocks, _: Vec<u8>) -> HandlerResult<BlockCount> {
+        let f = self.function(req.function)?;
+        let blocks = self.exec.occupancy_max_active_blocks(f, req.block_size, req.dynamic_smem, req.flags)?;
+        Ok((BlockCount { blocks }, Vec::new()))
+    }
+    fn occupancy_available_dynamic_smem(&mut self, _: &CallContext, req: OccupancyAvailableDynamicSmem, _: Vec<u8>) -> HandlerResult<SmemBytes> {
+        let f = self.function(req.function)?;
+        let bytes = self.exec.occupancy_available_dynamic_smem(f, req.num_blocks, req.block_size)?;
+        Ok((SmemBytes { bytes }, Vec::new()))
+    }
+
+    fn stream_create(&mut self, _: &CallContext, req: StreamCreate, _: Vec<u8>) -> HandlerResult<()> {
+        if req.stream.is_default() || req.stream.0 == 1 || self.streams.contains_key(&req.stream) {
+            return Err(CudaStatus::ErrorInvalidResourceHandle);
+        }
+        let s = self.exec.stream_create(req.flags, req.priority)?;
+        self.streams.insert(req.stream, s);
+        nothing()
+    }
+    fn stream_destroy(&mut self, _: &CallContext, req: StreamDestroy, _: Vec<u8>) -> HandlerResult<()> {
+        let s = self.streams.remove(&req.stream).ok_or(CudaStatus::ErrorInvalidResourceHandle)?;
+        self.exec.stream_destroy(s)?;
+        nothing()
+    }
+    fn stream_synchronize(&mut self, _: &CallContext, req: StreamSynchronize, _: Vec<u8>) -> HandlerResult<()> {
+        let s = self.stream(req.stream)?;
+        self.exec.stream_synchronize(s)?;
+        nothing()
+    }
+    fn stream_query(&mut self, _: &CallContext, req: StreamQuery, _: Vec<u8>) -> HandlerResult<()> {
+        let s = self.stream(req.stream)?;
+        self.exec.stream_query(s)?;
+        nothing()
+    }
+    fn stream_wait_event(&mut self, _: &CallContext, req: StreamWaitEvent, _: Vec<u8>) -> HandlerResult<()> {
+        let s = self.stream(req.stream)?;
+        let e = self.event(req.event)?;
+        self.exec.stream_wait_event(s, e, req.flags)?;
+        nothing()
+    }
+    fn event_create(&mut self, _: &CallContext, req: EventCreate, _: Vec<u8>) -> HandlerResult<()> {
+        if req.event.0 == 0 || self.events.contains_key(&req.event) {
+            return Err(CudaStatus::ErrorInvalidResourceHandle);
+        }
+        let e = self.exec.event_create(req.flags)?;
+        self.events.insert(req.event, e);
+        nothing()
+    }
+    fn event_destroy(&mut self, _: &CallContext, req: EventDestroy, _: Vec<u8>) -> HandlerResult<()> {
+        let e = self.events.remove(&req.event).ok_or(CudaStatus::ErrorInvalidResourceHandle)?;
+        self.exec.event_destroy(e)?;
+        nothing()
+    }
+    fn event_record(&mut self, _: &CallContext, req: EventRecord, _: Vec<u8>) -> HandlerResult<()> {
+        let e = self.event(req.event)?;
+        let s = self.stream(req.stream)?;
+        self.exec.event_record(e, s, req.flags)?;
+        nothing()
+    }
+    fn event_synchronize(&mut self, _: &CallContext, req: EventSynchronize, _: Vec<u8>) -> HandlerResult<()> {
+        let e = self.event(req.event)?;
+        self.exec.event_synchronize(e)?;
+        nothing()
+    }
+    fn event_query(&mut self, _: &CallContext, req: EventQuery, _: Vec<u8>) -> HandlerResult<()> {
+        let e = self.event(req.event)?;
+        self.exec.event_query(e)?;
+        nothing()
+    }
+    fn event_elapsed_time(&mut self, _: &CallContext, req: EventElapsedTime, _: Vec<u8>) -> HandlerResult<ElapsedTime> {
+        let a = self.event(req.start)?;
+        let b = self.event(req.end)?;
+        Ok((ElapsedTime { ms: self.exec.event_elapsed_ms(a, b)? }, Vec::new()))
+    }
+}

@@ -1,0 +1,121 @@
+//! The per-connection worker: one process per guest connection, so a guest that
+//! crashes the driver or the process takes nobody else with it.
+//!
+//! The loop reads a frame, checks it, dispatches it to the session and answers. A
+//! frame that cannot be a frame (bad magic, absurd lengths, truncated) closes this
+//! connection; a well-formed frame with an unknown op or undecodable arguments gets an
+//! error reply and the connection carries on.
+
+use std::io::{BufReader, BufWriter, Read, Write};
+
+use tracing::{debug, info, warn};
+use vmcuda_wire::frame::{self, FrameError, FrameHeader, FLAG_EVENT, FLAG_NO_REPLY, FLAG_REPLY};
+use vmcuda_wire::op::{dispatch, CallContext, Console, DispatchError, Op, OP_CONSOLE};
+use vmcuda_wire::CudaStatus;
+
+use crate::console::ConsoleCapture;
+use crate::session::Session;
+
+/// Serve one guest until it disconnects or sends something that cannot be a frame.
+pub fn serve(
+    reader: impl Read,
+    writer: impl Write,
+    session: &mut Session,
+    mut console: Option<&mut ConsoleCapture>,
+) -> Result<(), FrameError> {
+    let mut reader = BufReader::with_capacity(256 << 10, reader);
+    let mut writer = BufWriter::with_capacity(256 << 10, writer);
+    // A failure from a request the guest did not wait for, owed to its next call.
+    let mut deferred: Option<CudaStatus> = None;
+    loop {
+        let (header, meta) = match frame::read_head(&mut reader) {
+            Ok(h) => h,
+            Err(FrameError::Closed) => return Ok(()),
+            Err(e) => {
+                warn!(client = %session.client(), "closing connection: {e}");
+                return Err(e);
+            }
+        };
+        let data = frame::read_data(&mut reader, &header)?;
+        let code = header.op.get();
+        let ctx = CallContext { device: header.device.get() };
+        let result = match Op::from_code(code) {
+            None => {
+                warn!(client = %session.client(), op = code, "unknown op");
+                Err(CudaStatus::ErrorNotSupported)
+            }
+            Some(op) if !session.greeted() && op != Op::Hello => {
+                warn!(op = op.name(), "request before handshake; closing");
+                return Err(FrameError::UnknownOp(code));
+            }
+            Some(op) => run(session, &ctx, op, &meta, data, &mut deferred),
+        };
+        let no_reply = header.has(FLAG_NO_REPLY);
+        if let Some(console) = console.as_deref_mut() {
+            forward_console(&mut writer, console)?;
+        }
+        let status = match &result {
+            Ok(_) => CudaStatus::Success,
+            Err(s) => *s,
+        };
+        if no_reply {
+            if !status.is_success() && deferred.is_none() {
+                deferred = Some(status);
+            }
+        } else {
+            let (meta, data) = result.unwrap_or_default();
+            let reply = FrameHeader::new(code, FLAG_REPLY, header.request_id.get(), meta.len(), data.len())
+                .with_status(status.0);
+            frame::write_frame(&mut writer, &reply, &meta, &data)?;
+        }
+        // Replies go out at once; a run of no-reply requests is answered by nothing.
+        if !no_reply {
+            writer.flush()?;
+        }
+        if !session.greeted() {
+            info!("handshake refused; closing");
+            return Ok(());
+        }
+    }
+}
+
+fn run(
+    session: &mut Session,
+    ctx: &CallContext,
+    op: Op,
+    meta: &[u8],
+    data: Vec<u8>,
+    deferred: &mut Option<CudaStatus>,
+) -> Result<(Vec<u8>, Vec<u8>), CudaStatus> {
+    if op != Op::Hello {
+        if let Some(status) = deferred.take() {
+            debug!(op = op.name(), %status, "reporting deferred error");
+            return Err(status);
+        }
+        session.enter(ctx)?;
+    }
+    match dispatch(session, ctx, op, meta, data) {
+        Ok(reply) => Ok((reply.meta, reply.data)),
+        Err(DispatchError::Cuda(status)) => {
+            debug!(op = op.name(), %status, "call failed");
+            Err(status)
+        }
+        Err(e @ DispatchError::Decode { .. }) => {
+            warn!(client = %session.client(), "{e}");
+            Err(CudaStatus::ErrorInvalidValue)
+        }
+    }
+}
+
+fn forward_console(writer: &mut impl Write, console: &mut ConsoleCapture) -> Result<(), FrameError> {
+    let captured = console.take()?;
+    for (fd, bytes) in [(1u8, captured.stdout), (2u8, captured.stderr)] {
+        if bytes.is_empty() {
+            continue;
+        }
+        let meta = postcard::to_stdvec(&Console { fd }).expect("console header encodes");
+        let header = FrameHeader::new(OP_CONSOLE, FLAG_EVENT, 0, meta.len(), bytes.len());
+        frame::write_frame(writer, &header, &meta, &bytes)?;
+    }
+    Ok(())
+}
