@@ -79,7 +79,9 @@ pub(crate) fn string(ptr: *const c_char) -> Result<String> {
         return Err(CudaStatus::ErrorInvalidValue);
     }
     // SAFETY: non-null and, by the API contract, NUL-terminated.
-    Ok(unsafe { CStr::from_ptr(ptr) }.to_string_lossy().into_owned())
+    Ok(unsafe { CStr::from_ptr(ptr) }
+        .to_string_lossy()
+        .into_owned())
 }
 
 /// Kernel argument `i` of a `void** args` array: `size` bytes at `args[i]`.
@@ -97,15 +99,24 @@ pub(crate) fn kernel_arg<'a>(args: *const *const u8, i: usize, size: usize) -> R
 /// faulting.
 pub(crate) fn try_read_array<const N: usize>(addr: usize) -> Option<[u8; N]> {
     let mut out = [0u8; N];
-    let local = libc::iovec { iov_base: out.as_mut_ptr().cast(), iov_len: N };
-    let remote = libc::iovec { iov_base: addr as *mut libc::c_void, iov_len: N };
+    let local = libc::iovec {
+        iov_base: out.as_mut_ptr().cast(),
+        iov_len: N,
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut libc::c_void,
+        iov_len: N,
+    };
     // SAFETY: the kernel checks the remote range; `local` is our own buffer of N bytes.
     let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
     (n == N as isize).then_some(out)
 }
 
 /// Call a host function the program registered (stream callbacks).
-pub(crate) fn call_host_fn(f: unsafe extern "C" fn(*mut libc::c_void), user_data: *mut libc::c_void) {
+pub(crate) fn call_host_fn(
+    f: unsafe extern "C" fn(*mut libc::c_void),
+    user_data: *mut libc::c_void,
+) {
     // SAFETY: the program handed us this function and its argument to call once.
     unsafe { f(user_data) }
 }

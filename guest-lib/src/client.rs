@@ -85,12 +85,19 @@ fn connect() -> Result<Client, CudaStatus> {
             return Err(CudaStatus::ErrorNoDevice);
         }
     };
-    let mut conn = Connection { reader, writer: stream, next_id: 1, broken: false };
+    let mut conn = Connection {
+        reader,
+        writer: stream,
+        next_id: 1,
+        broken: false,
+    };
     let hello = Hello {
         protocol: PROTOCOL_VERSION,
         runtime_version: RUNTIME_VERSION,
         capabilities: caps::CONSOLE,
-        token: std::env::var("VMCUDA_TOKEN").unwrap_or_default().into_bytes(),
+        token: std::env::var("VMCUDA_TOKEN")
+            .unwrap_or_default()
+            .into_bytes(),
         client: program_name(),
         pid: std::process::id(),
     };
@@ -99,7 +106,11 @@ fn connect() -> Result<Client, CudaStatus> {
             if std::env::var_os("VMCUDA_VERBOSE").is_some() {
                 eprintln!("vmcuda: connected to {addr}: {}", reply.banner);
             }
-            Ok(Client { conn: Mutex::new(conn), hello: reply, addr })
+            Ok(Client {
+                conn: Mutex::new(conn),
+                hello: reply,
+                addr,
+            })
         }
         Err(status) => {
             eprintln!("vmcuda: the host at {addr} refused this program: {status}");
@@ -117,14 +128,26 @@ fn program_name() -> String {
 impl Client {
     /// Send one request on behalf of the calling thread (whose current device travels
     /// along) and wait for its reply. `data` is the request's bulk section.
-    pub fn call<R: Request>(&self, device: i32, req: &R, data: &[u8], sink: Sink<'_>) -> Result<R::Reply, CudaStatus> {
+    pub fn call<R: Request>(
+        &self,
+        device: i32,
+        req: &R,
+        data: &[u8],
+        sink: Sink<'_>,
+    ) -> Result<R::Reply, CudaStatus> {
         let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         conn.exchange(device, req, data, sink)
     }
 }
 
 impl Connection {
-    fn exchange<R: Request>(&mut self, device: i32, req: &R, data: &[u8], sink: Sink<'_>) -> Result<R::Reply, CudaStatus> {
+    fn exchange<R: Request>(
+        &mut self,
+        device: i32,
+        req: &R,
+        data: &[u8],
+        sink: Sink<'_>,
+    ) -> Result<R::Reply, CudaStatus> {
         if self.broken {
             return Err(CudaStatus::ErrorDevicesUnavailable);
         }
@@ -132,7 +155,9 @@ impl Connection {
             Ok(r) => r,
             Err(e) => {
                 self.broken = true;
-                eprintln!("vmcuda: lost the connection to the vmcuda host ({e}); CUDA calls now fail");
+                eprintln!(
+                    "vmcuda: lost the connection to the vmcuda host ({e}); CUDA calls now fail"
+                );
                 Err(CudaStatus::ErrorDevicesUnavailable)
             }
         }
@@ -149,13 +174,17 @@ impl Connection {
         let id = self.next_id;
         self.next_id += 1;
         let meta = postcard::to_stdvec(req).expect("requests always encode");
-        let header = FrameHeader::new(R::OP.code(), 0, id, meta.len(), data.len()).with_device(device);
+        let header =
+            FrameHeader::new(R::OP.code(), 0, id, meta.len(), data.len()).with_device(device);
         frame::write_frame(&mut self.writer, &header, &meta, data)?;
         loop {
             let (h, meta) = frame::read_head(&mut self.reader)?;
             if h.has(FLAG_EVENT) && h.op.get() == OP_CONSOLE {
-                let console: Console = postcard::from_bytes(&meta)
-                    .map_err(|source| FrameError::Decode { op: OP_CONSOLE, source })?;
+                let console: Console =
+                    postcard::from_bytes(&meta).map_err(|source| FrameError::Decode {
+                        op: OP_CONSOLE,
+                        source,
+                    })?;
                 let text = frame::read_data(&mut self.reader, &h)?;
                 write_console(console.fd, &text);
                 continue;
@@ -168,8 +197,11 @@ impl Connection {
                 frame::skip_data(&mut self.reader, h.data_len.get())?;
                 return Ok(Err(status));
             }
-            let reply: R::Reply = postcard::from_bytes(&meta)
-                .map_err(|source| FrameError::Decode { op: h.op.get(), source })?;
+            let reply: R::Reply =
+                postcard::from_bytes(&meta).map_err(|source| FrameError::Decode {
+                    op: h.op.get(),
+                    source,
+                })?;
             let len = h.data_len.get();
             match sink {
                 Sink::Into(buf) if buf.len() as u64 == len => self.reader.read_exact(buf)?,
@@ -194,7 +226,13 @@ extern "C" {
 fn write_console(fd: u8, text: &[u8]) {
     // SAFETY: glibc's `stdout`/`stderr` are valid FILE pointers for the whole process;
     // reading the pointer values does not race with anything that changes them.
-    let file = unsafe { if fd == 2 { stderr } else { stdout } };
+    let file = unsafe {
+        if fd == 2 {
+            stderr
+        } else {
+            stdout
+        }
+    };
     // SAFETY: `text` is a valid buffer of `text.len()` bytes; `file` is a valid stream.
     unsafe {
         libc::fwrite(text.as_ptr().cast(), 1, text.len(), file);

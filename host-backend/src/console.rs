@@ -69,7 +69,10 @@ impl ConsoleCapture {
     pub fn take(&mut self) -> io::Result<Captured> {
         // SAFETY: fflush(NULL) flushes every open C stdio stream; no pointer is passed.
         unsafe { libc::fflush(std::ptr::null_mut()) };
-        Ok(Captured { stdout: drain(&mut self.stdout)?, stderr: drain(&mut self.stderr)? })
+        Ok(Captured {
+            stdout: drain(&mut self.stdout)?,
+            stderr: drain(&mut self.stderr)?,
+        })
     }
 }
 

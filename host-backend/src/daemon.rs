@@ -65,14 +65,20 @@ impl WorkerTemplate {
         if let Some(log) = &self.launch_log {
             cmd.arg("--launch-log").arg(log);
         }
-        cmd.stdin(Stdio::from(conn)).stdout(Stdio::null()).stderr(Stdio::inherit());
+        cmd.stdin(Stdio::from(conn))
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
         match cmd.spawn() {
             Ok(mut child) => {
                 let pid = child.id();
                 info!(connection = id, %peer, pid, "worker started");
                 thread::spawn(move || match child.wait() {
-                    Ok(status) if status.success() => info!(connection = id, pid, "worker finished"),
-                    Ok(status) => warn!(connection = id, pid, %status, "worker ended abnormally; only its guest is affected"),
+                    Ok(status) if status.success() => {
+                        info!(connection = id, pid, "worker finished")
+                    }
+                    Ok(status) => {
+                        warn!(connection = id, pid, %status, "worker ended abnormally; only its guest is affected")
+                    }
                     Err(e) => error!(connection = id, pid, "cannot wait for worker: {e}"),
                 });
             }
@@ -84,7 +90,10 @@ impl WorkerTemplate {
 static NEXT_CONNECTION: AtomicU64 = AtomicU64::new(1);
 
 /// Accept on a Unix socket forever (removing a stale socket file first).
-pub fn listen_unix(path: &Path, template: Arc<WorkerTemplate>) -> std::io::Result<thread::JoinHandle<()>> {
+pub fn listen_unix(
+    path: &Path,
+    template: Arc<WorkerTemplate>,
+) -> std::io::Result<thread::JoinHandle<()>> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
@@ -108,7 +117,10 @@ pub fn listen_unix(path: &Path, template: Arc<WorkerTemplate>) -> std::io::Resul
 }
 
 /// Accept on TCP forever.
-pub fn listen_tcp(addr: &str, template: Arc<WorkerTemplate>) -> std::io::Result<thread::JoinHandle<()>> {
+pub fn listen_tcp(
+    addr: &str,
+    template: Arc<WorkerTemplate>,
+) -> std::io::Result<thread::JoinHandle<()>> {
     let listener = TcpListener::bind(addr)?;
     info!(addr = %listener.local_addr()?, "listening on tcp");
     Ok(thread::spawn(move || {
@@ -128,7 +140,11 @@ pub fn listen_tcp(addr: &str, template: Arc<WorkerTemplate>) -> std::io::Result<
 
 fn peer_pid(stream: &std::os::unix::net::UnixStream) -> Option<i32> {
     use std::os::fd::AsRawFd;
-    let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
     let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
     // SAFETY: SO_PEERCRED writes at most `len` bytes into `cred`, which is a ucred.
     let rc = unsafe {

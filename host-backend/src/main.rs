@@ -1,9 +1,9 @@
 //! `vmcuda-host`: the host daemon (`serve`) and its per-connection worker (`worker`).
 
 use std::fs::File;
+use std::net::TcpStream;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
-use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -21,7 +21,11 @@ use vmcuda_host::worker;
 use vmcuda_wire::transport::DEFAULT_UNIX_PATH;
 
 #[derive(Parser)]
-#[command(name = "vmcuda-host", version, about = "vmcuda host backend: runs guests' CUDA calls on this machine's GPUs")]
+#[command(
+    name = "vmcuda-host",
+    version,
+    about = "vmcuda host backend: runs guests' CUDA calls on this machine's GPUs"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
@@ -66,25 +70,49 @@ enum Cmd {
 fn init_logging(writer: Option<File>) {
     let filter = EnvFilter::try_from_env("VMCUDA_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
     use std::io::IsTerminal;
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_target(false);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false);
     match writer {
         Some(file) => {
             let ansi = file.is_terminal();
-            builder.with_ansi(ansi).with_writer(std::sync::Mutex::new(file)).init()
+            builder
+                .with_ansi(ansi)
+                .with_writer(std::sync::Mutex::new(file))
+                .init()
         }
-        None => builder.with_ansi(std::io::stderr().is_terminal()).with_writer(std::io::stderr).init(),
+        None => builder
+            .with_ansi(std::io::stderr().is_terminal())
+            .with_writer(std::io::stderr)
+            .init(),
     }
 }
 
 fn main() -> ExitCode {
     match Cli::parse().command {
-        Cmd::Serve { unix, tcp, executor, launch_log, host_memory_bytes } => {
+        Cmd::Serve {
+            unix,
+            tcp,
+            executor,
+            launch_log,
+            host_memory_bytes,
+        } => {
             init_logging(None);
             serve(unix, tcp, executor, launch_log, host_memory_bytes)
         }
-        Cmd::Worker { executor, transport, connection_id, launch_log, host_memory_bytes } => {
-            run_worker(executor, transport, connection_id, launch_log, host_memory_bytes)
-        }
+        Cmd::Worker {
+            executor,
+            transport,
+            connection_id,
+            launch_log,
+            host_memory_bytes,
+        } => run_worker(
+            executor,
+            transport,
+            connection_id,
+            launch_log,
+            host_memory_bytes,
+        ),
     }
 }
 
@@ -121,7 +149,12 @@ fn serve(
             return ExitCode::FAILURE;
         }
     };
-    let template = Arc::new(WorkerTemplate { exe, executor, launch_log, host_memory_bytes });
+    let template = Arc::new(WorkerTemplate {
+        exe,
+        executor,
+        launch_log,
+        host_memory_bytes,
+    });
     let mut listeners = Vec::new();
     for path in &unix {
         match daemon::listen_unix(path, template.clone()) {
@@ -191,13 +224,15 @@ fn run_worker(
                 return ExitCode::FAILURE;
             }
         },
-        ExecutorChoice::HostMemory => match HostMemoryExecutor::new(host_memory_bytes, launch_log) {
-            Ok(e) => Box::new(e),
-            Err(e) => {
-                error!("cannot open launch log: {e}");
-                return ExitCode::FAILURE;
+        ExecutorChoice::HostMemory => {
+            match HostMemoryExecutor::new(host_memory_bytes, launch_log) {
+                Ok(e) => Box::new(e),
+                Err(e) => {
+                    error!("cannot open launch log: {e}");
+                    return ExitCode::FAILURE;
+                }
             }
-        },
+        }
     };
     let mut session = Session::new(exec);
     let result = match transport {

@@ -72,19 +72,31 @@ impl Session {
         if s == StreamHandle::PER_THREAD {
             return Ok(PER_THREAD_STREAM);
         }
-        self.streams.get(&s).copied().ok_or(CudaStatus::ErrorInvalidResourceHandle)
+        self.streams
+            .get(&s)
+            .copied()
+            .ok_or(CudaStatus::ErrorInvalidResourceHandle)
     }
 
     fn event(&self, e: EventHandle) -> Result<ExecEvent, CudaStatus> {
-        self.events.get(&e).copied().ok_or(CudaStatus::ErrorInvalidResourceHandle)
+        self.events
+            .get(&e)
+            .copied()
+            .ok_or(CudaStatus::ErrorInvalidResourceHandle)
     }
 
     fn module(&self, m: ModuleHandle) -> Result<ExecModule, CudaStatus> {
-        self.modules.get(&m).copied().ok_or(CudaStatus::ErrorInvalidResourceHandle)
+        self.modules
+            .get(&m)
+            .copied()
+            .ok_or(CudaStatus::ErrorInvalidResourceHandle)
     }
 
     fn function(&self, f: FunctionHandle) -> Result<ExecFunction, CudaStatus> {
-        self.functions.get(&f).copied().ok_or(CudaStatus::ErrorInvalidDeviceFunction)
+        self.functions
+            .get(&f)
+            .copied()
+            .ok_or(CudaStatus::ErrorInvalidDeviceFunction)
     }
 
     /// Make the guest thread's device current; every op but the handshake runs under it.
@@ -117,7 +129,12 @@ fn nothing() -> HandlerResult<()> {
 }
 
 impl Handler for Session {
-    fn hello(&mut self, _ctx: &CallContext, req: Hello, _data: Vec<u8>) -> HandlerResult<HelloReply> {
+    fn hello(
+        &mut self,
+        _ctx: &CallContext,
+        req: Hello,
+        _data: Vec<u8>,
+    ) -> HandlerResult<HelloReply> {
         handshake::check_hello(&req).inspect_err(|_| {
             warn!(client = %req.client, protocol = req.protocol, runtime = req.runtime_version,
                 "refusing guest: protocol or runtime version not spoken here");
@@ -138,10 +155,20 @@ impl Handler for Session {
         ))
     }
 
-    fn device_get_properties(&mut self, _: &CallContext, req: DeviceGetProperties, _: Vec<u8>) -> HandlerResult<DeviceProperties> {
+    fn device_get_properties(
+        &mut self,
+        _: &CallContext,
+        req: DeviceGetProperties,
+        _: Vec<u8>,
+    ) -> HandlerResult<DeviceProperties> {
         Ok((self.exec.device_properties(req.device)?, Vec::new()))
     }
-    fn device_synchronize(&mut self, _: &CallContext, _: DeviceSynchronize, _: Vec<u8>) -> HandlerResult<()> {
+    fn device_synchronize(
+        &mut self,
+        _: &CallContext,
+        _: DeviceSynchronize,
+        _: Vec<u8>,
+    ) -> HandlerResult<()> {
         self.exec.synchronize()?;
         nothing()
     }
@@ -153,43 +180,103 @@ impl Handler for Session {
         self.exec.device_reset()?;
         nothing()
     }
-    fn device_get_limit(&mut self, _: &CallContext, req: DeviceGetLimit, _: Vec<u8>) -> HandlerResult<LimitValue> {
-        Ok((LimitValue { value: self.exec.get_limit(req.limit)? }, Vec::new()))
+    fn device_get_limit(
+        &mut self,
+        _: &CallContext,
+        req: DeviceGetLimit,
+        _: Vec<u8>,
+    ) -> HandlerResult<LimitValue> {
+        Ok((
+            LimitValue {
+                value: self.exec.get_limit(req.limit)?,
+            },
+            Vec::new(),
+        ))
     }
-    fn device_set_limit(&mut self, _: &CallContext, req: DeviceSetLimit, _: Vec<u8>) -> HandlerResult<()> {
+    fn device_set_limit(
+        &mut self,
+        _: &CallContext,
+        req: DeviceSetLimit,
+        _: Vec<u8>,
+    ) -> HandlerResult<()> {
         self.exec.set_limit(req.limit, req.value)?;
         nothing()
     }
-    fn device_get_cache_config(&mut self, _: &CallContext, _: DeviceGetCacheConfig, _: Vec<u8>) -> HandlerResult<CacheConfig> {
-        Ok((CacheConfig { config: self.exec.get_cache_config()? }, Vec::new()))
+    fn device_get_cache_config(
+        &mut self,
+        _: &CallContext,
+        _: DeviceGetCacheConfig,
+        _: Vec<u8>,
+    ) -> HandlerResult<CacheConfig> {
+        Ok((
+            CacheConfig {
+                config: self.exec.get_cache_config()?,
+            },
+            Vec::new(),
+        ))
     }
-    fn device_set_cache_config(&mut self, _: &CallContext, req: CacheConfig, _: Vec<u8>) -> HandlerResult<()> {
+    fn device_set_cache_config(
+        &mut self,
+        _: &CallContext,
+        req: CacheConfig,
+        _: Vec<u8>,
+    ) -> HandlerResult<()> {
         self.exec.set_cache_config(req.config)?;
         nothing()
     }
-    fn device_get_stream_priority_range(&mut self, _: &CallContext, _: DeviceGetStreamPriorityRange, _: Vec<u8>) -> HandlerResult<PriorityRange> {
+    fn device_get_stream_priority_range(
+        &mut self,
+        _: &CallContext,
+        _: DeviceGetStreamPriorityRange,
+        _: Vec<u8>,
+    ) -> HandlerResult<PriorityRange> {
         let (least, greatest) = self.exec.stream_priority_range()?;
         Ok((PriorityRange { least, greatest }, Vec::new()))
     }
-    fn device_can_access_peer(&mut self, ctx: &CallContext, req: DeviceCanAccessPeer, _: Vec<u8>) -> HandlerResult<CanAccessPeer> {
+    fn device_can_access_peer(
+        &mut self,
+        ctx: &CallContext,
+        req: DeviceCanAccessPeer,
+        _: Vec<u8>,
+    ) -> HandlerResult<CanAccessPeer> {
         let can_access = self.exec.can_access_peer(req.device, req.peer)?;
         self.exec.set_device(ctx.device)?;
         Ok((CanAccessPeer { can_access }, Vec::new()))
     }
-    fn device_enable_peer_access(&mut self, _: &CallContext, req: DeviceEnablePeerAccess, _: Vec<u8>) -> HandlerResult<()> {
+    fn device_enable_peer_access(
+        &mut self,
+        _: &CallContext,
+        req: DeviceEnablePeerAccess,
+        _: Vec<u8>,
+    ) -> HandlerResult<()> {
         self.exec.enable_peer_access(req.peer, req.flags)?;
         nothing()
     }
-    fn device_disable_peer_access(&mut self, _: &CallContext, req: DeviceDisablePeerAccess, _: Vec<u8>) -> HandlerResult<()> {
+    fn device_disable_peer_access(
+        &mut self,
+        _: &CallContext,
+        req: DeviceDisablePeerAccess,
+        _: Vec<u8>,
+    ) -> HandlerResult<()> {
         self.exec.disable_peer_access(req.peer)?;
         nothing()
     }
-    fn mem_get_info(&mut self, _: &CallContext, _: MemGetInfo, _: Vec<u8>) -> HandlerResult<MemInfo> {
+    fn mem_get_info(
+        &mut self,
+        _: &CallContext,
+        _: MemGetInfo,
+        _: Vec<u8>,
+    ) -> HandlerResult<MemInfo> {
         let (free, total) = self.exec.mem_info()?;
         Ok((MemInfo { free, total }, Vec::new()))
     }
 
-    fn mem_alloc(&mut self, _: &CallContext, req: MemAlloc, _: Vec<u8>) -> HandlerResult<Allocated> {
+    fn mem_alloc(
+        &mut self,
+        _: &CallContext,
+        req: MemAlloc,
+        _: Vec<u8>,
+    ) -> HandlerResult<Allocated> {
         let ptr = self.exec.alloc(req.size)?;
         if ptr != 0 {
             self.allocations.insert(ptr);
@@ -208,14 +295,24 @@ impl Handler for Session {
         self.allocations.remove(&req.ptr);
         nothing()
     }
-    fn mem_alloc_pitch(&mut self, _: &CallContext, req: MemAllocPitch, _: Vec<u8>) -> HandlerResult<AllocatedPitch> {
+    fn mem_alloc_pitch(
+        &mut self,
+        _: &CallContext,
+        req: MemAllocPitch,
+        _: Vec<u8>,
+    ) -> HandlerResult<AllocatedPitch> {
         let (ptr, pitch) = self.exec.alloc_pitch(req.width, req.height)?;
         if ptr != 0 {
             self.allocations.insert(ptr);
         }
         Ok((AllocatedPitch { ptr, pitch }, Vec::new()))
     }
-    fn memcpy_htod(&mut self, _: &CallContext, req: MemcpyHtoD, data: Vec<u8>) -> HandlerResult<()> {
+    fn memcpy_htod(
+        &mut self,
+        _: &CallContext,
+        req: MemcpyHtoD,
+        data: Vec<u8>,
+    ) -> HandlerResult<()> {
         let s = self.stream(req.stream)?;
         self.exec.copy_htod(req.dst, &data, s, req.is_async)?;
         nothing()
@@ -226,26 +323,42 @@ impl Handler for Session {
             return Err(CudaStatus::ErrorInvalidValue);
         }
         let mut out = Vec::new();
-        out.try_reserve_exact(req.size as usize).map_err(|_| CudaStatus::ErrorMemoryAllocation)?;
+        out.try_reserve_exact(req.size as usize)
+            .map_err(|_| CudaStatus::ErrorMemoryAllocation)?;
         out.resize(req.size as usize, 0);
         self.exec.copy_dtoh(&mut out, req.src, s, req.is_async)?;
         Ok(((), out))
     }
     fn memcpy_dtod(&mut self, _: &CallContext, req: MemcpyDtoD, _: Vec<u8>) -> HandlerResult<()> {
         let s = self.stream(req.stream)?;
-        self.exec.copy_dtod(req.dst, req.src, req.size, s, req.is_async)?;
+        self.exec
+            .copy_dtod(req.dst, req.src, req.size, s, req.is_async)?;
         nothing()
     }
-    fn memcpy_2d_htod(&mut self, _: &CallContext, req: Memcpy2DHtoD, data: Vec<u8>) -> HandlerResult<()> {
+    fn memcpy_2d_htod(
+        &mut self,
+        _: &CallContext,
+        req: Memcpy2DHtoD,
+        data: Vec<u8>,
+    ) -> HandlerResult<()> {
         let s = self.stream(req.stream)?;
         if req.width.checked_mul(req.height) != Some(data.len() as u64) {
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        let dst = Pitched { ptr: req.dst, pitch: req.dpitch };
-        self.exec.copy_2d_htod(dst, &data, req.width, req.height, s, req.is_async)?;
+        let dst = Pitched {
+            ptr: req.dst,
+            pitch: req.dpitch,
+        };
+        self.exec
+            .copy_2d_htod(dst, &data, req.width, req.height, s, req.is_async)?;
         nothing()
     }
-    fn memcpy_2d_dtoh(&mut self, _: &CallContext, req: Memcpy2DDtoH, _: Vec<u8>) -> HandlerResult<()> {
+    fn memcpy_2d_dtoh(
+        &mut self,
+        _: &CallContext,
+        req: Memcpy2DDtoH,
+        _: Vec<u8>,
+    ) -> HandlerResult<()> {
         let s = self.stream(req.stream)?;
         let len = req
             .width
@@ -253,40 +366,79 @@ impl Handler for Session {
             .filter(|l| *l <= vmcuda_wire::frame::MAX_DATA_LEN)
             .ok_or(CudaStatus::ErrorInvalidValue)?;
         let mut out = vec![0u8; len as usize];
-        let src = Pitched { ptr: req.src, pitch: req.spitch };
-        self.exec.copy_2d_dtoh(&mut out, src, req.width, req.height, s, req.is_async)?;
+        let src = Pitched {
+            ptr: req.src,
+            pitch: req.spitch,
+        };
+        self.exec
+            .copy_2d_dtoh(&mut out, src, req.width, req.height, s, req.is_async)?;
         Ok(((), out))
     }
-    fn memcpy_2d_dtod(&mut self, _: &CallContext, req: Memcpy2DDtoD, _: Vec<u8>) -> HandlerResult<()> {
+    fn memcpy_2d_dtod(
+        &mut self,
+        _: &CallContext,
+        req: Memcpy2DDtoD,
+        _: Vec<u8>,
+    ) -> HandlerResult<()> {
         let s = self.stream(req.stream)?;
-        let dst = Pitched { ptr: req.dst, pitch: req.dpitch };
-        let src = Pitched { ptr: req.src, pitch: req.spitch };
-        self.exec.copy_2d_dtod(dst, src, req.width, req.height, s, req.is_async)?;
+        let dst = Pitched {
+            ptr: req.dst,
+            pitch: req.dpitch,
+        };
+        let src = Pitched {
+            ptr: req.src,
+            pitch: req.spitch,
+        };
+        self.exec
+            .copy_2d_dtod(dst, src, req.width, req.height, s, req.is_async)?;
         nothing()
     }
     fn memset(&mut self, _: &CallContext, req: Memset, _: Vec<u8>) -> HandlerResult<()> {
         let s = self.stream(req.stream)?;
-        self.exec.memset(req.dst, req.value, req.size, s, req.is_async)?;
+        self.exec
+            .memset(req.dst, req.value, req.size, s, req.is_async)?;
         nothing()
     }
     fn memset_2d(&mut self, _: &CallContext, req: Memset2D, _: Vec<u8>) -> HandlerResult<()> {
         let s = self.stream(req.stream)?;
-        let dst = Pitched { ptr: req.dst, pitch: req.pitch };
-        self.exec.memset_2d(dst, req.value, req.width, req.height, s, req.is_async)?;
+        let dst = Pitched {
+            ptr: req.dst,
+            pitch: req.pitch,
+        };
+        self.exec
+            .memset_2d(dst, req.value, req.width, req.height, s, req.is_async)?;
         nothing()
     }
     fn memcpy_peer(&mut self, ctx: &CallContext, req: MemcpyPeer, _: Vec<u8>) -> HandlerResult<()> {
         let s = self.stream(req.stream)?;
-        let r = self.exec.copy_peer(req.dst, req.dst_device, req.src, req.src_device, req.size, s, req.is_async);
+        let r = self.exec.copy_peer(
+            req.dst,
+            req.dst_device,
+            req.src,
+            req.src_device,
+            req.size,
+            s,
+            req.is_async,
+        );
         self.exec.set_device(ctx.device)?;
         r?;
         nothing()
     }
-    fn pointer_get_attributes(&mut self, _: &CallContext, req: PointerGetAttributes, _: Vec<u8>) -> HandlerResult<PointerAttributes> {
+    fn pointer_get_attributes(
+        &mut self,
+        _: &CallContext,
+        req: PointerGetAttributes,
+        _: Vec<u8>,
+    ) -> HandlerResult<PointerAttributes> {
         Ok((self.exec.pointer_attributes(req.ptr)?, Vec::new()))
     }
 
-    fn module_load(&mut self, _: &CallContext, _: ModuleLoad, image: Vec<u8>) -> HandlerResult<ModuleLoaded> {
+    fn module_load(
+        &mut self,
+        _: &CallContext,
+        _: ModuleLoad,
+        image: Vec<u8>,
+    ) -> HandlerResult<ModuleLoaded> {
         let m = self.exec.load_module(&image)?;
         if let Some((h, _)) = self.modules.iter().find(|(_, v)| **v == m) {
             return Ok((ModuleLoaded { module: *h }, Vec::new()));
@@ -295,7 +447,12 @@ impl Handler for Session {
         self.modules.insert(module, m);
         Ok((ModuleLoaded { module }, Vec::new()))
     }
-    fn module_get_function(&mut self, _: &CallContext, req: ModuleGetFunction, _: Vec<u8>) -> HandlerResult<FunctionInfo> {
+    fn module_get_function(
+        &mut self,
+        _: &CallContext,
+        req: ModuleGetFunction,
+        _: Vec<u8>,
+    ) -> HandlerResult<FunctionInfo> {
         let m = self.module(req.module)?;
         let (f, params) = self.exec.get_function(m, &req.name)?;
         let function = match self.functions.iter().find(|(_, v)| **v == f) {
@@ -308,29 +465,58 @@ impl Handler for Session {
         };
         Ok((FunctionInfo { function, params }, Vec::new()))
     }
-    fn module_get_global(&mut self, _: &CallContext, req: ModuleGetGlobal, _: Vec<u8>) -> HandlerResult<GlobalInfo> {
+    fn module_get_global(
+        &mut self,
+        _: &CallContext,
+        req: ModuleGetGlobal,
+        _: Vec<u8>,
+    ) -> HandlerResult<GlobalInfo> {
         let m = self.module(req.module)?;
         let (ptr, size) = self.exec.get_global(m, &req.name)?;
         Ok((GlobalInfo { ptr, size }, Vec::new()))
     }
-    fn func_get_attributes(&mut self, _: &CallContext, req: FuncGetAttributes, _: Vec<u8>) -> HandlerResult<FuncAttributes> {
+    fn func_get_attributes(
+        &mut self,
+        _: &CallContext,
+        req: FuncGetAttributes,
+        _: Vec<u8>,
+    ) -> HandlerResult<FuncAttributes> {
         let f = self.function(req.function)?;
         Ok((self.exec.func_attributes(f)?, Vec::new()))
     }
-    fn func_set_attribute(&mut self, _: &CallContext, req: FuncSetAttribute, _: Vec<u8>) -> HandlerResult<()> {
+    fn func_set_attribute(
+        &mut self,
+        _: &CallContext,
+        req: FuncSetAttribute,
+        _: Vec<u8>,
+    ) -> HandlerResult<()> {
         let f = self.function(req.function)?;
         self.exec.func_set_attribute(f, req.attribute, req.value)?;
         nothing()
     }
-    fn func_set_cache_config(&mut self, _: &CallContext, req: FuncSetCacheConfig, _: Vec<u8>) -> HandlerResult<()> {
+    fn func_set_cache_config(
+        &mut self,
+        _: &CallContext,
+        req: FuncSetCacheConfig,
+        _: Vec<u8>,
+    ) -> HandlerResult<()> {
         let f = self.function(req.function)?;
         self.exec.func_set_cache_config(f, req.config)?;
         nothing()
     }
-    fn launch_kernel(&mut self, _: &CallContext, req: LaunchKernel, params: Vec<u8>) -> HandlerResult<()> {
+    fn launch_kernel(
+        &mut self,
+        _: &CallContext,
+        req: LaunchKernel,
+        params: Vec<u8>,
+    ) -> HandlerResult<()> {
         let f = self.function(req.function)?;
         let stream = self.stream(req.stream)?;
-        if req.attributes.iter().any(|a| a.value.len() > LAUNCH_ATTRIBUTE_VALUE_LEN) {
+        if req
+            .attributes
+            .iter()
+            .any(|a| a.value.len() > LAUNCH_ATTRIBUTE_VALUE_LEN)
+        {
             return Err(CudaStatus::ErrorInvalidValue);
         }
         let config = LaunchConfig {
@@ -343,18 +529,40 @@ impl Handler for Session {
         self.exec.launch(f, &config, &params)?;
         nothing()
     }
-    fn occupancy_max_active_blocks(&mut self, _: &CallContext, req: OccupancyMaxActiveBlocks, _: Vec<u8>) -> HandlerResult<BlockCount> {
+    fn occupancy_max_active_blocks(
+        &mut self,
+        _: &CallContext,
+        req: OccupancyMaxActiveBlocks,
+        _: Vec<u8>,
+    ) -> HandlerResult<BlockCount> {
         let f = self.function(req.function)?;
-        let blocks = self.exec.occupancy_max_active_blocks(f, req.block_size, req.dynamic_smem, req.flags)?;
+        let blocks = self.exec.occupancy_max_active_blocks(
+            f,
+            req.block_size,
+            req.dynamic_smem,
+            req.flags,
+        )?;
         Ok((BlockCount { blocks }, Vec::new()))
     }
-    fn occupancy_available_dynamic_smem(&mut self, _: &CallContext, req: OccupancyAvailableDynamicSmem, _: Vec<u8>) -> HandlerResult<SmemBytes> {
+    fn occupancy_available_dynamic_smem(
+        &mut self,
+        _: &CallContext,
+        req: OccupancyAvailableDynamicSmem,
+        _: Vec<u8>,
+    ) -> HandlerResult<SmemBytes> {
         let f = self.function(req.function)?;
-        let bytes = self.exec.occupancy_available_dynamic_smem(f, req.num_blocks, req.block_size)?;
+        let bytes =
+            self.exec
+                .occupancy_available_dynamic_smem(f, req.num_blocks, req.block_size)?;
         Ok((SmemBytes { bytes }, Vec::new()))
     }
 
-    fn stream_create(&mut self, _: &CallContext, req: StreamCreate, _: Vec<u8>) -> HandlerResult<()> {
+    fn stream_create(
+        &mut self,
+        _: &CallContext,
+        req: StreamCreate,
+        _: Vec<u8>,
+    ) -> HandlerResult<()> {
         if req.stream.is_default() || req.stream.0 == 1 || self.streams.contains_key(&req.stream) {
             return Err(CudaStatus::ErrorInvalidResourceHandle);
         }
@@ -362,12 +570,25 @@ impl Handler for Session {
         self.streams.insert(req.stream, s);
         nothing()
     }
-    fn stream_destroy(&mut self, _: &CallContext, req: StreamDestroy, _: Vec<u8>) -> HandlerResult<()> {
-        let s = self.streams.remove(&req.stream).ok_or(CudaStatus::ErrorInvalidResourceHandle)?;
+    fn stream_destroy(
+        &mut self,
+        _: &CallContext,
+        req: StreamDestroy,
+        _: Vec<u8>,
+    ) -> HandlerResult<()> {
+        let s = self
+            .streams
+            .remove(&req.stream)
+            .ok_or(CudaStatus::ErrorInvalidResourceHandle)?;
         self.exec.stream_destroy(s)?;
         nothing()
     }
-    fn stream_synchronize(&mut self, _: &CallContext, req: StreamSynchronize, _: Vec<u8>) -> HandlerResult<()> {
+    fn stream_synchronize(
+        &mut self,
+        _: &CallContext,
+        req: StreamSynchronize,
+        _: Vec<u8>,
+    ) -> HandlerResult<()> {
         let s = self.stream(req.stream)?;
         self.exec.stream_synchronize(s)?;
         nothing()
@@ -377,7 +598,12 @@ impl Handler for Session {
         self.exec.stream_query(s)?;
         nothing()
     }
-    fn stream_wait_event(&mut self, _: &CallContext, req: StreamWaitEvent, _: Vec<u8>) -> HandlerResult<()> {
+    fn stream_wait_event(
+        &mut self,
+        _: &CallContext,
+        req: StreamWaitEvent,
+        _: Vec<u8>,
+    ) -> HandlerResult<()> {
         let s = self.stream(req.stream)?;
         let e = self.event(req.event)?;
         self.exec.stream_wait_event(s, e, req.flags)?;
@@ -391,8 +617,16 @@ impl Handler for Session {
         self.events.insert(req.event, e);
         nothing()
     }
-    fn event_destroy(&mut self, _: &CallContext, req: EventDestroy, _: Vec<u8>) -> HandlerResult<()> {
-        let e = self.events.remove(&req.event).ok_or(CudaStatus::ErrorInvalidResourceHandle)?;
+    fn event_destroy(
+        &mut self,
+        _: &CallContext,
+        req: EventDestroy,
+        _: Vec<u8>,
+    ) -> HandlerResult<()> {
+        let e = self
+            .events
+            .remove(&req.event)
+            .ok_or(CudaStatus::ErrorInvalidResourceHandle)?;
         self.exec.event_destroy(e)?;
         nothing()
     }
@@ -402,7 +636,12 @@ impl Handler for Session {
         self.exec.event_record(e, s, req.flags)?;
         nothing()
     }
-    fn event_synchronize(&mut self, _: &CallContext, req: EventSynchronize, _: Vec<u8>) -> HandlerResult<()> {
+    fn event_synchronize(
+        &mut self,
+        _: &CallContext,
+        req: EventSynchronize,
+        _: Vec<u8>,
+    ) -> HandlerResult<()> {
         let e = self.event(req.event)?;
         self.exec.event_synchronize(e)?;
         nothing()
@@ -412,9 +651,19 @@ impl Handler for Session {
         self.exec.event_query(e)?;
         nothing()
     }
-    fn event_elapsed_time(&mut self, _: &CallContext, req: EventElapsedTime, _: Vec<u8>) -> HandlerResult<ElapsedTime> {
+    fn event_elapsed_time(
+        &mut self,
+        _: &CallContext,
+        req: EventElapsedTime,
+        _: Vec<u8>,
+    ) -> HandlerResult<ElapsedTime> {
         let a = self.event(req.start)?;
         let b = self.event(req.end)?;
-        Ok((ElapsedTime { ms: self.exec.event_elapsed_ms(a, b)? }, Vec::new()))
+        Ok((
+            ElapsedTime {
+                ms: self.exec.event_elapsed_ms(a, b)?,
+            },
+            Vec::new(),
+        ))
     }
 }

@@ -38,7 +38,9 @@ pub fn serve(
         };
         let data = frame::read_data(&mut reader, &header)?;
         let code = header.op.get();
-        let ctx = CallContext { device: header.device.get() };
+        let ctx = CallContext {
+            device: header.device.get(),
+        };
         let result = match Op::from_code(code) {
             None => {
                 warn!(client = %session.client(), op = code, "unknown op");
@@ -64,8 +66,14 @@ pub fn serve(
             }
         } else {
             let (meta, data) = result.unwrap_or_default();
-            let reply = FrameHeader::new(code, FLAG_REPLY, header.request_id.get(), meta.len(), data.len())
-                .with_status(status.0);
+            let reply = FrameHeader::new(
+                code,
+                FLAG_REPLY,
+                header.request_id.get(),
+                meta.len(),
+                data.len(),
+            )
+            .with_status(status.0);
             frame::write_frame(&mut writer, &reply, &meta, &data)?;
         }
         // Replies go out at once; a run of no-reply requests is answered by nothing.
@@ -107,7 +115,10 @@ fn run(
     }
 }
 
-fn forward_console(writer: &mut impl Write, console: &mut ConsoleCapture) -> Result<(), FrameError> {
+fn forward_console(
+    writer: &mut impl Write,
+    console: &mut ConsoleCapture,
+) -> Result<(), FrameError> {
     let captured = console.take()?;
     for (fd, bytes) in [(1u8, captured.stdout), (2u8, captured.stderr)] {
         if bytes.is_empty() {

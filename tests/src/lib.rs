@@ -11,12 +11,19 @@ use std::time::{Duration, Instant};
 
 /// The workspace root.
 pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
 }
 
 fn artifact(var: &str, default: PathBuf, what: &str) -> PathBuf {
     let path = std::env::var_os(var).map(PathBuf::from).unwrap_or(default);
-    assert!(path.exists(), "{what} not found at {} (set {var} or run tests/run.sh)", path.display());
+    assert!(
+        path.exists(),
+        "{what} not found at {} (set {var} or run tests/run.sh)",
+        path.display()
+    );
     path
 }
 
@@ -28,12 +35,20 @@ pub fn host_bin() -> PathBuf {
 
 /// The directory holding the linked `libcudart.so.13`.
 pub fn guest_lib_dir() -> PathBuf {
-    artifact("VMCUDA_GUEST_LIB_DIR", root().join("build/guest/lib"), "the guest library directory")
+    artifact(
+        "VMCUDA_GUEST_LIB_DIR",
+        root().join("build/guest/lib"),
+        "the guest library directory",
+    )
 }
 
 /// The directory of nvcc-built test programs.
 pub fn apps_dir() -> PathBuf {
-    artifact("VMCUDA_APPS_DIR", root().join("build/apps"), "the built test programs")
+    artifact(
+        "VMCUDA_APPS_DIR",
+        root().join("build/apps"),
+        "the built test programs",
+    )
 }
 
 /// A host daemon on a private Unix socket, killed when dropped.
@@ -70,10 +85,18 @@ impl Daemon {
             .expect("start vmcuda-host");
         let deadline = Instant::now() + Duration::from_secs(20);
         while !socket.exists() {
-            assert!(Instant::now() < deadline, "vmcuda-host did not create its socket");
+            assert!(
+                Instant::now() < deadline,
+                "vmcuda-host did not create its socket"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
-        Daemon { child, dir, socket, launch_log }
+        Daemon {
+            child,
+            dir,
+            socket,
+            launch_log,
+        }
     }
 
     pub fn server(&self) -> String {
@@ -146,7 +169,11 @@ pub fn run_program(program: &Path, server: &str) -> Output {
         }
         std::thread::sleep(Duration::from_millis(10));
     };
-    Output { status, stdout: out_reader.join().expect("reader"), stderr: err_reader.join().expect("reader") }
+    Output {
+        status,
+        stdout: out_reader.join().expect("reader"),
+        stderr: err_reader.join().expect("reader"),
+    }
 }
 
 pub fn text(bytes: &[u8]) -> String {

@@ -237,7 +237,11 @@ mod tests {
     fn several_frames_in_one_write() {
         let mut batch = FrameBatch::default();
         for id in 0..3u64 {
-            batch.push(&FrameHeader::new(7, FLAG_NO_REPLY, id, 1, 2), &[id as u8], b"xy");
+            batch.push(
+                &FrameHeader::new(7, FLAG_NO_REPLY, id, 1, 2),
+                &[id as u8],
+                b"xy",
+            );
         }
         assert_eq!(batch.len(), 3);
         let mut out = Vec::new();

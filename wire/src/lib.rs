@@ -19,5 +19,5 @@ pub mod op;
 pub mod status;
 pub mod transport;
 
-pub use frame::{FrameHeader, FrameError};
+pub use frame::{FrameError, FrameHeader};
 pub use status::CudaStatus;

@@ -231,7 +231,10 @@ mod tests {
     #[test]
     fn names_and_messages() {
         assert_eq!(CudaStatus(1).name(), "cudaErrorInvalidValue");
-        assert_eq!(CudaStatus::ErrorAssert.message(), "device-side assert triggered");
+        assert_eq!(
+            CudaStatus::ErrorAssert.message(),
+            "device-side assert triggered"
+        );
         assert_eq!(CudaStatus(0).name(), "cudaSuccess");
         assert_eq!(CudaStatus(12345).name(), UNRECOGNIZED);
         assert_eq!(CudaStatus(12345).message(), UNRECOGNIZED);

@@ -47,7 +47,9 @@ impl FromStr for ServerAddr {
                     Ok(ServerAddr::Tcp(rest.into()))
                 }
                 // A bare host means the well-known port.
-                None if !rest.is_empty() => Ok(ServerAddr::Tcp(format!("{rest}:{WELL_KNOWN_PORT}"))),
+                None if !rest.is_empty() => {
+                    Ok(ServerAddr::Tcp(format!("{rest}:{WELL_KNOWN_PORT}")))
+                }
                 _ => Err(AddrError::BadTcp(rest.into())),
             },
             other => Err(AddrError::UnknownScheme(other.into())),
@@ -139,14 +141,26 @@ mod tests {
     #[test]
     fn parses_addresses() {
         assert_eq!("unix:/tmp/s".parse(), Ok(ServerAddr::Unix("/tmp/s".into())));
-        assert_eq!("tcp:10.0.0.1:99".parse(), Ok(ServerAddr::Tcp("10.0.0.1:99".into())));
+        assert_eq!(
+            "tcp:10.0.0.1:99".parse(),
+            Ok(ServerAddr::Tcp("10.0.0.1:99".into()))
+        );
         assert_eq!(
             "tcp:gpuhost".parse(),
             Ok(ServerAddr::Tcp(format!("gpuhost:{WELL_KNOWN_PORT}")))
         );
-        assert!(matches!("nope".parse::<ServerAddr>(), Err(AddrError::NoScheme(_))));
-        assert!(matches!("udp:x:1".parse::<ServerAddr>(), Err(AddrError::UnknownScheme(_))));
-        assert!(matches!("tcp::1".parse::<ServerAddr>(), Err(AddrError::BadTcp(_))));
+        assert!(matches!(
+            "nope".parse::<ServerAddr>(),
+            Err(AddrError::NoScheme(_))
+        ));
+        assert!(matches!(
+            "udp:x:1".parse::<ServerAddr>(),
+            Err(AddrError::UnknownScheme(_))
+        ));
+        assert!(matches!(
+            "tcp::1".parse::<ServerAddr>(),
+            Err(AddrError::BadTcp(_))
+        ));
         assert_eq!("unix:".parse::<ServerAddr>(), Err(AddrError::EmptyPath));
         assert_eq!(ServerAddr::Unix("/a".into()).to_string(), "unix:/a");
     }

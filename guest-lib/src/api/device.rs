@@ -60,7 +60,9 @@ pub extern "C" fn cudaSetDevice(device: i32) -> cudaError_t {
 
 #[no_mangle]
 pub extern "C" fn cudaGetDevice(device: *mut i32) -> cudaError_t {
-    guard("cudaGetDevice", || caller::write(device, state::current_device()))
+    guard("cudaGetDevice", || {
+        caller::write(device, state::current_device())
+    })
 }
 
 #[no_mangle]
@@ -74,7 +76,9 @@ pub extern "C" fn cudaSetDeviceFlags(flags: u32) -> cudaError_t {
         if flags & !0x1f != 0 {
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        registry().device_flags.insert(state::current_device(), flags);
+        registry()
+            .device_flags
+            .insert(state::current_device(), flags);
         Ok(())
     })
 }
@@ -83,7 +87,11 @@ pub extern "C" fn cudaSetDeviceFlags(flags: u32) -> cudaError_t {
 pub extern "C" fn cudaGetDeviceFlags(flags: *mut u32) -> cudaError_t {
     guard("cudaGetDeviceFlags", || {
         // cudaDeviceMapHost (8) is always on in CUDA 13.
-        let f = registry().device_flags.get(&state::current_device()).copied().unwrap_or(0);
+        let f = registry()
+            .device_flags
+            .get(&state::current_device())
+            .copied()
+            .unwrap_or(0);
         caller::write(flags, f | 8)
     })
 }
@@ -101,18 +109,27 @@ pub extern "C" fn cudaChooseDevice(device: *mut i32, prop: *const DevicePropC) -
 pub extern "C" fn cudaDeviceGetAttribute(value: *mut i32, attr: u32, device: i32) -> cudaError_t {
     guard("cudaDeviceGetAttribute", || {
         let p = properties(device)?;
-        caller::write(value, p.attribute(attr).ok_or(CudaStatus::ErrorInvalidValue)?)
+        caller::write(
+            value,
+            p.attribute(attr).ok_or(CudaStatus::ErrorInvalidValue)?,
+        )
     })
 }
 
 #[no_mangle]
 pub extern "C" fn cudaGetDeviceProperties(prop: *mut DevicePropC, device: i32) -> cudaError_t {
-    guard("cudaGetDeviceProperties", || caller::write(prop, DevicePropC::from_properties(&properties(device)?)))
+    guard("cudaGetDeviceProperties", || {
+        caller::write(prop, DevicePropC::from_properties(&properties(device)?))
+    })
 }
 
 #[no_mangle]
 pub extern "C" fn cudaDeviceSynchronize() -> cudaError_t {
-    guard("cudaDeviceSynchronize", || call(&DeviceSynchronize))
+    guard("cudaDeviceSynchronize", || {
+        let queued = crate::gate::sync_all();
+        call(&DeviceSynchronize)?;
+        queued
+    })
 }
 
 #[no_mangle]
@@ -126,17 +143,26 @@ pub extern "C" fn cudaDeviceReset() -> cudaError_t {
 
 #[no_mangle]
 pub extern "C" fn cudaDeviceGetLimit(value: *mut usize, limit: u32) -> cudaError_t {
-    guard("cudaDeviceGetLimit", || caller::write(value, call(&DeviceGetLimit { limit })?.value as usize))
+    guard("cudaDeviceGetLimit", || {
+        caller::write(value, call(&DeviceGetLimit { limit })?.value as usize)
+    })
 }
 
 #[no_mangle]
 pub extern "C" fn cudaDeviceSetLimit(limit: u32, value: usize) -> cudaError_t {
-    guard("cudaDeviceSetLimit", || call(&DeviceSetLimit { limit, value: value as u64 }))
+    guard("cudaDeviceSetLimit", || {
+        call(&DeviceSetLimit {
+            limit,
+            value: value as u64,
+        })
+    })
 }
 
 #[no_mangle]
 pub extern "C" fn cudaDeviceGetCacheConfig(config: *mut u32) -> cudaError_t {
-    guard("cudaDeviceGetCacheConfig", || caller::write(config, call(&DeviceGetCacheConfig)?.config))
+    guard("cudaDeviceGetCacheConfig", || {
+        caller::write(config, call(&DeviceGetCacheConfig)?.config)
+    })
 }
 
 #[no_mangle]
@@ -150,7 +176,10 @@ pub fn priority_range() -> Result<PriorityRange> {
 }
 
 #[no_mangle]
-pub extern "C" fn cudaDeviceGetStreamPriorityRange(least: *mut i32, greatest: *mut i32) -> cudaError_t {
+pub extern "C" fn cudaDeviceGetStreamPriorityRange(
+    least: *mut i32,
+    greatest: *mut i32,
+) -> cudaError_t {
     guard("cudaDeviceGetStreamPriorityRange", || {
         let r = priority_range()?;
         caller::write_opt(least, r.least);
@@ -171,12 +200,16 @@ pub extern "C" fn cudaDeviceCanAccessPeer(can: *mut i32, device: i32, peer: i32)
 
 #[no_mangle]
 pub extern "C" fn cudaDeviceEnablePeerAccess(peer: i32, flags: u32) -> cudaError_t {
-    guard("cudaDeviceEnablePeerAccess", || call(&DeviceEnablePeerAccess { peer, flags }))
+    guard("cudaDeviceEnablePeerAccess", || {
+        call(&DeviceEnablePeerAccess { peer, flags })
+    })
 }
 
 #[no_mangle]
 pub extern "C" fn cudaDeviceDisablePeerAccess(peer: i32) -> cudaError_t {
-    guard("cudaDeviceDisablePeerAccess", || call(&DeviceDisablePeerAccess { peer }))
+    guard("cudaDeviceDisablePeerAccess", || {
+        call(&DeviceDisablePeerAccess { peer })
+    })
 }
 
 #[no_mangle]
@@ -226,7 +259,11 @@ pub extern "C" fn cudaDeviceGetByPCIBusId(device: *mut i32, id: *const c_char) -
                 [b, v] => ("0", *b, *v),
                 _ => return None,
             };
-            Some((i32::from_str_radix(d, 16).ok()?, i32::from_str_radix(b, 16).ok()?, i32::from_str_radix(v, 16).ok()?))
+            Some((
+                i32::from_str_radix(d, 16).ok()?,
+                i32::from_str_radix(b, 16).ok()?,
+                i32::from_str_radix(v, 16).ok()?,
+            ))
         };
         let wanted = parse(&text).ok_or(CudaStatus::ErrorInvalidValue)?;
         for d in 0..device_count()? {
@@ -357,8 +394,16 @@ impl DevicePropC {
             warp_size: a(CU_DEVICE_ATTRIBUTE_WARP_SIZE),
             mem_pitch: z(CU_DEVICE_ATTRIBUTE_MAX_PITCH),
             max_threads_per_block: a(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
-            max_threads_dim: [a(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X), a(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y), a(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)],
-            max_grid_size: [a(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X), a(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y), a(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)],
+            max_threads_dim: [
+                a(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X),
+                a(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y),
+                a(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z),
+            ],
+            max_grid_size: [
+                a(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X),
+                a(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y),
+                a(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z),
+            ],
             total_const_mem: z(CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY),
             major: a(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
             minor: a(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR),
@@ -369,14 +414,23 @@ impl DevicePropC {
             can_map_host_memory: a(CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY),
             max_texture_1d: a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_WIDTH),
             max_texture_1d_mipmap: a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_MIPMAPPED_WIDTH),
-            max_texture_2d: [a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_WIDTH), a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_HEIGHT)],
-            max_texture_2d_mipmap: [a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_MIPMAPPED_WIDTH), a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_MIPMAPPED_HEIGHT)],
+            max_texture_2d: [
+                a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_WIDTH),
+                a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_HEIGHT),
+            ],
+            max_texture_2d_mipmap: [
+                a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_MIPMAPPED_WIDTH),
+                a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_MIPMAPPED_HEIGHT),
+            ],
             max_texture_2d_linear: [
                 a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_WIDTH),
                 a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_HEIGHT),
                 a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_PITCH),
             ],
-            max_texture_2d_gather: [a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_GATHER_WIDTH), a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_GATHER_HEIGHT)],
+            max_texture_2d_gather: [
+                a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_GATHER_WIDTH),
+                a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_GATHER_HEIGHT),
+            ],
             max_texture_3d: [
                 a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_WIDTH),
                 a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_HEIGHT),
@@ -388,7 +442,10 @@ impl DevicePropC {
                 a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_DEPTH_ALTERNATE),
             ],
             max_texture_cubemap: a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURECUBEMAP_WIDTH),
-            max_texture_1d_layered: [a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LAYERED_WIDTH), a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LAYERED_LAYERS)],
+            max_texture_1d_layered: [
+                a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LAYERED_WIDTH),
+                a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LAYERED_LAYERS),
+            ],
             max_texture_2d_layered: [
                 a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_WIDTH),
                 a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_HEIGHT),
@@ -399,13 +456,19 @@ impl DevicePropC {
                 a(CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURECUBEMAP_LAYERED_LAYERS),
             ],
             max_surface_1d: a(CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE1D_WIDTH),
-            max_surface_2d: [a(CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_WIDTH), a(CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_HEIGHT)],
+            max_surface_2d: [
+                a(CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_WIDTH),
+                a(CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_HEIGHT),
+            ],
             max_surface_3d: [
                 a(CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE3D_WIDTH),
                 a(CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE3D_HEIGHT),
                 a(CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE3D_DEPTH),
             ],
-            max_surface_1d_layered: [a(CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE1D_LAYERED_WIDTH), a(CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE1D_LAYERED_LAYERS)],
+            max_surface_1d_layered: [
+                a(CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE1D_LAYERED_WIDTH),
+                a(CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE1D_LAYERED_LAYERS),
+            ],
             max_surface_2d_layered: [
                 a(CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_LAYERED_WIDTH),
                 a(CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_LAYERED_HEIGHT),
@@ -432,7 +495,9 @@ impl DevicePropC {
             stream_priorities_supported: a(CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED),
             global_l1_cache_supported: a(CU_DEVICE_ATTRIBUTE_GLOBAL_L1_CACHE_SUPPORTED),
             local_l1_cache_supported: a(CU_DEVICE_ATTRIBUTE_LOCAL_L1_CACHE_SUPPORTED),
-            shared_mem_per_multiprocessor: z(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR),
+            shared_mem_per_multiprocessor: z(
+                CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
+            ),
             regs_per_multiprocessor: a(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR),
             managed_memory: a(CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY),
             is_multi_gpu_board: a(CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD),
@@ -441,24 +506,40 @@ impl DevicePropC {
             pageable_memory_access: a(CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS),
             concurrent_managed_access: a(CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS),
             compute_preemption_supported: a(CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED),
-            can_use_host_pointer_for_registered_mem: a(CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM),
+            can_use_host_pointer_for_registered_mem: a(
+                CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM,
+            ),
             cooperative_launch: a(CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH),
             shared_mem_per_block_optin: z(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN),
-            pageable_memory_access_uses_host_page_tables: a(CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES),
-            direct_managed_mem_access_from_host: a(CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST),
+            pageable_memory_access_uses_host_page_tables: a(
+                CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES,
+            ),
+            direct_managed_mem_access_from_host: a(
+                CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST,
+            ),
             max_blocks_per_multiprocessor: a(CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR),
             access_policy_max_window_size: a(CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE),
             reserved_shared_mem_per_block: z(CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK),
             host_register_supported: a(CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED),
             sparse_cuda_array_supported: a(CU_DEVICE_ATTRIBUTE_SPARSE_CUDA_ARRAY_SUPPORTED),
-            host_register_read_only_supported: a(CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED),
-            timeline_semaphore_interop_supported: a(CU_DEVICE_ATTRIBUTE_TIMELINE_SEMAPHORE_INTEROP_SUPPORTED),
+            host_register_read_only_supported: a(
+                CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED,
+            ),
+            timeline_semaphore_interop_supported: a(
+                CU_DEVICE_ATTRIBUTE_TIMELINE_SEMAPHORE_INTEROP_SUPPORTED,
+            ),
             memory_pools_supported: a(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED),
             gpu_direct_rdma_supported: a(CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED),
-            gpu_direct_rdma_flush_writes_options: a(CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS) as u32,
+            gpu_direct_rdma_flush_writes_options: a(
+                CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS,
+            ) as u32,
             gpu_direct_rdma_writes_ordering: a(CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING),
-            memory_pool_supported_handle_types: a(CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES) as u32,
-            deferred_mapping_cuda_array_supported: a(CU_DEVICE_ATTRIBUTE_DEFERRED_MAPPING_CUDA_ARRAY_SUPPORTED),
+            memory_pool_supported_handle_types: a(
+                CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES,
+            ) as u32,
+            deferred_mapping_cuda_array_supported: a(
+                CU_DEVICE_ATTRIBUTE_DEFERRED_MAPPING_CUDA_ARRAY_SUPPORTED,
+            ),
             ipc_event_supported: a(CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED),
             cluster_launch: a(CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH),
             unified_function_pointers: a(CU_DEVICE_ATTRIBUTE_UNIFIED_FUNCTION_POINTERS),
@@ -468,7 +549,9 @@ impl DevicePropC {
             host_numa_id: a(CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID),
             gpu_pci_device_id: a(CU_DEVICE_ATTRIBUTE_GPU_PCI_DEVICE_ID) as u32,
             gpu_pci_subsystem_id: a(CU_DEVICE_ATTRIBUTE_GPU_PCI_SUBSYSTEM_ID) as u32,
-            host_numa_multinode_ipc_supported: a(CU_DEVICE_ATTRIBUTE_HOST_NUMA_MULTINODE_IPC_SUPPORTED),
+            host_numa_multinode_ipc_supported: a(
+                CU_DEVICE_ATTRIBUTE_HOST_NUMA_MULTINODE_IPC_SUPPORTED,
+            ),
             reserved: [0; 56],
         }
     }

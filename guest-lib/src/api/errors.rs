@@ -10,12 +10,17 @@ use crate::{caller, client, cudaError_t, state};
 
 /// NUL-terminated copies of the status table's strings, made once.
 fn c_strings() -> &'static [(u32, std::ffi::CString, std::ffi::CString)] {
-    static STRINGS: std::sync::OnceLock<Vec<(u32, std::ffi::CString, std::ffi::CString)>> = std::sync::OnceLock::new();
+    static STRINGS: std::sync::OnceLock<Vec<(u32, std::ffi::CString, std::ffi::CString)>> =
+        std::sync::OnceLock::new();
     STRINGS.get_or_init(|| {
         TABLE
             .iter()
             .map(|(code, name, msg)| {
-                (*code, std::ffi::CString::new(*name).expect("no NUL"), std::ffi::CString::new(*msg).expect("no NUL"))
+                (
+                    *code,
+                    std::ffi::CString::new(*name).expect("no NUL"),
+                    std::ffi::CString::new(*msg).expect("no NUL"),
+                )
             })
             .collect()
     })
@@ -52,7 +57,9 @@ pub extern "C" fn cudaPeekAtLastError() -> cudaError_t {
 
 #[no_mangle]
 pub extern "C" fn cudaRuntimeGetVersion(version: *mut i32) -> cudaError_t {
-    guard("cudaRuntimeGetVersion", || caller::write(version, RUNTIME_VERSION))
+    guard("cudaRuntimeGetVersion", || {
+        caller::write(version, RUNTIME_VERSION)
+    })
 }
 
 #[no_mangle]
@@ -76,7 +83,11 @@ pub extern "C" fn cudaProfilerStop() -> cudaError_t {
 
 /// `cudaGetDriverEntryPoint(ByVersion)`: no driver functions are forwarded yet, so
 /// every symbol is answered "not found" with a NULL pointer, cleanly.
-fn entry_point(symbol: *const c_char, func: *mut *mut libc::c_void, status: *mut i32) -> Result<(), CudaStatus> {
+fn entry_point(
+    symbol: *const c_char,
+    func: *mut *mut libc::c_void,
+    status: *mut i32,
+) -> Result<(), CudaStatus> {
     let name = caller::string(symbol)?;
     caller::write(func, std::ptr::null_mut())?;
     // cudaDriverEntryPointSymbolNotFound
@@ -91,8 +102,15 @@ fn entry_point(symbol: *const c_char, func: *mut *mut libc::c_void, status: *mut
 }
 
 #[no_mangle]
-pub extern "C" fn cudaGetDriverEntryPoint(symbol: *const c_char, func: *mut *mut libc::c_void, _flags: u64, status: *mut i32) -> cudaError_t {
-    guard("cudaGetDriverEntryPoint", || entry_point(symbol, func, status))
+pub extern "C" fn cudaGetDriverEntryPoint(
+    symbol: *const c_char,
+    func: *mut *mut libc::c_void,
+    _flags: u64,
+    status: *mut i32,
+) -> cudaError_t {
+    guard("cudaGetDriverEntryPoint", || {
+        entry_point(symbol, func, status)
+    })
 }
 
 #[no_mangle]
@@ -103,5 +121,7 @@ pub extern "C" fn cudaGetDriverEntryPointByVersion(
     _flags: u64,
     status: *mut i32,
 ) -> cudaError_t {
-    guard("cudaGetDriverEntryPointByVersion", || entry_point(symbol, func, status))
+    guard("cudaGetDriverEntryPointByVersion", || {
+        entry_point(symbol, func, status)
+    })
 }

@@ -13,6 +13,7 @@ use super::device::properties;
 use super::registration::{is_kernel, kernel};
 use super::{call, call_with, guard, stream_handle, RawHandle, Result};
 use crate::client::Sink;
+use crate::gate;
 use crate::state::{self, LaunchConfig};
 use crate::{caller, cudaError_t};
 
@@ -52,8 +53,14 @@ fn check_config(grid: [u32; 3], block: [u32; 3]) -> Result<()> {
     let props = properties(state::current_device())?;
     let attr = |a: u32| props.attribute(a).unwrap_or(i32::MAX) as i64;
     let threads = block.iter().map(|v| *v as i64).product::<i64>();
-    let block_ok = block.iter().zip(2..=4).all(|(v, a)| *v >= 1 && (*v as i64) <= attr(a));
-    let grid_ok = grid.iter().zip(5..=7).all(|(v, a)| *v >= 1 && (*v as i64) <= attr(a));
+    let block_ok = block
+        .iter()
+        .zip(2..=4)
+        .all(|(v, a)| *v >= 1 && (*v as i64) <= attr(a));
+    let grid_ok = grid
+        .iter()
+        .zip(5..=7)
+        .all(|(v, a)| *v >= 1 && (*v as i64) <= attr(a));
     if !block_ok || !grid_ok || threads > attr(1) {
         return Err(CudaStatus::ErrorInvalidConfiguration);
     }
@@ -71,28 +78,60 @@ fn launch(
 ) -> Result<()> {
     let (function, params) = kernel(host_fun)?;
     check_config(grid.array(), block.array())?;
-    let total = params.iter().map(|p| (p.offset + p.size) as usize).max().unwrap_or(0);
+    let total = params
+        .iter()
+        .map(|p| (p.offset + p.size) as usize)
+        .max()
+        .unwrap_or(0);
     let mut buffer = vec![0u8; total];
     for (i, p) in params.iter().enumerate() {
         let arg = caller::kernel_arg(args, i, p.size as usize)?;
         buffer[p.offset as usize..(p.offset + p.size) as usize].copy_from_slice(arg);
     }
     let shared_mem = u32::try_from(shared_mem).map_err(|_| CudaStatus::ErrorInvalidValue)?;
-    let req = LaunchKernel { function, grid: grid.array(), block: block.array(), shared_mem, stream, attributes };
-    call_with(&req, &buffer, Sink::None)
+    let req = LaunchKernel {
+        function,
+        grid: grid.array(),
+        block: block.array(),
+        shared_mem,
+        stream,
+        attributes,
+    };
+    // The arguments are packed now (the caller's argument array dies with the call);
+    // the submission may wait behind a host function on the stream.
+    gate::submit(stream, move || call_with(&req, &buffer, Sink::None))
 }
 
 #[no_mangle]
-pub extern "C" fn __cudaPushCallConfiguration(grid: Dim3, block: Dim3, shared_mem: usize, stream: RawHandle) -> u32 {
-    state::push_launch_config(LaunchConfig { grid: grid.array(), block: block.array(), shared_mem, stream: stream as usize });
+pub extern "C" fn __cudaPushCallConfiguration(
+    grid: Dim3,
+    block: Dim3,
+    shared_mem: usize,
+    stream: RawHandle,
+) -> u32 {
+    state::push_launch_config(LaunchConfig {
+        grid: grid.array(),
+        block: block.array(),
+        shared_mem,
+        stream: stream as usize,
+    });
     0
 }
 
 #[no_mangle]
-pub extern "C" fn __cudaPopCallConfiguration(grid: *mut Dim3, block: *mut Dim3, shared_mem: *mut usize, stream: *mut RawHandle) -> cudaError_t {
+pub extern "C" fn __cudaPopCallConfiguration(
+    grid: *mut Dim3,
+    block: *mut Dim3,
+    shared_mem: *mut usize,
+    stream: *mut RawHandle,
+) -> cudaError_t {
     guard("__cudaPopCallConfiguration", || {
         let c = state::pop_launch_config().ok_or(CudaStatus::ErrorMissingConfiguration)?;
-        let dim = |a: [u32; 3]| Dim3 { x: a[0], y: a[1], z: a[2] };
+        let dim = |a: [u32; 3]| Dim3 {
+            x: a[0],
+            y: a[1],
+            z: a[2],
+        };
         caller::write(grid, dim(c.grid))?;
         caller::write(block, dim(c.block))?;
         caller::write(shared_mem, c.shared_mem)?;
@@ -101,7 +140,10 @@ pub extern "C" fn __cudaPopCallConfiguration(grid: *mut Dim3, block: *mut Dim3, 
 }
 
 #[no_mangle]
-pub extern "C" fn __cudaGetKernel(kernel_out: *mut RawHandle, host_fun: *const c_void) -> cudaError_t {
+pub extern "C" fn __cudaGetKernel(
+    kernel_out: *mut RawHandle,
+    host_fun: *const c_void,
+) -> cudaError_t {
     guard("__cudaGetKernel", || {
         // The kernel handle is the host stub's address: resolution stays lazy.
         if !is_kernel(host_fun as usize) {
@@ -112,46 +154,152 @@ pub extern "C" fn __cudaGetKernel(kernel_out: *mut RawHandle, host_fun: *const c
 }
 
 #[no_mangle]
-pub extern "C" fn __cudaLaunchKernel(k: RawHandle, grid: Dim3, block: Dim3, args: *const *const u8, smem: usize, stream: RawHandle) -> cudaError_t {
-    guard("__cudaLaunchKernel", || launch(k as usize, grid, block, args, smem, stream_handle(stream, false), vec![]))
+pub extern "C" fn __cudaLaunchKernel(
+    k: RawHandle,
+    grid: Dim3,
+    block: Dim3,
+    args: *const *const u8,
+    smem: usize,
+    stream: RawHandle,
+) -> cudaError_t {
+    guard("__cudaLaunchKernel", || {
+        launch(
+            k as usize,
+            grid,
+            block,
+            args,
+            smem,
+            stream_handle(stream, false),
+            vec![],
+        )
+    })
 }
 
 #[no_mangle]
-pub extern "C" fn __cudaLaunchKernel_ptsz(k: RawHandle, grid: Dim3, block: Dim3, args: *const *const u8, smem: usize, stream: RawHandle) -> cudaError_t {
-    guard("__cudaLaunchKernel_ptsz", || launch(k as usize, grid, block, args, smem, stream_handle(stream, true), vec![]))
+pub extern "C" fn __cudaLaunchKernel_ptsz(
+    k: RawHandle,
+    grid: Dim3,
+    block: Dim3,
+    args: *const *const u8,
+    smem: usize,
+    stream: RawHandle,
+) -> cudaError_t {
+    guard("__cudaLaunchKernel_ptsz", || {
+        launch(
+            k as usize,
+            grid,
+            block,
+            args,
+            smem,
+            stream_handle(stream, true),
+            vec![],
+        )
+    })
 }
 
 #[no_mangle]
-pub extern "C" fn cudaLaunchKernel(f: *const c_void, grid: Dim3, block: Dim3, args: *const *const u8, smem: usize, stream: RawHandle) -> cudaError_t {
-    guard("cudaLaunchKernel", || launch(f as usize, grid, block, args, smem, stream_handle(stream, false), vec![]))
+pub extern "C" fn cudaLaunchKernel(
+    f: *const c_void,
+    grid: Dim3,
+    block: Dim3,
+    args: *const *const u8,
+    smem: usize,
+    stream: RawHandle,
+) -> cudaError_t {
+    guard("cudaLaunchKernel", || {
+        launch(
+            f as usize,
+            grid,
+            block,
+            args,
+            smem,
+            stream_handle(stream, false),
+            vec![],
+        )
+    })
 }
 
 #[no_mangle]
-pub extern "C" fn cudaLaunchKernel_ptsz(f: *const c_void, grid: Dim3, block: Dim3, args: *const *const u8, smem: usize, stream: RawHandle) -> cudaError_t {
-    guard("cudaLaunchKernel_ptsz", || launch(f as usize, grid, block, args, smem, stream_handle(stream, true), vec![]))
+pub extern "C" fn cudaLaunchKernel_ptsz(
+    f: *const c_void,
+    grid: Dim3,
+    block: Dim3,
+    args: *const *const u8,
+    smem: usize,
+    stream: RawHandle,
+) -> cudaError_t {
+    guard("cudaLaunchKernel_ptsz", || {
+        launch(
+            f as usize,
+            grid,
+            block,
+            args,
+            smem,
+            stream_handle(stream, true),
+            vec![],
+        )
+    })
 }
 
 fn cooperative() -> LaunchAttribute {
     let mut value = vec![0u8; 64];
     value[..4].copy_from_slice(&1i32.to_le_bytes());
-    LaunchAttribute { id: LAUNCH_ATTRIBUTE_COOPERATIVE, value }
+    LaunchAttribute {
+        id: LAUNCH_ATTRIBUTE_COOPERATIVE,
+        value,
+    }
 }
 
 #[no_mangle]
-pub extern "C" fn cudaLaunchCooperativeKernel(f: *const c_void, grid: Dim3, block: Dim3, args: *const *const u8, smem: usize, stream: RawHandle) -> cudaError_t {
+pub extern "C" fn cudaLaunchCooperativeKernel(
+    f: *const c_void,
+    grid: Dim3,
+    block: Dim3,
+    args: *const *const u8,
+    smem: usize,
+    stream: RawHandle,
+) -> cudaError_t {
     guard("cudaLaunchCooperativeKernel", || {
-        launch(f as usize, grid, block, args, smem, stream_handle(stream, false), vec![cooperative()])
+        launch(
+            f as usize,
+            grid,
+            block,
+            args,
+            smem,
+            stream_handle(stream, false),
+            vec![cooperative()],
+        )
     })
 }
 
 #[no_mangle]
-pub extern "C" fn cudaLaunchCooperativeKernel_ptsz(f: *const c_void, grid: Dim3, block: Dim3, args: *const *const u8, smem: usize, stream: RawHandle) -> cudaError_t {
+pub extern "C" fn cudaLaunchCooperativeKernel_ptsz(
+    f: *const c_void,
+    grid: Dim3,
+    block: Dim3,
+    args: *const *const u8,
+    smem: usize,
+    stream: RawHandle,
+) -> cudaError_t {
     guard("cudaLaunchCooperativeKernel_ptsz", || {
-        launch(f as usize, grid, block, args, smem, stream_handle(stream, true), vec![cooperative()])
+        launch(
+            f as usize,
+            grid,
+            block,
+            args,
+            smem,
+            stream_handle(stream, true),
+            vec![cooperative()],
+        )
     })
 }
 
-fn launch_ex(config: *const LaunchConfigC, f: *const c_void, args: *const *const u8, per_thread: bool) -> Result<()> {
+fn launch_ex(
+    config: *const LaunchConfigC,
+    f: *const c_void,
+    args: *const *const u8,
+    per_thread: bool,
+) -> Result<()> {
     let c = caller::read(config)?;
     let raw = caller::bytes(c.attrs, c.num_attrs as usize * LAUNCH_ATTRIBUTE_LEN)?;
     let attributes = raw
@@ -161,17 +309,35 @@ fn launch_ex(config: *const LaunchConfigC, f: *const c_void, args: *const *const
             value: a[8..].to_vec(),
         })
         .collect();
-    launch(f as usize, c.grid, c.block, args, c.dynamic_smem, stream_handle(c.stream, per_thread), attributes)
+    launch(
+        f as usize,
+        c.grid,
+        c.block,
+        args,
+        c.dynamic_smem,
+        stream_handle(c.stream, per_thread),
+        attributes,
+    )
 }
 
 #[no_mangle]
-pub extern "C" fn cudaLaunchKernelExC(config: *const LaunchConfigC, f: *const c_void, args: *const *const u8) -> cudaError_t {
+pub extern "C" fn cudaLaunchKernelExC(
+    config: *const LaunchConfigC,
+    f: *const c_void,
+    args: *const *const u8,
+) -> cudaError_t {
     guard("cudaLaunchKernelExC", || launch_ex(config, f, args, false))
 }
 
 #[no_mangle]
-pub extern "C" fn cudaLaunchKernelExC_ptsz(config: *const LaunchConfigC, f: *const c_void, args: *const *const u8) -> cudaError_t {
-    guard("cudaLaunchKernelExC_ptsz", || launch_ex(config, f, args, true))
+pub extern "C" fn cudaLaunchKernelExC_ptsz(
+    config: *const LaunchConfigC,
+    f: *const c_void,
+    args: *const *const u8,
+) -> cudaError_t {
+    guard("cudaLaunchKernelExC_ptsz", || {
+        launch_ex(config, f, args, true)
+    })
 }
 
 /// `cudaFuncAttributes` (CUDA 13 layout).
@@ -222,7 +388,10 @@ impl From<FuncAttributes> for FuncAttributesC {
 }
 
 #[no_mangle]
-pub extern "C" fn cudaFuncGetAttributes(attr: *mut FuncAttributesC, f: *const c_void) -> cudaError_t {
+pub extern "C" fn cudaFuncGetAttributes(
+    attr: *mut FuncAttributesC,
+    f: *const c_void,
+) -> cudaError_t {
     guard("cudaFuncGetAttributes", || {
         let (function, _) = kernel(f as usize)?;
         let a = call(&FuncGetAttributes { function })?;
@@ -231,10 +400,18 @@ pub extern "C" fn cudaFuncGetAttributes(attr: *mut FuncAttributesC, f: *const c_
 }
 
 #[no_mangle]
-pub extern "C" fn cudaFuncSetAttribute(f: *const c_void, attribute: i32, value: i32) -> cudaError_t {
+pub extern "C" fn cudaFuncSetAttribute(
+    f: *const c_void,
+    attribute: i32,
+    value: i32,
+) -> cudaError_t {
     guard("cudaFuncSetAttribute", || {
         let (function, _) = kernel(f as usize)?;
-        call(&FuncSetAttribute { function, attribute, value })
+        call(&FuncSetAttribute {
+            function,
+            attribute,
+            value,
+        })
     })
 }
 
@@ -247,24 +424,52 @@ pub extern "C" fn cudaFuncSetCacheConfig(f: *const c_void, config: u32) -> cudaE
 }
 
 #[no_mangle]
-pub extern "C" fn cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(blocks: *mut i32, f: *const c_void, block_size: i32, dynamic_smem: usize, flags: u32) -> cudaError_t {
-    guard("cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", || {
-        let (function, _) = kernel(f as usize)?;
-        let r = call(&OccupancyMaxActiveBlocks { function, block_size, dynamic_smem: dynamic_smem as u64, flags })?;
-        caller::write(blocks, r.blocks)
-    })
+pub extern "C" fn cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+    blocks: *mut i32,
+    f: *const c_void,
+    block_size: i32,
+    dynamic_smem: usize,
+    flags: u32,
+) -> cudaError_t {
+    guard(
+        "cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags",
+        || {
+            let (function, _) = kernel(f as usize)?;
+            let r = call(&OccupancyMaxActiveBlocks {
+                function,
+                block_size,
+                dynamic_smem: dynamic_smem as u64,
+                flags,
+            })?;
+            caller::write(blocks, r.blocks)
+        },
+    )
 }
 
 #[no_mangle]
-pub extern "C" fn cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks: *mut i32, f: *const c_void, block_size: i32, dynamic_smem: usize) -> cudaError_t {
+pub extern "C" fn cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+    blocks: *mut i32,
+    f: *const c_void,
+    block_size: i32,
+    dynamic_smem: usize,
+) -> cudaError_t {
     cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(blocks, f, block_size, dynamic_smem, 0)
 }
 
 #[no_mangle]
-pub extern "C" fn cudaOccupancyAvailableDynamicSMemPerBlock(bytes: *mut usize, f: *const c_void, num_blocks: i32, block_size: i32) -> cudaError_t {
+pub extern "C" fn cudaOccupancyAvailableDynamicSMemPerBlock(
+    bytes: *mut usize,
+    f: *const c_void,
+    num_blocks: i32,
+    block_size: i32,
+) -> cudaError_t {
     guard("cudaOccupancyAvailableDynamicSMemPerBlock", || {
         let (function, _) = kernel(f as usize)?;
-        let r = call(&OccupancyAvailableDynamicSmem { function, num_blocks, block_size })?;
+        let r = call(&OccupancyAvailableDynamicSmem {
+            function,
+            num_blocks,
+            block_size,
+        })?;
         caller::write(bytes, r.bytes as usize)
     })
 }
@@ -277,7 +482,10 @@ mod tests {
     fn c_layouts_match_cuda_13() {
         assert_eq!(std::mem::size_of::<Dim3>(), 12);
         assert_eq!(std::mem::size_of::<LaunchConfigC>(), 56);
-        assert_eq!(std::mem::size_of::<FuncAttributesC>(), 24 + 13 * 4 + 16 * 4 + 4);
+        assert_eq!(
+            std::mem::size_of::<FuncAttributesC>(),
+            24 + 13 * 4 + 16 * 4 + 4
+        );
         assert_eq!(
             std::mem::size_of::<cudarc::runtime::sys::cudaLaunchAttribute>(),
             LAUNCH_ATTRIBUTE_LEN

@@ -15,6 +15,7 @@ use vmcuda_wire::CudaStatus;
 use super::registration::variable;
 use super::{call, call_with, guard, stream_handle, RawHandle, Result};
 use crate::client::{Sink, CHUNK};
+use crate::gate;
 use crate::state::{self, registry, HostMemoryKind, HostRange};
 use crate::{caller, cudaError_t};
 
@@ -42,9 +43,44 @@ fn resolve_kind(kind: u32, dst: usize, src: usize) -> Result<u32> {
     }
 }
 
+/// Run a copy or memset in stream order: asynchronous ones may queue behind a host
+/// function on their stream; synchronous ones first wait for the stream.
+fn enqueue(
+    stream: StreamHandle,
+    is_async: bool,
+    op: impl FnOnce() -> Result<()> + Send + 'static,
+) -> Result<()> {
+    if is_async {
+        gate::submit(stream, op)
+    } else {
+        gate::sync_stream(stream)?;
+        op()
+    }
+}
+
 /// One-dimensional copy of `count` bytes.
-fn memcpy(dst: usize, src: usize, count: usize, kind: u32, stream: StreamHandle, is_async: bool) -> Result<()> {
+fn memcpy(
+    dst: usize,
+    src: usize,
+    count: usize,
+    kind: u32,
+    stream: StreamHandle,
+    is_async: bool,
+) -> Result<()> {
     let kind = resolve_kind(kind, dst, src)?;
+    enqueue(stream, is_async, move || {
+        memcpy_now(dst, src, count, kind, stream, is_async)
+    })
+}
+
+fn memcpy_now(
+    dst: usize,
+    src: usize,
+    count: usize,
+    kind: u32,
+    stream: StreamHandle,
+    is_async: bool,
+) -> Result<()> {
     if count == 0 {
         return Ok(());
     }
@@ -53,7 +89,11 @@ fn memcpy(dst: usize, src: usize, count: usize, kind: u32, stream: StreamHandle,
         H2D => {
             let data = caller::bytes(src as *const u8, count)?;
             for (i, chunk) in data.chunks(CHUNK).enumerate() {
-                let req = MemcpyHtoD { dst: (dst + i * CHUNK) as u64, stream, is_async };
+                let req = MemcpyHtoD {
+                    dst: (dst + i * CHUNK) as u64,
+                    stream,
+                    is_async,
+                };
                 call_with(&req, chunk, Sink::None)?;
             }
             Ok(())
@@ -61,12 +101,23 @@ fn memcpy(dst: usize, src: usize, count: usize, kind: u32, stream: StreamHandle,
         D2H => {
             let out = caller::bytes_mut(dst as *mut u8, count)?;
             for (i, chunk) in out.chunks_mut(CHUNK).enumerate() {
-                let req = MemcpyDtoH { src: (src + i * CHUNK) as u64, size: chunk.len() as u64, stream, is_async };
+                let req = MemcpyDtoH {
+                    src: (src + i * CHUNK) as u64,
+                    size: chunk.len() as u64,
+                    stream,
+                    is_async,
+                };
                 call_with(&req, &[], Sink::Into(chunk))?;
             }
             Ok(())
         }
-        _ => call(&MemcpyDtoD { dst: dst as u64, src: src as u64, size: count as u64, stream, is_async }),
+        _ => call(&MemcpyDtoD {
+            dst: dst as u64,
+            src: src as u64,
+            size: count as u64,
+            stream,
+            is_async,
+        }),
     }
 }
 
@@ -89,11 +140,34 @@ fn memcpy_2d(
     if width > dpitch || width > spitch {
         return Err(CudaStatus::ErrorInvalidPitchValue);
     }
+    enqueue(stream, is_async, move || {
+        memcpy_2d_now(
+            dst, dpitch, src, spitch, width, height, kind, stream, is_async,
+        )
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn memcpy_2d_now(
+    dst: usize,
+    dpitch: usize,
+    src: usize,
+    spitch: usize,
+    width: usize,
+    height: usize,
+    kind: u32,
+    stream: StreamHandle,
+    is_async: bool,
+) -> Result<()> {
     // Rows travel packed; at most CHUNK bytes per request.
     let rows_per_chunk = (CHUNK / width).max(1);
     match kind {
         H2H => (0..height).try_for_each(|r| {
-            caller::copy_host((dst + r * dpitch) as *mut u8, (src + r * spitch) as *const u8, width)
+            caller::copy_host(
+                (dst + r * dpitch) as *mut u8,
+                (src + r * spitch) as *const u8,
+                width,
+            )
         }),
         H2D => {
             let mut first = 0;
@@ -101,7 +175,8 @@ fn memcpy_2d(
                 let rows = rows_per_chunk.min(height - first);
                 let mut packed = Vec::with_capacity(rows * width);
                 for r in first..first + rows {
-                    packed.extend_from_slice(caller::bytes((src + r * spitch) as *const u8, width)?);
+                    packed
+                        .extend_from_slice(caller::bytes((src + r * spitch) as *const u8, width)?);
                 }
                 let req = Memcpy2DHtoD {
                     dst: (dst + first * dpitch) as u64,
@@ -131,7 +206,8 @@ fn memcpy_2d(
                 };
                 call_with(&req, &[], Sink::Into(&mut packed))?;
                 for (i, row) in packed.chunks(width).enumerate() {
-                    caller::bytes_mut((dst + (first + i) * dpitch) as *mut u8, width)?.copy_from_slice(row);
+                    caller::bytes_mut((dst + (first + i) * dpitch) as *mut u8, width)?
+                        .copy_from_slice(row);
                 }
                 first += rows;
             }
@@ -158,7 +234,9 @@ pub extern "C" fn cudaMalloc(ptr: *mut *mut c_void, size: usize) -> cudaError_t 
         }
         let p = call(&MemAlloc { size: size as u64 })?.ptr;
         if p != 0 {
-            registry().device_ranges.insert(p, (size as u64, state::current_device()));
+            registry()
+                .device_ranges
+                .insert(p, (size as u64, state::current_device()));
         }
         caller::write(ptr, p as *mut c_void)
     })
@@ -174,14 +252,24 @@ pub extern "C" fn cudaFree(ptr: *mut c_void) -> cudaError_t {
 }
 
 #[no_mangle]
-pub extern "C" fn cudaMallocPitch(ptr: *mut *mut c_void, pitch: *mut usize, width: usize, height: usize) -> cudaError_t {
+pub extern "C" fn cudaMallocPitch(
+    ptr: *mut *mut c_void,
+    pitch: *mut usize,
+    width: usize,
+    height: usize,
+) -> cudaError_t {
     guard("cudaMallocPitch", || {
         if ptr.is_null() || pitch.is_null() {
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        let r = call(&MemAllocPitch { width: width as u64, height: height as u64 })?;
+        let r = call(&MemAllocPitch {
+            width: width as u64,
+            height: height as u64,
+        })?;
         if r.ptr != 0 {
-            registry().device_ranges.insert(r.ptr, (r.pitch * height as u64, state::current_device()));
+            registry()
+                .device_ranges
+                .insert(r.ptr, (r.pitch * height as u64, state::current_device()));
         }
         caller::write(ptr, r.ptr as *mut c_void)?;
         caller::write(pitch, r.pitch as usize)
@@ -189,9 +277,15 @@ pub extern "C" fn cudaMallocPitch(ptr: *mut *mut c_void, pitch: *mut usize, widt
 }
 
 #[no_mangle]
-pub extern "C" fn cudaMallocManaged(_ptr: *mut *mut c_void, _size: usize, _flags: u32) -> cudaError_t {
+pub extern "C" fn cudaMallocManaged(
+    _ptr: *mut *mut c_void,
+    _size: usize,
+    _flags: u32,
+) -> cudaError_t {
     guard("cudaMallocManaged", || {
-        eprintln!("vmcuda: cudaMallocManaged: managed memory cannot span the VM boundary; not supported");
+        eprintln!(
+            "vmcuda: cudaMallocManaged: managed memory cannot span the VM boundary; not supported"
+        );
         Err(CudaStatus::ErrorNotSupported)
     })
 }
@@ -206,7 +300,12 @@ fn host_alloc(size: usize, flags: u32) -> Result<*mut c_void> {
     if unsafe { libc::posix_memalign(&mut p, 4096, size) } != 0 {
         return Err(CudaStatus::ErrorMemoryAllocation);
     }
-    let range = HostRange { size, flags, kind: HostMemoryKind::Allocated, device: state::current_device() };
+    let range = HostRange {
+        size,
+        flags,
+        kind: HostMemoryKind::Allocated,
+        device: state::current_device(),
+    };
     registry().host_ranges.insert(p as usize, range);
     Ok(p)
 }
@@ -258,11 +357,20 @@ pub extern "C" fn cudaHostRegister(ptr: *mut c_void, size: usize, flags: u32) ->
         }
         let start = ptr as usize;
         let mut reg = registry();
-        let overlaps = reg.host_ranges.range(..start + size).next_back().is_some_and(|(s, r)| s + r.size > start);
+        let overlaps = reg
+            .host_ranges
+            .range(..start + size)
+            .next_back()
+            .is_some_and(|(s, r)| s + r.size > start);
         if overlaps {
             return Err(CudaStatus::ErrorHostMemoryAlreadyRegistered);
         }
-        let range = HostRange { size, flags, kind: HostMemoryKind::Registered, device: state::current_device() };
+        let range = HostRange {
+            size,
+            flags,
+            kind: HostMemoryKind::Registered,
+            device: state::current_device(),
+        };
         reg.host_ranges.insert(start, range);
         Ok(())
     })
@@ -285,14 +393,21 @@ pub extern "C" fn cudaHostUnregister(ptr: *mut c_void) -> cudaError_t {
 #[no_mangle]
 pub extern "C" fn cudaHostGetFlags(flags: *mut u32, ptr: *mut c_void) -> cudaError_t {
     guard("cudaHostGetFlags", || {
-        let r = registry().host_range(ptr as usize).ok_or(CudaStatus::ErrorInvalidValue)?.1;
+        let r = registry()
+            .host_range(ptr as usize)
+            .ok_or(CudaStatus::ErrorInvalidValue)?
+            .1;
         // Portable and mapped are implied for all pinned memory in a UVA process.
         caller::write(flags, r.flags | 0x2)
     })
 }
 
 #[no_mangle]
-pub extern "C" fn cudaHostGetDevicePointer(_device_ptr: *mut *mut c_void, _host_ptr: *mut c_void, _flags: u32) -> cudaError_t {
+pub extern "C" fn cudaHostGetDevicePointer(
+    _device_ptr: *mut *mut c_void,
+    _host_ptr: *mut c_void,
+    _flags: u32,
+) -> cudaError_t {
     guard("cudaHostGetDevicePointer", || {
         eprintln!("vmcuda: cudaHostGetDevicePointer: a GPU cannot map guest memory over this transport; not supported");
         Err(CudaStatus::ErrorNotSupported)
@@ -311,17 +426,21 @@ pub struct PointerAttributesC {
 }
 
 #[no_mangle]
-pub extern "C" fn cudaPointerGetAttributes(attrs: *mut PointerAttributesC, ptr: *const c_void) -> cudaError_t {
+pub extern "C" fn cudaPointerGetAttributes(
+    attrs: *mut PointerAttributesC,
+    ptr: *const c_void,
+) -> cudaError_t {
     guard("cudaPointerGetAttributes", || {
         let p = ptr as usize;
         let reg = registry();
-        let (memory_type, device, device_pointer, host_pointer) = if let Some((_, _, dev)) = reg.device_range(p as u64) {
-            (2, dev, p, 0)
-        } else if let Some((_, r)) = reg.host_range(p) {
-            (1, r.device, p, p)
-        } else {
-            (0, -2, 0, 0)
-        };
+        let (memory_type, device, device_pointer, host_pointer) =
+            if let Some((_, _, dev)) = reg.device_range(p as u64) {
+                (2, dev, p, 0)
+            } else if let Some((_, r)) = reg.host_range(p) {
+                (1, r.device, p, p)
+            } else {
+                (0, -2, 0, 0)
+            };
         drop(reg);
         caller::write(
             attrs,
@@ -339,9 +458,21 @@ pub extern "C" fn cudaPointerGetAttributes(attrs: *mut PointerAttributesC, ptr: 
 macro_rules! export_memcpy {
     ($name:ident, $per_thread:expr) => {
         #[no_mangle]
-        pub extern "C" fn $name(dst: *mut c_void, src: *const c_void, count: usize, kind: u32) -> cudaError_t {
+        pub extern "C" fn $name(
+            dst: *mut c_void,
+            src: *const c_void,
+            count: usize,
+            kind: u32,
+        ) -> cudaError_t {
             guard(stringify!($name), || {
-                memcpy(dst as usize, src as usize, count, kind, stream_handle(std::ptr::null_mut(), $per_thread), false)
+                memcpy(
+                    dst as usize,
+                    src as usize,
+                    count,
+                    kind,
+                    stream_handle(std::ptr::null_mut(), $per_thread),
+                    false,
+                )
             })
         }
     };
@@ -352,8 +483,23 @@ export_memcpy!(cudaMemcpy_ptds, true);
 macro_rules! export_memcpy_async {
     ($name:ident, $per_thread:expr) => {
         #[no_mangle]
-        pub extern "C" fn $name(dst: *mut c_void, src: *const c_void, count: usize, kind: u32, stream: RawHandle) -> cudaError_t {
-            guard(stringify!($name), || memcpy(dst as usize, src as usize, count, kind, stream_handle(stream, $per_thread), true))
+        pub extern "C" fn $name(
+            dst: *mut c_void,
+            src: *const c_void,
+            count: usize,
+            kind: u32,
+            stream: RawHandle,
+        ) -> cudaError_t {
+            guard(stringify!($name), || {
+                memcpy(
+                    dst as usize,
+                    src as usize,
+                    count,
+                    kind,
+                    stream_handle(stream, $per_thread),
+                    true,
+                )
+            })
         }
     };
 }
@@ -361,53 +507,160 @@ export_memcpy_async!(cudaMemcpyAsync, false);
 export_memcpy_async!(cudaMemcpyAsync_ptsz, true);
 
 #[no_mangle]
-pub extern "C" fn cudaMemcpy2D(dst: *mut c_void, dpitch: usize, src: *const c_void, spitch: usize, width: usize, height: usize, kind: u32) -> cudaError_t {
-    guard("cudaMemcpy2D", || memcpy_2d(dst as usize, dpitch, src as usize, spitch, width, height, kind, StreamHandle::LEGACY, false))
+pub extern "C" fn cudaMemcpy2D(
+    dst: *mut c_void,
+    dpitch: usize,
+    src: *const c_void,
+    spitch: usize,
+    width: usize,
+    height: usize,
+    kind: u32,
+) -> cudaError_t {
+    guard("cudaMemcpy2D", || {
+        memcpy_2d(
+            dst as usize,
+            dpitch,
+            src as usize,
+            spitch,
+            width,
+            height,
+            kind,
+            StreamHandle::LEGACY,
+            false,
+        )
+    })
 }
 
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
-pub extern "C" fn cudaMemcpy2DAsync(dst: *mut c_void, dpitch: usize, src: *const c_void, spitch: usize, width: usize, height: usize, kind: u32, stream: RawHandle) -> cudaError_t {
+pub extern "C" fn cudaMemcpy2DAsync(
+    dst: *mut c_void,
+    dpitch: usize,
+    src: *const c_void,
+    spitch: usize,
+    width: usize,
+    height: usize,
+    kind: u32,
+    stream: RawHandle,
+) -> cudaError_t {
     guard("cudaMemcpy2DAsync", || {
-        memcpy_2d(dst as usize, dpitch, src as usize, spitch, width, height, kind, stream_handle(stream, false), true)
+        memcpy_2d(
+            dst as usize,
+            dpitch,
+            src as usize,
+            spitch,
+            width,
+            height,
+            kind,
+            stream_handle(stream, false),
+            true,
+        )
     })
 }
 
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
-pub extern "C" fn cudaMemcpy2DAsync_ptsz(dst: *mut c_void, dpitch: usize, src: *const c_void, spitch: usize, width: usize, height: usize, kind: u32, stream: RawHandle) -> cudaError_t {
+pub extern "C" fn cudaMemcpy2DAsync_ptsz(
+    dst: *mut c_void,
+    dpitch: usize,
+    src: *const c_void,
+    spitch: usize,
+    width: usize,
+    height: usize,
+    kind: u32,
+    stream: RawHandle,
+) -> cudaError_t {
     guard("cudaMemcpy2DAsync_ptsz", || {
-        memcpy_2d(dst as usize, dpitch, src as usize, spitch, width, height, kind, stream_handle(stream, true), true)
+        memcpy_2d(
+            dst as usize,
+            dpitch,
+            src as usize,
+            spitch,
+            width,
+            height,
+            kind,
+            stream_handle(stream, true),
+            true,
+        )
     })
 }
 
-fn memset(ptr: usize, value: i32, count: usize, stream: StreamHandle, is_async: bool) -> Result<()> {
+fn memset(
+    ptr: usize,
+    value: i32,
+    count: usize,
+    stream: StreamHandle,
+    is_async: bool,
+) -> Result<()> {
     if count == 0 {
         return Ok(());
     }
-    call(&Memset { dst: ptr as u64, value: value as u8, size: count as u64, stream, is_async })
+    let req = Memset {
+        dst: ptr as u64,
+        value: value as u8,
+        size: count as u64,
+        stream,
+        is_async,
+    };
+    enqueue(stream, is_async, move || call(&req))
 }
 
 #[no_mangle]
 pub extern "C" fn cudaMemset(ptr: *mut c_void, value: i32, count: usize) -> cudaError_t {
-    guard("cudaMemset", || memset(ptr as usize, value, count, StreamHandle::LEGACY, false))
+    guard("cudaMemset", || {
+        memset(ptr as usize, value, count, StreamHandle::LEGACY, false)
+    })
 }
 
 #[no_mangle]
-pub extern "C" fn cudaMemsetAsync(ptr: *mut c_void, value: i32, count: usize, stream: RawHandle) -> cudaError_t {
-    guard("cudaMemsetAsync", || memset(ptr as usize, value, count, stream_handle(stream, false), true))
+pub extern "C" fn cudaMemsetAsync(
+    ptr: *mut c_void,
+    value: i32,
+    count: usize,
+    stream: RawHandle,
+) -> cudaError_t {
+    guard("cudaMemsetAsync", || {
+        memset(
+            ptr as usize,
+            value,
+            count,
+            stream_handle(stream, false),
+            true,
+        )
+    })
 }
 
 #[no_mangle]
-pub extern "C" fn cudaMemsetAsync_ptsz(ptr: *mut c_void, value: i32, count: usize, stream: RawHandle) -> cudaError_t {
-    guard("cudaMemsetAsync_ptsz", || memset(ptr as usize, value, count, stream_handle(stream, true), true))
+pub extern "C" fn cudaMemsetAsync_ptsz(
+    ptr: *mut c_void,
+    value: i32,
+    count: usize,
+    stream: RawHandle,
+) -> cudaError_t {
+    guard("cudaMemsetAsync_ptsz", || {
+        memset(
+            ptr as usize,
+            value,
+            count,
+            stream_handle(stream, true),
+            true,
+        )
+    })
 }
 
-fn memset_2d(ptr: usize, pitch: usize, value: i32, width: usize, height: usize, stream: StreamHandle, is_async: bool) -> Result<()> {
+fn memset_2d(
+    ptr: usize,
+    pitch: usize,
+    value: i32,
+    width: usize,
+    height: usize,
+    stream: StreamHandle,
+    is_async: bool,
+) -> Result<()> {
     if width == 0 || height == 0 {
         return Ok(());
     }
-    call(&Memset2D {
+    let req = Memset2D {
         dst: ptr as u64,
         pitch: pitch as u64,
         value: value as u8,
@@ -415,35 +668,117 @@ fn memset_2d(ptr: usize, pitch: usize, value: i32, width: usize, height: usize, 
         height: height as u64,
         stream,
         is_async,
+    };
+    enqueue(stream, is_async, move || call(&req))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemset2D(
+    ptr: *mut c_void,
+    pitch: usize,
+    value: i32,
+    width: usize,
+    height: usize,
+) -> cudaError_t {
+    guard("cudaMemset2D", || {
+        memset_2d(
+            ptr as usize,
+            pitch,
+            value,
+            width,
+            height,
+            StreamHandle::LEGACY,
+            false,
+        )
     })
 }
 
 #[no_mangle]
-pub extern "C" fn cudaMemset2D(ptr: *mut c_void, pitch: usize, value: i32, width: usize, height: usize) -> cudaError_t {
-    guard("cudaMemset2D", || memset_2d(ptr as usize, pitch, value, width, height, StreamHandle::LEGACY, false))
+pub extern "C" fn cudaMemset2DAsync(
+    ptr: *mut c_void,
+    pitch: usize,
+    value: i32,
+    width: usize,
+    height: usize,
+    stream: RawHandle,
+) -> cudaError_t {
+    guard("cudaMemset2DAsync", || {
+        memset_2d(
+            ptr as usize,
+            pitch,
+            value,
+            width,
+            height,
+            stream_handle(stream, false),
+            true,
+        )
+    })
 }
 
-#[no_mangle]
-pub extern "C" fn cudaMemset2DAsync(ptr: *mut c_void, pitch: usize, value: i32, width: usize, height: usize, stream: RawHandle) -> cudaError_t {
-    guard("cudaMemset2DAsync", || memset_2d(ptr as usize, pitch, value, width, height, stream_handle(stream, false), true))
-}
-
-fn memcpy_peer(dst: usize, dst_device: i32, src: usize, src_device: i32, count: usize, stream: StreamHandle, is_async: bool) -> Result<()> {
+fn memcpy_peer(
+    dst: usize,
+    dst_device: i32,
+    src: usize,
+    src_device: i32,
+    count: usize,
+    stream: StreamHandle,
+    is_async: bool,
+) -> Result<()> {
     if count == 0 {
         return Ok(());
     }
-    call(&MemcpyPeer { dst: dst as u64, dst_device, src: src as u64, src_device, size: count as u64, stream, is_async })
+    let req = MemcpyPeer {
+        dst: dst as u64,
+        dst_device,
+        src: src as u64,
+        src_device,
+        size: count as u64,
+        stream,
+        is_async,
+    };
+    enqueue(stream, is_async, move || call(&req))
 }
 
 #[no_mangle]
-pub extern "C" fn cudaMemcpyPeer(dst: *mut c_void, dst_device: i32, src: *const c_void, src_device: i32, count: usize) -> cudaError_t {
-    guard("cudaMemcpyPeer", || memcpy_peer(dst as usize, dst_device, src as usize, src_device, count, StreamHandle::LEGACY, false))
+pub extern "C" fn cudaMemcpyPeer(
+    dst: *mut c_void,
+    dst_device: i32,
+    src: *const c_void,
+    src_device: i32,
+    count: usize,
+) -> cudaError_t {
+    guard("cudaMemcpyPeer", || {
+        memcpy_peer(
+            dst as usize,
+            dst_device,
+            src as usize,
+            src_device,
+            count,
+            StreamHandle::LEGACY,
+            false,
+        )
+    })
 }
 
 #[no_mangle]
-pub extern "C" fn cudaMemcpyPeerAsync(dst: *mut c_void, dst_device: i32, src: *const c_void, src_device: i32, count: usize, stream: RawHandle) -> cudaError_t {
+pub extern "C" fn cudaMemcpyPeerAsync(
+    dst: *mut c_void,
+    dst_device: i32,
+    src: *const c_void,
+    src_device: i32,
+    count: usize,
+    stream: RawHandle,
+) -> cudaError_t {
     guard("cudaMemcpyPeerAsync", || {
-        memcpy_peer(dst as usize, dst_device, src as usize, src_device, count, stream_handle(stream, false), true)
+        memcpy_peer(
+            dst as usize,
+            dst_device,
+            src as usize,
+            src_device,
+            count,
+            stream_handle(stream, false),
+            true,
+        )
     })
 }
 
@@ -456,8 +791,24 @@ fn symbol_range(symbol: *const c_void, offset: usize, count: usize) -> Result<us
     Ok(ptr as usize + offset)
 }
 
-fn to_symbol(symbol: *const c_void, src: *const c_void, count: usize, offset: usize, kind: u32, stream: StreamHandle, is_async: bool) -> Result<()> {
-    let kind = if kind == DEFAULT { if is_device(src as usize) { D2D } else { H2D } } else { kind };
+fn to_symbol(
+    symbol: *const c_void,
+    src: *const c_void,
+    count: usize,
+    offset: usize,
+    kind: u32,
+    stream: StreamHandle,
+    is_async: bool,
+) -> Result<()> {
+    let kind = if kind == DEFAULT {
+        if is_device(src as usize) {
+            D2D
+        } else {
+            H2D
+        }
+    } else {
+        kind
+    };
     if kind != H2D && kind != D2D {
         return Err(CudaStatus::ErrorInvalidMemcpyDirection);
     }
@@ -465,8 +816,24 @@ fn to_symbol(symbol: *const c_void, src: *const c_void, count: usize, offset: us
     memcpy(dst, src as usize, count, kind, stream, is_async)
 }
 
-fn from_symbol(dst: *mut c_void, symbol: *const c_void, count: usize, offset: usize, kind: u32, stream: StreamHandle, is_async: bool) -> Result<()> {
-    let kind = if kind == DEFAULT { if is_device(dst as usize) { D2D } else { D2H } } else { kind };
+fn from_symbol(
+    dst: *mut c_void,
+    symbol: *const c_void,
+    count: usize,
+    offset: usize,
+    kind: u32,
+    stream: StreamHandle,
+    is_async: bool,
+) -> Result<()> {
+    let kind = if kind == DEFAULT {
+        if is_device(dst as usize) {
+            D2D
+        } else {
+            D2H
+        }
+    } else {
+        kind
+    };
     if kind != D2H && kind != D2D {
         return Err(CudaStatus::ErrorInvalidMemcpyDirection);
     }
@@ -475,31 +842,104 @@ fn from_symbol(dst: *mut c_void, symbol: *const c_void, count: usize, offset: us
 }
 
 #[no_mangle]
-pub extern "C" fn cudaMemcpyToSymbol(symbol: *const c_void, src: *const c_void, count: usize, offset: usize, kind: u32) -> cudaError_t {
-    guard("cudaMemcpyToSymbol", || to_symbol(symbol, src, count, offset, kind, StreamHandle::LEGACY, false))
+pub extern "C" fn cudaMemcpyToSymbol(
+    symbol: *const c_void,
+    src: *const c_void,
+    count: usize,
+    offset: usize,
+    kind: u32,
+) -> cudaError_t {
+    guard("cudaMemcpyToSymbol", || {
+        to_symbol(
+            symbol,
+            src,
+            count,
+            offset,
+            kind,
+            StreamHandle::LEGACY,
+            false,
+        )
+    })
 }
 
 #[no_mangle]
-pub extern "C" fn cudaMemcpyToSymbolAsync(symbol: *const c_void, src: *const c_void, count: usize, offset: usize, kind: u32, stream: RawHandle) -> cudaError_t {
-    guard("cudaMemcpyToSymbolAsync", || to_symbol(symbol, src, count, offset, kind, stream_handle(stream, false), true))
+pub extern "C" fn cudaMemcpyToSymbolAsync(
+    symbol: *const c_void,
+    src: *const c_void,
+    count: usize,
+    offset: usize,
+    kind: u32,
+    stream: RawHandle,
+) -> cudaError_t {
+    guard("cudaMemcpyToSymbolAsync", || {
+        to_symbol(
+            symbol,
+            src,
+            count,
+            offset,
+            kind,
+            stream_handle(stream, false),
+            true,
+        )
+    })
 }
 
 #[no_mangle]
-pub extern "C" fn cudaMemcpyFromSymbol(dst: *mut c_void, symbol: *const c_void, count: usize, offset: usize, kind: u32) -> cudaError_t {
-    guard("cudaMemcpyFromSymbol", || from_symbol(dst, symbol, count, offset, kind, StreamHandle::LEGACY, false))
+pub extern "C" fn cudaMemcpyFromSymbol(
+    dst: *mut c_void,
+    symbol: *const c_void,
+    count: usize,
+    offset: usize,
+    kind: u32,
+) -> cudaError_t {
+    guard("cudaMemcpyFromSymbol", || {
+        from_symbol(
+            dst,
+            symbol,
+            count,
+            offset,
+            kind,
+            StreamHandle::LEGACY,
+            false,
+        )
+    })
 }
 
 #[no_mangle]
-pub extern "C" fn cudaMemcpyFromSymbolAsync(dst: *mut c_void, symbol: *const c_void, count: usize, offset: usize, kind: u32, stream: RawHandle) -> cudaError_t {
-    guard("cudaMemcpyFromSymbolAsync", || from_symbol(dst, symbol, count, offset, kind, stream_handle(stream, false), true))
+pub extern "C" fn cudaMemcpyFromSymbolAsync(
+    dst: *mut c_void,
+    symbol: *const c_void,
+    count: usize,
+    offset: usize,
+    kind: u32,
+    stream: RawHandle,
+) -> cudaError_t {
+    guard("cudaMemcpyFromSymbolAsync", || {
+        from_symbol(
+            dst,
+            symbol,
+            count,
+            offset,
+            kind,
+            stream_handle(stream, false),
+            true,
+        )
+    })
 }
 
 #[no_mangle]
-pub extern "C" fn cudaGetSymbolAddress(dev_ptr: *mut *mut c_void, symbol: *const c_void) -> cudaError_t {
-    guard("cudaGetSymbolAddress", || caller::write(dev_ptr, variable(symbol as usize)?.0 as *mut c_void))
+pub extern "C" fn cudaGetSymbolAddress(
+    dev_ptr: *mut *mut c_void,
+    symbol: *const c_void,
+) -> cudaError_t {
+    guard("cudaGetSymbolAddress", || {
+        caller::write(dev_ptr, variable(symbol as usize)?.0 as *mut c_void)
+    })
 }
 
 #[no_mangle]
 pub extern "C" fn cudaGetSymbolSize(size: *mut usize, symbol: *const c_void) -> cudaError_t {
-    guard("cudaGetSymbolSize", || caller::write(size, variable(symbol as usize)?.1))
+    guard("cudaGetSymbolSize", || {
+        caller::write(size, variable(symbol as usize)?.1)
+    })
 }

@@ -4,7 +4,9 @@
 use std::ffi::{c_char, c_void};
 
 use vmcuda_wire::fatbin::{self, CONTAINER_HEADER_LEN, WRAPPER_LEN};
-use vmcuda_wire::op::{FunctionHandle, ModuleGetFunction, ModuleGetGlobal, ModuleHandle, ModuleLoad, ParamInfo};
+use vmcuda_wire::op::{
+    FunctionHandle, ModuleGetFunction, ModuleGetGlobal, ModuleHandle, ModuleLoad, ParamInfo,
+};
 use vmcuda_wire::CudaStatus;
 
 use super::{call, call_with, Result};
@@ -67,9 +69,14 @@ pub extern "C" fn __cudaRegisterFunction(
 ) {
     let _ = std::panic::catch_unwind(|| {
         if let Ok(name) = caller::string(device_name) {
-            registry()
-                .kernels
-                .insert(host_fun as usize, Kernel { fatbin: handle as usize, name, resolved: None });
+            registry().kernels.insert(
+                host_fun as usize,
+                Kernel {
+                    fatbin: handle as usize,
+                    name,
+                    resolved: None,
+                },
+            );
         }
     });
 }
@@ -88,9 +95,15 @@ pub extern "C" fn __cudaRegisterVar(
 ) {
     let _ = std::panic::catch_unwind(|| {
         if let Ok(name) = caller::string(device_name) {
-            registry()
-                .variables
-                .insert(host_var as usize, Variable { fatbin: handle as usize, name, size, resolved: None });
+            registry().variables.insert(
+                host_var as usize,
+                Variable {
+                    fatbin: handle as usize,
+                    name,
+                    size,
+                    resolved: None,
+                },
+            );
         }
     });
 }
@@ -112,7 +125,13 @@ pub extern "C" fn __cudaRegisterManagedVar(
 }
 
 #[no_mangle]
-pub extern "C" fn __cudaRegisterHostVar(_handle: *mut *mut c_void, _name: *const c_char, _var: *mut c_char, _size: usize) {}
+pub extern "C" fn __cudaRegisterHostVar(
+    _handle: *mut *mut c_void,
+    _name: *const c_char,
+    _var: *mut c_char,
+    _size: usize,
+) {
+}
 
 /// The bytes of a registered fatbinary: its containers back to back, up to the start
 /// of another registration's data or the first thing that is not a container.
@@ -123,8 +142,12 @@ fn fatbin_image(data: usize, other_starts: &[usize]) -> Result<&'static [u8]> {
         if len > 0 && other_starts.contains(&at) {
             break;
         }
-        let Some(header) = caller::try_read_array::<CONTAINER_HEADER_LEN>(at) else { break };
-        let Ok(total) = fatbin::container_total_len(&header) else { break };
+        let Some(header) = caller::try_read_array::<CONTAINER_HEADER_LEN>(at) else {
+            break;
+        };
+        let Ok(total) = fatbin::container_total_len(&header) else {
+            break;
+        };
         len += total as usize;
     }
     if len == 0 {
@@ -137,11 +160,19 @@ fn fatbin_image(data: usize, other_starts: &[usize]) -> Result<&'static [u8]> {
 fn module(fatbin: usize) -> Result<ModuleHandle> {
     let (data, others) = {
         let reg = registry();
-        let f = reg.fatbins.get(&fatbin).ok_or(CudaStatus::ErrorInvalidDeviceFunction)?;
+        let f = reg
+            .fatbins
+            .get(&fatbin)
+            .ok_or(CudaStatus::ErrorInvalidDeviceFunction)?;
         if let Some(m) = f.module {
             return m;
         }
-        let others: Vec<usize> = reg.fatbins.values().map(|f| f.data).filter(|d| *d != f.data).collect();
+        let others: Vec<usize> = reg
+            .fatbins
+            .values()
+            .map(|f| f.data)
+            .filter(|d| *d != f.data)
+            .collect();
         (f.data, others)
     };
     let result = fatbin_image(data, &others)
@@ -157,7 +188,10 @@ fn module(fatbin: usize) -> Result<ModuleHandle> {
 pub fn kernel(host_fun: usize) -> Result<(FunctionHandle, Vec<ParamInfo>)> {
     let (fatbin, name) = {
         let reg = registry();
-        let k = reg.kernels.get(&host_fun).ok_or(CudaStatus::ErrorInvalidDeviceFunction)?;
+        let k = reg
+            .kernels
+            .get(&host_fun)
+            .ok_or(CudaStatus::ErrorInvalidDeviceFunction)?;
         if let Some(r) = &k.resolved {
             return Ok(r.clone());
         }
@@ -181,7 +215,10 @@ pub fn is_kernel(host_fun: usize) -> bool {
 pub fn variable(host_var: usize) -> Result<(u64, usize)> {
     let (fatbin, name, size) = {
         let reg = registry();
-        let v = reg.variables.get(&host_var).ok_or(CudaStatus::ErrorInvalidSymbol)?;
+        let v = reg
+            .variables
+            .get(&host_var)
+            .ok_or(CudaStatus::ErrorInvalidSymbol)?;
         if let Some(ptr) = v.resolved {
             return Ok((ptr, v.size));
         }
@@ -193,7 +230,10 @@ pub fn variable(host_var: usize) -> Result<(u64, usize)> {
     if let Some(v) = reg.variables.get_mut(&host_var) {
         v.resolved = Some(global.ptr);
     }
-    reg.device_ranges.insert(global.ptr, (global.size.max(size as u64), state::current_device()));
+    reg.device_ranges.insert(
+        global.ptr,
+        (global.size.max(size as u64), state::current_device()),
+    );
     Ok((global.ptr, size))
 }
 

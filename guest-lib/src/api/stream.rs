@@ -12,6 +12,7 @@ use vmcuda_wire::CudaStatus;
 
 use super::device::priority_range;
 use super::{call, guard, stream_handle, RawHandle, Result};
+use crate::gate;
 use crate::state::{self, registry, StreamInfo};
 use crate::{caller, cudaError_t};
 
@@ -28,8 +29,19 @@ fn stream_create(out: *mut RawHandle, flags: u32, priority: i32) -> Result<()> {
     let range = priority_range()?;
     let priority = priority.clamp(range.greatest, range.least);
     let id = state::fresh_id();
-    call(&StreamCreate { stream: StreamHandle(id), flags, priority })?;
-    registry().streams.insert(id, StreamInfo { device: state::current_device(), flags, priority });
+    call(&StreamCreate {
+        stream: StreamHandle(id),
+        flags,
+        priority,
+    })?;
+    registry().streams.insert(
+        id,
+        StreamInfo {
+            device: state::current_device(),
+            flags,
+            priority,
+        },
+    );
     caller::write(out, id as RawHandle)
 }
 
@@ -44,8 +56,14 @@ pub extern "C" fn cudaStreamCreateWithFlags(out: *mut RawHandle, flags: u32) -> 
 }
 
 #[no_mangle]
-pub extern "C" fn cudaStreamCreateWithPriority(out: *mut RawHandle, flags: u32, priority: i32) -> cudaError_t {
-    guard("cudaStreamCreateWithPriority", || stream_create(out, flags, priority))
+pub extern "C" fn cudaStreamCreateWithPriority(
+    out: *mut RawHandle,
+    flags: u32,
+    priority: i32,
+) -> cudaError_t {
+    guard("cudaStreamCreateWithPriority", || {
+        stream_create(out, flags, priority)
+    })
 }
 
 #[no_mangle]
@@ -55,46 +73,92 @@ pub extern "C" fn cudaStreamDestroy(stream: RawHandle) -> cudaError_t {
         if handle.is_default() {
             return Err(CudaStatus::ErrorInvalidResourceHandle);
         }
-        call(&StreamDestroy { stream: handle })?;
-        registry().streams.remove(&handle.0);
-        Ok(())
+        if !registry().streams.contains_key(&handle.0) {
+            return Err(CudaStatus::ErrorInvalidResourceHandle);
+        }
+        // Destroying a stream with work queued lets that work finish first.
+        gate::submit(handle, move || {
+            let r = call(&StreamDestroy { stream: handle });
+            registry().streams.remove(&handle.0);
+            r
+        })
     })
 }
 
-macro_rules! stream_op {
-    ($name:ident, $req:ident, $per_thread:expr) => {
-        #[no_mangle]
-        pub extern "C" fn $name(stream: RawHandle) -> cudaError_t {
-            guard(stringify!($name), || call(&$req { stream: stream_handle(stream, $per_thread) }))
-        }
-    };
+fn stream_synchronize(stream: RawHandle, per_thread: bool) -> Result<()> {
+    let handle = stream_handle(stream, per_thread);
+    let queued = gate::sync_stream(handle);
+    call(&StreamSynchronize { stream: handle })?;
+    queued
 }
-stream_op!(cudaStreamSynchronize, StreamSynchronize, false);
-stream_op!(cudaStreamSynchronize_ptsz, StreamSynchronize, true);
-stream_op!(cudaStreamQuery, StreamQuery, false);
-stream_op!(cudaStreamQuery_ptsz, StreamQuery, true);
+
+fn stream_query(stream: RawHandle, per_thread: bool) -> Result<()> {
+    let handle = stream_handle(stream, per_thread);
+    if gate::stream_busy(handle) {
+        return Err(CudaStatus::ErrorNotReady);
+    }
+    call(&StreamQuery { stream: handle })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaStreamSynchronize(stream: RawHandle) -> cudaError_t {
+    guard("cudaStreamSynchronize", || {
+        stream_synchronize(stream, false)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaStreamSynchronize_ptsz(stream: RawHandle) -> cudaError_t {
+    guard("cudaStreamSynchronize_ptsz", || {
+        stream_synchronize(stream, true)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaStreamQuery(stream: RawHandle) -> cudaError_t {
+    guard("cudaStreamQuery", || stream_query(stream, false))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaStreamQuery_ptsz(stream: RawHandle) -> cudaError_t {
+    guard("cudaStreamQuery_ptsz", || stream_query(stream, true))
+}
 
 fn stream_info(stream: RawHandle, per_thread: bool) -> Result<StreamInfo> {
     let h = stream_handle(stream, per_thread);
     if h.is_default() {
-        return Ok(StreamInfo { device: state::current_device(), flags: 0, priority: 0 });
+        return Ok(StreamInfo {
+            device: state::current_device(),
+            flags: 0,
+            priority: 0,
+        });
     }
-    registry().streams.get(&h.0).copied().ok_or(CudaStatus::ErrorInvalidResourceHandle)
+    registry()
+        .streams
+        .get(&h.0)
+        .copied()
+        .ok_or(CudaStatus::ErrorInvalidResourceHandle)
 }
 
 #[no_mangle]
 pub extern "C" fn cudaStreamGetFlags(stream: RawHandle, flags: *mut u32) -> cudaError_t {
-    guard("cudaStreamGetFlags", || caller::write(flags, stream_info(stream, false)?.flags))
+    guard("cudaStreamGetFlags", || {
+        caller::write(flags, stream_info(stream, false)?.flags)
+    })
 }
 
 #[no_mangle]
 pub extern "C" fn cudaStreamGetPriority(stream: RawHandle, priority: *mut i32) -> cudaError_t {
-    guard("cudaStreamGetPriority", || caller::write(priority, stream_info(stream, false)?.priority))
+    guard("cudaStreamGetPriority", || {
+        caller::write(priority, stream_info(stream, false)?.priority)
+    })
 }
 
 #[no_mangle]
 pub extern "C" fn cudaStreamGetDevice(stream: RawHandle, device: *mut i32) -> cudaError_t {
-    guard("cudaStreamGetDevice", || caller::write(device, stream_info(stream, false)?.device))
+    guard("cudaStreamGetDevice", || {
+        caller::write(device, stream_info(stream, false)?.device)
+    })
 }
 
 #[no_mangle]
@@ -106,17 +170,43 @@ pub extern "C" fn cudaStreamGetId(stream: RawHandle, id: *mut u64) -> cudaError_
 }
 
 fn wait_event(stream: RawHandle, event: RawHandle, flags: u32, per_thread: bool) -> Result<()> {
-    call(&StreamWaitEvent { stream: stream_handle(stream, per_thread), event: EventHandle(event as u64), flags })
+    let stream = stream_handle(stream, per_thread);
+    let event = EventHandle(event as u64);
+    let req = StreamWaitEvent {
+        stream,
+        event,
+        flags,
+    };
+    if gate::event_pending(event) {
+        // The event's record is still queued behind a host function: so is this wait.
+        return gate::submit_behind(stream, move || {
+            gate::wait_event_submitted(event);
+            call(&req)
+        });
+    }
+    gate::submit(stream, move || call(&req))
 }
 
 #[no_mangle]
-pub extern "C" fn cudaStreamWaitEvent(stream: RawHandle, event: RawHandle, flags: u32) -> cudaError_t {
-    guard("cudaStreamWaitEvent", || wait_event(stream, event, flags, false))
+pub extern "C" fn cudaStreamWaitEvent(
+    stream: RawHandle,
+    event: RawHandle,
+    flags: u32,
+) -> cudaError_t {
+    guard("cudaStreamWaitEvent", || {
+        wait_event(stream, event, flags, false)
+    })
 }
 
 #[no_mangle]
-pub extern "C" fn cudaStreamWaitEvent_ptsz(stream: RawHandle, event: RawHandle, flags: u32) -> cudaError_t {
-    guard("cudaStreamWaitEvent_ptsz", || wait_event(stream, event, flags, true))
+pub extern "C" fn cudaStreamWaitEvent_ptsz(
+    stream: RawHandle,
+    event: RawHandle,
+    flags: u32,
+) -> cudaError_t {
+    guard("cudaStreamWaitEvent_ptsz", || {
+        wait_event(stream, event, flags, true)
+    })
 }
 
 type HostFn = Option<unsafe extern "C" fn(*mut c_void)>;
@@ -125,46 +215,88 @@ type StreamCallback = Option<unsafe extern "C" fn(*mut c_void, u32, *mut c_void)
 /// Host functions run once the stream's earlier work is done, and later work on the
 /// stream waits for them: waiting for the stream here, then calling the function
 /// before returning, keeps exactly that order.
-fn launch_host_func(stream: RawHandle, f: HostFn, user_data: *mut c_void, per_thread: bool) -> Result<()> {
+fn launch_host_func(
+    stream: RawHandle,
+    f: HostFn,
+    user_data: *mut c_void,
+    per_thread: bool,
+) -> Result<()> {
     let f = f.ok_or(CudaStatus::ErrorInvalidValue)?;
-    call(&StreamSynchronize { stream: stream_handle(stream, per_thread) })?;
-    caller::call_host_fn(f, user_data);
+    let user_data = user_data as usize;
+    gate::host_function(stream_handle(stream, per_thread), move |_| {
+        caller::call_host_fn(f, user_data as *mut c_void)
+    });
     Ok(())
 }
 
 #[no_mangle]
-pub extern "C" fn cudaLaunchHostFunc(stream: RawHandle, f: HostFn, user_data: *mut c_void) -> cudaError_t {
-    guard("cudaLaunchHostFunc", || launch_host_func(stream, f, user_data, false))
+pub extern "C" fn cudaLaunchHostFunc(
+    stream: RawHandle,
+    f: HostFn,
+    user_data: *mut c_void,
+) -> cudaError_t {
+    guard("cudaLaunchHostFunc", || {
+        launch_host_func(stream, f, user_data, false)
+    })
 }
 
 #[no_mangle]
-pub extern "C" fn cudaLaunchHostFunc_ptsz(stream: RawHandle, f: HostFn, user_data: *mut c_void) -> cudaError_t {
-    guard("cudaLaunchHostFunc_ptsz", || launch_host_func(stream, f, user_data, true))
+pub extern "C" fn cudaLaunchHostFunc_ptsz(
+    stream: RawHandle,
+    f: HostFn,
+    user_data: *mut c_void,
+) -> cudaError_t {
+    guard("cudaLaunchHostFunc_ptsz", || {
+        launch_host_func(stream, f, user_data, true)
+    })
 }
 
-fn add_callback(stream: RawHandle, cb: StreamCallback, user_data: *mut c_void, flags: u32, per_thread: bool) -> Result<()> {
+fn add_callback(
+    stream: RawHandle,
+    cb: StreamCallback,
+    user_data: *mut c_void,
+    flags: u32,
+    per_thread: bool,
+) -> Result<()> {
     let cb = cb.ok_or(CudaStatus::ErrorInvalidValue)?;
     if flags != 0 {
         return Err(CudaStatus::ErrorInvalidValue);
     }
+    let handle = stream_handle(stream, per_thread);
+    if !handle.is_default() && !registry().streams.contains_key(&handle.0) {
+        return Err(CudaStatus::ErrorInvalidResourceHandle);
+    }
+    let (stream, user_data) = (stream as usize, user_data as usize);
     // The callback learns the stream's status: errors of earlier work are reported to it.
-    let status = match call(&StreamSynchronize { stream: stream_handle(stream, per_thread) }) {
-        Ok(()) => 0,
-        Err(s) if s == CudaStatus::ErrorInvalidResourceHandle => return Err(s),
-        Err(s) => s.0,
-    };
-    caller::call_stream_callback(cb, stream, status, user_data);
+    gate::host_function(handle, move |status| {
+        let code = status.err().map_or(0, |s| s.0);
+        caller::call_stream_callback(cb, stream as *mut c_void, code, user_data as *mut c_void)
+    });
     Ok(())
 }
 
 #[no_mangle]
-pub extern "C" fn cudaStreamAddCallback(stream: RawHandle, cb: StreamCallback, user_data: *mut c_void, flags: u32) -> cudaError_t {
-    guard("cudaStreamAddCallback", || add_callback(stream, cb, user_data, flags, false))
+pub extern "C" fn cudaStreamAddCallback(
+    stream: RawHandle,
+    cb: StreamCallback,
+    user_data: *mut c_void,
+    flags: u32,
+) -> cudaError_t {
+    guard("cudaStreamAddCallback", || {
+        add_callback(stream, cb, user_data, flags, false)
+    })
 }
 
 #[no_mangle]
-pub extern "C" fn cudaStreamAddCallback_ptsz(stream: RawHandle, cb: StreamCallback, user_data: *mut c_void, flags: u32) -> cudaError_t {
-    guard("cudaStreamAddCallback_ptsz", || add_callback(stream, cb, user_data, flags, true))
+pub extern "C" fn cudaStreamAddCallback_ptsz(
+    stream: RawHandle,
+    cb: StreamCallback,
+    user_data: *mut c_void,
+    flags: u32,
+) -> cudaError_t {
+    guard("cudaStreamAddCallback_ptsz", || {
+        add_callback(stream, cb, user_data, flags, true)
+    })
 }
 
 // ---- events ----
@@ -174,8 +306,13 @@ fn event_create(out: *mut RawHandle, flags: u32) -> Result<()> {
         return Err(CudaStatus::ErrorInvalidValue);
     }
     let id = state::fresh_id();
-    call(&EventCreate { event: EventHandle(id), flags })?;
-    registry().events.insert(id, (state::current_device(), flags));
+    call(&EventCreate {
+        event: EventHandle(id),
+        flags,
+    })?;
+    registry()
+        .events
+        .insert(id, (state::current_device(), flags));
     caller::write(out, id as RawHandle)
 }
 
@@ -192,14 +329,23 @@ pub extern "C" fn cudaEventCreateWithFlags(out: *mut RawHandle, flags: u32) -> c
 #[no_mangle]
 pub extern "C" fn cudaEventDestroy(event: RawHandle) -> cudaError_t {
     guard("cudaEventDestroy", || {
-        call(&EventDestroy { event: EventHandle(event as u64) })?;
+        call(&EventDestroy {
+            event: EventHandle(event as u64),
+        })?;
         registry().events.remove(&(event as u64));
         Ok(())
     })
 }
 
 fn record(event: RawHandle, stream: RawHandle, flags: u32, per_thread: bool) -> Result<()> {
-    call(&EventRecord { event: EventHandle(event as u64), stream: stream_handle(stream, per_thread), flags })
+    let stream = stream_handle(stream, per_thread);
+    let event = EventHandle(event as u64);
+    let req = EventRecord {
+        event,
+        stream,
+        flags,
+    };
+    gate::record_event(stream, event, move || call(&req))
 }
 
 #[no_mangle]
@@ -213,32 +359,62 @@ pub extern "C" fn cudaEventRecord_ptsz(event: RawHandle, stream: RawHandle) -> c
 }
 
 #[no_mangle]
-pub extern "C" fn cudaEventRecordWithFlags(event: RawHandle, stream: RawHandle, flags: u32) -> cudaError_t {
-    guard("cudaEventRecordWithFlags", || record(event, stream, flags, false))
+pub extern "C" fn cudaEventRecordWithFlags(
+    event: RawHandle,
+    stream: RawHandle,
+    flags: u32,
+) -> cudaError_t {
+    guard("cudaEventRecordWithFlags", || {
+        record(event, stream, flags, false)
+    })
 }
 
 #[no_mangle]
-pub extern "C" fn cudaEventRecordWithFlags_ptsz(event: RawHandle, stream: RawHandle, flags: u32) -> cudaError_t {
-    guard("cudaEventRecordWithFlags_ptsz", || record(event, stream, flags, true))
+pub extern "C" fn cudaEventRecordWithFlags_ptsz(
+    event: RawHandle,
+    stream: RawHandle,
+    flags: u32,
+) -> cudaError_t {
+    guard("cudaEventRecordWithFlags_ptsz", || {
+        record(event, stream, flags, true)
+    })
 }
 
 #[no_mangle]
 pub extern "C" fn cudaEventSynchronize(event: RawHandle) -> cudaError_t {
-    guard("cudaEventSynchronize", || call(&EventSynchronize { event: EventHandle(event as u64) }))
+    guard("cudaEventSynchronize", || {
+        let event = EventHandle(event as u64);
+        gate::wait_event_submitted(event);
+        call(&EventSynchronize { event })
+    })
 }
 
 #[no_mangle]
 pub extern "C" fn cudaEventQuery(event: RawHandle) -> cudaError_t {
-    guard("cudaEventQuery", || call(&EventQuery { event: EventHandle(event as u64) }))
+    guard("cudaEventQuery", || {
+        let event = EventHandle(event as u64);
+        if gate::event_pending(event) {
+            return Err(CudaStatus::ErrorNotReady);
+        }
+        call(&EventQuery { event })
+    })
 }
 
 #[no_mangle]
-pub extern "C" fn cudaEventElapsedTime(ms: *mut f32, start: RawHandle, end: RawHandle) -> cudaError_t {
+pub extern "C" fn cudaEventElapsedTime(
+    ms: *mut f32,
+    start: RawHandle,
+    end: RawHandle,
+) -> cudaError_t {
     guard("cudaEventElapsedTime", || {
         if ms.is_null() {
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        let r = call(&EventElapsedTime { start: EventHandle(start as u64), end: EventHandle(end as u64) })?;
+        let (start, end) = (EventHandle(start as u64), EventHandle(end as u64));
+        if gate::event_pending(start) || gate::event_pending(end) {
+            return Err(CudaStatus::ErrorNotReady);
+        }
+        let r = call(&EventElapsedTime { start, end })?;
         caller::write(ms, r.ms)
     })
 }

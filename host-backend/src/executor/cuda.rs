@@ -29,7 +29,7 @@ use sha2::{Digest, Sha256};
 use tracing::{debug, warn};
 use vmcuda_wire::fatbin::{container_total_len, CONTAINER_HEADER_LEN};
 use vmcuda_wire::op::{
-    DevicePtr, DeviceProperties, ExecutorKind, FuncAttributes, LaunchAttribute, ParamInfo,
+    DeviceProperties, DevicePtr, ExecutorKind, FuncAttributes, LaunchAttribute, ParamInfo,
     PointerAttributes,
 };
 use vmcuda_wire::CudaStatus;
@@ -441,9 +441,8 @@ fn staged_dtoh(st: Staging, dst: &mut [u8], src: DevicePtr, s: sys::CUstream) ->
             // Half h last held chunk i - 2, drained in the previous iteration.
             // SAFETY: `half(h)` has STAGING_HALF >= len pinned bytes nobody reads
             // or writes now; the device range was checked by the caller.
-            let r = unsafe {
-                sys::cuMemcpyDtoHAsync_v2(st.half(h).cast(), src + off as u64, len, s)
-            };
+            let r =
+                unsafe { sys::cuMemcpyDtoHAsync_v2(st.half(h).cast(), src + off as u64, len, s) };
             check(r)?;
             // SAFETY: the event and stream belong to the current context.
             check(unsafe { sys::cuEventRecord(st.events[h], s) })?;
@@ -541,7 +540,10 @@ impl CudaExecutor {
             .filter(|name| unsafe { lib.get::<*const c_void>(name.as_bytes()) }.is_err())
             .collect();
         if !missing.is_empty() {
-            warn!(?missing, "the CUDA driver lacks entry points this executor needs");
+            warn!(
+                ?missing,
+                "the CUDA driver lacks entry points this executor needs"
+            );
             return Err(CudaStatus::ErrorInsufficientDriver);
         }
         // SAFETY: the symbol exists (checked above) and has this C signature, with
@@ -572,7 +574,11 @@ impl CudaExecutor {
             let mut name = [0 as c_char; 256];
             // SAFETY: the buffer has the length passed; the driver NUL-terminates.
             check(unsafe { sys::cuDeviceGetName(name.as_mut_ptr(), name.len() as c_int, handle) })?;
-            let bytes: Vec<u8> = name.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+            let bytes: Vec<u8> = name
+                .iter()
+                .take_while(|&&c| c != 0)
+                .map(|&c| c as u8)
+                .collect();
             devices.push(Device {
                 handle,
                 name: String::from_utf8_lossy(&bytes).into_owned(),
@@ -581,7 +587,11 @@ impl CudaExecutor {
                 limits: None,
             });
         }
-        debug!(driver_version, devices = devices.len(), "CUDA driver initialised");
+        debug!(
+            driver_version,
+            devices = devices.len(),
+            "CUDA driver initialised"
+        );
         Ok(CudaExecutor {
             driver_version,
             devices,
@@ -606,7 +616,10 @@ impl CudaExecutor {
 
     /// The retained primary context of device `idx`, retaining it on first use.
     fn context(&mut self, idx: usize) -> ExecResult<sys::CUcontext> {
-        let dev = self.devices.get_mut(idx).ok_or(CudaStatus::ErrorInvalidDevice)?;
+        let dev = self
+            .devices
+            .get_mut(idx)
+            .ok_or(CudaStatus::ErrorInvalidDevice)?;
         if let Some(ctx) = dev.ctx {
             return Ok(ctx);
         }
@@ -659,7 +672,11 @@ impl CudaExecutor {
     }
 
     /// The kernel's `CUfunction` in device `idx`'s context, which must be current.
-    fn function_in_context(&mut self, function: ExecFunction, idx: usize) -> ExecResult<sys::CUfunction> {
+    fn function_in_context(
+        &mut self,
+        function: ExecFunction,
+        idx: usize,
+    ) -> ExecResult<sys::CUfunction> {
         if let Some(&f) = self.function_cache.get(&(function, idx)) {
             return Ok(f);
         }
@@ -680,7 +697,11 @@ impl CudaExecutor {
             StagingState::Unavailable => None,
             StagingState::Untried => match Staging::create() {
                 Ok(st) => {
-                    debug!(device = idx, bytes = 2 * STAGING_HALF, "pinned staging buffer ready");
+                    debug!(
+                        device = idx,
+                        bytes = 2 * STAGING_HALF,
+                        "pinned staging buffer ready"
+                    );
                     dev.staging = StagingState::Ready(st);
                     Some(st)
                 }
@@ -753,7 +774,14 @@ impl CudaExecutor {
 
     /// Runs a 2D copy: the synchronous driver call on the legacy stream, else the
     /// asynchronous one on `s`, followed by a wait on `s` when `wait`.
-    fn memcpy_2d(&self, p: &sys::CUDA_MEMCPY2D, stream: ExecStream, s: sys::CUstream, is_async: bool, wait: bool) -> ExecResult<()> {
+    fn memcpy_2d(
+        &self,
+        p: &sys::CUDA_MEMCPY2D,
+        stream: ExecStream,
+        s: sys::CUstream,
+        is_async: bool,
+        wait: bool,
+    ) -> ExecResult<()> {
         if !is_async && stream == LEGACY_STREAM {
             // SAFETY: `p` describes buffers the caller checked and keeps alive.
             return check(unsafe { sys::cuMemcpy2D_v2(p) });
@@ -771,19 +799,31 @@ impl CudaExecutor {
     /// Destroys the streams, events and staging buffer of device `idx`, whose context
     /// must be current. Errors are ignored: this is cleanup.
     fn destroy_device_objects(&mut self, idx: usize) {
-        let streams: Vec<ExecStream> = self.streams.iter().filter(|(_, &d)| d == idx).map(|(&s, _)| s).collect();
+        let streams: Vec<ExecStream> = self
+            .streams
+            .iter()
+            .filter(|(_, &d)| d == idx)
+            .map(|(&s, _)| s)
+            .collect();
         for id in streams {
             self.streams.remove(&id);
             // SAFETY: the stream was created by stream_create and is destroyed once.
             let _ = unsafe { sys::cuStreamDestroy_v2(id as usize as sys::CUstream) };
         }
-        let events: Vec<ExecEvent> = self.events.iter().filter(|(_, &d)| d == idx).map(|(&e, _)| e).collect();
+        let events: Vec<ExecEvent> = self
+            .events
+            .iter()
+            .filter(|(_, &d)| d == idx)
+            .map(|(&e, _)| e)
+            .collect();
         for id in events {
             self.events.remove(&id);
             // SAFETY: the event was created by event_create and is destroyed once.
             let _ = unsafe { sys::cuEventDestroy_v2(id as usize as sys::CUevent) };
         }
-        if let StagingState::Ready(st) = std::mem::replace(&mut self.devices[idx].staging, StagingState::Untried) {
+        if let StagingState::Ready(st) =
+            std::mem::replace(&mut self.devices[idx].staging, StagingState::Untried)
+        {
             st.destroy();
         }
         self.function_cache.retain(|&(_, d), _| d != idx);
@@ -800,7 +840,11 @@ impl Executor for CudaExecutor {
         let names = if self.devices.iter().all(|d| &d.name == first) {
             format!("{} x {}", self.devices.len(), first)
         } else {
-            self.devices.iter().map(|d| d.name.as_str()).collect::<Vec<_>>().join(", ")
+            self.devices
+                .iter()
+                .map(|d| d.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         };
         format!("CUDA executor: {names} (driver {})", self.driver_version)
     }
@@ -946,7 +990,9 @@ impl Executor for CudaExecutor {
         let peer_idx = self.device_index(peer)?;
         self.bind()?;
         // A peer whose context was never made cannot have been enabled.
-        let peer_ctx = self.devices[peer_idx].ctx.ok_or(CudaStatus::ErrorPeerAccessNotEnabled)?;
+        let peer_ctx = self.devices[peer_idx]
+            .ctx
+            .ok_or(CudaStatus::ErrorPeerAccessNotEnabled)?;
         // SAFETY: `peer_ctx` is a retained primary context; a context is current.
         check(unsafe { sys::cuCtxDisablePeerAccess(peer_ctx) })
     }
@@ -993,7 +1039,13 @@ impl Executor for CudaExecutor {
         Ok((ptr, pitch as u64))
     }
 
-    fn copy_htod(&mut self, dst: DevicePtr, src: &[u8], stream: ExecStream, is_async: bool) -> ExecResult<()> {
+    fn copy_htod(
+        &mut self,
+        dst: DevicePtr,
+        src: &[u8],
+        stream: ExecStream,
+        is_async: bool,
+    ) -> ExecResult<()> {
         let idx = self.bind()?;
         let s = self.stream(stream)?;
         if src.is_empty() {
@@ -1003,7 +1055,9 @@ impl Executor for CudaExecutor {
         if is_async {
             // SAFETY: `src` is valid for its length during the call, and the driver
             // copies pageable memory to its own staging before returning.
-            return check(unsafe { sys::cuMemcpyHtoDAsync_v2(dst, src.as_ptr().cast(), src.len(), s) });
+            return check(unsafe {
+                sys::cuMemcpyHtoDAsync_v2(dst, src.as_ptr().cast(), src.len(), s)
+            });
         }
         if src.len() > STAGING_THRESHOLD {
             if let Some(st) = self.staging(idx) {
@@ -1020,7 +1074,13 @@ impl Executor for CudaExecutor {
         check(unsafe { sys::cuStreamSynchronize(s) })
     }
 
-    fn copy_dtoh(&mut self, dst: &mut [u8], src: DevicePtr, stream: ExecStream, _is_async: bool) -> ExecResult<()> {
+    fn copy_dtoh(
+        &mut self,
+        dst: &mut [u8],
+        src: DevicePtr,
+        stream: ExecStream,
+        _is_async: bool,
+    ) -> ExecResult<()> {
         // Asynchronous or not, the reply carries the bytes: the copy is waited for.
         let idx = self.bind()?;
         let s = self.stream(stream)?;
@@ -1043,7 +1103,14 @@ impl Executor for CudaExecutor {
         check(unsafe { sys::cuStreamSynchronize(s) })
     }
 
-    fn copy_dtod(&mut self, dst: DevicePtr, src: DevicePtr, size: u64, stream: ExecStream, is_async: bool) -> ExecResult<()> {
+    fn copy_dtod(
+        &mut self,
+        dst: DevicePtr,
+        src: DevicePtr,
+        size: u64,
+        stream: ExecStream,
+        is_async: bool,
+    ) -> ExecResult<()> {
         self.bind()?;
         let s = self.stream(stream)?;
         if size == 0 {
@@ -1058,7 +1125,15 @@ impl Executor for CudaExecutor {
         check(unsafe { sys::cuMemcpyDtoDAsync_v2(dst, src, size, s) })
     }
 
-    fn copy_2d_htod(&mut self, dst: Pitched, src: &[u8], width: u64, height: u64, stream: ExecStream, is_async: bool) -> ExecResult<()> {
+    fn copy_2d_htod(
+        &mut self,
+        dst: Pitched,
+        src: &[u8],
+        width: u64,
+        height: u64,
+        stream: ExecStream,
+        is_async: bool,
+    ) -> ExecResult<()> {
         self.bind()?;
         let s = self.stream(stream)?;
         if src.len() != packed_len(width, height)? {
@@ -1088,7 +1163,15 @@ impl Executor for CudaExecutor {
         self.memcpy_2d(&p, stream, s, is_async, !is_async)
     }
 
-    fn copy_2d_dtoh(&mut self, dst: &mut [u8], src: Pitched, width: u64, height: u64, stream: ExecStream, is_async: bool) -> ExecResult<()> {
+    fn copy_2d_dtoh(
+        &mut self,
+        dst: &mut [u8],
+        src: Pitched,
+        width: u64,
+        height: u64,
+        stream: ExecStream,
+        is_async: bool,
+    ) -> ExecResult<()> {
         self.bind()?;
         let s = self.stream(stream)?;
         if dst.len() != packed_len(width, height)? {
@@ -1119,7 +1202,15 @@ impl Executor for CudaExecutor {
         self.memcpy_2d(&p, stream, s, is_async, true)
     }
 
-    fn copy_2d_dtod(&mut self, dst: Pitched, src: Pitched, width: u64, height: u64, stream: ExecStream, is_async: bool) -> ExecResult<()> {
+    fn copy_2d_dtod(
+        &mut self,
+        dst: Pitched,
+        src: Pitched,
+        width: u64,
+        height: u64,
+        stream: ExecStream,
+        is_async: bool,
+    ) -> ExecResult<()> {
         self.bind()?;
         let s = self.stream(stream)?;
         if width == 0 || height == 0 {
@@ -1146,7 +1237,14 @@ impl Executor for CudaExecutor {
         self.memcpy_2d(&p, stream, s, is_async, false)
     }
 
-    fn memset(&mut self, dst: DevicePtr, value: u8, size: u64, stream: ExecStream, is_async: bool) -> ExecResult<()> {
+    fn memset(
+        &mut self,
+        dst: DevicePtr,
+        value: u8,
+        size: u64,
+        stream: ExecStream,
+        is_async: bool,
+    ) -> ExecResult<()> {
         self.bind()?;
         let s = self.stream(stream)?;
         if size == 0 {
@@ -1161,7 +1259,15 @@ impl Executor for CudaExecutor {
         check(unsafe { sys::cuMemsetD8Async(dst, value, size, s) })
     }
 
-    fn memset_2d(&mut self, dst: Pitched, value: u8, width: u64, height: u64, stream: ExecStream, is_async: bool) -> ExecResult<()> {
+    fn memset_2d(
+        &mut self,
+        dst: Pitched,
+        value: u8,
+        width: u64,
+        height: u64,
+        stream: ExecStream,
+        is_async: bool,
+    ) -> ExecResult<()> {
         self.bind()?;
         let s = self.stream(stream)?;
         if width == 0 || height == 0 {
@@ -1176,7 +1282,16 @@ impl Executor for CudaExecutor {
         check(unsafe { sys::cuMemsetD2D8Async(dst.ptr, pitch, value, width, height, s) })
     }
 
-    fn copy_peer(&mut self, dst: DevicePtr, dst_device: i32, src: DevicePtr, src_device: i32, size: u64, stream: ExecStream, is_async: bool) -> ExecResult<()> {
+    fn copy_peer(
+        &mut self,
+        dst: DevicePtr,
+        dst_device: i32,
+        src: DevicePtr,
+        src_device: i32,
+        size: u64,
+        stream: ExecStream,
+        is_async: bool,
+    ) -> ExecResult<()> {
         let dst_idx = self.device_index(dst_device)?;
         let src_idx = self.device_index(src_device)?;
         let dst_ctx = self.context(dst_idx)?;
@@ -1222,7 +1337,12 @@ impl Executor for CudaExecutor {
         // SAFETY: four attributes, each with a data pointer to a local of at least
         // the size the driver writes for it (unsigned int, bool, int, CUdeviceptr).
         let r = unsafe {
-            sys::cuPointerGetAttributes(attributes.len() as c_uint, attributes.as_mut_ptr(), data.as_mut_ptr(), ptr)
+            sys::cuPointerGetAttributes(
+                attributes.len() as c_uint,
+                attributes.as_mut_ptr(),
+                data.as_mut_ptr(),
+                ptr,
+            )
         };
         check(r)?;
         // CUmemorytype: 1 host, 2 device; cudaMemoryType: 1 host, 2 device, 3 managed.
@@ -1260,15 +1380,33 @@ impl Executor for CudaExecutor {
         }
         let module = self.next_module;
         self.next_module += 1;
-        debug!(module, libraries = libraries.len(), bytes = image.len(), "module loaded");
-        self.modules.insert(module, Module { libraries, load_error });
+        debug!(
+            module,
+            libraries = libraries.len(),
+            bytes = image.len(),
+            "module loaded"
+        );
+        self.modules.insert(
+            module,
+            Module {
+                libraries,
+                load_error,
+            },
+        );
         self.module_by_digest.insert(digest, module);
         Ok(module)
     }
 
-    fn get_function(&mut self, module: ExecModule, name: &str) -> ExecResult<(ExecFunction, Vec<ParamInfo>)> {
+    fn get_function(
+        &mut self,
+        module: ExecModule,
+        name: &str,
+    ) -> ExecResult<(ExecFunction, Vec<ParamInfo>)> {
         self.bind()?;
-        let m = self.modules.get(&module).ok_or(CudaStatus::ErrorInvalidResourceHandle)?;
+        let m = self
+            .modules
+            .get(&module)
+            .ok_or(CudaStatus::ErrorInvalidResourceHandle)?;
         let cname = CString::new(name).map_err(|_| CudaStatus::ErrorInvalidDeviceFunction)?;
         let mut found = None;
         for &library in &m.libraries {
@@ -1285,25 +1423,39 @@ impl Executor for CudaExecutor {
         }
         let kernel = match found {
             Some(kernel) => kernel,
-            None => return Err(m.load_error.unwrap_or(CudaStatus::ErrorInvalidDeviceFunction)),
+            None => {
+                return Err(m
+                    .load_error
+                    .unwrap_or(CudaStatus::ErrorInvalidDeviceFunction))
+            }
         };
         let params = kernel_params(kernel)?;
         let id = kernel as usize as ExecFunction;
         self.functions.insert(id, kernel);
-        debug!(module, name, function = id, params = params.len(), "kernel found");
+        debug!(
+            module,
+            name,
+            function = id,
+            params = params.len(),
+            "kernel found"
+        );
         Ok((id, params))
     }
 
     fn get_global(&mut self, module: ExecModule, name: &str) -> ExecResult<(DevicePtr, u64)> {
         self.bind()?;
-        let m = self.modules.get(&module).ok_or(CudaStatus::ErrorInvalidResourceHandle)?;
+        let m = self
+            .modules
+            .get(&module)
+            .ok_or(CudaStatus::ErrorInvalidResourceHandle)?;
         let cname = CString::new(name).map_err(|_| CudaStatus::ErrorInvalidSymbol)?;
         for &library in &m.libraries {
             let mut ptr: sys::CUdeviceptr = 0;
             let mut size: usize = 0;
             // SAFETY: out-pointers to locals; `library` is loaded; `cname` outlives
             // the call.
-            let r = unsafe { sys::cuLibraryGetGlobal(&mut ptr, &mut size, library, cname.as_ptr()) };
+            let r =
+                unsafe { sys::cuLibraryGetGlobal(&mut ptr, &mut size, library, cname.as_ptr()) };
             if r == sys::CUresult::CUDA_ERROR_NOT_FOUND {
                 continue;
             }
@@ -1344,12 +1496,21 @@ impl Executor for CudaExecutor {
             required_cluster_width: optional(F::CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH),
             required_cluster_height: optional(F::CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT),
             required_cluster_depth: optional(F::CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH),
-            cluster_scheduling_policy_preference: optional(F::CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE),
-            non_portable_cluster_size_allowed: optional(F::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED),
+            cluster_scheduling_policy_preference: optional(
+                F::CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE,
+            ),
+            non_portable_cluster_size_allowed: optional(
+                F::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+            ),
         })
     }
 
-    fn func_set_attribute(&mut self, function: ExecFunction, attribute: i32, value: i32) -> ExecResult<()> {
+    fn func_set_attribute(
+        &mut self,
+        function: ExecFunction,
+        attribute: i32,
+        value: i32,
+    ) -> ExecResult<()> {
         let idx = self.bind()?;
         let kernel = self.kernel(function)?;
         let attr = func_attribute_from(attribute).ok_or(CudaStatus::ErrorInvalidValue)?;
@@ -1367,7 +1528,12 @@ impl Executor for CudaExecutor {
         check(unsafe { sys::cuKernelSetCacheConfig(kernel, config, handle) })
     }
 
-    fn launch(&mut self, function: ExecFunction, config: &LaunchConfig<'_>, params: &[u8]) -> ExecResult<()> {
+    fn launch(
+        &mut self,
+        function: ExecFunction,
+        config: &LaunchConfig<'_>,
+        params: &[u8],
+    ) -> ExecResult<()> {
         let idx = self.bind()?;
         let kernel = self.kernel(function)?;
         let s = self.stream(config.stream)?;
@@ -1400,7 +1566,11 @@ impl Executor for CudaExecutor {
             blockDimZ: config.block[2],
             sharedMemBytes: config.shared_mem,
             hStream: s,
-            attrs: if attrs.is_empty() { ptr::null_mut() } else { attrs.as_mut_ptr() },
+            attrs: if attrs.is_empty() {
+                ptr::null_mut()
+            } else {
+                attrs.as_mut_ptr()
+            },
             numAttrs: c_uint::try_from(attrs.len()).map_err(|_| CudaStatus::ErrorInvalidValue)?,
         };
 
@@ -1427,7 +1597,11 @@ impl Executor for CudaExecutor {
             (&mut size as *mut usize).cast(),
             sys::CU_LAUNCH_PARAM_END_AS_INT as usize as *mut c_void,
         ];
-        let extra_ptr = if params.is_empty() { ptr::null_mut() } else { extra.as_mut_ptr() };
+        let extra_ptr = if params.is_empty() {
+            ptr::null_mut()
+        } else {
+            extra.as_mut_ptr()
+        };
         // SAFETY: `cfg` and the attribute array it points to live until the call
         // returns; `extra` is the END-terminated list whose buffer (`size` bytes) and
         // size word outlive the call, and the driver copies the parameters before
@@ -1437,24 +1611,45 @@ impl Executor for CudaExecutor {
         check(r)
     }
 
-    fn occupancy_max_active_blocks(&mut self, function: ExecFunction, block_size: i32, dynamic_smem: u64, flags: u32) -> ExecResult<i32> {
+    fn occupancy_max_active_blocks(
+        &mut self,
+        function: ExecFunction,
+        block_size: i32,
+        dynamic_smem: u64,
+        flags: u32,
+    ) -> ExecResult<i32> {
         let idx = self.bind()?;
         let f = self.function_in_context(function, idx)?;
         let smem = to_usize(dynamic_smem)?;
         let mut blocks: c_int = 0;
         // SAFETY: out-pointer to a local; `f` is the kernel's function in the
         // current context.
-        check(unsafe { sys::cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&mut blocks, f, block_size, smem, flags) })?;
+        check(unsafe {
+            sys::cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+                &mut blocks,
+                f,
+                block_size,
+                smem,
+                flags,
+            )
+        })?;
         Ok(blocks)
     }
 
-    fn occupancy_available_dynamic_smem(&mut self, function: ExecFunction, num_blocks: i32, block_size: i32) -> ExecResult<u64> {
+    fn occupancy_available_dynamic_smem(
+        &mut self,
+        function: ExecFunction,
+        num_blocks: i32,
+        block_size: i32,
+    ) -> ExecResult<u64> {
         let idx = self.bind()?;
         let f = self.function_in_context(function, idx)?;
         let mut bytes: usize = 0;
         // SAFETY: out-pointer to a local; `f` is the kernel's function in the
         // current context.
-        check(unsafe { sys::cuOccupancyAvailableDynamicSMemPerBlock(&mut bytes, f, num_blocks, block_size) })?;
+        check(unsafe {
+            sys::cuOccupancyAvailableDynamicSMemPerBlock(&mut bytes, f, num_blocks, block_size)
+        })?;
         Ok(bytes as u64)
     }
 
@@ -1494,7 +1689,12 @@ impl Executor for CudaExecutor {
         check(unsafe { sys::cuStreamQuery(s) })
     }
 
-    fn stream_wait_event(&mut self, stream: ExecStream, event: ExecEvent, flags: u32) -> ExecResult<()> {
+    fn stream_wait_event(
+        &mut self,
+        stream: ExecStream,
+        event: ExecEvent,
+        flags: u32,
+    ) -> ExecResult<()> {
         self.bind()?;
         let s = self.stream(stream)?;
         let e = self.event(event)?;
@@ -1561,7 +1761,9 @@ impl Executor for CudaExecutor {
 impl Drop for CudaExecutor {
     fn drop(&mut self) {
         for idx in 0..self.devices.len() {
-            let Some(ctx) = self.devices[idx].ctx else { continue };
+            let Some(ctx) = self.devices[idx].ctx else {
+                continue;
+            };
             // SAFETY: `ctx` is a primary context this executor still holds.
             let _ = unsafe { sys::cuCtxSetCurrent(ctx) };
             self.destroy_device_objects(idx);
@@ -1619,17 +1821,29 @@ mod tests {
     #[test]
     fn bad_images_are_refused() {
         assert_eq!(split_image(b""), Err(CudaStatus::ErrorInvalidKernelImage));
-        assert_eq!(split_image(b"garbage garbage garbage"), Err(CudaStatus::ErrorInvalidKernelImage));
+        assert_eq!(
+            split_image(b"garbage garbage garbage"),
+            Err(CudaStatus::ErrorInvalidKernelImage)
+        );
         let a = container(&[1; 8]);
-        assert_eq!(split_image(&a[..a.len() - 1]), Err(CudaStatus::ErrorInvalidKernelImage));
+        assert_eq!(
+            split_image(&a[..a.len() - 1]),
+            Err(CudaStatus::ErrorInvalidKernelImage)
+        );
     }
 
     #[test]
     fn runtime_numbers_map_to_driver_enums() {
         assert_eq!(limit_from(0), Some(sys::CUlimit::CU_LIMIT_STACK_SIZE));
-        assert_eq!(limit_from(6), Some(sys::CUlimit::CU_LIMIT_PERSISTING_L2_CACHE_SIZE));
+        assert_eq!(
+            limit_from(6),
+            Some(sys::CUlimit::CU_LIMIT_PERSISTING_L2_CACHE_SIZE)
+        );
         assert_eq!(limit_from(4242), None);
-        assert_eq!(cache_config_from(3), Some(sys::CUfunc_cache::CU_FUNC_CACHE_PREFER_EQUAL));
+        assert_eq!(
+            cache_config_from(3),
+            Some(sys::CUfunc_cache::CU_FUNC_CACHE_PREFER_EQUAL)
+        );
         assert_eq!(cache_config_from(4), None);
         assert_eq!(
             func_attribute_from(8),
@@ -1652,14 +1866,23 @@ mod tests {
     fn packed_lengths() {
         assert_eq!(packed_len(3, 4), Ok(12));
         assert_eq!(packed_len(u64::MAX, 2), Err(CudaStatus::ErrorInvalidValue));
-        assert_eq!(check_range(u64::MAX - 1, 2), Err(CudaStatus::ErrorInvalidValue));
+        assert_eq!(
+            check_range(u64::MAX - 1, 2),
+            Err(CudaStatus::ErrorInvalidValue)
+        );
         assert_eq!(check_range(16, 2), Ok(()));
     }
 
     #[test]
     fn launch_attribute_sizes_match_the_runtime() {
-        assert_eq!(std::mem::size_of::<sys::CUlaunchAttributeValue>(), LAUNCH_ATTRIBUTE_VALUE_LEN);
-        assert_eq!(std::mem::size_of::<sys::CUlaunchAttribute>(), 8 + LAUNCH_ATTRIBUTE_VALUE_LEN);
+        assert_eq!(
+            std::mem::size_of::<sys::CUlaunchAttributeValue>(),
+            LAUNCH_ATTRIBUTE_VALUE_LEN
+        );
+        assert_eq!(
+            std::mem::size_of::<sys::CUlaunchAttribute>(),
+            8 + LAUNCH_ATTRIBUTE_VALUE_LEN
+        );
     }
 
     /// Runs only where a GPU is present: a no-GPU machine must get an error, never a

@@ -19,13 +19,13 @@ use tracing::{info, warn};
 use vmcuda_wire::cubin;
 use vmcuda_wire::fatbin;
 use vmcuda_wire::op::{
-    DevicePtr, DeviceProperties, ExecutorKind, FuncAttributes, ParamInfo, PointerAttributes,
+    DeviceProperties, DevicePtr, ExecutorKind, FuncAttributes, ParamInfo, PointerAttributes,
 };
 use vmcuda_wire::CudaStatus;
 
 use super::{
-    ExecEvent, ExecFunction, ExecModule, ExecResult, ExecStream, Executor, LaunchConfig,
-    Pitched, LEGACY_STREAM, PER_THREAD_STREAM,
+    ExecEvent, ExecFunction, ExecModule, ExecResult, ExecStream, Executor, LaunchConfig, Pitched,
+    LEGACY_STREAM, PER_THREAD_STREAM,
 };
 
 /// Fake device addresses start here (a GPU-like, never-null, 64 KiB-aligned base).
@@ -106,12 +106,12 @@ impl HostMemoryExecutor {
             events: HashMap::new(),
             next_id: 0x1000,
             limits: HashMap::from([
-                (0, 1024),     // cudaLimitStackSize
-                (1, 1 << 20),  // cudaLimitPrintfFifoSize
-                (2, 8 << 20),  // cudaLimitMallocHeapSize
-                (5, 2048),     // cudaLimitDevRuntimePendingLaunchCount
-                (6, 32),       // cudaLimitMaxL2FetchGranularity
-                (7, 0),        // cudaLimitPersistingL2CacheSize
+                (0, 1024),    // cudaLimitStackSize
+                (1, 1 << 20), // cudaLimitPrintfFifoSize
+                (2, 8 << 20), // cudaLimitMallocHeapSize
+                (5, 2048),    // cudaLimitDevRuntimePendingLaunchCount
+                (6, 32),      // cudaLimitMaxL2FetchGranularity
+                (7, 0),       // cudaLimitPersistingL2CacheSize
             ]),
             cache_config: 0,
             launches: Vec::new(),
@@ -160,7 +160,9 @@ impl HostMemoryExecutor {
             .next_back()
             .ok_or(CudaStatus::ErrorInvalidValue)?;
         let offset = ptr - start;
-        let end = offset.checked_add(len).ok_or(CudaStatus::ErrorInvalidValue)?;
+        let end = offset
+            .checked_add(len)
+            .ok_or(CudaStatus::ErrorInvalidValue)?;
         if end > bytes.len() as u64 || (len == 0 && offset > bytes.len() as u64) {
             return Err(CudaStatus::ErrorInvalidValue);
         }
@@ -174,12 +176,18 @@ impl HostMemoryExecutor {
 
     fn slice_mut(&mut self, ptr: DevicePtr, len: u64) -> ExecResult<&mut [u8]> {
         let (start, off) = self.locate(ptr, len)?;
-        let bytes = self.memory.get_mut(&start).expect("located allocation exists");
+        let bytes = self
+            .memory
+            .get_mut(&start)
+            .expect("located allocation exists");
         Ok(&mut bytes[off..off + len as usize])
     }
 
     fn check_stream(&self, stream: ExecStream) -> ExecResult<()> {
-        if stream == LEGACY_STREAM || stream == PER_THREAD_STREAM || self.streams.contains_key(&stream) {
+        if stream == LEGACY_STREAM
+            || stream == PER_THREAD_STREAM
+            || self.streams.contains_key(&stream)
+        {
             Ok(())
         } else {
             Err(CudaStatus::ErrorInvalidResourceHandle)
@@ -187,7 +195,11 @@ impl HostMemoryExecutor {
     }
 
     /// Row `row` of a pitched region, `width` bytes.
-    fn pitched_rows(p: Pitched, width: u64, height: u64) -> ExecResult<impl Iterator<Item = (u64, DevicePtr)>> {
+    fn pitched_rows(
+        p: Pitched,
+        width: u64,
+        height: u64,
+    ) -> ExecResult<impl Iterator<Item = (u64, DevicePtr)>> {
         if width > p.pitch && height > 1 {
             return Err(CudaStatus::ErrorInvalidPitchValue);
         }
@@ -195,7 +207,9 @@ impl HostMemoryExecutor {
     }
 
     fn function(&self, f: ExecFunction) -> ExecResult<&Function> {
-        self.functions.get(&f).ok_or(CudaStatus::ErrorInvalidDeviceFunction)
+        self.functions
+            .get(&f)
+            .ok_or(CudaStatus::ErrorInvalidDeviceFunction)
     }
 
     fn properties() -> DeviceProperties {
@@ -229,12 +243,24 @@ impl HostMemoryExecutor {
             (A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 9),
             (A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0),
             (A::CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED, 1),
-            (A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, 233_472),
-            (A::CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR, 65536),
+            (
+                A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
+                233_472,
+            ),
+            (
+                A::CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR,
+                65536,
+            ),
             (A::CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, 1),
-            (A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, 232_448),
+            (
+                A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                232_448,
+            ),
             (A::CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR, 32),
-            (A::CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK, 1024),
+            (
+                A::CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK,
+                1024,
+            ),
             (A::CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED, 1),
         ];
         DeviceProperties {
@@ -243,7 +269,18 @@ impl HostMemoryExecutor {
             luid: [0; 8],
             luid_device_node_mask: 0,
             total_global_mem: DEFAULT_MEMORY,
-            attributes: attributes.iter().map(|(a, v)| (*a as u32, *v)).collect(),
+            // Every attribute a CUDA 13 driver answers; the ones not listed are 0.
+            attributes: (1..A::CU_DEVICE_ATTRIBUTE_MAX as u32)
+                .map(|n| {
+                    (
+                        n,
+                        attributes
+                            .iter()
+                            .find(|(a, _)| *a as u32 == n)
+                            .map_or(0, |(_, v)| *v),
+                    )
+                })
+                .collect(),
         }
     }
 
@@ -313,7 +350,10 @@ impl Executor for HostMemoryExecutor {
         Ok(())
     }
     fn get_limit(&mut self, limit: u32) -> ExecResult<u64> {
-        self.limits.get(&limit).copied().ok_or(CudaStatus::ErrorUnsupportedLimit)
+        self.limits
+            .get(&limit)
+            .copied()
+            .ok_or(CudaStatus::ErrorUnsupportedLimit)
     }
     fn set_limit(&mut self, limit: u32, value: u64) -> ExecResult<()> {
         match self.limits.get_mut(&limit) {
@@ -365,7 +405,10 @@ impl Executor for HostMemoryExecutor {
         if ptr == 0 {
             return Ok(());
         }
-        let bytes = self.memory.remove(&ptr).ok_or(CudaStatus::ErrorInvalidValue)?;
+        let bytes = self
+            .memory
+            .remove(&ptr)
+            .ok_or(CudaStatus::ErrorInvalidValue)?;
         self.used_memory -= bytes.len() as u64;
         Ok(())
     }
@@ -374,26 +417,55 @@ impl Executor for HostMemoryExecutor {
             return Ok((0, 0));
         }
         let pitch = align_up(width, PITCH_ALIGN);
-        let size = pitch.checked_mul(height).ok_or(CudaStatus::ErrorMemoryAllocation)?;
+        let size = pitch
+            .checked_mul(height)
+            .ok_or(CudaStatus::ErrorMemoryAllocation)?;
         Ok((self.allocate(size, None)?, pitch))
     }
-    fn copy_htod(&mut self, dst: DevicePtr, src: &[u8], stream: ExecStream, _is_async: bool) -> ExecResult<()> {
+    fn copy_htod(
+        &mut self,
+        dst: DevicePtr,
+        src: &[u8],
+        stream: ExecStream,
+        _is_async: bool,
+    ) -> ExecResult<()> {
         self.check_stream(stream)?;
         self.slice_mut(dst, src.len() as u64)?.copy_from_slice(src);
         Ok(())
     }
-    fn copy_dtoh(&mut self, dst: &mut [u8], src: DevicePtr, stream: ExecStream, _is_async: bool) -> ExecResult<()> {
+    fn copy_dtoh(
+        &mut self,
+        dst: &mut [u8],
+        src: DevicePtr,
+        stream: ExecStream,
+        _is_async: bool,
+    ) -> ExecResult<()> {
         self.check_stream(stream)?;
         dst.copy_from_slice(self.slice(src, dst.len() as u64)?);
         Ok(())
     }
-    fn copy_dtod(&mut self, dst: DevicePtr, src: DevicePtr, size: u64, stream: ExecStream, _is_async: bool) -> ExecResult<()> {
+    fn copy_dtod(
+        &mut self,
+        dst: DevicePtr,
+        src: DevicePtr,
+        size: u64,
+        stream: ExecStream,
+        _is_async: bool,
+    ) -> ExecResult<()> {
         self.check_stream(stream)?;
         let bytes = self.slice(src, size)?.to_vec();
         self.slice_mut(dst, size)?.copy_from_slice(&bytes);
         Ok(())
     }
-    fn copy_2d_htod(&mut self, dst: Pitched, src: &[u8], width: u64, height: u64, stream: ExecStream, _is_async: bool) -> ExecResult<()> {
+    fn copy_2d_htod(
+        &mut self,
+        dst: Pitched,
+        src: &[u8],
+        width: u64,
+        height: u64,
+        stream: ExecStream,
+        _is_async: bool,
+    ) -> ExecResult<()> {
         self.check_stream(stream)?;
         if src.len() as u64 != width * height {
             return Err(CudaStatus::ErrorInvalidValue);
@@ -405,7 +477,15 @@ impl Executor for HostMemoryExecutor {
         }
         Ok(())
     }
-    fn copy_2d_dtoh(&mut self, dst: &mut [u8], src: Pitched, width: u64, height: u64, stream: ExecStream, _is_async: bool) -> ExecResult<()> {
+    fn copy_2d_dtoh(
+        &mut self,
+        dst: &mut [u8],
+        src: Pitched,
+        width: u64,
+        height: u64,
+        stream: ExecStream,
+        _is_async: bool,
+    ) -> ExecResult<()> {
         self.check_stream(stream)?;
         if dst.len() as u64 != width * height {
             return Err(CudaStatus::ErrorInvalidValue);
@@ -416,33 +496,73 @@ impl Executor for HostMemoryExecutor {
         }
         Ok(())
     }
-    fn copy_2d_dtod(&mut self, dst: Pitched, src: Pitched, width: u64, height: u64, stream: ExecStream, _is_async: bool) -> ExecResult<()> {
+    fn copy_2d_dtod(
+        &mut self,
+        dst: Pitched,
+        src: Pitched,
+        width: u64,
+        height: u64,
+        stream: ExecStream,
+        _is_async: bool,
+    ) -> ExecResult<()> {
         self.check_stream(stream)?;
         let mut packed = vec![0u8; (width * height) as usize];
         self.copy_2d_dtoh(&mut packed, src, width, height, stream, false)?;
         self.copy_2d_htod(dst, &packed, width, height, stream, false)
     }
-    fn memset(&mut self, dst: DevicePtr, value: u8, size: u64, stream: ExecStream, _is_async: bool) -> ExecResult<()> {
+    fn memset(
+        &mut self,
+        dst: DevicePtr,
+        value: u8,
+        size: u64,
+        stream: ExecStream,
+        _is_async: bool,
+    ) -> ExecResult<()> {
         self.check_stream(stream)?;
         self.slice_mut(dst, size)?.fill(value);
         Ok(())
     }
-    fn memset_2d(&mut self, dst: Pitched, value: u8, width: u64, height: u64, stream: ExecStream, _is_async: bool) -> ExecResult<()> {
+    fn memset_2d(
+        &mut self,
+        dst: Pitched,
+        value: u8,
+        width: u64,
+        height: u64,
+        stream: ExecStream,
+        _is_async: bool,
+    ) -> ExecResult<()> {
         self.check_stream(stream)?;
         for (_, addr) in Self::pitched_rows(dst, width, height)? {
             self.slice_mut(addr, width)?.fill(value);
         }
         Ok(())
     }
-    fn copy_peer(&mut self, dst: DevicePtr, dst_device: i32, src: DevicePtr, src_device: i32, size: u64, stream: ExecStream, is_async: bool) -> ExecResult<()> {
+    fn copy_peer(
+        &mut self,
+        dst: DevicePtr,
+        dst_device: i32,
+        src: DevicePtr,
+        src_device: i32,
+        size: u64,
+        stream: ExecStream,
+        is_async: bool,
+    ) -> ExecResult<()> {
         self.set_device(dst_device)?;
         self.set_device(src_device)?;
         self.copy_dtod(dst, src, size, stream, is_async)
     }
     fn pointer_attributes(&mut self, ptr: DevicePtr) -> ExecResult<PointerAttributes> {
         Ok(match self.locate(ptr, 0) {
-            Ok(_) => PointerAttributes { memory_type: 2, device: 0, device_pointer: ptr },
-            Err(_) => PointerAttributes { memory_type: 0, device: -2, device_pointer: 0 },
+            Ok(_) => PointerAttributes {
+                memory_type: 2,
+                device: 0,
+                device_pointer: ptr,
+            },
+            Err(_) => PointerAttributes {
+                memory_type: 0,
+                device: -2,
+                device_pointer: 0,
+            },
         })
     }
 
@@ -456,16 +576,32 @@ impl Executor for HostMemoryExecutor {
             return Ok(*id);
         }
         let id = self.fresh_id();
-        self.modules.insert(id, Module { image: image.to_vec(), globals: HashMap::new() });
+        self.modules.insert(
+            id,
+            Module {
+                image: image.to_vec(),
+                globals: HashMap::new(),
+            },
+        );
         Ok(id)
     }
-    fn get_function(&mut self, module: ExecModule, name: &str) -> ExecResult<(ExecFunction, Vec<ParamInfo>)> {
-        let m = self.modules.get(&module).ok_or(CudaStatus::ErrorInvalidResourceHandle)?;
+    fn get_function(
+        &mut self,
+        module: ExecModule,
+        name: &str,
+    ) -> ExecResult<(ExecFunction, Vec<ParamInfo>)> {
+        let m = self
+            .modules
+            .get(&module)
+            .ok_or(CudaStatus::ErrorInvalidResourceHandle)?;
         let params = module_cubin(&m.image, |elf| cubin::kernel_params(elf, name))
             .map_err(|_| CudaStatus::ErrorInvalidDeviceFunction)?;
         let params: Vec<ParamInfo> = params
             .into_iter()
-            .map(|p| ParamInfo { offset: p.offset, size: p.size })
+            .map(|p| ParamInfo {
+                offset: p.offset,
+                size: p.size,
+            })
             .collect();
         if let Some((id, _)) = self.functions.iter().find(|(_, f)| f.name == name) {
             return Ok((*id, params));
@@ -473,12 +609,20 @@ impl Executor for HostMemoryExecutor {
         let id = self.fresh_id();
         self.functions.insert(
             id,
-            Function { name: name.into(), params: params.clone(), max_dynamic_smem: 49152, carveout: -1 },
+            Function {
+                name: name.into(),
+                params: params.clone(),
+                max_dynamic_smem: 49152,
+                carveout: -1,
+            },
         );
         Ok((id, params))
     }
     fn get_global(&mut self, module: ExecModule, name: &str) -> ExecResult<(DevicePtr, u64)> {
-        let m = self.modules.get(&module).ok_or(CudaStatus::ErrorInvalidResourceHandle)?;
+        let m = self
+            .modules
+            .get(&module)
+            .ok_or(CudaStatus::ErrorInvalidResourceHandle)?;
         if let Some(g) = m.globals.get(name) {
             return Ok(*g);
         }
@@ -502,8 +646,16 @@ impl Executor for HostMemoryExecutor {
             ..Default::default()
         })
     }
-    fn func_set_attribute(&mut self, function: ExecFunction, attribute: i32, value: i32) -> ExecResult<()> {
-        let f = self.functions.get_mut(&function).ok_or(CudaStatus::ErrorInvalidDeviceFunction)?;
+    fn func_set_attribute(
+        &mut self,
+        function: ExecFunction,
+        attribute: i32,
+        value: i32,
+    ) -> ExecResult<()> {
+        let f = self
+            .functions
+            .get_mut(&function)
+            .ok_or(CudaStatus::ErrorInvalidDeviceFunction)?;
         match attribute {
             8 if (0..=232_448).contains(&value) => f.max_dynamic_smem = value,
             9 if (-1..=100).contains(&value) => f.carveout = value,
@@ -519,7 +671,12 @@ impl Executor for HostMemoryExecutor {
         }
         Ok(())
     }
-    fn launch(&mut self, function: ExecFunction, config: &LaunchConfig<'_>, params: &[u8]) -> ExecResult<()> {
+    fn launch(
+        &mut self,
+        function: ExecFunction,
+        config: &LaunchConfig<'_>,
+        params: &[u8],
+    ) -> ExecResult<()> {
         let f = self.function(function)?;
         self.check_launch(config, f)?;
         let expected = f.params.last().map_or(0, |p| (p.offset + p.size) as usize);
@@ -548,21 +705,38 @@ impl Executor for HostMemoryExecutor {
         self.launches.push(record);
         Ok(())
     }
-    fn occupancy_max_active_blocks(&mut self, function: ExecFunction, block_size: i32, dynamic_smem: u64, _flags: u32) -> ExecResult<i32> {
+    fn occupancy_max_active_blocks(
+        &mut self,
+        function: ExecFunction,
+        block_size: i32,
+        dynamic_smem: u64,
+        _flags: u32,
+    ) -> ExecResult<i32> {
         self.function(function)?;
         if block_size <= 0 {
             return Err(CudaStatus::ErrorInvalidValue);
         }
         let by_threads = 2048 / block_size.min(1024);
-        let by_smem = if dynamic_smem == 0 { 32 } else { (233_472 / dynamic_smem.max(1)) as i32 };
+        let by_smem = if dynamic_smem == 0 {
+            32
+        } else {
+            (233_472 / dynamic_smem.max(1)) as i32
+        };
         Ok(by_threads.min(by_smem).min(32))
     }
-    fn occupancy_available_dynamic_smem(&mut self, function: ExecFunction, num_blocks: i32, block_size: i32) -> ExecResult<u64> {
+    fn occupancy_available_dynamic_smem(
+        &mut self,
+        function: ExecFunction,
+        num_blocks: i32,
+        block_size: i32,
+    ) -> ExecResult<u64> {
         self.function(function)?;
         if num_blocks <= 0 || block_size <= 0 {
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        Ok((233_472 / num_blocks as u64).saturating_sub(1024).min(232_448))
+        Ok((233_472 / num_blocks as u64)
+            .saturating_sub(1024)
+            .min(232_448))
     }
 
     fn stream_create(&mut self, flags: u32, priority: i32) -> ExecResult<ExecStream> {
@@ -575,7 +749,10 @@ impl Executor for HostMemoryExecutor {
         Ok(id)
     }
     fn stream_destroy(&mut self, stream: ExecStream) -> ExecResult<()> {
-        self.streams.remove(&stream).map(|_| ()).ok_or(CudaStatus::ErrorInvalidResourceHandle)
+        self.streams
+            .remove(&stream)
+            .map(|_| ())
+            .ok_or(CudaStatus::ErrorInvalidResourceHandle)
     }
     fn stream_synchronize(&mut self, stream: ExecStream) -> ExecResult<()> {
         self.check_stream(stream)
@@ -583,29 +760,57 @@ impl Executor for HostMemoryExecutor {
     fn stream_query(&mut self, stream: ExecStream) -> ExecResult<()> {
         self.check_stream(stream)
     }
-    fn stream_wait_event(&mut self, stream: ExecStream, event: ExecEvent, _flags: u32) -> ExecResult<()> {
+    fn stream_wait_event(
+        &mut self,
+        stream: ExecStream,
+        event: ExecEvent,
+        _flags: u32,
+    ) -> ExecResult<()> {
         self.check_stream(stream)?;
-        self.events.get(&event).map(|_| ()).ok_or(CudaStatus::ErrorInvalidResourceHandle)
+        self.events
+            .get(&event)
+            .map(|_| ())
+            .ok_or(CudaStatus::ErrorInvalidResourceHandle)
     }
     fn event_create(&mut self, flags: u32) -> ExecResult<ExecEvent> {
         if flags & !0xf != 0 {
             return Err(CudaStatus::ErrorInvalidValue);
         }
         let id = self.fresh_id();
-        self.events.insert(id, Event { timing: flags & 2 == 0, recorded_at: None });
+        self.events.insert(
+            id,
+            Event {
+                timing: flags & 2 == 0,
+                recorded_at: None,
+            },
+        );
         Ok(id)
     }
     fn event_destroy(&mut self, event: ExecEvent) -> ExecResult<()> {
-        self.events.remove(&event).map(|_| ()).ok_or(CudaStatus::ErrorInvalidResourceHandle)
+        self.events
+            .remove(&event)
+            .map(|_| ())
+            .ok_or(CudaStatus::ErrorInvalidResourceHandle)
     }
-    fn event_record(&mut self, event: ExecEvent, stream: ExecStream, _flags: u32) -> ExecResult<()> {
+    fn event_record(
+        &mut self,
+        event: ExecEvent,
+        stream: ExecStream,
+        _flags: u32,
+    ) -> ExecResult<()> {
         self.check_stream(stream)?;
-        let e = self.events.get_mut(&event).ok_or(CudaStatus::ErrorInvalidResourceHandle)?;
+        let e = self
+            .events
+            .get_mut(&event)
+            .ok_or(CudaStatus::ErrorInvalidResourceHandle)?;
         e.recorded_at = Some(Instant::now());
         Ok(())
     }
     fn event_synchronize(&mut self, event: ExecEvent) -> ExecResult<()> {
-        self.events.get(&event).map(|_| ()).ok_or(CudaStatus::ErrorInvalidResourceHandle)
+        self.events
+            .get(&event)
+            .map(|_| ())
+            .ok_or(CudaStatus::ErrorInvalidResourceHandle)
     }
     fn event_query(&mut self, event: ExecEvent) -> ExecResult<()> {
         self.event_synchronize(event)

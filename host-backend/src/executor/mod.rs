@@ -12,7 +12,7 @@ pub mod cuda;
 pub mod host_memory;
 
 use vmcuda_wire::op::{
-    DevicePtr, DeviceProperties, ExecutorKind, FuncAttributes, LaunchAttribute, ParamInfo,
+    DeviceProperties, DevicePtr, ExecutorKind, FuncAttributes, LaunchAttribute, ParamInfo,
     PointerAttributes,
 };
 use vmcuda_wire::CudaStatus;
@@ -74,43 +74,140 @@ pub trait Executor {
     fn free(&mut self, ptr: DevicePtr) -> ExecResult<()>;
     /// (pointer, pitch) for `height` rows of `width` bytes.
     fn alloc_pitch(&mut self, width: u64, height: u64) -> ExecResult<(DevicePtr, u64)>;
-    fn copy_htod(&mut self, dst: DevicePtr, src: &[u8], stream: ExecStream, is_async: bool) -> ExecResult<()>;
-    fn copy_dtoh(&mut self, dst: &mut [u8], src: DevicePtr, stream: ExecStream, is_async: bool) -> ExecResult<()>;
-    fn copy_dtod(&mut self, dst: DevicePtr, src: DevicePtr, size: u64, stream: ExecStream, is_async: bool) -> ExecResult<()>;
+    fn copy_htod(
+        &mut self,
+        dst: DevicePtr,
+        src: &[u8],
+        stream: ExecStream,
+        is_async: bool,
+    ) -> ExecResult<()>;
+    fn copy_dtoh(
+        &mut self,
+        dst: &mut [u8],
+        src: DevicePtr,
+        stream: ExecStream,
+        is_async: bool,
+    ) -> ExecResult<()>;
+    fn copy_dtod(
+        &mut self,
+        dst: DevicePtr,
+        src: DevicePtr,
+        size: u64,
+        stream: ExecStream,
+        is_async: bool,
+    ) -> ExecResult<()>;
     /// `src` holds `height` packed rows of `width` bytes.
-    fn copy_2d_htod(&mut self, dst: Pitched, src: &[u8], width: u64, height: u64, stream: ExecStream, is_async: bool) -> ExecResult<()>;
+    fn copy_2d_htod(
+        &mut self,
+        dst: Pitched,
+        src: &[u8],
+        width: u64,
+        height: u64,
+        stream: ExecStream,
+        is_async: bool,
+    ) -> ExecResult<()>;
     /// Fills `dst` with `height` packed rows of `width` bytes.
-    fn copy_2d_dtoh(&mut self, dst: &mut [u8], src: Pitched, width: u64, height: u64, stream: ExecStream, is_async: bool) -> ExecResult<()>;
+    fn copy_2d_dtoh(
+        &mut self,
+        dst: &mut [u8],
+        src: Pitched,
+        width: u64,
+        height: u64,
+        stream: ExecStream,
+        is_async: bool,
+    ) -> ExecResult<()>;
     #[allow(clippy::too_many_arguments)]
-    fn copy_2d_dtod(&mut self, dst: Pitched, src: Pitched, width: u64, height: u64, stream: ExecStream, is_async: bool) -> ExecResult<()>;
-    fn memset(&mut self, dst: DevicePtr, value: u8, size: u64, stream: ExecStream, is_async: bool) -> ExecResult<()>;
+    fn copy_2d_dtod(
+        &mut self,
+        dst: Pitched,
+        src: Pitched,
+        width: u64,
+        height: u64,
+        stream: ExecStream,
+        is_async: bool,
+    ) -> ExecResult<()>;
+    fn memset(
+        &mut self,
+        dst: DevicePtr,
+        value: u8,
+        size: u64,
+        stream: ExecStream,
+        is_async: bool,
+    ) -> ExecResult<()>;
     #[allow(clippy::too_many_arguments)]
-    fn memset_2d(&mut self, dst: Pitched, value: u8, width: u64, height: u64, stream: ExecStream, is_async: bool) -> ExecResult<()>;
+    fn memset_2d(
+        &mut self,
+        dst: Pitched,
+        value: u8,
+        width: u64,
+        height: u64,
+        stream: ExecStream,
+        is_async: bool,
+    ) -> ExecResult<()>;
     #[allow(clippy::too_many_arguments)]
-    fn copy_peer(&mut self, dst: DevicePtr, dst_device: i32, src: DevicePtr, src_device: i32, size: u64, stream: ExecStream, is_async: bool) -> ExecResult<()>;
+    fn copy_peer(
+        &mut self,
+        dst: DevicePtr,
+        dst_device: i32,
+        src: DevicePtr,
+        src_device: i32,
+        size: u64,
+        stream: ExecStream,
+        is_async: bool,
+    ) -> ExecResult<()>;
     fn pointer_attributes(&mut self, ptr: DevicePtr) -> ExecResult<PointerAttributes>;
 
     /// Load a fatbinary (raw containers). Loading the same bytes twice may return the
     /// same module.
     fn load_module(&mut self, image: &[u8]) -> ExecResult<ExecModule>;
     /// A kernel by mangled name, with its parameter layout.
-    fn get_function(&mut self, module: ExecModule, name: &str) -> ExecResult<(ExecFunction, Vec<ParamInfo>)>;
+    fn get_function(
+        &mut self,
+        module: ExecModule,
+        name: &str,
+    ) -> ExecResult<(ExecFunction, Vec<ParamInfo>)>;
     /// A module-scope variable's device address and size.
     fn get_global(&mut self, module: ExecModule, name: &str) -> ExecResult<(DevicePtr, u64)>;
     fn func_attributes(&mut self, function: ExecFunction) -> ExecResult<FuncAttributes>;
-    fn func_set_attribute(&mut self, function: ExecFunction, attribute: i32, value: i32) -> ExecResult<()>;
+    fn func_set_attribute(
+        &mut self,
+        function: ExecFunction,
+        attribute: i32,
+        value: i32,
+    ) -> ExecResult<()>;
     fn func_set_cache_config(&mut self, function: ExecFunction, config: u32) -> ExecResult<()>;
     /// `params` is the packed parameter buffer laid out as `get_function` said.
-    fn launch(&mut self, function: ExecFunction, config: &LaunchConfig<'_>, params: &[u8]) -> ExecResult<()>;
-    fn occupancy_max_active_blocks(&mut self, function: ExecFunction, block_size: i32, dynamic_smem: u64, flags: u32) -> ExecResult<i32>;
-    fn occupancy_available_dynamic_smem(&mut self, function: ExecFunction, num_blocks: i32, block_size: i32) -> ExecResult<u64>;
+    fn launch(
+        &mut self,
+        function: ExecFunction,
+        config: &LaunchConfig<'_>,
+        params: &[u8],
+    ) -> ExecResult<()>;
+    fn occupancy_max_active_blocks(
+        &mut self,
+        function: ExecFunction,
+        block_size: i32,
+        dynamic_smem: u64,
+        flags: u32,
+    ) -> ExecResult<i32>;
+    fn occupancy_available_dynamic_smem(
+        &mut self,
+        function: ExecFunction,
+        num_blocks: i32,
+        block_size: i32,
+    ) -> ExecResult<u64>;
 
     fn stream_create(&mut self, flags: u32, priority: i32) -> ExecResult<ExecStream>;
     fn stream_destroy(&mut self, stream: ExecStream) -> ExecResult<()>;
     fn stream_synchronize(&mut self, stream: ExecStream) -> ExecResult<()>;
     /// `Err(ErrorNotReady)` while work is pending.
     fn stream_query(&mut self, stream: ExecStream) -> ExecResult<()>;
-    fn stream_wait_event(&mut self, stream: ExecStream, event: ExecEvent, flags: u32) -> ExecResult<()>;
+    fn stream_wait_event(
+        &mut self,
+        stream: ExecStream,
+        event: ExecEvent,
+        flags: u32,
+    ) -> ExecResult<()>;
     fn event_create(&mut self, flags: u32) -> ExecResult<ExecEvent>;
     fn event_destroy(&mut self, event: ExecEvent) -> ExecResult<()>;
     fn event_record(&mut self, event: ExecEvent, stream: ExecStream, flags: u32) -> ExecResult<()>;

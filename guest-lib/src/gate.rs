@@ -1,0 +1,300 @@
+//! Stream gates: asynchronous host functions (`cudaLaunchHostFunc`,
+//! `cudaStreamAddCallback`) with CUDA's ordering.
+//!
+//! A host function runs once the work before it on its stream is done, and the work
+//! after it waits until it returns. The host GPU cannot wait for a function that runs
+//! in the guest, so the guest holds the line itself: while a stream has a pending
+//! host function, everything later enqueued on that stream is queued here (the call
+//! returns at once, as CUDA's would) and a per-stream thread submits it in order:
+//! wait for the stream to drain on the host, run the function, submit what followed.
+//! Queries answer "not ready" while a gate is busy; synchronizing calls wait for it.
+//! The legacy default stream waits for the blocking streams' gates, as it waits for
+//! their work natively. Failures of queued calls surface at the next synchronizing
+//! call on that stream, as asynchronous CUDA errors do.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+use vmcuda_wire::op::{EventHandle, StreamHandle, StreamQuery};
+use vmcuda_wire::CudaStatus;
+
+use crate::client;
+use crate::state;
+
+type Job = Box<dyn FnOnce() -> Result<(), CudaStatus> + Send>;
+
+#[derive(Default)]
+struct Gate {
+    queue: VecDeque<(i32, Job)>,
+    running: bool,
+    /// The first failure of a queued call, owed to the next synchronizing call.
+    error: Option<CudaStatus>,
+}
+
+#[derive(Default)]
+struct Gates {
+    gates: HashMap<StreamHandle, Gate>,
+    /// Events whose record is still queued behind a gate.
+    pending_events: HashSet<u64>,
+}
+
+static GATES: Mutex<Option<Gates>> = Mutex::new(None);
+static CHANGED: Condvar = Condvar::new();
+
+fn lock() -> MutexGuard<'static, Option<Gates>> {
+    let mut g = GATES.lock().unwrap_or_else(|p| p.into_inner());
+    g.get_or_insert_with(Gates::default);
+    g
+}
+
+fn gates(g: &mut Option<Gates>) -> &mut Gates {
+    g.as_mut().expect("initialised by lock()")
+}
+
+fn busy(g: &Gates, stream: StreamHandle) -> bool {
+    g.gates.get(&stream).is_some_and(|gate| gate.running)
+}
+
+/// Streams whose gates the given stream must wait behind: its own, and for the legacy
+/// default stream every blocking stream's (and the other way round).
+fn blockers(g: &Gates, stream: StreamHandle) -> Vec<StreamHandle> {
+    let blocking = |s: &StreamHandle| {
+        *s == StreamHandle::LEGACY
+            || state::registry()
+                .streams
+                .get(&s.0)
+                .is_some_and(|i| i.flags & 1 == 0)
+    };
+    let stream_blocks = blocking(&stream);
+    g.gates
+        .iter()
+        .filter(|(s, gate)| {
+            gate.running
+                && (**s == stream
+                    || (stream_blocks
+                        && blocking(s)
+                        && (**s == StreamHandle::LEGACY || stream == StreamHandle::LEGACY)))
+        })
+        .map(|(s, _)| *s)
+        .collect()
+}
+
+fn start(g: &mut Gates, stream: StreamHandle) {
+    let gate = g.gates.entry(stream).or_default();
+    if !gate.running {
+        gate.running = true;
+        std::thread::Builder::new()
+            .name("vmcuda-stream-gate".into())
+            .spawn(move || drain(stream))
+            .expect("spawn gate thread");
+    }
+}
+
+/// Run the stream's queue in order until it is empty.
+fn drain(stream: StreamHandle) {
+    loop {
+        let job = {
+            let mut g = lock();
+            let gs = gates(&mut g);
+            let gate = gs
+                .gates
+                .get_mut(&stream)
+                .expect("gate exists while running");
+            match gate.queue.pop_front() {
+                Some(job) => job,
+                None => {
+                    gate.running = false;
+                    CHANGED.notify_all();
+                    return;
+                }
+            }
+        };
+        let (device, job) = job;
+        state::set_current_device(device);
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job))
+            .unwrap_or(Err(CudaStatus::ErrorUnknown));
+        let mut g = lock();
+        if let Err(e) = result {
+            let gate = gates(&mut g)
+                .gates
+                .get_mut(&stream)
+                .expect("gate exists while running");
+            gate.error.get_or_insert(e);
+        }
+        CHANGED.notify_all();
+    }
+}
+
+/// Enqueue work on `stream`: run now, or queue it behind a busy gate.
+pub fn submit(
+    stream: StreamHandle,
+    job: impl FnOnce() -> Result<(), CudaStatus> + Send + 'static,
+) -> Result<(), CudaStatus> {
+    let mut g = lock();
+    let gs = gates(&mut g);
+    let blocked = blockers(gs, stream);
+    if blocked.is_empty() {
+        drop(g);
+        return job();
+    }
+    let waits: Vec<StreamHandle> = blocked.into_iter().filter(|s| *s != stream).collect();
+    let device = state::current_device();
+    let gate = gs.gates.entry(stream).or_default();
+    if !waits.is_empty() {
+        // Behind other streams' gates (legacy-stream semantics): wait for them first.
+        gate.queue
+            .push_back((device, Box::new(move || wait_for(&waits))));
+    }
+    gate.queue.push_back((device, Box::new(job)));
+    start(gs, stream);
+    Ok(())
+}
+
+/// Queue work on `stream` behind the gate even if it is idle (it waits on something
+/// queued elsewhere).
+pub fn submit_behind(
+    stream: StreamHandle,
+    job: impl FnOnce() -> Result<(), CudaStatus> + Send + 'static,
+) -> Result<(), CudaStatus> {
+    let device = state::current_device();
+    let mut g = lock();
+    let gs = gates(&mut g);
+    gs.gates
+        .entry(stream)
+        .or_default()
+        .queue
+        .push_back((device, Box::new(job)));
+    start(gs, stream);
+    Ok(())
+}
+
+/// Enqueue a host function on `stream`: it runs after the stream's earlier work.
+pub fn host_function(
+    stream: StreamHandle,
+    f: impl FnOnce(Result<(), CudaStatus>) + Send + 'static,
+) {
+    let device = state::current_device();
+    let mut g = lock();
+    let gs = gates(&mut g);
+    let waits: Vec<StreamHandle> = blockers(gs, stream)
+        .into_iter()
+        .filter(|s| *s != stream)
+        .collect();
+    let gate = gs.gates.entry(stream).or_default();
+    if !waits.is_empty() {
+        gate.queue
+            .push_back((device, Box::new(move || wait_for(&waits))));
+    }
+    gate.queue.push_back((
+        device,
+        Box::new(move || {
+            let status = wait_host_idle(stream);
+            f(status);
+            Ok(())
+        }),
+    ));
+    start(gs, stream);
+}
+
+/// Poll the host until the stream's submitted work is done (a blocking wait would
+/// hold the shared connection and stop every other thread).
+fn wait_host_idle(stream: StreamHandle) -> Result<(), CudaStatus> {
+    let mut pause = Duration::from_micros(20);
+    loop {
+        let client = client::client()?;
+        match client.call(
+            state::current_device(),
+            &StreamQuery { stream },
+            &[],
+            client::Sink::None,
+        ) {
+            Err(s) if s == CudaStatus::ErrorNotReady => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(2));
+            }
+            other => return other,
+        }
+    }
+}
+
+fn wait_for(streams: &[StreamHandle]) -> Result<(), CudaStatus> {
+    let mut g = lock();
+    while streams.iter().any(|s| busy(gates(&mut g), *s)) {
+        g = CHANGED.wait(g).unwrap_or_else(|p| p.into_inner());
+    }
+    Ok(())
+}
+
+/// Wait until `stream` (and, for the legacy stream, the blocking streams) have no
+/// queued work; returns a queued call's failure if one happened.
+pub fn sync_stream(stream: StreamHandle) -> Result<(), CudaStatus> {
+    let mut g = lock();
+    loop {
+        let blocked = blockers(gates(&mut g), stream);
+        if blocked.is_empty() {
+            break;
+        }
+        g = CHANGED.wait(g).unwrap_or_else(|p| p.into_inner());
+    }
+    match gates(&mut g)
+        .gates
+        .get_mut(&stream)
+        .and_then(|gate| gate.error.take())
+    {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// Wait until no stream has queued work (`cudaDeviceSynchronize`).
+pub fn sync_all() -> Result<(), CudaStatus> {
+    let mut g = lock();
+    while gates(&mut g).gates.values().any(|gate| gate.running) {
+        g = CHANGED.wait(g).unwrap_or_else(|p| p.into_inner());
+    }
+    match gates(&mut g)
+        .gates
+        .values_mut()
+        .find_map(|gate| gate.error.take())
+    {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// Whether `stream` has queued work (its query must answer "not ready").
+pub fn stream_busy(stream: StreamHandle) -> bool {
+    let mut g = lock();
+    !blockers(gates(&mut g), stream).is_empty()
+}
+
+/// Record `event` on `stream`, queued behind the gate if there is one.
+pub fn record_event(
+    stream: StreamHandle,
+    event: EventHandle,
+    job: impl FnOnce() -> Result<(), CudaStatus> + Send + 'static,
+) -> Result<(), CudaStatus> {
+    if !stream_busy(stream) {
+        return job();
+    }
+    gates(&mut lock()).pending_events.insert(event.0);
+    submit(stream, move || {
+        let r = job();
+        gates(&mut lock()).pending_events.remove(&event.0);
+        CHANGED.notify_all();
+        r
+    })
+}
+
+pub fn event_pending(event: EventHandle) -> bool {
+    gates(&mut lock()).pending_events.contains(&event.0)
+}
+
+/// Wait until the event's record has been submitted to the host.
+pub fn wait_event_submitted(event: EventHandle) {
+    let mut g = lock();
+    while gates(&mut g).pending_events.contains(&event.0) {
+        g = CHANGED.wait(g).unwrap_or_else(|p| p.into_inner());
+    }
+}

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Builds every tests/apps/*.cu into OUTDIR (default: <repo>/build/apps).
+#
+# Compiler selection: $NVCC if set; else `nvcc` on PATH if it is CUDA 13;
+# else the venv toolchain from .ci/install-nvcc.sh (installed on demand).
+# Apps are linked against the shared CUDA runtime (libcudart.so.13) so that
+# the runtime can be swapped via LD_LIBRARY_PATH.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+outdir="${1:-$repo/build/apps}"
+mkdir -p "$outdir"
+outdir="$(cd "$outdir" && pwd)"
+
+is_cuda13() { "$1" --version 2>/dev/null | grep -q 'release 13\.'; }
+
+if [ -n "${NVCC:-}" ]; then
+    nvcc="$NVCC"
+elif command -v nvcc >/dev/null 2>&1 && is_cuda13 nvcc; then
+    nvcc="$(command -v nvcc)"
+else
+    root="$(bash "$repo/.ci/install-nvcc.sh" | tail -n 1)"
+    nvcc="$root/bin/nvcc"
+fi
+is_cuda13 "$nvcc" || { echo "build.sh: $nvcc is not a CUDA 13 nvcc" >&2; exit 1; }
+
+# cu13/toolkit root: <root>/bin/nvcc -> <root>; its lib dir holds libcudart.so.
+nvcc_real="$(readlink -f "$(command -v "$nvcc")")"
+curoot="$(dirname "$(dirname "$nvcc_real")")"
+libdirs=()
+for d in "$curoot/lib" "$curoot/lib64" "$curoot/targets/x86_64-linux/lib"; do
+    [ -d "$d" ] && libdirs+=("-L$d")
+done
+
+echo "build.sh: nvcc=$nvcc out=$outdir" >&2
+
+build_one() {
+    local src="$1" name log
+    name="$(basename "$src" .cu)"
+    log="$outdir/$name.build.log"
+    local extra=()
+    if grep -q -e '<thread>' -e 'pthread' "$src"; then extra+=(-lpthread); fi
+    rm -f "$outdir/$name"
+    # shellcheck disable=SC2086  # libdirs_str is a space-separated list of -L flags
+    if "$nvcc" -cudart shared -arch=sm_90 \
+        -gencode arch=compute_90,code='[sm_90,compute_90]' \
+        -O2 -o "$outdir/$name" "$src" $libdirs_str "${extra[@]}" >"$log" 2>&1; then
+        echo "  built $name" >&2
+        rm -f "$log"
+    else
+        echo "  FAILED $name (log: $log)" >&2
+        cat "$log" >&2
+        return 1
+    fi
+}
+export -f build_one
+export nvcc outdir
+export libdirs_str="${libdirs[*]}"
+
+shopt -s nullglob
+srcs=("$here"/*.cu)
+[ "${#srcs[@]}" -gt 0 ] || { echo "build.sh: no .cu files in $here" >&2; exit 1; }
+
+# 2 parallel jobs; xargs exits non-zero if any build failed.
+if ! printf '%s\0' "${srcs[@]}" | xargs -0 -n 1 -P 2 bash -c 'build_one "$1"' _; then
+    failed=()
+    for src in "${srcs[@]}"; do
+        n="$(basename "$src" .cu)"
+        [ -e "$outdir/$n.build.log" ] && failed+=("$n")
+    done
+    echo "build.sh: FAILED to build: ${failed[*]:-?}" >&2
+    exit 1
+fi
+echo "build.sh: built ${#srcs[@]} apps into $outdir" >&2
