@@ -45,7 +45,7 @@ build_one() {
     # shellcheck disable=SC2086  # libdirs_str is a space-separated list of -L flags
     if "$nvcc" -cudart shared -arch=sm_90 \
         -gencode arch=compute_90,code='[sm_90,compute_90]' \
-        -O2 -o "$outdir/$name" "$src" $libdirs_str "${extra[@]}" >"$log" 2>&1; then
+        -O2 -o "$outdir/$name" "$src" $libdirs_str ${extra[@]+"${extra[@]}"} >"$log" 2>&1; then
         echo "  built $name" >&2
         rm -f "$log"
     else

@@ -14,6 +14,8 @@
 #   VMCUDA_CONN_PATTERN     host-log line that marks a guest connection
 #                           (default "guest connected"); set VMCUDA_SKIP_CONN_CHECK=1
 #                           to skip the check that each bridged run connected
+#   VMCUDA_LINE_BUFFERED    1 (default): run apps under `stdbuf -oL -eL` (both runs alike)
+#                           so that a run killed by the timeout still shows how far it got
 #   positional arguments    app names to run (default: all apps in the apps dir)
 #
 # Each app runs twice under `timeout`:
@@ -41,7 +43,7 @@ cmdline="$(printf '%q ' "$0" "$@")"
 cmdline="${cmdline% }"
 # Record the environment overrides that shaped this run.
 for v in OUT VMCUDA_HOST_BIN VMCUDA_GUEST_LIB VMCUDA_APPS_DIR VMCUDA_REAL_CUDART_DIR VMCUDA_APP_TIMEOUT \
-         VMCUDA_CONN_PATTERN VMCUDA_SKIP_CONN_CHECK; do
+         VMCUDA_CONN_PATTERN VMCUDA_SKIP_CONN_CHECK VMCUDA_LINE_BUFFERED; do
     if [ -n "${!v:-}" ]; then cmdline="$v=$(printf '%q' "${!v}") $cmdline"; fi
 done
 
@@ -51,6 +53,10 @@ apps_dir="${VMCUDA_APPS_DIR:-build/apps}"
 app_timeout="${VMCUDA_APP_TIMEOUT:-120}"
 conn_pattern="${VMCUDA_CONN_PATTERN:-guest connected}"
 skip_conn="${VMCUDA_SKIP_CONN_CHECK:-0}"
+wrap=()
+if [ "${VMCUDA_LINE_BUFFERED:-1}" = 1 ] && command -v stdbuf >/dev/null 2>&1; then
+    wrap=(stdbuf -oL -eL)
+fi
 sock=/tmp/vmcuda-gpu.sock
 
 if [ -n "${OUT:-}" ]; then
@@ -61,6 +67,7 @@ else
     results="$repo/build/gpu-results"
     raw="$results/apps"
     per_app_diffs=1
+    rm -rf "$raw"
 fi
 mkdir -p "$results" "$raw"
 results="$(cd "$results" && pwd)"
@@ -177,11 +184,11 @@ run_app() {
     local o="$raw/$app.$mode"
     if [ "$mode" = native ]; then
         env -u VMCUDA_SERVER LD_LIBRARY_PATH="$real_cudart${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-            timeout -k 10 "$app_timeout" "$apps_dir/$app" >"$o.stdout" 2>"$o.stderr" </dev/null
+            timeout -k 10 "$app_timeout" ${wrap[@]+"${wrap[@]}"} "$apps_dir/$app" >"$o.stdout" 2>"$o.stderr" </dev/null
         rc=$?
     else
         env LD_LIBRARY_PATH="$guest_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" VMCUDA_SERVER="unix:$sock" \
-            timeout -k 10 "$app_timeout" "$apps_dir/$app" >"$o.stdout" 2>"$o.stderr" </dev/null
+            timeout -k 10 "$app_timeout" ${wrap[@]+"${wrap[@]}"} "$apps_dir/$app" >"$o.stdout" 2>"$o.stderr" </dev/null
         rc=$?
     fi
     echo "$rc" >"$o.exit"

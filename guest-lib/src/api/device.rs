@@ -235,7 +235,7 @@ fn pci_ids(device: i32) -> Result<(i32, i32, i32)> {
 pub extern "C" fn cudaDeviceGetPCIBusId(out: *mut c_char, len: i32, device: i32) -> cudaError_t {
     guard("cudaDeviceGetPCIBusId", || {
         let (domain, bus, dev) = pci_ids(device)?;
-        let text = format!("{domain:08X}:{bus:02X}:{dev:02X}.0\0");
+        let text = format!("{domain:04x}:{bus:02x}:{dev:02x}.0\0");
         let n = usize::try_from(len).map_err(|_| CudaStatus::ErrorInvalidValue)?;
         let buf = caller::bytes_mut(out.cast(), n)?;
         let take = text.len().min(n);

@@ -81,24 +81,32 @@ pub extern "C" fn cudaProfilerStop() -> cudaError_t {
     guard("cudaProfilerStop", || Ok(()))
 }
 
-/// `cudaGetDriverEntryPoint(ByVersion)`: no driver functions are forwarded yet, so
-/// every symbol is answered "not found" with a NULL pointer, cleanly.
+/// `cudaGetDriverEntryPoint(ByVersion)`: the driver functions the guest forwards, and
+/// a clean "not found" (NULL, `cudaDriverEntryPointSymbolNotFound`) for the rest.
 fn entry_point(
     symbol: *const c_char,
     func: *mut *mut libc::c_void,
     status: *mut i32,
 ) -> Result<(), CudaStatus> {
     let name = caller::string(symbol)?;
-    caller::write(func, std::ptr::null_mut())?;
-    // cudaDriverEntryPointSymbolNotFound
-    caller::write_opt(status, 1);
-    if std::env::var_os("VMCUDA_VERBOSE").is_some() {
-        eprintln!("vmcuda: driver entry point {name} is not forwarded");
+    match super::driver_entry::lookup(&name) {
+        Some(f) => {
+            caller::write(func, f)?;
+            caller::write_opt(status, 0);
+            Ok(())
+        }
+        None => {
+            caller::write(func, std::ptr::null_mut())?;
+            caller::write_opt(status, 1);
+            if std::env::var_os("VMCUDA_VERBOSE").is_some() {
+                eprintln!("vmcuda: driver entry point {name} is not forwarded");
+            }
+            if status.is_null() {
+                return Err(CudaStatus::ErrorSymbolNotFound);
+            }
+            Ok(())
+        }
     }
-    if status.is_null() {
-        return Err(CudaStatus::ErrorSymbolNotFound);
-    }
-    Ok(())
 }
 
 #[no_mangle]

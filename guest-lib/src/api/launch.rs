@@ -48,7 +48,8 @@ pub struct LaunchConfigC {
 const LAUNCH_ATTRIBUTE_LEN: usize = 72;
 const LAUNCH_ATTRIBUTE_COOPERATIVE: u32 = 2;
 
-/// Refuse launch shapes the device cannot run, as the runtime does before the driver.
+/// Refuse launch shapes the device cannot run, as the runtime does before the driver
+/// (CUDA 13 reports them as `cudaErrorInvalidValue`, measured against native).
 fn check_config(grid: [u32; 3], block: [u32; 3]) -> Result<()> {
     let props = properties(state::current_device())?;
     let attr = |a: u32| props.attribute(a).unwrap_or(i32::MAX) as i64;
@@ -62,7 +63,7 @@ fn check_config(grid: [u32; 3], block: [u32; 3]) -> Result<()> {
         .zip(5..=7)
         .all(|(v, a)| *v >= 1 && (*v as i64) <= attr(a));
     if !block_ok || !grid_ok || threads > attr(1) {
-        return Err(CudaStatus::ErrorInvalidConfiguration);
+        return Err(CudaStatus::ErrorInvalidValue);
     }
     Ok(())
 }
@@ -147,7 +148,7 @@ pub extern "C" fn __cudaGetKernel(
     guard("__cudaGetKernel", || {
         // The kernel handle is the host stub's address: resolution stays lazy.
         if !is_kernel(host_fun as usize) {
-            return Err(CudaStatus::ErrorInvalidDeviceFunction);
+            return Err(CudaStatus::ErrorInvalidResourceHandle);
         }
         caller::write(kernel_out, host_fun as RawHandle)
     })

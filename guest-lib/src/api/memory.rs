@@ -405,10 +405,13 @@ pub extern "C" fn cudaHostGetFlags(flags: *mut u32, ptr: *mut c_void) -> cudaErr
 #[no_mangle]
 pub extern "C" fn cudaHostGetDevicePointer(
     _device_ptr: *mut *mut c_void,
-    _host_ptr: *mut c_void,
+    host_ptr: *mut c_void,
     _flags: u32,
 ) -> cudaError_t {
     guard("cudaHostGetDevicePointer", || {
+        if registry().host_range(host_ptr as usize).is_none() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
         eprintln!("vmcuda: cudaHostGetDevicePointer: a GPU cannot map guest memory over this transport; not supported");
         Err(CudaStatus::ErrorNotSupported)
     })
@@ -439,7 +442,8 @@ pub extern "C" fn cudaPointerGetAttributes(
             } else if let Some((_, r)) = reg.host_range(p) {
                 (1, r.device, p, p)
             } else {
-                (0, -2, 0, 0)
+                // Unregistered memory: no device, and the pointer is its own host pointer.
+                (0, -2, 0, p)
             };
         drop(reg);
         caller::write(

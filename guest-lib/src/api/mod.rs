@@ -5,6 +5,7 @@
 //! thread's last error, as the CUDA runtime does.
 
 pub mod device;
+pub mod driver_entry;
 pub mod errors;
 pub mod launch;
 pub mod memory;

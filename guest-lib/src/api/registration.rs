@@ -191,7 +191,7 @@ pub fn kernel(host_fun: usize) -> Result<(FunctionHandle, Vec<ParamInfo>)> {
         let k = reg
             .kernels
             .get(&host_fun)
-            .ok_or(CudaStatus::ErrorInvalidDeviceFunction)?;
+            .ok_or(CudaStatus::ErrorInvalidResourceHandle)?;
         if let Some(r) = &k.resolved {
             return Ok(r.clone());
         }

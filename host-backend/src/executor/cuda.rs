@@ -930,7 +930,7 @@ impl Executor for CudaExecutor {
 
     fn get_limit(&mut self, limit: u32) -> ExecResult<u64> {
         self.bind()?;
-        let limit = limit_from(limit).ok_or(CudaStatus::ErrorUnsupportedLimit)?;
+        let limit = limit_from(limit).ok_or(CudaStatus::ErrorInvalidValue)?;
         let mut value: usize = 0;
         // SAFETY: out-pointer to a local; a context is current.
         check(unsafe { sys::cuCtxGetLimit(&mut value, limit) })?;
@@ -939,7 +939,7 @@ impl Executor for CudaExecutor {
 
     fn set_limit(&mut self, limit: u32, value: u64) -> ExecResult<()> {
         self.bind()?;
-        let limit = limit_from(limit).ok_or(CudaStatus::ErrorUnsupportedLimit)?;
+        let limit = limit_from(limit).ok_or(CudaStatus::ErrorInvalidValue)?;
         let value = to_usize(value)?;
         // SAFETY: a context is current.
         check(unsafe { sys::cuCtxSetLimit(limit, value) })
@@ -1538,8 +1538,8 @@ impl Executor for CudaExecutor {
         let kernel = self.kernel(function)?;
         let s = self.stream(config.stream)?;
 
-        // The runtime rejects impossible shapes itself, as cudaErrorInvalidConfiguration
-        // (the driver would say CUDA_ERROR_INVALID_VALUE).
+        // Impossible shapes are refused before the driver sees them, with the code
+        // CUDA 13's runtime gives (cudaErrorInvalidValue, measured on the H200).
         let limits = self.launch_limits(idx)?;
         let block = config.block.map(u64::from);
         let grid = config.grid.map(u64::from);
@@ -1549,7 +1549,7 @@ impl Executor for CudaExecutor {
             || block.iter().zip(&limits.max_block).any(|(b, m)| b > m)
             || grid.iter().zip(&limits.max_grid).any(|(g, m)| g > m);
         if bad_shape {
-            return Err(CudaStatus::ErrorInvalidConfiguration);
+            return Err(CudaStatus::ErrorInvalidValue);
         }
 
         let mut attrs = config

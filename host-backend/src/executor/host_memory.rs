@@ -289,10 +289,10 @@ impl HostMemoryExecutor {
         let [gx, gy, gz] = config.grid;
         let threads = bx as u64 * by as u64 * bz as u64;
         if threads == 0 || threads > 1024 || bx > 1024 || by > 1024 || bz > 64 {
-            return Err(CudaStatus::ErrorInvalidConfiguration);
+            return Err(CudaStatus::ErrorInvalidValue);
         }
         if gx == 0 || gy == 0 || gz == 0 || gy > 65535 || gz > 65535 || gx > i32::MAX as u32 {
-            return Err(CudaStatus::ErrorInvalidConfiguration);
+            return Err(CudaStatus::ErrorInvalidValue);
         }
         let smem_limit = 49152.max(function.max_dynamic_smem as u32);
         if config.shared_mem > smem_limit {
@@ -353,7 +353,7 @@ impl Executor for HostMemoryExecutor {
         self.limits
             .get(&limit)
             .copied()
-            .ok_or(CudaStatus::ErrorUnsupportedLimit)
+            .ok_or(CudaStatus::ErrorInvalidValue)
     }
     fn set_limit(&mut self, limit: u32, value: u64) -> ExecResult<()> {
         match self.limits.get_mut(&limit) {
@@ -361,7 +361,7 @@ impl Executor for HostMemoryExecutor {
                 *v = value;
                 Ok(())
             }
-            None => Err(CudaStatus::ErrorUnsupportedLimit),
+            None => Err(CudaStatus::ErrorInvalidValue),
         }
     }
     fn get_cache_config(&mut self) -> ExecResult<u32> {

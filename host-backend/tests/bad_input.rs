@@ -1,0 +1,383 @@
+//! A hostile or broken guest against the real daemon: malformed frames, unknown ops,
+//! undecodable arguments, stale handles, wild pointers, absurd sizes and a killed
+//! worker. Each gets an error reply or a closed connection for that guest alone; the
+//! daemon keeps serving everyone else.
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use vmcuda_wire::frame::{self, FrameHeader, FLAG_REPLY};
+use vmcuda_wire::handshake::{PROTOCOL_VERSION, RUNTIME_VERSION};
+use vmcuda_wire::op::*;
+use vmcuda_wire::CudaStatus;
+
+struct Daemon {
+    child: Child,
+    dir: PathBuf,
+    socket: PathBuf,
+}
+
+impl Daemon {
+    fn start(name: &str) -> Daemon {
+        let dir = std::env::temp_dir().join(format!("vmcuda-bad-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let socket = dir.join("s.sock");
+        let child = Command::new(env!("CARGO_BIN_EXE_vmcuda-host"))
+            .args(["serve", "--executor", "host-memory", "--unix"])
+            .arg(&socket)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("host.log")).unwrap())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !socket.exists() {
+            assert!(Instant::now() < deadline, "daemon did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Daemon { child, dir, socket }
+    }
+
+    fn connect(&self) -> UnixStream {
+        let s = UnixStream::connect(&self.socket).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        s
+    }
+
+    fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("host.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn send_raw(s: &mut UnixStream, op: u16, meta: &[u8], data: &[u8]) {
+    let h = FrameHeader::new(op, 0, 7, meta.len(), data.len());
+    frame::write_frame(s, &h, meta, data).unwrap();
+}
+
+fn send<R: Serialize>(s: &mut UnixStream, op: Op, req: &R, data: &[u8]) {
+    send_raw(s, op.code(), &postcard::to_stdvec(req).unwrap(), data);
+}
+
+/// Read one reply: (status, meta, data).
+fn reply(s: &mut UnixStream) -> (CudaStatus, Vec<u8>, Vec<u8>) {
+    let (h, meta) = frame::read_head(s).expect("a reply");
+    assert!(h.has(FLAG_REPLY));
+    let data = frame::read_data(s, &h).unwrap();
+    (CudaStatus(h.status.get()), meta, data)
+}
+
+fn hello(s: &mut UnixStream) {
+    let h = Hello {
+        protocol: PROTOCOL_VERSION,
+        runtime_version: RUNTIME_VERSION,
+        capabilities: 0,
+        token: vec![],
+        client: "bad-input-test".into(),
+        pid: 1,
+    };
+    send(s, Op::Hello, &h, &[]);
+    let (status, meta, _) = reply(s);
+    assert_eq!(status, CudaStatus::Success);
+    let r: HelloReply = postcard::from_bytes(&meta).unwrap();
+    assert_eq!(r.executor, ExecutorKind::HostMemory);
+}
+
+/// The connection was closed by the host (EOF, or reset).
+fn closed(s: &mut UnixStream) -> bool {
+    let mut b = [0u8; 1];
+    matches!(s.read(&mut b), Ok(0) | Err(_))
+}
+
+/// A healthy guest still gets served.
+fn still_serves(d: &Daemon) {
+    let mut s = d.connect();
+    hello(&mut s);
+    send(&mut s, Op::MemAlloc, &MemAlloc { size: 64 }, &[]);
+    let (status, meta, _) = reply(&mut s);
+    assert_eq!(status, CudaStatus::Success);
+    let a: Allocated = postcard::from_bytes(&meta).unwrap();
+    assert_ne!(a.ptr, 0);
+}
+
+#[test]
+fn garbage_bytes_close_only_that_connection() {
+    let mut d = Daemon::start("garbage");
+    let mut s = d.connect();
+    s.write_all(&[0xAB; 64]).unwrap();
+    assert!(closed(&mut s));
+    assert!(d.alive());
+    still_serves(&d);
+    assert!(
+        d.log().contains("bad frame magic"),
+        "the host logs it: {}",
+        d.log()
+    );
+}
+
+#[test]
+fn absurd_lengths_close_the_connection() {
+    let mut d = Daemon::start("absurd");
+    let mut s = d.connect();
+    hello(&mut s);
+    let mut h = FrameHeader::new(Op::MemcpyHtoD.code(), 0, 1, 0, 0);
+    h.data_len = (frame::MAX_DATA_LEN + 1).into();
+    s.write_all(zerocopy::IntoBytes::as_bytes(&h)).unwrap();
+    assert!(closed(&mut s));
+    assert!(d.alive());
+    still_serves(&d);
+}
+
+#[test]
+fn requests_before_the_handshake_are_refused() {
+    let mut d = Daemon::start("nohello");
+    let mut s = d.connect();
+    send(&mut s, Op::MemAlloc, &MemAlloc { size: 64 }, &[]);
+    assert!(closed(&mut s));
+    assert!(d.alive());
+}
+
+#[test]
+fn wrong_protocol_version_is_refused_with_a_cuda_error() {
+    let d = Daemon::start("version");
+    let mut s = d.connect();
+    let h = Hello {
+        protocol: 999,
+        runtime_version: RUNTIME_VERSION,
+        capabilities: 0,
+        token: vec![],
+        client: "old".into(),
+        pid: 1,
+    };
+    send(&mut s, Op::Hello, &h, &[]);
+    let (status, _, _) = reply(&mut s);
+    assert_eq!(status, CudaStatus::ErrorInsufficientDriver);
+    assert!(closed(&mut s));
+}
+
+#[test]
+fn unknown_ops_and_bad_arguments_get_error_replies_and_the_connection_lives() {
+    let d = Daemon::start("unknown");
+    let mut s = d.connect();
+    hello(&mut s);
+
+    send_raw(&mut s, 0xEEEE, &[1, 2, 3], b"payload");
+    assert_eq!(reply(&mut s).0, CudaStatus::ErrorNotSupported);
+
+    // MemAlloc's argument is a varint u64: 0xff bytes without an end are undecodable.
+    send_raw(&mut s, Op::MemAlloc.code(), &[0xff, 0xff], &[]);
+    assert_eq!(reply(&mut s).0, CudaStatus::ErrorInvalidValue);
+
+    // Same connection, still fine.
+    send(&mut s, Op::MemGetInfo, &MemGetInfo, &[]);
+    assert_eq!(reply(&mut s).0, CudaStatus::Success);
+}
+
+#[test]
+fn stale_handles_wild_pointers_and_absurd_sizes_get_cuda_errors() {
+    let d = Daemon::start("handles");
+    let mut s = d.connect();
+    hello(&mut s);
+    let stale = StreamHandle(0x9990);
+    let cases: Vec<(Op, Vec<u8>, Vec<u8>, CudaStatus)> = vec![
+        (
+            Op::StreamSynchronize,
+            postcard::to_stdvec(&StreamSynchronize { stream: stale }).unwrap(),
+            vec![],
+            CudaStatus::ErrorInvalidResourceHandle,
+        ),
+        (
+            Op::StreamDestroy,
+            postcard::to_stdvec(&StreamDestroy { stream: stale }).unwrap(),
+            vec![],
+            CudaStatus::ErrorInvalidResourceHandle,
+        ),
+        (
+            Op::EventQuery,
+            postcard::to_stdvec(&EventQuery {
+                event: EventHandle(77),
+            })
+            .unwrap(),
+            vec![],
+            CudaStatus::ErrorInvalidResourceHandle,
+        ),
+        (
+            Op::ModuleGetFunction,
+            postcard::to_stdvec(&ModuleGetFunction {
+                module: ModuleHandle(5),
+                name: "k".into(),
+            })
+            .unwrap(),
+            vec![],
+            CudaStatus::ErrorInvalidResourceHandle,
+        ),
+        (
+            Op::LaunchKernel,
+            postcard::to_stdvec(&LaunchKernel {
+                function: FunctionHandle(3),
+                grid: [1; 3],
+                block: [1; 3],
+                shared_mem: 0,
+                stream: StreamHandle::LEGACY,
+                attributes: vec![],
+            })
+            .unwrap(),
+            vec![],
+            CudaStatus::ErrorInvalidDeviceFunction,
+        ),
+        (
+            Op::MemFree,
+            postcard::to_stdvec(&MemFree { ptr: 0xdead_0000 }).unwrap(),
+            vec![],
+            CudaStatus::ErrorInvalidValue,
+        ),
+        (
+            Op::MemcpyDtoH,
+            postcard::to_stdvec(&MemcpyDtoH {
+                src: 0xdead_0000,
+                size: 16,
+                stream: StreamHandle::LEGACY,
+                is_async: false,
+            })
+            .unwrap(),
+            vec![],
+            CudaStatus::ErrorInvalidValue,
+        ),
+        (
+            Op::MemcpyDtoH,
+            postcard::to_stdvec(&MemcpyDtoH {
+                src: 0,
+                size: 1 << 40,
+                stream: StreamHandle::LEGACY,
+                is_async: false,
+            })
+            .unwrap(),
+            vec![],
+            CudaStatus::ErrorInvalidValue,
+        ),
+        (
+            Op::MemcpyHtoD,
+            postcard::to_stdvec(&MemcpyHtoD {
+                dst: 0x1234,
+                stream: StreamHandle::LEGACY,
+                is_async: false,
+            })
+            .unwrap(),
+            vec![0u8; 32],
+            CudaStatus::ErrorInvalidValue,
+        ),
+        (
+            Op::MemAlloc,
+            postcard::to_stdvec(&MemAlloc { size: 1 << 50 }).unwrap(),
+            vec![],
+            CudaStatus::ErrorMemoryAllocation,
+        ),
+        (
+            Op::ModuleLoad,
+            postcard::to_stdvec(&ModuleLoad).unwrap(),
+            b"not a fatbinary".to_vec(),
+            CudaStatus::ErrorInvalidKernelImage,
+        ),
+        (
+            Op::DeviceGetProperties,
+            postcard::to_stdvec(&DeviceGetProperties { device: 7 }).unwrap(),
+            vec![],
+            CudaStatus::ErrorInvalidDevice,
+        ),
+    ];
+    for (op, meta, data, want) in cases {
+        send_raw(&mut s, op.code(), &meta, &data);
+        let (got, _, reply_data) = reply(&mut s);
+        assert_eq!(got, want, "{op:?}");
+        assert!(reply_data.is_empty(), "{op:?}: error replies carry no data");
+    }
+}
+
+#[test]
+fn one_guest_cannot_free_another_guests_memory() {
+    let d = Daemon::start("isolation");
+    let mut a = d.connect();
+    hello(&mut a);
+    send(&mut a, Op::MemAlloc, &MemAlloc { size: 256 }, &[]);
+    let (_, meta, _) = reply(&mut a);
+    let ptr = postcard::from_bytes::<Allocated>(&meta).unwrap().ptr;
+
+    let mut b = d.connect();
+    hello(&mut b);
+    send(&mut b, Op::MemFree, &MemFree { ptr }, &[]);
+    assert_eq!(reply(&mut b).0, CudaStatus::ErrorInvalidValue);
+    send(
+        &mut b,
+        Op::MemcpyDtoH,
+        &MemcpyDtoH {
+            src: ptr,
+            size: 8,
+            stream: StreamHandle::LEGACY,
+            is_async: false,
+        },
+        &[],
+    );
+    assert_eq!(reply(&mut b).0, CudaStatus::ErrorInvalidValue);
+
+    // A's memory is intact and still its own.
+    send(&mut a, Op::MemFree, &MemFree { ptr }, &[]);
+    assert_eq!(reply(&mut a).0, CudaStatus::Success);
+}
+
+#[test]
+fn a_killed_worker_ends_only_its_own_guest() {
+    let mut d = Daemon::start("killed");
+    let mut victim = d.connect();
+    hello(&mut victim);
+    let mut other = d.connect();
+    hello(&mut other);
+
+    // Find the victim's worker by the pid the daemon logged for it and kill it hard.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let pids: Vec<u32> = loop {
+        let pids: Vec<u32> = d
+            .log()
+            .lines()
+            .filter(|l| l.contains("worker started"))
+            .filter_map(|l| {
+                l.split("pid=")
+                    .nth(1)?
+                    .split_whitespace()
+                    .next()?
+                    .parse()
+                    .ok()
+            })
+            .collect();
+        if pids.len() >= 2 || Instant::now() > deadline {
+            break pids;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(pids.len(), 2, "log: {}", d.log());
+    Command::new("kill")
+        .arg("-9")
+        .arg(pids[0].to_string())
+        .status()
+        .unwrap();
+
+    assert!(closed(&mut victim));
+    assert!(d.alive());
+    send(&mut other, Op::MemGetInfo, &MemGetInfo, &[]);
+    assert_eq!(reply(&mut other).0, CudaStatus::Success);
+    still_serves(&d);
+}

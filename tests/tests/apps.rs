@@ -1,0 +1,283 @@
+//! The real CUDA test programs (`tests/apps`, built by nvcc 13) through the guest
+//! library and a host daemon on the host-memory executor. Kernels do not run there,
+//! so these tests check everything that needs no kernel result: each program's own
+//! self-checks of copies, memsets, symbols, streams and events, exact error codes,
+//! and, from the launch log, that kernel arguments were marshalled byte for byte.
+//! Kernel results are compared against native runs on the GPU (tests/gpu/run.sh).
+
+use std::collections::HashSet;
+use std::process::Command;
+
+use vmcuda_tests::{apps_dir, guest_lib_dir, run_program, text, Daemon};
+
+const APPS: &[&str] = &[
+    "device_assert",
+    "device_query",
+    "dynamic_shared",
+    "errors",
+    "events",
+    "illegal_address",
+    "launch_api",
+    "matmul",
+    "memcpy_kinds",
+    "multithread",
+    "occupancy_attrs",
+    "pointer_mem",
+    "printf_kernel",
+    "streams",
+    "struct_params",
+    "symbols",
+    "templates",
+    "vector_add",
+];
+
+fn launches_of<'a>(records: &'a [serde_json::Value], kernel: &str) -> Vec<&'a serde_json::Value> {
+    records.iter().filter(|r| r["kernel"] == kernel).collect()
+}
+
+fn param_bytes(record: &serde_json::Value) -> Vec<u8> {
+    let hex = record["params"].as_str().expect("hex params");
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+#[test]
+#[ignore = "needs the linked guest library and nvcc-built apps: run tests/run.sh"]
+fn every_app_runs_and_passes_its_own_checks() {
+    let d = Daemon::host_memory("all");
+    let mut failures = Vec::new();
+    for app in APPS {
+        let out = d.run_app(app);
+        let stdout = text(&out.stdout);
+        if !out.status.success() || stdout.contains("FAIL ") || stdout.contains("MISMATCH ") {
+            failures.push(format!(
+                "{app}: {:?}\n{stdout}\n{}",
+                out.status,
+                text(&out.stderr)
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n---\n"));
+    assert!(
+        d.log().contains("NOT executed"),
+        "the host says plainly that kernels did not run"
+    );
+}
+
+#[test]
+#[ignore = "needs the linked guest library and nvcc-built apps: run tests/run.sh"]
+fn struct_arguments_are_marshalled_byte_for_byte() {
+    let d = Daemon::host_memory("structs");
+    let out = d.run_app("struct_params");
+    assert!(out.status.success(), "{}", text(&out.stdout));
+    let records = d.launches();
+
+    // k_small(u64* out, S1{'x'}, S3{1,2,3}, S7{'a'..'g'}, S13{200..212})
+    let small = launches_of(&records, "_Z7k_smallPy2S12S32S73S13");
+    assert_eq!(small.len(), 1);
+    assert_eq!(
+        small[0]["param_layout"],
+        serde_json::json!([[0, 8], [8, 1], [9, 3], [12, 7], [19, 13]])
+    );
+    let p = param_bytes(small[0]);
+    assert_eq!(p.len(), 32);
+    assert_eq!(p[8], b'x');
+    assert_eq!(&p[9..12], &[1, 2, 3]);
+    assert_eq!(&p[12..19], b"abcdefg");
+    assert_eq!(&p[19..32], &(200u8..213).collect::<Vec<_>>()[..]);
+    assert_ne!(
+        u64::from_le_bytes(p[..8].try_into().unwrap()),
+        0,
+        "a real device pointer travels"
+    );
+
+    // k_aligned(u64*, char 'p', S24, char 'm', CD, short -300, A16, char 'z'): offsets
+    // follow the device ABI's alignment, not the host's packing.
+    let aligned = launches_of(&records, "_Z9k_alignedPyc3S24c2CDs3A16c");
+    assert_eq!(aligned.len(), 1);
+    let p = param_bytes(aligned[0]);
+    assert_eq!((p[8], p[40], p[112]), (b'p', b'm', b'z'));
+    assert_eq!(i16::from_le_bytes([p[64], p[65]]), -300);
+
+    // The 4 KiB by-value struct arrives whole.
+    let big: Vec<_> = records
+        .iter()
+        .filter(|r| r["kernel"].as_str().unwrap().contains("Big4K"))
+        .collect();
+    assert!(!big.is_empty(), "the 4 KiB struct kernel was launched");
+    assert!(param_bytes(big[0]).len() >= 4096);
+}
+
+#[test]
+#[ignore = "needs the linked guest library and nvcc-built apps: run tests/run.sh"]
+fn launch_shapes_streams_and_templates_are_recorded() {
+    let d = Daemon::host_memory("shapes");
+    for app in ["vector_add", "templates", "dynamic_shared", "streams"] {
+        let out = d.run_app(app);
+        assert!(out.status.success(), "{app}: {}", text(&out.stdout));
+    }
+    let records = d.launches();
+    let names: HashSet<&str> = records
+        .iter()
+        .map(|r| r["kernel"].as_str().unwrap())
+        .collect();
+    // Template instantiations travel by their mangled names.
+    assert!(
+        names
+            .iter()
+            .any(|n| n.contains('I') && n.ends_with("EvPT_S0_") || n.contains("IiE")),
+        "{names:?}"
+    );
+    assert!(
+        names.iter().any(|n| n.contains("IfE")),
+        "float instantiation: {names:?}"
+    );
+    assert!(
+        names.iter().any(|n| n.contains("IdE")),
+        "double instantiation: {names:?}"
+    );
+    // Dynamic shared memory sizes arrive as given, including the 100 KiB opt-in.
+    assert!(
+        records.iter().any(|r| r["shared_mem"] == 100 * 1024),
+        "100 KiB launch recorded"
+    );
+    // Work on guest-made streams arrives with their handles, not the default stream's.
+    let streams: HashSet<u64> = records
+        .iter()
+        .map(|r| r["stream"].as_u64().unwrap())
+        .collect();
+    assert!(
+        streams.len() >= 16,
+        "launches on at least 16 distinct streams, got {streams:?}"
+    );
+}
+
+#[test]
+#[ignore = "needs the linked guest library and nvcc-built apps: run tests/run.sh"]
+fn error_codes_match_cuda_13() {
+    let d = Daemon::host_memory("errors");
+    let out = d.run_app("errors");
+    assert!(out.status.success());
+    let stdout = text(&out.stdout);
+    // Lines measured from a native run on the H200; these need no kernel.
+    for expected in [
+        "code   710: cudaErrorAssert | device-side assert triggered",
+        "code 12345: unrecognized error code | unrecognized error code",
+        "cudaMalloc(1<<50): cudaErrorMemoryAllocation",
+        "launch block=2048                        -> cudaSuccess (peek=cudaErrorInvalidValue",
+        "cudaLaunchKernel(host function)          -> cudaErrorInvalidResourceHandle",
+        "cudaDeviceSetLimit(bad limit)            -> cudaErrorInvalidValue",
+        "cudaMemcpyToSymbol(bad symbol)           -> cudaErrorInvalidSymbol",
+    ] {
+        assert!(
+            stdout.contains(expected),
+            "missing `{expected}` in:\n{stdout}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs the linked guest library and nvcc-built apps: run tests/run.sh"]
+fn host_functions_run_asynchronously_in_stream_order() {
+    let d = Daemon::host_memory("hostfn");
+    let out = d.run_app("streams");
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("callback order (12): 1 2 3 4 5 6 7 8 9 10 11 12"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("blocked stream query: cudaErrorNotReady"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("blocked event query: cudaErrorNotReady"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("released stream query: cudaSuccess"),
+        "{stdout}"
+    );
+}
+
+#[test]
+#[ignore = "needs the linked guest library and nvcc-built apps: run tests/run.sh"]
+fn a_missing_server_is_reported_clearly() {
+    let out = run_program(
+        &apps_dir().join("vector_add"),
+        "unix:/nonexistent/vmcuda.sock",
+    );
+    assert!(!out.status.success());
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("no vmcuda host answers at unix:/nonexistent/vmcuda.sock"),
+        "{stderr}"
+    );
+    assert!(
+        text(&out.stdout).contains("cudaErrorNoDevice"),
+        "the program sees no device"
+    );
+}
+
+/// The exported dynamic symbols of an ELF file: (name, version, defined).
+fn dyn_syms(path: &std::path::Path) -> Vec<(String, String, bool)> {
+    let out = Command::new("readelf")
+        .args(["--dyn-syms", "-W"])
+        .arg(path)
+        .output()
+        .expect("readelf");
+    text(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            if cols.len() < 8 || !cols[0].ends_with(':') || cols[0] == "Num:" {
+                return None;
+            }
+            let (name, version) = cols[7]
+                .split_once('@')
+                .map(|(n, v)| (n, v.trim_start_matches('@')))
+                .unwrap_or((cols[7], ""));
+            Some((name.to_string(), version.to_string(), cols[6] != "UND"))
+        })
+        .collect()
+}
+
+#[test]
+#[ignore = "needs the linked guest library and nvcc-built apps: run tests/run.sh"]
+fn every_export_carries_the_cudart_version_node_and_covers_the_apps() {
+    let lib = guest_lib_dir().join("libcudart.so.13");
+    let syms = dyn_syms(&lib);
+    let exported: Vec<&(String, String, bool)> = syms
+        .iter()
+        .filter(|s| s.2 && (s.0.starts_with("cuda") || s.0.starts_with("__cuda")))
+        .collect();
+    assert!(exported.len() > 100, "exports: {}", exported.len());
+    for (name, version, _) in &exported {
+        assert_eq!(version, "libcudart.so.13", "{name} must be versioned");
+    }
+    // Nothing but the CUDA API leaks out of the library.
+    let others: Vec<_> = syms
+        .iter()
+        .filter(|s| {
+            s.2 && !s.0.starts_with("cuda")
+                && !s.0.starts_with("__cuda")
+                && s.0 != "libcudart.so.13"
+        })
+        .collect();
+    assert!(others.is_empty(), "unexpected exports: {others:?}");
+    // Every CUDA symbol any test program imports is provided, with the same version.
+    let provided: HashSet<&str> = exported.iter().map(|s| s.0.as_str()).collect();
+    for app in APPS {
+        for (name, version, defined) in dyn_syms(&apps_dir().join(app)) {
+            if !defined && version == "libcudart.so.13" {
+                assert!(
+                    provided.contains(name.as_str()),
+                    "{app} imports {name}, which is not exported"
+                );
+            }
+        }
+    }
+}
