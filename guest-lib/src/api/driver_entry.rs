@@ -23,37 +23,27 @@ fn code(r: Result<()>) -> u32 {
     }
 }
 
-extern "C" fn cu_get_error_string(error: u32, out: *mut *const c_char) -> u32 {
+/// A status string for a driver error-string query; unknown codes are an error, with
+/// NULL stored, as the driver does.
+fn error_text(
+    error: u32,
+    out: *mut *const c_char,
+    text: extern "C" fn(u32) -> *const c_char,
+) -> u32 {
     let known = vmcuda_wire::status::TABLE.iter().any(|e| e.0 == error);
-    let s = if known {
-        super::errors::cudaGetErrorString(error)
-    } else {
-        std::ptr::null()
-    };
-    code(caller::write(out, s).and_then(|_| {
-        if known {
-            Ok(())
-        } else {
-            Err(CudaStatus::ErrorInvalidValue)
-        }
-    }))
+    let s = if known { text(error) } else { std::ptr::null() };
+    code(
+        caller::write(out, s)
+            .and_then(|_| known.then_some(()).ok_or(CudaStatus::ErrorInvalidValue)),
+    )
+}
+
+extern "C" fn cu_get_error_string(error: u32, out: *mut *const c_char) -> u32 {
+    error_text(error, out, super::errors::cudaGetErrorString)
 }
 
 extern "C" fn cu_get_error_name(error: u32, out: *mut *const c_char) -> u32 {
-    let known = vmcuda_wire::status::TABLE.iter().any(|e| e.0 == error);
-    let s = if known {
-        super::errors::cudaGetErrorName(error)
-    } else {
-        std::ptr::null()
-    };
-    // The driver's names are CUDA_ERROR_*; the runtime's are what the guest knows.
-    code(caller::write(out, s).and_then(|_| {
-        if known {
-            Ok(())
-        } else {
-            Err(CudaStatus::ErrorInvalidValue)
-        }
-    }))
+    error_text(error, out, super::errors::cudaGetErrorName)
 }
 
 extern "C" fn cu_driver_get_version(version: *mut i32) -> u32 {

@@ -290,6 +290,12 @@ pub extern "C" fn cudaMallocManaged(
     })
 }
 
+/// Free a block `host_alloc` made (the registry entry was just removed, so once).
+fn free_pinned(addr: usize) {
+    // SAFETY: `addr` came from our posix_memalign and its registry entry is gone.
+    unsafe { libc::free(addr as *mut c_void) };
+}
+
 fn host_alloc(size: usize, flags: u32) -> Result<*mut c_void> {
     if size == 0 {
         return Ok(std::ptr::null_mut());
@@ -340,8 +346,7 @@ pub extern "C" fn cudaFreeHost(ptr: *mut c_void) -> cudaError_t {
         match reg.host_ranges.get(&(ptr as usize)) {
             Some(r) if r.kind == HostMemoryKind::Allocated => {
                 reg.host_ranges.remove(&(ptr as usize));
-                // SAFETY: `ptr` came from our posix_memalign and is freed once.
-                unsafe { libc::free(ptr) };
+                free_pinned(ptr as usize);
                 Ok(())
             }
             _ => Err(CudaStatus::ErrorInvalidValue),

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The test command: builds everything the tests need and runs all of them.
+#   - nvcc 13 from PyPI wheels (.ci/install-nvcc.sh), then the CUDA test programs;
+#   - the host daemon and the guest libcudart.so.13 (linked with its version node);
+#   - every Rust test, including the end-to-end ones that run the real programs
+#     through the bridge on the host-memory executor (no GPU needed).
+# GPU comparisons against native runs are tests/gpu/run.sh, on a GPU machine.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+echo "== nvcc 13 (PyPI wheels)"
+cu13=$(bash .ci/install-nvcc.sh | tail -n 1)
+export NVCC="$cu13/bin/nvcc"
+
+echo "== building the host backend and the guest library"
+cargo build --workspace --all-targets
+VMCUDA_PROFILE=debug bash guest-lib/build-libs.sh >/dev/null
+
+echo "== building the CUDA test programs"
+bash tests/apps/build.sh "$root/build/apps"
+
+echo "== tests"
+export VMCUDA_HOST_BIN="$root/target/debug/vmcuda-host"
+export VMCUDA_GUEST_LIB_DIR="$root/build/guest/lib"
+export VMCUDA_APPS_DIR="$root/build/apps"
+cargo test --workspace -- --include-ignored
