@@ -24,4 +24,11 @@ echo "== tests"
 export VMCUDA_HOST_BIN="$root/target/debug/vmcuda-host"
 export VMCUDA_GUEST_LIB_DIR="$root/build/guest/lib"
 export VMCUDA_APPS_DIR="$root/build/apps"
-cargo test --workspace -- --include-ignored
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+status=0
+cargo test --workspace -- --include-ignored 2>&1 | tee "$log" || status=$?
+# One closing line for the whole run (cargo prints one per test binary).
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+     END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
+exit "$status"

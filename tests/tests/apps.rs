@@ -23,6 +23,7 @@ const APPS: &[&str] = &[
     "multithread",
     "occupancy_attrs",
     "pointer_mem",
+    "printf_buffered",
     "printf_kernel",
     "streams",
     "struct_params",
