@@ -5,8 +5,11 @@
 //! host sends ahead of a reply is written to this process's own C `stdout`/`stderr`,
 //! where a native run's driver would have written it.
 
-use std::io::{BufReader, Read};
+use std::io::{BufReader, IoSlice, Read};
+use std::os::fd::BorrowedFd;
+
 use std::sync::{Mutex, OnceLock};
+use zerocopy::IntoBytes;
 
 use vmcuda_wire::frame::{self, FrameError, FrameHeader, FLAG_EVENT, FLAG_REPLY};
 use vmcuda_wire::handshake::{caps, PROTOCOL_VERSION, RUNTIME_VERSION};
@@ -101,7 +104,7 @@ fn connect() -> Result<Client, CudaStatus> {
         client: program_name(),
         pid: std::process::id(),
     };
-    match conn.exchange(0, &hello, &[], Sink::None) {
+    match conn.exchange(0, &hello, &[], Sink::None, None) {
         Ok(reply) => {
             if std::env::var_os("VMCUDA_VERBOSE").is_some() {
                 eprintln!("vmcuda: connected to {addr}: {}", reply.banner);
@@ -136,7 +139,23 @@ impl Client {
         sink: Sink<'_>,
     ) -> Result<R::Reply, CudaStatus> {
         let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        conn.exchange(device, req, data, sink)
+        conn.exchange(device, req, data, sink, None)
+    }
+
+    /// Like [`Client::call`], passing a file descriptor along (Unix sockets only).
+    pub fn call_with_fd<R: Request>(
+        &self,
+        device: i32,
+        req: &R,
+        fd: BorrowedFd<'_>,
+    ) -> Result<R::Reply, CudaStatus> {
+        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        conn.exchange(device, req, &[], Sink::None, Some(fd))
+    }
+
+    /// Whether descriptors (and so shared memory) can be passed to this host.
+    pub fn can_pass_fds(&self) -> bool {
+        matches!(self.addr, ServerAddr::Unix(_))
     }
 }
 
@@ -147,11 +166,12 @@ impl Connection {
         req: &R,
         data: &[u8],
         sink: Sink<'_>,
+        fd: Option<BorrowedFd<'_>>,
     ) -> Result<R::Reply, CudaStatus> {
         if self.broken {
             return Err(CudaStatus::ErrorDevicesUnavailable);
         }
-        match self.exchange_inner(device, req, data, sink) {
+        match self.exchange_inner(device, req, data, sink, fd) {
             Ok(r) => r,
             Err(e) => {
                 self.broken = true;
@@ -170,13 +190,24 @@ impl Connection {
         req: &R,
         data: &[u8],
         sink: Sink<'_>,
+        fd: Option<BorrowedFd<'_>>,
     ) -> Result<Result<R::Reply, CudaStatus>, FrameError> {
         let id = self.next_id;
         self.next_id += 1;
         let meta = postcard::to_stdvec(req).expect("requests always encode");
         let header =
             FrameHeader::new(R::OP.code(), 0, id, meta.len(), data.len()).with_device(device);
-        frame::write_frame(&mut self.writer, &header, &meta, data)?;
+        match fd {
+            Some(fd) => {
+                let bufs = [
+                    IoSlice::new(header.as_bytes()),
+                    IoSlice::new(&meta),
+                    IoSlice::new(data),
+                ];
+                self.writer.send_with_fd(&bufs, fd)?;
+            }
+            None => frame::write_frame(&mut self.writer, &header, &meta, data)?,
+        }
         loop {
             let (h, meta) = frame::read_head(&mut self.reader)?;
             if h.has(FLAG_EVENT) && h.op.get() == OP_CONSOLE {

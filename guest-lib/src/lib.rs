@@ -8,6 +8,7 @@
 //!   registered fatbinaries, kernels and variables, device-property cache, the
 //!   guest-made stream and event ids, and the host and device allocations it knows.
 //! - [`gate`]: per-stream ordering of asynchronous host functions.
+//! - [`shared`]: pinned memory shared with a same-host backend (memfds).
 //! - [`caller`]: the only module that dereferences pointers handed in by the program.
 //! - [`api`]: the exported `extern "C"` functions, one file per family; every export
 //!   goes through [`api::guard`], so no panic crosses the C boundary.
@@ -19,6 +20,7 @@ pub mod api;
 pub mod caller;
 pub mod client;
 pub mod gate;
+pub mod shared;
 pub mod state;
 
 /// `cudaError_t`: kept as a plain integer at the C boundary, since the host may report

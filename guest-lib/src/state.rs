@@ -96,6 +96,8 @@ pub struct HostRange {
     pub flags: u32,
     pub kind: HostMemoryKind,
     pub device: i32,
+    /// Set when the memory is shared with the host and mapped for the GPU.
+    pub shared: Option<crate::shared::Shared>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -146,6 +148,33 @@ impl std::ops::DerefMut for RegistryGuard {
 }
 
 impl Registry {
+    /// Remember a device range and keep the guest's own allocations out of its
+    /// addresses: device pointers come from the host's address space, so without the
+    /// reservation a guest host buffer could sit at the same numbers and be taken for
+    /// device memory (`cudaMemcpyDefault`, pointer attributes).
+    pub fn add_device_range(&mut self, ptr: u64, size: u64, device: i32) {
+        if ptr == 0 {
+            return;
+        }
+        self.device_ranges.insert(ptr, (size, device));
+        crate::shared::reserve(ptr as usize, size.max(1) as usize);
+    }
+
+    /// Forget a device range and release its hold on the reserved addresses.
+    pub fn remove_device_range(&mut self, ptr: u64) {
+        if let Some((size, _)) = self.device_ranges.remove(&ptr) {
+            crate::shared::release(ptr as usize, size.max(1) as usize);
+        }
+    }
+
+    /// Forget every device range (the device was reset).
+    pub fn clear_device_ranges(&mut self) {
+        let starts: Vec<u64> = self.device_ranges.keys().copied().collect();
+        for s in starts {
+            self.remove_device_range(s);
+        }
+    }
+
     /// The device range containing `[ptr, ptr + len)`, if any.
     pub fn device_range(&self, ptr: u64) -> Option<(u64, u64, i32)> {
         let (start, (size, dev)) = self.device_ranges.range(..=ptr).next_back()?;

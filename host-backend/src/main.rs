@@ -18,7 +18,7 @@ use vmcuda_host::executor::host_memory::{self, HostMemoryExecutor};
 use vmcuda_host::executor::Executor;
 use vmcuda_host::session::Session;
 use vmcuda_host::worker;
-use vmcuda_wire::transport::DEFAULT_UNIX_PATH;
+use vmcuda_wire::transport::{FdReader, DEFAULT_UNIX_PATH};
 
 #[derive(Parser)]
 #[command(
@@ -239,14 +239,18 @@ fn run_worker(
         TransportKind::Unix => {
             let stream = UnixStream::from(conn);
             match stream.try_clone() {
-                Ok(reader) => worker::serve(reader, stream, &mut session, console.as_mut()),
+                Ok(reader) => {
+                    // Unix guests may pass memory descriptors along with frames.
+                    let (reader, fds) = FdReader::new(reader);
+                    worker::serve(reader, stream, Some(fds), &mut session, console.as_mut())
+                }
                 Err(e) => Err(e.into()),
             }
         }
         TransportKind::Tcp => {
             let stream = TcpStream::from(conn);
             match stream.try_clone() {
-                Ok(reader) => worker::serve(reader, stream, &mut session, console.as_mut()),
+                Ok(reader) => worker::serve(reader, stream, None, &mut session, console.as_mut()),
                 Err(e) => Err(e.into()),
             }
         }

@@ -6,7 +6,10 @@
 //! every handle is looked up in this session's own tables, so a guest can only ever
 //! name what it made itself. Dropping the session releases everything it owns.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::num::NonZeroUsize;
+use std::os::fd::OwnedFd;
+use std::ptr::NonNull;
 
 use tracing::{info, warn};
 use vmcuda_wire::handshake::{self, caps, PROTOCOL_VERSION};
@@ -31,6 +34,73 @@ pub struct Session {
     functions: HashMap<FunctionHandle, ExecFunction>,
     allocations: HashSet<DevicePtr>,
     next_handle: u64,
+    /// Descriptors the guest passed along with its frames, oldest first.
+    pub incoming_fds: VecDeque<OwnedFd>,
+    /// Guest memory shared with this process and registered with the GPU, by address.
+    shared: HashMap<u64, SharedMapping>,
+}
+
+/// Guest memory mapped into this process at the guest's own address.
+struct SharedMapping {
+    addr: NonNull<libc::c_void>,
+    len: usize,
+}
+
+impl SharedMapping {
+    /// Map `len` bytes of `fd` at exactly `addr`, never over anything already there.
+    fn map(fd: &OwnedFd, addr: u64, len: u64) -> Result<SharedMapping, CudaStatus> {
+        // A mapping longer than its file would fault (SIGBUS) when the GPU touches it.
+        let file_len = nix::sys::stat::fstat(fd)
+            .map_err(|_| CudaStatus::ErrorInvalidValue)?
+            .st_size as u64;
+        let page = 4096u64;
+        if addr == 0
+            || addr & (page - 1) != 0
+            || len == 0
+            || len & (page - 1) != 0
+            || len > file_len
+        {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let want = NonZeroUsize::new(addr as usize).ok_or(CudaStatus::ErrorInvalidValue)?;
+        let length = NonZeroUsize::new(len as usize).ok_or(CudaStatus::ErrorInvalidValue)?;
+        use nix::sys::mman::{MapFlags, ProtFlags};
+        // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping of this
+        // process; the new mapping is owned by the returned value, which unmaps it.
+        let got = unsafe {
+            nix::sys::mman::mmap(
+                Some(want),
+                length,
+                ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
+                MapFlags::MAP_SHARED | MapFlags::MAP_FIXED_NOREPLACE,
+                fd,
+                0,
+            )
+        }
+        .map_err(|e| {
+            warn!(
+                addr,
+                len, "cannot map shared guest memory at the guest's address: {e}"
+            );
+            CudaStatus::ErrorNotSupported
+        })?;
+        let mapping = SharedMapping {
+            addr: got,
+            len: len as usize,
+        };
+        if got.as_ptr() as u64 != addr {
+            // Old kernels treat NOREPLACE as a hint; a mapping elsewhere is useless.
+            return Err(CudaStatus::ErrorNotSupported);
+        }
+        Ok(mapping)
+    }
+}
+
+impl Drop for SharedMapping {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly the range this value mapped.
+        let _ = unsafe { nix::sys::mman::munmap(self.addr, self.len) };
+    }
 }
 
 impl Session {
@@ -45,6 +115,8 @@ impl Session {
             functions: HashMap::new(),
             allocations: HashSet::new(),
             next_handle: 0,
+            incoming_fds: VecDeque::new(),
+            shared: HashMap::new(),
         }
     }
 
@@ -113,6 +185,10 @@ impl Drop for Session {
         }
         for (_, s) in self.streams.drain() {
             let _ = self.exec.stream_destroy(s);
+        }
+        for (addr, mapping) in self.shared.drain() {
+            let _ = self.exec.host_unregister(addr);
+            drop(mapping);
         }
         let leaked = self.allocations.len();
         for ptr in self.allocations.drain() {
@@ -431,6 +507,41 @@ impl Handler for Session {
         _: Vec<u8>,
     ) -> HandlerResult<PointerAttributes> {
         Ok((self.exec.pointer_attributes(req.ptr)?, Vec::new()))
+    }
+
+    fn host_register_shared(
+        &mut self,
+        _: &CallContext,
+        req: HostRegisterShared,
+        _: Vec<u8>,
+    ) -> HandlerResult<SharedHostMemory> {
+        let fd = self.incoming_fds.pop_front().ok_or_else(|| {
+            warn!(client = %self.client, "shared-memory request without a descriptor");
+            CudaStatus::ErrorNotSupported
+        })?;
+        if self.shared.contains_key(&req.addr) {
+            return Err(CudaStatus::ErrorHostMemoryAlreadyRegistered);
+        }
+        let mapping = SharedMapping::map(&fd, req.addr, req.size)?;
+        let device_ptr = self.exec.host_register(req.addr, req.size)?;
+        self.shared.insert(req.addr, mapping);
+        Ok((SharedHostMemory { device_ptr }, Vec::new()))
+    }
+
+    fn host_unregister_shared(
+        &mut self,
+        _: &CallContext,
+        req: HostUnregisterShared,
+        _: Vec<u8>,
+    ) -> HandlerResult<()> {
+        let mapping = self
+            .shared
+            .remove(&req.addr)
+            .ok_or(CudaStatus::ErrorHostMemoryNotRegistered)?;
+        let r = self.exec.host_unregister(req.addr);
+        drop(mapping);
+        r?;
+        nothing()
     }
 
     fn module_load(

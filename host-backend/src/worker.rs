@@ -13,13 +13,19 @@ use vmcuda_wire::frame::{self, FrameError, FrameHeader, FLAG_EVENT, FLAG_NO_REPL
 use vmcuda_wire::op::{dispatch, CallContext, Console, DispatchError, Op, OP_CONSOLE};
 use vmcuda_wire::CudaStatus;
 
+use vmcuda_wire::transport::FdQueue;
+
 use crate::console::ConsoleCapture;
+
+/// Descriptors a guest may have in flight before they are claimed by requests.
+const MAX_PENDING_FDS: usize = 16;
 use crate::session::Session;
 
 /// Serve one guest until it disconnects or sends something that cannot be a frame.
 pub fn serve(
     reader: impl Read,
     writer: impl Write,
+    fds: Option<FdQueue>,
     session: &mut Session,
     mut console: Option<&mut ConsoleCapture>,
 ) -> Result<(), FrameError> {
@@ -37,6 +43,18 @@ pub fn serve(
             }
         };
         let data = frame::read_data(&mut reader, &header)?;
+        if let Some(fds) = &fds {
+            // Descriptors passed with frames, in order; a guest flooding us with them
+            // only loses the excess.
+            let mut fds = fds.borrow_mut();
+            while let Some(fd) = fds.pop_front() {
+                if session.incoming_fds.len() < MAX_PENDING_FDS {
+                    session.incoming_fds.push_back(fd);
+                } else {
+                    warn!(client = %session.client(), "too many unclaimed descriptors; closing one");
+                }
+            }
+        }
         let code = header.op.get();
         let ctx = CallContext {
             device: header.device.get(),

@@ -30,6 +30,7 @@ const APPS: &[&str] = &[
     "symbols",
     "templates",
     "vector_add",
+    "zero_copy",
 ];
 
 fn launches_of<'a>(records: &'a [serde_json::Value], kernel: &str) -> Vec<&'a serde_json::Value> {
@@ -221,6 +222,79 @@ fn a_missing_server_is_reported_clearly() {
         text(&out.stdout).contains("cudaErrorNoDevice"),
         "the program sees no device"
     );
+}
+
+#[test]
+#[ignore = "needs the linked guest library and nvcc-built apps: run tests/run.sh"]
+fn pinned_memory_is_shared_with_a_same_host_backend() {
+    let d = Daemon::host_memory("shared");
+    let out = d.run_app("pointer_mem");
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("cudaHostGetDevicePointer(mapped): cudaSuccess same-as-host:yes"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("cudaHostGetDevicePointer(registered): cudaSuccess same-as-host:yes"),
+        "{stdout}"
+    );
+    // The kernels of zero_copy get the pinned buffers' own addresses as arguments.
+    let out = d.run_app("zero_copy");
+    assert!(out.status.success(), "{}", text(&out.stdout));
+    let gather = d
+        .launches()
+        .into_iter()
+        .find(|r| r["kernel"] == "_Z6gatherPKiPii")
+        .expect("gather launched");
+    let hex = gather["params"].as_str().unwrap();
+    let input = u64::from_str_radix(&hex[..16], 16).unwrap().swap_bytes();
+    // The host-memory executor's device addresses start at 0x2000_0000_0000.
+    assert!(
+        input != 0 && !(0x2000_0000_0000..0x3000_0000_0000).contains(&input),
+        "a guest host address, not a device allocation: {input:#x}"
+    );
+}
+
+#[test]
+#[ignore = "needs the linked guest library and nvcc-built apps: run tests/run.sh"]
+fn tcp_transport_runs_programs_and_falls_back_from_shared_memory() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let _daemon = Daemon::start("tcp", &["--executor", "host-memory", "--tcp", &addr]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::net::TcpStream::connect(&addr).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "daemon never listened on {addr}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let server = format!("tcp:{addr}");
+    for app in ["memcpy_kinds", "streams", "symbols"] {
+        let out = run_program(&apps_dir().join(app), &server);
+        assert!(
+            out.status.success(),
+            "{app} over TCP: {}",
+            text(&out.stdout)
+        );
+    }
+    // No descriptors over TCP: pinned memory stays private, and mapping it says so.
+    let out = run_program(&apps_dir().join("pointer_mem"), &server);
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("cudaHostGetDevicePointer(mapped): cudaErrorNotSupported"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("copies through pinned/registered/mapped/plain: ok"),
+        "{stdout}"
+    );
+    assert!(text(&out.stderr).contains("not shared with the host"));
 }
 
 /// The exported dynamic symbols of an ELF file: (name, version, defined).

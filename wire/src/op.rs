@@ -174,6 +174,8 @@ op_table! {
     0x020A Memset2D => memset_2d(Memset2D) -> (), Async;
     0x020B MemcpyPeer => memcpy_peer(MemcpyPeer) -> (), Async;
     0x020C PointerGetAttributes => pointer_get_attributes(PointerGetAttributes) -> PointerAttributes, Sync;
+    0x020D HostRegisterShared => host_register_shared(HostRegisterShared) -> SharedHostMemory, Sync;
+    0x020E HostUnregisterShared => host_unregister_shared(HostUnregisterShared) -> (), Sync;
 
     0x0300 ModuleLoad => module_load(ModuleLoad) -> ModuleLoaded, Sync;
     0x0301 ModuleGetFunction => module_get_function(ModuleGetFunction) -> FunctionInfo, Sync;
@@ -445,6 +447,26 @@ pub struct PointerAttributes {
     pub memory_type: i32,
     pub device: i32,
     pub device_pointer: DevicePtr,
+}
+
+/// Share guest host memory with the backend: the frame carries a memfd (SCM_RIGHTS,
+/// Unix sockets only) whose first `size` bytes the guest has mapped at `addr`. The
+/// backend maps it at the same address and registers it with the GPU, so kernels can
+/// reach it through the device pointer in the reply (equal to `addr` under UVA).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct HostRegisterShared {
+    pub addr: u64,
+    pub size: u64,
+    /// `cudaHostAlloc`/`cudaHostRegister` flags.
+    pub flags: u32,
+}
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct SharedHostMemory {
+    pub device_ptr: DevicePtr,
+}
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct HostUnregisterShared {
+    pub addr: u64,
 }
 
 // ---- modules and kernels ----

@@ -107,6 +107,94 @@ impl Stream {
     }
 }
 
+impl Stream {
+    /// Write `bufs` in one message carrying `fd` (SCM_RIGHTS). Only Unix sockets can
+    /// pass descriptors; on TCP this is `ErrorKind::Unsupported`.
+    pub fn send_with_fd(
+        &self,
+        bufs: &[io::IoSlice<'_>],
+        fd: std::os::fd::BorrowedFd<'_>,
+    ) -> io::Result<()> {
+        use std::os::fd::{AsFd, AsRawFd};
+        let Stream::Unix(s) = self else {
+            return Err(io::ErrorKind::Unsupported.into());
+        };
+        let fds = [fd.as_raw_fd()];
+        let cmsg = [nix::sys::socket::ControlMessage::ScmRights(&fds)];
+        let total: usize = bufs.iter().map(|b| b.len()).sum();
+        let sent = nix::sys::socket::sendmsg::<()>(
+            s.as_fd().as_raw_fd(),
+            bufs,
+            &cmsg,
+            nix::sys::socket::MsgFlags::MSG_NOSIGNAL,
+            None,
+        )
+        .map_err(io::Error::from)?;
+        // The descriptor travelled with the first byte; the rest is an ordinary write.
+        let mut rest = Vec::with_capacity(total - sent);
+        for b in bufs {
+            rest.extend_from_slice(b);
+        }
+        let mut s = s;
+        s.write_all(&rest[sent..])
+    }
+}
+
+/// A Unix stream reader that keeps the descriptors peers pass along (SCM_RIGHTS), in
+/// arrival order, instead of letting plain reads discard them.
+pub struct FdReader {
+    stream: UnixStream,
+    fds: std::rc::Rc<std::cell::RefCell<std::collections::VecDeque<std::os::fd::OwnedFd>>>,
+}
+
+/// The queue of received descriptors, shared with whoever consumes them.
+pub type FdQueue =
+    std::rc::Rc<std::cell::RefCell<std::collections::VecDeque<std::os::fd::OwnedFd>>>;
+
+impl FdReader {
+    pub fn new(stream: UnixStream) -> (FdReader, FdQueue) {
+        let fds = FdQueue::default();
+        (
+            FdReader {
+                stream,
+                fds: fds.clone(),
+            },
+            fds,
+        )
+    }
+}
+
+/// At most this many descriptors are accepted per message.
+const MAX_FDS_PER_MESSAGE: usize = 4;
+
+impl Read for FdReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+        let mut cmsg = nix::cmsg_space!([std::os::fd::RawFd; MAX_FDS_PER_MESSAGE]);
+        let mut iov = [io::IoSliceMut::new(buf)];
+        let msg = nix::sys::socket::recvmsg::<()>(
+            self.stream.as_raw_fd(),
+            &mut iov,
+            Some(&mut cmsg),
+            nix::sys::socket::MsgFlags::MSG_CMSG_CLOEXEC,
+        )
+        .map_err(io::Error::from)?;
+        let n = msg.bytes;
+        for c in msg.cmsgs().map_err(io::Error::from)? {
+            if let nix::sys::socket::ControlMessageOwned::ScmRights(fds) = c {
+                for fd in fds {
+                    // SAFETY: the kernel just installed `fd` in this process for us;
+                    // nothing else owns it.
+                    self.fds
+                        .borrow_mut()
+                        .push_back(unsafe { OwnedFd::from_raw_fd(fd) });
+                }
+            }
+        }
+        Ok(n)
+    }
+}
+
 impl Read for Stream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
@@ -137,6 +225,23 @@ impl Write for Stream {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn descriptors_travel_with_the_bytes() {
+        use std::io::IoSlice;
+        use std::os::fd::AsFd;
+        let (a, b) = UnixStream::pair().unwrap();
+        let file = std::fs::File::open("/proc/self/exe").unwrap();
+        let sender = Stream::Unix(a);
+        sender
+            .send_with_fd(&[IoSlice::new(b"hel"), IoSlice::new(b"lo")], file.as_fd())
+            .unwrap();
+        let (mut reader, fds) = FdReader::new(b);
+        let mut got = [0u8; 5];
+        reader.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"hello");
+        assert_eq!(fds.borrow().len(), 1);
+    }
 
     #[test]
     fn parses_addresses() {

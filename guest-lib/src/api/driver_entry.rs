@@ -70,9 +70,7 @@ extern "C" fn cu_mem_alloc(ptr: *mut u64, size: usize) -> u32 {
             return Err(CudaStatus::ErrorInvalidValue);
         }
         let p = call(&MemAlloc { size: size as u64 })?.ptr;
-        registry()
-            .device_ranges
-            .insert(p, (size as u64, state::current_device()));
+        registry().add_device_range(p, size as u64, state::current_device());
         caller::write(ptr, p)
     })())
 }
@@ -80,7 +78,7 @@ extern "C" fn cu_mem_alloc(ptr: *mut u64, size: usize) -> u32 {
 extern "C" fn cu_mem_free(ptr: u64) -> u32 {
     code((|| {
         call(&MemFree { ptr })?;
-        registry().device_ranges.remove(&ptr);
+        registry().remove_device_range(ptr);
         Ok(())
     })())
 }

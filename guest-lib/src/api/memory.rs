@@ -16,6 +16,7 @@ use super::registration::variable;
 use super::{call, call_with, guard, stream_handle, RawHandle, Result};
 use crate::client::{Sink, CHUNK};
 use crate::gate;
+use crate::shared;
 use crate::state::{self, registry, HostMemoryKind, HostRange};
 use crate::{caller, cudaError_t};
 
@@ -233,11 +234,7 @@ pub extern "C" fn cudaMalloc(ptr: *mut *mut c_void, size: usize) -> cudaError_t 
             return Err(CudaStatus::ErrorInvalidValue);
         }
         let p = call(&MemAlloc { size: size as u64 })?.ptr;
-        if p != 0 {
-            registry()
-                .device_ranges
-                .insert(p, (size as u64, state::current_device()));
-        }
+        registry().add_device_range(p, size as u64, state::current_device());
         caller::write(ptr, p as *mut c_void)
     })
 }
@@ -246,7 +243,7 @@ pub extern "C" fn cudaMalloc(ptr: *mut *mut c_void, size: usize) -> cudaError_t 
 pub extern "C" fn cudaFree(ptr: *mut c_void) -> cudaError_t {
     guard("cudaFree", || {
         call(&MemFree { ptr: ptr as u64 })?;
-        registry().device_ranges.remove(&(ptr as u64));
+        registry().remove_device_range(ptr as u64);
         Ok(())
     })
 }
@@ -266,11 +263,7 @@ pub extern "C" fn cudaMallocPitch(
             width: width as u64,
             height: height as u64,
         })?;
-        if r.ptr != 0 {
-            registry()
-                .device_ranges
-                .insert(r.ptr, (r.pitch * height as u64, state::current_device()));
-        }
+        registry().add_device_range(r.ptr, r.pitch * height as u64, state::current_device());
         caller::write(ptr, r.ptr as *mut c_void)?;
         caller::write(pitch, r.pitch as usize)
     })
@@ -300,17 +293,26 @@ fn host_alloc(size: usize, flags: u32) -> Result<*mut c_void> {
     if size == 0 {
         return Ok(std::ptr::null_mut());
     }
-    let mut p: *mut c_void = std::ptr::null_mut();
-    // SAFETY: posix_memalign writes the new block's address into `p`; alignment is a
-    // power of two multiple of the pointer size.
-    if unsafe { libc::posix_memalign(&mut p, 4096, size) } != 0 {
-        return Err(CudaStatus::ErrorMemoryAllocation);
-    }
+    // Shared with a same-host backend when possible (kernels can then reach it), else
+    // private page-aligned memory.
+    let (p, shared) = match shared::alloc(size, flags) {
+        Some((p, region)) => (p as *mut c_void, Some(region)),
+        None => {
+            let mut p: *mut c_void = std::ptr::null_mut();
+            // SAFETY: posix_memalign writes the new block's address into `p`; the
+            // alignment is a power of two multiple of the pointer size.
+            if unsafe { libc::posix_memalign(&mut p, 4096, size) } != 0 {
+                return Err(CudaStatus::ErrorMemoryAllocation);
+            }
+            (p, None)
+        }
+    };
     let range = HostRange {
         size,
         flags,
         kind: HostMemoryKind::Allocated,
         device: state::current_device(),
+        shared,
     };
     registry().host_ranges.insert(p as usize, range);
     Ok(p)
@@ -342,15 +344,24 @@ pub extern "C" fn cudaFreeHost(ptr: *mut c_void) -> cudaError_t {
         if ptr.is_null() {
             return Ok(());
         }
-        let mut reg = registry();
-        match reg.host_ranges.get(&(ptr as usize)) {
-            Some(r) if r.kind == HostMemoryKind::Allocated => {
-                reg.host_ranges.remove(&(ptr as usize));
-                free_pinned(ptr as usize);
-                Ok(())
+        let range = {
+            let mut reg = registry();
+            match reg.host_ranges.get(&(ptr as usize)) {
+                Some(r) if r.kind == HostMemoryKind::Allocated => {
+                    reg.host_ranges.remove(&(ptr as usize))
+                }
+                _ => None,
             }
-            _ => Err(CudaStatus::ErrorInvalidValue),
+        };
+        match range {
+            Some(HostRange {
+                shared: Some(region),
+                ..
+            }) => shared::free(region),
+            Some(_) => free_pinned(ptr as usize),
+            None => return Err(CudaStatus::ErrorInvalidValue),
         }
+        Ok(())
     })
 }
 
@@ -361,22 +372,42 @@ pub extern "C" fn cudaHostRegister(ptr: *mut c_void, size: usize, flags: u32) ->
             return Err(CudaStatus::ErrorInvalidValue);
         }
         let start = ptr as usize;
-        let mut reg = registry();
-        let overlaps = reg
-            .host_ranges
-            .range(..start + size)
-            .next_back()
-            .is_some_and(|(s, r)| s + r.size > start);
-        if overlaps {
-            return Err(CudaStatus::ErrorHostMemoryAlreadyRegistered);
-        }
+        let end = start
+            .checked_add(size)
+            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        let pages = (
+            start / shared::PAGE * shared::PAGE,
+            end.div_ceil(shared::PAGE) * shared::PAGE,
+        );
+        let page_shared = {
+            let reg = registry();
+            let overlaps = reg
+                .host_ranges
+                .range(..end)
+                .next_back()
+                .is_some_and(|(s, r)| s + r.size > start);
+            if overlaps {
+                return Err(CudaStatus::ErrorHostMemoryAlreadyRegistered);
+            }
+            // Pages already moved onto another region's memfd must stay where they are.
+            reg.host_ranges
+                .values()
+                .filter_map(|r| r.shared)
+                .any(|r| r.start < pages.1 && pages.0 < r.start + r.len)
+        };
+        let shared = if page_shared {
+            None
+        } else {
+            shared::share_existing(start, size, flags)
+        };
         let range = HostRange {
             size,
             flags,
             kind: HostMemoryKind::Registered,
             device: state::current_device(),
+            shared,
         };
-        reg.host_ranges.insert(start, range);
+        registry().host_ranges.insert(start, range);
         Ok(())
     })
 }
@@ -384,14 +415,25 @@ pub extern "C" fn cudaHostRegister(ptr: *mut c_void, size: usize, flags: u32) ->
 #[no_mangle]
 pub extern "C" fn cudaHostUnregister(ptr: *mut c_void) -> cudaError_t {
     guard("cudaHostUnregister", || {
-        let mut reg = registry();
-        match reg.host_ranges.get(&(ptr as usize)) {
-            Some(r) if r.kind == HostMemoryKind::Registered => {
-                reg.host_ranges.remove(&(ptr as usize));
-                Ok(())
+        let range = {
+            let mut reg = registry();
+            match reg.host_ranges.get(&(ptr as usize)) {
+                Some(r) if r.kind == HostMemoryKind::Registered => {
+                    reg.host_ranges.remove(&(ptr as usize))
+                }
+                _ => None,
             }
-            _ => Err(CudaStatus::ErrorHostMemoryNotRegistered),
+        };
+        match range {
+            // The pages stay on their memfd (same contents); only the GPU lets go.
+            Some(HostRange {
+                shared: Some(region),
+                ..
+            }) => shared::unregister(region),
+            Some(_) => {}
+            None => return Err(CudaStatus::ErrorHostMemoryNotRegistered),
         }
+        Ok(())
     })
 }
 
@@ -407,18 +449,34 @@ pub extern "C" fn cudaHostGetFlags(flags: *mut u32, ptr: *mut c_void) -> cudaErr
     })
 }
 
+/// The device pointer of pinned memory shared with the host, if it is.
+fn mapped_device_pointer(host_ptr: usize) -> Result<Option<u64>> {
+    let (_, r) = registry()
+        .host_range(host_ptr)
+        .ok_or(CudaStatus::ErrorInvalidValue)?;
+    Ok(r.shared.map(|s| s.device_ptr + (host_ptr - s.start) as u64))
+}
+
 #[no_mangle]
 pub extern "C" fn cudaHostGetDevicePointer(
-    _device_ptr: *mut *mut c_void,
+    device_ptr: *mut *mut c_void,
     host_ptr: *mut c_void,
-    _flags: u32,
+    flags: u32,
 ) -> cudaError_t {
     guard("cudaHostGetDevicePointer", || {
-        if registry().host_range(host_ptr as usize).is_none() {
+        if flags != 0 {
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        eprintln!("vmcuda: cudaHostGetDevicePointer: a GPU cannot map guest memory over this transport; not supported");
-        Err(CudaStatus::ErrorNotSupported)
+        match mapped_device_pointer(host_ptr as usize)? {
+            Some(d) => caller::write(device_ptr, d as *mut c_void),
+            None => {
+                eprintln!(
+                    "vmcuda: cudaHostGetDevicePointer: this pinned memory is not shared with the host \
+                     (shared memory needs a same-host unix: connection); not supported"
+                );
+                Err(CudaStatus::ErrorNotSupported)
+            }
+        }
     })
 }
 
@@ -445,7 +503,11 @@ pub extern "C" fn cudaPointerGetAttributes(
             if let Some((_, _, dev)) = reg.device_range(p as u64) {
                 (2, dev, p, 0)
             } else if let Some((_, r)) = reg.host_range(p) {
-                (1, r.device, p, p)
+                // Under UVA the device pointer of pinned memory is its host address.
+                let device_pointer = r
+                    .shared
+                    .map_or(p, |s| s.device_ptr as usize + (p - s.start));
+                (1, r.device, device_pointer, p)
             } else {
                 // Unregistered memory: no device, and the pointer is its own host pointer.
                 (0, -2, 0, p)

@@ -230,9 +230,10 @@ pub fn variable(host_var: usize) -> Result<(u64, usize)> {
     if let Some(v) = reg.variables.get_mut(&host_var) {
         v.resolved = Some(global.ptr);
     }
-    reg.device_ranges.insert(
+    reg.add_device_range(
         global.ptr,
-        (global.size.max(size as u64), state::current_device()),
+        global.size.max(size as u64),
+        state::current_device(),
     );
     Ok((global.ptr, size))
 }
@@ -243,7 +244,7 @@ pub fn forget_device_state() {
     for v in reg.variables.values_mut() {
         v.resolved = None;
     }
-    reg.device_ranges.clear();
+    reg.clear_device_ranges();
     reg.streams.clear();
     reg.events.clear();
 }

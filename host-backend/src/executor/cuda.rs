@@ -83,6 +83,9 @@ const REQUIRED_SYMBOLS: &[&str] = &[
     "cuCtxDisablePeerAccess",
     "cuMemGetInfo_v2",
     "cuMemAlloc_v2",
+    "cuMemHostRegister_v2",
+    "cuMemHostGetDevicePointer_v2",
+    "cuMemHostUnregister",
     "cuMemFree_v2",
     "cuMemAllocPitch_v2",
     "cuMemHostAlloc",
@@ -1314,6 +1317,33 @@ impl Executor for CudaExecutor {
     /// For a pointer the driver does not know, the answer is what the driver fills in
     /// (memory type 0 = `cudaMemoryTypeUnregistered`, device `CU_DEVICE_INVALID` = -2,
     /// device pointer 0), which is what the runtime reports from it.
+    fn host_register(&mut self, ptr: u64, size: u64) -> ExecResult<DevicePtr> {
+        self.bind()?;
+        let size = to_usize(size)?;
+        // Portable (every context) and mapped (reachable from kernels), as CUDA 13 treats
+        // all pinned memory.
+        let flags = sys::CU_MEMHOSTREGISTER_PORTABLE | sys::CU_MEMHOSTREGISTER_DEVICEMAP;
+        // SAFETY: the session mapped `[ptr, ptr + size)` into this process (shared
+        // with the guest) before calling, and keeps it mapped until host_unregister.
+        check(unsafe { sys::cuMemHostRegister_v2(ptr as *mut c_void, size, flags) })?;
+        let mut device_ptr: sys::CUdeviceptr = 0;
+        // SAFETY: `ptr` was registered just above; the driver writes one CUdeviceptr.
+        let r =
+            unsafe { sys::cuMemHostGetDevicePointer_v2(&mut device_ptr, ptr as *mut c_void, 0) };
+        if let Err(e) = check(r) {
+            // SAFETY: undoing the registration made above.
+            unsafe { sys::cuMemHostUnregister(ptr as *mut c_void) };
+            return Err(e);
+        }
+        Ok(device_ptr)
+    }
+
+    fn host_unregister(&mut self, ptr: u64) -> ExecResult<()> {
+        self.bind()?;
+        // SAFETY: the driver checks that `ptr` starts a registered range.
+        check(unsafe { sys::cuMemHostUnregister(ptr as *mut c_void) })
+    }
+
     fn pointer_attributes(&mut self, ptr: DevicePtr) -> ExecResult<PointerAttributes> {
         self.bind()?;
         let mut memory_type: c_uint = 0;

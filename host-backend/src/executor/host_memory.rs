@@ -28,8 +28,9 @@ use super::{
     LEGACY_STREAM, PER_THREAD_STREAM,
 };
 
-/// Fake device addresses start here (a GPU-like, never-null, 64 KiB-aligned base).
-const ADDRESS_BASE: u64 = 0x7f00_0000_0000;
+/// Fake device addresses start here: never null, and in a region Linux leaves empty in
+/// ordinary processes, so test logs tell device and host addresses apart at a glance.
+pub const ADDRESS_BASE: u64 = 0x2000_0000_0000;
 /// Allocations are aligned like cudaMalloc's and separated by an unmapped guard gap,
 /// so an overrun lands outside every allocation and is refused.
 const ALIGN: u64 = 512;
@@ -86,6 +87,8 @@ pub struct HostMemoryExecutor {
     cache_config: u32,
     launches: Vec<LaunchRecord>,
     launch_log: Option<File>,
+    /// Host ranges shared by the guest: (start, size).
+    host_registered: Vec<(u64, u64)>,
 }
 
 impl HostMemoryExecutor {
@@ -116,6 +119,7 @@ impl HostMemoryExecutor {
             cache_config: 0,
             launches: Vec::new(),
             launch_log,
+            host_registered: Vec::new(),
         })
     }
 
@@ -564,6 +568,28 @@ impl Executor for HostMemoryExecutor {
                 device_pointer: 0,
             },
         })
+    }
+
+    fn host_register(&mut self, ptr: u64, size: u64) -> ExecResult<DevicePtr> {
+        // No GPU to map it for: the range is only remembered, and its device pointer
+        // is the host pointer, as under UVA.
+        if self
+            .host_registered
+            .iter()
+            .any(|(p, s)| ptr < p + s && *p < ptr + size)
+        {
+            return Err(CudaStatus::ErrorHostMemoryAlreadyRegistered);
+        }
+        self.host_registered.push((ptr, size));
+        Ok(ptr)
+    }
+    fn host_unregister(&mut self, ptr: u64) -> ExecResult<()> {
+        let before = self.host_registered.len();
+        self.host_registered.retain(|(p, _)| *p != ptr);
+        if self.host_registered.len() == before {
+            return Err(CudaStatus::ErrorHostMemoryNotRegistered);
+        }
+        Ok(())
     }
 
     fn load_module(&mut self, image: &[u8]) -> ExecResult<ExecModule> {

@@ -156,6 +156,10 @@ pub trait Executor {
         is_async: bool,
     ) -> ExecResult<()>;
     fn pointer_attributes(&mut self, ptr: DevicePtr) -> ExecResult<PointerAttributes>;
+    /// Page-lock `[ptr, ptr + size)` of this process (memory shared with the guest,
+    /// mapped at the guest's address) and map it for the GPU; returns its device pointer.
+    fn host_register(&mut self, ptr: u64, size: u64) -> ExecResult<DevicePtr>;
+    fn host_unregister(&mut self, ptr: u64) -> ExecResult<()>;
 
     /// Load a fatbinary (raw containers). Loading the same bytes twice may return the
     /// same module.

@@ -1,0 +1,291 @@
+//! Host memory shared with the backend (same-host guests on a Unix socket).
+//!
+//! Pinned memory is placed in memfds: the descriptor goes to the worker with the
+//! request, the worker maps it at the same address and registers it with the GPU, so
+//! the device pointer equals the host pointer as under native UVA, and kernels read
+//! and write the guest's own pages (zero-copy mapped memory). `cudaHostRegister` moves
+//! the program's existing pages onto a memfd in place, contents preserved. Where
+//! descriptors cannot travel (TCP) or the worker cannot map the address, pinned memory
+//! stays private to the guest and copies go over the socket, as before.
+
+use std::io::Write;
+use std::num::NonZeroUsize;
+use std::os::fd::{AsFd, OwnedFd};
+use std::ptr::NonNull;
+
+use nix::sys::mman::{mmap, munmap, MapFlags, ProtFlags};
+use vmcuda_wire::op::{HostRegisterShared, HostUnregisterShared};
+use vmcuda_wire::CudaStatus;
+
+use crate::{client, state};
+
+pub const PAGE: usize = 4096;
+
+/// A shared region: page-aligned start and length, and its device pointer.
+#[derive(Clone, Copy, Debug)]
+pub struct Shared {
+    pub start: usize,
+    pub len: usize,
+    pub device_ptr: u64,
+}
+
+fn enabled() -> bool {
+    std::env::var("VMCUDA_SHARED_MEMORY").map_or(true, |v| v != "0")
+}
+
+fn memfd(len: usize) -> Result<OwnedFd, CudaStatus> {
+    let fd =
+        nix::sys::memfd::memfd_create(c"vmcuda-pinned", nix::sys::memfd::MFdFlags::MFD_CLOEXEC)
+            .map_err(|_| CudaStatus::ErrorMemoryAllocation)?;
+    nix::unistd::ftruncate(&fd, len as i64).map_err(|_| CudaStatus::ErrorMemoryAllocation)?;
+    Ok(fd)
+}
+
+/// Hand the region to the host; its device pointer on success.
+fn register(fd: &OwnedFd, start: usize, len: usize, flags: u32) -> Result<u64, CudaStatus> {
+    let c = client::client()?;
+    let req = HostRegisterShared {
+        addr: start as u64,
+        size: len as u64,
+        flags,
+    };
+    Ok(c.call_with_fd(state::current_device(), &req, fd.as_fd())?
+        .device_ptr)
+}
+
+/// New shared pinned memory of at least `size` bytes, or `None` where sharing is not
+/// possible (the caller then uses private memory).
+pub fn alloc(size: usize, flags: u32) -> Option<(usize, Shared)> {
+    if !enabled() || !client::client().is_ok_and(|c| c.can_pass_fds()) {
+        return None;
+    }
+    let len = size.div_ceil(PAGE) * PAGE;
+    let fd = memfd(len).ok()?;
+    let length = NonZeroUsize::new(len)?;
+    // SAFETY: a fresh shared mapping of our own memfd at an address the kernel picks.
+    let addr = unsafe {
+        mmap(
+            None,
+            length,
+            ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
+            MapFlags::MAP_SHARED,
+            &fd,
+            0,
+        )
+    }
+    .ok()?;
+    let start = addr.as_ptr() as usize;
+    match register(&fd, start, len, flags) {
+        Ok(device_ptr) => Some((
+            start,
+            Shared {
+                start,
+                len,
+                device_ptr,
+            },
+        )),
+        Err(e) => {
+            note_fallback(e);
+            // SAFETY: unmapping the mapping made just above, which nobody else uses.
+            let _ = unsafe { munmap(addr, len) };
+            None
+        }
+    }
+}
+
+/// Release shared pinned memory made by [`alloc`].
+pub fn free(region: Shared) {
+    unregister(region);
+    if let Some(addr) = NonNull::new(region.start as *mut libc::c_void) {
+        // SAFETY: the region was mapped by `alloc` and the program has freed it.
+        let _ = unsafe { munmap(addr, region.len) };
+    }
+}
+
+pub fn unregister(region: Shared) {
+    if let Ok(c) = client::client() {
+        let _ = c.call(
+            state::current_device(),
+            &HostUnregisterShared {
+                addr: region.start as u64,
+            },
+            &[],
+            client::Sink::None,
+        );
+    }
+}
+
+/// Move the pages holding `[ptr, ptr + size)` onto a shared memfd, in place and with
+/// their contents, and hand them to the host. `None` where that is not possible.
+pub fn share_existing(ptr: usize, size: usize, flags: u32) -> Option<Shared> {
+    if !enabled() || !client::client().is_ok_and(|c| c.can_pass_fds()) {
+        return None;
+    }
+    let start = ptr / PAGE * PAGE;
+    let len = (ptr + size).div_ceil(PAGE) * PAGE - start;
+    let fd = memfd(len).ok()?;
+    // SAFETY: the program registered `[ptr, ptr + size)` as its own memory; the whole
+    // pages around it are mapped (mappings are page-granular) and readable.
+    let current = unsafe { std::slice::from_raw_parts(start as *const u8, len) };
+    std::fs::File::from(fd.try_clone().ok()?)
+        .write_all(current)
+        .ok()?;
+    let at = NonZeroUsize::new(start)?;
+    let length = NonZeroUsize::new(len)?;
+    // SAFETY: replaces the pages just copied with the memfd holding the same bytes, at
+    // the same address; the program sees the same contents. (A thread writing those
+    // pages during the copy could lose that write: registering memory that is being
+    // written concurrently is already a race in CUDA.)
+    let mapped = unsafe {
+        mmap(
+            Some(at),
+            length,
+            ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
+            MapFlags::MAP_SHARED | MapFlags::MAP_FIXED,
+            &fd,
+            0,
+        )
+    };
+    if mapped.is_err() {
+        return None;
+    }
+    match register(&fd, start, len, flags) {
+        Ok(device_ptr) => Some(Shared {
+            start,
+            len,
+            device_ptr,
+        }),
+        Err(e) => {
+            note_fallback(e);
+            None
+        }
+    }
+}
+
+/// Device address space is reserved in 2 MiB granules, the GPU's own VA granularity.
+const GRANULE: usize = 2 << 20;
+
+/// Granule index -> (live device ranges touching it, whether we claimed it).
+static GRANULES: std::sync::Mutex<std::collections::BTreeMap<usize, (u32, bool)>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+fn granules(ptr: usize, len: usize) -> std::ops::RangeInclusive<usize> {
+    ptr / GRANULE..=(ptr + len.max(1) - 1) / GRANULE
+}
+
+/// Claim `[ptr, ptr + len)` of this process's address space without backing, so no
+/// guest host allocation lands on a device address. A granule the program already
+/// uses is left alone (and noted: addresses there stay ambiguous).
+pub fn reserve(ptr: usize, len: usize) {
+    let mut table = GRANULES.lock().unwrap_or_else(|p| p.into_inner());
+    for g in granules(ptr, len) {
+        let entry = table.entry(g).or_insert((0, false));
+        if entry.0 == 0 {
+            entry.1 = claim(g * GRANULE);
+        }
+        entry.0 += 1;
+    }
+}
+
+/// Drop one device range's hold on its granules; unmap those we claimed and nobody uses.
+pub fn release(ptr: usize, len: usize) {
+    let mut table = GRANULES.lock().unwrap_or_else(|p| p.into_inner());
+    for g in granules(ptr, len) {
+        let Some(entry) = table.get_mut(&g) else {
+            continue;
+        };
+        entry.0 -= 1;
+        if entry.0 == 0 {
+            if entry.1 {
+                if let Some(addr) = NonNull::new((g * GRANULE) as *mut libc::c_void) {
+                    // SAFETY: this granule was mapped PROT_NONE by `claim` and no
+                    // live device range uses it any more.
+                    let _ = unsafe { munmap(addr, GRANULE) };
+                }
+            }
+            table.remove(&g);
+        }
+    }
+}
+
+fn claim(at: usize) -> bool {
+    let (Some(addr), Some(length)) = (NonZeroUsize::new(at), NonZeroUsize::new(GRANULE)) else {
+        return false;
+    };
+    // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping; a PROT_NONE,
+    // unbacked mapping only claims the addresses.
+    let r = unsafe {
+        nix::sys::mman::mmap_anonymous(
+            Some(addr),
+            length,
+            ProtFlags::PROT_NONE,
+            MapFlags::MAP_PRIVATE | MapFlags::MAP_NORESERVE | MapFlags::MAP_FIXED_NOREPLACE,
+        )
+    };
+    match r {
+        Ok(p) if p.as_ptr() as usize == at => true,
+        Ok(p) => {
+            // SAFETY: an old kernel put it elsewhere; unmapping what was just made.
+            let _ = unsafe { munmap(p, GRANULE) };
+            false
+        }
+        Err(_) => {
+            if std::env::var_os("VMCUDA_VERBOSE").is_some() {
+                eprintln!("vmcuda: device addresses at {at:#x} overlap this program's own memory");
+            }
+            false
+        }
+    }
+}
+
+fn note_fallback(e: CudaStatus) {
+    if std::env::var_os("VMCUDA_VERBOSE").is_some() {
+        eprintln!(
+            "vmcuda: pinned memory not shared with the host ({e}); copies go over the socket"
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether a page at `at` can be mapped (i.e. nothing holds that address).
+    fn free_at(at: usize) -> bool {
+        let (addr, len) = (
+            NonZeroUsize::new(at).unwrap(),
+            NonZeroUsize::new(PAGE).unwrap(),
+        );
+        // SAFETY: NOREPLACE probe; unmapped again at once if it succeeds.
+        let r = unsafe {
+            nix::sys::mman::mmap_anonymous(
+                Some(addr),
+                len,
+                ProtFlags::PROT_NONE,
+                MapFlags::MAP_PRIVATE | MapFlags::MAP_FIXED_NOREPLACE,
+            )
+        };
+        match r {
+            Ok(p) => {
+                // SAFETY: unmapping the probe.
+                let _ = unsafe { munmap(p, PAGE) };
+                p.as_ptr() as usize == at
+            }
+            Err(_) => false,
+        }
+    }
+
+    #[test]
+    fn device_ranges_keep_guest_memory_out_and_release_when_unused() {
+        let base = 0x2345_0000_0000usize;
+        assert!(free_at(base) && free_at(base + GRANULE));
+        // Two small ranges in one granule, one spilling into the next.
+        reserve(base + 512, 1024);
+        reserve(base + GRANULE - 100, 200);
+        assert!(!free_at(base) && !free_at(base + GRANULE));
+        release(base + 512, 1024);
+        assert!(!free_at(base), "still held by the second range");
+        release(base + GRANULE - 100, 200);
+        assert!(free_at(base) && free_at(base + GRANULE));
+    }
+}
