@@ -42,7 +42,7 @@ cd "$repo" || exit 2
 cmdline="$(printf '%q ' "$0" "$@")"
 cmdline="${cmdline% }"
 # Record the environment overrides that shaped this run.
-for v in OUT VMCUDA_HOST_BIN VMCUDA_GUEST_LIB VMCUDA_APPS_DIR VMCUDA_REAL_CUDART_DIR VMCUDA_APP_TIMEOUT \
+for v in OUT VMCUDA_COMMIT_FILE VMCUDA_HOST_BIN VMCUDA_GUEST_LIB VMCUDA_APPS_DIR VMCUDA_REAL_CUDART_DIR VMCUDA_APP_TIMEOUT \
          VMCUDA_CONN_PATTERN VMCUDA_SKIP_CONN_CHECK VMCUDA_LINE_BUFFERED; do
     if [ -n "${!v:-}" ]; then cmdline="$v=$(printf '%q' "${!v}") $cmdline"; fi
 done
@@ -280,7 +280,8 @@ commit="$(git rev-parse --verify -q HEAD 2>/dev/null || true)"
 case "$commit" in
     *[!0-9a-f]*|"") commit="" ;;
 esac
-if [ -z "$commit" ] && [ -f build/COMMIT ]; then commit="$(head -n 1 build/COMMIT | tr -d '[:space:]')"; fi
+commit_file="${VMCUDA_COMMIT_FILE:-build/COMMIT}"
+if [ -z "$commit" ] && [ -f "$commit_file" ]; then commit="$(head -n 1 "$commit_file" | tr -d '[:space:]')"; fi
 [ -n "$commit" ] || commit=unknown
 gpu="unknown"
 driver="unknown"
