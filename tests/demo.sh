@@ -18,7 +18,8 @@ mkdir -p build/demo
   -O2 -o "build/demo/$sample" "tests/apps/$sample.cu" -L"$cu13/lib"
 
 run=$(mktemp -d)
-trap 'kill "$host_pid" 2>/dev/null; wait "$host_pid" 2>/dev/null; rm -rf "$run"' EXIT
+stop() { kill "$host_pid" 2>/dev/null || true; wait "$host_pid" 2>/dev/null || true; rm -rf "$run"; }
+trap stop EXIT
 ./target/release/vmcuda-host serve --unix "$run/vmcuda.sock" --executor auto 2>"$run/host.log" &
 host_pid=$!
 for _ in $(seq 100); do [ -S "$run/vmcuda.sock" ] && break; sleep 0.1; done
@@ -37,9 +38,9 @@ else
 fi
 
 echo "== running build/demo/$sample through the bridge"
+status=0
 LD_LIBRARY_PATH="$root/build/guest/lib" VMCUDA_SERVER="unix:$run/vmcuda.sock" VMCUDA_VERBOSE=1 \
-  "build/demo/$sample"
-status=$?
+  "build/demo/$sample" || status=$?
 echo "== host log"
 sed 's/^/   /' "$run/host.log"
 exit $status

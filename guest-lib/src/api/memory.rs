@@ -862,6 +862,8 @@ fn symbol_range(symbol: *const c_void, offset: usize, count: usize) -> Result<us
     Ok(ptr as usize + offset)
 }
 
+/// Copies to a symbol go host or device to device; the symbol's address is a device
+/// range, so `cudaMemcpyDefault` resolves like any other copy.
 fn to_symbol(
     symbol: *const c_void,
     src: *const c_void,
@@ -871,20 +873,11 @@ fn to_symbol(
     stream: StreamHandle,
     is_async: bool,
 ) -> Result<()> {
-    let kind = if kind == DEFAULT {
-        if is_device(src as usize) {
-            D2D
-        } else {
-            H2D
-        }
-    } else {
-        kind
-    };
-    if kind != H2D && kind != D2D {
-        return Err(CudaStatus::ErrorInvalidMemcpyDirection);
-    }
     let dst = symbol_range(symbol, offset, count)?;
-    memcpy(dst, src as usize, count, kind, stream, is_async)
+    match resolve_kind(kind, dst, src as usize)? {
+        H2D | D2D => memcpy(dst, src as usize, count, kind, stream, is_async),
+        _ => Err(CudaStatus::ErrorInvalidMemcpyDirection),
+    }
 }
 
 fn from_symbol(
@@ -896,20 +889,11 @@ fn from_symbol(
     stream: StreamHandle,
     is_async: bool,
 ) -> Result<()> {
-    let kind = if kind == DEFAULT {
-        if is_device(dst as usize) {
-            D2D
-        } else {
-            D2H
-        }
-    } else {
-        kind
-    };
-    if kind != D2H && kind != D2D {
-        return Err(CudaStatus::ErrorInvalidMemcpyDirection);
-    }
     let src = symbol_range(symbol, offset, count)?;
-    memcpy(dst as usize, src, count, kind, stream, is_async)
+    match resolve_kind(kind, dst as usize, src)? {
+        D2H | D2D => memcpy(dst as usize, src, count, kind, stream, is_async),
+        _ => Err(CudaStatus::ErrorInvalidMemcpyDirection),
+    }
 }
 
 #[no_mangle]
