@@ -43,11 +43,12 @@ pub struct Client {
 
 static CLIENT: OnceLock<Result<Client, CudaStatus>> = OnceLock::new();
 
-/// The server address: `VMCUDA_SERVER`, else the default Unix socket.
+/// The server address: `VMCUDA_SERVER`, else the host over vsock inside a VM, else the
+/// default Unix socket.
 pub fn server_addr() -> Result<ServerAddr, String> {
     match std::env::var("VMCUDA_SERVER") {
         Ok(s) if !s.is_empty() => s.parse().map_err(|e| format!("VMCUDA_SERVER={s}: {e}")),
-        _ => Ok(ServerAddr::default()),
+        _ => Ok(ServerAddr::default_for_this_machine()),
     }
 }
 
@@ -76,7 +77,7 @@ fn connect() -> Result<Client, CudaStatus> {
         Err(e) => {
             eprintln!(
                 "vmcuda: no vmcuda host answers at {addr}: {e}. Start `vmcuda-host serve` on the host, \
-                 or point VMCUDA_SERVER at it (unix:PATH or tcp:HOST:PORT)."
+                 or point VMCUDA_SERVER at it (unix:PATH, tcp:HOST:PORT or vsock:CID:PORT)."
             );
             return Err(CudaStatus::ErrorNoDevice);
         }

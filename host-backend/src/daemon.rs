@@ -1,5 +1,7 @@
-//! The listening daemon: accepts guest connections on Unix and TCP sockets and hands
-//! each to a fresh worker process (this same binary, `vmcuda-host worker`), with the
+//! The listening daemon: accepts guest connections on Unix sockets, TCP, AF_VSOCK (a
+//! kernel vhost-vsock host: QEMU/KVM with `vhost-vsock-pci`) and hybrid vsock (the
+//! `PATH_PORT` Unix socket that Firecracker and cloud-hypervisor connect to for a guest
+//! connection on PORT), and hands each to a fresh worker process (this same binary, `vmcuda-host worker`), with the
 //! connection as the worker's stdin. A worker that crashes ends only its own guest's
 //! session; the daemon logs it and goes on accepting.
 
@@ -36,6 +38,7 @@ impl ExecutorChoice {
 pub enum TransportKind {
     Unix,
     Tcp,
+    Vsock,
 }
 
 /// What every worker is started with.
@@ -57,6 +60,7 @@ impl WorkerTemplate {
             .arg(match transport {
                 TransportKind::Unix => "unix",
                 TransportKind::Tcp => "tcp",
+                TransportKind::Vsock => "vsock",
             })
             .arg("--connection-id")
             .arg(id.to_string())
@@ -136,6 +140,36 @@ pub fn listen_tcp(
             }
         }
     }))
+}
+
+/// Accept AF_VSOCK connections on `port` forever; the caller's CID names its VM.
+pub fn listen_vsock(
+    port: u32,
+    template: Arc<WorkerTemplate>,
+) -> std::io::Result<thread::JoinHandle<()>> {
+    let listener = vsock::VsockListener::bind_with_cid_port(vsock::VMADDR_CID_ANY, port)?;
+    info!(port, "listening on vsock");
+    Ok(thread::spawn(move || loop {
+        match listener.accept() {
+            Ok((stream, peer)) => {
+                let id = NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed);
+                let peer = format!("vsock cid {} port {}", peer.cid(), peer.port());
+                template.spawn(OwnedFd::from(stream), TransportKind::Vsock, id, peer);
+            }
+            Err(e) => {
+                warn!("vsock accept failed: {e}");
+                thread::sleep(std::time::Duration::from_millis(100));
+            }
+        }
+    }))
+}
+
+/// The Unix socket a hybrid-vsock VMM connects to for guest connections on `port`:
+/// `PATH_PORT`, next to the VMM's own vsock socket `PATH`.
+pub fn hybrid_vsock_path(vmm_socket: &Path, port: u32) -> PathBuf {
+    let mut name = vmm_socket.as_os_str().to_os_string();
+    name.push(format!("_{port}"));
+    PathBuf::from(name)
 }
 
 fn peer_pid(stream: &std::os::unix::net::UnixStream) -> Option<i32> {

@@ -42,6 +42,18 @@ enum Cmd {
         /// TCP address to listen on, e.g. 127.0.0.1:7731 (repeatable).
         #[arg(long)]
         tcp: Vec<String>,
+        /// Listen on AF_VSOCK at --port (kernel vhost-vsock hosts: QEMU/KVM with
+        /// vhost-vsock-pci; guests reach it as vsock:2:PORT).
+        #[arg(long)]
+        vsock: bool,
+        /// A hybrid-vsock VMM's socket (Firecracker `uds_path`, cloud-hypervisor
+        /// `--vsock socket=`): listen on PATH_<port> for the guest's connections
+        /// (repeatable, one per VM).
+        #[arg(long)]
+        hybrid_vsock: Vec<PathBuf>,
+        /// The port guests connect to over --vsock and --hybrid-vsock.
+        #[arg(long, default_value_t = vmcuda_wire::handshake::WELL_KNOWN_PORT as u32)]
+        port: u32,
         #[arg(long, value_enum, default_value_t = ExecutorChoice::Auto)]
         executor: ExecutorChoice,
         /// Host-memory executor: append each recorded kernel launch to this file (JSON lines).
@@ -91,14 +103,29 @@ fn init_logging(writer: Option<File>) {
 fn main() -> ExitCode {
     match Cli::parse().command {
         Cmd::Serve {
-            unix,
+            mut unix,
             tcp,
+            vsock,
+            hybrid_vsock,
+            port,
             executor,
             launch_log,
             host_memory_bytes,
         } => {
             init_logging(None);
-            serve(unix, tcp, executor, launch_log, host_memory_bytes)
+            unix.extend(
+                hybrid_vsock
+                    .iter()
+                    .map(|p| daemon::hybrid_vsock_path(p, port)),
+            );
+            serve(
+                unix,
+                tcp,
+                vsock.then_some(port),
+                executor,
+                launch_log,
+                host_memory_bytes,
+            )
         }
         Cmd::Worker {
             executor,
@@ -119,6 +146,7 @@ fn main() -> ExitCode {
 fn serve(
     mut unix: Vec<PathBuf>,
     tcp: Vec<String>,
+    vsock: Option<u32>,
     choice: ExecutorChoice,
     launch_log: Option<PathBuf>,
     host_memory_bytes: u64,
@@ -139,7 +167,7 @@ fn serve(
     if executor == ExecutorChoice::HostMemory {
         warn!("{}", host_memory::BANNER);
     }
-    if unix.is_empty() && tcp.is_empty() {
+    if unix.is_empty() && tcp.is_empty() && vsock.is_none() {
         unix.push(DEFAULT_UNIX_PATH.into());
     }
     let exe = match std::env::current_exe() {
@@ -170,6 +198,18 @@ fn serve(
             Ok(h) => listeners.push(h),
             Err(e) => {
                 error!(%addr, "cannot listen: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    if let Some(port) = vsock {
+        match daemon::listen_vsock(port, template.clone()) {
+            Ok(h) => listeners.push(h),
+            Err(e) => {
+                error!(
+                    port,
+                    "cannot listen on vsock (is the vhost_vsock module loaded?): {e}"
+                );
                 return ExitCode::FAILURE;
             }
         }
@@ -244,6 +284,13 @@ fn run_worker(
                     let (reader, fds) = FdReader::new(reader);
                     worker::serve(reader, stream, Some(fds), &mut session, console.as_mut())
                 }
+                Err(e) => Err(e.into()),
+            }
+        }
+        TransportKind::Vsock => {
+            let stream = vsock::VsockStream::from(conn);
+            match stream.try_clone() {
+                Ok(reader) => worker::serve(reader, stream, None, &mut session, console.as_mut()),
                 Err(e) => Err(e.into()),
             }
         }

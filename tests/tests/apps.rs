@@ -297,6 +297,44 @@ fn tcp_transport_runs_programs_and_falls_back_from_shared_memory() {
     assert!(text(&out.stderr).contains("not shared with the host"));
 }
 
+#[test]
+#[ignore = "needs the linked guest library and nvcc-built apps: run tests/run.sh"]
+fn hybrid_vsock_listener_serves_the_vmm_socket_convention() {
+    // Firecracker and cloud-hypervisor forward a guest's connection to vsock port P
+    // by connecting to the Unix socket `<uds_path>_P` on the host; this is that
+    // connection, made the way the VMM makes it.
+    let dir = std::env::temp_dir().join(format!("vmcuda-hybrid-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let vmm_socket = dir.join("fc-vm1.vsock");
+    let _daemon = Daemon::start(
+        "hybrid",
+        &[
+            "--executor",
+            "host-memory",
+            "--hybrid-vsock",
+            vmm_socket.to_str().unwrap(),
+            "--port",
+            "7731",
+        ],
+    );
+    let listener = dir.join("fc-vm1.vsock_7731");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !listener.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no listener at {}",
+            listener.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = run_program(
+        &apps_dir().join("memcpy_kinds"),
+        &format!("unix:{}", listener.display()),
+    );
+    assert!(out.status.success(), "{}", text(&out.stdout));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The exported dynamic symbols of an ELF file: (name, version, defined).
 fn dyn_syms(path: &std::path::Path) -> Vec<(String, String, bool)> {
     let out = Command::new("readelf")

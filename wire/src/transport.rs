@@ -16,6 +16,8 @@ pub enum ServerAddr {
     Unix(String),
     /// `tcp:HOST:PORT`
     Tcp(String),
+    /// `vsock:CID:PORT` (virtio-vsock; the host is CID 2)
+    Vsock { cid: u32, port: u32 },
 }
 
 /// Used when `VMCUDA_SERVER` is unset: the host daemon's default Unix socket.
@@ -23,14 +25,18 @@ pub const DEFAULT_UNIX_PATH: &str = "/run/vmcuda/vmcuda.sock";
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum AddrError {
-    #[error("server address `{0}` has no scheme; expected unix:PATH or tcp:HOST:PORT")]
+    #[error(
+        "server address `{0}` has no scheme; expected unix:PATH, tcp:HOST:PORT or vsock:CID:PORT"
+    )]
     NoScheme(String),
-    #[error("unknown scheme `{0}`; expected unix or tcp")]
+    #[error("unknown scheme `{0}`; expected unix, tcp or vsock")]
     UnknownScheme(String),
     #[error("tcp address `{0}` needs HOST:PORT")]
     BadTcp(String),
     #[error("empty unix socket path")]
     EmptyPath,
+    #[error("vsock address `{0}` needs CID[:PORT] with numbers")]
+    BadVsock(String),
 }
 
 impl FromStr for ServerAddr {
@@ -52,6 +58,14 @@ impl FromStr for ServerAddr {
                 }
                 _ => Err(AddrError::BadTcp(rest.into())),
             },
+            "vsock" => {
+                let bad = || AddrError::BadVsock(rest.into());
+                let (cid, port) = match rest.split_once(':') {
+                    Some((c, p)) => (c.parse().map_err(|_| bad())?, p.parse().map_err(|_| bad())?),
+                    None => (rest.parse().map_err(|_| bad())?, u32::from(WELL_KNOWN_PORT)),
+                };
+                Ok(ServerAddr::Vsock { cid, port })
+            }
             other => Err(AddrError::UnknownScheme(other.into())),
         }
     }
@@ -62,13 +76,26 @@ impl std::fmt::Display for ServerAddr {
         match self {
             ServerAddr::Unix(p) => write!(f, "unix:{p}"),
             ServerAddr::Tcp(a) => write!(f, "tcp:{a}"),
+            ServerAddr::Vsock { cid, port } => write!(f, "vsock:{cid}:{port}"),
         }
     }
 }
 
-impl Default for ServerAddr {
-    fn default() -> Self {
-        ServerAddr::Unix(DEFAULT_UNIX_PATH.into())
+/// The host's vsock CID, as seen from a guest.
+pub const HOST_CID: u32 = 2;
+
+impl ServerAddr {
+    /// Where a program looks when `VMCUDA_SERVER` is unset: inside a VM (the local
+    /// vsock CID is a guest's, above 2) the host on the well-known port; elsewhere the
+    /// daemon's default Unix socket.
+    pub fn default_for_this_machine() -> ServerAddr {
+        match vsock::get_local_cid() {
+            Ok(cid) if cid > HOST_CID && cid != u32::MAX => ServerAddr::Vsock {
+                cid: HOST_CID,
+                port: u32::from(WELL_KNOWN_PORT),
+            },
+            _ => ServerAddr::Unix(DEFAULT_UNIX_PATH.into()),
+        }
     }
 }
 
@@ -77,6 +104,7 @@ impl Default for ServerAddr {
 pub enum Stream {
     Unix(UnixStream),
     Tcp(TcpStream),
+    Vsock(vsock::VsockStream),
 }
 
 impl Stream {
@@ -89,6 +117,9 @@ impl Stream {
                 s.set_nodelay(true)?;
                 Ok(Stream::Tcp(s))
             }
+            ServerAddr::Vsock { cid, port } => {
+                vsock::VsockStream::connect_with_cid_port(*cid, *port).map(Stream::Vsock)
+            }
         }
     }
 
@@ -96,6 +127,7 @@ impl Stream {
         Ok(match self {
             Stream::Unix(s) => Stream::Unix(s.try_clone()?),
             Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
+            Stream::Vsock(s) => Stream::Vsock(s.try_clone()?),
         })
     }
 
@@ -103,6 +135,7 @@ impl Stream {
         let _ = match self {
             Stream::Unix(s) => s.shutdown(std::net::Shutdown::Both),
             Stream::Tcp(s) => s.shutdown(std::net::Shutdown::Both),
+            Stream::Vsock(s) => s.shutdown(std::net::Shutdown::Both),
         };
     }
 }
@@ -200,6 +233,7 @@ impl Read for Stream {
         match self {
             Stream::Unix(s) => s.read(buf),
             Stream::Tcp(s) => s.read(buf),
+            Stream::Vsock(s) => s.read(buf),
         }
     }
 }
@@ -209,12 +243,14 @@ impl Write for Stream {
         match self {
             Stream::Unix(s) => s.write(buf),
             Stream::Tcp(s) => s.write(buf),
+            Stream::Vsock(s) => s.write(buf),
         }
     }
     fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
         match self {
             Stream::Unix(s) => s.write_vectored(bufs),
             Stream::Tcp(s) => s.write_vectored(bufs),
+            Stream::Vsock(s) => s.write_vectored(bufs),
         }
     }
     fn flush(&mut self) -> io::Result<()> {
@@ -268,5 +304,24 @@ mod tests {
         ));
         assert_eq!("unix:".parse::<ServerAddr>(), Err(AddrError::EmptyPath));
         assert_eq!(ServerAddr::Unix("/a".into()).to_string(), "unix:/a");
+        assert_eq!(
+            "vsock:2:7731".parse(),
+            Ok(ServerAddr::Vsock { cid: 2, port: 7731 })
+        );
+        assert_eq!(
+            "vsock:2".parse(),
+            Ok(ServerAddr::Vsock {
+                cid: 2,
+                port: u32::from(WELL_KNOWN_PORT)
+            })
+        );
+        assert!(matches!(
+            "vsock:host:1".parse::<ServerAddr>(),
+            Err(AddrError::BadVsock(_))
+        ));
+        assert_eq!(
+            ServerAddr::Vsock { cid: 3, port: 9 }.to_string(),
+            "vsock:3:9"
+        );
     }
 }
