@@ -59,8 +59,10 @@ fn busy(g: &Gates, stream: StreamHandle) -> bool {
 /// Streams whose gates the given stream must wait behind: its own, and for the legacy
 /// default stream every blocking stream's (and the other way round).
 fn blockers(g: &Gates, stream: StreamHandle) -> Vec<StreamHandle> {
+    // The per-thread default stream is not non-blocking: it synchronizes with the
+    // legacy stream like any stream created without cudaStreamNonBlocking.
     let blocking = |s: &StreamHandle| {
-        *s == StreamHandle::LEGACY
+        s.is_default()
             || state::registry()
                 .streams
                 .get(&s.0)
