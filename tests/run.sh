@@ -4,6 +4,9 @@
 #   - the host daemon and the guest libcudart.so.13 (linked with its version node);
 #   - every Rust test, including the end-to-end ones that run the real programs
 #     through the bridge on the host-memory executor (no GPU needed).
+#   - a minimal Debian guest (images/build-guest.sh) that QEMU boots under TCG, so the
+#     programs also run inside a real VM: over the vhost-user vsock device, the TCP
+#     fallback and the AF_VSOCK listener (tests/tests/vm.rs).
 # GPU comparisons against native runs are tests/gpu/run.sh, on a GPU machine.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,10 +23,24 @@ VMCUDA_PROFILE=debug bash guest-lib/build-libs.sh >/dev/null
 echo "== building the CUDA test programs"
 bash tests/apps/build.sh "$root/build/apps"
 
+echo "== building the test guest (Debian cloud kernel + busybox initramfs)"
+if ! command -v qemu-system-x86_64 >/dev/null || ! command -v cpio >/dev/null; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && apt-get install -y -qq qemu-system-x86 cpio >/dev/null
+  else
+    echo "tests/run.sh: install qemu-system-x86 (and cpio) to run the VM tests" >&2
+    exit 1
+  fi
+fi
+bash images/build-guest.sh "$root/build/vm" --guest-lib "$root/build/guest/lib" \
+  --apps "$root/build/apps" --host-bin "$root/target/debug/vmcuda-host"
+
 echo "== tests"
 export VMCUDA_HOST_BIN="$root/target/debug/vmcuda-host"
 export VMCUDA_GUEST_LIB_DIR="$root/build/guest/lib"
 export VMCUDA_APPS_DIR="$root/build/apps"
+export VMCUDA_VM_DIR="$root/build/vm"
+export VMCUDA_VHOST_BIN="$root/target/debug/vmcuda-vhost-vsock"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0
