@@ -66,7 +66,11 @@ impl Daemon {
     }
 
     pub fn start(name: &str, extra: &[&str]) -> Daemon {
-        let dir = std::env::temp_dir().join(format!("vmcuda-test-{}-{name}", std::process::id()));
+        // Unique per daemon: tests run in parallel and may share a name.
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("vmcuda-test-{}-{name}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("temp dir");
         let socket = dir.join("host.sock");

@@ -1,0 +1,430 @@
+//! The real host side of a guest connection: one `vmcuda-host worker` process per
+//! connection, exactly as the daemon starts them (`WorkerTemplate::spawn` in
+//! host-backend): one end of a fresh `UnixStream::pair()` is the worker's stdin, stdout is
+//! null, stderr is ours. We keep the other end, non-blocking, registered edge-triggered
+//! with the device's stream epoll under the connection id.
+//!
+//! Closing our end is how a connection ends: the worker reads end of input, frees what
+//! the guest held (GPU memory included) and exits. Every worker is waited for by a small
+//! reaper thread, so none is left a zombie; [`ChildTracker::wait_all`] lets `main` wait
+//! for the last ones on the way out.
+//!
+//! The worker inherits nothing else of ours. This matters here: the vhost-user library
+//! receives guest RAM and eventfds as file descriptors without close-on-exec, and a
+//! worker must not hold (or be able to map) the whole guest's memory by accident. So the
+//! child marks every descriptor above stderr close-on-exec just before `exec`.
+
+use std::io::{self, Read, Write};
+use std::net::Shutdown;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use tracing::{error, info, warn, Span};
+use vmm_sys_util::epoll::{ControlOperation, Epoll, EpollEvent, EventSet};
+
+use crate::muxer::{ConnId, Connector, HostStream};
+
+/// Which executor the workers use (`vmcuda-host worker --executor`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExecutorChoice {
+    /// The CUDA executor when a GPU and driver are present, else the host-memory one.
+    Auto,
+    Cuda,
+    HostMemory,
+}
+
+impl ExecutorChoice {
+    pub fn as_arg(self) -> &'static str {
+        match self {
+            ExecutorChoice::Auto => "auto",
+            ExecutorChoice::Cuda => "cuda",
+            ExecutorChoice::HostMemory => "host-memory",
+        }
+    }
+}
+
+/// How to start a worker.
+#[derive(Clone, Debug)]
+pub struct WorkerCommand {
+    pub host_bin: PathBuf,
+    pub executor: ExecutorChoice,
+    pub launch_log: Option<PathBuf>,
+}
+
+impl WorkerCommand {
+    /// `<host-bin> worker --executor <e> --transport unix --connection-id <id>
+    /// [--launch-log <path>]`.
+    pub fn command(&self, id: ConnId) -> Command {
+        let mut cmd = Command::new(&self.host_bin);
+        cmd.arg("worker")
+            .arg("--executor")
+            .arg(self.executor.as_arg())
+            .arg("--transport")
+            .arg("unix")
+            .arg("--connection-id")
+            .arg(id.to_string());
+        if let Some(log) = &self.launch_log {
+            cmd.arg("--launch-log").arg(log);
+        }
+        cmd
+    }
+}
+
+/// Spawn `cmd` with `conn` as its stdin, stdout null, stderr inherited, and no other
+/// descriptor of ours. The caller's copy of `conn` is gone once `cmd` is dropped.
+pub fn spawn_on_socket(cmd: &mut Command, conn: OwnedFd) -> io::Result<Child> {
+    cmd.stdin(Stdio::from(conn))
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    // SAFETY: the hook runs in the forked child before exec and only makes raw
+    // close_range/fcntl system calls, which are async-signal-safe, allocate nothing and
+    // touch no state shared with the parent.
+    unsafe {
+        cmd.pre_exec(close_inherited_fds_on_exec);
+    }
+    cmd.spawn()
+}
+
+/// Mark every descriptor above stderr close-on-exec (runs in the child, before exec).
+fn close_inherited_fds_on_exec() -> io::Result<()> {
+    // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only changes descriptor flags of this
+    // (child) process; it takes plain integers.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3u32,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    if rc == 0 {
+        return Ok(());
+    }
+    // Kernels before 5.11: walk the descriptor table instead.
+    for fd in 3..65536 {
+        // SAFETY: F_GETFD/F_SETFD on an integer descriptor only reads and sets its
+        // flags; a descriptor that is not open answers EBADF, which is ignored.
+        unsafe {
+            let flags = libc::fcntl(fd, libc::F_GETFD);
+            if flags >= 0 && flags & libc::FD_CLOEXEC == 0 {
+                libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Counts live workers and waits for them, one small thread each.
+#[derive(Clone, Default)]
+pub struct ChildTracker {
+    live: Arc<(Mutex<usize>, Condvar)>,
+    /// Children whose reaper thread could not be started, reaped by polling.
+    stragglers: Arc<Mutex<Vec<Child>>>,
+}
+
+impl ChildTracker {
+    pub fn new() -> ChildTracker {
+        ChildTracker::default()
+    }
+
+    /// Workers started and not yet reaped.
+    pub fn live(&self) -> usize {
+        *lock(&self.live.0)
+    }
+
+    /// Reap `child` when it exits, logging how it ended.
+    pub fn watch(&self, child: Child, id: ConnId, span: Span) {
+        self.poll_stragglers();
+        *lock(&self.live.0) += 1;
+        let slot = Arc::new(Mutex::new(Some(child)));
+        let thread_slot = slot.clone();
+        let live = self.live.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("reap-{id}"))
+            .stack_size(128 * 1024)
+            .spawn(move || {
+                let Some(mut child) = lock(&thread_slot).take() else {
+                    return;
+                };
+                let pid = child.id();
+                let status = child.wait();
+                span.in_scope(|| match status {
+                    Ok(s) if s.success() => info!(connection = id, pid, "worker finished"),
+                    Ok(s) => warn!(connection = id, pid, status = %s, "worker ended abnormally; only its connection is affected"),
+                    Err(e) => error!(connection = id, pid, "cannot wait for worker: {e}"),
+                });
+                let (count, cv) = &*live;
+                *lock(count) -= 1;
+                cv.notify_all();
+            });
+        if let Err(e) = spawned {
+            warn!(
+                connection = id,
+                "no reaper thread ({e}); will poll for the worker"
+            );
+            if let Some(child) = lock(&slot).take() {
+                lock(&self.stragglers).push(child);
+            }
+        }
+    }
+
+    fn poll_stragglers(&self) {
+        let mut stragglers = lock(&self.stragglers);
+        let before = stragglers.len();
+        stragglers.retain_mut(|c| !matches!(c.try_wait(), Ok(Some(_)) | Err(_)));
+        let reaped = before - stragglers.len();
+        if reaped > 0 {
+            let (count, cv) = &*self.live;
+            let mut n = lock(count);
+            *n = n.saturating_sub(reaped);
+            cv.notify_all();
+        }
+    }
+
+    /// Wait up to `timeout` for every worker to exit; returns how many are left.
+    pub fn wait_all(&self, timeout: Duration) -> usize {
+        let deadline = Instant::now() + timeout;
+        loop {
+            self.poll_stragglers();
+            let (count, cv) = &*self.live;
+            let n = lock(count);
+            let now = Instant::now();
+            if *n == 0 || now >= deadline {
+                return *n;
+            }
+            // Short waits so stragglers get polled too.
+            let step = (deadline - now).min(Duration::from_millis(100));
+            drop(cv.wait_timeout(n, step).unwrap_or_else(|e| e.into_inner()));
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Starts a worker for every accepted connection.
+pub struct WorkerConnector {
+    cmd: WorkerCommand,
+    epoll: Arc<Epoll>,
+    children: ChildTracker,
+    span: Span,
+}
+
+impl WorkerConnector {
+    /// `epoll` is the device's stream epoll; `span` carries the VM's name and CID into
+    /// the reaper threads' logs.
+    pub fn new(
+        cmd: WorkerCommand,
+        epoll: Arc<Epoll>,
+        children: ChildTracker,
+        span: Span,
+    ) -> WorkerConnector {
+        WorkerConnector {
+            cmd,
+            epoll,
+            children,
+            span,
+        }
+    }
+}
+
+impl Connector for WorkerConnector {
+    type Stream = WorkerStream;
+
+    fn connect(&mut self, id: ConnId, guest_port: u32) -> io::Result<WorkerStream> {
+        let (ours, theirs) = UnixStream::pair()?;
+        ours.set_nonblocking(true)?;
+        let child = {
+            let mut cmd = self.cmd.command(id);
+            spawn_on_socket(&mut cmd, OwnedFd::from(theirs))?
+            // `cmd` drops here with our copy of the worker's end.
+        };
+        info!(
+            connection = id,
+            guest_port,
+            pid = child.id(),
+            "worker started"
+        );
+        self.children.watch(child, id, self.span.clone());
+        let interest =
+            EventSet::IN | EventSet::OUT | EventSet::READ_HANG_UP | EventSet::EDGE_TRIGGERED;
+        // On failure `ours` drops: the worker sees end of input and exits.
+        self.epoll.ctl(
+            ControlOperation::Add,
+            ours.as_raw_fd(),
+            EpollEvent::new(interest, id),
+        )?;
+        Ok(WorkerStream {
+            sock: ours,
+            epoll: self.epoll.clone(),
+        })
+    }
+}
+
+/// Our end of a worker's stdin socket.
+pub struct WorkerStream {
+    sock: UnixStream,
+    epoll: Arc<Epoll>,
+}
+
+impl HostStream for WorkerStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        (&self.sock).read(buf)
+    }
+
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        (&self.sock).write(buf)
+    }
+
+    fn shutdown_write(&mut self) -> io::Result<()> {
+        self.sock.shutdown(Shutdown::Write)
+    }
+}
+
+impl Drop for WorkerStream {
+    fn drop(&mut self) {
+        let _ = self.epoll.ctl(
+            ControlOperation::Delete,
+            self.sock.as_raw_fd(),
+            EpollEvent::default(),
+        );
+        // The socket closes right after: the worker sees end of input.
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::{AsFd, FromRawFd};
+
+    #[test]
+    fn worker_command_line_matches_the_hidden_subcommand() {
+        let cmd = WorkerCommand {
+            host_bin: "/opt/vmcuda-host".into(),
+            executor: ExecutorChoice::HostMemory,
+            launch_log: Some("/tmp/launches.jsonl".into()),
+        }
+        .command(42);
+        let args: Vec<_> = cmd
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(cmd.get_program(), "/opt/vmcuda-host");
+        assert_eq!(
+            args,
+            [
+                "worker",
+                "--executor",
+                "host-memory",
+                "--transport",
+                "unix",
+                "--connection-id",
+                "42",
+                "--launch-log",
+                "/tmp/launches.jsonl"
+            ]
+        );
+    }
+
+    /// A descriptor we hold without close-on-exec (as the vhost-user library holds guest
+    /// RAM) must not reach the worker; its socket must arrive as stdin.
+    #[test]
+    fn worker_gets_the_socket_as_stdin_and_nothing_else() {
+        let probe = std::fs::File::open("/dev/null").unwrap();
+        // SAFETY: duplicating a valid descriptor (to a high number, clear of anything the
+        // shell opens); the result is owned by `leaky` below.
+        let raw = unsafe { libc::fcntl(probe.as_fd().as_raw_fd(), libc::F_DUPFD, 900) };
+        assert!(raw >= 900);
+        // SAFETY: `raw` is a fresh descriptor nobody else owns.
+        let leaky = unsafe { OwnedFd::from_raw_fd(raw) };
+        // SAFETY: fcntl on a descriptor we own, reading its flags.
+        let flags = unsafe { libc::fcntl(raw, libc::F_GETFD) };
+        assert_eq!(flags & libc::FD_CLOEXEC, 0, "the probe is inheritable");
+
+        let (mut ours, theirs) = UnixStream::pair().unwrap();
+        let mut cmd = Command::new("/bin/sh");
+        cmd.arg("-c").arg(format!(
+            "if [ -e /proc/self/fd/{raw} ]; then echo leaked >&0; else echo clean >&0; fi"
+        ));
+        let mut child = spawn_on_socket(&mut cmd, OwnedFd::from(theirs)).unwrap();
+        drop(cmd);
+        let mut out = String::new();
+        ours.read_to_string(&mut out).unwrap();
+        assert!(child.wait().unwrap().success());
+        assert_eq!(out.trim(), "clean");
+        drop(leaky);
+    }
+
+    #[test]
+    fn connector_spawns_reaps_and_closing_ends_the_worker() {
+        let dir = std::env::temp_dir().join(format!("vmcuda-worker-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = dir.join("fake-host");
+        // Echo stdin back into the socket, note the arguments.
+        std::fs::write(
+            &script,
+            format!(
+                "#!/bin/sh\necho \"$@\" > {}/args\nexec cat >&0\n",
+                dir.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let epoll = Arc::new(Epoll::new().unwrap());
+        let children = ChildTracker::new();
+        let mut conn = WorkerConnector::new(
+            WorkerCommand {
+                host_bin: script,
+                executor: ExecutorChoice::Auto,
+                launch_log: None,
+            },
+            epoll.clone(),
+            children.clone(),
+            Span::none(),
+        );
+        let mut s = conn.connect(7, 1234).unwrap();
+        assert_eq!(children.live(), 1);
+        let mut written = 0;
+        while written < 5 {
+            match s.write(&b"hello"[written..]) {
+                Ok(n) => written += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => panic!("{e}"),
+            }
+        }
+        // The echo arrives and the epoll reports it under the connection id.
+        let mut events = [EpollEvent::default(); 4];
+        let mut got = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while got.len() < 5 && Instant::now() < deadline {
+            let n = epoll.wait(100, &mut events).unwrap();
+            assert!(events[..n].iter().all(|e| e.data() == 7));
+            let mut buf = [0u8; 16];
+            match s.read(&mut buf) {
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert_eq!(got, b"hello");
+        let args = std::fs::read_to_string(dir.join("args")).unwrap();
+        assert_eq!(
+            args.trim(),
+            "worker --executor auto --transport unix --connection-id 7"
+        );
+        drop(s);
+        assert_eq!(
+            children.wait_all(Duration::from_secs(10)),
+            0,
+            "worker exited and was reaped"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
