@@ -11,7 +11,7 @@ use std::os::fd::BorrowedFd;
 use std::sync::{Mutex, OnceLock};
 use zerocopy::IntoBytes;
 
-use vmcuda_wire::frame::{self, FrameError, FrameHeader, FLAG_EVENT, FLAG_REPLY};
+use vmcuda_wire::frame::{self, FrameError, FrameHeader, FLAG_EVENT, FLAG_NO_REPLY, FLAG_REPLY};
 use vmcuda_wire::handshake::{caps, PROTOCOL_VERSION, RUNTIME_VERSION};
 use vmcuda_wire::op::{Console, Hello, HelloReply, Request, OP_CONSOLE};
 use vmcuda_wire::transport::{ServerAddr, Stream};
@@ -152,6 +152,27 @@ impl Client {
     ) -> Result<R::Reply, CudaStatus> {
         let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         conn.exchange(device, req, &[], Sink::None, Some(fd))
+    }
+
+    /// Send a request CUDA does not make the caller wait for, without waiting for its
+    /// reply: the host sends none, and a failure is reported by the reply to this
+    /// process's next waited-for call (as CUDA reports asynchronous errors).
+    pub fn post<R: Request>(&self, device: i32, req: &R, data: &[u8]) -> Result<(), CudaStatus> {
+        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        if conn.broken {
+            return Err(CudaStatus::ErrorDevicesUnavailable);
+        }
+        let id = conn.next_id;
+        conn.next_id += 1;
+        let meta = postcard::to_stdvec(req).expect("requests always encode");
+        let header = FrameHeader::new(R::OP.code(), FLAG_NO_REPLY, id, meta.len(), data.len())
+            .with_device(device);
+        if let Err(e) = frame::write_frame(&mut conn.writer, &header, &meta, data) {
+            conn.broken = true;
+            eprintln!("vmcuda: lost the connection to the vmcuda host ({e}); CUDA calls now fail");
+            return Err(CudaStatus::ErrorDevicesUnavailable);
+        }
+        Ok(())
     }
 
     /// Whether descriptors (and so shared memory) can be passed to this host.

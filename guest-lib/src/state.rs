@@ -72,6 +72,9 @@ pub struct Kernel {
     pub fatbin: usize,
     pub name: String,
     pub resolved: Option<(FunctionHandle, Vec<ParamInfo>)>,
+    /// The limits a launch is checked against before it is sent without a reply;
+    /// dropped when the program changes an attribute.
+    pub limits: Option<vmcuda_wire::op::FuncAttributes>,
 }
 
 /// A `__device__`/`__constant__` variable, keyed by its host shadow's address.

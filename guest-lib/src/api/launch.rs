@@ -10,7 +10,7 @@ use vmcuda_wire::op::{
 use vmcuda_wire::CudaStatus;
 
 use super::device::properties;
-use super::registration::{is_kernel, kernel};
+use super::registration::{forget_kernel_limits, is_kernel, kernel, kernel_limits};
 use super::{call, call_with, guard, stream_handle, RawHandle, Result};
 use crate::client::Sink;
 use crate::gate;
@@ -90,6 +90,16 @@ fn launch(
         buffer[p.offset as usize..(p.offset + p.size) as usize].copy_from_slice(arg);
     }
     let shared_mem = u32::try_from(shared_mem).map_err(|_| CudaStatus::ErrorInvalidValue)?;
+    // A plain launch that passes every check CUDA makes before it returns is sent
+    // without waiting (launches are asynchronous); anything else waits for the host's
+    // answer, so its errors come back from the launch itself, as natively.
+    let threads = block.x as i64 * block.y as i64 * block.z as i64;
+    let fire_and_forget = attributes.is_empty()
+        && super::known_stream(stream)
+        && kernel_limits(host_fun).is_ok_and(|l| {
+            shared_mem as i64 <= l.max_dynamic_shared_size_bytes as i64
+                && threads <= l.max_threads_per_block as i64
+        });
     let req = LaunchKernel {
         function,
         grid: grid.array(),
@@ -100,7 +110,13 @@ fn launch(
     };
     // The arguments are packed now (the caller's argument array dies with the call);
     // the submission may wait behind a host function on the stream.
-    gate::submit(stream, move || call_with(&req, &buffer, Sink::None))
+    gate::submit(stream, move || {
+        if fire_and_forget {
+            super::post(&req, &buffer)
+        } else {
+            call_with(&req, &buffer, Sink::None)
+        }
+    })
 }
 
 #[no_mangle]
@@ -408,6 +424,7 @@ pub extern "C" fn cudaFuncSetAttribute(
 ) -> cudaError_t {
     guard("cudaFuncSetAttribute", || {
         let (function, _) = kernel(f as usize)?;
+        forget_kernel_limits(f as usize);
         call(&FuncSetAttribute {
             function,
             attribute,

@@ -44,6 +44,16 @@ fn resolve_kind(kind: u32, dst: usize, src: usize) -> Result<u32> {
     }
 }
 
+/// Whether an asynchronous operation on `[ptr, ptr + len)` can be sent without waiting:
+/// the stream is known and the range lies inside one allocation this process made, so
+/// the host has no synchronous error to report.
+fn can_post(stream: StreamHandle, ptr: usize, len: usize) -> bool {
+    super::known_stream(stream)
+        && registry()
+            .device_range(ptr as u64)
+            .is_some_and(|(start, size, _)| ptr as u64 + len as u64 <= start + size)
+}
+
 /// Run a copy or memset in stream order: asynchronous ones may queue behind a host
 /// function on their stream; synchronous ones first wait for the stream.
 fn enqueue(
@@ -89,13 +99,20 @@ fn memcpy_now(
         H2H => caller::copy_host(dst as *mut u8, src as *const u8, count),
         H2D => {
             let data = caller::bytes(src as *const u8, count)?;
+            // The bytes travel with the request, so an asynchronous copy into memory
+            // this process allocated needs no answer.
+            let post = is_async && can_post(stream, dst, count);
             for (i, chunk) in data.chunks(CHUNK).enumerate() {
                 let req = MemcpyHtoD {
                     dst: (dst + i * CHUNK) as u64,
                     stream,
                     is_async,
                 };
-                call_with(&req, chunk, Sink::None)?;
+                if post {
+                    super::post(&req, chunk)?;
+                } else {
+                    call_with(&req, chunk, Sink::None)?;
+                }
             }
             Ok(())
         }
@@ -673,7 +690,14 @@ fn memset(
         stream,
         is_async,
     };
-    enqueue(stream, is_async, move || call(&req))
+    let post = is_async && can_post(stream, ptr, count);
+    enqueue(stream, is_async, move || {
+        if post {
+            super::post(&req, &[])
+        } else {
+            call(&req)
+        }
+    })
 }
 
 #[no_mangle]

@@ -50,6 +50,26 @@ pub fn call_with<R: Request>(req: &R, data: &[u8], sink: Sink<'_>) -> Result<R::
     client::client()?.call(state::current_device(), req, data, sink)
 }
 
+/// Whether asynchronous calls wait for their replies anyway (`VMCUDA_SYNC=1`: for
+/// debugging, and to measure what the pipeline gains).
+fn synchronous() -> bool {
+    static SYNC: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *SYNC.get_or_init(|| std::env::var("VMCUDA_SYNC").is_ok_and(|v| v == "1"))
+}
+
+/// Forward a call CUDA does not make the host wait for: sent without waiting for the
+/// reply; its failure surfaces at the next waited-for call. Only for calls whose
+/// synchronous errors the guest has already ruled out.
+pub fn post<R: Request>(req: &R, data: &[u8]) -> Result<()>
+where
+    R::Reply: Default,
+{
+    if synchronous() {
+        return call_with(req, data, Sink::None).map(|_| ());
+    }
+    client::client()?.post(state::current_device(), req, data)
+}
+
 /// The wire handle for a `cudaStream_t`. `per_thread` is true for the `_ptsz`
 /// entry points, where the NULL stream means the per-thread default stream.
 pub fn stream_handle(stream: *mut libc::c_void, per_thread: bool) -> StreamHandle {
@@ -59,6 +79,11 @@ pub fn stream_handle(stream: *mut libc::c_void, per_thread: bool) -> StreamHandl
         2 => StreamHandle::PER_THREAD,
         id => StreamHandle(id as u64),
     }
+}
+
+/// Whether `stream` names a default stream or one this process made and still has.
+pub fn known_stream(stream: StreamHandle) -> bool {
+    stream.is_default() || state::registry().streams.contains_key(&stream.0)
 }
 
 /// `cudaStream_t` / `cudaEvent_t` as seen by the program: the guest-made id.

@@ -75,6 +75,7 @@ pub extern "C" fn __cudaRegisterFunction(
                     fatbin: handle as usize,
                     name,
                     resolved: None,
+                    limits: None,
                 },
             );
         }
@@ -204,6 +205,30 @@ pub fn kernel(host_fun: usize) -> Result<(FunctionHandle, Vec<ParamInfo>)> {
         k.resolved = Some(resolved.clone());
     }
     Ok(resolved)
+}
+
+/// A kernel's attributes, fetched once and kept until the program changes one.
+pub fn kernel_limits(host_fun: usize) -> Result<vmcuda_wire::op::FuncAttributes> {
+    if let Some(l) = registry()
+        .kernels
+        .get(&host_fun)
+        .and_then(|k| k.limits.clone())
+    {
+        return Ok(l);
+    }
+    let (function, _) = kernel(host_fun)?;
+    let limits = call(&vmcuda_wire::op::FuncGetAttributes { function })?;
+    if let Some(k) = registry().kernels.get_mut(&host_fun) {
+        k.limits = Some(limits.clone());
+    }
+    Ok(limits)
+}
+
+/// The program changed a kernel attribute: its cached limits are stale.
+pub fn forget_kernel_limits(host_fun: usize) {
+    if let Some(k) = registry().kernels.get_mut(&host_fun) {
+        k.limits = None;
+    }
 }
 
 /// Whether `host_fun` is a registered kernel stub.

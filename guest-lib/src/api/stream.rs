@@ -345,7 +345,16 @@ fn record(event: RawHandle, stream: RawHandle, flags: u32, per_thread: bool) -> 
         stream,
         flags,
     };
-    gate::record_event(stream, event, move || call(&req))
+    // cudaEventRecordExternal outside a capture is refused synchronously: ask then.
+    let post =
+        super::known_stream(stream) && registry().events.contains_key(&event.0) && flags == 0;
+    gate::record_event(stream, event, move || {
+        if post {
+            super::post(&req, &[])
+        } else {
+            call(&req)
+        }
+    })
 }
 
 #[no_mangle]

@@ -1,0 +1,162 @@
+// vmcuda benchmark: one program, run natively and through the bridge in the same run
+// (bench/run.sh), printing "RESULT <name> <value> <unit>" lines.
+//   bench               every measurement
+//   bench --bandwidth MiB --seconds S   pinned H2D then D2H copies of MiB for S seconds
+//                       (one of N concurrent clients)
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+#include <cuda_runtime.h>
+
+#define CHECK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
+    fprintf(stderr, "FAIL %s:%d %s\n", __FILE__, __LINE__, cudaGetErrorName(e_)); exit(1); } } while (0)
+
+using clk = std::chrono::steady_clock;
+static double us_since(clk::time_point t) { return std::chrono::duration<double, std::micro>(clk::now() - t).count(); }
+static double median(std::vector<double> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; }
+static void result(const char* name, double v, const char* unit) { printf("RESULT %s %.3f %s\n", name, v, unit); fflush(stdout); }
+
+__global__ void empty() {}
+
+__global__ void sgemm(int n, const float* a, const float* b, float* c) {
+    __shared__ float ta[16][16], tb[16][16];
+    int row = blockIdx.y * 16 + threadIdx.y, col = blockIdx.x * 16 + threadIdx.x;
+    float acc = 0;
+    for (int k0 = 0; k0 < n; k0 += 16) {
+        ta[threadIdx.y][threadIdx.x] = a[row * n + k0 + threadIdx.x];
+        tb[threadIdx.y][threadIdx.x] = b[(k0 + threadIdx.y) * n + col];
+        __syncthreads();
+        for (int k = 0; k < 16; k++) acc += ta[threadIdx.y][k] * tb[k][threadIdx.x];
+        __syncthreads();
+    }
+    c[row * n + col] = acc;
+}
+
+static void latency(const char* name, bool pinned, bool h2d) {
+    char* host;
+    if (pinned) CHECK(cudaMallocHost(&host, 64)); else host = (char*)malloc(64);
+    memset(host, 1, 64);
+    char* dev;
+    CHECK(cudaMalloc(&dev, 64));
+    std::vector<double> t;
+    for (int i = 0; i < 2000; i++) {
+        auto s = clk::now();
+        if (h2d) CHECK(cudaMemcpy(dev, host, 64, cudaMemcpyHostToDevice));
+        else CHECK(cudaMemcpy(host, dev, 64, cudaMemcpyDeviceToHost));
+        if (i >= 100) t.push_back(us_since(s));
+    }
+    result(name, median(t), "us");
+    CHECK(cudaFree(dev));
+    if (pinned) CHECK(cudaFreeHost(host)); else free(host);
+}
+
+static double copy_gbps(size_t bytes, bool pinned, bool h2d, int reps) {
+    char* host;
+    if (pinned) CHECK(cudaMallocHost(&host, bytes)); else host = (char*)malloc(bytes);
+    memset(host, 7, bytes);
+    char* dev;
+    CHECK(cudaMalloc(&dev, bytes));
+    double best = 1e30;
+    for (int i = 0; i < reps + 1; i++) {
+        auto s = clk::now();
+        if (h2d) CHECK(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice));
+        else CHECK(cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost));
+        double us = us_since(s);
+        if (i > 0) best = std::min(best, us);  // the first is warm-up
+    }
+    CHECK(cudaFree(dev));
+    if (pinned) CHECK(cudaFreeHost(host)); else free(host);
+    return bytes / best / 1e3;
+}
+
+static void matmul(int n) {
+    size_t bytes = (size_t)n * n * sizeof(float);
+    std::vector<float> a(n * (size_t)n), b(n * (size_t)n), c(n * (size_t)n);
+    for (size_t i = 0; i < a.size(); i++) { a[i] = (float)(i % 7) - 3; b[i] = (float)(i % 5) - 2; }
+    std::vector<double> t;
+    for (int rep = 0; rep < 3; rep++) {
+        auto s = clk::now();
+        float *da, *db, *dc;
+        CHECK(cudaMalloc(&da, bytes)); CHECK(cudaMalloc(&db, bytes)); CHECK(cudaMalloc(&dc, bytes));
+        CHECK(cudaMemcpy(da, a.data(), bytes, cudaMemcpyHostToDevice));
+        CHECK(cudaMemcpy(db, b.data(), bytes, cudaMemcpyHostToDevice));
+        sgemm<<<dim3(n / 16, n / 16), dim3(16, 16)>>>(n, da, db, dc);
+        CHECK(cudaGetLastError());
+        CHECK(cudaMemcpy(c.data(), dc, bytes, cudaMemcpyDeviceToHost));
+        CHECK(cudaFree(da)); CHECK(cudaFree(db)); CHECK(cudaFree(dc));
+        t.push_back(us_since(s) / 1e3);
+    }
+    double sum = 0;
+    for (size_t i = 0; i < c.size(); i += 997) sum += c[i];
+    char name[64];
+    snprintf(name, sizeof name, "matmul_%d_with_transfers", n);
+    result(name, median(t), "ms");
+    printf("CHECK matmul_%d %.1f\n", n, sum);
+}
+
+int main(int argc, char** argv) {
+    if (argc == 5 && !strcmp(argv[1], "--bandwidth")) {
+        size_t bytes = (size_t)atoi(argv[2]) << 20;
+        double secs = atof(argv[4]);
+        char* host; char* dev;
+        CHECK(cudaMallocHost(&host, bytes)); CHECK(cudaMalloc(&dev, bytes));
+        memset(host, 3, bytes);
+        auto s = clk::now();
+        double moved = 0;
+        while (us_since(s) < secs * 1e6) {
+            CHECK(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice));
+            CHECK(cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost));
+            moved += 2.0 * bytes;
+        }
+        result("client_copy_throughput", moved / us_since(s) / 1e3, "GB/s");
+        return 0;
+    }
+    CHECK(cudaFree(0));
+    latency("copy_64B_h2d_pageable", false, true);
+    latency("copy_64B_d2h_pageable", false, false);
+    latency("copy_64B_h2d_pinned", true, true);
+    latency("copy_64B_d2h_pinned", true, false);
+
+    std::vector<double> t;
+    for (int i = 0; i < 2000; i++) {
+        auto s = clk::now();
+        empty<<<1, 1>>>();
+        CHECK(cudaDeviceSynchronize());
+        if (i >= 100) t.push_back(us_since(s));
+    }
+    result("launch_and_sync", median(t), "us");
+
+    CHECK(cudaDeviceSynchronize());
+    auto s = clk::now();
+    const int launches = 20000;
+    for (int i = 0; i < launches; i++) empty<<<1, 1>>>();
+    CHECK(cudaDeviceSynchronize());
+    result("launch_back_to_back", us_since(s) / launches, "us/launch");
+
+    t.clear();
+    for (int i = 0; i < 300; i++) {
+        void* p;
+        auto s2 = clk::now();
+        CHECK(cudaMalloc(&p, 1 << 20));
+        CHECK(cudaFree(p));
+        if (i >= 20) t.push_back(us_since(s2));
+    }
+    result("malloc_free_1MiB", median(t), "us");
+
+    for (int mib = 1; mib <= 1024; mib *= 4) {
+        int reps = mib >= 256 ? 2 : 5;
+        for (int pinned = 0; pinned < 2; pinned++) {
+            for (int h2d = 1; h2d >= 0; h2d--) {
+                char name[64];
+                snprintf(name, sizeof name, "bw_%s_%s_%dMiB", h2d ? "h2d" : "d2h", pinned ? "pinned" : "pageable", mib);
+                result(name, copy_gbps((size_t)mib << 20, pinned, h2d, reps), "GB/s");
+            }
+        }
+    }
+    matmul(2048);
+    matmul(4096);
+    return 0;
+}

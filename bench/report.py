@@ -1,0 +1,136 @@
+"""Turns bench/run.sh's raw outputs into RESULTS.md (ratios to native, transport floors,
+the issue's targets) and bandwidth.png."""
+import datetime
+import glob
+import os
+import subprocess
+import sys
+
+raw, out, commit, command, clients = sys.argv[1:6]
+
+
+def load(name):
+    vals = {}
+    path = os.path.join(raw, name)
+    if not os.path.exists(path):
+        return vals
+    for line in open(path):
+        p = line.split()
+        if len(p) == 4 and p[0] == "RESULT":
+            vals[p[1]] = (float(p[2]), p[3])
+    return vals
+
+
+native, unix, sync, tcp = load("native.txt"), load("unix.txt"), load("unix_sync.txt"), load("tcp.txt")
+floors = {**load("floor_unix.txt"), **load("floor_tcp.txt")}
+
+
+def total(prefix):
+    return sum(load(os.path.basename(f)).get("client_copy_throughput", (0, ""))[0]
+               for f in glob.glob(os.path.join(raw, prefix + ".*.txt")))
+
+
+conc_native, conc_unix = total("conc_native"), total("conc_unix")
+single_native = load("single_native.txt").get("client_copy_throughput", (0, ""))[0]
+single_unix = load("single_unix.txt").get("client_copy_throughput", (0, ""))[0]
+
+try:
+    gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                         capture_output=True, text=True).stdout.strip()
+except OSError:
+    gpu = "unknown"
+
+lower_is_better = lambda unit: unit in ("us", "ms", "us/launch")
+lines = []
+w = lines.append
+w("# vmcuda benchmarks: native vs bridged, same run")
+w("")
+w(f"- date (UTC): {datetime.datetime.utcnow():%Y-%m-%d %H:%M:%S}")
+w(f"- commit: {commit}")
+w(f"- command: `{command}`")
+w(f"- GPU: {gpu}")
+w("- bridged = the program unmodified, on vmcuda's libcudart.so.13, to vmcuda-host (CUDA executor) on the same machine")
+w("")
+w("## Transport floors (loopback, no GPU, measured in this run)")
+w("")
+w("| transport | 64 B round trip | one stream, 1 MiB writes |")
+w("| --- | --- | --- |")
+for t in ("unix", "tcp"):
+    rtt = floors.get(f"floor_{t}_rtt_64B", (float("nan"), ""))[0]
+    bw = floors.get(f"floor_{t}_stream_1MiB_writes", (float("nan"), ""))[0]
+    w(f"| {t} | {rtt:.1f} us | {bw:.2f} GB/s |")
+w("| vsock (vhost-user device) | not measured: the GPU machine has no vsock loopback, and a TCG guest's timing says nothing about KVM | |")
+w("")
+w("## Measurements")
+w("")
+w("Times: ratio = bridged time / native time (1.0 = native, lower is better). Bandwidths: ratio = bridged / native (higher is better).")
+w("")
+w("| measurement | unit | native | unix | unix / native | unix, sync calls | tcp | tcp / native |")
+w("| --- | --- | --- | --- | --- | --- | --- | --- |")
+for name, (nv, unit) in native.items():
+    u = unix.get(name, (float("nan"), unit))[0]
+    s = sync.get(name, (float("nan"), unit))[0]
+    t = tcp.get(name, (float("nan"), unit))[0]
+    w(f"| {name} | {unit} | {nv:.2f} | {u:.2f} | {u / nv:.2f}x | {s:.2f} | {t:.2f} | {t / nv:.2f}x |")
+w(f"| {clients} concurrent clients, 64 MiB pinned copies, aggregate | GB/s | {conc_native:.2f} | {conc_unix:.2f} | {conc_unix / conc_native if conc_native else float('nan'):.2f}x | | | |")
+w(f"| 1 client, same copies | GB/s | {single_native:.2f} | {single_unix:.2f} | {single_unix / single_native if single_native else float('nan'):.2f}x | | | |")
+w("")
+
+# The issue's targets, evaluated on the unix-socket path.
+rtt = floors.get("floor_unix_rtt_64B", (float("nan"), ""))[0]
+floor_bw = floors.get("floor_unix_stream_1MiB_writes", (float("nan"), ""))[0]
+
+
+def get(d, k):
+    return d.get(k, (float("nan"), ""))[0]
+
+
+targets = []
+b2b_n, b2b_u = get(native, "launch_back_to_back"), get(unix, "launch_back_to_back")
+targets.append(("back-to-back launch <= 1.0x native", f"{b2b_u / b2b_n:.2f}x", b2b_u <= b2b_n))
+ls_n, ls_u = get(native, "launch_and_sync"), get(unix, "launch_and_sync")
+targets.append(("launch + synchronize <= native + 1.5 x RTT", f"{ls_u:.1f} us vs {ls_n + 1.5 * rtt:.1f} us", ls_u <= ls_n + 1.5 * rtt))
+for k in ("copy_64B_h2d_pageable", "copy_64B_d2h_pageable", "copy_64B_h2d_pinned", "copy_64B_d2h_pinned"):
+    n, u = get(native, k), get(unix, k)
+    targets.append((f"{k} <= native + 1.5 x RTT", f"{u:.1f} us vs {n + 1.5 * rtt:.1f} us", u <= n + 1.5 * rtt))
+targets.append(("pinned copies over shared memory >= 0.9x native", "not measured: copies do not use the shared-memory path yet", None))
+worst_pageable = min(get(unix, k) / get(native, k) for k in native if k.startswith("bw_") and "pageable" in k and k.endswith(("64MiB", "256MiB", "1024MiB")))
+targets.append(("pageable copies >= 1.0x native (64 MiB and up)", f"worst {worst_pageable:.2f}x", worst_pageable >= 1.0))
+best_socket = max(get(unix, k) for k in unix if k.startswith("bw_"))
+targets.append(("socket-path bulk copies >= 0.8x the socket floor", f"best {best_socket:.2f} GB/s vs floor {floor_bw:.2f} GB/s ({best_socket / floor_bw:.2f}x)", best_socket >= 0.8 * floor_bw))
+mm_n, mm_u = get(native, "matmul_4096_with_transfers"), get(unix, "matmul_4096_with_transfers")
+targets.append(("sgemm n=4096 with transfers <= 1.1x native", f"{mm_u / mm_n:.2f}x", mm_u <= 1.1 * mm_n))
+targets.append((f"{clients} concurrent clients >= 0.9x native aggregate", f"{conc_unix / conc_native:.2f}x" if conc_native else "n/a", conc_native and conc_unix >= 0.9 * conc_native))
+w("## Targets (unix-socket path)")
+w("")
+w("| target | measured | met |")
+w("| --- | --- | --- |")
+for name, meas, ok in targets:
+    w(f"| {name} | {meas} | {'yes' if ok else ('not measured' if ok is None else 'NO')} |")
+w("")
+open(os.path.join(out, "RESULTS.md"), "w").write("\n".join(lines) + "\n")
+
+try:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+    for ax, kind in zip(axes, ("pinned", "pageable")):
+        for label, d, style in (("native", native, "-o"), ("unix", unix, "-s"), ("tcp", tcp, "-^")):
+            for direction in ("h2d", "d2h"):
+                pts = sorted((int(k.split("_")[-1][:-3]), v[0]) for k, v in d.items()
+                             if k.startswith(f"bw_{direction}_{kind}_"))
+                if pts:
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=f"{label} {direction}")
+        ax.axhline(floor_bw, color="gray", linestyle=":", label="unix socket floor")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("copy size (MiB)")
+        ax.set_title(f"cudaMemcpy, {kind} host memory")
+        ax.grid(True, alpha=0.3)
+    axes[0].set_ylabel("GB/s")
+    axes[1].legend(fontsize=7)
+    fig.suptitle(f"vmcuda bandwidth vs size, native and bridged ({commit[:7]})")
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "bandwidth.png"), dpi=110)
+except Exception as e:  # the table is the result; the plot is a convenience
+    print(f"report.py: no plot: {e}", file=sys.stderr)

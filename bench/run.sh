@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The benchmark suite, on the GPU machine: every measurement natively and through the
+# bridge in the same run, with the raw transport floors measured beside them.
+#
+#   bench/run.sh CARRYDIR
+#
+# CARRYDIR: bin/vmcuda-host, bin/transport-floor, guest/lib/libcudart.so.13,
+# bench/bench (nvcc -cudart shared bench/bench.cu), COMMIT.
+# Runs: native; bridged over a Unix socket; the same with VMCUDA_SYNC=1 (every call
+# waits for its reply: what the asynchronous pipeline gains); bridged over TCP; and
+# 8 concurrent clients copying, natively and bridged. Writes $OUT (or
+# build/bench-results): RESULTS.md, bandwidth.png, raw.tar.gz.
+set -u
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo" || exit 2
+carry=$(cd "${1:?usage: bench/run.sh CARRYDIR}" && pwd)
+out=${OUT:-$repo/build/bench-results}
+raw=$(mktemp -d)
+mkdir -p "$out"
+real_cudart=${VMCUDA_REAL_CUDART_DIR:-/usr/local/cuda/lib64}
+bench="$carry/bench/bench"
+clients=${VMCUDA_BENCH_CLIENTS:-8}
+
+echo "== transport floors"
+"$carry/bin/transport-floor" unix >"$raw/floor_unix.txt"
+"$carry/bin/transport-floor" tcp >"$raw/floor_tcp.txt"
+
+echo "== native"
+LD_LIBRARY_PATH="$real_cudart" "$bench" >"$raw/native.txt"
+
+sock="$raw/vmcuda.sock"
+port=$((20000 + RANDOM % 20000))
+"$carry/bin/vmcuda-host" serve --unix "$sock" --tcp "127.0.0.1:$port" --executor cuda 2>"$raw/host.log" &
+host=$!
+trap 'kill $host 2>/dev/null; wait $host 2>/dev/null' EXIT
+for _ in $(seq 200); do [ -S "$sock" ] && break; sleep 0.1; done
+
+bridged() { LD_LIBRARY_PATH="$carry/guest/lib" VMCUDA_SERVER="$1" "${@:2}"; }
+echo "== bridged: unix socket"
+bridged "unix:$sock" "$bench" >"$raw/unix.txt"
+echo "== bridged: unix socket, every call waits for its reply"
+VMCUDA_SYNC=1 bridged "unix:$sock" "$bench" >"$raw/unix_sync.txt"
+echo "== bridged: tcp"
+bridged "tcp:127.0.0.1:$port" "$bench" >"$raw/tcp.txt"
+
+echo "== $clients concurrent clients"
+for i in $(seq "$clients"); do
+  LD_LIBRARY_PATH="$real_cudart" "$bench" --bandwidth 64 --seconds 5 >"$raw/conc_native.$i.txt" &
+done
+wait_clients() { while [ "$(jobs -rp | grep -vc "^$host$")" -gt 0 ]; do sleep 0.2; done; }
+wait_clients
+for i in $(seq "$clients"); do
+  bridged "unix:$sock" "$bench" --bandwidth 64 --seconds 5 >"$raw/conc_unix.$i.txt" &
+done
+wait_clients
+LD_LIBRARY_PATH="$real_cudart" "$bench" --bandwidth 64 --seconds 5 >"$raw/single_native.txt"
+bridged "unix:$sock" "$bench" --bandwidth 64 --seconds 5 >"$raw/single_unix.txt"
+
+python3 "$repo/bench/report.py" "$raw" "$out" "$(cat "$carry/COMMIT" 2>/dev/null || echo unknown)" \
+  "bench/run.sh $1" "$clients"
+tar -czf "$out/raw.tar.gz" -C "$raw" .
+cat "$out/RESULTS.md"
