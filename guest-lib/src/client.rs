@@ -17,8 +17,9 @@ use vmcuda_wire::op::{Console, Hello, HelloReply, Request, OP_CONSOLE};
 use vmcuda_wire::transport::{ServerAddr, Stream};
 use vmcuda_wire::CudaStatus;
 
-/// Copies are split into frames of at most this many bytes.
-pub const CHUNK: usize = 64 << 20;
+/// Copies travel in frames of at most this many bytes: small enough that the host's
+/// buffers stay warm and chunks pipeline, large enough that per-frame costs vanish.
+pub const CHUNK: usize = 8 << 20;
 
 /// Where a reply's data section goes.
 pub enum Sink<'a> {
@@ -175,6 +176,29 @@ impl Client {
         Ok(())
     }
 
+    /// Several requests of one kind, sent together; their replies' data lands in the
+    /// given buffers. Returns the first failure.
+    pub fn call_many<R: Request>(
+        &self,
+        device: i32,
+        requests: Vec<(R, &mut [u8])>,
+    ) -> Result<(), CudaStatus> {
+        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        if conn.broken {
+            return Err(CudaStatus::ErrorDevicesUnavailable);
+        }
+        match conn.exchange_many(device, requests) {
+            Ok(r) => r,
+            Err(e) => {
+                conn.broken = true;
+                eprintln!(
+                    "vmcuda: lost the connection to the vmcuda host ({e}); CUDA calls now fail"
+                );
+                Err(CudaStatus::ErrorDevicesUnavailable)
+            }
+        }
+    }
+
     /// Whether descriptors (and so shared memory) can be passed to this host.
     pub fn can_pass_fds(&self) -> bool {
         matches!(self.addr, ServerAddr::Unix(_))
@@ -230,6 +254,15 @@ impl Connection {
             }
             None => frame::write_frame(&mut self.writer, &header, &meta, data)?,
         }
+        self.read_reply::<R>(id, sink)
+    }
+
+    /// Read the reply to request `id`, writing console output that comes first.
+    fn read_reply<R: Request>(
+        &mut self,
+        id: u64,
+        sink: Sink<'_>,
+    ) -> Result<Result<R::Reply, CudaStatus>, FrameError> {
         loop {
             let (h, meta) = frame::read_head(&mut self.reader)?;
             if h.has(FLAG_EVENT) && h.op.get() == OP_CONSOLE {
@@ -266,6 +299,33 @@ impl Connection {
             }
             return Ok(Ok(reply));
         }
+    }
+
+    /// Send every request first, then read their replies in order, each reply's data
+    /// into its buffer: the host works on one while the next is already queued.
+    fn exchange_many<R: Request>(
+        &mut self,
+        device: i32,
+        requests: Vec<(R, &mut [u8])>,
+    ) -> Result<Result<(), CudaStatus>, FrameError> {
+        let first = self.next_id;
+        let mut batch = frame::FrameBatch::default();
+        for (req, _) in &requests {
+            let meta = postcard::to_stdvec(req).expect("requests always encode");
+            let header =
+                FrameHeader::new(R::OP.code(), 0, self.next_id, meta.len(), 0).with_device(device);
+            batch.push(&header, &meta, &[]);
+            self.next_id += 1;
+        }
+        batch.flush_to(&mut self.writer)?;
+        let mut result = Ok(());
+        for (i, (_, buf)) in requests.into_iter().enumerate() {
+            // Every reply is read, even after a failure, to stay in step.
+            if let Err(e) = self.read_reply::<R>(first + i as u64, Sink::Into(buf))? {
+                result = result.and(Err(e));
+            }
+        }
+        Ok(result)
     }
 }
 

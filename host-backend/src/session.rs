@@ -38,6 +38,9 @@ pub struct Session {
     pub incoming_fds: VecDeque<OwnedFd>,
     /// Guest memory shared with this process and registered with the GPU, by address.
     shared: HashMap<u64, SharedMapping>,
+    /// The last reply's data buffer, reused so bulk copies do not fault in fresh memory
+    /// for every chunk.
+    spare: Vec<u8>,
 }
 
 /// Guest memory mapped into this process at the guest's own address.
@@ -117,6 +120,26 @@ impl Session {
             next_handle: 0,
             incoming_fds: VecDeque::new(),
             shared: HashMap::new(),
+            spare: Vec::new(),
+        }
+    }
+
+    /// A reply buffer of exactly `len` bytes, reusing the last one's memory.
+    fn reply_buffer(&mut self, len: usize) -> Result<Vec<u8>, CudaStatus> {
+        let mut v = std::mem::take(&mut self.spare);
+        if v.len() < len {
+            v.try_reserve_exact(len - v.len())
+                .map_err(|_| CudaStatus::ErrorMemoryAllocation)?;
+            v.resize(len, 0);
+        }
+        v.truncate(len);
+        Ok(v)
+    }
+
+    /// Hand a written reply's buffer back for the next reply.
+    pub fn recycle(&mut self, data: Vec<u8>) {
+        if data.capacity() > self.spare.capacity() {
+            self.spare = data;
         }
     }
 
@@ -205,12 +228,7 @@ fn nothing() -> HandlerResult<()> {
 }
 
 impl Handler for Session {
-    fn hello(
-        &mut self,
-        _ctx: &CallContext,
-        req: Hello,
-        _data: Vec<u8>,
-    ) -> HandlerResult<HelloReply> {
+    fn hello(&mut self, _ctx: &CallContext, req: Hello, _data: &[u8]) -> HandlerResult<HelloReply> {
         handshake::check_hello(&req).inspect_err(|_| {
             warn!(client = %req.client, protocol = req.protocol, runtime = req.runtime_version,
                 "refusing guest: protocol or runtime version not spoken here");
@@ -235,7 +253,7 @@ impl Handler for Session {
         &mut self,
         _: &CallContext,
         req: DeviceGetProperties,
-        _: Vec<u8>,
+        _: &[u8],
     ) -> HandlerResult<DeviceProperties> {
         Ok((self.exec.device_properties(req.device)?, Vec::new()))
     }
@@ -243,12 +261,12 @@ impl Handler for Session {
         &mut self,
         _: &CallContext,
         _: DeviceSynchronize,
-        _: Vec<u8>,
+        _: &[u8],
     ) -> HandlerResult<()> {
         self.exec.synchronize()?;
         nothing()
     }
-    fn device_reset(&mut self, _: &CallContext, _: DeviceReset, _: Vec<u8>) -> HandlerResult<()> {
+    fn device_reset(&mut self, _: &CallContext, _: DeviceReset, _: &[u8]) -> HandlerResult<()> {
         // Everything the guest made is gone with the device's state.
         self.streams.clear();
         self.events.clear();
@@ -260,7 +278,7 @@ impl Handler for Session {
         &mut self,
         _: &CallContext,
         req: DeviceGetLimit,
-        _: Vec<u8>,
+        _: &[u8],
     ) -> HandlerResult<LimitValue> {
         Ok((
             LimitValue {
@@ -273,7 +291,7 @@ impl Handler for Session {
         &mut self,
         _: &CallContext,
         req: DeviceSetLimit,
-        _: Vec<u8>,
+        _: &[u8],
     ) -> HandlerResult<()> {
         self.exec.set_limit(req.limit, req.value)?;
         nothing()
@@ -282,7 +300,7 @@ impl Handler for Session {
         &mut self,
         _: &CallContext,
         _: DeviceGetCacheConfig,
-        _: Vec<u8>,
+        _: &[u8],
     ) -> HandlerResult<CacheConfig> {
         Ok((
             CacheConfig {
@@ -295,7 +313,7 @@ impl Handler for Session {
         &mut self,
         _: &CallContext,
         req: CacheConfig,
-        _: Vec<u8>,
+        _: &[u8],
     ) -> HandlerResult<()> {
         self.exec.set_cache_config(req.config)?;
         nothing()
@@ -304,7 +322,7 @@ impl Handler for Session {
         &mut self,
         _: &CallContext,
         _: DeviceGetStreamPriorityRange,
-        _: Vec<u8>,
+        _: &[u8],
     ) -> HandlerResult<PriorityRange> {
         let (least, greatest) = self.exec.stream_priority_range()?;
         Ok((PriorityRange { least, greatest }, Vec::new()))
@@ -313,7 +331,7 @@ impl Handler for Session {
         &mut self,
         ctx: &CallContext,
         req: DeviceCanAccessPeer,
-        _: Vec<u8>,
+        _: &[u8],
     ) -> HandlerResult<CanAccessPeer> {
         let can_access = self.exec.can_access_peer(req.device, req.peer)?;
         self.exec.set_device(ctx.device)?;
@@ -323,7 +341,7 @@ impl Handler for Session {
         &mut self,
         _: &CallContext,
         req: DeviceEnablePeerAccess,
-        _: Vec<u8>,
+        _: &[u8],
     ) -> HandlerResult<()> {
         self.exec.enable_peer_access(req.peer, req.flags)?;
         nothing()
@@ -332,34 +350,24 @@ impl Handler for Session {
         &mut self,
         _: &CallContext,
         req: DeviceDisablePeerAccess,
-        _: Vec<u8>,
+        _: &[u8],
     ) -> HandlerResult<()> {
         self.exec.disable_peer_access(req.peer)?;
         nothing()
     }
-    fn mem_get_info(
-        &mut self,
-        _: &CallContext,
-        _: MemGetInfo,
-        _: Vec<u8>,
-    ) -> HandlerResult<MemInfo> {
+    fn mem_get_info(&mut self, _: &CallContext, _: MemGetInfo, _: &[u8]) -> HandlerResult<MemInfo> {
         let (free, total) = self.exec.mem_info()?;
         Ok((MemInfo { free, total }, Vec::new()))
     }
 
-    fn mem_alloc(
-        &mut self,
-        _: &CallContext,
-        req: MemAlloc,
-        _: Vec<u8>,
-    ) -> HandlerResult<Allocated> {
+    fn mem_alloc(&mut self, _: &CallContext, req: MemAlloc, _: &[u8]) -> HandlerResult<Allocated> {
         let ptr = self.exec.alloc(req.size)?;
         if ptr != 0 {
             self.allocations.insert(ptr);
         }
         Ok((Allocated { ptr }, Vec::new()))
     }
-    fn mem_free(&mut self, _: &CallContext, req: MemFree, _: Vec<u8>) -> HandlerResult<()> {
+    fn mem_free(&mut self, _: &CallContext, req: MemFree, _: &[u8]) -> HandlerResult<()> {
         if req.ptr == 0 {
             return nothing();
         }
@@ -375,7 +383,7 @@ impl Handler for Session {
         &mut self,
         _: &CallContext,
         req: MemAllocPitch,
-        _: Vec<u8>,
+        _: &[u8],
     ) -> HandlerResult<AllocatedPitch> {
         let (ptr, pitch) = self.exec.alloc_pitch(req.width, req.height)?;
         if ptr != 0 {
@@ -383,29 +391,24 @@ impl Handler for Session {
         }
         Ok((AllocatedPitch { ptr, pitch }, Vec::new()))
     }
-    fn memcpy_htod(
-        &mut self,
-        _: &CallContext,
-        req: MemcpyHtoD,
-        data: Vec<u8>,
-    ) -> HandlerResult<()> {
+    fn memcpy_htod(&mut self, _: &CallContext, req: MemcpyHtoD, data: &[u8]) -> HandlerResult<()> {
         let s = self.stream(req.stream)?;
-        self.exec.copy_htod(req.dst, &data, s, req.is_async)?;
+        self.exec.copy_htod(req.dst, data, s, req.is_async)?;
         nothing()
     }
-    fn memcpy_dtoh(&mut self, _: &CallContext, req: MemcpyDtoH, _: Vec<u8>) -> HandlerResult<()> {
+    fn memcpy_dtoh(&mut self, _: &CallContext, req: MemcpyDtoH, _: &[u8]) -> HandlerResult<()> {
         let s = self.stream(req.stream)?;
         if req.size > vmcuda_wire::frame::MAX_DATA_LEN {
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        let mut out = Vec::new();
-        out.try_reserve_exact(req.size as usize)
-            .map_err(|_| CudaStatus::ErrorMemoryAllocation)?;
-        out.resize(req.size as usize, 0);
-        self.exec.copy_dtoh(&mut out, req.src, s, req.is_async)?;
+        let mut out = self.reply_buffer(req.size as usize)?;
+        if let Err(e) = self.exec.copy_dtoh(&mut out, req.src, s, req.is_async) {
+            self.recycle(out);
+            return Err(e);
+        }
         Ok(((), out))
     }
-    fn memcpy_dtod(&mut self, _: &CallContext, req: MemcpyDtoD, _: Vec<u8>) -> HandlerResult<()> {
+    fn memcpy_dtod(&mut self, _: &CallContext, req: MemcpyDtoD, _: &[u8]) -> HandlerResult<()> {
         let s = self.stream(req.stream)?;
         self.exec
             .copy_dtod(req.dst, req.src, req.size, s, req.is_async)?;
@@ -415,7 +418,7 @@ impl Handler for Session {
         &mut self,
         _: &CallContext,
         req: Memcpy2DHtoD,
-        data: Vec<u8>,
+        data: &[u8],
     ) -> HandlerResult<()> {
         let s = self.stream(req.stream)?;
         if req.width.checked_mul(req.height) != Some(data.len() as u64) {
@@ -426,14 +429,14 @@ impl Handler for Session {
             pitch: req.dpitch,
         };
         self.exec
-            .copy_2d_htod(dst, &data, req.width, req.height, s, req.is_async)?;
+            .copy_2d_htod(dst, data, req.width, req.height, s, req.is_async)?;
         nothing()
     }
     fn memcpy_2d_dtoh(
         &mut self,
         _: &CallContext,
         req: Memcpy2DDtoH,
-        _: Vec<u8>,
+        _: &[u8],
     ) -> HandlerResult<()> {
         let s = self.stream(req.stream)?;
         let len = req
@@ -441,7 +444,7 @@ impl Handler for Session {
             .checked_mul(req.height)
             .filter(|l| *l <= vmcuda_wire::frame::MAX_DATA_LEN)
             .ok_or(CudaStatus::ErrorInvalidValue)?;
-        let mut out = vec![0u8; len as usize];
+        let mut out = self.reply_buffer(len as usize)?;
         let src = Pitched {
             ptr: req.src,
             pitch: req.spitch,
@@ -454,7 +457,7 @@ impl Handler for Session {
         &mut self,
         _: &CallContext,
         req: Memcpy2DDtoD,
-        _: Vec<u8>,
+        _: &[u8],
     ) -> HandlerResult<()> {
         let s = self.stream(req.stream)?;
         let dst = Pitched {
@@ -469,13 +472,13 @@ impl Handler for Session {
             .copy_2d_dtod(dst, src, req.width, req.height, s, req.is_async)?;
         nothing()
     }
-    fn memset(&mut self, _: &CallContext, req: Memset, _: Vec<u8>) -> HandlerResult<()> {
+    fn memset(&mut self, _: &CallContext, req: Memset, _: &[u8]) -> HandlerResult<()> {
         let s = self.stream(req.stream)?;
         self.exec
             .memset(req.dst, req.value, req.size, s, req.is_async)?;
         nothing()
     }
-    fn memset_2d(&mut self, _: &CallContext, req: Memset2D, _: Vec<u8>) -> HandlerResult<()> {
+    fn memset_2d(&mut self, _: &CallContext, req: Memset2D, _: &[u8]) -> HandlerResult<()> {
         let s = self.stream(req.stream)?;
         let dst = Pitched {
             ptr: req.dst,
@@ -485,7 +488,7 @@ impl Handler for Session {
             .memset_2d(dst, req.value, req.width, req.height, s, req.is_async)?;
         nothing()
     }
-    fn memcpy_peer(&mut self, ctx: &CallContext, req: MemcpyPeer, _: Vec<u8>) -> HandlerResult<()> {
+    fn memcpy_peer(&mut self, ctx: &CallContext, req: MemcpyPeer, _: &[u8]) -> HandlerResult<()> {
         let s = self.stream(req.stream)?;
         let r = self.exec.copy_peer(
             req.dst,
@@ -504,7 +507,7 @@ impl Handler for Session {
         &mut self,
         _: &CallContext,
         req: PointerGetAttributes,
-        _: Vec<u8>,
+        _: &[u8],
     ) -> HandlerResult<PointerAttributes> {
         Ok((self.exec.pointer_attributes(req.ptr)?, Vec::new()))
     }
@@ -513,7 +516,7 @@ impl Handler for Session {
         &mut self,
         _: &CallContext,
         req: HostRegisterShared,
-        _: Vec<u8>,
+        _: &[u8],
     ) -> HandlerResult<SharedHostMemory> {
         let fd = self.incoming_fds.pop_front().ok_or_else(|| {
             warn!(client = %self.client, "shared-memory request without a descriptor");
@@ -532,7 +535,7 @@ impl Handler for Session {
         &mut self,
         _: &CallContext,
         req: HostUnregisterShared,
-        _: Vec<u8>,
+        _: &[u8],
     ) -> HandlerResult<()> {
         let mapping = self
             .shared
@@ -548,9 +551,9 @@ impl Handler for Session {
         &mut self,
         _: &CallContext,
         _: ModuleLoad,
-        image: Vec<u8>,
+        image: &[u8],
     ) -> HandlerResult<ModuleLoaded> {
-        let m = self.exec.load_module(&image)?;
+        let m = self.exec.load_module(image)?;
         if let Some((h, _)) = self.modules.iter().find(|(_, v)| **v == m) {
             return Ok((ModuleLoaded { module: *h }, Vec::new()));
         }
@@ -562,7 +565,7 @@ impl Handler for Session {
         &mut self,
         _: &CallContext,
         req: ModuleGetFunction,
-        _: Vec<u8>,
+        _: &[u8],
     ) -> HandlerResult<FunctionInfo> {
         let m = self.module(req.module)?;
         let (f, params) = self.exec.get_function(m, &req.name)?;
@@ -580,7 +583,7 @@ impl Handler for Session {
         &mut self,
         _: &CallContext,
         req: ModuleGetGlobal,
-        _: Vec<u8>,
+        _: &[u8],
     ) -> HandlerResult<GlobalInfo> {
         let m = self.module(req.module)?;
         let (ptr, size) = self.exec.get_global(m, &req.name)?;
@@ -590,7 +593,7 @@ impl Handler for Session {
         &mut self,
         _: &CallContext,
         req: FuncGetAttributes,
-        _: Vec<u8>,
+        _: &[u8],
     ) -> HandlerResult<FuncAttributes> {
         let f = self.function(req.function)?;
         Ok((self.exec.func_attributes(f)?, Vec::new()))
@@ -599,7 +602,7 @@ impl Handler for Session {
         &mut self,
         _: &CallContext,
         req: FuncSetAttribute,
-        _: Vec<u8>,
+        _: &[u8],
     ) -> HandlerResult<()> {
         let f = self.function(req.function)?;
         self.exec.func_set_attribute(f, req.attribute, req.value)?;
@@ -609,7 +612,7 @@ impl Handler for Session {
         &mut self,
         _: &CallContext,
         req: FuncSetCacheConfig,
-        _: Vec<u8>,
+        _: &[u8],
     ) -> HandlerResult<()> {
         let f = self.function(req.function)?;
         self.exec.func_set_cache_config(f, req.config)?;
@@ -619,7 +622,7 @@ impl Handler for Session {
         &mut self,
         _: &CallContext,
         req: LaunchKernel,
-        params: Vec<u8>,
+        params: &[u8],
     ) -> HandlerResult<()> {
         let f = self.function(req.function)?;
         let stream = self.stream(req.stream)?;
@@ -637,14 +640,14 @@ impl Handler for Session {
             stream,
             attributes: &req.attributes,
         };
-        self.exec.launch(f, &config, &params)?;
+        self.exec.launch(f, &config, params)?;
         nothing()
     }
     fn occupancy_max_active_blocks(
         &mut self,
         _: &CallContext,
         req: OccupancyMaxActiveBlocks,
-        _: Vec<u8>,
+        _: &[u8],
     ) -> HandlerResult<BlockCount> {
         let f = self.function(req.function)?;
         let blocks = self.exec.occupancy_max_active_blocks(
@@ -659,7 +662,7 @@ impl Handler for Session {
         &mut self,
         _: &CallContext,
         req: OccupancyAvailableDynamicSmem,
-        _: Vec<u8>,
+        _: &[u8],
     ) -> HandlerResult<SmemBytes> {
         let f = self.function(req.function)?;
         let bytes =
@@ -668,12 +671,7 @@ impl Handler for Session {
         Ok((SmemBytes { bytes }, Vec::new()))
     }
 
-    fn stream_create(
-        &mut self,
-        _: &CallContext,
-        req: StreamCreate,
-        _: Vec<u8>,
-    ) -> HandlerResult<()> {
+    fn stream_create(&mut self, _: &CallContext, req: StreamCreate, _: &[u8]) -> HandlerResult<()> {
         if req.stream.is_default() || req.stream.0 == 1 || self.streams.contains_key(&req.stream) {
             return Err(CudaStatus::ErrorInvalidResourceHandle);
         }
@@ -685,7 +683,7 @@ impl Handler for Session {
         &mut self,
         _: &CallContext,
         req: StreamDestroy,
-        _: Vec<u8>,
+        _: &[u8],
     ) -> HandlerResult<()> {
         let s = self
             .streams
@@ -698,13 +696,13 @@ impl Handler for Session {
         &mut self,
         _: &CallContext,
         req: StreamSynchronize,
-        _: Vec<u8>,
+        _: &[u8],
     ) -> HandlerResult<()> {
         let s = self.stream(req.stream)?;
         self.exec.stream_synchronize(s)?;
         nothing()
     }
-    fn stream_query(&mut self, _: &CallContext, req: StreamQuery, _: Vec<u8>) -> HandlerResult<()> {
+    fn stream_query(&mut self, _: &CallContext, req: StreamQuery, _: &[u8]) -> HandlerResult<()> {
         let s = self.stream(req.stream)?;
         self.exec.stream_query(s)?;
         nothing()
@@ -713,14 +711,14 @@ impl Handler for Session {
         &mut self,
         _: &CallContext,
         req: StreamWaitEvent,
-        _: Vec<u8>,
+        _: &[u8],
     ) -> HandlerResult<()> {
         let s = self.stream(req.stream)?;
         let e = self.event(req.event)?;
         self.exec.stream_wait_event(s, e, req.flags)?;
         nothing()
     }
-    fn event_create(&mut self, _: &CallContext, req: EventCreate, _: Vec<u8>) -> HandlerResult<()> {
+    fn event_create(&mut self, _: &CallContext, req: EventCreate, _: &[u8]) -> HandlerResult<()> {
         if req.event.0 == 0 || self.events.contains_key(&req.event) {
             return Err(CudaStatus::ErrorInvalidResourceHandle);
         }
@@ -728,12 +726,7 @@ impl Handler for Session {
         self.events.insert(req.event, e);
         nothing()
     }
-    fn event_destroy(
-        &mut self,
-        _: &CallContext,
-        req: EventDestroy,
-        _: Vec<u8>,
-    ) -> HandlerResult<()> {
+    fn event_destroy(&mut self, _: &CallContext, req: EventDestroy, _: &[u8]) -> HandlerResult<()> {
         let e = self
             .events
             .remove(&req.event)
@@ -741,7 +734,7 @@ impl Handler for Session {
         self.exec.event_destroy(e)?;
         nothing()
     }
-    fn event_record(&mut self, _: &CallContext, req: EventRecord, _: Vec<u8>) -> HandlerResult<()> {
+    fn event_record(&mut self, _: &CallContext, req: EventRecord, _: &[u8]) -> HandlerResult<()> {
         let e = self.event(req.event)?;
         let s = self.stream(req.stream)?;
         self.exec.event_record(e, s, req.flags)?;
@@ -751,13 +744,13 @@ impl Handler for Session {
         &mut self,
         _: &CallContext,
         req: EventSynchronize,
-        _: Vec<u8>,
+        _: &[u8],
     ) -> HandlerResult<()> {
         let e = self.event(req.event)?;
         self.exec.event_synchronize(e)?;
         nothing()
     }
-    fn event_query(&mut self, _: &CallContext, req: EventQuery, _: Vec<u8>) -> HandlerResult<()> {
+    fn event_query(&mut self, _: &CallContext, req: EventQuery, _: &[u8]) -> HandlerResult<()> {
         let e = self.event(req.event)?;
         self.exec.event_query(e)?;
         nothing()
@@ -766,7 +759,7 @@ impl Handler for Session {
         &mut self,
         _: &CallContext,
         req: EventElapsedTime,
-        _: Vec<u8>,
+        _: &[u8],
     ) -> HandlerResult<ElapsedTime> {
         let a = self.event(req.start)?;
         let b = self.event(req.end)?;

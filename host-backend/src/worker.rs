@@ -33,6 +33,7 @@ pub fn serve(
     let mut writer = BufWriter::with_capacity(256 << 10, writer);
     // A failure from a request the guest did not wait for, owed to its next call.
     let mut deferred: Option<CudaStatus> = None;
+    let mut receive: Vec<u8> = Vec::new();
     loop {
         let (header, meta) = match frame::read_head(&mut reader) {
             Ok(h) => h,
@@ -42,7 +43,14 @@ pub fn serve(
                 return Err(e);
             }
         };
-        let data = frame::read_data(&mut reader, &header)?;
+        // One receive buffer for the connection's life: it only grows, and is never
+        // zeroed, since each frame's bytes overwrite what they use.
+        let len = header.data_len.get() as usize;
+        if receive.len() < len {
+            receive.resize(len, 0);
+        }
+        reader.read_exact(&mut receive[..len])?;
+        let data = &receive[..len];
         if let Some(fds) = &fds {
             // Descriptors passed with frames, in order; a guest flooding us with them
             // only loses the excess.
@@ -93,6 +101,7 @@ pub fn serve(
             )
             .with_status(status.0);
             frame::write_frame(&mut writer, &reply, &meta, &data)?;
+            session.recycle(data);
         }
         // Replies go out at once; a run of no-reply requests is answered by nothing.
         if !no_reply {
@@ -110,7 +119,7 @@ fn run(
     ctx: &CallContext,
     op: Op,
     meta: &[u8],
-    data: Vec<u8>,
+    data: &[u8],
     deferred: &mut Option<CudaStatus>,
 ) -> Result<(Vec<u8>, Vec<u8>), CudaStatus> {
     if op != Op::Hello {

@@ -121,7 +121,7 @@ macro_rules! op_table {
 
         /// The host side of the table: one method per op.
         pub trait Handler {
-            $(fn $method(&mut self, ctx: &CallContext, req: $req, data: Vec<u8>) -> HandlerResult<$reply>;)*
+            $(fn $method(&mut self, ctx: &CallContext, req: $req, data: &[u8]) -> HandlerResult<$reply>;)*
         }
 
         /// Decode a request, run its handler and encode the reply.
@@ -130,7 +130,7 @@ macro_rules! op_table {
             ctx: &CallContext,
             op: Op,
             meta: &[u8],
-            data: Vec<u8>,
+            data: &[u8],
         ) -> Result<EncodedReply, DispatchError> {
             match op {
                 $(Op::$name => {

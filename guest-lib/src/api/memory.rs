@@ -14,7 +14,7 @@ use vmcuda_wire::CudaStatus;
 
 use super::registration::variable;
 use super::{call, call_with, guard, stream_handle, RawHandle, Result};
-use crate::client::{Sink, CHUNK};
+use crate::client::{self, Sink, CHUNK};
 use crate::gate;
 use crate::shared;
 use crate::state::{self, registry, HostMemoryKind, HostRange};
@@ -99,16 +99,19 @@ fn memcpy_now(
         H2H => caller::copy_host(dst as *mut u8, src as *const u8, count),
         H2D => {
             let data = caller::bytes(src as *const u8, count)?;
-            // The bytes travel with the request, so an asynchronous copy into memory
-            // this process allocated needs no answer.
-            let post = is_async && can_post(stream, dst, count);
+            // The bytes travel with the requests, so a copy into memory this process
+            // allocated needs no answer chunk by chunk: every chunk is sent at once and
+            // only the last is waited for (a synchronous copy), or none (an async one).
+            // A failed chunk is reported by that last reply.
+            let post = can_post(stream, dst, count);
+            let chunks = data.chunks(CHUNK).count();
             for (i, chunk) in data.chunks(CHUNK).enumerate() {
                 let req = MemcpyHtoD {
                     dst: (dst + i * CHUNK) as u64,
                     stream,
                     is_async,
                 };
-                if post {
+                if post && (is_async || i + 1 < chunks) {
                     super::post(&req, chunk)?;
                 } else {
                     call_with(&req, chunk, Sink::None)?;
@@ -118,16 +121,21 @@ fn memcpy_now(
         }
         D2H => {
             let out = caller::bytes_mut(dst as *mut u8, count)?;
-            for (i, chunk) in out.chunks_mut(CHUNK).enumerate() {
-                let req = MemcpyDtoH {
-                    src: (src + i * CHUNK) as u64,
-                    size: chunk.len() as u64,
-                    stream,
-                    is_async,
-                };
-                call_with(&req, &[], Sink::Into(chunk))?;
-            }
-            Ok(())
+            // All chunk requests go out together; the replies land in place.
+            let requests = out
+                .chunks_mut(CHUNK)
+                .enumerate()
+                .map(|(i, chunk)| {
+                    let req = MemcpyDtoH {
+                        src: (src + i * CHUNK) as u64,
+                        size: chunk.len() as u64,
+                        stream,
+                        is_async,
+                    };
+                    (req, chunk)
+                })
+                .collect();
+            client::client()?.call_many(state::current_device(), requests)
         }
         _ => call(&MemcpyDtoD {
             dst: dst as u64,
