@@ -19,7 +19,7 @@ use crate::console::ConsoleCapture;
 
 /// Descriptors a guest may have in flight before they are claimed by requests.
 const MAX_PENDING_FDS: usize = 16;
-use crate::session::Session;
+use crate::session::{Session, RECEIVE_BUFFER};
 
 /// Serve one guest until it disconnects or sends something that cannot be a frame.
 pub fn serve(
@@ -47,7 +47,10 @@ pub fn serve(
         // zeroed, since each frame's bytes overwrite what they use.
         let len = header.data_len.get() as usize;
         if receive.len() < len {
+            // Growing moves the buffer: page-lock it again where it now lives.
+            session.unpin_buffer(RECEIVE_BUFFER);
             receive.resize(len, 0);
+            session.pin_buffer(RECEIVE_BUFFER, &receive);
         }
         reader.read_exact(&mut receive[..len])?;
         let data = &receive[..len];

@@ -513,6 +513,18 @@ pub struct CudaExecutor {
     functions: HashMap<ExecFunction, sys::CUkernel>,
     /// `CUfunction`s of kernels in a device's context, for the occupancy calls.
     function_cache: HashMap<(ExecFunction, usize), sys::CUfunction>,
+    /// Host ranges registered with the driver (start, length): copies to and from them
+    /// are DMA'd directly, with no staging.
+    registered: Vec<(usize, usize)>,
+}
+
+impl CudaExecutor {
+    /// Whether `[ptr, ptr + len)` lies inside one registered (page-locked) range.
+    fn page_locked(&self, ptr: usize, len: usize) -> bool {
+        self.registered
+            .iter()
+            .any(|(s, l)| ptr >= *s && ptr + len <= s + l)
+    }
 }
 
 impl CudaExecutor {
@@ -607,6 +619,7 @@ impl CudaExecutor {
             next_module: 1,
             functions: HashMap::new(),
             function_cache: HashMap::new(),
+            registered: Vec::new(),
         })
     }
 
@@ -1062,7 +1075,7 @@ impl Executor for CudaExecutor {
                 sys::cuMemcpyHtoDAsync_v2(dst, src.as_ptr().cast(), src.len(), s)
             });
         }
-        if src.len() > STAGING_THRESHOLD {
+        if src.len() > STAGING_THRESHOLD && !self.page_locked(src.as_ptr() as usize, src.len()) {
             if let Some(st) = self.staging(idx) {
                 return staged_htod(st, dst, src, s);
             }
@@ -1091,7 +1104,7 @@ impl Executor for CudaExecutor {
             return Ok(());
         }
         check_range(src, dst.len())?;
-        if dst.len() > STAGING_THRESHOLD {
+        if dst.len() > STAGING_THRESHOLD && !self.page_locked(dst.as_ptr() as usize, dst.len()) {
             if let Some(st) = self.staging(idx) {
                 return staged_dtoh(st, dst, src, s);
             }
@@ -1326,6 +1339,7 @@ impl Executor for CudaExecutor {
         // SAFETY: the session mapped `[ptr, ptr + size)` into this process (shared
         // with the guest) before calling, and keeps it mapped until host_unregister.
         check(unsafe { sys::cuMemHostRegister_v2(ptr as *mut c_void, size, flags) })?;
+        self.registered.push((ptr as usize, size));
         let mut device_ptr: sys::CUdeviceptr = 0;
         // SAFETY: `ptr` was registered just above; the driver writes one CUdeviceptr.
         let r =
@@ -1333,6 +1347,7 @@ impl Executor for CudaExecutor {
         if let Err(e) = check(r) {
             // SAFETY: undoing the registration made above.
             unsafe { sys::cuMemHostUnregister(ptr as *mut c_void) };
+            self.registered.retain(|(p, _)| *p != ptr as usize);
             return Err(e);
         }
         Ok(device_ptr)
@@ -1340,6 +1355,7 @@ impl Executor for CudaExecutor {
 
     fn host_unregister(&mut self, ptr: u64) -> ExecResult<()> {
         self.bind()?;
+        self.registered.retain(|(p, _)| *p != ptr as usize);
         // SAFETY: the driver checks that `ptr` starts a registered range.
         check(unsafe { sys::cuMemHostUnregister(ptr as *mut c_void) })
     }
