@@ -1071,9 +1071,15 @@ impl Executor for CudaExecutor {
         if is_async {
             // SAFETY: `src` is valid for its length during the call, and the driver
             // copies pageable memory to its own staging before returning.
-            return check(unsafe {
-                sys::cuMemcpyHtoDAsync_v2(dst, src.as_ptr().cast(), src.len(), s)
-            });
+            check(unsafe { sys::cuMemcpyHtoDAsync_v2(dst, src.as_ptr().cast(), src.len(), s) })?;
+            if self.page_locked(src.as_ptr() as usize, src.len()) {
+                // From page-locked memory the DMA really is asynchronous, and `src`
+                // (the worker's receive buffer) is reused as soon as we return: wait,
+                // as the driver itself does for a pageable source.
+                // SAFETY: `s` is a checked stream of this executor or a default stream.
+                check(unsafe { sys::cuStreamSynchronize(s) })?;
+            }
+            return Ok(());
         }
         if src.len() > STAGING_THRESHOLD && !self.page_locked(src.as_ptr() as usize, src.len()) {
             if let Some(st) = self.staging(idx) {
@@ -1176,7 +1182,11 @@ impl Executor for CudaExecutor {
             WidthInBytes: to_usize(width)?,
             Height: to_usize(height)?,
         };
-        self.memcpy_2d(&p, stream, s, is_async, !is_async)
+        // A page-locked source (the worker's receive buffer) is reused once we
+        // return, so an asynchronous copy from it is waited for, as the driver waits
+        // for a pageable one.
+        let wait = !is_async || self.page_locked(src.as_ptr() as usize, src.len());
+        self.memcpy_2d(&p, stream, s, is_async, wait)
     }
 
     fn copy_2d_dtoh(
