@@ -41,14 +41,13 @@ pub struct Session {
     /// The last reply's data buffer, reused so bulk copies do not fault in fresh memory
     /// for every chunk.
     spare: Vec<u8>,
-    /// The worker's bulk buffers (receive, reply) as page-locked with the executor, so
-    /// the GPU copies straight from and into them: (start, length) per slot.
-    pinned: [Option<(u64, u64)>; 2],
+    /// The worker's bulk buffers page-locked with the executor, so the GPU copies
+    /// straight from them: (start, length) per slot.
+    pinned: [Option<(u64, u64)>; 1],
 }
 
-/// The slots of [`Session::pin_buffer`].
+/// The slots of [`Session::pin_buffer`]: the worker's receive buffer.
 pub const RECEIVE_BUFFER: usize = 0;
-const REPLY_BUFFER: usize = 1;
 
 /// Guest memory mapped into this process at the guest's own address.
 struct SharedMapping {
@@ -128,7 +127,7 @@ impl Session {
             incoming_fds: VecDeque::new(),
             shared: HashMap::new(),
             spare: Vec::new(),
-            pinned: [None, None],
+            pinned: [None],
         }
     }
 
@@ -136,27 +135,24 @@ impl Session {
     fn reply_buffer(&mut self, len: usize) -> Result<Vec<u8>, CudaStatus> {
         let mut v = std::mem::take(&mut self.spare);
         if v.len() < len {
-            // Growing moves the buffer: page-lock it again where it now lives.
-            self.unpin_buffer(REPLY_BUFFER);
             v.try_reserve_exact(len - v.len())
                 .map_err(|_| CudaStatus::ErrorMemoryAllocation)?;
             v.resize(len, 0);
-            self.pin_buffer(REPLY_BUFFER, &v);
         }
         v.truncate(len);
         Ok(v)
     }
 
-    /// Page-lock the pages holding `buf` (a bulk buffer that lives on; see `pinned`).
-    /// Best effort: when the executor cannot, copies are staged as before.
-    pub fn pin_buffer(&mut self, slot: usize, buf: &[u8]) {
+    /// Page-lock `[start, start + len)`, whole pages of a bulk buffer that lives on (see
+    /// `pinned`). The range must lie inside one allocation of the caller's: the driver
+    /// refuses copies that straddle the edge of a registered range, so registering a
+    /// neighbour's bytes would break the neighbour's copies. Best effort: when the
+    /// executor cannot, copies are staged as before.
+    pub fn pin_buffer(&mut self, slot: usize, start: u64, len: u64) {
         self.unpin_buffer(slot);
-        if buf.is_empty() {
+        if len == 0 {
             return;
         }
-        let page = 4096u64;
-        let start = buf.as_ptr() as u64 / page * page;
-        let len = (buf.as_ptr() as u64 + buf.len() as u64).div_ceil(page) * page - start;
         match self.exec.host_register(start, len) {
             Ok(_) => self.pinned[slot] = Some((start, len)),
             Err(e) => debug!("bulk buffer not page-locked ({e}); copies are staged"),
@@ -237,7 +233,6 @@ impl Session {
 impl Drop for Session {
     fn drop(&mut self) {
         self.unpin_buffer(RECEIVE_BUFFER);
-        self.unpin_buffer(REPLY_BUFFER);
         // Free what the guest left behind; the executor's own Drop releases contexts.
         for (_, e) in self.events.drain() {
             let _ = self.exec.event_destroy(e);
@@ -489,7 +484,6 @@ impl Handler for Session {
             .exec
             .copy_2d_dtoh(&mut out, src, req.width, req.height, s, req.is_async);
         if let Err(e) = r {
-            // The buffer stays page-locked for the next reply.
             self.recycle(out);
             return Err(e);
         }

@@ -33,7 +33,7 @@ pub fn serve(
     let mut writer = BufWriter::with_capacity(256 << 10, writer);
     // A failure from a request the guest did not wait for, owed to its next call.
     let mut deferred: Option<CudaStatus> = None;
-    let mut receive: Vec<u8> = Vec::new();
+    let mut receive = ReceiveBuffer::default();
     loop {
         let (header, meta) = match frame::read_head(&mut reader) {
             Ok(h) => h,
@@ -43,17 +43,10 @@ pub fn serve(
                 return Err(e);
             }
         };
-        // One receive buffer for the connection's life: it only grows, and is never
-        // zeroed, since each frame's bytes overwrite what they use.
         let len = header.data_len.get() as usize;
-        if receive.len() < len {
-            // Growing moves the buffer: page-lock it again where it now lives.
-            session.unpin_buffer(RECEIVE_BUFFER);
-            receive.resize(len, 0);
-            session.pin_buffer(RECEIVE_BUFFER, &receive);
-        }
-        reader.read_exact(&mut receive[..len])?;
-        let data = &receive[..len];
+        let data = receive.frame(len, session);
+        reader.read_exact(data)?;
+        let data = &*data;
         if let Some(fds) = &fds {
             // Descriptors passed with frames, in order; a guest flooding us with them
             // only loses the excess.
@@ -114,6 +107,35 @@ pub fn serve(
             info!("handshake refused; closing");
             return Ok(());
         }
+    }
+}
+
+/// One receive buffer for the connection's life: it only grows and is never zeroed
+/// (each frame's bytes overwrite what they use). Frames land at a page-aligned offset,
+/// in whole pages that belong to this allocation alone, which are page-locked so the
+/// GPU copies straight out of them.
+#[derive(Default)]
+struct ReceiveBuffer {
+    buf: Vec<u8>,
+    offset: usize,
+    usable: usize,
+}
+
+const PAGE: usize = 4096;
+
+impl ReceiveBuffer {
+    fn frame(&mut self, len: usize, session: &mut Session) -> &mut [u8] {
+        if self.usable < len {
+            // Growing moves the buffer: page-lock it again where it now lives.
+            session.unpin_buffer(RECEIVE_BUFFER);
+            let usable = len.div_ceil(PAGE) * PAGE;
+            self.buf = vec![0u8; usable + PAGE];
+            let start = self.buf.as_ptr() as usize;
+            self.offset = start.next_multiple_of(PAGE) - start;
+            self.usable = usable;
+            session.pin_buffer(RECEIVE_BUFFER, (start + self.offset) as u64, usable as u64);
+        }
+        &mut self.buf[self.offset..self.offset + len]
     }
 }
 
