@@ -184,6 +184,14 @@ impl Registry {
         (ptr < start + (*size).max(1)).then_some((*start, *size, *dev))
     }
 
+    /// Remove and return the host range starting at `start`, if it is of `kind`.
+    pub fn take_host_range(&mut self, start: usize, kind: HostMemoryKind) -> Option<HostRange> {
+        if self.host_ranges.get(&start)?.kind != kind {
+            return None;
+        }
+        self.host_ranges.remove(&start)
+    }
+
     pub fn host_range(&self, ptr: usize) -> Option<(usize, HostRange)> {
         let (start, r) = self.host_ranges.range(..=ptr).next_back()?;
         (ptr < start + r.size.max(1)).then_some((*start, *r))

@@ -369,15 +369,7 @@ pub extern "C" fn cudaFreeHost(ptr: *mut c_void) -> cudaError_t {
         if ptr.is_null() {
             return Ok(());
         }
-        let range = {
-            let mut reg = registry();
-            match reg.host_ranges.get(&(ptr as usize)) {
-                Some(r) if r.kind == HostMemoryKind::Allocated => {
-                    reg.host_ranges.remove(&(ptr as usize))
-                }
-                _ => None,
-            }
-        };
+        let range = registry().take_host_range(ptr as usize, HostMemoryKind::Allocated);
         match range {
             Some(HostRange {
                 shared: Some(region),
@@ -440,15 +432,7 @@ pub extern "C" fn cudaHostRegister(ptr: *mut c_void, size: usize, flags: u32) ->
 #[no_mangle]
 pub extern "C" fn cudaHostUnregister(ptr: *mut c_void) -> cudaError_t {
     guard("cudaHostUnregister", || {
-        let range = {
-            let mut reg = registry();
-            match reg.host_ranges.get(&(ptr as usize)) {
-                Some(r) if r.kind == HostMemoryKind::Registered => {
-                    reg.host_ranges.remove(&(ptr as usize))
-                }
-                _ => None,
-            }
-        };
+        let range = registry().take_host_range(ptr as usize, HostMemoryKind::Registered);
         match range {
             // The pages stay on their memfd (same contents); only the GPU lets go.
             Some(HostRange {
