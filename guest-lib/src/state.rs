@@ -123,6 +123,8 @@ pub struct Registry {
     pub streams: HashMap<u64, StreamInfo>,
     pub events: HashMap<u64, (i32, u32)>,
     pub device_flags: HashMap<i32, u32>,
+    /// Stream priority ranges, per device (fixed for a device's life).
+    pub priority_ranges: HashMap<i32, vmcuda_wire::op::PriorityRange>,
 }
 
 static REGISTRY: Mutex<Option<Registry>> = Mutex::new(None);

@@ -172,7 +172,13 @@ pub extern "C" fn cudaDeviceSetCacheConfig(config: u32) -> cudaError_t {
 
 /// The stream priority range, cached (streams clamp their priority into it).
 pub fn priority_range() -> Result<PriorityRange> {
-    call(&DeviceGetStreamPriorityRange)
+    let device = state::current_device();
+    if let Some(r) = registry().priority_ranges.get(&device) {
+        return Ok(r.clone());
+    }
+    let r = call(&DeviceGetStreamPriorityRange)?;
+    registry().priority_ranges.insert(device, r.clone());
+    Ok(r)
 }
 
 #[no_mangle]

@@ -29,11 +29,14 @@ fn stream_create(out: *mut RawHandle, flags: u32, priority: i32) -> Result<()> {
     let range = priority_range()?;
     let priority = priority.clamp(range.greatest, range.least);
     let id = state::fresh_id();
-    call(&StreamCreate {
+    // The id is made here and the arguments are checked: nothing is left for the host
+    // to refuse synchronously, so creating a stream costs no round trip.
+    let req = StreamCreate {
         stream: StreamHandle(id),
         flags,
         priority,
-    })?;
+    };
+    super::post(&req, &[])?;
     registry().streams.insert(
         id,
         StreamInfo {
@@ -78,7 +81,7 @@ pub extern "C" fn cudaStreamDestroy(stream: RawHandle) -> cudaError_t {
         }
         // Destroying a stream with work queued lets that work finish first.
         gate::submit(handle, move || {
-            let r = call(&StreamDestroy { stream: handle });
+            let r = super::post(&StreamDestroy { stream: handle }, &[]);
             registry().streams.remove(&handle.0);
             r
         })
@@ -301,15 +304,29 @@ pub extern "C" fn cudaStreamAddCallback_ptsz(
 
 // ---- events ----
 
+/// cudaEventBlockingSync | cudaEventDisableTiming | cudaEventInterprocess.
+const EVENT_FLAGS: u32 = 0x7;
+const EVENT_INTERPROCESS: u32 = 0x4;
+
 fn event_create(out: *mut RawHandle, flags: u32) -> Result<()> {
     if out.is_null() {
         return Err(CudaStatus::ErrorInvalidValue);
     }
     let id = state::fresh_id();
-    call(&EventCreate {
+    let req = EventCreate {
         event: EventHandle(id),
         flags,
-    })?;
+    };
+    // Flags CUDA refuses are refused here; interprocess events (which a VM cannot
+    // share anyway) are left to the host to answer.
+    if flags & !EVENT_FLAGS != 0 {
+        return Err(CudaStatus::ErrorInvalidValue);
+    }
+    if flags & EVENT_INTERPROCESS != 0 {
+        call(&req)?;
+    } else {
+        super::post(&req, &[])?;
+    }
     registry()
         .events
         .insert(id, (state::current_device(), flags));
@@ -329,11 +346,16 @@ pub extern "C" fn cudaEventCreateWithFlags(out: *mut RawHandle, flags: u32) -> c
 #[no_mangle]
 pub extern "C" fn cudaEventDestroy(event: RawHandle) -> cudaError_t {
     guard("cudaEventDestroy", || {
-        call(&EventDestroy {
+        let req = EventDestroy {
             event: EventHandle(event as u64),
-        })?;
-        registry().events.remove(&(event as u64));
-        Ok(())
+        };
+        // An event this process made is destroyed without a round trip; anything else
+        // is the host's to refuse.
+        if registry().events.remove(&(event as u64)).is_some() {
+            super::post(&req, &[])
+        } else {
+            call(&req)
+        }
     })
 }
 
