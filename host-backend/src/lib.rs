@@ -5,10 +5,12 @@
 //! - [`worker`]: a worker's frame loop: read, check, dispatch, answer.
 //! - [`session`]: one guest's handshake, handle tables and owned allocations.
 //! - [`executor`]: the executor trait and its CUDA and host-memory implementations.
+//! - [`pinned`]: page-aligned buffers the GPU can DMA straight to and from.
 //! - [`console`]: capture of driver output (kernel printf, asserts) for the guest.
 
 pub mod console;
 pub mod daemon;
 pub mod executor;
+pub mod pinned;
 pub mod session;
 pub mod worker;

@@ -20,6 +20,7 @@ use crate::executor::{
     ExecEvent, ExecFunction, ExecModule, ExecStream, Executor, LaunchConfig, Pitched,
     LEGACY_STREAM, PER_THREAD_STREAM,
 };
+use crate::pinned::PageBuffer;
 
 /// Launch attribute values are a 64-byte union in CUDA.
 const LAUNCH_ATTRIBUTE_VALUE_LEN: usize = 64;
@@ -43,11 +44,19 @@ pub struct Session {
     spare: Vec<u8>,
     /// The worker's bulk buffers page-locked with the executor, so the GPU copies
     /// straight from them: (start, length) per slot.
-    pinned: [Option<(u64, u64)>; 1],
+    pinned: [Option<(u64, u64)>; 2],
+    /// Page-locked memory large device-to-host reads land in, sent from there.
+    reply_area: Option<PageBuffer>,
+    /// Set by a handler that left its reply data in `reply_area`: the length.
+    reply_in_area: Option<usize>,
 }
 
-/// The slots of [`Session::pin_buffer`]: the worker's receive buffer.
+/// The slots of [`Session::pin_buffer`]: the worker's receive buffer, the reply area.
 pub const RECEIVE_BUFFER: usize = 0;
+const REPLY_AREA: usize = 1;
+/// Reads at most this large use ordinary reply buffers (the driver's own path is as
+/// fast for them).
+const REPLY_AREA_MIN: usize = 256 << 10;
 
 /// Guest memory mapped into this process at the guest's own address.
 struct SharedMapping {
@@ -127,7 +136,9 @@ impl Session {
             incoming_fds: VecDeque::new(),
             shared: HashMap::new(),
             spare: Vec::new(),
-            pinned: [None],
+            pinned: [None, None],
+            reply_area: None,
+            reply_in_area: None,
         }
     }
 
@@ -164,6 +175,34 @@ impl Session {
         if let Some((start, _)) = self.pinned[slot].take() {
             let _ = self.exec.host_unregister(start);
         }
+    }
+
+    /// Make the page-locked reply area hold at least `len` bytes; false when it cannot
+    /// be (the caller then uses an ordinary reply buffer).
+    fn ensure_reply_area(&mut self, len: usize) -> bool {
+        if self.reply_area.as_ref().is_some_and(|a| a.len() >= len) {
+            return true;
+        }
+        self.unpin_buffer(REPLY_AREA);
+        self.reply_area = None;
+        match PageBuffer::new(len) {
+            Ok(area) => {
+                self.pin_buffer(REPLY_AREA, area.start(), area.len() as u64);
+                let pinned = self.pinned[REPLY_AREA].is_some();
+                self.reply_area = Some(area);
+                pinned
+            }
+            Err(e) => {
+                debug!("no reply area ({e}); replies use ordinary buffers");
+                false
+            }
+        }
+    }
+
+    /// The reply the last handler left in the reply area, if it did: its bytes.
+    pub fn take_area_reply(&mut self) -> Option<&[u8]> {
+        let len = self.reply_in_area.take()?;
+        self.reply_area.as_ref().map(|a| &a.as_slice()[..len])
     }
 
     /// Hand a written reply's buffer back for the next reply.
@@ -233,6 +272,7 @@ impl Session {
 impl Drop for Session {
     fn drop(&mut self) {
         self.unpin_buffer(RECEIVE_BUFFER);
+        self.unpin_buffer(REPLY_AREA);
         // Free what the guest left behind; the executor's own Drop releases contexts.
         for (_, e) in self.events.drain() {
             let _ = self.exec.event_destroy(e);
@@ -432,7 +472,19 @@ impl Handler for Session {
         if req.size > vmcuda_wire::frame::MAX_DATA_LEN {
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        let mut out = self.reply_buffer(req.size as usize)?;
+        let size = req.size as usize;
+        if size > REPLY_AREA_MIN {
+            // Large reads land in the page-locked reply area by DMA, and the worker
+            // sends them from there: no staging copy, no reply buffer.
+            if self.ensure_reply_area(size) {
+                let area = self.reply_area.as_mut().expect("ensured above");
+                self.exec
+                    .copy_dtoh(&mut area.as_mut_slice()[..size], req.src, s, req.is_async)?;
+                self.reply_in_area = Some(size);
+                return nothing();
+            }
+        }
+        let mut out = self.reply_buffer(size)?;
         if let Err(e) = self.exec.copy_dtoh(&mut out, req.src, s, req.is_async) {
             self.recycle(out);
             return Err(e);

@@ -86,17 +86,22 @@ pub fn serve(
             if !status.is_success() && deferred.is_none() {
                 deferred = Some(status);
             }
+            // Nobody waits for this one's data, wherever the handler put it.
+            let _ = session.take_area_reply();
         } else {
             let (meta, data) = result.unwrap_or_default();
+            // Large reads are in the session's page-locked reply area instead.
+            let area = session.take_area_reply();
+            let bytes: &[u8] = area.unwrap_or(&data);
             let reply = FrameHeader::new(
                 code,
                 FLAG_REPLY,
                 header.request_id.get(),
                 meta.len(),
-                data.len(),
+                bytes.len(),
             )
             .with_status(status.0);
-            frame::write_frame(&mut writer, &reply, &meta, &data)?;
+            frame::write_frame(&mut writer, &reply, &meta, bytes)?;
             session.recycle(data);
         }
         // Replies go out at once; a run of no-reply requests is answered by nothing.
