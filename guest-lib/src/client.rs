@@ -13,7 +13,7 @@ use zerocopy::IntoBytes;
 
 use vmcuda_wire::frame::{self, FrameError, FrameHeader, FLAG_EVENT, FLAG_NO_REPLY, FLAG_REPLY};
 use vmcuda_wire::handshake::{caps, PROTOCOL_VERSION, RUNTIME_VERSION};
-use vmcuda_wire::op::{Console, Hello, HelloReply, Request, OP_CONSOLE};
+use vmcuda_wire::op::{Console, Hello, HelloReply, Op, Request, OP_CONSOLE};
 use vmcuda_wire::transport::{ServerAddr, Stream};
 use vmcuda_wire::CudaStatus;
 
@@ -34,6 +34,9 @@ struct Connection {
     writer: Stream,
     next_id: u64,
     broken: bool,
+    /// Sticky errors seen per device: the context is unusable and every later call
+    /// reports them, including the calls the guest answers without the host.
+    sticky: std::collections::HashMap<i32, CudaStatus>,
 }
 
 pub struct Client {
@@ -95,6 +98,7 @@ fn connect() -> Result<Client, CudaStatus> {
         writer: stream,
         next_id: 1,
         broken: false,
+        sticky: std::collections::HashMap::new(),
     };
     let hello = Hello {
         protocol: PROTOCOL_VERSION,
@@ -163,6 +167,9 @@ impl Client {
         if conn.broken {
             return Err(CudaStatus::ErrorDevicesUnavailable);
         }
+        if let Some(status) = conn.sticky.get(&device) {
+            return Err(*status);
+        }
         let id = conn.next_id;
         conn.next_id += 1;
         let meta = postcard::to_stdvec(req).expect("requests always encode");
@@ -188,7 +195,14 @@ impl Client {
             return Err(CudaStatus::ErrorDevicesUnavailable);
         }
         match conn.exchange_many(device, requests) {
-            Ok(r) => r,
+            Ok(r) => {
+                if let Err(status) = r {
+                    if status.is_sticky() {
+                        conn.sticky.insert(device, status);
+                    }
+                }
+                r
+            }
             Err(e) => {
                 conn.broken = true;
                 eprintln!(
@@ -218,7 +232,19 @@ impl Connection {
             return Err(CudaStatus::ErrorDevicesUnavailable);
         }
         match self.exchange_inner(device, req, data, sink, fd) {
-            Ok(r) => r,
+            Ok(r) => {
+                match &r {
+                    Err(status) if status.is_sticky() => {
+                        self.sticky.insert(device, *status);
+                    }
+                    // A reset device starts over with a fresh context.
+                    Ok(_) if R::OP == Op::DeviceReset => {
+                        self.sticky.remove(&device);
+                    }
+                    _ => {}
+                }
+                r
+            }
             Err(e) => {
                 self.broken = true;
                 eprintln!(
