@@ -19,6 +19,7 @@ use crate::console::ConsoleCapture;
 
 /// Descriptors a guest may have in flight before they are claimed by requests.
 const MAX_PENDING_FDS: usize = 16;
+use crate::pinned::PageBuffer;
 use crate::session::{Session, RECEIVE_BUFFER};
 
 /// Serve one guest until it disconnects or sends something that cannot be a frame.
@@ -27,13 +28,27 @@ pub fn serve(
     writer: impl Write,
     fds: Option<FdQueue>,
     session: &mut Session,
+    console: Option<&mut ConsoleCapture>,
+) -> Result<(), FrameError> {
+    let mut receive = ReceiveBuffer::default();
+    let result = serve_frames(reader, writer, fds, session, console, &mut receive);
+    // The driver lets go of the receive pages before they are unmapped.
+    session.unpin_buffer(RECEIVE_BUFFER);
+    result
+}
+
+fn serve_frames(
+    reader: impl Read,
+    writer: impl Write,
+    fds: Option<FdQueue>,
+    session: &mut Session,
     mut console: Option<&mut ConsoleCapture>,
+    receive: &mut ReceiveBuffer,
 ) -> Result<(), FrameError> {
     let mut reader = BufReader::with_capacity(256 << 10, reader);
     let mut writer = BufWriter::with_capacity(256 << 10, writer);
     // A failure from a request the guest did not wait for, owed to its next call.
     let mut deferred: Option<CudaStatus> = None;
-    let mut receive = ReceiveBuffer::default();
     loop {
         let (header, meta) = match frame::read_head(&mut reader) {
             Ok(h) => h,
@@ -44,7 +59,7 @@ pub fn serve(
             }
         };
         let len = header.data_len.get() as usize;
-        let data = receive.frame(len, session);
+        let data = receive.frame(len, session)?;
         reader.read_exact(data)?;
         let data = &*data;
         if let Some(fds) = &fds {
@@ -116,31 +131,25 @@ pub fn serve(
 }
 
 /// One receive buffer for the connection's life: it only grows and is never zeroed
-/// (each frame's bytes overwrite what they use). Frames land at a page-aligned offset,
-/// in whole pages that belong to this allocation alone, which are page-locked so the
-/// GPU copies straight out of them.
+/// (each frame's bytes overwrite what they use). It owns whole pages, page-locked so
+/// the GPU copies straight out of them.
 #[derive(Default)]
 struct ReceiveBuffer {
-    buf: Vec<u8>,
-    offset: usize,
-    usable: usize,
+    pages: Option<PageBuffer>,
 }
 
-const PAGE: usize = 4096;
-
 impl ReceiveBuffer {
-    fn frame(&mut self, len: usize, session: &mut Session) -> &mut [u8] {
-        if self.usable < len {
+    fn frame(&mut self, len: usize, session: &mut Session) -> std::io::Result<&mut [u8]> {
+        if self.pages.as_ref().is_none_or(|p| p.len() < len) {
             // Growing moves the buffer: page-lock it again where it now lives.
             session.unpin_buffer(RECEIVE_BUFFER);
-            let usable = len.div_ceil(PAGE) * PAGE;
-            self.buf = vec![0u8; usable + PAGE];
-            let start = self.buf.as_ptr() as usize;
-            self.offset = start.next_multiple_of(PAGE) - start;
-            self.usable = usable;
-            session.pin_buffer(RECEIVE_BUFFER, (start + self.offset) as u64, usable as u64);
+            self.pages = None;
+            let pages = PageBuffer::new(len)?;
+            session.pin_buffer(RECEIVE_BUFFER, pages.start(), pages.len() as u64);
+            self.pages = Some(pages);
         }
-        &mut self.buf[self.offset..self.offset + len]
+        let pages = self.pages.as_mut().expect("sized above");
+        Ok(&mut pages.as_mut_slice()[..len])
     }
 }
 
