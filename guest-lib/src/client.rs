@@ -62,12 +62,6 @@ pub fn client() -> Result<&'static Client, CudaStatus> {
     CLIENT.get_or_init(connect).as_ref().map_err(|e| *e)
 }
 
-/// The client if a connection was already made (used where connecting would be wrong,
-/// such as at process exit).
-pub fn existing() -> Option<&'static Client> {
-    CLIENT.get().and_then(|c| c.as_ref().ok())
-}
-
 fn connect() -> Result<Client, CudaStatus> {
     let addr = match server_addr() {
         Ok(a) => a,
@@ -103,7 +97,7 @@ fn connect() -> Result<Client, CudaStatus> {
     let hello = Hello {
         protocol: PROTOCOL_VERSION,
         runtime_version: RUNTIME_VERSION,
-        capabilities: caps::CONSOLE,
+        capabilities: caps::CONSOLE | caps::ASYNC_REQUESTS,
         token: std::env::var("VMCUDA_TOKEN")
             .unwrap_or_default()
             .into_bytes(),

@@ -220,10 +220,6 @@ impl Session {
         &self.client
     }
 
-    pub fn executor(&self) -> &dyn Executor {
-        self.exec.as_ref()
-    }
-
     fn fresh_handle(&mut self) -> u64 {
         self.next_handle += 1;
         self.next_handle
@@ -313,7 +309,7 @@ impl Handler for Session {
                 driver_version: self.exec.driver_version(),
                 device_count: self.exec.device_count(),
                 executor: self.exec.kind(),
-                capabilities: caps::CONSOLE,
+                capabilities: caps::CONSOLE | caps::ASYNC_REQUESTS,
                 banner: self.exec.banner(),
             },
             Vec::new(),

@@ -130,14 +130,6 @@ impl Stream {
             Stream::Vsock(s) => Stream::Vsock(s.try_clone()?),
         })
     }
-
-    pub fn shutdown(&self) {
-        let _ = match self {
-            Stream::Unix(s) => s.shutdown(std::net::Shutdown::Both),
-            Stream::Tcp(s) => s.shutdown(std::net::Shutdown::Both),
-            Stream::Vsock(s) => s.shutdown(std::net::Shutdown::Both),
-        };
-    }
 }
 
 impl Stream {

@@ -85,7 +85,6 @@ pub struct HostMemoryExecutor {
     next_id: u64,
     limits: HashMap<u32, u64>,
     cache_config: u32,
-    launches: Vec<LaunchRecord>,
     launch_log: Option<File>,
     /// Host ranges shared by the guest: (start, size).
     host_registered: Vec<(u64, u64)>,
@@ -117,15 +116,9 @@ impl HostMemoryExecutor {
                 (7, 0),       // cudaLimitPersistingL2CacheSize
             ]),
             cache_config: 0,
-            launches: Vec::new(),
             launch_log,
             host_registered: Vec::new(),
         })
-    }
-
-    /// Every launch recorded so far.
-    pub fn launches(&self) -> &[LaunchRecord] {
-        &self.launches
     }
 
     fn fresh_id(&mut self) -> u64 {
@@ -703,32 +696,35 @@ impl Executor for HostMemoryExecutor {
         config: &LaunchConfig<'_>,
         params: &[u8],
     ) -> ExecResult<()> {
-        let f = self.function(function)?;
-        self.check_launch(config, f)?;
+        self.check_launch(config, self.function(function)?)?;
+        // A field borrow (not `self.function`), so the launch log can be written below.
+        let f = self
+            .functions
+            .get(&function)
+            .ok_or(CudaStatus::ErrorInvalidDeviceFunction)?;
         let expected = f.params.last().map_or(0, |p| (p.offset + p.size) as usize);
         if params.len() != expected {
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        let record = LaunchRecord {
-            kernel: f.name.clone(),
-            grid: config.grid,
-            block: config.block,
-            shared_mem: config.shared_mem,
-            stream: config.stream,
-            params: hex(params),
-            param_layout: f.params.iter().map(|p| (p.offset, p.size)).collect(),
-        };
         info!(
-            kernel = %record.kernel, grid = ?record.grid, block = ?record.block,
+            kernel = %f.name, grid = ?config.grid, block = ?config.block,
             "kernel launch recorded, NOT executed (host-memory test executor)"
         );
         if let Some(log) = &mut self.launch_log {
+            let record = LaunchRecord {
+                kernel: f.name.clone(),
+                grid: config.grid,
+                block: config.block,
+                shared_mem: config.shared_mem,
+                stream: config.stream,
+                params: hex(params),
+                param_layout: f.params.iter().map(|p| (p.offset, p.size)).collect(),
+            };
             let line = serde_json::to_string(&record).expect("launch records serialize");
             if let Err(e) = writeln!(log, "{line}") {
                 warn!("cannot write launch log: {e}");
             }
         }
-        self.launches.push(record);
         Ok(())
     }
     fn occupancy_max_active_blocks(
