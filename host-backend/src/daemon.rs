@@ -7,7 +7,6 @@
 
 use std::net::TcpListener;
 use std::os::fd::OwnedFd;
-use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -93,7 +92,7 @@ impl WorkerTemplate {
 
 static NEXT_CONNECTION: AtomicU64 = AtomicU64::new(1);
 
-/// Accept on a Unix socket forever (removing a stale socket file first).
+/// Accept on a Unix socket forever (replacing a stale socket file).
 pub fn listen_unix(
     path: &Path,
     template: Arc<WorkerTemplate>,
@@ -101,10 +100,7 @@ pub fn listen_unix(
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    if path.exists() {
-        std::fs::remove_file(path)?;
-    }
-    let listener = UnixListener::bind(path)?;
+    let listener = vmcuda_wire::transport::bind_unix_listener(path)?;
     info!(path = %path.display(), "listening on unix socket");
     Ok(thread::spawn(move || {
         for conn in listener.incoming() {

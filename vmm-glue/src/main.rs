@@ -133,10 +133,12 @@ fn run(cli: Cli, span: Span) -> Result<(), Error> {
         .register_listener(streams.as_raw_fd(), EventSet::IN, u64::from(BACKEND_EVENT))
         .map_err(Error::Setup)?;
 
-    let mut listener = Listener::new(&cli.socket, true).map_err(|e| Error::Listen {
-        path: cli.socket.clone(),
-        msg: e.to_string(),
-    })?;
+    let mut listener = vmcuda_wire::transport::bind_unix_listener(&cli.socket)
+        .map(Listener::from)
+        .map_err(|e| Error::Listen {
+            path: cli.socket.clone(),
+            msg: e.to_string(),
+        })?;
     info!(
         socket = %cli.socket.display(),
         port = cli.port,

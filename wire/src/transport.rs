@@ -2,7 +2,8 @@
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
-use std::os::unix::net::UnixStream;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use thiserror::Error;
@@ -97,6 +98,25 @@ impl ServerAddr {
             _ => ServerAddr::Unix(DEFAULT_UNIX_PATH.into()),
         }
     }
+}
+
+/// Bind a listening Unix socket at `path`, replacing a stale socket file.
+///
+/// The socket is bound and listening under a private name first, then renamed into
+/// place: the file appears only once it accepts, so a client or a readiness check
+/// that waits for the file never meets a bound-but-not-listening socket (which
+/// refuses connections).
+pub fn bind_unix_listener(path: &Path) -> io::Result<UnixListener> {
+    let mut staging = path.as_os_str().to_owned();
+    staging.push(format!(".{}.tmp", std::process::id()));
+    let staging = PathBuf::from(staging);
+    let _ = std::fs::remove_file(&staging);
+    let listener = UnixListener::bind(&staging)?;
+    if let Err(e) = std::fs::rename(&staging, path) {
+        let _ = std::fs::remove_file(&staging);
+        return Err(e);
+    }
+    Ok(listener)
 }
 
 /// A connected stream of either kind.
@@ -253,6 +273,26 @@ impl Write for Stream {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bound_socket_file_always_accepts_and_replaces_a_stale_one() {
+        let dir = std::env::temp_dir().join(format!("vmcuda-bind-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("s.sock");
+        // A stale socket from a process that died: bound, nobody listening.
+        drop(UnixListener::bind(&path).unwrap());
+        assert!(UnixStream::connect(&path).is_err());
+
+        let listener = bind_unix_listener(&path).unwrap();
+        UnixStream::connect(&path).expect("the file appears only when it accepts");
+        let (_conn, _) = listener.accept().unwrap();
+        let names: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["s.sock"], "no staging file left behind");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn descriptors_travel_with_the_bytes() {
