@@ -30,7 +30,11 @@ LD_LIBRARY_PATH="$real_cudart" "$bench" >"$raw/native.txt"
 
 sock="$raw/vmcuda.sock"
 port=$((20000 + RANDOM % 20000))
-"$carry/bin/vmcuda-host" serve --unix "$sock" --tcp "127.0.0.1:$port" --executor cuda 2>"$raw/host.log" &
+# TCP guests are admitted by token: one for this run.
+token="bench-$$-$RANDOM$RANDOM$RANDOM"
+printf '[[vm]]\nname = "bench"\ntcp = true\ntoken = "%s"\n' "$token" >"$raw/host.toml"
+"$carry/bin/vmcuda-host" serve --config "$raw/host.toml" --unix "$sock" --tcp "127.0.0.1:$port" \
+  --executor cuda 2>"$raw/host.log" &
 host=$!
 trap 'kill $host 2>/dev/null; wait $host 2>/dev/null' EXIT
 for _ in $(seq 200); do [ -S "$sock" ] && break; sleep 0.1; done
@@ -41,7 +45,7 @@ bridged "unix:$sock" "$bench" >"$raw/unix.txt"
 echo "== bridged: unix socket, every call waits for its reply"
 VMCUDA_SYNC=1 bridged "unix:$sock" "$bench" >"$raw/unix_sync.txt"
 echo "== bridged: tcp"
-bridged "tcp:127.0.0.1:$port" "$bench" >"$raw/tcp.txt"
+VMCUDA_TOKEN="$token" bridged "tcp:127.0.0.1:$port" "$bench" >"$raw/tcp.txt"
 
 echo "== $clients concurrent clients"
 for i in $(seq "$clients"); do

@@ -37,7 +37,12 @@ struct Connection {
     /// Sticky errors seen per device: the context is unusable and every later call
     /// reports them, including the calls the guest answers without the host.
     sticky: std::collections::HashMap<i32, CudaStatus>,
+    /// What the host said about its last error reply, when it said anything.
+    reason: Option<String>,
 }
+
+/// Error replies carry at most a sentence or two of explanation.
+const MAX_REASON_LEN: u64 = 4096;
 
 pub struct Client {
     conn: Mutex<Connection>,
@@ -93,14 +98,13 @@ fn connect() -> Result<Client, CudaStatus> {
         next_id: 1,
         broken: false,
         sticky: std::collections::HashMap::new(),
+        reason: None,
     };
     let hello = Hello {
         protocol: PROTOCOL_VERSION,
         runtime_version: RUNTIME_VERSION,
         capabilities: caps::CONSOLE | caps::ASYNC_REQUESTS,
-        token: std::env::var("VMCUDA_TOKEN")
-            .unwrap_or_default()
-            .into_bytes(),
+        token: token(),
         client: program_name(),
         pid: std::process::id(),
     };
@@ -116,10 +120,32 @@ fn connect() -> Result<Client, CudaStatus> {
             })
         }
         Err(status) => {
-            eprintln!("vmcuda: the host at {addr} refused this program: {status}");
+            match conn.reason.take() {
+                Some(reason) => eprintln!(
+                    "vmcuda: the host at {addr} refused this program: {reason} ({status})"
+                ),
+                None => eprintln!("vmcuda: the host at {addr} refused this program: {status}"),
+            }
             Err(CudaStatus::ErrorNoDevice)
         }
     }
+}
+
+/// Where the guest keeps its token for TCP hosts when VMCUDA_TOKEN is not set.
+const DEFAULT_TOKEN_FILE: &str = "/etc/vmcuda/token";
+
+/// The token presented in the hello: `VMCUDA_TOKEN`, else the first line of
+/// `VMCUDA_TOKEN_FILE` or /etc/vmcuda/token, else none (vsock hosts know their VMs
+/// without one).
+fn token() -> Vec<u8> {
+    if let Ok(t) = std::env::var("VMCUDA_TOKEN") {
+        return t.into_bytes();
+    }
+    let file = std::env::var("VMCUDA_TOKEN_FILE").unwrap_or_else(|_| DEFAULT_TOKEN_FILE.into());
+    std::fs::read_to_string(file)
+        .ok()
+        .and_then(|t| t.lines().next().map(|l| l.trim().as_bytes().to_vec()))
+        .unwrap_or_default()
 }
 
 fn program_name() -> String {
@@ -300,7 +326,14 @@ impl Connection {
             }
             let status = CudaStatus(h.status.get());
             if !status.is_success() {
-                frame::skip_data(&mut self.reader, h.data_len.get())?;
+                // An error reply may say why (a refused hello does), in a few words.
+                let len = h.data_len.get();
+                if len > 0 && len <= MAX_REASON_LEN {
+                    let text = frame::read_data(&mut self.reader, &h)?;
+                    self.reason = Some(String::from_utf8_lossy(&text).into_owned());
+                } else {
+                    frame::skip_data(&mut self.reader, len)?;
+                }
                 return Ok(Err(status));
             }
             let reply: R::Reply =

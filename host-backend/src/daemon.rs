@@ -15,6 +15,8 @@ use std::thread;
 
 use tracing::{error, info, warn};
 
+use crate::policy::Caller;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum ExecutorChoice {
     /// The CUDA executor when a GPU and driver are present, else the host-memory one.
@@ -47,10 +49,13 @@ pub struct WorkerTemplate {
     pub executor: ExecutorChoice,
     pub launch_log: Option<PathBuf>,
     pub host_memory_bytes: u64,
+    pub host_memory_devices: usize,
+    /// The configuration file workers admit guests by (`None`: the default).
+    pub config: Option<PathBuf>,
 }
 
 impl WorkerTemplate {
-    fn spawn(&self, conn: OwnedFd, transport: TransportKind, id: u64, peer: String) {
+    fn spawn(&self, conn: OwnedFd, transport: TransportKind, id: u64, caller: Caller) {
         let mut cmd = Command::new(&self.exe);
         cmd.arg("worker")
             .arg("--executor")
@@ -64,10 +69,18 @@ impl WorkerTemplate {
             .arg("--connection-id")
             .arg(id.to_string())
             .arg("--host-memory-bytes")
-            .arg(self.host_memory_bytes.to_string());
+            .arg(self.host_memory_bytes.to_string())
+            .arg("--host-memory-devices")
+            .arg(self.host_memory_devices.to_string())
+            .arg("--caller")
+            .arg(caller.to_arg());
         if let Some(log) = &self.launch_log {
             cmd.arg("--launch-log").arg(log);
         }
+        if let Some(config) = &self.config {
+            cmd.arg("--config").arg(config);
+        }
+        let peer = caller;
         cmd.stdin(Stdio::from(conn))
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());
@@ -93,9 +106,12 @@ impl WorkerTemplate {
 static NEXT_CONNECTION: AtomicU64 = AtomicU64::new(1);
 
 /// Accept on a Unix socket forever (replacing a stale socket file).
+/// Guests on it are `caller` when given (a VM's own hybrid-vsock socket), else local
+/// programs.
 pub fn listen_unix(
     path: &Path,
     template: Arc<WorkerTemplate>,
+    caller: Option<Caller>,
 ) -> std::io::Result<thread::JoinHandle<()>> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
@@ -107,8 +123,10 @@ pub fn listen_unix(
             match conn {
                 Ok(stream) => {
                     let id = NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed);
-                    let peer = peer_pid(&stream).map_or("unix".into(), |p| format!("unix pid {p}"));
-                    template.spawn(OwnedFd::from(stream), TransportKind::Unix, id, peer);
+                    let who = caller.clone().unwrap_or(Caller::Local {
+                        pid: peer_pid(&stream),
+                    });
+                    template.spawn(OwnedFd::from(stream), TransportKind::Unix, id, who);
                 }
                 Err(e) => warn!("accept failed: {e}"),
             }
@@ -129,8 +147,13 @@ pub fn listen_tcp(
                 Ok(stream) => {
                     let _ = stream.set_nodelay(true);
                     let id = NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed);
-                    let peer = stream.peer_addr().map_or("tcp".into(), |a| a.to_string());
-                    template.spawn(OwnedFd::from(stream), TransportKind::Tcp, id, peer);
+                    let peer = stream.peer_addr().map_or("?".into(), |a| a.to_string());
+                    template.spawn(
+                        OwnedFd::from(stream),
+                        TransportKind::Tcp,
+                        id,
+                        Caller::Tcp(peer),
+                    );
                 }
                 Err(e) => warn!("accept failed: {e}"),
             }
@@ -149,8 +172,12 @@ pub fn listen_vsock(
         match listener.accept() {
             Ok((stream, peer)) => {
                 let id = NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed);
-                let peer = format!("vsock cid {} port {}", peer.cid(), peer.port());
-                template.spawn(OwnedFd::from(stream), TransportKind::Vsock, id, peer);
+                // CID 1 is this machine's own loopback: a local program, not a VM.
+                let caller = match peer.cid() {
+                    vsock::VMADDR_CID_LOCAL => Caller::Local { pid: None },
+                    cid => Caller::VsockCid(cid),
+                };
+                template.spawn(OwnedFd::from(stream), TransportKind::Vsock, id, caller);
             }
             Err(e) => {
                 warn!("vsock accept failed: {e}");

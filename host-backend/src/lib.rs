@@ -5,6 +5,7 @@
 //! - [`worker`]: a worker's frame loop: read, check, dispatch, answer.
 //! - [`session`]: one guest's handshake, handle tables and owned allocations.
 //! - [`executor`]: the executor trait and its CUDA and host-memory implementations.
+//! - [`policy`]: the host configuration: who may connect, which GPUs, quotas.
 //! - [`pinned`]: page-aligned buffers the GPU can DMA straight to and from.
 //! - [`console`]: capture of driver output (kernel printf, asserts) for the guest.
 
@@ -12,5 +13,6 @@ pub mod console;
 pub mod daemon;
 pub mod executor;
 pub mod pinned;
+pub mod policy;
 pub mod session;
 pub mod worker;

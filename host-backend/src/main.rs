@@ -16,9 +16,12 @@ use vmcuda_host::daemon::{self, ExecutorChoice, TransportKind, WorkerTemplate};
 use vmcuda_host::executor::cuda::CudaExecutor;
 use vmcuda_host::executor::host_memory::{self, HostMemoryExecutor};
 use vmcuda_host::executor::Executor;
+use vmcuda_host::policy::{Caller, GpuSelection, Grant, Policy, Refusal};
 use vmcuda_host::session::Session;
 use vmcuda_host::worker;
+use vmcuda_wire::op::Hello;
 use vmcuda_wire::transport::{FdReader, DEFAULT_UNIX_PATH};
+use vmcuda_wire::CudaStatus;
 
 #[derive(Parser)]
 #[command(
@@ -62,6 +65,14 @@ enum Cmd {
         /// Host-memory executor: device memory size it pretends to have.
         #[arg(long, default_value_t = host_memory::DEFAULT_MEMORY)]
         host_memory_bytes: u64,
+        /// Host-memory executor: how many GPUs it pretends the host has.
+        #[arg(long, default_value_t = 1)]
+        host_memory_devices: usize,
+        /// The host configuration (who may connect, which GPUs, quotas). Default:
+        /// /etc/vmcuda/host.toml when it exists, else the built-in default, which
+        /// admits programs on this host and refuses every VM and TCP caller.
+        #[arg(long)]
+        config: Option<PathBuf>,
     },
     /// Serve one guest connection passed as stdin (started by `serve`).
     #[command(hide = true)]
@@ -76,6 +87,14 @@ enum Cmd {
         launch_log: Option<PathBuf>,
         #[arg(long, default_value_t = host_memory::DEFAULT_MEMORY)]
         host_memory_bytes: u64,
+        #[arg(long, default_value_t = 1)]
+        host_memory_devices: usize,
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Who is calling, as the transport says (local[:PID], vsock:CID, vm:NAME,
+        /// tcp:PEER); admission decides on it and the guest's token.
+        #[arg(long, value_parser = Caller::from_arg)]
+        caller: Caller,
     },
 }
 
@@ -103,7 +122,7 @@ fn init_logging(writer: Option<File>) {
 fn main() -> ExitCode {
     match Cli::parse().command {
         Cmd::Serve {
-            mut unix,
+            unix,
             tcp,
             vsock,
             hybrid_vsock,
@@ -111,21 +130,34 @@ fn main() -> ExitCode {
             executor,
             launch_log,
             host_memory_bytes,
+            host_memory_devices,
+            config,
         } => {
             init_logging(None);
-            unix.extend(
-                hybrid_vsock
-                    .iter()
-                    .map(|p| daemon::hybrid_vsock_path(p, port)),
-            );
-            serve(
-                unix,
-                tcp,
-                vsock.then_some(port),
+            let policy = match Policy::load(config.as_deref()) {
+                Ok(p) => p,
+                Err(e) => {
+                    error!("{e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            info!(config = %policy.source, vms = policy.config.vms.len(), "policy loaded");
+            let template = WorkerTemplate {
+                exe: PathBuf::new(),
                 executor,
                 launch_log,
                 host_memory_bytes,
-            )
+                host_memory_devices,
+                config,
+            };
+            let listeners = Listeners {
+                unix,
+                tcp,
+                vsock: vsock.then_some(port),
+                hybrid_vsock,
+                port,
+            };
+            serve(listeners, &policy, template)
         }
         Cmd::Worker {
             executor,
@@ -133,26 +165,35 @@ fn main() -> ExitCode {
             connection_id,
             launch_log,
             host_memory_bytes,
-        } => run_worker(
-            executor,
-            transport,
-            connection_id,
-            launch_log,
-            host_memory_bytes,
-        ),
+            host_memory_devices,
+            config,
+            caller,
+        } => {
+            let template = WorkerTemplate {
+                exe: PathBuf::new(),
+                executor,
+                launch_log,
+                host_memory_bytes,
+                host_memory_devices,
+                config,
+            };
+            run_worker(&template, transport, connection_id, caller)
+        }
     }
 }
 
-fn serve(
-    mut unix: Vec<PathBuf>,
+/// Where `serve` listens, as given on the command line.
+struct Listeners {
+    unix: Vec<PathBuf>,
     tcp: Vec<String>,
     vsock: Option<u32>,
-    choice: ExecutorChoice,
-    launch_log: Option<PathBuf>,
-    host_memory_bytes: u64,
-) -> ExitCode {
-    let executor = match choice {
-        ExecutorChoice::Auto => match CudaExecutor::new() {
+    hybrid_vsock: Vec<PathBuf>,
+    port: u32,
+}
+
+fn serve(mut at: Listeners, policy: &Policy, mut template: WorkerTemplate) -> ExitCode {
+    template.executor = match template.executor {
+        ExecutorChoice::Auto => match CudaExecutor::new(&GpuSelection::all()) {
             Ok(cuda) => {
                 info!("{}", cuda.banner());
                 ExecutorChoice::Cuda
@@ -164,28 +205,52 @@ fn serve(
         },
         other => other,
     };
-    if executor == ExecutorChoice::HostMemory {
+    if template.executor == ExecutorChoice::HostMemory {
         warn!("{}", host_memory::BANNER);
     }
-    if unix.is_empty() && tcp.is_empty() && vsock.is_none() {
-        unix.push(DEFAULT_UNIX_PATH.into());
-    }
-    let exe = match std::env::current_exe() {
+    template.exe = match std::env::current_exe() {
         Ok(p) => p,
         Err(e) => {
             error!("cannot find my own executable: {e}");
             return ExitCode::FAILURE;
         }
     };
-    let template = Arc::new(WorkerTemplate {
-        exe,
-        executor,
-        launch_log,
-        host_memory_bytes,
-    });
+    // The configuration's own listeners join the command line's.
+    at.tcp.extend(policy.config.tcp.listen.iter().cloned());
+    for vm in &policy.config.vms {
+        if let Some(path) = &vm.hybrid_vsock {
+            if !at.hybrid_vsock.contains(path) {
+                at.hybrid_vsock.push(path.clone());
+            }
+        }
+    }
+    // Each hybrid-vsock socket belongs to one VM, which is how its guests are known.
+    let mut unix: Vec<(PathBuf, Option<Caller>)> =
+        at.unix.iter().map(|p| (p.clone(), None)).collect();
+    for path in &at.hybrid_vsock {
+        let caller = match policy.vm_for_hybrid_socket(path) {
+            Some(name) => Caller::Vm(name.into()),
+            None => {
+                warn!(socket = %path.display(),
+                    "no [[vm]] entry has this hybrid_vsock socket; its guests will be refused");
+                Caller::UnclaimedSocket(path.clone())
+            }
+        };
+        unix.push((daemon::hybrid_vsock_path(path, at.port), Some(caller)));
+    }
+    if unix.is_empty() && at.tcp.is_empty() && at.vsock.is_none() {
+        unix.push((DEFAULT_UNIX_PATH.into(), None));
+    }
+    for addr in &at.tcp {
+        if let Err(msg) = policy.check_tcp_listen(addr) {
+            error!("{msg}");
+            return ExitCode::FAILURE;
+        }
+    }
+    let template = Arc::new(template);
     let mut listeners = Vec::new();
-    for path in &unix {
-        match daemon::listen_unix(path, template.clone()) {
+    for (path, caller) in unix {
+        match daemon::listen_unix(&path, template.clone(), caller) {
             Ok(h) => listeners.push(h),
             Err(e) => {
                 error!(path = %path.display(), "cannot listen: {e}");
@@ -193,7 +258,7 @@ fn serve(
             }
         }
     }
-    for addr in &tcp {
+    for addr in &at.tcp {
         match daemon::listen_tcp(addr, template.clone()) {
             Ok(h) => listeners.push(h),
             Err(e) => {
@@ -202,7 +267,7 @@ fn serve(
             }
         }
     }
-    if let Some(port) = vsock {
+    if let Some(port) = at.vsock {
         match daemon::listen_vsock(port, template.clone()) {
             Ok(h) => listeners.push(h),
             Err(e) => {
@@ -221,11 +286,10 @@ fn serve(
 }
 
 fn run_worker(
-    choice: ExecutorChoice,
+    template: &WorkerTemplate,
     transport: TransportKind,
     connection_id: u64,
-    launch_log: Option<PathBuf>,
-    host_memory_bytes: u64,
+    caller: Caller,
 ) -> ExitCode {
     // The connection arrives as stdin.
     let conn: OwnedFd = match std::io::stdin().as_fd().try_clone_to_owned() {
@@ -246,35 +310,21 @@ fn run_worker(
     let span = tracing::info_span!("worker", connection = connection_id);
     let _enter = span.enter();
 
-    let exec: Box<dyn Executor> = match choice {
-        ExecutorChoice::Cuda | ExecutorChoice::Auto => match CudaExecutor::new() {
-            Ok(e) => Box::new(e),
-            Err(status) if choice == ExecutorChoice::Auto => {
-                warn!("no usable GPU ({status}); using the host-memory test executor");
-                match HostMemoryExecutor::new(host_memory_bytes, launch_log) {
-                    Ok(e) => Box::new(e),
-                    Err(e) => {
-                        error!("cannot open launch log: {e}");
-                        return ExitCode::FAILURE;
-                    }
-                }
-            }
-            Err(status) => {
-                error!("CUDA executor unavailable: {status}");
-                return ExitCode::FAILURE;
-            }
-        },
-        ExecutorChoice::HostMemory => {
-            match HostMemoryExecutor::new(host_memory_bytes, launch_log) {
-                Ok(e) => Box::new(e),
-                Err(e) => {
-                    error!("cannot open launch log: {e}");
-                    return ExitCode::FAILURE;
-                }
-            }
-        }
+    // Admission, and only then an executor: a refused caller never touches a GPU.
+    let open = |hello: &Hello| -> Result<Session, Refusal> {
+        let policy = Policy::load(template.config.as_deref()).map_err(|e| Refusal {
+            status: CudaStatus::ErrorNotPermitted,
+            guest: "the host's configuration cannot be read; its administrator can fix it".into(),
+            host: format!("refused {caller}: {e}"),
+        })?;
+        let grant = policy.admit(&caller, &hello.token)?;
+        let exec = make_executor(template, &grant).map_err(|(status, why)| Refusal {
+            status,
+            guest: format!("the host cannot serve this guest ({status})"),
+            host: format!("cannot serve {caller} ({}): {why}", grant.name),
+        })?;
+        Ok(Session::new(exec, grant))
     };
-    let mut session = Session::new(exec);
     let result = match transport {
         TransportKind::Unix => {
             let stream = UnixStream::from(conn);
@@ -282,7 +332,7 @@ fn run_worker(
                 Ok(reader) => {
                     // Unix guests may pass memory descriptors along with frames.
                     let (reader, fds) = FdReader::new(reader);
-                    worker::serve(reader, stream, Some(fds), &mut session, console.as_mut())
+                    worker::serve(reader, stream, Some(fds), open, console.as_mut())
                 }
                 Err(e) => Err(e.into()),
             }
@@ -290,26 +340,50 @@ fn run_worker(
         TransportKind::Vsock => {
             let stream = vsock::VsockStream::from(conn);
             match stream.try_clone() {
-                Ok(reader) => worker::serve(reader, stream, None, &mut session, console.as_mut()),
+                Ok(reader) => worker::serve(reader, stream, None, open, console.as_mut()),
                 Err(e) => Err(e.into()),
             }
         }
         TransportKind::Tcp => {
             let stream = TcpStream::from(conn);
             match stream.try_clone() {
-                Ok(reader) => worker::serve(reader, stream, None, &mut session, console.as_mut()),
+                Ok(reader) => worker::serve(reader, stream, None, open, console.as_mut()),
                 Err(e) => Err(e.into()),
             }
         }
     };
     match result {
-        Ok(()) => {
-            info!(client = %session.client(), "guest disconnected");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            warn!(client = %session.client(), "connection ended: {e}");
-            ExitCode::SUCCESS
-        }
+        Ok(()) => info!(%caller, "guest disconnected"),
+        Err(e) => warn!(%caller, "connection ended: {e}"),
+    }
+    ExitCode::SUCCESS
+}
+
+/// The executor a grant gets: only its GPUs, in its order.
+fn make_executor(
+    template: &WorkerTemplate,
+    grant: &Grant,
+) -> Result<Box<dyn Executor>, (CudaStatus, String)> {
+    let host_memory = || {
+        HostMemoryExecutor::new(template.host_memory_bytes, template.launch_log.clone())
+            .map_err(|e| {
+                (
+                    CudaStatus::ErrorUnknown,
+                    format!("cannot open launch log: {e}"),
+                )
+            })?
+            .with_devices(template.host_memory_devices, &grant.gpus)
+            .map_err(|why| (CudaStatus::ErrorNoDevice, why))
+    };
+    match template.executor {
+        ExecutorChoice::HostMemory => Ok(Box::new(host_memory()?)),
+        choice => match CudaExecutor::new(&grant.gpus) {
+            Ok(e) => Ok(Box::new(e)),
+            Err(status) if choice == ExecutorChoice::Auto => {
+                warn!("no usable GPU ({status}); using the host-memory test executor");
+                Ok(Box::new(host_memory()?))
+            }
+            Err(status) => Err((status, "CUDA executor unavailable".into())),
+        },
     }
 }

@@ -6,7 +6,7 @@
 //! every handle is looked up in this session's own tables, so a guest can only ever
 //! name what it made itself. Dropping the session releases everything it owns.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::num::NonZeroUsize;
 use std::os::fd::OwnedFd;
 use std::ptr::NonNull;
@@ -21,24 +21,32 @@ use crate::executor::{
     LEGACY_STREAM, PER_THREAD_STREAM,
 };
 use crate::pinned::PageBuffer;
+use crate::policy::Grant;
 
 /// Launch attribute values are a 64-byte union in CUDA.
 const LAUNCH_ATTRIBUTE_VALUE_LEN: usize = 64;
 
 pub struct Session {
     exec: Box<dyn Executor>,
+    /// What this guest was admitted with: its quota and limits.
+    grant: Grant,
     greeted: bool,
     client: String,
     streams: HashMap<StreamHandle, ExecStream>,
     events: HashMap<EventHandle, ExecEvent>,
     modules: HashMap<ModuleHandle, ExecModule>,
     functions: HashMap<FunctionHandle, ExecFunction>,
-    allocations: HashSet<DevicePtr>,
+    /// The guest's device allocations: start -> bytes.
+    allocations: BTreeMap<DevicePtr, u64>,
+    /// Module variables the guest has asked for: start -> bytes.
+    globals: BTreeMap<DevicePtr, u64>,
+    /// Bytes counted against the quota: allocations and shared host memory.
+    used: u64,
     next_handle: u64,
     /// Descriptors the guest passed along with its frames, oldest first.
     pub incoming_fds: VecDeque<OwnedFd>,
     /// Guest memory shared with this process and registered with the GPU, by address.
-    shared: HashMap<u64, SharedMapping>,
+    shared: BTreeMap<u64, SharedMapping>,
     /// The last reply's data buffer, reused so bulk copies do not fault in fresh memory
     /// for every chunk.
     spare: Vec<u8>,
@@ -62,6 +70,8 @@ const REPLY_AREA_MIN: usize = 256 << 10;
 struct SharedMapping {
     addr: NonNull<libc::c_void>,
     len: usize,
+    /// Where the device sees it (the same address wherever addressing is unified).
+    device_ptr: DevicePtr,
 }
 
 impl SharedMapping {
@@ -105,6 +115,7 @@ impl SharedMapping {
         let mapping = SharedMapping {
             addr: got,
             len: len as usize,
+            device_ptr: addr,
         };
         if got.as_ptr() as u64 != addr {
             // Old kernels treat NOREPLACE as a hint; a mapping elsewhere is useless.
@@ -122,19 +133,22 @@ impl Drop for SharedMapping {
 }
 
 impl Session {
-    pub fn new(exec: Box<dyn Executor>) -> Self {
+    pub fn new(exec: Box<dyn Executor>, grant: Grant) -> Self {
         Session {
             exec,
+            grant,
             greeted: false,
             client: String::new(),
             streams: HashMap::new(),
             events: HashMap::new(),
             modules: HashMap::new(),
             functions: HashMap::new(),
-            allocations: HashSet::new(),
+            allocations: BTreeMap::new(),
+            globals: BTreeMap::new(),
+            used: 0,
             next_handle: 0,
             incoming_fds: VecDeque::new(),
-            shared: HashMap::new(),
+            shared: BTreeMap::new(),
             spare: Vec::new(),
             pinned: [None, None],
             reply_area: None,
@@ -259,6 +273,112 @@ impl Session {
             .ok_or(CudaStatus::ErrorInvalidDeviceFunction)
     }
 
+    /// Whether `[ptr, ptr + len)` lies wholly inside memory this guest owns: one of its
+    /// device allocations, a module variable it looked up, or its shared host memory.
+    fn owns(&self, ptr: u64, len: u64) -> bool {
+        if len == 0 {
+            return true;
+        }
+        let Some(end) = ptr.checked_add(len) else {
+            return false;
+        };
+        let inside = |start: u64, size: u64| ptr >= start && end <= start.saturating_add(size);
+        let in_map = |map: &BTreeMap<u64, u64>| {
+            map.range(..=ptr)
+                .next_back()
+                .is_some_and(|(s, l)| inside(*s, *l))
+        };
+        in_map(&self.allocations)
+            || in_map(&self.globals)
+            || self
+                .shared
+                .range(..=ptr)
+                .next_back()
+                .is_some_and(|(s, m)| inside(*s, m.len as u64))
+            || self.shared.values().any(|m| {
+                m.device_ptr != m.addr.as_ptr() as u64 && inside(m.device_ptr, m.len as u64)
+            })
+    }
+
+    /// Refuse, as the driver would for a pointer it does not know, a copy or memset
+    /// reaching outside this guest's own memory; it is never executed.
+    fn check_range(&self, ptr: u64, len: u64) -> Result<(), CudaStatus> {
+        if self.owns(ptr, len) {
+            return Ok(());
+        }
+        warn!(client = %self.client, ptr = format_args!("{ptr:#x}"), len,
+            "refused an access outside the guest's own memory");
+        Err(CudaStatus::ErrorInvalidValue)
+    }
+
+    /// [`Session::check_range`] for `height` rows of `width` bytes, `pitch` apart.
+    fn check_pitched(
+        &self,
+        ptr: u64,
+        pitch: u64,
+        width: u64,
+        height: u64,
+    ) -> Result<(), CudaStatus> {
+        if width == 0 || height == 0 {
+            return Ok(());
+        }
+        let extent = pitch
+            .checked_mul(height - 1)
+            .and_then(|rows| rows.checked_add(width))
+            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        self.check_range(ptr, extent)
+    }
+
+    /// Refuse `bytes` more when they would take the guest over its memory quota.
+    fn within_quota(&self, bytes: u64) -> Result<(), CudaStatus> {
+        let Some(quota) = self.grant.memory_quota else {
+            return Ok(());
+        };
+        if self.used.checked_add(bytes).is_none_or(|u| u > quota) {
+            info!(client = %self.client, bytes, used = self.used, quota,
+                "allocation refused: over the guest's memory quota");
+            return Err(CudaStatus::ErrorMemoryAllocation);
+        }
+        Ok(())
+    }
+
+    /// Count `bytes` against the guest's memory quota, or refuse them.
+    fn charge(&mut self, bytes: u64) -> Result<(), CudaStatus> {
+        self.within_quota(bytes)?;
+        self.used = self.used.saturating_add(bytes);
+        Ok(())
+    }
+
+    fn refund(&mut self, bytes: u64) {
+        self.used = self.used.saturating_sub(bytes);
+    }
+
+    /// Refuse a new object once the guest holds `limit` of its kind.
+    fn check_count(&self, what: &str, have: usize, limit: u32) -> Result<(), CudaStatus> {
+        if have < limit as usize {
+            return Ok(());
+        }
+        warn!(client = %self.client, limit, "refused another {what}: the guest's limit is reached");
+        Err(CudaStatus::ErrorMemoryAllocation)
+    }
+
+    /// A fresh device allocation: zeroed, so nothing another guest left in that memory
+    /// can be read, then counted as the guest's.
+    fn adopt_allocation(&mut self, ptr: DevicePtr, bytes: u64) -> Result<(), CudaStatus> {
+        if ptr == 0 {
+            return Ok(());
+        }
+        if let Err(e) = self
+            .charge(bytes)
+            .and_then(|()| self.exec.zero_fill(ptr, bytes))
+        {
+            let _ = self.exec.free(ptr);
+            return Err(e);
+        }
+        self.allocations.insert(ptr, bytes);
+        Ok(())
+    }
+
     /// Make the guest thread's device current; every op but the handshake runs under it.
     pub fn enter(&mut self, ctx: &CallContext) -> Result<(), CudaStatus> {
         self.exec.set_device(ctx.device)
@@ -276,12 +396,12 @@ impl Drop for Session {
         for (_, s) in self.streams.drain() {
             let _ = self.exec.stream_destroy(s);
         }
-        for (addr, mapping) in self.shared.drain() {
+        for (addr, mapping) in std::mem::take(&mut self.shared) {
             let _ = self.exec.host_unregister(addr);
             drop(mapping);
         }
         let leaked = self.allocations.len();
-        for ptr in self.allocations.drain() {
+        for (ptr, _) in std::mem::take(&mut self.allocations) {
             let _ = self.exec.free(ptr);
         }
         if leaked > 0 {
@@ -302,7 +422,8 @@ impl Handler for Session {
         })?;
         self.greeted = true;
         self.client = format!("{}[{}]", req.client, req.pid);
-        info!(client = %self.client, executor = ?self.exec.kind(), "guest connected");
+        info!(client = %self.client, guest = %self.grant.name, executor = ?self.exec.kind(),
+            gpus = %self.grant.gpus.to_arg(), quota = ?self.grant.memory_quota, "guest connected");
         Ok((
             HelloReply {
                 protocol: PROTOCOL_VERSION,
@@ -338,6 +459,8 @@ impl Handler for Session {
         self.streams.clear();
         self.events.clear();
         self.allocations.clear();
+        self.globals.clear();
+        self.used = self.shared.values().map(|m| m.len as u64).sum();
         self.exec.device_reset()?;
         nothing()
     }
@@ -424,14 +547,20 @@ impl Handler for Session {
     }
     fn mem_get_info(&mut self, _: &CallContext, _: MemGetInfo, _: &[u8]) -> HandlerResult<MemInfo> {
         let (free, total) = self.exec.mem_info()?;
+        // A guest with a quota sees the quota as its device's memory.
+        let (free, total) = match self.grant.memory_quota {
+            Some(quota) => (free.min(quota.saturating_sub(self.used)), total.min(quota)),
+            None => (free, total),
+        };
         Ok((MemInfo { free, total }, Vec::new()))
     }
 
     fn mem_alloc(&mut self, _: &CallContext, req: MemAlloc, _: &[u8]) -> HandlerResult<Allocated> {
+        // Checked before the driver is asked, so a guest over its quota never
+        // takes the memory even for a moment.
+        self.within_quota(req.size)?;
         let ptr = self.exec.alloc(req.size)?;
-        if ptr != 0 {
-            self.allocations.insert(ptr);
-        }
+        self.adopt_allocation(ptr, req.size)?;
         Ok((Allocated { ptr }, Vec::new()))
     }
     fn mem_free(&mut self, _: &CallContext, req: MemFree, _: &[u8]) -> HandlerResult<()> {
@@ -439,11 +568,12 @@ impl Handler for Session {
             return nothing();
         }
         // Only what this guest allocated may be freed by it.
-        if !self.allocations.contains(&req.ptr) {
+        let Some(&bytes) = self.allocations.get(&req.ptr) else {
             return Err(CudaStatus::ErrorInvalidValue);
-        }
+        };
         self.exec.free(req.ptr)?;
         self.allocations.remove(&req.ptr);
+        self.refund(bytes);
         nothing()
     }
     fn mem_alloc_pitch(
@@ -452,14 +582,17 @@ impl Handler for Session {
         req: MemAllocPitch,
         _: &[u8],
     ) -> HandlerResult<AllocatedPitch> {
+        self.within_quota(req.width.saturating_mul(req.height))?;
         let (ptr, pitch) = self.exec.alloc_pitch(req.width, req.height)?;
-        if ptr != 0 {
-            self.allocations.insert(ptr);
-        }
+        let bytes = pitch
+            .checked_mul(req.height)
+            .ok_or(CudaStatus::ErrorMemoryAllocation)?;
+        self.adopt_allocation(ptr, bytes)?;
         Ok((AllocatedPitch { ptr, pitch }, Vec::new()))
     }
     fn memcpy_htod(&mut self, _: &CallContext, req: MemcpyHtoD, data: &[u8]) -> HandlerResult<()> {
         let s = self.stream(req.stream)?;
+        self.check_range(req.dst, data.len() as u64)?;
         self.exec.copy_htod(req.dst, data, s, req.is_async)?;
         nothing()
     }
@@ -468,6 +601,7 @@ impl Handler for Session {
         if req.size > vmcuda_wire::frame::MAX_DATA_LEN {
             return Err(CudaStatus::ErrorInvalidValue);
         }
+        self.check_range(req.src, req.size)?;
         let size = req.size as usize;
         if size > REPLY_AREA_MIN {
             // Large reads land in the page-locked reply area by DMA, and the worker
@@ -489,6 +623,8 @@ impl Handler for Session {
     }
     fn memcpy_dtod(&mut self, _: &CallContext, req: MemcpyDtoD, _: &[u8]) -> HandlerResult<()> {
         let s = self.stream(req.stream)?;
+        self.check_range(req.dst, req.size)?;
+        self.check_range(req.src, req.size)?;
         self.exec
             .copy_dtod(req.dst, req.src, req.size, s, req.is_async)?;
         nothing()
@@ -503,6 +639,7 @@ impl Handler for Session {
         if req.width.checked_mul(req.height) != Some(data.len() as u64) {
             return Err(CudaStatus::ErrorInvalidValue);
         }
+        self.check_pitched(req.dst, req.dpitch, req.width, req.height)?;
         let dst = Pitched {
             ptr: req.dst,
             pitch: req.dpitch,
@@ -523,6 +660,7 @@ impl Handler for Session {
             .checked_mul(req.height)
             .filter(|l| *l <= vmcuda_wire::frame::MAX_DATA_LEN)
             .ok_or(CudaStatus::ErrorInvalidValue)?;
+        self.check_pitched(req.src, req.spitch, req.width, req.height)?;
         let mut out = self.reply_buffer(len as usize)?;
         let src = Pitched {
             ptr: req.src,
@@ -552,18 +690,22 @@ impl Handler for Session {
             ptr: req.src,
             pitch: req.spitch,
         };
+        self.check_pitched(req.dst, req.dpitch, req.width, req.height)?;
+        self.check_pitched(req.src, req.spitch, req.width, req.height)?;
         self.exec
             .copy_2d_dtod(dst, src, req.width, req.height, s, req.is_async)?;
         nothing()
     }
     fn memset(&mut self, _: &CallContext, req: Memset, _: &[u8]) -> HandlerResult<()> {
         let s = self.stream(req.stream)?;
+        self.check_range(req.dst, req.size)?;
         self.exec
             .memset(req.dst, req.value, req.size, s, req.is_async)?;
         nothing()
     }
     fn memset_2d(&mut self, _: &CallContext, req: Memset2D, _: &[u8]) -> HandlerResult<()> {
         let s = self.stream(req.stream)?;
+        self.check_pitched(req.dst, req.pitch, req.width, req.height)?;
         let dst = Pitched {
             ptr: req.dst,
             pitch: req.pitch,
@@ -574,6 +716,8 @@ impl Handler for Session {
     }
     fn memcpy_peer(&mut self, ctx: &CallContext, req: MemcpyPeer, _: &[u8]) -> HandlerResult<()> {
         let s = self.stream(req.stream)?;
+        self.check_range(req.dst, req.size)?;
+        self.check_range(req.src, req.size)?;
         let r = self.exec.copy_peer(
             req.dst,
             req.dst_device,
@@ -609,8 +753,17 @@ impl Handler for Session {
         if self.shared.contains_key(&req.addr) {
             return Err(CudaStatus::ErrorHostMemoryAlreadyRegistered);
         }
-        let mapping = SharedMapping::map(&fd, req.addr, req.size)?;
-        let device_ptr = self.exec.host_register(req.addr, req.size)?;
+        let mut mapping = SharedMapping::map(&fd, req.addr, req.size)?;
+        // Page-locked host memory is counted against the quota like device memory.
+        self.charge(req.size)?;
+        let device_ptr = match self.exec.host_register(req.addr, req.size) {
+            Ok(p) => p,
+            Err(e) => {
+                self.refund(req.size);
+                return Err(e);
+            }
+        };
+        mapping.device_ptr = device_ptr;
         self.shared.insert(req.addr, mapping);
         Ok((SharedHostMemory { device_ptr }, Vec::new()))
     }
@@ -626,6 +779,7 @@ impl Handler for Session {
             .remove(&req.addr)
             .ok_or(CudaStatus::ErrorHostMemoryNotRegistered)?;
         let r = self.exec.host_unregister(req.addr);
+        self.refund(mapping.len as u64);
         drop(mapping);
         r?;
         nothing()
@@ -637,6 +791,7 @@ impl Handler for Session {
         _: ModuleLoad,
         image: &[u8],
     ) -> HandlerResult<ModuleLoaded> {
+        self.check_count("module", self.modules.len(), self.grant.max_modules)?;
         let m = self.exec.load_module(image)?;
         if let Some((h, _)) = self.modules.iter().find(|(_, v)| **v == m) {
             return Ok((ModuleLoaded { module: *h }, Vec::new()));
@@ -671,6 +826,10 @@ impl Handler for Session {
     ) -> HandlerResult<GlobalInfo> {
         let m = self.module(req.module)?;
         let (ptr, size) = self.exec.get_global(m, &req.name)?;
+        // The guest may now copy to and from this variable.
+        if ptr != 0 {
+            self.globals.insert(ptr, size);
+        }
         Ok((GlobalInfo { ptr, size }, Vec::new()))
     }
     fn func_get_attributes(
@@ -759,6 +918,7 @@ impl Handler for Session {
         if req.stream.is_default() || req.stream.0 == 1 || self.streams.contains_key(&req.stream) {
             return Err(CudaStatus::ErrorInvalidResourceHandle);
         }
+        self.check_count("stream", self.streams.len(), self.grant.max_streams)?;
         let s = self.exec.stream_create(req.flags, req.priority)?;
         self.streams.insert(req.stream, s);
         nothing()
@@ -806,6 +966,7 @@ impl Handler for Session {
         if req.event.0 == 0 || self.events.contains_key(&req.event) {
             return Err(CudaStatus::ErrorInvalidResourceHandle);
         }
+        self.check_count("event", self.events.len(), self.grant.max_events)?;
         let e = self.exec.event_create(req.flags)?;
         self.events.insert(req.event, e);
         nothing()

@@ -8,45 +8,168 @@
 
 use std::io::{BufReader, BufWriter, Read, Write};
 
-use tracing::{debug, info, warn};
+use tracing::{debug, warn};
 use vmcuda_wire::frame::{self, FrameError, FrameHeader, FLAG_EVENT, FLAG_NO_REPLY, FLAG_REPLY};
-use vmcuda_wire::op::{dispatch, CallContext, Console, DispatchError, Op, OP_CONSOLE};
+use vmcuda_wire::handshake::{self, PROTOCOL_VERSION, RUNTIME_VERSION};
+use vmcuda_wire::op::{dispatch, CallContext, Console, DispatchError, Hello, Op, OP_CONSOLE};
 use vmcuda_wire::CudaStatus;
 
 use vmcuda_wire::transport::FdQueue;
 
 use crate::console::ConsoleCapture;
+use crate::policy::Refusal;
 
 /// Descriptors a guest may have in flight before they are claimed by requests.
 const MAX_PENDING_FDS: usize = 16;
 use crate::pinned::PageBuffer;
 use crate::session::{Session, RECEIVE_BUFFER};
 
-/// Serve one guest until it disconnects or sends something that cannot be a frame.
+/// The largest hello frame accepted: it is a few dozen bytes; anything much larger
+/// is not a guest of ours.
+const MAX_HELLO_LEN: usize = 64 << 10;
+
+/// Serve one guest: its hello first, then `open` decides on it (admission, and the
+/// executor and session it gets), then its frames until it disconnects or sends
+/// something that cannot be a frame. A refused guest gets the refusal's reason as the
+/// hello's error reply and the connection is closed; no executor is ever made for it.
 pub fn serve(
     reader: impl Read,
     writer: impl Write,
     fds: Option<FdQueue>,
-    session: &mut Session,
+    open: impl FnOnce(&Hello) -> Result<Session, Refusal>,
     console: Option<&mut ConsoleCapture>,
 ) -> Result<(), FrameError> {
+    let mut reader = BufReader::with_capacity(256 << 10, reader);
+    let mut writer = BufWriter::with_capacity(256 << 10, writer);
+    let Some((header, meta, hello)) = read_hello(&mut reader, &mut writer)? else {
+        return Ok(());
+    };
+    let admitted = handshake::check_hello(&hello)
+        .map_err(|status| Refusal {
+            status,
+            guest: format!(
+                "this host speaks protocol {PROTOCOL_VERSION} for CUDA {}; the guest library \
+                 speaks protocol {} for runtime {} (install matching versions)",
+                RUNTIME_VERSION / 1000,
+                hello.protocol,
+                hello.runtime_version
+            ),
+            host: format!(
+                "refused {}[{}]: protocol {} runtime {} not spoken here",
+                hello.client, hello.pid, hello.protocol, hello.runtime_version
+            ),
+        })
+        .and_then(|()| open(&hello));
+    let mut session = match admitted {
+        Ok(session) => session,
+        Err(refusal) => {
+            warn!("{}", refusal.host);
+            let reply = FrameHeader::new(
+                Op::Hello.code(),
+                FLAG_REPLY,
+                header.request_id.get(),
+                0,
+                refusal.guest.len(),
+            )
+            .with_status(refusal.status.0);
+            frame::write_frame(&mut writer, &reply, &[], refusal.guest.as_bytes())?;
+            writer.flush()?;
+            return Ok(());
+        }
+    };
     let mut receive = ReceiveBuffer::default();
-    let result = serve_frames(reader, writer, fds, session, console, &mut receive);
+    let mut deferred = None;
+    let ctx = CallContext {
+        device: header.device.get(),
+    };
+    let result = run(&mut session, &ctx, Op::Hello, &meta, &[], &mut deferred);
+    let greeted = result.is_ok();
+    let result = answer(&mut writer, &mut session, &header, result).and_then(|()| {
+        if !greeted {
+            return Ok(());
+        }
+        serve_frames(reader, writer, fds, &mut session, console, &mut receive)
+    });
     // The driver lets go of the receive pages before they are unmapped.
     session.unpin_buffer(RECEIVE_BUFFER);
     result
 }
 
+/// The connection's first frame, which must be a decodable hello: `None` when the
+/// peer left or was answered and turned away.
+fn read_hello(
+    reader: &mut impl Read,
+    writer: &mut impl Write,
+) -> Result<Option<(FrameHeader, Vec<u8>, Hello)>, FrameError> {
+    let (header, meta) = match frame::read_head(reader) {
+        Ok(h) => h,
+        Err(FrameError::Closed) => return Ok(None),
+        Err(e) => {
+            warn!("closing connection before the handshake: {e}");
+            return Err(e);
+        }
+    };
+    let code = header.op.get();
+    if code != Op::Hello.code() {
+        warn!(op = code, "request before handshake; closing");
+        return Err(FrameError::UnknownOp(code));
+    }
+    if header.data_len.get() as usize > MAX_HELLO_LEN {
+        warn!("oversized hello; closing");
+        return Err(FrameError::UnknownOp(code));
+    }
+    // A hello carries no data; whatever is there is read and dropped.
+    frame::read_data(reader, &header)?;
+    match postcard::from_bytes::<Hello>(&meta) {
+        Ok(hello) => Ok(Some((header, meta, hello))),
+        Err(e) => {
+            warn!("undecodable hello ({e}); closing");
+            let reply = FrameHeader::new(code, FLAG_REPLY, header.request_id.get(), 0, 0)
+                .with_status(CudaStatus::ErrorInvalidValue.0);
+            frame::write_frame(writer, &reply, &[], &[])?;
+            writer.flush()?;
+            Ok(None)
+        }
+    }
+}
+
+/// Write the reply to a waited-for request and flush it.
+fn answer(
+    writer: &mut impl Write,
+    session: &mut Session,
+    header: &FrameHeader,
+    result: Result<(Vec<u8>, Vec<u8>), CudaStatus>,
+) -> Result<(), FrameError> {
+    let status = match &result {
+        Ok(_) => CudaStatus::Success,
+        Err(s) => *s,
+    };
+    let (meta, data) = result.unwrap_or_default();
+    // Large reads are in the session's page-locked reply area instead.
+    let area = session.take_area_reply();
+    let bytes: &[u8] = area.unwrap_or(&data);
+    let reply = FrameHeader::new(
+        header.op.get(),
+        FLAG_REPLY,
+        header.request_id.get(),
+        meta.len(),
+        bytes.len(),
+    )
+    .with_status(status.0);
+    frame::write_frame(writer, &reply, &meta, bytes)?;
+    session.recycle(data);
+    writer.flush()?;
+    Ok(())
+}
+
 fn serve_frames(
-    reader: impl Read,
-    writer: impl Write,
+    mut reader: impl Read,
+    mut writer: impl Write,
     fds: Option<FdQueue>,
     session: &mut Session,
     mut console: Option<&mut ConsoleCapture>,
     receive: &mut ReceiveBuffer,
 ) -> Result<(), FrameError> {
-    let mut reader = BufReader::with_capacity(256 << 10, reader);
-    let mut writer = BufWriter::with_capacity(256 << 10, writer);
     // A failure from a request the guest did not wait for, owed to its next call.
     let mut deferred: Option<CudaStatus> = None;
     loop {
@@ -83,9 +206,11 @@ fn serve_frames(
                 warn!(client = %session.client(), op = code, "unknown op");
                 Err(CudaStatus::ErrorNotSupported)
             }
-            Some(op) if !session.greeted() && op != Op::Hello => {
-                warn!(op = op.name(), "request before handshake; closing");
-                return Err(FrameError::UnknownOp(code));
+            Some(Op::Hello) => {
+                // Admission happened once, for this connection; a second hello cannot
+                // change who the guest is.
+                warn!(client = %session.client(), "repeated hello refused");
+                Err(CudaStatus::ErrorInvalidValue)
             }
             Some(op) => run(session, &ctx, op, &meta, data, &mut deferred),
         };
@@ -93,39 +218,15 @@ fn serve_frames(
         if let Some(console) = console.as_deref_mut() {
             forward_console(&mut writer, console)?;
         }
-        let status = match &result {
-            Ok(_) => CudaStatus::Success,
-            Err(s) => *s,
-        };
         if no_reply {
-            if !status.is_success() && deferred.is_none() {
-                deferred = Some(status);
+            if let Err(status) = result {
+                deferred.get_or_insert(status);
             }
             // Nobody waits for this one's data, wherever the handler put it.
             let _ = session.take_area_reply();
         } else {
-            let (meta, data) = result.unwrap_or_default();
-            // Large reads are in the session's page-locked reply area instead.
-            let area = session.take_area_reply();
-            let bytes: &[u8] = area.unwrap_or(&data);
-            let reply = FrameHeader::new(
-                code,
-                FLAG_REPLY,
-                header.request_id.get(),
-                meta.len(),
-                bytes.len(),
-            )
-            .with_status(status.0);
-            frame::write_frame(&mut writer, &reply, &meta, bytes)?;
-            session.recycle(data);
-        }
-        // Replies go out at once; a run of no-reply requests is answered by nothing.
-        if !no_reply {
-            writer.flush()?;
-        }
-        if !session.greeted() {
-            info!("handshake refused; closing");
-            return Ok(());
+            // Replies go out at once; a run of no-reply requests is answered by nothing.
+            answer(&mut writer, session, &header, result)?;
         }
     }
 }

@@ -3,117 +3,17 @@
 //! worker. Each gets an error reply or a closed connection for that guest alone; the
 //! daemon keeps serving everyone else.
 
-use std::io::{Read, Write};
-use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::io::Write;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
-use vmcuda_wire::frame::{self, FrameHeader, FLAG_REPLY};
-use vmcuda_wire::handshake::{PROTOCOL_VERSION, RUNTIME_VERSION};
+use vmcuda_wire::frame::{self, FrameHeader};
+use vmcuda_wire::handshake::RUNTIME_VERSION;
 use vmcuda_wire::op::*;
 use vmcuda_wire::CudaStatus;
 
-struct Daemon {
-    child: Child,
-    dir: PathBuf,
-    socket: PathBuf,
-}
-
-impl Daemon {
-    fn start(name: &str) -> Daemon {
-        let dir = std::env::temp_dir().join(format!("vmcuda-bad-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let socket = dir.join("s.sock");
-        let child = Command::new(env!("CARGO_BIN_EXE_vmcuda-host"))
-            .args(["serve", "--executor", "host-memory", "--unix"])
-            .arg(&socket)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.join("host.log")).unwrap())
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !socket.exists() {
-            assert!(Instant::now() < deadline, "daemon did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Daemon { child, dir, socket }
-    }
-
-    fn connect(&self) -> UnixStream {
-        let s = UnixStream::connect(&self.socket).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        s
-    }
-
-    fn alive(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("host.log")).unwrap_or_default()
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn send_raw(s: &mut UnixStream, op: u16, meta: &[u8], data: &[u8]) {
-    let h = FrameHeader::new(op, 0, 7, meta.len(), data.len());
-    frame::write_frame(s, &h, meta, data).unwrap();
-}
-
-fn send<R: Serialize>(s: &mut UnixStream, op: Op, req: &R, data: &[u8]) {
-    send_raw(s, op.code(), &postcard::to_stdvec(req).unwrap(), data);
-}
-
-/// Read one reply: (status, meta, data).
-fn reply(s: &mut UnixStream) -> (CudaStatus, Vec<u8>, Vec<u8>) {
-    let (h, meta) = frame::read_head(s).expect("a reply");
-    assert!(h.has(FLAG_REPLY));
-    let data = frame::read_data(s, &h).unwrap();
-    (CudaStatus(h.status.get()), meta, data)
-}
-
-fn hello(s: &mut UnixStream) {
-    let h = Hello {
-        protocol: PROTOCOL_VERSION,
-        runtime_version: RUNTIME_VERSION,
-        capabilities: 0,
-        token: vec![],
-        client: "bad-input-test".into(),
-        pid: 1,
-    };
-    send(s, Op::Hello, &h, &[]);
-    let (status, meta, _) = reply(s);
-    assert_eq!(status, CudaStatus::Success);
-    let r: HelloReply = postcard::from_bytes(&meta).unwrap();
-    assert_eq!(r.executor, ExecutorKind::HostMemory);
-}
-
-/// The connection was closed by the host (EOF, or reset).
-fn closed(s: &mut UnixStream) -> bool {
-    let mut b = [0u8; 1];
-    matches!(s.read(&mut b), Ok(0) | Err(_))
-}
-
-/// A healthy guest still gets served.
-fn still_serves(d: &Daemon) {
-    let mut s = d.connect();
-    hello(&mut s);
-    send(&mut s, Op::MemAlloc, &MemAlloc { size: 64 }, &[]);
-    let (status, meta, _) = reply(&mut s);
-    assert_eq!(status, CudaStatus::Success);
-    let a: Allocated = postcard::from_bytes(&meta).unwrap();
-    assert_ne!(a.ptr, 0);
-}
+mod common;
+use common::*;
 
 #[test]
 fn garbage_bytes_close_only_that_connection() {

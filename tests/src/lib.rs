@@ -66,6 +66,11 @@ impl Daemon {
     }
 
     pub fn start(name: &str, extra: &[&str]) -> Daemon {
+        Self::start_with_config(name, None, extra)
+    }
+
+    /// Start with `config` (TOML) as the host configuration file, when given.
+    pub fn start_with_config(name: &str, config: Option<&str>, extra: &[&str]) -> Daemon {
         // Unique per daemon: tests run in parallel and may share a name.
         static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -76,8 +81,15 @@ impl Daemon {
         let socket = dir.join("host.sock");
         let launch_log = dir.join("launches.jsonl");
         let log = std::fs::File::create(dir.join("host.log")).expect("log file");
-        let child = Command::new(host_bin())
-            .arg("serve")
+        let mut cmd = Command::new(host_bin());
+        if let Some(text) = config {
+            let path = dir.join("host.toml");
+            std::fs::write(&path, text).expect("config file");
+            cmd.arg("serve").arg("--config").arg(path);
+        } else {
+            cmd.arg("serve");
+        }
+        let child = cmd
             .arg("--unix")
             .arg(&socket)
             .arg("--launch-log")
@@ -141,9 +153,17 @@ impl Drop for Daemon {
 
 /// Run a program against the guest library with `VMCUDA_SERVER=server`.
 pub fn run_program(program: &Path, server: &str) -> Output {
+    run_program_with(program, server, &[])
+}
+
+/// [`run_program`] with more environment variables.
+pub fn run_program_with(program: &Path, server: &str, env: &[(&str, &str)]) -> Output {
     let mut child = Command::new(program)
         .env("LD_LIBRARY_PATH", guest_lib_dir())
         .env("VMCUDA_SERVER", server)
+        // Tokens come from the test, never from this machine's /etc/vmcuda/token.
+        .env("VMCUDA_TOKEN_FILE", "/nonexistent")
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -8,7 +8,7 @@
 use std::collections::HashSet;
 use std::process::Command;
 
-use vmcuda_tests::{apps_dir, guest_lib_dir, run_program, text, Daemon};
+use vmcuda_tests::{apps_dir, guest_lib_dir, run_program, run_program_with, text, Daemon};
 
 const APPS: &[&str] = &[
     "device_assert",
@@ -265,7 +265,13 @@ fn tcp_transport_runs_programs_and_falls_back_from_shared_memory() {
         .unwrap()
         .port();
     let addr = format!("127.0.0.1:{port}");
-    let _daemon = Daemon::start("tcp", &["--executor", "host-memory", "--tcp", &addr]);
+    let _daemon = Daemon::start_with_config(
+        "tcp",
+        Some(&format!(
+            "[[vm]]\nname = \"tcp-guest\"\ntcp = true\ntoken = \"{TCP_TOKEN}\"\n"
+        )),
+        &["--executor", "host-memory", "--tcp", &addr],
+    );
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while std::net::TcpStream::connect(&addr).is_err() {
         assert!(
@@ -275,8 +281,9 @@ fn tcp_transport_runs_programs_and_falls_back_from_shared_memory() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     let server = format!("tcp:{addr}");
+    let token = [("VMCUDA_TOKEN", TCP_TOKEN)];
     for app in ["memcpy_kinds", "streams", "symbols"] {
-        let out = run_program(&apps_dir().join(app), &server);
+        let out = run_program_with(&apps_dir().join(app), &server, &token);
         assert!(
             out.status.success(),
             "{app} over TCP: {}",
@@ -284,7 +291,7 @@ fn tcp_transport_runs_programs_and_falls_back_from_shared_memory() {
         );
     }
     // No descriptors over TCP: pinned memory stays private, and mapping it says so.
-    let out = run_program(&apps_dir().join("pointer_mem"), &server);
+    let out = run_program_with(&apps_dir().join("pointer_mem"), &server, &token);
     let stdout = text(&out.stdout);
     assert!(
         stdout.contains("cudaHostGetDevicePointer(mapped): cudaErrorNotSupported"),
@@ -295,7 +302,38 @@ fn tcp_transport_runs_programs_and_falls_back_from_shared_memory() {
         "{stdout}"
     );
     assert!(text(&out.stderr).contains("not shared with the host"));
+
+    // Without the token, or with another, the program is told why, and gets no device.
+    let dir = std::env::temp_dir().join(format!("vmcuda-token-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, format!("{TCP_TOKEN}\n")).unwrap();
+    let from_file = [("VMCUDA_TOKEN_FILE", token_file.to_str().unwrap())];
+    let out = run_program_with(&apps_dir().join("vector_add"), &server, &from_file);
+    assert!(
+        out.status.success(),
+        "a token file serves as well: {}",
+        text(&out.stderr)
+    );
+    for (env, told) in [
+        (&[][..], "need a token"),
+        (
+            &[("VMCUDA_TOKEN", "not-the-token-at-all")][..],
+            "not accepted",
+        ),
+    ] {
+        let out = run_program_with(&apps_dir().join("vector_add"), &server, env);
+        let stderr = text(&out.stderr);
+        assert!(!out.status.success());
+        assert!(
+            stderr.contains("refused this program") && stderr.contains(told),
+            "{stderr}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
+
+const TCP_TOKEN: &str = "apps-test-token-0123456789";
 
 #[test]
 #[ignore = "needs the linked guest library and nvcc-built apps: run tests/run.sh"]
@@ -306,13 +344,20 @@ fn hybrid_vsock_listener_serves_the_vmm_socket_convention() {
     let dir = std::env::temp_dir().join(format!("vmcuda-hybrid-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let vmm_socket = dir.join("fc-vm1.vsock");
-    let _daemon = Daemon::start(
+    // The configuration names the VM whose socket it is; a socket no VM claims (given
+    // on the command line only) is served, but its guests are refused.
+    let unclaimed = dir.join("fc-stranger.vsock");
+    let _daemon = Daemon::start_with_config(
         "hybrid",
+        Some(&format!(
+            "[[vm]]\nname = \"fc-vm1\"\nhybrid_vsock = \"{}\"\n",
+            vmm_socket.display()
+        )),
         &[
             "--executor",
             "host-memory",
             "--hybrid-vsock",
-            vmm_socket.to_str().unwrap(),
+            unclaimed.to_str().unwrap(),
             "--port",
             "7731",
         ],
@@ -332,6 +377,16 @@ fn hybrid_vsock_listener_serves_the_vmm_socket_convention() {
         &format!("unix:{}", listener.display()),
     );
     assert!(out.status.success(), "{}", text(&out.stdout));
+    let out = run_program(
+        &apps_dir().join("memcpy_kinds"),
+        &format!("unix:{}_7731", unclaimed.display()),
+    );
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("not allowed to use the host's GPUs"),
+        "{}",
+        text(&out.stderr)
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

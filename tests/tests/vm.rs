@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
 
-use vmcuda_tests::{apps_dir, host_bin, root, run_program, text, Daemon};
+use vmcuda_tests::{apps_dir, host_bin, root, run_program_with, text, Daemon};
 
 fn vm_dir() -> PathBuf {
     std::env::var_os("VMCUDA_VM_DIR").map_or_else(|| root().join("build/vm"), PathBuf::from)
@@ -71,6 +71,8 @@ fn guest_runs(mode: &str, apps: &[&str]) -> (Runs, PathBuf) {
     (runs, out)
 }
 
+const REFERENCE_TOKEN: &str = "reference-run-token-0123";
+
 fn host_runs(apps: &[&str]) -> Runs {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -78,7 +80,13 @@ fn host_runs(apps: &[&str]) -> Runs {
         .unwrap()
         .port();
     let addr = format!("127.0.0.1:{port}");
-    let _daemon = Daemon::start("vmref", &["--executor", "host-memory", "--tcp", &addr]);
+    let _daemon = Daemon::start_with_config(
+        "vmref",
+        Some(&format!(
+            "[[vm]]\nname = \"reference\"\ntcp = true\ntoken = \"{REFERENCE_TOKEN}\"\n"
+        )),
+        &["--executor", "host-memory", "--tcp", &addr],
+    );
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while std::net::TcpStream::connect(&addr).is_err() {
         assert!(
@@ -89,7 +97,11 @@ fn host_runs(apps: &[&str]) -> Runs {
     }
     apps.iter()
         .map(|app| {
-            let o = run_program(&apps_dir().join(app), &format!("tcp:{addr}"));
+            let o = run_program_with(
+                &apps_dir().join(app),
+                &format!("tcp:{addr}"),
+                &[("VMCUDA_TOKEN", REFERENCE_TOKEN)],
+            );
             (
                 app.to_string(),
                 (

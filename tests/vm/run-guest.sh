@@ -141,15 +141,20 @@ cmdline="console=ttyS0 quiet loglevel=1 panic=-1"
 case "$mode" in
   net)
     port=$(free_port)
-    "$host_bin" serve --tcp "127.0.0.1:$port" --executor "$executor" >"$out/host.log" 2>&1 &
+    # TCP guests are admitted by token only: a fresh one for this run.
+    token="test-$$-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
+    printf '[[vm]]\nname = "vmcuda-test-%s"\ntcp = true\ntoken = "%s"\n' "$$" "$token" >"$work/host.toml"
+    "$host_bin" serve --config "$work/host.toml" --tcp "127.0.0.1:$port" --executor "$executor" >"$out/host.log" 2>&1 &
     daemon_pid=$!
     wait_for "vmcuda-host on 127.0.0.1:$port" 30 listening "$port" || { cat "$out/host.log" >&2; exit 1; }
     qemu_args+=(-machine q35 -netdev user,id=n0 -device virtio-net-pci,netdev=n0)
-    cmdline+=" vmcuda.net=1 vmcuda.server=tcp:10.0.2.2:$port"
+    cmdline+=" vmcuda.net=1 vmcuda.server=tcp:10.0.2.2:$port vmcuda.token=$token"
     ;;
   vhost-user)
     sock="$work/vsock.sock"
-    "$vhost_bin" --socket "$sock" --guest-cid 3 --vm-name "vmcuda-test-$$" --port 7731 \
+    # The device names its VM to the workers; the configuration admits that name.
+    printf '[[vm]]\nname = "vmcuda-test-%s"\n' "$$" >"$work/host.toml"
+    "$vhost_bin" --socket "$sock" --guest-cid 3 --vm-name "vmcuda-test-$$" --port 7731 --config "$work/host.toml" \
       --host-bin "$host_bin" --executor "$executor" >"$out/vhost.log" 2>&1 &
     daemon_pid=$!
     wait_for "vmcuda-vhost-vsock socket $sock" 30 test -S "$sock" || { cat "$out/vhost.log" >&2; exit 1; }

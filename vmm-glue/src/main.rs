@@ -41,9 +41,14 @@ struct Cli {
     /// The guest's CID (3 or more).
     #[arg(long, value_parser = clap::value_parser!(u64).range(3..0xFFFF_FFFF))]
     guest_cid: u64,
-    /// Name of the VM, for the logs.
+    /// Name of the VM: its `[[vm]] name` in the host configuration, by which its
+    /// guests are admitted, and what the logs call it.
     #[arg(long)]
     vm_name: String,
+    /// The host configuration workers admit guests by. Default: vmcuda-host's
+    /// (/etc/vmcuda/host.toml when it exists).
+    #[arg(long)]
+    config: Option<PathBuf>,
     /// vsock port on the host (CID 2) that reaches vmcuda.
     #[arg(long, default_value_t = 7731, value_parser = clap::value_parser!(u32).range(1..0xFFFF_FFFF))]
     port: u32,
@@ -103,6 +108,8 @@ fn run(cli: Cli, span: Span) -> Result<(), Error> {
             host_bin: host_bin.clone(),
             executor: cli.executor,
             launch_log: cli.launch_log.clone(),
+            vm_name: cli.vm_name.clone(),
+            config: cli.config.clone(),
         },
         streams.clone(),
         children.clone(),

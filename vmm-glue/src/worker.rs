@@ -54,11 +54,16 @@ pub struct WorkerCommand {
     pub host_bin: PathBuf,
     pub executor: ExecutorChoice,
     pub launch_log: Option<PathBuf>,
+    /// The VM's name: workers admit its guests by it (`--caller vm:NAME`).
+    pub vm_name: String,
+    /// The host configuration workers admit by (`None`: vmcuda-host's default).
+    pub config: Option<PathBuf>,
 }
 
 impl WorkerCommand {
     /// `<host-bin> worker --executor <e> --transport unix --connection-id <id>
-    /// [--launch-log <path>]`.
+    /// --caller vm:<name> [--launch-log <path>] [--config <path>]`. The VM is named by
+    /// this device, which only its VMM can reach, never by the guest.
     pub fn command(&self, id: ConnId) -> Command {
         let mut cmd = Command::new(&self.host_bin);
         cmd.arg("worker")
@@ -67,9 +72,14 @@ impl WorkerCommand {
             .arg("--transport")
             .arg("unix")
             .arg("--connection-id")
-            .arg(id.to_string());
+            .arg(id.to_string())
+            .arg("--caller")
+            .arg(format!("vm:{}", self.vm_name));
         if let Some(log) = &self.launch_log {
             cmd.arg("--launch-log").arg(log);
+        }
+        if let Some(config) = &self.config {
+            cmd.arg("--config").arg(config);
         }
         cmd
     }
@@ -309,6 +319,8 @@ mod tests {
             host_bin: "/opt/vmcuda-host".into(),
             executor: ExecutorChoice::HostMemory,
             launch_log: Some("/tmp/launches.jsonl".into()),
+            vm_name: "vm7".into(),
+            config: Some("/etc/vmcuda/host.toml".into()),
         }
         .command(42);
         let args: Vec<_> = cmd
@@ -326,8 +338,12 @@ mod tests {
                 "unix",
                 "--connection-id",
                 "42",
+                "--caller",
+                "vm:vm7",
                 "--launch-log",
-                "/tmp/launches.jsonl"
+                "/tmp/launches.jsonl",
+                "--config",
+                "/etc/vmcuda/host.toml"
             ]
         );
     }
@@ -383,6 +399,8 @@ mod tests {
             WorkerCommand {
                 host_bin: script,
                 executor: ExecutorChoice::Auto,
+                vm_name: "t".into(),
+                config: None,
                 launch_log: None,
             },
             epoll.clone(),
@@ -417,7 +435,7 @@ mod tests {
         let args = std::fs::read_to_string(dir.join("args")).unwrap();
         assert_eq!(
             args.trim(),
-            "worker --executor auto --transport unix --connection-id 7"
+            "worker --executor auto --transport unix --connection-id 7 --caller vm:t"
         );
         drop(s);
         assert_eq!(

@@ -334,7 +334,7 @@ fn qemu_like_frontend_drives_a_connection_end_to_end() {
     let args = std::fs::read_to_string(dir.join("args")).unwrap();
     assert_eq!(
         args.trim(),
-        "worker --executor host-memory --transport unix --connection-id 1"
+        "worker --executor host-memory --transport unix --connection-id 1 --caller vm:e2e"
     );
     let pid: u32 = std::fs::read_to_string(dir.join("pids"))
         .unwrap()

@@ -34,6 +34,8 @@ use vmcuda_wire::op::{
 };
 use vmcuda_wire::CudaStatus;
 
+use crate::policy::GpuSelection;
+
 use super::{
     ExecEvent, ExecFunction, ExecModule, ExecResult, ExecStream, Executor, LaunchConfig, Pitched,
     LEGACY_STREAM, PER_THREAD_STREAM,
@@ -118,6 +120,7 @@ const REQUIRED_SYMBOLS: &[&str] = &[
     "cuOccupancyAvailableDynamicSMemPerBlock",
     "cuLaunchKernelEx",
     "cuStreamCreateWithPriority",
+    "cuStreamCreate",
     "cuStreamDestroy_v2",
     "cuStreamSynchronize",
     "cuStreamQuery",
@@ -487,6 +490,9 @@ struct Device {
     ctx: Option<sys::CUcontext>,
     staging: StagingState,
     limits: Option<LaunchLimits>,
+    /// A non-blocking stream of our own for zeroing fresh allocations, so the zeroing
+    /// waits for none of the guest's work and none of it waits for the zeroing.
+    scrub_stream: Option<sys::CUstream>,
 }
 
 /// A loaded fatbinary: one library per container that loaded, and the first load
@@ -518,6 +524,27 @@ pub struct CudaExecutor {
     registered: Vec<(usize, usize)>,
 }
 
+/// A device's UUID bytes.
+fn device_uuid(handle: sys::CUdevice) -> ExecResult<[u8; 16]> {
+    let mut uuid = sys::CUuuid { bytes: [0; 16] };
+    // SAFETY: out-pointer to a local; `handle` came from cuDeviceGet.
+    check(unsafe { sys::cuDeviceGetUuid_v2(&mut uuid, handle) })?;
+    Ok(uuid.bytes.map(|b| b as u8))
+}
+
+/// A UUID as nvidia-smi writes it: `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
+pub fn format_uuid(bytes: &[u8; 16]) -> String {
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "GPU-{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
 impl CudaExecutor {
     /// Whether `[ptr, ptr + len)` lies inside one registered (page-locked) range.
     fn page_locked(&self, ptr: usize, len: usize) -> bool {
@@ -530,13 +557,15 @@ impl CudaExecutor {
 impl CudaExecutor {
     /// Initialises the driver. Fails (without panicking) when libcuda is missing or
     /// too old, when `cuInit` fails, or when there is no device.
-    pub fn new() -> Result<CudaExecutor, CudaStatus> {
+    /// Only the GPUs `gpus` selects are visible, in its order: the guest's device i
+    /// is the host's `gpus[i]`.
+    pub fn new(gpus: &GpuSelection) -> Result<CudaExecutor, CudaStatus> {
         // SAFETY: only dlopens candidate library names and closes them again.
         if !unsafe { sys::is_culib_present() } {
             debug!("libcuda not found");
             return Err(CudaStatus::ErrorNoDevice);
         }
-        match std::panic::catch_unwind(Self::init) {
+        match std::panic::catch_unwind(|| Self::init(gpus)) {
             Ok(result) => result,
             Err(_) => {
                 warn!("the CUDA driver library panicked while loading");
@@ -545,7 +574,7 @@ impl CudaExecutor {
         }
     }
 
-    fn init() -> Result<CudaExecutor, CudaStatus> {
+    fn init(gpus: &GpuSelection) -> Result<CudaExecutor, CudaStatus> {
         // SAFETY: `is_culib_present` succeeded, so cudarc finds the library again.
         let lib = unsafe { sys::culib() };
         // SAFETY: only looks symbols up; the pointers are not used.
@@ -600,7 +629,21 @@ impl CudaExecutor {
                 ctx: None,
                 staging: StagingState::Untried,
                 limits: None,
+                scrub_stream: None,
             });
+        }
+        let uuids = devices
+            .iter()
+            .map(|d| device_uuid(d.handle).map(|u| format_uuid(&u)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let picked = gpus.resolve(&uuids).map_err(|msg| {
+            warn!("{msg}");
+            CudaStatus::ErrorNoDevice
+        })?;
+        let mut all: Vec<Option<Device>> = devices.into_iter().map(Some).collect();
+        let devices: Vec<Device> = picked.iter().filter_map(|&i| all[i].take()).collect();
+        if devices.is_empty() {
+            return Err(CudaStatus::ErrorNoDevice);
         }
         debug!(
             driver_version,
@@ -814,7 +857,24 @@ impl CudaExecutor {
 
     /// Destroys the streams, events and staging buffer of device `idx`, whose context
     /// must be current. Errors are ignored: this is cleanup.
+    /// Device `idx`'s scrub stream (its context must be current), made on first use.
+    fn scrub_stream(&mut self, idx: usize) -> ExecResult<sys::CUstream> {
+        if let Some(s) = self.devices[idx].scrub_stream {
+            return Ok(s);
+        }
+        let mut s: sys::CUstream = ptr::null_mut();
+        // SAFETY: out-pointer to a local; a context is current. Flag 1 is
+        // CU_STREAM_NON_BLOCKING.
+        check(unsafe { sys::cuStreamCreate(&mut s, 1) })?;
+        self.devices[idx].scrub_stream = Some(s);
+        Ok(s)
+    }
+
     fn destroy_device_objects(&mut self, idx: usize) {
+        if let Some(s) = self.devices[idx].scrub_stream.take() {
+            // SAFETY: made by scrub_stream and destroyed once (it has left the device).
+            let _ = unsafe { sys::cuStreamDestroy_v2(s) };
+        }
         let streams: Vec<ExecStream> = self
             .streams
             .iter()
@@ -887,9 +947,7 @@ impl Executor for CudaExecutor {
     fn device_properties(&mut self, device: i32) -> ExecResult<DeviceProperties> {
         let idx = self.device_index(device)?;
         let handle = self.devices[idx].handle;
-        let mut uuid = sys::CUuuid { bytes: [0; 16] };
-        // SAFETY: out-pointer to a local; `handle` came from cuDeviceGet.
-        check(unsafe { sys::cuDeviceGetUuid_v2(&mut uuid, handle) })?;
+        let uuid = device_uuid(handle)?;
         let mut total: usize = 0;
         // SAFETY: as above.
         check(unsafe { sys::cuDeviceTotalMem_v2(&mut total, handle) })?;
@@ -906,7 +964,7 @@ impl Executor for CudaExecutor {
         }
         Ok(DeviceProperties {
             name: self.devices[idx].name.clone(),
-            uuid: uuid.bytes.map(|b| b as u8),
+            uuid,
             luid: [0; 8],
             luid_device_node_mask: 0,
             total_global_mem: total as u64,
@@ -1283,6 +1341,20 @@ impl Executor for CudaExecutor {
         }
         // SAFETY: as above; `s` is checked.
         check(unsafe { sys::cuMemsetD8Async(dst, value, size, s) })
+    }
+
+    fn zero_fill(&mut self, dst: DevicePtr, size: u64) -> ExecResult<()> {
+        let idx = self.bind()?;
+        if size == 0 {
+            return Ok(());
+        }
+        let size = to_usize(size)?;
+        let s = self.scrub_stream(idx)?;
+        // SAFETY: `dst` is an allocation the driver just made; `s` is ours.
+        check(unsafe { sys::cuMemsetD8Async(dst, 0, size, s) })?;
+        // SAFETY: as above. Waiting here means the zeroes are in place before the
+        // guest hears of the allocation, whatever stream it then uses.
+        check(unsafe { sys::cuStreamSynchronize(s) })
     }
 
     fn memset_2d(
@@ -1945,7 +2017,7 @@ mod tests {
     /// panic.
     #[test]
     fn new_never_panics() {
-        match CudaExecutor::new() {
+        match CudaExecutor::new(&GpuSelection::all()) {
             Ok(exec) => assert!(exec.device_count() > 0),
             Err(status) => assert!(!status.is_success()),
         }

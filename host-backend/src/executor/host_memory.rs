@@ -23,6 +23,8 @@ use vmcuda_wire::op::{
 };
 use vmcuda_wire::CudaStatus;
 
+use crate::policy::GpuSelection;
+
 use super::{
     ExecEvent, ExecFunction, ExecModule, ExecResult, ExecStream, Executor, LaunchConfig, Pitched,
     LEGACY_STREAM, PER_THREAD_STREAM,
@@ -88,6 +90,10 @@ pub struct HostMemoryExecutor {
     launch_log: Option<File>,
     /// Host ranges shared by the guest: (start, size).
     host_registered: Vec<(u64, u64)>,
+    /// The pretend host devices this guest sees, in its order (one memory serves them
+    /// all), and the index of the current one.
+    visible: Vec<usize>,
+    current: usize,
 }
 
 impl HostMemoryExecutor {
@@ -118,7 +124,33 @@ impl HostMemoryExecutor {
             cache_config: 0,
             launch_log,
             host_registered: Vec::new(),
+            visible: vec![0],
+            current: 0,
         })
+    }
+
+    /// Pretend the host has `host_devices` GPUs, of which the guest sees `gpus`.
+    pub fn with_devices(
+        mut self,
+        host_devices: usize,
+        gpus: &GpuSelection,
+    ) -> Result<Self, String> {
+        let uuids: Vec<String> = (0..host_devices)
+            .map(|i| super::cuda::format_uuid(&Self::uuid(i)))
+            .collect();
+        self.visible = gpus.resolve(&uuids)?;
+        if self.visible.is_empty() {
+            return Err("no device is visible".into());
+        }
+        Ok(self)
+    }
+
+    /// Pretend device `i`'s UUID.
+    fn uuid(i: usize) -> [u8; 16] {
+        let mut uuid = *b"vmcuda-hostmem-0";
+        uuid[15] = b'0' + (i % 10) as u8;
+        uuid[14] = b'0' + (i / 10 % 10) as u8;
+        uuid
     }
 
     fn fresh_id(&mut self) -> u64 {
@@ -318,19 +350,26 @@ impl Executor for HostMemoryExecutor {
         vmcuda_wire::handshake::RUNTIME_VERSION
     }
     fn device_count(&self) -> i32 {
-        1
+        self.visible.len() as i32
     }
     fn set_device(&mut self, device: i32) -> ExecResult<()> {
-        if device == 0 {
-            Ok(())
-        } else {
-            Err(CudaStatus::ErrorInvalidDevice)
-        }
+        self.current = usize::try_from(device)
+            .ok()
+            .filter(|&d| d < self.visible.len())
+            .ok_or(CudaStatus::ErrorInvalidDevice)?;
+        Ok(())
     }
     fn device_properties(&mut self, device: i32) -> ExecResult<DeviceProperties> {
+        let previous = self.current;
         self.set_device(device)?;
+        let host_index = self.visible[self.current];
+        self.current = previous;
         let mut p = Self::properties();
         p.total_global_mem = self.total_memory;
+        if host_index != 0 {
+            p.name = format!("{} #{host_index}", p.name);
+        }
+        p.uuid = Self::uuid(host_index);
         Ok(p)
     }
     fn synchronize(&mut self) -> ExecResult<()> {
@@ -517,6 +556,10 @@ impl Executor for HostMemoryExecutor {
     ) -> ExecResult<()> {
         self.check_stream(stream)?;
         self.slice_mut(dst, size)?.fill(value);
+        Ok(())
+    }
+    fn zero_fill(&mut self, dst: DevicePtr, size: u64) -> ExecResult<()> {
+        self.slice_mut(dst, size)?.fill(0);
         Ok(())
     }
     fn memset_2d(

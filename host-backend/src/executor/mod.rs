@@ -135,6 +135,10 @@ pub trait Executor {
         is_async: bool,
     ) -> ExecResult<()>;
     #[allow(clippy::too_many_arguments)]
+    /// Zero a fresh allocation before the guest sees it, synchronously and ordered
+    /// with nothing the guest queued: memory is never handed over with what an
+    /// earlier owner (another guest) left in it.
+    fn zero_fill(&mut self, dst: DevicePtr, size: u64) -> ExecResult<()>;
     fn memset_2d(
         &mut self,
         dst: Pitched,
