@@ -747,6 +747,30 @@ mod tests {
     }
 
     #[test]
+    fn the_shipped_configuration_is_the_safe_default() {
+        let shipped = Policy::parse(
+            include_str!("../etc/host.toml"),
+            Path::new("host-backend/etc/host.toml"),
+        )
+        .unwrap();
+        let builtin = Policy::builtin();
+        for caller in [
+            Caller::Local { pid: None },
+            Caller::VsockCid(3),
+            Caller::Vm("vm1".into()),
+            Caller::Tcp("10.0.0.2:1".into()),
+        ] {
+            assert_eq!(
+                shipped.admit(&caller, TOKEN.as_bytes()).is_ok(),
+                builtin.admit(&caller, TOKEN.as_bytes()).is_ok(),
+                "{caller}"
+            );
+        }
+        assert!(shipped.admit(&Caller::Local { pid: None }, b"").is_ok());
+        assert!(shipped.check_tcp_listen("0.0.0.0:7731").is_err());
+    }
+
+    #[test]
     fn local_programs_can_be_refused() {
         let p = policy("[local]\nallow = false\n");
         let r = p.admit(&Caller::Local { pid: None }, b"").unwrap_err();
