@@ -172,11 +172,7 @@ pub fn listen_vsock(
         match listener.accept() {
             Ok((stream, peer)) => {
                 let id = NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed);
-                // CID 1 is this machine's own loopback: a local program, not a VM.
-                let caller = match peer.cid() {
-                    vsock::VMADDR_CID_LOCAL => Caller::Local { pid: None },
-                    cid => Caller::VsockCid(cid),
-                };
+                let caller = Caller::VsockCid(peer.cid());
                 template.spawn(OwnedFd::from(stream), TransportKind::Vsock, id, caller);
             }
             Err(e) => {

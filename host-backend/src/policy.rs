@@ -24,6 +24,9 @@ pub const DEFAULT_CONFIG_PATH: &str = "/etc/vmcuda/host.toml";
 /// token is no authentication.
 pub const MIN_TOKEN_LEN: usize = 16;
 
+/// `VMADDR_CID_LOCAL`: the vsock address of this machine itself.
+const VSOCK_LOOPBACK_CID: u32 = 1;
+
 /// Default limits: generous for real programs (PyTorch uses tens of streams and a few
 /// thousand events and modules), small enough that one guest cannot exhaust the host.
 const DEFAULT_MAX_STREAMS: u32 = 1024;
@@ -496,7 +499,8 @@ impl Policy {
     /// Decide on a caller presenting `token` (from its hello).
     pub fn admit(&self, caller: &Caller, token: &[u8]) -> Result<Grant, Refusal> {
         match caller {
-            Caller::Local { .. } => {
+            // CID 1 is vsock loopback: a program on this machine, not a VM.
+            Caller::Local { .. } | Caller::VsockCid(VSOCK_LOOPBACK_CID) => {
                 if !self.config.local.allow {
                     return Err(Refusal::not_permitted(
                         "programs on the host are not allowed to use this host's GPUs",
@@ -673,6 +677,11 @@ mod tests {
     fn the_builtin_default_admits_local_programs_and_refuses_everyone_else() {
         let p = Policy::builtin();
         let g = p.admit(&Caller::Local { pid: Some(1) }, b"").unwrap();
+        assert_eq!(
+            p.admit(&Caller::VsockCid(1), b""),
+            Ok(g.clone()),
+            "vsock loopback is local"
+        );
         assert_eq!(g.gpus, GpuSelection::all());
         assert_eq!(g.memory_quota, None);
         for caller in [
