@@ -737,6 +737,16 @@ impl Handler for Session {
         req: PointerGetAttributes,
         _: &[u8],
     ) -> HandlerResult<PointerAttributes> {
+        // Memory the guest does not own is, to it, memory CUDA knows nothing of: the
+        // driver is not asked, so nothing of the worker's own address space shows.
+        if !self.owns(req.ptr, 1) {
+            let unregistered = PointerAttributes {
+                memory_type: 0,
+                device: -2,
+                device_pointer: 0,
+            };
+            return Ok((unregistered, Vec::new()));
+        }
         Ok((self.exec.pointer_attributes(req.ptr)?, Vec::new()))
     }
 

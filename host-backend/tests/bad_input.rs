@@ -233,6 +233,45 @@ fn one_guest_cannot_free_another_guests_memory() {
         &[],
     );
     assert_eq!(reply(&mut b).0, CudaStatus::ErrorInvalidValue);
+    // Nor write it, set it, or learn anything about it.
+    let write = MemcpyHtoD {
+        dst: ptr,
+        stream: StreamHandle::LEGACY,
+        is_async: false,
+    };
+    send(&mut b, Op::MemcpyHtoD, &write, &[0xEE; 8]);
+    assert_eq!(reply(&mut b).0, CudaStatus::ErrorInvalidValue);
+    let memset = Memset {
+        dst: ptr,
+        value: 0xEE,
+        size: 8,
+        stream: StreamHandle::LEGACY,
+        is_async: false,
+    };
+    send(&mut b, Op::Memset, &memset, &[]);
+    assert_eq!(reply(&mut b).0, CudaStatus::ErrorInvalidValue);
+    send(
+        &mut b,
+        Op::PointerGetAttributes,
+        &PointerGetAttributes { ptr },
+        &[],
+    );
+    let (status, meta, _) = reply(&mut b);
+    assert_eq!(status, CudaStatus::Success);
+    let attrs: PointerAttributes = postcard::from_bytes(&meta).unwrap();
+    assert_eq!(
+        (attrs.memory_type, attrs.device_pointer),
+        (0, 0),
+        "unknown to B"
+    );
+    send(
+        &mut a,
+        Op::PointerGetAttributes,
+        &PointerGetAttributes { ptr },
+        &[],
+    );
+    let attrs: PointerAttributes = postcard::from_bytes(&reply(&mut a).1).unwrap();
+    assert_eq!(attrs.memory_type, 2, "device memory to its owner");
 
     // A's memory is intact and still its own.
     send(&mut a, Op::MemFree, &MemFree { ptr }, &[]);
