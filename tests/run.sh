@@ -3,7 +3,8 @@
 #   - nvcc 13 from PyPI wheels (.ci/install-nvcc.sh), then the CUDA test programs;
 #   - the host daemon and the guest libcudart.so.13 (linked with its version node);
 #   - every Rust test, including the end-to-end ones that run the real programs
-#     through the bridge on the host-memory executor (no GPU needed).
+#     through the bridge on the host-memory executor (no GPU needed), and the load
+#     and fault test (16 guests at once with kills and crashes, tests/tests/load.rs).
 #   - a minimal Debian guest (images/build-guest.sh) that QEMU boots under TCG, so the
 #     programs also run inside a real VM: over the vhost-user vsock device, the TCP
 #     fallback and the AF_VSOCK listener (tests/tests/vm.rs).
@@ -22,6 +23,8 @@ VMCUDA_PROFILE=debug bash guest-lib/build-libs.sh >/dev/null
 
 echo "== building the CUDA test programs"
 bash tests/apps/build.sh "$root/build/apps"
+# The load test's guest lives apart: tests/gpu/run.sh compares every program in build/apps.
+bash tests/apps/build.sh "$root/build/load" "$root/tests/load"
 
 echo "== building the test guest (Debian cloud kernel + busybox initramfs)"
 if ! command -v qemu-system-x86_64 >/dev/null || ! command -v cpio >/dev/null; then
@@ -39,6 +42,7 @@ echo "== tests"
 export VMCUDA_HOST_BIN="$root/target/debug/vmcuda-host"
 export VMCUDA_GUEST_LIB_DIR="$root/build/guest/lib"
 export VMCUDA_APPS_DIR="$root/build/apps"
+export VMCUDA_LOAD_GUEST="$root/build/load/load_guest"
 export VMCUDA_VM_DIR="$root/build/vm"
 export VMCUDA_VHOST_BIN="$root/target/debug/vmcuda-vhost-vsock"
 log=$(mktemp)

@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Builds every tests/apps/*.cu into OUTDIR (default: <repo>/build/apps).
+# Builds every tests/apps/*.cu into OUTDIR (default: <repo>/build/apps), or every
+# SRCDIR/*.cu when SRCDIR is given (tests/run.sh builds tests/load that way, apart
+# from the apps, because tests/gpu/run.sh compares every program in the apps dir).
+#   tests/apps/build.sh [OUTDIR [SRCDIR]]
 #
 # Compiler selection: $NVCC if set; else `nvcc` on PATH if it is CUDA 13;
 # else the venv toolchain from .ci/install-nvcc.sh (installed on demand).
@@ -10,6 +13,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 outdir="${1:-$repo/build/apps}"
+srcdir="$(cd "${2:-$here}" && pwd)"
 mkdir -p "$outdir"
 outdir="$(cd "$outdir" && pwd)"
 
@@ -59,8 +63,8 @@ export nvcc outdir
 export libdirs_str="${libdirs[*]}"
 
 shopt -s nullglob
-srcs=("$here"/*.cu)
-[ "${#srcs[@]}" -gt 0 ] || { echo "build.sh: no .cu files in $here" >&2; exit 1; }
+srcs=("$srcdir"/*.cu)
+[ "${#srcs[@]}" -gt 0 ] || { echo "build.sh: no .cu files in $srcdir" >&2; exit 1; }
 
 # 2 parallel jobs; xargs exits non-zero if any build failed.
 if ! printf '%s\0' "${srcs[@]}" | xargs -0 -n 1 -P 2 bash -c 'build_one "$1"' _; then

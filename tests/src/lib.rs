@@ -5,6 +5,8 @@
 //! `#[ignore]` so a plain `cargo test` stays self-contained; `tests/run.sh` builds
 //! those artifacts and runs everything with `--include-ignored`.
 
+pub mod load;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -117,6 +119,10 @@ impl Daemon {
 
     pub fn server(&self) -> String {
         format!("unix:{}", self.socket.display())
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Whether the daemon process is still running.

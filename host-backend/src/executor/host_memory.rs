@@ -763,8 +763,7 @@ impl Executor for HostMemoryExecutor {
                 params: hex(params),
                 param_layout: f.params.iter().map(|p| (p.offset, p.size)).collect(),
             };
-            let line = serde_json::to_string(&record).expect("launch records serialize");
-            if let Err(e) = writeln!(log, "{line}") {
+            if let Err(e) = append_record(log, &record) {
                 warn!("cannot write launch log: {e}");
             }
         }
@@ -895,6 +894,15 @@ impl Executor for HostMemoryExecutor {
     }
 }
 
+/// Append one record as one JSON line in a single write. Every worker appends to the
+/// same log (O_APPEND): one write(2) per line keeps lines whole, where `writeln!`
+/// issues two (the text, then the newline) and concurrent workers interleave them.
+fn append_record(log: &mut File, record: &LaunchRecord) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(record).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    log.write_all(&line)
+}
+
 /// Run `f` on the module's first uncompressed ELF cubin.
 fn module_cubin<T>(
     image: &[u8],
@@ -903,4 +911,56 @@ fn module_cubin<T>(
     let parsed = fatbin::parse(image).map_err(|e| e.to_string())?;
     let elf = cubin::find_cubin(&parsed).map_err(|e| e.to_string())?;
     f(elf).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Workers are separate processes, each with its own O_APPEND descriptor of the
+    /// log; threads with their own descriptors race the same way.
+    #[test]
+    fn concurrent_appenders_keep_launch_log_lines_whole() {
+        const WRITERS: usize = 4;
+        const RECORDS: usize = 3000;
+        let path = std::env::temp_dir().join(format!("vmcuda-launch-log-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let writers: Vec<_> = (0..WRITERS)
+            .map(|w| {
+                let path = path.clone();
+                std::thread::spawn(move || {
+                    let mut log = File::options()
+                        .create(true)
+                        .append(true)
+                        .open(&path)
+                        .unwrap();
+                    for i in 0..RECORDS {
+                        let record = LaunchRecord {
+                            kernel: format!("k{w}"),
+                            grid: [i as u32, 1, 1],
+                            block: [32, 1, 1],
+                            shared_mem: 0,
+                            stream: 0,
+                            params: "ab".repeat(64),
+                            param_layout: vec![(0, 8)],
+                        };
+                        append_record(&mut log, &record).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for w in writers {
+            w.join().unwrap();
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        let mut per_writer = [0usize; WRITERS];
+        for line in text.lines() {
+            let v: serde_json::Value = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("torn launch log line ({e}): {line}"));
+            let w: usize = v["kernel"].as_str().unwrap()[1..].parse().unwrap();
+            per_writer[w] += 1;
+        }
+        assert_eq!(per_writer, [RECORDS; WRITERS]);
+    }
 }
