@@ -92,3 +92,84 @@ fn sixteen_guests_with_kills_and_crashes_leave_the_daemon_as_it_was() {
     }
     assert!(patterns > 0, "no pattern_kernel launch was recorded");
 }
+
+#[test]
+#[ignore = "needs the linked guest library and the nvcc-built load guest: run tests/run.sh"]
+fn a_guest_whose_worker_dies_fails_promptly_and_a_new_one_connects() {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    let d = Daemon::host_memory("workerdeath");
+    let guest = || {
+        let mut cmd = Command::new(load_guest());
+        cmd.env("LD_LIBRARY_PATH", guest_lib_dir())
+            .env("VMCUDA_SERVER", d.server())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd
+    };
+    let mut victim = guest()
+        .args(["--seed", "7", "--seconds", "60"])
+        .spawn()
+        .unwrap();
+    // Its worker, by the pid the daemon logs when it starts one.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let worker: u32 = loop {
+        let pid = d
+            .log()
+            .lines()
+            .find(|l| l.contains("worker started"))
+            .and_then(|l| {
+                l.split("pid=")
+                    .nth(1)?
+                    .split_whitespace()
+                    .next()?
+                    .parse()
+                    .ok()
+            });
+        if let Some(pid) = pid {
+            break pid;
+        }
+        assert!(Instant::now() < deadline, "no worker started: {}", d.log());
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    let killed = Instant::now();
+    Command::new("kill")
+        .args(["-9", &worker.to_string()])
+        .status()
+        .unwrap();
+    // The guest's next call fails with a CUDA error at once: it neither hangs nor
+    // runs on as if nothing happened.
+    let status = loop {
+        if let Some(status) = victim.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(10),
+            "the guest did not notice its worker died"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let out = victim.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!status.success());
+    assert!(
+        stdout.contains("LOAD FAIL") && stdout.contains("cudaErrorDevicesUnavailable"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("lost the connection to the vmcuda host"),
+        "{stderr}"
+    );
+    // A new process connects and works.
+    let out = guest()
+        .args(["--seed", "8", "--seconds", "1"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("LOAD OK"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
