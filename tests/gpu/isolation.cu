@@ -6,10 +6,12 @@
 //   isolation reuse BYTES       fill, free, allocate again in this process; count stale bytes
 //   isolation peek PTR          copy 64 bytes from another process's pointer
 //   isolation quota BYTES       the device as a guest with a quota of BYTES sees it
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
+#include <unistd.h>
 #include <cuda_runtime.h>
 
 static size_t count_nonzero(const unsigned char *dev, size_t bytes) {

@@ -3,7 +3,7 @@
 # another's GPU memory, natively and through vmcuda (CUDA executor), and whether a
 # guest's memory quota holds on the real GPU.
 #
-# CARRY holds bin/vmcuda-host, guest/lib (our libcudart.so.13), apps/isolation (built
+# CARRY holds bin/vmcuda-host, guest/lib (our libcudart.so.13), isolation (built
 # from tests/gpu/isolation.cu with -cudart shared) and COMMIT. Results: the table on
 # stdout and $OUT/RESULTS-ISOLATION.md (or build/gpu-results).
 set -u
@@ -14,15 +14,15 @@ out=${OUT:-build/gpu-results}
 mkdir -p "$out"
 work=$(mktemp -d)
 real_cudart=${VMCUDA_REAL_CUDART_DIR:-/usr/local/cuda/lib64}
-prog="$carry/apps/isolation"
+prog="$carry/isolation"
 bytes=$((256 << 20))
 quota=$((1 << 30))
 
 printf '[local]\nmemory_quota = %d\n' "$quota" >"$work/quota.toml"
-"$carry/bin/vmcuda-host" serve --unix "$work/plain.sock" --executor cuda 2>"$work/host.log" &
+"$carry/bin/vmcuda-host" serve --unix "$work/plain.sock" --executor "${VMCUDA_ISO_EXECUTOR:-cuda}" 2>"$work/host.log" &
 plain=$!
 "$carry/bin/vmcuda-host" serve --unix "$work/quota.sock" --config "$work/quota.toml" \
-  --executor cuda 2>"$work/host-quota.log" &
+  --executor "${VMCUDA_ISO_EXECUTOR:-cuda}" 2>"$work/host-quota.log" &
 quota_host=$!
 trap 'kill $plain $quota_host 2>/dev/null; wait 2>/dev/null' EXIT
 for _ in $(seq 200); do [ -S "$work/plain.sock" ] && [ -S "$work/quota.sock" ] && break; sleep 0.1; done
@@ -65,6 +65,6 @@ scenario() {  # scenario native|bridged
   echo "Host log lines about refusals and quotas:"
   echo
   echo '```'
-  grep -h -E "refused|quota" "$work/host.log" "$work/host-quota.log" | sed 's/\x1b\[[0-9;]*m//g' | head -20
+  grep -h -E "refused|over the guest" "$work/host.log" "$work/host-quota.log" | sed 's/\x1b\[[0-9;]*m//g' | head -20
   echo '```'
 } | tee "$out/RESULTS-ISOLATION.md"

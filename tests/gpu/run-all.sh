@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# tests/gpu/run-all.sh CARRY: on the GPU machine, in one go, every GPU check of the
+# project from artifacts built by tests/gpu/carry.sh: the test apps natively and
+# through vmcuda (run.sh), isolation (run-isolation.sh), and load with faults
+# (run-load.sh). Each script's Markdown lands in $OUT (RESULTS*.md); the logs are
+# bundled as $OUT/logs.tar.gz. Exits non-zero if any part failed.
+set -u
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$repo" || exit 2
+carry=${1:?usage: run-all.sh CARRY}
+out=${OUT:-build/gpu-results}
+mkdir -p "$out"
+logs=$(mktemp -d)
+export VMCUDA_COMMIT_FILE="$carry/COMMIT"
+rc=0
+
+echo "== apps: native vs bridged ($(date -u +%T))"
+OUT="$logs/apps" VMCUDA_HOST_BIN="$carry/bin/vmcuda-host" VMCUDA_GUEST_LIB="$carry/guest/lib" \
+  VMCUDA_APPS_DIR="$carry/apps" bash tests/gpu/run.sh >"$logs/apps.out" 2>&1 || rc=1
+tail -30 "$logs/apps.out"
+
+echo "== isolation ($(date -u +%T))"
+OUT="$logs/iso" bash tests/gpu/run-isolation.sh "$carry" >"$logs/iso.out" 2>&1 || rc=1
+tail -20 "$logs/iso.out"
+
+echo "== load with faults ($(date -u +%T))"
+OUT="$logs/load" VMCUDA_HOST_BIN="$carry/bin/vmcuda-host" VMCUDA_GUEST_LIB="$carry/guest/lib" \
+  VMCUDA_LOAD_GUEST="$carry/load/load_guest" VMCUDA_LOAD_DRIVER="$carry/bin/load-driver" \
+  bash tests/gpu/run-load.sh >"$logs/load.out" 2>&1 || rc=1
+tail -25 "$logs/load.out"
+
+cp "$logs/apps/RESULTS.md" "$out/RESULTS.md" 2>/dev/null
+cp "$logs/iso/RESULTS-ISOLATION.md" "$out/RESULTS-ISOLATION.md" 2>/dev/null
+cp "$logs/load/RESULTS-load.md" "$out/RESULTS-load.md" 2>/dev/null
+tar -C "$logs" -czf "$out/logs.tar.gz" . 2>/dev/null
+echo "== done ($(date -u +%T)), rc=$rc"
+exit $rc
