@@ -52,6 +52,8 @@ pub struct WorkerTemplate {
     pub host_memory_devices: usize,
     /// The configuration file workers admit guests by (`None`: the default).
     pub config: Option<PathBuf>,
+    /// Overrides the configuration's state directory.
+    pub state_dir: Option<PathBuf>,
 }
 
 impl WorkerTemplate {
@@ -79,6 +81,9 @@ impl WorkerTemplate {
         }
         if let Some(config) = &self.config {
             cmd.arg("--config").arg(config);
+        }
+        if let Some(dir) = &self.state_dir {
+            cmd.arg("--state-dir").arg(dir);
         }
         let peer = caller;
         cmd.stdin(Stdio::from(conn))

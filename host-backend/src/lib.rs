@@ -5,6 +5,7 @@
 //! - [`worker`]: a worker's frame loop: read, check, dispatch, answer.
 //! - [`session`]: one guest's handshake, handle tables and owned allocations.
 //! - [`executor`]: the executor trait and its CUDA and host-memory implementations.
+//! - [`ledger`]: a VM's quota and connection count across all its workers.
 //! - [`policy`]: the host configuration: who may connect, which GPUs, quotas.
 //! - [`pinned`]: page-aligned buffers the GPU can DMA straight to and from.
 //! - [`console`]: capture of driver output (kernel printf, asserts) for the guest.
@@ -12,6 +13,7 @@
 pub mod console;
 pub mod daemon;
 pub mod executor;
+pub mod ledger;
 pub mod pinned;
 pub mod policy;
 pub mod session;

@@ -16,6 +16,7 @@ use vmcuda_host::daemon::{self, ExecutorChoice, TransportKind, WorkerTemplate};
 use vmcuda_host::executor::cuda::CudaExecutor;
 use vmcuda_host::executor::host_memory::{self, HostMemoryExecutor};
 use vmcuda_host::executor::Executor;
+use vmcuda_host::ledger::{Ledger, LedgerError};
 use vmcuda_host::policy::{Caller, GpuSelection, Grant, Policy, Refusal};
 use vmcuda_host::session::Session;
 use vmcuda_host::worker;
@@ -73,6 +74,10 @@ enum Cmd {
         /// admits programs on this host and refuses every VM and TCP caller.
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Where workers keep what a VM's connections share (its quota ledger).
+        /// Default: the configuration's state_dir, else /run/vmcuda.
+        #[arg(long)]
+        state_dir: Option<PathBuf>,
     },
     /// Serve one guest connection passed as stdin (started by `serve`).
     #[command(hide = true)]
@@ -91,6 +96,8 @@ enum Cmd {
         host_memory_devices: usize,
         #[arg(long)]
         config: Option<PathBuf>,
+        #[arg(long)]
+        state_dir: Option<PathBuf>,
         /// Who is calling, as the transport says (local[:PID], vsock:CID, vm:NAME,
         /// tcp:PEER); admission decides on it and the guest's token.
         #[arg(long, value_parser = Caller::from_arg)]
@@ -132,6 +139,7 @@ fn main() -> ExitCode {
             host_memory_bytes,
             host_memory_devices,
             config,
+            state_dir,
         } => {
             init_logging(None);
             let policy = match Policy::load(config.as_deref()) {
@@ -149,6 +157,7 @@ fn main() -> ExitCode {
                 host_memory_bytes,
                 host_memory_devices,
                 config,
+                state_dir,
             };
             let listeners = Listeners {
                 unix,
@@ -167,6 +176,7 @@ fn main() -> ExitCode {
             host_memory_bytes,
             host_memory_devices,
             config,
+            state_dir,
             caller,
         } => {
             let template = WorkerTemplate {
@@ -176,6 +186,7 @@ fn main() -> ExitCode {
                 host_memory_bytes,
                 host_memory_devices,
                 config,
+                state_dir,
             };
             run_worker(&template, transport, connection_id, caller)
         }
@@ -318,12 +329,38 @@ fn run_worker(
             host: format!("refused {caller}: {e}"),
         })?;
         let grant = policy.admit(&caller, &hello.token)?;
+        // The VM's quota and connection count span all its connections.
+        let state_dir = template
+            .state_dir
+            .clone()
+            .unwrap_or_else(|| policy.state_dir().to_path_buf());
+        let ledger = match Ledger::join(&state_dir, &grant.name, grant.max_connections) {
+            Ok(ledger) => Some(ledger),
+            Err(LedgerError::TooManyConnections(n)) => {
+                return Err(Refusal {
+                    status: CudaStatus::ErrorDevicesUnavailable,
+                    guest: format!("this VM already has {n} connections to the host, its limit"),
+                    host: format!(
+                        "refused {caller} ({}): it has {n} connections already",
+                        grant.name
+                    ),
+                })
+            }
+            Err(e) => {
+                warn!("{e}; quotas and connection limits hold per connection");
+                None
+            }
+        };
         let exec = make_executor(template, &grant).map_err(|(status, why)| Refusal {
             status,
             guest: format!("the host cannot serve this guest ({status})"),
             host: format!("cannot serve {caller} ({}): {why}", grant.name),
         })?;
-        Ok(Session::new(exec, grant))
+        let session = Session::new(exec, grant);
+        Ok(match ledger {
+            Some(ledger) => session.with_ledger(ledger),
+            None => session,
+        })
     };
     let result = match transport {
         TransportKind::Unix => {

@@ -32,6 +32,12 @@ const VSOCK_LOOPBACK_CID: u32 = 1;
 const DEFAULT_MAX_STREAMS: u32 = 1024;
 const DEFAULT_MAX_EVENTS: u32 = 65536;
 const DEFAULT_MAX_MODULES: u32 = 8192;
+/// Each connection costs a worker process and a CUDA context (hundreds of MiB of GPU
+/// memory the quota does not see), so a VM may not open them without bound.
+const DEFAULT_MAX_CONNECTIONS: u32 = 128;
+
+/// Where workers keep state shared between a VM's connections (its ledger).
+pub const DEFAULT_STATE_DIR: &str = "/run/vmcuda";
 
 #[derive(Debug, Error)]
 pub enum ConfigError {
@@ -53,6 +59,8 @@ pub enum ConfigError {
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    /// Where workers keep what a VM's connections share (the quota ledger).
+    pub state_dir: Option<PathBuf>,
     /// Limits for every guest that its own entry does not override.
     #[serde(default)]
     pub defaults: Limits,
@@ -78,6 +86,8 @@ pub struct Limits {
     pub max_streams: Option<u32>,
     pub max_events: Option<u32>,
     pub max_modules: Option<u32>,
+    /// Connections (guest processes) the VM may have open at once.
+    pub max_connections: Option<u32>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -341,6 +351,7 @@ pub struct Grant {
     pub max_streams: u32,
     pub max_events: u32,
     pub max_modules: u32,
+    pub max_connections: u32,
 }
 
 impl Grant {
@@ -353,6 +364,7 @@ impl Grant {
             max_streams: u32::MAX,
             max_events: u32::MAX,
             max_modules: u32::MAX,
+            max_connections: u32::MAX,
         }
     }
 }
@@ -615,7 +627,19 @@ impl Policy {
                 .max_modules
                 .or(d.max_modules)
                 .unwrap_or(DEFAULT_MAX_MODULES),
+            max_connections: limits
+                .max_connections
+                .or(d.max_connections)
+                .unwrap_or(DEFAULT_MAX_CONNECTIONS),
         }
+    }
+
+    /// Where the VMs' ledgers live.
+    pub fn state_dir(&self) -> &Path {
+        self.config
+            .state_dir
+            .as_deref()
+            .unwrap_or(Path::new(DEFAULT_STATE_DIR))
     }
 
     /// Check a TCP listen address against `[tcp] allow_non_loopback`.

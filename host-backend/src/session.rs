@@ -20,6 +20,7 @@ use crate::executor::{
     ExecEvent, ExecFunction, ExecModule, ExecStream, Executor, LaunchConfig, Pitched,
     LEGACY_STREAM, PER_THREAD_STREAM,
 };
+use crate::ledger::Ledger;
 use crate::pinned::PageBuffer;
 use crate::policy::Grant;
 
@@ -42,6 +43,9 @@ pub struct Session {
     globals: BTreeMap<DevicePtr, u64>,
     /// Bytes counted against the quota: allocations and shared host memory.
     used: u64,
+    /// The VM's ledger, shared with its other connections' workers: the quota is the
+    /// VM's, not one connection's. Without one, the quota holds per connection.
+    ledger: Option<Ledger>,
     next_handle: u64,
     /// Descriptors the guest passed along with its frames, oldest first.
     pub incoming_fds: VecDeque<OwnedFd>,
@@ -146,6 +150,7 @@ impl Session {
             allocations: BTreeMap::new(),
             globals: BTreeMap::new(),
             used: 0,
+            ledger: None,
             next_handle: 0,
             incoming_fds: VecDeque::new(),
             shared: BTreeMap::new(),
@@ -153,6 +158,20 @@ impl Session {
             pinned: [None, None],
             reply_area: None,
             reply_in_area: None,
+        }
+    }
+
+    /// Account this guest's memory in its VM's ledger, with the VM's other connections.
+    pub fn with_ledger(mut self, ledger: Ledger) -> Self {
+        self.ledger = Some(ledger);
+        self
+    }
+
+    /// What counts against the quota now: the whole VM's when there is a ledger.
+    fn quota_used(&self) -> u64 {
+        match &self.ledger {
+            Some(ledger) => ledger.total().unwrap_or(self.used),
+            None => self.used,
         }
     }
 
@@ -334,23 +353,46 @@ impl Session {
         let Some(quota) = self.grant.memory_quota else {
             return Ok(());
         };
-        if self.used.checked_add(bytes).is_none_or(|u| u > quota) {
-            info!(client = %self.client, bytes, used = self.used, quota,
-                "allocation refused: over the guest's memory quota");
+        let used = self.quota_used();
+        if used.checked_add(bytes).is_none_or(|u| u > quota) {
+            self.over_quota(bytes, used, quota);
             return Err(CudaStatus::ErrorMemoryAllocation);
         }
         Ok(())
     }
 
+    fn over_quota(&self, bytes: u64, used: u64, quota: u64) {
+        info!(client = %self.client, guest = %self.grant.name, bytes, used, quota,
+            "allocation refused: over the guest's memory quota");
+    }
+
     /// Count `bytes` against the guest's memory quota, or refuse them.
     fn charge(&mut self, bytes: u64) -> Result<(), CudaStatus> {
-        self.within_quota(bytes)?;
+        match (&self.ledger, self.grant.memory_quota) {
+            (Some(ledger), Some(quota)) => match ledger.charge(bytes, quota) {
+                Ok(true) => {}
+                Ok(false) => {
+                    self.over_quota(bytes, self.quota_used(), quota);
+                    return Err(CudaStatus::ErrorMemoryAllocation);
+                }
+                Err(e) => {
+                    warn!(client = %self.client, "{e}; the quota holds for this connection alone");
+                    self.within_quota(bytes)?;
+                }
+            },
+            _ => self.within_quota(bytes)?,
+        }
         self.used = self.used.saturating_add(bytes);
         Ok(())
     }
 
     fn refund(&mut self, bytes: u64) {
         self.used = self.used.saturating_sub(bytes);
+        if let Some(ledger) = &self.ledger {
+            if let Err(e) = ledger.refund(bytes) {
+                warn!(client = %self.client, "{e}");
+            }
+        }
     }
 
     /// Refuse a new object once the guest holds `limit` of its kind.
@@ -458,9 +500,10 @@ impl Handler for Session {
         // Everything the guest made is gone with the device's state.
         self.streams.clear();
         self.events.clear();
+        let freed: u64 = self.allocations.values().sum();
         self.allocations.clear();
         self.globals.clear();
-        self.used = self.shared.values().map(|m| m.len as u64).sum();
+        self.refund(freed);
         self.exec.device_reset()?;
         nothing()
     }
@@ -549,7 +592,10 @@ impl Handler for Session {
         let (free, total) = self.exec.mem_info()?;
         // A guest with a quota sees the quota as its device's memory.
         let (free, total) = match self.grant.memory_quota {
-            Some(quota) => (free.min(quota.saturating_sub(self.used)), total.min(quota)),
+            Some(quota) => (
+                free.min(quota.saturating_sub(self.quota_used())),
+                total.min(quota),
+            ),
             None => (free, total),
         };
         Ok((MemInfo { free, total }, Vec::new()))

@@ -303,3 +303,39 @@ fn bad_configurations_and_open_tcp_stop_the_daemon_with_the_reason() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_quota_and_a_connection_limit_hold_across_a_vms_connections() {
+    let d = Daemon::with_config(
+        "shared",
+        Some("[local]\nmemory_quota = \"1MiB\"\nmax_connections = 2\n"),
+        &[],
+    );
+    let alloc = |s: &mut std::os::unix::net::UnixStream, size| {
+        call(s, Op::MemAlloc, &MemAlloc { size }, &[]).0
+    };
+    let mut a = d.connect();
+    hello(&mut a);
+    let mut b = d.connect();
+    hello(&mut b);
+    assert_eq!(alloc(&mut a, 768 << 10), CudaStatus::Success);
+    // B is the same VM: A's allocation counts against B too.
+    assert_eq!(alloc(&mut b, 512 << 10), CudaStatus::ErrorMemoryAllocation);
+    let info = decode::<MemInfo>(&call(&mut b, Op::MemGetInfo, &MemGetInfo, &[]).1);
+    assert_eq!(info.free, 256 << 10);
+    // A third connection is one too many.
+    let mut c = d.connect();
+    let (status, _, reason) = hello_with(&mut c, b"");
+    assert_eq!(status, CudaStatus::ErrorDevicesUnavailable);
+    assert!(String::from_utf8_lossy(&reason).contains("connections"));
+    // When A goes (here without freeing), its memory stops counting.
+    drop(a);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while alloc(&mut b, 512 << 10) != CudaStatus::Success {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "A's share was never released"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

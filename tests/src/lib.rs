@@ -96,6 +96,9 @@ impl Daemon {
             .arg(&socket)
             .arg("--launch-log")
             .arg(&launch_log)
+            // Each daemon's VMs keep their ledgers to themselves.
+            .arg("--state-dir")
+            .arg(dir.join("state"))
             .args(extra)
             .stdout(Stdio::null())
             .stderr(log)

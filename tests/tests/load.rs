@@ -75,11 +75,22 @@ fn sixteen_guests_with_kills_and_crashes_leave_the_daemon_as_it_was() {
     assert!(report.ops > 0 && report.bytes > 0, "{}", report.summary());
 
     // Workers leave nothing in the daemon's directory.
-    let expected: BTreeSet<String> = ["host.sock", "host.log", "launches.jsonl"]
+    let expected: BTreeSet<String> = ["host.sock", "host.log", "launches.jsonl", "state"]
         .iter()
         .map(|s| s.to_string())
         .collect();
     assert_eq!(dir_entries(&d), expected);
+    // The local programs' ledger names no live worker any more (killed workers' lines
+    // stay until the next worker prunes them, but hold nothing that counts).
+    let ledger =
+        std::fs::read_to_string(d.dir.join("state/ledger/local.ledger")).unwrap_or_default();
+    for line in ledger.lines() {
+        let pid = line.split(' ').next().unwrap_or("");
+        assert!(
+            !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+            "a worker still in the ledger: {line}"
+        );
+    }
 
     // Every worker appended to one launch log at once: each line must still be whole,
     // and the guests' kernels must be there.

@@ -35,6 +35,8 @@ impl Daemon {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_vmcuda-host"));
         cmd.args(["serve", "--executor", "host-memory", "--unix"])
             .arg(&socket)
+            .arg("--state-dir")
+            .arg(dir.join("state"))
             .args(extra);
         if let Some(text) = config {
             let path = dir.join("host.toml");

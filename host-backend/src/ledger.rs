@@ -1,0 +1,254 @@
+//! A VM's memory quota and connection limit across all its connections.
+//!
+//! Each guest connection has its own worker process, but a quota is the VM's. The
+//! workers of one VM therefore keep one ledger file, `<state_dir>/ledger/<vm>`, with one
+//! line per live worker: `<pid> <bytes held>`. Every change happens under an exclusive
+//! `flock`. A worker that dies without cleaning up (killed, crashed) leaves its line
+//! behind; the next worker to take the lock finds its pid gone and drops the line, so
+//! what a dead worker held stops counting as soon as anyone asks. The daemon or the
+//! vhost-user device may have spawned the workers; neither has to take part.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::{Flock, FlockArg};
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum LedgerError {
+    #[error("ledger {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the VM already has {0} connections, its limit")]
+    TooManyConnections(u32),
+}
+
+/// One worker's place in its VM's ledger. Dropping it removes the worker's line.
+pub struct Ledger {
+    path: PathBuf,
+    pid: u32,
+}
+
+struct Entry {
+    pid: u32,
+    bytes: u64,
+}
+
+impl Ledger {
+    /// Join VM `vm`'s ledger under `state_dir` as this process, unless the VM already
+    /// has `max_connections` live workers.
+    pub fn join(state_dir: &Path, vm: &str, max_connections: u32) -> Result<Ledger, LedgerError> {
+        let dir = state_dir.join("ledger");
+        let io = |source| LedgerError::Io {
+            path: dir.clone(),
+            source,
+        };
+        std::fs::create_dir_all(&dir).map_err(io)?;
+        let ledger = Ledger {
+            path: dir.join(file_name(vm)),
+            pid: std::process::id(),
+        };
+        ledger.update(|entries| {
+            if entries.len() >= max_connections as usize {
+                return Err(LedgerError::TooManyConnections(max_connections));
+            }
+            entries.push(Entry {
+                pid: ledger.pid,
+                bytes: 0,
+            });
+            Ok(())
+        })?;
+        Ok(ledger)
+    }
+
+    /// Count `bytes` more against the VM, unless its workers together would then hold
+    /// more than `quota`: `Ok(false)` then, and nothing is counted.
+    pub fn charge(&self, bytes: u64, quota: u64) -> Result<bool, LedgerError> {
+        self.update(|entries| {
+            let total: u64 = entries.iter().map(|e| e.bytes).sum();
+            if total.checked_add(bytes).is_none_or(|t| t > quota) {
+                return Ok(false);
+            }
+            if let Some(me) = entries.iter_mut().find(|e| e.pid == self.pid) {
+                me.bytes += bytes;
+            }
+            Ok(true)
+        })
+    }
+
+    /// Give back `bytes` this worker held.
+    pub fn refund(&self, bytes: u64) -> Result<(), LedgerError> {
+        self.update(|entries| {
+            if let Some(me) = entries.iter_mut().find(|e| e.pid == self.pid) {
+                me.bytes = me.bytes.saturating_sub(bytes);
+            }
+            Ok(())
+        })
+    }
+
+    /// What the VM's live workers hold together.
+    pub fn total(&self) -> Result<u64, LedgerError> {
+        let mut total = 0;
+        self.update(|entries| {
+            total = entries.iter().map(|e| e.bytes).sum();
+            Ok(())
+        })?;
+        Ok(total)
+    }
+
+    /// Read the ledger under its lock, drop dead workers' lines, let `f` change the
+    /// rest, and write it back.
+    fn update<T>(
+        &self,
+        f: impl FnOnce(&mut Vec<Entry>) -> Result<T, LedgerError>,
+    ) -> Result<T, LedgerError> {
+        let io = |source| LedgerError::Io {
+            path: self.path.clone(),
+            source,
+        };
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&self.path)
+            .map_err(io)?;
+        let mut file: Flock<File> = Flock::lock(file, FlockArg::LockExclusive)
+            .map_err(|(_, errno)| io(std::io::Error::from(errno)))?;
+        let mut text = String::new();
+        file.read_to_string(&mut text).map_err(io)?;
+        let mut entries: Vec<Entry> = text
+            .lines()
+            .filter_map(|line| {
+                let (pid, bytes) = line.split_once(' ')?;
+                Some(Entry {
+                    pid: pid.parse().ok()?,
+                    bytes: bytes.parse().ok()?,
+                })
+            })
+            .filter(|e| e.pid == self.pid || alive(e.pid))
+            .collect();
+        let result = f(&mut entries)?;
+        let text: String = entries
+            .iter()
+            .map(|e| format!("{} {}\n", e.pid, e.bytes))
+            .collect();
+        file.seek(SeekFrom::Start(0)).map_err(io)?;
+        file.set_len(0).map_err(io)?;
+        file.write_all(text.as_bytes()).map_err(io)?;
+        Ok(result)
+    }
+}
+
+impl Drop for Ledger {
+    fn drop(&mut self) {
+        let pid = self.pid;
+        let _ = self.update(|entries| {
+            entries.retain(|e| e.pid != pid);
+            Ok(())
+        });
+    }
+}
+
+/// Whether process `pid` still exists (a zombie not yet reaped counts: its memory is
+/// released only when the driver lets go of its context, near enough to that).
+fn alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// A file name for VM `vm` that cannot leave the ledger directory.
+fn file_name(vm: &str) -> String {
+    vm.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect::<String>()
+        .trim_start_matches('.')
+        .to_string()
+        + ".ledger"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("vmcuda-ledger-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    #[test]
+    fn a_quota_is_shared_by_all_of_a_vms_workers_and_dead_ones_stop_counting() {
+        let d = dir("share");
+        let me = Ledger::join(&d, "vm1", 8).unwrap();
+        assert!(me.charge(600, 1000).unwrap());
+        // A second worker of the same VM (written as another live process would be).
+        let path = d.join("ledger/vm1.ledger");
+        let other = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text.push_str(&format!("{} 300\n", other.id()));
+        std::fs::write(&path, text).unwrap();
+        assert_eq!(me.total().unwrap(), 900);
+        assert!(
+            !me.charge(200, 1000).unwrap(),
+            "600 + 300 + 200 is over 1000"
+        );
+        assert!(me.charge(100, 1000).unwrap());
+        // The other worker dies without cleaning up: its 300 bytes are free again.
+        let mut other = other;
+        other.kill().unwrap();
+        other.wait().unwrap();
+        assert_eq!(me.total().unwrap(), 700);
+        assert!(me.charge(300, 1000).unwrap());
+        me.refund(1000).unwrap();
+        assert_eq!(me.total().unwrap(), 0);
+        drop(me);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_vm_cannot_open_more_connections_than_its_limit() {
+        let d = dir("limit");
+        let path = d.join("ledger/vm2.ledger");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let others: Vec<_> = (0..2)
+            .map(|_| {
+                std::process::Command::new("sleep")
+                    .arg("30")
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let text: String = others.iter().map(|c| format!("{} 0\n", c.id())).collect();
+        std::fs::write(&path, text).unwrap();
+        assert!(matches!(
+            Ledger::join(&d, "vm2", 2),
+            Err(LedgerError::TooManyConnections(2))
+        ));
+        assert!(Ledger::join(&d, "vm2", 3).is_ok());
+        for mut c in others {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn vm_names_stay_inside_the_ledger_directory() {
+        assert_eq!(file_name("../../etc/passwd"), "_.._etc_passwd.ledger");
+        assert_eq!(file_name("vm 1"), "vm_1.ledger");
+        assert_eq!(file_name(".hidden"), "hidden.ledger");
+    }
+}
