@@ -52,6 +52,10 @@ pub struct WorkerTemplate {
     pub host_memory_devices: usize,
     /// The configuration file workers admit guests by (`None`: the default).
     pub config: Option<PathBuf>,
+    /// TCP listeners speak TLS (`[tcp] tls_cert`): their workers handshake first, with
+    /// the certificate the configuration names then. Fixed when the daemon starts, so
+    /// an edited configuration cannot quietly turn a TLS listener into a plain one.
+    pub tls: bool,
 }
 
 impl WorkerTemplate {
@@ -79,6 +83,9 @@ impl WorkerTemplate {
         }
         if let Some(config) = &self.config {
             cmd.arg("--config").arg(config);
+        }
+        if self.tls && transport == TransportKind::Tcp {
+            cmd.arg("--tls");
         }
         let peer = caller;
         cmd.stdin(Stdio::from(conn))
@@ -140,7 +147,7 @@ pub fn listen_tcp(
     template: Arc<WorkerTemplate>,
 ) -> std::io::Result<thread::JoinHandle<()>> {
     let listener = TcpListener::bind(addr)?;
-    info!(addr = %listener.local_addr()?, "listening on tcp");
+    info!(addr = %listener.local_addr()?, tls = template.tls, "listening on tcp");
     Ok(thread::spawn(move || {
         for conn in listener.incoming() {
             match conn {
