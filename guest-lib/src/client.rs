@@ -7,6 +7,7 @@
 
 use std::io::{BufReader, IoSlice, Read};
 use std::os::fd::BorrowedFd;
+use std::path::PathBuf;
 
 use std::sync::{Mutex, OnceLock};
 use zerocopy::IntoBytes;
@@ -14,7 +15,8 @@ use zerocopy::IntoBytes;
 use vmcuda_wire::frame::{self, FrameError, FrameHeader, FLAG_EVENT, FLAG_NO_REPLY, FLAG_REPLY};
 use vmcuda_wire::handshake::{caps, PROTOCOL_VERSION, RUNTIME_VERSION};
 use vmcuda_wire::op::{Console, Hello, HelloReply, Op, Request, OP_CONSOLE};
-use vmcuda_wire::transport::{ServerAddr, Stream};
+use vmcuda_wire::tls::{self, TlsError};
+use vmcuda_wire::transport::{ConnectError, ServerAddr, Stream, TlsClient};
 use vmcuda_wire::CudaStatus;
 
 /// Copies travel in frames of at most this many bytes: small enough that the host's
@@ -75,12 +77,31 @@ fn connect() -> Result<Client, CudaStatus> {
             return Err(CudaStatus::ErrorNoDevice);
         }
     };
-    let stream = match Stream::connect(&addr) {
+    let tls = match &addr {
+        ServerAddr::Tls(host_port) => match GuestTls::from_env() {
+            Ok(t) => Some(t),
+            Err(e) => {
+                eprintln!(
+                    "vmcuda: TLS to {host_port} failed: {e} (VMCUDA_TLS_CA names the CA \
+                     certificate, PEM, that signed the host's)"
+                );
+                return Err(CudaStatus::ErrorNoDevice);
+            }
+        },
+        _ => None,
+    };
+    let stream = match Stream::connect(&addr, tls.as_ref().map(|t| &t.client)) {
         Ok(s) => s,
+        Err(ConnectError::Tls(e)) => {
+            let hint = tls.as_ref().map(|t| t.hint(&e)).unwrap_or_default();
+            let host_port = addr.host_port().unwrap_or_default();
+            eprintln!("vmcuda: TLS to {host_port} failed: {e}{hint}");
+            return Err(CudaStatus::ErrorNoDevice);
+        }
         Err(e) => {
             eprintln!(
                 "vmcuda: no vmcuda host answers at {addr}: {e}. Start `vmcuda-host serve` on the host, \
-                 or point VMCUDA_SERVER at it (unix:PATH, tcp:HOST:PORT or vsock:CID:PORT)."
+                 or point VMCUDA_SERVER at it (unix:PATH, tcp:HOST:PORT, tls:HOST:PORT or vsock:CID:PORT)."
             );
             return Err(CudaStatus::ErrorNoDevice);
         }
@@ -127,6 +148,49 @@ fn connect() -> Result<Client, CudaStatus> {
                 None => eprintln!("vmcuda: the host at {addr} refused this program: {status}"),
             }
             Err(CudaStatus::ErrorNoDevice)
+        }
+    }
+}
+
+/// The CA a `tls:` host's certificate must be signed by, when VMCUDA_TLS_CA is not set.
+const DEFAULT_TLS_CA: &str = "/etc/vmcuda/ca.pem";
+
+/// A `tls:` connection's settings, and where its trusted CAs came from (for messages).
+struct GuestTls {
+    client: TlsClient,
+    ca: PathBuf,
+}
+
+impl GuestTls {
+    /// Trust the CA certificates in `VMCUDA_TLS_CA` (PEM, default /etc/vmcuda/ca.pem);
+    /// expect the host's certificate to name `VMCUDA_TLS_NAME`, else the address's host.
+    fn from_env() -> Result<GuestTls, TlsError> {
+        let ca = std::env::var_os("VMCUDA_TLS_CA")
+            .filter(|v| !v.is_empty())
+            .map_or_else(|| PathBuf::from(DEFAULT_TLS_CA), PathBuf::from);
+        Ok(GuestTls {
+            client: TlsClient {
+                config: tls::client_config(&ca)?,
+                server_name: std::env::var("VMCUDA_TLS_NAME")
+                    .ok()
+                    .filter(|n| !n.is_empty()),
+            },
+            ca,
+        })
+    }
+
+    /// What to do about a certificate this guest would not accept.
+    fn hint(&self, e: &TlsError) -> String {
+        use rustls::{CertificateError, Error};
+        match e.rustls() {
+            Some(Error::InvalidCertificate(CertificateError::UnknownIssuer)) => format!(
+                " (the host's certificate is not signed by a CA in {}; set VMCUDA_TLS_CA)",
+                self.ca.display()
+            ),
+            Some(Error::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            )) => " (set VMCUDA_TLS_NAME to a name the certificate was issued for)".into(),
+            _ => String::new(),
         }
     }
 }

@@ -54,6 +54,10 @@ pub struct WorkerTemplate {
     pub config: Option<PathBuf>,
     /// Overrides the configuration's state directory.
     pub state_dir: Option<PathBuf>,
+    /// TCP listeners speak TLS (`[tcp] tls_cert`): their workers handshake first, with
+    /// the certificate the configuration names then. Fixed when the daemon starts, so
+    /// an edited configuration cannot quietly turn a TLS listener into a plain one.
+    pub tls: bool,
 }
 
 impl WorkerTemplate {
@@ -84,6 +88,9 @@ impl WorkerTemplate {
         }
         if let Some(dir) = &self.state_dir {
             cmd.arg("--state-dir").arg(dir);
+        }
+        if self.tls && transport == TransportKind::Tcp {
+            cmd.arg("--tls");
         }
         let peer = caller;
         cmd.stdin(Stdio::from(conn))
@@ -145,7 +152,7 @@ pub fn listen_tcp(
     template: Arc<WorkerTemplate>,
 ) -> std::io::Result<thread::JoinHandle<()>> {
     let listener = TcpListener::bind(addr)?;
-    info!(addr = %listener.local_addr()?, "listening on tcp");
+    info!(addr = %listener.local_addr()?, tls = template.tls, "listening on tcp");
     Ok(thread::spawn(move || {
         for conn in listener.incoming() {
             match conn {

@@ -6,7 +6,9 @@
 //! - [`session`]: one guest's handshake, handle tables and owned allocations.
 //! - [`executor`]: the executor trait and its CUDA and host-memory implementations.
 //! - [`ledger`]: a VM's quota and connection count across all its workers.
-//! - [`policy`]: the host configuration: who may connect, which GPUs, quotas.
+//! - [`policy`]: the host configuration: who may connect, which GPUs, quotas, TLS.
+//! - [`tls`]: the worker's side of TLS on TCP: telling TLS guests from plain ones, the
+//!   server handshake.
 //! - [`pinned`]: page-aligned buffers the GPU can DMA straight to and from.
 //! - [`console`]: capture of driver output (kernel printf, asserts) for the guest.
 
@@ -17,4 +19,5 @@ pub mod ledger;
 pub mod pinned;
 pub mod policy;
 pub mod session;
+pub mod tls;
 pub mod worker;

@@ -17,12 +17,14 @@ use vmcuda_host::executor::cuda::CudaExecutor;
 use vmcuda_host::executor::host_memory::{self, HostMemoryExecutor};
 use vmcuda_host::executor::Executor;
 use vmcuda_host::ledger::{Ledger, LedgerError};
-use vmcuda_host::policy::{Caller, GpuSelection, Grant, Policy, Refusal};
+use vmcuda_host::policy::{Caller, ConfigError, GpuSelection, Grant, Policy, Refusal};
 use vmcuda_host::session::Session;
+use vmcuda_host::tls::{self, Accepted, TlsServer};
 use vmcuda_host::worker;
 use vmcuda_wire::op::Hello;
+use vmcuda_wire::tls::TlsError;
 use vmcuda_wire::transport::{FdReader, DEFAULT_UNIX_PATH};
-use vmcuda_wire::CudaStatus;
+use vmcuda_wire::{CudaStatus, FrameError};
 
 #[derive(Parser)]
 #[command(
@@ -43,7 +45,8 @@ enum Cmd {
         /// /run/vmcuda/vmcuda.sock.
         #[arg(long)]
         unix: Vec<PathBuf>,
-        /// TCP address to listen on, e.g. 127.0.0.1:7731 (repeatable).
+        /// TCP address to listen on, e.g. 127.0.0.1:7731 (repeatable). It speaks TLS when
+        /// the configuration's [tcp] table sets tls_cert and tls_key.
         #[arg(long)]
         tcp: Vec<String>,
         /// Listen on AF_VSOCK at --port (kernel vhost-vsock hosts: QEMU/KVM with
@@ -102,6 +105,10 @@ enum Cmd {
         /// tcp:PEER); admission decides on it and the guest's token.
         #[arg(long, value_parser = Caller::from_arg)]
         caller: Caller,
+        /// The TCP connection is to a TLS listener: handshake (configuration `[tcp]`
+        /// tls_cert and tls_key) before the protocol.
+        #[arg(long)]
+        tls: bool,
     },
 }
 
@@ -150,6 +157,14 @@ fn main() -> ExitCode {
                 }
             };
             info!(config = %policy.source, vms = policy.config.vms.len(), "policy loaded");
+            // Checked now, so a missing or mismatched certificate stops the daemon.
+            let tls = match policy.tls_server() {
+                Ok(tls) => tls,
+                Err(e) => {
+                    error!("{e}");
+                    return ExitCode::FAILURE;
+                }
+            };
             let template = WorkerTemplate {
                 exe: PathBuf::new(),
                 executor,
@@ -158,6 +173,7 @@ fn main() -> ExitCode {
                 host_memory_devices,
                 config,
                 state_dir,
+                tls: tls.is_some(),
             };
             let listeners = Listeners {
                 unix,
@@ -166,7 +182,7 @@ fn main() -> ExitCode {
                 hybrid_vsock,
                 port,
             };
-            serve(listeners, &policy, template)
+            serve(listeners, &policy, tls.as_ref(), template)
         }
         Cmd::Worker {
             executor,
@@ -178,6 +194,7 @@ fn main() -> ExitCode {
             config,
             state_dir,
             caller,
+            tls,
         } => {
             let template = WorkerTemplate {
                 exe: PathBuf::new(),
@@ -187,6 +204,7 @@ fn main() -> ExitCode {
                 host_memory_devices,
                 config,
                 state_dir,
+                tls,
             };
             run_worker(&template, transport, connection_id, caller)
         }
@@ -202,7 +220,12 @@ struct Listeners {
     port: u32,
 }
 
-fn serve(mut at: Listeners, policy: &Policy, mut template: WorkerTemplate) -> ExitCode {
+fn serve(
+    mut at: Listeners,
+    policy: &Policy,
+    tls: Option<&TlsServer>,
+    mut template: WorkerTemplate,
+) -> ExitCode {
     template.executor = match template.executor {
         ExecutorChoice::Auto => match CudaExecutor::new(&GpuSelection::all()) {
             Ok(cuda) => {
@@ -256,6 +279,13 @@ fn serve(mut at: Listeners, policy: &Policy, mut template: WorkerTemplate) -> Ex
         if let Err(msg) = policy.check_tcp_listen(addr) {
             error!("{msg}");
             return ExitCode::FAILURE;
+        }
+        let loopback = addr
+            .parse::<std::net::SocketAddr>()
+            .is_ok_and(|a| a.ip().is_loopback());
+        if !loopback && tls.is_none_or(|t| !t.required) {
+            warn!(%addr, "TCP guests here may send their tokens and data unencrypted; \
+                configure [tcp] tls_cert and tls_key (and leave require_tls on)");
         }
     }
     let template = Arc::new(template);
@@ -321,9 +351,11 @@ fn run_worker(
     let span = tracing::info_span!("worker", connection = connection_id);
     let _enter = span.enter();
 
+    // The configuration as it is now: for admission (and a TLS listener's certificate).
+    let policy = Policy::load(template.config.as_deref());
     // Admission, and only then an executor: a refused caller never touches a GPU.
     let open = |hello: &Hello| -> Result<Session, Refusal> {
-        let policy = Policy::load(template.config.as_deref()).map_err(|e| Refusal {
+        let policy = policy.as_ref().map_err(|e| Refusal {
             status: CudaStatus::ErrorNotPermitted,
             guest: "the host's configuration cannot be read; its administrator can fix it".into(),
             host: format!("refused {caller}: {e}"),
@@ -370,30 +402,107 @@ fn run_worker(
                     // Unix guests may pass memory descriptors along with frames.
                     let (reader, fds) = FdReader::new(reader);
                     worker::serve(reader, stream, Some(fds), open, console.as_mut())
+                        .map_err(Into::into)
                 }
-                Err(e) => Err(e.into()),
+                Err(e) => Err(FrameError::from(e).into()),
             }
         }
         TransportKind::Vsock => {
             let stream = vsock::VsockStream::from(conn);
             match stream.try_clone() {
-                Ok(reader) => worker::serve(reader, stream, None, open, console.as_mut()),
-                Err(e) => Err(e.into()),
+                Ok(reader) => {
+                    worker::serve(reader, stream, None, open, console.as_mut()).map_err(Into::into)
+                }
+                Err(e) => Err(FrameError::from(e).into()),
             }
         }
-        TransportKind::Tcp => {
-            let stream = TcpStream::from(conn);
-            match stream.try_clone() {
-                Ok(reader) => worker::serve(reader, stream, None, open, console.as_mut()),
-                Err(e) => Err(e.into()),
-            }
-        }
+        TransportKind::Tcp if template.tls => serve_tls_listener(
+            TcpStream::from(conn),
+            &policy,
+            &caller,
+            open,
+            console.as_mut(),
+        ),
+        TransportKind::Tcp => serve_tcp(TcpStream::from(conn), open, console.as_mut()),
     };
     match result {
         Ok(()) => info!(%caller, "guest disconnected"),
         Err(e) => warn!(%caller, "connection ended: {e}"),
     }
     ExitCode::SUCCESS
+}
+
+/// Why a worker's connection ended early.
+#[derive(Debug, thiserror::Error)]
+enum ConnectionError {
+    #[error(transparent)]
+    Frame(#[from] FrameError),
+    #[error("TLS handshake failed: {0}")]
+    Tls(#[from] TlsError),
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// Serve a connection to a TLS listener: a TLS guest after the handshake; a plain one
+/// only where `[tcp] require_tls = false`, else it is told to use TLS and turned away.
+fn serve_tls_listener(
+    stream: TcpStream,
+    policy: &Result<Policy, ConfigError>,
+    caller: &Caller,
+    open: impl FnOnce(&Hello) -> Result<Session, Refusal>,
+    console: Option<&mut ConsoleCapture>,
+) -> Result<(), ConnectionError> {
+    // The certificate as configured now: renewing it needs no restart.
+    let unusable = |e: &ConfigError| ConnectionError::Setup(format!("no TLS certificate: {e}"));
+    let server = policy
+        .as_ref()
+        .map_err(unusable)?
+        .tls_server()
+        .map_err(|e| unusable(&e))?
+        .ok_or_else(|| {
+            ConnectionError::Setup(
+                "this listener speaks TLS, but the configuration no longer has [tcp] tls_cert \
+                 and tls_key (restart the daemon to drop TLS)"
+                    .into(),
+            )
+        })?;
+    match tls::accept(stream, &server)? {
+        Accepted::Tls(stream) => {
+            worker::serve(stream.clone(), stream, None, open, console).map_err(Into::into)
+        }
+        Accepted::Plain(stream) => serve_tcp(stream, open, console),
+        Accepted::PlainRefused(stream) => {
+            // Told in the protocol it speaks, so the program says why it failed.
+            let refuse = |hello: &Hello| -> Result<Session, Refusal> {
+                let leaked = if hello.token.is_empty() {
+                    ""
+                } else {
+                    "; its token crossed the network unencrypted"
+                };
+                Err(Refusal {
+                    status: CudaStatus::ErrorNotPermitted,
+                    guest: "this host takes TCP guests only over TLS: connect with \
+                            VMCUDA_SERVER=tls:HOST:PORT"
+                        .into(),
+                    host: format!(
+                        "refused {caller}: plain TCP to a TLS listener ([tcp] require_tls){leaked}"
+                    ),
+                })
+            };
+            serve_tcp(stream, refuse, None)
+        }
+        Accepted::Gone => Ok(()),
+    }
+}
+
+/// Serve a guest on plain TCP.
+fn serve_tcp(
+    stream: TcpStream,
+    open: impl FnOnce(&Hello) -> Result<Session, Refusal>,
+    console: Option<&mut ConsoleCapture>,
+) -> Result<(), ConnectionError> {
+    let reader = stream.try_clone().map_err(FrameError::from)?;
+    Ok(worker::serve(reader, stream, None, open, console)?)
 }
 
 /// The executor a grant gets: only its GPUs, in its order.

@@ -15,7 +15,10 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use subtle::ConstantTimeEq;
 use thiserror::Error;
+use vmcuda_wire::tls;
 use vmcuda_wire::CudaStatus;
+
+use crate::tls::TlsServer;
 
 /// Where the daemon looks for its configuration when none is named.
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/vmcuda/host.toml";
@@ -53,6 +56,11 @@ pub enum ConfigError {
     },
     #[error("{path}: {msg}")]
     Invalid { path: PathBuf, msg: String },
+    #[error("{path}: [tcp] tls_cert and tls_key are not usable: {source}")]
+    Tls {
+        path: PathBuf,
+        source: vmcuda_wire::tls::TlsError,
+    },
 }
 
 /// The configuration file as written.
@@ -122,6 +130,18 @@ pub struct Tcp {
     /// Listening anywhere but loopback must be asked for by name.
     #[serde(default)]
     pub allow_non_loopback: bool,
+    /// The host's TLS certificate (PEM; the chain, leaf first). With `tls_key` it turns
+    /// every TCP listener, these and `--tcp` ones, into a TLS listener, which guests
+    /// reach as `tls:HOST:PORT`. Read and checked when the configuration loads, and
+    /// again by each connection's worker, so a renewed certificate needs no restart.
+    pub tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM: PKCS#8, PKCS#1 or SEC1); it must belong to
+    /// `tls_cert`.
+    pub tls_key: Option<PathBuf>,
+    /// Whether TLS listeners turn plain-TCP guests away (telling them to use `tls:`).
+    /// Default: true when a certificate is configured; `false` lets plain and TLS
+    /// guests share the listeners while guests move over. Tokens are needed either way.
+    pub require_tls: Option<bool>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -484,10 +504,40 @@ impl Policy {
                 }
             }
         }
+        let tcp = &config.tcp;
+        if tcp.tls_cert.is_some() != tcp.tls_key.is_some() {
+            return Err(invalid(
+                "[tcp] tls_cert and tls_key go together: give both or neither".into(),
+            ));
+        }
+        if tcp.require_tls == Some(true) && tcp.tls_cert.is_none() {
+            return Err(invalid(
+                "[tcp] require_tls = true needs tls_cert and tls_key".into(),
+            ));
+        }
         Ok(Policy {
             config,
             source: path.display().to_string(),
         })
+    }
+
+    /// TLS for TCP listeners, when `[tcp]` configures it: the certificate and key read
+    /// and checked against each other. Kept apart from [`Policy::load`] so that only
+    /// TLS connections (and the daemon, at start) read them: a bad certificate renewal
+    /// stops TLS guests, not every guest.
+    pub fn tls_server(&self) -> Result<Option<TlsServer>, ConfigError> {
+        let tcp = &self.config.tcp;
+        let (Some(cert), Some(key)) = (&tcp.tls_cert, &tcp.tls_key) else {
+            return Ok(None);
+        };
+        let config = tls::server_config(cert, key).map_err(|source| ConfigError::Tls {
+            path: PathBuf::from(&self.source),
+            source,
+        })?;
+        Ok(Some(TlsServer {
+            config,
+            required: tcp.require_tls.unwrap_or(true),
+        }))
     }
 
     /// The VM entry for a caller named by its transport.
@@ -830,6 +880,61 @@ mod tests {
                 .to_string();
             assert!(e.contains(why), "{text}: {e}");
         }
+    }
+
+    #[test]
+    fn tls_settings_are_checked_and_loaded() {
+        use vmcuda_wire::tls::testing::TestPki;
+        let dir = std::env::temp_dir().join(format!("vmcuda-policy-tls-{}", std::process::id()));
+        let pki = TestPki::new(&dir.join("a"), &["localhost"]);
+        let other = TestPki::new(&dir.join("b"), &["localhost"]);
+        let tcp = |cert: &Path, key: &Path, extra: &str| {
+            format!(
+                "[tcp]\ntls_cert = \"{}\"\ntls_key = \"{}\"\n{extra}",
+                cert.display(),
+                key.display()
+            )
+        };
+
+        assert!(Policy::builtin().tls_server().unwrap().is_none());
+        let on = policy(&tcp(&pki.cert, &pki.key, "")).tls_server().unwrap();
+        assert!(on.unwrap().required, "a certificate means TLS is required");
+        let optional = policy(&tcp(&pki.cert, &pki.key, "require_tls = false"));
+        assert!(!optional.tls_server().unwrap().unwrap().required);
+
+        // Parsed, but unusable: found when the daemon starts (or a TLS guest connects).
+        let missing = dir.join("missing.pem");
+        for (text, why) in [
+            (tcp(&missing, &pki.key, ""), "missing.pem"),
+            (tcp(&pki.cert, &other.key, ""), "is not the private key"),
+            (tcp(&pki.key, &pki.key, ""), "no PEM certificate"),
+        ] {
+            let e = policy(&text).tls_server().unwrap_err().to_string();
+            assert!(
+                e.contains("tls_cert and tls_key are not usable") && e.contains(why),
+                "{text}: {e}"
+            );
+        }
+
+        // Incomplete settings are refused at parse time.
+        for (text, why) in [
+            (
+                format!("[tcp]\ntls_cert = \"{}\"\n", pki.cert.display()),
+                "go together",
+            ),
+            ("[tcp]\nrequire_tls = true\n".into(), "needs tls_cert"),
+        ] {
+            let e = Policy::parse(&text, Path::new("t.toml"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(why), "{text}: {e}");
+        }
+        // Asking for no TLS without a certificate is fine.
+        assert!(policy("[tcp]\nrequire_tls = false\n")
+            .tls_server()
+            .unwrap()
+            .is_none());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

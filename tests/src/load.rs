@@ -438,7 +438,7 @@ fn alloc(s: &mut Stream, size: u64) -> Result<u64, String> {
 
 /// One raw client of kind `kind`; returns an error only for what the daemon did wrong.
 fn raw_client(addr: &ServerAddr, kind: u64, rng: &mut XorShift) -> Result<(), String> {
-    let mut s = Stream::connect(addr).map_err(|e| format!("connect: {e}"))?;
+    let mut s = Stream::connect(addr, None).map_err(|e| format!("connect: {e}"))?;
     if let Stream::Unix(u) = &s {
         let _ = u.set_read_timeout(Some(Duration::from_secs(30)));
     }

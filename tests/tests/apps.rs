@@ -337,6 +337,130 @@ const TCP_TOKEN: &str = "apps-test-token-0123456789";
 
 #[test]
 #[ignore = "needs the linked guest library and nvcc-built apps: run tests/run.sh"]
+fn tls_transport_runs_programs_and_refuses_untrusted_hosts_and_plain_guests() {
+    use vmcuda_wire::tls::testing::TestPki;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let dir = std::env::temp_dir().join(format!("vmcuda-apps-tls-{}", std::process::id()));
+    // The host's certificate names "gpuhost.test" and 127.0.0.1; a stranger's CA
+    // signed nothing of it.
+    let pki = TestPki::new(&dir.join("host"), &["gpuhost.test", "127.0.0.1"]);
+    let stranger = TestPki::new(&dir.join("stranger"), &["127.0.0.1"]);
+    let mut daemon = Daemon::start_with_config(
+        "tls",
+        Some(&format!(
+            "[tcp]\ntls_cert = \"{}\"\ntls_key = \"{}\"\n\n\
+             [[vm]]\nname = \"tls-guest\"\ntcp = true\ntoken = \"{TCP_TOKEN}\"\n",
+            pki.cert.display(),
+            pki.key.display()
+        )),
+        &["--executor", "host-memory", "--tcp", &addr],
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::net::TcpStream::connect(&addr).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "daemon never listened on {addr}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let tls = format!("tls:{addr}");
+    let ca = pki.ca.to_str().unwrap();
+    let trusted = [("VMCUDA_TOKEN", TCP_TOKEN), ("VMCUDA_TLS_CA", ca)];
+    let run = |server: &str, env: &[(&str, &str)]| {
+        let out = run_program_with(&apps_dir().join("memcpy_kinds"), server, env);
+        (out.status.success(), text(&out.stdout), text(&out.stderr))
+    };
+
+    // Real programs over TLS, copies and all.
+    for app in ["memcpy_kinds", "vector_add"] {
+        let out = run_program_with(&apps_dir().join(app), &tls, &trusted);
+        assert!(
+            out.status.success(),
+            "{app} over TLS: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+    }
+    // Asking for the certificate's other name.
+    let (ok, _, stderr) = run(
+        &tls,
+        &[
+            ("VMCUDA_TOKEN", TCP_TOKEN),
+            ("VMCUDA_TLS_CA", ca),
+            ("VMCUDA_TLS_NAME", "gpuhost.test"),
+        ],
+    );
+    assert!(ok, "{stderr}");
+
+    // Each failure is one line that says what went wrong, and no device.
+    type Env<'a> = &'a [(&'a str, &'a str)];
+    let cases: [(Env, &[&str]); 4] = [
+        (
+            &[
+                ("VMCUDA_TOKEN", TCP_TOKEN),
+                ("VMCUDA_TLS_CA", stranger.ca.to_str().unwrap()),
+            ],
+            &["UnknownIssuer", "not signed by a CA in"],
+        ),
+        (
+            &[
+                ("VMCUDA_TOKEN", TCP_TOKEN),
+                ("VMCUDA_TLS_CA", ca),
+                ("VMCUDA_TLS_NAME", "elsewhere.test"),
+            ],
+            &["not valid for name", "VMCUDA_TLS_NAME"],
+        ),
+        (
+            &[
+                ("VMCUDA_TOKEN", TCP_TOKEN),
+                ("VMCUDA_TLS_CA", "/nonexistent/ca.pem"),
+            ],
+            &["/nonexistent/ca.pem"],
+        ),
+        // TLS or not, the token is needed.
+        (&[("VMCUDA_TLS_CA", ca)], &["need a token"]),
+    ];
+    for (env, told) in cases {
+        let (ok, stdout, stderr) = run(&tls, env);
+        assert!(!ok, "{stdout}");
+        assert!(
+            stdout.contains("cudaErrorNoDevice"),
+            "the program sees no device: {stdout}"
+        );
+        let vmcuda: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.starts_with("vmcuda:"))
+            .collect();
+        assert_eq!(vmcuda.len(), 1, "{stderr}");
+        for t in told {
+            assert!(vmcuda[0].contains(t), "{t:?} not in {stderr}");
+        }
+        if told[0] != "need a token" {
+            assert!(vmcuda[0].starts_with(&format!("vmcuda: TLS to {addr} failed: ")));
+        }
+    }
+
+    // A plain-TCP guest is told to use TLS; the daemon serves others as before.
+    let (ok, _, stderr) = run(&format!("tcp:{addr}"), &trusted);
+    assert!(!ok);
+    assert!(
+        stderr.contains("refused this program") && stderr.contains("only over TLS"),
+        "{stderr}"
+    );
+    assert!(daemon.alive());
+    let (ok, _, stderr) = run(&tls, &trusted);
+    assert!(ok, "{stderr}");
+    drop(daemon);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+#[ignore = "needs the linked guest library and nvcc-built apps: run tests/run.sh"]
 fn hybrid_vsock_listener_serves_the_vmm_socket_convention() {
     // Firecracker and cloud-hypervisor forward a guest's connection to vsock port P
     // by connecting to the Unix socket `<uds_path>_P` on the host; this is that

@@ -9,7 +9,10 @@
 //! - [`status`]: CUDA runtime error codes (`cudaError_t`), their names and messages.
 //! - [`fatbin`]: parsing of nvcc fatbinary wrappers, containers and entries.
 //! - [`cubin`]: reading kernel parameter layouts and global variables out of ELF cubins.
-//! - [`transport`]: server addresses (`unix:`, `tcp:`, `vsock:`) and blocking streams.
+//! - [`transport`]: server addresses (`unix:`, `tcp:`, `tls:`, `vsock:`) and blocking
+//!   streams.
+//! - [`tls`]: TLS for the TCP transport (rustls): configurations, handshakes, and the
+//!   stream shared by a connection's reader and writer halves.
 
 pub mod cubin;
 pub mod fatbin;
@@ -17,6 +20,7 @@ pub mod frame;
 pub mod handshake;
 pub mod op;
 pub mod status;
+pub mod tls;
 pub mod transport;
 
 pub use frame::{FrameError, FrameHeader};

@@ -9,6 +9,7 @@ use std::str::FromStr;
 use thiserror::Error;
 
 use crate::handshake::WELL_KNOWN_PORT;
+use crate::tls::{self, ClientStream, Shared, TlsError};
 
 /// Where the host backend listens, as written in `VMCUDA_SERVER`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -17,6 +18,9 @@ pub enum ServerAddr {
     Unix(String),
     /// `tcp:HOST:PORT`
     Tcp(String),
+    /// `tls:HOST:PORT`: TCP with TLS; the host's certificate must be issued for HOST
+    /// (or the name the guest is told to expect instead).
+    Tls(String),
     /// `vsock:CID:PORT` (virtio-vsock; the host is CID 2)
     Vsock { cid: u32, port: u32 },
 }
@@ -27,12 +31,12 @@ pub const DEFAULT_UNIX_PATH: &str = "/run/vmcuda/vmcuda.sock";
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum AddrError {
     #[error(
-        "server address `{0}` has no scheme; expected unix:PATH, tcp:HOST:PORT or vsock:CID:PORT"
+        "server address `{0}` has no scheme; expected unix:PATH, tcp:HOST:PORT, tls:HOST:PORT or vsock:CID:PORT"
     )]
     NoScheme(String),
-    #[error("unknown scheme `{0}`; expected unix, tcp or vsock")]
+    #[error("unknown scheme `{0}`; expected unix, tcp, tls or vsock")]
     UnknownScheme(String),
-    #[error("tcp address `{0}` needs HOST:PORT")]
+    #[error("tcp and tls addresses need HOST:PORT, not `{0}`")]
     BadTcp(String),
     #[error("empty unix socket path")]
     EmptyPath,
@@ -49,16 +53,8 @@ impl FromStr for ServerAddr {
         match scheme {
             "unix" if rest.is_empty() => Err(AddrError::EmptyPath),
             "unix" => Ok(ServerAddr::Unix(rest.into())),
-            "tcp" => match rest.rsplit_once(':') {
-                Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {
-                    Ok(ServerAddr::Tcp(rest.into()))
-                }
-                // A bare host means the well-known port.
-                None if !rest.is_empty() => {
-                    Ok(ServerAddr::Tcp(format!("{rest}:{WELL_KNOWN_PORT}")))
-                }
-                _ => Err(AddrError::BadTcp(rest.into())),
-            },
+            "tcp" => host_port(rest).map(ServerAddr::Tcp),
+            "tls" => host_port(rest).map(ServerAddr::Tls),
             "vsock" => {
                 let bad = || AddrError::BadVsock(rest.into());
                 let (cid, port) = match rest.split_once(':') {
@@ -72,11 +68,24 @@ impl FromStr for ServerAddr {
     }
 }
 
+/// `HOST:PORT`, or a bare host (a name, an IPv4 address or a bracketed IPv6 one)
+/// meaning the well-known port.
+fn host_port(rest: &str) -> Result<String, AddrError> {
+    if !rest.is_empty() && (!rest.contains(':') || rest.starts_with('[') && rest.ends_with(']')) {
+        return Ok(format!("{rest}:{WELL_KNOWN_PORT}"));
+    }
+    match rest.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => Ok(rest.into()),
+        _ => Err(AddrError::BadTcp(rest.into())),
+    }
+}
+
 impl std::fmt::Display for ServerAddr {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ServerAddr::Unix(p) => write!(f, "unix:{p}"),
             ServerAddr::Tcp(a) => write!(f, "tcp:{a}"),
+            ServerAddr::Tls(a) => write!(f, "tls:{a}"),
             ServerAddr::Vsock { cid, port } => write!(f, "vsock:{cid}:{port}"),
         }
     }
@@ -86,6 +95,14 @@ impl std::fmt::Display for ServerAddr {
 pub const HOST_CID: u32 = 2;
 
 impl ServerAddr {
+    /// `HOST:PORT` of a `tcp:` or `tls:` address.
+    pub fn host_port(&self) -> Option<&str> {
+        match self {
+            ServerAddr::Tcp(a) | ServerAddr::Tls(a) => Some(a),
+            _ => None,
+        }
+    }
+
     /// Where a program looks when `VMCUDA_SERVER` is unset: inside a VM (the local
     /// vsock CID is a guest's, above 2) the host on the well-known port; elsewhere the
     /// daemon's default Unix socket.
@@ -119,26 +136,60 @@ pub fn bind_unix_listener(path: &Path) -> io::Result<UnixListener> {
     Ok(listener)
 }
 
-/// A connected stream of either kind.
+/// A connected stream of any kind.
 #[derive(Debug)]
 pub enum Stream {
     Unix(UnixStream),
     Tcp(TcpStream),
+    /// Its clones share one TLS session (see [`Shared`]).
+    Tls(Shared<ClientStream>),
     Vsock(vsock::VsockStream),
 }
 
+/// How a guest speaks TLS: the configuration (its trusted CAs) and, when the host's
+/// certificate names something other than the address's host, that name.
+#[derive(Clone, Debug)]
+pub struct TlsClient {
+    pub config: std::sync::Arc<rustls::ClientConfig>,
+    pub server_name: Option<String>,
+}
+
+/// Why [`Stream::connect`] failed.
+#[derive(Debug, Error)]
+pub enum ConnectError {
+    /// Nobody answers, or the socket could not be made.
+    #[error("{0}")]
+    Io(#[from] io::Error),
+    /// The TCP connection was made, but the TLS handshake failed (or could not start).
+    #[error("{0}")]
+    Tls(TlsError),
+    #[error("tls: addresses need the guest's TLS settings")]
+    NoTlsSettings,
+}
+
 impl Stream {
-    pub fn connect(addr: &ServerAddr) -> io::Result<Stream> {
+    /// Connect to `addr`; `tls` is needed for `tls:` addresses only.
+    pub fn connect(addr: &ServerAddr, tls: Option<&TlsClient>) -> Result<Stream, ConnectError> {
         match addr {
-            ServerAddr::Unix(path) => UnixStream::connect(path).map(Stream::Unix),
+            ServerAddr::Unix(path) => Ok(UnixStream::connect(path).map(Stream::Unix)?),
             ServerAddr::Tcp(a) => {
                 let s = TcpStream::connect(a)?;
                 // Requests are small and latency-bound.
                 s.set_nodelay(true)?;
                 Ok(Stream::Tcp(s))
             }
+            ServerAddr::Tls(a) => {
+                let tls = tls.ok_or(ConnectError::NoTlsSettings)?;
+                let name = tls.server_name.as_deref().unwrap_or(tls::host_of(a));
+                match tls::connect(a, name, tls.config.clone()) {
+                    Ok(s) => Ok(Stream::Tls(s)),
+                    // Nobody answering is the same failure as on plain TCP.
+                    Err(TlsError::Connect(e)) => Err(ConnectError::Io(e)),
+                    Err(e) => Err(ConnectError::Tls(e)),
+                }
+            }
             ServerAddr::Vsock { cid, port } => {
-                vsock::VsockStream::connect_with_cid_port(*cid, *port).map(Stream::Vsock)
+                Ok(vsock::VsockStream::connect_with_cid_port(*cid, *port).map(Stream::Vsock)?)
             }
         }
     }
@@ -147,6 +198,7 @@ impl Stream {
         Ok(match self {
             Stream::Unix(s) => Stream::Unix(s.try_clone()?),
             Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
+            Stream::Tls(s) => Stream::Tls(s.clone()),
             Stream::Vsock(s) => Stream::Vsock(s.try_clone()?),
         })
     }
@@ -245,6 +297,7 @@ impl Read for Stream {
         match self {
             Stream::Unix(s) => s.read(buf),
             Stream::Tcp(s) => s.read(buf),
+            Stream::Tls(s) => s.read(buf),
             Stream::Vsock(s) => s.read(buf),
         }
     }
@@ -255,6 +308,7 @@ impl Write for Stream {
         match self {
             Stream::Unix(s) => s.write(buf),
             Stream::Tcp(s) => s.write(buf),
+            Stream::Tls(s) => s.write(buf),
             Stream::Vsock(s) => s.write(buf),
         }
     }
@@ -262,11 +316,17 @@ impl Write for Stream {
         match self {
             Stream::Unix(s) => s.write_vectored(bufs),
             Stream::Tcp(s) => s.write_vectored(bufs),
+            Stream::Tls(s) => s.write_vectored(bufs),
             Stream::Vsock(s) => s.write_vectored(bufs),
         }
     }
     fn flush(&mut self) -> io::Result<()> {
-        Ok(())
+        match self {
+            // TLS writes already go out whole; this reports a failure they hid.
+            Stream::Tls(s) => s.flush(),
+            // Sockets have no buffer of their own to flush.
+            _ => Ok(()),
+        }
     }
 }
 
@@ -336,6 +396,19 @@ mod tests {
         ));
         assert_eq!("unix:".parse::<ServerAddr>(), Err(AddrError::EmptyPath));
         assert_eq!(ServerAddr::Unix("/a".into()).to_string(), "unix:/a");
+        assert_eq!(
+            "tls:gpuhost:99".parse(),
+            Ok(ServerAddr::Tls("gpuhost:99".into()))
+        );
+        assert_eq!(
+            "tls:[::1]".parse(),
+            Ok(ServerAddr::Tls(format!("[::1]:{WELL_KNOWN_PORT}")))
+        );
+        assert!(matches!(
+            "tls:".parse::<ServerAddr>(),
+            Err(AddrError::BadTcp(_))
+        ));
+        assert_eq!(ServerAddr::Tls("h:1".into()).to_string(), "tls:h:1");
         assert_eq!(
             "vsock:2:7731".parse(),
             Ok(ServerAddr::Vsock { cid: 2, port: 7731 })
