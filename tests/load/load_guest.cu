@@ -559,6 +559,14 @@ int main(int argc, char** argv) {
     if (!have_seed || o.threads < 1 || o.threads > 16 || o.max_live < (1u << 20)) usage(argv[0]);
     if (o.seconds <= 0 && o.max_ops == 0) o.seconds = 5;
 
+    // The clock starts once the device is up: creating a context takes a while when
+    // many processes do it at once, and the time given is for work.
+    int count = 0;
+    CK(cudaGetDeviceCount(&count));
+    if (count < 1) fail("no device");
+    CK(cudaSetDevice(0));
+    CK(cudaFree(0));
+
     double start = now_s();
     double deadline = start + o.seconds;
     if (o.crash) {
@@ -576,11 +584,6 @@ int main(int argc, char** argv) {
             _exit(99);
         }).detach();
     }
-
-    int count = 0;
-    CK(cudaGetDeviceCount(&count));
-    if (count < 1) fail("no device");
-    CK(cudaSetDevice(0));
 
     std::vector<std::thread> threads;
     for (int t = 1; t < o.threads; t++)
