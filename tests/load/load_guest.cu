@@ -222,6 +222,18 @@ private:
 
     void count(size_t bytes) { g_bytes += bytes; }
 
+    // cudaMemset, device-to-device cudaMemcpy and kernels on the legacy default stream
+    // return before they finish, and streams made with cudaStreamNonBlocking do not wait
+    // for that stream: make `s` wait for everything issued so far before it touches a
+    // buffer (without this the program races with itself once the GPU is busy).
+    void after_legacy(cudaStream_t s) {
+        cudaEvent_t ev;
+        CK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+        CK(cudaEventRecord(ev, 0));
+        CK(cudaStreamWaitEvent(s, ev, 0));
+        CK(cudaEventDestroy(ev));
+    }
+
     void compare(const Buf& b, Range r, const uint8_t* got, const char* how) {
         if (memcmp(got, b.shadow.data() + r.off, r.len) == 0) return;
         size_t i = 0;
@@ -369,6 +381,7 @@ private:
         for (size_t n = 0; n < k; n++) {
             Buf& b = bufs_[picked[n]];
             cudaStream_t s = streams_[(first_stream + n) % streams_.size()];
+            after_legacy(s);
             uint8_t* h = host_staging(pinned) + n * slice;
             // Host to device from this stream's slice.
             Range r = random_range(b, slice);
@@ -453,6 +466,7 @@ private:
                 Buf& b = any_buf();
                 Range r = random_range(b, b.size);
                 uint8_t v = next_byte();
+                after_legacy(s);
                 CK(cudaMemsetAsync(b.d + r.off, v, r.len, s));
                 memset(b.shadow.data() + r.off, v, r.len);
                 count(r.len);
