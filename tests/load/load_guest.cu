@@ -487,6 +487,7 @@ private:
         CK(cudaEventCreate(&a));
         CK(cudaEventCreateWithFlags(&b, rng_.chance(50) ? cudaEventBlockingSync : cudaEventDefault));
         cudaStream_t s = streams_[rng_.below(streams_.size())];
+        after_legacy(s);
         CK(cudaEventRecord(a, s));
         if (!bufs_.empty()) {
             Buf& buf = any_buf();
