@@ -5,7 +5,7 @@
 //! host sends ahead of a reply is written to this process's own C `stdout`/`stderr`,
 //! where a native run's driver would have written it.
 
-use std::io::{BufReader, IoSlice, Read};
+use std::io::{self, BufReader, IoSlice, Read};
 use std::os::fd::BorrowedFd;
 use std::path::PathBuf;
 
@@ -16,7 +16,7 @@ use vmcuda_wire::frame::{self, FrameError, FrameHeader, FLAG_EVENT, FLAG_NO_REPL
 use vmcuda_wire::handshake::{caps, PROTOCOL_VERSION, RUNTIME_VERSION};
 use vmcuda_wire::op::{Console, Hello, HelloReply, Op, Request, OP_CONSOLE};
 use vmcuda_wire::tls::{self, TlsError};
-use vmcuda_wire::transport::{ConnectError, ServerAddr, Stream, TlsClient};
+use vmcuda_wire::transport::{AddrError, ConnectError, ServerAddr, Stream, TlsClient};
 use vmcuda_wire::CudaStatus;
 
 /// Copies travel in frames of at most this many bytes: small enough that the host's
@@ -54,11 +54,65 @@ pub struct Client {
 
 static CLIENT: OnceLock<Result<Client, CudaStatus>> = OnceLock::new();
 
+/// Why no connection to the host could be made, in the words the library prints
+/// (after `vmcuda: `) and `vmcuda doctor` sorts into findings.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectFailure {
+    #[error("VMCUDA_SERVER={value}: {source}")]
+    BadAddress { value: String, source: AddrError },
+    /// The guest's own TLS settings are unusable (the CA file, most often).
+    #[error(
+        "TLS to {host_port} failed: {source} (VMCUDA_TLS_CA names the CA certificate, PEM, \
+         that signed the host's)"
+    )]
+    TlsSettings {
+        host_port: String,
+        source: Box<TlsError>,
+    },
+    /// The TCP connection was made but the TLS handshake failed.
+    #[error("TLS to {host_port} failed: {source}{hint}")]
+    Tls {
+        host_port: String,
+        // Boxed: a TLS error is large and every result of connecting carries it.
+        source: Box<TlsError>,
+        hint: String,
+    },
+    #[error(
+        "no vmcuda host answers at {addr}: {source}. Start `vmcuda-host serve` on the host, \
+         or point VMCUDA_SERVER at it (unix:PATH, tcp:HOST:PORT, tls:HOST:PORT or vsock:CID:PORT)."
+    )]
+    Unreachable { addr: ServerAddr, source: io::Error },
+    #[error("cannot use the connection to {addr}: {source}")]
+    Setup { addr: ServerAddr, source: io::Error },
+    /// Connected, but the peer hung up or answered something other than a hello reply.
+    #[error("lost the connection to the vmcuda host at {addr} during the handshake ({source})")]
+    Handshake {
+        addr: ServerAddr,
+        source: FrameError,
+    },
+    /// The host answered the hello with an error: policy, versions or limits.
+    #[error("the host at {addr} refused this program: {}", refusal_text(.reason, *.status))]
+    Refused {
+        addr: ServerAddr,
+        status: CudaStatus,
+        reason: Option<String>,
+    },
+}
+
+fn refusal_text(reason: &Option<String>, status: CudaStatus) -> String {
+    match reason {
+        Some(reason) => format!("{reason} ({status})"),
+        None => status.to_string(),
+    }
+}
+
 /// The server address: `VMCUDA_SERVER`, else the host over vsock inside a VM, else the
 /// default Unix socket.
-pub fn server_addr() -> Result<ServerAddr, String> {
+pub fn server_addr() -> Result<ServerAddr, ConnectFailure> {
     match std::env::var("VMCUDA_SERVER") {
-        Ok(s) if !s.is_empty() => s.parse().map_err(|e| format!("VMCUDA_SERVER={s}: {e}")),
+        Ok(s) if !s.is_empty() => s
+            .parse()
+            .map_err(|source| ConnectFailure::BadAddress { value: s, source }),
         _ => Ok(ServerAddr::default_for_this_machine()),
     }
 }
@@ -70,104 +124,45 @@ pub fn client() -> Result<&'static Client, CudaStatus> {
 }
 
 fn connect() -> Result<Client, CudaStatus> {
-    let addr = match server_addr() {
-        Ok(a) => a,
+    let connected = server_addr().and_then(|addr| Client::connect(addr, token()));
+    match connected {
+        Ok(client) => {
+            if std::env::var_os("VMCUDA_VERBOSE").is_some() {
+                eprintln!(
+                    "vmcuda: connected to {}: {}",
+                    client.addr, client.hello.banner
+                );
+            }
+            Ok(client)
+        }
         Err(e) => {
             eprintln!("vmcuda: {e}");
-            return Err(CudaStatus::ErrorNoDevice);
-        }
-    };
-    let tls = match &addr {
-        ServerAddr::Tls(host_port) => match GuestTls::from_env() {
-            Ok(t) => Some(t),
-            Err(e) => {
-                eprintln!(
-                    "vmcuda: TLS to {host_port} failed: {e} (VMCUDA_TLS_CA names the CA \
-                     certificate, PEM, that signed the host's)"
-                );
-                return Err(CudaStatus::ErrorNoDevice);
-            }
-        },
-        _ => None,
-    };
-    let stream = match Stream::connect(&addr, tls.as_ref().map(|t| &t.client)) {
-        Ok(s) => s,
-        Err(ConnectError::Tls(e)) => {
-            let hint = tls.as_ref().map(|t| t.hint(&e)).unwrap_or_default();
-            let host_port = addr.host_port().unwrap_or_default();
-            eprintln!("vmcuda: TLS to {host_port} failed: {e}{hint}");
-            return Err(CudaStatus::ErrorNoDevice);
-        }
-        Err(e) => {
-            eprintln!(
-                "vmcuda: no vmcuda host answers at {addr}: {e}. Start `vmcuda-host serve` on the host, \
-                 or point VMCUDA_SERVER at it (unix:PATH, tcp:HOST:PORT, tls:HOST:PORT or vsock:CID:PORT)."
-            );
-            return Err(CudaStatus::ErrorNoDevice);
-        }
-    };
-    let reader = match stream.try_clone() {
-        Ok(r) => BufReader::with_capacity(256 << 10, r),
-        Err(e) => {
-            eprintln!("vmcuda: cannot use the connection to {addr}: {e}");
-            return Err(CudaStatus::ErrorNoDevice);
-        }
-    };
-    let mut conn = Connection {
-        reader,
-        writer: stream,
-        next_id: 1,
-        broken: false,
-        sticky: std::collections::HashMap::new(),
-        reason: None,
-    };
-    let hello = Hello {
-        protocol: PROTOCOL_VERSION,
-        runtime_version: RUNTIME_VERSION,
-        capabilities: caps::CONSOLE | caps::ASYNC_REQUESTS,
-        token: token(),
-        client: program_name(),
-        pid: std::process::id(),
-    };
-    match conn.exchange(0, &hello, &[], Sink::None, None) {
-        Ok(reply) => {
-            if std::env::var_os("VMCUDA_VERBOSE").is_some() {
-                eprintln!("vmcuda: connected to {addr}: {}", reply.banner);
-            }
-            Ok(Client {
-                conn: Mutex::new(conn),
-                hello: reply,
-                addr,
-            })
-        }
-        Err(status) => {
-            match conn.reason.take() {
-                Some(reason) => eprintln!(
-                    "vmcuda: the host at {addr} refused this program: {reason} ({status})"
-                ),
-                None => eprintln!("vmcuda: the host at {addr} refused this program: {status}"),
-            }
             Err(CudaStatus::ErrorNoDevice)
         }
     }
 }
 
 /// The CA a `tls:` host's certificate must be signed by, when VMCUDA_TLS_CA is not set.
-const DEFAULT_TLS_CA: &str = "/etc/vmcuda/ca.pem";
+pub const DEFAULT_TLS_CA: &str = "/etc/vmcuda/ca.pem";
 
 /// A `tls:` connection's settings, and where its trusted CAs came from (for messages).
-struct GuestTls {
-    client: TlsClient,
-    ca: PathBuf,
+pub struct GuestTls {
+    pub client: TlsClient,
+    pub ca: PathBuf,
 }
 
 impl GuestTls {
+    /// Where the trusted CA certificates are read from: `VMCUDA_TLS_CA`, else the default.
+    pub fn ca_path() -> PathBuf {
+        std::env::var_os("VMCUDA_TLS_CA")
+            .filter(|v| !v.is_empty())
+            .map_or_else(|| PathBuf::from(DEFAULT_TLS_CA), PathBuf::from)
+    }
+
     /// Trust the CA certificates in `VMCUDA_TLS_CA` (PEM, default /etc/vmcuda/ca.pem);
     /// expect the host's certificate to name `VMCUDA_TLS_NAME`, else the address's host.
-    fn from_env() -> Result<GuestTls, TlsError> {
-        let ca = std::env::var_os("VMCUDA_TLS_CA")
-            .filter(|v| !v.is_empty())
-            .map_or_else(|| PathBuf::from(DEFAULT_TLS_CA), PathBuf::from);
+    pub fn from_env() -> Result<GuestTls, TlsError> {
+        let ca = Self::ca_path();
         Ok(GuestTls {
             client: TlsClient {
                 config: tls::client_config(&ca)?,
@@ -180,7 +175,7 @@ impl GuestTls {
     }
 
     /// What to do about a certificate this guest would not accept.
-    fn hint(&self, e: &TlsError) -> String {
+    pub fn hint(&self, e: &TlsError) -> String {
         use rustls::{CertificateError, Error};
         match e.rustls() {
             Some(Error::InvalidCertificate(CertificateError::UnknownIssuer)) => format!(
@@ -196,20 +191,37 @@ impl GuestTls {
 }
 
 /// Where the guest keeps its token for TCP hosts when VMCUDA_TOKEN is not set.
-const DEFAULT_TOKEN_FILE: &str = "/etc/vmcuda/token";
+pub const DEFAULT_TOKEN_FILE: &str = "/etc/vmcuda/token";
+
+/// A token found for the hello, and where it was found (for `vmcuda doctor`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Token {
+    pub bytes: Vec<u8>,
+    pub source: String,
+}
 
 /// The token presented in the hello: `VMCUDA_TOKEN`, else the first line of
 /// `VMCUDA_TOKEN_FILE` or /etc/vmcuda/token, else none (vsock hosts know their VMs
 /// without one).
-fn token() -> Vec<u8> {
+pub fn find_token() -> Option<Token> {
     if let Ok(t) = std::env::var("VMCUDA_TOKEN") {
-        return t.into_bytes();
+        return Some(Token {
+            bytes: t.into_bytes(),
+            source: "VMCUDA_TOKEN".into(),
+        });
     }
     let file = std::env::var("VMCUDA_TOKEN_FILE").unwrap_or_else(|_| DEFAULT_TOKEN_FILE.into());
-    std::fs::read_to_string(file)
-        .ok()
-        .and_then(|t| t.lines().next().map(|l| l.trim().as_bytes().to_vec()))
-        .unwrap_or_default()
+    let text = std::fs::read_to_string(&file).ok()?;
+    let line = text.lines().next()?;
+    Some(Token {
+        bytes: line.trim().as_bytes().to_vec(),
+        source: file,
+    })
+}
+
+/// [`find_token`]'s bytes, empty when there is none.
+pub fn token() -> Vec<u8> {
+    find_token().map(|t| t.bytes).unwrap_or_default()
 }
 
 fn program_name() -> String {
@@ -219,6 +231,75 @@ fn program_name() -> String {
 }
 
 impl Client {
+    /// Connect to `addr` and exchange hellos, presenting `token`. `tls:` addresses
+    /// take their TLS settings from the environment ([`GuestTls::from_env`]).
+    pub fn connect(addr: ServerAddr, token: Vec<u8>) -> Result<Client, ConnectFailure> {
+        let tls = match &addr {
+            ServerAddr::Tls(host_port) => {
+                Some(
+                    GuestTls::from_env().map_err(|source| ConnectFailure::TlsSettings {
+                        host_port: host_port.clone(),
+                        source: Box::new(source),
+                    })?,
+                )
+            }
+            _ => None,
+        };
+        let stream = match Stream::connect(&addr, tls.as_ref().map(|t| &t.client)) {
+            Ok(s) => s,
+            Err(ConnectError::Tls(source)) => {
+                return Err(ConnectFailure::Tls {
+                    host_port: addr.host_port().unwrap_or_default().to_string(),
+                    hint: tls.as_ref().map(|t| t.hint(&source)).unwrap_or_default(),
+                    source: Box::new(source),
+                })
+            }
+            Err(ConnectError::Io(source)) => {
+                return Err(ConnectFailure::Unreachable { addr, source })
+            }
+            // Not reached: `tls:` addresses always come with settings above.
+            Err(e @ ConnectError::NoTlsSettings) => {
+                return Err(ConnectFailure::Setup {
+                    addr,
+                    source: io::Error::other(e),
+                })
+            }
+        };
+        let reader = match stream.try_clone() {
+            Ok(r) => BufReader::with_capacity(256 << 10, r),
+            Err(source) => return Err(ConnectFailure::Setup { addr, source }),
+        };
+        let mut conn = Connection {
+            reader,
+            writer: stream,
+            next_id: 1,
+            broken: false,
+            sticky: std::collections::HashMap::new(),
+            reason: None,
+        };
+        let hello = Hello {
+            protocol: PROTOCOL_VERSION,
+            runtime_version: RUNTIME_VERSION,
+            capabilities: caps::CONSOLE | caps::ASYNC_REQUESTS,
+            token,
+            client: program_name(),
+            pid: std::process::id(),
+        };
+        match conn.exchange_inner(0, &hello, &[], Sink::None, None) {
+            Ok(Ok(reply)) => Ok(Client {
+                conn: Mutex::new(conn),
+                hello: reply,
+                addr,
+            }),
+            Ok(Err(status)) => Err(ConnectFailure::Refused {
+                addr,
+                status,
+                reason: conn.reason.take(),
+            }),
+            Err(source) => Err(ConnectFailure::Handshake { addr, source }),
+        }
+    }
+
     /// Send one request on behalf of the calling thread (whose current device travels
     /// along) and wait for its reply. `data` is the request's bulk section.
     pub fn call<R: Request>(

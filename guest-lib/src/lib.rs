@@ -14,7 +14,8 @@
 //!   goes through [`api::guard`], so no panic crosses the C boundary.
 //!
 //! The crate builds as a static library that `guest-lib/build-libs.sh` links into
-//! `libcudart.so.13` with the `libcudart.so.13` symbol-version node.
+//! `libcudart.so.13` with the `libcudart.so.13` symbol-version node. Its `vmcuda`
+//! command (`src/bin/vmcuda`: `info`, `doctor`) connects through [`client`] too.
 
 pub mod api;
 pub mod caller;

@@ -107,14 +107,26 @@ impl ServerAddr {
     /// vsock CID is a guest's, above 2) the host on the well-known port; elsewhere the
     /// daemon's default Unix socket.
     pub fn default_for_this_machine() -> ServerAddr {
-        match vsock::get_local_cid() {
-            Ok(cid) if cid > HOST_CID && cid != u32::MAX => ServerAddr::Vsock {
+        match local_vsock_cid() {
+            Ok(cid) if is_guest_cid(cid) => ServerAddr::Vsock {
                 cid: HOST_CID,
                 port: u32::from(WELL_KNOWN_PORT),
             },
             _ => ServerAddr::Unix(DEFAULT_UNIX_PATH.into()),
         }
     }
+}
+
+/// This machine's vsock CID (`IOCTL_VM_SOCKETS_GET_LOCAL_CID` on /dev/vsock). Fails
+/// when /dev/vsock is absent, that is when no vsock module is loaded.
+pub fn local_vsock_cid() -> io::Result<u32> {
+    vsock::get_local_cid()
+}
+
+/// Whether a local CID is a VM guest's: guests get 3 and up; 2 is the host and
+/// `VMADDR_CID_ANY` (`u32::MAX`) means vsock is loaded without a guest transport.
+pub fn is_guest_cid(cid: u32) -> bool {
+    cid > HOST_CID && cid != u32::MAX
 }
 
 /// Bind a listening Unix socket at `path`, replacing a stale socket file.
