@@ -1,0 +1,65 @@
+//! `vmcuda`: the guest's view of the bridge, without loading `libcudart`.
+//!
+//! - `vmcuda info [--json]`: the host's GPUs as this guest sees them (names, memory
+//!   and quota, versions, executor, transport and round-trip time).
+//! - `vmcuda doctor [PROGRAM]`: the usual failures checked in order, each with a
+//!   one-line fix; with PROGRAM, whether that program can reach the bridge at all.
+//!
+//! Both speak the wire protocol through the guest library's own client
+//! ([`vmcuda_guest::client::Client`]), so what they see is what programs see.
+
+mod doctor;
+mod info;
+mod probe;
+mod program;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "vmcuda",
+    version,
+    about = "Inspect and diagnose the vmcuda GPU bridge from inside a guest"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Show the remote GPUs: names, memory used and quota, versions, transport and
+    /// round-trip time.
+    Info {
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Give up on a host that does not answer within this many seconds.
+        #[arg(long, default_value_t = 30, value_name = "SECONDS")]
+        timeout: u64,
+    },
+    /// Check the setup step by step and say how to fix what fails. Exit status 0 when
+    /// every check passes, 1 otherwise.
+    Doctor {
+        /// Also check whether this program (a path or a command on PATH) can use the
+        /// bridge: linked against libcudart.so.13 dynamically, not statically.
+        program: Option<PathBuf>,
+        /// Give up on a host that does not answer within this many seconds.
+        #[arg(long, default_value_t = 10, value_name = "SECONDS")]
+        timeout: u64,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Info { json, timeout } => info::run(json, Duration::from_secs(timeout)),
+        Command::Doctor { program, timeout } => {
+            doctor::run(program.as_deref(), Duration::from_secs(timeout))
+        }
+    }
+}
