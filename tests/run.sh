@@ -17,7 +17,7 @@ echo "== nvcc 13 (PyPI wheels)"
 cu13=$(bash .ci/install-nvcc.sh | tail -n 1)
 export NVCC="$cu13/bin/nvcc"
 
-echo "== building the host backend and the guest library"
+echo "== building the host backend, the guest library and the guest's vmcuda command"
 cargo build --workspace --all-targets
 VMCUDA_PROFILE=debug bash guest-lib/build-libs.sh >/dev/null
 
@@ -40,6 +40,7 @@ bash images/build-guest.sh "$root/build/vm" --guest-lib "$root/build/guest/lib" 
 
 echo "== tests"
 export VMCUDA_HOST_BIN="$root/target/debug/vmcuda-host"
+export VMCUDA_CLI_BIN="$root/target/debug/vmcuda"
 export VMCUDA_GUEST_LIB_DIR="$root/build/guest/lib"
 export VMCUDA_APPS_DIR="$root/build/apps"
 export VMCUDA_LOAD_GUEST="$root/build/load/load_guest"

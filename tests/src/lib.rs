@@ -35,6 +35,15 @@ pub fn host_bin() -> PathBuf {
     artifact("VMCUDA_HOST_BIN", default, "vmcuda-host")
 }
 
+/// The guest's `vmcuda` command (built by `cargo build --workspace`).
+pub fn cli_bin() -> PathBuf {
+    artifact(
+        "VMCUDA_CLI_BIN",
+        root().join("target/debug/vmcuda"),
+        "the vmcuda command",
+    )
+}
+
 /// The directory holding the linked `libcudart.so.13`.
 pub fn guest_lib_dir() -> PathBuf {
     artifact(

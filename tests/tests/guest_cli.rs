@@ -1,0 +1,468 @@
+//! The guest's tools: `vmcuda info` and `vmcuda doctor` against daemons set up to
+//! work or to fail in each usual way, `vmcuda-run` running a real program through
+//! the bridge, and `vmcuda-system-wide` in a scratch root. Every daemon is the test's
+//! own, reached over a Unix socket or loopback TCP; nothing dials this machine's vsock.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use vmcuda_tests::{apps_dir, cli_bin, guest_lib_dir, root, text, Daemon};
+
+/// `vmcuda ARGS` against `server`, with no token and the built guest library unless
+/// `env` says otherwise.
+fn vmcuda(args: &[&str], server: &str, env: &[(&str, &str)]) -> Output {
+    Command::new(cli_bin())
+        .args(args)
+        .env("VMCUDA_SERVER", server)
+        .env_remove("VMCUDA_TOKEN")
+        // Tokens come from the test, never from this machine's /etc/vmcuda/token.
+        .env("VMCUDA_TOKEN_FILE", "/nonexistent")
+        .env("VMCUDA_LIB_DIR", guest_lib_dir())
+        .envs(env.iter().copied())
+        .output()
+        .expect("run vmcuda")
+}
+
+/// A loopback port nobody listens on (bound, then let go).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn wait_for_tcp(addr: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::net::TcpStream::connect(addr).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "daemon never listened on {addr}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// The line a doctor check printed (its first line; a fix follows on the next).
+fn check_line<'a>(stdout: &'a str, check: &str) -> &'a str {
+    stdout
+        .lines()
+        .find(|l| l.get(7..).is_some_and(|rest| rest.starts_with(check)))
+        .unwrap_or_else(|| panic!("no `{check}` check in:\n{stdout}"))
+}
+
+/// The fix printed under a check.
+fn fix_of<'a>(stdout: &'a str, check: &str) -> &'a str {
+    let line = check_line(stdout, check);
+    let mut lines = stdout.lines().skip_while(|l| *l != line).skip(1);
+    lines
+        .next()
+        .filter(|l| l.trim_start().starts_with("fix: "))
+        .unwrap_or_else(|| panic!("no fix under `{check}` in:\n{stdout}"))
+}
+
+#[test]
+#[ignore = "needs the vmcuda command and the host daemon: run tests/run.sh"]
+fn info_shows_the_test_executor_its_device_and_the_quota() {
+    let d = Daemon::start_with_config(
+        "info-quota",
+        Some("[local]\nmemory_quota = \"1GiB\"\n"),
+        &["--executor", "host-memory"],
+    );
+    let out = vmcuda(&["info"], &d.server(), &[]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains(&format!("at {} (Unix socket)", d.server())),
+        "{stdout}"
+    );
+    assert!(stdout.contains("TEST EXECUTOR"), "said loudly: {stdout}");
+    assert!(
+        stdout.contains("kernels are recorded, NOT executed"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("GPU 0: vmcuda host-memory test executor (no GPU)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("CUDA driver 13.0") && stdout.contains("CUDA runtime 13.0"));
+    assert!(
+        stdout.contains("0 B used of a 1.0 GiB quota, 1.0 GiB free (the device has 4.0 GiB)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("µs (median of 7 calls)"), "{stdout}");
+
+    let out = vmcuda(&["info", "--json"], &d.server(), &[]);
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("info --json is JSON");
+    assert_eq!(v["server"], d.server());
+    assert_eq!(v["host"]["executor"], "host-memory");
+    assert_eq!(v["host"]["test_executor"], true);
+    assert_eq!(v["guest"]["runtime_version"], 13000);
+    assert!(v["round_trip_us"].as_u64().is_some());
+    let memory = &v["devices"][0]["memory"];
+    assert_eq!(memory["total"], 1u64 << 30);
+    assert_eq!(memory["quota"], true);
+    assert!(memory["device_total"].as_u64().unwrap() > 1 << 30);
+    assert_eq!(v["devices"][0]["compute_capability"], "9.0");
+
+    // Without a quota the device's own memory is the total, and no quota is claimed.
+    let plain = Daemon::host_memory("info-plain");
+    let out = vmcuda(&["info", "--json"], &plain.server(), &[]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["devices"][0]["memory"]["quota"], false);
+    let out = vmcuda(&["info"], &plain.server(), &[]);
+    assert!(
+        !text(&out.stdout).contains("quota"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+#[test]
+#[ignore = "needs the vmcuda command and the host daemon: run tests/run.sh"]
+fn doctor_passes_against_a_working_daemon() {
+    let d = Daemon::host_memory("doctor-ok");
+    let out = vmcuda(&["doctor"], &d.server(), &[]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    for check in [
+        "server address",
+        "connect",
+        "handshake",
+        "versions",
+        "round trip",
+        "guest library",
+    ] {
+        assert!(
+            check_line(&stdout, check).starts_with("[ OK ]"),
+            "{check}: {stdout}"
+        );
+    }
+    // The test double works, but is never passed off as a GPU.
+    assert!(
+        check_line(&stdout, "GPUs").starts_with("[WARN]"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("all checks passed, 1 warning(s)"),
+        "{stdout}"
+    );
+}
+
+#[test]
+#[ignore = "needs the vmcuda command and the host daemon: run tests/run.sh"]
+fn doctor_says_when_no_server_listens() {
+    let dir = std::env::temp_dir().join(format!("vmcuda-doctor-none-{}", std::process::id()));
+    let server = format!("unix:{}", dir.join("none.sock").display());
+    let out = vmcuda(&["doctor"], &server, &[]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        check_line(&stdout, "connect").starts_with("[FAIL]"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("no socket at {server}")),
+        "{stdout}"
+    );
+    assert!(fix_of(&stdout, "connect").contains("start `vmcuda-host serve"));
+    assert!(check_line(&stdout, "handshake").starts_with("[SKIP]"));
+
+    let addr = format!("127.0.0.1:{}", free_port());
+    let out = vmcuda(
+        &["doctor"],
+        &format!("tcp:{addr}"),
+        &[("VMCUDA_TOKEN", "x".repeat(16).as_str())],
+    );
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        check_line(&stdout, "connect").contains(&format!("no vmcuda host listens at tcp:{addr}")),
+        "{stdout}"
+    );
+    assert!(
+        fix_of(&stdout, "connect").contains("check the port"),
+        "{stdout}"
+    );
+
+    // Something that takes the connection and never answers: the doctor gives up.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap();
+    let out = vmcuda(
+        &["doctor", "--timeout", "1"],
+        &format!("tcp:{addr}"),
+        &[("VMCUDA_TOKEN", "x".repeat(16).as_str())],
+    );
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        check_line(&stdout, "connect").contains(&format!("no answer from tcp:{addr} within 1 s")),
+        "{stdout}"
+    );
+    drop(silent);
+
+    // `info` fails the same way, pointing at the doctor.
+    let out = vmcuda(&["info"], &server, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("no vmcuda host answers at") && stderr.contains("vmcuda doctor"),
+        "{stderr}"
+    );
+}
+
+#[test]
+#[ignore = "needs the vmcuda command and the host daemon: run tests/run.sh"]
+fn doctor_shows_a_policy_refusal_with_the_hosts_reason() {
+    let d = Daemon::start_with_config(
+        "doctor-refused",
+        Some("[local]\nallow = false\n"),
+        &["--executor", "host-memory"],
+    );
+    let out = vmcuda(&["doctor"], &d.server(), &[]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(check_line(&stdout, "connect").starts_with("[ OK ]"));
+    let handshake = check_line(&stdout, "handshake");
+    assert!(handshake.starts_with("[FAIL]"), "{stdout}");
+    assert!(
+        handshake.contains("programs on the host are not allowed to use this host's GPUs"),
+        "the host's own reason: {stdout}"
+    );
+    assert!(fix_of(&stdout, "handshake").contains("[local] allow = true"));
+}
+
+#[test]
+#[ignore = "needs the vmcuda command and the host daemon: run tests/run.sh"]
+fn doctor_catches_a_tcp_guest_without_a_token() {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let _d = Daemon::start("doctor-tcp", &["--executor", "host-memory", "--tcp", &addr]);
+    wait_for_tcp(&addr);
+    let out = vmcuda(&["doctor"], &format!("tcp:{addr}"), &[]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        check_line(&stdout, "token").starts_with("[FAIL]"),
+        "{stdout}"
+    );
+    assert!(fix_of(&stdout, "token").contains("/etc/vmcuda/token"));
+    let handshake = check_line(&stdout, "handshake");
+    assert!(
+        handshake.contains("connections over TCP need a token"),
+        "{stdout}"
+    );
+    assert!(fix_of(&stdout, "handshake").contains("no token was sent"));
+}
+
+/// nvcc 13: `$NVCC` (tests/run.sh sets it), else the toolchain .ci/install-nvcc.sh keeps.
+fn nvcc() -> Option<PathBuf> {
+    if let Some(n) = std::env::var_os("NVCC") {
+        return Some(n.into());
+    }
+    let out = Command::new("bash")
+        .arg(root().join(".ci/install-nvcc.sh"))
+        .output()
+        .ok()?;
+    let cu = text(&out.stdout).lines().last()?.trim().to_string();
+    let nvcc = Path::new(&cu).join("bin/nvcc");
+    (out.status.success() && nvcc.exists()).then_some(nvcc)
+}
+
+#[test]
+#[ignore = "needs the vmcuda command and nvcc-built apps: run tests/run.sh"]
+fn doctor_tells_a_shared_runtime_from_a_static_one() {
+    let d = Daemon::host_memory("doctor-program");
+    let app = apps_dir().join("vector_add");
+    let out = vmcuda(&["doctor", app.to_str().unwrap()], &d.server(), &[]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        check_line(&stdout, "program").contains("loads libcudart.so.13 dynamically"),
+        "{stdout}"
+    );
+
+    // nvcc's default is the static runtime, which never reaches the bridge.
+    let nvcc = nvcc().expect("nvcc 13 (tests/run.sh installs it)");
+    let dir = std::env::temp_dir().join(format!("vmcuda-doctor-static-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cu = nvcc.parent().and_then(Path::parent).unwrap().join("lib");
+    let stat = dir.join("vector_add_static");
+    let built = Command::new(&nvcc)
+        .args(["-cudart", "static", "-arch=sm_90", "-o"])
+        .arg(&stat)
+        .arg(root().join("tests/apps/vector_add.cu"))
+        .arg(format!("-L{}", cu.display()))
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{}", text(&built.stderr));
+    let out = vmcuda(&["doctor", stat.to_str().unwrap()], &d.server(), &[]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let program = check_line(&stdout, "program");
+    assert!(
+        program.starts_with("[FAIL]") && program.contains("statically"),
+        "{stdout}"
+    );
+    assert!(fix_of(&stdout, "program").contains("rebuild with nvcc -cudart shared"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn script(name: &str) -> PathBuf {
+    root().join("guest-lib").join(name)
+}
+
+#[test]
+#[ignore = "needs the linked guest library and nvcc-built apps: run tests/run.sh"]
+fn vmcuda_run_runs_a_program_through_the_bridge() {
+    let d = Daemon::host_memory("run");
+    let out = Command::new(script("vmcuda-run"))
+        .arg(apps_dir().join("vector_add"))
+        .env("VMCUDA_LIB_DIR", guest_lib_dir())
+        .env("VMCUDA_SERVER", d.server())
+        .env("VMCUDA_TOKEN_FILE", "/nonexistent")
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert!(
+        d.launches()
+            .iter()
+            .any(|l| l["kernel"].as_str().is_some_and(|k| k.contains("vadd"))),
+        "the program's kernel reached this daemon"
+    );
+
+    // --check is the doctor, with the vmcuda beside the build's binaries.
+    let path = format!(
+        "{}:{}",
+        cli_bin().parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::new(script("vmcuda-run"))
+        .args(["--check", apps_dir().join("vector_add").to_str().unwrap()])
+        .env("PATH", path)
+        .env("VMCUDA_LIB_DIR", guest_lib_dir())
+        .env("VMCUDA_SERVER", d.server())
+        .env("VMCUDA_TOKEN_FILE", "/nonexistent")
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(
+        check_line(&stdout, "program").starts_with("[ OK ]"),
+        "{stdout}"
+    );
+}
+
+/// A scratch directory holding a stand-in `libcudart.so.13` under `opt/vmcuda/lib`.
+fn scratch_root(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("vmcuda-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("opt/vmcuda/lib")).unwrap();
+    std::fs::write(dir.join("opt/vmcuda/lib/libcudart.so.13"), b"stand-in").unwrap();
+    dir
+}
+
+#[test]
+fn vmcuda_run_puts_its_library_first_and_keeps_the_rest() {
+    let dir = scratch_root("run-path");
+    let lib = dir.join("opt/vmcuda/lib");
+    let run = |env: &[(&str, &str)], args: &[&str]| {
+        Command::new(script("vmcuda-run"))
+            .args(args)
+            .env("VMCUDA_LIB_DIR", &lib)
+            .envs(env.iter().copied())
+            .output()
+            .unwrap()
+    };
+    let echo = [
+        "sh",
+        "-c",
+        "printf '%s|%s|%s' \"$LD_LIBRARY_PATH\" \"$1\" \"$2\"",
+        "sh",
+        "a b",
+        "-m",
+    ];
+    let out = run(&[("LD_LIBRARY_PATH", "/usr/local/lib:/x")], &echo);
+    assert!(out.status.success());
+    assert_eq!(
+        text(&out.stdout),
+        format!("{}:/usr/local/lib:/x|a b|-m", lib.display()),
+        "ours first, theirs kept, arguments passed through untouched"
+    );
+    let out = Command::new(script("vmcuda-run"))
+        .args(echo)
+        .env("VMCUDA_LIB_DIR", &lib)
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .unwrap();
+    assert_eq!(text(&out.stdout), format!("{}|a b|-m", lib.display()));
+
+    // Its own failures are 125, the command's exit status is passed on.
+    let out = run(&[("VMCUDA_LIB_DIR", "/nonexistent")], &["true"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(text(&out.stderr).contains("no libcudart.so.13 in /nonexistent"));
+    assert_eq!(run(&[], &["sh", "-c", "exit 7"]).status.code(), Some(7));
+    assert_eq!(
+        run(&[], &[]).status.code(),
+        Some(2),
+        "no command is a usage error"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn system_wide_mode_is_enabled_and_disabled_in_a_scratch_root() {
+    let dir = scratch_root("system-wide");
+    let conf = dir.join("etc/ld.so.conf.d/vmcuda.conf");
+    let sw = |args: &[&str]| {
+        Command::new(script("vmcuda-system-wide"))
+            .args(args)
+            .args(["--root", dir.to_str().unwrap()])
+            .env_remove("VMCUDA_LIB_DIR")
+            .output()
+            .unwrap()
+    };
+    assert_eq!(sw(&["status"]).status.code(), Some(1), "off by default");
+
+    let out = sw(&["enable"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let written = std::fs::read_to_string(&conf).unwrap();
+    assert_eq!(
+        written
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .collect::<Vec<_>>(),
+        ["/opt/vmcuda/lib"],
+        "the directory as seen inside the root"
+    );
+    assert!(
+        text(&out.stdout).contains("not running ldconfig"),
+        "the real cache is left alone"
+    );
+    let out = sw(&["status"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(text(&out.stdout).contains("enabled") && text(&out.stdout).contains("/opt/vmcuda/lib"));
+
+    let out = sw(&["disable"]);
+    assert!(out.status.success());
+    assert!(!conf.exists());
+    assert_eq!(sw(&["status"]).status.code(), Some(1));
+
+    // A directory without the library is refused; bad words are usage errors.
+    let out = sw(&["enable", "--lib-dir", "/usr/lib"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("no libcudart.so.13"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!conf.exists());
+    assert_eq!(sw(&["frobnicate"]).status.code(), Some(2));
+    let _ = std::fs::remove_dir_all(&dir);
+}
