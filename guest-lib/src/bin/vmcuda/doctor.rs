@@ -772,11 +772,12 @@ pub fn program_finding(
     }
 }
 
-fn print(f: &Finding) {
-    println!("{} {:<16} {}", f.status.label(), f.check, f.detail);
+fn render(f: &Finding) -> String {
+    let mut out = format!("{} {:<16} {}\n", f.status.label(), f.check, f.detail);
     if let Some(fix) = &f.fix {
-        println!("       {:<16} fix: {fix}", "");
+        out += &format!("       {:<16} fix: {fix}\n", "");
     }
+    out
 }
 
 pub fn run(program: Option<&Path>, timeout: Duration) -> ExitCode {
@@ -800,16 +801,15 @@ pub fn run(program: Option<&Path>, timeout: Duration) -> ExitCode {
         findings.push(program_finding(&shown, &inspected, torch.as_ref()));
     }
 
-    for f in &findings {
-        print(f);
-    }
+    let mut out: String = findings.iter().map(render).collect();
     let failed = findings.iter().filter(|f| f.status == Status::Fail).count();
     let warned = findings.iter().filter(|f| f.status == Status::Warn).count();
-    match (failed, warned) {
-        (0, 0) => println!("vmcuda doctor: all checks passed"),
-        (0, w) => println!("vmcuda doctor: all checks passed, {w} warning(s)"),
-        (f, _) => println!("vmcuda doctor: {f} check(s) failed"),
-    }
+    out += &match (failed, warned) {
+        (0, 0) => "vmcuda doctor: all checks passed\n".to_string(),
+        (0, w) => format!("vmcuda doctor: all checks passed, {w} warning(s)\n"),
+        (f, _) => format!("vmcuda doctor: {f} check(s) failed\n"),
+    };
+    crate::write_stdout(&out);
     if failed == 0 {
         ExitCode::SUCCESS
     } else {

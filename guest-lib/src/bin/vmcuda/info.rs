@@ -106,14 +106,14 @@ pub fn run(json: bool, timeout: Duration) -> ExitCode {
     let report = report(&conversation);
     if json {
         match serde_json::to_string_pretty(&report) {
-            Ok(text) => println!("{text}"),
+            Ok(text) => crate::write_stdout(&(text + "\n")),
             Err(e) => {
                 eprintln!("vmcuda: cannot write JSON: {e}");
                 return ExitCode::FAILURE;
             }
         }
     } else {
-        print!("{}", render(&report));
+        crate::write_stdout(&render(&report));
     }
     ExitCode::SUCCESS
 }

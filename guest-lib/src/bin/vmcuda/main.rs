@@ -54,6 +54,14 @@ enum Command {
     },
 }
 
+/// Write the report whole; a reader that went away (`vmcuda doctor | head`) is no
+/// error worth a panic, as `println!` would make it.
+fn write_stdout(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {

@@ -91,6 +91,13 @@ pub fn inspect(path: &Path) -> Result<Kind, ProgramError> {
         path: path.to_path_buf(),
         source,
     })?;
+    // By name first: `python3` is often a wrapper script (pyenv, conda shims).
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    if name.as_deref().is_some_and(is_python) {
+        return Ok(Kind::Python {
+            interpreter: path.to_path_buf(),
+        });
+    }
     if let Some(line) = data.strip_prefix(b"#!") {
         let line = line.split(|&b| b == b'\n').next().unwrap_or_default();
         let interpreter = shebang_interpreter(&String::from_utf8_lossy(line));
@@ -111,12 +118,6 @@ pub fn inspect(path: &Path) -> Result<Kind, ProgramError> {
         path: path.to_path_buf(),
         reason,
     })?;
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
-    if name.as_deref().is_some_and(is_python) {
-        return Ok(Kind::Python {
-            interpreter: path.to_path_buf(),
-        });
-    }
     Ok(Kind::Elf(linkage))
 }
 
@@ -365,6 +366,18 @@ mod tests {
             inspect(&dir.join("train")).unwrap(),
             Kind::Python {
                 interpreter: "python3".into()
+            }
+        );
+        // A shim named python3 is Python, whatever runs it.
+        std::fs::write(
+            dir.join("python3"),
+            "#!/usr/bin/env bash\nexec python3 \"$@\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            inspect(&dir.join("python3")).unwrap(),
+            Kind::Python {
+                interpreter: dir.join("python3")
             }
         );
         std::fs::write(dir.join("run.sh"), "#!/bin/sh\necho\n").unwrap();
