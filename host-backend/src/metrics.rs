@@ -293,8 +293,10 @@ impl Source {
     }
 }
 
-/// Scrapes served at once; more are closed at once (Prometheus retries).
-const MAX_CLIENTS: usize = 4;
+/// Clients served at once (a thread each, for at most seconds); more are closed at
+/// once (Prometheus retries). Generous, since a client's thread may linger a moment
+/// after its answer while the client closes.
+const MAX_CLIENTS: usize = 16;
 /// How long a client has to send its request and take the answer.
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 /// A request head longer than this is not a scrape.

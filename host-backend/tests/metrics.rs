@@ -464,6 +464,7 @@ fn the_endpoint_answers_only_metrics_and_bad_clients_block_nobody() {
     let _ = s.write_all(garbage.as_bytes());
     let mut answer = String::new();
     let _ = s.read_to_string(&mut answer);
+    drop(s);
     assert!(answer.starts_with("HTTP/1.1 400"), "{answer:?}");
     // Guests are served meanwhile, and counted.
     still_serves(&d);
@@ -488,4 +489,50 @@ fn metrics_stay_on_loopback_unless_allowed() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("allow_non_loopback"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_killed_workers_counts_are_kept_and_its_memory_stops_counting() {
+    let d = Daemon::with_config("metrics-kill", None, &["--metrics", "127.0.0.1:0"]);
+    let m = metrics_addr(&d);
+    let mut s = d.connect();
+    hello(&mut s);
+    let buf = alloc(&mut s, 1 << 20);
+    ok(&mut s, Op::MemcpyHtoD, &htod(buf), &[1; 300]);
+    let text = scrape(&m);
+    assert_eq!(
+        get(&text, "vmcuda_vm_device_memory_bytes{vm=\"local\"}"),
+        (1 << 20) as f64
+    );
+    let report = status_json(&d);
+    let pid = report["guests"][0]["worker_pid"].as_u64().unwrap();
+    // Killed: it cannot retire its own file; the next scrape does.
+    assert!(Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let text = wait_for(&m, "vmcuda_workers_failed_total", 1.0);
+    let text = if value(&text, "vmcuda_vm_connections{vm=\"local\"}") == Some(0.0) {
+        text
+    } else {
+        wait_for(&m, "vmcuda_vm_connections{vm=\"local\"}", 0.0)
+    };
+    assert_eq!(
+        get(&text, "vmcuda_vm_device_memory_bytes{vm=\"local\"}"),
+        0.0
+    );
+    assert_eq!(
+        get(&text, "vmcuda_vm_calls_total{vm=\"local\",outcome=\"ok\"}"),
+        3.0
+    );
+    assert_eq!(
+        get(
+            &text,
+            "vmcuda_vm_copied_bytes_total{vm=\"local\",direction=\"htod\"}"
+        ),
+        300.0
+    );
+    assert!(!d.dir.join(format!("state/workers/{pid}.stats")).exists());
+    assert!(closed(&mut s));
 }
