@@ -15,6 +15,7 @@ use std::thread;
 
 use tracing::{error, info, warn};
 
+use crate::metrics::DAEMON;
 use crate::policy::Caller;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -100,14 +101,20 @@ impl WorkerTemplate {
             Ok(mut child) => {
                 let pid = child.id();
                 info!(connection = id, %peer, pid, "worker started");
-                thread::spawn(move || match child.wait() {
-                    Ok(status) if status.success() => {
-                        info!(connection = id, pid, "worker finished")
+                DAEMON.started.fetch_add(1, Ordering::Relaxed);
+                DAEMON.running.fetch_add(1, Ordering::Relaxed);
+                thread::spawn(move || {
+                    match child.wait() {
+                        Ok(status) if status.success() => {
+                            info!(connection = id, pid, "worker finished")
+                        }
+                        Ok(status) => {
+                            DAEMON.failed.fetch_add(1, Ordering::Relaxed);
+                            warn!(connection = id, pid, %status, "worker ended abnormally; only its guest is affected")
+                        }
+                        Err(e) => error!(connection = id, pid, "cannot wait for worker: {e}"),
                     }
-                    Ok(status) => {
-                        warn!(connection = id, pid, %status, "worker ended abnormally; only its guest is affected")
-                    }
-                    Err(e) => error!(connection = id, pid, "cannot wait for worker: {e}"),
+                    DAEMON.running.fetch_sub(1, Ordering::Relaxed);
                 });
             }
             Err(e) => error!(connection = id, %peer, "cannot start worker: {e}"),

@@ -11,13 +11,18 @@
 //!   server handshake.
 //! - [`pinned`]: page-aligned buffers the GPU can DMA straight to and from.
 //! - [`console`]: capture of driver output (kernel printf, asserts) for the guest.
+//! - [`stats`]: each worker's figures (calls, errors, bytes, memory, latency), shared
+//!   through a small mapped file in the state directory.
+//! - [`metrics`]: the daemon's Prometheus endpoint and `vmcuda-host status`.
 
 pub mod console;
 pub mod daemon;
 pub mod executor;
 pub mod ledger;
+pub mod metrics;
 pub mod pinned;
 pub mod policy;
 pub mod session;
+pub mod stats;
 pub mod tls;
 pub mod worker;

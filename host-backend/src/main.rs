@@ -1,10 +1,11 @@
 //! `vmcuda-host`: the host daemon (`serve`) and its per-connection worker (`worker`).
 
+use std::cell::Cell;
 use std::fs::File;
 use std::net::TcpStream;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -17,10 +18,12 @@ use vmcuda_host::executor::cuda::CudaExecutor;
 use vmcuda_host::executor::host_memory::{self, HostMemoryExecutor};
 use vmcuda_host::executor::Executor;
 use vmcuda_host::ledger::{Ledger, LedgerError};
+use vmcuda_host::metrics;
 use vmcuda_host::policy::{Caller, ConfigError, GpuSelection, Grant, Policy, Refusal};
 use vmcuda_host::session::Session;
+use vmcuda_host::stats::{self, Identity, WorkerStats};
 use vmcuda_host::tls::{self, Accepted, TlsServer};
-use vmcuda_host::worker;
+use vmcuda_host::worker::{self, Ended};
 use vmcuda_wire::op::Hello;
 use vmcuda_wire::tls::TlsError;
 use vmcuda_wire::transport::{FdReader, DEFAULT_UNIX_PATH};
@@ -77,10 +80,30 @@ enum Cmd {
         /// admits programs on this host and refuses every VM and TCP caller.
         #[arg(long)]
         config: Option<PathBuf>,
-        /// Where workers keep what a VM's connections share (its quota ledger).
-        /// Default: the configuration's state_dir, else /run/vmcuda.
+        /// Where workers keep what a VM's connections share (its quota ledger) and
+        /// their figures. Default: the configuration's state_dir, else /run/vmcuda.
         #[arg(long)]
         state_dir: Option<PathBuf>,
+        /// Serve Prometheus metrics (per-VM memory, calls, errors, bytes copied, kernels,
+        /// call latency) at http://ADDR/metrics, e.g. 127.0.0.1:9731; port 0 picks a free
+        /// port (logged). Overrides the configuration's [metrics] listen. Loopback only
+        /// unless [metrics] allow_non_loopback = true.
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<String>,
+    },
+    /// List the guests connected now, with their figures (read from the state directory,
+    /// so it shows the workers of every daemon and vhost-user device that uses it).
+    Status {
+        /// The state directory. Default: the configuration's state_dir, else /run/vmcuda.
+        #[arg(long)]
+        state_dir: Option<PathBuf>,
+        /// The host configuration, for its state_dir. Default: /etc/vmcuda/host.toml
+        /// when it exists.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Print JSON (one object, its "guests" a list) instead of a table.
+        #[arg(long)]
+        json: bool,
     },
     /// Serve one guest connection passed as stdin (started by `serve`).
     #[command(hide = true)]
@@ -147,6 +170,7 @@ fn main() -> ExitCode {
             host_memory_devices,
             config,
             state_dir,
+            metrics,
         } => {
             init_logging(None);
             let policy = match Policy::load(config.as_deref()) {
@@ -181,6 +205,7 @@ fn main() -> ExitCode {
                 vsock: vsock.then_some(port),
                 hybrid_vsock,
                 port,
+                metrics,
             };
             serve(listeners, &policy, tls.as_ref(), template)
         }
@@ -208,7 +233,49 @@ fn main() -> ExitCode {
             };
             run_worker(&template, transport, connection_id, caller)
         }
+        Cmd::Status {
+            state_dir,
+            config,
+            json,
+        } => status(state_dir, config.as_deref(), json),
     }
+}
+
+/// `vmcuda-host status`.
+fn status(state_dir: Option<PathBuf>, config: Option<&Path>, json: bool) -> ExitCode {
+    let state_dir = match state_dir {
+        Some(dir) => dir,
+        None => match Policy::load(config) {
+            Ok(policy) => policy.state_dir().to_path_buf(),
+            Err(e) => {
+                eprintln!("vmcuda-host status: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+    };
+    let mut census = match stats::census(&state_dir, false) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("vmcuda-host status: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    metrics::sort_guests(&mut census.guests);
+    if json {
+        let report = metrics::StatusReport {
+            guests: &census.guests,
+        };
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).expect("the report serializes")
+        );
+    } else {
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        print!("{}", metrics::status_table(&census.guests, now_ms));
+    }
+    ExitCode::SUCCESS
 }
 
 /// Where `serve` listens, as given on the command line.
@@ -218,6 +285,7 @@ struct Listeners {
     vsock: Option<u32>,
     hybrid_vsock: Vec<PathBuf>,
     port: u32,
+    metrics: Option<String>,
 }
 
 fn serve(
@@ -288,6 +356,31 @@ fn serve(
                 configure [tcp] tls_cert and tls_key (and leave require_tls on)");
         }
     }
+    let metrics_at = at.metrics.clone().or(policy.config.metrics.listen.clone());
+    if let Some(addr) = &metrics_at {
+        if let Err(msg) = policy.check_metrics_listen(addr) {
+            error!("{msg}");
+            return ExitCode::FAILURE;
+        }
+        let mut known_vms: Vec<String> = policy.config.vms.iter().map(|v| v.name.clone()).collect();
+        if policy.config.local.allow {
+            known_vms.push("local".into());
+        }
+        let source = metrics::Source {
+            state_dir: template
+                .state_dir
+                .clone()
+                .unwrap_or_else(|| policy.state_dir().to_path_buf()),
+            known_vms,
+        };
+        match metrics::serve(addr, source) {
+            Ok((local, _)) => info!("serving metrics at http://{local}/metrics"),
+            Err(e) => {
+                error!(%addr, "cannot serve metrics: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
     let template = Arc::new(template);
     let mut listeners = Vec::new();
     for (path, caller) in unix {
@@ -353,6 +446,16 @@ fn run_worker(
 
     // The configuration as it is now: for admission (and a TLS listener's certificate).
     let policy = Policy::load(template.config.as_deref());
+    let state_dir = template.state_dir.clone().unwrap_or_else(|| {
+        policy
+            .as_ref()
+            .map_or(Path::new(vmcuda_host::policy::DEFAULT_STATE_DIR), |p| {
+                p.state_dir()
+            })
+            .to_path_buf()
+    });
+    // Set once a TCP guest has done its TLS handshake, for the figures.
+    let over_tls = Cell::new(false);
     // Admission, and only then an executor: a refused caller never touches a GPU.
     let open = |hello: &Hello| -> Result<Session, Refusal> {
         let policy = policy.as_ref().map_err(|e| Refusal {
@@ -362,10 +465,6 @@ fn run_worker(
         })?;
         let grant = policy.admit(&caller, &hello.token)?;
         // The VM's quota and connection count span all its connections.
-        let state_dir = template
-            .state_dir
-            .clone()
-            .unwrap_or_else(|| policy.state_dir().to_path_buf());
         let ledger = match Ledger::join(&state_dir, &grant.name, grant.max_connections) {
             Ok(ledger) => Some(ledger),
             Err(LedgerError::TooManyConnections(n)) => {
@@ -388,7 +487,26 @@ fn run_worker(
             guest: format!("the host cannot serve this guest ({status})"),
             host: format!("cannot serve {caller} ({}): {why}", grant.name),
         })?;
-        let session = Session::new(exec, grant);
+        let identity = Identity {
+            vm: grant.name.clone(),
+            program: hello.client.clone(),
+            program_pid: hello.pid,
+            caller: caller.to_arg(),
+            transport: match transport {
+                TransportKind::Unix => "unix",
+                TransportKind::Vsock => "vsock",
+                TransportKind::Tcp if over_tls.get() => "tls",
+                TransportKind::Tcp => "tcp",
+            }
+            .into(),
+            connection_id,
+        };
+        let mut session = Session::new(exec, grant);
+        // Monitoring never stands in a guest's way: without a file, it goes unwatched.
+        match WorkerStats::create(&state_dir, &identity) {
+            Ok(stats) => session = session.with_stats(stats),
+            Err(e) => warn!("{e}; this connection's figures are not published"),
+        }
         Ok(match ledger {
             Some(ledger) => session.with_ledger(ledger),
             None => session,
@@ -420,13 +538,19 @@ fn run_worker(
             TcpStream::from(conn),
             &policy,
             &caller,
+            &over_tls,
             open,
             console.as_mut(),
         ),
         TransportKind::Tcp => serve_tcp(TcpStream::from(conn), open, console.as_mut()),
     };
     match result {
-        Ok(()) => info!(%caller, "guest disconnected"),
+        Ok(Ended::Served) => info!(%caller, "guest disconnected"),
+        Ok(Ended::Refused(status)) => {
+            if let Err(e) = stats::record_refusal(&state_dir, status) {
+                warn!("cannot count the refusal: {e}");
+            }
+        }
         Err(e) => warn!(%caller, "connection ended: {e}"),
     }
     ExitCode::SUCCESS
@@ -449,9 +573,10 @@ fn serve_tls_listener(
     stream: TcpStream,
     policy: &Result<Policy, ConfigError>,
     caller: &Caller,
+    over_tls: &Cell<bool>,
     open: impl FnOnce(&Hello) -> Result<Session, Refusal>,
     console: Option<&mut ConsoleCapture>,
-) -> Result<(), ConnectionError> {
+) -> Result<Ended, ConnectionError> {
     // The certificate as configured now: renewing it needs no restart.
     let unusable = |e: &ConfigError| ConnectionError::Setup(format!("no TLS certificate: {e}"));
     let server = policy
@@ -468,6 +593,7 @@ fn serve_tls_listener(
         })?;
     match tls::accept(stream, &server)? {
         Accepted::Tls(stream) => {
+            over_tls.set(true);
             worker::serve(stream.clone(), stream, None, open, console).map_err(Into::into)
         }
         Accepted::Plain(stream) => serve_tcp(stream, open, console),
@@ -491,7 +617,7 @@ fn serve_tls_listener(
             };
             serve_tcp(stream, refuse, None)
         }
-        Accepted::Gone => Ok(()),
+        Accepted::Gone => Ok(Ended::Served),
     }
 }
 
@@ -500,7 +626,7 @@ fn serve_tcp(
     stream: TcpStream,
     open: impl FnOnce(&Hello) -> Result<Session, Refusal>,
     console: Option<&mut ConsoleCapture>,
-) -> Result<(), ConnectionError> {
+) -> Result<Ended, ConnectionError> {
     let reader = stream.try_clone().map_err(FrameError::from)?;
     Ok(worker::serve(reader, stream, None, open, console)?)
 }

@@ -77,6 +77,9 @@ pub struct Config {
     pub local: Local,
     #[serde(default)]
     pub tcp: Tcp,
+    /// The daemon's Prometheus endpoint.
+    #[serde(default)]
+    pub metrics: Metrics,
     /// The VMs allowed in, one `[[vm]]` table each.
     #[serde(default, rename = "vm")]
     pub vms: Vec<Vm>,
@@ -142,6 +145,18 @@ pub struct Tcp {
     /// Default: true when a certificate is configured; `false` lets plain and TLS
     /// guests share the listeners while guests move over. Tokens are needed either way.
     pub require_tls: Option<bool>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Metrics {
+    /// Where the daemon serves `GET /metrics`, e.g. "127.0.0.1:9731" (`--metrics`
+    /// overrides it). None: no endpoint.
+    pub listen: Option<String>,
+    /// Serving it anywhere but loopback must be asked for by name: it names the VMs and
+    /// what they do.
+    #[serde(default)]
+    pub allow_non_loopback: bool,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -692,6 +707,22 @@ impl Policy {
             .unwrap_or(Path::new(DEFAULT_STATE_DIR))
     }
 
+    /// Check the metrics endpoint's address against `[metrics] allow_non_loopback`.
+    pub fn check_metrics_listen(&self, addr: &str) -> Result<(), String> {
+        let parsed: SocketAddr = addr
+            .parse()
+            .map_err(|_| format!("metrics: not an IP address and port: {addr:?}"))?;
+        if parsed.ip().is_loopback() || self.config.metrics.allow_non_loopback {
+            Ok(())
+        } else {
+            Err(format!(
+                "refusing to serve metrics on {addr}: they are served on loopback only \
+                 unless [metrics] allow_non_loopback = true is set in {}",
+                self.source
+            ))
+        }
+    }
+
     /// Check a TCP listen address against `[tcp] allow_non_loopback`.
     pub fn check_tcp_listen(&self, addr: &str) -> Result<(), String> {
         let parsed: SocketAddr = addr
@@ -880,6 +911,20 @@ mod tests {
                 .to_string();
             assert!(e.contains(why), "{text}: {e}");
         }
+    }
+
+    #[test]
+    fn the_metrics_endpoint_stays_on_loopback_unless_allowed() {
+        let p = policy("[metrics]\nlisten = \"127.0.0.1:9731\"\n");
+        assert_eq!(p.config.metrics.listen.as_deref(), Some("127.0.0.1:9731"));
+        assert!(p.check_metrics_listen("127.0.0.1:9731").is_ok());
+        assert!(p.check_metrics_listen("[::1]:0").is_ok());
+        let e = p.check_metrics_listen("0.0.0.0:9731").unwrap_err();
+        assert!(e.contains("allow_non_loopback"), "{e}");
+        assert!(p.check_metrics_listen("localhost:9731").is_err());
+        let open = policy("[metrics]\nallow_non_loopback = true\n");
+        assert!(open.check_metrics_listen("0.0.0.0:9731").is_ok());
+        assert!(Policy::parse("[metrics]\nport = 1\n", Path::new("t.toml")).is_err());
     }
 
     #[test]

@@ -23,6 +23,7 @@ use crate::executor::{
 use crate::ledger::Ledger;
 use crate::pinned::PageBuffer;
 use crate::policy::Grant;
+use crate::stats::{Direction, WorkerStats};
 
 /// Launch attribute values are a 64-byte union in CUDA.
 const LAUNCH_ATTRIBUTE_VALUE_LEN: usize = 64;
@@ -43,6 +44,12 @@ pub struct Session {
     globals: BTreeMap<DevicePtr, u64>,
     /// Bytes counted against the quota: allocations and shared host memory.
     used: u64,
+    /// The parts of `used` that are device allocations and shared host memory, for the
+    /// figures.
+    device_bytes: u64,
+    shared_bytes: u64,
+    /// The figures the host's monitoring reads.
+    stats: WorkerStats,
     /// The VM's ledger, shared with its other connections' workers: the quota is the
     /// VM's, not one connection's. Without one, the quota holds per connection.
     ledger: Option<Ledger>,
@@ -150,6 +157,9 @@ impl Session {
             allocations: BTreeMap::new(),
             globals: BTreeMap::new(),
             used: 0,
+            device_bytes: 0,
+            shared_bytes: 0,
+            stats: WorkerStats::private(),
             ledger: None,
             next_handle: 0,
             incoming_fds: VecDeque::new(),
@@ -165,6 +175,27 @@ impl Session {
     pub fn with_ledger(mut self, ledger: Ledger) -> Self {
         self.ledger = Some(ledger);
         self
+    }
+
+    /// Publish this guest's figures through `stats` (see [`crate::stats`]).
+    pub fn with_stats(mut self, stats: WorkerStats) -> Self {
+        self.stats = stats;
+        self
+    }
+
+    /// The guest's figures, for the worker to count its calls in.
+    pub fn stats_mut(&mut self) -> &mut WorkerStats {
+        &mut self.stats
+    }
+
+    fn set_device_bytes(&mut self, bytes: u64) {
+        self.device_bytes = bytes;
+        self.stats.set_device_memory(bytes);
+    }
+
+    fn set_shared_bytes(&mut self, bytes: u64) {
+        self.shared_bytes = bytes;
+        self.stats.set_host_memory(bytes);
     }
 
     /// What counts against the quota now: the whole VM's when there is a ledger.
@@ -418,6 +449,7 @@ impl Session {
             return Err(e);
         }
         self.allocations.insert(ptr, bytes);
+        self.set_device_bytes(self.device_bytes.saturating_add(bytes));
         Ok(())
     }
 
@@ -504,6 +536,7 @@ impl Handler for Session {
         self.allocations.clear();
         self.globals.clear();
         self.refund(freed);
+        self.set_device_bytes(0);
         self.exec.device_reset()?;
         nothing()
     }
@@ -620,6 +653,7 @@ impl Handler for Session {
         self.exec.free(req.ptr)?;
         self.allocations.remove(&req.ptr);
         self.refund(bytes);
+        self.set_device_bytes(self.device_bytes.saturating_sub(bytes));
         nothing()
     }
     fn mem_alloc_pitch(
@@ -640,6 +674,8 @@ impl Handler for Session {
         let s = self.stream(req.stream)?;
         self.check_range(req.dst, data.len() as u64)?;
         self.exec.copy_htod(req.dst, data, s, req.is_async)?;
+        self.stats
+            .copied(Direction::HostToDevice, data.len() as u64);
         nothing()
     }
     fn memcpy_dtoh(&mut self, _: &CallContext, req: MemcpyDtoH, _: &[u8]) -> HandlerResult<()> {
@@ -657,6 +693,7 @@ impl Handler for Session {
                 self.exec
                     .copy_dtoh(&mut area.as_mut_slice()[..size], req.src, s, req.is_async)?;
                 self.reply_in_area = Some(size);
+                self.stats.copied(Direction::DeviceToHost, req.size);
                 return nothing();
             }
         }
@@ -665,6 +702,7 @@ impl Handler for Session {
             self.recycle(out);
             return Err(e);
         }
+        self.stats.copied(Direction::DeviceToHost, req.size);
         Ok(((), out))
     }
     fn memcpy_dtod(&mut self, _: &CallContext, req: MemcpyDtoD, _: &[u8]) -> HandlerResult<()> {
@@ -673,6 +711,7 @@ impl Handler for Session {
         self.check_range(req.src, req.size)?;
         self.exec
             .copy_dtod(req.dst, req.src, req.size, s, req.is_async)?;
+        self.stats.copied(Direction::DeviceToDevice, req.size);
         nothing()
     }
     fn memcpy_2d_htod(
@@ -692,6 +731,8 @@ impl Handler for Session {
         };
         self.exec
             .copy_2d_htod(dst, data, req.width, req.height, s, req.is_async)?;
+        self.stats
+            .copied(Direction::HostToDevice, data.len() as u64);
         nothing()
     }
     fn memcpy_2d_dtoh(
@@ -719,6 +760,7 @@ impl Handler for Session {
             self.recycle(out);
             return Err(e);
         }
+        self.stats.copied(Direction::DeviceToHost, len);
         Ok(((), out))
     }
     fn memcpy_2d_dtod(
@@ -740,6 +782,10 @@ impl Handler for Session {
         self.check_pitched(req.src, req.spitch, req.width, req.height)?;
         self.exec
             .copy_2d_dtod(dst, src, req.width, req.height, s, req.is_async)?;
+        self.stats.copied(
+            Direction::DeviceToDevice,
+            req.width.saturating_mul(req.height),
+        );
         nothing()
     }
     fn memset(&mut self, _: &CallContext, req: Memset, _: &[u8]) -> HandlerResult<()> {
@@ -775,6 +821,7 @@ impl Handler for Session {
         );
         self.exec.set_device(ctx.device)?;
         r?;
+        self.stats.copied(Direction::DeviceToDevice, req.size);
         nothing()
     }
     fn pointer_get_attributes(
@@ -821,6 +868,7 @@ impl Handler for Session {
         };
         mapping.device_ptr = device_ptr;
         self.shared.insert(req.addr, mapping);
+        self.set_shared_bytes(self.shared_bytes.saturating_add(req.size));
         Ok((SharedHostMemory { device_ptr }, Vec::new()))
     }
 
@@ -836,6 +884,7 @@ impl Handler for Session {
             .ok_or(CudaStatus::ErrorHostMemoryNotRegistered)?;
         let r = self.exec.host_unregister(req.addr);
         self.refund(mapping.len as u64);
+        self.set_shared_bytes(self.shared_bytes.saturating_sub(mapping.len as u64));
         drop(mapping);
         r?;
         nothing()
@@ -940,6 +989,7 @@ impl Handler for Session {
             attributes: &req.attributes,
         };
         self.exec.launch(f, &config, params)?;
+        self.stats.kernel_launched();
         nothing()
     }
     fn occupancy_max_active_blocks(

@@ -93,14 +93,15 @@ mod tests {
                 let exec = HostMemoryExecutor::new(1 << 20, None).unwrap();
                 Ok(Session::new(Box::new(exec), Grant::unlimited("test")))
             };
-            let served = |r: Result<(), vmcuda_wire::FrameError>| r.map_err(|e| e.to_string());
+            let served =
+                |r: Result<worker::Ended, vmcuda_wire::FrameError>| r.map_err(|e| e.to_string());
             Ok(match accept(tcp, &server).map_err(|e| e.to_string())? {
                 Accepted::Tls(s) => {
-                    served(worker::serve(s.clone(), s, None, open, None)).map(|()| "tls")?
+                    served(worker::serve(s.clone(), s, None, open, None)).map(|_| "tls")?
                 }
                 Accepted::Plain(s) => {
                     served(worker::serve(s.try_clone().unwrap(), s, None, open, None))
-                        .map(|()| "plain")?
+                        .map(|_| "plain")?
                 }
                 Accepted::PlainRefused(_) => "refused",
                 Accepted::Gone => "gone",

@@ -7,6 +7,7 @@
 //! error reply and the connection carries on.
 
 use std::io::{BufReader, BufWriter, Read, Write};
+use std::time::Instant;
 
 use tracing::{debug, warn};
 use vmcuda_wire::frame::{self, FrameError, FrameHeader, FLAG_EVENT, FLAG_NO_REPLY, FLAG_REPLY};
@@ -28,6 +29,15 @@ use crate::session::{Session, RECEIVE_BUFFER};
 /// is not a guest of ours.
 const MAX_HELLO_LEN: usize = 64 << 10;
 
+/// How a connection ended, when it ended cleanly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// The guest was served until it left (or it left before saying hello).
+    Served,
+    /// The guest was turned away at its hello, told this status.
+    Refused(CudaStatus),
+}
+
 /// Serve one guest: its hello first, then `open` decides on it (admission, and the
 /// executor and session it gets), then its frames until it disconnects or sends
 /// something that cannot be a frame. A refused guest gets the refusal's reason as the
@@ -38,11 +48,11 @@ pub fn serve(
     fds: Option<FdQueue>,
     open: impl FnOnce(&Hello) -> Result<Session, Refusal>,
     console: Option<&mut ConsoleCapture>,
-) -> Result<(), FrameError> {
+) -> Result<Ended, FrameError> {
     let mut reader = BufReader::with_capacity(256 << 10, reader);
     let mut writer = BufWriter::with_capacity(256 << 10, writer);
     let Some((header, meta, hello)) = read_hello(&mut reader, &mut writer)? else {
-        return Ok(());
+        return Ok(Ended::Served);
     };
     let admitted = handshake::check_hello(&hello)
         .map_err(|status| Refusal {
@@ -74,7 +84,7 @@ pub fn serve(
             .with_status(refusal.status.0);
             frame::write_frame(&mut writer, &reply, &[], refusal.guest.as_bytes())?;
             writer.flush()?;
-            return Ok(());
+            return Ok(Ended::Refused(refusal.status));
         }
     };
     let mut receive = ReceiveBuffer::default();
@@ -82,7 +92,9 @@ pub fn serve(
     let ctx = CallContext {
         device: header.device.get(),
     };
+    let started = Instant::now();
     let result = run(&mut session, &ctx, Op::Hello, &meta, &[], &mut deferred);
+    record(&mut session, started, &result);
     let greeted = result.is_ok();
     let result = answer(&mut writer, &mut session, &header, result).and_then(|()| {
         if !greeted {
@@ -92,7 +104,7 @@ pub fn serve(
     });
     // The driver lets go of the receive pages before they are unmapped.
     session.unpin_buffer(RECEIVE_BUFFER);
-    result
+    result.map(|()| Ended::Served)
 }
 
 /// The connection's first frame, which must be a decodable hello: `None` when the
@@ -185,6 +197,8 @@ fn serve_frames(
         let data = receive.frame(len, session)?;
         reader.read_exact(data)?;
         let data = &*data;
+        // The call's time starts once its request is all here.
+        let started = Instant::now();
         if let Some(fds) = &fds {
             // Descriptors passed with frames, in order; a guest flooding us with them
             // only loses the excess.
@@ -201,7 +215,11 @@ fn serve_frames(
         let ctx = CallContext {
             device: header.device.get(),
         };
-        let result = match Op::from_code(code) {
+        let op = Op::from_code(code);
+        // An error owed from an earlier request is reported by this one, which is then
+        // not run: it was counted when it happened.
+        let reports_deferred = deferred.is_some() && op.is_some_and(|op| op != Op::Hello);
+        let result = match op {
             None => {
                 warn!(client = %session.client(), op = code, "unknown op");
                 Err(CudaStatus::ErrorNotSupported)
@@ -214,6 +232,10 @@ fn serve_frames(
             }
             Some(op) => run(session, &ctx, op, &meta, data, &mut deferred),
         };
+        // Counted before the reply goes: whoever has the reply sees the call counted.
+        if !reports_deferred {
+            record(session, started, &result);
+        }
         let no_reply = header.has(FLAG_NO_REPLY);
         if let Some(console) = console.as_deref_mut() {
             forward_console(&mut writer, console)?;
@@ -280,6 +302,20 @@ fn run(
             Err(CudaStatus::ErrorInvalidValue)
         }
     }
+}
+
+/// Count a call in the guest's figures.
+fn record(
+    session: &mut Session,
+    started: Instant,
+    result: &Result<(Vec<u8>, Vec<u8>), CudaStatus>,
+) {
+    let elapsed = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    let outcome = match result {
+        Ok(_) => Ok(()),
+        Err(status) => Err(*status),
+    };
+    session.stats_mut().record_call(elapsed, outcome);
 }
 
 fn forward_console(

@@ -1,0 +1,709 @@
+//! Observability: the daemon's Prometheus endpoint (`GET /metrics`) and the report of
+//! `vmcuda-host status`. Both read the workers' figures from the state directory (see
+//! [`crate::stats`]), so they include every worker that uses it, the vhost-user
+//! device's as well as the daemon's.
+//!
+//! The endpoint is a small HTTP/1.1 responder on its own threads: one short-lived
+//! thread per scrape, a few at most, each with timeouts, so a slow or garbage client
+//! costs a thread for seconds and never touches the guests' listeners.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use tracing::{debug, warn};
+
+use crate::stats::{self, Census, Counts, Guest, StatsError, LATENCY_BOUNDS_NS};
+
+/// The daemon's own counts of the workers it started.
+pub struct DaemonCounters {
+    pub started: AtomicU64,
+    pub running: AtomicU64,
+    /// Workers that ended by a signal or a failure status: crashed or killed.
+    pub failed: AtomicU64,
+}
+
+/// This daemon's workers, counted by its spawner and reapers.
+pub static DAEMON: DaemonCounters = DaemonCounters {
+    started: AtomicU64::new(0),
+    running: AtomicU64::new(0),
+    failed: AtomicU64::new(0),
+};
+
+/// A VM's figures: its live guests' summed, plus what its ended ones left.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VmFigures {
+    pub connections: u64,
+    pub device_memory_bytes: u64,
+    pub host_memory_bytes: u64,
+    pub counts: Counts,
+}
+
+/// Per-VM figures from a census; `known` VMs (the configured ones) appear even before
+/// their first connection, so their series exist from the start.
+pub fn per_vm(census: &Census, known: &[String]) -> BTreeMap<String, VmFigures> {
+    let mut vms: BTreeMap<String, VmFigures> = known
+        .iter()
+        .map(|name| (name.clone(), VmFigures::default()))
+        .collect();
+    for (name, counts) in &census.totals.vms {
+        vms.entry(name.clone()).or_default().counts.add(counts);
+    }
+    for g in &census.guests {
+        let vm = vms.entry(g.identity.vm.clone()).or_default();
+        vm.connections += 1;
+        vm.device_memory_bytes += g.device_memory_bytes;
+        vm.host_memory_bytes += g.host_memory_bytes;
+        vm.counts.add(&g.counts);
+    }
+    vms
+}
+
+/// A label value as the text format wants it.
+fn escape(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A bucket bound in seconds, written exactly (the bounds are whole microseconds).
+fn seconds(ns: u64) -> String {
+    let text = format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000);
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+struct Out(String);
+
+impl Out {
+    fn head(&mut self, name: &str, kind: &str, help: &str) {
+        let _ = writeln!(self.0, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: impl std::fmt::Display) {
+        self.0.push_str(name);
+        if !labels.is_empty() {
+            self.0.push('{');
+            for (i, (k, v)) in labels.iter().enumerate() {
+                if i > 0 {
+                    self.0.push(',');
+                }
+                let _ = write!(self.0, "{k}=\"{}\"", escape(v));
+            }
+            self.0.push('}');
+        }
+        let _ = writeln!(self.0, " {value}");
+    }
+}
+
+/// The Prometheus text exposition (format 0.0.4) of `census` (or of why there is
+/// none), the daemon's own counts, and the `known` VMs.
+pub fn render(census: Result<&Census, &StatsError>, known: &[String]) -> String {
+    let mut out = Out(String::new());
+    let vms = census.map(|c| per_vm(c, known)).unwrap_or_default();
+    let each = |out: &mut Out, name: &str, f: &dyn Fn(&VmFigures) -> u64| {
+        for (vm, fig) in &vms {
+            out.sample(name, &[("vm", vm)], f(fig));
+        }
+    };
+
+    out.head(
+        "vmcuda_vm_connections",
+        "gauge",
+        "Guest connections (worker processes) the VM has now.",
+    );
+    each(&mut out, "vmcuda_vm_connections", &|f| f.connections);
+    out.head(
+        "vmcuda_vm_device_memory_bytes",
+        "gauge",
+        "Device memory the VM's guests hold now (their allocations).",
+    );
+    each(&mut out, "vmcuda_vm_device_memory_bytes", &|f| {
+        f.device_memory_bytes
+    });
+    out.head(
+        "vmcuda_vm_host_memory_bytes",
+        "gauge",
+        "Page-locked host memory the VM's guests share with the host now.",
+    );
+    each(&mut out, "vmcuda_vm_host_memory_bytes", &|f| {
+        f.host_memory_bytes
+    });
+    out.head(
+        "vmcuda_vm_calls_total",
+        "counter",
+        "CUDA calls the VM's guests made, by outcome.",
+    );
+    for (vm, f) in &vms {
+        out.sample(
+            "vmcuda_vm_calls_total",
+            &[("vm", vm), ("outcome", "ok")],
+            f.counts.calls_ok,
+        );
+        out.sample(
+            "vmcuda_vm_calls_total",
+            &[("vm", vm), ("outcome", "error")],
+            f.counts.calls_error,
+        );
+    }
+    out.head(
+        "vmcuda_vm_errors_total",
+        "counter",
+        "Failed CUDA calls by the status they returned.",
+    );
+    for (vm, f) in &vms {
+        for (status, n) in &f.counts.errors {
+            out.sample(
+                "vmcuda_vm_errors_total",
+                &[("vm", vm), ("status", status)],
+                n,
+            );
+        }
+    }
+    out.head(
+        "vmcuda_vm_kernels_launched_total",
+        "counter",
+        "Kernel launches the host accepted from the VM's guests.",
+    );
+    each(&mut out, "vmcuda_vm_kernels_launched_total", &|f| {
+        f.counts.kernels
+    });
+    out.head(
+        "vmcuda_vm_copied_bytes_total",
+        "counter",
+        "Bytes the VM's guests copied, by direction (htod, dtoh, dtod).",
+    );
+    for (vm, f) in &vms {
+        for (direction, n) in [
+            ("htod", f.counts.copied_htod),
+            ("dtoh", f.counts.copied_dtoh),
+            ("dtod", f.counts.copied_dtod),
+        ] {
+            out.sample(
+                "vmcuda_vm_copied_bytes_total",
+                &[("vm", vm), ("direction", direction)],
+                n,
+            );
+        }
+    }
+    out.head(
+        "vmcuda_vm_call_duration_seconds",
+        "histogram",
+        "Host time per call, from its request read to its reply ready.",
+    );
+    for (vm, f) in &vms {
+        let mut cumulative = 0;
+        for (i, n) in f.counts.latency_buckets.iter().enumerate() {
+            cumulative += n;
+            let le = LATENCY_BOUNDS_NS
+                .get(i)
+                .map_or_else(|| "+Inf".to_string(), |&ns| seconds(ns));
+            out.sample(
+                "vmcuda_vm_call_duration_seconds_bucket",
+                &[("vm", vm), ("le", &le)],
+                cumulative,
+            );
+        }
+        out.sample(
+            "vmcuda_vm_call_duration_seconds_sum",
+            &[("vm", vm)],
+            f.counts.latency_sum_ns as f64 / 1e9,
+        );
+        out.sample(
+            "vmcuda_vm_call_duration_seconds_count",
+            &[("vm", vm)],
+            cumulative,
+        );
+    }
+
+    out.head(
+        "vmcuda_refused_connections_total",
+        "counter",
+        "Connections turned away before a session began, by the status the guest got.",
+    );
+    if let Ok(c) = census {
+        for (status, n) in &c.totals.refused {
+            out.sample("vmcuda_refused_connections_total", &[("status", status)], n);
+        }
+    }
+    out.head(
+        "vmcuda_workers_started_total",
+        "counter",
+        "Worker processes this daemon started (one per guest connection).",
+    );
+    out.sample(
+        "vmcuda_workers_started_total",
+        &[],
+        DAEMON.started.load(Relaxed),
+    );
+    out.head(
+        "vmcuda_workers_running",
+        "gauge",
+        "This daemon's worker processes now, admitted or not yet.",
+    );
+    out.sample("vmcuda_workers_running", &[], DAEMON.running.load(Relaxed));
+    out.head(
+        "vmcuda_workers_failed_total",
+        "counter",
+        "This daemon's workers that crashed or were killed.",
+    );
+    out.sample(
+        "vmcuda_workers_failed_total",
+        &[],
+        DAEMON.failed.load(Relaxed),
+    );
+    out.head(
+        "vmcuda_stats_up",
+        "gauge",
+        "1 when the per-VM figures could be read from the state directory.",
+    );
+    out.sample("vmcuda_stats_up", &[], u8::from(census.is_ok()));
+    out.0
+}
+
+/// What the endpoint reports on.
+#[derive(Clone, Debug)]
+pub struct Source {
+    pub state_dir: PathBuf,
+    /// VMs listed even before their first connection (the configured ones, "local").
+    pub known_vms: Vec<String>,
+}
+
+impl Source {
+    /// A scrape: dead workers pruned, then everything rendered.
+    pub fn scrape(&self) -> String {
+        let census = stats::census(&self.state_dir, true);
+        if let Err(e) = &census {
+            warn!("metrics without per-VM figures: {e}");
+        }
+        render(census.as_ref(), &self.known_vms)
+    }
+}
+
+/// Clients served at once (a thread each, for at most seconds); more are closed at
+/// once (Prometheus retries). Generous, since a client's thread may linger a moment
+/// after its answer while the client closes.
+const MAX_CLIENTS: usize = 16;
+/// How long a client has to send its request and take the answer.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
+/// A request head longer than this is not a scrape.
+const MAX_REQUEST: usize = 8 << 10;
+
+/// Serve `GET /metrics` on `addr` from a thread of its own: the listening address (the
+/// port is the kernel's when `addr` asks for 0) and the thread.
+pub fn serve(addr: &str, source: Source) -> std::io::Result<(SocketAddr, thread::JoinHandle<()>)> {
+    let listener = TcpListener::bind(addr)?;
+    let local = listener.local_addr()?;
+    let source = Arc::new(source);
+    let busy = Arc::new(AtomicUsize::new(0));
+    let handle = thread::Builder::new()
+        .name("metrics".into())
+        .spawn(move || {
+            for conn in listener.incoming() {
+                let stream = match conn {
+                    Ok(s) => s,
+                    Err(e) => {
+                        warn!("metrics accept failed: {e}");
+                        thread::sleep(Duration::from_millis(100));
+                        continue;
+                    }
+                };
+                if busy.fetch_add(1, Relaxed) >= MAX_CLIENTS {
+                    busy.fetch_sub(1, Relaxed);
+                    debug!("metrics: too many clients at once; closing one");
+                    continue;
+                }
+                let (source, done) = (source.clone(), busy.clone());
+                let spawned =
+                    thread::Builder::new()
+                        .name("metrics-client".into())
+                        .spawn(move || {
+                            if let Err(e) = answer(stream, &source) {
+                                debug!("metrics client: {e}");
+                            }
+                            done.fetch_sub(1, Relaxed);
+                        });
+                if let Err(e) = spawned {
+                    warn!("metrics: no thread for a client: {e}");
+                    busy.fetch_sub(1, Relaxed);
+                }
+            }
+        })?;
+    Ok((local, handle))
+}
+
+/// Read one request and answer it; the connection closes after.
+fn answer(mut stream: TcpStream, source: &Source) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(CLIENT_TIMEOUT))?;
+    stream.set_write_timeout(Some(CLIENT_TIMEOUT))?;
+    respond_to(&mut stream, source)?;
+    // Closing with unread bytes would reset the connection, and the client could lose
+    // the answer: say we are done, then take what it still sends, for a moment.
+    stream.shutdown(std::net::Shutdown::Write)?;
+    stream.set_read_timeout(Some(Duration::from_secs(1)))?;
+    let mut rest = [0u8; 4096];
+    let mut drained = 0;
+    while drained < (64 << 10) {
+        match stream.read(&mut rest) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => drained += n,
+        }
+    }
+    Ok(())
+}
+
+fn respond_to(stream: &mut TcpStream, source: &Source) -> std::io::Result<()> {
+    let Some(head) = read_head(stream)? else {
+        return respond(stream, "400 Bad Request", "", "bad request\n", false);
+    };
+    let mut parts = head.lines().next().unwrap_or("").split(' ');
+    let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let path = target.split('?').next().unwrap_or("");
+    let head_only = method == "HEAD";
+    if method != "GET" && !head_only {
+        return respond(
+            stream,
+            "405 Method Not Allowed",
+            "Allow: GET, HEAD\r\n",
+            "only GET\n",
+            false,
+        );
+    }
+    if path != "/metrics" {
+        return respond(
+            stream,
+            "404 Not Found",
+            "",
+            "not found: the metrics are at /metrics\n",
+            head_only,
+        );
+    }
+    let body = source.scrape();
+    respond(
+        stream,
+        "200 OK",
+        "Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n",
+        &body,
+        head_only,
+    )
+}
+
+/// The request head (up to its blank line), or `None` when it is too long or not text;
+/// within [`CLIENT_TIMEOUT`] overall, however slowly the bytes come.
+fn read_head(stream: &mut TcpStream) -> std::io::Result<Option<String>> {
+    let deadline = Instant::now() + CLIENT_TIMEOUT;
+    let mut head = Vec::with_capacity(512);
+    let mut buf = [0u8; 1024];
+    loop {
+        let n = stream.read(&mut buf)?;
+        if n == 0 {
+            return Ok(None);
+        }
+        head.extend_from_slice(&buf[..n]);
+        if let Some(end) = find(&head, b"\r\n\r\n").or_else(|| find(&head, b"\n\n")) {
+            head.truncate(end);
+            return Ok(String::from_utf8(head).ok());
+        }
+        if head.len() > MAX_REQUEST {
+            return Ok(None);
+        }
+        if Instant::now() > deadline {
+            return Err(std::io::ErrorKind::TimedOut.into());
+        }
+    }
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+fn respond(
+    stream: &mut TcpStream,
+    status: &str,
+    headers: &str,
+    body: &str,
+    head_only: bool,
+) -> std::io::Result<()> {
+    let mut reply = format!(
+        "HTTP/1.1 {status}\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    if !head_only {
+        reply.push_str(body);
+    }
+    stream.write_all(reply.as_bytes())?;
+    stream.flush()
+}
+
+/// `vmcuda-host status --json`: the connected guests.
+#[derive(Serialize)]
+pub struct StatusReport<'a> {
+    pub guests: &'a [Guest],
+}
+
+/// Guests in the order `status` lists them: by VM, then oldest connection first.
+pub fn sort_guests(guests: &mut [Guest]) {
+    guests.sort_by(|a, b| {
+        (&a.identity.vm, a.connected_unix_ms, a.worker_pid).cmp(&(
+            &b.identity.vm,
+            b.connected_unix_ms,
+            b.worker_pid,
+        ))
+    });
+}
+
+/// `vmcuda-host status`: one line per connected guest, `now_ms` being the time now
+/// (Unix milliseconds).
+pub fn status_table(guests: &[Guest], now_ms: u64) -> String {
+    if guests.is_empty() {
+        return "no guests connected\n".into();
+    }
+    let header = [
+        "VM",
+        "PROGRAM[PID]",
+        "CALLER",
+        "TRANSPORT",
+        "CONNECTED",
+        "MEMORY",
+        "KERNELS",
+        "COPIED",
+        "CALLS",
+        "ERRORS",
+    ];
+    let rows: Vec<[String; 10]> = guests
+        .iter()
+        .map(|g| {
+            [
+                printable(&g.identity.vm),
+                format!(
+                    "{}[{}]",
+                    printable(&g.identity.program),
+                    g.identity.program_pid
+                ),
+                printable(&g.identity.caller),
+                g.identity.transport.clone(),
+                format!(
+                    "{} ago",
+                    duration(now_ms.saturating_sub(g.connected_unix_ms) / 1000)
+                ),
+                bytes(g.device_memory_bytes + g.host_memory_bytes),
+                g.counts.kernels.to_string(),
+                bytes(g.counts.copied()),
+                g.counts.calls().to_string(),
+                g.counts.calls_error.to_string(),
+            ]
+        })
+        .collect();
+    let widths: Vec<usize> = (0..header.len())
+        .map(|i| {
+            rows.iter()
+                .map(|r| r[i].chars().count())
+                .chain([header[i].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    let mut line = |cells: &mut dyn Iterator<Item = &str>| {
+        let mut text = String::new();
+        for (i, cell) in cells.enumerate() {
+            // Text to the left, numbers to the right.
+            if i >= 5 {
+                let _ = write!(text, "{cell:>w$}  ", w = widths[i]);
+            } else {
+                let _ = write!(text, "{cell:<w$}  ", w = widths[i]);
+            }
+        }
+        out.push_str(text.trim_end());
+        out.push('\n');
+    };
+    line(&mut header.iter().copied());
+    for r in &rows {
+        line(&mut r.iter().map(String::as_str));
+    }
+    out
+}
+
+/// Guest-supplied text without control characters, which could rewrite the terminal.
+fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
+}
+
+fn bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut value = n as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
+fn duration(secs: u64) -> String {
+    let (d, h, m, s) = (secs / 86400, secs / 3600 % 24, secs / 60 % 60, secs % 60);
+    match (d, h, m) {
+        (0, 0, 0) => format!("{s}s"),
+        (0, 0, _) => format!("{m}m{s:02}s"),
+        (0, _, _) => format!("{h}h{m:02}m"),
+        _ => format!("{d}d{h:02}h"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::{Identity, Totals, LATENCY_BUCKETS};
+
+    fn guest(vm: &str, pid: u32, mem: u64, counts: Counts) -> Guest {
+        Guest {
+            worker_pid: pid,
+            identity: Identity {
+                vm: vm.into(),
+                program: "matmul".into(),
+                program_pid: pid + 1000,
+                caller: "local:1".into(),
+                transport: "unix".into(),
+                connection_id: 1,
+            },
+            connected_unix_ms: 1_000,
+            device_memory_bytes: mem,
+            host_memory_bytes: 0,
+            counts,
+        }
+    }
+
+    fn counts(ok: u64, err: u64, buckets: &[(usize, u64)]) -> Counts {
+        let mut c = Counts {
+            calls_ok: ok,
+            calls_error: err,
+            kernels: ok,
+            copied_htod: 10 * ok,
+            latency_sum_ns: 1_500_000_000,
+            ..Counts::default()
+        };
+        for &(i, n) in buckets {
+            c.latency_buckets[i] = n;
+        }
+        if err > 0 {
+            c.errors.insert("cudaErrorInvalidValue".into(), err);
+        }
+        c
+    }
+
+    #[test]
+    fn bounds_are_written_as_exact_seconds() {
+        assert_eq!(seconds(1_000), "0.000001");
+        assert_eq!(seconds(1_024_000), "0.001024");
+        assert_eq!(seconds(1_048_576_000), "1.048576");
+        assert_eq!(seconds(2_000_000_000), "2");
+        assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+
+    #[test]
+    fn the_exposition_sums_live_guests_and_ended_ones_per_vm() {
+        let mut totals = Totals::default();
+        totals.vms.insert("vm1".into(), counts(4, 0, &[(0, 4)]));
+        totals.refused.insert("cudaErrorNotPermitted".into(), 3);
+        let census = Census {
+            guests: vec![
+                guest("vm1", 10, 100, counts(2, 1, &[(0, 1), (3, 2)])),
+                guest("vm1", 11, 50, counts(1, 0, &[(LATENCY_BUCKETS - 1, 1)])),
+                guest("we\"ird", 12, 7, Counts::default()),
+            ],
+            totals,
+        };
+        let text = render(Ok(&census), &["idle".into()]);
+        let has = |line: &str| {
+            assert!(
+                text.lines().any(|l| l == line),
+                "no line {line:?} in\n{text}"
+            )
+        };
+        has("# TYPE vmcuda_vm_call_duration_seconds histogram");
+        has("vmcuda_vm_connections{vm=\"vm1\"} 2");
+        has("vmcuda_vm_connections{vm=\"idle\"} 0");
+        has("vmcuda_vm_connections{vm=\"we\\\"ird\"} 1");
+        has("vmcuda_vm_device_memory_bytes{vm=\"vm1\"} 150");
+        has("vmcuda_vm_calls_total{vm=\"vm1\",outcome=\"ok\"} 7");
+        has("vmcuda_vm_calls_total{vm=\"vm1\",outcome=\"error\"} 1");
+        has("vmcuda_vm_errors_total{vm=\"vm1\",status=\"cudaErrorInvalidValue\"} 1");
+        has("vmcuda_vm_kernels_launched_total{vm=\"vm1\"} 7");
+        has("vmcuda_vm_copied_bytes_total{vm=\"vm1\",direction=\"htod\"} 70");
+        has("vmcuda_vm_copied_bytes_total{vm=\"vm1\",direction=\"dtod\"} 0");
+        // Cumulative buckets: 5 at <= 1us, still 5 at 16us, 7 from 64us, 8 at +Inf.
+        has("vmcuda_vm_call_duration_seconds_bucket{vm=\"vm1\",le=\"0.000001\"} 5");
+        has("vmcuda_vm_call_duration_seconds_bucket{vm=\"vm1\",le=\"0.000016\"} 5");
+        has("vmcuda_vm_call_duration_seconds_bucket{vm=\"vm1\",le=\"0.000064\"} 7");
+        has("vmcuda_vm_call_duration_seconds_bucket{vm=\"vm1\",le=\"1.048576\"} 7");
+        has("vmcuda_vm_call_duration_seconds_bucket{vm=\"vm1\",le=\"+Inf\"} 8");
+        has("vmcuda_vm_call_duration_seconds_count{vm=\"vm1\"} 8");
+        has("vmcuda_vm_call_duration_seconds_sum{vm=\"vm1\"} 4.5");
+        has("vmcuda_refused_connections_total{status=\"cudaErrorNotPermitted\"} 3");
+        has("vmcuda_stats_up 1");
+        // Every sample line is `name{labels} value` with a number for the value.
+        for l in text.lines().filter(|l| !l.starts_with('#')) {
+            let value = l.rsplit(' ').next().unwrap();
+            assert!(value.parse::<f64>().is_ok(), "{l}");
+        }
+    }
+
+    #[test]
+    fn without_a_census_only_the_daemons_own_figures_are_reported() {
+        let err = StatsError::Format {
+            path: "x".into(),
+            msg: "broken".into(),
+        };
+        let text = render(Err(&err), &["vm1".into()]);
+        assert!(text.contains("vmcuda_stats_up 0"), "{text}");
+        assert!(text.contains("vmcuda_workers_started_total "), "{text}");
+        assert!(!text.contains("{vm="), "{text}");
+    }
+
+    #[test]
+    fn the_status_table_lists_guests_by_vm_with_their_figures() {
+        let mut guests = vec![
+            guest("vm2", 20, 3 << 30, counts(5, 0, &[])),
+            guest("vm1", 10, 512, counts(2, 1, &[])),
+        ];
+        guests[0].identity.program = "evil\x1b[2J".into();
+        sort_guests(&mut guests);
+        assert_eq!(guests[0].identity.vm, "vm1");
+        let table = status_table(&guests, 3_725_000);
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines.len(), 3, "{table}");
+        assert!(lines[0].starts_with("VM "), "{table}");
+        assert!(lines[1].starts_with("vm1 "), "{table}");
+        assert!(
+            lines[1].contains("matmul[1010]") && lines[1].contains("512 B"),
+            "{table}"
+        );
+        assert!(lines[2].contains("3.0 GiB") && lines[2].contains("1h02m ago"));
+        assert!(
+            lines[2].contains("evil?[2J"),
+            "no escapes reach the terminal"
+        );
+        assert_eq!(status_table(&[], 0), "no guests connected\n");
+        assert_eq!(duration(59), "59s");
+        assert_eq!(duration(61), "1m01s");
+        assert_eq!(duration(90_000), "1d01h");
+    }
+}

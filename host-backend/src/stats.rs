@@ -1,0 +1,938 @@
+//! Per-guest figures, shared by the workers with the daemon's metrics endpoint and with
+//! `vmcuda-host status`.
+//!
+//! Workers are separate processes, so each admitted guest's worker keeps its figures in
+//! a small file, `<state_dir>/workers/<pid>.stats`, mapped into the worker: a fixed
+//! layout of 64-bit counters first (updating them costs a call a few plain loads and
+//! stores, no system call), then the connection's identity (JSON, written once). The
+//! file is complete before it appears under its name (it is written as `.tmp` and
+//! renamed), so a reader never sees half an identity. Readers map it read-only.
+//!
+//! A VM's counters must never go backwards, yet its workers come and go. So when a
+//! worker ends, its counters are folded into `<state_dir>/workers/totals.json` (per VM,
+//! with the count of refused connections) and its file removed, both under an exclusive
+//! `flock` of `<state_dir>/workers/lock`; a reader holding that lock sees a worker
+//! either live or folded, never both or neither. A worker that died without doing so
+//! (killed, crashed) is folded by whoever next takes the lock to prune: a new worker, or
+//! a metrics scrape. A worker is told from a later process with its pid by its start
+//! time. Memory in use is a gauge: what a dead worker held simply stops counting.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::num::NonZeroUsize;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use nix::fcntl::{Flock, FlockArg};
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+use tracing::warn;
+use vmcuda_wire::CudaStatus;
+
+/// Upper bounds of the call latency histogram's buckets, in nanoseconds: 1 µs to about
+/// 1 s in powers of 4 (each is an exact decimal number of seconds, for `le` labels).
+pub const LATENCY_BOUNDS_NS: [u64; 11] = [
+    1_000,
+    4_000,
+    16_000,
+    64_000,
+    256_000,
+    1_024_000,
+    4_096_000,
+    16_384_000,
+    65_536_000,
+    262_144_000,
+    1_048_576_000,
+];
+/// The bounded buckets and the last one, for calls slower than every bound.
+pub const LATENCY_BUCKETS: usize = LATENCY_BOUNDS_NS.len() + 1;
+
+/// Distinct CUDA statuses a worker counts errors of one by one; later ones are "other".
+const ERROR_SLOTS: usize = 16;
+/// The key errors past [`ERROR_SLOTS`] distinct statuses are counted under.
+pub const OTHER_ERRORS: &str = "other";
+
+const MAGIC: u64 = u64::from_le_bytes(*b"VMCUSTAT");
+/// Bumped whenever [`Block`] changes: readers skip files of another layout.
+const LAYOUT_VERSION: u64 = 1;
+/// The whole file: the counters, then the identity.
+const FILE_LEN: usize = 4096;
+const IDENTITY_OFFSET: usize = 1024;
+const IDENTITY_MAX: usize = FILE_LEN - IDENTITY_OFFSET;
+/// Names are cut to this many characters, so that an identity always fits (three of
+/// them, each character at most 6 bytes of JSON).
+const NAME_MAX: usize = 120;
+
+const _: () = assert!(std::mem::size_of::<Block>() <= IDENTITY_OFFSET);
+const _: () = assert!(3 * 6 * NAME_MAX + 512 <= IDENTITY_MAX);
+
+#[derive(Debug, Error)]
+pub enum StatsError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {msg}")]
+    Format { path: PathBuf, msg: String },
+}
+
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> StatsError + '_ {
+    move |source| StatsError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Which way a copy went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    HostToDevice = 0,
+    DeviceToHost = 1,
+    DeviceToDevice = 2,
+}
+
+/// The counters at the start of a stats file. Every field is a 64-bit atomic, so any
+/// bytes are a valid `Block` and the layout has no padding.
+#[repr(C)]
+struct Block {
+    magic: AtomicU64,
+    version: AtomicU64,
+    worker_pid: AtomicU64,
+    /// The worker's start time in clock ticks after boot (`/proc/PID/stat`), which tells
+    /// it from a later process given the same pid.
+    worker_started: AtomicU64,
+    connected_unix_ms: AtomicU64,
+    identity_len: AtomicU64,
+    calls_ok: AtomicU64,
+    calls_error: AtomicU64,
+    kernels: AtomicU64,
+    /// Bytes copied, by [`Direction`].
+    copied: [AtomicU64; 3],
+    device_memory: AtomicU64,
+    host_memory: AtomicU64,
+    latency_sum_ns: AtomicU64,
+    /// Calls per latency bucket (not cumulative).
+    latency: [AtomicU64; LATENCY_BUCKETS],
+    /// The CUDA status each error slot counts (0, success, marks a free slot).
+    error_status: [AtomicU64; ERROR_SLOTS],
+    error_count: [AtomicU64; ERROR_SLOTS],
+    error_other: AtomicU64,
+}
+
+/// Who a worker serves: written once, when the guest is admitted.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Identity {
+    /// The VM it was admitted as (the grant's name: a `[[vm]]` name, or "local").
+    pub vm: String,
+    /// The guest program's name and pid, as its hello says (the guest's word).
+    pub program: String,
+    pub program_pid: u32,
+    /// Who connected, as the transport says (`local:PID`, `vsock:CID`, `vm:NAME`,
+    /// `tcp:PEER`).
+    pub caller: String,
+    /// unix, vsock, tcp or tls.
+    pub transport: String,
+    /// The daemon's number for the connection (0 when another spawner started it).
+    pub connection_id: u64,
+}
+
+/// Counters that add up: a worker's, or a VM's over many workers.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Counts {
+    pub calls_ok: u64,
+    pub calls_error: u64,
+    pub kernels: u64,
+    pub copied_htod: u64,
+    pub copied_dtoh: u64,
+    pub copied_dtod: u64,
+    pub latency_sum_ns: u64,
+    /// Calls per latency bucket ([`LATENCY_BOUNDS_NS`], then the rest); not cumulative.
+    pub latency_buckets: [u64; LATENCY_BUCKETS],
+    /// Failed calls by CUDA status name ([`OTHER_ERRORS`] past the distinct statuses a
+    /// worker keeps apart).
+    pub errors: BTreeMap<String, u64>,
+}
+
+impl Counts {
+    pub fn calls(&self) -> u64 {
+        self.calls_ok + self.calls_error
+    }
+
+    pub fn copied(&self) -> u64 {
+        self.copied_htod + self.copied_dtoh + self.copied_dtod
+    }
+
+    pub fn add(&mut self, other: &Counts) {
+        self.calls_ok += other.calls_ok;
+        self.calls_error += other.calls_error;
+        self.kernels += other.kernels;
+        self.copied_htod += other.copied_htod;
+        self.copied_dtoh += other.copied_dtoh;
+        self.copied_dtod += other.copied_dtod;
+        self.latency_sum_ns += other.latency_sum_ns;
+        for (mine, theirs) in self.latency_buckets.iter_mut().zip(other.latency_buckets) {
+            *mine += theirs;
+        }
+        for (status, n) in &other.errors {
+            *self.errors.entry(status.clone()).or_default() += n;
+        }
+    }
+}
+
+/// A connected guest, as its worker's file says now.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Guest {
+    pub worker_pid: u32,
+    #[serde(flatten)]
+    pub identity: Identity,
+    pub connected_unix_ms: u64,
+    /// Device memory the guest holds (its allocations).
+    pub device_memory_bytes: u64,
+    /// Page-locked host memory it shares with the host (counted against its quota too).
+    pub host_memory_bytes: u64,
+    #[serde(flatten)]
+    pub counts: Counts,
+}
+
+/// What the workers of ended connections left, kept in `totals.json`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Totals {
+    /// Counters of ended workers, by VM.
+    pub vms: BTreeMap<String, Counts>,
+    /// Connections turned away before a session began, by the CUDA status they got.
+    pub refused: BTreeMap<String, u64>,
+}
+
+/// Everything the state directory says: the guests connected now and what ended ones
+/// left behind.
+#[derive(Clone, Debug, Default)]
+pub struct Census {
+    pub guests: Vec<Guest>,
+    pub totals: Totals,
+}
+
+/// The name errors of `status` are counted under.
+pub fn status_key(status: CudaStatus) -> String {
+    match status.name() {
+        vmcuda_wire::status::UNRECOGNIZED => status.0.to_string(),
+        name => name.to_string(),
+    }
+}
+
+/// The latency bucket a call of `ns` nanoseconds falls in.
+fn bucket(ns: u64) -> usize {
+    LATENCY_BOUNDS_NS.partition_point(|&bound| bound < ns)
+}
+
+/// A stats file mapped into this process.
+struct Mapping {
+    ptr: NonNull<libc::c_void>,
+}
+
+impl Mapping {
+    /// Map the first [`FILE_LEN`] bytes of `file`, which must be at least that long.
+    fn new(file: &File, writable: bool) -> std::io::Result<Mapping> {
+        use nix::sys::mman::{MapFlags, ProtFlags};
+        let len = file.metadata()?.len();
+        if len < FILE_LEN as u64 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("{len} bytes, not {FILE_LEN}"),
+            ));
+        }
+        let prot = if writable {
+            ProtFlags::PROT_READ | ProtFlags::PROT_WRITE
+        } else {
+            ProtFlags::PROT_READ
+        };
+        // SAFETY: a fresh shared mapping of a file, placed by the kernel where nothing
+        // else is; it is unmapped only by this value's Drop. The file is never shortened
+        // while mapped (workers publish it at its full length and only remove it), so
+        // touching it cannot fault.
+        let ptr = unsafe {
+            nix::sys::mman::mmap(
+                None,
+                NonZeroUsize::new(FILE_LEN).expect("not zero"),
+                prot,
+                MapFlags::MAP_SHARED,
+                file,
+                0,
+            )
+        }?;
+        Ok(Mapping { ptr })
+    }
+
+    fn block(&self) -> &Block {
+        // SAFETY: the mapping is FILE_LEN bytes, page-aligned, and lives as long as
+        // `self`; Block is smaller, needs 8-byte alignment, and every bit pattern is a
+        // valid Block. Other processes change it only through 64-bit atomics, which is
+        // all a shared reference allows here too. Relaxed 64-bit atomic loads on a
+        // read-only mapping are plain loads on every target this runs on.
+        unsafe { self.ptr.cast::<Block>().as_ref() }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly what `new` mapped; no reference into it outlives
+        // `self` (`block` borrows `self`).
+        let _ = unsafe { nix::sys::mman::munmap(self.ptr, FILE_LEN) };
+    }
+}
+
+/// This worker's figures. One writer (the worker's thread, through `&mut self`), so
+/// updates are plain relaxed loads and stores: no locked instructions, no system calls.
+pub struct WorkerStats {
+    inner: Inner,
+}
+
+enum Inner {
+    /// Published in the state directory.
+    Shared {
+        map: Mapping,
+        path: PathBuf,
+        dir: PathBuf,
+        vm: String,
+    },
+    /// Nowhere to publish (no file could be made, or a test): counted and forgotten.
+    Private(Box<Block>),
+}
+
+fn bump(counter: &AtomicU64, n: u64) {
+    counter.store(counter.load(Relaxed).wrapping_add(n), Relaxed);
+}
+
+impl WorkerStats {
+    /// Figures kept by this process only.
+    pub fn private() -> WorkerStats {
+        // An all-zero Block, built field by field (no unsafe zeroing).
+        let zero = || AtomicU64::new(0);
+        WorkerStats {
+            inner: Inner::Private(Box::new(Block {
+                magic: zero(),
+                version: zero(),
+                worker_pid: zero(),
+                worker_started: zero(),
+                connected_unix_ms: zero(),
+                identity_len: zero(),
+                calls_ok: zero(),
+                calls_error: zero(),
+                kernels: zero(),
+                copied: std::array::from_fn(|_| zero()),
+                device_memory: zero(),
+                host_memory: zero(),
+                latency_sum_ns: zero(),
+                latency: std::array::from_fn(|_| zero()),
+                error_status: std::array::from_fn(|_| zero()),
+                error_count: std::array::from_fn(|_| zero()),
+                error_other: zero(),
+            })),
+        }
+    }
+
+    /// Publish this worker's figures under `state_dir`, pruning what dead workers left.
+    pub fn create(state_dir: &Path, identity: &Identity) -> Result<WorkerStats, StatsError> {
+        let dir = state_dir.join("workers");
+        std::fs::create_dir_all(&dir).map_err(io_error(&dir))?;
+        let _lock = lock(&dir, true)?;
+        prune(&dir)?;
+        let pid = std::process::id();
+        let path = dir.join(format!("{pid}.stats"));
+        let tmp = dir.join(format!("{pid}.stats.tmp"));
+        let mut identity = identity.clone();
+        for name in [
+            &mut identity.vm,
+            &mut identity.program,
+            &mut identity.caller,
+        ] {
+            if let Some((cut, _)) = name.char_indices().nth(NAME_MAX) {
+                name.truncate(cut);
+            }
+        }
+        let json = serde_json::to_vec(&identity).expect("an identity serializes");
+        if json.len() > IDENTITY_MAX {
+            return Err(StatsError::Format {
+                path,
+                msg: "identity too long".into(),
+            });
+        }
+        let _ = std::fs::remove_file(&tmp);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .map_err(io_error(&tmp))?;
+        file.set_len(FILE_LEN as u64).map_err(io_error(&tmp))?;
+        file.write_all_at(&json, IDENTITY_OFFSET as u64)
+            .map_err(io_error(&tmp))?;
+        let map = Mapping::new(&file, true).map_err(io_error(&tmp))?;
+        let b = map.block();
+        b.version.store(LAYOUT_VERSION, Relaxed);
+        b.worker_pid.store(pid.into(), Relaxed);
+        b.worker_started
+            .store(started_ticks(pid).unwrap_or(0), Relaxed);
+        b.connected_unix_ms.store(unix_ms(), Relaxed);
+        b.identity_len.store(json.len() as u64, Relaxed);
+        b.magic.store(MAGIC, Relaxed);
+        std::fs::rename(&tmp, &path).map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            io_error(&path)(e)
+        })?;
+        Ok(WorkerStats {
+            inner: Inner::Shared {
+                map,
+                path,
+                dir,
+                vm: identity.vm,
+            },
+        })
+    }
+
+    fn block(&self) -> &Block {
+        match &self.inner {
+            Inner::Shared { map, .. } => map.block(),
+            Inner::Private(b) => b,
+        }
+    }
+
+    /// Where the figures are published, if they are.
+    pub fn path(&self) -> Option<&Path> {
+        match &self.inner {
+            Inner::Shared { path, .. } => Some(path),
+            Inner::Private(_) => None,
+        }
+    }
+
+    /// One call done: how long it took, and how it ended.
+    #[inline]
+    pub fn record_call(&mut self, elapsed_ns: u64, result: Result<(), CudaStatus>) {
+        let b = self.block();
+        bump(&b.latency[bucket(elapsed_ns)], 1);
+        bump(&b.latency_sum_ns, elapsed_ns);
+        match result {
+            Ok(()) => bump(&b.calls_ok, 1),
+            Err(status) => {
+                bump(&b.calls_error, 1);
+                self.count_error(status);
+            }
+        }
+    }
+
+    fn count_error(&self, status: CudaStatus) {
+        let b = self.block();
+        let code = u64::from(status.0);
+        for (slot, count) in b.error_status.iter().zip(&b.error_count) {
+            match slot.load(Relaxed) {
+                c if c == code => return bump(count, 1),
+                0 => {
+                    // The count is zero until the slot is claimed, so a reader never
+                    // sees a count under no status.
+                    slot.store(code, Relaxed);
+                    return bump(count, 1);
+                }
+                _ => {}
+            }
+        }
+        bump(&b.error_other, 1);
+    }
+
+    #[inline]
+    pub fn kernel_launched(&mut self) {
+        bump(&self.block().kernels, 1);
+    }
+
+    #[inline]
+    pub fn copied(&mut self, direction: Direction, bytes: u64) {
+        bump(&self.block().copied[direction as usize], bytes);
+    }
+
+    /// Device memory the guest holds, after an allocation or a free.
+    pub fn set_device_memory(&mut self, bytes: u64) {
+        self.block().device_memory.store(bytes, Relaxed);
+    }
+
+    /// Page-locked host memory the guest shares, after it changed.
+    pub fn set_host_memory(&mut self, bytes: u64) {
+        self.block().host_memory.store(bytes, Relaxed);
+    }
+
+    /// The counters now.
+    pub fn counts(&self) -> Counts {
+        counts(self.block())
+    }
+}
+
+impl Drop for WorkerStats {
+    fn drop(&mut self) {
+        let Inner::Shared { path, dir, vm, .. } = &self.inner else {
+            return;
+        };
+        // Fold, then remove, under the lock: readers see this worker once, either way.
+        let retire = || -> Result<(), StatsError> {
+            let _lock = lock(dir, true)?;
+            let mut totals = read_totals(dir)?;
+            totals
+                .vms
+                .entry(vm.clone())
+                .or_default()
+                .add(&counts(self.block()));
+            write_totals(dir, &totals)?;
+            std::fs::remove_file(path).map_err(io_error(path))
+        };
+        if let Err(e) = retire() {
+            warn!("cannot retire this connection's figures ({e}); the next worker or scrape will");
+        }
+    }
+}
+
+/// Count a connection turned away before its session began.
+pub fn record_refusal(state_dir: &Path, status: CudaStatus) -> Result<(), StatsError> {
+    let dir = state_dir.join("workers");
+    std::fs::create_dir_all(&dir).map_err(io_error(&dir))?;
+    let _lock = lock(&dir, true)?;
+    let mut totals = read_totals(&dir)?;
+    *totals.refused.entry(status_key(status)).or_default() += 1;
+    write_totals(&dir, &totals)
+}
+
+/// Read the state directory: the guests connected now (in no particular order) and the
+/// totals of ended ones. With `prune`, dead workers' files are folded into the totals
+/// first (which needs write access); without, they are only skipped.
+pub fn census(state_dir: &Path, prune_dead: bool) -> Result<Census, StatsError> {
+    let dir = state_dir.join("workers");
+    if !dir.exists() {
+        return Ok(Census::default());
+    }
+    let _lock = lock(&dir, prune_dead)?;
+    if prune_dead {
+        prune(&dir)?;
+    }
+    let mut guests = Vec::new();
+    for (pid, path) in stats_files(&dir)? {
+        // A file may vanish between listing and opening (lock-less readers, or a
+        // worker retiring): it is simply not there any more.
+        match read_guest(&path, pid) {
+            Ok(Some((guest, true))) => guests.push(guest),
+            Ok(_) => {}
+            Err(e) => warn!("skipping {e}"),
+        }
+    }
+    Ok(Census {
+        guests,
+        totals: read_totals(&dir)?,
+    })
+}
+
+/// Fold dead workers' files into the totals and remove them. Called under the
+/// exclusive lock.
+fn prune(dir: &Path) -> Result<(), StatsError> {
+    let mut totals = None;
+    for (pid, path) in stats_files(dir)? {
+        match read_guest(&path, pid) {
+            Ok(Some((_, true))) => continue,
+            Ok(Some((guest, false))) => {
+                let totals = match &mut totals {
+                    Some(t) => t,
+                    None => totals.insert(read_totals(dir)?),
+                };
+                totals
+                    .vms
+                    .entry(guest.identity.vm.clone())
+                    .or_default()
+                    .add(&guest.counts);
+            }
+            Ok(None) => continue,
+            Err(e) => {
+                // Unreadable and not being written by a live worker: of no use to anyone.
+                if alive(pid, 0) {
+                    continue;
+                }
+                warn!("removing {e}");
+            }
+        }
+        if let Some(t) = &totals {
+            // Written before each removal, so a failure midway loses nothing.
+            write_totals(dir, t)?;
+        }
+        std::fs::remove_file(&path).map_err(io_error(&path))?;
+    }
+    // Files a worker died while making.
+    let entries = std::fs::read_dir(dir).map_err(io_error(dir))?;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_suffix(".stats.tmp"))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !alive(pid, 0) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+    Ok(())
+}
+
+/// The `<pid>.stats` files in `dir`.
+fn stats_files(dir: &Path) -> Result<Vec<(u32, PathBuf)>, StatsError> {
+    let entries = std::fs::read_dir(dir).map_err(io_error(dir))?;
+    Ok(entries
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name();
+            let pid = name.to_str()?.strip_suffix(".stats")?.parse().ok()?;
+            Some((pid, entry.path()))
+        })
+        .collect())
+}
+
+/// A worker's file: its guest, and whether the worker still lives. `None` when the
+/// file is gone.
+fn read_guest(path: &Path, pid: u32) -> Result<Option<(Guest, bool)>, StatsError> {
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_error(path)(e)),
+    };
+    let bad = |msg: &str| StatsError::Format {
+        path: path.to_path_buf(),
+        msg: msg.into(),
+    };
+    let map = Mapping::new(&file, false).map_err(io_error(path))?;
+    let b = map.block();
+    if b.magic.load(Relaxed) != MAGIC || b.version.load(Relaxed) != LAYOUT_VERSION {
+        return Err(bad("not a stats file of this version"));
+    }
+    if b.worker_pid.load(Relaxed) != u64::from(pid) {
+        return Err(bad("its pid is not its name's"));
+    }
+    let len = b.identity_len.load(Relaxed) as usize;
+    if len > IDENTITY_MAX {
+        return Err(bad("identity too long"));
+    }
+    let mut json = vec![0; len];
+    file.read_exact_at(&mut json, IDENTITY_OFFSET as u64)
+        .map_err(io_error(path))?;
+    let identity: Identity =
+        serde_json::from_slice(&json).map_err(|e| bad(&format!("identity: {e}")))?;
+    let guest = Guest {
+        worker_pid: pid,
+        identity,
+        connected_unix_ms: b.connected_unix_ms.load(Relaxed),
+        device_memory_bytes: b.device_memory.load(Relaxed),
+        host_memory_bytes: b.host_memory.load(Relaxed),
+        counts: counts(b),
+    };
+    let live = alive(pid, b.worker_started.load(Relaxed));
+    Ok(Some((guest, live)))
+}
+
+fn counts(b: &Block) -> Counts {
+    let mut errors = BTreeMap::new();
+    for (slot, count) in b.error_status.iter().zip(&b.error_count) {
+        let code = slot.load(Relaxed);
+        let n = count.load(Relaxed);
+        if code != 0 && n != 0 {
+            let status = CudaStatus(u32::try_from(code).unwrap_or(u32::MAX));
+            *errors.entry(status_key(status)).or_default() += n;
+        }
+    }
+    let other = b.error_other.load(Relaxed);
+    if other != 0 {
+        errors.insert(OTHER_ERRORS.into(), other);
+    }
+    Counts {
+        calls_ok: b.calls_ok.load(Relaxed),
+        calls_error: b.calls_error.load(Relaxed),
+        kernels: b.kernels.load(Relaxed),
+        copied_htod: b.copied[Direction::HostToDevice as usize].load(Relaxed),
+        copied_dtoh: b.copied[Direction::DeviceToHost as usize].load(Relaxed),
+        copied_dtod: b.copied[Direction::DeviceToDevice as usize].load(Relaxed),
+        latency_sum_ns: b.latency_sum_ns.load(Relaxed),
+        latency_buckets: std::array::from_fn(|i| b.latency[i].load(Relaxed)),
+        errors,
+    }
+}
+
+fn lock(dir: &Path, exclusive: bool) -> Result<Option<Flock<File>>, StatsError> {
+    let path = dir.join("lock");
+    let file = match OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+    {
+        Ok(f) => f,
+        // A reader without write access (`status` as another user) reads unlocked:
+        // at worst it misses a worker that is just starting or ending.
+        Err(e) if !exclusive && e.kind() == std::io::ErrorKind::PermissionDenied => {
+            match File::open(&path) {
+                Ok(f) => f,
+                Err(_) => return Ok(None),
+            }
+        }
+        Err(e) => return Err(io_error(&path)(e)),
+    };
+    let how = if exclusive {
+        FlockArg::LockExclusive
+    } else {
+        FlockArg::LockShared
+    };
+    Flock::lock(file, how)
+        .map(Some)
+        .map_err(|(_, errno)| io_error(&path)(errno.into()))
+}
+
+fn read_totals(dir: &Path) -> Result<Totals, StatsError> {
+    let path = dir.join("totals.json");
+    match std::fs::read(&path) {
+        Ok(bytes) => Ok(serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+            // Counters restart rather than stop for good; Prometheus copes with resets.
+            warn!(path = %path.display(), "unreadable totals ({e}); starting them afresh");
+            Totals::default()
+        })),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Totals::default()),
+        Err(e) => Err(io_error(&path)(e)),
+    }
+}
+
+/// Replace the totals file whole, so a reader never sees half of one. Called under the
+/// exclusive lock.
+fn write_totals(dir: &Path, totals: &Totals) -> Result<(), StatsError> {
+    let path = dir.join("totals.json");
+    let tmp = dir.join("totals.json.tmp");
+    let json = serde_json::to_vec(totals).expect("totals serialize");
+    let mut file = File::create(&tmp).map_err(io_error(&tmp))?;
+    file.write_all(&json).map_err(io_error(&tmp))?;
+    drop(file);
+    std::fs::rename(&tmp, &path).map_err(io_error(&path))
+}
+
+/// Whether process `pid` lives and, when `started` is known (not 0), is the process
+/// that started then rather than a later one given the same pid.
+fn alive(pid: u32, started: u64) -> bool {
+    match started_ticks(pid) {
+        Some(now) => started == 0 || now == started,
+        None => false,
+    }
+}
+
+/// A process's start time in clock ticks after boot: field 22 of `/proc/PID/stat`.
+fn started_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses; it ends at the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("vmcuda-stats-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    fn identity(vm: &str) -> Identity {
+        Identity {
+            vm: vm.into(),
+            program: "prog".into(),
+            program_pid: 42,
+            caller: "local:42".into(),
+            transport: "unix".into(),
+            connection_id: 7,
+        }
+    }
+
+    #[test]
+    fn latencies_fall_in_the_first_bucket_that_holds_them() {
+        assert_eq!(bucket(0), 0);
+        assert_eq!(bucket(1_000), 0, "bounds are inclusive (le)");
+        assert_eq!(bucket(1_001), 1);
+        assert_eq!(bucket(4_000), 1);
+        assert_eq!(bucket(1_048_576_000), LATENCY_BUCKETS - 2);
+        assert_eq!(bucket(1_048_576_001), LATENCY_BUCKETS - 1);
+        assert_eq!(bucket(u64::MAX), LATENCY_BUCKETS - 1);
+    }
+
+    #[test]
+    fn a_workers_figures_round_trip_through_its_file_and_are_folded_when_it_ends() {
+        let d = dir("roundtrip");
+        let mut stats = WorkerStats::create(&d, &identity("vm1")).unwrap();
+        let path = stats.path().unwrap().to_path_buf();
+        assert_eq!(
+            path,
+            d.join(format!("workers/{}.stats", std::process::id()))
+        );
+        stats.record_call(500, Ok(()));
+        stats.record_call(5_000, Ok(()));
+        stats.record_call(2_000_000_000, Err(CudaStatus::ErrorInvalidValue));
+        stats.record_call(10, Err(CudaStatus::ErrorInvalidValue));
+        stats.record_call(10, Err(CudaStatus::ErrorMemoryAllocation));
+        stats.kernel_launched();
+        stats.copied(Direction::HostToDevice, 100);
+        stats.copied(Direction::DeviceToHost, 30);
+        stats.copied(Direction::DeviceToDevice, 7);
+        stats.copied(Direction::HostToDevice, 1);
+        stats.set_device_memory(4096);
+        stats.set_host_memory(8192);
+
+        let census = census(&d, true).unwrap();
+        assert_eq!(census.guests.len(), 1);
+        let g = &census.guests[0];
+        assert_eq!(g.identity, identity("vm1"));
+        assert_eq!(g.worker_pid, std::process::id());
+        assert_eq!((g.device_memory_bytes, g.host_memory_bytes), (4096, 8192));
+        let c = &g.counts;
+        assert_eq!((c.calls_ok, c.calls_error, c.kernels), (2, 3, 1));
+        assert_eq!((c.copied_htod, c.copied_dtoh, c.copied_dtod), (101, 30, 7));
+        assert_eq!(c.latency_sum_ns, 500 + 5_000 + 2_000_000_000 + 20);
+        let mut want = [0; LATENCY_BUCKETS];
+        want[0] = 3;
+        want[2] = 1;
+        want[LATENCY_BUCKETS - 1] = 1;
+        assert_eq!(c.latency_buckets, want);
+        assert_eq!(c.errors["cudaErrorInvalidValue"], 2);
+        assert_eq!(c.errors["cudaErrorMemoryAllocation"], 1);
+        assert_eq!(&stats.counts(), c);
+        assert!(census.totals.vms.is_empty());
+
+        // Ending folds the counters into the VM's totals and removes the file.
+        let before = c.clone();
+        drop(stats);
+        assert!(!path.exists());
+        let census = super::census(&d, false).unwrap();
+        assert!(census.guests.is_empty());
+        assert_eq!(census.totals.vms["vm1"], before);
+        // A second connection of the same VM adds to them.
+        let mut stats = WorkerStats::create(&d, &identity("vm1")).unwrap();
+        stats.record_call(1, Ok(()));
+        drop(stats);
+        let totals = super::census(&d, false).unwrap().totals;
+        assert_eq!(totals.vms["vm1"].calls_ok, 3);
+        assert_eq!(totals.vms["vm1"].latency_buckets[0], 4);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn errors_past_the_slots_are_counted_as_other() {
+        let mut stats = WorkerStats::private();
+        for code in 1..=(ERROR_SLOTS as u32 + 3) {
+            stats.record_call(1, Err(CudaStatus(code)));
+        }
+        stats.record_call(1, Err(CudaStatus(1)));
+        let c = stats.counts();
+        assert_eq!(c.calls_error, ERROR_SLOTS as u64 + 4);
+        assert_eq!(c.errors[OTHER_ERRORS], 3);
+        assert_eq!(c.errors["cudaErrorInvalidValue"], 2);
+        assert_eq!(c.errors.values().sum::<u64>(), c.calls_error);
+    }
+
+    #[test]
+    fn a_dead_workers_file_is_folded_and_removed_and_refusals_are_counted() {
+        let d = dir("dead");
+        let mut stats = WorkerStats::create(&d, &identity("vm2")).unwrap();
+        stats.record_call(1, Ok(()));
+        stats.kernel_launched();
+        stats.set_device_memory(1 << 20);
+        // Pretend the file is a process's that has ended: another start time.
+        let path = stats.path().unwrap().to_path_buf();
+        let map = Mapping::new(&File::open(&path).unwrap(), false).unwrap();
+        let started = map.block().worker_started.load(Relaxed);
+        assert_ne!(started, 0, "/proc tells the start time");
+        let dead = d.join("workers/dead.stats");
+        std::fs::copy(&path, &dead).unwrap();
+        drop(map);
+        // Keep the copy and throw away the live one without retiring it.
+        std::fs::remove_file(&path).unwrap();
+        std::mem::forget(stats);
+        let f = OpenOptions::new().write(true).open(&dead).unwrap();
+        let offset = std::mem::offset_of!(Block, worker_started) as u64;
+        f.write_all_at(&(started + 1).to_le_bytes(), offset)
+            .unwrap();
+        std::fs::rename(&dead, &path).unwrap();
+
+        let unpruned = census(&d, false).unwrap();
+        assert!(unpruned.guests.is_empty(), "a dead worker is not listed");
+        assert!(path.exists(), "nor removed without pruning");
+        let pruned = census(&d, true).unwrap();
+        assert!(!path.exists());
+        assert!(pruned.guests.is_empty());
+        assert_eq!(pruned.totals.vms["vm2"].kernels, 1);
+        assert_eq!(pruned.totals.vms["vm2"].calls_ok, 1);
+
+        record_refusal(&d, CudaStatus::ErrorNotPermitted).unwrap();
+        record_refusal(&d, CudaStatus::ErrorNotPermitted).unwrap();
+        let totals = census(&d, false).unwrap().totals;
+        assert_eq!(totals.refused["cudaErrorNotPermitted"], 2);
+        assert_eq!(
+            totals.vms["vm2"].kernels, 1,
+            "refusals keep the VMs' totals"
+        );
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_guests_outlandish_name_is_cut_to_fit() {
+        let d = dir("name");
+        let mut id = identity("vm3");
+        id.program = "\u{1}\"".repeat(1000);
+        let stats = WorkerStats::create(&d, &id).unwrap();
+        let guests = census(&d, false).unwrap().guests;
+        assert_eq!(guests[0].identity.program.chars().count(), NAME_MAX);
+        assert!(id.program.starts_with(&guests[0].identity.program));
+        drop(stats);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_missing_state_directory_is_an_empty_census() {
+        let c = census(Path::new("/nonexistent/vmcuda-state"), true).unwrap();
+        assert!(c.guests.is_empty() && c.totals == Totals::default());
+    }
+
+    /// The per-call cost of the figures: printed, not asserted (machines differ).
+    #[test]
+    fn per_call_overhead() {
+        let d = dir("overhead");
+        let mut stats = WorkerStats::create(&d, &identity("bench")).unwrap();
+        let n = 2_000_000u64;
+        // What a call costs the worker: the counters (a call and, for copies, bytes)...
+        let start = std::time::Instant::now();
+        for i in 0..n {
+            stats.record_call(std::hint::black_box(i & 0xffff), Ok(()));
+            stats.copied(Direction::HostToDevice, 64);
+        }
+        let update = start.elapsed().as_nanos() as f64 / n as f64;
+        // ... and the two clock reads that time it.
+        let start = std::time::Instant::now();
+        for _ in 0..n {
+            let t = std::time::Instant::now();
+            std::hint::black_box(t.elapsed().as_nanos());
+        }
+        let clock = start.elapsed().as_nanos() as f64 / n as f64;
+        println!("per call: {update:.1} ns of counter updates + {clock:.1} ns of clock reads");
+        assert_eq!(stats.counts().calls_ok, n);
+        assert_eq!(stats.counts().copied_htod, 64 * n);
+        drop(stats);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}
