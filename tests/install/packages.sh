@@ -181,6 +181,13 @@ for u in vmcuda-host.service vmcuda-vhost@.service; do
   fi
 done
 
+# The cgroup device allowlist is not something a root without systemd can exercise:
+# the units must not set one, directly or through an option that implies one.
+for u in vmcuda-host.service vmcuda-vhost@.service; do
+  check "$u leaves the GPU device nodes reachable (no device allowlist)" \
+    bash -c '! grep -nE "^(PrivateDevices=(yes|true|1)|DevicePolicy=(closed|strict)|DeviceAllow=|ProtectClock=(yes|true|1))" "$1"' _ "$r/lib/systemd/system/$u"
+done
+
 echo "# the units' commands, as their user"
 # The test double executor (no GPU here), set the way an administrator would.
 sed -i 's/^VMCUDA_EXECUTOR=.*/VMCUDA_EXECUTOR=host-memory/' "$r/etc/default/vmcuda-host"
