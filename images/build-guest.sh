@@ -3,10 +3,14 @@
 # runs CUDA test programs against the vmcuda guest library and prints their results
 # on the serial console (see images/README.md for the console protocol).
 #
-#   images/build-guest.sh OUTDIR [--guest-lib DIR] [--apps DIR] [--host-bin FILE] [--cache DIR]
+#   images/build-guest.sh OUTDIR [--guest-lib DIR | --guest-deb FILE] [--apps DIR] [--host-bin FILE]
+#                         [--cache DIR]
 #
 # OUTDIR receives vmlinuz, initramfs.cpio.gz and manifest.txt (what went in).
 #   --guest-lib DIR  the guest library dir (libcudart.so.13 ...), copied to /opt/vmcuda/lib
+#   --guest-deb FILE the guest package (images/guest-deb/build.sh) instead: its files are
+#                    unpacked into the image as dpkg would install them (the guest boots
+#                    with vmcuda.launcher=vmcuda-run to run the programs through it)
 #   --apps DIR       CUDA programs (executable files), copied to /opt/vmcuda/apps
 #   --host-bin FILE  vmcuda-host, copied to /opt/vmcuda/bin: lets the guest serve itself
 #                    over AF_VSOCK + vsock_loopback (tests the AF_VSOCK listener)
@@ -23,10 +27,11 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 usage() { awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}" | grep -v shellcheck | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
-out=""; guest_lib=""; apps=""; host_bin=""; cache="${VMCUDA_CACHE:-${HOME:-/tmp}/.cache/vmcuda/debs}"
+out=""; guest_lib=""; guest_deb=""; apps=""; host_bin=""; cache="${VMCUDA_CACHE:-${HOME:-/tmp}/.cache/vmcuda/debs}"
 while [ $# -gt 0 ]; do
   case "$1" in
     --guest-lib) guest_lib=$2; shift 2 ;;
+    --guest-deb) guest_deb=$2; shift 2 ;;
     --apps) apps=$2; shift 2 ;;
     --host-bin) host_bin=$2; shift 2 ;;
     --cache) cache=$2; shift 2 ;;
@@ -39,6 +44,10 @@ done
 for d in "$guest_lib" "$apps"; do
   [ -z "$d" ] || [ -d "$d" ] || { echo "build-guest.sh: no such directory: $d" >&2; exit 1; }
 done
+[ -z "$guest_deb" ] || [ -f "$guest_deb" ] || { echo "build-guest.sh: no such file: $guest_deb" >&2; exit 1; }
+if [ -n "$guest_lib" ] && [ -n "$guest_deb" ]; then
+  echo "build-guest.sh: --guest-lib and --guest-deb both install /opt/vmcuda/lib: give one" >&2; exit 2
+fi
 for tool in apt-get apt-cache dpkg-deb ldd python3; do
   command -v "$tool" >/dev/null || { echo "build-guest.sh: needs $tool" >&2; exit 1; }
 done
@@ -95,7 +104,8 @@ for d in bin sbin lib lib64; do ln -s "../$d" "$root/usr/$d"; done
 cp "$work/busybox/bin/busybox" "$root/bin/busybox"
 applets="sh ash cat cp mv rm ls ln mkdir rmdir echo printf test [ sleep sed awk grep tr cut head tail wc od
   mount umount insmod lsmod modinfo ip ifconfig route ping nc poweroff reboot halt dmesg uname env timeout
-  date stty sync free ps kill find xargs tee hexdump seq true false expr id hostname basename dirname"
+  date stty sync free ps kill find xargs tee hexdump seq true false expr id hostname basename dirname
+  readlink realpath which stat"
 for a in $applets; do ln -sf busybox "$root/bin/$a"; done
 for a in poweroff reboot halt insmod ip ifconfig route; do ln -sf ../bin/busybox "$root/sbin/$a"; done
 
@@ -168,6 +178,14 @@ if [ -n "$guest_lib" ]; then
   # Release builds carry debug info (~15 MB); the guest does not need it.
   if command -v strip >/dev/null; then
     find "$root/opt/vmcuda/lib" -type f -name '*.so*' -exec strip --strip-debug {} + 2>/dev/null || true
+  fi
+fi
+if [ -n "$guest_deb" ]; then
+  # As dpkg would unpack it; /usr/bin and friends are links to /bin here, kept as such.
+  dpkg-deb --fsys-tarfile "$guest_deb" | tar -x -C "$root" --keep-directory-symlink --no-same-owner \
+    --exclude='./usr/share/doc*'
+  if command -v strip >/dev/null; then
+    find "$root/opt/vmcuda" -type f -name '*.so*' -exec strip --strip-debug {} + 2>/dev/null || true
   fi
 fi
 if [ -n "$apps" ]; then
@@ -261,6 +279,7 @@ mv -f "$out/initramfs.cpio.gz.tmp" "$out/initramfs.cpio.gz"
   echo "modules (load order): $(tr '\n' ' ' <"$root/lib/modules/load-order")"
   echo "apps: $(ls "$root/opt/vmcuda/apps" | tr '\n' ' ')"
   echo "guest lib: $(ls "$root/opt/vmcuda/lib" | tr '\n' ' ')"
+  [ -z "$guest_deb" ] || echo "guest package: $(basename "$guest_deb"): $(dpkg-deb -c "$guest_deb" | awk '$1 !~ /^d/ { print $6 }' | grep -v '/usr/share/doc/' | tr '\n' ' ')"
   echo "shared libs: $(cd "$root" && find lib lib64 -name '*.so*' | sort | tr '\n' ' ')"
   echo "initramfs: $(du -k "$out/initramfs.cpio.gz" | cut -f1) KiB gzipped, $(du -sk "$root" | cut -f1) KiB unpacked"
 } >"$out/manifest.txt"

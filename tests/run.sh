@@ -8,6 +8,10 @@
 #   - a minimal Debian guest (images/build-guest.sh) that QEMU boots under TCG, so the
 #     programs also run inside a real VM: over the vhost-user vsock device, the TCP
 #     fallback and the AF_VSOCK listener (tests/tests/vm.rs).
+#   - the packages (images/host-deb, images/guest-deb), from the debug build: installed,
+#     run and removed in a container-like root (tests/tests/install.rs, as root), and
+#     the guest package in a second guest image running a program with vmcuda-run
+#     over the host package's vhost-user device (tests/tests/vm.rs).
 # GPU comparisons against native runs are tests/gpu/run.sh, on a GPU machine.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -38,7 +42,23 @@ fi
 bash images/build-guest.sh "$root/build/vm" --guest-lib "$root/build/guest/lib" \
   --apps "$root/build/apps" --host-bin "$root/target/debug/vmcuda-host"
 
+echo "== packages (debug binaries, gzip) and a guest image with the guest package"
+# Release packages are the default of the build scripts; here the debug build is
+# packaged, so that CI builds nothing twice.
+host_deb=$(PKG_COMPRESS=gzip bash images/host-deb/build.sh "$root/build/pkg" --profile debug --no-build | tail -n 1)
+guest_pkgs=$(PKG_COMPRESS=gzip bash images/guest-deb/build.sh "$root/build/pkg" --profile debug --no-build \
+  --guest-lib "$root/build/guest/lib" | tail -n 2)
+guest_deb=$(head -n 1 <<<"$guest_pkgs")
+guest_tarball=$(tail -n 1 <<<"$guest_pkgs")
+rm -rf "$root/build/vm-pkg-apps" && mkdir -p "$root/build/vm-pkg-apps"
+cp "$root/build/apps/vector_add" "$root/build/vm-pkg-apps/"
+bash images/build-guest.sh "$root/build/vm-pkg" --guest-deb "$guest_deb" --apps "$root/build/vm-pkg-apps"
+
 echo "== tests"
+export VMCUDA_HOST_DEB="$host_deb"
+export VMCUDA_GUEST_DEB="$guest_deb"
+export VMCUDA_GUEST_TARBALL="$guest_tarball"
+export VMCUDA_PKG_VM_DIR="$root/build/vm-pkg"
 export VMCUDA_HOST_BIN="$root/target/debug/vmcuda-host"
 export VMCUDA_CLI_BIN="$root/target/debug/vmcuda"
 export VMCUDA_GUEST_LIB_DIR="$root/build/guest/lib"

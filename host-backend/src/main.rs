@@ -105,6 +105,16 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Check a configuration file the way `serve` and its workers read it, and say
+    /// what it admits. Exit status 1 when the daemon would refuse to start with it, or
+    /// a guest it names could not get in (an unreadable token file). The packaged
+    /// service's `systemctl reload` runs this: workers read the file at each
+    /// connection, so a valid edit is in force for the next one.
+    CheckConfig {
+        /// Default: /etc/vmcuda/host.toml when it exists, else the built-in default.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
     /// Serve one guest connection passed as stdin (started by `serve`).
     #[command(hide = true)]
     Worker {
@@ -209,6 +219,7 @@ fn main() -> ExitCode {
             };
             serve(listeners, &policy, tls.as_ref(), template)
         }
+        Cmd::CheckConfig { config } => check_config(config.as_deref()),
         Cmd::Worker {
             executor,
             transport,
@@ -278,6 +289,74 @@ fn status(state_dir: Option<PathBuf>, config: Option<&Path>, json: bool) -> Exit
     ExitCode::SUCCESS
 }
 
+/// `check-config`: the checks `serve` makes at start, and the token files admission
+/// reads, reported on stdout (errors on stderr).
+fn check_config(path: Option<&std::path::Path>) -> ExitCode {
+    let policy = match Policy::load(path) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("vmcuda-host: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut errors = Vec::new();
+    let tls = match policy.tls_server() {
+        Ok(tls) => tls.map(|t| t.required),
+        Err(e) => {
+            errors.push(e.to_string());
+            None
+        }
+    };
+    for addr in &policy.config.tcp.listen {
+        if let Err(msg) = policy.check_tcp_listen(addr) {
+            errors.push(msg);
+        }
+    }
+    errors.extend(policy.token_file_problems());
+
+    let c = &policy.config;
+    println!("configuration: {}", policy.source);
+    println!(
+        "local programs: {}",
+        if c.local.allow { "admitted" } else { "refused" }
+    );
+    if c.tcp.listen.is_empty() {
+        println!("tcp listen: none in the file");
+    } else {
+        println!("tcp listen: {}", c.tcp.listen.join(", "));
+    }
+    let tls = match tls {
+        Some(true) => "required on TCP listeners",
+        Some(false) => "offered on TCP listeners, plain TCP allowed",
+        None => "not configured (TCP listeners are plain)",
+    };
+    println!("tls: {tls}");
+    println!("vms: {}", c.vms.len());
+    for vm in &c.vms {
+        let mut ways = vec![format!("vhost-user device --vm-name {}", vm.name)];
+        if let Some(cid) = vm.cid {
+            ways.push(format!("vsock cid {cid}"));
+        }
+        if let Some(p) = &vm.hybrid_vsock {
+            ways.push(format!("hybrid vsock {}", p.display()));
+        }
+        if vm.tcp {
+            ways.push("tcp with its token".into());
+        }
+        println!("  {}: {}", vm.name, ways.join("; "));
+    }
+    println!("state dir: {}", policy.state_dir().display());
+    if errors.is_empty() {
+        println!("ok");
+        ExitCode::SUCCESS
+    } else {
+        for e in &errors {
+            eprintln!("vmcuda-host: {e}");
+        }
+        ExitCode::FAILURE
+    }
+}
+
 /// Where `serve` listens, as given on the command line.
 struct Listeners {
     unix: Vec<PathBuf>,
@@ -305,6 +384,17 @@ fn serve(
                 ExecutorChoice::HostMemory
             }
         },
+        ExecutorChoice::Cuda => {
+            // Asked for by name (the packaged service does): say now, not only at the
+            // first guest, when there is nothing to serve with.
+            match CudaExecutor::new(&GpuSelection::all()) {
+                Ok(cuda) => info!("{}", cuda.banner()),
+                Err(status) => {
+                    warn!("no usable GPU ({status}); guests are refused until there is one")
+                }
+            }
+            ExecutorChoice::Cuda
+        }
         other => other,
     };
     if template.executor == ExecutorChoice::HostMemory {

@@ -181,6 +181,19 @@ pub struct Vm {
     pub limits: Limits,
 }
 
+/// The token in a `token_file`: its first line, trimmed, at least [`MIN_TOKEN_LEN`] long.
+fn read_token_file(path: &Path) -> Result<String, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read token file: {e}"))?;
+    let t = text.lines().next().unwrap_or("").trim().to_string();
+    if t.len() >= MIN_TOKEN_LEN {
+        Ok(t)
+    } else {
+        Err(format!(
+            "token file holds no usable token (at least {MIN_TOKEN_LEN} characters)"
+        ))
+    }
+}
+
 /// A list of GPUs or all of them.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(untagged)]
@@ -651,22 +664,28 @@ impl Policy {
             return Some(t.clone());
         }
         let path = vm.token_file.as_ref()?;
-        match std::fs::read_to_string(path) {
-            Ok(text) => {
-                let t = text.lines().next().unwrap_or("").trim().to_string();
-                if t.len() >= MIN_TOKEN_LEN {
-                    Some(t)
-                } else {
-                    tracing::warn!(vm = %vm.name, path = %path.display(),
-                        "token file holds no usable token (at least {MIN_TOKEN_LEN} characters); VM cannot use TCP");
-                    None
-                }
-            }
-            Err(e) => {
-                tracing::warn!(vm = %vm.name, path = %path.display(), "cannot read token file: {e}");
+        match read_token_file(path) {
+            Ok(t) => Some(t),
+            Err(why) => {
+                tracing::warn!(vm = %vm.name, path = %path.display(), "{why}; VM cannot use TCP");
                 None
             }
         }
+    }
+
+    /// The `token_file`s that cannot be read now, or hold no usable token: one line per
+    /// VM. Loading does not read them (admission does, per connection), so a check of
+    /// the whole configuration asks here.
+    pub fn token_file_problems(&self) -> Vec<String> {
+        self.config
+            .vms
+            .iter()
+            .filter_map(|vm| {
+                let path = vm.token_file.as_ref()?;
+                let why = read_token_file(path).err()?;
+                Some(format!("VM {:?}: {} ({why})", vm.name, path.display()))
+            })
+            .collect()
     }
 
     /// `limits` over `[defaults]` over the built-in defaults.
@@ -857,6 +876,30 @@ mod tests {
         assert!(p.admit(&tcp, b"a-token-from-a-file-0001").is_ok());
         std::fs::write(&file, "short\n").unwrap();
         assert!(p.admit(&tcp, b"short").is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn token_file_problems_name_the_vm_and_the_reason() {
+        let dir = std::env::temp_dir().join(format!("vmcuda-policy-tf-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let good = dir.join("good.token");
+        let short = dir.join("short.token");
+        std::fs::write(&good, "a-token-from-a-file-0001\n").unwrap();
+        std::fs::write(&short, "short\n").unwrap();
+        let p = policy(&format!(
+            "[[vm]]\nname = \"good\"\ntcp = true\ntoken_file = \"{}\"\n\
+             [[vm]]\nname = \"short\"\ntcp = true\ntoken_file = \"{}\"\n\
+             [[vm]]\nname = \"gone\"\ntcp = true\ntoken_file = \"{}\"\n\
+             [[vm]]\nname = \"inline\"\ntcp = true\ntoken = \"{TOKEN}\"\n",
+            good.display(),
+            short.display(),
+            dir.join("missing.token").display()
+        ));
+        let problems = p.token_file_problems();
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems[0].starts_with("VM \"short\"") && problems[0].contains("no usable token"));
+        assert!(problems[1].starts_with("VM \"gone\"") && problems[1].contains("cannot read"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

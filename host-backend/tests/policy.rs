@@ -305,6 +305,73 @@ fn bad_configurations_and_open_tcp_stop_the_daemon_with_the_reason() {
 }
 
 #[test]
+fn check_config_reports_what_the_file_admits_and_fails_where_serve_would() {
+    let dir = std::env::temp_dir().join(format!("vmcuda-checkconf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let check = |config: &str| {
+        let path = dir.join("host.toml");
+        std::fs::write(&path, config).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_vmcuda-host"))
+            .arg("check-config")
+            .arg("--config")
+            .arg(&path)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    // The shipped file: valid, no VMs.
+    let (ok, out, err) = check(include_str!("../etc/host.toml"));
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("local programs: admitted"), "{out}");
+    assert!(out.contains("vms: 0") && out.ends_with("ok\n"), "{out}");
+    // Each way in is named.
+    let token = dir.join("vm3.token");
+    std::fs::write(&token, "a-token-in-a-file-000001\n").unwrap();
+    let (ok, out, err) = check(&format!(
+        "[tcp]\nlisten = [\"127.0.0.1:7731\"]\n\
+         [[vm]]\nname = \"vm1\"\ncid = 3\n\
+         [[vm]]\nname = \"fc1\"\nhybrid_vsock = \"/run/vmcuda/fc1.vsock\"\n\
+         [[vm]]\nname = \"vm3\"\ntcp = true\ntoken_file = \"{}\"\n",
+        token.display()
+    ));
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("tcp listen: 127.0.0.1:7731\n"), "{out}");
+    assert!(out.contains("tls: not configured"), "{out}");
+    assert!(out.contains("vms: 3"), "{out}");
+    assert!(
+        out.contains("  vm1: vhost-user device --vm-name vm1; vsock cid 3\n"),
+        "{out}"
+    );
+    assert!(out.contains("hybrid vsock /run/vmcuda/fc1.vsock"), "{out}");
+    assert!(
+        out.contains("  vm3: vhost-user device --vm-name vm3; tcp with its token\n"),
+        "{out}"
+    );
+    // What stops the daemon stops the check, with the same reason.
+    let (ok, _, err) = check("[[vm]]\nname = \"a\"\ntcp = true\n");
+    assert!(!ok && err.contains("needs a token"), "{err}");
+    let (ok, _, err) = check("[tcp]\nlisten = [\"0.0.0.0:7731\"]\n");
+    assert!(!ok && err.contains("loopback"), "{err}");
+    let (ok, _, err) = check("[nonsense]\n");
+    assert!(!ok && err.contains("nonsense"), "{err}");
+    // A token file the daemon cannot read would keep its VM out: an error here.
+    let (ok, out, err) = check(&format!(
+        "[[vm]]\nname = \"vm4\"\ntcp = true\ntoken_file = \"{}\"\n",
+        dir.join("missing.token").display()
+    ));
+    assert!(
+        !ok && err.contains("VM \"vm4\"") && err.contains("cannot read"),
+        "{err}"
+    );
+    assert!(!out.contains("\nok\n"), "{out}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn a_quota_and_a_connection_limit_hold_across_a_vms_connections() {
     let d = Daemon::with_config(
         "shared",

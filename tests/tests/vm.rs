@@ -28,11 +28,40 @@ fn vhost_bin() -> PathBuf {
 /// (stdout, stderr, exit code) per program.
 type Runs = BTreeMap<String, (String, String, i32)>;
 
+/// The guest image, the backend binaries and any more kernel command line.
+struct Setup {
+    vm_dir: PathBuf,
+    host_bin: PathBuf,
+    vhost_bin: PathBuf,
+    append: String,
+}
+
+impl Setup {
+    /// The test guest (build/vm) and the debug binaries.
+    fn test_guest() -> Setup {
+        Setup {
+            vm_dir: vm_dir(),
+            host_bin: host_bin(),
+            vhost_bin: vhost_bin(),
+            append: String::new(),
+        }
+    }
+}
+
 fn guest_runs(mode: &str, apps: &[&str]) -> (Runs, PathBuf) {
-    let out = std::env::temp_dir().join(format!("vmcuda-vm-{}-{mode}", std::process::id()));
+    guest_runs_with(mode, apps, &Setup::test_guest(), mode)
+}
+
+/// Boot the guest in `mode`; results go to a directory named for `tag`.
+fn guest_runs_with(mode: &str, apps: &[&str], setup: &Setup, tag: &str) -> (Runs, PathBuf) {
+    let out = std::env::temp_dir().join(format!("vmcuda-vm-{}-{tag}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
-    let status = Command::new("bash")
-        .arg(root().join("tests/vm/run-guest.sh"))
+    let mut cmd = Command::new("bash");
+    cmd.arg(root().join("tests/vm/run-guest.sh"));
+    if !setup.append.is_empty() {
+        cmd.arg("--append").arg(&setup.append);
+    }
+    let status = cmd
         .args([
             "--mode",
             mode,
@@ -42,13 +71,13 @@ fn guest_runs(mode: &str, apps: &[&str]) -> (Runs, PathBuf) {
             "900",
         ])
         .arg("--kernel")
-        .arg(vm_dir().join("vmlinuz"))
+        .arg(setup.vm_dir.join("vmlinuz"))
         .arg("--initrd")
-        .arg(vm_dir().join("initramfs.cpio.gz"))
+        .arg(setup.vm_dir.join("initramfs.cpio.gz"))
         .arg("--host-bin")
-        .arg(host_bin())
+        .arg(&setup.host_bin)
         .arg("--vhost-bin")
-        .arg(vhost_bin())
+        .arg(&setup.vhost_bin)
         .arg("--apps")
         .arg(apps.join(","))
         .arg("--out")
@@ -178,4 +207,87 @@ fn the_af_vsock_listener_serves_guests_and_knows_their_cid() {
         apps.len(),
         "{log}"
     );
+}
+
+/// A package: `$VAR`, else its default name in build/pkg.
+fn package(var: &str, file: &str) -> PathBuf {
+    let path =
+        std::env::var_os(var).map_or_else(|| root().join("build/pkg").join(file), PathBuf::from);
+    assert!(
+        path.exists(),
+        "{} not found (set {var} or run tests/run.sh, which builds the packages)",
+        path.display()
+    );
+    path
+}
+
+#[test]
+#[ignore = "needs qemu-system-x86_64, the packages and the packaged guest image: run tests/run.sh"]
+fn the_guest_package_runs_a_program_in_a_guest_over_the_host_package() {
+    let v = env!("CARGO_PKG_VERSION");
+    let host_deb = package("VMCUDA_HOST_DEB", &format!("vmcuda-host_{v}_amd64.deb"));
+    let guest_deb = package("VMCUDA_GUEST_DEB", &format!("vmcuda-guest_{v}_amd64.deb"));
+    let vm_dir = std::env::var_os("VMCUDA_PKG_VM_DIR")
+        .map_or_else(|| root().join("build/vm-pkg"), PathBuf::from);
+    // The image holds what the guest package installs, and no other copy of the library.
+    let manifest = std::fs::read_to_string(vm_dir.join("manifest.txt")).unwrap_or_default();
+    assert!(
+        manifest.contains(&format!("guest package: vmcuda-guest_{v}_amd64.deb:"))
+            && manifest.contains("./opt/vmcuda/lib/libcudart.so.13"),
+        "{} was not built with --guest-deb:\n{manifest}",
+        vm_dir.display()
+    );
+    // vmcuda-run, once the tree has it, must be in the package and run the program.
+    let contents = Command::new("dpkg-deb")
+        .arg("-c")
+        .arg(&guest_deb)
+        .output()
+        .expect("dpkg-deb -c");
+    let contents = String::from_utf8_lossy(&contents.stdout);
+    let with_run = root().join("guest-lib/vmcuda-run").exists();
+    assert_eq!(
+        contents.contains("./usr/bin/vmcuda-run ->"),
+        with_run,
+        "guest-lib/vmcuda-run exists: {with_run}; the package:\n{contents}"
+    );
+    if !with_run {
+        eprintln!(
+            "note: guest-lib/vmcuda-run is not in this tree: the packaged library runs with \
+             LD_LIBRARY_PATH=/opt/vmcuda/lib instead"
+        );
+    }
+
+    // The host side from the host package, as dpkg unpacks it.
+    let unpacked = std::env::temp_dir().join(format!("vmcuda-host-deb-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&unpacked);
+    let status = Command::new("dpkg-deb")
+        .arg("-x")
+        .arg(&host_deb)
+        .arg(&unpacked)
+        .status()
+        .expect("dpkg-deb -x");
+    assert!(status.success());
+    let setup = Setup {
+        vm_dir,
+        host_bin: unpacked.join("usr/bin/vmcuda-host"),
+        vhost_bin: unpacked.join("usr/bin/vmcuda-vhost-vsock"),
+        append: if with_run {
+            "vmcuda.launcher=vmcuda-run".into()
+        } else {
+            String::new()
+        },
+    };
+    let apps = ["vector_add"];
+    let (guest, out) = guest_runs_with("vhost-user", &apps, &setup, "packaged");
+    assert_same("packaged guest", &guest, &host_runs(&apps));
+    let console = std::fs::read_to_string(out.join("console.log")).unwrap_or_default();
+    let launcher = if with_run {
+        "launcher=vmcuda-run "
+    } else {
+        "launcher=LD_LIBRARY_PATH "
+    };
+    assert!(console.contains(launcher), "{console}");
+    let log = std::fs::read_to_string(out.join("vhost.log")).unwrap_or_default();
+    assert!(log.contains("guest connected"), "{log}");
+    std::fs::remove_dir_all(&unpacked).unwrap();
 }

@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# Builds the guest package, vmcuda-guest_VERSION_ARCH.deb, and the same tree as a
+# plain tarball with an install script, vmcuda-guest-VERSION.tar.gz:
+#   /opt/vmcuda/lib/libcudart.so.13 (+ libcudart.so)   the replacement runtime, in its own
+#                                                       directory: nothing changes for
+#                                                       programs until they ask for it
+#   /opt/vmcuda/bin/vmcuda-run        guest-lib/vmcuda-run, when the tree has it
+#   /opt/vmcuda/bin/vmcuda            the guest CLI, when a workspace crate has a `vmcuda` binary
+#   /opt/vmcuda/sbin/vmcuda-system-wide  guest-lib/vmcuda-system-wide, when the tree has it
+#   /usr/bin/vmcuda-run, /usr/bin/vmcuda, /usr/sbin/vmcuda-system-wide: links to those
+# Nothing is system-wide by default; vmcuda-system-wide is the opt-in.
+#
+#   images/guest-deb/build.sh [OUTDIR] [--profile release|debug] [--no-build]
+#                             [--guest-lib DIR] [--version V]
+#
+# OUTDIR defaults to build/pkg. Without --no-build, guest-lib/build-libs.sh and the
+# `vmcuda` binary (if any) are built for --profile (default release, or
+# $VMCUDA_PROFILE). With --no-build, the library comes from --guest-lib (default
+# build/guest/lib) and the CLI from target/PROFILE/vmcuda when it is there.
+# PKG_COMPRESS=gzip|none makes a faster .deb (tests). Prints the .deb's and the
+# tarball's paths on the last two lines. Needs dpkg-deb, objdump, strip, tar, gzip.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+PKG_TOOL=guest-deb/build.sh
+# shellcheck source=images/pkg-lib.sh
+. "$here/../pkg-lib.sh"
+usage() { awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+
+out=""; profile=${VMCUDA_PROFILE:-release}; build=1; version=""; guest_lib=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --profile) profile=$2; shift 2 ;;
+    --no-build) build=0; shift ;;
+    --guest-lib) guest_lib=$2; shift 2 ;;
+    --version) version=$2; shift 2 ;;
+    -h|--help) usage ;;
+    -*) echo "$PKG_TOOL: unknown option $1" >&2; usage ;;
+    *) [ -z "$out" ] || usage; out=$1; shift ;;
+  esac
+done
+case "$profile" in release|debug) ;; *) pkg_die "--profile must be release or debug" ;; esac
+for tool in dpkg-deb dpkg objdump strip tar gzip python3; do
+  command -v "$tool" >/dev/null || pkg_die "needs $tool"
+done
+[ "$build" = 0 ] || [ -z "$guest_lib" ] || pkg_die "--guest-lib goes with --no-build"
+out=${out:-$repo/build/pkg}
+version=${version:-$(pkg_workspace_version "$repo")}
+pkg_source_date "$repo"
+arch=$(dpkg --print-architecture)
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+stage=$(mktemp -d "$out/.guest-deb.XXXXXX")
+trap 'rm -rf "$stage"' EXIT
+
+# The `vmcuda` CLI: whichever workspace package has a binary target of that name.
+cli_pkg=$(cd "$repo" && cargo metadata --format-version 1 --no-deps | python3 -c '
+import json, sys
+for p in json.load(sys.stdin)["packages"]:
+    if any(t["name"] == "vmcuda" and "bin" in t["kind"] for t in p["targets"]):
+        print(p["name"]); break')
+target_dir=${CARGO_TARGET_DIR:-$repo/target}
+if [ "$build" = 1 ]; then
+  guest_lib="$stage/built-lib"
+  VMCUDA_PROFILE=$profile bash "$repo/guest-lib/build-libs.sh" "$guest_lib" >/dev/null
+  if [ -n "$cli_pkg" ]; then
+    flag=(); [ "$profile" = release ] && flag=(--release)
+    (cd "$repo" && cargo build "${flag[@]}" -p "$cli_pkg" --bin vmcuda) >&2
+  fi
+fi
+guest_lib=${guest_lib:-$repo/build/guest/lib}
+[ -f "$guest_lib/libcudart.so.13" ] || pkg_die "no libcudart.so.13 in $guest_lib (guest-lib/build-libs.sh, or drop --no-build)"
+
+# The tree under /opt/vmcuda, shared by the .deb and the tarball.
+tree="$stage/tree"
+mkdir -p "$tree/lib" "$tree/bin" "$tree/sbin"
+install -m 0644 "$guest_lib/libcudart.so.13" "$tree/lib/"
+strip --strip-debug "$tree/lib/libcudart.so.13"
+ln -s libcudart.so.13 "$tree/lib/libcudart.so"
+included=("lib/libcudart.so.13")
+if [ -f "$repo/guest-lib/vmcuda-run" ]; then
+  install -m 0755 "$repo/guest-lib/vmcuda-run" "$tree/bin/"; included+=(bin/vmcuda-run)
+else
+  pkg_log "note: guest-lib/vmcuda-run is not in this tree; the package has no vmcuda-run"
+fi
+if [ -n "$cli_pkg" ] && [ -x "$target_dir/$profile/vmcuda" ]; then
+  install -m 0755 "$target_dir/$profile/vmcuda" "$tree/bin/"
+  strip --strip-debug "$tree/bin/vmcuda"; included+=(bin/vmcuda)
+else
+  pkg_log "note: no vmcuda CLI binary${cli_pkg:+ in $target_dir/$profile}; the package has none"
+fi
+if [ -f "$repo/guest-lib/vmcuda-system-wide" ]; then
+  install -m 0755 "$repo/guest-lib/vmcuda-system-wide" "$tree/sbin/"; included+=(sbin/vmcuda-system-wide)
+else
+  pkg_log "note: guest-lib/vmcuda-system-wide is not in this tree; the package has no system-wide switch"
+fi
+rmdir "$tree/bin" "$tree/sbin" 2>/dev/null || true
+
+elfs=()
+for f in "$tree/lib/libcudart.so.13" "$tree/bin/vmcuda"; do
+  if [ -f "$f" ]; then elfs+=("$f"); fi
+done
+depends=$(pkg_elf_depends "${elfs[@]}")
+
+# --- the .deb -------------------------------------------------------------------------
+root="$stage/deb"
+mkdir -p "$root/DEBIAN" "$root/opt"
+cp -a "$tree" "$root/opt/vmcuda"
+for f in "${included[@]}"; do
+  case "$f" in
+    bin/*) mkdir -p "$root/usr/bin"; ln -s "../../opt/vmcuda/$f" "$root/usr/bin/${f#bin/}" ;;
+    sbin/*) mkdir -p "$root/usr/sbin"; ln -s "../../opt/vmcuda/$f" "$root/usr/sbin/${f#sbin/}" ;;
+  esac
+done
+pkg_doc_files "$root" vmcuda-guest "$version" "$repo"
+installed_kb=$(du -sk --exclude=DEBIAN "$root" | cut -f1)
+cat >"$root/DEBIAN/control" <<EOF
+Package: vmcuda-guest
+Version: $version
+Architecture: $arch
+Maintainer: $(pkg_maintainer)
+Installed-Size: $installed_kb
+Depends: $depends
+Section: libs
+Priority: optional
+Description: vmcuda guest runtime: CUDA programs in a VM, run on the host's GPU
+ vmcuda runs unmodified CUDA programs inside VM guests that have no GPU: this
+ replacement libcudart.so.13 forwards every CUDA runtime call to vmcuda-host on the
+ GPU host, over virtio-vsock (or TCP/TLS).
+ .
+ The library is installed in /opt/vmcuda/lib, apart from the system's libraries:
+ programs use it when started with vmcuda-run. Nothing is system-wide unless the
+ administrator turns it on (vmcuda-system-wide).
+EOF
+cat >"$root/DEBIAN/prerm" <<'EOF'
+#!/bin/sh
+# vmcuda-guest prerm: a system-wide mode turned on must not outlive the library.
+set -e
+if [ "$1" = remove ] && [ -x /opt/vmcuda/sbin/vmcuda-system-wide ]; then
+  /opt/vmcuda/sbin/vmcuda-system-wide disable || \
+    echo "vmcuda-guest: 'vmcuda-system-wide disable' failed; undo the system-wide mode by hand" >&2
+fi
+exit 0
+EOF
+chmod 0755 "$root/DEBIAN/prerm"
+deb="$out/vmcuda-guest_${version}_${arch}.deb"
+pkg_build_deb "$root" "$deb"
+
+# --- the tarball ----------------------------------------------------------------------
+name="vmcuda-guest-$version"
+tdir="$stage/tar/$name"
+mkdir -p "$tdir"
+cp -a "$tree"/. "$tdir/"
+install -m 0755 "$here/install.sh" "$tdir/install.sh"
+cat >"$tdir/README" <<EOF
+vmcuda guest runtime $version ($arch): the replacement libcudart.so.13 and its tools.
+
+  sudo ./install.sh                   # into /opt/vmcuda, links in /usr/local/bin and /usr/local/sbin
+  sudo ./install.sh --prefix DIR      # elsewhere
+  sudo ./install.sh --system-wide     # and turn on the system-wide mode (vmcuda-system-wide)
+  sudo ./install.sh --uninstall       # remove what install.sh installed (same --prefix)
+
+Then: vmcuda-run ./my_cuda_app (or LD_LIBRARY_PATH=/opt/vmcuda/lib ./my_cuda_app).
+Contents: $(printf '%s ' "${included[@]}")
+EOF
+tarball="$out/$name.tar.gz"
+tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$SOURCE_DATE_EPOCH" --clamp-mtime \
+  -C "$stage/tar" -cf - "$name" | gzip -9n >"$tarball.tmp"
+mv -f "$tarball.tmp" "$tarball"
+pkg_log "wrote $deb ($(du -k "$deb" | cut -f1) KiB) and $tarball ($(du -k "$tarball" | cut -f1) KiB): ${included[*]}"
+echo "$deb"
+echo "$tarball"

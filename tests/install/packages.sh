@@ -1,0 +1,317 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2016  # single-quoted programs (awk, bash -c, dpkg-query formats) expand later
+# Installs the vmcuda packages into a container-like root and checks them: a
+# copy-on-write overlay of this machine's own root (a Debian system: dpkg, coreutils,
+# passwd, systemd-analyze) over a tmpfs, in a private mount namespace, entered with
+# chroot. Nothing outside the namespace changes; the overlay goes when it ends.
+#
+#   tests/install/packages.sh --host-deb DEB --guest-deb DEB --guest-tarball TGZ --app PROGRAM
+#
+# PROGRAM is a CUDA test program (tests/apps, e.g. vector_add) that a local user runs
+# through the packaged daemon. Checks, each printed as `ok - ...` or `not ok - ...`:
+#   host package: dpkg -i runs its postinst in the root; the files, conffiles and
+#     dependencies; the vmcuda user and groups; the configuration's permissions; the
+#     run-time directories (tmpfiles); the service enabled; `systemd-analyze verify` of
+#     both units; the units' own ExecStart/ExecReload (tests/install/unit-exec.py: their
+#     user, groups, umask and environment, without systemd's sandbox) start the daemon
+#     and a vhost-user device with the right socket owners and modes, reload checks the
+#     configuration and refuses a broken one, SIGTERM stops the daemon; a local user in
+#     group vmcuda-users runs PROGRAM through it and one outside is refused; an edited
+#     conffile and an administrator's `systemctl disable` survive a reinstall; remove
+#     and purge clean up.
+#   guest tarball: install.sh into /opt/vmcuda with links in /usr/local, PROGRAM runs
+#     from it, --uninstall removes exactly that.
+#   guest package: dpkg -i puts the library in /opt/vmcuda/lib only (not in the linker's
+#     cache), install.sh refuses to write over it, dpkg -r removes it.
+# Exit status: 0 all passed, 1 a check failed, 2 usage, 77 skipped (not root, or no
+# overlayfs / mount namespaces here).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+usage() { awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}" | grep -v shellcheck | sed 's/^# \{0,1\}//' >&2; exit 2; }
+
+host_deb=""; guest_deb=""; guest_tgz=""; app=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --host-deb) host_deb=$2; shift 2 ;;
+    --guest-deb) guest_deb=$2; shift 2 ;;
+    --guest-tarball) guest_tgz=$2; shift 2 ;;
+    --app) app=$2; shift 2 ;;
+    -h|--help) usage ;;
+    *) echo "packages.sh: unknown argument $1" >&2; usage ;;
+  esac
+done
+for f in "$host_deb" "$guest_deb" "$guest_tgz" "$app"; do
+  [ -n "$f" ] || usage
+  [ -f "$f" ] || { echo "packages.sh: no such file: $f" >&2; exit 2; }
+done
+
+if [ "$(id -u)" != 0 ]; then
+  echo "packages.sh: SKIPPED: needs root (a mount namespace and an overlay of /)" >&2
+  exit 77
+fi
+if [ -z "${VMCUDA_PKG_TEST_NS:-}" ]; then
+  # Everything below runs in a private mount namespace: its mounts vanish with it.
+  if ! unshare -m true 2>/dev/null || ! grep -qw overlay /proc/filesystems; then
+    modprobe overlay 2>/dev/null || true
+    if ! unshare -m true 2>/dev/null || ! grep -qw overlay /proc/filesystems; then
+      echo "packages.sh: SKIPPED: no mount namespaces or no overlayfs on this machine" >&2
+      exit 77
+    fi
+  fi
+  exec env VMCUDA_PKG_TEST_NS=1 unshare -m --propagation private bash "${BASH_SOURCE[0]}" \
+    --host-deb "$host_deb" --guest-deb "$guest_deb" --guest-tarball "$guest_tgz" --app "$app"
+fi
+
+t0=$(date +%s.%N)
+work=$(mktemp -d "${TMPDIR:-/tmp}/vmcuda-pkgroot.XXXXXX")
+pids=()
+cleanup() {
+  local p
+  for p in ${pids[@]+"${pids[@]}"}; do kill -9 "$p" 2>/dev/null || true; done
+  umount -R "$work" 2>/dev/null || umount -lR "$work" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+mount -t tmpfs -o mode=0755 tmpfs "$work"
+mkdir "$work/upper" "$work/ovl" "$work/root"
+r="$work/root"
+mount -t overlay overlay -o "lowerdir=/,upperdir=$work/upper,workdir=$work/ovl" "$r"
+mount -t proc proc "$r/proc"
+mount --bind /dev "$r/dev"
+# No /run/systemd/system in here: the maintainer scripts see no running systemd.
+mount -t tmpfs -o mode=0755 tmpfs "$r/run"
+mount -t tmpfs -o mode=1777 tmpfs "$r/tmp"
+cp "$host_deb" "$r/tmp/host.deb"
+cp "$guest_deb" "$r/tmp/guest.deb"
+cp "$guest_tgz" "$r/tmp/guest.tar.gz"
+cp "$app" "$r/tmp/app"
+cp "$here/unit-exec.py" "$work/unit-exec.py"
+
+passed=0; failed=0
+indent() { sed 's/^/#   /'; }
+ok() { echo "ok - $*"; passed=$((passed + 1)); }
+bad() { echo "not ok - $*"; failed=$((failed + 1)); }
+# check DESCRIPTION COMMAND...: the command's success is the check; its output is
+# shown only when it fails.
+check() {
+  local what=$1; shift
+  if "$@" >"$work/check.out" 2>&1; then ok "$what"; else bad "$what"; indent <"$work/check.out"; fi
+}
+in_root() { chroot "$r" "$@"; }
+# Mode and owner of a path in the root, resolved with the root's own names.
+stat_of() { in_root stat -c '%a %U:%G' "$1" 2>/dev/null || echo "missing"; }
+expect_stat() {  # expect_stat PATH "MODE USER:GROUP"
+  local got; got=$(stat_of "$1")
+  if [ "$got" = "$2" ]; then ok "$1 is $2"; else bad "$1 is $2 (got: $got)"; fi
+}
+unit_exec() { python3 "$work/unit-exec.py" "$r" "$r/lib/systemd/system/$1" "$2" ${3:+"$3"}; }
+wait_socket() {  # wait_socket PATH PID: up to 15 s
+  for _ in $(seq 150); do
+    [ -S "$r$1" ] && return 0
+    kill -0 "$2" 2>/dev/null || return 1
+    sleep 0.1
+  done
+  return 1
+}
+# Ends PID with SIGTERM (what systemd sends) and says whether it exited within 5 s.
+stops_on_term() {
+  kill -TERM "$1" 2>/dev/null || return 1
+  for _ in $(seq 50); do
+    kill -0 "$1" 2>/dev/null || { wait "$1" 2>/dev/null || true; return 0; }
+    sleep 0.1
+  done
+  return 1
+}
+
+echo "# host package"
+if in_root dpkg -i /tmp/host.deb >"$work/dpkg-i.log" 2>&1; then
+  ok "dpkg -i vmcuda-host (postinst ran in the root)"
+else
+  bad "dpkg -i vmcuda-host"; indent <"$work/dpkg-i.log"
+  echo "install checks: $passed passed, $((failed + 1)) failed (cannot go on)"; exit 1
+fi
+check "package state is installed" \
+  test "$(in_root dpkg-query -W -f '${Status}' vmcuda-host)" = "install ok installed"
+for f in /usr/bin/vmcuda-host /usr/bin/vmcuda-vhost-vsock; do
+  expect_stat "$f" "755 root:root"
+done
+check "vmcuda-host --version runs in the root" in_root /usr/bin/vmcuda-host --version
+check "vmcuda-vhost-vsock --version runs in the root" in_root /usr/bin/vmcuda-vhost-vsock --version
+for f in /lib/systemd/system/vmcuda-host.service /lib/systemd/system/vmcuda-vhost@.service \
+  /usr/lib/tmpfiles.d/vmcuda.conf /etc/default/vmcuda-host /usr/share/doc/vmcuda-host/copyright; do
+  check "$f is installed" test -f "$r$f"
+done
+check "/etc/vmcuda/host.toml is host-backend/etc/host.toml" cmp -s "$r/etc/vmcuda/host.toml" "$repo/host-backend/etc/host.toml"
+conffiles=$(in_root dpkg-query -W -f '${Conffiles}' vmcuda-host | awk 'NF { print $1 }' | sort | tr '\n' ' ')
+check "conffiles are host.toml and /etc/default/vmcuda-host ($conffiles)" \
+  test "$conffiles" = "/etc/default/vmcuda-host /etc/vmcuda/host.toml "
+depends=$(in_root dpkg-query -W -f '${Depends}' vmcuda-host)
+check "depends on libc6 with a version ($depends)" grep -q 'libc6 (>= 2\.[0-9]*)' <<<"$depends"
+
+pw=$(in_root getent passwd vmcuda || true)
+check "user vmcuda: system uid, home /var/lib/vmcuda, no login ($pw)" \
+  awk -F: '$3 < 1000 && $6 == "/var/lib/vmcuda" && $7 ~ /nologin$/ { f = 1 } END { exit !f }' <<<"$pw"
+for g in vmcuda vmcuda-users vmcuda-vmm; do
+  check "group $g exists" in_root getent group "$g"
+done
+check "user vmcuda's primary group is vmcuda" test "$(in_root id -gn vmcuda)" = vmcuda
+if in_root getent group video >/dev/null; then
+  check "user vmcuda is in group video (GPU device nodes)" grep -qw video <<<"$(in_root id -nG vmcuda)"
+fi
+expect_stat /etc/vmcuda/host.toml "640 root:vmcuda"
+expect_stat /etc/vmcuda/tokens "750 root:vmcuda"
+expect_stat /etc/vmcuda/tls "750 root:vmcuda"
+expect_stat /run/vmcuda "755 vmcuda:vmcuda-users"
+expect_stat /run/vmcuda/ledger "700 vmcuda:vmcuda-users"
+expect_stat /run/vmcuda/vhost "750 vmcuda:vmcuda-vmm"
+expect_stat /run/vmcuda/hybrid "3770 vmcuda:vmcuda-vmm"
+wants=/etc/systemd/system/multi-user.target.wants/vmcuda-host.service
+check "vmcuda-host.service is enabled ($wants)" \
+  test "$(readlink "$r$wants")" = /lib/systemd/system/vmcuda-host.service
+check "no vmcuda-vhost@ instance is enabled by the package" \
+  bash -c "! ls '$r'/etc/systemd/system/*.wants/vmcuda-vhost@* >/dev/null 2>&1"
+
+for u in vmcuda-host.service vmcuda-vhost@.service; do
+  if out=$(in_root systemd-analyze verify "/lib/systemd/system/$u" 2>&1) && [ -z "$out" ]; then
+    ok "systemd-analyze verify $u: clean"
+  else
+    bad "systemd-analyze verify $u"; indent <<<"$out"
+  fi
+done
+
+# The cgroup device allowlist is not something a root without systemd can exercise:
+# the units must not set one, directly or through an option that implies one.
+for u in vmcuda-host.service vmcuda-vhost@.service; do
+  check "$u leaves the GPU device nodes reachable (no device allowlist)" \
+    bash -c '! grep -nE "^(PrivateDevices=(yes|true|1)|DevicePolicy=(closed|strict)|DeviceAllow=|ProtectClock=(yes|true|1))" "$1"' _ "$r/lib/systemd/system/$u"
+done
+
+echo "# the units' commands, as their user"
+# The test double executor (no GPU here), set the way an administrator would.
+sed -i 's/^VMCUDA_EXECUTOR=.*/VMCUDA_EXECUTOR=host-memory/' "$r/etc/default/vmcuda-host"
+out=$(unit_exec vmcuda-host.service ExecReload 2>&1) && rc=0 || rc=$?
+check "reload (ExecReload) passes the shipped configuration, read as user vmcuda" \
+  bash -c '[ "$1" = 0 ] && grep -q "^ok$" <<<"$2"' _ "$rc" "$out"
+[ "$rc" = 0 ] || indent <<<"$out"
+out=$(chroot --userspec=65534:65534 "$r" /usr/bin/vmcuda-host check-config --config /etc/vmcuda/host.toml 2>&1) && rc=0 || rc=$?
+check "others cannot read the configuration" bash -c '[ "$1" != 0 ] && grep -q "Permission denied" <<<"$2"' _ "$rc" "$out"
+
+# Started directly (not through a shell function), so that $! is the daemon itself.
+python3 "$work/unit-exec.py" "$r" "$r/lib/systemd/system/vmcuda-host.service" ExecStart >"$work/daemon.log" 2>&1 &
+daemon=$!; pids+=("$daemon")
+if wait_socket /run/vmcuda/vmcuda.sock "$daemon"; then
+  ok "ExecStart: the daemon listens on /run/vmcuda/vmcuda.sock"
+  expect_stat /run/vmcuda/vmcuda.sock "770 vmcuda:vmcuda-users"
+  check "the daemon runs as user vmcuda" \
+    test "$(awk '$1 == "Uid:" { print $2 }' "/proc/$daemon/status")" = "$(in_root id -u vmcuda)"
+  check "the daemon took VMCUDA_EXECUTOR from /etc/default/vmcuda-host" \
+    grep -q -- "--executor host-memory " <<<"$(tr '\0' ' ' <"/proc/$daemon/cmdline")"
+else
+  bad "ExecStart: the daemon listens on /run/vmcuda/vmcuda.sock"; indent <"$work/daemon.log"
+fi
+
+# Local programs: a member of vmcuda-users gets in, anyone else does not.
+in_root useradd --create-home --groups vmcuda-users pkgtest-in
+in_root useradd --create-home pkgtest-out
+# run_app_as USER LAUNCHER: the program's stdout+stderr, then rc=N. LAUNCHER is a
+# vmcuda-run, or a library directory for LD_LIBRARY_PATH.
+run_app_as() {
+  local start=(env "LD_LIBRARY_PATH=$2")
+  case "$2" in */vmcuda-run) start=("$2") ;; esac
+  chroot --userspec="$(in_root id -u "$1"):$(in_root id -g "$1")" --groups="$(in_root id -G "$1" | tr ' ' ',')" \
+    "$r" env -i PATH=/usr/bin:/bin VMCUDA_SERVER=unix:/run/vmcuda/vmcuda.sock "${start[@]}" /tmp/app 2>&1 \
+    && echo "rc=0" || echo "rc=$?"
+}
+# How programs start from an installation: its vmcuda-run when it has one.
+launcher() { if [ -e "$r$1" ] || [ -L "$r$1" ]; then echo "$1"; else echo "$2"; fi; }
+
+echo "# guest tarball (install.sh) in the root"
+in_root tar -xzf /tmp/guest.tar.gz -C /tmp
+tdir=$(find "$r/tmp" -maxdepth 1 -name 'vmcuda-guest-*' -type d -printf '%f\n' | head -n1)
+check "the tarball unpacks to vmcuda-guest-VERSION with install.sh" test -x "$r/tmp/$tdir/install.sh"
+check "install.sh installs into /opt/vmcuda" in_root sh "/tmp/$tdir/install.sh"
+check "install.sh: the library is /opt/vmcuda/lib/libcudart.so.13" test -f "$r/opt/vmcuda/lib/libcudart.so.13"
+check "install.sh: libcudart.so links to libcudart.so.13" test "$(readlink "$r/opt/vmcuda/lib/libcudart.so")" = libcudart.so.13
+for p in "$r/tmp/$tdir"/bin/*; do
+  [ -e "$p" ] || continue
+  n=$(basename "$p")
+  check "install.sh: /usr/local/bin/$n links to /opt/vmcuda/bin/$n" test "$(readlink "$r/usr/local/bin/$n")" = "/opt/vmcuda/bin/$n"
+done
+how=$(launcher /usr/local/bin/vmcuda-run /opt/vmcuda/lib)
+out=$(run_app_as pkgtest-in "$how")
+check "a member of vmcuda-users runs the program through the packaged daemon ($how)" \
+  bash -c 'grep -q "^done$" <<<"$1" && grep -q "^rc=0$" <<<"$1"' _ "$out"
+grep -q "^rc=0$" <<<"$out" || indent <<<"$out"
+out=$(run_app_as pkgtest-out "$how")
+check "a user outside vmcuda-users is refused (socket permissions)" \
+  bash -c 'grep -q "Permission denied" <<<"$1" && ! grep -q "^rc=0$" <<<"$1"' _ "$out"
+check "install.sh --uninstall" in_root sh "/tmp/$tdir/install.sh" --uninstall
+check "install.sh --uninstall left no /opt/vmcuda" test ! -e "$r/opt/vmcuda"
+check "install.sh --uninstall left no links in /usr/local" \
+  bash -c "! find '$r/usr/local' -lname '/opt/vmcuda/*' | grep -q ."
+
+echo "# guest package"
+check "dpkg -i vmcuda-guest" bash -c "chroot '$r' dpkg -i /tmp/guest.deb >/dev/null 2>&1"
+check "the library is /opt/vmcuda/lib/libcudart.so.13" test -f "$r/opt/vmcuda/lib/libcudart.so.13"
+check "nothing system-wide: libcudart is not in the linker's cache" \
+  bash -c "! chroot '$r' ldconfig -p | grep -q libcudart"
+for f in $(in_root dpkg-query -L vmcuda-guest | grep -E '^/usr/s?bin/.' || true); do
+  check "$f resolves into /opt/vmcuda" bash -c "case \$(chroot '$r' readlink -f '$f') in /opt/vmcuda/*) ;; *) exit 1 ;; esac"
+done
+check "install.sh refuses to write over the package's /opt/vmcuda" \
+  bash -c "! chroot '$r' sh '/tmp/$tdir/install.sh' >/dev/null 2>&1"
+how=$(launcher /usr/bin/vmcuda-run /opt/vmcuda/lib)
+out=$(run_app_as pkgtest-in "$how")
+check "the program runs from the package ($how)" \
+  bash -c 'grep -q "^done$" <<<"$1" && grep -q "^rc=0$" <<<"$1"' _ "$out"
+grep -q "^rc=0$" <<<"$out" || indent <<<"$out"
+check "install.sh --prefix elsewhere works beside the package" \
+  bash -c "chroot '$r' sh '/tmp/$tdir/install.sh' --prefix /opt/vmcuda-alt --bindir /opt/vmcuda-alt/links >/dev/null && chroot '$r' sh '/tmp/$tdir/install.sh' --uninstall --prefix /opt/vmcuda-alt >/dev/null && test ! -e '$r/opt/vmcuda-alt'"
+check "dpkg -r vmcuda-guest" bash -c "chroot '$r' dpkg -r vmcuda-guest >/dev/null 2>&1"
+check "remove: /opt/vmcuda is gone" test ! -e "$r/opt/vmcuda"
+
+echo "# reload and stop"
+cp "$r/etc/vmcuda/host.toml" "$work/host.toml.orig"
+printf '[[vm]]\nname = "broken"\ntcp = true\n' >>"$r/etc/vmcuda/host.toml"
+out=$(unit_exec vmcuda-host.service ExecReload 2>&1) && rc=0 || rc=$?
+check "reload refuses a broken configuration, saying why" \
+  bash -c '[ "$1" != 0 ] && grep -q "needs a token" <<<"$2"' _ "$rc" "$out"
+cp "$work/host.toml.orig" "$r/etc/vmcuda/host.toml"
+check "the daemon keeps running through a failed reload" kill -0 "$daemon"
+check "SIGTERM stops the daemon within 5 s" stops_on_term "$daemon"
+
+echo "# vmcuda-vhost@vm1"
+printf 'GUEST_CID=3\n' >"$r/etc/vmcuda/vhost/vm1.env"
+python3 "$work/unit-exec.py" "$r" "$r/lib/systemd/system/vmcuda-vhost@.service" ExecStart vm1 >"$work/vhost.log" 2>&1 &
+vhost=$!; pids+=("$vhost")
+if wait_socket /run/vmcuda/vhost/vm1.sock "$vhost"; then
+  ok "ExecStart of vmcuda-vhost@vm1: the device listens on /run/vmcuda/vhost/vm1.sock"
+  expect_stat /run/vmcuda/vhost/vm1.sock "770 vmcuda:vmcuda-vmm"
+  check "the device is VM vm1 with guest CID 3" grep -q 'vm=vm1 cid=3' "$work/vhost.log"
+else
+  bad "ExecStart of vmcuda-vhost@vm1"; indent <"$work/vhost.log"
+fi
+check "SIGTERM stops the vhost-user device within 5 s" stops_on_term "$vhost"
+rm -f "$r/etc/vmcuda/vhost/vm1.env"
+
+echo "# reinstall, disable, remove, purge"
+echo "# a local edit" >>"$r/etc/vmcuda/host.toml"
+in_root systemctl disable vmcuda-host.service >/dev/null 2>&1 || true
+check "systemctl disable (offline) removed the enablement" test ! -e "$r$wants"
+check "dpkg -i again (reinstall)" bash -c "chroot '$r' dpkg -i /tmp/host.deb >/dev/null 2>&1"
+check "the edited conffile is kept" grep -q "^# a local edit$" "$r/etc/vmcuda/host.toml"
+expect_stat /etc/vmcuda/host.toml "640 root:vmcuda"
+check "the administrator's disable is kept" test ! -e "$r$wants"
+check "dpkg -r vmcuda-host" bash -c "chroot '$r' dpkg -r vmcuda-host >/dev/null 2>&1"
+check "remove: the binaries are gone" test ! -e "$r/usr/bin/vmcuda-host" -a ! -e "$r/usr/bin/vmcuda-vhost-vsock"
+check "remove: the units are gone" test ! -e "$r/lib/systemd/system/vmcuda-host.service"
+check "remove: the configuration stays" test -f "$r/etc/vmcuda/host.toml"
+check "dpkg -P vmcuda-host" bash -c "chroot '$r' dpkg -P vmcuda-host >/dev/null 2>&1"
+check "purge: the configuration is gone" test ! -e "$r/etc/vmcuda/host.toml" -a ! -e "$r/etc/default/vmcuda-host"
+check "purge: the state and run-time directories are gone" test ! -e "$r/var/lib/vmcuda" -a ! -e "$r/run/vmcuda"
+check "purge: no enablement is left" bash -c "! ls '$r'/etc/systemd/system/*.wants/vmcuda-* >/dev/null 2>&1"
+
+echo "install checks: $passed passed, $failed failed ($(awk "BEGIN { printf \"%.1f\", $(date +%s.%N) - $t0 }") s)"
+[ "$failed" = 0 ]

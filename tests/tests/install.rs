@@ -1,0 +1,84 @@
+//! The packages installed and run: the host package (`images/host-deb/build.sh`) and
+//! the guest package and tarball (`images/guest-deb/build.sh`) in a container-like root
+//! by `tests/install/packages.sh`, which prints one `ok`/`not ok` line per check. The
+//! guest package inside a QEMU guest is in `vm.rs`.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use vmcuda_tests::{apps_dir, root};
+
+/// A package: `$VAR`, else its default name in build/pkg.
+fn package(var: &str, file: &str) -> PathBuf {
+    let path =
+        std::env::var_os(var).map_or_else(|| root().join("build/pkg").join(file), PathBuf::from);
+    assert!(
+        path.exists(),
+        "{} not found (set {var} or run tests/run.sh, which builds the packages)",
+        path.display()
+    );
+    path
+}
+
+#[test]
+#[ignore = "needs root and the built packages: run tests/run.sh"]
+fn the_packages_install_run_and_go_away_cleanly_in_a_container_root() {
+    let v = env!("CARGO_PKG_VERSION");
+    let host = package("VMCUDA_HOST_DEB", &format!("vmcuda-host_{v}_amd64.deb"));
+    let guest = package("VMCUDA_GUEST_DEB", &format!("vmcuda-guest_{v}_amd64.deb"));
+    let tarball = package("VMCUDA_GUEST_TARBALL", &format!("vmcuda-guest-{v}.tar.gz"));
+    let out = Command::new("bash")
+        .arg(root().join("tests/install/packages.sh"))
+        .arg("--host-deb")
+        .arg(&host)
+        .arg("--guest-deb")
+        .arg(&guest)
+        .arg("--guest-tarball")
+        .arg(&tarball)
+        .arg("--app")
+        .arg(apps_dir().join("vector_add"))
+        .output()
+        .expect("run tests/install/packages.sh");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    print!("{stdout}");
+    eprint!("{stderr}");
+    if out.status.code() == Some(77) {
+        // Not root, or no overlayfs here. CI sets VMCUDA_REQUIRE_INSTALL_TESTS=1.
+        assert!(
+            std::env::var_os("VMCUDA_REQUIRE_INSTALL_TESTS").is_none(),
+            "the install checks were skipped but VMCUDA_REQUIRE_INSTALL_TESTS is set: {stderr}"
+        );
+        return;
+    }
+    let failed: Vec<&str> = stdout.lines().filter(|l| l.starts_with("not ok")).collect();
+    assert!(
+        out.status.success() && failed.is_empty(),
+        "install checks failed: {failed:#?}"
+    );
+    let passed = stdout.lines().filter(|l| l.starts_with("ok - ")).count();
+    // The script's own summary agrees, and it got through every section.
+    assert!(
+        stdout.contains(&format!("install checks: {passed} passed, 0 failed")),
+        "{stdout}"
+    );
+    for section in [
+        "# host package",
+        "# the units' commands, as their user",
+        "# guest tarball",
+        "# reload and stop",
+        "# vmcuda-vhost@vm1",
+        "# reinstall, disable, remove, purge",
+        "# guest package",
+    ] {
+        assert!(stdout.contains(section), "no {section:?} in\n{stdout}");
+    }
+    assert!(passed >= 60, "only {passed} checks ran:\n{stdout}");
+    // Once the tree has vmcuda-run, the local programs start through it, from the
+    // tarball's installation and from the package.
+    if root().join("guest-lib/vmcuda-run").exists() {
+        for how in ["(/usr/local/bin/vmcuda-run)", "(/usr/bin/vmcuda-run)"] {
+            assert!(stdout.contains(how), "no program ran {how}:\n{stdout}");
+        }
+    }
+}
