@@ -7,6 +7,8 @@
 #   - a minimal Debian guest (images/build-guest.sh) that QEMU boots under TCG, so the
 #     programs also run inside a real VM: over the vhost-user vsock device, the TCP
 #     fallback and the AF_VSOCK listener (tests/tests/vm.rs).
+#   - every cargo-fuzz target (tests/fuzz/run.sh) for a bounded time, from the committed
+#     seeds: VMCUDA_FUZZ_SECONDS per target (default 20), on the stable toolchain.
 # GPU comparisons against native runs are tests/gpu/run.sh, on a GPU machine.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -42,10 +44,20 @@ export VMCUDA_APPS_DIR="$root/build/apps"
 export VMCUDA_VM_DIR="$root/build/vm"
 export VMCUDA_VHOST_BIN="$root/target/debug/vmcuda-vhost-vsock"
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+fuzzlog=$(mktemp)
+trap 'rm -f "$log" "$fuzzlog"' EXIT
 status=0
 cargo test --workspace -- --include-ignored 2>&1 | tee "$log" || status=$?
-# One closing line for the whole run (cargo prints one per test binary).
+
+echo "== fuzzing"
+fuzz_status=0
+bash tests/fuzz/run.sh "${VMCUDA_FUZZ_SECONDS:-20}" 2>&1 | tee "$fuzzlog" || fuzz_status=$?
+
+# Closing lines for the whole run (cargo prints one per test binary).
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
+grep -E '^fuzz: [0-9]+ targets' "$fuzzlog" | tail -n 1 || echo "fuzz: did not complete (exit $fuzz_status)"
+if [ "$status" -eq 0 ]; then
+  status=$fuzz_status
+fi
 exit "$status"
