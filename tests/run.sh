@@ -12,6 +12,8 @@
 #     run and removed in a container-like root (tests/tests/install.rs, as root), and
 #     the guest package in a second guest image running a program with vmcuda-run
 #     over the host package's vhost-user device (tests/tests/vm.rs).
+#   - every cargo-fuzz target (tests/fuzz/run.sh) for a bounded time, from the committed
+#     seeds: VMCUDA_FUZZ_SECONDS per target (default 20), on the stable toolchain.
 # GPU comparisons against native runs are tests/gpu/run.sh, on a GPU machine.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -67,10 +69,20 @@ export VMCUDA_LOAD_GUEST="$root/build/load/load_guest"
 export VMCUDA_VM_DIR="$root/build/vm"
 export VMCUDA_VHOST_BIN="$root/target/debug/vmcuda-vhost-vsock"
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+fuzzlog=$(mktemp)
+trap 'rm -f "$log" "$fuzzlog"' EXIT
 status=0
 cargo test --workspace -- --include-ignored 2>&1 | tee "$log" || status=$?
-# One closing line for the whole run (cargo prints one per test binary).
+
+echo "== fuzzing"
+fuzz_status=0
+bash tests/fuzz/run.sh "${VMCUDA_FUZZ_SECONDS:-20}" 2>&1 | tee "$fuzzlog" || fuzz_status=$?
+
+# Closing lines for the whole run (cargo prints one per test binary).
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
+grep -E '^fuzz: [0-9]+ targets' "$fuzzlog" | tail -n 1 || echo "fuzz: did not complete (exit $fuzz_status)"
+if [ "$status" -eq 0 ]; then
+  status=$fuzz_status
+fi
 exit "$status"

@@ -389,7 +389,13 @@ impl<C: Connector> Muxer<C> {
         if let Some(rst) = self.resets.pop_front() {
             return Some(rst);
         }
-        while let Some(id) = self.rxq.pop_front() {
+        // Each queued connection gets one turn. One whose only work is data has nothing
+        // for a buffer without room for payload; it goes back in the queue, and must not
+        // be taken out again in this call (that spun forever on such a buffer).
+        for _ in 0..self.rxq.len() {
+            let Some(id) = self.rxq.pop_front() else {
+                break;
+            };
             let Some(conn) = self.conns.get_mut(&id) else {
                 continue;
             };
@@ -1414,6 +1420,33 @@ mod tests {
             assert!(m2.buffered_bytes() <= 4096);
         }
         assert_eq!(m2.connection_count(), 0);
+    }
+
+    #[test]
+    fn rx_buffer_without_room_for_data_is_declined() {
+        // Found by the vsock_packet fuzz target: a 44-byte rx buffer (header only) while
+        // the host side had data made next_rx_packet spin forever.
+        let (mut m, c) = muxer();
+        let id = connect(&mut m, &c, GPORT);
+        c.wire(id).lock().unwrap().to_send.extend(b"data".iter());
+        m.handle_host_ready(
+            id,
+            Readiness {
+                readable: true,
+                writable: false,
+            },
+        );
+        let mut payload = Vec::new();
+        assert_eq!(m.next_rx_packet(0, &mut payload), None);
+        assert!(m.has_rx_work(), "the data still waits for a buffer");
+        // Control packets need no payload room and still go out.
+        m.handle_guest_packet(&guest(OP_CREDIT_REQUEST, GPORT, 0), &[]);
+        let hdr = m.next_rx_packet(0, &mut payload).expect("a credit update");
+        assert_eq!(hdr.op, OP_CREDIT_UPDATE);
+        // A real buffer gets the data.
+        let pkts = drain(&mut m, 4096);
+        assert_eq!(ops(&pkts), vec![OP_RW]);
+        assert_eq!(pkts[0].1, b"data");
     }
 
     #[test]

@@ -141,9 +141,11 @@ pub struct ParamInfo {
 pub struct GlobalVar {
     /// Size in bytes.
     pub size: u64,
-    /// Initial contents, `size` bytes (zeros for zero-initialised variables). Pointers
-    /// initialised with another variable's address are resolved by relocations that
-    /// are not applied here, so they read as zero.
+    /// Initial contents: `size` bytes for a variable the file initialises; empty for a
+    /// zero-initialised one (it has no bytes in the file, and its size is only a header
+    /// field, so nothing is allocated for it here). Pointers initialised with another
+    /// variable's address are resolved by relocations that are not applied here, so
+    /// they read as zero.
     pub init: Vec<u8>,
     /// Whether it lives in constant memory (`__constant__`).
     pub constant: bool,
@@ -407,8 +409,7 @@ impl<'a> Cubin<'a> {
                 .ok_or_else(|| bad("extends past the end of its section"))?;
 
             let init = if zero_init {
-                let len = usize::try_from(size).map_err(|_| bad("size above usize"))?;
-                vec![0; len]
+                Vec::new()
             } else {
                 let data = section.data(self.endian, self.data)?;
                 usize::try_from(start)
@@ -655,7 +656,7 @@ mod tests {
             z,
             GlobalVar {
                 size: 12,
-                init: vec![0; 12],
+                init: vec![],
                 constant: false
             }
         );
@@ -702,6 +703,42 @@ mod tests {
     fn globals_relocatable() {
         // -rdc: symbols of type STT_CUDA_OBJECT, .nv.global without NOBITS.
         check_globals(GLOBALS_RDC);
+    }
+
+    /// `elf` with the size of variable `name`, and of the section holding it, patched.
+    fn with_global_size(elf: &[u8], name: &str, size: u64, section_size: u64) -> Vec<u8> {
+        let c = Cubin::parse(elf).unwrap();
+        let mut out = elf.to_vec();
+        let file_offset = |p: *const u8| p as usize - elf.as_ptr() as usize;
+        let (i, sym) = c
+            .symbols
+            .enumerate()
+            .find(|(_, s)| c.symbols.symbol_name(c.endian, s).ok() == Some(name.as_bytes()))
+            .unwrap();
+        let st_size = file_offset((sym as *const elf::Sym64<Endianness>).cast()) + 16;
+        out[st_size..st_size + 8].copy_from_slice(&size.to_le_bytes());
+        let index = c.symbols.symbol_section(c.endian, sym, i).unwrap().unwrap();
+        let header = c.sections.section(index).unwrap();
+        let sh_size = file_offset((header as *const elf::SectionHeader64<Endianness>).cast()) + 32;
+        out[sh_size..sh_size + 8].copy_from_slice(&section_size.to_le_bytes());
+        out
+    }
+
+    #[test]
+    fn huge_zero_initialised_globals_are_not_materialised() {
+        // Found by the fatbin fuzz target: a 4 GiB zero-initialised variable (two header
+        // fields) made `global` allocate 4 GiB of zeros, in the worker, before the
+        // executor could weigh the size against its memory.
+        for elf in [GLOBALS, GLOBALS_RDC] {
+            let big = with_global_size(elf, "z", MAX_GLOBAL_LEN, 1 << 40);
+            let z = global(&big, "z").unwrap().unwrap();
+            assert_eq!((z.size, z.init.len()), (MAX_GLOBAL_LEN, 0));
+            let bigger = with_global_size(elf, "z", MAX_GLOBAL_LEN + 1, 1 << 40);
+            assert!(matches!(
+                global(&bigger, "z"),
+                Err(CubinError::BadGlobal { .. })
+            ));
+        }
     }
 
     #[test]

@@ -74,6 +74,25 @@ struct Event {
     recorded_at: Option<Instant>,
 }
 
+/// A non-empty pitched region inside the allocation at `start`, from `offset` in it.
+struct Region {
+    start: u64,
+    offset: usize,
+    pitch: usize,
+    width: usize,
+    height: usize,
+}
+
+impl Region {
+    /// Byte ranges of the rows within the allocation.
+    fn rows(&self) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
+        (0..self.height).map(|row| {
+            let from = self.offset + row * self.pitch;
+            from..from + self.width
+        })
+    }
+}
+
 pub struct HostMemoryExecutor {
     total_memory: u64,
     used_memory: u64,
@@ -205,11 +224,14 @@ impl HostMemoryExecutor {
 
     fn slice_mut(&mut self, ptr: DevicePtr, len: u64) -> ExecResult<&mut [u8]> {
         let (start, off) = self.locate(ptr, len)?;
-        let bytes = self
-            .memory
+        Ok(&mut self.allocation_mut(start)[off..off + len as usize])
+    }
+
+    /// The bytes of the allocation starting at `start`, which `locate` just found.
+    fn allocation_mut(&mut self, start: u64) -> &mut [u8] {
+        self.memory
             .get_mut(&start)
-            .expect("located allocation exists");
-        Ok(&mut bytes[off..off + len as usize])
+            .expect("located allocation exists")
     }
 
     fn check_stream(&self, stream: ExecStream) -> ExecResult<()> {
@@ -223,16 +245,32 @@ impl HostMemoryExecutor {
         }
     }
 
-    /// Row `row` of a pitched region, `width` bytes.
-    fn pitched_rows(
-        p: Pitched,
-        width: u64,
-        height: u64,
-    ) -> ExecResult<impl Iterator<Item = (u64, DevicePtr)>> {
+    /// Where a pitched region (`height` rows of `width` bytes, `pitch` apart) lies:
+    /// `None` when it is empty (zero width or height: a no-op, as in CUDA), else the one
+    /// allocation holding all of it. The region is checked as a whole before a byte
+    /// moves, so a bad one fails without a partial copy, with no arithmetic overflow,
+    /// and in one lookup however many rows it claims.
+    fn pitched(&self, p: Pitched, width: u64, height: u64) -> ExecResult<Option<Region>> {
         if width > p.pitch && height > 1 {
             return Err(CudaStatus::ErrorInvalidPitchValue);
         }
-        Ok((0..height).map(move |row| (row, p.ptr + row * p.pitch)))
+        if width == 0 || height == 0 {
+            return Ok(None);
+        }
+        let span = p
+            .pitch
+            .checked_mul(height - 1)
+            .and_then(|s| s.checked_add(width))
+            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        let (start, offset) = self.locate(p.ptr, span)?;
+        // All of it fits in one allocation, so every number below fits in a usize.
+        Ok(Some(Region {
+            start,
+            offset,
+            pitch: p.pitch as usize,
+            width: width as usize,
+            height: height as usize,
+        }))
     }
 
     fn function(&self, f: ExecFunction) -> ExecResult<&Function> {
@@ -503,13 +541,15 @@ impl Executor for HostMemoryExecutor {
         _is_async: bool,
     ) -> ExecResult<()> {
         self.check_stream(stream)?;
-        if src.len() as u64 != width * height {
+        if width.checked_mul(height) != Some(src.len() as u64) {
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        for (row, addr) in Self::pitched_rows(dst, width, height)? {
-            let from = (row * width) as usize;
-            self.slice_mut(addr, width)?
-                .copy_from_slice(&src[from..from + width as usize]);
+        let Some(region) = self.pitched(dst, width, height)? else {
+            return Ok(());
+        };
+        let bytes = self.allocation_mut(region.start);
+        for (row, packed) in region.rows().zip(src.chunks_exact(region.width)) {
+            bytes[row].copy_from_slice(packed);
         }
         Ok(())
     }
@@ -523,12 +563,15 @@ impl Executor for HostMemoryExecutor {
         _is_async: bool,
     ) -> ExecResult<()> {
         self.check_stream(stream)?;
-        if dst.len() as u64 != width * height {
+        if width.checked_mul(height) != Some(dst.len() as u64) {
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        for (row, addr) in Self::pitched_rows(src, width, height)? {
-            let to = (row * width) as usize;
-            dst[to..to + width as usize].copy_from_slice(self.slice(addr, width)?);
+        let Some(region) = self.pitched(src, width, height)? else {
+            return Ok(());
+        };
+        let bytes = &self.memory[&region.start];
+        for (row, packed) in region.rows().zip(dst.chunks_exact_mut(region.width)) {
+            packed.copy_from_slice(&bytes[row]);
         }
         Ok(())
     }
@@ -542,9 +585,25 @@ impl Executor for HostMemoryExecutor {
         _is_async: bool,
     ) -> ExecResult<()> {
         self.check_stream(stream)?;
-        let mut packed = vec![0u8; (width * height) as usize];
-        self.copy_2d_dtoh(&mut packed, src, width, height, stream, false)?;
-        self.copy_2d_htod(dst, &packed, width, height, stream, false)
+        // Both regions are checked before anything is allocated or copied: the staging
+        // buffer is sized by the guest's numbers only once they fit in real allocations.
+        let (Some(from), Some(to)) = (
+            self.pitched(src, width, height)?,
+            self.pitched(dst, width, height)?,
+        ) else {
+            return Ok(());
+        };
+        // Staged, so overlapping regions copy as if through a temporary, like CUDA.
+        let mut packed = Vec::with_capacity(from.width * from.height);
+        let bytes = &self.memory[&from.start];
+        for row in from.rows() {
+            packed.extend_from_slice(&bytes[row]);
+        }
+        let bytes = self.allocation_mut(to.start);
+        for (row, staged) in to.rows().zip(packed.chunks_exact(to.width)) {
+            bytes[row].copy_from_slice(staged);
+        }
+        Ok(())
     }
     fn memset(
         &mut self,
@@ -572,8 +631,12 @@ impl Executor for HostMemoryExecutor {
         _is_async: bool,
     ) -> ExecResult<()> {
         self.check_stream(stream)?;
-        for (_, addr) in Self::pitched_rows(dst, width, height)? {
-            self.slice_mut(addr, width)?.fill(value);
+        let Some(region) = self.pitched(dst, width, height)? else {
+            return Ok(());
+        };
+        let bytes = self.allocation_mut(region.start);
+        for row in region.rows() {
+            bytes[row].fill(value);
         }
         Ok(())
     }
@@ -962,5 +1025,84 @@ mod tests {
             per_writer[w] += 1;
         }
         assert_eq!(per_writer, [RECORDS; WRITERS]);
+    }
+
+    const S: ExecStream = LEGACY_STREAM;
+
+    fn exec() -> HostMemoryExecutor {
+        HostMemoryExecutor::new(64 << 20, None).unwrap()
+    }
+
+    fn at(ptr: DevicePtr, pitch: u64) -> Pitched {
+        Pitched { ptr, pitch }
+    }
+
+    #[test]
+    fn pitched_copies_and_memsets_land_row_by_row() {
+        let mut e = exec();
+        let p = e.alloc(4096).unwrap();
+        e.memset(p, 0, 4096, S, false).unwrap();
+        e.copy_2d_htod(at(p, 16), b"abcdef", 3, 2, S, false)
+            .unwrap();
+        e.memset_2d(at(p + 3, 16), b'-', 1, 2, S, false).unwrap();
+        let mut out = [0u8; 8];
+        e.copy_2d_dtoh(&mut out, at(p, 16), 4, 2, S, false).unwrap();
+        assert_eq!(&out, b"abc-def-");
+        // Overlapping regions copy as if through a temporary.
+        e.copy_2d_dtod(at(p + 1, 16), at(p, 16), 4, 2, S, false)
+            .unwrap();
+        e.copy_2d_dtoh(&mut out, at(p, 16), 4, 2, S, false).unwrap();
+        assert_eq!(&out, b"aabcddef");
+    }
+
+    #[test]
+    fn a_region_past_its_allocation_fails_before_any_byte_moves() {
+        let mut e = exec();
+        let p = e.alloc(64).unwrap();
+        e.memset(p, 0, 64, S, false).unwrap();
+        // Rows 0..3 fit, row 4 does not.
+        assert_eq!(
+            e.memset_2d(at(p, 16), 9, 8, 5, S, false),
+            Err(CudaStatus::ErrorInvalidValue)
+        );
+        let mut out = [1u8; 64];
+        e.copy_dtoh(&mut out, p, S, false).unwrap();
+        assert_eq!(out, [0u8; 64], "nothing written");
+    }
+
+    #[test]
+    fn absurd_pitched_regions_get_errors_not_allocations_or_endless_loops() {
+        // Found by the dispatch fuzz target: copy_2d_dtod sized its staging buffer from
+        // the guest's width and height before checking them, so a 2D copy of 2^54 bytes
+        // aborted the worker on a failed allocation.
+        let mut e = exec();
+        let p = e.alloc(4096).unwrap();
+        let huge = 1u64 << 27;
+        assert_eq!(
+            e.copy_2d_dtod(at(p, huge), at(p, huge), huge, huge, S, false),
+            Err(CudaStatus::ErrorInvalidValue)
+        );
+        // Row addresses that overflow u64.
+        assert_eq!(
+            e.memset_2d(at(p, u64::MAX), 0, 1, 3, S, false),
+            Err(CudaStatus::ErrorInvalidValue)
+        );
+        let mut out = [0u8; 2];
+        assert_eq!(
+            e.copy_2d_dtoh(&mut out, at(u64::MAX, 1), 1, 2, S, false),
+            Err(CudaStatus::ErrorInvalidValue)
+        );
+        // Empty regions are no-ops however many rows they claim (they used to loop
+        // over every row).
+        e.memset_2d(at(p, 0), 0, 0, u64::MAX, S, false).unwrap();
+        e.copy_2d_dtod(at(p, 0), at(p, 0), 0, u64::MAX, S, false)
+            .unwrap();
+        e.copy_2d_htod(at(p, 0), &[], 0, u64::MAX, S, false)
+            .unwrap();
+        // width * height overflowing is a mismatch with the data, not a panic.
+        assert_eq!(
+            e.copy_2d_htod(at(p, 1 << 33), &[0; 4], 1 << 32, 1 << 32, S, false),
+            Err(CudaStatus::ErrorInvalidValue)
+        );
     }
 }

@@ -1,0 +1,645 @@
+//! Writes the committed seed corpus, tests/fuzz/corpus/<target>/: small, valid inputs
+//! that take each target deep at once (real requests, real nvcc output, whole vsock
+//! conversations); libFuzzer mutates from there.
+//!
+//!     cargo run --manifest-path tests/fuzz/Cargo.toml --example seeds
+//!
+//! Rerun it when the protocol changes. It only writes the files it names, so minimized
+//! crash inputs added to the corpus by hand stay.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use vmcuda_fuzz::requests;
+use vmcuda_fuzz::vsock::{self, Action};
+use vmcuda_fuzz::{frame, hello_frame, serve_host_memory, valid_hello};
+use vmcuda_host::executor::host_memory::ADDRESS_BASE;
+use vmcuda_vmm_glue::packet::{
+    Header, HOST_CID, OP_CREDIT_REQUEST, OP_CREDIT_UPDATE, OP_REQUEST, OP_RST, OP_RW, OP_SHUTDOWN,
+    SHUTDOWN_BOTH, SHUTDOWN_SEND, TYPE_STREAM,
+};
+use vmcuda_wire::fatbin::{self, CONTAINER_MAGIC};
+use vmcuda_wire::frame::{FrameBatch, FrameHeader, FLAG_NO_REPLY, FLAG_REPLY};
+use vmcuda_wire::op::*;
+use vmcuda_wire::{cubin, CudaStatus};
+
+fn testdata(name: &str) -> Vec<u8> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../wire/testdata")
+        .join(name);
+    fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn write(target: &str, name: &str, bytes: &[u8]) {
+    let dir: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("corpus")
+        .join(target);
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(dir.join(name), bytes).unwrap();
+}
+
+fn meta<R: Request>(req: &R) -> Vec<u8> {
+    postcard::to_stdvec(req).expect("requests encode")
+}
+
+/// One container holding one uncompressed sm_90 ELF entry: how nvcc would package a
+/// cubin, for cubins the test data only has bare.
+fn fatbin_of_cubin(elf: &[u8]) -> Vec<u8> {
+    let padded = elf.len().div_ceil(8) * 8;
+    let mut entry = vec![0u8; 64];
+    entry[0..2].copy_from_slice(&2u16.to_le_bytes()); // ELF
+    entry[2..4].copy_from_slice(&0x0101u16.to_le_bytes());
+    entry[4..8].copy_from_slice(&64u32.to_le_bytes());
+    entry[8..16].copy_from_slice(&(padded as u64).to_le_bytes());
+    entry[0x1A..0x1C].copy_from_slice(&1u16.to_le_bytes());
+    entry[0x1C..0x20].copy_from_slice(&90u32.to_le_bytes());
+    entry[0x28..0x30].copy_from_slice(&(fatbin::FLAG_64BIT | fatbin::FLAG_LINUX).to_le_bytes());
+    entry.extend_from_slice(elf);
+    entry.resize(64 + padded, 0);
+    let mut out = Vec::new();
+    out.extend_from_slice(&CONTAINER_MAGIC.to_le_bytes());
+    out.extend_from_slice(&1u16.to_le_bytes());
+    out.extend_from_slice(&16u16.to_le_bytes());
+    out.extend_from_slice(&(entry.len() as u64).to_le_bytes());
+    out.extend(entry);
+    assert!(fatbin::parse(&out).is_ok());
+    out
+}
+
+fn frame_seeds() {
+    write("frame_decode", "hello", &hello_frame());
+    let alloc = meta(&MemAlloc { size: 4096 });
+    write(
+        "frame_decode",
+        "mem_alloc",
+        &frame(Op::MemAlloc.code(), 0, 2, 0, &alloc, &[]),
+    );
+    // Asynchronous requests batched into one write, as the guest library sends them.
+    let mut batch = FrameBatch::default();
+    let copy = meta(&MemcpyHtoD {
+        dst: ADDRESS_BASE,
+        stream: StreamHandle::LEGACY,
+        is_async: true,
+    });
+    batch.push(
+        &FrameHeader::new(Op::MemcpyHtoD.code(), FLAG_NO_REPLY, 3, copy.len(), 16),
+        &copy,
+        &[0xAB; 16],
+    );
+    let set = meta(&Memset {
+        dst: ADDRESS_BASE + 16,
+        value: 7,
+        size: 32,
+        stream: StreamHandle::PER_THREAD,
+        is_async: true,
+    });
+    batch.push(
+        &FrameHeader::new(Op::Memset.code(), FLAG_NO_REPLY, 4, set.len(), 0),
+        &set,
+        &[],
+    );
+    let sync = meta(&DeviceSynchronize);
+    batch.push(
+        &FrameHeader::new(Op::DeviceSynchronize.code(), 0, 5, sync.len(), 0),
+        &sync,
+        &[],
+    );
+    let mut bytes = Vec::new();
+    batch.flush_to(&mut bytes).unwrap();
+    write("frame_decode", "async_batch", &bytes);
+    // A reply with a status and a data section, as the guest reads it.
+    let reply = FrameHeader::new(Op::MemcpyDtoH.code(), FLAG_REPLY, 6, 0, 8)
+        .with_status(CudaStatus::ErrorInvalidValue.0);
+    let mut bytes = Vec::new();
+    vmcuda_wire::frame::write_frame(&mut bytes, &reply, &[], &[1; 8]).unwrap();
+    write("frame_decode", "reply_with_data", &bytes);
+}
+
+fn handshake_seeds() {
+    let hello = valid_hello();
+    write(
+        "handshake",
+        "hello_postcard",
+        &postcard::to_stdvec(&hello).unwrap(),
+    );
+    write("handshake", "hello_frame", &hello_frame());
+    let old = Hello {
+        protocol: 0,
+        runtime_version: 12080,
+        token: b"secret".to_vec(),
+        ..hello
+    };
+    let old_meta = postcard::to_stdvec(&old).unwrap();
+    write(
+        "handshake",
+        "hello_refused_frame",
+        &frame(Op::Hello.code(), 0, 1, 0, &old_meta, &[]),
+    );
+    let alloc = meta(&MemAlloc { size: 1 });
+    write(
+        "handshake",
+        "request_before_hello",
+        &frame(Op::MemAlloc.code(), 0, 1, 0, &alloc, &[]),
+    );
+    let reply = HelloReply {
+        protocol: 1,
+        driver_version: 13000,
+        device_count: 1,
+        executor: ExecutorKind::HostMemory,
+        capabilities: 3,
+        banner: "fuzz".into(),
+    };
+    write(
+        "handshake",
+        "hello_reply_postcard",
+        &postcard::to_stdvec(&reply).unwrap(),
+    );
+}
+
+fn fatbin_seeds() {
+    for name in [
+        "tiny.fatbin",
+        "tiny_lz4.fatbin",
+        "tiny_debug.fatbin",
+        "tiny_exe.nv_fatbin",
+        "tiny_exe.nvFatBinSegment",
+        "globals.cubin",
+        "globals_rdc.cubin",
+        "bigparam.cubin",
+    ] {
+        write("fatbin", name, &testdata(name));
+    }
+}
+
+/// Serve a structured `dispatch` seed and insist that every answer is a success, but
+/// for the ops in `failing`: a seed whose calls fail early would only test the errors.
+fn check_served(name: &str, reqs: &[requests::Request], failing: &[Op]) {
+    let (frames, _) = requests::decode(&requests::encode(reqs));
+    let mut stream = hello_frame();
+    stream.extend(frames);
+    let mut out = Vec::new();
+    serve_host_memory(&stream, &mut out).unwrap();
+    let mut r = &out[..];
+    while let Ok((h, _)) = vmcuda_wire::frame::read_head(&mut r) {
+        vmcuda_wire::frame::skip_data(&mut r, h.data_len.get()).unwrap();
+        let op = Op::from_code(h.op.get()).unwrap();
+        let status = CudaStatus(h.status.get());
+        assert!(
+            status.is_success() || failing.contains(&op),
+            "seed {name}: {} failed with {status}",
+            op.name()
+        );
+    }
+}
+
+fn dispatch_seeds() {
+    const STRUCTURED: u8 = 1;
+    use requests::Request;
+    let structured = |reqs: &[Request]| {
+        let mut input = vec![STRUCTURED];
+        input.extend(requests::encode(reqs));
+        input
+    };
+    let s = StreamHandle::LEGACY;
+    let p = ADDRESS_BASE; // the first allocation of a fresh host-memory executor
+
+    let memory = [
+        Request::of(&MemGetInfo, &[]),
+        Request::of(&MemAlloc { size: 8192 }, &[]),
+        Request::of(
+            &MemcpyHtoD {
+                dst: p,
+                stream: s,
+                is_async: false,
+            },
+            &[0x5A; 64],
+        ),
+        Request::of(
+            &MemcpyDtoH {
+                src: p,
+                size: 64,
+                stream: s,
+                is_async: false,
+            },
+            &[],
+        ),
+        Request::of(
+            &Memset {
+                dst: p + 64,
+                value: 1,
+                size: 128,
+                stream: s,
+                is_async: true,
+            },
+            &[],
+        )
+        .no_reply(),
+        Request::of(
+            &MemcpyDtoD {
+                dst: p + 4096,
+                src: p,
+                size: 256,
+                stream: s,
+                is_async: true,
+            },
+            &[],
+        )
+        .no_reply(),
+        Request::of(
+            &Memset2D {
+                dst: p,
+                pitch: 512,
+                value: 3,
+                width: 100,
+                height: 8,
+                stream: s,
+                is_async: false,
+            },
+            &[],
+        ),
+        Request::of(
+            &Memcpy2DHtoD {
+                dst: p,
+                dpitch: 512,
+                width: 4,
+                height: 2,
+                stream: s,
+                is_async: false,
+            },
+            &[9; 8],
+        ),
+        Request::of(
+            &Memcpy2DDtoH {
+                src: p,
+                spitch: 512,
+                width: 4,
+                height: 2,
+                stream: s,
+                is_async: false,
+            },
+            &[],
+        ),
+        Request::of(
+            &Memcpy2DDtoD {
+                dst: p + 4096,
+                dpitch: 256,
+                src: p,
+                spitch: 512,
+                width: 16,
+                height: 4,
+                stream: s,
+                is_async: false,
+            },
+            &[],
+        ),
+        Request::of(&PointerGetAttributes { ptr: p + 10 }, &[]),
+        Request::of(
+            &MemAllocPitch {
+                width: 100,
+                height: 10,
+            },
+            &[],
+        ),
+        Request::of(&MemFree { ptr: p }, &[]),
+        Request::of(&DeviceSynchronize, &[]),
+    ];
+    check_served("memory", &memory, &[]);
+    write("dispatch", "memory", &structured(&memory));
+
+    let tiny = testdata("tiny.fatbin");
+    let kernel = cubin::kernels(cubin::find_cubin(&fatbin::parse(&tiny).unwrap()).unwrap())
+        .unwrap()[0]
+        .clone();
+    // Handles are numbered by the session in order: module 1, function 2.
+    let (m, f) = (ModuleHandle(1), FunctionHandle(2));
+    let launch = LaunchKernel {
+        function: f,
+        grid: [1, 1, 1],
+        block: [32, 1, 1],
+        shared_mem: 0,
+        stream: s,
+        attributes: vec![LaunchAttribute {
+            id: 1,
+            value: vec![0; 64],
+        }],
+    };
+    let module = [
+        Request::of(&ModuleLoad, &tiny),
+        Request::of(
+            &ModuleGetFunction {
+                module: m,
+                name: kernel,
+            },
+            &[],
+        ),
+        Request::of(&FuncGetAttributes { function: f }, &[]),
+        Request::of(
+            &FuncSetAttribute {
+                function: f,
+                attribute: 8,
+                value: 65536,
+            },
+            &[],
+        ),
+        Request::of(
+            &FuncSetCacheConfig {
+                function: f,
+                config: 1,
+            },
+            &[],
+        ),
+        Request::of(
+            &OccupancyMaxActiveBlocks {
+                function: f,
+                block_size: 128,
+                dynamic_smem: 0,
+                flags: 0,
+            },
+            &[],
+        ),
+        Request::of(
+            &OccupancyAvailableDynamicSmem {
+                function: f,
+                num_blocks: 2,
+                block_size: 128,
+            },
+            &[],
+        ),
+        Request::of(&launch, &ADDRESS_BASE.to_le_bytes()).no_reply(),
+        Request::of(&StreamSynchronize { stream: s }, &[]),
+    ];
+    check_served("module_launch", &module, &[]);
+    write("dispatch", "module_launch", &structured(&module));
+
+    let globals = fatbin_of_cubin(&testdata("globals.cubin"));
+    let module_globals = [
+        Request::of(&ModuleLoad, &globals),
+        Request::of(
+            &ModuleGetGlobal {
+                module: m,
+                name: "d2".into(),
+            },
+            &[],
+        ),
+        Request::of(
+            &ModuleGetGlobal {
+                module: m,
+                name: "z".into(),
+            },
+            &[],
+        ),
+        Request::of(
+            &MemcpyDtoH {
+                src: p,
+                size: 16,
+                stream: s,
+                is_async: false,
+            },
+            &[],
+        ),
+        Request::of(
+            &ModuleGetFunction {
+                module: m,
+                name: "_Z11use_globalsPf".into(),
+            },
+            &[],
+        ),
+    ];
+    check_served("module_globals", &module_globals, &[]);
+    write("dispatch", "module_globals", &structured(&module_globals));
+
+    let (s1, e1, e2) = (StreamHandle(10), EventHandle(20), EventHandle(21));
+    let sync = [
+        Request::of(&DeviceGetProperties { device: 0 }, &[]),
+        Request::of(&DeviceGetLimit { limit: 2 }, &[]),
+        Request::of(
+            &DeviceSetLimit {
+                limit: 0,
+                value: 4096,
+            },
+            &[],
+        ),
+        Request::of(&CacheConfig { config: 2 }, &[]),
+        Request::of(&DeviceGetCacheConfig, &[]),
+        Request::of(&DeviceGetStreamPriorityRange, &[]),
+        Request::of(&DeviceCanAccessPeer { device: 0, peer: 0 }, &[]),
+        Request::of(&DeviceEnablePeerAccess { peer: 0, flags: 0 }, &[]),
+        Request::of(
+            &StreamCreate {
+                stream: s1,
+                flags: 1,
+                priority: -1,
+            },
+            &[],
+        )
+        .no_reply(),
+        Request::of(
+            &EventCreate {
+                event: e1,
+                flags: 0,
+            },
+            &[],
+        )
+        .no_reply(),
+        Request::of(
+            &EventCreate {
+                event: e2,
+                flags: 0,
+            },
+            &[],
+        )
+        .no_reply(),
+        Request::of(
+            &EventRecord {
+                event: e1,
+                stream: s1,
+                flags: 0,
+            },
+            &[],
+        )
+        .no_reply(),
+        Request::of(
+            &StreamWaitEvent {
+                stream: StreamHandle::PER_THREAD,
+                event: e1,
+                flags: 0,
+            },
+            &[],
+        )
+        .no_reply(),
+        Request::of(
+            &EventRecord {
+                event: e2,
+                stream: s1,
+                flags: 0,
+            },
+            &[],
+        )
+        .no_reply(),
+        Request::of(&EventSynchronize { event: e2 }, &[]),
+        Request::of(&EventQuery { event: e1 }, &[]),
+        Request::of(&EventElapsedTime { start: e1, end: e2 }, &[]),
+        Request::of(&StreamQuery { stream: s1 }, &[]),
+        Request::of(&EventDestroy { event: e1 }, &[]).no_reply(),
+        Request::of(&StreamDestroy { stream: s1 }, &[]).no_reply(),
+        Request::of(&DeviceReset, &[]),
+    ];
+    // One device: it has no peer to enable.
+    check_served("streams_events", &sync, &[Op::DeviceEnablePeerAccess]);
+    write("dispatch", "streams_events", &structured(&sync));
+
+    // The raw format: frames as bytes, including an unknown op and a deferred error.
+    let mut raw = vec![0u8];
+    let alloc = meta(&MemAlloc { size: 64 });
+    raw.extend(frame(Op::MemAlloc.code(), 0, 2, 0, &alloc, &[]));
+    raw.extend(frame(0x7777, 0, 3, 0, &[], &[]));
+    let bad = meta(&Memset {
+        dst: 1,
+        value: 0,
+        size: 8,
+        stream: s,
+        is_async: true,
+    });
+    raw.extend(frame(Op::Memset.code(), FLAG_NO_REPLY, 4, 0, &bad, &[]));
+    raw.extend(frame(
+        Op::DeviceSynchronize.code(),
+        0,
+        5,
+        1,
+        &meta(&DeviceSynchronize),
+        &[],
+    ));
+    write("dispatch", "raw_frames", &raw);
+}
+
+fn guest(op: u16, port: u8, len: u16, fill: u8) -> Action {
+    Action::Packet {
+        op: op as u8,
+        port,
+        flags: 0,
+        buf_alloc: 64 << 10,
+        fwd_cnt: 0,
+        len,
+        fill,
+    }
+}
+
+fn vsock_seeds() {
+    let readable = |conn| Action::Ready {
+        conn,
+        readable: true,
+        writable: true,
+    };
+    let rx = Action::Rx { max_payload: 4096 };
+    // A whole conversation: connect, request, answer, orderly close.
+    let mut conversation = vec![
+        guest(OP_REQUEST, 0, 0, 0),
+        rx.clone(),
+        guest(OP_RW, 0, 120, 0x11),
+        Action::HostSend { conn: 0, len: 3000 },
+        readable(0),
+        rx.clone(),
+        rx.clone(),
+        guest(OP_CREDIT_UPDATE, 0, 0, 0),
+        guest(OP_CREDIT_REQUEST, 0, 0, 0),
+        rx.clone(),
+    ];
+    conversation.push(Action::Packet {
+        op: OP_SHUTDOWN as u8,
+        port: 0,
+        flags: SHUTDOWN_SEND as u8,
+        buf_alloc: 64 << 10,
+        fwd_cnt: 3000,
+        len: 0,
+        fill: 0,
+    });
+    conversation.push(Action::HostEof { conn: 0 });
+    conversation.push(readable(0));
+    conversation.push(rx.clone());
+    conversation.push(Action::Packet {
+        op: OP_SHUTDOWN as u8,
+        port: 0,
+        flags: SHUTDOWN_BOTH as u8,
+        buf_alloc: 64 << 10,
+        fwd_cnt: 3000,
+        len: 0,
+        fill: 0,
+    });
+    conversation.push(rx.clone());
+    write(
+        "vsock_packet",
+        "conversation",
+        &vsock::encode(&conversation),
+    );
+
+    // Raw headers as the device reads them from the tx ring.
+    let header = |op, len| {
+        Header {
+            src_cid: vsock::GUEST_CID,
+            dst_cid: HOST_CID,
+            src_port: 50000,
+            dst_port: vsock::PORT,
+            len,
+            type_: TYPE_STREAM,
+            op,
+            flags: 0,
+            buf_alloc: 4096,
+            fwd_cnt: 0,
+        }
+        .to_bytes()
+    };
+    let raw = [
+        Action::Raw {
+            header: header(OP_REQUEST, 0),
+            payload: vec![],
+        },
+        Action::Raw {
+            header: header(OP_RW, 5),
+            payload: b"hello".to_vec(),
+        },
+        Action::Raw {
+            header: header(OP_RW, 100),
+            payload: b"short".to_vec(),
+        },
+        Action::Raw {
+            header: header(OP_RST, 0),
+            payload: vec![],
+        },
+        rx.clone(),
+    ];
+    write("vsock_packet", "raw_headers", &vsock::encode(&raw));
+
+    // Pressure: more connections than the cap, a worker that does not read, a guest
+    // that ignores its credit, a broken worker, a failing spawn, a driver reset.
+    let mut pressure = Vec::new();
+    for port in 0..6 {
+        pressure.push(guest(OP_REQUEST, port, 0, 0));
+    }
+    pressure.extend([
+        Action::HostRoom { conn: 1, room: 0 },
+        guest(OP_RW, 1, 4000, 1),
+        guest(OP_RW, 1, 200, 2),
+        Action::HostBroken { conn: 2 },
+        guest(OP_RW, 2, 1000, 3),
+        Action::ConnectFails(true),
+        guest(OP_REQUEST, 9, 0, 0),
+        Action::HostSend { conn: 3, len: 9000 },
+        readable(3),
+        Action::Rx { max_payload: 100 },
+        Action::Rx { max_payload: 1 },
+        Action::Reset,
+        Action::ConnectFails(false),
+        guest(OP_REQUEST, 1, 0, 0),
+        rx,
+    ]);
+    write("vsock_packet", "pressure", &vsock::encode(&pressure));
+}
+
+fn main() {
+    frame_seeds();
+    handshake_seeds();
+    fatbin_seeds();
+    dispatch_seeds();
+    vsock_seeds();
+    println!("seeds written to {}/corpus", env!("CARGO_MANIFEST_DIR"));
+}
