@@ -6,6 +6,7 @@
 use std::io::Write;
 
 use vmcuda_host::executor::host_memory::HostMemoryExecutor;
+use vmcuda_host::policy::{Caller, Policy};
 use vmcuda_host::session::Session;
 use vmcuda_host::worker;
 use vmcuda_wire::frame::{self, FrameError, FrameHeader, FLAG_NO_REPLY};
@@ -20,9 +21,19 @@ pub const FUZZ_DEVICE_MEMORY: u64 = 64 << 20;
 /// replies to `out`. The only place the targets build a session: adapt it here when
 /// `Session::new` or `worker::serve` change.
 pub fn serve_host_memory(input: &[u8], out: &mut impl Write) -> Result<(), FrameError> {
-    let exec = HostMemoryExecutor::new(FUZZ_DEVICE_MEMORY, None).expect("no launch log to open");
-    let mut session = Session::new(Box::new(exec));
-    worker::serve(input, out, None, &mut session, None)
+    // Admitted the way a local program is, with a quota and small limits, so the fuzzer
+    // also reaches the quota, limit and range checks.
+    let open = |hello: &Hello| {
+        let mut grant = Policy::builtin().admit(&Caller::Local { pid: None }, &hello.token)?;
+        grant.memory_quota = Some(FUZZ_DEVICE_MEMORY / 2);
+        grant.max_streams = 16;
+        grant.max_events = 16;
+        grant.max_modules = 4;
+        let exec =
+            HostMemoryExecutor::new(FUZZ_DEVICE_MEMORY, None).expect("no launch log to open");
+        Ok(Session::new(Box::new(exec), grant))
+    };
+    worker::serve(input, out, None, open, None).map(|_ended| ())
 }
 
 /// One whole frame, as a guest sends it.
