@@ -64,26 +64,8 @@ enum Cmd {
         /// The port guests connect to over --vsock and --hybrid-vsock.
         #[arg(long, default_value_t = vmcuda_wire::handshake::WELL_KNOWN_PORT as u32)]
         port: u32,
-        #[arg(long, value_enum, default_value_t = ExecutorChoice::Auto)]
-        executor: ExecutorChoice,
-        /// Host-memory executor: append each recorded kernel launch to this file (JSON lines).
-        #[arg(long)]
-        launch_log: Option<PathBuf>,
-        /// Host-memory executor: device memory size it pretends to have.
-        #[arg(long, default_value_t = host_memory::DEFAULT_MEMORY)]
-        host_memory_bytes: u64,
-        /// Host-memory executor: how many GPUs it pretends the host has.
-        #[arg(long, default_value_t = 1)]
-        host_memory_devices: usize,
-        /// The host configuration (who may connect, which GPUs, quotas). Default:
-        /// /etc/vmcuda/host.toml when it exists, else the built-in default, which
-        /// admits programs on this host and refuses every VM and TCP caller.
-        #[arg(long)]
-        config: Option<PathBuf>,
-        /// Where workers keep what a VM's connections share (its quota ledger) and
-        /// their figures. Default: the configuration's state_dir, else /run/vmcuda.
-        #[arg(long)]
-        state_dir: Option<PathBuf>,
+        #[command(flatten)]
+        workers: WorkerArgs,
         /// Serve Prometheus metrics (per-VM memory, calls, errors, bytes copied, kernels,
         /// call latency) at http://ADDR/metrics, e.g. 127.0.0.1:9731; port 0 picks a free
         /// port (logged). Overrides the configuration's [metrics] listen. Loopback only
@@ -118,22 +100,12 @@ enum Cmd {
     /// Serve one guest connection passed as stdin (started by `serve`).
     #[command(hide = true)]
     Worker {
-        #[arg(long, value_enum)]
-        executor: ExecutorChoice,
+        #[command(flatten)]
+        workers: WorkerArgs,
         #[arg(long, value_enum)]
         transport: TransportKind,
         #[arg(long, default_value_t = 0)]
         connection_id: u64,
-        #[arg(long)]
-        launch_log: Option<PathBuf>,
-        #[arg(long, default_value_t = host_memory::DEFAULT_MEMORY)]
-        host_memory_bytes: u64,
-        #[arg(long, default_value_t = 1)]
-        host_memory_devices: usize,
-        #[arg(long)]
-        config: Option<PathBuf>,
-        #[arg(long)]
-        state_dir: Option<PathBuf>,
         /// Who is calling, as the transport says (local[:PID], vsock:CID, vm:NAME,
         /// tcp:PEER); admission decides on it and the guest's token.
         #[arg(long, value_parser = Caller::from_arg)]
@@ -143,6 +115,47 @@ enum Cmd {
         #[arg(long)]
         tls: bool,
     },
+}
+
+/// What the daemon and each worker it starts are both given: the daemon passes them
+/// on (see `WorkerTemplate::spawn`).
+#[derive(clap::Args)]
+struct WorkerArgs {
+    #[arg(long, value_enum, default_value_t = ExecutorChoice::Auto)]
+    executor: ExecutorChoice,
+    /// Host-memory executor: append each recorded kernel launch to this file (JSON lines).
+    #[arg(long)]
+    launch_log: Option<PathBuf>,
+    /// Host-memory executor: device memory size it pretends to have.
+    #[arg(long, default_value_t = host_memory::DEFAULT_MEMORY)]
+    host_memory_bytes: u64,
+    /// Host-memory executor: how many GPUs it pretends the host has.
+    #[arg(long, default_value_t = 1)]
+    host_memory_devices: usize,
+    /// The host configuration (who may connect, which GPUs, quotas). Default:
+    /// /etc/vmcuda/host.toml when it exists, else the built-in default, which
+    /// admits programs on this host and refuses every VM and TCP caller.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Where workers keep what a VM's connections share (its quota ledger) and
+    /// their figures. Default: the configuration's state_dir, else /run/vmcuda.
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+}
+
+impl WorkerArgs {
+    fn template(self, tls: bool) -> WorkerTemplate {
+        WorkerTemplate {
+            exe: PathBuf::new(),
+            executor: self.executor,
+            launch_log: self.launch_log,
+            host_memory_bytes: self.host_memory_bytes,
+            host_memory_devices: self.host_memory_devices,
+            config: self.config,
+            state_dir: self.state_dir,
+            tls,
+        }
+    }
 }
 
 fn init_logging(writer: Option<File>) {
@@ -174,16 +187,11 @@ fn main() -> ExitCode {
             vsock,
             hybrid_vsock,
             port,
-            executor,
-            launch_log,
-            host_memory_bytes,
-            host_memory_devices,
-            config,
-            state_dir,
+            workers,
             metrics,
         } => {
             init_logging(None);
-            let policy = match Policy::load(config.as_deref()) {
+            let policy = match Policy::load(workers.config.as_deref()) {
                 Ok(p) => p,
                 Err(e) => {
                     error!("{e}");
@@ -199,16 +207,7 @@ fn main() -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             };
-            let template = WorkerTemplate {
-                exe: PathBuf::new(),
-                executor,
-                launch_log,
-                host_memory_bytes,
-                host_memory_devices,
-                config,
-                state_dir,
-                tls: tls.is_some(),
-            };
+            let template = workers.template(tls.is_some());
             let listeners = Listeners {
                 unix,
                 tcp,
@@ -221,29 +220,12 @@ fn main() -> ExitCode {
         }
         Cmd::CheckConfig { config } => check_config(config.as_deref()),
         Cmd::Worker {
-            executor,
+            workers,
             transport,
             connection_id,
-            launch_log,
-            host_memory_bytes,
-            host_memory_devices,
-            config,
-            state_dir,
             caller,
             tls,
-        } => {
-            let template = WorkerTemplate {
-                exe: PathBuf::new(),
-                executor,
-                launch_log,
-                host_memory_bytes,
-                host_memory_devices,
-                config,
-                state_dir,
-                tls,
-            };
-            run_worker(&template, transport, connection_id, caller)
-        }
+        } => run_worker(&workers.template(tls), transport, connection_id, caller),
         Cmd::Status {
             state_dir,
             config,

@@ -146,12 +146,7 @@ fn histogram_matches_calls(text: &str, vm: &str, calls: f64) {
 
 #[test]
 fn per_vm_figures_reach_the_endpoint_and_status_until_the_guests_leave() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let tcp = format!("127.0.0.1:{port}");
+    let tcp = free_tcp_addr();
     let d = Daemon::with_config(
         "metrics",
         Some(&format!(

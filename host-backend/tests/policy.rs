@@ -205,12 +205,7 @@ fn a_refused_guest_is_told_why_and_the_host_logs_it() {
 
 #[test]
 fn tcp_guests_get_in_only_with_the_token_of_a_vm_allowed_on_tcp() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
+    let addr = free_tcp_addr();
     let d = Daemon::with_config(
         "tcp",
         Some(

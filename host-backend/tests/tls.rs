@@ -18,15 +18,6 @@ use common::*;
 
 const TOKEN: &[u8] = b"tls-test-token-0123456789";
 
-fn free_port() -> String {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    format!("127.0.0.1:{port}")
-}
-
 fn config(pki: &TestPki, extra: &str) -> String {
     format!(
         "[tcp]\ntls_cert = \"{}\"\ntls_key = \"{}\"\n{extra}\n\
@@ -62,7 +53,7 @@ fn connect_tls(
 
 #[test]
 fn tls_guests_are_served_and_plain_ones_are_told_to_use_tls() {
-    let addr = free_port();
+    let addr = free_tcp_addr();
     let dir = std::env::temp_dir().join(format!("vmcuda-tls-daemon-{}", std::process::id()));
     let pki = TestPki::new(&dir.join("host"), &["localhost", "127.0.0.1"]);
     let stranger = TestPki::new(&dir.join("stranger"), &["localhost"]);
@@ -132,7 +123,7 @@ fn tls_guests_are_served_and_plain_ones_are_told_to_use_tls() {
 
 #[test]
 fn with_require_tls_off_plain_and_tls_guests_share_the_listener() {
-    let addr = free_port();
+    let addr = free_tcp_addr();
     let dir = std::env::temp_dir().join(format!("vmcuda-tls-optional-{}", std::process::id()));
     let pki = TestPki::new(&dir, &["localhost"]);
     let _d = Daemon::with_config(

@@ -221,3 +221,9 @@ pub fn run_program_with(program: &Path, server: &str, env: &[(&str, &str)]) -> O
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
+
+/// A loopback address with a port nobody listens on now (for a daemon to take).
+pub fn free_tcp_addr() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    listener.local_addr().expect("its address").to_string()
+}

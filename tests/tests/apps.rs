@@ -8,7 +8,9 @@
 use std::collections::HashSet;
 use std::process::Command;
 
-use vmcuda_tests::{apps_dir, guest_lib_dir, run_program, run_program_with, text, Daemon};
+use vmcuda_tests::{
+    apps_dir, free_tcp_addr, guest_lib_dir, run_program, run_program_with, text, Daemon,
+};
 
 const APPS: &[&str] = &[
     "device_assert",
@@ -259,12 +261,7 @@ fn pinned_memory_is_shared_with_a_same_host_backend() {
 #[test]
 #[ignore = "needs the linked guest library and nvcc-built apps: run tests/run.sh"]
 fn tcp_transport_runs_programs_and_falls_back_from_shared_memory() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
+    let addr = free_tcp_addr();
     let _daemon = Daemon::start_with_config(
         "tcp",
         Some(&format!(
@@ -339,12 +336,7 @@ const TCP_TOKEN: &str = "apps-test-token-0123456789";
 #[ignore = "needs the linked guest library and nvcc-built apps: run tests/run.sh"]
 fn tls_transport_runs_programs_and_refuses_untrusted_hosts_and_plain_guests() {
     use vmcuda_wire::tls::testing::TestPki;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
+    let addr = free_tcp_addr();
     let dir = std::env::temp_dir().join(format!("vmcuda-apps-tls-{}", std::process::id()));
     // The host's certificate names "gpuhost.test" and 127.0.0.1; a stranger's CA
     // signed nothing of it.

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
 
-use vmcuda_tests::{apps_dir, host_bin, root, run_program_with, text, Daemon};
+use vmcuda_tests::{apps_dir, free_tcp_addr, host_bin, root, run_program_with, text, Daemon};
 
 fn vm_dir() -> PathBuf {
     std::env::var_os("VMCUDA_VM_DIR").map_or_else(|| root().join("build/vm"), PathBuf::from)
@@ -103,12 +103,7 @@ fn guest_runs_with(mode: &str, apps: &[&str], setup: &Setup, tag: &str) -> (Runs
 const REFERENCE_TOKEN: &str = "reference-run-token-0123";
 
 fn host_runs(apps: &[&str]) -> Runs {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
+    let addr = free_tcp_addr();
     let _daemon = Daemon::start_with_config(
         "vmref",
         Some(&format!(

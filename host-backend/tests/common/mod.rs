@@ -135,3 +135,9 @@ pub fn still_serves(d: &Daemon) {
     let a: Allocated = postcard::from_bytes(&meta).unwrap();
     assert_ne!(a.ptr, 0);
 }
+
+/// A loopback address with a port nobody listens on now (for a daemon to take).
+pub fn free_tcp_addr() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    listener.local_addr().expect("its address").to_string()
+}
