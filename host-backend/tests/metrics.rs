@@ -17,16 +17,6 @@ use common::*;
 const TINY: &[u8] = include_bytes!("../../wire/testdata/tiny.fatbin");
 const TOKEN: &str = "metrics-test-token-0123456789";
 
-fn call<R: serde::Serialize>(
-    s: &mut (impl Read + Write),
-    op: Op,
-    req: &R,
-    data: &[u8],
-) -> (CudaStatus, Vec<u8>, Vec<u8>) {
-    send(s, op, req, data);
-    reply(s)
-}
-
 fn ok<R: serde::Serialize>(s: &mut (impl Read + Write), op: Op, req: &R, data: &[u8]) -> Vec<u8> {
     let (status, meta, _) = call(s, op, req, data);
     assert_eq!(status, CudaStatus::Success, "{op:?}");
@@ -43,21 +33,6 @@ fn htod(dst: u64) -> MemcpyHtoD {
         dst,
         stream: StreamHandle::LEGACY,
         is_async: false,
-    }
-}
-
-/// A TCP connection to the daemon, once it listens.
-fn connect_tcp(addr: &str) -> TcpStream {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        match TcpStream::connect(addr) {
-            Ok(s) => {
-                s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-                return s;
-            }
-            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => panic!("{e}"),
-        }
     }
 }
 

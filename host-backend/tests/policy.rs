@@ -16,16 +16,6 @@ fn decode<T: serde::de::DeserializeOwned>(meta: &[u8]) -> T {
     postcard::from_bytes(meta).unwrap()
 }
 
-fn call<R: serde::Serialize>(
-    s: &mut std::os::unix::net::UnixStream,
-    op: Op,
-    req: &R,
-    data: &[u8],
-) -> (CudaStatus, Vec<u8>, Vec<u8>) {
-    send(s, op, req, data);
-    reply(s)
-}
-
 #[test]
 fn quotas_limits_and_visible_gpus_follow_the_configuration() {
     let d = Daemon::with_config(

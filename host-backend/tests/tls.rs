@@ -3,10 +3,9 @@
 //! connection, and unusable certificates stop the daemon at start.
 
 use std::io::Write;
-use std::net::TcpStream;
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use vmcuda_wire::op::*;
 use vmcuda_wire::tls::testing::TestPki;
@@ -28,21 +27,6 @@ fn config(pki: &TestPki, extra: &str) -> String {
     )
 }
 
-/// A plain TCP connection, once the daemon listens.
-fn connect_plain(addr: &str) -> TcpStream {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        match TcpStream::connect(addr) {
-            Ok(s) => {
-                s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-                return s;
-            }
-            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => panic!("daemon never listened on {addr}: {e}"),
-        }
-    }
-}
-
 fn connect_tls(
     addr: &str,
     ca: &Path,
@@ -58,7 +42,7 @@ fn tls_guests_are_served_and_plain_ones_are_told_to_use_tls() {
     let pki = TestPki::new(&dir.join("host"), &["localhost", "127.0.0.1"]);
     let stranger = TestPki::new(&dir.join("stranger"), &["localhost"]);
     let d = Daemon::with_config("tls", Some(&config(&pki, "")), &["--tcp", &addr]);
-    drop(connect_plain(&addr));
+    drop(connect_tcp(&addr));
 
     let served = || {
         let mut s = connect_tls(&addr, &pki.ca, "localhost").unwrap();
@@ -76,7 +60,7 @@ fn tls_guests_are_served_and_plain_ones_are_told_to_use_tls() {
     assert!(String::from_utf8_lossy(&reason).contains("need a token"));
 
     // A plain-TCP guest is told what to do instead, and let go.
-    let mut plain = connect_plain(&addr);
+    let mut plain = connect_tcp(&addr);
     let (status, _, reason) = hello_with(&mut plain, TOKEN);
     assert_eq!(status, CudaStatus::ErrorNotPermitted);
     let reason = String::from_utf8(reason).unwrap();
@@ -93,11 +77,11 @@ fn tls_guests_are_served_and_plain_ones_are_told_to_use_tls() {
     assert!(e.to_string().contains("not valid for name"), "{e}");
 
     // Not a guest at all, and a peer that leaves at once.
-    let mut junk = connect_plain(&addr);
+    let mut junk = connect_tcp(&addr);
     junk.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\nAccept: */*\r\n\r\n")
         .unwrap();
     assert!(closed(&mut junk));
-    drop(connect_plain(&addr));
+    drop(connect_tcp(&addr));
 
     // None of that touched the daemon or other guests.
     served();
@@ -131,7 +115,7 @@ fn with_require_tls_off_plain_and_tls_guests_share_the_listener() {
         Some(&config(&pki, "require_tls = false")),
         &["--tcp", &addr],
     );
-    let mut plain = connect_plain(&addr);
+    let mut plain = connect_tcp(&addr);
     assert_eq!(hello_with(&mut plain, TOKEN).0, CudaStatus::Success);
     let mut s = connect_tls(&addr, &pki.ca, "localhost").unwrap();
     assert_eq!(hello_with(&mut s, TOKEN).0, CudaStatus::Success);

@@ -227,3 +227,15 @@ pub fn free_tcp_addr() -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
     listener.local_addr().expect("its address").to_string()
 }
+
+/// A package: `$VAR`, else its default name in build/pkg.
+pub fn package(var: &str, file: &str) -> PathBuf {
+    let path =
+        std::env::var_os(var).map_or_else(|| root().join("build/pkg").join(file), PathBuf::from);
+    assert!(
+        path.exists(),
+        "{} not found (set {var} or run tests/run.sh, which builds the packages)",
+        path.display()
+    );
+    path
+}

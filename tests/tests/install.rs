@@ -3,22 +3,9 @@
 //! by `tests/install/packages.sh`, which prints one `ok`/`not ok` line per check. The
 //! guest package inside a QEMU guest is in `vm.rs`.
 
-use std::path::PathBuf;
 use std::process::Command;
 
-use vmcuda_tests::{apps_dir, root};
-
-/// A package: `$VAR`, else its default name in build/pkg.
-fn package(var: &str, file: &str) -> PathBuf {
-    let path =
-        std::env::var_os(var).map_or_else(|| root().join("build/pkg").join(file), PathBuf::from);
-    assert!(
-        path.exists(),
-        "{} not found (set {var} or run tests/run.sh, which builds the packages)",
-        path.display()
-    );
-    path
-}
+use vmcuda_tests::{apps_dir, package, root};
 
 #[test]
 #[ignore = "needs root and the built packages: run tests/run.sh"]

@@ -12,7 +12,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
 
-use vmcuda_tests::{apps_dir, free_tcp_addr, host_bin, root, run_program_with, text, Daemon};
+use vmcuda_tests::{
+    apps_dir, free_tcp_addr, host_bin, package, root, run_program_with, text, Daemon,
+};
 
 fn vm_dir() -> PathBuf {
     std::env::var_os("VMCUDA_VM_DIR").map_or_else(|| root().join("build/vm"), PathBuf::from)
@@ -202,18 +204,6 @@ fn the_af_vsock_listener_serves_guests_and_knows_their_cid() {
         apps.len(),
         "{log}"
     );
-}
-
-/// A package: `$VAR`, else its default name in build/pkg.
-fn package(var: &str, file: &str) -> PathBuf {
-    let path =
-        std::env::var_os(var).map_or_else(|| root().join("build/pkg").join(file), PathBuf::from);
-    assert!(
-        path.exists(),
-        "{} not found (set {var} or run tests/run.sh, which builds the packages)",
-        path.display()
-    );
-    path
 }
 
 #[test]

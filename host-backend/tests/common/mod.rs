@@ -3,6 +3,7 @@
 #![allow(dead_code)] // each test file uses its own part of it
 
 use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -140,4 +141,30 @@ pub fn still_serves(d: &Daemon) {
 pub fn free_tcp_addr() -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
     listener.local_addr().expect("its address").to_string()
+}
+
+/// A TCP connection to the daemon, once it listens.
+pub fn connect_tcp(addr: &str) -> TcpStream {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match TcpStream::connect(addr) {
+            Ok(s) => {
+                s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+                return s;
+            }
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => panic!("daemon never listened on {addr}: {e}"),
+        }
+    }
+}
+
+/// Send a request and read its reply: (status, meta, data).
+pub fn call<R: serde::Serialize>(
+    s: &mut (impl Read + Write),
+    op: Op,
+    req: &R,
+    data: &[u8],
+) -> (CudaStatus, Vec<u8>, Vec<u8>) {
+    send(s, op, req, data);
+    reply(s)
 }
