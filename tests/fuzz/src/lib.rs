@@ -1,7 +1,8 @@
 //! What the fuzz targets share with each other and with the seed generator
 //! (`examples/seeds.rs`): how a host session is set up, and the two structured input
 //! formats. Each format has its encoder next to its decoder, so seeds and targets
-//! cannot drift apart.
+//! cannot drift apart (`cargo test --manifest-path tests/fuzz/Cargo.toml --lib` checks
+//! that they round-trip).
 
 use std::io::Write;
 
