@@ -132,10 +132,15 @@ impl Ledger {
             .filter(|e| e.pid == self.pid || alive(e.pid))
             .collect();
         let result = f(&mut entries)?;
-        let text: String = entries
+        let new_text: String = entries
             .iter()
             .map(|e| format!("{} {}\n", e.pid, e.bytes))
             .collect();
+        // A look that changed nothing (a total, a refused charge) writes nothing.
+        if new_text == text {
+            return Ok(result);
+        }
+        let text = new_text;
         file.seek(SeekFrom::Start(0)).map_err(io)?;
         file.set_len(0).map_err(io)?;
         file.write_all(text.as_bytes()).map_err(io)?;

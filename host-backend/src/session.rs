@@ -435,22 +435,40 @@ impl Session {
         Err(CudaStatus::ErrorMemoryAllocation)
     }
 
-    /// A fresh device allocation: zeroed, so nothing another guest left in that memory
-    /// can be read, then counted as the guest's.
-    fn adopt_allocation(&mut self, ptr: DevicePtr, bytes: u64) -> Result<(), CudaStatus> {
+    /// Make a device allocation of at least `reserved` bytes with `alloc`, which
+    /// returns the pointer and the bytes it really took. The quota is taken before the
+    /// driver is asked, so a guest over it never holds the memory even for a moment, and
+    /// given back if anything fails. The memory is zeroed, so nothing another guest left
+    /// in it can be read, then counted as the guest's.
+    fn allocate(
+        &mut self,
+        reserved: u64,
+        alloc: impl FnOnce(&mut dyn Executor) -> Result<(DevicePtr, u64), CudaStatus>,
+    ) -> Result<DevicePtr, CudaStatus> {
+        self.charge(reserved)?;
+        let (ptr, bytes) = match alloc(self.exec.as_mut()) {
+            Ok(made) => made,
+            Err(e) => {
+                self.refund(reserved);
+                return Err(e);
+            }
+        };
         if ptr == 0 {
-            return Ok(());
+            self.refund(reserved);
+            return Ok(0);
         }
+        let extra = bytes.saturating_sub(reserved);
         if let Err(e) = self
-            .charge(bytes)
+            .charge(extra)
             .and_then(|()| self.exec.zero_fill(ptr, bytes))
         {
             let _ = self.exec.free(ptr);
+            self.refund(reserved);
             return Err(e);
         }
         self.allocations.insert(ptr, bytes);
         self.set_device_bytes(self.device_bytes.saturating_add(bytes));
-        Ok(())
+        Ok(ptr)
     }
 
     /// Make the guest thread's device current; every op but the handshake runs under it.
@@ -635,11 +653,8 @@ impl Handler for Session {
     }
 
     fn mem_alloc(&mut self, _: &CallContext, req: MemAlloc, _: &[u8]) -> HandlerResult<Allocated> {
-        // Checked before the driver is asked, so a guest over its quota never
-        // takes the memory even for a moment.
-        self.within_quota(req.size)?;
-        let ptr = self.exec.alloc(req.size)?;
-        self.adopt_allocation(ptr, req.size)?;
+        let size = req.size;
+        let ptr = self.allocate(size, |exec| Ok((exec.alloc(size)?, size)))?;
         Ok((Allocated { ptr }, Vec::new()))
     }
     fn mem_free(&mut self, _: &CallContext, req: MemFree, _: &[u8]) -> HandlerResult<()> {
@@ -662,12 +677,19 @@ impl Handler for Session {
         req: MemAllocPitch,
         _: &[u8],
     ) -> HandlerResult<AllocatedPitch> {
-        self.within_quota(req.width.saturating_mul(req.height))?;
-        let (ptr, pitch) = self.exec.alloc_pitch(req.width, req.height)?;
-        let bytes = pitch
-            .checked_mul(req.height)
-            .ok_or(CudaStatus::ErrorMemoryAllocation)?;
-        self.adopt_allocation(ptr, bytes)?;
+        let (width, height) = (req.width, req.height);
+        let mut pitch = 0;
+        let ptr = self.allocate(width.saturating_mul(height), |exec| {
+            let (ptr, p) = exec.alloc_pitch(width, height)?;
+            pitch = p;
+            match p.checked_mul(height) {
+                Some(bytes) => Ok((ptr, bytes)),
+                None => {
+                    let _ = exec.free(ptr);
+                    Err(CudaStatus::ErrorMemoryAllocation)
+                }
+            }
+        })?;
         Ok((AllocatedPitch { ptr, pitch }, Vec::new()))
     }
     fn memcpy_htod(&mut self, _: &CallContext, req: MemcpyHtoD, data: &[u8]) -> HandlerResult<()> {
