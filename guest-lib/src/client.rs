@@ -378,6 +378,45 @@ impl Client {
         }
     }
 
+    /// `n` requests of one kind, each sent up to `depth` ahead of its reply, all under
+    /// one hold of the connection: `prepare(i)` makes request `i` just before it goes
+    /// (filling its staging slot, say) and `finish(i)` runs once its reply is in (and
+    /// may empty the slot), so the host works on one request while the guest prepares
+    /// or finishes another. Every reply is read; returns the first failure.
+    pub fn pipeline<R: Request<Reply = ()>>(
+        &self,
+        device: i32,
+        n: usize,
+        depth: usize,
+        mut prepare: impl FnMut(usize) -> R,
+        mut finish: impl FnMut(usize),
+    ) -> Result<(), CudaStatus> {
+        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        if conn.broken {
+            return Err(CudaStatus::ErrorDevicesUnavailable);
+        }
+        if let Some(status) = conn.sticky.get(&device) {
+            return Err(*status);
+        }
+        let depth = depth.max(1);
+        let mut result = Ok(());
+        let io = conn.run_pipeline::<R>(device, n, depth, &mut prepare, &mut |i, r| match r {
+            Ok(()) => finish(i),
+            Err(e) => result = result.and(Err(e)),
+        });
+        if let Err(e) = io {
+            conn.broken = true;
+            eprintln!("vmcuda: lost the connection to the vmcuda host ({e}); CUDA calls now fail");
+            return Err(CudaStatus::ErrorDevicesUnavailable);
+        }
+        if let Err(status) = result {
+            if status.is_sticky() {
+                conn.sticky.insert(device, status);
+            }
+        }
+        result
+    }
+
     /// Whether descriptors (and so shared memory) can be passed to this host.
     pub fn can_pass_fds(&self) -> bool {
         matches!(self.addr, ServerAddr::Unix(_))
@@ -497,6 +536,36 @@ impl Connection {
             }
             return Ok(Ok(reply));
         }
+    }
+
+    /// [`Client::pipeline`]'s traffic; the outer error means the connection is lost.
+    fn run_pipeline<R: Request<Reply = ()>>(
+        &mut self,
+        device: i32,
+        n: usize,
+        depth: usize,
+        prepare: &mut dyn FnMut(usize) -> R,
+        done: &mut dyn FnMut(usize, Result<(), CudaStatus>),
+    ) -> Result<(), FrameError> {
+        let first = self.next_id;
+        for i in 0..n {
+            if i >= depth {
+                done(
+                    i - depth,
+                    self.read_reply::<R>(first + (i - depth) as u64, Sink::None)?,
+                );
+            }
+            let req = prepare(i);
+            let meta = postcard::to_stdvec(&req).expect("requests always encode");
+            let header =
+                FrameHeader::new(R::OP.code(), 0, self.next_id, meta.len(), 0).with_device(device);
+            self.next_id += 1;
+            frame::write_frame(&mut self.writer, &header, &meta, &[])?;
+        }
+        for i in n.saturating_sub(depth)..n {
+            done(i, self.read_reply::<R>(first + i as u64, Sink::None)?);
+        }
+        Ok(())
     }
 
     /// Send every request first, then read their replies in order, each reply's data

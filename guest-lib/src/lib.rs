@@ -9,6 +9,7 @@
 //!   guest-made stream and event ids, and the host and device allocations it knows.
 //! - [`gate`]: per-stream ordering of asynchronous host functions.
 //! - [`shared`]: pinned memory shared with a same-host backend (memfds).
+//! - [`staging`]: the shared-memory data path for copies (no bytes on the socket).
 //! - [`caller`]: the only module that dereferences pointers handed in by the program.
 //! - [`api`]: the exported `extern "C"` functions, one file per family; every export
 //!   goes through [`api::guard`], so no panic crosses the C boundary.
@@ -22,6 +23,7 @@ pub mod caller;
 pub mod client;
 pub mod gate;
 pub mod shared;
+pub mod staging;
 pub mod state;
 
 /// `cudaError_t`: kept as a plain integer at the C boundary, since the host may report

@@ -83,6 +83,9 @@ struct SharedMapping {
     len: usize,
     /// Where the device sees it (the same address wherever addressing is unified).
     device_ptr: DevicePtr,
+    /// The guest library's staging area ([`SHARED_STAGING`]): not the program's memory,
+    /// not counted against the quota.
+    staging: bool,
 }
 
 impl SharedMapping {
@@ -127,6 +130,7 @@ impl SharedMapping {
             addr: got,
             len: len as usize,
             device_ptr: addr,
+            staging: false,
         };
         if got.as_ptr() as u64 != addr {
             // Old kernels treat NOREPLACE as a hint; a mapping elsewhere is useless.
@@ -878,19 +882,30 @@ impl Handler for Session {
         if self.shared.contains_key(&req.addr) {
             return Err(CudaStatus::ErrorHostMemoryAlreadyRegistered);
         }
+        let staging = req.flags & SHARED_STAGING != 0;
+        if staging && (req.size > MAX_STAGING_LEN || self.shared.values().any(|m| m.staging)) {
+            warn!(client = %self.client, size = req.size, "refused a second or oversized staging area");
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
         let mut mapping = SharedMapping::map(&fd, req.addr, req.size)?;
-        // Page-locked host memory is counted against the quota like device memory.
-        self.charge(req.size)?;
+        // Page-locked host memory is counted against the quota like device memory; the
+        // library's bounded staging area is the connection's, like the worker's buffers.
+        let charged = if staging { 0 } else { req.size };
+        self.charge(charged)?;
         let device_ptr = match self.exec.host_register(req.addr, req.size) {
             Ok(p) => p,
             Err(e) => {
-                self.refund(req.size);
+                self.refund(charged);
                 return Err(e);
             }
         };
         mapping.device_ptr = device_ptr;
+        mapping.staging = staging;
+        if staging {
+            info!(client = %self.client, bytes = req.size, "copies use the shared-memory data path");
+        }
         self.shared.insert(req.addr, mapping);
-        self.set_shared_bytes(self.shared_bytes.saturating_add(req.size));
+        self.set_shared_bytes(self.shared_bytes.saturating_add(charged));
         Ok((SharedHostMemory { device_ptr }, Vec::new()))
     }
 
@@ -900,15 +915,57 @@ impl Handler for Session {
         req: HostUnregisterShared,
         _: &[u8],
     ) -> HandlerResult<()> {
-        let mapping = self
-            .shared
-            .remove(&req.addr)
-            .ok_or(CudaStatus::ErrorHostMemoryNotRegistered)?;
+        if !self.shared.contains_key(&req.addr) {
+            return Err(CudaStatus::ErrorHostMemoryNotRegistered);
+        }
+        // Copies may still be running on these pages (cudaFreeHost waits for the device
+        // natively): they finish before the pages go. Their errors stay the device's.
+        let _ = self.exec.synchronize();
+        let mapping = self.shared.remove(&req.addr).expect("checked above");
         let r = self.exec.host_unregister(req.addr);
-        self.refund(mapping.len as u64);
-        self.set_shared_bytes(self.shared_bytes.saturating_sub(mapping.len as u64));
+        let charged = if mapping.staging {
+            0
+        } else {
+            mapping.len as u64
+        };
+        self.refund(charged);
+        self.set_shared_bytes(self.shared_bytes.saturating_sub(charged));
         drop(mapping);
         r?;
+        nothing()
+    }
+
+    fn memcpy_shared(&mut self, _: &CallContext, req: MemcpyShared, _: &[u8]) -> HandlerResult<()> {
+        let s = self.stream(req.stream)?;
+        // The host side must be shared guest memory mapped here, the device side the
+        // guest's own memory: a copy naming anything else is never executed.
+        let end = req.host.checked_add(req.size);
+        let mapped = self
+            .shared
+            .range(..=req.host)
+            .next_back()
+            .is_some_and(|(start, m)| end.is_some_and(|end| end <= start + m.len as u64));
+        if !mapped {
+            warn!(client = %self.client, host = format_args!("{:#x}", req.host), size = req.size,
+                "refused a shared-memory copy outside the guest's shared memory");
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        self.check_range(req.device, req.size)?;
+        // Mappings sit at the guest's own address, so its address is ours.
+        self.exec.copy_registered(
+            req.device,
+            req.host,
+            req.size,
+            req.to_device,
+            s,
+            req.is_async,
+        )?;
+        let direction = if req.to_device {
+            Direction::HostToDevice
+        } else {
+            Direction::DeviceToHost
+        };
+        self.stats.copied(direction, req.size);
         nothing()
     }
 
@@ -1142,5 +1199,127 @@ impl Handler for Session {
             },
             Vec::new(),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::executor::host_memory::HostMemoryExecutor;
+
+    const CTX: CallContext = CallContext { device: 0 };
+
+    fn session(quota: Option<u64>) -> Session {
+        let exec = HostMemoryExecutor::new(64 << 20, None).unwrap();
+        let mut grant = Grant::unlimited("test");
+        grant.memory_quota = quota;
+        Session::new(Box::new(exec), grant)
+    }
+
+    /// A memfd of `len` bytes and an address in this process where nothing is mapped
+    /// (the session maps it there, as it would at a guest's address).
+    fn region(len: usize) -> (OwnedFd, u64) {
+        let fd =
+            nix::sys::memfd::memfd_create(c"test", nix::sys::memfd::MFdFlags::empty()).unwrap();
+        nix::unistd::ftruncate(&fd, len as i64).unwrap();
+        let probe = crate::pinned::PageBuffer::new(len).unwrap();
+        let addr = probe.start();
+        drop(probe);
+        (fd, addr)
+    }
+
+    fn register(s: &mut Session, len: usize, flags: u32) -> Result<u64, CudaStatus> {
+        let (fd, addr) = region(len);
+        s.incoming_fds.push_back(fd);
+        let req = HostRegisterShared {
+            addr,
+            size: len as u64,
+            flags,
+        };
+        s.host_register_shared(&CTX, req, &[]).map(|_| addr)
+    }
+
+    fn copy(
+        s: &mut Session,
+        device: u64,
+        host: u64,
+        size: u64,
+        to_device: bool,
+    ) -> HandlerResult<()> {
+        let req = MemcpyShared {
+            device,
+            host,
+            size,
+            to_device,
+            stream: StreamHandle::LEGACY,
+            is_async: false,
+        };
+        s.memcpy_shared(&CTX, req, &[])
+    }
+
+    #[test]
+    fn shared_copies_move_bytes_without_the_socket_and_stay_inside_the_guest() {
+        let mut s = session(Some(1 << 20));
+        let staging = register(&mut s, 1 << 20, SHARED_STAGING).unwrap();
+        // The staging area is not the program's memory: the quota is untouched.
+        assert_eq!(
+            s.mem_get_info(&CTX, MemGetInfo, &[]).unwrap().0.free,
+            1 << 20
+        );
+        let dev = s
+            .mem_alloc(&CTX, MemAlloc { size: 8192 }, &[])
+            .unwrap()
+            .0
+            .ptr;
+        // SAFETY: the session mapped the staging memfd at `staging`, 1 MiB long.
+        let area = unsafe { std::slice::from_raw_parts_mut(staging as *mut u8, 1 << 20) };
+        for (i, b) in area[..8192].iter_mut().enumerate() {
+            *b = (i * 31 % 251) as u8;
+        }
+        copy(&mut s, dev, staging, 8192, true).unwrap();
+        copy(&mut s, dev + 4096, staging + 100_000, 4096, false).unwrap();
+        assert!(area[100_000..104_096]
+            .iter()
+            .enumerate()
+            .all(|(i, b)| *b == ((i + 4096) * 31 % 251) as u8));
+
+        // Outside the shared memory, outside the allocation, or overflowing: refused.
+        let refused = CudaStatus::ErrorInvalidValue;
+        assert_eq!(
+            copy(&mut s, dev, staging + (1 << 20) - 10, 20, true).unwrap_err(),
+            refused
+        );
+        assert_eq!(
+            copy(&mut s, dev, area.as_ptr() as u64 - 4096, 16, true).unwrap_err(),
+            refused
+        );
+        assert_eq!(
+            copy(&mut s, dev + 8000, staging, 400, false).unwrap_err(),
+            refused
+        );
+        assert_eq!(
+            copy(&mut s, dev, u64::MAX - 8, 16, true).unwrap_err(),
+            refused
+        );
+
+        // One staging area per connection, and never an oversized one.
+        assert_eq!(register(&mut s, 4096, SHARED_STAGING).unwrap_err(), refused);
+        let mut t = session(None);
+        let huge = (MAX_STAGING_LEN + 4096) as usize;
+        assert_eq!(register(&mut t, huge, SHARED_STAGING).unwrap_err(), refused);
+        // Program memory shared the same way is charged.
+        let pinned = register(&mut s, 256 << 10, 0).unwrap();
+        assert_eq!(
+            s.mem_get_info(&CTX, MemGetInfo, &[]).unwrap().0.free,
+            (1 << 20) - 8192 - (256 << 10)
+        );
+        let unregister = HostUnregisterShared { addr: pinned };
+        s.host_unregister_shared(&CTX, unregister, &[]).unwrap();
+        let unregister = HostUnregisterShared { addr: staging };
+        s.host_unregister_shared(&CTX, unregister, &[]).unwrap();
+        assert_eq!(
+            s.mem_get_info(&CTX, MemGetInfo, &[]).unwrap().0.free,
+            (1 << 20) - 8192
+        );
     }
 }

@@ -176,6 +176,7 @@ op_table! {
     0x020C PointerGetAttributes => pointer_get_attributes(PointerGetAttributes) -> PointerAttributes, Sync;
     0x020D HostRegisterShared => host_register_shared(HostRegisterShared) -> SharedHostMemory, Sync;
     0x020E HostUnregisterShared => host_unregister_shared(HostUnregisterShared) -> (), Sync;
+    0x020F MemcpyShared => memcpy_shared(MemcpyShared) -> (), Async;
 
     0x0300 ModuleLoad => module_load(ModuleLoad) -> ModuleLoaded, Sync;
     0x0301 ModuleGetFunction => module_get_function(ModuleGetFunction) -> FunctionInfo, Sync;
@@ -467,6 +468,27 @@ pub struct SharedHostMemory {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct HostUnregisterShared {
     pub addr: u64,
+}
+/// `HostRegisterShared` flag (outside CUDA's flag bits): the region is the guest
+/// library's own staging area for pageable copies, not memory the program asked for.
+/// The host takes one per connection, of at most [`MAX_STAGING_LEN`] bytes, and does not
+/// count it against the quota (like its own receive buffers).
+pub const SHARED_STAGING: u32 = 1 << 31;
+pub const MAX_STAGING_LEN: u64 = 256 << 20;
+
+/// A copy between device memory and guest memory the host has mapped (shared pinned
+/// memory, or the staging area): the DMA engine reads or writes the guest's pages, and
+/// no byte travels on the socket. `host` is the guest's address, inside one region
+/// registered with `HostRegisterShared`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct MemcpyShared {
+    pub device: DevicePtr,
+    pub host: u64,
+    pub size: u64,
+    pub to_device: bool,
+    pub stream: StreamHandle,
+    /// Left running on the stream (`cudaMemcpyAsync`); otherwise done before the reply.
+    pub is_async: bool,
 }
 
 // ---- modules and kernels ----

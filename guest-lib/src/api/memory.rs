@@ -8,7 +8,8 @@ use std::ffi::c_void;
 
 use vmcuda_wire::op::{
     MemAlloc, MemAllocPitch, MemFree, Memcpy2DDtoD, Memcpy2DDtoH, Memcpy2DHtoD, MemcpyDtoD,
-    MemcpyDtoH, MemcpyHtoD, MemcpyPeer, Memset, Memset2D, StreamHandle,
+    MemcpyDtoH, MemcpyHtoD, MemcpyPeer, MemcpyShared, Memset, Memset2D, StreamHandle,
+    StreamSynchronize,
 };
 use vmcuda_wire::CudaStatus;
 
@@ -17,6 +18,7 @@ use super::{call, call_with, guard, stream_handle, RawHandle, Result};
 use crate::client::{self, Sink, CHUNK};
 use crate::gate;
 use crate::shared;
+use crate::staging;
 use crate::state::{self, registry, HostMemoryKind, HostRange};
 use crate::{caller, cudaError_t};
 
@@ -96,7 +98,19 @@ fn memcpy_now(
         return Ok(());
     }
     match kind {
-        H2H => caller::copy_host(dst as *mut u8, src as *const u8, count),
+        H2H => {
+            settle_posted_reads(stream)?;
+            caller::copy_host(dst as *mut u8, src as *const u8, count)
+        }
+        H2D if staging::pinned_region(src, count) => {
+            shared_copy(dst as u64, src as u64, count, true, stream, is_async)
+        }
+        H2D if count >= staging::MIN_STAGED && staging::staging().is_some() => {
+            let data = caller::bytes(src as *const u8, count)?;
+            staging::staging()
+                .expect("checked above")
+                .to_device(dst as u64, data, stream)
+        }
         H2D => {
             let data = caller::bytes(src as *const u8, count)?;
             // The bytes travel with the requests, so a copy into memory this process
@@ -118,6 +132,15 @@ fn memcpy_now(
                 }
             }
             Ok(())
+        }
+        D2H if staging::pinned_region(dst, count) => {
+            shared_copy(src as u64, dst as u64, count, false, stream, is_async)
+        }
+        D2H if count >= staging::MIN_STAGED && staging::staging().is_some() => {
+            let out = caller::bytes_mut(dst as *mut u8, count)?;
+            staging::staging()
+                .expect("checked above")
+                .to_host(out, src as u64, stream)
         }
         D2H => {
             let out = caller::bytes_mut(dst as *mut u8, count)?;
@@ -144,6 +167,48 @@ fn memcpy_now(
             stream,
             is_async,
         }),
+    }
+}
+
+/// Set once a device-to-host copy into shared pinned memory has been posted: the GPU
+/// may still be writing host memory the program can see.
+static POSTED_READS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// A host-to-host copy runs in the guest, but in stream order: when a posted copy may
+/// still be writing pinned memory, the stream is waited for first.
+fn settle_posted_reads(stream: StreamHandle) -> Result<()> {
+    if POSTED_READS.load(std::sync::atomic::Ordering::Relaxed) {
+        call(&StreamSynchronize { stream })?;
+    }
+    Ok(())
+}
+
+/// A copy between device memory and pinned memory the host shares: one request, no
+/// bytes on the socket. Asynchronous copies into this process's own allocations are
+/// posted (the GPU works on them while the program runs on, as natively); the rest wait.
+fn shared_copy(
+    device: u64,
+    host: u64,
+    count: usize,
+    to_device: bool,
+    stream: StreamHandle,
+    is_async: bool,
+) -> Result<()> {
+    let req = MemcpyShared {
+        device,
+        host,
+        size: count as u64,
+        to_device,
+        stream,
+        is_async,
+    };
+    if is_async && can_post(stream, device as usize, count) {
+        if !to_device {
+            POSTED_READS.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        super::post(&req, &[])
+    } else {
+        call(&req)
     }
 }
 
@@ -188,12 +253,14 @@ fn memcpy_2d_now(
     // Rows travel packed; at most CHUNK bytes per request.
     let rows_per_chunk = (CHUNK / width).max(1);
     match kind {
-        H2H => (0..height).try_for_each(|r| {
-            caller::copy_host(
-                (dst + r * dpitch) as *mut u8,
-                (src + r * spitch) as *const u8,
-                width,
-            )
+        H2H => settle_posted_reads(stream).and_then(|()| {
+            (0..height).try_for_each(|r| {
+                caller::copy_host(
+                    (dst + r * dpitch) as *mut u8,
+                    (src + r * spitch) as *const u8,
+                    width,
+                )
+            })
         }),
         H2D => {
             let mut first = 0;

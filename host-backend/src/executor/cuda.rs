@@ -1442,6 +1442,42 @@ impl Executor for CudaExecutor {
         check(unsafe { sys::cuMemHostUnregister(ptr as *mut c_void) })
     }
 
+    fn copy_registered(
+        &mut self,
+        device: DevicePtr,
+        host: u64,
+        size: u64,
+        to_device: bool,
+        stream: ExecStream,
+        is_async: bool,
+    ) -> ExecResult<()> {
+        self.bind()?;
+        let s = self.stream(stream)?;
+        if size == 0 {
+            return Ok(());
+        }
+        let len = to_usize(size)?;
+        check_range(device, len)?;
+        let host = host as *mut c_void;
+        // SAFETY: the session checked that `[host, host + len)` lies inside one range it
+        // mapped and registered with the driver (host_register), which stays mapped and
+        // registered until host_unregister, and that `[device, device + len)` is the
+        // guest's own memory. Guest memory changing under the DMA is the guest's race,
+        // as with native pinned memory; it cannot touch this process's own memory.
+        check(unsafe {
+            if to_device {
+                sys::cuMemcpyHtoDAsync_v2(device, host, len, s)
+            } else {
+                sys::cuMemcpyDtoHAsync_v2(host, device, len, s)
+            }
+        })?;
+        if is_async {
+            return Ok(());
+        }
+        // SAFETY: `s` is a checked stream of this executor or a default stream.
+        check(unsafe { sys::cuStreamSynchronize(s) })
+    }
+
     fn pointer_attributes(&mut self, ptr: DevicePtr) -> ExecResult<PointerAttributes> {
         self.bind()?;
         let mut memory_type: c_uint = 0;

@@ -690,6 +690,42 @@ impl Executor for HostMemoryExecutor {
         }
         Ok(())
     }
+    fn copy_registered(
+        &mut self,
+        device: DevicePtr,
+        host: u64,
+        size: u64,
+        to_device: bool,
+        stream: ExecStream,
+        _is_async: bool,
+    ) -> ExecResult<()> {
+        self.check_stream(stream)?;
+        let end = host
+            .checked_add(size)
+            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        if !self
+            .host_registered
+            .iter()
+            .any(|(p, s)| host >= *p && end <= p + s)
+        {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let len = usize::try_from(size).map_err(|_| CudaStatus::ErrorInvalidValue)?;
+        let host = host as *mut u8;
+        if to_device {
+            let dst = self.slice_mut(device, size)?;
+            // SAFETY: `[host, host + len)` lies inside a range registered with this
+            // executor, which the session keeps mapped until host_unregister; it is
+            // shared guest memory, never this executor's own (`dst`), so they do not
+            // overlap. Like a DMA engine, this reads whatever the guest has there now.
+            unsafe { std::ptr::copy_nonoverlapping(host, dst.as_mut_ptr(), len) };
+        } else {
+            let src = self.slice(device, size)?;
+            // SAFETY: as above, writing the guest's shared pages.
+            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), host, len) };
+        }
+        Ok(())
+    }
 
     fn load_module(&mut self, image: &[u8]) -> ExecResult<ExecModule> {
         // Parse now so a broken image fails here, as cuLibraryLoadData would.

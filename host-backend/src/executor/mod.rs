@@ -164,6 +164,20 @@ pub trait Executor {
     /// mapped at the guest's address) and map it for the GPU; returns its device pointer.
     fn host_register(&mut self, ptr: u64, size: u64) -> ExecResult<DevicePtr>;
     fn host_unregister(&mut self, ptr: u64) -> ExecResult<()>;
+    /// Copy between device memory and `[host, host + size)` of this process, which lies
+    /// inside one range registered with [`Executor::host_register`] (the caller checks):
+    /// the DMA engine reads or writes those pages directly. An asynchronous copy is left
+    /// running on `stream`; a synchronous one is complete on return.
+    #[allow(clippy::too_many_arguments)]
+    fn copy_registered(
+        &mut self,
+        device: DevicePtr,
+        host: u64,
+        size: u64,
+        to_device: bool,
+        stream: ExecStream,
+        is_async: bool,
+    ) -> ExecResult<()>;
 
     /// Load a fatbinary (raw containers). Loading the same bytes twice may return the
     /// same module.

@@ -1,0 +1,212 @@
+//! The shared-memory data path for copies.
+//!
+//! Where the host can map this process's memory (a same-host backend on a Unix socket,
+//! see [`crate::shared`]), no copy needs to put its bytes on the socket:
+//! - pinned memory (`cudaMallocHost`, `cudaHostAlloc`, `cudaHostRegister`) is already
+//!   shared and registered with the GPU, so a copy names its address and the GPU's DMA
+//!   engine reads or writes those pages directly ([`pinned_region`]);
+//! - pageable memory goes through a staging area, one memfd of [`slots`] slots, shared
+//!   and registered the same way: the guest fills slot `i + 1` while the GPU copies slot
+//!   `i`, as the driver's own pipelined staging does natively.
+//!
+//! Where memory cannot be shared (TCP, vsock), or `VMCUDA_SHARED_MEMORY=0`, copies use
+//! the socket as before; `VMCUDA_VERBOSE` says which path a process got.
+
+use std::sync::OnceLock;
+
+use vmcuda_wire::op::{MemcpyShared, StreamHandle, SHARED_STAGING};
+use vmcuda_wire::CudaStatus;
+
+use crate::{client, shared, state};
+
+/// Pageable copies smaller than this use the socket: they cost one round trip either
+/// way, and a small asynchronous copy can be posted with its bytes without waiting.
+pub const MIN_STAGED: usize = 256 << 10;
+
+/// The staging area: `slots` slots of `slot` bytes from `start`.
+#[derive(Debug)]
+pub struct Staging {
+    start: usize,
+    slot: usize,
+    slots: usize,
+}
+
+fn env_bytes(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|v| *v > 0)
+        .unwrap_or(default)
+}
+
+/// The process's staging area, made on first use; `None` when memory cannot be
+/// shared with this host (said once under `VMCUDA_VERBOSE`).
+pub fn staging() -> Option<&'static Staging> {
+    static STAGING: OnceLock<Option<Staging>> = OnceLock::new();
+    STAGING
+        .get_or_init(|| {
+            // Slot size and count: 4 x 4 MiB by default (rCUDA found 0.5-2 MiB chunks
+            // best over a network; here the socket carries no bytes, so larger slots
+            // spend fewer round trips). Tunable for measurement.
+            let slot = env_bytes("VMCUDA_STAGING_SLOT", 4 << 20).next_multiple_of(shared::PAGE);
+            let slots = env_bytes("VMCUDA_STAGING_SLOTS", 4).clamp(2, 64);
+            let len = (slot * slots) as u64;
+            let made = (std::env::var("VMCUDA_STAGING").map_or(true, |v| v != "0")
+                && len <= vmcuda_wire::op::MAX_STAGING_LEN)
+                .then(|| shared::alloc(slot * slots, SHARED_STAGING))
+                .flatten();
+            let verbose = std::env::var_os("VMCUDA_VERBOSE").is_some();
+            match made {
+                Some((start, _)) => {
+                    if verbose {
+                        eprintln!(
+                            "vmcuda: copies use the shared-memory data path ({slots} x {} KiB staging)",
+                            slot >> 10
+                        );
+                    }
+                    Some(Staging { start, slot, slots })
+                }
+                None => {
+                    if verbose {
+                        eprintln!(
+                            "vmcuda: memory cannot be shared with this host; copies go over the socket"
+                        );
+                    }
+                    None
+                }
+            }
+        })
+        .as_ref()
+}
+
+/// The shared region holding all of `[ptr, ptr + len)`, when the program's pinned
+/// memory there is shared with the host: its bytes need not travel.
+pub fn pinned_region(ptr: usize, len: usize) -> bool {
+    state::registry()
+        .host_range(ptr)
+        .is_some_and(|(_, r)| r.shared.is_some_and(|s| ptr + len <= s.start + s.len))
+}
+
+/// How many threads copy a large slot (`VMCUDA_COPY_THREADS`, default up to 4): one
+/// core's memcpy is slower than the GPU's DMA engine.
+fn copy_threads() -> usize {
+    static THREADS: OnceLock<usize> = OnceLock::new();
+    *THREADS.get_or_init(|| {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        env_bytes("VMCUDA_COPY_THREADS", cores.min(4)).min(64)
+    })
+}
+
+/// Copy `src` into `dst` (equal lengths), in parallel when large.
+fn copy(dst: &mut [u8], src: &[u8]) {
+    const PER_THREAD_MIN: usize = 512 << 10;
+    let threads = copy_threads().min(src.len() / PER_THREAD_MIN).max(1);
+    if threads == 1 {
+        dst.copy_from_slice(src);
+        return;
+    }
+    let piece = src.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let mut pieces = dst.chunks_mut(piece).zip(src.chunks(piece));
+        let mine = pieces.next();
+        for (d, s) in pieces {
+            scope.spawn(move || d.copy_from_slice(s));
+        }
+        if let Some((d, s)) = mine {
+            d.copy_from_slice(s);
+        }
+    });
+}
+
+impl Staging {
+    fn slot_addr(&self, i: usize) -> usize {
+        self.start + (i % self.slots) * self.slot
+    }
+
+    /// Slot `i`'s first `len` bytes.
+    ///
+    /// # Safety
+    /// The caller holds the connection (inside `Client::pipeline`), so no other thread
+    /// uses the staging area, and the host is not copying this slot (the reply of the
+    /// request that last named it has come back).
+    unsafe fn slot_mut<'a>(&self, i: usize, len: usize) -> &'a mut [u8] {
+        assert!(len <= self.slot);
+        // SAFETY: the slot is `slot` bytes of the staging mapping, which lives for the
+        // whole process; exclusive use is the caller's promise above.
+        unsafe { std::slice::from_raw_parts_mut(self.slot_addr(i) as *mut u8, len) }
+    }
+
+    /// A pageable host-to-device copy through the staging slots, in stream order on
+    /// `stream`. Complete on return, as pageable copies are natively: the program may
+    /// reuse `src` at once.
+    pub fn to_device(&self, dst: u64, src: &[u8], stream: StreamHandle) -> Result<(), CudaStatus> {
+        let n = src.len().div_ceil(self.slot);
+        client::client()?.pipeline(
+            state::current_device(),
+            n,
+            self.slots,
+            |i| {
+                let part = &src[i * self.slot..((i + 1) * self.slot).min(src.len())];
+                // SAFETY: inside the pipeline; slot `i` was last named by request
+                // `i - slots`, whose reply the pipeline read before preparing `i`.
+                copy(unsafe { self.slot_mut(i, part.len()) }, part);
+                MemcpyShared {
+                    device: dst + (i * self.slot) as u64,
+                    host: self.slot_addr(i) as u64,
+                    size: part.len() as u64,
+                    to_device: true,
+                    stream,
+                    is_async: false,
+                }
+            },
+            |_| {},
+        )
+    }
+
+    /// A device-to-host copy into pageable memory through the staging slots.
+    pub fn to_host(
+        &self,
+        dst: &mut [u8],
+        src: u64,
+        stream: StreamHandle,
+    ) -> Result<(), CudaStatus> {
+        let n = dst.len().div_ceil(self.slot);
+        let total = dst.len();
+        let size = |i: usize| ((i + 1) * self.slot).min(total) - i * self.slot;
+        client::client()?.pipeline(
+            state::current_device(),
+            n,
+            self.slots,
+            |i| MemcpyShared {
+                device: src + (i * self.slot) as u64,
+                host: self.slot_addr(i) as u64,
+                size: size(i) as u64,
+                to_device: false,
+                stream,
+                is_async: false,
+            },
+            |i| {
+                let len = size(i);
+                // SAFETY: inside the pipeline, after request `i`'s reply: the host has
+                // finished writing the slot and nothing names it until `i + slots`.
+                let slot = unsafe { self.slot_mut(i, len) };
+                copy(&mut dst[i * self.slot..i * self.slot + len], slot);
+            },
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parallel_copy_copies_every_byte_of_odd_sizes() {
+        for len in [0, 1, 4095, 512 << 10, (3 << 20) + 17] {
+            let src: Vec<u8> = (0..len).map(|i| (i * 7 + i / 251) as u8).collect();
+            let mut dst = vec![0u8; len];
+            copy(&mut dst, &src);
+            assert!(dst == src, "length {len}");
+        }
+    }
+}
