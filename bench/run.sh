@@ -6,9 +6,11 @@
 #
 # CARRYDIR: bin/vmcuda-host, bin/transport-floor, guest/lib/libcudart.so.13,
 # bench/bench (nvcc -cudart shared bench/bench.cu), COMMIT.
-# Runs: native; bridged over a Unix socket; the same with VMCUDA_SYNC=1 (every call
-# waits for its reply: what the asynchronous pipeline gains); bridged over TCP; and
-# 8 concurrent clients copying, natively and bridged. Writes $OUT (or
+# Runs: native; bridged over a Unix socket with the shared-memory data path (the
+# default on one host); the same with VMCUDA_SHARED_MEMORY=0 (every byte on the
+# socket, as over vsock); the default with VMCUDA_SYNC=1 (every call waits for its
+# reply: what the asynchronous pipeline gains); bridged over TCP; and 8 concurrent
+# clients copying, natively and bridged. Writes $OUT (or
 # build/bench-results): RESULTS.md, bandwidth.png, raw.tar.gz.
 set -u
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -24,6 +26,7 @@ clients=${VMCUDA_BENCH_CLIENTS:-8}
 echo "== transport floors"
 "$carry/bin/transport-floor" unix >"$raw/floor_unix.txt"
 "$carry/bin/transport-floor" tcp >"$raw/floor_tcp.txt"
+"$carry/bin/transport-floor" shm >"$raw/floor_shm.txt"
 
 echo "== native"
 LD_LIBRARY_PATH="$real_cudart" "$bench" >"$raw/native.txt"
@@ -40,8 +43,12 @@ trap 'kill $host 2>/dev/null; wait $host 2>/dev/null' EXIT
 for _ in $(seq 200); do [ -S "$sock" ] && break; sleep 0.1; done
 
 bridged() { LD_LIBRARY_PATH="$carry/guest/lib" VMCUDA_SERVER="$1" "${@:2}"; }
-echo "== bridged: unix socket"
-bridged "unix:$sock" "$bench" >"$raw/unix.txt"
+echo "== bridged: unix socket, shared-memory data path"
+VMCUDA_VERBOSE=1 bridged "unix:$sock" "$bench" >"$raw/shm.txt" 2>"$raw/shm.err"
+echo "== bridged: unix socket, shared-memory data path, copies staged by one thread"
+VMCUDA_COPY_THREADS=1 bridged "unix:$sock" "$bench" >"$raw/shm_1thread.txt"
+echo "== bridged: unix socket, every byte on the socket"
+VMCUDA_SHARED_MEMORY=0 VMCUDA_VERBOSE=1 bridged "unix:$sock" "$bench" >"$raw/unix.txt" 2>"$raw/unix.err"
 echo "== bridged: unix socket, every call waits for its reply"
 VMCUDA_SYNC=1 bridged "unix:$sock" "$bench" >"$raw/unix_sync.txt"
 echo "== bridged: tcp"
@@ -54,11 +61,11 @@ done
 wait_clients() { while [ "$(jobs -rp | grep -vc "^$host$")" -gt 0 ]; do sleep 0.2; done; }
 wait_clients
 for i in $(seq "$clients"); do
-  bridged "unix:$sock" "$bench" --bandwidth 64 --seconds 5 >"$raw/conc_unix.$i.txt" &
+  bridged "unix:$sock" "$bench" --bandwidth 64 --seconds 5 >"$raw/conc_shm.$i.txt" &
 done
 wait_clients
 LD_LIBRARY_PATH="$real_cudart" "$bench" --bandwidth 64 --seconds 5 >"$raw/single_native.txt"
-bridged "unix:$sock" "$bench" --bandwidth 64 --seconds 5 >"$raw/single_unix.txt"
+bridged "unix:$sock" "$bench" --bandwidth 64 --seconds 5 >"$raw/single_shm.txt"
 
 python3 "$repo/bench/report.py" "$raw" "$out" "$(cat "$carry/COMMIT" 2>/dev/null || echo unknown)" \
   "bench/run.sh $1" "$clients"
