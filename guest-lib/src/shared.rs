@@ -33,11 +33,19 @@ fn enabled() -> bool {
     std::env::var("VMCUDA_SHARED_MEMORY").map_or(true, |v| v != "0")
 }
 
+/// A memfd of `len` bytes that can never shrink: the host maps it, and pages cut off
+/// under its mapping would fault in the host's worker (the host refuses unsealed ones).
 fn memfd(len: usize) -> Result<OwnedFd, CudaStatus> {
-    let fd =
-        nix::sys::memfd::memfd_create(c"vmcuda-pinned", nix::sys::memfd::MFdFlags::MFD_CLOEXEC)
-            .map_err(|_| CudaStatus::ErrorMemoryAllocation)?;
+    use nix::fcntl::{fcntl, FcntlArg, SealFlag};
+    use nix::sys::memfd::MFdFlags;
+    let fd = nix::sys::memfd::memfd_create(
+        c"vmcuda-pinned",
+        MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING,
+    )
+    .map_err(|_| CudaStatus::ErrorMemoryAllocation)?;
     nix::unistd::ftruncate(&fd, len as i64).map_err(|_| CudaStatus::ErrorMemoryAllocation)?;
+    fcntl(&fd, FcntlArg::F_ADD_SEALS(SealFlag::F_SEAL_SHRINK))
+        .map_err(|_| CudaStatus::ErrorMemoryAllocation)?;
     Ok(fd)
 }
 

@@ -95,6 +95,19 @@ impl SharedMapping {
         let file_len = nix::sys::stat::fstat(fd)
             .map_err(|_| CudaStatus::ErrorInvalidValue)?
             .st_size as u64;
+        // A guest that could shrink the file would cut pages from under the mapping,
+        // and this process would fault touching them: only sealed files are mapped.
+        let sealed = nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_GET_SEALS).is_ok_and(|seals| {
+            nix::fcntl::SealFlag::from_bits_truncate(seals)
+                .contains(nix::fcntl::SealFlag::F_SEAL_SHRINK)
+        });
+        if !sealed {
+            warn!(
+                addr,
+                len, "refused shared memory that could shrink (no F_SEAL_SHRINK)"
+            );
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
         let page = 4096u64;
         if addr == 0
             || addr & (page - 1) != 0
@@ -1218,10 +1231,15 @@ mod tests {
 
     /// A memfd of `len` bytes and an address in this process where nothing is mapped
     /// (the session maps it there, as it would at a guest's address).
-    fn region(len: usize) -> (OwnedFd, u64) {
+    fn region(len: usize, sealed: bool) -> (OwnedFd, u64) {
         let fd =
-            nix::sys::memfd::memfd_create(c"test", nix::sys::memfd::MFdFlags::empty()).unwrap();
+            nix::sys::memfd::memfd_create(c"test", nix::sys::memfd::MFdFlags::MFD_ALLOW_SEALING)
+                .unwrap();
         nix::unistd::ftruncate(&fd, len as i64).unwrap();
+        if sealed {
+            let seal = nix::fcntl::SealFlag::F_SEAL_SHRINK;
+            nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_ADD_SEALS(seal)).unwrap();
+        }
         let probe = crate::pinned::PageBuffer::new(len).unwrap();
         let addr = probe.start();
         drop(probe);
@@ -1229,7 +1247,15 @@ mod tests {
     }
 
     fn register(s: &mut Session, len: usize, flags: u32) -> Result<u64, CudaStatus> {
-        let (fd, addr) = region(len);
+        register_fd(s, region(len, true), len, flags)
+    }
+
+    fn register_fd(
+        s: &mut Session,
+        (fd, addr): (OwnedFd, u64),
+        len: usize,
+        flags: u32,
+    ) -> Result<u64, CudaStatus> {
         s.incoming_fds.push_back(fd);
         let req = HostRegisterShared {
             addr,
@@ -1302,6 +1328,9 @@ mod tests {
             refused
         );
 
+        // A file the guest could shrink under the mapping is refused.
+        let unsealed = region(4096, false);
+        assert_eq!(register_fd(&mut s, unsealed, 4096, 0).unwrap_err(), refused);
         // One staging area per connection, and never an oversized one.
         assert_eq!(register(&mut s, 4096, SHARED_STAGING).unwrap_err(), refused);
         let mut t = session(None);
