@@ -139,19 +139,29 @@ impl Staging {
     /// A pageable host-to-device copy through the staging slots, in stream order on
     /// `stream`. Complete on return, as pageable copies are natively: the program may
     /// reuse `src` at once.
+    /// How much of a `len`-byte copy each request moves: whole slots, except that a
+    /// copy of under two slots still goes in two pieces, so that staging one overlaps
+    /// the GPU's copy of the other.
+    fn piece(&self, len: usize) -> usize {
+        len.div_ceil(2)
+            .next_multiple_of(shared::PAGE)
+            .clamp(MIN_STAGED / 2, self.slot)
+    }
+
     pub fn to_device(&self, dst: u64, src: &[u8], stream: StreamHandle) -> Result<(), CudaStatus> {
-        let n = src.len().div_ceil(self.slot);
+        let piece = self.piece(src.len());
+        let n = src.len().div_ceil(piece);
         client::client()?.pipeline(
             state::current_device(),
             n,
             self.slots,
             |i| {
-                let part = &src[i * self.slot..((i + 1) * self.slot).min(src.len())];
+                let part = &src[i * piece..((i + 1) * piece).min(src.len())];
                 // SAFETY: inside the pipeline; slot `i` was last named by request
                 // `i - slots`, whose reply the pipeline read before preparing `i`.
                 copy(unsafe { self.slot_mut(i, part.len()) }, part);
                 MemcpyShared {
-                    device: dst + (i * self.slot) as u64,
+                    device: dst + (i * piece) as u64,
                     host: self.slot_addr(i) as u64,
                     size: part.len() as u64,
                     to_device: true,
@@ -170,15 +180,16 @@ impl Staging {
         src: u64,
         stream: StreamHandle,
     ) -> Result<(), CudaStatus> {
-        let n = dst.len().div_ceil(self.slot);
+        let piece = self.piece(dst.len());
+        let n = dst.len().div_ceil(piece);
         let total = dst.len();
-        let size = |i: usize| ((i + 1) * self.slot).min(total) - i * self.slot;
+        let size = |i: usize| ((i + 1) * piece).min(total) - i * piece;
         client::client()?.pipeline(
             state::current_device(),
             n,
             self.slots,
             |i| MemcpyShared {
-                device: src + (i * self.slot) as u64,
+                device: src + (i * piece) as u64,
                 host: self.slot_addr(i) as u64,
                 size: size(i) as u64,
                 to_device: false,
@@ -190,7 +201,7 @@ impl Staging {
                 // SAFETY: inside the pipeline, after request `i`'s reply: the host has
                 // finished writing the slot and nothing names it until `i + slots`.
                 let slot = unsafe { self.slot_mut(i, len) };
-                copy(&mut dst[i * self.slot..i * self.slot + len], slot);
+                copy(&mut dst[i * piece..i * piece + len], slot);
             },
         )
     }
@@ -207,6 +218,26 @@ mod tests {
             let mut dst = vec![0u8; len];
             copy(&mut dst, &src);
             assert!(dst == src, "length {len}");
+        }
+    }
+
+    #[test]
+    fn parallel_copies_from_several_threads_at_once_stay_apart() {
+        let threads: Vec<_> = (0..4u8)
+            .map(|t| {
+                std::thread::spawn(move || {
+                    for round in 0..20usize {
+                        let len = (1 << 20) + round * 4099;
+                        let src = vec![t.wrapping_mul(31).wrapping_add(round as u8); len];
+                        let mut dst = vec![0u8; len];
+                        copy(&mut dst, &src);
+                        assert!(dst == src);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
         }
     }
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/gpu/carry.sh [DIR]: build everything the GPU scripts need into DIR (default
 # .carry/gpu), small enough to travel to the GPU machine: release binaries (stripped),
-# the guest library, the test apps, the load guest and the isolation check, and COMMIT.
+# the guest library, the test apps, the load guest, the isolation check, the benchmark
+# (bench/bench, transport-floor) and COMMIT.
 # Then, on the GPU machine: bash tests/gpu/run-all.sh DIR
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -10,13 +11,16 @@ dir=${1:-.carry/gpu}
 rm -rf "$dir" && mkdir -p "$dir/bin" "$dir/apps" "$dir/load"
 cu13=$(bash .ci/install-nvcc.sh | tail -1)
 nvcc="$cu13/bin/nvcc"
-cargo build --release -p vmcuda-host -p vmcuda-tests --bin vmcuda-host --bin load-driver
-cp target/release/vmcuda-host target/release/load-driver "$dir/bin/"
+cargo build --release -p vmcuda-host -p vmcuda-tests -p vmcuda-bench --bin vmcuda-host \
+  --bin load-driver --bin transport-floor
+cp target/release/vmcuda-host target/release/load-driver target/release/transport-floor "$dir/bin/"
 strip "$dir/bin/"*
 bash guest-lib/build-libs.sh "$dir/guest/lib" >/dev/null
 NVCC=$nvcc bash tests/apps/build.sh "$dir/apps"
 NVCC=$nvcc bash tests/apps/build.sh "$dir/load" tests/load
 "$nvcc" -cudart shared -arch=sm_90 -O2 -o "$dir/isolation" tests/gpu/isolation.cu -L"$cu13/lib"
+mkdir -p "$dir/bench"
+"$nvcc" -cudart shared -arch=sm_90 -O2 -o "$dir/bench/bench" bench/bench.cu -L"$cu13/lib"
 git rev-parse HEAD >"$dir/COMMIT"
 git diff --quiet HEAD || echo "$(cat "$dir/COMMIT") (with uncommitted changes)" >"$dir/COMMIT"
 du -sh "$dir"

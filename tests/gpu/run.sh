@@ -276,12 +276,17 @@ stop_host
 trap - EXIT
 
 # ---------------------------------------------------------------- report
-commit="$(git rev-parse --verify -q HEAD 2>/dev/null || true)"
-case "$commit" in
-    *[!0-9a-f]*|"") commit="" ;;
-esac
+# The commit the binaries were built from (their COMMIT file) wins: the checkout this
+# runs in may be a copy whose HEAD is not the build's.
 commit_file="${VMCUDA_COMMIT_FILE:-build/COMMIT}"
-if [ -z "$commit" ] && [ -f "$commit_file" ]; then commit="$(head -n 1 "$commit_file" | tr -d '[:space:]')"; fi
+commit=""
+if [ -f "$commit_file" ]; then commit="$(head -n 1 "$commit_file")"; fi
+if [ -z "$commit" ]; then
+    commit="$(git rev-parse --verify -q HEAD 2>/dev/null || true)"
+    case "$commit" in
+        *[!0-9a-f]*|"") commit="" ;;
+    esac
+fi
 [ -n "$commit" ] || commit=unknown
 gpu="unknown"
 driver="unknown"
