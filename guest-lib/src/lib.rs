@@ -10,6 +10,9 @@
 //! - [`gate`]: per-stream ordering of asynchronous host functions.
 //! - [`shared`]: pinned memory shared with a same-host backend (memfds).
 //! - [`caller`]: the only module that dereferences pointers handed in by the program.
+//! - [`blas`]: the cuBLAS v2 API (exported privately here, publicly by the
+//!   `libcublas.so.13` trampolines; see its documentation for how the two share one
+//!   connection).
 //! - [`api`]: the exported `extern "C"` functions, one file per family; every export
 //!   goes through [`api::guard`], so no panic crosses the C boundary.
 //!
@@ -18,6 +21,7 @@
 //! command (`src/bin/vmcuda`: `info`, `doctor`) connects through [`client`] too.
 
 pub mod api;
+pub mod blas;
 pub mod caller;
 pub mod client;
 pub mod gate;
