@@ -12,8 +12,8 @@ use std::os::fd::OwnedFd;
 use std::ptr::NonNull;
 
 use tracing::{debug, info, warn};
-use vmcuda_wire::handshake::{self, caps, PROTOCOL_VERSION};
 use vmcuda_wire::blas::{BlasCreate, BlasDestroy, BlasGemm, BlasSetWorkspace};
+use vmcuda_wire::handshake::{self, caps, PROTOCOL_VERSION};
 use vmcuda_wire::op::*;
 use vmcuda_wire::CudaStatus;
 

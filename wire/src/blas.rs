@@ -16,7 +16,9 @@ use crate::op::{DevicePtr, StreamHandle};
 
 /// A cuBLAS handle named by the guest (ids picked by the guest, like streams), so
 /// that the program's `cublasHandle_t` needs no host pointer.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
 pub struct BlasHandle(pub u64);
 
 /// `cublasStatus_t` values the bridge produces.
@@ -347,9 +349,18 @@ impl BlasGemm {
         } else {
             (self.n, self.k)
         };
-        ensure(self.a.ld >= a_rows.max(1) && int(self.a.ld), "lda too small")?;
-        ensure(self.b.ld >= b_rows.max(1) && int(self.b.ld), "ldb too small")?;
-        ensure(self.c.ld >= self.m.max(1) && int(self.c.ld), "ldc too small")?;
+        ensure(
+            self.a.ld >= a_rows.max(1) && int(self.a.ld),
+            "lda too small",
+        )?;
+        ensure(
+            self.b.ld >= b_rows.max(1) && int(self.b.ld),
+            "ldb too small",
+        )?;
+        ensure(
+            self.c.ld >= self.m.max(1) && int(self.c.ld),
+            "ldc too small",
+        )?;
         let overflow = GemmArgError::Invalid("operand extent overflows");
         // With m or n zero nothing is touched; with k zero, C = beta * C.
         let nothing = self.m == 0 || self.n == 0;

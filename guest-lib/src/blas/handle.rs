@@ -250,15 +250,51 @@ export! {
 /// (name, description) of every `cublasStatus_t`, NUL-terminated.
 const STATUS_TEXT: &[(u32, &str, &str)] = &[
     (0, "CUBLAS_STATUS_SUCCESS\0", "success\0"),
-    (1, "CUBLAS_STATUS_NOT_INITIALIZED\0", "the library was not initialized\0"),
-    (3, "CUBLAS_STATUS_ALLOC_FAILED\0", "the resource allocation failed\0"),
-    (7, "CUBLAS_STATUS_INVALID_VALUE\0", "an invalid numeric value was used as an argument\0"),
-    (8, "CUBLAS_STATUS_ARCH_MISMATCH\0", "an absent device architectural feature is required\0"),
-    (11, "CUBLAS_STATUS_MAPPING_ERROR\0", "an access to GPU memory space failed\0"),
-    (13, "CUBLAS_STATUS_EXECUTION_FAILED\0", "the GPU program failed to execute\0"),
-    (14, "CUBLAS_STATUS_INTERNAL_ERROR\0", "an internal operation failed\0"),
-    (15, "CUBLAS_STATUS_NOT_SUPPORTED\0", "the functionality requested is not supported\0"),
-    (16, "CUBLAS_STATUS_LICENSE_ERROR\0", "error detected trying to check the license\0"),
+    (
+        1,
+        "CUBLAS_STATUS_NOT_INITIALIZED\0",
+        "the library was not initialized\0",
+    ),
+    (
+        3,
+        "CUBLAS_STATUS_ALLOC_FAILED\0",
+        "the resource allocation failed\0",
+    ),
+    (
+        7,
+        "CUBLAS_STATUS_INVALID_VALUE\0",
+        "an invalid numeric value was used as an argument\0",
+    ),
+    (
+        8,
+        "CUBLAS_STATUS_ARCH_MISMATCH\0",
+        "an absent device architectural feature is required\0",
+    ),
+    (
+        11,
+        "CUBLAS_STATUS_MAPPING_ERROR\0",
+        "an access to GPU memory space failed\0",
+    ),
+    (
+        13,
+        "CUBLAS_STATUS_EXECUTION_FAILED\0",
+        "the GPU program failed to execute\0",
+    ),
+    (
+        14,
+        "CUBLAS_STATUS_INTERNAL_ERROR\0",
+        "an internal operation failed\0",
+    ),
+    (
+        15,
+        "CUBLAS_STATUS_NOT_SUPPORTED\0",
+        "the functionality requested is not supported\0",
+    ),
+    (
+        16,
+        "CUBLAS_STATUS_LICENSE_ERROR\0",
+        "error detected trying to check the license\0",
+    ),
 ];
 
 fn status_text(s: c_int, name: bool) -> *const c_char {

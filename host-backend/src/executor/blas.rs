@@ -239,7 +239,15 @@ pub fn cpu_gemm_supports(kind: GemmKind) -> bool {
     let known = |t| {
         matches!(
             t,
-            d::R_32F | d::R_64F | d::R_16F | d::R_16BF | d::R_8I | d::R_8U | d::R_32I | d::C_32F | d::C_64F
+            d::R_32F
+                | d::R_64F
+                | d::R_16F
+                | d::R_16BF
+                | d::R_8I
+                | d::R_8U
+                | d::R_32I
+                | d::C_32F
+                | d::C_64F
         )
     };
     let complex = d::is_complex(c);
@@ -259,8 +267,16 @@ impl GemmCall<'_> {
         if self.m == 0 || self.n == 0 {
             return [0; 3];
         }
-        let (ar, ac) = if self.trans_a == 0 { (self.m, self.k) } else { (self.k, self.m) };
-        let (br, bc) = if self.trans_b == 0 { (self.k, self.n) } else { (self.n, self.k) };
+        let (ar, ac) = if self.trans_a == 0 {
+            (self.m, self.k)
+        } else {
+            (self.k, self.m)
+        };
+        let (br, bc) = if self.trans_b == 0 {
+            (self.k, self.n)
+        } else {
+            (self.n, self.k)
+        };
         // The session validated the call, so none of these overflow.
         [
             matrix_span(ar, ac, self.a.ld, size(at)).unwrap_or(0),
@@ -398,7 +414,15 @@ mod tests {
 
     #[test]
     fn half_and_bfloat16_round_trip_exact_values() {
-        for v in [0.0f32, 1.0, -2.5, 0.099975586, 65504.0, 6.1035156e-5, 5.9604645e-8] {
+        for v in [
+            0.0f32,
+            1.0,
+            -2.5,
+            0.099975586,
+            65504.0,
+            6.1035156e-5,
+            5.9604645e-8,
+        ] {
             assert_eq!(f16_to_f32(f32_to_f16(v)), v, "{v}");
         }
         assert_eq!(f32_to_f16(1.0), 0x3c00);

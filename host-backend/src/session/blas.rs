@@ -15,7 +15,9 @@
 use std::collections::HashMap;
 
 use tracing::warn;
-use vmcuda_wire::blas::{Batch, BlasCreate, BlasDestroy, BlasGemm, BlasHandle, BlasSetWorkspace, Scalars};
+use vmcuda_wire::blas::{
+    Batch, BlasCreate, BlasDestroy, BlasGemm, BlasHandle, BlasSetWorkspace, Scalars,
+};
 use vmcuda_wire::op::{DevicePtr, HandlerResult};
 use vmcuda_wire::CudaStatus;
 
@@ -38,7 +40,10 @@ pub(super) struct BlasHandles {
 impl BlasHandles {
     /// Forget every handle (the device was reset: the executor's are gone).
     pub(super) fn clear(&mut self) -> Vec<(DevicePtr, u64)> {
-        self.handles.drain().filter_map(|(_, e)| e.workspace).collect()
+        self.handles
+            .drain()
+            .filter_map(|(_, e)| e.workspace)
+            .collect()
     }
 }
 
@@ -78,14 +83,18 @@ impl Session {
         if self.blas.handles.contains_key(&req.handle) {
             return Err(CudaStatus::ErrorInvalidResourceHandle);
         }
-        self.check_count("cuBLAS handle", self.blas.handles.len(), self.grant.max_streams)?;
+        self.check_count(
+            "cuBLAS handle",
+            self.blas.handles.len(),
+            self.grant.max_streams,
+        )?;
         let exec = self.exec.blas_create()?;
         let bytes = self.exec.blas_default_workspace();
         let mut workspace = None;
         if bytes > 0 {
-            let made = self.charge(bytes).and_then(|()| {
-                self.exec.alloc(bytes).inspect_err(|_| self.refund(bytes))
-            });
+            let made = self
+                .charge(bytes)
+                .and_then(|()| self.exec.alloc(bytes).inspect_err(|_| self.refund(bytes)));
             let ptr = match made {
                 Ok(ptr) => ptr,
                 Err(e) => {
@@ -101,7 +110,9 @@ impl Session {
             }
             workspace = Some((ptr, bytes));
         }
-        self.blas.handles.insert(req.handle, BlasEntry { exec, workspace });
+        self.blas
+            .handles
+            .insert(req.handle, BlasEntry { exec, workspace });
         nothing()
     }
 
@@ -125,7 +136,11 @@ impl Session {
         self.exec.blas_set_workspace(exec, req.ptr, req.size)?;
         // The program's own workspace replaces ours; ours is freed in stream order by
         // the driver (it waits for work that still uses it).
-        let entry = self.blas.handles.get_mut(&req.handle).expect("looked up above");
+        let entry = self
+            .blas
+            .handles
+            .get_mut(&req.handle)
+            .expect("looked up above");
         if let Some(ws) = entry.workspace.take() {
             self.release_workspace(ws);
         }

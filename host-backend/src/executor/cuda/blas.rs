@@ -34,38 +34,157 @@ type SetWorkspaceFn = unsafe extern "C" fn(Handle, *mut c_void, usize) -> Status
 type Ptr = *const c_void;
 /// `cublas?gemm[_v2]`: (h, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc).
 type GemmFn = unsafe extern "C" fn(
-    Handle, c_int, c_int, c_int, c_int, c_int, Ptr, Ptr, c_int, Ptr, c_int, Ptr, Ptr, c_int,
+    Handle,
+    c_int,
+    c_int,
+    c_int,
+    c_int,
+    c_int,
+    Ptr,
+    Ptr,
+    c_int,
+    Ptr,
+    c_int,
+    Ptr,
+    Ptr,
+    c_int,
 ) -> Status;
 /// `cublas?gemmStridedBatched`: strides after each ld, batch count last.
 type GemmStridedFn = unsafe extern "C" fn(
-    Handle, c_int, c_int, c_int, c_int, c_int, Ptr, Ptr, c_int, c_longlong, Ptr, c_int,
-    c_longlong, Ptr, Ptr, c_int, c_longlong, c_int,
+    Handle,
+    c_int,
+    c_int,
+    c_int,
+    c_int,
+    c_int,
+    Ptr,
+    Ptr,
+    c_int,
+    c_longlong,
+    Ptr,
+    c_int,
+    c_longlong,
+    Ptr,
+    Ptr,
+    c_int,
+    c_longlong,
+    c_int,
 ) -> Status;
 /// `cublas?gemmBatched`: pointer arrays, batch count last.
 type GemmBatchedFn = unsafe extern "C" fn(
-    Handle, c_int, c_int, c_int, c_int, c_int, Ptr, Ptr, c_int, Ptr, c_int, Ptr, Ptr, c_int, c_int,
+    Handle,
+    c_int,
+    c_int,
+    c_int,
+    c_int,
+    c_int,
+    Ptr,
+    Ptr,
+    c_int,
+    Ptr,
+    c_int,
+    Ptr,
+    Ptr,
+    c_int,
+    c_int,
 ) -> Status;
 /// `cublasGemmEx`: a type after each matrix, compute type and algorithm last.
 type GemmExFn = unsafe extern "C" fn(
-    Handle, c_int, c_int, c_int, c_int, c_int, Ptr, Ptr, c_int, c_int, Ptr, c_int, c_int, Ptr,
-    Ptr, c_int, c_int, c_int, c_int,
+    Handle,
+    c_int,
+    c_int,
+    c_int,
+    c_int,
+    c_int,
+    Ptr,
+    Ptr,
+    c_int,
+    c_int,
+    Ptr,
+    c_int,
+    c_int,
+    Ptr,
+    Ptr,
+    c_int,
+    c_int,
+    c_int,
+    c_int,
 ) -> Status;
 type GemmStridedExFn = unsafe extern "C" fn(
-    Handle, c_int, c_int, c_int, c_int, c_int, Ptr, Ptr, c_int, c_int, c_longlong, Ptr, c_int,
-    c_int, c_longlong, Ptr, Ptr, c_int, c_int, c_longlong, c_int, c_int, c_int,
+    Handle,
+    c_int,
+    c_int,
+    c_int,
+    c_int,
+    c_int,
+    Ptr,
+    Ptr,
+    c_int,
+    c_int,
+    c_longlong,
+    Ptr,
+    c_int,
+    c_int,
+    c_longlong,
+    Ptr,
+    Ptr,
+    c_int,
+    c_int,
+    c_longlong,
+    c_int,
+    c_int,
+    c_int,
 ) -> Status;
 type GemmBatchedExFn = unsafe extern "C" fn(
-    Handle, c_int, c_int, c_int, c_int, c_int, Ptr, Ptr, c_int, c_int, Ptr, c_int, c_int, Ptr,
-    Ptr, c_int, c_int, c_int, c_int, c_int,
+    Handle,
+    c_int,
+    c_int,
+    c_int,
+    c_int,
+    c_int,
+    Ptr,
+    Ptr,
+    c_int,
+    c_int,
+    Ptr,
+    c_int,
+    c_int,
+    Ptr,
+    Ptr,
+    c_int,
+    c_int,
+    c_int,
+    c_int,
+    c_int,
 ) -> Status;
 
 /// Typed GEMM names, indexed by [`precision_index`].
 const TYPED: [(&str, &str, &str); 5] = [
-    ("cublasSgemm_v2", "cublasSgemmStridedBatched", "cublasSgemmBatched"),
-    ("cublasDgemm_v2", "cublasDgemmStridedBatched", "cublasDgemmBatched"),
-    ("cublasHgemm", "cublasHgemmStridedBatched", "cublasHgemmBatched"),
-    ("cublasCgemm_v2", "cublasCgemmStridedBatched", "cublasCgemmBatched"),
-    ("cublasZgemm_v2", "cublasZgemmStridedBatched", "cublasZgemmBatched"),
+    (
+        "cublasSgemm_v2",
+        "cublasSgemmStridedBatched",
+        "cublasSgemmBatched",
+    ),
+    (
+        "cublasDgemm_v2",
+        "cublasDgemmStridedBatched",
+        "cublasDgemmBatched",
+    ),
+    (
+        "cublasHgemm",
+        "cublasHgemmStridedBatched",
+        "cublasHgemmBatched",
+    ),
+    (
+        "cublasCgemm_v2",
+        "cublasCgemmStridedBatched",
+        "cublasCgemmBatched",
+    ),
+    (
+        "cublasZgemm_v2",
+        "cublasZgemmStridedBatched",
+        "cublasZgemmBatched",
+    ),
 ];
 
 fn precision_index(p: Precision) -> usize {
@@ -106,7 +225,10 @@ impl Api {
         for name in ["cuMemAllocAsync", "cuMemFreeAsync", "cuMemcpyHtoDAsync_v2"] {
             // SAFETY: only looks the symbol up.
             if unsafe { driver.get::<*const c_void>(name.as_bytes()) }.is_err() {
-                warn!(name, "the driver lacks an entry point cuBLAS forwarding needs");
+                warn!(
+                    name,
+                    "the driver lacks an entry point cuBLAS forwarding needs"
+                );
                 return Err(CudaStatus::ErrorNotSupported);
             }
         }
@@ -120,7 +242,10 @@ impl Api {
                     match lib.get($name.as_bytes()) {
                         Ok(f) => *f,
                         Err(_) => {
-                            warn!(name = $name, "libcublas lacks an entry point this executor needs");
+                            warn!(
+                                name = $name,
+                                "libcublas lacks an entry point this executor needs"
+                            );
                             return Err(CudaStatus::ErrorNotSupported);
                         }
                     }
@@ -277,9 +402,11 @@ impl Blas for CudaExecutor {
         let typed = api.typed;
         let (ex, strided_ex, batched_ex) = (api.ex, api.strided_ex, api.batched_ex);
         let (alpha, beta, mode) = match call.scalars {
-            Scalars::Host { alpha, beta } => {
-                (alpha.as_ptr().cast(), beta.as_ptr().cast(), POINTER_MODE_HOST)
-            }
+            Scalars::Host { alpha, beta } => (
+                alpha.as_ptr().cast(),
+                beta.as_ptr().cast(),
+                POINTER_MODE_HOST,
+            ),
             Scalars::Device { alpha, beta } => (
                 *alpha as usize as Ptr,
                 *beta as usize as Ptr,
@@ -314,7 +441,26 @@ impl Blas for CudaExecutor {
                 let f = typed[precision_index(p)].1;
                 // SAFETY: as above; the whole batch's spans were checked.
                 cublas(unsafe {
-                    f(h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, count as c_int)
+                    f(
+                        h,
+                        ta,
+                        tb,
+                        m,
+                        n,
+                        k,
+                        alpha,
+                        a,
+                        lda,
+                        sa,
+                        b,
+                        ldb,
+                        sb,
+                        beta,
+                        c,
+                        ldc,
+                        sc,
+                        count as c_int,
+                    )
                 })
             }
             (GemmKind::Typed(p), ExecBatch::Pointers { a, b, c }) => {
@@ -322,22 +468,59 @@ impl Blas for CudaExecutor {
                 let count = a.len() as c_int;
                 self.with_device_arrays(stream, [a, b, c], |[a, b, c]| {
                     // SAFETY: as above; the arrays are our device copies of checked pointers.
-                    cublas(unsafe { f(h, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, count) })
+                    cublas(unsafe {
+                        f(
+                            h, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, count,
+                        )
+                    })
                 })
             }
-            (GemmKind::Ex { a_type, b_type, c_type, compute, algo }, batch) => match batch {
+            (
+                GemmKind::Ex {
+                    a_type,
+                    b_type,
+                    c_type,
+                    compute,
+                    algo,
+                },
+                batch,
+            ) => match batch {
                 ExecBatch::Single => {
                     // SAFETY: as above; cuBLAS checks the type numbers.
                     cublas(unsafe {
-                        ex(h, ta, tb, m, n, k, alpha, a, a_type, lda, b, b_type, ldb, beta, c, c_type, ldc, compute, algo)
+                        ex(
+                            h, ta, tb, m, n, k, alpha, a, a_type, lda, b, b_type, ldb, beta, c,
+                            c_type, ldc, compute, algo,
+                        )
                     })
                 }
                 ExecBatch::Strided { count } => {
                     // SAFETY: as above.
                     cublas(unsafe {
                         strided_ex(
-                            h, ta, tb, m, n, k, alpha, a, a_type, lda, sa, b, b_type, ldb, sb, beta, c,
-                            c_type, ldc, sc, count as c_int, compute, algo,
+                            h,
+                            ta,
+                            tb,
+                            m,
+                            n,
+                            k,
+                            alpha,
+                            a,
+                            a_type,
+                            lda,
+                            sa,
+                            b,
+                            b_type,
+                            ldb,
+                            sb,
+                            beta,
+                            c,
+                            c_type,
+                            ldc,
+                            sc,
+                            count as c_int,
+                            compute,
+                            algo,
                         )
                     })
                 }

@@ -8,7 +8,9 @@ use vmcuda_wire::blas::Scalars;
 use vmcuda_wire::op::DevicePtr;
 use vmcuda_wire::CudaStatus;
 
-use super::super::blas::{cpu_gemm, cpu_gemm_supports, Blas, CpuOperands, ExecBatch, ExecBlas, GemmCall};
+use super::super::blas::{
+    cpu_gemm, cpu_gemm_supports, Blas, CpuOperands, ExecBatch, ExecBlas, GemmCall,
+};
 use super::super::ExecResult;
 use super::HostMemoryExecutor;
 
@@ -51,7 +53,12 @@ impl Blas for HostMemoryExecutor {
         }
     }
 
-    fn blas_set_workspace(&mut self, handle: ExecBlas, ptr: DevicePtr, size: u64) -> ExecResult<()> {
+    fn blas_set_workspace(
+        &mut self,
+        handle: ExecBlas,
+        ptr: DevicePtr,
+        size: u64,
+    ) -> ExecResult<()> {
         if !self.blas_handles.contains(&handle) {
             return Err(CudaStatus::ErrorInvalidResourceHandle);
         }
@@ -71,8 +78,14 @@ impl Blas for HostMemoryExecutor {
         let (alpha, beta) = match call.scalars {
             Scalars::Host { alpha, beta } => (alpha.clone(), beta.clone()),
             Scalars::Device { alpha, beta } => {
-                let size = call.kind.scalar_size().ok_or(CudaStatus::ErrorNotSupported)?;
-                (self.slice(*alpha, size)?.to_vec(), self.slice(*beta, size)?.to_vec())
+                let size = call
+                    .kind
+                    .scalar_size()
+                    .ok_or(CudaStatus::ErrorNotSupported)?;
+                (
+                    self.slice(*alpha, size)?.to_vec(),
+                    self.slice(*beta, size)?.to_vec(),
+                )
             }
         };
         let scalars = (&alpha[..], &beta[..]);
