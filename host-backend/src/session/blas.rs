@@ -225,3 +225,187 @@ impl Session {
         nothing()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::executor::host_memory::HostMemoryExecutor;
+    use crate::policy::Grant;
+    use vmcuda_wire::blas::{Operand, Precision};
+    use vmcuda_wire::op::{CallContext, Handler, MemAlloc, MemcpyDtoH, MemcpyHtoD, StreamHandle};
+
+    fn session() -> Session {
+        let exec = HostMemoryExecutor::new(1 << 30, None).unwrap();
+        let mut s = Session::new(Box::new(exec), Grant::unlimited("test"));
+        s.handle_blas_create(BlasCreate {
+            handle: BlasHandle(0x100),
+        })
+        .unwrap();
+        s
+    }
+
+    fn alloc(s: &mut Session, bytes: &[u8]) -> u64 {
+        let ctx = CallContext::default();
+        let ptr = s
+            .mem_alloc(
+                &ctx,
+                MemAlloc {
+                    size: bytes.len() as u64,
+                },
+                &[],
+            )
+            .unwrap()
+            .0
+            .ptr;
+        let copy = MemcpyHtoD {
+            dst: ptr,
+            stream: StreamHandle::LEGACY,
+            is_async: false,
+        };
+        s.memcpy_htod(&ctx, copy, bytes).unwrap();
+        ptr
+    }
+
+    fn floats(v: &[f32]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    /// C (2x2) = A (2x2) * B (2x2), A, B, C at the given pointers.
+    fn gemm(a: u64, b: u64, c: u64, batch: Batch) -> BlasGemm {
+        let op = |ptr| Operand {
+            ptr,
+            ld: 2,
+            stride: 4,
+        };
+        BlasGemm {
+            handle: BlasHandle(0x100),
+            stream: StreamHandle::LEGACY,
+            math_mode: 0,
+            kind: vmcuda_wire::blas::GemmKind::Typed(Precision::S),
+            trans_a: 0,
+            trans_b: 0,
+            m: 2,
+            n: 2,
+            k: 2,
+            scalars: Scalars::Host {
+                alpha: floats(&[1.0]),
+                beta: floats(&[0.0]),
+            },
+            a: op(a),
+            b: op(b),
+            c: op(c),
+            batch,
+        }
+    }
+
+    fn read(s: &mut Session, ptr: u64, len: u64) -> Vec<u8> {
+        let req = MemcpyDtoH {
+            src: ptr,
+            size: len,
+            stream: StreamHandle::LEGACY,
+            is_async: false,
+        };
+        s.memcpy_dtoh(&CallContext::default(), req, &[]).unwrap().1
+    }
+
+    #[test]
+    fn a_gemm_reaching_outside_the_guests_memory_never_runs() {
+        let mut s = session();
+        let a = alloc(&mut s, &floats(&[1., 2., 3., 4.]));
+        let c = alloc(&mut s, &floats(&[9.; 4]));
+        // B one element short of its allocation: refused, C untouched.
+        let short = alloc(&mut s, &floats(&[1., 1., 1.]));
+        assert_eq!(
+            s.handle_blas_gemm(gemm(a, short, c, Batch::Single)).err(),
+            Some(CudaStatus::ErrorInvalidValue)
+        );
+        // A pointer the guest never got.
+        assert_eq!(
+            s.handle_blas_gemm(gemm(a, 0xdead_0000, c, Batch::Single))
+                .err(),
+            Some(CudaStatus::ErrorInvalidValue)
+        );
+        // A strided batch whose second C lies past the allocation.
+        assert_eq!(
+            s.handle_blas_gemm(gemm(a, a, c, Batch::Strided { count: 2 }))
+                .err(),
+            Some(CudaStatus::ErrorInvalidValue)
+        );
+        assert_eq!(read(&mut s, c, 16), floats(&[9.; 4]));
+        // The same GEMM inside its memory runs: C = A * A.
+        s.handle_blas_gemm(gemm(a, a, c, Batch::Single)).unwrap();
+        assert_eq!(read(&mut s, c, 16), floats(&[7., 10., 15., 22.]));
+        // An unknown handle.
+        let mut g = gemm(a, a, c, Batch::Single);
+        g.handle = BlasHandle(0x999);
+        assert_eq!(
+            s.handle_blas_gemm(g).err(),
+            Some(CudaStatus::ErrorInvalidResourceHandle)
+        );
+    }
+
+    #[test]
+    fn every_pointer_of_a_pointer_array_batch_is_checked() {
+        let mut s = session();
+        let a = alloc(&mut s, &floats(&[1., 2., 3., 4.]));
+        let c = alloc(&mut s, &floats(&[0.; 4]));
+        let ptrs = |p: &[u64]| -> Vec<u8> { p.iter().flat_map(|x| x.to_le_bytes()).collect() };
+        let good = alloc(&mut s, &ptrs(&[a]));
+        let out = alloc(&mut s, &ptrs(&[c]));
+        let wild = alloc(&mut s, &ptrs(&[0x4242_0000]));
+        assert_eq!(
+            s.handle_blas_gemm(gemm(good, wild, out, Batch::Pointers { count: 1 }))
+                .err(),
+            Some(CudaStatus::ErrorInvalidValue)
+        );
+        // Two entries claimed, one stored: the array itself is out of range.
+        assert_eq!(
+            s.handle_blas_gemm(gemm(good, good, out, Batch::Pointers { count: 2 }))
+                .err(),
+            Some(CudaStatus::ErrorInvalidValue)
+        );
+        s.handle_blas_gemm(gemm(good, good, out, Batch::Pointers { count: 1 }))
+            .unwrap();
+        assert_eq!(read(&mut s, c, 16), floats(&[7., 10., 15., 22.]));
+    }
+
+    #[test]
+    fn device_scalars_and_workspaces_must_be_the_guests() {
+        let mut s = session();
+        let a = alloc(&mut s, &floats(&[1., 2., 3., 4.]));
+        let c = alloc(&mut s, &floats(&[0.; 4]));
+        let mut g = gemm(a, a, c, Batch::Single);
+        g.scalars = Scalars::Device {
+            alpha: a,
+            beta: 0x1234_5678,
+        };
+        assert_eq!(
+            s.handle_blas_gemm(g).err(),
+            Some(CudaStatus::ErrorInvalidValue)
+        );
+        let ws = BlasSetWorkspace {
+            handle: BlasHandle(0x100),
+            ptr: c,
+            size: 1 << 20,
+        };
+        assert_eq!(
+            s.handle_blas_set_workspace(ws).err(),
+            Some(CudaStatus::ErrorInvalidValue)
+        );
+        let ws = BlasSetWorkspace {
+            handle: BlasHandle(0x100),
+            ptr: c,
+            size: 16,
+        };
+        s.handle_blas_set_workspace(ws).unwrap();
+        s.handle_blas_destroy(BlasDestroy {
+            handle: BlasHandle(0x100),
+        })
+        .unwrap();
+        assert!(s
+            .handle_blas_destroy(BlasDestroy {
+                handle: BlasHandle(0x100)
+            })
+            .is_err());
+    }
+}
