@@ -55,15 +55,29 @@ elif ! nvcc_works; then
         'nvidia-cuda-cccl==13.0.*' >&2
 fi
 
+# cuBLAS headers and libraries, for the apps that link -lcublas (tests/apps/cublas_*),
+# pinned to the release whose export list guest-lib/exports/ holds.
+cublas_present() {
+    local root
+    root="$(find_cu13)" || return 1
+    [ -e "$root/include/cublas_v2.h" ] && [ -e "$root/lib/libcublas.so.13" ]
+}
+if ! cublas_present; then
+    echo "install-nvcc: adding cuBLAS (nvidia-cublas) to $venv" >&2
+    "$venv/bin/python" -m pip install --quiet 'nvidia-cublas==13.10.0.20' >&2
+fi
+
 root="$(find_cu13)" || { echo "install-nvcc: cu13 directory not found in $venv" >&2; exit 1; }
 [ -x "$root/bin/nvcc" ] || { echo "install-nvcc: $root/bin/nvcc missing" >&2; exit 1; }
 
 # The wheels ship only libcudart.so.13; the linker needs the unversioned name.
 lib="$root/lib"
-if [ -e "$lib/libcudart.so.13" ] && [ ! -e "$lib/libcudart.so" ]; then
-    ln -sfn libcudart.so.13 "$lib/libcudart.so" 2>/dev/null \
-        || echo "install-nvcc: warning: cannot create $lib/libcudart.so symlink" >&2
-fi
+for l in cudart cublas; do
+    if [ -e "$lib/lib$l.so.13" ] && [ ! -e "$lib/lib$l.so" ]; then
+        ln -sfn "lib$l.so.13" "$lib/lib$l.so" 2>/dev/null \
+            || echo "install-nvcc: warning: cannot create $lib/lib$l.so symlink" >&2
+    fi
+done
 
 "$root/bin/nvcc" --version | grep -q 'release 13\.0' \
     || { echo "install-nvcc: $root/bin/nvcc is not CUDA 13.0" >&2; exit 1; }

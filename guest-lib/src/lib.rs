@@ -11,6 +11,9 @@
 //! - [`shared`]: pinned memory shared with a same-host backend (memfds).
 //! - [`staging`]: the shared-memory data path for copies (no bytes on the socket).
 //! - [`caller`]: the only module that dereferences pointers handed in by the program.
+//! - [`blas`]: the cuBLAS v2 API (exported privately here, publicly by the
+//!   `libcublas.so.13` trampolines; see its documentation for how the two share one
+//!   connection).
 //! - [`api`]: the exported `extern "C"` functions, one file per family; every export
 //!   goes through [`api::guard`], so no panic crosses the C boundary.
 //!
@@ -19,6 +22,7 @@
 //! command (`src/bin/vmcuda`: `info`, `doctor`) connects through [`client`] too.
 
 pub mod api;
+pub mod blas;
 pub mod caller;
 pub mod client;
 pub mod gate;

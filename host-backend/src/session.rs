@@ -12,9 +12,12 @@ use std::os::fd::OwnedFd;
 use std::ptr::NonNull;
 
 use tracing::{debug, info, warn};
+use vmcuda_wire::blas::{BlasCreate, BlasDestroy, BlasGemm, BlasSetWorkspace};
 use vmcuda_wire::handshake::{self, caps, PROTOCOL_VERSION};
 use vmcuda_wire::op::*;
 use vmcuda_wire::CudaStatus;
+
+mod blas;
 
 use crate::executor::{
     ExecEvent, ExecFunction, ExecModule, ExecStream, Executor, LaunchConfig, Pitched,
@@ -68,6 +71,8 @@ pub struct Session {
     reply_area: Option<PageBuffer>,
     /// Set by a handler that left its reply data in `reply_area`: the length.
     reply_in_area: Option<usize>,
+    /// The guest's cuBLAS handles (see `blas`).
+    blas: blas::BlasHandles,
 }
 
 /// The slots of [`Session::pin_buffer`]: the worker's receive buffer, the reply area.
@@ -185,6 +190,7 @@ impl Session {
             pinned: [None, None],
             reply_area: None,
             reply_in_area: None,
+            blas: Default::default(),
         }
     }
 
@@ -499,6 +505,7 @@ impl Drop for Session {
         self.unpin_buffer(RECEIVE_BUFFER);
         self.unpin_buffer(REPLY_AREA);
         // Free what the guest left behind; the executor's own Drop releases contexts.
+        self.blas_drop_all();
         for (_, e) in self.events.drain() {
             let _ = self.exec.event_destroy(e);
         }
@@ -565,6 +572,7 @@ impl Handler for Session {
     }
     fn device_reset(&mut self, _: &CallContext, _: DeviceReset, _: &[u8]) -> HandlerResult<()> {
         // Everything the guest made is gone with the device's state.
+        self.blas_reset();
         self.streams.clear();
         self.events.clear();
         let freed: u64 = self.allocations.values().sum();
@@ -1197,6 +1205,23 @@ impl Handler for Session {
         let e = self.event(req.event)?;
         self.exec.event_query(e)?;
         nothing()
+    }
+    fn blas_create(&mut self, _: &CallContext, req: BlasCreate, _: &[u8]) -> HandlerResult<()> {
+        self.handle_blas_create(req)
+    }
+    fn blas_destroy(&mut self, _: &CallContext, req: BlasDestroy, _: &[u8]) -> HandlerResult<()> {
+        self.handle_blas_destroy(req)
+    }
+    fn blas_set_workspace(
+        &mut self,
+        _: &CallContext,
+        req: BlasSetWorkspace,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        self.handle_blas_set_workspace(req)
+    }
+    fn blas_gemm(&mut self, _: &CallContext, req: BlasGemm, _: &[u8]) -> HandlerResult<()> {
+        self.handle_blas_gemm(req)
     }
     fn event_elapsed_time(
         &mut self,

@@ -45,6 +45,7 @@ build_one() {
     log="$outdir/$name.build.log"
     local extra=()
     if grep -q -e '<thread>' -e 'pthread' "$src"; then extra+=(-lpthread); fi
+    if grep -q '<cublas_v2.h>' "$src"; then extra+=(-lcublas); fi
     rm -f "$outdir/$name"
     # shellcheck disable=SC2086  # libdirs_str is a space-separated list of -L flags
     if "$nvcc" -cudart shared -arch=sm_90 \

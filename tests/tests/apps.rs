@@ -13,6 +13,7 @@ use vmcuda_tests::{
 };
 
 const APPS: &[&str] = &[
+    "cublas_gemm",
     "device_assert",
     "device_query",
     "dynamic_shared",
@@ -542,13 +543,16 @@ fn every_export_carries_the_cudart_version_node_and_covers_the_apps() {
     for (name, version, _) in &exported {
         assert_eq!(version, "libcudart.so.13", "{name} must be versioned");
     }
-    // Nothing but the CUDA API leaks out of the library.
+    // Nothing but the CUDA API leaks out of the library, besides the cuBLAS
+    // implementation under its private version node (for libcublas.so.13).
     let others: Vec<_> = syms
         .iter()
         .filter(|s| {
             s.2 && !s.0.starts_with("cuda")
                 && !s.0.starts_with("__cuda")
                 && s.0 != "libcudart.so.13"
+                && !(s.0.starts_with("__vmcuda_cublas") && s.1 == "VMCUDA_PRIVATE")
+                && s.0 != "VMCUDA_PRIVATE"
         })
         .collect();
     assert!(others.is_empty(), "unexpected exports: {others:?}");
@@ -563,5 +567,88 @@ fn every_export_carries_the_cudart_version_node_and_covers_the_apps() {
                 );
             }
         }
+    }
+}
+
+/// `name@@version` lines of a real library's export list in guest-lib/exports/.
+fn real_exports(file: &str) -> Vec<(String, String)> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../guest-lib/exports")
+        .join(file);
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .filter_map(|l| l.split_once("@@"))
+        .map(|(n, v)| (n.to_string(), v.to_string()))
+        .collect()
+}
+
+#[test]
+#[ignore = "needs the linked guest library and nvcc-built apps: run tests/run.sh"]
+fn libcublas_exports_real_names_with_the_real_version_node() {
+    let lib = guest_lib_dir().join("libcublas.so.13");
+    let syms = dyn_syms(&lib);
+    let exported: Vec<&(String, String, bool)> = syms
+        .iter()
+        .filter(|s| s.2 && s.0 != "libcublas.so.13")
+        .collect();
+    let real = real_exports("libcublas.so.13.txt");
+    let real_names: HashSet<&str> = real.iter().map(|(n, _)| n.as_str()).collect();
+    assert!(real.len() > 700, "the real list: {}", real.len());
+    assert!(exported.len() >= 30, "exports: {}", exported.len());
+    for (name, version, _) in &exported {
+        assert_eq!(version, "libcublas.so.13", "{name} must be versioned");
+        assert!(
+            real_names.contains(name.as_str()),
+            "{name} is not a libcublas.so.13 export"
+        );
+    }
+    // The trampolines reach the implementation in libcudart.so.13, privately.
+    let needs: Vec<_> = syms
+        .iter()
+        .filter(|s| !s.2 && s.1 == "VMCUDA_PRIVATE")
+        .collect();
+    assert_eq!(needs.len(), exported.len(), "one private target per export");
+    // Every cuBLAS function a test program imports is provided.
+    let provided: HashSet<&str> = exported.iter().map(|s| s.0.as_str()).collect();
+    for app in APPS {
+        for (name, version, defined) in dyn_syms(&apps_dir().join(app)) {
+            if !defined && version == "libcublas.so.13" {
+                assert!(provided.contains(name.as_str()), "{app} imports {name}");
+            }
+        }
+    }
+    let without_64: Vec<_> = real.iter().filter(|(n, _)| !n.ends_with("_64")).collect();
+    println!(
+        "libcublas.so.13 coverage: {} of {} real exports ({} of {} without the _64 variants)",
+        exported.len(),
+        real.len(),
+        exported.len(),
+        without_64.len()
+    );
+}
+
+#[test]
+#[ignore = "needs the linked guest library and nvcc-built apps: run tests/run.sh"]
+fn cublas_gemms_are_forwarded_and_computed_by_the_test_double() {
+    let d = Daemon::host_memory("cublas");
+    let out = d.run_app("cublas_gemm");
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    for line in [
+        "PASS sgemm NN",
+        "PASS sgemm TT",
+        "PASS dgemm TN device scalars",
+        "PASS gemmEx f16 in f32 out",
+        "PASS gemmEx bf16",
+        "PASS sgemmStridedBatched",
+        "PASS sgemmBatched",
+        "PASS zgemm CN",
+        "sgemm(m=-1): CUBLAS_STATUS_INVALID_VALUE",
+        "sgemm(lda<m): CUBLAS_STATUS_INVALID_VALUE",
+        "PASS cublas_gemm (0 failures)",
+    ] {
+        assert!(stdout.contains(line), "missing `{line}` in:\n{stdout}");
     }
 }

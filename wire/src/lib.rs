@@ -1,6 +1,8 @@
 //! The vmcuda wire protocol, shared by the guest library and the host backend.
 //!
 //! Module map:
+//! - [`blas`]: cuBLAS requests (handles, GEMMs) and the argument checks and operand
+//!   extents both ends compute from them.
 //! - [`frame`]: the fixed 40-byte frame header (zerocopy), frame flags, reading and
 //!   writing whole frames, several of which may share one write.
 //! - [`op`]: the op-code table: every request with its explicit, append-only op code,
@@ -14,6 +16,7 @@
 //! - [`tls`]: TLS for the TCP transport (rustls): configurations, handshakes, and the
 //!   stream shared by a connection's reader and writer halves.
 
+pub mod blas;
 pub mod cubin;
 pub mod fatbin;
 pub mod frame;

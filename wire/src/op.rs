@@ -9,6 +9,7 @@
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use thiserror::Error;
 
+use crate::blas::{BlasCreate, BlasDestroy, BlasGemm, BlasSetWorkspace};
 use crate::status::CudaStatus;
 
 /// A device pointer as the GPU sees it. Guests get real device addresses because
@@ -200,6 +201,13 @@ op_table! {
     0x0503 EventSynchronize => event_synchronize(EventSynchronize) -> (), Sync;
     0x0504 EventQuery => event_query(EventQuery) -> (), Sync;
     0x0505 EventElapsedTime => event_elapsed_time(EventElapsedTime) -> ElapsedTime, Sync;
+
+    // cuBLAS (types in crate::blas). Create waits: the host makes a real handle and
+    // charges its workspace to the guest's quota, either of which can fail.
+    0x0600 BlasCreate => blas_create(BlasCreate) -> (), Sync;
+    0x0601 BlasDestroy => blas_destroy(BlasDestroy) -> (), Async;
+    0x0602 BlasSetWorkspace => blas_set_workspace(BlasSetWorkspace) -> (), Async;
+    0x0603 BlasGemm => blas_gemm(BlasGemm) -> (), Async;
 }
 
 /// Host-to-guest event (flag `FLAG_EVENT`, not in the table because guests never send

@@ -502,6 +502,8 @@ struct Module {
     load_error: Option<CudaStatus>,
 }
 
+mod blas;
+
 /// The executor for real GPUs. See the module documentation.
 pub struct CudaExecutor {
     driver_version: i32,
@@ -522,6 +524,8 @@ pub struct CudaExecutor {
     /// Host ranges registered with the driver (start, length): copies to and from them
     /// are DMA'd directly, with no staging.
     registered: Vec<(usize, usize)>,
+    /// cuBLAS handles and entry points (see `blas`).
+    blas: blas::CudaBlas,
 }
 
 /// A device's UUID bytes.
@@ -663,6 +667,7 @@ impl CudaExecutor {
             functions: HashMap::new(),
             function_cache: HashMap::new(),
             registered: Vec::new(),
+            blas: Default::default(),
         })
     }
 
@@ -871,6 +876,8 @@ impl CudaExecutor {
     }
 
     fn destroy_device_objects(&mut self, idx: usize) {
+        // cuBLAS handles first: they use the streams below.
+        self.blas_destroy_device(idx);
         if let Some(s) = self.devices[idx].scrub_stream.take() {
             // SAFETY: made by scrub_stream and destroyed once (it has left the device).
             let _ = unsafe { sys::cuStreamDestroy_v2(s) };

@@ -5,9 +5,10 @@
 //! and events behave as CUDA specifies (work completes in issue order, so every stream
 //! is always idle). A kernel launch is checked, **recorded** (name, grid, block, shared
 //! memory, argument bytes) and logged, but never run: its results are not computed.
-//! It never stands in for a GPU result.
+//! GEMMs forwarded from cuBLAS are computed by a CPU reference (`blas`), so forwarding
+//! can be checked end to end. It never stands in for a GPU result.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
@@ -93,6 +94,8 @@ impl Region {
     }
 }
 
+mod blas;
+
 pub struct HostMemoryExecutor {
     total_memory: u64,
     used_memory: u64,
@@ -113,6 +116,8 @@ pub struct HostMemoryExecutor {
     /// all), and the index of the current one.
     visible: Vec<usize>,
     current: usize,
+    /// Live cuBLAS handle ids (see `blas`).
+    blas_handles: HashSet<u64>,
 }
 
 impl HostMemoryExecutor {
@@ -145,6 +150,7 @@ impl HostMemoryExecutor {
             host_registered: Vec::new(),
             visible: vec![0],
             current: 0,
+            blas_handles: HashSet::new(),
         })
     }
 

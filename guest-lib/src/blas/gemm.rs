@@ -1,0 +1,207 @@
+//! The GEMM families, all through one request ([`BlasGemm`]).
+
+use std::ffi::{c_int, c_longlong, c_void};
+
+use vmcuda_wire::blas::{
+    Batch, BlasGemm, BlasHandle, GemmKind, Operand, Precision, Scalars, POINTER_MODE_DEVICE,
+};
+
+use super::handle::{self, Handle};
+use super::{export, status, Result};
+use crate::caller;
+
+type Ptr = *const c_void;
+
+/// The operation's shape as the program gave it.
+struct Shape {
+    trans: (c_int, c_int),
+    mnk: (c_int, c_int, c_int),
+}
+
+/// Check a GEMM and post it on the handle's stream.
+fn gemm(
+    h: Handle,
+    kind: GemmKind,
+    shape: Shape,
+    (alpha, beta): (Ptr, Ptr),
+    [a, b, c]: [Operand; 3],
+    batch: Batch,
+) -> Result<()> {
+    let s = handle::get(h)?;
+    let scalar = kind.scalar_size().ok_or(status::NOT_SUPPORTED)?;
+    if alpha.is_null() || beta.is_null() {
+        return Err(status::INVALID_VALUE);
+    }
+    let scalars = if s.pointer_mode == POINTER_MODE_DEVICE {
+        Scalars::Device {
+            alpha: alpha as u64,
+            beta: beta as u64,
+        }
+    } else {
+        // Host scalars are read now, as cuBLAS reads them before it returns.
+        let read = |p: Ptr| {
+            caller::bytes(p.cast(), scalar as usize)
+                .map(<[u8]>::to_vec)
+                .map_err(|_| status::INVALID_VALUE)
+        };
+        Scalars::Host {
+            alpha: read(alpha)?,
+            beta: read(beta)?,
+        }
+    };
+    let op = |t: c_int| u32::try_from(t).map_err(|_| status::INVALID_VALUE);
+    let req = BlasGemm {
+        handle: BlasHandle(h as u64),
+        stream: handle::wire_stream(&s),
+        math_mode: s.math_mode,
+        kind,
+        trans_a: op(shape.trans.0)?,
+        trans_b: op(shape.trans.1)?,
+        m: shape.mnk.0.into(),
+        n: shape.mnk.1.into(),
+        k: shape.mnk.2.into(),
+        scalars,
+        a,
+        b,
+        c,
+        batch,
+    };
+    let extents = req.validate().map_err(|e| e.status())?;
+    // Nothing to compute: cuBLAS returns at once.
+    if req.batch.count() == 0 || extents.matrix[2] == 0 {
+        return Ok(());
+    }
+    handle::post_on(&s, req)
+}
+
+fn operand(ptr: Ptr, ld: c_int, stride: c_longlong) -> Operand {
+    Operand {
+        ptr: ptr as u64,
+        ld: ld.into(),
+        stride,
+    }
+}
+
+/// The typed families: `cublas?gemm[_v2]`, `?gemmStridedBatched`, `?gemmBatched`.
+macro_rules! typed_gemms {
+    ($($p:ident: $single:ident, $strided:ident, $batched:ident;)*) => {$(
+        export! {
+            fn $single(
+                h: Handle, ta: c_int, tb: c_int, m: c_int, n: c_int, k: c_int, alpha: Ptr,
+                a: Ptr, lda: c_int, b: Ptr, ldb: c_int, beta: Ptr, c: Ptr, ldc: c_int,
+            ) {
+                gemm(
+                    h,
+                    GemmKind::Typed(Precision::$p),
+                    Shape { trans: (ta, tb), mnk: (m, n, k) },
+                    (alpha, beta),
+                    [operand(a, lda, 0), operand(b, ldb, 0), operand(c, ldc, 0)],
+                    Batch::Single,
+                )
+            }
+        }
+        export! {
+            fn $strided(
+                h: Handle, ta: c_int, tb: c_int, m: c_int, n: c_int, k: c_int, alpha: Ptr,
+                a: Ptr, lda: c_int, sa: c_longlong, b: Ptr, ldb: c_int, sb: c_longlong,
+                beta: Ptr, c: Ptr, ldc: c_int, sc: c_longlong, count: c_int,
+            ) {
+                gemm(
+                    h,
+                    GemmKind::Typed(Precision::$p),
+                    Shape { trans: (ta, tb), mnk: (m, n, k) },
+                    (alpha, beta),
+                    [operand(a, lda, sa), operand(b, ldb, sb), operand(c, ldc, sc)],
+                    Batch::Strided { count: count.into() },
+                )
+            }
+        }
+        export! {
+            fn $batched(
+                h: Handle, ta: c_int, tb: c_int, m: c_int, n: c_int, k: c_int, alpha: Ptr,
+                a: Ptr, lda: c_int, b: Ptr, ldb: c_int, beta: Ptr, c: Ptr, ldc: c_int,
+                count: c_int,
+            ) {
+                // The arrays of device pointers live in device memory: forwarded as is.
+                gemm(
+                    h,
+                    GemmKind::Typed(Precision::$p),
+                    Shape { trans: (ta, tb), mnk: (m, n, k) },
+                    (alpha, beta),
+                    [operand(a, lda, 0), operand(b, ldb, 0), operand(c, ldc, 0)],
+                    Batch::Pointers { count: count.into() },
+                )
+            }
+        }
+    )*};
+}
+
+typed_gemms! {
+    S: cublasSgemm_v2, cublasSgemmStridedBatched, cublasSgemmBatched;
+    D: cublasDgemm_v2, cublasDgemmStridedBatched, cublasDgemmBatched;
+    H: cublasHgemm, cublasHgemmStridedBatched, cublasHgemmBatched;
+    C: cublasCgemm_v2, cublasCgemmStridedBatched, cublasCgemmBatched;
+    Z: cublasZgemm_v2, cublasZgemmStridedBatched, cublasZgemmBatched;
+}
+
+fn ex(a_type: c_int, b_type: c_int, c_type: c_int, compute: c_int, algo: c_int) -> GemmKind {
+    GemmKind::Ex {
+        a_type,
+        b_type,
+        c_type,
+        compute,
+        algo,
+    }
+}
+
+export! {
+    fn cublasGemmEx(
+        h: Handle, ta: c_int, tb: c_int, m: c_int, n: c_int, k: c_int, alpha: Ptr,
+        a: Ptr, at: c_int, lda: c_int, b: Ptr, bt: c_int, ldb: c_int, beta: Ptr,
+        c: Ptr, ct: c_int, ldc: c_int, compute: c_int, algo: c_int,
+    ) {
+        gemm(
+            h,
+            ex(at, bt, ct, compute, algo),
+            Shape { trans: (ta, tb), mnk: (m, n, k) },
+            (alpha, beta),
+            [operand(a, lda, 0), operand(b, ldb, 0), operand(c, ldc, 0)],
+            Batch::Single,
+        )
+    }
+}
+
+export! {
+    fn cublasGemmStridedBatchedEx(
+        h: Handle, ta: c_int, tb: c_int, m: c_int, n: c_int, k: c_int, alpha: Ptr,
+        a: Ptr, at: c_int, lda: c_int, sa: c_longlong, b: Ptr, bt: c_int, ldb: c_int,
+        sb: c_longlong, beta: Ptr, c: Ptr, ct: c_int, ldc: c_int, sc: c_longlong,
+        count: c_int, compute: c_int, algo: c_int,
+    ) {
+        gemm(
+            h,
+            ex(at, bt, ct, compute, algo),
+            Shape { trans: (ta, tb), mnk: (m, n, k) },
+            (alpha, beta),
+            [operand(a, lda, sa), operand(b, ldb, sb), operand(c, ldc, sc)],
+            Batch::Strided { count: count.into() },
+        )
+    }
+}
+
+export! {
+    fn cublasGemmBatchedEx(
+        h: Handle, ta: c_int, tb: c_int, m: c_int, n: c_int, k: c_int, alpha: Ptr,
+        a: Ptr, at: c_int, lda: c_int, b: Ptr, bt: c_int, ldb: c_int, beta: Ptr,
+        c: Ptr, ct: c_int, ldc: c_int, count: c_int, compute: c_int, algo: c_int,
+    ) {
+        gemm(
+            h,
+            ex(at, bt, ct, compute, algo),
+            Shape { trans: (ta, tb), mnk: (m, n, k) },
+            (alpha, beta),
+            [operand(a, lda, 0), operand(b, ldb, 0), operand(c, ldc, 0)],
+            Batch::Pointers { count: count.into() },
+        )
+    }
+}
