@@ -603,7 +603,7 @@ extern "C" {
 
 /// Write console text through C stdio, as the driver does natively, so it interleaves
 /// with the program's own `printf` output in the same order.
-fn write_console(fd: u8, text: &[u8]) {
+pub(crate) fn write_console(fd: u8, text: &[u8]) {
     // SAFETY: glibc's `stdout`/`stderr` are valid FILE pointers for the whole process;
     // reading the pointer values does not race with anything that changes them.
     let file = unsafe {

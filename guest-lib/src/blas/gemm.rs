@@ -66,12 +66,52 @@ fn gemm(
         c,
         batch,
     };
-    let extents = req.validate().map_err(|e| e.status())?;
+    let extents = req.validate().map_err(|e| {
+        report_illegal_parameter(&req);
+        e.status()
+    })?;
     // Nothing to compute: cuBLAS returns at once.
     if req.batch.count() == 0 || extents.matrix[2] == 0 {
         return Ok(());
     }
     handle::post_on(&s, req)
+}
+
+/// cuBLAS's own words on stdout for a refused plain `?gemm` (the reference BLAS's
+/// `xerbla`): the first illegal argument, numbered from `transa` = 1. Programs and
+/// their tests see the same output as natively.
+fn report_illegal_parameter(req: &BlasGemm) {
+    let GemmKind::Typed(p) = req.kind else {
+        return;
+    };
+    let routine = match p {
+        Precision::S => "SGEMM",
+        Precision::D => "DGEMM",
+        Precision::C => "CGEMM",
+        Precision::Z => "ZGEMM",
+        // Only the routines whose message was checked against cuBLAS on the H200 (SGEMM)
+        // and their reference-BLAS siblings speak.
+        _ => return,
+    };
+    if !matches!(req.batch, Batch::Single) {
+        return;
+    }
+    let rows = |t: u32, a: i64, b: i64| if t == 0 { a } else { b };
+    let checks = [
+        (1, req.trans_a <= 2),
+        (2, req.trans_b <= 2),
+        (3, req.m >= 0),
+        (4, req.n >= 0),
+        (5, req.k >= 0),
+        (8, req.a.ld >= rows(req.trans_a, req.m, req.k).max(1)),
+        (10, req.b.ld >= rows(req.trans_b, req.k, req.n).max(1)),
+        (13, req.c.ld >= req.m.max(1)),
+    ];
+    if let Some((number, _)) = checks.iter().find(|(_, ok)| !ok) {
+        let line =
+            format!(" ** On entry to {routine}  parameter number {number} had an illegal value\n");
+        crate::client::write_console(1, line.as_bytes());
+    }
 }
 
 fn operand(ptr: Ptr, ld: c_int, stride: c_longlong) -> Operand {
