@@ -22,6 +22,7 @@ pub mod api;
 pub mod caller;
 pub mod client;
 pub mod gate;
+pub mod guest_pages;
 pub mod shared;
 pub mod staging;
 pub mod state;
