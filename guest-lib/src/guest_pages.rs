@@ -104,7 +104,7 @@ mod tests {
         let present = 1u64 << 63;
         assert_eq!(
             physical_address(present | 0x1234, 0x7000_0010),
-            Some(0x1234_010)
+            Some(0x0123_4010)
         );
         // Hidden from an unprivileged process: the frame reads as 0.
         assert_eq!(physical_address(present, 0x7000_0000), None);

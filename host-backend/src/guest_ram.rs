@@ -104,9 +104,9 @@ impl GuestRam {
         let page = 4096;
         let end = gpa.checked_add(len).ok_or(GuestRamError::Overlap)?;
         if len == 0
-            || gpa % page != 0
-            || len % page != 0
-            || offset % page != 0
+            || !gpa.is_multiple_of(page)
+            || !len.is_multiple_of(page)
+            || !offset.is_multiple_of(page)
             || offset.checked_add(len).is_none_or(|e| e > file_len)
         {
             return Err(GuestRamError::BadFile(-1));
@@ -290,7 +290,7 @@ mod tests {
             (4096, vec![100]),                               // not page aligned
             (3000, vec![0]),                                 // not a power of two
             (4096, vec![]),                                  // nothing
-            (4096, vec![u64::MAX & !4095]),                  // wraps
+            (4096, vec![!4095]),                             // wraps
         ] {
             assert_eq!(ram.map_pages(page, &pages).unwrap_err(), bad, "{pages:?}");
         }

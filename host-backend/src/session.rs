@@ -971,7 +971,7 @@ impl Handler for Session {
         let size = req.page_size.checked_mul(req.pages.len() as u64);
         if size != Some(req.size)
             || req.addr == 0
-            || req.addr % 4096 != 0
+            || !req.addr.is_multiple_of(4096)
             || req.addr.checked_add(req.size).is_none()
             || (staging && req.size > MAX_STAGING_LEN)
             || self.check_staging(staging, req.size).is_err()
