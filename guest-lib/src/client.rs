@@ -417,6 +417,11 @@ impl Client {
         result
     }
 
+    /// Whether the host is reached over vsock (a VM guest; see [`crate::guest_pages`]).
+    pub fn is_vsock(&self) -> bool {
+        matches!(self.addr, ServerAddr::Vsock { .. })
+    }
+
     /// Whether descriptors (and so shared memory) can be passed to this host.
     pub fn can_pass_fds(&self) -> bool {
         matches!(self.addr, ServerAddr::Unix(_))

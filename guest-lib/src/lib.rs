@@ -26,6 +26,7 @@ pub mod blas;
 pub mod caller;
 pub mod client;
 pub mod gate;
+pub mod guest_pages;
 pub mod shared;
 pub mod staging;
 pub mod state;

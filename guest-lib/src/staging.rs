@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 use vmcuda_wire::op::{MemcpyShared, StreamHandle, SHARED_STAGING};
 use vmcuda_wire::CudaStatus;
 
-use crate::{client, shared, state};
+use crate::{client, guest_pages, shared, state};
 
 /// Pageable copies smaller than this use the socket: they cost one round trip either
 /// way, and a small asynchronous copy can be posted with its bytes without waiting.
@@ -51,26 +51,33 @@ pub fn staging() -> Option<&'static Staging> {
             let slot = env_bytes("VMCUDA_STAGING_SLOT", 4 << 20).next_multiple_of(shared::PAGE);
             let slots = env_bytes("VMCUDA_STAGING_SLOTS", 4).clamp(2, 64);
             let len = (slot * slots) as u64;
-            let made = (std::env::var("VMCUDA_STAGING").map_or(true, |v| v != "0")
-                && len <= vmcuda_wire::op::MAX_STAGING_LEN)
-                .then(|| shared::alloc(slot * slots, SHARED_STAGING))
-                .flatten();
+            let wanted = std::env::var("VMCUDA_STAGING").map_or(true, |v| v != "0")
+                && std::env::var("VMCUDA_SHARED_MEMORY").map_or(true, |v| v != "0")
+                && len <= vmcuda_wire::op::MAX_STAGING_LEN;
+            let made = if !wanted {
+                Err("turned off".to_string())
+            } else if client::client().is_ok_and(|c| c.is_vsock()) {
+                // A VM guest: the host may map our pages by guest-physical address.
+                guest_pages::alloc(slot * slots, SHARED_STAGING).map(|start| (start, " in guest huge pages"))
+            } else {
+                shared::alloc(slot * slots, SHARED_STAGING)
+                    .map(|(start, _)| (start, ""))
+                    .ok_or_else(|| "memory cannot be shared with this host".to_string())
+            };
             let verbose = std::env::var_os("VMCUDA_VERBOSE").is_some();
             match made {
-                Some((start, _)) => {
+                Ok((start, where_)) => {
                     if verbose {
                         eprintln!(
-                            "vmcuda: copies use the shared-memory data path ({slots} x {} KiB staging)",
+                            "vmcuda: copies use the shared-memory data path ({slots} x {} KiB staging{where_})",
                             slot >> 10
                         );
                     }
                     Some(Staging { start, slot, slots })
                 }
-                None => {
+                Err(why) => {
                     if verbose {
-                        eprintln!(
-                            "vmcuda: memory cannot be shared with this host; copies go over the socket"
-                        );
+                        eprintln!("vmcuda: {why}; copies go over the socket");
                     }
                     None
                 }

@@ -18,6 +18,7 @@
 pub mod console;
 pub mod daemon;
 pub mod executor;
+pub mod guest_ram;
 pub mod ledger;
 pub mod metrics;
 pub mod pinned;

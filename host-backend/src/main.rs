@@ -17,6 +17,7 @@ use vmcuda_host::daemon::{self, ExecutorChoice, TransportKind, WorkerTemplate};
 use vmcuda_host::executor::cuda::CudaExecutor;
 use vmcuda_host::executor::host_memory::{self, HostMemoryExecutor};
 use vmcuda_host::executor::Executor;
+use vmcuda_host::guest_ram::GuestRam;
 use vmcuda_host::ledger::{Ledger, LedgerError};
 use vmcuda_host::metrics;
 use vmcuda_host::policy::{Caller, ConfigError, GpuSelection, Grant, Policy, Refusal};
@@ -114,6 +115,11 @@ enum Cmd {
         /// tls_cert and tls_key) before the protocol.
         #[arg(long)]
         tls: bool,
+        /// A guest RAM region this worker inherited from the vhost-user device, as
+        /// FD:GPA:LEN:OFFSET (repeated per region); given only for privileged guest
+        /// connections (see docs/security.md).
+        #[arg(long, value_name = "FD:GPA:LEN:OFFSET")]
+        guest_memory: Vec<String>,
     },
 }
 
@@ -225,7 +231,14 @@ fn main() -> ExitCode {
             connection_id,
             caller,
             tls,
-        } => run_worker(&workers.template(tls), transport, connection_id, caller),
+            guest_memory,
+        } => run_worker(
+            &workers.template(tls),
+            transport,
+            connection_id,
+            caller,
+            &guest_memory,
+        ),
         Cmd::Status {
             state_dir,
             config,
@@ -496,6 +509,7 @@ fn run_worker(
     transport: TransportKind,
     connection_id: u64,
     caller: Caller,
+    guest_memory: &[String],
 ) -> ExitCode {
     // The connection arrives as stdin.
     let conn: OwnedFd = match std::io::stdin().as_fd().try_clone_to_owned() {
@@ -526,6 +540,26 @@ fn run_worker(
             })
             .to_path_buf()
     });
+    // The guest's RAM, taken at once so that no descriptor lingers unowned; kept only
+    // where the VM's configuration allows copies straight from it.
+    let mut guest_ram = match GuestRam::from_inherited(guest_memory) {
+        Ok(ram) if ram.is_empty() => None,
+        Ok(ram) => Some(ram),
+        Err(e) => {
+            warn!("{e}; this connection's copies go over the socket");
+            None
+        }
+    };
+    if let (Some(_), Caller::Vm(vm)) = (&guest_ram, &caller) {
+        if !policy.as_ref().is_ok_and(|p| p.guest_memory_copies(vm)) {
+            info!(vm = %vm, "guest_memory_copies is off for this VM; copies go over the socket");
+            guest_ram = None;
+        }
+    } else {
+        // Guest RAM only ever comes with a VM's connection.
+        guest_ram = None;
+    }
+    let guest_ram = std::cell::RefCell::new(guest_ram);
     // Set once a TCP guest has done its TLS handshake, for the figures.
     let over_tls = Cell::new(false);
     // Admission, and only then an executor: a refused caller never touches a GPU.
@@ -574,6 +608,9 @@ fn run_worker(
             connection_id,
         };
         let mut session = Session::new(exec, grant);
+        if let Some(ram) = guest_ram.borrow_mut().take() {
+            session = session.with_guest_ram(ram);
+        }
         // Monitoring never stands in a guest's way: without a file, it goes unwatched.
         match WorkerStats::create(&state_dir, &identity) {
             Ok(stats) => session = session.with_stats(stats),

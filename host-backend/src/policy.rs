@@ -177,8 +177,17 @@ pub struct Vm {
     /// Whether the VM may connect over TCP (with its token).
     #[serde(default)]
     pub tcp: bool,
+    /// Whether a privileged guest process (one connecting from a reserved vsock port,
+    /// so root in the guest) may have its copies made straight from the guest's RAM
+    /// through the vhost-user device (see docs/security.md). Default on.
+    #[serde(default = "default_true")]
+    pub guest_memory_copies: bool,
     #[serde(flatten)]
     pub limits: Limits,
+}
+
+fn default_true() -> bool {
+    true
 }
 
 /// The token in a `token_file`: its first line, trimmed, at least [`MIN_TOKEN_LEN`] long.
@@ -689,6 +698,15 @@ impl Policy {
     }
 
     /// `limits` over `[defaults]` over the built-in defaults.
+    /// Whether the VM named `vm` lets its privileged guest processes copy straight from
+    /// guest RAM (`[[vm]] guest_memory_copies`); false for any other caller.
+    pub fn guest_memory_copies(&self, vm: &str) -> bool {
+        self.config
+            .vms
+            .iter()
+            .any(|v| v.name == vm && v.guest_memory_copies)
+    }
+
     fn grant(&self, name: &str, limits: &Limits) -> Grant {
         let d = &self.config.defaults;
         let gpus = match limits.gpus.as_ref().or(d.gpus.as_ref()) {

@@ -23,6 +23,7 @@ use crate::executor::{
     ExecEvent, ExecFunction, ExecModule, ExecStream, Executor, LaunchConfig, Pitched,
     LEGACY_STREAM, PER_THREAD_STREAM,
 };
+use crate::guest_ram::GuestRam;
 use crate::ledger::Ledger;
 use crate::pinned::PageBuffer;
 use crate::policy::Grant;
@@ -59,8 +60,12 @@ pub struct Session {
     next_handle: u64,
     /// Descriptors the guest passed along with its frames, oldest first.
     pub incoming_fds: VecDeque<OwnedFd>,
-    /// Guest memory shared with this process and registered with the GPU, by address.
+    /// Guest memory shared with this process and registered with the GPU, by the
+    /// guest's address.
     shared: BTreeMap<u64, SharedMapping>,
+    /// The VM's RAM, for guest-physical registrations (vhost-user device workers of
+    /// privileged guest connections only).
+    guest_ram: Option<GuestRam>,
     /// The last reply's data buffer, reused so bulk copies do not fault in fresh memory
     /// for every chunk.
     spare: Vec<u8>,
@@ -82,12 +87,16 @@ const REPLY_AREA: usize = 1;
 /// fast for them).
 const REPLY_AREA_MIN: usize = 256 << 10;
 
-/// Guest memory mapped into this process at the guest's own address.
+/// Guest memory mapped into this process: at the guest's own address (a same-host
+/// guest's memfd), or elsewhere (guest pages of a VM, named by guest-physical address).
 struct SharedMapping {
+    /// Where it is mapped here.
     addr: NonNull<libc::c_void>,
     len: usize,
-    /// Where the device sees it (the same address wherever addressing is unified).
-    device_ptr: DevicePtr,
+    /// Where the device sees it (the same address wherever addressing is unified);
+    /// `None` for guest pages mapped away from the guest's address: the guest's
+    /// address means nothing here, so only [`MemcpyShared`] may reach them.
+    device_ptr: Option<DevicePtr>,
     /// The guest library's staging area ([`SHARED_STAGING`]): not the program's memory,
     /// not counted against the quota.
     staging: bool,
@@ -147,7 +156,7 @@ impl SharedMapping {
         let mapping = SharedMapping {
             addr: got,
             len: len as usize,
-            device_ptr: addr,
+            device_ptr: Some(addr),
             staging: false,
         };
         if got.as_ptr() as u64 != addr {
@@ -155,6 +164,12 @@ impl SharedMapping {
             return Err(CudaStatus::ErrorNotSupported);
         }
         Ok(mapping)
+    }
+}
+
+impl SharedMapping {
+    fn host_addr(&self) -> u64 {
+        self.addr.as_ptr() as u64
     }
 }
 
@@ -186,6 +201,7 @@ impl Session {
             next_handle: 0,
             incoming_fds: VecDeque::new(),
             shared: BTreeMap::new(),
+            guest_ram: None,
             spare: Vec::new(),
             pinned: [None, None],
             reply_area: None,
@@ -197,6 +213,13 @@ impl Session {
     /// Account this guest's memory in its VM's ledger, with the VM's other connections.
     pub fn with_ledger(mut self, ledger: Ledger) -> Self {
         self.ledger = Some(ledger);
+        self
+    }
+
+    /// Let this guest register its pages by guest-physical address (see
+    /// [`crate::guest_ram`]).
+    pub fn with_guest_ram(mut self, ram: GuestRam) -> Self {
+        self.guest_ram = Some(ram);
         self
     }
 
@@ -255,6 +278,49 @@ impl Session {
             Ok(_) => self.pinned[slot] = Some((start, len)),
             Err(e) => debug!("bulk buffer not page-locked ({e}); copies are staged"),
         }
+    }
+
+    /// One staging area per connection, of at most [`MAX_STAGING_LEN`] bytes.
+    fn check_staging(&self, staging: bool, size: u64) -> Result<(), CudaStatus> {
+        if staging && (size > MAX_STAGING_LEN || self.shared.values().any(|m| m.staging)) {
+            warn!(client = %self.client, size, "refused a second or oversized staging area");
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        Ok(())
+    }
+
+    /// Register guest memory mapped here with the executor and remember it under the
+    /// guest's address `guest_addr`; its device pointer. Page-locked host memory is
+    /// counted against the quota like device memory; the library's bounded staging
+    /// area is the connection's, like the worker's buffers.
+    fn register_mapping(
+        &mut self,
+        guest_addr: u64,
+        mut mapping: SharedMapping,
+        staging: bool,
+    ) -> Result<DevicePtr, CudaStatus> {
+        let len = mapping.len as u64;
+        let charged = if staging { 0 } else { len };
+        self.charge(charged)?;
+        let device_ptr = match self.exec.host_register(mapping.host_addr(), len) {
+            Ok(p) => p,
+            Err(e) => {
+                self.refund(charged);
+                return Err(e);
+            }
+        };
+        if mapping.device_ptr.is_some() {
+            mapping.device_ptr = Some(device_ptr);
+        }
+        mapping.staging = staging;
+        if staging {
+            info!(client = %self.client, bytes = len,
+                guest_pages = mapping.device_ptr.is_none(),
+                "copies use the shared-memory data path");
+        }
+        self.shared.insert(guest_addr, mapping);
+        self.set_shared_bytes(self.shared_bytes.saturating_add(charged));
+        Ok(device_ptr)
     }
 
     /// Undo [`Session::pin_buffer`] before the buffer is freed or moved.
@@ -363,13 +429,12 @@ impl Session {
         };
         in_map(&self.allocations)
             || in_map(&self.globals)
-            || self
-                .shared
-                .range(..=ptr)
-                .next_back()
-                .is_some_and(|(s, m)| inside(*s, m.len as u64))
+            || self.shared.range(..=ptr).next_back().is_some_and(|(s, m)| {
+                m.device_ptr.is_some() && m.host_addr() == *s && inside(*s, m.len as u64)
+            })
             || self.shared.values().any(|m| {
-                m.device_ptr != m.addr.as_ptr() as u64 && inside(m.device_ptr, m.len as u64)
+                m.device_ptr
+                    .is_some_and(|d| d != m.host_addr() && inside(d, m.len as u64))
             })
     }
 
@@ -512,8 +577,8 @@ impl Drop for Session {
         for (_, s) in self.streams.drain() {
             let _ = self.exec.stream_destroy(s);
         }
-        for (addr, mapping) in std::mem::take(&mut self.shared) {
-            let _ = self.exec.host_unregister(addr);
+        for (_, mapping) in std::mem::take(&mut self.shared) {
+            let _ = self.exec.host_unregister(mapping.host_addr());
             drop(mapping);
         }
         let leaked = self.allocations.len();
@@ -904,30 +969,51 @@ impl Handler for Session {
             return Err(CudaStatus::ErrorHostMemoryAlreadyRegistered);
         }
         let staging = req.flags & SHARED_STAGING != 0;
-        if staging && (req.size > MAX_STAGING_LEN || self.shared.values().any(|m| m.staging)) {
-            warn!(client = %self.client, size = req.size, "refused a second or oversized staging area");
+        self.check_staging(staging, req.size)?;
+        let mapping = SharedMapping::map(&fd, req.addr, req.size)?;
+        let device_ptr = self.register_mapping(req.addr, mapping, staging)?;
+        Ok((SharedHostMemory { device_ptr }, Vec::new()))
+    }
+
+    fn host_register_guest_pages(
+        &mut self,
+        _: &CallContext,
+        req: HostRegisterGuestPages,
+        _: &[u8],
+    ) -> HandlerResult<SharedHostMemory> {
+        let Some(ram) = &self.guest_ram else {
+            // Not a vhost-user device worker, an unprivileged guest source port, or the
+            // VM's configuration says no: the guest copies over the socket.
+            info!(client = %self.client,
+                "guest-physical registration refused: this connection has no access to the guest's RAM (not from a privileged guest port through the vhost-user device, or guest_memory_copies = false); copies go over the socket");
+            return Err(CudaStatus::ErrorNotSupported);
+        };
+        let staging = req.flags & SHARED_STAGING != 0;
+        let size = req.page_size.checked_mul(req.pages.len() as u64);
+        if size != Some(req.size)
+            || req.addr == 0
+            || !req.addr.is_multiple_of(4096)
+            || req.addr.checked_add(req.size).is_none()
+            || (staging && req.size > MAX_STAGING_LEN)
+            || self.check_staging(staging, req.size).is_err()
+        {
+            warn!(client = %self.client, size = req.size, pages = req.pages.len(),
+                "refused guest pages: sizes disagree, bad address, or a second or oversized staging area");
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        let mut mapping = SharedMapping::map(&fd, req.addr, req.size)?;
-        // Page-locked host memory is counted against the quota like device memory; the
-        // library's bounded staging area is the connection's, like the worker's buffers.
-        let charged = if staging { 0 } else { req.size };
-        self.charge(charged)?;
-        let device_ptr = match self.exec.host_register(req.addr, req.size) {
-            Ok(p) => p,
-            Err(e) => {
-                self.refund(charged);
-                return Err(e);
-            }
-        };
-        mapping.device_ptr = device_ptr;
-        mapping.staging = staging;
-        if staging {
-            info!(client = %self.client, bytes = req.size, "copies use the shared-memory data path");
+        if self.shared.contains_key(&req.addr) {
+            return Err(CudaStatus::ErrorHostMemoryAlreadyRegistered);
         }
-        self.shared.insert(req.addr, mapping);
-        self.set_shared_bytes(self.shared_bytes.saturating_add(charged));
-        Ok((SharedHostMemory { device_ptr }, Vec::new()))
+        let addr = ram.map_pages(req.page_size, &req.pages)?;
+        let mapping = SharedMapping {
+            addr,
+            len: req.size as usize,
+            device_ptr: None,
+            staging: false,
+        };
+        self.register_mapping(req.addr, mapping, staging)?;
+        // Kernels cannot reach these pages: there is no device pointer to give.
+        Ok((SharedHostMemory { device_ptr: 0 }, Vec::new()))
     }
 
     fn host_unregister_shared(
@@ -943,7 +1029,7 @@ impl Handler for Session {
         // natively): they finish before the pages go. Their errors stay the device's.
         let _ = self.exec.synchronize();
         let mapping = self.shared.remove(&req.addr).expect("checked above");
-        let r = self.exec.host_unregister(req.addr);
+        let r = self.exec.host_unregister(mapping.host_addr());
         let charged = if mapping.staging {
             0
         } else {
@@ -961,26 +1047,21 @@ impl Handler for Session {
         // The host side must be shared guest memory mapped here, the device side the
         // guest's own memory: a copy naming anything else is never executed.
         let end = req.host.checked_add(req.size);
-        let mapped = self
+        // The guest's address, translated to where the mapping is here.
+        let here = self
             .shared
             .range(..=req.host)
             .next_back()
-            .is_some_and(|(start, m)| end.is_some_and(|end| end <= start + m.len as u64));
-        if !mapped {
+            .filter(|(start, m)| end.is_some_and(|end| end <= *start + m.len as u64))
+            .map(|(start, m)| m.host_addr() + (req.host - start));
+        let Some(here) = here else {
             warn!(client = %self.client, host = format_args!("{:#x}", req.host), size = req.size,
                 "refused a shared-memory copy outside the guest's shared memory");
             return Err(CudaStatus::ErrorInvalidValue);
-        }
+        };
         self.check_range(req.device, req.size)?;
-        // Mappings sit at the guest's own address, so its address is ours.
-        self.exec.copy_registered(
-            req.device,
-            req.host,
-            req.size,
-            req.to_device,
-            s,
-            req.is_async,
-        )?;
+        self.exec
+            .copy_registered(req.device, here, req.size, req.to_device, s, req.is_async)?;
         let direction = if req.to_device {
             Direction::HostToDevice
         } else {
@@ -1374,6 +1455,104 @@ mod tests {
         assert_eq!(
             s.mem_get_info(&CTX, MemGetInfo, &[]).unwrap().0.free,
             (1 << 20) - 8192
+        );
+    }
+
+    /// A session whose guest has 4 MiB of RAM at guest-physical 0 (a memfd, as QEMU
+    /// gives the device), and that memfd.
+    fn session_with_guest_ram() -> (Session, std::fs::File) {
+        let fd = nix::sys::memfd::memfd_create(c"ram", nix::sys::memfd::MFdFlags::empty()).unwrap();
+        nix::unistd::ftruncate(&fd, 4 << 20).unwrap();
+        let mut ram = GuestRam::default();
+        ram.add(fd.try_clone().unwrap(), 0, 4 << 20, 0).unwrap();
+        (session(None).with_guest_ram(ram), std::fs::File::from(fd))
+    }
+
+    fn guest_pages(addr: u64, pages: Vec<u64>, flags: u32) -> HostRegisterGuestPages {
+        HostRegisterGuestPages {
+            addr,
+            size: pages.len() as u64 * 4096,
+            page_size: 4096,
+            pages,
+            flags,
+        }
+    }
+
+    #[test]
+    fn guest_pages_are_copied_at_their_guest_physical_place_and_never_by_guest_address() {
+        use std::os::unix::fs::FileExt;
+        let (mut s, ram) = session_with_guest_ram();
+        // The guest's staging area: guest address 0x7000_0000, its two pages at
+        // guest-physical 0x3000 and 0x1000 (in that order).
+        let guest = 0x7000_0000u64;
+        let reply = s
+            .host_register_guest_pages(
+                &CTX,
+                guest_pages(guest, vec![0x3000, 0x1000], SHARED_STAGING),
+                &[],
+            )
+            .unwrap();
+        assert_eq!(reply.0.device_ptr, 0, "no device pointer for guest pages");
+        let dev = s
+            .mem_alloc(&CTX, MemAlloc { size: 8192 }, &[])
+            .unwrap()
+            .0
+            .ptr;
+        ram.write_all_at(&[7u8; 4096], 0x3000).unwrap();
+        ram.write_all_at(&[9u8; 4096], 0x1000).unwrap();
+        copy(&mut s, dev, guest, 8192, true).unwrap();
+        // Back into the second page only: lands in guest-physical 0x1000.
+        ram.write_all_at(&[0u8; 4096], 0x1000).unwrap();
+        copy(&mut s, dev + 4096, guest + 4096, 4096, false).unwrap();
+        let mut back = vec![0u8; 4096];
+        ram.read_exact_at(&mut back, 0x1000).unwrap();
+        assert!(back.iter().all(|b| *b == 9));
+        // The guest's address is not memory of this process: never a device-side
+        // pointer, never an attribute lookup.
+        let refused = CudaStatus::ErrorInvalidValue;
+        let dtod = MemcpyDtoD {
+            dst: dev,
+            src: guest,
+            size: 16,
+            stream: StreamHandle::LEGACY,
+            is_async: false,
+        };
+        assert_eq!(s.memcpy_dtod(&CTX, dtod, &[]).unwrap_err(), refused);
+        assert_eq!(
+            copy(&mut s, dev, guest + 8192, 1, true).unwrap_err(),
+            refused
+        );
+        // A second staging area, pages outside guest RAM, sizes that disagree: refused.
+        let again = guest_pages(guest + (1 << 20), vec![0x2000], SHARED_STAGING);
+        assert_eq!(
+            s.host_register_guest_pages(&CTX, again, &[]).unwrap_err(),
+            refused
+        );
+        let outside = guest_pages(guest + (1 << 20), vec![4 << 20], 0);
+        assert_eq!(
+            s.host_register_guest_pages(&CTX, outside, &[]).unwrap_err(),
+            refused
+        );
+        let mut lying = guest_pages(guest + (1 << 20), vec![0x2000], 0);
+        lying.size = 1 << 20;
+        assert_eq!(
+            s.host_register_guest_pages(&CTX, lying, &[]).unwrap_err(),
+            refused
+        );
+        let unregister = HostUnregisterShared { addr: guest };
+        s.host_unregister_shared(&CTX, unregister, &[]).unwrap();
+        assert_eq!(copy(&mut s, dev, guest, 16, true).unwrap_err(), refused);
+    }
+
+    #[test]
+    fn guest_pages_are_refused_without_the_guests_ram() {
+        // A worker not given guest RAM (a Unix or TCP guest, an unprivileged guest port,
+        // or guest_memory_copies = false) turns every guest-physical request away.
+        let mut s = session(None);
+        let req = guest_pages(0x7000_0000, vec![0x1000], SHARED_STAGING);
+        assert_eq!(
+            s.host_register_guest_pages(&CTX, req, &[]).unwrap_err(),
+            CudaStatus::ErrorNotSupported
         );
     }
 }

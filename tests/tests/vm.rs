@@ -180,6 +180,18 @@ fn programs_in_a_guest_over_the_vhost_user_vsock_device_match_the_host() {
         log.matches("guest connected").count() >= apps.len(),
         "{log}"
     );
+    // The programs run as root, so they connect from a reserved port and get the
+    // shared-memory data path through guest RAM: the staging area in the guest's huge
+    // pages (the guest boots with hugepages=16). Programs with large pageable copies
+    // (memcpy_kinds: up to 64 MiB, self-checked, and equal to the host run above) made
+    // those copies through it.
+    assert!(log.contains("guest_memory=true"), "{log}");
+    assert!(
+        log.lines()
+            .any(|l| l.contains("copies use the shared-memory data path")
+                && l.contains("guest_pages=true")),
+        "no guest used the shared-memory data path through guest RAM:\n{log}"
+    );
 }
 
 #[test]

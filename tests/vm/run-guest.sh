@@ -161,7 +161,9 @@ case "$mode" in
     qemu_args+=(-object "memory-backend-memfd,id=mem,size=$mem,share=on"
       -machine q35,memory-backend=mem
       -chardev "socket,id=vc,path=$sock" -device vhost-user-vsock-pci,chardev=vc)
-    cmdline+=" vmcuda.server=vsock:2:7731"
+    # Huge pages for the guest library's staging area: the device's workers copy
+    # straight from them (the shared-memory data path through guest RAM).
+    cmdline+=" vmcuda.server=vsock:2:7731 hugepages=16"
     ;;
   vsock-loopback)
     qemu_args+=(-machine q35)

@@ -39,13 +39,18 @@ use vhost_user_backend::{VhostUserBackendMut, VringRwLock, VringT};
 use virtio_bindings::virtio_config::VIRTIO_F_VERSION_1;
 use virtio_bindings::virtio_ring::VIRTIO_RING_F_EVENT_IDX;
 use virtio_queue::{DescriptorChain, QueueT};
-use vm_memory::{GuestAddressSpace, GuestMemoryAtomic, GuestMemoryLoadGuard, GuestMemoryMmap};
+use vm_memory::{
+    Address, GuestAddressSpace, GuestMemoryAtomic, GuestMemoryBackend, GuestMemoryLoadGuard,
+    GuestMemoryMmap, GuestMemoryRegion,
+};
 use vmm_sys_util::epoll::{Epoll, EpollEvent, EventSet};
 use vmm_sys_util::event::{
     new_event_consumer_and_notifier, EventConsumer, EventFlag, EventNotifier,
 };
 
-use crate::muxer::{log_sampled, Connector, Muxer, MuxerConfig, Readiness, MAX_PAYLOAD};
+use crate::muxer::{
+    log_sampled, Connector, GuestRamRegion, Muxer, MuxerConfig, Readiness, MAX_PAYLOAD,
+};
 use crate::packet::{Header, HEADER_SIZE};
 
 /// Virtio device id of vsock (the VMM's device model decides it; recorded for logs).
@@ -394,6 +399,22 @@ where
     fn update_memory(&mut self, mem: Mem) -> io::Result<()> {
         let _g = self.span.clone().entered();
         debug!("guest memory map updated");
+        // The file-backed regions (all of them with QEMU's memory-backend-memfd or
+        // -file, share=on); anonymous ones cannot be handed on.
+        let regions = mem
+            .memory()
+            .iter()
+            .filter_map(|r| {
+                let f = r.file_offset()?;
+                Some(GuestRamRegion {
+                    gpa: r.start_addr().raw_value(),
+                    len: r.len(),
+                    file: f.arc().clone(),
+                    offset: f.start(),
+                })
+            })
+            .collect();
+        self.muxer.connector_mut().guest_memory_changed(regions);
         self.mem = Some(mem);
         Ok(())
     }

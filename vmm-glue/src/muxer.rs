@@ -65,7 +65,24 @@ pub trait HostStream {
 pub trait Connector {
     type Stream: HostStream;
     fn connect(&mut self, id: ConnId, guest_port: u32) -> io::Result<Self::Stream>;
+    /// The guest's RAM regions changed (`SET_MEM_TABLE`): what later connections of
+    /// privileged guest processes may be given (see [`crate::worker`]).
+    fn guest_memory_changed(&mut self, _regions: Vec<GuestRamRegion>) {}
 }
+
+/// One guest RAM region as the VMM shared it: `len` bytes of guest-physical space from
+/// `gpa`, backed by `file` from `offset`.
+#[derive(Clone, Debug)]
+pub struct GuestRamRegion {
+    pub gpa: u64,
+    pub len: u64,
+    pub file: std::sync::Arc<std::fs::File>,
+    pub offset: u64,
+}
+
+/// Guest source ports below this can only be bound by a privileged guest process
+/// (Linux AF_VSOCK: ports up to 1023 need CAP_NET_BIND_SERVICE).
+pub const FIRST_UNPRIVILEGED_PORT: u32 = 1024;
 
 /// What the host side's readiness notification said.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -222,6 +239,10 @@ impl<C: Connector> Muxer<C> {
 
     pub fn connector(&self) -> &C {
         &self.connector
+    }
+
+    pub fn connector_mut(&mut self) -> &mut C {
+        &mut self.connector
     }
 
     /// Open connections (including ones waiting for the guest's final reset).

@@ -9,6 +9,12 @@
 //! reaper thread, so none is left a zombie; [`ChildTracker::wait_all`] lets `main` wait
 //! for the last ones on the way out.
 //!
+//! A connection from a privileged guest source port (below 1024: only root in the guest
+//! can bind one) is also given the guest's RAM regions, explicitly: each region's file
+//! as descriptor 3, 4, ... and `--guest-memory FD:GPA:LEN:OFFSET` naming it, so that the
+//! worker can copy straight between the GPU and guest pages the guest names by
+//! guest-physical address (see docs/security.md). Other connections get none.
+//!
 //! The worker inherits nothing else of ours. This matters here: the vhost-user library
 //! receives guest RAM and eventfds as file descriptors without close-on-exec, and a
 //! worker must not hold (or be able to map) the whole guest's memory by accident. So the
@@ -16,7 +22,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
@@ -27,7 +33,7 @@ use std::time::{Duration, Instant};
 use tracing::{error, info, warn, Span};
 use vmm_sys_util::epoll::{ControlOperation, Epoll, EpollEvent, EventSet};
 
-use crate::muxer::{ConnId, Connector, HostStream};
+use crate::muxer::{ConnId, Connector, GuestRamRegion, HostStream, FIRST_UNPRIVILEGED_PORT};
 
 /// Which executor the workers use (`vmcuda-host worker --executor`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -85,19 +91,52 @@ impl WorkerCommand {
     }
 }
 
-/// Spawn `cmd` with `conn` as its stdin, stdout null, stderr inherited, and no other
-/// descriptor of ours. The caller's copy of `conn` is gone once `cmd` is dropped.
-pub fn spawn_on_socket(cmd: &mut Command, conn: OwnedFd) -> io::Result<Child> {
+/// Spawn `cmd` with `conn` as its stdin, stdout null, stderr inherited, `give[i]` as
+/// descriptor `3 + i`, and no other descriptor of ours. The caller's copy of `conn` is
+/// gone once `cmd` is dropped.
+pub fn spawn_on_socket(
+    cmd: &mut Command,
+    conn: OwnedFd,
+    give: &[BorrowedFd<'_>],
+) -> io::Result<Child> {
     cmd.stdin(Stdio::from(conn))
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());
+    // Copies numbered above every target (3 + i), so that placing one never overwrites
+    // another; close-on-exec, so they never reach the worker themselves.
+    let first_free = 3 + give.len() as RawFd;
+    let copies = give
+        .iter()
+        .map(|fd| {
+            // SAFETY: F_DUPFD_CLOEXEC duplicates a descriptor we hold; the new one is
+            // owned by the OwnedFd made from it.
+            let raw = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, first_free) };
+            if raw < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // SAFETY: `raw` is a fresh descriptor nobody else owns.
+            Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+        })
+        .collect::<io::Result<Vec<OwnedFd>>>()?;
+    let sources: Vec<RawFd> = copies.iter().map(|c| c.as_raw_fd()).collect();
     // SAFETY: the hook runs in the forked child before exec and only makes raw
-    // close_range/fcntl system calls, which are async-signal-safe, allocate nothing and
-    // touch no state shared with the parent.
+    // close_range/fcntl/dup2 system calls, which are async-signal-safe, allocate
+    // nothing and touch no state shared with the parent (`sources` is only read).
     unsafe {
-        cmd.pre_exec(close_inherited_fds_on_exec);
+        cmd.pre_exec(move || {
+            close_inherited_fds_on_exec()?;
+            for (i, src) in sources.iter().enumerate() {
+                // dup2 leaves the new descriptor inheritable.
+                if libc::dup2(*src, 3 + i as RawFd) < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
     }
-    cmd.spawn()
+    let child = cmd.spawn();
+    drop(copies);
+    child
 }
 
 /// Mark every descriptor above stderr close-on-exec (runs in the child, before exec).
@@ -224,6 +263,8 @@ pub struct WorkerConnector {
     epoll: Arc<Epoll>,
     children: ChildTracker,
     span: Span,
+    /// The guest's RAM, for privileged guest connections.
+    guest_ram: Vec<GuestRamRegion>,
 }
 
 impl WorkerConnector {
@@ -240,6 +281,17 @@ impl WorkerConnector {
             epoll,
             children,
             span,
+            guest_ram: Vec::new(),
+        }
+    }
+
+    /// The guest RAM a worker for a connection from `guest_port` is given: all of it
+    /// for a privileged port, none otherwise.
+    fn guest_ram_for(&self, guest_port: u32) -> &[GuestRamRegion] {
+        if guest_port < FIRST_UNPRIVILEGED_PORT {
+            &self.guest_ram
+        } else {
+            &[]
         }
     }
 }
@@ -247,18 +299,34 @@ impl WorkerConnector {
 impl Connector for WorkerConnector {
     type Stream = WorkerStream;
 
+    fn guest_memory_changed(&mut self, regions: Vec<GuestRamRegion>) {
+        self.guest_ram = regions;
+    }
+
     fn connect(&mut self, id: ConnId, guest_port: u32) -> io::Result<WorkerStream> {
         let (ours, theirs) = UnixStream::pair()?;
         ours.set_nonblocking(true)?;
+        let ram = self.guest_ram_for(guest_port);
         let child = {
             let mut cmd = self.cmd.command(id);
-            spawn_on_socket(&mut cmd, OwnedFd::from(theirs))?
+            for (i, r) in ram.iter().enumerate() {
+                cmd.arg("--guest-memory").arg(format!(
+                    "{}:{:#x}:{:#x}:{:#x}",
+                    3 + i,
+                    r.gpa,
+                    r.len,
+                    r.offset
+                ));
+            }
+            let give: Vec<BorrowedFd<'_>> = ram.iter().map(|r| r.file.as_fd()).collect();
+            spawn_on_socket(&mut cmd, OwnedFd::from(theirs), &give)?
             // `cmd` drops here with our copy of the worker's end.
         };
         info!(
             connection = id,
             guest_port,
             pid = child.id(),
+            guest_memory = !ram.is_empty(),
             "worker started"
         );
         self.children.watch(child, id, self.span.clone());
@@ -368,7 +436,7 @@ mod tests {
         cmd.arg("-c").arg(format!(
             "if [ -e /proc/self/fd/{raw} ]; then echo leaked >&0; else echo clean >&0; fi"
         ));
-        let mut child = spawn_on_socket(&mut cmd, OwnedFd::from(theirs)).unwrap();
+        let mut child = spawn_on_socket(&mut cmd, OwnedFd::from(theirs), &[]).unwrap();
         drop(cmd);
         let mut out = String::new();
         ours.read_to_string(&mut out).unwrap();
@@ -443,6 +511,65 @@ mod tests {
             0,
             "worker exited and was reaped"
         );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Only a connection from a privileged guest port (root in the guest) is given the
+    /// guest's RAM, as descriptor 3 named by `--guest-memory`; any other gets nothing.
+    #[test]
+    fn only_privileged_guest_ports_get_the_guest_ram() {
+        let dir = std::env::temp_dir().join(format!("vmcuda-worker-ram-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = dir.join("fake-host");
+        std::fs::write(
+            &script,
+            format!(
+                "#!/bin/sh\necho \"$@\" >> {d}/args\nif [ -e /proc/self/fd/3 ]; then head -c 3 /proc/self/fd/3 >> {d}/ram; fi\n",
+                d = dir.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let ram =
+            nix::sys::memfd::memfd_create(c"ram", nix::sys::memfd::MFdFlags::MFD_CLOEXEC).unwrap();
+        let file = std::fs::File::from(ram);
+        (&file).write_all(b"RAM").unwrap();
+        let epoll = Arc::new(Epoll::new().unwrap());
+        let children = ChildTracker::new();
+        let mut conn = WorkerConnector::new(
+            WorkerCommand {
+                host_bin: script,
+                executor: ExecutorChoice::Auto,
+                vm_name: "t".into(),
+                config: None,
+                launch_log: None,
+            },
+            epoll,
+            children.clone(),
+            Span::none(),
+        );
+        conn.guest_memory_changed(vec![GuestRamRegion {
+            gpa: 0,
+            len: 4096,
+            file: Arc::new(file),
+            offset: 0,
+        }]);
+        let unprivileged = conn.connect(1, 40000).unwrap();
+        assert_eq!(children.wait_all(Duration::from_secs(10)), 0);
+        let privileged = conn.connect(2, 1023).unwrap();
+        assert_eq!(children.wait_all(Duration::from_secs(10)), 0);
+        drop((unprivileged, privileged));
+        let args = std::fs::read_to_string(dir.join("args")).unwrap();
+        let lines: Vec<&str> = args.lines().collect();
+        assert_eq!(lines.len(), 2, "{args}");
+        assert!(!lines[0].contains("--guest-memory"), "{args}");
+        assert!(
+            lines[1].ends_with("--guest-memory 3:0x0:0x1000:0x0"),
+            "{args}"
+        );
+        // The privileged worker could read the guest's RAM as descriptor 3; only it.
+        assert_eq!(std::fs::read_to_string(dir.join("ram")).unwrap(), "RAM");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

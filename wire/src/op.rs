@@ -178,6 +178,7 @@ op_table! {
     0x020D HostRegisterShared => host_register_shared(HostRegisterShared) -> SharedHostMemory, Sync;
     0x020E HostUnregisterShared => host_unregister_shared(HostUnregisterShared) -> (), Sync;
     0x020F MemcpyShared => memcpy_shared(MemcpyShared) -> (), Async;
+    0x0210 HostRegisterGuestPages => host_register_guest_pages(HostRegisterGuestPages) -> SharedHostMemory, Sync;
 
     0x0300 ModuleLoad => module_load(ModuleLoad) -> ModuleLoaded, Sync;
     0x0301 ModuleGetFunction => module_get_function(ModuleGetFunction) -> FunctionInfo, Sync;
@@ -483,6 +484,24 @@ pub struct HostUnregisterShared {
 /// count it against the quota (like its own receive buffers).
 pub const SHARED_STAGING: u32 = 1 << 31;
 pub const MAX_STAGING_LEN: u64 = 256 << 20;
+
+/// Share guest memory with a backend that has the guest's RAM mapped (the vhost-user
+/// device's workers): the guest process has `size` bytes at `addr`, made of pages of
+/// `page_size` bytes whose guest-physical addresses are `pages`, in order. The backend
+/// maps those pages side by side and registers them with the GPU; copies then name
+/// `addr` in [`MemcpyShared`] as for [`HostRegisterShared`]. The memory is the host's to
+/// copy from and to only: its device pointer in the reply is 0 (kernels cannot reach
+/// it). Only connections from a privileged guest source port may ask (the guest-physical
+/// addresses reach any of the VM's memory); see docs/security.md.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct HostRegisterGuestPages {
+    pub addr: u64,
+    pub size: u64,
+    pub page_size: u64,
+    pub pages: Vec<u64>,
+    /// As in [`HostRegisterShared`] ([`SHARED_STAGING`] for the staging area).
+    pub flags: u32,
+}
 
 /// A copy between device memory and guest memory the host has mapped (shared pinned
 /// memory, or the staging area): the DMA engine reads or writes the guest's pages, and

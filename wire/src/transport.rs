@@ -91,6 +91,47 @@ impl std::fmt::Display for ServerAddr {
     }
 }
 
+/// Reserved vsock ports a privileged guest process connects from, highest first.
+pub const RESERVED_SOURCE_PORTS: std::ops::RangeInclusive<u32> = 512..=1023;
+
+/// Connect from a reserved source port (below 1024), which Linux lets only a process
+/// with CAP_NET_BIND_SERVICE bind: the vhost-user device trusts such a connection with
+/// the guest's RAM (see docs/security.md). `None` when this process may not bind one,
+/// all are taken, or `VMCUDA_SHARED_MEMORY=0`: the caller connects as usual.
+fn connect_vsock_from_reserved_port(cid: u32, port: u32) -> Option<vsock::VsockStream> {
+    use nix::errno::Errno;
+    use nix::sys::socket::{bind, connect, socket, AddressFamily, SockFlag, SockType, VsockAddr};
+    if std::env::var("VMCUDA_SHARED_MEMORY").is_ok_and(|v| v == "0") {
+        return None;
+    }
+    const VMADDR_CID_ANY: u32 = u32::MAX;
+    for source in RESERVED_SOURCE_PORTS.rev() {
+        let sock = socket(
+            AddressFamily::Vsock,
+            SockType::Stream,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )
+        .ok()?;
+        match bind(
+            std::os::fd::AsRawFd::as_raw_fd(&sock),
+            &VsockAddr::new(VMADDR_CID_ANY, source),
+        ) {
+            Ok(()) => {}
+            Err(Errno::EADDRINUSE) => continue,
+            // EACCES: not privileged. Anything else: no reserved port either.
+            Err(_) => return None,
+        }
+        return connect(
+            std::os::fd::AsRawFd::as_raw_fd(&sock),
+            &VsockAddr::new(cid, port),
+        )
+        .ok()
+        .map(|()| vsock::VsockStream::from(sock));
+    }
+    None
+}
+
 /// The host's vsock CID, as seen from a guest.
 pub const HOST_CID: u32 = 2;
 
@@ -201,6 +242,9 @@ impl Stream {
                 }
             }
             ServerAddr::Vsock { cid, port } => {
+                if let Some(s) = connect_vsock_from_reserved_port(*cid, *port) {
+                    return Ok(Stream::Vsock(s));
+                }
                 Ok(vsock::VsockStream::connect_with_cid_port(*cid, *port).map(Stream::Vsock)?)
             }
         }

@@ -1,0 +1,327 @@
+//! A VM's RAM, for workers of the vhost-user device (`vmcuda-host worker
+//! --guest-memory FD:GPA:LEN:OFFSET`, one per RAM region).
+//!
+//! The device passes a worker its guest's RAM regions (the memfds QEMU handed it in
+//! `SET_MEM_TABLE`) only for connections from a privileged guest source port, as
+//! inherited descriptors named on the command line; see docs/security.md. With them a
+//! worker can map guest pages the guest names by guest-physical address
+//! ([`GuestRam::map_pages`]) and let the GPU copy straight to and from them.
+
+use std::num::NonZeroUsize;
+use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::ptr::NonNull;
+
+use nix::sys::mman::{mmap, mmap_anonymous, munmap, MapFlags, ProtFlags};
+use tracing::warn;
+use vmcuda_wire::CudaStatus;
+
+/// The most pages one registration may name: 256 MiB of 4 KiB pages.
+pub const MAX_PAGES: usize = 65536;
+
+/// One guest RAM region: `len` bytes of guest-physical space from `gpa`, backed by
+/// `fd` from `offset`.
+#[derive(Debug)]
+struct Region {
+    gpa: u64,
+    len: u64,
+    offset: u64,
+    fd: OwnedFd,
+}
+
+/// The guest's RAM regions this worker was given.
+#[derive(Debug, Default)]
+pub struct GuestRam {
+    regions: Vec<Region>,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum GuestRamError {
+    #[error("guest memory `{0}` is not FD:GPA:LEN:OFFSET")]
+    Syntax(String),
+    #[error("guest memory descriptor {0} is not open or not a file long enough for its region")]
+    BadFile(RawFd),
+    #[error("guest memory regions overlap or wrap")]
+    Overlap,
+}
+
+/// A number in decimal or `0x` hexadecimal.
+fn number(s: &str) -> Option<u64> {
+    match s.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => s.parse().ok(),
+    }
+}
+
+impl GuestRam {
+    /// Take ownership of the inherited descriptors the specs name; checks each is a
+    /// file covering its region. Descriptors of specs that fail are left alone.
+    pub fn from_inherited(specs: &[String]) -> Result<GuestRam, GuestRamError> {
+        let mut parsed = Vec::new();
+        for spec in specs {
+            let fields: Vec<u64> = spec.split(':').filter_map(number).collect();
+            let [fd, gpa, len, offset] = fields[..] else {
+                return Err(GuestRamError::Syntax(spec.clone()));
+            };
+            let fd = RawFd::try_from(fd).map_err(|_| GuestRamError::Syntax(spec.clone()))?;
+            if fd <= 2 {
+                return Err(GuestRamError::Syntax(spec.clone()));
+            }
+            parsed.push((fd, gpa, len, offset));
+        }
+        let mut ram = GuestRam::default();
+        for (fd, gpa, len, offset) in parsed {
+            // SAFETY: F_GETFD only reads the flags of an integer descriptor; one that is
+            // not open answers EBADF.
+            if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+                return Err(GuestRamError::BadFile(fd));
+            }
+            // SAFETY: the device started this worker with `fd` open for exactly this
+            // purpose and nothing else in the worker uses it; it is owned from here on.
+            let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+            let _ = nix::fcntl::fcntl(
+                &owned,
+                nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+            );
+            ram.add(owned, gpa, len, offset).map_err(|e| match e {
+                GuestRamError::BadFile(_) => GuestRamError::BadFile(fd),
+                e => e,
+            })?;
+        }
+        Ok(ram)
+    }
+
+    /// Add a region; checked against its file and the regions already known.
+    pub fn add(
+        &mut self,
+        fd: OwnedFd,
+        gpa: u64,
+        len: u64,
+        offset: u64,
+    ) -> Result<(), GuestRamError> {
+        let file_len = nix::sys::stat::fstat(&fd)
+            .map_err(|_| GuestRamError::BadFile(-1))?
+            .st_size as u64;
+        let page = 4096;
+        let end = gpa.checked_add(len).ok_or(GuestRamError::Overlap)?;
+        if len == 0
+            || !gpa.is_multiple_of(page)
+            || !len.is_multiple_of(page)
+            || !offset.is_multiple_of(page)
+            || offset.checked_add(len).is_none_or(|e| e > file_len)
+        {
+            return Err(GuestRamError::BadFile(-1));
+        }
+        if self
+            .regions
+            .iter()
+            .any(|r| gpa < r.gpa + r.len && r.gpa < end)
+        {
+            return Err(GuestRamError::Overlap);
+        }
+        self.regions.push(Region {
+            gpa,
+            len,
+            offset,
+            fd,
+        });
+        Ok(())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.regions.is_empty()
+    }
+
+    /// The file and offset backing `[gpa, gpa + len)`, which must lie in one region.
+    fn backing(&self, gpa: u64, len: u64) -> Option<(BorrowedFd<'_>, u64)> {
+        let end = gpa.checked_add(len)?;
+        self.regions
+            .iter()
+            .find(|r| gpa >= r.gpa && end <= r.gpa + r.len)
+            .map(|r| (r.fd.as_fd(), r.offset + (gpa - r.gpa)))
+    }
+
+    /// Map the guest pages at guest-physical `pages` (each `page_size` bytes) side by
+    /// side into fresh address space of this process: the start of the mapping,
+    /// `pages.len() * page_size` bytes long, owned by the caller (one `munmap` of the
+    /// whole range undoes it). Refused unless every page is whole, aligned and inside
+    /// the guest's RAM.
+    pub fn map_pages(
+        &self,
+        page_size: u64,
+        pages: &[u64],
+    ) -> Result<NonNull<libc::c_void>, CudaStatus> {
+        let refuse = |why: &str| {
+            warn!("refused guest pages: {why}");
+            CudaStatus::ErrorInvalidValue
+        };
+        if !page_size.is_power_of_two() || !(4096..=1 << 30).contains(&page_size) {
+            return Err(refuse(
+                "page size is not a power of two between 4 KiB and 1 GiB",
+            ));
+        }
+        if pages.is_empty() || pages.len() > MAX_PAGES {
+            return Err(refuse("no pages, or too many"));
+        }
+        let total = page_size
+            .checked_mul(pages.len() as u64)
+            .filter(|t| *t <= usize::MAX as u64 / 2)
+            .ok_or_else(|| refuse("too large"))?;
+        // Runs of pages contiguous in one file become one mapping.
+        let mut runs: Vec<(BorrowedFd<'_>, u64, u64)> = Vec::new();
+        for &gpa in pages {
+            if gpa % page_size != 0 {
+                return Err(refuse("a page is not aligned to the page size"));
+            }
+            let (fd, offset) = self
+                .backing(gpa, page_size)
+                .ok_or_else(|| refuse("a page is outside the guest's RAM"))?;
+            match runs.last_mut() {
+                Some((f, o, l)) if f.as_raw_fd_eq(&fd) && *o + *l == offset => *l += page_size,
+                _ => runs.push((fd, offset, page_size)),
+            }
+        }
+        let length = NonZeroUsize::new(total as usize).ok_or_else(|| refuse("empty"))?;
+        // SAFETY: a fresh anonymous reservation where the kernel chooses; owned by the
+        // caller from here (unmapped below on failure).
+        let base = unsafe {
+            mmap_anonymous(
+                None,
+                length,
+                ProtFlags::PROT_NONE,
+                MapFlags::MAP_PRIVATE | MapFlags::MAP_NORESERVE,
+            )
+        }
+        .map_err(|e| {
+            warn!("cannot reserve {total} bytes for guest pages: {e}");
+            CudaStatus::ErrorMemoryAllocation
+        })?;
+        let mut at = base.as_ptr() as usize;
+        for (fd, offset, len) in runs {
+            let (Some(addr), Some(run_len)) =
+                (NonZeroUsize::new(at), NonZeroUsize::new(len as usize))
+            else {
+                break;
+            };
+            // SAFETY: MAP_FIXED over part of the reservation made above, which this
+            // function owns; nothing else lives there.
+            let mapped = unsafe {
+                mmap(
+                    Some(addr),
+                    run_len,
+                    ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
+                    MapFlags::MAP_SHARED | MapFlags::MAP_FIXED,
+                    fd,
+                    offset as libc::off_t,
+                )
+            };
+            if let Err(e) = mapped {
+                warn!("cannot map guest pages: {e}");
+                // SAFETY: unmapping the whole reservation made above, used by no one.
+                let _ = unsafe { munmap(base, total as usize) };
+                return Err(CudaStatus::ErrorNotSupported);
+            }
+            at += len as usize;
+        }
+        Ok(base)
+    }
+}
+
+/// Whether two borrowed descriptors are the same descriptor.
+trait SameFd {
+    fn as_raw_fd_eq(&self, other: &Self) -> bool;
+}
+
+impl SameFd for BorrowedFd<'_> {
+    fn as_raw_fd_eq(&self, other: &Self) -> bool {
+        use std::os::fd::AsRawFd;
+        self.as_raw_fd() == other.as_raw_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn memfd(len: u64) -> OwnedFd {
+        let fd = nix::sys::memfd::memfd_create(c"ram", nix::sys::memfd::MFdFlags::empty()).unwrap();
+        nix::unistd::ftruncate(&fd, len as i64).unwrap();
+        fd
+    }
+
+    /// Two regions as QEMU lays out a q35 guest: low RAM at 0, high RAM at 4 GiB, both
+    /// in one file.
+    fn ram() -> (GuestRam, OwnedFd) {
+        let fd = memfd(8 << 20);
+        let mut ram = GuestRam::default();
+        ram.add(fd.try_clone().unwrap(), 0, 4 << 20, 0).unwrap();
+        ram.add(fd.try_clone().unwrap(), 4 << 30, 4 << 20, 4 << 20)
+            .unwrap();
+        (ram, fd)
+    }
+
+    #[test]
+    fn pages_map_in_order_onto_the_guest_ram_file() {
+        let (ram, fd) = ram();
+        let file = std::fs::File::from(fd);
+        use std::os::unix::fs::FileExt;
+        file.write_all_at(b"low", 8192).unwrap();
+        file.write_all_at(b"high", (4 << 20) + 4096).unwrap();
+        let base = ram.map_pages(4096, &[(4 << 30) + 4096, 8192]).unwrap();
+        // SAFETY: the mapping just made is two pages long and ours.
+        let view = unsafe { std::slice::from_raw_parts_mut(base.as_ptr() as *mut u8, 8192) };
+        assert_eq!(&view[..4], b"high");
+        assert_eq!(&view[4096..4099], b"low");
+        view[4096] = b'L';
+        let mut back = [0u8; 3];
+        file.read_exact_at(&mut back, 8192).unwrap();
+        assert_eq!(&back, b"Low", "writes reach the guest's page");
+        // SAFETY: unmapping what map_pages made.
+        unsafe { munmap(base, 8192) }.unwrap();
+    }
+
+    #[test]
+    fn pages_outside_guest_ram_or_misaligned_are_refused() {
+        let (ram, _fd) = ram();
+        let bad = CudaStatus::ErrorInvalidValue;
+        for (page, pages) in [
+            (4096, vec![4 << 20]),                           // the hole between the regions
+            (4096, vec![(4 << 30) + (4 << 20)]),             // just past the end
+            (2 << 20, vec![(4 << 20) - (2 << 20), 3 << 20]), // misaligned huge page
+            (4096, vec![100]),                               // not page aligned
+            (3000, vec![0]),                                 // not a power of two
+            (4096, vec![]),                                  // nothing
+            (4096, vec![!4095]),                             // wraps
+        ] {
+            assert_eq!(ram.map_pages(page, &pages).unwrap_err(), bad, "{pages:?}");
+        }
+        assert_eq!(
+            ram.map_pages(4096, &vec![0; MAX_PAGES + 1]).unwrap_err(),
+            bad
+        );
+        // A huge page straddling the end of a region is refused too.
+        assert_eq!(ram.map_pages(8 << 20, &[0]).unwrap_err(), bad);
+    }
+
+    #[test]
+    fn regions_are_checked_against_their_files_and_each_other() {
+        let fd = memfd(1 << 20);
+        let mut ram = GuestRam::default();
+        assert!(
+            ram.add(fd.try_clone().unwrap(), 0, 2 << 20, 0).is_err(),
+            "longer than its file"
+        );
+        ram.add(fd.try_clone().unwrap(), 0, 1 << 20, 0).unwrap();
+        assert_eq!(
+            ram.add(fd.try_clone().unwrap(), 4096, 4096, 0),
+            Err(GuestRamError::Overlap)
+        );
+        assert!(matches!(
+            GuestRam::from_inherited(&["12:x".into()]),
+            Err(GuestRamError::Syntax(_))
+        ));
+        assert!(matches!(
+            GuestRam::from_inherited(&["1:0:4096:0".into()]),
+            Err(GuestRamError::Syntax(_))
+        ));
+    }
+}
