@@ -9,8 +9,11 @@ use std::io::{self, BufReader, IoSlice, Read};
 use std::os::fd::BorrowedFd;
 use std::path::PathBuf;
 
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 use zerocopy::IntoBytes;
+
+use crate::posted::PostedFrames;
 
 use vmcuda_wire::frame::{self, FrameError, FrameHeader, FLAG_EVENT, FLAG_NO_REPLY, FLAG_REPLY};
 use vmcuda_wire::handshake::{caps, PROTOCOL_VERSION, RUNTIME_VERSION};
@@ -41,6 +44,10 @@ struct Connection {
     sticky: std::collections::HashMap<i32, CudaStatus>,
     /// What the host said about its last error reply, when it said anything.
     reason: Option<String>,
+    /// Posted frames not written yet (see [`crate::posted`]).
+    posted: PostedFrames,
+    /// Set while the flusher thread sleeps until told the queue has something.
+    flusher_idle: bool,
 }
 
 /// Error replies carry at most a sentence or two of explanation.
@@ -48,6 +55,9 @@ const MAX_REASON_LEN: u64 = 4096;
 
 pub struct Client {
     conn: Mutex<Connection>,
+    /// Wakes the flusher thread: the posted queue is no longer empty.
+    posted_waiting: Condvar,
+    flusher: std::sync::Once,
     pub hello: HelloReply,
     pub addr: ServerAddr,
 }
@@ -120,7 +130,27 @@ pub fn server_addr() -> Result<ServerAddr, ConnectFailure> {
 /// The process's client, connecting on first use. A failure is reported once on
 /// stderr and then answered as "no device" for the rest of the process.
 pub fn client() -> Result<&'static Client, CudaStatus> {
-    CLIENT.get_or_init(connect).as_ref().map_err(|e| *e)
+    CLIENT
+        .get_or_init(|| {
+            let client = connect()?;
+            // SAFETY: registers a function that never unwinds (it catches panics) and
+            // lives as long as this library's code.
+            unsafe { libc::atexit(flush_at_exit) };
+            Ok(client)
+        })
+        .as_ref()
+        .map_err(|e| *e)
+        .inspect(|c| c.start_flusher())
+}
+
+/// At exit, send what the program posted and never waited for: its kernels still run
+/// on the host (as a native program's pending work runs until the context goes away).
+extern "C" fn flush_at_exit() {
+    let _ = std::panic::catch_unwind(|| {
+        if let Some(Ok(client)) = CLIENT.get() {
+            client.flush_posted(Duration::from_millis(200));
+        }
+    });
 }
 
 fn connect() -> Result<Client, CudaStatus> {
@@ -276,6 +306,8 @@ impl Client {
             broken: false,
             sticky: std::collections::HashMap::new(),
             reason: None,
+            posted: PostedFrames::default(),
+            flusher_idle: false,
         };
         let hello = Hello {
             protocol: PROTOCOL_VERSION,
@@ -288,6 +320,8 @@ impl Client {
         match conn.exchange_inner(0, &hello, &[], Sink::None, None) {
             Ok(Ok(reply)) => Ok(Client {
                 conn: Mutex::new(conn),
+                posted_waiting: Condvar::new(),
+                flusher: std::sync::Once::new(),
                 hello: reply,
                 addr,
             }),
@@ -340,12 +374,74 @@ impl Client {
         let meta = postcard::to_stdvec(req).expect("requests always encode");
         let header = FrameHeader::new(R::OP.code(), FLAG_NO_REPLY, id, meta.len(), data.len())
             .with_device(device);
-        if let Err(e) = frame::write_frame(&mut conn.writer, &header, &meta, data) {
-            conn.broken = true;
-            eprintln!("vmcuda: lost the connection to the vmcuda host ({e}); CUDA calls now fail");
-            return Err(CudaStatus::ErrorDevicesUnavailable);
+        let conn = &mut *conn;
+        match conn.posted.post(&mut conn.writer, &header, &meta, data) {
+            Ok(first) => {
+                if first && conn.flusher_idle {
+                    self.posted_waiting.notify_one();
+                }
+                Ok(())
+            }
+            Err(e) => Err(conn.lost(e)),
         }
-        Ok(())
+    }
+
+    /// Start the thread that writes posted frames nobody else writes within
+    /// [`crate::posted::FLUSH_DELAY`] (once per client; without it, posted frames go
+    /// out with the next waited-for call or when the queue fills).
+    pub fn start_flusher(&'static self) {
+        self.flusher.call_once(|| {
+            let spawned = std::thread::Builder::new()
+                .name("vmcuda-flush".into())
+                .spawn(move || self.flush_when_due());
+            if let Err(e) = spawned {
+                eprintln!("vmcuda: no flusher thread ({e}); asynchronous calls go out with the next synchronizing call");
+            }
+        });
+    }
+
+    fn flush_when_due(&self) {
+        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            let Some(due) = conn.posted.due().filter(|_| !conn.broken) else {
+                conn.flusher_idle = true;
+                conn = self
+                    .posted_waiting
+                    .wait(conn)
+                    .unwrap_or_else(|p| p.into_inner());
+                conn.flusher_idle = false;
+                continue;
+            };
+            let now = Instant::now();
+            if now < due {
+                conn = self
+                    .posted_waiting
+                    .wait_timeout(conn, due - now)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+                continue;
+            }
+            let c = &mut *conn;
+            if let Err(e) = c.posted.flush(&mut c.writer) {
+                c.lost(e);
+            }
+        }
+    }
+
+    /// Write the posted queue now, waiting at most `patience` for the connection (a
+    /// thread blocked in a long call holds it; its own write sent the queue already).
+    pub fn flush_posted(&self, patience: Duration) {
+        let until = Instant::now() + patience;
+        loop {
+            match self.conn.try_lock() {
+                Ok(mut conn) => return conn.flush_posted(),
+                Err(std::sync::TryLockError::Poisoned(p)) => return p.into_inner().flush_posted(),
+                Err(std::sync::TryLockError::WouldBlock) if Instant::now() < until => {
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+                Err(std::sync::TryLockError::WouldBlock) => return,
+            }
+        }
     }
 
     /// Several requests of one kind, sent together; their replies' data lands in the
@@ -368,13 +464,7 @@ impl Client {
                 }
                 r
             }
-            Err(e) => {
-                conn.broken = true;
-                eprintln!(
-                    "vmcuda: lost the connection to the vmcuda host ({e}); CUDA calls now fail"
-                );
-                Err(CudaStatus::ErrorDevicesUnavailable)
-            }
+            Err(e) => Err(conn.lost(e)),
         }
     }
 
@@ -385,6 +475,24 @@ impl Client {
 }
 
 impl Connection {
+    /// The connection failed: say so once; every later call fails.
+    fn lost(&mut self, e: impl std::fmt::Display) -> CudaStatus {
+        if !self.broken {
+            self.broken = true;
+            eprintln!("vmcuda: lost the connection to the vmcuda host ({e}); CUDA calls now fail");
+        }
+        CudaStatus::ErrorDevicesUnavailable
+    }
+
+    fn flush_posted(&mut self) {
+        if self.broken {
+            return;
+        }
+        if let Err(e) = self.posted.flush(&mut self.writer) {
+            self.lost(e);
+        }
+    }
+
     fn exchange<R: Request>(
         &mut self,
         device: i32,
@@ -410,13 +518,7 @@ impl Connection {
                 }
                 r
             }
-            Err(e) => {
-                self.broken = true;
-                eprintln!(
-                    "vmcuda: lost the connection to the vmcuda host ({e}); CUDA calls now fail"
-                );
-                Err(CudaStatus::ErrorDevicesUnavailable)
-            }
+            Err(e) => Err(self.lost(e)),
         }
     }
 
@@ -436,6 +538,7 @@ impl Connection {
             FrameHeader::new(R::OP.code(), 0, id, meta.len(), data.len()).with_device(device);
         match fd {
             Some(fd) => {
+                self.posted.flush(&mut self.writer)?;
                 let bufs = [
                     IoSlice::new(header.as_bytes()),
                     IoSlice::new(&meta),
@@ -443,7 +546,10 @@ impl Connection {
                 ];
                 self.writer.send_with_fd(&bufs, fd)?;
             }
-            None => frame::write_frame(&mut self.writer, &header, &meta, data)?,
+            // Posted frames first, in the same write.
+            None => self
+                .posted
+                .write_with(&mut self.writer, &header, &meta, data)?,
         }
         self.read_reply::<R>(id, sink)
     }
@@ -507,15 +613,15 @@ impl Connection {
         requests: Vec<(R, &mut [u8])>,
     ) -> Result<Result<(), CudaStatus>, FrameError> {
         let first = self.next_id;
-        let mut batch = frame::FrameBatch::default();
+        // Behind whatever was posted, all in one write.
         for (req, _) in &requests {
             let meta = postcard::to_stdvec(req).expect("requests always encode");
             let header =
                 FrameHeader::new(R::OP.code(), 0, self.next_id, meta.len(), 0).with_device(device);
-            batch.push(&header, &meta, &[]);
+            self.posted.push(&header, &meta, &[]);
             self.next_id += 1;
         }
-        batch.flush_to(&mut self.writer)?;
+        self.posted.flush(&mut self.writer)?;
         let mut result = Ok(());
         for (i, (_, buf)) in requests.into_iter().enumerate() {
             // Every reply is read, even after a failure, to stay in step.
@@ -524,6 +630,13 @@ impl Connection {
             }
         }
         Ok(result)
+    }
+}
+
+impl Drop for Connection {
+    /// A client that goes away sends what was posted on it.
+    fn drop(&mut self) {
+        self.flush_posted();
     }
 }
 

@@ -21,6 +21,7 @@ pub mod api;
 pub mod caller;
 pub mod client;
 pub mod gate;
+pub mod posted;
 pub mod shared;
 pub mod state;
 

@@ -23,7 +23,11 @@ use crate::policy::Refusal;
 /// Descriptors a guest may have in flight before they are claimed by requests.
 const MAX_PENDING_FDS: usize = 16;
 use crate::pinned::PageBuffer;
-use crate::session::{Session, RECEIVE_BUFFER};
+use crate::session::{Session, RECEIVE_BUFFER, RECEIVE_BUFFER_2};
+
+/// Large replies from the reply area go out in pieces this large, each as soon as
+/// the device has put it there, so the socket and the copy engine work side by side.
+const REPLY_PIECE: usize = 1 << 20;
 
 /// The largest hello frame accepted: it is a few dozen bytes; anything much larger
 /// is not a guest of ours.
@@ -87,7 +91,7 @@ pub fn serve(
             return Ok(Ended::Refused(refusal.status));
         }
     };
-    let mut receive = ReceiveBuffer::default();
+    let mut receive = ReceiveBuffers::default();
     let mut deferred = None;
     let ctx = CallContext {
         device: header.device.get(),
@@ -96,14 +100,17 @@ pub fn serve(
     let result = run(&mut session, &ctx, Op::Hello, &meta, &[], &mut deferred);
     record(&mut session, started, &result);
     let greeted = result.is_ok();
-    let result = answer(&mut writer, &mut session, &header, result).and_then(|()| {
+    let result = answer(&mut writer, &mut session, &header, result, &mut deferred).and_then(|()| {
         if !greeted {
             return Ok(());
         }
         serve_frames(reader, writer, fds, &mut session, console, &mut receive)
     });
-    // The driver lets go of the receive pages before they are unmapped.
-    session.unpin_buffer(RECEIVE_BUFFER);
+    // The driver lets go of the receive pages (once no copy reads them) before they
+    // are unmapped.
+    for slot in RECEIVE_SLOTS {
+        session.unpin_buffer(slot);
+    }
     result.map(|()| Ended::Served)
 }
 
@@ -151,15 +158,20 @@ fn answer(
     session: &mut Session,
     header: &FrameHeader,
     result: Result<(Vec<u8>, Vec<u8>), CudaStatus>,
+    deferred: &mut Option<CudaStatus>,
 ) -> Result<(), FrameError> {
+    // A synchronous copy's bytes are in place before its reply goes.
+    let result = session.finish_owed_copy().and(result);
     let status = match &result {
         Ok(_) => CudaStatus::Success,
         Err(s) => *s,
     };
     let (meta, data) = result.unwrap_or_default();
     // Large reads are in the session's page-locked reply area instead.
-    let area = session.take_area_reply();
-    let bytes: &[u8] = area.unwrap_or(&data);
+    if let Some(len) = session.take_area_len() {
+        return answer_from_area(writer, session, header, status, &meta, len, deferred);
+    }
+    let bytes: &[u8] = &data;
     let reply = FrameHeader::new(
         header.op.get(),
         FLAG_REPLY,
@@ -174,13 +186,64 @@ fn answer(
     Ok(())
 }
 
+/// A reply whose data is still arriving in the reply area: each piece is written as
+/// soon as it has landed. The status goes first, so the first piece is waited for
+/// before it (a failure of earlier work on the stream shows there); a failure met
+/// later can no longer change the status sent and is owed to the next call instead,
+/// as an asynchronous error.
+fn answer_from_area(
+    writer: &mut impl Write,
+    session: &mut Session,
+    header: &FrameHeader,
+    status: CudaStatus,
+    meta: &[u8],
+    len: usize,
+    deferred: &mut Option<CudaStatus>,
+) -> Result<(), FrameError> {
+    let (first, _) = session.area_piece(0, REPLY_PIECE.min(len));
+    let status = if status.is_success() {
+        first.err().unwrap_or(status)
+    } else {
+        status
+    };
+    let sent = if status.is_success() { len } else { 0 };
+    let reply = FrameHeader::new(
+        header.op.get(),
+        FLAG_REPLY,
+        header.request_id.get(),
+        meta.len(),
+        sent,
+    )
+    .with_status(status.0);
+    if sent == 0 {
+        // Nothing is sent, but the copy must be over before the area is used again.
+        let _ = session.area_piece(0, len);
+        frame::write_frame(writer, &reply, meta, &[])?;
+        writer.flush()?;
+        return Ok(());
+    }
+    frame::write_frame(writer, &reply, meta, &[])?;
+    let mut start = 0;
+    while start < len {
+        let end = (start + REPLY_PIECE).min(len);
+        let (landed, bytes) = session.area_piece(start, end);
+        if let Err(e) = landed {
+            deferred.get_or_insert(e);
+        }
+        writer.write_all(bytes)?;
+        start = end;
+    }
+    writer.flush()?;
+    Ok(())
+}
+
 fn serve_frames(
     mut reader: impl Read,
     mut writer: impl Write,
     fds: Option<FdQueue>,
     session: &mut Session,
     mut console: Option<&mut ConsoleCapture>,
-    receive: &mut ReceiveBuffer,
+    receive: &mut ReceiveBuffers,
 ) -> Result<(), FrameError> {
     // A failure from a request the guest did not wait for, owed to its next call.
     let mut deferred: Option<CudaStatus> = None;
@@ -194,7 +257,7 @@ fn serve_frames(
             }
         };
         let len = header.data_len.get() as usize;
-        let data = receive.frame(len, session)?;
+        let data = receive.next(len, session, &mut deferred)?;
         reader.read_exact(data)?;
         let data = &*data;
         // The call's time starts once its request is all here.
@@ -237,41 +300,73 @@ fn serve_frames(
             record(session, started, &result);
         }
         let no_reply = header.has(FLAG_NO_REPLY);
-        if let Some(console) = console.as_deref_mut() {
+        // Output a posted call made waits for the next reply: the guest reads nothing
+        // before it, so it sees the same text in the same place, for one check per
+        // reply instead of one per launch.
+        if let Some(console) = console.as_deref_mut().filter(|_| !no_reply) {
             forward_console(&mut writer, console)?;
         }
         if no_reply {
             if let Err(status) = result {
                 deferred.get_or_insert(status);
             }
-            // Nobody waits for this one's data, wherever the handler put it.
-            let _ = session.take_area_reply();
+            // Nobody waits for this one's data, wherever the handler put it; the area
+            // is free again once the copy is over.
+            if let Some(len) = session.take_area_len() {
+                if let Err(status) = session.area_piece(0, len).0 {
+                    deferred.get_or_insert(status);
+                }
+            }
         } else {
             // Replies go out at once; a run of no-reply requests is answered by nothing.
-            answer(&mut writer, session, &header, result)?;
+            answer(&mut writer, session, &header, result, &mut deferred)?;
         }
     }
 }
 
-/// One receive buffer for the connection's life: it only grows and is never zeroed
-/// (each frame's bytes overwrite what they use). It owns whole pages, page-locked so
-/// the GPU copies straight out of them.
+/// The session's pin slots of the receive buffers, used in turn.
+const RECEIVE_SLOTS: [usize; 2] = [RECEIVE_BUFFER, RECEIVE_BUFFER_2];
+
+/// Receive buffers for the connection's life, used in turn by frames that carry data:
+/// a host-to-device copy may still be reading one (see
+/// [`crate::executor::Executor::copy_htod_queued`]) while the next frame arrives in
+/// the other. Each only grows and is never zeroed (each frame's bytes overwrite what
+/// they use); each owns whole pages, page-locked so the GPU copies straight out of
+/// them.
 #[derive(Default)]
-struct ReceiveBuffer {
-    pages: Option<PageBuffer>,
+struct ReceiveBuffers {
+    pages: [Option<PageBuffer>; 2],
+    /// Index of the buffer the last frame with data used.
+    last: usize,
 }
 
-impl ReceiveBuffer {
-    fn frame(&mut self, len: usize, session: &mut Session) -> std::io::Result<&mut [u8]> {
-        if self.pages.as_ref().is_none_or(|p| p.len() < len) {
-            // Growing moves the buffer: page-lock it again where it now lives.
-            session.unpin_buffer(RECEIVE_BUFFER);
-            self.pages = None;
-            let pages = PageBuffer::new(len)?;
-            session.pin_buffer(RECEIVE_BUFFER, pages.start(), pages.len() as u64);
-            self.pages = Some(pages);
+impl ReceiveBuffers {
+    /// The buffer the next frame's `len` data bytes go into, once no copy reads it. A
+    /// failure of the copy that was reading it is owed to the guest's next call.
+    fn next(
+        &mut self,
+        len: usize,
+        session: &mut Session,
+        deferred: &mut Option<CudaStatus>,
+    ) -> std::io::Result<&mut [u8]> {
+        if len == 0 {
+            return Ok(&mut []);
         }
-        let pages = self.pages.as_mut().expect("sized above");
+        let i = (self.last + 1) % RECEIVE_SLOTS.len();
+        self.last = i;
+        let slot = RECEIVE_SLOTS[i];
+        if let Err(status) = session.release_buffer(slot) {
+            deferred.get_or_insert(status);
+        }
+        if self.pages[i].as_ref().is_none_or(|p| p.len() < len) {
+            // Growing moves the buffer: page-lock it again where it now lives.
+            session.unpin_buffer(slot);
+            self.pages[i] = None;
+            let pages = PageBuffer::new(len)?;
+            session.pin_buffer(slot, pages.start(), pages.len() as u64);
+            self.pages[i] = Some(pages);
+        }
+        let pages = self.pages[i].as_mut().expect("sized above");
         Ok(&mut pages.as_mut_slice()[..len])
     }
 }
