@@ -27,7 +27,7 @@ use crate::session::{Session, RECEIVE_BUFFER, RECEIVE_BUFFER_2};
 
 /// Large replies from the reply area go out in pieces this large, each as soon as
 /// the device has put it there, so the socket and the copy engine work side by side.
-const REPLY_PIECE: usize = 1 << 20;
+const REPLY_PIECE: usize = 256 << 10;
 
 /// The largest hello frame accepted: it is a few dozen bytes; anything much larger
 /// is not a guest of ours.
@@ -427,4 +427,154 @@ fn forward_console(
         frame::write_frame(writer, &header, &meta, &bytes)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::executor::host_memory::HostMemoryExecutor;
+    use crate::policy::Grant;
+    use serde::Serialize;
+    use std::os::unix::net::UnixStream;
+    use vmcuda_wire::handshake::caps;
+    use vmcuda_wire::op::{Allocated, MemAlloc, MemcpyDtoH, MemcpyHtoD, Memset, StreamHandle};
+
+    /// A worker on the host-memory executor, serving one end of a socket pair.
+    fn worker() -> (UnixStream, std::thread::JoinHandle<()>) {
+        let (guest, host) = UnixStream::pair().unwrap();
+        let served = std::thread::spawn(move || {
+            let exec = HostMemoryExecutor::new(64 << 20, None).unwrap();
+            let open = |_: &Hello| Ok(Session::new(Box::new(exec), Grant::unlimited("test")));
+            serve(host.try_clone().unwrap(), host, None, open, None).unwrap();
+        });
+        (guest, served)
+    }
+
+    fn send<R: Serialize>(s: &mut UnixStream, op: Op, id: u64, flags: u16, req: &R, data: &[u8]) {
+        let meta = postcard::to_stdvec(req).unwrap();
+        let h = FrameHeader::new(op.code(), flags, id, meta.len(), data.len());
+        frame::write_frame(s, &h, &meta, data).unwrap();
+    }
+
+    fn reply(s: &mut UnixStream, id: u64) -> (CudaStatus, Vec<u8>, Vec<u8>) {
+        let (h, meta) = frame::read_head(s).unwrap();
+        assert!(h.has(FLAG_REPLY));
+        assert_eq!(h.request_id.get(), id);
+        let data = frame::read_data(s, &h).unwrap();
+        (CudaStatus(h.status.get()), meta, data)
+    }
+
+    fn greet(s: &mut UnixStream) {
+        let hello = Hello {
+            protocol: PROTOCOL_VERSION,
+            runtime_version: RUNTIME_VERSION,
+            capabilities: caps::CONSOLE | caps::ASYNC_REQUESTS,
+            token: vec![],
+            client: "worker-test".into(),
+            pid: 1,
+        };
+        send(s, Op::Hello, 0, 0, &hello, &[]);
+        assert_eq!(reply(s, 0).0, CudaStatus::Success);
+    }
+
+    fn alloc(s: &mut UnixStream, id: u64, size: u64) -> u64 {
+        send(s, Op::MemAlloc, id, 0, &MemAlloc { size }, &[]);
+        let (status, meta, _) = reply(s, id);
+        assert_eq!(status, CudaStatus::Success);
+        postcard::from_bytes::<Allocated>(&meta).unwrap().ptr
+    }
+
+    /// Chunks of odd sizes, posted but the last, go through the alternating receive
+    /// buffers; one large read comes back piece by piece from the reply area; both
+    /// round-trip byte for byte.
+    #[test]
+    fn odd_sized_chunked_copies_round_trip_through_both_buffers() {
+        let (mut s, served) = worker();
+        greet(&mut s);
+        let chunks = [(1 << 20) + 7, 1 << 20, 3 * REPLY_PIECE + 1, 13];
+        let total: usize = chunks.iter().sum();
+        let bytes: Vec<u8> = (0..total).map(|i| (i * 131 % 251) as u8).collect();
+        let dev = alloc(&mut s, 1, total as u64);
+        let mut at = 0;
+        for (i, len) in chunks.iter().enumerate() {
+            let last = i + 1 == chunks.len();
+            let req = MemcpyHtoD {
+                dst: dev + at as u64,
+                stream: StreamHandle::LEGACY,
+                is_async: false,
+            };
+            let flags = if last { 0 } else { FLAG_NO_REPLY };
+            send(
+                &mut s,
+                Op::MemcpyHtoD,
+                10 + i as u64,
+                flags,
+                &req,
+                &bytes[at..at + len],
+            );
+            at += len;
+        }
+        assert_eq!(reply(&mut s, 13).0, CudaStatus::Success);
+        // Read back in one piece, and in two reads of odd lengths sent together.
+        let whole = MemcpyDtoH {
+            src: dev,
+            size: total as u64,
+            stream: StreamHandle::LEGACY,
+            is_async: false,
+        };
+        send(&mut s, Op::MemcpyDtoH, 20, 0, &whole, &[]);
+        let (status, _, data) = reply(&mut s, 20);
+        assert_eq!(status, CudaStatus::Success);
+        assert!(data == bytes, "the copy came back different");
+        let split = (1 << 20) + 3;
+        for (id, (src, size)) in [(21, (0, split)), (22, (split, total - split))] {
+            let req = MemcpyDtoH {
+                src: dev + src as u64,
+                size: size as u64,
+                stream: StreamHandle::LEGACY,
+                is_async: true,
+            };
+            send(&mut s, Op::MemcpyDtoH, id, 0, &req, &[]);
+        }
+        let mut back = reply(&mut s, 21).2;
+        back.extend(reply(&mut s, 22).2);
+        assert!(back == bytes, "the split copy came back different");
+        drop(s);
+        served.join().unwrap();
+    }
+
+    /// A posted request's failure is reported by the next waited-for one, behind a
+    /// run of posted requests that succeed, and only once.
+    #[test]
+    fn a_posted_failure_surfaces_at_the_next_waited_call() {
+        let (mut s, served) = worker();
+        greet(&mut s);
+        let dev = alloc(&mut s, 1, 4096);
+        let memset = |dst: u64| Memset {
+            dst,
+            value: 1,
+            size: 16,
+            stream: StreamHandle::LEGACY,
+            is_async: true,
+        };
+        send(&mut s, Op::Memset, 2, FLAG_NO_REPLY, &memset(dev), &[]);
+        // Outside the guest's memory: refused, owed to the next waited call.
+        send(
+            &mut s,
+            Op::Memset,
+            3,
+            FLAG_NO_REPLY,
+            &memset(dev + (1 << 30)),
+            &[],
+        );
+        for id in 4..20 {
+            send(&mut s, Op::Memset, id, FLAG_NO_REPLY, &memset(dev), &[]);
+        }
+        send(&mut s, Op::Memset, 20, 0, &memset(dev), &[]);
+        assert_eq!(reply(&mut s, 20).0, CudaStatus::ErrorInvalidValue);
+        send(&mut s, Op::Memset, 21, 0, &memset(dev), &[]);
+        assert_eq!(reply(&mut s, 21).0, CudaStatus::Success);
+        drop(s);
+        served.join().unwrap();
+    }
 }

@@ -50,7 +50,7 @@ const CU_STREAM_PER_THREAD: usize = 0x2;
 /// Queued device-to-host copies into the worker's reply area are split into pieces of
 /// this many bytes, each with its own event, so the worker can send a piece while the
 /// next is still on the copy engine.
-const DTOH_PIECE: usize = 1 << 20;
+const DTOH_PIECE: usize = 256 << 10;
 /// `CU_DEVICE_INVALID` (`(CUdevice)-2` in cuda.h): the device ordinal the driver
 /// reports for a pointer it does not know.
 const CU_DEVICE_INVALID: c_int = -2;
