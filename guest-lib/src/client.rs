@@ -9,8 +9,11 @@ use std::io::{self, BufReader, IoSlice, Read};
 use std::os::fd::BorrowedFd;
 use std::path::PathBuf;
 
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 use zerocopy::IntoBytes;
+
+use crate::posted::PostedFrames;
 
 use vmcuda_wire::frame::{self, FrameError, FrameHeader, FLAG_EVENT, FLAG_NO_REPLY, FLAG_REPLY};
 use vmcuda_wire::handshake::{caps, PROTOCOL_VERSION, RUNTIME_VERSION};
@@ -20,8 +23,11 @@ use vmcuda_wire::transport::{AddrError, ConnectError, ServerAddr, Stream, TlsCli
 use vmcuda_wire::CudaStatus;
 
 /// Copies travel in frames of at most this many bytes: small enough that the host's
-/// buffers stay warm and chunks pipeline, large enough that per-frame costs vanish.
-pub const CHUNK: usize = 8 << 20;
+/// buffers stay in cache and the socket and the copy engine overlap chunk by chunk,
+/// large enough that per-frame costs vanish. 1 MiB measured best over a Unix socket
+/// (host-memory executor, 64 MiB pinned copies: 1.87 GB/s against 1.51 at 8 MiB and
+/// 1.6-1.8 at 2 MiB on the 2-core dev machine); retune with the GPU's figures.
+pub const CHUNK: usize = 1 << 20;
 
 /// Where a reply's data section goes.
 pub enum Sink<'a> {
@@ -41,6 +47,10 @@ struct Connection {
     sticky: std::collections::HashMap<i32, CudaStatus>,
     /// What the host said about its last error reply, when it said anything.
     reason: Option<String>,
+    /// Posted frames not written yet (see [`crate::posted`]).
+    posted: PostedFrames,
+    /// Set while the flusher thread sleeps until told the queue has something.
+    flusher_idle: bool,
 }
 
 /// Error replies carry at most a sentence or two of explanation.
@@ -48,6 +58,9 @@ const MAX_REASON_LEN: u64 = 4096;
 
 pub struct Client {
     conn: Mutex<Connection>,
+    /// Wakes the flusher thread: the posted queue is no longer empty.
+    posted_waiting: Condvar,
+    flusher: std::sync::Once,
     pub hello: HelloReply,
     pub addr: ServerAddr,
 }
@@ -120,7 +133,27 @@ pub fn server_addr() -> Result<ServerAddr, ConnectFailure> {
 /// The process's client, connecting on first use. A failure is reported once on
 /// stderr and then answered as "no device" for the rest of the process.
 pub fn client() -> Result<&'static Client, CudaStatus> {
-    CLIENT.get_or_init(connect).as_ref().map_err(|e| *e)
+    CLIENT
+        .get_or_init(|| {
+            let client = connect()?;
+            // SAFETY: registers a function that never unwinds (it catches panics) and
+            // lives as long as this library's code.
+            unsafe { libc::atexit(flush_at_exit) };
+            Ok(client)
+        })
+        .as_ref()
+        .map_err(|e| *e)
+        .inspect(|c| c.start_flusher())
+}
+
+/// At exit, send what the program posted and never waited for: its kernels still run
+/// on the host (as a native program's pending work runs until the context goes away).
+extern "C" fn flush_at_exit() {
+    let _ = std::panic::catch_unwind(|| {
+        if let Some(Ok(client)) = CLIENT.get() {
+            client.flush_posted(Duration::from_millis(200));
+        }
+    });
 }
 
 fn connect() -> Result<Client, CudaStatus> {
@@ -276,6 +309,8 @@ impl Client {
             broken: false,
             sticky: std::collections::HashMap::new(),
             reason: None,
+            posted: PostedFrames::default(),
+            flusher_idle: false,
         };
         let hello = Hello {
             protocol: PROTOCOL_VERSION,
@@ -288,6 +323,8 @@ impl Client {
         match conn.exchange_inner(0, &hello, &[], Sink::None, None) {
             Ok(Ok(reply)) => Ok(Client {
                 conn: Mutex::new(conn),
+                posted_waiting: Condvar::new(),
+                flusher: std::sync::Once::new(),
                 hello: reply,
                 addr,
             }),
@@ -340,12 +377,74 @@ impl Client {
         let meta = postcard::to_stdvec(req).expect("requests always encode");
         let header = FrameHeader::new(R::OP.code(), FLAG_NO_REPLY, id, meta.len(), data.len())
             .with_device(device);
-        if let Err(e) = frame::write_frame(&mut conn.writer, &header, &meta, data) {
-            conn.broken = true;
-            eprintln!("vmcuda: lost the connection to the vmcuda host ({e}); CUDA calls now fail");
-            return Err(CudaStatus::ErrorDevicesUnavailable);
+        let conn = &mut *conn;
+        match conn.posted.post(&mut conn.writer, &header, &meta, data) {
+            Ok(first) => {
+                if first && conn.flusher_idle {
+                    self.posted_waiting.notify_one();
+                }
+                Ok(())
+            }
+            Err(e) => Err(conn.lost(e)),
         }
-        Ok(())
+    }
+
+    /// Start the thread that writes posted frames nobody else writes within
+    /// [`crate::posted::FLUSH_DELAY`] (once per client; without it, posted frames go
+    /// out with the next waited-for call or when the queue fills).
+    pub fn start_flusher(&'static self) {
+        self.flusher.call_once(|| {
+            let spawned = std::thread::Builder::new()
+                .name("vmcuda-flush".into())
+                .spawn(move || self.flush_when_due());
+            if let Err(e) = spawned {
+                eprintln!("vmcuda: no flusher thread ({e}); asynchronous calls go out with the next synchronizing call");
+            }
+        });
+    }
+
+    fn flush_when_due(&self) {
+        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            let Some(due) = conn.posted.due().filter(|_| !conn.broken) else {
+                conn.flusher_idle = true;
+                conn = self
+                    .posted_waiting
+                    .wait(conn)
+                    .unwrap_or_else(|p| p.into_inner());
+                conn.flusher_idle = false;
+                continue;
+            };
+            let now = Instant::now();
+            if now < due {
+                conn = self
+                    .posted_waiting
+                    .wait_timeout(conn, due - now)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+                continue;
+            }
+            let c = &mut *conn;
+            if let Err(e) = c.posted.flush(&mut c.writer) {
+                c.lost(e);
+            }
+        }
+    }
+
+    /// Write the posted queue now, waiting at most `patience` for the connection (a
+    /// thread blocked in a long call holds it; its own write sent the queue already).
+    pub fn flush_posted(&self, patience: Duration) {
+        let until = Instant::now() + patience;
+        loop {
+            match self.conn.try_lock() {
+                Ok(mut conn) => return conn.flush_posted(),
+                Err(std::sync::TryLockError::Poisoned(p)) => return p.into_inner().flush_posted(),
+                Err(std::sync::TryLockError::WouldBlock) if Instant::now() < until => {
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+                Err(std::sync::TryLockError::WouldBlock) => return,
+            }
+        }
     }
 
     /// Several requests of one kind, sent together; their replies' data lands in the
@@ -368,13 +467,7 @@ impl Client {
                 }
                 r
             }
-            Err(e) => {
-                conn.broken = true;
-                eprintln!(
-                    "vmcuda: lost the connection to the vmcuda host ({e}); CUDA calls now fail"
-                );
-                Err(CudaStatus::ErrorDevicesUnavailable)
-            }
+            Err(e) => Err(conn.lost(e)),
         }
     }
 
@@ -429,6 +522,24 @@ impl Client {
 }
 
 impl Connection {
+    /// The connection failed: say so once; every later call fails.
+    fn lost(&mut self, e: impl std::fmt::Display) -> CudaStatus {
+        if !self.broken {
+            self.broken = true;
+            eprintln!("vmcuda: lost the connection to the vmcuda host ({e}); CUDA calls now fail");
+        }
+        CudaStatus::ErrorDevicesUnavailable
+    }
+
+    fn flush_posted(&mut self) {
+        if self.broken {
+            return;
+        }
+        if let Err(e) = self.posted.flush(&mut self.writer) {
+            self.lost(e);
+        }
+    }
+
     fn exchange<R: Request>(
         &mut self,
         device: i32,
@@ -454,13 +565,7 @@ impl Connection {
                 }
                 r
             }
-            Err(e) => {
-                self.broken = true;
-                eprintln!(
-                    "vmcuda: lost the connection to the vmcuda host ({e}); CUDA calls now fail"
-                );
-                Err(CudaStatus::ErrorDevicesUnavailable)
-            }
+            Err(e) => Err(self.lost(e)),
         }
     }
 
@@ -480,6 +585,7 @@ impl Connection {
             FrameHeader::new(R::OP.code(), 0, id, meta.len(), data.len()).with_device(device);
         match fd {
             Some(fd) => {
+                self.posted.flush(&mut self.writer)?;
                 let bufs = [
                     IoSlice::new(header.as_bytes()),
                     IoSlice::new(&meta),
@@ -487,7 +593,10 @@ impl Connection {
                 ];
                 self.writer.send_with_fd(&bufs, fd)?;
             }
-            None => frame::write_frame(&mut self.writer, &header, &meta, data)?,
+            // Posted frames first, in the same write.
+            None => self
+                .posted
+                .write_with(&mut self.writer, &header, &meta, data)?,
         }
         self.read_reply::<R>(id, sink)
     }
@@ -565,7 +674,9 @@ impl Connection {
             let header =
                 FrameHeader::new(R::OP.code(), 0, self.next_id, meta.len(), 0).with_device(device);
             self.next_id += 1;
-            frame::write_frame(&mut self.writer, &header, &meta, &[])?;
+            // Behind whatever was posted before it, in the same write.
+            self.posted.push(&header, &meta, &[]);
+            self.posted.flush(&mut self.writer)?;
         }
         for i in n.saturating_sub(depth)..n {
             done(i, self.read_reply::<R>(first + i as u64, Sink::None)?);
@@ -581,15 +692,15 @@ impl Connection {
         requests: Vec<(R, &mut [u8])>,
     ) -> Result<Result<(), CudaStatus>, FrameError> {
         let first = self.next_id;
-        let mut batch = frame::FrameBatch::default();
+        // Behind whatever was posted, all in one write.
         for (req, _) in &requests {
             let meta = postcard::to_stdvec(req).expect("requests always encode");
             let header =
                 FrameHeader::new(R::OP.code(), 0, self.next_id, meta.len(), 0).with_device(device);
-            batch.push(&header, &meta, &[]);
+            self.posted.push(&header, &meta, &[]);
             self.next_id += 1;
         }
-        batch.flush_to(&mut self.writer)?;
+        self.posted.flush(&mut self.writer)?;
         let mut result = Ok(());
         for (i, (_, buf)) in requests.into_iter().enumerate() {
             // Every reply is read, even after a failure, to stay in step.
@@ -598,6 +709,13 @@ impl Connection {
             }
         }
         Ok(result)
+    }
+}
+
+impl Drop for Connection {
+    /// A client that goes away sends what was posted on it.
+    fn drop(&mut self) {
+        self.flush_posted();
     }
 }
 
@@ -622,5 +740,163 @@ pub(crate) fn write_console(fd: u8, text: &[u8]) {
     unsafe {
         libc::fwrite(text.as_ptr().cast(), 1, text.len(), file);
         libc::fflush(file);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixListener;
+    use std::sync::mpsc;
+    use vmcuda_wire::op::{DeviceSynchronize, ExecutorKind, Memset, StreamHandle};
+
+    /// One frame as a fake host saw it: (request id, op, posted, memset's dst and
+    /// size, or the device of anything else).
+    type Seen = (u64, u16, bool, u64, u64);
+
+    /// A fake host on a fresh Unix socket: answers the hello and every waited-for
+    /// request with success, and reports each frame it reads.
+    fn fake_host() -> (ServerAddr, mpsc::Receiver<Seen>) {
+        let dir = std::env::temp_dir().join(format!(
+            "vmcuda-client-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("host.sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut r = BufReader::new(s.try_clone().unwrap());
+            while let Ok((h, meta)) = frame::read_head(&mut r) {
+                frame::read_data(&mut r, &h).unwrap();
+                let (op, id) = (h.op.get(), h.request_id.get());
+                let (dst, size) = match postcard::from_bytes::<Memset>(&meta) {
+                    Ok(m) if op == Op::Memset.code() => (m.dst, m.size),
+                    _ => (h.device.get() as u64, 0),
+                };
+                if tx.send((id, op, h.has(FLAG_NO_REPLY), dst, size)).is_err() {
+                    return;
+                }
+                if h.has(FLAG_NO_REPLY) {
+                    continue;
+                }
+                let meta = if op == Op::Hello.code() {
+                    postcard::to_stdvec(&HelloReply {
+                        protocol: PROTOCOL_VERSION,
+                        driver_version: 13000,
+                        device_count: 1,
+                        executor: ExecutorKind::HostMemory,
+                        capabilities: caps::CONSOLE | caps::ASYNC_REQUESTS,
+                        banner: "fake".into(),
+                    })
+                    .unwrap()
+                } else {
+                    Vec::new()
+                };
+                let reply = FrameHeader::new(op, FLAG_REPLY, id, meta.len(), 0);
+                frame::write_frame(&mut s, &reply, &meta, &[]).unwrap();
+            }
+        });
+        (ServerAddr::Unix(path.to_string_lossy().into_owned()), rx)
+    }
+
+    fn memset(thread: u64, seq: u64) -> Memset {
+        Memset {
+            dst: thread,
+            value: 0,
+            size: seq,
+            stream: StreamHandle::LEGACY,
+            is_async: true,
+        }
+    }
+
+    /// Several threads post runs of requests and wait between them: the host sees
+    /// every frame once, in the order the ids were given, each thread's in its own
+    /// order, and each wait behind the posts its thread made before it.
+    #[test]
+    fn batched_posts_from_several_threads_keep_their_order() {
+        let (addr, seen) = fake_host();
+        let client = Client::connect(addr, Vec::new()).unwrap();
+        const THREADS: u64 = 4;
+        const ROUNDS: u64 = 40;
+        const POSTS: u64 = 3;
+        std::thread::scope(|scope| {
+            for t in 0..THREADS {
+                let client = &client;
+                scope.spawn(move || {
+                    for round in 0..ROUNDS {
+                        for p in 0..POSTS {
+                            client.post(0, &memset(t, round * POSTS + p), &[]).unwrap();
+                        }
+                        // The device field says which thread waits.
+                        client
+                            .call(t as i32, &DeviceSynchronize, &[], Sink::None)
+                            .unwrap();
+                    }
+                });
+            }
+        });
+        drop(client);
+        let frames: Vec<Seen> = seen.iter().collect();
+        assert_eq!(frames[0].1, Op::Hello.code());
+        let frames = &frames[1..];
+        assert_eq!(frames.len() as u64, THREADS * ROUNDS * (POSTS + 1));
+        assert!(
+            frames.windows(2).all(|w| w[0].0 < w[1].0),
+            "ids out of order"
+        );
+        let mut next = [0u64; THREADS as usize];
+        let mut waits = [0u64; THREADS as usize];
+        let mut posted_total = 0;
+        for &(_, op, posted, dst, size) in frames {
+            if op == Op::Memset.code() {
+                assert!(posted);
+                assert_eq!(
+                    size, next[dst as usize],
+                    "thread {dst}'s posts out of order"
+                );
+                next[dst as usize] += 1;
+                posted_total += 1;
+            } else {
+                // A wait: every post its thread made before it is already here.
+                assert!(!posted);
+                waits[dst as usize] += 1;
+                assert_eq!(next[dst as usize], waits[dst as usize] * POSTS);
+            }
+        }
+        assert_eq!(posted_total, THREADS * ROUNDS * POSTS);
+    }
+
+    /// A post nobody waits after reaches the host by itself (the flusher), and what is
+    /// posted on a client that goes away is sent as it goes.
+    #[test]
+    fn posts_reach_the_host_without_a_later_call() {
+        let (addr, seen) = fake_host();
+        let client: &'static Client =
+            Box::leak(Box::new(Client::connect(addr, Vec::new()).unwrap()));
+        assert_eq!(seen.recv().unwrap().1, Op::Hello.code());
+        client.start_flusher();
+        client.post(0, &memset(7, 1), &[]).unwrap();
+        let got = seen
+            .recv_timeout(Duration::from_secs(5))
+            .expect("the flusher sent it");
+        assert_eq!((got.3, got.4), (7, 1));
+
+        let (addr, seen) = fake_host();
+        let client = Client::connect(addr, Vec::new()).unwrap();
+        client.post(0, &memset(8, 2), &[]).unwrap();
+        assert_eq!(seen.recv().unwrap().1, Op::Hello.code());
+        assert!(
+            seen.recv_timeout(Duration::from_millis(200)).is_err(),
+            "queued, not sent"
+        );
+        drop(client);
+        let got = seen
+            .recv_timeout(Duration::from_secs(5))
+            .expect("sent on drop");
+        assert_eq!((got.3, got.4), (8, 2));
     }
 }

@@ -27,6 +27,7 @@ pub mod caller;
 pub mod client;
 pub mod gate;
 pub mod guest_pages;
+pub mod posted;
 pub mod shared;
 pub mod staging;
 pub mod state;

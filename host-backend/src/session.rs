@@ -71,18 +71,23 @@ pub struct Session {
     spare: Vec<u8>,
     /// The worker's bulk buffers page-locked with the executor, so the GPU copies
     /// straight from them: (start, length) per slot.
-    pinned: [Option<(u64, u64)>; 2],
+    pinned: [Option<(u64, u64)>; 3],
     /// Page-locked memory large device-to-host reads land in, sent from there.
     reply_area: Option<PageBuffer>,
     /// Set by a handler that left its reply data in `reply_area`: the length.
     reply_in_area: Option<usize>,
     /// The guest's cuBLAS handles (see `blas`).
     blas: blas::BlasHandles,
+    /// A synchronous copy queued from a receive buffer (that buffer), waited for
+    /// before the next reply.
+    owed_copy: Option<usize>,
 }
 
-/// The slots of [`Session::pin_buffer`]: the worker's receive buffer, the reply area.
+/// The slots of [`Session::pin_buffer`]: the worker's receive buffers, the reply area.
 pub const RECEIVE_BUFFER: usize = 0;
 const REPLY_AREA: usize = 1;
+pub const RECEIVE_BUFFER_2: usize = 2;
+const RECEIVE_BUFFERS: [usize; 2] = [RECEIVE_BUFFER, RECEIVE_BUFFER_2];
 /// Reads at most this large use ordinary reply buffers (the driver's own path is as
 /// fast for them).
 const REPLY_AREA_MIN: usize = 256 << 10;
@@ -203,10 +208,11 @@ impl Session {
             shared: BTreeMap::new(),
             guest_ram: None,
             spare: Vec::new(),
-            pinned: [None, None],
+            pinned: [None; 3],
             reply_area: None,
             reply_in_area: None,
             blas: Default::default(),
+            owed_copy: None,
         }
     }
 
@@ -325,6 +331,11 @@ impl Session {
 
     /// Undo [`Session::pin_buffer`] before the buffer is freed or moved.
     pub fn unpin_buffer(&mut self, slot: usize) {
+        // No copy may still be using the pages.
+        let _ = self.release_buffer(slot);
+        if slot == REPLY_AREA {
+            let _ = self.exec.dtoh_landed(usize::MAX);
+        }
         if let Some((start, _)) = self.pinned[slot].take() {
             let _ = self.exec.host_unregister(start);
         }
@@ -352,10 +363,52 @@ impl Session {
         }
     }
 
-    /// The reply the last handler left in the reply area, if it did: its bytes.
-    pub fn take_area_reply(&mut self) -> Option<&[u8]> {
-        let len = self.reply_in_area.take()?;
-        self.reply_area.as_ref().map(|a| &a.as_slice()[..len])
+    /// The page-locked receive buffer `data` lies in, if it does.
+    fn receive_buffer_of(&self, data: &[u8]) -> Option<usize> {
+        let (start, end) = (
+            data.as_ptr() as u64,
+            data.as_ptr() as u64 + data.len() as u64,
+        );
+        RECEIVE_BUFFERS
+            .into_iter()
+            .find(|&slot| self.pinned[slot].is_some_and(|(s, len)| start >= s && end <= s + len))
+    }
+
+    /// Wait until no queued copy reads buffer `slot`, before the worker writes into it.
+    pub fn release_buffer(&mut self, slot: usize) -> Result<(), CudaStatus> {
+        if self.owed_copy == Some(slot) {
+            self.owed_copy = None;
+        }
+        self.exec.release_buffer(slot)
+    }
+
+    /// Before a reply: wait for the synchronous copy queued by a request, if one is
+    /// owed (its bytes must be in place when the guest's `cudaMemcpy` returns).
+    pub fn finish_owed_copy(&mut self) -> Result<(), CudaStatus> {
+        match self.owed_copy.take() {
+            Some(slot) => self.exec.release_buffer(slot),
+            None => Ok(()),
+        }
+    }
+
+    /// The length of the reply the last handler is leaving in the reply area, if it is
+    /// (see [`Session::area_piece`]); the area is the reply's until the next request.
+    pub fn take_area_len(&mut self) -> Option<usize> {
+        self.reply_in_area.take()
+    }
+
+    /// Bytes `[start, end)` of the reply area (within the length
+    /// [`Session::take_area_len`] gave), after waiting for the copy to put them there:
+    /// the wait's outcome, and the bytes, which are sent even when it failed (the
+    /// guest expects that many).
+    pub fn area_piece(&mut self, start: usize, end: usize) -> (Result<(), CudaStatus>, &[u8]) {
+        let landed = self.exec.dtoh_landed(end);
+        let bytes = self
+            .reply_area
+            .as_ref()
+            .and_then(|a| a.as_slice().get(start..end))
+            .unwrap_or_default();
+        (landed, bytes)
     }
 
     /// Hand a written reply's buffer back for the next reply.
@@ -785,7 +838,18 @@ impl Handler for Session {
     fn memcpy_htod(&mut self, _: &CallContext, req: MemcpyHtoD, data: &[u8]) -> HandlerResult<()> {
         let s = self.stream(req.stream)?;
         self.check_range(req.dst, data.len() as u64)?;
-        self.exec.copy_htod(req.dst, data, s, req.is_async)?;
+        match self.receive_buffer_of(data) {
+            // Straight from the worker's page-locked buffer, which the worker leaves
+            // alone until the copy is done: it reads the next request meanwhile.
+            Some(slot) => {
+                self.exec
+                    .copy_htod_queued(req.dst, data, s, req.is_async, slot)?;
+                if !req.is_async {
+                    self.owed_copy = Some(slot);
+                }
+            }
+            None => self.exec.copy_htod(req.dst, data, s, req.is_async)?,
+        }
         self.stats
             .copied(Direction::HostToDevice, data.len() as u64);
         nothing()
@@ -802,8 +866,13 @@ impl Handler for Session {
             // sends them from there: no staging copy, no reply buffer.
             if self.ensure_reply_area(size) {
                 let area = self.reply_area.as_mut().expect("ensured above");
-                self.exec
-                    .copy_dtoh(&mut area.as_mut_slice()[..size], req.src, s, req.is_async)?;
+                // The worker sends the first bytes while the rest are still arriving.
+                self.exec.copy_dtoh_queued(
+                    &mut area.as_mut_slice()[..size],
+                    req.src,
+                    s,
+                    req.is_async,
+                )?;
                 self.reply_in_area = Some(size);
                 self.stats.copied(Direction::DeviceToHost, req.size);
                 return nothing();

@@ -23,7 +23,11 @@ use crate::policy::Refusal;
 /// Descriptors a guest may have in flight before they are claimed by requests.
 const MAX_PENDING_FDS: usize = 16;
 use crate::pinned::PageBuffer;
-use crate::session::{Session, RECEIVE_BUFFER};
+use crate::session::{Session, RECEIVE_BUFFER, RECEIVE_BUFFER_2};
+
+/// Large replies from the reply area go out in pieces this large, each as soon as
+/// the device has put it there, so the socket and the copy engine work side by side.
+const REPLY_PIECE: usize = 256 << 10;
 
 /// The largest hello frame accepted: it is a few dozen bytes; anything much larger
 /// is not a guest of ours.
@@ -87,7 +91,7 @@ pub fn serve(
             return Ok(Ended::Refused(refusal.status));
         }
     };
-    let mut receive = ReceiveBuffer::default();
+    let mut receive = ReceiveBuffers::default();
     let mut deferred = None;
     let ctx = CallContext {
         device: header.device.get(),
@@ -96,14 +100,17 @@ pub fn serve(
     let result = run(&mut session, &ctx, Op::Hello, &meta, &[], &mut deferred);
     record(&mut session, started, &result);
     let greeted = result.is_ok();
-    let result = answer(&mut writer, &mut session, &header, result).and_then(|()| {
+    let result = answer(&mut writer, &mut session, &header, result, &mut deferred).and_then(|()| {
         if !greeted {
             return Ok(());
         }
         serve_frames(reader, writer, fds, &mut session, console, &mut receive)
     });
-    // The driver lets go of the receive pages before they are unmapped.
-    session.unpin_buffer(RECEIVE_BUFFER);
+    // The driver lets go of the receive pages (once no copy reads them) before they
+    // are unmapped.
+    for slot in RECEIVE_SLOTS {
+        session.unpin_buffer(slot);
+    }
     result.map(|()| Ended::Served)
 }
 
@@ -151,15 +158,20 @@ fn answer(
     session: &mut Session,
     header: &FrameHeader,
     result: Result<(Vec<u8>, Vec<u8>), CudaStatus>,
+    deferred: &mut Option<CudaStatus>,
 ) -> Result<(), FrameError> {
+    // A synchronous copy's bytes are in place before its reply goes.
+    let result = session.finish_owed_copy().and(result);
     let status = match &result {
         Ok(_) => CudaStatus::Success,
         Err(s) => *s,
     };
     let (meta, data) = result.unwrap_or_default();
     // Large reads are in the session's page-locked reply area instead.
-    let area = session.take_area_reply();
-    let bytes: &[u8] = area.unwrap_or(&data);
+    if let Some(len) = session.take_area_len() {
+        return answer_from_area(writer, session, header, status, &meta, len, deferred);
+    }
+    let bytes: &[u8] = &data;
     let reply = FrameHeader::new(
         header.op.get(),
         FLAG_REPLY,
@@ -174,13 +186,64 @@ fn answer(
     Ok(())
 }
 
+/// A reply whose data is still arriving in the reply area: each piece is written as
+/// soon as it has landed. The status goes first, so the first piece is waited for
+/// before it (a failure of earlier work on the stream shows there); a failure met
+/// later can no longer change the status sent and is owed to the next call instead,
+/// as an asynchronous error.
+fn answer_from_area(
+    writer: &mut impl Write,
+    session: &mut Session,
+    header: &FrameHeader,
+    status: CudaStatus,
+    meta: &[u8],
+    len: usize,
+    deferred: &mut Option<CudaStatus>,
+) -> Result<(), FrameError> {
+    let (first, _) = session.area_piece(0, REPLY_PIECE.min(len));
+    let status = if status.is_success() {
+        first.err().unwrap_or(status)
+    } else {
+        status
+    };
+    let sent = if status.is_success() { len } else { 0 };
+    let reply = FrameHeader::new(
+        header.op.get(),
+        FLAG_REPLY,
+        header.request_id.get(),
+        meta.len(),
+        sent,
+    )
+    .with_status(status.0);
+    if sent == 0 {
+        // Nothing is sent, but the copy must be over before the area is used again.
+        let _ = session.area_piece(0, len);
+        frame::write_frame(writer, &reply, meta, &[])?;
+        writer.flush()?;
+        return Ok(());
+    }
+    frame::write_frame(writer, &reply, meta, &[])?;
+    let mut start = 0;
+    while start < len {
+        let end = (start + REPLY_PIECE).min(len);
+        let (landed, bytes) = session.area_piece(start, end);
+        if let Err(e) = landed {
+            deferred.get_or_insert(e);
+        }
+        writer.write_all(bytes)?;
+        start = end;
+    }
+    writer.flush()?;
+    Ok(())
+}
+
 fn serve_frames(
     mut reader: impl Read,
     mut writer: impl Write,
     fds: Option<FdQueue>,
     session: &mut Session,
     mut console: Option<&mut ConsoleCapture>,
-    receive: &mut ReceiveBuffer,
+    receive: &mut ReceiveBuffers,
 ) -> Result<(), FrameError> {
     // A failure from a request the guest did not wait for, owed to its next call.
     let mut deferred: Option<CudaStatus> = None;
@@ -194,7 +257,7 @@ fn serve_frames(
             }
         };
         let len = header.data_len.get() as usize;
-        let data = receive.frame(len, session)?;
+        let data = receive.next(len, session, &mut deferred)?;
         reader.read_exact(data)?;
         let data = &*data;
         // The call's time starts once its request is all here.
@@ -237,41 +300,73 @@ fn serve_frames(
             record(session, started, &result);
         }
         let no_reply = header.has(FLAG_NO_REPLY);
-        if let Some(console) = console.as_deref_mut() {
+        // Output a posted call made waits for the next reply: the guest reads nothing
+        // before it, so it sees the same text in the same place, for one check per
+        // reply instead of one per launch.
+        if let Some(console) = console.as_deref_mut().filter(|_| !no_reply) {
             forward_console(&mut writer, console)?;
         }
         if no_reply {
             if let Err(status) = result {
                 deferred.get_or_insert(status);
             }
-            // Nobody waits for this one's data, wherever the handler put it.
-            let _ = session.take_area_reply();
+            // Nobody waits for this one's data, wherever the handler put it; the area
+            // is free again once the copy is over.
+            if let Some(len) = session.take_area_len() {
+                if let Err(status) = session.area_piece(0, len).0 {
+                    deferred.get_or_insert(status);
+                }
+            }
         } else {
             // Replies go out at once; a run of no-reply requests is answered by nothing.
-            answer(&mut writer, session, &header, result)?;
+            answer(&mut writer, session, &header, result, &mut deferred)?;
         }
     }
 }
 
-/// One receive buffer for the connection's life: it only grows and is never zeroed
-/// (each frame's bytes overwrite what they use). It owns whole pages, page-locked so
-/// the GPU copies straight out of them.
+/// The session's pin slots of the receive buffers, used in turn.
+const RECEIVE_SLOTS: [usize; 2] = [RECEIVE_BUFFER, RECEIVE_BUFFER_2];
+
+/// Receive buffers for the connection's life, used in turn by frames that carry data:
+/// a host-to-device copy may still be reading one (see
+/// [`crate::executor::Executor::copy_htod_queued`]) while the next frame arrives in
+/// the other. Each only grows and is never zeroed (each frame's bytes overwrite what
+/// they use); each owns whole pages, page-locked so the GPU copies straight out of
+/// them.
 #[derive(Default)]
-struct ReceiveBuffer {
-    pages: Option<PageBuffer>,
+struct ReceiveBuffers {
+    pages: [Option<PageBuffer>; 2],
+    /// Index of the buffer the last frame with data used.
+    last: usize,
 }
 
-impl ReceiveBuffer {
-    fn frame(&mut self, len: usize, session: &mut Session) -> std::io::Result<&mut [u8]> {
-        if self.pages.as_ref().is_none_or(|p| p.len() < len) {
-            // Growing moves the buffer: page-lock it again where it now lives.
-            session.unpin_buffer(RECEIVE_BUFFER);
-            self.pages = None;
-            let pages = PageBuffer::new(len)?;
-            session.pin_buffer(RECEIVE_BUFFER, pages.start(), pages.len() as u64);
-            self.pages = Some(pages);
+impl ReceiveBuffers {
+    /// The buffer the next frame's `len` data bytes go into, once no copy reads it. A
+    /// failure of the copy that was reading it is owed to the guest's next call.
+    fn next(
+        &mut self,
+        len: usize,
+        session: &mut Session,
+        deferred: &mut Option<CudaStatus>,
+    ) -> std::io::Result<&mut [u8]> {
+        if len == 0 {
+            return Ok(&mut []);
         }
-        let pages = self.pages.as_mut().expect("sized above");
+        let i = (self.last + 1) % RECEIVE_SLOTS.len();
+        self.last = i;
+        let slot = RECEIVE_SLOTS[i];
+        if let Err(status) = session.release_buffer(slot) {
+            deferred.get_or_insert(status);
+        }
+        if self.pages[i].as_ref().is_none_or(|p| p.len() < len) {
+            // Growing moves the buffer: page-lock it again where it now lives.
+            session.unpin_buffer(slot);
+            self.pages[i] = None;
+            let pages = PageBuffer::new(len)?;
+            session.pin_buffer(slot, pages.start(), pages.len() as u64);
+            self.pages[i] = Some(pages);
+        }
+        let pages = self.pages[i].as_mut().expect("sized above");
         Ok(&mut pages.as_mut_slice()[..len])
     }
 }
@@ -332,4 +427,154 @@ fn forward_console(
         frame::write_frame(writer, &header, &meta, &bytes)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::executor::host_memory::HostMemoryExecutor;
+    use crate::policy::Grant;
+    use serde::Serialize;
+    use std::os::unix::net::UnixStream;
+    use vmcuda_wire::handshake::caps;
+    use vmcuda_wire::op::{Allocated, MemAlloc, MemcpyDtoH, MemcpyHtoD, Memset, StreamHandle};
+
+    /// A worker on the host-memory executor, serving one end of a socket pair.
+    fn worker() -> (UnixStream, std::thread::JoinHandle<()>) {
+        let (guest, host) = UnixStream::pair().unwrap();
+        let served = std::thread::spawn(move || {
+            let exec = HostMemoryExecutor::new(64 << 20, None).unwrap();
+            let open = |_: &Hello| Ok(Session::new(Box::new(exec), Grant::unlimited("test")));
+            serve(host.try_clone().unwrap(), host, None, open, None).unwrap();
+        });
+        (guest, served)
+    }
+
+    fn send<R: Serialize>(s: &mut UnixStream, op: Op, id: u64, flags: u16, req: &R, data: &[u8]) {
+        let meta = postcard::to_stdvec(req).unwrap();
+        let h = FrameHeader::new(op.code(), flags, id, meta.len(), data.len());
+        frame::write_frame(s, &h, &meta, data).unwrap();
+    }
+
+    fn reply(s: &mut UnixStream, id: u64) -> (CudaStatus, Vec<u8>, Vec<u8>) {
+        let (h, meta) = frame::read_head(s).unwrap();
+        assert!(h.has(FLAG_REPLY));
+        assert_eq!(h.request_id.get(), id);
+        let data = frame::read_data(s, &h).unwrap();
+        (CudaStatus(h.status.get()), meta, data)
+    }
+
+    fn greet(s: &mut UnixStream) {
+        let hello = Hello {
+            protocol: PROTOCOL_VERSION,
+            runtime_version: RUNTIME_VERSION,
+            capabilities: caps::CONSOLE | caps::ASYNC_REQUESTS,
+            token: vec![],
+            client: "worker-test".into(),
+            pid: 1,
+        };
+        send(s, Op::Hello, 0, 0, &hello, &[]);
+        assert_eq!(reply(s, 0).0, CudaStatus::Success);
+    }
+
+    fn alloc(s: &mut UnixStream, id: u64, size: u64) -> u64 {
+        send(s, Op::MemAlloc, id, 0, &MemAlloc { size }, &[]);
+        let (status, meta, _) = reply(s, id);
+        assert_eq!(status, CudaStatus::Success);
+        postcard::from_bytes::<Allocated>(&meta).unwrap().ptr
+    }
+
+    /// Chunks of odd sizes, posted but the last, go through the alternating receive
+    /// buffers; one large read comes back piece by piece from the reply area; both
+    /// round-trip byte for byte.
+    #[test]
+    fn odd_sized_chunked_copies_round_trip_through_both_buffers() {
+        let (mut s, served) = worker();
+        greet(&mut s);
+        let chunks = [(1 << 20) + 7, 1 << 20, 3 * REPLY_PIECE + 1, 13];
+        let total: usize = chunks.iter().sum();
+        let bytes: Vec<u8> = (0..total).map(|i| (i * 131 % 251) as u8).collect();
+        let dev = alloc(&mut s, 1, total as u64);
+        let mut at = 0;
+        for (i, len) in chunks.iter().enumerate() {
+            let last = i + 1 == chunks.len();
+            let req = MemcpyHtoD {
+                dst: dev + at as u64,
+                stream: StreamHandle::LEGACY,
+                is_async: false,
+            };
+            let flags = if last { 0 } else { FLAG_NO_REPLY };
+            send(
+                &mut s,
+                Op::MemcpyHtoD,
+                10 + i as u64,
+                flags,
+                &req,
+                &bytes[at..at + len],
+            );
+            at += len;
+        }
+        assert_eq!(reply(&mut s, 13).0, CudaStatus::Success);
+        // Read back in one piece, and in two reads of odd lengths sent together.
+        let whole = MemcpyDtoH {
+            src: dev,
+            size: total as u64,
+            stream: StreamHandle::LEGACY,
+            is_async: false,
+        };
+        send(&mut s, Op::MemcpyDtoH, 20, 0, &whole, &[]);
+        let (status, _, data) = reply(&mut s, 20);
+        assert_eq!(status, CudaStatus::Success);
+        assert!(data == bytes, "the copy came back different");
+        let split = (1 << 20) + 3;
+        for (id, (src, size)) in [(21, (0, split)), (22, (split, total - split))] {
+            let req = MemcpyDtoH {
+                src: dev + src as u64,
+                size: size as u64,
+                stream: StreamHandle::LEGACY,
+                is_async: true,
+            };
+            send(&mut s, Op::MemcpyDtoH, id, 0, &req, &[]);
+        }
+        let mut back = reply(&mut s, 21).2;
+        back.extend(reply(&mut s, 22).2);
+        assert!(back == bytes, "the split copy came back different");
+        drop(s);
+        served.join().unwrap();
+    }
+
+    /// A posted request's failure is reported by the next waited-for one, behind a
+    /// run of posted requests that succeed, and only once.
+    #[test]
+    fn a_posted_failure_surfaces_at_the_next_waited_call() {
+        let (mut s, served) = worker();
+        greet(&mut s);
+        let dev = alloc(&mut s, 1, 4096);
+        let memset = |dst: u64| Memset {
+            dst,
+            value: 1,
+            size: 16,
+            stream: StreamHandle::LEGACY,
+            is_async: true,
+        };
+        send(&mut s, Op::Memset, 2, FLAG_NO_REPLY, &memset(dev), &[]);
+        // Outside the guest's memory: refused, owed to the next waited call.
+        send(
+            &mut s,
+            Op::Memset,
+            3,
+            FLAG_NO_REPLY,
+            &memset(dev + (1 << 30)),
+            &[],
+        );
+        for id in 4..20 {
+            send(&mut s, Op::Memset, id, FLAG_NO_REPLY, &memset(dev), &[]);
+        }
+        send(&mut s, Op::Memset, 20, 0, &memset(dev), &[]);
+        assert_eq!(reply(&mut s, 20).0, CudaStatus::ErrorInvalidValue);
+        send(&mut s, Op::Memset, 21, 0, &memset(dev), &[]);
+        assert_eq!(reply(&mut s, 21).0, CudaStatus::Success);
+        drop(s);
+        served.join().unwrap();
+    }
 }

@@ -20,7 +20,7 @@
 //!   other, on the target stream, so stream ordering is that of the plain copy.
 //! - Every failing `CUresult` becomes `CudaStatus::from_driver(code)`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::ffi::{c_char, c_int, c_uint, c_void, CString};
 use std::ptr;
 
@@ -47,6 +47,10 @@ pub const STAGING_THRESHOLD: usize = 256 * 1024;
 pub const STAGING_HALF: usize = 8 << 20;
 /// `CU_STREAM_PER_THREAD` (`(CUstream)0x2` in cuda.h).
 const CU_STREAM_PER_THREAD: usize = 0x2;
+/// Queued device-to-host copies into the worker's reply area are split into pieces of
+/// this many bytes, each with its own event, so the worker can send a piece while the
+/// next is still on the copy engine.
+const DTOH_PIECE: usize = 256 << 10;
 /// `CU_DEVICE_INVALID` (`(CUdevice)-2` in cuda.h): the device ordinal the driver
 /// reports for a pointer it does not know.
 const CU_DEVICE_INVALID: c_int = -2;
@@ -526,6 +530,20 @@ pub struct CudaExecutor {
     registered: Vec<(usize, usize)>,
     /// cuBLAS handles and entry points (see `blas`).
     blas: blas::CudaBlas,
+    queued: QueuedCopies,
+}
+
+/// Copies from and into the worker's page-locked buffers queued without waiting (see
+/// `Executor::copy_htod_queued`), each followed by an event recorded on its stream.
+#[derive(Default)]
+struct QueuedCopies {
+    /// Worker buffer -> (device index, event) of the copy last queued from it.
+    htod: HashMap<usize, (usize, sys::CUevent)>,
+    /// The pieces of the last device-to-host copy not waited for yet, in order:
+    /// (first byte, device index, event).
+    dtoh: VecDeque<(usize, usize, sys::CUevent)>,
+    /// Events free for reuse: (device index, event).
+    spare: Vec<(usize, sys::CUevent)>,
 }
 
 /// A device's UUID bytes.
@@ -668,6 +686,7 @@ impl CudaExecutor {
             function_cache: HashMap::new(),
             registered: Vec::new(),
             blas: Default::default(),
+            queued: QueuedCopies::default(),
         })
     }
 
@@ -878,6 +897,7 @@ impl CudaExecutor {
     fn destroy_device_objects(&mut self, idx: usize) {
         // cuBLAS handles first: they use the streams below.
         self.blas_destroy_device(idx);
+        self.forget_queued(idx);
         if let Some(s) = self.devices[idx].scrub_stream.take() {
             // SAFETY: made by scrub_stream and destroyed once (it has left the device).
             let _ = unsafe { sys::cuStreamDestroy_v2(s) };
@@ -1926,6 +1946,182 @@ impl Executor for CudaExecutor {
         // SAFETY: out-pointer to a local; both events are checked.
         check(unsafe { sys::cuEventElapsedTime_v2(&mut ms, a, b) })?;
         Ok(ms)
+    }
+
+    fn copy_htod_queued(
+        &mut self,
+        dst: DevicePtr,
+        src: &[u8],
+        stream: ExecStream,
+        is_async: bool,
+        buffer: usize,
+    ) -> ExecResult<()> {
+        // The worker released the buffer before filling it; this only guards the rule.
+        self.release_buffer(buffer)?;
+        let idx = self.bind()?;
+        let s = self.stream(stream)?;
+        if src.is_empty() {
+            return Ok(());
+        }
+        if !self.page_locked(src.as_ptr() as usize, src.len()) {
+            return self.copy_htod(dst, src, stream, is_async);
+        }
+        check_range(dst, src.len())?;
+        let event = self.copy_event(idx)?;
+        // SAFETY: `src` is page-locked memory of the worker's, left untouched until
+        // release_buffer(buffer) has waited for the event recorded below; the device
+        // range was checked; `s` is a checked stream of this executor or a default one.
+        let r = check(unsafe { sys::cuMemcpyHtoDAsync_v2(dst, src.as_ptr().cast(), src.len(), s) })
+            // SAFETY: the event was made in the current context, as `s` was.
+            .and_then(|()| check(unsafe { sys::cuEventRecord(event, s) }));
+        match r {
+            Ok(()) => {
+                self.queued.htod.insert(buffer, (idx, event));
+                Ok(())
+            }
+            Err(e) => {
+                self.queued.spare.push((idx, event));
+                // A copy queued before the record failed may still read the buffer.
+                // SAFETY: as above.
+                let _ = unsafe { sys::cuStreamSynchronize(s) };
+                Err(e)
+            }
+        }
+    }
+
+    fn release_buffer(&mut self, buffer: usize) -> ExecResult<()> {
+        match self.queued.htod.remove(&buffer) {
+            Some((idx, event)) => self.wait_queued(idx, event),
+            None => Ok(()),
+        }
+    }
+
+    fn copy_dtoh_queued(
+        &mut self,
+        dst: &mut [u8],
+        src: DevicePtr,
+        stream: ExecStream,
+        is_async: bool,
+    ) -> ExecResult<()> {
+        // The area holds one reply at a time; the worker waited for the last one's
+        // pieces already, this only guards the rule.
+        let _ = self.dtoh_landed(usize::MAX);
+        let idx = self.bind()?;
+        let s = self.stream(stream)?;
+        if dst.is_empty() {
+            return Ok(());
+        }
+        if !self.page_locked(dst.as_ptr() as usize, dst.len()) {
+            return self.copy_dtoh(dst, src, stream, is_async);
+        }
+        check_range(src, dst.len())?;
+        let base = dst.as_mut_ptr();
+        for start in (0..dst.len()).step_by(DTOH_PIECE) {
+            let len = DTOH_PIECE.min(dst.len() - start);
+            let queued = self.copy_event(idx).and_then(|event| {
+                // SAFETY: `base + start` starts `len` bytes inside `dst`, page-locked
+                // memory of the worker's that it neither reads before dtoh_landed has
+                // waited for the event recorded below nor frees before all of them; the
+                // device range was checked; `s` is a checked stream.
+                let r = check(unsafe {
+                    sys::cuMemcpyDtoHAsync_v2(
+                        base.wrapping_add(start).cast(),
+                        src + start as u64,
+                        len,
+                        s,
+                    )
+                })
+                // SAFETY: the event was made in the current context, as `s` was.
+                .and_then(|()| check(unsafe { sys::cuEventRecord(event, s) }));
+                match r {
+                    Ok(()) => self.queued.dtoh.push_back((start, idx, event)),
+                    Err(_) => self.queued.spare.push((idx, event)),
+                }
+                r
+            });
+            if let Err(e) = queued {
+                // Nothing may still write into the area once this returns.
+                // SAFETY: as above.
+                let _ = unsafe { sys::cuStreamSynchronize(s) };
+                let _ = self.dtoh_landed(usize::MAX);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    fn dtoh_landed(&mut self, end: usize) -> ExecResult<()> {
+        let mut result = Ok(());
+        while let Some(&(start, idx, event)) = self.queued.dtoh.front() {
+            if start >= end {
+                break;
+            }
+            self.queued.dtoh.pop_front();
+            result = result.and(self.wait_queued(idx, event));
+        }
+        result
+    }
+}
+
+impl CudaExecutor {
+    /// An event of device `idx` (whose context is current) for a queued copy.
+    fn copy_event(&mut self, idx: usize) -> ExecResult<sys::CUevent> {
+        if let Some(i) = self.queued.spare.iter().position(|(d, _)| *d == idx) {
+            return Ok(self.queued.spare.swap_remove(i).1);
+        }
+        let mut event: sys::CUevent = ptr::null_mut();
+        let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as c_uint;
+        // SAFETY: `event` is a valid out-pointer; a context is current.
+        check(unsafe { sys::cuEventCreate(&mut event, flags) })?;
+        Ok(event)
+    }
+
+    /// Wait for a queued copy's event in its device's context (restoring the current
+    /// one after), and keep the event for the next copy.
+    fn wait_queued(&mut self, idx: usize, event: sys::CUevent) -> ExecResult<()> {
+        let ctx = self.devices[idx].ctx.unwrap_or(ptr::null_mut());
+        let mut now: sys::CUcontext = ptr::null_mut();
+        // SAFETY: out-pointer to a local.
+        let _ = unsafe { sys::cuCtxGetCurrent(&mut now) };
+        let switch = !ctx.is_null() && now != ctx;
+        if switch {
+            // SAFETY: `ctx` is a primary context this executor holds.
+            let _ = unsafe { sys::cuCtxSetCurrent(ctx) };
+        }
+        // SAFETY: the event was made by copy_event in device `idx`'s context and was
+        // recorded; it is not destroyed while queued.
+        let r = check(unsafe { sys::cuEventSynchronize(event) });
+        self.queued.spare.push((idx, event));
+        if switch {
+            // SAFETY: `now` was current a moment ago (or null: unbind).
+            let _ = unsafe { sys::cuCtxSetCurrent(now) };
+        }
+        r
+    }
+
+    /// Wait for every queued copy on device `idx` and free its events (its context
+    /// is current and about to lose its objects).
+    fn forget_queued(&mut self, idx: usize) {
+        let buffers: Vec<usize> = self
+            .queued
+            .htod
+            .iter()
+            .filter(|(_, (d, _))| *d == idx)
+            .map(|(b, _)| *b)
+            .collect();
+        for b in buffers {
+            let _ = self.release_buffer(b);
+        }
+        if self.queued.dtoh.iter().any(|(_, d, _)| *d == idx) {
+            let _ = self.dtoh_landed(usize::MAX);
+        }
+        self.queued.spare.retain(|&(d, event)| {
+            if d == idx {
+                // SAFETY: made by copy_event, no longer queued, destroyed once.
+                let _ = unsafe { sys::cuEventDestroy_v2(event) };
+            }
+            d != idx
+        });
     }
 }
 

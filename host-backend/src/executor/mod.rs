@@ -239,4 +239,49 @@ pub trait Executor: blas::Blas {
     fn event_synchronize(&mut self, event: ExecEvent) -> ExecResult<()>;
     fn event_query(&mut self, event: ExecEvent) -> ExecResult<()>;
     fn event_elapsed_ms(&mut self, start: ExecEvent, end: ExecEvent) -> ExecResult<f32>;
+
+    /// Like [`Executor::copy_htod`] from the worker's page-locked buffer number
+    /// `buffer`, but may return before the copy has read `src`: the worker then leaves
+    /// those bytes untouched until [`Executor::release_buffer`] has returned for the
+    /// buffer, and waits with it before answering a synchronous copy. Stream order is
+    /// the copy's as ever. The default copies at once.
+    fn copy_htod_queued(
+        &mut self,
+        dst: DevicePtr,
+        src: &[u8],
+        stream: ExecStream,
+        is_async: bool,
+        buffer: usize,
+    ) -> ExecResult<()> {
+        let _ = buffer;
+        self.copy_htod(dst, src, stream, is_async)
+    }
+
+    /// Wait until no copy queued from `buffer` still reads it; an error is the copy's.
+    fn release_buffer(&mut self, buffer: usize) -> ExecResult<()> {
+        let _ = buffer;
+        Ok(())
+    }
+
+    /// Like [`Executor::copy_dtoh`] into the worker's page-locked reply area, but may
+    /// return before `dst` is filled: the worker reads no byte of it before
+    /// [`Executor::dtoh_landed`] has returned for an end at or past that byte, and
+    /// frees or reuses it only after asking for its whole length. The default copies at
+    /// once.
+    fn copy_dtoh_queued(
+        &mut self,
+        dst: &mut [u8],
+        src: DevicePtr,
+        stream: ExecStream,
+        is_async: bool,
+    ) -> ExecResult<()> {
+        self.copy_dtoh(dst, src, stream, is_async)
+    }
+
+    /// Wait until the first `end` bytes of the last queued device-to-host copy have
+    /// landed; an error is the copy's.
+    fn dtoh_landed(&mut self, end: usize) -> ExecResult<()> {
+        let _ = end;
+        Ok(())
+    }
 }
