@@ -139,35 +139,51 @@ impl SharedMapping {
         let want = NonZeroUsize::new(addr as usize).ok_or(CudaStatus::ErrorInvalidValue)?;
         let length = NonZeroUsize::new(len as usize).ok_or(CudaStatus::ErrorInvalidValue)?;
         use nix::sys::mman::{MapFlags, ProtFlags};
-        // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping of this
-        // process; the new mapping is owned by the returned value, which unmaps it.
-        let got = unsafe {
-            nix::sys::mman::mmap(
-                Some(want),
-                length,
-                ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
-                MapFlags::MAP_SHARED | MapFlags::MAP_FIXED_NOREPLACE,
-                fd,
-                0,
-            )
-        }
-        .map_err(|e| {
-            warn!(
-                addr,
-                len, "cannot map shared guest memory at the guest's address: {e}"
-            );
-            CudaStatus::ErrorNotSupported
-        })?;
+        let map_at = |at: Option<NonZeroUsize>, flags: MapFlags| {
+            // SAFETY: with a hint, MAP_FIXED_NOREPLACE never replaces an existing
+            // mapping of this process; without one the kernel picks free addresses. The
+            // new mapping is owned by the returned value, which unmaps it.
+            unsafe {
+                nix::sys::mman::mmap(
+                    at,
+                    length,
+                    ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
+                    MapFlags::MAP_SHARED | flags,
+                    fd,
+                    0,
+                )
+            }
+        };
+        let got = match map_at(Some(want), MapFlags::MAP_FIXED_NOREPLACE) {
+            Ok(got) if got.as_ptr() as u64 == addr => got,
+            other => {
+                if let Ok(elsewhere) = other {
+                    // Old kernels treat NOREPLACE as a hint.
+                    // SAFETY: unmapping the mapping just made, which nothing uses.
+                    let _ = unsafe { nix::sys::mman::munmap(elsewhere, len as usize) };
+                }
+                // This process already uses the guest's addresses (the driver's own
+                // reservations, most often): map the pages elsewhere. Copies reach them
+                // all the same; only their device pointer differs from the guest's
+                // pointer, which programs passing pinned pointers straight to kernels
+                // would notice.
+                let got = map_at(None, MapFlags::empty()).map_err(|e| {
+                    warn!(addr, len, "cannot map shared guest memory: {e}");
+                    CudaStatus::ErrorNotSupported
+                })?;
+                info!(
+                    addr,
+                    len, "shared guest memory mapped away from the guest's address, taken here"
+                );
+                got
+            }
+        };
         let mapping = SharedMapping {
             addr: got,
             len: len as usize,
             device_ptr: Some(addr),
             staging: false,
         };
-        if got.as_ptr() as u64 != addr {
-            // Old kernels treat NOREPLACE as a hint; a mapping elsewhere is useless.
-            return Err(CudaStatus::ErrorNotSupported);
-        }
         Ok(mapping)
     }
 }
@@ -1502,6 +1518,22 @@ mod tests {
             copy(&mut s, dev, u64::MAX - 8, 16, true).unwrap_err(),
             refused
         );
+
+        // Where this process already uses the guest's addresses, the pages are mapped
+        // elsewhere: copies still reach them, through the guest's own address.
+        let occupied = crate::pinned::PageBuffer::new(8192).unwrap();
+        let (fd, _) = region(8192, true);
+        let guest_addr = register_fd(&mut s, (fd, occupied.start()), 8192, 0).unwrap();
+        assert_eq!(guest_addr, occupied.start());
+        copy(&mut s, dev, guest_addr, 4096, false).unwrap();
+        assert_eq!(
+            occupied.as_slice()[0],
+            0,
+            "the worker's own pages are untouched"
+        );
+        let unregister = HostUnregisterShared { addr: guest_addr };
+        s.host_unregister_shared(&CTX, unregister, &[]).unwrap();
+        drop(occupied);
 
         // A file the guest could shrink under the mapping is refused.
         let unsealed = region(4096, false);
