@@ -50,7 +50,7 @@ while [ $# -gt 0 ]; do
     *) [ -z "$out" ] || usage; out=$1; shift ;;
   esac
 done
-[ -n "$out" ] && [ -n "$guest_deb" ] || usage
+if [ -z "$out" ] || [ -z "$guest_deb" ]; then usage; fi
 case "$out" in *.qcow2) ;; *) die "OUT must end in .qcow2: $out" ;; esac
 [ -f "$guest_deb" ] || die "no such file: $guest_deb"
 
