@@ -66,9 +66,10 @@ host_pid=$!
 for _ in $(seq 100); do [ -S "$run/vmcuda.sock" ] && break; sleep 0.1; done
 [ -S "$run/vmcuda.sock" ] || { cat "$run/host.log"; echo "vmcuda-host did not start" >&2; exit 1; }
 
-# The banner says which executor served: LOG is the backend's log of that run.
+# The banner says which executor served, from the logs of that run (the backend's, the
+# program's stderr with VMCUDA_VERBOSE=1): FILE...
 banner() {
-  if grep -q "HOST-MEMORY TEST EXECUTOR" "$1"; then
+  if grep -qs -e "HOST-MEMORY TEST EXECUTOR" -e "executor=HostMemory" "$@"; then
     cat <<'BANNER'
 ****************************************************************************
 *  NO GPU HERE: the host-memory TEST executor serves this run.             *
@@ -76,8 +77,10 @@ banner() {
 *  NOT executed, so kernel results below are not computed.                 *
 ****************************************************************************
 BANNER
+  elif grep -qs 'CUDA executor' "$@"; then
+    echo "== GPU: $(grep -ohs 'CUDA executor.*' "$@" | head -n 1)"
   else
-    echo "== GPU: $(grep -o 'CUDA executor.*' "$1" | head -n 1)"
+    echo "== the executor is not in the logs: see them below"
   fi
 }
 banner "$run/host.log"
@@ -124,7 +127,7 @@ if [ "$vm_status" != 0 ]; then
   echo "tests/demo.sh: the VM did not finish; console in $out/console.log" >&2
   exit 1
 fi
-banner "$out/vhost.log"
+banner "$out/vhost.log" "$out/$sample.stderr"
 echo "== $sample in the VM: stdout"
 cat "$out/$sample.stdout"
 echo "== $sample in the VM: stderr"
