@@ -105,7 +105,7 @@ cp "$work/busybox/bin/busybox" "$root/bin/busybox"
 applets="sh ash cat cp mv rm ls ln mkdir rmdir echo printf test [ sleep sed awk grep tr cut head tail wc od
   mount umount insmod lsmod modinfo ip ifconfig route ping nc poweroff reboot halt dmesg uname env timeout
   date stty sync free ps kill find xargs tee hexdump seq true false expr id hostname basename dirname
-  readlink realpath which stat"
+  readlink realpath which stat vi less more clear reset top chmod touch sort uniq du df"
 for a in $applets; do ln -sf busybox "$root/bin/$a"; done
 for a in poweroff reboot halt insmod ip ifconfig route; do ln -sf ../bin/busybox "$root/sbin/$a"; done
 
@@ -123,7 +123,9 @@ for line in open(os.path.join(kroot, "boot", "config-" + kver)):
 roots = [("virtio_pci", "CONFIG_VIRTIO_PCI"),
          ("virtio_net", "CONFIG_VIRTIO_NET"),
          ("vmw_vsock_virtio_transport", "CONFIG_VIRTIO_VSOCKETS"),
-         ("vsock_loopback", "CONFIG_VSOCKETS_LOOPBACK")]
+         ("vsock_loopback", "CONFIG_VSOCKETS_LOOPBACK"),
+         # /sys/firmware/qemu_fw_cfg: options for /init from QEMU's -fw_cfg
+         ("qemu_fw_cfg", "CONFIG_FW_CFG_SYSFS")]
 files = {}
 for d, _, fs in os.walk(moddir):
     for f in fs:
@@ -237,6 +239,20 @@ install -m 0755 "$here/guest/init" "$root/init"
 printf 'root:x:0:0:root:/root:/bin/sh\n' >"$root/etc/passwd"
 printf 'root:x:0:\n' >"$root/etc/group"
 printf '127.0.0.1 localhost\n' >"$root/etc/hosts"
+# For the console shell (vmcuda.shell=1).
+cat >"$root/etc/profile" <<'EOF'
+export PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin HOME=/root
+PS1='vmcuda-guest:\w# '
+EOF
+cat >"$root/etc/motd" <<'EOF'
+
+vmcuda guest shell (busybox; the root file system is in RAM; `exit` powers off).
+  ls /opt/vmcuda/apps                       the CUDA programs in this image
+  vmcuda-run /opt/vmcuda/apps/vector_add    run one through the bridge (or
+                                            LD_LIBRARY_PATH=/opt/vmcuda/lib PROGRAM)
+  vmcuda info, vmcuda doctor                the host's GPUs; what is wrong
+VMCUDA_SERVER defaults to vsock:2:7731 (the host over virtio-vsock).
+EOF
 
 # --- 3. initramfs ----------------------------------------------------------------------
 python3 - "$root" "$out/initramfs.cpio.gz.tmp" <<'PY'

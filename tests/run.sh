@@ -10,8 +10,9 @@
 #     fallback and the AF_VSOCK listener (tests/tests/vm.rs).
 #   - the packages (images/host-deb, images/guest-deb), from the debug build: installed,
 #     run and removed in a container-like root (tests/tests/install.rs, as root), and
-#     the guest package in a second guest image running a program with vmcuda-run
-#     over the host package's vhost-user device (tests/tests/vm.rs).
+#     the demo guest image (images/build-demo-image.sh: a bootable qcow2 with the guest
+#     package) booted from its own disk, running programs with vmcuda-run over the host
+#     package's vhost-user device (tests/tests/vm.rs).
 #   - every cargo-fuzz target (tests/fuzz/run.sh) for a bounded time, from the committed
 #     seeds: VMCUDA_FUZZ_SECONDS per target (default 20), on the stable toolchain.
 # GPU comparisons against native runs are tests/gpu/run.sh, on a GPU machine.
@@ -44,7 +45,7 @@ fi
 bash images/build-guest.sh "$root/build/vm" --guest-lib "$root/build/guest/lib" \
   --apps "$root/build/apps" --host-bin "$root/target/debug/vmcuda-host"
 
-echo "== packages (debug binaries, gzip) and a guest image with the guest package"
+echo "== packages (debug binaries, gzip) and the demo guest image with the guest package"
 # Release packages are the default of the build scripts; here the debug build is
 # packaged, so that CI builds nothing twice.
 host_deb=$(PKG_COMPRESS=gzip bash images/host-deb/build.sh "$root/build/pkg" --profile debug --no-build | tail -n 1)
@@ -53,14 +54,16 @@ guest_pkgs=$(PKG_COMPRESS=gzip bash images/guest-deb/build.sh "$root/build/pkg" 
 guest_deb=$(head -n 1 <<<"$guest_pkgs")
 guest_tarball=$(tail -n 1 <<<"$guest_pkgs")
 rm -rf "$root/build/vm-pkg-apps" && mkdir -p "$root/build/vm-pkg-apps"
-cp "$root/build/apps/vector_add" "$root/build/vm-pkg-apps/"
-bash images/build-guest.sh "$root/build/vm-pkg" --guest-deb "$guest_deb" --apps "$root/build/vm-pkg-apps"
+cp "$root/build/apps/vector_add" "$root/build/apps/memcpy_kinds" "$root/build/vm-pkg-apps/"
+# (as root, it installs the syslinux, mtools and qemu-img it needs)
+bash images/build-demo-image.sh "$root/build/vm-pkg/demo.qcow2" --guest-deb "$guest_deb" \
+  --apps "$root/build/vm-pkg-apps"
 
 echo "== tests"
 export VMCUDA_HOST_DEB="$host_deb"
 export VMCUDA_GUEST_DEB="$guest_deb"
 export VMCUDA_GUEST_TARBALL="$guest_tarball"
-export VMCUDA_PKG_VM_DIR="$root/build/vm-pkg"
+export VMCUDA_DEMO_IMAGE="$root/build/vm-pkg/demo.qcow2"
 export VMCUDA_HOST_BIN="$root/target/debug/vmcuda-host"
 export VMCUDA_CLI_BIN="$root/target/debug/vmcuda"
 export VMCUDA_GUEST_LIB_DIR="$root/build/guest/lib"

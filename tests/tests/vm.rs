@@ -3,7 +3,9 @@
 //! exit code must equal a run of the same program on the host through the same executor.
 //! Three ways in: the project's vhost-user vsock device, the TCP fallback over the
 //! guest's virtio-net, and the AF_VSOCK listener (vmcuda-host inside the guest, reached
-//! over vsock_loopback).
+//! over vsock_loopback). Last, the demo guest image (`images/build-demo-image.sh`, a
+//! qcow2 with the guest package installed) boots from its own disk and runs a program
+//! with `vmcuda-run` over the host package's vhost-user device.
 //!
 //! Host references run over TCP: like a guest over vsock, a TCP client cannot pass
 //! memory descriptors, so pinned memory behaves the same on both sides.
@@ -30,9 +32,17 @@ fn vhost_bin() -> PathBuf {
 /// (stdout, stderr, exit code) per program.
 type Runs = BTreeMap<String, (String, String, i32)>;
 
+/// What QEMU boots.
+enum Boot {
+    /// `vmlinuz` and `initramfs.cpio.gz` in this directory (`images/build-guest.sh`).
+    KernelAndInitramfs(PathBuf),
+    /// A disk image with its own bootloader (`images/build-demo-image.sh`).
+    Disk(PathBuf),
+}
+
 /// The guest image, the backend binaries and any more kernel command line.
 struct Setup {
-    vm_dir: PathBuf,
+    boot: Boot,
     host_bin: PathBuf,
     vhost_bin: PathBuf,
     append: String,
@@ -42,7 +52,7 @@ impl Setup {
     /// The test guest (build/vm) and the debug binaries.
     fn test_guest() -> Setup {
         Setup {
-            vm_dir: vm_dir(),
+            boot: Boot::KernelAndInitramfs(vm_dir()),
             host_bin: host_bin(),
             vhost_bin: vhost_bin(),
             append: String::new(),
@@ -63,6 +73,14 @@ fn guest_runs_with(mode: &str, apps: &[&str], setup: &Setup, tag: &str) -> (Runs
     if !setup.append.is_empty() {
         cmd.arg("--append").arg(&setup.append);
     }
+    match &setup.boot {
+        Boot::KernelAndInitramfs(dir) => cmd
+            .arg("--kernel")
+            .arg(dir.join("vmlinuz"))
+            .arg("--initrd")
+            .arg(dir.join("initramfs.cpio.gz")),
+        Boot::Disk(image) => cmd.arg("--disk").arg(image),
+    };
     let status = cmd
         .args([
             "--mode",
@@ -72,10 +90,6 @@ fn guest_runs_with(mode: &str, apps: &[&str], setup: &Setup, tag: &str) -> (Runs
             "--timeout",
             "900",
         ])
-        .arg("--kernel")
-        .arg(setup.vm_dir.join("vmlinuz"))
-        .arg("--initrd")
-        .arg(setup.vm_dir.join("initramfs.cpio.gz"))
         .arg("--host-bin")
         .arg(&setup.host_bin)
         .arg("--vhost-bin")
@@ -219,40 +233,45 @@ fn the_af_vsock_listener_serves_guests_and_knows_their_cid() {
 }
 
 #[test]
-#[ignore = "needs qemu-system-x86_64, the packages and the packaged guest image: run tests/run.sh"]
-fn the_guest_package_runs_a_program_in_a_guest_over_the_host_package() {
+#[ignore = "needs qemu-system-x86_64, the packages and the demo guest image: run tests/run.sh"]
+fn the_demo_image_boots_and_runs_a_program_with_the_guest_package_over_the_host_package() {
     let v = env!("CARGO_PKG_VERSION");
     let host_deb = package("VMCUDA_HOST_DEB", &format!("vmcuda-host_{v}_amd64.deb"));
     let guest_deb = package("VMCUDA_GUEST_DEB", &format!("vmcuda-guest_{v}_amd64.deb"));
-    let vm_dir = std::env::var_os("VMCUDA_PKG_VM_DIR")
-        .map_or_else(|| root().join("build/vm-pkg"), PathBuf::from);
-    // The image holds what the guest package installs, and no other copy of the library.
-    let manifest = std::fs::read_to_string(vm_dir.join("manifest.txt")).unwrap_or_default();
+    let image = std::env::var_os("VMCUDA_DEMO_IMAGE")
+        .map_or_else(|| root().join("build/vm-pkg/demo.qcow2"), PathBuf::from);
+    // The image holds what the guest package installs, and no other copy of the
+    // library, and boots with its own bootloader.
+    let manifest_path = image.with_extension("manifest.txt");
+    let manifest = std::fs::read_to_string(&manifest_path).unwrap_or_default();
     assert!(
         manifest.contains(&format!("guest package: vmcuda-guest_{v}_amd64.deb:"))
-            && manifest.contains("./opt/vmcuda/lib/libcudart.so.13"),
-        "{} was not built with --guest-deb:\n{manifest}",
-        vm_dir.display()
+            && manifest.contains("./opt/vmcuda/lib/libcudart.so.13")
+            && manifest.contains("boot: SYSLINUX"),
+        "{} is not a demo image built with --guest-deb:\n{manifest}",
+        image.display()
     );
-    // vmcuda-run, once the tree has it, must be in the package and run the program.
+    let info = Command::new("qemu-img")
+        .arg("info")
+        .arg(&image)
+        .output()
+        .expect("qemu-img info");
+    assert!(
+        String::from_utf8_lossy(&info.stdout).contains("file format: qcow2"),
+        "{}",
+        String::from_utf8_lossy(&info.stdout)
+    );
+    // The image's boot menu runs the programs with the package's vmcuda-run.
     let contents = Command::new("dpkg-deb")
         .arg("-c")
         .arg(&guest_deb)
         .output()
         .expect("dpkg-deb -c");
     let contents = String::from_utf8_lossy(&contents.stdout);
-    let with_run = root().join("guest-lib/vmcuda-run").exists();
-    assert_eq!(
+    assert!(
         contents.contains("./usr/bin/vmcuda-run ->"),
-        with_run,
-        "guest-lib/vmcuda-run exists: {with_run}; the package:\n{contents}"
+        "no vmcuda-run in the package:\n{contents}"
     );
-    if !with_run {
-        eprintln!(
-            "note: guest-lib/vmcuda-run is not in this tree: the packaged library runs with \
-             LD_LIBRARY_PATH=/opt/vmcuda/lib instead"
-        );
-    }
 
     // The host side from the host package, as dpkg unpacks it.
     let unpacked = std::env::temp_dir().join(format!("vmcuda-host-deb-{}", std::process::id()));
@@ -265,25 +284,25 @@ fn the_guest_package_runs_a_program_in_a_guest_over_the_host_package() {
         .expect("dpkg-deb -x");
     assert!(status.success());
     let setup = Setup {
-        vm_dir,
+        boot: Boot::Disk(image),
         host_bin: unpacked.join("usr/bin/vmcuda-host"),
         vhost_bin: unpacked.join("usr/bin/vmcuda-vhost-vsock"),
-        append: if with_run {
-            "vmcuda.launcher=vmcuda-run".into()
-        } else {
-            String::new()
-        },
+        append: String::new(),
     };
-    let apps = ["vector_add"];
-    let (guest, out) = guest_runs_with("vhost-user", &apps, &setup, "packaged");
-    assert_same("packaged guest", &guest, &host_runs(&apps));
+    // memcpy_kinds checks its own results without kernels, so it passes on the
+    // host-memory executor too.
+    let apps = ["vector_add", "memcpy_kinds"];
+    let (guest, out) = guest_runs_with("vhost-user", &apps, &setup, "demo-image");
+    let (stdout, stderr, rc) = &guest["memcpy_kinds"];
+    assert!(
+        *rc == 0 && stdout.contains("odd sizes and offsets: ok") && stdout.ends_with("done\n"),
+        "memcpy_kinds in the demo image: rc {rc}\n{stdout}\n{stderr}"
+    );
+    assert_same("demo image", &guest, &host_runs(&apps));
+    // Booted by its own bootloader, and run through vmcuda-run as its boot menu says.
     let console = std::fs::read_to_string(out.join("console.log")).unwrap_or_default();
-    let launcher = if with_run {
-        "launcher=vmcuda-run "
-    } else {
-        "launcher=LD_LIBRARY_PATH "
-    };
-    assert!(console.contains(launcher), "{console}");
+    assert!(console.contains("SYSLINUX"), "{console}");
+    assert!(console.contains("launcher=vmcuda-run "), "{console}");
     let log = std::fs::read_to_string(out.join("vhost.log")).unwrap_or_default();
     assert!(log.contains("guest connected"), "{log}");
     std::fs::remove_dir_all(&unpacked).unwrap();

@@ -20,6 +20,10 @@
 # Options:
 #   --kernel FILE     guest kernel        (default: build/vm/vmlinuz)
 #   --initrd FILE     guest initramfs     (default: build/vm/initramfs.cpio.gz)
+#   --disk FILE       boot this disk image instead of --kernel/--initrd (the demo image,
+#                     images/build-demo-image.sh): it boots with its own bootloader, gets
+#                     the options through QEMU's -fw_cfg (opt/vmcuda/cmdline), runs with
+#                     snapshot=on (the image is not written) and powers off at the end
 #   --host-bin FILE   vmcuda-host         (default: target/debug/vmcuda-host)
 #   --vhost-bin FILE  vmcuda-vhost-vsock  (default: target/debug/vmcuda-vhost-vsock)
 #   --executor NAME   backend executor    (default: host-memory)
@@ -28,6 +32,7 @@
 #   --app-timeout S   kill one program after S seconds inside the guest (default: none)
 #   --apps a,b,c      programs to run     (default: all in the image)
 #   --qemu PATH       QEMU binary         (default: qemu-system-x86_64)
+#   --accel NAME      tcg or kvm          (default: tcg)
 #   --mem SIZE        guest RAM           (default: 512M)
 #   --smp N           guest CPUs          (default: 1)
 #   --append ARGS     more kernel command line (e.g. vmcuda.verbose=1)
@@ -48,6 +53,8 @@ log() { echo "run-guest.sh: $*" >&2; }
 mode=net
 kernel="$repo/build/vm/vmlinuz"
 initrd="$repo/build/vm/initramfs.cpio.gz"
+disk=""
+accel=tcg
 host_bin="$repo/target/debug/vmcuda-host"
 vhost_bin="$repo/target/debug/vmcuda-vhost-vsock"
 executor=host-memory
@@ -65,6 +72,8 @@ while [ $# -gt 0 ]; do
     --mode) mode=$2; shift 2 ;;
     --kernel) kernel=$2; shift 2 ;;
     --initrd) initrd=$2; shift 2 ;;
+    --disk) disk=$2; shift 2 ;;
+    --accel) accel=$2; shift 2 ;;
     --host-bin) host_bin=$2; shift 2 ;;
     --vhost-bin) vhost_bin=$2; shift 2 ;;
     --executor) executor=$2; shift 2 ;;
@@ -83,7 +92,9 @@ while [ $# -gt 0 ]; do
 done
 case "$mode" in net|vhost-user|vsock-loopback) ;; *) log "--mode must be net, vhost-user or vsock-loopback"; exit 2 ;; esac
 [ -n "$out" ] || out="$repo/build/vm/out-$mode"
-for f in "$kernel" "$initrd" "$host_bin"; do
+boot_files=("$kernel" "$initrd")
+[ -z "$disk" ] || boot_files=("$disk")
+for f in "${boot_files[@]}" "$host_bin"; do
   [ -f "$f" ] || { log "missing $f (see images/README.md)"; exit 2; }
 done
 if [ "$mode" = vhost-user ] && [ ! -x "$vhost_bin" ]; then
@@ -134,9 +145,16 @@ wait_for() {  # wait_for DESCRIPTION SECONDS COMMAND...
   log "$what: not ready after ${secs}s"; return 1
 }
 
-qemu_args=(-accel tcg -m "$mem" -smp "$smp" -nodefaults -no-reboot -display none -serial stdio
-  -kernel "$kernel" -initrd "$initrd")
-cmdline="console=ttyS0 quiet loglevel=1 panic=-1"
+qemu_args=(-accel "$accel" -m "$mem" -smp "$smp" -nodefaults -no-reboot -display none -serial stdio)
+if [ -n "$disk" ]; then
+  # The image's bootloader has the console and the rest of the command line; these
+  # options reach /init through the firmware configuration, and win over its own.
+  qemu_args+=(-drive "file=$disk,if=virtio,snapshot=on" -fw_cfg "name=opt/vmcuda/cmdline,file=$work/cmdline")
+  cmdline="vmcuda.shell=0"
+else
+  qemu_args+=(-kernel "$kernel" -initrd "$initrd")
+  cmdline="console=ttyS0 quiet loglevel=1 panic=-1"
+fi
 
 case "$mode" in
   net)
@@ -173,7 +191,12 @@ esac
 [ -n "$apps" ] && cmdline+=" vmcuda.apps=$apps"
 [ -n "$app_timeout" ] && cmdline+=" vmcuda.timeout=$app_timeout"
 [ -n "$append_extra" ] && cmdline+=" $append_extra"
-qemu_args+=(-append "$cmdline")
+if [ -n "$disk" ]; then
+  printf '%s\n' "$cmdline" >"$work/cmdline"
+  cp "$work/cmdline" "$out/fw_cfg-cmdline"
+else
+  qemu_args+=(-append "$cmdline")
+fi
 # shellcheck disable=SC2206  # QEMU_EXTRA is split on spaces on purpose
 [ -n "${QEMU_EXTRA:-}" ] && qemu_args+=(${QEMU_EXTRA})
 
