@@ -253,6 +253,16 @@ pub struct BlasGemm {
 
 /// Bytes a column-major `rows x cols` matrix with leading dimension `ld` spans from
 /// its first element (0 when it is empty). `None` on overflow.
+/// The stored (rows, columns) of an operand whose op is `rows x cols`: transposed when
+/// the op is T or C.
+pub fn stored_shape(trans: u32, rows: i64, cols: i64) -> (i64, i64) {
+    if trans == 0 {
+        (rows, cols)
+    } else {
+        (cols, rows)
+    }
+}
+
 pub fn matrix_span(rows: i64, cols: i64, ld: i64, elem: u64) -> Option<u64> {
     if rows <= 0 || cols <= 0 {
         return Some(0);
@@ -338,17 +348,9 @@ impl BlasGemm {
         let size = |t| data_type::size(t).ok_or(GemmArgError::Unsupported);
         let elem = [size(at)?, size(bt)?, size(ct)?];
         let scalar = self.kind.scalar_size().ok_or(GemmArgError::Unsupported)?;
-        // op(A) is m x k, op(B) is k x n; stored transposed when the op is T or C.
-        let (a_rows, a_cols) = if self.trans_a == 0 {
-            (self.m, self.k)
-        } else {
-            (self.k, self.m)
-        };
-        let (b_rows, b_cols) = if self.trans_b == 0 {
-            (self.k, self.n)
-        } else {
-            (self.n, self.k)
-        };
+        // op(A) is m x k, op(B) is k x n.
+        let (a_rows, a_cols) = stored_shape(self.trans_a, self.m, self.k);
+        let (b_rows, b_cols) = stored_shape(self.trans_b, self.k, self.n);
         ensure(
             self.a.ld >= a_rows.max(1) && int(self.a.ld),
             "lda too small",

@@ -3,7 +3,8 @@
 use std::ffi::{c_int, c_longlong, c_void};
 
 use vmcuda_wire::blas::{
-    Batch, BlasGemm, BlasHandle, GemmKind, Operand, Precision, Scalars, POINTER_MODE_DEVICE,
+    stored_shape, Batch, BlasGemm, BlasHandle, GemmKind, Operand, Precision, Scalars,
+    POINTER_MODE_DEVICE,
 };
 
 use super::handle::{self, Handle};
@@ -96,7 +97,7 @@ fn report_illegal_parameter(req: &BlasGemm) {
     if !matches!(req.batch, Batch::Single) {
         return;
     }
-    let rows = |t: u32, a: i64, b: i64| if t == 0 { a } else { b };
+    let rows = |t: u32, r: i64, c: i64| stored_shape(t, r, c).0;
     let checks = [
         (1, req.trans_a <= 2),
         (2, req.trans_b <= 2),

@@ -6,7 +6,9 @@
 //! double's GEMM: a plain column-major reference computation on the CPU, so that
 //! forwarding can be tested end to end without a GPU. It is never a GPU result.
 
-use vmcuda_wire::blas::{compute_type, data_type, matrix_span, GemmKind, Operand, Scalars};
+use vmcuda_wire::blas::{
+    compute_type, data_type, matrix_span, stored_shape, GemmKind, Operand, Scalars,
+};
 use vmcuda_wire::op::DevicePtr;
 use vmcuda_wire::CudaStatus;
 
@@ -267,16 +269,8 @@ impl GemmCall<'_> {
         if self.m == 0 || self.n == 0 {
             return [0; 3];
         }
-        let (ar, ac) = if self.trans_a == 0 {
-            (self.m, self.k)
-        } else {
-            (self.k, self.m)
-        };
-        let (br, bc) = if self.trans_b == 0 {
-            (self.k, self.n)
-        } else {
-            (self.n, self.k)
-        };
+        let (ar, ac) = stored_shape(self.trans_a, self.m, self.k);
+        let (br, bc) = stored_shape(self.trans_b, self.k, self.n);
         // The session validated the call, so none of these overflow.
         [
             matrix_span(ar, ac, self.a.ld, size(at)).unwrap_or(0),
