@@ -652,3 +652,70 @@ fn cublas_gemms_are_forwarded_and_computed_by_the_test_double() {
         assert!(stdout.contains(line), "missing `{line}` in:\n{stdout}");
     }
 }
+
+/// The guest library that serves `version` (the soname the symbol is bound to).
+fn torch_import_library(version: &str) -> Option<&'static str> {
+    match version {
+        "libcudart.so.13" => Some("libcudart.so.13"),
+        "libcublas.so.13" => Some("libcublas.so.13"),
+        "libcublasLt.so.13" => Some("libcublasLt.so.13"),
+        "libcudnn.so.9" => Some("libcudnn.so.9"),
+        _ => None,
+    }
+}
+
+#[test]
+#[ignore = "needs the linked guest libraries: run tests/run.sh"]
+fn every_symbol_torch_imports_is_exported_with_its_version() {
+    // guest-lib/exports/torch-2.11.0+cu130-imports.txt: `<torch library> <name>@<version>`
+    // for versioned imports, `<torch library> <name>` for libcuda.so.1's unversioned ones,
+    // and `entry-point <name>` for driver functions torch resolves by name.
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../guest-lib/exports/torch-2.11.0+cu130-imports.txt");
+    let list = std::fs::read_to_string(&path).unwrap();
+    let mut exports: std::collections::HashMap<&str, HashSet<(String, String)>> =
+        Default::default();
+    for lib in [
+        "libcudart.so.13",
+        "libcublas.so.13",
+        "libcublasLt.so.13",
+        "libcudnn.so.9",
+        "libcuda.so.1",
+    ] {
+        let set = dyn_syms(&guest_lib_dir().join(lib))
+            .into_iter()
+            .filter(|s| s.2)
+            .map(|s| (s.0, s.1))
+            .collect();
+        exports.insert(lib, set);
+    }
+    let mut missing = Vec::new();
+    let mut checked = 0;
+    for line in list
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        let (importer, symbol) = line.split_once(' ').expect("two columns");
+        if importer == "entry-point" {
+            continue; // checked through cudaGetDriverEntryPointByVersion by the driver tests
+        }
+        let (name, lib, version) = match symbol.split_once('@') {
+            Some((name, version)) => {
+                let lib = torch_import_library(version).expect("a replaced library");
+                (name, lib, version)
+            }
+            None => (symbol, "libcuda.so.1", ""),
+        };
+        checked += 1;
+        if !exports[lib].contains(&(name.to_string(), version.to_string())) {
+            missing.push(format!("{name}@{version} ({lib}, imported by {importer})"));
+        }
+    }
+    assert!(checked > 300, "the list holds {checked} imports");
+    assert!(
+        missing.is_empty(),
+        "{} torch imports are not exported:\n{}",
+        missing.len(),
+        missing.join("\n")
+    );
+}
