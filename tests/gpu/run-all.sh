@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # tests/gpu/run-all.sh CARRY: on the GPU machine, in one go, every GPU check of the
 # project from artifacts built by tests/gpu/carry.sh: the test apps natively and
-# through vmcuda (run.sh), isolation (run-isolation.sh), and load with faults
-# (run-load.sh). Each script's Markdown lands in $OUT (RESULTS*.md); the logs are
+# through vmcuda (run.sh), isolation (run-isolation.sh), load with faults
+# (run-load.sh) and the stock torch wheel (run-torch.sh). Each script's Markdown lands in $OUT (RESULTS*.md); the logs are
 # bundled as $OUT/logs.tar.gz. Exits non-zero if any part failed.
 set -u
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -29,7 +29,13 @@ OUT="$logs/load" VMCUDA_HOST_BIN="$carry/bin/vmcuda-host" VMCUDA_GUEST_LIB="$car
   bash tests/gpu/run-load.sh >"$logs/load.out" 2>&1 || rc=1
 tail -25 "$logs/load.out"
 
+echo "== torch, the stock wheel ($(date -u +%T))"
+OUT="$logs/torch" VMCUDA_HOST_BIN="$carry/bin/vmcuda-host" VMCUDA_GUEST_LIB="$carry/guest/lib" \
+  bash tests/gpu/run-torch.sh >"$logs/torch.out" 2>&1 || rc=1
+tail -40 "$logs/torch.out"
+
 cp "$logs/apps/RESULTS.md" "$out/RESULTS.md" 2>/dev/null
+cp "$logs/torch/RESULTS-TORCH.md" "$out/RESULTS-TORCH.md" 2>/dev/null
 cp "$logs/iso/RESULTS-ISOLATION.md" "$out/RESULTS-ISOLATION.md" 2>/dev/null
 cp "$logs/load/RESULTS-load.md" "$out/RESULTS-load.md" 2>/dev/null
 tar -C "$logs" -czf "$out/logs.tar.gz" . 2>/dev/null
