@@ -556,6 +556,21 @@ fn every_export_carries_the_cudart_version_node_and_covers_the_apps() {
         })
         .collect();
     assert!(others.is_empty(), "unexpected exports: {others:?}");
+    // Each is a real libcudart.so.13 export (guest-lib/exports/libcudart.so.13.txt).
+    let real = real_exports("libcudart.so.13.txt");
+    assert!(real.len() > 400, "the real list: {}", real.len());
+    let real_names: HashSet<&str> = real.iter().map(|(n, _)| n.as_str()).collect();
+    for (name, _, _) in &exported {
+        assert!(
+            real_names.contains(name.as_str()),
+            "{name} is not a libcudart.so.13 export"
+        );
+    }
+    println!(
+        "libcudart.so.13 coverage: {} of {} real exports",
+        exported.len(),
+        real.len()
+    );
     // Every CUDA symbol any test program imports is provided, with the same version.
     let provided: HashSet<&str> = exported.iter().map(|s| s.0.as_str()).collect();
     for app in APPS {
