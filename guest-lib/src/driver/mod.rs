@@ -89,9 +89,11 @@ pub fn via_runtime(f: impl FnOnce() -> cudaError_t) -> Result<()> {
     }
 }
 
-/// Refuse a handle this process does not hold, saying so once per kind.
+/// Refuse a handle this process does not hold, saying so once per kind with
+/// `VMCUDA_VERBOSE` set (the program's own output stays what it is natively; the host
+/// logs what it refuses).
 pub fn stale(kind: &'static str, logged: &'static AtomicBool) -> CudaStatus {
-    if !logged.swap(true, Ordering::Relaxed) {
+    if std::env::var_os("VMCUDA_VERBOSE").is_some() && !logged.swap(true, Ordering::Relaxed) {
         eprintln!("vmcuda: a {kind} handle this process does not hold was passed to the driver API; reporting CUDA_ERROR_INVALID_HANDLE");
     }
     CudaStatus(CUDA_ERROR_INVALID_HANDLE)
