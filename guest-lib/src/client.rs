@@ -35,6 +35,9 @@ pub enum Sink<'a> {
     None,
     /// Read the data straight into this buffer; its length must match exactly.
     Into(&'a mut [u8]),
+    /// Replace this vector's contents with the data, whatever its length (within the
+    /// frame's limit): for replies whose size only the host knows (a linked cubin).
+    Grow(&'a mut Vec<u8>),
 }
 
 struct Connection {
@@ -144,6 +147,12 @@ pub fn client() -> Result<&'static Client, CudaStatus> {
         .as_ref()
         .map_err(|e| *e)
         .inspect(|c| c.start_flusher())
+}
+
+/// Whether the process is connected to the host already (the runtime or the driver
+/// has been used), without connecting.
+pub fn connected() -> bool {
+    matches!(CLIENT.get(), Some(Ok(_)))
 }
 
 /// At exit, send what the program posted and never waited for: its kernels still run
@@ -642,6 +651,7 @@ impl Connection {
             let len = h.data_len.get();
             match sink {
                 Sink::Into(buf) if buf.len() as u64 == len => self.reader.read_exact(buf)?,
+                Sink::Grow(buf) => *buf = frame::read_data(&mut self.reader, &h)?,
                 Sink::None if len == 0 => {}
                 _ => {
                     frame::skip_data(&mut self.reader, len)?;

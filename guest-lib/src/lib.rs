@@ -14,6 +14,8 @@
 //! - [`blas`]: the cuBLAS v2 API (exported privately here, publicly by the
 //!   `libcublas.so.13` trampolines; see its documentation for how the two share one
 //!   connection).
+//! - [`driver`]: the CUDA driver API (exported privately here, publicly by the
+//!   `libcuda.so.1` trampolines, like cuBLAS), sharing the runtime's state.
 //! - [`api`]: the exported `extern "C"` functions, one file per family; every export
 //!   goes through [`api::guard`], so no panic crosses the C boundary.
 //!
@@ -25,6 +27,7 @@ pub mod api;
 pub mod blas;
 pub mod caller;
 pub mod client;
+pub mod driver;
 pub mod gate;
 pub mod guest_pages;
 pub mod posted;

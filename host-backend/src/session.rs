@@ -13,11 +13,13 @@ use std::ptr::NonNull;
 
 use tracing::{debug, info, warn};
 use vmcuda_wire::blas::{BlasCreate, BlasDestroy, BlasGemm, BlasSetWorkspace};
+use vmcuda_wire::driver::*;
 use vmcuda_wire::handshake::{self, caps, PROTOCOL_VERSION};
 use vmcuda_wire::op::*;
 use vmcuda_wire::CudaStatus;
 
 mod blas;
+mod driver;
 
 use crate::executor::{
     ExecEvent, ExecFunction, ExecModule, ExecStream, Executor, LaunchConfig, Pitched,
@@ -81,6 +83,9 @@ pub struct Session {
     /// A synchronous copy queued from a receive buffer (that buffer), waited for
     /// before the next reply.
     owed_copy: Option<usize>,
+    /// The guest's address reservations, physical allocations and mappings (see
+    /// `driver`).
+    vmm: driver::Vmm,
 }
 
 /// The slots of [`Session::pin_buffer`]: the worker's receive buffers, the reply area.
@@ -229,6 +234,7 @@ impl Session {
             reply_in_area: None,
             blas: Default::default(),
             owed_copy: None,
+            vmm: Default::default(),
         }
     }
 
@@ -498,6 +504,7 @@ impl Session {
         };
         in_map(&self.allocations)
             || in_map(&self.globals)
+            || self.vmm.covers(ptr, end)
             || self.shared.range(..=ptr).next_back().is_some_and(|(s, m)| {
                 m.device_ptr.is_some() && m.host_addr() == *s && inside(*s, m.len as u64)
             })
@@ -640,6 +647,7 @@ impl Drop for Session {
         self.unpin_buffer(REPLY_AREA);
         // Free what the guest left behind; the executor's own Drop releases contexts.
         self.blas_drop_all();
+        self.vmm_drop_all();
         for (_, e) in self.events.drain() {
             let _ = self.exec.event_destroy(e);
         }
@@ -707,6 +715,7 @@ impl Handler for Session {
     fn device_reset(&mut self, _: &CallContext, _: DeviceReset, _: &[u8]) -> HandlerResult<()> {
         // Everything the guest made is gone with the device's state.
         self.blas_reset();
+        self.vmm_reset();
         self.streams.clear();
         self.events.clear();
         let freed: u64 = self.allocations.values().sum();
@@ -1388,6 +1397,98 @@ impl Handler for Session {
     }
     fn blas_gemm(&mut self, _: &CallContext, req: BlasGemm, _: &[u8]) -> HandlerResult<()> {
         self.handle_blas_gemm(req)
+    }
+    fn memset_elements(
+        &mut self,
+        _: &CallContext,
+        req: MemsetElements,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        self.handle_memset_elements(req)
+    }
+    fn stream_write_value32(
+        &mut self,
+        _: &CallContext,
+        req: StreamWriteValue32,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        self.handle_stream_write_value32(req)
+    }
+    fn mem_address_reserve(
+        &mut self,
+        _: &CallContext,
+        req: MemAddressReserve,
+        _: &[u8],
+    ) -> HandlerResult<Reserved> {
+        self.handle_mem_address_reserve(req)
+    }
+    fn mem_address_free(
+        &mut self,
+        _: &CallContext,
+        req: MemAddressFree,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        self.handle_mem_address_free(req)
+    }
+    fn mem_create(
+        &mut self,
+        _: &CallContext,
+        req: MemCreate,
+        _: &[u8],
+    ) -> HandlerResult<MemCreated> {
+        self.handle_mem_create(req)
+    }
+    fn mem_release(&mut self, _: &CallContext, req: MemRelease, _: &[u8]) -> HandlerResult<()> {
+        self.handle_mem_release(req)
+    }
+    fn mem_map(&mut self, _: &CallContext, req: MemMap, _: &[u8]) -> HandlerResult<()> {
+        self.handle_mem_map(req)
+    }
+    fn mem_unmap(&mut self, _: &CallContext, req: MemUnmap, _: &[u8]) -> HandlerResult<()> {
+        self.handle_mem_unmap(req)
+    }
+    fn mem_set_access(
+        &mut self,
+        _: &CallContext,
+        req: MemSetAccess,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        self.handle_mem_set_access(req)
+    }
+    fn mem_get_allocation_granularity(
+        &mut self,
+        _: &CallContext,
+        req: MemGetAllocationGranularity,
+        _: &[u8],
+    ) -> HandlerResult<Granularity> {
+        self.handle_mem_get_allocation_granularity(req)
+    }
+    fn mem_retain_allocation_handle(
+        &mut self,
+        _: &CallContext,
+        req: MemRetainAllocationHandle,
+        _: &[u8],
+    ) -> HandlerResult<MemCreated> {
+        self.handle_mem_retain_allocation_handle(req)
+    }
+    fn mem_get_allocation_properties(
+        &mut self,
+        _: &CallContext,
+        req: MemGetAllocationProperties,
+        _: &[u8],
+    ) -> HandlerResult<AllocationProp> {
+        self.handle_mem_get_allocation_properties(req)
+    }
+    fn tensor_map_encode_tiled(
+        &mut self,
+        _: &CallContext,
+        req: TensorMapEncodeTiled,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        self.handle_tensor_map_encode_tiled(req)
+    }
+    fn link(&mut self, _: &CallContext, req: Link, data: &[u8]) -> HandlerResult<Linked> {
+        self.handle_link(req, data)
     }
     fn event_elapsed_time(
         &mut self,

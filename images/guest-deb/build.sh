@@ -79,6 +79,15 @@ install -m 0644 "$guest_lib/libcudart.so.13" "$tree/lib/"
 strip --strip-debug "$tree/lib/libcudart.so.13"
 ln -s libcudart.so.13 "$tree/lib/libcudart.so"
 included=("lib/libcudart.so.13")
+# The other replaced libraries this build has (cuBLASLt and cuDNN may not be built):
+# installed beside libcudart.so.13, which they all forward to.
+for lib in libcublas.so.13 libcublasLt.so.13 libcudnn.so.9 libcuda.so.1; do
+  if [ -f "$guest_lib/$lib" ]; then
+    install -m 0644 "$guest_lib/$lib" "$tree/lib/"
+    strip --strip-debug "$tree/lib/$lib"
+    included+=("lib/$lib")
+  fi
+done
 if [ -f "$repo/guest-lib/vmcuda-run" ]; then
   install -m 0755 "$repo/guest-lib/vmcuda-run" "$tree/bin/"; included+=(bin/vmcuda-run)
 else

@@ -46,9 +46,13 @@ build_one() {
     local extra=()
     if grep -q -e '<thread>' -e 'pthread' "$src"; then extra+=(-lpthread); fi
     if grep -q '<cublas_v2.h>' "$src"; then extra+=(-lcublas); fi
+    # An app may ask for nvcc's default static runtime with a line
+    # `// build: -cudart static` (static_cudart.cu: what vmcuda tells such programs).
+    local cudart=shared
+    if grep -q '^// build: -cudart static' "$src"; then cudart=static; fi
     rm -f "$outdir/$name"
     # shellcheck disable=SC2086  # libdirs_str is a space-separated list of -L flags
-    if "$nvcc" -cudart shared -arch=sm_90 \
+    if "$nvcc" -cudart "$cudart" -arch=sm_90 \
         -gencode arch=compute_90,code='[sm_90,compute_90]' \
         -O2 -o "$outdir/$name" "$src" $libdirs_str ${extra[@]+"${extra[@]}"} >"$log" 2>&1; then
         echo "  built $name" >&2

@@ -403,6 +403,24 @@ fn vmcuda_run_puts_its_library_first_and_keeps_the_rest() {
         .unwrap();
     assert_eq!(text(&out.stdout), format!("{}|a b|-m", lib.display()));
 
+    // The replaced libraries present are preloaded, in a fixed order, before the
+    // caller's own preloads (absent ones, here cuBLASLt and cuDNN, are skipped).
+    for l in ["libcublas.so.13", "libcuda.so.1"] {
+        std::fs::write(lib.join(l), b"stand-in").unwrap();
+    }
+    let out = run(
+        &[("LD_PRELOAD", "/theirs.so")],
+        &["sh", "-c", "printf '%s' \"$LD_PRELOAD\""],
+    );
+    let l = lib.display();
+    assert_eq!(
+        text(&out.stdout),
+        format!("{l}/libcudart.so.13:{l}/libcublas.so.13:{l}/libcuda.so.1:/theirs.so")
+    );
+    for l in ["libcublas.so.13", "libcuda.so.1"] {
+        std::fs::remove_file(lib.join(l)).unwrap();
+    }
+
     // Its own failures are 125, the command's exit status is passed on.
     let out = run(&[("VMCUDA_LIB_DIR", "/nonexistent")], &["true"]);
     assert_eq!(out.status.code(), Some(125));

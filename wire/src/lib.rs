@@ -3,6 +3,8 @@
 //! Module map:
 //! - [`blas`]: cuBLAS requests (handles, GEMMs) and the argument checks and operand
 //!   extents both ends compute from them.
+//! - [`driver`]: driver-API requests beyond the runtime's ops: element memsets, stream
+//!   writes, virtual memory management, linking, tensor maps.
 //! - [`frame`]: the fixed 40-byte frame header (zerocopy), frame flags, reading and
 //!   writing whole frames, several of which may share one write.
 //! - [`op`]: the op-code table: every request with its explicit, append-only op code,
@@ -18,6 +20,7 @@
 
 pub mod blas;
 pub mod cubin;
+pub mod driver;
 pub mod fatbin;
 pub mod frame;
 pub mod handshake;

@@ -10,6 +10,12 @@ use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::blas::{BlasCreate, BlasDestroy, BlasGemm, BlasSetWorkspace};
+use crate::driver::{
+    AllocationProp, Granularity, Link, Linked, MemAddressFree, MemAddressReserve, MemCreate,
+    MemCreated, MemGetAllocationGranularity, MemGetAllocationProperties, MemMap, MemRelease,
+    MemRetainAllocationHandle, MemSetAccess, MemUnmap, MemsetElements, Reserved,
+    StreamWriteValue32, TensorMapEncodeTiled,
+};
 use crate::status::CudaStatus;
 
 /// A device pointer as the GPU sees it. Guests get real device addresses because
@@ -209,6 +215,23 @@ op_table! {
     0x0601 BlasDestroy => blas_destroy(BlasDestroy) -> (), Async;
     0x0602 BlasSetWorkspace => blas_set_workspace(BlasSetWorkspace) -> (), Async;
     0x0603 BlasGemm => blas_gemm(BlasGemm) -> (), Async;
+
+    // The driver API (types in crate::driver). VMM calls wait: each can fail with a
+    // code the program checks at once (quota, a range outside a reservation).
+    0x0900 MemsetElements => memset_elements(MemsetElements) -> (), Async;
+    0x0901 StreamWriteValue32 => stream_write_value32(StreamWriteValue32) -> (), Async;
+    0x0902 MemAddressReserve => mem_address_reserve(MemAddressReserve) -> Reserved, Sync;
+    0x0903 MemAddressFree => mem_address_free(MemAddressFree) -> (), Sync;
+    0x0904 MemCreate => mem_create(MemCreate) -> MemCreated, Sync;
+    0x0905 MemRelease => mem_release(MemRelease) -> (), Sync;
+    0x0906 MemMap => mem_map(MemMap) -> (), Sync;
+    0x0907 MemUnmap => mem_unmap(MemUnmap) -> (), Sync;
+    0x0908 MemSetAccess => mem_set_access(MemSetAccess) -> (), Sync;
+    0x0909 MemGetAllocationGranularity => mem_get_allocation_granularity(MemGetAllocationGranularity) -> Granularity, Sync;
+    0x090A MemRetainAllocationHandle => mem_retain_allocation_handle(MemRetainAllocationHandle) -> MemCreated, Sync;
+    0x090B MemGetAllocationProperties => mem_get_allocation_properties(MemGetAllocationProperties) -> AllocationProp, Sync;
+    0x090C Link => link(Link) -> Linked, Sync;
+    0x090D TensorMapEncodeTiled => tensor_map_encode_tiled(TensorMapEncodeTiled) -> (), Sync;
 }
 
 /// Host-to-guest event (flag `FLAG_EVENT`, not in the table because guests never send

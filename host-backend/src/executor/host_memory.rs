@@ -95,6 +95,7 @@ impl Region {
 }
 
 mod blas;
+mod driver;
 
 pub struct HostMemoryExecutor {
     total_memory: u64,
@@ -118,6 +119,8 @@ pub struct HostMemoryExecutor {
     current: usize,
     /// Live cuBLAS handle ids (see `blas`).
     blas_handles: HashSet<u64>,
+    /// Address reservations and physical allocations (see `driver`).
+    vmm: driver::HostVmm,
 }
 
 impl HostMemoryExecutor {
@@ -151,6 +154,7 @@ impl HostMemoryExecutor {
             visible: vec![0],
             current: 0,
             blas_handles: HashSet::new(),
+            vmm: Default::default(),
         })
     }
 
@@ -734,8 +738,10 @@ impl Executor for HostMemoryExecutor {
     }
 
     fn load_module(&mut self, image: &[u8]) -> ExecResult<ExecModule> {
-        // Parse now so a broken image fails here, as cuLibraryLoadData would.
-        fatbin::parse(image).map_err(|e| {
+        // Parse now so a broken image fails here, as cuLibraryLoadData would. PTX text
+        // (which the real driver compiles) lands here too: it cannot be run or even
+        // read for kernels without the driver, so it is refused as an invalid image.
+        module_cubin(image, |_| Ok(())).map_err(|e| {
             warn!("module image refused: {e}");
             CudaStatus::ErrorInvalidKernelImage
         })?;
@@ -1013,6 +1019,10 @@ fn module_cubin<T>(
     image: &[u8],
     f: impl FnOnce(&[u8]) -> Result<T, cubin::CubinError>,
 ) -> Result<T, String> {
+    // A lone ELF cubin (what cuModuleLoadData also takes) is its own cubin.
+    if image.starts_with(b"\x7fELF") {
+        return f(image).map_err(|e| e.to_string());
+    }
     let parsed = fatbin::parse(image).map_err(|e| e.to_string())?;
     let elf = cubin::find_cubin(&parsed).map_err(|e| e.to_string())?;
     f(elf).map_err(|e| e.to_string())

@@ -1,0 +1,317 @@
+//! Devices, primary contexts and the per-thread context stack.
+//!
+//! A `CUcontext` is the address of one byte of [`CONTEXT_TOKENS`]: the byte's index is
+//! the device. Each device has one context, its primary context (the host's worker
+//! holds the real one); `cuCtxCreate` returns it too and `cuCtxDestroy` only pops it.
+//! Making a context current makes its device the thread's current device for the
+//! runtime and the driver alike.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ffi::c_char;
+use std::sync::atomic::AtomicBool;
+use std::sync::Mutex;
+
+use vmcuda_wire::CudaStatus;
+
+use super::{check_initialized, export, stale, via_runtime, Result};
+use crate::api::device::{device_count, properties};
+use crate::{caller, state};
+
+/// Devices a context token can name.
+const MAX_DEVICES: usize = 64;
+static CONTEXT_TOKENS: [u8; MAX_DEVICES] = [0; MAX_DEVICES];
+
+pub type CUcontext = *mut std::ffi::c_void;
+
+thread_local! {
+    static STACK: RefCell<Vec<i32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Per device: primary-context retain count and flags.
+static PRIMARY: Mutex<Option<HashMap<i32, (u32, u32)>>> = Mutex::new(None);
+
+fn with_primary<T>(f: impl FnOnce(&mut HashMap<i32, (u32, u32)>) -> T) -> T {
+    let mut guard = PRIMARY.lock().unwrap_or_else(|p| p.into_inner());
+    f(guard.get_or_insert_with(HashMap::new))
+}
+
+pub fn context_of(device: i32) -> CUcontext {
+    CONTEXT_TOKENS[device as usize..].as_ptr() as CUcontext
+}
+
+static STALE_CONTEXT: AtomicBool = AtomicBool::new(false);
+
+/// The device a context token names.
+pub fn device_of(ctx: CUcontext) -> Result<i32> {
+    let base = CONTEXT_TOKENS.as_ptr() as usize;
+    let at = (ctx as usize).wrapping_sub(base);
+    if at >= MAX_DEVICES || at as i32 >= device_count()? {
+        return Err(stale("context", &STALE_CONTEXT));
+    }
+    Ok(at as i32)
+}
+
+/// A device ordinal the host lets this guest see.
+pub fn check_device(device: i32) -> Result<()> {
+    check_initialized()?;
+    if device < 0 || device >= device_count()? || device as usize >= MAX_DEVICES {
+        return Err(CudaStatus::ErrorInvalidDevice);
+    }
+    Ok(())
+}
+
+/// The thread's current context's device, if a context is current.
+fn current() -> Option<i32> {
+    STACK.with(|s| s.borrow().last().copied())
+}
+
+fn make_current(device: Option<i32>) {
+    if let Some(d) = device {
+        state::set_current_device(d);
+    }
+}
+
+export! {
+    fn cuDeviceGet(device: *mut i32, ordinal: i32) {
+        check_device(ordinal)?;
+        caller::write(device, ordinal)
+    }
+}
+
+export! {
+    fn cuDeviceGetCount(count: *mut i32) {
+        check_initialized()?;
+        caller::write(count, device_count()?)
+    }
+}
+
+export! {
+    fn cuDeviceGetName(name: *mut c_char, len: i32, device: i32) {
+        check_device(device)?;
+        let p = properties(device)?;
+        let len = usize::try_from(len).map_err(|_| CudaStatus::ErrorInvalidValue)?;
+        if len == 0 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let out = caller::bytes_mut(name.cast(), len)?;
+        let n = p.name.len().min(len - 1);
+        out[..n].copy_from_slice(&p.name.as_bytes()[..n]);
+        out[n] = 0;
+        Ok(())
+    }
+}
+
+export! {
+    fn cuDeviceGetAttribute(value: *mut i32, attr: u32, device: i32) {
+        check_device(device)?;
+        let p = properties(device)?;
+        caller::write(value, p.attribute(attr).ok_or(CudaStatus::ErrorInvalidValue)?)
+    }
+}
+
+export! {
+    fn cuDeviceTotalMem_v2(bytes: *mut usize, device: i32) {
+        check_device(device)?;
+        caller::write(bytes, properties(device)?.total_global_mem as usize)
+    }
+}
+
+export! {
+    fn cuDeviceGetUuid_v2(uuid: *mut [u8; 16], device: i32) {
+        check_device(device)?;
+        caller::write(uuid, properties(device)?.uuid)
+    }
+}
+
+/// Attribute numbers of the PCI location (`CU_DEVICE_ATTRIBUTE_PCI_*`).
+const ATTR_PCI_BUS_ID: u32 = 33;
+const ATTR_PCI_DEVICE_ID: u32 = 34;
+const ATTR_PCI_DOMAIN_ID: u32 = 50;
+
+export! {
+    fn cuDeviceGetPCIBusId(out: *mut c_char, len: i32, device: i32) {
+        check_device(device)?;
+        let p = properties(device)?;
+        let attr = |a| p.attribute(a).unwrap_or(0);
+        let id = format!(
+            "{:08X}:{:02X}:{:02X}.0",
+            attr(ATTR_PCI_DOMAIN_ID),
+            attr(ATTR_PCI_BUS_ID),
+            attr(ATTR_PCI_DEVICE_ID)
+        );
+        let len = usize::try_from(len).map_err(|_| CudaStatus::ErrorInvalidValue)?;
+        if len == 0 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let buf = caller::bytes_mut(out.cast(), len)?;
+        let n = id.len().min(len - 1);
+        buf[..n].copy_from_slice(&id.as_bytes()[..n]);
+        buf[n] = 0;
+        Ok(())
+    }
+}
+
+export! {
+    fn cuDevicePrimaryCtxRetain(ctx: *mut CUcontext, device: i32) {
+        check_device(device)?;
+        with_primary(|p| p.entry(device).or_default().0 += 1);
+        caller::write(ctx, context_of(device))
+    }
+}
+
+export! {
+    fn cuDevicePrimaryCtxRelease_v2(device: i32) {
+        check_device(device)?;
+        with_primary(|p| {
+            let e = p.entry(device).or_default();
+            if e.0 == 0 {
+                return Err(CudaStatus(201)); // CUDA_ERROR_INVALID_CONTEXT
+            }
+            e.0 -= 1;
+            Ok(())
+        })
+    }
+}
+
+export! {
+    fn cuDevicePrimaryCtxGetState(device: i32, flags: *mut u32, active: *mut i32) {
+        check_device(device)?;
+        let (refs, f) = with_primary(|p| p.get(&device).copied().unwrap_or_default());
+        caller::write(flags, f)?;
+        caller::write(active, i32::from(refs > 0))
+    }
+}
+
+export! {
+    fn cuDevicePrimaryCtxSetFlags_v2(device: i32, flags: u32) {
+        check_device(device)?;
+        // CU_CTX_SCHED_MASK | CU_CTX_LMEM_RESIZE_TO_MAX | CU_CTX_SYNC_MEMOPS, as the
+        // runtime's cudaSetDeviceFlags accepts.
+        if flags & !0x1f != 0 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        with_primary(|p| p.entry(device).or_default().1 = flags);
+        Ok(())
+    }
+}
+
+export! {
+    fn cuDevicePrimaryCtxReset_v2(device: i32) {
+        check_device(device)?;
+        let saved = state::current_device();
+        state::set_current_device(device);
+        let reset = via_runtime(|| crate::api::device::cudaDeviceReset());
+        state::set_current_device(saved);
+        with_primary(|p| p.remove(&device));
+        reset
+    }
+}
+
+export! {
+    /// CUDA 13's cuCtxCreate (with `CUctxCreateParams`): the primary context, made
+    /// current (vmcuda models one context per device).
+    fn cuCtxCreate_v4(ctx: *mut CUcontext, _params: *mut std::ffi::c_void, _flags: u32, device: i32) {
+        check_device(device)?;
+        with_primary(|p| p.entry(device).or_default().0 += 1);
+        STACK.with(|s| s.borrow_mut().push(device));
+        make_current(Some(device));
+        caller::write(ctx, context_of(device))
+    }
+}
+
+export! {
+    fn cuCtxDestroy_v2(ctx: CUcontext) {
+        check_initialized()?;
+        let device = device_of(ctx)?;
+        with_primary(|p| {
+            if let Some(e) = p.get_mut(&device) {
+                e.0 = e.0.saturating_sub(1);
+            }
+        });
+        STACK.with(|s| {
+            let mut s = s.borrow_mut();
+            if s.last() == Some(&device) {
+                s.pop();
+            }
+        });
+        make_current(current());
+        Ok(())
+    }
+}
+
+export! {
+    fn cuCtxGetCurrent(ctx: *mut CUcontext) {
+        check_initialized()?;
+        caller::write(ctx, current().map_or(std::ptr::null_mut(), context_of))
+    }
+}
+
+export! {
+    fn cuCtxSetCurrent(ctx: CUcontext) {
+        check_initialized()?;
+        let device = if ctx.is_null() { None } else { Some(device_of(ctx)?) };
+        STACK.with(|s| {
+            let mut s = s.borrow_mut();
+            s.pop();
+            s.extend(device);
+        });
+        make_current(device);
+        Ok(())
+    }
+}
+
+export! {
+    fn cuCtxPushCurrent_v2(ctx: CUcontext) {
+        check_initialized()?;
+        let device = device_of(ctx)?;
+        STACK.with(|s| s.borrow_mut().push(device));
+        make_current(Some(device));
+        Ok(())
+    }
+}
+
+export! {
+    fn cuCtxPopCurrent_v2(ctx: *mut CUcontext) {
+        check_initialized()?;
+        let popped = STACK.with(|s| s.borrow_mut().pop());
+        let Some(device) = popped else {
+            return Err(CudaStatus(201)); // CUDA_ERROR_INVALID_CONTEXT
+        };
+        caller::write_opt(ctx, context_of(device));
+        make_current(current());
+        Ok(())
+    }
+}
+
+/// The current context's device: `CUDA_ERROR_INVALID_CONTEXT` without one.
+fn current_device() -> Result<i32> {
+    check_initialized()?;
+    current().ok_or(CudaStatus(201))
+}
+
+export! {
+    fn cuCtxGetDevice(device: *mut i32) {
+        caller::write(device, current_device()?)
+    }
+}
+
+export! {
+    fn cuCtxSynchronize() {
+        current_device()?;
+        via_runtime(|| crate::api::device::cudaDeviceSynchronize())
+    }
+}
+
+export! {
+    fn cuCtxGetApiVersion(ctx: CUcontext, version: *mut u32) {
+        check_initialized()?;
+        if !ctx.is_null() {
+            device_of(ctx)?;
+        } else {
+            current_device()?;
+        }
+        // The API version of contexts made by a CUDA 13 driver.
+        caller::write(version, 13000)
+    }
+}

@@ -1,0 +1,314 @@
+//! Allocations, copies, memsets and pointer queries. Most are the runtime's calls in
+//! driver clothes (the same registry of device and pinned ranges serves both); 16- and
+//! 32-bit memsets have their own op.
+
+use std::ffi::c_void;
+
+use vmcuda_wire::driver::{
+    MemsetElements, TensorMapEncodeTiled, TENSOR_MAP_LEN, TENSOR_MAP_MAX_RANK,
+};
+use vmcuda_wire::op::StreamHandle;
+use vmcuda_wire::CudaStatus;
+
+use super::context::context_of;
+use super::{check_initialized, export, via_runtime, Result};
+use crate::api::memory as rt;
+use crate::api::{call, call_with, known_stream, post, stream_handle, RawHandle};
+use crate::client::Sink;
+use crate::{caller, gate, state};
+
+/// `cudaMemcpyKind`s for the runtime calls.
+const HOST_TO_DEVICE: u32 = 1;
+const DEVICE_TO_HOST: u32 = 2;
+const DEVICE_TO_DEVICE: u32 = 3;
+const DEFAULT: u32 = 4;
+
+export! {
+    fn cuMemAlloc_v2(ptr: *mut u64, size: usize) {
+        check_initialized()?;
+        if size == 0 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let mut p: *mut c_void = std::ptr::null_mut();
+        via_runtime(|| rt::cudaMalloc(&mut p, size))?;
+        caller::write(ptr, p as u64)
+    }
+}
+
+export! {
+    fn cuMemFree_v2(ptr: u64) {
+        check_initialized()?;
+        via_runtime(|| rt::cudaFree(ptr as *mut c_void))
+    }
+}
+
+export! {
+    fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) {
+        check_initialized()?;
+        via_runtime(|| crate::api::device::cudaMemGetInfo(free, total))
+    }
+}
+
+export! {
+    fn cuMemGetAddressRange_v2(base: *mut u64, size: *mut usize, ptr: u64) {
+        check_initialized()?;
+        // CUDA_ERROR_NOT_FOUND for memory the driver did not allocate.
+        let (start, len, _) = state::registry().device_range(ptr).ok_or(CudaStatus(500))?;
+        caller::write_opt(base, start);
+        caller::write_opt(size, len as usize);
+        Ok(())
+    }
+}
+
+export! {
+    fn cuMemAllocHost_v2(ptr: *mut *mut c_void, size: usize) {
+        check_initialized()?;
+        via_runtime(|| rt::cudaMallocHost(ptr, size))
+    }
+}
+
+export! {
+    /// `CU_MEMHOSTALLOC_*` flags are the runtime's `cudaHostAlloc*` flags.
+    fn cuMemHostAlloc(ptr: *mut *mut c_void, size: usize, flags: u32) {
+        check_initialized()?;
+        via_runtime(|| rt::cudaHostAlloc(ptr, size, flags))
+    }
+}
+
+export! {
+    fn cuMemFreeHost(ptr: *mut c_void) {
+        check_initialized()?;
+        via_runtime(|| rt::cudaFreeHost(ptr))
+    }
+}
+
+fn copy(dst: u64, src: u64, size: usize, kind: u32) -> Result<()> {
+    check_initialized()?;
+    via_runtime(|| rt::cudaMemcpy(dst as *mut c_void, src as *const c_void, size, kind))
+}
+
+fn copy_async(dst: u64, src: u64, size: usize, kind: u32, stream: RawHandle) -> Result<()> {
+    check_initialized()?;
+    via_runtime(|| {
+        rt::cudaMemcpyAsync(dst as *mut c_void, src as *const c_void, size, kind, stream)
+    })
+}
+
+export! {
+    fn cuMemcpyHtoD_v2(dst: u64, src: *const c_void, size: usize) {
+        copy(dst, src as u64, size, HOST_TO_DEVICE)
+    }
+}
+export! {
+    fn cuMemcpyDtoH_v2(dst: *mut c_void, src: u64, size: usize) {
+        copy(dst as u64, src, size, DEVICE_TO_HOST)
+    }
+}
+export! {
+    fn cuMemcpyDtoD_v2(dst: u64, src: u64, size: usize) {
+        copy(dst, src, size, DEVICE_TO_DEVICE)
+    }
+}
+export! {
+    /// Unified addressing: the direction follows from the pointers.
+    fn cuMemcpy(dst: u64, src: u64, size: usize) {
+        copy(dst, src, size, DEFAULT)
+    }
+}
+export! {
+    fn cuMemcpyHtoDAsync_v2(dst: u64, src: *const c_void, size: usize, stream: RawHandle) {
+        copy_async(dst, src as u64, size, HOST_TO_DEVICE, stream)
+    }
+}
+export! {
+    fn cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: u64, size: usize, stream: RawHandle) {
+        copy_async(dst as u64, src, size, DEVICE_TO_HOST, stream)
+    }
+}
+export! {
+    fn cuMemcpyDtoDAsync_v2(dst: u64, src: u64, size: usize, stream: RawHandle) {
+        copy_async(dst, src, size, DEVICE_TO_DEVICE, stream)
+    }
+}
+export! {
+    fn cuMemcpyAsync(dst: u64, src: u64, size: usize, stream: RawHandle) {
+        copy_async(dst, src, size, DEFAULT, stream)
+    }
+}
+
+export! {
+    fn cuMemsetD8_v2(dst: u64, value: u8, count: usize) {
+        check_initialized()?;
+        via_runtime(|| rt::cudaMemset(dst as *mut c_void, value as i32, count))
+    }
+}
+export! {
+    fn cuMemsetD8Async(dst: u64, value: u8, count: usize, stream: RawHandle) {
+        check_initialized()?;
+        via_runtime(|| rt::cudaMemsetAsync(dst as *mut c_void, value as i32, count, stream))
+    }
+}
+
+/// Whether `[ptr, ptr + len)` lies in one device range this process knows.
+pub fn known_range(ptr: u64, len: u64) -> bool {
+    state::registry()
+        .device_range(ptr)
+        .is_some_and(|(start, size, _)| ptr.saturating_add(len) <= start + size)
+}
+
+/// A 16- or 32-bit memset in stream order. One on a range and stream the guest knows
+/// goes without a reply; anything else waits, so a bad pointer is reported by the
+/// call itself, as natively.
+fn memset_elements(
+    dst: u64,
+    value: u32,
+    element_size: u8,
+    count: usize,
+    stream: StreamHandle,
+    is_async: bool,
+) -> Result<()> {
+    check_initialized()?;
+    let req = MemsetElements {
+        dst,
+        value,
+        element_size,
+        count: count as u64,
+        stream,
+        is_async,
+    };
+    let bytes = req.byte_len().ok_or(CudaStatus::ErrorInvalidValue)?;
+    if count == 0 {
+        return Ok(());
+    }
+    if !dst.is_multiple_of(element_size as u64) {
+        return Err(CudaStatus::ErrorInvalidValue);
+    }
+    let fire_and_forget = is_async && known_stream(stream) && known_range(dst, bytes);
+    let job = move || {
+        if fire_and_forget {
+            post(&req, &[])
+        } else {
+            call(&req)
+        }
+    };
+    if is_async {
+        gate::submit(stream, job)
+    } else {
+        gate::sync_stream(stream)?;
+        job()
+    }
+}
+
+export! {
+    fn cuMemsetD16_v2(dst: u64, value: u16, count: usize) {
+        memset_elements(dst, value as u32, 2, count, StreamHandle::LEGACY, false)
+    }
+}
+export! {
+    fn cuMemsetD32_v2(dst: u64, value: u32, count: usize) {
+        memset_elements(dst, value, 4, count, StreamHandle::LEGACY, false)
+    }
+}
+export! {
+    fn cuMemsetD16Async(dst: u64, value: u16, count: usize, stream: RawHandle) {
+        memset_elements(dst, value as u32, 2, count, stream_handle(stream, false), true)
+    }
+}
+export! {
+    fn cuMemsetD32Async(dst: u64, value: u32, count: usize, stream: RawHandle) {
+        memset_elements(dst, value, 4, count, stream_handle(stream, false), true)
+    }
+}
+
+/// `CUpointer_attribute`s answered (others: `CUDA_ERROR_INVALID_VALUE`).
+const ATTR_CONTEXT: u32 = 1;
+const ATTR_MEMORY_TYPE: u32 = 2;
+const ATTR_DEVICE_POINTER: u32 = 3;
+const ATTR_HOST_POINTER: u32 = 4;
+const ATTR_IS_MANAGED: u32 = 8;
+const ATTR_DEVICE_ORDINAL: u32 = 9;
+const ATTR_RANGE_START_ADDR: u32 = 11;
+const ATTR_RANGE_SIZE: u32 = 12;
+const ATTR_MAPPED: u32 = 13;
+
+export! {
+    fn cuPointerGetAttribute(data: *mut c_void, attribute: u32, ptr: u64) {
+        check_initialized()?;
+        let mut a = rt::PointerAttributesC {
+            memory_type: 0,
+            device: 0,
+            device_pointer: std::ptr::null_mut(),
+            host_pointer: std::ptr::null_mut(),
+            reserved: [0; 8],
+        };
+        via_runtime(|| rt::cudaPointerGetAttributes(&mut a, ptr as *const c_void))?;
+        // cudaMemoryTypeUnregistered: the driver does not know the pointer.
+        if a.memory_type == 0 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let range = state::registry().device_range(ptr);
+        match attribute {
+            ATTR_CONTEXT => caller::write(data.cast(), context_of(a.device)),
+            // CU_MEMORYTYPE_HOST 1 / DEVICE 2, as cudaMemoryTypeHost / Device.
+            ATTR_MEMORY_TYPE => caller::write(data.cast::<u32>(), a.memory_type as u32),
+            ATTR_DEVICE_POINTER => caller::write(data.cast::<u64>(), a.device_pointer as u64),
+            ATTR_HOST_POINTER => caller::write(data.cast::<u64>(), a.host_pointer as u64),
+            ATTR_IS_MANAGED => caller::write(data.cast::<u32>(), u32::from(a.memory_type == 3)),
+            ATTR_DEVICE_ORDINAL => caller::write(data.cast::<i32>(), a.device),
+            ATTR_MAPPED => caller::write(data.cast::<u32>(), 1),
+            ATTR_RANGE_START_ADDR => {
+                caller::write(data.cast::<u64>(), range.ok_or(CudaStatus::ErrorInvalidValue)?.0)
+            }
+            ATTR_RANGE_SIZE => caller::write(
+                data.cast::<usize>(),
+                range.ok_or(CudaStatus::ErrorInvalidValue)?.1 as usize,
+            ),
+            _ => Err(CudaStatus::ErrorInvalidValue),
+        }
+    }
+}
+
+/// `rank` values of a program array.
+fn read_array<T: Copy>(ptr: *const T, n: usize) -> Result<Vec<T>> {
+    (0..n).map(|i| caller::read(ptr.wrapping_add(i))).collect()
+}
+
+export! {
+    /// Pure computation in the real driver, done by the host's driver: the map comes
+    /// back as its 128 bytes.
+    fn cuTensorMapEncodeTiled(
+        map: *mut [u8; TENSOR_MAP_LEN],
+        data_type: u32,
+        rank: u32,
+        global_address: *mut c_void,
+        global_dim: *const u64,
+        global_strides: *const u64,
+        box_dim: *const u32,
+        element_strides: *const u32,
+        interleave: u32,
+        swizzle: u32,
+        l2_promotion: u32,
+        oob_fill: u32,
+    ) {
+        check_initialized()?;
+        let rank = rank as usize;
+        if !(1..=TENSOR_MAP_MAX_RANK).contains(&rank) || map.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let req = TensorMapEncodeTiled {
+            data_type,
+            global_address: global_address as u64,
+            global_dim: read_array(global_dim, rank)?,
+            global_strides: read_array(global_strides, rank - 1)?,
+            box_dim: read_array(box_dim, rank)?,
+            element_strides: read_array(element_strides, rank)?,
+            interleave,
+            swizzle,
+            l2_promotion,
+            oob_fill,
+        };
+        let mut encoded = [0u8; TENSOR_MAP_LEN];
+        call_with(&req, &[], Sink::Into(&mut encoded))?;
+        caller::write(map, encoded)
+    }
+}

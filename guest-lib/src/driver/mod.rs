@@ -1,0 +1,229 @@
+//! The CUDA driver API (`libcuda.so.1`), on the same connection as the runtime.
+//!
+//! **How libcuda.so.1 shares this library's state.** As for cuBLAS (see
+//! [`crate::blas`]), every driver function is defined here under a private name
+//! (`__vmcuda_cuMemAlloc_v2`, version node `VMCUDA_PRIVATE` of libcudart.so.13), and
+//! `libcuda.so.1` (guest-lib/build-libs.sh) holds one jump per function to it, under
+//! the real library's unversioned names, the `_v2`/`_v3`/`_v4` ones cuda.h maps the
+//! plain names to included. So the runtime and the driver share one connection, one
+//! registry of devices, streams, events and allocations, and one current device per
+//! thread. Only the names with the current signatures are exported: a plain
+//! `cuMemAlloc` (the CUDA 3 ABI with 32-bit sizes) is not, since no binary built
+//! against a CUDA 13 header calls it.
+//!
+//! **Contexts.** The guest models one context per device, the primary context; the
+//! host's worker owns the real ones. A context handle is a token naming its device.
+//! `cuCtxCreate` hands out the primary context too (documented vmcuda behaviour), and
+//! a thread's context stack only selects the device later calls run on.
+//!
+//! **Handles.** Modules, functions and link states are ids made here, never host
+//! pointers, checked against this registry on every use: a stale or foreign one is
+//! `CUDA_ERROR_INVALID_HANDLE`, logged once per kind.
+//!
+//! **Errors.** The host speaks runtime codes; [`cu_result`] maps the few runtime-only
+//! ones to the driver code with the same meaning. Where a driver function is a runtime
+//! function in other clothes (copies, streams, events), it calls the runtime export and
+//! leaves the runtime's last error as it was, as the real driver does.
+
+mod context;
+mod memory;
+mod module;
+mod names;
+mod proc_address;
+mod stream;
+mod vmm;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use vmcuda_wire::CudaStatus;
+
+use crate::{cudaError_t, state};
+
+pub use proc_address::{lookup, NAMES};
+
+/// `CUresult`.
+#[allow(non_camel_case_types)]
+pub type CUresult = u32;
+
+pub type Result<T> = std::result::Result<T, CudaStatus>;
+
+pub const CUDA_ERROR_INVALID_HANDLE: u32 = 400;
+pub const CUDA_ERROR_NOT_FOUND: u32 = 500;
+pub const CUDA_ERROR_NOT_SUPPORTED: u32 = 801;
+
+/// The driver code for a runtime status (the numbers agree except for runtime-only
+/// conditions).
+pub fn cu_result(status: CudaStatus) -> CUresult {
+    match status.0 {
+        // cudaErrorInvalidDeviceFunction: a function handle the driver does not know.
+        98 => CUDA_ERROR_INVALID_HANDLE,
+        // Argument errors the runtime names more finely (configuration, pitch, symbol,
+        // host and device pointers, copy direction, missing configuration).
+        9 | 12 | 13 | 16 | 17 | 21 | 52 => 1,
+        code => code,
+    }
+}
+
+/// Run a driver export's body: no unwinding across the C boundary.
+pub fn guard(name: &'static str, body: impl FnOnce() -> Result<()>) -> CUresult {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => 0,
+        Ok(Err(status)) => cu_result(status),
+        Err(_) => {
+            eprintln!("vmcuda: internal error in {name}; reporting CUDA_ERROR_UNKNOWN");
+            999
+        }
+    }
+}
+
+/// Call a runtime export for a driver function, leaving the runtime's last error as it
+/// was (driver calls do not touch it).
+pub fn via_runtime(f: impl FnOnce() -> cudaError_t) -> Result<()> {
+    let saved = state::peek_last_error();
+    let status = f();
+    state::set_last_error(saved);
+    match status {
+        0 => Ok(()),
+        s => Err(CudaStatus(s)),
+    }
+}
+
+/// Refuse a handle this process does not hold, saying so once per kind with
+/// `VMCUDA_VERBOSE` set (the program's own output stays what it is natively; the host
+/// logs what it refuses).
+pub fn stale(kind: &'static str, logged: &'static AtomicBool) -> CudaStatus {
+    if std::env::var_os("VMCUDA_VERBOSE").is_some() && !logged.swap(true, Ordering::Relaxed) {
+        eprintln!("vmcuda: a {kind} handle this process does not hold was passed to the driver API; reporting CUDA_ERROR_INVALID_HANDLE");
+    }
+    CudaStatus(CUDA_ERROR_INVALID_HANDLE)
+}
+
+/// `cuInit` must come first: later calls before it are `CUDA_ERROR_NOT_INITIALIZED`.
+/// The runtime initializes the driver too (natively cudart calls `cuInit`), so a
+/// process already using the runtime, or holding entry points it handed out, is
+/// initialized.
+static INITIALIZED: AtomicBool = AtomicBool::new(false);
+
+pub fn mark_initialized() {
+    INITIALIZED.store(true, Ordering::Release);
+}
+
+pub fn check_initialized() -> Result<()> {
+    if INITIALIZED.load(Ordering::Acquire) || crate::client::connected() {
+        Ok(())
+    } else {
+        Err(CudaStatus::ErrorInitializationError)
+    }
+}
+
+/// Define a driver export under its private name in libcudart.so.13 (see the module
+/// documentation); libcuda.so.1 forwards the public name to it.
+macro_rules! export {
+    ($(#[$m:meta])* fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $body:block) => {
+        $(#[$m])*
+        #[export_name = concat!("__vmcuda_", stringify!($name))]
+        #[allow(non_snake_case, clippy::too_many_arguments)]
+        pub extern "C" fn $name($($arg: $ty),*) -> $crate::driver::CUresult {
+            $crate::driver::guard(stringify!($name), || $body)
+        }
+    };
+}
+pub(crate) use export;
+
+export! {
+    fn cuInit(flags: u32) {
+        if flags != 0 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        crate::client::client()?;
+        mark_initialized();
+        Ok(())
+    }
+}
+
+export! {
+    fn cuDriverGetVersion(version: *mut i32) {
+        // The host's driver version (cuDriverGetVersion works before cuInit).
+        let client = crate::client::client()?;
+        crate::caller::write(version, client.hello.driver_version)
+    }
+}
+
+/// NUL-terminated names and messages for `cuGetErrorName` / `cuGetErrorString`.
+fn error_texts() -> &'static [(u32, std::ffi::CString, std::ffi::CString)] {
+    static TEXTS: std::sync::OnceLock<Vec<(u32, std::ffi::CString, std::ffi::CString)>> =
+        std::sync::OnceLock::new();
+    TEXTS.get_or_init(|| {
+        names::NAMES
+            .iter()
+            .map(|(code, name)| {
+                // The driver's messages are the runtime's for the codes both have.
+                let msg = vmcuda_wire::status::TABLE
+                    .iter()
+                    .find(|e| e.0 == *code)
+                    .map_or(*name, |e| e.2);
+                (
+                    *code,
+                    std::ffi::CString::new(*name).expect("no NUL"),
+                    std::ffi::CString::new(msg).expect("no NUL"),
+                )
+            })
+            .collect()
+    })
+}
+
+fn error_text(error: u32, out: *mut *const std::ffi::c_char, message: bool) -> Result<()> {
+    match error_texts().iter().find(|e| e.0 == error) {
+        Some((_, name, msg)) => {
+            let s = if message { msg } else { name };
+            crate::caller::write(out, s.as_ptr())
+        }
+        None => {
+            // Unknown codes: NULL stored, CUDA_ERROR_INVALID_VALUE, as the driver does.
+            crate::caller::write(out, std::ptr::null())?;
+            Err(CudaStatus::ErrorInvalidValue)
+        }
+    }
+}
+
+export! {
+    fn cuGetErrorName(error: u32, out: *mut *const std::ffi::c_char) {
+        error_text(error, out, false)
+    }
+}
+
+export! {
+    fn cuGetErrorString(error: u32, out: *mut *const std::ffi::c_char) {
+        error_text(error, out, true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runtime_only_codes_become_driver_codes() {
+        assert_eq!(cu_result(CudaStatus::ErrorInvalidDeviceFunction), 400);
+        assert_eq!(cu_result(CudaStatus::ErrorInvalidResourceHandle), 400);
+        assert_eq!(cu_result(CudaStatus::ErrorInvalidDevicePointer), 1);
+        assert_eq!(cu_result(CudaStatus::ErrorMemoryAllocation), 2);
+        assert_eq!(cu_result(CudaStatus::ErrorNotSupported), 801);
+    }
+
+    #[test]
+    fn error_names_are_the_drivers() {
+        let mut p = std::ptr::null();
+        assert_eq!(cuGetErrorName(1, &mut p), 0);
+        // SAFETY: a NUL-terminated static string was stored.
+        let name = unsafe { std::ffi::CStr::from_ptr(p) };
+        assert_eq!(name.to_str().unwrap(), "CUDA_ERROR_INVALID_VALUE");
+        assert_eq!(cuGetErrorString(2, &mut p), 0);
+        // SAFETY: as above.
+        let msg = unsafe { std::ffi::CStr::from_ptr(p) };
+        assert_eq!(msg.to_str().unwrap(), "out of memory");
+        assert_eq!(cuGetErrorName(123_456, &mut p), 1);
+        assert!(p.is_null());
+    }
+}

@@ -1,0 +1,602 @@
+//! Modules, functions, launches and the linker.
+//!
+//! An image handed to `cuModuleLoadData` comes without its length: it is measured
+//! here from its own headers (ELF cubin: the furthest section or header table; fatbin
+//! wrapper or containers: the container sizes; anything else is PTX text, up to its
+//! NUL), read through [`caller::try_read_array`] so a wild pointer fails cleanly. The
+//! host loads all three kinds (the GPU executor JIT-compiles PTX; the host-memory test
+//! executor refuses PTX as an invalid image, since it cannot compile it).
+//!
+//! A module stays loaded on the host until the connection ends (the host keeps each
+//! distinct image once); `cuModuleUnload` drops the guest's handle and its functions.
+//!
+//! Linking is done by the host in one request at `cuLinkComplete`: the inputs are
+//! gathered here (files read in the guest), the linked cubin comes back and lives in
+//! the link state until `cuLinkDestroy`, as the driver's does.
+
+use std::collections::HashMap;
+use std::ffi::{c_char, c_void};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Mutex, MutexGuard};
+
+use vmcuda_wire::driver::{Link, LinkInput};
+use vmcuda_wire::fatbin::{self, CONTAINER_HEADER_LEN, WRAPPER_LEN};
+use vmcuda_wire::op::{
+    FuncAttributes, FuncGetAttributes, FuncSetAttribute, FuncSetCacheConfig, FunctionHandle,
+    LaunchAttribute, LaunchKernel, ModuleGetFunction, ModuleGetGlobal, ModuleHandle, ModuleLoad,
+    OccupancyMaxActiveBlocks, ParamInfo,
+};
+use vmcuda_wire::CudaStatus;
+
+use super::{check_initialized, export, stale, Result};
+use crate::api::{call, call_with, known_stream, post, stream_handle, RawHandle};
+use crate::client::Sink;
+use crate::{caller, gate, state};
+
+struct Function {
+    module: u64,
+    function: FunctionHandle,
+    params: Vec<ParamInfo>,
+    /// Fetched on first launch, to tell whether a launch may go without a reply.
+    limits: Option<FuncAttributes>,
+}
+
+/// A link in progress: its inputs, where the program wants the logs, and the
+/// linked image once complete.
+#[derive(Default)]
+struct LinkState {
+    inputs: Vec<(LinkInput, Vec<u8>)>,
+    /// (buffer, its size) for the info and error logs.
+    info_log: Option<(usize, usize)>,
+    error_log: Option<(usize, usize)>,
+    cubin: Vec<u8>,
+}
+
+#[derive(Default)]
+struct Modules {
+    modules: HashMap<u64, ModuleHandle>,
+    functions: HashMap<u64, Function>,
+    /// (module, name) -> function id, so a kernel has one `CUfunction`.
+    by_name: HashMap<(u64, String), u64>,
+    links: HashMap<u64, LinkState>,
+}
+
+static MODULES: Mutex<Option<Modules>> = Mutex::new(None);
+
+fn modules() -> impl std::ops::DerefMut<Target = Modules> {
+    struct Guard(MutexGuard<'static, Option<Modules>>);
+    impl std::ops::Deref for Guard {
+        type Target = Modules;
+        fn deref(&self) -> &Modules {
+            self.0.as_ref().expect("initialised")
+        }
+    }
+    impl std::ops::DerefMut for Guard {
+        fn deref_mut(&mut self) -> &mut Modules {
+            self.0.as_mut().expect("initialised")
+        }
+    }
+    let mut g = MODULES.lock().unwrap_or_else(|p| p.into_inner());
+    g.get_or_insert_with(Modules::default);
+    Guard(g)
+}
+
+static STALE_MODULE: AtomicBool = AtomicBool::new(false);
+static STALE_FUNCTION: AtomicBool = AtomicBool::new(false);
+static STALE_LINK: AtomicBool = AtomicBool::new(false);
+
+fn module_handle(m: *mut c_void) -> Result<ModuleHandle> {
+    modules()
+        .modules
+        .get(&(m as u64))
+        .copied()
+        .ok_or_else(|| stale("module", &STALE_MODULE))
+}
+
+fn function(f: *mut c_void) -> Result<(FunctionHandle, Vec<ParamInfo>)> {
+    modules()
+        .functions
+        .get(&(f as u64))
+        .map(|f| (f.function, f.params.clone()))
+        .ok_or_else(|| stale("function", &STALE_FUNCTION))
+}
+
+const ELF_MAGIC: [u8; 4] = *b"\x7fELF";
+const CONTAINER_MAGIC: u32 = 0xBA55_ED50;
+const WRAPPER_MAGIC: u32 = 0x466243B1;
+/// Images larger than this are refused (the frame's data limit is larger; no module
+/// is near it).
+const MAX_IMAGE: usize = 256 << 20;
+
+/// The length of an ELF image: the furthest byte any header or section reaches.
+fn elf_len(at: usize) -> Result<usize> {
+    let bad = CudaStatus::ErrorInvalidKernelImage;
+    let h = caller::try_read_array::<64>(at).ok_or(bad)?;
+    let u64_at = |o: usize| u64::from_le_bytes(h[o..o + 8].try_into().expect("8 bytes")) as usize;
+    let u16_at = |o: usize| u16::from_le_bytes([h[o], h[o + 1]]) as usize;
+    if h[4] != 2 {
+        return Err(bad); // 64-bit ELF only, as every CUDA 13 cubin is
+    }
+    let (shoff, shentsize, shnum) = (u64_at(0x28), u16_at(0x3A), u16_at(0x3C));
+    let (phoff, phentsize, phnum) = (u64_at(0x20), u16_at(0x36), u16_at(0x38));
+    let mut end = shoff
+        .saturating_add(shentsize * shnum)
+        .max(phoff.saturating_add(phentsize * phnum))
+        .max(64);
+    if shentsize != 64 {
+        return Err(bad);
+    }
+    for i in 0..shnum {
+        let sh = caller::try_read_array::<64>(at.saturating_add(shoff + i * 64)).ok_or(bad)?;
+        let kind = u32::from_le_bytes(sh[4..8].try_into().expect("4 bytes"));
+        let off = u64::from_le_bytes(sh[0x18..0x20].try_into().expect("8 bytes")) as usize;
+        let size = u64::from_le_bytes(sh[0x20..0x28].try_into().expect("8 bytes")) as usize;
+        if kind != 8 {
+            // SHT_NOBITS occupies no file bytes.
+            end = end.max(off.saturating_add(size));
+        }
+    }
+    if end > MAX_IMAGE {
+        return Err(bad);
+    }
+    Ok(end)
+}
+
+/// The length of back-to-back fatbinary containers at `at`.
+fn containers_len(at: usize) -> Result<usize> {
+    let mut len = 0usize;
+    while let Some(header) = caller::try_read_array::<CONTAINER_HEADER_LEN>(at + len) {
+        let Ok(total) = fatbin::container_total_len(&header) else {
+            break;
+        };
+        len = len.saturating_add(total as usize);
+        if len > MAX_IMAGE {
+            return Err(CudaStatus::ErrorInvalidKernelImage);
+        }
+    }
+    if len == 0 {
+        return Err(CudaStatus::ErrorInvalidKernelImage);
+    }
+    Ok(len)
+}
+
+/// The bytes of a module image (see the module documentation).
+fn image<'a>(ptr: *const c_void) -> Result<&'a [u8]> {
+    let at = ptr as usize;
+    let head = caller::try_read_array::<4>(at).ok_or(CudaStatus::ErrorInvalidValue)?;
+    let magic = u32::from_le_bytes(head);
+    let (start, len) = if head == ELF_MAGIC {
+        (at, elf_len(at)?)
+    } else if magic == CONTAINER_MAGIC {
+        (at, containers_len(at)?)
+    } else if magic == WRAPPER_MAGIC {
+        let raw = caller::try_read_array::<WRAPPER_LEN>(at).ok_or(CudaStatus::ErrorInvalidValue)?;
+        let wrapper =
+            fatbin::parse_wrapper(&raw).map_err(|_| CudaStatus::ErrorInvalidKernelImage)?;
+        let data = wrapper.data as usize;
+        (data, containers_len(data)?)
+    } else {
+        // PTX text: up to its NUL, which the host adds back.
+        let text = caller::string(ptr.cast())?;
+        (at, text.len())
+    };
+    caller::bytes(start as *const u8, len)
+}
+
+fn load(out: *mut *mut c_void, bytes: &[u8]) -> Result<()> {
+    check_initialized()?;
+    if out.is_null() {
+        return Err(CudaStatus::ErrorInvalidValue);
+    }
+    let module = call_with(&ModuleLoad, bytes, Sink::None)?.module;
+    let id = state::fresh_id();
+    modules().modules.insert(id, module);
+    caller::write(out, id as *mut c_void)
+}
+
+export! {
+    fn cuModuleLoadData(module: *mut *mut c_void, image_ptr: *const c_void) {
+        load(module, image(image_ptr)?)
+    }
+}
+
+export! {
+    /// JIT options are the host's business (its driver compiles with its defaults).
+    fn cuModuleLoadDataEx(
+        module: *mut *mut c_void,
+        image_ptr: *const c_void,
+        _num_options: u32,
+        _options: *mut u32,
+        _values: *mut *mut c_void,
+    ) {
+        load(module, image(image_ptr)?)
+    }
+}
+
+export! {
+    fn cuModuleLoadFatBinary(module: *mut *mut c_void, fat_cubin: *const c_void) {
+        load(module, image(fat_cubin)?)
+    }
+}
+
+export! {
+    fn cuModuleLoad(module: *mut *mut c_void, fname: *const c_char) {
+        let path = caller::string(fname)?;
+        // CUDA_ERROR_FILE_NOT_FOUND
+        let bytes = std::fs::read(&path).map_err(|_| CudaStatus(301))?;
+        load(module, &bytes)
+    }
+}
+
+export! {
+    fn cuModuleUnload(module: *mut c_void) {
+        check_initialized()?;
+        let mut m = modules();
+        let id = module as u64;
+        if m.modules.remove(&id).is_none() {
+            return Err(stale("module", &STALE_MODULE));
+        }
+        m.functions.retain(|_, f| f.module != id);
+        m.by_name.retain(|(module, _), _| *module != id);
+        Ok(())
+    }
+}
+
+export! {
+    fn cuModuleGetFunction(out: *mut *mut c_void, module: *mut c_void, name: *const c_char) {
+        let handle = module_handle(module)?;
+        let name = caller::string(name)?;
+        let key = (module as u64, name.clone());
+        if let Some(id) = modules().by_name.get(&key) {
+            return caller::write(out, *id as *mut c_void);
+        }
+        // CUDA_ERROR_NOT_FOUND for a name the module lacks.
+        let info = call(&ModuleGetFunction { module: handle, name })
+            .map_err(|e| if e == CudaStatus::ErrorInvalidDeviceFunction { CudaStatus(500) } else { e })?;
+        let id = state::fresh_id();
+        let mut m = modules();
+        m.functions.insert(
+            id,
+            Function { module: module as u64, function: info.function, params: info.params, limits: None },
+        );
+        m.by_name.insert(key, id);
+        caller::write(out, id as *mut c_void)
+    }
+}
+
+export! {
+    fn cuModuleGetGlobal_v2(dptr: *mut u64, bytes: *mut usize, module: *mut c_void, name: *const c_char) {
+        let handle = module_handle(module)?;
+        let name = caller::string(name)?;
+        let g = call(&ModuleGetGlobal { module: handle, name })
+            .map_err(|e| if e == CudaStatus::ErrorInvalidSymbol { CudaStatus(500) } else { e })?;
+        state::registry().add_device_range(g.ptr, g.size, state::current_device());
+        caller::write_opt(dptr, g.ptr);
+        caller::write_opt(bytes, g.size as usize);
+        Ok(())
+    }
+}
+
+/// One `CUfunction_attribute` out of the function's attributes.
+fn attribute(a: &FuncAttributes, attrib: i32) -> Option<i32> {
+    Some(match attrib {
+        0 => a.max_threads_per_block,
+        1 => a.shared_size_bytes as i32,
+        2 => a.const_size_bytes as i32,
+        3 => a.local_size_bytes as i32,
+        4 => a.num_regs,
+        5 => a.ptx_version,
+        6 => a.binary_version,
+        7 => a.cache_mode_ca,
+        8 => a.max_dynamic_shared_size_bytes,
+        9 => a.preferred_shmem_carveout,
+        10 => a.cluster_dim_must_be_set,
+        11 => a.required_cluster_width,
+        12 => a.required_cluster_height,
+        13 => a.required_cluster_depth,
+        14 => a.non_portable_cluster_size_allowed,
+        15 => a.cluster_scheduling_policy_preference,
+        _ => return None,
+    })
+}
+
+export! {
+    fn cuFuncGetAttribute(value: *mut i32, attrib: i32, f: *mut c_void) {
+        let (function, _) = function(f)?;
+        let a = call(&FuncGetAttributes { function })?;
+        caller::write(value, attribute(&a, attrib).ok_or(CudaStatus::ErrorInvalidValue)?)
+    }
+}
+
+export! {
+    /// The driver's settable attributes share their numbers with the runtime's.
+    fn cuFuncSetAttribute(f: *mut c_void, attrib: i32, value: i32) {
+        let (function, _) = function(f)?;
+        call(&FuncSetAttribute { function, attribute: attrib, value })?;
+        if let Some(func) = modules().functions.get_mut(&(f as u64)) {
+            func.limits = None;
+        }
+        Ok(())
+    }
+}
+
+export! {
+    fn cuFuncSetCacheConfig(f: *mut c_void, config: u32) {
+        let (function, _) = function(f)?;
+        call(&FuncSetCacheConfig { function, config })?;
+        Ok(())
+    }
+}
+
+export! {
+    fn cuOccupancyMaxActiveBlocksPerMultiprocessor(blocks: *mut i32, f: *mut c_void, block_size: i32, dynamic_smem: usize) {
+        let (function, _) = function(f)?;
+        let r = call(&OccupancyMaxActiveBlocks {
+            function,
+            block_size,
+            dynamic_smem: dynamic_smem as u64,
+            flags: 0,
+        })?;
+        caller::write(blocks, r.blocks)
+    }
+}
+
+/// `CU_LAUNCH_PARAM_END`, `CU_LAUNCH_PARAM_BUFFER_POINTER`, `CU_LAUNCH_PARAM_BUFFER_SIZE`
+/// (the `extra` array's keys).
+const PARAM_END: usize = 0;
+const PARAM_BUFFER_POINTER: usize = 1;
+const PARAM_BUFFER_SIZE: usize = 2;
+
+/// The packed parameter buffer from `kernelParams` or from `extra`.
+fn pack(
+    params: &[ParamInfo],
+    args: *const *const u8,
+    extra: *const *const c_void,
+) -> Result<Vec<u8>> {
+    let total = params
+        .iter()
+        .map(|p| (p.offset + p.size) as usize)
+        .max()
+        .unwrap_or(0);
+    if !args.is_null() {
+        let mut buffer = vec![0u8; total];
+        for (i, p) in params.iter().enumerate() {
+            let arg = caller::kernel_arg(args, i, p.size as usize)?;
+            buffer[p.offset as usize..(p.offset + p.size) as usize].copy_from_slice(arg);
+        }
+        return Ok(buffer);
+    }
+    if extra.is_null() {
+        return if total == 0 {
+            Ok(Vec::new())
+        } else {
+            Err(CudaStatus::ErrorInvalidValue)
+        };
+    }
+    let (mut pointer, mut size) = (None, None);
+    for i in (0..64).step_by(2) {
+        let key = caller::read(extra.wrapping_add(i))? as usize;
+        if key == PARAM_END {
+            break;
+        }
+        let value = caller::read(extra.wrapping_add(i + 1))?;
+        match key {
+            PARAM_BUFFER_POINTER => pointer = Some(value as *const u8),
+            PARAM_BUFFER_SIZE => size = Some(caller::read(value as *const usize)?),
+            _ => return Err(CudaStatus::ErrorInvalidValue),
+        }
+    }
+    match (pointer, size) {
+        (Some(p), Some(n)) if n >= total => Ok(caller::bytes(p, total)?.to_vec()),
+        _ => Err(CudaStatus::ErrorInvalidValue),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn launch(
+    f: *mut c_void,
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared_mem: u32,
+    stream: RawHandle,
+    args: *const *const u8,
+    extra: *const *const c_void,
+    attributes: Vec<LaunchAttribute>,
+) -> Result<()> {
+    let (function, params) = function(f)?;
+    if grid.contains(&0) || block.contains(&0) {
+        return Err(CudaStatus::ErrorInvalidValue);
+    }
+    let buffer = pack(&params, args, extra)?;
+    let stream = stream_handle(stream, false);
+    let cached = modules()
+        .functions
+        .get(&(f as u64))
+        .and_then(|x| x.limits.clone());
+    let limits = match cached {
+        Some(l) => l,
+        None => {
+            let l = call(&FuncGetAttributes { function })?;
+            if let Some(func) = modules().functions.get_mut(&(f as u64)) {
+                func.limits = Some(l.clone());
+            }
+            l
+        }
+    };
+    let threads: i64 = block.iter().map(|v| *v as i64).product();
+    // As the runtime's launches: one that passes every check the driver makes before
+    // returning goes without a reply; anything else waits for the host's answer.
+    let fire_and_forget = attributes.is_empty()
+        && known_stream(stream)
+        && shared_mem as i64 <= limits.max_dynamic_shared_size_bytes as i64
+        && threads <= limits.max_threads_per_block as i64;
+    let req = LaunchKernel {
+        function,
+        grid,
+        block,
+        shared_mem,
+        stream,
+        attributes,
+    };
+    gate::submit(stream, move || {
+        if fire_and_forget {
+            post(&req, &buffer)
+        } else {
+            call_with(&req, &buffer, Sink::None)
+        }
+    })
+}
+
+export! {
+    fn cuLaunchKernel(
+        f: *mut c_void,
+        gx: u32, gy: u32, gz: u32,
+        bx: u32, by: u32, bz: u32,
+        shared_mem: u32,
+        stream: RawHandle,
+        args: *const *const u8,
+        extra: *const *const c_void,
+    ) {
+        launch(f, [gx, gy, gz], [bx, by, bz], shared_mem, stream, args, extra, Vec::new())
+    }
+}
+
+export! {
+    fn cuLaunchCooperativeKernel(
+        f: *mut c_void,
+        gx: u32, gy: u32, gz: u32,
+        bx: u32, by: u32, bz: u32,
+        shared_mem: u32,
+        stream: RawHandle,
+        args: *const *const u8,
+    ) {
+        let mut value = vec![0u8; 64];
+        value[..4].copy_from_slice(&1i32.to_le_bytes());
+        // CU_LAUNCH_ATTRIBUTE_COOPERATIVE
+        let cooperative = LaunchAttribute { id: 2, value };
+        launch(f, [gx, gy, gz], [bx, by, bz], shared_mem, stream, args, std::ptr::null(), vec![cooperative])
+    }
+}
+
+/// `CUjit_option`s the link state keeps: where the logs go.
+const JIT_INFO_LOG_BUFFER: u32 = 3;
+const JIT_INFO_LOG_BUFFER_SIZE_BYTES: u32 = 4;
+const JIT_ERROR_LOG_BUFFER: u32 = 5;
+const JIT_ERROR_LOG_BUFFER_SIZE_BYTES: u32 = 6;
+
+export! {
+    /// Options other than the log buffers are the host linker's defaults.
+    fn cuLinkCreate_v2(num_options: u32, options: *const u32, values: *const *mut c_void, out: *mut *mut c_void) {
+        check_initialized()?;
+        let mut link = LinkState::default();
+        let (mut info, mut error, mut info_len, mut error_len) = (0usize, 0usize, 0usize, 0usize);
+        for i in 0..num_options as usize {
+            let option = caller::read(options.wrapping_add(i))?;
+            let value = caller::read(values.wrapping_add(i))? as usize;
+            match option {
+                JIT_INFO_LOG_BUFFER => info = value,
+                JIT_INFO_LOG_BUFFER_SIZE_BYTES => info_len = value,
+                JIT_ERROR_LOG_BUFFER => error = value,
+                JIT_ERROR_LOG_BUFFER_SIZE_BYTES => error_len = value,
+                _ => {}
+            }
+        }
+        link.info_log = (info != 0 && info_len > 0).then_some((info, info_len));
+        link.error_log = (error != 0 && error_len > 0).then_some((error, error_len));
+        if out.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let id = state::fresh_id();
+        modules().links.insert(id, link);
+        caller::write(out, id as *mut c_void)
+    }
+}
+
+fn add_input(state_id: *mut c_void, kind: u32, name: String, bytes: Vec<u8>) -> Result<()> {
+    let mut m = modules();
+    let link = m
+        .links
+        .get_mut(&(state_id as u64))
+        .ok_or_else(|| stale("link state", &STALE_LINK))?;
+    let input = LinkInput {
+        kind,
+        name,
+        len: bytes.len() as u64,
+    };
+    link.inputs.push((input, bytes));
+    Ok(())
+}
+
+export! {
+    fn cuLinkAddData_v2(
+        link: *mut c_void,
+        kind: u32,
+        data: *const c_void,
+        size: usize,
+        name: *const c_char,
+        _num_options: u32,
+        _options: *const u32,
+        _values: *const *mut c_void,
+    ) {
+        let bytes = caller::bytes(data.cast(), size)?.to_vec();
+        let name = if name.is_null() { String::new() } else { caller::string(name)? };
+        add_input(link, kind, name, bytes)
+    }
+}
+
+export! {
+    fn cuLinkAddFile_v2(
+        link: *mut c_void,
+        kind: u32,
+        path: *const c_char,
+        _num_options: u32,
+        _options: *const u32,
+        _values: *const *mut c_void,
+    ) {
+        let path = caller::string(path)?;
+        let bytes = std::fs::read(&path).map_err(|_| CudaStatus(301))?;
+        add_input(link, kind, path, bytes)
+    }
+}
+
+/// Copy a log into the program's buffer, cut to fit, NUL-terminated.
+fn write_log(buffer: Option<(usize, usize)>, text: &str) -> Result<()> {
+    if let Some((ptr, len)) = buffer {
+        let out = caller::bytes_mut(ptr as *mut u8, len)?;
+        let n = text.len().min(len - 1);
+        out[..n].copy_from_slice(&text.as_bytes()[..n]);
+        out[n] = 0;
+    }
+    Ok(())
+}
+
+export! {
+    fn cuLinkComplete(link: *mut c_void, cubin_out: *mut *const c_void, size_out: *mut usize) {
+        let (inputs, data, logs) = {
+            let m = modules();
+            let l = m.links.get(&(link as u64)).ok_or_else(|| stale("link state", &STALE_LINK))?;
+            let inputs: Vec<LinkInput> = l.inputs.iter().map(|(i, _)| i.clone()).collect();
+            let data: Vec<u8> = l.inputs.iter().flat_map(|(_, b)| b.iter().copied()).collect();
+            (inputs, data, (l.info_log, l.error_log))
+        };
+        let mut cubin = Vec::new();
+        let linked = call_with(&Link { inputs }, &data, Sink::Grow(&mut cubin))?;
+        write_log(logs.0, &linked.info_log)?;
+        write_log(logs.1, &linked.error_log)?;
+        let mut m = modules();
+        let l = m.links.get_mut(&(link as u64)).ok_or_else(|| stale("link state", &STALE_LINK))?;
+        l.cubin = cubin;
+        caller::write(cubin_out, l.cubin.as_ptr().cast())?;
+        caller::write(size_out, l.cubin.len())
+    }
+}
+
+export! {
+    fn cuLinkDestroy(link: *mut c_void) {
+        modules()
+            .links
+            .remove(&(link as u64))
+            .map(|_| ())
+            .ok_or_else(|| stale("link state", &STALE_LINK))
+    }
+}

@@ -1,0 +1,232 @@
+//! Driver functions by name (`cuGetProcAddress`, and the runtime's
+//! `cudaGetDriverEntryPoint(ByVersion)`): one table, the same implementations as the
+//! exports. Names are cuda.h's base names (`cuMemAlloc`); the exported versioned name
+//! (`cuMemAlloc_v2`) is accepted too. Anything else (green contexts, multicast, graphs
+//! through the driver...) is "not found", cleanly.
+//!
+//! `cuGetExportTable` is the undocumented door a statically linked CUDA runtime
+//! (nvcc's default `-cudart static`) goes through; vmcuda cannot serve it. Such a
+//! program is told once, on stderr, to rebuild with `-cudart shared`, and gets
+//! `CUDA_ERROR_NOT_SUPPORTED`, which its runtime turns into an ordinary CUDA error.
+
+use std::ffi::{c_char, c_void};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use vmcuda_wire::CudaStatus;
+
+use super::context::*;
+use super::memory::*;
+use super::module::*;
+use super::stream::*;
+use super::vmm::*;
+use super::{cuDriverGetVersion, cuGetErrorName, cuGetErrorString, cuInit};
+use super::{export, CUDA_ERROR_NOT_FOUND, CUDA_ERROR_NOT_SUPPORTED};
+use crate::caller;
+
+macro_rules! table {
+    ($($base:literal => $f:ident,)*) => {
+        /// The implementation for a base or exported name.
+        pub fn lookup(name: &str) -> Option<*mut c_void> {
+            Some(match name {
+                $($base | stringify!($f) => $f as *mut c_void,)*
+                _ => return None,
+            })
+        }
+
+        /// Every (base name, exported name) pair, for tests and tools.
+        pub const NAMES: &[(&str, &str)] = &[$(($base, stringify!($f)),)*];
+    };
+}
+
+table! {
+    "cuInit" => cuInit,
+    "cuDriverGetVersion" => cuDriverGetVersion,
+    "cuGetErrorName" => cuGetErrorName,
+    "cuGetErrorString" => cuGetErrorString,
+    "cuGetProcAddress" => cuGetProcAddress_v2,
+    "cuGetExportTable" => cuGetExportTable,
+    "cuDeviceGet" => cuDeviceGet,
+    "cuDeviceGetCount" => cuDeviceGetCount,
+    "cuDeviceGetName" => cuDeviceGetName,
+    "cuDeviceGetAttribute" => cuDeviceGetAttribute,
+    "cuDeviceTotalMem" => cuDeviceTotalMem_v2,
+    "cuDeviceGetUuid" => cuDeviceGetUuid_v2,
+    "cuDeviceGetPCIBusId" => cuDeviceGetPCIBusId,
+    "cuDevicePrimaryCtxRetain" => cuDevicePrimaryCtxRetain,
+    "cuDevicePrimaryCtxRelease" => cuDevicePrimaryCtxRelease_v2,
+    "cuDevicePrimaryCtxGetState" => cuDevicePrimaryCtxGetState,
+    "cuDevicePrimaryCtxSetFlags" => cuDevicePrimaryCtxSetFlags_v2,
+    "cuDevicePrimaryCtxReset" => cuDevicePrimaryCtxReset_v2,
+    "cuCtxCreate" => cuCtxCreate_v4,
+    "cuCtxDestroy" => cuCtxDestroy_v2,
+    "cuCtxGetCurrent" => cuCtxGetCurrent,
+    "cuCtxSetCurrent" => cuCtxSetCurrent,
+    "cuCtxPushCurrent" => cuCtxPushCurrent_v2,
+    "cuCtxPopCurrent" => cuCtxPopCurrent_v2,
+    "cuCtxGetDevice" => cuCtxGetDevice,
+    "cuCtxSynchronize" => cuCtxSynchronize,
+    "cuCtxGetApiVersion" => cuCtxGetApiVersion,
+    "cuModuleLoad" => cuModuleLoad,
+    "cuModuleLoadData" => cuModuleLoadData,
+    "cuModuleLoadDataEx" => cuModuleLoadDataEx,
+    "cuModuleLoadFatBinary" => cuModuleLoadFatBinary,
+    "cuModuleUnload" => cuModuleUnload,
+    "cuModuleGetFunction" => cuModuleGetFunction,
+    "cuModuleGetGlobal" => cuModuleGetGlobal_v2,
+    "cuLinkCreate" => cuLinkCreate_v2,
+    "cuLinkAddData" => cuLinkAddData_v2,
+    "cuLinkAddFile" => cuLinkAddFile_v2,
+    "cuLinkComplete" => cuLinkComplete,
+    "cuLinkDestroy" => cuLinkDestroy,
+    "cuFuncGetAttribute" => cuFuncGetAttribute,
+    "cuFuncSetAttribute" => cuFuncSetAttribute,
+    "cuFuncSetCacheConfig" => cuFuncSetCacheConfig,
+    "cuLaunchKernel" => cuLaunchKernel,
+    "cuLaunchCooperativeKernel" => cuLaunchCooperativeKernel,
+    "cuOccupancyMaxActiveBlocksPerMultiprocessor" => cuOccupancyMaxActiveBlocksPerMultiprocessor,
+    "cuMemAlloc" => cuMemAlloc_v2,
+    "cuMemFree" => cuMemFree_v2,
+    "cuMemGetInfo" => cuMemGetInfo_v2,
+    "cuMemGetAddressRange" => cuMemGetAddressRange_v2,
+    "cuMemAllocHost" => cuMemAllocHost_v2,
+    "cuMemHostAlloc" => cuMemHostAlloc,
+    "cuMemFreeHost" => cuMemFreeHost,
+    "cuMemcpy" => cuMemcpy,
+    "cuMemcpyAsync" => cuMemcpyAsync,
+    "cuMemcpyHtoD" => cuMemcpyHtoD_v2,
+    "cuMemcpyDtoH" => cuMemcpyDtoH_v2,
+    "cuMemcpyDtoD" => cuMemcpyDtoD_v2,
+    "cuMemcpyHtoDAsync" => cuMemcpyHtoDAsync_v2,
+    "cuMemcpyDtoHAsync" => cuMemcpyDtoHAsync_v2,
+    "cuMemcpyDtoDAsync" => cuMemcpyDtoDAsync_v2,
+    "cuMemsetD8" => cuMemsetD8_v2,
+    "cuMemsetD16" => cuMemsetD16_v2,
+    "cuMemsetD32" => cuMemsetD32_v2,
+    "cuMemsetD8Async" => cuMemsetD8Async,
+    "cuMemsetD16Async" => cuMemsetD16Async,
+    "cuMemsetD32Async" => cuMemsetD32Async,
+    "cuPointerGetAttribute" => cuPointerGetAttribute,
+    "cuStreamCreate" => cuStreamCreate,
+    "cuStreamCreateWithPriority" => cuStreamCreateWithPriority,
+    "cuStreamDestroy" => cuStreamDestroy_v2,
+    "cuStreamSynchronize" => cuStreamSynchronize,
+    "cuStreamQuery" => cuStreamQuery,
+    "cuStreamWaitEvent" => cuStreamWaitEvent,
+    "cuStreamWriteValue32" => cuStreamWriteValue32_v2,
+    "cuEventCreate" => cuEventCreate,
+    "cuEventDestroy" => cuEventDestroy_v2,
+    "cuEventRecord" => cuEventRecord,
+    "cuEventSynchronize" => cuEventSynchronize,
+    "cuEventQuery" => cuEventQuery,
+    "cuEventElapsedTime" => cuEventElapsedTime_v2,
+    "cuTensorMapEncodeTiled" => cuTensorMapEncodeTiled,
+    "cuMemAddressReserve" => cuMemAddressReserve,
+    "cuMemAddressFree" => cuMemAddressFree,
+    "cuMemCreate" => cuMemCreate,
+    "cuMemRelease" => cuMemRelease,
+    "cuMemMap" => cuMemMap,
+    "cuMemUnmap" => cuMemUnmap,
+    "cuMemSetAccess" => cuMemSetAccess,
+    "cuMemGetAllocationGranularity" => cuMemGetAllocationGranularity,
+    "cuMemGetAllocationPropertiesFromHandle" => cuMemGetAllocationPropertiesFromHandle,
+    "cuMemRetainAllocationHandle" => cuMemRetainAllocationHandle,
+    "cuMemExportToShareableHandle" => cuMemExportToShareableHandle,
+    "cuMemImportFromShareableHandle" => cuMemImportFromShareableHandle,
+}
+
+/// `CUdriverProcAddressQueryResult`.
+const PROC_ADDRESS_SUCCESS: i32 = 0;
+const PROC_ADDRESS_SYMBOL_NOT_FOUND: i32 = 1;
+
+export! {
+    /// CUDA 12+'s signature (with the query result). The version and flags select
+    /// nothing here: every name has one implementation, the current ABI's.
+    fn cuGetProcAddress_v2(
+        symbol: *const c_char,
+        pfn: *mut *mut c_void,
+        _cuda_version: i32,
+        _flags: u64,
+        status: *mut i32,
+    ) {
+        let name = caller::string(symbol)?;
+        match lookup(&name) {
+            Some(f) => {
+                caller::write(pfn, f)?;
+                caller::write_opt(status, PROC_ADDRESS_SUCCESS);
+                Ok(())
+            }
+            None => {
+                if std::env::var_os("VMCUDA_VERBOSE").is_some() {
+                    eprintln!("vmcuda: driver function {name} is not implemented");
+                }
+                caller::write(pfn, std::ptr::null_mut())?;
+                caller::write_opt(status, PROC_ADDRESS_SYMBOL_NOT_FOUND);
+                Err(CudaStatus(CUDA_ERROR_NOT_FOUND))
+            }
+        }
+    }
+}
+
+static STATIC_RUNTIME_TOLD: AtomicBool = AtomicBool::new(false);
+
+/// What a statically linked CUDA runtime is told (once).
+pub const STATIC_RUNTIME_MESSAGE: &str = "vmcuda: this program is statically linked against the CUDA runtime (nvcc's default -cudart static), which needs driver internals vmcuda cannot provide; rebuild it with `nvcc -cudart shared` to run it through vmcuda";
+
+export! {
+    fn cuGetExportTable(table: *mut *const c_void, _id: *const c_void) {
+        if !STATIC_RUNTIME_TOLD.swap(true, Ordering::Relaxed) {
+            eprintln!("{STATIC_RUNTIME_MESSAGE}");
+        }
+        caller::write_opt(table, std::ptr::null());
+        Err(CudaStatus(CUDA_ERROR_NOT_SUPPORTED))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_and_exported_names_resolve_to_one_function() {
+        for (base, exported) in NAMES {
+            assert_eq!(lookup(base), lookup(exported), "{base}");
+            assert!(lookup(base).is_some());
+        }
+        assert!(lookup("cuGreenCtxCreate").is_none());
+    }
+
+    /// Every driver function torch's libc10_cuda resolves by name is found, except
+    /// green contexts and multicast, which answer "not found" (torch copes).
+    #[test]
+    fn torch_entry_points_resolve() {
+        let list = include_str!("../../exports/torch-2.11.0+cu130-imports.txt");
+        let optional = [
+            "cuCtxFromGreenCtx",
+            "cuDevResource",
+            "cuDevSm",
+            "cuDeviceGetDevResource",
+            "cuGreenCtx",
+            "cuMulticast",
+        ];
+        let mut checked = 0;
+        for name in list.lines().filter_map(|l| l.strip_prefix("entry-point ")) {
+            if optional.iter().any(|o| name.starts_with(o)) {
+                assert!(lookup(name).is_none(), "{name}");
+                continue;
+            }
+            assert!(lookup(name).is_some(), "{name} is not resolved");
+            checked += 1;
+        }
+        assert!(checked >= 20, "{checked}");
+    }
+
+    #[test]
+    fn unknown_names_are_not_found_with_null() {
+        let mut f = std::ptr::dangling_mut::<c_void>();
+        let mut status = -1;
+        let r = cuGetProcAddress_v2(c"cuMulticastCreate".as_ptr(), &mut f, 13000, 0, &mut status);
+        assert_eq!(r, CUDA_ERROR_NOT_FOUND);
+        assert!(f.is_null());
+        assert_eq!(status, PROC_ADDRESS_SYMBOL_NOT_FOUND);
+    }
+}

@@ -1,0 +1,225 @@
+//! Virtual memory management: reservations, physical allocations, mappings.
+//!
+//! All of it is done by the host (which checks every range and handle against what
+//! this connection holds, and counts physical memory against the guest's quota); the
+//! guest enters each mapped range in its device-range registry, so copies, memsets and
+//! pointer queries know it as device memory, and takes it out again at unmap.
+//! Physical allocation handles are the host's per-connection ids. A VM cannot share
+//! memory with other processes: exporting and importing shareable handles is
+//! `CUDA_ERROR_NOT_SUPPORTED`, said once on stderr.
+
+use std::collections::BTreeMap;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+use vmcuda_wire::driver::{
+    AccessDesc, AllocationHandle, AllocationProp, MemAddressFree, MemAddressReserve, MemCreate,
+    MemGetAllocationGranularity, MemGetAllocationProperties, MemMap, MemRelease,
+    MemRetainAllocationHandle, MemSetAccess, MemUnmap,
+};
+use vmcuda_wire::CudaStatus;
+
+use super::{check_initialized, export, CUDA_ERROR_NOT_SUPPORTED};
+use crate::api::call;
+use crate::{caller, state};
+
+/// `CUmemAllocationProp` (CUDA 13 layout, 32 bytes).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct AllocationPropC {
+    pub alloc_type: u32,
+    pub requested_handle_types: u32,
+    pub location_type: u32,
+    pub location_id: i32,
+    pub win32_handle_meta_data: *mut c_void,
+    pub compression_type: u8,
+    pub gpu_direct_rdma_capable: u8,
+    pub usage: u16,
+    pub reserved: [u8; 4],
+}
+
+/// `CUmemAccessDesc`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct AccessDescC {
+    pub location_type: u32,
+    pub location_id: i32,
+    pub flags: u32,
+}
+
+fn prop_from(c: &AllocationPropC) -> AllocationProp {
+    AllocationProp {
+        alloc_type: c.alloc_type,
+        requested_handle_types: c.requested_handle_types,
+        location_type: c.location_type,
+        location_id: c.location_id,
+        compression_type: c.compression_type,
+        gpu_direct_rdma_capable: c.gpu_direct_rdma_capable,
+        usage: c.usage,
+    }
+}
+
+/// This process's mappings (start -> bytes), to take them out of the device-range
+/// registry at unmap.
+static MAPPINGS: Mutex<BTreeMap<u64, u64>> = Mutex::new(BTreeMap::new());
+
+fn mappings() -> std::sync::MutexGuard<'static, BTreeMap<u64, u64>> {
+    MAPPINGS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+export! {
+    fn cuMemAddressReserve(ptr: *mut u64, size: usize, alignment: usize, addr: u64, flags: u64) {
+        check_initialized()?;
+        if ptr.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let r = call(&MemAddressReserve { size: size as u64, alignment: alignment as u64, addr, flags })?;
+        caller::write(ptr, r.ptr)
+    }
+}
+
+export! {
+    fn cuMemAddressFree(ptr: u64, size: usize) {
+        check_initialized()?;
+        call(&MemAddressFree { ptr, size: size as u64 })
+    }
+}
+
+export! {
+    fn cuMemCreate(handle: *mut u64, size: usize, prop: *const AllocationPropC, flags: u64) {
+        check_initialized()?;
+        let prop = prop_from(&caller::read(prop)?);
+        if handle.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let made = call(&MemCreate { size: size as u64, prop, flags })?;
+        caller::write(handle, made.handle.0)
+    }
+}
+
+export! {
+    fn cuMemRelease(handle: u64) {
+        check_initialized()?;
+        call(&MemRelease { handle: AllocationHandle(handle) })
+    }
+}
+
+export! {
+    fn cuMemMap(ptr: u64, size: usize, offset: usize, handle: u64, flags: u64) {
+        check_initialized()?;
+        let handle = AllocationHandle(handle);
+        call(&MemMap { ptr, size: size as u64, offset: offset as u64, handle, flags })?;
+        let device = call(&MemGetAllocationProperties { handle })
+            .map_or(state::current_device(), |p| p.location_id);
+        mappings().insert(ptr, size as u64);
+        state::registry().add_device_range(ptr, size as u64, device);
+        Ok(())
+    }
+}
+
+export! {
+    fn cuMemUnmap(ptr: u64, size: usize) {
+        check_initialized()?;
+        call(&MemUnmap { ptr, size: size as u64 })?;
+        let end = ptr.saturating_add(size as u64);
+        let starts: Vec<u64> = mappings().range(ptr..end).map(|(s, _)| *s).collect();
+        for start in starts {
+            mappings().remove(&start);
+            state::registry().remove_device_range(start);
+        }
+        Ok(())
+    }
+}
+
+export! {
+    fn cuMemSetAccess(ptr: u64, size: usize, desc: *const AccessDescC, count: usize) {
+        check_initialized()?;
+        // Far more descriptors than devices is a wild count, not a request.
+        if count == 0 || count > 1024 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let descs = (0..count)
+            .map(|i| {
+                let d = caller::read(desc.wrapping_add(i))?;
+                Ok(AccessDesc { location_type: d.location_type, location_id: d.location_id, flags: d.flags })
+            })
+            .collect::<Result<Vec<_>, CudaStatus>>()?;
+        call(&MemSetAccess { ptr, size: size as u64, descs })
+    }
+}
+
+export! {
+    fn cuMemGetAllocationGranularity(granularity: *mut usize, prop: *const AllocationPropC, option: u32) {
+        check_initialized()?;
+        let prop = prop_from(&caller::read(prop)?);
+        let g = call(&MemGetAllocationGranularity { prop, option })?;
+        caller::write(granularity, g.bytes as usize)
+    }
+}
+
+export! {
+    fn cuMemGetAllocationPropertiesFromHandle(prop: *mut AllocationPropC, handle: u64) {
+        check_initialized()?;
+        let p = call(&MemGetAllocationProperties { handle: AllocationHandle(handle) })?;
+        caller::write(prop, AllocationPropC {
+            alloc_type: p.alloc_type,
+            requested_handle_types: p.requested_handle_types,
+            location_type: p.location_type,
+            location_id: p.location_id,
+            win32_handle_meta_data: std::ptr::null_mut(),
+            compression_type: p.compression_type,
+            gpu_direct_rdma_capable: p.gpu_direct_rdma_capable,
+            usage: p.usage,
+            reserved: [0; 4],
+        })
+    }
+}
+
+export! {
+    fn cuMemRetainAllocationHandle(handle: *mut u64, addr: *mut c_void) {
+        check_initialized()?;
+        if handle.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let r = call(&MemRetainAllocationHandle { ptr: addr as u64 })?;
+        caller::write(handle, r.handle.0)
+    }
+}
+
+static SHARING_REFUSED: AtomicBool = AtomicBool::new(false);
+
+fn sharing_not_supported(what: &str) -> Result<(), CudaStatus> {
+    if !SHARING_REFUSED.swap(true, Ordering::Relaxed) {
+        eprintln!("vmcuda: {what}: a VM guest cannot share GPU memory with other processes; reporting CUDA_ERROR_NOT_SUPPORTED");
+    }
+    Err(CudaStatus(CUDA_ERROR_NOT_SUPPORTED))
+}
+
+export! {
+    fn cuMemExportToShareableHandle(_shareable: *mut c_void, _handle: u64, _handle_type: u32, _flags: u64) {
+        check_initialized()?;
+        sharing_not_supported("cuMemExportToShareableHandle")
+    }
+}
+
+export! {
+    fn cuMemImportFromShareableHandle(_handle: *mut u64, _os_handle: *mut c_void, _handle_type: u32) {
+        check_initialized()?;
+        sharing_not_supported("cuMemImportFromShareableHandle")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The C layouts are cuda.h's (CUDA 13): sizes and the offsets that matter.
+    #[test]
+    fn c_layouts_match_cuda_h() {
+        assert_eq!(std::mem::size_of::<AllocationPropC>(), 32);
+        assert_eq!(std::mem::offset_of!(AllocationPropC, location_id), 12);
+        assert_eq!(std::mem::offset_of!(AllocationPropC, compression_type), 24);
+        assert_eq!(std::mem::size_of::<AccessDescC>(), 12);
+    }
+}

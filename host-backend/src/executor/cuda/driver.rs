@@ -1,0 +1,383 @@
+//! The driver-API calls on a real GPU.
+//!
+//! The VMM family, the linker and tensor-map encoding take enum arguments; they are
+//! called through raw entry points with plain integers (looked up in libcuda by name,
+//! as `cuDeviceGetAttribute` is), so a number the guest sent never becomes an invalid
+//! Rust enum value: the driver judges it and answers with its own error. Device
+//! ordinals in allocation properties and access descriptors are the guest's and are
+//! translated to this executor's devices.
+
+use std::ffi::{c_char, c_int, c_uint, c_void, CString};
+use std::ptr;
+
+use cudarc::driver::sys;
+use tracing::warn;
+use vmcuda_wire::driver::{
+    AccessDesc, AllocationProp, Linked, TensorMapEncodeTiled, TENSOR_MAP_LEN,
+};
+use vmcuda_wire::op::DevicePtr;
+use vmcuda_wire::CudaStatus;
+
+use super::super::driver::{Driver, ExecAllocation, LinkInputData};
+use super::super::{ExecResult, ExecStream, LEGACY_STREAM};
+use super::{check, to_usize, CudaExecutor};
+
+/// `CUmemAllocationProp` with plain integers.
+#[repr(C)]
+struct RawAllocationProp {
+    alloc_type: c_uint,
+    requested_handle_types: c_uint,
+    location_type: c_uint,
+    location_id: c_int,
+    win32_handle_meta_data: *mut c_void,
+    compression_type: u8,
+    gpu_direct_rdma_capable: u8,
+    usage: u16,
+    reserved: [u8; 4],
+}
+
+/// `CUmemAccessDesc` with plain integers.
+#[repr(C)]
+struct RawAccessDesc {
+    location_type: c_uint,
+    location_id: c_int,
+    flags: c_uint,
+}
+
+type CuResult = c_uint;
+type AddressReserve = unsafe extern "C" fn(*mut u64, usize, usize, u64, u64) -> CuResult;
+type AddressFree = unsafe extern "C" fn(u64, usize) -> CuResult;
+type Create = unsafe extern "C" fn(*mut u64, usize, *const RawAllocationProp, u64) -> CuResult;
+type Release = unsafe extern "C" fn(u64) -> CuResult;
+type Map = unsafe extern "C" fn(u64, usize, usize, u64, u64) -> CuResult;
+type Unmap = unsafe extern "C" fn(u64, usize) -> CuResult;
+type SetAccess = unsafe extern "C" fn(u64, usize, *const RawAccessDesc, usize) -> CuResult;
+type Granularity = unsafe extern "C" fn(*mut usize, *const RawAllocationProp, c_uint) -> CuResult;
+type LinkCreate =
+    unsafe extern "C" fn(c_uint, *mut c_uint, *mut *mut c_void, *mut *mut c_void) -> CuResult;
+type LinkAddData = unsafe extern "C" fn(
+    *mut c_void,
+    c_uint,
+    *mut c_void,
+    usize,
+    *const c_char,
+    c_uint,
+    *mut c_uint,
+    *mut *mut c_void,
+) -> CuResult;
+type LinkComplete = unsafe extern "C" fn(*mut c_void, *mut *mut c_void, *mut usize) -> CuResult;
+type LinkDestroy = unsafe extern "C" fn(*mut c_void) -> CuResult;
+type EncodeTiled = unsafe extern "C" fn(
+    *mut u8,
+    c_uint,
+    c_uint,
+    *mut c_void,
+    *const u64,
+    *const u64,
+    *const u32,
+    *const u32,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+) -> CuResult;
+
+/// A driver entry point by name, with the C signature `F`; a driver without it
+/// answers `cudaErrorNotSupported`.
+///
+/// # Safety
+/// `F` must be the symbol's C signature.
+unsafe fn entry<F: Copy>(name: &str) -> ExecResult<F> {
+    // SAFETY: the executor exists, so cudarc found and loaded libcuda; the caller
+    // vouches for the signature.
+    let lib = unsafe { sys::culib() };
+    // SAFETY: as above.
+    match unsafe { lib.get::<F>(name.as_bytes()) } {
+        Ok(f) => Ok(*f),
+        Err(_) => {
+            warn!(name, "the CUDA driver lacks this entry point");
+            Err(CudaStatus::ErrorNotSupported)
+        }
+    }
+}
+
+fn status(r: CuResult) -> ExecResult<()> {
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(CudaStatus::from_driver(r))
+    }
+}
+
+/// The JIT options asking for the linker's logs (`CU_JIT_INFO_LOG_BUFFER` and
+/// `CU_JIT_ERROR_LOG_BUFFER`, each with its size).
+const LOG_LEN: usize = 16 << 10;
+
+/// A NUL-terminated log buffer as text.
+fn log_text(buf: &[u8]) -> String {
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+impl CudaExecutor {
+    /// The executor's device for a guest's ordinal.
+    fn device_handle(&self, ordinal: i32) -> ExecResult<c_int> {
+        Ok(self.devices[self.device_index(ordinal)?].handle)
+    }
+
+    fn raw_prop(&self, prop: &AllocationProp) -> ExecResult<RawAllocationProp> {
+        Ok(RawAllocationProp {
+            alloc_type: prop.alloc_type,
+            requested_handle_types: prop.requested_handle_types,
+            location_type: prop.location_type,
+            location_id: self.device_handle(prop.location_id)?,
+            win32_handle_meta_data: ptr::null_mut(),
+            compression_type: prop.compression_type,
+            gpu_direct_rdma_capable: prop.gpu_direct_rdma_capable,
+            usage: prop.usage,
+            reserved: [0; 4],
+        })
+    }
+}
+
+impl Driver for CudaExecutor {
+    fn memset_elements(
+        &mut self,
+        dst: DevicePtr,
+        value: u32,
+        element_size: u8,
+        count: u64,
+        stream: ExecStream,
+        is_async: bool,
+    ) -> ExecResult<()> {
+        self.bind()?;
+        let s = self.stream(stream)?;
+        let n = to_usize(count)?;
+        let sync = !is_async && stream == LEGACY_STREAM;
+        // SAFETY: the session checked the range lies in the guest's memory; `s` is a
+        // checked stream.
+        let r = unsafe {
+            match (element_size, sync) {
+                (2, true) => sys::cuMemsetD16_v2(dst, value as u16, n),
+                (2, false) => sys::cuMemsetD16Async(dst, value as u16, n, s),
+                (4, true) => sys::cuMemsetD32_v2(dst, value, n),
+                (4, false) => sys::cuMemsetD32Async(dst, value, n, s),
+                _ => return Err(CudaStatus::ErrorInvalidValue),
+            }
+        };
+        check(r)
+    }
+
+    fn stream_write_value32(
+        &mut self,
+        stream: ExecStream,
+        addr: DevicePtr,
+        value: u32,
+        flags: u32,
+    ) -> ExecResult<()> {
+        self.bind()?;
+        let s = self.stream(stream)?;
+        // SAFETY: the session checked the 4 bytes lie in the guest's memory.
+        check(unsafe { sys::cuStreamWriteValue32_v2(s, addr, value, flags) })
+    }
+
+    fn mem_address_reserve(
+        &mut self,
+        size: u64,
+        alignment: u64,
+        addr: DevicePtr,
+        flags: u64,
+    ) -> ExecResult<DevicePtr> {
+        self.bind()?;
+        // SAFETY: the signature is cuMemAddressReserve's.
+        let f: AddressReserve = unsafe { entry("cuMemAddressReserve")? };
+        let mut ptr = 0u64;
+        // SAFETY: out-pointer to a local; the rest are plain values.
+        status(unsafe { f(&mut ptr, to_usize(size)?, to_usize(alignment)?, addr, flags) })?;
+        Ok(ptr)
+    }
+
+    fn mem_address_free(&mut self, ptr: DevicePtr, size: u64) -> ExecResult<()> {
+        // SAFETY: the signature is cuMemAddressFree's.
+        let f: AddressFree = unsafe { entry("cuMemAddressFree")? };
+        // SAFETY: the session checked the guest reserved exactly this range.
+        status(unsafe { f(ptr, to_usize(size)?) })
+    }
+
+    fn mem_create(&mut self, size: u64, prop: &AllocationProp) -> ExecResult<ExecAllocation> {
+        self.bind()?;
+        let raw = self.raw_prop(prop)?;
+        // SAFETY: the signature is cuMemCreate's.
+        let f: Create = unsafe { entry("cuMemCreate")? };
+        let mut handle = 0u64;
+        // SAFETY: out-pointer to a local; `raw` outlives the call.
+        status(unsafe { f(&mut handle, to_usize(size)?, &raw, 0) })?;
+        Ok(handle)
+    }
+
+    fn mem_release(&mut self, handle: ExecAllocation) -> ExecResult<()> {
+        // SAFETY: the signature is cuMemRelease's.
+        let f: Release = unsafe { entry("cuMemRelease")? };
+        // SAFETY: the session releases each handle it made exactly once.
+        status(unsafe { f(handle) })
+    }
+
+    fn mem_map(
+        &mut self,
+        ptr: DevicePtr,
+        size: u64,
+        offset: u64,
+        handle: ExecAllocation,
+    ) -> ExecResult<()> {
+        // SAFETY: the signature is cuMemMap's.
+        let f: Map = unsafe { entry("cuMemMap")? };
+        // SAFETY: the session checked the range is inside a reservation of the guest's
+        // and maps nothing yet, and that the handle is the guest's.
+        status(unsafe { f(ptr, to_usize(size)?, to_usize(offset)?, handle, 0) })
+    }
+
+    fn mem_unmap(&mut self, ptr: DevicePtr, size: u64) -> ExecResult<()> {
+        // SAFETY: the signature is cuMemUnmap's.
+        let f: Unmap = unsafe { entry("cuMemUnmap")? };
+        // SAFETY: the session checked the range is whole mappings of the guest's.
+        status(unsafe { f(ptr, to_usize(size)?) })
+    }
+
+    fn mem_set_access(
+        &mut self,
+        ptr: DevicePtr,
+        size: u64,
+        descs: &[AccessDesc],
+    ) -> ExecResult<()> {
+        let raw = descs
+            .iter()
+            .map(|d| {
+                Ok(RawAccessDesc {
+                    location_type: d.location_type,
+                    location_id: self.device_handle(d.location_id)?,
+                    flags: d.flags,
+                })
+            })
+            .collect::<ExecResult<Vec<_>>>()?;
+        // SAFETY: the signature is cuMemSetAccess's.
+        let f: SetAccess = unsafe { entry("cuMemSetAccess")? };
+        // SAFETY: the session checked the range is mapped memory of the guest's; `raw`
+        // holds `raw.len()` descriptors and outlives the call.
+        status(unsafe { f(ptr, to_usize(size)?, raw.as_ptr(), raw.len()) })
+    }
+
+    fn mem_allocation_granularity(
+        &mut self,
+        prop: &AllocationProp,
+        option: u32,
+    ) -> ExecResult<u64> {
+        let raw = self.raw_prop(prop)?;
+        // SAFETY: the signature is cuMemGetAllocationGranularity's.
+        let f: Granularity = unsafe { entry("cuMemGetAllocationGranularity")? };
+        let mut bytes = 0usize;
+        // SAFETY: out-pointer to a local; `raw` outlives the call.
+        status(unsafe { f(&mut bytes, &raw, option) })?;
+        Ok(bytes as u64)
+    }
+
+    fn link(&mut self, inputs: &[LinkInputData<'_>]) -> ExecResult<(Vec<u8>, Linked)> {
+        self.bind()?;
+        // SAFETY: each signature is its function's.
+        let (create, add, complete, destroy): (LinkCreate, LinkAddData, LinkComplete, LinkDestroy) = unsafe {
+            (
+                entry("cuLinkCreate_v2")?,
+                entry("cuLinkAddData_v2")?,
+                entry("cuLinkComplete")?,
+                entry("cuLinkDestroy")?,
+            )
+        };
+        let mut info = vec![0u8; LOG_LEN];
+        let mut error = vec![0u8; LOG_LEN];
+        let mut options: [c_uint; 4] = [3, 4, 5, 6];
+        let mut values: [*mut c_void; 4] = [
+            info.as_mut_ptr().cast(),
+            LOG_LEN as *mut c_void,
+            error.as_mut_ptr().cast(),
+            LOG_LEN as *mut c_void,
+        ];
+        let mut state: *mut c_void = ptr::null_mut();
+        // SAFETY: four options with their values; the log buffers live until the
+        // state is destroyed below.
+        status(unsafe { create(4, options.as_mut_ptr(), values.as_mut_ptr(), &mut state) })?;
+        let result = (|| {
+            for input in inputs {
+                let name = CString::new(input.name).map_err(|_| CudaStatus::ErrorInvalidValue)?;
+                // The driver reads PTX as a C string: give it a NUL-terminated copy.
+                let mut bytes = input.bytes.to_vec();
+                bytes.push(0);
+                // SAFETY: `state` is live; `bytes` and `name` outlive the call; no
+                // per-input options.
+                status(unsafe {
+                    add(
+                        state,
+                        input.kind,
+                        bytes.as_mut_ptr().cast(),
+                        input.bytes.len(),
+                        name.as_ptr(),
+                        0,
+                        ptr::null_mut(),
+                        ptr::null_mut(),
+                    )
+                })?;
+            }
+            let mut cubin: *mut c_void = ptr::null_mut();
+            let mut size = 0usize;
+            // SAFETY: out-pointers to locals; the cubin belongs to `state` and is
+            // copied before the state is destroyed.
+            status(unsafe { complete(state, &mut cubin, &mut size) })?;
+            if cubin.is_null() {
+                return Err(CudaStatus::ErrorInvalidKernelImage);
+            }
+            // SAFETY: the driver returned `size` bytes at `cubin`, alive until destroy.
+            Ok(unsafe { std::slice::from_raw_parts(cubin.cast::<u8>(), size) }.to_vec())
+        })();
+        // SAFETY: `state` was created above and is destroyed once.
+        let _ = unsafe { destroy(state) };
+        let logs = Linked {
+            info_log: log_text(&info),
+            error_log: log_text(&error),
+        };
+        match result {
+            Ok(cubin) => Ok((cubin, logs)),
+            Err(e) => {
+                warn!(error = %e, log = %logs.error_log, "link failed");
+                Err(e)
+            }
+        }
+    }
+
+    fn tensor_map_encode_tiled(&mut self, req: &TensorMapEncodeTiled) -> ExecResult<Vec<u8>> {
+        // SAFETY: the signature is cuTensorMapEncodeTiled's.
+        let f: EncodeTiled = unsafe { entry("cuTensorMapEncodeTiled")? };
+        // CUtensorMap is 64-byte aligned.
+        #[repr(C, align(64))]
+        struct Map([u8; TENSOR_MAP_LEN]);
+        let mut map = Map([0; TENSOR_MAP_LEN]);
+        let rank = req.global_dim.len() as c_uint;
+        // SAFETY: the session checked the shape (rank entries in each array, rank - 1
+        // strides); the map is 128 aligned bytes; encoding only computes, it touches
+        // no memory at the global address.
+        status(unsafe {
+            f(
+                map.0.as_mut_ptr(),
+                req.data_type,
+                rank,
+                req.global_address as *mut c_void,
+                req.global_dim.as_ptr(),
+                req.global_strides.as_ptr(),
+                req.box_dim.as_ptr(),
+                req.element_strides.as_ptr(),
+                req.interleave,
+                req.swizzle,
+                req.l2_promotion,
+                req.oob_fill,
+            )
+        })?;
+        Ok(map.0.to_vec())
+    }
+}

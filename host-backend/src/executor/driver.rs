@@ -1,0 +1,67 @@
+//! The driver-API part of the executor seam: element memsets, stream memory writes,
+//! virtual memory management, linking and tensor maps.
+//!
+//! The session has checked every range against the guest's own reservations and
+//! mappings, and counts physical memory against the quota, before an executor sees a
+//! call; it also keeps the reference counts of physical allocations and releases one
+//! here exactly once, when it is released and no longer mapped.
+
+use vmcuda_wire::driver::{AccessDesc, AllocationProp, Linked, TensorMapEncodeTiled};
+use vmcuda_wire::op::DevicePtr;
+
+use super::{ExecResult, ExecStream};
+
+/// An executor's physical allocation id.
+pub type ExecAllocation = u64;
+
+/// One checked link input: its `CUjitInputType`, name and bytes.
+pub struct LinkInputData<'a> {
+    pub kind: u32,
+    pub name: &'a str,
+    pub bytes: &'a [u8],
+}
+
+pub trait Driver {
+    /// Set `count` elements of `element_size` (2 or 4) bytes at `dst` to `value`.
+    fn memset_elements(
+        &mut self,
+        dst: DevicePtr,
+        value: u32,
+        element_size: u8,
+        count: u64,
+        stream: ExecStream,
+        is_async: bool,
+    ) -> ExecResult<()>;
+    fn stream_write_value32(
+        &mut self,
+        stream: ExecStream,
+        addr: DevicePtr,
+        value: u32,
+        flags: u32,
+    ) -> ExecResult<()>;
+    fn mem_address_reserve(
+        &mut self,
+        size: u64,
+        alignment: u64,
+        addr: DevicePtr,
+        flags: u64,
+    ) -> ExecResult<DevicePtr>;
+    fn mem_address_free(&mut self, ptr: DevicePtr, size: u64) -> ExecResult<()>;
+    fn mem_create(&mut self, size: u64, prop: &AllocationProp) -> ExecResult<ExecAllocation>;
+    fn mem_release(&mut self, handle: ExecAllocation) -> ExecResult<()>;
+    fn mem_map(
+        &mut self,
+        ptr: DevicePtr,
+        size: u64,
+        offset: u64,
+        handle: ExecAllocation,
+    ) -> ExecResult<()>;
+    fn mem_unmap(&mut self, ptr: DevicePtr, size: u64) -> ExecResult<()>;
+    fn mem_set_access(&mut self, ptr: DevicePtr, size: u64, descs: &[AccessDesc])
+        -> ExecResult<()>;
+    fn mem_allocation_granularity(&mut self, prop: &AllocationProp, option: u32)
+        -> ExecResult<u64>;
+    /// Link the inputs into one cubin, returned with the linker's logs.
+    fn link(&mut self, inputs: &[LinkInputData<'_>]) -> ExecResult<(Vec<u8>, Linked)>;
+    fn tensor_map_encode_tiled(&mut self, req: &TensorMapEncodeTiled) -> ExecResult<Vec<u8>>;
+}

@@ -1,0 +1,260 @@
+//! The driver-API calls on the host-memory test double.
+//!
+//! Virtual memory management is modelled with the same fake device memory: a
+//! reservation is a stretch of fake addresses, a physical allocation a zeroed buffer,
+//! and mapping one moves its buffer to the mapped address, where copies and memsets
+//! find it like any allocation (unmapping moves it back, so its contents survive a
+//! remap). Limits of the model, answered with `cudaErrorNotSupported` and logged: a
+//! mapping must cover its whole allocation from offset 0, an allocation may be mapped
+//! at one place at a time, and one copy cannot run across two mappings. Linking and
+//! tensor-map encoding need the real driver: `cudaErrorNotSupported` too.
+
+use std::collections::{BTreeMap, HashMap};
+
+use tracing::warn;
+use vmcuda_wire::driver::{AccessDesc, AllocationProp, Linked, TensorMapEncodeTiled};
+use vmcuda_wire::op::DevicePtr;
+use vmcuda_wire::CudaStatus;
+
+use super::super::driver::{Driver, ExecAllocation, LinkInputData};
+use super::super::{ExecResult, ExecStream};
+use super::{align_up, HostMemoryExecutor, GUARD};
+
+/// What `cuMemGetAllocationGranularity` answers (the H200's, for both options).
+const GRANULARITY: u64 = 2 << 20;
+
+struct Physical {
+    /// `None` while mapped: the buffer then lives in the executor's memory.
+    bytes: Option<Vec<u8>>,
+    size: u64,
+    mapped_at: Option<DevicePtr>,
+    released: bool,
+}
+
+#[derive(Default)]
+pub(super) struct HostVmm {
+    reservations: BTreeMap<DevicePtr, u64>,
+    physical: HashMap<ExecAllocation, Physical>,
+}
+
+fn not_supported(what: &str) -> CudaStatus {
+    warn!("the host-memory test executor cannot {what}; reporting cudaErrorNotSupported");
+    CudaStatus::ErrorNotSupported
+}
+
+impl HostMemoryExecutor {
+    /// Drop a physical allocation that is released and unmapped.
+    fn settle_physical(&mut self, handle: ExecAllocation) {
+        let done = self
+            .vmm
+            .physical
+            .get(&handle)
+            .is_some_and(|p| p.released && p.mapped_at.is_none());
+        if done {
+            if let Some(p) = self.vmm.physical.remove(&handle) {
+                self.used_memory -= p.size;
+            }
+        }
+    }
+}
+
+impl Driver for HostMemoryExecutor {
+    fn memset_elements(
+        &mut self,
+        dst: DevicePtr,
+        value: u32,
+        element_size: u8,
+        count: u64,
+        stream: ExecStream,
+        _is_async: bool,
+    ) -> ExecResult<()> {
+        self.check_stream(stream)?;
+        let width = element_size as usize;
+        let len = count
+            .checked_mul(width as u64)
+            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        let pattern = value.to_le_bytes();
+        for element in self.slice_mut(dst, len)?.chunks_exact_mut(width) {
+            element.copy_from_slice(&pattern[..width]);
+        }
+        Ok(())
+    }
+
+    fn stream_write_value32(
+        &mut self,
+        stream: ExecStream,
+        addr: DevicePtr,
+        value: u32,
+        _flags: u32,
+    ) -> ExecResult<()> {
+        self.check_stream(stream)?;
+        self.slice_mut(addr, 4)?
+            .copy_from_slice(&value.to_le_bytes());
+        Ok(())
+    }
+
+    fn mem_address_reserve(
+        &mut self,
+        size: u64,
+        alignment: u64,
+        _addr: DevicePtr,
+        _flags: u64,
+    ) -> ExecResult<DevicePtr> {
+        let ptr = align_up(self.next_address, alignment.max(GRANULARITY));
+        let end = ptr
+            .checked_add(size)
+            .and_then(|e| e.checked_add(GUARD))
+            .ok_or(CudaStatus::ErrorMemoryAllocation)?;
+        self.next_address = end;
+        self.vmm.reservations.insert(ptr, size);
+        Ok(ptr)
+    }
+
+    fn mem_address_free(&mut self, ptr: DevicePtr, size: u64) -> ExecResult<()> {
+        match self.vmm.reservations.get(&ptr) {
+            Some(s) if *s == size => {
+                self.vmm.reservations.remove(&ptr);
+                Ok(())
+            }
+            _ => Err(CudaStatus::ErrorInvalidValue),
+        }
+    }
+
+    fn mem_create(&mut self, size: u64, _prop: &AllocationProp) -> ExecResult<ExecAllocation> {
+        if !size.is_multiple_of(GRANULARITY) {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let fits = self
+            .used_memory
+            .checked_add(size)
+            .is_some_and(|u| u <= self.total_memory);
+        if !fits {
+            return Err(CudaStatus::ErrorMemoryAllocation);
+        }
+        let mut bytes = Vec::new();
+        bytes
+            .try_reserve_exact(size as usize)
+            .map_err(|_| CudaStatus::ErrorMemoryAllocation)?;
+        bytes.resize(size as usize, 0);
+        self.used_memory += size;
+        let handle = self.fresh_id();
+        self.vmm.physical.insert(
+            handle,
+            Physical {
+                bytes: Some(bytes),
+                size,
+                mapped_at: None,
+                released: false,
+            },
+        );
+        Ok(handle)
+    }
+
+    fn mem_release(&mut self, handle: ExecAllocation) -> ExecResult<()> {
+        let p = self
+            .vmm
+            .physical
+            .get_mut(&handle)
+            .filter(|p| !p.released)
+            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        p.released = true;
+        self.settle_physical(handle);
+        Ok(())
+    }
+
+    fn mem_map(
+        &mut self,
+        ptr: DevicePtr,
+        size: u64,
+        offset: u64,
+        handle: ExecAllocation,
+    ) -> ExecResult<()> {
+        let p = self
+            .vmm
+            .physical
+            .get(&handle)
+            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        if offset != 0 || size != p.size {
+            return Err(not_supported("map part of an allocation"));
+        }
+        if p.mapped_at.is_some() {
+            return Err(not_supported("map one allocation at two places"));
+        }
+        let in_reservation = self
+            .vmm
+            .reservations
+            .range(..=ptr)
+            .next_back()
+            .is_some_and(|(s, len)| ptr + size <= s + len);
+        let clashes = self
+            .memory
+            .range(..ptr + size)
+            .next_back()
+            .is_some_and(|(s, b)| s + b.len() as u64 > ptr);
+        if !in_reservation || clashes {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let p = self.vmm.physical.get_mut(&handle).expect("found above");
+        let bytes = p
+            .bytes
+            .take()
+            .expect("an unmapped allocation holds its bytes");
+        p.mapped_at = Some(ptr);
+        self.memory.insert(ptr, bytes);
+        Ok(())
+    }
+
+    fn mem_unmap(&mut self, ptr: DevicePtr, size: u64) -> ExecResult<()> {
+        let end = ptr.checked_add(size).ok_or(CudaStatus::ErrorInvalidValue)?;
+        let mapped: Vec<ExecAllocation> = self
+            .vmm
+            .physical
+            .iter()
+            .filter(|(_, p)| p.mapped_at.is_some_and(|at| at >= ptr && at < end))
+            .map(|(h, _)| *h)
+            .collect();
+        if mapped.is_empty() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        for handle in mapped {
+            let p = self.vmm.physical.get_mut(&handle).expect("listed above");
+            let at = p.mapped_at.take().expect("listed as mapped");
+            p.bytes = self.memory.remove(&at);
+            self.settle_physical(handle);
+        }
+        Ok(())
+    }
+
+    fn mem_set_access(
+        &mut self,
+        _ptr: DevicePtr,
+        _size: u64,
+        _descs: &[AccessDesc],
+    ) -> ExecResult<()> {
+        // Nothing runs kernels here, so every mapped byte is as reachable as any.
+        Ok(())
+    }
+
+    fn mem_allocation_granularity(
+        &mut self,
+        _prop: &AllocationProp,
+        option: u32,
+    ) -> ExecResult<u64> {
+        match option {
+            0 | 1 => Ok(GRANULARITY),
+            _ => Err(CudaStatus::ErrorInvalidValue),
+        }
+    }
+
+    fn link(&mut self, _inputs: &[LinkInputData<'_>]) -> ExecResult<(Vec<u8>, Linked)> {
+        Err(not_supported(
+            "link device code (that needs the CUDA driver)",
+        ))
+    }
+
+    fn tensor_map_encode_tiled(&mut self, _req: &TensorMapEncodeTiled) -> ExecResult<Vec<u8>> {
+        Err(not_supported(
+            "encode a tensor map (that needs the CUDA driver)",
+        ))
+    }
+}

@@ -1,0 +1,614 @@
+//! Driver-API requests: element memsets and stream writes (ranges checked like every
+//! copy), the virtual memory management family, linking and tensor maps.
+//!
+//! **VMM bookkeeping.** Reservations (start -> bytes), physical allocations (a handle
+//! this session names -> the executor's, its size, properties, reference count and
+//! how many mappings use it) and mappings (start -> bytes, handle) are per connection.
+//! Physical memory is charged to the guest's quota at `MemCreate` and given back when
+//! its last reference is released and its last mapping gone (as CUDA frees it); the
+//! executor's allocation is released once, when the last reference goes (the driver
+//! keeps mapped memory alive until it is unmapped). Mapped ranges count as the
+//! guest's own memory for every copy, memset and launch check (a range may run across
+//! adjacent mappings, as tensors in torch's expandable segments do). A handle or range
+//! the guest does not hold is refused with the CUDA code the driver gives and logged;
+//! the connection's end unmaps, releases and frees everything left.
+
+use std::collections::{BTreeMap, HashMap};
+
+use tracing::warn;
+use vmcuda_wire::driver::{
+    AllocationHandle, AllocationProp, Granularity, Link, Linked, MemAddressFree, MemAddressReserve,
+    MemCreate, MemCreated, MemGetAllocationGranularity, MemGetAllocationProperties, MemMap,
+    MemRelease, MemRetainAllocationHandle, MemSetAccess, MemUnmap, MemsetElements, Reserved,
+    StreamWriteValue32, TensorMapEncodeTiled, MEM_ALLOCATION_TYPE_PINNED, MEM_LOCATION_TYPE_DEVICE,
+};
+use vmcuda_wire::op::{DevicePtr, HandlerResult};
+use vmcuda_wire::CudaStatus;
+
+use crate::executor::driver::{ExecAllocation, LinkInputData};
+
+use super::{nothing, Session};
+
+struct Physical {
+    exec: ExecAllocation,
+    size: u64,
+    prop: AllocationProp,
+    /// References the guest holds (`MemCreate`, `MemRetainAllocationHandle`).
+    refs: u32,
+    /// Mappings using it.
+    mapped: u32,
+}
+
+struct Mapping {
+    size: u64,
+    handle: AllocationHandle,
+}
+
+#[derive(Default)]
+pub(super) struct Vmm {
+    reservations: BTreeMap<DevicePtr, u64>,
+    allocations: HashMap<AllocationHandle, Physical>,
+    mappings: BTreeMap<DevicePtr, Mapping>,
+}
+
+impl Vmm {
+    /// Whether `[ptr, end)` is covered by mappings laid end to end.
+    pub(super) fn covers(&self, ptr: u64, end: u64) -> bool {
+        let mut at = ptr;
+        let Some((start, m)) = self.mappings.range(..=ptr).next_back() else {
+            return false;
+        };
+        let mut reach = start.saturating_add(m.size);
+        if reach <= at {
+            return false;
+        }
+        while reach < end {
+            match self.mappings.get(&reach) {
+                Some(next) => {
+                    at = reach;
+                    reach = at.saturating_add(next.size);
+                }
+                None => return false,
+            }
+        }
+        true
+    }
+
+    /// The reservation holding `[ptr, ptr + size)`, if one does.
+    fn reservation_holding(&self, ptr: u64, size: u64) -> Option<DevicePtr> {
+        let end = ptr.checked_add(size)?;
+        let (start, len) = self.reservations.range(..=ptr).next_back()?;
+        (end <= start.saturating_add(*len)).then_some(*start)
+    }
+
+    /// The mappings starting inside `[ptr, end)`.
+    fn mappings_in(&self, ptr: u64, end: u64) -> Vec<(DevicePtr, u64)> {
+        self.mappings
+            .range(ptr..end)
+            .map(|(s, m)| (*s, m.size))
+            .collect()
+    }
+}
+
+/// Physical memory this executor can make: pinned device memory on a device.
+fn check_prop(prop: &AllocationProp) -> Result<(), CudaStatus> {
+    if prop.alloc_type != MEM_ALLOCATION_TYPE_PINNED
+        || prop.location_type != MEM_LOCATION_TYPE_DEVICE
+    {
+        return Err(CudaStatus::ErrorInvalidValue);
+    }
+    Ok(())
+}
+
+impl Session {
+    fn refuse_vmm(&self, what: &str, ptr: u64, size: u64) -> CudaStatus {
+        warn!(client = %self.client, ptr = format_args!("{ptr:#x}"), size,
+            "refused {what}: not the guest's own");
+        CudaStatus::ErrorInvalidValue
+    }
+
+    fn physical(&self, h: AllocationHandle) -> Result<&Physical, CudaStatus> {
+        self.vmm.allocations.get(&h).ok_or_else(|| {
+            warn!(client = %self.client, handle = h.0, "unknown allocation handle");
+            CudaStatus::ErrorInvalidValue
+        })
+    }
+
+    /// Forget a physical allocation once nothing references or maps it, giving its
+    /// quota back.
+    fn settle(&mut self, h: AllocationHandle) {
+        let gone = self
+            .vmm
+            .allocations
+            .get(&h)
+            .is_some_and(|p| p.refs == 0 && p.mapped == 0);
+        if gone {
+            if let Some(p) = self.vmm.allocations.remove(&h) {
+                self.refund(p.size);
+                self.set_device_bytes(self.device_bytes.saturating_sub(p.size));
+            }
+        }
+    }
+
+    pub(super) fn handle_memset_elements(&mut self, req: MemsetElements) -> HandlerResult<()> {
+        let bytes = req.byte_len().ok_or(CudaStatus::ErrorInvalidValue)?;
+        let stream = self.stream(req.stream)?;
+        self.check_range(req.dst, bytes)?;
+        self.exec.memset_elements(
+            req.dst,
+            req.value,
+            req.element_size,
+            req.count,
+            stream,
+            req.is_async,
+        )?;
+        nothing()
+    }
+
+    pub(super) fn handle_stream_write_value32(
+        &mut self,
+        req: StreamWriteValue32,
+    ) -> HandlerResult<()> {
+        let stream = self.stream(req.stream)?;
+        self.check_range(req.addr, 4)?;
+        self.exec
+            .stream_write_value32(stream, req.addr, req.value, req.flags)?;
+        nothing()
+    }
+
+    pub(super) fn handle_mem_address_reserve(
+        &mut self,
+        req: MemAddressReserve,
+    ) -> HandlerResult<Reserved> {
+        if req.size == 0 || !(req.alignment == 0 || req.alignment.is_power_of_two()) {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        self.check_count(
+            "address reservation",
+            self.vmm.reservations.len(),
+            self.grant.max_streams.saturating_mul(16),
+        )?;
+        let ptr = self
+            .exec
+            .mem_address_reserve(req.size, req.alignment, req.addr, req.flags)?;
+        self.vmm.reservations.insert(ptr, req.size);
+        Ok((Reserved { ptr }, Vec::new()))
+    }
+
+    pub(super) fn handle_mem_address_free(&mut self, req: MemAddressFree) -> HandlerResult<()> {
+        if self.vmm.reservations.get(&req.ptr) != Some(&req.size) {
+            return Err(self.refuse_vmm("an address free", req.ptr, req.size));
+        }
+        let end = req.ptr.saturating_add(req.size);
+        if !self.vmm.mappings_in(req.ptr, end).is_empty() {
+            warn!(client = %self.client, "refused to free a reservation that is still mapped");
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        self.exec.mem_address_free(req.ptr, req.size)?;
+        self.vmm.reservations.remove(&req.ptr);
+        nothing()
+    }
+
+    pub(super) fn handle_mem_create(&mut self, req: MemCreate) -> HandlerResult<MemCreated> {
+        if req.size == 0 || req.flags != 0 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        check_prop(&req.prop)?;
+        self.check_count(
+            "physical allocation",
+            self.vmm.allocations.len(),
+            self.grant.max_streams.saturating_mul(64),
+        )?;
+        self.charge(req.size)?;
+        let exec = match self.exec.mem_create(req.size, &req.prop) {
+            Ok(exec) => exec,
+            Err(e) => {
+                self.refund(req.size);
+                return Err(e);
+            }
+        };
+        self.set_device_bytes(self.device_bytes.saturating_add(req.size));
+        let handle = AllocationHandle(self.fresh_handle());
+        self.vmm.allocations.insert(
+            handle,
+            Physical {
+                exec,
+                size: req.size,
+                prop: req.prop,
+                refs: 1,
+                mapped: 0,
+            },
+        );
+        Ok((MemCreated { handle }, Vec::new()))
+    }
+
+    pub(super) fn handle_mem_release(&mut self, req: MemRelease) -> HandlerResult<()> {
+        let p = self.physical(req.handle)?;
+        let exec = p.exec;
+        let last = p.refs == 1;
+        if last {
+            self.exec.mem_release(exec)?;
+        }
+        if let Some(p) = self.vmm.allocations.get_mut(&req.handle) {
+            p.refs -= 1;
+        }
+        self.settle(req.handle);
+        nothing()
+    }
+
+    pub(super) fn handle_mem_map(&mut self, req: MemMap) -> HandlerResult<()> {
+        let p = self.physical(req.handle)?;
+        if p.refs == 0 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let (exec, phys_size) = (p.exec, p.size);
+        let end = req.ptr.checked_add(req.size);
+        let fits = req.size > 0
+            && req.flags == 0
+            && req
+                .offset
+                .checked_add(req.size)
+                .is_some_and(|e| e <= phys_size);
+        if !fits || end.is_none() || self.vmm.reservation_holding(req.ptr, req.size).is_none() {
+            return Err(self.refuse_vmm("a mapping", req.ptr, req.size));
+        }
+        let end = end.unwrap_or(u64::MAX);
+        let overlaps = self
+            .vmm
+            .mappings
+            .range(..end)
+            .next_back()
+            .is_some_and(|(s, m)| s.saturating_add(m.size) > req.ptr);
+        if overlaps {
+            return Err(self.refuse_vmm("a mapping over a mapping", req.ptr, req.size));
+        }
+        self.exec.mem_map(req.ptr, req.size, req.offset, exec)?;
+        self.vmm.mappings.insert(
+            req.ptr,
+            Mapping {
+                size: req.size,
+                handle: req.handle,
+            },
+        );
+        if let Some(p) = self.vmm.allocations.get_mut(&req.handle) {
+            p.mapped += 1;
+        }
+        nothing()
+    }
+
+    pub(super) fn handle_mem_unmap(&mut self, req: MemUnmap) -> HandlerResult<()> {
+        let end = req.ptr.checked_add(req.size);
+        let inside = end.map(|end| self.vmm.mappings_in(req.ptr, end));
+        // CUDA unmaps whole mappings: the range must start at one and end at one.
+        let whole = inside.as_ref().is_some_and(|m| {
+            m.first().is_some_and(|(s, _)| *s == req.ptr)
+                && m.iter().map(|(_, len)| *len).sum::<u64>() == req.size
+                && self.vmm.covers(req.ptr, req.ptr + req.size)
+        });
+        if !whole {
+            return Err(self.refuse_vmm("an unmap", req.ptr, req.size));
+        }
+        self.exec.mem_unmap(req.ptr, req.size)?;
+        for (start, _) in inside.unwrap_or_default() {
+            if let Some(m) = self.vmm.mappings.remove(&start) {
+                if let Some(p) = self.vmm.allocations.get_mut(&m.handle) {
+                    p.mapped -= 1;
+                }
+                self.settle(m.handle);
+            }
+        }
+        nothing()
+    }
+
+    pub(super) fn handle_mem_set_access(&mut self, req: MemSetAccess) -> HandlerResult<()> {
+        let end = req.ptr.checked_add(req.size);
+        if req.size == 0
+            || req.descs.is_empty()
+            || !end.is_some_and(|e| self.vmm.covers(req.ptr, e))
+        {
+            return Err(self.refuse_vmm("an access change", req.ptr, req.size));
+        }
+        if req
+            .descs
+            .iter()
+            .any(|d| d.location_type != MEM_LOCATION_TYPE_DEVICE)
+        {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        self.exec.mem_set_access(req.ptr, req.size, &req.descs)?;
+        nothing()
+    }
+
+    pub(super) fn handle_mem_get_allocation_granularity(
+        &mut self,
+        req: MemGetAllocationGranularity,
+    ) -> HandlerResult<Granularity> {
+        check_prop(&req.prop)?;
+        let bytes = self
+            .exec
+            .mem_allocation_granularity(&req.prop, req.option)?;
+        Ok((Granularity { bytes }, Vec::new()))
+    }
+
+    pub(super) fn handle_mem_retain_allocation_handle(
+        &mut self,
+        req: MemRetainAllocationHandle,
+    ) -> HandlerResult<MemCreated> {
+        let handle = self
+            .vmm
+            .mappings
+            .range(..=req.ptr)
+            .next_back()
+            .filter(|(s, m)| req.ptr < s.saturating_add(m.size))
+            .map(|(_, m)| m.handle)
+            .ok_or_else(|| self.refuse_vmm("a handle lookup", req.ptr, 0))?;
+        if let Some(p) = self.vmm.allocations.get_mut(&handle) {
+            p.refs += 1;
+        }
+        Ok((MemCreated { handle }, Vec::new()))
+    }
+
+    pub(super) fn handle_mem_get_allocation_properties(
+        &mut self,
+        req: MemGetAllocationProperties,
+    ) -> HandlerResult<AllocationProp> {
+        Ok((self.physical(req.handle)?.prop, Vec::new()))
+    }
+
+    pub(super) fn handle_link(&mut self, req: Link, data: &[u8]) -> HandlerResult<Linked> {
+        let mut inputs = Vec::with_capacity(req.inputs.len());
+        let mut rest = data;
+        for input in &req.inputs {
+            let len = usize::try_from(input.len).map_err(|_| CudaStatus::ErrorInvalidValue)?;
+            if len > rest.len() {
+                return Err(CudaStatus::ErrorInvalidValue);
+            }
+            let (bytes, tail) = rest.split_at(len);
+            rest = tail;
+            inputs.push(LinkInputData {
+                kind: input.kind,
+                name: &input.name,
+                bytes,
+            });
+        }
+        if inputs.is_empty() || !rest.is_empty() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let (cubin, logs) = self.exec.link(&inputs)?;
+        Ok((logs, cubin))
+    }
+
+    pub(super) fn handle_tensor_map_encode_tiled(
+        &mut self,
+        req: TensorMapEncodeTiled,
+    ) -> HandlerResult<()> {
+        if !req.shape_is_valid() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        Ok(((), self.exec.tensor_map_encode_tiled(&req)?))
+    }
+
+    /// Unmap, release and free everything the guest left (the session ends).
+    pub(super) fn vmm_drop_all(&mut self) {
+        for (ptr, m) in std::mem::take(&mut self.vmm.mappings) {
+            let _ = self.exec.mem_unmap(ptr, m.size);
+        }
+        for (_, p) in std::mem::take(&mut self.vmm.allocations) {
+            if p.refs > 0 {
+                let _ = self.exec.mem_release(p.exec);
+            }
+        }
+        for (ptr, size) in std::mem::take(&mut self.vmm.reservations) {
+            let _ = self.exec.mem_address_free(ptr, size);
+        }
+    }
+
+    /// Give everything up before a device reset, with its quota.
+    pub(super) fn vmm_reset(&mut self) {
+        let bytes: u64 = self.vmm.allocations.values().map(|p| p.size).sum();
+        self.vmm_drop_all();
+        self.refund(bytes);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use vmcuda_wire::driver::AccessDesc;
+    use vmcuda_wire::op::{CallContext, Handler, MemcpyDtoH, StreamHandle};
+
+    use super::*;
+    use crate::executor::host_memory::HostMemoryExecutor;
+    use crate::policy::Grant;
+
+    const MIB2: u64 = 2 << 20;
+
+    fn session(quota: Option<u64>) -> Session {
+        let exec = HostMemoryExecutor::new(64 << 20, None).unwrap();
+        let mut grant = Grant::unlimited("test");
+        grant.memory_quota = quota;
+        Session::new(Box::new(exec), grant)
+    }
+
+    fn prop() -> AllocationProp {
+        AllocationProp {
+            alloc_type: MEM_ALLOCATION_TYPE_PINNED,
+            location_type: MEM_LOCATION_TYPE_DEVICE,
+            ..Default::default()
+        }
+    }
+
+    fn create(s: &mut Session, size: u64) -> Result<AllocationHandle, CudaStatus> {
+        s.handle_mem_create(MemCreate {
+            size,
+            prop: prop(),
+            flags: 0,
+        })
+        .map(|(r, _)| r.handle)
+    }
+
+    fn map(s: &mut Session, ptr: u64, h: AllocationHandle) -> Result<(), CudaStatus> {
+        s.handle_mem_map(MemMap {
+            ptr,
+            size: MIB2,
+            offset: 0,
+            handle: h,
+            flags: 0,
+        })
+        .map(|_| ())
+    }
+
+    #[test]
+    fn mapped_memory_is_the_guests_across_adjacent_mappings_and_counted() {
+        let mut s = session(Some(5 << 20));
+        let va = s
+            .handle_mem_address_reserve(MemAddressReserve {
+                size: 2 * MIB2,
+                alignment: 0,
+                addr: 0,
+                flags: 0,
+            })
+            .unwrap()
+            .0
+            .ptr;
+        let (a, b) = (create(&mut s, MIB2).unwrap(), create(&mut s, MIB2).unwrap());
+        // A third would take the guest over its 5 MiB quota.
+        assert_eq!(create(&mut s, MIB2), Err(CudaStatus::ErrorMemoryAllocation));
+        map(&mut s, va, a).unwrap();
+        map(&mut s, va + MIB2, b).unwrap();
+        let access = AccessDesc {
+            location_type: 1,
+            location_id: 0,
+            flags: 3,
+        };
+        s.handle_mem_set_access(MemSetAccess {
+            ptr: va,
+            size: 2 * MIB2,
+            descs: vec![access],
+        })
+        .unwrap();
+        // The range check accepts a span across both mappings, not past them.
+        assert!(s.owns(va + MIB2 - 8, 16));
+        assert!(!s.owns(va + 2 * MIB2 - 8, 16));
+        // Outside any reservation, or over a mapping: refused.
+        assert_eq!(
+            map(&mut s, va + 4 * MIB2, a),
+            Err(CudaStatus::ErrorInvalidValue)
+        );
+        assert_eq!(map(&mut s, va, b), Err(CudaStatus::ErrorInvalidValue));
+        // The reservation cannot go while mapped.
+        let free = MemAddressFree {
+            ptr: va,
+            size: 2 * MIB2,
+        };
+        assert_eq!(
+            s.handle_mem_address_free(free.clone()),
+            Err(CudaStatus::ErrorInvalidValue)
+        );
+        // Released while mapped: the memory stays (and counts) until unmapped.
+        s.handle_mem_release(MemRelease { handle: a }).unwrap();
+        assert!(s.owns(va, 8));
+        assert_eq!(s.quota_used(), 2 * MIB2);
+        s.handle_mem_unmap(MemUnmap {
+            ptr: va,
+            size: 2 * MIB2,
+        })
+        .unwrap();
+        assert_eq!(s.quota_used(), MIB2, "a is gone, b is still held");
+        let ctx = CallContext::default();
+        let read = MemcpyDtoH {
+            src: va,
+            size: 4,
+            stream: StreamHandle::LEGACY,
+            is_async: false,
+        };
+        assert_eq!(
+            s.memcpy_dtoh(&ctx, read, &[]).err(),
+            Some(CudaStatus::ErrorInvalidValue)
+        );
+        s.handle_mem_address_free(free).unwrap();
+        s.handle_mem_release(MemRelease { handle: b }).unwrap();
+        assert_eq!(s.quota_used(), 0);
+    }
+
+    #[test]
+    fn stale_handles_and_ranges_are_refused() {
+        let mut s = session(None);
+        let h = create(&mut s, MIB2).unwrap();
+        s.handle_mem_release(MemRelease { handle: h }).unwrap();
+        // Released, so gone: every use of it is refused.
+        assert_eq!(
+            s.handle_mem_release(MemRelease { handle: h }).err(),
+            Some(CudaStatus::ErrorInvalidValue)
+        );
+        assert_eq!(
+            s.handle_mem_get_allocation_properties(MemGetAllocationProperties { handle: h })
+                .err(),
+            Some(CudaStatus::ErrorInvalidValue)
+        );
+        let wild = AllocationHandle(0xdead);
+        assert_eq!(
+            map(&mut s, 0x1000, wild),
+            Err(CudaStatus::ErrorInvalidValue)
+        );
+        assert_eq!(
+            s.handle_mem_unmap(MemUnmap {
+                ptr: 0x1000,
+                size: MIB2
+            })
+            .err(),
+            Some(CudaStatus::ErrorInvalidValue)
+        );
+        assert_eq!(
+            s.handle_mem_retain_allocation_handle(MemRetainAllocationHandle { ptr: 0x1000 })
+                .err(),
+            Some(CudaStatus::ErrorInvalidValue)
+        );
+        // Unsupported allocation kinds and absurd shapes.
+        let mut odd = prop();
+        odd.alloc_type = 7;
+        assert_eq!(
+            s.handle_mem_create(MemCreate {
+                size: MIB2,
+                prop: odd,
+                flags: 0
+            })
+            .err(),
+            Some(CudaStatus::ErrorInvalidValue)
+        );
+        assert_eq!(create(&mut s, 0), Err(CudaStatus::ErrorInvalidValue));
+        let memset = MemsetElements {
+            dst: 0x1000,
+            value: 1,
+            element_size: 4,
+            count: u64::MAX,
+            stream: StreamHandle::LEGACY,
+            is_async: false,
+        };
+        assert_eq!(
+            s.handle_memset_elements(memset).err(),
+            Some(CudaStatus::ErrorInvalidValue)
+        );
+    }
+
+    #[test]
+    fn the_sessions_end_unmaps_and_releases_everything() {
+        let exec = HostMemoryExecutor::new(64 << 20, None).unwrap();
+        let mut s = Session::new(Box::new(exec), Grant::unlimited("test"));
+        let va = s
+            .handle_mem_address_reserve(MemAddressReserve {
+                size: MIB2,
+                alignment: 0,
+                addr: 0,
+                flags: 0,
+            })
+            .unwrap()
+            .0
+            .ptr;
+        let h = create(&mut s, MIB2).unwrap();
+        map(&mut s, va, h).unwrap();
+        s.vmm_drop_all();
+        assert!(s.vmm.mappings.is_empty() && s.vmm.allocations.is_empty());
+        assert!(s.vmm.reservations.is_empty());
+        assert!(!s.owns(va, 8));
+    }
+}

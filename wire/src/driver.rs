@@ -1,0 +1,250 @@
+//! Driver-API requests the runtime's ops do not cover: element-wide memsets, stream
+//! memory writes, the virtual memory management family (reserve, create, map, access),
+//! the linker and tensor-map encoding.
+//!
+//! Physical allocations are named by the host ([`AllocationHandle`], a per-connection
+//! id, never a host pointer); address reservations and mappings are named by their
+//! device address, as in CUDA. The host checks every range against what the guest
+//! reserved and mapped itself.
+
+use serde::{Deserialize, Serialize};
+
+use crate::op::{DevicePtr, StreamHandle};
+
+/// A physical allocation (`CUmemGenericAllocationHandle`), named by the host.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
+pub struct AllocationHandle(pub u64);
+
+/// `cuMemsetD16(Async)` / `cuMemsetD32(Async)`: `count` elements of `element_size`
+/// (2 or 4) bytes, each set to `value`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct MemsetElements {
+    pub dst: DevicePtr,
+    pub value: u32,
+    pub element_size: u8,
+    pub count: u64,
+    pub stream: StreamHandle,
+    pub is_async: bool,
+}
+
+impl MemsetElements {
+    /// The bytes the memset covers, if the shape is valid.
+    pub fn byte_len(&self) -> Option<u64> {
+        matches!(self.element_size, 2 | 4)
+            .then(|| self.count.checked_mul(self.element_size as u64))
+            .flatten()
+    }
+}
+
+/// `cuStreamWriteValue32`: write `value` to `addr` (4 bytes) in stream order.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct StreamWriteValue32 {
+    pub stream: StreamHandle,
+    pub addr: DevicePtr,
+    pub value: u32,
+    pub flags: u32,
+}
+
+/// `CUmemAllocationProp`, field for field (the Windows metadata pointer aside).
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct AllocationProp {
+    /// `CUmemAllocationType` (1: pinned).
+    pub alloc_type: u32,
+    /// `CUmemAllocationHandleType` bits.
+    pub requested_handle_types: u32,
+    /// `CUmemLocationType` (1: device) and its id (the device ordinal).
+    pub location_type: u32,
+    pub location_id: i32,
+    pub compression_type: u8,
+    pub gpu_direct_rdma_capable: u8,
+    pub usage: u16,
+}
+
+pub const MEM_ALLOCATION_TYPE_PINNED: u32 = 1;
+pub const MEM_LOCATION_TYPE_DEVICE: u32 = 1;
+
+/// `cuMemAddressReserve`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct MemAddressReserve {
+    pub size: u64,
+    pub alignment: u64,
+    /// A requested start address (a hint; 0 for none).
+    pub addr: DevicePtr,
+    pub flags: u64,
+}
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Reserved {
+    pub ptr: DevicePtr,
+}
+/// `cuMemAddressFree` of a whole reservation.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct MemAddressFree {
+    pub ptr: DevicePtr,
+    pub size: u64,
+}
+/// `cuMemCreate`: physical memory, charged to the guest's quota.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct MemCreate {
+    pub size: u64,
+    pub prop: AllocationProp,
+    pub flags: u64,
+}
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct MemCreated {
+    pub handle: AllocationHandle,
+}
+/// `cuMemRelease`: the memory goes once it is released and no longer mapped.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct MemRelease {
+    pub handle: AllocationHandle,
+}
+/// `cuMemMap`: `size` bytes of `handle` from `offset`, at `ptr` inside a reservation.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct MemMap {
+    pub ptr: DevicePtr,
+    pub size: u64,
+    pub offset: u64,
+    pub handle: AllocationHandle,
+    pub flags: u64,
+}
+/// `cuMemUnmap` of one or more whole mappings.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct MemUnmap {
+    pub ptr: DevicePtr,
+    pub size: u64,
+}
+/// `CUmemAccessDesc`.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct AccessDesc {
+    pub location_type: u32,
+    pub location_id: i32,
+    /// `CUmemAccess_flags` (0 none, 1 read, 3 read-write).
+    pub flags: u32,
+}
+/// `cuMemSetAccess` over mapped memory.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct MemSetAccess {
+    pub ptr: DevicePtr,
+    pub size: u64,
+    pub descs: Vec<AccessDesc>,
+}
+/// `cuMemGetAllocationGranularity`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct MemGetAllocationGranularity {
+    pub prop: AllocationProp,
+    /// `CUmemAllocationGranularity_flags` (0 minimum, 1 recommended).
+    pub option: u32,
+}
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Granularity {
+    pub bytes: u64,
+}
+/// `cuMemRetainAllocationHandle`: the handle mapped at `ptr`, with one more reference
+/// (to be released with [`MemRelease`]).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct MemRetainAllocationHandle {
+    pub ptr: DevicePtr,
+}
+/// `cuMemGetAllocationPropertiesFromHandle`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct MemGetAllocationProperties {
+    pub handle: AllocationHandle,
+}
+
+/// One input of a link (`cuLinkAddData` / `cuLinkAddFile`, files read by the guest):
+/// its `CUjitInputType`, its name, and its length in the frame's data section, where
+/// the inputs lie back to back.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct LinkInput {
+    pub kind: u32,
+    pub name: String,
+    pub len: u64,
+}
+/// A whole link (`cuLinkCreate` .. `cuLinkComplete`), done by the host at once; the
+/// reply's data section is the linked cubin.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Link {
+    pub inputs: Vec<LinkInput>,
+}
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Linked {
+    /// The linker's information and error logs.
+    pub info_log: String,
+    pub error_log: String,
+}
+/// The bytes of an encoded tensor map (`CUtensorMap`).
+pub const TENSOR_MAP_LEN: usize = 128;
+/// Tensor ranks `cuTensorMapEncodeTiled` accepts.
+pub const TENSOR_MAP_MAX_RANK: usize = 5;
+
+/// `cuTensorMapEncodeTiled`'s arguments; the reply's data is the 128-byte map.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct TensorMapEncodeTiled {
+    pub data_type: u32,
+    pub global_address: DevicePtr,
+    /// `rank` entries.
+    pub global_dim: Vec<u64>,
+    /// `rank - 1` entries.
+    pub global_strides: Vec<u64>,
+    pub box_dim: Vec<u32>,
+    pub element_strides: Vec<u32>,
+    pub interleave: u32,
+    pub swizzle: u32,
+    pub l2_promotion: u32,
+    pub oob_fill: u32,
+}
+
+impl TensorMapEncodeTiled {
+    /// The shape checks both ends make before anything is encoded.
+    pub fn shape_is_valid(&self) -> bool {
+        let rank = self.global_dim.len();
+        (1..=TENSOR_MAP_MAX_RANK).contains(&rank)
+            && self.global_strides.len() == rank - 1
+            && self.box_dim.len() == rank
+            && self.element_strides.len() == rank
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memset_elements_size_only_for_16_and_32_bits() {
+        let m = |element_size, count| MemsetElements {
+            dst: 0,
+            value: 0,
+            element_size,
+            count,
+            stream: StreamHandle::LEGACY,
+            is_async: false,
+        };
+        assert_eq!(m(4, 10).byte_len(), Some(40));
+        assert_eq!(m(2, 10).byte_len(), Some(20));
+        assert_eq!(m(3, 10).byte_len(), None);
+        assert_eq!(m(4, u64::MAX).byte_len(), None);
+    }
+
+    #[test]
+    fn tensor_map_shapes_are_checked() {
+        let mut t = TensorMapEncodeTiled {
+            data_type: 0,
+            global_address: 0,
+            global_dim: vec![64, 64],
+            global_strides: vec![256],
+            box_dim: vec![8, 8],
+            element_strides: vec![1, 1],
+            interleave: 0,
+            swizzle: 0,
+            l2_promotion: 0,
+            oob_fill: 0,
+        };
+        assert!(t.shape_is_valid());
+        t.global_strides.push(1);
+        assert!(!t.shape_is_valid());
+        t.global_dim = vec![];
+        assert!(!t.shape_is_valid());
+    }
+}
