@@ -28,6 +28,40 @@ pub fn set_current_device(device: i32) {
     CURRENT_DEVICE.with(|d| d.set(device));
 }
 
+thread_local! {
+    static RUNTIME_CONTEXT: Cell<bool> = const { Cell::new(false) };
+}
+/// Devices whose primary context the runtime has brought up (bit per device).
+static ACTIVE_DEVICES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The runtime has made the current device's primary context current on this thread,
+/// as CUDA's runtime does in `cudaSetDevice` and in any call that needs the device: the
+/// driver API then sees that context as current, and the primary context as active
+/// (torch asks `cuCtxGetCurrent` / `cuDevicePrimaryCtxGetState` after runtime calls).
+pub fn note_runtime_context() {
+    RUNTIME_CONTEXT.with(|c| c.set(true));
+    let d = current_device();
+    if (0..64).contains(&d) {
+        ACTIVE_DEVICES.fetch_or(1 << d, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// The device of the context the runtime made current on this thread, if any.
+pub fn runtime_context() -> Option<i32> {
+    RUNTIME_CONTEXT.with(|c| c.get()).then(current_device)
+}
+
+/// The driver API made no context current on this thread (`cuCtxSetCurrent(NULL)`).
+pub fn clear_runtime_context() {
+    RUNTIME_CONTEXT.with(|c| c.set(false));
+}
+
+/// Whether the runtime has brought up `device`'s primary context.
+pub fn device_active(device: i32) -> bool {
+    (0..64).contains(&device)
+        && ACTIVE_DEVICES.load(std::sync::atomic::Ordering::Relaxed) & (1 << device) != 0
+}
+
 pub fn set_last_error(status: u32) {
     LAST_ERROR.with(|e| e.set(status));
 }

@@ -54,6 +54,8 @@ pub extern "C" fn cudaSetDevice(device: i32) -> cudaError_t {
     guard("cudaSetDevice", || {
         check_device(device)?;
         state::set_current_device(device);
+        // CUDA 12+ brings the primary context up here and makes it current.
+        state::note_runtime_context();
         Ok(())
     })
 }

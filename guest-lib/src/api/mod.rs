@@ -42,11 +42,13 @@ pub fn guard(name: &'static str, body: impl FnOnce() -> Result<()>) -> cudaError
 
 /// Forward one request for the calling thread's current device.
 pub fn call<R: Request>(req: &R) -> Result<R::Reply> {
+    state::note_runtime_context();
     client::client()?.call(state::current_device(), req, &[], Sink::None)
 }
 
 /// Forward one request with a data section and/or a reply data sink.
 pub fn call_with<R: Request>(req: &R, data: &[u8], sink: Sink<'_>) -> Result<R::Reply> {
+    state::note_runtime_context();
     client::client()?.call(state::current_device(), req, data, sink)
 }
 
@@ -67,6 +69,7 @@ where
     if synchronous() {
         return call_with(req, data, Sink::None).map(|_| ());
     }
+    state::note_runtime_context();
     client::client()?.post(state::current_device(), req, data)
 }
 

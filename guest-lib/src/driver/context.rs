@@ -63,7 +63,9 @@ pub fn check_device(device: i32) -> Result<()> {
 
 /// The thread's current context's device, if a context is current.
 fn current() -> Option<i32> {
-    STACK.with(|s| s.borrow().last().copied())
+    STACK
+        .with(|s| s.borrow().last().copied())
+        .or_else(state::runtime_context)
 }
 
 fn make_current(device: Option<i32>) {
@@ -179,7 +181,7 @@ export! {
         check_device(device)?;
         let (refs, f) = with_primary(|p| p.get(&device).copied().unwrap_or_default());
         caller::write(flags, f)?;
-        caller::write(active, i32::from(refs > 0))
+        caller::write(active, i32::from(refs > 0 || state::device_active(device)))
     }
 }
 
@@ -251,6 +253,9 @@ export! {
     fn cuCtxSetCurrent(ctx: CUcontext) {
         check_initialized()?;
         let device = if ctx.is_null() { None } else { Some(device_of(ctx)?) };
+        if device.is_none() {
+            state::clear_runtime_context();
+        }
         STACK.with(|s| {
             let mut s = s.borrow_mut();
             s.pop();
@@ -274,7 +279,12 @@ export! {
 export! {
     fn cuCtxPopCurrent_v2(ctx: *mut CUcontext) {
         check_initialized()?;
-        let popped = STACK.with(|s| s.borrow_mut().pop());
+        let popped = STACK.with(|s| s.borrow_mut().pop()).or_else(|| {
+            // The context the runtime made current is the bottom of the stack.
+            let d = state::runtime_context();
+            state::clear_runtime_context();
+            d
+        });
         let Some(device) = popped else {
             return Err(CudaStatus(201)); // CUDA_ERROR_INVALID_CONTEXT
         };

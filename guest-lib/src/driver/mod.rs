@@ -67,7 +67,14 @@ pub fn cu_result(status: CudaStatus) -> CUresult {
 
 /// Run a driver export's body: no unwinding across the C boundary.
 pub fn guard(name: &'static str, body: impl FnOnce() -> Result<()>) -> CUresult {
-    match catch_unwind(AssertUnwindSafe(body)) {
+    // Driver calls travel through the runtime's request functions, which note that the
+    // runtime brought a context up on this thread; only the runtime's own calls do that.
+    let runtime_context = state::runtime_context().is_some();
+    let result = catch_unwind(AssertUnwindSafe(body));
+    if !runtime_context {
+        state::clear_runtime_context();
+    }
+    match result {
         Ok(Ok(())) => 0,
         Ok(Err(status)) => cu_result(status),
         Err(_) => {
