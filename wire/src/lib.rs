@@ -3,6 +3,8 @@
 //! Module map:
 //! - [`blas`]: cuBLAS requests (handles, GEMMs) and the argument checks and operand
 //!   extents both ends compute from them.
+//! - [`blaslt`]: cuBLASLt requests (descriptor state as attribute bytes, the heuristic
+//!   query, matmuls) and the one check of a matmul's shapes and extents.
 //! - [`frame`]: the fixed 40-byte frame header (zerocopy), frame flags, reading and
 //!   writing whole frames, several of which may share one write.
 //! - [`op`]: the op-code table: every request with its explicit, append-only op code,
@@ -17,6 +19,7 @@
 //!   stream shared by a connection's reader and writer halves.
 
 pub mod blas;
+pub mod blaslt;
 pub mod cubin;
 pub mod fatbin;
 pub mod frame;

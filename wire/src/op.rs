@@ -10,6 +10,7 @@ use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::blas::{BlasCreate, BlasDestroy, BlasGemm, BlasSetWorkspace};
+use crate::blaslt::{LtCreate, LtDestroy, LtHeuristic, LtHeuristicReply, LtMatmul};
 use crate::status::CudaStatus;
 
 /// A device pointer as the GPU sees it. Guests get real device addresses because
@@ -209,6 +210,13 @@ op_table! {
     0x0601 BlasDestroy => blas_destroy(BlasDestroy) -> (), Async;
     0x0602 BlasSetWorkspace => blas_set_workspace(BlasSetWorkspace) -> (), Async;
     0x0603 BlasGemm => blas_gemm(BlasGemm) -> (), Async;
+
+    // cuBLASLt (types in crate::blaslt). Descriptors stay in the guest; the heuristic
+    // waits for the host's cuBLASLt, matmuls are posted like GEMMs.
+    0x0800 LtCreate => lt_create(LtCreate) -> (), Sync;
+    0x0801 LtDestroy => lt_destroy(LtDestroy) -> (), Async;
+    0x0802 LtHeuristic => lt_heuristic(LtHeuristic) -> LtHeuristicReply, Sync;
+    0x0803 LtMatmul => lt_matmul(LtMatmul) -> (), Async;
 }
 
 /// Host-to-guest event (flag `FLAG_EVENT`, not in the table because guests never send
