@@ -325,6 +325,14 @@ pub struct MatrixInfo {
 }
 
 impl MatrixInfo {
+    /// Bytes one matrix of the batch spans (0: nothing read).
+    pub fn matrix_bytes(&self) -> u64 {
+        if self.total == 0 {
+            return 0;
+        }
+        self.total - self.stride * self.elem * (self.batch - 1)
+    }
+
     /// Element offset of (row, col) in one matrix.
     pub fn offset(&self, row: u64, col: u64) -> u64 {
         if self.order == layout::ORDER_ROW {
@@ -825,6 +833,7 @@ mod tests {
             .unwrap();
         let s = p.validate().unwrap();
         assert_eq!(s.matrices[0].total, (8 * 2 + 4) * 2);
+        assert_eq!(s.matrices[0].matrix_bytes(), 4 * 2);
         let bias = s.bias.unwrap();
         assert_eq!((bias.len, bias.elem, bias.total), (2, 2, (2 * 2 + 2) * 2));
         // Batch counts must agree.

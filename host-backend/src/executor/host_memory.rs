@@ -95,6 +95,7 @@ impl Region {
 }
 
 mod blas;
+mod blaslt;
 
 pub struct HostMemoryExecutor {
     total_memory: u64,
@@ -118,6 +119,8 @@ pub struct HostMemoryExecutor {
     current: usize,
     /// Live cuBLAS handle ids (see `blas`).
     blas_handles: HashSet<u64>,
+    /// Live cuBLASLt handle ids (see `blaslt`).
+    lt_handles: HashSet<u64>,
 }
 
 impl HostMemoryExecutor {
@@ -151,6 +154,7 @@ impl HostMemoryExecutor {
             visible: vec![0],
             current: 0,
             blas_handles: HashSet::new(),
+            lt_handles: HashSet::new(),
         })
     }
 

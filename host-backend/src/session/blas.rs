@@ -55,6 +55,11 @@ impl Session {
             .ok_or(CudaStatus::ErrorInvalidResourceHandle)
     }
 
+    /// The executor's handle for a guest cuBLAS handle (cuBLASLt takes these too).
+    pub(super) fn blas_exec(&self, h: BlasHandle) -> Option<ExecBlas> {
+        self.blas.handles.get(&h).map(|e| e.exec)
+    }
+
     /// Give back a workspace this session allocated.
     fn release_workspace(&mut self, (ptr, bytes): (DevicePtr, u64)) {
         let _ = self.exec.free(ptr);

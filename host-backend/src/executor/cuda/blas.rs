@@ -296,7 +296,7 @@ impl CudaExecutor {
     }
 
     /// The real handle of `id`, with its device's context current.
-    fn blas_handle(&mut self, id: ExecBlas) -> ExecResult<Handle> {
+    pub(super) fn blas_handle(&mut self, id: ExecBlas) -> ExecResult<Handle> {
         let (h, dev) = *self
             .blas
             .handles
