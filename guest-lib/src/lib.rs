@@ -14,6 +14,10 @@
 //! - [`blas`]: the cuBLAS v2 API (exported privately here, publicly by the
 //!   `libcublas.so.13` trampolines; see its documentation for how the two share one
 //!   connection).
+//! - [`blaslt`]: the cuBLASLt API, the same way (`libcublasLt.so.13`): descriptors
+//!   kept here, heuristic queries and matmuls forwarded.
+//! - [`cudnn`]: what the replacement `libcudnn.so.9` answers until cuDNN is forwarded:
+//!   its versions truthfully, every other function a clear error naming it.
 //! - [`api`]: the exported `extern "C"` functions, one file per family; every export
 //!   goes through [`api::guard`], so no panic crosses the C boundary.
 //!
@@ -23,8 +27,10 @@
 
 pub mod api;
 pub mod blas;
+pub mod blaslt;
 pub mod caller;
 pub mod client;
+pub mod cudnn;
 pub mod gate;
 pub mod guest_pages;
 pub mod posted;

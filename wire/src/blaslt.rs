@@ -639,6 +639,18 @@ pub struct LtHeuristicResult {
     pub waves_count: f32,
 }
 
+/// `cublasLtMatmulHeuristicResult_t`, field for field: what the guest writes for the
+/// program and the host gets from its cuBLASLt.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RawHeuristicResult {
+    pub algo: LtAlgo,
+    pub workspace_size: usize,
+    pub state: i32,
+    pub waves_count: f32,
+    pub reserved: [i32; 4],
+}
+
 /// The most results one heuristic query asks the host for.
 pub const MAX_HEURISTIC_RESULTS: u32 = 32;
 
@@ -722,6 +734,12 @@ mod tests {
                 layout_of(data_type::R_16F, m, n, m as i64),
             ],
         }
+    }
+
+    #[test]
+    fn heuristic_results_have_cublaslt_layout() {
+        // A 64-byte algo, size_t, cublasStatus_t, float, int[4].
+        assert_eq!(std::mem::size_of::<RawHeuristicResult>(), 96);
     }
 
     #[test]

@@ -18,7 +18,8 @@ use std::ptr;
 use tracing::{debug, warn};
 use vmcuda_wire::blas::Scalars;
 use vmcuda_wire::blaslt::{
-    layout, Descriptor, LtHeuristicReply, LtHeuristicResult, LtProblem, LtShape, LAYOUT_ATTRS,
+    layout, Descriptor, LtHeuristicReply, LtHeuristicResult, LtProblem, LtShape,
+    RawHeuristicResult as HeuristicResult, LAYOUT_ATTRS,
 };
 use vmcuda_wire::CudaStatus;
 
@@ -41,17 +42,6 @@ type LayoutCreateFn = unsafe extern "C" fn(*mut Object, c_int, u64, u64, i64) ->
 type PrefCreateFn = unsafe extern "C" fn(*mut Object) -> Status;
 /// `cublasLt*SetAttribute(object, attr, buf, sizeInBytes)`.
 type SetAttrFn = unsafe extern "C" fn(Object, c_int, Ptr, usize) -> Status;
-
-/// `cublasLtMatmulHeuristicResult_t`, field for field.
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct HeuristicResult {
-    algo: [u64; 8],
-    workspace_size: usize,
-    state: c_int,
-    waves_count: f32,
-    reserved: [c_int; 4],
-}
 
 /// `cublasLtMatmulAlgoGetHeuristic(h, desc, A, B, C, D, pref, requested, results*, count*)`.
 type HeuristicFn = unsafe extern "C" fn(
@@ -387,16 +377,5 @@ impl BlasLt for CudaExecutor {
                 stream.cast(),
             )
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn heuristic_results_have_cublaslt_layout() {
-        // cublasLtMatmulHeuristicResult_t: 64-byte algo, size_t, status, float, int[4].
-        assert_eq!(std::mem::size_of::<HeuristicResult>(), 96);
     }
 }
