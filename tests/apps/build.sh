@@ -46,6 +46,7 @@ build_one() {
     local extra=()
     if grep -q -e '<thread>' -e 'pthread' "$src"; then extra+=(-lpthread); fi
     if grep -q '<cublas_v2.h>' "$src"; then extra+=(-lcublas); fi
+    if grep -q '<cublasLt.h>' "$src"; then extra+=(-lcublasLt); fi
     rm -f "$outdir/$name"
     # shellcheck disable=SC2086  # libdirs_str is a space-separated list of -L flags
     if "$nvcc" -cudart shared -arch=sm_90 \
