@@ -79,6 +79,18 @@ install -m 0644 "$guest_lib/libcudart.so.13" "$tree/lib/"
 strip --strip-debug "$tree/lib/libcudart.so.13"
 ln -s libcudart.so.13 "$tree/lib/libcudart.so"
 included=("lib/libcudart.so.13")
+# The cuBLAS, cuBLASLt and cuDNN replacements beside it (each NEEDs libcudart.so.13,
+# found through its $ORIGIN run path).
+for l in libcublas.so.13 libcublasLt.so.13 libcudnn.so.9; do
+  if [ -f "$guest_lib/$l" ]; then
+    install -m 0644 "$guest_lib/$l" "$tree/lib/"
+    strip --strip-debug "$tree/lib/$l"
+    ln -s "$l" "$tree/lib/${l%.so.*}.so"
+    included+=("lib/$l")
+  else
+    pkg_log "note: no $l in $guest_lib; the package has none"
+  fi
+done
 if [ -f "$repo/guest-lib/vmcuda-run" ]; then
   install -m 0755 "$repo/guest-lib/vmcuda-run" "$tree/bin/"; included+=(bin/vmcuda-run)
 else
