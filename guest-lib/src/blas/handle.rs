@@ -135,18 +135,19 @@ fn version(h: Handle, out: *mut c_int) -> Result<()> {
 export! { fn cublasGetVersion_v2(h: Handle, out: *mut c_int) { version(h, out) } }
 export! { fn cublasGetVersion(h: Handle, out: *mut c_int) { version(h, out) } }
 
-export! {
-    /// `libraryPropertyType`: 0 major, 1 minor, 2 patch level.
-    fn cublasGetProperty(kind: c_int, out: *mut c_int) {
-        let v = match kind {
-            0 => CUBLAS_VERSION / 10000,
-            1 => CUBLAS_VERSION / 100 % 100,
-            2 => CUBLAS_VERSION % 100,
-            _ => return Err(status::INVALID_VALUE),
-        };
-        caller::write(out, v).map_err(|_| status::INVALID_VALUE)
-    }
+/// `cublasGetProperty` and `cublasLtGetProperty`: `libraryPropertyType` 0 major,
+/// 1 minor, 2 patch level.
+pub(crate) fn property(kind: c_int, out: *mut c_int) -> Result<()> {
+    let v = match kind {
+        0 => CUBLAS_VERSION / 10000,
+        1 => CUBLAS_VERSION / 100 % 100,
+        2 => CUBLAS_VERSION % 100,
+        _ => return Err(status::INVALID_VALUE),
+    };
+    caller::write(out, v).map_err(|_| status::INVALID_VALUE)
 }
+
+export! { fn cublasGetProperty(kind: c_int, out: *mut c_int) { property(kind, out) } }
 
 #[export_name = "__vmcuda_cublasGetCudartVersion"]
 #[allow(non_snake_case)]

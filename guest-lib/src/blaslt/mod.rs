@@ -86,18 +86,7 @@ pub extern "C" fn cublasLtGetCudartVersion() -> usize {
     handle::CUDART_VERSION
 }
 
-export! {
-    /// `libraryPropertyType`: 0 major, 1 minor, 2 patch level.
-    fn cublasLtGetProperty(kind: c_int, out: *mut c_int) {
-        let v = match kind {
-            0 => CUBLAS_VERSION / 10000,
-            1 => CUBLAS_VERSION / 100 % 100,
-            2 => CUBLAS_VERSION % 100,
-            _ => return Err(status::INVALID_VALUE),
-        };
-        caller::write(out, v).map_err(|_| status::INVALID_VALUE)
-    }
-}
+export! { fn cublasLtGetProperty(kind: c_int, out: *mut c_int) { handle::property(kind, out) } }
 
 #[export_name = "__vmcuda_cublasLtGetStatusName"]
 #[allow(non_snake_case)]

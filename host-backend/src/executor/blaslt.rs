@@ -175,34 +175,22 @@ mod tests {
         let a = f32s(&[1., 2., 3., 4., 5., 6.]);
         let b = f32s(&[7., 9., 11., 8., 10., 12.]);
         let bias = f32s(&[-100., -200.]);
-        let mut out = vec![0u8; 16];
-        cpu_matmul(
-            &shape,
-            &f32s(&[1.0]),
-            &f32s(&[0.0]),
-            LtCpuOperands {
+        let run = |bias: &[u8]| {
+            let mut out = vec![0u8; 16];
+            let ops = LtCpuOperands {
                 a: &a,
                 b: &b,
                 c: &[],
-                bias: &bias,
+                bias,
                 d: &mut out,
-            },
-        );
+            };
+            cpu_matmul(&shape, &f32s(&[1.0]), &f32s(&[0.0]), ops);
+            out
+        };
         // A*B = [58 64; 139 154]; + bias per row = [-42 -36; -61 -46]; ReLU: 0.
-        assert_eq!(out, f32s(&[0., 0., 0., 0.]));
+        assert_eq!(run(&bias), f32s(&[0., 0., 0., 0.]));
         let bias = f32s(&[1., -140.]);
-        cpu_matmul(
-            &shape,
-            &f32s(&[1.0]),
-            &f32s(&[0.0]),
-            LtCpuOperands {
-                a: &a,
-                b: &b,
-                c: &[],
-                bias: &bias,
-                d: &mut out,
-            },
-        );
+        let out = run(&bias);
         // Row-major D: [59 65; 0 14].
         assert_eq!(out, f32s(&[59., 65., 0., 14.]));
     }

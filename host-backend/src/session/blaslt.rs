@@ -181,7 +181,9 @@ mod tests {
     use vmcuda_wire::blaslt::{
         desc, epilogue, layout, Descriptor, LtProblem, LAYOUT_ATTRS, MATMUL_DESC_ATTRS,
     };
-    use vmcuda_wire::op::{CallContext, Handler, MemAlloc, MemcpyDtoH, MemcpyHtoD, StreamHandle};
+    use vmcuda_wire::op::StreamHandle;
+
+    use super::super::blas::tests::{alloc, floats as f32s, read};
 
     fn session() -> Session {
         let exec = HostMemoryExecutor::new(1 << 30, None).unwrap();
@@ -191,33 +193,6 @@ mod tests {
         })
         .unwrap();
         s
-    }
-
-    fn alloc(s: &mut Session, bytes: &[u8]) -> u64 {
-        let ctx = CallContext::default();
-        let size = bytes.len() as u64;
-        let ptr = s.mem_alloc(&ctx, MemAlloc { size }, &[]).unwrap().0.ptr;
-        let copy = MemcpyHtoD {
-            dst: ptr,
-            stream: StreamHandle::LEGACY,
-            is_async: false,
-        };
-        s.memcpy_htod(&ctx, copy, bytes).unwrap();
-        ptr
-    }
-
-    fn read(s: &mut Session, ptr: u64, len: u64) -> Vec<u8> {
-        let req = MemcpyDtoH {
-            src: ptr,
-            size: len,
-            stream: StreamHandle::LEGACY,
-            is_async: false,
-        };
-        s.memcpy_dtoh(&CallContext::default(), req, &[]).unwrap().1
-    }
-
-    fn f32s(v: &[f32]) -> Vec<u8> {
-        v.iter().flat_map(|x| x.to_le_bytes()).collect()
     }
 
     /// 2x2 fp32 matmul, optionally with the bias epilogue at `bias`.

@@ -23,9 +23,9 @@ use vmcuda_wire::blaslt::{
 };
 use vmcuda_wire::CudaStatus;
 
-use super::super::blas::status_from_cublas;
 use super::super::blaslt::{BlasLt, ExecLt, LtHandleRef, LtMatmulCall};
 use super::super::ExecResult;
+use super::blas::cublas;
 use super::CudaExecutor;
 
 type Handle = *mut c_void;
@@ -34,7 +34,7 @@ type Object = *mut c_void;
 type Status = c_int;
 type Ptr = *const c_void;
 type CreateFn = unsafe extern "C" fn(*mut Handle) -> Status;
-type DestroyFn = unsafe extern "C" fn(Object) -> Status;
+pub(super) type DestroyFn = unsafe extern "C" fn(Object) -> Status;
 /// `cublasLtMatmulDescCreate(desc*, computeType, scaleType)`.
 type DescCreateFn = unsafe extern "C" fn(*mut Object, c_int, c_int) -> Status;
 /// `cublasLtMatrixLayoutCreate(layout*, type, rows, cols, ld)`.
@@ -147,14 +147,6 @@ pub(super) struct CudaLt {
     handles: HashMap<ExecLt, (Handle, usize)>,
 }
 
-fn cublas(status: Status) -> ExecResult<()> {
-    if status == 0 {
-        Ok(())
-    } else {
-        Err(status_from_cublas(status as u32))
-    }
-}
-
 /// A real descriptor, destroyed when dropped.
 struct Real {
     object: Object,
@@ -224,36 +216,47 @@ impl CudaExecutor {
         match handle {
             LtHandleRef::Blas(id) => self.blas_handle(id),
             LtHandleRef::Lt(id) => {
-                let (h, dev) = *self
-                    .lt
-                    .handles
-                    .get(&id)
-                    .ok_or(CudaStatus::ErrorInvalidResourceHandle)?;
-                if dev != self.current {
-                    return Err(CudaStatus::ErrorInvalidResourceHandle);
-                }
-                self.bind()?;
-                Ok(h)
+                let entry = self.lt.handles.get(&id).copied();
+                self.bound_handle(entry)
             }
         }
     }
 
+    /// A library handle `(handle, device)` from a table, usable only on the current
+    /// device (a handle works in the context it was made in); that context is bound.
+    pub(super) fn bound_handle(&mut self, entry: Option<(Handle, usize)>) -> ExecResult<Handle> {
+        let (h, dev) = entry.ok_or(CudaStatus::ErrorInvalidResourceHandle)?;
+        if dev != self.current {
+            return Err(CudaStatus::ErrorInvalidResourceHandle);
+        }
+        self.bind()?;
+        Ok(h)
+    }
+
     /// Destroy the Lt handles of device `idx` (its context is current or going away).
     pub(super) fn lt_destroy_device(&mut self, idx: usize) {
-        let Some(Ok(api)) = &self.lt.api else {
-            return;
-        };
-        let destroy = api.destroy;
-        self.lt.handles.retain(|_, (h, dev)| {
-            if *dev == idx {
-                // SAFETY: a handle made by lt_create, destroyed once (it leaves the map).
-                let _ = unsafe { destroy(*h) };
-                false
-            } else {
-                true
-            }
-        });
+        if let Some(Ok(api)) = &self.lt.api {
+            destroy_device_handles(&mut self.lt.handles, idx, api.destroy);
+        }
     }
+}
+
+/// Destroy with `destroy` the handles of `handles` made on device `idx`.
+pub(super) fn destroy_device_handles(
+    handles: &mut HashMap<u64, (Handle, usize)>,
+    idx: usize,
+    destroy: DestroyFn,
+) {
+    handles.retain(|_, (h, dev)| {
+        if *dev == idx {
+            // SAFETY: a handle made by the matching create call, destroyed once (it
+            // leaves the map).
+            let _ = unsafe { destroy(*h) };
+            false
+        } else {
+            true
+        }
+    });
 }
 
 impl BlasLt for CudaExecutor {
