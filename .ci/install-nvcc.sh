@@ -55,7 +55,8 @@ elif ! nvcc_works; then
         'nvidia-cuda-cccl==13.0.*' >&2
 fi
 
-# cuBLAS headers and libraries, for the apps that link -lcublas (tests/apps/cublas_*),
+# cuBLAS headers and libraries (libcublasLt too), for the apps that link -lcublas or
+# -lcublasLt (tests/apps/cublas*),
 # pinned to the release whose export list guest-lib/exports/ holds.
 cublas_present() {
     local root
@@ -72,7 +73,7 @@ root="$(find_cu13)" || { echo "install-nvcc: cu13 directory not found in $venv" 
 
 # The wheels ship only libcudart.so.13; the linker needs the unversioned name.
 lib="$root/lib"
-for l in cudart cublas; do
+for l in cudart cublas cublasLt; do
     if [ -e "$lib/lib$l.so.13" ] && [ ! -e "$lib/lib$l.so" ]; then
         ln -sfn "lib$l.so.13" "$lib/lib$l.so" 2>/dev/null \
             || echo "install-nvcc: warning: cannot create $lib/lib$l.so symlink" >&2

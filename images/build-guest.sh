@@ -203,7 +203,8 @@ if [ -n "$host_bin" ]; then
 fi
 
 # Shared libraries the programs and the guest library need, resolved on this machine.
-# libcudart comes from /opt/vmcuda/lib (LD_LIBRARY_PATH), never from here.
+# libcudart and the other replaced libraries (cuBLAS, cuBLASLt, cuDNN) come from
+# /opt/vmcuda/lib (LD_LIBRARY_PATH), never from here.
 elfs=()
 while IFS= read -r -d '' f; do
   if head -c 4 "$f" | grep -q 'ELF'; then elfs+=("$f"); fi
@@ -212,7 +213,7 @@ declare -A libs=()
 for f in ${elfs[@]+"${elfs[@]}"}; do
   while read -r line; do
     case "$line" in
-      *libcudart.so*|*linux-vdso*|*"not a dynamic executable"*) continue ;;
+      *libcudart.so*|*libcublas.so*|*libcublasLt.so*|*libcudnn.so*|*linux-vdso*|*"not a dynamic executable"*) continue ;;
       *"=> not found"*) log "warning: $(basename "$f"): ${line%% *} not found on this machine" ;;
       *"=> /"*) p=${line#*=> }; p=${p%% (*}; libs["${line%% *}"]=$p ;;
       /*) p=${line%% (*}; libs["$p"]=$p ;;   # the dynamic loader itself

@@ -16,6 +16,10 @@
 //!   connection).
 //! - [`driver`]: the CUDA driver API (exported privately here, publicly by the
 //!   `libcuda.so.1` trampolines, like cuBLAS), sharing the runtime's state.
+//! - [`blaslt`]: the cuBLASLt API, the same way (`libcublasLt.so.13`): descriptors
+//!   kept here, heuristic queries and matmuls forwarded.
+//! - [`cudnn`]: what the replacement `libcudnn.so.9` answers until cuDNN is forwarded:
+//!   its versions truthfully, every other function a clear error naming it.
 //! - [`api`]: the exported `extern "C"` functions, one file per family; every export
 //!   goes through [`api::guard`], so no panic crosses the C boundary.
 //!
@@ -25,8 +29,10 @@
 
 pub mod api;
 pub mod blas;
+pub mod blaslt;
 pub mod caller;
 pub mod client;
+pub mod cudnn;
 pub mod driver;
 pub mod gate;
 pub mod guest_pages;

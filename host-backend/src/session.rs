@@ -13,12 +13,14 @@ use std::ptr::NonNull;
 
 use tracing::{debug, info, warn};
 use vmcuda_wire::blas::{BlasCreate, BlasDestroy, BlasGemm, BlasSetWorkspace};
+use vmcuda_wire::blaslt::{LtCreate, LtDestroy, LtHeuristic, LtHeuristicReply, LtMatmul};
 use vmcuda_wire::driver::*;
 use vmcuda_wire::handshake::{self, caps, PROTOCOL_VERSION};
 use vmcuda_wire::op::*;
 use vmcuda_wire::CudaStatus;
 
 mod blas;
+mod blaslt;
 mod driver;
 
 use crate::executor::{
@@ -80,6 +82,8 @@ pub struct Session {
     reply_in_area: Option<usize>,
     /// The guest's cuBLAS handles (see `blas`).
     blas: blas::BlasHandles,
+    /// The guest's cuBLASLt handles and the algorithms it was given (see `blaslt`).
+    lt: blaslt::LtState,
     /// A synchronous copy queued from a receive buffer (that buffer), waited for
     /// before the next reply.
     owed_copy: Option<usize>,
@@ -233,6 +237,7 @@ impl Session {
             reply_area: None,
             reply_in_area: None,
             blas: Default::default(),
+            lt: Default::default(),
             owed_copy: None,
             vmm: Default::default(),
         }
@@ -646,6 +651,7 @@ impl Drop for Session {
         self.unpin_buffer(RECEIVE_BUFFER);
         self.unpin_buffer(REPLY_AREA);
         // Free what the guest left behind; the executor's own Drop releases contexts.
+        self.lt_drop_all();
         self.blas_drop_all();
         self.vmm_drop_all();
         for (_, e) in self.events.drain() {
@@ -714,6 +720,7 @@ impl Handler for Session {
     }
     fn device_reset(&mut self, _: &CallContext, _: DeviceReset, _: &[u8]) -> HandlerResult<()> {
         // Everything the guest made is gone with the device's state.
+        self.lt_reset();
         self.blas_reset();
         self.vmm_reset();
         self.streams.clear();
@@ -1489,6 +1496,23 @@ impl Handler for Session {
     }
     fn link(&mut self, _: &CallContext, req: Link, data: &[u8]) -> HandlerResult<Linked> {
         self.handle_link(req, data)
+    }
+    fn lt_create(&mut self, _: &CallContext, req: LtCreate, _: &[u8]) -> HandlerResult<()> {
+        self.handle_lt_create(req)
+    }
+    fn lt_destroy(&mut self, _: &CallContext, req: LtDestroy, _: &[u8]) -> HandlerResult<()> {
+        self.handle_lt_destroy(req)
+    }
+    fn lt_heuristic(
+        &mut self,
+        _: &CallContext,
+        req: LtHeuristic,
+        _: &[u8],
+    ) -> HandlerResult<LtHeuristicReply> {
+        self.handle_lt_heuristic(req)
+    }
+    fn lt_matmul(&mut self, _: &CallContext, req: LtMatmul, _: &[u8]) -> HandlerResult<()> {
+        self.handle_lt_matmul(req)
     }
     fn event_elapsed_time(
         &mut self,

@@ -79,13 +79,16 @@ install -m 0644 "$guest_lib/libcudart.so.13" "$tree/lib/"
 strip --strip-debug "$tree/lib/libcudart.so.13"
 ln -s libcudart.so.13 "$tree/lib/libcudart.so"
 included=("lib/libcudart.so.13")
-# The other replaced libraries this build has (cuBLASLt and cuDNN may not be built):
-# installed beside libcudart.so.13, which they all forward to.
-for lib in libcublas.so.13 libcublasLt.so.13 libcudnn.so.9 libcuda.so.1; do
-  if [ -f "$guest_lib/$lib" ]; then
-    install -m 0644 "$guest_lib/$lib" "$tree/lib/"
-    strip --strip-debug "$tree/lib/$lib"
-    included+=("lib/$lib")
+# The cuBLAS, cuBLASLt, cuDNN and driver replacements beside it (each NEEDs libcudart.so.13,
+# found through its $ORIGIN run path).
+for l in libcublas.so.13 libcublasLt.so.13 libcudnn.so.9 libcuda.so.1; do
+  if [ -f "$guest_lib/$l" ]; then
+    install -m 0644 "$guest_lib/$l" "$tree/lib/"
+    strip --strip-debug "$tree/lib/$l"
+    ln -s "$l" "$tree/lib/${l%.so.*}.so"
+    included+=("lib/$l")
+  else
+    pkg_log "note: no $l in $guest_lib; the package has none"
   fi
 done
 if [ -f "$repo/guest-lib/vmcuda-run" ]; then

@@ -50,6 +50,7 @@ build_one() {
     # `// build: -cudart static` (static_cudart.cu: what vmcuda tells such programs).
     local cudart=shared
     if grep -q '^// build: -cudart static' "$src"; then cudart=static; fi
+    if grep -q '<cublasLt.h>' "$src"; then extra+=(-lcublasLt); fi
     rm -f "$outdir/$name"
     # shellcheck disable=SC2086  # libdirs_str is a space-separated list of -L flags
     if "$nvcc" -cudart "$cudart" -arch=sm_90 \

@@ -14,6 +14,7 @@ use vmcuda_tests::{
 
 const APPS: &[&str] = &[
     "cublas_gemm",
+    "cublaslt_matmul",
     "device_assert",
     "device_query",
     "dynamic_shared",
@@ -543,15 +544,17 @@ fn every_export_carries_the_cudart_version_node_and_covers_the_apps() {
     for (name, version, _) in &exported {
         assert_eq!(version, "libcudart.so.13", "{name} must be versioned");
     }
-    // Nothing but the CUDA API leaks out of the library, besides the cuBLAS
-    // implementation under its private version node (for libcublas.so.13).
+    // Nothing but the CUDA API leaks out of the library, besides the cuBLAS, cuBLASLt
+    // and cuDNN implementations under their private version node (for libcublas.so.13,
+    // libcublasLt.so.13 and libcudnn.so.9).
     let others: Vec<_> = syms
         .iter()
         .filter(|s| {
             s.2 && !s.0.starts_with("cuda")
                 && !s.0.starts_with("__cuda")
                 && s.0 != "libcudart.so.13"
-                && !(s.0.starts_with("__vmcuda_cublas") && s.1 == "VMCUDA_PRIVATE")
+                && !((s.0.starts_with("__vmcuda_cublas") || s.0.starts_with("__vmcuda_cudnn"))
+                    && s.1 == "VMCUDA_PRIVATE")
                 && s.0 != "VMCUDA_PRIVATE"
         })
         .collect();
@@ -599,24 +602,23 @@ fn real_exports(file: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-#[test]
-#[ignore = "needs the linked guest library and nvcc-built apps: run tests/run.sh"]
-fn libcublas_exports_real_names_with_the_real_version_node() {
-    let lib = guest_lib_dir().join("libcublas.so.13");
-    let syms = dyn_syms(&lib);
-    let exported: Vec<&(String, String, bool)> = syms
-        .iter()
-        .filter(|s| s.2 && s.0 != "libcublas.so.13")
-        .collect();
-    let real = real_exports("libcublas.so.13.txt");
+/// Check a trampoline library (`lib`, version node `lib`): every export is a real
+/// export of that library with its version node (guest-lib/exports/`lib`.txt), each
+/// reaches its implementation in libcudart.so.13 privately, and every function a test
+/// program imports from it is there. Returns (exports, real exports).
+fn check_trampoline_library(lib: &str, min_real: usize, min_exports: usize) -> (usize, usize) {
+    let syms = dyn_syms(&guest_lib_dir().join(lib));
+    let exported: Vec<&(String, String, bool)> =
+        syms.iter().filter(|s| s.2 && s.0 != lib).collect();
+    let real = real_exports(&format!("{lib}.txt"));
     let real_names: HashSet<&str> = real.iter().map(|(n, _)| n.as_str()).collect();
-    assert!(real.len() > 700, "the real list: {}", real.len());
-    assert!(exported.len() >= 30, "exports: {}", exported.len());
+    assert!(real.len() > min_real, "the real list: {}", real.len());
+    assert!(exported.len() >= min_exports, "exports: {}", exported.len());
     for (name, version, _) in &exported {
-        assert_eq!(version, "libcublas.so.13", "{name} must be versioned");
+        assert_eq!(version, lib, "{name} must be versioned");
         assert!(
             real_names.contains(name.as_str()),
-            "{name} is not a libcublas.so.13 export"
+            "{name} is not a {lib} export"
         );
     }
     // The trampolines reach the implementation in libcudart.so.13, privately.
@@ -624,24 +626,51 @@ fn libcublas_exports_real_names_with_the_real_version_node() {
         .iter()
         .filter(|s| !s.2 && s.1 == "VMCUDA_PRIVATE")
         .collect();
-    assert_eq!(needs.len(), exported.len(), "one private target per export");
-    // Every cuBLAS function a test program imports is provided.
+    assert!(!needs.is_empty() && needs.len() <= exported.len());
+    // Every function a test program imports from it is provided.
     let provided: HashSet<&str> = exported.iter().map(|s| s.0.as_str()).collect();
     for app in APPS {
         for (name, version, defined) in dyn_syms(&apps_dir().join(app)) {
-            if !defined && version == "libcublas.so.13" {
+            if !defined && version == lib {
                 assert!(provided.contains(name.as_str()), "{app} imports {name}");
             }
         }
     }
-    let without_64: Vec<_> = real.iter().filter(|(n, _)| !n.ends_with("_64")).collect();
+    (exported.len(), real.len())
+}
+
+#[test]
+#[ignore = "needs the linked guest library and nvcc-built apps: run tests/run.sh"]
+fn libcublas_exports_real_names_with_the_real_version_node() {
+    let (exported, real) = check_trampoline_library("libcublas.so.13", 700, 30);
+    let lib = guest_lib_dir().join("libcublas.so.13");
+    let syms = dyn_syms(&lib);
+    let private = syms.iter().filter(|s| !s.2 && s.1 == "VMCUDA_PRIVATE");
+    assert_eq!(private.count(), exported, "one private target per export");
+    let without_64 = real_exports("libcublas.so.13.txt")
+        .iter()
+        .filter(|(n, _)| !n.ends_with("_64"))
+        .count();
     println!(
-        "libcublas.so.13 coverage: {} of {} real exports ({} of {} without the _64 variants)",
-        exported.len(),
-        real.len(),
-        exported.len(),
-        without_64.len()
+        "libcublas.so.13 coverage: {exported} of {real} real exports ({exported} of {without_64} without the _64 variants)"
     );
+}
+
+#[test]
+#[ignore = "needs the linked guest library and nvcc-built apps: run tests/run.sh"]
+fn libcublaslt_exports_real_names_with_the_real_version_node() {
+    let (exported, real) = check_trampoline_library("libcublasLt.so.13", 200, 20);
+    let syms = dyn_syms(&guest_lib_dir().join("libcublasLt.so.13"));
+    let private = syms.iter().filter(|s| !s.2 && s.1 == "VMCUDA_PRIVATE");
+    assert_eq!(private.count(), exported, "one private target per export");
+    println!("libcublasLt.so.13 coverage: {exported} of {real} real exports");
+}
+
+#[test]
+#[ignore = "needs the linked guest library: run tests/run.sh"]
+fn libcudnn_exports_every_real_function_with_its_version_node() {
+    let (exported, real) = check_trampoline_library("libcudnn.so.9", 200, 200);
+    assert_eq!(exported, real, "every function of the real libcudnn.so.9");
 }
 
 #[test]
@@ -876,4 +905,81 @@ fn libcuda_exports_cuda_h_names_without_versions() {
             }
         }
     }
+}
+
+#[test]
+#[ignore = "needs the linked guest library and nvcc-built apps: run tests/run.sh"]
+fn cublaslt_matmuls_are_forwarded_and_computed_by_the_test_double() {
+    let d = Daemon::host_memory("cublaslt");
+    let out = d.run_app("cublaslt_matmul");
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    for line in [
+        "PASS cuBLASLt version is 13.x",
+        "PASS plain fp32 NN m=5 n=4 k=3 batch=1",
+        "PASS bias fp32 TN m=6 n=5 k=7 batch=1",
+        "PASS device-scalars fp32 NT",
+        "PASS plain fp16 TN",
+        "PASS relu-bias fp16 NT",
+        "PASS bias bf16 TT",
+        "PASS relu-bias bf16 TN",
+        "PASS strided-batch fp16 NN m=8 n=8 k=16 batch=3",
+        "PASS strided-batch-bias fp32 TN m=4 n=3 k=5 batch=2",
+        "PASS TRANSA read back (1, 4 bytes)",
+        "set TRANSA with 8 bytes: CUBLAS_STATUS_INVALID_VALUE",
+        "PASS default batch count is 1",
+        "heuristic(requested=0): CUBLAS_STATUS_INVALID_VALUE",
+        "PASS cublaslt_matmul (0 failures)",
+    ] {
+        assert!(stdout.contains(line), "missing `{line}` in:\n{stdout}");
+    }
+}
+
+/// tests/c/cudnn_not_forwarded.c, built against the guest's libcudnn.so.9.
+fn cudnn_program() -> std::path::PathBuf {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("c/cudnn_not_forwarded.c");
+    let dir = std::env::temp_dir().join(format!("vmcuda-cudnn-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join("cudnn_not_forwarded");
+    let lib = guest_lib_dir();
+    let built = Command::new("cc")
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src)
+        .arg(format!("-L{}", lib.display()))
+        .arg("-l:libcudnn.so.9")
+        .output()
+        .expect("cc");
+    assert!(built.status.success(), "{}", text(&built.stderr));
+    exe
+}
+
+#[test]
+#[ignore = "needs the linked guest library: run tests/run.sh"]
+fn cudnn_calls_name_the_missing_library_and_function_and_return_not_supported() {
+    let exe = cudnn_program();
+    // cuDNN needs no host: the answers are the guest library's own.
+    let out = run_program(&exe, "unix:/nonexistent/vmcuda.sock");
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    for line in [
+        "cudnnGetVersion: 91900",
+        "cudnnGetCudartVersion: 13000",
+        "cudnnGetMaxDeviceVersion: 1210",
+        "cudnnCreate: 3000 CUDNN_STATUS_NOT_SUPPORTED",
+        "cudnnCreate again: 3000",
+        "cudnnSetStream: 3000",
+        "last error: vmcuda: cuDNN is not forwarded yet: cudnnSetStream (libcudnn.so.9)",
+    ] {
+        assert!(stdout.contains(line), "missing `{line}` in:\n{stdout}");
+    }
+    let create = "vmcuda: cuDNN is not forwarded yet: cudnnCreate (libcudnn.so.9) is not \
+                  available through the bridge";
+    assert_eq!(stderr.matches(create).count(), 1, "said once:\n{stderr}");
+    assert!(
+        stderr.contains("torch.backends.cudnn.enabled = False"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.matches("cudnnSetStream (libcudnn.so.9)").count(), 1);
+    let _ = std::fs::remove_dir_all(exe.parent().unwrap());
 }

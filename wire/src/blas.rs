@@ -275,7 +275,7 @@ pub fn matrix_span(rows: i64, cols: i64, ld: i64, elem: u64) -> Option<u64> {
 
 /// The bytes one operand spans over a batch: each matrix is `span` bytes, matrix i
 /// starts `i * stride` elements after the first. `None` on overflow.
-fn batch_span(span: u64, stride: i64, count: i64, elem: u64) -> Option<u64> {
+pub fn batch_span(span: u64, stride: i64, count: i64, elem: u64) -> Option<u64> {
     if span == 0 || count <= 0 {
         return Some(0);
     }

@@ -5,6 +5,8 @@
 //!   extents both ends compute from them.
 //! - [`driver`]: driver-API requests beyond the runtime's ops: element memsets, stream
 //!   writes, virtual memory management, linking, tensor maps.
+//! - [`blaslt`]: cuBLASLt requests (descriptor state as attribute bytes, the heuristic
+//!   query, matmuls) and the one check of a matmul's shapes and extents.
 //! - [`frame`]: the fixed 40-byte frame header (zerocopy), frame flags, reading and
 //!   writing whole frames, several of which may share one write.
 //! - [`op`]: the op-code table: every request with its explicit, append-only op code,
@@ -19,6 +21,7 @@
 //!   stream shared by a connection's reader and writer halves.
 
 pub mod blas;
+pub mod blaslt;
 pub mod cubin;
 pub mod driver;
 pub mod fatbin;

@@ -10,6 +10,7 @@ use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::blas::{BlasCreate, BlasDestroy, BlasGemm, BlasSetWorkspace};
+use crate::blaslt::{LtCreate, LtDestroy, LtHeuristic, LtHeuristicReply, LtMatmul};
 use crate::driver::{
     AllocationProp, Granularity, Link, Linked, MemAddressFree, MemAddressReserve, MemCreate,
     MemCreated, MemGetAllocationGranularity, MemGetAllocationProperties, MemMap, MemRelease,
@@ -232,6 +233,12 @@ op_table! {
     0x090B MemGetAllocationProperties => mem_get_allocation_properties(MemGetAllocationProperties) -> AllocationProp, Sync;
     0x090C Link => link(Link) -> Linked, Sync;
     0x090D TensorMapEncodeTiled => tensor_map_encode_tiled(TensorMapEncodeTiled) -> (), Sync;
+    // cuBLASLt (types in crate::blaslt). Descriptors stay in the guest; the heuristic
+    // waits for the host's cuBLASLt, matmuls are posted like GEMMs.
+    0x0800 LtCreate => lt_create(LtCreate) -> (), Sync;
+    0x0801 LtDestroy => lt_destroy(LtDestroy) -> (), Async;
+    0x0802 LtHeuristic => lt_heuristic(LtHeuristic) -> LtHeuristicReply, Sync;
+    0x0803 LtMatmul => lt_matmul(LtMatmul) -> (), Async;
 }
 
 /// Host-to-guest event (flag `FLAG_EVENT`, not in the table because guests never send

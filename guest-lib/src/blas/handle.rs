@@ -71,8 +71,15 @@ where
     R: vmcuda_wire::op::Request + Send + 'static,
     R::Reply: Default,
 {
-    let device = s.device;
-    let stream = wire_stream(s);
+    post_on_device(s.device, wire_stream(s), req)
+}
+
+/// [`post_on`] for a request of no cuBLAS handle (cuBLASLt names its stream per call).
+pub fn post_on_device<R>(device: i32, stream: StreamHandle, req: R) -> Result<()>
+where
+    R: vmcuda_wire::op::Request + Send + 'static,
+    R::Reply: Default,
+{
     let current = state::current_device();
     // The request runs on the handle's device, as cuBLAS runs it in its context.
     state::set_current_device(device);
@@ -82,7 +89,7 @@ where
 }
 
 /// The `cublasStatus_t` for a failed create.
-fn create_status(e: CudaStatus) -> u32 {
+pub(crate) fn create_status(e: CudaStatus) -> u32 {
     if e == CudaStatus::ErrorMemoryAllocation {
         status::ALLOC_FAILED
     } else {
@@ -128,18 +135,19 @@ fn version(h: Handle, out: *mut c_int) -> Result<()> {
 export! { fn cublasGetVersion_v2(h: Handle, out: *mut c_int) { version(h, out) } }
 export! { fn cublasGetVersion(h: Handle, out: *mut c_int) { version(h, out) } }
 
-export! {
-    /// `libraryPropertyType`: 0 major, 1 minor, 2 patch level.
-    fn cublasGetProperty(kind: c_int, out: *mut c_int) {
-        let v = match kind {
-            0 => CUBLAS_VERSION / 10000,
-            1 => CUBLAS_VERSION / 100 % 100,
-            2 => CUBLAS_VERSION % 100,
-            _ => return Err(status::INVALID_VALUE),
-        };
-        caller::write(out, v).map_err(|_| status::INVALID_VALUE)
-    }
+/// `cublasGetProperty` and `cublasLtGetProperty`: `libraryPropertyType` 0 major,
+/// 1 minor, 2 patch level.
+pub(crate) fn property(kind: c_int, out: *mut c_int) -> Result<()> {
+    let v = match kind {
+        0 => CUBLAS_VERSION / 10000,
+        1 => CUBLAS_VERSION / 100 % 100,
+        2 => CUBLAS_VERSION % 100,
+        _ => return Err(status::INVALID_VALUE),
+    };
+    caller::write(out, v).map_err(|_| status::INVALID_VALUE)
 }
+
+export! { fn cublasGetProperty(kind: c_int, out: *mut c_int) { property(kind, out) } }
 
 #[export_name = "__vmcuda_cublasGetCudartVersion"]
 #[allow(non_snake_case)]
@@ -297,7 +305,7 @@ const STATUS_TEXT: &[(u32, &str, &str)] = &[
     ),
 ];
 
-fn status_text(s: c_int, name: bool) -> *const c_char {
+pub(crate) fn status_text(s: c_int, name: bool) -> *const c_char {
     let entry = STATUS_TEXT.iter().find(|e| e.0 as c_int == s);
     let text = match entry {
         Some(e) if name => e.1,

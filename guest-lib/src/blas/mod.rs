@@ -29,7 +29,7 @@
 //! error) returns `CUBLAS_STATUS_EXECUTION_FAILED`, as a failed kernel launch does.
 
 mod gemm;
-mod handle;
+pub(crate) mod handle;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 

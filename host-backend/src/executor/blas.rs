@@ -82,13 +82,13 @@ pub fn status_from_cublas(status: u32) -> CudaStatus {
 /// A complex number in double precision: every element and scalar of the reference
 /// GEMM is computed in it (reals have `im == 0`).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-struct Cx {
-    re: f64,
+pub(super) struct Cx {
+    pub(super) re: f64,
     im: f64,
 }
 
 impl Cx {
-    fn real(re: f64) -> Cx {
+    pub(super) fn real(re: f64) -> Cx {
         Cx { re, im: 0.0 }
     }
     fn add(self, o: Cx) -> Cx {
@@ -167,7 +167,7 @@ fn le<const N: usize>(b: &[u8]) -> [u8; N] {
 }
 
 /// One element of type `t` from its bytes.
-fn load(t: i32, b: &[u8]) -> Cx {
+pub(super) fn load(t: i32, b: &[u8]) -> Cx {
     use data_type as d;
     match t {
         d::R_32F => Cx::real(f32::from_le_bytes(le(b)) as f64),
@@ -189,7 +189,7 @@ fn load(t: i32, b: &[u8]) -> Cx {
     }
 }
 
-fn store(t: i32, v: Cx, b: &mut [u8]) {
+pub(super) fn store(t: i32, v: Cx, b: &mut [u8]) {
     use data_type as d;
     match t {
         d::R_32F => b[..4].copy_from_slice(&(v.re as f32).to_le_bytes()),

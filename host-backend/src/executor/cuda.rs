@@ -507,6 +507,7 @@ struct Module {
 }
 
 mod blas;
+mod blaslt;
 mod driver;
 
 /// The executor for real GPUs. See the module documentation.
@@ -531,6 +532,8 @@ pub struct CudaExecutor {
     registered: Vec<(usize, usize)>,
     /// cuBLAS handles and entry points (see `blas`).
     blas: blas::CudaBlas,
+    /// cuBLASLt handles and entry points (see `blaslt`).
+    lt: blaslt::CudaLt,
     queued: QueuedCopies,
 }
 
@@ -687,6 +690,7 @@ impl CudaExecutor {
             function_cache: HashMap::new(),
             registered: Vec::new(),
             blas: Default::default(),
+            lt: Default::default(),
             queued: QueuedCopies::default(),
         })
     }
@@ -896,7 +900,8 @@ impl CudaExecutor {
     }
 
     fn destroy_device_objects(&mut self, idx: usize) {
-        // cuBLAS handles first: they use the streams below.
+        // cuBLAS(Lt) handles first: they use the streams below.
+        self.lt_destroy_device(idx);
         self.blas_destroy_device(idx);
         self.forget_queued(idx);
         if let Some(s) = self.devices[idx].scrub_stream.take() {

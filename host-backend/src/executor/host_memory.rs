@@ -95,6 +95,7 @@ impl Region {
 }
 
 mod blas;
+mod blaslt;
 mod driver;
 
 pub struct HostMemoryExecutor {
@@ -121,6 +122,8 @@ pub struct HostMemoryExecutor {
     blas_handles: HashSet<u64>,
     /// Address reservations and physical allocations (see `driver`).
     vmm: driver::HostVmm,
+    /// Live cuBLASLt handle ids (see `blaslt`).
+    lt_handles: HashSet<u64>,
 }
 
 impl HostMemoryExecutor {
@@ -155,6 +158,7 @@ impl HostMemoryExecutor {
             current: 0,
             blas_handles: HashSet::new(),
             vmm: Default::default(),
+            lt_handles: HashSet::new(),
         })
     }
 

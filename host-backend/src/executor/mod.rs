@@ -4,12 +4,13 @@
 //! Two implementations: [`cuda::CudaExecutor`] runs everything on real GPUs through
 //! the CUDA driver API (cudarc), [`host_memory::HostMemoryExecutor`] is the test double
 //! for machines without a GPU (real memory semantics; kernels recorded, never run;
-//! GEMMs computed by a CPU reference, see [`blas`]).
+//! GEMMs and cuBLASLt matmuls computed by CPU references, see [`blas`], [`blaslt`]).
 //!
 //! Streams, events, modules and functions are the executor's own `u64` ids here; the
 //! session maps the guest's handles onto them and checks them first.
 
 pub mod blas;
+pub mod blaslt;
 pub mod cuda;
 pub mod driver;
 pub mod host_memory;
@@ -48,9 +49,9 @@ pub struct Pitched {
     pub pitch: u64,
 }
 
-/// Every executor also answers the BLAS calls ([`blas::Blas`]) and the driver-API
-/// calls beyond the runtime's ([`driver::Driver`]).
-pub trait Executor: blas::Blas + driver::Driver {
+/// Every executor also answers the BLAS calls ([`blas::Blas`], [`blaslt::BlasLt`]) and
+/// the driver-API calls beyond the runtime's ([`driver::Driver`]).
+pub trait Executor: blas::Blas + blaslt::BlasLt + driver::Driver {
     fn kind(&self) -> ExecutorKind;
     /// One line describing the backend, shown to the guest.
     fn banner(&self) -> String;

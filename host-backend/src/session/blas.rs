@@ -55,6 +55,11 @@ impl Session {
             .ok_or(CudaStatus::ErrorInvalidResourceHandle)
     }
 
+    /// The executor's handle for a guest cuBLAS handle (cuBLASLt takes these too).
+    pub(super) fn blas_exec(&self, h: BlasHandle) -> Option<ExecBlas> {
+        self.blas.handles.get(&h).map(|e| e.exec)
+    }
+
     /// Give back a workspace this session allocated.
     fn release_workspace(&mut self, (ptr, bytes): (DevicePtr, u64)) {
         let _ = self.exec.free(ptr);
@@ -227,7 +232,7 @@ impl Session {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::executor::host_memory::HostMemoryExecutor;
     use crate::policy::Grant;
@@ -244,7 +249,8 @@ mod tests {
         s
     }
 
-    fn alloc(s: &mut Session, bytes: &[u8]) -> u64 {
+    /// A device allocation holding `bytes`.
+    pub(in crate::session) fn alloc(s: &mut Session, bytes: &[u8]) -> u64 {
         let ctx = CallContext::default();
         let ptr = s
             .mem_alloc(
@@ -266,7 +272,7 @@ mod tests {
         ptr
     }
 
-    fn floats(v: &[f32]) -> Vec<u8> {
+    pub(in crate::session) fn floats(v: &[f32]) -> Vec<u8> {
         v.iter().flat_map(|x| x.to_le_bytes()).collect()
     }
 
@@ -298,7 +304,7 @@ mod tests {
         }
     }
 
-    fn read(s: &mut Session, ptr: u64, len: u64) -> Vec<u8> {
+    pub(in crate::session) fn read(s: &mut Session, ptr: u64, len: u64) -> Vec<u8> {
         let req = MemcpyDtoH {
             src: ptr,
             size: len,

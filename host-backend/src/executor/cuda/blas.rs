@@ -281,7 +281,8 @@ pub(super) struct CudaBlas {
     handles: HashMap<ExecBlas, (Handle, usize)>,
 }
 
-fn cublas(status: Status) -> ExecResult<()> {
+/// A `cublasStatus_t` as a result (cuBLASLt's statuses are cuBLAS's).
+pub(super) fn cublas(status: Status) -> ExecResult<()> {
     if status == 0 {
         Ok(())
     } else {
@@ -296,35 +297,16 @@ impl CudaExecutor {
     }
 
     /// The real handle of `id`, with its device's context current.
-    fn blas_handle(&mut self, id: ExecBlas) -> ExecResult<Handle> {
-        let (h, dev) = *self
-            .blas
-            .handles
-            .get(&id)
-            .ok_or(CudaStatus::ErrorInvalidResourceHandle)?;
-        if dev != self.current {
-            // A handle works in the context it was made in, as in cuBLAS.
-            return Err(CudaStatus::ErrorInvalidResourceHandle);
-        }
-        self.bind()?;
-        Ok(h)
+    pub(super) fn blas_handle(&mut self, id: ExecBlas) -> ExecResult<Handle> {
+        let entry = self.blas.handles.get(&id).copied();
+        self.bound_handle(entry)
     }
 
     /// Destroy the handles of device `idx` (its context is current or going away).
     pub(super) fn blas_destroy_device(&mut self, idx: usize) {
-        let Some(Ok(api)) = &self.blas.api else {
-            return;
-        };
-        let destroy = api.destroy;
-        self.blas.handles.retain(|_, (h, dev)| {
-            if *dev == idx {
-                // SAFETY: a handle made by blas_create, destroyed once (it leaves the map).
-                let _ = unsafe { destroy(*h) };
-                false
-            } else {
-                true
-            }
-        });
+        if let Some(Ok(api)) = &self.blas.api {
+            super::blaslt::destroy_device_handles(&mut self.blas.handles, idx, api.destroy);
+        }
     }
 
     /// Copy the checked pointer arrays to device memory of our own on `stream`, run

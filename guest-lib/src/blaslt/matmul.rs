@@ -1,0 +1,136 @@
+//! The heuristic query (waits for the host) and the matmul (posted on its stream).
+
+use std::ffi::{c_int, c_void};
+
+use vmcuda_wire::blas::Scalars;
+use vmcuda_wire::blaslt::{
+    LtAlgo, LtHandle, LtHeuristic, LtMatmul, LtProblem, LtShape, RawHeuristicResult,
+    MAX_HEURISTIC_RESULTS, POINTER_MODE_DEVICE,
+};
+use vmcuda_wire::CudaStatus;
+
+use super::desc::{self, Kind};
+use super::{device_of, Handle};
+use crate::api::{self, stream_handle};
+use crate::blas::handle::post_on_device;
+use crate::blas::{export, status, Result};
+use crate::{caller, state};
+
+type Ptr = *const c_void;
+
+/// The descriptor and four layouts of a call, checked.
+fn problem(d: desc::Ptr, layouts: [desc::Ptr; 4]) -> Result<(LtProblem, LtShape)> {
+    let p = LtProblem {
+        desc: desc::get(Kind::Matmul, d)?,
+        layouts: [
+            desc::get(Kind::Layout, layouts[0])?,
+            desc::get(Kind::Layout, layouts[1])?,
+            desc::get(Kind::Layout, layouts[2])?,
+            desc::get(Kind::Layout, layouts[3])?,
+        ],
+    };
+    let shape = p.validate().map_err(|e| e.status())?;
+    Ok((p, shape))
+}
+
+/// Run `f` with `device` current (a handle's device, as cuBLASLt runs in its context).
+fn on_device<T>(device: i32, f: impl FnOnce() -> T) -> T {
+    let current = state::current_device();
+    state::set_current_device(device);
+    let r = f();
+    state::set_current_device(current);
+    r
+}
+
+export! {
+    fn cublasLtMatmulAlgoGetHeuristic(
+        h: Handle, op: desc::Ptr, a: desc::Ptr, b: desc::Ptr, c: desc::Ptr, d: desc::Ptr,
+        pref: desc::Ptr, requested: c_int, results: *mut RawHeuristicResult,
+        count: *mut c_int,
+    ) {
+        let device = device_of(h)?;
+        if requested <= 0 || results.is_null() || count.is_null() {
+            return Err(status::INVALID_VALUE);
+        }
+        let (problem, _) = problem(op, [a, b, c, d])?;
+        let preference = if pref.is_null() {
+            Default::default()
+        } else {
+            desc::get(Kind::Preference, pref)?
+        };
+        let req = LtHeuristic {
+            handle: LtHandle(h as u64),
+            problem,
+            preference,
+            requested: (requested as u32).min(MAX_HEURISTIC_RESULTS),
+        };
+        let reply = on_device(device, || api::call(&req)).map_err(|e| match e {
+            CudaStatus::ErrorInvalidValue => status::INVALID_VALUE,
+            CudaStatus::ErrorNotSupported => status::NOT_SUPPORTED,
+            CudaStatus::ErrorInvalidResourceHandle => status::NOT_INITIALIZED,
+            _ => status::EXECUTION_FAILED,
+        })?;
+        if reply.status != status::SUCCESS {
+            return Err(reply.status);
+        }
+        let n = reply.results.len().min(requested as usize);
+        for (i, r) in reply.results[..n].iter().enumerate() {
+            let raw = RawHeuristicResult {
+                algo: r.algo,
+                workspace_size: r.workspace_size as usize,
+                state: r.state as i32,
+                waves_count: r.waves_count,
+                reserved: [0; 4],
+            };
+            caller::write(results.wrapping_add(i), raw).map_err(|_| status::INVALID_VALUE)?;
+        }
+        caller::write(count, n as c_int).map_err(|_| status::INVALID_VALUE)
+    }
+}
+
+export! {
+    fn cublasLtMatmul(
+        h: Handle, op: desc::Ptr, alpha: Ptr, a: Ptr, a_desc: desc::Ptr, b: Ptr,
+        b_desc: desc::Ptr, beta: Ptr, c: Ptr, c_desc: desc::Ptr, d: *mut c_void,
+        d_desc: desc::Ptr, algo: *const LtAlgo, workspace: *mut c_void, workspace_size: usize,
+        stream: *mut c_void,
+    ) {
+        let device = device_of(h)?;
+        let (problem, shape) = problem(op, [a_desc, b_desc, c_desc, d_desc])?;
+        if alpha.is_null() || beta.is_null() {
+            return Err(status::INVALID_VALUE);
+        }
+        let scalars = if shape.pointer_mode == POINTER_MODE_DEVICE {
+            Scalars::Device { alpha: alpha as u64, beta: beta as u64 }
+        } else {
+            // Host scalars are read now, as cuBLASLt reads them before it returns.
+            let read = |p: Ptr| {
+                caller::bytes(p.cast(), shape.scale as usize)
+                    .map(<[u8]>::to_vec)
+                    .map_err(|_| status::INVALID_VALUE)
+            };
+            Scalars::Host { alpha: read(alpha)?, beta: read(beta)? }
+        };
+        let algo = if algo.is_null() {
+            None
+        } else {
+            Some(caller::read(algo).map_err(|_| status::INVALID_VALUE)?)
+        };
+        // Nothing to compute: cuBLASLt returns at once.
+        if shape.m == 0 || shape.n == 0 {
+            return Ok(());
+        }
+        let req = LtMatmul {
+            handle: LtHandle(h as u64),
+            stream: stream_handle(stream, false),
+            problem,
+            scalars,
+            ptrs: [a as u64, b as u64, c as u64, d as u64],
+            algo,
+            workspace: workspace as u64,
+            workspace_size: workspace_size as u64,
+        };
+        let stream = req.stream;
+        post_on_device(device, stream, req)
+    }
+}
