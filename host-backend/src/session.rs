@@ -13,11 +13,13 @@ use std::ptr::NonNull;
 
 use tracing::{debug, info, warn};
 use vmcuda_wire::blas::{BlasCreate, BlasDestroy, BlasGemm, BlasSetWorkspace};
+use vmcuda_wire::graph::*;
 use vmcuda_wire::handshake::{self, caps, PROTOCOL_VERSION};
 use vmcuda_wire::op::*;
 use vmcuda_wire::CudaStatus;
 
 mod blas;
+mod graph;
 
 use crate::executor::{
     ExecEvent, ExecFunction, ExecModule, ExecStream, Executor, LaunchConfig, Pitched,
@@ -78,6 +80,8 @@ pub struct Session {
     reply_in_area: Option<usize>,
     /// The guest's cuBLAS handles (see `blas`).
     blas: blas::BlasHandles,
+    /// The guest's graphs, executable graphs and graph nodes (see `graph`).
+    graph_tables: graph::GraphTables,
     /// A synchronous copy queued from a receive buffer (that buffer), waited for
     /// before the next reply.
     owed_copy: Option<usize>,
@@ -228,6 +232,7 @@ impl Session {
             reply_area: None,
             reply_in_area: None,
             blas: Default::default(),
+            graph_tables: Default::default(),
             owed_copy: None,
         }
     }
@@ -640,6 +645,7 @@ impl Drop for Session {
         self.unpin_buffer(REPLY_AREA);
         // Free what the guest left behind; the executor's own Drop releases contexts.
         self.blas_drop_all();
+        self.graphs_drop_all();
         for (_, e) in self.events.drain() {
             let _ = self.exec.event_destroy(e);
         }
@@ -707,6 +713,7 @@ impl Handler for Session {
     fn device_reset(&mut self, _: &CallContext, _: DeviceReset, _: &[u8]) -> HandlerResult<()> {
         // Everything the guest made is gone with the device's state.
         self.blas_reset();
+        self.graphs_reset();
         self.streams.clear();
         self.events.clear();
         let freed: u64 = self.allocations.values().sum();
@@ -853,6 +860,7 @@ impl Handler for Session {
     }
     fn memcpy_htod(&mut self, _: &CallContext, req: MemcpyHtoD, data: &[u8]) -> HandlerResult<()> {
         let s = self.stream(req.stream)?;
+        self.refuse_if_capturing(s)?;
         self.check_range(req.dst, data.len() as u64)?;
         match self.receive_buffer_of(data) {
             // Straight from the worker's page-locked buffer, which the worker leaves
@@ -872,6 +880,7 @@ impl Handler for Session {
     }
     fn memcpy_dtoh(&mut self, _: &CallContext, req: MemcpyDtoH, _: &[u8]) -> HandlerResult<()> {
         let s = self.stream(req.stream)?;
+        self.refuse_if_capturing(s)?;
         if req.size > vmcuda_wire::frame::MAX_DATA_LEN {
             return Err(CudaStatus::ErrorInvalidValue);
         }
@@ -918,6 +927,7 @@ impl Handler for Session {
         data: &[u8],
     ) -> HandlerResult<()> {
         let s = self.stream(req.stream)?;
+        self.refuse_if_capturing(s)?;
         if req.width.checked_mul(req.height) != Some(data.len() as u64) {
             return Err(CudaStatus::ErrorInvalidValue);
         }
@@ -939,6 +949,7 @@ impl Handler for Session {
         _: &[u8],
     ) -> HandlerResult<()> {
         let s = self.stream(req.stream)?;
+        self.refuse_if_capturing(s)?;
         let len = req
             .width
             .checked_mul(req.height)
@@ -1388,6 +1399,116 @@ impl Handler for Session {
     }
     fn blas_gemm(&mut self, _: &CallContext, req: BlasGemm, _: &[u8]) -> HandlerResult<()> {
         self.handle_blas_gemm(req)
+    }
+    fn stream_begin_capture(
+        &mut self,
+        _: &CallContext,
+        req: StreamBeginCapture,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        self.handle_begin_capture(req)
+    }
+    fn stream_end_capture(
+        &mut self,
+        _: &CallContext,
+        req: StreamEndCapture,
+        _: &[u8],
+    ) -> HandlerResult<GraphMade> {
+        self.handle_end_capture(req)
+    }
+    fn graph_instantiate(
+        &mut self,
+        _: &CallContext,
+        req: GraphInstantiate,
+        _: &[u8],
+    ) -> HandlerResult<GraphExecMade> {
+        self.handle_graph_instantiate(req)
+    }
+    fn graph_launch(&mut self, _: &CallContext, req: GraphLaunch, _: &[u8]) -> HandlerResult<()> {
+        self.handle_graph_launch(req)
+    }
+    fn graph_destroy(&mut self, _: &CallContext, req: GraphDestroy, _: &[u8]) -> HandlerResult<()> {
+        self.handle_graph_destroy(req)
+    }
+    fn graph_exec_destroy(
+        &mut self,
+        _: &CallContext,
+        req: GraphExecDestroy,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        self.handle_graph_exec_destroy(req)
+    }
+    fn graph_get_nodes(
+        &mut self,
+        _: &CallContext,
+        req: GraphGetNodes,
+        _: &[u8],
+    ) -> HandlerResult<GraphNodes> {
+        self.handle_graph_get_nodes(req)
+    }
+    fn graph_node_get_dependencies(
+        &mut self,
+        _: &CallContext,
+        req: GraphNodeGetDependencies,
+        _: &[u8],
+    ) -> HandlerResult<GraphNodes> {
+        self.handle_node_dependencies(req)
+    }
+    fn graph_debug_dot(
+        &mut self,
+        _: &CallContext,
+        req: GraphDebugDot,
+        _: &[u8],
+    ) -> HandlerResult<DotText> {
+        self.handle_graph_debug_dot(req)
+    }
+    fn mem_alloc_async(
+        &mut self,
+        _: &CallContext,
+        req: MemAllocAsync,
+        _: &[u8],
+    ) -> HandlerResult<Allocated> {
+        self.handle_alloc_async(req)
+    }
+    fn mem_free_async(
+        &mut self,
+        _: &CallContext,
+        req: MemFreeAsync,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        self.handle_free_async(req)
+    }
+    fn mem_pool_get_attribute(
+        &mut self,
+        ctx: &CallContext,
+        req: MemPoolGetAttribute,
+        _: &[u8],
+    ) -> HandlerResult<PoolAttributeValue> {
+        self.handle_pool_get_attribute(ctx, req)
+    }
+    fn mem_pool_set_attribute(
+        &mut self,
+        ctx: &CallContext,
+        req: MemPoolSetAttribute,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        self.handle_pool_set_attribute(ctx, req)
+    }
+    fn mem_pool_trim_to(
+        &mut self,
+        ctx: &CallContext,
+        req: MemPoolTrimTo,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        self.handle_pool_trim_to(ctx, req)
+    }
+    fn mem_pool_set_access(
+        &mut self,
+        ctx: &CallContext,
+        req: MemPoolSetAccess,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        self.handle_pool_set_access(ctx, req)
     }
     fn event_elapsed_time(
         &mut self,

@@ -5,6 +5,8 @@
 //!   extents both ends compute from them.
 //! - [`frame`]: the fixed 40-byte frame header (zerocopy), frame flags, reading and
 //!   writing whole frames, several of which may share one write.
+//! - [`graph`]: stream capture, CUDA graphs and stream-ordered memory: host-named
+//!   graph handles, capture modes, memory-pool attributes.
 //! - [`op`]: the op-code table: every request with its explicit, append-only op code,
 //!   its argument and reply types, and whether the guest waits for the reply.
 //! - [`handshake`]: the versioned hello exchanged first on every connection.
@@ -20,6 +22,7 @@ pub mod blas;
 pub mod cubin;
 pub mod fatbin;
 pub mod frame;
+pub mod graph;
 pub mod handshake;
 pub mod op;
 pub mod status;

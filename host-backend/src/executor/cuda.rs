@@ -507,6 +507,7 @@ struct Module {
 }
 
 mod blas;
+mod graph;
 
 /// The executor for real GPUs. See the module documentation.
 pub struct CudaExecutor {
@@ -531,6 +532,8 @@ pub struct CudaExecutor {
     /// cuBLAS handles and entry points (see `blas`).
     blas: blas::CudaBlas,
     queued: QueuedCopies,
+    /// Graphs and executable graphs (see `graph`).
+    graph_tables: graph::CudaGraphs,
 }
 
 /// Copies from and into the worker's page-locked buffers queued without waiting (see
@@ -602,6 +605,7 @@ impl CudaExecutor {
         // SAFETY: only looks symbols up; the pointers are not used.
         let missing: Vec<&str> = REQUIRED_SYMBOLS
             .iter()
+            .chain(graph::SYMBOLS)
             .copied()
             .filter(|name| unsafe { lib.get::<*const c_void>(name.as_bytes()) }.is_err())
             .collect();
@@ -687,6 +691,7 @@ impl CudaExecutor {
             registered: Vec::new(),
             blas: Default::default(),
             queued: QueuedCopies::default(),
+            graph_tables: Default::default(),
         })
     }
 
@@ -895,8 +900,9 @@ impl CudaExecutor {
     }
 
     fn destroy_device_objects(&mut self, idx: usize) {
-        // cuBLAS handles first: they use the streams below.
+        // cuBLAS handles and graphs first: they use the streams below.
         self.blas_destroy_device(idx);
+        self.graphs_destroy_device(idx);
         self.forget_queued(idx);
         if let Some(s) = self.devices[idx].scrub_stream.take() {
             // SAFETY: made by scrub_stream and destroyed once (it has left the device).

@@ -11,6 +11,7 @@
 
 pub mod blas;
 pub mod cuda;
+pub mod graph;
 pub mod host_memory;
 
 use vmcuda_wire::op::{
@@ -47,8 +48,9 @@ pub struct Pitched {
     pub pitch: u64,
 }
 
-/// Every executor also answers the BLAS calls ([`blas::Blas`]).
-pub trait Executor: blas::Blas {
+/// Every executor also answers the BLAS calls ([`blas::Blas`]) and the graph and
+/// memory-pool calls ([`graph::Graphs`]).
+pub trait Executor: blas::Blas + graph::Graphs {
     fn kind(&self) -> ExecutorKind;
     /// One line describing the backend, shown to the guest.
     fn banner(&self) -> String;
