@@ -414,6 +414,7 @@ fn host_alloc(size: usize, flags: u32) -> Result<*mut c_void> {
     if size == 0 {
         return Ok(std::ptr::null_mut());
     }
+    capture::check_unsafe_call()?;
     // Shared with a same-host backend when possible (kernels can then reach it), else
     // private page-aligned memory.
     let (p, shared) = match shared::alloc(size, flags) {
@@ -465,6 +466,7 @@ pub extern "C" fn cudaFreeHost(ptr: *mut c_void) -> cudaError_t {
         if ptr.is_null() {
             return Ok(());
         }
+        capture::check_unsafe_call()?;
         let range = registry().take_host_range(ptr as usize, HostMemoryKind::Allocated);
         match range {
             Some(HostRange {
