@@ -1416,6 +1416,14 @@ impl Handler for Session {
     ) -> HandlerResult<GraphMade> {
         self.handle_end_capture(req)
     }
+    fn stream_get_capture_graph(
+        &mut self,
+        _: &CallContext,
+        req: StreamGetCaptureGraph,
+        _: &[u8],
+    ) -> HandlerResult<CaptureGraph> {
+        self.handle_capture_graph(req)
+    }
     fn graph_instantiate(
         &mut self,
         _: &CallContext,

@@ -84,6 +84,17 @@ int main() {
     CHECK(cudaGetLastError());
     scale<<<N / 256, 256, 0, s>>>(a, 2.0f, N);
     CHECK(cudaGetLastError());
+    // The graph being built, as PyTorch's allocator looks at it during a capture.
+    cudaGraph_t building = nullptr;
+    const cudaGraphNode_t* frontier = nullptr;
+    size_t frontier_len = 0;
+    CHECK(cudaStreamGetCaptureInfo(s, &st, nullptr, &building, &frontier, nullptr, &frontier_len));
+    size_t so_far = 0;
+    CHECK(cudaGraphGetNodes(building, nullptr, &so_far));
+    size_t before_last = 0;
+    EXPECT(frontier_len == 1);
+    CHECK(cudaGraphNodeGetDependencies(frontier[0], nullptr, nullptr, &before_last));
+    printf("graph so far: %zu nodes, %zu dependency, which has %zu\n", so_far, frontier_len, before_last);
     CHECK(cudaMemcpyAsync(b, a, N * sizeof(float), cudaMemcpyDeviceToDevice, s));
     CHECK(cudaEventRecord(fork, s));
     CHECK(cudaStreamIsCapturing(s2, &st));
@@ -102,6 +113,7 @@ int main() {
     // Nothing ran: the capture only recorded.
     cudaGraph_t graph;
     CHECK(cudaStreamEndCapture(s, &graph));
+    printf("the captured graph is the one being built: %s\n", graph == building ? "yes" : "no");
     CHECK(cudaStreamIsCapturing(s, &st));
     printf("after capture: %s\n", status_name(st));
     CHECK(cudaStreamIsCapturing(s2, &st));

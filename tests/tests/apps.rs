@@ -733,6 +733,8 @@ fn graphs_are_captured_replayed_and_refused_as_cuda_does() {
         "before capture: none",
         "during capture: active",
         "capture info: active, id nonzero: yes",
+        "graph so far: 3 nodes, 1 dependency, which has 1",
+        "the captured graph is the one being built: yes",
         "second stream before the fork: none",
         "second stream after the fork: active",
         "after capture: none",

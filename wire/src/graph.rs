@@ -93,6 +93,18 @@ pub struct StreamEndCapture {
 pub struct GraphMade {
     pub graph: GraphHandle,
 }
+/// The graph a capturing stream is building and the nodes its next node will depend
+/// on (`cudaStreamGetCaptureInfo` when the program asks for them). The graph keeps
+/// its handle when the capture ends.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct StreamGetCaptureGraph {
+    pub stream: StreamHandle,
+}
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct CaptureGraph {
+    pub graph: GraphHandle,
+    pub dependencies: Vec<GraphNodeHandle>,
+}
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct GraphInstantiate {
     pub graph: GraphHandle,

@@ -11,10 +11,10 @@ use thiserror::Error;
 
 use crate::blas::{BlasCreate, BlasDestroy, BlasGemm, BlasSetWorkspace};
 use crate::graph::{
-    DotText, GraphDebugDot, GraphDestroy, GraphExecDestroy, GraphExecMade, GraphGetNodes,
-    GraphInstantiate, GraphLaunch, GraphMade, GraphNodeGetDependencies, GraphNodes, MemAllocAsync,
-    MemFreeAsync, MemPoolGetAttribute, MemPoolSetAccess, MemPoolSetAttribute, MemPoolTrimTo,
-    PoolAttributeValue, StreamBeginCapture, StreamEndCapture,
+    CaptureGraph, DotText, GraphDebugDot, GraphDestroy, GraphExecDestroy, GraphExecMade,
+    GraphGetNodes, GraphInstantiate, GraphLaunch, GraphMade, GraphNodeGetDependencies, GraphNodes,
+    MemAllocAsync, MemFreeAsync, MemPoolGetAttribute, MemPoolSetAccess, MemPoolSetAttribute,
+    MemPoolTrimTo, PoolAttributeValue, StreamBeginCapture, StreamEndCapture, StreamGetCaptureGraph,
 };
 use crate::status::CudaStatus;
 
@@ -234,6 +234,7 @@ op_table! {
     0x070C MemPoolSetAttribute => mem_pool_set_attribute(MemPoolSetAttribute) -> (), Sync;
     0x070D MemPoolTrimTo => mem_pool_trim_to(MemPoolTrimTo) -> (), Sync;
     0x070E MemPoolSetAccess => mem_pool_set_access(MemPoolSetAccess) -> (), Sync;
+    0x070F StreamGetCaptureGraph => stream_get_capture_graph(StreamGetCaptureGraph) -> CaptureGraph, Sync;
 }
 
 /// Host-to-guest event (flag `FLAG_EVENT`, not in the table because guests never send

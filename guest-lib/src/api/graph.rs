@@ -7,15 +7,16 @@
 //! launches and the destruction of objects this process made are posted; what the
 //! guest does not know goes to the host to refuse (and log).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ffi::{c_char, c_void};
 use std::sync::Mutex;
 
 use vmcuda_wire::graph::{
     GraphDebugDot, GraphDestroy, GraphExecDestroy, GraphExecHandle, GraphGetNodes, GraphHandle,
     GraphInstantiate, GraphLaunch, GraphNodeGetDependencies, GraphNodeHandle, StreamBeginCapture,
-    StreamEndCapture,
+    StreamEndCapture, StreamGetCaptureGraph,
 };
+use vmcuda_wire::op::StreamHandle;
 use vmcuda_wire::CudaStatus;
 
 use super::{call, guard, stream_handle, RawHandle, Result};
@@ -91,9 +92,16 @@ pub extern "C" fn cudaStreamIsCapturing(stream: RawHandle, status: *mut u32) -> 
     })
 }
 
-/// `cudaStreamGetCaptureInfo` (CUDA 13: with edge data). The graph being built and its
-/// current dependencies are host objects the guest does not mirror: a program asking
-/// for them gets no graph and no dependencies.
+/// The dependency lists handed out by `cudaStreamGetCaptureInfo`, per stream: CUDA
+/// keeps each valid until the next call on its stream. (Node handles and all-zero
+/// edge data, both 8 bytes an entry.)
+static DEPENDENCIES: Mutex<Option<HashMap<StreamHandle, Dependencies>>> = Mutex::new(None);
+/// One stream's last dependency list: node handles and their edge data.
+type Dependencies = (Box<[u64]>, Box<[u64]>);
+
+/// `cudaStreamGetCaptureInfo` (CUDA 13: with edge data). Status and id are the guest's;
+/// the graph being built and the stream's current dependencies, when the program asks
+/// for them, are the host's (PyTorch's allocator walks them during a capture).
 #[no_mangle]
 pub extern "C" fn cudaStreamGetCaptureInfo(
     stream: RawHandle,
@@ -110,13 +118,32 @@ pub extern "C" fn cudaStreamGetCaptureInfo(
         }
         let (s, capture_id) = capture::status(stream_handle(stream, false))?;
         caller::write(status, s)?;
-        if s != capture::STATUS_NONE {
-            caller::write_opt(id, capture_id);
-            caller::write_opt(graph, std::ptr::null_mut());
-            caller::write_opt(dependencies, std::ptr::null());
-            caller::write_opt(edge_data, std::ptr::null());
-            caller::write_opt(num_dependencies, 0);
+        if s == capture::STATUS_NONE {
+            return Ok(());
         }
+        caller::write_opt(id, capture_id);
+        let wants_graph = !graph.is_null()
+            || !dependencies.is_null()
+            || !edge_data.is_null()
+            || !num_dependencies.is_null();
+        if !wants_graph {
+            return Ok(());
+        }
+        let handle = stream_handle(stream, false);
+        let shown = call(&StreamGetCaptureGraph { stream: handle })?;
+        let nodes: Box<[u64]> = shown.dependencies.iter().map(|n| n.0).collect();
+        let edges: Box<[u64]> = vec![0; nodes.len()].into_boxed_slice();
+        let (nodes_at, edges_at) = (nodes.as_ptr(), edges.as_ptr());
+        let count = nodes.len();
+        let mut lists = DEPENDENCIES.lock().unwrap_or_else(|p| p.into_inner());
+        lists
+            .get_or_insert_with(HashMap::new)
+            .insert(handle, (nodes, edges));
+        drop(lists);
+        caller::write_opt(graph, shown.graph.0 as RawHandle);
+        caller::write_opt(dependencies, nodes_at.cast::<RawHandle>());
+        caller::write_opt(edge_data, edges_at.cast::<c_void>());
+        caller::write_opt(num_dependencies, count);
         Ok(())
     })
 }

@@ -19,6 +19,8 @@ pub trait Graphs {
     fn begin_capture(&mut self, stream: ExecStream) -> ExecResult<()>;
     /// Whether `stream` is capturing now (begun on it, or joined through an event).
     fn stream_capturing(&mut self, stream: ExecStream) -> ExecResult<bool>;
+    /// The graph `stream`'s capture is building and the stream's current dependencies.
+    fn capture_graph(&mut self, stream: ExecStream) -> ExecResult<(ExecGraph, Vec<ExecNode>)>;
     /// End the capture begun on `stream`; the graph it made.
     fn end_capture(&mut self, stream: ExecStream) -> ExecResult<ExecGraph>;
     fn graph_instantiate(&mut self, graph: ExecGraph, flags: u64) -> ExecResult<ExecGraphExec>;

@@ -15,11 +15,12 @@ use std::collections::HashMap;
 
 use tracing::{info, warn};
 use vmcuda_wire::graph::{
-    access_flags_valid, pool_attr, DotText, GraphDebugDot, GraphDestroy, GraphExecDestroy,
-    GraphExecHandle, GraphExecMade, GraphGetNodes, GraphHandle, GraphInstantiate, GraphLaunch,
-    GraphMade, GraphNodeGetDependencies, GraphNodeHandle, GraphNodes, MemAllocAsync, MemFreeAsync,
-    MemPoolGetAttribute, MemPoolSetAccess, MemPoolSetAttribute, MemPoolTrimTo, PoolAttributeValue,
-    StreamBeginCapture, StreamEndCapture, LOCATION_DEVICE, MAX_DOT_LEN,
+    access_flags_valid, pool_attr, CaptureGraph, DotText, GraphDebugDot, GraphDestroy,
+    GraphExecDestroy, GraphExecHandle, GraphExecMade, GraphGetNodes, GraphHandle, GraphInstantiate,
+    GraphLaunch, GraphMade, GraphNodeGetDependencies, GraphNodeHandle, GraphNodes, MemAllocAsync,
+    MemFreeAsync, MemPoolGetAttribute, MemPoolSetAccess, MemPoolSetAttribute, MemPoolTrimTo,
+    PoolAttributeValue, StreamBeginCapture, StreamEndCapture, StreamGetCaptureGraph,
+    LOCATION_DEVICE, MAX_DOT_LEN,
 };
 use vmcuda_wire::op::{Allocated, CallContext, HandlerResult, StreamHandle};
 use vmcuda_wire::CudaStatus;
@@ -33,6 +34,9 @@ struct GraphEntry {
     exec: ExecGraph,
     /// Handles given out for this graph's nodes, by the executor's node id.
     nodes: HashMap<ExecNode, GraphNodeHandle>,
+    /// Still being captured into (shown by `cudaStreamGetCaptureInfo`): readable, not
+    /// the guest's to destroy or instantiate until its capture ends.
+    building: bool,
 }
 
 #[derive(Default)]
@@ -41,6 +45,8 @@ pub(super) struct GraphTables {
     execs: HashMap<GraphExecHandle, ExecGraphExec>,
     /// Every node handle given out: its graph and the executor's node id.
     nodes: HashMap<GraphNodeHandle, (GraphHandle, ExecNode)>,
+    /// The handles of graphs still being built, by the executor's graph id.
+    building: HashMap<ExecGraph, GraphHandle>,
 }
 
 impl Session {
@@ -71,13 +77,51 @@ impl Session {
         out
     }
 
+    /// Name an executor graph for the guest, within its limit of objects.
+    fn name_graph(&mut self, exec: ExecGraph, building: bool) -> Result<GraphHandle, CudaStatus> {
+        let have = self.graph_tables.graphs.len();
+        self.check_count("graph", have, self.grant.max_streams)?;
+        let handle = GraphHandle(self.fresh_handle());
+        let entry = GraphEntry {
+            exec,
+            nodes: HashMap::new(),
+            building,
+        };
+        self.graph_tables.graphs.insert(handle, entry);
+        if building {
+            self.graph_tables.building.insert(exec, handle);
+        }
+        Ok(handle)
+    }
+
+    /// Forget a graph and its nodes' handles.
+    fn forget_graph(&mut self, graph: GraphHandle) -> Option<GraphEntry> {
+        let entry = self.graph_tables.graphs.remove(&graph)?;
+        for handle in entry.nodes.values() {
+            self.graph_tables.nodes.remove(handle);
+        }
+        Some(entry)
+    }
+
+    /// A finished graph's executor id; one still being built is refused.
+    fn finished_graph(&self, graph: GraphHandle) -> Result<ExecGraph, CudaStatus> {
+        let entry = self.graph_entry(graph)?;
+        if entry.building {
+            warn!(client = %self.client, graph = graph.0,
+                "refused a graph whose capture has not ended");
+            return Err(CudaStatus::ErrorIllegalState);
+        }
+        Ok(entry.exec)
+    }
+
     /// Destroy every graph and executable graph (the session ends).
     pub(super) fn graphs_drop_all(&mut self) {
         let tables = std::mem::take(&mut self.graph_tables);
         for (_, exec) in tables.execs {
             let _ = self.exec.graph_exec_destroy(exec);
         }
-        for (_, entry) in tables.graphs {
+        // Graphs still being built are the driver's, gone with their streams.
+        for (_, entry) in tables.graphs.into_iter().filter(|(_, e)| !e.building) {
             let _ = self.exec.graph_destroy(entry.exec);
         }
     }
@@ -106,36 +150,77 @@ impl Session {
         nothing()
     }
 
+    pub(super) fn handle_capture_graph(
+        &mut self,
+        req: StreamGetCaptureGraph,
+    ) -> HandlerResult<CaptureGraph> {
+        let s = self.stream(req.stream)?;
+        let (graph, deps) = self.exec.capture_graph(s)?;
+        let handle = match self.graph_tables.building.get(&graph) {
+            Some(&h) => h,
+            None => self.name_graph(graph, true)?,
+        };
+        let dependencies = self.node_handles(handle, deps);
+        Ok((
+            CaptureGraph {
+                graph: handle,
+                dependencies,
+            },
+            Vec::new(),
+        ))
+    }
+
     pub(super) fn handle_end_capture(&mut self, req: StreamEndCapture) -> HandlerResult<GraphMade> {
         let s = self.stream(req.stream)?;
-        let graph = self.exec.end_capture(s)?;
+        // A graph the guest saw being built keeps its handle, or goes with a failure.
+        let shown = match self.graph_tables.building.is_empty() {
+            true => None,
+            false => self.exec.capture_graph(s).ok().and_then(|(g, _)| {
+                let h = self.graph_tables.building.remove(&g)?;
+                Some((g, h))
+            }),
+        };
+        let ended = self.exec.end_capture(s);
+        let graph = match ended {
+            Ok(graph) => graph,
+            Err(e) => {
+                if let Some((_, h)) = shown {
+                    self.forget_graph(h);
+                }
+                return Err(e);
+            }
+        };
+        if let Some((g, h)) = shown {
+            if g == graph && !req.invalidated {
+                let entry = self
+                    .graph_tables
+                    .graphs
+                    .get_mut(&h)
+                    .expect("shown graphs are kept");
+                entry.building = false;
+                return Ok((GraphMade { graph: h }, Vec::new()));
+            }
+            self.forget_graph(h);
+        }
         if req.invalidated {
             // The guest refused a call of this capture, which CUDA invalidates.
             let _ = self.exec.graph_destroy(graph);
             return Err(CudaStatus::ErrorStreamCaptureInvalidated);
         }
-        if let Err(e) = self.check_count(
-            "graph",
-            self.graph_tables.graphs.len(),
-            self.grant.max_streams,
-        ) {
-            let _ = self.exec.graph_destroy(graph);
-            return Err(e);
+        match self.name_graph(graph, false) {
+            Ok(handle) => Ok((GraphMade { graph: handle }, Vec::new())),
+            Err(e) => {
+                let _ = self.exec.graph_destroy(graph);
+                Err(e)
+            }
         }
-        let handle = GraphHandle(self.fresh_handle());
-        let entry = GraphEntry {
-            exec: graph,
-            nodes: HashMap::new(),
-        };
-        self.graph_tables.graphs.insert(handle, entry);
-        Ok((GraphMade { graph: handle }, Vec::new()))
     }
 
     pub(super) fn handle_graph_instantiate(
         &mut self,
         req: GraphInstantiate,
     ) -> HandlerResult<GraphExecMade> {
-        let graph = self.graph_entry(req.graph)?.exec;
+        let graph = self.finished_graph(req.graph)?;
         self.check_count(
             "executable graph",
             self.graph_tables.execs.len(),
@@ -162,15 +247,8 @@ impl Session {
     }
 
     pub(super) fn handle_graph_destroy(&mut self, req: GraphDestroy) -> HandlerResult<()> {
-        let graph = self.graph_entry(req.graph)?.exec;
-        let entry = self
-            .graph_tables
-            .graphs
-            .remove(&req.graph)
-            .expect("checked above");
-        for handle in entry.nodes.values() {
-            self.graph_tables.nodes.remove(handle);
-        }
+        let graph = self.finished_graph(req.graph)?;
+        self.forget_graph(req.graph);
         self.exec.graph_destroy(graph)?;
         nothing()
     }
@@ -389,6 +467,23 @@ mod tests {
             is_async: true,
         };
         s.memset(&CTX, memset, &[]).unwrap();
+        // The graph being built, as cudaStreamGetCaptureInfo shows it: readable, not
+        // destroyable, and the same graph once the capture ends.
+        let shown = s
+            .stream_get_capture_graph(&CTX, StreamGetCaptureGraph { stream }, &[])
+            .unwrap()
+            .0;
+        assert_eq!(shown.dependencies.len(), 1);
+        let building = GraphGetNodes { graph: shown.graph };
+        assert_eq!(
+            s.graph_get_nodes(&CTX, building, &[]).unwrap().0.nodes,
+            shown.dependencies
+        );
+        let early = GraphDestroy { graph: shown.graph };
+        assert_eq!(
+            s.graph_destroy(&CTX, early, &[]).unwrap_err(),
+            CudaStatus::ErrorIllegalState
+        );
         // A copy through the socket cannot be captured.
         let htod = MemcpyHtoD {
             dst: ptr,
@@ -404,6 +499,7 @@ mod tests {
             invalidated: false,
         };
         let graph = s.stream_end_capture(&CTX, end, &[]).unwrap().0.graph;
+        assert_eq!(graph, shown.graph);
         let nodes = s
             .graph_get_nodes(&CTX, GraphGetNodes { graph }, &[])
             .unwrap()

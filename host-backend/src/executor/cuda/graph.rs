@@ -27,6 +27,7 @@ pub(super) const SYMBOLS: &[&str] = &[
     "cuStreamBeginCapture_v2",
     "cuStreamEndCapture",
     "cuStreamIsCapturing",
+    "cuStreamGetCaptureInfo_v3",
     "cuGraphInstantiateWithFlags",
     "cuGraphLaunch",
     "cuGraphDestroy",
@@ -48,6 +49,9 @@ pub(super) const SYMBOLS: &[&str] = &[
 pub(super) struct CudaGraphs {
     graphs: HashMap<ExecGraph, usize>,
     execs: HashMap<ExecGraphExec, usize>,
+    /// Graphs still being captured into that `capture_graph` has shown: readable, but
+    /// the driver's until their capture ends.
+    building: HashMap<ExecGraph, usize>,
 }
 
 /// The driver's enum for a pool attribute the session has checked (1..=8).
@@ -73,6 +77,7 @@ fn pool_attribute(attr: u32) -> ExecResult<sys::CUmemPool_attribute> {
 impl CudaExecutor {
     /// Destroy the graphs of device `idx` (its context is current).
     pub(super) fn graphs_destroy_device(&mut self, idx: usize) {
+        self.graph_tables.building.retain(|_, d| *d != idx);
         self.graph_tables.execs.retain(|&exec, d| {
             if *d == idx {
                 // SAFETY: made by graph_instantiate, destroyed once (leaving the table).
@@ -89,12 +94,21 @@ impl CudaExecutor {
         });
     }
 
+    /// A finished graph of this executor.
     fn graph(&self, graph: ExecGraph) -> ExecResult<sys::CUgraph> {
         if self.graph_tables.graphs.contains_key(&graph) {
             Ok(graph as usize as sys::CUgraph)
         } else {
             Err(CudaStatus::ErrorInvalidValue)
         }
+    }
+
+    /// A finished graph, or one a capture is still building (to read only).
+    fn readable_graph(&self, graph: ExecGraph) -> ExecResult<sys::CUgraph> {
+        if self.graph_tables.building.contains_key(&graph) {
+            return Ok(graph as usize as sys::CUgraph);
+        }
+        self.graph(graph)
     }
 
     /// The current device's default memory pool.
@@ -140,9 +154,54 @@ impl Graphs for CudaExecutor {
         Ok(status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
     }
 
+    fn capture_graph(&mut self, stream: ExecStream) -> ExecResult<(ExecGraph, Vec<ExecNode>)> {
+        self.bind()?;
+        let s = self.stream(stream)?;
+        let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+        let mut graph: sys::CUgraph = ptr::null_mut();
+        let mut deps: *const sys::CUgraphNode = ptr::null();
+        let mut count = 0usize;
+        // SAFETY: out-pointers to locals; `s` is checked; no id and no edge data asked.
+        check(unsafe {
+            sys::cuStreamGetCaptureInfo_v3(
+                s,
+                &mut status,
+                ptr::null_mut(),
+                &mut graph,
+                &mut deps,
+                ptr::null_mut(),
+                &mut count,
+            )
+        })?;
+        if status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_ACTIVE || graph.is_null()
+        {
+            return Err(CudaStatus::ErrorIllegalState);
+        }
+        let nodes = if count == 0 || deps.is_null() {
+            Vec::new()
+        } else {
+            // SAFETY: the driver returned `count` nodes at `deps`, valid until the next
+            // call on this stream; copied out at once.
+            unsafe { std::slice::from_raw_parts(deps, count) }
+                .iter()
+                .map(|&n| n as usize as ExecNode)
+                .collect()
+        };
+        let id = graph as usize as ExecGraph;
+        self.graph_tables.building.insert(id, self.current);
+        Ok((id, nodes))
+    }
+
     fn end_capture(&mut self, stream: ExecStream) -> ExecResult<ExecGraph> {
         let idx = self.bind()?;
         let s = self.stream(stream)?;
+        if !self.graph_tables.building.is_empty() {
+            // The graph being built stops being readable here whatever the outcome (an
+            // invalidated capture's graph is gone with it).
+            if let Ok((g, _)) = self.capture_graph(stream) {
+                self.graph_tables.building.remove(&g);
+            }
+        }
         let mut graph: sys::CUgraph = ptr::null_mut();
         // SAFETY: out-pointer to a local; `s` is checked.
         check(unsafe { sys::cuStreamEndCapture(s, &mut graph) })?;
@@ -194,7 +253,7 @@ impl Graphs for CudaExecutor {
 
     fn graph_nodes(&mut self, graph: ExecGraph) -> ExecResult<Vec<ExecNode>> {
         self.bind()?;
-        let g = self.graph(graph)?;
+        let g = self.readable_graph(graph)?;
         // SAFETY: `g` is live; the driver writes at most `*count` nodes to the buffer.
         Self::node_list(|nodes, count| unsafe { sys::cuGraphGetNodes(g, nodes, count) })
     }
@@ -202,7 +261,7 @@ impl Graphs for CudaExecutor {
     fn node_dependencies(&mut self, graph: ExecGraph, node: ExecNode) -> ExecResult<Vec<ExecNode>> {
         self.bind()?;
         // The session hands out only nodes it got from graph_nodes of this live graph.
-        self.graph(graph)?;
+        self.readable_graph(graph)?;
         let n = node as usize as sys::CUgraphNode;
         // SAFETY: `n` is a node of a live graph; the driver writes at most `*count`
         // nodes; no edge data is asked for.
@@ -213,7 +272,7 @@ impl Graphs for CudaExecutor {
 
     fn graph_dot(&mut self, graph: ExecGraph, flags: u32) -> ExecResult<Vec<u8>> {
         self.bind()?;
-        let g = self.graph(graph)?;
+        let g = self.readable_graph(graph)?;
         // The driver writes a file: one of ours, made new (never an existing path),
         // read back and removed.
         static NEXT: AtomicU64 = AtomicU64::new(0);

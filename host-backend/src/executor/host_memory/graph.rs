@@ -87,8 +87,10 @@ pub(super) struct Node {
     deps: Vec<usize>,
 }
 
-/// A capture in progress: its nodes and which stream it began on.
+/// A capture in progress: the id its graph will have, its nodes and which stream it
+/// began on.
 struct Capture {
+    graph: ExecGraph,
     origin: ExecStream,
     nodes: Vec<Node>,
 }
@@ -214,6 +216,19 @@ impl HostMemoryExecutor {
         }
     }
 
+    /// The nodes of a graph, or of the graph a capture is building.
+    fn nodes_of(&self, graph: ExecGraph) -> ExecResult<&Vec<Node>> {
+        if let Some(nodes) = self.graphs.graphs.get(&graph) {
+            return Ok(nodes);
+        }
+        self.graphs
+            .captures
+            .values()
+            .find(|c| c.graph == graph)
+            .map(|c| &c.nodes)
+            .ok_or(CudaStatus::ErrorInvalidValue)
+    }
+
     fn node_index(graph: ExecGraph, node: ExecNode, len: usize) -> ExecResult<usize> {
         let index = (node & 0xFFFF) as usize;
         if node >> 16 != graph || index == 0 || index > len {
@@ -273,9 +288,11 @@ impl Graphs for HostMemoryExecutor {
         }
         self.graphs.next_capture += 1;
         let id = self.graphs.next_capture;
+        let graph = self.fresh_id();
         self.graphs.captures.insert(
             id,
             Capture {
+                graph,
                 origin: stream,
                 nodes: Vec::new(),
             },
@@ -299,9 +316,8 @@ impl Graphs for HostMemoryExecutor {
         if capture.nodes.len() > MAX_NODES {
             return Err(CudaStatus::ErrorMemoryAllocation);
         }
-        let graph = self.fresh_id();
-        self.graphs.graphs.insert(graph, capture.nodes);
-        Ok(graph)
+        self.graphs.graphs.insert(capture.graph, capture.nodes);
+        Ok(capture.graph)
     }
 
     fn graph_instantiate(&mut self, graph: ExecGraph, _flags: u64) -> ExecResult<ExecGraphExec> {
@@ -346,21 +362,28 @@ impl Graphs for HostMemoryExecutor {
             .ok_or(CudaStatus::ErrorInvalidValue)
     }
 
+    fn capture_graph(&mut self, stream: ExecStream) -> ExecResult<(ExecGraph, Vec<ExecNode>)> {
+        self.check_stream(stream)?;
+        let (id, frontier) = self
+            .graphs
+            .capturing
+            .get(&stream)
+            .ok_or(CudaStatus::ErrorIllegalState)?;
+        let graph = self.graphs.captures[id].graph;
+        let deps = frontier
+            .iter()
+            .map(|&d| graph << 16 | (d as u64 + 1))
+            .collect();
+        Ok((graph, deps))
+    }
+
     fn graph_nodes(&mut self, graph: ExecGraph) -> ExecResult<Vec<ExecNode>> {
-        let nodes = self
-            .graphs
-            .graphs
-            .get(&graph)
-            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        let nodes = self.nodes_of(graph)?;
         Ok((1..=nodes.len() as u64).map(|i| graph << 16 | i).collect())
     }
 
     fn node_dependencies(&mut self, graph: ExecGraph, node: ExecNode) -> ExecResult<Vec<ExecNode>> {
-        let nodes = self
-            .graphs
-            .graphs
-            .get(&graph)
-            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        let nodes = self.nodes_of(graph)?;
         let index = Self::node_index(graph, node, nodes.len())?;
         Ok(nodes[index]
             .deps
@@ -481,6 +504,10 @@ mod tests {
         x.event_record(join, t, 0).unwrap();
         x.stream_wait_event(s, join, 0).unwrap();
         x.memset(a, 1, 8, s, true).unwrap();
+        // The graph being built, seen from the capture: s's last node is the frontier.
+        let (building, deps) = x.capture_graph(s).unwrap();
+        assert_eq!(deps, vec![building << 16 | 3]);
+        assert_eq!(x.graph_nodes(building).unwrap().len(), 3);
         // Nothing ran yet; a pageable copy cannot be captured.
         assert_eq!(x.slice(a, 1).unwrap()[0], 0);
         assert_eq!(
@@ -493,6 +520,7 @@ mod tests {
             CudaStatus::ErrorStreamCaptureUnmatched
         );
         let g = x.end_capture(s).unwrap();
+        assert_eq!(g, building, "the graph keeps its id when the capture ends");
         assert!(!x.is_capturing(t), "joined streams leave with the origin");
         let nodes = x.graph_nodes(g).unwrap();
         assert_eq!(nodes.len(), 3);
