@@ -102,6 +102,17 @@ impl Captures {
     }
 }
 
+/// Forget every capture (the device was reset).
+pub fn forget_all() {
+    with(|c| {
+        let last_id = c.last_id;
+        *c = Captures {
+            last_id,
+            ..Captures::default()
+        };
+    });
+}
+
 /// `cudaThreadExchangeStreamCaptureMode`: set the calling thread's mode, return the
 /// old one.
 pub fn exchange_mode(mode: u32) -> Result<u32, CudaStatus> {

@@ -40,6 +40,17 @@ fn live<T>(f: impl FnOnce(&mut Live) -> T) -> T {
     }))
 }
 
+/// Forget graphs, executable graphs and captures (the device was reset: the host's are
+/// gone).
+pub fn forget_device_state() {
+    live(|l| {
+        l.graphs.clear();
+        l.execs.clear();
+    });
+    capture::forget_all();
+    *DEPENDENCIES.lock().unwrap_or_else(|p| p.into_inner()) = None;
+}
+
 #[no_mangle]
 pub extern "C" fn cudaStreamBeginCapture(stream: RawHandle, mode: u32) -> cudaError_t {
     guard("cudaStreamBeginCapture", || {
