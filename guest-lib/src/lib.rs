@@ -7,6 +7,8 @@
 //! - [`state`]: what the guest keeps: per-thread current device and last error,
 //!   registered fatbinaries, kernels and variables, device-property cache, the
 //!   guest-made stream and event ids, and the host and device allocations it knows.
+//! - [`capture`]: stream capture state (capturing streams, capture ids, the threads'
+//!   capture modes) and CUDA's rules for calls made during a capture.
 //! - [`gate`]: per-stream ordering of asynchronous host functions.
 //! - [`shared`]: pinned memory shared with a same-host backend (memfds).
 //! - [`staging`]: the shared-memory data path for copies (no bytes on the socket).
@@ -31,6 +33,7 @@ pub mod api;
 pub mod blas;
 pub mod blaslt;
 pub mod caller;
+pub mod capture;
 pub mod client;
 pub mod cudnn;
 pub mod driver;

@@ -15,6 +15,7 @@ use tracing::{debug, info, warn};
 use vmcuda_wire::blas::{BlasCreate, BlasDestroy, BlasGemm, BlasSetWorkspace};
 use vmcuda_wire::blaslt::{LtCreate, LtDestroy, LtHeuristic, LtHeuristicReply, LtMatmul};
 use vmcuda_wire::driver::*;
+use vmcuda_wire::graph::*;
 use vmcuda_wire::handshake::{self, caps, PROTOCOL_VERSION};
 use vmcuda_wire::op::*;
 use vmcuda_wire::CudaStatus;
@@ -22,6 +23,7 @@ use vmcuda_wire::CudaStatus;
 mod blas;
 mod blaslt;
 mod driver;
+mod graph;
 
 use crate::executor::{
     ExecEvent, ExecFunction, ExecModule, ExecStream, Executor, LaunchConfig, Pitched,
@@ -84,6 +86,8 @@ pub struct Session {
     blas: blas::BlasHandles,
     /// The guest's cuBLASLt handles and the algorithms it was given (see `blaslt`).
     lt: blaslt::LtState,
+    /// The guest's graphs, executable graphs and graph nodes (see `graph`).
+    graph_tables: graph::GraphTables,
     /// A synchronous copy queued from a receive buffer (that buffer), waited for
     /// before the next reply.
     owed_copy: Option<usize>,
@@ -238,6 +242,7 @@ impl Session {
             reply_in_area: None,
             blas: Default::default(),
             lt: Default::default(),
+            graph_tables: Default::default(),
             owed_copy: None,
             vmm: Default::default(),
         }
@@ -654,6 +659,7 @@ impl Drop for Session {
         self.lt_drop_all();
         self.blas_drop_all();
         self.vmm_drop_all();
+        self.graphs_drop_all();
         for (_, e) in self.events.drain() {
             let _ = self.exec.event_destroy(e);
         }
@@ -723,6 +729,7 @@ impl Handler for Session {
         self.lt_reset();
         self.blas_reset();
         self.vmm_reset();
+        self.graphs_reset();
         self.streams.clear();
         self.events.clear();
         let freed: u64 = self.allocations.values().sum();
@@ -869,6 +876,7 @@ impl Handler for Session {
     }
     fn memcpy_htod(&mut self, _: &CallContext, req: MemcpyHtoD, data: &[u8]) -> HandlerResult<()> {
         let s = self.stream(req.stream)?;
+        self.refuse_if_capturing(s)?;
         self.check_range(req.dst, data.len() as u64)?;
         match self.receive_buffer_of(data) {
             // Straight from the worker's page-locked buffer, which the worker leaves
@@ -888,6 +896,7 @@ impl Handler for Session {
     }
     fn memcpy_dtoh(&mut self, _: &CallContext, req: MemcpyDtoH, _: &[u8]) -> HandlerResult<()> {
         let s = self.stream(req.stream)?;
+        self.refuse_if_capturing(s)?;
         if req.size > vmcuda_wire::frame::MAX_DATA_LEN {
             return Err(CudaStatus::ErrorInvalidValue);
         }
@@ -934,6 +943,7 @@ impl Handler for Session {
         data: &[u8],
     ) -> HandlerResult<()> {
         let s = self.stream(req.stream)?;
+        self.refuse_if_capturing(s)?;
         if req.width.checked_mul(req.height) != Some(data.len() as u64) {
             return Err(CudaStatus::ErrorInvalidValue);
         }
@@ -955,6 +965,7 @@ impl Handler for Session {
         _: &[u8],
     ) -> HandlerResult<()> {
         let s = self.stream(req.stream)?;
+        self.refuse_if_capturing(s)?;
         let len = req
             .width
             .checked_mul(req.height)
@@ -1513,6 +1524,124 @@ impl Handler for Session {
     }
     fn lt_matmul(&mut self, _: &CallContext, req: LtMatmul, _: &[u8]) -> HandlerResult<()> {
         self.handle_lt_matmul(req)
+    }
+    fn stream_begin_capture(
+        &mut self,
+        _: &CallContext,
+        req: StreamBeginCapture,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        self.handle_begin_capture(req)
+    }
+    fn stream_end_capture(
+        &mut self,
+        _: &CallContext,
+        req: StreamEndCapture,
+        _: &[u8],
+    ) -> HandlerResult<GraphMade> {
+        self.handle_end_capture(req)
+    }
+    fn stream_get_capture_graph(
+        &mut self,
+        _: &CallContext,
+        req: StreamGetCaptureGraph,
+        _: &[u8],
+    ) -> HandlerResult<CaptureGraph> {
+        self.handle_capture_graph(req)
+    }
+    fn graph_instantiate(
+        &mut self,
+        _: &CallContext,
+        req: GraphInstantiate,
+        _: &[u8],
+    ) -> HandlerResult<GraphExecMade> {
+        self.handle_graph_instantiate(req)
+    }
+    fn graph_launch(&mut self, _: &CallContext, req: GraphLaunch, _: &[u8]) -> HandlerResult<()> {
+        self.handle_graph_launch(req)
+    }
+    fn graph_destroy(&mut self, _: &CallContext, req: GraphDestroy, _: &[u8]) -> HandlerResult<()> {
+        self.handle_graph_destroy(req)
+    }
+    fn graph_exec_destroy(
+        &mut self,
+        _: &CallContext,
+        req: GraphExecDestroy,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        self.handle_graph_exec_destroy(req)
+    }
+    fn graph_get_nodes(
+        &mut self,
+        _: &CallContext,
+        req: GraphGetNodes,
+        _: &[u8],
+    ) -> HandlerResult<GraphNodes> {
+        self.handle_graph_get_nodes(req)
+    }
+    fn graph_node_get_dependencies(
+        &mut self,
+        _: &CallContext,
+        req: GraphNodeGetDependencies,
+        _: &[u8],
+    ) -> HandlerResult<GraphNodes> {
+        self.handle_node_dependencies(req)
+    }
+    fn graph_debug_dot(
+        &mut self,
+        _: &CallContext,
+        req: GraphDebugDot,
+        _: &[u8],
+    ) -> HandlerResult<DotText> {
+        self.handle_graph_debug_dot(req)
+    }
+    fn mem_alloc_async(
+        &mut self,
+        _: &CallContext,
+        req: MemAllocAsync,
+        _: &[u8],
+    ) -> HandlerResult<Allocated> {
+        self.handle_alloc_async(req)
+    }
+    fn mem_free_async(
+        &mut self,
+        _: &CallContext,
+        req: MemFreeAsync,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        self.handle_free_async(req)
+    }
+    fn mem_pool_get_attribute(
+        &mut self,
+        ctx: &CallContext,
+        req: MemPoolGetAttribute,
+        _: &[u8],
+    ) -> HandlerResult<PoolAttributeValue> {
+        self.handle_pool_get_attribute(ctx, req)
+    }
+    fn mem_pool_set_attribute(
+        &mut self,
+        ctx: &CallContext,
+        req: MemPoolSetAttribute,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        self.handle_pool_set_attribute(ctx, req)
+    }
+    fn mem_pool_trim_to(
+        &mut self,
+        ctx: &CallContext,
+        req: MemPoolTrimTo,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        self.handle_pool_trim_to(ctx, req)
+    }
+    fn mem_pool_set_access(
+        &mut self,
+        ctx: &CallContext,
+        req: MemPoolSetAccess,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        self.handle_pool_set_access(ctx, req)
     }
     fn event_elapsed_time(
         &mut self,

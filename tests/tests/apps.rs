@@ -20,9 +20,11 @@ const APPS: &[&str] = &[
     "dynamic_shared",
     "errors",
     "events",
+    "graphs",
     "illegal_address",
     "launch_api",
     "matmul",
+    "mem_pools",
     "memcpy_kinds",
     "multithread",
     "occupancy_attrs",
@@ -982,4 +984,94 @@ fn cudnn_calls_name_the_missing_library_and_function_and_return_not_supported() 
     );
     assert_eq!(stderr.matches("cudnnSetStream (libcudnn.so.9)").count(), 1);
     let _ = std::fs::remove_dir_all(exe.parent().unwrap());
+}
+
+#[test]
+#[ignore = "needs the linked guest library and nvcc-built apps: run tests/run.sh"]
+fn graphs_are_captured_replayed_and_refused_as_cuda_does() {
+    let d = Daemon::host_memory("graphs");
+    let out = d.run_app("graphs");
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    for line in [
+        "before capture: none",
+        "during capture: active",
+        "capture info: active, id nonzero: yes",
+        "graph so far: 3 nodes, 1 dependency, which has 1",
+        "the captured graph is the one being built: yes",
+        "second stream before the fork: none",
+        "second stream after the fork: active",
+        "after capture: none",
+        "second stream after capture: none",
+        "graph: 8 nodes, 8 edges, 1 root, at most 2 dependencies",
+        "dot file starts with digraph: yes",
+        "memset and copy nodes ran: yes",
+        "capture on the legacy stream: cudaErrorStreamCaptureUnsupported",
+        "previous thread mode: global",
+        "cudaMalloc in a relaxed thread during capture: cudaSuccess",
+        "restored thread mode was: relaxed",
+        "cudaMalloc in a global thread during capture: cudaErrorStreamCaptureUnsupported",
+        "capture after that: invalidated",
+        "end of that capture: cudaErrorStreamCaptureInvalidated, graph null: yes",
+        "pageable copy during capture: cudaErrorStreamCaptureUnsupported",
+        "end of that capture: cudaErrorStreamCaptureInvalidated",
+        "legacy stream during a blocking capture: cudaErrorStreamCaptureImplicit",
+        "PASS graphs",
+    ] {
+        assert!(stdout.contains(line), "missing `{line}` in:\n{stdout}");
+    }
+    // Captured kernels were recorded only when the executable graph ran: once per
+    // launch (three), never during the capture.
+    let records = d.launches();
+    assert_eq!(launches_of(&records, "_Z4fillPffi").len(), 3);
+    assert_eq!(launches_of(&records, "_Z5scalePffi").len(), 6);
+    assert_eq!(launches_of(&records, "_Z8add_intoPfPKffi").len(), 3);
+}
+
+#[test]
+#[ignore = "needs the linked guest library and nvcc-built apps: run tests/run.sh"]
+fn stream_ordered_memory_and_the_default_pool_are_forwarded_and_ipc_is_refused() {
+    let d = Daemon::host_memory("pools");
+    let out = d.run_app("mem_pools");
+    let stdout = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    for line in [
+        "default pool is stable: yes",
+        "default pool of a missing device: cudaErrorInvalidDevice",
+        "release threshold reads back: yes",
+        "opportunistic reuse (default): 1",
+        "opportunistic reuse after turning it off: 0",
+        "setting used memory: cudaErrorInvalidValue",
+        "setting the used high-water mark to 5: cudaErrorInvalidValue",
+        "used while 4 MiB are allocated is at least 4 MiB: yes",
+        "reserved covers used: yes",
+        "memsets of stream-ordered memory read back: yes",
+        "used after every free: 0",
+        "used high-water mark is at least 4 MiB: yes",
+        "used high-water mark after a reset: 0",
+        "trimming does not grow the pool: yes",
+        "cudaFreeAsync of cudaMalloc memory: ok",
+        "cudaIpcGetMemHandle answered success or not-supported: yes",
+        "cudaIpcGetEventHandle answered success or not-supported: yes",
+        "PASS mem_pools",
+    ] {
+        assert!(stdout.contains(line), "missing `{line}` in:\n{stdout}");
+    }
+    // In a VM guest IPC is refused, and the guest says why once.
+    assert!(
+        stderr.contains("cudaIpcGetMemHandle: cudaErrorNotSupported"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("cudaIpcGetEventHandle: cudaErrorNotSupported"),
+        "{stderr}"
+    );
+    assert_eq!(
+        stderr
+            .matches("CUDA IPC is not supported in a VM guest")
+            .count(),
+        1,
+        "{stderr}"
+    );
 }

@@ -9,6 +9,8 @@
 //!   query, matmuls) and the one check of a matmul's shapes and extents.
 //! - [`frame`]: the fixed 40-byte frame header (zerocopy), frame flags, reading and
 //!   writing whole frames, several of which may share one write.
+//! - [`graph`]: stream capture, CUDA graphs and stream-ordered memory: host-named
+//!   graph handles, capture modes, memory-pool attributes.
 //! - [`op`]: the op-code table: every request with its explicit, append-only op code,
 //!   its argument and reply types, and whether the guest waits for the reply.
 //! - [`handshake`]: the versioned hello exchanged first on every connection.
@@ -26,6 +28,7 @@ pub mod cubin;
 pub mod driver;
 pub mod fatbin;
 pub mod frame;
+pub mod graph;
 pub mod handshake;
 pub mod op;
 pub mod status;

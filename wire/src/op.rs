@@ -17,6 +17,12 @@ use crate::driver::{
     MemRetainAllocationHandle, MemSetAccess, MemUnmap, MemsetElements, Reserved,
     StreamWriteValue32, TensorMapEncodeTiled,
 };
+use crate::graph::{
+    CaptureGraph, DotText, GraphDebugDot, GraphDestroy, GraphExecDestroy, GraphExecMade,
+    GraphGetNodes, GraphInstantiate, GraphLaunch, GraphMade, GraphNodeGetDependencies, GraphNodes,
+    MemAllocAsync, MemFreeAsync, MemPoolGetAttribute, MemPoolSetAccess, MemPoolSetAttribute,
+    MemPoolTrimTo, PoolAttributeValue, StreamBeginCapture, StreamEndCapture, StreamGetCaptureGraph,
+};
 use crate::status::CudaStatus;
 
 /// A device pointer as the GPU sees it. Guests get real device addresses because
@@ -239,6 +245,25 @@ op_table! {
     0x0801 LtDestroy => lt_destroy(LtDestroy) -> (), Async;
     0x0802 LtHeuristic => lt_heuristic(LtHeuristic) -> LtHeuristicReply, Sync;
     0x0803 LtMatmul => lt_matmul(LtMatmul) -> (), Async;
+    // Stream capture, graphs, stream-ordered memory (types in crate::graph). Capture
+    // begins and ends waiting (the driver may refuse either); a graph launch and the
+    // destruction of objects the guest knows it made are posted.
+    0x0700 StreamBeginCapture => stream_begin_capture(StreamBeginCapture) -> (), Sync;
+    0x0701 StreamEndCapture => stream_end_capture(StreamEndCapture) -> GraphMade, Sync;
+    0x0702 GraphInstantiate => graph_instantiate(GraphInstantiate) -> GraphExecMade, Sync;
+    0x0703 GraphLaunch => graph_launch(GraphLaunch) -> (), Async;
+    0x0704 GraphDestroy => graph_destroy(GraphDestroy) -> (), Async;
+    0x0705 GraphExecDestroy => graph_exec_destroy(GraphExecDestroy) -> (), Async;
+    0x0706 GraphGetNodes => graph_get_nodes(GraphGetNodes) -> GraphNodes, Sync;
+    0x0707 GraphNodeGetDependencies => graph_node_get_dependencies(GraphNodeGetDependencies) -> GraphNodes, Sync;
+    0x0708 GraphDebugDot => graph_debug_dot(GraphDebugDot) -> DotText, Sync;
+    0x0709 MemAllocAsync => mem_alloc_async(MemAllocAsync) -> Allocated, Sync;
+    0x070A MemFreeAsync => mem_free_async(MemFreeAsync) -> (), Async;
+    0x070B MemPoolGetAttribute => mem_pool_get_attribute(MemPoolGetAttribute) -> PoolAttributeValue, Sync;
+    0x070C MemPoolSetAttribute => mem_pool_set_attribute(MemPoolSetAttribute) -> (), Sync;
+    0x070D MemPoolTrimTo => mem_pool_trim_to(MemPoolTrimTo) -> (), Sync;
+    0x070E MemPoolSetAccess => mem_pool_set_access(MemPoolSetAccess) -> (), Sync;
+    0x070F StreamGetCaptureGraph => stream_get_capture_graph(StreamGetCaptureGraph) -> CaptureGraph, Sync;
 }
 
 /// Host-to-guest event (flag `FLAG_EVENT`, not in the table because guests never send

@@ -139,6 +139,7 @@ pub extern "C" fn cudaDeviceReset() -> cudaError_t {
     guard("cudaDeviceReset", || {
         let r = call(&DeviceReset);
         super::registration::forget_device_state();
+        super::graph::forget_device_state();
         r
     })
 }

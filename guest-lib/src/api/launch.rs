@@ -79,6 +79,7 @@ fn launch(
 ) -> Result<()> {
     let (function, params) = kernel(host_fun)?;
     check_config(grid.array(), block.array())?;
+    crate::capture::check_stream_use(stream)?;
     let total = params
         .iter()
         .map(|p| (p.offset + p.size) as usize)

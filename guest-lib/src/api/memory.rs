@@ -15,6 +15,7 @@ use vmcuda_wire::CudaStatus;
 
 use super::registration::variable;
 use super::{call, call_with, guard, stream_handle, RawHandle, Result};
+use crate::capture;
 use crate::client::{self, Sink, CHUNK};
 use crate::gate;
 use crate::shared;
@@ -56,6 +57,20 @@ fn can_post(stream: StreamHandle, ptr: usize, len: usize) -> bool {
             .is_some_and(|(start, size, _)| ptr as u64 + len as u64 <= start + size)
 }
 
+/// CUDA's capture rules for a copy or memset on `stream` (see [`crate::capture`]):
+/// a synchronous one is a potentially unsafe call, and one that cannot be captured is
+/// refused on a capturing stream.
+fn admit(stream: StreamHandle, is_async: bool, capturable: bool) -> Result<()> {
+    if !is_async {
+        capture::check_unsafe_call()?;
+    }
+    capture::check_stream_use(stream)?;
+    if !is_async || !capturable {
+        capture::refuse_if_capturing(stream)?;
+    }
+    Ok(())
+}
+
 /// Run a copy or memset in stream order: asynchronous ones may queue behind a host
 /// function on their stream; synchronous ones first wait for the stream.
 fn enqueue(
@@ -81,6 +96,16 @@ fn memcpy(
     is_async: bool,
 ) -> Result<()> {
     let kind = resolve_kind(kind, dst, src)?;
+    // Only copies the host's DMA engine can do later from memory both sides share can
+    // be captured; pageable copies travel through the socket now.
+    let host_side = match kind {
+        H2D => Some(src),
+        D2H => Some(dst),
+        H2H => Some(dst),
+        _ => None,
+    };
+    let capturable = kind != H2H && host_side.is_none_or(|h| staging::pinned_region(h, count));
+    admit(stream, is_async, capturable)?;
     enqueue(stream, is_async, move || {
         memcpy_now(dst, src, count, kind, stream, is_async)
     })
@@ -228,6 +253,8 @@ fn memcpy_2d(
     if width == 0 || height == 0 {
         return Ok(());
     }
+    // Pitched copies with a host side always travel through the socket.
+    admit(stream, is_async, kind == D2D)?;
     if width > dpitch || width > spitch {
         return Err(CudaStatus::ErrorInvalidPitchValue);
     }
@@ -325,6 +352,7 @@ pub extern "C" fn cudaMalloc(ptr: *mut *mut c_void, size: usize) -> cudaError_t 
         if ptr.is_null() {
             return Err(CudaStatus::ErrorInvalidValue);
         }
+        capture::check_unsafe_call()?;
         let p = call(&MemAlloc { size: size as u64 })?.ptr;
         registry().add_device_range(p, size as u64, state::current_device());
         caller::write(ptr, p as *mut c_void)
@@ -334,6 +362,7 @@ pub extern "C" fn cudaMalloc(ptr: *mut *mut c_void, size: usize) -> cudaError_t 
 #[no_mangle]
 pub extern "C" fn cudaFree(ptr: *mut c_void) -> cudaError_t {
     guard("cudaFree", || {
+        capture::check_unsafe_call()?;
         call(&MemFree { ptr: ptr as u64 })?;
         registry().remove_device_range(ptr as u64);
         Ok(())
@@ -385,6 +414,7 @@ fn host_alloc(size: usize, flags: u32) -> Result<*mut c_void> {
     if size == 0 {
         return Ok(std::ptr::null_mut());
     }
+    capture::check_unsafe_call()?;
     // Shared with a same-host backend when possible (kernels can then reach it), else
     // private page-aligned memory.
     let (p, shared) = match shared::alloc(size, flags) {
@@ -436,6 +466,7 @@ pub extern "C" fn cudaFreeHost(ptr: *mut c_void) -> cudaError_t {
         if ptr.is_null() {
             return Ok(());
         }
+        capture::check_unsafe_call()?;
         let range = registry().take_host_range(ptr as usize, HostMemoryKind::Allocated);
         match range {
             Some(HostRange {
@@ -742,6 +773,7 @@ fn memset(
     if count == 0 {
         return Ok(());
     }
+    admit(stream, is_async, true)?;
     let req = Memset {
         dst: ptr as u64,
         value: value as u8,
@@ -814,6 +846,7 @@ fn memset_2d(
     if width == 0 || height == 0 {
         return Ok(());
     }
+    admit(stream, is_async, true)?;
     let req = Memset2D {
         dst: ptr as u64,
         pitch: pitch as u64,

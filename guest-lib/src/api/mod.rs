@@ -7,7 +7,11 @@
 pub mod device;
 pub mod driver_entry;
 pub mod errors;
+mod forward;
+pub mod graph;
+pub mod ipc;
 pub mod launch;
+pub mod mem_pool;
 pub mod memory;
 pub mod registration;
 pub mod stream;

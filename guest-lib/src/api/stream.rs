@@ -12,6 +12,7 @@ use vmcuda_wire::CudaStatus;
 
 use super::device::priority_range;
 use super::{call, guard, stream_handle, RawHandle, Result};
+use crate::capture;
 use crate::gate;
 use crate::state::{self, registry, StreamInfo};
 use crate::{caller, cudaError_t};
@@ -90,6 +91,7 @@ pub extern "C" fn cudaStreamDestroy(stream: RawHandle) -> cudaError_t {
 
 fn stream_synchronize(stream: RawHandle, per_thread: bool) -> Result<()> {
     let handle = stream_handle(stream, per_thread);
+    capture::check_stream_sync(handle)?;
     let queued = gate::sync_stream(handle);
     call(&StreamSynchronize { stream: handle })?;
     queued
@@ -97,6 +99,7 @@ fn stream_synchronize(stream: RawHandle, per_thread: bool) -> Result<()> {
 
 fn stream_query(stream: RawHandle, per_thread: bool) -> Result<()> {
     let handle = stream_handle(stream, per_thread);
+    capture::check_stream_sync(handle)?;
     if gate::stream_busy(handle) {
         return Err(CudaStatus::ErrorNotReady);
     }
@@ -175,6 +178,8 @@ pub extern "C" fn cudaStreamGetId(stream: RawHandle, id: *mut u64) -> cudaError_
 fn wait_event(stream: RawHandle, event: RawHandle, flags: u32, per_thread: bool) -> Result<()> {
     let stream = stream_handle(stream, per_thread);
     let event = EventHandle(event as u64);
+    // Waiting for an event recorded in a capture joins that capture.
+    capture::stream_waits(stream, event)?;
     let req = StreamWaitEvent {
         stream,
         event,
@@ -225,8 +230,12 @@ fn launch_host_func(
     per_thread: bool,
 ) -> Result<()> {
     let f = f.ok_or(CudaStatus::ErrorInvalidValue)?;
+    let handle = stream_handle(stream, per_thread);
+    // Host functions run in the guest, not on the host's stream: a graph could not
+    // call them later.
+    capture::refuse_if_capturing(handle)?;
     let user_data = user_data as usize;
-    gate::host_function(stream_handle(stream, per_thread), move |_| {
+    gate::host_function(handle, move |_| {
         caller::call_host_fn(f, user_data as *mut c_void)
     });
     Ok(())
@@ -269,6 +278,7 @@ fn add_callback(
     if !handle.is_default() && !registry().streams.contains_key(&handle.0) {
         return Err(CudaStatus::ErrorInvalidResourceHandle);
     }
+    capture::refuse_if_capturing(handle)?;
     let (stream, user_data) = (stream as usize, user_data as usize);
     // The callback learns the stream's status: errors of earlier work are reported to it.
     gate::host_function(handle, move |status| {
@@ -362,6 +372,8 @@ pub extern "C" fn cudaEventDestroy(event: RawHandle) -> cudaError_t {
 fn record(event: RawHandle, stream: RawHandle, flags: u32, per_thread: bool) -> Result<()> {
     let stream = stream_handle(stream, per_thread);
     let event = EventHandle(event as u64);
+    capture::check_stream_use(stream)?;
+    capture::event_recorded(event, stream);
     let req = EventRecord {
         event,
         stream,

@@ -509,6 +509,7 @@ struct Module {
 mod blas;
 mod blaslt;
 mod driver;
+mod graph;
 
 /// The executor for real GPUs. See the module documentation.
 pub struct CudaExecutor {
@@ -535,6 +536,8 @@ pub struct CudaExecutor {
     /// cuBLASLt handles and entry points (see `blaslt`).
     lt: blaslt::CudaLt,
     queued: QueuedCopies,
+    /// Graphs and executable graphs (see `graph`).
+    graph_tables: graph::CudaGraphs,
 }
 
 /// Copies from and into the worker's page-locked buffers queued without waiting (see
@@ -606,6 +609,7 @@ impl CudaExecutor {
         // SAFETY: only looks symbols up; the pointers are not used.
         let missing: Vec<&str> = REQUIRED_SYMBOLS
             .iter()
+            .chain(graph::SYMBOLS)
             .copied()
             .filter(|name| unsafe { lib.get::<*const c_void>(name.as_bytes()) }.is_err())
             .collect();
@@ -692,6 +696,7 @@ impl CudaExecutor {
             blas: Default::default(),
             lt: Default::default(),
             queued: QueuedCopies::default(),
+            graph_tables: Default::default(),
         })
     }
 
@@ -900,9 +905,10 @@ impl CudaExecutor {
     }
 
     fn destroy_device_objects(&mut self, idx: usize) {
-        // cuBLAS(Lt) handles first: they use the streams below.
+        // cuBLAS(Lt) handles and graphs first: they use the streams below.
         self.lt_destroy_device(idx);
         self.blas_destroy_device(idx);
+        self.graphs_destroy_device(idx);
         self.forget_queued(idx);
         if let Some(s) = self.devices[idx].scrub_stream.take() {
             // SAFETY: made by scrub_stream and destroyed once (it has left the device).

@@ -97,6 +97,7 @@ impl Region {
 mod blas;
 mod blaslt;
 mod driver;
+mod graph;
 
 pub struct HostMemoryExecutor {
     total_memory: u64,
@@ -124,6 +125,8 @@ pub struct HostMemoryExecutor {
     vmm: driver::HostVmm,
     /// Live cuBLASLt handle ids (see `blaslt`).
     lt_handles: HashSet<u64>,
+    /// Captures, graphs and the default pool (see `graph`).
+    graphs: graph::HostGraphs,
 }
 
 impl HostMemoryExecutor {
@@ -159,6 +162,7 @@ impl HostMemoryExecutor {
             blas_handles: HashSet::new(),
             vmm: Default::default(),
             lt_handles: HashSet::new(),
+            graphs: Default::default(),
         })
     }
 
@@ -432,6 +436,7 @@ impl Executor for HostMemoryExecutor {
         self.used_memory = 0;
         self.streams.clear();
         self.events.clear();
+        self.graphs.clear();
         for module in self.modules.values_mut() {
             module.globals.clear();
         }
@@ -498,6 +503,7 @@ impl Executor for HostMemoryExecutor {
             .remove(&ptr)
             .ok_or(CudaStatus::ErrorInvalidValue)?;
         self.used_memory -= bytes.len() as u64;
+        self.pool_forget(ptr);
         Ok(())
     }
     fn alloc_pitch(&mut self, width: u64, height: u64) -> ExecResult<(DevicePtr, u64)> {
@@ -518,6 +524,7 @@ impl Executor for HostMemoryExecutor {
         _is_async: bool,
     ) -> ExecResult<()> {
         self.check_stream(stream)?;
+        self.refuse_in_capture(stream)?;
         self.slice_mut(dst, src.len() as u64)?.copy_from_slice(src);
         Ok(())
     }
@@ -529,6 +536,7 @@ impl Executor for HostMemoryExecutor {
         _is_async: bool,
     ) -> ExecResult<()> {
         self.check_stream(stream)?;
+        self.refuse_in_capture(stream)?;
         dst.copy_from_slice(self.slice(src, dst.len() as u64)?);
         Ok(())
     }
@@ -541,6 +549,11 @@ impl Executor for HostMemoryExecutor {
         _is_async: bool,
     ) -> ExecResult<()> {
         self.check_stream(stream)?;
+        self.slice(src, size)?;
+        self.slice(dst, size)?;
+        if self.record(stream, || graph::Recorded::CopyDtoD { dst, src, size }) {
+            return Ok(());
+        }
         let bytes = self.slice(src, size)?.to_vec();
         self.slice_mut(dst, size)?.copy_from_slice(&bytes);
         Ok(())
@@ -555,6 +568,7 @@ impl Executor for HostMemoryExecutor {
         _is_async: bool,
     ) -> ExecResult<()> {
         self.check_stream(stream)?;
+        self.refuse_in_capture(stream)?;
         if width.checked_mul(height) != Some(src.len() as u64) {
             return Err(CudaStatus::ErrorInvalidValue);
         }
@@ -577,6 +591,7 @@ impl Executor for HostMemoryExecutor {
         _is_async: bool,
     ) -> ExecResult<()> {
         self.check_stream(stream)?;
+        self.refuse_in_capture(stream)?;
         if width.checked_mul(height) != Some(dst.len() as u64) {
             return Err(CudaStatus::ErrorInvalidValue);
         }
@@ -607,6 +622,15 @@ impl Executor for HostMemoryExecutor {
         ) else {
             return Ok(());
         };
+        let op = || graph::Recorded::Copy2DDtoD {
+            dst,
+            src,
+            width,
+            height,
+        };
+        if self.record(stream, op) {
+            return Ok(());
+        }
         // Staged, so overlapping regions copy as if through a temporary, like CUDA.
         let mut packed = Vec::with_capacity(from.width * from.height);
         let bytes = &self.memory[&from.start];
@@ -628,6 +652,10 @@ impl Executor for HostMemoryExecutor {
         _is_async: bool,
     ) -> ExecResult<()> {
         self.check_stream(stream)?;
+        self.slice(dst, size)?;
+        if self.record(stream, || graph::Recorded::Memset { dst, value, size }) {
+            return Ok(());
+        }
         self.slice_mut(dst, size)?.fill(value);
         Ok(())
     }
@@ -648,6 +676,15 @@ impl Executor for HostMemoryExecutor {
         let Some(region) = self.pitched(dst, width, height)? else {
             return Ok(());
         };
+        let op = || graph::Recorded::Memset2D {
+            dst,
+            value,
+            width,
+            height,
+        };
+        if self.record(stream, op) {
+            return Ok(());
+        }
         let bytes = self.allocation_mut(region.start);
         for row in region.rows() {
             bytes[row].fill(value);
@@ -725,6 +762,16 @@ impl Executor for HostMemoryExecutor {
             return Err(CudaStatus::ErrorInvalidValue);
         }
         let len = usize::try_from(size).map_err(|_| CudaStatus::ErrorInvalidValue)?;
+        self.slice(device, size)?;
+        let op = || graph::Recorded::CopyRegistered {
+            device,
+            host,
+            size,
+            to_device,
+        };
+        if self.record(stream, op) {
+            return Ok(());
+        }
         let host = host as *mut u8;
         if to_device {
             let dst = self.slice_mut(device, size)?;
@@ -864,6 +911,21 @@ impl Executor for HostMemoryExecutor {
         if params.len() != expected {
             return Err(CudaStatus::ErrorInvalidValue);
         }
+        let op = || graph::Recorded::Launch {
+            function,
+            grid: config.grid,
+            block: config.block,
+            shared_mem: config.shared_mem,
+            attributes: config.attributes.to_vec(),
+            params: params.to_vec(),
+        };
+        if self.record(config.stream, op) {
+            return Ok(());
+        }
+        let f = self
+            .functions
+            .get(&function)
+            .ok_or(CudaStatus::ErrorInvalidDeviceFunction)?;
         info!(
             kernel = %f.name, grid = ?config.grid, block = ?config.block,
             "kernel launch recorded, NOT executed (host-memory test executor)"
@@ -934,10 +996,12 @@ impl Executor for HostMemoryExecutor {
             .ok_or(CudaStatus::ErrorInvalidResourceHandle)
     }
     fn stream_synchronize(&mut self, stream: ExecStream) -> ExecResult<()> {
-        self.check_stream(stream)
+        self.check_stream(stream)?;
+        self.refuse_in_capture(stream)
     }
     fn stream_query(&mut self, stream: ExecStream) -> ExecResult<()> {
-        self.check_stream(stream)
+        self.check_stream(stream)?;
+        self.refuse_in_capture(stream)
     }
     fn stream_wait_event(
         &mut self,
@@ -946,10 +1010,10 @@ impl Executor for HostMemoryExecutor {
         _flags: u32,
     ) -> ExecResult<()> {
         self.check_stream(stream)?;
-        self.events
-            .get(&event)
-            .map(|_| ())
-            .ok_or(CudaStatus::ErrorInvalidResourceHandle)
+        if !self.events.contains_key(&event) {
+            return Err(CudaStatus::ErrorInvalidResourceHandle);
+        }
+        self.wait_event_in_capture(stream, event)
     }
     fn event_create(&mut self, flags: u32) -> ExecResult<ExecEvent> {
         if flags & !0xf != 0 {
@@ -983,6 +1047,7 @@ impl Executor for HostMemoryExecutor {
             .get_mut(&event)
             .ok_or(CudaStatus::ErrorInvalidResourceHandle)?;
         e.recorded_at = Some(Instant::now());
+        self.record_event_in_capture(event, stream);
         Ok(())
     }
     fn event_synchronize(&mut self, event: ExecEvent) -> ExecResult<()> {

@@ -13,6 +13,7 @@ pub mod blas;
 pub mod blaslt;
 pub mod cuda;
 pub mod driver;
+pub mod graph;
 pub mod host_memory;
 
 use vmcuda_wire::op::{
@@ -49,9 +50,10 @@ pub struct Pitched {
     pub pitch: u64,
 }
 
-/// Every executor also answers the BLAS calls ([`blas::Blas`], [`blaslt::BlasLt`]) and
-/// the driver-API calls beyond the runtime's ([`driver::Driver`]).
-pub trait Executor: blas::Blas + blaslt::BlasLt + driver::Driver {
+/// Every executor also answers the BLAS calls ([`blas::Blas`], [`blaslt::BlasLt`]), the
+/// driver-API calls beyond the runtime's ([`driver::Driver`]) and the graph and
+/// memory-pool calls ([`graph::Graphs`]).
+pub trait Executor: blas::Blas + blaslt::BlasLt + driver::Driver + graph::Graphs {
     fn kind(&self) -> ExecutorKind;
     /// One line describing the backend, shown to the guest.
     fn banner(&self) -> String;

@@ -1,0 +1,334 @@
+//! Stream capture and CUDA graphs.
+//!
+//! Capture state lives in the guest ([`crate::capture`]): whether a stream captures,
+//! its capture id and the threads' capture modes are answered without a round trip.
+//! Graphs, executable graphs and nodes are host objects named by the host; the program
+//! holds those ids as `cudaGraph_t`, `cudaGraphExec_t` and `cudaGraphNode_t`. Graph
+//! launches and the destruction of objects this process made are posted; what the
+//! guest does not know goes to the host to refuse (and log).
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::{c_char, c_void};
+use std::sync::Mutex;
+
+use vmcuda_wire::graph::{
+    GraphDebugDot, GraphDestroy, GraphExecDestroy, GraphExecHandle, GraphGetNodes, GraphHandle,
+    GraphInstantiate, GraphLaunch, GraphNodeGetDependencies, GraphNodeHandle, StreamBeginCapture,
+    StreamEndCapture, StreamGetCaptureGraph,
+};
+use vmcuda_wire::op::StreamHandle;
+use vmcuda_wire::CudaStatus;
+
+use super::{call, guard, stream_handle, RawHandle, Result};
+use crate::capture;
+use crate::gate;
+use crate::{caller, cudaError_t};
+
+/// Graphs and executable graphs this process holds (host ids).
+struct Live {
+    graphs: HashSet<u64>,
+    execs: HashSet<u64>,
+}
+
+static LIVE: Mutex<Option<Live>> = Mutex::new(None);
+
+fn live<T>(f: impl FnOnce(&mut Live) -> T) -> T {
+    let mut g = LIVE.lock().unwrap_or_else(|p| p.into_inner());
+    f(g.get_or_insert_with(|| Live {
+        graphs: HashSet::new(),
+        execs: HashSet::new(),
+    }))
+}
+
+/// Forget graphs, executable graphs and captures (the device was reset: the host's are
+/// gone).
+pub fn forget_device_state() {
+    live(|l| {
+        l.graphs.clear();
+        l.execs.clear();
+    });
+    capture::forget_all();
+    *DEPENDENCIES.lock().unwrap_or_else(|p| p.into_inner()) = None;
+}
+
+#[no_mangle]
+pub extern "C" fn cudaStreamBeginCapture(stream: RawHandle, mode: u32) -> cudaError_t {
+    guard("cudaStreamBeginCapture", || {
+        let handle = stream_handle(stream, false);
+        capture::may_begin(handle, mode)?;
+        if !super::known_stream(handle) {
+            return Err(CudaStatus::ErrorInvalidResourceHandle);
+        }
+        // Work queued behind a host function goes first: it precedes the capture.
+        gate::sync_stream(handle)?;
+        call(&StreamBeginCapture { stream: handle })?;
+        capture::begin(handle, mode);
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaStreamEndCapture(stream: RawHandle, graph: *mut RawHandle) -> cudaError_t {
+    guard("cudaStreamEndCapture", || {
+        if graph.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let handle = stream_handle(stream, false);
+        let invalidated = capture::end(handle)?;
+        let made = call(&StreamEndCapture {
+            stream: handle,
+            invalidated,
+        });
+        match made {
+            Ok(made) => {
+                live(|l| l.graphs.insert(made.graph.0));
+                caller::write(graph, made.graph.0 as RawHandle)
+            }
+            Err(e) => {
+                caller::write(graph, std::ptr::null_mut())?;
+                Err(e)
+            }
+        }
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaStreamIsCapturing(stream: RawHandle, status: *mut u32) -> cudaError_t {
+    guard("cudaStreamIsCapturing", || {
+        if status.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let (s, _) = capture::status(stream_handle(stream, false))?;
+        caller::write(status, s)
+    })
+}
+
+/// The dependency lists handed out by `cudaStreamGetCaptureInfo`, per stream: CUDA
+/// keeps each valid until the next call on its stream. (Node handles and all-zero
+/// edge data, both 8 bytes an entry.)
+static DEPENDENCIES: Mutex<Option<HashMap<StreamHandle, Dependencies>>> = Mutex::new(None);
+/// One stream's last dependency list: node handles and their edge data.
+type Dependencies = (Box<[u64]>, Box<[u64]>);
+
+/// `cudaStreamGetCaptureInfo` (CUDA 13: with edge data). Status and id are the guest's;
+/// the graph being built and the stream's current dependencies, when the program asks
+/// for them, are the host's (PyTorch's allocator walks them during a capture).
+#[no_mangle]
+pub extern "C" fn cudaStreamGetCaptureInfo(
+    stream: RawHandle,
+    status: *mut u32,
+    id: *mut u64,
+    graph: *mut RawHandle,
+    dependencies: *mut *const RawHandle,
+    edge_data: *mut *const c_void,
+    num_dependencies: *mut usize,
+) -> cudaError_t {
+    guard("cudaStreamGetCaptureInfo", || {
+        if status.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let (s, capture_id) = capture::status(stream_handle(stream, false))?;
+        caller::write(status, s)?;
+        if s == capture::STATUS_NONE {
+            return Ok(());
+        }
+        caller::write_opt(id, capture_id);
+        let wants_graph = !graph.is_null()
+            || !dependencies.is_null()
+            || !edge_data.is_null()
+            || !num_dependencies.is_null();
+        if !wants_graph {
+            return Ok(());
+        }
+        let handle = stream_handle(stream, false);
+        let shown = call(&StreamGetCaptureGraph { stream: handle })?;
+        let nodes: Box<[u64]> = shown.dependencies.iter().map(|n| n.0).collect();
+        let edges: Box<[u64]> = vec![0; nodes.len()].into_boxed_slice();
+        let (nodes_at, edges_at) = (nodes.as_ptr(), edges.as_ptr());
+        let count = nodes.len();
+        let mut lists = DEPENDENCIES.lock().unwrap_or_else(|p| p.into_inner());
+        lists
+            .get_or_insert_with(HashMap::new)
+            .insert(handle, (nodes, edges));
+        drop(lists);
+        caller::write_opt(graph, shown.graph.0 as RawHandle);
+        caller::write_opt(dependencies, nodes_at.cast::<RawHandle>());
+        caller::write_opt(edge_data, edges_at.cast::<c_void>());
+        caller::write_opt(num_dependencies, count);
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaThreadExchangeStreamCaptureMode(mode: *mut u32) -> cudaError_t {
+    guard("cudaThreadExchangeStreamCaptureMode", || {
+        let old = capture::exchange_mode(caller::read(mode)?)?;
+        caller::write(mode, old)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaGraphInstantiateWithFlags(
+    exec: *mut RawHandle,
+    graph: RawHandle,
+    flags: u64,
+) -> cudaError_t {
+    guard("cudaGraphInstantiateWithFlags", || {
+        if exec.is_null() || graph.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let req = GraphInstantiate {
+            graph: GraphHandle(graph as u64),
+            flags,
+        };
+        let made = call(&req)?;
+        live(|l| l.execs.insert(made.exec.0));
+        caller::write(exec, made.exec.0 as RawHandle)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaGraphLaunch(exec: RawHandle, stream: RawHandle) -> cudaError_t {
+    guard("cudaGraphLaunch", || {
+        let stream = stream_handle(stream, false);
+        capture::check_stream_use(stream)?;
+        let req = GraphLaunch {
+            exec: GraphExecHandle(exec as u64),
+            stream,
+        };
+        // A launch of a graph this process holds, on a stream it knows, has no error
+        // to report at once: posted, as launches are asynchronous.
+        let post = live(|l| l.execs.contains(&(exec as u64))) && super::known_stream(stream);
+        gate::submit(stream, move || {
+            if post {
+                super::post(&req, &[])
+            } else {
+                call(&req)
+            }
+        })
+    })
+}
+
+/// Destroy a host object: posted when this process holds it, else asked (the host
+/// refuses and logs it).
+fn destroy<R>(id: u64, held: fn(&mut Live) -> &mut HashSet<u64>, req: R) -> Result<()>
+where
+    R: vmcuda_wire::op::Request,
+    R::Reply: Default,
+{
+    if id == 0 {
+        return Err(CudaStatus::ErrorInvalidValue);
+    }
+    if live(|l| held(l).remove(&id)) {
+        super::post(&req, &[])
+    } else {
+        call(&req).map(|_| ())
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn cudaGraphDestroy(graph: RawHandle) -> cudaError_t {
+    guard("cudaGraphDestroy", || {
+        let req = GraphDestroy {
+            graph: GraphHandle(graph as u64),
+        };
+        destroy(graph as u64, |l| &mut l.graphs, req)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaGraphExecDestroy(exec: RawHandle) -> cudaError_t {
+    guard("cudaGraphExecDestroy", || {
+        let req = GraphExecDestroy {
+            exec: GraphExecHandle(exec as u64),
+        };
+        destroy(exec as u64, |l| &mut l.execs, req)
+    })
+}
+
+/// Hand a node list to the program the CUDA way: with `out` NULL, only the count; else
+/// at most `*count` nodes, the rest of a longer array NULL, and `*count` lowered to
+/// the number there are. `edges`, when given, gets default (all-zero) edge data.
+fn give_nodes(
+    nodes: &[GraphNodeHandle],
+    out: *mut RawHandle,
+    edges: *mut u8,
+    count: *mut usize,
+) -> Result<()> {
+    let room = caller::read(count)?;
+    if out.is_null() {
+        return caller::write(count, nodes.len());
+    }
+    for i in 0..room {
+        let node = nodes
+            .get(i)
+            .map_or(std::ptr::null_mut(), |n| n.0 as RawHandle);
+        caller::write(out.wrapping_add(i), node)?;
+    }
+    if !edges.is_null() {
+        // `cudaGraphEdgeData` is 8 bytes; captured edges are default ones.
+        caller::bytes_mut(edges, room * 8)?.fill(0);
+    }
+    if room > nodes.len() {
+        caller::write(count, nodes.len())?;
+    }
+    Ok(())
+}
+
+#[no_mangle]
+pub extern "C" fn cudaGraphGetNodes(
+    graph: RawHandle,
+    nodes: *mut RawHandle,
+    count: *mut usize,
+) -> cudaError_t {
+    guard("cudaGraphGetNodes", || {
+        if graph.is_null() || count.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let reply = call(&GraphGetNodes {
+            graph: GraphHandle(graph as u64),
+        })?;
+        give_nodes(&reply.nodes, nodes, std::ptr::null_mut(), count)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaGraphNodeGetDependencies(
+    node: RawHandle,
+    dependencies: *mut RawHandle,
+    edge_data: *mut c_void,
+    count: *mut usize,
+) -> cudaError_t {
+    guard("cudaGraphNodeGetDependencies", || {
+        if node.is_null() || count.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let reply = call(&GraphNodeGetDependencies {
+            node: GraphNodeHandle(node as u64),
+        })?;
+        give_nodes(&reply.nodes, dependencies, edge_data.cast(), count)
+    })
+}
+
+/// The host makes the DOT text; the file is the program's, written here.
+#[no_mangle]
+pub extern "C" fn cudaGraphDebugDotPrint(
+    graph: RawHandle,
+    path: *const c_char,
+    flags: u32,
+) -> cudaError_t {
+    guard("cudaGraphDebugDotPrint", || {
+        if graph.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let path = caller::string(path)?;
+        let reply = call(&GraphDebugDot {
+            graph: GraphHandle(graph as u64),
+            flags,
+        })?;
+        std::fs::write(&path, &reply.text).map_err(|e| {
+            eprintln!("vmcuda: cudaGraphDebugDotPrint cannot write {path}: {e}");
+            CudaStatus::ErrorOperatingSystem
+        })
+    })
+}

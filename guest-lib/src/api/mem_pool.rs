@@ -1,0 +1,178 @@
+//! Stream-ordered allocation (`cudaMallocAsync`, `cudaFreeAsync`) and the devices'
+//! default memory pools.
+//!
+//! Stream-ordered allocations enter the guest's registry of device ranges like
+//! `cudaMalloc`'s (the host charges them to the guest's quota the same way). A pool
+//! handle is the device's default pool, named in the guest by its device number (a
+//! tagged value, never a host pointer); the guest sees no other pools.
+
+use std::ffi::c_void;
+
+use vmcuda_wire::graph::{
+    pool_attr, MemAccess, MemAllocAsync, MemFreeAsync, MemPoolGetAttribute, MemPoolSetAccess,
+    MemPoolSetAttribute, MemPoolTrimTo,
+};
+use vmcuda_wire::CudaStatus;
+
+use super::device::device_count;
+use super::forward::forward;
+use super::{call, guard, stream_handle, RawHandle, Result};
+use crate::capture;
+use crate::gate;
+use crate::state::{self, registry};
+use crate::{caller, cudaError_t};
+
+/// `cudaMemPool_t` of device d's default pool: this tag plus d.
+const POOL_TAG: u64 = 0x00de_fa17_0000_0000;
+
+/// The device whose default pool `pool` names.
+fn pool_device(pool: RawHandle) -> Result<i32> {
+    let device = (pool as u64).wrapping_sub(POOL_TAG);
+    if device >= device_count()? as u64 {
+        return Err(CudaStatus::ErrorInvalidValue);
+    }
+    Ok(device as i32)
+}
+
+fn malloc_async(ptr: *mut *mut c_void, size: usize, stream: RawHandle) -> Result<()> {
+    if ptr.is_null() {
+        return Err(CudaStatus::ErrorInvalidValue);
+    }
+    let stream = stream_handle(stream, false);
+    capture::check_stream_use(stream)?;
+    let p = call(&MemAllocAsync {
+        size: size as u64,
+        stream,
+    })?
+    .ptr;
+    registry().add_device_range(p, size as u64, state::current_device());
+    caller::write(ptr, p as *mut c_void)
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMallocAsync(
+    ptr: *mut *mut c_void,
+    size: usize,
+    stream: RawHandle,
+) -> cudaError_t {
+    guard("cudaMallocAsync", || malloc_async(ptr, size, stream))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaFreeAsync(ptr: *mut c_void, stream: RawHandle) -> cudaError_t {
+    guard("cudaFreeAsync", || {
+        let stream = stream_handle(stream, false);
+        capture::check_stream_use(stream)?;
+        let req = MemFreeAsync {
+            ptr: ptr as u64,
+            stream,
+        };
+        // Memory this process allocated, freed on a stream it knows: nothing for the
+        // host to refuse at once, so the free is posted in stream order.
+        let start = registry().device_range(ptr as u64).map(|r| r.0);
+        if start == Some(ptr as u64) && super::known_stream(stream) {
+            registry().remove_device_range(ptr as u64);
+            return gate::submit(stream, move || super::post(&req, &[]));
+        }
+        call(&req)?;
+        registry().remove_device_range(ptr as u64);
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaDeviceGetDefaultMemPool(pool: *mut RawHandle, device: i32) -> cudaError_t {
+    guard("cudaDeviceGetDefaultMemPool", || {
+        if device < 0 || device >= device_count()? {
+            return Err(CudaStatus::ErrorInvalidDevice);
+        }
+        caller::write(pool, (POOL_TAG + device as u64) as RawHandle)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemPoolGetAttribute(
+    pool: RawHandle,
+    attr: u32,
+    value: *mut c_void,
+) -> cudaError_t {
+    guard("cudaMemPoolGetAttribute", || {
+        let device = pool_device(pool)?;
+        if !pool_attr::is_known(attr) || value.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let v = call(&MemPoolGetAttribute { device, attr })?.value;
+        if pool_attr::is_int(attr) {
+            caller::write(value.cast::<i32>(), v as i32)
+        } else {
+            caller::write(value.cast::<u64>(), v)
+        }
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemPoolSetAttribute(
+    pool: RawHandle,
+    attr: u32,
+    value: *mut c_void,
+) -> cudaError_t {
+    guard("cudaMemPoolSetAttribute", || {
+        let device = pool_device(pool)?;
+        if !pool_attr::is_known(attr) {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let value = if pool_attr::is_int(attr) {
+            caller::read(value.cast::<i32>())? as u64
+        } else {
+            caller::read(value.cast::<u64>())?
+        };
+        call(&MemPoolSetAttribute {
+            device,
+            attr,
+            value,
+        })
+    })
+}
+
+forward! {
+    fn cudaMemPoolTrimTo(pool: RawHandle, min_bytes_to_keep: usize) => MemPoolTrimTo {
+        device: pool_device(pool)?,
+        min_bytes_to_keep: min_bytes_to_keep as u64,
+    };
+}
+
+/// `cudaMemAccessDesc`: a `cudaMemLocation` (type, id) and the access flags.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct RawAccessDesc {
+    location_type: i32,
+    location_id: i32,
+    flags: u32,
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemPoolSetAccess(
+    pool: RawHandle,
+    descs: *const c_void,
+    count: usize,
+) -> cudaError_t {
+    guard("cudaMemPoolSetAccess", || {
+        let device = pool_device(pool)?;
+        // There are at most as many descriptors as devices that could be named.
+        if count > 64 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let descs = descs.cast::<RawAccessDesc>();
+        let access = (0..count)
+            .map(|i| {
+                let d = caller::read(descs.wrapping_add(i))?;
+                Ok(MemAccess {
+                    location_type: d.location_type,
+                    location_id: d.location_id,
+                    flags: d.flags,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        call(&MemPoolSetAccess { device, access })
+    })
+}

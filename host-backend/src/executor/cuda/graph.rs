@@ -1,0 +1,380 @@
+//! Stream capture, graphs and stream-ordered memory on real GPUs.
+//!
+//! Capture is begun in relaxed mode: this worker thread runs every guest thread's
+//! calls, so the driver's own per-thread rules would see one thread; the guest applies
+//! its threads' capture modes itself. Graphs and executable graphs are the driver's,
+//! kept in tables (id = handle value -> device index) so that no guest number reaches
+//! the driver unchecked. Memory pools are each device's default pool.
+
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::io::Write;
+use std::ptr;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use cudarc::driver::sys;
+use tracing::warn;
+use vmcuda_wire::graph::{pool_attr, MemAccess};
+use vmcuda_wire::op::DevicePtr;
+use vmcuda_wire::CudaStatus;
+
+use super::super::graph::{ExecGraph, ExecGraphExec, ExecNode, Graphs};
+use super::super::{ExecResult, ExecStream, LEGACY_STREAM};
+use super::{check, to_usize, CudaExecutor};
+
+/// The driver entry points used here (checked at start-up with the others).
+pub(super) const SYMBOLS: &[&str] = &[
+    "cuStreamBeginCapture_v2",
+    "cuStreamEndCapture",
+    "cuStreamIsCapturing",
+    "cuStreamGetCaptureInfo_v3",
+    "cuGraphInstantiateWithFlags",
+    "cuGraphLaunch",
+    "cuGraphDestroy",
+    "cuGraphExecDestroy",
+    "cuGraphGetNodes",
+    "cuGraphNodeGetDependencies_v2",
+    "cuGraphDebugDotPrint",
+    "cuMemAllocAsync",
+    "cuMemFreeAsync",
+    "cuDeviceGetDefaultMemPool",
+    "cuMemPoolGetAttribute",
+    "cuMemPoolSetAttribute",
+    "cuMemPoolTrimTo",
+    "cuMemPoolSetAccess",
+];
+
+/// Live graphs and executable graphs (handle value -> device index).
+#[derive(Default)]
+pub(super) struct CudaGraphs {
+    graphs: HashMap<ExecGraph, usize>,
+    execs: HashMap<ExecGraphExec, usize>,
+    /// Graphs still being captured into that `capture_graph` has shown: readable, but
+    /// the driver's until their capture ends.
+    building: HashMap<ExecGraph, usize>,
+}
+
+/// The driver's enum for a pool attribute the session has checked (1..=8).
+fn pool_attribute(attr: u32) -> ExecResult<sys::CUmemPool_attribute> {
+    use sys::CUmemPool_attribute as A;
+    Ok(match attr {
+        pool_attr::REUSE_FOLLOW_EVENT_DEPENDENCIES => {
+            A::CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES
+        }
+        pool_attr::REUSE_ALLOW_OPPORTUNISTIC => A::CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC,
+        pool_attr::REUSE_ALLOW_INTERNAL_DEPENDENCIES => {
+            A::CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES
+        }
+        pool_attr::RELEASE_THRESHOLD => A::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+        pool_attr::RESERVED_MEM_CURRENT => A::CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
+        pool_attr::RESERVED_MEM_HIGH => A::CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH,
+        pool_attr::USED_MEM_CURRENT => A::CU_MEMPOOL_ATTR_USED_MEM_CURRENT,
+        pool_attr::USED_MEM_HIGH => A::CU_MEMPOOL_ATTR_USED_MEM_HIGH,
+        _ => return Err(CudaStatus::ErrorInvalidValue),
+    })
+}
+
+impl CudaExecutor {
+    /// Destroy the graphs of device `idx` (its context is current).
+    pub(super) fn graphs_destroy_device(&mut self, idx: usize) {
+        self.graph_tables.building.retain(|_, d| *d != idx);
+        self.graph_tables.execs.retain(|&exec, d| {
+            if *d == idx {
+                // SAFETY: made by graph_instantiate, destroyed once (leaving the table).
+                let _ = unsafe { sys::cuGraphExecDestroy(exec as usize as sys::CUgraphExec) };
+            }
+            *d != idx
+        });
+        self.graph_tables.graphs.retain(|&graph, d| {
+            if *d == idx {
+                // SAFETY: made by end_capture, destroyed once (leaving the table).
+                let _ = unsafe { sys::cuGraphDestroy(graph as usize as sys::CUgraph) };
+            }
+            *d != idx
+        });
+    }
+
+    /// A finished graph of this executor.
+    fn graph(&self, graph: ExecGraph) -> ExecResult<sys::CUgraph> {
+        if self.graph_tables.graphs.contains_key(&graph) {
+            Ok(graph as usize as sys::CUgraph)
+        } else {
+            Err(CudaStatus::ErrorInvalidValue)
+        }
+    }
+
+    /// A finished graph, or one a capture is still building (to read only).
+    fn readable_graph(&self, graph: ExecGraph) -> ExecResult<sys::CUgraph> {
+        if self.graph_tables.building.contains_key(&graph) {
+            return Ok(graph as usize as sys::CUgraph);
+        }
+        self.graph(graph)
+    }
+
+    /// The current device's default memory pool.
+    fn default_pool(&mut self) -> ExecResult<sys::CUmemoryPool> {
+        let idx = self.bind()?;
+        let mut pool: sys::CUmemoryPool = ptr::null_mut();
+        // SAFETY: out-pointer to a local; the device handle came from cuDeviceGet.
+        check(unsafe { sys::cuDeviceGetDefaultMemPool(&mut pool, self.devices[idx].handle) })?;
+        Ok(pool)
+    }
+
+    /// Read a node list with the driver's two-call convention.
+    fn node_list(
+        fill: impl Fn(*mut sys::CUgraphNode, *mut usize) -> sys::CUresult,
+    ) -> ExecResult<Vec<ExecNode>> {
+        let mut count = 0usize;
+        check(fill(ptr::null_mut(), &mut count))?;
+        let mut nodes: Vec<sys::CUgraphNode> = vec![ptr::null_mut(); count];
+        check(fill(nodes.as_mut_ptr(), &mut count))?;
+        nodes.truncate(count);
+        Ok(nodes.into_iter().map(|n| n as usize as ExecNode).collect())
+    }
+}
+
+impl Graphs for CudaExecutor {
+    fn begin_capture(&mut self, stream: ExecStream) -> ExecResult<()> {
+        self.bind()?;
+        let s = self.stream(stream)?;
+        let relaxed = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
+        // SAFETY: `s` is a checked stream of this executor or a default stream.
+        check(unsafe { sys::cuStreamBeginCapture_v2(s, relaxed) })
+    }
+
+    fn stream_capturing(&mut self, stream: ExecStream) -> ExecResult<bool> {
+        if stream == LEGACY_STREAM {
+            return Ok(false); // the legacy stream never captures
+        }
+        self.bind()?;
+        let s = self.stream(stream)?;
+        let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+        // SAFETY: out-pointer to a local; `s` is checked.
+        check(unsafe { sys::cuStreamIsCapturing(s, &mut status) })?;
+        Ok(status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
+    }
+
+    fn capture_graph(&mut self, stream: ExecStream) -> ExecResult<(ExecGraph, Vec<ExecNode>)> {
+        self.bind()?;
+        let s = self.stream(stream)?;
+        let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+        let mut graph: sys::CUgraph = ptr::null_mut();
+        let mut deps: *const sys::CUgraphNode = ptr::null();
+        let mut count = 0usize;
+        // SAFETY: out-pointers to locals; `s` is checked; no id and no edge data asked.
+        check(unsafe {
+            sys::cuStreamGetCaptureInfo_v3(
+                s,
+                &mut status,
+                ptr::null_mut(),
+                &mut graph,
+                &mut deps,
+                ptr::null_mut(),
+                &mut count,
+            )
+        })?;
+        if status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_ACTIVE || graph.is_null()
+        {
+            return Err(CudaStatus::ErrorIllegalState);
+        }
+        let nodes = if count == 0 || deps.is_null() {
+            Vec::new()
+        } else {
+            // SAFETY: the driver returned `count` nodes at `deps`, valid until the next
+            // call on this stream; copied out at once.
+            unsafe { std::slice::from_raw_parts(deps, count) }
+                .iter()
+                .map(|&n| n as usize as ExecNode)
+                .collect()
+        };
+        let id = graph as usize as ExecGraph;
+        self.graph_tables.building.insert(id, self.current);
+        Ok((id, nodes))
+    }
+
+    fn end_capture(&mut self, stream: ExecStream) -> ExecResult<ExecGraph> {
+        let idx = self.bind()?;
+        let s = self.stream(stream)?;
+        if !self.graph_tables.building.is_empty() {
+            // The graph being built stops being readable here whatever the outcome (an
+            // invalidated capture's graph is gone with it).
+            if let Ok((g, _)) = self.capture_graph(stream) {
+                self.graph_tables.building.remove(&g);
+            }
+        }
+        let mut graph: sys::CUgraph = ptr::null_mut();
+        // SAFETY: out-pointer to a local; `s` is checked.
+        check(unsafe { sys::cuStreamEndCapture(s, &mut graph) })?;
+        if graph.is_null() {
+            return Err(CudaStatus::ErrorStreamCaptureInvalidated);
+        }
+        let id = graph as usize as ExecGraph;
+        self.graph_tables.graphs.insert(id, idx);
+        Ok(id)
+    }
+
+    fn graph_instantiate(&mut self, graph: ExecGraph, flags: u64) -> ExecResult<ExecGraphExec> {
+        let idx = self.bind()?;
+        let g = self.graph(graph)?;
+        let mut exec: sys::CUgraphExec = ptr::null_mut();
+        // SAFETY: out-pointer to a local; `g` is a live graph of this executor.
+        check(unsafe { sys::cuGraphInstantiateWithFlags(&mut exec, g, flags) })?;
+        let id = exec as usize as ExecGraphExec;
+        self.graph_tables.execs.insert(id, idx);
+        Ok(id)
+    }
+
+    fn graph_launch(&mut self, exec: ExecGraphExec, stream: ExecStream) -> ExecResult<()> {
+        self.bind()?;
+        let s = self.stream(stream)?;
+        if !self.graph_tables.execs.contains_key(&exec) {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        // SAFETY: `exec` is a live executable graph of this executor; `s` is checked.
+        check(unsafe { sys::cuGraphLaunch(exec as usize as sys::CUgraphExec, s) })
+    }
+
+    fn graph_destroy(&mut self, graph: ExecGraph) -> ExecResult<()> {
+        self.bind()?;
+        let g = self.graph(graph)?;
+        self.graph_tables.graphs.remove(&graph);
+        // SAFETY: a live graph, destroyed once (it has left the table).
+        check(unsafe { sys::cuGraphDestroy(g) })
+    }
+
+    fn graph_exec_destroy(&mut self, exec: ExecGraphExec) -> ExecResult<()> {
+        self.bind()?;
+        if self.graph_tables.execs.remove(&exec).is_none() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        // SAFETY: a live executable graph, destroyed once (it has left the table).
+        check(unsafe { sys::cuGraphExecDestroy(exec as usize as sys::CUgraphExec) })
+    }
+
+    fn graph_nodes(&mut self, graph: ExecGraph) -> ExecResult<Vec<ExecNode>> {
+        self.bind()?;
+        let g = self.readable_graph(graph)?;
+        // SAFETY: `g` is live; the driver writes at most `*count` nodes to the buffer.
+        Self::node_list(|nodes, count| unsafe { sys::cuGraphGetNodes(g, nodes, count) })
+    }
+
+    fn node_dependencies(&mut self, graph: ExecGraph, node: ExecNode) -> ExecResult<Vec<ExecNode>> {
+        self.bind()?;
+        // The session hands out only nodes it got from graph_nodes of this live graph.
+        self.readable_graph(graph)?;
+        let n = node as usize as sys::CUgraphNode;
+        // SAFETY: `n` is a node of a live graph; the driver writes at most `*count`
+        // nodes; no edge data is asked for.
+        Self::node_list(|deps, count| unsafe {
+            sys::cuGraphNodeGetDependencies_v2(n, deps, ptr::null_mut(), count)
+        })
+    }
+
+    fn graph_dot(&mut self, graph: ExecGraph, flags: u32) -> ExecResult<Vec<u8>> {
+        self.bind()?;
+        let g = self.readable_graph(graph)?;
+        // The driver writes a file: one of ours, made new (never an existing path),
+        // read back and removed.
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "vmcuda-graph-{}-{}.dot",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let made = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .and_then(|mut f| f.flush());
+        if let Err(e) = made {
+            warn!("cannot make a file for the graph's DOT text: {e}");
+            return Err(CudaStatus::ErrorOperatingSystem);
+        }
+        let c_path = CString::new(path.as_os_str().as_encoded_bytes())
+            .map_err(|_| CudaStatus::ErrorOperatingSystem)?;
+        // SAFETY: `g` is live; `c_path` is a NUL-terminated path we own.
+        let printed = check(unsafe { sys::cuGraphDebugDotPrint(g, c_path.as_ptr(), flags) });
+        let text = std::fs::read(&path);
+        let _ = std::fs::remove_file(&path);
+        printed?;
+        text.map_err(|_| CudaStatus::ErrorOperatingSystem)
+    }
+
+    fn alloc_async(&mut self, size: u64, stream: ExecStream) -> ExecResult<DevicePtr> {
+        self.bind()?;
+        let s = self.stream(stream)?;
+        let size = to_usize(size)?;
+        let mut ptr: sys::CUdeviceptr = 0;
+        // SAFETY: out-pointer to a local; `s` is checked.
+        check(unsafe { sys::cuMemAllocAsync(&mut ptr, size, s) })?;
+        Ok(ptr)
+    }
+
+    fn free_async(&mut self, ptr: DevicePtr, stream: ExecStream) -> ExecResult<()> {
+        self.bind()?;
+        let s = self.stream(stream)?;
+        // SAFETY: the session passes only allocations of this guest; `s` is checked.
+        check(unsafe { sys::cuMemFreeAsync(ptr, s) })
+    }
+
+    fn pool_get_attribute(&mut self, attr: u32) -> ExecResult<u64> {
+        let pool = self.default_pool()?;
+        let a = pool_attribute(attr)?;
+        // Room for either an `int` or a `cuuint64_t` (little endian: an `int` lands in
+        // the low bytes).
+        let mut value = 0u64;
+        // SAFETY: `pool` is the device's default pool; `value` has room for the
+        // attribute's type.
+        check(unsafe { sys::cuMemPoolGetAttribute(pool, a, (&mut value as *mut u64).cast()) })?;
+        if pool_attr::is_int(attr) {
+            value &= 0xFFFF_FFFF;
+        }
+        Ok(value)
+    }
+
+    fn pool_set_attribute(&mut self, attr: u32, value: u64) -> ExecResult<()> {
+        let pool = self.default_pool()?;
+        let a = pool_attribute(attr)?;
+        let mut wide = value;
+        let mut narrow = i32::from(value != 0);
+        let arg: *mut std::ffi::c_void = if pool_attr::is_int(attr) {
+            (&mut narrow as *mut i32).cast()
+        } else {
+            (&mut wide as *mut u64).cast()
+        };
+        // SAFETY: `pool` is the device's default pool; `arg` points at a value of the
+        // attribute's type.
+        check(unsafe { sys::cuMemPoolSetAttribute(pool, a, arg) })
+    }
+
+    fn pool_trim_to(&mut self, min_bytes_to_keep: u64) -> ExecResult<()> {
+        let pool = self.default_pool()?;
+        let keep = usize::try_from(min_bytes_to_keep).unwrap_or(usize::MAX);
+        // SAFETY: `pool` is the device's default pool.
+        check(unsafe { sys::cuMemPoolTrimTo(pool, keep) })
+    }
+
+    fn pool_set_access(&mut self, access: &[MemAccess]) -> ExecResult<()> {
+        let pool = self.default_pool()?;
+        let mut descs = Vec::with_capacity(access.len());
+        for a in access {
+            // Guest device numbers are this executor's device indices.
+            let idx = self.device_index(a.location_id)?;
+            let flags = match a.flags {
+                0 => sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_NONE,
+                1 => sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READ,
+                3 => sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+                _ => return Err(CudaStatus::ErrorInvalidValue),
+            };
+            descs.push(sys::CUmemAccessDesc {
+                location: sys::CUmemLocation {
+                    type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+                    id: self.devices[idx].handle,
+                },
+                flags,
+            });
+        }
+        // SAFETY: `pool` is the device's default pool; `descs` holds `len` entries.
+        check(unsafe { sys::cuMemPoolSetAccess(pool, descs.as_ptr(), descs.len()) })
+    }
+}

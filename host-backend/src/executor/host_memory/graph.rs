@@ -1,0 +1,583 @@
+//! Stream capture and graphs on the host-memory test double.
+//!
+//! While a stream captures, the operations issued to it (memsets, device-to-device
+//! and shared-memory copies, kernel launches) are checked as usual and then recorded
+//! as graph nodes instead of run; each node depends on what its stream had issued in
+//! the capture before it, and an event recorded in a capture carries that frontier to
+//! a stream that waits for it (joining that stream to the capture), as in CUDA. A graph
+//! launch replays the nodes in capture order (a valid order of their dependencies) on
+//! the launch stream; kernels are still only recorded, never run.
+//!
+//! Not carried: stream-ordered allocation inside a capture (memory nodes): answered
+//! with `cudaErrorStreamCaptureUnsupported`.
+
+use std::collections::HashMap;
+
+use tracing::warn;
+use vmcuda_wire::graph::{access_flags_valid, pool_attr, MemAccess, LOCATION_DEVICE};
+use vmcuda_wire::op::{DevicePtr, LaunchAttribute};
+use vmcuda_wire::CudaStatus;
+
+use super::super::graph::{ExecGraph, ExecGraphExec, ExecNode, Graphs};
+use super::super::{
+    ExecEvent, ExecFunction, ExecResult, ExecStream, Executor, LaunchConfig, Pitched,
+};
+use super::HostMemoryExecutor;
+
+/// Nodes per graph: node ids carry their index in 16 bits.
+const MAX_NODES: usize = 0xFFFF;
+
+/// One recorded operation.
+#[derive(Clone, Debug)]
+pub(super) enum Recorded {
+    Memset {
+        dst: DevicePtr,
+        value: u8,
+        size: u64,
+    },
+    Memset2D {
+        dst: Pitched,
+        value: u8,
+        width: u64,
+        height: u64,
+    },
+    CopyDtoD {
+        dst: DevicePtr,
+        src: DevicePtr,
+        size: u64,
+    },
+    Copy2DDtoD {
+        dst: Pitched,
+        src: Pitched,
+        width: u64,
+        height: u64,
+    },
+    CopyRegistered {
+        device: DevicePtr,
+        host: u64,
+        size: u64,
+        to_device: bool,
+    },
+    Launch {
+        function: ExecFunction,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_mem: u32,
+        attributes: Vec<LaunchAttribute>,
+        params: Vec<u8>,
+    },
+}
+
+impl Recorded {
+    fn label(&self) -> &'static str {
+        match self {
+            Recorded::Memset { .. } | Recorded::Memset2D { .. } => "MEMSET",
+            Recorded::CopyDtoD { .. }
+            | Recorded::Copy2DDtoD { .. }
+            | Recorded::CopyRegistered { .. } => "MEMCPY",
+            Recorded::Launch { .. } => "KERNEL",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub(super) struct Node {
+    op: Recorded,
+    /// Indices of the nodes this one depends on.
+    deps: Vec<usize>,
+}
+
+/// A capture in progress: the id its graph will have, its nodes and which stream it
+/// began on.
+struct Capture {
+    graph: ExecGraph,
+    origin: ExecStream,
+    nodes: Vec<Node>,
+}
+
+/// What the double keeps for graphs and its default pool.
+#[derive(Default)]
+pub(super) struct HostGraphs {
+    captures: HashMap<u64, Capture>,
+    /// Streams in a capture: (capture id, the nodes the stream's next node depends on).
+    capturing: HashMap<ExecStream, (u64, Vec<usize>)>,
+    /// Events recorded in a capture: (capture id, the recording stream's frontier).
+    event_frontier: HashMap<ExecEvent, (u64, Vec<usize>)>,
+    next_capture: u64,
+    graphs: HashMap<ExecGraph, Vec<Node>>,
+    execs: HashMap<ExecGraphExec, Vec<Node>>,
+    pool: Pool,
+}
+
+/// The default pool's figures: it holds exactly what is allocated from it (the double
+/// returns freed memory at once, whatever the release threshold says).
+#[derive(Default)]
+struct Pool {
+    live: HashMap<DevicePtr, u64>,
+    used: u64,
+    used_high: u64,
+    release_threshold: u64,
+    /// The three reuse flags, `cudaMemPoolReuse*` 1..=3 (CUDA's default: all on).
+    reuse: Option<[u64; 3]>,
+}
+
+impl HostGraphs {
+    /// Drop everything (the device was reset).
+    pub(super) fn clear(&mut self) {
+        *self = HostGraphs::default();
+    }
+}
+
+impl HostMemoryExecutor {
+    /// Record `op` if `stream` is capturing (true), else leave it to run (false).
+    pub(super) fn record(&mut self, stream: ExecStream, op: impl FnOnce() -> Recorded) -> bool {
+        let Some((id, frontier)) = self.graphs.capturing.get_mut(&stream) else {
+            return false;
+        };
+        let Some(capture) = self.graphs.captures.get_mut(id) else {
+            return false;
+        };
+        let index = capture.nodes.len();
+        capture.nodes.push(Node {
+            op: op(),
+            deps: std::mem::replace(frontier, vec![index]),
+        });
+        true
+    }
+
+    pub(super) fn is_capturing(&self, stream: ExecStream) -> bool {
+        self.graphs.capturing.contains_key(&stream)
+    }
+
+    /// Operations a capture cannot hold (copies through the socket, synchronizing the
+    /// capturing stream): refused, as CUDA refuses them.
+    pub(super) fn refuse_in_capture(&self, stream: ExecStream) -> ExecResult<()> {
+        if self.is_capturing(stream) {
+            warn!(stream, "refused an operation a stream capture cannot hold");
+            return Err(CudaStatus::ErrorStreamCaptureUnsupported);
+        }
+        Ok(())
+    }
+
+    /// An event recorded on a capturing stream remembers the stream's frontier.
+    pub(super) fn record_event_in_capture(&mut self, event: ExecEvent, stream: ExecStream) {
+        match self.graphs.capturing.get(&stream) {
+            Some(entry) => {
+                self.graphs.event_frontier.insert(event, entry.clone());
+            }
+            None => {
+                self.graphs.event_frontier.remove(&event);
+            }
+        }
+    }
+
+    /// A stream waiting for an event recorded in a capture joins that capture.
+    pub(super) fn wait_event_in_capture(
+        &mut self,
+        stream: ExecStream,
+        event: ExecEvent,
+    ) -> ExecResult<()> {
+        let Some((id, deps)) = self.graphs.event_frontier.get(&event).cloned() else {
+            return Ok(());
+        };
+        if !self.graphs.captures.contains_key(&id) {
+            return Ok(()); // that capture has ended
+        }
+        match self.graphs.capturing.get_mut(&stream) {
+            Some((other, _)) if *other != id => Err(CudaStatus::ErrorStreamCaptureMerge),
+            Some((_, frontier)) => {
+                for d in deps {
+                    if !frontier.contains(&d) {
+                        frontier.push(d);
+                    }
+                }
+                Ok(())
+            }
+            None => {
+                self.graphs.capturing.insert(stream, (id, deps));
+                Ok(())
+            }
+        }
+    }
+
+    /// Note an allocation from the default pool.
+    fn pool_add(&mut self, ptr: DevicePtr, size: u64) {
+        let pool = &mut self.graphs.pool;
+        pool.live.insert(ptr, size);
+        pool.used += size;
+        pool.used_high = pool.used_high.max(pool.used);
+    }
+
+    /// Forget `ptr` if it came from the default pool (freed either way).
+    pub(super) fn pool_forget(&mut self, ptr: DevicePtr) {
+        let pool = &mut self.graphs.pool;
+        if let Some(size) = pool.live.remove(&ptr) {
+            pool.used -= size;
+        }
+    }
+
+    /// The nodes of a graph, or of the graph a capture is building.
+    fn nodes_of(&self, graph: ExecGraph) -> ExecResult<&Vec<Node>> {
+        if let Some(nodes) = self.graphs.graphs.get(&graph) {
+            return Ok(nodes);
+        }
+        self.graphs
+            .captures
+            .values()
+            .find(|c| c.graph == graph)
+            .map(|c| &c.nodes)
+            .ok_or(CudaStatus::ErrorInvalidValue)
+    }
+
+    fn node_index(graph: ExecGraph, node: ExecNode, len: usize) -> ExecResult<usize> {
+        let index = (node & 0xFFFF) as usize;
+        if node >> 16 != graph || index == 0 || index > len {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        Ok(index - 1)
+    }
+
+    fn run(&mut self, op: Recorded, stream: ExecStream) -> ExecResult<()> {
+        match op {
+            Recorded::Memset { dst, value, size } => self.memset(dst, value, size, stream, true),
+            Recorded::Memset2D {
+                dst,
+                value,
+                width,
+                height,
+            } => self.memset_2d(dst, value, width, height, stream, true),
+            Recorded::CopyDtoD { dst, src, size } => self.copy_dtod(dst, src, size, stream, true),
+            Recorded::Copy2DDtoD {
+                dst,
+                src,
+                width,
+                height,
+            } => self.copy_2d_dtod(dst, src, width, height, stream, true),
+            Recorded::CopyRegistered {
+                device,
+                host,
+                size,
+                to_device,
+            } => self.copy_registered(device, host, size, to_device, stream, true),
+            Recorded::Launch {
+                function,
+                grid,
+                block,
+                shared_mem,
+                attributes,
+                params,
+            } => {
+                let config = LaunchConfig {
+                    grid,
+                    block,
+                    shared_mem,
+                    stream,
+                    attributes: &attributes,
+                };
+                self.launch(function, &config, &params)
+            }
+        }
+    }
+}
+
+impl Graphs for HostMemoryExecutor {
+    fn begin_capture(&mut self, stream: ExecStream) -> ExecResult<()> {
+        self.check_stream(stream)?;
+        if self.is_capturing(stream) {
+            return Err(CudaStatus::ErrorIllegalState);
+        }
+        self.graphs.next_capture += 1;
+        let id = self.graphs.next_capture;
+        let graph = self.fresh_id();
+        self.graphs.captures.insert(
+            id,
+            Capture {
+                graph,
+                origin: stream,
+                nodes: Vec::new(),
+            },
+        );
+        self.graphs.capturing.insert(stream, (id, Vec::new()));
+        Ok(())
+    }
+
+    fn end_capture(&mut self, stream: ExecStream) -> ExecResult<ExecGraph> {
+        self.check_stream(stream)?;
+        let &(id, _) = self
+            .graphs
+            .capturing
+            .get(&stream)
+            .ok_or(CudaStatus::ErrorIllegalState)?;
+        if self.graphs.captures[&id].origin != stream {
+            return Err(CudaStatus::ErrorStreamCaptureUnmatched);
+        }
+        let capture = self.graphs.captures.remove(&id).expect("looked up above");
+        self.graphs.capturing.retain(|_, (c, _)| *c != id);
+        if capture.nodes.len() > MAX_NODES {
+            return Err(CudaStatus::ErrorMemoryAllocation);
+        }
+        self.graphs.graphs.insert(capture.graph, capture.nodes);
+        Ok(capture.graph)
+    }
+
+    fn graph_instantiate(&mut self, graph: ExecGraph, _flags: u64) -> ExecResult<ExecGraphExec> {
+        let nodes = self
+            .graphs
+            .graphs
+            .get(&graph)
+            .cloned()
+            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        let exec = self.fresh_id();
+        self.graphs.execs.insert(exec, nodes);
+        Ok(exec)
+    }
+
+    fn graph_launch(&mut self, exec: ExecGraphExec, stream: ExecStream) -> ExecResult<()> {
+        self.check_stream(stream)?;
+        let nodes = self
+            .graphs
+            .execs
+            .get(&exec)
+            .cloned()
+            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        for node in nodes {
+            self.run(node.op, stream)?;
+        }
+        Ok(())
+    }
+
+    fn graph_destroy(&mut self, graph: ExecGraph) -> ExecResult<()> {
+        self.graphs
+            .graphs
+            .remove(&graph)
+            .map(|_| ())
+            .ok_or(CudaStatus::ErrorInvalidValue)
+    }
+
+    fn graph_exec_destroy(&mut self, exec: ExecGraphExec) -> ExecResult<()> {
+        self.graphs
+            .execs
+            .remove(&exec)
+            .map(|_| ())
+            .ok_or(CudaStatus::ErrorInvalidValue)
+    }
+
+    fn capture_graph(&mut self, stream: ExecStream) -> ExecResult<(ExecGraph, Vec<ExecNode>)> {
+        self.check_stream(stream)?;
+        let (id, frontier) = self
+            .graphs
+            .capturing
+            .get(&stream)
+            .ok_or(CudaStatus::ErrorIllegalState)?;
+        let graph = self.graphs.captures[id].graph;
+        let deps = frontier
+            .iter()
+            .map(|&d| graph << 16 | (d as u64 + 1))
+            .collect();
+        Ok((graph, deps))
+    }
+
+    fn graph_nodes(&mut self, graph: ExecGraph) -> ExecResult<Vec<ExecNode>> {
+        let nodes = self.nodes_of(graph)?;
+        Ok((1..=nodes.len() as u64).map(|i| graph << 16 | i).collect())
+    }
+
+    fn node_dependencies(&mut self, graph: ExecGraph, node: ExecNode) -> ExecResult<Vec<ExecNode>> {
+        let nodes = self.nodes_of(graph)?;
+        let index = Self::node_index(graph, node, nodes.len())?;
+        Ok(nodes[index]
+            .deps
+            .iter()
+            .map(|&d| graph << 16 | (d as u64 + 1))
+            .collect())
+    }
+
+    fn graph_dot(&mut self, graph: ExecGraph, _flags: u32) -> ExecResult<Vec<u8>> {
+        let nodes = self
+            .graphs
+            .graphs
+            .get(&graph)
+            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        let mut dot = String::from("digraph dot {\n");
+        for (i, node) in nodes.iter().enumerate() {
+            dot.push_str(&format!("  node{i} [label=\"{} {i}\"];\n", node.op.label()));
+            for d in &node.deps {
+                dot.push_str(&format!("  node{d} -> node{i};\n"));
+            }
+        }
+        dot.push_str("}\n");
+        Ok(dot.into_bytes())
+    }
+
+    fn alloc_async(&mut self, size: u64, stream: ExecStream) -> ExecResult<DevicePtr> {
+        self.check_stream(stream)?;
+        // Memory nodes are not carried by the double (see the module documentation).
+        self.refuse_in_capture(stream)?;
+        let ptr = self.alloc(size)?;
+        if ptr != 0 {
+            self.pool_add(ptr, size);
+        }
+        Ok(ptr)
+    }
+
+    fn free_async(&mut self, ptr: DevicePtr, stream: ExecStream) -> ExecResult<()> {
+        self.check_stream(stream)?;
+        self.refuse_in_capture(stream)?;
+        // Work completes in issue order here: the stream has already reached this point.
+        self.free(ptr)
+    }
+
+    fn pool_get_attribute(&mut self, attr: u32) -> ExecResult<u64> {
+        let pool = &self.graphs.pool;
+        let reuse = pool.reuse.unwrap_or([1; 3]);
+        Ok(match attr {
+            pool_attr::REUSE_FOLLOW_EVENT_DEPENDENCIES
+                ..=pool_attr::REUSE_ALLOW_INTERNAL_DEPENDENCIES => reuse[attr as usize - 1],
+            pool_attr::RELEASE_THRESHOLD => pool.release_threshold,
+            pool_attr::RESERVED_MEM_CURRENT | pool_attr::USED_MEM_CURRENT => pool.used,
+            pool_attr::RESERVED_MEM_HIGH | pool_attr::USED_MEM_HIGH => pool.used_high,
+            _ => return Err(CudaStatus::ErrorInvalidValue),
+        })
+    }
+
+    fn pool_set_attribute(&mut self, attr: u32, value: u64) -> ExecResult<()> {
+        if !pool_attr::settable(attr, value) {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let pool = &mut self.graphs.pool;
+        match attr {
+            pool_attr::RELEASE_THRESHOLD => pool.release_threshold = value,
+            pool_attr::RESERVED_MEM_HIGH | pool_attr::USED_MEM_HIGH => pool.used_high = pool.used,
+            _ => {
+                let mut reuse = pool.reuse.unwrap_or([1; 3]);
+                reuse[attr as usize - 1] = u64::from(value != 0);
+                pool.reuse = Some(reuse);
+            }
+        }
+        Ok(())
+    }
+
+    fn stream_capturing(&mut self, stream: ExecStream) -> ExecResult<bool> {
+        self.check_stream(stream)?;
+        Ok(self.is_capturing(stream))
+    }
+
+    fn pool_trim_to(&mut self, _min_bytes_to_keep: u64) -> ExecResult<()> {
+        Ok(()) // the double keeps no memory in reserve
+    }
+
+    fn pool_set_access(&mut self, access: &[MemAccess]) -> ExecResult<()> {
+        for a in access {
+            let known_device = a.location_id >= 0 && (a.location_id as usize) < self.visible.len();
+            if a.location_type != LOCATION_DEVICE || !known_device || !access_flags_valid(a.flags) {
+                return Err(CudaStatus::ErrorInvalidValue);
+            }
+            // One pretend device: access from another (a peer) is not possible.
+            if a.location_id as usize != self.current {
+                return Err(CudaStatus::ErrorInvalidDevice);
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::executor::graph::Graphs;
+
+    #[test]
+    fn captured_work_is_recorded_and_replayed_by_each_launch() {
+        let mut x = HostMemoryExecutor::new(1 << 20, None).unwrap();
+        let s = x.stream_create(0, 0).unwrap();
+        let t = x.stream_create(0, 0).unwrap();
+        let a = x.alloc(64).unwrap();
+        let b = x.alloc(64).unwrap();
+        x.begin_capture(s).unwrap();
+        x.memset(a, 7, 64, s, true).unwrap();
+        // Fork to `t` through an event, copy there, and join back.
+        let fork = x.event_create(0).unwrap();
+        let join = x.event_create(0).unwrap();
+        x.event_record(fork, s, 0).unwrap();
+        x.stream_wait_event(t, fork, 0).unwrap();
+        x.copy_dtod(b, a, 64, t, true).unwrap();
+        x.event_record(join, t, 0).unwrap();
+        x.stream_wait_event(s, join, 0).unwrap();
+        x.memset(a, 1, 8, s, true).unwrap();
+        // The graph being built, seen from the capture: s's last node is the frontier.
+        let (building, deps) = x.capture_graph(s).unwrap();
+        assert_eq!(deps, vec![building << 16 | 3]);
+        assert_eq!(x.graph_nodes(building).unwrap().len(), 3);
+        // Nothing ran yet; a pageable copy cannot be captured.
+        assert_eq!(x.slice(a, 1).unwrap()[0], 0);
+        assert_eq!(
+            x.copy_htod(a, &[1], s, true).unwrap_err(),
+            CudaStatus::ErrorStreamCaptureUnsupported
+        );
+        // Only the origin stream ends the capture.
+        assert_eq!(
+            x.end_capture(t).unwrap_err(),
+            CudaStatus::ErrorStreamCaptureUnmatched
+        );
+        let g = x.end_capture(s).unwrap();
+        assert_eq!(g, building, "the graph keeps its id when the capture ends");
+        assert!(!x.is_capturing(t), "joined streams leave with the origin");
+        let nodes = x.graph_nodes(g).unwrap();
+        assert_eq!(nodes.len(), 3);
+        assert_eq!(x.node_dependencies(g, nodes[0]).unwrap(), Vec::<u64>::new());
+        assert_eq!(x.node_dependencies(g, nodes[1]).unwrap(), vec![nodes[0]]);
+        assert_eq!(
+            x.node_dependencies(g, nodes[2]).unwrap(),
+            vec![nodes[0], nodes[1]]
+        );
+        assert!(x.node_dependencies(g, 5).is_err());
+        let exec = x.graph_instantiate(g, 0).unwrap();
+        x.graph_destroy(g).unwrap();
+        x.graph_launch(exec, LEGACY).unwrap();
+        assert_eq!(x.slice(a, 9).unwrap(), &[1, 1, 1, 1, 1, 1, 1, 1, 7]);
+        assert_eq!(x.slice(b, 2).unwrap(), &[7, 7]);
+        x.graph_exec_destroy(exec).unwrap();
+        assert_eq!(
+            x.graph_launch(exec, LEGACY).unwrap_err(),
+            CudaStatus::ErrorInvalidValue
+        );
+    }
+
+    const LEGACY: ExecStream = crate::executor::LEGACY_STREAM;
+
+    #[test]
+    fn the_default_pool_counts_stream_ordered_allocations() {
+        let mut x = HostMemoryExecutor::new(1 << 20, None).unwrap();
+        let p = x.alloc_async(1000, LEGACY).unwrap();
+        let q = x.alloc_async(24, LEGACY).unwrap();
+        assert_eq!(
+            x.pool_get_attribute(pool_attr::USED_MEM_CURRENT).unwrap(),
+            1024
+        );
+        x.free_async(p, LEGACY).unwrap();
+        assert_eq!(
+            x.pool_get_attribute(pool_attr::USED_MEM_CURRENT).unwrap(),
+            24
+        );
+        assert_eq!(
+            x.pool_get_attribute(pool_attr::USED_MEM_HIGH).unwrap(),
+            1024
+        );
+        x.pool_set_attribute(pool_attr::USED_MEM_HIGH, 0).unwrap();
+        assert_eq!(x.pool_get_attribute(pool_attr::USED_MEM_HIGH).unwrap(), 24);
+        assert!(x
+            .pool_set_attribute(pool_attr::USED_MEM_CURRENT, 0)
+            .is_err());
+        x.pool_set_attribute(pool_attr::RELEASE_THRESHOLD, u64::MAX)
+            .unwrap();
+        assert_eq!(
+            x.pool_get_attribute(pool_attr::RELEASE_THRESHOLD).unwrap(),
+            u64::MAX
+        );
+        x.free_async(q, LEGACY).unwrap();
+        assert_eq!(
+            x.free_async(q, LEGACY).unwrap_err(),
+            CudaStatus::ErrorInvalidValue
+        );
+    }
+}

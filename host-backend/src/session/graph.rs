@@ -1,0 +1,637 @@
+//! Stream capture, graphs and stream-ordered memory requests.
+//!
+//! Graphs, executable graphs and nodes are named here (this session's counter, never
+//! a driver pointer); a handle the guest did not get from this session, or one it has
+//! destroyed, is refused with `cudaErrorInvalidValue` and logged. Stream-ordered
+//! allocations are charged to the guest's quota and entered among its allocations
+//! like `cudaMalloc`'s, so every range check and the clean-up at disconnect cover
+//! them. Outside a capture a new allocation is zeroed in its stream's order (not at
+//! once: the pool may hand back memory that earlier work on the stream still uses);
+//! inside one it is not, since a memset would be a node the program did not ask for.
+//! Copies through the socket cannot be captured (their bytes live in this worker's
+//! buffers, not in memory the graph could read later): refused on a capturing stream.
+
+use std::collections::HashMap;
+
+use tracing::{info, warn};
+use vmcuda_wire::graph::{
+    access_flags_valid, pool_attr, CaptureGraph, DotText, GraphDebugDot, GraphDestroy,
+    GraphExecDestroy, GraphExecHandle, GraphExecMade, GraphGetNodes, GraphHandle, GraphInstantiate,
+    GraphLaunch, GraphMade, GraphNodeGetDependencies, GraphNodeHandle, GraphNodes, MemAllocAsync,
+    MemFreeAsync, MemPoolGetAttribute, MemPoolSetAccess, MemPoolSetAttribute, MemPoolTrimTo,
+    PoolAttributeValue, StreamBeginCapture, StreamEndCapture, StreamGetCaptureGraph,
+    LOCATION_DEVICE, MAX_DOT_LEN,
+};
+use vmcuda_wire::op::{Allocated, CallContext, HandlerResult, StreamHandle};
+use vmcuda_wire::CudaStatus;
+
+use crate::executor::graph::{ExecGraph, ExecGraphExec, ExecNode};
+use crate::executor::ExecStream;
+
+use super::{nothing, Session};
+
+struct GraphEntry {
+    exec: ExecGraph,
+    /// Handles given out for this graph's nodes, by the executor's node id.
+    nodes: HashMap<ExecNode, GraphNodeHandle>,
+    /// Still being captured into (shown by `cudaStreamGetCaptureInfo`): readable, not
+    /// the guest's to destroy or instantiate until its capture ends.
+    building: bool,
+}
+
+#[derive(Default)]
+pub(super) struct GraphTables {
+    graphs: HashMap<GraphHandle, GraphEntry>,
+    execs: HashMap<GraphExecHandle, ExecGraphExec>,
+    /// Every node handle given out: its graph and the executor's node id.
+    nodes: HashMap<GraphNodeHandle, (GraphHandle, ExecNode)>,
+    /// The handles of graphs still being built, by the executor's graph id.
+    building: HashMap<ExecGraph, GraphHandle>,
+}
+
+impl Session {
+    fn graph_entry(&self, graph: GraphHandle) -> Result<&GraphEntry, CudaStatus> {
+        self.graph_tables.graphs.get(&graph).ok_or_else(|| {
+            warn!(client = %self.client, graph = graph.0, "refused an unknown graph handle");
+            CudaStatus::ErrorInvalidValue
+        })
+    }
+
+    /// The guest's handles for `nodes` of `graph`, made on first sight.
+    fn node_handles(&mut self, graph: GraphHandle, nodes: Vec<ExecNode>) -> Vec<GraphNodeHandle> {
+        let mut out = Vec::with_capacity(nodes.len());
+        for node in nodes {
+            let known = self.graph_tables.graphs[&graph].nodes.get(&node).copied();
+            let handle = match known {
+                Some(h) => h,
+                None => {
+                    let h = GraphNodeHandle(self.fresh_handle());
+                    let entry = self.graph_tables.graphs.get_mut(&graph).expect("checked");
+                    entry.nodes.insert(node, h);
+                    self.graph_tables.nodes.insert(h, (graph, node));
+                    h
+                }
+            };
+            out.push(handle);
+        }
+        out
+    }
+
+    /// Name an executor graph for the guest, within its limit of objects.
+    fn name_graph(&mut self, exec: ExecGraph, building: bool) -> Result<GraphHandle, CudaStatus> {
+        let have = self.graph_tables.graphs.len();
+        self.check_count("graph", have, self.grant.max_streams)?;
+        let handle = GraphHandle(self.fresh_handle());
+        let entry = GraphEntry {
+            exec,
+            nodes: HashMap::new(),
+            building,
+        };
+        self.graph_tables.graphs.insert(handle, entry);
+        if building {
+            self.graph_tables.building.insert(exec, handle);
+        }
+        Ok(handle)
+    }
+
+    /// Forget a graph and its nodes' handles.
+    fn forget_graph(&mut self, graph: GraphHandle) -> Option<GraphEntry> {
+        let entry = self.graph_tables.graphs.remove(&graph)?;
+        for handle in entry.nodes.values() {
+            self.graph_tables.nodes.remove(handle);
+        }
+        Some(entry)
+    }
+
+    /// A finished graph's executor id; one still being built is refused.
+    fn finished_graph(&self, graph: GraphHandle) -> Result<ExecGraph, CudaStatus> {
+        let entry = self.graph_entry(graph)?;
+        if entry.building {
+            warn!(client = %self.client, graph = graph.0,
+                "refused a graph whose capture has not ended");
+            return Err(CudaStatus::ErrorIllegalState);
+        }
+        Ok(entry.exec)
+    }
+
+    /// Destroy every graph and executable graph (the session ends).
+    pub(super) fn graphs_drop_all(&mut self) {
+        let tables = std::mem::take(&mut self.graph_tables);
+        for (_, exec) in tables.execs {
+            let _ = self.exec.graph_exec_destroy(exec);
+        }
+        // Graphs still being built are the driver's, gone with their streams.
+        for (_, entry) in tables.graphs.into_iter().filter(|(_, e)| !e.building) {
+            let _ = self.exec.graph_destroy(entry.exec);
+        }
+    }
+
+    /// Forget every graph (the device was reset: the executor's are gone).
+    pub(super) fn graphs_reset(&mut self) {
+        self.graph_tables = GraphTables::default();
+    }
+
+    /// Refuse a copy through the socket on a capturing stream.
+    pub(super) fn refuse_if_capturing(&mut self, stream: ExecStream) -> Result<(), CudaStatus> {
+        if self.exec.stream_capturing(stream)? {
+            warn!(client = %self.client, stream,
+                "refused a copy through the socket on a capturing stream");
+            return Err(CudaStatus::ErrorStreamCaptureUnsupported);
+        }
+        Ok(())
+    }
+
+    pub(super) fn handle_begin_capture(&mut self, req: StreamBeginCapture) -> HandlerResult<()> {
+        if req.stream == StreamHandle::LEGACY {
+            return Err(CudaStatus::ErrorStreamCaptureUnsupported);
+        }
+        let s = self.stream(req.stream)?;
+        self.exec.begin_capture(s)?;
+        nothing()
+    }
+
+    pub(super) fn handle_capture_graph(
+        &mut self,
+        req: StreamGetCaptureGraph,
+    ) -> HandlerResult<CaptureGraph> {
+        let s = self.stream(req.stream)?;
+        let (graph, deps) = self.exec.capture_graph(s)?;
+        let handle = match self.graph_tables.building.get(&graph) {
+            Some(&h) => h,
+            None => self.name_graph(graph, true)?,
+        };
+        let dependencies = self.node_handles(handle, deps);
+        Ok((
+            CaptureGraph {
+                graph: handle,
+                dependencies,
+            },
+            Vec::new(),
+        ))
+    }
+
+    pub(super) fn handle_end_capture(&mut self, req: StreamEndCapture) -> HandlerResult<GraphMade> {
+        let s = self.stream(req.stream)?;
+        // A graph the guest saw being built keeps its handle, or goes with a failure.
+        let shown = match self.graph_tables.building.is_empty() {
+            true => None,
+            false => self.exec.capture_graph(s).ok().and_then(|(g, _)| {
+                let h = self.graph_tables.building.remove(&g)?;
+                Some((g, h))
+            }),
+        };
+        let ended = self.exec.end_capture(s);
+        let graph = match ended {
+            Ok(graph) => graph,
+            Err(e) => {
+                if let Some((_, h)) = shown {
+                    self.forget_graph(h);
+                }
+                return Err(e);
+            }
+        };
+        if let Some((g, h)) = shown {
+            if g == graph && !req.invalidated {
+                let entry = self
+                    .graph_tables
+                    .graphs
+                    .get_mut(&h)
+                    .expect("shown graphs are kept");
+                entry.building = false;
+                return Ok((GraphMade { graph: h }, Vec::new()));
+            }
+            self.forget_graph(h);
+        }
+        if req.invalidated {
+            // The guest refused a call of this capture, which CUDA invalidates.
+            let _ = self.exec.graph_destroy(graph);
+            return Err(CudaStatus::ErrorStreamCaptureInvalidated);
+        }
+        match self.name_graph(graph, false) {
+            Ok(handle) => Ok((GraphMade { graph: handle }, Vec::new())),
+            Err(e) => {
+                let _ = self.exec.graph_destroy(graph);
+                Err(e)
+            }
+        }
+    }
+
+    pub(super) fn handle_graph_instantiate(
+        &mut self,
+        req: GraphInstantiate,
+    ) -> HandlerResult<GraphExecMade> {
+        let graph = self.finished_graph(req.graph)?;
+        self.check_count(
+            "executable graph",
+            self.graph_tables.execs.len(),
+            self.grant.max_streams,
+        )?;
+        let exec = self.exec.graph_instantiate(graph, req.flags)?;
+        let handle = GraphExecHandle(self.fresh_handle());
+        self.graph_tables.execs.insert(handle, exec);
+        Ok((GraphExecMade { exec: handle }, Vec::new()))
+    }
+
+    fn graph_exec(&self, exec: GraphExecHandle) -> Result<ExecGraphExec, CudaStatus> {
+        self.graph_tables.execs.get(&exec).copied().ok_or_else(|| {
+            warn!(client = %self.client, exec = exec.0, "refused an unknown executable graph");
+            CudaStatus::ErrorInvalidValue
+        })
+    }
+
+    pub(super) fn handle_graph_launch(&mut self, req: GraphLaunch) -> HandlerResult<()> {
+        let exec = self.graph_exec(req.exec)?;
+        let s = self.stream(req.stream)?;
+        self.exec.graph_launch(exec, s)?;
+        nothing()
+    }
+
+    pub(super) fn handle_graph_destroy(&mut self, req: GraphDestroy) -> HandlerResult<()> {
+        let graph = self.finished_graph(req.graph)?;
+        self.forget_graph(req.graph);
+        self.exec.graph_destroy(graph)?;
+        nothing()
+    }
+
+    pub(super) fn handle_graph_exec_destroy(&mut self, req: GraphExecDestroy) -> HandlerResult<()> {
+        let exec = self.graph_exec(req.exec)?;
+        self.graph_tables.execs.remove(&req.exec);
+        self.exec.graph_exec_destroy(exec)?;
+        nothing()
+    }
+
+    pub(super) fn handle_graph_get_nodes(
+        &mut self,
+        req: GraphGetNodes,
+    ) -> HandlerResult<GraphNodes> {
+        let graph = self.graph_entry(req.graph)?.exec;
+        let nodes = self.exec.graph_nodes(graph)?;
+        let nodes = self.node_handles(req.graph, nodes);
+        Ok((GraphNodes { nodes }, Vec::new()))
+    }
+
+    pub(super) fn handle_node_dependencies(
+        &mut self,
+        req: GraphNodeGetDependencies,
+    ) -> HandlerResult<GraphNodes> {
+        let Some(&(graph, node)) = self.graph_tables.nodes.get(&req.node) else {
+            warn!(client = %self.client, node = req.node.0, "refused an unknown graph node");
+            return Err(CudaStatus::ErrorInvalidValue);
+        };
+        let exec_graph = self.graph_entry(graph)?.exec;
+        let deps = self.exec.node_dependencies(exec_graph, node)?;
+        let nodes = self.node_handles(graph, deps);
+        Ok((GraphNodes { nodes }, Vec::new()))
+    }
+
+    pub(super) fn handle_graph_debug_dot(&mut self, req: GraphDebugDot) -> HandlerResult<DotText> {
+        let graph = self.graph_entry(req.graph)?.exec;
+        let text = self.exec.graph_dot(graph, req.flags)?;
+        if text.len() > MAX_DOT_LEN {
+            warn!(client = %self.client, bytes = text.len(), "graph's DOT text too long to send");
+            return Err(CudaStatus::ErrorMemoryAllocation);
+        }
+        Ok((DotText { text }, Vec::new()))
+    }
+
+    pub(super) fn handle_alloc_async(&mut self, req: MemAllocAsync) -> HandlerResult<Allocated> {
+        let s = self.stream(req.stream)?;
+        let size = req.size;
+        self.charge(size)?;
+        let ptr = match self.exec.alloc_async(size, s) {
+            Ok(ptr) => ptr,
+            Err(e) => {
+                self.refund(size);
+                return Err(e);
+            }
+        };
+        if ptr == 0 {
+            self.refund(size);
+            return Ok((Allocated { ptr }, Vec::new()));
+        }
+        let zeroed = match self.exec.stream_capturing(s) {
+            Ok(true) => Ok(()),
+            Ok(false) => self.exec.memset(ptr, 0, size, s, true),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = zeroed {
+            let _ = self.exec.free_async(ptr, s);
+            self.refund(size);
+            return Err(e);
+        }
+        self.allocations.insert(ptr, size);
+        self.set_device_bytes(self.device_bytes.saturating_add(size));
+        Ok((Allocated { ptr }, Vec::new()))
+    }
+
+    pub(super) fn handle_free_async(&mut self, req: MemFreeAsync) -> HandlerResult<()> {
+        let s = self.stream(req.stream)?;
+        if req.ptr == 0 {
+            return nothing();
+        }
+        // Only what this guest allocated (either way) may be freed by it.
+        let Some(&bytes) = self.allocations.get(&req.ptr) else {
+            warn!(client = %self.client, ptr = format_args!("{:#x}", req.ptr),
+                "refused cudaFreeAsync of memory the guest does not own");
+            return Err(CudaStatus::ErrorInvalidValue);
+        };
+        self.exec.free_async(req.ptr, s)?;
+        self.allocations.remove(&req.ptr);
+        self.refund(bytes);
+        self.set_device_bytes(self.device_bytes.saturating_sub(bytes));
+        nothing()
+    }
+
+    /// Run `f` on `device`'s default pool, then make the caller's device current again.
+    fn on_pool<T>(
+        &mut self,
+        ctx: &CallContext,
+        device: i32,
+        f: impl FnOnce(&mut Self) -> Result<T, CudaStatus>,
+    ) -> Result<T, CudaStatus> {
+        self.exec.set_device(device)?;
+        let r = f(self);
+        self.exec.set_device(ctx.device)?;
+        r
+    }
+
+    pub(super) fn handle_pool_get_attribute(
+        &mut self,
+        ctx: &CallContext,
+        req: MemPoolGetAttribute,
+    ) -> HandlerResult<PoolAttributeValue> {
+        if !pool_attr::is_known(req.attr) {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let value = self.on_pool(ctx, req.device, |s| s.exec.pool_get_attribute(req.attr))?;
+        Ok((PoolAttributeValue { value }, Vec::new()))
+    }
+
+    pub(super) fn handle_pool_set_attribute(
+        &mut self,
+        ctx: &CallContext,
+        req: MemPoolSetAttribute,
+    ) -> HandlerResult<()> {
+        if !pool_attr::settable(req.attr, req.value) {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let mut value = req.value;
+        // Memory the pool keeps past the threshold is held but no longer allocated, so
+        // it is not charged: a guest with a quota may keep at most its quota that way.
+        if let Some(quota) = self.grant.memory_quota {
+            if req.attr == pool_attr::RELEASE_THRESHOLD && value > quota {
+                info!(client = %self.client, value, quota,
+                    "pool release threshold held to the guest's memory quota");
+                value = quota;
+            }
+        }
+        self.on_pool(ctx, req.device, |s| {
+            s.exec.pool_set_attribute(req.attr, value)
+        })?;
+        nothing()
+    }
+
+    pub(super) fn handle_pool_trim_to(
+        &mut self,
+        ctx: &CallContext,
+        req: MemPoolTrimTo,
+    ) -> HandlerResult<()> {
+        self.on_pool(ctx, req.device, |s| {
+            s.exec.pool_trim_to(req.min_bytes_to_keep)
+        })?;
+        nothing()
+    }
+
+    pub(super) fn handle_pool_set_access(
+        &mut self,
+        ctx: &CallContext,
+        req: MemPoolSetAccess,
+    ) -> HandlerResult<()> {
+        let bad = req
+            .access
+            .iter()
+            .any(|a| a.location_type != LOCATION_DEVICE || !access_flags_valid(a.flags));
+        if bad || req.access.len() > 64 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        self.on_pool(ctx, req.device, |s| s.exec.pool_set_access(&req.access))?;
+        nothing()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::executor::host_memory::HostMemoryExecutor;
+    use crate::policy::Grant;
+    use vmcuda_wire::op::{Handler, MemGetInfo, MemcpyHtoD, Memset, StreamCreate};
+
+    const CTX: CallContext = CallContext { device: 0 };
+
+    fn session(quota: Option<u64>) -> Session {
+        let exec = HostMemoryExecutor::new(64 << 20, None).unwrap();
+        let mut grant = Grant::unlimited("test");
+        grant.memory_quota = quota;
+        Session::new(Box::new(exec), grant)
+    }
+
+    #[test]
+    fn graphs_are_named_here_and_stale_or_foreign_handles_are_refused() {
+        let mut s = session(None);
+        let stream = StreamHandle(0x100);
+        let create = StreamCreate {
+            stream,
+            flags: 0,
+            priority: 0,
+        };
+        s.stream_create(&CTX, create, &[]).unwrap();
+        let ptr = s
+            .mem_alloc_async(&CTX, MemAllocAsync { size: 256, stream }, &[])
+            .unwrap()
+            .0
+            .ptr;
+        let begin = StreamBeginCapture { stream };
+        s.stream_begin_capture(&CTX, begin, &[]).unwrap();
+        let legacy = StreamBeginCapture {
+            stream: StreamHandle::LEGACY,
+        };
+        assert_eq!(
+            s.stream_begin_capture(&CTX, legacy, &[]).unwrap_err(),
+            CudaStatus::ErrorStreamCaptureUnsupported
+        );
+        let memset = Memset {
+            dst: ptr,
+            value: 5,
+            size: 256,
+            stream,
+            is_async: true,
+        };
+        s.memset(&CTX, memset, &[]).unwrap();
+        // The graph being built, as cudaStreamGetCaptureInfo shows it: readable, not
+        // destroyable, and the same graph once the capture ends.
+        let shown = s
+            .stream_get_capture_graph(&CTX, StreamGetCaptureGraph { stream }, &[])
+            .unwrap()
+            .0;
+        assert_eq!(shown.dependencies.len(), 1);
+        let building = GraphGetNodes { graph: shown.graph };
+        assert_eq!(
+            s.graph_get_nodes(&CTX, building, &[]).unwrap().0.nodes,
+            shown.dependencies
+        );
+        let early = GraphDestroy { graph: shown.graph };
+        assert_eq!(
+            s.graph_destroy(&CTX, early, &[]).unwrap_err(),
+            CudaStatus::ErrorIllegalState
+        );
+        // A copy through the socket cannot be captured.
+        let htod = MemcpyHtoD {
+            dst: ptr,
+            stream,
+            is_async: true,
+        };
+        assert_eq!(
+            s.memcpy_htod(&CTX, htod, &[1, 2]).unwrap_err(),
+            CudaStatus::ErrorStreamCaptureUnsupported
+        );
+        let end = StreamEndCapture {
+            stream,
+            invalidated: false,
+        };
+        let graph = s.stream_end_capture(&CTX, end, &[]).unwrap().0.graph;
+        assert_eq!(graph, shown.graph);
+        let nodes = s
+            .graph_get_nodes(&CTX, GraphGetNodes { graph }, &[])
+            .unwrap()
+            .0
+            .nodes;
+        assert_eq!(nodes.len(), 1);
+        let again = s
+            .graph_get_nodes(&CTX, GraphGetNodes { graph }, &[])
+            .unwrap();
+        assert_eq!(again.0.nodes, nodes, "the same node, the same handle");
+        let exec = s
+            .graph_instantiate(&CTX, GraphInstantiate { graph, flags: 0 }, &[])
+            .unwrap()
+            .0
+            .exec;
+        s.graph_launch(&CTX, GraphLaunch { exec, stream }, &[])
+            .unwrap();
+        let dot = s
+            .graph_debug_dot(&CTX, GraphDebugDot { graph, flags: 0 }, &[])
+            .unwrap()
+            .0
+            .text;
+        assert!(String::from_utf8(dot).unwrap().starts_with("digraph"));
+        s.graph_destroy(&CTX, GraphDestroy { graph }, &[]).unwrap();
+        let refused = CudaStatus::ErrorInvalidValue;
+        // Destroyed, never made, or made by the wrong kind of call: refused.
+        assert_eq!(
+            s.graph_destroy(&CTX, GraphDestroy { graph }, &[])
+                .unwrap_err(),
+            refused
+        );
+        let stale_node = GraphNodeGetDependencies { node: nodes[0] };
+        assert_eq!(
+            s.graph_node_get_dependencies(&CTX, stale_node, &[])
+                .unwrap_err(),
+            refused
+        );
+        let foreign = GraphLaunch {
+            exec: GraphExecHandle(graph.0),
+            stream,
+        };
+        assert_eq!(s.graph_launch(&CTX, foreign, &[]).unwrap_err(), refused);
+        // The executable graph outlives its graph.
+        s.graph_launch(&CTX, GraphLaunch { exec, stream }, &[])
+            .unwrap();
+        s.graph_exec_destroy(&CTX, GraphExecDestroy { exec }, &[])
+            .unwrap();
+        // An invalidated capture gives no graph.
+        s.stream_begin_capture(&CTX, StreamBeginCapture { stream }, &[])
+            .unwrap();
+        let end = StreamEndCapture {
+            stream,
+            invalidated: true,
+        };
+        assert_eq!(
+            s.stream_end_capture(&CTX, end, &[]).unwrap_err(),
+            CudaStatus::ErrorStreamCaptureInvalidated
+        );
+    }
+
+    #[test]
+    fn stream_ordered_allocations_are_charged_and_only_the_guests_own_are_freed() {
+        let mut s = session(Some(1 << 20));
+        let stream = StreamHandle::LEGACY;
+        let ptr = s
+            .mem_alloc_async(&CTX, MemAllocAsync { size: 4096, stream }, &[])
+            .unwrap()
+            .0
+            .ptr;
+        let free = |s: &mut Session| s.mem_get_info(&CTX, MemGetInfo, &[]).unwrap().0.free;
+        assert_eq!(free(&mut s), (1 << 20) - 4096);
+        let too_big = MemAllocAsync {
+            size: 1 << 20,
+            stream,
+        };
+        assert_eq!(
+            s.mem_alloc_async(&CTX, too_big, &[]).unwrap_err(),
+            CudaStatus::ErrorMemoryAllocation
+        );
+        let wild = MemFreeAsync {
+            ptr: ptr + 16,
+            stream,
+        };
+        assert_eq!(
+            s.mem_free_async(&CTX, wild, &[]).unwrap_err(),
+            CudaStatus::ErrorInvalidValue
+        );
+        let used = MemPoolGetAttribute {
+            device: 0,
+            attr: pool_attr::USED_MEM_CURRENT,
+        };
+        assert_eq!(
+            s.mem_pool_get_attribute(&CTX, used.clone(), &[])
+                .unwrap()
+                .0
+                .value,
+            4096
+        );
+        s.mem_free_async(&CTX, MemFreeAsync { ptr, stream }, &[])
+            .unwrap();
+        assert_eq!(free(&mut s), 1 << 20);
+        assert_eq!(
+            s.mem_pool_get_attribute(&CTX, used, &[]).unwrap().0.value,
+            0
+        );
+        // The release threshold is held to the quota; unknown attributes are refused.
+        let threshold = MemPoolSetAttribute {
+            device: 0,
+            attr: pool_attr::RELEASE_THRESHOLD,
+            value: u64::MAX,
+        };
+        s.mem_pool_set_attribute(&CTX, threshold, &[]).unwrap();
+        let get = MemPoolGetAttribute {
+            device: 0,
+            attr: pool_attr::RELEASE_THRESHOLD,
+        };
+        assert_eq!(
+            s.mem_pool_get_attribute(&CTX, get, &[]).unwrap().0.value,
+            1 << 20
+        );
+        let unknown = MemPoolGetAttribute {
+            device: 0,
+            attr: 42,
+        };
+        assert!(s.mem_pool_get_attribute(&CTX, unknown, &[]).is_err());
+        let other_device = MemPoolTrimTo {
+            device: 3,
+            min_bytes_to_keep: 0,
+        };
+        assert_eq!(
+            s.mem_pool_trim_to(&CTX, other_device, &[]).unwrap_err(),
+            CudaStatus::ErrorInvalidDevice
+        );
+    }
+}

@@ -1,0 +1,226 @@
+//! Stream capture, CUDA graphs and stream-ordered memory on the wire.
+//!
+//! Graphs, executable graphs and graph nodes are host objects: the host names them
+//! with ids of its own session (never host pointers), and a guest can only ever name
+//! the ones its own connection made. Capture state is the guest's to answer
+//! (`cudaStreamIsCapturing` costs no round trip): the host only begins and ends the
+//! driver's capture. Memory pools are named by device: the guest sees only each
+//! device's default pool.
+
+use serde::{Deserialize, Serialize};
+
+use crate::op::{DevicePtr, StreamHandle};
+
+macro_rules! host_handle {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(
+            Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+        )]
+        pub struct $name(pub u64);
+    };
+}
+host_handle!(
+    /// A `cudaGraph_t`, named by the host.
+    GraphHandle
+);
+host_handle!(
+    /// A `cudaGraphExec_t`, named by the host.
+    GraphExecHandle
+);
+host_handle!(
+    /// A `cudaGraphNode_t`, named by the host (unique within a connection).
+    GraphNodeHandle
+);
+
+/// `cudaStreamCaptureMode` values.
+pub mod capture_mode {
+    pub const GLOBAL: u32 = 0;
+    pub const THREAD_LOCAL: u32 = 1;
+    pub const RELAXED: u32 = 2;
+}
+
+/// `cudaMemPoolAttr` values.
+pub mod pool_attr {
+    pub const REUSE_FOLLOW_EVENT_DEPENDENCIES: u32 = 1;
+    pub const REUSE_ALLOW_OPPORTUNISTIC: u32 = 2;
+    pub const REUSE_ALLOW_INTERNAL_DEPENDENCIES: u32 = 3;
+    pub const RELEASE_THRESHOLD: u32 = 4;
+    pub const RESERVED_MEM_CURRENT: u32 = 5;
+    pub const RESERVED_MEM_HIGH: u32 = 6;
+    pub const USED_MEM_CURRENT: u32 = 7;
+    pub const USED_MEM_HIGH: u32 = 8;
+
+    /// Whether the attribute's value is an `int` (else a `cuuint64_t`).
+    pub fn is_int(attr: u32) -> bool {
+        (REUSE_FOLLOW_EVENT_DEPENDENCIES..=REUSE_ALLOW_INTERNAL_DEPENDENCIES).contains(&attr)
+    }
+
+    /// Whether CUDA knows the attribute at all.
+    pub fn is_known(attr: u32) -> bool {
+        (REUSE_FOLLOW_EVENT_DEPENDENCIES..=USED_MEM_HIGH).contains(&attr)
+    }
+
+    /// Whether `cudaMemPoolSetAttribute` may set it to `value`: the reuse flags and the
+    /// release threshold take any value; the high-water marks only a reset to 0; the
+    /// current figures are read-only.
+    pub fn settable(attr: u32, value: u64) -> bool {
+        match attr {
+            REUSE_FOLLOW_EVENT_DEPENDENCIES..=RELEASE_THRESHOLD => true,
+            RESERVED_MEM_HIGH | USED_MEM_HIGH => value == 0,
+            _ => false,
+        }
+    }
+}
+
+/// Begin capturing `stream` into a new graph. The host always captures in relaxed
+/// mode: one worker thread runs every guest thread's calls, so the calling thread's
+/// capture mode is the guest's to enforce.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct StreamBeginCapture {
+    pub stream: StreamHandle,
+}
+
+/// End the capture begun on `stream`. `invalidated`: the guest refused a call during
+/// the capture (CUDA invalidates the capture then): the host ends the driver's capture,
+/// drops what it made and answers `cudaErrorStreamCaptureInvalidated`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct StreamEndCapture {
+    pub stream: StreamHandle,
+    pub invalidated: bool,
+}
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct GraphMade {
+    pub graph: GraphHandle,
+}
+/// The graph a capturing stream is building and the nodes its next node will depend
+/// on (`cudaStreamGetCaptureInfo` when the program asks for them). The graph keeps
+/// its handle when the capture ends.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct StreamGetCaptureGraph {
+    pub stream: StreamHandle,
+}
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct CaptureGraph {
+    pub graph: GraphHandle,
+    pub dependencies: Vec<GraphNodeHandle>,
+}
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct GraphInstantiate {
+    pub graph: GraphHandle,
+    pub flags: u64,
+}
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct GraphExecMade {
+    pub exec: GraphExecHandle,
+}
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct GraphLaunch {
+    pub exec: GraphExecHandle,
+    pub stream: StreamHandle,
+}
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct GraphDestroy {
+    pub graph: GraphHandle,
+}
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct GraphExecDestroy {
+    pub exec: GraphExecHandle,
+}
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct GraphGetNodes {
+    pub graph: GraphHandle,
+}
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct GraphNodeGetDependencies {
+    pub node: GraphNodeHandle,
+}
+/// Nodes, in the driver's order.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct GraphNodes {
+    pub nodes: Vec<GraphNodeHandle>,
+}
+/// The graph in Graphviz DOT; the text comes back in the reply and the guest writes it
+/// to the program's path (the host never touches the guest's files).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct GraphDebugDot {
+    pub graph: GraphHandle,
+    pub flags: u32,
+}
+/// At most this much DOT text travels (the reply's argument block is bounded).
+pub const MAX_DOT_LEN: usize = (crate::frame::MAX_META_LEN as usize) - 64;
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct DotText {
+    pub text: Vec<u8>,
+}
+
+/// `cudaMallocAsync` from the current device's default pool, ordered on `stream`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct MemAllocAsync {
+    pub size: u64,
+    pub stream: StreamHandle,
+}
+/// `cudaFreeAsync`: the memory is released once `stream` reaches this point.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct MemFreeAsync {
+    pub ptr: DevicePtr,
+    pub stream: StreamHandle,
+}
+/// An attribute of `device`'s default memory pool.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct MemPoolGetAttribute {
+    pub device: i32,
+    pub attr: u32,
+}
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct PoolAttributeValue {
+    pub value: u64,
+}
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct MemPoolSetAttribute {
+    pub device: i32,
+    pub attr: u32,
+    pub value: u64,
+}
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct MemPoolTrimTo {
+    pub device: i32,
+    pub min_bytes_to_keep: u64,
+}
+/// One `cudaMemAccessDesc`: a location (`cudaMemLocationType`, id) and its
+/// `cudaMemAccessFlags`.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct MemAccess {
+    pub location_type: i32,
+    pub location_id: i32,
+    pub flags: u32,
+}
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct MemPoolSetAccess {
+    pub device: i32,
+    pub access: Vec<MemAccess>,
+}
+
+/// `cudaMemLocationTypeDevice`.
+pub const LOCATION_DEVICE: i32 = 1;
+/// Whether `flags` is a `cudaMemAccessFlags` value: `ProtNone` 0, `ProtRead` 1,
+/// `ProtReadWrite` 3.
+pub fn access_flags_valid(flags: u32) -> bool {
+    matches!(flags, 0 | 1 | 3)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pool_attr::*;
+
+    #[test]
+    fn pool_attributes_have_cudas_types_and_rules() {
+        assert!(is_int(REUSE_ALLOW_OPPORTUNISTIC));
+        assert!(!is_int(RELEASE_THRESHOLD));
+        assert!(settable(RELEASE_THRESHOLD, u64::MAX));
+        assert!(settable(USED_MEM_HIGH, 0));
+        assert!(!settable(USED_MEM_HIGH, 5));
+        assert!(!settable(USED_MEM_CURRENT, 0));
+        assert!(!is_known(0) && !is_known(9));
+    }
+}
