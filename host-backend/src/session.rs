@@ -13,11 +13,13 @@ use std::ptr::NonNull;
 
 use tracing::{debug, info, warn};
 use vmcuda_wire::blas::{BlasCreate, BlasDestroy, BlasGemm, BlasSetWorkspace};
+use vmcuda_wire::blas_table::{BlasCall, BlasCallWaited, BlasOutputs};
 use vmcuda_wire::handshake::{self, caps, PROTOCOL_VERSION};
 use vmcuda_wire::op::*;
 use vmcuda_wire::CudaStatus;
 
 mod blas;
+mod blas_call;
 
 use crate::executor::{
     ExecEvent, ExecFunction, ExecModule, ExecStream, Executor, LaunchConfig, Pitched,
@@ -1388,6 +1390,17 @@ impl Handler for Session {
     }
     fn blas_gemm(&mut self, _: &CallContext, req: BlasGemm, _: &[u8]) -> HandlerResult<()> {
         self.handle_blas_gemm(req)
+    }
+    fn blas_call(&mut self, _: &CallContext, req: BlasCall, _: &[u8]) -> HandlerResult<()> {
+        self.handle_blas_call(req).map(|_| ((), Vec::new()))
+    }
+    fn blas_call_waited(
+        &mut self,
+        _: &CallContext,
+        req: BlasCallWaited,
+        _: &[u8],
+    ) -> HandlerResult<BlasOutputs> {
+        self.handle_blas_call(req.0)
     }
     fn event_elapsed_time(
         &mut self,

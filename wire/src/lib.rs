@@ -17,6 +17,7 @@
 //!   stream shared by a connection's reader and writer halves.
 
 pub mod blas;
+pub mod blas_table;
 pub mod cubin;
 pub mod fatbin;
 pub mod frame;

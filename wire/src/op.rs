@@ -10,6 +10,7 @@ use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::blas::{BlasCreate, BlasDestroy, BlasGemm, BlasSetWorkspace};
+use crate::blas_table::{BlasCall, BlasCallWaited, BlasOutputs};
 use crate::status::CudaStatus;
 
 /// A device pointer as the GPU sees it. Guests get real device addresses because
@@ -209,6 +210,10 @@ op_table! {
     0x0601 BlasDestroy => blas_destroy(BlasDestroy) -> (), Async;
     0x0602 BlasSetWorkspace => blas_set_workspace(BlasSetWorkspace) -> (), Async;
     0x0603 BlasGemm => blas_gemm(BlasGemm) -> (), Async;
+    // Every function of crate::blas_table: posted, or waited for when host values come
+    // back (results and in/out scalars in host pointer mode, the batched solvers' info).
+    0x0610 BlasCall => blas_call(BlasCall) -> (), Async;
+    0x0611 BlasCallWaited => blas_call_waited(BlasCallWaited) -> BlasOutputs, Sync;
 }
 
 /// Host-to-guest event (flag `FLAG_EVENT`, not in the table because guests never send

@@ -12,6 +12,7 @@ use vmcuda_wire::blas::{
 use vmcuda_wire::op::DevicePtr;
 use vmcuda_wire::CudaStatus;
 
+use super::blas_table::TableCall;
 use super::{ExecResult, ExecStream};
 
 /// An executor's cuBLAS handle id.
@@ -62,6 +63,9 @@ pub trait Blas {
     fn blas_set_workspace(&mut self, handle: ExecBlas, ptr: DevicePtr, size: u64)
         -> ExecResult<()>;
     fn blas_gemm(&mut self, handle: ExecBlas, call: &GemmCall<'_>) -> ExecResult<()>;
+    /// A function of the table (`vmcuda_wire::blas_table`); host values are read and
+    /// written in `call.args`.
+    fn blas_call(&mut self, handle: ExecBlas, call: &mut TableCall) -> ExecResult<()>;
 }
 
 /// The CUDA status a failing `cublasStatus_t` is reported as: GEMMs are posted, so
@@ -82,31 +86,45 @@ pub fn status_from_cublas(status: u32) -> CudaStatus {
 /// A complex number in double precision: every element and scalar of the reference
 /// GEMM is computed in it (reals have `im == 0`).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-struct Cx {
-    re: f64,
-    im: f64,
+pub(super) struct Cx {
+    pub re: f64,
+    pub im: f64,
 }
 
 impl Cx {
-    fn real(re: f64) -> Cx {
+    pub fn real(re: f64) -> Cx {
         Cx { re, im: 0.0 }
     }
-    fn add(self, o: Cx) -> Cx {
+    pub fn add(self, o: Cx) -> Cx {
         Cx {
             re: self.re + o.re,
             im: self.im + o.im,
         }
     }
-    fn mul(self, o: Cx) -> Cx {
+    pub fn sub(self, o: Cx) -> Cx {
+        Cx {
+            re: self.re - o.re,
+            im: self.im - o.im,
+        }
+    }
+    pub fn mul(self, o: Cx) -> Cx {
         Cx {
             re: self.re * o.re - self.im * o.im,
             im: self.re * o.im + self.im * o.re,
         }
     }
-    fn conj(self) -> Cx {
+    pub fn conj(self) -> Cx {
         Cx {
             re: self.re,
             im: -self.im,
+        }
+    }
+    pub fn div(self, o: Cx) -> Cx {
+        let d = o.re * o.re + o.im * o.im;
+        let n = self.mul(o.conj());
+        Cx {
+            re: n.re / d,
+            im: n.im / d,
         }
     }
 }
@@ -167,7 +185,7 @@ fn le<const N: usize>(b: &[u8]) -> [u8; N] {
 }
 
 /// One element of type `t` from its bytes.
-fn load(t: i32, b: &[u8]) -> Cx {
+pub(super) fn load(t: i32, b: &[u8]) -> Cx {
     use data_type as d;
     match t {
         d::R_32F => Cx::real(f32::from_le_bytes(le(b)) as f64),
@@ -189,7 +207,7 @@ fn load(t: i32, b: &[u8]) -> Cx {
     }
 }
 
-fn store(t: i32, v: Cx, b: &mut [u8]) {
+pub(super) fn store(t: i32, v: Cx, b: &mut [u8]) {
     use data_type as d;
     match t {
         d::R_32F => b[..4].copy_from_slice(&(v.re as f32).to_le_bytes()),

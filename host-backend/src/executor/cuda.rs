@@ -507,6 +507,7 @@ struct Module {
 }
 
 mod blas;
+mod blas_table;
 
 /// The executor for real GPUs. See the module documentation.
 pub struct CudaExecutor {
