@@ -30,6 +30,8 @@
 
 mod gemm;
 mod handle;
+mod table;
+mod vector;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
