@@ -373,6 +373,18 @@ impl BlasFn {
 
 crate::blas_table!(wire_side);
 
+/// The C type of an argument kind, as the guest's exports take it and the host's
+/// entry points are called with: a C `int`, or a pointer.
+#[macro_export]
+macro_rules! blas_c_type {
+    (int) => {
+        std::ffi::c_int
+    };
+    ($other:ident) => {
+        *mut std::ffi::c_void
+    };
+}
+
 /// The table: one line per function (see the module documentation). Expanded by a
 /// macro named by the caller, which receives every line.
 #[macro_export]

@@ -148,11 +148,6 @@ pub fn call(h: Handle, f: BlasFn, raw: &[RawArg]) -> Result<()> {
     Ok(())
 }
 
-macro_rules! c_type {
-    (int) => { c_int };
-    ($other:ident) => { *mut c_void };
-}
-
 /// The guest side of the table: one export per line.
 macro_rules! guest_exports {
     ($(
@@ -162,7 +157,7 @@ macro_rules! guest_exports {
     )*) => {$(
         #[export_name = concat!("__vmcuda_", stringify!($name))]
         #[allow(non_snake_case, clippy::too_many_arguments)]
-        pub extern "C" fn $name(handle: Handle, $( $arg: c_type!($kind) ),*) -> cublasStatus_t {
+        pub extern "C" fn $name(handle: Handle, $( $arg: vmcuda_wire::blas_c_type!($kind) ),*) -> cublasStatus_t {
             guard(stringify!($name), || call(handle, BlasFn::$name, &[$( RawArg::from($arg) ),*]))
         }
     )*};

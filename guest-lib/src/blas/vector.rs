@@ -58,7 +58,8 @@ fn copy(c: Strided, stream: Option<*mut c_void>) -> Result<()> {
 }
 
 /// A vector copy: `n` elements of `elem` bytes, `incx` apart at `x`, to `incy` apart
-/// at `y`.
+/// at `y`: a one-row matrix copy (with cuBLAS's checks: `incx`, `incy` and `elem`
+/// positive, `n` not negative).
 #[allow(clippy::too_many_arguments)]
 fn vector(
     n: c_int,
@@ -70,22 +71,7 @@ fn vector(
     kind: u32,
     stream: Option<*mut c_void>,
 ) -> Result<()> {
-    if n < 0 || elem <= 0 || incx <= 0 || incy <= 0 {
-        return Err(status::INVALID_VALUE);
-    }
-    let e = elem as usize;
-    copy(
-        Strided {
-            dst: y,
-            dst_pitch: incy as usize * e,
-            src: x,
-            src_pitch: incx as usize * e,
-            width: e,
-            count: n as usize,
-            kind,
-        },
-        stream,
-    )
+    matrix(1, n, elem, x, incx, y, incy, kind, stream)
 }
 
 /// A matrix copy: `rows x cols` elements of `elem` bytes, column-major, from `a`

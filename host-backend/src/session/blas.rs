@@ -227,14 +227,14 @@ impl Session {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::executor::host_memory::HostMemoryExecutor;
     use crate::policy::Grant;
     use vmcuda_wire::blas::{Operand, Precision};
     use vmcuda_wire::op::{CallContext, Handler, MemAlloc, MemcpyDtoH, MemcpyHtoD, StreamHandle};
 
-    fn session() -> Session {
+    pub(in crate::session) fn session() -> Session {
         let exec = HostMemoryExecutor::new(1 << 30, None).unwrap();
         let mut s = Session::new(Box::new(exec), Grant::unlimited("test"));
         s.handle_blas_create(BlasCreate {
@@ -244,7 +244,7 @@ mod tests {
         s
     }
 
-    fn alloc(s: &mut Session, bytes: &[u8]) -> u64 {
+    pub(in crate::session) fn alloc(s: &mut Session, bytes: &[u8]) -> u64 {
         let ctx = CallContext::default();
         let ptr = s
             .mem_alloc(
@@ -266,7 +266,7 @@ mod tests {
         ptr
     }
 
-    fn floats(v: &[f32]) -> Vec<u8> {
+    pub(in crate::session) fn floats(v: &[f32]) -> Vec<u8> {
         v.iter().flat_map(|x| x.to_le_bytes()).collect()
     }
 
@@ -298,7 +298,7 @@ mod tests {
         }
     }
 
-    fn read(s: &mut Session, ptr: u64, len: u64) -> Vec<u8> {
+    pub(in crate::session) fn read(s: &mut Session, ptr: u64, len: u64) -> Vec<u8> {
         let req = MemcpyDtoH {
             src: ptr,
             size: len,

@@ -70,3 +70,107 @@ impl Session {
         Ok((BlasOutputs { bytes }, Vec::new()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::blas::tests::{alloc, floats, read, session};
+    use super::*;
+    use vmcuda_wire::blas::{BlasHandle, POINTER_MODE_DEVICE, POINTER_MODE_HOST};
+    use vmcuda_wire::op::StreamHandle;
+
+    fn call(f: BlasFn, pointer_mode: u32, args: Vec<BlasArg>) -> BlasCall {
+        BlasCall {
+            handle: BlasHandle(0x100),
+            stream: StreamHandle::LEGACY,
+            math_mode: 0,
+            pointer_mode,
+            function: f.id(),
+            args,
+        }
+    }
+
+    /// `cublasSaxpy_v2(n, alpha, x, 1, y, 1)` in host pointer mode.
+    fn saxpy(n: i32, x: u64, y: u64) -> BlasCall {
+        use BlasArg::{Device, HostIn, Int};
+        let alpha = HostIn(floats(&[2.0]));
+        let args = vec![Int(n), alpha, Device(x), Int(1), Device(y), Int(1)];
+        call(BlasFn::cublasSaxpy_v2, POINTER_MODE_HOST, args)
+    }
+
+    #[test]
+    fn a_table_call_reaching_outside_the_guests_memory_never_runs() {
+        let mut s = session();
+        let x = alloc(&mut s, &floats(&[1., 2., 3.]));
+        let y = alloc(&mut s, &floats(&[10., 20., 30.]));
+        let refused = Some(CudaStatus::ErrorInvalidValue);
+        assert_eq!(
+            s.handle_blas_call(saxpy(4, x, y)).err(),
+            refused,
+            "one past y"
+        );
+        assert_eq!(s.handle_blas_call(saxpy(3, 0xdead_0000, y)).err(), refused);
+        assert_eq!(read(&mut s, y, 12), floats(&[10., 20., 30.]));
+        s.handle_blas_call(saxpy(3, x, y)).unwrap();
+        assert_eq!(read(&mut s, y, 12), floats(&[12., 24., 36.]));
+    }
+
+    #[test]
+    fn malformed_table_calls_are_refused() {
+        let mut s = session();
+        let x = alloc(&mut s, &floats(&[1., 2., 3.]));
+        let refused = Some(CudaStatus::ErrorInvalidValue);
+        let mut unknown = saxpy(3, x, x);
+        unknown.function = 0xfff0;
+        assert_eq!(s.handle_blas_call(unknown).err(), refused);
+        // A host scalar where device pointer mode makes cuBLAS read a device pointer.
+        let mut mixed = saxpy(3, x, x);
+        mixed.pointer_mode = POINTER_MODE_DEVICE;
+        assert_eq!(s.handle_blas_call(mixed).err(), refused);
+        // A device "scalar" in host mode would be read by cuBLAS as host memory.
+        let mut mixed = saxpy(3, x, x);
+        mixed.args[1] = BlasArg::Device(x);
+        assert_eq!(s.handle_blas_call(mixed).err(), refused);
+        let mut short = saxpy(3, x, x);
+        short.args.pop();
+        assert_eq!(s.handle_blas_call(short).err(), refused);
+        let mut stale = saxpy(3, x, x);
+        stale.handle = BlasHandle(0x999);
+        assert_eq!(
+            s.handle_blas_call(stale).err(),
+            Some(CudaStatus::ErrorInvalidResourceHandle)
+        );
+    }
+
+    #[test]
+    fn host_results_come_back_and_pointer_arrays_are_checked() {
+        use BlasArg::{Device, HostOut, Int};
+        let mut s = session();
+        let x = alloc(&mut s, &floats(&[3., 4.]));
+        let nrm2 = call(
+            BlasFn::cublasSnrm2_v2,
+            POINTER_MODE_HOST,
+            vec![Int(2), Device(x), Int(1), HostOut(4)],
+        );
+        let (out, _) = s.handle_blas_call(nrm2).unwrap();
+        assert_eq!(out.bytes, floats(&[5.0]));
+        // getrfBatched over an array holding a pointer the guest does not own.
+        let wild = alloc(&mut s, &0x4242_0000u64.to_le_bytes());
+        let infos = alloc(&mut s, &[0; 4]);
+        let getrf = call(
+            BlasFn::cublasSgetrfBatched,
+            POINTER_MODE_HOST,
+            vec![
+                Int(1),
+                Device(wild),
+                Int(1),
+                Device(0),
+                Device(infos),
+                Int(1),
+            ],
+        );
+        assert_eq!(
+            s.handle_blas_call(getrf).err(),
+            Some(CudaStatus::ErrorInvalidValue)
+        );
+    }
+}

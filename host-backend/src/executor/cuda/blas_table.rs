@@ -50,11 +50,6 @@ impl FromCArg for *mut c_void {
     }
 }
 
-macro_rules! c_type {
-    (int) => { c_int };
-    ($other:ident) => { *mut c_void };
-}
-
 /// The host side of the table: a call of each entry point with its C signature.
 macro_rules! host_dispatch {
     ($(
@@ -71,7 +66,7 @@ macro_rules! host_dispatch {
         /// of the validated sizes).
         unsafe fn call_entry_point(f: BlasFn, addr: *const c_void, h: Handle, args: &[CArg]) -> Status {
             match f { $( BlasFn::$name => {
-                type Entry = unsafe extern "C" fn(Handle, $( c_type!($kind) ),*) -> Status;
+                type Entry = unsafe extern "C" fn(Handle, $( vmcuda_wire::blas_c_type!($kind) ),*) -> Status;
                 let [$( $arg, )*] = args else {
                     return vmcuda_wire::blas::status::INVALID_VALUE as Status;
                 };
