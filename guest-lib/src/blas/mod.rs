@@ -17,6 +17,12 @@
 //! everything else about a handle (stream, pointer mode, math mode) is kept here and
 //! travels with each GEMM.
 //!
+//! **Coverage.** The GEMM families have their own request ([`gemm`]); every other
+//! forwarded function (level 1, 2, 3, the batched solvers, `DotEx`, `SgemmEx`) is one
+//! line of the declarative table in `vmcuda_wire::blas_table`, from which its export
+//! here ([`table`]), its wire checks and the host's dispatch are generated. The
+//! vector and matrix copies are 2D copies of the runtime ([`vector`]).
+//!
 //! **Errors.** cuBLAS reports argument errors synchronously, so every GEMM is checked
 //! here first ([`vmcuda_wire::blas::BlasGemm::validate`]: `CUBLAS_STATUS_INVALID_VALUE`
 //! or `NOT_SUPPORTED`, nothing sent). A checked GEMM is posted without waiting, in
