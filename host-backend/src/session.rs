@@ -13,6 +13,7 @@ use std::ptr::NonNull;
 
 use tracing::{debug, info, warn};
 use vmcuda_wire::blas::{BlasCreate, BlasDestroy, BlasGemm, BlasSetWorkspace};
+use vmcuda_wire::blas_table::{BlasCall, BlasCallWaited, BlasOutputs};
 use vmcuda_wire::blaslt::{LtCreate, LtDestroy, LtHeuristic, LtHeuristicReply, LtMatmul};
 use vmcuda_wire::driver::*;
 use vmcuda_wire::graph::*;
@@ -21,6 +22,7 @@ use vmcuda_wire::op::*;
 use vmcuda_wire::CudaStatus;
 
 mod blas;
+mod blas_call;
 mod blaslt;
 mod driver;
 mod graph;
@@ -1642,6 +1644,17 @@ impl Handler for Session {
         _: &[u8],
     ) -> HandlerResult<()> {
         self.handle_pool_set_access(ctx, req)
+    }
+    fn blas_call(&mut self, _: &CallContext, req: BlasCall, _: &[u8]) -> HandlerResult<()> {
+        self.handle_blas_call(req).map(|_| ((), Vec::new()))
+    }
+    fn blas_call_waited(
+        &mut self,
+        _: &CallContext,
+        req: BlasCallWaited,
+        _: &[u8],
+    ) -> HandlerResult<BlasOutputs> {
+        self.handle_blas_call(req.0)
     }
     fn event_elapsed_time(
         &mut self,

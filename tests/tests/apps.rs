@@ -13,6 +13,7 @@ use vmcuda_tests::{
 };
 
 const APPS: &[&str] = &[
+    "cublas_blas",
     "cublas_gemm",
     "cublaslt_matmul",
     "device_assert",
@@ -697,6 +698,96 @@ fn cublas_gemms_are_forwarded_and_computed_by_the_test_double() {
     ] {
         assert!(stdout.contains(line), "missing `{line}` in:\n{stdout}");
     }
+}
+
+#[test]
+#[ignore = "needs the linked guest library and nvcc-built apps: run tests/run.sh"]
+fn cublas_table_functions_run_on_the_test_double_or_fail_cleanly() {
+    let mut d = Daemon::host_memory("cublas-table");
+    let out = d.run_app("cublas_blas");
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    // What the CPU reference computes: every precision, host and device pointer mode.
+    let mut computed = Vec::new();
+    for p in ["S", "D", "C", "Z"] {
+        for f in [
+            "axpy", "scal", "copy", "swap", "gemv N", "trsv UNN", "trsv L", "symm L",
+        ] {
+            computed.push(format!("PASS {p}{f}"));
+        }
+        computed.push(format!("PASS {p}syrk"));
+        computed.push(format!(
+            "PASS {}",
+            ["Isamax", "Idamax", "Icamax", "Izamax"]["SDCZ".find(p).unwrap()]
+        ));
+    }
+    for line in [
+        "PASS Sdot",
+        "PASS Cdotu",
+        "PASS Zdotc",
+        "PASS Snrm2",
+        "PASS Dznrm2",
+        "PASS Scasum",
+        "PASS Izamin",
+        "PASS Csscal",
+        "PASS Zdscal",
+        "PASS Sger",
+        "PASS Cgeru",
+        "PASS Zgerc",
+        "PASS Cgemv C",
+        "PASS Dsymm R",
+        "PASS Chemm L",
+        "PASS Zherk C",
+        "PASS Ddot device",
+        "PASS Dnrm2 device",
+        "PASS Daxpy device",
+        "PASS Idamax device",
+        "PASS Set/GetVectorAsync",
+        "PASS Set/GetMatrixAsync",
+        "PASS SetVector/GetMatrix",
+        // cuBLAS's synchronous argument errors, from the table's checks.
+        "SetVector(incx=0): CUBLAS_STATUS_INVALID_VALUE",
+        "Sgemv(lda<m): CUBLAS_STATUS_INVALID_VALUE",
+        "Sgemv(incx=0): CUBLAS_STATUS_INVALID_VALUE",
+        "Strsv(uplo=7): CUBLAS_STATUS_INVALID_VALUE",
+        "Ssyrk(n<0): CUBLAS_STATUS_INVALID_VALUE",
+        "Saxpy(n=0): CUBLAS_STATUS_SUCCESS",
+        "DONE cublas_blas (0 failures,",
+    ]
+    .iter()
+    .map(|l| l.to_string())
+    .chain(computed)
+    {
+        assert!(stdout.contains(&line), "missing `{line}` in:\n{stdout}");
+    }
+    // What it does not compute fails cleanly: posted calls with the asynchronous
+    // cudaErrorNotSupported at the next waited call, waited ones with the status.
+    for line in [
+        "Srot: cudaErrorNotSupported",
+        "Zdrot: cudaErrorNotSupported",
+        "Drotm: cudaErrorNotSupported",
+        "Crotg: CUBLAS_STATUS_NOT_SUPPORTED",
+        "Drotg device: cudaErrorNotSupported",
+        "DotEx: CUBLAS_STATUS_NOT_SUPPORTED",
+        "SgemmEx: cudaErrorNotSupported",
+        "Ssymv U: cudaErrorNotSupported",
+        "Zher2 L: cudaErrorNotSupported",
+        "Ctrmv UNN: cudaErrorNotSupported",
+        "Dsyr2k T: cudaErrorNotSupported",
+        "Ztrmm R: cudaErrorNotSupported",
+        "Strsm L: cudaErrorNotSupported",
+        "SgetrfBatched: cudaErrorNotSupported",
+        "ZtrsmBatched: cudaErrorNotSupported",
+        "CgeqrfBatched: CUBLAS_STATUS_NOT_SUPPORTED",
+        "DgelsBatched: CUBLAS_STATUS_NOT_SUPPORTED",
+    ] {
+        assert!(stdout.contains(line), "missing `{line}` in:\n{stdout}");
+    }
+    assert!(!stdout.contains("FAIL "), "{stdout}");
+    assert!(d.alive(), "the daemon carries on");
+    assert!(d
+        .log()
+        .contains("not computed by the host-memory test double"));
 }
 
 /// The guest library that serves `version` (the soname the symbol is bound to).

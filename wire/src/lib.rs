@@ -23,6 +23,7 @@
 //!   stream shared by a connection's reader and writer halves.
 
 pub mod blas;
+pub mod blas_table;
 pub mod blaslt;
 pub mod cubin;
 pub mod driver;

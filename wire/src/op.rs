@@ -10,6 +10,7 @@ use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::blas::{BlasCreate, BlasDestroy, BlasGemm, BlasSetWorkspace};
+use crate::blas_table::{BlasCall, BlasCallWaited, BlasOutputs};
 use crate::blaslt::{LtCreate, LtDestroy, LtHeuristic, LtHeuristicReply, LtMatmul};
 use crate::driver::{
     AllocationProp, Granularity, Link, Linked, MemAddressFree, MemAddressReserve, MemCreate,
@@ -264,6 +265,10 @@ op_table! {
     0x070D MemPoolTrimTo => mem_pool_trim_to(MemPoolTrimTo) -> (), Sync;
     0x070E MemPoolSetAccess => mem_pool_set_access(MemPoolSetAccess) -> (), Sync;
     0x070F StreamGetCaptureGraph => stream_get_capture_graph(StreamGetCaptureGraph) -> CaptureGraph, Sync;
+    // Every function of crate::blas_table: posted, or waited for when host values come
+    // back (results and in/out scalars in host pointer mode, the batched solvers' info).
+    0x0610 BlasCall => blas_call(BlasCall) -> (), Async;
+    0x0611 BlasCallWaited => blas_call_waited(BlasCallWaited) -> BlasOutputs, Sync;
 }
 
 /// Host-to-guest event (flag `FLAG_EVENT`, not in the table because guests never send

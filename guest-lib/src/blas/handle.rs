@@ -80,12 +80,24 @@ where
     R: vmcuda_wire::op::Request + Send + 'static,
     R::Reply: Default,
 {
+    on_device_number(device, || {
+        gate::submit(stream, move || api::post(&req, &[]))
+    })
+    .map_err(|_| status::EXECUTION_FAILED)
+}
+
+/// Run `f` with the handle's device current: its requests run there, as cuBLAS runs
+/// its work in the handle's context.
+pub fn on_device<T>(s: &HandleState, f: impl FnOnce() -> T) -> T {
+    on_device_number(s.device, f)
+}
+
+fn on_device_number<T>(device: i32, f: impl FnOnce() -> T) -> T {
     let current = state::current_device();
-    // The request runs on the handle's device, as cuBLAS runs it in its context.
     state::set_current_device(device);
-    let r = gate::submit(stream, move || api::post(&req, &[]));
+    let r = f();
     state::set_current_device(current);
-    r.map_err(|_| status::EXECUTION_FAILED)
+    r
 }
 
 /// The `cublasStatus_t` for a failed create.

@@ -17,6 +17,12 @@
 //! everything else about a handle (stream, pointer mode, math mode) is kept here and
 //! travels with each GEMM.
 //!
+//! **Coverage.** The GEMM families have their own request (`gemm.rs`); every other
+//! forwarded function (level 1, 2, 3, the batched solvers, `DotEx`, `SgemmEx`) is one
+//! line of the declarative table in `vmcuda_wire::blas_table`, from which its export
+//! here (`table.rs`), its wire checks and the host's dispatch are generated. The
+//! vector and matrix copies are 2D copies of the runtime (`vector.rs`).
+//!
 //! **Errors.** cuBLAS reports argument errors synchronously, so every GEMM is checked
 //! here first ([`vmcuda_wire::blas::BlasGemm::validate`]: `CUBLAS_STATUS_INVALID_VALUE`
 //! or `NOT_SUPPORTED`, nothing sent). A checked GEMM is posted without waiting, in
@@ -30,6 +36,8 @@
 
 mod gemm;
 pub(crate) mod handle;
+mod table;
+mod vector;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 

@@ -12,6 +12,7 @@ use vmcuda_wire::blas::{
 use vmcuda_wire::op::DevicePtr;
 use vmcuda_wire::CudaStatus;
 
+use super::blas_table::TableCall;
 use super::{ExecResult, ExecStream};
 
 /// An executor's cuBLAS handle id.
@@ -62,6 +63,9 @@ pub trait Blas {
     fn blas_set_workspace(&mut self, handle: ExecBlas, ptr: DevicePtr, size: u64)
         -> ExecResult<()>;
     fn blas_gemm(&mut self, handle: ExecBlas, call: &GemmCall<'_>) -> ExecResult<()>;
+    /// A function of the table (`vmcuda_wire::blas_table`); host values are read and
+    /// written in `call.args`.
+    fn blas_call(&mut self, handle: ExecBlas, call: &mut TableCall) -> ExecResult<()>;
 }
 
 /// The CUDA status a failing `cublasStatus_t` is reported as: GEMMs are posted, so
@@ -83,30 +87,44 @@ pub fn status_from_cublas(status: u32) -> CudaStatus {
 /// GEMM is computed in it (reals have `im == 0`).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub(super) struct Cx {
-    pub(super) re: f64,
-    im: f64,
+    pub re: f64,
+    pub im: f64,
 }
 
 impl Cx {
-    pub(super) fn real(re: f64) -> Cx {
+    pub fn real(re: f64) -> Cx {
         Cx { re, im: 0.0 }
     }
-    fn add(self, o: Cx) -> Cx {
+    pub fn add(self, o: Cx) -> Cx {
         Cx {
             re: self.re + o.re,
             im: self.im + o.im,
         }
     }
-    fn mul(self, o: Cx) -> Cx {
+    pub fn sub(self, o: Cx) -> Cx {
+        Cx {
+            re: self.re - o.re,
+            im: self.im - o.im,
+        }
+    }
+    pub fn mul(self, o: Cx) -> Cx {
         Cx {
             re: self.re * o.re - self.im * o.im,
             im: self.re * o.im + self.im * o.re,
         }
     }
-    fn conj(self) -> Cx {
+    pub fn conj(self) -> Cx {
         Cx {
             re: self.re,
             im: -self.im,
+        }
+    }
+    pub fn div(self, o: Cx) -> Cx {
+        let d = o.re * o.re + o.im * o.im;
+        let n = self.mul(o.conj());
+        Cx {
+            re: n.re / d,
+            im: n.im / d,
         }
     }
 }

@@ -507,6 +507,7 @@ struct Module {
 }
 
 mod blas;
+mod blas_table;
 mod blaslt;
 mod driver;
 mod graph;

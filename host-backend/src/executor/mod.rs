@@ -10,6 +10,7 @@
 //! session maps the guest's handles onto them and checks them first.
 
 pub mod blas;
+pub mod blas_table;
 pub mod blaslt;
 pub mod cuda;
 pub mod driver;

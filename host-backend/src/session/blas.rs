@@ -28,7 +28,7 @@ use super::{nothing, Session};
 /// One guest handle: the executor's handle and the workspace the session allocated
 /// for it (pointer, bytes), if it still has it.
 pub(super) struct BlasEntry {
-    exec: ExecBlas,
+    pub(super) exec: ExecBlas,
     workspace: Option<(DevicePtr, u64)>,
 }
 
@@ -48,7 +48,7 @@ impl BlasHandles {
 }
 
 impl Session {
-    fn blas_entry(&self, h: BlasHandle) -> Result<&BlasEntry, CudaStatus> {
+    pub(super) fn blas_entry(&self, h: BlasHandle) -> Result<&BlasEntry, CudaStatus> {
         self.blas
             .handles
             .get(&h)
@@ -154,7 +154,7 @@ impl Session {
 
     /// Read a pointer array of `count` entries from the guest's device memory and
     /// check that each pointer's matrix (`span` bytes) is the guest's own.
-    fn checked_pointers(
+    pub(super) fn checked_pointers(
         &mut self,
         array: DevicePtr,
         count: usize,
@@ -239,7 +239,7 @@ pub(super) mod tests {
     use vmcuda_wire::blas::{Operand, Precision};
     use vmcuda_wire::op::{CallContext, Handler, MemAlloc, MemcpyDtoH, MemcpyHtoD, StreamHandle};
 
-    fn session() -> Session {
+    pub(in crate::session) fn session() -> Session {
         let exec = HostMemoryExecutor::new(1 << 30, None).unwrap();
         let mut s = Session::new(Box::new(exec), Grant::unlimited("test"));
         s.handle_blas_create(BlasCreate {

@@ -21,17 +21,18 @@ use vmcuda_wire::op::DevicePtr;
 use vmcuda_wire::CudaStatus;
 
 use super::super::blas::{status_from_cublas, Blas, ExecBatch, ExecBlas, GemmCall};
+use super::super::blas_table::TableCall;
 use super::super::ExecResult;
 use super::{check, CudaExecutor};
 
-type Handle = *mut c_void;
-type Status = c_int;
+pub(super) type Handle = *mut c_void;
+pub(super) type Status = c_int;
 type CreateFn = unsafe extern "C" fn(*mut Handle) -> Status;
 type DestroyFn = unsafe extern "C" fn(Handle) -> Status;
 type SetPtrFn = unsafe extern "C" fn(Handle, *mut c_void) -> Status;
 type SetIntFn = unsafe extern "C" fn(Handle, c_int) -> Status;
 type SetWorkspaceFn = unsafe extern "C" fn(Handle, *mut c_void, usize) -> Status;
-type Ptr = *const c_void;
+pub(super) type Ptr = *const c_void;
 /// `cublas?gemm[_v2]`: (h, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc).
 type GemmFn = unsafe extern "C" fn(
     Handle,
@@ -279,6 +280,8 @@ impl Api {
 pub(super) struct CudaBlas {
     api: Option<Result<Api, CudaStatus>>,
     handles: HashMap<ExecBlas, (Handle, usize)>,
+    /// Addresses of the table functions looked up so far, by function id.
+    pub(super) table: HashMap<u16, usize>,
 }
 
 /// A `cublasStatus_t` as a result (cuBLASLt's statuses are cuBLAS's).
@@ -310,14 +313,14 @@ impl CudaExecutor {
     }
 
     /// Copy the checked pointer arrays to device memory of our own on `stream`, run
-    /// `f` with their device addresses, and free them in stream order.
-    fn with_device_arrays(
+    /// `f` with their device addresses (in the order given), and free them in stream
+    /// order.
+    pub(super) fn with_device_arrays(
         &mut self,
         stream: sys::CUstream,
-        arrays: [&[u64]; 3],
-        f: impl FnOnce([Ptr; 3]) -> ExecResult<()>,
+        arrays: &[&[u64]],
+        f: impl FnOnce(&[Ptr]) -> ExecResult<()>,
     ) -> ExecResult<()> {
-        let count = arrays[0].len();
         let bytes: Vec<u8> = arrays
             .iter()
             .flat_map(|a| a.iter().flat_map(|p| p.to_le_bytes()))
@@ -331,12 +334,44 @@ impl CudaExecutor {
             sys::cuMemcpyHtoDAsync_v2(base, bytes.as_ptr().cast(), bytes.len(), stream)
         });
         let result = copied.and_then(|()| {
-            let at = |i: usize| (base as usize + i * count * 8) as Ptr;
-            f([at(0), at(1), at(2)])
+            let mut offset = 0;
+            let starts: Vec<Ptr> = arrays
+                .iter()
+                .map(|a| {
+                    let at = (base as usize + offset) as Ptr;
+                    offset += a.len() * 8;
+                    at
+                })
+                .collect();
+            f(&starts)
         });
-        // SAFETY: freed once, in order after the GEMM that reads it.
+        // SAFETY: freed once, in order after the call that reads it.
         let _ = unsafe { sys::cuMemFreeAsync(base, stream) };
         result
+    }
+
+    /// The handle of `id` with the call's stream, math mode and pointer mode set, the
+    /// call's stream, and the loaded entry points.
+    pub(super) fn blas_prepare(
+        &mut self,
+        id: ExecBlas,
+        stream: u64,
+        math_mode: u32,
+        pointer_mode: u32,
+    ) -> ExecResult<(Handle, sys::CUstream)> {
+        let h = self.blas_handle(id)?;
+        let stream = self.stream(stream)?;
+        let api = self.blas_api()?;
+        let (set_stream, set_math, set_pmode) =
+            (api.set_stream, api.set_math_mode, api.set_pointer_mode);
+        // SAFETY: `h` is live in the current context; the stream is one of ours;
+        // cuBLAS checks the mode numbers itself.
+        unsafe {
+            cublas(set_stream(h, stream.cast()))?;
+            cublas(set_math(h, math_mode as c_int))?;
+            cublas(set_pmode(h, pointer_mode as c_int))?;
+        }
+        Ok((h, stream))
     }
 }
 
@@ -376,13 +411,6 @@ impl Blas for CudaExecutor {
     }
 
     fn blas_gemm(&mut self, id: ExecBlas, call: &GemmCall<'_>) -> ExecResult<()> {
-        let h = self.blas_handle(id)?;
-        let stream = self.stream(call.stream)?;
-        let api = self.blas_api()?;
-        let (set_stream, set_math, set_pmode) =
-            (api.set_stream, api.set_math_mode, api.set_pointer_mode);
-        let typed = api.typed;
-        let (ex, strided_ex, batched_ex) = (api.ex, api.strided_ex, api.batched_ex);
         let (alpha, beta, mode) = match call.scalars {
             Scalars::Host { alpha, beta } => (
                 alpha.as_ptr().cast(),
@@ -395,13 +423,10 @@ impl Blas for CudaExecutor {
                 POINTER_MODE_DEVICE,
             ),
         };
-        // SAFETY: `h` is live in the current context; the stream is one of ours;
-        // cuBLAS checks the mode numbers itself.
-        unsafe {
-            cublas(set_stream(h, stream.cast()))?;
-            cublas(set_math(h, call.math_mode as c_int))?;
-            cublas(set_pmode(h, mode as c_int))?;
-        }
+        let (h, stream) = self.blas_prepare(id, call.stream, call.math_mode, mode)?;
+        let api = self.blas_api()?;
+        let typed = api.typed;
+        let (ex, strided_ex, batched_ex) = (api.ex, api.strided_ex, api.batched_ex);
         // The session validated every size against INT_MAX and every range against
         // the guest's memory; host-mode scalars point into `call`, alive until we return.
         let (ta, tb) = (call.trans_a as c_int, call.trans_b as c_int);
@@ -448,7 +473,8 @@ impl Blas for CudaExecutor {
             (GemmKind::Typed(p), ExecBatch::Pointers { a, b, c }) => {
                 let f = typed[precision_index(p)].2;
                 let count = a.len() as c_int;
-                self.with_device_arrays(stream, [a, b, c], |[a, b, c]| {
+                self.with_device_arrays(stream, &[a, b, c], |p| {
+                    let (a, b, c) = (p[0], p[1], p[2]);
                     // SAFETY: as above; the arrays are our device copies of checked pointers.
                     cublas(unsafe {
                         f(
@@ -508,7 +534,8 @@ impl Blas for CudaExecutor {
                 }
                 ExecBatch::Pointers { a, b, c } => {
                     let count = a.len() as c_int;
-                    self.with_device_arrays(stream, [a, b, c], |[a, b, c]| {
+                    self.with_device_arrays(stream, &[a, b, c], |p| {
+                        let (a, b, c) = (p[0], p[1], p[2]);
                         // SAFETY: as above; the arrays are our device copies.
                         cublas(unsafe {
                             batched_ex(
@@ -520,5 +547,9 @@ impl Blas for CudaExecutor {
                 }
             },
         }
+    }
+
+    fn blas_call(&mut self, id: ExecBlas, call: &mut TableCall) -> ExecResult<()> {
+        self.blas_table_call(id, call)
     }
 }

@@ -11,8 +11,20 @@ use vmcuda_wire::CudaStatus;
 use super::super::blas::{
     cpu_gemm, cpu_gemm_supports, Blas, CpuOperands, ExecBatch, ExecBlas, GemmCall,
 };
+use super::super::blas_table::{cpu_blas_call, CpuMemory, TableCall};
 use super::super::ExecResult;
 use super::HostMemoryExecutor;
+
+impl CpuMemory for HostMemoryExecutor {
+    fn read(&self, ptr: DevicePtr, len: u64) -> ExecResult<Vec<u8>> {
+        self.slice(ptr, len).map(<[u8]>::to_vec)
+    }
+    fn write(&mut self, ptr: DevicePtr, bytes: &[u8]) -> ExecResult<()> {
+        self.slice_mut(ptr, bytes.len() as u64)?
+            .copy_from_slice(bytes);
+        Ok(())
+    }
+}
 
 impl HostMemoryExecutor {
     /// One GEMM of a batch, its operands at `a`, `b`, `c`.
@@ -116,5 +128,20 @@ impl Blas for HostMemoryExecutor {
                 Ok(())
             }
         }
+    }
+
+    fn blas_call(&mut self, handle: ExecBlas, call: &mut TableCall) -> ExecResult<()> {
+        if !self.blas_handles.contains(&handle) {
+            return Err(CudaStatus::ErrorInvalidResourceHandle);
+        }
+        self.check_stream(call.stream)?;
+        cpu_blas_call(self, call).inspect_err(|e| {
+            if *e == CudaStatus::ErrorNotSupported {
+                warn!(
+                    function = call.function.name(),
+                    "not computed by the host-memory test double"
+                );
+            }
+        })
     }
 }
