@@ -547,17 +547,16 @@ fn every_export_carries_the_cudart_version_node_and_covers_the_apps() {
     for (name, version, _) in &exported {
         assert_eq!(version, "libcudart.so.13", "{name} must be versioned");
     }
-    // Nothing but the CUDA API leaks out of the library, besides the cuBLAS, cuBLASLt
-    // and cuDNN implementations under their private version node (for libcublas.so.13,
-    // libcublasLt.so.13 and libcudnn.so.9).
+    // Nothing but the CUDA API leaks out of the library, besides the cuBLAS, cuBLASLt,
+    // cuDNN and driver implementations under their private version node (for
+    // libcublas.so.13, libcublasLt.so.13, libcudnn.so.9 and libcuda.so.1).
     let others: Vec<_> = syms
         .iter()
         .filter(|s| {
             s.2 && !s.0.starts_with("cuda")
                 && !s.0.starts_with("__cuda")
                 && s.0 != "libcudart.so.13"
-                && !((s.0.starts_with("__vmcuda_cublas") || s.0.starts_with("__vmcuda_cudnn"))
-                    && s.1 == "VMCUDA_PRIVATE")
+                && !(s.0.starts_with("__vmcuda_cu") && s.1 == "VMCUDA_PRIVATE")
                 && s.0 != "VMCUDA_PRIVATE"
         })
         .collect();
