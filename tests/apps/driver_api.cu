@@ -308,7 +308,7 @@ int main() {
         printf("SKIP kernels from the linker: the link did not complete\n");
     }
     check("cuLinkDestroy", p_cuLinkDestroy(link));
-    check("cuLinkDestroy again", p_cuLinkDestroy(link), CUDA_ERROR_INVALID_HANDLE);
+    // (Destroying it again would be a double free in the real driver: not tested.)
 
     // Virtual memory management: reserve, create, map, set access, use, tear down.
     CUmemAllocationProp prop = {};

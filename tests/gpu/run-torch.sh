@@ -42,12 +42,27 @@ host_pid=$!
 trap 'kill $host_pid 2>/dev/null; wait $host_pid 2>/dev/null; rm -f $sock' EXIT
 for _ in $(seq 1 100); do [ -S "$sock" ] && break; sleep 0.1; done
 
+# The bridged run sees this machine as a VM guest does: in its own mount namespace the
+# GPU device files and the host's driver libraries (libcuda.so.1, NVML) are /dev/null,
+# so nothing in it can reach the GPU but through the bridge. Needs root (the GPU
+# machine's runs are); elsewhere the bridged run goes without, and says so.
+hide_gpu='for f in /dev/nvidia* /dev/nvidia-caps/* $(ldconfig -p | awk '"'"'/libcuda\.so|libnvidia-ml\.so/ {print $NF}'"'"'); do
+  [ -e "$f" ] && [ ! -d "$f" ] && mount --bind /dev/null "$(readlink -f "$f")"
+done
+exec "$@"'
+isolate=()
+isolation="none (not root, or no mount namespaces here)"
+if [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then
+    isolate=(unshare -m sh -c "$hide_gpu" hide-gpu)
+    isolation="own mount namespace: /dev/nvidia*, the host's libcuda.so* and libnvidia-ml.so* bound to /dev/null"
+fi
+
 t0=$(date +%s)
 env -u VMCUDA_SERVER timeout -k 10 "$timeout_s" "$py" tests/gpu/torch_check.py --json "$raw/native.json" \
     --steps "$steps" --opinfo "$opinfo" >"$raw/native.stdout" 2>"$raw/native.stderr"
 native_rc=$?
 t1=$(date +%s)
-env LD_PRELOAD="$preload" LD_LIBRARY_PATH="$guest_lib" VMCUDA_SERVER="unix:$sock" \
+${isolate[@]+"${isolate[@]}"} env LD_PRELOAD="$preload" LD_LIBRARY_PATH="$guest_lib" VMCUDA_SERVER="unix:$sock" \
     timeout -k 10 "$timeout_s" "$py" tests/gpu/torch_check.py --json "$raw/bridged.json" \
     --steps "$steps" --opinfo "$opinfo" >"$raw/bridged.stdout" 2>"$raw/bridged.stderr"
 bridged_rc=$?
@@ -59,9 +74,9 @@ diff "$raw/native.stdout" "$raw/bridged.stdout" >"$raw/stdout.diff"
 connected=$(grep -c 'guest connected' "$raw/host.log" || true)
 
 "$py" - "$raw" "$native_rc" "$bridged_rc" "$same" "$connected" "$commit" "$((t1 - t0))" "$((t2 - t1))" \
-    "$steps" "$opinfo" >"$out/RESULTS-TORCH.md" <<'EOF'
+    "$steps" "$opinfo" "$isolation" >"$out/RESULTS-TORCH.md" <<'EOF'
 import json, sys, os, datetime
-raw, nrc, brc, same, conn, commit, nt, bt, steps, opinfo = sys.argv[1:]
+raw, nrc, brc, same, conn, commit, nt, bt, steps, opinfo, isolation = sys.argv[1:]
 def load(m):
     try:
         return json.load(open(os.path.join(raw, m + ".json")))
@@ -75,6 +90,7 @@ print(f"- command: `tests/gpu/run-torch.sh` (VMCUDA_TORCH_STEPS={steps}, VMCUDA_
 print(f"- torch: {n.get('torch')} natively, {b.get('torch')} bridged (the same wheel, unmodified)")
 print(f"- bridged: LD_PRELOAD of the guest libraries, vmcuda-host (CUDA executor) on a Unix socket; "
       f"guest connections seen by the host: {conn}")
+print(f"- bridged process isolation: {isolation}")
 print(f"- libcuda / NVIDIA device files mapped by the bridged process: {b.get('driver_libraries')} / {b.get('nvidia_device_fds')}")
 print(f"- exit status: native {nrc}, bridged {brc}; stdout identical (check lines, exact losses, GPU random sums): **{same}**")
 print(f"- wall time: native {nt} s, bridged {bt} s\n")

@@ -746,9 +746,13 @@ fn cublas_table_functions_run_on_the_test_double_or_fail_cleanly() {
         "PASS SetVector/GetMatrix",
         // cuBLAS's synchronous argument errors, from the table's checks.
         "SetVector(incx=0): CUBLAS_STATUS_INVALID_VALUE",
-        "Sgemv(lda<m): CUBLAS_STATUS_INVALID_VALUE",
-        "Sgemv(incx=0): CUBLAS_STATUS_INVALID_VALUE",
+        // As cuBLAS 13 on the H200 answers (gemv runs these; the others are refused
+        // with the reference BLAS's message).
+        "Sgemv(lda<m): CUBLAS_STATUS_SUCCESS",
+        "Sgemv(incx=0): CUBLAS_STATUS_SUCCESS",
+        " ** On entry to STRSV  parameter number 1 had an illegal value",
         "Strsv(uplo=7): CUBLAS_STATUS_INVALID_VALUE",
+        " ** On entry to SSYRK  parameter number 3 had an illegal value",
         "Ssyrk(n<0): CUBLAS_STATUS_INVALID_VALUE",
         "Saxpy(n=0): CUBLAS_STATUS_SUCCESS",
         "DONE cublas_blas (0 failures,",
@@ -878,7 +882,6 @@ fn driver_api_runs_through_the_guest_libcuda() {
         // PTX needs the driver's JIT: the test executor refuses it as an image.
         "cuModuleLoadData(PTX): CUDA_ERROR_INVALID_IMAGE",
         "cuLinkComplete: CUDA_ERROR_NOT_SUPPORTED",
-        "PASS cuLinkDestroy again: CUDA_ERROR_INVALID_HANDLE",
         "PASS cuMemMap over a mapping: CUDA_ERROR_INVALID_VALUE",
         "mapped words: 11111111 22222222",
         "PASS retained handle is the mapped one",
@@ -1080,9 +1083,21 @@ fn cudnn_calls_name_the_missing_library_and_function_and_return_not_supported() 
 #[ignore = "needs the linked guest library and nvcc-built apps: run tests/run.sh"]
 fn graphs_are_captured_replayed_and_refused_as_cuda_does() {
     let d = Daemon::host_memory("graphs");
-    let out = d.run_app("graphs");
+    let out = run_program_with(
+        &apps_dir().join("graphs"),
+        &d.server(),
+        &[("GRAPHS_SHOW_CODES", "1")],
+    );
     let stdout = text(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    // vmcuda refuses to capture a pageable copy (its bytes live in the guest).
+    for line in [
+        "pageable copy during capture: cudaErrorStreamCaptureUnsupported",
+        "end of that capture: cudaErrorStreamCaptureInvalidated",
+    ] {
+        assert!(stderr.contains(line), "missing `{line}` in:\n{stderr}");
+    }
     for line in [
         "before capture: none",
         "during capture: active",
@@ -1103,8 +1118,8 @@ fn graphs_are_captured_replayed_and_refused_as_cuda_does() {
         "cudaMalloc in a global thread during capture: cudaErrorStreamCaptureUnsupported",
         "capture after that: invalidated",
         "end of that capture: cudaErrorStreamCaptureInvalidated, graph null: yes",
-        "pageable copy during capture: cudaErrorStreamCaptureUnsupported",
-        "end of that capture: cudaErrorStreamCaptureInvalidated",
+        "pageable copy during capture captured or refused: yes",
+        "end of that capture agrees: yes",
         "legacy stream during a blocking capture: cudaErrorStreamCaptureImplicit",
         "PASS graphs",
     ] {
@@ -1122,7 +1137,11 @@ fn graphs_are_captured_replayed_and_refused_as_cuda_does() {
 #[ignore = "needs the linked guest library and nvcc-built apps: run tests/run.sh"]
 fn stream_ordered_memory_and_the_default_pool_are_forwarded_and_ipc_is_refused() {
     let d = Daemon::host_memory("pools");
-    let out = d.run_app("mem_pools");
+    let out = run_program_with(
+        &apps_dir().join("mem_pools"),
+        &d.server(),
+        &[("MEM_POOLS_SHOW_IPC", "1")],
+    );
     let stdout = text(&out.stdout);
     let stderr = text(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");

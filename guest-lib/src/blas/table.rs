@@ -64,6 +64,22 @@ fn status_of(e: CudaStatus) -> cublasStatus_t {
     }
 }
 
+/// cuBLAS's own words on stdout for a refused level-2/3 routine (the reference BLAS's
+/// `xerbla`, as for the GEMMs): the routine's BLAS name and the first illegal argument,
+/// numbered from the one after the handle. Checked against cuBLAS on the H200 for
+/// STRSV and SSYRK; the batched and `Ex` extensions are not reference-BLAS routines.
+fn report_illegal_parameter(name: &str, position: usize) {
+    let core = name.trim_start_matches("cublas").trim_end_matches("_v2");
+    if core.contains("Batched") || core.ends_with("Ex") {
+        return;
+    }
+    let line = format!(
+        " ** On entry to {}  parameter number {position} had an illegal value\n",
+        core.to_uppercase()
+    );
+    crate::client::write_console(1, line.as_bytes());
+}
+
 /// Check, marshal and forward one table call (see the module documentation).
 pub fn call(h: Handle, f: BlasFn, raw: &[RawArg]) -> Result<()> {
     let s = handle::get(h)?;
@@ -76,7 +92,8 @@ pub fn call(h: Handle, f: BlasFn, raw: &[RawArg]) -> Result<()> {
         .collect();
     let kinds = f.kinds();
     let extents = f.layout(&args).map_err(|e| {
-        if let BlasArgError::Invalid(_, position) = e {
+        if let BlasArgError::Invalid(name, position) = e {
+            report_illegal_parameter(name, position);
             for (kind, r) in kinds.iter().zip(raw) {
                 if *kind == ArgKind::Info {
                     caller::write_opt(r.ptr() as *mut c_int, -(position as c_int));

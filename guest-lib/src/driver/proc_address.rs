@@ -169,8 +169,10 @@ export! {
 
 static STATIC_RUNTIME_TOLD: AtomicBool = AtomicBool::new(false);
 
-/// What a statically linked CUDA runtime is told (once).
-pub const STATIC_RUNTIME_MESSAGE: &str = "vmcuda: this program is statically linked against the CUDA runtime (nvcc's default -cudart static), which needs driver internals vmcuda cannot provide; rebuild it with `nvcc -cudart shared` to run it through vmcuda";
+/// What a caller of the driver's internal export tables is told (once). The usual
+/// caller is a CUDA runtime linked statically into the program (nvcc's default); NVIDIA's
+/// own driver-side libraries (NVML, which torch loads when it is installed) ask too.
+pub const STATIC_RUNTIME_MESSAGE: &str = "vmcuda: code in this process asked libcuda.so.1 for the driver's internal export tables (cuGetExportTable), which vmcuda cannot provide; that code gets CUDA_ERROR_NOT_SUPPORTED. It is a CUDA runtime linked statically into the program (nvcc's default -cudart static) or a library (NVIDIA's NVML also asks): if it is this program, rebuild it with `nvcc -cudart shared` to run it through vmcuda";
 
 export! {
     fn cuGetExportTable(table: *mut *const c_void, _id: *const c_void) {

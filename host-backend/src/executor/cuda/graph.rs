@@ -126,6 +126,11 @@ impl CudaExecutor {
     ) -> ExecResult<Vec<ExecNode>> {
         let mut count = 0usize;
         check(fill(ptr::null_mut(), &mut count))?;
+        if count == 0 {
+            // The driver refuses a list to fill with room for nothing (a root node's
+            // dependencies): INVALID_VALUE.
+            return Ok(Vec::new());
+        }
         let mut nodes: Vec<sys::CUgraphNode> = vec![ptr::null_mut(); count];
         check(fill(nodes.as_mut_ptr(), &mut count))?;
         nodes.truncate(count);
