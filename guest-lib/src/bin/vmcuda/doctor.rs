@@ -754,13 +754,13 @@ pub fn program_finding(
             Some(Ok(Some(origin))) => Finding::warn(
                 CHECK,
                 format!(
-                    "PyTorch is installed for {} ({origin}): it loads {CUDART} and reaches the \
-                     bridge, but its GPU math needs cuBLAS (and cuDNN), which vmcuda does not \
-                     forward yet",
+                    "PyTorch is installed for {} ({origin}): run it with vmcuda-run (its \
+                     libraries are found through DT_RPATH, which only LD_PRELOAD overrides); \
+                     cuBLAS, cuBLASLt and the driver API are forwarded, cuDNN not yet",
                     interpreter.display()
                 ),
-                "expect device queries, copies and simple kernels to work and matrix math to \
-                 fail until cuBLAS is forwarded",
+                "tensors, matmuls, CUDA graphs and training work; convolutions need \
+                 torch.backends.cudnn.enabled = False until cuDNN is forwarded (docs/torch.md)",
             ),
             Some(Ok(None)) => Finding::skip(
                 CHECK,
