@@ -20,7 +20,7 @@ use super::module::*;
 use super::stream::*;
 use super::vmm::*;
 use super::{cuDriverGetVersion, cuGetErrorName, cuGetErrorString, cuInit};
-use super::{export, CUDA_ERROR_NOT_FOUND, CUDA_ERROR_NOT_SUPPORTED};
+use super::{export, CUDA_ERROR_NOT_SUPPORTED};
 use crate::caller;
 
 macro_rules! table {
@@ -159,9 +159,11 @@ export! {
                 if std::env::var_os("VMCUDA_VERBOSE").is_some() {
                     eprintln!("vmcuda: driver function {name} is not implemented");
                 }
+                // As the real driver answers (measured on the H200): success, with the
+                // query result saying the symbol was not found and a NULL pointer.
                 caller::write(pfn, std::ptr::null_mut())?;
                 caller::write_opt(status, PROC_ADDRESS_SYMBOL_NOT_FOUND);
-                Err(CudaStatus(CUDA_ERROR_NOT_FOUND))
+                Ok(())
             }
         }
     }
@@ -227,7 +229,7 @@ mod tests {
         let mut f = std::ptr::dangling_mut::<c_void>();
         let mut status = -1;
         let r = cuGetProcAddress_v2(c"cuMulticastCreate".as_ptr(), &mut f, 13000, 0, &mut status);
-        assert_eq!(r, CUDA_ERROR_NOT_FOUND);
+        assert_eq!(r, 0, "success, as the real driver answers");
         assert!(f.is_null());
         assert_eq!(status, PROC_ADDRESS_SYMBOL_NOT_FOUND);
     }
