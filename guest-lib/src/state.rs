@@ -39,8 +39,11 @@ static ACTIVE_DEVICES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU
 /// driver API then sees that context as current, and the primary context as active
 /// (torch asks `cuCtxGetCurrent` / `cuDevicePrimaryCtxGetState` after runtime calls).
 pub fn note_runtime_context() {
-    RUNTIME_CONTEXT.with(|c| c.set(true));
     let d = current_device();
+    // Every forwarded call comes here: the shared bit is touched only on a change.
+    if RUNTIME_CONTEXT.with(|c| c.replace(true)) && device_active(d) {
+        return;
+    }
     if (0..64).contains(&d) {
         ACTIVE_DEVICES.fetch_or(1 << d, std::sync::atomic::Ordering::Relaxed);
     }

@@ -256,6 +256,29 @@ fn launch_attribute_id_from(id: u32) -> Option<sys::CUlaunchAttributeID> {
     )
 }
 
+/// An entry point of a library cudarc loaded (the driver, cuBLAS, cuBLASLt), with the C
+/// signature `F`; a library without it answers `cudaErrorNotSupported`, logged.
+///
+/// # Safety
+/// `F` must be the symbol's C signature (or a plain address, `*const c_void`).
+unsafe fn entry_point<F: Copy>(
+    lib: &libloading::Library,
+    library: &'static str,
+    name: &str,
+) -> ExecResult<F> {
+    // SAFETY: only looks the symbol up; the caller vouches for its signature.
+    match unsafe { lib.get::<F>(name.as_bytes()) } {
+        Ok(f) => Ok(*f),
+        Err(_) => {
+            warn!(
+                library,
+                name, "an entry point this executor needs is missing"
+            );
+            Err(CudaStatus::ErrorNotSupported)
+        }
+    }
+}
+
 /// Splits a module image into what `cuLibraryLoadData` takes one at a time: the
 /// fatbinary containers laid back to back, or a single ELF cubin or PTX text.
 fn split_image(image: &[u8]) -> ExecResult<Vec<&[u8]>> {

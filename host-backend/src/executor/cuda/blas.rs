@@ -224,33 +224,16 @@ impl Api {
         // SAFETY: the driver library was found when the executor was made.
         let driver = unsafe { sys::culib() };
         for name in ["cuMemAllocAsync", "cuMemFreeAsync", "cuMemcpyHtoDAsync_v2"] {
-            // SAFETY: only looks the symbol up.
-            if unsafe { driver.get::<*const c_void>(name.as_bytes()) }.is_err() {
-                warn!(
-                    name,
-                    "the driver lacks an entry point cuBLAS forwarding needs"
-                );
-                return Err(CudaStatus::ErrorNotSupported);
-            }
+            // SAFETY: only looks the address up.
+            unsafe { super::entry_point::<*const c_void>(driver, "libcuda", name)? };
         }
         // SAFETY: present (checked above); cudarc keeps it loaded for the process.
         let lib = unsafe { cudarc::cublas::sys::culib() };
         macro_rules! get {
             ($name:expr) => {
-                // SAFETY: each name is looked up with the C signature the cuBLAS
-                // headers give it (the type of the field it is stored in).
-                unsafe {
-                    match lib.get($name.as_bytes()) {
-                        Ok(f) => *f,
-                        Err(_) => {
-                            warn!(
-                                name = $name,
-                                "libcublas lacks an entry point this executor needs"
-                            );
-                            return Err(CudaStatus::ErrorNotSupported);
-                        }
-                    }
-                }
+                // SAFETY: each name is looked up with the C signature the header gives
+                // it (the type of the field it is stored in).
+                unsafe { super::entry_point(lib, "libcublas", $name)? }
             };
         }
         let mut typed = Vec::with_capacity(TYPED.len());

@@ -10,9 +10,7 @@
 
 use std::ffi::{c_int, c_void};
 
-use tracing::warn;
 use vmcuda_wire::blas_table::BlasFn;
-use vmcuda_wire::CudaStatus;
 
 use super::super::blas::ExecBlas;
 use super::super::blas_table::{ExecArg, TableCall};
@@ -91,14 +89,8 @@ impl CudaExecutor {
         // SAFETY: the cuBLAS library was found when the handle was made (blas_api);
         // cudarc keeps it loaded for the process.
         let lib = unsafe { cudarc::cublas::sys::culib() };
-        // SAFETY: only looks the symbol up; it is called with its table signature.
-        let addr = match unsafe { lib.get::<*const c_void>(f.name().as_bytes()) } {
-            Ok(sym) => *sym,
-            Err(_) => {
-                warn!(name = f.name(), "libcublas lacks this entry point");
-                return Err(CudaStatus::ErrorNotSupported);
-            }
-        };
+        // SAFETY: only looks the address up; it is called with its table signature.
+        let addr: *const c_void = unsafe { super::entry_point(lib, "libcublas", f.name())? };
         self.blas.table.insert(f.id(), addr as usize);
         Ok(addr)
     }

@@ -105,20 +105,9 @@ impl Api {
         let lib = unsafe { cudarc::cublaslt::sys::culib() };
         macro_rules! get {
             ($name:expr) => {
-                // SAFETY: each name is looked up with the C signature the cublasLt.h
-                // header gives it (the type of the field it is stored in).
-                unsafe {
-                    match lib.get($name.as_bytes()) {
-                        Ok(f) => *f,
-                        Err(_) => {
-                            warn!(
-                                name = $name,
-                                "libcublasLt lacks an entry point this executor needs"
-                            );
-                            return Err(CudaStatus::ErrorNotSupported);
-                        }
-                    }
-                }
+                // SAFETY: each name is looked up with the C signature the header gives
+                // it (the type of the field it is stored in).
+                unsafe { super::entry_point(lib, "libcublasLt", $name)? }
             };
         }
         Ok(Api {

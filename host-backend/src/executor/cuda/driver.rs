@@ -90,15 +90,7 @@ type EncodeTiled = unsafe extern "C" fn(
 unsafe fn entry<F: Copy>(name: &str) -> ExecResult<F> {
     // SAFETY: the executor exists, so cudarc found and loaded libcuda; the caller
     // vouches for the signature.
-    let lib = unsafe { sys::culib() };
-    // SAFETY: as above.
-    match unsafe { lib.get::<F>(name.as_bytes()) } {
-        Ok(f) => Ok(*f),
-        Err(_) => {
-            warn!(name, "the CUDA driver lacks this entry point");
-            Err(CudaStatus::ErrorNotSupported)
-        }
-    }
+    unsafe { super::entry_point(sys::culib(), "libcuda", name) }
 }
 
 fn status(r: CuResult) -> ExecResult<()> {
