@@ -13,6 +13,7 @@ library paths and anything that legitimately differs go to the JSON file named b
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
 import traceback
@@ -368,6 +369,34 @@ def _():
     assert torch.cuda.memory_allocated() == base
     free, total = torch.cuda.mem_get_info()
     assert 0 < free <= total
+
+
+EXPANDABLE = r"""
+import torch
+ts = [torch.full((1 << 20,), float(i), device="cuda") for i in range(40)]
+total = sum(t.sum().item() for t in ts)
+del ts[::2]
+torch.cuda.empty_cache()
+g = torch.Generator().manual_seed(1)
+a = torch.randn(700, 500, generator=g)
+ok = torch.allclose((a.cuda() @ a.cuda().T).cpu(), a @ a.T, rtol=1e-4, atol=1e-3)
+segments = torch.cuda.memory._snapshot()["segments"]
+expandable = sum(1 for s in segments if s.get("is_expandable"))
+print(f"sum {total!r}, matmul matches the CPU: {ok}, expandable segments: {expandable > 0}")
+"""
+
+
+@check("expandable segments (the driver's virtual-memory calls, through cudaGetDriverEntryPointByVersion)")
+def _():
+    # The allocator setting is read at CUDA start-up: a child process of its own, with
+    # this process's environment (through vmcuda when this run is).
+    env = dict(os.environ, PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True")
+    r = subprocess.run([sys.executable, "-c", EXPANDABLE], env=env, capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:
+        raise RuntimeError((r.stderr.strip().splitlines() or ["no output"])[-1])
+    out = r.stdout.strip()
+    assert out.endswith("matmul matches the CPU: True, expandable segments: True"), out
+    return out
 
 
 def cudnn_probe():
