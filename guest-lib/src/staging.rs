@@ -104,6 +104,20 @@ fn copy_threads() -> usize {
     })
 }
 
+/// The parked copy threads, made on the first large copy (none when they cannot be).
+fn copy_pool() -> Option<&'static rayon::ThreadPool> {
+    static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
+    POOL.get_or_init(|| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(copy_threads())
+            .thread_name(|i| format!("vmcuda-copy-{i}"))
+            .build()
+            .map_err(|e| eprintln!("vmcuda: no copy threads ({e}); staging copies spawn their own"))
+            .ok()
+    })
+    .as_ref()
+}
+
 /// Copy `src` into `dst` (equal lengths), in parallel when large.
 fn copy(dst: &mut [u8], src: &[u8]) {
     const PER_THREAD_MIN: usize = 512 << 10;
@@ -113,6 +127,15 @@ fn copy(dst: &mut [u8], src: &[u8]) {
         return;
     }
     let piece = src.len().div_ceil(threads);
+    if let Some(pool) = copy_pool() {
+        use rayon::prelude::*;
+        pool.install(|| {
+            dst.par_chunks_mut(piece)
+                .zip(src.par_chunks(piece))
+                .for_each(|(d, s)| d.copy_from_slice(s));
+        });
+        return;
+    }
     std::thread::scope(|scope| {
         let mut pieces = dst.chunks_mut(piece).zip(src.chunks(piece));
         let mine = pieces.next();
