@@ -120,7 +120,7 @@ fn copy_pool() -> Option<&'static rayon::ThreadPool> {
 
 /// Copy `src` into `dst` (equal lengths), in parallel when large.
 fn copy(dst: &mut [u8], src: &[u8]) {
-    const PER_THREAD_MIN: usize = 512 << 10;
+    const PER_THREAD_MIN: usize = 128 << 10;
     let threads = copy_threads().min(src.len() / PER_THREAD_MIN).max(1);
     if threads == 1 {
         dst.copy_from_slice(src);
