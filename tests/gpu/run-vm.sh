@@ -78,7 +78,7 @@ done
   echo "- result: $pass/$total programs identical to native"
   # The guest's programs run as root with huge pages: their copies should go through
   # guest RAM (the device's workers map it), not the socket.
-  echo "- data path through guest RAM (workers that said so in vhost.log): $(grep -c 'copies use the shared-memory data path.*guest_pages=true' "$work/guest/vhost.log" 2>/dev/null || echo 0) of $(grep -c 'guest connected' "$work/guest/vhost.log" 2>/dev/null || echo 0) connections"
+  echo "- data path through guest RAM (workers that said so in vhost.log): $(grep -c 'copies use the shared-memory data path.*guest_pages=true' "$work/guest/vhost.log" 2>/dev/null || echo 0) of $(grep -c 'worker{.*guest connected' "$work/guest/vhost.log" 2>/dev/null || echo 0) connections"
   echo
   echo "| program | native exit | guest exit | stdout | stderr | result |"
   echo "| --- | --- | --- | --- | --- | --- |"
