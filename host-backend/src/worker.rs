@@ -247,15 +247,23 @@ fn serve_frames(
 ) -> Result<(), FrameError> {
     // A failure from a request the guest did not wait for, owed to its next call.
     let mut deferred: Option<CudaStatus> = None;
+    let mut timeline = Timeline::enabled().then(Timeline::default);
+    let mut done = Instant::now();
     loop {
         let (header, meta) = match frame::read_head(&mut reader) {
             Ok(h) => h,
-            Err(FrameError::Closed) => return Ok(()),
+            Err(FrameError::Closed) => {
+                if let Some(t) = &timeline {
+                    t.log(session);
+                }
+                return Ok(());
+            }
             Err(e) => {
                 warn!(client = %session.client(), "closing connection: {e}");
                 return Err(e);
             }
         };
+        let head = Instant::now();
         let len = header.data_len.get() as usize;
         let data = receive.next(len, session, &mut deferred)?;
         reader.read_exact(data)?;
@@ -299,6 +307,7 @@ fn serve_frames(
         if !reports_deferred {
             record(session, started, &result);
         }
+        let ran = Instant::now();
         let no_reply = header.has(FLAG_NO_REPLY);
         // Output a posted call made waits for the next reply: the guest reads nothing
         // before it, so it sees the same text in the same place, for one check per
@@ -306,6 +315,7 @@ fn serve_frames(
         if let Some(console) = console.as_deref_mut().filter(|_| !no_reply) {
             forward_console(&mut writer, console)?;
         }
+        let checked = Instant::now();
         if no_reply {
             if let Err(status) = result {
                 deferred.get_or_insert(status);
@@ -320,6 +330,62 @@ fn serve_frames(
         } else {
             // Replies go out at once; a run of no-reply requests is answered by nothing.
             answer(&mut writer, session, &header, result, &mut deferred)?;
+        }
+        if let Some(t) = &mut timeline {
+            let now = Instant::now();
+            t.add(
+                code,
+                [
+                    head - done,
+                    started - head,
+                    ran - started,
+                    checked - ran,
+                    now - checked,
+                ],
+            );
+            done = now;
+        }
+    }
+}
+
+/// Where a worker's time goes, per op (`VMCUDA_TIMELINE=1` in the host's environment,
+/// logged when the guest leaves): the wait for the request since the previous one was
+/// done (the guest's and the transport's share), reading its data, running it, the
+/// console check, and the reply. Off by default: it reads the clock five times a call.
+#[derive(Default)]
+struct Timeline {
+    /// Op code -> calls and total nanoseconds of each of the five parts.
+    ops: std::collections::BTreeMap<u16, (u64, [u128; 5])>,
+}
+
+impl Timeline {
+    fn enabled() -> bool {
+        static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *ON.get_or_init(|| std::env::var("VMCUDA_TIMELINE").is_ok_and(|v| v == "1"))
+    }
+
+    fn add(&mut self, op: u16, parts: [std::time::Duration; 5]) {
+        let (calls, sums) = self.ops.entry(op).or_default();
+        *calls += 1;
+        for (sum, part) in sums.iter_mut().zip(parts) {
+            *sum += part.as_nanos();
+        }
+    }
+
+    fn log(&self, session: &Session) {
+        for (op, (calls, sums)) in &self.ops {
+            let mean = |i: usize| sums[i] as f64 / *calls as f64 / 1e3;
+            tracing::info!(
+                client = %session.client(),
+                op = Op::from_code(*op).map_or("unknown", Op::name),
+                calls,
+                wait_us = format!("{:.2}", mean(0)),
+                read_us = format!("{:.2}", mean(1)),
+                run_us = format!("{:.2}", mean(2)),
+                console_us = format!("{:.2}", mean(3)),
+                reply_us = format!("{:.2}", mean(4)),
+                "timeline"
+            );
         }
     }
 }
