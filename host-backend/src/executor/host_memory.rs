@@ -196,6 +196,19 @@ impl HostMemoryExecutor {
     }
 
     fn allocate(&mut self, size: u64, init: Option<&[u8]>) -> ExecResult<DevicePtr> {
+        let mut bytes = self.take_zeroed(size)?;
+        if let Some(init) = init {
+            bytes[..init.len()].copy_from_slice(init);
+        }
+        let ptr = self.next_address;
+        self.next_address = align_up(ptr + size.max(1) + GUARD, ALIGN);
+        self.memory.insert(ptr, bytes);
+        Ok(ptr)
+    }
+
+    /// `size` zeroed bytes of this executor's memory, counted as used: out of memory
+    /// past the executor's total, or when the process cannot get them.
+    fn take_zeroed(&mut self, size: u64) -> ExecResult<Vec<u8>> {
         let fits = self
             .used_memory
             .checked_add(size)
@@ -208,14 +221,8 @@ impl HostMemoryExecutor {
             .try_reserve_exact(size as usize)
             .map_err(|_| CudaStatus::ErrorMemoryAllocation)?;
         bytes.resize(size as usize, 0);
-        if let Some(init) = init {
-            bytes[..init.len()].copy_from_slice(init);
-        }
-        let ptr = self.next_address;
-        self.next_address = align_up(ptr + size.max(1) + GUARD, ALIGN);
         self.used_memory += size;
-        self.memory.insert(ptr, bytes);
-        Ok(ptr)
+        Ok(bytes)
     }
 
     /// The allocation holding `[ptr, ptr + len)` and the offset of `ptr` in it.

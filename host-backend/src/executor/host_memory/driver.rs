@@ -124,19 +124,7 @@ impl Driver for HostMemoryExecutor {
         if !size.is_multiple_of(GRANULARITY) {
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        let fits = self
-            .used_memory
-            .checked_add(size)
-            .is_some_and(|u| u <= self.total_memory);
-        if !fits {
-            return Err(CudaStatus::ErrorMemoryAllocation);
-        }
-        let mut bytes = Vec::new();
-        bytes
-            .try_reserve_exact(size as usize)
-            .map_err(|_| CudaStatus::ErrorMemoryAllocation)?;
-        bytes.resize(size as usize, 0);
-        self.used_memory += size;
+        let bytes = self.take_zeroed(size)?;
         let handle = self.fresh_id();
         self.vmm.physical.insert(
             handle,
