@@ -263,7 +263,9 @@ fn serve_frames(
                 return Err(e);
             }
         };
-        let head = Instant::now();
+        // Clock reads for the timeline only when it is on (`started` is always read).
+        let stamp = || timeline.is_some().then(Instant::now);
+        let head = stamp();
         let len = header.data_len.get() as usize;
         let data = receive.next(len, session, &mut deferred)?;
         reader.read_exact(data)?;
@@ -307,7 +309,7 @@ fn serve_frames(
         if !reports_deferred {
             record(session, started, &result);
         }
-        let ran = Instant::now();
+        let ran = stamp();
         let no_reply = header.has(FLAG_NO_REPLY);
         // Output a posted call made waits for the next reply: the guest reads nothing
         // before it, so it sees the same text in the same place, for one check per
@@ -315,7 +317,7 @@ fn serve_frames(
         if let Some(console) = console.as_deref_mut().filter(|_| !no_reply) {
             forward_console(&mut writer, console)?;
         }
-        let checked = Instant::now();
+        let checked = stamp();
         if no_reply {
             if let Err(status) = result {
                 deferred.get_or_insert(status);
@@ -331,7 +333,8 @@ fn serve_frames(
             // Replies go out at once; a run of no-reply requests is answered by nothing.
             answer(&mut writer, session, &header, result, &mut deferred)?;
         }
-        if let Some(t) = &mut timeline {
+        if let (Some(t), Some(head), Some(ran), Some(checked)) = (&mut timeline, head, ran, checked)
+        {
             let now = Instant::now();
             t.add(
                 code,
