@@ -7,7 +7,8 @@
 # CARRYDIR: bin/vmcuda-host, bin/transport-floor, guest/lib/libcudart.so.13,
 # bench/bench (nvcc -cudart shared bench/bench.cu), COMMIT.
 # Runs: native; bridged over a Unix socket with the shared-memory data path (the
-# default on one host); the same with VMCUDA_SHARED_MEMORY=0 (every byte on the
+# default on one host); the same with neither side polling before it sleeps
+# (VMCUDA_POLL_US=0, against a second host started so); the same with VMCUDA_SHARED_MEMORY=0 (every byte on the
 # socket, as over vsock); the default with VMCUDA_SYNC=1 (every call waits for its
 # reply: what the asynchronous pipeline gains); bridged over TCP; and 8 concurrent
 # clients copying, natively and bridged. Writes $OUT (or
@@ -39,14 +40,20 @@ printf '[[vm]]\nname = "bench"\ntcp = true\ntoken = "%s"\n' "$token" >"$raw/host
 "$carry/bin/vmcuda-host" serve --config "$raw/host.toml" --unix "$sock" --tcp "127.0.0.1:$port" \
   --executor cuda 2>"$raw/host.log" &
 host=$!
-trap 'kill $host 2>/dev/null; wait $host 2>/dev/null' EXIT
-for _ in $(seq 200); do [ -S "$sock" ] && break; sleep 0.1; done
+# A second host whose workers sleep in every read, for the no-polling column.
+VMCUDA_POLL_US=0 "$carry/bin/vmcuda-host" serve --unix "$raw/nopoll.sock" --executor cuda \
+  --state-dir "$raw/nopoll-state" 2>"$raw/host_nopoll.log" &
+host_nopoll=$!
+trap 'kill $host $host_nopoll 2>/dev/null; wait $host $host_nopoll 2>/dev/null' EXIT
+for _ in $(seq 200); do [ -S "$sock" ] && [ -S "$raw/nopoll.sock" ] && break; sleep 0.1; done
 
 bridged() { LD_LIBRARY_PATH="$carry/guest/lib" VMCUDA_SERVER="$1" "${@:2}"; }
 echo "== bridged: unix socket, shared-memory data path"
 VMCUDA_VERBOSE=1 bridged "unix:$sock" "$bench" >"$raw/shm.txt" 2>"$raw/shm.err"
 echo "== bridged: unix socket, shared-memory data path, copies staged by one thread"
 VMCUDA_COPY_THREADS=1 bridged "unix:$sock" "$bench" >"$raw/shm_1thread.txt"
+echo "== bridged: unix socket, shared-memory data path, neither side polling"
+VMCUDA_POLL_US=0 bridged "unix:$raw/nopoll.sock" "$bench" >"$raw/shm_nopoll.txt"
 echo "== bridged: unix socket, every byte on the socket"
 VMCUDA_SHARED_MEMORY=0 VMCUDA_VERBOSE=1 bridged "unix:$sock" "$bench" >"$raw/unix.txt" 2>"$raw/unix.err"
 echo "== bridged: unix socket, every call waits for its reply"
@@ -58,7 +65,7 @@ echo "== $clients concurrent clients"
 for i in $(seq "$clients"); do
   LD_LIBRARY_PATH="$real_cudart" "$bench" --bandwidth 64 --seconds 5 >"$raw/conc_native.$i.txt" &
 done
-wait_clients() { while [ "$(jobs -rp | grep -vc "^$host$")" -gt 0 ]; do sleep 0.2; done; }
+wait_clients() { while [ "$(jobs -rp | grep -Evc "^($host|$host_nopoll)$")" -gt 0 ]; do sleep 0.2; done; }
 wait_clients
 for i in $(seq "$clients"); do
   bridged "unix:$sock" "$bench" --bandwidth 64 --seconds 5 >"$raw/conc_shm.$i.txt" &

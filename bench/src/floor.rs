@@ -1,6 +1,8 @@
 //! `transport-floor unix|tcp|shm`: the raw transport floor the bridge is measured
 //! against, on this machine, with no GPU and no vmcuda code in the path: the median
-//! round trip of a 64-byte message, and one stream's throughput in 1 MiB writes. For
+//! round trip of a 64-byte message (each side sleeping in its reads, and each side
+//! polling first as the bridge does), and one stream's throughput in 1 MiB writes
+//! (between cached 1 MiB buffers, and between 256 MiB buffers as a large copy). For
 //! `shm` (the shared-memory data path, whose requests still travel on a Unix socket)
 //! the throughput is that of filling 4 MiB slots of a shared memfd from ordinary
 //! memory, with 1 and 4 threads: what the staging of a pageable copy costs at least.
@@ -8,20 +10,45 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::os::fd::AsFd;
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use vmcuda_wire::polling::PollingReader;
 
 const PINGS: usize = 20_000;
 const STREAM_BYTES: usize = 4 << 30;
 const CHUNK: usize = 1 << 20;
+/// The buffer a copy-sized stream moves: far larger than the caches, as a 256 MiB
+/// copy's memory is.
+const BIG: usize = 256 << 20;
+/// The polling window the bridge uses on both sides by default (the guest's is longer;
+/// a 64-byte echo never needs it).
+const POLL: Duration = Duration::from_micros(50);
 
-fn ping_pong(mut c: impl Read + Write) -> f64 {
+/// What one connection to the echo server measures.
+#[derive(Clone, Copy)]
+enum Test {
+    /// 64-byte round trips, each side sleeping in its read.
+    Ping,
+    /// The same with both sides polling before they sleep, as the bridge does.
+    PingPolling,
+    /// One stream of 1 MiB writes from one buffer into one buffer (both stay cached).
+    Stream,
+    /// 4 GiB through the socket from a 256 MiB buffer into a 256 MiB buffer, as a
+    /// large copy moves memory that is not in any cache.
+    StreamBig,
+}
+
+const TESTS: [Test; 4] = [Test::Ping, Test::PingPolling, Test::Stream, Test::StreamBig];
+
+fn ping_pong(mut w: impl Write, mut r: impl Read) -> f64 {
     let mut buf = [0u8; 64];
     let mut times = Vec::with_capacity(PINGS);
     for i in 0..PINGS {
         let t = Instant::now();
-        c.write_all(&buf).expect("write");
-        c.read_exact(&mut buf).expect("read");
+        w.write_all(&buf).expect("write");
+        r.read_exact(&mut buf).expect("read");
         if i >= 1000 {
             times.push(t.elapsed().as_secs_f64() * 1e6);
         }
@@ -30,25 +57,77 @@ fn ping_pong(mut c: impl Read + Write) -> f64 {
     times[times.len() / 2]
 }
 
-fn stream(mut c: impl Write) -> f64 {
-    let buf = vec![7u8; CHUNK];
+fn stream(mut c: impl Write, buffer: usize) -> f64 {
+    let buf = vec![7u8; buffer];
     let t = Instant::now();
-    for _ in 0..STREAM_BYTES / CHUNK {
-        c.write_all(&buf).expect("write");
+    for i in 0..STREAM_BYTES / CHUNK {
+        let at = (i * CHUNK) % buffer;
+        c.write_all(&buf[at..at + CHUNK]).expect("write");
     }
     STREAM_BYTES as f64 / t.elapsed().as_secs_f64() / 1e9
 }
 
-/// Echo 64-byte messages, then swallow a stream.
-fn serve(mut s: impl Read + Write) {
-    let mut buf = [0u8; 64];
-    for _ in 0..PINGS {
-        if s.read_exact(&mut buf).is_err() || s.write_all(&buf).is_err() {
-            return;
+/// The client's side of one test: its figure.
+fn measure<S: AsFd>(c: S, test: Test) -> f64
+where
+    for<'a> &'a S: Read + Write,
+{
+    match test {
+        Test::Ping => ping_pong(&c, &c),
+        Test::PingPolling => {
+            let r = PollingReader::new(&c, Some(c.as_fd()), POLL);
+            ping_pong(&c, r)
         }
+        Test::Stream => stream(&c, CHUNK),
+        Test::StreamBig => stream(&c, BIG),
     }
-    let mut sink = vec![0u8; CHUNK];
-    while matches!(s.read(&mut sink), Ok(n) if n > 0) {}
+}
+
+/// The server's side of one test: echo 64-byte messages, or swallow a stream.
+fn serve<S: AsFd>(s: S, test: Test)
+where
+    for<'a> &'a S: Read + Write,
+{
+    let echo = |r: &mut dyn Read| {
+        let mut buf = [0u8; 64];
+        for _ in 0..PINGS {
+            if r.read_exact(&mut buf).is_err() || (&s).write_all(&buf).is_err() {
+                return;
+            }
+        }
+    };
+    let swallow = |buffer: usize| {
+        let mut sink = vec![0u8; buffer];
+        let mut at = 0;
+        loop {
+            let end = (at + CHUNK).min(buffer);
+            match (&s).read(&mut sink[at..end]) {
+                Ok(n) if n > 0 => at = (at + n) % buffer,
+                _ => return,
+            }
+        }
+    };
+    match test {
+        Test::Ping => echo(&mut &s),
+        Test::PingPolling => echo(&mut PollingReader::new(&s, Some(s.as_fd()), POLL)),
+        Test::Stream => swallow(CHUNK),
+        Test::StreamBig => swallow(BIG),
+    }
+}
+
+fn report(kind: &str, figures: &[f64]) {
+    println!("RESULT floor_{kind}_rtt_64B {:.3} us", figures[0]);
+    println!("RESULT floor_{kind}_rtt_64B_polling {:.3} us", figures[1]);
+    if figures.len() > 2 {
+        println!(
+            "RESULT floor_{kind}_stream_1MiB_writes {:.3} GB/s",
+            figures[2]
+        );
+        println!(
+            "RESULT floor_{kind}_stream_256MiB_buffers {:.3} GB/s",
+            figures[3]
+        );
+    }
 }
 
 /// GB/s of copying 1 GiB of ordinary memory into 4 MiB slots of a shared memfd
@@ -93,58 +172,68 @@ fn shm_fill(threads: usize) -> f64 {
 
 fn main() {
     let kind = std::env::args().nth(1).unwrap_or_else(|| "unix".into());
-    let (rtt, gbps) = match kind.as_str() {
+    match kind.as_str() {
         "unix" => {
             let path =
                 std::env::temp_dir().join(format!("vmcuda-floor-{}.sock", std::process::id()));
             let _ = std::fs::remove_file(&path);
             let l = UnixListener::bind(&path).expect("bind");
-            let server = std::thread::spawn(move || serve(l.accept().expect("accept").0));
-            let c = UnixStream::connect(&path).expect("connect");
-            let rtt = ping_pong(&c);
-            let gbps = stream(&c);
-            drop(c);
+            let server = std::thread::spawn(move || {
+                for test in TESTS {
+                    serve(l.accept().expect("accept").0, test);
+                }
+            });
+            let figures: Vec<f64> = TESTS
+                .iter()
+                .map(|&t| measure(UnixStream::connect(&path).expect("connect"), t))
+                .collect();
             server.join().expect("server");
             let _ = std::fs::remove_file(&path);
-            (rtt, gbps)
+            report(&kind, &figures);
         }
         "tcp" => {
             let l = TcpListener::bind("127.0.0.1:0").expect("bind");
             let addr = l.local_addr().expect("addr");
             let server = std::thread::spawn(move || {
-                let (s, _) = l.accept().expect("accept");
-                s.set_nodelay(true).expect("nodelay");
-                serve(s)
+                for test in TESTS {
+                    let (s, _) = l.accept().expect("accept");
+                    s.set_nodelay(true).expect("nodelay");
+                    serve(s, test);
+                }
             });
-            let c = TcpStream::connect(addr).expect("connect");
-            c.set_nodelay(true).expect("nodelay");
-            let rtt = ping_pong(&c);
-            let gbps = stream(&c);
-            drop(c);
+            let figures: Vec<f64> = TESTS
+                .iter()
+                .map(|&t| {
+                    let c = TcpStream::connect(addr).expect("connect");
+                    c.set_nodelay(true).expect("nodelay");
+                    measure(c, t)
+                })
+                .collect();
             server.join().expect("server");
-            (rtt, gbps)
+            report(&kind, &figures);
         }
         "shm" => {
-            let (a, b) = UnixStream::pair().expect("socketpair");
-            let server = std::thread::spawn(move || serve(b));
-            let rtt = ping_pong(&a);
-            drop(a);
-            server.join().expect("server");
+            let figures: Vec<f64> = [Test::Ping, Test::PingPolling]
+                .iter()
+                .map(|&t| {
+                    let (a, b) = UnixStream::pair().expect("socketpair");
+                    let server = std::thread::spawn(move || serve(b, t));
+                    let f = measure(a, t);
+                    server.join().expect("server");
+                    f
+                })
+                .collect();
+            report(&kind, &figures);
             for threads in [1, 4] {
                 println!(
                     "RESULT floor_shm_fill_{threads}_threads {:.3} GB/s",
                     shm_fill(threads)
                 );
             }
-            (rtt, f64::NAN)
         }
         other => {
             eprintln!("transport-floor: unknown transport {other} (unix, tcp or shm)");
             std::process::exit(2);
         }
-    };
-    println!("RESULT floor_{kind}_rtt_64B {rtt:.3} us");
-    if !gbps.is_nan() {
-        println!("RESULT floor_{kind}_stream_1MiB_writes {gbps:.3} GB/s");
     }
 }

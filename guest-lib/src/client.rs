@@ -18,6 +18,7 @@ use crate::posted::PostedFrames;
 use vmcuda_wire::frame::{self, FrameError, FrameHeader, FLAG_EVENT, FLAG_NO_REPLY, FLAG_REPLY};
 use vmcuda_wire::handshake::{caps, PROTOCOL_VERSION, RUNTIME_VERSION};
 use vmcuda_wire::op::{Console, Hello, HelloReply, Op, Request, OP_CONSOLE};
+use vmcuda_wire::polling::{self, PollingReader};
 use vmcuda_wire::tls::{self, TlsError};
 use vmcuda_wire::transport::{AddrError, ConnectError, ServerAddr, Stream, TlsClient};
 use vmcuda_wire::CudaStatus;
@@ -41,7 +42,7 @@ pub enum Sink<'a> {
 }
 
 struct Connection {
-    reader: BufReader<Stream>,
+    reader: BufReader<PollingReader<Stream>>,
     writer: Stream,
     next_id: u64,
     broken: bool,
@@ -121,6 +122,11 @@ fn refusal_text(reason: &Option<String>, status: CudaStatus) -> String {
         None => status.to_string(),
     }
 }
+
+/// How long a call polls for its reply before sleeping (see [`polling`]): longer than
+/// the host takes over a launch and synchronize, a small copy or a 1 MiB pinned one,
+/// short next to the calls that wait on real GPU work.
+const REPLY_POLL_WINDOW: Duration = Duration::from_micros(100);
 
 /// The server address: `VMCUDA_SERVER`, else the host over vsock inside a VM, else the
 /// default Unix socket.
@@ -307,8 +313,14 @@ impl Client {
                 })
             }
         };
+        let poll_for = polling::window_from_env(REPLY_POLL_WINDOW);
         let reader = match stream.try_clone() {
-            Ok(r) => BufReader::with_capacity(256 << 10, r),
+            // Small enough that little of a copy's data passes through it (a reply's
+            // data is read into the caller's buffer directly, past what was buffered).
+            Ok(r) => BufReader::with_capacity(
+                64 << 10,
+                PollingReader::new(r, stream.socket_fd(), poll_for),
+            ),
             Err(source) => return Err(ConnectFailure::Setup { addr, source }),
         };
         let mut conn = Connection {

@@ -26,6 +26,7 @@ use vmcuda_host::stats::{self, Identity, WorkerStats};
 use vmcuda_host::tls::{self, Accepted, TlsServer};
 use vmcuda_host::worker::{self, Ended};
 use vmcuda_wire::op::Hello;
+use vmcuda_wire::polling::PollingReader;
 use vmcuda_wire::tls::TlsError;
 use vmcuda_wire::transport::{FdReader, DEFAULT_UNIX_PATH};
 use vmcuda_wire::{CudaStatus, FrameError};
@@ -368,6 +369,10 @@ fn serve(
     tls: Option<&TlsServer>,
     mut template: WorkerTemplate,
 ) -> ExitCode {
+    match worker::request_poll_window().as_micros() {
+        0 => info!("workers sleep until each request comes (VMCUDA_POLL_US to poll first)"),
+        us => info!("workers poll {us} us for each request before sleeping (VMCUDA_POLL_US)"),
+    }
     template.executor = match template.executor {
         ExecutorChoice::Auto => match CudaExecutor::new(&GpuSelection::all()) {
             Ok(cuda) => {
@@ -621,6 +626,7 @@ fn run_worker(
             None => session,
         })
     };
+    let poll_for = worker::request_poll_window();
     let result = match transport {
         TransportKind::Unix => {
             let stream = UnixStream::from(conn);
@@ -628,6 +634,7 @@ fn run_worker(
                 Ok(reader) => {
                     // Unix guests may pass memory descriptors along with frames.
                     let (reader, fds) = FdReader::new(reader);
+                    let reader = PollingReader::new(reader, Some(stream.as_fd()), poll_for);
                     worker::serve(reader, stream, Some(fds), open, console.as_mut())
                         .map_err(Into::into)
                 }
@@ -638,6 +645,7 @@ fn run_worker(
             let stream = vsock::VsockStream::from(conn);
             match stream.try_clone() {
                 Ok(reader) => {
+                    let reader = PollingReader::new(reader, Some(stream.as_fd()), poll_for);
                     worker::serve(reader, stream, None, open, console.as_mut()).map_err(Into::into)
                 }
                 Err(e) => Err(FrameError::from(e).into()),
@@ -737,6 +745,7 @@ fn serve_tcp(
     console: Option<&mut ConsoleCapture>,
 ) -> Result<Ended, ConnectionError> {
     let reader = stream.try_clone().map_err(FrameError::from)?;
+    let reader = PollingReader::new(reader, Some(stream.as_fd()), worker::request_poll_window());
     Ok(worker::serve(reader, stream, None, open, console)?)
 }
 

@@ -22,6 +22,21 @@ use crate::policy::Refusal;
 
 /// Descriptors a guest may have in flight before they are claimed by requests.
 const MAX_PENDING_FDS: usize = 16;
+
+/// What the worker reads ahead of the frame it is on: a full queue of the guest's
+/// posted frames (64 KiB, see the guest's `posted` module) in one read.
+const READ_BUFFER: usize = 64 << 10;
+
+/// How long a worker polls for the guest's next request before sleeping (see
+/// [`vmcuda_wire::polling`]): a program that waits for a reply usually sends its next
+/// call within a few microseconds of it.
+pub const REQUEST_POLL_WINDOW: std::time::Duration = std::time::Duration::from_micros(50);
+
+/// The worker's polling window: `VMCUDA_POLL_US` in the host's environment, else
+/// [`REQUEST_POLL_WINDOW`] where there are cores to spare.
+pub fn request_poll_window() -> std::time::Duration {
+    vmcuda_wire::polling::window_from_env(REQUEST_POLL_WINDOW)
+}
 use crate::pinned::PageBuffer;
 use crate::session::{Session, RECEIVE_BUFFER, RECEIVE_BUFFER_2};
 
@@ -53,7 +68,10 @@ pub fn serve(
     open: impl FnOnce(&Hello) -> Result<Session, Refusal>,
     console: Option<&mut ConsoleCapture>,
 ) -> Result<Ended, FrameError> {
-    let mut reader = BufReader::with_capacity(256 << 10, reader);
+    // Small enough that little of a bulk copy's data passes through it (a frame's
+    // data is read into its page-locked buffer directly, past what was buffered),
+    // large enough for a full queue of posted frames in one read.
+    let mut reader = BufReader::with_capacity(READ_BUFFER, reader);
     let mut writer = BufWriter::with_capacity(256 << 10, writer);
     let Some((header, meta, hello)) = read_hello(&mut reader, &mut writer)? else {
         return Ok(Ended::Served);

@@ -82,6 +82,16 @@ impl Daemon {
 
     /// Start with `config` (TOML) as the host configuration file, when given.
     pub fn start_with_config(name: &str, config: Option<&str>, extra: &[&str]) -> Daemon {
+        Self::start_with_env(name, config, &[], extra)
+    }
+
+    /// [`Daemon::start_with_config`] with more environment variables for the daemon.
+    pub fn start_with_env(
+        name: &str,
+        config: Option<&str>,
+        env: &[(&str, &str)],
+        extra: &[&str],
+    ) -> Daemon {
         // Unique per daemon: tests run in parallel and may share a name.
         static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -109,6 +119,7 @@ impl Daemon {
             .arg("--state-dir")
             .arg(dir.join("state"))
             .args(extra)
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()

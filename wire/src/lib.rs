@@ -32,6 +32,7 @@ pub mod frame;
 pub mod graph;
 pub mod handshake;
 pub mod op;
+pub mod polling;
 pub mod status;
 pub mod tls;
 pub mod transport;

@@ -250,6 +250,18 @@ impl Stream {
         }
     }
 
+    /// The socket's descriptor, for polling; `None` for TLS, whose buffered records
+    /// make the socket's readiness a poor guide to what can be read.
+    pub fn socket_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        use std::os::fd::AsFd;
+        match self {
+            Stream::Unix(s) => Some(s.as_fd()),
+            Stream::Tcp(s) => Some(s.as_fd()),
+            Stream::Tls(_) => None,
+            Stream::Vsock(s) => Some(s.as_fd()),
+        }
+    }
+
     pub fn try_clone(&self) -> io::Result<Stream> {
         Ok(match self {
             Stream::Unix(s) => Stream::Unix(s.try_clone()?),
