@@ -2,7 +2,7 @@
 //! against, on this machine, with no GPU and no vmcuda code in the path: the median
 //! round trip of a 64-byte message (each side sleeping in its reads, and each side
 //! polling first as the bridge does), and one stream's throughput in 1 MiB writes
-//! (between cached 1 MiB buffers, and between 256 MiB buffers as a large copy). For
+//! cycling through buffers of 1 MiB to 1 GiB, as copies of those sizes do. For
 //! `shm` (the shared-memory data path, whose requests still travel on a Unix socket)
 //! the throughput is that of filling 4 MiB slots of a shared memfd from ordinary
 //! memory, with 1 and 4 threads: what the staging of a pageable copy costs at least.
@@ -19,9 +19,9 @@ use vmcuda_wire::polling::PollingReader;
 const PINGS: usize = 20_000;
 const STREAM_BYTES: usize = 4 << 30;
 const CHUNK: usize = 1 << 20;
-/// The buffer a copy-sized stream moves: far larger than the caches, as a 256 MiB
-/// copy's memory is.
-const BIG: usize = 256 << 20;
+/// The buffer sizes streamed between, as the copies of those sizes move them: the
+/// small ones stay in the caches, the large ones come from and go to memory.
+const BUFFERS_MIB: [usize; 6] = [1, 4, 16, 64, 256, 1024];
 /// The polling window the bridge uses on both sides by default (the guest's is longer;
 /// a 64-byte echo never needs it).
 const POLL: Duration = Duration::from_micros(50);
@@ -33,14 +33,18 @@ enum Test {
     Ping,
     /// The same with both sides polling before they sleep, as the bridge does.
     PingPolling,
-    /// One stream of 1 MiB writes from one buffer into one buffer (both stay cached).
-    Stream,
-    /// 4 GiB through the socket from a 256 MiB buffer into a 256 MiB buffer, as a
-    /// large copy moves memory that is not in any cache.
-    StreamBig,
+    /// 4 GiB in 1 MiB writes, cycling through a buffer of this many bytes into
+    /// another of the same size, as a copy of that size moves its memory.
+    Stream(usize),
 }
 
-const TESTS: [Test; 4] = [Test::Ping, Test::PingPolling, Test::Stream, Test::StreamBig];
+fn tests() -> Vec<Test> {
+    let streams = BUFFERS_MIB.iter().map(|mib| Test::Stream(mib << 20));
+    [Test::Ping, Test::PingPolling]
+        .into_iter()
+        .chain(streams)
+        .collect()
+}
 
 fn ping_pong(mut w: impl Write, mut r: impl Read) -> f64 {
     let mut buf = [0u8; 64];
@@ -78,8 +82,7 @@ where
             let r = PollingReader::new(&c, Some(c.as_fd()), POLL);
             ping_pong(&c, r)
         }
-        Test::Stream => stream(&c, CHUNK),
-        Test::StreamBig => stream(&c, BIG),
+        Test::Stream(buffer) => stream(&c, buffer),
     }
 }
 
@@ -97,7 +100,8 @@ where
         }
     };
     let swallow = |buffer: usize| {
-        let mut sink = vec![0u8; buffer];
+        // Touched first, as the copy's destination is: no page faults in the stream.
+        let mut sink = vec![1u8; buffer];
         let mut at = 0;
         loop {
             let end = (at + CHUNK).min(buffer);
@@ -110,23 +114,15 @@ where
     match test {
         Test::Ping => echo(&mut &s),
         Test::PingPolling => echo(&mut PollingReader::new(&s, Some(s.as_fd()), POLL)),
-        Test::Stream => swallow(CHUNK),
-        Test::StreamBig => swallow(BIG),
+        Test::Stream(buffer) => swallow(buffer),
     }
 }
 
 fn report(kind: &str, figures: &[f64]) {
     println!("RESULT floor_{kind}_rtt_64B {:.3} us", figures[0]);
     println!("RESULT floor_{kind}_rtt_64B_polling {:.3} us", figures[1]);
-    if figures.len() > 2 {
-        println!(
-            "RESULT floor_{kind}_stream_1MiB_writes {:.3} GB/s",
-            figures[2]
-        );
-        println!(
-            "RESULT floor_{kind}_stream_256MiB_buffers {:.3} GB/s",
-            figures[3]
-        );
+    for (mib, gbps) in BUFFERS_MIB.iter().zip(&figures[2..]) {
+        println!("RESULT floor_{kind}_stream_{mib}MiB {gbps:.3} GB/s");
     }
 }
 
@@ -179,11 +175,11 @@ fn main() {
             let _ = std::fs::remove_file(&path);
             let l = UnixListener::bind(&path).expect("bind");
             let server = std::thread::spawn(move || {
-                for test in TESTS {
+                for test in tests() {
                     serve(l.accept().expect("accept").0, test);
                 }
             });
-            let figures: Vec<f64> = TESTS
+            let figures: Vec<f64> = tests()
                 .iter()
                 .map(|&t| measure(UnixStream::connect(&path).expect("connect"), t))
                 .collect();
@@ -195,13 +191,13 @@ fn main() {
             let l = TcpListener::bind("127.0.0.1:0").expect("bind");
             let addr = l.local_addr().expect("addr");
             let server = std::thread::spawn(move || {
-                for test in TESTS {
+                for test in tests() {
                     let (s, _) = l.accept().expect("accept");
                     s.set_nodelay(true).expect("nodelay");
                     serve(s, test);
                 }
             });
-            let figures: Vec<f64> = TESTS
+            let figures: Vec<f64> = tests()
                 .iter()
                 .map(|&t| {
                     let c = TcpStream::connect(addr).expect("connect");

@@ -126,26 +126,97 @@ fn copy(dst: &mut [u8], src: &[u8]) {
         dst.copy_from_slice(src);
         return;
     }
-    let piece = src.len().div_ceil(threads);
-    if let Some(pool) = copy_pool() {
-        use rayon::prelude::*;
-        pool.install(|| {
-            dst.par_chunks_mut(piece)
-                .zip(src.par_chunks(piece))
-                .for_each(|(d, s)| d.copy_from_slice(s));
-        });
-        return;
+    match copy_pool() {
+        Some(pool) => copy_with_pool(pool, dst, src, threads),
+        None => {
+            let piece = src.len().div_ceil(threads);
+            std::thread::scope(|scope| {
+                let mut pieces = dst.chunks_mut(piece).zip(src.chunks(piece));
+                let mine = pieces.next();
+                for (d, s) in pieces {
+                    scope.spawn(move || d.copy_from_slice(s));
+                }
+                if let Some((d, s)) = mine {
+                    d.copy_from_slice(s);
+                }
+            });
+        }
     }
-    std::thread::scope(|scope| {
-        let mut pieces = dst.chunks_mut(piece).zip(src.chunks(piece));
-        let mine = pieces.next();
-        for (d, s) in pieces {
-            scope.spawn(move || d.copy_from_slice(s));
+}
+
+/// One copy shared out in blocks: whoever takes part claims the next block until none
+/// is left.
+struct SharedCopy {
+    dst: *mut u8,
+    src: *const u8,
+    len: usize,
+    next: std::sync::atomic::AtomicUsize,
+    done: std::sync::atomic::AtomicUsize,
+}
+
+// SAFETY: the pointers are only dereferenced for blocks claimed before every block was
+// claimed, and `copy_with_pool` does not return (so both buffers stay borrowed) until
+// every claimed block is done; blocks are disjoint, so no byte has two writers.
+unsafe impl Send for SharedCopy {}
+// SAFETY: as above; the counters are atomics.
+unsafe impl Sync for SharedCopy {}
+
+impl SharedCopy {
+    /// Small enough to even out threads that start late, large enough to stream.
+    const BLOCK: usize = 64 << 10;
+
+    fn blocks(&self) -> usize {
+        self.len.div_ceil(Self::BLOCK)
+    }
+
+    /// Copy blocks until none is left to claim.
+    fn work(&self) {
+        use std::sync::atomic::Ordering::{AcqRel, Release};
+        loop {
+            let i = self.next.fetch_add(1, AcqRel);
+            if i >= self.blocks() {
+                return;
+            }
+            let at = i * Self::BLOCK;
+            let n = Self::BLOCK.min(self.len - at);
+            // SAFETY: block `i` is `[at, at + n)` of both buffers, claimed by this
+            // thread alone, and the buffers outlive the copy (see the `Send` impl).
+            unsafe { std::ptr::copy_nonoverlapping(self.src.add(at), self.dst.add(at), n) };
+            self.done.fetch_add(1, Release);
         }
-        if let Some((d, s)) = mine {
-            d.copy_from_slice(s);
-        }
+    }
+}
+
+/// Copy with the calling thread and up to `threads - 1` pool threads: the caller
+/// copies too instead of sleeping until the pool is done (waking it again would cost
+/// more than a block takes), and threads the pool is slow to wake find less to do, so
+/// the copy is never slower than the caller's alone.
+fn copy_with_pool(pool: &rayon::ThreadPool, dst: &mut [u8], src: &[u8], threads: usize) {
+    use std::sync::atomic::{AtomicUsize, Ordering::Acquire};
+    assert_eq!(dst.len(), src.len());
+    let job = std::sync::Arc::new(SharedCopy {
+        dst: dst.as_mut_ptr(),
+        src: src.as_ptr(),
+        len: src.len(),
+        next: AtomicUsize::new(0),
+        done: AtomicUsize::new(0),
     });
+    for _ in 1..threads {
+        let job = job.clone();
+        pool.spawn(move || job.work());
+    }
+    job.work();
+    // Every block is claimed; the ones still being copied take a block's time at most.
+    // A thread descheduled mid-block gets the core back by yielding.
+    let mut spins = 0u32;
+    while job.done.load(Acquire) < job.blocks() {
+        spins += 1;
+        if spins.is_multiple_of(1024) {
+            std::thread::yield_now();
+        } else {
+            std::hint::spin_loop();
+        }
+    }
 }
 
 impl Staging {

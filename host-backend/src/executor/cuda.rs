@@ -1772,7 +1772,9 @@ impl Executor for CudaExecutor {
         params: &[u8],
     ) -> ExecResult<()> {
         let idx = self.bind()?;
-        let kernel = self.kernel(function)?;
+        // The kernel's function in this context, looked up once: launching the
+        // library's kernel handle instead makes the driver find it on every launch.
+        let func = self.function_in_context(function, idx)?;
         let s = self.stream(config.stream)?;
 
         // Impossible shapes are refused before the driver sees them, with the code
@@ -1839,12 +1841,29 @@ impl Executor for CudaExecutor {
         } else {
             extra.as_mut_ptr()
         };
-        // SAFETY: `cfg` and the attribute array it points to live until the call
-        // returns; `extra` is the END-terminated list whose buffer (`size` bytes) and
-        // size word outlive the call, and the driver copies the parameters before
-        // returning; a CUkernel may stand for a CUfunction here (it is then used in
-        // the current context).
-        let r = unsafe { sys::cuLaunchKernelEx(&cfg, kernel.cast(), ptr::null_mut(), extra_ptr) };
+        if attrs.is_empty() {
+            // SAFETY: `func` belongs to the current context (bound above); `extra` is
+            // the END-terminated list whose buffer (`size` bytes) and size word outlive
+            // the call, and the driver copies the parameters before returning.
+            return check(unsafe {
+                sys::cuLaunchKernel(
+                    func,
+                    cfg.gridDimX,
+                    cfg.gridDimY,
+                    cfg.gridDimZ,
+                    cfg.blockDimX,
+                    cfg.blockDimY,
+                    cfg.blockDimZ,
+                    cfg.sharedMemBytes,
+                    s,
+                    ptr::null_mut(),
+                    extra_ptr,
+                )
+            });
+        }
+        // SAFETY: as above; `cfg` and the attribute array it points to live until the
+        // call returns.
+        let r = unsafe { sys::cuLaunchKernelEx(&cfg, func, ptr::null_mut(), extra_ptr) };
         check(r)
     }
 
