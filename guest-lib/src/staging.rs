@@ -120,7 +120,7 @@ fn copy_pool() -> Option<&'static rayon::ThreadPool> {
 
 /// Copy `src` into `dst` (equal lengths), in parallel when large.
 fn copy(dst: &mut [u8], src: &[u8]) {
-    const PER_THREAD_MIN: usize = 128 << 10;
+    const PER_THREAD_MIN: usize = 64 << 10;
     let threads = copy_threads().min(src.len() / PER_THREAD_MIN).max(1);
     if threads == 1 {
         dst.copy_from_slice(src);
@@ -237,18 +237,19 @@ impl Staging {
         unsafe { std::slice::from_raw_parts_mut(self.slot_addr(i) as *mut u8, len) }
     }
 
+    /// How much of a `len`-byte copy each request moves: whole slots, except that a
+    /// copy of under four slots still goes in four pieces, so that staging one
+    /// overlaps the GPU's copy of another and only a quarter of the copy is not
+    /// overlapped (see bench/RESULTS.md).
+    fn piece(&self, len: usize) -> usize {
+        len.div_ceil(4)
+            .next_multiple_of(shared::PAGE)
+            .clamp(MIN_STAGED / 4, self.slot)
+    }
+
     /// A pageable host-to-device copy through the staging slots, in stream order on
     /// `stream`. Complete on return, as pageable copies are natively: the program may
     /// reuse `src` at once.
-    /// How much of a `len`-byte copy each request moves: whole slots, except that a
-    /// copy of under two slots still goes in two pieces, so that staging one overlaps
-    /// the GPU's copy of the other.
-    fn piece(&self, len: usize) -> usize {
-        len.div_ceil(2)
-            .next_multiple_of(shared::PAGE)
-            .clamp(MIN_STAGED / 2, self.slot)
-    }
-
     pub fn to_device(&self, dst: u64, src: &[u8], stream: StreamHandle) -> Result<(), CudaStatus> {
         let piece = self.piece(src.len());
         let n = src.len().div_ceil(piece);
