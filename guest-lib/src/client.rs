@@ -23,12 +23,21 @@ use vmcuda_wire::tls::{self, TlsError};
 use vmcuda_wire::transport::{AddrError, ConnectError, ServerAddr, Stream, TlsClient};
 use vmcuda_wire::CudaStatus;
 
-/// Copies travel in frames of at most this many bytes: small enough that the host's
-/// buffers stay in cache and the socket and the copy engine overlap chunk by chunk,
-/// large enough that per-frame costs vanish. 1 MiB measured best over a Unix socket
-/// (host-memory executor, 64 MiB pinned copies: 1.87 GB/s against 1.51 at 8 MiB and
-/// 1.6-1.8 at 2 MiB on the 2-core dev machine); retune with the GPU's figures.
-pub const CHUNK: usize = 1 << 20;
+/// Copies on the socket travel in frames of at most this many bytes (`VMCUDA_CHUNK`
+/// to measure others). Each frame costs the host some 25-45 us besides its bytes (the
+/// wait for its header, starting its DMA), so fewer frames move more: on the H200,
+/// pinned copies with every byte on a Unix socket went 5.6 / 5.2 / 4.6 GB/s (4, 16,
+/// 64 MiB) in 1 MiB frames and 5.9 / 6.5 / 5.3 in 4 MiB frames; 2 and 8 MiB were
+/// within noise of 4. Copies larger than a frame still overlap socket and DMA.
+pub fn chunk() -> usize {
+    static CHUNK: OnceLock<usize> = OnceLock::new();
+    *CHUNK.get_or_init(|| {
+        std::env::var("VMCUDA_CHUNK")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .map_or(4 << 20, |n| n.clamp(64 << 10, 64 << 20))
+    })
+}
 
 /// Where a reply's data section goes.
 pub enum Sink<'a> {

@@ -16,7 +16,7 @@ use vmcuda_wire::CudaStatus;
 use super::registration::variable;
 use super::{call, call_with, guard, stream_handle, RawHandle, Result};
 use crate::capture;
-use crate::client::{self, Sink, CHUNK};
+use crate::client::{self, Sink};
 use crate::gate;
 use crate::shared;
 use crate::staging;
@@ -143,10 +143,11 @@ fn memcpy_now(
             // only the last is waited for (a synchronous copy), or none (an async one).
             // A failed chunk is reported by that last reply.
             let post = can_post(stream, dst, count);
-            let chunks = data.chunks(CHUNK).count();
-            for (i, chunk) in data.chunks(CHUNK).enumerate() {
+            let chunk_len = client::chunk();
+            let chunks = data.chunks(chunk_len).count();
+            for (i, chunk) in data.chunks(chunk_len).enumerate() {
                 let req = MemcpyHtoD {
-                    dst: (dst + i * CHUNK) as u64,
+                    dst: (dst + i * chunk_len) as u64,
                     stream,
                     is_async,
                 };
@@ -171,11 +172,11 @@ fn memcpy_now(
             let out = caller::bytes_mut(dst as *mut u8, count)?;
             // All chunk requests go out together; the replies land in place.
             let requests = out
-                .chunks_mut(CHUNK)
+                .chunks_mut(client::chunk())
                 .enumerate()
                 .map(|(i, chunk)| {
                     let req = MemcpyDtoH {
-                        src: (src + i * CHUNK) as u64,
+                        src: (src + i * client::chunk()) as u64,
                         size: chunk.len() as u64,
                         stream,
                         is_async,
@@ -277,8 +278,8 @@ fn memcpy_2d_now(
     stream: StreamHandle,
     is_async: bool,
 ) -> Result<()> {
-    // Rows travel packed; at most CHUNK bytes per request.
-    let rows_per_chunk = (CHUNK / width).max(1);
+    // Rows travel packed; at most a chunk's bytes per request.
+    let rows_per_chunk = (client::chunk() / width).max(1);
     match kind {
         H2H => settle_posted_reads(stream).and_then(|()| {
             (0..height).try_for_each(|r| {
