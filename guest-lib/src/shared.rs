@@ -183,16 +183,20 @@ fn granules(ptr: usize, len: usize) -> std::ops::RangeInclusive<usize> {
 
 /// Claim `[ptr, ptr + len)` of this process's address space without backing, so no
 /// guest host allocation lands on a device address. A granule the program already
-/// uses is left alone (and noted: addresses there stay ambiguous).
-pub fn reserve(ptr: usize, len: usize) {
+/// uses is left alone (addresses there stay ambiguous). Returns whether the whole
+/// range is claimed, i.e. clear of the program's own memory.
+pub fn reserve(ptr: usize, len: usize) -> bool {
     let mut table = GRANULES.lock().unwrap_or_else(|p| p.into_inner());
+    let mut clear = true;
     for g in granules(ptr, len) {
         let entry = table.entry(g).or_insert((0, false));
         if entry.0 == 0 {
             entry.1 = claim(g * GRANULE);
         }
         entry.0 += 1;
+        clear &= entry.1;
     }
+    clear
 }
 
 /// Drop one device range's hold on its granules; unmap those we claimed and nobody uses.
@@ -254,6 +258,36 @@ fn note_fallback(e: CudaStatus) {
     }
 }
 
+/// A page of the program's own memory at a fixed address, for tests of device ranges
+/// that fall on it; unmapped when dropped.
+#[cfg(test)]
+pub(crate) struct ProgramPage(NonNull<libc::c_void>);
+
+#[cfg(test)]
+impl ProgramPage {
+    pub(crate) fn at(at: usize) -> ProgramPage {
+        // SAFETY: NOREPLACE never replaces a mapping; the page is unmapped on drop.
+        let page = unsafe {
+            nix::sys::mman::mmap_anonymous(
+                Some(NonZeroUsize::new(at).expect("nonzero address")),
+                NonZeroUsize::new(PAGE).expect("nonzero length"),
+                ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
+                MapFlags::MAP_PRIVATE | MapFlags::MAP_FIXED_NOREPLACE,
+            )
+        }
+        .expect("a free test address");
+        ProgramPage(page)
+    }
+}
+
+#[cfg(test)]
+impl Drop for ProgramPage {
+    fn drop(&mut self) {
+        // SAFETY: the page `at` mapped, used by nothing else.
+        let _ = unsafe { munmap(self.0, PAGE) };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -288,12 +322,27 @@ mod tests {
         let base = 0x2345_0000_0000usize;
         assert!(free_at(base) && free_at(base + GRANULE));
         // Two small ranges in one granule, one spilling into the next.
-        reserve(base + 512, 1024);
-        reserve(base + GRANULE - 100, 200);
+        assert!(reserve(base + 512, 1024));
+        assert!(reserve(base + GRANULE - 100, 200));
         assert!(!free_at(base) && !free_at(base + GRANULE));
         release(base + 512, 1024);
         assert!(!free_at(base), "still held by the second range");
         release(base + GRANULE - 100, 200);
         assert!(free_at(base) && free_at(base + GRANULE));
+    }
+
+    #[test]
+    fn a_range_over_the_programs_own_memory_is_not_clear() {
+        let at = 0x2346_0000_0000usize;
+        let mine = ProgramPage::at(at);
+        assert!(
+            !reserve(at + 4096, 100),
+            "the program's page is in that granule"
+        );
+        release(at + 4096, 100);
+        drop(mine);
+        assert!(reserve(at + 4096, 100));
+        release(at + 4096, 100);
+        assert!(free_at(at));
     }
 }

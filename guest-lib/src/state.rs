@@ -194,12 +194,13 @@ impl Registry {
     /// addresses: device pointers come from the host's address space, so without the
     /// reservation a guest host buffer could sit at the same numbers and be taken for
     /// device memory (`cudaMemcpyDefault`, pointer attributes).
-    pub fn add_device_range(&mut self, ptr: u64, size: u64, device: i32) {
+    /// Returns whether the range is clear of the program's own memory.
+    pub fn add_device_range(&mut self, ptr: u64, size: u64, device: i32) -> bool {
         if ptr == 0 {
-            return;
+            return true;
         }
         self.device_ranges.insert(ptr, (size, device));
-        crate::shared::reserve(ptr as usize, size.max(1) as usize);
+        crate::shared::reserve(ptr as usize, size.max(1) as usize)
     }
 
     /// Forget a device range and release its hold on the reserved addresses.

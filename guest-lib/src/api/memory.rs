@@ -347,6 +347,46 @@ fn memcpy_2d_now(
     }
 }
 
+/// How many allocations are held aside at most while looking for device addresses
+/// clear of the program's own memory.
+const CLEAR_TRIES: usize = 8;
+
+/// Allocate device memory with `alloc` (pointer, length, anything else it returns)
+/// and register its range, clear of the program's own memory where possible.
+///
+/// Device pointers are numbers in the host's address space; one that falls where this
+/// process already has memory would make `cudaMemcpyDefault` and pointer attributes
+/// take that host memory for device memory (seen on the H200: a pageable buffer
+/// allocated before `cudaMalloc` sat at the same numbers). Such an allocation is held
+/// aside and another made (the driver cannot hand out a held range again); those held
+/// are freed with `free` once a clear one comes. If none does, or allocating fails,
+/// the last one is kept, ambiguous as before.
+fn allocate_clear<T>(
+    mut alloc: impl FnMut() -> Result<(u64, u64, T)>,
+    mut free: impl FnMut(u64),
+) -> Result<(u64, T)> {
+    let device = state::current_device();
+    let mut current = alloc()?;
+    let mut held = Vec::new();
+    while !registry().add_device_range(current.0, current.1, device) && held.len() < CLEAR_TRIES {
+        match alloc() {
+            Ok(next) => held.push(std::mem::replace(&mut current, next)),
+            Err(_) => break,
+        }
+    }
+    for (p, _, _) in held {
+        free(p);
+        registry().remove_device_range(p);
+    }
+    Ok((current.0, current.2))
+}
+
+/// Free what [`allocate_clear`] held aside; a failure there leaves device memory the
+/// program never saw, freed with the context.
+fn free_held(p: u64) {
+    let _ = call(&MemFree { ptr: p });
+}
+
 #[no_mangle]
 pub extern "C" fn cudaMalloc(ptr: *mut *mut c_void, size: usize) -> cudaError_t {
     guard("cudaMalloc", || {
@@ -354,8 +394,8 @@ pub extern "C" fn cudaMalloc(ptr: *mut *mut c_void, size: usize) -> cudaError_t 
             return Err(CudaStatus::ErrorInvalidValue);
         }
         capture::check_unsafe_call()?;
-        let p = call(&MemAlloc { size: size as u64 })?.ptr;
-        registry().add_device_range(p, size as u64, state::current_device());
+        let alloc = || Ok((call(&MemAlloc { size: size as u64 })?.ptr, size as u64, ()));
+        let (p, ()) = allocate_clear(alloc, free_held)?;
         caller::write(ptr, p as *mut c_void)
     })
 }
@@ -381,13 +421,16 @@ pub extern "C" fn cudaMallocPitch(
         if ptr.is_null() || pitch.is_null() {
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        let r = call(&MemAllocPitch {
-            width: width as u64,
-            height: height as u64,
-        })?;
-        registry().add_device_range(r.ptr, r.pitch * height as u64, state::current_device());
-        caller::write(ptr, r.ptr as *mut c_void)?;
-        caller::write(pitch, r.pitch as usize)
+        let alloc = || {
+            let r = call(&MemAllocPitch {
+                width: width as u64,
+                height: height as u64,
+            })?;
+            Ok((r.ptr, r.pitch * height as u64, r.pitch))
+        };
+        let (p, row_pitch) = allocate_clear(alloc, free_held)?;
+        caller::write(ptr, p as *mut c_void)?;
+        caller::write(pitch, row_pitch as usize)
     })
 }
 
@@ -1114,4 +1157,52 @@ pub extern "C" fn cudaGetSymbolSize(size: *mut usize, symbol: *const c_void) -> 
     guard("cudaGetSymbolSize", || {
         caller::write(size, variable(symbol as usize)?.1)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shared::ProgramPage;
+
+    #[test]
+    fn a_device_range_over_the_programs_own_memory_is_traded_for_a_clear_one() {
+        let mine_at = 0x2347_0000_0000usize;
+        let clear_at = 0x2348_0000_0000u64;
+        let _mine = ProgramPage::at(mine_at);
+        let colliding = mine_at as u64 + 64;
+        let mut offers = vec![(clear_at, 1024, "clear"), (colliding, 1024, "colliding")];
+        let mut freed = Vec::new();
+        let got = allocate_clear(|| Ok(offers.pop().unwrap()), |p| freed.push(p)).unwrap();
+        assert_eq!(got, (clear_at, "clear"));
+        assert_eq!(freed, [colliding]);
+        assert!(registry().device_range(colliding).is_none());
+        assert!(registry().device_range(clear_at).is_some());
+        registry().remove_device_range(clear_at);
+    }
+
+    #[test]
+    fn when_no_clear_range_comes_the_last_one_is_kept() {
+        let mine_at = 0x2349_0000_0000usize;
+        let _mine = ProgramPage::at(mine_at);
+        // The first allocation collides and the next fails (out of memory, say): the
+        // first is what the program gets, ambiguous as before, and nothing is freed.
+        let colliding = mine_at as u64 + 128;
+        let mut calls = 0;
+        let mut freed = Vec::new();
+        let got = allocate_clear(
+            || {
+                calls += 1;
+                match calls {
+                    1 => Ok((colliding, 4096, ())),
+                    _ => Err(CudaStatus::ErrorMemoryAllocation),
+                }
+            },
+            |p| freed.push(p),
+        )
+        .unwrap();
+        assert_eq!((got.0, calls), (colliding, 2));
+        assert!(freed.is_empty());
+        assert!(registry().device_range(colliding).is_some());
+        registry().remove_device_range(colliding);
+    }
 }
