@@ -229,9 +229,14 @@ cleanup
 trap - EXIT
 
 # ---------------------------------------------------------------- report
-commit="$(git rev-parse --verify -q HEAD 2>/dev/null || true)"
+# The artifacts' own commit first: a copied checkout's git HEAD may be stale.
+commit=""
+if [ -n "${VMCUDA_COMMIT_FILE:-}" ] && [ -f "$VMCUDA_COMMIT_FILE" ]; then
+  commit="$(head -n 1 "$VMCUDA_COMMIT_FILE" | cut -d' ' -f1 | tr -d '[:space:]')"
+fi
+[ -n "$commit" ] || commit="$(git rev-parse --verify -q HEAD 2>/dev/null || true)"
 case "$commit" in *[!0-9a-f]*|"") commit="" ;; esac
-commit_file="${VMCUDA_COMMIT_FILE:-build/COMMIT}"
+commit_file="build/COMMIT"
 if [ -z "$commit" ] && [ -f "$commit_file" ]; then commit="$(head -n 1 "$commit_file" | tr -d '[:space:]')"; fi
 [ -n "$commit" ] || commit=unknown
 gpu="none"

@@ -420,10 +420,13 @@ def opinfo_sweep(limit):
     op's own tolerances. Counts are compared between the native and the bridged run."""
     from torch.testing._internal.common_methods_invocations import op_db
 
+    # Ops whose output is uninitialized memory: comparing it with the CPU's says only
+    # what the allocator happened to hand out (they matched natively by luck once).
+    uninitialized = {"empty", "empty_like", "empty_permuted", "empty_strided", "new_empty", "new_empty_strided"}
     passed, failed, errors, skipped = [], [], [], []
     for op in op_db[:limit]:
         name = op.name + (("." + op.variant_test_name) if op.variant_test_name else "")
-        if torch.float32 not in op.supported_dtypes("cuda"):
+        if torch.float32 not in op.supported_dtypes("cuda") or op.name in uninitialized:
             skipped.append(name)
             continue
         try:
