@@ -395,6 +395,29 @@ impl Client {
     /// reply: the host sends none, and a failure is reported by the reply to this
     /// process's next waited-for call (as CUDA reports asynchronous errors).
     pub fn post<R: Request>(&self, device: i32, req: &R, data: &[u8]) -> Result<(), CudaStatus> {
+        self.post_inner(device, req, data, false)
+    }
+
+    /// [`Client::post`], writing the queue at once instead of within
+    /// [`crate::posted::FLUSH_DELAY`]: for work whose result the program may look for
+    /// in its own memory soon (a copy into pinned host memory), which natively starts
+    /// at once.
+    pub fn post_now<R: Request>(
+        &self,
+        device: i32,
+        req: &R,
+        data: &[u8],
+    ) -> Result<(), CudaStatus> {
+        self.post_inner(device, req, data, true)
+    }
+
+    fn post_inner<R: Request>(
+        &self,
+        device: i32,
+        req: &R,
+        data: &[u8],
+        now: bool,
+    ) -> Result<(), CudaStatus> {
         let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         if conn.broken {
             return Err(CudaStatus::ErrorDevicesUnavailable);
@@ -409,6 +432,13 @@ impl Client {
             .with_device(device);
         let conn = &mut *conn;
         match conn.posted.post(&mut conn.writer, &header, &meta, data) {
+            Ok(_) if now => {
+                conn.flush_posted();
+                if conn.broken {
+                    return Err(CudaStatus::ErrorDevicesUnavailable);
+                }
+                Ok(())
+            }
             Ok(first) => {
                 if first && conn.flusher_idle {
                     self.posted_waiting.notify_one();
@@ -929,5 +959,23 @@ mod tests {
             .recv_timeout(Duration::from_secs(5))
             .expect("sent on drop");
         assert_eq!((got.3, got.4), (8, 2));
+    }
+
+    /// A frame posted with `post_now` goes out with everything queued before it,
+    /// without a flusher or a later call (the client here has none and makes none).
+    #[test]
+    fn posted_now_goes_out_at_once_behind_the_queue() {
+        let (addr, seen) = fake_host();
+        let client = Client::connect(addr, Vec::new()).unwrap();
+        assert_eq!(seen.recv().unwrap().1, Op::Hello.code());
+        client.post(0, &memset(9, 1), &[]).unwrap();
+        client.post_now(0, &memset(9, 2), &[]).unwrap();
+        for seq in [1, 2] {
+            let got = seen
+                .recv_timeout(Duration::from_secs(5))
+                .expect("sent without a flusher");
+            assert_eq!((got.2, got.3, got.4), (true, 9, seq));
+        }
+        drop(client);
     }
 }

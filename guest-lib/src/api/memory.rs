@@ -229,10 +229,14 @@ fn shared_copy(
         is_async,
     };
     if is_async && can_post(stream, device as usize, count) {
-        if !to_device {
-            POSTED_READS.store(true, std::sync::atomic::Ordering::Relaxed);
+        if to_device {
+            return super::post(&req, &[]);
         }
-        super::post(&req, &[])
+        POSTED_READS.store(true, std::sync::atomic::Ordering::Relaxed);
+        // The program will read that memory: the copy starts now, as natively, not
+        // when the queue next goes out (a program that peeks before synchronizing,
+        // wrongly but commonly, sees what it would natively more often).
+        super::post_now(&req, &[])
     } else {
         call(&req)
     }

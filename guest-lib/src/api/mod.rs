@@ -77,6 +77,18 @@ where
     client::client()?.post(state::current_device(), req, data)
 }
 
+/// [`post`], sent at once (see [`client::Client::post_now`]).
+pub fn post_now<R: Request>(req: &R, data: &[u8]) -> Result<()>
+where
+    R::Reply: Default,
+{
+    if synchronous() {
+        return call_with(req, data, Sink::None).map(|_| ());
+    }
+    state::note_runtime_context();
+    client::client()?.post_now(state::current_device(), req, data)
+}
+
 /// The wire handle for a `cudaStream_t`. `per_thread` is true for the `_ptsz`
 /// entry points, where the NULL stream means the per-thread default stream.
 pub fn stream_handle(stream: *mut libc::c_void, per_thread: bool) -> StreamHandle {
