@@ -70,11 +70,7 @@ pub fn post<R: Request>(req: &R, data: &[u8]) -> Result<()>
 where
     R::Reply: Default,
 {
-    if synchronous() {
-        return call_with(req, data, Sink::None).map(|_| ());
-    }
-    state::note_runtime_context();
-    client::client()?.post(state::current_device(), req, data)
+    post_when(req, data, false)
 }
 
 /// [`post`], sent at once (see [`client::Client::post_now`]).
@@ -82,11 +78,23 @@ pub fn post_now<R: Request>(req: &R, data: &[u8]) -> Result<()>
 where
     R::Reply: Default,
 {
+    post_when(req, data, true)
+}
+
+fn post_when<R: Request>(req: &R, data: &[u8], now: bool) -> Result<()>
+where
+    R::Reply: Default,
+{
     if synchronous() {
         return call_with(req, data, Sink::None).map(|_| ());
     }
     state::note_runtime_context();
-    client::client()?.post_now(state::current_device(), req, data)
+    let client = client::client()?;
+    if now {
+        client.post_now(state::current_device(), req, data)
+    } else {
+        client.post(state::current_device(), req, data)
+    }
 }
 
 /// The wire handle for a `cudaStream_t`. `per_thread` is true for the `_ptsz`
