@@ -324,10 +324,8 @@ impl Client {
         };
         let poll_for = polling::window_from_env(REPLY_POLL_WINDOW);
         let reader = match stream.try_clone() {
-            // Small enough that little of a copy's data passes through it (a reply's
-            // data is read into the caller's buffer directly, past what was buffered).
             Ok(r) => BufReader::with_capacity(
-                64 << 10,
+                frame::READ_AHEAD,
                 PollingReader::new(r, stream.socket_fd(), poll_for),
             ),
             Err(source) => return Err(ConnectFailure::Setup { addr, source }),

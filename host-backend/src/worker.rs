@@ -23,10 +23,6 @@ use crate::policy::Refusal;
 /// Descriptors a guest may have in flight before they are claimed by requests.
 const MAX_PENDING_FDS: usize = 16;
 
-/// What the worker reads ahead of the frame it is on: a full queue of the guest's
-/// posted frames (64 KiB, see the guest's `posted` module) in one read.
-const READ_BUFFER: usize = 64 << 10;
-
 /// How long a worker polls for the guest's next request before sleeping (see
 /// [`vmcuda_wire::polling`]): a program that waits for a reply usually sends its next
 /// call within a few microseconds of it.
@@ -68,10 +64,8 @@ pub fn serve(
     open: impl FnOnce(&Hello) -> Result<Session, Refusal>,
     console: Option<&mut ConsoleCapture>,
 ) -> Result<Ended, FrameError> {
-    // Small enough that little of a bulk copy's data passes through it (a frame's
-    // data is read into its page-locked buffer directly, past what was buffered),
-    // large enough for a full queue of posted frames in one read.
-    let mut reader = BufReader::with_capacity(READ_BUFFER, reader);
+    // A frame's data is read into its page-locked buffer directly, past this.
+    let mut reader = BufReader::with_capacity(frame::READ_AHEAD, reader);
     let mut writer = BufWriter::with_capacity(256 << 10, writer);
     let Some((header, meta, hello)) = read_hello(&mut reader, &mut writer)? else {
         return Ok(Ended::Served);

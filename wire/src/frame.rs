@@ -20,6 +20,11 @@ pub const MAX_META_LEN: u32 = 1 << 20;
 /// Largest bulk section in one frame. Bigger copies are split by the sender.
 pub const MAX_DATA_LEN: u64 = 512 << 20;
 
+/// How much either side reads ahead of the frame it is on: a full queue of posted
+/// frames (64 KiB) in one read, yet little of a copy's data, which is read past the
+/// buffer straight into its destination.
+pub const READ_AHEAD: usize = 64 << 10;
+
 /// The frame is a reply to the request with the same id.
 pub const FLAG_REPLY: u16 = 1;
 /// The sender does not wait for a reply; a failure is reported at the next

@@ -171,12 +171,13 @@ fn memcpy_now(
         D2H => {
             let out = caller::bytes_mut(dst as *mut u8, count)?;
             // All chunk requests go out together; the replies land in place.
+            let chunk_len = client::chunk();
             let requests = out
-                .chunks_mut(client::chunk())
+                .chunks_mut(chunk_len)
                 .enumerate()
                 .map(|(i, chunk)| {
                     let req = MemcpyDtoH {
-                        src: (src + i * client::chunk()) as u64,
+                        src: (src + i * chunk_len) as u64,
                         size: chunk.len() as u64,
                         stream,
                         is_async,
