@@ -24,6 +24,7 @@ pub mod metrics;
 pub mod pinned;
 pub mod policy;
 pub mod session;
+pub mod shared_memory;
 pub mod stats;
 pub mod tls;
 pub mod worker;

@@ -12,7 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::op::{DevicePtr, StreamHandle};
+use crate::handle::{DevicePtr, StreamHandle};
 
 /// A cuBLAS handle named by the guest (ids picked by the guest, like streams), so
 /// that the program's `cublasHandle_t` needs no host pointer.

@@ -32,7 +32,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::blas::{data_type, matrix_span, BlasHandle, POINTER_MODE_DEVICE, POINTER_MODE_HOST};
-use crate::op::{DevicePtr, StreamHandle};
+use crate::handle::{DevicePtr, StreamHandle};
 
 /// How an argument of a table function is passed (see the module documentation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -9,13 +9,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::op::{DevicePtr, StreamHandle};
-
-/// A physical allocation (`CUmemGenericAllocationHandle`), named by the host.
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
-)]
-pub struct AllocationHandle(pub u64);
+pub use crate::handle::AllocationHandle;
+use crate::handle::{DevicePtr, StreamHandle};
 
 /// `cuMemsetD16(Async)` / `cuMemsetD32(Async)`: `count` elements of `element_size`
 /// (2 or 4) bytes, each set to `value`.

@@ -9,29 +9,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::op::{DevicePtr, StreamHandle};
-
-macro_rules! host_handle {
-    ($(#[$doc:meta])* $name:ident) => {
-        $(#[$doc])*
-        #[derive(
-            Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
-        )]
-        pub struct $name(pub u64);
-    };
-}
-host_handle!(
-    /// A `cudaGraph_t`, named by the host.
-    GraphHandle
-);
-host_handle!(
-    /// A `cudaGraphExec_t`, named by the host.
-    GraphExecHandle
-);
-host_handle!(
-    /// A `cudaGraphNode_t`, named by the host (unique within a connection).
-    GraphNodeHandle
-);
+use crate::handle::{DevicePtr, StreamHandle};
+pub use crate::handle::{GraphExecHandle, GraphHandle, GraphNodeHandle};
 
 /// `cudaStreamCaptureMode` values.
 pub mod capture_mode {

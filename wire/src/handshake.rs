@@ -1,4 +1,4 @@
-//! The hello exchanged first on every connection ([`crate::op::Hello`]).
+//! The hello exchanged first on every connection ([`Hello`]).
 //!
 //! The guest sends its protocol version, the CUDA runtime version it implements, its
 //! capability bits and an authentication token; the host answers with its own
@@ -6,7 +6,8 @@
 //! A guest whose protocol version the host does not speak is refused with
 //! `cudaErrorInsufficientDriver`, and the connection is closed.
 
-use crate::op::Hello;
+use serde::{Deserialize, Serialize};
+
 use crate::status::CudaStatus;
 
 /// Bumped on every incompatible change of frames, op codes or argument types.
@@ -24,6 +25,41 @@ pub mod caps {
     pub const ASYNC_REQUESTS: u64 = 1 << 0;
     /// The peer forwards kernel console output (`OP_CONSOLE`).
     pub const CONSOLE: u64 = 1 << 1;
+}
+
+/// The guest's first request on every connection.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Hello {
+    pub protocol: u32,
+    /// The CUDA runtime version the guest library implements (e.g. 13000).
+    pub runtime_version: i32,
+    pub capabilities: u64,
+    /// Authentication token (checked by policy; empty when none is configured).
+    pub token: Vec<u8>,
+    /// The guest program's name and pid, for the host's logs.
+    pub client: String,
+    pub pid: u32,
+}
+
+/// Which executor serves a guest.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub enum ExecutorKind {
+    /// A real GPU through the CUDA driver.
+    Cuda,
+    /// The host-memory test double: kernels are recorded, never run.
+    HostMemory,
+}
+
+/// The host's answer to [`Hello`].
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct HelloReply {
+    pub protocol: u32,
+    pub driver_version: i32,
+    pub device_count: i32,
+    pub executor: ExecutorKind,
+    pub capabilities: u64,
+    /// One human-readable line about the backend (shown by tools and the demo).
+    pub banner: String,
 }
 
 /// The host's check of a guest's hello.

@@ -11,8 +11,13 @@
 //!   writing whole frames, several of which may share one write.
 //! - [`graph`]: stream capture, CUDA graphs and stream-ordered memory: host-named
 //!   graph handles, capture modes, memory-pool attributes.
-//! - [`op`]: the op-code table: every request with its explicit, append-only op code,
-//!   its argument and reply types, and whether the guest waits for the reply.
+//! - [`table`]: the table of every forwarded call, one line per op, grouped by API
+//!   family ([`op_lines!`]).
+//! - [`op`]: what the table expands into: op codes, request and reply types, whether
+//!   the guest waits, one handler trait per family and the host's dispatch.
+//! - [`handle`]: the handles guests name their objects with (never host pointers).
+//! - [`device`], [`memory`], [`module`]: the request and reply types of those families
+//!   that carry more than plain fields.
 //! - [`handshake`]: the versioned hello exchanged first on every connection.
 //! - [`status`]: CUDA runtime error codes (`cudaError_t`), their names and messages.
 //! - [`fatbin`]: parsing of nvcc fatbinary wrappers, containers and entries.
@@ -26,14 +31,19 @@ pub mod blas;
 pub mod blas_table;
 pub mod blaslt;
 pub mod cubin;
+pub mod device;
 pub mod driver;
 pub mod fatbin;
 pub mod frame;
 pub mod graph;
+pub mod handle;
 pub mod handshake;
+pub mod memory;
+pub mod module;
 pub mod op;
 pub mod polling;
 pub mod status;
+pub mod table;
 pub mod tls;
 pub mod transport;
 

@@ -74,6 +74,7 @@ const REQUIRED_SYMBOLS: &[&str] = &[
     "cuDeviceTotalMem_v2",
     "cuDeviceGetAttribute",
     "cuDeviceCanAccessPeer",
+    "cuDeviceGetP2PAttribute",
     "cuDevicePrimaryCtxRetain",
     "cuDevicePrimaryCtxRelease_v2",
     "cuDevicePrimaryCtxReset_v2",
@@ -1123,6 +1124,25 @@ impl Executor for CudaExecutor {
         // SAFETY: out-pointer to a local; both handles came from cuDeviceGet.
         check(unsafe { sys::cuDeviceCanAccessPeer(&mut can, a, b) })?;
         Ok(can != 0)
+    }
+
+    fn p2p_attribute(&mut self, attr: u32, src: i32, dst: i32) -> ExecResult<i32> {
+        use sys::CUdevice_P2PAttribute as A;
+        let attr = match attr {
+            1 => A::CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK,
+            2 => A::CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED,
+            3 => A::CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED,
+            4 => A::CU_DEVICE_P2P_ATTRIBUTE_ACCESS_ACCESS_SUPPORTED,
+            5 => A::CU_DEVICE_P2P_ATTRIBUTE_ONLY_PARTIAL_NATIVE_ATOMIC_SUPPORTED,
+            _ => return Err(CudaStatus::ErrorInvalidValue),
+        };
+        let a = self.devices[self.device_index(src)?].handle;
+        let b = self.devices[self.device_index(dst)?].handle;
+        let mut value: c_int = 0;
+        // SAFETY: out-pointer to a local; both handles came from cuDeviceGet and the
+        // attribute is a valid enum value.
+        check(unsafe { sys::cuDeviceGetP2PAttribute(&mut value, attr, a, b) })?;
+        Ok(value)
     }
 
     fn enable_peer_access(&mut self, peer: i32, flags: u32) -> ExecResult<()> {

@@ -483,6 +483,15 @@ impl Executor for HostMemoryExecutor {
         // One device: there is no peer, and a device is not its own peer.
         Ok(false)
     }
+    fn p2p_attribute(&mut self, attr: u32, src: i32, dst: i32) -> ExecResult<i32> {
+        self.set_device(src)?;
+        self.set_device(dst)?;
+        if !(1..=5).contains(&attr) {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        // One device, and the driver asks for two different ones.
+        Err(CudaStatus::ErrorInvalidDevice)
+    }
     fn enable_peer_access(&mut self, peer: i32, _flags: u32) -> ExecResult<()> {
         self.set_device(peer)?;
         Err(CudaStatus::ErrorInvalidDevice)

@@ -74,6 +74,8 @@ pub trait Executor: blas::Blas + blaslt::BlasLt + driver::Driver + graph::Graphs
     fn set_cache_config(&mut self, config: u32) -> ExecResult<()>;
     fn stream_priority_range(&mut self) -> ExecResult<(i32, i32)>;
     fn can_access_peer(&mut self, device: i32, peer: i32) -> ExecResult<bool>;
+    /// A `CUdevice_P2PAttribute` of the link from `src` to `dst` (guest ordinals).
+    fn p2p_attribute(&mut self, attr: u32, src: i32, dst: i32) -> ExecResult<i32>;
     fn enable_peer_access(&mut self, peer: i32, flags: u32) -> ExecResult<()>;
     fn disable_peer_access(&mut self, peer: i32) -> ExecResult<()>;
     /// (free, total) bytes of the current device.

@@ -18,6 +18,7 @@ use tracing::warn;
 use vmcuda_wire::blas::{
     Batch, BlasCreate, BlasDestroy, BlasGemm, BlasHandle, BlasSetWorkspace, Scalars,
 };
+use vmcuda_wire::op::{BlasCall, BlasCallWaited, BlasOps, BlasOutputs, CallContext};
 use vmcuda_wire::op::{DevicePtr, HandlerResult};
 use vmcuda_wire::CudaStatus;
 
@@ -63,8 +64,9 @@ impl Session {
     /// Give back a workspace this session allocated.
     fn release_workspace(&mut self, (ptr, bytes): (DevicePtr, u64)) {
         let _ = self.exec.free(ptr);
-        self.refund(bytes);
-        self.set_device_bytes(self.device_bytes.saturating_sub(bytes));
+        self.accounts.refund(bytes);
+        self.accounts
+            .set_device_bytes(self.accounts.device_bytes.saturating_sub(bytes));
     }
 
     /// Destroy every handle (the session ends).
@@ -80,76 +82,8 @@ impl Session {
     /// Forget the handles after a device reset, giving their workspaces' quota back.
     pub(super) fn blas_reset(&mut self) {
         for (_, bytes) in self.blas.clear() {
-            self.refund(bytes);
+            self.accounts.refund(bytes);
         }
-    }
-
-    pub(super) fn handle_blas_create(&mut self, req: BlasCreate) -> HandlerResult<()> {
-        if self.blas.handles.contains_key(&req.handle) {
-            return Err(CudaStatus::ErrorInvalidResourceHandle);
-        }
-        self.check_count(
-            "cuBLAS handle",
-            self.blas.handles.len(),
-            self.grant.max_streams,
-        )?;
-        let exec = self.exec.blas_create()?;
-        let bytes = self.exec.blas_default_workspace();
-        let mut workspace = None;
-        if bytes > 0 {
-            let made = self
-                .charge(bytes)
-                .and_then(|()| self.exec.alloc(bytes).inspect_err(|_| self.refund(bytes)));
-            let ptr = match made {
-                Ok(ptr) => ptr,
-                Err(e) => {
-                    let _ = self.exec.blas_destroy(exec);
-                    return Err(e);
-                }
-            };
-            self.set_device_bytes(self.device_bytes.saturating_add(bytes));
-            if let Err(e) = self.exec.blas_set_workspace(exec, ptr, bytes) {
-                let _ = self.exec.blas_destroy(exec);
-                self.release_workspace((ptr, bytes));
-                return Err(e);
-            }
-            workspace = Some((ptr, bytes));
-        }
-        self.blas
-            .handles
-            .insert(req.handle, BlasEntry { exec, workspace });
-        nothing()
-    }
-
-    pub(super) fn handle_blas_destroy(&mut self, req: BlasDestroy) -> HandlerResult<()> {
-        let entry = self
-            .blas
-            .handles
-            .remove(&req.handle)
-            .ok_or(CudaStatus::ErrorInvalidResourceHandle)?;
-        let destroyed = self.exec.blas_destroy(entry.exec);
-        if let Some(ws) = entry.workspace {
-            self.release_workspace(ws);
-        }
-        destroyed?;
-        nothing()
-    }
-
-    pub(super) fn handle_blas_set_workspace(&mut self, req: BlasSetWorkspace) -> HandlerResult<()> {
-        let exec = self.blas_entry(req.handle)?.exec;
-        self.check_range(req.ptr, req.size)?;
-        self.exec.blas_set_workspace(exec, req.ptr, req.size)?;
-        // The program's own workspace replaces ours; ours is freed in stream order by
-        // the driver (it waits for work that still uses it).
-        let entry = self
-            .blas
-            .handles
-            .get_mut(&req.handle)
-            .expect("looked up above");
-        if let Some(ws) = entry.workspace.take() {
-            self.release_workspace(ws);
-        }
-        nothing()
     }
 
     /// Read a pointer array of `count` entries from the guest's device memory and
@@ -173,10 +107,88 @@ impl Session {
         }
         Ok(ptrs)
     }
+}
 
-    pub(super) fn handle_blas_gemm(&mut self, req: BlasGemm) -> HandlerResult<()> {
+impl BlasOps for Session {
+    fn blas_create(&mut self, _: &CallContext, req: BlasCreate, _: &[u8]) -> HandlerResult<()> {
+        if self.blas.handles.contains_key(&req.handle) {
+            return Err(CudaStatus::ErrorInvalidResourceHandle);
+        }
+        self.accounts.check_count(
+            "cuBLAS handle",
+            self.blas.handles.len(),
+            self.grant.max_streams,
+        )?;
+        let exec = self.exec.blas_create()?;
+        let bytes = self.exec.blas_default_workspace();
+        let mut workspace = None;
+        if bytes > 0 {
+            let made = self.accounts.charge(bytes).and_then(|()| {
+                self.exec
+                    .alloc(bytes)
+                    .inspect_err(|_| self.accounts.refund(bytes))
+            });
+            let ptr = match made {
+                Ok(ptr) => ptr,
+                Err(e) => {
+                    let _ = self.exec.blas_destroy(exec);
+                    return Err(e);
+                }
+            };
+            self.accounts
+                .set_device_bytes(self.accounts.device_bytes.saturating_add(bytes));
+            if let Err(e) = self.exec.blas_set_workspace(exec, ptr, bytes) {
+                let _ = self.exec.blas_destroy(exec);
+                self.release_workspace((ptr, bytes));
+                return Err(e);
+            }
+            workspace = Some((ptr, bytes));
+        }
+        self.blas
+            .handles
+            .insert(req.handle, BlasEntry { exec, workspace });
+        nothing()
+    }
+
+    fn blas_destroy(&mut self, _: &CallContext, req: BlasDestroy, _: &[u8]) -> HandlerResult<()> {
+        let entry = self
+            .blas
+            .handles
+            .remove(&req.handle)
+            .ok_or(CudaStatus::ErrorInvalidResourceHandle)?;
+        let destroyed = self.exec.blas_destroy(entry.exec);
+        if let Some(ws) = entry.workspace {
+            self.release_workspace(ws);
+        }
+        destroyed?;
+        nothing()
+    }
+
+    fn blas_set_workspace(
+        &mut self,
+        _: &CallContext,
+        req: BlasSetWorkspace,
+        _: &[u8],
+    ) -> HandlerResult<()> {
         let exec = self.blas_entry(req.handle)?.exec;
-        let stream = self.stream(req.stream)?;
+        self.check_range(req.ptr, req.size)?;
+        self.exec.blas_set_workspace(exec, req.ptr, req.size)?;
+        // The program's own workspace replaces ours; ours is freed in stream order by
+        // the driver (it waits for work that still uses it).
+        let entry = self
+            .blas
+            .handles
+            .get_mut(&req.handle)
+            .expect("looked up above");
+        if let Some(ws) = entry.workspace.take() {
+            self.release_workspace(ws);
+        }
+        nothing()
+    }
+
+    fn blas_gemm(&mut self, _: &CallContext, req: BlasGemm, _: &[u8]) -> HandlerResult<()> {
+        let exec = self.blas_entry(req.handle)?.exec;
+        let stream = self.handles.stream(req.stream)?;
         let extents = req.validate().map_err(|e| {
             warn!(client = %self.client, "refused a GEMM the guest should have refused: {e}");
             CudaStatus::ErrorInvalidValue
@@ -229,6 +241,19 @@ impl Session {
         self.exec.blas_gemm(exec, &call)?;
         nothing()
     }
+
+    fn blas_call(&mut self, _: &CallContext, req: BlasCall, _: &[u8]) -> HandlerResult<()> {
+        self.run_blas_call(req).map(|_| ((), Vec::new()))
+    }
+
+    fn blas_call_waited(
+        &mut self,
+        _: &CallContext,
+        req: BlasCallWaited,
+        _: &[u8],
+    ) -> HandlerResult<BlasOutputs> {
+        self.run_blas_call(req.0)
+    }
 }
 
 #[cfg(test)]
@@ -237,14 +262,18 @@ pub(super) mod tests {
     use crate::executor::host_memory::HostMemoryExecutor;
     use crate::policy::Grant;
     use vmcuda_wire::blas::{Operand, Precision};
-    use vmcuda_wire::op::{CallContext, Handler, MemAlloc, MemcpyDtoH, MemcpyHtoD, StreamHandle};
+    use vmcuda_wire::op::*;
 
     pub(in crate::session) fn session() -> Session {
         let exec = HostMemoryExecutor::new(1 << 30, None).unwrap();
         let mut s = Session::new(Box::new(exec), Grant::unlimited("test"));
-        s.handle_blas_create(BlasCreate {
-            handle: BlasHandle(0x100),
-        })
+        s.blas_create(
+            &CallContext::default(),
+            BlasCreate {
+                handle: BlasHandle(0x100),
+            },
+            &[],
+        )
         .unwrap();
         s
     }
@@ -322,30 +351,44 @@ pub(super) mod tests {
         // B one element short of its allocation: refused, C untouched.
         let short = alloc(&mut s, &floats(&[1., 1., 1.]));
         assert_eq!(
-            s.handle_blas_gemm(gemm(a, short, c, Batch::Single)).err(),
+            s.blas_gemm(
+                &CallContext::default(),
+                gemm(a, short, c, Batch::Single),
+                &[]
+            )
+            .err(),
             Some(CudaStatus::ErrorInvalidValue)
         );
         // A pointer the guest never got.
         assert_eq!(
-            s.handle_blas_gemm(gemm(a, 0xdead_0000, c, Batch::Single))
-                .err(),
+            s.blas_gemm(
+                &CallContext::default(),
+                gemm(a, 0xdead_0000, c, Batch::Single),
+                &[]
+            )
+            .err(),
             Some(CudaStatus::ErrorInvalidValue)
         );
         // A strided batch whose second C lies past the allocation.
         assert_eq!(
-            s.handle_blas_gemm(gemm(a, a, c, Batch::Strided { count: 2 }))
-                .err(),
+            s.blas_gemm(
+                &CallContext::default(),
+                gemm(a, a, c, Batch::Strided { count: 2 }),
+                &[]
+            )
+            .err(),
             Some(CudaStatus::ErrorInvalidValue)
         );
         assert_eq!(read(&mut s, c, 16), floats(&[9.; 4]));
         // The same GEMM inside its memory runs: C = A * A.
-        s.handle_blas_gemm(gemm(a, a, c, Batch::Single)).unwrap();
+        s.blas_gemm(&CallContext::default(), gemm(a, a, c, Batch::Single), &[])
+            .unwrap();
         assert_eq!(read(&mut s, c, 16), floats(&[7., 10., 15., 22.]));
         // An unknown handle.
         let mut g = gemm(a, a, c, Batch::Single);
         g.handle = BlasHandle(0x999);
         assert_eq!(
-            s.handle_blas_gemm(g).err(),
+            s.blas_gemm(&CallContext::default(), g, &[]).err(),
             Some(CudaStatus::ErrorInvalidResourceHandle)
         );
     }
@@ -360,18 +403,30 @@ pub(super) mod tests {
         let out = alloc(&mut s, &ptrs(&[c]));
         let wild = alloc(&mut s, &ptrs(&[0x4242_0000]));
         assert_eq!(
-            s.handle_blas_gemm(gemm(good, wild, out, Batch::Pointers { count: 1 }))
-                .err(),
+            s.blas_gemm(
+                &CallContext::default(),
+                gemm(good, wild, out, Batch::Pointers { count: 1 }),
+                &[]
+            )
+            .err(),
             Some(CudaStatus::ErrorInvalidValue)
         );
         // Two entries claimed, one stored: the array itself is out of range.
         assert_eq!(
-            s.handle_blas_gemm(gemm(good, good, out, Batch::Pointers { count: 2 }))
-                .err(),
+            s.blas_gemm(
+                &CallContext::default(),
+                gemm(good, good, out, Batch::Pointers { count: 2 }),
+                &[]
+            )
+            .err(),
             Some(CudaStatus::ErrorInvalidValue)
         );
-        s.handle_blas_gemm(gemm(good, good, out, Batch::Pointers { count: 1 }))
-            .unwrap();
+        s.blas_gemm(
+            &CallContext::default(),
+            gemm(good, good, out, Batch::Pointers { count: 1 }),
+            &[],
+        )
+        .unwrap();
         assert_eq!(read(&mut s, c, 16), floats(&[7., 10., 15., 22.]));
     }
 
@@ -386,7 +441,7 @@ pub(super) mod tests {
             beta: 0x1234_5678,
         };
         assert_eq!(
-            s.handle_blas_gemm(g).err(),
+            s.blas_gemm(&CallContext::default(), g, &[]).err(),
             Some(CudaStatus::ErrorInvalidValue)
         );
         let ws = BlasSetWorkspace {
@@ -395,7 +450,7 @@ pub(super) mod tests {
             size: 1 << 20,
         };
         assert_eq!(
-            s.handle_blas_set_workspace(ws).err(),
+            s.blas_set_workspace(&CallContext::default(), ws, &[]).err(),
             Some(CudaStatus::ErrorInvalidValue)
         );
         let ws = BlasSetWorkspace {
@@ -403,15 +458,24 @@ pub(super) mod tests {
             ptr: c,
             size: 16,
         };
-        s.handle_blas_set_workspace(ws).unwrap();
-        s.handle_blas_destroy(BlasDestroy {
-            handle: BlasHandle(0x100),
-        })
+        s.blas_set_workspace(&CallContext::default(), ws, &[])
+            .unwrap();
+        s.blas_destroy(
+            &CallContext::default(),
+            BlasDestroy {
+                handle: BlasHandle(0x100),
+            },
+            &[],
+        )
         .unwrap();
         assert!(s
-            .handle_blas_destroy(BlasDestroy {
-                handle: BlasHandle(0x100)
-            })
+            .blas_destroy(
+                &CallContext::default(),
+                BlasDestroy {
+                    handle: BlasHandle(0x100)
+                },
+                &[]
+            )
             .is_err());
     }
 }

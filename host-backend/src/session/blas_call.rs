@@ -17,9 +17,9 @@ use super::Session;
 
 impl Session {
     /// Run a table call; the host values it returns, concatenated in argument order.
-    pub(super) fn handle_blas_call(&mut self, req: BlasCall) -> HandlerResult<BlasOutputs> {
+    pub(super) fn run_blas_call(&mut self, req: BlasCall) -> HandlerResult<BlasOutputs> {
         let exec = self.blas_entry(req.handle)?.exec;
-        let stream = self.stream(req.stream)?;
+        let stream = self.handles.stream(req.stream)?;
         let function = BlasFn::from_id(req.function).ok_or_else(|| {
             warn!(client = %self.client, id = req.function, "unknown cuBLAS function id");
             CudaStatus::ErrorInvalidValue
@@ -76,7 +76,7 @@ mod tests {
     use super::super::blas::tests::{alloc, floats, read, session};
     use super::*;
     use vmcuda_wire::blas::{BlasHandle, POINTER_MODE_DEVICE, POINTER_MODE_HOST};
-    use vmcuda_wire::op::StreamHandle;
+    use vmcuda_wire::op::*;
 
     fn call(f: BlasFn, pointer_mode: u32, args: Vec<BlasArg>) -> BlasCall {
         BlasCall {
@@ -103,14 +103,10 @@ mod tests {
         let x = alloc(&mut s, &floats(&[1., 2., 3.]));
         let y = alloc(&mut s, &floats(&[10., 20., 30.]));
         let refused = Some(CudaStatus::ErrorInvalidValue);
-        assert_eq!(
-            s.handle_blas_call(saxpy(4, x, y)).err(),
-            refused,
-            "one past y"
-        );
-        assert_eq!(s.handle_blas_call(saxpy(3, 0xdead_0000, y)).err(), refused);
+        assert_eq!(s.run_blas_call(saxpy(4, x, y)).err(), refused, "one past y");
+        assert_eq!(s.run_blas_call(saxpy(3, 0xdead_0000, y)).err(), refused);
         assert_eq!(read(&mut s, y, 12), floats(&[10., 20., 30.]));
-        s.handle_blas_call(saxpy(3, x, y)).unwrap();
+        s.run_blas_call(saxpy(3, x, y)).unwrap();
         assert_eq!(read(&mut s, y, 12), floats(&[12., 24., 36.]));
     }
 
@@ -121,22 +117,22 @@ mod tests {
         let refused = Some(CudaStatus::ErrorInvalidValue);
         let mut unknown = saxpy(3, x, x);
         unknown.function = 0xfff0;
-        assert_eq!(s.handle_blas_call(unknown).err(), refused);
+        assert_eq!(s.run_blas_call(unknown).err(), refused);
         // A host scalar where device pointer mode makes cuBLAS read a device pointer.
         let mut mixed = saxpy(3, x, x);
         mixed.pointer_mode = POINTER_MODE_DEVICE;
-        assert_eq!(s.handle_blas_call(mixed).err(), refused);
+        assert_eq!(s.run_blas_call(mixed).err(), refused);
         // A device "scalar" in host mode would be read by cuBLAS as host memory.
         let mut mixed = saxpy(3, x, x);
         mixed.args[1] = BlasArg::Device(x);
-        assert_eq!(s.handle_blas_call(mixed).err(), refused);
+        assert_eq!(s.run_blas_call(mixed).err(), refused);
         let mut short = saxpy(3, x, x);
         short.args.pop();
-        assert_eq!(s.handle_blas_call(short).err(), refused);
+        assert_eq!(s.run_blas_call(short).err(), refused);
         let mut stale = saxpy(3, x, x);
         stale.handle = BlasHandle(0x999);
         assert_eq!(
-            s.handle_blas_call(stale).err(),
+            s.run_blas_call(stale).err(),
             Some(CudaStatus::ErrorInvalidResourceHandle)
         );
     }
@@ -151,7 +147,7 @@ mod tests {
             POINTER_MODE_HOST,
             vec![Int(2), Device(x), Int(1), HostOut(4)],
         );
-        let (out, _) = s.handle_blas_call(nrm2).unwrap();
+        let (out, _) = s.run_blas_call(nrm2).unwrap();
         assert_eq!(out.bytes, floats(&[5.0]));
         // getrfBatched over an array holding a pointer the guest does not own.
         let wild = alloc(&mut s, &0x4242_0000u64.to_le_bytes());
@@ -169,7 +165,7 @@ mod tests {
             ],
         );
         assert_eq!(
-            s.handle_blas_call(getrf).err(),
+            s.run_blas_call(getrf).err(),
             Some(CudaStatus::ErrorInvalidValue)
         );
     }

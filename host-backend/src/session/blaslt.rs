@@ -20,6 +20,7 @@ use vmcuda_wire::blaslt::{
     MAX_HEURISTIC_RESULTS, PREFERENCE_ATTRS,
 };
 use vmcuda_wire::op::HandlerResult;
+use vmcuda_wire::op::{BlasLtOps, CallContext};
 use vmcuda_wire::CudaStatus;
 
 use crate::executor::blaslt::{ExecLt, LtHandleRef, LtMatmulCall};
@@ -67,12 +68,14 @@ impl Session {
     pub(super) fn lt_reset(&mut self) {
         self.lt = LtState::default();
     }
+}
 
-    pub(super) fn handle_lt_create(&mut self, req: LtCreate) -> HandlerResult<()> {
+impl BlasLtOps for Session {
+    fn lt_create(&mut self, _: &CallContext, req: LtCreate, _: &[u8]) -> HandlerResult<()> {
         if self.lt.handles.contains_key(&req.handle) {
             return Err(CudaStatus::ErrorInvalidResourceHandle);
         }
-        self.check_count(
+        self.accounts.check_count(
             "cuBLASLt handle",
             self.lt.handles.len(),
             self.grant.max_streams,
@@ -82,7 +85,7 @@ impl Session {
         nothing()
     }
 
-    pub(super) fn handle_lt_destroy(&mut self, req: LtDestroy) -> HandlerResult<()> {
+    fn lt_destroy(&mut self, _: &CallContext, req: LtDestroy, _: &[u8]) -> HandlerResult<()> {
         let e = self
             .lt
             .handles
@@ -92,9 +95,11 @@ impl Session {
         nothing()
     }
 
-    pub(super) fn handle_lt_heuristic(
+    fn lt_heuristic(
         &mut self,
+        _: &CallContext,
         req: LtHeuristic,
+        _: &[u8],
     ) -> HandlerResult<LtHeuristicReply> {
         let target = self.lt_target(req.handle)?;
         let shape = self.lt_checked(&req.problem)?;
@@ -116,9 +121,9 @@ impl Session {
         Ok((reply, Vec::new()))
     }
 
-    pub(super) fn handle_lt_matmul(&mut self, req: LtMatmul) -> HandlerResult<()> {
+    fn lt_matmul(&mut self, _: &CallContext, req: LtMatmul, _: &[u8]) -> HandlerResult<()> {
         let target = self.lt_target(req.handle)?;
-        let stream = self.stream(req.stream)?;
+        let stream = self.handles.stream(req.stream)?;
         let shape = self.lt_checked(&req.problem)?;
         if let Some(algo) = &req.algo {
             if !self.lt.algos.contains(algo) {
@@ -181,16 +186,20 @@ mod tests {
     use vmcuda_wire::blaslt::{
         desc, epilogue, layout, Descriptor, LtProblem, LAYOUT_ATTRS, MATMUL_DESC_ATTRS,
     };
-    use vmcuda_wire::op::StreamHandle;
+    use vmcuda_wire::op::*;
 
     use super::super::blas::tests::{alloc, floats as f32s, read};
 
     fn session() -> Session {
         let exec = HostMemoryExecutor::new(1 << 30, None).unwrap();
         let mut s = Session::new(Box::new(exec), Grant::unlimited("test"));
-        s.handle_lt_create(LtCreate {
-            handle: LtHandle(0x200),
-        })
+        s.lt_create(
+            &CallContext::default(),
+            LtCreate {
+                handle: LtHandle(0x200),
+            },
+            &[],
+        )
         .unwrap();
         s
     }
@@ -241,12 +250,16 @@ mod tests {
     }
 
     fn heuristic(s: &mut Session, handle: u64, problem: &LtProblem) -> LtHeuristicReply {
-        s.handle_lt_heuristic(LtHeuristic {
-            handle: LtHandle(handle),
-            problem: problem.clone(),
-            preference: Descriptor::default(),
-            requested: 1,
-        })
+        s.lt_heuristic(
+            &CallContext::default(),
+            LtHeuristic {
+                handle: LtHandle(handle),
+                problem: problem.clone(),
+                preference: Descriptor::default(),
+                requested: 1,
+            },
+            &[],
+        )
         .unwrap()
         .0
     }
@@ -254,9 +267,13 @@ mod tests {
     #[test]
     fn a_matmul_runs_with_the_heuristics_algorithm_on_a_cublas_handle_too() {
         let mut s = session();
-        s.handle_blas_create(BlasCreate {
-            handle: BlasHandle(0x300),
-        })
+        s.blas_create(
+            &CallContext::default(),
+            BlasCreate {
+                handle: BlasHandle(0x300),
+            },
+            &[],
+        )
         .unwrap();
         let a = alloc(&mut s, &f32s(&[1., 2., 3., 4.]));
         let bias = alloc(&mut s, &f32s(&[10., 20.]));
@@ -265,22 +282,34 @@ mod tests {
         let reply = heuristic(&mut s, 0x300, &p);
         assert_eq!((reply.status, reply.results.len()), (0, 1));
         let algo = reply.results[0].algo;
-        s.handle_lt_matmul(matmul(0x300, p.clone(), [a, a, 0, d], Some(algo)))
-            .unwrap();
+        s.lt_matmul(
+            &CallContext::default(),
+            matmul(0x300, p.clone(), [a, a, 0, d], Some(algo)),
+            &[],
+        )
+        .unwrap();
         // A = [1 3; 2 4], A*A = [7 15; 10 22], plus the bias per row: [17 25; 30 42].
         assert_eq!(read(&mut s, d, 16), f32s(&[17., 30., 25., 42.]));
         // An algorithm no heuristic returned is refused.
         let mut forged = algo;
         forged[1] = 1;
         assert_eq!(
-            s.handle_lt_matmul(matmul(0x200, p, [a, a, 0, d], Some(forged)))
-                .err(),
+            s.lt_matmul(
+                &CallContext::default(),
+                matmul(0x200, p, [a, a, 0, d], Some(forged)),
+                &[]
+            )
+            .err(),
             Some(CudaStatus::ErrorInvalidValue)
         );
         // An unknown handle.
         assert_eq!(
-            s.handle_lt_matmul(matmul(0x999, problem(None), [a, a, 0, d], None))
-                .err(),
+            s.lt_matmul(
+                &CallContext::default(),
+                matmul(0x999, problem(None), [a, a, 0, d], None),
+                &[]
+            )
+            .err(),
             Some(CudaStatus::ErrorInvalidResourceHandle)
         );
     }
@@ -291,7 +320,8 @@ mod tests {
         let a = alloc(&mut s, &f32s(&[1., 2., 3., 4.]));
         let d = alloc(&mut s, &f32s(&[9.; 4]));
         let short = alloc(&mut s, &f32s(&[1., 1., 1.]));
-        let refused = |s: &mut Session, m: LtMatmul| s.handle_lt_matmul(m).err();
+        let refused =
+            |s: &mut Session, m: LtMatmul| s.lt_matmul(&CallContext::default(), m, &[]).err();
         let bad = CudaStatus::ErrorInvalidValue;
         assert_eq!(
             refused(&mut s, matmul(0x200, problem(None), [a, short, 0, d], None)),
@@ -337,17 +367,29 @@ mod tests {
         };
         assert_eq!(refused(&mut s, m), Some(bad));
         // The same matmul inside its memory runs.
-        s.handle_lt_matmul(matmul(0x200, problem(None), [a, a, 0, d], None))
-            .unwrap();
+        s.lt_matmul(
+            &CallContext::default(),
+            matmul(0x200, problem(None), [a, a, 0, d], None),
+            &[],
+        )
+        .unwrap();
         assert_eq!(read(&mut s, d, 16), f32s(&[7., 10., 15., 22.]));
-        s.handle_lt_destroy(LtDestroy {
-            handle: LtHandle(0x200),
-        })
+        s.lt_destroy(
+            &CallContext::default(),
+            LtDestroy {
+                handle: LtHandle(0x200),
+            },
+            &[],
+        )
         .unwrap();
         assert!(s
-            .handle_lt_destroy(LtDestroy {
-                handle: LtHandle(0x200)
-            })
+            .lt_destroy(
+                &CallContext::default(),
+                LtDestroy {
+                    handle: LtHandle(0x200)
+                },
+                &[]
+            )
             .is_err());
     }
 }

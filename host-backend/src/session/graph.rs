@@ -13,16 +13,15 @@
 
 use std::collections::HashMap;
 
-use tracing::{info, warn};
+use tracing::warn;
 use vmcuda_wire::graph::{
-    access_flags_valid, pool_attr, CaptureGraph, DotText, GraphDebugDot, GraphDestroy,
-    GraphExecDestroy, GraphExecHandle, GraphExecMade, GraphGetNodes, GraphHandle, GraphInstantiate,
-    GraphLaunch, GraphMade, GraphNodeGetDependencies, GraphNodeHandle, GraphNodes, MemAllocAsync,
-    MemFreeAsync, MemPoolGetAttribute, MemPoolSetAccess, MemPoolSetAttribute, MemPoolTrimTo,
-    PoolAttributeValue, StreamBeginCapture, StreamEndCapture, StreamGetCaptureGraph,
-    LOCATION_DEVICE, MAX_DOT_LEN,
+    CaptureGraph, DotText, GraphDebugDot, GraphDestroy, GraphExecDestroy, GraphExecHandle,
+    GraphExecMade, GraphGetNodes, GraphHandle, GraphInstantiate, GraphLaunch, GraphMade,
+    GraphNodeGetDependencies, GraphNodeHandle, GraphNodes, StreamBeginCapture, StreamEndCapture,
+    StreamGetCaptureGraph, MAX_DOT_LEN,
 };
-use vmcuda_wire::op::{Allocated, CallContext, HandlerResult, StreamHandle};
+use vmcuda_wire::op::GraphOps;
+use vmcuda_wire::op::{CallContext, HandlerResult, StreamHandle};
 use vmcuda_wire::CudaStatus;
 
 use crate::executor::graph::{ExecGraph, ExecGraphExec, ExecNode};
@@ -65,7 +64,7 @@ impl Session {
             let handle = match known {
                 Some(h) => h,
                 None => {
-                    let h = GraphNodeHandle(self.fresh_handle());
+                    let h = GraphNodeHandle(self.handles.fresh());
                     let entry = self.graph_tables.graphs.get_mut(&graph).expect("checked");
                     entry.nodes.insert(node, h);
                     self.graph_tables.nodes.insert(h, (graph, node));
@@ -80,8 +79,9 @@ impl Session {
     /// Name an executor graph for the guest, within its limit of objects.
     fn name_graph(&mut self, exec: ExecGraph, building: bool) -> Result<GraphHandle, CudaStatus> {
         let have = self.graph_tables.graphs.len();
-        self.check_count("graph", have, self.grant.max_streams)?;
-        let handle = GraphHandle(self.fresh_handle());
+        self.accounts
+            .check_count("graph", have, self.grant.max_streams)?;
+        let handle = GraphHandle(self.handles.fresh());
         let entry = GraphEntry {
             exec,
             nodes: HashMap::new(),
@@ -141,20 +141,36 @@ impl Session {
         Ok(())
     }
 
-    pub(super) fn handle_begin_capture(&mut self, req: StreamBeginCapture) -> HandlerResult<()> {
+    fn graph_exec(&self, exec: GraphExecHandle) -> Result<ExecGraphExec, CudaStatus> {
+        self.graph_tables.execs.get(&exec).copied().ok_or_else(|| {
+            warn!(client = %self.client, exec = exec.0, "refused an unknown executable graph");
+            CudaStatus::ErrorInvalidValue
+        })
+    }
+}
+
+impl GraphOps for Session {
+    fn stream_begin_capture(
+        &mut self,
+        _: &CallContext,
+        req: StreamBeginCapture,
+        _: &[u8],
+    ) -> HandlerResult<()> {
         if req.stream == StreamHandle::LEGACY {
             return Err(CudaStatus::ErrorStreamCaptureUnsupported);
         }
-        let s = self.stream(req.stream)?;
+        let s = self.handles.stream(req.stream)?;
         self.exec.begin_capture(s)?;
         nothing()
     }
 
-    pub(super) fn handle_capture_graph(
+    fn stream_get_capture_graph(
         &mut self,
+        _: &CallContext,
         req: StreamGetCaptureGraph,
+        _: &[u8],
     ) -> HandlerResult<CaptureGraph> {
-        let s = self.stream(req.stream)?;
+        let s = self.handles.stream(req.stream)?;
         let (graph, deps) = self.exec.capture_graph(s)?;
         let handle = match self.graph_tables.building.get(&graph) {
             Some(&h) => h,
@@ -170,8 +186,13 @@ impl Session {
         ))
     }
 
-    pub(super) fn handle_end_capture(&mut self, req: StreamEndCapture) -> HandlerResult<GraphMade> {
-        let s = self.stream(req.stream)?;
+    fn stream_end_capture(
+        &mut self,
+        _: &CallContext,
+        req: StreamEndCapture,
+        _: &[u8],
+    ) -> HandlerResult<GraphMade> {
+        let s = self.handles.stream(req.stream)?;
         // A graph the guest saw being built keeps its handle, or goes with a failure.
         let shown = match self.graph_tables.building.is_empty() {
             true => None,
@@ -216,53 +237,55 @@ impl Session {
         }
     }
 
-    pub(super) fn handle_graph_instantiate(
+    fn graph_instantiate(
         &mut self,
+        _: &CallContext,
         req: GraphInstantiate,
+        _: &[u8],
     ) -> HandlerResult<GraphExecMade> {
         let graph = self.finished_graph(req.graph)?;
-        self.check_count(
+        self.accounts.check_count(
             "executable graph",
             self.graph_tables.execs.len(),
             self.grant.max_streams,
         )?;
         let exec = self.exec.graph_instantiate(graph, req.flags)?;
-        let handle = GraphExecHandle(self.fresh_handle());
+        let handle = GraphExecHandle(self.handles.fresh());
         self.graph_tables.execs.insert(handle, exec);
         Ok((GraphExecMade { exec: handle }, Vec::new()))
     }
 
-    fn graph_exec(&self, exec: GraphExecHandle) -> Result<ExecGraphExec, CudaStatus> {
-        self.graph_tables.execs.get(&exec).copied().ok_or_else(|| {
-            warn!(client = %self.client, exec = exec.0, "refused an unknown executable graph");
-            CudaStatus::ErrorInvalidValue
-        })
-    }
-
-    pub(super) fn handle_graph_launch(&mut self, req: GraphLaunch) -> HandlerResult<()> {
+    fn graph_launch(&mut self, _: &CallContext, req: GraphLaunch, _: &[u8]) -> HandlerResult<()> {
         let exec = self.graph_exec(req.exec)?;
-        let s = self.stream(req.stream)?;
+        let s = self.handles.stream(req.stream)?;
         self.exec.graph_launch(exec, s)?;
         nothing()
     }
 
-    pub(super) fn handle_graph_destroy(&mut self, req: GraphDestroy) -> HandlerResult<()> {
+    fn graph_destroy(&mut self, _: &CallContext, req: GraphDestroy, _: &[u8]) -> HandlerResult<()> {
         let graph = self.finished_graph(req.graph)?;
         self.forget_graph(req.graph);
         self.exec.graph_destroy(graph)?;
         nothing()
     }
 
-    pub(super) fn handle_graph_exec_destroy(&mut self, req: GraphExecDestroy) -> HandlerResult<()> {
+    fn graph_exec_destroy(
+        &mut self,
+        _: &CallContext,
+        req: GraphExecDestroy,
+        _: &[u8],
+    ) -> HandlerResult<()> {
         let exec = self.graph_exec(req.exec)?;
         self.graph_tables.execs.remove(&req.exec);
         self.exec.graph_exec_destroy(exec)?;
         nothing()
     }
 
-    pub(super) fn handle_graph_get_nodes(
+    fn graph_get_nodes(
         &mut self,
+        _: &CallContext,
         req: GraphGetNodes,
+        _: &[u8],
     ) -> HandlerResult<GraphNodes> {
         let graph = self.graph_entry(req.graph)?.exec;
         let nodes = self.exec.graph_nodes(graph)?;
@@ -270,9 +293,11 @@ impl Session {
         Ok((GraphNodes { nodes }, Vec::new()))
     }
 
-    pub(super) fn handle_node_dependencies(
+    fn graph_node_get_dependencies(
         &mut self,
+        _: &CallContext,
         req: GraphNodeGetDependencies,
+        _: &[u8],
     ) -> HandlerResult<GraphNodes> {
         let Some(&(graph, node)) = self.graph_tables.nodes.get(&req.node) else {
             warn!(client = %self.client, node = req.node.0, "refused an unknown graph node");
@@ -284,7 +309,12 @@ impl Session {
         Ok((GraphNodes { nodes }, Vec::new()))
     }
 
-    pub(super) fn handle_graph_debug_dot(&mut self, req: GraphDebugDot) -> HandlerResult<DotText> {
+    fn graph_debug_dot(
+        &mut self,
+        _: &CallContext,
+        req: GraphDebugDot,
+        _: &[u8],
+    ) -> HandlerResult<DotText> {
         let graph = self.graph_entry(req.graph)?.exec;
         let text = self.exec.graph_dot(graph, req.flags)?;
         if text.len() > MAX_DOT_LEN {
@@ -293,130 +323,6 @@ impl Session {
         }
         Ok((DotText { text }, Vec::new()))
     }
-
-    pub(super) fn handle_alloc_async(&mut self, req: MemAllocAsync) -> HandlerResult<Allocated> {
-        let s = self.stream(req.stream)?;
-        let size = req.size;
-        self.charge(size)?;
-        let ptr = match self.exec.alloc_async(size, s) {
-            Ok(ptr) => ptr,
-            Err(e) => {
-                self.refund(size);
-                return Err(e);
-            }
-        };
-        if ptr == 0 {
-            self.refund(size);
-            return Ok((Allocated { ptr }, Vec::new()));
-        }
-        let zeroed = match self.exec.stream_capturing(s) {
-            Ok(true) => Ok(()),
-            Ok(false) => self.exec.memset(ptr, 0, size, s, true),
-            Err(e) => Err(e),
-        };
-        if let Err(e) = zeroed {
-            let _ = self.exec.free_async(ptr, s);
-            self.refund(size);
-            return Err(e);
-        }
-        self.allocations.insert(ptr, size);
-        self.set_device_bytes(self.device_bytes.saturating_add(size));
-        Ok((Allocated { ptr }, Vec::new()))
-    }
-
-    pub(super) fn handle_free_async(&mut self, req: MemFreeAsync) -> HandlerResult<()> {
-        let s = self.stream(req.stream)?;
-        if req.ptr == 0 {
-            return nothing();
-        }
-        // Only what this guest allocated (either way) may be freed by it.
-        let Some(&bytes) = self.allocations.get(&req.ptr) else {
-            warn!(client = %self.client, ptr = format_args!("{:#x}", req.ptr),
-                "refused cudaFreeAsync of memory the guest does not own");
-            return Err(CudaStatus::ErrorInvalidValue);
-        };
-        self.exec.free_async(req.ptr, s)?;
-        self.allocations.remove(&req.ptr);
-        self.refund(bytes);
-        self.set_device_bytes(self.device_bytes.saturating_sub(bytes));
-        nothing()
-    }
-
-    /// Run `f` on `device`'s default pool, then make the caller's device current again.
-    fn on_pool<T>(
-        &mut self,
-        ctx: &CallContext,
-        device: i32,
-        f: impl FnOnce(&mut Self) -> Result<T, CudaStatus>,
-    ) -> Result<T, CudaStatus> {
-        self.exec.set_device(device)?;
-        let r = f(self);
-        self.exec.set_device(ctx.device)?;
-        r
-    }
-
-    pub(super) fn handle_pool_get_attribute(
-        &mut self,
-        ctx: &CallContext,
-        req: MemPoolGetAttribute,
-    ) -> HandlerResult<PoolAttributeValue> {
-        if !pool_attr::is_known(req.attr) {
-            return Err(CudaStatus::ErrorInvalidValue);
-        }
-        let value = self.on_pool(ctx, req.device, |s| s.exec.pool_get_attribute(req.attr))?;
-        Ok((PoolAttributeValue { value }, Vec::new()))
-    }
-
-    pub(super) fn handle_pool_set_attribute(
-        &mut self,
-        ctx: &CallContext,
-        req: MemPoolSetAttribute,
-    ) -> HandlerResult<()> {
-        if !pool_attr::settable(req.attr, req.value) {
-            return Err(CudaStatus::ErrorInvalidValue);
-        }
-        let mut value = req.value;
-        // Memory the pool keeps past the threshold is held but no longer allocated, so
-        // it is not charged: a guest with a quota may keep at most its quota that way.
-        if let Some(quota) = self.grant.memory_quota {
-            if req.attr == pool_attr::RELEASE_THRESHOLD && value > quota {
-                info!(client = %self.client, value, quota,
-                    "pool release threshold held to the guest's memory quota");
-                value = quota;
-            }
-        }
-        self.on_pool(ctx, req.device, |s| {
-            s.exec.pool_set_attribute(req.attr, value)
-        })?;
-        nothing()
-    }
-
-    pub(super) fn handle_pool_trim_to(
-        &mut self,
-        ctx: &CallContext,
-        req: MemPoolTrimTo,
-    ) -> HandlerResult<()> {
-        self.on_pool(ctx, req.device, |s| {
-            s.exec.pool_trim_to(req.min_bytes_to_keep)
-        })?;
-        nothing()
-    }
-
-    pub(super) fn handle_pool_set_access(
-        &mut self,
-        ctx: &CallContext,
-        req: MemPoolSetAccess,
-    ) -> HandlerResult<()> {
-        let bad = req
-            .access
-            .iter()
-            .any(|a| a.location_type != LOCATION_DEVICE || !access_flags_valid(a.flags));
-        if bad || req.access.len() > 64 {
-            return Err(CudaStatus::ErrorInvalidValue);
-        }
-        self.on_pool(ctx, req.device, |s| s.exec.pool_set_access(&req.access))?;
-        nothing()
-    }
 }
 
 #[cfg(test)]
@@ -424,7 +330,8 @@ mod tests {
     use super::*;
     use crate::executor::host_memory::HostMemoryExecutor;
     use crate::policy::Grant;
-    use vmcuda_wire::op::{Handler, MemGetInfo, MemcpyHtoD, Memset, StreamCreate};
+    use vmcuda_wire::graph::*;
+    use vmcuda_wire::op::*;
 
     const CTX: CallContext = CallContext { device: 0 };
 

@@ -1,5 +1,5 @@
-//! Driver-API requests: element memsets and stream writes (ranges checked like every
-//! copy), the virtual memory management family, linking and tensor maps.
+//! The driver's virtual memory management family: reservations, physical
+//! allocations, mappings and access.
 //!
 //! **VMM bookkeeping.** Reservations (start -> bytes), physical allocations (a handle
 //! this session names -> the executor's, its size, properties, reference count and
@@ -17,15 +17,16 @@ use std::collections::{BTreeMap, HashMap};
 
 use tracing::warn;
 use vmcuda_wire::driver::{
-    AllocationHandle, AllocationProp, Granularity, Link, Linked, MemAddressFree, MemAddressReserve,
-    MemCreate, MemCreated, MemGetAllocationGranularity, MemGetAllocationProperties, MemMap,
-    MemRelease, MemRetainAllocationHandle, MemSetAccess, MemUnmap, MemsetElements, Reserved,
-    StreamWriteValue32, TensorMapEncodeTiled, MEM_ALLOCATION_TYPE_PINNED, MEM_LOCATION_TYPE_DEVICE,
+    AllocationHandle, AllocationProp, Granularity, MemAddressFree, MemAddressReserve, MemCreate,
+    MemCreated, MemGetAllocationGranularity, MemGetAllocationProperties, MemMap, MemRelease,
+    MemRetainAllocationHandle, MemSetAccess, MemUnmap, Reserved, MEM_ALLOCATION_TYPE_PINNED,
+    MEM_LOCATION_TYPE_DEVICE,
 };
+use vmcuda_wire::op::{CallContext, VmmOps};
 use vmcuda_wire::op::{DevicePtr, HandlerResult};
 use vmcuda_wire::CudaStatus;
 
-use crate::executor::driver::{ExecAllocation, LinkInputData};
+use crate::executor::driver::ExecAllocation;
 
 use super::{nothing, Session};
 
@@ -124,46 +125,47 @@ impl Session {
             .is_some_and(|p| p.refs == 0 && p.mapped == 0);
         if gone {
             if let Some(p) = self.vmm.allocations.remove(&h) {
-                self.refund(p.size);
-                self.set_device_bytes(self.device_bytes.saturating_sub(p.size));
+                self.accounts.refund(p.size);
+                self.accounts
+                    .set_device_bytes(self.accounts.device_bytes.saturating_sub(p.size));
             }
         }
     }
 
-    pub(super) fn handle_memset_elements(&mut self, req: MemsetElements) -> HandlerResult<()> {
-        let bytes = req.byte_len().ok_or(CudaStatus::ErrorInvalidValue)?;
-        let stream = self.stream(req.stream)?;
-        self.check_range(req.dst, bytes)?;
-        self.exec.memset_elements(
-            req.dst,
-            req.value,
-            req.element_size,
-            req.count,
-            stream,
-            req.is_async,
-        )?;
-        nothing()
+    /// Unmap, release and free everything the guest left (the session ends).
+    pub(super) fn vmm_drop_all(&mut self) {
+        for (ptr, m) in std::mem::take(&mut self.vmm.mappings) {
+            let _ = self.exec.mem_unmap(ptr, m.size);
+        }
+        for (_, p) in std::mem::take(&mut self.vmm.allocations) {
+            if p.refs > 0 {
+                let _ = self.exec.mem_release(p.exec);
+            }
+        }
+        for (ptr, size) in std::mem::take(&mut self.vmm.reservations) {
+            let _ = self.exec.mem_address_free(ptr, size);
+        }
     }
 
-    pub(super) fn handle_stream_write_value32(
-        &mut self,
-        req: StreamWriteValue32,
-    ) -> HandlerResult<()> {
-        let stream = self.stream(req.stream)?;
-        self.check_range(req.addr, 4)?;
-        self.exec
-            .stream_write_value32(stream, req.addr, req.value, req.flags)?;
-        nothing()
+    /// Give everything up before a device reset, with its quota.
+    pub(super) fn vmm_reset(&mut self) {
+        let bytes: u64 = self.vmm.allocations.values().map(|p| p.size).sum();
+        self.vmm_drop_all();
+        self.accounts.refund(bytes);
     }
+}
 
-    pub(super) fn handle_mem_address_reserve(
+impl VmmOps for Session {
+    fn mem_address_reserve(
         &mut self,
+        _: &CallContext,
         req: MemAddressReserve,
+        _: &[u8],
     ) -> HandlerResult<Reserved> {
         if req.size == 0 || !(req.alignment == 0 || req.alignment.is_power_of_two()) {
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        self.check_count(
+        self.accounts.check_count(
             "address reservation",
             self.vmm.reservations.len(),
             self.grant.max_streams.saturating_mul(16),
@@ -175,7 +177,12 @@ impl Session {
         Ok((Reserved { ptr }, Vec::new()))
     }
 
-    pub(super) fn handle_mem_address_free(&mut self, req: MemAddressFree) -> HandlerResult<()> {
+    fn mem_address_free(
+        &mut self,
+        _: &CallContext,
+        req: MemAddressFree,
+        _: &[u8],
+    ) -> HandlerResult<()> {
         if self.vmm.reservations.get(&req.ptr) != Some(&req.size) {
             return Err(self.refuse_vmm("an address free", req.ptr, req.size));
         }
@@ -189,26 +196,32 @@ impl Session {
         nothing()
     }
 
-    pub(super) fn handle_mem_create(&mut self, req: MemCreate) -> HandlerResult<MemCreated> {
+    fn mem_create(
+        &mut self,
+        _: &CallContext,
+        req: MemCreate,
+        _: &[u8],
+    ) -> HandlerResult<MemCreated> {
         if req.size == 0 || req.flags != 0 {
             return Err(CudaStatus::ErrorInvalidValue);
         }
         check_prop(&req.prop)?;
-        self.check_count(
+        self.accounts.check_count(
             "physical allocation",
             self.vmm.allocations.len(),
             self.grant.max_streams.saturating_mul(64),
         )?;
-        self.charge(req.size)?;
+        self.accounts.charge(req.size)?;
         let exec = match self.exec.mem_create(req.size, &req.prop) {
             Ok(exec) => exec,
             Err(e) => {
-                self.refund(req.size);
+                self.accounts.refund(req.size);
                 return Err(e);
             }
         };
-        self.set_device_bytes(self.device_bytes.saturating_add(req.size));
-        let handle = AllocationHandle(self.fresh_handle());
+        self.accounts
+            .set_device_bytes(self.accounts.device_bytes.saturating_add(req.size));
+        let handle = AllocationHandle(self.handles.fresh());
         self.vmm.allocations.insert(
             handle,
             Physical {
@@ -222,7 +235,7 @@ impl Session {
         Ok((MemCreated { handle }, Vec::new()))
     }
 
-    pub(super) fn handle_mem_release(&mut self, req: MemRelease) -> HandlerResult<()> {
+    fn mem_release(&mut self, _: &CallContext, req: MemRelease, _: &[u8]) -> HandlerResult<()> {
         let p = self.physical(req.handle)?;
         let exec = p.exec;
         let last = p.refs == 1;
@@ -236,7 +249,7 @@ impl Session {
         nothing()
     }
 
-    pub(super) fn handle_mem_map(&mut self, req: MemMap) -> HandlerResult<()> {
+    fn mem_map(&mut self, _: &CallContext, req: MemMap, _: &[u8]) -> HandlerResult<()> {
         let p = self.physical(req.handle)?;
         if p.refs == 0 {
             return Err(CudaStatus::ErrorInvalidValue);
@@ -276,7 +289,7 @@ impl Session {
         nothing()
     }
 
-    pub(super) fn handle_mem_unmap(&mut self, req: MemUnmap) -> HandlerResult<()> {
+    fn mem_unmap(&mut self, _: &CallContext, req: MemUnmap, _: &[u8]) -> HandlerResult<()> {
         let end = req.ptr.checked_add(req.size);
         let inside = end.map(|end| self.vmm.mappings_in(req.ptr, end));
         // CUDA unmaps whole mappings: the range must start at one and end at one.
@@ -300,7 +313,12 @@ impl Session {
         nothing()
     }
 
-    pub(super) fn handle_mem_set_access(&mut self, req: MemSetAccess) -> HandlerResult<()> {
+    fn mem_set_access(
+        &mut self,
+        _: &CallContext,
+        req: MemSetAccess,
+        _: &[u8],
+    ) -> HandlerResult<()> {
         let end = req.ptr.checked_add(req.size);
         if req.size == 0
             || req.descs.is_empty()
@@ -319,9 +337,11 @@ impl Session {
         nothing()
     }
 
-    pub(super) fn handle_mem_get_allocation_granularity(
+    fn mem_get_allocation_granularity(
         &mut self,
+        _: &CallContext,
         req: MemGetAllocationGranularity,
+        _: &[u8],
     ) -> HandlerResult<Granularity> {
         check_prop(&req.prop)?;
         let bytes = self
@@ -330,9 +350,11 @@ impl Session {
         Ok((Granularity { bytes }, Vec::new()))
     }
 
-    pub(super) fn handle_mem_retain_allocation_handle(
+    fn mem_retain_allocation_handle(
         &mut self,
+        _: &CallContext,
         req: MemRetainAllocationHandle,
+        _: &[u8],
     ) -> HandlerResult<MemCreated> {
         let handle = self
             .vmm
@@ -348,73 +370,20 @@ impl Session {
         Ok((MemCreated { handle }, Vec::new()))
     }
 
-    pub(super) fn handle_mem_get_allocation_properties(
+    fn mem_get_allocation_properties(
         &mut self,
+        _: &CallContext,
         req: MemGetAllocationProperties,
+        _: &[u8],
     ) -> HandlerResult<AllocationProp> {
         Ok((self.physical(req.handle)?.prop, Vec::new()))
-    }
-
-    pub(super) fn handle_link(&mut self, req: Link, data: &[u8]) -> HandlerResult<Linked> {
-        let mut inputs = Vec::with_capacity(req.inputs.len());
-        let mut rest = data;
-        for input in &req.inputs {
-            let len = usize::try_from(input.len).map_err(|_| CudaStatus::ErrorInvalidValue)?;
-            if len > rest.len() {
-                return Err(CudaStatus::ErrorInvalidValue);
-            }
-            let (bytes, tail) = rest.split_at(len);
-            rest = tail;
-            inputs.push(LinkInputData {
-                kind: input.kind,
-                name: &input.name,
-                bytes,
-            });
-        }
-        if inputs.is_empty() || !rest.is_empty() {
-            return Err(CudaStatus::ErrorInvalidValue);
-        }
-        let (cubin, logs) = self.exec.link(&inputs)?;
-        Ok((logs, cubin))
-    }
-
-    pub(super) fn handle_tensor_map_encode_tiled(
-        &mut self,
-        req: TensorMapEncodeTiled,
-    ) -> HandlerResult<()> {
-        if !req.shape_is_valid() {
-            return Err(CudaStatus::ErrorInvalidValue);
-        }
-        Ok(((), self.exec.tensor_map_encode_tiled(&req)?))
-    }
-
-    /// Unmap, release and free everything the guest left (the session ends).
-    pub(super) fn vmm_drop_all(&mut self) {
-        for (ptr, m) in std::mem::take(&mut self.vmm.mappings) {
-            let _ = self.exec.mem_unmap(ptr, m.size);
-        }
-        for (_, p) in std::mem::take(&mut self.vmm.allocations) {
-            if p.refs > 0 {
-                let _ = self.exec.mem_release(p.exec);
-            }
-        }
-        for (ptr, size) in std::mem::take(&mut self.vmm.reservations) {
-            let _ = self.exec.mem_address_free(ptr, size);
-        }
-    }
-
-    /// Give everything up before a device reset, with its quota.
-    pub(super) fn vmm_reset(&mut self) {
-        let bytes: u64 = self.vmm.allocations.values().map(|p| p.size).sum();
-        self.vmm_drop_all();
-        self.refund(bytes);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use vmcuda_wire::driver::AccessDesc;
-    use vmcuda_wire::op::{CallContext, Handler, MemcpyDtoH, StreamHandle};
+    use vmcuda_wire::op::*;
 
     use super::*;
     use crate::executor::host_memory::HostMemoryExecutor;
@@ -438,22 +407,30 @@ mod tests {
     }
 
     fn create(s: &mut Session, size: u64) -> Result<AllocationHandle, CudaStatus> {
-        s.handle_mem_create(MemCreate {
-            size,
-            prop: prop(),
-            flags: 0,
-        })
+        s.mem_create(
+            &CallContext::default(),
+            MemCreate {
+                size,
+                prop: prop(),
+                flags: 0,
+            },
+            &[],
+        )
         .map(|(r, _)| r.handle)
     }
 
     fn map(s: &mut Session, ptr: u64, h: AllocationHandle) -> Result<(), CudaStatus> {
-        s.handle_mem_map(MemMap {
-            ptr,
-            size: MIB2,
-            offset: 0,
-            handle: h,
-            flags: 0,
-        })
+        s.mem_map(
+            &CallContext::default(),
+            MemMap {
+                ptr,
+                size: MIB2,
+                offset: 0,
+                handle: h,
+                flags: 0,
+            },
+            &[],
+        )
         .map(|_| ())
     }
 
@@ -461,12 +438,16 @@ mod tests {
     fn mapped_memory_is_the_guests_across_adjacent_mappings_and_counted() {
         let mut s = session(Some(5 << 20));
         let va = s
-            .handle_mem_address_reserve(MemAddressReserve {
-                size: 2 * MIB2,
-                alignment: 0,
-                addr: 0,
-                flags: 0,
-            })
+            .mem_address_reserve(
+                &CallContext::default(),
+                MemAddressReserve {
+                    size: 2 * MIB2,
+                    alignment: 0,
+                    addr: 0,
+                    flags: 0,
+                },
+                &[],
+            )
             .unwrap()
             .0
             .ptr;
@@ -480,11 +461,15 @@ mod tests {
             location_id: 0,
             flags: 3,
         };
-        s.handle_mem_set_access(MemSetAccess {
-            ptr: va,
-            size: 2 * MIB2,
-            descs: vec![access],
-        })
+        s.mem_set_access(
+            &CallContext::default(),
+            MemSetAccess {
+                ptr: va,
+                size: 2 * MIB2,
+                descs: vec![access],
+            },
+            &[],
+        )
         .unwrap();
         // The range check accepts a span across both mappings, not past them.
         assert!(s.owns(va + MIB2 - 8, 16));
@@ -501,19 +486,24 @@ mod tests {
             size: 2 * MIB2,
         };
         assert_eq!(
-            s.handle_mem_address_free(free.clone()),
+            s.mem_address_free(&CallContext::default(), free.clone(), &[]),
             Err(CudaStatus::ErrorInvalidValue)
         );
         // Released while mapped: the memory stays (and counts) until unmapped.
-        s.handle_mem_release(MemRelease { handle: a }).unwrap();
+        s.mem_release(&CallContext::default(), MemRelease { handle: a }, &[])
+            .unwrap();
         assert!(s.owns(va, 8));
-        assert_eq!(s.quota_used(), 2 * MIB2);
-        s.handle_mem_unmap(MemUnmap {
-            ptr: va,
-            size: 2 * MIB2,
-        })
+        assert_eq!(s.charged_bytes(), 2 * MIB2);
+        s.mem_unmap(
+            &CallContext::default(),
+            MemUnmap {
+                ptr: va,
+                size: 2 * MIB2,
+            },
+            &[],
+        )
         .unwrap();
-        assert_eq!(s.quota_used(), MIB2, "a is gone, b is still held");
+        assert_eq!(s.charged_bytes(), MIB2, "a is gone, b is still held");
         let ctx = CallContext::default();
         let read = MemcpyDtoH {
             src: va,
@@ -525,24 +515,32 @@ mod tests {
             s.memcpy_dtoh(&ctx, read, &[]).err(),
             Some(CudaStatus::ErrorInvalidValue)
         );
-        s.handle_mem_address_free(free).unwrap();
-        s.handle_mem_release(MemRelease { handle: b }).unwrap();
-        assert_eq!(s.quota_used(), 0);
+        s.mem_address_free(&CallContext::default(), free, &[])
+            .unwrap();
+        s.mem_release(&CallContext::default(), MemRelease { handle: b }, &[])
+            .unwrap();
+        assert_eq!(s.charged_bytes(), 0);
     }
 
     #[test]
     fn stale_handles_and_ranges_are_refused() {
         let mut s = session(None);
         let h = create(&mut s, MIB2).unwrap();
-        s.handle_mem_release(MemRelease { handle: h }).unwrap();
+        s.mem_release(&CallContext::default(), MemRelease { handle: h }, &[])
+            .unwrap();
         // Released, so gone: every use of it is refused.
         assert_eq!(
-            s.handle_mem_release(MemRelease { handle: h }).err(),
+            s.mem_release(&CallContext::default(), MemRelease { handle: h }, &[])
+                .err(),
             Some(CudaStatus::ErrorInvalidValue)
         );
         assert_eq!(
-            s.handle_mem_get_allocation_properties(MemGetAllocationProperties { handle: h })
-                .err(),
+            s.mem_get_allocation_properties(
+                &CallContext::default(),
+                MemGetAllocationProperties { handle: h },
+                &[]
+            )
+            .err(),
             Some(CudaStatus::ErrorInvalidValue)
         );
         let wild = AllocationHandle(0xdead);
@@ -551,27 +549,39 @@ mod tests {
             Err(CudaStatus::ErrorInvalidValue)
         );
         assert_eq!(
-            s.handle_mem_unmap(MemUnmap {
-                ptr: 0x1000,
-                size: MIB2
-            })
+            s.mem_unmap(
+                &CallContext::default(),
+                MemUnmap {
+                    ptr: 0x1000,
+                    size: MIB2
+                },
+                &[]
+            )
             .err(),
             Some(CudaStatus::ErrorInvalidValue)
         );
         assert_eq!(
-            s.handle_mem_retain_allocation_handle(MemRetainAllocationHandle { ptr: 0x1000 })
-                .err(),
+            s.mem_retain_allocation_handle(
+                &CallContext::default(),
+                MemRetainAllocationHandle { ptr: 0x1000 },
+                &[]
+            )
+            .err(),
             Some(CudaStatus::ErrorInvalidValue)
         );
         // Unsupported allocation kinds and absurd shapes.
         let mut odd = prop();
         odd.alloc_type = 7;
         assert_eq!(
-            s.handle_mem_create(MemCreate {
-                size: MIB2,
-                prop: odd,
-                flags: 0
-            })
+            s.mem_create(
+                &CallContext::default(),
+                MemCreate {
+                    size: MIB2,
+                    prop: odd,
+                    flags: 0
+                },
+                &[]
+            )
             .err(),
             Some(CudaStatus::ErrorInvalidValue)
         );
@@ -585,7 +595,8 @@ mod tests {
             is_async: false,
         };
         assert_eq!(
-            s.handle_memset_elements(memset).err(),
+            s.memset_elements(&CallContext::default(), memset, &[])
+                .err(),
             Some(CudaStatus::ErrorInvalidValue)
         );
     }
@@ -595,12 +606,16 @@ mod tests {
         let exec = HostMemoryExecutor::new(64 << 20, None).unwrap();
         let mut s = Session::new(Box::new(exec), Grant::unlimited("test"));
         let va = s
-            .handle_mem_address_reserve(MemAddressReserve {
-                size: MIB2,
-                alignment: 0,
-                addr: 0,
-                flags: 0,
-            })
+            .mem_address_reserve(
+                &CallContext::default(),
+                MemAddressReserve {
+                    size: MIB2,
+                    alignment: 0,
+                    addr: 0,
+                    flags: 0,
+                },
+                &[],
+            )
             .unwrap()
             .0
             .ptr;

@@ -1,0 +1,255 @@
+//! The guest's memory accounts: what it holds, what that counts against its quota, and
+//! the VM's ledger it shares with the VM's other connections.
+//!
+//! Every allocation path charges here before the executor is asked and refunds here
+//! when the memory goes, so the quota holds at every moment. With a ledger the quota
+//! is the VM's; a ledger that cannot be read or written refuses the allocation (the
+//! accounts fail closed: a guest never gets memory the VM's figures cannot show).
+
+use std::collections::BTreeMap;
+
+use tracing::{info, warn};
+use vmcuda_wire::op::DevicePtr;
+use vmcuda_wire::CudaStatus;
+
+use crate::ledger::Ledger;
+use crate::stats::WorkerStats;
+
+use super::Session;
+
+pub(super) struct Accounts {
+    /// The guest's quota (the VM's, with a ledger) and its name for the log.
+    quota: Option<u64>,
+    guest: String,
+    /// The guest's device allocations: start -> bytes.
+    pub(super) allocations: BTreeMap<DevicePtr, u64>,
+    /// Module variables the guest has asked for: start -> bytes.
+    pub(super) globals: BTreeMap<DevicePtr, u64>,
+    /// Bytes this connection has counted against the quota: allocations, shared host
+    /// memory, physical VMM memory, pools and library workspaces.
+    pub(super) used: u64,
+    /// The parts of `used` that are device allocations and shared host memory, for the
+    /// figures.
+    pub(super) device_bytes: u64,
+    pub(super) shared_bytes: u64,
+    /// The figures the host's monitoring reads.
+    pub(super) stats: WorkerStats,
+    /// The VM's ledger, shared with its other connections' workers: the quota is the
+    /// VM's, not one connection's. Without one, the quota holds per connection.
+    pub(super) ledger: Option<Ledger>,
+}
+
+impl Accounts {
+    pub(super) fn new(quota: Option<u64>, guest: &str) -> Accounts {
+        Accounts {
+            quota,
+            guest: guest.to_owned(),
+            allocations: BTreeMap::new(),
+            globals: BTreeMap::new(),
+            used: 0,
+            device_bytes: 0,
+            shared_bytes: 0,
+            stats: WorkerStats::private(),
+            ledger: None,
+        }
+    }
+
+    pub(super) fn set_device_bytes(&mut self, bytes: u64) {
+        self.device_bytes = bytes;
+        self.stats.set_device_memory(bytes);
+    }
+
+    pub(super) fn set_shared_bytes(&mut self, bytes: u64) {
+        self.shared_bytes = bytes;
+        self.stats.set_host_memory(bytes);
+    }
+
+    /// What counts against the quota now: the whole VM's when there is a ledger. A
+    /// ledger that cannot be read answers `None`.
+    pub(super) fn quota_used(&self) -> Option<u64> {
+        match &self.ledger {
+            Some(ledger) => match ledger.total() {
+                Ok(total) => Some(total),
+                Err(e) => {
+                    warn!(guest = %self.guest, "{e}; refusing allocations until the ledger reads again");
+                    None
+                }
+            },
+            None => Some(self.used),
+        }
+    }
+
+    /// Refuse `bytes` more when they would take the guest over its memory quota.
+    pub(super) fn within_quota(&self, bytes: u64) -> Result<(), CudaStatus> {
+        let Some(quota) = self.quota else {
+            return Ok(());
+        };
+        let used = self.quota_used().ok_or(CudaStatus::ErrorMemoryAllocation)?;
+        if used.checked_add(bytes).is_none_or(|u| u > quota) {
+            self.over_quota(bytes, used, quota);
+            return Err(CudaStatus::ErrorMemoryAllocation);
+        }
+        Ok(())
+    }
+
+    fn over_quota(&self, bytes: u64, used: u64, quota: u64) {
+        info!(guest = %self.guest, bytes, used, quota,
+            "allocation refused: over the guest's memory quota");
+    }
+
+    /// Count `bytes` against the guest's memory quota, or refuse them.
+    pub(super) fn charge(&mut self, bytes: u64) -> Result<(), CudaStatus> {
+        match (&self.ledger, self.quota) {
+            (Some(ledger), Some(quota)) => match ledger.charge(bytes, quota) {
+                Ok(true) => {}
+                Ok(false) => {
+                    self.over_quota(bytes, self.quota_used().unwrap_or(quota), quota);
+                    return Err(CudaStatus::ErrorMemoryAllocation);
+                }
+                Err(e) => {
+                    // Failing open here would let every connection of the VM take a
+                    // whole quota of its own.
+                    warn!(guest = %self.guest, bytes, "{e}; allocation refused");
+                    return Err(CudaStatus::ErrorMemoryAllocation);
+                }
+            },
+            _ => self.within_quota(bytes)?,
+        }
+        self.used = self.used.saturating_add(bytes);
+        Ok(())
+    }
+
+    pub(super) fn refund(&mut self, bytes: u64) {
+        self.used = self.used.saturating_sub(bytes);
+        if let Some(ledger) = &self.ledger {
+            if let Err(e) = ledger.refund(bytes) {
+                warn!(guest = %self.guest, "{e}");
+            }
+        }
+    }
+
+    /// Refuse a new object once the guest holds `limit` of its kind.
+    pub(super) fn check_count(
+        &self,
+        what: &str,
+        have: usize,
+        limit: u32,
+    ) -> Result<(), CudaStatus> {
+        if have < limit as usize {
+            return Ok(());
+        }
+        warn!(guest = %self.guest, limit, "refused another {what}: the guest's limit is reached");
+        Err(CudaStatus::ErrorMemoryAllocation)
+    }
+
+    /// Whether `[ptr, end)` lies inside one of the guest's allocations or module
+    /// variables.
+    fn holds(&self, ptr: u64, end: u64) -> bool {
+        let inside = |map: &BTreeMap<u64, u64>| {
+            map.range(..=ptr)
+                .next_back()
+                .is_some_and(|(s, l)| ptr >= *s && end <= s.saturating_add(*l))
+        };
+        inside(&self.allocations) || inside(&self.globals)
+    }
+}
+
+impl Session {
+    /// The bytes this connection has counted against the quota now (the VM's ledger
+    /// adds its other connections').
+    pub fn charged_bytes(&self) -> u64 {
+        self.accounts.used
+    }
+
+    /// Whether `[ptr, ptr + len)` lies wholly inside memory this guest owns: one of its
+    /// device allocations, a module variable it looked up, its mapped virtual memory,
+    /// or its shared host memory.
+    pub(super) fn owns(&self, ptr: u64, len: u64) -> bool {
+        if len == 0 {
+            return true;
+        }
+        let Some(end) = ptr.checked_add(len) else {
+            return false;
+        };
+        self.accounts.holds(ptr, end) || self.vmm.covers(ptr, end) || self.shared.covers(ptr, end)
+    }
+
+    /// Refuse, as the driver would for a pointer it does not know, a copy or memset
+    /// reaching outside this guest's own memory; it is never executed.
+    pub(super) fn check_range(&self, ptr: u64, len: u64) -> Result<(), CudaStatus> {
+        if self.owns(ptr, len) {
+            return Ok(());
+        }
+        warn!(client = %self.client, ptr = format_args!("{ptr:#x}"), len,
+            "refused an access outside the guest's own memory");
+        Err(CudaStatus::ErrorInvalidValue)
+    }
+
+    /// [`Session::check_range`] for `height` rows of `width` bytes, `pitch` apart.
+    pub(super) fn check_pitched(
+        &self,
+        ptr: u64,
+        pitch: u64,
+        width: u64,
+        height: u64,
+    ) -> Result<(), CudaStatus> {
+        if width == 0 || height == 0 {
+            return Ok(());
+        }
+        let extent = pitch
+            .checked_mul(height - 1)
+            .and_then(|rows| rows.checked_add(width))
+            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        self.check_range(ptr, extent)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use vmcuda_wire::op::*;
+
+    use crate::executor::host_memory::HostMemoryExecutor;
+    use crate::ledger::Ledger;
+    use crate::policy::Grant;
+    use crate::session::Session;
+
+    const CTX: CallContext = CallContext { device: 0 };
+
+    /// A ledger that can no longer be written refuses allocations: falling back to
+    /// per-connection accounting would let every connection of the VM take a whole
+    /// quota of its own.
+    #[test]
+    fn an_unwritable_ledger_refuses_allocations() {
+        let dir = std::env::temp_dir().join(format!("vmcuda-ledger-closed-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let ledger = Ledger::join(&dir, "vm1", 4).unwrap();
+        let exec = HostMemoryExecutor::new(64 << 20, None).unwrap();
+        let mut grant = Grant::unlimited("vm1");
+        grant.memory_quota = Some(8 << 20);
+        let mut s = Session::new(Box::new(exec), grant).with_ledger(ledger);
+        let ok = s
+            .mem_alloc(&CTX, MemAlloc { size: 1 << 20 }, &[])
+            .unwrap()
+            .0;
+        assert_ne!(ok.ptr, 0);
+        // Replace the ledger file by a directory: every open for writing now fails.
+        let files: Vec<_> = std::fs::read_dir(dir.join("ledger"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(files.len(), 1);
+        std::fs::remove_file(&files[0]).unwrap();
+        std::fs::create_dir(&files[0]).unwrap();
+        assert_eq!(
+            s.mem_alloc(&CTX, MemAlloc { size: 1 << 20 }, &[]).err(),
+            Some(vmcuda_wire::CudaStatus::ErrorMemoryAllocation)
+        );
+        let info = s.mem_get_info(&CTX, MemGetInfo, &[]).unwrap().0;
+        assert_eq!(
+            info.free, 0,
+            "an unreadable ledger leaves nothing to allocate"
+        );
+        drop(s);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

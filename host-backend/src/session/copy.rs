@@ -1,0 +1,256 @@
+//! Copies and memsets: every range checked against the guest's own memory first.
+
+use tracing::warn;
+use vmcuda_wire::op::*;
+use vmcuda_wire::CudaStatus;
+
+use super::buffers::REPLY_AREA_MIN;
+use crate::executor::Pitched;
+use crate::stats::Direction;
+
+use super::{nothing, Session};
+
+impl CopyOps for Session {
+    fn memcpy_htod(&mut self, _: &CallContext, req: MemcpyHtoD, data: &[u8]) -> HandlerResult<()> {
+        let s = self.handles.stream(req.stream)?;
+        self.refuse_if_capturing(s)?;
+        self.check_range(req.dst, data.len() as u64)?;
+        match self.receive_buffer_of(data) {
+            // Straight from the worker's page-locked buffer, which the worker leaves
+            // alone until the copy is done: it reads the next request meanwhile.
+            Some(slot) => {
+                self.exec
+                    .copy_htod_queued(req.dst, data, s, req.is_async, slot)?;
+                if !req.is_async {
+                    self.buffers.owed_copy = Some(slot);
+                }
+            }
+            None => self.exec.copy_htod(req.dst, data, s, req.is_async)?,
+        }
+        self.accounts
+            .stats
+            .copied(Direction::HostToDevice, data.len() as u64);
+        nothing()
+    }
+
+    fn memcpy_dtoh(&mut self, _: &CallContext, req: MemcpyDtoH, _: &[u8]) -> HandlerResult<()> {
+        let s = self.handles.stream(req.stream)?;
+        self.refuse_if_capturing(s)?;
+        if req.size > vmcuda_wire::frame::MAX_DATA_LEN {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        self.check_range(req.src, req.size)?;
+        let size = req.size as usize;
+        if size > REPLY_AREA_MIN {
+            // Large reads land in the page-locked reply area by DMA, and the worker
+            // sends them from there: no staging copy, no reply buffer.
+            if self.ensure_reply_area(size) {
+                let area = self.buffers.reply_area.as_mut().expect("ensured above");
+                // The worker sends the first bytes while the rest are still arriving.
+                self.exec.copy_dtoh_queued(
+                    &mut area.as_mut_slice()[..size],
+                    req.src,
+                    s,
+                    req.is_async,
+                )?;
+                self.buffers.reply_in_area = Some(size);
+                self.accounts
+                    .stats
+                    .copied(Direction::DeviceToHost, req.size);
+                return nothing();
+            }
+        }
+        let mut out = self.reply_buffer(size)?;
+        if let Err(e) = self.exec.copy_dtoh(&mut out, req.src, s, req.is_async) {
+            self.recycle(out);
+            return Err(e);
+        }
+        self.accounts
+            .stats
+            .copied(Direction::DeviceToHost, req.size);
+        Ok(((), out))
+    }
+
+    fn memcpy_dtod(&mut self, _: &CallContext, req: MemcpyDtoD, _: &[u8]) -> HandlerResult<()> {
+        let s = self.handles.stream(req.stream)?;
+        self.check_range(req.dst, req.size)?;
+        self.check_range(req.src, req.size)?;
+        self.exec
+            .copy_dtod(req.dst, req.src, req.size, s, req.is_async)?;
+        self.accounts
+            .stats
+            .copied(Direction::DeviceToDevice, req.size);
+        nothing()
+    }
+
+    fn memcpy_2d_htod(
+        &mut self,
+        _: &CallContext,
+        req: Memcpy2DHtoD,
+        data: &[u8],
+    ) -> HandlerResult<()> {
+        let s = self.handles.stream(req.stream)?;
+        self.refuse_if_capturing(s)?;
+        if req.width.checked_mul(req.height) != Some(data.len() as u64) {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        self.check_pitched(req.dst, req.dpitch, req.width, req.height)?;
+        let dst = Pitched {
+            ptr: req.dst,
+            pitch: req.dpitch,
+        };
+        self.exec
+            .copy_2d_htod(dst, data, req.width, req.height, s, req.is_async)?;
+        self.accounts
+            .stats
+            .copied(Direction::HostToDevice, data.len() as u64);
+        nothing()
+    }
+
+    fn memcpy_2d_dtoh(
+        &mut self,
+        _: &CallContext,
+        req: Memcpy2DDtoH,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        let s = self.handles.stream(req.stream)?;
+        self.refuse_if_capturing(s)?;
+        let len = req
+            .width
+            .checked_mul(req.height)
+            .filter(|l| *l <= vmcuda_wire::frame::MAX_DATA_LEN)
+            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        self.check_pitched(req.src, req.spitch, req.width, req.height)?;
+        let mut out = self.reply_buffer(len as usize)?;
+        let src = Pitched {
+            ptr: req.src,
+            pitch: req.spitch,
+        };
+        let r = self
+            .exec
+            .copy_2d_dtoh(&mut out, src, req.width, req.height, s, req.is_async);
+        if let Err(e) = r {
+            self.recycle(out);
+            return Err(e);
+        }
+        self.accounts.stats.copied(Direction::DeviceToHost, len);
+        Ok(((), out))
+    }
+
+    fn memcpy_2d_dtod(
+        &mut self,
+        _: &CallContext,
+        req: Memcpy2DDtoD,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        let s = self.handles.stream(req.stream)?;
+        let dst = Pitched {
+            ptr: req.dst,
+            pitch: req.dpitch,
+        };
+        let src = Pitched {
+            ptr: req.src,
+            pitch: req.spitch,
+        };
+        self.check_pitched(req.dst, req.dpitch, req.width, req.height)?;
+        self.check_pitched(req.src, req.spitch, req.width, req.height)?;
+        self.exec
+            .copy_2d_dtod(dst, src, req.width, req.height, s, req.is_async)?;
+        self.accounts.stats.copied(
+            Direction::DeviceToDevice,
+            req.width.saturating_mul(req.height),
+        );
+        nothing()
+    }
+
+    fn memset(&mut self, _: &CallContext, req: Memset, _: &[u8]) -> HandlerResult<()> {
+        let s = self.handles.stream(req.stream)?;
+        self.check_range(req.dst, req.size)?;
+        self.exec
+            .memset(req.dst, req.value, req.size, s, req.is_async)?;
+        nothing()
+    }
+
+    fn memset_2d(&mut self, _: &CallContext, req: Memset2D, _: &[u8]) -> HandlerResult<()> {
+        let s = self.handles.stream(req.stream)?;
+        self.check_pitched(req.dst, req.pitch, req.width, req.height)?;
+        let dst = Pitched {
+            ptr: req.dst,
+            pitch: req.pitch,
+        };
+        self.exec
+            .memset_2d(dst, req.value, req.width, req.height, s, req.is_async)?;
+        nothing()
+    }
+
+    fn memcpy_peer(&mut self, ctx: &CallContext, req: MemcpyPeer, _: &[u8]) -> HandlerResult<()> {
+        let s = self.handles.stream(req.stream)?;
+        self.check_range(req.dst, req.size)?;
+        self.check_range(req.src, req.size)?;
+        let r = self.exec.copy_peer(
+            req.dst,
+            req.dst_device,
+            req.src,
+            req.src_device,
+            req.size,
+            s,
+            req.is_async,
+        );
+        self.exec.set_device(ctx.device)?;
+        r?;
+        self.accounts
+            .stats
+            .copied(Direction::DeviceToDevice, req.size);
+        nothing()
+    }
+
+    fn memcpy_shared(&mut self, _: &CallContext, req: MemcpyShared, _: &[u8]) -> HandlerResult<()> {
+        let s = self.handles.stream(req.stream)?;
+        // The host side must be shared guest memory mapped here, the device side the
+        // guest's own memory: a copy naming anything else is never executed.
+        let end = req.host.checked_add(req.size);
+        // The guest's address, translated to where the mapping is here.
+        let here = self
+            .shared
+            .by_guest_addr
+            .range(..=req.host)
+            .next_back()
+            .filter(|(start, m)| end.is_some_and(|end| end <= *start + m.len as u64))
+            .map(|(start, m)| m.host_addr() + (req.host - start));
+        let Some(here) = here else {
+            warn!(client = %self.client, host = format_args!("{:#x}", req.host), size = req.size,
+                "refused a shared-memory copy outside the guest's shared memory");
+            return Err(CudaStatus::ErrorInvalidValue);
+        };
+        self.check_range(req.device, req.size)?;
+        self.exec
+            .copy_registered(req.device, here, req.size, req.to_device, s, req.is_async)?;
+        let direction = if req.to_device {
+            Direction::HostToDevice
+        } else {
+            Direction::DeviceToHost
+        };
+        self.accounts.stats.copied(direction, req.size);
+        nothing()
+    }
+
+    fn memset_elements(
+        &mut self,
+        _: &CallContext,
+        req: MemsetElements,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        let bytes = req.byte_len().ok_or(CudaStatus::ErrorInvalidValue)?;
+        let stream = self.handles.stream(req.stream)?;
+        self.check_range(req.dst, bytes)?;
+        self.exec.memset_elements(
+            req.dst,
+            req.value,
+            req.element_size,
+            req.count,
+            stream,
+            req.is_async,
+        )?;
+        nothing()
+    }
+}

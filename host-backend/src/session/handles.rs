@@ -1,0 +1,63 @@
+//! The guest's handle tables: its streams and events (named by the guest), modules
+//! and functions (named here), each mapped onto the executor's own ids. A guest can
+//! only ever name what its own connection made.
+
+use std::collections::HashMap;
+
+use vmcuda_wire::op::{EventHandle, FunctionHandle, ModuleHandle, StreamHandle};
+use vmcuda_wire::CudaStatus;
+
+use crate::executor::{
+    ExecEvent, ExecFunction, ExecModule, ExecStream, LEGACY_STREAM, PER_THREAD_STREAM,
+};
+
+#[derive(Default)]
+pub(super) struct Handles {
+    pub(super) streams: HashMap<StreamHandle, ExecStream>,
+    pub(super) events: HashMap<EventHandle, ExecEvent>,
+    pub(super) modules: HashMap<ModuleHandle, ExecModule>,
+    pub(super) functions: HashMap<FunctionHandle, ExecFunction>,
+    next_handle: u64,
+}
+
+impl Handles {
+    /// A handle this session has never handed out.
+    pub(super) fn fresh(&mut self) -> u64 {
+        self.next_handle += 1;
+        self.next_handle
+    }
+
+    pub(super) fn stream(&self, s: StreamHandle) -> Result<ExecStream, CudaStatus> {
+        if s == StreamHandle::LEGACY {
+            return Ok(LEGACY_STREAM);
+        }
+        if s == StreamHandle::PER_THREAD {
+            return Ok(PER_THREAD_STREAM);
+        }
+        self.streams
+            .get(&s)
+            .copied()
+            .ok_or(CudaStatus::ErrorInvalidResourceHandle)
+    }
+
+    pub(super) fn event(&self, e: EventHandle) -> Result<ExecEvent, CudaStatus> {
+        self.events
+            .get(&e)
+            .copied()
+            .ok_or(CudaStatus::ErrorInvalidResourceHandle)
+    }
+
+    pub(super) fn module(&self, m: ModuleHandle) -> Result<ExecModule, CudaStatus> {
+        self.modules
+            .get(&m)
+            .copied()
+            .ok_or(CudaStatus::ErrorInvalidResourceHandle)
+    }
+
+    pub(super) fn function(&self, f: FunctionHandle) -> Result<ExecFunction, CudaStatus> {
+        self.functions
+            .get(&f)
+            .copied()
+            .ok_or(CudaStatus::ErrorInvalidDeviceFunction)
+    }
+}

@@ -1,0 +1,252 @@
+//! Device allocations, pointer attributes, and guest memory shared with this process
+//! (same-host memfds and a VM's guest pages), each counted against the quota.
+
+use tracing::{info, warn};
+use vmcuda_wire::op::*;
+use vmcuda_wire::CudaStatus;
+
+use crate::executor::Executor;
+use crate::shared_memory::SharedMapping;
+
+use super::{nothing, Session};
+
+impl MemoryOps for Session {
+    fn mem_alloc(&mut self, _: &CallContext, req: MemAlloc, _: &[u8]) -> HandlerResult<Allocated> {
+        let size = req.size;
+        let ptr = self.allocate(size, |exec| Ok((exec.alloc(size)?, size)))?;
+        Ok((Allocated { ptr }, Vec::new()))
+    }
+
+    fn mem_free(&mut self, _: &CallContext, req: MemFree, _: &[u8]) -> HandlerResult<()> {
+        if req.ptr == 0 {
+            return nothing();
+        }
+        // Only what this guest allocated may be freed by it.
+        let Some(&bytes) = self.accounts.allocations.get(&req.ptr) else {
+            return Err(CudaStatus::ErrorInvalidValue);
+        };
+        self.exec.free(req.ptr)?;
+        self.accounts.allocations.remove(&req.ptr);
+        self.accounts.refund(bytes);
+        self.accounts
+            .set_device_bytes(self.accounts.device_bytes.saturating_sub(bytes));
+        nothing()
+    }
+
+    fn mem_alloc_pitch(
+        &mut self,
+        _: &CallContext,
+        req: MemAllocPitch,
+        _: &[u8],
+    ) -> HandlerResult<AllocatedPitch> {
+        let (width, height) = (req.width, req.height);
+        let mut pitch = 0;
+        let ptr = self.allocate(width.saturating_mul(height), |exec| {
+            let (ptr, p) = exec.alloc_pitch(width, height)?;
+            pitch = p;
+            match p.checked_mul(height) {
+                Some(bytes) => Ok((ptr, bytes)),
+                None => {
+                    let _ = exec.free(ptr);
+                    Err(CudaStatus::ErrorMemoryAllocation)
+                }
+            }
+        })?;
+        Ok((AllocatedPitch { ptr, pitch }, Vec::new()))
+    }
+
+    fn pointer_get_attributes(
+        &mut self,
+        _: &CallContext,
+        req: PointerGetAttributes,
+        _: &[u8],
+    ) -> HandlerResult<PointerAttributes> {
+        // Memory the guest does not own is, to it, memory CUDA knows nothing of: the
+        // driver is not asked, so nothing of the worker's own address space shows.
+        if !self.owns(req.ptr, 1) {
+            let unregistered = PointerAttributes {
+                memory_type: 0,
+                device: -2,
+                device_pointer: 0,
+            };
+            return Ok((unregistered, Vec::new()));
+        }
+        Ok((self.exec.pointer_attributes(req.ptr)?, Vec::new()))
+    }
+
+    fn host_register_shared(
+        &mut self,
+        _: &CallContext,
+        req: HostRegisterShared,
+        _: &[u8],
+    ) -> HandlerResult<SharedHostMemory> {
+        let fd = self.incoming_fds.pop_front().ok_or_else(|| {
+            warn!(client = %self.client, "shared-memory request without a descriptor");
+            CudaStatus::ErrorNotSupported
+        })?;
+        if self.shared.by_guest_addr.contains_key(&req.addr) {
+            return Err(CudaStatus::ErrorHostMemoryAlreadyRegistered);
+        }
+        let staging = req.flags & SHARED_STAGING != 0;
+        self.check_staging(staging, req.size)?;
+        let mapping = SharedMapping::map(&fd, req.addr, req.size)?;
+        let device_ptr = self.register_mapping(req.addr, mapping, staging)?;
+        Ok((SharedHostMemory { device_ptr }, Vec::new()))
+    }
+
+    fn host_register_guest_pages(
+        &mut self,
+        _: &CallContext,
+        req: HostRegisterGuestPages,
+        _: &[u8],
+    ) -> HandlerResult<SharedHostMemory> {
+        let Some(ram) = &self.guest_ram else {
+            // Not a vhost-user device worker, an unprivileged guest source port, or the
+            // VM's configuration says no: the guest copies over the socket.
+            info!(client = %self.client,
+                "guest-physical registration refused: this connection has no access to the guest's RAM (not from a privileged guest port through the vhost-user device, or guest_memory_copies = false); copies go over the socket");
+            return Err(CudaStatus::ErrorNotSupported);
+        };
+        let staging = req.flags & SHARED_STAGING != 0;
+        let size = req.page_size.checked_mul(req.pages.len() as u64);
+        if size != Some(req.size)
+            || req.addr == 0
+            || !req.addr.is_multiple_of(4096)
+            || req.addr.checked_add(req.size).is_none()
+            || (staging && req.size > MAX_STAGING_LEN)
+            || self.check_staging(staging, req.size).is_err()
+        {
+            warn!(client = %self.client, size = req.size, pages = req.pages.len(),
+                "refused guest pages: sizes disagree, bad address, or a second or oversized staging area");
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        if self.shared.by_guest_addr.contains_key(&req.addr) {
+            return Err(CudaStatus::ErrorHostMemoryAlreadyRegistered);
+        }
+        let addr = ram.map_pages(req.page_size, &req.pages)?;
+        let mapping = SharedMapping {
+            addr,
+            len: req.size as usize,
+            device_ptr: None,
+            staging: false,
+        };
+        self.register_mapping(req.addr, mapping, staging)?;
+        // Kernels cannot reach these pages: there is no device pointer to give.
+        Ok((SharedHostMemory { device_ptr: 0 }, Vec::new()))
+    }
+
+    fn host_unregister_shared(
+        &mut self,
+        _: &CallContext,
+        req: HostUnregisterShared,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        if !self.shared.by_guest_addr.contains_key(&req.addr) {
+            return Err(CudaStatus::ErrorHostMemoryNotRegistered);
+        }
+        // Copies may still be running on these pages (cudaFreeHost waits for the device
+        // natively): they finish before the pages go. Their errors stay the device's.
+        let _ = self.exec.synchronize();
+        let mapping = self
+            .shared
+            .by_guest_addr
+            .remove(&req.addr)
+            .expect("checked above");
+        let r = self.exec.host_unregister(mapping.host_addr());
+        let charged = if mapping.staging {
+            0
+        } else {
+            mapping.len as u64
+        };
+        self.accounts.refund(charged);
+        self.accounts
+            .set_shared_bytes(self.accounts.shared_bytes.saturating_sub(charged));
+        drop(mapping);
+        r?;
+        nothing()
+    }
+}
+
+impl Session {
+    /// Make a device allocation of at least `reserved` bytes with `alloc`, which
+    /// returns the pointer and the bytes it really took. The quota is taken before the
+    /// driver is asked, so a guest over it never holds the memory even for a moment, and
+    /// given back if anything fails. The memory is zeroed, so nothing another guest left
+    /// in it can be read, then counted as the guest's.
+    fn allocate(
+        &mut self,
+        reserved: u64,
+        alloc: impl FnOnce(&mut dyn Executor) -> Result<(DevicePtr, u64), CudaStatus>,
+    ) -> Result<DevicePtr, CudaStatus> {
+        self.accounts.charge(reserved)?;
+        let (ptr, bytes) = match alloc(self.exec.as_mut()) {
+            Ok(made) => made,
+            Err(e) => {
+                self.accounts.refund(reserved);
+                return Err(e);
+            }
+        };
+        if ptr == 0 {
+            self.accounts.refund(reserved);
+            return Ok(0);
+        }
+        let extra = bytes.saturating_sub(reserved);
+        if let Err(e) = self
+            .accounts
+            .charge(extra)
+            .and_then(|()| self.exec.zero_fill(ptr, bytes))
+        {
+            let _ = self.exec.free(ptr);
+            self.accounts.refund(reserved);
+            return Err(e);
+        }
+        self.accounts.allocations.insert(ptr, bytes);
+        self.accounts
+            .set_device_bytes(self.accounts.device_bytes.saturating_add(bytes));
+        Ok(ptr)
+    }
+
+    /// One staging area per connection, of at most [`MAX_STAGING_LEN`] bytes.
+    fn check_staging(&self, staging: bool, size: u64) -> Result<(), CudaStatus> {
+        if staging && (size > MAX_STAGING_LEN || self.shared.has_staging()) {
+            warn!(client = %self.client, size, "refused a second or oversized staging area");
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        Ok(())
+    }
+
+    /// Register guest memory mapped here with the executor and remember it under the
+    /// guest's address `guest_addr`; its device pointer. Page-locked host memory is
+    /// counted against the quota like device memory; the library's bounded staging
+    /// area is the connection's, like the worker's buffers.
+    fn register_mapping(
+        &mut self,
+        guest_addr: u64,
+        mut mapping: SharedMapping,
+        staging: bool,
+    ) -> Result<DevicePtr, CudaStatus> {
+        let len = mapping.len as u64;
+        let charged = if staging { 0 } else { len };
+        self.accounts.charge(charged)?;
+        let device_ptr = match self.exec.host_register(mapping.host_addr(), len) {
+            Ok(p) => p,
+            Err(e) => {
+                self.accounts.refund(charged);
+                return Err(e);
+            }
+        };
+        if mapping.device_ptr.is_some() {
+            mapping.device_ptr = Some(device_ptr);
+        }
+        mapping.staging = staging;
+        if staging {
+            info!(client = %self.client, bytes = len,
+                guest_pages = mapping.device_ptr.is_none(),
+                "copies use the shared-memory data path");
+        }
+        self.shared.by_guest_addr.insert(guest_addr, mapping);
+        self.accounts
+            .set_shared_bytes(self.accounts.shared_bytes.saturating_add(charged));
+        Ok(device_ptr)
+    }
+}

@@ -1,0 +1,173 @@
+//! One guest connection's state: the handshake, the guest's handles and the memory
+//! it owns, all checked before the executor sees them.
+//!
+//! The session is built of rooms, one concern each:
+//! - [`handles`]: the guest's handle tables (streams and events named by the guest,
+//!   modules and functions named here); a guest can only ever name what it made;
+//! - [`accounting`]: the memory it holds, its quota and the VM's ledger, and the range
+//!   check every copy, memset and launch goes through;
+//! - [`crate::shared_memory`]: guest memory mapped into this process;
+//! - [`buffers`]: the worker's page-locked frame buffers as the handlers use them.
+//!
+//! Each API family of the op table (`vmcuda_wire::table`) has its handler trait
+//! implemented in a file of its own: [`connection`], [`device`], [`memory`], [`copy`],
+//! [`module`], [`stream`], [`blas`] (with [`blas_call`]), [`blaslt`], [`graph`],
+//! [`pool`], [`vmm`]. Host objects never travel as raw host pointers, and dropping the
+//! session releases everything it owns.
+
+use std::collections::VecDeque;
+use std::os::fd::OwnedFd;
+
+use tracing::info;
+use vmcuda_wire::op::*;
+use vmcuda_wire::CudaStatus;
+
+mod accounting;
+mod blas;
+mod blas_call;
+mod blaslt;
+mod buffers;
+mod connection;
+mod copy;
+mod device;
+mod graph;
+mod handles;
+mod memory;
+mod module;
+mod pool;
+mod stream;
+mod vmm;
+
+pub use buffers::{RECEIVE_BUFFER, RECEIVE_BUFFER_2};
+
+use crate::executor::Executor;
+use crate::guest_ram::GuestRam;
+use crate::ledger::Ledger;
+use crate::policy::Grant;
+use crate::shared_memory::SharedMappings;
+use crate::stats::WorkerStats;
+use accounting::Accounts;
+use buffers::{FrameBuffers, REPLY_AREA};
+use handles::Handles;
+
+pub struct Session {
+    exec: Box<dyn Executor>,
+    /// What this guest was admitted with: its quota and limits.
+    grant: Grant,
+    greeted: bool,
+    client: String,
+    handles: Handles,
+    accounts: Accounts,
+    /// Descriptors the guest passed along with its frames, oldest first.
+    pub incoming_fds: VecDeque<OwnedFd>,
+    /// Guest memory shared with this process and registered with the GPU, by the
+    /// guest's address.
+    shared: SharedMappings,
+    /// The VM's RAM, for guest-physical registrations (vhost-user device workers of
+    /// privileged guest connections only).
+    guest_ram: Option<GuestRam>,
+    buffers: FrameBuffers,
+    /// The guest's cuBLAS handles (see `blas`).
+    blas: blas::BlasHandles,
+    /// The guest's cuBLASLt handles and the algorithms it was given (see `blaslt`).
+    lt: blaslt::LtState,
+    /// The guest's graphs, executable graphs and graph nodes (see `graph`).
+    graph_tables: graph::GraphTables,
+    /// The guest's address reservations, physical allocations and mappings (see
+    /// `vmm`).
+    vmm: vmm::Vmm,
+}
+
+impl Session {
+    pub fn new(exec: Box<dyn Executor>, grant: Grant) -> Self {
+        Session {
+            exec,
+            accounts: Accounts::new(grant.memory_quota, &grant.name),
+            grant,
+            greeted: false,
+            client: String::new(),
+            handles: Handles::default(),
+            incoming_fds: VecDeque::new(),
+            shared: SharedMappings::default(),
+            guest_ram: None,
+            buffers: FrameBuffers::default(),
+            blas: Default::default(),
+            lt: Default::default(),
+            graph_tables: Default::default(),
+            vmm: Default::default(),
+        }
+    }
+
+    /// Account this guest's memory in its VM's ledger, with the VM's other connections.
+    pub fn with_ledger(mut self, ledger: Ledger) -> Self {
+        self.accounts.ledger = Some(ledger);
+        self
+    }
+
+    /// Let this guest register its pages by guest-physical address (see
+    /// [`crate::guest_ram`]).
+    pub fn with_guest_ram(mut self, ram: GuestRam) -> Self {
+        self.guest_ram = Some(ram);
+        self
+    }
+
+    /// Publish this guest's figures through `stats` (see [`crate::stats`]).
+    pub fn with_stats(mut self, stats: WorkerStats) -> Self {
+        self.accounts.stats = stats;
+        self
+    }
+
+    /// The guest's figures, for the worker to count its calls in.
+    pub fn stats_mut(&mut self) -> &mut WorkerStats {
+        &mut self.accounts.stats
+    }
+
+    pub fn greeted(&self) -> bool {
+        self.greeted
+    }
+
+    pub fn client(&self) -> &str {
+        &self.client
+    }
+
+    /// Make the guest thread's device current; every op but the handshake runs under it.
+    pub fn enter(&mut self, ctx: &CallContext) -> Result<(), CudaStatus> {
+        self.exec.set_device(ctx.device)
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.unpin_buffer(RECEIVE_BUFFER);
+        self.unpin_buffer(REPLY_AREA);
+        // Free what the guest left behind; the executor's own Drop releases contexts.
+        self.lt_drop_all();
+        self.blas_drop_all();
+        self.vmm_drop_all();
+        self.graphs_drop_all();
+        for (_, e) in self.handles.events.drain() {
+            let _ = self.exec.event_destroy(e);
+        }
+        for (_, s) in self.handles.streams.drain() {
+            let _ = self.exec.stream_destroy(s);
+        }
+        for (_, mapping) in std::mem::take(&mut self.shared.by_guest_addr) {
+            let _ = self.exec.host_unregister(mapping.host_addr());
+            drop(mapping);
+        }
+        let leaked = self.accounts.allocations.len();
+        for (ptr, _) in std::mem::take(&mut self.accounts.allocations) {
+            let _ = self.exec.free(ptr);
+        }
+        if leaked > 0 {
+            info!(client = %self.client, leaked, "freed allocations the guest left behind");
+        }
+    }
+}
+
+fn nothing() -> HandlerResult<()> {
+    Ok(((), Vec::new()))
+}
+
+#[cfg(test)]
+mod tests;

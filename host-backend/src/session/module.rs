@@ -1,0 +1,187 @@
+//! Modules, kernels and launches, linking and tensor maps.
+
+use vmcuda_wire::op::*;
+use vmcuda_wire::CudaStatus;
+
+use crate::executor::driver::LinkInputData;
+use crate::executor::LaunchConfig;
+
+/// Launch attribute values are a 64-byte union in CUDA.
+const LAUNCH_ATTRIBUTE_VALUE_LEN: usize = 64;
+
+use super::{nothing, Session};
+
+impl ModuleOps for Session {
+    fn module_load(
+        &mut self,
+        _: &CallContext,
+        _: ModuleLoad,
+        image: &[u8],
+    ) -> HandlerResult<ModuleLoaded> {
+        self.accounts
+            .check_count("module", self.handles.modules.len(), self.grant.max_modules)?;
+        let m = self.exec.load_module(image)?;
+        if let Some((h, _)) = self.handles.modules.iter().find(|(_, v)| **v == m) {
+            return Ok((ModuleLoaded { module: *h }, Vec::new()));
+        }
+        let module = ModuleHandle(self.handles.fresh());
+        self.handles.modules.insert(module, m);
+        Ok((ModuleLoaded { module }, Vec::new()))
+    }
+
+    fn module_get_function(
+        &mut self,
+        _: &CallContext,
+        req: ModuleGetFunction,
+        _: &[u8],
+    ) -> HandlerResult<FunctionInfo> {
+        let m = self.handles.module(req.module)?;
+        let (f, params) = self.exec.get_function(m, &req.name)?;
+        let function = match self.handles.functions.iter().find(|(_, v)| **v == f) {
+            Some((h, _)) => *h,
+            None => {
+                let h = FunctionHandle(self.handles.fresh());
+                self.handles.functions.insert(h, f);
+                h
+            }
+        };
+        Ok((FunctionInfo { function, params }, Vec::new()))
+    }
+
+    fn module_get_global(
+        &mut self,
+        _: &CallContext,
+        req: ModuleGetGlobal,
+        _: &[u8],
+    ) -> HandlerResult<GlobalInfo> {
+        let m = self.handles.module(req.module)?;
+        let (ptr, size) = self.exec.get_global(m, &req.name)?;
+        // The guest may now copy to and from this variable.
+        if ptr != 0 {
+            self.accounts.globals.insert(ptr, size);
+        }
+        Ok((GlobalInfo { ptr, size }, Vec::new()))
+    }
+
+    fn func_get_attributes(
+        &mut self,
+        _: &CallContext,
+        req: FuncGetAttributes,
+        _: &[u8],
+    ) -> HandlerResult<FuncAttributes> {
+        let f = self.handles.function(req.function)?;
+        Ok((self.exec.func_attributes(f)?, Vec::new()))
+    }
+
+    fn func_set_attribute(
+        &mut self,
+        _: &CallContext,
+        req: FuncSetAttribute,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        let f = self.handles.function(req.function)?;
+        self.exec.func_set_attribute(f, req.attribute, req.value)?;
+        nothing()
+    }
+
+    fn func_set_cache_config(
+        &mut self,
+        _: &CallContext,
+        req: FuncSetCacheConfig,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        let f = self.handles.function(req.function)?;
+        self.exec.func_set_cache_config(f, req.config)?;
+        nothing()
+    }
+
+    fn launch_kernel(
+        &mut self,
+        _: &CallContext,
+        req: LaunchKernel,
+        params: &[u8],
+    ) -> HandlerResult<()> {
+        let f = self.handles.function(req.function)?;
+        let stream = self.handles.stream(req.stream)?;
+        if req
+            .attributes
+            .iter()
+            .any(|a| a.value.len() > LAUNCH_ATTRIBUTE_VALUE_LEN)
+        {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let config = LaunchConfig {
+            grid: req.grid,
+            block: req.block,
+            shared_mem: req.shared_mem,
+            stream,
+            attributes: &req.attributes,
+        };
+        self.exec.launch(f, &config, params)?;
+        self.accounts.stats.kernel_launched();
+        nothing()
+    }
+
+    fn occupancy_max_active_blocks(
+        &mut self,
+        _: &CallContext,
+        req: OccupancyMaxActiveBlocks,
+        _: &[u8],
+    ) -> HandlerResult<BlockCount> {
+        let f = self.handles.function(req.function)?;
+        let blocks = self.exec.occupancy_max_active_blocks(
+            f,
+            req.block_size,
+            req.dynamic_smem,
+            req.flags,
+        )?;
+        Ok((BlockCount { blocks }, Vec::new()))
+    }
+
+    fn occupancy_available_dynamic_smem(
+        &mut self,
+        _: &CallContext,
+        req: OccupancyAvailableDynamicSmem,
+        _: &[u8],
+    ) -> HandlerResult<SmemBytes> {
+        let f = self.handles.function(req.function)?;
+        let bytes =
+            self.exec
+                .occupancy_available_dynamic_smem(f, req.num_blocks, req.block_size)?;
+        Ok((SmemBytes { bytes }, Vec::new()))
+    }
+
+    fn link(&mut self, _: &CallContext, req: Link, data: &[u8]) -> HandlerResult<Linked> {
+        let mut inputs = Vec::with_capacity(req.inputs.len());
+        let mut rest = data;
+        for input in &req.inputs {
+            let len = usize::try_from(input.len).map_err(|_| CudaStatus::ErrorInvalidValue)?;
+            if len > rest.len() {
+                return Err(CudaStatus::ErrorInvalidValue);
+            }
+            let (bytes, tail) = rest.split_at(len);
+            rest = tail;
+            inputs.push(LinkInputData {
+                kind: input.kind,
+                name: &input.name,
+                bytes,
+            });
+        }
+        if inputs.is_empty() || !rest.is_empty() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let (cubin, logs) = self.exec.link(&inputs)?;
+        Ok((logs, cubin))
+    }
+    fn tensor_map_encode_tiled(
+        &mut self,
+        _: &CallContext,
+        req: TensorMapEncodeTiled,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        if !req.shape_is_valid() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        Ok(((), self.exec.tensor_map_encode_tiled(&req)?))
+    }
+}

@@ -1,0 +1,140 @@
+//! Streams and events, named by the guest and mapped here onto the executor's.
+
+use vmcuda_wire::op::*;
+use vmcuda_wire::CudaStatus;
+
+use super::{nothing, Session};
+
+impl StreamOps for Session {
+    fn stream_create(&mut self, _: &CallContext, req: StreamCreate, _: &[u8]) -> HandlerResult<()> {
+        if req.stream.is_default()
+            || req.stream.0 == 1
+            || self.handles.streams.contains_key(&req.stream)
+        {
+            return Err(CudaStatus::ErrorInvalidResourceHandle);
+        }
+        self.accounts
+            .check_count("stream", self.handles.streams.len(), self.grant.max_streams)?;
+        let s = self.exec.stream_create(req.flags, req.priority)?;
+        self.handles.streams.insert(req.stream, s);
+        nothing()
+    }
+
+    fn stream_destroy(
+        &mut self,
+        _: &CallContext,
+        req: StreamDestroy,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        let s = self
+            .handles
+            .streams
+            .remove(&req.stream)
+            .ok_or(CudaStatus::ErrorInvalidResourceHandle)?;
+        self.exec.stream_destroy(s)?;
+        nothing()
+    }
+
+    fn stream_synchronize(
+        &mut self,
+        _: &CallContext,
+        req: StreamSynchronize,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        let s = self.handles.stream(req.stream)?;
+        self.exec.stream_synchronize(s)?;
+        nothing()
+    }
+
+    fn stream_query(&mut self, _: &CallContext, req: StreamQuery, _: &[u8]) -> HandlerResult<()> {
+        let s = self.handles.stream(req.stream)?;
+        self.exec.stream_query(s)?;
+        nothing()
+    }
+
+    fn stream_wait_event(
+        &mut self,
+        _: &CallContext,
+        req: StreamWaitEvent,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        let s = self.handles.stream(req.stream)?;
+        let e = self.handles.event(req.event)?;
+        self.exec.stream_wait_event(s, e, req.flags)?;
+        nothing()
+    }
+
+    fn event_create(&mut self, _: &CallContext, req: EventCreate, _: &[u8]) -> HandlerResult<()> {
+        if req.event.0 == 0 || self.handles.events.contains_key(&req.event) {
+            return Err(CudaStatus::ErrorInvalidResourceHandle);
+        }
+        self.accounts
+            .check_count("event", self.handles.events.len(), self.grant.max_events)?;
+        let e = self.exec.event_create(req.flags)?;
+        self.handles.events.insert(req.event, e);
+        nothing()
+    }
+
+    fn event_destroy(&mut self, _: &CallContext, req: EventDestroy, _: &[u8]) -> HandlerResult<()> {
+        let e = self
+            .handles
+            .events
+            .remove(&req.event)
+            .ok_or(CudaStatus::ErrorInvalidResourceHandle)?;
+        self.exec.event_destroy(e)?;
+        nothing()
+    }
+
+    fn event_record(&mut self, _: &CallContext, req: EventRecord, _: &[u8]) -> HandlerResult<()> {
+        let e = self.handles.event(req.event)?;
+        let s = self.handles.stream(req.stream)?;
+        self.exec.event_record(e, s, req.flags)?;
+        nothing()
+    }
+
+    fn event_synchronize(
+        &mut self,
+        _: &CallContext,
+        req: EventSynchronize,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        let e = self.handles.event(req.event)?;
+        self.exec.event_synchronize(e)?;
+        nothing()
+    }
+
+    fn event_query(&mut self, _: &CallContext, req: EventQuery, _: &[u8]) -> HandlerResult<()> {
+        let e = self.handles.event(req.event)?;
+        self.exec.event_query(e)?;
+        nothing()
+    }
+
+    fn event_elapsed_time(
+        &mut self,
+        _: &CallContext,
+        req: EventElapsedTime,
+        _: &[u8],
+    ) -> HandlerResult<ElapsedTime> {
+        let a = self.handles.event(req.start)?;
+        let b = self.handles.event(req.end)?;
+        Ok((
+            ElapsedTime {
+                ms: self.exec.event_elapsed_ms(a, b)?,
+            },
+            Vec::new(),
+        ))
+    }
+
+    fn stream_write_value32(
+        &mut self,
+        _: &CallContext,
+        req: StreamWriteValue32,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        let stream = self.handles.stream(req.stream)?;
+        self.check_range(req.addr, 4)?;
+        self.exec
+            .stream_write_value32(stream, req.addr, req.value, req.flags)?;
+        nothing()
+    }
+}

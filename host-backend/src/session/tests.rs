@@ -1,0 +1,243 @@
+//! The shared-memory paths of a session, on the host-memory executor.
+
+use super::*;
+use crate::executor::host_memory::HostMemoryExecutor;
+
+const CTX: CallContext = CallContext { device: 0 };
+
+fn session(quota: Option<u64>) -> Session {
+    let exec = HostMemoryExecutor::new(64 << 20, None).unwrap();
+    let mut grant = Grant::unlimited("test");
+    grant.memory_quota = quota;
+    Session::new(Box::new(exec), grant)
+}
+
+/// A memfd of `len` bytes and an address in this process where nothing is mapped
+/// (the session maps it there, as it would at a guest's address).
+fn region(len: usize, sealed: bool) -> (OwnedFd, u64) {
+    let fd = nix::sys::memfd::memfd_create(c"test", nix::sys::memfd::MFdFlags::MFD_ALLOW_SEALING)
+        .unwrap();
+    nix::unistd::ftruncate(&fd, len as i64).unwrap();
+    if sealed {
+        let seal = nix::fcntl::SealFlag::F_SEAL_SHRINK;
+        nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_ADD_SEALS(seal)).unwrap();
+    }
+    let probe = crate::pinned::PageBuffer::new(len).unwrap();
+    let addr = probe.start();
+    drop(probe);
+    (fd, addr)
+}
+
+fn register(s: &mut Session, len: usize, flags: u32) -> Result<u64, CudaStatus> {
+    register_fd(s, region(len, true), len, flags)
+}
+
+fn register_fd(
+    s: &mut Session,
+    (fd, addr): (OwnedFd, u64),
+    len: usize,
+    flags: u32,
+) -> Result<u64, CudaStatus> {
+    s.incoming_fds.push_back(fd);
+    let req = HostRegisterShared {
+        addr,
+        size: len as u64,
+        flags,
+    };
+    s.host_register_shared(&CTX, req, &[]).map(|_| addr)
+}
+
+fn copy(s: &mut Session, device: u64, host: u64, size: u64, to_device: bool) -> HandlerResult<()> {
+    let req = MemcpyShared {
+        device,
+        host,
+        size,
+        to_device,
+        stream: StreamHandle::LEGACY,
+        is_async: false,
+    };
+    s.memcpy_shared(&CTX, req, &[])
+}
+
+#[test]
+fn shared_copies_move_bytes_without_the_socket_and_stay_inside_the_guest() {
+    let mut s = session(Some(1 << 20));
+    let staging = register(&mut s, 1 << 20, SHARED_STAGING).unwrap();
+    // The staging area is not the program's memory: the quota is untouched.
+    assert_eq!(
+        s.mem_get_info(&CTX, MemGetInfo, &[]).unwrap().0.free,
+        1 << 20
+    );
+    let dev = s
+        .mem_alloc(&CTX, MemAlloc { size: 8192 }, &[])
+        .unwrap()
+        .0
+        .ptr;
+    // SAFETY: the session mapped the staging memfd at `staging`, 1 MiB long.
+    let area = unsafe { std::slice::from_raw_parts_mut(staging as *mut u8, 1 << 20) };
+    for (i, b) in area[..8192].iter_mut().enumerate() {
+        *b = (i * 31 % 251) as u8;
+    }
+    copy(&mut s, dev, staging, 8192, true).unwrap();
+    copy(&mut s, dev + 4096, staging + 100_000, 4096, false).unwrap();
+    assert!(area[100_000..104_096]
+        .iter()
+        .enumerate()
+        .all(|(i, b)| *b == ((i + 4096) * 31 % 251) as u8));
+
+    // Outside the shared memory, outside the allocation, or overflowing: refused.
+    let refused = CudaStatus::ErrorInvalidValue;
+    assert_eq!(
+        copy(&mut s, dev, staging + (1 << 20) - 10, 20, true).unwrap_err(),
+        refused
+    );
+    assert_eq!(
+        copy(&mut s, dev, area.as_ptr() as u64 - 4096, 16, true).unwrap_err(),
+        refused
+    );
+    assert_eq!(
+        copy(&mut s, dev + 8000, staging, 400, false).unwrap_err(),
+        refused
+    );
+    assert_eq!(
+        copy(&mut s, dev, u64::MAX - 8, 16, true).unwrap_err(),
+        refused
+    );
+
+    // Where this process already uses the guest's addresses, the pages are mapped
+    // elsewhere: copies still reach them, through the guest's own address.
+    let occupied = crate::pinned::PageBuffer::new(8192).unwrap();
+    let (fd, _) = region(8192, true);
+    let guest_addr = register_fd(&mut s, (fd, occupied.start()), 8192, 0).unwrap();
+    assert_eq!(guest_addr, occupied.start());
+    copy(&mut s, dev, guest_addr, 4096, false).unwrap();
+    assert_eq!(
+        occupied.as_slice()[0],
+        0,
+        "the worker's own pages are untouched"
+    );
+    let unregister = HostUnregisterShared { addr: guest_addr };
+    s.host_unregister_shared(&CTX, unregister, &[]).unwrap();
+    drop(occupied);
+
+    // A file the guest could shrink under the mapping is refused.
+    let unsealed = region(4096, false);
+    assert_eq!(register_fd(&mut s, unsealed, 4096, 0).unwrap_err(), refused);
+    // One staging area per connection, and never an oversized one.
+    assert_eq!(register(&mut s, 4096, SHARED_STAGING).unwrap_err(), refused);
+    let mut t = session(None);
+    let huge = (MAX_STAGING_LEN + 4096) as usize;
+    assert_eq!(register(&mut t, huge, SHARED_STAGING).unwrap_err(), refused);
+    // Program memory shared the same way is charged.
+    let pinned = register(&mut s, 256 << 10, 0).unwrap();
+    assert_eq!(
+        s.mem_get_info(&CTX, MemGetInfo, &[]).unwrap().0.free,
+        (1 << 20) - 8192 - (256 << 10)
+    );
+    let unregister = HostUnregisterShared { addr: pinned };
+    s.host_unregister_shared(&CTX, unregister, &[]).unwrap();
+    let unregister = HostUnregisterShared { addr: staging };
+    s.host_unregister_shared(&CTX, unregister, &[]).unwrap();
+    assert_eq!(
+        s.mem_get_info(&CTX, MemGetInfo, &[]).unwrap().0.free,
+        (1 << 20) - 8192
+    );
+}
+
+/// A session whose guest has 4 MiB of RAM at guest-physical 0 (a memfd, as QEMU
+/// gives the device), and that memfd.
+fn session_with_guest_ram() -> (Session, std::fs::File) {
+    let fd = nix::sys::memfd::memfd_create(c"ram", nix::sys::memfd::MFdFlags::empty()).unwrap();
+    nix::unistd::ftruncate(&fd, 4 << 20).unwrap();
+    let mut ram = GuestRam::default();
+    ram.add(fd.try_clone().unwrap(), 0, 4 << 20, 0).unwrap();
+    (session(None).with_guest_ram(ram), std::fs::File::from(fd))
+}
+
+fn guest_pages(addr: u64, pages: Vec<u64>, flags: u32) -> HostRegisterGuestPages {
+    HostRegisterGuestPages {
+        addr,
+        size: pages.len() as u64 * 4096,
+        page_size: 4096,
+        pages,
+        flags,
+    }
+}
+
+#[test]
+fn guest_pages_are_copied_at_their_guest_physical_place_and_never_by_guest_address() {
+    use std::os::unix::fs::FileExt;
+    let (mut s, ram) = session_with_guest_ram();
+    // The guest's staging area: guest address 0x7000_0000, its two pages at
+    // guest-physical 0x3000 and 0x1000 (in that order).
+    let guest = 0x7000_0000u64;
+    let reply = s
+        .host_register_guest_pages(
+            &CTX,
+            guest_pages(guest, vec![0x3000, 0x1000], SHARED_STAGING),
+            &[],
+        )
+        .unwrap();
+    assert_eq!(reply.0.device_ptr, 0, "no device pointer for guest pages");
+    let dev = s
+        .mem_alloc(&CTX, MemAlloc { size: 8192 }, &[])
+        .unwrap()
+        .0
+        .ptr;
+    ram.write_all_at(&[7u8; 4096], 0x3000).unwrap();
+    ram.write_all_at(&[9u8; 4096], 0x1000).unwrap();
+    copy(&mut s, dev, guest, 8192, true).unwrap();
+    // Back into the second page only: lands in guest-physical 0x1000.
+    ram.write_all_at(&[0u8; 4096], 0x1000).unwrap();
+    copy(&mut s, dev + 4096, guest + 4096, 4096, false).unwrap();
+    let mut back = vec![0u8; 4096];
+    ram.read_exact_at(&mut back, 0x1000).unwrap();
+    assert!(back.iter().all(|b| *b == 9));
+    // The guest's address is not memory of this process: never a device-side
+    // pointer, never an attribute lookup.
+    let refused = CudaStatus::ErrorInvalidValue;
+    let dtod = MemcpyDtoD {
+        dst: dev,
+        src: guest,
+        size: 16,
+        stream: StreamHandle::LEGACY,
+        is_async: false,
+    };
+    assert_eq!(s.memcpy_dtod(&CTX, dtod, &[]).unwrap_err(), refused);
+    assert_eq!(
+        copy(&mut s, dev, guest + 8192, 1, true).unwrap_err(),
+        refused
+    );
+    // A second staging area, pages outside guest RAM, sizes that disagree: refused.
+    let again = guest_pages(guest + (1 << 20), vec![0x2000], SHARED_STAGING);
+    assert_eq!(
+        s.host_register_guest_pages(&CTX, again, &[]).unwrap_err(),
+        refused
+    );
+    let outside = guest_pages(guest + (1 << 20), vec![4 << 20], 0);
+    assert_eq!(
+        s.host_register_guest_pages(&CTX, outside, &[]).unwrap_err(),
+        refused
+    );
+    let mut lying = guest_pages(guest + (1 << 20), vec![0x2000], 0);
+    lying.size = 1 << 20;
+    assert_eq!(
+        s.host_register_guest_pages(&CTX, lying, &[]).unwrap_err(),
+        refused
+    );
+    let unregister = HostUnregisterShared { addr: guest };
+    s.host_unregister_shared(&CTX, unregister, &[]).unwrap();
+    assert_eq!(copy(&mut s, dev, guest, 16, true).unwrap_err(), refused);
+}
+
+#[test]
+fn guest_pages_are_refused_without_the_guests_ram() {
+    // A worker not given guest RAM (a Unix or TCP guest, an unprivileged guest port,
+    // or guest_memory_copies = false) turns every guest-physical request away.
+    let mut s = session(None);
+    let req = guest_pages(0x7000_0000, vec![0x1000], SHARED_STAGING);
+    assert_eq!(
+        s.host_register_guest_pages(&CTX, req, &[]).unwrap_err(),
+        CudaStatus::ErrorNotSupported
+    );
+}

@@ -1,0 +1,225 @@
+//! The table of every forwarded call, one line per op, grouped by API family.
+//!
+//! The grammar of a line, and what each crate makes of it, is in [`crate::op`]. Codes
+//! are append-only: a new op takes a new code (snapshot-tested in `wire/ops.snapshot`)
+//! and lands in its family's block. docs/adding-a-call.md walks through adding one.
+
+/// Expand the op table with the macro named by the argument: `op_lines!(my_macro)`
+/// calls `my_macro! { ...every family and line... }`.
+#[macro_export]
+macro_rules! op_lines {
+    ($callback:path) => {
+        $callback! {
+            /// The handshake, first on every connection.
+            connection ConnectionOps {
+                0x0001 Hello => hello(Hello) -> HelloReply, Sync;
+            }
+
+            /// Devices, their limits and peers.
+            device DeviceOps {
+                0x0100 DeviceGetProperties => device_get_properties(DeviceGetProperties { device: i32 })
+                    -> DeviceProperties, Sync;
+                0x0101 DeviceSynchronize => device_synchronize(DeviceSynchronize {}) -> (), Sync;
+                0x0102 DeviceReset => device_reset(DeviceReset {}) -> (), Sync;
+                0x0103 DeviceGetLimit => device_get_limit(DeviceGetLimit { limit: u32 })
+                    -> LimitValue { value: u64 }, Sync
+                    => runtime cudaDeviceGetLimit(out value: usize, limit: u32)
+                    => driver cuCtxGetLimit(out value: usize, limit: u32);
+                0x0104 DeviceSetLimit => device_set_limit(DeviceSetLimit { limit: u32, value: u64 }) -> (), Sync
+                    => runtime cudaDeviceSetLimit(limit: u32, value: usize)
+                    => driver cuCtxSetLimit(limit: u32, value: usize);
+                0x0105 DeviceGetCacheConfig => device_get_cache_config(DeviceGetCacheConfig {})
+                    -> CacheConfig { config: u32 }, Sync;
+                0x0106 DeviceSetCacheConfig => device_set_cache_config(CacheConfig) -> (), Sync;
+                0x0107 DeviceGetStreamPriorityRange => device_get_stream_priority_range(DeviceGetStreamPriorityRange {})
+                    -> PriorityRange { least: i32, greatest: i32 }, Sync;
+                0x0108 DeviceCanAccessPeer => device_can_access_peer(DeviceCanAccessPeer { device: i32, peer: i32 })
+                    -> CanAccessPeer { can_access: bool }, Sync;
+                0x0109 DeviceEnablePeerAccess => device_enable_peer_access(DeviceEnablePeerAccess { peer: i32, flags: u32 })
+                    -> (), Sync;
+                0x010A DeviceDisablePeerAccess => device_disable_peer_access(DeviceDisablePeerAccess { peer: i32 })
+                    -> (), Sync;
+                0x010B MemGetInfo => mem_get_info(MemGetInfo {}) -> MemInfo { free: u64, total: u64 }, Sync;
+                /// `cudaDeviceGetP2PAttribute`: a `cudaDeviceP2PAttr` of the link from
+                /// `src_device` to `dst_device`.
+                0x010C DeviceGetP2PAttribute => device_get_p2p_attribute(DeviceGetP2PAttribute { attr: u32, src_device: i32, dst_device: i32 })
+                    -> P2PAttribute { value: i32 }, Sync
+                    => runtime cudaDeviceGetP2PAttribute(out value: i32, attr: u32, src_device: i32, dst_device: i32)
+                    => driver cuDeviceGetP2PAttribute(out value: i32, attr: u32, src_device: i32, dst_device: i32);
+            }
+
+            /// Device allocations, pointer attributes, and guest memory shared with the
+            /// backend.
+            memory MemoryOps {
+                0x0200 MemAlloc => mem_alloc(MemAlloc { size: u64 }) -> Allocated { ptr: DevicePtr }, Sync;
+                0x0201 MemFree => mem_free(MemFree { ptr: DevicePtr }) -> (), Sync;
+                0x0202 MemAllocPitch => mem_alloc_pitch(MemAllocPitch { width: u64, height: u64 })
+                    -> AllocatedPitch { ptr: DevicePtr, pitch: u64 }, Sync;
+                0x020C PointerGetAttributes => pointer_get_attributes(PointerGetAttributes { ptr: DevicePtr })
+                    -> PointerAttributes, Sync;
+                0x020D HostRegisterShared => host_register_shared(HostRegisterShared) -> SharedHostMemory, Sync;
+                0x020E HostUnregisterShared => host_unregister_shared(HostUnregisterShared { addr: u64 }) -> (), Sync;
+                0x0210 HostRegisterGuestPages => host_register_guest_pages(HostRegisterGuestPages)
+                    -> SharedHostMemory, Sync;
+            }
+
+            /// Copies and memsets (the driver's element memsets too).
+            copy CopyOps {
+                /// Host to device; the bytes are the frame's data section.
+                0x0203 MemcpyHtoD => memcpy_htod(MemcpyHtoD { dst: DevicePtr, stream: StreamHandle, is_async: bool })
+                    -> (), Async;
+                /// Device to host; the bytes come back as the reply's data section.
+                0x0204 MemcpyDtoH => memcpy_dtoh(MemcpyDtoH { src: DevicePtr, size: u64, stream: StreamHandle, is_async: bool })
+                    -> (), Sync;
+                0x0205 MemcpyDtoD => memcpy_dtod(MemcpyDtoD {
+                    dst: DevicePtr, src: DevicePtr, size: u64, stream: StreamHandle, is_async: bool,
+                }) -> (), Async;
+                /// A pitched host-to-device copy; the data section holds the rows packed
+                /// (`width * height` bytes), the guest having dropped its own pitch.
+                0x0206 Memcpy2DHtoD => memcpy_2d_htod(Memcpy2DHtoD {
+                    dst: DevicePtr, dpitch: u64, width: u64, height: u64, stream: StreamHandle, is_async: bool,
+                }) -> (), Async;
+                /// A pitched device-to-host copy; the reply's data holds the rows packed.
+                0x0207 Memcpy2DDtoH => memcpy_2d_dtoh(Memcpy2DDtoH {
+                    src: DevicePtr, spitch: u64, width: u64, height: u64, stream: StreamHandle, is_async: bool,
+                }) -> (), Sync;
+                0x0208 Memcpy2DDtoD => memcpy_2d_dtod(Memcpy2DDtoD {
+                    dst: DevicePtr, dpitch: u64, src: DevicePtr, spitch: u64, width: u64, height: u64,
+                    stream: StreamHandle, is_async: bool,
+                }) -> (), Async;
+                0x0209 Memset => memset(Memset {
+                    dst: DevicePtr, value: u8, size: u64, stream: StreamHandle, is_async: bool,
+                }) -> (), Async;
+                0x020A Memset2D => memset_2d(Memset2D {
+                    dst: DevicePtr, pitch: u64, value: u8, width: u64, height: u64, stream: StreamHandle, is_async: bool,
+                }) -> (), Async;
+                0x020B MemcpyPeer => memcpy_peer(MemcpyPeer {
+                    dst: DevicePtr, dst_device: i32, src: DevicePtr, src_device: i32, size: u64,
+                    stream: StreamHandle, is_async: bool,
+                }) -> (), Async;
+                0x020F MemcpyShared => memcpy_shared(MemcpyShared) -> (), Async;
+                0x0900 MemsetElements => memset_elements(MemsetElements) -> (), Async;
+            }
+
+            /// Modules, kernels and launches.
+            module ModuleOps {
+                /// Load one fatbinary (the raw back-to-back containers, in the data section).
+                0x0300 ModuleLoad => module_load(ModuleLoad {}) -> ModuleLoaded { module: ModuleHandle }, Sync;
+                0x0301 ModuleGetFunction => module_get_function(ModuleGetFunction {
+                    module: ModuleHandle,
+                    /// The mangled kernel name.
+                    name: String,
+                }) -> FunctionInfo, Sync;
+                0x0302 ModuleGetGlobal => module_get_global(ModuleGetGlobal { module: ModuleHandle, name: String })
+                    -> GlobalInfo { ptr: DevicePtr, size: u64 }, Sync;
+                0x0303 FuncGetAttributes => func_get_attributes(FuncGetAttributes { function: FunctionHandle })
+                    -> FuncAttributes, Sync;
+                0x0304 FuncSetAttribute => func_set_attribute(FuncSetAttribute {
+                    function: FunctionHandle,
+                    /// A `cudaFuncAttribute`.
+                    attribute: i32,
+                    value: i32,
+                }) -> (), Sync;
+                0x0305 FuncSetCacheConfig => func_set_cache_config(FuncSetCacheConfig { function: FunctionHandle, config: u32 })
+                    -> (), Sync;
+                0x0306 LaunchKernel => launch_kernel(LaunchKernel) -> (), Async;
+                0x0307 OccupancyMaxActiveBlocks => occupancy_max_active_blocks(OccupancyMaxActiveBlocks {
+                    function: FunctionHandle, block_size: i32, dynamic_smem: u64, flags: u32,
+                }) -> BlockCount { blocks: i32 }, Sync;
+                0x0308 OccupancyAvailableDynamicSmem => occupancy_available_dynamic_smem(OccupancyAvailableDynamicSmem {
+                    function: FunctionHandle, num_blocks: i32, block_size: i32,
+                }) -> SmemBytes { bytes: u64 }, Sync;
+                0x090C Link => link(Link) -> Linked, Sync;
+                0x090D TensorMapEncodeTiled => tensor_map_encode_tiled(TensorMapEncodeTiled) -> (), Sync;
+            }
+
+            /// Streams and events.
+            stream StreamOps {
+                0x0400 StreamCreate => stream_create(StreamCreate { stream: StreamHandle, flags: u32, priority: i32 })
+                    -> (), Async;
+                0x0401 StreamDestroy => stream_destroy(StreamDestroy { stream: StreamHandle }) -> (), Async;
+                0x0402 StreamSynchronize => stream_synchronize(StreamSynchronize { stream: StreamHandle }) -> (), Sync;
+                0x0403 StreamQuery => stream_query(StreamQuery { stream: StreamHandle }) -> (), Sync;
+                0x0404 StreamWaitEvent => stream_wait_event(StreamWaitEvent { stream: StreamHandle, event: EventHandle, flags: u32 })
+                    -> (), Async;
+                0x0901 StreamWriteValue32 => stream_write_value32(StreamWriteValue32) -> (), Async;
+                0x0500 EventCreate => event_create(EventCreate { event: EventHandle, flags: u32 }) -> (), Async;
+                0x0501 EventDestroy => event_destroy(EventDestroy { event: EventHandle }) -> (), Async;
+                0x0502 EventRecord => event_record(EventRecord { event: EventHandle, stream: StreamHandle, flags: u32 })
+                    -> (), Async;
+                0x0503 EventSynchronize => event_synchronize(EventSynchronize { event: EventHandle }) -> (), Sync;
+                0x0504 EventQuery => event_query(EventQuery { event: EventHandle }) -> (), Sync;
+                0x0505 EventElapsedTime => event_elapsed_time(EventElapsedTime { start: EventHandle, end: EventHandle })
+                    -> ElapsedTime { ms: f32 }, Sync;
+            }
+
+            /// cuBLAS (types in crate::blas and crate::blas_table). Create waits: the
+            /// host makes a real handle and charges its workspace to the guest's quota,
+            /// either of which can fail. Every function of the cuBLAS table is posted,
+            /// or waited for when host values come back (results and in/out scalars in
+            /// host pointer mode, the batched solvers' info).
+            blas BlasOps {
+                0x0600 BlasCreate => blas_create(BlasCreate) -> (), Sync;
+                0x0601 BlasDestroy => blas_destroy(BlasDestroy) -> (), Async;
+                0x0602 BlasSetWorkspace => blas_set_workspace(BlasSetWorkspace) -> (), Async;
+                0x0603 BlasGemm => blas_gemm(BlasGemm) -> (), Async;
+                0x0610 BlasCall => blas_call(BlasCall) -> (), Async;
+                0x0611 BlasCallWaited => blas_call_waited(BlasCallWaited) -> BlasOutputs, Sync;
+            }
+
+            /// cuBLASLt (types in crate::blaslt). Descriptors stay in the guest; the
+            /// heuristic waits for the host's cuBLASLt, matmuls are posted like GEMMs.
+            blaslt BlasLtOps {
+                0x0800 LtCreate => lt_create(LtCreate) -> (), Sync;
+                0x0801 LtDestroy => lt_destroy(LtDestroy) -> (), Async;
+                0x0802 LtHeuristic => lt_heuristic(LtHeuristic) -> LtHeuristicReply, Sync;
+                0x0803 LtMatmul => lt_matmul(LtMatmul) -> (), Async;
+            }
+
+            /// Stream capture and graphs (types in crate::graph). Capture begins and
+            /// ends waiting (the driver may refuse either); a graph launch and the
+            /// destruction of objects the guest knows it made are posted.
+            graph GraphOps {
+                0x0700 StreamBeginCapture => stream_begin_capture(StreamBeginCapture) -> (), Sync;
+                0x0701 StreamEndCapture => stream_end_capture(StreamEndCapture) -> GraphMade, Sync;
+                0x0702 GraphInstantiate => graph_instantiate(GraphInstantiate) -> GraphExecMade, Sync;
+                0x0703 GraphLaunch => graph_launch(GraphLaunch) -> (), Async;
+                0x0704 GraphDestroy => graph_destroy(GraphDestroy) -> (), Async;
+                0x0705 GraphExecDestroy => graph_exec_destroy(GraphExecDestroy) -> (), Async;
+                0x0706 GraphGetNodes => graph_get_nodes(GraphGetNodes) -> GraphNodes, Sync;
+                0x0707 GraphNodeGetDependencies => graph_node_get_dependencies(GraphNodeGetDependencies)
+                    -> GraphNodes, Sync;
+                0x0708 GraphDebugDot => graph_debug_dot(GraphDebugDot) -> DotText, Sync;
+                0x070F StreamGetCaptureGraph => stream_get_capture_graph(StreamGetCaptureGraph) -> CaptureGraph, Sync;
+            }
+
+            /// Stream-ordered memory and memory pools (types in crate::graph).
+            pool PoolOps {
+                0x0709 MemAllocAsync => mem_alloc_async(MemAllocAsync) -> Allocated, Sync;
+                0x070A MemFreeAsync => mem_free_async(MemFreeAsync) -> (), Async;
+                0x070B MemPoolGetAttribute => mem_pool_get_attribute(MemPoolGetAttribute) -> PoolAttributeValue, Sync;
+                0x070C MemPoolSetAttribute => mem_pool_set_attribute(MemPoolSetAttribute) -> (), Sync;
+                0x070D MemPoolTrimTo => mem_pool_trim_to(MemPoolTrimTo) -> (), Sync;
+                0x070E MemPoolSetAccess => mem_pool_set_access(MemPoolSetAccess) -> (), Sync;
+            }
+
+            /// The driver's virtual memory management (types in crate::driver). VMM calls wait: each can fail with a code the program
+            /// checks at once (quota, a range outside a reservation).
+            vmm VmmOps {
+                0x0902 MemAddressReserve => mem_address_reserve(MemAddressReserve) -> Reserved, Sync;
+                0x0903 MemAddressFree => mem_address_free(MemAddressFree) -> (), Sync;
+                0x0904 MemCreate => mem_create(MemCreate) -> MemCreated, Sync;
+                0x0905 MemRelease => mem_release(MemRelease) -> (), Sync;
+                0x0906 MemMap => mem_map(MemMap) -> (), Sync;
+                0x0907 MemUnmap => mem_unmap(MemUnmap) -> (), Sync;
+                0x0908 MemSetAccess => mem_set_access(MemSetAccess) -> (), Sync;
+                0x0909 MemGetAllocationGranularity => mem_get_allocation_granularity(MemGetAllocationGranularity)
+                    -> Granularity, Sync;
+                0x090A MemRetainAllocationHandle => mem_retain_allocation_handle(MemRetainAllocationHandle)
+                    -> MemCreated, Sync;
+                0x090B MemGetAllocationProperties => mem_get_allocation_properties(MemGetAllocationProperties)
+                    -> AllocationProp, Sync;
+            }
+        }
+    };
+}
