@@ -14,6 +14,7 @@ use std::sync::Mutex;
 
 use vmcuda_wire::CudaStatus;
 
+use super::result::{status, CUDA_ERROR_INVALID_CONTEXT};
 use super::{check_initialized, export, stale, via_runtime, Result};
 use crate::api::device::{device_count, properties};
 use crate::{caller, state};
@@ -168,7 +169,7 @@ export! {
         with_primary(|p| {
             let e = p.entry(device).or_default();
             if e.0 == 0 {
-                return Err(CudaStatus(201)); // CUDA_ERROR_INVALID_CONTEXT
+                return Err(status(CUDA_ERROR_INVALID_CONTEXT));
             }
             e.0 -= 1;
             Ok(())
@@ -286,7 +287,7 @@ export! {
             d
         });
         let Some(device) = popped else {
-            return Err(CudaStatus(201)); // CUDA_ERROR_INVALID_CONTEXT
+            return Err(status(CUDA_ERROR_INVALID_CONTEXT));
         };
         caller::write_opt(ctx, context_of(device));
         make_current(current());
@@ -297,7 +298,7 @@ export! {
 /// The current context's device: `CUDA_ERROR_INVALID_CONTEXT` without one.
 fn current_device() -> Result<i32> {
     check_initialized()?;
-    current().ok_or(CudaStatus(201))
+    current().ok_or(status(CUDA_ERROR_INVALID_CONTEXT))
 }
 
 export! {

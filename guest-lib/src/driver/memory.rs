@@ -11,6 +11,7 @@ use vmcuda_wire::op::StreamHandle;
 use vmcuda_wire::CudaStatus;
 
 use super::context::context_of;
+use super::result::{status, CUDA_ERROR_NOT_FOUND};
 use super::{check_initialized, export, via_runtime, Result};
 use crate::api::memory as rt;
 use crate::api::{call, call_with, known_stream, post, stream_handle, RawHandle};
@@ -52,8 +53,9 @@ export! {
 export! {
     fn cuMemGetAddressRange_v2(base: *mut u64, size: *mut usize, ptr: u64) {
         check_initialized()?;
-        // CUDA_ERROR_NOT_FOUND for memory the driver did not allocate.
-        let (start, len, _) = state::registry().device_range(ptr).ok_or(CudaStatus(500))?;
+        // Memory the driver did not allocate is not found.
+        let (start, len, _) =
+            state::registry().device_range(ptr).ok_or(status(CUDA_ERROR_NOT_FOUND))?;
         caller::write_opt(base, start);
         caller::write_opt(size, len as usize);
         Ok(())

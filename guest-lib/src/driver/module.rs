@@ -28,6 +28,7 @@ use vmcuda_wire::op::{
 };
 use vmcuda_wire::CudaStatus;
 
+use super::result::{status, CUDA_ERROR_FILE_NOT_FOUND, CUDA_ERROR_NOT_FOUND};
 use super::{check_initialized, export, stale, Result};
 use crate::api::{call, call_with, known_stream, post, stream_handle, RawHandle};
 use crate::client::Sink;
@@ -222,8 +223,7 @@ export! {
 export! {
     fn cuModuleLoad(module: *mut *mut c_void, fname: *const c_char) {
         let path = caller::string(fname)?;
-        // CUDA_ERROR_FILE_NOT_FOUND
-        let bytes = std::fs::read(&path).map_err(|_| CudaStatus(301))?;
+        let bytes = std::fs::read(&path).map_err(|_| status(CUDA_ERROR_FILE_NOT_FOUND))?;
         load(module, &bytes)
     }
 }
@@ -250,9 +250,9 @@ export! {
         if let Some(id) = modules().by_name.get(&key) {
             return caller::write(out, *id as *mut c_void);
         }
-        // CUDA_ERROR_NOT_FOUND for a name the module lacks.
+        // A name the module lacks is not found.
         let info = call(&ModuleGetFunction { module: handle, name })
-            .map_err(|e| if e == CudaStatus::ErrorInvalidDeviceFunction { CudaStatus(500) } else { e })?;
+            .map_err(|e| if e == CudaStatus::ErrorInvalidDeviceFunction { status(CUDA_ERROR_NOT_FOUND) } else { e })?;
         let id = state::fresh_id();
         let mut m = modules();
         m.functions.insert(
@@ -269,7 +269,7 @@ export! {
         let handle = module_handle(module)?;
         let name = caller::string(name)?;
         let g = call(&ModuleGetGlobal { module: handle, name })
-            .map_err(|e| if e == CudaStatus::ErrorInvalidSymbol { CudaStatus(500) } else { e })?;
+            .map_err(|e| if e == CudaStatus::ErrorInvalidSymbol { status(CUDA_ERROR_NOT_FOUND) } else { e })?;
         state::registry().add_device_range(g.ptr, g.size, state::current_device());
         caller::write_opt(dptr, g.ptr);
         caller::write_opt(bytes, g.size as usize);
@@ -554,7 +554,7 @@ export! {
         _values: *const *mut c_void,
     ) {
         let path = caller::string(path)?;
-        let bytes = std::fs::read(&path).map_err(|_| CudaStatus(301))?;
+        let bytes = std::fs::read(&path).map_err(|_| status(CUDA_ERROR_FILE_NOT_FOUND))?;
         add_input(link, kind, path, bytes)
     }
 }

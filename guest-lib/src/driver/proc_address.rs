@@ -12,15 +12,14 @@
 use std::ffi::{c_char, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use vmcuda_wire::CudaStatus;
-
 use super::context::*;
+use super::export;
 use super::memory::*;
 use super::module::*;
+use super::result::{status, CUDA_ERROR_NOT_SUPPORTED};
 use super::stream::*;
 use super::vmm::*;
 use super::{cuDriverGetVersion, cuGetErrorName, cuGetErrorString, cuInit};
-use super::{export, CUDA_ERROR_NOT_SUPPORTED};
 use crate::caller;
 
 macro_rules! table {
@@ -182,7 +181,7 @@ export! {
             eprintln!("{STATIC_RUNTIME_MESSAGE}");
         }
         caller::write_opt(table, std::ptr::null());
-        Err(CudaStatus(CUDA_ERROR_NOT_SUPPORTED))
+        Err(status(CUDA_ERROR_NOT_SUPPORTED))
     }
 }
 

@@ -20,7 +20,8 @@ use vmcuda_wire::driver::{
 };
 use vmcuda_wire::CudaStatus;
 
-use super::{check_initialized, export, CUDA_ERROR_NOT_SUPPORTED};
+use super::result::{status, CUDA_ERROR_NOT_SUPPORTED};
+use super::{check_initialized, export};
 use crate::api::call;
 use crate::{caller, state};
 
@@ -193,7 +194,7 @@ fn sharing_not_supported(what: &str) -> Result<(), CudaStatus> {
     if !SHARING_REFUSED.swap(true, Ordering::Relaxed) {
         eprintln!("vmcuda: {what}: a VM guest cannot share GPU memory with other processes; reporting CUDA_ERROR_NOT_SUPPORTED");
     }
-    Err(CudaStatus(CUDA_ERROR_NOT_SUPPORTED))
+    Err(status(CUDA_ERROR_NOT_SUPPORTED))
 }
 
 export! {
