@@ -12,6 +12,8 @@
 //! - [`gate`]: per-stream ordering of asynchronous host functions.
 //! - [`shared`]: pinned memory shared with a same-host backend (memfds).
 //! - [`staging`]: the shared-memory data path for copies (no bytes on the socket).
+//! - [`copy_route`]: which way each copy's bytes travel (guest, device, shared pinned
+//!   memory, staging, socket), for every kind of copy.
 //! - [`caller`]: the only module that dereferences pointers handed in by the program.
 //! - [`blas`]: the cuBLAS v2 API (exported privately here, publicly by the
 //!   `libcublas.so.13` trampolines; see its documentation for how the two share one
@@ -35,6 +37,7 @@ pub mod blaslt;
 pub mod caller;
 pub mod capture;
 pub mod client;
+pub mod copy_route;
 pub mod cudnn;
 pub mod driver;
 pub mod gate;

@@ -17,35 +17,12 @@ use super::registration::variable;
 use super::{call, call_with, guard, stream_handle, RawHandle, Result};
 use crate::capture;
 use crate::client::{self, Sink};
+use crate::copy_route::{self, Direction, Route, Shape};
 use crate::gate;
 use crate::shared;
 use crate::staging;
 use crate::state::{self, registry, HostMemoryKind, HostRange};
 use crate::{caller, cudaError_t};
-
-const H2H: u32 = 0;
-const H2D: u32 = 1;
-const D2H: u32 = 2;
-const D2D: u32 = 3;
-const DEFAULT: u32 = 4;
-
-fn is_device(ptr: usize) -> bool {
-    registry().device_range(ptr as u64).is_some()
-}
-
-/// Resolve `cudaMemcpyDefault` from where the pointers live.
-fn resolve_kind(kind: u32, dst: usize, src: usize) -> Result<u32> {
-    match kind {
-        H2H | H2D | D2H | D2D => Ok(kind),
-        DEFAULT => Ok(match (is_device(dst), is_device(src)) {
-            (false, false) => H2H,
-            (true, false) => H2D,
-            (false, true) => D2H,
-            (true, true) => D2D,
-        }),
-        _ => Err(CudaStatus::ErrorInvalidMemcpyDirection),
-    }
-}
 
 /// Whether an asynchronous operation on `[ptr, ptr + len)` can be sent without waiting:
 /// the stream is known and the range lies inside one allocation this process made, so
@@ -95,48 +72,56 @@ fn memcpy(
     stream: StreamHandle,
     is_async: bool,
 ) -> Result<()> {
-    let kind = resolve_kind(kind, dst, src)?;
-    // Only copies the host's DMA engine can do later from memory both sides share can
-    // be captured; pageable copies travel through the socket now.
-    let host_side = match kind {
-        H2D => Some(src),
-        D2H => Some(dst),
-        H2H => Some(dst),
-        _ => None,
-    };
-    let capturable = kind != H2H && host_side.is_none_or(|h| staging::pinned_region(h, count));
+    let direction = Direction::resolve(kind, dst, src)?;
+    let capturable = copy_route::capturable(direction, Shape::Linear, dst, src, count);
     admit(stream, is_async, capturable)?;
     enqueue(stream, is_async, move || {
-        memcpy_now(dst, src, count, kind, stream, is_async)
+        memcpy_now(dst, src, count, direction, stream, is_async)
     })
+}
+
+/// The staging area a [`Route::Staged`] copy goes through.
+fn staging_area() -> &'static staging::Staging {
+    staging::staging().expect("a copy is staged only where the staging area exists")
 }
 
 fn memcpy_now(
     dst: usize,
     src: usize,
     count: usize,
-    kind: u32,
+    direction: Direction,
     stream: StreamHandle,
     is_async: bool,
 ) -> Result<()> {
     if count == 0 {
         return Ok(());
     }
-    match kind {
-        H2H => {
+    let route = copy_route::route(direction, Shape::Linear, dst, src, count);
+    match (route, direction) {
+        (Route::Guest, _) => {
             settle_posted_reads(stream)?;
             caller::copy_host(dst as *mut u8, src as *const u8, count)
         }
-        H2D if staging::pinned_region(src, count) => {
+        (Route::Device, _) => call(&MemcpyDtoD {
+            dst: dst as u64,
+            src: src as u64,
+            size: count as u64,
+            stream,
+            is_async,
+        }),
+        (Route::Pinned, Direction::HostToDevice) => {
             shared_copy(dst as u64, src as u64, count, true, stream, is_async)
         }
-        H2D if count >= staging::MIN_STAGED && staging::staging().is_some() => {
+        (Route::Pinned, _) => shared_copy(src as u64, dst as u64, count, false, stream, is_async),
+        (Route::Staged, Direction::HostToDevice) => {
             let data = caller::bytes(src as *const u8, count)?;
-            staging::staging()
-                .expect("checked above")
-                .to_device(dst as u64, data, stream)
+            staging_area().to_device(dst as u64, data, stream)
         }
-        H2D => {
+        (Route::Staged, _) => {
+            let out = caller::bytes_mut(dst as *mut u8, count)?;
+            staging_area().to_host(out, src as u64, stream)
+        }
+        (Route::Socket, Direction::HostToDevice) => {
             let data = caller::bytes(src as *const u8, count)?;
             // The bytes travel with the requests, so a copy into memory this process
             // allocated needs no answer chunk by chunk: every chunk is sent at once and
@@ -159,16 +144,7 @@ fn memcpy_now(
             }
             Ok(())
         }
-        D2H if staging::pinned_region(dst, count) => {
-            shared_copy(src as u64, dst as u64, count, false, stream, is_async)
-        }
-        D2H if count >= staging::MIN_STAGED && staging::staging().is_some() => {
-            let out = caller::bytes_mut(dst as *mut u8, count)?;
-            staging::staging()
-                .expect("checked above")
-                .to_host(out, src as u64, stream)
-        }
-        D2H => {
+        (Route::Socket, _) => {
             let out = caller::bytes_mut(dst as *mut u8, count)?;
             // All chunk requests go out together; the replies land in place.
             let chunk_len = client::chunk();
@@ -187,13 +163,6 @@ fn memcpy_now(
                 .collect();
             client::client()?.call_many(state::current_device(), requests)
         }
-        _ => call(&MemcpyDtoD {
-            dst: dst as u64,
-            src: src as u64,
-            size: count as u64,
-            stream,
-            is_async,
-        }),
     }
 }
 
@@ -255,18 +224,18 @@ fn memcpy_2d(
     stream: StreamHandle,
     is_async: bool,
 ) -> Result<()> {
-    let kind = resolve_kind(kind, dst, src)?;
+    let direction = Direction::resolve(kind, dst, src)?;
     if width == 0 || height == 0 {
         return Ok(());
     }
-    // Pitched copies with a host side always travel through the socket.
-    admit(stream, is_async, kind == D2D)?;
+    let capturable = copy_route::capturable(direction, Shape::Pitched, dst, src, width);
+    admit(stream, is_async, capturable)?;
     if width > dpitch || width > spitch {
         return Err(CudaStatus::ErrorInvalidPitchValue);
     }
     enqueue(stream, is_async, move || {
         memcpy_2d_now(
-            dst, dpitch, src, spitch, width, height, kind, stream, is_async,
+            dst, dpitch, src, spitch, width, height, direction, stream, is_async,
         )
     })
 }
@@ -279,14 +248,15 @@ fn memcpy_2d_now(
     spitch: usize,
     width: usize,
     height: usize,
-    kind: u32,
+    direction: Direction,
     stream: StreamHandle,
     is_async: bool,
 ) -> Result<()> {
     // Rows travel packed; at most a chunk's bytes per request.
     let rows_per_chunk = (client::chunk() / width).max(1);
-    match kind {
-        H2H => settle_posted_reads(stream).and_then(|()| {
+    let route = copy_route::route(direction, Shape::Pitched, dst, src, width);
+    match (route, direction) {
+        (Route::Guest, _) => settle_posted_reads(stream).and_then(|()| {
             (0..height).try_for_each(|r| {
                 caller::copy_host(
                     (dst + r * dpitch) as *mut u8,
@@ -295,7 +265,18 @@ fn memcpy_2d_now(
                 )
             })
         }),
-        H2D => {
+        (Route::Device, _) => call(&Memcpy2DDtoD {
+            dst: dst as u64,
+            dpitch: dpitch as u64,
+            src: src as u64,
+            spitch: spitch as u64,
+            width: width as u64,
+            height: height as u64,
+            stream,
+            is_async,
+        }),
+        // The socket: a pitched copy with a host side has no other route.
+        (_, Direction::HostToDevice) => {
             let mut first = 0;
             while first < height {
                 let rows = rows_per_chunk.min(height - first);
@@ -317,7 +298,7 @@ fn memcpy_2d_now(
             }
             Ok(())
         }
-        D2H => {
+        _ => {
             let mut first = 0;
             while first < height {
                 let rows = rows_per_chunk.min(height - first);
@@ -339,16 +320,6 @@ fn memcpy_2d_now(
             }
             Ok(())
         }
-        _ => call(&Memcpy2DDtoD {
-            dst: dst as u64,
-            dpitch: dpitch as u64,
-            src: src as u64,
-            spitch: spitch as u64,
-            width: width as u64,
-            height: height as u64,
-            stream,
-            is_async,
-        }),
     }
 }
 
@@ -1039,8 +1010,10 @@ fn to_symbol(
     is_async: bool,
 ) -> Result<()> {
     let dst = symbol_range(symbol, offset, count)?;
-    match resolve_kind(kind, dst, src as usize)? {
-        H2D | D2D => memcpy(dst, src as usize, count, kind, stream, is_async),
+    match Direction::resolve(kind, dst, src as usize)? {
+        Direction::HostToDevice | Direction::DeviceToDevice => {
+            memcpy(dst, src as usize, count, kind, stream, is_async)
+        }
         _ => Err(CudaStatus::ErrorInvalidMemcpyDirection),
     }
 }
@@ -1055,8 +1028,10 @@ fn from_symbol(
     is_async: bool,
 ) -> Result<()> {
     let src = symbol_range(symbol, offset, count)?;
-    match resolve_kind(kind, dst as usize, src)? {
-        D2H | D2D => memcpy(dst as usize, src, count, kind, stream, is_async),
+    match Direction::resolve(kind, dst as usize, src)? {
+        Direction::DeviceToHost | Direction::DeviceToDevice => {
+            memcpy(dst as usize, src, count, kind, stream, is_async)
+        }
         _ => Err(CudaStatus::ErrorInvalidMemcpyDirection),
     }
 }

@@ -16,13 +16,9 @@ use super::{check_initialized, export, via_runtime, Result};
 use crate::api::memory as rt;
 use crate::api::{call, call_with, known_stream, post, stream_handle, RawHandle};
 use crate::client::Sink;
+// The runtime's copies, so the driver's take the same routes (crate::copy_route).
+use crate::copy_route::{DEFAULT, DEVICE_TO_DEVICE, DEVICE_TO_HOST, HOST_TO_DEVICE};
 use crate::{caller, gate, state};
-
-/// `cudaMemcpyKind`s for the runtime calls.
-const HOST_TO_DEVICE: u32 = 1;
-const DEVICE_TO_HOST: u32 = 2;
-const DEVICE_TO_DEVICE: u32 = 3;
-const DEFAULT: u32 = 4;
 
 export! {
     fn cuMemAlloc_v2(ptr: *mut u64, size: usize) {
