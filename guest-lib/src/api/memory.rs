@@ -64,7 +64,12 @@ fn enqueue(
 }
 
 /// One-dimensional copy of `count` bytes.
-fn memcpy(
+///
+/// # Safety
+/// Each host side of the copy (`kind` says which) is NULL or the program's memory,
+/// readable (`src`) or writable (`dst`) for `count` bytes; an asynchronous copy's stays
+/// so until its stream reaches the copy (CUDA's contract for asynchronous copies).
+unsafe fn memcpy(
     dst: usize,
     src: usize,
     count: usize,
@@ -76,7 +81,8 @@ fn memcpy(
     let capturable = copy_route::capturable(direction, Shape::Linear, dst, src, count);
     admit(stream, is_async, capturable)?;
     enqueue(stream, is_async, move || {
-        memcpy_now(dst, src, count, direction, stream, is_async)
+        // SAFETY: as `memcpy`'s caller promised.
+        unsafe { memcpy_now(dst, src, count, direction, stream, is_async) }
     })
 }
 
@@ -85,7 +91,9 @@ fn staging_area() -> &'static staging::Staging {
     staging::staging().expect("a copy is staged only where the staging area exists")
 }
 
-fn memcpy_now(
+/// # Safety
+/// As for [`memcpy`].
+unsafe fn memcpy_now(
     dst: usize,
     src: usize,
     count: usize,
@@ -100,7 +108,8 @@ fn memcpy_now(
     match (route, direction) {
         (Route::Guest, _) => {
             settle_posted_reads(stream)?;
-            caller::copy_host(dst as *mut u8, src as *const u8, count)
+            // SAFETY: as `memcpy_now`'s caller promised.
+            unsafe { caller::copy_host(dst as *mut u8, src as *const u8, count) }
         }
         (Route::Device, _) => call(&MemcpyDtoD {
             dst: dst as u64,
@@ -114,15 +123,18 @@ fn memcpy_now(
         }
         (Route::Pinned, _) => shared_copy(src as u64, dst as u64, count, false, stream, is_async),
         (Route::Staged, Direction::HostToDevice) => {
-            let data = caller::bytes(src as *const u8, count)?;
+            // SAFETY: as `memcpy_now`'s caller promised.
+            let data = unsafe { caller::bytes(src as *const u8, count) }?;
             staging_area().to_device(dst as u64, data, stream)
         }
         (Route::Staged, _) => {
-            let out = caller::bytes_mut(dst as *mut u8, count)?;
+            // SAFETY: as `memcpy_now`'s caller promised.
+            let out = unsafe { caller::bytes_mut(dst as *mut u8, count) }?;
             staging_area().to_host(out, src as u64, stream)
         }
         (Route::Socket, Direction::HostToDevice) => {
-            let data = caller::bytes(src as *const u8, count)?;
+            // SAFETY: as `memcpy_now`'s caller promised.
+            let data = unsafe { caller::bytes(src as *const u8, count) }?;
             // The bytes travel with the requests, so a copy into memory this process
             // allocated needs no answer chunk by chunk: every chunk is sent at once and
             // only the last is waited for (a synchronous copy), or none (an async one).
@@ -145,7 +157,8 @@ fn memcpy_now(
             Ok(())
         }
         (Route::Socket, _) => {
-            let out = caller::bytes_mut(dst as *mut u8, count)?;
+            // SAFETY: as `memcpy_now`'s caller promised.
+            let out = unsafe { caller::bytes_mut(dst as *mut u8, count) }?;
             // All chunk requests go out together; the replies land in place.
             let chunk_len = client::chunk();
             let requests = out
@@ -212,8 +225,12 @@ fn shared_copy(
     }
 }
 
+/// # Safety
+/// Each host side of the copy (`kind` says which) is the program's memory, readable
+/// (`src`) or writable (`dst`) for `height` rows of `width` bytes at its pitch; an
+/// asynchronous copy's stays so until its stream reaches the copy.
 #[allow(clippy::too_many_arguments)]
-fn memcpy_2d(
+unsafe fn memcpy_2d(
     dst: usize,
     dpitch: usize,
     src: usize,
@@ -234,14 +251,19 @@ fn memcpy_2d(
         return Err(CudaStatus::ErrorInvalidPitchValue);
     }
     enqueue(stream, is_async, move || {
-        memcpy_2d_now(
-            dst, dpitch, src, spitch, width, height, direction, stream, is_async,
-        )
+        // SAFETY: as `memcpy_2d`'s caller promised.
+        unsafe {
+            memcpy_2d_now(
+                dst, dpitch, src, spitch, width, height, direction, stream, is_async,
+            )
+        }
     })
 }
 
+/// # Safety
+/// As for [`memcpy_2d`].
 #[allow(clippy::too_many_arguments)]
-fn memcpy_2d_now(
+unsafe fn memcpy_2d_now(
     dst: usize,
     dpitch: usize,
     src: usize,
@@ -258,11 +280,14 @@ fn memcpy_2d_now(
     match (route, direction) {
         (Route::Guest, _) => settle_posted_reads(stream).and_then(|()| {
             (0..height).try_for_each(|r| {
-                caller::copy_host(
-                    (dst + r * dpitch) as *mut u8,
-                    (src + r * spitch) as *const u8,
-                    width,
-                )
+                // SAFETY: as `memcpy_2d_now`'s caller promised.
+                unsafe {
+                    caller::copy_host(
+                        (dst + r * dpitch) as *mut u8,
+                        (src + r * spitch) as *const u8,
+                        width,
+                    )
+                }
             })
         }),
         (Route::Device, _) => call(&Memcpy2DDtoD {
@@ -282,8 +307,9 @@ fn memcpy_2d_now(
                 let rows = rows_per_chunk.min(height - first);
                 let mut packed = Vec::with_capacity(rows * width);
                 for r in first..first + rows {
-                    packed
-                        .extend_from_slice(caller::bytes((src + r * spitch) as *const u8, width)?);
+                    // SAFETY: as `memcpy_2d_now`'s caller promised.
+                    let row = unsafe { caller::bytes((src + r * spitch) as *const u8, width) }?;
+                    packed.extend_from_slice(row);
                 }
                 let req = Memcpy2DHtoD {
                     dst: (dst + first * dpitch) as u64,
@@ -313,7 +339,8 @@ fn memcpy_2d_now(
                 };
                 call_with(&req, &[], Sink::Into(&mut packed))?;
                 for (i, row) in packed.chunks(width).enumerate() {
-                    caller::bytes_mut((dst + (first + i) * dpitch) as *mut u8, width)?
+                    // SAFETY: as `memcpy_2d_now`'s caller promised.
+                    unsafe { caller::bytes_mut((dst + (first + i) * dpitch) as *mut u8, width) }?
                         .copy_from_slice(row);
                 }
                 first += rows;
@@ -372,7 +399,8 @@ pub extern "C" fn cudaMalloc(ptr: *mut *mut c_void, size: usize) -> cudaError_t 
         capture::check_unsafe_call()?;
         let alloc = || Ok((call(&MemAlloc { size: size as u64 })?.ptr, size as u64, ()));
         let (p, ()) = allocate_clear(alloc, free_held)?;
-        caller::write(ptr, p as *mut c_void)
+        // SAFETY: by cudaMalloc's contract `ptr` is NULL or writable.
+        unsafe { caller::write(ptr, p as *mut c_void) }
     })
 }
 
@@ -405,8 +433,10 @@ pub extern "C" fn cudaMallocPitch(
             Ok((r.ptr, r.pitch * height as u64, r.pitch))
         };
         let (p, row_pitch) = allocate_clear(alloc, free_held)?;
-        caller::write(ptr, p as *mut c_void)?;
-        caller::write(pitch, row_pitch as usize)
+        // SAFETY: by cudaMallocPitch's contract `ptr` is NULL or writable.
+        unsafe { caller::write(ptr, p as *mut c_void) }?;
+        // SAFETY: by cudaMallocPitch's contract `pitch` is NULL or writable.
+        unsafe { caller::write(pitch, row_pitch as usize) }
     })
 }
 
@@ -466,7 +496,8 @@ pub extern "C" fn cudaMallocHost(ptr: *mut *mut c_void, size: usize) -> cudaErro
         if ptr.is_null() {
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        caller::write(ptr, host_alloc(size, 0)?)
+        // SAFETY: by cudaMallocHost's contract `ptr` is NULL or writable.
+        unsafe { caller::write(ptr, host_alloc(size, 0)?) }
     })
 }
 
@@ -476,7 +507,8 @@ pub extern "C" fn cudaHostAlloc(ptr: *mut *mut c_void, size: usize, flags: u32) 
         if ptr.is_null() || flags & !0xf != 0 {
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        caller::write(ptr, host_alloc(size, flags)?)
+        // SAFETY: by cudaHostAlloc's contract `ptr` is NULL or writable.
+        unsafe { caller::write(ptr, host_alloc(size, flags)?) }
     })
 }
 
@@ -533,7 +565,9 @@ pub extern "C" fn cudaHostRegister(ptr: *mut c_void, size: usize, flags: u32) ->
         let shared = if page_shared {
             None
         } else {
-            shared::share_existing(start, size, flags)
+            // SAFETY: by cudaHostRegister's contract `[ptr, ptr + size)` is the program's
+            // mapped memory; no shared region holds its pages (checked above).
+            unsafe { shared::share_existing(start, size, flags) }
         };
         let range = HostRange {
             size,
@@ -572,7 +606,8 @@ pub extern "C" fn cudaHostGetFlags(flags: *mut u32, ptr: *mut c_void) -> cudaErr
             .ok_or(CudaStatus::ErrorInvalidValue)?
             .1;
         // Portable and mapped are implied for all pinned memory in a UVA process.
-        caller::write(flags, r.flags | 0x2)
+        // SAFETY: by cudaHostGetFlags's contract `flags` is NULL or writable.
+        unsafe { caller::write(flags, r.flags | 0x2) }
     })
 }
 
@@ -595,7 +630,9 @@ pub extern "C" fn cudaHostGetDevicePointer(
             return Err(CudaStatus::ErrorInvalidValue);
         }
         match mapped_device_pointer(host_ptr as usize)? {
-            Some(d) => caller::write(device_ptr, d as *mut c_void),
+            // SAFETY: by cudaHostGetDevicePointer's contract `device_ptr` is NULL or
+            // writable.
+            Some(d) => unsafe { caller::write(device_ptr, d as *mut c_void) },
             None => {
                 eprintln!(
                     "vmcuda: cudaHostGetDevicePointer: this pinned memory is not shared with the host \
@@ -640,16 +677,19 @@ pub extern "C" fn cudaPointerGetAttributes(
                 (0, -2, 0, p)
             };
         drop(reg);
-        caller::write(
-            attrs,
-            PointerAttributesC {
-                memory_type,
-                device,
-                device_pointer: device_pointer as *mut c_void,
-                host_pointer: host_pointer as *mut c_void,
-                reserved: [0; 8],
-            },
-        )
+        // SAFETY: by cudaPointerGetAttributes's contract `attrs` is NULL or writable.
+        unsafe {
+            caller::write(
+                attrs,
+                PointerAttributesC {
+                    memory_type,
+                    device,
+                    device_pointer: device_pointer as *mut c_void,
+                    host_pointer: host_pointer as *mut c_void,
+                    reserved: [0; 8],
+                },
+            )
+        }
     })
 }
 
@@ -662,7 +702,9 @@ macro_rules! export_memcpy {
             count: usize,
             kind: u32,
         ) -> cudaError_t {
-            guard(stringify!($name), || {
+            // SAFETY: by cudaMemcpy's contract the host sides are the program's memory of
+            // `count` bytes (kept valid until the stream gets there, when asynchronous).
+            guard(stringify!($name), || unsafe {
                 memcpy(
                     dst as usize,
                     src as usize,
@@ -688,7 +730,9 @@ macro_rules! export_memcpy_async {
             kind: u32,
             stream: RawHandle,
         ) -> cudaError_t {
-            guard(stringify!($name), || {
+            // SAFETY: by cudaMemcpy's contract the host sides are the program's memory of
+            // `count` bytes (kept valid until the stream gets there, when asynchronous).
+            guard(stringify!($name), || unsafe {
                 memcpy(
                     dst as usize,
                     src as usize,
@@ -715,17 +759,21 @@ pub extern "C" fn cudaMemcpy2D(
     kind: u32,
 ) -> cudaError_t {
     guard("cudaMemcpy2D", || {
-        memcpy_2d(
-            dst as usize,
-            dpitch,
-            src as usize,
-            spitch,
-            width,
-            height,
-            kind,
-            StreamHandle::LEGACY,
-            false,
-        )
+        // SAFETY: by cudaMemcpy2D's contract its pointer arguments are as `memcpy_2d`
+        // requires.
+        unsafe {
+            memcpy_2d(
+                dst as usize,
+                dpitch,
+                src as usize,
+                spitch,
+                width,
+                height,
+                kind,
+                StreamHandle::LEGACY,
+                false,
+            )
+        }
     })
 }
 
@@ -742,17 +790,21 @@ pub extern "C" fn cudaMemcpy2DAsync(
     stream: RawHandle,
 ) -> cudaError_t {
     guard("cudaMemcpy2DAsync", || {
-        memcpy_2d(
-            dst as usize,
-            dpitch,
-            src as usize,
-            spitch,
-            width,
-            height,
-            kind,
-            stream_handle(stream, false),
-            true,
-        )
+        // SAFETY: by cudaMemcpy2DAsync's contract its pointer arguments are as `memcpy_2d`
+        // requires.
+        unsafe {
+            memcpy_2d(
+                dst as usize,
+                dpitch,
+                src as usize,
+                spitch,
+                width,
+                height,
+                kind,
+                stream_handle(stream, false),
+                true,
+            )
+        }
     })
 }
 
@@ -769,17 +821,21 @@ pub extern "C" fn cudaMemcpy2DAsync_ptsz(
     stream: RawHandle,
 ) -> cudaError_t {
     guard("cudaMemcpy2DAsync_ptsz", || {
-        memcpy_2d(
-            dst as usize,
-            dpitch,
-            src as usize,
-            spitch,
-            width,
-            height,
-            kind,
-            stream_handle(stream, true),
-            true,
-        )
+        // SAFETY: by cudaMemcpy2DAsync_ptsz's contract its pointer arguments are as
+        // `memcpy_2d` requires.
+        unsafe {
+            memcpy_2d(
+                dst as usize,
+                dpitch,
+                src as usize,
+                spitch,
+                width,
+                height,
+                kind,
+                stream_handle(stream, true),
+                true,
+            )
+        }
     })
 }
 
@@ -1000,7 +1056,10 @@ fn symbol_range(symbol: *const c_void, offset: usize, count: usize) -> Result<us
 
 /// Copies to a symbol go host or device to device; the symbol's address is a device
 /// range, so `cudaMemcpyDefault` resolves like any other copy.
-fn to_symbol(
+///
+/// # Safety
+/// `src` is as for [`memcpy`].
+unsafe fn to_symbol(
     symbol: *const c_void,
     src: *const c_void,
     count: usize,
@@ -1012,13 +1071,16 @@ fn to_symbol(
     let dst = symbol_range(symbol, offset, count)?;
     match Direction::resolve(kind, dst, src as usize)? {
         Direction::HostToDevice | Direction::DeviceToDevice => {
-            memcpy(dst, src as usize, count, kind, stream, is_async)
+            // SAFETY: as `to_symbol`'s caller promised.
+            unsafe { memcpy(dst, src as usize, count, kind, stream, is_async) }
         }
         _ => Err(CudaStatus::ErrorInvalidMemcpyDirection),
     }
 }
 
-fn from_symbol(
+/// # Safety
+/// `dst` is as for [`memcpy`].
+unsafe fn from_symbol(
     dst: *mut c_void,
     symbol: *const c_void,
     count: usize,
@@ -1030,7 +1092,8 @@ fn from_symbol(
     let src = symbol_range(symbol, offset, count)?;
     match Direction::resolve(kind, dst as usize, src)? {
         Direction::DeviceToHost | Direction::DeviceToDevice => {
-            memcpy(dst as usize, src, count, kind, stream, is_async)
+            // SAFETY: as `from_symbol`'s caller promised.
+            unsafe { memcpy(dst as usize, src, count, kind, stream, is_async) }
         }
         _ => Err(CudaStatus::ErrorInvalidMemcpyDirection),
     }
@@ -1045,15 +1108,19 @@ pub extern "C" fn cudaMemcpyToSymbol(
     kind: u32,
 ) -> cudaError_t {
     guard("cudaMemcpyToSymbol", || {
-        to_symbol(
-            symbol,
-            src,
-            count,
-            offset,
-            kind,
-            StreamHandle::LEGACY,
-            false,
-        )
+        // SAFETY: by cudaMemcpyToSymbol's contract its pointer arguments are as `to_symbol`
+        // requires.
+        unsafe {
+            to_symbol(
+                symbol,
+                src,
+                count,
+                offset,
+                kind,
+                StreamHandle::LEGACY,
+                false,
+            )
+        }
     })
 }
 
@@ -1067,15 +1134,19 @@ pub extern "C" fn cudaMemcpyToSymbolAsync(
     stream: RawHandle,
 ) -> cudaError_t {
     guard("cudaMemcpyToSymbolAsync", || {
-        to_symbol(
-            symbol,
-            src,
-            count,
-            offset,
-            kind,
-            stream_handle(stream, false),
-            true,
-        )
+        // SAFETY: by cudaMemcpyToSymbolAsync's contract its pointer arguments are as
+        // `to_symbol` requires.
+        unsafe {
+            to_symbol(
+                symbol,
+                src,
+                count,
+                offset,
+                kind,
+                stream_handle(stream, false),
+                true,
+            )
+        }
     })
 }
 
@@ -1088,15 +1159,19 @@ pub extern "C" fn cudaMemcpyFromSymbol(
     kind: u32,
 ) -> cudaError_t {
     guard("cudaMemcpyFromSymbol", || {
-        from_symbol(
-            dst,
-            symbol,
-            count,
-            offset,
-            kind,
-            StreamHandle::LEGACY,
-            false,
-        )
+        // SAFETY: by cudaMemcpyFromSymbol's contract its pointer arguments are as
+        // `from_symbol` requires.
+        unsafe {
+            from_symbol(
+                dst,
+                symbol,
+                count,
+                offset,
+                kind,
+                StreamHandle::LEGACY,
+                false,
+            )
+        }
     })
 }
 
@@ -1110,15 +1185,19 @@ pub extern "C" fn cudaMemcpyFromSymbolAsync(
     stream: RawHandle,
 ) -> cudaError_t {
     guard("cudaMemcpyFromSymbolAsync", || {
-        from_symbol(
-            dst,
-            symbol,
-            count,
-            offset,
-            kind,
-            stream_handle(stream, false),
-            true,
-        )
+        // SAFETY: by cudaMemcpyFromSymbolAsync's contract its pointer arguments are as
+        // `from_symbol` requires.
+        unsafe {
+            from_symbol(
+                dst,
+                symbol,
+                count,
+                offset,
+                kind,
+                stream_handle(stream, false),
+                true,
+            )
+        }
     })
 }
 
@@ -1128,14 +1207,16 @@ pub extern "C" fn cudaGetSymbolAddress(
     symbol: *const c_void,
 ) -> cudaError_t {
     guard("cudaGetSymbolAddress", || {
-        caller::write(dev_ptr, variable(symbol as usize)?.0 as *mut c_void)
+        // SAFETY: by cudaGetSymbolAddress's contract `dev_ptr` is NULL or writable.
+        unsafe { caller::write(dev_ptr, variable(symbol as usize)?.0 as *mut c_void) }
     })
 }
 
 #[no_mangle]
 pub extern "C" fn cudaGetSymbolSize(size: *mut usize, symbol: *const c_void) -> cudaError_t {
     guard("cudaGetSymbolSize", || {
-        caller::write(size, variable(symbol as usize)?.1)
+        // SAFETY: by cudaGetSymbolSize's contract `size` is NULL or writable.
+        unsafe { caller::write(size, variable(symbol as usize)?.1) }
     })
 }
 

@@ -135,7 +135,8 @@ export! {
     fn cuDriverGetVersion(version: *mut i32) {
         // The host's driver version (cuDriverGetVersion works before cuInit).
         let client = crate::client::client()?;
-        crate::caller::write(version, client.hello.driver_version)
+        // SAFETY: by cuDriverGetVersion's contract `version` is NULL or writable.
+        unsafe { crate::caller::write(version, client.hello.driver_version) }
     }
 }
 
@@ -162,15 +163,19 @@ fn error_texts() -> &'static [(u32, std::ffi::CString, std::ffi::CString)] {
     })
 }
 
-fn error_text(error: u32, out: *mut *const std::ffi::c_char, message: bool) -> Result<()> {
+/// # Safety
+/// `out` is NULL or writable.
+unsafe fn error_text(error: u32, out: *mut *const std::ffi::c_char, message: bool) -> Result<()> {
     match error_texts().iter().find(|e| e.0 == error) {
         Some((_, name, msg)) => {
             let s = if message { msg } else { name };
-            crate::caller::write(out, s.as_ptr())
+            // SAFETY: as `error_text`'s caller promised.
+            unsafe { crate::caller::write(out, s.as_ptr()) }
         }
         None => {
             // Unknown codes: NULL stored, CUDA_ERROR_INVALID_VALUE, as the driver does.
-            crate::caller::write(out, std::ptr::null())?;
+            // SAFETY: as `error_text`'s caller promised.
+            unsafe { crate::caller::write(out, std::ptr::null()) }?;
             Err(CudaStatus::ErrorInvalidValue)
         }
     }
@@ -178,13 +183,17 @@ fn error_text(error: u32, out: *mut *const std::ffi::c_char, message: bool) -> R
 
 export! {
     fn cuGetErrorName(error: u32, out: *mut *const std::ffi::c_char) {
-        error_text(error, out, false)
+        // SAFETY: by cuGetErrorName's contract its pointer arguments are as `error_text`
+        // requires.
+        unsafe { error_text(error, out, false) }
     }
 }
 
 export! {
     fn cuGetErrorString(error: u32, out: *mut *const std::ffi::c_char) {
-        error_text(error, out, true)
+        // SAFETY: by cuGetErrorString's contract its pointer arguments are as `error_text`
+        // requires.
+        unsafe { error_text(error, out, true) }
     }
 }
 

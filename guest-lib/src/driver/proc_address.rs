@@ -147,11 +147,15 @@ export! {
         _flags: u64,
         status: *mut i32,
     ) {
-        let name = caller::string(symbol)?;
+        // SAFETY: by cuGetProcAddress_v2's contract `symbol` is NULL or a NUL-terminated
+        // string.
+        let name = unsafe { caller::string(symbol) }?;
         match lookup(&name) {
             Some(f) => {
-                caller::write(pfn, f)?;
-                caller::write_opt(status, PROC_ADDRESS_SUCCESS);
+                // SAFETY: by cuGetProcAddress_v2's contract `pfn` is NULL or writable.
+                unsafe { caller::write(pfn, f) }?;
+                // SAFETY: by cuGetProcAddress_v2's contract `status` is NULL or writable.
+                unsafe { caller::write_opt(status, PROC_ADDRESS_SUCCESS) };
                 Ok(())
             }
             None => {
@@ -160,8 +164,10 @@ export! {
                 }
                 // As the real driver answers (measured on the H200): success, with the
                 // query result saying the symbol was not found and a NULL pointer.
-                caller::write(pfn, std::ptr::null_mut())?;
-                caller::write_opt(status, PROC_ADDRESS_SYMBOL_NOT_FOUND);
+                // SAFETY: by cuGetProcAddress_v2's contract `pfn` is NULL or writable.
+                unsafe { caller::write(pfn, std::ptr::null_mut()) }?;
+                // SAFETY: by cuGetProcAddress_v2's contract `status` is NULL or writable.
+                unsafe { caller::write_opt(status, PROC_ADDRESS_SYMBOL_NOT_FOUND) };
                 Ok(())
             }
         }
@@ -180,7 +186,8 @@ export! {
         if !STATIC_RUNTIME_TOLD.swap(true, Ordering::Relaxed) {
             eprintln!("{STATIC_RUNTIME_MESSAGE}");
         }
-        caller::write_opt(table, std::ptr::null());
+        // SAFETY: by cuGetExportTable's contract `table` is NULL or writable.
+        unsafe { caller::write_opt(table, std::ptr::null()) };
         Err(status(CUDA_ERROR_NOT_SUPPORTED))
     }
 }
