@@ -1,7 +1,11 @@
 //! The edge where the program's pointers are dereferenced. Every function here takes a
 //! pointer the program passed through the CUDA API; the CUDA API contract makes the
-//! program responsible for its validity (that is the invariant each `SAFETY` comment
-//! relies on); null pointers are turned into `cudaErrorInvalidValue` here.
+//! program responsible for its validity, and each function that relies on it is an
+//! `unsafe fn` whose `# Safety` section says what its caller promises. The `extern "C"`
+//! exports make that promise, each call with a `SAFETY` comment naming the contract
+//! (or pass it on as the `# Safety` section of an `unsafe fn` helper). Null pointers
+//! are turned into `cudaErrorInvalidValue` here, so "NULL or valid" is all a caller
+//! needs to know.
 
 use std::ffi::{c_char, CStr};
 
@@ -10,88 +14,125 @@ use vmcuda_wire::CudaStatus;
 type Result<T> = std::result::Result<T, CudaStatus>;
 
 /// Store `value` through an output parameter.
-pub(crate) fn write<T>(ptr: *mut T, value: T) -> Result<()> {
+///
+/// # Safety
+/// `ptr` is NULL (refused) or valid for writing a `T` (no alignment needed).
+pub(crate) unsafe fn write<T>(ptr: *mut T, value: T) -> Result<()> {
     if ptr.is_null() {
         return Err(CudaStatus::ErrorInvalidValue);
     }
-    // SAFETY: non-null, and the API contract says it points to a writable T.
+    // SAFETY: non-null, so writable by the caller's promise.
     unsafe { ptr.write_unaligned(value) };
     Ok(())
 }
 
 /// Store through an optional output parameter (CUDA lets some be NULL).
-pub(crate) fn write_opt<T>(ptr: *mut T, value: T) {
+///
+/// # Safety
+/// `ptr` is NULL (skipped) or valid for writing a `T` (no alignment needed).
+pub(crate) unsafe fn write_opt<T>(ptr: *mut T, value: T) {
     if !ptr.is_null() {
-        // SAFETY: non-null, and the API contract says it points to a writable T.
+        // SAFETY: non-null, so writable by the caller's promise.
         unsafe { ptr.write_unaligned(value) };
     }
 }
 
 /// Read an input struct.
-pub(crate) fn read<T: Copy>(ptr: *const T) -> Result<T> {
+///
+/// # Safety
+/// `ptr` is NULL (refused) or valid for reading an initialized `T` (no alignment
+/// needed).
+pub(crate) unsafe fn read<T: Copy>(ptr: *const T) -> Result<T> {
     if ptr.is_null() {
         return Err(CudaStatus::ErrorInvalidValue);
     }
-    // SAFETY: non-null, and the API contract says it points to a readable T.
+    // SAFETY: non-null, so readable by the caller's promise.
     Ok(unsafe { ptr.read_unaligned() })
 }
 
 /// Borrow `len` bytes of program memory.
-pub(crate) fn bytes<'a>(ptr: *const u8, len: usize) -> Result<&'a [u8]> {
+///
+/// # Safety
+/// Unless `len` is 0, `ptr` is NULL (refused) or valid for reading `len` bytes, which
+/// nothing writes while the returned slice lives (`'a`, chosen by the caller).
+pub(crate) unsafe fn bytes<'a>(ptr: *const u8, len: usize) -> Result<&'a [u8]> {
     if len == 0 {
         return Ok(&[]);
     }
     if ptr.is_null() {
         return Err(CudaStatus::ErrorInvalidValue);
     }
-    // SAFETY: non-null; the program passed `ptr` as a buffer of at least `len` bytes.
+    // SAFETY: non-null, so `len` readable bytes unchanged for 'a, by the caller's promise.
     Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
 }
 
 /// Borrow `len` writable bytes of program memory.
-pub(crate) fn bytes_mut<'a>(ptr: *mut u8, len: usize) -> Result<&'a mut [u8]> {
+///
+/// # Safety
+/// Unless `len` is 0, `ptr` is NULL (refused) or valid for writing `len` bytes, which
+/// nothing else reads or writes while the returned slice lives (`'a`, chosen by the
+/// caller).
+pub(crate) unsafe fn bytes_mut<'a>(ptr: *mut u8, len: usize) -> Result<&'a mut [u8]> {
     if len == 0 {
         return Ok(&mut []);
     }
     if ptr.is_null() {
         return Err(CudaStatus::ErrorInvalidValue);
     }
-    // SAFETY: non-null; the program passed `ptr` as a writable buffer of `len` bytes.
+    // SAFETY: non-null, so `len` writable bytes used by no one else for 'a, by the
+    // caller's promise.
     Ok(unsafe { std::slice::from_raw_parts_mut(ptr, len) })
 }
 
 /// Copy between two program buffers (host-to-host copies), which may overlap.
-pub(crate) fn copy_host(dst: *mut u8, src: *const u8, len: usize) -> Result<()> {
+///
+/// # Safety
+/// Unless `len` is 0, `dst` and `src` are NULL (refused) or valid for writing and
+/// reading `len` bytes.
+pub(crate) unsafe fn copy_host(dst: *mut u8, src: *const u8, len: usize) -> Result<()> {
     if len == 0 {
         return Ok(());
     }
     if dst.is_null() || src.is_null() {
         return Err(CudaStatus::ErrorInvalidValue);
     }
-    // SAFETY: both non-null and, by the API contract, valid for `len` bytes.
+    // SAFETY: both non-null, so valid for `len` bytes by the caller's promise.
     unsafe { std::ptr::copy(src, dst, len) };
     Ok(())
 }
 
 /// A C string argument.
-pub(crate) fn string(ptr: *const c_char) -> Result<String> {
+///
+/// # Safety
+/// `ptr` is NULL (refused) or points to a NUL-terminated string.
+pub(crate) unsafe fn string(ptr: *const c_char) -> Result<String> {
     if ptr.is_null() {
         return Err(CudaStatus::ErrorInvalidValue);
     }
-    // SAFETY: non-null and, by the API contract, NUL-terminated.
+    // SAFETY: non-null, so NUL-terminated by the caller's promise.
     Ok(unsafe { CStr::from_ptr(ptr) }
         .to_string_lossy()
         .into_owned())
 }
 
 /// Kernel argument `i` of a `void** args` array: `size` bytes at `args[i]`.
-pub(crate) fn kernel_arg<'a>(args: *const *const u8, i: usize, size: usize) -> Result<&'a [u8]> {
+///
+/// # Safety
+/// `args` is NULL (refused) or an array of more than `i` pointers, `args[i]` being
+/// NULL (refused) or valid for reading `size` bytes that nothing writes during `'a`
+/// (the launch contract: one pointer per kernel parameter).
+pub(crate) unsafe fn kernel_arg<'a>(
+    args: *const *const u8,
+    i: usize,
+    size: usize,
+) -> Result<&'a [u8]> {
     if args.is_null() {
         return Err(CudaStatus::ErrorInvalidValue);
     }
-    // SAFETY: the launch contract gives one valid pointer per kernel parameter.
+    // SAFETY: non-null, so an array of more than `i` pointers by the caller's promise.
     let arg = unsafe { *args.add(i) };
-    bytes(arg, size)
+    // SAFETY: `args[i]` is valid for `size` bytes by the caller's promise.
+    unsafe { bytes(arg, size) }
 }
 
 /// Read `N` bytes from program memory that may not be mapped (a fatbinary's
@@ -113,21 +154,30 @@ pub(crate) fn try_read_array<const N: usize>(addr: usize) -> Option<[u8; N]> {
 }
 
 /// Call a host function the program registered (stream callbacks).
-pub(crate) fn call_host_fn(
+///
+/// # Safety
+/// The program handed in `f` and `user_data` to be called once like this, and this is
+/// that call.
+pub(crate) unsafe fn call_host_fn(
     f: unsafe extern "C" fn(*mut libc::c_void),
     user_data: *mut libc::c_void,
 ) {
-    // SAFETY: the program handed us this function and its argument to call once.
+    // SAFETY: the program's own function and argument, called as it asked (the caller's
+    // promise).
     unsafe { f(user_data) }
 }
 
 /// Call a `cudaStreamCallback_t` the program registered.
-pub(crate) fn call_stream_callback(
+///
+/// # Safety
+/// As for [`call_host_fn`]: the program's callback and argument, called once as asked.
+pub(crate) unsafe fn call_stream_callback(
     f: unsafe extern "C" fn(*mut libc::c_void, u32, *mut libc::c_void),
     stream: *mut libc::c_void,
     status: u32,
     user_data: *mut libc::c_void,
 ) {
-    // SAFETY: the program handed us this callback and its argument to call once.
+    // SAFETY: the program's own callback and argument, called as it asked (the caller's
+    // promise).
     unsafe { f(stream, status, user_data) }
 }

@@ -179,7 +179,9 @@ pub extern "C" fn cudnnGetErrorString(status: c_int) -> *const c_char {
 #[allow(non_snake_case)]
 pub extern "C" fn cudnnGetLastErrorString(out: *mut c_char, max: usize) {
     let _ = catch_unwind(AssertUnwindSafe(|| {
-        let Ok(buf) = caller::bytes_mut(out.cast(), max) else {
+        // SAFETY: by cudnnGetLastErrorString's contract `out` is NULL or holds `max`
+        // writable bytes.
+        let Ok(buf) = (unsafe { caller::bytes_mut(out.cast(), max) }) else {
             return;
         };
         let Some(room) = max.checked_sub(1) else {

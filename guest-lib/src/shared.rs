@@ -125,15 +125,19 @@ pub fn unregister(region: Shared) {
 
 /// Move the pages holding `[ptr, ptr + size)` onto a shared memfd, in place and with
 /// their contents, and hand them to the host. `None` where that is not possible.
-pub fn share_existing(ptr: usize, size: usize, flags: u32) -> Option<Shared> {
+///
+/// # Safety
+/// `[ptr, ptr + size)` is mapped memory of the program's (`cudaHostRegister`'s
+/// contract), which no other shared region has moved onto its memfd.
+pub unsafe fn share_existing(ptr: usize, size: usize, flags: u32) -> Option<Shared> {
     if !enabled() || !client::client().is_ok_and(|c| c.can_pass_fds()) {
         return None;
     }
     let start = ptr / PAGE * PAGE;
     let len = (ptr + size).div_ceil(PAGE) * PAGE - start;
     let fd = memfd(len).ok()?;
-    // SAFETY: the program registered `[ptr, ptr + size)` as its own memory; the whole
-    // pages around it are mapped (mappings are page-granular) and readable.
+    // SAFETY: `[ptr, ptr + size)` is the program's mapped memory (the caller's promise);
+    // the whole pages around it are mapped (mappings are page-granular) and readable.
     let current = unsafe { std::slice::from_raw_parts(start as *const u8, len) };
     std::fs::File::from(fd.try_clone().ok()?)
         .write_all(current)

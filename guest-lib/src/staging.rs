@@ -4,7 +4,7 @@
 //! see [`crate::shared`]), no copy needs to put its bytes on the socket:
 //! - pinned memory (`cudaMallocHost`, `cudaHostAlloc`, `cudaHostRegister`) is already
 //!   shared and registered with the GPU, so a copy names its address and the GPU's DMA
-//!   engine reads or writes those pages directly ([`pinned_region`]);
+//!   engine reads or writes those pages directly ([`crate::copy_route::pinned_region`]);
 //! - pageable memory goes through a staging area, one memfd of [`slots`] slots, shared
 //!   and registered the same way: the guest fills slot `i + 1` while the GPU copies slot
 //!   `i`, as the driver's own pipelined staging does natively.
@@ -17,11 +17,8 @@ use std::sync::OnceLock;
 use vmcuda_wire::op::{MemcpyShared, StreamHandle, SHARED_STAGING};
 use vmcuda_wire::CudaStatus;
 
+use crate::copy_route::MIN_STAGED;
 use crate::{client, guest_pages, shared, state};
-
-/// Pageable copies smaller than this use the socket: they cost one round trip either
-/// way, and a small asynchronous copy can be posted with its bytes without waiting.
-pub const MIN_STAGED: usize = 256 << 10;
 
 /// The staging area: `slots` slots of `slot` bytes from `start`.
 #[derive(Debug)]
@@ -84,14 +81,6 @@ pub fn staging() -> Option<&'static Staging> {
             }
         })
         .as_ref()
-}
-
-/// The shared region holding all of `[ptr, ptr + len)`, when the program's pinned
-/// memory there is shared with the host: its bytes need not travel.
-pub fn pinned_region(ptr: usize, len: usize) -> bool {
-    state::registry()
-        .host_range(ptr)
-        .is_some_and(|(_, r)| r.shared.is_some_and(|s| ptr + len <= s.start + s.len))
 }
 
 /// How many threads copy a large slot (`VMCUDA_COPY_THREADS`, default up to 4): one

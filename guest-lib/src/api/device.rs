@@ -41,9 +41,11 @@ pub fn properties(device: i32) -> Result<DeviceProperties> {
 #[no_mangle]
 pub extern "C" fn cudaGetDeviceCount(count: *mut i32) -> cudaError_t {
     guard("cudaGetDeviceCount", || match device_count() {
-        Ok(n) => caller::write(count, n),
+        // SAFETY: by cudaGetDeviceCount's contract `count` is NULL or writable.
+        Ok(n) => unsafe { caller::write(count, n) },
         Err(e) => {
-            caller::write_opt(count, 0);
+            // SAFETY: by cudaGetDeviceCount's contract `count` is NULL or writable.
+            unsafe { caller::write_opt(count, 0) };
             Err(e)
         }
     })
@@ -63,7 +65,8 @@ pub extern "C" fn cudaSetDevice(device: i32) -> cudaError_t {
 #[no_mangle]
 pub extern "C" fn cudaGetDevice(device: *mut i32) -> cudaError_t {
     guard("cudaGetDevice", || {
-        caller::write(device, state::current_device())
+        // SAFETY: by cudaGetDevice's contract `device` is NULL or writable.
+        unsafe { caller::write(device, state::current_device()) }
     })
 }
 
@@ -94,16 +97,19 @@ pub extern "C" fn cudaGetDeviceFlags(flags: *mut u32) -> cudaError_t {
             .get(&state::current_device())
             .copied()
             .unwrap_or(0);
-        caller::write(flags, f | 8)
+        // SAFETY: by cudaGetDeviceFlags's contract `flags` is NULL or writable.
+        unsafe { caller::write(flags, f | 8) }
     })
 }
 
 #[no_mangle]
 pub extern "C" fn cudaChooseDevice(device: *mut i32, prop: *const DevicePropC) -> cudaError_t {
     guard("cudaChooseDevice", || {
-        caller::read(prop)?;
+        // SAFETY: by cudaChooseDevice's contract `prop` is NULL or readable.
+        unsafe { caller::read(prop) }?;
         device_count()?;
-        caller::write(device, 0)
+        // SAFETY: by cudaChooseDevice's contract `device` is NULL or writable.
+        unsafe { caller::write(device, 0) }
     })
 }
 
@@ -111,17 +117,21 @@ pub extern "C" fn cudaChooseDevice(device: *mut i32, prop: *const DevicePropC) -
 pub extern "C" fn cudaDeviceGetAttribute(value: *mut i32, attr: u32, device: i32) -> cudaError_t {
     guard("cudaDeviceGetAttribute", || {
         let p = properties(device)?;
-        caller::write(
-            value,
-            p.attribute(attr).ok_or(CudaStatus::ErrorInvalidValue)?,
-        )
+        // SAFETY: by cudaDeviceGetAttribute's contract `value` is NULL or writable.
+        unsafe {
+            caller::write(
+                value,
+                p.attribute(attr).ok_or(CudaStatus::ErrorInvalidValue)?,
+            )
+        }
     })
 }
 
 #[no_mangle]
 pub extern "C" fn cudaGetDeviceProperties(prop: *mut DevicePropC, device: i32) -> cudaError_t {
     guard("cudaGetDeviceProperties", || {
-        caller::write(prop, DevicePropC::from_properties(&properties(device)?))
+        // SAFETY: by cudaGetDeviceProperties's contract `prop` is NULL or writable.
+        unsafe { caller::write(prop, DevicePropC::from_properties(&properties(device)?)) }
     })
 }
 
@@ -147,7 +157,8 @@ pub extern "C" fn cudaDeviceReset() -> cudaError_t {
 #[no_mangle]
 pub extern "C" fn cudaDeviceGetLimit(value: *mut usize, limit: u32) -> cudaError_t {
     guard("cudaDeviceGetLimit", || {
-        caller::write(value, call(&DeviceGetLimit { limit })?.value as usize)
+        // SAFETY: by cudaDeviceGetLimit's contract `value` is NULL or writable.
+        unsafe { caller::write(value, call(&DeviceGetLimit { limit })?.value as usize) }
     })
 }
 
@@ -164,7 +175,8 @@ pub extern "C" fn cudaDeviceSetLimit(limit: u32, value: usize) -> cudaError_t {
 #[no_mangle]
 pub extern "C" fn cudaDeviceGetCacheConfig(config: *mut u32) -> cudaError_t {
     guard("cudaDeviceGetCacheConfig", || {
-        caller::write(config, call(&DeviceGetCacheConfig)?.config)
+        // SAFETY: by cudaDeviceGetCacheConfig's contract `config` is NULL or writable.
+        unsafe { caller::write(config, call(&DeviceGetCacheConfig)?.config) }
     })
 }
 
@@ -191,8 +203,12 @@ pub extern "C" fn cudaDeviceGetStreamPriorityRange(
 ) -> cudaError_t {
     guard("cudaDeviceGetStreamPriorityRange", || {
         let r = priority_range()?;
-        caller::write_opt(least, r.least);
-        caller::write_opt(greatest, r.greatest);
+        // SAFETY: by cudaDeviceGetStreamPriorityRange's contract `least` is NULL or
+        // writable.
+        unsafe { caller::write_opt(least, r.least) };
+        // SAFETY: by cudaDeviceGetStreamPriorityRange's contract `greatest` is NULL or
+        // writable.
+        unsafe { caller::write_opt(greatest, r.greatest) };
         Ok(())
     })
 }
@@ -203,7 +219,8 @@ pub extern "C" fn cudaDeviceCanAccessPeer(can: *mut i32, device: i32, peer: i32)
         check_device(device)?;
         check_device(peer)?;
         let r = call(&DeviceCanAccessPeer { device, peer })?;
-        caller::write(can, r.can_access as i32)
+        // SAFETY: by cudaDeviceCanAccessPeer's contract `can` is NULL or writable.
+        unsafe { caller::write(can, r.can_access as i32) }
     })
 }
 
@@ -225,8 +242,10 @@ pub extern "C" fn cudaDeviceDisablePeerAccess(peer: i32) -> cudaError_t {
 pub extern "C" fn cudaMemGetInfo(free: *mut usize, total: *mut usize) -> cudaError_t {
     guard("cudaMemGetInfo", || {
         let info = call(&MemGetInfo)?;
-        caller::write(free, info.free as usize)?;
-        caller::write(total, info.total as usize)
+        // SAFETY: by cudaMemGetInfo's contract `free` is NULL or writable.
+        unsafe { caller::write(free, info.free as usize) }?;
+        // SAFETY: by cudaMemGetInfo's contract `total` is NULL or writable.
+        unsafe { caller::write(total, info.total as usize) }
     })
 }
 
@@ -246,7 +265,9 @@ pub extern "C" fn cudaDeviceGetPCIBusId(out: *mut c_char, len: i32, device: i32)
         let (domain, bus, dev) = pci_ids(device)?;
         let text = format!("{domain:04x}:{bus:02x}:{dev:02x}.0\0");
         let n = usize::try_from(len).map_err(|_| CudaStatus::ErrorInvalidValue)?;
-        let buf = caller::bytes_mut(out.cast(), n)?;
+        // SAFETY: by cudaDeviceGetPCIBusId's contract `out.cast()` is NULL or holds `n`
+        // writable bytes.
+        let buf = unsafe { caller::bytes_mut(out.cast(), n) }?;
         let take = text.len().min(n);
         buf[..take].copy_from_slice(&text.as_bytes()[..take]);
         if let Some(last) = buf.last_mut() {
@@ -259,7 +280,9 @@ pub extern "C" fn cudaDeviceGetPCIBusId(out: *mut c_char, len: i32, device: i32)
 #[no_mangle]
 pub extern "C" fn cudaDeviceGetByPCIBusId(device: *mut i32, id: *const c_char) -> cudaError_t {
     guard("cudaDeviceGetByPCIBusId", || {
-        let text = caller::string(id)?;
+        // SAFETY: by cudaDeviceGetByPCIBusId's contract `id` is NULL or a NUL-terminated
+        // string.
+        let text = unsafe { caller::string(id) }?;
         let parse = |s: &str| -> Option<(i32, i32, i32)> {
             let (rest, _func) = s.rsplit_once('.')?;
             let parts: Vec<&str> = rest.split(':').collect();
@@ -277,7 +300,9 @@ pub extern "C" fn cudaDeviceGetByPCIBusId(device: *mut i32, id: *const c_char) -
         let wanted = parse(&text).ok_or(CudaStatus::ErrorInvalidValue)?;
         for d in 0..device_count()? {
             if pci_ids(d)? == wanted {
-                return caller::write(device, d);
+                // SAFETY: by cudaDeviceGetByPCIBusId's contract `device` is NULL or
+                // writable.
+                return unsafe { caller::write(device, d) };
             }
         }
         Err(CudaStatus::ErrorInvalidDevice)

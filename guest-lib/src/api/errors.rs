@@ -58,7 +58,8 @@ pub extern "C" fn cudaPeekAtLastError() -> cudaError_t {
 #[no_mangle]
 pub extern "C" fn cudaRuntimeGetVersion(version: *mut i32) -> cudaError_t {
     guard("cudaRuntimeGetVersion", || {
-        caller::write(version, RUNTIME_VERSION)
+        // SAFETY: by cudaRuntimeGetVersion's contract `version` is NULL or writable.
+        unsafe { caller::write(version, RUNTIME_VERSION) }
     })
 }
 
@@ -67,7 +68,8 @@ pub extern "C" fn cudaDriverGetVersion(version: *mut i32) -> cudaError_t {
     guard("cudaDriverGetVersion", || {
         // Without a reachable host there is no driver: CUDA answers 0 then.
         let v = client::client().map_or(0, |c| c.hello.driver_version);
-        caller::write(version, v)
+        // SAFETY: by cudaDriverGetVersion's contract `version` is NULL or writable.
+        unsafe { caller::write(version, v) }
     })
 }
 
@@ -83,21 +85,30 @@ pub extern "C" fn cudaProfilerStop() -> cudaError_t {
 
 /// `cudaGetDriverEntryPoint(ByVersion)`: the driver functions the guest forwards, and
 /// a clean "not found" (NULL, `cudaDriverEntryPointSymbolNotFound`) for the rest.
-fn entry_point(
+///
+/// # Safety
+/// `symbol` is NULL or a NUL-terminated string; `func` and `status` are NULL or
+/// writable.
+unsafe fn entry_point(
     symbol: *const c_char,
     func: *mut *mut libc::c_void,
     status: *mut i32,
 ) -> Result<(), CudaStatus> {
-    let name = caller::string(symbol)?;
+    // SAFETY: as `entry_point`'s caller promised.
+    let name = unsafe { caller::string(symbol) }?;
     match super::driver_entry::lookup(&name) {
         Some(f) => {
-            caller::write(func, f)?;
-            caller::write_opt(status, 0);
+            // SAFETY: as `entry_point`'s caller promised.
+            unsafe { caller::write(func, f) }?;
+            // SAFETY: as `entry_point`'s caller promised.
+            unsafe { caller::write_opt(status, 0) };
             Ok(())
         }
         None => {
-            caller::write(func, std::ptr::null_mut())?;
-            caller::write_opt(status, 1);
+            // SAFETY: as `entry_point`'s caller promised.
+            unsafe { caller::write(func, std::ptr::null_mut()) }?;
+            // SAFETY: as `entry_point`'s caller promised.
+            unsafe { caller::write_opt(status, 1) };
             if std::env::var_os("VMCUDA_VERBOSE").is_some() {
                 eprintln!("vmcuda: driver entry point {name} is not forwarded");
             }
@@ -117,7 +128,9 @@ pub extern "C" fn cudaGetDriverEntryPoint(
     status: *mut i32,
 ) -> cudaError_t {
     guard("cudaGetDriverEntryPoint", || {
-        entry_point(symbol, func, status)
+        // SAFETY: by cudaGetDriverEntryPoint's contract its pointer arguments are as
+        // `entry_point` requires.
+        unsafe { entry_point(symbol, func, status) }
     })
 }
 
@@ -130,6 +143,8 @@ pub extern "C" fn cudaGetDriverEntryPointByVersion(
     status: *mut i32,
 ) -> cudaError_t {
     guard("cudaGetDriverEntryPointByVersion", || {
-        entry_point(symbol, func, status)
+        // SAFETY: by cudaGetDriverEntryPointByVersion's contract its pointer arguments are
+        // as `entry_point` requires.
+        unsafe { entry_point(symbol, func, status) }
     })
 }

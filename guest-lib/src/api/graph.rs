@@ -82,10 +82,12 @@ pub extern "C" fn cudaStreamEndCapture(stream: RawHandle, graph: *mut RawHandle)
         match made {
             Ok(made) => {
                 live(|l| l.graphs.insert(made.graph.0));
-                caller::write(graph, made.graph.0 as RawHandle)
+                // SAFETY: by cudaStreamEndCapture's contract `graph` is NULL or writable.
+                unsafe { caller::write(graph, made.graph.0 as RawHandle) }
             }
             Err(e) => {
-                caller::write(graph, std::ptr::null_mut())?;
+                // SAFETY: by cudaStreamEndCapture's contract `graph` is NULL or writable.
+                unsafe { caller::write(graph, std::ptr::null_mut()) }?;
                 Err(e)
             }
         }
@@ -99,7 +101,8 @@ pub extern "C" fn cudaStreamIsCapturing(stream: RawHandle, status: *mut u32) -> 
             return Err(CudaStatus::ErrorInvalidValue);
         }
         let (s, _) = capture::status(stream_handle(stream, false))?;
-        caller::write(status, s)
+        // SAFETY: by cudaStreamIsCapturing's contract `status` is NULL or writable.
+        unsafe { caller::write(status, s) }
     })
 }
 
@@ -128,11 +131,13 @@ pub extern "C" fn cudaStreamGetCaptureInfo(
             return Err(CudaStatus::ErrorInvalidValue);
         }
         let (s, capture_id) = capture::status(stream_handle(stream, false))?;
-        caller::write(status, s)?;
+        // SAFETY: by cudaStreamGetCaptureInfo's contract `status` is NULL or writable.
+        unsafe { caller::write(status, s) }?;
         if s == capture::STATUS_NONE {
             return Ok(());
         }
-        caller::write_opt(id, capture_id);
+        // SAFETY: by cudaStreamGetCaptureInfo's contract `id` is NULL or writable.
+        unsafe { caller::write_opt(id, capture_id) };
         let wants_graph = !graph.is_null()
             || !dependencies.is_null()
             || !edge_data.is_null()
@@ -151,10 +156,16 @@ pub extern "C" fn cudaStreamGetCaptureInfo(
             .get_or_insert_with(HashMap::new)
             .insert(handle, (nodes, edges));
         drop(lists);
-        caller::write_opt(graph, shown.graph.0 as RawHandle);
-        caller::write_opt(dependencies, nodes_at.cast::<RawHandle>());
-        caller::write_opt(edge_data, edges_at.cast::<c_void>());
-        caller::write_opt(num_dependencies, count);
+        // SAFETY: by cudaStreamGetCaptureInfo's contract `graph` is NULL or writable.
+        unsafe { caller::write_opt(graph, shown.graph.0 as RawHandle) };
+        // SAFETY: by cudaStreamGetCaptureInfo's contract `dependencies` is NULL or
+        // writable.
+        unsafe { caller::write_opt(dependencies, nodes_at.cast::<RawHandle>()) };
+        // SAFETY: by cudaStreamGetCaptureInfo's contract `edge_data` is NULL or writable.
+        unsafe { caller::write_opt(edge_data, edges_at.cast::<c_void>()) };
+        // SAFETY: by cudaStreamGetCaptureInfo's contract `num_dependencies` is NULL or
+        // writable.
+        unsafe { caller::write_opt(num_dependencies, count) };
         Ok(())
     })
 }
@@ -162,8 +173,12 @@ pub extern "C" fn cudaStreamGetCaptureInfo(
 #[no_mangle]
 pub extern "C" fn cudaThreadExchangeStreamCaptureMode(mode: *mut u32) -> cudaError_t {
     guard("cudaThreadExchangeStreamCaptureMode", || {
-        let old = capture::exchange_mode(caller::read(mode)?)?;
-        caller::write(mode, old)
+        // SAFETY: by cudaThreadExchangeStreamCaptureMode's contract `mode` is NULL or
+        // readable.
+        let old = capture::exchange_mode(unsafe { caller::read(mode) }?)?;
+        // SAFETY: by cudaThreadExchangeStreamCaptureMode's contract `mode` is NULL or
+        // writable.
+        unsafe { caller::write(mode, old) }
     })
 }
 
@@ -183,7 +198,8 @@ pub extern "C" fn cudaGraphInstantiateWithFlags(
         };
         let made = call(&req)?;
         live(|l| l.execs.insert(made.exec.0));
-        caller::write(exec, made.exec.0 as RawHandle)
+        // SAFETY: by cudaGraphInstantiateWithFlags's contract `exec` is NULL or writable.
+        unsafe { caller::write(exec, made.exec.0 as RawHandle) }
     })
 }
 
@@ -249,28 +265,37 @@ pub extern "C" fn cudaGraphExecDestroy(exec: RawHandle) -> cudaError_t {
 /// Hand a node list to the program the CUDA way: with `out` NULL, only the count; else
 /// at most `*count` nodes, the rest of a longer array NULL, and `*count` lowered to
 /// the number there are. `edges`, when given, gets default (all-zero) edge data.
-fn give_nodes(
+///
+/// # Safety
+/// `count` is NULL or readable and writable; unless NULL, `out` is writable for
+/// `*count` handles and `edges` for `*count` 8-byte edge data records.
+unsafe fn give_nodes(
     nodes: &[GraphNodeHandle],
     out: *mut RawHandle,
     edges: *mut u8,
     count: *mut usize,
 ) -> Result<()> {
-    let room = caller::read(count)?;
+    // SAFETY: as `give_nodes`'s caller promised.
+    let room = unsafe { caller::read(count) }?;
     if out.is_null() {
-        return caller::write(count, nodes.len());
+        // SAFETY: as `give_nodes`'s caller promised.
+        return unsafe { caller::write(count, nodes.len()) };
     }
     for i in 0..room {
         let node = nodes
             .get(i)
             .map_or(std::ptr::null_mut(), |n| n.0 as RawHandle);
-        caller::write(out.wrapping_add(i), node)?;
+        // SAFETY: as `give_nodes`'s caller promised.
+        unsafe { caller::write(out.wrapping_add(i), node) }?;
     }
     if !edges.is_null() {
         // `cudaGraphEdgeData` is 8 bytes; captured edges are default ones.
-        caller::bytes_mut(edges, room * 8)?.fill(0);
+        // SAFETY: as `give_nodes`'s caller promised.
+        unsafe { caller::bytes_mut(edges, room * 8) }?.fill(0);
     }
     if room > nodes.len() {
-        caller::write(count, nodes.len())?;
+        // SAFETY: as `give_nodes`'s caller promised.
+        unsafe { caller::write(count, nodes.len()) }?;
     }
     Ok(())
 }
@@ -288,7 +313,9 @@ pub extern "C" fn cudaGraphGetNodes(
         let reply = call(&GraphGetNodes {
             graph: GraphHandle(graph as u64),
         })?;
-        give_nodes(&reply.nodes, nodes, std::ptr::null_mut(), count)
+        // SAFETY: by cudaGraphGetNodes's contract its pointer arguments are as `give_nodes`
+        // requires.
+        unsafe { give_nodes(&reply.nodes, nodes, std::ptr::null_mut(), count) }
     })
 }
 
@@ -306,7 +333,9 @@ pub extern "C" fn cudaGraphNodeGetDependencies(
         let reply = call(&GraphNodeGetDependencies {
             node: GraphNodeHandle(node as u64),
         })?;
-        give_nodes(&reply.nodes, dependencies, edge_data.cast(), count)
+        // SAFETY: by cudaGraphNodeGetDependencies's contract its pointer arguments are as
+        // `give_nodes` requires.
+        unsafe { give_nodes(&reply.nodes, dependencies, edge_data.cast(), count) }
     })
 }
 
@@ -321,7 +350,9 @@ pub extern "C" fn cudaGraphDebugDotPrint(
         if graph.is_null() {
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        let path = caller::string(path)?;
+        // SAFETY: by cudaGraphDebugDotPrint's contract `path` is NULL or a NUL-terminated
+        // string.
+        let path = unsafe { caller::string(path) }?;
         let reply = call(&GraphDebugDot {
             graph: GraphHandle(graph as u64),
             flags,

@@ -68,7 +68,10 @@ fn check_config(grid: [u32; 3], block: [u32; 3]) -> Result<()> {
     Ok(())
 }
 
-fn launch(
+/// # Safety
+/// `args` holds one pointer per parameter of the kernel `host_fun` names, each
+/// readable for that parameter's size (the launch contract).
+unsafe fn launch(
     host_fun: usize,
     grid: Dim3,
     block: Dim3,
@@ -87,7 +90,8 @@ fn launch(
         .unwrap_or(0);
     let mut buffer = vec![0u8; total];
     for (i, p) in params.iter().enumerate() {
-        let arg = caller::kernel_arg(args, i, p.size as usize)?;
+        // SAFETY: as `launch`'s caller promised.
+        let arg = unsafe { caller::kernel_arg(args, i, p.size as usize) }?;
         buffer[p.offset as usize..(p.offset + p.size) as usize].copy_from_slice(arg);
     }
     let shared_mem = u32::try_from(shared_mem).map_err(|_| CudaStatus::ErrorInvalidValue)?;
@@ -150,10 +154,15 @@ pub extern "C" fn __cudaPopCallConfiguration(
             y: a[1],
             z: a[2],
         };
-        caller::write(grid, dim(c.grid))?;
-        caller::write(block, dim(c.block))?;
-        caller::write(shared_mem, c.shared_mem)?;
-        caller::write(stream, c.stream as RawHandle)
+        // SAFETY: by __cudaPopCallConfiguration's contract `grid` is NULL or writable.
+        unsafe { caller::write(grid, dim(c.grid)) }?;
+        // SAFETY: by __cudaPopCallConfiguration's contract `block` is NULL or writable.
+        unsafe { caller::write(block, dim(c.block)) }?;
+        // SAFETY: by __cudaPopCallConfiguration's contract `shared_mem` is NULL or
+        // writable.
+        unsafe { caller::write(shared_mem, c.shared_mem) }?;
+        // SAFETY: by __cudaPopCallConfiguration's contract `stream` is NULL or writable.
+        unsafe { caller::write(stream, c.stream as RawHandle) }
     })
 }
 
@@ -167,7 +176,8 @@ pub extern "C" fn __cudaGetKernel(
         if !is_kernel(host_fun as usize) {
             return Err(CudaStatus::ErrorInvalidResourceHandle);
         }
-        caller::write(kernel_out, host_fun as RawHandle)
+        // SAFETY: by __cudaGetKernel's contract `kernel_out` is NULL or writable.
+        unsafe { caller::write(kernel_out, host_fun as RawHandle) }
     })
 }
 
@@ -181,15 +191,19 @@ pub extern "C" fn __cudaLaunchKernel(
     stream: RawHandle,
 ) -> cudaError_t {
     guard("__cudaLaunchKernel", || {
-        launch(
-            k as usize,
-            grid,
-            block,
-            args,
-            smem,
-            stream_handle(stream, false),
-            vec![],
-        )
+        // SAFETY: by __cudaLaunchKernel's contract its pointer arguments are as `launch`
+        // requires.
+        unsafe {
+            launch(
+                k as usize,
+                grid,
+                block,
+                args,
+                smem,
+                stream_handle(stream, false),
+                vec![],
+            )
+        }
     })
 }
 
@@ -203,15 +217,19 @@ pub extern "C" fn __cudaLaunchKernel_ptsz(
     stream: RawHandle,
 ) -> cudaError_t {
     guard("__cudaLaunchKernel_ptsz", || {
-        launch(
-            k as usize,
-            grid,
-            block,
-            args,
-            smem,
-            stream_handle(stream, true),
-            vec![],
-        )
+        // SAFETY: by __cudaLaunchKernel_ptsz's contract its pointer arguments are as
+        // `launch` requires.
+        unsafe {
+            launch(
+                k as usize,
+                grid,
+                block,
+                args,
+                smem,
+                stream_handle(stream, true),
+                vec![],
+            )
+        }
     })
 }
 
@@ -225,15 +243,19 @@ pub extern "C" fn cudaLaunchKernel(
     stream: RawHandle,
 ) -> cudaError_t {
     guard("cudaLaunchKernel", || {
-        launch(
-            f as usize,
-            grid,
-            block,
-            args,
-            smem,
-            stream_handle(stream, false),
-            vec![],
-        )
+        // SAFETY: by cudaLaunchKernel's contract its pointer arguments are as `launch`
+        // requires.
+        unsafe {
+            launch(
+                f as usize,
+                grid,
+                block,
+                args,
+                smem,
+                stream_handle(stream, false),
+                vec![],
+            )
+        }
     })
 }
 
@@ -247,15 +269,19 @@ pub extern "C" fn cudaLaunchKernel_ptsz(
     stream: RawHandle,
 ) -> cudaError_t {
     guard("cudaLaunchKernel_ptsz", || {
-        launch(
-            f as usize,
-            grid,
-            block,
-            args,
-            smem,
-            stream_handle(stream, true),
-            vec![],
-        )
+        // SAFETY: by cudaLaunchKernel_ptsz's contract its pointer arguments are as `launch`
+        // requires.
+        unsafe {
+            launch(
+                f as usize,
+                grid,
+                block,
+                args,
+                smem,
+                stream_handle(stream, true),
+                vec![],
+            )
+        }
     })
 }
 
@@ -278,15 +304,19 @@ pub extern "C" fn cudaLaunchCooperativeKernel(
     stream: RawHandle,
 ) -> cudaError_t {
     guard("cudaLaunchCooperativeKernel", || {
-        launch(
-            f as usize,
-            grid,
-            block,
-            args,
-            smem,
-            stream_handle(stream, false),
-            vec![cooperative()],
-        )
+        // SAFETY: by cudaLaunchCooperativeKernel's contract its pointer arguments are as
+        // `launch` requires.
+        unsafe {
+            launch(
+                f as usize,
+                grid,
+                block,
+                args,
+                smem,
+                stream_handle(stream, false),
+                vec![cooperative()],
+            )
+        }
     })
 }
 
@@ -300,26 +330,35 @@ pub extern "C" fn cudaLaunchCooperativeKernel_ptsz(
     stream: RawHandle,
 ) -> cudaError_t {
     guard("cudaLaunchCooperativeKernel_ptsz", || {
-        launch(
-            f as usize,
-            grid,
-            block,
-            args,
-            smem,
-            stream_handle(stream, true),
-            vec![cooperative()],
-        )
+        // SAFETY: by cudaLaunchCooperativeKernel_ptsz's contract its pointer arguments are
+        // as `launch` requires.
+        unsafe {
+            launch(
+                f as usize,
+                grid,
+                block,
+                args,
+                smem,
+                stream_handle(stream, true),
+                vec![cooperative()],
+            )
+        }
     })
 }
 
-fn launch_ex(
+/// # Safety
+/// `config` is NULL or a readable `cudaLaunchConfig_t` whose `attrs` are readable for
+/// `numAttrs` attributes; `args` as for [`launch`].
+unsafe fn launch_ex(
     config: *const LaunchConfigC,
     f: *const c_void,
     args: *const *const u8,
     per_thread: bool,
 ) -> Result<()> {
-    let c = caller::read(config)?;
-    let raw = caller::bytes(c.attrs, c.num_attrs as usize * LAUNCH_ATTRIBUTE_LEN)?;
+    // SAFETY: as `launch_ex`'s caller promised.
+    let c = unsafe { caller::read(config) }?;
+    // SAFETY: as `launch_ex`'s caller promised.
+    let raw = unsafe { caller::bytes(c.attrs, c.num_attrs as usize * LAUNCH_ATTRIBUTE_LEN) }?;
     let attributes = raw
         .chunks_exact(LAUNCH_ATTRIBUTE_LEN)
         .map(|a| LaunchAttribute {
@@ -327,15 +366,18 @@ fn launch_ex(
             value: a[8..].to_vec(),
         })
         .collect();
-    launch(
-        f as usize,
-        c.grid,
-        c.block,
-        args,
-        c.dynamic_smem,
-        stream_handle(c.stream, per_thread),
-        attributes,
-    )
+    // SAFETY: as `launch_ex`'s caller promised.
+    unsafe {
+        launch(
+            f as usize,
+            c.grid,
+            c.block,
+            args,
+            c.dynamic_smem,
+            stream_handle(c.stream, per_thread),
+            attributes,
+        )
+    }
 }
 
 #[no_mangle]
@@ -344,7 +386,11 @@ pub extern "C" fn cudaLaunchKernelExC(
     f: *const c_void,
     args: *const *const u8,
 ) -> cudaError_t {
-    guard("cudaLaunchKernelExC", || launch_ex(config, f, args, false))
+    // SAFETY: by cudaLaunchKernelExC's contract its pointer arguments are as `launch_ex`
+    // requires.
+    guard("cudaLaunchKernelExC", || unsafe {
+        launch_ex(config, f, args, false)
+    })
 }
 
 #[no_mangle]
@@ -354,7 +400,9 @@ pub extern "C" fn cudaLaunchKernelExC_ptsz(
     args: *const *const u8,
 ) -> cudaError_t {
     guard("cudaLaunchKernelExC_ptsz", || {
-        launch_ex(config, f, args, true)
+        // SAFETY: by cudaLaunchKernelExC_ptsz's contract its pointer arguments are as
+        // `launch_ex` requires.
+        unsafe { launch_ex(config, f, args, true) }
     })
 }
 
@@ -413,7 +461,8 @@ pub extern "C" fn cudaFuncGetAttributes(
     guard("cudaFuncGetAttributes", || {
         let (function, _) = kernel(f as usize)?;
         let a = call(&FuncGetAttributes { function })?;
-        caller::write(attr, a.into())
+        // SAFETY: by cudaFuncGetAttributes's contract `attr` is NULL or writable.
+        unsafe { caller::write(attr, a.into()) }
     })
 }
 
@@ -460,7 +509,9 @@ pub extern "C" fn cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
                 dynamic_smem: dynamic_smem as u64,
                 flags,
             })?;
-            caller::write(blocks, r.blocks)
+            // SAFETY: by cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags's contract
+            // `blocks` is NULL or writable.
+            unsafe { caller::write(blocks, r.blocks) }
         },
     )
 }
@@ -489,7 +540,9 @@ pub extern "C" fn cudaOccupancyAvailableDynamicSMemPerBlock(
             num_blocks,
             block_size,
         })?;
-        caller::write(bytes, r.bytes as usize)
+        // SAFETY: by cudaOccupancyAvailableDynamicSMemPerBlock's contract `bytes` is NULL
+        // or writable.
+        unsafe { caller::write(bytes, r.bytes as usize) }
     })
 }
 

@@ -34,7 +34,9 @@ fn pool_device(pool: RawHandle) -> Result<i32> {
     Ok(device as i32)
 }
 
-fn malloc_async(ptr: *mut *mut c_void, size: usize, stream: RawHandle) -> Result<()> {
+/// # Safety
+/// `ptr` is NULL or writable.
+unsafe fn malloc_async(ptr: *mut *mut c_void, size: usize, stream: RawHandle) -> Result<()> {
     if ptr.is_null() {
         return Err(CudaStatus::ErrorInvalidValue);
     }
@@ -46,7 +48,8 @@ fn malloc_async(ptr: *mut *mut c_void, size: usize, stream: RawHandle) -> Result
     })?
     .ptr;
     registry().add_device_range(p, size as u64, state::current_device());
-    caller::write(ptr, p as *mut c_void)
+    // SAFETY: as `malloc_async`'s caller promised.
+    unsafe { caller::write(ptr, p as *mut c_void) }
 }
 
 #[no_mangle]
@@ -55,7 +58,11 @@ pub extern "C" fn cudaMallocAsync(
     size: usize,
     stream: RawHandle,
 ) -> cudaError_t {
-    guard("cudaMallocAsync", || malloc_async(ptr, size, stream))
+    // SAFETY: by cudaMallocAsync's contract its pointer arguments are as `malloc_async`
+    // requires.
+    guard("cudaMallocAsync", || unsafe {
+        malloc_async(ptr, size, stream)
+    })
 }
 
 #[no_mangle]
@@ -86,7 +93,8 @@ pub extern "C" fn cudaDeviceGetDefaultMemPool(pool: *mut RawHandle, device: i32)
         if device < 0 || device >= device_count()? {
             return Err(CudaStatus::ErrorInvalidDevice);
         }
-        caller::write(pool, (POOL_TAG + device as u64) as RawHandle)
+        // SAFETY: by cudaDeviceGetDefaultMemPool's contract `pool` is NULL or writable.
+        unsafe { caller::write(pool, (POOL_TAG + device as u64) as RawHandle) }
     })
 }
 
@@ -103,9 +111,13 @@ pub extern "C" fn cudaMemPoolGetAttribute(
         }
         let v = call(&MemPoolGetAttribute { device, attr })?.value;
         if pool_attr::is_int(attr) {
-            caller::write(value.cast::<i32>(), v as i32)
+            // SAFETY: by cudaMemPoolGetAttribute's contract `value.cast::<i32>()` is NULL
+            // or writable.
+            unsafe { caller::write(value.cast::<i32>(), v as i32) }
         } else {
-            caller::write(value.cast::<u64>(), v)
+            // SAFETY: by cudaMemPoolGetAttribute's contract `value.cast::<u64>()` is NULL
+            // or writable.
+            unsafe { caller::write(value.cast::<u64>(), v) }
         }
     })
 }
@@ -122,9 +134,13 @@ pub extern "C" fn cudaMemPoolSetAttribute(
             return Err(CudaStatus::ErrorInvalidValue);
         }
         let value = if pool_attr::is_int(attr) {
-            caller::read(value.cast::<i32>())? as u64
+            // SAFETY: by cudaMemPoolSetAttribute's contract `value.cast::<i32>()` is NULL
+            // or readable.
+            unsafe { caller::read(value.cast::<i32>()) }? as u64
         } else {
-            caller::read(value.cast::<u64>())?
+            // SAFETY: by cudaMemPoolSetAttribute's contract `value.cast::<u64>()` is NULL
+            // or readable.
+            unsafe { caller::read(value.cast::<u64>()) }?
         };
         call(&MemPoolSetAttribute {
             device,
@@ -165,7 +181,9 @@ pub extern "C" fn cudaMemPoolSetAccess(
         let descs = descs.cast::<RawAccessDesc>();
         let access = (0..count)
             .map(|i| {
-                let d = caller::read(descs.wrapping_add(i))?;
+                // SAFETY: by cudaMemPoolSetAccess's contract `descs.wrapping_add(i)` is
+                // NULL or readable.
+                let d = unsafe { caller::read(descs.wrapping_add(i)) }?;
                 Ok(MemAccess {
                     location_type: d.location_type,
                     location_id: d.location_id,

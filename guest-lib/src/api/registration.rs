@@ -20,7 +20,8 @@ pub extern "C" fn __cudaRegisterFatBinary(fat_cubin: *mut c_void) -> *mut *mut c
     // two-word cell is both; it also keeps the wrapper address for debugging.
     let handle: &'static mut [usize; 2] = Box::leak(Box::new([fat_cubin as usize, 0]));
     let key = handle.as_ptr() as usize;
-    let data = caller::read::<[u8; WRAPPER_LEN]>(fat_cubin.cast())
+    // SAFETY: by __cudaRegisterFatBinary's contract `fat_cubin.cast()` is NULL or readable.
+    let data = unsafe { caller::read::<[u8; WRAPPER_LEN]>(fat_cubin.cast()) }
         .ok()
         .and_then(|raw| fatbin::parse_wrapper(&raw).ok())
         .map(|w| w.data as usize);
@@ -68,7 +69,9 @@ pub extern "C" fn __cudaRegisterFunction(
     _warp_size: *mut i32,
 ) {
     let _ = std::panic::catch_unwind(|| {
-        if let Ok(name) = caller::string(device_name) {
+        // SAFETY: by __cudaRegisterFunction's contract `device_name` is NULL or a
+        // NUL-terminated string.
+        if let Ok(name) = unsafe { caller::string(device_name) } {
             registry().kernels.insert(
                 host_fun as usize,
                 Kernel {
@@ -95,7 +98,9 @@ pub extern "C" fn __cudaRegisterVar(
     _global: i32,
 ) {
     let _ = std::panic::catch_unwind(|| {
-        if let Ok(name) = caller::string(device_name) {
+        // SAFETY: by __cudaRegisterVar's contract `device_name` is NULL or a NUL-terminated
+        // string.
+        if let Ok(name) = unsafe { caller::string(device_name) } {
             registry().variables.insert(
                 host_var as usize,
                 Variable {
@@ -121,7 +126,9 @@ pub extern "C" fn __cudaRegisterManagedVar(
     _constant: i32,
     _global: i32,
 ) {
-    let name = caller::string(device_name).unwrap_or_default();
+    // SAFETY: by __cudaRegisterManagedVar's contract `device_name` is NULL or a
+    // NUL-terminated string.
+    let name = unsafe { caller::string(device_name) }.unwrap_or_default();
     eprintln!("vmcuda: __managed__ variable {name} is not supported across the VM boundary; it will not be usable");
 }
 
@@ -136,7 +143,11 @@ pub extern "C" fn __cudaRegisterHostVar(
 
 /// The bytes of a registered fatbinary: its containers back to back, up to the start
 /// of another registration's data or the first thing that is not a container.
-fn fatbin_image(data: usize, other_starts: &[usize]) -> Result<&'static [u8]> {
+///
+/// # Safety
+/// `data` is the start of fatbinary data the program registered, which stays mapped
+/// and unchanged for as long as the process runs.
+unsafe fn fatbin_image(data: usize, other_starts: &[usize]) -> Result<&'static [u8]> {
     let mut len = 0usize;
     loop {
         let at = data + len;
@@ -154,7 +165,8 @@ fn fatbin_image(data: usize, other_starts: &[usize]) -> Result<&'static [u8]> {
     if len == 0 {
         return Err(CudaStatus::ErrorInvalidKernelImage);
     }
-    caller::bytes(data as *const u8, len)
+    // SAFETY: as `fatbin_image`'s caller promised.
+    unsafe { caller::bytes(data as *const u8, len) }
 }
 
 /// The host module of a registered fatbinary, loading it on first use.
@@ -176,7 +188,9 @@ fn module(fatbin: usize) -> Result<ModuleHandle> {
             .collect();
         (f.data, others)
     };
-    let result = fatbin_image(data, &others)
+    // SAFETY: `data` was handed to __cudaRegisterFatBinary, whose contract makes it the
+    // program's fatbinary, mapped and unchanged for as long as the process runs.
+    let result = unsafe { fatbin_image(data, &others) }
         .and_then(|image| call_with(&ModuleLoad, image, Sink::None))
         .map(|loaded| loaded.module);
     if let Some(f) = registry().fatbins.get_mut(&fatbin) {

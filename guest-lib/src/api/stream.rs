@@ -19,7 +19,9 @@ use crate::{caller, cudaError_t};
 
 const STREAM_NON_BLOCKING: u32 = 1;
 
-fn stream_create(out: *mut RawHandle, flags: u32, priority: i32) -> Result<()> {
+/// # Safety
+/// `out` is NULL or writable.
+unsafe fn stream_create(out: *mut RawHandle, flags: u32, priority: i32) -> Result<()> {
     if out.is_null() {
         return Err(CudaStatus::ErrorInvalidValue);
     }
@@ -46,17 +48,24 @@ fn stream_create(out: *mut RawHandle, flags: u32, priority: i32) -> Result<()> {
             priority,
         },
     );
-    caller::write(out, id as RawHandle)
+    // SAFETY: as `stream_create`'s caller promised.
+    unsafe { caller::write(out, id as RawHandle) }
 }
 
 #[no_mangle]
 pub extern "C" fn cudaStreamCreate(out: *mut RawHandle) -> cudaError_t {
-    guard("cudaStreamCreate", || stream_create(out, 0, 0))
+    // SAFETY: by cudaStreamCreate's contract its pointer arguments are as `stream_create`
+    // requires.
+    guard("cudaStreamCreate", || unsafe { stream_create(out, 0, 0) })
 }
 
 #[no_mangle]
 pub extern "C" fn cudaStreamCreateWithFlags(out: *mut RawHandle, flags: u32) -> cudaError_t {
-    guard("cudaStreamCreateWithFlags", || stream_create(out, flags, 0))
+    // SAFETY: by cudaStreamCreateWithFlags's contract its pointer arguments are as
+    // `stream_create` requires.
+    guard("cudaStreamCreateWithFlags", || unsafe {
+        stream_create(out, flags, 0)
+    })
 }
 
 #[no_mangle]
@@ -66,7 +75,9 @@ pub extern "C" fn cudaStreamCreateWithPriority(
     priority: i32,
 ) -> cudaError_t {
     guard("cudaStreamCreateWithPriority", || {
-        stream_create(out, flags, priority)
+        // SAFETY: by cudaStreamCreateWithPriority's contract its pointer arguments are as
+        // `stream_create` requires.
+        unsafe { stream_create(out, flags, priority) }
     })
 }
 
@@ -149,21 +160,24 @@ fn stream_info(stream: RawHandle, per_thread: bool) -> Result<StreamInfo> {
 #[no_mangle]
 pub extern "C" fn cudaStreamGetFlags(stream: RawHandle, flags: *mut u32) -> cudaError_t {
     guard("cudaStreamGetFlags", || {
-        caller::write(flags, stream_info(stream, false)?.flags)
+        // SAFETY: by cudaStreamGetFlags's contract `flags` is NULL or writable.
+        unsafe { caller::write(flags, stream_info(stream, false)?.flags) }
     })
 }
 
 #[no_mangle]
 pub extern "C" fn cudaStreamGetPriority(stream: RawHandle, priority: *mut i32) -> cudaError_t {
     guard("cudaStreamGetPriority", || {
-        caller::write(priority, stream_info(stream, false)?.priority)
+        // SAFETY: by cudaStreamGetPriority's contract `priority` is NULL or writable.
+        unsafe { caller::write(priority, stream_info(stream, false)?.priority) }
     })
 }
 
 #[no_mangle]
 pub extern "C" fn cudaStreamGetDevice(stream: RawHandle, device: *mut i32) -> cudaError_t {
     guard("cudaStreamGetDevice", || {
-        caller::write(device, stream_info(stream, false)?.device)
+        // SAFETY: by cudaStreamGetDevice's contract `device` is NULL or writable.
+        unsafe { caller::write(device, stream_info(stream, false)?.device) }
     })
 }
 
@@ -171,7 +185,8 @@ pub extern "C" fn cudaStreamGetDevice(stream: RawHandle, device: *mut i32) -> cu
 pub extern "C" fn cudaStreamGetId(stream: RawHandle, id: *mut u64) -> cudaError_t {
     guard("cudaStreamGetId", || {
         stream_info(stream, false)?;
-        caller::write(id, stream_handle(stream, false).0)
+        // SAFETY: by cudaStreamGetId's contract `id` is NULL or writable.
+        unsafe { caller::write(id, stream_handle(stream, false).0) }
     })
 }
 
@@ -223,7 +238,11 @@ type StreamCallback = Option<unsafe extern "C" fn(*mut c_void, u32, *mut c_void)
 /// Host functions run once the stream's earlier work is done, and later work on the
 /// stream waits for them: waiting for the stream here, then calling the function
 /// before returning, keeps exactly that order.
-fn launch_host_func(
+///
+/// # Safety
+/// `f` and `user_data` are the program's host function and its argument, to be
+/// called once when the stream gets there (`cudaLaunchHostFunc`'s contract).
+unsafe fn launch_host_func(
     stream: RawHandle,
     f: HostFn,
     user_data: *mut c_void,
@@ -236,7 +255,8 @@ fn launch_host_func(
     capture::refuse_if_capturing(handle)?;
     let user_data = user_data as usize;
     gate::host_function(handle, move |_| {
-        caller::call_host_fn(f, user_data as *mut c_void)
+        // SAFETY: as `launch_host_func`'s caller promised.
+        unsafe { caller::call_host_fn(f, user_data as *mut c_void) }
     });
     Ok(())
 }
@@ -248,7 +268,9 @@ pub extern "C" fn cudaLaunchHostFunc(
     user_data: *mut c_void,
 ) -> cudaError_t {
     guard("cudaLaunchHostFunc", || {
-        launch_host_func(stream, f, user_data, false)
+        // SAFETY: by cudaLaunchHostFunc's contract its pointer arguments are as
+        // `launch_host_func` requires.
+        unsafe { launch_host_func(stream, f, user_data, false) }
     })
 }
 
@@ -259,11 +281,16 @@ pub extern "C" fn cudaLaunchHostFunc_ptsz(
     user_data: *mut c_void,
 ) -> cudaError_t {
     guard("cudaLaunchHostFunc_ptsz", || {
-        launch_host_func(stream, f, user_data, true)
+        // SAFETY: by cudaLaunchHostFunc_ptsz's contract its pointer arguments are as
+        // `launch_host_func` requires.
+        unsafe { launch_host_func(stream, f, user_data, true) }
     })
 }
 
-fn add_callback(
+/// # Safety
+/// `cb` and `user_data` are the program's callback and its argument, to be called
+/// once when the stream gets there (`cudaStreamAddCallback`'s contract).
+unsafe fn add_callback(
     stream: RawHandle,
     cb: StreamCallback,
     user_data: *mut c_void,
@@ -283,7 +310,10 @@ fn add_callback(
     // The callback learns the stream's status: errors of earlier work are reported to it.
     gate::host_function(handle, move |status| {
         let code = status.err().map_or(0, |s| s.0);
-        caller::call_stream_callback(cb, stream as *mut c_void, code, user_data as *mut c_void)
+        // SAFETY: as `add_callback`'s caller promised.
+        unsafe {
+            caller::call_stream_callback(cb, stream as *mut c_void, code, user_data as *mut c_void)
+        }
     });
     Ok(())
 }
@@ -296,7 +326,9 @@ pub extern "C" fn cudaStreamAddCallback(
     flags: u32,
 ) -> cudaError_t {
     guard("cudaStreamAddCallback", || {
-        add_callback(stream, cb, user_data, flags, false)
+        // SAFETY: by cudaStreamAddCallback's contract its pointer arguments are as
+        // `add_callback` requires.
+        unsafe { add_callback(stream, cb, user_data, flags, false) }
     })
 }
 
@@ -308,7 +340,9 @@ pub extern "C" fn cudaStreamAddCallback_ptsz(
     flags: u32,
 ) -> cudaError_t {
     guard("cudaStreamAddCallback_ptsz", || {
-        add_callback(stream, cb, user_data, flags, true)
+        // SAFETY: by cudaStreamAddCallback_ptsz's contract its pointer arguments are as
+        // `add_callback` requires.
+        unsafe { add_callback(stream, cb, user_data, flags, true) }
     })
 }
 
@@ -318,7 +352,9 @@ pub extern "C" fn cudaStreamAddCallback_ptsz(
 const EVENT_FLAGS: u32 = 0x7;
 const EVENT_INTERPROCESS: u32 = 0x4;
 
-fn event_create(out: *mut RawHandle, flags: u32) -> Result<()> {
+/// # Safety
+/// `out` is NULL or writable.
+unsafe fn event_create(out: *mut RawHandle, flags: u32) -> Result<()> {
     if out.is_null() {
         return Err(CudaStatus::ErrorInvalidValue);
     }
@@ -340,17 +376,24 @@ fn event_create(out: *mut RawHandle, flags: u32) -> Result<()> {
     registry()
         .events
         .insert(id, (state::current_device(), flags));
-    caller::write(out, id as RawHandle)
+    // SAFETY: as `event_create`'s caller promised.
+    unsafe { caller::write(out, id as RawHandle) }
 }
 
 #[no_mangle]
 pub extern "C" fn cudaEventCreate(out: *mut RawHandle) -> cudaError_t {
-    guard("cudaEventCreate", || event_create(out, 0))
+    // SAFETY: by cudaEventCreate's contract its pointer arguments are as `event_create`
+    // requires.
+    guard("cudaEventCreate", || unsafe { event_create(out, 0) })
 }
 
 #[no_mangle]
 pub extern "C" fn cudaEventCreateWithFlags(out: *mut RawHandle, flags: u32) -> cudaError_t {
-    guard("cudaEventCreateWithFlags", || event_create(out, flags))
+    // SAFETY: by cudaEventCreateWithFlags's contract its pointer arguments are as
+    // `event_create` requires.
+    guard("cudaEventCreateWithFlags", || unsafe {
+        event_create(out, flags)
+    })
 }
 
 #[no_mangle]
@@ -458,6 +501,7 @@ pub extern "C" fn cudaEventElapsedTime(
             return Err(CudaStatus::ErrorNotReady);
         }
         let r = call(&EventElapsedTime { start, end })?;
-        caller::write(ms, r.ms)
+        // SAFETY: by cudaEventElapsedTime's contract `ms` is NULL or writable.
+        unsafe { caller::write(ms, r.ms) }
     })
 }

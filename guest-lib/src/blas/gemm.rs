@@ -20,7 +20,11 @@ struct Shape {
 }
 
 /// Check a GEMM and post it on the handle's stream.
-fn gemm(
+///
+/// # Safety
+/// In host pointer mode `alpha` and `beta` are NULL or readable for one scalar of
+/// the GEMM's compute type (cuBLAS's contract).
+unsafe fn gemm(
     h: Handle,
     kind: GemmKind,
     shape: Shape,
@@ -41,7 +45,8 @@ fn gemm(
     } else {
         // Host scalars are read now, as cuBLAS reads them before it returns.
         let read = |p: Ptr| {
-            caller::bytes(p.cast(), scalar as usize)
+            // SAFETY: as `gemm`'s caller promised.
+            unsafe { caller::bytes(p.cast(), scalar as usize) }
                 .map(<[u8]>::to_vec)
                 .map_err(|_| status::INVALID_VALUE)
         };
@@ -131,14 +136,18 @@ macro_rules! typed_gemms {
                 h: Handle, ta: c_int, tb: c_int, m: c_int, n: c_int, k: c_int, alpha: Ptr,
                 a: Ptr, lda: c_int, b: Ptr, ldb: c_int, beta: Ptr, c: Ptr, ldc: c_int,
             ) {
-                gemm(
+                // SAFETY: by cuBLAS's contract for the GEMMs, host-mode `alpha` and `beta`
+                // are NULL or readable scalars.
+                unsafe {
+                    gemm(
                     h,
                     GemmKind::Typed(Precision::$p),
                     Shape { trans: (ta, tb), mnk: (m, n, k) },
                     (alpha, beta),
                     [operand(a, lda, 0), operand(b, ldb, 0), operand(c, ldc, 0)],
                     Batch::Single,
-                )
+                    )
+                }
             }
         }
         export! {
@@ -147,14 +156,18 @@ macro_rules! typed_gemms {
                 a: Ptr, lda: c_int, sa: c_longlong, b: Ptr, ldb: c_int, sb: c_longlong,
                 beta: Ptr, c: Ptr, ldc: c_int, sc: c_longlong, count: c_int,
             ) {
-                gemm(
+                // SAFETY: by cuBLAS's contract for the GEMMs, host-mode `alpha` and `beta`
+                // are NULL or readable scalars.
+                unsafe {
+                    gemm(
                     h,
                     GemmKind::Typed(Precision::$p),
                     Shape { trans: (ta, tb), mnk: (m, n, k) },
                     (alpha, beta),
                     [operand(a, lda, sa), operand(b, ldb, sb), operand(c, ldc, sc)],
                     Batch::Strided { count: count.into() },
-                )
+                    )
+                }
             }
         }
         export! {
@@ -164,14 +177,18 @@ macro_rules! typed_gemms {
                 count: c_int,
             ) {
                 // The arrays of device pointers live in device memory: forwarded as is.
-                gemm(
+                // SAFETY: by cuBLAS's contract for the GEMMs, host-mode `alpha` and `beta`
+                // are NULL or readable scalars.
+                unsafe {
+                    gemm(
                     h,
                     GemmKind::Typed(Precision::$p),
                     Shape { trans: (ta, tb), mnk: (m, n, k) },
                     (alpha, beta),
                     [operand(a, lda, 0), operand(b, ldb, 0), operand(c, ldc, 0)],
                     Batch::Pointers { count: count.into() },
-                )
+                    )
+                }
             }
         }
     )*};
@@ -201,14 +218,15 @@ export! {
         a: Ptr, at: c_int, lda: c_int, b: Ptr, bt: c_int, ldb: c_int, beta: Ptr,
         c: Ptr, ct: c_int, ldc: c_int, compute: c_int, algo: c_int,
     ) {
-        gemm(
+        // SAFETY: by cublasGemmEx's contract its pointer arguments are as `gemm` requires.
+        unsafe { gemm(
             h,
             ex(at, bt, ct, compute, algo),
             Shape { trans: (ta, tb), mnk: (m, n, k) },
             (alpha, beta),
             [operand(a, lda, 0), operand(b, ldb, 0), operand(c, ldc, 0)],
             Batch::Single,
-        )
+        ) }
     }
 }
 
@@ -219,14 +237,16 @@ export! {
         sb: c_longlong, beta: Ptr, c: Ptr, ct: c_int, ldc: c_int, sc: c_longlong,
         count: c_int, compute: c_int, algo: c_int,
     ) {
-        gemm(
+        // SAFETY: by cublasGemmStridedBatchedEx's contract its pointer arguments are as
+        // `gemm` requires.
+        unsafe { gemm(
             h,
             ex(at, bt, ct, compute, algo),
             Shape { trans: (ta, tb), mnk: (m, n, k) },
             (alpha, beta),
             [operand(a, lda, sa), operand(b, ldb, sb), operand(c, ldc, sc)],
             Batch::Strided { count: count.into() },
-        )
+        ) }
     }
 }
 
@@ -236,13 +256,15 @@ export! {
         a: Ptr, at: c_int, lda: c_int, b: Ptr, bt: c_int, ldb: c_int, beta: Ptr,
         c: Ptr, ct: c_int, ldc: c_int, count: c_int, compute: c_int, algo: c_int,
     ) {
-        gemm(
+        // SAFETY: by cublasGemmBatchedEx's contract its pointer arguments are as `gemm`
+        // requires.
+        unsafe { gemm(
             h,
             ex(at, bt, ct, compute, algo),
             Shape { trans: (ta, tb), mnk: (m, n, k) },
             (alpha, beta),
             [operand(a, lda, 0), operand(b, ldb, 0), operand(c, ldc, 0)],
             Batch::Pointers { count: count.into() },
-        )
+        ) }
     }
 }

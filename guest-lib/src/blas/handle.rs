@@ -127,7 +127,8 @@ export! {
                 workspace: None,
             },
         );
-        caller::write(out, id as Handle).map_err(|_| status::INVALID_VALUE)
+        // SAFETY: by cublasCreate_v2's contract `out` is NULL or writable.
+        unsafe { caller::write(out, id as Handle) }.map_err(|_| status::INVALID_VALUE)
     }
 }
 
@@ -139,27 +140,49 @@ export! {
     }
 }
 
-fn version(h: Handle, out: *mut c_int) -> Result<()> {
+/// # Safety
+/// `out` is NULL or writable.
+unsafe fn version(h: Handle, out: *mut c_int) -> Result<()> {
     get(h)?;
-    caller::write(out, CUBLAS_VERSION).map_err(|_| status::INVALID_VALUE)
+    // SAFETY: as `version`'s caller promised.
+    unsafe { caller::write(out, CUBLAS_VERSION) }.map_err(|_| status::INVALID_VALUE)
 }
 
-export! { fn cublasGetVersion_v2(h: Handle, out: *mut c_int) { version(h, out) } }
-export! { fn cublasGetVersion(h: Handle, out: *mut c_int) { version(h, out) } }
+export! {
+    fn cublasGetVersion_v2(h: Handle, out: *mut c_int) {
+        // SAFETY: by cublasGetVersion_v2's contract `out` is NULL or writable.
+        unsafe { version(h, out) }
+    }
+}
+export! {
+    fn cublasGetVersion(h: Handle, out: *mut c_int) {
+        // SAFETY: by cublasGetVersion's contract `out` is NULL or writable.
+        unsafe { version(h, out) }
+    }
+}
 
 /// `cublasGetProperty` and `cublasLtGetProperty`: `libraryPropertyType` 0 major,
 /// 1 minor, 2 patch level.
-pub(crate) fn property(kind: c_int, out: *mut c_int) -> Result<()> {
+///
+/// # Safety
+/// `out` is NULL or writable.
+pub(crate) unsafe fn property(kind: c_int, out: *mut c_int) -> Result<()> {
     let v = match kind {
         0 => CUBLAS_VERSION / 10000,
         1 => CUBLAS_VERSION / 100 % 100,
         2 => CUBLAS_VERSION % 100,
         _ => return Err(status::INVALID_VALUE),
     };
-    caller::write(out, v).map_err(|_| status::INVALID_VALUE)
+    // SAFETY: as `property`'s caller promised.
+    unsafe { caller::write(out, v) }.map_err(|_| status::INVALID_VALUE)
 }
 
-export! { fn cublasGetProperty(kind: c_int, out: *mut c_int) { property(kind, out) } }
+export! {
+    fn cublasGetProperty(kind: c_int, out: *mut c_int) {
+        // SAFETY: by cublasGetProperty's contract `out` is NULL or writable.
+        unsafe { property(kind, out) }
+    }
+}
 
 #[export_name = "__vmcuda_cublasGetCudartVersion"]
 #[allow(non_snake_case)]
@@ -179,7 +202,8 @@ export! {
 export! {
     fn cublasGetStream_v2(h: Handle, out: *mut *mut c_void) {
         let s = get(h)?;
-        caller::write(out, s.stream as *mut c_void).map_err(|_| status::INVALID_VALUE)
+        // SAFETY: by cublasGetStream_v2's contract `out` is NULL or writable.
+        unsafe { caller::write(out, s.stream as *mut c_void) }.map_err(|_| status::INVALID_VALUE)
     }
 }
 
@@ -199,7 +223,8 @@ export! {
 export! {
     fn cublasGetPointerMode_v2(h: Handle, out: *mut c_int) {
         let s = get(h)?;
-        caller::write(out, s.pointer_mode as c_int).map_err(|_| status::INVALID_VALUE)
+        // SAFETY: by cublasGetPointerMode_v2's contract `out` is NULL or writable.
+        unsafe { caller::write(out, s.pointer_mode as c_int) }.map_err(|_| status::INVALID_VALUE)
     }
 }
 
@@ -222,7 +247,8 @@ export! {
 export! {
     fn cublasGetMathMode(h: Handle, out: *mut c_int) {
         let s = get(h)?;
-        caller::write(out, s.math_mode as c_int).map_err(|_| status::INVALID_VALUE)
+        // SAFETY: by cublasGetMathMode's contract `out` is NULL or writable.
+        unsafe { caller::write(out, s.math_mode as c_int) }.map_err(|_| status::INVALID_VALUE)
     }
 }
 
@@ -241,7 +267,8 @@ export! {
 export! {
     fn cublasGetAtomicsMode(h: Handle, out: *mut c_int) {
         let s = get(h)?;
-        caller::write(out, s.atomics_mode as c_int).map_err(|_| status::INVALID_VALUE)
+        // SAFETY: by cublasGetAtomicsMode's contract `out` is NULL or writable.
+        unsafe { caller::write(out, s.atomics_mode as c_int) }.map_err(|_| status::INVALID_VALUE)
     }
 }
 

@@ -81,7 +81,12 @@ fn report_illegal_parameter(name: &str, position: usize) {
 }
 
 /// Check, marshal and forward one table call (see the module documentation).
-pub fn call(h: Handle, f: BlasFn, raw: &[RawArg]) -> Result<()> {
+///
+/// # Safety
+/// Each pointer argument in `raw` is NULL or, where `f`'s table line makes it a host
+/// buffer (a host-mode scalar or output, a solver's `info`), valid for the extent its
+/// line gives it (cuBLAS's contract for `f`).
+pub unsafe fn call(h: Handle, f: BlasFn, raw: &[RawArg]) -> Result<()> {
     let s = handle::get(h)?;
     let mut args: Vec<BlasArg> = raw
         .iter()
@@ -96,7 +101,8 @@ pub fn call(h: Handle, f: BlasFn, raw: &[RawArg]) -> Result<()> {
             report_illegal_parameter(name, position);
             for (kind, r) in kinds.iter().zip(raw) {
                 if *kind == ArgKind::Info {
-                    caller::write_opt(r.ptr() as *mut c_int, -(position as c_int));
+                    // SAFETY: as `call`'s caller promised.
+                    unsafe { caller::write_opt(r.ptr() as *mut c_int, -(position as c_int)) };
                 }
             }
         }
@@ -110,7 +116,8 @@ pub fn call(h: Handle, f: BlasFn, raw: &[RawArg]) -> Result<()> {
         };
         let p = r.ptr();
         let read = || {
-            caller::bytes(p as *const u8, bytes)
+            // SAFETY: as `call`'s caller promised.
+            unsafe { caller::bytes(p as *const u8, bytes) }
                 .map(<[u8]>::to_vec)
                 .map_err(|_| status::INVALID_VALUE)
         };
@@ -159,7 +166,9 @@ pub fn call(h: Handle, f: BlasFn, raw: &[RawArg]) -> Result<()> {
             .bytes
             .get(at..at + len)
             .ok_or(status::INTERNAL_ERROR)?;
-        caller::copy_host(p as *mut u8, value.as_ptr(), len).map_err(|_| status::INVALID_VALUE)?;
+        // SAFETY: as `call`'s caller promised.
+        unsafe { caller::copy_host(p as *mut u8, value.as_ptr(), len) }
+            .map_err(|_| status::INVALID_VALUE)?;
         at += len;
     }
     Ok(())
@@ -175,7 +184,9 @@ macro_rules! guest_exports {
         #[export_name = concat!("__vmcuda_", stringify!($name))]
         #[allow(non_snake_case, clippy::too_many_arguments)]
         pub extern "C" fn $name(handle: Handle, $( $arg: vmcuda_wire::blas_c_type!($kind) ),*) -> cublasStatus_t {
-            guard(stringify!($name), || call(handle, BlasFn::$name, &[$( RawArg::from($arg) ),*]))
+            // SAFETY: cuBLAS's contract for this function: each host buffer its line
+            // names is NULL or valid for the extent the line gives it.
+            guard(stringify!($name), || unsafe { call(handle, BlasFn::$name, &[$( RawArg::from($arg) ),*]) })
         }
     )*};
 }

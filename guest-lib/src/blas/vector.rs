@@ -2,16 +2,14 @@
 //! between host and device memory, which are 2D copies (a vector is `n` rows of one
 //! element, `inc` elements apart; a matrix `cols` columns of `rows` elements, `ld`
 //! apart) through this library's own `cudaMemcpy2D[Async]`, in stream order like
-//! every other copy. cuBLAS reports a failed copy as `CUBLAS_STATUS_MAPPING_ERROR`.
+//! every other copy, and by the same route ([`crate::copy_route`]). cuBLAS reports a
+//! failed copy as `CUBLAS_STATUS_MAPPING_ERROR`.
 
 use std::ffi::{c_int, c_void};
 
 use super::{cublasStatus_t, guard, status, Result};
 use crate::api::memory::{cudaMemcpy2D, cudaMemcpy2DAsync};
-
-/// `cudaMemcpyKind`.
-const HOST_TO_DEVICE: u32 = 1;
-const DEVICE_TO_HOST: u32 = 2;
+use crate::copy_route::{DEVICE_TO_HOST, HOST_TO_DEVICE};
 
 /// One strided copy: `count` pieces of `width` bytes, `src_pitch` and `dst_pitch`
 /// bytes apart; `stream` None: the synchronous copy.

@@ -52,7 +52,9 @@ pub fn get(kind: Kind, id: Ptr) -> Result<Descriptor> {
         .ok_or(status::INVALID_VALUE)
 }
 
-fn create(kind: Kind, out: *mut Ptr, initial: &[(u32, Vec<u8>)]) -> Result<()> {
+/// # Safety
+/// `out` is NULL or writable.
+unsafe fn create(kind: Kind, out: *mut Ptr, initial: &[(u32, Vec<u8>)]) -> Result<()> {
     if out.is_null() {
         return Err(status::INVALID_VALUE);
     }
@@ -64,7 +66,8 @@ fn create(kind: Kind, out: *mut Ptr, initial: &[(u32, Vec<u8>)]) -> Result<()> {
     registry()
         .get_or_insert_with(HashMap::new)
         .insert(id, (kind, d));
-    caller::write(out, id as Ptr).map_err(|_| status::INVALID_VALUE)
+    // SAFETY: as `create`'s caller promised.
+    unsafe { caller::write(out, id as Ptr) }.map_err(|_| status::INVALID_VALUE)
 }
 
 fn destroy(kind: Kind, id: Ptr) -> Result<()> {
@@ -82,12 +85,15 @@ fn destroy(kind: Kind, id: Ptr) -> Result<()> {
     }
 }
 
-fn set(kind: Kind, id: Ptr, attr: c_int, buf: *const c_void, size: usize) -> Result<()> {
+/// # Safety
+/// `buf` is NULL or readable for `size` bytes.
+unsafe fn set(kind: Kind, id: Ptr, attr: c_int, buf: *const c_void, size: usize) -> Result<()> {
     let attr = u32::try_from(attr).map_err(|_| status::INVALID_VALUE)?;
     if buf.is_null() {
         return Err(status::INVALID_VALUE);
     }
-    let bytes = caller::bytes(buf.cast(), size).map_err(|_| status::INVALID_VALUE)?;
+    // SAFETY: as `set`'s caller promised.
+    let bytes = unsafe { caller::bytes(buf.cast(), size) }.map_err(|_| status::INVALID_VALUE)?;
     let mut g = registry();
     let (k, d) = g
         .as_mut()
@@ -100,7 +106,10 @@ fn set(kind: Kind, id: Ptr, attr: c_int, buf: *const c_void, size: usize) -> Res
 }
 
 /// `cublasLt*GetAttribute`: with `size` 0, only the size needed goes to `written`.
-fn get_attr(
+///
+/// # Safety
+/// `buf` is NULL or writable for `size` bytes; `written` is NULL or writable.
+unsafe fn get_attr(
     kind: Kind,
     id: Ptr,
     attr: c_int,
@@ -112,14 +121,17 @@ fn get_attr(
     let d = get(kind, id)?;
     let value = d.get(kind.table(), attr).ok_or(status::INVALID_VALUE)?;
     if size == 0 {
-        return caller::write(written, value.len()).map_err(|_| status::INVALID_VALUE);
+        // SAFETY: as `get_attr`'s caller promised.
+        return unsafe { caller::write(written, value.len()) }.map_err(|_| status::INVALID_VALUE);
     }
     if size != value.len() || buf.is_null() {
         return Err(status::INVALID_VALUE);
     }
-    let out = caller::bytes_mut(buf.cast(), size).map_err(|_| status::INVALID_VALUE)?;
+    // SAFETY: as `get_attr`'s caller promised.
+    let out = unsafe { caller::bytes_mut(buf.cast(), size) }.map_err(|_| status::INVALID_VALUE)?;
     out.copy_from_slice(&value);
-    caller::write_opt(written, value.len());
+    // SAFETY: as `get_attr`'s caller promised.
+    unsafe { caller::write_opt(written, value.len()) };
     Ok(())
 }
 
@@ -129,30 +141,38 @@ fn le4(v: i32) -> Vec<u8> {
 
 export! {
     fn cublasLtMatmulDescCreate(out: *mut Ptr, compute: c_int, scale: c_int) {
-        create(
+        // SAFETY: by cublasLtMatmulDescCreate's contract its pointer arguments are as
+        // `create` requires.
+        unsafe { create(
             Kind::Matmul,
             out,
             &[(desc::COMPUTE_TYPE, le4(compute)), (desc::SCALE_TYPE, le4(scale))],
-        )
+        ) }
     }
 }
 export! { fn cublasLtMatmulDescDestroy(d: Ptr) { destroy(Kind::Matmul, d) } }
 export! {
     fn cublasLtMatmulDescSetAttribute(d: Ptr, attr: c_int, buf: *const c_void, size: usize) {
-        set(Kind::Matmul, d, attr, buf, size)
+        // SAFETY: by cublasLtMatmulDescSetAttribute's contract its pointer arguments are as
+        // `set` requires.
+        unsafe { set(Kind::Matmul, d, attr, buf, size) }
     }
 }
 export! {
     fn cublasLtMatmulDescGetAttribute(
         d: Ptr, attr: c_int, buf: *mut c_void, size: usize, written: *mut usize,
     ) {
-        get_attr(Kind::Matmul, d, attr, buf, size, written)
+        // SAFETY: by cublasLtMatmulDescGetAttribute's contract its pointer arguments are as
+        // `get_attr` requires.
+        unsafe { get_attr(Kind::Matmul, d, attr, buf, size, written) }
     }
 }
 
 export! {
     fn cublasLtMatrixLayoutCreate(out: *mut Ptr, t: c_int, rows: u64, cols: u64, ld: i64) {
-        create(
+        // SAFETY: by cublasLtMatrixLayoutCreate's contract its pointer arguments are as
+        // `create` requires.
+        unsafe { create(
             Kind::Layout,
             out,
             &[
@@ -161,35 +181,48 @@ export! {
                 (layout::COLS, cols.to_le_bytes().to_vec()),
                 (layout::LD, ld.to_le_bytes().to_vec()),
             ],
-        )
+        ) }
     }
 }
 export! { fn cublasLtMatrixLayoutDestroy(l: Ptr) { destroy(Kind::Layout, l) } }
 export! {
     fn cublasLtMatrixLayoutSetAttribute(l: Ptr, attr: c_int, buf: *const c_void, size: usize) {
-        set(Kind::Layout, l, attr, buf, size)
+        // SAFETY: by cublasLtMatrixLayoutSetAttribute's contract its pointer arguments are
+        // as `set` requires.
+        unsafe { set(Kind::Layout, l, attr, buf, size) }
     }
 }
 export! {
     fn cublasLtMatrixLayoutGetAttribute(
         l: Ptr, attr: c_int, buf: *mut c_void, size: usize, written: *mut usize,
     ) {
-        get_attr(Kind::Layout, l, attr, buf, size, written)
+        // SAFETY: by cublasLtMatrixLayoutGetAttribute's contract its pointer arguments are
+        // as `get_attr` requires.
+        unsafe { get_attr(Kind::Layout, l, attr, buf, size, written) }
     }
 }
 
-export! { fn cublasLtMatmulPreferenceCreate(out: *mut Ptr) { create(Kind::Preference, out, &[]) } }
+export! {
+    fn cublasLtMatmulPreferenceCreate(out: *mut Ptr) {
+        // SAFETY: by cublasLtMatmulPreferenceCreate's contract `out` is NULL or writable.
+        unsafe { create(Kind::Preference, out, &[]) }
+    }
+}
 export! { fn cublasLtMatmulPreferenceDestroy(p: Ptr) { destroy(Kind::Preference, p) } }
 export! {
     fn cublasLtMatmulPreferenceSetAttribute(p: Ptr, attr: c_int, buf: *const c_void, size: usize) {
-        set(Kind::Preference, p, attr, buf, size)
+        // SAFETY: by cublasLtMatmulPreferenceSetAttribute's contract its pointer arguments
+        // are as `set` requires.
+        unsafe { set(Kind::Preference, p, attr, buf, size) }
     }
 }
 export! {
     fn cublasLtMatmulPreferenceGetAttribute(
         p: Ptr, attr: c_int, buf: *mut c_void, size: usize, written: *mut usize,
     ) {
-        get_attr(Kind::Preference, p, attr, buf, size, written)
+        // SAFETY: by cublasLtMatmulPreferenceGetAttribute's contract its pointer arguments
+        // are as `get_attr` requires.
+        unsafe { get_attr(Kind::Preference, p, attr, buf, size, written) }
     }
 }
 

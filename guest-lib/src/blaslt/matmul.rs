@@ -82,9 +82,12 @@ export! {
                 waves_count: r.waves_count,
                 reserved: [0; 4],
             };
-            caller::write(results.wrapping_add(i), raw).map_err(|_| status::INVALID_VALUE)?;
+            // SAFETY: by cublasLtMatmulAlgoGetHeuristic's contract
+            // `results.wrapping_add(i)` is NULL or writable.
+            unsafe { caller::write(results.wrapping_add(i), raw) }.map_err(|_| status::INVALID_VALUE)?;
         }
-        caller::write(count, n as c_int).map_err(|_| status::INVALID_VALUE)
+        // SAFETY: by cublasLtMatmulAlgoGetHeuristic's contract `count` is NULL or writable.
+        unsafe { caller::write(count, n as c_int) }.map_err(|_| status::INVALID_VALUE)
     }
 }
 
@@ -105,7 +108,9 @@ export! {
         } else {
             // Host scalars are read now, as cuBLASLt reads them before it returns.
             let read = |p: Ptr| {
-                caller::bytes(p.cast(), shape.scale as usize)
+                // SAFETY: by cublasLtMatmul's contract `p.cast()` is NULL or holds
+                // `shape.scale as usize` readable bytes.
+                unsafe { caller::bytes(p.cast(), shape.scale as usize) }
                     .map(<[u8]>::to_vec)
                     .map_err(|_| status::INVALID_VALUE)
             };
@@ -114,7 +119,8 @@ export! {
         let algo = if algo.is_null() {
             None
         } else {
-            Some(caller::read(algo).map_err(|_| status::INVALID_VALUE)?)
+            // SAFETY: by cublasLtMatmul's contract `algo` is NULL or readable.
+            Some(unsafe { caller::read(algo) }.map_err(|_| status::INVALID_VALUE)?)
         };
         // Nothing to compute: cuBLASLt returns at once.
         if shape.m == 0 || shape.n == 0 {

@@ -60,7 +60,8 @@ export! {
         handles()
             .get_or_insert_with(HashMap::new)
             .insert(id, state::current_device());
-        caller::write(out, id as Handle).map_err(|_| status::INVALID_VALUE)
+        // SAFETY: by cublasLtCreate's contract `out` is NULL or writable.
+        unsafe { caller::write(out, id as Handle) }.map_err(|_| status::INVALID_VALUE)
     }
 }
 
@@ -86,7 +87,12 @@ pub extern "C" fn cublasLtGetCudartVersion() -> usize {
     handle::CUDART_VERSION
 }
 
-export! { fn cublasLtGetProperty(kind: c_int, out: *mut c_int) { handle::property(kind, out) } }
+export! {
+    fn cublasLtGetProperty(kind: c_int, out: *mut c_int) {
+        // SAFETY: by cublasLtGetProperty's contract `out` is NULL or writable.
+        unsafe { handle::property(kind, out) }
+    }
+}
 
 #[export_name = "__vmcuda_cublasLtGetStatusName"]
 #[allow(non_snake_case)]

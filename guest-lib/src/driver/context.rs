@@ -14,6 +14,7 @@ use std::sync::Mutex;
 
 use vmcuda_wire::CudaStatus;
 
+use super::result::{status, CUDA_ERROR_INVALID_CONTEXT};
 use super::{check_initialized, export, stale, via_runtime, Result};
 use crate::api::device::{device_count, properties};
 use crate::{caller, state};
@@ -77,14 +78,16 @@ fn make_current(device: Option<i32>) {
 export! {
     fn cuDeviceGet(device: *mut i32, ordinal: i32) {
         check_device(ordinal)?;
-        caller::write(device, ordinal)
+        // SAFETY: by cuDeviceGet's contract `device` is NULL or writable.
+        unsafe { caller::write(device, ordinal) }
     }
 }
 
 export! {
     fn cuDeviceGetCount(count: *mut i32) {
         check_initialized()?;
-        caller::write(count, device_count()?)
+        // SAFETY: by cuDeviceGetCount's contract `count` is NULL or writable.
+        unsafe { caller::write(count, device_count()?) }
     }
 }
 
@@ -96,7 +99,9 @@ export! {
         if len == 0 {
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        let out = caller::bytes_mut(name.cast(), len)?;
+        // SAFETY: by cuDeviceGetName's contract `name.cast()` is NULL or holds `len`
+        // writable bytes.
+        let out = unsafe { caller::bytes_mut(name.cast(), len) }?;
         let n = p.name.len().min(len - 1);
         out[..n].copy_from_slice(&p.name.as_bytes()[..n]);
         out[n] = 0;
@@ -108,21 +113,24 @@ export! {
     fn cuDeviceGetAttribute(value: *mut i32, attr: u32, device: i32) {
         check_device(device)?;
         let p = properties(device)?;
-        caller::write(value, p.attribute(attr).ok_or(CudaStatus::ErrorInvalidValue)?)
+        // SAFETY: by cuDeviceGetAttribute's contract `value` is NULL or writable.
+        unsafe { caller::write(value, p.attribute(attr).ok_or(CudaStatus::ErrorInvalidValue)?) }
     }
 }
 
 export! {
     fn cuDeviceTotalMem_v2(bytes: *mut usize, device: i32) {
         check_device(device)?;
-        caller::write(bytes, properties(device)?.total_global_mem as usize)
+        // SAFETY: by cuDeviceTotalMem_v2's contract `bytes` is NULL or writable.
+        unsafe { caller::write(bytes, properties(device)?.total_global_mem as usize) }
     }
 }
 
 export! {
     fn cuDeviceGetUuid_v2(uuid: *mut [u8; 16], device: i32) {
         check_device(device)?;
-        caller::write(uuid, properties(device)?.uuid)
+        // SAFETY: by cuDeviceGetUuid_v2's contract `uuid` is NULL or writable.
+        unsafe { caller::write(uuid, properties(device)?.uuid) }
     }
 }
 
@@ -146,7 +154,9 @@ export! {
         if len == 0 {
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        let buf = caller::bytes_mut(out.cast(), len)?;
+        // SAFETY: by cuDeviceGetPCIBusId's contract `out.cast()` is NULL or holds `len`
+        // writable bytes.
+        let buf = unsafe { caller::bytes_mut(out.cast(), len) }?;
         let n = id.len().min(len - 1);
         buf[..n].copy_from_slice(&id.as_bytes()[..n]);
         buf[n] = 0;
@@ -158,7 +168,8 @@ export! {
     fn cuDevicePrimaryCtxRetain(ctx: *mut CUcontext, device: i32) {
         check_device(device)?;
         with_primary(|p| p.entry(device).or_default().0 += 1);
-        caller::write(ctx, context_of(device))
+        // SAFETY: by cuDevicePrimaryCtxRetain's contract `ctx` is NULL or writable.
+        unsafe { caller::write(ctx, context_of(device)) }
     }
 }
 
@@ -168,7 +179,7 @@ export! {
         with_primary(|p| {
             let e = p.entry(device).or_default();
             if e.0 == 0 {
-                return Err(CudaStatus(201)); // CUDA_ERROR_INVALID_CONTEXT
+                return Err(status(CUDA_ERROR_INVALID_CONTEXT));
             }
             e.0 -= 1;
             Ok(())
@@ -180,8 +191,10 @@ export! {
     fn cuDevicePrimaryCtxGetState(device: i32, flags: *mut u32, active: *mut i32) {
         check_device(device)?;
         let (refs, f) = with_primary(|p| p.get(&device).copied().unwrap_or_default());
-        caller::write(flags, f)?;
-        caller::write(active, i32::from(refs > 0 || state::device_active(device)))
+        // SAFETY: by cuDevicePrimaryCtxGetState's contract `flags` is NULL or writable.
+        unsafe { caller::write(flags, f) }?;
+        // SAFETY: by cuDevicePrimaryCtxGetState's contract `active` is NULL or writable.
+        unsafe { caller::write(active, i32::from(refs > 0 || state::device_active(device))) }
     }
 }
 
@@ -218,7 +231,8 @@ export! {
         with_primary(|p| p.entry(device).or_default().0 += 1);
         STACK.with(|s| s.borrow_mut().push(device));
         make_current(Some(device));
-        caller::write(ctx, context_of(device))
+        // SAFETY: by cuCtxCreate_v4's contract `ctx` is NULL or writable.
+        unsafe { caller::write(ctx, context_of(device)) }
     }
 }
 
@@ -245,7 +259,8 @@ export! {
 export! {
     fn cuCtxGetCurrent(ctx: *mut CUcontext) {
         check_initialized()?;
-        caller::write(ctx, current().map_or(std::ptr::null_mut(), context_of))
+        // SAFETY: by cuCtxGetCurrent's contract `ctx` is NULL or writable.
+        unsafe { caller::write(ctx, current().map_or(std::ptr::null_mut(), context_of)) }
     }
 }
 
@@ -286,9 +301,10 @@ export! {
             d
         });
         let Some(device) = popped else {
-            return Err(CudaStatus(201)); // CUDA_ERROR_INVALID_CONTEXT
+            return Err(status(CUDA_ERROR_INVALID_CONTEXT));
         };
-        caller::write_opt(ctx, context_of(device));
+        // SAFETY: by cuCtxPopCurrent_v2's contract `ctx` is NULL or writable.
+        unsafe { caller::write_opt(ctx, context_of(device)) };
         make_current(current());
         Ok(())
     }
@@ -297,12 +313,13 @@ export! {
 /// The current context's device: `CUDA_ERROR_INVALID_CONTEXT` without one.
 fn current_device() -> Result<i32> {
     check_initialized()?;
-    current().ok_or(CudaStatus(201))
+    current().ok_or(status(CUDA_ERROR_INVALID_CONTEXT))
 }
 
 export! {
     fn cuCtxGetDevice(device: *mut i32) {
-        caller::write(device, current_device()?)
+        // SAFETY: by cuCtxGetDevice's contract `device` is NULL or writable.
+        unsafe { caller::write(device, current_device()?) }
     }
 }
 
@@ -322,6 +339,7 @@ export! {
             current_device()?;
         }
         // The API version of contexts made by a CUDA 13 driver.
-        caller::write(version, 13000)
+        // SAFETY: by cuCtxGetApiVersion's contract `version` is NULL or writable.
+        unsafe { caller::write(version, 13000) }
     }
 }

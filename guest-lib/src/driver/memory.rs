@@ -11,17 +11,14 @@ use vmcuda_wire::op::StreamHandle;
 use vmcuda_wire::CudaStatus;
 
 use super::context::context_of;
+use super::result::{status, CUDA_ERROR_NOT_FOUND};
 use super::{check_initialized, export, via_runtime, Result};
 use crate::api::memory as rt;
 use crate::api::{call, call_with, known_stream, post, stream_handle, RawHandle};
 use crate::client::Sink;
+// The runtime's copies, so the driver's take the same routes (crate::copy_route).
+use crate::copy_route::{DEFAULT, DEVICE_TO_DEVICE, DEVICE_TO_HOST, HOST_TO_DEVICE};
 use crate::{caller, gate, state};
-
-/// `cudaMemcpyKind`s for the runtime calls.
-const HOST_TO_DEVICE: u32 = 1;
-const DEVICE_TO_HOST: u32 = 2;
-const DEVICE_TO_DEVICE: u32 = 3;
-const DEFAULT: u32 = 4;
 
 export! {
     fn cuMemAlloc_v2(ptr: *mut u64, size: usize) {
@@ -31,7 +28,8 @@ export! {
         }
         let mut p: *mut c_void = std::ptr::null_mut();
         via_runtime(|| rt::cudaMalloc(&mut p, size))?;
-        caller::write(ptr, p as u64)
+        // SAFETY: by cuMemAlloc_v2's contract `ptr` is NULL or writable.
+        unsafe { caller::write(ptr, p as u64) }
     }
 }
 
@@ -52,10 +50,13 @@ export! {
 export! {
     fn cuMemGetAddressRange_v2(base: *mut u64, size: *mut usize, ptr: u64) {
         check_initialized()?;
-        // CUDA_ERROR_NOT_FOUND for memory the driver did not allocate.
-        let (start, len, _) = state::registry().device_range(ptr).ok_or(CudaStatus(500))?;
-        caller::write_opt(base, start);
-        caller::write_opt(size, len as usize);
+        // Memory the driver did not allocate is not found.
+        let (start, len, _) =
+            state::registry().device_range(ptr).ok_or(status(CUDA_ERROR_NOT_FOUND))?;
+        // SAFETY: by cuMemGetAddressRange_v2's contract `base` is NULL or writable.
+        unsafe { caller::write_opt(base, start) };
+        // SAFETY: by cuMemGetAddressRange_v2's contract `size` is NULL or writable.
+        unsafe { caller::write_opt(size, len as usize) };
         Ok(())
     }
 }
@@ -248,29 +249,53 @@ export! {
         }
         let range = state::registry().device_range(ptr);
         match attribute {
-            ATTR_CONTEXT => caller::write(data.cast(), context_of(a.device)),
+            // SAFETY: by cuPointerGetAttribute's contract `data.cast()` is NULL or
+            // writable.
+            ATTR_CONTEXT => unsafe { caller::write(data.cast(), context_of(a.device)) },
             // CU_MEMORYTYPE_HOST 1 / DEVICE 2, as cudaMemoryTypeHost / Device.
-            ATTR_MEMORY_TYPE => caller::write(data.cast::<u32>(), a.memory_type as u32),
-            ATTR_DEVICE_POINTER => caller::write(data.cast::<u64>(), a.device_pointer as u64),
-            ATTR_HOST_POINTER => caller::write(data.cast::<u64>(), a.host_pointer as u64),
-            ATTR_IS_MANAGED => caller::write(data.cast::<u32>(), u32::from(a.memory_type == 3)),
-            ATTR_DEVICE_ORDINAL => caller::write(data.cast::<i32>(), a.device),
-            ATTR_MAPPED => caller::write(data.cast::<u32>(), 1),
+            // SAFETY: by cuPointerGetAttribute's contract `data.cast::<u32>()` is NULL or
+            // writable.
+            ATTR_MEMORY_TYPE => unsafe { caller::write(data.cast::<u32>(), a.memory_type as u32) },
+            // SAFETY: by cuPointerGetAttribute's contract `data.cast::<u64>()` is NULL or
+            // writable.
+            ATTR_DEVICE_POINTER => unsafe { caller::write(data.cast::<u64>(), a.device_pointer as u64) },
+            // SAFETY: by cuPointerGetAttribute's contract `data.cast::<u64>()` is NULL or
+            // writable.
+            ATTR_HOST_POINTER => unsafe { caller::write(data.cast::<u64>(), a.host_pointer as u64) },
+            // SAFETY: by cuPointerGetAttribute's contract `data.cast::<u32>()` is NULL or
+            // writable.
+            ATTR_IS_MANAGED => unsafe { caller::write(data.cast::<u32>(), u32::from(a.memory_type == 3)) },
+            // SAFETY: by cuPointerGetAttribute's contract `data.cast::<i32>()` is NULL or
+            // writable.
+            ATTR_DEVICE_ORDINAL => unsafe { caller::write(data.cast::<i32>(), a.device) },
+            // SAFETY: by cuPointerGetAttribute's contract `data.cast::<u32>()` is NULL or
+            // writable.
+            ATTR_MAPPED => unsafe { caller::write(data.cast::<u32>(), 1) },
             ATTR_RANGE_START_ADDR => {
-                caller::write(data.cast::<u64>(), range.ok_or(CudaStatus::ErrorInvalidValue)?.0)
+                // SAFETY: by cuPointerGetAttribute's contract `data.cast::<u64>()` is NULL
+                // or writable.
+                unsafe { caller::write(data.cast::<u64>(), range.ok_or(CudaStatus::ErrorInvalidValue)?.0) }
             }
-            ATTR_RANGE_SIZE => caller::write(
+            // SAFETY: by cuPointerGetAttribute's contract `data.cast::<usize>()` is NULL or
+            // writable.
+            ATTR_RANGE_SIZE => unsafe { caller::write(
                 data.cast::<usize>(),
                 range.ok_or(CudaStatus::ErrorInvalidValue)?.1 as usize,
-            ),
+            ) },
             _ => Err(CudaStatus::ErrorInvalidValue),
         }
     }
 }
 
 /// `rank` values of a program array.
-fn read_array<T: Copy>(ptr: *const T, n: usize) -> Result<Vec<T>> {
-    (0..n).map(|i| caller::read(ptr.wrapping_add(i))).collect()
+///
+/// # Safety
+/// `ptr` is NULL or readable for `n` values.
+unsafe fn read_array<T: Copy>(ptr: *const T, n: usize) -> Result<Vec<T>> {
+    // SAFETY: as `read_array`'s caller promised.
+    (0..n)
+        .map(|i| unsafe { caller::read(ptr.wrapping_add(i)) })
+        .collect()
 }
 
 export! {
@@ -298,10 +323,18 @@ export! {
         let req = TensorMapEncodeTiled {
             data_type,
             global_address: global_address as u64,
-            global_dim: read_array(global_dim, rank)?,
-            global_strides: read_array(global_strides, rank - 1)?,
-            box_dim: read_array(box_dim, rank)?,
-            element_strides: read_array(element_strides, rank)?,
+            // SAFETY: by cuTensorMapEncodeTiled's contract its pointer arguments are as
+            // `read_array` requires.
+            global_dim: unsafe { read_array(global_dim, rank) }?,
+            // SAFETY: by cuTensorMapEncodeTiled's contract its pointer arguments are as
+            // `read_array` requires.
+            global_strides: unsafe { read_array(global_strides, rank - 1) }?,
+            // SAFETY: by cuTensorMapEncodeTiled's contract its pointer arguments are as
+            // `read_array` requires.
+            box_dim: unsafe { read_array(box_dim, rank) }?,
+            // SAFETY: by cuTensorMapEncodeTiled's contract its pointer arguments are as
+            // `read_array` requires.
+            element_strides: unsafe { read_array(element_strides, rank) }?,
             interleave,
             swizzle,
             l2_promotion,
@@ -309,6 +342,7 @@ export! {
         };
         let mut encoded = [0u8; TENSOR_MAP_LEN];
         call_with(&req, &[], Sink::Into(&mut encoded))?;
-        caller::write(map, encoded)
+        // SAFETY: by cuTensorMapEncodeTiled's contract `map` is NULL or writable.
+        unsafe { caller::write(map, encoded) }
     }
 }

@@ -20,7 +20,7 @@
 //! pointers, checked against this registry on every use: a stale or foreign one is
 //! `CUDA_ERROR_INVALID_HANDLE`, logged once per kind.
 //!
-//! **Errors.** The host speaks runtime codes; [`cu_result`] maps the few runtime-only
+//! **Errors.** The host speaks runtime codes; [`result::cu_result`] maps the few runtime-only
 //! ones to the driver code with the same meaning. Where a driver function is a runtime
 //! function in other clothes (copies, streams, events), it calls the runtime export and
 //! leaves the runtime's last error as it was, as the real driver does.
@@ -30,6 +30,7 @@ mod memory;
 mod module;
 mod names;
 mod proc_address;
+pub mod result;
 mod stream;
 mod vmm;
 
@@ -42,28 +43,9 @@ use crate::{cudaError_t, state};
 
 pub use proc_address::{lookup, NAMES};
 
-/// `CUresult`.
-#[allow(non_camel_case_types)]
-pub type CUresult = u32;
+pub use result::{cu_result, CUresult, CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_NOT_SUPPORTED};
 
 pub type Result<T> = std::result::Result<T, CudaStatus>;
-
-pub const CUDA_ERROR_INVALID_HANDLE: u32 = 400;
-pub const CUDA_ERROR_NOT_FOUND: u32 = 500;
-pub const CUDA_ERROR_NOT_SUPPORTED: u32 = 801;
-
-/// The driver code for a runtime status (the numbers agree except for runtime-only
-/// conditions).
-pub fn cu_result(status: CudaStatus) -> CUresult {
-    match status.0 {
-        // cudaErrorInvalidDeviceFunction: a function handle the driver does not know.
-        98 => CUDA_ERROR_INVALID_HANDLE,
-        // Argument errors the runtime names more finely (configuration, pitch, symbol,
-        // host and device pointers, copy direction, missing configuration).
-        9 | 12 | 13 | 16 | 17 | 21 | 52 => 1,
-        code => code,
-    }
-}
 
 /// Run a driver export's body: no unwinding across the C boundary.
 pub fn guard(name: &'static str, body: impl FnOnce() -> Result<()>) -> CUresult {
@@ -75,11 +57,11 @@ pub fn guard(name: &'static str, body: impl FnOnce() -> Result<()>) -> CUresult 
         state::clear_runtime_context();
     }
     match result {
-        Ok(Ok(())) => 0,
+        Ok(Ok(())) => result::CUDA_SUCCESS,
         Ok(Err(status)) => cu_result(status),
         Err(_) => {
             eprintln!("vmcuda: internal error in {name}; reporting CUDA_ERROR_UNKNOWN");
-            999
+            result::CUDA_ERROR_UNKNOWN
         }
     }
 }
@@ -103,7 +85,7 @@ pub fn stale(kind: &'static str, logged: &'static AtomicBool) -> CudaStatus {
     if std::env::var_os("VMCUDA_VERBOSE").is_some() && !logged.swap(true, Ordering::Relaxed) {
         eprintln!("vmcuda: a {kind} handle this process does not hold was passed to the driver API; reporting CUDA_ERROR_INVALID_HANDLE");
     }
-    CudaStatus(CUDA_ERROR_INVALID_HANDLE)
+    result::status(CUDA_ERROR_INVALID_HANDLE)
 }
 
 /// `cuInit` must come first: later calls before it are `CUDA_ERROR_NOT_INITIALIZED`.
@@ -153,7 +135,8 @@ export! {
     fn cuDriverGetVersion(version: *mut i32) {
         // The host's driver version (cuDriverGetVersion works before cuInit).
         let client = crate::client::client()?;
-        crate::caller::write(version, client.hello.driver_version)
+        // SAFETY: by cuDriverGetVersion's contract `version` is NULL or writable.
+        unsafe { crate::caller::write(version, client.hello.driver_version) }
     }
 }
 
@@ -180,15 +163,19 @@ fn error_texts() -> &'static [(u32, std::ffi::CString, std::ffi::CString)] {
     })
 }
 
-fn error_text(error: u32, out: *mut *const std::ffi::c_char, message: bool) -> Result<()> {
+/// # Safety
+/// `out` is NULL or writable.
+unsafe fn error_text(error: u32, out: *mut *const std::ffi::c_char, message: bool) -> Result<()> {
     match error_texts().iter().find(|e| e.0 == error) {
         Some((_, name, msg)) => {
             let s = if message { msg } else { name };
-            crate::caller::write(out, s.as_ptr())
+            // SAFETY: as `error_text`'s caller promised.
+            unsafe { crate::caller::write(out, s.as_ptr()) }
         }
         None => {
             // Unknown codes: NULL stored, CUDA_ERROR_INVALID_VALUE, as the driver does.
-            crate::caller::write(out, std::ptr::null())?;
+            // SAFETY: as `error_text`'s caller promised.
+            unsafe { crate::caller::write(out, std::ptr::null()) }?;
             Err(CudaStatus::ErrorInvalidValue)
         }
     }
@@ -196,28 +183,23 @@ fn error_text(error: u32, out: *mut *const std::ffi::c_char, message: bool) -> R
 
 export! {
     fn cuGetErrorName(error: u32, out: *mut *const std::ffi::c_char) {
-        error_text(error, out, false)
+        // SAFETY: by cuGetErrorName's contract its pointer arguments are as `error_text`
+        // requires.
+        unsafe { error_text(error, out, false) }
     }
 }
 
 export! {
     fn cuGetErrorString(error: u32, out: *mut *const std::ffi::c_char) {
-        error_text(error, out, true)
+        // SAFETY: by cuGetErrorString's contract its pointer arguments are as `error_text`
+        // requires.
+        unsafe { error_text(error, out, true) }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn runtime_only_codes_become_driver_codes() {
-        assert_eq!(cu_result(CudaStatus::ErrorInvalidDeviceFunction), 400);
-        assert_eq!(cu_result(CudaStatus::ErrorInvalidResourceHandle), 400);
-        assert_eq!(cu_result(CudaStatus::ErrorInvalidDevicePointer), 1);
-        assert_eq!(cu_result(CudaStatus::ErrorMemoryAllocation), 2);
-        assert_eq!(cu_result(CudaStatus::ErrorNotSupported), 801);
-    }
 
     #[test]
     fn error_names_are_the_drivers() {

@@ -28,6 +28,7 @@ use vmcuda_wire::op::{
 };
 use vmcuda_wire::CudaStatus;
 
+use super::result::{status, CUDA_ERROR_FILE_NOT_FOUND, CUDA_ERROR_NOT_FOUND};
 use super::{check_initialized, export, stale, Result};
 use crate::api::{call, call_with, known_stream, post, stream_handle, RawHandle};
 use crate::client::Sink;
@@ -161,7 +162,11 @@ fn containers_len(at: usize) -> Result<usize> {
 }
 
 /// The bytes of a module image (see the module documentation).
-fn image<'a>(ptr: *const c_void) -> Result<&'a [u8]> {
+///
+/// # Safety
+/// `ptr` is the start of a module image (ELF, fatbinary or NUL-terminated PTX) the
+/// program holds, readable to its end and unchanged during `'a`.
+unsafe fn image<'a>(ptr: *const c_void) -> Result<&'a [u8]> {
     let at = ptr as usize;
     let head = caller::try_read_array::<4>(at).ok_or(CudaStatus::ErrorInvalidValue)?;
     let magic = u32::from_le_bytes(head);
@@ -177,13 +182,17 @@ fn image<'a>(ptr: *const c_void) -> Result<&'a [u8]> {
         (data, containers_len(data)?)
     } else {
         // PTX text: up to its NUL, which the host adds back.
-        let text = caller::string(ptr.cast())?;
+        // SAFETY: as `image`'s caller promised.
+        let text = unsafe { caller::string(ptr.cast()) }?;
         (at, text.len())
     };
-    caller::bytes(start as *const u8, len)
+    // SAFETY: as `image`'s caller promised.
+    unsafe { caller::bytes(start as *const u8, len) }
 }
 
-fn load(out: *mut *mut c_void, bytes: &[u8]) -> Result<()> {
+/// # Safety
+/// `out` is NULL or writable.
+unsafe fn load(out: *mut *mut c_void, bytes: &[u8]) -> Result<()> {
     check_initialized()?;
     if out.is_null() {
         return Err(CudaStatus::ErrorInvalidValue);
@@ -191,12 +200,15 @@ fn load(out: *mut *mut c_void, bytes: &[u8]) -> Result<()> {
     let module = call_with(&ModuleLoad, bytes, Sink::None)?.module;
     let id = state::fresh_id();
     modules().modules.insert(id, module);
-    caller::write(out, id as *mut c_void)
+    // SAFETY: as `load`'s caller promised.
+    unsafe { caller::write(out, id as *mut c_void) }
 }
 
 export! {
     fn cuModuleLoadData(module: *mut *mut c_void, image_ptr: *const c_void) {
-        load(module, image(image_ptr)?)
+        // SAFETY: by cuModuleLoadData's contract `image_ptr` is a module image the
+        // program holds and `module` is NULL or writable.
+        unsafe { load(module, image(image_ptr)?) }
     }
 }
 
@@ -209,22 +221,27 @@ export! {
         _options: *mut u32,
         _values: *mut *mut c_void,
     ) {
-        load(module, image(image_ptr)?)
+        // SAFETY: by cuModuleLoadDataEx's contract `image_ptr` is a module image the
+        // program holds and `module` is NULL or writable.
+        unsafe { load(module, image(image_ptr)?) }
     }
 }
 
 export! {
     fn cuModuleLoadFatBinary(module: *mut *mut c_void, fat_cubin: *const c_void) {
-        load(module, image(fat_cubin)?)
+        // SAFETY: by cuModuleLoadFatBinary's contract `fat_cubin` is a fatbinary the
+        // program holds and `module` is NULL or writable.
+        unsafe { load(module, image(fat_cubin)?) }
     }
 }
 
 export! {
     fn cuModuleLoad(module: *mut *mut c_void, fname: *const c_char) {
-        let path = caller::string(fname)?;
-        // CUDA_ERROR_FILE_NOT_FOUND
-        let bytes = std::fs::read(&path).map_err(|_| CudaStatus(301))?;
-        load(module, &bytes)
+        // SAFETY: by cuModuleLoad's contract `fname` is NULL or a NUL-terminated string.
+        let path = unsafe { caller::string(fname) }?;
+        let bytes = std::fs::read(&path).map_err(|_| status(CUDA_ERROR_FILE_NOT_FOUND))?;
+        // SAFETY: by cuModuleLoad's contract its pointer arguments are as `load` requires.
+        unsafe { load(module, &bytes) }
     }
 }
 
@@ -245,14 +262,17 @@ export! {
 export! {
     fn cuModuleGetFunction(out: *mut *mut c_void, module: *mut c_void, name: *const c_char) {
         let handle = module_handle(module)?;
-        let name = caller::string(name)?;
+        // SAFETY: by cuModuleGetFunction's contract `name` is NULL or a NUL-terminated
+        // string.
+        let name = unsafe { caller::string(name) }?;
         let key = (module as u64, name.clone());
         if let Some(id) = modules().by_name.get(&key) {
-            return caller::write(out, *id as *mut c_void);
+            // SAFETY: by cuModuleGetFunction's contract `out` is NULL or writable.
+            return unsafe { caller::write(out, *id as *mut c_void) };
         }
-        // CUDA_ERROR_NOT_FOUND for a name the module lacks.
+        // A name the module lacks is not found.
         let info = call(&ModuleGetFunction { module: handle, name })
-            .map_err(|e| if e == CudaStatus::ErrorInvalidDeviceFunction { CudaStatus(500) } else { e })?;
+            .map_err(|e| if e == CudaStatus::ErrorInvalidDeviceFunction { status(CUDA_ERROR_NOT_FOUND) } else { e })?;
         let id = state::fresh_id();
         let mut m = modules();
         m.functions.insert(
@@ -260,19 +280,24 @@ export! {
             Function { module: module as u64, function: info.function, params: info.params, limits: None },
         );
         m.by_name.insert(key, id);
-        caller::write(out, id as *mut c_void)
+        // SAFETY: by cuModuleGetFunction's contract `out` is NULL or writable.
+        unsafe { caller::write(out, id as *mut c_void) }
     }
 }
 
 export! {
     fn cuModuleGetGlobal_v2(dptr: *mut u64, bytes: *mut usize, module: *mut c_void, name: *const c_char) {
         let handle = module_handle(module)?;
-        let name = caller::string(name)?;
+        // SAFETY: by cuModuleGetGlobal_v2's contract `name` is NULL or a NUL-terminated
+        // string.
+        let name = unsafe { caller::string(name) }?;
         let g = call(&ModuleGetGlobal { module: handle, name })
-            .map_err(|e| if e == CudaStatus::ErrorInvalidSymbol { CudaStatus(500) } else { e })?;
+            .map_err(|e| if e == CudaStatus::ErrorInvalidSymbol { status(CUDA_ERROR_NOT_FOUND) } else { e })?;
         state::registry().add_device_range(g.ptr, g.size, state::current_device());
-        caller::write_opt(dptr, g.ptr);
-        caller::write_opt(bytes, g.size as usize);
+        // SAFETY: by cuModuleGetGlobal_v2's contract `dptr` is NULL or writable.
+        unsafe { caller::write_opt(dptr, g.ptr) };
+        // SAFETY: by cuModuleGetGlobal_v2's contract `bytes` is NULL or writable.
+        unsafe { caller::write_opt(bytes, g.size as usize) };
         Ok(())
     }
 }
@@ -304,7 +329,8 @@ export! {
     fn cuFuncGetAttribute(value: *mut i32, attrib: i32, f: *mut c_void) {
         let (function, _) = function(f)?;
         let a = call(&FuncGetAttributes { function })?;
-        caller::write(value, attribute(&a, attrib).ok_or(CudaStatus::ErrorInvalidValue)?)
+        // SAFETY: by cuFuncGetAttribute's contract `value` is NULL or writable.
+        unsafe { caller::write(value, attribute(&a, attrib).ok_or(CudaStatus::ErrorInvalidValue)?) }
     }
 }
 
@@ -337,7 +363,9 @@ export! {
             dynamic_smem: dynamic_smem as u64,
             flags: 0,
         })?;
-        caller::write(blocks, r.blocks)
+        // SAFETY: by cuOccupancyMaxActiveBlocksPerMultiprocessor's contract `blocks` is
+        // NULL or writable.
+        unsafe { caller::write(blocks, r.blocks) }
     }
 }
 
@@ -348,7 +376,12 @@ const PARAM_BUFFER_POINTER: usize = 1;
 const PARAM_BUFFER_SIZE: usize = 2;
 
 /// The packed parameter buffer from `kernelParams` or from `extra`.
-fn pack(
+///
+/// # Safety
+/// `args` is NULL or holds one pointer per parameter in `params`, each readable
+/// for its size; `extra` is NULL or a `CU_LAUNCH_PARAM_END`-terminated list as
+/// `cuLaunchKernel` documents it.
+unsafe fn pack(
     params: &[ParamInfo],
     args: *const *const u8,
     extra: *const *const c_void,
@@ -361,7 +394,8 @@ fn pack(
     if !args.is_null() {
         let mut buffer = vec![0u8; total];
         for (i, p) in params.iter().enumerate() {
-            let arg = caller::kernel_arg(args, i, p.size as usize)?;
+            // SAFETY: as `pack`'s caller promised.
+            let arg = unsafe { caller::kernel_arg(args, i, p.size as usize) }?;
             buffer[p.offset as usize..(p.offset + p.size) as usize].copy_from_slice(arg);
         }
         return Ok(buffer);
@@ -375,25 +409,31 @@ fn pack(
     }
     let (mut pointer, mut size) = (None, None);
     for i in (0..64).step_by(2) {
-        let key = caller::read(extra.wrapping_add(i))? as usize;
+        // SAFETY: as `pack`'s caller promised.
+        let key = unsafe { caller::read(extra.wrapping_add(i)) }? as usize;
         if key == PARAM_END {
             break;
         }
-        let value = caller::read(extra.wrapping_add(i + 1))?;
+        // SAFETY: as `pack`'s caller promised.
+        let value = unsafe { caller::read(extra.wrapping_add(i + 1)) }?;
         match key {
             PARAM_BUFFER_POINTER => pointer = Some(value as *const u8),
-            PARAM_BUFFER_SIZE => size = Some(caller::read(value as *const usize)?),
+            // SAFETY: as `pack`'s caller promised.
+            PARAM_BUFFER_SIZE => size = Some(unsafe { caller::read(value as *const usize) }?),
             _ => return Err(CudaStatus::ErrorInvalidValue),
         }
     }
     match (pointer, size) {
-        (Some(p), Some(n)) if n >= total => Ok(caller::bytes(p, total)?.to_vec()),
+        // SAFETY: as `pack`'s caller promised.
+        (Some(p), Some(n)) if n >= total => Ok(unsafe { caller::bytes(p, total) }?.to_vec()),
         _ => Err(CudaStatus::ErrorInvalidValue),
     }
 }
 
+/// # Safety
+/// `args` and `extra` are as for [`pack`].
 #[allow(clippy::too_many_arguments)]
-fn launch(
+unsafe fn launch(
     f: *mut c_void,
     grid: [u32; 3],
     block: [u32; 3],
@@ -407,7 +447,8 @@ fn launch(
     if grid.contains(&0) || block.contains(&0) {
         return Err(CudaStatus::ErrorInvalidValue);
     }
-    let buffer = pack(&params, args, extra)?;
+    // SAFETY: as `launch`'s caller promised.
+    let buffer = unsafe { pack(&params, args, extra) }?;
     let stream = stream_handle(stream, false);
     let cached = modules()
         .functions
@@ -457,7 +498,9 @@ export! {
         args: *const *const u8,
         extra: *const *const c_void,
     ) {
-        launch(f, [gx, gy, gz], [bx, by, bz], shared_mem, stream, args, extra, Vec::new())
+        // SAFETY: by cuLaunchKernel's contract its pointer arguments are as `launch`
+        // requires.
+        unsafe { launch(f, [gx, gy, gz], [bx, by, bz], shared_mem, stream, args, extra, Vec::new()) }
     }
 }
 
@@ -474,7 +517,9 @@ export! {
         value[..4].copy_from_slice(&1i32.to_le_bytes());
         // CU_LAUNCH_ATTRIBUTE_COOPERATIVE
         let cooperative = LaunchAttribute { id: 2, value };
-        launch(f, [gx, gy, gz], [bx, by, bz], shared_mem, stream, args, std::ptr::null(), vec![cooperative])
+        // SAFETY: by cuLaunchCooperativeKernel's contract its pointer arguments are as
+        // `launch` requires.
+        unsafe { launch(f, [gx, gy, gz], [bx, by, bz], shared_mem, stream, args, std::ptr::null(), vec![cooperative]) }
     }
 }
 
@@ -491,8 +536,12 @@ export! {
         let mut link = LinkState::default();
         let (mut info, mut error, mut info_len, mut error_len) = (0usize, 0usize, 0usize, 0usize);
         for i in 0..num_options as usize {
-            let option = caller::read(options.wrapping_add(i))?;
-            let value = caller::read(values.wrapping_add(i))? as usize;
+            // SAFETY: by cuLinkCreate_v2's contract `options.wrapping_add(i)` is NULL or
+            // readable.
+            let option = unsafe { caller::read(options.wrapping_add(i)) }?;
+            // SAFETY: by cuLinkCreate_v2's contract `values.wrapping_add(i)` is NULL or
+            // readable.
+            let value = unsafe { caller::read(values.wrapping_add(i)) }? as usize;
             match option {
                 JIT_INFO_LOG_BUFFER => info = value,
                 JIT_INFO_LOG_BUFFER_SIZE_BYTES => info_len = value,
@@ -508,7 +557,8 @@ export! {
         }
         let id = state::fresh_id();
         modules().links.insert(id, link);
-        caller::write(out, id as *mut c_void)
+        // SAFETY: by cuLinkCreate_v2's contract `out` is NULL or writable.
+        unsafe { caller::write(out, id as *mut c_void) }
     }
 }
 
@@ -538,8 +588,11 @@ export! {
         _options: *const u32,
         _values: *const *mut c_void,
     ) {
-        let bytes = caller::bytes(data.cast(), size)?.to_vec();
-        let name = if name.is_null() { String::new() } else { caller::string(name)? };
+        // SAFETY: by cuLinkAddData_v2's contract `data.cast()` is NULL or holds `size`
+        // readable bytes.
+        let bytes = unsafe { caller::bytes(data.cast(), size) }?.to_vec();
+        // SAFETY: by cuLinkAddData_v2's contract `name` is NULL or a NUL-terminated string.
+        let name = if name.is_null() { String::new() } else { unsafe { caller::string(name) }? };
         add_input(link, kind, name, bytes)
     }
 }
@@ -553,16 +606,21 @@ export! {
         _options: *const u32,
         _values: *const *mut c_void,
     ) {
-        let path = caller::string(path)?;
-        let bytes = std::fs::read(&path).map_err(|_| CudaStatus(301))?;
+        // SAFETY: by cuLinkAddFile_v2's contract `path` is NULL or a NUL-terminated string.
+        let path = unsafe { caller::string(path) }?;
+        let bytes = std::fs::read(&path).map_err(|_| status(CUDA_ERROR_FILE_NOT_FOUND))?;
         add_input(link, kind, path, bytes)
     }
 }
 
 /// Copy a log into the program's buffer, cut to fit, NUL-terminated.
-fn write_log(buffer: Option<(usize, usize)>, text: &str) -> Result<()> {
+///
+/// # Safety
+/// `buffer`, when given, is the address and length of writable program memory.
+unsafe fn write_log(buffer: Option<(usize, usize)>, text: &str) -> Result<()> {
     if let Some((ptr, len)) = buffer {
-        let out = caller::bytes_mut(ptr as *mut u8, len)?;
+        // SAFETY: as `write_log`'s caller promised.
+        let out = unsafe { caller::bytes_mut(ptr as *mut u8, len) }?;
         let n = text.len().min(len - 1);
         out[..n].copy_from_slice(&text.as_bytes()[..n]);
         out[n] = 0;
@@ -581,13 +639,19 @@ export! {
         };
         let mut cubin = Vec::new();
         let linked = call_with(&Link { inputs }, &data, Sink::Grow(&mut cubin))?;
-        write_log(logs.0, &linked.info_log)?;
-        write_log(logs.1, &linked.error_log)?;
+        // SAFETY: by cuLinkComplete's contract its pointer arguments are as `write_log`
+        // requires.
+        unsafe { write_log(logs.0, &linked.info_log) }?;
+        // SAFETY: by cuLinkComplete's contract its pointer arguments are as `write_log`
+        // requires.
+        unsafe { write_log(logs.1, &linked.error_log) }?;
         let mut m = modules();
         let l = m.links.get_mut(&(link as u64)).ok_or_else(|| stale("link state", &STALE_LINK))?;
         l.cubin = cubin;
-        caller::write(cubin_out, l.cubin.as_ptr().cast())?;
-        caller::write(size_out, l.cubin.len())
+        // SAFETY: by cuLinkComplete's contract `cubin_out` is NULL or writable.
+        unsafe { caller::write(cubin_out, l.cubin.as_ptr().cast()) }?;
+        // SAFETY: by cuLinkComplete's contract `size_out` is NULL or writable.
+        unsafe { caller::write(size_out, l.cubin.len()) }
     }
 }
 

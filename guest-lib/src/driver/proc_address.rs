@@ -12,15 +12,14 @@
 use std::ffi::{c_char, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use vmcuda_wire::CudaStatus;
-
 use super::context::*;
+use super::export;
 use super::memory::*;
 use super::module::*;
+use super::result::{status, CUDA_ERROR_NOT_SUPPORTED};
 use super::stream::*;
 use super::vmm::*;
 use super::{cuDriverGetVersion, cuGetErrorName, cuGetErrorString, cuInit};
-use super::{export, CUDA_ERROR_NOT_SUPPORTED};
 use crate::caller;
 
 macro_rules! table {
@@ -148,11 +147,15 @@ export! {
         _flags: u64,
         status: *mut i32,
     ) {
-        let name = caller::string(symbol)?;
+        // SAFETY: by cuGetProcAddress_v2's contract `symbol` is NULL or a NUL-terminated
+        // string.
+        let name = unsafe { caller::string(symbol) }?;
         match lookup(&name) {
             Some(f) => {
-                caller::write(pfn, f)?;
-                caller::write_opt(status, PROC_ADDRESS_SUCCESS);
+                // SAFETY: by cuGetProcAddress_v2's contract `pfn` is NULL or writable.
+                unsafe { caller::write(pfn, f) }?;
+                // SAFETY: by cuGetProcAddress_v2's contract `status` is NULL or writable.
+                unsafe { caller::write_opt(status, PROC_ADDRESS_SUCCESS) };
                 Ok(())
             }
             None => {
@@ -161,8 +164,10 @@ export! {
                 }
                 // As the real driver answers (measured on the H200): success, with the
                 // query result saying the symbol was not found and a NULL pointer.
-                caller::write(pfn, std::ptr::null_mut())?;
-                caller::write_opt(status, PROC_ADDRESS_SYMBOL_NOT_FOUND);
+                // SAFETY: by cuGetProcAddress_v2's contract `pfn` is NULL or writable.
+                unsafe { caller::write(pfn, std::ptr::null_mut()) }?;
+                // SAFETY: by cuGetProcAddress_v2's contract `status` is NULL or writable.
+                unsafe { caller::write_opt(status, PROC_ADDRESS_SYMBOL_NOT_FOUND) };
                 Ok(())
             }
         }
@@ -181,8 +186,9 @@ export! {
         if !STATIC_RUNTIME_TOLD.swap(true, Ordering::Relaxed) {
             eprintln!("{STATIC_RUNTIME_MESSAGE}");
         }
-        caller::write_opt(table, std::ptr::null());
-        Err(CudaStatus(CUDA_ERROR_NOT_SUPPORTED))
+        // SAFETY: by cuGetExportTable's contract `table` is NULL or writable.
+        unsafe { caller::write_opt(table, std::ptr::null()) };
+        Err(status(CUDA_ERROR_NOT_SUPPORTED))
     }
 }
 

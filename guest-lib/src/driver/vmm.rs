@@ -20,7 +20,8 @@ use vmcuda_wire::driver::{
 };
 use vmcuda_wire::CudaStatus;
 
-use super::{check_initialized, export, CUDA_ERROR_NOT_SUPPORTED};
+use super::result::{status, CUDA_ERROR_NOT_SUPPORTED};
+use super::{check_initialized, export};
 use crate::api::call;
 use crate::{caller, state};
 
@@ -75,7 +76,8 @@ export! {
             return Err(CudaStatus::ErrorInvalidValue);
         }
         let r = call(&MemAddressReserve { size: size as u64, alignment: alignment as u64, addr, flags })?;
-        caller::write(ptr, r.ptr)
+        // SAFETY: by cuMemAddressReserve's contract `ptr` is NULL or writable.
+        unsafe { caller::write(ptr, r.ptr) }
     }
 }
 
@@ -89,12 +91,14 @@ export! {
 export! {
     fn cuMemCreate(handle: *mut u64, size: usize, prop: *const AllocationPropC, flags: u64) {
         check_initialized()?;
-        let prop = prop_from(&caller::read(prop)?);
+        // SAFETY: by cuMemCreate's contract `prop` is NULL or readable.
+        let prop = prop_from(&unsafe { caller::read(prop) }?);
         if handle.is_null() {
             return Err(CudaStatus::ErrorInvalidValue);
         }
         let made = call(&MemCreate { size: size as u64, prop, flags })?;
-        caller::write(handle, made.handle.0)
+        // SAFETY: by cuMemCreate's contract `handle` is NULL or writable.
+        unsafe { caller::write(handle, made.handle.0) }
     }
 }
 
@@ -141,7 +145,9 @@ export! {
         }
         let descs = (0..count)
             .map(|i| {
-                let d = caller::read(desc.wrapping_add(i))?;
+                // SAFETY: by cuMemSetAccess's contract `desc.wrapping_add(i)` is NULL or
+                // readable.
+                let d = unsafe { caller::read(desc.wrapping_add(i)) }?;
                 Ok(AccessDesc { location_type: d.location_type, location_id: d.location_id, flags: d.flags })
             })
             .collect::<Result<Vec<_>, CudaStatus>>()?;
@@ -152,9 +158,12 @@ export! {
 export! {
     fn cuMemGetAllocationGranularity(granularity: *mut usize, prop: *const AllocationPropC, option: u32) {
         check_initialized()?;
-        let prop = prop_from(&caller::read(prop)?);
+        // SAFETY: by cuMemGetAllocationGranularity's contract `prop` is NULL or readable.
+        let prop = prop_from(&unsafe { caller::read(prop) }?);
         let g = call(&MemGetAllocationGranularity { prop, option })?;
-        caller::write(granularity, g.bytes as usize)
+        // SAFETY: by cuMemGetAllocationGranularity's contract `granularity` is NULL or
+        // writable.
+        unsafe { caller::write(granularity, g.bytes as usize) }
     }
 }
 
@@ -162,7 +171,9 @@ export! {
     fn cuMemGetAllocationPropertiesFromHandle(prop: *mut AllocationPropC, handle: u64) {
         check_initialized()?;
         let p = call(&MemGetAllocationProperties { handle: AllocationHandle(handle) })?;
-        caller::write(prop, AllocationPropC {
+        // SAFETY: by cuMemGetAllocationPropertiesFromHandle's contract `prop` is NULL or
+        // writable.
+        unsafe { caller::write(prop, AllocationPropC {
             alloc_type: p.alloc_type,
             requested_handle_types: p.requested_handle_types,
             location_type: p.location_type,
@@ -172,7 +183,7 @@ export! {
             gpu_direct_rdma_capable: p.gpu_direct_rdma_capable,
             usage: p.usage,
             reserved: [0; 4],
-        })
+        }) }
     }
 }
 
@@ -183,7 +194,8 @@ export! {
             return Err(CudaStatus::ErrorInvalidValue);
         }
         let r = call(&MemRetainAllocationHandle { ptr: addr as u64 })?;
-        caller::write(handle, r.handle.0)
+        // SAFETY: by cuMemRetainAllocationHandle's contract `handle` is NULL or writable.
+        unsafe { caller::write(handle, r.handle.0) }
     }
 }
 
@@ -193,7 +205,7 @@ fn sharing_not_supported(what: &str) -> Result<(), CudaStatus> {
     if !SHARING_REFUSED.swap(true, Ordering::Relaxed) {
         eprintln!("vmcuda: {what}: a VM guest cannot share GPU memory with other processes; reporting CUDA_ERROR_NOT_SUPPORTED");
     }
-    Err(CudaStatus(CUDA_ERROR_NOT_SUPPORTED))
+    Err(status(CUDA_ERROR_NOT_SUPPORTED))
 }
 
 export! {

@@ -5,9 +5,14 @@
 //! host sends ahead of a reply is written to this process's own C `stdout`/`stderr`,
 //! where a native run's driver would have written it.
 
+mod console;
+mod credentials;
+
+pub(crate) use console::write_console;
+pub use credentials::*;
+
 use std::io::{self, BufReader, IoSlice, Read};
 use std::os::fd::BorrowedFd;
-use std::path::PathBuf;
 
 use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -19,8 +24,8 @@ use vmcuda_wire::frame::{self, FrameError, FrameHeader, FLAG_EVENT, FLAG_NO_REPL
 use vmcuda_wire::handshake::{caps, PROTOCOL_VERSION, RUNTIME_VERSION};
 use vmcuda_wire::op::{Console, Hello, HelloReply, Op, Request, OP_CONSOLE};
 use vmcuda_wire::polling::{self, PollingReader};
-use vmcuda_wire::tls::{self, TlsError};
-use vmcuda_wire::transport::{AddrError, ConnectError, ServerAddr, Stream, TlsClient};
+use vmcuda_wire::tls::TlsError;
+use vmcuda_wire::transport::{AddrError, ConnectError, ServerAddr, Stream};
 use vmcuda_wire::CudaStatus;
 
 /// Copies on the socket travel in frames of at most this many bytes (`VMCUDA_CHUNK`
@@ -197,88 +202,6 @@ fn connect() -> Result<Client, CudaStatus> {
             Err(CudaStatus::ErrorNoDevice)
         }
     }
-}
-
-/// The CA a `tls:` host's certificate must be signed by, when VMCUDA_TLS_CA is not set.
-pub const DEFAULT_TLS_CA: &str = "/etc/vmcuda/ca.pem";
-
-/// A `tls:` connection's settings, and where its trusted CAs came from (for messages).
-pub struct GuestTls {
-    pub client: TlsClient,
-    pub ca: PathBuf,
-}
-
-impl GuestTls {
-    /// Where the trusted CA certificates are read from: `VMCUDA_TLS_CA`, else the default.
-    pub fn ca_path() -> PathBuf {
-        std::env::var_os("VMCUDA_TLS_CA")
-            .filter(|v| !v.is_empty())
-            .map_or_else(|| PathBuf::from(DEFAULT_TLS_CA), PathBuf::from)
-    }
-
-    /// Trust the CA certificates in `VMCUDA_TLS_CA` (PEM, default /etc/vmcuda/ca.pem);
-    /// expect the host's certificate to name `VMCUDA_TLS_NAME`, else the address's host.
-    pub fn from_env() -> Result<GuestTls, TlsError> {
-        let ca = Self::ca_path();
-        Ok(GuestTls {
-            client: TlsClient {
-                config: tls::client_config(&ca)?,
-                server_name: std::env::var("VMCUDA_TLS_NAME")
-                    .ok()
-                    .filter(|n| !n.is_empty()),
-            },
-            ca,
-        })
-    }
-
-    /// What to do about a certificate this guest would not accept.
-    pub fn hint(&self, e: &TlsError) -> String {
-        use rustls::{CertificateError, Error};
-        match e.rustls() {
-            Some(Error::InvalidCertificate(CertificateError::UnknownIssuer)) => format!(
-                " (the host's certificate is not signed by a CA in {}; set VMCUDA_TLS_CA)",
-                self.ca.display()
-            ),
-            Some(Error::InvalidCertificate(
-                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
-            )) => " (set VMCUDA_TLS_NAME to a name the certificate was issued for)".into(),
-            _ => String::new(),
-        }
-    }
-}
-
-/// Where the guest keeps its token for TCP hosts when VMCUDA_TOKEN is not set.
-pub const DEFAULT_TOKEN_FILE: &str = "/etc/vmcuda/token";
-
-/// A token found for the hello, and where it was found (for `vmcuda doctor`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Token {
-    pub bytes: Vec<u8>,
-    pub source: String,
-}
-
-/// The token presented in the hello: `VMCUDA_TOKEN`, else the first line of
-/// `VMCUDA_TOKEN_FILE` or /etc/vmcuda/token, else none (vsock hosts know their VMs
-/// without one).
-pub fn find_token() -> Option<Token> {
-    if let Ok(t) = std::env::var("VMCUDA_TOKEN") {
-        return Some(Token {
-            bytes: t.into_bytes(),
-            source: "VMCUDA_TOKEN".into(),
-        });
-    }
-    let file = std::env::var("VMCUDA_TOKEN_FILE").unwrap_or_else(|_| DEFAULT_TOKEN_FILE.into());
-    let text = std::fs::read_to_string(&file).ok()?;
-    let line = text.lines().next()?;
-    Some(Token {
-        bytes: line.trim().as_bytes().to_vec(),
-        source: file,
-    })
-}
-
-/// [`find_token`]'s bytes, empty when there is none.
-pub fn token() -> Vec<u8> {
-    find_token().map(|t| t.bytes).unwrap_or_default()
 }
 
 fn program_name() -> String {
@@ -778,202 +701,5 @@ impl Drop for Connection {
     }
 }
 
-extern "C" {
-    static mut stdout: *mut libc::FILE;
-    static mut stderr: *mut libc::FILE;
-}
-
-/// Write console text through C stdio, as the driver does natively, so it interleaves
-/// with the program's own `printf` output in the same order.
-pub(crate) fn write_console(fd: u8, text: &[u8]) {
-    // SAFETY: glibc's `stdout`/`stderr` are valid FILE pointers for the whole process;
-    // reading the pointer values does not race with anything that changes them.
-    let file = unsafe {
-        if fd == 2 {
-            stderr
-        } else {
-            stdout
-        }
-    };
-    // SAFETY: `text` is a valid buffer of `text.len()` bytes; `file` is a valid stream.
-    unsafe {
-        libc::fwrite(text.as_ptr().cast(), 1, text.len(), file);
-        libc::fflush(file);
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::os::unix::net::UnixListener;
-    use std::sync::mpsc;
-    use vmcuda_wire::op::{DeviceSynchronize, ExecutorKind, Memset, StreamHandle};
-
-    /// One frame as a fake host saw it: (request id, op, posted, memset's dst and
-    /// size, or the device of anything else).
-    type Seen = (u64, u16, bool, u64, u64);
-
-    /// A fake host on a fresh Unix socket: answers the hello and every waited-for
-    /// request with success, and reports each frame it reads.
-    fn fake_host() -> (ServerAddr, mpsc::Receiver<Seen>) {
-        let dir = std::env::temp_dir().join(format!(
-            "vmcuda-client-{}-{:?}",
-            std::process::id(),
-            std::thread::current().id()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("host.sock");
-        let listener = UnixListener::bind(&path).unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let (mut s, _) = listener.accept().unwrap();
-            let mut r = BufReader::new(s.try_clone().unwrap());
-            while let Ok((h, meta)) = frame::read_head(&mut r) {
-                frame::read_data(&mut r, &h).unwrap();
-                let (op, id) = (h.op.get(), h.request_id.get());
-                let (dst, size) = match postcard::from_bytes::<Memset>(&meta) {
-                    Ok(m) if op == Op::Memset.code() => (m.dst, m.size),
-                    _ => (h.device.get() as u64, 0),
-                };
-                if tx.send((id, op, h.has(FLAG_NO_REPLY), dst, size)).is_err() {
-                    return;
-                }
-                if h.has(FLAG_NO_REPLY) {
-                    continue;
-                }
-                let meta = if op == Op::Hello.code() {
-                    postcard::to_stdvec(&HelloReply {
-                        protocol: PROTOCOL_VERSION,
-                        driver_version: 13000,
-                        device_count: 1,
-                        executor: ExecutorKind::HostMemory,
-                        capabilities: caps::CONSOLE | caps::ASYNC_REQUESTS,
-                        banner: "fake".into(),
-                    })
-                    .unwrap()
-                } else {
-                    Vec::new()
-                };
-                let reply = FrameHeader::new(op, FLAG_REPLY, id, meta.len(), 0);
-                frame::write_frame(&mut s, &reply, &meta, &[]).unwrap();
-            }
-        });
-        (ServerAddr::Unix(path.to_string_lossy().into_owned()), rx)
-    }
-
-    fn memset(thread: u64, seq: u64) -> Memset {
-        Memset {
-            dst: thread,
-            value: 0,
-            size: seq,
-            stream: StreamHandle::LEGACY,
-            is_async: true,
-        }
-    }
-
-    /// Several threads post runs of requests and wait between them: the host sees
-    /// every frame once, in the order the ids were given, each thread's in its own
-    /// order, and each wait behind the posts its thread made before it.
-    #[test]
-    fn batched_posts_from_several_threads_keep_their_order() {
-        let (addr, seen) = fake_host();
-        let client = Client::connect(addr, Vec::new()).unwrap();
-        const THREADS: u64 = 4;
-        const ROUNDS: u64 = 40;
-        const POSTS: u64 = 3;
-        std::thread::scope(|scope| {
-            for t in 0..THREADS {
-                let client = &client;
-                scope.spawn(move || {
-                    for round in 0..ROUNDS {
-                        for p in 0..POSTS {
-                            client.post(0, &memset(t, round * POSTS + p), &[]).unwrap();
-                        }
-                        // The device field says which thread waits.
-                        client
-                            .call(t as i32, &DeviceSynchronize, &[], Sink::None)
-                            .unwrap();
-                    }
-                });
-            }
-        });
-        drop(client);
-        let frames: Vec<Seen> = seen.iter().collect();
-        assert_eq!(frames[0].1, Op::Hello.code());
-        let frames = &frames[1..];
-        assert_eq!(frames.len() as u64, THREADS * ROUNDS * (POSTS + 1));
-        assert!(
-            frames.windows(2).all(|w| w[0].0 < w[1].0),
-            "ids out of order"
-        );
-        let mut next = [0u64; THREADS as usize];
-        let mut waits = [0u64; THREADS as usize];
-        let mut posted_total = 0;
-        for &(_, op, posted, dst, size) in frames {
-            if op == Op::Memset.code() {
-                assert!(posted);
-                assert_eq!(
-                    size, next[dst as usize],
-                    "thread {dst}'s posts out of order"
-                );
-                next[dst as usize] += 1;
-                posted_total += 1;
-            } else {
-                // A wait: every post its thread made before it is already here.
-                assert!(!posted);
-                waits[dst as usize] += 1;
-                assert_eq!(next[dst as usize], waits[dst as usize] * POSTS);
-            }
-        }
-        assert_eq!(posted_total, THREADS * ROUNDS * POSTS);
-    }
-
-    /// A post nobody waits after reaches the host by itself (the flusher), and what is
-    /// posted on a client that goes away is sent as it goes.
-    #[test]
-    fn posts_reach_the_host_without_a_later_call() {
-        let (addr, seen) = fake_host();
-        let client: &'static Client =
-            Box::leak(Box::new(Client::connect(addr, Vec::new()).unwrap()));
-        assert_eq!(seen.recv().unwrap().1, Op::Hello.code());
-        client.start_flusher();
-        client.post(0, &memset(7, 1), &[]).unwrap();
-        let got = seen
-            .recv_timeout(Duration::from_secs(5))
-            .expect("the flusher sent it");
-        assert_eq!((got.3, got.4), (7, 1));
-
-        let (addr, seen) = fake_host();
-        let client = Client::connect(addr, Vec::new()).unwrap();
-        client.post(0, &memset(8, 2), &[]).unwrap();
-        assert_eq!(seen.recv().unwrap().1, Op::Hello.code());
-        assert!(
-            seen.recv_timeout(Duration::from_millis(200)).is_err(),
-            "queued, not sent"
-        );
-        drop(client);
-        let got = seen
-            .recv_timeout(Duration::from_secs(5))
-            .expect("sent on drop");
-        assert_eq!((got.3, got.4), (8, 2));
-    }
-
-    /// A frame posted with `post_now` goes out with everything queued before it,
-    /// without a flusher or a later call (the client here has none and makes none).
-    #[test]
-    fn posted_now_goes_out_at_once_behind_the_queue() {
-        let (addr, seen) = fake_host();
-        let client = Client::connect(addr, Vec::new()).unwrap();
-        assert_eq!(seen.recv().unwrap().1, Op::Hello.code());
-        client.post(0, &memset(9, 1), &[]).unwrap();
-        client.post_now(0, &memset(9, 2), &[]).unwrap();
-        for seq in [1, 2] {
-            let got = seen
-                .recv_timeout(Duration::from_secs(5))
-                .expect("sent without a flusher");
-            assert_eq!((got.2, got.3, got.4), (true, 9, seq));
-        }
-        drop(client);
-    }
-}
+mod tests;

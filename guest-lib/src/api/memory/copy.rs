@@ -1,0 +1,675 @@
+//! Copies: `cudaMemcpy*` in every kind and variant (1D, 2D, peer, symbols), each
+//! taking the route [`crate::copy_route`] chooses.
+
+use std::ffi::c_void;
+
+use vmcuda_wire::op::{
+    Memcpy2DDtoD, Memcpy2DDtoH, Memcpy2DHtoD, MemcpyDtoD, MemcpyDtoH, MemcpyHtoD, MemcpyPeer,
+    MemcpyShared, StreamHandle, StreamSynchronize,
+};
+use vmcuda_wire::CudaStatus;
+
+use super::{admit, can_post, enqueue};
+use crate::api::registration::variable;
+use crate::api::{call, call_with, guard, stream_handle, RawHandle, Result};
+use crate::client::{self, Sink};
+use crate::copy_route::{self, Direction, Route, Shape};
+use crate::staging;
+use crate::state;
+use crate::{caller, cudaError_t};
+
+/// One-dimensional copy of `count` bytes.
+///
+/// # Safety
+/// Each host side of the copy (`kind` says which) is NULL or the program's memory,
+/// readable (`src`) or writable (`dst`) for `count` bytes; an asynchronous copy's stays
+/// so until its stream reaches the copy (CUDA's contract for asynchronous copies).
+unsafe fn memcpy(
+    dst: usize,
+    src: usize,
+    count: usize,
+    kind: u32,
+    stream: StreamHandle,
+    is_async: bool,
+) -> Result<()> {
+    let direction = Direction::resolve(kind, dst, src)?;
+    let capturable = copy_route::capturable(direction, Shape::Linear, dst, src, count);
+    admit(stream, is_async, capturable)?;
+    enqueue(stream, is_async, move || {
+        // SAFETY: as `memcpy`'s caller promised.
+        unsafe { memcpy_now(dst, src, count, direction, stream, is_async) }
+    })
+}
+
+/// The staging area a [`Route::Staged`] copy goes through.
+fn staging_area() -> &'static staging::Staging {
+    staging::staging().expect("a copy is staged only where the staging area exists")
+}
+
+/// # Safety
+/// As for [`memcpy`].
+unsafe fn memcpy_now(
+    dst: usize,
+    src: usize,
+    count: usize,
+    direction: Direction,
+    stream: StreamHandle,
+    is_async: bool,
+) -> Result<()> {
+    if count == 0 {
+        return Ok(());
+    }
+    let route = copy_route::route(direction, Shape::Linear, dst, src, count);
+    match (route, direction) {
+        (Route::Guest, _) => {
+            settle_posted_reads(stream)?;
+            // SAFETY: as `memcpy_now`'s caller promised.
+            unsafe { caller::copy_host(dst as *mut u8, src as *const u8, count) }
+        }
+        (Route::Device, _) => call(&MemcpyDtoD {
+            dst: dst as u64,
+            src: src as u64,
+            size: count as u64,
+            stream,
+            is_async,
+        }),
+        (Route::Pinned, Direction::HostToDevice) => {
+            shared_copy(dst as u64, src as u64, count, true, stream, is_async)
+        }
+        (Route::Pinned, _) => shared_copy(src as u64, dst as u64, count, false, stream, is_async),
+        (Route::Staged, Direction::HostToDevice) => {
+            // SAFETY: as `memcpy_now`'s caller promised.
+            let data = unsafe { caller::bytes(src as *const u8, count) }?;
+            staging_area().to_device(dst as u64, data, stream)
+        }
+        (Route::Staged, _) => {
+            // SAFETY: as `memcpy_now`'s caller promised.
+            let out = unsafe { caller::bytes_mut(dst as *mut u8, count) }?;
+            staging_area().to_host(out, src as u64, stream)
+        }
+        (Route::Socket, Direction::HostToDevice) => {
+            // SAFETY: as `memcpy_now`'s caller promised.
+            let data = unsafe { caller::bytes(src as *const u8, count) }?;
+            // The bytes travel with the requests, so a copy into memory this process
+            // allocated needs no answer chunk by chunk: every chunk is sent at once and
+            // only the last is waited for (a synchronous copy), or none (an async one).
+            // A failed chunk is reported by that last reply.
+            let post = can_post(stream, dst, count);
+            let chunk_len = client::chunk();
+            let chunks = data.chunks(chunk_len).count();
+            for (i, chunk) in data.chunks(chunk_len).enumerate() {
+                let req = MemcpyHtoD {
+                    dst: (dst + i * chunk_len) as u64,
+                    stream,
+                    is_async,
+                };
+                if post && (is_async || i + 1 < chunks) {
+                    crate::api::post(&req, chunk)?;
+                } else {
+                    call_with(&req, chunk, Sink::None)?;
+                }
+            }
+            Ok(())
+        }
+        (Route::Socket, _) => {
+            // SAFETY: as `memcpy_now`'s caller promised.
+            let out = unsafe { caller::bytes_mut(dst as *mut u8, count) }?;
+            // All chunk requests go out together; the replies land in place.
+            let chunk_len = client::chunk();
+            let requests = out
+                .chunks_mut(chunk_len)
+                .enumerate()
+                .map(|(i, chunk)| {
+                    let req = MemcpyDtoH {
+                        src: (src + i * chunk_len) as u64,
+                        size: chunk.len() as u64,
+                        stream,
+                        is_async,
+                    };
+                    (req, chunk)
+                })
+                .collect();
+            client::client()?.call_many(state::current_device(), requests)
+        }
+    }
+}
+
+/// Set once a device-to-host copy into shared pinned memory has been posted: the GPU
+/// may still be writing host memory the program can see.
+static POSTED_READS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// A host-to-host copy runs in the guest, but in stream order: when a posted copy may
+/// still be writing pinned memory, the stream is waited for first.
+fn settle_posted_reads(stream: StreamHandle) -> Result<()> {
+    if POSTED_READS.load(std::sync::atomic::Ordering::Relaxed) {
+        call(&StreamSynchronize { stream })?;
+    }
+    Ok(())
+}
+
+/// A copy between device memory and pinned memory the host shares: one request, no
+/// bytes on the socket. Asynchronous copies into this process's own allocations are
+/// posted (the GPU works on them while the program runs on, as natively); the rest wait.
+fn shared_copy(
+    device: u64,
+    host: u64,
+    count: usize,
+    to_device: bool,
+    stream: StreamHandle,
+    is_async: bool,
+) -> Result<()> {
+    let req = MemcpyShared {
+        device,
+        host,
+        size: count as u64,
+        to_device,
+        stream,
+        is_async,
+    };
+    if is_async && can_post(stream, device as usize, count) {
+        if to_device {
+            return crate::api::post(&req, &[]);
+        }
+        POSTED_READS.store(true, std::sync::atomic::Ordering::Relaxed);
+        // The program will read that memory: the copy starts now, as natively, not
+        // when the queue next goes out (a program that peeks before synchronizing,
+        // wrongly but commonly, sees what it would natively more often).
+        crate::api::post_now(&req, &[])
+    } else {
+        call(&req)
+    }
+}
+
+/// # Safety
+/// Each host side of the copy (`kind` says which) is the program's memory, readable
+/// (`src`) or writable (`dst`) for `height` rows of `width` bytes at its pitch; an
+/// asynchronous copy's stays so until its stream reaches the copy.
+#[allow(clippy::too_many_arguments)]
+unsafe fn memcpy_2d(
+    dst: usize,
+    dpitch: usize,
+    src: usize,
+    spitch: usize,
+    width: usize,
+    height: usize,
+    kind: u32,
+    stream: StreamHandle,
+    is_async: bool,
+) -> Result<()> {
+    let direction = Direction::resolve(kind, dst, src)?;
+    if width == 0 || height == 0 {
+        return Ok(());
+    }
+    let capturable = copy_route::capturable(direction, Shape::Pitched, dst, src, width);
+    admit(stream, is_async, capturable)?;
+    if width > dpitch || width > spitch {
+        return Err(CudaStatus::ErrorInvalidPitchValue);
+    }
+    enqueue(stream, is_async, move || {
+        // SAFETY: as `memcpy_2d`'s caller promised.
+        unsafe {
+            memcpy_2d_now(
+                dst, dpitch, src, spitch, width, height, direction, stream, is_async,
+            )
+        }
+    })
+}
+
+/// # Safety
+/// As for [`memcpy_2d`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn memcpy_2d_now(
+    dst: usize,
+    dpitch: usize,
+    src: usize,
+    spitch: usize,
+    width: usize,
+    height: usize,
+    direction: Direction,
+    stream: StreamHandle,
+    is_async: bool,
+) -> Result<()> {
+    // Rows travel packed; at most a chunk's bytes per request.
+    let rows_per_chunk = (client::chunk() / width).max(1);
+    let route = copy_route::route(direction, Shape::Pitched, dst, src, width);
+    match (route, direction) {
+        (Route::Guest, _) => settle_posted_reads(stream).and_then(|()| {
+            (0..height).try_for_each(|r| {
+                // SAFETY: as `memcpy_2d_now`'s caller promised.
+                unsafe {
+                    caller::copy_host(
+                        (dst + r * dpitch) as *mut u8,
+                        (src + r * spitch) as *const u8,
+                        width,
+                    )
+                }
+            })
+        }),
+        (Route::Device, _) => call(&Memcpy2DDtoD {
+            dst: dst as u64,
+            dpitch: dpitch as u64,
+            src: src as u64,
+            spitch: spitch as u64,
+            width: width as u64,
+            height: height as u64,
+            stream,
+            is_async,
+        }),
+        // The socket: a pitched copy with a host side has no other route.
+        (_, Direction::HostToDevice) => {
+            let mut first = 0;
+            while first < height {
+                let rows = rows_per_chunk.min(height - first);
+                let mut packed = Vec::with_capacity(rows * width);
+                for r in first..first + rows {
+                    // SAFETY: as `memcpy_2d_now`'s caller promised.
+                    let row = unsafe { caller::bytes((src + r * spitch) as *const u8, width) }?;
+                    packed.extend_from_slice(row);
+                }
+                let req = Memcpy2DHtoD {
+                    dst: (dst + first * dpitch) as u64,
+                    dpitch: dpitch as u64,
+                    width: width as u64,
+                    height: rows as u64,
+                    stream,
+                    is_async,
+                };
+                call_with(&req, &packed, Sink::None)?;
+                first += rows;
+            }
+            Ok(())
+        }
+        _ => {
+            let mut first = 0;
+            while first < height {
+                let rows = rows_per_chunk.min(height - first);
+                let mut packed = vec![0u8; rows * width];
+                let req = Memcpy2DDtoH {
+                    src: (src + first * spitch) as u64,
+                    spitch: spitch as u64,
+                    width: width as u64,
+                    height: rows as u64,
+                    stream,
+                    is_async,
+                };
+                call_with(&req, &[], Sink::Into(&mut packed))?;
+                for (i, row) in packed.chunks(width).enumerate() {
+                    // SAFETY: as `memcpy_2d_now`'s caller promised.
+                    unsafe { caller::bytes_mut((dst + (first + i) * dpitch) as *mut u8, width) }?
+                        .copy_from_slice(row);
+                }
+                first += rows;
+            }
+            Ok(())
+        }
+    }
+}
+
+macro_rules! export_memcpy {
+    ($name:ident, $per_thread:expr) => {
+        #[no_mangle]
+        pub extern "C" fn $name(
+            dst: *mut c_void,
+            src: *const c_void,
+            count: usize,
+            kind: u32,
+        ) -> cudaError_t {
+            // SAFETY: by cudaMemcpy's contract the host sides are the program's memory of
+            // `count` bytes (kept valid until the stream gets there, when asynchronous).
+            guard(stringify!($name), || unsafe {
+                memcpy(
+                    dst as usize,
+                    src as usize,
+                    count,
+                    kind,
+                    stream_handle(std::ptr::null_mut(), $per_thread),
+                    false,
+                )
+            })
+        }
+    };
+}
+export_memcpy!(cudaMemcpy, false);
+export_memcpy!(cudaMemcpy_ptds, true);
+
+macro_rules! export_memcpy_async {
+    ($name:ident, $per_thread:expr) => {
+        #[no_mangle]
+        pub extern "C" fn $name(
+            dst: *mut c_void,
+            src: *const c_void,
+            count: usize,
+            kind: u32,
+            stream: RawHandle,
+        ) -> cudaError_t {
+            // SAFETY: by cudaMemcpy's contract the host sides are the program's memory of
+            // `count` bytes (kept valid until the stream gets there, when asynchronous).
+            guard(stringify!($name), || unsafe {
+                memcpy(
+                    dst as usize,
+                    src as usize,
+                    count,
+                    kind,
+                    stream_handle(stream, $per_thread),
+                    true,
+                )
+            })
+        }
+    };
+}
+export_memcpy_async!(cudaMemcpyAsync, false);
+export_memcpy_async!(cudaMemcpyAsync_ptsz, true);
+
+#[no_mangle]
+pub extern "C" fn cudaMemcpy2D(
+    dst: *mut c_void,
+    dpitch: usize,
+    src: *const c_void,
+    spitch: usize,
+    width: usize,
+    height: usize,
+    kind: u32,
+) -> cudaError_t {
+    guard("cudaMemcpy2D", || {
+        // SAFETY: by cudaMemcpy2D's contract its pointer arguments are as `memcpy_2d`
+        // requires.
+        unsafe {
+            memcpy_2d(
+                dst as usize,
+                dpitch,
+                src as usize,
+                spitch,
+                width,
+                height,
+                kind,
+                StreamHandle::LEGACY,
+                false,
+            )
+        }
+    })
+}
+
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub extern "C" fn cudaMemcpy2DAsync(
+    dst: *mut c_void,
+    dpitch: usize,
+    src: *const c_void,
+    spitch: usize,
+    width: usize,
+    height: usize,
+    kind: u32,
+    stream: RawHandle,
+) -> cudaError_t {
+    guard("cudaMemcpy2DAsync", || {
+        // SAFETY: by cudaMemcpy2DAsync's contract its pointer arguments are as `memcpy_2d`
+        // requires.
+        unsafe {
+            memcpy_2d(
+                dst as usize,
+                dpitch,
+                src as usize,
+                spitch,
+                width,
+                height,
+                kind,
+                stream_handle(stream, false),
+                true,
+            )
+        }
+    })
+}
+
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub extern "C" fn cudaMemcpy2DAsync_ptsz(
+    dst: *mut c_void,
+    dpitch: usize,
+    src: *const c_void,
+    spitch: usize,
+    width: usize,
+    height: usize,
+    kind: u32,
+    stream: RawHandle,
+) -> cudaError_t {
+    guard("cudaMemcpy2DAsync_ptsz", || {
+        // SAFETY: by cudaMemcpy2DAsync_ptsz's contract its pointer arguments are as
+        // `memcpy_2d` requires.
+        unsafe {
+            memcpy_2d(
+                dst as usize,
+                dpitch,
+                src as usize,
+                spitch,
+                width,
+                height,
+                kind,
+                stream_handle(stream, true),
+                true,
+            )
+        }
+    })
+}
+
+fn memcpy_peer(
+    dst: usize,
+    dst_device: i32,
+    src: usize,
+    src_device: i32,
+    count: usize,
+    stream: StreamHandle,
+    is_async: bool,
+) -> Result<()> {
+    if count == 0 {
+        return Ok(());
+    }
+    let req = MemcpyPeer {
+        dst: dst as u64,
+        dst_device,
+        src: src as u64,
+        src_device,
+        size: count as u64,
+        stream,
+        is_async,
+    };
+    enqueue(stream, is_async, move || call(&req))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemcpyPeer(
+    dst: *mut c_void,
+    dst_device: i32,
+    src: *const c_void,
+    src_device: i32,
+    count: usize,
+) -> cudaError_t {
+    guard("cudaMemcpyPeer", || {
+        memcpy_peer(
+            dst as usize,
+            dst_device,
+            src as usize,
+            src_device,
+            count,
+            StreamHandle::LEGACY,
+            false,
+        )
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemcpyPeerAsync(
+    dst: *mut c_void,
+    dst_device: i32,
+    src: *const c_void,
+    src_device: i32,
+    count: usize,
+    stream: RawHandle,
+) -> cudaError_t {
+    guard("cudaMemcpyPeerAsync", || {
+        memcpy_peer(
+            dst as usize,
+            dst_device,
+            src as usize,
+            src_device,
+            count,
+            stream_handle(stream, false),
+            true,
+        )
+    })
+}
+
+/// The device address of `symbol + offset`, checking `count` fits.
+fn symbol_range(symbol: *const c_void, offset: usize, count: usize) -> Result<usize> {
+    let (ptr, size) = variable(symbol as usize)?;
+    if offset.checked_add(count).is_none_or(|end| end > size) {
+        return Err(CudaStatus::ErrorInvalidValue);
+    }
+    Ok(ptr as usize + offset)
+}
+
+/// Copies to a symbol go host or device to device; the symbol's address is a device
+/// range, so `cudaMemcpyDefault` resolves like any other copy.
+///
+/// # Safety
+/// `src` is as for [`memcpy`].
+unsafe fn to_symbol(
+    symbol: *const c_void,
+    src: *const c_void,
+    count: usize,
+    offset: usize,
+    kind: u32,
+    stream: StreamHandle,
+    is_async: bool,
+) -> Result<()> {
+    let dst = symbol_range(symbol, offset, count)?;
+    match Direction::resolve(kind, dst, src as usize)? {
+        Direction::HostToDevice | Direction::DeviceToDevice => {
+            // SAFETY: as `to_symbol`'s caller promised.
+            unsafe { memcpy(dst, src as usize, count, kind, stream, is_async) }
+        }
+        _ => Err(CudaStatus::ErrorInvalidMemcpyDirection),
+    }
+}
+
+/// # Safety
+/// `dst` is as for [`memcpy`].
+unsafe fn from_symbol(
+    dst: *mut c_void,
+    symbol: *const c_void,
+    count: usize,
+    offset: usize,
+    kind: u32,
+    stream: StreamHandle,
+    is_async: bool,
+) -> Result<()> {
+    let src = symbol_range(symbol, offset, count)?;
+    match Direction::resolve(kind, dst as usize, src)? {
+        Direction::DeviceToHost | Direction::DeviceToDevice => {
+            // SAFETY: as `from_symbol`'s caller promised.
+            unsafe { memcpy(dst as usize, src, count, kind, stream, is_async) }
+        }
+        _ => Err(CudaStatus::ErrorInvalidMemcpyDirection),
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemcpyToSymbol(
+    symbol: *const c_void,
+    src: *const c_void,
+    count: usize,
+    offset: usize,
+    kind: u32,
+) -> cudaError_t {
+    guard("cudaMemcpyToSymbol", || {
+        // SAFETY: by cudaMemcpyToSymbol's contract its pointer arguments are as `to_symbol`
+        // requires.
+        unsafe {
+            to_symbol(
+                symbol,
+                src,
+                count,
+                offset,
+                kind,
+                StreamHandle::LEGACY,
+                false,
+            )
+        }
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemcpyToSymbolAsync(
+    symbol: *const c_void,
+    src: *const c_void,
+    count: usize,
+    offset: usize,
+    kind: u32,
+    stream: RawHandle,
+) -> cudaError_t {
+    guard("cudaMemcpyToSymbolAsync", || {
+        // SAFETY: by cudaMemcpyToSymbolAsync's contract its pointer arguments are as
+        // `to_symbol` requires.
+        unsafe {
+            to_symbol(
+                symbol,
+                src,
+                count,
+                offset,
+                kind,
+                stream_handle(stream, false),
+                true,
+            )
+        }
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemcpyFromSymbol(
+    dst: *mut c_void,
+    symbol: *const c_void,
+    count: usize,
+    offset: usize,
+    kind: u32,
+) -> cudaError_t {
+    guard("cudaMemcpyFromSymbol", || {
+        // SAFETY: by cudaMemcpyFromSymbol's contract its pointer arguments are as
+        // `from_symbol` requires.
+        unsafe {
+            from_symbol(
+                dst,
+                symbol,
+                count,
+                offset,
+                kind,
+                StreamHandle::LEGACY,
+                false,
+            )
+        }
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemcpyFromSymbolAsync(
+    dst: *mut c_void,
+    symbol: *const c_void,
+    count: usize,
+    offset: usize,
+    kind: u32,
+    stream: RawHandle,
+) -> cudaError_t {
+    guard("cudaMemcpyFromSymbolAsync", || {
+        // SAFETY: by cudaMemcpyFromSymbolAsync's contract its pointer arguments are as
+        // `from_symbol` requires.
+        unsafe {
+            from_symbol(
+                dst,
+                symbol,
+                count,
+                offset,
+                kind,
+                stream_handle(stream, false),
+                true,
+            )
+        }
+    })
+}

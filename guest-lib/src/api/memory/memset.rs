@@ -1,0 +1,148 @@
+//! Memsets: `cudaMemset`, `cudaMemset2D` and their asynchronous variants.
+
+use std::ffi::c_void;
+
+use vmcuda_wire::op::{Memset, Memset2D, StreamHandle};
+
+use super::{admit, can_post, enqueue};
+use crate::api::{call, guard, stream_handle, RawHandle, Result};
+use crate::cudaError_t;
+
+fn memset(
+    ptr: usize,
+    value: i32,
+    count: usize,
+    stream: StreamHandle,
+    is_async: bool,
+) -> Result<()> {
+    if count == 0 {
+        return Ok(());
+    }
+    admit(stream, is_async, true)?;
+    let req = Memset {
+        dst: ptr as u64,
+        value: value as u8,
+        size: count as u64,
+        stream,
+        is_async,
+    };
+    let post = is_async && can_post(stream, ptr, count);
+    enqueue(stream, is_async, move || {
+        if post {
+            crate::api::post(&req, &[])
+        } else {
+            call(&req)
+        }
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemset(ptr: *mut c_void, value: i32, count: usize) -> cudaError_t {
+    guard("cudaMemset", || {
+        memset(ptr as usize, value, count, StreamHandle::LEGACY, false)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemsetAsync(
+    ptr: *mut c_void,
+    value: i32,
+    count: usize,
+    stream: RawHandle,
+) -> cudaError_t {
+    guard("cudaMemsetAsync", || {
+        memset(
+            ptr as usize,
+            value,
+            count,
+            stream_handle(stream, false),
+            true,
+        )
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemsetAsync_ptsz(
+    ptr: *mut c_void,
+    value: i32,
+    count: usize,
+    stream: RawHandle,
+) -> cudaError_t {
+    guard("cudaMemsetAsync_ptsz", || {
+        memset(
+            ptr as usize,
+            value,
+            count,
+            stream_handle(stream, true),
+            true,
+        )
+    })
+}
+
+fn memset_2d(
+    ptr: usize,
+    pitch: usize,
+    value: i32,
+    width: usize,
+    height: usize,
+    stream: StreamHandle,
+    is_async: bool,
+) -> Result<()> {
+    if width == 0 || height == 0 {
+        return Ok(());
+    }
+    admit(stream, is_async, true)?;
+    let req = Memset2D {
+        dst: ptr as u64,
+        pitch: pitch as u64,
+        value: value as u8,
+        width: width as u64,
+        height: height as u64,
+        stream,
+        is_async,
+    };
+    enqueue(stream, is_async, move || call(&req))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemset2D(
+    ptr: *mut c_void,
+    pitch: usize,
+    value: i32,
+    width: usize,
+    height: usize,
+) -> cudaError_t {
+    guard("cudaMemset2D", || {
+        memset_2d(
+            ptr as usize,
+            pitch,
+            value,
+            width,
+            height,
+            StreamHandle::LEGACY,
+            false,
+        )
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemset2DAsync(
+    ptr: *mut c_void,
+    pitch: usize,
+    value: i32,
+    width: usize,
+    height: usize,
+    stream: RawHandle,
+) -> cudaError_t {
+    guard("cudaMemset2DAsync", || {
+        memset_2d(
+            ptr as usize,
+            pitch,
+            value,
+            width,
+            height,
+            stream_handle(stream, false),
+            true,
+        )
+    })
+}

@@ -1,0 +1,474 @@
+//! Memory: device and pinned host allocations, pointer attributes and symbol
+//! addresses here; copies ([`copy`]) and memsets ([`memset`]) in every kind and variant
+//! beside it, sharing the stream-order and capture rules below.
+//!
+//! Pinned host memory lives in the guest (the host stages copies through its own
+//! pinned buffers); the guest remembers it to answer flags and pointer queries.
+
+mod copy;
+mod memset;
+
+pub use copy::*;
+pub use memset::*;
+
+use std::ffi::c_void;
+
+use vmcuda_wire::op::{MemAlloc, MemAllocPitch, MemFree, StreamHandle};
+use vmcuda_wire::CudaStatus;
+
+use super::registration::variable;
+use super::{call, guard, Result};
+use crate::capture;
+use crate::gate;
+use crate::shared;
+use crate::state::{self, registry, HostMemoryKind, HostRange};
+use crate::{caller, cudaError_t};
+
+/// Whether an asynchronous operation on `[ptr, ptr + len)` can be sent without waiting:
+/// the stream is known and the range lies inside one allocation this process made, so
+/// the host has no synchronous error to report.
+fn can_post(stream: StreamHandle, ptr: usize, len: usize) -> bool {
+    super::known_stream(stream)
+        && registry()
+            .device_range(ptr as u64)
+            .is_some_and(|(start, size, _)| ptr as u64 + len as u64 <= start + size)
+}
+
+/// CUDA's capture rules for a copy or memset on `stream` (see [`crate::capture`]):
+/// a synchronous one is a potentially unsafe call, and one that cannot be captured is
+/// refused on a capturing stream.
+fn admit(stream: StreamHandle, is_async: bool, capturable: bool) -> Result<()> {
+    if !is_async {
+        capture::check_unsafe_call()?;
+    }
+    capture::check_stream_use(stream)?;
+    if !is_async || !capturable {
+        capture::refuse_if_capturing(stream)?;
+    }
+    Ok(())
+}
+
+/// Run a copy or memset in stream order: asynchronous ones may queue behind a host
+/// function on their stream; synchronous ones first wait for the stream.
+fn enqueue(
+    stream: StreamHandle,
+    is_async: bool,
+    op: impl FnOnce() -> Result<()> + Send + 'static,
+) -> Result<()> {
+    if is_async {
+        gate::submit(stream, op)
+    } else {
+        gate::sync_stream(stream)?;
+        op()
+    }
+}
+
+/// How many allocations are held aside at most while looking for device addresses
+/// clear of the program's own memory.
+const CLEAR_TRIES: usize = 8;
+
+/// Allocate device memory with `alloc` (pointer, length, anything else it returns)
+/// and register its range, clear of the program's own memory where possible.
+///
+/// Device pointers are numbers in the host's address space; one that falls where this
+/// process already has memory would make `cudaMemcpyDefault` and pointer attributes
+/// take that host memory for device memory (seen on the H200: a pageable buffer
+/// allocated before `cudaMalloc` sat at the same numbers). Such an allocation is held
+/// aside and another made (the driver cannot hand out a held range again); those held
+/// are freed with `free` once a clear one comes. If none does, or allocating fails,
+/// the last one is kept, ambiguous as before.
+fn allocate_clear<T>(
+    mut alloc: impl FnMut() -> Result<(u64, u64, T)>,
+    mut free: impl FnMut(u64),
+) -> Result<(u64, T)> {
+    let device = state::current_device();
+    let mut current = alloc()?;
+    let mut held = Vec::new();
+    while !registry().add_device_range(current.0, current.1, device) && held.len() < CLEAR_TRIES {
+        match alloc() {
+            Ok(next) => held.push(std::mem::replace(&mut current, next)),
+            Err(_) => break,
+        }
+    }
+    for (p, _, _) in held {
+        free(p);
+        registry().remove_device_range(p);
+    }
+    Ok((current.0, current.2))
+}
+
+/// Free what [`allocate_clear`] held aside; a failure there leaves device memory the
+/// program never saw, freed with the context.
+fn free_held(p: u64) {
+    let _ = call(&MemFree { ptr: p });
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMalloc(ptr: *mut *mut c_void, size: usize) -> cudaError_t {
+    guard("cudaMalloc", || {
+        if ptr.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        capture::check_unsafe_call()?;
+        let alloc = || Ok((call(&MemAlloc { size: size as u64 })?.ptr, size as u64, ()));
+        let (p, ()) = allocate_clear(alloc, free_held)?;
+        // SAFETY: by cudaMalloc's contract `ptr` is NULL or writable.
+        unsafe { caller::write(ptr, p as *mut c_void) }
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaFree(ptr: *mut c_void) -> cudaError_t {
+    guard("cudaFree", || {
+        capture::check_unsafe_call()?;
+        call(&MemFree { ptr: ptr as u64 })?;
+        registry().remove_device_range(ptr as u64);
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMallocPitch(
+    ptr: *mut *mut c_void,
+    pitch: *mut usize,
+    width: usize,
+    height: usize,
+) -> cudaError_t {
+    guard("cudaMallocPitch", || {
+        if ptr.is_null() || pitch.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let alloc = || {
+            let r = call(&MemAllocPitch {
+                width: width as u64,
+                height: height as u64,
+            })?;
+            Ok((r.ptr, r.pitch * height as u64, r.pitch))
+        };
+        let (p, row_pitch) = allocate_clear(alloc, free_held)?;
+        // SAFETY: by cudaMallocPitch's contract `ptr` is NULL or writable.
+        unsafe { caller::write(ptr, p as *mut c_void) }?;
+        // SAFETY: by cudaMallocPitch's contract `pitch` is NULL or writable.
+        unsafe { caller::write(pitch, row_pitch as usize) }
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMallocManaged(
+    _ptr: *mut *mut c_void,
+    _size: usize,
+    _flags: u32,
+) -> cudaError_t {
+    guard("cudaMallocManaged", || {
+        eprintln!(
+            "vmcuda: cudaMallocManaged: managed memory cannot span the VM boundary; not supported"
+        );
+        Err(CudaStatus::ErrorNotSupported)
+    })
+}
+
+/// Free a block `host_alloc` made (the registry entry was just removed, so once).
+fn free_pinned(addr: usize) {
+    // SAFETY: `addr` came from our posix_memalign and its registry entry is gone.
+    unsafe { libc::free(addr as *mut c_void) };
+}
+
+fn host_alloc(size: usize, flags: u32) -> Result<*mut c_void> {
+    if size == 0 {
+        return Ok(std::ptr::null_mut());
+    }
+    capture::check_unsafe_call()?;
+    // Shared with a same-host backend when possible (kernels can then reach it), else
+    // private page-aligned memory.
+    let (p, shared) = match shared::alloc(size, flags) {
+        Some((p, region)) => (p as *mut c_void, Some(region)),
+        None => {
+            let mut p: *mut c_void = std::ptr::null_mut();
+            // SAFETY: posix_memalign writes the new block's address into `p`; the
+            // alignment is a power of two multiple of the pointer size.
+            if unsafe { libc::posix_memalign(&mut p, 4096, size) } != 0 {
+                return Err(CudaStatus::ErrorMemoryAllocation);
+            }
+            (p, None)
+        }
+    };
+    let range = HostRange {
+        size,
+        flags,
+        kind: HostMemoryKind::Allocated,
+        device: state::current_device(),
+        shared,
+    };
+    registry().host_ranges.insert(p as usize, range);
+    Ok(p)
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMallocHost(ptr: *mut *mut c_void, size: usize) -> cudaError_t {
+    guard("cudaMallocHost", || {
+        if ptr.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        // SAFETY: by cudaMallocHost's contract `ptr` is NULL or writable.
+        unsafe { caller::write(ptr, host_alloc(size, 0)?) }
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaHostAlloc(ptr: *mut *mut c_void, size: usize, flags: u32) -> cudaError_t {
+    guard("cudaHostAlloc", || {
+        if ptr.is_null() || flags & !0xf != 0 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        // SAFETY: by cudaHostAlloc's contract `ptr` is NULL or writable.
+        unsafe { caller::write(ptr, host_alloc(size, flags)?) }
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaFreeHost(ptr: *mut c_void) -> cudaError_t {
+    guard("cudaFreeHost", || {
+        if ptr.is_null() {
+            return Ok(());
+        }
+        capture::check_unsafe_call()?;
+        let range = registry().take_host_range(ptr as usize, HostMemoryKind::Allocated);
+        match range {
+            Some(HostRange {
+                shared: Some(region),
+                ..
+            }) => shared::free(region),
+            Some(_) => free_pinned(ptr as usize),
+            None => return Err(CudaStatus::ErrorInvalidValue),
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaHostRegister(ptr: *mut c_void, size: usize, flags: u32) -> cudaError_t {
+    guard("cudaHostRegister", || {
+        if ptr.is_null() || size == 0 || flags & !0xf != 0 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let start = ptr as usize;
+        let end = start
+            .checked_add(size)
+            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        let pages = (
+            start / shared::PAGE * shared::PAGE,
+            end.div_ceil(shared::PAGE) * shared::PAGE,
+        );
+        let page_shared = {
+            let reg = registry();
+            let overlaps = reg
+                .host_ranges
+                .range(..end)
+                .next_back()
+                .is_some_and(|(s, r)| s + r.size > start);
+            if overlaps {
+                return Err(CudaStatus::ErrorHostMemoryAlreadyRegistered);
+            }
+            // Pages already moved onto another region's memfd must stay where they are.
+            reg.host_ranges
+                .values()
+                .filter_map(|r| r.shared)
+                .any(|r| r.start < pages.1 && pages.0 < r.start + r.len)
+        };
+        let shared = if page_shared {
+            None
+        } else {
+            // SAFETY: by cudaHostRegister's contract `[ptr, ptr + size)` is the program's
+            // mapped memory; no shared region holds its pages (checked above).
+            unsafe { shared::share_existing(start, size, flags) }
+        };
+        let range = HostRange {
+            size,
+            flags,
+            kind: HostMemoryKind::Registered,
+            device: state::current_device(),
+            shared,
+        };
+        registry().host_ranges.insert(start, range);
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaHostUnregister(ptr: *mut c_void) -> cudaError_t {
+    guard("cudaHostUnregister", || {
+        let range = registry().take_host_range(ptr as usize, HostMemoryKind::Registered);
+        match range {
+            // The pages stay on their memfd (same contents); only the GPU lets go.
+            Some(HostRange {
+                shared: Some(region),
+                ..
+            }) => shared::unregister(region),
+            Some(_) => {}
+            None => return Err(CudaStatus::ErrorHostMemoryNotRegistered),
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaHostGetFlags(flags: *mut u32, ptr: *mut c_void) -> cudaError_t {
+    guard("cudaHostGetFlags", || {
+        let r = registry()
+            .host_range(ptr as usize)
+            .ok_or(CudaStatus::ErrorInvalidValue)?
+            .1;
+        // Portable and mapped are implied for all pinned memory in a UVA process.
+        // SAFETY: by cudaHostGetFlags's contract `flags` is NULL or writable.
+        unsafe { caller::write(flags, r.flags | 0x2) }
+    })
+}
+
+/// The device pointer of pinned memory shared with the host, if it is.
+fn mapped_device_pointer(host_ptr: usize) -> Result<Option<u64>> {
+    let (_, r) = registry()
+        .host_range(host_ptr)
+        .ok_or(CudaStatus::ErrorInvalidValue)?;
+    Ok(r.shared.map(|s| s.device_ptr + (host_ptr - s.start) as u64))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaHostGetDevicePointer(
+    device_ptr: *mut *mut c_void,
+    host_ptr: *mut c_void,
+    flags: u32,
+) -> cudaError_t {
+    guard("cudaHostGetDevicePointer", || {
+        if flags != 0 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        match mapped_device_pointer(host_ptr as usize)? {
+            // SAFETY: by cudaHostGetDevicePointer's contract `device_ptr` is NULL or
+            // writable.
+            Some(d) => unsafe { caller::write(device_ptr, d as *mut c_void) },
+            None => {
+                eprintln!(
+                    "vmcuda: cudaHostGetDevicePointer: this pinned memory is not shared with the host \
+                     (shared memory needs a same-host unix: connection); not supported"
+                );
+                Err(CudaStatus::ErrorNotSupported)
+            }
+        }
+    })
+}
+
+/// `struct cudaPointerAttributes` (CUDA 13 layout).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct PointerAttributesC {
+    pub memory_type: i32,
+    pub device: i32,
+    pub device_pointer: *mut c_void,
+    pub host_pointer: *mut c_void,
+    pub reserved: [i64; 8],
+}
+
+#[no_mangle]
+pub extern "C" fn cudaPointerGetAttributes(
+    attrs: *mut PointerAttributesC,
+    ptr: *const c_void,
+) -> cudaError_t {
+    guard("cudaPointerGetAttributes", || {
+        let p = ptr as usize;
+        let reg = registry();
+        let (memory_type, device, device_pointer, host_pointer) =
+            if let Some((_, _, dev)) = reg.device_range(p as u64) {
+                (2, dev, p, 0)
+            } else if let Some((_, r)) = reg.host_range(p) {
+                // Under UVA the device pointer of pinned memory is its host address.
+                let device_pointer = r
+                    .shared
+                    .map_or(p, |s| s.device_ptr as usize + (p - s.start));
+                (1, r.device, device_pointer, p)
+            } else {
+                // Unregistered memory: no device, and the pointer is its own host pointer.
+                (0, -2, 0, p)
+            };
+        drop(reg);
+        // SAFETY: by cudaPointerGetAttributes's contract `attrs` is NULL or writable.
+        unsafe {
+            caller::write(
+                attrs,
+                PointerAttributesC {
+                    memory_type,
+                    device,
+                    device_pointer: device_pointer as *mut c_void,
+                    host_pointer: host_pointer as *mut c_void,
+                    reserved: [0; 8],
+                },
+            )
+        }
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaGetSymbolAddress(
+    dev_ptr: *mut *mut c_void,
+    symbol: *const c_void,
+) -> cudaError_t {
+    guard("cudaGetSymbolAddress", || {
+        // SAFETY: by cudaGetSymbolAddress's contract `dev_ptr` is NULL or writable.
+        unsafe { caller::write(dev_ptr, variable(symbol as usize)?.0 as *mut c_void) }
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaGetSymbolSize(size: *mut usize, symbol: *const c_void) -> cudaError_t {
+    guard("cudaGetSymbolSize", || {
+        // SAFETY: by cudaGetSymbolSize's contract `size` is NULL or writable.
+        unsafe { caller::write(size, variable(symbol as usize)?.1) }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shared::ProgramPage;
+
+    #[test]
+    fn a_device_range_over_the_programs_own_memory_is_traded_for_a_clear_one() {
+        let mine_at = 0x2347_0000_0000usize;
+        let clear_at = 0x2348_0000_0000u64;
+        let _mine = ProgramPage::at(mine_at);
+        let colliding = mine_at as u64 + 64;
+        let mut offers = vec![(clear_at, 1024, "clear"), (colliding, 1024, "colliding")];
+        let mut freed = Vec::new();
+        let got = allocate_clear(|| Ok(offers.pop().unwrap()), |p| freed.push(p)).unwrap();
+        assert_eq!(got, (clear_at, "clear"));
+        assert_eq!(freed, [colliding]);
+        assert!(registry().device_range(colliding).is_none());
+        assert!(registry().device_range(clear_at).is_some());
+        registry().remove_device_range(clear_at);
+    }
+
+    #[test]
+    fn when_no_clear_range_comes_the_last_one_is_kept() {
+        let mine_at = 0x2349_0000_0000usize;
+        let _mine = ProgramPage::at(mine_at);
+        // The first allocation collides and the next fails (out of memory, say): the
+        // first is what the program gets, ambiguous as before, and nothing is freed.
+        let colliding = mine_at as u64 + 128;
+        let mut calls = 0;
+        let mut freed = Vec::new();
+        let got = allocate_clear(
+            || {
+                calls += 1;
+                match calls {
+                    1 => Ok((colliding, 4096, ())),
+                    _ => Err(CudaStatus::ErrorMemoryAllocation),
+                }
+            },
+            |p| freed.push(p),
+        )
+        .unwrap();
+        assert_eq!((got.0, calls), (colliding, 2));
+        assert!(freed.is_empty());
+        assert!(registry().device_range(colliding).is_some());
+        registry().remove_device_range(colliding);
+    }
+}
