@@ -98,6 +98,7 @@ mod blas;
 mod blaslt;
 mod driver;
 mod graph;
+pub mod reference;
 
 pub struct HostMemoryExecutor {
     total_memory: u64,
