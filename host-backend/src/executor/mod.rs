@@ -10,6 +10,9 @@
 //! Streams, events, modules and functions are the executor's own `u64` ids here; the
 //! session maps the guest's handles onto them and checks them first.
 
+#[macro_use]
+mod by_family;
+
 pub mod blas;
 pub mod blas_table;
 pub mod blaslt;

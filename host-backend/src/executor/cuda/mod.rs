@@ -162,16 +162,6 @@ pub struct CudaExecutor {
     graph_tables: graph::CudaGraphs,
 }
 
-/// Each `&mut self` call of the seam, handed to the family module's method of the same
-/// name (an inherent method, which `CudaExecutor::name` finds before the trait's).
-macro_rules! by_family {
-    ($(fn $name:ident(&mut self $(, $arg:ident: $ty:ty)* $(,)?) -> $ret:ty;)*) => {
-        $(fn $name(&mut self $(, $arg: $ty)*) -> $ret {
-            CudaExecutor::$name(self $(, $arg)*)
-        })*
-    };
-}
-
 impl Executor for CudaExecutor {
     fn kind(&self) -> ExecutorKind {
         ExecutorKind::Cuda
@@ -190,6 +180,8 @@ impl Executor for CudaExecutor {
     }
 
     by_family! {
+        CudaExecutor;
+
         // device
         fn set_device(&mut self, device: i32) -> ExecResult<()>;
         fn device_properties(&mut self, device: i32) -> ExecResult<DeviceProperties>;

@@ -15,7 +15,7 @@ pub mod table;
 /// A complex number in double precision: every element and scalar of the reference
 /// GEMM is computed in it (reals have `im == 0`).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Cx {
+pub(crate) struct Cx {
     pub re: f64,
     pub im: f64,
 }
@@ -114,7 +114,7 @@ fn le<const N: usize>(b: &[u8]) -> [u8; N] {
 }
 
 /// One element of type `t` from its bytes.
-pub fn load(t: i32, b: &[u8]) -> Cx {
+pub(crate) fn load(t: i32, b: &[u8]) -> Cx {
     use data_type as d;
     match t {
         d::R_32F => Cx::real(f32::from_le_bytes(le(b)) as f64),
@@ -136,7 +136,7 @@ pub fn load(t: i32, b: &[u8]) -> Cx {
     }
 }
 
-pub fn store(t: i32, v: Cx, b: &mut [u8]) {
+pub(crate) fn store(t: i32, v: Cx, b: &mut [u8]) {
     use data_type as d;
     match t {
         d::R_32F => b[..4].copy_from_slice(&(v.re as f32).to_le_bytes()),
