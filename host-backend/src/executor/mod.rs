@@ -4,10 +4,14 @@
 //! Two implementations: [`cuda::CudaExecutor`] runs everything on real GPUs through
 //! the CUDA driver API (cudarc), [`host_memory::HostMemoryExecutor`] is the test double
 //! for machines without a GPU (real memory semantics; kernels recorded, never run;
-//! GEMMs and cuBLASLt matmuls computed by CPU references, see [`blas`], [`blaslt`]).
+//! GEMMs and cuBLASLt matmuls computed by CPU references, see
+//! [`host_memory::reference`]).
 //!
 //! Streams, events, modules and functions are the executor's own `u64` ids here; the
 //! session maps the guest's handles onto them and checks them first.
+
+#[macro_use]
+mod by_family;
 
 pub mod blas;
 pub mod blas_table;

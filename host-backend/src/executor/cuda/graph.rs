@@ -22,28 +22,6 @@ use super::super::graph::{ExecGraph, ExecGraphExec, ExecNode, Graphs};
 use super::super::{ExecResult, ExecStream, LEGACY_STREAM};
 use super::{check, to_usize, CudaExecutor};
 
-/// The driver entry points used here (checked at start-up with the others).
-pub(super) const SYMBOLS: &[&str] = &[
-    "cuStreamBeginCapture_v2",
-    "cuStreamEndCapture",
-    "cuStreamIsCapturing",
-    "cuStreamGetCaptureInfo_v3",
-    "cuGraphInstantiateWithFlags",
-    "cuGraphLaunch",
-    "cuGraphDestroy",
-    "cuGraphExecDestroy",
-    "cuGraphGetNodes",
-    "cuGraphNodeGetDependencies_v2",
-    "cuGraphDebugDotPrint",
-    "cuMemAllocAsync",
-    "cuMemFreeAsync",
-    "cuDeviceGetDefaultMemPool",
-    "cuMemPoolGetAttribute",
-    "cuMemPoolSetAttribute",
-    "cuMemPoolTrimTo",
-    "cuMemPoolSetAccess",
-];
-
 /// Live graphs and executable graphs (handle value -> device index).
 #[derive(Default)]
 pub(super) struct CudaGraphs {

@@ -1,5 +1,5 @@
 //! cuBLAS on the host-memory test double: handles are plain ids and GEMMs are
-//! computed by the CPU reference ([`super::super::blas::cpu_gemm`]) on the fake
+//! computed by the CPU reference ([`super::reference::gemm::cpu_gemm`]) on the fake
 //! device memory, in issue order like everything here. This makes forwarding testable
 //! end to end without a GPU; it is not a GPU result.
 
@@ -8,11 +8,11 @@ use vmcuda_wire::blas::Scalars;
 use vmcuda_wire::op::DevicePtr;
 use vmcuda_wire::CudaStatus;
 
-use super::super::blas::{
-    cpu_gemm, cpu_gemm_supports, Blas, CpuOperands, ExecBatch, ExecBlas, GemmCall,
-};
-use super::super::blas_table::{cpu_blas_call, CpuMemory, TableCall};
+use super::super::blas::{Blas, ExecBatch, ExecBlas, GemmCall};
+use super::super::blas_table::TableCall;
 use super::super::ExecResult;
+use super::reference::gemm::{cpu_gemm, cpu_gemm_supports, CpuOperands};
+use super::reference::table::{cpu_blas_call, CpuMemory};
 use super::HostMemoryExecutor;
 
 impl CpuMemory for HostMemoryExecutor {

@@ -1,6 +1,6 @@
 //! cuBLASLt on the host-memory test double: handles are plain ids, the heuristic
 //! offers one placeholder algorithm for what the CPU reference computes
-//! ([`super::super::blaslt::cpu_matmul`]) and `CUBLAS_STATUS_NOT_SUPPORTED` for the
+//! ([`super::reference::matmul::cpu_matmul`]) and `CUBLAS_STATUS_NOT_SUPPORTED` for the
 //! rest, and matmuls run on the fake device memory in issue order. This makes
 //! forwarding testable end to end without a GPU; it is not a GPU result.
 
@@ -10,11 +10,10 @@ use vmcuda_wire::blaslt::{Descriptor, LtHeuristicReply, LtHeuristicResult, LtPro
 use vmcuda_wire::op::DevicePtr;
 use vmcuda_wire::CudaStatus;
 
-use super::super::blas::load;
-use super::super::blaslt::{
-    cpu_matmul, cpu_matmul_supports, BlasLt, ExecLt, LtCpuOperands, LtHandleRef, LtMatmulCall,
-};
+use super::super::blaslt::{BlasLt, ExecLt, LtHandleRef, LtMatmulCall};
 use super::super::ExecResult;
+use super::reference::load;
+use super::reference::matmul::{cpu_matmul, cpu_matmul_supports, LtCpuOperands};
 use super::HostMemoryExecutor;
 
 /// The one algorithm this executor offers: a marker, not a cuBLASLt algorithm.

@@ -19,9 +19,7 @@ use vmcuda_wire::op::{DevicePtr, LaunchAttribute};
 use vmcuda_wire::CudaStatus;
 
 use super::super::graph::{ExecGraph, ExecGraphExec, ExecNode, Graphs};
-use super::super::{
-    ExecEvent, ExecFunction, ExecResult, ExecStream, Executor, LaunchConfig, Pitched,
-};
+use super::super::{ExecEvent, ExecFunction, ExecResult, ExecStream, LaunchConfig, Pitched};
 use super::HostMemoryExecutor;
 
 /// Nodes per graph: node ids carry their index in 16 bits.

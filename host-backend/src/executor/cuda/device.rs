@@ -1,0 +1,486 @@
+//! Devices and their primary contexts: start-up, binding, device properties, limits,
+//! cache configuration, peer access, reset and teardown.
+
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int, c_uint, c_void};
+use std::ptr;
+
+use cudarc::driver::{result, sys};
+use tracing::{debug, warn};
+use vmcuda_wire::op::DeviceProperties;
+use vmcuda_wire::CudaStatus;
+
+use crate::policy::GpuSelection;
+
+use super::super::{ExecEvent, ExecResult, ExecStream};
+use super::launch::LaunchLimits;
+use super::staging::{QueuedCopies, StagingState};
+use super::symbols::DRIVER_SYMBOLS;
+use super::{check, status, to_usize, CudaExecutor};
+
+/// `cuDeviceGetAttribute` with plain integers, so that probing every attribute number
+/// never materialises an invalid `CUdevice_attribute` enum value.
+pub(super) type RawDeviceGetAttribute =
+    unsafe extern "C" fn(*mut c_int, c_int, sys::CUdevice) -> c_uint;
+
+pub(super) struct Device {
+    pub(super) handle: sys::CUdevice,
+    pub(super) name: String,
+    /// The retained primary context, once made.
+    pub(super) ctx: Option<sys::CUcontext>,
+    pub(super) staging: StagingState,
+    pub(super) limits: Option<LaunchLimits>,
+    /// A non-blocking stream of our own for zeroing fresh allocations, so the zeroing
+    /// waits for none of the guest's work and none of it waits for the zeroing.
+    pub(super) scrub_stream: Option<sys::CUstream>,
+}
+
+/// The runtime's `cudaLimit` numbers are `CUlimit`'s.
+pub(super) fn limit_from(limit: u32) -> Option<sys::CUlimit> {
+    enum_from_u32!(
+        limit,
+        CUlimit,
+        [
+            CU_LIMIT_STACK_SIZE,
+            CU_LIMIT_PRINTF_FIFO_SIZE,
+            CU_LIMIT_MALLOC_HEAP_SIZE,
+            CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH,
+            CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT,
+            CU_LIMIT_MAX_L2_FETCH_GRANULARITY,
+            CU_LIMIT_PERSISTING_L2_CACHE_SIZE,
+        ]
+    )
+}
+
+/// The runtime's `cudaFuncCache` numbers are `CUfunc_cache`'s.
+pub(super) fn cache_config_from(config: u32) -> Option<sys::CUfunc_cache> {
+    enum_from_u32!(
+        config,
+        CUfunc_cache,
+        [
+            CU_FUNC_CACHE_PREFER_NONE,
+            CU_FUNC_CACHE_PREFER_SHARED,
+            CU_FUNC_CACHE_PREFER_L1,
+            CU_FUNC_CACHE_PREFER_EQUAL,
+        ]
+    )
+}
+
+/// A device's UUID bytes.
+fn device_uuid(handle: sys::CUdevice) -> ExecResult<[u8; 16]> {
+    let uuid = result::device::get_uuid(handle).map_err(status)?;
+    Ok(uuid.bytes.map(|b| b as u8))
+}
+
+/// A UUID as nvidia-smi writes it: `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
+pub fn format_uuid(bytes: &[u8; 16]) -> String {
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "GPU-{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
+/// A device's name. Raw: cudarc's wrapper reads at most 128 bytes and panics on a
+/// name without a terminator; this keeps the 256-byte buffer and lossy decoding.
+fn device_name(handle: sys::CUdevice) -> ExecResult<String> {
+    let mut name = [0 as c_char; 256];
+    // SAFETY: the buffer has the length passed; the driver NUL-terminates.
+    check(unsafe { sys::cuDeviceGetName(name.as_mut_ptr(), name.len() as c_int, handle) })?;
+    let bytes: Vec<u8> = name
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+impl CudaExecutor {
+    /// Initialises the driver. Fails (without panicking) when libcuda is missing or
+    /// too old, when `cuInit` fails, or when there is no device.
+    /// Only the GPUs `gpus` selects are visible, in its order: the guest's device i
+    /// is the host's `gpus[i]`.
+    pub fn new(gpus: &GpuSelection) -> Result<CudaExecutor, CudaStatus> {
+        // SAFETY: only dlopens candidate library names and closes them again.
+        if !unsafe { sys::is_culib_present() } {
+            debug!("libcuda not found");
+            return Err(CudaStatus::ErrorNoDevice);
+        }
+        match std::panic::catch_unwind(|| Self::init(gpus)) {
+            Ok(result) => result,
+            Err(_) => {
+                warn!("the CUDA driver library panicked while loading");
+                Err(CudaStatus::ErrorNoDevice)
+            }
+        }
+    }
+
+    fn init(gpus: &GpuSelection) -> Result<CudaExecutor, CudaStatus> {
+        // SAFETY: `is_culib_present` succeeded, so cudarc finds the library again.
+        let lib = unsafe { sys::culib() };
+        // SAFETY: only looks symbols up; the pointers are not used.
+        let missing: Vec<&str> = DRIVER_SYMBOLS
+            .iter()
+            .copied()
+            .filter(|name| unsafe { lib.get::<*const c_void>(name.as_bytes()) }.is_err())
+            .collect();
+        if !missing.is_empty() {
+            warn!(
+                ?missing,
+                "the CUDA driver lacks entry points this executor needs"
+            );
+            return Err(CudaStatus::ErrorInsufficientDriver);
+        }
+        // SAFETY: the symbol exists (checked above) and has this C signature, with
+        // plain integers for the enum argument and the result.
+        let get_attribute_raw: RawDeviceGetAttribute = unsafe {
+            match lib.get::<RawDeviceGetAttribute>(b"cuDeviceGetAttribute") {
+                Ok(f) => *f,
+                Err(_) => return Err(CudaStatus::ErrorInsufficientDriver),
+            }
+        };
+
+        result::init().map_err(status)?;
+        let mut driver_version = 0;
+        // SAFETY: out-pointer to a local (cudarc's result layer has no wrapper).
+        check(unsafe { sys::cuDriverGetVersion(&mut driver_version) })?;
+        let count = result::device::get_count().map_err(status)?;
+        if count <= 0 {
+            return Err(CudaStatus::ErrorNoDevice);
+        }
+        let mut devices = Vec::new();
+        for ordinal in 0..count {
+            let handle = result::device::get(ordinal).map_err(status)?;
+            devices.push(Device {
+                handle,
+                name: device_name(handle)?,
+                ctx: None,
+                staging: StagingState::Untried,
+                limits: None,
+                scrub_stream: None,
+            });
+        }
+        let uuids = devices
+            .iter()
+            .map(|d| device_uuid(d.handle).map(|u| format_uuid(&u)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let picked = gpus.resolve(&uuids).map_err(|msg| {
+            warn!("{msg}");
+            CudaStatus::ErrorNoDevice
+        })?;
+        let mut all: Vec<Option<Device>> = devices.into_iter().map(Some).collect();
+        let devices: Vec<Device> = picked.iter().filter_map(|&i| all[i].take()).collect();
+        if devices.is_empty() {
+            return Err(CudaStatus::ErrorNoDevice);
+        }
+        debug!(
+            driver_version,
+            devices = devices.len(),
+            "CUDA driver initialised"
+        );
+        Ok(CudaExecutor {
+            driver_version,
+            devices,
+            current: 0,
+            get_attribute_raw,
+            streams: HashMap::new(),
+            events: HashMap::new(),
+            modules: HashMap::new(),
+            module_by_digest: HashMap::new(),
+            next_module: 1,
+            functions: HashMap::new(),
+            function_cache: HashMap::new(),
+            registered: Vec::new(),
+            blas: Default::default(),
+            lt: Default::default(),
+            queued: QueuedCopies::default(),
+            graph_tables: Default::default(),
+        })
+    }
+
+    pub(super) fn device_index(&self, device: i32) -> ExecResult<usize> {
+        usize::try_from(device)
+            .ok()
+            .filter(|&i| i < self.devices.len())
+            .ok_or(CudaStatus::ErrorInvalidDevice)
+    }
+
+    /// The retained primary context of device `idx`, retaining it on first use.
+    pub(super) fn context(&mut self, idx: usize) -> ExecResult<sys::CUcontext> {
+        let dev = self
+            .devices
+            .get_mut(idx)
+            .ok_or(CudaStatus::ErrorInvalidDevice)?;
+        if let Some(ctx) = dev.ctx {
+            return Ok(ctx);
+        }
+        // SAFETY: `handle` came from cuDeviceGet.
+        let ctx = unsafe { result::primary_ctx::retain(dev.handle) }.map_err(status)?;
+        debug!(device = idx, "retained the primary context");
+        dev.ctx = Some(ctx);
+        Ok(ctx)
+    }
+
+    /// Makes the current device's primary context current on this thread (skipped
+    /// when it already is) and returns the device index.
+    pub(super) fn bind(&mut self) -> ExecResult<usize> {
+        let idx = self.current;
+        let ctx = self.context(idx)?;
+        let now = result::ctx::get_current().map_err(status)?;
+        if now != Some(ctx) {
+            // SAFETY: `ctx` is a primary context this executor retained and holds.
+            unsafe { result::ctx::set_current(ctx) }.map_err(status)?;
+        }
+        Ok(idx)
+    }
+
+    pub(super) fn banner(&self) -> String {
+        let first = &self.devices[0].name;
+        let names = if self.devices.iter().all(|d| &d.name == first) {
+            format!("{} x {}", self.devices.len(), first)
+        } else {
+            self.devices
+                .iter()
+                .map(|d| d.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        format!("CUDA executor: {names} (driver {})", self.driver_version)
+    }
+
+    pub(super) fn set_device(&mut self, device: i32) -> ExecResult<()> {
+        let idx = self.device_index(device)?;
+        let previous = self.current;
+        self.current = idx;
+        if let Err(e) = self.bind() {
+            self.current = previous;
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    pub(super) fn device_properties(&mut self, device: i32) -> ExecResult<DeviceProperties> {
+        let idx = self.device_index(device)?;
+        let handle = self.devices[idx].handle;
+        let uuid = device_uuid(handle)?;
+        // SAFETY: `handle` came from cuDeviceGet.
+        let total = unsafe { result::device::total_mem(handle) }.map_err(status)?;
+        let max = sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX as u32;
+        let mut attributes = Vec::with_capacity(max as usize);
+        for attr in 1..max {
+            let mut value: c_int = 0;
+            // SAFETY: the function pointer is libcuda's cuDeviceGetAttribute, called
+            // with its C signature; it only writes `value`.
+            let r = unsafe { (self.get_attribute_raw)(&mut value, attr as c_int, handle) };
+            if r == 0 {
+                attributes.push((attr, value));
+            }
+        }
+        Ok(DeviceProperties {
+            name: self.devices[idx].name.clone(),
+            uuid,
+            luid: [0; 8],
+            luid_device_node_mask: 0,
+            total_global_mem: total as u64,
+            attributes,
+        })
+    }
+
+    pub(super) fn synchronize(&mut self) -> ExecResult<()> {
+        self.bind()?;
+        result::ctx::synchronize().map_err(status)
+    }
+
+    pub(super) fn device_reset(&mut self) -> ExecResult<()> {
+        let idx = self.current;
+        if self.devices[idx].ctx.is_none() {
+            return Ok(()); // never initialised: nothing to reset
+        }
+        // Best effort: the objects are destroyed with the context anyway.
+        let _ = self.bind();
+        self.destroy_device_objects(idx);
+        let handle = self.devices[idx].handle;
+        // SAFETY: `handle` came from cuDeviceGet; every object of ours in that
+        // context has just been destroyed.
+        check(unsafe { sys::cuDevicePrimaryCtxReset_v2(handle) })?;
+        // Resetting keeps our reference: take a fresh handle and drop the extra one.
+        // SAFETY: `handle` came from cuDeviceGet.
+        let ctx = unsafe { result::primary_ctx::retain(handle) }.map_err(status)?;
+        // SAFETY: balances the retain just above; our original reference remains.
+        let _ = unsafe { result::primary_ctx::release(handle) };
+        self.devices[idx].ctx = Some(ctx);
+        debug!(device = idx, "device reset");
+        // SAFETY: `ctx` is the retained primary context.
+        unsafe { result::ctx::set_current(ctx) }.map_err(status)
+    }
+
+    pub(super) fn get_limit(&mut self, limit: u32) -> ExecResult<u64> {
+        self.bind()?;
+        let limit = limit_from(limit).ok_or(CudaStatus::ErrorInvalidValue)?;
+        let value = result::ctx::get_limit(limit).map_err(status)?;
+        Ok(value as u64)
+    }
+
+    pub(super) fn set_limit(&mut self, limit: u32, value: u64) -> ExecResult<()> {
+        self.bind()?;
+        let limit = limit_from(limit).ok_or(CudaStatus::ErrorInvalidValue)?;
+        let value = to_usize(value)?;
+        result::ctx::set_limit(limit, value).map_err(status)
+    }
+
+    pub(super) fn get_cache_config(&mut self) -> ExecResult<u32> {
+        self.bind()?;
+        let mut raw: u32 = 0;
+        // SAFETY: CUfunc_cache is a 4-byte C enum; the driver writes it into `raw`,
+        // which is only ever read as an integer (raw: cudarc's wrapper would read it
+        // as the Rust enum).
+        check(unsafe { sys::cuCtxGetCacheConfig((&mut raw as *mut u32).cast()) })?;
+        Ok(raw)
+    }
+
+    pub(super) fn set_cache_config(&mut self, config: u32) -> ExecResult<()> {
+        self.bind()?;
+        let config = cache_config_from(config).ok_or(CudaStatus::ErrorInvalidValue)?;
+        result::ctx::set_cache_config(config).map_err(status)
+    }
+
+    pub(super) fn stream_priority_range(&mut self) -> ExecResult<(i32, i32)> {
+        self.bind()?;
+        result::stream::get_priority_range().map_err(status)
+    }
+
+    pub(super) fn can_access_peer(&mut self, device: i32, peer: i32) -> ExecResult<bool> {
+        let a = self.devices[self.device_index(device)?].handle;
+        let b = self.devices[self.device_index(peer)?].handle;
+        let mut can: c_int = 0;
+        // SAFETY: out-pointer to a local; both handles came from cuDeviceGet.
+        check(unsafe { sys::cuDeviceCanAccessPeer(&mut can, a, b) })?;
+        Ok(can != 0)
+    }
+
+    pub(super) fn p2p_attribute(&mut self, attr: u32, src: i32, dst: i32) -> ExecResult<i32> {
+        use sys::CUdevice_P2PAttribute as A;
+        let attr = match attr {
+            1 => A::CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK,
+            2 => A::CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED,
+            3 => A::CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED,
+            4 => A::CU_DEVICE_P2P_ATTRIBUTE_ACCESS_ACCESS_SUPPORTED,
+            5 => A::CU_DEVICE_P2P_ATTRIBUTE_ONLY_PARTIAL_NATIVE_ATOMIC_SUPPORTED,
+            _ => return Err(CudaStatus::ErrorInvalidValue),
+        };
+        let a = self.devices[self.device_index(src)?].handle;
+        let b = self.devices[self.device_index(dst)?].handle;
+        let mut value: c_int = 0;
+        // SAFETY: out-pointer to a local; both handles came from cuDeviceGet and the
+        // attribute is a valid enum value.
+        check(unsafe { sys::cuDeviceGetP2PAttribute(&mut value, attr, a, b) })?;
+        Ok(value)
+    }
+
+    pub(super) fn enable_peer_access(&mut self, peer: i32, flags: u32) -> ExecResult<()> {
+        let peer_idx = self.device_index(peer)?;
+        let peer_ctx = self.context(peer_idx)?;
+        self.bind()?;
+        // SAFETY: `peer_ctx` is a retained primary context; a context is current.
+        check(unsafe { sys::cuCtxEnablePeerAccess(peer_ctx, flags) })
+    }
+
+    pub(super) fn disable_peer_access(&mut self, peer: i32) -> ExecResult<()> {
+        let peer_idx = self.device_index(peer)?;
+        self.bind()?;
+        // A peer whose context was never made cannot have been enabled.
+        let peer_ctx = self.devices[peer_idx]
+            .ctx
+            .ok_or(CudaStatus::ErrorPeerAccessNotEnabled)?;
+        // SAFETY: `peer_ctx` is a retained primary context; a context is current.
+        check(unsafe { sys::cuCtxDisablePeerAccess(peer_ctx) })
+    }
+
+    /// Destroys the streams, events and staging buffer of device `idx`, whose context
+    /// must be current. Errors are ignored: this is cleanup.
+    pub(super) fn destroy_device_objects(&mut self, idx: usize) {
+        // cuBLAS(Lt) handles and graphs first: they use the streams below.
+        self.lt_destroy_device(idx);
+        self.blas_destroy_device(idx);
+        self.graphs_destroy_device(idx);
+        self.forget_queued(idx);
+        if let Some(s) = self.devices[idx].scrub_stream.take() {
+            // SAFETY: made by scrub_stream and destroyed once (it has left the device).
+            let _ = unsafe { result::stream::destroy(s) };
+        }
+        let streams: Vec<ExecStream> = self
+            .streams
+            .iter()
+            .filter(|(_, &d)| d == idx)
+            .map(|(&s, _)| s)
+            .collect();
+        for id in streams {
+            self.streams.remove(&id);
+            // SAFETY: the stream was created by stream_create and is destroyed once.
+            let _ = unsafe { result::stream::destroy(id as usize as sys::CUstream) };
+        }
+        let events: Vec<ExecEvent> = self
+            .events
+            .iter()
+            .filter(|(_, &d)| d == idx)
+            .map(|(&e, _)| e)
+            .collect();
+        for id in events {
+            self.events.remove(&id);
+            // SAFETY: the event was created by event_create and is destroyed once.
+            let _ = unsafe { result::event::destroy(id as usize as sys::CUevent) };
+        }
+        if let StagingState::Ready(st) =
+            std::mem::replace(&mut self.devices[idx].staging, StagingState::Untried)
+        {
+            st.destroy();
+        }
+        self.function_cache.retain(|&(_, d), _| d != idx);
+    }
+
+    /// Everything this executor holds, released (its `Drop`).
+    pub(super) fn release_all(&mut self) {
+        for idx in 0..self.devices.len() {
+            let Some(ctx) = self.devices[idx].ctx else {
+                continue;
+            };
+            // SAFETY: `ctx` is a primary context this executor still holds.
+            let _ = unsafe { result::ctx::set_current(ctx) };
+            self.destroy_device_objects(idx);
+        }
+        self.unload_modules();
+        // SAFETY: unbinding leaves no thread pointing at a context about to go.
+        let _ = unsafe { result::ctx::set_current(ptr::null_mut()) };
+        for dev in &mut self.devices {
+            if dev.ctx.take().is_some() {
+                // SAFETY: releases the one reference this executor retained.
+                let _ = unsafe { result::primary_ctx::release(dev.handle) };
+            }
+        }
+        debug!("CUDA executor released");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runtime_numbers_map_to_driver_enums() {
+        assert_eq!(limit_from(0), Some(sys::CUlimit::CU_LIMIT_STACK_SIZE));
+        assert_eq!(
+            limit_from(6),
+            Some(sys::CUlimit::CU_LIMIT_PERSISTING_L2_CACHE_SIZE)
+        );
+        assert_eq!(limit_from(4242), None);
+        assert_eq!(
+            cache_config_from(3),
+            Some(sys::CUfunc_cache::CU_FUNC_CACHE_PREFER_EQUAL)
+        );
+        assert_eq!(cache_config_from(4), None);
+    }
+}

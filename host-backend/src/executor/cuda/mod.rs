@@ -1,0 +1,344 @@
+//! The CUDA executor: a guest's calls run on real GPUs through the CUDA driver API
+//! (cudarc's `result` layer where a call maps one to one, its raw `sys` bindings
+//! elsewhere, with libcuda loaded at run time).
+//!
+//! Design:
+//! - [`CudaExecutor::new`] checks that libcuda can be loaded and exports every entry
+//!   point used here before the first cudarc call (cudarc panics on a missing library
+//!   or symbol), so a host without a GPU gets an error and can fall back. The list is
+//!   generated from these sources by `build.rs` (see `symbols`).
+//! - One retained primary context per device, made lazily. Every call that needs a
+//!   context first binds the current device's context to the calling thread (a cheap
+//!   `cuCtxGetCurrent` compare), so the executor never relies on stale thread state.
+//! - Stream and event ids are the driver handles' pointer values; ids from the guest
+//!   are looked up in this executor's tables before anything reaches the driver.
+//!   `LEGACY_STREAM` is the NULL stream and `PER_THREAD_STREAM` `CU_STREAM_PER_THREAD`.
+//! - A module is one fatbinary, which may hold several containers back to back (nvcc 13
+//!   puts a linker stub's container before the user's): each container is loaded with
+//!   `cuLibraryLoadData` (context-independent) and images are cached by SHA-256.
+//!   Functions are `CUkernel`s, launched directly with `cuLaunchKernelEx`.
+//! - Synchronous copies above [`STAGING_THRESHOLD`] go through a per-device pinned
+//!   buffer in two halves: filling (or draining) one half overlaps the DMA of the
+//!   other, on the target stream, so stream ordering is that of the plain copy.
+//! - Every failing `CUresult` becomes `CudaStatus::from_driver(code)`.
+//!
+//! Modules, one per API family; each adds its part of `impl CudaExecutor`, and the
+//! [`Executor`] implementation below hands every call to it:
+//! - `device`: start-up, devices, contexts, limits, peers, reset and teardown.
+//! - `memory`: allocation, fills, host registration, pointer attributes.
+//! - `copy`: plain, 2D, peer and registered-memory copies.
+//! - `staging`: the pinned staging buffers and the queued copies from and into the
+//!   worker's page-locked buffers.
+//! - `module`: fatbinary images, kernels and globals.
+//! - `launch`: function attributes, launches, occupancy.
+//! - `stream`: streams and events.
+//! - `symbols`: the generated list of driver entry points.
+//! - `blas`, `blas_table`, `blaslt`, `driver`, `graph`: cuBLAS, cuBLASLt, the
+//!   driver-API calls beyond the runtime's, graphs and memory pools.
+
+use std::collections::HashMap;
+
+use cudarc::driver::result::DriverError;
+use cudarc::driver::sys;
+use tracing::warn;
+use vmcuda_wire::op::{
+    DeviceProperties, DevicePtr, ExecutorKind, FuncAttributes, ParamInfo, PointerAttributes,
+};
+use vmcuda_wire::CudaStatus;
+
+use super::{
+    ExecEvent, ExecFunction, ExecModule, ExecResult, ExecStream, Executor, LaunchConfig, Pitched,
+};
+
+/// The enum variant of `$ty` whose number is `$v`, if it is one of those listed.
+macro_rules! enum_from_u32 {
+    ($v:expr, $ty:ident, [$($var:ident),* $(,)?]) => {{
+        let v: u32 = $v;
+        $(if v == sys::$ty::$var as u32 {
+            Some(sys::$ty::$var)
+        } else)* {
+            None
+        }
+    }};
+}
+
+mod blas;
+mod blas_table;
+mod blaslt;
+mod copy;
+mod device;
+mod driver;
+mod graph;
+mod launch;
+mod memory;
+mod module;
+mod staging;
+mod stream;
+mod symbols;
+
+pub use device::format_uuid;
+pub use staging::{STAGING_HALF, STAGING_THRESHOLD};
+
+/// The runtime status with the same meaning as a driver error.
+fn status(e: DriverError) -> CudaStatus {
+    CudaStatus::from_driver(e.0 as u32)
+}
+
+/// `Ok` for `CUDA_SUCCESS`, else the runtime status with the same meaning: for the raw
+/// `sys` calls that cudarc's `result` layer does not wrap.
+fn check(r: sys::CUresult) -> ExecResult<()> {
+    r.result().map_err(status)
+}
+
+fn to_usize(v: u64) -> ExecResult<usize> {
+    usize::try_from(v).map_err(|_| CudaStatus::ErrorInvalidValue)
+}
+
+/// Rejects a device range whose end does not fit in 64 bits, so that chunk offsets
+/// computed later cannot overflow.
+fn check_range(ptr: DevicePtr, len: usize) -> ExecResult<()> {
+    ptr.checked_add(len as u64)
+        .map(|_| ())
+        .ok_or(CudaStatus::ErrorInvalidValue)
+}
+
+/// `width * height` as a byte count that must equal a host buffer's length.
+fn packed_len(width: u64, height: u64) -> ExecResult<usize> {
+    width
+        .checked_mul(height)
+        .ok_or(CudaStatus::ErrorInvalidValue)
+        .and_then(to_usize)
+}
+
+/// An entry point of a library cudarc loaded (the driver, cuBLAS, cuBLASLt), with the C
+/// signature `F`; a library without it answers `cudaErrorNotSupported`, logged.
+///
+/// # Safety
+/// `F` must be the symbol's C signature (or a plain address, `*const c_void`).
+unsafe fn entry_point<F: Copy>(
+    lib: &libloading::Library,
+    library: &'static str,
+    name: &str,
+) -> ExecResult<F> {
+    // SAFETY: only looks the symbol up; the caller vouches for its signature.
+    match unsafe { lib.get::<F>(name.as_bytes()) } {
+        Ok(f) => Ok(*f),
+        Err(_) => {
+            warn!(
+                library,
+                name, "an entry point this executor needs is missing"
+            );
+            Err(CudaStatus::ErrorNotSupported)
+        }
+    }
+}
+
+/// The executor for real GPUs. See the module documentation.
+pub struct CudaExecutor {
+    driver_version: i32,
+    devices: Vec<device::Device>,
+    /// Index into `devices` of the current device.
+    current: usize,
+    get_attribute_raw: device::RawDeviceGetAttribute,
+    /// Live streams and events (handle value -> device index).
+    streams: HashMap<ExecStream, usize>,
+    events: HashMap<ExecEvent, usize>,
+    modules: HashMap<ExecModule, module::Module>,
+    module_by_digest: HashMap<[u8; 32], ExecModule>,
+    next_module: ExecModule,
+    /// Kernels handed out (id = the `CUkernel` pointer value).
+    functions: HashMap<ExecFunction, sys::CUkernel>,
+    /// `CUfunction`s of kernels in a device's context, for the occupancy calls.
+    function_cache: HashMap<(ExecFunction, usize), sys::CUfunction>,
+    /// Host ranges registered with the driver (start, length): copies to and from them
+    /// are DMA'd directly, with no staging.
+    registered: Vec<(usize, usize)>,
+    /// cuBLAS handles and entry points (see `blas`).
+    blas: blas::CudaBlas,
+    /// cuBLASLt handles and entry points (see `blaslt`).
+    lt: blaslt::CudaLt,
+    queued: staging::QueuedCopies,
+    /// Graphs and executable graphs (see `graph`).
+    graph_tables: graph::CudaGraphs,
+}
+
+impl Executor for CudaExecutor {
+    fn kind(&self) -> ExecutorKind {
+        ExecutorKind::Cuda
+    }
+
+    fn banner(&self) -> String {
+        CudaExecutor::banner(self)
+    }
+
+    fn driver_version(&self) -> i32 {
+        self.driver_version
+    }
+
+    fn device_count(&self) -> i32 {
+        self.devices.len() as i32
+    }
+
+    by_family! {
+        CudaExecutor;
+
+        // device
+        fn set_device(&mut self, device: i32) -> ExecResult<()>;
+        fn device_properties(&mut self, device: i32) -> ExecResult<DeviceProperties>;
+        fn synchronize(&mut self) -> ExecResult<()>;
+        fn device_reset(&mut self) -> ExecResult<()>;
+        fn get_limit(&mut self, limit: u32) -> ExecResult<u64>;
+        fn set_limit(&mut self, limit: u32, value: u64) -> ExecResult<()>;
+        fn get_cache_config(&mut self) -> ExecResult<u32>;
+        fn set_cache_config(&mut self, config: u32) -> ExecResult<()>;
+        fn stream_priority_range(&mut self) -> ExecResult<(i32, i32)>;
+        fn can_access_peer(&mut self, device: i32, peer: i32) -> ExecResult<bool>;
+        fn p2p_attribute(&mut self, attr: u32, src: i32, dst: i32) -> ExecResult<i32>;
+        fn enable_peer_access(&mut self, peer: i32, flags: u32) -> ExecResult<()>;
+        fn disable_peer_access(&mut self, peer: i32) -> ExecResult<()>;
+
+        // memory
+        fn mem_info(&mut self) -> ExecResult<(u64, u64)>;
+        fn alloc(&mut self, size: u64) -> ExecResult<DevicePtr>;
+        fn free(&mut self, ptr: DevicePtr) -> ExecResult<()>;
+        fn alloc_pitch(&mut self, width: u64, height: u64) -> ExecResult<(DevicePtr, u64)>;
+        fn memset(
+            &mut self, dst: DevicePtr, value: u8, size: u64, stream: ExecStream, is_async: bool,
+        ) -> ExecResult<()>;
+        fn zero_fill(&mut self, dst: DevicePtr, size: u64) -> ExecResult<()>;
+        fn memset_2d(
+            &mut self, dst: Pitched, value: u8, width: u64, height: u64, stream: ExecStream,
+            is_async: bool,
+        ) -> ExecResult<()>;
+        fn pointer_attributes(&mut self, ptr: DevicePtr) -> ExecResult<PointerAttributes>;
+        fn host_register(&mut self, ptr: u64, size: u64) -> ExecResult<DevicePtr>;
+        fn host_unregister(&mut self, ptr: u64) -> ExecResult<()>;
+
+        // copy
+        fn copy_htod(
+            &mut self, dst: DevicePtr, src: &[u8], stream: ExecStream, is_async: bool,
+        ) -> ExecResult<()>;
+        fn copy_dtoh(
+            &mut self, dst: &mut [u8], src: DevicePtr, stream: ExecStream, is_async: bool,
+        ) -> ExecResult<()>;
+        fn copy_dtod(
+            &mut self, dst: DevicePtr, src: DevicePtr, size: u64, stream: ExecStream,
+            is_async: bool,
+        ) -> ExecResult<()>;
+        fn copy_2d_htod(
+            &mut self, dst: Pitched, src: &[u8], width: u64, height: u64, stream: ExecStream,
+            is_async: bool,
+        ) -> ExecResult<()>;
+        fn copy_2d_dtoh(
+            &mut self, dst: &mut [u8], src: Pitched, width: u64, height: u64,
+            stream: ExecStream, is_async: bool,
+        ) -> ExecResult<()>;
+        fn copy_2d_dtod(
+            &mut self, dst: Pitched, src: Pitched, width: u64, height: u64, stream: ExecStream,
+            is_async: bool,
+        ) -> ExecResult<()>;
+        fn copy_peer(
+            &mut self, dst: DevicePtr, dst_device: i32, src: DevicePtr, src_device: i32,
+            size: u64, stream: ExecStream, is_async: bool,
+        ) -> ExecResult<()>;
+        fn copy_registered(
+            &mut self, device: DevicePtr, host: u64, size: u64, to_device: bool,
+            stream: ExecStream, is_async: bool,
+        ) -> ExecResult<()>;
+
+        // staging
+        fn copy_htod_queued(
+            &mut self, dst: DevicePtr, src: &[u8], stream: ExecStream, is_async: bool,
+            buffer: usize,
+        ) -> ExecResult<()>;
+        fn release_buffer(&mut self, buffer: usize) -> ExecResult<()>;
+        fn copy_dtoh_queued(
+            &mut self, dst: &mut [u8], src: DevicePtr, stream: ExecStream, is_async: bool,
+        ) -> ExecResult<()>;
+        fn dtoh_landed(&mut self, end: usize) -> ExecResult<()>;
+
+        // module
+        fn load_module(&mut self, image: &[u8]) -> ExecResult<ExecModule>;
+        fn get_function(
+            &mut self, module: ExecModule, name: &str,
+        ) -> ExecResult<(ExecFunction, Vec<ParamInfo>)>;
+        fn get_global(&mut self, module: ExecModule, name: &str) -> ExecResult<(DevicePtr, u64)>;
+
+        // launch
+        fn func_attributes(&mut self, function: ExecFunction) -> ExecResult<FuncAttributes>;
+        fn func_set_attribute(
+            &mut self, function: ExecFunction, attribute: i32, value: i32,
+        ) -> ExecResult<()>;
+        fn func_set_cache_config(&mut self, function: ExecFunction, config: u32) -> ExecResult<()>;
+        fn launch(
+            &mut self, function: ExecFunction, config: &LaunchConfig<'_>, params: &[u8],
+        ) -> ExecResult<()>;
+        fn occupancy_max_active_blocks(
+            &mut self, function: ExecFunction, block_size: i32, dynamic_smem: u64, flags: u32,
+        ) -> ExecResult<i32>;
+        fn occupancy_available_dynamic_smem(
+            &mut self, function: ExecFunction, num_blocks: i32, block_size: i32,
+        ) -> ExecResult<u64>;
+
+        // stream
+        fn stream_create(&mut self, flags: u32, priority: i32) -> ExecResult<ExecStream>;
+        fn stream_destroy(&mut self, stream: ExecStream) -> ExecResult<()>;
+        fn stream_synchronize(&mut self, stream: ExecStream) -> ExecResult<()>;
+        fn stream_query(&mut self, stream: ExecStream) -> ExecResult<()>;
+        fn stream_wait_event(
+            &mut self, stream: ExecStream, event: ExecEvent, flags: u32,
+        ) -> ExecResult<()>;
+        fn event_create(&mut self, flags: u32) -> ExecResult<ExecEvent>;
+        fn event_destroy(&mut self, event: ExecEvent) -> ExecResult<()>;
+        fn event_record(&mut self, event: ExecEvent, stream: ExecStream, flags: u32) -> ExecResult<()>;
+        fn event_synchronize(&mut self, event: ExecEvent) -> ExecResult<()>;
+        fn event_query(&mut self, event: ExecEvent) -> ExecResult<()>;
+        fn event_elapsed_ms(&mut self, start: ExecEvent, end: ExecEvent) -> ExecResult<f32>;
+    }
+}
+
+impl Drop for CudaExecutor {
+    fn drop(&mut self) {
+        self.release_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::GpuSelection;
+
+    #[test]
+    fn packed_lengths() {
+        assert_eq!(packed_len(3, 4), Ok(12));
+        assert_eq!(packed_len(u64::MAX, 2), Err(CudaStatus::ErrorInvalidValue));
+        assert_eq!(
+            check_range(u64::MAX - 1, 2),
+            Err(CudaStatus::ErrorInvalidValue)
+        );
+        assert_eq!(check_range(16, 2), Ok(()));
+    }
+
+    #[test]
+    fn driver_errors_keep_their_code() {
+        let e = DriverError(sys::CUresult::CUDA_ERROR_NOT_READY);
+        assert_eq!(status(e), CudaStatus::ErrorNotReady);
+        assert_eq!(check(sys::CUresult::CUDA_SUCCESS), Ok(()));
+        assert_eq!(
+            check(sys::CUresult::CUDA_ERROR_INVALID_VALUE),
+            Err(CudaStatus::from_driver(
+                sys::CUresult::CUDA_ERROR_INVALID_VALUE as u32
+            ))
+        );
+    }
+
+    /// Runs only where a GPU is present: a no-GPU machine must get an error, never a
+    /// panic.
+    #[test]
+    fn new_never_panics() {
+        match CudaExecutor::new(&GpuSelection::all()) {
+            Ok(exec) => assert!(exec.device_count() > 0),
+            Err(status) => assert!(!status.is_success()),
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! Streams and events: the executor's tables of them and their driver calls.
+
+use std::ptr;
+
+use cudarc::driver::{result, sys};
+use tracing::debug;
+use vmcuda_wire::CudaStatus;
+
+use super::super::{ExecEvent, ExecResult, ExecStream, LEGACY_STREAM, PER_THREAD_STREAM};
+use super::{check, status, CudaExecutor};
+
+/// `CU_STREAM_PER_THREAD` (`(CUstream)0x2` in cuda.h).
+const CU_STREAM_PER_THREAD: usize = 0x2;
+
+impl CudaExecutor {
+    /// The driver stream for an executor stream id.
+    pub(super) fn stream(&self, id: ExecStream) -> ExecResult<sys::CUstream> {
+        match id {
+            LEGACY_STREAM => Ok(ptr::null_mut()),
+            PER_THREAD_STREAM => Ok(CU_STREAM_PER_THREAD as sys::CUstream),
+            _ if self.streams.contains_key(&id) => Ok(id as usize as sys::CUstream),
+            _ => Err(CudaStatus::ErrorInvalidResourceHandle),
+        }
+    }
+
+    pub(super) fn event(&self, id: ExecEvent) -> ExecResult<sys::CUevent> {
+        if self.events.contains_key(&id) {
+            Ok(id as usize as sys::CUevent)
+        } else {
+            Err(CudaStatus::ErrorInvalidResourceHandle)
+        }
+    }
+
+    pub(super) fn stream_create(&mut self, flags: u32, priority: i32) -> ExecResult<ExecStream> {
+        let idx = self.bind()?;
+        let mut s: sys::CUstream = ptr::null_mut();
+        // SAFETY: out-pointer to a local; a context is current. Raw: the guest's flags
+        // go to the driver as the integer they are.
+        check(unsafe { sys::cuStreamCreateWithPriority(&mut s, flags, priority) })?;
+        let id = s as usize as ExecStream;
+        self.streams.insert(id, idx);
+        debug!(stream = id, device = idx, flags, priority, "stream created");
+        Ok(id)
+    }
+
+    pub(super) fn stream_destroy(&mut self, stream: ExecStream) -> ExecResult<()> {
+        self.bind()?;
+        if self.streams.remove(&stream).is_none() {
+            return Err(CudaStatus::ErrorInvalidResourceHandle);
+        }
+        debug!(stream, "stream destroyed");
+        // SAFETY: the stream was created by stream_create and is destroyed once
+        // (it has just left the table).
+        unsafe { result::stream::destroy(stream as usize as sys::CUstream) }.map_err(status)
+    }
+
+    pub(super) fn stream_synchronize(&mut self, stream: ExecStream) -> ExecResult<()> {
+        self.bind()?;
+        let s = self.stream(stream)?;
+        // SAFETY: `s` is a checked stream of this executor or a default stream.
+        unsafe { result::stream::synchronize(s) }.map_err(status)
+    }
+
+    pub(super) fn stream_query(&mut self, stream: ExecStream) -> ExecResult<()> {
+        self.bind()?;
+        let s = self.stream(stream)?;
+        // SAFETY: as above. CUDA_ERROR_NOT_READY maps to ErrorNotReady.
+        check(unsafe { sys::cuStreamQuery(s) })
+    }
+
+    pub(super) fn stream_wait_event(
+        &mut self,
+        stream: ExecStream,
+        event: ExecEvent,
+        flags: u32,
+    ) -> ExecResult<()> {
+        self.bind()?;
+        let s = self.stream(stream)?;
+        let e = self.event(event)?;
+        // SAFETY: `s` and `e` are checked handles of this executor (or a default
+        // stream). Raw: the guest's flags go to the driver as the integer they are.
+        check(unsafe { sys::cuStreamWaitEvent(s, e, flags) })
+    }
+
+    pub(super) fn event_create(&mut self, flags: u32) -> ExecResult<ExecEvent> {
+        let idx = self.bind()?;
+        let mut e: sys::CUevent = ptr::null_mut();
+        // SAFETY: out-pointer to a local; a context is current. Raw: the guest's
+        // flags may combine several `CUevent_flags`, which no one enum value is.
+        check(unsafe { sys::cuEventCreate(&mut e, flags) })?;
+        let id = e as usize as ExecEvent;
+        self.events.insert(id, idx);
+        debug!(event = id, device = idx, flags, "event created");
+        Ok(id)
+    }
+
+    pub(super) fn event_destroy(&mut self, event: ExecEvent) -> ExecResult<()> {
+        self.bind()?;
+        if self.events.remove(&event).is_none() {
+            return Err(CudaStatus::ErrorInvalidResourceHandle);
+        }
+        // SAFETY: the event was created by event_create and is destroyed once (it
+        // has just left the table).
+        unsafe { result::event::destroy(event as usize as sys::CUevent) }.map_err(status)
+    }
+
+    pub(super) fn event_record(
+        &mut self,
+        event: ExecEvent,
+        stream: ExecStream,
+        flags: u32,
+    ) -> ExecResult<()> {
+        self.bind()?;
+        let e = self.event(event)?;
+        let s = self.stream(stream)?;
+        // SAFETY: `e` and `s` are checked handles of this executor (or a default
+        // stream).
+        check(unsafe { sys::cuEventRecordWithFlags(e, s, flags) })
+    }
+
+    pub(super) fn event_synchronize(&mut self, event: ExecEvent) -> ExecResult<()> {
+        self.bind()?;
+        let e = self.event(event)?;
+        // SAFETY: `e` is a checked event of this executor.
+        unsafe { result::event::synchronize(e) }.map_err(status)
+    }
+
+    pub(super) fn event_query(&mut self, event: ExecEvent) -> ExecResult<()> {
+        self.bind()?;
+        let e = self.event(event)?;
+        // SAFETY: as above. CUDA_ERROR_NOT_READY maps to ErrorNotReady.
+        unsafe { result::event::query(e) }.map_err(status)
+    }
+
+    pub(super) fn event_elapsed_ms(&mut self, start: ExecEvent, end: ExecEvent) -> ExecResult<f32> {
+        self.bind()?;
+        let a = self.event(start)?;
+        let b = self.event(end)?;
+        // SAFETY: both events are checked events of this executor.
+        unsafe { result::event::elapsed(a, b) }.map_err(status)
+    }
+}

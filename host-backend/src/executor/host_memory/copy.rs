@@ -1,0 +1,205 @@
+//! Copies on the host-memory test double: every one completes in issue order.
+
+use vmcuda_wire::op::DevicePtr;
+use vmcuda_wire::CudaStatus;
+
+use super::super::{ExecResult, ExecStream, Pitched};
+use super::{graph, HostMemoryExecutor};
+
+impl HostMemoryExecutor {
+    pub(super) fn copy_htod(
+        &mut self,
+        dst: DevicePtr,
+        src: &[u8],
+        stream: ExecStream,
+        _is_async: bool,
+    ) -> ExecResult<()> {
+        self.check_stream(stream)?;
+        self.refuse_in_capture(stream)?;
+        self.slice_mut(dst, src.len() as u64)?.copy_from_slice(src);
+        Ok(())
+    }
+
+    pub(super) fn copy_dtoh(
+        &mut self,
+        dst: &mut [u8],
+        src: DevicePtr,
+        stream: ExecStream,
+        _is_async: bool,
+    ) -> ExecResult<()> {
+        self.check_stream(stream)?;
+        self.refuse_in_capture(stream)?;
+        dst.copy_from_slice(self.slice(src, dst.len() as u64)?);
+        Ok(())
+    }
+
+    pub(super) fn copy_dtod(
+        &mut self,
+        dst: DevicePtr,
+        src: DevicePtr,
+        size: u64,
+        stream: ExecStream,
+        _is_async: bool,
+    ) -> ExecResult<()> {
+        self.check_stream(stream)?;
+        self.slice(src, size)?;
+        self.slice(dst, size)?;
+        if self.record(stream, || graph::Recorded::CopyDtoD { dst, src, size }) {
+            return Ok(());
+        }
+        let bytes = self.slice(src, size)?.to_vec();
+        self.slice_mut(dst, size)?.copy_from_slice(&bytes);
+        Ok(())
+    }
+
+    pub(super) fn copy_2d_htod(
+        &mut self,
+        dst: Pitched,
+        src: &[u8],
+        width: u64,
+        height: u64,
+        stream: ExecStream,
+        _is_async: bool,
+    ) -> ExecResult<()> {
+        self.check_stream(stream)?;
+        self.refuse_in_capture(stream)?;
+        if width.checked_mul(height) != Some(src.len() as u64) {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let Some(region) = self.pitched(dst, width, height)? else {
+            return Ok(());
+        };
+        let bytes = self.allocation_mut(region.start);
+        for (row, packed) in region.rows().zip(src.chunks_exact(region.width)) {
+            bytes[row].copy_from_slice(packed);
+        }
+        Ok(())
+    }
+
+    pub(super) fn copy_2d_dtoh(
+        &mut self,
+        dst: &mut [u8],
+        src: Pitched,
+        width: u64,
+        height: u64,
+        stream: ExecStream,
+        _is_async: bool,
+    ) -> ExecResult<()> {
+        self.check_stream(stream)?;
+        self.refuse_in_capture(stream)?;
+        if width.checked_mul(height) != Some(dst.len() as u64) {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let Some(region) = self.pitched(src, width, height)? else {
+            return Ok(());
+        };
+        let bytes = &self.memory[&region.start];
+        for (row, packed) in region.rows().zip(dst.chunks_exact_mut(region.width)) {
+            packed.copy_from_slice(&bytes[row]);
+        }
+        Ok(())
+    }
+
+    pub(super) fn copy_2d_dtod(
+        &mut self,
+        dst: Pitched,
+        src: Pitched,
+        width: u64,
+        height: u64,
+        stream: ExecStream,
+        _is_async: bool,
+    ) -> ExecResult<()> {
+        self.check_stream(stream)?;
+        // Both regions are checked before anything is allocated or copied: the staging
+        // buffer is sized by the guest's numbers only once they fit in real allocations.
+        let (Some(from), Some(to)) = (
+            self.pitched(src, width, height)?,
+            self.pitched(dst, width, height)?,
+        ) else {
+            return Ok(());
+        };
+        let op = || graph::Recorded::Copy2DDtoD {
+            dst,
+            src,
+            width,
+            height,
+        };
+        if self.record(stream, op) {
+            return Ok(());
+        }
+        // Staged, so overlapping regions copy as if through a temporary, like CUDA.
+        let mut packed = Vec::with_capacity(from.width * from.height);
+        let bytes = &self.memory[&from.start];
+        for row in from.rows() {
+            packed.extend_from_slice(&bytes[row]);
+        }
+        let bytes = self.allocation_mut(to.start);
+        for (row, staged) in to.rows().zip(packed.chunks_exact(to.width)) {
+            bytes[row].copy_from_slice(staged);
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn copy_peer(
+        &mut self,
+        dst: DevicePtr,
+        dst_device: i32,
+        src: DevicePtr,
+        src_device: i32,
+        size: u64,
+        stream: ExecStream,
+        is_async: bool,
+    ) -> ExecResult<()> {
+        self.set_device(dst_device)?;
+        self.set_device(src_device)?;
+        self.copy_dtod(dst, src, size, stream, is_async)
+    }
+
+    pub(super) fn copy_registered(
+        &mut self,
+        device: DevicePtr,
+        host: u64,
+        size: u64,
+        to_device: bool,
+        stream: ExecStream,
+        _is_async: bool,
+    ) -> ExecResult<()> {
+        self.check_stream(stream)?;
+        let end = host
+            .checked_add(size)
+            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        if !self
+            .host_registered
+            .iter()
+            .any(|(p, s)| host >= *p && end <= p + s)
+        {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let len = usize::try_from(size).map_err(|_| CudaStatus::ErrorInvalidValue)?;
+        self.slice(device, size)?;
+        let op = || graph::Recorded::CopyRegistered {
+            device,
+            host,
+            size,
+            to_device,
+        };
+        if self.record(stream, op) {
+            return Ok(());
+        }
+        let host = host as *mut u8;
+        if to_device {
+            let dst = self.slice_mut(device, size)?;
+            // SAFETY: `[host, host + len)` lies inside a range registered with this
+            // executor, which the session keeps mapped until host_unregister; it is
+            // shared guest memory, never this executor's own (`dst`), so they do not
+            // overlap. Like a DMA engine, this reads whatever the guest has there now.
+            unsafe { std::ptr::copy_nonoverlapping(host, dst.as_mut_ptr(), len) };
+        } else {
+            let src = self.slice(device, size)?;
+            // SAFETY: as above, writing the guest's shared pages.
+            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), host, len) };
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,181 @@
+//! Devices on the host-memory test double: the pretend devices' properties, limits,
+//! cache configuration, peers and reset.
+
+use cudarc::driver::sys::CUdevice_attribute as A;
+use vmcuda_wire::op::DeviceProperties;
+use vmcuda_wire::CudaStatus;
+
+use super::super::ExecResult;
+use super::{HostMemoryExecutor, DEFAULT_MEMORY};
+
+impl HostMemoryExecutor {
+    pub(super) fn properties() -> DeviceProperties {
+        // An H100-class shape, so programs that size launches from properties run.
+        let attributes = [
+            (A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, 1024),
+            (A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X, 1024),
+            (A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y, 1024),
+            (A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z, 64),
+            (A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X, i32::MAX),
+            (A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y, 65535),
+            (A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z, 65535),
+            (A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, 49152),
+            (A::CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY, 65536),
+            (A::CU_DEVICE_ATTRIBUTE_WARP_SIZE, 32),
+            (A::CU_DEVICE_ATTRIBUTE_MAX_PITCH, i32::MAX),
+            (A::CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK, 65536),
+            (A::CU_DEVICE_ATTRIBUTE_CLOCK_RATE, 1_980_000),
+            (A::CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT, 512),
+            (A::CU_DEVICE_ATTRIBUTE_GPU_OVERLAP, 1),
+            (A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 4),
+            (A::CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, 1),
+            (A::CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS, 1),
+            (A::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, 3_201_000),
+            (A::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, 5120),
+            (A::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, 50 << 20),
+            (A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, 2048),
+            (A::CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT, 2),
+            (A::CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, 1),
+            (A::CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT, 32),
+            (A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 9),
+            (A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0),
+            (A::CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED, 1),
+            (
+                A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
+                233_472,
+            ),
+            (
+                A::CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR,
+                65536,
+            ),
+            (A::CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, 1),
+            (
+                A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                232_448,
+            ),
+            (A::CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR, 32),
+            (
+                A::CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK,
+                1024,
+            ),
+            (A::CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED, 1),
+        ];
+        DeviceProperties {
+            name: "vmcuda host-memory test executor (no GPU)".into(),
+            uuid: *b"vmcuda-hostmem-0",
+            luid: [0; 8],
+            luid_device_node_mask: 0,
+            total_global_mem: DEFAULT_MEMORY,
+            // Every attribute a CUDA 13 driver answers; the ones not listed are 0.
+            attributes: (1..A::CU_DEVICE_ATTRIBUTE_MAX as u32)
+                .map(|n| {
+                    (
+                        n,
+                        attributes
+                            .iter()
+                            .find(|(a, _)| *a as u32 == n)
+                            .map_or(0, |(_, v)| *v),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    pub(super) fn set_device(&mut self, device: i32) -> ExecResult<()> {
+        self.current = usize::try_from(device)
+            .ok()
+            .filter(|&d| d < self.visible.len())
+            .ok_or(CudaStatus::ErrorInvalidDevice)?;
+        Ok(())
+    }
+
+    pub(super) fn device_properties(&mut self, device: i32) -> ExecResult<DeviceProperties> {
+        let previous = self.current;
+        self.set_device(device)?;
+        let host_index = self.visible[self.current];
+        self.current = previous;
+        let mut p = Self::properties();
+        p.total_global_mem = self.total_memory;
+        if host_index != 0 {
+            p.name = format!("{} #{host_index}", p.name);
+        }
+        p.uuid = Self::uuid(host_index);
+        Ok(p)
+    }
+
+    pub(super) fn synchronize(&mut self) -> ExecResult<()> {
+        Ok(())
+    }
+
+    pub(super) fn device_reset(&mut self) -> ExecResult<()> {
+        self.memory.clear();
+        self.used_memory = 0;
+        self.streams.clear();
+        self.events.clear();
+        self.graphs.clear();
+        for module in self.modules.values_mut() {
+            module.globals.clear();
+        }
+        Ok(())
+    }
+
+    pub(super) fn get_limit(&mut self, limit: u32) -> ExecResult<u64> {
+        self.limits
+            .get(&limit)
+            .copied()
+            .ok_or(CudaStatus::ErrorInvalidValue)
+    }
+
+    pub(super) fn set_limit(&mut self, limit: u32, value: u64) -> ExecResult<()> {
+        match self.limits.get_mut(&limit) {
+            Some(v) => {
+                *v = value;
+                Ok(())
+            }
+            None => Err(CudaStatus::ErrorInvalidValue),
+        }
+    }
+
+    pub(super) fn get_cache_config(&mut self) -> ExecResult<u32> {
+        Ok(self.cache_config)
+    }
+
+    pub(super) fn set_cache_config(&mut self, config: u32) -> ExecResult<()> {
+        if config > 3 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        self.cache_config = config;
+        Ok(())
+    }
+
+    pub(super) fn stream_priority_range(&mut self) -> ExecResult<(i32, i32)> {
+        Ok((0, -5))
+    }
+
+    pub(super) fn can_access_peer(&mut self, device: i32, peer: i32) -> ExecResult<bool> {
+        self.set_device(device)?;
+        self.set_device(peer)?;
+        // One device: there is no peer, and a device is not its own peer.
+        Ok(false)
+    }
+
+    pub(super) fn p2p_attribute(&mut self, attr: u32, src: i32, dst: i32) -> ExecResult<i32> {
+        self.set_device(src)?;
+        self.set_device(dst)?;
+        if !(1..=5).contains(&attr) {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        // One device, and the driver asks for two different ones.
+        Err(CudaStatus::ErrorInvalidDevice)
+    }
+
+    pub(super) fn enable_peer_access(&mut self, peer: i32, _flags: u32) -> ExecResult<()> {
+        self.set_device(peer)?;
+        Err(CudaStatus::ErrorInvalidDevice)
+    }
+
+    pub(super) fn disable_peer_access(&mut self, peer: i32) -> ExecResult<()> {
+        self.set_device(peer)?;
+        Err(CudaStatus::ErrorPeerAccessNotEnabled)
+    }
+}

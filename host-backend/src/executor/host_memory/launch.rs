@@ -1,0 +1,168 @@
+//! Kernels on the host-memory test double: attributes, launches (checked, recorded
+//! and logged, never run) and occupancy.
+
+use tracing::{info, warn};
+use vmcuda_wire::op::FuncAttributes;
+use vmcuda_wire::CudaStatus;
+
+use super::super::{ExecFunction, ExecResult, LaunchConfig};
+use super::{append_record, graph, hex, Function, HostMemoryExecutor, LaunchRecord};
+
+impl HostMemoryExecutor {
+    pub(super) fn function(&self, f: ExecFunction) -> ExecResult<&Function> {
+        self.functions
+            .get(&f)
+            .ok_or(CudaStatus::ErrorInvalidDeviceFunction)
+    }
+
+    pub(super) fn check_launch(
+        &self,
+        config: &LaunchConfig<'_>,
+        function: &Function,
+    ) -> ExecResult<()> {
+        let [bx, by, bz] = config.block;
+        let [gx, gy, gz] = config.grid;
+        let threads = bx as u64 * by as u64 * bz as u64;
+        if threads == 0 || threads > 1024 || bx > 1024 || by > 1024 || bz > 64 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        if gx == 0 || gy == 0 || gz == 0 || gy > 65535 || gz > 65535 || gx > i32::MAX as u32 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let smem_limit = 49152.max(function.max_dynamic_smem as u32);
+        if config.shared_mem > smem_limit {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        self.check_stream(config.stream)
+    }
+
+    pub(super) fn func_attributes(&mut self, function: ExecFunction) -> ExecResult<FuncAttributes> {
+        let f = self.function(function)?;
+        Ok(FuncAttributes {
+            max_threads_per_block: 1024,
+            ptx_version: 90,
+            binary_version: 90,
+            max_dynamic_shared_size_bytes: f.max_dynamic_smem,
+            preferred_shmem_carveout: f.carveout,
+            ..Default::default()
+        })
+    }
+
+    pub(super) fn func_set_attribute(
+        &mut self,
+        function: ExecFunction,
+        attribute: i32,
+        value: i32,
+    ) -> ExecResult<()> {
+        let f = self
+            .functions
+            .get_mut(&function)
+            .ok_or(CudaStatus::ErrorInvalidDeviceFunction)?;
+        match attribute {
+            8 if (0..=232_448).contains(&value) => f.max_dynamic_smem = value,
+            9 if (-1..=100).contains(&value) => f.carveout = value,
+            10..=15 => {}
+            _ => return Err(CudaStatus::ErrorInvalidValue),
+        }
+        Ok(())
+    }
+
+    pub(super) fn func_set_cache_config(
+        &mut self,
+        function: ExecFunction,
+        config: u32,
+    ) -> ExecResult<()> {
+        self.function(function)?;
+        if config > 3 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        Ok(())
+    }
+
+    pub(super) fn launch(
+        &mut self,
+        function: ExecFunction,
+        config: &LaunchConfig<'_>,
+        params: &[u8],
+    ) -> ExecResult<()> {
+        self.check_launch(config, self.function(function)?)?;
+        // A field borrow (not `self.function`), so the launch log can be written below.
+        let f = self
+            .functions
+            .get(&function)
+            .ok_or(CudaStatus::ErrorInvalidDeviceFunction)?;
+        let expected = f.params.last().map_or(0, |p| (p.offset + p.size) as usize);
+        if params.len() != expected {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let op = || graph::Recorded::Launch {
+            function,
+            grid: config.grid,
+            block: config.block,
+            shared_mem: config.shared_mem,
+            attributes: config.attributes.to_vec(),
+            params: params.to_vec(),
+        };
+        if self.record(config.stream, op) {
+            return Ok(());
+        }
+        let f = self
+            .functions
+            .get(&function)
+            .ok_or(CudaStatus::ErrorInvalidDeviceFunction)?;
+        info!(
+            kernel = %f.name, grid = ?config.grid, block = ?config.block,
+            "kernel launch recorded, NOT executed (host-memory test executor)"
+        );
+        if let Some(log) = &mut self.launch_log {
+            let record = LaunchRecord {
+                kernel: f.name.clone(),
+                grid: config.grid,
+                block: config.block,
+                shared_mem: config.shared_mem,
+                stream: config.stream,
+                params: hex(params),
+                param_layout: f.params.iter().map(|p| (p.offset, p.size)).collect(),
+            };
+            if let Err(e) = append_record(log, &record) {
+                warn!("cannot write launch log: {e}");
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn occupancy_max_active_blocks(
+        &mut self,
+        function: ExecFunction,
+        block_size: i32,
+        dynamic_smem: u64,
+        _flags: u32,
+    ) -> ExecResult<i32> {
+        self.function(function)?;
+        if block_size <= 0 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let by_threads = 2048 / block_size.min(1024);
+        let by_smem = if dynamic_smem == 0 {
+            32
+        } else {
+            (233_472 / dynamic_smem.max(1)) as i32
+        };
+        Ok(by_threads.min(by_smem).min(32))
+    }
+
+    pub(super) fn occupancy_available_dynamic_smem(
+        &mut self,
+        function: ExecFunction,
+        num_blocks: i32,
+        block_size: i32,
+    ) -> ExecResult<u64> {
+        self.function(function)?;
+        if num_blocks <= 0 || block_size <= 0 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        Ok((233_472 / num_blocks as u64)
+            .saturating_sub(1024)
+            .min(232_448))
+    }
+}

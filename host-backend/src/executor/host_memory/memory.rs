@@ -1,0 +1,231 @@
+//! Memory on the host-memory test double: allocations behind fake device addresses,
+//! bounds checks, fills, host registration and pointer attributes.
+
+use vmcuda_wire::op::{DevicePtr, PointerAttributes};
+use vmcuda_wire::CudaStatus;
+
+use super::super::{ExecResult, ExecStream, Pitched};
+use super::{align_up, graph, HostMemoryExecutor, Region, ALIGN, GUARD, PITCH_ALIGN};
+
+impl HostMemoryExecutor {
+    pub(super) fn allocate(&mut self, size: u64, init: Option<&[u8]>) -> ExecResult<DevicePtr> {
+        let mut bytes = self.take_zeroed(size)?;
+        if let Some(init) = init {
+            bytes[..init.len()].copy_from_slice(init);
+        }
+        let ptr = self.next_address;
+        self.next_address = align_up(ptr + size.max(1) + GUARD, ALIGN);
+        self.memory.insert(ptr, bytes);
+        Ok(ptr)
+    }
+
+    /// `size` zeroed bytes of this executor's memory, counted as used: out of memory
+    /// past the executor's total, or when the process cannot get them.
+    pub(super) fn take_zeroed(&mut self, size: u64) -> ExecResult<Vec<u8>> {
+        let fits = self
+            .used_memory
+            .checked_add(size)
+            .is_some_and(|u| u <= self.total_memory);
+        if !fits {
+            return Err(CudaStatus::ErrorMemoryAllocation);
+        }
+        let mut bytes = Vec::new();
+        bytes
+            .try_reserve_exact(size as usize)
+            .map_err(|_| CudaStatus::ErrorMemoryAllocation)?;
+        bytes.resize(size as usize, 0);
+        self.used_memory += size;
+        Ok(bytes)
+    }
+
+    /// The allocation holding `[ptr, ptr + len)` and the offset of `ptr` in it.
+    pub(super) fn locate(&self, ptr: DevicePtr, len: u64) -> ExecResult<(u64, usize)> {
+        let (start, bytes) = self
+            .memory
+            .range(..=ptr)
+            .next_back()
+            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        let offset = ptr - start;
+        let end = offset
+            .checked_add(len)
+            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        if end > bytes.len() as u64 || (len == 0 && offset > bytes.len() as u64) {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        Ok((*start, offset as usize))
+    }
+
+    pub(super) fn slice(&self, ptr: DevicePtr, len: u64) -> ExecResult<&[u8]> {
+        let (start, off) = self.locate(ptr, len)?;
+        Ok(&self.memory[&start][off..off + len as usize])
+    }
+
+    pub(super) fn slice_mut(&mut self, ptr: DevicePtr, len: u64) -> ExecResult<&mut [u8]> {
+        let (start, off) = self.locate(ptr, len)?;
+        Ok(&mut self.allocation_mut(start)[off..off + len as usize])
+    }
+
+    /// The bytes of the allocation starting at `start`, which `locate` just found.
+    pub(super) fn allocation_mut(&mut self, start: u64) -> &mut [u8] {
+        self.memory
+            .get_mut(&start)
+            .expect("located allocation exists")
+    }
+
+    /// Where a pitched region (`height` rows of `width` bytes, `pitch` apart) lies:
+    /// `None` when it is empty (zero width or height: a no-op, as in CUDA), else the one
+    /// allocation holding all of it. The region is checked as a whole before a byte
+    /// moves, so a bad one fails without a partial copy, with no arithmetic overflow,
+    /// and in one lookup however many rows it claims.
+    pub(super) fn pitched(
+        &self,
+        p: Pitched,
+        width: u64,
+        height: u64,
+    ) -> ExecResult<Option<Region>> {
+        if width > p.pitch && height > 1 {
+            return Err(CudaStatus::ErrorInvalidPitchValue);
+        }
+        if width == 0 || height == 0 {
+            return Ok(None);
+        }
+        let span = p
+            .pitch
+            .checked_mul(height - 1)
+            .and_then(|s| s.checked_add(width))
+            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        let (start, offset) = self.locate(p.ptr, span)?;
+        // All of it fits in one allocation, so every number below fits in a usize.
+        Ok(Some(Region {
+            start,
+            offset,
+            pitch: p.pitch as usize,
+            width: width as usize,
+            height: height as usize,
+        }))
+    }
+
+    pub(super) fn mem_info(&mut self) -> ExecResult<(u64, u64)> {
+        Ok((self.total_memory - self.used_memory, self.total_memory))
+    }
+
+    pub(super) fn alloc(&mut self, size: u64) -> ExecResult<DevicePtr> {
+        if size == 0 {
+            return Ok(0);
+        }
+        self.allocate(size, None)
+    }
+
+    pub(super) fn free(&mut self, ptr: DevicePtr) -> ExecResult<()> {
+        if ptr == 0 {
+            return Ok(());
+        }
+        let bytes = self
+            .memory
+            .remove(&ptr)
+            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        self.used_memory -= bytes.len() as u64;
+        self.pool_forget(ptr);
+        Ok(())
+    }
+
+    pub(super) fn alloc_pitch(&mut self, width: u64, height: u64) -> ExecResult<(DevicePtr, u64)> {
+        if width == 0 || height == 0 {
+            return Ok((0, 0));
+        }
+        let pitch = align_up(width, PITCH_ALIGN);
+        let size = pitch
+            .checked_mul(height)
+            .ok_or(CudaStatus::ErrorMemoryAllocation)?;
+        Ok((self.allocate(size, None)?, pitch))
+    }
+
+    pub(super) fn memset(
+        &mut self,
+        dst: DevicePtr,
+        value: u8,
+        size: u64,
+        stream: ExecStream,
+        _is_async: bool,
+    ) -> ExecResult<()> {
+        self.check_stream(stream)?;
+        self.slice(dst, size)?;
+        if self.record(stream, || graph::Recorded::Memset { dst, value, size }) {
+            return Ok(());
+        }
+        self.slice_mut(dst, size)?.fill(value);
+        Ok(())
+    }
+
+    pub(super) fn zero_fill(&mut self, dst: DevicePtr, size: u64) -> ExecResult<()> {
+        self.slice_mut(dst, size)?.fill(0);
+        Ok(())
+    }
+
+    pub(super) fn memset_2d(
+        &mut self,
+        dst: Pitched,
+        value: u8,
+        width: u64,
+        height: u64,
+        stream: ExecStream,
+        _is_async: bool,
+    ) -> ExecResult<()> {
+        self.check_stream(stream)?;
+        let Some(region) = self.pitched(dst, width, height)? else {
+            return Ok(());
+        };
+        let op = || graph::Recorded::Memset2D {
+            dst,
+            value,
+            width,
+            height,
+        };
+        if self.record(stream, op) {
+            return Ok(());
+        }
+        let bytes = self.allocation_mut(region.start);
+        for row in region.rows() {
+            bytes[row].fill(value);
+        }
+        Ok(())
+    }
+
+    pub(super) fn pointer_attributes(&mut self, ptr: DevicePtr) -> ExecResult<PointerAttributes> {
+        Ok(match self.locate(ptr, 0) {
+            Ok(_) => PointerAttributes {
+                memory_type: 2,
+                device: 0,
+                device_pointer: ptr,
+            },
+            Err(_) => PointerAttributes {
+                memory_type: 0,
+                device: -2,
+                device_pointer: 0,
+            },
+        })
+    }
+
+    pub(super) fn host_register(&mut self, ptr: u64, size: u64) -> ExecResult<DevicePtr> {
+        // No GPU to map it for: the range is only remembered, and its device pointer
+        // is the host pointer, as under UVA.
+        if self
+            .host_registered
+            .iter()
+            .any(|(p, s)| ptr < p + s && *p < ptr + size)
+        {
+            return Err(CudaStatus::ErrorHostMemoryAlreadyRegistered);
+        }
+        self.host_registered.push((ptr, size));
+        Ok(ptr)
+    }
+
+    pub(super) fn host_unregister(&mut self, ptr: u64) -> ExecResult<()> {
+        let before = self.host_registered.len();
+        self.host_registered.retain(|(p, _)| *p != ptr);
+        if self.host_registered.len() == before {
+            return Err(CudaStatus::ErrorHostMemoryNotRegistered);
+        }
+        Ok(())
+    }
+}

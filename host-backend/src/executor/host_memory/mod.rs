@@ -1,0 +1,305 @@
+//! The host-memory executor: a test double for machines without a GPU.
+//!
+//! Device memory is ordinary host memory behind fake device addresses, with every
+//! access bounds-checked against the allocation it falls in; copies, memsets, streams
+//! and events behave as CUDA specifies (work completes in issue order, so every stream
+//! is always idle). A kernel launch is checked, **recorded** (name, grid, block, shared
+//! memory, argument bytes) and logged, but never run: its results are not computed.
+//! GEMMs forwarded from cuBLAS are computed by a CPU reference ([`reference`]), so
+//! forwarding can be checked end to end. It never stands in for a GPU result.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fs::File;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use serde::Serialize;
+use vmcuda_wire::cubin;
+use vmcuda_wire::fatbin;
+use vmcuda_wire::op::{
+    DeviceProperties, DevicePtr, ExecutorKind, FuncAttributes, ParamInfo, PointerAttributes,
+};
+
+use crate::policy::GpuSelection;
+
+use super::{
+    ExecEvent, ExecFunction, ExecModule, ExecResult, ExecStream, Executor, LaunchConfig, Pitched,
+};
+
+/// Fake device addresses start here: never null, and in a region Linux leaves empty in
+/// ordinary processes, so test logs tell device and host addresses apart at a glance.
+pub const ADDRESS_BASE: u64 = 0x2000_0000_0000;
+/// Allocations are aligned like cudaMalloc's and separated by an unmapped guard gap,
+/// so an overrun lands outside every allocation and is refused.
+const ALIGN: u64 = 512;
+const GUARD: u64 = 4096;
+const PITCH_ALIGN: u64 = 512;
+pub const DEFAULT_MEMORY: u64 = 4 << 30;
+
+/// What the test double says about itself everywhere it is asked.
+pub const BANNER: &str =
+    "HOST-MEMORY TEST EXECUTOR (no GPU): memory, streams and events are real; kernels are recorded, NOT executed";
+
+/// One recorded kernel launch, as written to the launch log.
+#[derive(Clone, Debug, Serialize)]
+pub struct LaunchRecord {
+    pub kernel: String,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_mem: u32,
+    pub stream: u64,
+    /// The packed parameter buffer, hex.
+    pub params: String,
+    pub param_layout: Vec<(u32, u32)>,
+}
+
+struct Module {
+    image: Vec<u8>,
+    globals: HashMap<String, (DevicePtr, u64)>,
+}
+
+struct Function {
+    name: String,
+    params: Vec<ParamInfo>,
+    max_dynamic_smem: i32,
+    carveout: i32,
+}
+
+struct Event {
+    timing: bool,
+    recorded_at: Option<Instant>,
+}
+
+/// A non-empty pitched region inside the allocation at `start`, from `offset` in it.
+struct Region {
+    start: u64,
+    offset: usize,
+    pitch: usize,
+    width: usize,
+    height: usize,
+}
+
+impl Region {
+    /// Byte ranges of the rows within the allocation.
+    fn rows(&self) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
+        (0..self.height).map(|row| {
+            let from = self.offset + row * self.pitch;
+            from..from + self.width
+        })
+    }
+}
+
+mod blas;
+mod blaslt;
+mod copy;
+mod device;
+mod driver;
+mod graph;
+mod launch;
+mod memory;
+mod module;
+pub mod reference;
+mod stream;
+
+pub struct HostMemoryExecutor {
+    total_memory: u64,
+    used_memory: u64,
+    next_address: u64,
+    /// Allocation start -> bytes. Globals of modules live here too.
+    memory: BTreeMap<u64, Vec<u8>>,
+    modules: HashMap<ExecModule, Module>,
+    functions: HashMap<ExecFunction, Function>,
+    streams: HashMap<ExecStream, (u32, i32)>,
+    events: HashMap<ExecEvent, Event>,
+    next_id: u64,
+    limits: HashMap<u32, u64>,
+    cache_config: u32,
+    launch_log: Option<File>,
+    /// Host ranges shared by the guest: (start, size).
+    host_registered: Vec<(u64, u64)>,
+    /// The pretend host devices this guest sees, in its order (one memory serves them
+    /// all), and the index of the current one.
+    visible: Vec<usize>,
+    current: usize,
+    /// Live cuBLAS handle ids (see `blas`).
+    blas_handles: HashSet<u64>,
+    /// Address reservations and physical allocations (see `driver`).
+    vmm: driver::HostVmm,
+    /// Live cuBLASLt handle ids (see `blaslt`).
+    lt_handles: HashSet<u64>,
+    /// Captures, graphs and the default pool (see `graph`).
+    graphs: graph::HostGraphs,
+}
+
+impl HostMemoryExecutor {
+    /// `launch_log`: append one JSON line per recorded launch to this file.
+    pub fn new(total_memory: u64, launch_log: Option<PathBuf>) -> std::io::Result<Self> {
+        let launch_log = match launch_log {
+            Some(path) => Some(File::options().create(true).append(true).open(path)?),
+            None => None,
+        };
+        Ok(HostMemoryExecutor {
+            total_memory,
+            used_memory: 0,
+            next_address: ADDRESS_BASE,
+            memory: BTreeMap::new(),
+            modules: HashMap::new(),
+            functions: HashMap::new(),
+            streams: HashMap::new(),
+            events: HashMap::new(),
+            next_id: 0x1000,
+            limits: HashMap::from([
+                (0, 1024),    // cudaLimitStackSize
+                (1, 1 << 20), // cudaLimitPrintfFifoSize
+                (2, 8 << 20), // cudaLimitMallocHeapSize
+                (5, 2048),    // cudaLimitDevRuntimePendingLaunchCount
+                (6, 32),      // cudaLimitMaxL2FetchGranularity
+                (7, 0),       // cudaLimitPersistingL2CacheSize
+            ]),
+            cache_config: 0,
+            launch_log,
+            host_registered: Vec::new(),
+            visible: vec![0],
+            current: 0,
+            blas_handles: HashSet::new(),
+            vmm: Default::default(),
+            lt_handles: HashSet::new(),
+            graphs: Default::default(),
+        })
+    }
+
+    /// Pretend the host has `host_devices` GPUs, of which the guest sees `gpus`.
+    pub fn with_devices(
+        mut self,
+        host_devices: usize,
+        gpus: &GpuSelection,
+    ) -> Result<Self, String> {
+        let uuids: Vec<String> = (0..host_devices)
+            .map(|i| super::cuda::format_uuid(&Self::uuid(i)))
+            .collect();
+        self.visible = gpus.resolve(&uuids)?;
+        if self.visible.is_empty() {
+            return Err("no device is visible".into());
+        }
+        Ok(self)
+    }
+
+    /// Pretend device `i`'s UUID.
+    fn uuid(i: usize) -> [u8; 16] {
+        let mut uuid = *b"vmcuda-hostmem-0";
+        uuid[15] = b'0' + (i % 10) as u8;
+        uuid[14] = b'0' + (i / 10 % 10) as u8;
+        uuid
+    }
+
+    fn fresh_id(&mut self) -> u64 {
+        self.next_id += 16;
+        self.next_id
+    }
+}
+
+fn align_up(v: u64, a: u64) -> u64 {
+    v.div_ceil(a) * a
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl Executor for HostMemoryExecutor {
+    fn kind(&self) -> ExecutorKind {
+        ExecutorKind::HostMemory
+    }
+    fn banner(&self) -> String {
+        BANNER.into()
+    }
+    fn driver_version(&self) -> i32 {
+        vmcuda_wire::handshake::RUNTIME_VERSION
+    }
+    fn device_count(&self) -> i32 {
+        self.visible.len() as i32
+    }
+
+    by_family! {
+        HostMemoryExecutor;
+
+        fn set_device(&mut self, device: i32) -> ExecResult<()>;
+        fn device_properties(&mut self, device: i32) -> ExecResult<DeviceProperties>;
+        fn synchronize(&mut self) -> ExecResult<()>;
+        fn device_reset(&mut self) -> ExecResult<()>;
+        fn get_limit(&mut self, limit: u32) -> ExecResult<u64>;
+        fn set_limit(&mut self, limit: u32, value: u64) -> ExecResult<()>;
+        fn get_cache_config(&mut self) -> ExecResult<u32>;
+        fn set_cache_config(&mut self, config: u32) -> ExecResult<()>;
+        fn stream_priority_range(&mut self) -> ExecResult<(i32, i32)>;
+        fn can_access_peer(&mut self, device: i32, peer: i32) -> ExecResult<bool>;
+        fn p2p_attribute(&mut self, attr: u32, src: i32, dst: i32) -> ExecResult<i32>;
+        fn enable_peer_access(&mut self, peer: i32, flags: u32) -> ExecResult<()>;
+        fn disable_peer_access(&mut self, peer: i32) -> ExecResult<()>;
+        fn mem_info(&mut self) -> ExecResult<(u64, u64)>;
+        fn alloc(&mut self, size: u64) -> ExecResult<DevicePtr>;
+        fn free(&mut self, ptr: DevicePtr) -> ExecResult<()>;
+        fn alloc_pitch(&mut self, width: u64, height: u64) -> ExecResult<(DevicePtr, u64)>;
+        fn copy_htod(&mut self, dst: DevicePtr, src: &[u8], stream: ExecStream, is_async: bool) -> ExecResult<()>;
+        fn copy_dtoh(&mut self, dst: &mut [u8], src: DevicePtr, stream: ExecStream, is_async: bool) -> ExecResult<()>;
+        fn copy_dtod(&mut self, dst: DevicePtr, src: DevicePtr, size: u64, stream: ExecStream, is_async: bool) -> ExecResult<()>;
+        fn copy_2d_htod(&mut self, dst: Pitched, src: &[u8], width: u64, height: u64, stream: ExecStream, is_async: bool) -> ExecResult<()>;
+        fn copy_2d_dtoh(&mut self, dst: &mut [u8], src: Pitched, width: u64, height: u64, stream: ExecStream, is_async: bool) -> ExecResult<()>;
+        fn copy_2d_dtod(&mut self, dst: Pitched, src: Pitched, width: u64, height: u64, stream: ExecStream, is_async: bool) -> ExecResult<()>;
+        fn memset(&mut self, dst: DevicePtr, value: u8, size: u64, stream: ExecStream, is_async: bool) -> ExecResult<()>;
+        fn zero_fill(&mut self, dst: DevicePtr, size: u64) -> ExecResult<()>;
+        fn memset_2d(&mut self, dst: Pitched, value: u8, width: u64, height: u64, stream: ExecStream, is_async: bool) -> ExecResult<()>;
+        fn copy_peer(&mut self, dst: DevicePtr, dst_device: i32, src: DevicePtr, src_device: i32, size: u64, stream: ExecStream, is_async: bool) -> ExecResult<()>;
+        fn pointer_attributes(&mut self, ptr: DevicePtr) -> ExecResult<PointerAttributes>;
+        fn host_register(&mut self, ptr: u64, size: u64) -> ExecResult<DevicePtr>;
+        fn host_unregister(&mut self, ptr: u64) -> ExecResult<()>;
+        fn copy_registered(&mut self, device: DevicePtr, host: u64, size: u64, to_device: bool, stream: ExecStream, is_async: bool) -> ExecResult<()>;
+        fn load_module(&mut self, image: &[u8]) -> ExecResult<ExecModule>;
+        fn get_function(&mut self, module: ExecModule, name: &str) -> ExecResult<(ExecFunction, Vec<ParamInfo>)>;
+        fn get_global(&mut self, module: ExecModule, name: &str) -> ExecResult<(DevicePtr, u64)>;
+        fn func_attributes(&mut self, function: ExecFunction) -> ExecResult<FuncAttributes>;
+        fn func_set_attribute(&mut self, function: ExecFunction, attribute: i32, value: i32) -> ExecResult<()>;
+        fn func_set_cache_config(&mut self, function: ExecFunction, config: u32) -> ExecResult<()>;
+        fn launch(&mut self, function: ExecFunction, config: &LaunchConfig<'_>, params: &[u8]) -> ExecResult<()>;
+        fn occupancy_max_active_blocks(&mut self, function: ExecFunction, block_size: i32, dynamic_smem: u64, flags: u32) -> ExecResult<i32>;
+        fn occupancy_available_dynamic_smem(&mut self, function: ExecFunction, num_blocks: i32, block_size: i32) -> ExecResult<u64>;
+        fn stream_create(&mut self, flags: u32, priority: i32) -> ExecResult<ExecStream>;
+        fn stream_destroy(&mut self, stream: ExecStream) -> ExecResult<()>;
+        fn stream_synchronize(&mut self, stream: ExecStream) -> ExecResult<()>;
+        fn stream_query(&mut self, stream: ExecStream) -> ExecResult<()>;
+        fn stream_wait_event(&mut self, stream: ExecStream, event: ExecEvent, flags: u32) -> ExecResult<()>;
+        fn event_create(&mut self, flags: u32) -> ExecResult<ExecEvent>;
+        fn event_destroy(&mut self, event: ExecEvent) -> ExecResult<()>;
+        fn event_record(&mut self, event: ExecEvent, stream: ExecStream, flags: u32) -> ExecResult<()>;
+        fn event_synchronize(&mut self, event: ExecEvent) -> ExecResult<()>;
+        fn event_query(&mut self, event: ExecEvent) -> ExecResult<()>;
+        fn event_elapsed_ms(&mut self, start: ExecEvent, end: ExecEvent) -> ExecResult<f32>;
+    }
+}
+
+/// Append one record as one JSON line in a single write. Every worker appends to the
+/// same log (O_APPEND): one write(2) per line keeps lines whole, where `writeln!`
+/// issues two (the text, then the newline) and concurrent workers interleave them.
+fn append_record(log: &mut File, record: &LaunchRecord) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(record).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    log.write_all(&line)
+}
+
+/// Run `f` on the module's first uncompressed ELF cubin.
+fn module_cubin<T>(
+    image: &[u8],
+    f: impl FnOnce(&[u8]) -> Result<T, cubin::CubinError>,
+) -> Result<T, String> {
+    // A lone ELF cubin (what cuModuleLoadData also takes) is its own cubin.
+    if image.starts_with(b"\x7fELF") {
+        return f(image).map_err(|e| e.to_string());
+    }
+    let parsed = fatbin::parse(image).map_err(|e| e.to_string())?;
+    let elf = cubin::find_cubin(&parsed).map_err(|e| e.to_string())?;
+    f(elf).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,92 @@
+//! Modules on the host-memory test double: images kept, kernels and globals found
+//! through the cubin's symbols and parameter info.
+
+use std::collections::HashMap;
+
+use tracing::warn;
+use vmcuda_wire::cubin;
+use vmcuda_wire::op::{DevicePtr, ParamInfo};
+use vmcuda_wire::CudaStatus;
+
+use super::super::{ExecFunction, ExecModule, ExecResult};
+use super::{module_cubin, Function, HostMemoryExecutor, Module};
+
+impl HostMemoryExecutor {
+    pub(super) fn load_module(&mut self, image: &[u8]) -> ExecResult<ExecModule> {
+        // Parse now so a broken image fails here, as cuLibraryLoadData would. PTX text
+        // (which the real driver compiles) lands here too: it cannot be run or even
+        // read for kernels without the driver, so it is refused as an invalid image.
+        module_cubin(image, |_| Ok(())).map_err(|e| {
+            warn!("module image refused: {e}");
+            CudaStatus::ErrorInvalidKernelImage
+        })?;
+        if let Some((id, _)) = self.modules.iter().find(|(_, m)| m.image == image) {
+            return Ok(*id);
+        }
+        let id = self.fresh_id();
+        self.modules.insert(
+            id,
+            Module {
+                image: image.to_vec(),
+                globals: HashMap::new(),
+            },
+        );
+        Ok(id)
+    }
+
+    pub(super) fn get_function(
+        &mut self,
+        module: ExecModule,
+        name: &str,
+    ) -> ExecResult<(ExecFunction, Vec<ParamInfo>)> {
+        let m = self
+            .modules
+            .get(&module)
+            .ok_or(CudaStatus::ErrorInvalidResourceHandle)?;
+        let params = module_cubin(&m.image, |elf| cubin::kernel_params(elf, name))
+            .map_err(|_| CudaStatus::ErrorInvalidDeviceFunction)?;
+        let params: Vec<ParamInfo> = params
+            .into_iter()
+            .map(|p| ParamInfo {
+                offset: p.offset,
+                size: p.size,
+            })
+            .collect();
+        if let Some((id, _)) = self.functions.iter().find(|(_, f)| f.name == name) {
+            return Ok((*id, params));
+        }
+        let id = self.fresh_id();
+        self.functions.insert(
+            id,
+            Function {
+                name: name.into(),
+                params: params.clone(),
+                max_dynamic_smem: 49152,
+                carveout: -1,
+            },
+        );
+        Ok((id, params))
+    }
+
+    pub(super) fn get_global(
+        &mut self,
+        module: ExecModule,
+        name: &str,
+    ) -> ExecResult<(DevicePtr, u64)> {
+        let m = self
+            .modules
+            .get(&module)
+            .ok_or(CudaStatus::ErrorInvalidResourceHandle)?;
+        if let Some(g) = m.globals.get(name) {
+            return Ok(*g);
+        }
+        let var = module_cubin(&m.image, |elf| cubin::global(elf, name))
+            .ok()
+            .flatten()
+            .ok_or(CudaStatus::ErrorInvalidSymbol)?;
+        let ptr = self.allocate(var.size, Some(&var.init))?;
+        let m = self.modules.get_mut(&module).expect("module checked above");
+        m.globals.insert(name.into(), (ptr, var.size));
+        Ok((ptr, var.size))
+    }
+}

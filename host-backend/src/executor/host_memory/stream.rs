@@ -1,0 +1,125 @@
+//! Streams and events on the host-memory test double: work completes in issue order,
+//! so every stream is idle and every recorded event complete.
+
+use std::time::Instant;
+
+use vmcuda_wire::CudaStatus;
+
+use super::super::{ExecEvent, ExecResult, ExecStream, LEGACY_STREAM, PER_THREAD_STREAM};
+use super::{Event, HostMemoryExecutor};
+
+impl HostMemoryExecutor {
+    pub(super) fn check_stream(&self, stream: ExecStream) -> ExecResult<()> {
+        if stream == LEGACY_STREAM
+            || stream == PER_THREAD_STREAM
+            || self.streams.contains_key(&stream)
+        {
+            Ok(())
+        } else {
+            Err(CudaStatus::ErrorInvalidResourceHandle)
+        }
+    }
+
+    pub(super) fn stream_create(&mut self, flags: u32, priority: i32) -> ExecResult<ExecStream> {
+        if flags > 1 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let id = self.fresh_id();
+        // Priorities are clamped into the advertised range, as CUDA does.
+        self.streams.insert(id, (flags, priority.clamp(-5, 0)));
+        Ok(id)
+    }
+
+    pub(super) fn stream_destroy(&mut self, stream: ExecStream) -> ExecResult<()> {
+        self.streams
+            .remove(&stream)
+            .map(|_| ())
+            .ok_or(CudaStatus::ErrorInvalidResourceHandle)
+    }
+
+    pub(super) fn stream_synchronize(&mut self, stream: ExecStream) -> ExecResult<()> {
+        self.check_stream(stream)?;
+        self.refuse_in_capture(stream)
+    }
+
+    pub(super) fn stream_query(&mut self, stream: ExecStream) -> ExecResult<()> {
+        self.check_stream(stream)?;
+        self.refuse_in_capture(stream)
+    }
+
+    pub(super) fn stream_wait_event(
+        &mut self,
+        stream: ExecStream,
+        event: ExecEvent,
+        _flags: u32,
+    ) -> ExecResult<()> {
+        self.check_stream(stream)?;
+        if !self.events.contains_key(&event) {
+            return Err(CudaStatus::ErrorInvalidResourceHandle);
+        }
+        self.wait_event_in_capture(stream, event)
+    }
+
+    pub(super) fn event_create(&mut self, flags: u32) -> ExecResult<ExecEvent> {
+        if flags & !0xf != 0 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let id = self.fresh_id();
+        self.events.insert(
+            id,
+            Event {
+                timing: flags & 2 == 0,
+                recorded_at: None,
+            },
+        );
+        Ok(id)
+    }
+
+    pub(super) fn event_destroy(&mut self, event: ExecEvent) -> ExecResult<()> {
+        self.events
+            .remove(&event)
+            .map(|_| ())
+            .ok_or(CudaStatus::ErrorInvalidResourceHandle)
+    }
+
+    pub(super) fn event_record(
+        &mut self,
+        event: ExecEvent,
+        stream: ExecStream,
+        _flags: u32,
+    ) -> ExecResult<()> {
+        self.check_stream(stream)?;
+        let e = self
+            .events
+            .get_mut(&event)
+            .ok_or(CudaStatus::ErrorInvalidResourceHandle)?;
+        e.recorded_at = Some(Instant::now());
+        self.record_event_in_capture(event, stream);
+        Ok(())
+    }
+
+    pub(super) fn event_synchronize(&mut self, event: ExecEvent) -> ExecResult<()> {
+        self.events
+            .get(&event)
+            .map(|_| ())
+            .ok_or(CudaStatus::ErrorInvalidResourceHandle)
+    }
+
+    pub(super) fn event_query(&mut self, event: ExecEvent) -> ExecResult<()> {
+        self.event_synchronize(event)
+    }
+
+    pub(super) fn event_elapsed_ms(&mut self, start: ExecEvent, end: ExecEvent) -> ExecResult<f32> {
+        let (a, b) = match (self.events.get(&start), self.events.get(&end)) {
+            (Some(a), Some(b)) => (a, b),
+            _ => return Err(CudaStatus::ErrorInvalidResourceHandle),
+        };
+        if !a.timing || !b.timing {
+            return Err(CudaStatus::ErrorInvalidResourceHandle);
+        }
+        match (a.recorded_at, b.recorded_at) {
+            (Some(a), Some(b)) => Ok(b.saturating_duration_since(a).as_secs_f32() * 1000.0),
+            _ => Err(CudaStatus::ErrorInvalidResourceHandle),
+        }
+    }
+}

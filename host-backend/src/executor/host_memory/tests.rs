@@ -1,0 +1,129 @@
+use super::super::LEGACY_STREAM;
+use super::*;
+use vmcuda_wire::CudaStatus;
+
+/// Workers are separate processes, each with its own O_APPEND descriptor of the
+/// log; threads with their own descriptors race the same way.
+#[test]
+fn concurrent_appenders_keep_launch_log_lines_whole() {
+    const WRITERS: usize = 4;
+    const RECORDS: usize = 3000;
+    let path = std::env::temp_dir().join(format!("vmcuda-launch-log-{}", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                let mut log = File::options()
+                    .create(true)
+                    .append(true)
+                    .open(&path)
+                    .unwrap();
+                for i in 0..RECORDS {
+                    let record = LaunchRecord {
+                        kernel: format!("k{w}"),
+                        grid: [i as u32, 1, 1],
+                        block: [32, 1, 1],
+                        shared_mem: 0,
+                        stream: 0,
+                        params: "ab".repeat(64),
+                        param_layout: vec![(0, 8)],
+                    };
+                    append_record(&mut log, &record).unwrap();
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    let text = std::fs::read_to_string(&path).unwrap();
+    let _ = std::fs::remove_file(&path);
+    let mut per_writer = [0usize; WRITERS];
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("torn launch log line ({e}): {line}"));
+        let w: usize = v["kernel"].as_str().unwrap()[1..].parse().unwrap();
+        per_writer[w] += 1;
+    }
+    assert_eq!(per_writer, [RECORDS; WRITERS]);
+}
+
+const S: ExecStream = LEGACY_STREAM;
+
+fn exec() -> HostMemoryExecutor {
+    HostMemoryExecutor::new(64 << 20, None).unwrap()
+}
+
+fn at(ptr: DevicePtr, pitch: u64) -> Pitched {
+    Pitched { ptr, pitch }
+}
+
+#[test]
+fn pitched_copies_and_memsets_land_row_by_row() {
+    let mut e = exec();
+    let p = e.alloc(4096).unwrap();
+    e.memset(p, 0, 4096, S, false).unwrap();
+    e.copy_2d_htod(at(p, 16), b"abcdef", 3, 2, S, false)
+        .unwrap();
+    e.memset_2d(at(p + 3, 16), b'-', 1, 2, S, false).unwrap();
+    let mut out = [0u8; 8];
+    e.copy_2d_dtoh(&mut out, at(p, 16), 4, 2, S, false).unwrap();
+    assert_eq!(&out, b"abc-def-");
+    // Overlapping regions copy as if through a temporary.
+    e.copy_2d_dtod(at(p + 1, 16), at(p, 16), 4, 2, S, false)
+        .unwrap();
+    e.copy_2d_dtoh(&mut out, at(p, 16), 4, 2, S, false).unwrap();
+    assert_eq!(&out, b"aabcddef");
+}
+
+#[test]
+fn a_region_past_its_allocation_fails_before_any_byte_moves() {
+    let mut e = exec();
+    let p = e.alloc(64).unwrap();
+    e.memset(p, 0, 64, S, false).unwrap();
+    // Rows 0..3 fit, row 4 does not.
+    assert_eq!(
+        e.memset_2d(at(p, 16), 9, 8, 5, S, false),
+        Err(CudaStatus::ErrorInvalidValue)
+    );
+    let mut out = [1u8; 64];
+    e.copy_dtoh(&mut out, p, S, false).unwrap();
+    assert_eq!(out, [0u8; 64], "nothing written");
+}
+
+#[test]
+fn absurd_pitched_regions_get_errors_not_allocations_or_endless_loops() {
+    // Found by the dispatch fuzz target: copy_2d_dtod sized its staging buffer from
+    // the guest's width and height before checking them, so a 2D copy of 2^54 bytes
+    // aborted the worker on a failed allocation.
+    let mut e = exec();
+    let p = e.alloc(4096).unwrap();
+    let huge = 1u64 << 27;
+    assert_eq!(
+        e.copy_2d_dtod(at(p, huge), at(p, huge), huge, huge, S, false),
+        Err(CudaStatus::ErrorInvalidValue)
+    );
+    // Row addresses that overflow u64.
+    assert_eq!(
+        e.memset_2d(at(p, u64::MAX), 0, 1, 3, S, false),
+        Err(CudaStatus::ErrorInvalidValue)
+    );
+    let mut out = [0u8; 2];
+    assert_eq!(
+        e.copy_2d_dtoh(&mut out, at(u64::MAX, 1), 1, 2, S, false),
+        Err(CudaStatus::ErrorInvalidValue)
+    );
+    // Empty regions are no-ops however many rows they claim (they used to loop
+    // over every row).
+    e.memset_2d(at(p, 0), 0, 0, u64::MAX, S, false).unwrap();
+    e.copy_2d_dtod(at(p, 0), at(p, 0), 0, u64::MAX, S, false)
+        .unwrap();
+    e.copy_2d_htod(at(p, 0), &[], 0, u64::MAX, S, false)
+        .unwrap();
+    // width * height overflowing is a mismatch with the data, not a panic.
+    assert_eq!(
+        e.copy_2d_htod(at(p, 1 << 33), &[0; 4], 1 << 32, 1 << 32, S, false),
+        Err(CudaStatus::ErrorInvalidValue)
+    );
+}
