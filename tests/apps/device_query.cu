@@ -136,6 +136,11 @@ int main() {
     printf("cudaDeviceCanAccessPeer(0,0): %s can=%d\n", cudaGetErrorName(e), can);
     cudaGetLastError();
 
+    int p2p = -1;
+    e = cudaDeviceGetP2PAttribute(&p2p, cudaDevP2PAttrAccessSupported, 0, 0);
+    printf("cudaDeviceGetP2PAttribute(0,0): %s\n", cudaGetErrorName(e));
+    cudaGetLastError();
+
     unsigned flags = 0;
     CHECK(cudaGetDeviceFlags(&flags));
     printf("device flags: 0x%x\n", flags);

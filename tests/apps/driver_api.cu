@@ -38,6 +38,9 @@
     X(cuCtxPushCurrent_v2, "cuCtxPushCurrent_v2")                          \
     X(cuCtxPopCurrent_v2, "cuCtxPopCurrent_v2")                            \
     X(cuCtxSynchronize, "cuCtxSynchronize")                                \
+    X(cuCtxGetLimit, "cuCtxGetLimit")                                      \
+    X(cuCtxSetLimit, "cuCtxSetLimit")                                      \
+    X(cuDeviceGetP2PAttribute, "cuDeviceGetP2PAttribute")                  \
     X(cuModuleLoadData, "cuModuleLoadData")                                \
     X(cuModuleUnload, "cuModuleUnload")                                    \
     X(cuModuleGetFunction, "cuModuleGetFunction")                          \
@@ -220,6 +223,19 @@ int main() {
     CUcontext popped = NULL;
     check("cuCtxPopCurrent", p_cuCtxPopCurrent_v2(&popped));
     expect("popped context is the primary context", popped == ctx);
+
+    // Context limits (Triton's launcher sets the stack size) and peer attributes.
+    size_t fifo = 0, fifo_now = 0;
+    check("cuCtxGetLimit(PRINTF_FIFO_SIZE)", p_cuCtxGetLimit(&fifo, CU_LIMIT_PRINTF_FIFO_SIZE));
+    check("cuCtxSetLimit(PRINTF_FIFO_SIZE)", p_cuCtxSetLimit(CU_LIMIT_PRINTF_FIFO_SIZE, 2 << 20));
+    check("cuCtxGetLimit after cuCtxSetLimit", p_cuCtxGetLimit(&fifo_now, CU_LIMIT_PRINTF_FIFO_SIZE));
+    expect("the printf FIFO is at least what was set", fifo_now >= (2 << 20));
+    check("cuCtxSetLimit(PRINTF_FIFO_SIZE) back", p_cuCtxSetLimit(CU_LIMIT_PRINTF_FIFO_SIZE, fifo));
+    check("cuCtxGetLimit(NULL)", p_cuCtxGetLimit(NULL, CU_LIMIT_STACK_SIZE), CUDA_ERROR_INVALID_VALUE);
+    int p2p = -1;
+    check("cuDeviceGetP2PAttribute(device, itself)",
+          p_cuDeviceGetP2PAttribute(&p2p, CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED, dev, dev),
+          CUDA_ERROR_INVALID_DEVICE);
 
     // Memory: allocation, copies, memsets.
     const unsigned n = 1000;

@@ -883,6 +883,21 @@ fn every_symbol_torch_imports_is_exported_with_its_version() {
     );
 }
 
+/// `cudaDeviceGetP2PAttribute`, generated from its op-table line, reaches the host's
+/// executor: one device is not its own peer.
+#[test]
+#[ignore = "needs the linked guest library and nvcc-built apps: run tests/run.sh"]
+fn device_query_asks_the_host_for_p2p_attributes() {
+    let d = Daemon::host_memory("p2p");
+    let out = d.run_app("device_query");
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    assert!(
+        stdout.contains("cudaDeviceGetP2PAttribute(0,0): cudaErrorInvalidDevice"),
+        "{stdout}"
+    );
+}
+
 /// The driver API through the guest libcuda.so.1 (tests/apps/driver_api.cu opens it
 /// with dlopen) on the host-memory executor: everything but kernels works, and what
 /// needs the real driver (JIT-compiling PTX, linking) is a clean CUDA error.
@@ -899,6 +914,11 @@ fn driver_api_runs_through_the_guest_libcuda() {
         "PASS cuDeviceGetCount before cuInit: CUDA_ERROR_NOT_INITIALIZED",
         "PASS HtoD, DtoD, DtoH round trip",
         "PASS address range is the allocation",
+        // Functions generated from their op-table line (cuCtxSetLimit/GetLimit are
+        // the ops cudaDeviceSetLimit/GetLimit are).
+        "PASS the printf FIFO is at least what was set",
+        "PASS cuCtxGetLimit(NULL): CUDA_ERROR_INVALID_VALUE",
+        "PASS cuDeviceGetP2PAttribute(device, itself): CUDA_ERROR_INVALID_DEVICE",
         "after memsets: 12341234 12341234 5a5a5a5a deadbeef",
         "PASS cuMemsetD32 on a wild pointer: CUDA_ERROR_INVALID_VALUE",
         "stream results: 4242 1 77 77 15",

@@ -6,8 +6,8 @@ use std::ffi::c_char;
 use cudarc::driver::sys::CUdevice_attribute as A;
 use vmcuda_wire::op::{
     CacheConfig, DeviceCanAccessPeer, DeviceDisablePeerAccess, DeviceEnablePeerAccess,
-    DeviceGetCacheConfig, DeviceGetLimit, DeviceGetProperties, DeviceGetStreamPriorityRange,
-    DeviceProperties, DeviceReset, DeviceSetLimit, DeviceSynchronize, MemGetInfo, PriorityRange,
+    DeviceGetCacheConfig, DeviceGetProperties, DeviceGetStreamPriorityRange, DeviceProperties,
+    DeviceReset, DeviceSynchronize, MemGetInfo, PriorityRange,
 };
 use vmcuda_wire::CudaStatus;
 
@@ -151,24 +151,6 @@ pub extern "C" fn cudaDeviceReset() -> cudaError_t {
         super::registration::forget_device_state();
         super::graph::forget_device_state();
         r
-    })
-}
-
-#[no_mangle]
-pub extern "C" fn cudaDeviceGetLimit(value: *mut usize, limit: u32) -> cudaError_t {
-    guard("cudaDeviceGetLimit", || {
-        // SAFETY: by cudaDeviceGetLimit's contract `value` is NULL or writable.
-        unsafe { caller::write(value, call(&DeviceGetLimit { limit })?.value as usize) }
-    })
-}
-
-#[no_mangle]
-pub extern "C" fn cudaDeviceSetLimit(limit: u32, value: usize) -> cudaError_t {
-    guard("cudaDeviceSetLimit", || {
-        call(&DeviceSetLimit {
-            limit,
-            value: value as u64,
-        })
     })
 }
 

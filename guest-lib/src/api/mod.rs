@@ -15,6 +15,7 @@ pub mod mem_pool;
 pub mod memory;
 pub mod registration;
 pub mod stream;
+pub mod table;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 

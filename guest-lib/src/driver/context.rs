@@ -311,7 +311,7 @@ export! {
 }
 
 /// The current context's device: `CUDA_ERROR_INVALID_CONTEXT` without one.
-fn current_device() -> Result<i32> {
+pub(crate) fn current_device() -> Result<i32> {
     check_initialized()?;
     current().ok_or(status(CUDA_ERROR_INVALID_CONTEXT))
 }

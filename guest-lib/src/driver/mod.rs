@@ -25,7 +25,7 @@
 //! function in other clothes (copies, streams, events), it calls the runtime export and
 //! leaves the runtime's last error as it was, as the real driver does.
 
-mod context;
+pub(crate) mod context;
 mod memory;
 mod module;
 mod names;
@@ -96,6 +96,15 @@ static INITIALIZED: AtomicBool = AtomicBool::new(false);
 
 pub fn mark_initialized() {
     INITIALIZED.store(true, Ordering::Release);
+}
+
+/// A driver function's name without the `_vN` suffix of its current ABI
+/// (`cuMemAlloc_v2` -> `cuMemAlloc`), as `cuGetProcAddress` is asked for it.
+pub fn base_name(name: &str) -> &str {
+    match name.rsplit_once("_v") {
+        Some((base, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => base,
+        _ => name,
+    }
 }
 
 pub fn check_initialized() -> Result<()> {

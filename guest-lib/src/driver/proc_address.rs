@@ -28,7 +28,8 @@ macro_rules! table {
         pub fn lookup(name: &str) -> Option<*mut c_void> {
             Some(match name {
                 $($base | stringify!($f) => $f as *mut c_void,)*
-                _ => return None,
+                // Functions that are nothing but their op: the op table's exports.
+                _ => return crate::api::table::lookup(name),
             })
         }
 
