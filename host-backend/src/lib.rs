@@ -1,7 +1,9 @@
 //! The vmcuda host backend.
 //!
 //! Module map:
-//! - [`daemon`]: listeners (Unix socket, TCP); one worker process per connection.
+//! - [`serve`]: the daemon's start: executor choice, listeners, metrics endpoint.
+//! - [`daemon`]: listeners (Unix socket, TCP, vsock); one worker process per connection.
+//! - [`connection`]: a worker process's connection: admission, executor, transport.
 //! - [`worker`]: a worker's frame loop: read, check, dispatch, answer.
 //! - [`session`]: one guest's handshake, handle tables and owned allocations.
 //! - [`executor`]: the executor trait and its CUDA and host-memory implementations.
@@ -15,6 +17,7 @@
 //!   through a small mapped file in the state directory.
 //! - [`metrics`]: the daemon's Prometheus endpoint and `vmcuda-host status`.
 
+pub mod connection;
 pub mod console;
 pub mod daemon;
 pub mod executor;
@@ -23,6 +26,7 @@ pub mod ledger;
 pub mod metrics;
 pub mod pinned;
 pub mod policy;
+pub mod serve;
 pub mod session;
 pub mod stats;
 pub mod tls;
