@@ -16,6 +16,7 @@ use vmcuda_wire::tls::TlsError;
 use vmcuda_wire::transport::FdReader;
 use vmcuda_wire::{CudaStatus, FrameError};
 
+use crate::admission;
 use crate::console::ConsoleCapture;
 use crate::daemon::{ExecutorChoice, TransportKind, WorkerTemplate};
 use crate::executor::cuda::CudaExecutor;
@@ -59,6 +60,13 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
 
     // The configuration as it is now: for admission (and a TLS listener's certificate).
     let policy = Policy::load(template.config.as_deref());
+    admission::hello_deadline(
+        policy
+            .as_ref()
+            .map_or(admission::DEFAULT_HELLO_TIMEOUT, |p| {
+                p.config.admission.hello_timeout()
+            }),
+    );
     let state_dir = template.state_dir.clone().unwrap_or_else(|| {
         policy
             .as_ref()
@@ -99,7 +107,7 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
         let grant = policy.admit(&caller, &hello.token)?;
         // The VM's quota and connection count span all its connections.
         let ledger = match Ledger::join(&state_dir, &grant.name, grant.max_connections) {
-            Ok(ledger) => Some(ledger),
+            Ok(ledger) => ledger,
             Err(LedgerError::TooManyConnections(n)) => {
                 return Err(Refusal {
                     status: CudaStatus::ErrorDevicesUnavailable,
@@ -110,9 +118,20 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
                     ),
                 })
             }
-            Err(e) => {
-                warn!("{e}; quotas and connection limits hold per connection");
-                None
+            // Without the ledger neither the VM's quota nor its connection limit can
+            // hold: the guest is turned away rather than served unaccounted.
+            Err(e @ LedgerError::Io { .. }) => {
+                return Err(Refusal {
+                    status: CudaStatus::ErrorDevicesUnavailable,
+                    guest: "the host cannot account for this VM's use of its GPUs now \
+                            (its state directory); its administrator can fix it"
+                        .into(),
+                    host: format!(
+                        "refused {caller} ({}): {e}; without its ledger the VM's quota and \
+                         connection limit cannot hold",
+                        grant.name
+                    ),
+                })
             }
         };
         let exec = make_executor(template, &grant).map_err(|(status, why)| Refusal {
@@ -143,10 +162,7 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
             Ok(stats) => session = session.with_stats(stats),
             Err(e) => warn!("{e}; this connection's figures are not published"),
         }
-        Ok(match ledger {
-            Some(ledger) => session.with_ledger(ledger),
-            None => session,
-        })
+        Ok(session.with_ledger(ledger))
     };
     let poll_for = worker::request_poll_window();
     let result = match transport {
@@ -183,14 +199,18 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
         ),
         TransportKind::Tcp => serve_tcp(TcpStream::from(conn), open, console.as_mut()),
     };
+    // Until its guest is admitted, a connection's lines go at the daemon's pace.
+    let admitted = admission::admitted();
     match result {
-        Ok(Ended::Served) => info!(%caller, "guest disconnected"),
+        Ok(Ended::Served) if admitted => info!(%caller, "guest disconnected"),
+        Ok(Ended::Served) => admission::log(format!("{caller} left before being admitted")),
         Ok(Ended::Refused(status)) => {
             if let Err(e) = stats::record_refusal(&state_dir, status) {
                 warn!("cannot count the refusal: {e}");
             }
         }
-        Err(e) => warn!(%caller, "connection ended: {e}"),
+        Err(e) if admitted => warn!(%caller, "connection ended: {e}"),
+        Err(e) => admission::log(format!("{caller}: connection ended: {e}")),
     }
 }
 

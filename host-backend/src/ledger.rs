@@ -164,20 +164,32 @@ fn alive(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
 }
 
-/// A file name for VM `vm` that cannot leave the ledger directory.
-fn file_name(vm: &str) -> String {
-    vm.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect::<String>()
-        .trim_start_matches('.')
-        .to_string()
-        + ".ledger"
+/// A file name for VM `vm`: inside the ledger directory, and one VM's alone. Letters,
+/// digits, `-` and `_` stand for themselves; every other byte is `%XX`, so no two
+/// names share a file (`a b` is `a%20b`, `a_b` stays `a_b`) and none is `.`, `..` or
+/// holds a `/`. A name too long for a file name is its SHA-256 after a `%`, which no
+/// encoded name starts with.
+pub fn file_name(vm: &str) -> String {
+    use std::fmt::Write;
+    let mut name = String::with_capacity(vm.len() + 7);
+    for b in vm.bytes() {
+        if b.is_ascii_alphanumeric() || b == b'-' || b == b'_' {
+            name.push(b as char);
+        } else {
+            let _ = write!(name, "%{b:02X}");
+        }
+    }
+    // NAME_MAX is 255 bytes; room is left for the suffix.
+    if name.len() > 200 {
+        use sha2::{Digest, Sha256};
+        name = Sha256::digest(vm.as_bytes())
+            .iter()
+            .fold(String::from("%sha256-"), |mut s, b| {
+                let _ = write!(s, "{b:02x}");
+                s
+            });
+    }
+    name + ".ledger"
 }
 
 #[cfg(test)]
@@ -252,8 +264,41 @@ mod tests {
 
     #[test]
     fn vm_names_stay_inside_the_ledger_directory() {
-        assert_eq!(file_name("../../etc/passwd"), "_.._etc_passwd.ledger");
-        assert_eq!(file_name("vm 1"), "vm_1.ledger");
-        assert_eq!(file_name(".hidden"), "hidden.ledger");
+        assert_eq!(
+            file_name("../../etc/passwd"),
+            "%2E%2E%2F%2E%2E%2Fetc%2Fpasswd.ledger"
+        );
+        assert_eq!(file_name("vm 1"), "vm%201.ledger");
+        assert_eq!(file_name(".hidden"), "%2Ehidden.ledger");
+        for name in ["..", ".", "/", "a/../b", &"x".repeat(300), "\u{1b}[2J"] {
+            let f = file_name(name);
+            assert!(!f.contains('/') && !f.starts_with('.'), "{name:?} -> {f:?}");
+            assert!(f.len() <= 255, "{name:?} -> {} bytes", f.len());
+        }
+    }
+
+    /// Two VMs never share a ledger, whatever their names.
+    #[test]
+    fn different_vm_names_get_different_ledgers() {
+        let long = "y".repeat(300);
+        let longer = "y".repeat(301);
+        let names = [
+            "a b",
+            "a_b",
+            "a%20b",
+            "a.b",
+            "a-b",
+            "a+b",
+            "A b",
+            "é",
+            "%C3%A9",
+            &long,
+            &longer,
+            "%sha256-",
+            "vm1",
+            "vm1.ledger",
+        ];
+        let files: std::collections::HashSet<String> = names.iter().map(|n| file_name(n)).collect();
+        assert_eq!(files.len(), names.len(), "{files:?}");
     }
 }

@@ -4,6 +4,8 @@
 //! - [`serve`]: the daemon's start: executor choice, listeners, metrics endpoint.
 //! - [`daemon`]: listeners (Unix socket, TCP, vsock); one worker process per connection.
 //! - [`connection`]: a worker process's connection: admission, executor, transport.
+//! - [`admission`]: before admission: pending cap, hello deadline, the worker's
+//!   channel to the daemon, rate-limited logging, guest-supplied text made harmless.
 //! - [`worker`]: a worker's frame loop: read, check, dispatch, answer.
 //! - [`session`]: one guest's handshake, handle tables and owned allocations.
 //! - [`executor`]: the executor trait and its CUDA and host-memory implementations.
@@ -17,6 +19,7 @@
 //!   through a small mapped file in the state directory.
 //! - [`metrics`]: the daemon's Prometheus endpoint and `vmcuda-host status`.
 
+pub mod admission;
 pub mod connection;
 pub mod console;
 pub mod daemon;

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use tracing::{error, info};
 use tracing_subscriber::EnvFilter;
+use vmcuda_host::admission;
 use vmcuda_host::connection::{self, Connection};
 use vmcuda_host::console::ConsoleCapture;
 use vmcuda_host::daemon::{ExecutorChoice, TransportKind, WorkerTemplate};
@@ -107,6 +108,10 @@ enum Cmd {
         /// connections (see docs/security.md).
         #[arg(long, value_name = "FD:GPA:LEN:OFFSET")]
         guest_memory: Vec<String>,
+        /// The daemon's admission channel is open as descriptor 3 (see
+        /// vmcuda_host::admission).
+        #[arg(long)]
+        admission_channel: bool,
     },
 }
 
@@ -147,6 +152,7 @@ impl WorkerArgs {
             config: self.config,
             state_dir: self.state_dir,
             tls,
+            pre_admission: Default::default(),
         }
     }
 }
@@ -228,7 +234,11 @@ fn main() -> ExitCode {
             caller,
             tls,
             guest_memory,
+            admission_channel,
         } => {
+            if admission_channel {
+                admission::take_inherited_channel();
+            }
             // The connection arrives as stdin.
             let conn: OwnedFd = match std::io::stdin().as_fd().try_clone_to_owned() {
                 Ok(fd) => fd,

@@ -82,6 +82,9 @@ pub struct Config {
     /// The daemon's Prometheus endpoint.
     #[serde(default)]
     pub metrics: Metrics,
+    /// Connections not admitted yet.
+    #[serde(default)]
+    pub admission: Admission,
     /// The VMs allowed in, one `[[vm]]` table each.
     #[serde(default, rename = "vm")]
     pub vms: Vec<Vm>,
@@ -159,6 +162,33 @@ pub struct Metrics {
     /// what they do.
     #[serde(default)]
     pub allow_non_loopback: bool,
+}
+
+/// What a connection may cost before its guest is admitted (see
+/// [`crate::admission`]). Read when the daemon starts.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Admission {
+    /// Connections per listener that may wait for admission at once; more are closed
+    /// as they arrive. Default [`crate::admission::DEFAULT_MAX_PENDING`].
+    pub max_pending: Option<u32>,
+    /// How long a new connection has to send its hello (a TLS handshake included)
+    /// before it is dropped, in milliseconds. Default 5000.
+    pub hello_timeout_ms: Option<u64>,
+}
+
+impl Admission {
+    pub fn max_pending(&self) -> u32 {
+        self.max_pending
+            .unwrap_or(crate::admission::DEFAULT_MAX_PENDING)
+    }
+
+    pub fn hello_timeout(&self) -> std::time::Duration {
+        self.hello_timeout_ms.map_or(
+            crate::admission::DEFAULT_HELLO_TIMEOUT,
+            std::time::Duration::from_millis,
+        )
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -347,6 +377,12 @@ impl Policy {
                     )));
                 }
             }
+        }
+        let admission = &config.admission;
+        if admission.max_pending == Some(0) || admission.hello_timeout_ms == Some(0) {
+            return Err(invalid(
+                "[admission] max_pending and hello_timeout_ms must be at least 1".into(),
+            ));
         }
         let tcp = &config.tcp;
         if tcp.tls_cert.is_some() != tcp.tls_key.is_some() {

@@ -10,7 +10,7 @@ use thiserror::Error;
 use tracing::{info, warn};
 use vmcuda_wire::transport::DEFAULT_UNIX_PATH;
 
-use crate::daemon::{self, ExecutorChoice, WorkerTemplate};
+use crate::daemon::{self, ExecutorChoice, PreAdmission, WorkerTemplate};
 use crate::executor::cuda::CudaExecutor;
 use crate::executor::host_memory;
 use crate::executor::Executor;
@@ -111,6 +111,10 @@ pub fn start(
     if template.executor == ExecutorChoice::HostMemory {
         warn!("{}", host_memory::BANNER);
     }
+    template.pre_admission = PreAdmission {
+        max_pending: policy.config.admission.max_pending(),
+        hello_timeout: policy.config.admission.hello_timeout(),
+    };
     if template.exe.as_os_str().is_empty() {
         template.exe = std::env::current_exe().map_err(ServeError::OwnExecutable)?;
     }

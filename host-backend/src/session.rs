@@ -582,9 +582,10 @@ impl Session {
                     self.over_quota(bytes, self.quota_used(), quota);
                     return Err(CudaStatus::ErrorMemoryAllocation);
                 }
+                // Fail closed: an unreadable ledger cannot show the VM within its quota.
                 Err(e) => {
-                    warn!(client = %self.client, "{e}; the quota holds for this connection alone");
-                    self.within_quota(bytes)?;
+                    warn!(client = %self.client, bytes, "{e}; refused: the VM's quota cannot be checked");
+                    return Err(CudaStatus::ErrorMemoryAllocation);
                 }
             },
             _ => self.within_quota(bytes)?,

@@ -17,6 +17,7 @@ use vmcuda_wire::CudaStatus;
 
 use vmcuda_wire::transport::FdQueue;
 
+use crate::admission::{self, guest_text, Event, MAX_GUEST_TEXT};
 use crate::console::ConsoleCapture;
 use crate::policy::Refusal;
 
@@ -67,9 +68,17 @@ pub fn serve(
     // A frame's data is read into its page-locked buffer directly, past this.
     let mut reader = BufReader::with_capacity(frame::READ_AHEAD, reader);
     let mut writer = BufWriter::with_capacity(256 << 10, writer);
-    let Some((header, meta, hello)) = read_hello(&mut reader, &mut writer)? else {
+    let Some((header, hello)) = read_hello(&mut reader, &mut writer)? else {
         return Ok(Ended::Served);
     };
+    admission::report(Event::Hello);
+    // The guest's word about itself reaches logs and figures only made harmless; the
+    // session reads this hello too.
+    let hello = Hello {
+        client: guest_text(&hello.client, MAX_GUEST_TEXT),
+        ..hello
+    };
+    let meta = postcard::to_stdvec(&hello).expect("a hello encodes");
     let admitted = handshake::check_hello(&hello)
         .map_err(|status| Refusal {
             status,
@@ -89,7 +98,7 @@ pub fn serve(
     let mut session = match admitted {
         Ok(session) => session,
         Err(refusal) => {
-            warn!("{}", refusal.host);
+            admission::log(refusal.host);
             let reply = FrameHeader::new(
                 Op::Hello.code(),
                 FLAG_REPLY,
@@ -103,6 +112,7 @@ pub fn serve(
             return Ok(Ended::Refused(refusal.status));
         }
     };
+    admission::report(Event::Admitted);
     let mut receive = ReceiveBuffers::default();
     let mut deferred = None;
     let ctx = CallContext {
@@ -127,34 +137,35 @@ pub fn serve(
 }
 
 /// The connection's first frame, which must be a decodable hello: `None` when the
-/// peer left or was answered and turned away.
+/// peer left or was answered and turned away. What goes wrong is logged through
+/// [`admission::log`], at the daemon's pace.
 fn read_hello(
     reader: &mut impl Read,
     writer: &mut impl Write,
-) -> Result<Option<(FrameHeader, Vec<u8>, Hello)>, FrameError> {
+) -> Result<Option<(FrameHeader, Hello)>, FrameError> {
     let (header, meta) = match frame::read_head(reader) {
         Ok(h) => h,
         Err(FrameError::Closed) => return Ok(None),
         Err(e) => {
-            warn!("closing connection before the handshake: {e}");
+            admission::log(format!("closing connection before the handshake: {e}"));
             return Err(e);
         }
     };
     let code = header.op.get();
     if code != Op::Hello.code() {
-        warn!(op = code, "request before handshake; closing");
+        admission::log(format!("request (op {code}) before handshake; closing"));
         return Err(FrameError::UnknownOp(code));
     }
-    if header.data_len.get() as usize > MAX_HELLO_LEN {
-        warn!("oversized hello; closing");
+    if header.data_len.get() as usize > MAX_HELLO_LEN || meta.len() > MAX_HELLO_LEN {
+        admission::log("oversized hello; closing");
         return Err(FrameError::UnknownOp(code));
     }
     // A hello carries no data; whatever is there is read and dropped.
     frame::read_data(reader, &header)?;
     match postcard::from_bytes::<Hello>(&meta) {
-        Ok(hello) => Ok(Some((header, meta, hello))),
+        Ok(hello) => Ok(Some((header, hello))),
         Err(e) => {
-            warn!("undecodable hello ({e}); closing");
+            admission::log(format!("undecodable hello ({e}); closing"));
             let reply = FrameHeader::new(code, FLAG_REPLY, header.request_id.get(), 0, 0)
                 .with_status(CudaStatus::ErrorInvalidValue.0);
             frame::write_frame(writer, &reply, &[], &[])?;
