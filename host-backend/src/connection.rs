@@ -17,6 +17,7 @@ use vmcuda_wire::transport::FdReader;
 use vmcuda_wire::{CudaStatus, FrameError};
 
 use crate::admission;
+use crate::buffers::BufferBudget;
 use crate::console::ConsoleCapture;
 use crate::daemon::{ExecutorChoice, TransportKind, WorkerTemplate};
 use crate::executor::cuda::CudaExecutor;
@@ -28,7 +29,7 @@ use crate::policy::{Caller, ConfigError, Grant, Policy, Refusal};
 use crate::session::Session;
 use crate::stats::{self, Identity, WorkerStats};
 use crate::tls::{self, Accepted};
-use crate::worker::{self, Ended};
+use crate::worker::{self, Admitted, Ended};
 
 /// What a worker process is given besides its template.
 pub struct Connection {
@@ -98,7 +99,7 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
     // Set once a TCP guest has done its TLS handshake, for the figures.
     let over_tls = Cell::new(false);
     // Admission, and only then an executor: a refused caller never touches a GPU.
-    let open = |hello: &Hello| -> Result<Session, Refusal> {
+    let open = |hello: &Hello| -> Result<Admitted, Refusal> {
         let policy = policy.as_ref().map_err(|e| Refusal {
             status: CudaStatus::ErrorNotPermitted,
             guest: "the host's configuration cannot be read; its administrator can fix it".into(),
@@ -153,6 +154,7 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
             .into(),
             connection_id,
         };
+        let grant_buffers = grant.buffer_memory;
         let mut session = Session::new(exec, grant);
         if let Some(ram) = guest_ram.borrow_mut().take() {
             session = session.with_guest_ram(ram);
@@ -162,7 +164,11 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
             Ok(stats) => session = session.with_stats(stats),
             Err(e) => warn!("{e}; this connection's figures are not published"),
         }
-        Ok(session.with_ledger(ledger))
+        let buffers = BufferBudget::new(grant_buffers, Some(ledger.buffers()));
+        Ok(Admitted {
+            session: session.with_ledger(ledger),
+            buffers,
+        })
     };
     let poll_for = worker::request_poll_window();
     let result = match transport {
@@ -232,7 +238,7 @@ fn serve_tls_listener(
     policy: &Result<Policy, ConfigError>,
     caller: &Caller,
     over_tls: &Cell<bool>,
-    open: impl FnOnce(&Hello) -> Result<Session, Refusal>,
+    open: impl FnOnce(&Hello) -> Result<Admitted, Refusal>,
     console: Option<&mut ConsoleCapture>,
 ) -> Result<Ended, ConnectionError> {
     // The certificate as configured now: renewing it needs no restart.
@@ -257,7 +263,7 @@ fn serve_tls_listener(
         Accepted::Plain(stream) => serve_tcp(stream, open, console),
         Accepted::PlainRefused(stream) => {
             // Told in the protocol it speaks, so the program says why it failed.
-            let refuse = |hello: &Hello| -> Result<Session, Refusal> {
+            let refuse = |hello: &Hello| -> Result<Admitted, Refusal> {
                 let leaked = if hello.token.is_empty() {
                     ""
                 } else {
@@ -282,7 +288,7 @@ fn serve_tls_listener(
 /// Serve a guest on plain TCP.
 fn serve_tcp(
     stream: TcpStream,
-    open: impl FnOnce(&Hello) -> Result<Session, Refusal>,
+    open: impl FnOnce(&Hello) -> Result<Admitted, Refusal>,
     console: Option<&mut ConsoleCapture>,
 ) -> Result<Ended, ConnectionError> {
     let reader = stream.try_clone().map_err(FrameError::from)?;

@@ -1,8 +1,10 @@
 //! A VM's memory quota and connection limit across all its connections.
 //!
 //! Each guest connection has its own worker process, but a quota is the VM's. The
-//! workers of one VM therefore keep one ledger file, `<state_dir>/ledger/<vm>`, with one
-//! line per live worker: `<pid> <bytes held>`. Every change happens under an exclusive
+//! workers of one VM therefore keep one ledger file, `<state_dir>/ledger/<vm>.ledger`,
+//! with one line per live worker: `<pid> <bytes held>`, then the bytes of its frame
+//! buffers when it has any (`[[vm]] buffer_memory` bounds their sum, see
+//! [`BufferAccount`]). Every change happens under an exclusive
 //! `flock`. A worker that dies without cleaning up (killed, crashed) leaves its line
 //! behind; the next worker to take the lock finds its pid gone and drops the line, so
 //! what a dead worker held stops counting as soon as anyone asks. The daemon or the
@@ -35,6 +37,42 @@ pub struct Ledger {
 struct Entry {
     pid: u32,
     bytes: u64,
+    /// Host memory of the worker's frame buffers.
+    buffers: u64,
+}
+
+/// A worker's frame buffers, counted in its VM's ledger against the VM's limit. Made
+/// by [`Ledger::buffers`]; it counts only while the [`Ledger`] it came from lives.
+pub struct BufferAccount {
+    path: PathBuf,
+    pid: u32,
+}
+
+impl BufferAccount {
+    /// Count `bytes` more of buffers, unless the VM's workers would then hold more than
+    /// `limit`: `Ok(false)` then, and nothing is counted.
+    pub fn charge(&self, bytes: u64, limit: u64) -> Result<bool, LedgerError> {
+        update(&self.path, self.pid, |entries| {
+            let total: u64 = entries.iter().map(|e| e.buffers).sum();
+            if total.checked_add(bytes).is_none_or(|t| t > limit) {
+                return Ok(false);
+            }
+            if let Some(me) = entries.iter_mut().find(|e| e.pid == self.pid) {
+                me.buffers += bytes;
+            }
+            Ok(true)
+        })
+    }
+
+    /// Give back `bytes` of buffers.
+    pub fn refund(&self, bytes: u64) -> Result<(), LedgerError> {
+        update(&self.path, self.pid, |entries| {
+            if let Some(me) = entries.iter_mut().find(|e| e.pid == self.pid) {
+                me.buffers = me.buffers.saturating_sub(bytes);
+            }
+            Ok(())
+        })
+    }
 }
 
 impl Ledger {
@@ -58,6 +96,7 @@ impl Ledger {
             entries.push(Entry {
                 pid: ledger.pid,
                 bytes: 0,
+                buffers: 0,
             });
             Ok(())
         })?;
@@ -99,53 +138,73 @@ impl Ledger {
         Ok(total)
     }
 
-    /// Read the ledger under its lock, drop dead workers' lines, let `f` change the
-    /// rest, and write it back.
+    /// This worker's frame buffers' account in the same ledger.
+    pub fn buffers(&self) -> BufferAccount {
+        BufferAccount {
+            path: self.path.clone(),
+            pid: self.pid,
+        }
+    }
+
     fn update<T>(
         &self,
         f: impl FnOnce(&mut Vec<Entry>) -> Result<T, LedgerError>,
     ) -> Result<T, LedgerError> {
-        let io = |source| LedgerError::Io {
-            path: self.path.clone(),
-            source,
-        };
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&self.path)
-            .map_err(io)?;
-        let mut file: Flock<File> = Flock::lock(file, FlockArg::LockExclusive)
-            .map_err(|(_, errno)| io(std::io::Error::from(errno)))?;
-        let mut text = String::new();
-        file.read_to_string(&mut text).map_err(io)?;
-        let mut entries: Vec<Entry> = text
-            .lines()
-            .filter_map(|line| {
-                let (pid, bytes) = line.split_once(' ')?;
-                Some(Entry {
-                    pid: pid.parse().ok()?,
-                    bytes: bytes.parse().ok()?,
-                })
-            })
-            .filter(|e| e.pid == self.pid || alive(e.pid))
-            .collect();
-        let result = f(&mut entries)?;
-        let new_text: String = entries
-            .iter()
-            .map(|e| format!("{} {}\n", e.pid, e.bytes))
-            .collect();
-        // A look that changed nothing (a total, a refused charge) writes nothing.
-        if new_text == text {
-            return Ok(result);
-        }
-        let text = new_text;
-        file.seek(SeekFrom::Start(0)).map_err(io)?;
-        file.set_len(0).map_err(io)?;
-        file.write_all(text.as_bytes()).map_err(io)?;
-        Ok(result)
+        update(&self.path, self.pid, f)
     }
+}
+
+/// Read the ledger at `path` under its lock, drop dead workers' lines (never `pid`'s),
+/// let `f` change the rest, and write it back.
+fn update<T>(
+    path: &Path,
+    pid: u32,
+    f: impl FnOnce(&mut Vec<Entry>) -> Result<T, LedgerError>,
+) -> Result<T, LedgerError> {
+    let io = |source| LedgerError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(io)?;
+    let mut file: Flock<File> = Flock::lock(file, FlockArg::LockExclusive)
+        .map_err(|(_, errno)| io(std::io::Error::from(errno)))?;
+    let mut text = String::new();
+    file.read_to_string(&mut text).map_err(io)?;
+    let mut entries: Vec<Entry> = text
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split(' ');
+            Some(Entry {
+                pid: fields.next()?.parse().ok()?,
+                bytes: fields.next()?.parse().ok()?,
+                buffers: fields.next().map_or(Some(0), |b| b.parse().ok())?,
+            })
+        })
+        .filter(|e| e.pid == pid || alive(e.pid))
+        .collect();
+    let result = f(&mut entries)?;
+    let new_text: String = entries
+        .iter()
+        .map(|e| match e.buffers {
+            0 => format!("{} {}\n", e.pid, e.bytes),
+            b => format!("{} {} {b}\n", e.pid, e.bytes),
+        })
+        .collect();
+    // A look that changed nothing (a total, a refused charge) writes nothing.
+    if new_text == text {
+        return Ok(result);
+    }
+    let text = new_text;
+    file.seek(SeekFrom::Start(0)).map_err(io)?;
+    file.set_len(0).map_err(io)?;
+    file.write_all(text.as_bytes()).map_err(io)?;
+    Ok(result)
 }
 
 impl Drop for Ledger {

@@ -7,6 +7,7 @@
 //! - [`admission`]: before admission: pending cap, hello deadline, the worker's
 //!   channel to the daemon, rate-limited logging, guest-supplied text made harmless.
 //! - [`worker`]: a worker's frame loop: read, check, dispatch, answer.
+//! - [`buffers`]: a worker's frame buffers, bounded by the VM's `buffer_memory`.
 //! - [`session`]: one guest's handshake, handle tables and owned allocations.
 //! - [`executor`]: the executor trait and its CUDA and host-memory implementations.
 //! - [`ledger`]: a VM's quota and connection count across all its workers.
@@ -20,6 +21,7 @@
 //! - [`metrics`]: the daemon's Prometheus endpoint and `vmcuda-host status`.
 
 pub mod admission;
+pub mod buffers;
 pub mod connection;
 pub mod console;
 pub mod daemon;

@@ -40,6 +40,9 @@ const DEFAULT_MAX_MODULES: u32 = 8192;
 /// Each connection costs a worker process and a CUDA context (hundreds of MiB of GPU
 /// memory the quota does not see), so a VM may not open them without bound.
 const DEFAULT_MAX_CONNECTIONS: u32 = 128;
+/// Frame buffers of a VM's workers: room for many connections' 4 MiB copy chunks and
+/// a few large module images at once.
+const DEFAULT_BUFFER_MEMORY: u64 = 1 << 30;
 
 /// Where workers keep state shared between a VM's connections (its ledger).
 pub const DEFAULT_STATE_DIR: &str = "/run/vmcuda";
@@ -104,6 +107,10 @@ pub struct Limits {
     pub max_modules: Option<u32>,
     /// Connections (guest processes) the VM may have open at once.
     pub max_connections: Option<u32>,
+    /// Host memory the VM's workers may hold in frame buffers, all its connections
+    /// together (bytes or with a unit). A frame that would need more is refused with
+    /// cudaErrorMemoryAllocation. Default 1 GiB.
+    pub buffer_memory: Option<ByteSize>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -246,6 +253,8 @@ pub struct Grant {
     pub max_events: u32,
     pub max_modules: u32,
     pub max_connections: u32,
+    /// Host memory for the VM's workers' frame buffers, all its connections together.
+    pub buffer_memory: u64,
 }
 
 impl Grant {
@@ -259,6 +268,7 @@ impl Grant {
             max_events: u32::MAX,
             max_modules: u32::MAX,
             max_connections: u32::MAX,
+            buffer_memory: u64::MAX,
         }
     }
 }
@@ -576,6 +586,10 @@ impl Policy {
                 .max_connections
                 .or(d.max_connections)
                 .unwrap_or(DEFAULT_MAX_CONNECTIONS),
+            buffer_memory: limits
+                .buffer_memory
+                .or(d.buffer_memory)
+                .map_or(DEFAULT_BUFFER_MEMORY, |b| b.0),
         }
     }
 
