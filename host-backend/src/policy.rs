@@ -43,6 +43,10 @@ const DEFAULT_MAX_CONNECTIONS: u32 = 128;
 /// Frame buffers of a VM's workers: room for many connections' 4 MiB copy chunks and
 /// a few large module images at once.
 const DEFAULT_BUFFER_MEMORY: u64 = 1 << 30;
+/// Page-locked guest memory: without a quota, nothing else bounds what the driver is
+/// asked to pin for one connection.
+const DEFAULT_MAX_REGISTRATIONS: u32 = 4096;
+const DEFAULT_REGISTERED_MEMORY: u64 = 64 << 30;
 
 /// Where workers keep state shared between a VM's connections (its ledger).
 pub const DEFAULT_STATE_DIR: &str = "/run/vmcuda";
@@ -111,6 +115,12 @@ pub struct Limits {
     /// together (bytes or with a unit). A frame that would need more is refused with
     /// cudaErrorMemoryAllocation. Default 1 GiB.
     pub buffer_memory: Option<ByteSize>,
+    /// Host memory registrations (pinned or shared guest memory, not counting the guest
+    /// library's staging area) a connection may hold at once. Default 4096.
+    pub max_registrations: Option<u32>,
+    /// Bytes those registrations may span together, per connection, whether or not a
+    /// memory_quota is set. Default 64 GiB.
+    pub registered_memory: Option<ByteSize>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -255,6 +265,9 @@ pub struct Grant {
     pub max_connections: u32,
     /// Host memory for the VM's workers' frame buffers, all its connections together.
     pub buffer_memory: u64,
+    /// Host memory registrations besides the staging area, per connection: how many,
+    /// and how many bytes together.
+    pub registrations: crate::guest_ram::RegistrationLimits,
 }
 
 impl Grant {
@@ -269,6 +282,7 @@ impl Grant {
             max_modules: u32::MAX,
             max_connections: u32::MAX,
             buffer_memory: u64::MAX,
+            registrations: crate::guest_ram::RegistrationLimits::UNLIMITED,
         }
     }
 }
@@ -590,6 +604,16 @@ impl Policy {
                 .buffer_memory
                 .or(d.buffer_memory)
                 .map_or(DEFAULT_BUFFER_MEMORY, |b| b.0),
+            registrations: crate::guest_ram::RegistrationLimits {
+                max_count: limits
+                    .max_registrations
+                    .or(d.max_registrations)
+                    .unwrap_or(DEFAULT_MAX_REGISTRATIONS),
+                max_bytes: limits
+                    .registered_memory
+                    .or(d.registered_memory)
+                    .map_or(DEFAULT_REGISTERED_MEMORY, |b| b.0),
+            },
         }
     }
 
