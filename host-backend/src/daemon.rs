@@ -4,19 +4,27 @@
 //! connection on PORT), and hands each to a fresh worker process (this same binary, `vmcuda-host worker`), with the
 //! connection as the worker's stdin. A worker that crashes ends only its own guest's
 //! session; the daemon logs it and goes on accepting.
+//!
+//! Until its guest is admitted, a connection counts against its listener's
+//! `[admission] max_pending` and must say hello within `hello_timeout_ms` (see
+//! [`crate::admission`]); the worker reports both over a pipe.
 
 use std::net::TcpListener;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
+use std::time::Duration;
 
 use tracing::{error, info, warn};
 
+use crate::admission::{self, Outcome, Pending, PendingSlot, CHANNEL_FD};
 use crate::metrics::DAEMON;
 use crate::policy::Caller;
+use crate::pre_admission;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum ExecutorChoice {
@@ -59,10 +67,37 @@ pub struct WorkerTemplate {
     /// the certificate the configuration names then. Fixed when the daemon starts, so
     /// an edited configuration cannot quietly turn a TLS listener into a plain one.
     pub tls: bool,
+    /// Each listener's limits on connections not admitted yet (the daemon's only).
+    pub pre_admission: PreAdmission,
+}
+
+/// `[admission]` as the daemon started with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PreAdmission {
+    pub max_pending: u32,
+    pub hello_timeout: Duration,
+}
+
+impl Default for PreAdmission {
+    fn default() -> Self {
+        PreAdmission {
+            max_pending: admission::DEFAULT_MAX_PENDING,
+            hello_timeout: admission::DEFAULT_HELLO_TIMEOUT,
+        }
+    }
 }
 
 impl WorkerTemplate {
-    fn spawn(&self, conn: OwnedFd, transport: TransportKind, id: u64, caller: Caller) {
+    /// Start a worker for `conn`, which holds `slot` of its listener's pending places
+    /// until the guest is admitted.
+    fn spawn(
+        &self,
+        conn: OwnedFd,
+        transport: TransportKind,
+        id: u64,
+        caller: Caller,
+        slot: PendingSlot,
+    ) {
         let mut cmd = Command::new(&self.exe);
         cmd.arg("worker")
             .arg("--executor")
@@ -80,7 +115,8 @@ impl WorkerTemplate {
             .arg("--host-memory-devices")
             .arg(self.host_memory_devices.to_string())
             .arg("--caller")
-            .arg(caller.to_arg());
+            .arg(caller.to_arg())
+            .arg("--admission-channel");
         if let Some(log) = &self.launch_log {
             cmd.arg("--launch-log").arg(log);
         }
@@ -93,21 +129,65 @@ impl WorkerTemplate {
         if self.tls && transport == TransportKind::Tcp {
             cmd.arg("--tls");
         }
+        // The admission channel: both ends close-on-exec, the write end given to the
+        // worker alone as CHANNEL_FD, so no other worker started meanwhile holds it.
+        let (read, write) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
+            Ok(p) => p,
+            Err(e) => {
+                error!(connection = id, "cannot start worker: no pipe: {e}");
+                return;
+            }
+        };
+        let write_fd = write.as_raw_fd();
+        // SAFETY: between fork and exec only dup2, which is async-signal-safe, runs; it
+        // reads no memory of ours. The duplicate it makes is not close-on-exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::dup2(write_fd, CHANNEL_FD) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
         let peer = caller;
         cmd.stdin(Stdio::from(conn))
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());
-        match cmd.spawn() {
+        let spawned = cmd.spawn();
+        drop(write);
+        match spawned {
             Ok(mut child) => {
                 let pid = child.id();
-                info!(connection = id, %peer, pid, "worker started");
+                pre_admission!(info, connection = id, %peer, pid, "worker started");
                 DAEMON.started.fetch_add(1, Ordering::Relaxed);
                 DAEMON.running.fetch_add(1, Ordering::Relaxed);
+                let hello_timeout = self.pre_admission.hello_timeout;
                 thread::spawn(move || {
+                    let outcome = admission::watch(read, hello_timeout, |line| {
+                        pre_admission!(warn, connection = id, pid, "{line}");
+                    });
+                    if outcome == Outcome::TimedOut {
+                        // Killed, not asked: it may be stuck in a handshake.
+                        let _ = child.kill();
+                        DAEMON.hello_timeouts.fetch_add(1, Ordering::Relaxed);
+                        pre_admission!(
+                            info,
+                            connection = id,
+                            pid,
+                            "no hello within {} ms; connection dropped",
+                            hello_timeout.as_millis()
+                        );
+                    }
+                    drop(slot);
+                    let admitted = outcome == Outcome::Admitted;
                     match child.wait() {
-                        Ok(status) if status.success() => {
+                        Ok(status) if status.success() && admitted => {
                             info!(connection = id, pid, "worker finished")
                         }
+                        Ok(status) if status.success() => {
+                            pre_admission!(info, connection = id, pid, "worker finished")
+                        }
+                        Ok(_) if outcome == Outcome::TimedOut => {}
                         Ok(status) => {
                             DAEMON.failed.fetch_add(1, Ordering::Relaxed);
                             warn!(connection = id, pid, %status, "worker ended abnormally; only its guest is affected")
@@ -120,6 +200,14 @@ impl WorkerTemplate {
             Err(e) => error!(connection = id, %peer, "cannot start worker: {e}"),
         }
     }
+}
+
+/// A connection its listener has no pending place for: closed at once.
+fn turn_away(conn: impl Into<OwnedFd>, pending: &Pending, who: &dyn std::fmt::Display) {
+    drop(conn.into());
+    DAEMON.refused_pending.fetch_add(1, Ordering::Relaxed);
+    pre_admission!(warn, caller = %who, pending = pending.now(),
+        "connection closed: this listener has [admission] max_pending connections waiting for admission");
 }
 
 static NEXT_CONNECTION: AtomicU64 = AtomicU64::new(1);
@@ -137,15 +225,20 @@ pub fn listen_unix(
     }
     let listener = vmcuda_wire::transport::bind_unix_listener(path)?;
     info!(path = %path.display(), "listening on unix socket");
+    let pending = Pending::new(template.pre_admission.max_pending);
     Ok(thread::spawn(move || {
         for conn in listener.incoming() {
             match conn {
                 Ok(stream) => {
-                    let id = NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed);
                     let who = caller.clone().unwrap_or(Caller::Local {
                         pid: peer_pid(&stream),
                     });
-                    template.spawn(OwnedFd::from(stream), TransportKind::Unix, id, who);
+                    let Some(slot) = pending.enter() else {
+                        turn_away(stream, &pending, &who);
+                        continue;
+                    };
+                    let id = NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed);
+                    template.spawn(OwnedFd::from(stream), TransportKind::Unix, id, who, slot);
                 }
                 Err(e) => warn!("accept failed: {e}"),
             }
@@ -160,19 +253,20 @@ pub fn listen_tcp(
 ) -> std::io::Result<thread::JoinHandle<()>> {
     let listener = TcpListener::bind(addr)?;
     info!(addr = %listener.local_addr()?, tls = template.tls, "listening on tcp");
+    let pending = Pending::new(template.pre_admission.max_pending);
     Ok(thread::spawn(move || {
         for conn in listener.incoming() {
             match conn {
                 Ok(stream) => {
+                    let peer = stream.peer_addr().map_or("?".into(), |a| a.to_string());
+                    let who = Caller::Tcp(peer);
+                    let Some(slot) = pending.enter() else {
+                        turn_away(stream, &pending, &who);
+                        continue;
+                    };
                     let _ = stream.set_nodelay(true);
                     let id = NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed);
-                    let peer = stream.peer_addr().map_or("?".into(), |a| a.to_string());
-                    template.spawn(
-                        OwnedFd::from(stream),
-                        TransportKind::Tcp,
-                        id,
-                        Caller::Tcp(peer),
-                    );
+                    template.spawn(OwnedFd::from(stream), TransportKind::Tcp, id, who, slot);
                 }
                 Err(e) => warn!("accept failed: {e}"),
             }
@@ -187,12 +281,23 @@ pub fn listen_vsock(
 ) -> std::io::Result<thread::JoinHandle<()>> {
     let listener = vsock::VsockListener::bind_with_cid_port(vsock::VMADDR_CID_ANY, port)?;
     info!(port, "listening on vsock");
+    let pending = Pending::new(template.pre_admission.max_pending);
     Ok(thread::spawn(move || loop {
         match listener.accept() {
             Ok((stream, peer)) => {
-                let id = NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed);
                 let caller = Caller::VsockCid(peer.cid());
-                template.spawn(OwnedFd::from(stream), TransportKind::Vsock, id, caller);
+                let Some(slot) = pending.enter() else {
+                    turn_away(stream, &pending, &caller);
+                    continue;
+                };
+                let id = NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed);
+                template.spawn(
+                    OwnedFd::from(stream),
+                    TransportKind::Vsock,
+                    id,
+                    caller,
+                    slot,
+                );
             }
             Err(e) => {
                 warn!("vsock accept failed: {e}");

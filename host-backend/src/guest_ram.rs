@@ -18,6 +18,41 @@ use vmcuda_wire::CudaStatus;
 /// The most pages one registration may name: 256 MiB of 4 KiB pages.
 pub const MAX_PAGES: usize = 65536;
 
+/// Bounds on a connection's host memory registrations other than the guest library's
+/// staging area (shared guest memory, guest pages): they hold down pages of the host
+/// and entries of the driver's tables whether or not a quota counts their bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RegistrationLimits {
+    pub max_count: u32,
+    pub max_bytes: u64,
+}
+
+impl RegistrationLimits {
+    pub const UNLIMITED: RegistrationLimits = RegistrationLimits {
+        max_count: u32::MAX,
+        max_bytes: u64::MAX,
+    };
+
+    /// Whether one more registration of `len` bytes fits beside `count` of `bytes`
+    /// together; cudaErrorMemoryAllocation when it does not.
+    pub fn check(&self, count: usize, bytes: u64, len: u64) -> Result<(), CudaStatus> {
+        if count >= self.max_count as usize
+            || bytes.checked_add(len).is_none_or(|b| b > self.max_bytes)
+        {
+            warn!(
+                count,
+                bytes,
+                len,
+                max_count = self.max_count,
+                max_bytes = self.max_bytes,
+                "host memory registration refused: over the connection's max_registrations or registered_memory"
+            );
+            return Err(CudaStatus::ErrorMemoryAllocation);
+        }
+        Ok(())
+    }
+}
+
 /// One guest RAM region: `len` bytes of guest-physical space from `gpa`, backed by
 /// `fd` from `offset`.
 #[derive(Debug)]

@@ -1,8 +1,10 @@
 //! A VM's memory quota and connection limit across all its connections.
 //!
 //! Each guest connection has its own worker process, but a quota is the VM's. The
-//! workers of one VM therefore keep one ledger file, `<state_dir>/ledger/<vm>`, with one
-//! line per live worker: `<pid> <bytes held>`. Every change happens under an exclusive
+//! workers of one VM therefore keep one ledger file, `<state_dir>/ledger/<vm>.ledger`,
+//! with one line per live worker: `<pid> <bytes held>`, then the bytes of its frame
+//! buffers when it has any (`[[vm]] buffer_memory` bounds their sum, see
+//! [`BufferAccount`]). Every change happens under an exclusive
 //! `flock`. A worker that dies without cleaning up (killed, crashed) leaves its line
 //! behind; the next worker to take the lock finds its pid gone and drops the line, so
 //! what a dead worker held stops counting as soon as anyone asks. The daemon or the
@@ -35,6 +37,42 @@ pub struct Ledger {
 struct Entry {
     pid: u32,
     bytes: u64,
+    /// Host memory of the worker's frame buffers.
+    buffers: u64,
+}
+
+/// A worker's frame buffers, counted in its VM's ledger against the VM's limit. Made
+/// by [`Ledger::buffers`]; it counts only while the [`Ledger`] it came from lives.
+pub struct BufferAccount {
+    path: PathBuf,
+    pid: u32,
+}
+
+impl BufferAccount {
+    /// Count `bytes` more of buffers, unless the VM's workers would then hold more than
+    /// `limit`: `Ok(false)` then, and nothing is counted.
+    pub fn charge(&self, bytes: u64, limit: u64) -> Result<bool, LedgerError> {
+        update(&self.path, self.pid, |entries| {
+            let total: u64 = entries.iter().map(|e| e.buffers).sum();
+            if total.checked_add(bytes).is_none_or(|t| t > limit) {
+                return Ok(false);
+            }
+            if let Some(me) = entries.iter_mut().find(|e| e.pid == self.pid) {
+                me.buffers += bytes;
+            }
+            Ok(true)
+        })
+    }
+
+    /// Give back `bytes` of buffers.
+    pub fn refund(&self, bytes: u64) -> Result<(), LedgerError> {
+        update(&self.path, self.pid, |entries| {
+            if let Some(me) = entries.iter_mut().find(|e| e.pid == self.pid) {
+                me.buffers = me.buffers.saturating_sub(bytes);
+            }
+            Ok(())
+        })
+    }
 }
 
 impl Ledger {
@@ -58,6 +96,7 @@ impl Ledger {
             entries.push(Entry {
                 pid: ledger.pid,
                 bytes: 0,
+                buffers: 0,
             });
             Ok(())
         })?;
@@ -99,53 +138,73 @@ impl Ledger {
         Ok(total)
     }
 
-    /// Read the ledger under its lock, drop dead workers' lines, let `f` change the
-    /// rest, and write it back.
+    /// This worker's frame buffers' account in the same ledger.
+    pub fn buffers(&self) -> BufferAccount {
+        BufferAccount {
+            path: self.path.clone(),
+            pid: self.pid,
+        }
+    }
+
     fn update<T>(
         &self,
         f: impl FnOnce(&mut Vec<Entry>) -> Result<T, LedgerError>,
     ) -> Result<T, LedgerError> {
-        let io = |source| LedgerError::Io {
-            path: self.path.clone(),
-            source,
-        };
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&self.path)
-            .map_err(io)?;
-        let mut file: Flock<File> = Flock::lock(file, FlockArg::LockExclusive)
-            .map_err(|(_, errno)| io(std::io::Error::from(errno)))?;
-        let mut text = String::new();
-        file.read_to_string(&mut text).map_err(io)?;
-        let mut entries: Vec<Entry> = text
-            .lines()
-            .filter_map(|line| {
-                let (pid, bytes) = line.split_once(' ')?;
-                Some(Entry {
-                    pid: pid.parse().ok()?,
-                    bytes: bytes.parse().ok()?,
-                })
-            })
-            .filter(|e| e.pid == self.pid || alive(e.pid))
-            .collect();
-        let result = f(&mut entries)?;
-        let new_text: String = entries
-            .iter()
-            .map(|e| format!("{} {}\n", e.pid, e.bytes))
-            .collect();
-        // A look that changed nothing (a total, a refused charge) writes nothing.
-        if new_text == text {
-            return Ok(result);
-        }
-        let text = new_text;
-        file.seek(SeekFrom::Start(0)).map_err(io)?;
-        file.set_len(0).map_err(io)?;
-        file.write_all(text.as_bytes()).map_err(io)?;
-        Ok(result)
+        update(&self.path, self.pid, f)
     }
+}
+
+/// Read the ledger at `path` under its lock, drop dead workers' lines (never `pid`'s),
+/// let `f` change the rest, and write it back.
+fn update<T>(
+    path: &Path,
+    pid: u32,
+    f: impl FnOnce(&mut Vec<Entry>) -> Result<T, LedgerError>,
+) -> Result<T, LedgerError> {
+    let io = |source| LedgerError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(io)?;
+    let mut file: Flock<File> = Flock::lock(file, FlockArg::LockExclusive)
+        .map_err(|(_, errno)| io(std::io::Error::from(errno)))?;
+    let mut text = String::new();
+    file.read_to_string(&mut text).map_err(io)?;
+    let mut entries: Vec<Entry> = text
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split(' ');
+            Some(Entry {
+                pid: fields.next()?.parse().ok()?,
+                bytes: fields.next()?.parse().ok()?,
+                buffers: fields.next().map_or(Some(0), |b| b.parse().ok())?,
+            })
+        })
+        .filter(|e| e.pid == pid || alive(e.pid))
+        .collect();
+    let result = f(&mut entries)?;
+    let new_text: String = entries
+        .iter()
+        .map(|e| match e.buffers {
+            0 => format!("{} {}\n", e.pid, e.bytes),
+            b => format!("{} {} {b}\n", e.pid, e.bytes),
+        })
+        .collect();
+    // A look that changed nothing (a total, a refused charge) writes nothing.
+    if new_text == text {
+        return Ok(result);
+    }
+    let text = new_text;
+    file.seek(SeekFrom::Start(0)).map_err(io)?;
+    file.set_len(0).map_err(io)?;
+    file.write_all(text.as_bytes()).map_err(io)?;
+    Ok(result)
 }
 
 impl Drop for Ledger {
@@ -164,20 +223,32 @@ fn alive(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
 }
 
-/// A file name for VM `vm` that cannot leave the ledger directory.
-fn file_name(vm: &str) -> String {
-    vm.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect::<String>()
-        .trim_start_matches('.')
-        .to_string()
-        + ".ledger"
+/// A file name for VM `vm`: inside the ledger directory, and one VM's alone. Letters,
+/// digits, `-` and `_` stand for themselves; every other byte is `%XX`, so no two
+/// names share a file (`a b` is `a%20b`, `a_b` stays `a_b`) and none is `.`, `..` or
+/// holds a `/`. A name too long for a file name is its SHA-256 after a `%`, which no
+/// encoded name starts with.
+pub fn file_name(vm: &str) -> String {
+    use std::fmt::Write;
+    let mut name = String::with_capacity(vm.len() + 7);
+    for b in vm.bytes() {
+        if b.is_ascii_alphanumeric() || b == b'-' || b == b'_' {
+            name.push(b as char);
+        } else {
+            let _ = write!(name, "%{b:02X}");
+        }
+    }
+    // NAME_MAX is 255 bytes; room is left for the suffix.
+    if name.len() > 200 {
+        use sha2::{Digest, Sha256};
+        name = Sha256::digest(vm.as_bytes())
+            .iter()
+            .fold(String::from("%sha256-"), |mut s, b| {
+                let _ = write!(s, "{b:02x}");
+                s
+            });
+    }
+    name + ".ledger"
 }
 
 #[cfg(test)]
@@ -252,8 +323,41 @@ mod tests {
 
     #[test]
     fn vm_names_stay_inside_the_ledger_directory() {
-        assert_eq!(file_name("../../etc/passwd"), "_.._etc_passwd.ledger");
-        assert_eq!(file_name("vm 1"), "vm_1.ledger");
-        assert_eq!(file_name(".hidden"), "hidden.ledger");
+        assert_eq!(
+            file_name("../../etc/passwd"),
+            "%2E%2E%2F%2E%2E%2Fetc%2Fpasswd.ledger"
+        );
+        assert_eq!(file_name("vm 1"), "vm%201.ledger");
+        assert_eq!(file_name(".hidden"), "%2Ehidden.ledger");
+        for name in ["..", ".", "/", "a/../b", &"x".repeat(300), "\u{1b}[2J"] {
+            let f = file_name(name);
+            assert!(!f.contains('/') && !f.starts_with('.'), "{name:?} -> {f:?}");
+            assert!(f.len() <= 255, "{name:?} -> {} bytes", f.len());
+        }
+    }
+
+    /// Two VMs never share a ledger, whatever their names.
+    #[test]
+    fn different_vm_names_get_different_ledgers() {
+        let long = "y".repeat(300);
+        let longer = "y".repeat(301);
+        let names = [
+            "a b",
+            "a_b",
+            "a%20b",
+            "a.b",
+            "a-b",
+            "a+b",
+            "A b",
+            "é",
+            "%C3%A9",
+            &long,
+            &longer,
+            "%sha256-",
+            "vm1",
+            "vm1.ledger",
+        ];
+        let files: std::collections::HashSet<String> = names.iter().map(|n| file_name(n)).collect();
+        assert_eq!(files.len(), names.len(), "{files:?}");
     }
 }

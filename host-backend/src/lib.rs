@@ -1,8 +1,13 @@
 //! The vmcuda host backend.
 //!
 //! Module map:
-//! - [`daemon`]: listeners (Unix socket, TCP); one worker process per connection.
+//! - [`serve`]: the daemon's start: executor choice, listeners, metrics endpoint.
+//! - [`daemon`]: listeners (Unix socket, TCP, vsock); one worker process per connection.
+//! - [`connection`]: a worker process's connection: admission, executor, transport.
+//! - [`admission`]: before admission: pending cap, hello deadline, the worker's
+//!   channel to the daemon, rate-limited logging, guest-supplied text made harmless.
 //! - [`worker`]: a worker's frame loop: read, check, dispatch, answer.
+//! - [`buffers`]: a worker's frame buffers, bounded by the VM's `buffer_memory`.
 //! - [`session`]: one guest's handshake, handle tables and owned allocations.
 //! - [`executor`]: the executor trait and its CUDA and host-memory implementations.
 //! - [`ledger`]: a VM's quota and connection count across all its workers.
@@ -15,6 +20,9 @@
 //!   through a small mapped file in the state directory.
 //! - [`metrics`]: the daemon's Prometheus endpoint and `vmcuda-host status`.
 
+pub mod admission;
+pub mod buffers;
+pub mod connection;
 pub mod console;
 pub mod daemon;
 pub mod executor;
@@ -23,6 +31,7 @@ pub mod ledger;
 pub mod metrics;
 pub mod pinned;
 pub mod policy;
+pub mod serve;
 pub mod session;
 pub mod shared_memory;
 pub mod stats;

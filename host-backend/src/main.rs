@@ -1,35 +1,22 @@
 //! `vmcuda-host`: the host daemon (`serve`) and its per-connection worker (`worker`).
 
-use std::cell::Cell;
 use std::fs::File;
-use std::net::TcpStream;
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
-use tracing::{error, info, warn};
+use tracing::{error, info};
 use tracing_subscriber::EnvFilter;
+use vmcuda_host::admission;
+use vmcuda_host::connection::{self, Connection};
 use vmcuda_host::console::ConsoleCapture;
-use vmcuda_host::daemon::{self, ExecutorChoice, TransportKind, WorkerTemplate};
-use vmcuda_host::executor::cuda::CudaExecutor;
-use vmcuda_host::executor::host_memory::{self, HostMemoryExecutor};
-use vmcuda_host::executor::Executor;
-use vmcuda_host::guest_ram::GuestRam;
-use vmcuda_host::ledger::{Ledger, LedgerError};
+use vmcuda_host::daemon::{ExecutorChoice, TransportKind, WorkerTemplate};
+use vmcuda_host::executor::host_memory;
 use vmcuda_host::metrics;
-use vmcuda_host::policy::{Caller, ConfigError, GpuSelection, Grant, Policy, Refusal};
-use vmcuda_host::session::Session;
-use vmcuda_host::stats::{self, Identity, WorkerStats};
-use vmcuda_host::tls::{self, Accepted, TlsServer};
-use vmcuda_host::worker::{self, Ended};
-use vmcuda_wire::op::Hello;
-use vmcuda_wire::polling::PollingReader;
-use vmcuda_wire::tls::TlsError;
-use vmcuda_wire::transport::{FdReader, DEFAULT_UNIX_PATH};
-use vmcuda_wire::{CudaStatus, FrameError};
+use vmcuda_host::policy::{Caller, Policy};
+use vmcuda_host::serve::{self, Listeners};
+use vmcuda_host::stats;
 
 #[derive(Parser)]
 #[command(
@@ -121,6 +108,10 @@ enum Cmd {
         /// connections (see docs/security.md).
         #[arg(long, value_name = "FD:GPA:LEN:OFFSET")]
         guest_memory: Vec<String>,
+        /// The daemon's admission channel is open as descriptor 3 (see
+        /// vmcuda_host::admission).
+        #[arg(long)]
+        admission_channel: bool,
     },
 }
 
@@ -161,6 +152,7 @@ impl WorkerArgs {
             config: self.config,
             state_dir: self.state_dir,
             tls,
+            pre_admission: Default::default(),
         }
     }
 }
@@ -223,7 +215,16 @@ fn main() -> ExitCode {
                 port,
                 metrics,
             };
-            serve(listeners, &policy, tls.as_ref(), template)
+            match serve::start(listeners, &policy, tls.as_ref(), template) {
+                Ok(running) => {
+                    running.join();
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    error!("{e}");
+                    ExitCode::FAILURE
+                }
+            }
         }
         Cmd::CheckConfig { config } => check_config(config.as_deref()),
         Cmd::Worker {
@@ -233,13 +234,37 @@ fn main() -> ExitCode {
             caller,
             tls,
             guest_memory,
-        } => run_worker(
-            &workers.template(tls),
-            transport,
-            connection_id,
-            caller,
-            &guest_memory,
-        ),
+            admission_channel,
+        } => {
+            if admission_channel {
+                admission::take_inherited_channel();
+            }
+            // The connection arrives as stdin.
+            let conn: OwnedFd = match std::io::stdin().as_fd().try_clone_to_owned() {
+                Ok(fd) => fd,
+                Err(e) => {
+                    eprintln!("vmcuda-host worker: no connection on stdin: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            let (console, log) = match ConsoleCapture::install() {
+                Ok((c, log)) => (Some(c), Some(log)),
+                Err(e) => {
+                    eprintln!("vmcuda-host worker: console capture unavailable ({e}); kernel output stays in the host log");
+                    (None, None)
+                }
+            };
+            init_logging(log);
+            let c = Connection {
+                conn,
+                transport,
+                connection_id,
+                caller,
+                guest_memory,
+            };
+            connection::run(&workers.template(tls), c, console);
+            ExitCode::SUCCESS
+        }
         Cmd::Status {
             state_dir,
             config,
@@ -350,430 +375,5 @@ fn check_config(path: Option<&std::path::Path>) -> ExitCode {
             eprintln!("vmcuda-host: {e}");
         }
         ExitCode::FAILURE
-    }
-}
-
-/// Where `serve` listens, as given on the command line.
-struct Listeners {
-    unix: Vec<PathBuf>,
-    tcp: Vec<String>,
-    vsock: Option<u32>,
-    hybrid_vsock: Vec<PathBuf>,
-    port: u32,
-    metrics: Option<String>,
-}
-
-fn serve(
-    mut at: Listeners,
-    policy: &Policy,
-    tls: Option<&TlsServer>,
-    mut template: WorkerTemplate,
-) -> ExitCode {
-    match worker::request_poll_window().as_micros() {
-        0 => info!("workers sleep until each request comes (VMCUDA_POLL_US to poll first)"),
-        us => info!("workers poll {us} us for each request before sleeping (VMCUDA_POLL_US)"),
-    }
-    template.executor = match template.executor {
-        ExecutorChoice::Auto => match CudaExecutor::new(&GpuSelection::all()) {
-            Ok(cuda) => {
-                info!("{}", cuda.banner());
-                ExecutorChoice::Cuda
-            }
-            Err(status) => {
-                warn!("no usable GPU ({status}); falling back to the host-memory test executor");
-                ExecutorChoice::HostMemory
-            }
-        },
-        ExecutorChoice::Cuda => {
-            // Asked for by name (the packaged service does): say now, not only at the
-            // first guest, when there is nothing to serve with.
-            match CudaExecutor::new(&GpuSelection::all()) {
-                Ok(cuda) => info!("{}", cuda.banner()),
-                Err(status) => {
-                    warn!("no usable GPU ({status}); guests are refused until there is one")
-                }
-            }
-            ExecutorChoice::Cuda
-        }
-        other => other,
-    };
-    if template.executor == ExecutorChoice::HostMemory {
-        warn!("{}", host_memory::BANNER);
-    }
-    template.exe = match std::env::current_exe() {
-        Ok(p) => p,
-        Err(e) => {
-            error!("cannot find my own executable: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    // The configuration's own listeners join the command line's.
-    at.tcp.extend(policy.config.tcp.listen.iter().cloned());
-    for vm in &policy.config.vms {
-        if let Some(path) = &vm.hybrid_vsock {
-            if !at.hybrid_vsock.contains(path) {
-                at.hybrid_vsock.push(path.clone());
-            }
-        }
-    }
-    // Each hybrid-vsock socket belongs to one VM, which is how its guests are known.
-    let mut unix: Vec<(PathBuf, Option<Caller>)> =
-        at.unix.iter().map(|p| (p.clone(), None)).collect();
-    for path in &at.hybrid_vsock {
-        let caller = match policy.vm_for_hybrid_socket(path) {
-            Some(name) => Caller::Vm(name.into()),
-            None => {
-                warn!(socket = %path.display(),
-                    "no [[vm]] entry has this hybrid_vsock socket; its guests will be refused");
-                Caller::UnclaimedSocket(path.clone())
-            }
-        };
-        unix.push((daemon::hybrid_vsock_path(path, at.port), Some(caller)));
-    }
-    if unix.is_empty() && at.tcp.is_empty() && at.vsock.is_none() {
-        unix.push((DEFAULT_UNIX_PATH.into(), None));
-    }
-    for addr in &at.tcp {
-        if let Err(msg) = policy.check_tcp_listen(addr) {
-            error!("{msg}");
-            return ExitCode::FAILURE;
-        }
-        let loopback = addr
-            .parse::<std::net::SocketAddr>()
-            .is_ok_and(|a| a.ip().is_loopback());
-        if !loopback && tls.is_none_or(|t| !t.required) {
-            warn!(%addr, "TCP guests here may send their tokens and data unencrypted; \
-                configure [tcp] tls_cert and tls_key (and leave require_tls on)");
-        }
-    }
-    let metrics_at = at.metrics.clone().or(policy.config.metrics.listen.clone());
-    if let Some(addr) = &metrics_at {
-        if let Err(msg) = policy.check_metrics_listen(addr) {
-            error!("{msg}");
-            return ExitCode::FAILURE;
-        }
-        let mut known_vms: Vec<String> = policy.config.vms.iter().map(|v| v.name.clone()).collect();
-        if policy.config.local.allow {
-            known_vms.push("local".into());
-        }
-        let source = metrics::Source {
-            state_dir: template
-                .state_dir
-                .clone()
-                .unwrap_or_else(|| policy.state_dir().to_path_buf()),
-            known_vms,
-        };
-        match metrics::serve(addr, source) {
-            Ok((local, _)) => info!("serving metrics at http://{local}/metrics"),
-            Err(e) => {
-                error!(%addr, "cannot serve metrics: {e}");
-                return ExitCode::FAILURE;
-            }
-        }
-    }
-    let template = Arc::new(template);
-    let mut listeners = Vec::new();
-    for (path, caller) in unix {
-        match daemon::listen_unix(&path, template.clone(), caller) {
-            Ok(h) => listeners.push(h),
-            Err(e) => {
-                error!(path = %path.display(), "cannot listen: {e}");
-                return ExitCode::FAILURE;
-            }
-        }
-    }
-    for addr in &at.tcp {
-        match daemon::listen_tcp(addr, template.clone()) {
-            Ok(h) => listeners.push(h),
-            Err(e) => {
-                error!(%addr, "cannot listen: {e}");
-                return ExitCode::FAILURE;
-            }
-        }
-    }
-    if let Some(port) = at.vsock {
-        match daemon::listen_vsock(port, template.clone()) {
-            Ok(h) => listeners.push(h),
-            Err(e) => {
-                error!(
-                    port,
-                    "cannot listen on vsock (is the vhost_vsock module loaded?): {e}"
-                );
-                return ExitCode::FAILURE;
-            }
-        }
-    }
-    for h in listeners {
-        let _ = h.join();
-    }
-    ExitCode::SUCCESS
-}
-
-fn run_worker(
-    template: &WorkerTemplate,
-    transport: TransportKind,
-    connection_id: u64,
-    caller: Caller,
-    guest_memory: &[String],
-) -> ExitCode {
-    // The connection arrives as stdin.
-    let conn: OwnedFd = match std::io::stdin().as_fd().try_clone_to_owned() {
-        Ok(fd) => fd,
-        Err(e) => {
-            eprintln!("vmcuda-host worker: no connection on stdin: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let (mut console, log) = match ConsoleCapture::install() {
-        Ok((c, log)) => (Some(c), Some(log)),
-        Err(e) => {
-            eprintln!("vmcuda-host worker: console capture unavailable ({e}); kernel output stays in the host log");
-            (None, None)
-        }
-    };
-    init_logging(log);
-    let span = tracing::info_span!("worker", connection = connection_id);
-    let _enter = span.enter();
-
-    // The configuration as it is now: for admission (and a TLS listener's certificate).
-    let policy = Policy::load(template.config.as_deref());
-    let state_dir = template.state_dir.clone().unwrap_or_else(|| {
-        policy
-            .as_ref()
-            .map_or(Path::new(vmcuda_host::policy::DEFAULT_STATE_DIR), |p| {
-                p.state_dir()
-            })
-            .to_path_buf()
-    });
-    // The guest's RAM, taken at once so that no descriptor lingers unowned; kept only
-    // where the VM's configuration allows copies straight from it.
-    let mut guest_ram = match GuestRam::from_inherited(guest_memory) {
-        Ok(ram) if ram.is_empty() => None,
-        Ok(ram) => Some(ram),
-        Err(e) => {
-            warn!("{e}; this connection's copies go over the socket");
-            None
-        }
-    };
-    if let (Some(_), Caller::Vm(vm)) = (&guest_ram, &caller) {
-        if !policy.as_ref().is_ok_and(|p| p.guest_memory_copies(vm)) {
-            info!(vm = %vm, "guest_memory_copies is off for this VM; copies go over the socket");
-            guest_ram = None;
-        }
-    } else {
-        // Guest RAM only ever comes with a VM's connection.
-        guest_ram = None;
-    }
-    let guest_ram = std::cell::RefCell::new(guest_ram);
-    // Set once a TCP guest has done its TLS handshake, for the figures.
-    let over_tls = Cell::new(false);
-    // Admission, and only then an executor: a refused caller never touches a GPU.
-    let open = |hello: &Hello| -> Result<Session, Refusal> {
-        let policy = policy.as_ref().map_err(|e| Refusal {
-            status: CudaStatus::ErrorNotPermitted,
-            guest: "the host's configuration cannot be read; its administrator can fix it".into(),
-            host: format!("refused {caller}: {e}"),
-        })?;
-        let grant = policy.admit(&caller, &hello.token)?;
-        // The VM's quota and connection count span all its connections.
-        let ledger = match Ledger::join(&state_dir, &grant.name, grant.max_connections) {
-            Ok(ledger) => Some(ledger),
-            Err(LedgerError::TooManyConnections(n)) => {
-                return Err(Refusal {
-                    status: CudaStatus::ErrorDevicesUnavailable,
-                    guest: format!("this VM already has {n} connections to the host, its limit"),
-                    host: format!(
-                        "refused {caller} ({}): it has {n} connections already",
-                        grant.name
-                    ),
-                })
-            }
-            Err(e) => {
-                warn!("{e}; quotas and connection limits hold per connection");
-                None
-            }
-        };
-        let exec = make_executor(template, &grant).map_err(|(status, why)| Refusal {
-            status,
-            guest: format!("the host cannot serve this guest ({status})"),
-            host: format!("cannot serve {caller} ({}): {why}", grant.name),
-        })?;
-        let identity = Identity {
-            vm: grant.name.clone(),
-            program: hello.client.clone(),
-            program_pid: hello.pid,
-            caller: caller.to_arg(),
-            transport: match transport {
-                TransportKind::Unix => "unix",
-                TransportKind::Vsock => "vsock",
-                TransportKind::Tcp if over_tls.get() => "tls",
-                TransportKind::Tcp => "tcp",
-            }
-            .into(),
-            connection_id,
-        };
-        let mut session = Session::new(exec, grant);
-        if let Some(ram) = guest_ram.borrow_mut().take() {
-            session = session.with_guest_ram(ram);
-        }
-        // Monitoring never stands in a guest's way: without a file, it goes unwatched.
-        match WorkerStats::create(&state_dir, &identity) {
-            Ok(stats) => session = session.with_stats(stats),
-            Err(e) => warn!("{e}; this connection's figures are not published"),
-        }
-        Ok(match ledger {
-            Some(ledger) => session.with_ledger(ledger),
-            None => session,
-        })
-    };
-    let poll_for = worker::request_poll_window();
-    let result = match transport {
-        TransportKind::Unix => {
-            let stream = UnixStream::from(conn);
-            match stream.try_clone() {
-                Ok(reader) => {
-                    // Unix guests may pass memory descriptors along with frames.
-                    let (reader, fds) = FdReader::new(reader);
-                    let reader = PollingReader::new(reader, Some(stream.as_fd()), poll_for);
-                    worker::serve(reader, stream, Some(fds), open, console.as_mut())
-                        .map_err(Into::into)
-                }
-                Err(e) => Err(FrameError::from(e).into()),
-            }
-        }
-        TransportKind::Vsock => {
-            let stream = vsock::VsockStream::from(conn);
-            match stream.try_clone() {
-                Ok(reader) => {
-                    let reader = PollingReader::new(reader, Some(stream.as_fd()), poll_for);
-                    worker::serve(reader, stream, None, open, console.as_mut()).map_err(Into::into)
-                }
-                Err(e) => Err(FrameError::from(e).into()),
-            }
-        }
-        TransportKind::Tcp if template.tls => serve_tls_listener(
-            TcpStream::from(conn),
-            &policy,
-            &caller,
-            &over_tls,
-            open,
-            console.as_mut(),
-        ),
-        TransportKind::Tcp => serve_tcp(TcpStream::from(conn), open, console.as_mut()),
-    };
-    match result {
-        Ok(Ended::Served) => info!(%caller, "guest disconnected"),
-        Ok(Ended::Refused(status)) => {
-            if let Err(e) = stats::record_refusal(&state_dir, status) {
-                warn!("cannot count the refusal: {e}");
-            }
-        }
-        Err(e) => warn!(%caller, "connection ended: {e}"),
-    }
-    ExitCode::SUCCESS
-}
-
-/// Why a worker's connection ended early.
-#[derive(Debug, thiserror::Error)]
-enum ConnectionError {
-    #[error(transparent)]
-    Frame(#[from] FrameError),
-    #[error("TLS handshake failed: {0}")]
-    Tls(#[from] TlsError),
-    #[error("{0}")]
-    Setup(String),
-}
-
-/// Serve a connection to a TLS listener: a TLS guest after the handshake; a plain one
-/// only where `[tcp] require_tls = false`, else it is told to use TLS and turned away.
-fn serve_tls_listener(
-    stream: TcpStream,
-    policy: &Result<Policy, ConfigError>,
-    caller: &Caller,
-    over_tls: &Cell<bool>,
-    open: impl FnOnce(&Hello) -> Result<Session, Refusal>,
-    console: Option<&mut ConsoleCapture>,
-) -> Result<Ended, ConnectionError> {
-    // The certificate as configured now: renewing it needs no restart.
-    let unusable = |e: &ConfigError| ConnectionError::Setup(format!("no TLS certificate: {e}"));
-    let server = policy
-        .as_ref()
-        .map_err(unusable)?
-        .tls_server()
-        .map_err(|e| unusable(&e))?
-        .ok_or_else(|| {
-            ConnectionError::Setup(
-                "this listener speaks TLS, but the configuration no longer has [tcp] tls_cert \
-                 and tls_key (restart the daemon to drop TLS)"
-                    .into(),
-            )
-        })?;
-    match tls::accept(stream, &server)? {
-        Accepted::Tls(stream) => {
-            over_tls.set(true);
-            worker::serve(stream.clone(), stream, None, open, console).map_err(Into::into)
-        }
-        Accepted::Plain(stream) => serve_tcp(stream, open, console),
-        Accepted::PlainRefused(stream) => {
-            // Told in the protocol it speaks, so the program says why it failed.
-            let refuse = |hello: &Hello| -> Result<Session, Refusal> {
-                let leaked = if hello.token.is_empty() {
-                    ""
-                } else {
-                    "; its token crossed the network unencrypted"
-                };
-                Err(Refusal {
-                    status: CudaStatus::ErrorNotPermitted,
-                    guest: "this host takes TCP guests only over TLS: connect with \
-                            VMCUDA_SERVER=tls:HOST:PORT"
-                        .into(),
-                    host: format!(
-                        "refused {caller}: plain TCP to a TLS listener ([tcp] require_tls){leaked}"
-                    ),
-                })
-            };
-            serve_tcp(stream, refuse, None)
-        }
-        Accepted::Gone => Ok(Ended::Served),
-    }
-}
-
-/// Serve a guest on plain TCP.
-fn serve_tcp(
-    stream: TcpStream,
-    open: impl FnOnce(&Hello) -> Result<Session, Refusal>,
-    console: Option<&mut ConsoleCapture>,
-) -> Result<Ended, ConnectionError> {
-    let reader = stream.try_clone().map_err(FrameError::from)?;
-    let reader = PollingReader::new(reader, Some(stream.as_fd()), worker::request_poll_window());
-    Ok(worker::serve(reader, stream, None, open, console)?)
-}
-
-/// The executor a grant gets: only its GPUs, in its order.
-fn make_executor(
-    template: &WorkerTemplate,
-    grant: &Grant,
-) -> Result<Box<dyn Executor>, (CudaStatus, String)> {
-    let host_memory = || {
-        HostMemoryExecutor::new(template.host_memory_bytes, template.launch_log.clone())
-            .map_err(|e| {
-                (
-                    CudaStatus::ErrorUnknown,
-                    format!("cannot open launch log: {e}"),
-                )
-            })?
-            .with_devices(template.host_memory_devices, &grant.gpus)
-            .map_err(|why| (CudaStatus::ErrorNoDevice, why))
-    };
-    match template.executor {
-        ExecutorChoice::HostMemory => Ok(Box::new(host_memory()?)),
-        choice => match CudaExecutor::new(&grant.gpus) {
-            Ok(e) => Ok(Box::new(e)),
-            Err(status) if choice == ExecutorChoice::Auto => {
-                warn!("no usable GPU ({status}); using the host-memory test executor");
-                Ok(Box::new(host_memory()?))
-            }
-            Err(status) => Err((status, "CUDA executor unavailable".into())),
-        },
     }
 }

@@ -28,6 +28,11 @@ pub struct DaemonCounters {
     pub running: AtomicU64,
     /// Workers that ended by a signal or a failure status: crashed or killed.
     pub failed: AtomicU64,
+    /// Connections closed at once: their listener had `[admission] max_pending`
+    /// connections waiting for admission.
+    pub refused_pending: AtomicU64,
+    /// Connections dropped for sending no hello within `[admission] hello_timeout_ms`.
+    pub hello_timeouts: AtomicU64,
 }
 
 /// This daemon's workers, counted by its spawner and reapers.
@@ -35,6 +40,8 @@ pub static DAEMON: DaemonCounters = DaemonCounters {
     started: AtomicU64::new(0),
     running: AtomicU64::new(0),
     failed: AtomicU64::new(0),
+    refused_pending: AtomicU64::new(0),
+    hello_timeouts: AtomicU64::new(0),
 };
 
 /// A VM's figures: its live guests' summed, plus what its ended ones left.
@@ -264,6 +271,26 @@ pub fn render(census: Result<&Census, &StatsError>, known: &[String]) -> String 
         "vmcuda_workers_failed_total",
         &[],
         DAEMON.failed.load(Relaxed),
+    );
+    out.head(
+        "vmcuda_connections_refused_pending_total",
+        "counter",
+        "Connections closed at once because their listener had [admission] max_pending waiting.",
+    );
+    out.sample(
+        "vmcuda_connections_refused_pending_total",
+        &[],
+        DAEMON.refused_pending.load(Relaxed),
+    );
+    out.head(
+        "vmcuda_connections_hello_timeout_total",
+        "counter",
+        "Connections dropped for sending no hello within [admission] hello_timeout_ms.",
+    );
+    out.sample(
+        "vmcuda_connections_hello_timeout_total",
+        &[],
+        DAEMON.hello_timeouts.load(Relaxed),
     );
     out.head(
         "vmcuda_stats_up",

@@ -8,7 +8,6 @@
 //! the built-in default admits programs on the host itself (the Unix socket, guarded by
 //! its file permissions) and refuses every VM and every TCP caller.
 
-use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
@@ -19,6 +18,9 @@ use vmcuda_wire::tls;
 use vmcuda_wire::CudaStatus;
 
 use crate::tls::TlsServer;
+
+mod ids;
+pub use ids::{ByteSize, Caller, GpuId, GpuSelection, Gpus};
 
 /// Where the daemon looks for its configuration when none is named.
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/vmcuda/host.toml";
@@ -38,6 +40,13 @@ const DEFAULT_MAX_MODULES: u32 = 8192;
 /// Each connection costs a worker process and a CUDA context (hundreds of MiB of GPU
 /// memory the quota does not see), so a VM may not open them without bound.
 const DEFAULT_MAX_CONNECTIONS: u32 = 128;
+/// Frame buffers of a VM's workers: room for many connections' 4 MiB copy chunks and
+/// a few large module images at once.
+const DEFAULT_BUFFER_MEMORY: u64 = 1 << 30;
+/// Page-locked guest memory: without a quota, nothing else bounds what the driver is
+/// asked to pin for one connection.
+const DEFAULT_MAX_REGISTRATIONS: u32 = 4096;
+const DEFAULT_REGISTERED_MEMORY: u64 = 64 << 30;
 
 /// Where workers keep state shared between a VM's connections (its ledger).
 pub const DEFAULT_STATE_DIR: &str = "/run/vmcuda";
@@ -80,6 +89,9 @@ pub struct Config {
     /// The daemon's Prometheus endpoint.
     #[serde(default)]
     pub metrics: Metrics,
+    /// Connections not admitted yet.
+    #[serde(default)]
+    pub admission: Admission,
     /// The VMs allowed in, one `[[vm]]` table each.
     #[serde(default, rename = "vm")]
     pub vms: Vec<Vm>,
@@ -99,6 +111,16 @@ pub struct Limits {
     pub max_modules: Option<u32>,
     /// Connections (guest processes) the VM may have open at once.
     pub max_connections: Option<u32>,
+    /// Host memory the VM's workers may hold in frame buffers, all its connections
+    /// together (bytes or with a unit). A frame that would need more is refused with
+    /// cudaErrorMemoryAllocation. Default 1 GiB.
+    pub buffer_memory: Option<ByteSize>,
+    /// Host memory registrations (pinned or shared guest memory, not counting the guest
+    /// library's staging area) a connection may hold at once. Default 4096.
+    pub max_registrations: Option<u32>,
+    /// Bytes those registrations may span together, per connection, whether or not a
+    /// memory_quota is set. Default 64 GiB.
+    pub registered_memory: Option<ByteSize>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -159,6 +181,33 @@ pub struct Metrics {
     pub allow_non_loopback: bool,
 }
 
+/// What a connection may cost before its guest is admitted (see
+/// [`crate::admission`]). Read when the daemon starts.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Admission {
+    /// Connections per listener that may wait for admission at once; more are closed
+    /// as they arrive. Default [`crate::admission::DEFAULT_MAX_PENDING`].
+    pub max_pending: Option<u32>,
+    /// How long a new connection has to send its hello (a TLS handshake included)
+    /// before it is dropped, in milliseconds. Default 5000.
+    pub hello_timeout_ms: Option<u64>,
+}
+
+impl Admission {
+    pub fn max_pending(&self) -> u32 {
+        self.max_pending
+            .unwrap_or(crate::admission::DEFAULT_MAX_PENDING)
+    }
+
+    pub fn hello_timeout(&self) -> std::time::Duration {
+        self.hello_timeout_ms.map_or(
+            crate::admission::DEFAULT_HELLO_TIMEOUT,
+            std::time::Duration::from_millis,
+        )
+    }
+}
+
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Vm {
@@ -203,201 +252,6 @@ fn read_token_file(path: &Path) -> Result<String, String> {
     }
 }
 
-/// A list of GPUs or all of them.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-#[serde(untagged)]
-pub enum Gpus {
-    Named(String),
-    List(Vec<GpuId>),
-}
-
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
-#[serde(untagged)]
-pub enum GpuId {
-    Ordinal(u32),
-    Uuid(String),
-}
-
-impl fmt::Display for GpuId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            GpuId::Ordinal(n) => write!(f, "{n}"),
-            GpuId::Uuid(u) => f.write_str(u),
-        }
-    }
-}
-
-/// Which host GPUs a guest sees, in its order; `None` is all of them.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct GpuSelection(pub Option<Vec<GpuId>>);
-
-impl GpuSelection {
-    pub fn all() -> Self {
-        GpuSelection(None)
-    }
-
-    /// The command-line form: "all" or a comma-separated list.
-    pub fn to_arg(&self) -> String {
-        match &self.0 {
-            None => "all".into(),
-            Some(ids) => ids
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(","),
-        }
-    }
-
-    pub fn from_arg(s: &str) -> Result<Self, String> {
-        if s == "all" {
-            return Ok(GpuSelection::all());
-        }
-        s.split(',')
-            .map(|p| match p.parse::<u32>() {
-                Ok(n) => Ok(GpuId::Ordinal(n)),
-                Err(_) if p.starts_with("GPU-") => Ok(GpuId::Uuid(p.to_string())),
-                Err(_) => Err(format!("not a GPU ordinal or GPU-UUID: {p:?}")),
-            })
-            .collect::<Result<Vec<_>, _>>()
-            .map(|v| GpuSelection(Some(v)))
-    }
-
-    /// Pick the granted devices from `available` (host ordinal order, with UUIDs), in
-    /// the grant's order: the guest's device i is the host's `result[i]`.
-    pub fn resolve(&self, uuids: &[String]) -> Result<Vec<usize>, String> {
-        let Some(ids) = &self.0 else {
-            return Ok((0..uuids.len()).collect());
-        };
-        let picked = ids
-            .iter()
-            .map(|id| match id {
-                GpuId::Ordinal(n) if (*n as usize) < uuids.len() => Ok(*n as usize),
-                GpuId::Ordinal(n) => Err(format!(
-                    "GPU {n} is granted but this host has {} GPU(s)",
-                    uuids.len()
-                )),
-                GpuId::Uuid(u) => uuids
-                    .iter()
-                    .position(|have| have.eq_ignore_ascii_case(u))
-                    .ok_or_else(|| format!("GPU {u} is granted but not present on this host")),
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        for (i, d) in picked.iter().enumerate() {
-            if picked[..i].contains(d) {
-                return Err(format!("GPU {d} is granted twice ({})", self.to_arg()));
-            }
-        }
-        Ok(picked)
-    }
-}
-
-/// A byte count written as a number or with a unit (B, KiB, MiB, GiB, TiB, KB, MB, GB).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ByteSize(pub u64);
-
-impl<'de> Deserialize<'de> for ByteSize {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Int(u64),
-            Text(String),
-        }
-        match Raw::deserialize(d)? {
-            Raw::Int(n) => Ok(ByteSize(n)),
-            Raw::Text(s) => parse_size(&s)
-                .map(ByteSize)
-                .map_err(serde::de::Error::custom),
-        }
-    }
-}
-
-fn parse_size(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("not a size: {s:?} (write e.g. 16GiB)"))?;
-    let mult: u64 = match unit.trim() {
-        "" | "B" => 1,
-        "KiB" => 1 << 10,
-        "MiB" => 1 << 20,
-        "GiB" => 1 << 30,
-        "TiB" => 1 << 40,
-        "KB" => 1_000,
-        "MB" => 1_000_000,
-        "GB" => 1_000_000_000,
-        "TB" => 1_000_000_000_000,
-        other => return Err(format!("unknown size unit {other:?} in {s:?}")),
-    };
-    n.checked_mul(mult)
-        .ok_or_else(|| format!("size {s:?} is too large"))
-}
-
-/// Who is on the other end of a connection, as the transport (not the guest) says.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Caller {
-    /// A program on the host, through the daemon's Unix socket.
-    Local { pid: Option<i32> },
-    /// A guest through the kernel's vhost-vsock, by its context id.
-    VsockCid(u32),
-    /// A VM named by its own listener: a hybrid-vsock socket or the vhost-user device.
-    Vm(String),
-    /// A hybrid-vsock socket given on the command line that no `[[vm]]` claims.
-    UnclaimedSocket(PathBuf),
-    /// Anyone over TCP; admitted only by token.
-    Tcp(String),
-}
-
-impl Caller {
-    /// The worker's `--caller` argument.
-    pub fn to_arg(&self) -> String {
-        match self {
-            Caller::Local { pid: Some(p) } => format!("local:{p}"),
-            Caller::Local { pid: None } => "local".into(),
-            Caller::VsockCid(cid) => format!("vsock:{cid}"),
-            Caller::Vm(name) => format!("vm:{name}"),
-            Caller::UnclaimedSocket(p) => format!("socket:{}", p.display()),
-            Caller::Tcp(peer) => format!("tcp:{peer}"),
-        }
-    }
-
-    pub fn from_arg(s: &str) -> Result<Caller, String> {
-        let (kind, rest) = s.split_once(':').unwrap_or((s, ""));
-        match kind {
-            "local" if rest.is_empty() => Ok(Caller::Local { pid: None }),
-            "local" => rest
-                .parse()
-                .map(|p| Caller::Local { pid: Some(p) })
-                .map_err(|_| format!("bad pid in {s:?}")),
-            "vsock" => rest
-                .parse()
-                .map(Caller::VsockCid)
-                .map_err(|_| format!("bad cid in {s:?}")),
-            "vm" if !rest.is_empty() => Ok(Caller::Vm(rest.into())),
-            "socket" if !rest.is_empty() => Ok(Caller::UnclaimedSocket(rest.into())),
-            "tcp" => Ok(Caller::Tcp(rest.into())),
-            _ => Err(format!(
-                "not a caller: {s:?} (local[:PID], vsock:CID, vm:NAME, tcp:PEER)"
-            )),
-        }
-    }
-}
-
-impl fmt::Display for Caller {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Caller::Local { pid: Some(p) } => write!(f, "local process {p}"),
-            Caller::Local { pid: None } => f.write_str("local process"),
-            Caller::VsockCid(cid) => write!(f, "vsock cid {cid}"),
-            Caller::Vm(name) => write!(f, "VM {name:?}"),
-            Caller::UnclaimedSocket(p) => write!(f, "hybrid-vsock socket {}", p.display()),
-            Caller::Tcp(peer) => write!(f, "tcp peer {peer}"),
-        }
-    }
-}
-
 /// What an admitted guest may use.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Grant {
@@ -409,6 +263,11 @@ pub struct Grant {
     pub max_events: u32,
     pub max_modules: u32,
     pub max_connections: u32,
+    /// Host memory for the VM's workers' frame buffers, all its connections together.
+    pub buffer_memory: u64,
+    /// Host memory registrations besides the staging area, per connection: how many,
+    /// and how many bytes together.
+    pub registrations: crate::guest_ram::RegistrationLimits,
 }
 
 impl Grant {
@@ -422,6 +281,8 @@ impl Grant {
             max_events: u32::MAX,
             max_modules: u32::MAX,
             max_connections: u32::MAX,
+            buffer_memory: u64::MAX,
+            registrations: crate::guest_ram::RegistrationLimits::UNLIMITED,
         }
     }
 }
@@ -540,6 +401,12 @@ impl Policy {
                     )));
                 }
             }
+        }
+        let admission = &config.admission;
+        if admission.max_pending == Some(0) || admission.hello_timeout_ms == Some(0) {
+            return Err(invalid(
+                "[admission] max_pending and hello_timeout_ms must be at least 1".into(),
+            ));
         }
         let tcp = &config.tcp;
         if tcp.tls_cert.is_some() != tcp.tls_key.is_some() {
@@ -733,6 +600,20 @@ impl Policy {
                 .max_connections
                 .or(d.max_connections)
                 .unwrap_or(DEFAULT_MAX_CONNECTIONS),
+            buffer_memory: limits
+                .buffer_memory
+                .or(d.buffer_memory)
+                .map_or(DEFAULT_BUFFER_MEMORY, |b| b.0),
+            registrations: crate::guest_ram::RegistrationLimits {
+                max_count: limits
+                    .max_registrations
+                    .or(d.max_registrations)
+                    .unwrap_or(DEFAULT_MAX_REGISTRATIONS),
+                max_bytes: limits
+                    .registered_memory
+                    .or(d.registered_memory)
+                    .map_or(DEFAULT_REGISTERED_MEMORY, |b| b.0),
+            },
         }
     }
 
@@ -778,308 +659,4 @@ impl Policy {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const TOKEN: &str = "0123456789abcdef-vm1";
-
-    fn policy(text: &str) -> Policy {
-        Policy::parse(text, Path::new("test.toml")).unwrap()
-    }
-
-    fn sample() -> Policy {
-        policy(&format!(
-            r#"
-            [defaults]
-            memory_quota = "8GiB"
-            max_streams = 64
-
-            [local]
-            allow = true
-            gpus = [0]
-
-            [[vm]]
-            name = "vm1"
-            cid = 5
-            token = "{TOKEN}"
-            tcp = true
-            gpus = [1, "GPU-abc"]
-            memory_quota = 1048576
-            max_events = 10
-
-            [[vm]]
-            name = "fc"
-            hybrid_vsock = "/run/fc.vsock"
-            token = "fedcba9876543210-fc"
-            "#
-        ))
-    }
-
-    #[test]
-    fn the_builtin_default_admits_local_programs_and_refuses_everyone_else() {
-        let p = Policy::builtin();
-        let g = p.admit(&Caller::Local { pid: Some(1) }, b"").unwrap();
-        assert_eq!(
-            p.admit(&Caller::VsockCid(1), b""),
-            Ok(g.clone()),
-            "vsock loopback is local"
-        );
-        assert_eq!(g.gpus, GpuSelection::all());
-        assert_eq!(g.memory_quota, None);
-        for caller in [
-            Caller::VsockCid(3),
-            Caller::Vm("x".into()),
-            Caller::Tcp("1.2.3.4:5".into()),
-            Caller::UnclaimedSocket("/run/x.vsock".into()),
-        ] {
-            let r = p.admit(&caller, TOKEN.as_bytes()).unwrap_err();
-            assert_eq!(r.status, CudaStatus::ErrorNotPermitted);
-            assert!(!r.guest.is_empty() && !r.host.is_empty());
-        }
-        assert!(p.check_tcp_listen("127.0.0.1:7731").is_ok());
-        assert!(p.check_tcp_listen("[::1]:7731").is_ok());
-        assert!(p.check_tcp_listen("0.0.0.0:7731").is_err());
-    }
-
-    #[test]
-    fn vms_are_found_by_cid_name_and_token_and_inherit_defaults() {
-        let p = sample();
-        let by_cid = p.admit(&Caller::VsockCid(5), b"").unwrap();
-        let by_name = p.admit(&Caller::Vm("vm1".into()), b"").unwrap();
-        let by_token = p
-            .admit(&Caller::Tcp("10.0.0.1:4000".into()), TOKEN.as_bytes())
-            .unwrap();
-        assert_eq!(by_cid, by_name);
-        assert_eq!(by_cid, by_token);
-        assert_eq!(by_cid.name, "vm1");
-        assert_eq!(by_cid.memory_quota, Some(1 << 20));
-        assert_eq!(by_cid.max_streams, 64, "from [defaults]");
-        assert_eq!(by_cid.max_events, 10);
-        assert_eq!(by_cid.max_modules, DEFAULT_MAX_MODULES);
-        assert_eq!(by_cid.gpus.to_arg(), "1,GPU-abc");
-        let fc = p.admit(&Caller::Vm("fc".into()), b"").unwrap();
-        assert_eq!(fc.memory_quota, Some(8 << 30));
-        assert_eq!(
-            p.vm_for_hybrid_socket(Path::new("/run/fc.vsock")),
-            Some("fc")
-        );
-        let local = p.admit(&Caller::Local { pid: None }, b"").unwrap();
-        assert_eq!(local.gpus.to_arg(), "0");
-    }
-
-    #[test]
-    fn tcp_needs_the_right_token_of_a_vm_that_may_use_tcp() {
-        let p = sample();
-        let tcp = Caller::Tcp("10.0.0.1:4000".into());
-        assert!(p.admit(&tcp, b"").unwrap_err().guest.contains("token"));
-        assert!(p.admit(&tcp, b"0123456789abcdef-vm2").is_err());
-        assert!(p.admit(&tcp, &TOKEN.as_bytes()[..10]).is_err());
-        let r = p.admit(&tcp, b"fedcba9876543210-fc").unwrap_err();
-        assert!(r.host.contains("tcp = false"), "{}", r.host);
-        // The guest is told nothing about the host's configuration.
-        assert!(!r.guest.contains("fc"));
-    }
-
-    #[test]
-    fn token_files_are_read_at_admission() {
-        let dir = std::env::temp_dir().join(format!("vmcuda-policy-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let file = dir.join("vm.token");
-        std::fs::write(&file, "a-token-from-a-file-0001\n").unwrap();
-        let p = policy(&format!(
-            "[[vm]]\nname = \"f\"\ntcp = true\ntoken_file = \"{}\"\n",
-            file.display()
-        ));
-        let tcp = Caller::Tcp("h:1".into());
-        assert!(p.admit(&tcp, b"a-token-from-a-file-0001").is_ok());
-        std::fs::write(&file, "short\n").unwrap();
-        assert!(p.admit(&tcp, b"short").is_err());
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn token_file_problems_name_the_vm_and_the_reason() {
-        let dir = std::env::temp_dir().join(format!("vmcuda-policy-tf-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let good = dir.join("good.token");
-        let short = dir.join("short.token");
-        std::fs::write(&good, "a-token-from-a-file-0001\n").unwrap();
-        std::fs::write(&short, "short\n").unwrap();
-        let p = policy(&format!(
-            "[[vm]]\nname = \"good\"\ntcp = true\ntoken_file = \"{}\"\n\
-             [[vm]]\nname = \"short\"\ntcp = true\ntoken_file = \"{}\"\n\
-             [[vm]]\nname = \"gone\"\ntcp = true\ntoken_file = \"{}\"\n\
-             [[vm]]\nname = \"inline\"\ntcp = true\ntoken = \"{TOKEN}\"\n",
-            good.display(),
-            short.display(),
-            dir.join("missing.token").display()
-        ));
-        let problems = p.token_file_problems();
-        assert_eq!(problems.len(), 2, "{problems:?}");
-        assert!(problems[0].starts_with("VM \"short\"") && problems[0].contains("no usable token"));
-        assert!(problems[1].starts_with("VM \"gone\"") && problems[1].contains("cannot read"));
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn the_shipped_configuration_is_the_safe_default() {
-        let shipped = Policy::parse(
-            include_str!("../etc/host.toml"),
-            Path::new("host-backend/etc/host.toml"),
-        )
-        .unwrap();
-        let builtin = Policy::builtin();
-        for caller in [
-            Caller::Local { pid: None },
-            Caller::VsockCid(3),
-            Caller::Vm("vm1".into()),
-            Caller::Tcp("10.0.0.2:1".into()),
-        ] {
-            assert_eq!(
-                shipped.admit(&caller, TOKEN.as_bytes()).is_ok(),
-                builtin.admit(&caller, TOKEN.as_bytes()).is_ok(),
-                "{caller}"
-            );
-        }
-        assert!(shipped.admit(&Caller::Local { pid: None }, b"").is_ok());
-        assert!(shipped.check_tcp_listen("0.0.0.0:7731").is_err());
-    }
-
-    #[test]
-    fn local_programs_can_be_refused() {
-        let p = policy("[local]\nallow = false\n");
-        let r = p.admit(&Caller::Local { pid: None }, b"").unwrap_err();
-        assert!(r.host.contains("allow = false"));
-    }
-
-    #[test]
-    fn bad_configurations_are_refused_with_the_reason() {
-        for (text, why) in [
-            ("[[vm]]\nname = \"a\"\ntoken = \"short\"\n", "shorter"),
-            ("[[vm]]\nname = \"a\"\ntcp = true\n", "needs a token"),
-            ("[[vm]]\nname = \"a\"\ncid = 2\n", "reserved"),
-            (
-                "[[vm]]\nname = \"a\"\ncid = 3\n[[vm]]\nname = \"b\"\ncid = 3\n",
-                "cid 3",
-            ),
-            ("[[vm]]\nname = \"a\"\n[[vm]]\nname = \"a\"\n", "named"),
-            ("[defaults]\ngpus = \"some\"\n", "all"),
-            ("[defaults]\nmemory_quota = \"12 parsecs\"\n", "unit"),
-            ("[defaults]\nmemory_kuota = 1\n", "unknown field"),
-        ] {
-            let e = Policy::parse(text, Path::new("t.toml"))
-                .unwrap_err()
-                .to_string();
-            assert!(e.contains(why), "{text}: {e}");
-        }
-    }
-
-    #[test]
-    fn the_metrics_endpoint_stays_on_loopback_unless_allowed() {
-        let p = policy("[metrics]\nlisten = \"127.0.0.1:9731\"\n");
-        assert_eq!(p.config.metrics.listen.as_deref(), Some("127.0.0.1:9731"));
-        assert!(p.check_metrics_listen("127.0.0.1:9731").is_ok());
-        assert!(p.check_metrics_listen("[::1]:0").is_ok());
-        let e = p.check_metrics_listen("0.0.0.0:9731").unwrap_err();
-        assert!(e.contains("allow_non_loopback"), "{e}");
-        assert!(p.check_metrics_listen("localhost:9731").is_err());
-        let open = policy("[metrics]\nallow_non_loopback = true\n");
-        assert!(open.check_metrics_listen("0.0.0.0:9731").is_ok());
-        assert!(Policy::parse("[metrics]\nport = 1\n", Path::new("t.toml")).is_err());
-    }
-
-    #[test]
-    fn tls_settings_are_checked_and_loaded() {
-        use vmcuda_wire::tls::testing::TestPki;
-        let dir = std::env::temp_dir().join(format!("vmcuda-policy-tls-{}", std::process::id()));
-        let pki = TestPki::new(&dir.join("a"), &["localhost"]);
-        let other = TestPki::new(&dir.join("b"), &["localhost"]);
-        let tcp = |cert: &Path, key: &Path, extra: &str| {
-            format!(
-                "[tcp]\ntls_cert = \"{}\"\ntls_key = \"{}\"\n{extra}",
-                cert.display(),
-                key.display()
-            )
-        };
-
-        assert!(Policy::builtin().tls_server().unwrap().is_none());
-        let on = policy(&tcp(&pki.cert, &pki.key, "")).tls_server().unwrap();
-        assert!(on.unwrap().required, "a certificate means TLS is required");
-        let optional = policy(&tcp(&pki.cert, &pki.key, "require_tls = false"));
-        assert!(!optional.tls_server().unwrap().unwrap().required);
-
-        // Parsed, but unusable: found when the daemon starts (or a TLS guest connects).
-        let missing = dir.join("missing.pem");
-        for (text, why) in [
-            (tcp(&missing, &pki.key, ""), "missing.pem"),
-            (tcp(&pki.cert, &other.key, ""), "is not the private key"),
-            (tcp(&pki.key, &pki.key, ""), "no PEM certificate"),
-        ] {
-            let e = policy(&text).tls_server().unwrap_err().to_string();
-            assert!(
-                e.contains("tls_cert and tls_key are not usable") && e.contains(why),
-                "{text}: {e}"
-            );
-        }
-
-        // Incomplete settings are refused at parse time.
-        for (text, why) in [
-            (
-                format!("[tcp]\ntls_cert = \"{}\"\n", pki.cert.display()),
-                "go together",
-            ),
-            ("[tcp]\nrequire_tls = true\n".into(), "needs tls_cert"),
-        ] {
-            let e = Policy::parse(&text, Path::new("t.toml"))
-                .unwrap_err()
-                .to_string();
-            assert!(e.contains(why), "{text}: {e}");
-        }
-        // Asking for no TLS without a certificate is fine.
-        assert!(policy("[tcp]\nrequire_tls = false\n")
-            .tls_server()
-            .unwrap()
-            .is_none());
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn sizes_and_selections_parse() {
-        assert_eq!(parse_size("16GiB"), Ok(16 << 30));
-        assert_eq!(parse_size("512 MiB"), Ok(512 << 20));
-        assert_eq!(parse_size("3GB"), Ok(3_000_000_000));
-        assert_eq!(parse_size("77"), Ok(77));
-        assert!(parse_size("99999999999TiB").is_err());
-        let s = GpuSelection::from_arg("2,GPU-a").unwrap();
-        assert_eq!(
-            s.resolve(&["GPU-A".into(), "GPU-b".into(), "GPU-c".into()]),
-            Ok(vec![2, 0])
-        );
-        let twice = GpuSelection::from_arg("2,0,GPU-c").unwrap();
-        assert!(twice
-            .resolve(&["GPU-a".into(), "GPU-b".into(), "GPU-c".into()])
-            .is_err());
-        assert!(s.resolve(&["GPU-a".into()]).is_err());
-        assert_eq!(GpuSelection::from_arg(&s.to_arg()), Ok(s));
-        assert_eq!(
-            GpuSelection::all().resolve(&["a".into(), "b".into()]),
-            Ok(vec![0, 1])
-        );
-        assert!(GpuSelection::from_arg("zero").is_err());
-    }
-
-    #[test]
-    fn callers_round_trip_through_the_worker_argument() {
-        for c in [
-            Caller::Local { pid: Some(42) },
-            Caller::Local { pid: None },
-            Caller::VsockCid(7),
-            Caller::Vm("my vm".into()),
-            Caller::UnclaimedSocket("/run/a.vsock".into()),
-            Caller::Tcp("[::1]:99".into()),
-        ] {
-            assert_eq!(Caller::from_arg(&c.to_arg()), Ok(c));
-        }
-        assert!(Caller::from_arg("martian:1").is_err());
-    }
-}
+mod tests;

@@ -17,6 +17,7 @@ use vmcuda_wire::CudaStatus;
 
 use vmcuda_wire::transport::FdQueue;
 
+use crate::admission::{self, guest_text, Event, MAX_GUEST_TEXT};
 use crate::console::ConsoleCapture;
 use crate::policy::Refusal;
 
@@ -33,8 +34,8 @@ pub const REQUEST_POLL_WINDOW: std::time::Duration = std::time::Duration::from_m
 pub fn request_poll_window() -> std::time::Duration {
     vmcuda_wire::polling::window_from_env(REQUEST_POLL_WINDOW)
 }
-use crate::pinned::PageBuffer;
-use crate::session::{Session, RECEIVE_BUFFER, RECEIVE_BUFFER_2};
+use crate::buffers::{BufferBudget, ReceiveBuffers};
+use crate::session::Session;
 
 /// Large replies from the reply area go out in pieces this large, each as soon as
 /// the device has put it there, so the socket and the copy engine work side by side.
@@ -43,6 +44,22 @@ const REPLY_PIECE: usize = 256 << 10;
 /// The largest hello frame accepted: it is a few dozen bytes; anything much larger
 /// is not a guest of ours.
 const MAX_HELLO_LEN: usize = 64 << 10;
+
+/// An admitted guest: its session, and what its frame buffers may hold.
+pub struct Admitted {
+    pub session: Session,
+    pub buffers: BufferBudget,
+}
+
+impl From<Session> for Admitted {
+    /// A session whose buffers are limited by nothing but the frame size.
+    fn from(session: Session) -> Admitted {
+        Admitted {
+            session,
+            buffers: BufferBudget::unlimited(),
+        }
+    }
+}
 
 /// How a connection ended, when it ended cleanly.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,19 +74,27 @@ pub enum Ended {
 /// executor and session it gets), then its frames until it disconnects or sends
 /// something that cannot be a frame. A refused guest gets the refusal's reason as the
 /// hello's error reply and the connection is closed; no executor is ever made for it.
-pub fn serve(
+pub fn serve<A: Into<Admitted>>(
     reader: impl Read,
     writer: impl Write,
     fds: Option<FdQueue>,
-    open: impl FnOnce(&Hello) -> Result<Session, Refusal>,
+    open: impl FnOnce(&Hello) -> Result<A, Refusal>,
     console: Option<&mut ConsoleCapture>,
 ) -> Result<Ended, FrameError> {
     // A frame's data is read into its page-locked buffer directly, past this.
     let mut reader = BufReader::with_capacity(frame::READ_AHEAD, reader);
     let mut writer = BufWriter::with_capacity(256 << 10, writer);
-    let Some((header, meta, hello)) = read_hello(&mut reader, &mut writer)? else {
+    let Some((header, hello)) = read_hello(&mut reader, &mut writer)? else {
         return Ok(Ended::Served);
     };
+    admission::report(Event::Hello);
+    // The guest's word about itself reaches logs and figures only made harmless; the
+    // session reads this hello too.
+    let hello = Hello {
+        client: guest_text(&hello.client, MAX_GUEST_TEXT),
+        ..hello
+    };
+    let meta = postcard::to_stdvec(&hello).expect("a hello encodes");
     let admitted = handshake::check_hello(&hello)
         .map_err(|status| Refusal {
             status,
@@ -85,11 +110,14 @@ pub fn serve(
                 hello.client, hello.pid, hello.protocol, hello.runtime_version
             ),
         })
-        .and_then(|()| open(&hello));
-    let mut session = match admitted {
-        Ok(session) => session,
+        .and_then(|()| open(&hello).map(Into::into));
+    let Admitted {
+        mut session,
+        buffers: mut budget,
+    } = match admitted {
+        Ok(admitted) => admitted,
         Err(refusal) => {
-            warn!("{}", refusal.host);
+            admission::log(refusal.host);
             let reply = FrameHeader::new(
                 Op::Hello.code(),
                 FLAG_REPLY,
@@ -103,6 +131,7 @@ pub fn serve(
             return Ok(Ended::Refused(refusal.status));
         }
     };
+    admission::report(Event::Admitted);
     let mut receive = ReceiveBuffers::default();
     let mut deferred = None;
     let ctx = CallContext {
@@ -116,45 +145,52 @@ pub fn serve(
         if !greeted {
             return Ok(());
         }
-        serve_frames(reader, writer, fds, &mut session, console, &mut receive)
+        serve_frames(
+            reader,
+            writer,
+            fds,
+            &mut session,
+            console,
+            &mut receive,
+            &mut budget,
+        )
     });
     // The driver lets go of the receive pages (once no copy reads them) before they
     // are unmapped.
-    for slot in RECEIVE_SLOTS {
-        session.unpin_buffer(slot);
-    }
+    receive.release_all(&mut session, &mut budget);
     result.map(|()| Ended::Served)
 }
 
 /// The connection's first frame, which must be a decodable hello: `None` when the
-/// peer left or was answered and turned away.
+/// peer left or was answered and turned away. What goes wrong is logged through
+/// [`admission::log`], at the daemon's pace.
 fn read_hello(
     reader: &mut impl Read,
     writer: &mut impl Write,
-) -> Result<Option<(FrameHeader, Vec<u8>, Hello)>, FrameError> {
+) -> Result<Option<(FrameHeader, Hello)>, FrameError> {
     let (header, meta) = match frame::read_head(reader) {
         Ok(h) => h,
         Err(FrameError::Closed) => return Ok(None),
         Err(e) => {
-            warn!("closing connection before the handshake: {e}");
+            admission::log(format!("closing connection before the handshake: {e}"));
             return Err(e);
         }
     };
     let code = header.op.get();
     if code != Op::Hello.code() {
-        warn!(op = code, "request before handshake; closing");
+        admission::log(format!("request (op {code}) before handshake; closing"));
         return Err(FrameError::UnknownOp(code));
     }
-    if header.data_len.get() as usize > MAX_HELLO_LEN {
-        warn!("oversized hello; closing");
+    if header.data_len.get() as usize > MAX_HELLO_LEN || meta.len() > MAX_HELLO_LEN {
+        admission::log("oversized hello; closing");
         return Err(FrameError::UnknownOp(code));
     }
     // A hello carries no data; whatever is there is read and dropped.
     frame::read_data(reader, &header)?;
     match postcard::from_bytes::<Hello>(&meta) {
-        Ok(hello) => Ok(Some((header, meta, hello))),
+        Ok(hello) => Ok(Some((header, hello))),
         Err(e) => {
-            warn!("undecodable hello ({e}); closing");
+            admission::log(format!("undecodable hello ({e}); closing"));
             let reply = FrameHeader::new(code, FLAG_REPLY, header.request_id.get(), 0, 0)
                 .with_status(CudaStatus::ErrorInvalidValue.0);
             frame::write_frame(writer, &reply, &[], &[])?;
@@ -256,6 +292,7 @@ fn serve_frames(
     session: &mut Session,
     mut console: Option<&mut ConsoleCapture>,
     receive: &mut ReceiveBuffers,
+    budget: &mut BufferBudget,
 ) -> Result<(), FrameError> {
     // A failure from a request the guest did not wait for, owed to its next call.
     let mut deferred: Option<CudaStatus> = None;
@@ -279,9 +316,18 @@ fn serve_frames(
         let stamp = || timeline.is_some().then(Instant::now);
         let head = stamp();
         let len = header.data_len.get() as usize;
-        let data = receive.next(len, session, &mut deferred)?;
-        reader.read_exact(data)?;
-        let data = &*data;
+        // A frame over the VM's buffer memory is read past and refused; the connection
+        // carries on.
+        let data = match receive.next(len, session, &mut deferred, budget)? {
+            Some(data) => {
+                reader.read_exact(data)?;
+                Some(&*data)
+            }
+            None => {
+                frame::skip_data(&mut reader, len as u64)?;
+                None
+            }
+        };
         // The call's time starts once its request is all here.
         let started = Instant::now();
         if let Some(fds) = &fds {
@@ -303,19 +349,25 @@ fn serve_frames(
         let op = Op::from_code(code);
         // An error owed from an earlier request is reported by this one, which is then
         // not run: it was counted when it happened.
-        let reports_deferred = deferred.is_some() && op.is_some_and(|op| op != Op::Hello);
-        let result = match op {
-            None => {
+        let reports_deferred =
+            data.is_some() && deferred.is_some() && op.is_some_and(|op| op != Op::Hello);
+        let result = match (op, data) {
+            (None, _) => {
                 warn!(client = %session.client(), op = code, "unknown op");
                 Err(CudaStatus::ErrorNotSupported)
             }
-            Some(Op::Hello) => {
+            (Some(Op::Hello), _) => {
                 // Admission happened once, for this connection; a second hello cannot
                 // change who the guest is.
                 warn!(client = %session.client(), "repeated hello refused");
                 Err(CudaStatus::ErrorInvalidValue)
             }
-            Some(op) => run(session, &ctx, op, &meta, data, &mut deferred),
+            (Some(op), None) => {
+                warn!(client = %session.client(), op = op.name(), bytes = len,
+                    held = budget.held(), "frame refused: over the VM's buffer_memory");
+                Err(CudaStatus::ErrorMemoryAllocation)
+            }
+            (Some(op), Some(data)) => run(session, &ctx, op, &meta, data, &mut deferred),
         };
         // Counted before the reply goes: whoever has the reply sees the call counted.
         if !reports_deferred {
@@ -345,6 +397,9 @@ fn serve_frames(
             // Replies go out at once; a run of no-reply requests is answered by nothing.
             answer(&mut writer, session, &header, result, &mut deferred)?;
         }
+        // A large frame's buffers go as soon as it is done with.
+        receive.trim(session, &mut deferred, budget);
+        session.trim_reply_buffers(crate::buffers::KEEP);
         if let (Some(t), Some(head), Some(ran), Some(checked)) = (&mut timeline, head, ran, checked)
         {
             let now = Instant::now();
@@ -402,53 +457,6 @@ impl Timeline {
                 "timeline"
             );
         }
-    }
-}
-
-/// The session's pin slots of the receive buffers, used in turn.
-const RECEIVE_SLOTS: [usize; 2] = [RECEIVE_BUFFER, RECEIVE_BUFFER_2];
-
-/// Receive buffers for the connection's life, used in turn by frames that carry data:
-/// a host-to-device copy may still be reading one (see
-/// [`crate::executor::Executor::copy_htod_queued`]) while the next frame arrives in
-/// the other. Each only grows and is never zeroed (each frame's bytes overwrite what
-/// they use); each owns whole pages, page-locked so the GPU copies straight out of
-/// them.
-#[derive(Default)]
-struct ReceiveBuffers {
-    pages: [Option<PageBuffer>; 2],
-    /// Index of the buffer the last frame with data used.
-    last: usize,
-}
-
-impl ReceiveBuffers {
-    /// The buffer the next frame's `len` data bytes go into, once no copy reads it. A
-    /// failure of the copy that was reading it is owed to the guest's next call.
-    fn next(
-        &mut self,
-        len: usize,
-        session: &mut Session,
-        deferred: &mut Option<CudaStatus>,
-    ) -> std::io::Result<&mut [u8]> {
-        if len == 0 {
-            return Ok(&mut []);
-        }
-        let i = (self.last + 1) % RECEIVE_SLOTS.len();
-        self.last = i;
-        let slot = RECEIVE_SLOTS[i];
-        if let Err(status) = session.release_buffer(slot) {
-            deferred.get_or_insert(status);
-        }
-        if self.pages[i].as_ref().is_none_or(|p| p.len() < len) {
-            // Growing moves the buffer: page-lock it again where it now lives.
-            session.unpin_buffer(slot);
-            self.pages[i] = None;
-            let pages = PageBuffer::new(len)?;
-            session.pin_buffer(slot, pages.start(), pages.len() as u64);
-            self.pages[i] = Some(pages);
-        }
-        let pages = self.pages[i].as_mut().expect("sized above");
-        Ok(&mut pages.as_mut_slice()[..len])
     }
 }
 

@@ -152,6 +152,23 @@ impl Session {
         (landed, bytes)
     }
 
+    /// Let go of reply buffers larger than `keep` bytes (the reply area unpinned first),
+    /// so that one large read does not hold its memory for the connection's life.
+    pub fn trim_reply_buffers(&mut self, keep: usize) {
+        if self
+            .buffers
+            .reply_area
+            .as_ref()
+            .is_some_and(|a| a.len() > keep)
+        {
+            self.unpin_buffer(REPLY_AREA);
+            self.buffers.reply_area = None;
+        }
+        if self.buffers.spare.capacity() > keep {
+            self.buffers.spare = Vec::new();
+        }
+    }
+
     /// Hand a written reply's buffer back for the next reply.
     pub fn recycle(&mut self, data: Vec<u8>) {
         if data.capacity() > self.buffers.spare.capacity() {

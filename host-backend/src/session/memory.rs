@@ -227,6 +227,11 @@ impl Session {
     ) -> Result<DevicePtr, CudaStatus> {
         let len = mapping.len as u64;
         let charged = if staging { 0 } else { len };
+        if !staging {
+            let others = self.shared.by_guest_addr.values().filter(|m| !m.staging);
+            let bytes = others.clone().map(|m| m.len as u64).sum();
+            self.grant.registrations.check(others.count(), bytes, len)?;
+        }
         self.accounts.charge(charged)?;
         let device_ptr = match self.exec.host_register(mapping.host_addr(), len) {
             Ok(p) => p,

@@ -1,0 +1,172 @@
+//! A worker's frame buffers: where each request's data lands, page-locked so the GPU
+//! copies straight out of it, and what they may cost the host.
+//!
+//! Buffers up to [`KEEP`] bytes live on between frames (re-registering pages with the
+//! driver costs more than the copy of a 4 MiB chunk). A larger frame gets a buffer of
+//! its own that is let go as soon as that frame is done with. Every byte is counted
+//! against the VM's `buffer_memory` ([`BufferBudget`]), across its connections where
+//! the VM has a ledger; a frame that would go over it is read and dropped, and its
+//! request answered with cudaErrorMemoryAllocation.
+
+use tracing::warn;
+use vmcuda_wire::CudaStatus;
+
+use crate::ledger::BufferAccount;
+use crate::pinned::PageBuffer;
+use crate::session::{Session, RECEIVE_BUFFER, RECEIVE_BUFFER_2};
+
+/// Buffers this large or smaller are kept for the next frames; larger ones are freed
+/// once their frame is done. Four times the guest's default copy chunk.
+pub const KEEP: usize = 16 << 20;
+
+/// The session's pin slots of the receive buffers, used in turn.
+pub const RECEIVE_SLOTS: [usize; 2] = [RECEIVE_BUFFER, RECEIVE_BUFFER_2];
+
+/// What a connection's frame buffers may hold: `limit` bytes, shared with the VM's
+/// other connections through `account` when there is one.
+pub struct BufferBudget {
+    limit: u64,
+    held: u64,
+    account: Option<BufferAccount>,
+}
+
+impl BufferBudget {
+    pub fn new(limit: u64, account: Option<BufferAccount>) -> BufferBudget {
+        BufferBudget {
+            limit,
+            held: 0,
+            account,
+        }
+    }
+
+    /// No limit, counted here only (tests, and sessions made without a grant's).
+    pub fn unlimited() -> BufferBudget {
+        BufferBudget::new(u64::MAX, None)
+    }
+
+    /// Take `bytes` more, unless that would go over the limit. An account that cannot
+    /// be read refuses: the VM's limit cannot be shown to hold.
+    fn take(&mut self, bytes: u64) -> bool {
+        if self.held.checked_add(bytes).is_none_or(|h| h > self.limit) {
+            return false;
+        }
+        if let Some(account) = &self.account {
+            match account.charge(bytes, self.limit) {
+                Ok(true) => {}
+                Ok(false) => return false,
+                Err(e) => {
+                    warn!("{e}; frame buffer refused");
+                    return false;
+                }
+            }
+        }
+        self.held += bytes;
+        true
+    }
+
+    fn give_back(&mut self, bytes: u64) {
+        self.held = self.held.saturating_sub(bytes);
+        if let Some(account) = &self.account {
+            if let Err(e) = account.refund(bytes) {
+                warn!("{e}");
+            }
+        }
+    }
+
+    /// What this connection's buffers hold now.
+    pub fn held(&self) -> u64 {
+        self.held
+    }
+}
+
+impl Drop for BufferBudget {
+    fn drop(&mut self) {
+        let held = self.held;
+        self.give_back(held);
+    }
+}
+
+/// Receive buffers for the connection's life, used in turn by frames that carry data:
+/// a host-to-device copy may still be reading one (see
+/// [`crate::executor::Executor::copy_htod_queued`]) while the next frame arrives in
+/// the other. Never zeroed (each frame's bytes overwrite what they use); each owns
+/// whole pages, page-locked so the GPU copies straight out of them.
+#[derive(Default)]
+pub struct ReceiveBuffers {
+    pages: [Option<PageBuffer>; 2],
+    /// Index of the buffer the last frame with data used.
+    last: usize,
+}
+
+impl ReceiveBuffers {
+    /// The buffer the next frame's `len` data bytes go into, once no copy reads it: `None`
+    /// when `budget` has no room for it. A failure of the copy that was reading it is
+    /// owed to the guest's next call.
+    pub fn next(
+        &mut self,
+        len: usize,
+        session: &mut Session,
+        deferred: &mut Option<CudaStatus>,
+        budget: &mut BufferBudget,
+    ) -> std::io::Result<Option<&mut [u8]>> {
+        if len == 0 {
+            return Ok(Some(&mut []));
+        }
+        let i = (self.last + 1) % RECEIVE_SLOTS.len();
+        self.last = i;
+        let slot = RECEIVE_SLOTS[i];
+        if let Err(status) = session.release_buffer(slot) {
+            deferred.get_or_insert(status);
+        }
+        if self.pages[i].as_ref().is_none_or(|p| p.len() < len) {
+            // Growing moves the buffer: page-lock it again where it now lives.
+            self.free(i, session, budget);
+            let pages = PageBuffer::new(len)?;
+            if !budget.take(pages.len() as u64) {
+                return Ok(None);
+            }
+            session.pin_buffer(slot, pages.start(), pages.len() as u64);
+            self.pages[i] = Some(pages);
+        }
+        let pages = self.pages[i].as_mut().expect("sized above");
+        Ok(Some(&mut pages.as_mut_slice()[..len]))
+    }
+
+    /// After a frame: let go of buffers larger than [`KEEP`], once no copy reads them.
+    pub fn trim(
+        &mut self,
+        session: &mut Session,
+        deferred: &mut Option<CudaStatus>,
+        budget: &mut BufferBudget,
+    ) {
+        for (i, slot) in RECEIVE_SLOTS.into_iter().enumerate() {
+            if self.pages[i].as_ref().is_some_and(|p| p.len() > KEEP) {
+                if let Err(status) = session.release_buffer(slot) {
+                    deferred.get_or_insert(status);
+                }
+                self.free(i, session, budget);
+            }
+        }
+    }
+
+    /// Free buffer `i` (unpinned first: the driver lets go of the pages before they
+    /// are unmapped).
+    fn free(&mut self, i: usize, session: &mut Session, budget: &mut BufferBudget) {
+        session.unpin_buffer(RECEIVE_SLOTS[i]);
+        if let Some(pages) = self.pages[i].take() {
+            budget.give_back(pages.len() as u64);
+        }
+    }
+
+    /// Free both buffers at the connection's end.
+    pub fn release_all(&mut self, session: &mut Session, budget: &mut BufferBudget) {
+        for i in 0..RECEIVE_SLOTS.len() {
+            self.free(i, session, budget);
+        }
+    }
+
+    /// Bytes the buffers hold now.
+    pub fn held(&self) -> usize {
+        self.pages.iter().flatten().map(PageBuffer::len).sum()
+    }
+}

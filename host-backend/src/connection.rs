@@ -1,0 +1,326 @@
+//! A worker process's connection (`vmcuda-host worker`, started by the daemon or the
+//! vhost-user device): the configuration read, admission decided, the executor and
+//! session made, and the transport (Unix, vsock, TCP, TLS) set up for
+//! [`crate::worker::serve`].
+
+use std::cell::Cell;
+use std::net::TcpStream;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+
+use tracing::{info, warn};
+use vmcuda_wire::op::Hello;
+use vmcuda_wire::polling::PollingReader;
+use vmcuda_wire::tls::TlsError;
+use vmcuda_wire::transport::FdReader;
+use vmcuda_wire::{CudaStatus, FrameError};
+
+use crate::admission;
+use crate::buffers::BufferBudget;
+use crate::console::ConsoleCapture;
+use crate::daemon::{ExecutorChoice, TransportKind, WorkerTemplate};
+use crate::executor::cuda::CudaExecutor;
+use crate::executor::host_memory::HostMemoryExecutor;
+use crate::executor::Executor;
+use crate::guest_ram::GuestRam;
+use crate::ledger::{Ledger, LedgerError};
+use crate::policy::{Caller, ConfigError, Grant, Policy, Refusal};
+use crate::session::Session;
+use crate::stats::{self, Identity, WorkerStats};
+use crate::tls::{self, Accepted};
+use crate::worker::{self, Admitted, Ended};
+
+/// What a worker process is given besides its template.
+pub struct Connection {
+    /// The guest's connection (the worker's stdin).
+    pub conn: OwnedFd,
+    pub transport: TransportKind,
+    /// The daemon's number for it (0 when another spawner started the worker).
+    pub connection_id: u64,
+    /// Who is calling, as the transport says.
+    pub caller: Caller,
+    /// Guest RAM regions inherited from the vhost-user device, as FD:GPA:LEN:OFFSET.
+    pub guest_memory: Vec<String>,
+}
+
+/// Serve one guest connection to its end: admission, then its calls. Whatever
+/// happens is logged; nothing is returned, as the worker's exit status says only
+/// whether it started.
+pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<ConsoleCapture>) {
+    let Connection {
+        conn,
+        transport,
+        connection_id,
+        caller,
+        guest_memory,
+    } = c;
+    let guest_memory = &guest_memory[..];
+    let span = tracing::info_span!("worker", connection = connection_id);
+    let _enter = span.enter();
+
+    // The configuration as it is now: for admission (and a TLS listener's certificate).
+    let policy = Policy::load(template.config.as_deref());
+    admission::hello_deadline(
+        policy
+            .as_ref()
+            .map_or(admission::DEFAULT_HELLO_TIMEOUT, |p| {
+                p.config.admission.hello_timeout()
+            }),
+    );
+    let state_dir = template.state_dir.clone().unwrap_or_else(|| {
+        policy
+            .as_ref()
+            .map_or(Path::new(crate::policy::DEFAULT_STATE_DIR), |p| {
+                p.state_dir()
+            })
+            .to_path_buf()
+    });
+    // The guest's RAM, taken at once so that no descriptor lingers unowned; kept only
+    // where the VM's configuration allows copies straight from it.
+    let mut guest_ram = match GuestRam::from_inherited(guest_memory) {
+        Ok(ram) if ram.is_empty() => None,
+        Ok(ram) => Some(ram),
+        Err(e) => {
+            warn!("{e}; this connection's copies go over the socket");
+            None
+        }
+    };
+    if let (Some(_), Caller::Vm(vm)) = (&guest_ram, &caller) {
+        if !policy.as_ref().is_ok_and(|p| p.guest_memory_copies(vm)) {
+            info!(vm = %vm, "guest_memory_copies is off for this VM; copies go over the socket");
+            guest_ram = None;
+        }
+    } else {
+        // Guest RAM only ever comes with a VM's connection.
+        guest_ram = None;
+    }
+    let guest_ram = std::cell::RefCell::new(guest_ram);
+    // Set once a TCP guest has done its TLS handshake, for the figures.
+    let over_tls = Cell::new(false);
+    // Admission, and only then an executor: a refused caller never touches a GPU.
+    let open = |hello: &Hello| -> Result<Admitted, Refusal> {
+        let policy = policy.as_ref().map_err(|e| Refusal {
+            status: CudaStatus::ErrorNotPermitted,
+            guest: "the host's configuration cannot be read; its administrator can fix it".into(),
+            host: format!("refused {caller}: {e}"),
+        })?;
+        let grant = policy.admit(&caller, &hello.token)?;
+        // The VM's quota and connection count span all its connections.
+        let ledger = match Ledger::join(&state_dir, &grant.name, grant.max_connections) {
+            Ok(ledger) => ledger,
+            Err(LedgerError::TooManyConnections(n)) => {
+                return Err(Refusal {
+                    status: CudaStatus::ErrorDevicesUnavailable,
+                    guest: format!("this VM already has {n} connections to the host, its limit"),
+                    host: format!(
+                        "refused {caller} ({}): it has {n} connections already",
+                        grant.name
+                    ),
+                })
+            }
+            // Without the ledger neither the VM's quota nor its connection limit can
+            // hold: the guest is turned away rather than served unaccounted.
+            Err(e @ LedgerError::Io { .. }) => {
+                return Err(Refusal {
+                    status: CudaStatus::ErrorDevicesUnavailable,
+                    guest: "the host cannot account for this VM's use of its GPUs now \
+                            (its state directory); its administrator can fix it"
+                        .into(),
+                    host: format!(
+                        "refused {caller} ({}): {e}; without its ledger the VM's quota and \
+                         connection limit cannot hold",
+                        grant.name
+                    ),
+                })
+            }
+        };
+        let exec = make_executor(template, &grant).map_err(|(status, why)| Refusal {
+            status,
+            guest: format!("the host cannot serve this guest ({status})"),
+            host: format!("cannot serve {caller} ({}): {why}", grant.name),
+        })?;
+        let identity = Identity {
+            vm: grant.name.clone(),
+            program: hello.client.clone(),
+            program_pid: hello.pid,
+            caller: caller.to_arg(),
+            transport: match transport {
+                TransportKind::Unix => "unix",
+                TransportKind::Vsock => "vsock",
+                TransportKind::Tcp if over_tls.get() => "tls",
+                TransportKind::Tcp => "tcp",
+            }
+            .into(),
+            connection_id,
+        };
+        let grant_buffers = grant.buffer_memory;
+        let mut session = Session::new(exec, grant);
+        if let Some(ram) = guest_ram.borrow_mut().take() {
+            session = session.with_guest_ram(ram);
+        }
+        // Monitoring never stands in a guest's way: without a file, it goes unwatched.
+        match WorkerStats::create(&state_dir, &identity) {
+            Ok(stats) => session = session.with_stats(stats),
+            Err(e) => warn!("{e}; this connection's figures are not published"),
+        }
+        let buffers = BufferBudget::new(grant_buffers, Some(ledger.buffers()));
+        Ok(Admitted {
+            session: session.with_ledger(ledger),
+            buffers,
+        })
+    };
+    let poll_for = worker::request_poll_window();
+    let result = match transport {
+        TransportKind::Unix => {
+            let stream = UnixStream::from(conn);
+            match stream.try_clone() {
+                Ok(reader) => {
+                    // Unix guests may pass memory descriptors along with frames.
+                    let (reader, fds) = FdReader::new(reader);
+                    let reader = PollingReader::new(reader, Some(stream.as_fd()), poll_for);
+                    worker::serve(reader, stream, Some(fds), open, console.as_mut())
+                        .map_err(Into::into)
+                }
+                Err(e) => Err(FrameError::from(e).into()),
+            }
+        }
+        TransportKind::Vsock => {
+            let stream = vsock::VsockStream::from(conn);
+            match stream.try_clone() {
+                Ok(reader) => {
+                    let reader = PollingReader::new(reader, Some(stream.as_fd()), poll_for);
+                    worker::serve(reader, stream, None, open, console.as_mut()).map_err(Into::into)
+                }
+                Err(e) => Err(FrameError::from(e).into()),
+            }
+        }
+        TransportKind::Tcp if template.tls => serve_tls_listener(
+            TcpStream::from(conn),
+            &policy,
+            &caller,
+            &over_tls,
+            open,
+            console.as_mut(),
+        ),
+        TransportKind::Tcp => serve_tcp(TcpStream::from(conn), open, console.as_mut()),
+    };
+    // Until its guest is admitted, a connection's lines go at the daemon's pace.
+    let admitted = admission::admitted();
+    match result {
+        Ok(Ended::Served) if admitted => info!(%caller, "guest disconnected"),
+        Ok(Ended::Served) => admission::log(format!("{caller} left before being admitted")),
+        Ok(Ended::Refused(status)) => {
+            if let Err(e) = stats::record_refusal(&state_dir, status) {
+                warn!("cannot count the refusal: {e}");
+            }
+        }
+        Err(e) if admitted => warn!(%caller, "connection ended: {e}"),
+        Err(e) => admission::log(format!("{caller}: connection ended: {e}")),
+    }
+}
+
+/// Why a worker's connection ended early.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectionError {
+    #[error(transparent)]
+    Frame(#[from] FrameError),
+    #[error("TLS handshake failed: {0}")]
+    Tls(#[from] TlsError),
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// Serve a connection to a TLS listener: a TLS guest after the handshake; a plain one
+/// only where `[tcp] require_tls = false`, else it is told to use TLS and turned away.
+fn serve_tls_listener(
+    stream: TcpStream,
+    policy: &Result<Policy, ConfigError>,
+    caller: &Caller,
+    over_tls: &Cell<bool>,
+    open: impl FnOnce(&Hello) -> Result<Admitted, Refusal>,
+    console: Option<&mut ConsoleCapture>,
+) -> Result<Ended, ConnectionError> {
+    // The certificate as configured now: renewing it needs no restart.
+    let unusable = |e: &ConfigError| ConnectionError::Setup(format!("no TLS certificate: {e}"));
+    let server = policy
+        .as_ref()
+        .map_err(unusable)?
+        .tls_server()
+        .map_err(|e| unusable(&e))?
+        .ok_or_else(|| {
+            ConnectionError::Setup(
+                "this listener speaks TLS, but the configuration no longer has [tcp] tls_cert \
+                 and tls_key (restart the daemon to drop TLS)"
+                    .into(),
+            )
+        })?;
+    match tls::accept(stream, &server)? {
+        Accepted::Tls(stream) => {
+            over_tls.set(true);
+            worker::serve(stream.clone(), stream, None, open, console).map_err(Into::into)
+        }
+        Accepted::Plain(stream) => serve_tcp(stream, open, console),
+        Accepted::PlainRefused(stream) => {
+            // Told in the protocol it speaks, so the program says why it failed.
+            let refuse = |hello: &Hello| -> Result<Admitted, Refusal> {
+                let leaked = if hello.token.is_empty() {
+                    ""
+                } else {
+                    "; its token crossed the network unencrypted"
+                };
+                Err(Refusal {
+                    status: CudaStatus::ErrorNotPermitted,
+                    guest: "this host takes TCP guests only over TLS: connect with \
+                            VMCUDA_SERVER=tls:HOST:PORT"
+                        .into(),
+                    host: format!(
+                        "refused {caller}: plain TCP to a TLS listener ([tcp] require_tls){leaked}"
+                    ),
+                })
+            };
+            serve_tcp(stream, refuse, None)
+        }
+        Accepted::Gone => Ok(Ended::Served),
+    }
+}
+
+/// Serve a guest on plain TCP.
+fn serve_tcp(
+    stream: TcpStream,
+    open: impl FnOnce(&Hello) -> Result<Admitted, Refusal>,
+    console: Option<&mut ConsoleCapture>,
+) -> Result<Ended, ConnectionError> {
+    let reader = stream.try_clone().map_err(FrameError::from)?;
+    let reader = PollingReader::new(reader, Some(stream.as_fd()), worker::request_poll_window());
+    Ok(worker::serve(reader, stream, None, open, console)?)
+}
+
+/// The executor a grant gets: only its GPUs, in its order.
+fn make_executor(
+    template: &WorkerTemplate,
+    grant: &Grant,
+) -> Result<Box<dyn Executor>, (CudaStatus, String)> {
+    let host_memory = || {
+        HostMemoryExecutor::new(template.host_memory_bytes, template.launch_log.clone())
+            .map_err(|e| {
+                (
+                    CudaStatus::ErrorUnknown,
+                    format!("cannot open launch log: {e}"),
+                )
+            })?
+            .with_devices(template.host_memory_devices, &grant.gpus)
+            .map_err(|why| (CudaStatus::ErrorNoDevice, why))
+    };
+    match template.executor {
+        ExecutorChoice::HostMemory => Ok(Box::new(host_memory()?)),
+        choice => match CudaExecutor::new(&grant.gpus) {
+            Ok(e) => Ok(Box::new(e)),
+            Err(status) if choice == ExecutorChoice::Auto => {
+                warn!("no usable GPU ({status}); using the host-memory test executor");
+                Ok(Box::new(host_memory()?))
+            }
+            Err(status) => Err((status, "CUDA executor unavailable".into())),
+        },
+    }
+}

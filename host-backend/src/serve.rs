@@ -1,0 +1,206 @@
+//! `vmcuda-host serve`: the daemon's start. Picks the executor its workers use, opens
+//! the listeners the command line and the configuration name, and the metrics
+//! endpoint; [`daemon`] then accepts on each.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use thiserror::Error;
+use tracing::{info, warn};
+use vmcuda_wire::transport::DEFAULT_UNIX_PATH;
+
+use crate::daemon::{self, ExecutorChoice, PreAdmission, WorkerTemplate};
+use crate::executor::cuda::CudaExecutor;
+use crate::executor::host_memory;
+use crate::executor::Executor;
+use crate::metrics;
+use crate::policy::{Caller, GpuSelection, Policy};
+use crate::tls::TlsServer;
+use crate::worker;
+
+/// Where `serve` listens, as given on the command line.
+#[derive(Clone, Debug, Default)]
+pub struct Listeners {
+    pub unix: Vec<PathBuf>,
+    pub tcp: Vec<String>,
+    /// AF_VSOCK on this port.
+    pub vsock: Option<u32>,
+    pub hybrid_vsock: Vec<PathBuf>,
+    /// The port hybrid-vsock guests connect to.
+    pub port: u32,
+    pub metrics: Option<String>,
+}
+
+/// Why the daemon cannot start.
+#[derive(Debug, Error)]
+pub enum ServeError {
+    /// The configuration forbids what was asked (a non-loopback listener, ...).
+    #[error("{0}")]
+    Refused(String),
+    #[error("cannot find my own executable: {0}")]
+    OwnExecutable(#[source] std::io::Error),
+    #[error("cannot listen on {at}: {source}")]
+    Listen {
+        at: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot serve metrics at {at}: {source}")]
+    Metrics {
+        at: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// A started daemon: its accepting threads.
+pub struct Running {
+    /// Where the Unix listeners (including hybrid-vsock ones) are.
+    pub unix: Vec<PathBuf>,
+    /// The metrics endpoint's address, when there is one.
+    pub metrics: Option<std::net::SocketAddr>,
+    listeners: Vec<JoinHandle<()>>,
+}
+
+impl Running {
+    /// Accept until the process ends.
+    pub fn join(self) {
+        for h in self.listeners {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Start listening as `at` and `policy` say, with workers made from `template`. An
+/// empty `template.exe` is this process's own executable.
+pub fn start(
+    mut at: Listeners,
+    policy: &Policy,
+    tls: Option<&TlsServer>,
+    mut template: WorkerTemplate,
+) -> Result<Running, ServeError> {
+    match worker::request_poll_window().as_micros() {
+        0 => info!("workers sleep until each request comes (VMCUDA_POLL_US to poll first)"),
+        us => info!("workers poll {us} us for each request before sleeping (VMCUDA_POLL_US)"),
+    }
+    template.executor = match template.executor {
+        ExecutorChoice::Auto => match CudaExecutor::new(&GpuSelection::all()) {
+            Ok(cuda) => {
+                info!("{}", cuda.banner());
+                ExecutorChoice::Cuda
+            }
+            Err(status) => {
+                warn!("no usable GPU ({status}); falling back to the host-memory test executor");
+                ExecutorChoice::HostMemory
+            }
+        },
+        ExecutorChoice::Cuda => {
+            // Asked for by name (the packaged service does): say now, not only at the
+            // first guest, whether there is a GPU to serve with.
+            match CudaExecutor::new(&GpuSelection::all()) {
+                Ok(cuda) => info!("{}", cuda.banner()),
+                Err(status) => {
+                    warn!("no usable GPU ({status}); guests are refused until there is one")
+                }
+            }
+            ExecutorChoice::Cuda
+        }
+        other => other,
+    };
+    if template.executor == ExecutorChoice::HostMemory {
+        warn!("{}", host_memory::BANNER);
+    }
+    template.pre_admission = PreAdmission {
+        max_pending: policy.config.admission.max_pending(),
+        hello_timeout: policy.config.admission.hello_timeout(),
+    };
+    if template.exe.as_os_str().is_empty() {
+        template.exe = std::env::current_exe().map_err(ServeError::OwnExecutable)?;
+    }
+    // The configuration's own listeners join the command line's.
+    at.tcp.extend(policy.config.tcp.listen.iter().cloned());
+    for vm in &policy.config.vms {
+        if let Some(path) = &vm.hybrid_vsock {
+            if !at.hybrid_vsock.contains(path) {
+                at.hybrid_vsock.push(path.clone());
+            }
+        }
+    }
+    // Each hybrid-vsock socket belongs to one VM, which is how its guests are known.
+    let mut unix: Vec<(PathBuf, Option<Caller>)> =
+        at.unix.iter().map(|p| (p.clone(), None)).collect();
+    for path in &at.hybrid_vsock {
+        let caller = match policy.vm_for_hybrid_socket(path) {
+            Some(name) => Caller::Vm(name.into()),
+            None => {
+                warn!(socket = %path.display(),
+                    "no [[vm]] entry has this hybrid_vsock socket; its guests will be refused");
+                Caller::UnclaimedSocket(path.clone())
+            }
+        };
+        unix.push((daemon::hybrid_vsock_path(path, at.port), Some(caller)));
+    }
+    if unix.is_empty() && at.tcp.is_empty() && at.vsock.is_none() {
+        unix.push((DEFAULT_UNIX_PATH.into(), None));
+    }
+    for addr in &at.tcp {
+        policy.check_tcp_listen(addr).map_err(ServeError::Refused)?;
+        let loopback = addr
+            .parse::<std::net::SocketAddr>()
+            .is_ok_and(|a| a.ip().is_loopback());
+        if !loopback && tls.is_none_or(|t| !t.required) {
+            warn!(%addr, "TCP guests here may send their tokens and data unencrypted; \
+                configure [tcp] tls_cert and tls_key (and leave require_tls on)");
+        }
+    }
+    let mut metrics_local = None;
+    let metrics_at = at.metrics.clone().or(policy.config.metrics.listen.clone());
+    if let Some(addr) = &metrics_at {
+        policy
+            .check_metrics_listen(addr)
+            .map_err(ServeError::Refused)?;
+        let mut known_vms: Vec<String> = policy.config.vms.iter().map(|v| v.name.clone()).collect();
+        if policy.config.local.allow {
+            known_vms.push("local".into());
+        }
+        let source = metrics::Source {
+            state_dir: template
+                .state_dir
+                .clone()
+                .unwrap_or_else(|| policy.state_dir().to_path_buf()),
+            known_vms,
+        };
+        let (local, _) = metrics::serve(addr, source).map_err(|source| ServeError::Metrics {
+            at: addr.clone(),
+            source,
+        })?;
+        info!("serving metrics at http://{local}/metrics");
+        metrics_local = Some(local);
+    }
+    let template = Arc::new(template);
+    let mut listeners = Vec::new();
+    let listen_error = |at: String| move |source| ServeError::Listen { at, source };
+    let mut unix_paths = Vec::new();
+    for (path, caller) in unix {
+        let h = daemon::listen_unix(&path, template.clone(), caller)
+            .map_err(listen_error(path.display().to_string()))?;
+        listeners.push(h);
+        unix_paths.push(path);
+    }
+    for addr in &at.tcp {
+        let h = daemon::listen_tcp(addr, template.clone()).map_err(listen_error(addr.clone()))?;
+        listeners.push(h);
+    }
+    if let Some(port) = at.vsock {
+        let h = daemon::listen_vsock(port, template.clone()).map_err(listen_error(format!(
+            "vsock port {port} (is the vhost_vsock module loaded?)"
+        )))?;
+        listeners.push(h);
+    }
+    Ok(Running {
+        unix: unix_paths,
+        metrics: metrics_local,
+        listeners,
+    })
+}

@@ -1,0 +1,255 @@
+//! Before admission and around it: the pending cap and hello deadline, guest strings in
+//! the log, the ledger failing closed.
+
+mod common;
+
+use std::io::Read;
+use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
+
+use common::*;
+use vmcuda_wire::handshake::{PROTOCOL_VERSION, RUNTIME_VERSION};
+use vmcuda_wire::op::*;
+use vmcuda_wire::CudaStatus;
+
+/// The daemon's children now (zombies included: an unreaped worker counts).
+fn children(pid: u32) -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| {
+            let stat = std::fs::read_to_string(e.ok()?.path().join("stat")).ok()?;
+            let after = stat.rsplit_once(')')?.1;
+            let ppid: u32 = after.split_whitespace().nth(1)?.parse().ok()?;
+            (ppid == pid).then_some(())
+        })
+        .count()
+}
+
+fn wait_for_children(d: &Daemon, want: usize, within: Duration) {
+    let deadline = Instant::now() + within;
+    while children(d.pid()) != want {
+        assert!(
+            Instant::now() < deadline,
+            "the daemon has {} workers, not {want}",
+            children(d.pid())
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Whether the host closed `s` within `wait` (end of input or a reset, not silence).
+fn closed_within(s: &mut UnixStream, wait: Duration) -> bool {
+    s.set_read_timeout(Some(wait)).unwrap();
+    let mut b = [0u8; 1];
+    match s.read(&mut b) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => !matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+    }
+}
+
+fn alloc(s: &mut UnixStream, size: u64) -> (CudaStatus, u64) {
+    let (status, meta, _) = call(s, Op::MemAlloc, &MemAlloc { size }, &[]);
+    let ptr = if status.is_success() {
+        postcard::from_bytes::<Allocated>(&meta).unwrap().ptr
+    } else {
+        0
+    };
+    (status, ptr)
+}
+
+/// Finding 7: connections that never say hello hold at most `max_pending` workers per
+/// listener, more are closed at once, the silent ones are dropped at the deadline and
+/// their workers reaped, and an admitted guest is served throughout.
+#[test]
+fn connections_before_admission_are_capped_and_timed_out_and_admitted_guests_carry_on() {
+    let config = "[admission]\nmax_pending = 4\nhello_timeout_ms = 1500\n";
+    let d = Daemon::with_config("flood", Some(config), &[]);
+    let mut guest = d.connect();
+    hello(&mut guest);
+    let (status, dev) = alloc(&mut guest, 4096);
+    assert_eq!(status, CudaStatus::Success);
+    wait_for_children(&d, 1, Duration::from_secs(10));
+
+    let opened = Instant::now();
+    let mut idle: Vec<UnixStream> = (0..4).map(|_| d.connect()).collect();
+    wait_for_children(&d, 5, Duration::from_secs(10));
+    // The cap is reached: more connections are closed as they come, while the
+    // admitted guest keeps being served at once.
+    let mut extra: Vec<UnixStream> = (0..32).map(|_| d.connect()).collect();
+    let flood_started = Instant::now();
+    for s in &mut extra {
+        assert!(
+            closed_within(s, Duration::from_secs(2)),
+            "a connection over the cap was left open"
+        );
+    }
+    assert!(flood_started.elapsed() < Duration::from_secs(3));
+    let memset = Memset {
+        dst: dev,
+        value: 7,
+        size: 4096,
+        stream: StreamHandle::LEGACY,
+        is_async: false,
+    };
+    let calls = Instant::now();
+    for _ in 0..200 {
+        let (status, _, _) = call(&mut guest, Op::Memset, &memset, &[]);
+        assert_eq!(status, CudaStatus::Success);
+    }
+    assert!(
+        calls.elapsed() < Duration::from_secs(5),
+        "200 calls took {:?} during the flood",
+        calls.elapsed()
+    );
+    assert_eq!(
+        children(d.pid()),
+        5,
+        "a worker per pending connection, no more"
+    );
+    // The deadline passes: the silent ones are closed and their workers gone.
+    for s in &mut idle {
+        let left = Duration::from_millis(1500 + 3000).saturating_sub(opened.elapsed());
+        assert!(
+            closed_within(s, left.max(Duration::from_millis(100))),
+            "a connection without a hello outlived the deadline"
+        );
+    }
+    wait_for_children(&d, 1, Duration::from_secs(5));
+    // Places are free again, and the admitted guest is still served.
+    still_serves(&d);
+    let (status, _, _) = call(&mut guest, Op::Memset, &memset, &[]);
+    assert_eq!(status, CudaStatus::Success);
+    let log = d.log();
+    assert!(log.contains("max_pending"), "{log}");
+    assert!(log.contains("no hello within 1500 ms"), "{log}");
+}
+
+/// A hello whose program name is `client`, speaking `protocol`.
+fn hello_as(s: &mut UnixStream, client: &str, protocol: u32) -> CudaStatus {
+    let h = Hello {
+        protocol,
+        runtime_version: RUNTIME_VERSION,
+        capabilities: 0,
+        token: vec![],
+        client: client.into(),
+        pid: 1,
+    };
+    send(s, Op::Hello, &h, &[]);
+    reply(s).0
+}
+
+/// Finding 9: a guest's name reaches the log and the figures escaped and cut short,
+/// and a flood of bad hellos writes little log.
+#[test]
+fn guest_names_are_escaped_and_a_flood_of_bad_hellos_writes_little_log() {
+    let d = Daemon::start("names");
+    let evil = format!(
+        "evil\n2099-01-01T00:00:00Z  INFO forged: guest admitted\u{1b}[2J{}",
+        "A".repeat(60_000)
+    );
+    // An admitted guest by that name, still connected while its figures are read.
+    let mut guest = d.connect();
+    assert_eq!(
+        hello_as(&mut guest, &evil, PROTOCOL_VERSION),
+        CudaStatus::Success
+    );
+    let state_dir = d.dir.join("state");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vmcuda-host"))
+        .args(["status", "--json", "--state-dir"])
+        .arg(&state_dir)
+        .output()
+        .unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let program = status["guests"][0]["program"].as_str().unwrap().to_string();
+    assert!(!program.chars().any(char::is_control), "{program:?}");
+    assert!(program.starts_with("evil\\n2099"), "{program:?}");
+    assert!(program.len() < 200, "{} bytes", program.len());
+    // Many refused hellos (a protocol this host does not speak), each naming itself so.
+    for _ in 0..150 {
+        let mut s = d.connect();
+        assert_ne!(
+            hello_as(&mut s, &evil, PROTOCOL_VERSION + 1000),
+            CudaStatus::Success
+        );
+    }
+    let started = Instant::now();
+    let log = loop {
+        // The last refusals are logged by the daemon as its workers report them.
+        let log = d.log();
+        if log.contains("rate limit") || started.elapsed() > Duration::from_secs(10) {
+            break log;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(!log.contains('\u{1b}'), "an escape code reached the log");
+    assert!(
+        !log.lines().any(|l| l.starts_with("2099")),
+        "a guest forged a log line"
+    );
+    assert!(
+        log.contains("evil\\n2099"),
+        "the name is shown escaped: {log}"
+    );
+    assert!(log.len() < 64 << 10, "{} bytes of log", log.len());
+    assert!(log.contains("dropped (rate limit)"), "{log}");
+    // Served all the same.
+    let (status, _) = alloc(&mut guest, 64);
+    assert_eq!(status, CudaStatus::Success);
+}
+
+/// Finding 10: a VM whose ledger cannot be kept is turned away, not served without it.
+#[test]
+fn a_guest_whose_ledger_cannot_be_kept_is_refused() {
+    let d = Daemon::start("ledger-join");
+    let state = d.dir.join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    // The ledger directory cannot be made.
+    std::fs::write(state.join("ledger"), b"not a directory").unwrap();
+    let mut s = d.connect();
+    let (status, _, why) = hello_with(&mut s, b"");
+    assert_eq!(status, CudaStatus::ErrorDevicesUnavailable);
+    assert!(
+        String::from_utf8_lossy(&why).contains("cannot account"),
+        "{}",
+        String::from_utf8_lossy(&why)
+    );
+    assert!(closed(&mut s));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !d.log().contains("without its ledger") {
+        assert!(Instant::now() < deadline, "{}", d.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Finding 10: a ledger that becomes unreadable refuses allocations against the quota
+/// instead of counting them for this connection alone.
+#[test]
+fn an_unreadable_ledger_refuses_allocations_under_a_quota() {
+    let d = Daemon::with_config(
+        "ledger-charge",
+        Some("[local]\nmemory_quota = \"1MiB\"\n"),
+        &[],
+    );
+    let mut s = d.connect();
+    hello(&mut s);
+    let (status, dev) = alloc(&mut s, 4096);
+    assert_eq!(status, CudaStatus::Success);
+    let ledger = d.dir.join("state/ledger");
+    std::fs::remove_dir_all(&ledger).unwrap();
+    std::fs::write(&ledger, b"not a directory").unwrap();
+    assert_eq!(alloc(&mut s, 4096).0, CudaStatus::ErrorMemoryAllocation);
+    // The connection lives on.
+    let memset = Memset {
+        dst: dev,
+        value: 1,
+        size: 4096,
+        stream: StreamHandle::LEGACY,
+        is_async: false,
+    };
+    let (status, _, _) = call(&mut s, Op::Memset, &memset, &[]);
+    assert_eq!(status, CudaStatus::Success);
+}
