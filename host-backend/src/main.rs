@@ -18,6 +18,7 @@ use vmcuda_host::executor::cuda::CudaExecutor;
 use vmcuda_host::executor::host_memory::{self, HostMemoryExecutor};
 use vmcuda_host::executor::Executor;
 use vmcuda_host::guest_ram::GuestRam;
+use vmcuda_host::jail;
 use vmcuda_host::ledger::{Ledger, LedgerError};
 use vmcuda_host::metrics;
 use vmcuda_host::policy::{Caller, ConfigError, GpuSelection, Grant, Policy, Refusal};
@@ -206,6 +207,7 @@ fn main() -> ExitCode {
                 }
             };
             info!(config = %policy.source, vms = policy.config.vms.len(), "policy loaded");
+            jail::announce(&policy.config.jail);
             // Checked now, so a missing or mismatched certificate stops the daemon.
             let tls = match policy.tls_server() {
                 Ok(tls) => tls,
@@ -621,6 +623,15 @@ fn run_worker(
             Ok(stats) => session = session.with_stats(stats),
             Err(e) => warn!("{e}; this connection's figures are not published"),
         }
+        // Admitted, and holding all it needs: from here on the worker reaches only its
+        // own VM's ledger and files (docs/security.md, "Worker jail").
+        jail::confine_admitted(
+            policy,
+            &identity.vm,
+            &state_dir,
+            ledger.as_ref().map(Ledger::path),
+        )
+        .map_err(|e| e.refusal(&caller, &identity.vm))?;
         Ok(match ledger {
             Some(ledger) => session.with_ledger(ledger),
             None => session,
