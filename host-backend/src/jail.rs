@@ -361,8 +361,9 @@ pub fn confine(spec: &JailSpec) -> Result<(), JailError> {
     if let Some(on_denied) = spec.seccomp {
         // Two filters: the kernel applies the stricter verdict of the two, which is how
         // clone3 gets ENOSYS (the C library then uses clone, whose flags can be checked).
-        seccompiler::apply_filter_all_threads(&filter(on_denied, std::process::id())?)?;
+        // The allow-list goes last: installing a filter takes a prctl it denies.
         seccompiler::apply_filter_all_threads(&clone3_filter()?)?;
+        seccompiler::apply_filter_all_threads(&filter(on_denied, std::process::id())?)?;
     }
     debug!(?spec.ids, "jailed");
     Ok(())
@@ -377,8 +378,21 @@ fn hand_over_ledger(spec: &JailSpec, ids: Ids) -> Result<(), JailError> {
     std::fs::set_permissions(ledger, std::fs::Permissions::from_mode(0o600)).map_err(io(what()))?;
     std::os::unix::fs::chown(ledger, Some(ids.uid), Some(ids.gid)).map_err(io(what()))?;
     // The directory is the daemon's: others may pass through it (to their own ledger)
-    // but not list it.
+    // but not list it, and no ledger in it (say, one written before the jail was on)
+    // is readable by anyone but its owner.
     if let Some(dir) = ledger.parent() {
+        for entry in std::fs::read_dir(dir).map_err(io(what()))?.flatten() {
+            if let Ok(meta) = entry.metadata() {
+                let mode = meta.permissions().mode();
+                if meta.is_file() && mode & 0o077 != 0 {
+                    std::fs::set_permissions(
+                        entry.path(),
+                        std::fs::Permissions::from_mode(mode & 0o700),
+                    )
+                    .map_err(io(what()))?;
+                }
+            }
+        }
         let mode = std::fs::metadata(dir)
             .map_err(io(what()))?
             .permissions()
@@ -727,8 +741,8 @@ pub fn allowed_syscalls(pid: u32) -> Result<BTreeMap<i64, Vec<SeccompRule>>, Jai
     rules.insert(
         libc::SYS_ioctl,
         vec![rule(vec![
-            arg(1, SeccompCmpOp::Ne, libc::TIOCSTI as u64)?,
-            arg(1, SeccompCmpOp::Ne, libc::TIOCLINUX as u64)?,
+            arg(1, SeccompCmpOp::Ne, libc::TIOCSTI)?,
+            arg(1, SeccompCmpOp::Ne, libc::TIOCLINUX)?,
         ])?],
     );
     Ok(rules)
