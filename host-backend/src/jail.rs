@@ -14,7 +14,7 @@
 //!    bounded open files, threads, file size, and optionally address space.
 //! 3. **Its VM's own user and group** (`[jail] id_base` plus a number from the VM's
 //!    name, or `[jail.ids]`), with no supplementary groups and no capabilities left in
-//!    any thread. Its own ledger is handed to that user first; other VMs' ledgers and
+//!    any thread. Its own ledger is handed to that group first; other VMs' ledgers and
 //!    the token files stay unreadable to it even where there is no namespace.
 //! 4. **No new privileges** (`PR_SET_NO_NEW_PRIVS`).
 //! 5. **A system call filter** (seccomp, all threads): only what serving a session
@@ -369,25 +369,26 @@ pub fn confine(spec: &JailSpec) -> Result<(), JailError> {
     Ok(())
 }
 
-/// Make this VM's ledger its workers' own (and no one else's), and let them reach it.
+/// Make this VM's ledger writable by its workers' group (and by the daemon's user, who
+/// owns it and whose next worker joins it before it is jailed), and by no one else.
 fn hand_over_ledger(spec: &JailSpec, ids: Ids) -> Result<(), JailError> {
     let Some(ledger) = &spec.own_ledger else {
         return Ok(());
     };
-    let what = || format!("giving {} to uid {}", ledger.display(), ids.uid);
-    std::fs::set_permissions(ledger, std::fs::Permissions::from_mode(0o600)).map_err(io(what()))?;
-    std::os::unix::fs::chown(ledger, Some(ids.uid), Some(ids.gid)).map_err(io(what()))?;
+    let what = || format!("giving {} to gid {}", ledger.display(), ids.gid);
+    std::os::unix::fs::chown(ledger, None, Some(ids.gid)).map_err(io(what()))?;
+    std::fs::set_permissions(ledger, std::fs::Permissions::from_mode(0o660)).map_err(io(what()))?;
     // The directory is the daemon's: others may pass through it (to their own ledger)
     // but not list it, and no ledger in it (say, one written before the jail was on)
-    // is readable by anyone but its owner.
+    // is open to others.
     if let Some(dir) = ledger.parent() {
         for entry in std::fs::read_dir(dir).map_err(io(what()))?.flatten() {
             if let Ok(meta) = entry.metadata() {
                 let mode = meta.permissions().mode();
-                if meta.is_file() && mode & 0o077 != 0 {
+                if meta.is_file() && mode & 0o007 != 0 {
                     std::fs::set_permissions(
                         entry.path(),
-                        std::fs::Permissions::from_mode(mode & 0o700),
+                        std::fs::Permissions::from_mode(mode & 0o770),
                     )
                     .map_err(io(what()))?;
                 }
