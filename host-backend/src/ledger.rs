@@ -64,7 +64,7 @@ impl Ledger {
         Ok(ledger)
     }
 
-    /// The ledger file (the worker jail hands it to the VM's user and keeps it visible).
+    /// The ledger file (the worker jail hands it to the VM's group and keeps it visible).
     pub fn path(&self) -> &Path {
         &self.path
     }
