@@ -24,6 +24,7 @@ use crate::executor::cuda::CudaExecutor;
 use crate::executor::host_memory::HostMemoryExecutor;
 use crate::executor::Executor;
 use crate::guest_ram::GuestRam;
+use crate::jail;
 use crate::ledger::{Ledger, LedgerError};
 use crate::policy::{Caller, ConfigError, Grant, Policy, Refusal};
 use crate::session::Session;
@@ -164,6 +165,10 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
             Ok(stats) => session = session.with_stats(stats),
             Err(e) => warn!("{e}; this connection's figures are not published"),
         }
+        // Admitted, and holding all it needs: from here on the worker reaches only its
+        // own VM's ledger and files (docs/security.md, "Worker jail").
+        jail::confine_admitted(policy, &identity.vm, &state_dir, Some(ledger.path()))
+            .map_err(|e| e.refusal(&caller, &identity.vm))?;
         let buffers = BufferBudget::new(grant_buffers, Some(ledger.buffers()));
         Ok(Admitted {
             session: session.with_ledger(ledger),

@@ -103,6 +103,11 @@ impl Ledger {
         Ok(ledger)
     }
 
+    /// The ledger file (the worker jail hands it to the VM's group and keeps it visible).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// Count `bytes` more against the VM, unless its workers together would then hold
     /// more than `quota`: `Ok(false)` then, and nothing is counted.
     pub fn charge(&self, bytes: u64, quota: u64) -> Result<bool, LedgerError> {

@@ -10,6 +10,8 @@
 //! - [`buffers`]: a worker's frame buffers, bounded by the VM's `buffer_memory`.
 //! - [`session`]: one guest's handshake, handle tables and owned allocations.
 //! - [`executor`]: the executor trait and its CUDA and host-memory implementations.
+//! - [`jail`]: what a worker gives up once its guest is admitted: its own user, a mount
+//!   namespace, resource limits and a system call filter.
 //! - [`ledger`]: a VM's quota and connection count across all its workers.
 //! - [`policy`]: the host configuration: who may connect, which GPUs, quotas, TLS.
 //! - [`tls`]: the worker's side of TLS on TCP: telling TLS guests from plain ones, the
@@ -27,6 +29,7 @@ pub mod console;
 pub mod daemon;
 pub mod executor;
 pub mod guest_ram;
+pub mod jail;
 pub mod ledger;
 pub mod metrics;
 pub mod pinned;

@@ -13,6 +13,7 @@ use vmcuda_host::connection::{self, Connection};
 use vmcuda_host::console::ConsoleCapture;
 use vmcuda_host::daemon::{ExecutorChoice, TransportKind, WorkerTemplate};
 use vmcuda_host::executor::host_memory;
+use vmcuda_host::jail;
 use vmcuda_host::metrics;
 use vmcuda_host::policy::{Caller, Policy};
 use vmcuda_host::serve::{self, Listeners};
@@ -198,6 +199,7 @@ fn main() -> ExitCode {
                 }
             };
             info!(config = %policy.source, vms = policy.config.vms.len(), "policy loaded");
+            jail::announce(&policy.config.jail);
             // Checked now, so a missing or mismatched certificate stops the daemon.
             let tls = match policy.tls_server() {
                 Ok(tls) => tls,

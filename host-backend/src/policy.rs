@@ -95,6 +95,9 @@ pub struct Config {
     /// The VMs allowed in, one `[[vm]]` table each.
     #[serde(default, rename = "vm")]
     pub vms: Vec<Vm>,
+    /// How workers are confined once their guest is admitted (see `jail`).
+    #[serde(default)]
+    pub jail: crate::jail::JailConfig,
 }
 
 /// Limits; in `[defaults]`, `[local]` and each `[[vm]]`, where unset ones inherit.

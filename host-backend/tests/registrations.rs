@@ -14,6 +14,10 @@ use vmcuda_wire::CudaStatus;
 const CTX: CallContext = CallContext { device: 0 };
 
 /// A greeted session of a local program under the configuration `text`.
+/// The tests pick free addresses in this process by mapping and unmapping: run one at
+/// a time, so one test's mapping never lands where the other just looked.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn session(text: &str) -> Session {
     let policy = Policy::parse(text, Path::new("test.toml")).unwrap();
     let grant = policy.admit(&Caller::Local { pid: None }, b"").unwrap();
@@ -86,6 +90,7 @@ fn unregister(s: &mut Session, addr: u64) {
 
 #[test]
 fn registrations_are_bounded_in_number_and_bytes_as_configured() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let mut s = session("[local]\nmax_registrations = 3\nregistered_memory = \"64KiB\"\n");
     // The staging area counts against neither.
     register(&mut s, 1 << 20, SHARED_STAGING).unwrap();
@@ -108,6 +113,7 @@ fn registrations_are_bounded_in_number_and_bytes_as_configured() {
 
 #[test]
 fn registrations_are_bounded_without_any_configuration() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let mut s = session("");
     // More than the default 64 GiB in one registration (a sparse file: nothing is
     // touched), with no quota set: refused.

@@ -1,0 +1,886 @@
+//! The worker jail: what a worker gives up once its guest is admitted.
+//!
+//! To admit a guest a worker reads the whole configuration (every VM's token), and to
+//! serve it the worker parses guest data and drives a GPU driver that is not memory
+//! safe. So right after admission ([`confine_admitted`], from the worker's admission
+//! step) it confines itself, so that a bug exploited in it reaches its own VM only:
+//!
+//! 1. **Mount namespace** (where the kernel lets it make one): a private copy of the
+//!    host's mounts in which the configuration, every `token_file` and the TLS key
+//!    read as empty (`/dev/null` bound over them), and the ledger directory is an
+//!    empty read-only tmpfs holding only this VM's ledger, bound in. The worker has
+//!    already opened everything else it needs (its executor, its figures file).
+//! 2. **Resource limits**: no core dumps (they would hold guest data and the token),
+//!    bounded open files, threads, file size, and optionally address space.
+//! 3. **Its VM's own user and group** (`[jail] id_base` plus a number from the VM's
+//!    name, or `[jail.ids]`), with no supplementary groups and no capabilities left in
+//!    any thread. Its own ledger is handed to that group first; other VMs' ledgers and
+//!    the token files stay unreadable to it even where there is no namespace.
+//! 4. **No new privileges** (`PR_SET_NO_NEW_PRIVS`).
+//! 5. **A system call filter** (seccomp, all threads): only what serving a session
+//!    takes; the rest fails with `EPERM` (or, by `[jail] on_denied`, kills the worker
+//!    or is only logged). See [`allowed_syscalls`] and docs/security.md.
+//!
+//! No pid namespace: the ledger and the figures files name workers by their host pid
+//! and tell live workers by `/proc/<pid>`, which a pid namespace would hide or renumber.
+//! The filter instead keeps a worker from signalling, tracing or starting processes.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use nix::errno::Errno;
+use nix::mount::{mount, MsFlags};
+use nix::sched::{unshare, CloneFlags};
+use nix::sys::resource::{getrlimit, setrlimit, Resource};
+use nix::unistd::{setgroups, setresgid, setresuid, Gid, Uid};
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule, TargetArch,
+};
+use serde::Deserialize;
+use thiserror::Error;
+use tracing::{debug, info, warn};
+use vmcuda_wire::CudaStatus;
+
+use crate::policy::{ByteSize, Caller, Policy, Refusal};
+
+/// Where VM ids start by default: far above ordinary users, system users and the
+/// ranges `useradd` hands out for containers' subordinate ids.
+pub const DEFAULT_ID_BASE: u32 = 2_100_000_000;
+/// How many ids a VM's name can map to, from `id_base`.
+pub const ID_RANGE: u32 = 65_536;
+const DEFAULT_MAX_OPEN_FILES: u64 = 4096;
+const DEFAULT_MAX_THREADS: u64 = 1024;
+const DEFAULT_MAX_FILE_SIZE: u64 = 1 << 30;
+
+/// `[jail]` in the host configuration.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct JailConfig {
+    /// Unset: on when workers can change user (the daemon runs as root, or holds
+    /// CAP_SETUID and CAP_SETGID), else off. `true` refuses guests rather than serve
+    /// them unjailed.
+    pub enable: Option<bool>,
+    /// A VM's workers run as uid = gid = `id_base` + a number (below 65536) derived
+    /// from its name, unless `[jail.ids]` gives one.
+    pub id_base: Option<u32>,
+    /// Explicit ids by VM name (`local` for programs on the host).
+    #[serde(default)]
+    pub ids: BTreeMap<String, u32>,
+    /// A mount namespace per worker (default on; off where the host forbids them).
+    pub namespaces: Option<bool>,
+    /// RLIMIT_NOFILE (default 4096).
+    pub max_open_files: Option<u64>,
+    /// RLIMIT_NPROC: threads of all of one VM's workers together (default 1024).
+    pub max_threads: Option<u64>,
+    /// RLIMIT_FSIZE: the largest file a worker may write (default 1 GiB).
+    pub max_file_size: Option<ByteSize>,
+    /// RLIMIT_AS (default none: the CUDA driver reserves address space for every
+    /// GPU's memory up front, far more than it uses).
+    pub address_space: Option<ByteSize>,
+    /// What a system call outside the filter gets.
+    #[serde(default)]
+    pub on_denied: OnDenied,
+}
+
+/// What a denied system call gets.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum OnDenied {
+    /// It fails with EPERM: code that probes for a feature goes on without it, and the
+    /// worker reports the failure to its guest like any other.
+    #[default]
+    Eperm,
+    /// The worker is killed (SIGSYS): only its own guest is affected.
+    Kill,
+    /// It is allowed and logged by the kernel (audit): for finding what a new driver
+    /// needs, never for service.
+    Log,
+}
+
+/// The user and group a VM's workers run as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ids {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// Resource limits of a jailed worker (core dumps are always off).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    pub address_space: Option<u64>,
+    pub open_files: u64,
+    pub threads: u64,
+    pub file_size: Option<u64>,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            address_space: None,
+            open_files: DEFAULT_MAX_OPEN_FILES,
+            threads: DEFAULT_MAX_THREADS,
+            file_size: Some(DEFAULT_MAX_FILE_SIZE),
+        }
+    }
+}
+
+/// Everything [`confine`] does, decided beforehand.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct JailSpec {
+    /// Whom to become; `None` keeps the user (for tests without root).
+    pub ids: Option<Ids>,
+    /// Make a mount namespace and hide files in it.
+    pub mount_namespace: bool,
+    /// Files that read as empty in the namespace (configuration, tokens, TLS key).
+    pub mask: Vec<PathBuf>,
+    /// The ledger directory, replaced in the namespace by one holding `own_ledger` only.
+    pub ledger_dir: Option<PathBuf>,
+    /// This VM's ledger file: handed to `ids` and kept visible.
+    pub own_ledger: Option<PathBuf>,
+    pub limits: Limits,
+    /// The system call filter, and what a denied call gets; `None`: no filter.
+    pub seccomp: Option<OnDenied>,
+}
+
+#[derive(Debug, Error)]
+pub enum JailError {
+    #[error("[jail] VMs {0:?} and {1:?} would run as the same user {2}; give one its own id in [jail.ids]")]
+    SameId(String, String, u32),
+    #[error("[jail] id {0} for {1:?} is not usable (root's, or the daemon's own)")]
+    BadId(u32, String),
+    #[error("[jail] id_base {0} leaves no room for {ID_RANGE} ids")]
+    BadBase(u32),
+    #[error("jail: {what}: {source}")]
+    Sys {
+        what: String,
+        #[source]
+        source: Errno,
+    },
+    #[error("jail: {what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("jail: system call filter: {0}")]
+    Seccomp(#[from] seccompiler::Error),
+    #[error("jail: thread {tid} kept {what} after the switch")]
+    NotDropped { tid: String, what: String },
+}
+
+impl From<seccompiler::BackendError> for JailError {
+    fn from(e: seccompiler::BackendError) -> Self {
+        JailError::Seccomp(e.into())
+    }
+}
+
+impl JailError {
+    /// What the guest is told, and the host logs, when its worker cannot be jailed:
+    /// the guest is refused rather than served unconfined.
+    pub fn refusal(&self, caller: &Caller, vm: &str) -> Refusal {
+        Refusal {
+            status: CudaStatus::ErrorNotPermitted,
+            guest: "the host could not isolate this connection; its administrator can see \
+                    why in the host's log"
+                .into(),
+            host: format!("refused {caller} ({vm}): {self}"),
+        }
+    }
+}
+
+fn sys(what: impl Into<String>) -> impl FnOnce(Errno) -> JailError {
+    let what = what.into();
+    move |source| JailError::Sys { what, source }
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> JailError {
+    let what = what.into();
+    move |source| JailError::Io { what, source }
+}
+
+/// 32-bit FNV-1a: a VM's id must not change between releases, so no std hasher.
+fn fnv1a(bytes: &[u8]) -> u32 {
+    bytes.iter().fold(0x811c_9dc5u32, |h, &b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    })
+}
+
+impl JailConfig {
+    /// Whether workers are jailed under this configuration, on this host.
+    pub fn enabled(&self) -> bool {
+        self.enable.unwrap_or_else(can_switch_user)
+    }
+
+    fn id_base(&self) -> Result<u32, JailError> {
+        let base = self.id_base.unwrap_or(DEFAULT_ID_BASE);
+        match base.checked_add(ID_RANGE) {
+            Some(end) if base > 0 && end < u32::MAX => Ok(base),
+            _ => Err(JailError::BadBase(base)),
+        }
+    }
+
+    fn raw_id(&self, name: &str, base: u32) -> u32 {
+        self.ids
+            .get(name)
+            .copied()
+            .unwrap_or_else(|| base + fnv1a(name.as_bytes()) % ID_RANGE)
+    }
+
+    /// The uid (and gid) of `name`'s workers; `others` are every name the
+    /// configuration admits, none of which may share it.
+    pub fn id_for<'a>(
+        &self,
+        name: &str,
+        others: impl IntoIterator<Item = &'a str>,
+    ) -> Result<u32, JailError> {
+        let base = self.id_base()?;
+        let id = self.raw_id(name, base);
+        if id == 0 || id == u32::MAX || id == Uid::current().as_raw() {
+            return Err(JailError::BadId(id, name.into()));
+        }
+        for other in others {
+            if other != name && self.raw_id(other, base) == id {
+                return Err(JailError::SameId(name.into(), other.into(), id));
+            }
+        }
+        Ok(id)
+    }
+}
+
+/// Whether this process may change its user and group (effective CAP_SETUID and
+/// CAP_SETGID, which root has).
+pub fn can_switch_user() -> bool {
+    const CAP_SETGID: u32 = 6;
+    const CAP_SETUID: u32 = 7;
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .is_some_and(|eff| eff & (1 << CAP_SETUID) != 0 && eff & (1 << CAP_SETGID) != 0)
+}
+
+/// The daemon's one line at start on whether its workers will be jailed.
+pub fn announce(config: &JailConfig) {
+    match config.enable {
+        Some(false) => info!("workers are not jailed ([jail] enable = false)"),
+        None if !can_switch_user() => info!(
+            "workers are not jailed: this daemon cannot change users (run it as root or \
+             with CAP_SETUID and CAP_SETGID, or set [jail] enable); docs/security.md"
+        ),
+        _ => info!(
+            namespaces = config.namespaces.unwrap_or(true),
+            "workers are jailed: each VM's under its own user, with a system call filter"
+        ),
+    }
+}
+
+/// What jailing `vm`'s worker means under `policy`; `None` when the jail is off.
+pub fn spec_for(
+    policy: &Policy,
+    vm: &str,
+    state_dir: &Path,
+    own_ledger: Option<&Path>,
+) -> Result<Option<JailSpec>, JailError> {
+    let config = &policy.config.jail;
+    if !config.enabled() {
+        debug!("not jailed");
+        return Ok(None);
+    }
+    let names = policy
+        .config
+        .vms
+        .iter()
+        .map(|v| v.name.as_str())
+        .chain(std::iter::once("local"));
+    let id = config.id_for(vm, names)?;
+    let c = &policy.config;
+    let mask = std::iter::once(PathBuf::from(&policy.source))
+        .chain(c.vms.iter().filter_map(|v| v.token_file.clone()))
+        .chain(c.tcp.tls_key.clone())
+        .chain(c.tcp.tls_cert.clone())
+        .filter(|p| p.is_file())
+        .collect();
+    Ok(Some(JailSpec {
+        ids: Some(Ids { uid: id, gid: id }),
+        mount_namespace: config.namespaces.unwrap_or(true),
+        mask,
+        ledger_dir: Some(state_dir.join("ledger")),
+        own_ledger: own_ledger.map(Path::to_path_buf),
+        limits: Limits {
+            address_space: config.address_space.map(|b| b.0),
+            open_files: config.max_open_files.unwrap_or(DEFAULT_MAX_OPEN_FILES),
+            threads: config.max_threads.unwrap_or(DEFAULT_MAX_THREADS),
+            file_size: Some(config.max_file_size.map_or(DEFAULT_MAX_FILE_SIZE, |b| b.0)),
+        },
+        seccomp: Some(config.on_denied),
+    }))
+}
+
+/// Jail this worker, whose guest was just admitted as `vm`, as `policy` says (nothing
+/// when the jail is off). Called once the worker holds what it needs: its executor,
+/// its ledger (`own_ledger`) and its figures file.
+pub fn confine_admitted(
+    policy: &Policy,
+    vm: &str,
+    state_dir: &Path,
+    own_ledger: Option<&Path>,
+) -> Result<(), JailError> {
+    match spec_for(policy, vm, state_dir, own_ledger)? {
+        Some(spec) => confine(&spec),
+        None => Ok(()),
+    }
+}
+
+/// Apply `spec` to this process, in order: mount namespace, resource limits, user and
+/// group, no new privileges, system call filter. Irreversible.
+pub fn confine(spec: &JailSpec) -> Result<(), JailError> {
+    if let Some(ids) = spec.ids {
+        hand_over_ledger(spec, ids)?;
+    }
+    if spec.mount_namespace {
+        match unshare(CloneFlags::CLONE_NEWNS) {
+            Ok(()) => hide(spec)?,
+            Err(e) => warn!(
+                "no mount namespace for this worker (unshare: {e}); other VMs' files are \
+                 kept from it by their owners and modes only"
+            ),
+        }
+    }
+    set_limits(&spec.limits)?;
+    if let Some(ids) = spec.ids {
+        become_user(ids)?;
+    }
+    nix::sys::prctl::set_no_new_privs().map_err(sys("PR_SET_NO_NEW_PRIVS"))?;
+    if let Some(on_denied) = spec.seccomp {
+        // Two filters: the kernel applies the stricter verdict of the two, which is how
+        // clone3 gets ENOSYS (the C library then uses clone, whose flags can be checked).
+        // The allow-list goes last: installing a filter takes a prctl it denies.
+        seccompiler::apply_filter_all_threads(&clone3_filter()?)?;
+        seccompiler::apply_filter_all_threads(&filter(on_denied, std::process::id())?)?;
+    }
+    debug!(?spec.ids, "jailed");
+    Ok(())
+}
+
+/// Make this VM's ledger writable by its workers' group (and by the daemon's user, who
+/// owns it and whose next worker joins it before it is jailed), and by no one else.
+fn hand_over_ledger(spec: &JailSpec, ids: Ids) -> Result<(), JailError> {
+    let Some(ledger) = &spec.own_ledger else {
+        return Ok(());
+    };
+    let what = || format!("giving {} to gid {}", ledger.display(), ids.gid);
+    std::os::unix::fs::chown(ledger, None, Some(ids.gid)).map_err(io(what()))?;
+    std::fs::set_permissions(ledger, std::fs::Permissions::from_mode(0o660)).map_err(io(what()))?;
+    // The directory is the daemon's: others may pass through it (to their own ledger)
+    // but not list it, and no ledger in it (say, one written before the jail was on)
+    // is open to others.
+    if let Some(dir) = ledger.parent() {
+        for entry in std::fs::read_dir(dir).map_err(io(what()))?.flatten() {
+            if let Ok(meta) = entry.metadata() {
+                let mode = meta.permissions().mode();
+                if meta.is_file() && mode & 0o007 != 0 {
+                    std::fs::set_permissions(
+                        entry.path(),
+                        std::fs::Permissions::from_mode(mode & 0o770),
+                    )
+                    .map_err(io(what()))?;
+                }
+            }
+        }
+        let mode = std::fs::metadata(dir)
+            .map_err(io(what()))?
+            .permissions()
+            .mode();
+        if mode & 0o001 == 0 {
+            std::fs::set_permissions(
+                dir,
+                std::fs::Permissions::from_mode((mode & 0o7770) | 0o001),
+            )
+            .map_err(io(what()))?;
+        }
+    }
+    Ok(())
+}
+
+/// In the new mount namespace: mask the files, swap the ledger directory.
+fn hide(spec: &JailSpec) -> Result<(), JailError> {
+    let none: Option<&str> = None;
+    // Nothing done here may reach the host's namespace.
+    mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none)
+        .map_err(sys("making mounts private"))?;
+    for path in &spec.mask {
+        mount(Some("/dev/null"), path, none, MsFlags::MS_BIND, none)
+            .map_err(sys(format!("masking {}", path.display())))?;
+    }
+    let Some(dir) = spec.ledger_dir.as_ref().filter(|d| d.is_dir()) else {
+        return Ok(());
+    };
+    // Held by a path-only descriptor, to be bound back in once the directory is covered.
+    let own = match &spec.own_ledger {
+        Some(p) => {
+            let name = p.file_name().map(ToOwned::to_owned);
+            let file = OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_PATH)
+                .open(p)
+                .map_err(io(format!("opening {}", p.display())))?;
+            name.map(|n| (file, n))
+        }
+        None => None,
+    };
+    let quiet = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    mount(
+        Some("tmpfs"),
+        dir,
+        Some("tmpfs"),
+        quiet,
+        Some("mode=0755,size=64k"),
+    )
+    .map_err(sys(format!("covering {}", dir.display())))?;
+    if let Some((file, name)) = own {
+        let target = dir.join(name);
+        File::create(&target).map_err(io(format!("making {}", target.display())))?;
+        let source = format!("/proc/self/fd/{}", file.as_raw_fd());
+        mount(Some(source.as_str()), &target, none, MsFlags::MS_BIND, none)
+            .map_err(sys(format!("binding {}", target.display())))?;
+    }
+    mount(
+        none,
+        dir,
+        none,
+        MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | quiet,
+        none,
+    )
+    .map_err(sys(format!("making {} read-only", dir.display())))?;
+    Ok(())
+}
+
+fn set_limits(limits: &Limits) -> Result<(), JailError> {
+    let lower = |resource: Resource, value: u64| -> Result<(), JailError> {
+        let (_, hard) = getrlimit(resource).map_err(sys(format!("reading {resource:?}")))?;
+        // Only ever lowered: raising a hard limit is not this code's to do.
+        let value = value.min(hard);
+        setrlimit(resource, value, value).map_err(sys(format!("setting {resource:?}")))
+    };
+    lower(Resource::RLIMIT_CORE, 0)?;
+    lower(Resource::RLIMIT_NOFILE, limits.open_files)?;
+    lower(Resource::RLIMIT_NPROC, limits.threads)?;
+    if let Some(size) = limits.file_size {
+        lower(Resource::RLIMIT_FSIZE, size)?;
+    }
+    if let Some(size) = limits.address_space {
+        lower(Resource::RLIMIT_AS, size)?;
+    }
+    Ok(())
+}
+
+/// Become `ids` in every thread, with no capability left anywhere.
+fn become_user(ids: Ids) -> Result<(), JailError> {
+    let (uid, gid) = (Uid::from_raw(ids.uid), Gid::from_raw(ids.gid));
+    // The C library changes ids in every thread (the driver's too). Going through root
+    // first makes the kernel clear every thread's capabilities at the switch below,
+    // also those of a daemon started as another user with ambient capabilities.
+    if !Uid::effective().is_root() || !Uid::current().is_root() {
+        setresuid(Uid::from_raw(0), Uid::from_raw(0), Uid::from_raw(0))
+            .map_err(sys("taking uid 0 to drop capabilities"))?;
+    }
+    setgroups(&[]).map_err(sys("dropping supplementary groups"))?;
+    setresgid(gid, gid, gid).map_err(sys(format!("switching to gid {gid}")))?;
+    setresuid(uid, uid, uid).map_err(sys(format!("switching to uid {uid}")))?;
+    nix::sys::prctl::set_dumpable(false).map_err(sys("PR_SET_DUMPABLE"))?;
+    check_every_thread(ids)
+}
+
+/// Read back what every thread is now: the jail must not be partial.
+fn check_every_thread(ids: Ids) -> Result<(), JailError> {
+    let tasks = std::fs::read_dir("/proc/self/task").map_err(io("listing my threads"))?;
+    for task in tasks {
+        let task = task.map_err(io("listing my threads"))?;
+        let tid = task.file_name().to_string_lossy().into_owned();
+        let Ok(status) = std::fs::read_to_string(task.path().join("status")) else {
+            continue; // a thread that has just ended
+        };
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .map(|v| v.split_whitespace().collect::<Vec<_>>())
+                .unwrap_or_default()
+        };
+        let all =
+            |v: Vec<&str>, want: u32| v.len() == 4 && v.iter().all(|x| *x == want.to_string());
+        let zero =
+            |v: Vec<&str>| v.first().and_then(|x| u64::from_str_radix(x, 16).ok()) == Some(0);
+        let bad = if !all(field("Uid:"), ids.uid) {
+            Some("another uid")
+        } else if !all(field("Gid:"), ids.gid) {
+            Some("another gid")
+        } else if !field("Groups:").is_empty() {
+            Some("supplementary groups")
+        } else if !zero(field("CapEff:")) || !zero(field("CapPrm:")) || !zero(field("CapAmb:")) {
+            Some("capabilities")
+        } else {
+            None
+        };
+        if let Some(what) = bad {
+            return Err(JailError::NotDropped {
+                tid,
+                what: what.into(),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn target_arch() -> TargetArch {
+    #[cfg(target_arch = "aarch64")]
+    return TargetArch::aarch64;
+    #[cfg(not(target_arch = "aarch64"))]
+    TargetArch::x86_64
+}
+
+/// The system calls a jailed worker makes, with the arguments some are held to.
+/// `pid`: the worker's own, the only process it may signal.
+pub fn allowed_syscalls(pid: u32) -> Result<BTreeMap<i64, Vec<SeccompRule>>, JailError> {
+    let arg = |index: u8, op: SeccompCmpOp, value: u64| {
+        SeccompCondition::new(index, SeccompCmpArgLen::Dword, op, value)
+    };
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    let mut allow = |calls: &[libc::c_long]| {
+        for &call in calls {
+            rules.insert(call, Vec::new());
+        }
+    };
+    // Frames on the connection (already open: no socket, bind, connect or accept),
+    // descriptors the guest passes (SCM_RIGHTS), the ledger and figures files, the
+    // driver's device files (opened lazily, so openat stays; what it reaches is bounded
+    // by the user and the namespace).
+    allow(&[
+        libc::SYS_read,
+        libc::SYS_write,
+        libc::SYS_readv,
+        libc::SYS_writev,
+        libc::SYS_pread64,
+        libc::SYS_pwrite64,
+        libc::SYS_preadv,
+        libc::SYS_pwritev,
+        libc::SYS_preadv2,
+        libc::SYS_pwritev2,
+        libc::SYS_recvfrom,
+        libc::SYS_recvmsg,
+        libc::SYS_recvmmsg,
+        libc::SYS_sendto,
+        libc::SYS_sendmsg,
+        libc::SYS_sendmmsg,
+        libc::SYS_shutdown,
+        libc::SYS_getsockopt,
+        libc::SYS_setsockopt,
+        libc::SYS_getsockname,
+        libc::SYS_getpeername,
+        libc::SYS_openat,
+        libc::SYS_close,
+        libc::SYS_close_range,
+        libc::SYS_lseek,
+        libc::SYS_fcntl,
+        libc::SYS_flock,
+        libc::SYS_fsync,
+        libc::SYS_fdatasync,
+        libc::SYS_ftruncate,
+        libc::SYS_fstat,
+        libc::SYS_newfstatat,
+        libc::SYS_statx,
+        libc::SYS_fstatfs,
+        libc::SYS_statfs,
+        libc::SYS_getdents64,
+        libc::SYS_readlinkat,
+        libc::SYS_faccessat,
+        libc::SYS_faccessat2,
+        libc::SYS_dup,
+        libc::SYS_dup3,
+        libc::SYS_pipe2,
+        libc::SYS_memfd_create,
+        // Memory: the heap, mappings of guest memory and of the GPU, pinned buffers.
+        libc::SYS_mmap,
+        libc::SYS_munmap,
+        libc::SYS_mprotect,
+        libc::SYS_madvise,
+        libc::SYS_mremap,
+        libc::SYS_brk,
+        libc::SYS_mlock,
+        libc::SYS_mlock2,
+        libc::SYS_munlock,
+        libc::SYS_msync,
+        libc::SYS_mincore,
+        libc::SYS_get_mempolicy,
+        libc::SYS_mbind,
+        libc::SYS_membarrier,
+        // Threads (the driver's), waiting, time.
+        libc::SYS_futex,
+        libc::SYS_set_robust_list,
+        libc::SYS_rseq,
+        libc::SYS_set_tid_address,
+        libc::SYS_sched_yield,
+        libc::SYS_sched_getaffinity,
+        libc::SYS_sched_getparam,
+        libc::SYS_sched_getscheduler,
+        libc::SYS_sched_get_priority_max,
+        libc::SYS_sched_get_priority_min,
+        libc::SYS_nanosleep,
+        libc::SYS_clock_nanosleep,
+        libc::SYS_clock_gettime,
+        libc::SYS_clock_getres,
+        libc::SYS_gettimeofday,
+        libc::SYS_ppoll,
+        libc::SYS_pselect6,
+        libc::SYS_epoll_create1,
+        libc::SYS_epoll_ctl,
+        libc::SYS_epoll_pwait,
+        libc::SYS_epoll_pwait2,
+        libc::SYS_eventfd2,
+        libc::SYS_timerfd_create,
+        libc::SYS_timerfd_settime,
+        libc::SYS_timerfd_gettime,
+        // Signals to itself, and ending.
+        libc::SYS_rt_sigaction,
+        libc::SYS_rt_sigprocmask,
+        libc::SYS_rt_sigreturn,
+        libc::SYS_rt_sigtimedwait,
+        libc::SYS_sigaltstack,
+        libc::SYS_restart_syscall,
+        libc::SYS_exit,
+        libc::SYS_exit_group,
+        // Questions about itself.
+        libc::SYS_getpid,
+        libc::SYS_gettid,
+        libc::SYS_getppid,
+        libc::SYS_getuid,
+        libc::SYS_geteuid,
+        libc::SYS_getgid,
+        libc::SYS_getegid,
+        libc::SYS_getresuid,
+        libc::SYS_getresgid,
+        libc::SYS_getgroups,
+        libc::SYS_getrusage,
+        libc::SYS_uname,
+        libc::SYS_sysinfo,
+        libc::SYS_getcwd,
+        libc::SYS_getrandom,
+    ]);
+    #[cfg(target_arch = "x86_64")]
+    allow(&[
+        libc::SYS_open,
+        libc::SYS_stat,
+        libc::SYS_lstat,
+        libc::SYS_access,
+        libc::SYS_readlink,
+        libc::SYS_poll,
+        libc::SYS_select,
+        libc::SYS_pipe,
+        libc::SYS_dup2,
+        libc::SYS_eventfd,
+        libc::SYS_epoll_wait,
+        libc::SYS_epoll_create,
+        libc::SYS_getrlimit,
+        libc::SYS_arch_prctl,
+        libc::SYS_time,
+    ]);
+    let rule = |conditions| SeccompRule::new(conditions).map_err(seccompiler::Error::from);
+    // Threads only: a clone without CLONE_THREAD would be a new process.
+    let thread = CLONE_THREAD_FLAG;
+    rules.insert(
+        libc::SYS_clone,
+        vec![rule(vec![SeccompCondition::new(
+            0,
+            SeccompCmpArgLen::Qword,
+            SeccompCmpOp::MaskedEq(thread),
+            thread,
+        )?])?],
+    );
+    // clone3's flags are in memory the filter cannot read: allowed here, and answered
+    // ENOSYS by the second filter.
+    rules.insert(libc::SYS_clone3, Vec::new());
+    // Signals to itself only (abort, the driver's own).
+    rules.insert(
+        libc::SYS_tgkill,
+        vec![rule(vec![arg(0, SeccompCmpOp::Eq, pid.into())?])?],
+    );
+    rules.insert(
+        libc::SYS_kill,
+        vec![rule(vec![arg(0, SeccompCmpOp::Eq, pid.into())?])?],
+    );
+    // Its own limits, read (and lowered); never another process's.
+    rules.insert(
+        libc::SYS_prlimit64,
+        vec![rule(vec![arg(0, SeccompCmpOp::Eq, 0)?])?],
+    );
+    rules.insert(
+        libc::SYS_sched_setaffinity,
+        vec![rule(vec![arg(0, SeccompCmpOp::Eq, 0)?])?],
+    );
+    // Thread names and anonymous mapping names only.
+    let prctl_ops = [
+        libc::PR_SET_NAME as u64,
+        libc::PR_GET_NAME as u64,
+        libc::PR_GET_DUMPABLE as u64,
+        libc::PR_GET_NO_NEW_PRIVS as u64,
+        PR_SET_VMA,
+    ];
+    let mut prctl = Vec::new();
+    for op in prctl_ops {
+        prctl.push(rule(vec![arg(0, SeccompCmpOp::Eq, op)?])?);
+    }
+    rules.insert(libc::SYS_prctl, prctl);
+    // Any device request (the GPU driver's are many and private), except pushing input
+    // into a terminal the daemon's log may be.
+    rules.insert(
+        libc::SYS_ioctl,
+        vec![rule(vec![
+            arg(1, SeccompCmpOp::Ne, libc::TIOCSTI)?,
+            arg(1, SeccompCmpOp::Ne, libc::TIOCLINUX)?,
+        ])?],
+    );
+    Ok(rules)
+}
+
+const CLONE_THREAD_FLAG: u64 = libc::CLONE_THREAD as u64;
+/// PR_SET_VMA (naming anonymous mappings; newer C libraries name their arenas).
+const PR_SET_VMA: u64 = 0x5356_4d41;
+
+/// The worker's filter: [`allowed_syscalls`], everything else `on_denied`.
+pub fn filter(on_denied: OnDenied, pid: u32) -> Result<BpfProgram, JailError> {
+    let denied = match on_denied {
+        OnDenied::Eperm => SeccompAction::Errno(libc::EPERM as u32),
+        OnDenied::Kill => SeccompAction::KillProcess,
+        OnDenied::Log => SeccompAction::Log,
+    };
+    let f = SeccompFilter::new(
+        allowed_syscalls(pid)?,
+        denied,
+        SeccompAction::Allow,
+        target_arch(),
+    )
+    .map_err(seccompiler::Error::from)?;
+    Ok(f.try_into()?)
+}
+
+fn clone3_filter() -> Result<BpfProgram, JailError> {
+    let f = SeccompFilter::new(
+        BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::ENOSYS as u32),
+        target_arch(),
+    )
+    .map_err(seccompiler::Error::from)?;
+    Ok(f.try_into()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_come_from_names_and_are_stable_and_explicit_ones_win() {
+        let c = JailConfig::default();
+        let a = c.id_for("vm1", ["vm1", "vm2", "local"]).unwrap();
+        assert_eq!(a, DEFAULT_ID_BASE + fnv1a(b"vm1") % ID_RANGE);
+        assert!((DEFAULT_ID_BASE..DEFAULT_ID_BASE + ID_RANGE).contains(&a));
+        assert_ne!(a, c.id_for("vm2", ["vm1", "vm2"]).unwrap());
+        // The known FNV-1a value, so that an id cannot change between releases.
+        assert_eq!(fnv1a(b"a"), 0xe40c_292c);
+        let c = JailConfig {
+            ids: BTreeMap::from([("vm1".into(), 3_000_000_000)]),
+            ..JailConfig::default()
+        };
+        assert_eq!(c.id_for("vm1", ["vm2"]).unwrap(), 3_000_000_000);
+    }
+
+    #[test]
+    fn two_vms_never_share_an_id() {
+        let c = JailConfig {
+            ids: BTreeMap::from([("vm2".into(), DEFAULT_ID_BASE + fnv1a(b"vm1") % ID_RANGE)]),
+            ..JailConfig::default()
+        };
+        assert!(matches!(
+            c.id_for("vm1", ["vm1", "vm2"]),
+            Err(JailError::SameId(..))
+        ));
+        let c = JailConfig {
+            ids: BTreeMap::from([("vm1".into(), 0)]),
+            ..JailConfig::default()
+        };
+        assert!(matches!(c.id_for("vm1", []), Err(JailError::BadId(0, _))));
+        let c = JailConfig {
+            id_base: Some(u32::MAX - 10),
+            ..JailConfig::default()
+        };
+        assert!(matches!(c.id_for("vm1", []), Err(JailError::BadBase(_))));
+    }
+
+    #[test]
+    fn the_jail_table_is_read_from_the_host_configuration() {
+        let p = Policy::parse(
+            "[jail]\nenable = true\nid_base = 500000\nnamespaces = false\n\
+             max_open_files = 64\naddress_space = \"8GiB\"\non_denied = \"kill\"\n\
+             [jail.ids]\nvm1 = 700000\n[[vm]]\nname = \"vm1\"\n[[vm]]\nname = \"vm2\"\n",
+            Path::new("t.toml"),
+        )
+        .unwrap();
+        let spec = spec_for(&p, "vm1", Path::new("/nonexistent"), None)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            spec.ids,
+            Some(Ids {
+                uid: 700000,
+                gid: 700000
+            })
+        );
+        assert!(!spec.mount_namespace);
+        assert_eq!(spec.limits.open_files, 64);
+        assert_eq!(spec.limits.address_space, Some(8 << 30));
+        assert_eq!(spec.seccomp, Some(OnDenied::Kill));
+        let vm2 = spec_for(&p, "vm2", Path::new("/nonexistent"), None)
+            .unwrap()
+            .unwrap();
+        assert!((500000..500000 + ID_RANGE).contains(&vm2.ids.unwrap().uid));
+        let off = Policy::parse("[jail]\nenable = false\n", Path::new("t.toml")).unwrap();
+        assert_eq!(
+            spec_for(&off, "local", Path::new("/x"), None).unwrap(),
+            None
+        );
+        assert!(Policy::parse("[jail]\nbogus = 1\n", Path::new("t.toml")).is_err());
+    }
+
+    #[test]
+    fn the_filter_builds_for_this_machine() {
+        for on_denied in [OnDenied::Eperm, OnDenied::Kill, OnDenied::Log] {
+            assert!(!filter(on_denied, 1234).unwrap().is_empty());
+        }
+        let rules = allowed_syscalls(1).unwrap();
+        for denied in [
+            libc::SYS_execve,
+            libc::SYS_execveat,
+            libc::SYS_ptrace,
+            libc::SYS_mount,
+            libc::SYS_socket,
+            libc::SYS_connect,
+            libc::SYS_bind,
+            libc::SYS_kexec_load,
+            libc::SYS_init_module,
+            libc::SYS_setuid,
+            libc::SYS_unshare,
+            libc::SYS_io_uring_setup,
+            libc::SYS_process_vm_readv,
+            libc::SYS_bpf,
+        ] {
+            assert!(!rules.contains_key(&denied), "{denied} must be denied");
+        }
+    }
+}
