@@ -1,0 +1,252 @@
+//! The worker's system call filter: what serving a session takes, and nothing else.
+
+use std::collections::BTreeMap;
+
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule, TargetArch,
+};
+
+use super::{JailError, OnDenied};
+
+fn target_arch() -> TargetArch {
+    #[cfg(target_arch = "aarch64")]
+    return TargetArch::aarch64;
+    #[cfg(not(target_arch = "aarch64"))]
+    TargetArch::x86_64
+}
+
+/// The system calls a jailed worker makes, with the arguments some are held to.
+/// `pid`: the worker's own, the only process it may signal.
+pub fn allowed_syscalls(pid: u32) -> Result<BTreeMap<i64, Vec<SeccompRule>>, JailError> {
+    let arg = |index: u8, op: SeccompCmpOp, value: u64| {
+        SeccompCondition::new(index, SeccompCmpArgLen::Dword, op, value)
+    };
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    let mut allow = |calls: &[libc::c_long]| {
+        for &call in calls {
+            rules.insert(call, Vec::new());
+        }
+    };
+    // Frames on the connection (already open: no socket, bind, connect or accept),
+    // descriptors the guest passes (SCM_RIGHTS), the ledger and figures files, the
+    // driver's device files (opened lazily, so openat stays; what it reaches is bounded
+    // by the user and the namespace).
+    allow(&[
+        libc::SYS_read,
+        libc::SYS_write,
+        libc::SYS_readv,
+        libc::SYS_writev,
+        libc::SYS_pread64,
+        libc::SYS_pwrite64,
+        libc::SYS_preadv,
+        libc::SYS_pwritev,
+        libc::SYS_preadv2,
+        libc::SYS_pwritev2,
+        libc::SYS_recvfrom,
+        libc::SYS_recvmsg,
+        libc::SYS_recvmmsg,
+        libc::SYS_sendto,
+        libc::SYS_sendmsg,
+        libc::SYS_sendmmsg,
+        libc::SYS_shutdown,
+        libc::SYS_getsockopt,
+        libc::SYS_setsockopt,
+        libc::SYS_getsockname,
+        libc::SYS_getpeername,
+        libc::SYS_openat,
+        libc::SYS_close,
+        libc::SYS_close_range,
+        libc::SYS_lseek,
+        libc::SYS_fcntl,
+        libc::SYS_flock,
+        libc::SYS_fsync,
+        libc::SYS_fdatasync,
+        libc::SYS_ftruncate,
+        libc::SYS_fstat,
+        libc::SYS_newfstatat,
+        libc::SYS_statx,
+        libc::SYS_fstatfs,
+        libc::SYS_statfs,
+        libc::SYS_getdents64,
+        libc::SYS_readlinkat,
+        libc::SYS_faccessat,
+        libc::SYS_faccessat2,
+        libc::SYS_dup,
+        libc::SYS_dup3,
+        libc::SYS_pipe2,
+        libc::SYS_memfd_create,
+        // Memory: the heap, mappings of guest memory and of the GPU, pinned buffers.
+        libc::SYS_mmap,
+        libc::SYS_munmap,
+        libc::SYS_mprotect,
+        libc::SYS_madvise,
+        libc::SYS_mremap,
+        libc::SYS_brk,
+        libc::SYS_mlock,
+        libc::SYS_mlock2,
+        libc::SYS_munlock,
+        libc::SYS_msync,
+        libc::SYS_mincore,
+        libc::SYS_get_mempolicy,
+        libc::SYS_mbind,
+        libc::SYS_membarrier,
+        // Threads (the driver's), waiting, time.
+        libc::SYS_futex,
+        libc::SYS_set_robust_list,
+        libc::SYS_rseq,
+        libc::SYS_set_tid_address,
+        libc::SYS_sched_yield,
+        libc::SYS_sched_getaffinity,
+        libc::SYS_sched_getparam,
+        libc::SYS_sched_getscheduler,
+        libc::SYS_sched_get_priority_max,
+        libc::SYS_sched_get_priority_min,
+        libc::SYS_nanosleep,
+        libc::SYS_clock_nanosleep,
+        libc::SYS_clock_gettime,
+        libc::SYS_clock_getres,
+        libc::SYS_gettimeofday,
+        libc::SYS_ppoll,
+        libc::SYS_pselect6,
+        libc::SYS_epoll_create1,
+        libc::SYS_epoll_ctl,
+        libc::SYS_epoll_pwait,
+        libc::SYS_epoll_pwait2,
+        libc::SYS_eventfd2,
+        libc::SYS_timerfd_create,
+        libc::SYS_timerfd_settime,
+        libc::SYS_timerfd_gettime,
+        // Signals to itself, and ending.
+        libc::SYS_rt_sigaction,
+        libc::SYS_rt_sigprocmask,
+        libc::SYS_rt_sigreturn,
+        libc::SYS_rt_sigtimedwait,
+        libc::SYS_sigaltstack,
+        libc::SYS_restart_syscall,
+        libc::SYS_exit,
+        libc::SYS_exit_group,
+        // Questions about itself.
+        libc::SYS_getpid,
+        libc::SYS_gettid,
+        libc::SYS_getppid,
+        libc::SYS_getuid,
+        libc::SYS_geteuid,
+        libc::SYS_getgid,
+        libc::SYS_getegid,
+        libc::SYS_getresuid,
+        libc::SYS_getresgid,
+        libc::SYS_getgroups,
+        libc::SYS_getrusage,
+        libc::SYS_uname,
+        libc::SYS_sysinfo,
+        libc::SYS_getcwd,
+        libc::SYS_getrandom,
+    ]);
+    #[cfg(target_arch = "x86_64")]
+    allow(&[
+        libc::SYS_open,
+        libc::SYS_stat,
+        libc::SYS_lstat,
+        libc::SYS_access,
+        libc::SYS_readlink,
+        libc::SYS_poll,
+        libc::SYS_select,
+        libc::SYS_pipe,
+        libc::SYS_dup2,
+        libc::SYS_eventfd,
+        libc::SYS_epoll_wait,
+        libc::SYS_epoll_create,
+        libc::SYS_getrlimit,
+        libc::SYS_arch_prctl,
+        libc::SYS_time,
+    ]);
+    let rule = |conditions| SeccompRule::new(conditions).map_err(seccompiler::Error::from);
+    // Threads only: a clone without CLONE_THREAD would be a new process.
+    let thread = CLONE_THREAD_FLAG;
+    rules.insert(
+        libc::SYS_clone,
+        vec![rule(vec![SeccompCondition::new(
+            0,
+            SeccompCmpArgLen::Qword,
+            SeccompCmpOp::MaskedEq(thread),
+            thread,
+        )?])?],
+    );
+    // clone3's flags are in memory the filter cannot read: allowed here, and answered
+    // ENOSYS by the second filter.
+    rules.insert(libc::SYS_clone3, Vec::new());
+    // Signals to itself only (abort, the driver's own).
+    rules.insert(
+        libc::SYS_tgkill,
+        vec![rule(vec![arg(0, SeccompCmpOp::Eq, pid.into())?])?],
+    );
+    rules.insert(
+        libc::SYS_kill,
+        vec![rule(vec![arg(0, SeccompCmpOp::Eq, pid.into())?])?],
+    );
+    // Its own limits, read (and lowered); never another process's.
+    rules.insert(
+        libc::SYS_prlimit64,
+        vec![rule(vec![arg(0, SeccompCmpOp::Eq, 0)?])?],
+    );
+    rules.insert(
+        libc::SYS_sched_setaffinity,
+        vec![rule(vec![arg(0, SeccompCmpOp::Eq, 0)?])?],
+    );
+    // Thread names and anonymous mapping names only.
+    let prctl_ops = [
+        libc::PR_SET_NAME as u64,
+        libc::PR_GET_NAME as u64,
+        libc::PR_GET_DUMPABLE as u64,
+        libc::PR_GET_NO_NEW_PRIVS as u64,
+        PR_SET_VMA,
+    ];
+    let mut prctl = Vec::new();
+    for op in prctl_ops {
+        prctl.push(rule(vec![arg(0, SeccompCmpOp::Eq, op)?])?);
+    }
+    rules.insert(libc::SYS_prctl, prctl);
+    // Any device request (the GPU driver's are many and private), except pushing input
+    // into a terminal the daemon's log may be.
+    rules.insert(
+        libc::SYS_ioctl,
+        vec![rule(vec![
+            arg(1, SeccompCmpOp::Ne, libc::TIOCSTI)?,
+            arg(1, SeccompCmpOp::Ne, libc::TIOCLINUX)?,
+        ])?],
+    );
+    Ok(rules)
+}
+
+const CLONE_THREAD_FLAG: u64 = libc::CLONE_THREAD as u64;
+/// PR_SET_VMA (naming anonymous mappings; newer C libraries name their arenas).
+const PR_SET_VMA: u64 = 0x5356_4d41;
+
+/// The worker's filter: [`allowed_syscalls`], everything else `on_denied`.
+pub fn filter(on_denied: OnDenied, pid: u32) -> Result<BpfProgram, JailError> {
+    let denied = match on_denied {
+        OnDenied::Eperm => SeccompAction::Errno(libc::EPERM as u32),
+        OnDenied::Kill => SeccompAction::KillProcess,
+        OnDenied::Log => SeccompAction::Log,
+    };
+    let f = SeccompFilter::new(
+        allowed_syscalls(pid)?,
+        denied,
+        SeccompAction::Allow,
+        target_arch(),
+    )
+    .map_err(seccompiler::Error::from)?;
+    Ok(f.try_into()?)
+}
+
+pub(super) fn clone3_filter() -> Result<BpfProgram, JailError> {
+    let f = SeccompFilter::new(
+        BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::ENOSYS as u32),
+        target_arch(),
+    )
+    .map_err(seccompiler::Error::from)?;
+    Ok(f.try_into()?)
+}
