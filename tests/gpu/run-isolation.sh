@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # tests/gpu/run-isolation.sh CARRY: on the GPU machine, what one program can learn of
 # another's GPU memory, natively and through vmcuda (CUDA executor), and whether a
-# guest's memory quota holds on the real GPU.
+# guest's memory quota holds on the real GPU, on every path by which a program can take
+# device memory: allocations, module globals, context limits, pools, graph memory,
+# VMM, device reset, many tiny allocations. Each path runs natively (no quota: the
+# line shows what the GPU spent) and bridged under a small quota (the line shows the
+# refusal). Bridged runs see the machine as a VM guest does: as root, in their own
+# mount namespace, the GPU device files and the host's driver libraries are /dev/null.
 #
 # CARRY holds bin/vmcuda-host, guest/lib (our libcudart.so.13), isolation (built
 # from tests/gpu/isolation.cu with -cudart shared) and COMMIT. Results: the table on
@@ -17,18 +22,53 @@ real_cudart=${VMCUDA_REAL_CUDART_DIR:-/usr/local/cuda/lib64}
 prog="$carry/isolation"
 bytes=$((256 << 20))
 quota=$((1 << 30))
+small=$((64 << 20))
 
 printf '[local]\nmemory_quota = %d\n' "$quota" >"$work/quota.toml"
+printf '[local]\nmemory_quota = %d\n' "$small" >"$work/small.toml"
 "$carry/bin/vmcuda-host" serve --unix "$work/plain.sock" --executor "${VMCUDA_ISO_EXECUTOR:-cuda}" 2>"$work/host.log" &
 plain=$!
 "$carry/bin/vmcuda-host" serve --unix "$work/quota.sock" --config "$work/quota.toml" \
   --executor "${VMCUDA_ISO_EXECUTOR:-cuda}" 2>"$work/host-quota.log" &
 quota_host=$!
-trap 'kill $plain $quota_host 2>/dev/null; wait 2>/dev/null' EXIT
-for _ in $(seq 200); do [ -S "$work/plain.sock" ] && [ -S "$work/quota.sock" ] && break; sleep 0.1; done
+"$carry/bin/vmcuda-host" serve --unix "$work/small.sock" --config "$work/small.toml" \
+  --executor "${VMCUDA_ISO_EXECUTOR:-cuda}" 2>"$work/host-small.log" &
+small_host=$!
+trap 'kill $plain $quota_host $small_host 2>/dev/null; wait 2>/dev/null' EXIT
+for _ in $(seq 200); do
+  [ -S "$work/plain.sock" ] && [ -S "$work/quota.sock" ] && [ -S "$work/small.sock" ] && break
+  sleep 0.1
+done
+
+# As tests/gpu/run-torch.sh: the bridged process reaches the GPU only through the bridge.
+hide_gpu='for f in /dev/nvidia* /dev/nvidia-caps/* $(ldconfig -p | awk '"'"'/libcuda\.so|libnvidia-ml\.so/ {print $NF}'"'"'); do
+  [ -e "$f" ] && [ ! -d "$f" ] && mount --bind /dev/null "$(readlink -f "$f")"
+done
+exec "$@"'
+isolate=()
+isolation="none (not root, or no mount namespaces here)"
+if [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then
+  isolate=(unshare -m sh -c "$hide_gpu" hide-gpu)
+  isolation="own mount namespace: /dev/nvidia*, the host's libcuda.so* and libnvidia-ml.so* bound to /dev/null"
+fi
 
 native() { LD_LIBRARY_PATH="$real_cudart" "$prog" "$@"; }
-bridged() { LD_LIBRARY_PATH="$carry/guest/lib" VMCUDA_SERVER="unix:$work/plain.sock" "$prog" "$@"; }
+bridged_on() {  # bridged_on SOCKET ARGS...
+  local sock=$1
+  shift
+  ${isolate[@]+"${isolate[@]}"} timeout -k 5 300 \
+    env LD_LIBRARY_PATH="$carry/guest/lib" VMCUDA_SERVER="unix:$sock" "$prog" "$@"
+}
+bridged() { bridged_on "$work/plain.sock" "$@"; }
+
+# One path of taking device memory: natively (what the GPU spends, no quota), then
+# bridged under the small quota; a fresh process each, so nothing carries over.
+path() {  # path MODE WHAT
+  local mode=$1 what=$2 n b
+  n=$(timeout -k 5 300 env LD_LIBRARY_PATH="$real_cudart" "$prog" "$mode" "$small" 2>&1 | tail -1)
+  b=$(bridged_on "$work/small.sock" "$mode" "$small" 2>&1 | tail -1)
+  echo "| $what | $n | $b |"
+}
 
 # One process fills memory and holds it; a second peeks at its pointer; then the first
 # dies without freeing and a third allocates the same amount fresh.
@@ -60,11 +100,29 @@ scenario() {  # scenario native|bridged
   echo "| --- | --- | --- |"
   scenario native
   scenario bridged
-  echo "| bridged, quota $quota | quota | $(LD_LIBRARY_PATH="$carry/guest/lib" VMCUDA_SERVER="unix:$work/quota.sock" "$prog" quota "$quota" 2>&1 | tr '\n' ' ') |"
+  echo "| bridged, quota $quota | quota | $(bridged_on "$work/quota.sock" quota "$quota" 2>&1 | tr '\n' ' ') |"
+  echo
+  echo "## The quota on every path (Q = $small bytes)"
+  echo
+  echo "- bridged runs' isolation: $isolation"
+  echo "- native: no quota, the figure is what the GPU spent (cudaMemGetInfo); bridged: the"
+  echo "  same program as a guest with a quota of Q, where each path must be refused or held"
+  echo "  within Q (CUresult 2 / cudaErrorMemoryAllocation: refused over the quota)"
+  echo
+  echo "| path | native (no quota) | bridged, quota Q |"
+  echo "| --- | --- | --- |"
+  path globals "module globals (PTX .global of 2Q, then Q/4)"
+  path limits "context limits (stack x resident threads, heap, printf FIFO)"
+  path pool "pool reserve and release threshold"
+  path graph "graph memory (captured cudaMallocAsync)"
+  path vmm "VMM handle released three times"
+  path reset "cudaDeviceReset refunds what it frees"
+  path tiny "many tiny allocations (512 bytes each on the GPU)"
   echo
   echo "Host log lines about refusals and quotas:"
   echo
   echo '```'
-  grep -h -E "refused|over the guest" "$work/host.log" "$work/host-quota.log" | sed 's/\x1b\[[0-9;]*m//g' | head -20
+  grep -h -E "refused|over the guest|quota" "$work/host.log" "$work/host-quota.log" "$work/host-small.log" |
+    sed 's/\x1b\[[0-9;]*m//g' | head -40
   echo '```'
 } | tee "$out/RESULTS-ISOLATION.md"

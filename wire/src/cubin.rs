@@ -361,6 +361,36 @@ impl<'a> Cubin<'a> {
         }
     }
 
+    /// Bytes of device memory the driver sets aside for this cubin's module-scope data
+    /// when it loads it: every `.nv.global*` section (initialised or zero-filled) and
+    /// every `.nv.constant<N>` bank, each rounded up to its alignment. Kernel code and
+    /// the kernels' parameter banks (`.nv.constant0.<kernel>`, filled at each launch)
+    /// are not counted. Sections of a size past [`MAX_GLOBAL_LEN`] fail.
+    pub fn module_data_len(&self) -> Result<u64> {
+        let mut total: u64 = 0;
+        for section in self.sections.iter() {
+            let name = self.sections.section_name(self.endian, section)?;
+            let data = name.starts_with(b".nv.global")
+                || (name.starts_with(b".nv.constant") && !name.starts_with(b".nv.constant0."));
+            if !data {
+                continue;
+            }
+            let size = section.sh_size(self.endian);
+            if size > MAX_GLOBAL_LEN {
+                return Err(CubinError::BadGlobal {
+                    name: String::from_utf8_lossy(name).into_owned(),
+                    reason: "section size above MAX_GLOBAL_LEN",
+                });
+            }
+            let align = section.sh_addralign(self.endian).max(1);
+            // At most MAX_GLOBAL_LEN per section, over at most 65,535 sections: no
+            // overflow, however the alignments are set.
+            let size = size.checked_next_multiple_of(align).unwrap_or(u64::MAX);
+            total = total.saturating_add(size);
+        }
+        Ok(total)
+    }
+
     /// Size and initial contents of the device variable `name` (as the symbol table
     /// spells it, i.e. mangled if it is in a namespace), or `None` if there is no such
     /// variable in `.nv.global*` or `.nv.constant*`.
@@ -444,6 +474,11 @@ pub fn kernels(elf: &[u8]) -> Result<Vec<String>> {
 /// [`Cubin::global`].
 pub fn global(elf: &[u8], name: &str) -> Result<Option<GlobalVar>> {
     Cubin::parse(elf)?.global(name)
+}
+
+/// Bytes of module-scope data in the cubin `elf`. See [`Cubin::module_data_len`].
+pub fn module_data_len(elf: &[u8]) -> Result<u64> {
+    Cubin::parse(elf)?.module_data_len()
 }
 
 /// The uncompressed ELF cubin with the highest SM architecture in `fatbin`.
@@ -722,6 +757,21 @@ mod tests {
         let sh_size = file_offset((header as *const elf::SectionHeader64<Endianness>).cast()) + 32;
         out[sh_size..sh_size + 8].copy_from_slice(&section_size.to_le_bytes());
         out
+    }
+
+    #[test]
+    fn module_data_counts_globals_and_constant_banks() {
+        // .nv.constant4 0x18, .nv.constant3 0x18, .nv.global.init 0x14 (8-aligned:
+        // 0x18), .nv.global 0xc; not .nv.constant0.<kernel> (0x218) nor the code.
+        assert_eq!(module_data_len(GLOBALS).unwrap(), 0x18 + 0x18 + 0x18 + 0xc);
+        let big = with_global_size(GLOBALS, "z", 12, 1 << 30);
+        assert_eq!(module_data_len(&big).unwrap(), 0x18 * 3 + (1 << 30));
+        let huge = with_global_size(GLOBALS, "z", 12, MAX_GLOBAL_LEN + 1);
+        assert!(matches!(
+            module_data_len(&huge),
+            Err(CubinError::BadGlobal { .. })
+        ));
+        assert!(module_data_len(GLOBALS_RDC).unwrap() >= 0x18 + 0x14 + 0xc);
     }
 
     #[test]

@@ -29,6 +29,38 @@ use vmcuda_wire::CudaStatus;
 
 pub type ExecResult<T> = Result<T, CudaStatus>;
 
+/// The driver hands out small allocations from its own 2 MiB chunks in steps of this
+/// many bytes: 20,000 one-byte `cudaMalloc`s take about 10 MiB of an H100.
+pub const SMALL_ALLOCATION_STEP: u64 = 512;
+/// Allocations above this many bytes get whole large pages of their own.
+pub const SMALL_ALLOCATION_MAX: u64 = 1 << 20;
+/// The GPU's large page, the unit in which bigger allocations are mapped.
+pub const LARGE_PAGE: u64 = 2 << 20;
+
+/// The device memory an allocation of `size` bytes really takes, as the quota counts
+/// it: up to [`SMALL_ALLOCATION_MAX`] rounded up to [`SMALL_ALLOCATION_STEP`], above it
+/// rounded up to whole [`LARGE_PAGE`]s. Both executors take memory by this rule, so the
+/// figures the host-memory executor shows are the ones the GPU would.
+pub fn allocation_footprint(size: u64) -> u64 {
+    let step = if size <= SMALL_ALLOCATION_MAX {
+        SMALL_ALLOCATION_STEP
+    } else {
+        LARGE_PAGE
+    };
+    size.checked_next_multiple_of(step).unwrap_or(u64::MAX)
+}
+
+/// The `cudaLimit` numbers whose values the context reserves device memory for.
+pub mod limit {
+    /// `cudaLimitStackSize`: bytes per thread, reserved for every thread that can be
+    /// resident on the device at once.
+    pub const STACK_SIZE: u32 = 0;
+    /// `cudaLimitPrintfFifoSize`: bytes.
+    pub const PRINTF_FIFO_SIZE: u32 = 1;
+    /// `cudaLimitMallocHeapSize`: bytes.
+    pub const MALLOC_HEAP_SIZE: u32 = 2;
+}
+
 /// An executor's stream id. `LEGACY_STREAM` and `PER_THREAD_STREAM` are the default
 /// streams, the same numbers as the wire's `StreamHandle`s for them.
 pub type ExecStream = u64;
@@ -194,6 +226,11 @@ pub trait Executor: blas::Blas + blaslt::BlasLt + driver::Driver + graph::Graphs
         is_async: bool,
     ) -> ExecResult<()>;
 
+    /// Bytes of device memory loading `image` on the current device sets aside for its
+    /// globals and constant banks (the sections of the cubin the driver would pick, see
+    /// [`vmcuda_wire::cubin::Cubin::module_data_len`]), before it is loaded: the
+    /// session charges them first. A broken image fails as `load_module` would.
+    fn module_data_len(&mut self, image: &[u8]) -> ExecResult<u64>;
     /// Load a fatbinary (raw containers). Loading the same bytes twice may return the
     /// same module.
     fn load_module(&mut self, image: &[u8]) -> ExecResult<ExecModule>;

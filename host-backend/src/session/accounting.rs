@@ -6,7 +6,7 @@
 //! is the VM's; a ledger that cannot be read or written refuses the allocation (the
 //! accounts fail closed: a guest never gets memory the VM's figures cannot show).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use tracing::{info, warn};
 use vmcuda_wire::op::DevicePtr;
@@ -17,14 +17,43 @@ use crate::stats::WorkerStats;
 
 use super::Session;
 
+/// One device allocation of the guest's.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Allocation {
+    /// The bytes the guest asked for: what its copies and launches may reach.
+    pub(super) size: u64,
+    /// The bytes counted against the quota for it: what the GPU takes for it (see
+    /// [`crate::executor::allocation_footprint`]); 0 where a graph holds the charge.
+    pub(super) charged: u64,
+    /// The device it was made on.
+    pub(super) device: i32,
+    /// Made from the device's default pool (`cudaMallocAsync` outside a capture).
+    pub(super) pooled: bool,
+}
+
+/// Device memory held for the guest other than its allocations, charged per device so
+/// that a device reset gives back exactly that device's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) enum Held {
+    /// A loaded module's globals and constant banks (the image's SHA-256).
+    Module([u8; 32]),
+    /// What a context limit reserves (`cudaLimit*`).
+    Limit(u32),
+    /// Memory freed into the default pool that the pool still keeps reserved.
+    PoolReserve,
+}
+
 pub(super) struct Accounts {
     /// The guest's quota (the VM's, with a ledger) and its name for the log.
     quota: Option<u64>,
     guest: String,
-    /// The guest's device allocations: start -> bytes.
-    pub(super) allocations: BTreeMap<DevicePtr, u64>,
-    /// Module variables the guest has asked for: start -> bytes.
-    pub(super) globals: BTreeMap<DevicePtr, u64>,
+    /// The guest's device allocations by their start.
+    pub(super) allocations: BTreeMap<DevicePtr, Allocation>,
+    /// Other device memory held for the guest, by device: module data, context limits,
+    /// pool reserve. Each figure is also in `used`.
+    pub(super) held: HashMap<(i32, Held), u64>,
+    /// Module variables the guest has asked for: start -> (bytes, device).
+    pub(super) globals: BTreeMap<DevicePtr, (u64, i32)>,
     /// Bytes this connection has counted against the quota: allocations, shared host
     /// memory, physical VMM memory, pools and library workspaces.
     pub(super) used: u64,
@@ -45,6 +74,7 @@ impl Accounts {
             quota,
             guest: guest.to_owned(),
             allocations: BTreeMap::new(),
+            held: HashMap::new(),
             globals: BTreeMap::new(),
             used: 0,
             device_bytes: 0,
@@ -119,11 +149,95 @@ impl Accounts {
         Ok(())
     }
 
+    /// Count `bytes` the GPU already holds for the guest, whatever the quota says:
+    /// for memory that cannot be refused any more (a pool that keeps what was freed
+    /// into it), so that the figures stay true until it is given back.
+    pub(super) fn charge_held(&mut self, bytes: u64) {
+        if let Some(ledger) = &self.ledger {
+            if let Err(e) = ledger.charge(bytes, u64::MAX) {
+                warn!(guest = %self.guest, bytes, "{e}");
+            }
+        }
+        self.used = self.used.saturating_add(bytes);
+    }
+
     pub(super) fn refund(&mut self, bytes: u64) {
         self.used = self.used.saturating_sub(bytes);
         if let Some(ledger) = &self.ledger {
             if let Err(e) = ledger.refund(bytes) {
                 warn!(guest = %self.guest, "{e}");
+            }
+        }
+    }
+
+    /// Hold `bytes` for `what` on `device` from now on, charging or refunding the
+    /// difference from what it held; refused (and nothing changed) over the quota.
+    pub(super) fn hold(&mut self, device: i32, what: Held, bytes: u64) -> Result<(), CudaStatus> {
+        let had = self.held.get(&(device, what)).copied().unwrap_or(0);
+        if bytes > had {
+            self.charge(bytes - had)?;
+        } else {
+            self.refund(had - bytes);
+        }
+        if bytes == 0 {
+            self.held.remove(&(device, what));
+        } else {
+            self.held.insert((device, what), bytes);
+        }
+        Ok(())
+    }
+
+    /// [`Accounts::hold`] for memory the GPU holds already, whatever the quota says.
+    pub(super) fn hold_anyway(&mut self, device: i32, what: Held, bytes: u64) {
+        if self.hold(device, what, bytes).is_err() {
+            let had = self.held(device, what);
+            self.charge_held(bytes.saturating_sub(had));
+            self.held.insert((device, what), bytes);
+        }
+    }
+
+    /// What `what` holds on `device`.
+    pub(super) fn held(&self, device: i32, what: Held) -> u64 {
+        self.held.get(&(device, what)).copied().unwrap_or(0)
+    }
+
+    /// Record a new device allocation and count it in the figures (its charge is
+    /// already taken).
+    pub(super) fn add_allocation(&mut self, ptr: DevicePtr, a: Allocation) {
+        self.allocations.insert(ptr, a);
+        self.set_device_bytes(self.device_bytes.saturating_add(a.size));
+    }
+
+    /// Forget a device allocation the executor has freed, refunding its charge.
+    pub(super) fn remove_allocation(&mut self, ptr: DevicePtr) -> Option<Allocation> {
+        let a = self.allocations.remove(&ptr)?;
+        self.refund(a.charged);
+        self.set_device_bytes(self.device_bytes.saturating_sub(a.size));
+        Some(a)
+    }
+
+    /// Give back everything charged for `device` (it was reset): its allocations,
+    /// limits and pool reserve; what other devices hold stays charged, and so does
+    /// module data (see `module`).
+    pub(super) fn release_device(&mut self, device: i32) {
+        let gone: Vec<DevicePtr> = self
+            .allocations
+            .iter()
+            .filter(|(_, a)| a.device == device)
+            .map(|(p, _)| *p)
+            .collect();
+        for ptr in gone {
+            self.remove_allocation(ptr);
+        }
+        let held: Vec<(i32, Held)> = self
+            .held
+            .keys()
+            .filter(|(d, what)| *d == device && !matches!(what, Held::Module(_)))
+            .copied()
+            .collect();
+        for key in held {
+            if let Some(bytes) = self.held.remove(&key) {
+                self.refund(bytes);
             }
         }
     }
@@ -145,12 +259,18 @@ impl Accounts {
     /// Whether `[ptr, end)` lies inside one of the guest's allocations or module
     /// variables.
     fn holds(&self, ptr: u64, end: u64) -> bool {
-        let inside = |map: &BTreeMap<u64, u64>| {
-            map.range(..=ptr)
-                .next_back()
-                .is_some_and(|(s, l)| ptr >= *s && end <= s.saturating_add(*l))
-        };
-        inside(&self.allocations) || inside(&self.globals)
+        let inside = |start: &u64, len: u64| ptr >= *start && end <= start.saturating_add(len);
+        let in_allocation = self
+            .allocations
+            .range(..=ptr)
+            .next_back()
+            .is_some_and(|(s, a)| inside(s, a.size));
+        let in_global = self
+            .globals
+            .range(..=ptr)
+            .next_back()
+            .is_some_and(|(s, (l, _))| inside(s, *l));
+        in_allocation || in_global
     }
 }
 

@@ -31,6 +31,8 @@ use super::{nothing, Session};
 pub(super) struct BlasEntry {
     pub(super) exec: ExecBlas,
     workspace: Option<(DevicePtr, u64)>,
+    /// The device it was made on.
+    device: i32,
 }
 
 #[derive(Default)]
@@ -39,12 +41,18 @@ pub(super) struct BlasHandles {
 }
 
 impl BlasHandles {
-    /// Forget every handle (the device was reset: the executor's are gone).
-    pub(super) fn clear(&mut self) -> Vec<(DevicePtr, u64)> {
-        self.handles
-            .drain()
-            .filter_map(|(_, e)| e.workspace)
-            .collect()
+    /// Forget the handles made on `device` (it was reset: the executor's are gone);
+    /// their workspaces.
+    pub(super) fn clear(&mut self, device: i32) -> Vec<(DevicePtr, u64)> {
+        let mut workspaces = Vec::new();
+        self.handles.retain(|_, e| {
+            if e.device != device {
+                return true;
+            }
+            workspaces.extend(e.workspace);
+            false
+        });
+        workspaces
     }
 }
 
@@ -79,9 +87,9 @@ impl Session {
         }
     }
 
-    /// Forget the handles after a device reset, giving their workspaces' quota back.
-    pub(super) fn blas_reset(&mut self) {
-        for (_, bytes) in self.blas.clear() {
+    /// Forget `device`'s handles after its reset, giving their workspaces' quota back.
+    pub(super) fn blas_reset(&mut self, device: i32) {
+        for (_, bytes) in self.blas.clear(device) {
             self.accounts.refund(bytes);
         }
     }
@@ -110,7 +118,7 @@ impl Session {
 }
 
 impl BlasOps for Session {
-    fn blas_create(&mut self, _: &CallContext, req: BlasCreate, _: &[u8]) -> HandlerResult<()> {
+    fn blas_create(&mut self, ctx: &CallContext, req: BlasCreate, _: &[u8]) -> HandlerResult<()> {
         if self.blas.handles.contains_key(&req.handle) {
             return Err(CudaStatus::ErrorInvalidResourceHandle);
         }
@@ -144,9 +152,14 @@ impl BlasOps for Session {
             }
             workspace = Some((ptr, bytes));
         }
-        self.blas
-            .handles
-            .insert(req.handle, BlasEntry { exec, workspace });
+        self.blas.handles.insert(
+            req.handle,
+            BlasEntry {
+                exec,
+                workspace,
+                device: ctx.device,
+            },
+        );
         nothing()
     }
 

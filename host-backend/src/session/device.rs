@@ -1,8 +1,73 @@
 //! Devices: properties, synchronization, reset, limits, cache configuration, peers.
+//!
+//! Context limits that reserve device memory are charged to the quota for what they
+//! reserve above the value the context started with: the stack size times every thread
+//! that can be resident on the device at once (SMs times threads per SM: the driver
+//! reserves it for all of them), the `malloc` heap and the `printf` FIFO byte for byte.
+//! A value that does not fit is refused with `cudaErrorMemoryAllocation` and the limit
+//! left as it was. A device reset gives back exactly what it frees: that device's
+//! memory, limits and objects.
 
+use tracing::info;
 use vmcuda_wire::op::*;
+use vmcuda_wire::CudaStatus;
 
+use super::accounting::Held;
 use super::{nothing, Session};
+use crate::executor::limit;
+
+impl Session {
+    /// Device bytes one unit of limit `which` reserves on `device`, or `None` for a
+    /// limit that reserves none.
+    fn limit_unit(&mut self, device: i32, which: u32) -> Result<Option<u64>, CudaStatus> {
+        Ok(match which {
+            limit::STACK_SIZE => {
+                use cudarc::driver::sys::CUdevice_attribute as A;
+                let p = self.exec.device_properties(device)?;
+                self.exec.set_device(device)?;
+                let attr = |a: A| u64::try_from(p.attribute(a as u32).unwrap_or(0)).unwrap_or(0);
+                let threads = attr(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+                    .saturating_mul(attr(A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR));
+                Some(threads.max(1))
+            }
+            limit::PRINTF_FIFO_SIZE | limit::MALLOC_HEAP_SIZE => Some(1),
+            _ => None,
+        })
+    }
+
+    /// Set a limit that reserves `unit` bytes per unit of its value, charging the
+    /// difference first; over the quota nothing changes.
+    fn set_charged_limit(
+        &mut self,
+        device: i32,
+        which: u32,
+        value: u64,
+        unit: u64,
+    ) -> Result<(), CudaStatus> {
+        let before = self.exec.get_limit(which)?;
+        let base = *self.limit_base.entry((device, which)).or_insert(before);
+        let cost = |v: u64| v.saturating_sub(base).saturating_mul(unit);
+        let what = Held::Limit(which);
+        let had = self.accounts.held(device, what);
+        if let Err(e) = self.accounts.hold(device, what, cost(value)) {
+            info!(client = %self.client, limit = which, value,
+                "context limit refused: it would take the guest over its memory quota");
+            return Err(e);
+        }
+        if let Err(e) = self.exec.set_limit(which, value) {
+            self.accounts.hold_anyway(device, what, had);
+            return Err(e);
+        }
+        // The driver may round the value up: what counts is what it took.
+        let taken = self.exec.get_limit(which).unwrap_or(value);
+        if self.accounts.hold(device, what, cost(taken)).is_err() {
+            let _ = self.exec.set_limit(which, before);
+            self.accounts.hold_anyway(device, what, had);
+            return Err(CudaStatus::ErrorMemoryAllocation);
+        }
+        Ok(())
+    }
+}
 
 impl DeviceOps for Session {
     fn device_get_properties(
@@ -24,19 +89,18 @@ impl DeviceOps for Session {
         nothing()
     }
 
-    fn device_reset(&mut self, _: &CallContext, _: DeviceReset, _: &[u8]) -> HandlerResult<()> {
-        // Everything the guest made is gone with the device's state.
+    fn device_reset(&mut self, ctx: &CallContext, _: DeviceReset, _: &[u8]) -> HandlerResult<()> {
+        // Everything the guest made on this device is gone with its state, and only
+        // that: what it holds on its other devices stays, and stays charged.
+        let device = ctx.device;
         self.lt_reset();
-        self.blas_reset();
-        self.vmm_reset();
-        self.graphs_reset();
-        self.handles.streams.clear();
-        self.handles.events.clear();
-        let freed: u64 = self.accounts.allocations.values().sum();
-        self.accounts.allocations.clear();
-        self.accounts.globals.clear();
-        self.accounts.refund(freed);
-        self.accounts.set_device_bytes(0);
+        self.blas_reset(device);
+        self.vmm_reset(device);
+        self.graphs_reset(device);
+        self.handles.forget_device(device);
+        self.accounts.globals.retain(|_, (_, d)| *d != device);
+        self.accounts.release_device(device);
+        self.limit_base.retain(|(d, _), _| *d != device);
         self.exec.device_reset()?;
         nothing()
     }
@@ -57,14 +121,18 @@ impl DeviceOps for Session {
 
     fn device_set_limit(
         &mut self,
-        _: &CallContext,
+        ctx: &CallContext,
         req: DeviceSetLimit,
         _: &[u8],
     ) -> HandlerResult<()> {
-        self.exec.set_limit(req.limit, req.value)?;
+        let Some(unit) = self.limit_unit(ctx.device, req.limit)? else {
+            // Limits that reserve no device memory pass through.
+            self.exec.set_limit(req.limit, req.value)?;
+            return nothing();
+        };
+        self.set_charged_limit(ctx.device, req.limit, req.value, unit)?;
         nothing()
     }
-
     fn device_get_cache_config(
         &mut self,
         _: &CallContext,
@@ -130,7 +198,16 @@ impl DeviceOps for Session {
         nothing()
     }
 
-    fn mem_get_info(&mut self, _: &CallContext, _: MemGetInfo, _: &[u8]) -> HandlerResult<MemInfo> {
+    fn mem_get_info(
+        &mut self,
+        ctx: &CallContext,
+        _: MemGetInfo,
+        _: &[u8],
+    ) -> HandlerResult<MemInfo> {
+        if self.accounts.held(ctx.device, Held::PoolReserve) > 0 {
+            // What the pool gave back since is the guest's to use again.
+            let _ = self.settle_pool(ctx.device);
+        }
         let (free, total) = self.exec.mem_info()?;
         // A guest with a quota sees the quota as its device's memory.
         let (free, total) = match self.grant.memory_quota {

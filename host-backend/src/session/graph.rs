@@ -5,9 +5,13 @@
 //! destroyed, is refused with `cudaErrorInvalidValue` and logged. Stream-ordered
 //! allocations are charged to the guest's quota and entered among its allocations
 //! like `cudaMalloc`'s, so every range check and the clean-up at disconnect cover
-//! them. Outside a capture a new allocation is zeroed in its stream's order (not at
-//! once: the pool may hand back memory that earlier work on the stream still uses);
-//! inside one it is not, since a memset would be a node the program did not ask for.
+//! them. A new allocation is zeroed in its stream's order (not at once: the pool may
+//! hand back memory that earlier work on the stream still uses); inside a capture that
+//! memset is a node of the graph, right after the allocation node, because the driver
+//! hands a graph's memory out at each launch with whatever was in it: a node the
+//! program did not ask for, the price of never showing it another tenant's bytes. The
+//! memory of a graph's allocation nodes is charged to the graph for as long as the
+//! graph or an executable graph made of it lives, whoever frees the pointer.
 //! Copies through the socket cannot be captured (their bytes live in this worker's
 //! buffers, not in memory the graph could read later): refused on a capturing stream.
 
@@ -46,6 +50,19 @@ pub(super) struct GraphTables {
     nodes: HashMap<GraphNodeHandle, (GraphHandle, ExecNode)>,
     /// The handles of graphs still being built, by the executor's graph id.
     building: HashMap<ExecGraph, GraphHandle>,
+    /// Memory charged for graphs' allocation nodes, by the executor's graph id.
+    memory: HashMap<ExecGraph, GraphMemory>,
+    /// The graph each executable graph was made of, where that graph holds memory.
+    exec_graph: HashMap<GraphExecHandle, ExecGraph>,
+}
+
+/// What a graph's allocation nodes are charged, on the device the capture ran on, and
+/// how many hold it: the graph, and each executable graph made of it (which keeps the
+/// memory from its first launch until it is destroyed).
+struct GraphMemory {
+    bytes: u64,
+    device: i32,
+    holders: u32,
 }
 
 impl Session {
@@ -126,9 +143,46 @@ impl Session {
         }
     }
 
-    /// Forget every graph (the device was reset: the executor's are gone).
-    pub(super) fn graphs_reset(&mut self) {
-        self.graph_tables = GraphTables::default();
+    /// Forget every graph (the device was reset: the executor's are gone), giving back
+    /// the memory of those captured on `device`; what graphs of other devices hold
+    /// stays charged until the session ends.
+    pub(super) fn graphs_reset(&mut self, device: i32) {
+        let tables = std::mem::take(&mut self.graph_tables);
+        for (graph, memory) in tables.memory {
+            if memory.device == device {
+                self.accounts.refund(memory.bytes);
+            } else {
+                self.graph_tables.memory.insert(graph, memory);
+            }
+        }
+    }
+
+    /// Charge `bytes` more, already counted against the quota, to the capture building
+    /// `graph` on `device`.
+    pub(super) fn graph_memory_add(&mut self, graph: ExecGraph, device: i32, bytes: u64) {
+        let memory = self
+            .graph_tables
+            .memory
+            .entry(graph)
+            .or_insert(GraphMemory {
+                bytes: 0,
+                device,
+                holders: 1,
+            });
+        memory.bytes = memory.bytes.saturating_add(bytes);
+    }
+
+    /// One holder of `graph`'s memory is gone; the last gives it back.
+    fn graph_memory_release(&mut self, graph: ExecGraph) {
+        let Some(memory) = self.graph_tables.memory.get_mut(&graph) else {
+            return;
+        };
+        memory.holders = memory.holders.saturating_sub(1);
+        if memory.holders == 0 {
+            let bytes = memory.bytes;
+            self.graph_tables.memory.remove(&graph);
+            self.accounts.refund(bytes);
+        }
     }
 
     /// Refuse a copy through the socket on a capturing stream.
@@ -201,6 +255,7 @@ impl GraphOps for Session {
                 Some((g, h))
             }),
         };
+        let building = self.exec.capture_graph(s).ok().map(|(g, _)| g);
         let ended = self.exec.end_capture(s);
         let graph = match ended {
             Ok(graph) => graph,
@@ -208,9 +263,19 @@ impl GraphOps for Session {
                 if let Some((_, h)) = shown {
                     self.forget_graph(h);
                 }
+                // No graph came of it: its allocation nodes' memory goes back.
+                if let Some(g) = building {
+                    self.graph_memory_release(g);
+                }
                 return Err(e);
             }
         };
+        if let Some(g) = building.filter(|&g| g != graph) {
+            // The executor named the graph anew: the memory follows it.
+            if let Some(memory) = self.graph_tables.memory.remove(&g) {
+                self.graph_tables.memory.insert(graph, memory);
+            }
+        }
         if let Some((g, h)) = shown {
             if g == graph && !req.invalidated {
                 let entry = self
@@ -226,12 +291,14 @@ impl GraphOps for Session {
         if req.invalidated {
             // The guest refused a call of this capture, which CUDA invalidates.
             let _ = self.exec.graph_destroy(graph);
+            self.graph_memory_release(graph);
             return Err(CudaStatus::ErrorStreamCaptureInvalidated);
         }
         match self.name_graph(graph, false) {
             Ok(handle) => Ok((GraphMade { graph: handle }, Vec::new())),
             Err(e) => {
                 let _ = self.exec.graph_destroy(graph);
+                self.graph_memory_release(graph);
                 Err(e)
             }
         }
@@ -252,6 +319,10 @@ impl GraphOps for Session {
         let exec = self.exec.graph_instantiate(graph, req.flags)?;
         let handle = GraphExecHandle(self.handles.fresh());
         self.graph_tables.execs.insert(handle, exec);
+        if let Some(memory) = self.graph_tables.memory.get_mut(&graph) {
+            memory.holders = memory.holders.saturating_add(1);
+            self.graph_tables.exec_graph.insert(handle, graph);
+        }
         Ok((GraphExecMade { exec: handle }, Vec::new()))
     }
 
@@ -266,6 +337,7 @@ impl GraphOps for Session {
         let graph = self.finished_graph(req.graph)?;
         self.forget_graph(req.graph);
         self.exec.graph_destroy(graph)?;
+        self.graph_memory_release(graph);
         nothing()
     }
 
@@ -277,7 +349,11 @@ impl GraphOps for Session {
     ) -> HandlerResult<()> {
         let exec = self.graph_exec(req.exec)?;
         self.graph_tables.execs.remove(&req.exec);
-        self.exec.graph_exec_destroy(exec)?;
+        let r = self.exec.graph_exec_destroy(exec);
+        if let Some(graph) = self.graph_tables.exec_graph.remove(&req.exec) {
+            self.graph_memory_release(graph);
+        }
+        r?;
         nothing()
     }
 

@@ -17,6 +17,10 @@ pub(super) struct Handles {
     pub(super) events: HashMap<EventHandle, ExecEvent>,
     pub(super) modules: HashMap<ModuleHandle, ExecModule>,
     pub(super) functions: HashMap<FunctionHandle, ExecFunction>,
+    /// The device each stream and event was made on (a device reset destroys those of
+    /// its device only).
+    pub(super) stream_device: HashMap<StreamHandle, i32>,
+    pub(super) event_device: HashMap<EventHandle, i32>,
     next_handle: u64,
 }
 
@@ -25,6 +29,25 @@ impl Handles {
     pub(super) fn fresh(&mut self) -> u64 {
         self.next_handle += 1;
         self.next_handle
+    }
+
+    /// Forget the streams and events made on `device` (it was reset).
+    pub(super) fn forget_device(&mut self, device: i32) {
+        let on = |d: &i32| *d == device;
+        let streams = &mut self.streams;
+        self.stream_device.retain(|s, d| {
+            if on(d) {
+                streams.remove(s);
+            }
+            !on(d)
+        });
+        let events = &mut self.events;
+        self.event_device.retain(|e, d| {
+            if on(d) {
+                events.remove(e);
+            }
+            !on(d)
+        });
     }
 
     pub(super) fn stream(&self, s: StreamHandle) -> Result<ExecStream, CudaStatus> {

@@ -5,15 +5,21 @@ use tracing::{info, warn};
 use vmcuda_wire::op::*;
 use vmcuda_wire::CudaStatus;
 
-use crate::executor::Executor;
+use crate::executor::{allocation_footprint, Executor};
 use crate::shared_memory::SharedMapping;
 
+use super::accounting::Allocation;
 use super::{nothing, Session};
 
 impl MemoryOps for Session {
-    fn mem_alloc(&mut self, _: &CallContext, req: MemAlloc, _: &[u8]) -> HandlerResult<Allocated> {
+    fn mem_alloc(
+        &mut self,
+        ctx: &CallContext,
+        req: MemAlloc,
+        _: &[u8],
+    ) -> HandlerResult<Allocated> {
         let size = req.size;
-        let ptr = self.allocate(size, |exec| Ok((exec.alloc(size)?, size)))?;
+        let ptr = self.allocate(ctx.device, size, |exec| Ok((exec.alloc(size)?, size)))?;
         Ok((Allocated { ptr }, Vec::new()))
     }
 
@@ -22,26 +28,23 @@ impl MemoryOps for Session {
             return nothing();
         }
         // Only what this guest allocated may be freed by it.
-        let Some(&bytes) = self.accounts.allocations.get(&req.ptr) else {
+        if !self.accounts.allocations.contains_key(&req.ptr) {
             return Err(CudaStatus::ErrorInvalidValue);
-        };
+        }
         self.exec.free(req.ptr)?;
-        self.accounts.allocations.remove(&req.ptr);
-        self.accounts.refund(bytes);
-        self.accounts
-            .set_device_bytes(self.accounts.device_bytes.saturating_sub(bytes));
+        self.accounts.remove_allocation(req.ptr);
         nothing()
     }
 
     fn mem_alloc_pitch(
         &mut self,
-        _: &CallContext,
+        ctx: &CallContext,
         req: MemAllocPitch,
         _: &[u8],
     ) -> HandlerResult<AllocatedPitch> {
         let (width, height) = (req.width, req.height);
         let mut pitch = 0;
-        let ptr = self.allocate(width.saturating_mul(height), |exec| {
+        let ptr = self.allocate(ctx.device, width.saturating_mul(height), |exec| {
             let (ptr, p) = exec.alloc_pitch(width, height)?;
             pitch = p;
             match p.checked_mul(height) {
@@ -168,17 +171,21 @@ impl MemoryOps for Session {
 }
 
 impl Session {
-    /// Make a device allocation of at least `reserved` bytes with `alloc`, which
-    /// returns the pointer and the bytes it really took. The quota is taken before the
-    /// driver is asked, so a guest over it never holds the memory even for a moment, and
-    /// given back if anything fails. The memory is zeroed, so nothing another guest left
-    /// in it can be read, then counted as the guest's.
+    /// Make a device allocation of at least `size` bytes on `device` with `alloc`,
+    /// which returns the pointer and the bytes it really gave. The quota is charged
+    /// what the GPU takes for it ([`allocation_footprint`]: 20,000 one-byte
+    /// allocations are charged about 10 MiB, as they use), before the driver is asked,
+    /// so a guest over it never holds the memory even for a moment, and given back if
+    /// anything fails. The memory is zeroed, so nothing another guest left in it can be
+    /// read, then counted as the guest's.
     fn allocate(
         &mut self,
-        reserved: u64,
+        device: i32,
+        size: u64,
         alloc: impl FnOnce(&mut dyn Executor) -> Result<(DevicePtr, u64), CudaStatus>,
     ) -> Result<DevicePtr, CudaStatus> {
-        self.accounts.charge(reserved)?;
+        let reserved = allocation_footprint(size);
+        self.charge_on(device, reserved)?;
         let (ptr, bytes) = match alloc(self.exec.as_mut()) {
             Ok(made) => made,
             Err(e) => {
@@ -190,19 +197,24 @@ impl Session {
             self.accounts.refund(reserved);
             return Ok(0);
         }
-        let extra = bytes.saturating_sub(reserved);
-        if let Err(e) = self
-            .accounts
-            .charge(extra)
-            .and_then(|()| self.exec.zero_fill(ptr, bytes))
-        {
+        let charged = allocation_footprint(bytes).max(reserved);
+        if let Err(e) = self.accounts.charge(charged - reserved) {
             let _ = self.exec.free(ptr);
             self.accounts.refund(reserved);
             return Err(e);
         }
-        self.accounts.allocations.insert(ptr, bytes);
-        self.accounts
-            .set_device_bytes(self.accounts.device_bytes.saturating_add(bytes));
+        if let Err(e) = self.exec.zero_fill(ptr, bytes) {
+            let _ = self.exec.free(ptr);
+            self.accounts.refund(charged);
+            return Err(e);
+        }
+        let allocation = Allocation {
+            size: bytes,
+            charged,
+            device,
+            pooled: false,
+        };
+        self.accounts.add_allocation(ptr, allocation);
         Ok(ptr)
     }
 

@@ -76,6 +76,9 @@ pub struct Session {
     /// The guest's address reservations, physical allocations and mappings (see
     /// `vmm`).
     vmm: vmm::Vmm,
+    /// The value each charged context limit had on its device before the guest first
+    /// set it: what the context reserves anyway, not charged (see `device`).
+    limit_base: std::collections::HashMap<(i32, u32), u64>,
 }
 
 impl Session {
@@ -95,6 +98,7 @@ impl Session {
             lt: Default::default(),
             graph_tables: Default::default(),
             vmm: Default::default(),
+            limit_base: Default::default(),
         }
     }
 
@@ -156,8 +160,13 @@ impl Drop for Session {
             drop(mapping);
         }
         let leaked = self.accounts.allocations.len();
-        for (ptr, _) in std::mem::take(&mut self.accounts.allocations) {
+        for (ptr, a) in std::mem::take(&mut self.accounts.allocations) {
             let _ = self.exec.free(ptr);
+            self.accounts.refund(a.charged);
+        }
+        // Module data, limits, pool reserve and graph memory go with the context.
+        for (_, bytes) in std::mem::take(&mut self.accounts.held) {
+            self.accounts.refund(bytes);
         }
         if leaked > 0 {
             info!(client = %self.client, leaked, "freed allocations the guest left behind");
@@ -169,5 +178,7 @@ fn nothing() -> HandlerResult<()> {
     Ok(((), Vec::new()))
 }
 
+#[cfg(test)]
+mod quota_tests;
 #[cfg(test)]
 mod tests;

@@ -1,26 +1,51 @@
 //! Modules, kernels and launches, linking and tensor maps.
+//!
+//! A module's globals and constant banks are charged to the quota when it is loaded
+//! on a device (once per device and image, rounded as an allocation of that size) and
+//! held until the session ends: the driver keeps a library loaded, and brings its data
+//! back into a reset context as soon as it is used again.
 
+use sha2::{Digest, Sha256};
 use vmcuda_wire::op::*;
 use vmcuda_wire::CudaStatus;
 
 use crate::executor::driver::LinkInputData;
-use crate::executor::LaunchConfig;
+use crate::executor::{allocation_footprint, LaunchConfig};
 
 /// Launch attribute values are a 64-byte union in CUDA.
 const LAUNCH_ATTRIBUTE_VALUE_LEN: usize = 64;
 
+use super::accounting::Held;
 use super::{nothing, Session};
 
 impl ModuleOps for Session {
     fn module_load(
         &mut self,
-        _: &CallContext,
+        ctx: &CallContext,
         _: ModuleLoad,
         image: &[u8],
     ) -> HandlerResult<ModuleLoaded> {
         self.accounts
             .check_count("module", self.handles.modules.len(), self.grant.max_modules)?;
-        let m = self.exec.load_module(image)?;
+        // The module's globals and constant banks take device memory the moment it is
+        // loaded: charged first, as an allocation of that size would be.
+        // The same image again on this device is the same library: charged once.
+        let held = Held::Module(Sha256::digest(image).into());
+        let bytes = match self.accounts.held(ctx.device, held) {
+            0 => allocation_footprint(self.exec.module_data_len(image)?),
+            _ => 0,
+        };
+        self.accounts.charge(bytes)?;
+        let m = match self.exec.load_module(image) {
+            Ok(m) => m,
+            Err(e) => {
+                self.accounts.refund(bytes);
+                return Err(e);
+            }
+        };
+        if bytes > 0 {
+            self.accounts.held.insert((ctx.device, held), bytes);
+        }
         if let Some((h, _)) = self.handles.modules.iter().find(|(_, v)| **v == m) {
             return Ok((ModuleLoaded { module: *h }, Vec::new()));
         }
@@ -50,7 +75,7 @@ impl ModuleOps for Session {
 
     fn module_get_global(
         &mut self,
-        _: &CallContext,
+        ctx: &CallContext,
         req: ModuleGetGlobal,
         _: &[u8],
     ) -> HandlerResult<GlobalInfo> {
@@ -58,7 +83,7 @@ impl ModuleOps for Session {
         let (ptr, size) = self.exec.get_global(m, &req.name)?;
         // The guest may now copy to and from this variable.
         if ptr != 0 {
-            self.accounts.globals.insert(ptr, size);
+            self.accounts.globals.insert(ptr, (size, ctx.device));
         }
         Ok((GlobalInfo { ptr, size }, Vec::new()))
     }

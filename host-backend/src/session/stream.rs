@@ -6,7 +6,12 @@ use vmcuda_wire::CudaStatus;
 use super::{nothing, Session};
 
 impl StreamOps for Session {
-    fn stream_create(&mut self, _: &CallContext, req: StreamCreate, _: &[u8]) -> HandlerResult<()> {
+    fn stream_create(
+        &mut self,
+        ctx: &CallContext,
+        req: StreamCreate,
+        _: &[u8],
+    ) -> HandlerResult<()> {
         if req.stream.is_default()
             || req.stream.0 == 1
             || self.handles.streams.contains_key(&req.stream)
@@ -17,6 +22,7 @@ impl StreamOps for Session {
             .check_count("stream", self.handles.streams.len(), self.grant.max_streams)?;
         let s = self.exec.stream_create(req.flags, req.priority)?;
         self.handles.streams.insert(req.stream, s);
+        self.handles.stream_device.insert(req.stream, ctx.device);
         nothing()
     }
 
@@ -31,6 +37,7 @@ impl StreamOps for Session {
             .streams
             .remove(&req.stream)
             .ok_or(CudaStatus::ErrorInvalidResourceHandle)?;
+        self.handles.stream_device.remove(&req.stream);
         self.exec.stream_destroy(s)?;
         nothing()
     }
@@ -64,7 +71,7 @@ impl StreamOps for Session {
         nothing()
     }
 
-    fn event_create(&mut self, _: &CallContext, req: EventCreate, _: &[u8]) -> HandlerResult<()> {
+    fn event_create(&mut self, ctx: &CallContext, req: EventCreate, _: &[u8]) -> HandlerResult<()> {
         if req.event.0 == 0 || self.handles.events.contains_key(&req.event) {
             return Err(CudaStatus::ErrorInvalidResourceHandle);
         }
@@ -72,6 +79,7 @@ impl StreamOps for Session {
             .check_count("event", self.handles.events.len(), self.grant.max_events)?;
         let e = self.exec.event_create(req.flags)?;
         self.handles.events.insert(req.event, e);
+        self.handles.event_device.insert(req.event, ctx.device);
         nothing()
     }
 
@@ -81,6 +89,7 @@ impl StreamOps for Session {
             .events
             .remove(&req.event)
             .ok_or(CudaStatus::ErrorInvalidResourceHandle)?;
+        self.handles.event_device.remove(&req.event);
         self.exec.event_destroy(e)?;
         nothing()
     }

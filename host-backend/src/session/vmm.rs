@@ -7,7 +7,9 @@
 //! Physical memory is charged to the guest's quota at `MemCreate` and given back when
 //! its last reference is released and its last mapping gone (as CUDA frees it); the
 //! executor's allocation is released once, when the last reference goes (the driver
-//! keeps mapped memory alive until it is unmapped). Mapped ranges count as the
+//! keeps mapped memory alive until it is unmapped). A release past the last reference
+//! is refused with `CUDA_ERROR_INVALID_VALUE`, as the driver refuses it, so the count
+//! never wraps and nothing is released twice. Mapped ranges count as the
 //! guest's own memory for every copy, memset and launch check (a range may run across
 //! adjacent mappings, as tensors in torch's expandable segments do). A handle or range
 //! the guest does not hold is refused with the CUDA code the driver gives and logged;
@@ -38,6 +40,10 @@ struct Physical {
     refs: u32,
     /// Mappings using it.
     mapped: u32,
+    /// Whether the executor's handle has been released: once, when the guest's
+    /// references first run out (a handle retained again through a mapping is the
+    /// same allocation, which the driver keeps while mapped).
+    exec_released: bool,
 }
 
 struct Mapping {
@@ -138,7 +144,7 @@ impl Session {
             let _ = self.exec.mem_unmap(ptr, m.size);
         }
         for (_, p) in std::mem::take(&mut self.vmm.allocations) {
-            if p.refs > 0 {
+            if !p.exec_released {
                 let _ = self.exec.mem_release(p.exec);
             }
         }
@@ -147,11 +153,53 @@ impl Session {
         }
     }
 
-    /// Give everything up before a device reset, with its quota.
-    pub(super) fn vmm_reset(&mut self) {
-        let bytes: u64 = self.vmm.allocations.values().map(|p| p.size).sum();
-        self.vmm_drop_all();
-        self.accounts.refund(bytes);
+    /// Give up `device`'s physical memory and its mappings before the device is
+    /// reset, with its quota, and the reservations no other device's mapping is left
+    /// in; another device's memory stays mapped and charged.
+    pub(super) fn vmm_reset(&mut self, device: i32) {
+        let on_device: Vec<AllocationHandle> = self
+            .vmm
+            .allocations
+            .iter()
+            .filter(|(_, p)| p.prop.location_id == device)
+            .map(|(h, _)| *h)
+            .collect();
+        let mappings: Vec<(DevicePtr, u64)> = self
+            .vmm
+            .mappings
+            .iter()
+            .filter(|(_, m)| on_device.contains(&m.handle))
+            .map(|(ptr, m)| (*ptr, m.size))
+            .collect();
+        for (ptr, size) in mappings {
+            let _ = self.exec.mem_unmap(ptr, size);
+            self.vmm.mappings.remove(&ptr);
+        }
+        for h in on_device {
+            if let Some(p) = self.vmm.allocations.remove(&h) {
+                if !p.exec_released {
+                    let _ = self.exec.mem_release(p.exec);
+                }
+                self.accounts.refund(p.size);
+                self.accounts
+                    .set_device_bytes(self.accounts.device_bytes.saturating_sub(p.size));
+            }
+        }
+        let unused: Vec<(DevicePtr, u64)> = self
+            .vmm
+            .reservations
+            .iter()
+            .filter(|(ptr, size)| {
+                self.vmm
+                    .mappings_in(**ptr, ptr.saturating_add(**size))
+                    .is_empty()
+            })
+            .map(|(p, s)| (*p, *s))
+            .collect();
+        for (ptr, size) in unused {
+            let _ = self.exec.mem_address_free(ptr, size);
+            self.vmm.reservations.remove(&ptr);
+        }
     }
 }
 
@@ -230,6 +278,7 @@ impl VmmOps for Session {
                 prop: req.prop,
                 refs: 1,
                 mapped: 0,
+                exec_released: false,
             },
         );
         Ok((MemCreated { handle }, Vec::new()))
@@ -237,13 +286,21 @@ impl VmmOps for Session {
 
     fn mem_release(&mut self, _: &CallContext, req: MemRelease, _: &[u8]) -> HandlerResult<()> {
         let p = self.physical(req.handle)?;
+        // A handle released as often as it was created and retained is the driver's
+        // no more: it answers CUDA_ERROR_INVALID_VALUE, and so does this.
+        if p.refs == 0 {
+            warn!(client = %self.client, handle = req.handle.0,
+                "refused a release of a handle with no reference left");
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
         let exec = p.exec;
-        let last = p.refs == 1;
-        if last {
+        let release = p.refs == 1 && !p.exec_released;
+        if release {
             self.exec.mem_release(exec)?;
         }
         if let Some(p) = self.vmm.allocations.get_mut(&req.handle) {
             p.refs -= 1;
+            p.exec_released |= release;
         }
         self.settle(req.handle);
         nothing()
@@ -364,9 +421,12 @@ impl VmmOps for Session {
             .filter(|(s, m)| req.ptr < s.saturating_add(m.size))
             .map(|(_, m)| m.handle)
             .ok_or_else(|| self.refuse_vmm("a handle lookup", req.ptr, 0))?;
-        if let Some(p) = self.vmm.allocations.get_mut(&handle) {
-            p.refs += 1;
-        }
+        let p = self
+            .vmm
+            .allocations
+            .get_mut(&handle)
+            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        p.refs = p.refs.checked_add(1).ok_or(CudaStatus::ErrorInvalidValue)?;
         Ok((MemCreated { handle }, Vec::new()))
     }
 
@@ -599,6 +659,61 @@ mod tests {
                 .err(),
             Some(CudaStatus::ErrorInvalidValue)
         );
+    }
+
+    /// Releasing a handle more often than it was created or retained is refused, as
+    /// the driver refuses it: the count cannot wrap, the quota does not leak, and the
+    /// end of the session releases nothing twice.
+    #[test]
+    fn a_handle_released_too_often_is_refused_and_the_quota_holds() {
+        let mut s = session(Some(4 * MIB2));
+        let ctx = CallContext::default();
+        let reserve = MemAddressReserve {
+            size: MIB2,
+            alignment: 0,
+            addr: 0,
+            flags: 0,
+        };
+        let va = s.mem_address_reserve(&ctx, reserve, &[]).unwrap().0.ptr;
+        let h = create(&mut s, MIB2).unwrap();
+        map(&mut s, va, h).unwrap();
+        let release = MemRelease { handle: h };
+        s.mem_release(&ctx, release.clone(), &[]).unwrap();
+        for _ in 0..3 {
+            assert_eq!(
+                s.mem_release(&ctx, release.clone(), &[]).err(),
+                Some(CudaStatus::ErrorInvalidValue)
+            );
+        }
+        assert_eq!(s.vmm.allocations[&h].refs, 0);
+        assert_eq!(s.charged_bytes(), MIB2, "still mapped, still charged");
+        // Retained again through its mapping: one more release is the guest's.
+        let again = s
+            .mem_retain_allocation_handle(&ctx, MemRetainAllocationHandle { ptr: va }, &[])
+            .unwrap()
+            .0
+            .handle;
+        assert_eq!(again, h);
+        s.mem_release(&ctx, release.clone(), &[]).unwrap();
+        assert_eq!(
+            s.mem_release(&ctx, release, &[]).err(),
+            Some(CudaStatus::ErrorInvalidValue)
+        );
+        s.mem_unmap(
+            &ctx,
+            MemUnmap {
+                ptr: va,
+                size: MIB2,
+            },
+            &[],
+        )
+        .unwrap();
+        assert_eq!(s.charged_bytes(), 0);
+        assert!(s.vmm.allocations.is_empty());
+        // The whole quota is there again.
+        let h = create(&mut s, 4 * MIB2).unwrap();
+        s.mem_release(&ctx, MemRelease { handle: h }, &[]).unwrap();
+        assert_eq!(s.charged_bytes(), 0);
     }
 
     #[test]

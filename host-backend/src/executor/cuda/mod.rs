@@ -258,6 +258,7 @@ impl Executor for CudaExecutor {
         fn dtoh_landed(&mut self, end: usize) -> ExecResult<()>;
 
         // module
+        fn module_data_len(&mut self, image: &[u8]) -> ExecResult<u64>;
         fn load_module(&mut self, image: &[u8]) -> ExecResult<ExecModule>;
         fn get_function(
             &mut self, module: ExecModule, name: &str,

@@ -4,15 +4,18 @@
 use std::ffi::CString;
 use std::ptr;
 
+use cudarc::driver::result;
 use cudarc::driver::sys;
 use sha2::{Digest, Sha256};
 use tracing::{debug, warn};
-use vmcuda_wire::fatbin::{container_total_len, CONTAINER_HEADER_LEN};
+use vmcuda_wire::cubin;
+use vmcuda_wire::fatbin::{self, container_total_len, CONTAINER_HEADER_LEN};
 use vmcuda_wire::op::{DevicePtr, ParamInfo};
 use vmcuda_wire::CudaStatus;
 
+use super::super::driver::{Driver, LinkInputData};
 use super::super::{ExecFunction, ExecModule, ExecResult};
-use super::{check, CudaExecutor};
+use super::{check, status, CudaExecutor};
 
 /// Upper bound on the parameter-info walk (the parameter buffer is at most 32 KiB).
 const MAX_KERNEL_PARAMS: usize = 32 * 1024;
@@ -117,7 +120,61 @@ fn kernel_params(kernel: sys::CUkernel) -> ExecResult<Vec<ParamInfo>> {
     Ok(params)
 }
 
+/// `CUjitInputType` values for linking an image into a cubin to measure it.
+const JIT_INPUT_PTX: u32 = 1;
+const JIT_INPUT_FATBINARY: u32 = 2;
+
 impl CudaExecutor {
+    /// Module data of the cubin the driver loads for `piece` on the current device
+    /// (`sm`): the piece's own cubin for that architecture where it has one, else the
+    /// cubin the driver's JIT makes of it (linked here, as `cuLibraryLoadData` would
+    /// compile it), so PTX is measured exactly too.
+    fn piece_data_len(&mut self, piece: &[u8], sm: u32) -> ExecResult<u64> {
+        let measure = |elf: &[u8]| {
+            cubin::module_data_len(elf).map_err(|e| {
+                warn!(error = %e, "module image refused");
+                CudaStatus::ErrorInvalidKernelImage
+            })
+        };
+        if piece.starts_with(b"\x7fELF") {
+            return measure(piece);
+        }
+        let kind = if is_ptx(piece) {
+            JIT_INPUT_PTX
+        } else {
+            let fatbin = fatbin::parse(piece).map_err(|_| CudaStatus::ErrorInvalidKernelImage)?;
+            if let Ok(elf) = cubin::find_cubin_for(&fatbin, sm) {
+                return measure(elf);
+            }
+            JIT_INPUT_FATBINARY
+        };
+        let input = LinkInputData {
+            kind,
+            name: "module",
+            bytes: piece,
+        };
+        let (elf, _) = Driver::link(self, &[input])?;
+        measure(&elf)
+    }
+
+    pub(super) fn module_data_len(&mut self, image: &[u8]) -> ExecResult<u64> {
+        let idx = self.bind()?;
+        let handle = self.devices[idx].handle;
+        let attr = |a| {
+            // SAFETY: `handle` came from cuDeviceGet.
+            unsafe { result::device::get_attribute(handle, a) }.map_err(status)
+        };
+        use sys::CUdevice_attribute as A;
+        let major = attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
+        let minor = attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
+        let sm = u32::try_from(major * 10 + minor).map_err(|_| CudaStatus::ErrorInvalidDevice)?;
+        let mut total: u64 = 0;
+        for piece in split_image(image)? {
+            total = total.saturating_add(self.piece_data_len(piece, sm)?);
+        }
+        Ok(total)
+    }
+
     pub(super) fn kernel(&self, function: ExecFunction) -> ExecResult<sys::CUkernel> {
         self.functions
             .get(&function)

@@ -108,13 +108,27 @@ impl HostMemoryExecutor {
     }
 
     pub(super) fn device_reset(&mut self) -> ExecResult<()> {
-        self.memory.clear();
-        self.used_memory = 0;
-        self.streams.clear();
-        self.events.clear();
-        self.graphs.clear();
+        // Only the current device's memory and objects go, as with a real reset.
+        let here = self.current;
+        let on_here: Vec<u64> = self
+            .device_of
+            .iter()
+            .filter(|(_, d)| **d == here)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in on_here {
+            self.release(id);
+            self.pool_forget(id);
+            self.streams.remove(&id);
+            self.events.remove(&id);
+            self.device_of.remove(&id);
+        }
+        self.graphs_reset();
+        let memory = &self.memory;
         for module in self.modules.values_mut() {
-            module.globals.clear();
+            module
+                .globals
+                .retain(|_, (ptr, _)| memory.contains_key(ptr));
         }
         Ok(())
     }

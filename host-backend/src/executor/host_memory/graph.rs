@@ -8,8 +8,14 @@
 //! launch replays the nodes in capture order (a valid order of their dependencies) on
 //! the launch stream; kernels are still only recorded, never run.
 //!
-//! Not carried: stream-ordered allocation inside a capture (memory nodes): answered
-//! with `cudaErrorStreamCaptureUnsupported`.
+//! A stream-ordered allocation inside a capture is an allocation node: the memory is
+//! made at once and kept by the graph, and every launch hands it out again filled
+//! with [`GRAPH_MEMORY_FILL`], as the driver hands a graph's memory out with whatever
+//! was in it; a free inside a capture is a node that does nothing here.
+//!
+//! The default pool keeps what is freed into it, up to its release threshold (given
+//! back at once past it, as if the device had synchronized), until it is trimmed;
+//! that memory counts as used in the executor's figures, as on a GPU.
 
 use std::collections::HashMap;
 
@@ -20,10 +26,14 @@ use vmcuda_wire::CudaStatus;
 
 use super::super::graph::{ExecGraph, ExecGraphExec, ExecNode, Graphs};
 use super::super::{ExecEvent, ExecFunction, ExecResult, ExecStream, LaunchConfig, Pitched};
-use super::HostMemoryExecutor;
+use super::{allocation_footprint, HostMemoryExecutor};
 
 /// Nodes per graph: node ids carry their index in 16 bits.
 const MAX_NODES: usize = 0xFFFF;
+
+/// What a graph's allocation node leaves in its memory at each launch: never zero, so
+/// that a test sees whether anything zeroed it after.
+pub const GRAPH_MEMORY_FILL: u8 = 0xA5;
 
 /// One recorded operation.
 #[derive(Clone, Debug)]
@@ -56,6 +66,10 @@ pub(super) enum Recorded {
         size: u64,
         to_device: bool,
     },
+    /// A graph's own memory, handed out at each launch.
+    MemAlloc { ptr: DevicePtr, size: u64 },
+    /// The graph is done with one of its allocations (it keeps the memory).
+    MemFree,
     Launch {
         function: ExecFunction,
         grid: [u32; 3],
@@ -74,6 +88,8 @@ impl Recorded {
             | Recorded::Copy2DDtoD { .. }
             | Recorded::CopyRegistered { .. } => "MEMCPY",
             Recorded::Launch { .. } => "KERNEL",
+            Recorded::MemAlloc { .. } => "MEM_ALLOC",
+            Recorded::MemFree => "MEM_FREE",
         }
     }
 }
@@ -107,22 +123,40 @@ pub(super) struct HostGraphs {
     pool: Pool,
 }
 
-/// The default pool's figures: it holds exactly what is allocated from it (the double
-/// returns freed memory at once, whatever the release threshold says).
+/// The default pool's figures: what is allocated from it, and what it keeps of what
+/// was freed into it (see the module documentation).
 #[derive(Default)]
 struct Pool {
     live: HashMap<DevicePtr, u64>,
     used: u64,
     used_high: u64,
+    /// Freed memory the pool keeps reserved (footprint bytes), counted as used.
+    idle: u64,
     release_threshold: u64,
     /// The three reuse flags, `cudaMemPoolReuse*` 1..=3 (CUDA's default: all on).
     reuse: Option<[u64; 3]>,
 }
 
-impl HostGraphs {
-    /// Drop everything (the device was reset).
-    pub(super) fn clear(&mut self) {
-        *self = HostGraphs::default();
+impl HostMemoryExecutor {
+    /// Drop every graph and capture and what the pool keeps (the device was reset).
+    pub(super) fn graphs_reset(&mut self) {
+        self.used_memory -= self.graphs.pool.idle;
+        self.graphs = HostGraphs::default();
+    }
+
+    /// Keep at most `keep` bytes of freed memory in the pool, giving the rest back.
+    fn pool_keep(&mut self, keep: u64) {
+        let pool = &mut self.graphs.pool;
+        let idle = pool.idle.min(keep);
+        self.used_memory -= pool.idle - idle;
+        pool.idle = idle;
+    }
+
+    /// The bytes the pool has reserved: its live allocations' and what it keeps.
+    fn pool_reserved(&self) -> u64 {
+        let pool = &self.graphs.pool;
+        let live: u64 = pool.live.values().map(|&s| allocation_footprint(s)).sum();
+        live + pool.idle
     }
 }
 
@@ -257,6 +291,13 @@ impl HostMemoryExecutor {
                 size,
                 to_device,
             } => self.copy_registered(device, host, size, to_device, stream, true),
+            Recorded::MemAlloc { ptr, size } => {
+                if let Ok(bytes) = self.slice_mut(ptr, size) {
+                    bytes.fill(GRAPH_MEMORY_FILL);
+                }
+                Ok(())
+            }
+            Recorded::MemFree => Ok(()),
             Recorded::Launch {
                 function,
                 grid,
@@ -409,9 +450,26 @@ impl Graphs for HostMemoryExecutor {
 
     fn alloc_async(&mut self, size: u64, stream: ExecStream) -> ExecResult<DevicePtr> {
         self.check_stream(stream)?;
-        // Memory nodes are not carried by the double (see the module documentation).
-        self.refuse_in_capture(stream)?;
-        let ptr = self.alloc(size)?;
+        if self.is_capturing(stream) {
+            // An allocation node: the graph's memory, made now and kept by the graph.
+            let ptr = self.alloc(size)?;
+            if ptr != 0 {
+                self.record(stream, || Recorded::MemAlloc { ptr, size });
+            }
+            return Ok(ptr);
+        }
+        // What the pool keeps is used first.
+        let reuse = self.graphs.pool.idle.min(allocation_footprint(size));
+        let idle = self.graphs.pool.idle;
+        self.pool_keep(idle - reuse);
+        let ptr = match self.alloc(size) {
+            Ok(ptr) => ptr,
+            Err(e) => {
+                self.graphs.pool.idle += reuse;
+                self.used_memory += reuse;
+                return Err(e);
+            }
+        };
         if ptr != 0 {
             self.pool_add(ptr, size);
         }
@@ -420,9 +478,23 @@ impl Graphs for HostMemoryExecutor {
 
     fn free_async(&mut self, ptr: DevicePtr, stream: ExecStream) -> ExecResult<()> {
         self.check_stream(stream)?;
-        self.refuse_in_capture(stream)?;
+        if self.is_capturing(stream) {
+            self.slice(ptr, 0)?;
+            self.record(stream, || Recorded::MemFree);
+            return Ok(());
+        }
         // Work completes in issue order here: the stream has already reached this point.
-        self.free(ptr)
+        let pooled = self.graphs.pool.live.get(&ptr).copied();
+        self.free(ptr)?;
+        if let Some(size) = pooled {
+            // The pool keeps it, up to its release threshold.
+            let kept = allocation_footprint(size);
+            self.graphs.pool.idle += kept;
+            self.used_memory += kept;
+            let threshold = self.graphs.pool.release_threshold;
+            self.pool_keep(threshold);
+        }
+        Ok(())
     }
 
     fn pool_get_attribute(&mut self, attr: u32) -> ExecResult<u64> {
@@ -432,7 +504,8 @@ impl Graphs for HostMemoryExecutor {
             pool_attr::REUSE_FOLLOW_EVENT_DEPENDENCIES
                 ..=pool_attr::REUSE_ALLOW_INTERNAL_DEPENDENCIES => reuse[attr as usize - 1],
             pool_attr::RELEASE_THRESHOLD => pool.release_threshold,
-            pool_attr::RESERVED_MEM_CURRENT | pool_attr::USED_MEM_CURRENT => pool.used,
+            pool_attr::RESERVED_MEM_CURRENT => self.pool_reserved(),
+            pool_attr::USED_MEM_CURRENT => pool.used,
             pool_attr::RESERVED_MEM_HIGH | pool_attr::USED_MEM_HIGH => pool.used_high,
             _ => return Err(CudaStatus::ErrorInvalidValue),
         })
@@ -444,7 +517,10 @@ impl Graphs for HostMemoryExecutor {
         }
         let pool = &mut self.graphs.pool;
         match attr {
-            pool_attr::RELEASE_THRESHOLD => pool.release_threshold = value,
+            pool_attr::RELEASE_THRESHOLD => {
+                pool.release_threshold = value;
+                self.pool_keep(value);
+            }
             pool_attr::RESERVED_MEM_HIGH | pool_attr::USED_MEM_HIGH => pool.used_high = pool.used,
             _ => {
                 let mut reuse = pool.reuse.unwrap_or([1; 3]);
@@ -460,8 +536,11 @@ impl Graphs for HostMemoryExecutor {
         Ok(self.is_capturing(stream))
     }
 
-    fn pool_trim_to(&mut self, _min_bytes_to_keep: u64) -> ExecResult<()> {
-        Ok(()) // the double keeps no memory in reserve
+    fn pool_trim_to(&mut self, min_bytes_to_keep: u64) -> ExecResult<()> {
+        // The pool's reserve shrinks to the bytes asked for, never below what is live.
+        let live = self.pool_reserved() - self.graphs.pool.idle;
+        self.pool_keep(min_bytes_to_keep.saturating_sub(live));
+        Ok(())
     }
 
     fn pool_set_access(&mut self, access: &[MemAccess]) -> ExecResult<()> {

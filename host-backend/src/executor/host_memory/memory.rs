@@ -5,18 +5,42 @@ use vmcuda_wire::op::{DevicePtr, PointerAttributes};
 use vmcuda_wire::CudaStatus;
 
 use super::super::{ExecResult, ExecStream, Pitched};
-use super::{align_up, graph, HostMemoryExecutor, Region, ALIGN, GUARD, PITCH_ALIGN};
+use super::{
+    align_up, allocation_footprint, graph, HostMemoryExecutor, Region, ALIGN, GUARD, PITCH_ALIGN,
+};
 
 impl HostMemoryExecutor {
     pub(super) fn allocate(&mut self, size: u64, init: Option<&[u8]>) -> ExecResult<DevicePtr> {
+        // The GPU takes more than was asked for: so does this memory.
+        let extra = allocation_footprint(size) - size;
+        let fits = self
+            .used_memory
+            .checked_add(extra)
+            .and_then(|u| u.checked_add(size))
+            .is_some_and(|u| u <= self.total_memory);
+        if !fits {
+            return Err(CudaStatus::ErrorMemoryAllocation);
+        }
         let mut bytes = self.take_zeroed(size)?;
+        self.used_memory += extra;
         if let Some(init) = init {
             bytes[..init.len()].copy_from_slice(init);
         }
         let ptr = self.next_address;
         self.next_address = align_up(ptr + size.max(1) + GUARD, ALIGN);
         self.memory.insert(ptr, bytes);
+        self.device_of.insert(ptr, self.current);
         Ok(ptr)
+    }
+
+    /// Drop the allocation at `ptr`, giving its memory back; false if there is none.
+    pub(super) fn release(&mut self, ptr: DevicePtr) -> bool {
+        let Some(bytes) = self.memory.remove(&ptr) else {
+            return false;
+        };
+        self.used_memory -= allocation_footprint(bytes.len() as u64);
+        self.device_of.remove(&ptr);
+        true
     }
 
     /// `size` zeroed bytes of this executor's memory, counted as used: out of memory
@@ -120,11 +144,9 @@ impl HostMemoryExecutor {
         if ptr == 0 {
             return Ok(());
         }
-        let bytes = self
-            .memory
-            .remove(&ptr)
-            .ok_or(CudaStatus::ErrorInvalidValue)?;
-        self.used_memory -= bytes.len() as u64;
+        if !self.release(ptr) {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
         self.pool_forget(ptr);
         Ok(())
     }

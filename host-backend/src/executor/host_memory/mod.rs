@@ -24,7 +24,8 @@ use vmcuda_wire::op::{
 use crate::policy::GpuSelection;
 
 use super::{
-    ExecEvent, ExecFunction, ExecModule, ExecResult, ExecStream, Executor, LaunchConfig, Pitched,
+    allocation_footprint, ExecEvent, ExecFunction, ExecModule, ExecResult, ExecStream, Executor,
+    LaunchConfig, Pitched,
 };
 
 /// Fake device addresses start here: never null, and in a region Linux leaves empty in
@@ -106,8 +107,12 @@ pub struct HostMemoryExecutor {
     total_memory: u64,
     used_memory: u64,
     next_address: u64,
-    /// Allocation start -> bytes. Globals of modules live here too.
+    /// Allocation start -> bytes. Globals of modules live here too. Each takes
+    /// [`allocation_footprint`] of its length from `total_memory`, as on a GPU.
     memory: BTreeMap<u64, Vec<u8>>,
+    /// The pretend device (index into `visible`) each allocation, stream and event
+    /// was made on: a device reset destroys those of the current device only.
+    device_of: HashMap<u64, usize>,
     modules: HashMap<ExecModule, Module>,
     functions: HashMap<ExecFunction, Function>,
     streams: HashMap<ExecStream, (u32, i32)>,
@@ -144,6 +149,7 @@ impl HostMemoryExecutor {
             used_memory: 0,
             next_address: ADDRESS_BASE,
             memory: BTreeMap::new(),
+            device_of: HashMap::new(),
             modules: HashMap::new(),
             functions: HashMap::new(),
             streams: HashMap::new(),
@@ -255,6 +261,7 @@ impl Executor for HostMemoryExecutor {
         fn host_register(&mut self, ptr: u64, size: u64) -> ExecResult<DevicePtr>;
         fn host_unregister(&mut self, ptr: u64) -> ExecResult<()>;
         fn copy_registered(&mut self, device: DevicePtr, host: u64, size: u64, to_device: bool, stream: ExecStream, is_async: bool) -> ExecResult<()>;
+        fn module_data_len(&mut self, image: &[u8]) -> ExecResult<u64>;
         fn load_module(&mut self, image: &[u8]) -> ExecResult<ExecModule>;
         fn get_function(&mut self, module: ExecModule, name: &str) -> ExecResult<(ExecFunction, Vec<ParamInfo>)>;
         fn get_global(&mut self, module: ExecModule, name: &str) -> ExecResult<(DevicePtr, u64)>;

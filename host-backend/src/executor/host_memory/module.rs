@@ -12,6 +12,13 @@ use super::super::{ExecFunction, ExecModule, ExecResult};
 use super::{module_cubin, Function, HostMemoryExecutor, Module};
 
 impl HostMemoryExecutor {
+    pub(super) fn module_data_len(&mut self, image: &[u8]) -> ExecResult<u64> {
+        module_cubin(image, cubin::module_data_len).map_err(|e| {
+            warn!("module image refused: {e}");
+            CudaStatus::ErrorInvalidKernelImage
+        })
+    }
+
     pub(super) fn load_module(&mut self, image: &[u8]) -> ExecResult<ExecModule> {
         // Parse now so a broken image fails here, as cuLibraryLoadData would. PTX text
         // (which the real driver compiles) lands here too: it cannot be run or even

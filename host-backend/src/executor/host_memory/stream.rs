@@ -27,10 +27,12 @@ impl HostMemoryExecutor {
         let id = self.fresh_id();
         // Priorities are clamped into the advertised range, as CUDA does.
         self.streams.insert(id, (flags, priority.clamp(-5, 0)));
+        self.device_of.insert(id, self.current);
         Ok(id)
     }
 
     pub(super) fn stream_destroy(&mut self, stream: ExecStream) -> ExecResult<()> {
+        self.device_of.remove(&stream);
         self.streams
             .remove(&stream)
             .map(|_| ())
@@ -65,6 +67,7 @@ impl HostMemoryExecutor {
             return Err(CudaStatus::ErrorInvalidValue);
         }
         let id = self.fresh_id();
+        self.device_of.insert(id, self.current);
         self.events.insert(
             id,
             Event {
@@ -76,6 +79,7 @@ impl HostMemoryExecutor {
     }
 
     pub(super) fn event_destroy(&mut self, event: ExecEvent) -> ExecResult<()> {
+        self.device_of.remove(&event);
         self.events
             .remove(&event)
             .map(|_| ())

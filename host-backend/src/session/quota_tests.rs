@@ -1,0 +1,395 @@
+//! The quota counts what the GPU really spends, on the host-memory executor: module
+//! data, context limits, allocation granularity, pools, graph memory and device resets.
+
+use vmcuda_wire::graph::*;
+use vmcuda_wire::op::*;
+use vmcuda_wire::CudaStatus;
+
+use super::Session;
+use crate::executor::host_memory::HostMemoryExecutor;
+use crate::ledger::Ledger;
+use crate::policy::{GpuSelection, Grant};
+
+const MIB: u64 = 1 << 20;
+const CTX: CallContext = CallContext { device: 0 };
+const CTX1: CallContext = CallContext { device: 1 };
+/// nvcc 13's cubin with `__device__` and `__constant__` variables (wire's test data):
+/// 0x54 bytes of globals and constant banks.
+const GLOBALS: &[u8] = include_bytes!("../../../wire/testdata/globals.cubin");
+
+fn session_on(exec: HostMemoryExecutor, quota: Option<u64>) -> Session {
+    let mut grant = Grant::unlimited("test");
+    grant.memory_quota = quota;
+    Session::new(Box::new(exec), grant)
+}
+
+fn session(quota: Option<u64>) -> Session {
+    session_on(HostMemoryExecutor::new(4 << 30, None).unwrap(), quota)
+}
+
+/// `elf` with its `.nv.global` section (zero-initialised globals) grown to `size`.
+fn with_bss(elf: &[u8], size: u64) -> Vec<u8> {
+    let u16_at = |o: usize| u16::from_le_bytes([elf[o], elf[o + 1]]) as usize;
+    let u64_at = |o: usize| u64::from_le_bytes(elf[o..o + 8].try_into().unwrap()) as usize;
+    let (shoff, shentsize, shnum, shstrndx) =
+        (u64_at(0x28), u16_at(0x3a), u16_at(0x3c), u16_at(0x3e));
+    let strtab = u64_at(shoff + shstrndx * shentsize + 0x18);
+    let mut out = elf.to_vec();
+    for i in 0..shnum {
+        let header = shoff + i * shentsize;
+        let name_at =
+            strtab + u32::from_le_bytes(elf[header..header + 4].try_into().unwrap()) as usize;
+        if elf[name_at..].starts_with(b".nv.global\0") {
+            out[header + 0x20..header + 0x28].copy_from_slice(&size.to_le_bytes());
+            return out;
+        }
+    }
+    panic!("no .nv.global section");
+}
+
+fn alloc(s: &mut Session, ctx: &CallContext, size: u64) -> Result<DevicePtr, CudaStatus> {
+    s.mem_alloc(ctx, MemAlloc { size }, &[]).map(|r| r.0.ptr)
+}
+
+fn read(
+    s: &mut Session,
+    ctx: &CallContext,
+    src: DevicePtr,
+    size: u64,
+) -> Result<Vec<u8>, CudaStatus> {
+    let req = MemcpyDtoH {
+        src,
+        size,
+        stream: StreamHandle::LEGACY,
+        is_async: false,
+    };
+    s.memcpy_dtoh(ctx, req, &[]).map(|r| r.1)
+}
+
+fn limit(s: &mut Session, which: u32) -> u64 {
+    s.device_get_limit(&CTX, DeviceGetLimit { limit: which }, &[])
+        .unwrap()
+        .0
+        .value
+}
+
+fn set_limit(s: &mut Session, which: u32, value: u64) -> Result<(), CudaStatus> {
+    s.device_set_limit(
+        &CTX,
+        DeviceSetLimit {
+            limit: which,
+            value,
+        },
+        &[],
+    )
+    .map(|_| ())
+}
+
+/// Finding 1: a module's globals and constant banks take device memory at load.
+#[test]
+fn module_globals_and_constant_banks_are_charged_at_load() {
+    let mut s = session(Some(64 * MIB));
+    // 1 GiB of zero-initialised globals under a 64 MiB quota: refused.
+    let huge = with_bss(GLOBALS, 1 << 30);
+    assert_eq!(
+        s.module_load(&CTX, ModuleLoad {}, &huge).err(),
+        Some(CudaStatus::ErrorMemoryAllocation)
+    );
+    assert_eq!(s.charged_bytes(), 0);
+    // 32 MiB of globals load and are charged (rounded as the GPU allocates).
+    let big = with_bss(GLOBALS, 32 * MIB);
+    s.module_load(&CTX, ModuleLoad {}, &big).unwrap();
+    assert_eq!(
+        s.charged_bytes(),
+        34 * MIB,
+        "32 MiB and 0x48 bytes: 17 large pages"
+    );
+    // Loading the same image again takes nothing more.
+    s.module_load(&CTX, ModuleLoad {}, &big).unwrap();
+    assert_eq!(s.charged_bytes(), 34 * MIB);
+    // What is left of the quota is all a later allocation gets.
+    assert_eq!(
+        alloc(&mut s, &CTX, 31 * MIB),
+        Err(CudaStatus::ErrorMemoryAllocation)
+    );
+    alloc(&mut s, &CTX, 30 * MIB).unwrap();
+    // A small module: its 0x54 bytes take one small step.
+    let mut small = session(Some(64 * MIB));
+    small.module_load(&CTX, ModuleLoad {}, GLOBALS).unwrap();
+    assert_eq!(small.charged_bytes(), 512);
+}
+
+/// Finding 2: stack, heap and printf limits reserve device memory.
+#[test]
+fn context_limits_are_charged_and_refused_over_the_quota() {
+    let mut s = session(Some(64 * MIB));
+    let stack = limit(&mut s, 0);
+    // 256 KiB of stack for each of the device's 4 x 2048 resident threads: 2 GiB.
+    assert_eq!(
+        set_limit(&mut s, 0, 256 << 10),
+        Err(CudaStatus::ErrorMemoryAllocation)
+    );
+    assert_eq!(limit(&mut s, 0), stack, "a refused limit is left unchanged");
+    assert_eq!(s.charged_bytes(), 0);
+    // 2 KiB more per thread: 8,192 threads x 1 KiB above the context's own 1 KiB.
+    set_limit(&mut s, 0, stack + 1024).unwrap();
+    assert_eq!(s.charged_bytes(), 8 * MIB);
+    // The heap above its default of 8 MiB, byte for byte.
+    let heap = limit(&mut s, 2);
+    set_limit(&mut s, 2, heap + 16 * MIB).unwrap();
+    assert_eq!(s.charged_bytes(), 24 * MIB);
+    assert_eq!(
+        set_limit(&mut s, 2, heap + 100 * MIB),
+        Err(CudaStatus::ErrorMemoryAllocation)
+    );
+    assert_eq!(limit(&mut s, 2), heap + 16 * MIB);
+    // The printf FIFO too; lowering a limit gives the difference back.
+    let fifo = limit(&mut s, 1);
+    set_limit(&mut s, 1, fifo + 4 * MIB).unwrap();
+    assert_eq!(s.charged_bytes(), 28 * MIB);
+    set_limit(&mut s, 2, heap).unwrap();
+    assert_eq!(s.charged_bytes(), 12 * MIB);
+    assert_eq!(
+        alloc(&mut s, &CTX, 53 * MIB),
+        Err(CudaStatus::ErrorMemoryAllocation)
+    );
+    // Other limits pass through, uncharged.
+    set_limit(&mut s, 5, 4096).unwrap();
+    assert_eq!(limit(&mut s, 5), 4096);
+    assert_eq!(s.charged_bytes(), 12 * MIB);
+    // A device reset puts the limits back, and their charge with them.
+    s.device_reset(&CTX, DeviceReset {}, &[]).unwrap();
+    assert_eq!(s.charged_bytes(), 0);
+}
+
+/// Finding 3: allocations are charged what the GPU takes for them.
+#[test]
+fn allocations_are_charged_at_the_granularity_the_gpu_takes() {
+    let mut s = session(Some(8 * MIB));
+    let mut made = 0u64;
+    let refused = loop {
+        match alloc(&mut s, &CTX, 1) {
+            Ok(_) => made += 1,
+            Err(e) => break e,
+        }
+        assert!(
+            made <= 20_000,
+            "20,000 one-byte allocations fit an 8 MiB quota"
+        );
+    };
+    assert_eq!(refused, CudaStatus::ErrorMemoryAllocation);
+    assert_eq!(made, 8 * MIB / 512, "each takes 512 bytes");
+    assert_eq!(s.charged_bytes(), 8 * MIB);
+    // Above 1 MiB, whole 2 MiB pages.
+    let mut s = session(Some(8 * MIB));
+    let p = alloc(&mut s, &CTX, 2 * MIB + 1).unwrap();
+    assert_eq!(s.charged_bytes(), 4 * MIB);
+    // The guest reaches only what it asked for.
+    assert_eq!(read(&mut s, &CTX, p + 2 * MIB, 1).unwrap(), [0]);
+    assert_eq!(
+        read(&mut s, &CTX, p + 2 * MIB + 1, 1).err(),
+        Some(CudaStatus::ErrorInvalidValue)
+    );
+    s.mem_free(&CTX, MemFree { ptr: p }, &[]).unwrap();
+    assert_eq!(s.charged_bytes(), 0);
+    // The executor's own figures follow the same rule.
+    let before = s.exec.mem_info().unwrap().0;
+    alloc(&mut s, &CTX, 1).unwrap();
+    let after = s.exec.mem_info().unwrap().0;
+    assert_eq!(before - after, 512);
+}
+
+fn stream(s: &mut Session, ctx: &CallContext, id: u64) -> StreamHandle {
+    let stream = StreamHandle(id);
+    let create = StreamCreate {
+        stream,
+        flags: 0,
+        priority: 0,
+    };
+    s.stream_create(ctx, create, &[]).unwrap();
+    stream
+}
+
+fn alloc_async(s: &mut Session, size: u64, stream: StreamHandle) -> Result<DevicePtr, CudaStatus> {
+    s.mem_alloc_async(&CTX, MemAllocAsync { size, stream }, &[])
+        .map(|r| r.0.ptr)
+}
+
+fn set_threshold(s: &mut Session, value: u64) {
+    let req = MemPoolSetAttribute {
+        device: 0,
+        attr: pool_attr::RELEASE_THRESHOLD,
+        value,
+    };
+    s.mem_pool_set_attribute(&CTX, req, &[]).unwrap();
+}
+
+fn threshold(s: &mut Session) -> u64 {
+    let req = MemPoolGetAttribute {
+        device: 0,
+        attr: pool_attr::RELEASE_THRESHOLD,
+    };
+    s.mem_pool_get_attribute(&CTX, req, &[]).unwrap().0.value
+}
+
+/// Finding 4: memory freed into a pool and still reserved stays charged.
+#[test]
+fn memory_a_pool_keeps_stays_charged_until_the_pool_gives_it_back() {
+    let mut s = session(Some(16 * MIB));
+    let st = stream(&mut s, &CTX, 0x100);
+    set_threshold(&mut s, u64::MAX);
+    assert_eq!(threshold(&mut s), 16 * MIB, "held to what the quota leaves");
+    let p = alloc_async(&mut s, 8 * MIB, st).unwrap();
+    assert_eq!(s.charged_bytes(), 8 * MIB);
+    s.mem_free_async(&CTX, MemFreeAsync { ptr: p, stream: st }, &[])
+        .unwrap();
+    assert_eq!(s.charged_bytes(), 8 * MIB, "the pool keeps it");
+    assert_eq!(
+        alloc(&mut s, &CTX, 10 * MIB),
+        Err(CudaStatus::ErrorMemoryAllocation)
+    );
+    // The pool's memory is the guest's to use again.
+    let q = alloc_async(&mut s, 8 * MIB, st).unwrap();
+    assert_eq!(s.charged_bytes(), 8 * MIB);
+    s.mem_free_async(&CTX, MemFreeAsync { ptr: q, stream: st }, &[])
+        .unwrap();
+    // A trim gives it back.
+    let trim = MemPoolTrimTo {
+        device: 0,
+        min_bytes_to_keep: 0,
+    };
+    s.mem_pool_trim_to(&CTX, trim, &[]).unwrap();
+    assert_eq!(s.charged_bytes(), 0);
+    alloc(&mut s, &CTX, 10 * MIB).unwrap();
+    // So does a lower threshold.
+    let mut s = session(Some(16 * MIB));
+    let st = stream(&mut s, &CTX, 0x100);
+    set_threshold(&mut s, 4 * MIB);
+    let p = alloc_async(&mut s, 8 * MIB, st).unwrap();
+    s.mem_free_async(&CTX, MemFreeAsync { ptr: p, stream: st }, &[])
+        .unwrap();
+    assert_eq!(s.charged_bytes(), 4 * MIB);
+    set_threshold(&mut s, 0);
+    assert_eq!(s.charged_bytes(), 0);
+}
+
+/// Finding 4: the release threshold is held to what the VM's quota leaves, across
+/// its connections.
+#[test]
+fn the_pool_threshold_is_held_to_what_the_vms_quota_leaves() {
+    let dir = std::env::temp_dir().join(format!("vmcuda-quota-pool-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let ledger = Ledger::join(&dir, "vm1", 4).unwrap();
+    let mut a = session(Some(16 * MIB)).with_ledger(ledger);
+    alloc(&mut a, &CTX, 12 * MIB).unwrap();
+    // A second connection of the same VM.
+    let ledger = Ledger::join(&dir, "vm1", 4).unwrap();
+    let mut b = session(Some(16 * MIB)).with_ledger(ledger);
+    set_threshold(&mut b, u64::MAX);
+    assert_eq!(threshold(&mut b), 4 * MIB);
+    drop((a, b));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Finding 4: an allocation made in a capture is charged for as long as the graph or
+/// its executable graph holds it, and is zeroed at each launch.
+#[test]
+fn graph_memory_is_charged_while_held_and_zeroed_at_launch() {
+    let mut s = session(Some(16 * MIB));
+    let st = stream(&mut s, &CTX, 0x100);
+    s.stream_begin_capture(&CTX, StreamBeginCapture { stream: st }, &[])
+        .unwrap();
+    let p = alloc_async(&mut s, 4 * MIB, st).unwrap();
+    let memset = Memset {
+        dst: p,
+        value: 7,
+        size: 16,
+        stream: st,
+        is_async: true,
+    };
+    s.memset(&CTX, memset, &[]).unwrap();
+    // Freed inside the capture: the graph still holds the memory.
+    s.mem_free_async(&CTX, MemFreeAsync { ptr: p, stream: st }, &[])
+        .unwrap();
+    let q = alloc_async(&mut s, 2 * MIB, st).unwrap();
+    let end = StreamEndCapture {
+        stream: st,
+        invalidated: false,
+    };
+    let graph = s.stream_end_capture(&CTX, end, &[]).unwrap().0.graph;
+    assert_eq!(s.charged_bytes(), 6 * MIB);
+    let exec = s
+        .graph_instantiate(&CTX, GraphInstantiate { graph, flags: 0 }, &[])
+        .unwrap()
+        .0
+        .exec;
+    s.graph_destroy(&CTX, GraphDestroy { graph }, &[]).unwrap();
+    assert_eq!(s.charged_bytes(), 6 * MIB, "the executable graph holds it");
+    assert_eq!(
+        alloc(&mut s, &CTX, 11 * MIB),
+        Err(CudaStatus::ErrorMemoryAllocation)
+    );
+    s.graph_launch(&CTX, GraphLaunch { exec, stream: st }, &[])
+        .unwrap();
+    // What the graph hands out is zeroed before the guest's own nodes touch it.
+    assert_eq!(read(&mut s, &CTX, q, 64).unwrap(), vec![0; 64]);
+    // Freeing the graph's allocation after a launch leaves it charged to the graph.
+    s.mem_free(&CTX, MemFree { ptr: q }, &[]).unwrap();
+    assert_eq!(s.charged_bytes(), 6 * MIB);
+    s.graph_exec_destroy(&CTX, GraphExecDestroy { exec }, &[])
+        .unwrap();
+    assert_eq!(s.charged_bytes(), 0);
+    // A capture that fails gives its memory back.
+    s.stream_begin_capture(&CTX, StreamBeginCapture { stream: st }, &[])
+        .unwrap();
+    alloc_async(&mut s, 4 * MIB, st).unwrap();
+    let end = StreamEndCapture {
+        stream: st,
+        invalidated: true,
+    };
+    assert!(s.stream_end_capture(&CTX, end, &[]).is_err());
+    assert_eq!(s.charged_bytes(), 0);
+}
+
+/// Finding 6: a device reset refunds the current device's memory and objects only.
+#[test]
+fn a_device_reset_refunds_exactly_what_it_frees() {
+    let exec = HostMemoryExecutor::new(4 << 30, None)
+        .unwrap()
+        .with_devices(2, &GpuSelection::all())
+        .unwrap();
+    let mut s = session_on(exec, Some(64 * MIB));
+    s.enter(&CTX).unwrap();
+    let on0 = alloc(&mut s, &CTX, 4 * MIB).unwrap();
+    let st0 = stream(&mut s, &CTX, 0x100);
+    s.enter(&CTX1).unwrap();
+    let on1 = alloc(&mut s, &CTX1, 8 * MIB).unwrap();
+    let st1 = stream(&mut s, &CTX1, 0x200);
+    s.device_set_limit(
+        &CTX1,
+        DeviceSetLimit {
+            limit: 2,
+            value: 12 * MIB,
+        },
+        &[],
+    )
+    .unwrap();
+    assert_eq!(s.charged_bytes(), 16 * MIB);
+    s.device_reset(&CTX1, DeviceReset {}, &[]).unwrap();
+    assert_eq!(
+        s.charged_bytes(),
+        4 * MIB,
+        "device 0's memory is still held"
+    );
+    assert_eq!(
+        read(&mut s, &CTX1, on1, 4).err(),
+        Some(CudaStatus::ErrorInvalidValue)
+    );
+    let sync = |stream| StreamSynchronize { stream };
+    assert!(s.stream_synchronize(&CTX1, sync(st1), &[]).is_err());
+    s.enter(&CTX).unwrap();
+    assert_eq!(read(&mut s, &CTX, on0, 4).unwrap(), [0; 4]);
+    s.stream_synchronize(&CTX, sync(st0), &[]).unwrap();
+    s.mem_free(&CTX, MemFree { ptr: on0 }, &[]).unwrap();
+    assert_eq!(s.charged_bytes(), 0);
+}
