@@ -10,9 +10,6 @@
 //! Streams, events, modules and functions are the executor's own `u64` ids here; the
 //! session maps the guest's handles onto them and checks them first.
 
-#[macro_use]
-mod by_family;
-
 pub mod blas;
 pub mod blas_table;
 pub mod blaslt;
@@ -87,15 +84,32 @@ pub struct Pitched {
     pub pitch: u64,
 }
 
-/// Every executor also answers the BLAS calls ([`blas::Blas`], [`blaslt::BlasLt`]), the
-/// driver-API calls beyond the runtime's ([`driver::Driver`]) and the graph and
-/// memory-pool calls ([`graph::Graphs`]).
-pub trait Executor: blas::Blas + blaslt::BlasLt + driver::Driver + graph::Graphs {
+/// The executor seam, one trait per API family (as the op table is grouped), each
+/// implemented by an executor in its family's file; every executor also answers the
+/// BLAS calls ([`blas::Blas`], [`blaslt::BlasLt`]), the driver-API calls beyond the
+/// runtime's ([`driver::Driver`]) and the graph and memory-pool calls ([`graph::Graphs`]).
+pub trait Executor:
+    DeviceExec
+    + MemoryExec
+    + CopyExec
+    + StagingExec
+    + ModuleExec
+    + LaunchExec
+    + StreamExec
+    + blas::Blas
+    + blaslt::BlasLt
+    + driver::Driver
+    + graph::Graphs
+{
     fn kind(&self) -> ExecutorKind;
     /// One line describing the backend, shown to the guest.
     fn banner(&self) -> String;
     fn driver_version(&self) -> i32;
     fn device_count(&self) -> i32;
+}
+
+/// Devices: properties, synchronization, reset, limits, cache configuration, peers.
+pub trait DeviceExec {
     /// Make `device` current for the calls that follow (the calling guest thread's
     /// current device travels with every request).
     fn set_device(&mut self, device: i32) -> ExecResult<()>;
@@ -114,6 +128,10 @@ pub trait Executor: blas::Blas + blaslt::BlasLt + driver::Driver + graph::Graphs
     fn p2p_attribute(&mut self, attr: u32, src: i32, dst: i32) -> ExecResult<i32>;
     fn enable_peer_access(&mut self, peer: i32, flags: u32) -> ExecResult<()>;
     fn disable_peer_access(&mut self, peer: i32) -> ExecResult<()>;
+}
+
+/// Device allocations, memsets, pointer attributes and host memory registered with the GPU.
+pub trait MemoryExec {
     /// (free, total) bytes of the current device.
     fn mem_info(&mut self) -> ExecResult<(u64, u64)>;
 
@@ -121,6 +139,37 @@ pub trait Executor: blas::Blas + blaslt::BlasLt + driver::Driver + graph::Graphs
     fn free(&mut self, ptr: DevicePtr) -> ExecResult<()>;
     /// (pointer, pitch) for `height` rows of `width` bytes.
     fn alloc_pitch(&mut self, width: u64, height: u64) -> ExecResult<(DevicePtr, u64)>;
+    fn memset(
+        &mut self,
+        dst: DevicePtr,
+        value: u8,
+        size: u64,
+        stream: ExecStream,
+        is_async: bool,
+    ) -> ExecResult<()>;
+    #[allow(clippy::too_many_arguments)]
+    /// Zero a fresh allocation before the guest sees it, synchronously and ordered
+    /// with nothing the guest queued: memory is never handed over with what an
+    /// earlier owner (another guest) left in it.
+    fn zero_fill(&mut self, dst: DevicePtr, size: u64) -> ExecResult<()>;
+    fn memset_2d(
+        &mut self,
+        dst: Pitched,
+        value: u8,
+        width: u64,
+        height: u64,
+        stream: ExecStream,
+        is_async: bool,
+    ) -> ExecResult<()>;
+    fn pointer_attributes(&mut self, ptr: DevicePtr) -> ExecResult<PointerAttributes>;
+    /// Page-lock `[ptr, ptr + size)` of this process (memory shared with the guest,
+    /// mapped at the guest's address) and map it for the GPU; returns its device pointer.
+    fn host_register(&mut self, ptr: u64, size: u64) -> ExecResult<DevicePtr>;
+    fn host_unregister(&mut self, ptr: u64) -> ExecResult<()>;
+}
+
+/// Copies between host buffers, device memory, peers and registered host memory.
+pub trait CopyExec {
     fn copy_htod(
         &mut self,
         dst: DevicePtr,
@@ -173,28 +222,6 @@ pub trait Executor: blas::Blas + blaslt::BlasLt + driver::Driver + graph::Graphs
         stream: ExecStream,
         is_async: bool,
     ) -> ExecResult<()>;
-    fn memset(
-        &mut self,
-        dst: DevicePtr,
-        value: u8,
-        size: u64,
-        stream: ExecStream,
-        is_async: bool,
-    ) -> ExecResult<()>;
-    #[allow(clippy::too_many_arguments)]
-    /// Zero a fresh allocation before the guest sees it, synchronously and ordered
-    /// with nothing the guest queued: memory is never handed over with what an
-    /// earlier owner (another guest) left in it.
-    fn zero_fill(&mut self, dst: DevicePtr, size: u64) -> ExecResult<()>;
-    fn memset_2d(
-        &mut self,
-        dst: Pitched,
-        value: u8,
-        width: u64,
-        height: u64,
-        stream: ExecStream,
-        is_async: bool,
-    ) -> ExecResult<()>;
     #[allow(clippy::too_many_arguments)]
     fn copy_peer(
         &mut self,
@@ -206,11 +233,6 @@ pub trait Executor: blas::Blas + blaslt::BlasLt + driver::Driver + graph::Graphs
         stream: ExecStream,
         is_async: bool,
     ) -> ExecResult<()>;
-    fn pointer_attributes(&mut self, ptr: DevicePtr) -> ExecResult<PointerAttributes>;
-    /// Page-lock `[ptr, ptr + size)` of this process (memory shared with the guest,
-    /// mapped at the guest's address) and map it for the GPU; returns its device pointer.
-    fn host_register(&mut self, ptr: u64, size: u64) -> ExecResult<DevicePtr>;
-    fn host_unregister(&mut self, ptr: u64) -> ExecResult<()>;
     /// Copy between device memory and `[host, host + size)` of this process, which lies
     /// inside one range registered with [`Executor::host_register`] (the caller checks):
     /// the DMA engine reads or writes those pages directly. An asynchronous copy is left
@@ -225,70 +247,11 @@ pub trait Executor: blas::Blas + blaslt::BlasLt + driver::Driver + graph::Graphs
         stream: ExecStream,
         is_async: bool,
     ) -> ExecResult<()>;
+}
 
-    /// Bytes of device memory loading `image` on the current device sets aside for its
-    /// globals and constant banks (the sections of the cubin the driver would pick, see
-    /// [`vmcuda_wire::cubin::Cubin::module_data_len`]), before it is loaded: the
-    /// session charges them first. A broken image fails as `load_module` would.
-    fn module_data_len(&mut self, image: &[u8]) -> ExecResult<u64>;
-    /// Load a fatbinary (raw containers). Loading the same bytes twice may return the
-    /// same module.
-    fn load_module(&mut self, image: &[u8]) -> ExecResult<ExecModule>;
-    /// A kernel by mangled name, with its parameter layout.
-    fn get_function(
-        &mut self,
-        module: ExecModule,
-        name: &str,
-    ) -> ExecResult<(ExecFunction, Vec<ParamInfo>)>;
-    /// A module-scope variable's device address and size.
-    fn get_global(&mut self, module: ExecModule, name: &str) -> ExecResult<(DevicePtr, u64)>;
-    fn func_attributes(&mut self, function: ExecFunction) -> ExecResult<FuncAttributes>;
-    fn func_set_attribute(
-        &mut self,
-        function: ExecFunction,
-        attribute: i32,
-        value: i32,
-    ) -> ExecResult<()>;
-    fn func_set_cache_config(&mut self, function: ExecFunction, config: u32) -> ExecResult<()>;
-    /// `params` is the packed parameter buffer laid out as `get_function` said.
-    fn launch(
-        &mut self,
-        function: ExecFunction,
-        config: &LaunchConfig<'_>,
-        params: &[u8],
-    ) -> ExecResult<()>;
-    fn occupancy_max_active_blocks(
-        &mut self,
-        function: ExecFunction,
-        block_size: i32,
-        dynamic_smem: u64,
-        flags: u32,
-    ) -> ExecResult<i32>;
-    fn occupancy_available_dynamic_smem(
-        &mut self,
-        function: ExecFunction,
-        num_blocks: i32,
-        block_size: i32,
-    ) -> ExecResult<u64>;
-
-    fn stream_create(&mut self, flags: u32, priority: i32) -> ExecResult<ExecStream>;
-    fn stream_destroy(&mut self, stream: ExecStream) -> ExecResult<()>;
-    fn stream_synchronize(&mut self, stream: ExecStream) -> ExecResult<()>;
-    /// `Err(ErrorNotReady)` while work is pending.
-    fn stream_query(&mut self, stream: ExecStream) -> ExecResult<()>;
-    fn stream_wait_event(
-        &mut self,
-        stream: ExecStream,
-        event: ExecEvent,
-        flags: u32,
-    ) -> ExecResult<()>;
-    fn event_create(&mut self, flags: u32) -> ExecResult<ExecEvent>;
-    fn event_destroy(&mut self, event: ExecEvent) -> ExecResult<()>;
-    fn event_record(&mut self, event: ExecEvent, stream: ExecStream, flags: u32) -> ExecResult<()>;
-    fn event_synchronize(&mut self, event: ExecEvent) -> ExecResult<()>;
-    fn event_query(&mut self, event: ExecEvent) -> ExecResult<()>;
-    fn event_elapsed_ms(&mut self, start: ExecEvent, end: ExecEvent) -> ExecResult<f32>;
-
+/// Copies that overlap the worker's own I/O: queued from its page-locked buffers and
+/// into its reply area. The defaults copy at once.
+pub trait StagingExec: CopyExec {
     /// Like [`Executor::copy_htod`] from the worker's page-locked buffer number
     /// `buffer`, but may return before the copy has read `src`: the worker then leaves
     /// those bytes untouched until [`Executor::release_buffer`] has returned for the
@@ -333,4 +296,77 @@ pub trait Executor: blas::Blas + blaslt::BlasLt + driver::Driver + graph::Graphs
         let _ = end;
         Ok(())
     }
+}
+
+/// Modules: loading, their globals, kernels and their layouts.
+pub trait ModuleExec {
+    /// Bytes of device memory loading `image` on the current device sets aside for its
+    /// globals and constant banks (the sections of the cubin the driver would pick, see
+    /// [`vmcuda_wire::cubin::Cubin::module_data_len`]), before it is loaded: the
+    /// session charges them first. A broken image fails as `load_module` would.
+    fn module_data_len(&mut self, image: &[u8]) -> ExecResult<u64>;
+    /// Load a fatbinary (raw containers). Loading the same bytes twice may return the
+    /// same module.
+    fn load_module(&mut self, image: &[u8]) -> ExecResult<ExecModule>;
+    /// A kernel by mangled name, with its parameter layout.
+    fn get_function(
+        &mut self,
+        module: ExecModule,
+        name: &str,
+    ) -> ExecResult<(ExecFunction, Vec<ParamInfo>)>;
+    /// A module-scope variable's device address and size.
+    fn get_global(&mut self, module: ExecModule, name: &str) -> ExecResult<(DevicePtr, u64)>;
+}
+
+/// Kernel attributes, launches and occupancy.
+pub trait LaunchExec {
+    fn func_attributes(&mut self, function: ExecFunction) -> ExecResult<FuncAttributes>;
+    fn func_set_attribute(
+        &mut self,
+        function: ExecFunction,
+        attribute: i32,
+        value: i32,
+    ) -> ExecResult<()>;
+    fn func_set_cache_config(&mut self, function: ExecFunction, config: u32) -> ExecResult<()>;
+    /// `params` is the packed parameter buffer laid out as `get_function` said.
+    fn launch(
+        &mut self,
+        function: ExecFunction,
+        config: &LaunchConfig<'_>,
+        params: &[u8],
+    ) -> ExecResult<()>;
+    fn occupancy_max_active_blocks(
+        &mut self,
+        function: ExecFunction,
+        block_size: i32,
+        dynamic_smem: u64,
+        flags: u32,
+    ) -> ExecResult<i32>;
+    fn occupancy_available_dynamic_smem(
+        &mut self,
+        function: ExecFunction,
+        num_blocks: i32,
+        block_size: i32,
+    ) -> ExecResult<u64>;
+}
+
+/// Streams and events.
+pub trait StreamExec {
+    fn stream_create(&mut self, flags: u32, priority: i32) -> ExecResult<ExecStream>;
+    fn stream_destroy(&mut self, stream: ExecStream) -> ExecResult<()>;
+    fn stream_synchronize(&mut self, stream: ExecStream) -> ExecResult<()>;
+    /// `Err(ErrorNotReady)` while work is pending.
+    fn stream_query(&mut self, stream: ExecStream) -> ExecResult<()>;
+    fn stream_wait_event(
+        &mut self,
+        stream: ExecStream,
+        event: ExecEvent,
+        flags: u32,
+    ) -> ExecResult<()>;
+    fn event_create(&mut self, flags: u32) -> ExecResult<ExecEvent>;
+    fn event_destroy(&mut self, event: ExecEvent) -> ExecResult<()>;
+    fn event_record(&mut self, event: ExecEvent, stream: ExecStream, flags: u32) -> ExecResult<()>;
+    fn event_synchronize(&mut self, event: ExecEvent) -> ExecResult<()>;
+    fn event_query(&mut self, event: ExecEvent) -> ExecResult<()>;
+    fn event_elapsed_ms(&mut self, start: ExecEvent, end: ExecEvent) -> ExecResult<f32>;
 }

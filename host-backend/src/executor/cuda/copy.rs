@@ -12,6 +12,7 @@ use vmcuda_wire::CudaStatus;
 use super::super::{ExecResult, ExecStream, Pitched, LEGACY_STREAM};
 use super::staging::{staged_dtoh, staged_htod, STAGING_THRESHOLD};
 use super::{check, check_range, packed_len, status, to_usize, CudaExecutor};
+use crate::executor::CopyExec;
 
 impl CudaExecutor {
     /// Runs a 2D copy: the synchronous driver call on the legacy stream, else the
@@ -37,8 +38,10 @@ impl CudaExecutor {
         }
         Ok(())
     }
+}
 
-    pub(super) fn copy_htod(
+impl CopyExec for CudaExecutor {
+    fn copy_htod(
         &mut self,
         dst: DevicePtr,
         src: &[u8],
@@ -79,7 +82,7 @@ impl CudaExecutor {
         unsafe { result::stream::synchronize(s) }.map_err(status)
     }
 
-    pub(super) fn copy_dtoh(
+    fn copy_dtoh(
         &mut self,
         dst: &mut [u8],
         src: DevicePtr,
@@ -108,7 +111,7 @@ impl CudaExecutor {
         unsafe { result::stream::synchronize(s) }.map_err(status)
     }
 
-    pub(super) fn copy_dtod(
+    fn copy_dtod(
         &mut self,
         dst: DevicePtr,
         src: DevicePtr,
@@ -130,7 +133,7 @@ impl CudaExecutor {
         unsafe { result::memcpy_dtod_async(dst, src, size, s) }.map_err(status)
     }
 
-    pub(super) fn copy_2d_htod(
+    fn copy_2d_htod(
         &mut self,
         dst: Pitched,
         src: &[u8],
@@ -172,7 +175,7 @@ impl CudaExecutor {
         self.memcpy_2d(&p, stream, s, is_async, wait)
     }
 
-    pub(super) fn copy_2d_dtoh(
+    fn copy_2d_dtoh(
         &mut self,
         dst: &mut [u8],
         src: Pitched,
@@ -211,7 +214,7 @@ impl CudaExecutor {
         self.memcpy_2d(&p, stream, s, is_async, true)
     }
 
-    pub(super) fn copy_2d_dtod(
+    fn copy_2d_dtod(
         &mut self,
         dst: Pitched,
         src: Pitched,
@@ -247,7 +250,7 @@ impl CudaExecutor {
     }
 
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn copy_peer(
+    fn copy_peer(
         &mut self,
         dst: DevicePtr,
         dst_device: i32,
@@ -277,7 +280,7 @@ impl CudaExecutor {
         check(unsafe { sys::cuMemcpyPeer(dst, dst_ctx, src, src_ctx, size) })
     }
 
-    pub(super) fn copy_registered(
+    fn copy_registered(
         &mut self,
         device: DevicePtr,
         host: u64,

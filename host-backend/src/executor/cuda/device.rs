@@ -17,6 +17,7 @@ use super::launch::LaunchLimits;
 use super::staging::{QueuedCopies, StagingState};
 use super::symbols::DRIVER_SYMBOLS;
 use super::{check, status, to_usize, CudaExecutor};
+use crate::executor::DeviceExec;
 
 /// `cuDeviceGetAttribute` with plain integers, so that probing every attribute number
 /// never materialises an invalid `CUdevice_attribute` enum value.
@@ -252,154 +253,6 @@ impl CudaExecutor {
         format!("CUDA executor: {names} (driver {})", self.driver_version)
     }
 
-    pub(super) fn set_device(&mut self, device: i32) -> ExecResult<()> {
-        let idx = self.device_index(device)?;
-        let previous = self.current;
-        self.current = idx;
-        if let Err(e) = self.bind() {
-            self.current = previous;
-            return Err(e);
-        }
-        Ok(())
-    }
-
-    pub(super) fn device_properties(&mut self, device: i32) -> ExecResult<DeviceProperties> {
-        let idx = self.device_index(device)?;
-        let handle = self.devices[idx].handle;
-        let uuid = device_uuid(handle)?;
-        // SAFETY: `handle` came from cuDeviceGet.
-        let total = unsafe { result::device::total_mem(handle) }.map_err(status)?;
-        let max = sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX as u32;
-        let mut attributes = Vec::with_capacity(max as usize);
-        for attr in 1..max {
-            let mut value: c_int = 0;
-            // SAFETY: the function pointer is libcuda's cuDeviceGetAttribute, called
-            // with its C signature; it only writes `value`.
-            let r = unsafe { (self.get_attribute_raw)(&mut value, attr as c_int, handle) };
-            if r == 0 {
-                attributes.push((attr, value));
-            }
-        }
-        Ok(DeviceProperties {
-            name: self.devices[idx].name.clone(),
-            uuid,
-            luid: [0; 8],
-            luid_device_node_mask: 0,
-            total_global_mem: total as u64,
-            attributes,
-        })
-    }
-
-    pub(super) fn synchronize(&mut self) -> ExecResult<()> {
-        self.bind()?;
-        result::ctx::synchronize().map_err(status)
-    }
-
-    pub(super) fn device_reset(&mut self) -> ExecResult<()> {
-        let idx = self.current;
-        if self.devices[idx].ctx.is_none() {
-            return Ok(()); // never initialised: nothing to reset
-        }
-        // Best effort: the objects are destroyed with the context anyway.
-        let _ = self.bind();
-        self.destroy_device_objects(idx);
-        let handle = self.devices[idx].handle;
-        // SAFETY: `handle` came from cuDeviceGet; every object of ours in that
-        // context has just been destroyed.
-        check(unsafe { sys::cuDevicePrimaryCtxReset_v2(handle) })?;
-        // Resetting keeps our reference: take a fresh handle and drop the extra one.
-        // SAFETY: `handle` came from cuDeviceGet.
-        let ctx = unsafe { result::primary_ctx::retain(handle) }.map_err(status)?;
-        // SAFETY: balances the retain just above; our original reference remains.
-        let _ = unsafe { result::primary_ctx::release(handle) };
-        self.devices[idx].ctx = Some(ctx);
-        debug!(device = idx, "device reset");
-        // SAFETY: `ctx` is the retained primary context.
-        unsafe { result::ctx::set_current(ctx) }.map_err(status)
-    }
-
-    pub(super) fn get_limit(&mut self, limit: u32) -> ExecResult<u64> {
-        self.bind()?;
-        let limit = limit_from(limit).ok_or(CudaStatus::ErrorInvalidValue)?;
-        let value = result::ctx::get_limit(limit).map_err(status)?;
-        Ok(value as u64)
-    }
-
-    pub(super) fn set_limit(&mut self, limit: u32, value: u64) -> ExecResult<()> {
-        self.bind()?;
-        let limit = limit_from(limit).ok_or(CudaStatus::ErrorInvalidValue)?;
-        let value = to_usize(value)?;
-        result::ctx::set_limit(limit, value).map_err(status)
-    }
-
-    pub(super) fn get_cache_config(&mut self) -> ExecResult<u32> {
-        self.bind()?;
-        let mut raw: u32 = 0;
-        // SAFETY: CUfunc_cache is a 4-byte C enum; the driver writes it into `raw`,
-        // which is only ever read as an integer (raw: cudarc's wrapper would read it
-        // as the Rust enum).
-        check(unsafe { sys::cuCtxGetCacheConfig((&mut raw as *mut u32).cast()) })?;
-        Ok(raw)
-    }
-
-    pub(super) fn set_cache_config(&mut self, config: u32) -> ExecResult<()> {
-        self.bind()?;
-        let config = cache_config_from(config).ok_or(CudaStatus::ErrorInvalidValue)?;
-        result::ctx::set_cache_config(config).map_err(status)
-    }
-
-    pub(super) fn stream_priority_range(&mut self) -> ExecResult<(i32, i32)> {
-        self.bind()?;
-        result::stream::get_priority_range().map_err(status)
-    }
-
-    pub(super) fn can_access_peer(&mut self, device: i32, peer: i32) -> ExecResult<bool> {
-        let a = self.devices[self.device_index(device)?].handle;
-        let b = self.devices[self.device_index(peer)?].handle;
-        let mut can: c_int = 0;
-        // SAFETY: out-pointer to a local; both handles came from cuDeviceGet.
-        check(unsafe { sys::cuDeviceCanAccessPeer(&mut can, a, b) })?;
-        Ok(can != 0)
-    }
-
-    pub(super) fn p2p_attribute(&mut self, attr: u32, src: i32, dst: i32) -> ExecResult<i32> {
-        use sys::CUdevice_P2PAttribute as A;
-        let attr = match attr {
-            1 => A::CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK,
-            2 => A::CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED,
-            3 => A::CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED,
-            4 => A::CU_DEVICE_P2P_ATTRIBUTE_ACCESS_ACCESS_SUPPORTED,
-            5 => A::CU_DEVICE_P2P_ATTRIBUTE_ONLY_PARTIAL_NATIVE_ATOMIC_SUPPORTED,
-            _ => return Err(CudaStatus::ErrorInvalidValue),
-        };
-        let a = self.devices[self.device_index(src)?].handle;
-        let b = self.devices[self.device_index(dst)?].handle;
-        let mut value: c_int = 0;
-        // SAFETY: out-pointer to a local; both handles came from cuDeviceGet and the
-        // attribute is a valid enum value.
-        check(unsafe { sys::cuDeviceGetP2PAttribute(&mut value, attr, a, b) })?;
-        Ok(value)
-    }
-
-    pub(super) fn enable_peer_access(&mut self, peer: i32, flags: u32) -> ExecResult<()> {
-        let peer_idx = self.device_index(peer)?;
-        let peer_ctx = self.context(peer_idx)?;
-        self.bind()?;
-        // SAFETY: `peer_ctx` is a retained primary context; a context is current.
-        check(unsafe { sys::cuCtxEnablePeerAccess(peer_ctx, flags) })
-    }
-
-    pub(super) fn disable_peer_access(&mut self, peer: i32) -> ExecResult<()> {
-        let peer_idx = self.device_index(peer)?;
-        self.bind()?;
-        // A peer whose context was never made cannot have been enabled.
-        let peer_ctx = self.devices[peer_idx]
-            .ctx
-            .ok_or(CudaStatus::ErrorPeerAccessNotEnabled)?;
-        // SAFETY: `peer_ctx` is a retained primary context; a context is current.
-        check(unsafe { sys::cuCtxDisablePeerAccess(peer_ctx) })
-    }
-
     /// Destroys the streams, events and staging buffer of device `idx`, whose context
     /// must be current. Errors are ignored: this is cleanup.
     pub(super) fn destroy_device_objects(&mut self, idx: usize) {
@@ -462,6 +315,156 @@ impl CudaExecutor {
             }
         }
         debug!("CUDA executor released");
+    }
+}
+
+impl DeviceExec for CudaExecutor {
+    fn set_device(&mut self, device: i32) -> ExecResult<()> {
+        let idx = self.device_index(device)?;
+        let previous = self.current;
+        self.current = idx;
+        if let Err(e) = self.bind() {
+            self.current = previous;
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn device_properties(&mut self, device: i32) -> ExecResult<DeviceProperties> {
+        let idx = self.device_index(device)?;
+        let handle = self.devices[idx].handle;
+        let uuid = device_uuid(handle)?;
+        // SAFETY: `handle` came from cuDeviceGet.
+        let total = unsafe { result::device::total_mem(handle) }.map_err(status)?;
+        let max = sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX as u32;
+        let mut attributes = Vec::with_capacity(max as usize);
+        for attr in 1..max {
+            let mut value: c_int = 0;
+            // SAFETY: the function pointer is libcuda's cuDeviceGetAttribute, called
+            // with its C signature; it only writes `value`.
+            let r = unsafe { (self.get_attribute_raw)(&mut value, attr as c_int, handle) };
+            if r == 0 {
+                attributes.push((attr, value));
+            }
+        }
+        Ok(DeviceProperties {
+            name: self.devices[idx].name.clone(),
+            uuid,
+            luid: [0; 8],
+            luid_device_node_mask: 0,
+            total_global_mem: total as u64,
+            attributes,
+        })
+    }
+
+    fn synchronize(&mut self) -> ExecResult<()> {
+        self.bind()?;
+        result::ctx::synchronize().map_err(status)
+    }
+
+    fn device_reset(&mut self) -> ExecResult<()> {
+        let idx = self.current;
+        if self.devices[idx].ctx.is_none() {
+            return Ok(()); // never initialised: nothing to reset
+        }
+        // Best effort: the objects are destroyed with the context anyway.
+        let _ = self.bind();
+        self.destroy_device_objects(idx);
+        let handle = self.devices[idx].handle;
+        // SAFETY: `handle` came from cuDeviceGet; every object of ours in that
+        // context has just been destroyed.
+        check(unsafe { sys::cuDevicePrimaryCtxReset_v2(handle) })?;
+        // Resetting keeps our reference: take a fresh handle and drop the extra one.
+        // SAFETY: `handle` came from cuDeviceGet.
+        let ctx = unsafe { result::primary_ctx::retain(handle) }.map_err(status)?;
+        // SAFETY: balances the retain just above; our original reference remains.
+        let _ = unsafe { result::primary_ctx::release(handle) };
+        self.devices[idx].ctx = Some(ctx);
+        debug!(device = idx, "device reset");
+        // SAFETY: `ctx` is the retained primary context.
+        unsafe { result::ctx::set_current(ctx) }.map_err(status)
+    }
+
+    fn get_limit(&mut self, limit: u32) -> ExecResult<u64> {
+        self.bind()?;
+        let limit = limit_from(limit).ok_or(CudaStatus::ErrorInvalidValue)?;
+        let value = result::ctx::get_limit(limit).map_err(status)?;
+        Ok(value as u64)
+    }
+
+    fn set_limit(&mut self, limit: u32, value: u64) -> ExecResult<()> {
+        self.bind()?;
+        let limit = limit_from(limit).ok_or(CudaStatus::ErrorInvalidValue)?;
+        let value = to_usize(value)?;
+        result::ctx::set_limit(limit, value).map_err(status)
+    }
+
+    fn get_cache_config(&mut self) -> ExecResult<u32> {
+        self.bind()?;
+        let mut raw: u32 = 0;
+        // SAFETY: CUfunc_cache is a 4-byte C enum; the driver writes it into `raw`,
+        // which is only ever read as an integer (raw: cudarc's wrapper would read it
+        // as the Rust enum).
+        check(unsafe { sys::cuCtxGetCacheConfig((&mut raw as *mut u32).cast()) })?;
+        Ok(raw)
+    }
+
+    fn set_cache_config(&mut self, config: u32) -> ExecResult<()> {
+        self.bind()?;
+        let config = cache_config_from(config).ok_or(CudaStatus::ErrorInvalidValue)?;
+        result::ctx::set_cache_config(config).map_err(status)
+    }
+
+    fn stream_priority_range(&mut self) -> ExecResult<(i32, i32)> {
+        self.bind()?;
+        result::stream::get_priority_range().map_err(status)
+    }
+
+    fn can_access_peer(&mut self, device: i32, peer: i32) -> ExecResult<bool> {
+        let a = self.devices[self.device_index(device)?].handle;
+        let b = self.devices[self.device_index(peer)?].handle;
+        let mut can: c_int = 0;
+        // SAFETY: out-pointer to a local; both handles came from cuDeviceGet.
+        check(unsafe { sys::cuDeviceCanAccessPeer(&mut can, a, b) })?;
+        Ok(can != 0)
+    }
+
+    fn p2p_attribute(&mut self, attr: u32, src: i32, dst: i32) -> ExecResult<i32> {
+        use sys::CUdevice_P2PAttribute as A;
+        let attr = match attr {
+            1 => A::CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK,
+            2 => A::CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED,
+            3 => A::CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED,
+            4 => A::CU_DEVICE_P2P_ATTRIBUTE_ACCESS_ACCESS_SUPPORTED,
+            5 => A::CU_DEVICE_P2P_ATTRIBUTE_ONLY_PARTIAL_NATIVE_ATOMIC_SUPPORTED,
+            _ => return Err(CudaStatus::ErrorInvalidValue),
+        };
+        let a = self.devices[self.device_index(src)?].handle;
+        let b = self.devices[self.device_index(dst)?].handle;
+        let mut value: c_int = 0;
+        // SAFETY: out-pointer to a local; both handles came from cuDeviceGet and the
+        // attribute is a valid enum value.
+        check(unsafe { sys::cuDeviceGetP2PAttribute(&mut value, attr, a, b) })?;
+        Ok(value)
+    }
+
+    fn enable_peer_access(&mut self, peer: i32, flags: u32) -> ExecResult<()> {
+        let peer_idx = self.device_index(peer)?;
+        let peer_ctx = self.context(peer_idx)?;
+        self.bind()?;
+        // SAFETY: `peer_ctx` is a retained primary context; a context is current.
+        check(unsafe { sys::cuCtxEnablePeerAccess(peer_ctx, flags) })
+    }
+
+    fn disable_peer_access(&mut self, peer: i32) -> ExecResult<()> {
+        let peer_idx = self.device_index(peer)?;
+        self.bind()?;
+        // A peer whose context was never made cannot have been enabled.
+        let peer_ctx = self.devices[peer_idx]
+            .ctx
+            .ok_or(CudaStatus::ErrorPeerAccessNotEnabled)?;
+        // SAFETY: `peer_ctx` is a retained primary context; a context is current.
+        check(unsafe { sys::cuCtxDisablePeerAccess(peer_ctx) })
     }
 }
 

@@ -10,6 +10,7 @@ use vmcuda_wire::CudaStatus;
 use super::super::{ExecFunction, ExecResult, LaunchConfig};
 use super::device::cache_config_from;
 use super::{check, status, to_usize, CudaExecutor};
+use crate::executor::LaunchExec;
 
 /// Size of `CUlaunchAttributeValue` (and of the runtime's `cudaLaunchAttributeValue`).
 const LAUNCH_ATTRIBUTE_VALUE_LEN: usize = 64;
@@ -142,7 +143,10 @@ impl CudaExecutor {
             value: sys::CUlaunchAttributeValue { pad },
         })
     }
-    pub(super) fn func_attributes(&mut self, function: ExecFunction) -> ExecResult<FuncAttributes> {
+}
+
+impl LaunchExec for CudaExecutor {
+    fn func_attributes(&mut self, function: ExecFunction) -> ExecResult<FuncAttributes> {
         let idx = self.bind()?;
         let kernel = self.kernel(function)?;
         let handle = self.devices[idx].handle;
@@ -182,7 +186,7 @@ impl CudaExecutor {
         })
     }
 
-    pub(super) fn func_set_attribute(
+    fn func_set_attribute(
         &mut self,
         function: ExecFunction,
         attribute: i32,
@@ -196,11 +200,7 @@ impl CudaExecutor {
         check(unsafe { sys::cuKernelSetAttribute(attr, value, kernel, handle) })
     }
 
-    pub(super) fn func_set_cache_config(
-        &mut self,
-        function: ExecFunction,
-        config: u32,
-    ) -> ExecResult<()> {
+    fn func_set_cache_config(&mut self, function: ExecFunction, config: u32) -> ExecResult<()> {
         let idx = self.bind()?;
         let kernel = self.kernel(function)?;
         let config = cache_config_from(config).ok_or(CudaStatus::ErrorInvalidValue)?;
@@ -209,7 +209,7 @@ impl CudaExecutor {
         check(unsafe { sys::cuKernelSetCacheConfig(kernel, config, handle) })
     }
 
-    pub(super) fn launch(
+    fn launch(
         &mut self,
         function: ExecFunction,
         config: &LaunchConfig<'_>,
@@ -311,7 +311,7 @@ impl CudaExecutor {
         check(r)
     }
 
-    pub(super) fn occupancy_max_active_blocks(
+    fn occupancy_max_active_blocks(
         &mut self,
         function: ExecFunction,
         block_size: i32,
@@ -331,7 +331,7 @@ impl CudaExecutor {
         .map_err(status)
     }
 
-    pub(super) fn occupancy_available_dynamic_smem(
+    fn occupancy_available_dynamic_smem(
         &mut self,
         function: ExecFunction,
         num_blocks: i32,

@@ -8,6 +8,7 @@ use vmcuda_wire::op::{DevicePtr, PointerAttributes};
 
 use super::super::{ExecResult, ExecStream, Pitched, LEGACY_STREAM};
 use super::{check, status, to_usize, CudaExecutor};
+use crate::executor::MemoryExec;
 
 /// `CU_DEVICE_INVALID` (`(CUdevice)-2` in cuda.h): the device ordinal the driver
 /// reports for a pointer it does not know.
@@ -31,14 +32,16 @@ impl CudaExecutor {
         self.devices[idx].scrub_stream = Some(s);
         Ok(s)
     }
+}
 
-    pub(super) fn mem_info(&mut self) -> ExecResult<(u64, u64)> {
+impl MemoryExec for CudaExecutor {
+    fn mem_info(&mut self) -> ExecResult<(u64, u64)> {
         self.bind()?;
         let (free, total) = result::mem_get_info().map_err(status)?;
         Ok((free as u64, total as u64))
     }
 
-    pub(super) fn alloc(&mut self, size: u64) -> ExecResult<DevicePtr> {
+    fn alloc(&mut self, size: u64) -> ExecResult<DevicePtr> {
         self.bind()?;
         if size == 0 {
             return Ok(0);
@@ -49,7 +52,7 @@ impl CudaExecutor {
         unsafe { result::malloc_sync(size) }.map_err(status)
     }
 
-    pub(super) fn free(&mut self, ptr: DevicePtr) -> ExecResult<()> {
+    fn free(&mut self, ptr: DevicePtr) -> ExecResult<()> {
         self.bind()?;
         if ptr == 0 {
             return Ok(());
@@ -58,7 +61,7 @@ impl CudaExecutor {
         unsafe { result::free_sync(ptr) }.map_err(status)
     }
 
-    pub(super) fn alloc_pitch(&mut self, width: u64, height: u64) -> ExecResult<(DevicePtr, u64)> {
+    fn alloc_pitch(&mut self, width: u64, height: u64) -> ExecResult<(DevicePtr, u64)> {
         self.bind()?;
         if width == 0 || height == 0 {
             return Ok((0, 0));
@@ -71,7 +74,7 @@ impl CudaExecutor {
         Ok((ptr, pitch as u64))
     }
 
-    pub(super) fn memset(
+    fn memset(
         &mut self,
         dst: DevicePtr,
         value: u8,
@@ -93,7 +96,7 @@ impl CudaExecutor {
         unsafe { result::memset_d8_async(dst, value, size, s) }.map_err(status)
     }
 
-    pub(super) fn zero_fill(&mut self, dst: DevicePtr, size: u64) -> ExecResult<()> {
+    fn zero_fill(&mut self, dst: DevicePtr, size: u64) -> ExecResult<()> {
         let idx = self.bind()?;
         if size == 0 {
             return Ok(());
@@ -107,7 +110,7 @@ impl CudaExecutor {
         unsafe { result::stream::synchronize(s) }.map_err(status)
     }
 
-    pub(super) fn memset_2d(
+    fn memset_2d(
         &mut self,
         dst: Pitched,
         value: u8,
@@ -130,7 +133,7 @@ impl CudaExecutor {
         check(unsafe { sys::cuMemsetD2D8Async(dst.ptr, pitch, value, width, height, s) })
     }
 
-    pub(super) fn host_register(&mut self, ptr: u64, size: u64) -> ExecResult<DevicePtr> {
+    fn host_register(&mut self, ptr: u64, size: u64) -> ExecResult<DevicePtr> {
         self.bind()?;
         let size = to_usize(size)?;
         // Portable (every context) and mapped (reachable from kernels), as CUDA 13 treats
@@ -153,7 +156,7 @@ impl CudaExecutor {
         Ok(device_ptr)
     }
 
-    pub(super) fn host_unregister(&mut self, ptr: u64) -> ExecResult<()> {
+    fn host_unregister(&mut self, ptr: u64) -> ExecResult<()> {
         self.bind()?;
         self.registered.retain(|(p, _)| *p != ptr as usize);
         // SAFETY: the driver checks that `ptr` starts a registered range.
@@ -163,7 +166,7 @@ impl CudaExecutor {
     /// For a pointer the driver does not know, the answer is what the driver fills in
     /// (memory type 0 = `cudaMemoryTypeUnregistered`, device `CU_DEVICE_INVALID` = -2,
     /// device pointer 0), which is what the runtime reports from it.
-    pub(super) fn pointer_attributes(&mut self, ptr: DevicePtr) -> ExecResult<PointerAttributes> {
+    fn pointer_attributes(&mut self, ptr: DevicePtr) -> ExecResult<PointerAttributes> {
         self.bind()?;
         let mut memory_type: c_uint = 0;
         // Written as a C bool (one byte) or int: zeroed either way.

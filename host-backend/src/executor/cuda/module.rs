@@ -16,6 +16,7 @@ use vmcuda_wire::CudaStatus;
 use super::super::driver::{Driver, LinkInputData};
 use super::super::{ExecFunction, ExecModule, ExecResult};
 use super::{check, status, CudaExecutor};
+use crate::executor::ModuleExec;
 
 /// Upper bound on the parameter-info walk (the parameter buffer is at most 32 KiB).
 const MAX_KERNEL_PARAMS: usize = 32 * 1024;
@@ -157,7 +158,28 @@ impl CudaExecutor {
         measure(&elf)
     }
 
-    pub(super) fn module_data_len(&mut self, image: &[u8]) -> ExecResult<u64> {
+    pub(super) fn kernel(&self, function: ExecFunction) -> ExecResult<sys::CUkernel> {
+        self.functions
+            .get(&function)
+            .copied()
+            .ok_or(CudaStatus::ErrorInvalidDeviceFunction)
+    }
+
+    /// Unloads every module and forgets the kernels found in them.
+    pub(super) fn unload_modules(&mut self) {
+        for (_, module) in self.modules.drain() {
+            for library in module.libraries {
+                // SAFETY: each library was loaded by load_module and is unloaded once.
+                let _ = unsafe { sys::cuLibraryUnload(library) };
+            }
+        }
+        self.module_by_digest.clear();
+        self.functions.clear();
+    }
+}
+
+impl ModuleExec for CudaExecutor {
+    fn module_data_len(&mut self, image: &[u8]) -> ExecResult<u64> {
         let idx = self.bind()?;
         let handle = self.devices[idx].handle;
         let attr = |a| {
@@ -175,14 +197,7 @@ impl CudaExecutor {
         Ok(total)
     }
 
-    pub(super) fn kernel(&self, function: ExecFunction) -> ExecResult<sys::CUkernel> {
-        self.functions
-            .get(&function)
-            .copied()
-            .ok_or(CudaStatus::ErrorInvalidDeviceFunction)
-    }
-
-    pub(super) fn load_module(&mut self, image: &[u8]) -> ExecResult<ExecModule> {
+    fn load_module(&mut self, image: &[u8]) -> ExecResult<ExecModule> {
         self.bind()?;
         let digest: [u8; 32] = Sha256::digest(image).into();
         if let Some(&module) = self.module_by_digest.get(&digest) {
@@ -221,7 +236,7 @@ impl CudaExecutor {
         Ok(module)
     }
 
-    pub(super) fn get_function(
+    fn get_function(
         &mut self,
         module: ExecModule,
         name: &str,
@@ -266,11 +281,7 @@ impl CudaExecutor {
         Ok((id, params))
     }
 
-    pub(super) fn get_global(
-        &mut self,
-        module: ExecModule,
-        name: &str,
-    ) -> ExecResult<(DevicePtr, u64)> {
+    fn get_global(&mut self, module: ExecModule, name: &str) -> ExecResult<(DevicePtr, u64)> {
         self.bind()?;
         let m = self
             .modules
@@ -291,18 +302,6 @@ impl CudaExecutor {
             return Ok((ptr, size as u64));
         }
         Err(m.load_error.unwrap_or(CudaStatus::ErrorInvalidSymbol))
-    }
-
-    /// Unloads every module and forgets the kernels found in them.
-    pub(super) fn unload_modules(&mut self) {
-        for (_, module) in self.modules.drain() {
-            for library in module.libraries {
-                // SAFETY: each library was loaded by load_module and is unloaded once.
-                let _ = unsafe { sys::cuLibraryUnload(library) };
-            }
-        }
-        self.module_by_digest.clear();
-        self.functions.clear();
     }
 }
 

@@ -12,6 +12,8 @@ use vmcuda_wire::op::DevicePtr;
 
 use super::super::{ExecResult, ExecStream};
 use super::{check, check_range, status, CudaExecutor};
+use crate::executor::CopyExec;
+use crate::executor::StagingExec;
 
 /// Synchronous copies larger than this go through the pinned staging buffer.
 pub const STAGING_THRESHOLD: usize = 256 * 1024;
@@ -218,115 +220,6 @@ impl CudaExecutor {
         }
     }
 
-    pub(super) fn copy_htod_queued(
-        &mut self,
-        dst: DevicePtr,
-        src: &[u8],
-        stream: ExecStream,
-        is_async: bool,
-        buffer: usize,
-    ) -> ExecResult<()> {
-        // The worker released the buffer before filling it; this only guards the rule.
-        self.release_buffer(buffer)?;
-        let idx = self.bind()?;
-        let s = self.stream(stream)?;
-        if src.is_empty() {
-            return Ok(());
-        }
-        if !self.page_locked(src.as_ptr() as usize, src.len()) {
-            return self.copy_htod(dst, src, stream, is_async);
-        }
-        check_range(dst, src.len())?;
-        let event = self.copy_event(idx)?;
-        // SAFETY: `src` is page-locked memory of the worker's, left untouched until
-        // release_buffer(buffer) has waited for the event recorded below; the device
-        // range was checked; `s` is a checked stream of this executor or a default one.
-        let r = unsafe { result::memcpy_htod_async(dst, src, s) }
-            // SAFETY: the event was made in the current context, as `s` was.
-            .and_then(|()| unsafe { result::event::record(event, s) })
-            .map_err(status);
-        match r {
-            Ok(()) => {
-                self.queued.htod.insert(buffer, (idx, event));
-                Ok(())
-            }
-            Err(e) => {
-                self.queued.spare.push((idx, event));
-                // A copy queued before the record failed may still read the buffer.
-                // SAFETY: as above.
-                let _ = unsafe { result::stream::synchronize(s) };
-                Err(e)
-            }
-        }
-    }
-
-    pub(super) fn release_buffer(&mut self, buffer: usize) -> ExecResult<()> {
-        match self.queued.htod.remove(&buffer) {
-            Some((idx, event)) => self.wait_queued(idx, event),
-            None => Ok(()),
-        }
-    }
-
-    pub(super) fn copy_dtoh_queued(
-        &mut self,
-        dst: &mut [u8],
-        src: DevicePtr,
-        stream: ExecStream,
-        is_async: bool,
-    ) -> ExecResult<()> {
-        // The area holds one reply at a time; the worker waited for the last one's
-        // pieces already, this only guards the rule.
-        let _ = self.dtoh_landed(usize::MAX);
-        let idx = self.bind()?;
-        let s = self.stream(stream)?;
-        if dst.is_empty() {
-            return Ok(());
-        }
-        if !self.page_locked(dst.as_ptr() as usize, dst.len()) {
-            return self.copy_dtoh(dst, src, stream, is_async);
-        }
-        check_range(src, dst.len())?;
-        for start in (0..dst.len()).step_by(DTOH_PIECE) {
-            let len = DTOH_PIECE.min(dst.len() - start);
-            let piece = &mut dst[start..start + len];
-            let queued = self.copy_event(idx).and_then(|event| {
-                // SAFETY: `piece` is `len` bytes inside `dst`, page-locked memory of
-                // the worker's that it neither reads before dtoh_landed has waited for
-                // the event recorded below nor frees before all of them; the device
-                // range was checked; `s` is a checked stream.
-                let r = unsafe { result::memcpy_dtoh_async(piece, src + start as u64, s) }
-                    // SAFETY: the event was made in the current context, as `s` was.
-                    .and_then(|()| unsafe { result::event::record(event, s) })
-                    .map_err(status);
-                match r {
-                    Ok(()) => self.queued.dtoh.push_back((start, idx, event)),
-                    Err(_) => self.queued.spare.push((idx, event)),
-                }
-                r
-            });
-            if let Err(e) = queued {
-                // Nothing may still write into the area once this returns.
-                // SAFETY: as above.
-                let _ = unsafe { result::stream::synchronize(s) };
-                let _ = self.dtoh_landed(usize::MAX);
-                return Err(e);
-            }
-        }
-        Ok(())
-    }
-
-    pub(super) fn dtoh_landed(&mut self, end: usize) -> ExecResult<()> {
-        let mut result = Ok(());
-        while let Some(&(start, idx, event)) = self.queued.dtoh.front() {
-            if start >= end {
-                break;
-            }
-            self.queued.dtoh.pop_front();
-            result = result.and(self.wait_queued(idx, event));
-        }
-        result
-    }
-
     /// An event of device `idx` (whose context is current) for a queued copy.
     fn copy_event(&mut self, idx: usize) -> ExecResult<sys::CUevent> {
         if let Some(i) = self.queued.spare.iter().position(|(d, _)| *d == idx) {
@@ -382,5 +275,116 @@ impl CudaExecutor {
             }
             d != idx
         });
+    }
+}
+
+impl StagingExec for CudaExecutor {
+    fn copy_htod_queued(
+        &mut self,
+        dst: DevicePtr,
+        src: &[u8],
+        stream: ExecStream,
+        is_async: bool,
+        buffer: usize,
+    ) -> ExecResult<()> {
+        // The worker released the buffer before filling it; this only guards the rule.
+        self.release_buffer(buffer)?;
+        let idx = self.bind()?;
+        let s = self.stream(stream)?;
+        if src.is_empty() {
+            return Ok(());
+        }
+        if !self.page_locked(src.as_ptr() as usize, src.len()) {
+            return self.copy_htod(dst, src, stream, is_async);
+        }
+        check_range(dst, src.len())?;
+        let event = self.copy_event(idx)?;
+        // SAFETY: `src` is page-locked memory of the worker's, left untouched until
+        // release_buffer(buffer) has waited for the event recorded below; the device
+        // range was checked; `s` is a checked stream of this executor or a default one.
+        let r = unsafe { result::memcpy_htod_async(dst, src, s) }
+            // SAFETY: the event was made in the current context, as `s` was.
+            .and_then(|()| unsafe { result::event::record(event, s) })
+            .map_err(status);
+        match r {
+            Ok(()) => {
+                self.queued.htod.insert(buffer, (idx, event));
+                Ok(())
+            }
+            Err(e) => {
+                self.queued.spare.push((idx, event));
+                // A copy queued before the record failed may still read the buffer.
+                // SAFETY: as above.
+                let _ = unsafe { result::stream::synchronize(s) };
+                Err(e)
+            }
+        }
+    }
+
+    fn release_buffer(&mut self, buffer: usize) -> ExecResult<()> {
+        match self.queued.htod.remove(&buffer) {
+            Some((idx, event)) => self.wait_queued(idx, event),
+            None => Ok(()),
+        }
+    }
+
+    fn copy_dtoh_queued(
+        &mut self,
+        dst: &mut [u8],
+        src: DevicePtr,
+        stream: ExecStream,
+        is_async: bool,
+    ) -> ExecResult<()> {
+        // The area holds one reply at a time; the worker waited for the last one's
+        // pieces already, this only guards the rule.
+        let _ = self.dtoh_landed(usize::MAX);
+        let idx = self.bind()?;
+        let s = self.stream(stream)?;
+        if dst.is_empty() {
+            return Ok(());
+        }
+        if !self.page_locked(dst.as_ptr() as usize, dst.len()) {
+            return self.copy_dtoh(dst, src, stream, is_async);
+        }
+        check_range(src, dst.len())?;
+        for start in (0..dst.len()).step_by(DTOH_PIECE) {
+            let len = DTOH_PIECE.min(dst.len() - start);
+            let piece = &mut dst[start..start + len];
+            let queued = self.copy_event(idx).and_then(|event| {
+                // SAFETY: `piece` is `len` bytes inside `dst`, page-locked memory of
+                // the worker's that it neither reads before dtoh_landed has waited for
+                // the event recorded below nor frees before all of them; the device
+                // range was checked; `s` is a checked stream.
+                let r = unsafe { result::memcpy_dtoh_async(piece, src + start as u64, s) }
+                    // SAFETY: the event was made in the current context, as `s` was.
+                    .and_then(|()| unsafe { result::event::record(event, s) })
+                    .map_err(status);
+                match r {
+                    Ok(()) => self.queued.dtoh.push_back((start, idx, event)),
+                    Err(_) => self.queued.spare.push((idx, event)),
+                }
+                r
+            });
+            if let Err(e) = queued {
+                // Nothing may still write into the area once this returns.
+                // SAFETY: as above.
+                let _ = unsafe { result::stream::synchronize(s) };
+                let _ = self.dtoh_landed(usize::MAX);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    fn dtoh_landed(&mut self, end: usize) -> ExecResult<()> {
+        let mut result = Ok(());
+        while let Some(&(start, idx, event)) = self.queued.dtoh.front() {
+            if start >= end {
+                break;
+            }
+            self.queued.dtoh.pop_front();
+            result = result.and(self.wait_queued(idx, event));
+        }
+        result
     }
 }

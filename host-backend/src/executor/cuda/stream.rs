@@ -8,6 +8,7 @@ use vmcuda_wire::CudaStatus;
 
 use super::super::{ExecEvent, ExecResult, ExecStream, LEGACY_STREAM, PER_THREAD_STREAM};
 use super::{check, status, CudaExecutor};
+use crate::executor::StreamExec;
 
 /// `CU_STREAM_PER_THREAD` (`(CUstream)0x2` in cuda.h).
 const CU_STREAM_PER_THREAD: usize = 0x2;
@@ -30,8 +31,10 @@ impl CudaExecutor {
             Err(CudaStatus::ErrorInvalidResourceHandle)
         }
     }
+}
 
-    pub(super) fn stream_create(&mut self, flags: u32, priority: i32) -> ExecResult<ExecStream> {
+impl StreamExec for CudaExecutor {
+    fn stream_create(&mut self, flags: u32, priority: i32) -> ExecResult<ExecStream> {
         let idx = self.bind()?;
         let mut s: sys::CUstream = ptr::null_mut();
         // SAFETY: out-pointer to a local; a context is current. Raw: the guest's flags
@@ -43,7 +46,7 @@ impl CudaExecutor {
         Ok(id)
     }
 
-    pub(super) fn stream_destroy(&mut self, stream: ExecStream) -> ExecResult<()> {
+    fn stream_destroy(&mut self, stream: ExecStream) -> ExecResult<()> {
         self.bind()?;
         if self.streams.remove(&stream).is_none() {
             return Err(CudaStatus::ErrorInvalidResourceHandle);
@@ -54,21 +57,21 @@ impl CudaExecutor {
         unsafe { result::stream::destroy(stream as usize as sys::CUstream) }.map_err(status)
     }
 
-    pub(super) fn stream_synchronize(&mut self, stream: ExecStream) -> ExecResult<()> {
+    fn stream_synchronize(&mut self, stream: ExecStream) -> ExecResult<()> {
         self.bind()?;
         let s = self.stream(stream)?;
         // SAFETY: `s` is a checked stream of this executor or a default stream.
         unsafe { result::stream::synchronize(s) }.map_err(status)
     }
 
-    pub(super) fn stream_query(&mut self, stream: ExecStream) -> ExecResult<()> {
+    fn stream_query(&mut self, stream: ExecStream) -> ExecResult<()> {
         self.bind()?;
         let s = self.stream(stream)?;
         // SAFETY: as above. CUDA_ERROR_NOT_READY maps to ErrorNotReady.
         check(unsafe { sys::cuStreamQuery(s) })
     }
 
-    pub(super) fn stream_wait_event(
+    fn stream_wait_event(
         &mut self,
         stream: ExecStream,
         event: ExecEvent,
@@ -82,7 +85,7 @@ impl CudaExecutor {
         check(unsafe { sys::cuStreamWaitEvent(s, e, flags) })
     }
 
-    pub(super) fn event_create(&mut self, flags: u32) -> ExecResult<ExecEvent> {
+    fn event_create(&mut self, flags: u32) -> ExecResult<ExecEvent> {
         let idx = self.bind()?;
         let mut e: sys::CUevent = ptr::null_mut();
         // SAFETY: out-pointer to a local; a context is current. Raw: the guest's
@@ -94,7 +97,7 @@ impl CudaExecutor {
         Ok(id)
     }
 
-    pub(super) fn event_destroy(&mut self, event: ExecEvent) -> ExecResult<()> {
+    fn event_destroy(&mut self, event: ExecEvent) -> ExecResult<()> {
         self.bind()?;
         if self.events.remove(&event).is_none() {
             return Err(CudaStatus::ErrorInvalidResourceHandle);
@@ -104,12 +107,7 @@ impl CudaExecutor {
         unsafe { result::event::destroy(event as usize as sys::CUevent) }.map_err(status)
     }
 
-    pub(super) fn event_record(
-        &mut self,
-        event: ExecEvent,
-        stream: ExecStream,
-        flags: u32,
-    ) -> ExecResult<()> {
+    fn event_record(&mut self, event: ExecEvent, stream: ExecStream, flags: u32) -> ExecResult<()> {
         self.bind()?;
         let e = self.event(event)?;
         let s = self.stream(stream)?;
@@ -118,21 +116,21 @@ impl CudaExecutor {
         check(unsafe { sys::cuEventRecordWithFlags(e, s, flags) })
     }
 
-    pub(super) fn event_synchronize(&mut self, event: ExecEvent) -> ExecResult<()> {
+    fn event_synchronize(&mut self, event: ExecEvent) -> ExecResult<()> {
         self.bind()?;
         let e = self.event(event)?;
         // SAFETY: `e` is a checked event of this executor.
         unsafe { result::event::synchronize(e) }.map_err(status)
     }
 
-    pub(super) fn event_query(&mut self, event: ExecEvent) -> ExecResult<()> {
+    fn event_query(&mut self, event: ExecEvent) -> ExecResult<()> {
         self.bind()?;
         let e = self.event(event)?;
         // SAFETY: as above. CUDA_ERROR_NOT_READY maps to ErrorNotReady.
         unsafe { result::event::query(e) }.map_err(status)
     }
 
-    pub(super) fn event_elapsed_ms(&mut self, start: ExecEvent, end: ExecEvent) -> ExecResult<f32> {
+    fn event_elapsed_ms(&mut self, start: ExecEvent, end: ExecEvent) -> ExecResult<f32> {
         self.bind()?;
         let a = self.event(start)?;
         let b = self.event(end)?;

@@ -5,9 +5,11 @@ use vmcuda_wire::CudaStatus;
 
 use super::super::{ExecResult, ExecStream, Pitched};
 use super::{graph, HostMemoryExecutor};
+use crate::executor::CopyExec;
+use crate::executor::DeviceExec;
 
-impl HostMemoryExecutor {
-    pub(super) fn copy_htod(
+impl CopyExec for HostMemoryExecutor {
+    fn copy_htod(
         &mut self,
         dst: DevicePtr,
         src: &[u8],
@@ -20,7 +22,7 @@ impl HostMemoryExecutor {
         Ok(())
     }
 
-    pub(super) fn copy_dtoh(
+    fn copy_dtoh(
         &mut self,
         dst: &mut [u8],
         src: DevicePtr,
@@ -33,7 +35,7 @@ impl HostMemoryExecutor {
         Ok(())
     }
 
-    pub(super) fn copy_dtod(
+    fn copy_dtod(
         &mut self,
         dst: DevicePtr,
         src: DevicePtr,
@@ -52,7 +54,7 @@ impl HostMemoryExecutor {
         Ok(())
     }
 
-    pub(super) fn copy_2d_htod(
+    fn copy_2d_htod(
         &mut self,
         dst: Pitched,
         src: &[u8],
@@ -76,7 +78,7 @@ impl HostMemoryExecutor {
         Ok(())
     }
 
-    pub(super) fn copy_2d_dtoh(
+    fn copy_2d_dtoh(
         &mut self,
         dst: &mut [u8],
         src: Pitched,
@@ -100,7 +102,7 @@ impl HostMemoryExecutor {
         Ok(())
     }
 
-    pub(super) fn copy_2d_dtod(
+    fn copy_2d_dtod(
         &mut self,
         dst: Pitched,
         src: Pitched,
@@ -141,7 +143,7 @@ impl HostMemoryExecutor {
     }
 
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn copy_peer(
+    fn copy_peer(
         &mut self,
         dst: DevicePtr,
         dst_device: i32,
@@ -156,7 +158,7 @@ impl HostMemoryExecutor {
         self.copy_dtod(dst, src, size, stream, is_async)
     }
 
-    pub(super) fn copy_registered(
+    fn copy_registered(
         &mut self,
         device: DevicePtr,
         host: u64,

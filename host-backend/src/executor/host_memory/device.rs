@@ -7,6 +7,7 @@ use vmcuda_wire::CudaStatus;
 
 use super::super::ExecResult;
 use super::{HostMemoryExecutor, DEFAULT_MEMORY};
+use crate::executor::DeviceExec;
 
 impl HostMemoryExecutor {
     pub(super) fn properties() -> DeviceProperties {
@@ -80,8 +81,10 @@ impl HostMemoryExecutor {
                 .collect(),
         }
     }
+}
 
-    pub(super) fn set_device(&mut self, device: i32) -> ExecResult<()> {
+impl DeviceExec for HostMemoryExecutor {
+    fn set_device(&mut self, device: i32) -> ExecResult<()> {
         self.current = usize::try_from(device)
             .ok()
             .filter(|&d| d < self.visible.len())
@@ -89,7 +92,7 @@ impl HostMemoryExecutor {
         Ok(())
     }
 
-    pub(super) fn device_properties(&mut self, device: i32) -> ExecResult<DeviceProperties> {
+    fn device_properties(&mut self, device: i32) -> ExecResult<DeviceProperties> {
         let previous = self.current;
         self.set_device(device)?;
         let host_index = self.visible[self.current];
@@ -103,11 +106,11 @@ impl HostMemoryExecutor {
         Ok(p)
     }
 
-    pub(super) fn synchronize(&mut self) -> ExecResult<()> {
+    fn synchronize(&mut self) -> ExecResult<()> {
         Ok(())
     }
 
-    pub(super) fn device_reset(&mut self) -> ExecResult<()> {
+    fn device_reset(&mut self) -> ExecResult<()> {
         // Only the current device's memory and objects go, as with a real reset.
         let here = self.current;
         let on_here: Vec<u64> = self
@@ -133,14 +136,14 @@ impl HostMemoryExecutor {
         Ok(())
     }
 
-    pub(super) fn get_limit(&mut self, limit: u32) -> ExecResult<u64> {
+    fn get_limit(&mut self, limit: u32) -> ExecResult<u64> {
         self.limits
             .get(&limit)
             .copied()
             .ok_or(CudaStatus::ErrorInvalidValue)
     }
 
-    pub(super) fn set_limit(&mut self, limit: u32, value: u64) -> ExecResult<()> {
+    fn set_limit(&mut self, limit: u32, value: u64) -> ExecResult<()> {
         match self.limits.get_mut(&limit) {
             Some(v) => {
                 *v = value;
@@ -150,11 +153,11 @@ impl HostMemoryExecutor {
         }
     }
 
-    pub(super) fn get_cache_config(&mut self) -> ExecResult<u32> {
+    fn get_cache_config(&mut self) -> ExecResult<u32> {
         Ok(self.cache_config)
     }
 
-    pub(super) fn set_cache_config(&mut self, config: u32) -> ExecResult<()> {
+    fn set_cache_config(&mut self, config: u32) -> ExecResult<()> {
         if config > 3 {
             return Err(CudaStatus::ErrorInvalidValue);
         }
@@ -162,18 +165,18 @@ impl HostMemoryExecutor {
         Ok(())
     }
 
-    pub(super) fn stream_priority_range(&mut self) -> ExecResult<(i32, i32)> {
+    fn stream_priority_range(&mut self) -> ExecResult<(i32, i32)> {
         Ok((0, -5))
     }
 
-    pub(super) fn can_access_peer(&mut self, device: i32, peer: i32) -> ExecResult<bool> {
+    fn can_access_peer(&mut self, device: i32, peer: i32) -> ExecResult<bool> {
         self.set_device(device)?;
         self.set_device(peer)?;
         // One device: there is no peer, and a device is not its own peer.
         Ok(false)
     }
 
-    pub(super) fn p2p_attribute(&mut self, attr: u32, src: i32, dst: i32) -> ExecResult<i32> {
+    fn p2p_attribute(&mut self, attr: u32, src: i32, dst: i32) -> ExecResult<i32> {
         self.set_device(src)?;
         self.set_device(dst)?;
         if !(1..=5).contains(&attr) {
@@ -183,12 +186,12 @@ impl HostMemoryExecutor {
         Err(CudaStatus::ErrorInvalidDevice)
     }
 
-    pub(super) fn enable_peer_access(&mut self, peer: i32, _flags: u32) -> ExecResult<()> {
+    fn enable_peer_access(&mut self, peer: i32, _flags: u32) -> ExecResult<()> {
         self.set_device(peer)?;
         Err(CudaStatus::ErrorInvalidDevice)
     }
 
-    pub(super) fn disable_peer_access(&mut self, peer: i32) -> ExecResult<()> {
+    fn disable_peer_access(&mut self, peer: i32) -> ExecResult<()> {
         self.set_device(peer)?;
         Err(CudaStatus::ErrorPeerAccessNotEnabled)
     }

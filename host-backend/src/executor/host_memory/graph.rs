@@ -27,6 +27,9 @@ use vmcuda_wire::CudaStatus;
 use super::super::graph::{ExecGraph, ExecGraphExec, ExecNode, Graphs};
 use super::super::{ExecEvent, ExecFunction, ExecResult, ExecStream, LaunchConfig, Pitched};
 use super::{allocation_footprint, HostMemoryExecutor};
+use crate::executor::CopyExec;
+use crate::executor::LaunchExec;
+use crate::executor::MemoryExec;
 
 /// Nodes per graph: node ids carry their index in 16 bits.
 const MAX_NODES: usize = 0xFFFF;
@@ -562,6 +565,7 @@ impl Graphs for HostMemoryExecutor {
 mod tests {
     use super::*;
     use crate::executor::graph::Graphs;
+    use crate::executor::{CopyExec, MemoryExec, StreamExec};
 
     #[test]
     fn captured_work_is_recorded_and_replayed_by_each_launch() {

@@ -7,6 +7,7 @@ use vmcuda_wire::CudaStatus;
 
 use super::super::{ExecFunction, ExecResult, LaunchConfig};
 use super::{append_record, graph, hex, Function, HostMemoryExecutor, LaunchRecord};
+use crate::executor::LaunchExec;
 
 impl HostMemoryExecutor {
     pub(super) fn function(&self, f: ExecFunction) -> ExecResult<&Function> {
@@ -35,8 +36,10 @@ impl HostMemoryExecutor {
         }
         self.check_stream(config.stream)
     }
+}
 
-    pub(super) fn func_attributes(&mut self, function: ExecFunction) -> ExecResult<FuncAttributes> {
+impl LaunchExec for HostMemoryExecutor {
+    fn func_attributes(&mut self, function: ExecFunction) -> ExecResult<FuncAttributes> {
         let f = self.function(function)?;
         Ok(FuncAttributes {
             max_threads_per_block: 1024,
@@ -48,7 +51,7 @@ impl HostMemoryExecutor {
         })
     }
 
-    pub(super) fn func_set_attribute(
+    fn func_set_attribute(
         &mut self,
         function: ExecFunction,
         attribute: i32,
@@ -67,11 +70,7 @@ impl HostMemoryExecutor {
         Ok(())
     }
 
-    pub(super) fn func_set_cache_config(
-        &mut self,
-        function: ExecFunction,
-        config: u32,
-    ) -> ExecResult<()> {
+    fn func_set_cache_config(&mut self, function: ExecFunction, config: u32) -> ExecResult<()> {
         self.function(function)?;
         if config > 3 {
             return Err(CudaStatus::ErrorInvalidValue);
@@ -79,7 +78,7 @@ impl HostMemoryExecutor {
         Ok(())
     }
 
-    pub(super) fn launch(
+    fn launch(
         &mut self,
         function: ExecFunction,
         config: &LaunchConfig<'_>,
@@ -131,7 +130,7 @@ impl HostMemoryExecutor {
         Ok(())
     }
 
-    pub(super) fn occupancy_max_active_blocks(
+    fn occupancy_max_active_blocks(
         &mut self,
         function: ExecFunction,
         block_size: i32,
@@ -151,7 +150,7 @@ impl HostMemoryExecutor {
         Ok(by_threads.min(by_smem).min(32))
     }
 
-    pub(super) fn occupancy_available_dynamic_smem(
+    fn occupancy_available_dynamic_smem(
         &mut self,
         function: ExecFunction,
         num_blocks: i32,

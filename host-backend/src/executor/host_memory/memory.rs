@@ -8,6 +8,7 @@ use super::super::{ExecResult, ExecStream, Pitched};
 use super::{
     align_up, allocation_footprint, graph, HostMemoryExecutor, Region, ALIGN, GUARD, PITCH_ALIGN,
 };
+use crate::executor::MemoryExec;
 
 impl HostMemoryExecutor {
     pub(super) fn allocate(&mut self, size: u64, init: Option<&[u8]>) -> ExecResult<DevicePtr> {
@@ -128,19 +129,21 @@ impl HostMemoryExecutor {
             height: height as usize,
         }))
     }
+}
 
-    pub(super) fn mem_info(&mut self) -> ExecResult<(u64, u64)> {
+impl MemoryExec for HostMemoryExecutor {
+    fn mem_info(&mut self) -> ExecResult<(u64, u64)> {
         Ok((self.total_memory - self.used_memory, self.total_memory))
     }
 
-    pub(super) fn alloc(&mut self, size: u64) -> ExecResult<DevicePtr> {
+    fn alloc(&mut self, size: u64) -> ExecResult<DevicePtr> {
         if size == 0 {
             return Ok(0);
         }
         self.allocate(size, None)
     }
 
-    pub(super) fn free(&mut self, ptr: DevicePtr) -> ExecResult<()> {
+    fn free(&mut self, ptr: DevicePtr) -> ExecResult<()> {
         if ptr == 0 {
             return Ok(());
         }
@@ -151,7 +154,7 @@ impl HostMemoryExecutor {
         Ok(())
     }
 
-    pub(super) fn alloc_pitch(&mut self, width: u64, height: u64) -> ExecResult<(DevicePtr, u64)> {
+    fn alloc_pitch(&mut self, width: u64, height: u64) -> ExecResult<(DevicePtr, u64)> {
         if width == 0 || height == 0 {
             return Ok((0, 0));
         }
@@ -162,7 +165,7 @@ impl HostMemoryExecutor {
         Ok((self.allocate(size, None)?, pitch))
     }
 
-    pub(super) fn memset(
+    fn memset(
         &mut self,
         dst: DevicePtr,
         value: u8,
@@ -179,12 +182,12 @@ impl HostMemoryExecutor {
         Ok(())
     }
 
-    pub(super) fn zero_fill(&mut self, dst: DevicePtr, size: u64) -> ExecResult<()> {
+    fn zero_fill(&mut self, dst: DevicePtr, size: u64) -> ExecResult<()> {
         self.slice_mut(dst, size)?.fill(0);
         Ok(())
     }
 
-    pub(super) fn memset_2d(
+    fn memset_2d(
         &mut self,
         dst: Pitched,
         value: u8,
@@ -213,7 +216,7 @@ impl HostMemoryExecutor {
         Ok(())
     }
 
-    pub(super) fn pointer_attributes(&mut self, ptr: DevicePtr) -> ExecResult<PointerAttributes> {
+    fn pointer_attributes(&mut self, ptr: DevicePtr) -> ExecResult<PointerAttributes> {
         Ok(match self.locate(ptr, 0) {
             Ok(_) => PointerAttributes {
                 memory_type: 2,
@@ -228,7 +231,7 @@ impl HostMemoryExecutor {
         })
     }
 
-    pub(super) fn host_register(&mut self, ptr: u64, size: u64) -> ExecResult<DevicePtr> {
+    fn host_register(&mut self, ptr: u64, size: u64) -> ExecResult<DevicePtr> {
         // No GPU to map it for: the range is only remembered, and its device pointer
         // is the host pointer, as under UVA.
         if self
@@ -242,7 +245,7 @@ impl HostMemoryExecutor {
         Ok(ptr)
     }
 
-    pub(super) fn host_unregister(&mut self, ptr: u64) -> ExecResult<()> {
+    fn host_unregister(&mut self, ptr: u64) -> ExecResult<()> {
         let before = self.host_registered.len();
         self.host_registered.retain(|(p, _)| *p != ptr);
         if self.host_registered.len() == before {

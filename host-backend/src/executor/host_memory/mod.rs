@@ -17,16 +17,12 @@ use std::time::Instant;
 use serde::Serialize;
 use vmcuda_wire::cubin;
 use vmcuda_wire::fatbin;
-use vmcuda_wire::op::{
-    DeviceProperties, DevicePtr, ExecutorKind, FuncAttributes, ParamInfo, PointerAttributes,
-};
+use vmcuda_wire::op::{DevicePtr, ExecutorKind, ParamInfo};
 
 use crate::policy::GpuSelection;
 
-use super::{
-    allocation_footprint, ExecEvent, ExecFunction, ExecModule, ExecResult, ExecStream, Executor,
-    LaunchConfig, Pitched,
-};
+use super::{allocation_footprint, ExecEvent, ExecFunction, ExecModule, ExecStream, Executor};
+use crate::executor::StagingExec;
 
 /// Fake device addresses start here: never null, and in a region Linux leaves empty in
 /// ordinary processes, so test logs tell device and host addresses apart at a glance.
@@ -226,63 +222,6 @@ impl Executor for HostMemoryExecutor {
     fn device_count(&self) -> i32 {
         self.visible.len() as i32
     }
-
-    by_family! {
-        HostMemoryExecutor;
-
-        fn set_device(&mut self, device: i32) -> ExecResult<()>;
-        fn device_properties(&mut self, device: i32) -> ExecResult<DeviceProperties>;
-        fn synchronize(&mut self) -> ExecResult<()>;
-        fn device_reset(&mut self) -> ExecResult<()>;
-        fn get_limit(&mut self, limit: u32) -> ExecResult<u64>;
-        fn set_limit(&mut self, limit: u32, value: u64) -> ExecResult<()>;
-        fn get_cache_config(&mut self) -> ExecResult<u32>;
-        fn set_cache_config(&mut self, config: u32) -> ExecResult<()>;
-        fn stream_priority_range(&mut self) -> ExecResult<(i32, i32)>;
-        fn can_access_peer(&mut self, device: i32, peer: i32) -> ExecResult<bool>;
-        fn p2p_attribute(&mut self, attr: u32, src: i32, dst: i32) -> ExecResult<i32>;
-        fn enable_peer_access(&mut self, peer: i32, flags: u32) -> ExecResult<()>;
-        fn disable_peer_access(&mut self, peer: i32) -> ExecResult<()>;
-        fn mem_info(&mut self) -> ExecResult<(u64, u64)>;
-        fn alloc(&mut self, size: u64) -> ExecResult<DevicePtr>;
-        fn free(&mut self, ptr: DevicePtr) -> ExecResult<()>;
-        fn alloc_pitch(&mut self, width: u64, height: u64) -> ExecResult<(DevicePtr, u64)>;
-        fn copy_htod(&mut self, dst: DevicePtr, src: &[u8], stream: ExecStream, is_async: bool) -> ExecResult<()>;
-        fn copy_dtoh(&mut self, dst: &mut [u8], src: DevicePtr, stream: ExecStream, is_async: bool) -> ExecResult<()>;
-        fn copy_dtod(&mut self, dst: DevicePtr, src: DevicePtr, size: u64, stream: ExecStream, is_async: bool) -> ExecResult<()>;
-        fn copy_2d_htod(&mut self, dst: Pitched, src: &[u8], width: u64, height: u64, stream: ExecStream, is_async: bool) -> ExecResult<()>;
-        fn copy_2d_dtoh(&mut self, dst: &mut [u8], src: Pitched, width: u64, height: u64, stream: ExecStream, is_async: bool) -> ExecResult<()>;
-        fn copy_2d_dtod(&mut self, dst: Pitched, src: Pitched, width: u64, height: u64, stream: ExecStream, is_async: bool) -> ExecResult<()>;
-        fn memset(&mut self, dst: DevicePtr, value: u8, size: u64, stream: ExecStream, is_async: bool) -> ExecResult<()>;
-        fn zero_fill(&mut self, dst: DevicePtr, size: u64) -> ExecResult<()>;
-        fn memset_2d(&mut self, dst: Pitched, value: u8, width: u64, height: u64, stream: ExecStream, is_async: bool) -> ExecResult<()>;
-        fn copy_peer(&mut self, dst: DevicePtr, dst_device: i32, src: DevicePtr, src_device: i32, size: u64, stream: ExecStream, is_async: bool) -> ExecResult<()>;
-        fn pointer_attributes(&mut self, ptr: DevicePtr) -> ExecResult<PointerAttributes>;
-        fn host_register(&mut self, ptr: u64, size: u64) -> ExecResult<DevicePtr>;
-        fn host_unregister(&mut self, ptr: u64) -> ExecResult<()>;
-        fn copy_registered(&mut self, device: DevicePtr, host: u64, size: u64, to_device: bool, stream: ExecStream, is_async: bool) -> ExecResult<()>;
-        fn module_data_len(&mut self, image: &[u8]) -> ExecResult<u64>;
-        fn load_module(&mut self, image: &[u8]) -> ExecResult<ExecModule>;
-        fn get_function(&mut self, module: ExecModule, name: &str) -> ExecResult<(ExecFunction, Vec<ParamInfo>)>;
-        fn get_global(&mut self, module: ExecModule, name: &str) -> ExecResult<(DevicePtr, u64)>;
-        fn func_attributes(&mut self, function: ExecFunction) -> ExecResult<FuncAttributes>;
-        fn func_set_attribute(&mut self, function: ExecFunction, attribute: i32, value: i32) -> ExecResult<()>;
-        fn func_set_cache_config(&mut self, function: ExecFunction, config: u32) -> ExecResult<()>;
-        fn launch(&mut self, function: ExecFunction, config: &LaunchConfig<'_>, params: &[u8]) -> ExecResult<()>;
-        fn occupancy_max_active_blocks(&mut self, function: ExecFunction, block_size: i32, dynamic_smem: u64, flags: u32) -> ExecResult<i32>;
-        fn occupancy_available_dynamic_smem(&mut self, function: ExecFunction, num_blocks: i32, block_size: i32) -> ExecResult<u64>;
-        fn stream_create(&mut self, flags: u32, priority: i32) -> ExecResult<ExecStream>;
-        fn stream_destroy(&mut self, stream: ExecStream) -> ExecResult<()>;
-        fn stream_synchronize(&mut self, stream: ExecStream) -> ExecResult<()>;
-        fn stream_query(&mut self, stream: ExecStream) -> ExecResult<()>;
-        fn stream_wait_event(&mut self, stream: ExecStream, event: ExecEvent, flags: u32) -> ExecResult<()>;
-        fn event_create(&mut self, flags: u32) -> ExecResult<ExecEvent>;
-        fn event_destroy(&mut self, event: ExecEvent) -> ExecResult<()>;
-        fn event_record(&mut self, event: ExecEvent, stream: ExecStream, flags: u32) -> ExecResult<()>;
-        fn event_synchronize(&mut self, event: ExecEvent) -> ExecResult<()>;
-        fn event_query(&mut self, event: ExecEvent) -> ExecResult<()>;
-        fn event_elapsed_ms(&mut self, start: ExecEvent, end: ExecEvent) -> ExecResult<f32>;
-    }
 }
 
 /// Append one record as one JSON line in a single write. Every worker appends to the
@@ -310,3 +249,5 @@ fn module_cubin<T>(
 
 #[cfg(test)]
 mod tests;
+
+impl StagingExec for HostMemoryExecutor {}

@@ -10,16 +10,17 @@ use vmcuda_wire::CudaStatus;
 
 use super::super::{ExecFunction, ExecModule, ExecResult};
 use super::{module_cubin, Function, HostMemoryExecutor, Module};
+use crate::executor::ModuleExec;
 
-impl HostMemoryExecutor {
-    pub(super) fn module_data_len(&mut self, image: &[u8]) -> ExecResult<u64> {
+impl ModuleExec for HostMemoryExecutor {
+    fn module_data_len(&mut self, image: &[u8]) -> ExecResult<u64> {
         module_cubin(image, cubin::module_data_len).map_err(|e| {
             warn!("module image refused: {e}");
             CudaStatus::ErrorInvalidKernelImage
         })
     }
 
-    pub(super) fn load_module(&mut self, image: &[u8]) -> ExecResult<ExecModule> {
+    fn load_module(&mut self, image: &[u8]) -> ExecResult<ExecModule> {
         // Parse now so a broken image fails here, as cuLibraryLoadData would. PTX text
         // (which the real driver compiles) lands here too: it cannot be run or even
         // read for kernels without the driver, so it is refused as an invalid image.
@@ -41,7 +42,7 @@ impl HostMemoryExecutor {
         Ok(id)
     }
 
-    pub(super) fn get_function(
+    fn get_function(
         &mut self,
         module: ExecModule,
         name: &str,
@@ -75,11 +76,7 @@ impl HostMemoryExecutor {
         Ok((id, params))
     }
 
-    pub(super) fn get_global(
-        &mut self,
-        module: ExecModule,
-        name: &str,
-    ) -> ExecResult<(DevicePtr, u64)> {
+    fn get_global(&mut self, module: ExecModule, name: &str) -> ExecResult<(DevicePtr, u64)> {
         let m = self
             .modules
             .get(&module)

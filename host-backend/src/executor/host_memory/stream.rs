@@ -7,6 +7,7 @@ use vmcuda_wire::CudaStatus;
 
 use super::super::{ExecEvent, ExecResult, ExecStream, LEGACY_STREAM, PER_THREAD_STREAM};
 use super::{Event, HostMemoryExecutor};
+use crate::executor::StreamExec;
 
 impl HostMemoryExecutor {
     pub(super) fn check_stream(&self, stream: ExecStream) -> ExecResult<()> {
@@ -19,8 +20,10 @@ impl HostMemoryExecutor {
             Err(CudaStatus::ErrorInvalidResourceHandle)
         }
     }
+}
 
-    pub(super) fn stream_create(&mut self, flags: u32, priority: i32) -> ExecResult<ExecStream> {
+impl StreamExec for HostMemoryExecutor {
+    fn stream_create(&mut self, flags: u32, priority: i32) -> ExecResult<ExecStream> {
         if flags > 1 {
             return Err(CudaStatus::ErrorInvalidValue);
         }
@@ -31,7 +34,7 @@ impl HostMemoryExecutor {
         Ok(id)
     }
 
-    pub(super) fn stream_destroy(&mut self, stream: ExecStream) -> ExecResult<()> {
+    fn stream_destroy(&mut self, stream: ExecStream) -> ExecResult<()> {
         self.device_of.remove(&stream);
         self.streams
             .remove(&stream)
@@ -39,17 +42,17 @@ impl HostMemoryExecutor {
             .ok_or(CudaStatus::ErrorInvalidResourceHandle)
     }
 
-    pub(super) fn stream_synchronize(&mut self, stream: ExecStream) -> ExecResult<()> {
+    fn stream_synchronize(&mut self, stream: ExecStream) -> ExecResult<()> {
         self.check_stream(stream)?;
         self.refuse_in_capture(stream)
     }
 
-    pub(super) fn stream_query(&mut self, stream: ExecStream) -> ExecResult<()> {
+    fn stream_query(&mut self, stream: ExecStream) -> ExecResult<()> {
         self.check_stream(stream)?;
         self.refuse_in_capture(stream)
     }
 
-    pub(super) fn stream_wait_event(
+    fn stream_wait_event(
         &mut self,
         stream: ExecStream,
         event: ExecEvent,
@@ -62,7 +65,7 @@ impl HostMemoryExecutor {
         self.wait_event_in_capture(stream, event)
     }
 
-    pub(super) fn event_create(&mut self, flags: u32) -> ExecResult<ExecEvent> {
+    fn event_create(&mut self, flags: u32) -> ExecResult<ExecEvent> {
         if flags & !0xf != 0 {
             return Err(CudaStatus::ErrorInvalidValue);
         }
@@ -78,7 +81,7 @@ impl HostMemoryExecutor {
         Ok(id)
     }
 
-    pub(super) fn event_destroy(&mut self, event: ExecEvent) -> ExecResult<()> {
+    fn event_destroy(&mut self, event: ExecEvent) -> ExecResult<()> {
         self.device_of.remove(&event);
         self.events
             .remove(&event)
@@ -86,7 +89,7 @@ impl HostMemoryExecutor {
             .ok_or(CudaStatus::ErrorInvalidResourceHandle)
     }
 
-    pub(super) fn event_record(
+    fn event_record(
         &mut self,
         event: ExecEvent,
         stream: ExecStream,
@@ -102,18 +105,18 @@ impl HostMemoryExecutor {
         Ok(())
     }
 
-    pub(super) fn event_synchronize(&mut self, event: ExecEvent) -> ExecResult<()> {
+    fn event_synchronize(&mut self, event: ExecEvent) -> ExecResult<()> {
         self.events
             .get(&event)
             .map(|_| ())
             .ok_or(CudaStatus::ErrorInvalidResourceHandle)
     }
 
-    pub(super) fn event_query(&mut self, event: ExecEvent) -> ExecResult<()> {
+    fn event_query(&mut self, event: ExecEvent) -> ExecResult<()> {
         self.event_synchronize(event)
     }
 
-    pub(super) fn event_elapsed_ms(&mut self, start: ExecEvent, end: ExecEvent) -> ExecResult<f32> {
+    fn event_elapsed_ms(&mut self, start: ExecEvent, end: ExecEvent) -> ExecResult<f32> {
         let (a, b) = match (self.events.get(&start), self.events.get(&end)) {
             (Some(a), Some(b)) => (a, b),
             _ => return Err(CudaStatus::ErrorInvalidResourceHandle),

@@ -1,5 +1,6 @@
 use super::super::LEGACY_STREAM;
 use super::*;
+use crate::executor::{CopyExec, MemoryExec, Pitched};
 use vmcuda_wire::CudaStatus;
 
 /// Workers are separate processes, each with its own O_APPEND descriptor of the
