@@ -81,9 +81,7 @@ pub extern "C" fn cudaFreeAsync(ptr: *mut c_void, stream: RawHandle) -> cudaErro
             registry().remove_device_range(ptr as u64);
             return gate::submit(stream, move || super::post(&req, &[]));
         }
-        call(&req)?;
-        registry().remove_device_range(ptr as u64);
-        Ok(())
+        super::memory::free_device(ptr as u64, |_| call(&req))
     })
 }
 

@@ -90,11 +90,31 @@ fn allocate_clear<T>(
             Err(_) => break,
         }
     }
+    // Forgotten before freed, as in `free_device`.
     for (p, _, _) in held {
-        free(p);
         registry().remove_device_range(p);
+        free(p);
     }
     Ok((current.0, current.2))
+}
+
+/// Free device memory the program allocated with `free` (the host's free), forgetting
+/// its range first: the host may hand the address out again as soon as it is freed,
+/// and another thread's allocation there must not be the range forgotten (its device
+/// pointer would then pass for host memory, which the guest dereferences). A free that
+/// fails leaves the memory the program's, so its range comes back.
+pub(super) fn free_device(ptr: u64, free: impl FnOnce(u64) -> Result<()>) -> Result<()> {
+    let forgotten = {
+        let mut reg = registry();
+        let range = reg.device_ranges.get(&ptr).copied();
+        reg.remove_device_range(ptr);
+        range
+    };
+    let freed = free(ptr);
+    if let (Err(_), Some((size, device))) = (&freed, forgotten) {
+        registry().add_device_range(ptr, size, device);
+    }
+    freed
 }
 
 /// Free what [`allocate_clear`] held aside; a failure there leaves device memory the
@@ -121,9 +141,7 @@ pub extern "C" fn cudaMalloc(ptr: *mut *mut c_void, size: usize) -> cudaError_t 
 pub extern "C" fn cudaFree(ptr: *mut c_void) -> cudaError_t {
     guard("cudaFree", || {
         capture::check_unsafe_call()?;
-        call(&MemFree { ptr: ptr as u64 })?;
-        registry().remove_device_range(ptr as u64);
-        Ok(())
+        free_device(ptr as u64, |p| call(&MemFree { ptr: p }))
     })
 }
 
@@ -470,5 +488,60 @@ mod tests {
         assert!(freed.is_empty());
         assert!(registry().device_range(colliding).is_some());
         registry().remove_device_range(colliding);
+    }
+
+    /// The host reuses a freed device address at once (the CUDA driver does): another
+    /// thread's allocation may get it before `cudaFree` returns. That allocation's range
+    /// must stay known, or copies with `cudaMemcpyDefault` take its device pointer for
+    /// host memory and the guest dereferences it.
+    #[test]
+    fn an_address_reused_while_it_is_freed_stays_device_memory() {
+        let p = 0x234a_0000_0000u64;
+        registry().add_device_range(p, 4096, 0);
+        free_device(p, |freed| {
+            // Another thread's cudaMalloc, between the host's free and its return.
+            registry().add_device_range(freed, 8192, 0);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(registry().device_range(p + 4096), Some((p, 8192, 0)));
+        registry().remove_device_range(p);
+    }
+
+    #[test]
+    fn a_failed_free_keeps_the_range() {
+        let p = 0x234b_0000_0000u64;
+        registry().add_device_range(p, 4096, 0);
+        assert_eq!(
+            free_device(p, |_| Err(CudaStatus::ErrorInvalidValue)),
+            Err(CudaStatus::ErrorInvalidValue)
+        );
+        assert_eq!(registry().device_range(p), Some((p, 4096, 0)));
+        registry().remove_device_range(p);
+    }
+
+    /// As for `cudaFree`: an allocation held aside and freed may come straight back to
+    /// another thread, whose range must stay known.
+    #[test]
+    fn an_address_held_aside_and_reused_while_it_is_freed_stays_device_memory() {
+        let mine_at = 0x234c_0000_0000usize;
+        let clear_at = 0x234d_0000_0000u64;
+        let _mine = ProgramPage::at(mine_at);
+        let colliding = mine_at as u64 + 64;
+        let mut offers = vec![(clear_at, 1024, ()), (colliding, 1024, ())];
+        let got = allocate_clear(
+            || Ok(offers.pop().unwrap()),
+            |p| {
+                registry().add_device_range(p, 512, 0);
+            },
+        )
+        .unwrap();
+        assert_eq!(got, (clear_at, ()));
+        assert_eq!(
+            registry().device_range(colliding),
+            Some((colliding, 512, 0))
+        );
+        registry().remove_device_range(colliding);
+        registry().remove_device_range(clear_at);
     }
 }
