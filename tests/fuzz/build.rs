@@ -84,9 +84,7 @@ fn forward(out: &mut String, src: &str, name: &str, path: &str) -> Result<(), St
     let mut rest = body;
     while let Some(at) = find_fn(rest) {
         rest = &rest[at..];
-        let end = rest
-            .find(|c| c == ';' || c == '{')
-            .ok_or("unterminated declaration")?;
+        let end = rest.find([';', '{']).ok_or("unterminated declaration")?;
         let sig = rest[..end].trim().to_string();
         rest = if rest.as_bytes()[end] == b'{' {
             &rest[matching(rest, end)? + 1..]
