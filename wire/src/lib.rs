@@ -6,7 +6,8 @@
 //! - [`driver`]: driver-API requests beyond the runtime's ops: element memsets, stream
 //!   writes, virtual memory management, linking, tensor maps.
 //! - [`blaslt`]: cuBLASLt requests (descriptor state as attribute bytes, the heuristic
-//!   query, matmuls) and the one check of a matmul's shapes and extents.
+//!   query, matmuls) and the one check of a matmul's shapes and extents (the attribute
+//!   tables in `blaslt/attr.rs`, the check in `blaslt/shape.rs`).
 //! - [`frame`]: the fixed 40-byte frame header (zerocopy), frame flags, reading and
 //!   writing whole frames, several of which may share one write.
 //! - [`graph`]: stream capture, CUDA graphs and stream-ordered memory: host-named
@@ -26,6 +27,9 @@
 //!   streams.
 //! - [`tls`]: TLS for the TCP transport (rustls): configurations, handshakes, and the
 //!   stream shared by a connection's reader and writer halves.
+//!
+//! The unit tests of `blaslt`, `cubin` and `fatbin` live beside them in
+//! `<module>/tests.rs`.
 
 pub mod blas;
 pub mod blas_table;

@@ -11,6 +11,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use vmcuda_fuzz::requests;
+use vmcuda_fuzz::session::{self, Step};
 use vmcuda_fuzz::vsock::{self, Action};
 use vmcuda_fuzz::{frame, hello_frame, serve_host_memory, valid_hello};
 use vmcuda_host::executor::host_memory::ADDRESS_BASE;
@@ -635,11 +636,195 @@ fn vsock_seeds() {
     write("vsock_packet", "pressure", &vsock::encode(&pressure));
 }
 
+/// Run a `session` seed step by step and insist that every step succeeds but those
+/// numbered (from 0) in `failing`: a seed whose calls fail early would only test the
+/// errors. The quota invariant is checked as the target checks it; a seed that breaks
+/// it is still written (it shows a bug the target must keep finding until it is fixed)
+/// and reported.
+fn check_session(name: &str, steps: &[Step], failing: &[usize]) {
+    let steps = steps.to_vec();
+    let outcome = std::panic::catch_unwind(move || {
+        let mut run = session::Run::new();
+        for (i, step) in steps.iter().enumerate() {
+            let result = run.step(*step);
+            if result.is_err() != failing.contains(&i) {
+                panic!("seed step {i} ({step:?}) gave {result:?}");
+            }
+        }
+        run.finish();
+    });
+    if let Err(e) = outcome {
+        let msg = e
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default();
+        assert!(
+            !msg.starts_with("seed step "),
+            "seed {name}: a call did not do what the seed expects: {msg}"
+        );
+        println!("session seed {name} breaks the quota invariant: {msg}");
+    }
+}
+
+fn session_seeds() {
+    use Step::*;
+    // Sizes are in units of 256 bytes; VMM sizes in 2 MiB granules; stream 2 is one
+    // of the session's own streams, 0 the legacy default stream.
+    let seeds: &[(&str, Vec<Step>, Vec<usize>)] = &[
+        (
+            "memory",
+            vec![
+                Alloc { size: 16 },
+                Memset {
+                    pick: 0,
+                    offset: 0,
+                    len: 4096,
+                    stream: 0,
+                },
+                CopyHtoD {
+                    pick: 0,
+                    offset: 16,
+                    len: 1024,
+                },
+                Alloc { size: 16 },
+                CopyDtoD {
+                    dst: 1,
+                    src: 0,
+                    len: 4096,
+                    stream: 6,
+                },
+                Sync { stream: 2 },
+                Free { pick: 0 },
+                Free { pick: 1 },
+            ],
+            vec![],
+        ),
+        (
+            "quota",
+            vec![
+                Alloc { size: 24576 },
+                Alloc { size: 16384 },
+                Free { pick: 0 },
+                Alloc { size: 16384 },
+                Free { pick: 0 },
+            ],
+            // The second allocation is over the quota; the second free frees twice.
+            vec![1, 4],
+        ),
+        (
+            "pool",
+            vec![
+                AllocAsync {
+                    size: 4096,
+                    stream: 2,
+                },
+                FreeAsync { pick: 0, stream: 2 },
+                PoolSetAttr {
+                    attr: 4,
+                    value: 256,
+                },
+                Sync { stream: 2 },
+                PoolGetAttr { attr: 5 },
+                AllocAsync {
+                    size: 4096,
+                    stream: 2,
+                },
+                FreeAsync { pick: 1, stream: 2 },
+                PoolTrim { keep: 0 },
+                DeviceSync,
+            ],
+            vec![],
+        ),
+        (
+            // The host-memory executor makes no graph memory nodes (an allocation
+            // while capturing is refused there), so this graph only writes memory.
+            "graph",
+            vec![
+                Alloc { size: 4096 },
+                BeginCapture { stream: 2 },
+                Memset {
+                    pick: 0,
+                    offset: 0,
+                    len: 4096,
+                    stream: 6,
+                },
+                CopyDtoD {
+                    dst: 0,
+                    src: 0,
+                    len: 256,
+                    stream: 6,
+                },
+                EndCapture { stream: 2 },
+                Instantiate { graph: 0 },
+                Launch { exec: 0, stream: 2 },
+                Sync { stream: 2 },
+                ExecDestroy { exec: 0 },
+                GraphDestroy { graph: 0 },
+            ],
+            vec![],
+        ),
+        (
+            "vmm",
+            vec![
+                Reserve { chunks: 2 },
+                Create { chunks: 1 },
+                Map {
+                    reservation: 0,
+                    handle: 0,
+                    offset: 0,
+                },
+                SetAccess { mapping: 0 },
+                Unmap { mapping: 0 },
+                Release { handle: 0 },
+                AddressFree { reservation: 0 },
+            ],
+            vec![],
+        ),
+        (
+            "vmm_release_twice",
+            vec![
+                Reserve { chunks: 2 },
+                Create { chunks: 1 },
+                Map {
+                    reservation: 0,
+                    handle: 0,
+                    offset: 0,
+                },
+                Release { handle: 0 },
+                Release { handle: 0 },
+                Unmap { mapping: 0 },
+            ],
+            // Releasing a released handle is an error.
+            vec![4],
+        ),
+        (
+            "reset",
+            vec![
+                Alloc { size: 4096 },
+                AllocAsync {
+                    size: 4096,
+                    stream: 2,
+                },
+                Create { chunks: 1 },
+                DeviceReset,
+                Alloc { size: 4096 },
+            ],
+            vec![],
+        ),
+    ];
+    for (name, steps, failing) in seeds {
+        check_session(name, steps, failing);
+        write("session", name, &Step::encode(steps));
+    }
+}
+
 fn main() {
     frame_seeds();
     handshake_seeds();
     fatbin_seeds();
     dispatch_seeds();
     vsock_seeds();
+    session_seeds();
     println!("seeds written to {}/corpus", env!("CARGO_MANIFEST_DIR"));
 }

@@ -6,6 +6,8 @@
 
 use std::io::Write;
 
+pub mod session;
+
 use vmcuda_host::executor::host_memory::HostMemoryExecutor;
 use vmcuda_host::policy::{Caller, Policy};
 use vmcuda_host::session::Session;
@@ -409,6 +411,46 @@ mod tests {
             (h.op.get(), h.data_len.get(), h.has(FLAG_NO_REPLY)),
             (0xEEEE, 3, true)
         );
+    }
+
+    #[test]
+    fn session_format_round_trips() {
+        use session::Step;
+        let steps = vec![
+            Step::Alloc { size: 0x1234 },
+            Step::Memset {
+                pick: 1,
+                offset: 0x0203,
+                len: 0x0405,
+                stream: 6,
+            },
+            Step::CopyHtoD {
+                pick: 7,
+                offset: 8,
+                len: 9,
+            },
+            Step::CopyDtoD {
+                dst: 1,
+                src: 2,
+                len: 0x0304,
+                stream: 5,
+            },
+            Step::AllocAsync {
+                size: 0x0102,
+                stream: 3,
+            },
+            Step::PoolSetAttr {
+                attr: 4,
+                value: 256,
+            },
+            Step::Map {
+                reservation: 1,
+                handle: 2,
+                offset: 3,
+            },
+            Step::DeviceReset,
+        ];
+        assert_eq!(Step::decode(&Step::encode(&steps)), steps);
     }
 
     #[test]

@@ -1,0 +1,13 @@
+//! A whole host session on the host-memory executor, fed a sequence of allocations,
+//! frees, copies, memsets, stream-ordered allocations and pool settings, captures and
+//! graphs, virtual memory operations and device resets (the step format of
+//! `vmcuda_fuzz::session`), under a small quota. After every step what the session
+//! charged must stay within the quota and equal what the executor holds; after the
+//! session is dropped the executor must hold nothing.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|input: &[u8]| {
+    vmcuda_fuzz::session::run(input);
+});

@@ -1,0 +1,737 @@
+//! The `session` target: one host session on the host-memory executor, fed a sequence of
+//! memory operations (allocations, frees, copies, memsets, stream-ordered allocation and
+//! its pool, stream capture and graphs, virtual memory management, device reset) under
+//! a small quota, with the quota invariant checked after every step.
+//!
+//! The invariant: what the session has charged never exceeds the quota and equals what
+//! the executor really holds, and dropping the session returns the executor's memory to
+//! zero. What the session charged is read the way a guest reads it, through
+//! `MemGetInfo`: with a quota the session reports `quota - charged` as free (the
+//! executor's own free memory is far larger here, so it never decides the answer). What
+//! the executor holds comes from [`Tracked`], which wraps the executor and notes its
+//! `mem_info` after every call, and once more when the session drops it.
+//!
+//! Input format: a run of steps, each an op byte (modulo the number of steps) followed
+//! by that step's fixed-size arguments, little-endian; missing bytes read as zero.
+//! Objects the session hands out (pointers, graphs, reservations, allocation handles)
+//! are kept in lists, and arguments pick from them by index, so the fuzzer reaches deep
+//! sequences without guessing addresses. Freed or released objects stay in the lists:
+//! using them again is what a hostile guest would try.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+use vmcuda_host::executor::host_memory::HostMemoryExecutor;
+use vmcuda_host::executor::Executor;
+use vmcuda_host::policy::{Caller, Policy};
+use vmcuda_host::session::Session;
+use vmcuda_wire::driver::{
+    AccessDesc, AllocationHandle, AllocationProp, MemAddressFree, MemAddressReserve, MemCreate,
+    MemMap, MemRelease, MemSetAccess, MemUnmap,
+};
+use vmcuda_wire::graph::{
+    GraphDestroy, GraphExecDestroy, GraphExecHandle, GraphHandle, GraphInstantiate, GraphLaunch,
+    MemAllocAsync, MemFreeAsync, MemPoolGetAttribute, MemPoolSetAttribute, MemPoolTrimTo,
+    StreamBeginCapture, StreamEndCapture,
+};
+use vmcuda_wire::op::{
+    dispatch, CallContext, DevicePtr, DeviceReset, DeviceSynchronize, MemAlloc, MemFree,
+    MemGetInfo, MemcpyDtoD, MemcpyHtoD, Memset, Request, StreamCreate, StreamHandle,
+    StreamSynchronize,
+};
+use vmcuda_wire::CudaStatus;
+
+use crate::{take_uint, valid_hello, FUZZ_DEVICE_MEMORY};
+
+/// The guest's memory quota: small, so sequences reach it in a few steps, and four
+/// times the host-memory executor's VMM granularity (2 MiB), so virtual memory fits.
+pub const QUOTA: u64 = 8 << 20;
+
+/// The streams the session starts with besides the two default ones.
+const STREAMS: [StreamHandle; 2] = [StreamHandle(16), StreamHandle(17)];
+
+/// Objects kept per kind; older ones are forgotten beyond this.
+const KEEP: usize = 32;
+
+/// The host-memory executor, forwarding every call and noting after each one what it
+/// holds (`total - free` of its `mem_info`) where the harness can read it.
+pub struct Tracked {
+    inner: HostMemoryExecutor,
+    held: Arc<AtomicU64>,
+}
+
+impl Tracked {
+    /// The executor and the cell its holdings are published in.
+    pub fn new(total_memory: u64) -> (Tracked, Arc<AtomicU64>) {
+        let inner = HostMemoryExecutor::new(total_memory, None).expect("no launch log to open");
+        let held = Arc::new(AtomicU64::new(0));
+        let mut t = Tracked {
+            inner,
+            held: held.clone(),
+        };
+        t.note();
+        (t, held)
+    }
+
+    fn note(&mut self) {
+        if let Ok((free, total)) = self.inner.mem_info() {
+            self.held.store(total.saturating_sub(free), Relaxed);
+        }
+    }
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        // The session drops its executor last, after freeing what the guest left.
+        self.note();
+    }
+}
+
+include!(concat!(env!("OUT_DIR"), "/tracked_executor.rs"));
+
+/// One step of a session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// `cudaMalloc` of `size * 256` bytes.
+    Alloc {
+        size: u16,
+    },
+    Free {
+        pick: u8,
+    },
+    Memset {
+        pick: u8,
+        offset: u16,
+        len: u16,
+        stream: u8,
+    },
+    /// Host to device, `len % 4097` bytes.
+    CopyHtoD {
+        pick: u8,
+        offset: u16,
+        len: u16,
+    },
+    CopyDtoD {
+        dst: u8,
+        src: u8,
+        len: u16,
+        stream: u8,
+    },
+    /// `cudaMallocAsync` of `size * 256` bytes.
+    AllocAsync {
+        size: u16,
+        stream: u8,
+    },
+    FreeAsync {
+        pick: u8,
+        stream: u8,
+    },
+    /// A default-pool attribute (`attr % 9`), `value * 4096`.
+    PoolSetAttr {
+        attr: u8,
+        value: u16,
+    },
+    PoolGetAttr {
+        attr: u8,
+    },
+    /// Trim the default pool to `keep * 4096` bytes.
+    PoolTrim {
+        keep: u16,
+    },
+    BeginCapture {
+        stream: u8,
+    },
+    EndCapture {
+        stream: u8,
+    },
+    Instantiate {
+        graph: u8,
+    },
+    Launch {
+        exec: u8,
+        stream: u8,
+    },
+    GraphDestroy {
+        graph: u8,
+    },
+    ExecDestroy {
+        exec: u8,
+    },
+    /// Reserve `chunks % 6` granules (2 MiB each) of address space.
+    Reserve {
+        chunks: u8,
+    },
+    /// A physical allocation of `chunks % 6` granules.
+    Create {
+        chunks: u8,
+    },
+    /// Map a handle at a reservation, `offset % 4` granules in.
+    Map {
+        reservation: u8,
+        handle: u8,
+        offset: u8,
+    },
+    Unmap {
+        mapping: u8,
+    },
+    Release {
+        handle: u8,
+    },
+    SetAccess {
+        mapping: u8,
+    },
+    AddressFree {
+        reservation: u8,
+    },
+    Sync {
+        stream: u8,
+    },
+    DeviceSync,
+    DeviceReset,
+}
+
+/// Each step's op byte is its index here; arguments follow in field order.
+const STEP_COUNT: u8 = 26;
+
+impl Step {
+    /// Decode steps until the input ends.
+    pub fn decode(mut input: &[u8]) -> Vec<Step> {
+        let mut steps = Vec::new();
+        while let Some((&op, rest)) = input.split_first() {
+            input = rest;
+            let i = &mut input;
+            let b = |i: &mut &[u8]| take_uint(i, 1) as u8;
+            let w = |i: &mut &[u8]| take_uint(i, 2) as u16;
+            steps.push(match op % STEP_COUNT {
+                0 => Step::Alloc { size: w(i) },
+                1 => Step::Free { pick: b(i) },
+                2 => Step::Memset {
+                    pick: b(i),
+                    offset: w(i),
+                    len: w(i),
+                    stream: b(i),
+                },
+                3 => Step::CopyHtoD {
+                    pick: b(i),
+                    offset: w(i),
+                    len: w(i),
+                },
+                4 => Step::CopyDtoD {
+                    dst: b(i),
+                    src: b(i),
+                    len: w(i),
+                    stream: b(i),
+                },
+                5 => Step::AllocAsync {
+                    size: w(i),
+                    stream: b(i),
+                },
+                6 => Step::FreeAsync {
+                    pick: b(i),
+                    stream: b(i),
+                },
+                7 => Step::PoolSetAttr {
+                    attr: b(i),
+                    value: w(i),
+                },
+                8 => Step::PoolGetAttr { attr: b(i) },
+                9 => Step::PoolTrim { keep: w(i) },
+                10 => Step::BeginCapture { stream: b(i) },
+                11 => Step::EndCapture { stream: b(i) },
+                12 => Step::Instantiate { graph: b(i) },
+                13 => Step::Launch {
+                    exec: b(i),
+                    stream: b(i),
+                },
+                14 => Step::GraphDestroy { graph: b(i) },
+                15 => Step::ExecDestroy { exec: b(i) },
+                16 => Step::Reserve { chunks: b(i) },
+                17 => Step::Create { chunks: b(i) },
+                18 => Step::Map {
+                    reservation: b(i),
+                    handle: b(i),
+                    offset: b(i),
+                },
+                19 => Step::Unmap { mapping: b(i) },
+                20 => Step::Release { handle: b(i) },
+                21 => Step::SetAccess { mapping: b(i) },
+                22 => Step::AddressFree { reservation: b(i) },
+                23 => Step::Sync { stream: b(i) },
+                24 => Step::DeviceSync,
+                _ => Step::DeviceReset,
+            });
+        }
+        steps
+    }
+
+    /// Encode steps in the format [`Step::decode`] reads.
+    pub fn encode(steps: &[Step]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for s in steps {
+            let (op, bytes, words): (u8, Vec<u8>, Vec<u16>) = match *s {
+                Step::Alloc { size } => (0, vec![], vec![size]),
+                Step::Free { pick } => (1, vec![pick], vec![]),
+                Step::Memset {
+                    pick,
+                    offset,
+                    len,
+                    stream,
+                } => {
+                    out.extend([2, pick]);
+                    put_words(&mut out, &[offset, len]);
+                    out.push(stream);
+                    continue;
+                }
+                Step::CopyHtoD { pick, offset, len } => (3, vec![pick], vec![offset, len]),
+                Step::CopyDtoD {
+                    dst,
+                    src,
+                    len,
+                    stream,
+                } => {
+                    out.extend([4, dst, src]);
+                    put_words(&mut out, &[len]);
+                    out.push(stream);
+                    continue;
+                }
+                Step::AllocAsync { size, stream } => {
+                    out.push(5);
+                    put_words(&mut out, &[size]);
+                    out.push(stream);
+                    continue;
+                }
+                Step::FreeAsync { pick, stream } => (6, vec![pick, stream], vec![]),
+                Step::PoolSetAttr { attr, value } => (7, vec![attr], vec![value]),
+                Step::PoolGetAttr { attr } => (8, vec![attr], vec![]),
+                Step::PoolTrim { keep } => (9, vec![], vec![keep]),
+                Step::BeginCapture { stream } => (10, vec![stream], vec![]),
+                Step::EndCapture { stream } => (11, vec![stream], vec![]),
+                Step::Instantiate { graph } => (12, vec![graph], vec![]),
+                Step::Launch { exec, stream } => (13, vec![exec, stream], vec![]),
+                Step::GraphDestroy { graph } => (14, vec![graph], vec![]),
+                Step::ExecDestroy { exec } => (15, vec![exec], vec![]),
+                Step::Reserve { chunks } => (16, vec![chunks], vec![]),
+                Step::Create { chunks } => (17, vec![chunks], vec![]),
+                Step::Map {
+                    reservation,
+                    handle,
+                    offset,
+                } => (18, vec![reservation, handle, offset], vec![]),
+                Step::Unmap { mapping } => (19, vec![mapping], vec![]),
+                Step::Release { handle } => (20, vec![handle], vec![]),
+                Step::SetAccess { mapping } => (21, vec![mapping], vec![]),
+                Step::AddressFree { reservation } => (22, vec![reservation], vec![]),
+                Step::Sync { stream } => (23, vec![stream], vec![]),
+                Step::DeviceSync => (24, vec![], vec![]),
+                Step::DeviceReset => (25, vec![], vec![]),
+            };
+            out.push(op);
+            out.extend(bytes);
+            put_words(&mut out, &words);
+        }
+        out
+    }
+}
+
+fn put_words(out: &mut Vec<u8>, words: &[u16]) {
+    for w in words {
+        out.extend_from_slice(&w.to_le_bytes());
+    }
+}
+
+/// Pick from `list` by `i`; `None` when empty.
+fn pick<T: Copy>(list: &[T], i: u8) -> Option<T> {
+    (!list.is_empty()).then(|| list[i as usize % list.len()])
+}
+
+fn keep<T>(list: &mut Vec<T>, item: T) {
+    if list.len() == KEEP {
+        list.remove(0);
+    }
+    list.push(item);
+}
+
+fn stream(i: u8) -> StreamHandle {
+    match i % 4 {
+        0 => StreamHandle::LEGACY,
+        1 => StreamHandle::PER_THREAD,
+        n => STREAMS[n as usize - 2],
+    }
+}
+
+/// Granule of the host-memory executor's virtual memory management.
+const GRANULE: u64 = 2 << 20;
+
+/// A session under [`QUOTA`] and the objects it handed out.
+pub struct Run {
+    session: Session,
+    held: Arc<AtomicU64>,
+    ctx: CallContext,
+    /// (pointer, bytes) of allocations, plain and stream-ordered.
+    pointers: Vec<(DevicePtr, u64)>,
+    graphs: Vec<GraphHandle>,
+    execs: Vec<GraphExecHandle>,
+    reservations: Vec<(DevicePtr, u64)>,
+    handles: Vec<(AllocationHandle, u64)>,
+    mappings: Vec<(DevicePtr, u64)>,
+    /// Steps run so far, for the messages.
+    steps: usize,
+}
+
+impl Run {
+    /// A greeted session with two streams of its own, admitted as a local program is,
+    /// under [`QUOTA`], on an executor with far more memory than that.
+    pub fn new() -> Run {
+        let hello = valid_hello();
+        let mut grant = Policy::builtin()
+            .admit(&Caller::Local { pid: None }, &hello.token)
+            .expect("local programs are admitted");
+        grant.memory_quota = Some(QUOTA);
+        grant.max_streams = 16;
+        grant.max_events = 16;
+        grant.max_modules = 4;
+        let (exec, held) = Tracked::new(FUZZ_DEVICE_MEMORY);
+        let mut run = Run {
+            session: Session::new(Box::new(exec), grant),
+            held,
+            ctx: CallContext::default(),
+            pointers: Vec::new(),
+            graphs: Vec::new(),
+            execs: Vec::new(),
+            reservations: Vec::new(),
+            handles: Vec::new(),
+            mappings: Vec::new(),
+            steps: 0,
+        };
+        run.call(&hello, &[]).expect("a valid hello is accepted");
+        for s in STREAMS {
+            let create = StreamCreate {
+                stream: s,
+                flags: 0,
+                priority: 0,
+            };
+            run.call(&create, &[]).expect("streams within the limit");
+        }
+        run.check();
+        run
+    }
+
+    /// Run `req` as the worker does (current device first, then the handler), and
+    /// decode its reply.
+    fn call<R: Request>(&mut self, req: &R, data: &[u8]) -> Result<R::Reply, CudaStatus> {
+        let meta = postcard::to_stdvec(req).expect("requests encode");
+        if R::OP != vmcuda_wire::op::Op::Hello {
+            self.session.enter(&self.ctx)?;
+        }
+        match dispatch(&mut self.session, &self.ctx, R::OP, &meta, data) {
+            Ok(reply) => Ok(postcard::from_bytes(&reply.meta).expect("replies decode")),
+            Err(vmcuda_wire::op::DispatchError::Cuda(status)) => Err(status),
+            Err(e) => panic!("a well-formed request was not decoded: {e}"),
+        }
+    }
+
+    /// The quota invariant, after every step.
+    pub fn check(&mut self) {
+        let info = self.call(&MemGetInfo, &[]).expect("MemGetInfo cannot fail");
+        let held = self.held.load(Relaxed);
+        let step = self.steps;
+        assert_eq!(
+            info.total, QUOTA,
+            "after step {step}: a guest with a quota sees the quota as its memory"
+        );
+        assert!(
+            held <= QUOTA,
+            "after step {step}: the executor holds {held} bytes, over the {QUOTA}-byte quota \
+             (the session reports {} charged)",
+            QUOTA - info.free
+        );
+        // Below the quota the executor's free memory is larger than the quota's rest,
+        // so `free` is exactly `QUOTA - charged`.
+        let charged = QUOTA - info.free;
+        assert_eq!(
+            charged, held,
+            "after step {step}: the session charged {charged} bytes, the executor holds {held}"
+        );
+    }
+
+    /// Run one step, then check the invariant. Every result is legitimate for some
+    /// input: the target checks only the invariant, the seed generator the results.
+    pub fn step(&mut self, step: Step) -> Result<(), CudaStatus> {
+        self.steps += 1;
+        let result = self.run_step(step);
+        self.check();
+        result
+    }
+
+    fn run_step(&mut self, step: Step) -> Result<(), CudaStatus> {
+        let bad = Err(CudaStatus::ErrorInvalidValue);
+        match step {
+            Step::Alloc { size } => {
+                let size = u64::from(size) * 256;
+                let ptr = self.call(&MemAlloc { size }, &[])?.ptr;
+                keep(&mut self.pointers, (ptr, size));
+            }
+            Step::Free { pick: i } => {
+                let Some((ptr, _)) = pick(&self.pointers, i) else {
+                    return bad;
+                };
+                self.call(&MemFree { ptr }, &[])?;
+            }
+            Step::Memset {
+                pick: i,
+                offset,
+                len,
+                stream: s,
+            } => {
+                let Some((ptr, _)) = pick(&self.pointers, i) else {
+                    return bad;
+                };
+                let req = Memset {
+                    dst: ptr + u64::from(offset),
+                    value: 0xA5,
+                    size: u64::from(len),
+                    stream: stream(s),
+                    is_async: s & 4 != 0,
+                };
+                self.call(&req, &[])?;
+            }
+            Step::CopyHtoD {
+                pick: i,
+                offset,
+                len,
+            } => {
+                let Some((ptr, _)) = pick(&self.pointers, i) else {
+                    return bad;
+                };
+                let req = MemcpyHtoD {
+                    dst: ptr + u64::from(offset),
+                    stream: StreamHandle::LEGACY,
+                    is_async: false,
+                };
+                self.call(&req, &vec![0x5A; usize::from(len) % 4097])?;
+            }
+            Step::CopyDtoD {
+                dst,
+                src,
+                len,
+                stream: s,
+            } => {
+                let (Some((dst, _)), Some((src, _))) =
+                    (pick(&self.pointers, dst), pick(&self.pointers, src))
+                else {
+                    return bad;
+                };
+                let req = MemcpyDtoD {
+                    dst,
+                    src,
+                    size: u64::from(len),
+                    stream: stream(s),
+                    is_async: s & 4 != 0,
+                };
+                self.call(&req, &[])?;
+            }
+            Step::AllocAsync { size, stream: s } => {
+                let size = u64::from(size) * 256;
+                let req = MemAllocAsync {
+                    size,
+                    stream: stream(s),
+                };
+                let ptr = self.call(&req, &[])?.ptr;
+                keep(&mut self.pointers, (ptr, size));
+            }
+            Step::FreeAsync { pick: i, stream: s } => {
+                let Some((ptr, _)) = pick(&self.pointers, i) else {
+                    return bad;
+                };
+                let req = MemFreeAsync {
+                    ptr,
+                    stream: stream(s),
+                };
+                self.call(&req, &[])?;
+            }
+            Step::PoolSetAttr { attr, value } => {
+                let req = MemPoolSetAttribute {
+                    device: 0,
+                    attr: u32::from(attr % 9),
+                    value: u64::from(value) * 4096,
+                };
+                self.call(&req, &[])?;
+            }
+            Step::PoolGetAttr { attr } => {
+                let req = MemPoolGetAttribute {
+                    device: 0,
+                    attr: u32::from(attr % 9),
+                };
+                self.call(&req, &[])?;
+            }
+            Step::PoolTrim { keep } => {
+                let req = MemPoolTrimTo {
+                    device: 0,
+                    min_bytes_to_keep: u64::from(keep) * 4096,
+                };
+                self.call(&req, &[])?;
+            }
+            Step::BeginCapture { stream: s } => {
+                self.call(&StreamBeginCapture { stream: stream(s) }, &[])?;
+            }
+            Step::EndCapture { stream: s } => {
+                let req = StreamEndCapture {
+                    stream: stream(s),
+                    invalidated: false,
+                };
+                let graph = self.call(&req, &[])?.graph;
+                keep(&mut self.graphs, graph);
+            }
+            Step::Instantiate { graph } => {
+                let Some(graph) = pick(&self.graphs, graph) else {
+                    return bad;
+                };
+                let exec = self.call(&GraphInstantiate { graph, flags: 0 }, &[])?.exec;
+                keep(&mut self.execs, exec);
+            }
+            Step::Launch { exec, stream: s } => {
+                let Some(exec) = pick(&self.execs, exec) else {
+                    return bad;
+                };
+                let req = GraphLaunch {
+                    exec,
+                    stream: stream(s),
+                };
+                self.call(&req, &[])?;
+            }
+            Step::GraphDestroy { graph } => {
+                let Some(graph) = pick(&self.graphs, graph) else {
+                    return bad;
+                };
+                self.call(&GraphDestroy { graph }, &[])?;
+            }
+            Step::ExecDestroy { exec } => {
+                let Some(exec) = pick(&self.execs, exec) else {
+                    return bad;
+                };
+                self.call(&GraphExecDestroy { exec }, &[])?;
+            }
+            Step::Reserve { chunks } => {
+                let size = u64::from(chunks % 6) * GRANULE;
+                let req = MemAddressReserve {
+                    size,
+                    alignment: 0,
+                    addr: 0,
+                    flags: 0,
+                };
+                let ptr = self.call(&req, &[])?.ptr;
+                keep(&mut self.reservations, (ptr, size));
+            }
+            Step::Create { chunks } => {
+                let size = u64::from(chunks % 6) * GRANULE;
+                let req = MemCreate {
+                    size,
+                    prop: AllocationProp {
+                        alloc_type: 1,
+                        location_type: 1,
+                        ..Default::default()
+                    },
+                    flags: 0,
+                };
+                let handle = self.call(&req, &[])?.handle;
+                keep(&mut self.handles, (handle, size));
+            }
+            Step::Map {
+                reservation,
+                handle,
+                offset,
+            } => {
+                let (Some((base, _)), Some((handle, size))) = (
+                    pick(&self.reservations, reservation),
+                    pick(&self.handles, handle),
+                ) else {
+                    return bad;
+                };
+                let ptr = base + u64::from(offset % 4) * GRANULE;
+                let req = MemMap {
+                    ptr,
+                    size,
+                    offset: 0,
+                    handle,
+                    flags: 0,
+                };
+                self.call(&req, &[])?;
+                keep(&mut self.mappings, (ptr, size));
+            }
+            Step::Unmap { mapping } => {
+                let Some((ptr, size)) = pick(&self.mappings, mapping) else {
+                    return bad;
+                };
+                self.call(&MemUnmap { ptr, size }, &[])?;
+            }
+            Step::Release { handle } => {
+                let Some((handle, _)) = pick(&self.handles, handle) else {
+                    return bad;
+                };
+                self.call(&MemRelease { handle }, &[])?;
+            }
+            Step::SetAccess { mapping } => {
+                let Some((ptr, size)) = pick(&self.mappings, mapping) else {
+                    return bad;
+                };
+                let req = MemSetAccess {
+                    ptr,
+                    size,
+                    descs: vec![AccessDesc {
+                        location_type: 1,
+                        location_id: 0,
+                        flags: 3,
+                    }],
+                };
+                self.call(&req, &[])?;
+            }
+            Step::AddressFree { reservation } => {
+                let Some((ptr, size)) = pick(&self.reservations, reservation) else {
+                    return bad;
+                };
+                self.call(&MemAddressFree { ptr, size }, &[])?;
+            }
+            Step::Sync { stream: s } => {
+                self.call(&StreamSynchronize { stream: stream(s) }, &[])?;
+            }
+            Step::DeviceSync => {
+                self.call(&DeviceSynchronize, &[])?;
+            }
+            Step::DeviceReset => {
+                self.call(&DeviceReset, &[])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Drop the session; the executor must then hold nothing.
+    pub fn finish(self) {
+        let Run {
+            session,
+            held,
+            steps,
+            ..
+        } = self;
+        drop(session);
+        let left = held.load(Relaxed);
+        assert_eq!(
+            left, 0,
+            "after {steps} steps and the session's end the executor still holds {left} bytes"
+        );
+    }
+}
+
+impl Default for Run {
+    fn default() -> Run {
+        Run::new()
+    }
+}
+
+/// Run `input` as a whole session, checking the invariant throughout.
+pub fn run(input: &[u8]) {
+    let mut run = Run::new();
+    for step in Step::decode(input) {
+        let _ = run.step(step);
+    }
+    run.finish();
+}
