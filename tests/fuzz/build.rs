@@ -13,6 +13,13 @@ use std::path::{Path, PathBuf};
 /// (file under host-backend/src/executor, trait, its module path in vmcuda-host).
 const TRAITS: &[(&str, &str, &str)] = &[
     ("mod.rs", "Executor", "vmcuda_host::executor"),
+    ("mod.rs", "DeviceExec", "vmcuda_host::executor"),
+    ("mod.rs", "MemoryExec", "vmcuda_host::executor"),
+    ("mod.rs", "CopyExec", "vmcuda_host::executor"),
+    ("mod.rs", "StagingExec", "vmcuda_host::executor"),
+    ("mod.rs", "ModuleExec", "vmcuda_host::executor"),
+    ("mod.rs", "LaunchExec", "vmcuda_host::executor"),
+    ("mod.rs", "StreamExec", "vmcuda_host::executor"),
     ("blas.rs", "Blas", "vmcuda_host::executor::blas"),
     ("blaslt.rs", "BlasLt", "vmcuda_host::executor::blaslt"),
     ("driver.rs", "Driver", "vmcuda_host::executor::driver"),

@@ -16,6 +16,8 @@ cargo build --release -p vmcuda-host -p vmcuda-tests -p vmcuda-bench --bin vmcud
 cp target/release/vmcuda-host target/release/load-driver target/release/transport-floor "$dir/bin/"
 strip "$dir/bin/"*
 bash guest-lib/build-libs.sh "$dir/guest/lib" >/dev/null
+# Debug info stays here: the libraries travel small (the dynamic symbols stay).
+strip --strip-debug "$dir"/guest/lib/*.so.*
 NVCC=$nvcc bash tests/apps/build.sh "$dir/apps"
 NVCC=$nvcc bash tests/apps/build.sh "$dir/load" tests/load
 "$nvcc" -cudart shared -arch=sm_90 -O2 -o "$dir/isolation" tests/gpu/isolation.cu -L"$cu13/lib"

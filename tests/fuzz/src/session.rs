@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use vmcuda_host::executor::host_memory::HostMemoryExecutor;
-use vmcuda_host::executor::Executor;
+use vmcuda_host::executor::MemoryExec;
 use vmcuda_host::policy::{Caller, Policy};
 use vmcuda_host::session::Session;
 use vmcuda_wire::driver::{
