@@ -24,6 +24,8 @@ use vmcuda_wire::op::{
 };
 use vmcuda_wire::CudaStatus;
 
+pub use crate::session::{DeviceRange, PitchedRange};
+
 pub type ExecResult<T> = Result<T, CudaStatus>;
 
 /// The driver hands out small allocations from its own 2 MiB chunks in steps of this
@@ -75,13 +77,6 @@ pub struct LaunchConfig<'a> {
     pub shared_mem: u32,
     pub stream: ExecStream,
     pub attributes: &'a [LaunchAttribute],
-}
-
-/// A pitched region: `height` rows of `width` bytes, `pitch` bytes apart.
-#[derive(Clone, Copy, Debug)]
-pub struct Pitched {
-    pub ptr: DevicePtr,
-    pub pitch: u64,
 }
 
 /// The executor seam, one trait per API family (as the op table is grouped), each
@@ -141,9 +136,8 @@ pub trait MemoryExec {
     fn alloc_pitch(&mut self, width: u64, height: u64) -> ExecResult<(DevicePtr, u64)>;
     fn memset(
         &mut self,
-        dst: DevicePtr,
+        dst: DeviceRange,
         value: u8,
-        size: u64,
         stream: ExecStream,
         is_async: bool,
     ) -> ExecResult<()>;
@@ -154,10 +148,8 @@ pub trait MemoryExec {
     fn zero_fill(&mut self, dst: DevicePtr, size: u64) -> ExecResult<()>;
     fn memset_2d(
         &mut self,
-        dst: Pitched,
+        dst: PitchedRange,
         value: u8,
-        width: u64,
-        height: u64,
         stream: ExecStream,
         is_async: bool,
     ) -> ExecResult<()>;
@@ -170,79 +162,73 @@ pub trait MemoryExec {
 
 /// Copies between host buffers, device memory, peers and registered host memory.
 pub trait CopyExec {
+    /// `dst` is as long as `src`.
     fn copy_htod(
         &mut self,
-        dst: DevicePtr,
+        dst: DeviceRange,
         src: &[u8],
         stream: ExecStream,
         is_async: bool,
     ) -> ExecResult<()>;
+    /// `src` is as long as `dst`.
     fn copy_dtoh(
         &mut self,
         dst: &mut [u8],
-        src: DevicePtr,
+        src: DeviceRange,
         stream: ExecStream,
         is_async: bool,
     ) -> ExecResult<()>;
+    /// `dst` and `src` are as long as each other.
     fn copy_dtod(
         &mut self,
-        dst: DevicePtr,
-        src: DevicePtr,
-        size: u64,
+        dst: DeviceRange,
+        src: DeviceRange,
         stream: ExecStream,
         is_async: bool,
     ) -> ExecResult<()>;
-    /// `src` holds `height` packed rows of `width` bytes.
+    /// `src` holds `dst`'s rows packed.
     fn copy_2d_htod(
         &mut self,
-        dst: Pitched,
+        dst: PitchedRange,
         src: &[u8],
-        width: u64,
-        height: u64,
         stream: ExecStream,
         is_async: bool,
     ) -> ExecResult<()>;
-    /// Fills `dst` with `height` packed rows of `width` bytes.
+    /// Fills `dst` with `src`'s rows packed.
     fn copy_2d_dtoh(
         &mut self,
         dst: &mut [u8],
-        src: Pitched,
-        width: u64,
-        height: u64,
+        src: PitchedRange,
         stream: ExecStream,
         is_async: bool,
     ) -> ExecResult<()>;
-    #[allow(clippy::too_many_arguments)]
+    /// `dst` and `src` have the same width and height.
     fn copy_2d_dtod(
         &mut self,
-        dst: Pitched,
-        src: Pitched,
-        width: u64,
-        height: u64,
+        dst: PitchedRange,
+        src: PitchedRange,
         stream: ExecStream,
         is_async: bool,
     ) -> ExecResult<()>;
     #[allow(clippy::too_many_arguments)]
+    /// `dst` and `src` are as long as each other.
     fn copy_peer(
         &mut self,
-        dst: DevicePtr,
+        dst: DeviceRange,
         dst_device: i32,
-        src: DevicePtr,
+        src: DeviceRange,
         src_device: i32,
-        size: u64,
         stream: ExecStream,
         is_async: bool,
     ) -> ExecResult<()>;
     /// Copy between device memory and `[host, host + size)` of this process, which lies
-    /// inside one range registered with [`Executor::host_register`] (the caller checks):
+    /// inside one range registered with [`MemoryExec::host_register`] (the caller checks):
     /// the DMA engine reads or writes those pages directly. An asynchronous copy is left
     /// running on `stream`; a synchronous one is complete on return.
-    #[allow(clippy::too_many_arguments)]
     fn copy_registered(
         &mut self,
-        device: DevicePtr,
+        device: DeviceRange,
         host: u64,
-        size: u64,
         to_device: bool,
         stream: ExecStream,
         is_async: bool,
@@ -252,14 +238,14 @@ pub trait CopyExec {
 /// Copies that overlap the worker's own I/O: queued from its page-locked buffers and
 /// into its reply area. The defaults copy at once.
 pub trait StagingExec: CopyExec {
-    /// Like [`Executor::copy_htod`] from the worker's page-locked buffer number
+    /// Like [`CopyExec::copy_htod`] from the worker's page-locked buffer number
     /// `buffer`, but may return before the copy has read `src`: the worker then leaves
-    /// those bytes untouched until [`Executor::release_buffer`] has returned for the
+    /// those bytes untouched until [`StagingExec::release_buffer`] has returned for the
     /// buffer, and waits with it before answering a synchronous copy. Stream order is
     /// the copy's as ever. The default copies at once.
     fn copy_htod_queued(
         &mut self,
-        dst: DevicePtr,
+        dst: DeviceRange,
         src: &[u8],
         stream: ExecStream,
         is_async: bool,
@@ -275,15 +261,15 @@ pub trait StagingExec: CopyExec {
         Ok(())
     }
 
-    /// Like [`Executor::copy_dtoh`] into the worker's page-locked reply area, but may
+    /// Like [`CopyExec::copy_dtoh`] into the worker's page-locked reply area, but may
     /// return before `dst` is filled: the worker reads no byte of it before
-    /// [`Executor::dtoh_landed`] has returned for an end at or past that byte, and
+    /// [`StagingExec::dtoh_landed`] has returned for an end at or past that byte, and
     /// frees or reuses it only after asking for its whole length. The default copies at
     /// once.
     fn copy_dtoh_queued(
         &mut self,
         dst: &mut [u8],
-        src: DevicePtr,
+        src: DeviceRange,
         stream: ExecStream,
         is_async: bool,
     ) -> ExecResult<()> {

@@ -15,6 +15,7 @@ use vmcuda_wire::CudaStatus;
 use crate::ledger::Ledger;
 use crate::stats::WorkerStats;
 
+use super::checked::{DeviceRange, PitchedRange};
 use super::Session;
 
 /// One device allocation of the guest's.
@@ -296,9 +297,9 @@ impl Session {
 
     /// Refuse, as the driver would for a pointer it does not know, a copy or memset
     /// reaching outside this guest's own memory; it is never executed.
-    pub(super) fn check_range(&self, ptr: u64, len: u64) -> Result<(), CudaStatus> {
+    pub(super) fn check_range(&self, ptr: u64, len: u64) -> Result<DeviceRange, CudaStatus> {
         if self.owns(ptr, len) {
-            return Ok(());
+            return Ok(DeviceRange::new(ptr, len));
         }
         warn!(client = %self.client, ptr = format_args!("{ptr:#x}"), len,
             "refused an access outside the guest's own memory");
@@ -312,15 +313,18 @@ impl Session {
         pitch: u64,
         width: u64,
         height: u64,
-    ) -> Result<(), CudaStatus> {
-        if width == 0 || height == 0 {
-            return Ok(());
-        }
-        let extent = pitch
-            .checked_mul(height - 1)
-            .and_then(|rows| rows.checked_add(width))
+    ) -> Result<PitchedRange, CudaStatus> {
+        width
+            .checked_mul(height)
             .ok_or(CudaStatus::ErrorInvalidValue)?;
-        self.check_range(ptr, extent)
+        if width != 0 && height != 0 {
+            let extent = pitch
+                .checked_mul(height - 1)
+                .and_then(|rows| rows.checked_add(width))
+                .ok_or(CudaStatus::ErrorInvalidValue)?;
+            self.check_range(ptr, extent)?;
+        }
+        Ok(PitchedRange::new(ptr, pitch, width, height))
     }
 }
 
@@ -334,6 +338,39 @@ mod tests {
     use crate::session::Session;
 
     const CTX: CallContext = CallContext { device: 0 };
+
+    /// The ranges handed to the executor are checked here, once: a range whose end
+    /// overflows, or a pitched region whose rows packed overflow, never reaches it.
+    #[test]
+    fn overflowing_ranges_never_reach_the_executor() {
+        let exec = HostMemoryExecutor::new(64 << 20, None).unwrap();
+        let mut s = Session::new(Box::new(exec), Grant::unlimited("vm1"));
+        let p = s
+            .mem_alloc(&CTX, MemAlloc { size: 4096 }, &[])
+            .unwrap()
+            .0
+            .ptr;
+        let range = s.check_range(p, 4096).unwrap();
+        assert_eq!((range.ptr(), range.len()), (p, 4096));
+        assert!(s.check_range(u64::MAX - 1, 2).is_err());
+        assert!(s.check_range(p, 4097).is_err());
+        let pitched = s.check_pitched(p, 1024, 1000, 4).unwrap();
+        assert_eq!(pitched.packed_len(), 4000);
+        assert!(
+            s.check_pitched(p, 1024, 1025, 4).is_err(),
+            "past the allocation"
+        );
+        assert!(
+            s.check_pitched(p, 0, u64::MAX, 2).is_err(),
+            "rows packed overflow"
+        );
+        assert!(
+            s.check_pitched(p, u64::MAX, 1, 3).is_err(),
+            "extent overflows"
+        );
+        // Empty regions touch nothing and need no memory.
+        assert_eq!(s.check_pitched(0, 0, 0, 0).unwrap().packed_len(), 0);
+    }
 
     /// A ledger that can no longer be written refuses allocations: falling back to
     /// per-connection accounting would let every connection of the VM take a whole

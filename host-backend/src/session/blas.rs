@@ -104,6 +104,7 @@ impl Session {
         stream: u64,
     ) -> Result<Vec<u64>, CudaStatus> {
         let mut bytes = vec![0u8; count * 8];
+        let array = self.check_range(array, bytes.len() as u64)?;
         // Waits for earlier work on the stream, which may be what wrote the array.
         self.exec.copy_dtoh(&mut bytes, array, stream, false)?;
         let ptrs: Vec<u64> = bytes

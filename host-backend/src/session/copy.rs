@@ -5,7 +5,6 @@ use vmcuda_wire::op::*;
 use vmcuda_wire::CudaStatus;
 
 use super::buffers::REPLY_AREA_MIN;
-use crate::executor::Pitched;
 use crate::stats::Direction;
 
 use super::{nothing, Session};
@@ -14,18 +13,18 @@ impl CopyOps for Session {
     fn memcpy_htod(&mut self, _: &CallContext, req: MemcpyHtoD, data: &[u8]) -> HandlerResult<()> {
         let s = self.handles.stream(req.stream)?;
         self.refuse_if_capturing(s)?;
-        self.check_range(req.dst, data.len() as u64)?;
+        let dst = self.check_range(req.dst, data.len() as u64)?;
         match self.receive_buffer_of(data) {
             // Straight from the worker's page-locked buffer, which the worker leaves
             // alone until the copy is done: it reads the next request meanwhile.
             Some(slot) => {
                 self.exec
-                    .copy_htod_queued(req.dst, data, s, req.is_async, slot)?;
+                    .copy_htod_queued(dst, data, s, req.is_async, slot)?;
                 if !req.is_async {
                     self.buffers.owed_copy = Some(slot);
                 }
             }
-            None => self.exec.copy_htod(req.dst, data, s, req.is_async)?,
+            None => self.exec.copy_htod(dst, data, s, req.is_async)?,
         }
         self.accounts
             .stats
@@ -39,7 +38,7 @@ impl CopyOps for Session {
         if req.size > vmcuda_wire::frame::MAX_DATA_LEN {
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        self.check_range(req.src, req.size)?;
+        let src = self.check_range(req.src, req.size)?;
         let size = req.size as usize;
         if size > REPLY_AREA_MIN {
             // Large reads land in the page-locked reply area by DMA, and the worker
@@ -49,7 +48,7 @@ impl CopyOps for Session {
                 // The worker sends the first bytes while the rest are still arriving.
                 self.exec.copy_dtoh_queued(
                     &mut area.as_mut_slice()[..size],
-                    req.src,
+                    src,
                     s,
                     req.is_async,
                 )?;
@@ -61,7 +60,7 @@ impl CopyOps for Session {
             }
         }
         let mut out = self.reply_buffer(size)?;
-        if let Err(e) = self.exec.copy_dtoh(&mut out, req.src, s, req.is_async) {
+        if let Err(e) = self.exec.copy_dtoh(&mut out, src, s, req.is_async) {
             self.recycle(out);
             return Err(e);
         }
@@ -73,10 +72,9 @@ impl CopyOps for Session {
 
     fn memcpy_dtod(&mut self, _: &CallContext, req: MemcpyDtoD, _: &[u8]) -> HandlerResult<()> {
         let s = self.handles.stream(req.stream)?;
-        self.check_range(req.dst, req.size)?;
-        self.check_range(req.src, req.size)?;
-        self.exec
-            .copy_dtod(req.dst, req.src, req.size, s, req.is_async)?;
+        let dst = self.check_range(req.dst, req.size)?;
+        let src = self.check_range(req.src, req.size)?;
+        self.exec.copy_dtod(dst, src, s, req.is_async)?;
         self.accounts
             .stats
             .copied(Direction::DeviceToDevice, req.size);
@@ -94,13 +92,8 @@ impl CopyOps for Session {
         if req.width.checked_mul(req.height) != Some(data.len() as u64) {
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        self.check_pitched(req.dst, req.dpitch, req.width, req.height)?;
-        let dst = Pitched {
-            ptr: req.dst,
-            pitch: req.dpitch,
-        };
-        self.exec
-            .copy_2d_htod(dst, data, req.width, req.height, s, req.is_async)?;
+        let dst = self.check_pitched(req.dst, req.dpitch, req.width, req.height)?;
+        self.exec.copy_2d_htod(dst, data, s, req.is_async)?;
         self.accounts
             .stats
             .copied(Direction::HostToDevice, data.len() as u64);
@@ -120,15 +113,9 @@ impl CopyOps for Session {
             .checked_mul(req.height)
             .filter(|l| *l <= vmcuda_wire::frame::MAX_DATA_LEN)
             .ok_or(CudaStatus::ErrorInvalidValue)?;
-        self.check_pitched(req.src, req.spitch, req.width, req.height)?;
+        let src = self.check_pitched(req.src, req.spitch, req.width, req.height)?;
         let mut out = self.reply_buffer(len as usize)?;
-        let src = Pitched {
-            ptr: req.src,
-            pitch: req.spitch,
-        };
-        let r = self
-            .exec
-            .copy_2d_dtoh(&mut out, src, req.width, req.height, s, req.is_async);
+        let r = self.exec.copy_2d_dtoh(&mut out, src, s, req.is_async);
         if let Err(e) = r {
             self.recycle(out);
             return Err(e);
@@ -144,18 +131,9 @@ impl CopyOps for Session {
         _: &[u8],
     ) -> HandlerResult<()> {
         let s = self.handles.stream(req.stream)?;
-        let dst = Pitched {
-            ptr: req.dst,
-            pitch: req.dpitch,
-        };
-        let src = Pitched {
-            ptr: req.src,
-            pitch: req.spitch,
-        };
-        self.check_pitched(req.dst, req.dpitch, req.width, req.height)?;
-        self.check_pitched(req.src, req.spitch, req.width, req.height)?;
-        self.exec
-            .copy_2d_dtod(dst, src, req.width, req.height, s, req.is_async)?;
+        let dst = self.check_pitched(req.dst, req.dpitch, req.width, req.height)?;
+        let src = self.check_pitched(req.src, req.spitch, req.width, req.height)?;
+        self.exec.copy_2d_dtod(dst, src, s, req.is_async)?;
         self.accounts.stats.copied(
             Direction::DeviceToDevice,
             req.width.saturating_mul(req.height),
@@ -165,37 +143,25 @@ impl CopyOps for Session {
 
     fn memset(&mut self, _: &CallContext, req: Memset, _: &[u8]) -> HandlerResult<()> {
         let s = self.handles.stream(req.stream)?;
-        self.check_range(req.dst, req.size)?;
-        self.exec
-            .memset(req.dst, req.value, req.size, s, req.is_async)?;
+        let dst = self.check_range(req.dst, req.size)?;
+        self.exec.memset(dst, req.value, s, req.is_async)?;
         nothing()
     }
 
     fn memset_2d(&mut self, _: &CallContext, req: Memset2D, _: &[u8]) -> HandlerResult<()> {
         let s = self.handles.stream(req.stream)?;
-        self.check_pitched(req.dst, req.pitch, req.width, req.height)?;
-        let dst = Pitched {
-            ptr: req.dst,
-            pitch: req.pitch,
-        };
-        self.exec
-            .memset_2d(dst, req.value, req.width, req.height, s, req.is_async)?;
+        let dst = self.check_pitched(req.dst, req.pitch, req.width, req.height)?;
+        self.exec.memset_2d(dst, req.value, s, req.is_async)?;
         nothing()
     }
 
     fn memcpy_peer(&mut self, ctx: &CallContext, req: MemcpyPeer, _: &[u8]) -> HandlerResult<()> {
         let s = self.handles.stream(req.stream)?;
-        self.check_range(req.dst, req.size)?;
-        self.check_range(req.src, req.size)?;
-        let r = self.exec.copy_peer(
-            req.dst,
-            req.dst_device,
-            req.src,
-            req.src_device,
-            req.size,
-            s,
-            req.is_async,
-        );
+        let dst = self.check_range(req.dst, req.size)?;
+        let src = self.check_range(req.src, req.size)?;
+        let r = self
+            .exec
+            .copy_peer(dst, req.dst_device, src, req.src_device, s, req.is_async);
         self.exec.set_device(ctx.device)?;
         r?;
         self.accounts
@@ -222,9 +188,9 @@ impl CopyOps for Session {
                 "refused a shared-memory copy outside the guest's shared memory");
             return Err(CudaStatus::ErrorInvalidValue);
         };
-        self.check_range(req.device, req.size)?;
+        let device = self.check_range(req.device, req.size)?;
         self.exec
-            .copy_registered(req.device, here, req.size, req.to_device, s, req.is_async)?;
+            .copy_registered(device, here, req.to_device, s, req.is_async)?;
         let direction = if req.to_device {
             Direction::HostToDevice
         } else {

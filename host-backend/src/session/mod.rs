@@ -7,7 +7,9 @@
 //! - [`accounting`]: the memory it holds, its quota and the VM's ledger, and the range
 //!   check every copy, memset and launch goes through;
 //! - [`crate::shared_memory`]: guest memory mapped into this process;
-//! - [`buffers`]: the worker's page-locked frame buffers as the handlers use them.
+//! - [`buffers`]: the worker's page-locked frame buffers as the handlers use them;
+//! - [`checked`]: the checked ranges handed to the executor, which only the session
+//!   makes.
 //!
 //! Each API family of the op table (`vmcuda_wire::table`) has its handler trait
 //! implemented in a file of its own: [`connection`], [`device`], [`memory`], [`copy`],
@@ -27,6 +29,7 @@ mod blas;
 mod blas_call;
 mod blaslt;
 mod buffers;
+mod checked;
 mod connection;
 mod copy;
 mod device;
@@ -39,6 +42,7 @@ mod stream;
 mod vmm;
 
 pub use buffers::{RECEIVE_BUFFER, RECEIVE_BUFFER_2};
+pub use checked::{DeviceRange, PitchedRange};
 
 use crate::executor::Executor;
 use crate::guest_ram::GuestRam;

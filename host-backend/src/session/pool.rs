@@ -132,7 +132,9 @@ impl PoolOps for Session {
         // Zeroed in the stream's order; in a capture the memset is captured right
         // after the allocation node, so every launch of the graph zeroes the memory it
         // hands out before any later node of the guest's can see it.
-        if let Err(e) = self.exec.memset(ptr, 0, size, s, true) {
+        // The range is the allocation just made for the guest.
+        let fresh = super::checked::DeviceRange::new(ptr, size);
+        if let Err(e) = self.exec.memset(fresh, 0, s, true) {
             let _ = self.exec.free_async(ptr, s);
             self.accounts.refund(charged);
             return Err(e);

@@ -6,12 +6,10 @@ use std::ffi::c_void;
 use std::ptr;
 
 use cudarc::driver::{result, sys};
-use vmcuda_wire::op::DevicePtr;
-use vmcuda_wire::CudaStatus;
 
-use super::super::{ExecResult, ExecStream, Pitched, LEGACY_STREAM};
+use super::super::{DeviceRange, ExecResult, ExecStream, PitchedRange, LEGACY_STREAM};
 use super::staging::{staged_dtoh, staged_htod, STAGING_THRESHOLD};
-use super::{check, check_range, packed_len, status, to_usize, CudaExecutor};
+use super::{check, status, to_usize, CudaExecutor};
 use crate::executor::CopyExec;
 
 impl CudaExecutor {
@@ -43,7 +41,7 @@ impl CudaExecutor {
 impl CopyExec for CudaExecutor {
     fn copy_htod(
         &mut self,
-        dst: DevicePtr,
+        dst: DeviceRange,
         src: &[u8],
         stream: ExecStream,
         is_async: bool,
@@ -53,7 +51,7 @@ impl CopyExec for CudaExecutor {
         if src.is_empty() {
             return Ok(());
         }
-        check_range(dst, src.len())?;
+        let dst = dst.ptr();
         if is_async {
             // SAFETY: `src` is valid for its length during the call, and the driver
             // copies pageable memory to its own staging before returning.
@@ -85,7 +83,7 @@ impl CopyExec for CudaExecutor {
     fn copy_dtoh(
         &mut self,
         dst: &mut [u8],
-        src: DevicePtr,
+        src: DeviceRange,
         stream: ExecStream,
         _is_async: bool,
     ) -> ExecResult<()> {
@@ -95,7 +93,7 @@ impl CopyExec for CudaExecutor {
         if dst.is_empty() {
             return Ok(());
         }
-        check_range(src, dst.len())?;
+        let src = src.ptr();
         if dst.len() > STAGING_THRESHOLD && !self.page_locked(dst.as_ptr() as usize, dst.len()) {
             if let Some(st) = self.staging(idx) {
                 return staged_dtoh(st, dst, src, s);
@@ -113,18 +111,17 @@ impl CopyExec for CudaExecutor {
 
     fn copy_dtod(
         &mut self,
-        dst: DevicePtr,
-        src: DevicePtr,
-        size: u64,
+        dst: DeviceRange,
+        src: DeviceRange,
         stream: ExecStream,
         is_async: bool,
     ) -> ExecResult<()> {
         self.bind()?;
         let s = self.stream(stream)?;
-        if size == 0 {
+        if src.is_empty() {
             return Ok(());
         }
-        let size = to_usize(size)?;
+        let (dst, src, size) = (dst.ptr(), src.ptr(), src.len_usize());
         if !is_async && stream == LEGACY_STREAM {
             // SAFETY: device pointers are validated by the driver.
             return unsafe { result::memcpy_dtod_sync(dst, src, size) }.map_err(status);
@@ -135,18 +132,14 @@ impl CopyExec for CudaExecutor {
 
     fn copy_2d_htod(
         &mut self,
-        dst: Pitched,
+        dst: PitchedRange,
         src: &[u8],
-        width: u64,
-        height: u64,
         stream: ExecStream,
         is_async: bool,
     ) -> ExecResult<()> {
         self.bind()?;
         let s = self.stream(stream)?;
-        if src.len() != packed_len(width, height)? {
-            return Err(CudaStatus::ErrorInvalidValue);
-        }
+        let (width, height) = (dst.width(), dst.height());
         if width == 0 || height == 0 {
             return Ok(());
         }
@@ -162,9 +155,9 @@ impl CopyExec for CudaExecutor {
             dstY: 0,
             dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
             dstHost: ptr::null_mut(),
-            dstDevice: dst.ptr,
+            dstDevice: dst.ptr(),
             dstArray: ptr::null_mut(),
-            dstPitch: to_usize(dst.pitch)?,
+            dstPitch: to_usize(dst.pitch())?,
             WidthInBytes: to_usize(width)?,
             Height: to_usize(height)?,
         };
@@ -178,17 +171,13 @@ impl CopyExec for CudaExecutor {
     fn copy_2d_dtoh(
         &mut self,
         dst: &mut [u8],
-        src: Pitched,
-        width: u64,
-        height: u64,
+        src: PitchedRange,
         stream: ExecStream,
         is_async: bool,
     ) -> ExecResult<()> {
         self.bind()?;
         let s = self.stream(stream)?;
-        if dst.len() != packed_len(width, height)? {
-            return Err(CudaStatus::ErrorInvalidValue);
-        }
+        let (width, height) = (src.width(), src.height());
         if width == 0 || height == 0 {
             return Ok(());
         }
@@ -197,9 +186,9 @@ impl CopyExec for CudaExecutor {
             srcY: 0,
             srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
             srcHost: ptr::null(),
-            srcDevice: src.ptr,
+            srcDevice: src.ptr(),
             srcArray: ptr::null_mut(),
-            srcPitch: to_usize(src.pitch)?,
+            srcPitch: to_usize(src.pitch())?,
             dstXInBytes: 0,
             dstY: 0,
             dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_HOST,
@@ -216,15 +205,14 @@ impl CopyExec for CudaExecutor {
 
     fn copy_2d_dtod(
         &mut self,
-        dst: Pitched,
-        src: Pitched,
-        width: u64,
-        height: u64,
+        dst: PitchedRange,
+        src: PitchedRange,
         stream: ExecStream,
         is_async: bool,
     ) -> ExecResult<()> {
         self.bind()?;
         let s = self.stream(stream)?;
+        let (width, height) = (src.width(), src.height());
         if width == 0 || height == 0 {
             return Ok(());
         }
@@ -233,30 +221,28 @@ impl CopyExec for CudaExecutor {
             srcY: 0,
             srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
             srcHost: ptr::null(),
-            srcDevice: src.ptr,
+            srcDevice: src.ptr(),
             srcArray: ptr::null_mut(),
-            srcPitch: to_usize(src.pitch)?,
+            srcPitch: to_usize(src.pitch())?,
             dstXInBytes: 0,
             dstY: 0,
             dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
             dstHost: ptr::null_mut(),
-            dstDevice: dst.ptr,
+            dstDevice: dst.ptr(),
             dstArray: ptr::null_mut(),
-            dstPitch: to_usize(dst.pitch)?,
+            dstPitch: to_usize(dst.pitch())?,
             WidthInBytes: to_usize(width)?,
             Height: to_usize(height)?,
         };
         self.memcpy_2d(&p, stream, s, is_async, false)
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn copy_peer(
         &mut self,
-        dst: DevicePtr,
+        dst: DeviceRange,
         dst_device: i32,
-        src: DevicePtr,
+        src: DeviceRange,
         src_device: i32,
-        size: u64,
         stream: ExecStream,
         is_async: bool,
     ) -> ExecResult<()> {
@@ -266,10 +252,10 @@ impl CopyExec for CudaExecutor {
         let src_ctx = self.context(src_idx)?;
         self.bind()?;
         let s = self.stream(stream)?;
-        if size == 0 {
+        if src.is_empty() {
             return Ok(());
         }
-        let size = to_usize(size)?;
+        let (dst, src, size) = (dst.ptr(), src.ptr(), src.len_usize());
         if is_async {
             // SAFETY: both contexts are retained primary contexts; `s` is checked;
             // device pointers are validated by the driver.
@@ -282,20 +268,18 @@ impl CopyExec for CudaExecutor {
 
     fn copy_registered(
         &mut self,
-        device: DevicePtr,
+        device: DeviceRange,
         host: u64,
-        size: u64,
         to_device: bool,
         stream: ExecStream,
         is_async: bool,
     ) -> ExecResult<()> {
         self.bind()?;
         let s = self.stream(stream)?;
-        if size == 0 {
+        if device.is_empty() {
             return Ok(());
         }
-        let len = to_usize(size)?;
-        check_range(device, len)?;
+        let (device, len) = (device.ptr(), device.len_usize());
         let host = host as *mut c_void;
         // Raw calls: the host range is memory the guest shares and may write at any
         // time, so no Rust slice may be made over it for cudarc's wrappers.

@@ -6,7 +6,7 @@ use cudarc::driver::result::stream::StreamKind;
 use cudarc::driver::{result, sys};
 use vmcuda_wire::op::{DevicePtr, PointerAttributes};
 
-use super::super::{ExecResult, ExecStream, Pitched, LEGACY_STREAM};
+use super::super::{DeviceRange, ExecResult, ExecStream, PitchedRange, LEGACY_STREAM};
 use super::{check, status, to_usize, CudaExecutor};
 use crate::executor::MemoryExec;
 
@@ -76,18 +76,17 @@ impl MemoryExec for CudaExecutor {
 
     fn memset(
         &mut self,
-        dst: DevicePtr,
+        dst: DeviceRange,
         value: u8,
-        size: u64,
         stream: ExecStream,
         is_async: bool,
     ) -> ExecResult<()> {
         self.bind()?;
         let s = self.stream(stream)?;
-        if size == 0 {
+        if dst.is_empty() {
             return Ok(());
         }
-        let size = to_usize(size)?;
+        let (dst, size) = (dst.ptr(), dst.len_usize());
         if !is_async && stream == LEGACY_STREAM {
             // SAFETY: the device range is validated by the driver.
             return unsafe { result::memset_d8_sync(dst, value, size) }.map_err(status);
@@ -112,25 +111,28 @@ impl MemoryExec for CudaExecutor {
 
     fn memset_2d(
         &mut self,
-        dst: Pitched,
+        dst: PitchedRange,
         value: u8,
-        width: u64,
-        height: u64,
         stream: ExecStream,
         is_async: bool,
     ) -> ExecResult<()> {
         self.bind()?;
         let s = self.stream(stream)?;
-        if width == 0 || height == 0 {
+        if dst.width() == 0 || dst.height() == 0 {
             return Ok(());
         }
-        let (pitch, width, height) = (to_usize(dst.pitch)?, to_usize(width)?, to_usize(height)?);
+        let ptr = dst.ptr();
+        let (pitch, width, height) = (
+            to_usize(dst.pitch())?,
+            to_usize(dst.width())?,
+            to_usize(dst.height())?,
+        );
         if !is_async && stream == LEGACY_STREAM {
-            // SAFETY: the device range is validated by the driver.
-            return check(unsafe { sys::cuMemsetD2D8_v2(dst.ptr, pitch, value, width, height) });
+            // SAFETY: the session checked the range is the guest's own device memory.
+            return check(unsafe { sys::cuMemsetD2D8_v2(ptr, pitch, value, width, height) });
         }
         // SAFETY: as above; `s` is checked.
-        check(unsafe { sys::cuMemsetD2D8Async(dst.ptr, pitch, value, width, height, s) })
+        check(unsafe { sys::cuMemsetD2D8Async(ptr, pitch, value, width, height, s) })
     }
 
     fn host_register(&mut self, ptr: u64, size: u64) -> ExecResult<DevicePtr> {

@@ -41,7 +41,7 @@ use std::collections::HashMap;
 use cudarc::driver::result::DriverError;
 use cudarc::driver::sys;
 use tracing::warn;
-use vmcuda_wire::op::{DevicePtr, ExecutorKind};
+use vmcuda_wire::op::ExecutorKind;
 use vmcuda_wire::CudaStatus;
 
 use super::{ExecEvent, ExecFunction, ExecModule, ExecResult, ExecStream, Executor};
@@ -88,22 +88,6 @@ fn check(r: sys::CUresult) -> ExecResult<()> {
 
 fn to_usize(v: u64) -> ExecResult<usize> {
     usize::try_from(v).map_err(|_| CudaStatus::ErrorInvalidValue)
-}
-
-/// Rejects a device range whose end does not fit in 64 bits, so that chunk offsets
-/// computed later cannot overflow.
-fn check_range(ptr: DevicePtr, len: usize) -> ExecResult<()> {
-    ptr.checked_add(len as u64)
-        .map(|_| ())
-        .ok_or(CudaStatus::ErrorInvalidValue)
-}
-
-/// `width * height` as a byte count that must equal a host buffer's length.
-fn packed_len(width: u64, height: u64) -> ExecResult<usize> {
-    width
-        .checked_mul(height)
-        .ok_or(CudaStatus::ErrorInvalidValue)
-        .and_then(to_usize)
 }
 
 /// An entry point of a library cudarc loaded (the driver, cuBLAS, cuBLASLt), with the C
@@ -186,17 +170,6 @@ impl Drop for CudaExecutor {
 mod tests {
     use super::*;
     use crate::policy::GpuSelection;
-
-    #[test]
-    fn packed_lengths() {
-        assert_eq!(packed_len(3, 4), Ok(12));
-        assert_eq!(packed_len(u64::MAX, 2), Err(CudaStatus::ErrorInvalidValue));
-        assert_eq!(
-            check_range(u64::MAX - 1, 2),
-            Err(CudaStatus::ErrorInvalidValue)
-        );
-        assert_eq!(check_range(16, 2), Ok(()));
-    }
 
     #[test]
     fn driver_errors_keep_their_code() {

@@ -10,8 +10,8 @@ use cudarc::driver::{result, sys};
 use tracing::{debug, warn};
 use vmcuda_wire::op::DevicePtr;
 
-use super::super::{ExecResult, ExecStream};
-use super::{check, check_range, status, CudaExecutor};
+use super::super::{DeviceRange, ExecResult, ExecStream};
+use super::{check, status, CudaExecutor};
 use crate::executor::CopyExec;
 use crate::executor::StagingExec;
 
@@ -281,7 +281,7 @@ impl CudaExecutor {
 impl StagingExec for CudaExecutor {
     fn copy_htod_queued(
         &mut self,
-        dst: DevicePtr,
+        dst: DeviceRange,
         src: &[u8],
         stream: ExecStream,
         is_async: bool,
@@ -297,7 +297,7 @@ impl StagingExec for CudaExecutor {
         if !self.page_locked(src.as_ptr() as usize, src.len()) {
             return self.copy_htod(dst, src, stream, is_async);
         }
-        check_range(dst, src.len())?;
+        let dst = dst.ptr();
         let event = self.copy_event(idx)?;
         // SAFETY: `src` is page-locked memory of the worker's, left untouched until
         // release_buffer(buffer) has waited for the event recorded below; the device
@@ -331,7 +331,7 @@ impl StagingExec for CudaExecutor {
     fn copy_dtoh_queued(
         &mut self,
         dst: &mut [u8],
-        src: DevicePtr,
+        src: DeviceRange,
         stream: ExecStream,
         is_async: bool,
     ) -> ExecResult<()> {
@@ -346,7 +346,7 @@ impl StagingExec for CudaExecutor {
         if !self.page_locked(dst.as_ptr() as usize, dst.len()) {
             return self.copy_dtoh(dst, src, stream, is_async);
         }
-        check_range(src, dst.len())?;
+        let src = src.ptr();
         for start in (0..dst.len()).step_by(DTOH_PIECE) {
             let len = DTOH_PIECE.min(dst.len() - start);
             let piece = &mut dst[start..start + len];

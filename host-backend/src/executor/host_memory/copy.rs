@@ -1,9 +1,8 @@
 //! Copies on the host-memory test double: every one completes in issue order.
 
-use vmcuda_wire::op::DevicePtr;
 use vmcuda_wire::CudaStatus;
 
-use super::super::{ExecResult, ExecStream, Pitched};
+use super::super::{DeviceRange, ExecResult, ExecStream, PitchedRange};
 use super::{graph, HostMemoryExecutor};
 use crate::executor::CopyExec;
 use crate::executor::DeviceExec;
@@ -11,64 +10,59 @@ use crate::executor::DeviceExec;
 impl CopyExec for HostMemoryExecutor {
     fn copy_htod(
         &mut self,
-        dst: DevicePtr,
+        dst: DeviceRange,
         src: &[u8],
         stream: ExecStream,
         _is_async: bool,
     ) -> ExecResult<()> {
         self.check_stream(stream)?;
         self.refuse_in_capture(stream)?;
-        self.slice_mut(dst, src.len() as u64)?.copy_from_slice(src);
+        self.slice_mut(dst.ptr(), dst.len())?.copy_from_slice(src);
         Ok(())
     }
 
     fn copy_dtoh(
         &mut self,
         dst: &mut [u8],
-        src: DevicePtr,
+        src: DeviceRange,
         stream: ExecStream,
         _is_async: bool,
     ) -> ExecResult<()> {
         self.check_stream(stream)?;
         self.refuse_in_capture(stream)?;
-        dst.copy_from_slice(self.slice(src, dst.len() as u64)?);
+        dst.copy_from_slice(self.slice(src.ptr(), src.len())?);
         Ok(())
     }
 
     fn copy_dtod(
         &mut self,
-        dst: DevicePtr,
-        src: DevicePtr,
-        size: u64,
+        dst: DeviceRange,
+        src: DeviceRange,
         stream: ExecStream,
         _is_async: bool,
     ) -> ExecResult<()> {
         self.check_stream(stream)?;
-        self.slice(src, size)?;
-        self.slice(dst, size)?;
-        if self.record(stream, || graph::Recorded::CopyDtoD { dst, src, size }) {
+        self.slice(src.ptr(), src.len())?;
+        self.slice(dst.ptr(), dst.len())?;
+        if self.record(stream, || graph::Recorded::CopyDtoD { dst, src }) {
             return Ok(());
         }
-        let bytes = self.slice(src, size)?.to_vec();
-        self.slice_mut(dst, size)?.copy_from_slice(&bytes);
+        let bytes = self.slice(src.ptr(), src.len())?.to_vec();
+        self.slice_mut(dst.ptr(), dst.len())?
+            .copy_from_slice(&bytes);
         Ok(())
     }
 
     fn copy_2d_htod(
         &mut self,
-        dst: Pitched,
+        dst: PitchedRange,
         src: &[u8],
-        width: u64,
-        height: u64,
         stream: ExecStream,
         _is_async: bool,
     ) -> ExecResult<()> {
         self.check_stream(stream)?;
         self.refuse_in_capture(stream)?;
-        if width.checked_mul(height) != Some(src.len() as u64) {
-            return Err(CudaStatus::ErrorInvalidValue);
-        }
-        let Some(region) = self.pitched(dst, width, height)? else {
+        let Some(region) = self.pitched(dst)? else {
             return Ok(());
         };
         let bytes = self.allocation_mut(region.start);
@@ -81,18 +75,13 @@ impl CopyExec for HostMemoryExecutor {
     fn copy_2d_dtoh(
         &mut self,
         dst: &mut [u8],
-        src: Pitched,
-        width: u64,
-        height: u64,
+        src: PitchedRange,
         stream: ExecStream,
         _is_async: bool,
     ) -> ExecResult<()> {
         self.check_stream(stream)?;
         self.refuse_in_capture(stream)?;
-        if width.checked_mul(height) != Some(dst.len() as u64) {
-            return Err(CudaStatus::ErrorInvalidValue);
-        }
-        let Some(region) = self.pitched(src, width, height)? else {
+        let Some(region) = self.pitched(src)? else {
             return Ok(());
         };
         let bytes = &self.memory[&region.start];
@@ -104,28 +93,17 @@ impl CopyExec for HostMemoryExecutor {
 
     fn copy_2d_dtod(
         &mut self,
-        dst: Pitched,
-        src: Pitched,
-        width: u64,
-        height: u64,
+        dst: PitchedRange,
+        src: PitchedRange,
         stream: ExecStream,
         _is_async: bool,
     ) -> ExecResult<()> {
         self.check_stream(stream)?;
-        // Both regions are checked before anything is allocated or copied: the staging
-        // buffer is sized by the guest's numbers only once they fit in real allocations.
-        let (Some(from), Some(to)) = (
-            self.pitched(src, width, height)?,
-            self.pitched(dst, width, height)?,
-        ) else {
+        // Both regions are found before anything is allocated or copied.
+        let (Some(from), Some(to)) = (self.pitched(src)?, self.pitched(dst)?) else {
             return Ok(());
         };
-        let op = || graph::Recorded::Copy2DDtoD {
-            dst,
-            src,
-            width,
-            height,
-        };
+        let op = || graph::Recorded::Copy2DDtoD { dst, src };
         if self.record(stream, op) {
             return Ok(());
         }
@@ -142,32 +120,30 @@ impl CopyExec for HostMemoryExecutor {
         Ok(())
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn copy_peer(
         &mut self,
-        dst: DevicePtr,
+        dst: DeviceRange,
         dst_device: i32,
-        src: DevicePtr,
+        src: DeviceRange,
         src_device: i32,
-        size: u64,
         stream: ExecStream,
         is_async: bool,
     ) -> ExecResult<()> {
         self.set_device(dst_device)?;
         self.set_device(src_device)?;
-        self.copy_dtod(dst, src, size, stream, is_async)
+        self.copy_dtod(dst, src, stream, is_async)
     }
 
     fn copy_registered(
         &mut self,
-        device: DevicePtr,
+        device: DeviceRange,
         host: u64,
-        size: u64,
         to_device: bool,
         stream: ExecStream,
         _is_async: bool,
     ) -> ExecResult<()> {
         self.check_stream(stream)?;
+        let size = device.len();
         let end = host
             .checked_add(size)
             .ok_or(CudaStatus::ErrorInvalidValue)?;
@@ -179,11 +155,10 @@ impl CopyExec for HostMemoryExecutor {
             return Err(CudaStatus::ErrorInvalidValue);
         }
         let len = usize::try_from(size).map_err(|_| CudaStatus::ErrorInvalidValue)?;
-        self.slice(device, size)?;
+        self.slice(device.ptr(), size)?;
         let op = || graph::Recorded::CopyRegistered {
             device,
             host,
-            size,
             to_device,
         };
         if self.record(stream, op) {
@@ -191,14 +166,14 @@ impl CopyExec for HostMemoryExecutor {
         }
         let host = host as *mut u8;
         if to_device {
-            let dst = self.slice_mut(device, size)?;
+            let dst = self.slice_mut(device.ptr(), size)?;
             // SAFETY: `[host, host + len)` lies inside a range registered with this
             // executor, which the session keeps mapped until host_unregister; it is
             // shared guest memory, never this executor's own (`dst`), so they do not
             // overlap. Like a DMA engine, this reads whatever the guest has there now.
             unsafe { std::ptr::copy_nonoverlapping(host, dst.as_mut_ptr(), len) };
         } else {
-            let src = self.slice(device, size)?;
+            let src = self.slice(device.ptr(), size)?;
             // SAFETY: as above, writing the guest's shared pages.
             unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), host, len) };
         }

@@ -25,7 +25,9 @@ use vmcuda_wire::op::{DevicePtr, LaunchAttribute};
 use vmcuda_wire::CudaStatus;
 
 use super::super::graph::{ExecGraph, ExecGraphExec, ExecNode, Graphs};
-use super::super::{ExecEvent, ExecFunction, ExecResult, ExecStream, LaunchConfig, Pitched};
+use super::super::{
+    DeviceRange, ExecEvent, ExecFunction, ExecResult, ExecStream, LaunchConfig, PitchedRange,
+};
 use super::{allocation_footprint, HostMemoryExecutor};
 use crate::executor::CopyExec;
 use crate::executor::LaunchExec;
@@ -42,35 +44,31 @@ pub const GRAPH_MEMORY_FILL: u8 = 0xA5;
 #[derive(Clone, Debug)]
 pub(super) enum Recorded {
     Memset {
-        dst: DevicePtr,
+        dst: DeviceRange,
         value: u8,
-        size: u64,
     },
     Memset2D {
-        dst: Pitched,
+        dst: PitchedRange,
         value: u8,
-        width: u64,
-        height: u64,
     },
     CopyDtoD {
-        dst: DevicePtr,
-        src: DevicePtr,
-        size: u64,
+        dst: DeviceRange,
+        src: DeviceRange,
     },
     Copy2DDtoD {
-        dst: Pitched,
-        src: Pitched,
-        width: u64,
-        height: u64,
+        dst: PitchedRange,
+        src: PitchedRange,
     },
     CopyRegistered {
-        device: DevicePtr,
+        device: DeviceRange,
         host: u64,
-        size: u64,
         to_device: bool,
     },
     /// A graph's own memory, handed out at each launch.
-    MemAlloc { ptr: DevicePtr, size: u64 },
+    MemAlloc {
+        ptr: DevicePtr,
+        size: u64,
+    },
     /// The graph is done with one of its allocations (it keeps the memory).
     MemFree,
     Launch {
@@ -274,26 +272,15 @@ impl HostMemoryExecutor {
 
     fn run(&mut self, op: Recorded, stream: ExecStream) -> ExecResult<()> {
         match op {
-            Recorded::Memset { dst, value, size } => self.memset(dst, value, size, stream, true),
-            Recorded::Memset2D {
-                dst,
-                value,
-                width,
-                height,
-            } => self.memset_2d(dst, value, width, height, stream, true),
-            Recorded::CopyDtoD { dst, src, size } => self.copy_dtod(dst, src, size, stream, true),
-            Recorded::Copy2DDtoD {
-                dst,
-                src,
-                width,
-                height,
-            } => self.copy_2d_dtod(dst, src, width, height, stream, true),
+            Recorded::Memset { dst, value } => self.memset(dst, value, stream, true),
+            Recorded::Memset2D { dst, value } => self.memset_2d(dst, value, stream, true),
+            Recorded::CopyDtoD { dst, src } => self.copy_dtod(dst, src, stream, true),
+            Recorded::Copy2DDtoD { dst, src } => self.copy_2d_dtod(dst, src, stream, true),
             Recorded::CopyRegistered {
                 device,
                 host,
-                size,
                 to_device,
-            } => self.copy_registered(device, host, size, to_device, stream, true),
+            } => self.copy_registered(device, host, to_device, stream, true),
             Recorded::MemAlloc { ptr, size } => {
                 if let Ok(bytes) = self.slice_mut(ptr, size) {
                     bytes.fill(GRAPH_MEMORY_FILL);
@@ -565,7 +552,11 @@ impl Graphs for HostMemoryExecutor {
 mod tests {
     use super::*;
     use crate::executor::graph::Graphs;
-    use crate::executor::{CopyExec, MemoryExec, StreamExec};
+    use crate::executor::{CopyExec, DeviceRange, MemoryExec, StreamExec};
+
+    fn r(ptr: DevicePtr, len: u64) -> DeviceRange {
+        DeviceRange::for_tests(ptr, len)
+    }
 
     #[test]
     fn captured_work_is_recorded_and_replayed_by_each_launch() {
@@ -575,16 +566,16 @@ mod tests {
         let a = x.alloc(64).unwrap();
         let b = x.alloc(64).unwrap();
         x.begin_capture(s).unwrap();
-        x.memset(a, 7, 64, s, true).unwrap();
+        x.memset(r(a, 64), 7, s, true).unwrap();
         // Fork to `t` through an event, copy there, and join back.
         let fork = x.event_create(0).unwrap();
         let join = x.event_create(0).unwrap();
         x.event_record(fork, s, 0).unwrap();
         x.stream_wait_event(t, fork, 0).unwrap();
-        x.copy_dtod(b, a, 64, t, true).unwrap();
+        x.copy_dtod(r(b, 64), r(a, 64), t, true).unwrap();
         x.event_record(join, t, 0).unwrap();
         x.stream_wait_event(s, join, 0).unwrap();
-        x.memset(a, 1, 8, s, true).unwrap();
+        x.memset(r(a, 8), 1, s, true).unwrap();
         // The graph being built, seen from the capture: s's last node is the frontier.
         let (building, deps) = x.capture_graph(s).unwrap();
         assert_eq!(deps, vec![building << 16 | 3]);
@@ -592,7 +583,8 @@ mod tests {
         // Nothing ran yet; a pageable copy cannot be captured.
         assert_eq!(x.slice(a, 1).unwrap()[0], 0);
         assert_eq!(
-            x.copy_htod(a, &[1], s, true).unwrap_err(),
+            x.copy_htod(r(a, [1].len() as u64), &[1], s, true)
+                .unwrap_err(),
             CudaStatus::ErrorStreamCaptureUnsupported
         );
         // Only the origin stream ends the capture.

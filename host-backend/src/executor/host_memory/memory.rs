@@ -4,7 +4,7 @@
 use vmcuda_wire::op::{DevicePtr, PointerAttributes};
 use vmcuda_wire::CudaStatus;
 
-use super::super::{ExecResult, ExecStream, Pitched};
+use super::super::{DeviceRange, ExecResult, ExecStream, PitchedRange};
 use super::{
     align_up, allocation_footprint, graph, HostMemoryExecutor, Region, ALIGN, GUARD, PITCH_ALIGN,
 };
@@ -102,29 +102,23 @@ impl HostMemoryExecutor {
     /// allocation holding all of it. The region is checked as a whole before a byte
     /// moves, so a bad one fails without a partial copy, with no arithmetic overflow,
     /// and in one lookup however many rows it claims.
-    pub(super) fn pitched(
-        &self,
-        p: Pitched,
-        width: u64,
-        height: u64,
-    ) -> ExecResult<Option<Region>> {
-        if width > p.pitch && height > 1 {
+    pub(super) fn pitched(&self, p: PitchedRange) -> ExecResult<Option<Region>> {
+        let (width, height) = (p.width(), p.height());
+        if width > p.pitch() && height > 1 {
             return Err(CudaStatus::ErrorInvalidPitchValue);
         }
         if width == 0 || height == 0 {
             return Ok(None);
         }
-        let span = p
-            .pitch
-            .checked_mul(height - 1)
-            .and_then(|s| s.checked_add(width))
-            .ok_or(CudaStatus::ErrorInvalidValue)?;
-        let (start, offset) = self.locate(p.ptr, span)?;
+        // The session checked the span lies in the guest's memory (no overflow).
+        // Saturating, so a range no session would make fails here rather than wraps.
+        let span = p.pitch().saturating_mul(height - 1).saturating_add(width);
+        let (start, offset) = self.locate(p.ptr(), span)?;
         // All of it fits in one allocation, so every number below fits in a usize.
         Ok(Some(Region {
             start,
             offset,
-            pitch: p.pitch as usize,
+            pitch: p.pitch() as usize,
             width: width as usize,
             height: height as usize,
         }))
@@ -167,18 +161,17 @@ impl MemoryExec for HostMemoryExecutor {
 
     fn memset(
         &mut self,
-        dst: DevicePtr,
+        dst: DeviceRange,
         value: u8,
-        size: u64,
         stream: ExecStream,
         _is_async: bool,
     ) -> ExecResult<()> {
         self.check_stream(stream)?;
-        self.slice(dst, size)?;
-        if self.record(stream, || graph::Recorded::Memset { dst, value, size }) {
+        self.slice(dst.ptr(), dst.len())?;
+        if self.record(stream, || graph::Recorded::Memset { dst, value }) {
             return Ok(());
         }
-        self.slice_mut(dst, size)?.fill(value);
+        self.slice_mut(dst.ptr(), dst.len())?.fill(value);
         Ok(())
     }
 
@@ -189,23 +182,16 @@ impl MemoryExec for HostMemoryExecutor {
 
     fn memset_2d(
         &mut self,
-        dst: Pitched,
+        dst: PitchedRange,
         value: u8,
-        width: u64,
-        height: u64,
         stream: ExecStream,
         _is_async: bool,
     ) -> ExecResult<()> {
         self.check_stream(stream)?;
-        let Some(region) = self.pitched(dst, width, height)? else {
+        let Some(region) = self.pitched(dst)? else {
             return Ok(());
         };
-        let op = || graph::Recorded::Memset2D {
-            dst,
-            value,
-            width,
-            height,
-        };
+        let op = || graph::Recorded::Memset2D { dst, value };
         if self.record(stream, op) {
             return Ok(());
         }

@@ -1,6 +1,6 @@
 use super::super::LEGACY_STREAM;
 use super::*;
-use crate::executor::{CopyExec, MemoryExec, Pitched};
+use crate::executor::{CopyExec, DeviceRange, MemoryExec, PitchedRange};
 use vmcuda_wire::CudaStatus;
 
 /// Workers are separate processes, each with its own O_APPEND descriptor of the
@@ -56,25 +56,29 @@ fn exec() -> HostMemoryExecutor {
     HostMemoryExecutor::new(64 << 20, None).unwrap()
 }
 
-fn at(ptr: DevicePtr, pitch: u64) -> Pitched {
-    Pitched { ptr, pitch }
+fn at(ptr: DevicePtr, pitch: u64, width: u64, height: u64) -> PitchedRange {
+    PitchedRange::for_tests(ptr, pitch, width, height)
+}
+
+fn r(ptr: DevicePtr, len: u64) -> DeviceRange {
+    DeviceRange::for_tests(ptr, len)
 }
 
 #[test]
 fn pitched_copies_and_memsets_land_row_by_row() {
     let mut e = exec();
     let p = e.alloc(4096).unwrap();
-    e.memset(p, 0, 4096, S, false).unwrap();
-    e.copy_2d_htod(at(p, 16), b"abcdef", 3, 2, S, false)
+    e.memset(r(p, 4096), 0, S, false).unwrap();
+    e.copy_2d_htod(at(p, 16, 3, 2), b"abcdef", S, false)
         .unwrap();
-    e.memset_2d(at(p + 3, 16), b'-', 1, 2, S, false).unwrap();
+    e.memset_2d(at(p + 3, 16, 1, 2), b'-', S, false).unwrap();
     let mut out = [0u8; 8];
-    e.copy_2d_dtoh(&mut out, at(p, 16), 4, 2, S, false).unwrap();
+    e.copy_2d_dtoh(&mut out, at(p, 16, 4, 2), S, false).unwrap();
     assert_eq!(&out, b"abc-def-");
     // Overlapping regions copy as if through a temporary.
-    e.copy_2d_dtod(at(p + 1, 16), at(p, 16), 4, 2, S, false)
+    e.copy_2d_dtod(at(p + 1, 16, 4, 2), at(p, 16, 4, 2), S, false)
         .unwrap();
-    e.copy_2d_dtoh(&mut out, at(p, 16), 4, 2, S, false).unwrap();
+    e.copy_2d_dtoh(&mut out, at(p, 16, 4, 2), S, false).unwrap();
     assert_eq!(&out, b"aabcddef");
 }
 
@@ -82,14 +86,14 @@ fn pitched_copies_and_memsets_land_row_by_row() {
 fn a_region_past_its_allocation_fails_before_any_byte_moves() {
     let mut e = exec();
     let p = e.alloc(64).unwrap();
-    e.memset(p, 0, 64, S, false).unwrap();
+    e.memset(r(p, 64), 0, S, false).unwrap();
     // Rows 0..3 fit, row 4 does not.
     assert_eq!(
-        e.memset_2d(at(p, 16), 9, 8, 5, S, false),
+        e.memset_2d(at(p, 16, 8, 5), 9, S, false),
         Err(CudaStatus::ErrorInvalidValue)
     );
     let mut out = [1u8; 64];
-    e.copy_dtoh(&mut out, p, S, false).unwrap();
+    e.copy_dtoh(&mut out, r(p, 64), S, false).unwrap();
     assert_eq!(out, [0u8; 64], "nothing written");
 }
 
@@ -102,29 +106,29 @@ fn absurd_pitched_regions_get_errors_not_allocations_or_endless_loops() {
     let p = e.alloc(4096).unwrap();
     let huge = 1u64 << 27;
     assert_eq!(
-        e.copy_2d_dtod(at(p, huge), at(p, huge), huge, huge, S, false),
+        e.copy_2d_dtod(at(p, huge, huge, huge), at(p, huge, huge, huge), S, false),
         Err(CudaStatus::ErrorInvalidValue)
     );
     // Row addresses that overflow u64.
     assert_eq!(
-        e.memset_2d(at(p, u64::MAX), 0, 1, 3, S, false),
+        e.memset_2d(at(p, u64::MAX, 1, 3), 0, S, false),
         Err(CudaStatus::ErrorInvalidValue)
     );
     let mut out = [0u8; 2];
     assert_eq!(
-        e.copy_2d_dtoh(&mut out, at(u64::MAX, 1), 1, 2, S, false),
+        e.copy_2d_dtoh(&mut out, at(u64::MAX, 1, 1, 2), S, false),
         Err(CudaStatus::ErrorInvalidValue)
     );
     // Empty regions are no-ops however many rows they claim (they used to loop
     // over every row).
-    e.memset_2d(at(p, 0), 0, 0, u64::MAX, S, false).unwrap();
-    e.copy_2d_dtod(at(p, 0), at(p, 0), 0, u64::MAX, S, false)
+    e.memset_2d(at(p, 0, 0, u64::MAX), 0, S, false).unwrap();
+    e.copy_2d_dtod(at(p, 0, 0, u64::MAX), at(p, 0, 0, u64::MAX), S, false)
         .unwrap();
-    e.copy_2d_htod(at(p, 0), &[], 0, u64::MAX, S, false)
+    e.copy_2d_htod(at(p, 0, 0, u64::MAX), &[], S, false)
         .unwrap();
     // width * height overflowing is a mismatch with the data, not a panic.
     assert_eq!(
-        e.copy_2d_htod(at(p, 1 << 33), &[0; 4], 1 << 32, 1 << 32, S, false),
+        e.copy_2d_htod(at(p, 1 << 33, 1 << 32, 1 << 32), &[0; 4], S, false),
         Err(CudaStatus::ErrorInvalidValue)
     );
 }
