@@ -28,17 +28,21 @@ start_host() { # NAME CARRY: a host for that build, on $raw/NAME.sock
 }
 base_host=$(start_host base "$base")
 new_host=$(start_host new "$new")
-trap 'kill $base_host $new_host 2>/dev/null; wait 2>/dev/null' EXIT
+# The raw outputs and host logs come along, also when a run is cut short.
+trap 'kill $base_host $new_host 2>/dev/null; wait 2>/dev/null; tar -czf "$out/compare-raw.tar.gz" -C "$raw" .' EXIT
+limit=${VMCUDA_COMPARE_RUN_LIMIT:-240}
 for _ in $(seq 200); do [ -S "$raw/base.sock" ] && [ -S "$raw/new.sock" ] && break; sleep 0.1; done
 
 for r in $(seq "$rounds"); do
   echo "== round $r of $rounds"
-  LD_LIBRARY_PATH="$real_cudart" "$new/bench/bench" >"$raw/native.$r.txt"
+  echo "   native ($(date -u +%T))"
+  LD_LIBRARY_PATH="$real_cudart" timeout "$limit" "$new/bench/bench" >"$raw/native.$r.txt"
   for build in base new; do
     carry=$base
     [ "$build" = new ] && carry=$new
+    echo "   $build ($(date -u +%T))"
     LD_LIBRARY_PATH="$carry/guest/lib" VMCUDA_SERVER="unix:$raw/$build.sock" \
-      "$carry/bench/bench" >"$raw/$build.$r.txt" 2>"$raw/$build.$r.err" ||
+      timeout "$limit" "$carry/bench/bench" >"$raw/$build.$r.txt" 2>"$raw/$build.$r.err" ||
       echo "compare.sh: $build round $r failed: $(tail -2 "$raw/$build.$r.err")" >&2
   done
 done

@@ -30,7 +30,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
-use tracing::warn;
+use tracing::{debug, warn};
 use vmcuda_wire::CudaStatus;
 
 /// Upper bounds of the call latency histogram's buckets, in nanoseconds: 1 µs to about
@@ -487,8 +487,18 @@ impl Drop for WorkerStats {
             write_totals(dir, &totals)?;
             std::fs::remove_file(path).map_err(io_error(path))
         };
-        if let Err(e) = retire() {
-            warn!("cannot retire this connection's figures ({e}); the next worker or scrape will");
+        match retire() {
+            Ok(()) => {}
+            // A jailed worker may not write the shared directory (docs/security.md):
+            // expected, and the next unjailed reader folds its figures.
+            Err(StatsError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::PermissionDenied =>
+            {
+                debug!("this connection's figures are left for the daemon to fold ({source})");
+            }
+            Err(e) => {
+                warn!("cannot retire this connection's figures ({e}); the next worker or scrape will");
+            }
         }
     }
 }
