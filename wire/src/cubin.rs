@@ -32,7 +32,9 @@
 //! everything read from section contents here is bounds-checked too, so no input makes
 //! these functions panic.
 
-use crate::fatbin::{Compression, EntryKind, Fatbin};
+use crate::fatbin::{Entry, EntryKind, Fatbin, FatbinError};
+use std::borrow::Cow;
+
 use object::elf;
 use object::read::elf::{FileHeader, SectionHeader, SectionTable, Sym, SymbolTable};
 use object::read::SectionIndex;
@@ -112,15 +114,14 @@ pub enum CubinError {
     /// The fatbinary holds no ELF cubin (suitable for the requested architecture).
     #[error("no suitable cubin in the fatbinary")]
     NoCubin,
-    /// The only suitable cubins are compressed, and this crate never decompresses.
-    #[error(
-        "the sm_{sm_arch} cubin is compressed ({compression:?}); decompression is not supported"
-    )]
-    CompressedCubin {
+    /// The chosen cubin is compressed and does not decompress within bounds.
+    #[error("the sm_{sm_arch} cubin cannot be decompressed: {source}")]
+    BadCompressedCubin {
         /// Its architecture.
         sm_arch: u32,
-        /// How it is compressed.
-        compression: Compression,
+        /// Why.
+        #[source]
+        source: FatbinError,
     },
 }
 
@@ -481,45 +482,42 @@ pub fn module_data_len(elf: &[u8]) -> Result<u64> {
     Cubin::parse(elf)?.module_data_len()
 }
 
-/// The uncompressed ELF cubin with the highest SM architecture in `fatbin`.
+/// The ELF cubin with the highest SM architecture in `fatbin`, decompressed if it is
+/// compressed (nvcc compresses cubins with `-G` or `-Xfatbin -compress-all`); of two
+/// cubins for one architecture the uncompressed one is taken.
 ///
-/// Fails with [`CubinError::CompressedCubin`] when every cubin is compressed (nvcc
-/// compresses cubins with `-G` or `-Xfatbin -compress-all`), and with
-/// [`CubinError::NoCubin`] when there is none (PTX only).
-pub fn find_cubin<'a>(fatbin: &Fatbin<'a>) -> Result<&'a [u8]> {
+/// Fails with [`CubinError::NoCubin`] when there is none (PTX only), and with
+/// [`CubinError::BadCompressedCubin`] when the chosen one does not decompress (see
+/// [`crate::fatbin::Entry::payload_decompressed`] for the bounds).
+pub fn find_cubin<'a>(fatbin: &Fatbin<'a>) -> Result<Cow<'a, [u8]>> {
     pick_cubin(fatbin, |_| true)
 }
 
 /// Like [`find_cubin`], for a GPU of architecture `sm` (e.g. 90): SASS runs only on
 /// the same major architecture with an equal or higher minor, so candidates are the
-/// cubins with `sm_arch / 10 == sm / 10` and `sm_arch <= sm`; the highest wins.
-pub fn find_cubin_for<'a>(fatbin: &Fatbin<'a>, sm: u32) -> Result<&'a [u8]> {
+/// cubins with `sm_arch / 10 == sm / 10` and `sm_arch <= sm`; the highest wins, as
+/// it does when the driver picks the code to load.
+pub fn find_cubin_for<'a>(fatbin: &Fatbin<'a>, sm: u32) -> Result<Cow<'a, [u8]>> {
     pick_cubin(fatbin, |arch| arch / 10 == sm / 10 && arch <= sm)
 }
 
-fn pick_cubin<'a>(fatbin: &Fatbin<'a>, fits: impl Fn(u32) -> bool) -> Result<&'a [u8]> {
-    let candidates = fatbin
+fn pick_cubin<'a>(fatbin: &Fatbin<'a>, fits: impl Fn(u32) -> bool) -> Result<Cow<'a, [u8]>> {
+    // Highest architecture first; at a tie, an uncompressed cubin (nothing to decode).
+    let best: Option<&Entry<'a>> = fatbin
         .entries()
-        .filter(|e| e.kind == EntryKind::Cubin && fits(e.sm_arch));
-    let mut best_plain: Option<(u32, &'a [u8])> = None;
-    let mut best_compressed: Option<(u32, Compression)> = None;
-    for e in candidates {
-        if e.is_compressed() {
-            if best_compressed.is_none_or(|(arch, _)| e.sm_arch > arch) {
-                best_compressed = Some((e.sm_arch, e.compression()));
+        .filter(|e| e.kind == EntryKind::Cubin && fits(e.sm_arch))
+        .fold(None, |best, e| match best {
+            Some(b) if (b.sm_arch, !b.is_compressed()) >= (e.sm_arch, !e.is_compressed()) => {
+                Some(b)
             }
-        } else if best_plain.is_none_or(|(arch, _)| e.sm_arch > arch) {
-            best_plain = Some((e.sm_arch, e.payload));
-        }
-    }
-    match (best_plain, best_compressed) {
-        (Some((_, payload)), _) => Ok(payload),
-        (None, Some((sm_arch, compression))) => Err(CubinError::CompressedCubin {
-            sm_arch,
-            compression,
-        }),
-        (None, None) => Err(CubinError::NoCubin),
-    }
+            _ => Some(e),
+        });
+    let best = best.ok_or(CubinError::NoCubin)?;
+    best.payload_decompressed()
+        .map_err(|source| CubinError::BadCompressedCubin {
+            sm_arch: best.sm_arch,
+            source,
+        })
 }
 
 #[cfg(test)]

@@ -8,8 +8,22 @@
 //! The guest only knows a pointer, so it needs the byte length before it can ship
 //! anything: [`container_total_len`] reads one 16-byte container header at a time
 //! and [`containers_len`] does the same walk over a slice. The host then uses
-//! [`parse`] to look inside. Payloads are never decompressed here: the CUDA driver
-//! takes them as they are, so they are handed out as borrowed slices.
+//! [`parse`] to look inside. [`parse`] hands payloads out as borrowed slices,
+//! compressed or not: the CUDA driver takes the container as it is, so what is
+//! loaded is never rebuilt from decompressed bytes.
+//!
+//! The one exception is [`Entry::payload_decompressed`]. The host must know how much
+//! device memory a module's globals and constant banks take before the driver loads
+//! it (to keep the session's quota), and that is only in the cubin's section headers:
+//! a zero-initialised `.nv.global` has a size but no bytes in the file, so the
+//! compressed size says nothing about it. nvcc compresses cubins with `-G`,
+//! `-Xfatbin -compress-all` (stock PyTorch builds do), so such a cubin is decompressed
+//! into a private buffer, for reading only. LZ4 entries are raw LZ4 *blocks* (no
+//! frame header; nvcc 13 `--compress-mode=speed`), zstd entries are zstd frames
+//! (the other modes). Decompression is bounded: an entry that declares more than
+//! [`MAX_UNCOMPRESSED_LEN`] bytes, or more than its compressed data could encode, is
+//! refused before anything is allocated, and one that does not decode to exactly its
+//! declared size is refused.
 //!
 //! Everything is plain safe code over `&[u8]`: every size read from the input is
 //! checked with checked arithmetic and `get()`, so no input makes these functions
@@ -32,6 +46,9 @@
 //! start) and the next entry right after the payload. nvcc pads payloads to 8 bytes,
 //! so `compressed size` may be a little below `payload size`.
 
+use std::borrow::Cow;
+use std::io::Read;
+
 use thiserror::Error;
 
 /// Magic of the 24-byte wrapper passed to `__cudaRegisterFatBinary`.
@@ -50,6 +67,19 @@ pub const ENTRY_MIN_HEADER_LEN: usize = 0x40;
 /// device code; anything above this is a corrupt header, and refusing it keeps a guest
 /// from trying to copy gigabytes from a bad pointer.
 pub const MAX_CONTAINER_LEN: u64 = 1 << 31;
+/// Largest uncompressed size [`Entry::payload_decompressed`] accepts. A cubin's
+/// zero-initialised globals take no file space, so even large modules stay far below.
+pub const MAX_UNCOMPRESSED_LEN: u64 = 256 << 20;
+/// LZ4 cannot expand its input by more than this factor (a match of length 255·k
+/// costs at least k bytes), so a larger declared size is a lie, found before
+/// allocating for it.
+const LZ4_MAX_RATIO: u64 = 255;
+/// A zstd decoder holds back a whole window of output before any of it can be read,
+/// so the window a frame asks for is memory spent before the declared size can be
+/// checked. nvcc writes single-segment frames (window = content size); an encoder
+/// without the size at hand uses at most 8 MiB up to level 19. A frame may ask for
+/// the declared size rounded up to a power of two, or this, whichever is larger.
+const ZSTD_MIN_WINDOW_ALLOWED: u64 = 8 << 20;
 
 /// Entry flag: 64-bit code.
 pub const FLAG_64BIT: u64 = 0x1;
@@ -111,6 +141,27 @@ pub enum FatbinError {
         offset: usize,
         /// Total length it declares, header included (saturated at `u64::MAX`).
         len: u64,
+    },
+    /// A compressed entry declares an uncompressed size above
+    /// [`MAX_UNCOMPRESSED_LEN`], or above what its compressed data could encode.
+    #[error("fatbin entry at offset {offset} declares {size} uncompressed bytes from {compressed} compressed ones: refused")]
+    UncompressedTooLarge {
+        /// Where the entry header starts.
+        offset: usize,
+        /// Declared uncompressed size.
+        size: u64,
+        /// Length of the compressed data.
+        compressed: usize,
+    },
+    /// A compressed entry does not decode, or not to its declared size.
+    #[error("fatbin entry at offset {offset} ({compression:?}) does not decompress: {reason}")]
+    Decompress {
+        /// Where the entry header starts.
+        offset: usize,
+        /// The compression it claims.
+        compression: Compression,
+        /// What went wrong.
+        reason: String,
     },
 }
 
@@ -376,6 +427,111 @@ impl<'a> Entry<'a> {
             .and_then(|n| self.payload.get(..n))
             .unwrap_or(self.payload)
     }
+
+    /// The payload as the code it holds: borrowed as is when the entry is not
+    /// compressed, else decompressed into a new buffer (see the module doc for the
+    /// formats and bounds). For reading the code only; the driver gets the container.
+    ///
+    /// Fails with [`FatbinError::UncompressedTooLarge`] before allocating when the
+    /// declared size is above [`MAX_UNCOMPRESSED_LEN`] (or impossible for LZ4), and
+    /// with [`FatbinError::Decompress`] when the data does not decode to exactly the
+    /// declared size.
+    pub fn payload_decompressed(&self) -> Result<Cow<'a, [u8]>> {
+        let compression = self.compression();
+        if compression == Compression::None {
+            return Ok(Cow::Borrowed(self.payload));
+        }
+        let input = self.compressed_data();
+        let declared = self.uncompressed_size;
+        let ratio_bound = match compression {
+            Compression::Lz4 => (input.len() as u64).saturating_mul(LZ4_MAX_RATIO),
+            _ => u64::MAX,
+        };
+        let size = usize::try_from(declared)
+            .ok()
+            .filter(|_| declared <= MAX_UNCOMPRESSED_LEN && declared <= ratio_bound)
+            .ok_or(FatbinError::UncompressedTooLarge {
+                offset: self.offset,
+                size: declared,
+                compressed: input.len(),
+            })?;
+        let fail = |reason: String| FatbinError::Decompress {
+            offset: self.offset,
+            compression,
+            reason,
+        };
+        let out = match compression {
+            Compression::Lz4 => {
+                // A raw block: the size is known only from the header.
+                let mut out = vec![0u8; size];
+                let n = lz4_flex::block::decompress_into(input, &mut out)
+                    .map_err(|e| fail(e.to_string()))?;
+                if n != size {
+                    return Err(fail(format!("{n} bytes, {size} declared")));
+                }
+                out
+            }
+            _ => {
+                let window = zstd_window(input).ok_or_else(|| fail("bad frame header".into()))?;
+                let allowed = declared
+                    .checked_next_power_of_two()
+                    .unwrap_or(u64::MAX)
+                    .max(ZSTD_MIN_WINDOW_ALLOWED);
+                if window > allowed {
+                    return Err(fail(format!(
+                        "window of {window} bytes for {declared} declared"
+                    )));
+                }
+                // The output grows only as data decodes, and reading stops one byte
+                // past the declared size: with the window bounded, a lying frame costs
+                // at most the window and the declared size.
+                let decoder = ruzstd::decoding::StreamingDecoder::new(input)
+                    .map_err(|e| fail(e.to_string()))?;
+                let mut out = Vec::new();
+                decoder
+                    .take(declared.saturating_add(1))
+                    .read_to_end(&mut out)
+                    .map_err(|e| fail(e.to_string()))?;
+                if out.len() != size {
+                    let got = match out.len() > size {
+                        true => format!("more than {size} bytes"),
+                        false => format!("{} bytes", out.len()),
+                    };
+                    return Err(fail(format!("{got}, {size} declared")));
+                }
+                out
+            }
+        };
+        Ok(Cow::Owned(out))
+    }
+}
+
+/// The window size a zstd frame header asks for (RFC 8878 §3.1.1.1), or `None` if
+/// `frame` does not start with a zstd frame header.
+fn zstd_window(frame: &[u8]) -> Option<u64> {
+    const MAGIC: u32 = 0xFD2F_B528;
+    let magic = frame.get(..4)?;
+    if u32::from_le_bytes([magic[0], magic[1], magic[2], magic[3]]) != MAGIC {
+        return None;
+    }
+    let descriptor = *frame.get(4)?;
+    let single_segment = descriptor & 0x20 != 0;
+    if !single_segment {
+        // Window descriptor: exponent in bits 3..8, mantissa (eighths) in bits 0..3.
+        let wd = *frame.get(5)?;
+        let base = 1u64 << (10 + u32::from(wd >> 3));
+        return Some(base + base / 8 * u64::from(wd & 7));
+    }
+    // Single segment: the window is the frame content size, after the dictionary id.
+    let dict_len = [0usize, 1, 2, 4][usize::from(descriptor & 3)];
+    let at = 5 + dict_len;
+    let field = |n: usize| frame.get(at..at + n);
+    Some(match descriptor >> 6 {
+        0 => u64::from(*field(1)?.first()?),
+        1 => u64::from(u16::from_le_bytes(field(2)?.try_into().ok()?)) + 256,
+        2 => u64::from(u32::from_le_bytes(field(4)?.try_into().ok()?)),
+        _ => u64::from_le_bytes(field(8)?.try_into().ok()?),
+    })
 }
 
 /// One container: its bytes and its entries.

@@ -26,6 +26,16 @@ CUDA_LIB=${CUDA_LIB:-$(dirname "$NVCC")/../lib}
 "$NVCC" -fatbin -arch=sm_90 -Xfatbin -compress-all --compress-mode=speed tiny.cu \
     -o tiny_lz4.fatbin
 "$NVCC" -fatbin -arch=sm_90 -G tiny.cu -o tiny_debug.fatbin
+# The same module three ways, to measure compressed cubins (cubin tests, and the
+# host's quota tests): 64 MiB of zero-initialised globals that take no file space.
+#   bigglobals.fatbin:      sm_90 ELF uncompressed (PTX zstd), nvcc's default.
+#   bigglobals_lz4.fatbin:  everything LZ4 (raw LZ4 blocks), compress-mode=speed.
+#   bigglobals_zstd.fatbin: everything zstd (frames), compress-mode=default.
+"$NVCC" -fatbin -arch=sm_90 bigglobals.cu -o bigglobals.fatbin
+"$NVCC" -fatbin -arch=sm_90 -Xfatbin -compress-all --compress-mode=speed bigglobals.cu \
+    -o bigglobals_lz4.fatbin
+"$NVCC" -fatbin -arch=sm_90 -Xfatbin -compress-all --compress-mode=default bigglobals.cu \
+    -o bigglobals_zstd.fatbin
 
 # An executable: its .nv_fatbin section holds containers back to back and
 # .nvFatBinSegment the wrappers; tiny_exe.txt records the section addresses.

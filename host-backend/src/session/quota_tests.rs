@@ -119,6 +119,64 @@ fn module_globals_and_constant_banks_are_charged_at_load() {
     assert_eq!(small.charged_bytes(), 512);
 }
 
+/// wire/testdata/bigglobals.cu (64 MiB of zero-initialised globals, plus 48 bytes of
+/// initialised and constant data) as nvcc writes it plainly, and with its only cubin
+/// compressed (`-Xfatbin -compress-all`: LZ4 with `--compress-mode=speed`, else zstd).
+const BIGGLOBALS: &[u8] = include_bytes!("../../../wire/testdata/bigglobals.fatbin");
+const BIGGLOBALS_LZ4: &[u8] = include_bytes!("../../../wire/testdata/bigglobals_lz4.fatbin");
+const BIGGLOBALS_ZSTD: &[u8] = include_bytes!("../../../wire/testdata/bigglobals_zstd.fatbin");
+
+/// A module whose only cubin is compressed loads (as the driver takes it) and is
+/// charged its globals, measured from the decompressed cubin.
+#[test]
+fn compressed_cubins_load_and_are_charged_their_globals() {
+    let mut plain = session(Some(128 * MIB));
+    plain.module_load(&CTX, ModuleLoad {}, BIGGLOBALS).unwrap();
+    // 64 MiB and a few bytes: 33 large pages.
+    assert_eq!(plain.charged_bytes(), 66 * MIB);
+    for image in [BIGGLOBALS_LZ4, BIGGLOBALS_ZSTD] {
+        let mut s = session(Some(128 * MIB));
+        let (loaded, _) = s.module_load(&CTX, ModuleLoad {}, image).unwrap();
+        assert_eq!(s.charged_bytes(), 66 * MIB);
+        // Its kernel is found through the decompressed cubin too.
+        let req = ModuleGetFunction {
+            module: loaded.module,
+            name: "_Z5touchPfi".into(),
+        };
+        let (f, _) = s.module_get_function(&CTX, req, &[]).unwrap();
+        assert_eq!(f.params.len(), 2);
+
+        // Under a 64 MiB quota its zero-initialised global does not fit: refused,
+        // however small the file is.
+        let mut small = session(Some(64 * MIB));
+        assert!(image.len() < 4096);
+        assert_eq!(
+            small.module_load(&CTX, ModuleLoad {}, image).err(),
+            Some(CudaStatus::ErrorMemoryAllocation)
+        );
+        assert_eq!(small.charged_bytes(), 0);
+    }
+}
+
+/// A compressed cubin that does not decode to its declared size cannot be measured:
+/// refused as an invalid image, nothing charged.
+#[test]
+fn undecodable_compressed_cubins_are_refused() {
+    for image in [BIGGLOBALS_LZ4, BIGGLOBALS_ZSTD] {
+        let fb = vmcuda_wire::fatbin::parse(image).unwrap();
+        let at = fb.entries().next().unwrap().offset + 0x38;
+        let declared = fb.entries().next().unwrap().uncompressed_size;
+        let mut bad = image.to_vec();
+        bad[at..at + 8].copy_from_slice(&(declared + 1).to_le_bytes());
+        let mut s = session(Some(128 * MIB));
+        assert_eq!(
+            s.module_load(&CTX, ModuleLoad {}, &bad).err(),
+            Some(CudaStatus::ErrorInvalidKernelImage)
+        );
+        assert_eq!(s.charged_bytes(), 0);
+    }
+}
+
 /// Finding 2: stack, heap and printf limits reserve device memory.
 #[test]
 fn context_limits_are_charged_and_refused_over_the_quota() {

@@ -162,6 +162,9 @@ fn fatbin_seeds() {
         "tiny.fatbin",
         "tiny_lz4.fatbin",
         "tiny_debug.fatbin",
+        "bigglobals.fatbin",
+        "bigglobals_lz4.fatbin",
+        "bigglobals_zstd.fatbin",
         "tiny_exe.nv_fatbin",
         "tiny_exe.nvFatBinSegment",
         "globals.cubin",
@@ -308,7 +311,7 @@ fn dispatch_seeds() {
     write("dispatch", "memory", &structured(&memory));
 
     let tiny = testdata("tiny.fatbin");
-    let kernel = cubin::kernels(cubin::find_cubin(&fatbin::parse(&tiny).unwrap()).unwrap())
+    let kernel = cubin::kernels(&cubin::find_cubin(&fatbin::parse(&tiny).unwrap()).unwrap())
         .unwrap()[0]
         .clone();
     // Handles are numbered by the session in order: module 1, function 2.

@@ -1,7 +1,10 @@
 //! The fatbinary and cubin parsers over arbitrary bytes: every public entry point must
 //! return (an error is fine) without panicking, and the parsers must agree with each
-//! other where their contracts overlap.
+//! other where their contracts overlap. Compressed entries are decompressed (LZ4
+//! blocks and zstd frames, bounded), and the cubins that come out are queried too.
 #![no_main]
+
+use std::borrow::Cow;
 
 use libfuzzer_sys::fuzz_target;
 use vmcuda_wire::cubin::{self, Cubin};
@@ -49,12 +52,32 @@ fuzz_target!(|input: &[u8]| {
         assert!(fb.len() <= input.len() && !fb.is_empty());
         for e in fb.entries() {
             assert!(e.compressed_data().len() <= e.payload.len());
-            if e.kind == EntryKind::Cubin && !e.is_compressed() {
-                query_cubin(e.payload);
+            // Decompression is bounded and exact: what comes back has the declared
+            // size (or is the payload itself when the entry is not compressed).
+            let Ok(data) = e.payload_decompressed() else {
+                continue;
+            };
+            match data {
+                Cow::Borrowed(p) => assert!(!e.is_compressed() && p == e.payload),
+                Cow::Owned(ref d) => {
+                    assert_eq!(d.len() as u64, e.uncompressed_size);
+                    assert!(e.uncompressed_size <= fatbin::MAX_UNCOMPRESSED_LEN);
+                }
+            }
+            if e.kind == EntryKind::Cubin {
+                query_cubin(&data);
             }
         }
-        if let Ok(elf) = cubin::find_cubin(&fb) {
-            assert!(fb.entries().any(|e| e.payload.as_ptr() == elf.as_ptr()));
+        match cubin::find_cubin(&fb) {
+            Ok(Cow::Borrowed(elf)) => {
+                assert!(fb.entries().any(|e| e.payload.as_ptr() == elf.as_ptr()));
+            }
+            Ok(Cow::Owned(elf)) => {
+                assert!(fb
+                    .entries()
+                    .any(|e| e.is_compressed() && e.uncompressed_size == elf.len() as u64));
+            }
+            Err(_) => {}
         }
         let _ = cubin::find_cubin_for(&fb, 90);
     }

@@ -1,5 +1,5 @@
 use super::*;
-use crate::fatbin;
+use crate::fatbin::{self, Compression};
 use proptest::prelude::*;
 
 /// Test data produced by `testdata/regen.sh` with nvcc 13 (sources alongside).
@@ -11,6 +11,9 @@ const TINY: &[u8] = include_bytes!("../../testdata/tiny.fatbin");
 const TINY_MULTI: &[u8] = include_bytes!("../../testdata/tiny_multi.fatbin");
 const TINY_LZ4: &[u8] = include_bytes!("../../testdata/tiny_lz4.fatbin");
 const TINY_DEBUG: &[u8] = include_bytes!("../../testdata/tiny_debug.fatbin");
+const BIGGLOBALS: &[u8] = include_bytes!("../../testdata/bigglobals.fatbin");
+const BIGGLOBALS_LZ4: &[u8] = include_bytes!("../../testdata/bigglobals_lz4.fatbin");
+const BIGGLOBALS_ZSTD: &[u8] = include_bytes!("../../testdata/bigglobals_zstd.fatbin");
 
 fn layout(elf: &[u8], kernel: &str) -> Vec<(u32, u32)> {
     kernel_params(elf, kernel)
@@ -254,8 +257,8 @@ fn huge_zero_initialised_globals_are_not_materialised() {
 fn cubins_from_fatbins() {
     let fb = fatbin::parse(TINY).unwrap();
     let elf = find_cubin(&fb).unwrap();
-    assert_eq!(kernels(elf).unwrap(), ["_Z4tinyPi"]);
-    assert_eq!(layout(elf, "_Z4tinyPi"), [(0, 8)]);
+    assert_eq!(kernels(&elf).unwrap(), ["_Z4tinyPi"]);
+    assert_eq!(layout(&elf, "_Z4tinyPi"), [(0, 8)]);
     assert_eq!(find_cubin_for(&fb, 90).unwrap(), elf);
     assert_eq!(find_cubin_for(&fb, 89), Err(CubinError::NoCubin));
     assert_eq!(find_cubin_for(&fb, 100), Err(CubinError::NoCubin));
@@ -268,23 +271,19 @@ fn cubins_from_fatbins() {
             .unwrap()
             .sm_arch
     };
-    assert_eq!(arch_of(find_cubin(&multi).unwrap()), 90);
-    assert_eq!(arch_of(find_cubin_for(&multi, 86).unwrap()), 80);
-    assert_eq!(arch_of(find_cubin_for(&multi, 90).unwrap()), 90);
+    assert_eq!(arch_of(&find_cubin(&multi).unwrap()), 90);
+    assert_eq!(arch_of(&find_cubin_for(&multi, 86).unwrap()), 80);
+    assert_eq!(arch_of(&find_cubin_for(&multi, 90).unwrap()), 90);
 
-    for (bytes, compression) in [
-        (TINY_LZ4, Compression::Lz4),
-        (TINY_DEBUG, Compression::Zstd),
-    ] {
-        let fb = fatbin::parse(bytes).unwrap();
-        assert_eq!(
-            find_cubin(&fb),
-            Err(CubinError::CompressedCubin {
-                sm_arch: 90,
-                compression
-            })
-        );
-    }
+    // Compressed cubins are decompressed: the LZ4 one is the very cubin tiny.fatbin
+    // stores plainly; the -G one (zstd) is a debug build of the same kernel.
+    let lz4 = fatbin::parse(TINY_LZ4).unwrap();
+    let lz4_elf = find_cubin_for(&lz4, 90).unwrap();
+    assert!(matches!(lz4_elf, Cow::Owned(_)));
+    assert_eq!(lz4_elf, elf);
+    let dbg = fatbin::parse(TINY_DEBUG).unwrap();
+    assert_eq!(kernels(&find_cubin(&dbg).unwrap()).unwrap(), ["_Z4tinyPi"]);
+    assert_eq!(find_cubin_for(&dbg, 89), Err(CubinError::NoCubin));
 
     // PTX only.
     let spec = fatbin::tests::EntrySpec {
@@ -367,4 +366,93 @@ fn module_data_counts_globals_and_constant_banks() {
         Err(CubinError::BadGlobal { .. })
     ));
     assert!(module_data_len(GLOBALS_RDC).unwrap() >= 0x18 + 0x14 + 0xc);
+}
+
+/// The cubin entry's compression and the module data of the cubin chosen for sm_90.
+fn measured(fatbin_bytes: &[u8]) -> (Compression, u64) {
+    let fb = fatbin::parse(fatbin_bytes).unwrap();
+    let entry = fb.entries().find(|e| e.kind == EntryKind::Cubin).unwrap();
+    let elf = find_cubin_for(&fb, 90).unwrap();
+    (entry.compression(), module_data_len(&elf).unwrap())
+}
+
+#[test]
+fn compressed_cubins_measure_like_uncompressed_ones() {
+    // testdata/bigglobals.cu built three ways by regen.sh.
+    let (none, plain) = measured(BIGGLOBALS);
+    assert_eq!(none, Compression::None);
+    // 64 MiB zero-initialised (NOBITS: not in the file), 16 B initialised, 32 B
+    // constant, each padded to its alignment.
+    assert!(plain >= (64 << 20) + 16 + 32, "{plain}");
+    assert!(plain < (64 << 20) + 4096, "{plain}");
+    assert_eq!(measured(BIGGLOBALS_LZ4), (Compression::Lz4, plain));
+    assert_eq!(measured(BIGGLOBALS_ZSTD), (Compression::Zstd, plain));
+    // And the decompressed cubins are the same code.
+    let elf = |b| find_cubin(&fatbin::parse(b).unwrap()).unwrap().into_owned();
+    let plain_elf = elf(BIGGLOBALS);
+    assert_eq!(elf(BIGGLOBALS_LZ4), plain_elf);
+    assert_eq!(kernels(&elf(BIGGLOBALS_ZSTD)).unwrap(), ["_Z5touchPfi"]);
+}
+
+#[test]
+fn compressed_and_plain_cubins_together() {
+    // Back-to-back containers: sm_80 and sm_90 plain (tiny_multi) then sm_90 LZ4
+    // (bigglobals). At a tie the plain cubin wins; a higher or only fitting
+    // architecture wins whether compressed or not.
+    let mut bytes = TINY_MULTI.to_vec();
+    bytes.extend_from_slice(BIGGLOBALS_LZ4);
+    let fb = fatbin::parse(&bytes).unwrap();
+    assert!(matches!(find_cubin_for(&fb, 90).unwrap(), Cow::Borrowed(_)));
+    assert_eq!(
+        kernels(&find_cubin_for(&fb, 90).unwrap()).unwrap(),
+        ["_Z4tinyPi"]
+    );
+    assert_eq!(
+        kernels(&find_cubin_for(&fb, 86).unwrap()).unwrap(),
+        ["_Z4tinyPi"]
+    );
+
+    let mut bytes = BIGGLOBALS_LZ4.to_vec();
+    bytes.extend_from_slice(TINY_MULTI);
+    let fb = fatbin::parse(&bytes).unwrap();
+    assert!(matches!(find_cubin_for(&fb, 90).unwrap(), Cow::Borrowed(_)));
+    // A plain sm_80 cubin (globals.cubin) and the LZ4 sm_90 one: sm_90 wins where it
+    // fits, compressed or not.
+    let mut bytes = fatbin::tests::build(&[vec![fatbin::tests::EntrySpec {
+        kind: 2,
+        sm_arch: 80,
+        flags: 0x11,
+        header_size: 64,
+        payload: GLOBALS.to_vec(),
+        name: None,
+    }]]);
+    bytes.extend_from_slice(BIGGLOBALS_LZ4);
+    let fb = fatbin::parse(&bytes).unwrap();
+    assert_eq!(kernels(&find_cubin(&fb).unwrap()).unwrap(), ["_Z5touchPfi"]);
+    assert_eq!(
+        kernels(&find_cubin_for(&fb, 86).unwrap()).unwrap(),
+        ["_Z11use_globalsPf"]
+    );
+}
+
+#[test]
+fn undecodable_compressed_cubin_is_refused() {
+    for bytes in [BIGGLOBALS_LZ4, BIGGLOBALS_ZSTD] {
+        let fb = fatbin::parse(bytes).unwrap();
+        let at = fb
+            .entries()
+            .find(|e| e.kind == EntryKind::Cubin)
+            .unwrap()
+            .offset
+            + 0x38;
+        let mut bad = bytes.to_vec();
+        bad[at..at + 8].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(matches!(
+            find_cubin(&fatbin::parse(&bad).unwrap()),
+            Err(CubinError::BadCompressedCubin {
+                sm_arch: 90,
+                source: FatbinError::UncompressedTooLarge { .. }
+            })
+        ));
+    }
 }

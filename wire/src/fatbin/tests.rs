@@ -6,6 +6,8 @@ const TINY: &[u8] = include_bytes!("../../testdata/tiny.fatbin");
 const TINY_MULTI: &[u8] = include_bytes!("../../testdata/tiny_multi.fatbin");
 const TINY_LZ4: &[u8] = include_bytes!("../../testdata/tiny_lz4.fatbin");
 const TINY_DEBUG: &[u8] = include_bytes!("../../testdata/tiny_debug.fatbin");
+const BIGGLOBALS_LZ4: &[u8] = include_bytes!("../../testdata/bigglobals_lz4.fatbin");
+const BIGGLOBALS_ZSTD: &[u8] = include_bytes!("../../testdata/bigglobals_zstd.fatbin");
 const EXE_FATBIN: &[u8] = include_bytes!("../../testdata/tiny_exe.nv_fatbin");
 const EXE_SEGMENT: &[u8] = include_bytes!("../../testdata/tiny_exe.nvFatBinSegment");
 const EXE_ADDRS: &str = include_str!("../../testdata/tiny_exe.txt");
@@ -332,6 +334,112 @@ fn nvcc_executable_sections() {
     assert_eq!(containers_len(&EXE_FATBIN[first..]).unwrap(), TINY.len());
 }
 
+#[test]
+fn decompressed_payloads() {
+    // Every nvcc entry decodes to its declared size: cubins to ELF, PTX to text.
+    for bytes in [TINY, TINY_LZ4, TINY_DEBUG, BIGGLOBALS_LZ4, BIGGLOBALS_ZSTD] {
+        for e in parse(bytes).unwrap().entries() {
+            let data = e.payload_decompressed().unwrap();
+            if e.compression() == Compression::Zstd {
+                // nvcc writes single-segment frames: the window is the content.
+                assert_eq!(zstd_window(e.compressed_data()), Some(e.uncompressed_size));
+            }
+            if e.is_compressed() {
+                assert!(matches!(data, Cow::Owned(_)));
+                assert_eq!(data.len() as u64, e.uncompressed_size);
+            } else {
+                assert!(matches!(data, Cow::Borrowed(p) if std::ptr::eq(p, e.payload)));
+            }
+            match e.kind {
+                EntryKind::Cubin => assert_eq!(&data[..4], b"\x7fELF"),
+                _ => assert!(std::str::from_utf8(&data)
+                    .unwrap()
+                    .contains(".target sm_90")),
+            }
+        }
+    }
+    // nvcc's LZ4 is a raw block: no frame magic (04 22 4d 18), the first token
+    // (literals, then a match) is followed directly by the ELF magic.
+    let lz4 = parse(BIGGLOBALS_LZ4).unwrap();
+    let cubin = lz4.entries().next().unwrap();
+    assert_eq!(cubin.compression(), Compression::Lz4);
+    assert_eq!(&cubin.payload[1..5], b"\x7fELF");
+}
+
+/// A copy of `bytes` whose first entry's u64 header field at `field` is `value`.
+fn with_field(bytes: &[u8], field: usize, value: u64) -> Vec<u8> {
+    let at = parse(bytes).unwrap().entries().next().unwrap().offset + field;
+    let mut out = bytes.to_vec();
+    out[at..at + 8].copy_from_slice(&value.to_le_bytes());
+    out
+}
+
+/// What decompressing the first entry of `bytes` gives.
+fn first_decompressed(bytes: &[u8]) -> Result<usize> {
+    let fb = parse(bytes).unwrap();
+    let e = fb.entries().next().unwrap();
+    e.payload_decompressed().map(|d| d.len())
+}
+
+#[test]
+fn decompression_is_bounded() {
+    for bytes in [BIGGLOBALS_LZ4, BIGGLOBALS_ZSTD] {
+        let declared = parse(bytes)
+            .unwrap()
+            .entries()
+            .next()
+            .unwrap()
+            .uncompressed_size;
+        let too_large = |r| matches!(r, Err(FatbinError::UncompressedTooLarge { .. }));
+        let undecodable = |r| matches!(r, Err(FatbinError::Decompress { .. }));
+        // Sizes refused before anything is allocated.
+        for size in [MAX_UNCOMPRESSED_LEN + 1, u64::MAX] {
+            assert!(too_large(first_decompressed(&with_field(
+                bytes, 0x38, size
+            ))));
+        }
+        // A size that is not the real one.
+        for size in [declared - 1, declared + 1, 0] {
+            let r = first_decompressed(&with_field(bytes, 0x38, size));
+            assert!(undecodable(r.clone()), "{size}: {r:?}");
+        }
+        // A compressed stream cut short.
+        let mut cut = bytes.to_vec();
+        let at = parse(bytes).unwrap().entries().next().unwrap().offset + 0x10;
+        cut[at..at + 4].copy_from_slice(&100u32.to_le_bytes());
+        assert!(undecodable(first_decompressed(&cut)));
+    }
+    // LZ4 cannot expand 1.8 KB into 100 MB: refused without allocating for it.
+    let r = first_decompressed(&with_field(BIGGLOBALS_LZ4, 0x38, 100 << 20));
+    assert!(matches!(r, Err(FatbinError::UncompressedTooLarge { .. })));
+    // zstd can (long runs); such a frame is refused once it decodes, not before. Here
+    // the real frame is small, so only its own bytes are allocated.
+    let r = first_decompressed(&with_field(BIGGLOBALS_ZSTD, 0x38, 100 << 20));
+    assert!(matches!(r, Err(FatbinError::Decompress { .. })));
+    // A frame whose window (held back in memory before any output can be read) is
+    // far beyond its declared size: refused before decoding.
+    let e = parse(BIGGLOBALS_ZSTD)
+        .unwrap()
+        .entries()
+        .next()
+        .unwrap()
+        .clone();
+    let frame = e.offset + e.header_size as usize;
+    let mut wide = BIGGLOBALS_ZSTD.to_vec();
+    // Not single-segment, no content size; window 2^(10+30) bytes.
+    wide[frame + 4..frame + 6].copy_from_slice(&[0x00, 30 << 3]);
+    assert_eq!(zstd_window(&wide[frame..]), Some(1 << 40));
+    let r = first_decompressed(&wide);
+    assert!(
+        matches!(&r, Err(FatbinError::Decompress { reason, .. }) if reason.contains("window")),
+        "{r:?}"
+    );
+    // Headers that end early, and other data, are no zstd frame.
+    assert_eq!(zstd_window(&wide[frame..frame + 5]), None);
+    assert_eq!(zstd_window(b"\x28\xb5\x2f\xfd\x60\x01"), None);
+    assert_eq!(zstd_window(b"not zstd"), None);
+}
+
 fn entry_spec() -> impl Strategy<Value = EntrySpec> {
     (
         prop_oneof![Just(1u16), Just(2u16), any::<u16>()],
@@ -388,6 +496,49 @@ proptest! {
             prop_assert!(fb.len() <= bytes.len());
         }
         let _ = containers_len(&bytes);
+    }
+
+    #[test]
+    fn random_compressed_payloads_never_panic(
+        zstd in any::<bool>(),
+        magic in any::<bool>(),
+        payload in proptest::collection::vec(any::<u8>(), 0..256),
+        declared in prop_oneof![0u64..4096, 0u64..(1 << 20), any::<u64>()],
+    ) {
+        let mut payload = payload;
+        if magic {
+            // Get past the frame magic (zstd) into the frame header and blocks.
+            payload.splice(0..0, [0x28, 0xb5, 0x2f, 0xfd]);
+        }
+        let flags = if zstd { 0x8011 } else { 0x2011 };
+        let bytes = build(&[vec![spec(2, 90, flags, &payload)]]);
+        let bytes = with_field(&bytes, 0x38, declared);
+        let fb = parse(&bytes).unwrap();
+        let e = fb.entries().next().unwrap();
+        if let Ok(data) = e.payload_decompressed() {
+            prop_assert_eq!(data.len() as u64, declared);
+        }
+    }
+
+    #[test]
+    fn mutated_compressed_payloads_never_panic(
+        zstd in any::<bool>(),
+        edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8),
+    ) {
+        let bytes = if zstd { BIGGLOBALS_ZSTD } else { BIGGLOBALS_LZ4 };
+        let fb = parse(bytes).unwrap();
+        let e = fb.entries().next().unwrap();
+        let start = e.offset + e.header_size as usize;
+        let len = e.compressed_data().len();
+        let mut bytes = bytes.to_vec();
+        for (i, b) in edits {
+            bytes[start + i.index(len)] = b;
+        }
+        let fb = parse(&bytes).unwrap();
+        let e = fb.entries().next().unwrap();
+        if let Ok(data) = e.payload_decompressed() {
+            prop_assert_eq!(data.len() as u64, e.uncompressed_size);
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@ use cudarc::driver::result;
 use cudarc::driver::sys;
 use sha2::{Digest, Sha256};
 use tracing::{debug, warn};
-use vmcuda_wire::cubin;
+use vmcuda_wire::cubin::{self, CubinError};
 use vmcuda_wire::fatbin::{self, container_total_len, CONTAINER_HEADER_LEN};
 use vmcuda_wire::op::{DevicePtr, ParamInfo};
 use vmcuda_wire::CudaStatus;
@@ -127,9 +127,12 @@ const JIT_INPUT_FATBINARY: u32 = 2;
 
 impl CudaExecutor {
     /// Module data of the cubin the driver loads for `piece` on the current device
-    /// (`sm`): the piece's own cubin for that architecture where it has one, else the
-    /// cubin the driver's JIT makes of it (linked here, as `cuLibraryLoadData` would
-    /// compile it), so PTX is measured exactly too.
+    /// (`sm`): the piece's own cubin for that architecture where it has one
+    /// (decompressed by wire if nvcc compressed it), else, for PTX only, the cubin the
+    /// driver's JIT makes of it (linked here, as `cuLibraryLoadData` would compile
+    /// it), so PTX is measured exactly too. A fatbinary whose cubin cannot be measured
+    /// is refused, even though the driver might load it: its globals could not be
+    /// charged to the quota.
     fn piece_data_len(&mut self, piece: &[u8], sm: u32) -> ExecResult<u64> {
         let measure = |elf: &[u8]| {
             cubin::module_data_len(elf).map_err(|e| {
@@ -144,10 +147,16 @@ impl CudaExecutor {
             JIT_INPUT_PTX
         } else {
             let fatbin = fatbin::parse(piece).map_err(|_| CudaStatus::ErrorInvalidKernelImage)?;
-            if let Ok(elf) = cubin::find_cubin_for(&fatbin, sm) {
-                return measure(elf);
+            match cubin::find_cubin_for(&fatbin, sm) {
+                Ok(elf) => return measure(&elf),
+                // No cubin for this GPU: the driver compiles the PTX, and so does the
+                // link below.
+                Err(CubinError::NoCubin) => JIT_INPUT_FATBINARY,
+                Err(e) => {
+                    warn!(error = %e, sm, "module image refused: its cubin cannot be measured, so its globals cannot be charged to the quota");
+                    return Err(CudaStatus::ErrorInvalidKernelImage);
+                }
             }
-            JIT_INPUT_FATBINARY
         };
         let input = LinkInputData {
             kind,

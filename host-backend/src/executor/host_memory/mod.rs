@@ -233,7 +233,8 @@ fn append_record(log: &mut File, record: &LaunchRecord) -> std::io::Result<()> {
     log.write_all(&line)
 }
 
-/// Run `f` on the module's first uncompressed ELF cubin.
+/// Run `f` on the module's cubin: the image itself if it is one, else the fatbinary's
+/// highest-architecture cubin, decompressed if need be.
 fn module_cubin<T>(
     image: &[u8],
     f: impl FnOnce(&[u8]) -> Result<T, cubin::CubinError>,
@@ -244,7 +245,7 @@ fn module_cubin<T>(
     }
     let parsed = fatbin::parse(image).map_err(|e| e.to_string())?;
     let elf = cubin::find_cubin(&parsed).map_err(|e| e.to_string())?;
-    f(elf).map_err(|e| e.to_string())
+    f(&elf).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
