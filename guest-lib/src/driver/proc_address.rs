@@ -1,8 +1,10 @@
 //! Driver functions by name (`cuGetProcAddress`, and the runtime's
 //! `cudaGetDriverEntryPoint(ByVersion)`): one table, the same implementations as the
 //! exports. Names are cuda.h's base names (`cuMemAlloc`); the exported versioned name
-//! (`cuMemAlloc_v2`) is accepted too. Anything else (green contexts, multicast, graphs
-//! through the driver...) is "not found", cleanly.
+//! (`cuMemAlloc_v2`) is accepted too. Another export of the real driver gets its stub
+//! (`CUDA_ERROR_NOT_SUPPORTED` when called; [`super::unsupported`] says why it is
+//! handed out), except green contexts and multicast; anything else is "not found",
+//! cleanly.
 //!
 //! `cuGetExportTable` is the undocumented door a statically linked CUDA runtime
 //! (nvcc's default `-cudart static`) goes through; vmcuda cannot serve it. Such a
@@ -28,8 +30,10 @@ macro_rules! table {
         pub fn lookup(name: &str) -> Option<*mut c_void> {
             Some(match name {
                 $($base | stringify!($f) => $f as *mut c_void,)*
-                // Functions that are nothing but their op: the op table's exports.
-                _ => return crate::api::table::lookup(name),
+                // Functions that are nothing but their op: the op table's exports;
+                // else the real driver's other exports, as stubs (see `unsupported`).
+                _ => return crate::api::table::lookup(name)
+                    .or_else(|| super::unsupported::lookup(name)),
             })
         }
 
