@@ -27,6 +27,7 @@
 //! leaves the runtime's last error as it was, as the real driver does.
 
 pub(crate) mod context;
+pub mod integrity;
 mod memory;
 mod module;
 mod names;
