@@ -27,6 +27,7 @@
 //! leaves the runtime's last error as it was, as the real driver does.
 
 pub(crate) mod context;
+mod export_table;
 pub mod integrity;
 mod memory;
 mod module;
