@@ -1,5 +1,7 @@
-//! The vmcuda guest library: a replacement `libcudart.so.13` that forwards the CUDA
-//! runtime API to a vmcuda host backend.
+//! The vmcuda guest library: a replacement `libcuda.so.1` that forwards the CUDA driver
+//! and runtime APIs (and cuBLAS, cuBLASLt) to a vmcuda host backend; the replacement
+//! `libcudart.so.13`, `libcublas.so.13`, `libcublasLt.so.13` and `libcudnn.so.9` jump
+//! into it.
 //!
 //! Module map:
 //! - [`client`]: the connection to the host (address from `VMCUDA_SERVER`), handshake,
@@ -19,8 +21,8 @@
 //! - [`blas`]: the cuBLAS v2 API (exported privately here, publicly by the
 //!   `libcublas.so.13` trampolines; see its documentation for how the two share one
 //!   connection).
-//! - [`driver`]: the CUDA driver API (exported privately here, publicly by the
-//!   `libcuda.so.1` trampolines, like cuBLAS), sharing the runtime's state.
+//! - [`driver`]: the CUDA driver API (the public names of `libcuda.so.1`), sharing the
+//!   runtime's state; every other export of the real driver is a stub naming itself.
 //! - [`blaslt`]: the cuBLASLt API, the same way (`libcublasLt.so.13`): descriptors
 //!   kept here, heuristic queries and matmuls forwarded.
 //! - [`cudnn`]: what the replacement `libcudnn.so.9` answers until cuDNN is forwarded:
@@ -29,7 +31,8 @@
 //!   goes through [`api::guard`], so no panic crosses the C boundary.
 //!
 //! The crate builds as a static library that `guest-lib/build-libs.sh` links into
-//! `libcudart.so.13` with the `libcudart.so.13` symbol-version node. Its `vmcuda`
+//! `libcuda.so.1`; `libcudart.so.13` exports the runtime's names with the
+//! `libcudart.so.13` symbol-version node, each a jump into `libcuda.so.1`. Its `vmcuda`
 //! command (`src/bin/vmcuda`: `info`, `doctor`) connects through [`client`] too.
 
 // The modules holding `extern "C"` exports. An export is a safe function taking the

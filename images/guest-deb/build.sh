@@ -4,6 +4,8 @@
 #   /opt/vmcuda/lib/libcudart.so.13 (+ libcudart.so)   the replacement runtime, in its own
 #                                                       directory: nothing changes for
 #                                                       programs until they ask for it
+#   /opt/vmcuda/lib/libcuda.so.1 (+ libcuda.so)         the replacement driver, which holds
+#                                                       the code the others jump to
 #   /opt/vmcuda/bin/vmcuda-run        guest-lib/vmcuda-run, when the tree has it
 #   /opt/vmcuda/bin/vmcuda            the guest CLI, when a workspace crate has a `vmcuda` binary
 #   /opt/vmcuda/sbin/vmcuda-system-wide  guest-lib/vmcuda-system-wide, when the tree has it
@@ -71,6 +73,8 @@ if [ "$build" = 1 ]; then
 fi
 guest_lib=${guest_lib:-$repo/build/guest/lib}
 [ -f "$guest_lib/libcudart.so.13" ] || pkg_die "no libcudart.so.13 in $guest_lib (guest-lib/build-libs.sh, or drop --no-build)"
+# libcuda.so.1 holds the code every other library jumps to.
+[ -f "$guest_lib/libcuda.so.1" ] || pkg_die "no libcuda.so.1 in $guest_lib (guest-lib/build-libs.sh, or drop --no-build)"
 
 # The tree under /opt/vmcuda, shared by the .deb and the tarball.
 tree="$stage/tree"
@@ -79,8 +83,9 @@ install -m 0644 "$guest_lib/libcudart.so.13" "$tree/lib/"
 strip --strip-debug "$tree/lib/libcudart.so.13"
 ln -s libcudart.so.13 "$tree/lib/libcudart.so"
 included=("lib/libcudart.so.13")
-# The cuBLAS, cuBLASLt, cuDNN and driver replacements beside it (each NEEDs libcudart.so.13,
-# found through its $ORIGIN run path).
+# The driver (which holds the code), and the cuBLAS, cuBLASLt and cuDNN replacements
+# beside it (libcudart.so.13 and each of these NEED libcuda.so.1, found through their
+# $ORIGIN run path).
 for l in libcublas.so.13 libcublasLt.so.13 libcudnn.so.9 libcuda.so.1; do
   if [ -f "$guest_lib/$l" ]; then
     install -m 0644 "$guest_lib/$l" "$tree/lib/"
@@ -110,7 +115,7 @@ fi
 rmdir "$tree/bin" "$tree/sbin" 2>/dev/null || true
 
 elfs=()
-for f in "$tree/lib/libcudart.so.13" "$tree/bin/vmcuda"; do
+for f in "$tree/lib/libcudart.so.13" "$tree/lib/libcuda.so.1" "$tree/bin/vmcuda"; do
   if [ -f "$f" ]; then elfs+=("$f"); fi
 done
 depends=$(pkg_elf_depends "${elfs[@]}")

@@ -8,7 +8,8 @@
 //!
 //! - runtime functions as `cudaName` (the `libcudart.so.13` version node, through
 //!   [`super::guard`]: last error, no unwinding), calling or posting by the op's mode;
-//! - driver functions as `__vmcuda_cuName` (libcuda.so.1 jumps to it), through
+//! - driver functions as `__vmcuda_cuName` (libcuda.so.1 exports `cuName` as its
+//!   alias), through
 //!   [`crate::driver::guard`], after the driver's initialization (and context) checks,
 //!   and found by `cuGetProcAddress` through [`lookup`].
 //!

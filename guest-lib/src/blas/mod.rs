@@ -2,12 +2,12 @@
 //! so a program's GEMMs reach the bridge only through these functions).
 //!
 //! **How libcublas.so.13 shares this library's connection.** The functions here live
-//! in the same static library as the runtime and are linked into `libcudart.so.13`,
-//! exported there under private names (`__vmcuda_cublasSgemm_v2`, ...) with the
-//! private version node `VMCUDA_PRIVATE` (guest-lib/cudart.map), which no program
-//! binds by accident. `libcublas.so.13` (guest-lib/build-libs.sh) holds only one jump
-//! per function, `cublasSgemm_v2@@libcublas.so.13` to
-//! `__vmcuda_cublasSgemm_v2@VMCUDA_PRIVATE`, and NEEDs `libcudart.so.13`: one client,
+//! in the same static library as the runtime and the driver, linked into
+//! `libcuda.so.1`, exported there under private names (`__vmcuda_cublasSgemm_v2`, ...)
+//! with libcuda's private version node `VMCUDA_LIBCUDA` (guest-lib/build-libs.sh),
+//! which no program binds by accident. `libcublas.so.13` holds only one jump per
+//! function, `cublasSgemm_v2@@libcublas.so.13` to
+//! `__vmcuda_cublasSgemm_v2@VMCUDA_LIBCUDA`, and NEEDs `libcuda.so.1`: one client,
 //! one registry of streams and allocations, one current device per thread, whichever
 //! library a call enters through. A jump leaves every argument where the C caller put
 //! it, so the trampolines need no knowledge of the signatures.
@@ -61,7 +61,7 @@ pub fn guard(name: &'static str, body: impl FnOnce() -> Result<()>) -> cublasSta
     }
 }
 
-/// Define a cuBLAS export under its private name in libcudart.so.13 (see the module
+/// Define a cuBLAS export under its private name in libcuda.so.1 (see the module
 /// documentation); libcublas.so.13 forwards the public name to it.
 macro_rules! export {
     ($(#[$m:meta])* fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $body:block) => {

@@ -1,6 +1,6 @@
 //! The cuBLASLt API, forwarded at its own level like cuBLAS (see [`crate::blas`] for
 //! how the public library, here `libcublasLt.so.13`, reaches these private exports of
-//! `libcudart.so.13` and shares its connection).
+//! `libcuda.so.1` and shares its connection).
 //!
 //! **Descriptors** (matmul descriptors, matrix layouts, preferences) are made, set, read
 //! and destroyed here without a round trip ([`desc`]): each is the list of attribute

@@ -1,15 +1,16 @@
 //! The CUDA driver API (`libcuda.so.1`), on the same connection as the runtime.
 //!
-//! **How libcuda.so.1 shares this library's state.** As for cuBLAS (see
-//! [`crate::blas`]), every driver function is defined here under a private name
-//! (`__vmcuda_cuMemAlloc_v2`, version node `VMCUDA_PRIVATE` of libcudart.so.13), and
-//! `libcuda.so.1` (guest-lib/build-libs.sh) holds one jump per function to it, under
-//! the real library's unversioned names, the `_v2`/`_v3`/`_v4` ones cuda.h maps the
-//! plain names to included. So the runtime and the driver share one connection, one
-//! registry of devices, streams, events and allocations, and one current device per
-//! thread. Only the names with the current signatures are exported: a plain
-//! `cuMemAlloc` (the CUDA 3 ABI with 32-bit sizes) is not, since no binary built
-//! against a CUDA 13 header calls it.
+//! **libcuda.so.1 holds this library.** The static library is linked into
+//! `libcuda.so.1` (guest-lib/build-libs.sh), which needs no other vmcuda library. Every
+//! driver function is defined here under a private name (`__vmcuda_cuMemAlloc_v2`,
+//! version node `VMCUDA_LIBCUDA`), and `libcuda.so.1` exports it under the real
+//! library's unversioned name as an alias. `libcudart.so.13`, `libcublas.so.13`,
+//! `libcublasLt.so.13` and `libcudnn.so.9` hold only jumps into `libcuda.so.1`. So the
+//! runtime and the driver are one copy of the code: one connection, one registry of
+//! devices, streams, events and allocations, and one current device per thread.
+//! Every other export of the real driver (the CUDA 3 ABI names such as a plain
+//! `cuMemAlloc` with 32-bit sizes, graphics interop, ...) is a stub answering
+//! `CUDA_ERROR_NOT_SUPPORTED` with a line naming it ([`unsupported`]).
 //!
 //! **Contexts.** The guest models one context per device, the primary context; the
 //! host's worker owns the real ones. A context handle is a token naming its device.
@@ -26,12 +27,15 @@
 //! leaves the runtime's last error as it was, as the real driver does.
 
 pub(crate) mod context;
+mod export_table;
+pub mod integrity;
 mod memory;
 mod module;
 mod names;
 mod proc_address;
 pub mod result;
 mod stream;
+pub mod unsupported;
 mod vmm;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -115,8 +119,8 @@ pub fn check_initialized() -> Result<()> {
     }
 }
 
-/// Define a driver export under its private name in libcudart.so.13 (see the module
-/// documentation); libcuda.so.1 forwards the public name to it.
+/// Define a driver export under its private name (see the module documentation);
+/// libcuda.so.1 exports the public name as an alias of it.
 macro_rules! export {
     ($(#[$m:meta])* fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $body:block) => {
         $(#[$m])*

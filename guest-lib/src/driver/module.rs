@@ -664,3 +664,14 @@ export! {
             .ok_or_else(|| stale("link state", &STALE_LINK))
     }
 }
+
+/// `CU_MODULE_EAGER_LOADING`: the guest loads a module's code when it is loaded.
+const CU_MODULE_EAGER_LOADING: u32 = 1;
+
+export! {
+    /// NVIDIA's runtime asks at start-up how modules load; the guest loads eagerly.
+    fn cuModuleGetLoadingMode(mode: *mut u32) {
+        // SAFETY: by cuModuleGetLoadingMode's contract `mode` is NULL or writable.
+        unsafe { caller::write(mode, CU_MODULE_EAGER_LOADING) }
+    }
+}

@@ -1,22 +1,21 @@
 //! Driver functions by name (`cuGetProcAddress`, and the runtime's
 //! `cudaGetDriverEntryPoint(ByVersion)`): one table, the same implementations as the
 //! exports. Names are cuda.h's base names (`cuMemAlloc`); the exported versioned name
-//! (`cuMemAlloc_v2`) is accepted too. Anything else (green contexts, multicast, graphs
-//! through the driver...) is "not found", cleanly.
+//! (`cuMemAlloc_v2`) is accepted too. Another export of the real driver gets its stub
+//! (`CUDA_ERROR_NOT_SUPPORTED` when called; [`super::unsupported`] says why it is
+//! handed out), except green contexts and multicast; anything else is "not found",
+//! cleanly.
 //!
-//! `cuGetExportTable` is the undocumented door a statically linked CUDA runtime
-//! (nvcc's default `-cudart static`) goes through; vmcuda cannot serve it. Such a
-//! program is told once, on stderr, to rebuild with `-cudart shared`, and gets
-//! `CUDA_ERROR_NOT_SUPPORTED`, which its runtime turns into an ordinary CUDA error.
+//! `cuGetExportTable` (the undocumented tables NVIDIA's runtime asks for) is served by
+//! [`super::export_table`]; this table hands out that implementation too.
 
 use std::ffi::{c_char, c_void};
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::context::*;
 use super::export;
+use super::export_table::cuGetExportTable;
 use super::memory::*;
 use super::module::*;
-use super::result::{status, CUDA_ERROR_NOT_SUPPORTED};
 use super::stream::*;
 use super::vmm::*;
 use super::{cuDriverGetVersion, cuGetErrorName, cuGetErrorString, cuInit};
@@ -28,8 +27,10 @@ macro_rules! table {
         pub fn lookup(name: &str) -> Option<*mut c_void> {
             Some(match name {
                 $($base | stringify!($f) => $f as *mut c_void,)*
-                // Functions that are nothing but their op: the op table's exports.
-                _ => return crate::api::table::lookup(name),
+                // Functions that are nothing but their op: the op table's exports;
+                // else the real driver's other exports, as stubs (see `unsupported`).
+                _ => return crate::api::table::lookup(name)
+                    .or_else(|| super::unsupported::lookup(name)),
             })
         }
 
@@ -71,6 +72,7 @@ table! {
     "cuModuleLoadDataEx" => cuModuleLoadDataEx,
     "cuModuleLoadFatBinary" => cuModuleLoadFatBinary,
     "cuModuleUnload" => cuModuleUnload,
+    "cuModuleGetLoadingMode" => cuModuleGetLoadingMode,
     "cuModuleGetFunction" => cuModuleGetFunction,
     "cuModuleGetGlobal" => cuModuleGetGlobal_v2,
     "cuLinkCreate" => cuLinkCreate_v2,
@@ -172,24 +174,6 @@ export! {
                 Ok(())
             }
         }
-    }
-}
-
-static STATIC_RUNTIME_TOLD: AtomicBool = AtomicBool::new(false);
-
-/// What a caller of the driver's internal export tables is told (once). The usual
-/// caller is a CUDA runtime linked statically into the program (nvcc's default); NVIDIA's
-/// own driver-side libraries (NVML, which torch loads when it is installed) ask too.
-pub const STATIC_RUNTIME_MESSAGE: &str = "vmcuda: code in this process asked libcuda.so.1 for the driver's internal export tables (cuGetExportTable), which vmcuda cannot provide; that code gets CUDA_ERROR_NOT_SUPPORTED. It is a CUDA runtime linked statically into the program (nvcc's default -cudart static) or a library (NVIDIA's NVML also asks): if it is this program, rebuild it with `nvcc -cudart shared` to run it through vmcuda";
-
-export! {
-    fn cuGetExportTable(table: *mut *const c_void, _id: *const c_void) {
-        if !STATIC_RUNTIME_TOLD.swap(true, Ordering::Relaxed) {
-            eprintln!("{STATIC_RUNTIME_MESSAGE}");
-        }
-        // SAFETY: by cuGetExportTable's contract `table` is NULL or writable.
-        unsafe { caller::write_opt(table, std::ptr::null()) };
-        Err(status(CUDA_ERROR_NOT_SUPPORTED))
     }
 }
 

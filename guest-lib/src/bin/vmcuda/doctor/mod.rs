@@ -169,9 +169,10 @@ impl LibraryFacts {
             .map(|d| d.join(CUDART))
             .find(|p| p.is_file())
             .map(|p| {
-                // Its own settings' names are in vmcuda's library and in no other.
+                // vmcuda's libraries name their private implementations `__vmcuda_...`
+                // (libcudart.so.13 jumps to them in libcuda.so.1); no other does.
                 let ours = std::fs::read(&p)
-                    .map(|data| data.windows(13).any(|w| w == b"VMCUDA_SERVER"))
+                    .map(|data| data.windows(9).any(|w| w == b"__vmcuda_"))
                     .unwrap_or(false);
                 (p, ours)
             });
