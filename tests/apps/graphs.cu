@@ -163,6 +163,10 @@ int main() {
 
     cudaGraphExec_t exec;
     CHECK(cudaGraphInstantiateWithFlags(&exec, graph, 0));
+    // CUDA 12+'s cudaGraphInstantiate is the same call.
+    cudaGraphExec_t exec2 = nullptr;
+    CHECK(cudaGraphInstantiate(&exec2, graph, 0));
+    CHECK(cudaGraphExecDestroy(exec2));
     CHECK(cudaGraphDestroy(graph));  // the executable graph lives on
     for (int i = 0; i < LAUNCHES; i++) CHECK(cudaGraphLaunch(exec, s));
     CHECK(cudaStreamSynchronize(s));

@@ -182,13 +182,33 @@ pub extern "C" fn cudaThreadExchangeStreamCaptureMode(mode: *mut u32) -> cudaErr
     })
 }
 
+/// CUDA 12 gave `cudaGraphInstantiate` the flags argument of
+/// `cudaGraphInstantiateWithFlags`: the two are one call.
+#[no_mangle]
+pub extern "C" fn cudaGraphInstantiate(
+    exec: *mut RawHandle,
+    graph: RawHandle,
+    flags: u64,
+) -> cudaError_t {
+    instantiate("cudaGraphInstantiate", exec, graph, flags)
+}
+
 #[no_mangle]
 pub extern "C" fn cudaGraphInstantiateWithFlags(
     exec: *mut RawHandle,
     graph: RawHandle,
     flags: u64,
 ) -> cudaError_t {
-    guard("cudaGraphInstantiateWithFlags", || {
+    instantiate("cudaGraphInstantiateWithFlags", exec, graph, flags)
+}
+
+fn instantiate(
+    name: &'static str,
+    exec: *mut RawHandle,
+    graph: RawHandle,
+    flags: u64,
+) -> cudaError_t {
+    guard(name, || {
         if exec.is_null() || graph.is_null() {
             return Err(CudaStatus::ErrorInvalidValue);
         }
@@ -198,7 +218,8 @@ pub extern "C" fn cudaGraphInstantiateWithFlags(
         };
         let made = call(&req)?;
         live(|l| l.execs.insert(made.exec.0));
-        // SAFETY: by cudaGraphInstantiateWithFlags's contract `exec` is NULL or writable.
+        // SAFETY: by cudaGraphInstantiate(WithFlags)'s contract `exec` is NULL or
+        // writable.
         unsafe { caller::write(exec, made.exec.0 as RawHandle) }
     })
 }
