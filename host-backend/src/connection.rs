@@ -30,7 +30,7 @@ use crate::policy::{Caller, ConfigError, Grant, Policy, Refusal};
 use crate::session::Session;
 use crate::stats::{self, Identity, WorkerStats};
 use crate::tls::{self, Accepted};
-use crate::worker::{self, Admitted, Ended};
+use crate::worker::{self, Ended};
 
 /// What a worker process is given besides its template.
 pub struct Connection {
@@ -100,7 +100,7 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
     // Set once a TCP guest has done its TLS handshake, for the figures.
     let over_tls = Cell::new(false);
     // Admission, and only then an executor: a refused caller never touches a GPU.
-    let open = |hello: &Hello| -> Result<Admitted, Refusal> {
+    let open = |hello: &Hello| -> Result<Session, Refusal> {
         let policy = policy.as_ref().map_err(|e| Refusal {
             status: CudaStatus::ErrorNotPermitted,
             guest: "the host's configuration cannot be read; its administrator can fix it".into(),
@@ -170,10 +170,7 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
         jail::confine_admitted(policy, &identity.vm, &state_dir, Some(ledger.path()))
             .map_err(|e| e.refusal(&caller, &identity.vm))?;
         let buffers = BufferBudget::new(grant_buffers, Some(ledger.buffers()));
-        Ok(Admitted {
-            session: session.with_ledger(ledger),
-            buffers,
-        })
+        Ok(session.with_buffer_budget(buffers).with_ledger(ledger))
     };
     let poll_for = worker::request_poll_window();
     let result = match transport {
@@ -243,7 +240,7 @@ fn serve_tls_listener(
     policy: &Result<Policy, ConfigError>,
     caller: &Caller,
     over_tls: &Cell<bool>,
-    open: impl FnOnce(&Hello) -> Result<Admitted, Refusal>,
+    open: impl FnOnce(&Hello) -> Result<Session, Refusal>,
     console: Option<&mut ConsoleCapture>,
 ) -> Result<Ended, ConnectionError> {
     // The certificate as configured now: renewing it needs no restart.
@@ -268,7 +265,7 @@ fn serve_tls_listener(
         Accepted::Plain(stream) => serve_tcp(stream, open, console),
         Accepted::PlainRefused(stream) => {
             // Told in the protocol it speaks, so the program says why it failed.
-            let refuse = |hello: &Hello| -> Result<Admitted, Refusal> {
+            let refuse = |hello: &Hello| -> Result<Session, Refusal> {
                 let leaked = if hello.token.is_empty() {
                     ""
                 } else {
@@ -293,7 +290,7 @@ fn serve_tls_listener(
 /// Serve a guest on plain TCP.
 fn serve_tcp(
     stream: TcpStream,
-    open: impl FnOnce(&Hello) -> Result<Admitted, Refusal>,
+    open: impl FnOnce(&Hello) -> Result<Session, Refusal>,
     console: Option<&mut ConsoleCapture>,
 ) -> Result<Ended, ConnectionError> {
     let reader = stream.try_clone().map_err(FrameError::from)?;
