@@ -497,9 +497,7 @@ impl Drop for WorkerStats {
                 debug!("this connection's figures are left for the daemon to fold ({source})");
             }
             Err(e) => {
-                warn!(
-                    "cannot retire this connection's figures ({e}); the next worker or scrape will"
-                );
+                warn!("cannot retire this connection's figures ({e}); the next worker or scrape will");
             }
         }
     }
