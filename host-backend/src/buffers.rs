@@ -4,9 +4,10 @@
 //! Buffers up to [`KEEP`] bytes live on between frames (re-registering pages with the
 //! driver costs more than the copy of a 4 MiB chunk). A larger frame gets a buffer of
 //! its own that is let go as soon as that frame is done with. Every byte is counted
-//! against the VM's `buffer_memory` ([`BufferBudget`]), across its connections where
-//! the VM has a ledger; a frame that would go over it is read and dropped, and its
-//! request answered with cudaErrorMemoryAllocation.
+//! against the VM's `buffer_memory` ([`BufferBudget`], held by the session, which
+//! counts its reply buffers there too), across its connections where the VM has a
+//! ledger; a frame that would go over it is read and dropped, and its request answered
+//! with cudaErrorMemoryAllocation.
 
 use tracing::warn;
 use vmcuda_wire::CudaStatus;
@@ -22,8 +23,10 @@ pub const KEEP: usize = 16 << 20;
 /// The session's pin slots of the receive buffers, used in turn.
 pub const RECEIVE_SLOTS: [usize; 2] = [RECEIVE_BUFFER, RECEIVE_BUFFER_2];
 
-/// What a connection's frame buffers may hold: `limit` bytes, shared with the VM's
-/// other connections through `account` when there is one.
+/// What a connection's frame buffers (receive and reply) may hold: `limit` bytes,
+/// shared with the VM's other connections through `account` when there is one. Its
+/// one owner is the connection's session ([`Session::with_buffer_budget`]); what it
+/// still holds when dropped is given back.
 pub struct BufferBudget {
     limit: u64,
     held: u64,
@@ -46,7 +49,7 @@ impl BufferBudget {
 
     /// Take `bytes` more, unless that would go over the limit. An account that cannot
     /// be read refuses: the VM's limit cannot be shown to hold.
-    fn take(&mut self, bytes: u64) -> bool {
+    pub(crate) fn take(&mut self, bytes: u64) -> bool {
         if self.held.checked_add(bytes).is_none_or(|h| h > self.limit) {
             return false;
         }
@@ -64,7 +67,7 @@ impl BufferBudget {
         true
     }
 
-    fn give_back(&mut self, bytes: u64) {
+    pub(crate) fn give_back(&mut self, bytes: u64) {
         self.held = self.held.saturating_sub(bytes);
         if let Some(account) = &self.account {
             if let Err(e) = account.refund(bytes) {
@@ -76,6 +79,12 @@ impl BufferBudget {
     /// What this connection's buffers hold now.
     pub fn held(&self) -> u64 {
         self.held
+    }
+}
+
+impl Default for BufferBudget {
+    fn default() -> BufferBudget {
+        BufferBudget::unlimited()
     }
 }
 
@@ -100,14 +109,13 @@ pub struct ReceiveBuffers {
 
 impl ReceiveBuffers {
     /// The buffer the next frame's `len` data bytes go into, once no copy reads it: `None`
-    /// when `budget` has no room for it. A failure of the copy that was reading it is
+    /// when the session's buffer budget has no room for it. A failure of the copy that was reading it is
     /// owed to the guest's next call.
     pub fn next(
         &mut self,
         len: usize,
         session: &mut Session,
         deferred: &mut Option<CudaStatus>,
-        budget: &mut BufferBudget,
     ) -> std::io::Result<Option<&mut [u8]>> {
         if len == 0 {
             return Ok(Some(&mut []));
@@ -120,9 +128,9 @@ impl ReceiveBuffers {
         }
         if self.pages[i].as_ref().is_none_or(|p| p.len() < len) {
             // Growing moves the buffer: page-lock it again where it now lives.
-            self.free(i, session, budget);
+            self.free(i, session);
             let pages = PageBuffer::new(len)?;
-            if !budget.take(pages.len() as u64) {
+            if !session.buffer_budget_mut().take(pages.len() as u64) {
                 return Ok(None);
             }
             session.pin_buffer(slot, pages.start(), pages.len() as u64);
@@ -133,35 +141,30 @@ impl ReceiveBuffers {
     }
 
     /// After a frame: let go of buffers larger than [`KEEP`], once no copy reads them.
-    pub fn trim(
-        &mut self,
-        session: &mut Session,
-        deferred: &mut Option<CudaStatus>,
-        budget: &mut BufferBudget,
-    ) {
+    pub fn trim(&mut self, session: &mut Session, deferred: &mut Option<CudaStatus>) {
         for (i, slot) in RECEIVE_SLOTS.into_iter().enumerate() {
             if self.pages[i].as_ref().is_some_and(|p| p.len() > KEEP) {
                 if let Err(status) = session.release_buffer(slot) {
                     deferred.get_or_insert(status);
                 }
-                self.free(i, session, budget);
+                self.free(i, session);
             }
         }
     }
 
     /// Free buffer `i` (unpinned first: the driver lets go of the pages before they
     /// are unmapped).
-    fn free(&mut self, i: usize, session: &mut Session, budget: &mut BufferBudget) {
+    fn free(&mut self, i: usize, session: &mut Session) {
         session.unpin_buffer(RECEIVE_SLOTS[i]);
         if let Some(pages) = self.pages[i].take() {
-            budget.give_back(pages.len() as u64);
+            session.buffer_budget_mut().give_back(pages.len() as u64);
         }
     }
 
     /// Free both buffers at the connection's end.
-    pub fn release_all(&mut self, session: &mut Session, budget: &mut BufferBudget) {
+    pub fn release_all(&mut self, session: &mut Session) {
         for i in 0..RECEIVE_SLOTS.len() {
-            self.free(i, session, budget);
+            self.free(i, session);
         }
     }
 

@@ -30,7 +30,7 @@ use crate::policy::{Caller, ConfigError, Grant, Policy, Refusal};
 use crate::session::Session;
 use crate::stats::{self, Identity, WorkerStats};
 use crate::tls::{self, Accepted};
-use crate::worker::{self, Admitted, Ended};
+use crate::worker::{self, Ended};
 
 /// What a worker process is given besides its template.
 pub struct Connection {
@@ -61,16 +61,20 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
     let _enter = span.enter();
 
     // The configuration as it is now: for admission (and a TLS listener's certificate).
-    let policy = Policy::load(template.config.as_deref());
+    // It holds every VM's limits and inline tokens, so admission takes it and drops it
+    // (tokens wiped, see `policy::Secret`): an admitted worker keeps only its grant.
+    let policy = std::cell::RefCell::new(Some(Policy::load(template.config.as_deref())));
+    let borrowed = policy.borrow();
+    let loaded = borrowed.as_ref().expect("loaded above");
     admission::hello_deadline(
-        policy
+        loaded
             .as_ref()
             .map_or(admission::DEFAULT_HELLO_TIMEOUT, |p| {
                 p.config.admission.hello_timeout()
             }),
     );
     let state_dir = template.state_dir.clone().unwrap_or_else(|| {
-        policy
+        loaded
             .as_ref()
             .map_or(Path::new(crate::policy::DEFAULT_STATE_DIR), |p| {
                 p.state_dir()
@@ -88,7 +92,7 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
         }
     };
     if let (Some(_), Caller::Vm(vm)) = (&guest_ram, &caller) {
-        if !policy.as_ref().is_ok_and(|p| p.guest_memory_copies(vm)) {
+        if !loaded.as_ref().is_ok_and(|p| p.guest_memory_copies(vm)) {
             info!(vm = %vm, "guest_memory_copies is off for this VM; copies go over the socket");
             guest_ram = None;
         }
@@ -97,11 +101,14 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
         guest_ram = None;
     }
     let guest_ram = std::cell::RefCell::new(guest_ram);
+    // Admission takes the configuration out of its cell.
+    drop(borrowed);
     // Set once a TCP guest has done its TLS handshake, for the figures.
     let over_tls = Cell::new(false);
     // Admission, and only then an executor: a refused caller never touches a GPU.
-    let open = |hello: &Hello| -> Result<Admitted, Refusal> {
-        let policy = policy.as_ref().map_err(|e| Refusal {
+    let open = |hello: &Hello| -> Result<Session, Refusal> {
+        let config = policy.take().expect("admission runs once");
+        let policy = config.as_ref().map_err(|e| Refusal {
             status: CudaStatus::ErrorNotPermitted,
             guest: "the host's configuration cannot be read; its administrator can fix it".into(),
             host: format!("refused {caller}: {e}"),
@@ -170,10 +177,9 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
         jail::confine_admitted(policy, &identity.vm, &state_dir, Some(ledger.path()))
             .map_err(|e| e.refusal(&caller, &identity.vm))?;
         let buffers = BufferBudget::new(grant_buffers, Some(ledger.buffers()));
-        Ok(Admitted {
-            session: session.with_ledger(ledger),
-            buffers,
-        })
+        // Every VM's limits and tokens go before the guest's first request.
+        drop(config);
+        Ok(session.with_buffer_budget(buffers).with_ledger(ledger))
     };
     let poll_for = worker::request_poll_window();
     let result = match transport {
@@ -240,15 +246,19 @@ pub enum ConnectionError {
 /// only where `[tcp] require_tls = false`, else it is told to use TLS and turned away.
 fn serve_tls_listener(
     stream: TcpStream,
-    policy: &Result<Policy, ConfigError>,
+    policy: &std::cell::RefCell<Option<Result<Policy, ConfigError>>>,
     caller: &Caller,
     over_tls: &Cell<bool>,
-    open: impl FnOnce(&Hello) -> Result<Admitted, Refusal>,
+    open: impl FnOnce(&Hello) -> Result<Session, Refusal>,
     console: Option<&mut ConsoleCapture>,
 ) -> Result<Ended, ConnectionError> {
     // The certificate as configured now: renewing it needs no restart.
     let unusable = |e: &ConfigError| ConnectionError::Setup(format!("no TLS certificate: {e}"));
+    // Borrowed only for this: admission takes the configuration.
     let server = policy
+        .borrow()
+        .as_ref()
+        .expect("not admitted yet")
         .as_ref()
         .map_err(unusable)?
         .tls_server()
@@ -268,7 +278,7 @@ fn serve_tls_listener(
         Accepted::Plain(stream) => serve_tcp(stream, open, console),
         Accepted::PlainRefused(stream) => {
             // Told in the protocol it speaks, so the program says why it failed.
-            let refuse = |hello: &Hello| -> Result<Admitted, Refusal> {
+            let refuse = |hello: &Hello| -> Result<Session, Refusal> {
                 let leaked = if hello.token.is_empty() {
                     ""
                 } else {
@@ -293,7 +303,7 @@ fn serve_tls_listener(
 /// Serve a guest on plain TCP.
 fn serve_tcp(
     stream: TcpStream,
-    open: impl FnOnce(&Hello) -> Result<Admitted, Refusal>,
+    open: impl FnOnce(&Hello) -> Result<Session, Refusal>,
     console: Option<&mut ConsoleCapture>,
 ) -> Result<Ended, ConnectionError> {
     let reader = stream.try_clone().map_err(FrameError::from)?;

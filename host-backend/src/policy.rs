@@ -20,7 +20,9 @@ use vmcuda_wire::CudaStatus;
 use crate::tls::TlsServer;
 
 mod ids;
+mod secret;
 pub use ids::{ByteSize, Caller, GpuId, GpuSelection, Gpus};
+pub use secret::Secret;
 
 /// Where the daemon looks for its configuration when none is named.
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/vmcuda/host.toml";
@@ -222,8 +224,8 @@ pub struct Vm {
     /// A hybrid-vsock VMM's socket (Firecracker `uds_path`, cloud-hypervisor
     /// `--vsock socket=`): the daemon listens on `PATH_<port>` for this VM.
     pub hybrid_vsock: Option<PathBuf>,
-    /// The token this VM presents over TCP (inline), ...
-    pub token: Option<String>,
+    /// The token this VM presents over TCP (inline), wiped from memory when dropped, ...
+    pub token: Option<Secret>,
     /// ... or the file holding it (first line), which keeps secrets out of this file.
     pub token_file: Option<PathBuf>,
     /// Whether the VM may connect over TCP (with its token).
@@ -243,9 +245,12 @@ fn default_true() -> bool {
 }
 
 /// The token in a `token_file`: its first line, trimmed, at least [`MIN_TOKEN_LEN`] long.
-fn read_token_file(path: &Path) -> Result<String, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read token file: {e}"))?;
-    let t = text.lines().next().unwrap_or("").trim().to_string();
+/// The file's text is wiped once read, as the token is when dropped.
+fn read_token_file(path: &Path) -> Result<Secret, String> {
+    let text = zeroize::Zeroizing::new(
+        std::fs::read_to_string(path).map_err(|e| format!("cannot read token file: {e}"))?,
+    );
+    let t = Secret::new(text.lines().next().unwrap_or("").trim().to_string());
     if t.len() >= MIN_TOKEN_LEN {
         Ok(t)
     } else {
@@ -333,10 +338,13 @@ impl Policy {
             None if Path::new(DEFAULT_CONFIG_PATH).exists() => DEFAULT_CONFIG_PATH.into(),
             None => return Ok(Policy::builtin()),
         };
-        let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
-            path: path.clone(),
-            source,
-        })?;
+        // The text holds every VM's inline token: wiped once parsed.
+        let text = zeroize::Zeroizing::new(std::fs::read_to_string(&path).map_err(|source| {
+            ConfigError::Read {
+                path: path.clone(),
+                source,
+            }
+        })?);
         Policy::parse(&text, &path)
     }
 
@@ -538,7 +546,7 @@ impl Policy {
         }
     }
 
-    fn token_of(&self, vm: &Vm) -> Option<String> {
+    fn token_of(&self, vm: &Vm) -> Option<Secret> {
         if let Some(t) = &vm.token {
             return Some(t.clone());
         }

@@ -34,7 +34,7 @@ pub const REQUEST_POLL_WINDOW: std::time::Duration = std::time::Duration::from_m
 pub fn request_poll_window() -> std::time::Duration {
     vmcuda_wire::polling::window_from_env(REQUEST_POLL_WINDOW)
 }
-use crate::buffers::{BufferBudget, ReceiveBuffers};
+use crate::buffers::ReceiveBuffers;
 use crate::session::Session;
 
 /// Large replies from the reply area go out in pieces this large, each as soon as
@@ -44,22 +44,6 @@ const REPLY_PIECE: usize = 256 << 10;
 /// The largest hello frame accepted: it is a few dozen bytes; anything much larger
 /// is not a guest of ours.
 const MAX_HELLO_LEN: usize = 64 << 10;
-
-/// An admitted guest: its session, and what its frame buffers may hold.
-pub struct Admitted {
-    pub session: Session,
-    pub buffers: BufferBudget,
-}
-
-impl From<Session> for Admitted {
-    /// A session whose buffers are limited by nothing but the frame size.
-    fn from(session: Session) -> Admitted {
-        Admitted {
-            session,
-            buffers: BufferBudget::unlimited(),
-        }
-    }
-}
 
 /// How a connection ended, when it ended cleanly.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,11 +58,13 @@ pub enum Ended {
 /// executor and session it gets), then its frames until it disconnects or sends
 /// something that cannot be a frame. A refused guest gets the refusal's reason as the
 /// hello's error reply and the connection is closed; no executor is ever made for it.
-pub fn serve<A: Into<Admitted>>(
+/// The session's buffer budget ([`Session::with_buffer_budget`]) bounds the frame
+/// buffers, receive and reply alike.
+pub fn serve(
     reader: impl Read,
     writer: impl Write,
     fds: Option<FdQueue>,
-    open: impl FnOnce(&Hello) -> Result<A, Refusal>,
+    open: impl FnOnce(&Hello) -> Result<Session, Refusal>,
     console: Option<&mut ConsoleCapture>,
 ) -> Result<Ended, FrameError> {
     // A frame's data is read into its page-locked buffer directly, past this.
@@ -110,11 +96,8 @@ pub fn serve<A: Into<Admitted>>(
                 hello.client, hello.pid, hello.protocol, hello.runtime_version
             ),
         })
-        .and_then(|()| open(&hello).map(Into::into));
-    let Admitted {
-        mut session,
-        buffers: mut budget,
-    } = match admitted {
+        .and_then(|()| open(&hello));
+    let mut session = match admitted {
         Ok(admitted) => admitted,
         Err(refusal) => {
             admission::log(refusal.host);
@@ -145,19 +128,11 @@ pub fn serve<A: Into<Admitted>>(
         if !greeted {
             return Ok(());
         }
-        serve_frames(
-            reader,
-            writer,
-            fds,
-            &mut session,
-            console,
-            &mut receive,
-            &mut budget,
-        )
+        serve_frames(reader, writer, fds, &mut session, console, &mut receive)
     });
     // The driver lets go of the receive pages (once no copy reads them) before they
     // are unmapped.
-    receive.release_all(&mut session, &mut budget);
+    receive.release_all(&mut session);
     result.map(|()| Ended::Served)
 }
 
@@ -292,7 +267,6 @@ fn serve_frames(
     session: &mut Session,
     mut console: Option<&mut ConsoleCapture>,
     receive: &mut ReceiveBuffers,
-    budget: &mut BufferBudget,
 ) -> Result<(), FrameError> {
     // A failure from a request the guest did not wait for, owed to its next call.
     let mut deferred: Option<CudaStatus> = None;
@@ -318,7 +292,7 @@ fn serve_frames(
         let len = header.data_len.get() as usize;
         // A frame over the VM's buffer memory is read past and refused; the connection
         // carries on.
-        let data = match receive.next(len, session, &mut deferred, budget)? {
+        let data = match receive.next(len, session, &mut deferred)? {
             Some(data) => {
                 reader.read_exact(data)?;
                 Some(&*data)
@@ -364,7 +338,7 @@ fn serve_frames(
             }
             (Some(op), None) => {
                 warn!(client = %session.client(), op = op.name(), bytes = len,
-                    held = budget.held(), "frame refused: over the VM's buffer_memory");
+                    held = session.buffer_budget().held(), "frame refused: over the VM's buffer_memory");
                 Err(CudaStatus::ErrorMemoryAllocation)
             }
             (Some(op), Some(data)) => run(session, &ctx, op, &meta, data, &mut deferred),
@@ -398,7 +372,7 @@ fn serve_frames(
             answer(&mut writer, session, &header, result, &mut deferred)?;
         }
         // A large frame's buffers go as soon as it is done with.
-        receive.trim(session, &mut deferred, budget);
+        receive.trim(session, &mut deferred);
         session.trim_reply_buffers(crate::buffers::KEEP);
         if let (Some(t), Some(head), Some(ran), Some(checked)) = (&mut timeline, head, ran, checked)
         {

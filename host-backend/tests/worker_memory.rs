@@ -1,5 +1,5 @@
-//! A worker's frame buffers: let go after a large frame, and bounded by the VM's
-//! `buffer_memory` across its connections.
+//! A worker's frame buffers, receive and reply: let go after a large frame, and bounded
+//! by the VM's `buffer_memory` across its connections.
 
 mod common;
 
@@ -118,10 +118,11 @@ fn frames_over_the_vms_buffer_memory_are_refused_and_the_connection_carries_on()
         htod(&mut b, dev_b, &vec![2u8; 16 << 20]),
         CudaStatus::ErrorMemoryAllocation
     );
-    // B carries on within what is left.
-    let small: Vec<u8> = (0..8 << 20).map(|i| (i % 253) as u8).collect();
+    // B carries on within what is left, for its upload and the read-back's reply
+    // buffer together.
+    let small: Vec<u8> = (0..4 << 20).map(|i| (i % 253) as u8).collect();
     assert_eq!(htod(&mut b, dev_b, &small), CudaStatus::Success);
-    assert!(dtoh(&mut b, dev_b, 8 << 20).1 == small);
+    assert!(dtoh(&mut b, dev_b, 4 << 20).1 == small);
     // A frame over the whole limit is refused even alone.
     drop(a);
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -139,4 +140,37 @@ fn frames_over_the_vms_buffer_memory_are_refused_and_the_connection_carries_on()
         "{}",
         d.log()
     );
+}
+
+/// Finding 8: reply buffers count against `buffer_memory` too. A read over it is
+/// refused with cudaErrorMemoryAllocation and the connection carries on; a large
+/// read's buffer, let go once sent, is room for the next frame.
+#[test]
+fn reads_over_the_vms_buffer_memory_are_refused_and_their_room_comes_back() {
+    let d = Daemon::with_config(
+        "reply-buffers",
+        Some("[local]\nbuffer_memory = \"40MiB\"\n"),
+        &[],
+    );
+    let mut s = d.connect();
+    hello(&mut s);
+    let dev = alloc(&mut s, 48 << 20);
+    let bytes: Vec<u8> = (0..30 << 20).map(|i| (i % 241) as u8).collect();
+    assert_eq!(htod(&mut s, dev, &bytes), CudaStatus::Success);
+    // 48 MiB of reply is over the VM's 40 MiB: refused, no data sent.
+    let (status, data) = dtoh(&mut s, dev, 48 << 20);
+    assert_eq!(status, CudaStatus::ErrorMemoryAllocation);
+    assert!(data.is_empty());
+    // The connection carries on, small reads and large.
+    let (status, data) = dtoh(&mut s, dev, 1 << 20);
+    assert_eq!(status, CudaStatus::Success);
+    assert!(data[..] == bytes[..1 << 20]);
+    for _ in 0..2 {
+        // 30 MiB read back, then 30 MiB sent: each fits only once the other's buffer
+        // has been let go and given back.
+        let (status, data) = dtoh(&mut s, dev, 30 << 20);
+        assert_eq!(status, CudaStatus::Success);
+        assert!(data == bytes, "the read came back different");
+        assert_eq!(htod(&mut s, dev, &bytes), CudaStatus::Success);
+    }
 }

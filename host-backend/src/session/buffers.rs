@@ -1,10 +1,13 @@
 //! The worker's frame I/O buffers as the session sees them: the page-locked receive
 //! buffers copies go straight from, the page-locked reply area large reads land in, and
-//! the reused reply buffer.
+//! the reused reply buffer. The reply buffers are counted against the VM's
+//! `buffer_memory` in the connection's [`BufferBudget`], with the receive buffers: a
+//! read that would go over it is refused with cudaErrorMemoryAllocation.
 
 use tracing::debug;
 use vmcuda_wire::CudaStatus;
 
+use crate::buffers::BufferBudget;
 use crate::pinned::PageBuffer;
 
 use super::Session;
@@ -23,28 +26,68 @@ pub(super) struct FrameBuffers {
     /// The last reply's data buffer, reused so bulk copies do not fault in fresh memory
     /// for every chunk.
     pub(super) spare: Vec<u8>,
+    /// Bytes taken from `budget` for the reply buffer: at least the capacity of
+    /// `spare`, or of the buffer out with the worker until it is recycled or dropped.
+    spare_charged: u64,
     /// The worker's bulk buffers page-locked with the executor, so the GPU copies
     /// straight from them: (start, length) per slot.
     pub(super) pinned: [Option<(u64, u64)>; 3],
-    /// Page-locked memory large device-to-host reads land in, sent from there.
+    /// Page-locked memory large device-to-host reads land in, sent from there; its
+    /// length is taken from `budget` while it lives.
     pub(super) reply_area: Option<PageBuffer>,
     /// Set by a handler that left its reply data in `reply_area`: the length.
     pub(super) reply_in_area: Option<usize>,
     /// A synchronous copy queued from a receive buffer (that buffer), waited for
     /// before the next reply.
     pub(super) owed_copy: Option<usize>,
+    /// What the connection's frame buffers, the worker's receive buffers and these
+    /// reply buffers, may hold. Dropped after the buffers (field order), giving back
+    /// whatever is still counted.
+    budget: BufferBudget,
 }
 
 impl Session {
-    /// A reply buffer of exactly `len` bytes, reusing the last one's memory.
+    /// Count this connection's frame buffers against `budget` (the VM's
+    /// `buffer_memory`); unlimited otherwise.
+    pub fn with_buffer_budget(mut self, budget: BufferBudget) -> Self {
+        self.buffers.budget = budget;
+        self
+    }
+
+    /// What the connection's frame buffers may hold, and hold now.
+    pub fn buffer_budget(&self) -> &BufferBudget {
+        &self.buffers.budget
+    }
+
+    pub(crate) fn buffer_budget_mut(&mut self) -> &mut BufferBudget {
+        &mut self.buffers.budget
+    }
+
+    /// A reply buffer of exactly `len` bytes, reusing the last one's memory; refused
+    /// when a larger one would take the VM over its `buffer_memory`.
     pub(super) fn reply_buffer(&mut self, len: usize) -> Result<Vec<u8>, CudaStatus> {
         let mut v = std::mem::take(&mut self.buffers.spare);
-        if v.len() < len {
-            v.try_reserve_exact(len - v.len())
+        if v.capacity() < len {
+            // The old buffer goes, and its charge with it, before the larger one is
+            // counted: the two are never held together.
+            drop(v);
+            let charged = std::mem::take(&mut self.buffers.spare_charged);
+            self.buffers.budget.give_back(charged);
+            v = Vec::new();
+            v.try_reserve_exact(len)
                 .map_err(|_| CudaStatus::ErrorMemoryAllocation)?;
-            v.resize(len, 0);
+            let capacity = v.capacity() as u64;
+            if !self.buffers.budget.take(capacity) {
+                debug!(
+                    bytes = capacity,
+                    held = self.buffers.budget.held(),
+                    "reply refused: over the VM's buffer_memory"
+                );
+                return Err(CudaStatus::ErrorMemoryAllocation);
+            }
+            self.buffers.spare_charged = capacity;
         }
-        v.truncate(len);
+        v.resize(len, 0);
         Ok(v)
     }
 
@@ -77,7 +120,8 @@ impl Session {
     }
 
     /// Make the page-locked reply area hold at least `len` bytes; false when it cannot
-    /// be (the caller then uses an ordinary reply buffer).
+    /// be, for want of memory or of room in the budget (the caller then uses an
+    /// ordinary reply buffer, which the budget refuses alike).
     pub(super) fn ensure_reply_area(&mut self, len: usize) -> bool {
         if self
             .buffers
@@ -87,9 +131,12 @@ impl Session {
         {
             return true;
         }
-        self.unpin_buffer(REPLY_AREA);
-        self.buffers.reply_area = None;
+        self.drop_reply_area();
         match PageBuffer::new(len) {
+            Ok(area) if !self.buffers.budget.take(area.len() as u64) => {
+                debug!("no reply area: over the VM's buffer_memory");
+                false
+            }
             Ok(area) => {
                 self.pin_buffer(REPLY_AREA, area.start(), area.len() as u64);
                 let pinned = self.buffers.pinned[REPLY_AREA].is_some();
@@ -100,6 +147,14 @@ impl Session {
                 debug!("no reply area ({e}); replies use ordinary buffers");
                 false
             }
+        }
+    }
+
+    /// Unpin and free the reply area, giving its bytes back to the budget.
+    fn drop_reply_area(&mut self) {
+        self.unpin_buffer(REPLY_AREA);
+        if let Some(area) = self.buffers.reply_area.take() {
+            self.buffers.budget.give_back(area.len() as u64);
         }
     }
 
@@ -161,18 +216,143 @@ impl Session {
             .as_ref()
             .is_some_and(|a| a.len() > keep)
         {
-            self.unpin_buffer(REPLY_AREA);
-            self.buffers.reply_area = None;
+            self.drop_reply_area();
         }
-        if self.buffers.spare.capacity() > keep {
+        if self.buffers.spare_charged > keep as u64 {
             self.buffers.spare = Vec::new();
+            let charged = std::mem::take(&mut self.buffers.spare_charged);
+            self.buffers.budget.give_back(charged);
         }
     }
 
-    /// Hand a written reply's buffer back for the next reply.
+    /// Hand a written reply's buffer back for the next reply. Only a buffer the charge
+    /// covers is kept (a handler's own reply data may be larger than anything counted).
     pub fn recycle(&mut self, data: Vec<u8>) {
-        if data.capacity() > self.buffers.spare.capacity() {
+        let capacity = data.capacity();
+        if capacity > self.buffers.spare.capacity() && capacity as u64 <= self.buffers.spare_charged
+        {
             self.buffers.spare = data;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use vmcuda_wire::op::{CallContext, CopyOps, MemAlloc, MemcpyDtoH, MemoryOps, StreamHandle};
+
+    use super::*;
+    use crate::executor::host_memory::HostMemoryExecutor;
+    use crate::ledger::Ledger;
+    use crate::policy::Grant;
+
+    const CTX: CallContext = CallContext { device: 0 };
+
+    fn session(budget: BufferBudget) -> Session {
+        let exec = HostMemoryExecutor::new(64 << 20, None).unwrap();
+        Session::new(Box::new(exec), Grant::unlimited("test")).with_buffer_budget(budget)
+    }
+
+    fn alloc(s: &mut Session, size: u64) -> u64 {
+        let (allocated, _) = s.mem_alloc(&CTX, MemAlloc { size }, &[]).unwrap();
+        allocated.ptr
+    }
+
+    /// A read of `size` bytes, sent on as the worker does: its bytes, from the reply
+    /// area or the reply buffer, which is then recycled.
+    fn read(s: &mut Session, src: u64, size: u64) -> Result<usize, CudaStatus> {
+        let req = MemcpyDtoH {
+            src,
+            size,
+            stream: StreamHandle::LEGACY,
+            is_async: false,
+        };
+        let ((), data) = s.memcpy_dtoh(&CTX, req, &[])?;
+        match s.take_area_len() {
+            Some(len) => {
+                let (landed, bytes) = s.area_piece(0, len);
+                landed?;
+                Ok(bytes.len())
+            }
+            None => {
+                let len = data.len();
+                s.recycle(data);
+                Ok(len)
+            }
+        }
+    }
+
+    /// Reply buffers draw on the connection's budget: a read over it is refused, one
+    /// under it is counted, and trimming gives its bytes back.
+    #[test]
+    fn reads_are_counted_against_the_buffer_budget() {
+        let mut s = session(BufferBudget::new(8 << 20, None));
+        let dev = alloc(&mut s, 16 << 20);
+        // Over the budget, through the reply area and through a reply buffer alike.
+        assert_eq!(
+            read(&mut s, dev, 12 << 20),
+            Err(CudaStatus::ErrorMemoryAllocation)
+        );
+        assert_eq!(s.buffer_budget().held(), 0);
+        // Large (reply area) and small (reply buffer) reads under it are counted.
+        let large = (8 << 20) - (128 << 10);
+        assert_eq!(read(&mut s, dev, large), Ok(large as usize));
+        assert!(s.buffer_budget().held() >= large);
+        assert_eq!(read(&mut s, dev, 4096), Ok(4096));
+        assert!(s.buffer_budget().held() >= large + 4096);
+        // Both together may not pass the budget: the area holds all but 128 KiB.
+        let area = s.buffer_budget().held();
+        assert_eq!(
+            read(&mut s, dev, 200 << 10),
+            Err(CudaStatus::ErrorMemoryAllocation)
+        );
+        assert!(s.buffer_budget().held() <= area);
+        s.trim_reply_buffers(0);
+        assert_eq!(s.buffer_budget().held(), 0);
+        // With the area gone, the 12 MiB read is still over; 8 MiB fits exactly.
+        assert_eq!(read(&mut s, dev, 8 << 20), Ok(8 << 20));
+        s.trim_reply_buffers(0);
+        assert_eq!(s.buffer_budget().held(), 0);
+    }
+
+    /// A reply's buffer the worker drops instead of recycling (a posted read) does not
+    /// leave its charge behind, and handler data larger than the charge is not kept.
+    #[test]
+    fn dropped_and_foreign_reply_buffers_leave_no_charge() {
+        let mut s = session(BufferBudget::new(1 << 20, None));
+        let dev = alloc(&mut s, 1 << 20);
+        for _ in 0..8 {
+            let req = MemcpyDtoH {
+                src: dev,
+                size: 200 << 10,
+                stream: StreamHandle::LEGACY,
+                is_async: false,
+            };
+            let ((), data) = s.memcpy_dtoh(&CTX, req, &[]).unwrap();
+            drop(data);
+        }
+        assert!(s.buffer_budget().held() <= 200 << 10);
+        s.recycle(vec![0u8; 4 << 20]);
+        assert!(s.buffers.spare.capacity() <= 200 << 10);
+        s.trim_reply_buffers(0);
+        assert_eq!(s.buffer_budget().held(), 0);
+    }
+
+    /// What a session's reply buffers hold is given back to the VM's ledger when the
+    /// session ends, untrimmed.
+    #[test]
+    fn a_sessions_end_gives_its_reply_buffers_back_to_the_vm() {
+        let dir = std::env::temp_dir().join(format!("vmcuda-reply-budget-{}", std::process::id()));
+        let ledger = Ledger::join(&dir, "vm", 4).unwrap();
+        let limit = 8 << 20;
+        let mut s = session(BufferBudget::new(limit, Some(ledger.buffers())));
+        let dev = alloc(&mut s, 8 << 20);
+        assert_eq!(read(&mut s, dev, 6 << 20), Ok(6 << 20));
+        assert_eq!(read(&mut s, dev, 64 << 10), Ok(64 << 10));
+        // The VM's account holds them: the whole limit cannot be taken beside them.
+        assert_eq!(ledger.buffers().charge(limit, limit).ok(), Some(false));
+        drop(s);
+        assert_eq!(ledger.buffers().charge(limit, limit).ok(), Some(true));
+        drop(ledger);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
