@@ -22,8 +22,9 @@ raw=$(mktemp -d)
 mkdir -p "$out"
 
 start_host() { # NAME CARRY: a host for that build, on $raw/NAME.sock
+  # Its stdout must not be the caller's $(...) pipe, or that waits for the host to end.
   "$2/bin/vmcuda-host" serve --unix "$raw/$1.sock" --executor cuda --state-dir "$raw/$1-state" \
-    2>"$raw/$1-host.log" &
+    >/dev/null 2>"$raw/$1-host.log" &
   echo $!
 }
 base_host=$(start_host base "$base")

@@ -13,6 +13,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use nix::fcntl::{Flock, FlockArg};
 use thiserror::Error;
@@ -29,7 +30,12 @@ pub enum LedgerError {
 }
 
 /// One worker's place in its VM's ledger. Dropping it removes the worker's line.
+///
+/// The file is opened once, when the worker joins, and every later change goes
+/// through that descriptor: a jailed worker (docs/security.md) keeps its ledger
+/// without being able to open it, or any other VM's, by path.
 pub struct Ledger {
+    file: Arc<File>,
     path: PathBuf,
     pid: u32,
 }
@@ -44,6 +50,7 @@ struct Entry {
 /// A worker's frame buffers, counted in its VM's ledger against the VM's limit. Made
 /// by [`Ledger::buffers`]; it counts only while the [`Ledger`] it came from lives.
 pub struct BufferAccount {
+    file: Arc<File>,
     path: PathBuf,
     pid: u32,
 }
@@ -52,7 +59,7 @@ impl BufferAccount {
     /// Count `bytes` more of buffers, unless the VM's workers would then hold more than
     /// `limit`: `Ok(false)` then, and nothing is counted.
     pub fn charge(&self, bytes: u64, limit: u64) -> Result<bool, LedgerError> {
-        update(&self.path, self.pid, |entries| {
+        update(&self.file, &self.path, self.pid, |entries| {
             let total: u64 = entries.iter().map(|e| e.buffers).sum();
             if total.checked_add(bytes).is_none_or(|t| t > limit) {
                 return Ok(false);
@@ -66,7 +73,7 @@ impl BufferAccount {
 
     /// Give back `bytes` of buffers.
     pub fn refund(&self, bytes: u64) -> Result<(), LedgerError> {
-        update(&self.path, self.pid, |entries| {
+        update(&self.file, &self.path, self.pid, |entries| {
             if let Some(me) = entries.iter_mut().find(|e| e.pid == self.pid) {
                 me.buffers = me.buffers.saturating_sub(bytes);
             }
@@ -85,8 +92,20 @@ impl Ledger {
             source,
         };
         std::fs::create_dir_all(&dir).map_err(io)?;
+        let path = dir.join(file_name(vm));
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|source| LedgerError::Io {
+                path: path.clone(),
+                source,
+            })?;
         let ledger = Ledger {
-            path: dir.join(file_name(vm)),
+            file: Arc::new(file),
+            path,
             pid: std::process::id(),
         };
         ledger.update(|entries| {
@@ -101,6 +120,19 @@ impl Ledger {
             Ok(())
         })?;
         Ok(ledger)
+    }
+
+    /// Make every later change fail as an I/O error would (a descriptor that can be
+    /// neither locked, read nor written), for tests of what the accounts do then.
+    #[cfg(test)]
+    pub(crate) fn break_for_tests(&mut self) {
+        use std::os::unix::fs::OpenOptionsExt;
+        let path_only = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH)
+            .open(&self.path)
+            .expect("the ledger file exists");
+        self.file = Arc::new(path_only);
     }
 
     /// The ledger file (the worker jail hands it to the VM's group and keeps it visible).
@@ -146,6 +178,7 @@ impl Ledger {
     /// This worker's frame buffers' account in the same ledger.
     pub fn buffers(&self) -> BufferAccount {
         BufferAccount {
+            file: Arc::clone(&self.file),
             path: self.path.clone(),
             pid: self.pid,
         }
@@ -155,13 +188,14 @@ impl Ledger {
         &self,
         f: impl FnOnce(&mut Vec<Entry>) -> Result<T, LedgerError>,
     ) -> Result<T, LedgerError> {
-        update(&self.path, self.pid, f)
+        update(&self.file, &self.path, self.pid, f)
     }
 }
 
-/// Read the ledger at `path` under its lock, drop dead workers' lines (never `pid`'s),
-/// let `f` change the rest, and write it back.
+/// Read the ledger (`file`, opened at `path`) under its lock, drop dead workers' lines
+/// (never `pid`'s), let `f` change the rest, and write it back.
 fn update<T>(
+    file: &File,
     path: &Path,
     pid: u32,
     f: impl FnOnce(&mut Vec<Entry>) -> Result<T, LedgerError>,
@@ -170,15 +204,12 @@ fn update<T>(
         path: path.to_path_buf(),
         source,
     };
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .map_err(io)?;
+    // The lock is the open file's, shared with every worker of the VM that opened the
+    // same file; the offset is shared with this worker's own copies, so read from 0.
+    let file = file.try_clone().map_err(io)?;
     let mut file: Flock<File> = Flock::lock(file, FlockArg::LockExclusive)
         .map_err(|(_, errno)| io(std::io::Error::from(errno)))?;
+    file.seek(SeekFrom::Start(0)).map_err(io)?;
     let mut text = String::new();
     file.read_to_string(&mut text).map_err(io)?;
     let mut entries: Vec<Entry> = text

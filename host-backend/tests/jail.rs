@@ -291,6 +291,13 @@ fn a_jailed_daemon_serves_a_whole_session() {
         Some("[local]\nallow = true\n[jail]\nenable = true\n"),
         &[],
     );
+    // A state directory only the daemon's user may enter (as `mktemp -d` makes one):
+    // the jailed worker keeps its ledger through the descriptor it opened when it
+    // joined, never by path.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&d.dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    }
     for round in 0..2 {
         let mut s = d.connect();
         hello(&mut s);
