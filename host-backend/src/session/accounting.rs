@@ -30,6 +30,9 @@ pub(super) struct Allocation {
     pub(super) device: i32,
     /// Made from the device's default pool (`cudaMallocAsync` outside a capture).
     pub(super) pooled: bool,
+    /// A graph allocation (`cudaMallocAsync` in a capture): the only kind a capture may
+    /// free.
+    pub(super) graph: bool,
 }
 
 /// Device memory held for the guest other than its allocations, charged per device so

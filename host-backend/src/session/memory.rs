@@ -213,6 +213,7 @@ impl Session {
             charged,
             device,
             pooled: false,
+            graph: false,
         };
         self.accounts.add_allocation(ptr, allocation);
         Ok(ptr)

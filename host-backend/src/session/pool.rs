@@ -145,6 +145,7 @@ impl PoolOps for Session {
                 charged: 0,
                 device,
                 pooled: false,
+                graph: true,
             };
             self.accounts.add_allocation(ptr, allocation);
             self.graph_memory_add(graph, device, charged);
@@ -155,6 +156,7 @@ impl PoolOps for Session {
             charged,
             device,
             pooled: true,
+            graph: false,
         };
         self.accounts.add_allocation(ptr, allocation);
         // The pool may have grown by more than the allocation: that counts too.
@@ -183,6 +185,14 @@ impl PoolOps for Session {
                 "refused cudaFreeAsync of memory the guest does not own");
             return Err(CudaStatus::ErrorInvalidValue);
         };
+        // In a capture the free is a graph's free node, which only a graph allocation
+        // may be given (as CUDA says): anything else would stay held by the device with
+        // nothing charged for it.
+        if !a.graph && self.exec.stream_capturing(s)? {
+            warn!(client = %self.client, ptr = format_args!("{:#x}", req.ptr),
+                "refused cudaFreeAsync in a capture of memory no graph allocated");
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
         self.exec.free_async(req.ptr, s)?;
         self.accounts.remove_allocation(req.ptr);
         if a.pooled && a.device == ctx.device {

@@ -409,6 +409,68 @@ fn graph_memory_is_charged_while_held_and_zeroed_at_launch() {
     assert_eq!(s.charged_bytes(), 0);
 }
 
+/// A capture may free only a graph allocation (its free node): freeing a `cudaMalloc`
+/// or pool allocation there was taken, refunded, and left held by the device with
+/// nothing charged for it.
+#[test]
+fn a_capture_frees_only_graph_allocations() {
+    let mut s = session(Some(8 * MIB));
+    let held = |s: &mut Session| {
+        let (free, total) = s.exec.mem_info().unwrap();
+        total - free
+    };
+    let st = stream(&mut s, &CTX, 0x100);
+    let plain = alloc(&mut s, &CTX, MIB).unwrap();
+    let pooled = alloc_async(&mut s, 4096, st).unwrap();
+    s.stream_begin_capture(&CTX, StreamBeginCapture { stream: st }, &[])
+        .unwrap();
+    let small = alloc(&mut s, &CTX, 1536).unwrap();
+    let big = alloc(&mut s, &CTX, 64 * 1024).unwrap();
+    let charged = s.charged_bytes();
+    assert_eq!(charged, held(&mut s));
+    for ptr in [plain, pooled, small, big] {
+        assert_eq!(
+            s.mem_free_async(&CTX, MemFreeAsync { ptr, stream: st }, &[]),
+            Err(CudaStatus::ErrorInvalidValue)
+        );
+        assert_eq!(s.charged_bytes(), charged, "nothing refunded");
+        assert_eq!(held(&mut s), charged);
+    }
+    let end = StreamEndCapture {
+        stream: st,
+        invalidated: false,
+    };
+    let graph = s.stream_end_capture(&CTX, end, &[]).unwrap().0.graph;
+    let exec = s
+        .graph_instantiate(&CTX, GraphInstantiate { graph, flags: 0 }, &[])
+        .unwrap()
+        .0
+        .exec;
+    s.graph_launch(&CTX, GraphLaunch { exec, stream: st }, &[])
+        .unwrap();
+    s.graph_exec_destroy(&CTX, GraphExecDestroy { exec }, &[])
+        .unwrap();
+    s.graph_destroy(&CTX, GraphDestroy { graph }, &[]).unwrap();
+    assert_eq!(s.charged_bytes(), held(&mut s));
+    // Outside a capture the same frees are taken, and everything is given back.
+    for ptr in [plain, pooled, small, big] {
+        s.mem_free_async(&CTX, MemFreeAsync { ptr, stream: st }, &[])
+            .unwrap();
+        assert_eq!(s.charged_bytes(), held(&mut s));
+    }
+    s.mem_pool_trim_to(
+        &CTX,
+        MemPoolTrimTo {
+            device: 0,
+            min_bytes_to_keep: 0,
+        },
+        &[],
+    )
+    .unwrap();
+    assert_eq!(s.charged_bytes(), 0);
+    assert_eq!(held(&mut s), 0);
+}
+
 /// Finding 6: a device reset refunds the current device's memory and objects only.
 #[test]
 fn a_device_reset_refunds_exactly_what_it_frees() {
