@@ -3,6 +3,7 @@
 # is a change slower than what it replaced?
 #
 #   bench/compare.sh BASE_CARRY NEW_CARRY [ROUNDS]
+#   (VMCUDA_COMPARE_NEW_CONFIG=host.toml: a configuration for the new build's host)
 #
 # Each carry (tests/gpu/carry.sh) brings bin/vmcuda-host, guest/lib and bench/bench.
 # Each round runs bench/bench natively, then through each build's own host and guest
@@ -21,14 +22,16 @@ real_cudart=${VMCUDA_REAL_CUDART_DIR:-/usr/local/cuda/lib64}
 raw=$(mktemp -d)
 mkdir -p "$out"
 
-start_host() { # NAME CARRY: a host for that build, on $raw/NAME.sock
+start_host() { # NAME CARRY [CONFIG]: a host for that build, on $raw/NAME.sock
   # Its stdout must not be the caller's $(...) pipe, or that waits for the host to end.
-  "$2/bin/vmcuda-host" serve --unix "$raw/$1.sock" --executor cuda --state-dir "$raw/$1-state" \
-    >/dev/null 2>"$raw/$1-host.log" &
+  "$2/bin/vmcuda-host" serve ${3:+--config "$3"} --unix "$raw/$1.sock" --executor cuda \
+    --state-dir "$raw/$1-state" >/dev/null 2>"$raw/$1-host.log" &
   echo $!
 }
 base_host=$(start_host base "$base")
-new_host=$(start_host new "$new")
+# VMCUDA_COMPARE_NEW_CONFIG: a host.toml for the new build's host (to see what one
+# of its settings costs, e.g. `[jail] enable = false`).
+new_host=$(start_host new "$new" "${VMCUDA_COMPARE_NEW_CONFIG:-}")
 # The raw outputs and host logs come along, also when a run is cut short.
 trap 'kill $base_host $new_host 2>/dev/null; wait 2>/dev/null; tar -czf "$out/compare-raw.tar.gz" -C "$raw" .' EXIT
 limit=${VMCUDA_COMPARE_RUN_LIMIT:-240}

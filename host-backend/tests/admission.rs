@@ -225,10 +225,11 @@ fn a_guest_whose_ledger_cannot_be_kept_is_refused() {
     }
 }
 
-/// Finding 10: a ledger that becomes unreadable refuses allocations against the quota
-/// instead of counting them for this connection alone.
+/// Finding 10: a VM's ledger removed while it runs: its workers go on counting in the
+/// ledger they hold (an I/O error there refuses allocations: the session's own test,
+/// `an_unwritable_ledger_refuses_allocations`), and no new connection counts apart.
 #[test]
-fn an_unreadable_ledger_refuses_allocations_under_a_quota() {
+fn a_ledger_removed_under_a_running_vm_keeps_counting_and_admits_no_one_new() {
     let d = Daemon::with_config(
         "ledger-charge",
         Some("[local]\nmemory_quota = \"1MiB\"\n"),
@@ -241,8 +242,18 @@ fn an_unreadable_ledger_refuses_allocations_under_a_quota() {
     let ledger = d.dir.join("state/ledger");
     std::fs::remove_dir_all(&ledger).unwrap();
     std::fs::write(&ledger, b"not a directory").unwrap();
-    assert_eq!(alloc(&mut s, 4096).0, CudaStatus::ErrorMemoryAllocation);
-    // The connection lives on.
+    // The admitted worker keeps the ledger it opened (a jailed worker could not open it
+    // again by path anyway): the VM's quota still holds for it...
+    assert_eq!(alloc(&mut s, 4096).0, CudaStatus::Success);
+    assert_eq!(alloc(&mut s, 2 << 20).0, CudaStatus::ErrorMemoryAllocation);
+    // ...and a connection that cannot join the VM's ledger is turned away, so no
+    // worker counts apart from the others.
+    let mut t = d.connect();
+    assert_eq!(
+        hello_as(&mut t, "late", PROTOCOL_VERSION),
+        CudaStatus::ErrorDevicesUnavailable
+    );
+    // The first connection lives on.
     let memset = Memset {
         dst: dev,
         value: 1,

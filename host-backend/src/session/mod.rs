@@ -83,6 +83,9 @@ pub struct Session {
     /// The value each charged context limit had on its device before the guest first
     /// set it: what the context reserves anyway, not charged (see `device`).
     limit_base: std::collections::HashMap<(i32, u32), u64>,
+    /// Devices whose default pool the guest allocated from: their reserve is given
+    /// back when the session ends.
+    pool_devices: std::collections::BTreeSet<i32>,
 }
 
 impl Session {
@@ -103,6 +106,7 @@ impl Session {
             graph_tables: Default::default(),
             vmm: Default::default(),
             limit_base: Default::default(),
+            pool_devices: Default::default(),
         }
     }
 
@@ -167,6 +171,13 @@ impl Drop for Session {
         for (ptr, a) in std::mem::take(&mut self.accounts.allocations) {
             let _ = self.exec.free(ptr);
             self.accounts.refund(a.charged);
+        }
+        // What the pools keep of the guest's freed memory goes back now, not only with
+        // the context: nothing the guest made outlives its session.
+        for device in std::mem::take(&mut self.pool_devices) {
+            if self.exec.set_device(device).is_ok() {
+                let _ = self.exec.pool_trim_to(0);
+            }
         }
         // Module data, limits, pool reserve and graph memory go with the context.
         for (_, bytes) in std::mem::take(&mut self.accounts.held) {

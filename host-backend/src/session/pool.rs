@@ -109,6 +109,7 @@ impl PoolOps for Session {
         let s = self.handles.stream(req.stream)?;
         let size = req.size;
         let device = ctx.device;
+        self.pool_devices.insert(device);
         let capturing = self.exec.stream_capturing(s)?;
         // In a capture the memory is the graph's (an allocation node): charged to it
         // for as long as it or an executable graph made of it lives (see `graph`).
