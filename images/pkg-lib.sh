@@ -39,10 +39,14 @@ pkg_maintainer() {
 # that a new dependency is added on purpose (NEEDED entries, not ldd: only what the
 # binaries themselves name).
 pkg_elf_depends() {
-  local f needed glibc="" v deps=() lib
+  local f needed glibc="" v deps=() lib own=" "
+  # Libraries the package ships itself (libcudart.so.13 needs the libcuda.so.1 beside
+  # it) need no other package.
+  for f in "$@"; do own+="$(basename "$f") "; done
   for f in "$@"; do
     needed=$(objdump -p "$f" | awk '$1 == "NEEDED" { print $2 }')
     for lib in $needed; do
+      if [[ "$own" == *" $lib "* ]]; then continue; fi
       case "$lib" in
         libc.so.6|libm.so.6|libdl.so.2|libpthread.so.0|librt.so.1|ld-linux-x86-64.so.2) ;;
         libgcc_s.so.1) deps+=("libgcc-s1") ;;
