@@ -28,14 +28,7 @@ impl MemoryOps for Session {
             return nothing();
         }
         // Only what this guest allocated may be freed by it.
-        let Some(allocation) = self.accounts.allocations.get(&req.ptr) else {
-            return Err(CudaStatus::ErrorInvalidValue);
-        };
-        // A graph's memory goes with a free node or the graph, never with cudaFree: the
-        // graph keeps its charge until it is destroyed.
-        if allocation.graph {
-            warn!(client = %self.client, ptr = format_args!("{:#x}", req.ptr),
-                "refused cudaFree of a graph allocation");
+        if !self.accounts.allocations.contains_key(&req.ptr) {
             return Err(CudaStatus::ErrorInvalidValue);
         }
         self.exec.free(req.ptr)?;
