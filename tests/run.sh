@@ -30,6 +30,7 @@ VMCUDA_PROFILE=debug bash guest-lib/build-libs.sh >/dev/null
 
 echo "== building the CUDA test programs"
 bash tests/apps/build.sh "$root/build/apps"
+VMCUDA_APPS_CUDART=static bash tests/apps/build.sh "$root/build/apps-static"
 # The load test's guest lives apart: tests/gpu/run.sh compares every program in build/apps.
 bash tests/apps/build.sh "$root/build/load" "$root/tests/load"
 
@@ -68,6 +69,7 @@ export VMCUDA_HOST_BIN="$root/target/debug/vmcuda-host"
 export VMCUDA_CLI_BIN="$root/target/debug/vmcuda"
 export VMCUDA_GUEST_LIB_DIR="$root/build/guest/lib"
 export VMCUDA_APPS_DIR="$root/build/apps"
+export VMCUDA_APPS_STATIC_DIR="$root/build/apps-static"
 export VMCUDA_LOAD_GUEST="$root/build/load/load_guest"
 export VMCUDA_VM_DIR="$root/build/vm"
 export VMCUDA_VHOST_BIN="$root/target/debug/vmcuda-vhost-vsock"

@@ -7,7 +7,9 @@
 # Compiler selection: $NVCC if set; else `nvcc` on PATH if it is CUDA 13;
 # else the venv toolchain from .ci/install-nvcc.sh (installed on demand).
 # Apps are linked against the shared CUDA runtime (libcudart.so.13) so that
-# the runtime can be swapped via LD_LIBRARY_PATH.
+# the runtime can be swapped via LD_LIBRARY_PATH. With VMCUDA_APPS_CUDART=static every
+# app is built with nvcc's default static runtime instead (NVIDIA's runtime inside the
+# program, reaching the GPU through libcuda.so.1 alone).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -48,7 +50,7 @@ build_one() {
     if grep -q '<cublas_v2.h>' "$src"; then extra+=(-lcublas); fi
     # An app may ask for nvcc's default static runtime with a line
     # `// build: -cudart static` (static_cudart.cu: what vmcuda tells such programs).
-    local cudart=shared
+    local cudart="${VMCUDA_APPS_CUDART:-shared}"
     if grep -q '^// build: -cudart static' "$src"; then cudart=static; fi
     if grep -q '<cublasLt.h>' "$src"; then extra+=(-lcublasLt); fi
     rm -f "$outdir/$name"

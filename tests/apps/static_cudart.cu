@@ -1,9 +1,8 @@
 // build: -cudart static
-// Built with `-cudart static` (nvcc's default; see tests/apps/build.sh): the CUDA
-// runtime is inside the program and reaches the driver through libcuda.so.1's
-// undocumented export tables. Natively it runs normally; through vmcuda it must end
-// with its ordinary CUDA error handling after vmcuda's one-line message saying to
-// rebuild with `-cudart shared` (tests/gpu/run.sh lists it as expected to differ).
+// Built with `-cudart static` (nvcc's default; see tests/apps/build.sh) whatever the
+// build of the other apps: NVIDIA's CUDA runtime is inside the program and reaches
+// the GPU through libcuda.so.1 alone (its export tables, cuGetProcAddress and the
+// cuLibrary* calls). Through vmcuda it runs as natively.
 #include <cstdio>
 #include <cuda_runtime.h>
 

@@ -19,6 +19,7 @@ bash guest-lib/build-libs.sh "$dir/guest/lib" >/dev/null
 # Debug info stays here: the libraries travel small (the dynamic symbols stay).
 strip --strip-debug "$dir"/guest/lib/*.so.*
 NVCC=$nvcc bash tests/apps/build.sh "$dir/apps"
+VMCUDA_APPS_CUDART=static NVCC=$nvcc bash tests/apps/build.sh "$dir/apps-static"
 NVCC=$nvcc bash tests/apps/build.sh "$dir/load" tests/load
 "$nvcc" -cudart shared -arch=sm_90 -O2 -o "$dir/isolation" tests/gpu/isolation.cu -L"$cu13/lib"
 mkdir -p "$dir/bench"

@@ -19,6 +19,16 @@ OUT="$logs/apps" VMCUDA_HOST_BIN="$carry/bin/vmcuda-host" VMCUDA_GUEST_LIB="$car
   VMCUDA_APPS_DIR="$carry/apps" bash tests/gpu/run.sh >"$logs/apps.out" 2>&1 || rc=1
 tail -30 "$logs/apps.out"
 
+echo "== apps built with nvcc's default static runtime: native vs bridged ($(date -u +%T))"
+OUT="$logs/apps-static" VMCUDA_HOST_BIN="$carry/bin/vmcuda-host" VMCUDA_GUEST_LIB="$carry/guest/lib" \
+  VMCUDA_APPS_DIR="$carry/apps-static" bash tests/gpu/run.sh >"$logs/apps-static.out" 2>&1 || rc=1
+tail -30 "$logs/apps-static.out"
+
+echo "== apps on NVIDIA's own runtime and libraries over vmcuda's libcuda.so.1 ($(date -u +%T))"
+OUT="$logs/apps-nvidia" VMCUDA_HOST_BIN="$carry/bin/vmcuda-host" VMCUDA_GUEST_LIB="$carry/guest/lib" \
+  VMCUDA_APPS_DIR="$carry/apps" VMCUDA_BRIDGED_RUNTIME=nvidia bash tests/gpu/run.sh >"$logs/apps-nvidia.out" 2>&1 || rc=1
+tail -30 "$logs/apps-nvidia.out"
+
 echo "== isolation ($(date -u +%T))"
 OUT="$logs/iso" bash tests/gpu/run-isolation.sh "$carry" >"$logs/iso.out" 2>&1 || rc=1
 tail -20 "$logs/iso.out"
@@ -35,6 +45,8 @@ OUT="$logs/torch" VMCUDA_HOST_BIN="$carry/bin/vmcuda-host" VMCUDA_GUEST_LIB="$ca
 tail -40 "$logs/torch.out"
 
 cp "$logs/apps/RESULTS.md" "$out/RESULTS.md" 2>/dev/null
+cp "$logs/apps-static/RESULTS.md" "$out/RESULTS-STATIC.md" 2>/dev/null
+cp "$logs/apps-nvidia/RESULTS.md" "$out/RESULTS-NVIDIA-RUNTIME.md" 2>/dev/null
 cp "$logs/torch/RESULTS-TORCH.md" "$out/RESULTS-TORCH.md" 2>/dev/null
 cp "$logs/iso/RESULTS-ISOLATION.md" "$out/RESULTS-ISOLATION.md" 2>/dev/null
 cp "$logs/load/RESULTS-load.md" "$out/RESULTS-load.md" 2>/dev/null

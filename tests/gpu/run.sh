@@ -10,6 +10,11 @@
 #                                                  (VMCUDA_APPS_DIR)
 # Other knobs:
 #   VMCUDA_REAL_CUDART_DIR  directory of the real libcudart.so.13 (default: searched)
+#   VMCUDA_BRIDGED_RUNTIME  vmcuda (default): the bridged run loads vmcuda's
+#                           libcudart.so.13; nvidia: it loads NVIDIA's real runtime and
+#                           libraries (the real-cudart dir first), over vmcuda's
+#                           libcuda.so.1. Apps built with the static runtime (nvcc's
+#                           default) carry NVIDIA's runtime either way.
 #   VMCUDA_APP_TIMEOUT      seconds per app run (default 120)
 #   VMCUDA_CONN_PATTERN     host-log line that marks a guest connection
 #                           (default "guest connected"); set VMCUDA_SKIP_CONN_CHECK=1
@@ -20,7 +25,9 @@
 #
 # Each app runs twice under `timeout`:
 #   native:  LD_LIBRARY_PATH=<real cudart dir>
-#   bridged: LD_LIBRARY_PATH=build/guest/lib VMCUDA_SERVER=unix:/tmp/vmcuda-gpu.sock
+#   bridged: LD_LIBRARY_PATH=build/guest/lib VMCUDA_SERVER=unix:/tmp/vmcuda-gpu.sock,
+#            run as root in its own mount namespace where /dev/nvidia* and the host's
+#            libcuda.so* / libnvidia-ml.so* are /dev/null: only the bridge reaches the GPU
 # An app PASSes when exit codes are equal, stdout is byte-identical, stderr is
 # identical once lines mentioning "vmcuda" are removed, and the host log shows a
 # new guest connection during the bridged run.
@@ -42,7 +49,7 @@ cd "$repo" || exit 2
 cmdline="$(printf '%q ' "$0" "$@")"
 cmdline="${cmdline% }"
 # Record the environment overrides that shaped this run.
-for v in OUT VMCUDA_COMMIT_FILE VMCUDA_HOST_BIN VMCUDA_GUEST_LIB VMCUDA_APPS_DIR VMCUDA_REAL_CUDART_DIR VMCUDA_APP_TIMEOUT \
+for v in OUT VMCUDA_COMMIT_FILE VMCUDA_HOST_BIN VMCUDA_GUEST_LIB VMCUDA_APPS_DIR VMCUDA_REAL_CUDART_DIR VMCUDA_BRIDGED_RUNTIME VMCUDA_APP_TIMEOUT \
          VMCUDA_CONN_PATTERN VMCUDA_SKIP_CONN_CHECK VMCUDA_LINE_BUFFERED; do
     if [ -n "${!v:-}" ]; then cmdline="$v=$(printf '%q' "${!v}") $cmdline"; fi
 done
@@ -116,6 +123,26 @@ find_real_cudart() {
 real_cudart="$(find_real_cudart)" || die "no real libcudart.so.13 found; set VMCUDA_REAL_CUDART_DIR"
 log "real cudart: $real_cudart"
 log "guest lib:   $guest_lib"
+bridged_runtime="${VMCUDA_BRIDGED_RUNTIME:-vmcuda}"
+case "$bridged_runtime" in
+    vmcuda) bridged_path="$guest_lib" ;;
+    nvidia) bridged_path="$real_cudart:$guest_lib" ;;
+    *) die "VMCUDA_BRIDGED_RUNTIME is vmcuda or nvidia, not $bridged_runtime" ;;
+esac
+
+# The bridged run sees this machine as a VM guest does (as run-torch.sh): in its own
+# mount namespace the GPU device files and the host's driver libraries are /dev/null.
+hide_gpu='for f in /dev/nvidia* /dev/nvidia-caps/* $(ldconfig -p | awk '"'"'/libcuda\.so|libnvidia-ml\.so/ {print $NF}'"'"'); do
+  [ -e "$f" ] && [ ! -d "$f" ] && mount --bind /dev/null "$(readlink -f "$f")"
+done
+exec "$@"'
+isolate=()
+isolation="none (not root, or no mount namespaces here)"
+if [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then
+    isolate=(unshare -m sh -c "$hide_gpu" hide-gpu)
+    isolation="own mount namespace: /dev/nvidia*, the host's libcuda.so* and libnvidia-ml.so* bound to /dev/null"
+fi
+log "bridged runtime: $bridged_runtime; GPU hidden from the bridged run: $isolation"
 
 # Apps: build them if missing.
 if [ ! -d "$apps_dir" ] || [ -z "$(find "$apps_dir" -maxdepth 1 -type f -perm -u+x 2>/dev/null | head -n 1)" ]; then
@@ -187,7 +214,7 @@ run_app() {
             timeout -k 10 "$app_timeout" ${wrap[@]+"${wrap[@]}"} "$apps_dir/$app" >"$o.stdout" 2>"$o.stderr" </dev/null
         rc=$?
     else
-        env LD_LIBRARY_PATH="$guest_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" VMCUDA_SERVER="unix:$sock" \
+        ${isolate[@]+"${isolate[@]}"} env LD_LIBRARY_PATH="$bridged_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" VMCUDA_SERVER="unix:$sock" \
             timeout -k 10 "$app_timeout" ${wrap[@]+"${wrap[@]}"} "$apps_dir/$app" >"$o.stdout" 2>"$o.stderr" </dev/null
         rc=$?
     fi
@@ -205,12 +232,8 @@ exit_label() {
 # Apps whose bridged run differs from the native one by design. Instead of the
 # comparison: the native run must pass, and the bridged run's stderr must hold the
 # given text, its stdout the given line (its own CUDA error handling).
-declare -A expected_bridged_stderr=(
-    [static_cudart]='rebuild it with `nvcc -cudart shared`'
-)
-declare -A expected_bridged_stdout=(
-    [static_cudart]='cudaGetDeviceCount failed: cudaErrorNotSupported'
-)
+declare -A expected_bridged_stderr=()
+declare -A expected_bridged_stdout=()
 
 rows=()
 failed=()
@@ -335,6 +358,9 @@ $r"; done
     echo "- GPU: $gpu"
     echo "- driver: $driver"
     echo "- real cudart: $real_cudart"
+    echo "- apps: $apps_dir"
+    echo "- bridged runtime: $bridged_runtime (LD_LIBRARY_PATH=$bridged_path)"
+    echo "- GPU hidden from the bridged run: $isolation"
     echo "- host daemon restarts: $host_restarts"
     echo "- result: $pass/${#apps[@]} apps pass"
     if [ "${#native_nonzero[@]}" -gt 0 ]; then

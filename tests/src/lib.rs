@@ -62,6 +62,16 @@ pub fn apps_dir() -> PathBuf {
     )
 }
 
+/// The same programs built with nvcc's default static runtime
+/// (`VMCUDA_APPS_CUDART=static tests/apps/build.sh`).
+pub fn static_apps_dir() -> PathBuf {
+    artifact(
+        "VMCUDA_APPS_STATIC_DIR",
+        root().join("build/apps-static"),
+        "the test programs built with the static CUDA runtime",
+    )
+}
+
 /// A host daemon on a private Unix socket, killed when dropped.
 pub struct Daemon {
     child: Child,

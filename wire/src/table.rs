@@ -129,6 +129,9 @@ macro_rules! op_lines {
                 0x0308 OccupancyAvailableDynamicSmem => occupancy_available_dynamic_smem(OccupancyAvailableDynamicSmem {
                     function: FunctionHandle, num_blocks: i32, block_size: i32,
                 }) -> SmemBytes { bytes: u64 }, Sync;
+                /// Every kernel of a module, by mangled name (`cuLibraryEnumerateKernels`).
+                0x0309 ModuleFunctionNames => module_function_names(ModuleFunctionNames { module: ModuleHandle })
+                    -> FunctionNames { names: Vec<String> }, Sync;
                 0x090C Link => link(Link) -> Linked, Sync;
                 0x090D TensorMapEncodeTiled => tensor_map_encode_tiled(TensorMapEncodeTiled) -> (), Sync;
             }

@@ -50,7 +50,7 @@ const LAUNCH_ATTRIBUTE_COOPERATIVE: u32 = 2;
 
 /// Refuse launch shapes the device cannot run, as the runtime does before the driver
 /// (CUDA 13 reports them as `cudaErrorInvalidValue`, measured against native).
-fn check_config(grid: [u32; 3], block: [u32; 3]) -> Result<()> {
+pub(crate) fn check_config(grid: [u32; 3], block: [u32; 3]) -> Result<()> {
     let props = properties(state::current_device())?;
     let attr = |a: u32| props.attribute(a).unwrap_or(i32::MAX) as i64;
     let threads = block.iter().map(|v| *v as i64).product::<i64>();

@@ -145,7 +145,7 @@ export! {
         let p = properties(device)?;
         let attr = |a| p.attribute(a).unwrap_or(0);
         let id = format!(
-            "{:08X}:{:02X}:{:02X}.0",
+            "{:04x}:{:02x}:{:02x}.0",
             attr(ATTR_PCI_DOMAIN_ID),
             attr(ATTR_PCI_BUS_ID),
             attr(ATTR_PCI_DEVICE_ID)

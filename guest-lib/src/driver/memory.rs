@@ -10,7 +10,7 @@ use vmcuda_wire::driver::{
 use vmcuda_wire::op::StreamHandle;
 use vmcuda_wire::CudaStatus;
 
-use super::context::context_of;
+use super::context::{context_of, device_of, CUcontext};
 use super::result::{status, CUDA_ERROR_NOT_FOUND};
 use super::{check_initialized, export, via_runtime, Result};
 use crate::api::memory as rt;
@@ -344,5 +344,196 @@ export! {
         call_with(&req, &[], Sink::Into(&mut encoded))?;
         // SAFETY: by cuTensorMapEncodeTiled's contract `map` is NULL or writable.
         unsafe { caller::write(map, encoded) }
+    }
+}
+
+/// `CU_MEMORYTYPE_*`.
+const MEMORY_HOST: u32 = 1;
+const MEMORY_DEVICE: u32 = 2;
+const MEMORY_ARRAY: u32 = 3;
+const MEMORY_UNIFIED: u32 = 4;
+
+/// `CUDA_MEMCPY2D`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct Memcpy2D {
+    src_x_in_bytes: usize,
+    src_y: usize,
+    src_memory_type: u32,
+    src_host: *const c_void,
+    src_device: u64,
+    src_array: *mut c_void,
+    src_pitch: usize,
+    dst_x_in_bytes: usize,
+    dst_y: usize,
+    dst_memory_type: u32,
+    dst_host: *mut c_void,
+    dst_device: u64,
+    dst_array: *mut c_void,
+    dst_pitch: usize,
+    width_in_bytes: usize,
+    height: usize,
+}
+
+/// One side of a 2D copy: its first byte and pitch. Arrays are not served yet.
+fn side(kind: u32, host: u64, device: u64, x: usize, y: usize, pitch: usize) -> Result<(u64, usize)> {
+    let base = match kind {
+        MEMORY_HOST => host,
+        MEMORY_DEVICE | MEMORY_UNIFIED => device,
+        MEMORY_ARRAY => return Err(CudaStatus::ErrorNotSupported),
+        _ => return Err(CudaStatus::ErrorInvalidValue),
+    };
+    let offset = y
+        .checked_mul(pitch)
+        .and_then(|o| o.checked_add(x))
+        .ok_or(CudaStatus::ErrorInvalidValue)?;
+    Ok((base.wrapping_add(offset as u64), pitch))
+}
+
+/// A `CUDA_MEMCPY2D` as the runtime's 2D copy: (dst, dpitch, src, spitch, width, height).
+///
+/// # Safety
+/// `copy` is NULL or a readable `CUDA_MEMCPY2D`.
+unsafe fn memcpy_2d(copy: *const Memcpy2D) -> Result<(u64, usize, u64, usize, usize, usize)> {
+    // SAFETY: as `memcpy_2d`'s caller promised.
+    let c = unsafe { caller::read(copy) }?;
+    let (src, spitch) = side(
+        c.src_memory_type,
+        c.src_host as u64,
+        c.src_device,
+        c.src_x_in_bytes,
+        c.src_y,
+        c.src_pitch,
+    )?;
+    let (dst, dpitch) = side(
+        c.dst_memory_type,
+        c.dst_host as u64,
+        c.dst_device,
+        c.dst_x_in_bytes,
+        c.dst_y,
+        c.dst_pitch,
+    )?;
+    Ok((dst, dpitch, src, spitch, c.width_in_bytes, c.height))
+}
+
+export! {
+    fn cuMemcpy2D_v2(copy: *const Memcpy2D) {
+        check_initialized()?;
+        // SAFETY: by cuMemcpy2D's contract `copy` is NULL or readable.
+        let (dst, dpitch, src, spitch, width, height) = unsafe { memcpy_2d(copy) }?;
+        via_runtime(|| {
+            rt::cudaMemcpy2D(dst as *mut c_void, dpitch, src as *const c_void, spitch, width, height, DEFAULT)
+        })
+    }
+}
+export! {
+    /// The runtime's 2D copy has no alignment requirement to relax.
+    fn cuMemcpy2DUnaligned_v2(copy: *const Memcpy2D) {
+        check_initialized()?;
+        // SAFETY: by cuMemcpy2DUnaligned's contract `copy` is NULL or readable.
+        let (dst, dpitch, src, spitch, width, height) = unsafe { memcpy_2d(copy) }?;
+        via_runtime(|| {
+            rt::cudaMemcpy2D(dst as *mut c_void, dpitch, src as *const c_void, spitch, width, height, DEFAULT)
+        })
+    }
+}
+export! {
+    fn cuMemcpy2DAsync_v2(copy: *const Memcpy2D, stream: RawHandle) {
+        check_initialized()?;
+        // SAFETY: by cuMemcpy2DAsync's contract `copy` is NULL or readable.
+        let (dst, dpitch, src, spitch, width, height) = unsafe { memcpy_2d(copy) }?;
+        via_runtime(|| {
+            rt::cudaMemcpy2DAsync(
+                dst as *mut c_void, dpitch, src as *const c_void, spitch, width, height, DEFAULT, stream,
+            )
+        })
+    }
+}
+
+export! {
+    /// The element size only bounds the pitch's alignment, which the runtime's
+    /// pitch already meets for 4, 8 and 16 bytes.
+    fn cuMemAllocPitch_v2(ptr: *mut u64, pitch: *mut usize, width: usize, height: usize, element_size: u32) {
+        check_initialized()?;
+        if ![4, 8, 16].contains(&element_size) {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        via_runtime(|| rt::cudaMallocPitch(ptr.cast(), pitch, width, height))
+    }
+}
+
+export! {
+    /// Contexts name devices (see the module documentation of `driver`).
+    fn cuMemcpyPeer(dst: u64, dst_ctx: CUcontext, src: u64, src_ctx: CUcontext, size: usize) {
+        check_initialized()?;
+        let (dst_device, src_device) = (device_of(dst_ctx)?, device_of(src_ctx)?);
+        via_runtime(|| {
+            rt::cudaMemcpyPeer(dst as *mut c_void, dst_device, src as *const c_void, src_device, size)
+        })
+    }
+}
+export! {
+    fn cuMemcpyPeerAsync(dst: u64, dst_ctx: CUcontext, src: u64, src_ctx: CUcontext, size: usize, stream: RawHandle) {
+        check_initialized()?;
+        let (dst_device, src_device) = (device_of(dst_ctx)?, device_of(src_ctx)?);
+        via_runtime(|| {
+            rt::cudaMemcpyPeerAsync(dst as *mut c_void, dst_device, src as *const c_void, src_device, size, stream)
+        })
+    }
+}
+
+/// What `cuPointerGetAttributes` writes for a pointer CUDA does not know: the
+/// driver's "default NULL values" (a device ordinal of -2, `cudaInvalidDeviceId`; the
+/// pointer itself as its host pointer),
+/// by each attribute's type. An attribute with no such value is left as it was.
+///
+/// # Safety
+/// `out` is NULL or writable for the attribute's type.
+unsafe fn write_unknown_pointer_default(attribute: u32, out: *mut c_void, ptr: u64) -> Result<()> {
+    // SAFETY (every arm): as the caller promised for this attribute's type.
+    unsafe {
+        match attribute {
+            // The host pointer of host memory is the pointer itself.
+            ATTR_HOST_POINTER => caller::write(out.cast::<u64>(), ptr),
+            ATTR_CONTEXT | ATTR_DEVICE_POINTER | ATTR_RANGE_START_ADDR
+            | ATTR_RANGE_SIZE => caller::write(out.cast::<u64>(), 0),
+            ATTR_MEMORY_TYPE | ATTR_IS_MANAGED | ATTR_MAPPED => caller::write(out.cast::<u32>(), 0),
+            ATTR_DEVICE_ORDINAL => caller::write(out.cast::<i32>(), -2),
+            _ => Ok(()),
+        }
+    }
+}
+
+export! {
+    /// Each attribute as `cuPointerGetAttribute` answers it. Unlike that function, a
+    /// pointer CUDA does not know is no error: its attributes get default values.
+    fn cuPointerGetAttributes(count: u32, attributes: *const u32, data: *const *mut c_void, ptr: u64) {
+        check_initialized()?;
+        let mut a = rt::PointerAttributesC {
+            memory_type: 0,
+            device: 0,
+            device_pointer: std::ptr::null_mut(),
+            host_pointer: std::ptr::null_mut(),
+            reserved: [0; 8],
+        };
+        via_runtime(|| rt::cudaPointerGetAttributes(&mut a, ptr as *const c_void))?;
+        for i in 0..count as usize {
+            // SAFETY: by cuPointerGetAttributes's contract both arrays hold `count`
+            // entries.
+            let (attribute, out) = unsafe {
+                (caller::read(attributes.add(i))?, caller::read(data.add(i))?)
+            };
+            if a.memory_type == 0 {
+                // SAFETY: by cuPointerGetAttributes's contract `out` is writable for
+                // the attribute's type.
+                unsafe { write_unknown_pointer_default(attribute, out, ptr) }?;
+                continue;
+            }
+            match cuPointerGetAttribute(out, attribute, ptr) {
+                0 => {}
+                e => return Err(status(e)),
+            }
+        }
+        Ok(())
     }
 }

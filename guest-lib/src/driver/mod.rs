@@ -29,12 +29,14 @@
 pub(crate) mod context;
 mod export_table;
 pub mod integrity;
+mod library;
 mod memory;
 mod module;
 mod names;
 mod proc_address;
 pub mod result;
 mod stream;
+mod twins;
 pub mod unsupported;
 mod vmm;
 

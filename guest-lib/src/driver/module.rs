@@ -24,7 +24,7 @@ use vmcuda_wire::fatbin::{self, CONTAINER_HEADER_LEN, WRAPPER_LEN};
 use vmcuda_wire::op::{
     FuncAttributes, FuncGetAttributes, FuncSetAttribute, FuncSetCacheConfig, FunctionHandle,
     LaunchAttribute, LaunchKernel, ModuleGetFunction, ModuleGetGlobal, ModuleHandle, ModuleLoad,
-    OccupancyMaxActiveBlocks, ParamInfo,
+    OccupancyAvailableDynamicSmem, OccupancyMaxActiveBlocks, ParamInfo,
 };
 use vmcuda_wire::CudaStatus;
 
@@ -37,6 +37,9 @@ use crate::{caller, gate, state};
 struct Function {
     module: u64,
     function: FunctionHandle,
+    /// Its mangled name, NUL-terminated for `cuFuncGetName` (the heap buffer stays put
+    /// while the function is registered).
+    name: std::ffi::CString,
     params: Vec<ParamInfo>,
     /// Fetched on first launch, to tell whether a launch may go without a reply.
     limits: Option<FuncAttributes>,
@@ -60,6 +63,9 @@ struct Modules {
     /// (module, name) -> function id, so a kernel has one `CUfunction`.
     by_name: HashMap<(u64, String), u64>,
     links: HashMap<u64, LinkState>,
+    /// `CUlibrary` -> the module it loaded (a library is a module whose kernels are
+    /// found by name; its `CUkernel`s are that module's `CUfunction`s).
+    libraries: HashMap<u64, u64>,
 }
 
 static MODULES: Mutex<Option<Modules>> = Mutex::new(None);
@@ -85,8 +91,9 @@ fn modules() -> impl std::ops::DerefMut<Target = Modules> {
 static STALE_MODULE: AtomicBool = AtomicBool::new(false);
 static STALE_FUNCTION: AtomicBool = AtomicBool::new(false);
 static STALE_LINK: AtomicBool = AtomicBool::new(false);
+static STALE_LIBRARY: AtomicBool = AtomicBool::new(false);
 
-fn module_handle(m: *mut c_void) -> Result<ModuleHandle> {
+pub(super) fn module_handle(m: *mut c_void) -> Result<ModuleHandle> {
     modules()
         .modules
         .get(&(m as u64))
@@ -166,7 +173,7 @@ fn containers_len(at: usize) -> Result<usize> {
 /// # Safety
 /// `ptr` is the start of a module image (ELF, fatbinary or NUL-terminated PTX) the
 /// program holds, readable to its end and unchanged during `'a`.
-unsafe fn image<'a>(ptr: *const c_void) -> Result<&'a [u8]> {
+pub(super) unsafe fn image<'a>(ptr: *const c_void) -> Result<&'a [u8]> {
     let at = ptr as usize;
     let head = caller::try_read_array::<4>(at).ok_or(CudaStatus::ErrorInvalidValue)?;
     let magic = u32::from_le_bytes(head);
@@ -190,6 +197,14 @@ unsafe fn image<'a>(ptr: *const c_void) -> Result<&'a [u8]> {
     unsafe { caller::bytes(start as *const u8, len) }
 }
 
+/// Loads an image on the host and registers it: the module's id.
+pub(super) fn load_bytes(bytes: &[u8]) -> Result<u64> {
+    let module = call_with(&ModuleLoad, bytes, Sink::None)?.module;
+    let id = state::fresh_id();
+    modules().modules.insert(id, module);
+    Ok(id)
+}
+
 /// # Safety
 /// `out` is NULL or writable.
 unsafe fn load(out: *mut *mut c_void, bytes: &[u8]) -> Result<()> {
@@ -197,11 +212,94 @@ unsafe fn load(out: *mut *mut c_void, bytes: &[u8]) -> Result<()> {
     if out.is_null() {
         return Err(CudaStatus::ErrorInvalidValue);
     }
-    let module = call_with(&ModuleLoad, bytes, Sink::None)?.module;
-    let id = state::fresh_id();
-    modules().modules.insert(id, module);
+    let id = load_bytes(bytes)?;
     // SAFETY: as `load`'s caller promised.
     unsafe { caller::write(out, id as *mut c_void) }
+}
+
+/// Forgets a module and its functions (the host keeps the image until the end).
+pub(super) fn unload(id: u64) -> Result<()> {
+    let mut m = modules();
+    if m.modules.remove(&id).is_none() {
+        return Err(stale("module", &STALE_MODULE));
+    }
+    m.functions.retain(|_, f| f.module != id);
+    m.by_name.retain(|(module, _), _| *module != id);
+    m.libraries.retain(|_, module| *module != id);
+    Ok(())
+}
+
+/// The function `name` of module `module` (one id per kernel); a name the module
+/// lacks is `CUDA_ERROR_NOT_FOUND`.
+pub(super) fn function_by_name(module: u64, name: String) -> Result<u64> {
+    let handle = module_handle(module as *mut c_void)?;
+    let key = (module, name.clone());
+    if let Some(id) = modules().by_name.get(&key) {
+        return Ok(*id);
+    }
+    let info = call(&ModuleGetFunction { module: handle, name: name.clone() }).map_err(|e| {
+        if e == CudaStatus::ErrorInvalidDeviceFunction {
+            status(CUDA_ERROR_NOT_FOUND)
+        } else {
+            e
+        }
+    })?;
+    let c_name = std::ffi::CString::new(name).map_err(|_| CudaStatus::ErrorInvalidValue)?;
+    let mut m = modules();
+    // Another thread may have found it meanwhile: one id per kernel still.
+    if let Some(id) = m.by_name.get(&key) {
+        return Ok(*id);
+    }
+    let id = state::fresh_id();
+    m.functions.insert(
+        id,
+        Function { module, function: info.function, name: c_name, params: info.params, limits: None },
+    );
+    m.by_name.insert(key, id);
+    Ok(id)
+}
+
+/// What the guest knows of a function: its module, its name (a pointer that stays
+/// valid while the module is loaded) and its parameter layout.
+pub(super) fn function_facts(f: *mut c_void) -> Result<(u64, *const c_char, Vec<ParamInfo>)> {
+    modules()
+        .functions
+        .get(&(f as u64))
+        .map(|x| (x.module, x.name.as_ptr(), x.params.clone()))
+        .ok_or_else(|| stale("function", &STALE_FUNCTION))
+}
+
+/// The module a library loaded.
+pub(super) fn library_module(library: *mut c_void) -> Result<u64> {
+    modules()
+        .libraries
+        .get(&(library as u64))
+        .copied()
+        .ok_or_else(|| stale("library", &STALE_LIBRARY))
+}
+
+/// Registers a library over a loaded module: the library's id.
+pub(super) fn add_library(module: u64) -> u64 {
+    let id = state::fresh_id();
+    modules().libraries.insert(id, module);
+    id
+}
+
+/// The library whose module holds function `f`, if it came from one.
+pub(super) fn library_of(f: *mut c_void) -> Result<Option<u64>> {
+    let (module, _, _) = function_facts(f)?;
+    Ok(modules()
+        .libraries
+        .iter()
+        .find(|(_, m)| **m == module)
+        .map(|(l, _)| *l))
+}
+
+/// Forgets a library and the module it loaded.
+pub(super) fn remove_library(library: *mut c_void) -> Result<()> {
+    let module = library_module(library)?;
+    modules().libraries.remove(&(library as u64));
+    unload(module)
 }
 
 export! {
@@ -248,38 +346,17 @@ export! {
 export! {
     fn cuModuleUnload(module: *mut c_void) {
         check_initialized()?;
-        let mut m = modules();
-        let id = module as u64;
-        if m.modules.remove(&id).is_none() {
-            return Err(stale("module", &STALE_MODULE));
-        }
-        m.functions.retain(|_, f| f.module != id);
-        m.by_name.retain(|(module, _), _| *module != id);
-        Ok(())
+        unload(module as u64)
     }
 }
 
 export! {
     fn cuModuleGetFunction(out: *mut *mut c_void, module: *mut c_void, name: *const c_char) {
-        let handle = module_handle(module)?;
+        module_handle(module)?;
         // SAFETY: by cuModuleGetFunction's contract `name` is NULL or a NUL-terminated
         // string.
         let name = unsafe { caller::string(name) }?;
-        let key = (module as u64, name.clone());
-        if let Some(id) = modules().by_name.get(&key) {
-            // SAFETY: by cuModuleGetFunction's contract `out` is NULL or writable.
-            return unsafe { caller::write(out, *id as *mut c_void) };
-        }
-        // A name the module lacks is not found.
-        let info = call(&ModuleGetFunction { module: handle, name })
-            .map_err(|e| if e == CudaStatus::ErrorInvalidDeviceFunction { status(CUDA_ERROR_NOT_FOUND) } else { e })?;
-        let id = state::fresh_id();
-        let mut m = modules();
-        m.functions.insert(
-            id,
-            Function { module: module as u64, function: info.function, params: info.params, limits: None },
-        );
-        m.by_name.insert(key, id);
+        let id = function_by_name(module as u64, name)?;
         // SAFETY: by cuModuleGetFunction's contract `out` is NULL or writable.
         unsafe { caller::write(out, id as *mut c_void) }
     }
@@ -287,19 +364,31 @@ export! {
 
 export! {
     fn cuModuleGetGlobal_v2(dptr: *mut u64, bytes: *mut usize, module: *mut c_void, name: *const c_char) {
-        let handle = module_handle(module)?;
         // SAFETY: by cuModuleGetGlobal_v2's contract `name` is NULL or a NUL-terminated
         // string.
         let name = unsafe { caller::string(name) }?;
-        let g = call(&ModuleGetGlobal { module: handle, name })
-            .map_err(|e| if e == CudaStatus::ErrorInvalidSymbol { status(CUDA_ERROR_NOT_FOUND) } else { e })?;
-        state::registry().add_device_range(g.ptr, g.size, state::current_device());
+        let (ptr, size) = global(module as u64, name)?;
         // SAFETY: by cuModuleGetGlobal_v2's contract `dptr` is NULL or writable.
-        unsafe { caller::write_opt(dptr, g.ptr) };
+        unsafe { caller::write_opt(dptr, ptr) };
         // SAFETY: by cuModuleGetGlobal_v2's contract `bytes` is NULL or writable.
-        unsafe { caller::write_opt(bytes, g.size as usize) };
+        unsafe { caller::write_opt(bytes, size as usize) };
         Ok(())
     }
+}
+
+/// A module-scope variable's address and size; a name the module lacks is
+/// `CUDA_ERROR_NOT_FOUND`.
+pub(super) fn global(module: u64, name: String) -> Result<(u64, u64)> {
+    let handle = module_handle(module as *mut c_void)?;
+    let g = call(&ModuleGetGlobal { module: handle, name }).map_err(|e| {
+        if e == CudaStatus::ErrorInvalidSymbol {
+            status(CUDA_ERROR_NOT_FOUND)
+        } else {
+            e
+        }
+    })?;
+    state::registry().add_device_range(g.ptr, g.size, state::current_device());
+    Ok((g.ptr, g.size))
 }
 
 /// One `CUfunction_attribute` out of the function's attributes.
@@ -327,30 +416,55 @@ fn attribute(a: &FuncAttributes, attrib: i32) -> Option<i32> {
 
 export! {
     fn cuFuncGetAttribute(value: *mut i32, attrib: i32, f: *mut c_void) {
-        let (function, _) = function(f)?;
-        let a = call(&FuncGetAttributes { function })?;
+        let v = get_attribute(f, attrib)?;
         // SAFETY: by cuFuncGetAttribute's contract `value` is NULL or writable.
-        unsafe { caller::write(value, attribute(&a, attrib).ok_or(CudaStatus::ErrorInvalidValue)?) }
+        unsafe { caller::write(value, v) }
     }
+}
+
+/// One attribute of a function, asked once and then known.
+pub(super) fn get_attribute(f: *mut c_void, attrib: i32) -> Result<i32> {
+    let (function, _) = function(f)?;
+    let cached = modules().functions.get(&(f as u64)).and_then(|x| x.limits.clone());
+    let a = match cached {
+        Some(a) => a,
+        None => {
+            let a = call(&FuncGetAttributes { function })?;
+            if let Some(func) = modules().functions.get_mut(&(f as u64)) {
+                func.limits = Some(a.clone());
+            }
+            a
+        }
+    };
+    attribute(&a, attrib).ok_or(CudaStatus::ErrorInvalidValue)
+}
+
+/// Sets a function attribute (what was known of its attributes is asked again).
+pub(super) fn set_attribute(f: *mut c_void, attrib: i32, value: i32) -> Result<()> {
+    let (function, _) = function(f)?;
+    call(&FuncSetAttribute { function, attribute: attrib, value })?;
+    if let Some(func) = modules().functions.get_mut(&(f as u64)) {
+        func.limits = None;
+    }
+    Ok(())
+}
+
+pub(super) fn set_cache_config(f: *mut c_void, config: u32) -> Result<()> {
+    let (function, _) = function(f)?;
+    call(&FuncSetCacheConfig { function, config })?;
+    Ok(())
 }
 
 export! {
     /// The driver's settable attributes share their numbers with the runtime's.
     fn cuFuncSetAttribute(f: *mut c_void, attrib: i32, value: i32) {
-        let (function, _) = function(f)?;
-        call(&FuncSetAttribute { function, attribute: attrib, value })?;
-        if let Some(func) = modules().functions.get_mut(&(f as u64)) {
-            func.limits = None;
-        }
-        Ok(())
+        set_attribute(f, attrib, value)
     }
 }
 
 export! {
     fn cuFuncSetCacheConfig(f: *mut c_void, config: u32) {
-        let (function, _) = function(f)?;
-        call(&FuncSetCacheConfig { function, config })?;
-        Ok(())
+        set_cache_config(f, config)
     }
 }
 
@@ -444,9 +558,9 @@ unsafe fn launch(
     attributes: Vec<LaunchAttribute>,
 ) -> Result<()> {
     let (function, params) = function(f)?;
-    if grid.contains(&0) || block.contains(&0) {
-        return Err(CudaStatus::ErrorInvalidValue);
-    }
+    // The shapes the device cannot run are refused here, as the driver refuses them
+    // before it returns (NVIDIA's runtime relies on that).
+    crate::api::launch::check_config(grid, block)?;
     // SAFETY: as `launch`'s caller promised.
     let buffer = unsafe { pack(&params, args, extra) }?;
     let stream = stream_handle(stream, false);
@@ -520,6 +634,77 @@ export! {
         // SAFETY: by cuLaunchCooperativeKernel's contract its pointer arguments are as
         // `launch` requires.
         unsafe { launch(f, [gx, gy, gz], [bx, by, bz], shared_mem, stream, args, std::ptr::null(), vec![cooperative]) }
+    }
+}
+
+/// `CUlaunchConfig`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct LaunchConfigC {
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared_mem: u32,
+    stream: RawHandle,
+    attrs: *const u8,
+    num_attrs: u32,
+}
+
+/// `sizeof(CUlaunchAttribute)`: u32 id, 4 bytes padding, 64-byte value union.
+const LAUNCH_ATTRIBUTE_LEN: usize = 72;
+
+export! {
+    /// Launch attributes go to the host as the runtime's do (the two APIs number them
+    /// alike); the launch then waits for the host's answer.
+    fn cuLaunchKernelEx(config: *const LaunchConfigC, f: *mut c_void, args: *const *const u8, extra: *const *const c_void) {
+        // SAFETY: by cuLaunchKernelEx's contract `config` is NULL or readable.
+        let c = unsafe { caller::read(config) }?;
+        // SAFETY: by cuLaunchKernelEx's contract `attrs` holds `numAttrs` attributes.
+        let raw = unsafe { caller::bytes(c.attrs, c.num_attrs as usize * LAUNCH_ATTRIBUTE_LEN) }?;
+        let attributes = raw
+            .chunks_exact(LAUNCH_ATTRIBUTE_LEN)
+            .map(|a| LaunchAttribute {
+                id: u32::from_le_bytes(a[..4].try_into().expect("4 bytes")),
+                value: a[8..].to_vec(),
+            })
+            .collect();
+        // SAFETY: by cuLaunchKernelEx's contract `args` and `extra` are as `launch`
+        // requires.
+        unsafe { launch(f, c.grid, c.block, c.shared_mem, c.stream, args, extra, attributes) }
+    }
+}
+
+export! {
+    fn cuLaunchKernelEx_ptsz(config: *const LaunchConfigC, f: *mut c_void, args: *const *const u8, extra: *const *const c_void) {
+        // SAFETY: by cuLaunchKernelEx's contract `config` is NULL or readable.
+        let mut c = unsafe { caller::read(config) }?;
+        if c.stream.is_null() {
+            c.stream = 2 as RawHandle; // CU_STREAM_PER_THREAD
+        }
+        match cuLaunchKernelEx(&c, f, args, extra) {
+            0 => Ok(()),
+            e => Err(status(e)),
+        }
+    }
+}
+
+export! {
+    /// `CU_OCCUPANCY_*` flags are the runtime's `cudaOccupancy*`.
+    fn cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+        blocks: *mut i32, f: *mut c_void, block_size: i32, dynamic_smem: usize, flags: u32,
+    ) {
+        let (function, _) = function(f)?;
+        let r = call(&OccupancyMaxActiveBlocks { function, block_size, dynamic_smem: dynamic_smem as u64, flags })?;
+        // SAFETY: by its contract `blocks` is NULL or writable.
+        unsafe { caller::write(blocks, r.blocks) }
+    }
+}
+
+export! {
+    fn cuOccupancyAvailableDynamicSMemPerBlock(bytes: *mut usize, f: *mut c_void, num_blocks: i32, block_size: i32) {
+        let (function, _) = function(f)?;
+        let r = call(&OccupancyAvailableDynamicSmem { function, num_blocks, block_size })?;
+        // SAFETY: by its contract `bytes` is NULL or writable.
+        unsafe { caller::write(bytes, r.bytes as usize) }
     }
 }
 

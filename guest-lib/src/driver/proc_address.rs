@@ -14,6 +14,7 @@ use std::ffi::{c_char, c_void};
 use super::context::*;
 use super::export;
 use super::export_table::cuGetExportTable;
+use super::library::*;
 use super::memory::*;
 use super::module::*;
 use super::stream::*;
@@ -29,7 +30,8 @@ macro_rules! table {
                 $($base | stringify!($f) => $f as *mut c_void,)*
                 // Functions that are nothing but their op: the op table's exports;
                 // else the real driver's other exports, as stubs (see `unsupported`).
-                _ => return crate::api::table::lookup(name)
+                _ => return super::twins::lookup(name)
+                    .or_else(|| crate::api::table::lookup(name))
                     .or_else(|| super::unsupported::lookup(name)),
             })
         }
@@ -81,10 +83,41 @@ table! {
     "cuLinkComplete" => cuLinkComplete,
     "cuLinkDestroy" => cuLinkDestroy,
     "cuFuncGetAttribute" => cuFuncGetAttribute,
+    "cuFuncGetName" => cuFuncGetName,
+    "cuFuncGetParamInfo" => cuFuncGetParamInfo,
+    "cuFuncGetModule" => cuFuncGetModule,
+    "cuFuncIsLoaded" => cuFuncIsLoaded,
+    "cuFuncLoad" => cuFuncLoad,
+    "cuLibraryLoadData" => cuLibraryLoadData,
+    "cuLibraryLoadFromFile" => cuLibraryLoadFromFile,
+    "cuLibraryUnload" => cuLibraryUnload,
+    "cuLibraryGetKernel" => cuLibraryGetKernel,
+    "cuLibraryGetKernelCount" => cuLibraryGetKernelCount,
+    "cuLibraryEnumerateKernels" => cuLibraryEnumerateKernels,
+    "cuLibraryGetModule" => cuLibraryGetModule,
+    "cuLibraryGetGlobal" => cuLibraryGetGlobal,
+    "cuLibraryGetUnifiedFunction" => cuLibraryGetUnifiedFunction,
+    "cuKernelGetFunction" => cuKernelGetFunction,
+    "cuKernelGetLibrary" => cuKernelGetLibrary,
+    "cuKernelGetAttribute" => cuKernelGetAttribute,
+    "cuKernelSetAttribute" => cuKernelSetAttribute,
+    "cuKernelSetCacheConfig" => cuKernelSetCacheConfig,
+    "cuKernelGetName" => cuKernelGetName,
+    "cuKernelGetParamInfo" => cuKernelGetParamInfo,
     "cuFuncSetAttribute" => cuFuncSetAttribute,
     "cuFuncSetCacheConfig" => cuFuncSetCacheConfig,
     "cuLaunchKernel" => cuLaunchKernel,
     "cuLaunchCooperativeKernel" => cuLaunchCooperativeKernel,
+    "cuLaunchKernelEx" => cuLaunchKernelEx,
+    "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags" => cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags,
+    "cuOccupancyAvailableDynamicSMemPerBlock" => cuOccupancyAvailableDynamicSMemPerBlock,
+    "cuMemcpy2D" => cuMemcpy2D_v2,
+    "cuMemcpy2DUnaligned" => cuMemcpy2DUnaligned_v2,
+    "cuMemcpy2DAsync" => cuMemcpy2DAsync_v2,
+    "cuMemAllocPitch" => cuMemAllocPitch_v2,
+    "cuMemcpyPeer" => cuMemcpyPeer,
+    "cuMemcpyPeerAsync" => cuMemcpyPeerAsync,
+    "cuPointerGetAttributes" => cuPointerGetAttributes,
     "cuOccupancyMaxActiveBlocksPerMultiprocessor" => cuOccupancyMaxActiveBlocksPerMultiprocessor,
     "cuMemAlloc" => cuMemAlloc_v2,
     "cuMemFree" => cuMemFree_v2,
@@ -136,24 +169,44 @@ table! {
     "cuMemImportFromShareableHandle" => cuMemImportFromShareableHandle,
 }
 
+/// `CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM`.
+const PER_THREAD_DEFAULT_STREAM: u64 = 2;
+
+/// A driver function as `cuGetProcAddress` hands it out: with the per-thread default
+/// stream asked for, the function's `_ptsz`/`_ptds` variant where it has one.
+fn lookup_with(name: &str, flags: u64) -> Option<*mut c_void> {
+    if flags & PER_THREAD_DEFAULT_STREAM != 0 {
+        let exported = NAMES
+            .iter()
+            .chain(super::twins::NAMES)
+            .find(|(base, _)| *base == name)
+            .map_or(name, |(_, exported)| exported);
+        if let Some(f) = super::twins::per_thread_variant(exported) {
+            return Some(f);
+        }
+    }
+    lookup(name)
+}
+
 /// `CUdriverProcAddressQueryResult`.
 const PROC_ADDRESS_SUCCESS: i32 = 0;
 const PROC_ADDRESS_SYMBOL_NOT_FOUND: i32 = 1;
 
 export! {
-    /// CUDA 12+'s signature (with the query result). The version and flags select
-    /// nothing here: every name has one implementation, the current ABI's.
+    /// CUDA 12+'s signature (with the query result). The version selects nothing
+    /// here: every name has one implementation, the current ABI's. The flags select
+    /// the per-thread default stream variants.
     fn cuGetProcAddress_v2(
         symbol: *const c_char,
         pfn: *mut *mut c_void,
         _cuda_version: i32,
-        _flags: u64,
+        flags: u64,
         status: *mut i32,
     ) {
         // SAFETY: by cuGetProcAddress_v2's contract `symbol` is NULL or a NUL-terminated
         // string.
         let name = unsafe { caller::string(symbol) }?;
-        match lookup(&name) {
+        match lookup_with(&name, flags) {
             Some(f) => {
                 // SAFETY: by cuGetProcAddress_v2's contract `pfn` is NULL or writable.
                 unsafe { caller::write(pfn, f) }?;
@@ -162,7 +215,8 @@ export! {
                 Ok(())
             }
             None => {
-                if std::env::var_os("VMCUDA_VERBOSE").is_some() {
+                // (NVIDIA's runtime probes with an empty name: nothing to say.)
+                if !name.is_empty() && std::env::var_os("VMCUDA_VERBOSE").is_some() {
                     eprintln!("vmcuda: driver function {name} is not implemented");
                 }
                 // As the real driver answers (measured on the H200): success, with the
@@ -213,6 +267,28 @@ mod tests {
             checked += 1;
         }
         assert!(checked >= 20, "{checked}");
+    }
+
+    /// With the per-thread default stream asked for, a function with a `_ptsz` or
+    /// `_ptds` variant is handed out as that variant; without, as itself.
+    #[test]
+    fn per_thread_flag_selects_the_per_thread_variants() {
+        let per_thread = PER_THREAD_DEFAULT_STREAM;
+        let variant = |name| super::super::twins::lookup(name).expect(name);
+        assert_eq!(lookup_with("cuMemcpyHtoD", per_thread), Some(variant("cuMemcpyHtoD_v2_ptds")));
+        assert_eq!(lookup_with("cuMemcpyHtoD", 0), lookup("cuMemcpyHtoD_v2"));
+        assert_eq!(lookup_with("cuStreamQuery", per_thread), Some(variant("cuStreamQuery_ptsz")));
+        assert_eq!(lookup_with("cuLaunchKernelEx", per_thread), Some(variant("cuLaunchKernelEx_ptsz")));
+        assert_ne!(lookup_with("cuLaunchKernel", per_thread), lookup("cuLaunchKernel"));
+        // No variant: the function itself.
+        assert_eq!(lookup_with("cuMemAlloc", per_thread), lookup("cuMemAlloc"));
+        // Every variant is a name of the real driver.
+        for (name, _) in super::super::twins::PER_THREAD_NAMES.iter().flat_map(|l| l.iter()) {
+            assert!(
+                crate::driver::unsupported::export_names().any(|n| n == *name),
+                "{name} is not a libcuda.so.1 export"
+            );
+        }
     }
 
     #[test]

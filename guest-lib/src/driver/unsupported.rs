@@ -64,12 +64,6 @@ fn reason(name: &str) -> &'static str {
         "is NvSci interop, which cannot cross the VM boundary"
     } else if name.starts_with("cuIpc") {
         "shares memory between processes, which cannot cross the VM boundary"
-    } else if name == "cuLibraryLoadData" {
-        // How NVIDIA's own runtime loads a program's kernels: what still keeps a
-        // statically linked runtime from running.
-        "is not implemented by vmcuda yet: NVIDIA's CUDA runtime loads kernels with it. If \
-         the CUDA runtime is linked into this program statically (nvcc's default -cudart \
-         static), rebuild it with `nvcc -cudart shared` to run it through vmcuda"
     } else {
         "is not implemented by vmcuda yet"
     }
@@ -205,7 +199,6 @@ mod tests {
         assert!(message("cuDeviceGetNvSciSyncAttributes").contains("NvSci"));
         assert!(message("cuIpcOpenMemHandle_v2").contains("between processes"));
         assert!(message("cuGraphCreate").contains("not implemented by vmcuda yet"));
-        assert!(message("cuLibraryLoadData").contains("rebuild it with `nvcc -cudart shared`"));
     }
 
     #[test]

@@ -302,6 +302,8 @@ pub trait ModuleExec {
     ) -> ExecResult<(ExecFunction, Vec<ParamInfo>)>;
     /// A module-scope variable's device address and size.
     fn get_global(&mut self, module: ExecModule, name: &str) -> ExecResult<(DevicePtr, u64)>;
+    /// Every kernel the module holds, by mangled name.
+    fn function_names(&mut self, module: ExecModule) -> ExecResult<Vec<String>>;
 }
 
 /// Kernel attributes, launches and occupancy.

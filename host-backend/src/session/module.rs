@@ -88,6 +88,17 @@ impl ModuleOps for Session {
         Ok((GlobalInfo { ptr, size }, Vec::new()))
     }
 
+    fn module_function_names(
+        &mut self,
+        _: &CallContext,
+        req: ModuleFunctionNames,
+        _: &[u8],
+    ) -> HandlerResult<FunctionNames> {
+        let m = self.handles.module(req.module)?;
+        let names = self.exec.function_names(m)?;
+        Ok((FunctionNames { names }, Vec::new()))
+    }
+
     fn func_get_attributes(
         &mut self,
         _: &CallContext,

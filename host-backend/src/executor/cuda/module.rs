@@ -290,6 +290,38 @@ impl ModuleExec for CudaExecutor {
         Ok((id, params))
     }
 
+    fn function_names(&mut self, module: ExecModule) -> ExecResult<Vec<String>> {
+        self.bind()?;
+        let m = self
+            .modules
+            .get(&module)
+            .ok_or(CudaStatus::ErrorInvalidResourceHandle)?;
+        let mut names = Vec::new();
+        for &library in &m.libraries {
+            let mut count = 0u32;
+            // SAFETY: an out-pointer to a local; `library` is loaded.
+            check(unsafe { sys::cuLibraryGetKernelCount(&mut count, library) })?;
+            let mut kernels: Vec<sys::CUkernel> = vec![ptr::null_mut(); count as usize];
+            // SAFETY: `kernels` has room for `count` handles.
+            check(unsafe { sys::cuLibraryEnumerateKernels(kernels.as_mut_ptr(), count, library) })?;
+            for kernel in kernels {
+                let mut name: *const std::ffi::c_char = ptr::null();
+                // SAFETY: an out-pointer to a local; `kernel` came from the driver.
+                check(unsafe { sys::cuKernelGetName(&mut name, kernel) })?;
+                if name.is_null() {
+                    continue;
+                }
+                // SAFETY: the driver returns a NUL-terminated name that lives as long
+                // as the library.
+                let name = unsafe { std::ffi::CStr::from_ptr(name) };
+                names.push(name.to_string_lossy().into_owned());
+            }
+        }
+        names.sort();
+        names.dedup();
+        Ok(names)
+    }
+
     fn get_global(&mut self, module: ExecModule, name: &str) -> ExecResult<(DevicePtr, u64)> {
         self.bind()?;
         let m = self

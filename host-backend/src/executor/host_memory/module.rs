@@ -76,6 +76,14 @@ impl ModuleExec for HostMemoryExecutor {
         Ok((id, params))
     }
 
+    fn function_names(&mut self, module: ExecModule) -> ExecResult<Vec<String>> {
+        let m = self
+            .modules
+            .get(&module)
+            .ok_or(CudaStatus::ErrorInvalidResourceHandle)?;
+        module_cubin(&m.image, cubin::kernels).map_err(|_| CudaStatus::ErrorInvalidKernelImage)
+    }
+
     fn get_global(&mut self, module: ExecModule, name: &str) -> ExecResult<(DevicePtr, u64)> {
         let m = self
             .modules

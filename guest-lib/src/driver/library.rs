@@ -1,0 +1,293 @@
+//! Libraries and kernels (`cuLibrary*`, `cuKernel*`, and the `cuFunc*` queries that
+//! go with them): how NVIDIA's own runtime loads a program's kernels, so every program
+//! with the runtime linked in statically (nvcc's default) and every NVIDIA library
+//! comes through here.
+//!
+//! A library is a module (see [`super::module`]) loaded at once: the host's driver
+//! loads it lazily or not as it likes. Its `CUkernel`s are that module's
+//! `CUfunction`s, the same ids, because there is one context per device in the guest
+//! and a kernel has one function in it. So `cuKernelGetFunction` is the identity, and a
+//! `CUkernel` passed where a `CUfunction` goes (which CUDA allows) just works.
+//!
+//! JIT and library options are the host's business (its driver loads with its
+//! defaults), as for `cuModuleLoadDataEx`. Managed variables wait for managed memory.
+
+use std::ffi::{c_char, c_void};
+
+use vmcuda_wire::op::{FunctionNames, ModuleFunctionNames};
+use vmcuda_wire::CudaStatus;
+
+use super::module::{
+    add_library, function_by_name, function_facts, get_attribute, global, image, library_module,
+    library_of, load_bytes, remove_library, set_attribute, set_cache_config,
+};
+use super::result::{status, CUDA_ERROR_FILE_NOT_FOUND, CUDA_ERROR_NOT_FOUND};
+use super::{check_initialized, export, Result};
+use crate::api::call;
+use crate::caller;
+
+/// `CU_FUNCTION_LOADING_STATE_LOADED`.
+const LOADING_STATE_LOADED: i32 = 1;
+
+/// # Safety
+/// `out` is NULL or writable.
+unsafe fn load_library(out: *mut *mut c_void, bytes: &[u8]) -> Result<()> {
+    check_initialized()?;
+    if out.is_null() {
+        return Err(CudaStatus::ErrorInvalidValue);
+    }
+    let library = add_library(load_bytes(bytes)?);
+    // SAFETY: as `load_library`'s caller promised.
+    unsafe { caller::write(out, library as *mut c_void) }
+}
+
+export! {
+    fn cuLibraryLoadData(
+        library: *mut *mut c_void,
+        code: *const c_void,
+        _jit_options: *mut u32,
+        _jit_values: *mut *mut c_void,
+        _num_jit_options: u32,
+        _library_options: *mut u32,
+        _library_values: *mut *mut c_void,
+        _num_library_options: u32,
+    ) {
+        // SAFETY: by cuLibraryLoadData's contract `code` is a module image the program
+        // holds and `library` is NULL or writable.
+        unsafe { load_library(library, image(code)?) }
+    }
+}
+
+export! {
+    fn cuLibraryLoadFromFile(
+        library: *mut *mut c_void,
+        file_name: *const c_char,
+        _jit_options: *mut u32,
+        _jit_values: *mut *mut c_void,
+        _num_jit_options: u32,
+        _library_options: *mut u32,
+        _library_values: *mut *mut c_void,
+        _num_library_options: u32,
+    ) {
+        // SAFETY: by cuLibraryLoadFromFile's contract `file_name` is NULL or a
+        // NUL-terminated string.
+        let path = unsafe { caller::string(file_name) }?;
+        let bytes = std::fs::read(&path).map_err(|_| status(CUDA_ERROR_FILE_NOT_FOUND))?;
+        // SAFETY: by cuLibraryLoadFromFile's contract `library` is NULL or writable.
+        unsafe { load_library(library, &bytes) }
+    }
+}
+
+export! {
+    fn cuLibraryUnload(library: *mut c_void) {
+        check_initialized()?;
+        remove_library(library)
+    }
+}
+
+export! {
+    fn cuLibraryGetKernel(kernel: *mut *mut c_void, library: *mut c_void, name: *const c_char) {
+        let module = library_module(library)?;
+        // SAFETY: by cuLibraryGetKernel's contract `name` is NULL or a NUL-terminated
+        // string.
+        let name = unsafe { caller::string(name) }?;
+        let id = function_by_name(module, name)?;
+        // SAFETY: by cuLibraryGetKernel's contract `kernel` is NULL or writable.
+        unsafe { caller::write(kernel, id as *mut c_void) }
+    }
+}
+
+export! {
+    fn cuLibraryGetModule(module: *mut *mut c_void, library: *mut c_void) {
+        let m = library_module(library)?;
+        // SAFETY: by cuLibraryGetModule's contract `module` is NULL or writable.
+        unsafe { caller::write(module, m as *mut c_void) }
+    }
+}
+
+/// The names of a library's kernels, as the host's driver enumerates them.
+fn kernel_names(library: *mut c_void) -> Result<(u64, Vec<String>)> {
+    let module = library_module(library)?;
+    let handle = super::module::module_handle(module as *mut c_void)?;
+    let FunctionNames { names } = call(&ModuleFunctionNames { module: handle })?;
+    Ok((module, names))
+}
+
+export! {
+    fn cuLibraryGetKernelCount(count: *mut u32, library: *mut c_void) {
+        let (_, names) = kernel_names(library)?;
+        // SAFETY: by cuLibraryGetKernelCount's contract `count` is NULL or writable.
+        unsafe { caller::write(count, names.len() as u32) }
+    }
+}
+
+export! {
+    fn cuLibraryEnumerateKernels(kernels: *mut *mut c_void, num_kernels: u32, library: *mut c_void) {
+        if kernels.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let (module, names) = kernel_names(library)?;
+        for (i, name) in names.into_iter().take(num_kernels as usize).enumerate() {
+            let id = function_by_name(module, name)?;
+            // SAFETY: by cuLibraryEnumerateKernels's contract `kernels` has room for
+            // `num_kernels` handles.
+            unsafe { caller::write(kernels.add(i), id as *mut c_void) }?;
+        }
+        Ok(())
+    }
+}
+
+export! {
+    fn cuLibraryGetGlobal(dptr: *mut u64, bytes: *mut usize, library: *mut c_void, name: *const c_char) {
+        let module = library_module(library)?;
+        // SAFETY: by cuLibraryGetGlobal's contract `name` is NULL or a NUL-terminated
+        // string.
+        let name = unsafe { caller::string(name) }?;
+        let (ptr, size) = global(module, name)?;
+        // SAFETY: by cuLibraryGetGlobal's contract `dptr` is NULL or writable.
+        unsafe { caller::write_opt(dptr, ptr) };
+        // SAFETY: by cuLibraryGetGlobal's contract `bytes` is NULL or writable.
+        unsafe { caller::write_opt(bytes, size as usize) };
+        Ok(())
+    }
+}
+
+export! {
+    /// Unified functions are host functions a library exports to device code: CUDA
+    /// 13 images built by nvcc have none, so every name is not found.
+    fn cuLibraryGetUnifiedFunction(fptr: *mut *mut c_void, library: *mut c_void, name: *const c_char) {
+        library_module(library)?;
+        // SAFETY: by cuLibraryGetUnifiedFunction's contract `name` is NULL or a
+        // NUL-terminated string.
+        unsafe { caller::string(name) }?;
+        if fptr.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        Err(status(CUDA_ERROR_NOT_FOUND))
+    }
+}
+
+export! {
+    fn cuKernelGetFunction(function: *mut *mut c_void, kernel: *mut c_void) {
+        function_facts(kernel)?;
+        // SAFETY: by cuKernelGetFunction's contract `function` is NULL or writable.
+        unsafe { caller::write(function, kernel) }
+    }
+}
+
+export! {
+    fn cuKernelGetLibrary(library: *mut *mut c_void, kernel: *mut c_void) {
+        let l = library_of(kernel)?.ok_or(CudaStatus::ErrorInvalidResourceHandle)?;
+        // SAFETY: by cuKernelGetLibrary's contract `library` is NULL or writable.
+        unsafe { caller::write(library, l as *mut c_void) }
+    }
+}
+
+/// The device argument of the `cuKernel*` attribute calls: a device of this guest.
+/// Kernels load on the current device, whose attributes are those asked for.
+fn check_device(device: i32) -> Result<()> {
+    let count = crate::api::device::device_count()?;
+    if device < 0 || device >= count {
+        return Err(CudaStatus::ErrorInvalidDevice);
+    }
+    Ok(())
+}
+
+export! {
+    fn cuKernelGetAttribute(value: *mut i32, attrib: i32, kernel: *mut c_void, device: i32) {
+        check_device(device)?;
+        let v = get_attribute(kernel, attrib)?;
+        // SAFETY: by cuKernelGetAttribute's contract `value` is NULL or writable.
+        unsafe { caller::write(value, v) }
+    }
+}
+
+export! {
+    fn cuKernelSetAttribute(attrib: i32, value: i32, kernel: *mut c_void, device: i32) {
+        check_device(device)?;
+        set_attribute(kernel, attrib, value)
+    }
+}
+
+export! {
+    fn cuKernelSetCacheConfig(kernel: *mut c_void, config: u32, device: i32) {
+        check_device(device)?;
+        set_cache_config(kernel, config)
+    }
+}
+
+/// # Safety
+/// `out` is NULL or writable.
+unsafe fn write_name(out: *mut *const c_char, f: *mut c_void) -> Result<()> {
+    let (_, name, _) = function_facts(f)?;
+    // SAFETY: as `write_name`'s caller promised.
+    unsafe { caller::write(out, name) }
+}
+
+export! {
+    fn cuKernelGetName(name: *mut *const c_char, kernel: *mut c_void) {
+        // SAFETY: by cuKernelGetName's contract `name` is NULL or writable.
+        unsafe { write_name(name, kernel) }
+    }
+}
+
+export! {
+    fn cuFuncGetName(name: *mut *const c_char, function: *mut c_void) {
+        // SAFETY: by cuFuncGetName's contract `name` is NULL or writable.
+        unsafe { write_name(name, function) }
+    }
+}
+
+/// # Safety
+/// `offset` and `size` are NULL or writable.
+unsafe fn param_info(f: *mut c_void, index: usize, offset: *mut usize, size: *mut usize) -> Result<()> {
+    let (_, _, params) = function_facts(f)?;
+    let p = params.get(index).ok_or(CudaStatus::ErrorInvalidValue)?;
+    if offset.is_null() && size.is_null() {
+        return Err(CudaStatus::ErrorInvalidValue);
+    }
+    // SAFETY: as `param_info`'s caller promised.
+    unsafe { caller::write_opt(offset, p.offset as usize) };
+    // SAFETY: as `param_info`'s caller promised.
+    unsafe { caller::write_opt(size, p.size as usize) };
+    Ok(())
+}
+
+export! {
+    fn cuKernelGetParamInfo(kernel: *mut c_void, index: usize, offset: *mut usize, size: *mut usize) {
+        // SAFETY: by cuKernelGetParamInfo's contract the out-pointers are NULL or writable.
+        unsafe { param_info(kernel, index, offset, size) }
+    }
+}
+
+export! {
+    fn cuFuncGetParamInfo(function: *mut c_void, index: usize, offset: *mut usize, size: *mut usize) {
+        // SAFETY: by cuFuncGetParamInfo's contract the out-pointers are NULL or writable.
+        unsafe { param_info(function, index, offset, size) }
+    }
+}
+
+export! {
+    fn cuFuncGetModule(module: *mut *mut c_void, function: *mut c_void) {
+        let (m, _, _) = function_facts(function)?;
+        // SAFETY: by cuFuncGetModule's contract `module` is NULL or writable.
+        unsafe { caller::write(module, m as *mut c_void) }
+    }
+}
+
+export! {
+    /// Functions are loaded with their module (the host's driver loads the rest of a
+    /// lazily loaded library on first use).
+    fn cuFuncIsLoaded(state: *mut i32, function: *mut c_void) {
+        function_facts(function)?;
+        // SAFETY: by cuFuncIsLoaded's contract `state` is NULL or writable.
+        unsafe { caller::write(state, LOADING_STATE_LOADED) }
+    }
+}
+
+export! {
+    fn cuFuncLoad(function: *mut c_void) {
+        function_facts(function)?;
+        Ok(())
+    }
+}

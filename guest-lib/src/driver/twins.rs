@@ -1,0 +1,263 @@
+//! Driver functions that are runtime functions in other clothes, one line each, and
+//! the per-thread default stream variants (`_ptsz`, `_ptds`) of the driver's stream
+//! functions.
+//!
+//! A twin calls the runtime export with the same meaning (handles, flags and enums
+//! are numbered alike in both APIs; where a type differs, the line converts) and
+//! leaves the runtime's last error as it was, as the real driver does.
+//!
+//! A `_ptsz` variant is its base function with a NULL stream meaning the calling
+//! thread's default stream (`CU_STREAM_PER_THREAD`). A `_ptds` variant of a
+//! synchronous call is the asynchronous call on that stream, then a wait for it: the
+//! same ordering the real driver gives.
+
+use std::ffi::{c_char, c_void};
+
+use super::memory::*;
+use super::module::*;
+use super::result::CUresult;
+use super::stream::*;
+use super::{check_initialized, export, via_runtime};
+use crate::api::{device as rt_device, errors as rt_errors, graph as rt_graph};
+use crate::api::{mem_pool as rt_pool, memory as rt_memory, stream as rt_stream, RawHandle};
+
+type HostFn = Option<unsafe extern "C" fn(*mut c_void)>;
+type StreamCallback = Option<unsafe extern "C" fn(*mut c_void, u32, *mut c_void)>;
+
+/// `CU_STREAM_PER_THREAD`.
+const PER_THREAD: RawHandle = 2 as RawHandle;
+
+/// A `_ptsz` stream argument: NULL is the thread's default stream.
+fn per_thread(stream: RawHandle) -> RawHandle {
+    if stream.is_null() {
+        PER_THREAD
+    } else {
+        stream
+    }
+}
+
+macro_rules! twins {
+    ($($(#[$m:meta])* $base:literal => $name:ident($($arg:ident: $ty:ty),* $(,)?) => $call:expr;)*) => {
+        $(
+            export! {
+                $(#[$m])*
+                fn $name($($arg: $ty),*) {
+                    check_initialized()?;
+                    via_runtime(|| $call)
+                }
+            }
+        )*
+
+        /// The twins by base or exported name.
+        pub fn lookup(name: &str) -> Option<*mut c_void> {
+            Some(match name {
+                $($base | stringify!($name) => $name as *mut c_void,)*
+                _ => return per_thread_lookup(name),
+            })
+        }
+
+        /// Every (base name, exported name) pair.
+        pub const NAMES: &[(&str, &str)] = &[$(($base, stringify!($name)),)*];
+    };
+}
+
+twins! {
+    "cuCtxGetStreamPriorityRange" => cuCtxGetStreamPriorityRange(least: *mut i32, greatest: *mut i32)
+        => rt_device::cudaDeviceGetStreamPriorityRange(least, greatest);
+    "cuCtxGetCacheConfig" => cuCtxGetCacheConfig(config: *mut u32) => rt_device::cudaDeviceGetCacheConfig(config);
+    "cuCtxSetCacheConfig" => cuCtxSetCacheConfig(config: u32) => rt_device::cudaDeviceSetCacheConfig(config);
+    /// `CU_CTX_MAP_HOST` and the scheduling flags are the runtime's device flags.
+    "cuCtxGetFlags" => cuCtxGetFlags(flags: *mut u32) => rt_device::cudaGetDeviceFlags(flags);
+    "cuCtxSetFlags" => cuCtxSetFlags(flags: u32) => rt_device::cudaSetDeviceFlags(flags);
+    "cuDeviceCanAccessPeer" => cuDeviceCanAccessPeer(can: *mut i32, device: i32, peer: i32)
+        => rt_device::cudaDeviceCanAccessPeer(can, device, peer);
+    "cuDeviceGetByPCIBusId" => cuDeviceGetByPCIBusId(device: *mut i32, id: *const c_char)
+        => rt_device::cudaDeviceGetByPCIBusId(device, id);
+    "cuProfilerStart" => cuProfilerStart() => rt_errors::cudaProfilerStart();
+    "cuProfilerStop" => cuProfilerStop() => rt_errors::cudaProfilerStop();
+
+    "cuDeviceGetDefaultMemPool" => cuDeviceGetDefaultMemPool(pool: *mut RawHandle, device: i32)
+        => rt_pool::cudaDeviceGetDefaultMemPool(pool, device);
+    /// A device's current pool is its default pool: vmcuda sets no other.
+    "cuDeviceGetMemPool" => cuDeviceGetMemPool(pool: *mut RawHandle, device: i32)
+        => rt_pool::cudaDeviceGetDefaultMemPool(pool, device);
+    "cuMemPoolSetAttribute" => cuMemPoolSetAttribute(pool: RawHandle, attr: u32, value: *mut c_void)
+        => rt_pool::cudaMemPoolSetAttribute(pool, attr, value);
+    "cuMemPoolGetAttribute" => cuMemPoolGetAttribute(pool: RawHandle, attr: u32, value: *mut c_void)
+        => rt_pool::cudaMemPoolGetAttribute(pool, attr, value);
+    "cuMemPoolTrimTo" => cuMemPoolTrimTo(pool: RawHandle, keep: usize) => rt_pool::cudaMemPoolTrimTo(pool, keep);
+    /// `CUmemAccessDesc` is laid out as `cudaMemAccessDesc`.
+    "cuMemPoolSetAccess" => cuMemPoolSetAccess(pool: RawHandle, descs: *const c_void, count: usize)
+        => rt_pool::cudaMemPoolSetAccess(pool, descs, count);
+    "cuMemAllocAsync" => cuMemAllocAsync(ptr: *mut *mut c_void, size: usize, stream: RawHandle)
+        => rt_pool::cudaMallocAsync(ptr, size, stream);
+    "cuMemFreeAsync" => cuMemFreeAsync(ptr: u64, stream: RawHandle) => rt_pool::cudaFreeAsync(ptr as *mut c_void, stream);
+
+    /// `CU_MEMHOSTREGISTER_*` are `cudaHostRegister*`.
+    "cuMemHostRegister" => cuMemHostRegister_v2(ptr: *mut c_void, size: usize, flags: u32)
+        => rt_memory::cudaHostRegister(ptr, size, flags);
+    "cuMemHostUnregister" => cuMemHostUnregister(ptr: *mut c_void) => rt_memory::cudaHostUnregister(ptr);
+    "cuMemHostGetDevicePointer" => cuMemHostGetDevicePointer_v2(out: *mut *mut c_void, ptr: *mut c_void, flags: u32)
+        => rt_memory::cudaHostGetDevicePointer(out, ptr, flags);
+    "cuMemHostGetFlags" => cuMemHostGetFlags(flags: *mut u32, ptr: *mut c_void) => rt_memory::cudaHostGetFlags(flags, ptr);
+    /// A char argument arrives as a byte: widened here, not reinterpreted.
+    "cuMemsetD2D8" => cuMemsetD2D8_v2(dst: u64, pitch: usize, value: u8, width: usize, height: usize)
+        => rt_memory::cudaMemset2D(dst as *mut c_void, pitch, i32::from(value), width, height);
+    "cuMemsetD2D8Async" => cuMemsetD2D8Async(dst: u64, pitch: usize, value: u8, width: usize, height: usize, stream: RawHandle)
+        => rt_memory::cudaMemset2DAsync(dst as *mut c_void, pitch, i32::from(value), width, height, stream);
+
+    "cuStreamGetFlags" => cuStreamGetFlags(stream: RawHandle, flags: *mut u32) => rt_stream::cudaStreamGetFlags(stream, flags);
+    "cuStreamGetPriority" => cuStreamGetPriority(stream: RawHandle, priority: *mut i32)
+        => rt_stream::cudaStreamGetPriority(stream, priority);
+    "cuStreamGetId" => cuStreamGetId(stream: RawHandle, id: *mut u64) => rt_stream::cudaStreamGetId(stream, id);
+    "cuStreamGetDevice" => cuStreamGetDevice(stream: RawHandle, device: *mut i32) => rt_stream::cudaStreamGetDevice(stream, device);
+    /// `CUstreamCallback` has `cudaStreamCallback_t`'s ABI.
+    "cuStreamAddCallback" => cuStreamAddCallback(stream: RawHandle, callback: StreamCallback, data: *mut c_void, flags: u32)
+        => rt_stream::cudaStreamAddCallback(stream, callback, data, flags);
+    "cuLaunchHostFunc" => cuLaunchHostFunc(stream: RawHandle, f: HostFn, data: *mut c_void)
+        => rt_stream::cudaLaunchHostFunc(stream, f, data);
+    "cuEventRecordWithFlags" => cuEventRecordWithFlags(event: RawHandle, stream: RawHandle, flags: u32)
+        => rt_stream::cudaEventRecordWithFlags(event, stream, flags);
+
+    "cuStreamBeginCapture" => cuStreamBeginCapture_v2(stream: RawHandle, mode: u32) => rt_graph::cudaStreamBeginCapture(stream, mode);
+    "cuStreamEndCapture" => cuStreamEndCapture(stream: RawHandle, graph: *mut RawHandle) => rt_graph::cudaStreamEndCapture(stream, graph);
+    "cuStreamIsCapturing" => cuStreamIsCapturing(stream: RawHandle, status: *mut u32) => rt_graph::cudaStreamIsCapturing(stream, status);
+    "cuStreamGetCaptureInfo" => cuStreamGetCaptureInfo_v3(
+        stream: RawHandle, status: *mut u32, id: *mut u64, graph: *mut RawHandle,
+        deps: *mut *const RawHandle, edges: *mut *const c_void, count: *mut usize,
+    ) => rt_graph::cudaStreamGetCaptureInfo(stream, status, id, graph, deps, edges, count);
+    /// CUDA 11.3's signature: no edge data.
+    "cuStreamGetCaptureInfo_v2" => cuStreamGetCaptureInfo_v2(
+        stream: RawHandle, status: *mut u32, id: *mut u64, graph: *mut RawHandle,
+        deps: *mut *const RawHandle, count: *mut usize,
+    ) => rt_graph::cudaStreamGetCaptureInfo(stream, status, id, graph, deps, std::ptr::null_mut(), count);
+    "cuThreadExchangeStreamCaptureMode" => cuThreadExchangeStreamCaptureMode(mode: *mut u32)
+        => rt_graph::cudaThreadExchangeStreamCaptureMode(mode);
+    "cuGraphInstantiateWithFlags" => cuGraphInstantiateWithFlags(exec: *mut RawHandle, graph: RawHandle, flags: u64)
+        => rt_graph::cudaGraphInstantiateWithFlags(exec, graph, flags);
+    "cuGraphLaunch" => cuGraphLaunch(exec: RawHandle, stream: RawHandle) => rt_graph::cudaGraphLaunch(exec, stream);
+    "cuGraphDestroy" => cuGraphDestroy(graph: RawHandle) => rt_graph::cudaGraphDestroy(graph);
+    "cuGraphExecDestroy" => cuGraphExecDestroy(exec: RawHandle) => rt_graph::cudaGraphExecDestroy(exec);
+    "cuGraphGetNodes" => cuGraphGetNodes(graph: RawHandle, nodes: *mut RawHandle, count: *mut usize)
+        => rt_graph::cudaGraphGetNodes(graph, nodes, count);
+    /// CUDA 12.3's signature, with edge data: what the name means in CUDA 13.
+    "cuGraphNodeGetDependencies" => cuGraphNodeGetDependencies_v2(
+        node: RawHandle, deps: *mut RawHandle, edges: *mut c_void, count: *mut usize,
+    ) => rt_graph::cudaGraphNodeGetDependencies(node, deps, edges, count);
+    "cuGraphDebugDotPrint" => cuGraphDebugDotPrint(graph: RawHandle, path: *const c_char, flags: u32)
+        => rt_graph::cudaGraphDebugDotPrint(graph, path, flags);
+}
+
+/// `_ptsz` variants: the base function with `per_thread` applied to the stream.
+macro_rules! ptsz {
+    ($($name:ident => $base:ident($($arg:ident: $ty:ty),*) [$stream:ident];)*) => {
+        $(
+            #[export_name = concat!("__vmcuda_", stringify!($name))]
+            #[allow(non_snake_case)]
+            pub extern "C" fn $name($($arg: $ty),*) -> CUresult {
+                let $stream = per_thread($stream);
+                $base($($arg),*)
+            }
+        )*
+        const PTSZ: &[(&str, *const ())] = &[$((stringify!($name), $name as *const ()),)*];
+    };
+}
+
+/// `_ptds` variants of synchronous calls: the asynchronous one on the thread's
+/// default stream, then a wait for that stream.
+macro_rules! ptds {
+    ($($name:ident => $async_base:ident($($arg:ident: $ty:ty),*);)*) => {
+        $(
+            #[export_name = concat!("__vmcuda_", stringify!($name))]
+            #[allow(non_snake_case)]
+            pub extern "C" fn $name($($arg: $ty),*) -> CUresult {
+                match $async_base($($arg,)* PER_THREAD) {
+                    0 => cuStreamSynchronize(PER_THREAD),
+                    e => e,
+                }
+            }
+        )*
+        const PTDS: &[(&str, *const ())] = &[$((stringify!($name), $name as *const ()),)*];
+    };
+}
+
+ptsz! {
+    cuStreamQuery_ptsz => cuStreamQuery(stream: RawHandle) [stream];
+    cuStreamSynchronize_ptsz => cuStreamSynchronize(stream: RawHandle) [stream];
+    cuStreamWaitEvent_ptsz => cuStreamWaitEvent(stream: RawHandle, event: RawHandle, flags: u32) [stream];
+    cuEventRecord_ptsz => cuEventRecord(event: RawHandle, stream: RawHandle) [stream];
+    cuEventRecordWithFlags_ptsz => cuEventRecordWithFlags(event: RawHandle, stream: RawHandle, flags: u32) [stream];
+    cuStreamGetFlags_ptsz => cuStreamGetFlags(stream: RawHandle, flags: *mut u32) [stream];
+    cuStreamGetPriority_ptsz => cuStreamGetPriority(stream: RawHandle, priority: *mut i32) [stream];
+    cuStreamGetId_ptsz => cuStreamGetId(stream: RawHandle, id: *mut u64) [stream];
+    cuStreamGetDevice_ptsz => cuStreamGetDevice(stream: RawHandle, device: *mut i32) [stream];
+    cuStreamAddCallback_ptsz => cuStreamAddCallback(stream: RawHandle, callback: StreamCallback, data: *mut c_void, flags: u32) [stream];
+    cuLaunchHostFunc_ptsz => cuLaunchHostFunc(stream: RawHandle, f: HostFn, data: *mut c_void) [stream];
+    cuStreamBeginCapture_v2_ptsz => cuStreamBeginCapture_v2(stream: RawHandle, mode: u32) [stream];
+    cuStreamEndCapture_ptsz => cuStreamEndCapture(stream: RawHandle, graph: *mut RawHandle) [stream];
+    cuStreamIsCapturing_ptsz => cuStreamIsCapturing(stream: RawHandle, status: *mut u32) [stream];
+    cuStreamGetCaptureInfo_v3_ptsz => cuStreamGetCaptureInfo_v3(
+        stream: RawHandle, status: *mut u32, id: *mut u64, graph: *mut RawHandle,
+        deps: *mut *const RawHandle, edges: *mut *const c_void, count: *mut usize) [stream];
+    cuStreamGetCaptureInfo_v2_ptsz => cuStreamGetCaptureInfo_v2(
+        stream: RawHandle, status: *mut u32, id: *mut u64, graph: *mut RawHandle,
+        deps: *mut *const RawHandle, count: *mut usize) [stream];
+    cuGraphLaunch_ptsz => cuGraphLaunch(exec: RawHandle, stream: RawHandle) [stream];
+    cuMemAllocAsync_ptsz => cuMemAllocAsync(ptr: *mut *mut c_void, size: usize, stream: RawHandle) [stream];
+    cuMemFreeAsync_ptsz => cuMemFreeAsync(ptr: u64, stream: RawHandle) [stream];
+    cuMemcpyAsync_ptsz => cuMemcpyAsync(dst: u64, src: u64, size: usize, stream: RawHandle) [stream];
+    cuMemcpyHtoDAsync_v2_ptsz => cuMemcpyHtoDAsync_v2(dst: u64, src: *const c_void, size: usize, stream: RawHandle) [stream];
+    cuMemcpyDtoHAsync_v2_ptsz => cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: u64, size: usize, stream: RawHandle) [stream];
+    cuMemcpyDtoDAsync_v2_ptsz => cuMemcpyDtoDAsync_v2(dst: u64, src: u64, size: usize, stream: RawHandle) [stream];
+    cuMemsetD8Async_ptsz => cuMemsetD8Async(dst: u64, value: u8, count: usize, stream: RawHandle) [stream];
+    cuMemsetD16Async_ptsz => cuMemsetD16Async(dst: u64, value: u16, count: usize, stream: RawHandle) [stream];
+    cuMemsetD32Async_ptsz => cuMemsetD32Async(dst: u64, value: u32, count: usize, stream: RawHandle) [stream];
+    cuMemsetD2D8Async_ptsz => cuMemsetD2D8Async(
+        dst: u64, pitch: usize, value: u8, width: usize, height: usize, stream: RawHandle) [stream];
+    cuStreamWriteValue32_v2_ptsz => cuStreamWriteValue32_v2(stream: RawHandle, addr: u64, value: u32, flags: u32) [stream];
+    cuLaunchKernel_ptsz => cuLaunchKernel(
+        f: *mut c_void, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32,
+        shared_mem: u32, stream: RawHandle, args: *const *const u8, extra: *const *const c_void) [stream];
+    cuMemcpy2DAsync_v2_ptsz => cuMemcpy2DAsync_v2(copy: *const Memcpy2D, stream: RawHandle) [stream];
+    cuMemcpyPeerAsync_ptsz => cuMemcpyPeerAsync(
+        dst: u64, dst_ctx: *mut c_void, src: u64, src_ctx: *mut c_void, size: usize, stream: RawHandle) [stream];
+    cuLaunchCooperativeKernel_ptsz => cuLaunchCooperativeKernel(
+        f: *mut c_void, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32,
+        shared_mem: u32, stream: RawHandle, args: *const *const u8) [stream];
+}
+
+ptds! {
+    cuMemcpy_ptds => cuMemcpyAsync(dst: u64, src: u64, size: usize);
+    cuMemcpyHtoD_v2_ptds => cuMemcpyHtoDAsync_v2(dst: u64, src: *const c_void, size: usize);
+    cuMemcpyDtoH_v2_ptds => cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: u64, size: usize);
+    cuMemcpyDtoD_v2_ptds => cuMemcpyDtoDAsync_v2(dst: u64, src: u64, size: usize);
+    cuMemsetD8_v2_ptds => cuMemsetD8Async(dst: u64, value: u8, count: usize);
+    cuMemsetD16_v2_ptds => cuMemsetD16Async(dst: u64, value: u16, count: usize);
+    cuMemsetD32_v2_ptds => cuMemsetD32Async(dst: u64, value: u32, count: usize);
+    cuMemsetD2D8_v2_ptds => cuMemsetD2D8Async(dst: u64, pitch: usize, value: u8, width: usize, height: usize);
+    cuMemcpy2D_v2_ptds => cuMemcpy2DAsync_v2(copy: *const Memcpy2D);
+    cuMemcpy2DUnaligned_v2_ptds => cuMemcpy2DAsync_v2(copy: *const Memcpy2D);
+    cuMemcpyPeer_ptds => cuMemcpyPeerAsync(dst: u64, dst_ctx: *mut c_void, src: u64, src_ctx: *mut c_void, size: usize);
+}
+
+/// The `_ptsz` and `_ptds` variants, by exported name.
+pub const PER_THREAD_NAMES: &[&[(&str, *const ())]] =
+    &[PTSZ, PTDS, &[("cuLaunchKernelEx_ptsz", cuLaunchKernelEx_ptsz as *const ())]];
+
+/// A `_ptsz` or `_ptds` variant by its exported name.
+fn per_thread_lookup(name: &str) -> Option<*mut c_void> {
+    PER_THREAD_NAMES
+        .iter()
+        .flat_map(|list| list.iter())
+        .find(|(n, _)| *n == name)
+        .map(|(_, f)| *f as *mut c_void)
+}
+
+/// The per-thread default stream variant of a driver function, by its base or
+/// exported name, for `cuGetProcAddress` with
+/// `CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM`; None where the function has none.
+pub fn per_thread_variant(exported: &str) -> Option<*mut c_void> {
+    ["_ptsz", "_ptds"]
+        .iter()
+        .find_map(|suffix| per_thread_lookup(&format!("{exported}{suffix}")))
+}
