@@ -20,6 +20,11 @@ bash guest-lib/build-libs.sh "$dir/guest/lib" >/dev/null
 strip --strip-debug "$dir"/guest/lib/*.so.*
 NVCC=$nvcc bash tests/apps/build.sh "$dir/apps"
 VMCUDA_APPS_CUDART=static NVCC=$nvcc bash tests/apps/build.sh "$dir/apps-static"
+# The library programs, where the libraries' headers are (see tests/libapps/build.sh).
+if [ -n "${VMCUDA_CULIBS:-}" ]; then
+  NVCC=$nvcc bash tests/libapps/build.sh "$dir/libapps"
+  strip "$dir"/libapps/*
+fi
 NVCC=$nvcc bash tests/apps/build.sh "$dir/load" tests/load
 "$nvcc" -cudart shared -arch=sm_90 -O2 -o "$dir/isolation" tests/gpu/isolation.cu -L"$cu13/lib"
 mkdir -p "$dir/bench"

@@ -29,6 +29,13 @@ OUT="$logs/apps-nvidia" VMCUDA_HOST_BIN="$carry/bin/vmcuda-host" VMCUDA_GUEST_LI
   VMCUDA_APPS_DIR="$carry/apps" VMCUDA_BRIDGED_RUNTIME=nvidia bash tests/gpu/run.sh >"$logs/apps-nvidia.out" 2>&1 || rc=1
 tail -30 "$logs/apps-nvidia.out"
 
+if [ -d "$carry/libapps" ]; then
+  echo "== NVIDIA's libraries (cuFFT, cuRAND, cuSOLVER, cuSPARSE) over vmcuda's libcuda.so.1 ($(date -u +%T))"
+  OUT="$logs/libapps" VMCUDA_HOST_BIN="$carry/bin/vmcuda-host" VMCUDA_GUEST_LIB="$carry/guest/lib" \
+    VMCUDA_APPS_DIR="$carry/libapps" bash tests/gpu/run.sh >"$logs/libapps.out" 2>&1 || rc=1
+  tail -12 "$logs/libapps.out"
+fi
+
 echo "== isolation ($(date -u +%T))"
 OUT="$logs/iso" bash tests/gpu/run-isolation.sh "$carry" >"$logs/iso.out" 2>&1 || rc=1
 tail -20 "$logs/iso.out"
@@ -47,6 +54,7 @@ tail -40 "$logs/torch.out"
 cp "$logs/apps/RESULTS.md" "$out/RESULTS.md" 2>/dev/null
 cp "$logs/apps-static/RESULTS.md" "$out/RESULTS-STATIC.md" 2>/dev/null
 cp "$logs/apps-nvidia/RESULTS.md" "$out/RESULTS-NVIDIA-RUNTIME.md" 2>/dev/null
+cp "$logs/libapps/RESULTS.md" "$out/RESULTS-LIBRARIES.md" 2>/dev/null
 cp "$logs/torch/RESULTS-TORCH.md" "$out/RESULTS-TORCH.md" 2>/dev/null
 cp "$logs/iso/RESULTS-ISOLATION.md" "$out/RESULTS-ISOLATION.md" 2>/dev/null
 cp "$logs/load/RESULTS-load.md" "$out/RESULTS-load.md" 2>/dev/null

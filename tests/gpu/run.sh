@@ -125,7 +125,9 @@ log "real cudart: $real_cudart"
 log "guest lib:   $guest_lib"
 bridged_runtime="${VMCUDA_BRIDGED_RUNTIME:-vmcuda}"
 case "$bridged_runtime" in
-    vmcuda) bridged_path="$guest_lib" ;;
+    # vmcuda's runtime, cuBLAS and driver first; any other library (cuFFT, ...) from
+    # the toolkit, as in a guest that has it installed.
+    vmcuda) bridged_path="$guest_lib:$real_cudart" ;;
     nvidia) bridged_path="$real_cudart:$guest_lib" ;;
     *) die "VMCUDA_BRIDGED_RUNTIME is vmcuda or nvidia, not $bridged_runtime" ;;
 esac

@@ -9,8 +9,8 @@ use std::collections::HashSet;
 use std::process::Command;
 
 use vmcuda_tests::{
-    apps_dir, free_tcp_addr, guest_lib_dir, run_program, run_program_with, static_apps_dir,
-    text, Daemon,
+    apps_dir, free_tcp_addr, guest_lib_dir, run_program, run_program_with, static_apps_dir, text,
+    Daemon,
 };
 
 const APPS: &[&str] = &[

@@ -293,6 +293,66 @@ pub fn containers_len(bytes: &[u8]) -> Result<usize> {
     }
 }
 
+/// The containers of a fatbinary keeping only what a device of architecture `sm`
+/// (`major * 10 + minor`, e.g. 90) can load: the cubins of its major architecture with
+/// a minor version up to its own, or, in a container without such a cubin, the newest
+/// PTX it can compile. Libraries ship code for every architecture (cuBLASLt: hundreds
+/// of MiB); a device loads one, so only that one needs to cross to the host.
+///
+/// `None` when nothing would be dropped (or nothing would be left, which the host's
+/// driver then reports as it would natively). Entries are copied byte for byte.
+pub fn for_device(bytes: &[u8], sm: u32) -> Result<Option<Vec<u8>>> {
+    let fatbin = parse(bytes)?;
+    let base = bytes.as_ptr() as usize;
+    let mut out = Vec::new();
+    let mut dropped = false;
+    for container in &fatbin.containers {
+        let runs = |e: &Entry<'_>| {
+            e.kind == EntryKind::Cubin && e.sm_arch / 10 == sm / 10 && e.sm_arch % 10 <= sm % 10
+        };
+        let has_cubin = container.entries.iter().any(runs);
+        let ptx = container
+            .entries
+            .iter()
+            .filter(|e| e.kind == EntryKind::Ptx && e.sm_arch <= sm)
+            .map(|e| e.sm_arch)
+            .max();
+        let keep = |e: &Entry<'_>| {
+            if has_cubin {
+                runs(e)
+            } else {
+                e.kind == EntryKind::Ptx && Some(e.sm_arch) == ptx
+            }
+        };
+        let mut body = Vec::new();
+        for e in &container.entries {
+            if !keep(e) {
+                dropped = true;
+                continue;
+            }
+            // The entry's header and payload, as stored.
+            let start = e.payload.as_ptr() as usize - base - e.header_size as usize;
+            body.extend_from_slice(&bytes[start..start + e.header_size as usize + e.payload.len()]);
+        }
+        if body.is_empty() {
+            continue;
+        }
+        // The container header with the new body size; its other fields as they were.
+        let header_size = usize::from(read_u16(
+            container.bytes,
+            6,
+            "container header",
+            container.offset,
+            CONTAINER_HEADER_LEN,
+        )?);
+        out.extend_from_slice(&container.bytes[..8]);
+        out.extend_from_slice(&(body.len() as u64).to_le_bytes());
+        out.extend_from_slice(&container.bytes[16..header_size]);
+        out.extend_from_slice(&body);
+    }
+    Ok((dropped && !out.is_empty()).then_some(out))
+}
+
 /// What an entry holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EntryKind {

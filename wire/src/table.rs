@@ -129,6 +129,15 @@ macro_rules! op_lines {
                 0x0308 OccupancyAvailableDynamicSmem => occupancy_available_dynamic_smem(OccupancyAvailableDynamicSmem {
                     function: FunctionHandle, num_blocks: i32, block_size: i32,
                 }) -> SmemBytes { bytes: u64 }, Sync;
+                /// How many clusters of the launch's shape fit on the device at once
+                /// (`cuOccupancyMaxActiveClusters`; the launch's stream is not used).
+                0x030A OccupancyMaxActiveClusters => occupancy_max_active_clusters(OccupancyMaxActiveClusters {
+                    function: FunctionHandle,
+                    grid: [u32; 3],
+                    block: [u32; 3],
+                    shared_mem: u32,
+                    attributes: Vec<LaunchAttribute>,
+                }) -> ClusterCount { clusters: i32 }, Sync;
                 /// Every kernel of a module, by mangled name (`cuLibraryEnumerateKernels`).
                 0x0309 ModuleFunctionNames => module_function_names(ModuleFunctionNames { module: ModuleHandle })
                     -> FunctionNames { names: Vec<String> }, Sync;

@@ -141,7 +141,7 @@ pub extern "C" fn cudaStreamQuery_ptsz(stream: RawHandle) -> cudaError_t {
     guard("cudaStreamQuery_ptsz", || stream_query(stream, true))
 }
 
-fn stream_info(stream: RawHandle, per_thread: bool) -> Result<StreamInfo> {
+pub(crate) fn stream_info(stream: RawHandle, per_thread: bool) -> Result<StreamInfo> {
     let h = stream_handle(stream, per_thread);
     if h.is_default() {
         return Ok(StreamInfo {

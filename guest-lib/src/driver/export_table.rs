@@ -40,6 +40,7 @@ use super::result::{
     CUDA_ERROR_NOT_SUPPORTED, CUDA_SUCCESS,
 };
 use super::{export, guard};
+use crate::api::RawHandle;
 use crate::caller;
 
 /// A table id, the 16 bytes of the `CUuuid` as they lie in memory.
@@ -70,11 +71,27 @@ pub const TOOLS_TLS: Id = id("42d85a8123f6cb478298f6e78a3aecdc");
 pub const CONTEXT_LOCAL_STORAGE: Id = id("c693336e1121df11a8c368f355d89593");
 pub const CONTEXT_CHECKS: Id = id("263e88607cd2614392f6bbd5006dfa7e");
 pub const INTEGRITY_CHECK: Id = id("d4082055bde6704b8d34ba123c66e1f2");
+/// Tables NVIDIA's libraries (cuDNN, cuFFT, cuSOLVER, ...) ask for with their static
+/// runtimes, and torch and CuPy: their slots are mostly unknown (see
+/// docs/driver-export-tables.md), so each is served at its measured size with a stub
+/// per slot that names itself once, except the slots known.
+pub const CONTEXT_IDENTITY: Id = id("21318c60971432488ca641ff7324c8f2");
+pub const FUNCTION_INTROSPECTION: Id = id("6e163fbeb958444d835ce182aff1991e");
+pub const LIBRARY_TABLE_7: Id = id("da9151d33ae6cc41a5c04f26d533e328");
+pub const LIBRARY_TABLE_34: Id = id("69a28e9f24498b47b030c5da330ea4e9");
 /// Asked first by every runtime; refused quietly (see the module documentation).
 pub const REFUSED_QUIETLY: Id = id("f8cff95121468b4eb9e2fb469e7c0dd9");
 
 /// The tables with stub slots, for the stubs' lines (index = the stub's `T`).
-const STUB_TABLES: [Id; 3] = [CUDART_INTERFACE, CONTEXT_CHECKS, TOOLS_TLS];
+const STUB_TABLES: [Id; 7] = [
+    CUDART_INTERFACE,
+    CONTEXT_CHECKS,
+    TOOLS_TLS,
+    CONTEXT_IDENTITY,
+    FUNCTION_INTROSPECTION,
+    LIBRARY_TABLE_7,
+    LIBRARY_TABLE_34,
+];
 
 fn hex(id: &Id) -> String {
     id.iter().map(|b| format!("{b:02x}")).collect()
@@ -465,6 +482,341 @@ pub static INTEGRITY: IntegrityCheck = IntegrityCheck {
 };
 
 /// The table for an id, as the address handed out.
+// ---- library tables -----------------------------------------------------------------
+
+/// A table of stubs: the size word, then `N` slots.
+#[repr(C)]
+pub struct StubTable<const N: usize> {
+    size: usize,
+    slots: [Unknown; N],
+}
+
+/// 21318c60 slot 4: the context's unique id, as `cuCtxGetId` (the current context's
+/// for NULL). Contexts are one per device here: the id is the device's ordinal + 1.
+extern "C" fn context_number(ctx: CUcontext, id: *mut u64) -> CUresult {
+    let device = if ctx.is_null() {
+        super::context::current_device()
+    } else {
+        super::context::device_of(ctx)
+    };
+    match device {
+        Ok(d) => {
+            // SAFETY: the caller passes a writable id (NULL is refused).
+            match unsafe { caller::write(id, d as u64 + 1) } {
+                Ok(()) => CUDA_SUCCESS,
+                Err(e) => super::result::cu_result(e),
+            }
+        }
+        Err(e) => super::result::cu_result(e),
+    }
+}
+
+/// An opaque per-stream object for slot 51: NVIDIA's libraries only hand it back to
+/// slot 39. Zeroed, so that any field read from it says "nothing special".
+static STREAM_OBJECT: Buffer<512> = Buffer(std::cell::UnsafeCell::new([0; 512]));
+
+/// 21318c60 slot 51: `(context, stream, *object)`. cuBLAS calls it for the stream of a
+/// call before its first kernel (measured), and gives the object to slot 39. A stream
+/// this process does not hold is `CUDA_ERROR_INVALID_HANDLE`.
+extern "C" fn stream_object(_ctx: CUcontext, stream: RawHandle, out: *mut *mut c_void) -> CUresult {
+    if out.is_null() {
+        return super::result::CUDA_ERROR_INVALID_VALUE;
+    }
+    let handle = crate::api::stream_handle(stream, false);
+    if !crate::api::known_stream(handle) {
+        return super::result::CUDA_ERROR_INVALID_HANDLE;
+    }
+    // SAFETY: checked non-NULL; the caller passes a writable pointer slot.
+    match unsafe { caller::write(out, STREAM_OBJECT.0.get().cast::<c_void>()) } {
+        Ok(()) => CUDA_SUCCESS,
+        Err(e) => super::result::cu_result(e),
+    }
+}
+
+/// 21318c60 slot 39: `(context, object from slot 51, *value)`: 0 (what drivers answer
+/// for a stream with nothing attached).
+extern "C" fn stream_object_value(_ctx: CUcontext, object: *mut c_void, out: *mut u64) -> CUresult {
+    if object.is_null() || out.is_null() {
+        return super::result::CUDA_ERROR_INVALID_VALUE;
+    }
+    // SAFETY: checked non-NULL; the caller passes a writable value.
+    match unsafe { caller::write(out, 0) } {
+        Ok(()) => CUDA_SUCCESS,
+        Err(e) => super::result::cu_result(e),
+    }
+}
+
+#[repr(C)]
+pub struct ContextIdentity {
+    size: usize,
+    slots_1_3: [Unknown; 3],
+    context_number: extern "C" fn(CUcontext, *mut u64) -> CUresult,
+    slots_5_38: [Unknown; 34],
+    stream_object_value: extern "C" fn(CUcontext, *mut c_void, *mut u64) -> CUresult,
+    slots_40_50: [Unknown; 11],
+    stream_object: extern "C" fn(CUcontext, RawHandle, *mut *mut c_void) -> CUresult,
+    slots_52_92: [Unknown; 41],
+}
+
+pub static CONTEXT_IDENTITY_TABLE: ContextIdentity = ContextIdentity {
+    size: size_of_words(93),
+    slots_1_3: [
+        unknown_slot::<3, 1>,
+        unknown_slot::<3, 2>,
+        unknown_slot::<3, 3>,
+    ],
+    context_number,
+    slots_5_38: [
+        unknown_slot::<3, 5>,
+        unknown_slot::<3, 6>,
+        unknown_slot::<3, 7>,
+        unknown_slot::<3, 8>,
+        unknown_slot::<3, 9>,
+        unknown_slot::<3, 10>,
+        unknown_slot::<3, 11>,
+        unknown_slot::<3, 12>,
+        unknown_slot::<3, 13>,
+        unknown_slot::<3, 14>,
+        unknown_slot::<3, 15>,
+        unknown_slot::<3, 16>,
+        unknown_slot::<3, 17>,
+        unknown_slot::<3, 18>,
+        unknown_slot::<3, 19>,
+        unknown_slot::<3, 20>,
+        unknown_slot::<3, 21>,
+        unknown_slot::<3, 22>,
+        unknown_slot::<3, 23>,
+        unknown_slot::<3, 24>,
+        unknown_slot::<3, 25>,
+        unknown_slot::<3, 26>,
+        unknown_slot::<3, 27>,
+        unknown_slot::<3, 28>,
+        unknown_slot::<3, 29>,
+        unknown_slot::<3, 30>,
+        unknown_slot::<3, 31>,
+        unknown_slot::<3, 32>,
+        unknown_slot::<3, 33>,
+        unknown_slot::<3, 34>,
+        unknown_slot::<3, 35>,
+        unknown_slot::<3, 36>,
+        unknown_slot::<3, 37>,
+        unknown_slot::<3, 38>,
+    ],
+    stream_object_value,
+    slots_40_50: [
+        unknown_slot::<3, 40>,
+        unknown_slot::<3, 41>,
+        unknown_slot::<3, 42>,
+        unknown_slot::<3, 43>,
+        unknown_slot::<3, 44>,
+        unknown_slot::<3, 45>,
+        unknown_slot::<3, 46>,
+        unknown_slot::<3, 47>,
+        unknown_slot::<3, 48>,
+        unknown_slot::<3, 49>,
+        unknown_slot::<3, 50>,
+    ],
+    stream_object,
+    slots_52_92: [
+        unknown_slot::<3, 52>,
+        unknown_slot::<3, 53>,
+        unknown_slot::<3, 54>,
+        unknown_slot::<3, 55>,
+        unknown_slot::<3, 56>,
+        unknown_slot::<3, 57>,
+        unknown_slot::<3, 58>,
+        unknown_slot::<3, 59>,
+        unknown_slot::<3, 60>,
+        unknown_slot::<3, 61>,
+        unknown_slot::<3, 62>,
+        unknown_slot::<3, 63>,
+        unknown_slot::<3, 64>,
+        unknown_slot::<3, 65>,
+        unknown_slot::<3, 66>,
+        unknown_slot::<3, 67>,
+        unknown_slot::<3, 68>,
+        unknown_slot::<3, 69>,
+        unknown_slot::<3, 70>,
+        unknown_slot::<3, 71>,
+        unknown_slot::<3, 72>,
+        unknown_slot::<3, 73>,
+        unknown_slot::<3, 74>,
+        unknown_slot::<3, 75>,
+        unknown_slot::<3, 76>,
+        unknown_slot::<3, 77>,
+        unknown_slot::<3, 78>,
+        unknown_slot::<3, 79>,
+        unknown_slot::<3, 80>,
+        unknown_slot::<3, 81>,
+        unknown_slot::<3, 82>,
+        unknown_slot::<3, 83>,
+        unknown_slot::<3, 84>,
+        unknown_slot::<3, 85>,
+        unknown_slot::<3, 86>,
+        unknown_slot::<3, 87>,
+        unknown_slot::<3, 88>,
+        unknown_slot::<3, 89>,
+        unknown_slot::<3, 90>,
+        unknown_slot::<3, 91>,
+        unknown_slot::<3, 92>,
+    ],
+};
+
+pub static FUNCTION_INTROSPECTION_TABLE: StubTable<98> = StubTable {
+    size: size_of_words(99),
+    slots: [
+        unknown_slot::<4, 1>,
+        unknown_slot::<4, 2>,
+        unknown_slot::<4, 3>,
+        unknown_slot::<4, 4>,
+        unknown_slot::<4, 5>,
+        unknown_slot::<4, 6>,
+        unknown_slot::<4, 7>,
+        unknown_slot::<4, 8>,
+        unknown_slot::<4, 9>,
+        unknown_slot::<4, 10>,
+        unknown_slot::<4, 11>,
+        unknown_slot::<4, 12>,
+        unknown_slot::<4, 13>,
+        unknown_slot::<4, 14>,
+        unknown_slot::<4, 15>,
+        unknown_slot::<4, 16>,
+        unknown_slot::<4, 17>,
+        unknown_slot::<4, 18>,
+        unknown_slot::<4, 19>,
+        unknown_slot::<4, 20>,
+        unknown_slot::<4, 21>,
+        unknown_slot::<4, 22>,
+        unknown_slot::<4, 23>,
+        unknown_slot::<4, 24>,
+        unknown_slot::<4, 25>,
+        unknown_slot::<4, 26>,
+        unknown_slot::<4, 27>,
+        unknown_slot::<4, 28>,
+        unknown_slot::<4, 29>,
+        unknown_slot::<4, 30>,
+        unknown_slot::<4, 31>,
+        unknown_slot::<4, 32>,
+        unknown_slot::<4, 33>,
+        unknown_slot::<4, 34>,
+        unknown_slot::<4, 35>,
+        unknown_slot::<4, 36>,
+        unknown_slot::<4, 37>,
+        unknown_slot::<4, 38>,
+        unknown_slot::<4, 39>,
+        unknown_slot::<4, 40>,
+        unknown_slot::<4, 41>,
+        unknown_slot::<4, 42>,
+        unknown_slot::<4, 43>,
+        unknown_slot::<4, 44>,
+        unknown_slot::<4, 45>,
+        unknown_slot::<4, 46>,
+        unknown_slot::<4, 47>,
+        unknown_slot::<4, 48>,
+        unknown_slot::<4, 49>,
+        unknown_slot::<4, 50>,
+        unknown_slot::<4, 51>,
+        unknown_slot::<4, 52>,
+        unknown_slot::<4, 53>,
+        unknown_slot::<4, 54>,
+        unknown_slot::<4, 55>,
+        unknown_slot::<4, 56>,
+        unknown_slot::<4, 57>,
+        unknown_slot::<4, 58>,
+        unknown_slot::<4, 59>,
+        unknown_slot::<4, 60>,
+        unknown_slot::<4, 61>,
+        unknown_slot::<4, 62>,
+        unknown_slot::<4, 63>,
+        unknown_slot::<4, 64>,
+        unknown_slot::<4, 65>,
+        unknown_slot::<4, 66>,
+        unknown_slot::<4, 67>,
+        unknown_slot::<4, 68>,
+        unknown_slot::<4, 69>,
+        unknown_slot::<4, 70>,
+        unknown_slot::<4, 71>,
+        unknown_slot::<4, 72>,
+        unknown_slot::<4, 73>,
+        unknown_slot::<4, 74>,
+        unknown_slot::<4, 75>,
+        unknown_slot::<4, 76>,
+        unknown_slot::<4, 77>,
+        unknown_slot::<4, 78>,
+        unknown_slot::<4, 79>,
+        unknown_slot::<4, 80>,
+        unknown_slot::<4, 81>,
+        unknown_slot::<4, 82>,
+        unknown_slot::<4, 83>,
+        unknown_slot::<4, 84>,
+        unknown_slot::<4, 85>,
+        unknown_slot::<4, 86>,
+        unknown_slot::<4, 87>,
+        unknown_slot::<4, 88>,
+        unknown_slot::<4, 89>,
+        unknown_slot::<4, 90>,
+        unknown_slot::<4, 91>,
+        unknown_slot::<4, 92>,
+        unknown_slot::<4, 93>,
+        unknown_slot::<4, 94>,
+        unknown_slot::<4, 95>,
+        unknown_slot::<4, 96>,
+        unknown_slot::<4, 97>,
+        unknown_slot::<4, 98>,
+    ],
+};
+
+pub static LIBRARY_TABLE_7_TABLE: StubTable<6> = StubTable {
+    size: size_of_words(7),
+    slots: [
+        unknown_slot::<5, 1>,
+        unknown_slot::<5, 2>,
+        unknown_slot::<5, 3>,
+        unknown_slot::<5, 4>,
+        unknown_slot::<5, 5>,
+        unknown_slot::<5, 6>,
+    ],
+};
+
+pub static LIBRARY_TABLE_34_TABLE: StubTable<33> = StubTable {
+    size: size_of_words(34),
+    slots: [
+        unknown_slot::<6, 1>,
+        unknown_slot::<6, 2>,
+        unknown_slot::<6, 3>,
+        unknown_slot::<6, 4>,
+        unknown_slot::<6, 5>,
+        unknown_slot::<6, 6>,
+        unknown_slot::<6, 7>,
+        unknown_slot::<6, 8>,
+        unknown_slot::<6, 9>,
+        unknown_slot::<6, 10>,
+        unknown_slot::<6, 11>,
+        unknown_slot::<6, 12>,
+        unknown_slot::<6, 13>,
+        unknown_slot::<6, 14>,
+        unknown_slot::<6, 15>,
+        unknown_slot::<6, 16>,
+        unknown_slot::<6, 17>,
+        unknown_slot::<6, 18>,
+        unknown_slot::<6, 19>,
+        unknown_slot::<6, 20>,
+        unknown_slot::<6, 21>,
+        unknown_slot::<6, 22>,
+        unknown_slot::<6, 23>,
+        unknown_slot::<6, 24>,
+        unknown_slot::<6, 25>,
+        unknown_slot::<6, 26>,
+        unknown_slot::<6, 27>,
+        unknown_slot::<6, 28>,
+        unknown_slot::<6, 29>,
+        unknown_slot::<6, 30>,
+        unknown_slot::<6, 31>,
+        unknown_slot::<6, 32>,
+        unknown_slot::<6, 33>,
+    ],
+};
+
 pub fn table(id: &Id) -> Option<*const c_void> {
     let p: *const c_void = match *id {
         CUDART_INTERFACE => &CUDART as *const CudartInterface as *const c_void,
@@ -473,6 +825,12 @@ pub fn table(id: &Id) -> Option<*const c_void> {
         CONTEXT_LOCAL_STORAGE => &STORAGE_TABLE as *const ContextLocalStorage as *const c_void,
         CONTEXT_CHECKS => &CHECKS as *const ContextChecks as *const c_void,
         INTEGRITY_CHECK => &INTEGRITY as *const IntegrityCheck as *const c_void,
+        CONTEXT_IDENTITY => &CONTEXT_IDENTITY_TABLE as *const ContextIdentity as *const c_void,
+        FUNCTION_INTROSPECTION => {
+            &FUNCTION_INTROSPECTION_TABLE as *const StubTable<98> as *const c_void
+        }
+        LIBRARY_TABLE_7 => &LIBRARY_TABLE_7_TABLE as *const StubTable<6> as *const c_void,
+        LIBRARY_TABLE_34 => &LIBRARY_TABLE_34_TABLE as *const StubTable<33> as *const c_void,
         _ => return None,
     };
     Some(p)
@@ -525,6 +883,10 @@ mod tests {
             (TOOLS_TLS, 24),
             (CONTEXT_CHECKS, 120),
             (INTEGRITY_CHECK, 24),
+            (CONTEXT_IDENTITY, 744),
+            (FUNCTION_INTROSPECTION, 792),
+            (LIBRARY_TABLE_7, 56),
+            (LIBRARY_TABLE_34, 272),
         ] {
             let (r, p) = get(&id);
             assert_eq!(r, CUDA_SUCCESS, "{}", hex(&id));

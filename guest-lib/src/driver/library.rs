@@ -3,8 +3,8 @@
 //! with the runtime linked in statically (nvcc's default) and every NVIDIA library
 //! comes through here.
 //!
-//! A library is a module (see [`super::module`]) loaded at once: the host's driver
-//! loads it lazily or not as it likes. Its `CUkernel`s are that module's
+//! A library is a module (see [`super::module`]) loaded on its first use, as the
+//! driver loads lazily by default. Its `CUkernel`s are that module's
 //! `CUfunction`s, the same ids, because there is one context per device in the guest
 //! and a kernel has one function in it. So `cuKernelGetFunction` is the identity, and a
 //! `CUkernel` passed where a `CUfunction` goes (which CUDA allows) just works.
@@ -19,7 +19,7 @@ use vmcuda_wire::CudaStatus;
 
 use super::module::{
     add_library, function_by_name, function_facts, get_attribute, global, image, library_module,
-    library_of, load_bytes, remove_library, set_attribute, set_cache_config,
+    library_of, remove_library, set_attribute, set_cache_config,
 };
 use super::result::{status, CUDA_ERROR_FILE_NOT_FOUND, CUDA_ERROR_NOT_FOUND};
 use super::{check_initialized, export, Result};
@@ -29,14 +29,45 @@ use crate::caller;
 /// `CU_FUNCTION_LOADING_STATE_LOADED`.
 const LOADING_STATE_LOADED: i32 = 1;
 
+/// `CU_LIBRARY_BINARY_IS_PRESERVED`.
+const BINARY_IS_PRESERVED: u32 = 1;
+
+/// Whether the library options promise that the image stays where it is.
+///
+/// # Safety
+/// `options` and `values` are NULL or hold `count` entries.
+unsafe fn preserved(options: *const u32, values: *const *mut c_void, count: u32) -> Result<bool> {
+    let mut preserved = false;
+    for i in 0..count as usize {
+        // SAFETY: as `preserved`'s caller promised.
+        let option = unsafe { caller::read(options.add(i)) }?;
+        // NVIDIA's libraries pass options without values (measured: cuBLAS, with
+        // `libraryOptionValues` NULL), which the driver takes as no value.
+        let value = if values.is_null() {
+            std::ptr::null_mut()
+        } else {
+            // SAFETY: as `preserved`'s caller promised.
+            unsafe { caller::read(values.add(i)) }?
+        };
+        if option == BINARY_IS_PRESERVED {
+            preserved = value as usize != 0;
+        }
+    }
+    Ok(preserved)
+}
+
+/// Registers a library; its image goes to the host when it is first used, as the
+/// driver loads lazily (CUDA's default): a library of hundreds of kernels of which a
+/// program launches a few costs nothing until then.
+///
 /// # Safety
 /// `out` is NULL or writable.
-unsafe fn load_library(out: *mut *mut c_void, bytes: &[u8]) -> Result<()> {
+unsafe fn load_library(out: *mut *mut c_void, image: &[u8], preserved: bool) -> Result<()> {
     check_initialized()?;
     if out.is_null() {
         return Err(CudaStatus::ErrorInvalidValue);
     }
-    let library = add_library(load_bytes(bytes)?);
+    let library = add_library(image, preserved);
     // SAFETY: as `load_library`'s caller promised.
     unsafe { caller::write(out, library as *mut c_void) }
 }
@@ -48,13 +79,16 @@ export! {
         _jit_options: *mut u32,
         _jit_values: *mut *mut c_void,
         _num_jit_options: u32,
-        _library_options: *mut u32,
-        _library_values: *mut *mut c_void,
-        _num_library_options: u32,
+        library_options: *mut u32,
+        library_values: *mut *mut c_void,
+        num_library_options: u32,
     ) {
+        // SAFETY: by cuLibraryLoadData's contract the option arrays hold
+        // `num_library_options` entries.
+        let preserved = unsafe { preserved(library_options, library_values, num_library_options) }?;
         // SAFETY: by cuLibraryLoadData's contract `code` is a module image the program
         // holds and `library` is NULL or writable.
-        unsafe { load_library(library, image(code)?) }
+        unsafe { load_library(library, image(code)?, preserved) }
     }
 }
 
@@ -74,7 +108,7 @@ export! {
         let path = unsafe { caller::string(file_name) }?;
         let bytes = std::fs::read(&path).map_err(|_| status(CUDA_ERROR_FILE_NOT_FOUND))?;
         // SAFETY: by cuLibraryLoadFromFile's contract `library` is NULL or writable.
-        unsafe { load_library(library, &bytes) }
+        unsafe { load_library(library, &bytes, false) }
     }
 }
 
@@ -240,7 +274,12 @@ export! {
 
 /// # Safety
 /// `offset` and `size` are NULL or writable.
-unsafe fn param_info(f: *mut c_void, index: usize, offset: *mut usize, size: *mut usize) -> Result<()> {
+unsafe fn param_info(
+    f: *mut c_void,
+    index: usize,
+    offset: *mut usize,
+    size: *mut usize,
+) -> Result<()> {
     let (_, _, params) = function_facts(f)?;
     let p = params.get(index).ok_or(CudaStatus::ErrorInvalidValue)?;
     if offset.is_null() && size.is_null() {

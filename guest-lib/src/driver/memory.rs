@@ -376,7 +376,14 @@ pub struct Memcpy2D {
 }
 
 /// One side of a 2D copy: its first byte and pitch. Arrays are not served yet.
-fn side(kind: u32, host: u64, device: u64, x: usize, y: usize, pitch: usize) -> Result<(u64, usize)> {
+fn side(
+    kind: u32,
+    host: u64,
+    device: u64,
+    x: usize,
+    y: usize,
+    pitch: usize,
+) -> Result<(u64, usize)> {
     let base = match kind {
         MEMORY_HOST => host,
         MEMORY_DEVICE | MEMORY_UNIFIED => device,
@@ -495,8 +502,9 @@ unsafe fn write_unknown_pointer_default(attribute: u32, out: *mut c_void, ptr: u
         match attribute {
             // The host pointer of host memory is the pointer itself.
             ATTR_HOST_POINTER => caller::write(out.cast::<u64>(), ptr),
-            ATTR_CONTEXT | ATTR_DEVICE_POINTER | ATTR_RANGE_START_ADDR
-            | ATTR_RANGE_SIZE => caller::write(out.cast::<u64>(), 0),
+            ATTR_CONTEXT | ATTR_DEVICE_POINTER | ATTR_RANGE_START_ADDR | ATTR_RANGE_SIZE => {
+                caller::write(out.cast::<u64>(), 0)
+            }
             ATTR_MEMORY_TYPE | ATTR_IS_MANAGED | ATTR_MAPPED => caller::write(out.cast::<u32>(), 0),
             ATTR_DEVICE_ORDINAL => caller::write(out.cast::<i32>(), -2),
             _ => Ok(()),

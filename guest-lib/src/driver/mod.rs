@@ -64,12 +64,28 @@ pub fn guard(name: &'static str, body: impl FnOnce() -> Result<()>) -> CUresult 
     }
     match result {
         Ok(Ok(())) => result::CUDA_SUCCESS,
-        Ok(Err(status)) => cu_result(status),
+        Ok(Err(status)) => {
+            let code = cu_result(status);
+            if trace_failures() {
+                eprintln!(
+                    "vmcuda: {name} returns {}",
+                    names::name(code).unwrap_or("an unnamed code")
+                );
+            }
+            code
+        }
         Err(_) => {
             eprintln!("vmcuda: internal error in {name}; reporting CUDA_ERROR_UNKNOWN");
             result::CUDA_ERROR_UNKNOWN
         }
     }
+}
+
+/// `VMCUDA_TRACE_FAILURES`: every driver call that fails says so on stderr, which
+/// shows where a library's start-up goes wrong.
+fn trace_failures() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("VMCUDA_TRACE_FAILURES").is_some())
 }
 
 /// Call a runtime export for a driver function, leaving the runtime's last error as it

@@ -24,7 +24,7 @@ use vmcuda_wire::fatbin::{self, CONTAINER_HEADER_LEN, WRAPPER_LEN};
 use vmcuda_wire::op::{
     FuncAttributes, FuncGetAttributes, FuncSetAttribute, FuncSetCacheConfig, FunctionHandle,
     LaunchAttribute, LaunchKernel, ModuleGetFunction, ModuleGetGlobal, ModuleHandle, ModuleLoad,
-    OccupancyAvailableDynamicSmem, OccupancyMaxActiveBlocks, ParamInfo,
+    OccupancyAvailableDynamicSmem, OccupancyMaxActiveBlocks, OccupancyMaxActiveClusters, ParamInfo,
 };
 use vmcuda_wire::CudaStatus;
 
@@ -56,6 +56,18 @@ struct LinkState {
     cubin: Vec<u8>,
 }
 
+/// A library's code until it is first used, then its module.
+enum Library {
+    /// The program keeps the image where it is (`CU_LIBRARY_BINARY_IS_PRESERVED`).
+    Preserved {
+        at: usize,
+        len: usize,
+    },
+    /// A copy, where the program may free or reuse its image.
+    Copied(std::sync::Arc<[u8]>),
+    Loaded(u64),
+}
+
 #[derive(Default)]
 struct Modules {
     modules: HashMap<u64, ModuleHandle>,
@@ -63,9 +75,9 @@ struct Modules {
     /// (module, name) -> function id, so a kernel has one `CUfunction`.
     by_name: HashMap<(u64, String), u64>,
     links: HashMap<u64, LinkState>,
-    /// `CUlibrary` -> the module it loaded (a library is a module whose kernels are
-    /// found by name; its `CUkernel`s are that module's `CUfunction`s).
-    libraries: HashMap<u64, u64>,
+    /// `CUlibrary` -> its module (a library is a module whose kernels are found by
+    /// name; its `CUkernel`s are that module's `CUfunction`s), loaded on first use.
+    libraries: HashMap<u64, Library>,
 }
 
 static MODULES: Mutex<Option<Modules>> = Mutex::new(None);
@@ -197,8 +209,20 @@ pub(super) unsafe fn image<'a>(ptr: *const c_void) -> Result<&'a [u8]> {
     unsafe { caller::bytes(start as *const u8, len) }
 }
 
-/// Loads an image on the host and registers it: the module's id.
+/// Loads an image on the host and registers it: the module's id. Of a fatbinary,
+/// only what the current device can load crosses (see [`fatbin::for_device`]).
 pub(super) fn load_bytes(bytes: &[u8]) -> Result<u64> {
+    let filtered = if bytes.len() >= 4
+        && u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) == CONTAINER_MAGIC
+    {
+        let props = crate::api::device::properties(state::current_device())?;
+        // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR / MINOR.
+        let sm = props.attribute(75).unwrap_or(0) * 10 + props.attribute(76).unwrap_or(0);
+        fatbin::for_device(bytes, sm as u32).ok().flatten()
+    } else {
+        None
+    };
+    let bytes = filtered.as_deref().unwrap_or(bytes);
     let module = call_with(&ModuleLoad, bytes, Sink::None)?.module;
     let id = state::fresh_id();
     modules().modules.insert(id, module);
@@ -225,7 +249,8 @@ pub(super) fn unload(id: u64) -> Result<()> {
     }
     m.functions.retain(|_, f| f.module != id);
     m.by_name.retain(|(module, _), _| *module != id);
-    m.libraries.retain(|_, module| *module != id);
+    m.libraries
+        .retain(|_, l| !matches!(l, Library::Loaded(module) if *module == id));
     Ok(())
 }
 
@@ -237,7 +262,11 @@ pub(super) fn function_by_name(module: u64, name: String) -> Result<u64> {
     if let Some(id) = modules().by_name.get(&key) {
         return Ok(*id);
     }
-    let info = call(&ModuleGetFunction { module: handle, name: name.clone() }).map_err(|e| {
+    let info = call(&ModuleGetFunction {
+        module: handle,
+        name: name.clone(),
+    })
+    .map_err(|e| {
         if e == CudaStatus::ErrorInvalidDeviceFunction {
             status(CUDA_ERROR_NOT_FOUND)
         } else {
@@ -253,7 +282,13 @@ pub(super) fn function_by_name(module: u64, name: String) -> Result<u64> {
     let id = state::fresh_id();
     m.functions.insert(
         id,
-        Function { module, function: info.function, name: c_name, params: info.params, limits: None },
+        Function {
+            module,
+            function: info.function,
+            name: c_name,
+            params: info.params,
+            limits: None,
+        },
     );
     m.by_name.insert(key, id);
     Ok(id)
@@ -269,19 +304,45 @@ pub(super) fn function_facts(f: *mut c_void) -> Result<(u64, *const c_char, Vec<
         .ok_or_else(|| stale("function", &STALE_FUNCTION))
 }
 
-/// The module a library loaded.
+/// The module of a library, loading it now if this is its first use.
 pub(super) fn library_module(library: *mut c_void) -> Result<u64> {
-    modules()
-        .libraries
-        .get(&(library as u64))
-        .copied()
-        .ok_or_else(|| stale("library", &STALE_LIBRARY))
+    let id = library as u64;
+    let image = match modules().libraries.get(&id) {
+        None => return Err(stale("library", &STALE_LIBRARY)),
+        Some(Library::Loaded(m)) => return Ok(*m),
+        Some(Library::Preserved { at, len }) => Err((*at, *len)),
+        Some(Library::Copied(bytes)) => Ok(bytes.clone()),
+    };
+    let module = match image {
+        Ok(bytes) => load_bytes(&bytes)?,
+        // SAFETY: the program promised (CU_LIBRARY_BINARY_IS_PRESERVED) that the image
+        // stays where it was until the library is unloaded; the read is checked.
+        Err((at, len)) => load_bytes(unsafe { caller::bytes(at as *const u8, len) }?)?,
+    };
+    let mut m = modules();
+    match m.libraries.get_mut(&id) {
+        // Another thread loaded it meanwhile: one module per library still.
+        Some(Library::Loaded(first)) => Ok(*first),
+        Some(l) => {
+            *l = Library::Loaded(module);
+            Ok(module)
+        }
+        None => Err(stale("library", &STALE_LIBRARY)),
+    }
 }
 
-/// Registers a library over a loaded module: the library's id.
-pub(super) fn add_library(module: u64) -> u64 {
+/// Registers a library whose image is loaded on first use: the library's id.
+pub(super) fn add_library(image: &[u8], preserved: bool) -> u64 {
+    let library = if preserved {
+        Library::Preserved {
+            at: image.as_ptr() as usize,
+            len: image.len(),
+        }
+    } else {
+        Library::Copied(image.into())
+    };
     let id = state::fresh_id();
-    modules().libraries.insert(id, module);
+    modules().libraries.insert(id, library);
     id
 }
 
@@ -291,15 +352,19 @@ pub(super) fn library_of(f: *mut c_void) -> Result<Option<u64>> {
     Ok(modules()
         .libraries
         .iter()
-        .find(|(_, m)| **m == module)
+        .find(|(_, l)| matches!(l, Library::Loaded(m) if *m == module))
         .map(|(l, _)| *l))
 }
 
-/// Forgets a library and the module it loaded.
+/// Forgets a library and the module it loaded, if it was used.
 pub(super) fn remove_library(library: *mut c_void) -> Result<()> {
-    let module = library_module(library)?;
-    modules().libraries.remove(&(library as u64));
-    unload(module)
+    // (The registry's lock is let go before `unload` takes it again.)
+    let removed = modules().libraries.remove(&(library as u64));
+    match removed {
+        None => Err(stale("library", &STALE_LIBRARY)),
+        Some(Library::Loaded(module)) => unload(module),
+        Some(_) => Ok(()),
+    }
 }
 
 export! {
@@ -380,7 +445,11 @@ export! {
 /// `CUDA_ERROR_NOT_FOUND`.
 pub(super) fn global(module: u64, name: String) -> Result<(u64, u64)> {
     let handle = module_handle(module as *mut c_void)?;
-    let g = call(&ModuleGetGlobal { module: handle, name }).map_err(|e| {
+    let g = call(&ModuleGetGlobal {
+        module: handle,
+        name,
+    })
+    .map_err(|e| {
         if e == CudaStatus::ErrorInvalidSymbol {
             status(CUDA_ERROR_NOT_FOUND)
         } else {
@@ -425,7 +494,10 @@ export! {
 /// One attribute of a function, asked once and then known.
 pub(super) fn get_attribute(f: *mut c_void, attrib: i32) -> Result<i32> {
     let (function, _) = function(f)?;
-    let cached = modules().functions.get(&(f as u64)).and_then(|x| x.limits.clone());
+    let cached = modules()
+        .functions
+        .get(&(f as u64))
+        .and_then(|x| x.limits.clone());
     let a = match cached {
         Some(a) => a,
         None => {
@@ -442,7 +514,11 @@ pub(super) fn get_attribute(f: *mut c_void, attrib: i32) -> Result<i32> {
 /// Sets a function attribute (what was known of its attributes is asked again).
 pub(super) fn set_attribute(f: *mut c_void, attrib: i32, value: i32) -> Result<()> {
     let (function, _) = function(f)?;
-    call(&FuncSetAttribute { function, attribute: attrib, value })?;
+    call(&FuncSetAttribute {
+        function,
+        attribute: attrib,
+        value,
+    })?;
     if let Some(func) = modules().functions.get_mut(&(f as u64)) {
         func.limits = None;
     }
@@ -652,24 +728,55 @@ pub struct LaunchConfigC {
 /// `sizeof(CUlaunchAttribute)`: u32 id, 4 bytes padding, 64-byte value union.
 const LAUNCH_ATTRIBUTE_LEN: usize = 72;
 
+/// A `CUlaunchConfig` and its attributes.
+///
+/// # Safety
+/// `config` is NULL or a readable `CUlaunchConfig` whose `attrs` hold `numAttrs`
+/// attributes.
+unsafe fn launch_config(
+    config: *const LaunchConfigC,
+) -> Result<(LaunchConfigC, Vec<LaunchAttribute>)> {
+    // SAFETY: as `launch_config`'s caller promised.
+    let c = unsafe { caller::read(config) }?;
+    // SAFETY: as `launch_config`'s caller promised.
+    let raw = unsafe { caller::bytes(c.attrs, c.num_attrs as usize * LAUNCH_ATTRIBUTE_LEN) }?;
+    let attributes = raw
+        .chunks_exact(LAUNCH_ATTRIBUTE_LEN)
+        .map(|a| LaunchAttribute {
+            id: u32::from_le_bytes(a[..4].try_into().expect("4 bytes")),
+            value: a[8..].to_vec(),
+        })
+        .collect();
+    Ok((c, attributes))
+}
+
 export! {
     /// Launch attributes go to the host as the runtime's do (the two APIs number them
     /// alike); the launch then waits for the host's answer.
     fn cuLaunchKernelEx(config: *const LaunchConfigC, f: *mut c_void, args: *const *const u8, extra: *const *const c_void) {
-        // SAFETY: by cuLaunchKernelEx's contract `config` is NULL or readable.
-        let c = unsafe { caller::read(config) }?;
-        // SAFETY: by cuLaunchKernelEx's contract `attrs` holds `numAttrs` attributes.
-        let raw = unsafe { caller::bytes(c.attrs, c.num_attrs as usize * LAUNCH_ATTRIBUTE_LEN) }?;
-        let attributes = raw
-            .chunks_exact(LAUNCH_ATTRIBUTE_LEN)
-            .map(|a| LaunchAttribute {
-                id: u32::from_le_bytes(a[..4].try_into().expect("4 bytes")),
-                value: a[8..].to_vec(),
-            })
-            .collect();
+        // SAFETY: by cuLaunchKernelEx's contract `config` is as `launch_config` requires.
+        let (c, attributes) = unsafe { launch_config(config) }?;
         // SAFETY: by cuLaunchKernelEx's contract `args` and `extra` are as `launch`
         // requires.
         unsafe { launch(f, c.grid, c.block, c.shared_mem, c.stream, args, extra, attributes) }
+    }
+}
+
+export! {
+    fn cuOccupancyMaxActiveClusters(clusters: *mut i32, f: *mut c_void, config: *const LaunchConfigC) {
+        let (function, _) = function(f)?;
+        // SAFETY: by cuOccupancyMaxActiveClusters's contract `config` is as
+        // `launch_config` requires.
+        let (c, attributes) = unsafe { launch_config(config) }?;
+        let r = call(&OccupancyMaxActiveClusters {
+            function,
+            grid: c.grid,
+            block: c.block,
+            shared_mem: c.shared_mem,
+            attributes,
+        })?;
+        // SAFETY: by its contract `clusters` is NULL or writable.
+        unsafe { caller::write(clusters, r.clusters) }
     }
 }
 

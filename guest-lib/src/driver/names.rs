@@ -104,3 +104,8 @@ pub const NAMES: &[(u32, &str)] = &[
     (916, "CUDA_ERROR_KEY_ROTATION"),
     (999, "CUDA_ERROR_UNKNOWN"),
 ];
+
+/// The name of a driver code.
+pub fn name(code: u32) -> Option<&'static str> {
+    NAMES.iter().find(|(c, _)| *c == code).map(|(_, n)| *n)
+}

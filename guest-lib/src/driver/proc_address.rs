@@ -109,6 +109,7 @@ table! {
     "cuLaunchKernel" => cuLaunchKernel,
     "cuLaunchCooperativeKernel" => cuLaunchCooperativeKernel,
     "cuLaunchKernelEx" => cuLaunchKernelEx,
+    "cuOccupancyMaxActiveClusters" => cuOccupancyMaxActiveClusters,
     "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags" => cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags,
     "cuOccupancyAvailableDynamicSMemPerBlock" => cuOccupancyAvailableDynamicSMemPerBlock,
     "cuMemcpy2D" => cuMemcpy2D_v2,
@@ -148,6 +149,7 @@ table! {
     "cuStreamQuery" => cuStreamQuery,
     "cuStreamWaitEvent" => cuStreamWaitEvent,
     "cuStreamWriteValue32" => cuStreamWriteValue32_v2,
+    "cuStreamGetGreenCtx" => cuStreamGetGreenCtx,
     "cuEventCreate" => cuEventCreate,
     "cuEventDestroy" => cuEventDestroy_v2,
     "cuEventRecord" => cuEventRecord,
@@ -275,15 +277,30 @@ mod tests {
     fn per_thread_flag_selects_the_per_thread_variants() {
         let per_thread = PER_THREAD_DEFAULT_STREAM;
         let variant = |name| super::super::twins::lookup(name).expect(name);
-        assert_eq!(lookup_with("cuMemcpyHtoD", per_thread), Some(variant("cuMemcpyHtoD_v2_ptds")));
+        assert_eq!(
+            lookup_with("cuMemcpyHtoD", per_thread),
+            Some(variant("cuMemcpyHtoD_v2_ptds"))
+        );
         assert_eq!(lookup_with("cuMemcpyHtoD", 0), lookup("cuMemcpyHtoD_v2"));
-        assert_eq!(lookup_with("cuStreamQuery", per_thread), Some(variant("cuStreamQuery_ptsz")));
-        assert_eq!(lookup_with("cuLaunchKernelEx", per_thread), Some(variant("cuLaunchKernelEx_ptsz")));
-        assert_ne!(lookup_with("cuLaunchKernel", per_thread), lookup("cuLaunchKernel"));
+        assert_eq!(
+            lookup_with("cuStreamQuery", per_thread),
+            Some(variant("cuStreamQuery_ptsz"))
+        );
+        assert_eq!(
+            lookup_with("cuLaunchKernelEx", per_thread),
+            Some(variant("cuLaunchKernelEx_ptsz"))
+        );
+        assert_ne!(
+            lookup_with("cuLaunchKernel", per_thread),
+            lookup("cuLaunchKernel")
+        );
         // No variant: the function itself.
         assert_eq!(lookup_with("cuMemAlloc", per_thread), lookup("cuMemAlloc"));
         // Every variant is a name of the real driver.
-        for (name, _) in super::super::twins::PER_THREAD_NAMES.iter().flat_map(|l| l.iter()) {
+        for (name, _) in super::super::twins::PER_THREAD_NAMES
+            .iter()
+            .flat_map(|l| l.iter())
+        {
             assert!(
                 crate::driver::unsupported::export_names().any(|n| n == *name),
                 "{name} is not a libcuda.so.1 export"

@@ -241,8 +241,11 @@ ptds! {
 }
 
 /// The `_ptsz` and `_ptds` variants, by exported name.
-pub const PER_THREAD_NAMES: &[&[(&str, *const ())]] =
-    &[PTSZ, PTDS, &[("cuLaunchKernelEx_ptsz", cuLaunchKernelEx_ptsz as *const ())]];
+pub const PER_THREAD_NAMES: &[&[(&str, *const ())]] = &[
+    PTSZ,
+    PTDS,
+    &[("cuLaunchKernelEx_ptsz", cuLaunchKernelEx_ptsz as *const ())],
+];
 
 /// A `_ptsz` or `_ptds` variant by its exported name.
 fn per_thread_lookup(name: &str) -> Option<*mut c_void> {

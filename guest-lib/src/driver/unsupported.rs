@@ -42,7 +42,6 @@ const OPTIONAL_FEATURES: &[&str] = &[
     "cuDevSm",
     "cuDeviceGetDevResource",
     "cuCtxGetDevResource",
-    "cuStreamGetGreenCtx",
     "cuMulticast",
 ];
 

@@ -323,6 +323,12 @@ pub trait LaunchExec {
         config: &LaunchConfig<'_>,
         params: &[u8],
     ) -> ExecResult<()>;
+    /// Clusters of `config`'s shape that can be resident at once (its stream unused).
+    fn occupancy_max_active_clusters(
+        &mut self,
+        function: ExecFunction,
+        config: &LaunchConfig<'_>,
+    ) -> ExecResult<i32>;
     fn occupancy_max_active_blocks(
         &mut self,
         function: ExecFunction,

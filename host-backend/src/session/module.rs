@@ -158,6 +158,31 @@ impl ModuleOps for Session {
         nothing()
     }
 
+    fn occupancy_max_active_clusters(
+        &mut self,
+        _: &CallContext,
+        req: OccupancyMaxActiveClusters,
+        _: &[u8],
+    ) -> HandlerResult<ClusterCount> {
+        let f = self.handles.function(req.function)?;
+        if req
+            .attributes
+            .iter()
+            .any(|a| a.value.len() > LAUNCH_ATTRIBUTE_VALUE_LEN)
+        {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let config = LaunchConfig {
+            grid: req.grid,
+            block: req.block,
+            shared_mem: req.shared_mem,
+            stream: self.handles.stream(StreamHandle::LEGACY)?,
+            attributes: &req.attributes,
+        };
+        let clusters = self.exec.occupancy_max_active_clusters(f, &config)?;
+        Ok((ClusterCount { clusters }, Vec::new()))
+    }
+
     fn occupancy_max_active_blocks(
         &mut self,
         _: &CallContext,

@@ -565,3 +565,55 @@ proptest! {
         prop_assert!(parse(&bytes[..bytes.len() - 1]).is_err());
     }
 }
+
+#[test]
+fn for_device_keeps_what_the_device_loads() {
+    // Container 1: cubins for sm_80, sm_90, sm_100 and PTX 80/90; container 2: PTX only.
+    let bytes = build(&[
+        vec![
+            spec(2, 80, FLAG_64BIT, b"cubin80!"),
+            spec(2, 90, FLAG_64BIT, b"cubin90!"),
+            spec(2, 100, FLAG_64BIT, b"cubin100"),
+            spec(1, 80, FLAG_64BIT, b"ptx80..."),
+            spec(1, 90, FLAG_64BIT, b"ptx90..."),
+        ],
+        vec![
+            spec(1, 70, FLAG_64BIT, b"ptx70..."),
+            spec(1, 86, FLAG_64BIT, b"ptx86..."),
+            spec(1, 120, FLAG_64BIT, b"ptx120.."),
+        ],
+    ]);
+    let kept = for_device(&bytes, 90)
+        .unwrap()
+        .expect("some entries dropped");
+    let f = parse(&kept).unwrap();
+    let entries: Vec<_> = f
+        .entries()
+        .map(|e| (e.kind, e.sm_arch, e.payload))
+        .collect();
+    assert_eq!(
+        entries,
+        [
+            (EntryKind::Cubin, 90, &b"cubin90!"[..]),
+            (EntryKind::Ptx, 86, &b"ptx86..."[..]),
+        ]
+    );
+    assert_eq!(f.containers.len(), 2);
+    // An sm_86 device runs the sm_80 cubin and nothing newer.
+    let kept = for_device(&bytes, 86).unwrap().unwrap();
+    let archs: Vec<_> = parse(&kept).unwrap().entries().map(|e| e.sm_arch).collect();
+    assert_eq!(archs, [80, 86]);
+    // Nothing to drop: no copy.
+    let only90 = build(&[vec![spec(2, 90, FLAG_64BIT, b"cubin90!")]]);
+    assert_eq!(for_device(&only90, 90).unwrap(), None);
+    // Nothing this device can load: left to the driver to refuse.
+    assert_eq!(for_device(&only90, 75).unwrap(), None);
+    // A real nvcc fatbinary keeps its sm_90 cubin and parses as before.
+    let kept = for_device(TINY_MULTI, 90).unwrap().unwrap();
+    let archs: Vec<_> = parse(&kept)
+        .unwrap()
+        .entries()
+        .map(|e| (e.kind, e.sm_arch))
+        .collect();
+    assert_eq!(archs, [(EntryKind::Cubin, 90)]);
+}

@@ -209,6 +209,41 @@ impl LaunchExec for CudaExecutor {
         check(unsafe { sys::cuKernelSetCacheConfig(kernel, config, handle) })
     }
 
+    fn occupancy_max_active_clusters(
+        &mut self,
+        function: ExecFunction,
+        config: &LaunchConfig<'_>,
+    ) -> ExecResult<i32> {
+        let idx = self.bind()?;
+        let func = self.function_in_context(function, idx)?;
+        let mut attrs = config
+            .attributes
+            .iter()
+            .map(|a| self.launch_attribute(a))
+            .collect::<ExecResult<Vec<_>>>()?;
+        let cfg = sys::CUlaunchConfig {
+            gridDimX: config.grid[0],
+            gridDimY: config.grid[1],
+            gridDimZ: config.grid[2],
+            blockDimX: config.block[0],
+            blockDimY: config.block[1],
+            blockDimZ: config.block[2],
+            sharedMemBytes: config.shared_mem,
+            hStream: ptr::null_mut(),
+            attrs: if attrs.is_empty() {
+                ptr::null_mut()
+            } else {
+                attrs.as_mut_ptr()
+            },
+            numAttrs: c_uint::try_from(attrs.len()).map_err(|_| CudaStatus::ErrorInvalidValue)?,
+        };
+        let mut clusters: i32 = 0;
+        // SAFETY: `func` belongs to the current context; `cfg` and the attributes it
+        // points to outlive the call; `clusters` is a local.
+        check(unsafe { sys::cuOccupancyMaxActiveClusters(&mut clusters, func, &cfg) })?;
+        Ok(clusters)
+    }
+
     fn launch(
         &mut self,
         function: ExecFunction,

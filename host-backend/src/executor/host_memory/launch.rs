@@ -130,6 +130,37 @@ impl LaunchExec for HostMemoryExecutor {
         Ok(())
     }
 
+    /// The test double's device: 132 SMs, clusters of the shape's cluster dimension
+    /// attribute (1 without one), each SM holding the blocks `occupancy_max_active_blocks`
+    /// allows.
+    fn occupancy_max_active_clusters(
+        &mut self,
+        function: ExecFunction,
+        config: &LaunchConfig<'_>,
+    ) -> ExecResult<i32> {
+        let threads = config.block.iter().product::<u32>() as i32;
+        let per_sm =
+            self.occupancy_max_active_blocks(function, threads, u64::from(config.shared_mem), 0)?;
+        // CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION (4): three u32s.
+        let cluster = config
+            .attributes
+            .iter()
+            .find(|a| a.id == 4 && a.value.len() >= 12)
+            .map(|a| {
+                (0..3)
+                    .map(|i| {
+                        u32::from_le_bytes(a.value[i * 4..i * 4 + 4].try_into().expect("4 bytes"))
+                            .max(1)
+                    })
+                    .product::<u32>()
+            })
+            .unwrap_or(1) as i32;
+        if cluster > 16 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        Ok(132 * per_sm / cluster)
+    }
+
     fn occupancy_max_active_blocks(
         &mut self,
         function: ExecFunction,

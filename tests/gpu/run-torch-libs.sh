@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# tests/gpu/run-torch-libs.sh: NVIDIA's libraries under the stock torch wheel (cuDNN
+# convolutions and attention, cuFFT, cuSOLVER, cuSPARSE, torch.compile and Triton) and
+# CuPy, natively and over vmcuda's libcuda.so.1, in the same run.
+#
+#   VMCUDA_HOST_BIN, VMCUDA_GUEST_LIB, VMCUDA_TORCH_PYTHON, VMCUDA_COMMIT_FILE: as
+#   run-torch.sh.
+#
+# The bridged run keeps torch's own CUDA runtime and libraries: only libcuda.so.1 is
+# vmcuda's (LD_PRELOAD, and TRITON_LIBCUDA_PATH for Triton's launcher), in a mount
+# namespace where the GPU's device files and the host's driver libraries are
+# /dev/null. Each check compares the GPU's result with the CPU itself; the harness
+# then compares the two runs' numbers (losses of the training loops included).
+# Results: $OUT/RESULTS-TORCH-LIBS.md, also printed last.
+set -u
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$repo" || exit 2
+host_bin="${VMCUDA_HOST_BIN:-build/bin/vmcuda-host}"
+guest_lib="$(cd "${VMCUDA_GUEST_LIB:-build/guest/lib}" && pwd)" || exit 2
+py="${VMCUDA_TORCH_PYTHON:-/opt/torch/.venv/bin/python}"
+timeout_s="${VMCUDA_TORCH_TIMEOUT:-300}"
+out="${OUT:-build/gpu-results}"
+mkdir -p "$out"
+out="$(cd "$out" && pwd)"
+raw="$(mktemp -d)"
+sock=/tmp/vmcuda-torch-libs.sock
+commit="$(cat "${VMCUDA_COMMIT_FILE:-/dev/null}" 2>/dev/null || true)"
+[ -n "$commit" ] || commit="$(git rev-parse HEAD 2>/dev/null || echo unknown)"
+
+rm -f "$sock"
+"$host_bin" serve --unix "$sock" --executor cuda >"$raw/host.log" 2>&1 &
+host_pid=$!
+trap 'kill $host_pid 2>/dev/null; wait $host_pid 2>/dev/null; rm -f $sock' EXIT
+for _ in $(seq 1 100); do [ -S "$sock" ] && break; sleep 0.1; done
+
+hide_gpu='for f in /dev/nvidia* /dev/nvidia-caps/* $(ldconfig -p | awk '"'"'/libcuda\.so|libnvidia-ml\.so/ {print $NF}'"'"'); do
+  [ -e "$f" ] && [ ! -d "$f" ] && mount --bind /dev/null "$(readlink -f "$f")"
+done
+exec "$@"'
+isolate=()
+isolation="none (not root, or no mount namespaces here)"
+if [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then
+    isolate=(unshare -m sh -c "$hide_gpu" hide-gpu)
+    isolation="own mount namespace: /dev/nvidia*, the host's libcuda.so* and libnvidia-ml.so* bound to /dev/null"
+fi
+
+t0=$(date +%s)
+env -u VMCUDA_SERVER timeout -k 10 "$timeout_s" "$py" tests/gpu/torch_libs_check.py --json "$raw/native.json" \
+    >"$raw/native.stdout" 2>"$raw/native.stderr"
+native_rc=$?
+t1=$(date +%s)
+${isolate[@]+"${isolate[@]}"} env LD_PRELOAD="$guest_lib/libcuda.so.1" TRITON_LIBCUDA_PATH="$guest_lib" \
+    VMCUDA_SERVER="unix:$sock" timeout -k 10 "$timeout_s" "$py" tests/gpu/torch_libs_check.py \
+    --json "$raw/bridged.json" >"$raw/bridged.stdout" 2>"$raw/bridged.stderr"
+bridged_rc=$?
+t2=$(date +%s)
+
+"$py" - "$raw" "$native_rc" "$bridged_rc" "$commit" "$((t1 - t0))" "$((t2 - t1))" "$isolation" \
+    >"$out/RESULTS-TORCH-LIBS.md" <<'PY'
+import json, os, sys, datetime
+raw, nrc, brc, commit, nt, bt, isolation = sys.argv[1:]
+def load(m):
+    try:
+        return json.load(open(os.path.join(raw, m + ".json")))
+    except Exception as e:
+        return {"checks": {}, "values": {}, "errors": {"run": str(e)}, "timings": {}}
+n, b = load("native"), load("bridged")
+print("# NVIDIA's libraries under torch and CuPy, over vmcuda's libcuda.so.1\n")
+print(f"- date (UTC): {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M:%S}")
+print(f"- commit: {commit}")
+print("- command: `tests/gpu/run-torch-libs.sh`")
+print(f"- torch {n.get('torch')} on {n.get('device')}; bridged: torch's own runtime and libraries, "
+      "vmcuda's libcuda.so.1 only (LD_PRELOAD), vmcuda-host with the CUDA executor")
+print(f"- bridged process isolation: {isolation}")
+print(f"- exit status: native {nrc}, bridged {brc}; wall time: native {nt} s, bridged {bt} s\n")
+print("| check | native | bridged | numbers agree | max relative difference |")
+print("| --- | --- | --- | --- | --- |")
+passed = 0
+names = list(dict.fromkeys(list(n["checks"]) + list(b["checks"])))
+for name in names:
+    nv, bv = n["values"].get(name), b["values"].get(name)
+    agree, worst = "-", "-"
+    if nv is not None and bv is not None and len(nv) == len(bv):
+        worst_v = max((abs(x - y) / max(abs(x), 1e-12) for x, y in zip(nv, bv)), default=0.0)
+        agree = "yes" if worst_v <= 1e-4 else "NO"
+        worst = f"{worst_v:.1e}"
+    nc, bc = n["checks"].get(name, "-"), b["checks"].get(name, "-")
+    if nc == "PASS" and bc == "PASS" and agree == "yes":
+        passed += 1
+    print(f"| {name} | {nc} | {bc} | {agree} | {worst} |")
+print(f"\n**{passed}/{len(names)} checks pass in both runs with the same numbers.**")
+for name, err in b.get("errors", {}).items():
+    print(f"\n- bridged {name}: `{err[:300]}`")
+for name, err in n.get("errors", {}).items():
+    print(f"\n- native {name}: `{err[:300]}`")
+nt_, bt_ = n.get("timings", {}), b.get("timings", {})
+for k in nt_:
+    if k in bt_:
+        print(f"\n- {k}: native {nt_[k]:.3f} s, bridged {bt_[k]:.3f} s, ratio {bt_[k] / nt_[k]:.2f}x")
+PY
+grep -iv "warn" "$raw/bridged.stderr" | grep -i "vmcuda" | sort | uniq -c | sort -rn | head -20 >"$raw/vmcuda-lines.txt"
+{ echo; echo "vmcuda's lines on the bridged run's stderr (counted):"; echo '```'; cat "$raw/vmcuda-lines.txt"; echo '```'; } >>"$out/RESULTS-TORCH-LIBS.md"
+tar -C "$raw" -czf "$out/torch-libs-raw.tar.gz" . 2>/dev/null
+cat "$out/RESULTS-TORCH-LIBS.md"
+grep -q "^\*\*\([0-9]*\)/\1 checks" "$out/RESULTS-TORCH-LIBS.md" && [ "$native_rc" = 0 ] && [ "$bridged_rc" = 0 ]

@@ -1,0 +1,225 @@
+"""NVIDIA's libraries under the stock torch wheel (and CuPy), for the guest driver.
+
+Run natively and through vmcuda (tests/gpu/run-torch-libs.sh): torch keeps its own
+CUDA runtime, cuDNN, cuFFT, cuSOLVER, cuSPARSE and Triton, and only libcuda.so.1 is
+vmcuda's in the bridged run. Each check computes on the GPU, compares with the CPU (or
+a reference path) itself, and records numbers the harness compares between the runs:
+    python torch_libs_check.py --json OUT.json
+"""
+import argparse
+import json
+import time
+import traceback
+
+import torch
+
+results = {"checks": {}, "values": {}, "errors": {}, "timings": {}}
+CHECKS = []
+
+
+def check(fn):
+    CHECKS.append(fn)
+    return fn
+
+
+def record(name, ok, values):
+    results["checks"][name] = "PASS" if ok else "FAIL"
+    results["values"][name] = values
+
+
+def close(a, b, rtol, atol):
+    return torch.allclose(a.float().cpu(), b.float().cpu(), rtol=rtol, atol=atol)
+
+
+def seeded(*shape, dtype=torch.float32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g, dtype=torch.float32).to(dtype)
+
+
+torch.backends.cudnn.deterministic = True
+torch.backends.cudnn.benchmark = False
+
+
+@check
+def conv2d():
+    conv = torch.nn.Conv2d(8, 16, 3, padding=1)
+    x = seeded(4, 8, 32, 32, seed=1)
+    ref = conv(x)
+    c = conv.cuda()
+    xg = x.cuda().requires_grad_()
+    out = c(xg)
+    out.sum().backward()
+    torch.cuda.synchronize()
+    ok = close(out, ref, 1e-3, 1e-3) and torch.isfinite(xg.grad).all().item()
+    record("conv2d", ok, [out.sum().item(), xg.grad.abs().sum().item()])
+
+
+def train(model, batches, steps, lr, autocast=None):
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    losses = []
+    for step in range(steps):
+        x, y = batches[step % len(batches)]
+        opt.zero_grad()
+        if autocast is not None:
+            with torch.autocast("cuda", dtype=autocast):
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+        else:
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+@check
+def cnn_training():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.BatchNorm2d(16), torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.BatchNorm2d(32), torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(32, 10),
+    ).cuda()
+    batches = [(seeded(32, 3, 32, 32, seed=10 + i).cuda(),
+                torch.randint(0, 10, (32,), generator=torch.Generator().manual_seed(i)).cuda())
+               for i in range(4)]
+    t0 = time.perf_counter()
+    losses = train(model, batches, 30, 0.05)
+    torch.cuda.synchronize()
+    results["timings"]["cnn_30_steps_s"] = time.perf_counter() - t0
+    record("cnn_training", losses[-1] < losses[0], losses)
+
+
+@check
+def sdpa_cudnn():
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    q, k, v = (seeded(2, 8, 256, 64, dtype=torch.bfloat16, seed=s).cuda() for s in (20, 21, 22))
+    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    with sdpa_kernel([SDPBackend.MATH]):
+        ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True)
+    torch.cuda.synchronize()
+    record("sdpa_cudnn", close(out, ref, 2e-2, 2e-2), [out.float().sum().item()])
+
+
+@check
+def transformer_training_bf16():
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(128, 4, 256, batch_first=True, dropout=0.0)
+    model = torch.nn.Sequential(torch.nn.TransformerEncoder(layer, 2), torch.nn.Flatten(), torch.nn.Linear(128 * 16, 10)).cuda()
+    batches = [(seeded(16, 16, 128, seed=30 + i).cuda(),
+                torch.randint(0, 10, (16,), generator=torch.Generator().manual_seed(40 + i)).cuda())
+               for i in range(4)]
+    t0 = time.perf_counter()
+    losses = train(model, batches, 20, 0.01, autocast=torch.bfloat16)
+    torch.cuda.synchronize()
+    results["timings"]["transformer_20_steps_s"] = time.perf_counter() - t0
+    record("transformer_training_bf16", losses[-1] < losses[0], losses)
+
+
+@check
+def fft():
+    x = seeded(8, 1024, seed=50)
+    ref = torch.fft.rfft(x)
+    out = torch.fft.rfft(x.cuda())
+    back = torch.fft.irfft(out, n=1024)
+    ok = close(out.real, ref.real, 1e-3, 1e-3) and close(out.imag, ref.imag, 1e-3, 1e-3) and close(back, x, 1e-4, 1e-4)
+    c2 = torch.fft.fft2(seeded(4, 64, 64, seed=51).cuda())
+    record("fft", ok, [out.abs().sum().item(), c2.abs().sum().item()])
+
+
+@check
+def linalg():
+    a = seeded(64, 64, dtype=torch.float64, seed=60)
+    spd = a @ a.T + 64 * torch.eye(64, dtype=torch.float64)
+    b = seeded(64, 3, dtype=torch.float64, seed=61)
+    chol = torch.linalg.cholesky(spd.cuda())
+    sol = torch.linalg.solve(spd.cuda(), b.cuda())
+    s = torch.linalg.svdvals(a.cuda())
+    ok = (close(chol, torch.linalg.cholesky(spd), 1e-8, 1e-8) and close(sol, torch.linalg.solve(spd, b), 1e-8, 1e-8)
+          and close(s, torch.linalg.svdvals(a), 1e-8, 1e-8))
+    record("linalg", ok, [chol.sum().item(), sol.sum().item(), s.sum().item()])
+
+
+@check
+def sparse_matmul():
+    dense = seeded(256, 256, seed=70)
+    dense[dense.abs() < 1.2] = 0
+    sp = dense.to_sparse_csr().cuda()
+    m = seeded(256, 32, seed=71).cuda()
+    out = sp @ m
+    coo = dense.to_sparse().cuda()
+    out2 = torch.sparse.mm(coo, m)
+    ref = dense @ m.cpu()
+    record("sparse_matmul", close(out, ref, 1e-4, 1e-4) and close(out2, ref, 1e-4, 1e-4), [out.sum().item()])
+
+
+@check
+def torch_compile():
+    def f(x, y):
+        return torch.nn.functional.gelu(x @ y).sin().sum(dim=1) + x.cos().mean()
+    x, y = seeded(64, 64, seed=80).cuda(), seeded(64, 64, seed=81).cuda()
+    compiled = torch.compile(f)
+    out = compiled(x, y)
+    record("torch_compile", close(out, f(x, y), 1e-4, 1e-4), [out.sum().item()])
+
+
+@check
+def triton_kernel():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def axpy(x_ptr, y_ptr, out_ptr, a, n, BLOCK: tl.constexpr):
+        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = i < n
+        tl.store(out_ptr + i, a * tl.load(x_ptr + i, mask=m) + tl.load(y_ptr + i, mask=m), mask=m)
+
+    n = 100_003
+    x, y = seeded(n, seed=90).cuda(), seeded(n, seed=91).cuda()
+    out = torch.empty_like(x)
+    axpy[(triton.cdiv(n, 1024),)](x, y, out, 2.5, n, BLOCK=1024)
+    record("triton_kernel", close(out, 2.5 * x + y, 1e-6, 1e-6), [out.sum().item()])
+
+
+@check
+def cupy():
+    import cupy as cp
+    a = cp.arange(1_000_000, dtype=cp.float32) * 0.001
+    b = cp.sin(a) * 2 + 1
+    red = float(b.sum())
+    k = cp.RawKernel(r'''
+    extern "C" __global__ void scale(const float* x, float* y, float s, int n) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) y[i] = s * x[i];
+    }''', "scale")
+    y = cp.empty_like(a)
+    k(((a.size + 255) // 256,), (256,), (a, y, cp.float32(3.0), cp.int32(a.size)))
+    f = cp.fft.fft(cp.asarray(seeded(4096, seed=95).numpy()))
+    import numpy as np
+    fref = np.fft.fft(seeded(4096, seed=95).numpy())
+    ok = (abs(red - float(np.sum(np.sin(np.arange(1_000_000, dtype=np.float32) * np.float32(0.001)) * 2 + 1))) < 1.0
+          and bool(cp.allclose(y, 3 * a)) and np.allclose(cp.asnumpy(f), fref, rtol=1e-3, atol=1e-2))
+    record("cupy", ok, [red, float(y.sum()), float(cp.abs(f).sum())])
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--json", required=True)
+    args = p.parse_args()
+    results["torch"] = torch.__version__
+    results["device"] = torch.cuda.get_device_name(0)
+    for fn in CHECKS:
+        name = fn.__name__
+        try:
+            fn()
+        except Exception as e:  # a failing check is a result, not the end of the run
+            results["checks"][name] = "ERROR"
+            results["errors"][name] = f"{type(e).__name__}: {str(e)[:400]}"
+            traceback.print_exc()
+        print(f"{name}: {results['checks'][name]}", flush=True)
+    json.dump(results, open(args.json, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
