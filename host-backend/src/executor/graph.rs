@@ -42,6 +42,10 @@ pub trait Graphs {
     fn pool_get_attribute(&mut self, attr: u32) -> ExecResult<u64>;
     fn pool_set_attribute(&mut self, attr: u32, value: u64) -> ExecResult<()>;
     fn pool_trim_to(&mut self, min_bytes_to_keep: u64) -> ExecResult<()>;
+    /// Give the current device's graph memory that nothing holds any more back to the
+    /// device, once the work issued so far is done (`cuDeviceGraphMemTrim`): the driver
+    /// keeps freed graph memory cached for later launches until it is trimmed.
+    fn graph_mem_trim(&mut self) -> ExecResult<()>;
     /// Device ids in `access` are the guest's device numbers.
     fn pool_set_access(&mut self, access: &[MemAccess]) -> ExecResult<()>;
 }

@@ -9,13 +9,26 @@
 //! hand back memory that earlier work on the stream still uses); inside a capture that
 //! memset is a node of the graph, right after the allocation node, because the driver
 //! hands a graph's memory out at each launch with whatever was in it: a node the
-//! program did not ask for, the price of never showing it another tenant's bytes. The
-//! memory of a graph's allocation nodes is charged to the graph for as long as the
-//! graph or an executable graph made of it lives, whoever frees the pointer.
+//! program did not ask for, the price of never showing it another tenant's bytes.
+//!
+//! Graph memory (an allocation node's) is charged from the capture that made it for
+//! as long as anything holds it: its graph (still being captured, or finished), an
+//! executable graph made of it, or the allocation being live: a launch of a graph that
+//! does not free it itself makes it live (the guest may then use and free it), and
+//! `cudaFree`, `cudaFreeAsync` or a launch of another graph's free node ends that.
+//! When the last holder goes, the memory is refunded and the device's graph memory
+//! trimmed (the driver caches freed graph memory for later launches), so the charge is
+//! what the executor holds: the host-memory executor keeps graph memory exactly as
+//! long, and a GPU maps no more than that (it maps at a launch; the charge is taken at
+//! the capture, before anything can be taken). `cudaFree` of graph memory that is not
+//! live is refused: CUDA lets it be freed outside its graph only once a launch made it
+//! live. Captures still open when their stream is destroyed, a device is reset or the
+//! session ends are ended, and their graphs destroyed.
+//!
 //! Copies through the socket cannot be captured (their bytes live in this worker's
 //! buffers, not in memory the graph could read later): refused on a capturing stream.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use tracing::warn;
 use vmcuda_wire::graph::{
@@ -25,12 +38,13 @@ use vmcuda_wire::graph::{
     StreamGetCaptureGraph, MAX_DOT_LEN,
 };
 use vmcuda_wire::op::GraphOps;
-use vmcuda_wire::op::{CallContext, HandlerResult, StreamHandle};
+use vmcuda_wire::op::{CallContext, DevicePtr, HandlerResult, StreamHandle};
 use vmcuda_wire::CudaStatus;
 
 use crate::executor::graph::{ExecGraph, ExecGraphExec, ExecNode};
-use crate::executor::ExecStream;
+use crate::executor::{ExecStream, PER_THREAD_STREAM};
 
+use super::accounting::Allocation;
 use super::{nothing, Session};
 
 struct GraphEntry {
@@ -50,19 +64,56 @@ pub(super) struct GraphTables {
     nodes: HashMap<GraphNodeHandle, (GraphHandle, ExecNode)>,
     /// The handles of graphs still being built, by the executor's graph id.
     building: HashMap<ExecGraph, GraphHandle>,
-    /// Memory charged for graphs' allocation nodes, by the executor's graph id.
+    /// Graphs with memory nodes (allocation or free nodes), by the executor's graph id,
+    /// for as long as the graph or an executable graph made of it lives.
     memory: HashMap<ExecGraph, GraphMemory>,
-    /// The graph each executable graph was made of, where that graph holds memory.
+    /// Graph memory, by the address its allocation node returned, for as long as
+    /// anything holds it (see the module documentation).
+    allocations: HashMap<DevicePtr, GraphAllocation>,
+    /// The graph each executable graph was made of, where that graph has memory nodes.
     exec_graph: HashMap<GraphExecHandle, ExecGraph>,
+    /// A capture was begun: the session's end and a device reset look for captures
+    /// still open (and ask the executor nothing otherwise).
+    captured: bool,
 }
 
-/// What a graph's allocation nodes are charged, on the device the capture ran on, and
-/// how many hold it: the graph, and each executable graph made of it (which keeps the
-/// memory from its first launch until it is destroyed).
+/// A graph's memory nodes, and whether the graph itself and how many executable graphs
+/// made of it hold its allocations.
 struct GraphMemory {
-    bytes: u64,
+    graph: bool,
+    execs: u32,
+    /// The addresses its allocation nodes returned.
+    allocations: Vec<DevicePtr>,
+    /// Other graphs' allocations its free nodes free, at each launch.
+    frees: Vec<DevicePtr>,
+}
+
+impl GraphMemory {
+    /// A graph being captured, with no memory node yet.
+    fn capturing() -> GraphMemory {
+        GraphMemory {
+            graph: true,
+            execs: 0,
+            allocations: Vec::new(),
+            frees: Vec::new(),
+        }
+    }
+}
+
+/// One allocation node's memory.
+#[derive(Clone, Copy)]
+pub(super) struct GraphAllocation {
+    /// The graph whose allocation node made it.
+    graph: ExecGraph,
+    /// The bytes the guest asked for, and those charged for it (on `device`).
+    size: u64,
+    charged: u64,
     device: i32,
-    holders: u32,
+    /// A free node of its own graph frees it: it is never live past a launch, and the
+    /// guest cannot reach it outside the graph.
+    freed_in_graph: bool,
+    /// A launch made it live, and nothing has freed it since.
+    live: bool,
 }
 
 impl Session {
@@ -131,57 +182,282 @@ impl Session {
         Ok(entry.exec)
     }
 
-    /// Destroy every graph and executable graph (the session ends).
+    /// Destroy every graph and executable graph, ending the captures still open first,
+    /// and free the graph memory still live (the session ends): everything is refunded.
     pub(super) fn graphs_drop_all(&mut self) {
+        self.end_all_captures(None);
         let tables = std::mem::take(&mut self.graph_tables);
         for (_, exec) in tables.execs {
             let _ = self.exec.graph_exec_destroy(exec);
         }
-        // Graphs still being built are the driver's, gone with their streams.
         for (_, entry) in tables.graphs.into_iter().filter(|(_, e)| !e.building) {
             let _ = self.exec.graph_destroy(entry.exec);
         }
+        let mut devices = BTreeSet::new();
+        for (ptr, a) in tables.allocations {
+            if a.live {
+                let _ = self.exec.free(ptr);
+            }
+            self.accounts.remove_allocation(ptr);
+            self.accounts.refund(a.charged);
+            devices.insert(a.device);
+        }
+        self.trim_graph_memory(None, devices);
     }
 
-    /// Forget every graph (the device was reset: the executor's are gone), giving back
-    /// the memory of those captured on `device`; what graphs of other devices hold
-    /// stays charged until the session ends.
+    /// Destroy every graph and executable graph and end every capture (`device` is
+    /// about to be reset: the guest loses them all, those of its other devices too).
+    /// The graph memory of `device` is refunded (the reset frees it); that of other
+    /// devices goes as its holders do, and what is live there stays until freed.
     pub(super) fn graphs_reset(&mut self, device: i32) {
+        self.end_all_captures(Some(device));
         let tables = std::mem::take(&mut self.graph_tables);
-        for (graph, memory) in tables.memory {
-            if memory.device == device {
-                self.accounts.refund(memory.bytes);
+        for (_, exec) in tables.execs {
+            let _ = self.exec.graph_exec_destroy(exec);
+        }
+        for (_, entry) in tables.graphs.into_iter().filter(|(_, e)| !e.building) {
+            let _ = self.exec.graph_destroy(entry.exec);
+        }
+        let mut others = Vec::new();
+        for (ptr, a) in tables.allocations {
+            if a.device == device {
+                self.accounts.remove_allocation(ptr);
+                self.accounts.refund(a.charged);
             } else {
-                self.graph_tables.memory.insert(graph, memory);
+                self.graph_tables.allocations.insert(ptr, a);
+                others.push(ptr);
+            }
+        }
+        self.graph_memory_sweep(Some(device), others);
+    }
+
+    /// End every capture still open on the guest's streams and destroy what it made.
+    fn end_all_captures(&mut self, current: Option<i32>) {
+        if !self.graph_tables.captured {
+            return;
+        }
+        let mut streams: Vec<ExecStream> = self.handles.streams.values().copied().collect();
+        streams.push(PER_THREAD_STREAM);
+        for s in streams {
+            if self.exec.stream_capturing(s).unwrap_or(false) {
+                self.abandon_capture(current, s);
             }
         }
     }
 
-    /// Charge `bytes` more, already counted against the quota, to the capture building
-    /// `graph` on `device`.
-    pub(super) fn graph_memory_add(&mut self, graph: ExecGraph, device: i32, bytes: u64) {
+    /// End the capture begun on `s` and destroy the graph it made, with its memory (its
+    /// stream goes, or the session ends); a stream that only joined a capture leaves it
+    /// to its origin.
+    pub(super) fn abandon_capture(&mut self, current: Option<i32>, s: ExecStream) {
+        let Ok((building, _)) = self.exec.capture_graph(s) else {
+            return;
+        };
+        let made = self.exec.end_capture(s);
+        if made.is_err() && self.exec.capture_graph(s).is_ok_and(|(c, _)| c == building) {
+            return;
+        }
+        if let Some(h) = self.graph_tables.building.remove(&building) {
+            self.forget_graph(h);
+        }
+        if let Ok(graph) = made {
+            let _ = self.exec.graph_destroy(graph);
+        }
+        self.graph_dropped(current, building);
+    }
+
+    /// Note graph memory just allocated by a node of the capture building `graph`, its
+    /// `charged` bytes already counted against the quota.
+    pub(super) fn graph_allocation_add(
+        &mut self,
+        graph: ExecGraph,
+        ptr: DevicePtr,
+        size: u64,
+        charged: u64,
+        device: i32,
+    ) {
         let memory = self
             .graph_tables
             .memory
             .entry(graph)
-            .or_insert(GraphMemory {
-                bytes: 0,
-                device,
-                holders: 1,
-            });
-        memory.bytes = memory.bytes.saturating_add(bytes);
+            .or_insert_with(GraphMemory::capturing);
+        memory.allocations.push(ptr);
+        let allocation = GraphAllocation {
+            graph,
+            size,
+            charged,
+            device,
+            freed_in_graph: false,
+            live: false,
+        };
+        self.graph_tables.allocations.insert(ptr, allocation);
     }
 
-    /// One holder of `graph`'s memory is gone; the last gives it back.
-    fn graph_memory_release(&mut self, graph: ExecGraph) {
+    /// The graph memory at `ptr`, if it is graph memory.
+    pub(super) fn graph_allocation(&self, ptr: DevicePtr) -> Option<GraphAllocation> {
+        self.graph_tables.allocations.get(&ptr).copied()
+    }
+
+    /// Whether the guest may free `ptr` outside a graph: anything but graph memory that
+    /// is not live (never launched, or already freed): CUDA allows only that.
+    pub(super) fn graph_memory_freeable(&self, ptr: DevicePtr) -> bool {
+        self.graph_allocation(ptr).is_none_or(|a| a.live)
+    }
+
+    /// The guest freed `ptr` outside a graph (the executor has): if it is graph memory,
+    /// its life ends, and the memory goes when nothing else holds it.
+    pub(super) fn graph_memory_freed(&mut self, current: i32, ptr: DevicePtr) {
+        if let Some(a) = self.graph_tables.allocations.get_mut(&ptr) {
+            a.live = false;
+            self.graph_memory_sweep(Some(current), vec![ptr]);
+        }
+    }
+
+    /// A free node of the capture on `s` for `ptr`, graph memory the guest holds: its
+    /// own graph's allocation (then never live past a launch, and no more the guest's
+    /// to reach) or another's (whose life a launch of this graph ends). An allocation
+    /// is freed at most once in a graph, and one its own graph frees by no other.
+    pub(super) fn graph_free_node(
+        &mut self,
+        s: ExecStream,
+        ptr: DevicePtr,
+    ) -> Result<(), CudaStatus> {
+        let (graph, _) = self.exec.capture_graph(s)?;
+        let a = self
+            .graph_allocation(ptr)
+            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        let own = a.graph == graph;
+        let freed_here = self
+            .graph_tables
+            .memory
+            .get(&graph)
+            .is_some_and(|m| m.frees.contains(&ptr));
+        if a.freed_in_graph || freed_here {
+            warn!(client = %self.client, ptr = format_args!("{ptr:#x}"),
+                "refused a second free node for a graph allocation");
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        self.exec.free_async(ptr, s)?;
+        if own {
+            if let Some(a) = self.graph_tables.allocations.get_mut(&ptr) {
+                a.freed_in_graph = true;
+            }
+            self.accounts.remove_allocation(ptr);
+        } else {
+            let memory = self
+                .graph_tables
+                .memory
+                .entry(graph)
+                .or_insert_with(GraphMemory::capturing);
+            memory.frees.push(ptr);
+        }
+        Ok(())
+    }
+
+    /// `graph` is gone (destroyed, or its capture failed): its memory goes where no
+    /// executable graph made of it holds it and it is not live.
+    fn graph_dropped(&mut self, current: Option<i32>, graph: ExecGraph) {
         let Some(memory) = self.graph_tables.memory.get_mut(&graph) else {
             return;
         };
-        memory.holders = memory.holders.saturating_sub(1);
-        if memory.holders == 0 {
-            let bytes = memory.bytes;
-            self.graph_tables.memory.remove(&graph);
-            self.accounts.refund(bytes);
+        memory.graph = false;
+        let ptrs = memory.allocations.clone();
+        self.graph_memory_sweep(current, ptrs);
+    }
+
+    /// The executable graph `exec` is gone: its graph's memory goes where nothing else
+    /// holds it.
+    fn exec_dropped(&mut self, current: i32, exec: GraphExecHandle) {
+        let Some(graph) = self.graph_tables.exec_graph.remove(&exec) else {
+            return;
+        };
+        let Some(memory) = self.graph_tables.memory.get_mut(&graph) else {
+            return;
+        };
+        memory.execs = memory.execs.saturating_sub(1);
+        let ptrs = memory.allocations.clone();
+        self.graph_memory_sweep(Some(current), ptrs);
+    }
+
+    /// `exec` ran to the end: the allocations its graph does not free itself are live
+    /// (the guest's to use and free), and those of other graphs it frees are not.
+    fn graph_launched(&mut self, current: i32, exec: GraphExecHandle) {
+        let Some(graph) = self.graph_tables.exec_graph.get(&exec) else {
+            return;
+        };
+        let Some(memory) = self.graph_tables.memory.get(graph) else {
+            return;
+        };
+        let (allocations, frees) = (memory.allocations.clone(), memory.frees.clone());
+        for ptr in allocations {
+            let Some(a) = self.graph_tables.allocations.get_mut(&ptr) else {
+                continue;
+            };
+            if a.freed_in_graph {
+                continue;
+            }
+            a.live = true;
+            if !self.accounts.allocations.contains_key(&ptr) {
+                let allocation = Allocation {
+                    size: a.size,
+                    charged: 0,
+                    device: a.device,
+                    pooled: false,
+                    graph: true,
+                };
+                self.accounts.add_allocation(ptr, allocation);
+            }
+        }
+        for &ptr in &frees {
+            if let Some(a) = self.graph_tables.allocations.get_mut(&ptr) {
+                if a.live {
+                    a.live = false;
+                    self.accounts.remove_allocation(ptr);
+                }
+            }
+        }
+        self.graph_memory_sweep(Some(current), frees);
+    }
+
+    /// Refund the graph memory among `ptrs` that nothing holds any more (the executor
+    /// has let it go), and trim the devices it was on.
+    fn graph_memory_sweep(&mut self, current: Option<i32>, ptrs: Vec<DevicePtr>) {
+        let tables = &mut self.graph_tables;
+        let mut devices = BTreeSet::new();
+        for ptr in ptrs {
+            let Some(a) = tables.allocations.get(&ptr).copied() else {
+                continue;
+            };
+            let held = a.live
+                || tables
+                    .memory
+                    .get(&a.graph)
+                    .is_some_and(|m| m.graph || m.execs > 0);
+            if held {
+                continue;
+            }
+            tables.allocations.remove(&ptr);
+            self.accounts.remove_allocation(ptr);
+            self.accounts.refund(a.charged);
+            devices.insert(a.device);
+        }
+        tables.memory.retain(|_, m| m.graph || m.execs > 0);
+        self.trim_graph_memory(current, devices);
+    }
+
+    /// Give the graph memory cached on `devices` back to them, then make `current`
+    /// (where known) the current device again.
+    fn trim_graph_memory(&mut self, current: Option<i32>, devices: BTreeSet<i32>) {
+        if devices.is_empty() {
+            return;
+        }
+        for device in devices {
+            if Some(device) != current && self.exec.set_device(device).is_err() {
+                continue;
+            }
+            let _ = self.exec.graph_mem_trim();
+        }
+        if let Some(device) = current {
+            let _ = self.exec.set_device(device);
         }
     }
 
@@ -215,6 +491,7 @@ impl GraphOps for Session {
         }
         let s = self.handles.stream(req.stream)?;
         self.exec.begin_capture(s)?;
+        self.graph_tables.captured = true;
         nothing()
     }
 
@@ -242,7 +519,7 @@ impl GraphOps for Session {
 
     fn stream_end_capture(
         &mut self,
-        _: &CallContext,
+        ctx: &CallContext,
         req: StreamEndCapture,
         _: &[u8],
     ) -> HandlerResult<GraphMade> {
@@ -263,9 +540,13 @@ impl GraphOps for Session {
                 if let Some((_, h)) = shown {
                     self.forget_graph(h);
                 }
-                // No graph came of it: its allocation nodes' memory goes back.
+                // No graph came of it: its allocation nodes' memory goes back, unless
+                // the capture goes on (ended from a stream that only joined it).
                 if let Some(g) = building {
-                    self.graph_memory_release(g);
+                    let going_on = self.exec.capture_graph(s).is_ok_and(|(c, _)| c == g);
+                    if !going_on {
+                        self.graph_dropped(Some(ctx.device), g);
+                    }
                 }
                 return Err(e);
             }
@@ -273,6 +554,11 @@ impl GraphOps for Session {
         if let Some(g) = building.filter(|&g| g != graph) {
             // The executor named the graph anew: the memory follows it.
             if let Some(memory) = self.graph_tables.memory.remove(&g) {
+                for ptr in &memory.allocations {
+                    if let Some(a) = self.graph_tables.allocations.get_mut(ptr) {
+                        a.graph = graph;
+                    }
+                }
                 self.graph_tables.memory.insert(graph, memory);
             }
         }
@@ -291,14 +577,14 @@ impl GraphOps for Session {
         if req.invalidated {
             // The guest refused a call of this capture, which CUDA invalidates.
             let _ = self.exec.graph_destroy(graph);
-            self.graph_memory_release(graph);
+            self.graph_dropped(Some(ctx.device), graph);
             return Err(CudaStatus::ErrorStreamCaptureInvalidated);
         }
         match self.name_graph(graph, false) {
             Ok(handle) => Ok((GraphMade { graph: handle }, Vec::new())),
             Err(e) => {
                 let _ = self.exec.graph_destroy(graph);
-                self.graph_memory_release(graph);
+                self.graph_dropped(Some(ctx.device), graph);
                 Err(e)
             }
         }
@@ -320,39 +606,43 @@ impl GraphOps for Session {
         let handle = GraphExecHandle(self.handles.fresh());
         self.graph_tables.execs.insert(handle, exec);
         if let Some(memory) = self.graph_tables.memory.get_mut(&graph) {
-            memory.holders = memory.holders.saturating_add(1);
+            memory.execs = memory.execs.saturating_add(1);
             self.graph_tables.exec_graph.insert(handle, graph);
         }
         Ok((GraphExecMade { exec: handle }, Vec::new()))
     }
 
-    fn graph_launch(&mut self, _: &CallContext, req: GraphLaunch, _: &[u8]) -> HandlerResult<()> {
+    fn graph_launch(&mut self, ctx: &CallContext, req: GraphLaunch, _: &[u8]) -> HandlerResult<()> {
         let exec = self.graph_exec(req.exec)?;
         let s = self.handles.stream(req.stream)?;
         self.exec.graph_launch(exec, s)?;
+        self.graph_launched(ctx.device, req.exec);
         nothing()
     }
 
-    fn graph_destroy(&mut self, _: &CallContext, req: GraphDestroy, _: &[u8]) -> HandlerResult<()> {
+    fn graph_destroy(
+        &mut self,
+        ctx: &CallContext,
+        req: GraphDestroy,
+        _: &[u8],
+    ) -> HandlerResult<()> {
         let graph = self.finished_graph(req.graph)?;
         self.forget_graph(req.graph);
         self.exec.graph_destroy(graph)?;
-        self.graph_memory_release(graph);
+        self.graph_dropped(Some(ctx.device), graph);
         nothing()
     }
 
     fn graph_exec_destroy(
         &mut self,
-        _: &CallContext,
+        ctx: &CallContext,
         req: GraphExecDestroy,
         _: &[u8],
     ) -> HandlerResult<()> {
         let exec = self.graph_exec(req.exec)?;
         self.graph_tables.execs.remove(&req.exec);
         let r = self.exec.graph_exec_destroy(exec);
-        if let Some(graph) = self.graph_tables.exec_graph.remove(&req.exec) {
-            self.graph_memory_release(graph);
-        }
+        self.exec_dropped(ctx.device, req.exec);
         r?;
         nothing()
     }

@@ -23,16 +23,23 @@ impl MemoryOps for Session {
         Ok((Allocated { ptr }, Vec::new()))
     }
 
-    fn mem_free(&mut self, _: &CallContext, req: MemFree, _: &[u8]) -> HandlerResult<()> {
+    fn mem_free(&mut self, ctx: &CallContext, req: MemFree, _: &[u8]) -> HandlerResult<()> {
         if req.ptr == 0 {
             return nothing();
         }
-        // Only what this guest allocated may be freed by it.
+        // Only what this guest allocated may be freed by it, graph memory only once a
+        // launch made it live (see `graph`).
         if !self.accounts.allocations.contains_key(&req.ptr) {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        if !self.graph_memory_freeable(req.ptr) {
+            warn!(client = %self.client, ptr = format_args!("{:#x}", req.ptr),
+                "refused cudaFree of graph memory that is not live");
             return Err(CudaStatus::ErrorInvalidValue);
         }
         self.exec.free(req.ptr)?;
         self.accounts.remove_allocation(req.ptr);
+        self.graph_memory_freed(ctx.device, req.ptr);
         nothing()
     }
 

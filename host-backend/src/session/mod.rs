@@ -179,7 +179,8 @@ impl Drop for Session {
                 let _ = self.exec.pool_trim_to(0);
             }
         }
-        // Module data, limits, pool reserve and graph memory go with the context.
+        // Module data, limits and pool reserve go with the context (graph memory went
+        // with the graphs above).
         for (_, bytes) in std::mem::take(&mut self.accounts.held) {
             self.accounts.refund(bytes);
         }

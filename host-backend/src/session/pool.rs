@@ -3,8 +3,8 @@
 //! it), and zeroed. Memory freed into a pool and still reserved by it stays charged
 //! until the pool gives it back; the release threshold is held to what the VM's
 //! quota leaves. An allocation made in a stream capture is the graph's: charged for
-//! as long as the graph or an executable graph made of it lives, and zeroed by a
-//! memset node captured right after it.
+//! as long as anything holds it (see `graph`), and zeroed by a memset node captured
+//! right after it.
 
 use tracing::{info, warn};
 use vmcuda_wire::graph::*;
@@ -111,8 +111,8 @@ impl PoolOps for Session {
         let device = ctx.device;
         self.pool_devices.insert(device);
         let capturing = self.exec.stream_capturing(s)?;
-        // In a capture the memory is the graph's (an allocation node): charged to it
-        // for as long as it or an executable graph made of it lives (see `graph`).
+        // In a capture the memory is the graph's (an allocation node): charged for as
+        // long as anything holds it (see `graph`).
         let graph = match capturing {
             true => Some(self.exec.capture_graph(s)?.0),
             false => None,
@@ -135,11 +135,7 @@ impl PoolOps for Session {
         // hands out before any later node of the guest's can see it.
         // The range is the allocation just made for the guest.
         let fresh = super::checked::DeviceRange::new(ptr, size);
-        if let Err(e) = self.exec.memset(fresh, 0, s, true) {
-            let _ = self.exec.free_async(ptr, s);
-            self.accounts.refund(charged);
-            return Err(e);
-        }
+        let zeroed = self.exec.memset(fresh, 0, s, true);
         if let Some(graph) = graph {
             let allocation = Allocation {
                 size,
@@ -149,8 +145,19 @@ impl PoolOps for Session {
                 graph: true,
             };
             self.accounts.add_allocation(ptr, allocation);
-            self.graph_memory_add(graph, device, charged);
+            self.graph_allocation_add(graph, ptr, size, charged, device);
+            if let Err(e) = zeroed {
+                // The allocation node stays in the capture: the graph frees it at once,
+                // and holds its memory as it holds any other.
+                let _ = self.graph_free_node(s, ptr);
+                return Err(e);
+            }
             return Ok((Allocated { ptr }, Vec::new()));
+        }
+        if let Err(e) = zeroed {
+            let _ = self.exec.free_async(ptr, s);
+            self.accounts.refund(charged);
+            return Err(e);
         }
         let allocation = Allocation {
             size,
@@ -189,13 +196,23 @@ impl PoolOps for Session {
         // In a capture the free is a graph's free node, which only a graph allocation
         // may be given (as CUDA says): anything else would stay held by the device with
         // nothing charged for it.
-        if !a.graph && self.exec.stream_capturing(s)? {
+        if self.exec.stream_capturing(s)? {
+            if !a.graph {
+                warn!(client = %self.client, ptr = format_args!("{:#x}", req.ptr),
+                    "refused cudaFreeAsync in a capture of memory no graph allocated");
+                return Err(CudaStatus::ErrorInvalidValue);
+            }
+            self.graph_free_node(s, req.ptr)?;
+            return nothing();
+        }
+        if !self.graph_memory_freeable(req.ptr) {
             warn!(client = %self.client, ptr = format_args!("{:#x}", req.ptr),
-                "refused cudaFreeAsync in a capture of memory no graph allocated");
+                "refused cudaFreeAsync of graph memory that is not live");
             return Err(CudaStatus::ErrorInvalidValue);
         }
         self.exec.free_async(req.ptr, s)?;
         self.accounts.remove_allocation(req.ptr);
+        self.graph_memory_freed(ctx.device, req.ptr);
         if a.pooled && a.device == ctx.device {
             // What the pool keeps of it stays charged.
             self.settle_pool_held(ctx.device);

@@ -1,6 +1,9 @@
 //! The quota counts what the GPU really spends, on the host-memory executor: module
 //! data, context limits, allocation granularity, pools, graph memory and device resets.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
 use vmcuda_wire::graph::*;
 use vmcuda_wire::op::*;
 use vmcuda_wire::CudaStatus;
@@ -512,4 +515,243 @@ fn a_device_reset_refunds_exactly_what_it_frees() {
     s.stream_synchronize(&CTX, sync(st0), &[]).unwrap();
     s.mem_free(&CTX, MemFree { ptr: on0 }, &[]).unwrap();
     assert_eq!(s.charged_bytes(), 0);
+}
+
+/// What the executor holds now (`total - free` of its memory).
+fn held(s: &mut Session) -> u64 {
+    let (free, total) = s.exec.mem_info().unwrap();
+    total - free
+}
+
+/// The quota invariant the session fuzz target checks: what the session charged is
+/// what the executor holds.
+#[track_caller]
+fn assert_charged_is_held(s: &mut Session, when: &str) {
+    let held = held(s);
+    assert_eq!(
+        s.charged_bytes(),
+        held,
+        "{when}: the session charged {} bytes, the executor holds {held}",
+        s.charged_bytes()
+    );
+}
+
+/// A session on a host-memory executor that notes, once the session has dropped it,
+/// the memory it still held then.
+fn watched_session(quota: Option<u64>) -> (Session, Arc<AtomicU64>) {
+    let cell = Arc::new(AtomicU64::new(u64::MAX));
+    let exec = HostMemoryExecutor::new(4 << 30, None)
+        .unwrap()
+        .report_held_at_drop(cell.clone());
+    (session_on(exec, quota), cell)
+}
+
+fn begin_capture(s: &mut Session, stream: StreamHandle) {
+    s.stream_begin_capture(&CTX, StreamBeginCapture { stream }, &[])
+        .unwrap();
+}
+
+fn end_capture(s: &mut Session, stream: StreamHandle) -> GraphHandle {
+    let end = StreamEndCapture {
+        stream,
+        invalidated: false,
+    };
+    s.stream_end_capture(&CTX, end, &[]).unwrap().0.graph
+}
+
+fn instantiate(s: &mut Session, graph: GraphHandle) -> GraphExecHandle {
+    let req = GraphInstantiate { graph, flags: 0 };
+    s.graph_instantiate(&CTX, req, &[]).unwrap().0.exec
+}
+
+fn launch(s: &mut Session, exec: GraphExecHandle, stream: StreamHandle) {
+    s.graph_launch(&CTX, GraphLaunch { exec, stream }, &[])
+        .unwrap();
+}
+
+/// Fuzz finding `session-cudafree-in-capture-overcharge`: a `cudaFree` in the capture
+/// that allocated the memory. The executor freed it while the graph kept it charged
+/// (4 MiB charged, none held). Graph memory no launch made live is not the guest's to
+/// free: refused, and the graph keeps it until it goes.
+#[test]
+fn cuda_free_in_the_allocating_capture_is_refused_and_the_graph_keeps_the_memory() {
+    let (mut s, left) = watched_session(Some(8 * MIB));
+    let st = stream(&mut s, &CTX, 0x100);
+    begin_capture(&mut s, st);
+    let p = alloc_async(&mut s, 14649 * 256, st).unwrap();
+    assert_eq!(s.charged_bytes(), 4 * MIB);
+    assert_charged_is_held(&mut s, "after the allocation node");
+    assert_eq!(
+        s.mem_free(&CTX, MemFree { ptr: p }, &[]),
+        Err(CudaStatus::ErrorInvalidValue)
+    );
+    assert_charged_is_held(&mut s, "after cudaFree in the capture");
+    assert_eq!(s.charged_bytes(), 4 * MIB);
+    // Nor outside the capture before a launch made it live.
+    let graph = end_capture(&mut s, st);
+    assert_eq!(
+        s.mem_free_async(&CTX, MemFreeAsync { ptr: p, stream: st }, &[]),
+        Err(CudaStatus::ErrorInvalidValue)
+    );
+    assert_charged_is_held(&mut s, "after cudaFreeAsync before a launch");
+    s.graph_destroy(&CTX, GraphDestroy { graph }, &[]).unwrap();
+    assert_eq!(s.charged_bytes(), 0);
+    assert_charged_is_held(&mut s, "after the graph was destroyed");
+    drop(s);
+    assert_eq!(left.load(Ordering::Relaxed), 0);
+}
+
+/// Fuzz finding `session-graph-memory-after-session-end`: graph memory freed by a free
+/// node of a capture still open when the session ended stayed in the executor (2 MiB).
+#[test]
+fn graph_memory_of_a_capture_still_open_goes_with_the_session() {
+    let (mut s, left) = watched_session(Some(8 * MIB));
+    let st = stream(&mut s, &CTX, 0x100);
+    begin_capture(&mut s, st);
+    let p = alloc_async(&mut s, 4281 * 256, st).unwrap();
+    assert_eq!(s.charged_bytes(), 2 * MIB);
+    s.mem_free_async(&CTX, MemFreeAsync { ptr: p, stream: st }, &[])
+        .unwrap();
+    assert_eq!(s.charged_bytes(), 2 * MIB, "the capture holds it");
+    assert_charged_is_held(&mut s, "after the free node");
+    s.device_synchronize(&CTX, DeviceSynchronize {}, &[])
+        .unwrap();
+    assert_charged_is_held(&mut s, "after a synchronization");
+    drop(s);
+    assert_eq!(
+        left.load(Ordering::Relaxed),
+        0,
+        "the executor holds nothing once the session ended"
+    );
+}
+
+/// Graph memory a launch made live outlives its graph and executable graph until the
+/// guest frees it, and is charged exactly as long; a relaunch makes it the guest's
+/// again after a `cudaFree`.
+#[test]
+fn live_graph_memory_is_charged_until_freed_after_its_graph_is_gone() {
+    let (mut s, left) = watched_session(Some(16 * MIB));
+    let st = stream(&mut s, &CTX, 0x100);
+    begin_capture(&mut s, st);
+    let p = alloc_async(&mut s, 2 * MIB, st).unwrap();
+    let graph = end_capture(&mut s, st);
+    let exec = instantiate(&mut s, graph);
+    launch(&mut s, exec, st);
+    assert_eq!(read(&mut s, &CTX, p, 8).unwrap(), vec![0; 8]);
+    // Freed, then made live again by the next launch: the guest's again.
+    s.mem_free(&CTX, MemFree { ptr: p }, &[]).unwrap();
+    assert_eq!(
+        s.charged_bytes(),
+        2 * MIB,
+        "the graph keeps it for its launches"
+    );
+    assert_eq!(
+        read(&mut s, &CTX, p, 8).err(),
+        Some(CudaStatus::ErrorInvalidValue)
+    );
+    launch(&mut s, exec, st);
+    assert_eq!(read(&mut s, &CTX, p, 8).unwrap(), vec![0; 8]);
+    s.graph_exec_destroy(&CTX, GraphExecDestroy { exec }, &[])
+        .unwrap();
+    s.graph_destroy(&CTX, GraphDestroy { graph }, &[]).unwrap();
+    assert_eq!(s.charged_bytes(), 2 * MIB, "live: still the guest's");
+    assert_charged_is_held(&mut s, "with the graph gone and the memory live");
+    s.mem_free(&CTX, MemFree { ptr: p }, &[]).unwrap();
+    assert_eq!(s.charged_bytes(), 0);
+    assert_charged_is_held(&mut s, "after the last holder went");
+    // Live memory left behind goes with the session.
+    begin_capture(&mut s, st);
+    alloc_async(&mut s, MIB, st).unwrap();
+    let graph = end_capture(&mut s, st);
+    let exec = instantiate(&mut s, graph);
+    launch(&mut s, exec, st);
+    s.graph_exec_destroy(&CTX, GraphExecDestroy { exec }, &[])
+        .unwrap();
+    s.graph_destroy(&CTX, GraphDestroy { graph }, &[]).unwrap();
+    assert_eq!(s.charged_bytes(), MIB);
+    assert_charged_is_held(&mut s, "live memory of a destroyed graph");
+    drop(s);
+    assert_eq!(left.load(Ordering::Relaxed), 0);
+}
+
+/// A free node in another graph ends the life of a live graph allocation when that
+/// graph is launched; a graph's own allocation it frees itself is no other's to free.
+#[test]
+fn a_free_node_of_another_graph_ends_graph_memory_at_its_launch() {
+    let (mut s, left) = watched_session(Some(16 * MIB));
+    let st = stream(&mut s, &CTX, 0x100);
+    begin_capture(&mut s, st);
+    let p = alloc_async(&mut s, 2 * MIB, st).unwrap();
+    let q = alloc_async(&mut s, MIB, st).unwrap();
+    s.mem_free_async(&CTX, MemFreeAsync { ptr: q, stream: st }, &[])
+        .unwrap();
+    let a = end_capture(&mut s, st);
+    let exec_a = instantiate(&mut s, a);
+    launch(&mut s, exec_a, st);
+    s.graph_exec_destroy(&CTX, GraphExecDestroy { exec: exec_a }, &[])
+        .unwrap();
+    s.graph_destroy(&CTX, GraphDestroy { graph: a }, &[])
+        .unwrap();
+    assert_eq!(
+        s.charged_bytes(),
+        2 * MIB,
+        "p is live, q went with its graph"
+    );
+    assert_charged_is_held(&mut s, "after graph a");
+    begin_capture(&mut s, st);
+    assert_eq!(
+        s.mem_free_async(&CTX, MemFreeAsync { ptr: q, stream: st }, &[]),
+        Err(CudaStatus::ErrorInvalidValue),
+        "freed by its own graph, and gone"
+    );
+    s.mem_free_async(&CTX, MemFreeAsync { ptr: p, stream: st }, &[])
+        .unwrap();
+    assert_eq!(
+        s.mem_free_async(&CTX, MemFreeAsync { ptr: p, stream: st }, &[]),
+        Err(CudaStatus::ErrorInvalidValue),
+        "freed once in a graph"
+    );
+    let b = end_capture(&mut s, st);
+    let exec_b = instantiate(&mut s, b);
+    assert_eq!(s.charged_bytes(), 2 * MIB, "p is live until b runs");
+    assert_charged_is_held(&mut s, "before b's launch");
+    launch(&mut s, exec_b, st);
+    assert_eq!(s.charged_bytes(), 0);
+    assert_charged_is_held(&mut s, "after b's launch");
+    assert_eq!(
+        s.mem_free(&CTX, MemFree { ptr: p }, &[]),
+        Err(CudaStatus::ErrorInvalidValue)
+    );
+    drop(s);
+    assert_eq!(left.load(Ordering::Relaxed), 0);
+}
+
+/// A capture goes with the stream it began on, and its graph memory with it; a device
+/// reset ends captures and destroys graphs, and refunds exactly what goes.
+#[test]
+fn captures_end_with_their_stream_and_with_a_device_reset() {
+    let (mut s, left) = watched_session(Some(16 * MIB));
+    let st = stream(&mut s, &CTX, 0x100);
+    begin_capture(&mut s, st);
+    alloc_async(&mut s, 4 * MIB, st).unwrap();
+    assert_eq!(s.charged_bytes(), 4 * MIB);
+    s.stream_destroy(&CTX, StreamDestroy { stream: st }, &[])
+        .unwrap();
+    assert_eq!(s.charged_bytes(), 0);
+    assert_charged_is_held(&mut s, "after the capturing stream was destroyed");
+    let st = stream(&mut s, &CTX, 0x101);
+    begin_capture(&mut s, st);
+    alloc_async(&mut s, 2 * MIB, st).unwrap();
+    let graph = end_capture(&mut s, st);
+    let exec = instantiate(&mut s, graph);
+    launch(&mut s, exec, st);
+    let st2 = stream(&mut s, &CTX, 0x102);
+    begin_capture(&mut s, st2);
+    alloc_async(&mut s, MIB, st2).unwrap();
+    assert_eq!(s.charged_bytes(), 3 * MIB);
+    s.device_reset(&CTX, DeviceReset {}, &[]).unwrap();
+    assert_eq!(s.charged_bytes(), 0);
+    assert_charged_is_held(&mut s, "after a device reset");
+    drop(s);
+    assert_eq!(left.load(Ordering::Relaxed), 0);
 }

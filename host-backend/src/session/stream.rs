@@ -28,7 +28,7 @@ impl StreamOps for Session {
 
     fn stream_destroy(
         &mut self,
-        _: &CallContext,
+        ctx: &CallContext,
         req: StreamDestroy,
         _: &[u8],
     ) -> HandlerResult<()> {
@@ -38,6 +38,10 @@ impl StreamOps for Session {
             .remove(&req.stream)
             .ok_or(CudaStatus::ErrorInvalidResourceHandle)?;
         self.handles.stream_device.remove(&req.stream);
+        // A capture begun on the stream goes with it, and its graph's memory too.
+        if self.exec.stream_capturing(s).unwrap_or(false) {
+            self.abandon_capture(Some(ctx.device), s);
+        }
         self.exec.stream_destroy(s)?;
         nothing()
     }

@@ -4,7 +4,10 @@
 //! calls, so the driver's own per-thread rules would see one thread; the guest applies
 //! its threads' capture modes itself. Graphs and executable graphs are the driver's,
 //! kept in tables (id = handle value -> device index) so that no guest number reaches
-//! the driver unchecked. Memory pools are each device's default pool.
+//! the driver unchecked. Memory pools are each device's default pool. Graph memory is
+//! the driver's graph memory pool: mapped at a launch, cached after it is freed (by a
+//! free node, `cuMemFree` or `cuMemFreeAsync`) or its graph destroyed, and given back
+//! by `graph_mem_trim`, which the session calls when nothing holds it any more.
 
 use std::collections::HashMap;
 use std::ffi::CString;
@@ -21,6 +24,7 @@ use vmcuda_wire::CudaStatus;
 use super::super::graph::{ExecGraph, ExecGraphExec, ExecNode, Graphs};
 use super::super::{ExecResult, ExecStream, LEGACY_STREAM};
 use super::{check, to_usize, CudaExecutor};
+use crate::executor::DeviceExec;
 
 /// Live graphs and executable graphs (handle value -> device index).
 #[derive(Default)]
@@ -335,6 +339,15 @@ impl Graphs for CudaExecutor {
         let keep = usize::try_from(min_bytes_to_keep).unwrap_or(usize::MAX);
         // SAFETY: `pool` is the device's default pool.
         check(unsafe { sys::cuMemPoolTrimTo(pool, keep) })
+    }
+
+    fn graph_mem_trim(&mut self) -> ExecResult<()> {
+        let idx = self.bind()?;
+        // Memory a graph still running or scheduled uses is not trimmed: wait for it,
+        // so that what nothing holds any more really goes.
+        self.synchronize()?;
+        // SAFETY: the device handle came from cuDeviceGet.
+        check(unsafe { sys::cuDeviceGraphMemTrim(self.devices[idx].handle) })
     }
 
     fn pool_set_access(&mut self, access: &[MemAccess]) -> ExecResult<()> {

@@ -9,9 +9,16 @@
 //! the launch stream; kernels are still only recorded, never run.
 //!
 //! A stream-ordered allocation inside a capture is an allocation node: the memory is
-//! made at once and kept by the graph, and every launch hands it out again filled
-//! with [`GRAPH_MEMORY_FILL`], as the driver hands a graph's memory out with whatever
-//! was in it; a free inside a capture is a node that does nothing here.
+//! made at once (its address is fixed from then on, as the driver's is) and every
+//! launch hands it out again filled with [`GRAPH_MEMORY_FILL`], as the driver hands a
+//! graph's memory out with whatever was in it. The memory is kept for as long as
+//! anything holds it: the capture or graph whose node made it, an executable graph
+//! made of that graph, or the allocation being live (a launch of a graph that does not
+//! free it itself made it live, and neither `cudaFree`, `cudaFreeAsync` nor a launch
+//! of another graph's free node has ended it since). When the last of those goes, so
+//! does the memory. `cudaFree` of graph memory that is not live is refused (CUDA lets
+//! it be freed outside its graph only once a launch made it live); a free node may
+//! free only graph memory, and never an allocation its own graph frees.
 //!
 //! The default pool keeps what is freed into it, up to its release threshold (given
 //! back at once past it, as if the device had synchronized), until it is trimmed;
@@ -69,8 +76,12 @@ pub(super) enum Recorded {
         ptr: DevicePtr,
         size: u64,
     },
-    /// The graph is done with one of its allocations (it keeps the memory).
-    MemFree,
+    /// A free node: the graph is done with the allocation at `ptr` (its own, which
+    /// then is never live past a launch, or another graph's live one, which the
+    /// launch ends).
+    MemFree {
+        ptr: DevicePtr,
+    },
     Launch {
         function: ExecFunction,
         grid: [u32; 3],
@@ -90,7 +101,7 @@ impl Recorded {
             | Recorded::CopyRegistered { .. } => "MEMCPY",
             Recorded::Launch { .. } => "KERNEL",
             Recorded::MemAlloc { .. } => "MEM_ALLOC",
-            Recorded::MemFree => "MEM_FREE",
+            Recorded::MemFree { .. } => "MEM_FREE",
         }
     }
 }
@@ -121,6 +132,8 @@ pub(super) struct HostGraphs {
     next_capture: u64,
     graphs: HashMap<ExecGraph, Vec<Node>>,
     execs: HashMap<ExecGraphExec, Vec<Node>>,
+    /// Graph memory (allocation nodes' memory), by address: whether it is live.
+    graph_memory: HashMap<DevicePtr, bool>,
     pool: Pool,
 }
 
@@ -139,10 +152,78 @@ struct Pool {
 }
 
 impl HostMemoryExecutor {
-    /// Drop every graph and capture and what the pool keeps (the device was reset).
+    /// Drop every graph and capture and what the pool keeps (the device was reset, and
+    /// its memory released): graph memory of other devices that nothing holds now goes
+    /// too; what is live stays until it is freed.
     pub(super) fn graphs_reset(&mut self) {
         self.used_memory -= self.graphs.pool.idle;
+        let graph_memory = std::mem::take(&mut self.graphs.graph_memory);
         self.graphs = HostGraphs::default();
+        for (ptr, live) in graph_memory {
+            if !self.memory.contains_key(&ptr) {
+                continue; // the reset device's
+            }
+            if live {
+                self.graphs.graph_memory.insert(ptr, true);
+            } else {
+                self.release(ptr);
+            }
+        }
+    }
+
+    /// Whether `ptr` is graph memory that is not live (so not the guest's to free).
+    pub(super) fn graph_memory_idle(&self, ptr: DevicePtr) -> bool {
+        self.graphs.graph_memory.get(&ptr) == Some(&false)
+    }
+
+    /// End the life of graph memory at `ptr` (freed outside its graph), releasing it
+    /// when nothing else holds it; false if it is not graph memory.
+    pub(super) fn graph_memory_free(&mut self, ptr: DevicePtr) -> bool {
+        let Some(live) = self.graphs.graph_memory.get_mut(&ptr) else {
+            return false;
+        };
+        *live = false;
+        self.graph_memory_sweep([ptr]);
+        true
+    }
+
+    /// Whether anything holds the graph memory at `ptr`: a launch made it live, or a
+    /// capture, graph or executable graph has the node that allocates it.
+    fn graph_memory_held(&self, ptr: DevicePtr) -> bool {
+        let graphs = &self.graphs;
+        let allocates = |nodes: &Vec<Node>| allocates(nodes, ptr);
+        graphs.graph_memory.get(&ptr) == Some(&true)
+            || graphs.captures.values().any(|c| allocates(&c.nodes))
+            || graphs.graphs.values().any(allocates)
+            || graphs.execs.values().any(allocates)
+    }
+
+    /// Release the graph memory among `ptrs` that nothing holds any more.
+    fn graph_memory_sweep(&mut self, ptrs: impl IntoIterator<Item = DevicePtr>) {
+        for ptr in ptrs {
+            if self.graphs.graph_memory.contains_key(&ptr) && !self.graph_memory_held(ptr) {
+                self.graphs.graph_memory.remove(&ptr);
+                self.release(ptr);
+            }
+        }
+    }
+
+    /// May a free node of the capture `id` free `ptr`? Only graph memory, once per
+    /// graph, and not an allocation that its own graph frees.
+    fn check_free_node(&self, id: u64, ptr: DevicePtr) -> ExecResult<()> {
+        let nodes = &self.graphs.captures[&id].nodes;
+        let graphs = &self.graphs;
+        let freed_by_owner = |n: &Vec<Node>| allocates(n, ptr) && frees(n, ptr);
+        let refused = !graphs.graph_memory.contains_key(&ptr)
+            || frees(nodes, ptr)
+            || (!allocates(nodes, ptr)
+                && (graphs.captures.values().any(|c| freed_by_owner(&c.nodes))
+                    || graphs.graphs.values().any(freed_by_owner)
+                    || graphs.execs.values().any(freed_by_owner)));
+        if refused {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        Ok(())
     }
 
     /// Keep at most `keep` bytes of freed memory in the pool, giving the rest back.
@@ -159,6 +240,26 @@ impl HostMemoryExecutor {
         let live: u64 = pool.live.values().map(|&s| allocation_footprint(s)).sum();
         live + pool.idle
     }
+}
+
+/// The graph memory `nodes` allocate.
+fn allocations(nodes: &[Node]) -> impl Iterator<Item = DevicePtr> + '_ {
+    nodes.iter().filter_map(|n| match n.op {
+        Recorded::MemAlloc { ptr, .. } => Some(ptr),
+        _ => None,
+    })
+}
+
+/// Whether `nodes` allocate the graph memory at `ptr`.
+fn allocates(nodes: &[Node], ptr: DevicePtr) -> bool {
+    allocations(nodes).any(|p| p == ptr)
+}
+
+/// Whether `nodes` free the graph memory at `ptr`.
+fn frees(nodes: &[Node], ptr: DevicePtr) -> bool {
+    nodes
+        .iter()
+        .any(|n| matches!(n.op, Recorded::MemFree { ptr: p } if p == ptr))
 }
 
 impl HostMemoryExecutor {
@@ -287,7 +388,8 @@ impl HostMemoryExecutor {
                 }
                 Ok(())
             }
-            Recorded::MemFree => Ok(()),
+            // Its effect on the allocation's life is the launch's (see graph_launch).
+            Recorded::MemFree { .. } => Ok(()),
             Recorded::Launch {
                 function,
                 grid,
@@ -343,6 +445,8 @@ impl Graphs for HostMemoryExecutor {
         let capture = self.graphs.captures.remove(&id).expect("looked up above");
         self.graphs.capturing.retain(|_, (c, _)| *c != id);
         if capture.nodes.len() > MAX_NODES {
+            // No graph came of it: its allocations go with it.
+            self.graph_memory_sweep(allocations(&capture.nodes).collect::<Vec<_>>());
             return Err(CudaStatus::ErrorMemoryAllocation);
         }
         self.graphs.graphs.insert(capture.graph, capture.nodes);
@@ -369,26 +473,50 @@ impl Graphs for HostMemoryExecutor {
             .get(&exec)
             .cloned()
             .ok_or(CudaStatus::ErrorInvalidValue)?;
-        for node in nodes {
-            self.run(node.op, stream)?;
+        for node in &nodes {
+            self.run(node.op.clone(), stream)?;
         }
+        // A launch that ran to the end: the allocations the graph does not free itself
+        // are live now, and those of other graphs it frees are not.
+        let mut ended = Vec::new();
+        for node in &nodes {
+            match node.op {
+                Recorded::MemAlloc { ptr, .. } if !frees(&nodes, ptr) => {
+                    if let Some(live) = self.graphs.graph_memory.get_mut(&ptr) {
+                        *live = true;
+                    }
+                }
+                Recorded::MemFree { ptr } if !allocates(&nodes, ptr) => {
+                    if let Some(live) = self.graphs.graph_memory.get_mut(&ptr) {
+                        *live = false;
+                        ended.push(ptr);
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.graph_memory_sweep(ended);
         Ok(())
     }
 
     fn graph_destroy(&mut self, graph: ExecGraph) -> ExecResult<()> {
-        self.graphs
+        let nodes = self
+            .graphs
             .graphs
             .remove(&graph)
-            .map(|_| ())
-            .ok_or(CudaStatus::ErrorInvalidValue)
+            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        self.graph_memory_sweep(allocations(&nodes).collect::<Vec<_>>());
+        Ok(())
     }
 
     fn graph_exec_destroy(&mut self, exec: ExecGraphExec) -> ExecResult<()> {
-        self.graphs
+        let nodes = self
+            .graphs
             .execs
             .remove(&exec)
-            .map(|_| ())
-            .ok_or(CudaStatus::ErrorInvalidValue)
+            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        self.graph_memory_sweep(allocations(&nodes).collect::<Vec<_>>());
+        Ok(())
     }
 
     fn capture_graph(&mut self, stream: ExecStream) -> ExecResult<(ExecGraph, Vec<ExecNode>)> {
@@ -445,6 +573,7 @@ impl Graphs for HostMemoryExecutor {
             let ptr = self.alloc(size)?;
             if ptr != 0 {
                 self.record(stream, || Recorded::MemAlloc { ptr, size });
+                self.graphs.graph_memory.insert(ptr, false);
             }
             return Ok(ptr);
         }
@@ -468,9 +597,9 @@ impl Graphs for HostMemoryExecutor {
 
     fn free_async(&mut self, ptr: DevicePtr, stream: ExecStream) -> ExecResult<()> {
         self.check_stream(stream)?;
-        if self.is_capturing(stream) {
-            self.slice(ptr, 0)?;
-            self.record(stream, || Recorded::MemFree);
+        if let Some(&(id, _)) = self.graphs.capturing.get(&stream) {
+            self.check_free_node(id, ptr)?;
+            self.record(stream, || Recorded::MemFree { ptr });
             return Ok(());
         }
         // Work completes in issue order here: the stream has already reached this point.
@@ -530,6 +659,11 @@ impl Graphs for HostMemoryExecutor {
         // The pool's reserve shrinks to the bytes asked for, never below what is live.
         let live = self.pool_reserved() - self.graphs.pool.idle;
         self.pool_keep(min_bytes_to_keep.saturating_sub(live));
+        Ok(())
+    }
+
+    fn graph_mem_trim(&mut self) -> ExecResult<()> {
+        // Graph memory goes the moment nothing holds it: there is no cache to trim.
         Ok(())
     }
 

@@ -141,6 +141,13 @@ impl MemoryExec for HostMemoryExecutor {
         if ptr == 0 {
             return Ok(());
         }
+        // Graph memory is the guest's to free only while live; its graph may keep it.
+        if self.graph_memory_idle(ptr) {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        if self.graph_memory_free(ptr) {
+            return Ok(());
+        }
         if !self.release(ptr) {
             return Err(CudaStatus::ErrorInvalidValue);
         }

@@ -131,6 +131,10 @@ pub struct HostMemoryExecutor {
     lt_handles: HashSet<u64>,
     /// Captures, graphs and the default pool (see `graph`).
     graphs: graph::HostGraphs,
+    /// Where to note the memory still held when this executor is dropped (a session
+    /// owns its executor to the end: tests read what it left behind here).
+    #[cfg(test)]
+    held_at_drop: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
 }
 
 impl HostMemoryExecutor {
@@ -168,7 +172,19 @@ impl HostMemoryExecutor {
             vmm: Default::default(),
             lt_handles: HashSet::new(),
             graphs: Default::default(),
+            #[cfg(test)]
+            held_at_drop: None,
         })
+    }
+
+    /// Note in `cell` the memory this executor still holds when it is dropped.
+    #[cfg(test)]
+    pub(crate) fn report_held_at_drop(
+        mut self,
+        cell: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    ) -> Self {
+        self.held_at_drop = Some(cell);
+        self
     }
 
     /// Pretend the host has `host_devices` GPUs, of which the guest sees `gpus`.
@@ -246,6 +262,15 @@ fn module_cubin<T>(
     let parsed = fatbin::parse(image).map_err(|e| e.to_string())?;
     let elf = cubin::find_cubin(&parsed).map_err(|e| e.to_string())?;
     f(&elf).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+impl Drop for HostMemoryExecutor {
+    fn drop(&mut self) {
+        if let Some(cell) = &self.held_at_drop {
+            cell.store(self.used_memory, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
 }
 
 #[cfg(test)]
