@@ -220,6 +220,9 @@ for s in "${samples[@]}"; do
     unset seen
 done
 libpath="$(IFS=:; echo "${libpath_dirs[*]}")"
+for d in ${libpath_dirs[@]+"${libpath_dirs[@]}"}; do
+    [ -e "$d/libcuda.so.1" ] && log "warning: $d holds a libcuda.so.1 (with VMCUDA_BRIDGED_RUNTIME=nvidia it comes before vmcuda's)"
+done
 log "toolkit library path: ${libpath:-none beyond the system ones}"
 
 bridged_runtime="${VMCUDA_BRIDGED_RUNTIME:-vmcuda}"
