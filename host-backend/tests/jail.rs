@@ -6,6 +6,7 @@
 //! that switch users or make namespaces need root and say so when skipped.
 
 use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -146,6 +147,15 @@ fn role() {
                 "setuid={:?}",
                 nix::unistd::setuid(nix::unistd::Uid::from_raw(0)).err()
             );
+            // Device requests pass, except pushing input into a terminal.
+            let null = std::fs::File::open("/dev/null").unwrap();
+            let byte = 0u8;
+            // SAFETY: TIOCSTI reads one byte from a live local; the filter answers first.
+            let rc = unsafe { libc::ioctl(null.as_raw_fd(), libc::TIOCSTI, &byte) };
+            println!("tiocsti={:?}", (rc < 0).then(nix::errno::Errno::last));
+            // SAFETY: no such request, and no pointer: the device answers ENOTTY.
+            let rc = unsafe { libc::ioctl(null.as_raw_fd(), 0x7f7f) };
+            println!("other-ioctl={:?}", (rc < 0).then(nix::errno::Errno::last));
         }
         "other-vm" => {
             let policy = Policy::load(Some(&dir.join("host.toml"))).unwrap();
@@ -198,6 +208,14 @@ fn denied_calls_fail_with_eperm_and_the_rest_work() {
     assert!(r.contains("execve=Some(EPERM)"));
     assert!(r.contains("ptrace=Some(EPERM)"));
     assert!(r.contains("setuid=Some(EPERM)"));
+    assert!(
+        r.contains("tiocsti=Some(EPERM)"),
+        "no input pushed into a terminal"
+    );
+    assert!(
+        r.contains("other-ioctl=Some(ENOTTY)"),
+        "other requests reach the device"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -100,3 +100,146 @@ fn the_filter_builds_for_this_machine() {
         assert!(!rules.contains_key(&denied), "{denied} must be denied");
     }
 }
+
+/// A classic BPF interpreter for what the filters use: the verdict for a call, and how
+/// many instructions gave it.
+fn run_bpf(
+    program: &[seccompiler::sock_filter],
+    nr: i64,
+    arch: u32,
+    args: [u64; 6],
+) -> (u32, usize) {
+    let mut data = [0u8; 64];
+    data[0..4].copy_from_slice(&(nr as u32).to_le_bytes());
+    data[4..8].copy_from_slice(&arch.to_le_bytes());
+    for (i, a) in args.iter().enumerate() {
+        data[16 + 8 * i..24 + 8 * i].copy_from_slice(&a.to_le_bytes());
+    }
+    let (mut acc, mut pc, mut steps) = (0u32, 0usize, 0usize);
+    loop {
+        let insn = &program[pc];
+        steps += 1;
+        let code = u32::from(insn.code);
+        let k = insn.k;
+        let cond = |taken: bool| pc + 1 + usize::from(if taken { insn.jt } else { insn.jf });
+        pc = match code {
+            c if c == libc::BPF_LD | libc::BPF_W | libc::BPF_ABS => {
+                let at = k as usize;
+                acc = u32::from_le_bytes(data[at..at + 4].try_into().unwrap());
+                pc + 1
+            }
+            c if c == libc::BPF_ALU | libc::BPF_AND | libc::BPF_K => {
+                acc &= k;
+                pc + 1
+            }
+            c if c == libc::BPF_JMP | libc::BPF_JA => pc + 1 + k as usize,
+            c if c == libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K => cond(acc == k),
+            c if c == libc::BPF_JMP | libc::BPF_JGT | libc::BPF_K => cond(acc > k),
+            c if c == libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K => cond(acc >= k),
+            c if c == libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K => cond(acc & k != 0),
+            c if c == libc::BPF_RET | libc::BPF_K => return (k, steps),
+            other => panic!("instruction {other:#x} not interpreted"),
+        };
+    }
+}
+
+#[test]
+fn the_filters_front_part_changes_no_verdict_and_answers_ioctl_at_once() {
+    use seccompiler::SeccompAction;
+    #[cfg(target_arch = "aarch64")]
+    let arch = 0xc000_00b7;
+    #[cfg(not(target_arch = "aarch64"))]
+    let arch = 0xc000_003e;
+    let allow: u32 = SeccompAction::Allow.into();
+    let eperm: u32 = SeccompAction::Errno(libc::EPERM as u32).into();
+    let pid = 4321;
+    let argument_sets = [
+        [0; 6],
+        [u64::from(pid), 0, 0, 0, 0, 0],
+        [
+            libc::CLONE_THREAD as u64 | libc::CLONE_VM as u64,
+            0,
+            0,
+            0,
+            0,
+            0,
+        ],
+        [libc::PR_SET_NAME as u64, 0, 0, 0, 0, 0],
+        [3, libc::TIOCSTI, 0, 0, 0, 0],
+        [3, libc::TIOCLINUX, 0, 0, 0, 0],
+        // The kernel reads an ioctl request as 32 bits.
+        [3, libc::TIOCSTI | 1 << 32, 0, 0, 0, 0],
+        [3, libc::TCGETS, 0, 0, 0, 0],
+        [u64::MAX; 6],
+    ];
+    // Before: seccompiler's program of the rules, and a second filter for clone3, of
+    // whose verdicts the kernel takes the one that lets less through (the lowest
+    // action, read as signed).
+    let clone3 = seccomp::clone3_filter().unwrap();
+    let stricter = |a: u32, b: u32| {
+        let action = |v: u32| (v & 0xffff_0000) as i32;
+        if action(a) < action(b) {
+            a
+        } else {
+            b
+        }
+    };
+    for on_denied in [OnDenied::Eperm, OnDenied::Kill, OnDenied::Log] {
+        let old = seccomp::rules_program(allowed_syscalls(pid).unwrap(), on_denied).unwrap();
+        let new = filter(on_denied, pid).unwrap();
+        for nr in (0..600).chain([0x4000_0000, 0x4000_0010, 0x7fff_ffff, -1]) {
+            for a in [arch, 0x4000_0003] {
+                for args in argument_sets {
+                    let before = stricter(
+                        run_bpf(&clone3, nr, a, args).0,
+                        run_bpf(&old, nr, a, args).0,
+                    );
+                    assert_eq!(
+                        before,
+                        run_bpf(&new, nr, a, args).0,
+                        "call {nr} arch {a:#x} args {args:?}"
+                    );
+                }
+            }
+        }
+    }
+    // The policy itself, through the new program.
+    let new = filter(OnDenied::Eperm, pid).unwrap();
+    let verdict = |nr: libc::c_long, args| run_bpf(&new, nr, arch, args);
+    assert_eq!(
+        verdict(libc::SYS_ioctl, [3, libc::TCGETS, 0, 0, 0, 0]).0,
+        allow
+    );
+    assert_eq!(
+        verdict(libc::SYS_ioctl, [3, libc::TIOCSTI, 0, 0, 0, 0]).0,
+        eperm
+    );
+    assert_eq!(
+        verdict(libc::SYS_ioctl, [3, libc::TIOCSTI | 1 << 32, 0, 0, 0, 0]).0,
+        eperm
+    );
+    assert_eq!(
+        verdict(libc::SYS_ioctl, [3, libc::TIOCLINUX, 0, 0, 0, 0]).0,
+        eperm
+    );
+    assert_eq!(verdict(libc::SYS_futex, [0; 6]).0, allow);
+    let enosys: u32 = SeccompAction::Errno(libc::ENOSYS as u32).into();
+    assert_eq!(verdict(libc::SYS_clone3, [0; 6]).0, enosys);
+    assert_eq!(verdict(libc::SYS_execve, [0; 6]).0, eperm);
+    assert_eq!(verdict(libc::SYS_kill, [1, 9, 0, 0, 0, 0]).0, eperm);
+    assert_eq!(
+        verdict(libc::SYS_kill, [u64::from(pid), 9, 0, 0, 0, 0]).0,
+        allow
+    );
+    // ioctl, which reads its arguments and so runs the filter on every call, is
+    // answered in a few instructions of one filter, not after a walk past every call
+    // numbered below it.
+    let old = seccomp::rules_program(allowed_syscalls(pid).unwrap(), OnDenied::Eperm).unwrap();
+    let ioctl = [3, libc::TCGETS, 0, 0, 0, 0];
+    // Both filters ran before.
+    let (_, steps_new) = run_bpf(&new, libc::SYS_ioctl, arch, ioctl);
+    let steps_old = run_bpf(&old, libc::SYS_ioctl, arch, ioctl).1
+        + run_bpf(&clone3, libc::SYS_ioctl, arch, ioctl).1;
+    assert!(steps_new <= 10, "{steps_new} instructions");
+    assert!(steps_old > steps_new, "{steps_old} before, {steps_new} now");
+}
