@@ -341,6 +341,18 @@ fn a_jailed_daemon_serves_a_whole_session() {
         assert_eq!(field("Seccomp:"), vec!["2"]);
         assert_eq!(field("NoNewPrivs:"), vec!["1"]);
         assert_eq!(field("CapEff:"), vec!["0000000000000000"]);
+        // In a pid namespace of its own, where it is process 1; its figures file (which
+        // gave `pid`) and its ledger line name it by its host pid all the same.
+        if jail::pid_namespaces_available() {
+            let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/pid")).unwrap();
+            assert_ne!(ns(&pid.to_string()), ns("self"), "round {round}");
+            assert_eq!(field("NSpid:"), vec![pid.to_string().as_str(), "1"]);
+            let ledger = std::fs::read_to_string(d.dir.join("state/ledger/local.ledger")).unwrap();
+            assert!(
+                ledger.lines().any(|l| l.starts_with(&format!("{pid} "))),
+                "{ledger}"
+            );
+        }
         let mounts = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap();
         let ledgers = d.dir.join("state/ledger");
         assert!(

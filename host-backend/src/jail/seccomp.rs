@@ -265,10 +265,10 @@ fn denied_action(on_denied: OnDenied) -> SeccompAction {
 /// program compares the number with each allowed one in numeric order before it gets
 /// to that call's conditions. Of those calls only `ioctl` is frequent (the NVIDIA
 /// driver's requests), so a short program put in front answers it, and, for kernels
-/// without that cache, [`HOT`], before seccompiler's program answers the rest. The
-/// front also answers `clone3`, which took a second filter before, so a call that runs
-/// the program runs one, not two. The policy is the same either way (the tests compare
-/// the verdicts).
+/// without that cache, the calls in `HOT`, before seccompiler's program answers the
+/// rest. The front also answers `clone3`, which took a second filter before, so a call
+/// that runs the program runs one, not two. The policy is the same either way (the
+/// tests compare the verdicts).
 pub fn filter(on_denied: OnDenied, pid: u32) -> Result<BpfProgram, JailError> {
     let rules = allowed_syscalls(pid)?;
     let hot: Vec<libc::c_long> = HOT

@@ -1,5 +1,7 @@
 //! The jail's unit tests: ids, configuration, the filter.
 
+use std::path::PathBuf;
+
 use super::*;
 
 #[test]
@@ -242,4 +244,139 @@ fn the_filters_front_part_changes_no_verdict_and_answers_ioctl_at_once() {
         + run_bpf(&clone3, libc::SYS_ioctl, arch, ioctl).1;
     assert!(steps_new <= 10, "{steps_new} instructions");
     assert!(steps_old > steps_new, "{steps_old} before, {steps_new} now");
+}
+
+/// Where [`pid_namespace_child`] works, when this test binary runs it.
+const PID_CHILD_DIR: &str = "VMCUDA_JAIL_PID_CHILD_DIR";
+
+/// The worker side of the pid namespace test: what a worker does first (its host pid,
+/// its stop handlers), then its ledger line and figures file; it reports and waits to
+/// be stopped.
+#[test]
+#[ignore = "the child of a_worker_in_its_own_pid_namespace_is_named_by_its_host_pid"]
+fn pid_namespace_child() {
+    let Ok(dir) = std::env::var(PID_CHILD_DIR) else {
+        return;
+    };
+    let dir = PathBuf::from(dir);
+    worker_started();
+    let _ledger = crate::ledger::Ledger::join(&dir, "vm1", 4).unwrap();
+    let identity = crate::stats::Identity {
+        vm: "vm1".into(),
+        program: "test".into(),
+        program_pid: 0,
+        caller: "local:0".into(),
+        transport: "unix".into(),
+        connection_id: 1,
+    };
+    let _stats = crate::stats::WorkerStats::create(&dir, &identity).unwrap();
+    let ns = std::fs::read_link("/proc/self/ns/pid").unwrap();
+    let report = format!(
+        "pid={} host={} ns={}",
+        std::process::id(),
+        host_pid(),
+        ns.display()
+    );
+    std::fs::write(dir.join("report.tmp"), report).unwrap();
+    std::fs::rename(dir.join("report.tmp"), dir.join("report")).unwrap();
+    loop {
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+}
+
+/// A child that does not outlive a failed test.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Start [`pid_namespace_child`] in a new pid namespace, as the daemon starts a worker.
+fn spawn_pid_child(dir: &Path) -> Reaped {
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "--exact",
+        "jail::tests::pid_namespace_child",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(PID_CHILD_DIR, dir)
+    .stdout(std::process::Stdio::null());
+    Reaped(spawn_in_new_namespace(&mut cmd).unwrap())
+}
+
+/// Wait up to 20 s for `child` to end.
+fn wait_for(child: &mut Reaped) -> std::process::ExitStatus {
+    let child = &mut child.0;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if std::time::Instant::now() > deadline {
+            panic!("the worker did not end");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_worker_in_its_own_pid_namespace_is_named_by_its_host_pid() {
+    use std::os::unix::process::ExitStatusExt;
+    if !pid_namespaces_available() {
+        println!(
+            "skipped a_worker_in_its_own_pid_namespace_is_named_by_its_host_pid: this \
+             process may not make pid namespaces (needs root or CAP_SYS_ADMIN)"
+        );
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("vmcuda-jail-pidns-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut child = spawn_pid_child(&dir);
+    let host = child.0.id();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let report = loop {
+        if let Ok(r) = std::fs::read_to_string(dir.join("report")) {
+            break r;
+        }
+        if let Some(status) = child.0.try_wait().unwrap() {
+            panic!("the worker ended early: {status}");
+        }
+        assert!(std::time::Instant::now() < deadline, "no report");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    // Its own namespace, where it is process 1...
+    let ours = std::fs::read_link("/proc/self/ns/pid").unwrap();
+    let theirs = std::fs::read_link(format!("/proc/{host}/ns/pid")).unwrap();
+    assert_ne!(ours, theirs);
+    assert_eq!(
+        report,
+        format!("pid=1 host={host} ns={}", theirs.display()),
+        "it knows its host pid"
+    );
+    // ... and the ledger and the figures name it as the host does.
+    let ledger = std::fs::read_to_string(dir.join("ledger/vm1.ledger")).unwrap();
+    assert_eq!(ledger, format!("{host} 0\n"));
+    assert!(dir.join(format!("workers/{host}.stats")).exists());
+    // SIGTERM (a service manager stopping the daemon) still ends it, though process 1
+    // of a namespace ignores signals it does not handle.
+    // SAFETY: kill takes plain integers; `host` is our child, not yet reaped.
+    assert_eq!(unsafe { libc::kill(host as i32, libc::SIGTERM) }, 0);
+    assert_eq!(wait_for(&mut child).code(), Some(128 + libc::SIGTERM));
+    // Dead, so its ledger line is dropped at the next look: a VM allowed one
+    // connection gets it.
+    let next = crate::ledger::Ledger::join(&dir, "vm1", 1);
+    assert!(next.is_ok(), "the dead worker's line was kept");
+    drop(next);
+    // The daemon's own way to end a worker (hello timeout) still works too.
+    std::fs::remove_file(dir.join("report")).unwrap();
+    let mut child = spawn_pid_child(&dir);
+    child.0.kill().unwrap();
+    assert_eq!(wait_for(&mut child).signal(), Some(libc::SIGKILL));
+    std::fs::remove_dir_all(&dir).unwrap();
 }
