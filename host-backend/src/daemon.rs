@@ -22,6 +22,7 @@ use std::time::Duration;
 use tracing::{error, info, warn};
 
 use crate::admission::{self, Outcome, Pending, PendingSlot, CHANNEL_FD};
+use crate::jail;
 use crate::metrics::DAEMON;
 use crate::policy::Caller;
 use crate::pre_admission;
@@ -69,6 +70,9 @@ pub struct WorkerTemplate {
     pub tls: bool,
     /// Each listener's limits on connections not admitted yet (the daemon's only).
     pub pre_admission: PreAdmission,
+    /// Start each worker in a pid namespace of its own (the jail's, decided when the
+    /// daemon starts; see [`crate::jail`]).
+    pub pid_namespace: bool,
 }
 
 /// `[admission]` as the daemon started with it.
@@ -153,7 +157,11 @@ impl WorkerTemplate {
         cmd.stdin(Stdio::from(conn))
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());
-        let spawned = cmd.spawn();
+        let spawned = if self.pid_namespace {
+            jail::spawn_in_new_namespace(&mut cmd)
+        } else {
+            cmd.spawn()
+        };
         drop(write);
         match spawned {
             Ok(mut child) => {

@@ -2,10 +2,10 @@
 //!
 //! Each guest connection has its own worker process, but a quota is the VM's. The
 //! workers of one VM therefore keep one ledger file, `<state_dir>/ledger/<vm>.ledger`,
-//! with one line per live worker: `<pid> <bytes held>`, then the bytes of its frame
-//! buffers when it has any (`[[vm]] buffer_memory` bounds their sum, see
-//! [`BufferAccount`]). Every change happens under an exclusive
-//! `flock`. A worker that dies without cleaning up (killed, crashed) leaves its line
+//! with one line per live worker: `<pid> <bytes held>` (the pid as the host numbers it,
+//! also for a worker in its own pid namespace: [`crate::jail::host_pid`]), then the
+//! bytes of its frame buffers when it has any (`[[vm]] buffer_memory` bounds their
+//! sum, see [`BufferAccount`]). Every change happens under an exclusive `flock`. A worker that dies without cleaning up (killed, crashed) leaves its line
 //! behind; the next worker to take the lock finds its pid gone and drops the line, so
 //! what a dead worker held stops counting as soon as anyone asks. The daemon or the
 //! vhost-user device may have spawned the workers; neither has to take part.
@@ -106,7 +106,7 @@ impl Ledger {
         let ledger = Ledger {
             file: Arc::new(file),
             path,
-            pid: std::process::id(),
+            pid: crate::jail::host_pid(),
         };
         ledger.update(|entries| {
             if entries.len() >= max_connections as usize {

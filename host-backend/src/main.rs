@@ -154,6 +154,7 @@ impl WorkerArgs {
             state_dir: self.state_dir,
             tls,
             pre_admission: Default::default(),
+            pid_namespace: false,
         }
     }
 }
@@ -238,6 +239,9 @@ fn main() -> ExitCode {
             guest_memory,
             admission_channel,
         } => {
+            // First: a worker that is its pid namespace's first process handles the
+            // signals that stop it, and learns its host pid while /proc is the host's.
+            jail::worker_started();
             if admission_channel {
                 admission::take_inherited_channel();
             }

@@ -111,6 +111,10 @@ pub fn start(
     if template.executor == ExecutorChoice::HostMemory {
         warn!("{}", host_memory::BANNER);
     }
+    // The jail's namespaces include a pid namespace for each worker, which the daemon
+    // makes as it starts the worker.
+    let jail = &policy.config.jail;
+    template.pid_namespace = jail.enabled() && jail.namespaces.unwrap_or(true);
     template.pre_admission = PreAdmission {
         max_pending: policy.config.admission.max_pending(),
         hello_timeout: policy.config.admission.hello_timeout(),

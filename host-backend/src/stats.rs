@@ -2,7 +2,8 @@
 //! `vmcuda-host status`.
 //!
 //! Workers are separate processes, so each admitted guest's worker keeps its figures in
-//! a small file, `<state_dir>/workers/<pid>.stats`, mapped into the worker: a fixed
+//! a small file, `<state_dir>/workers/<pid>.stats` (its host pid, also in its own pid
+//! namespace: [`crate::jail::host_pid`]), mapped into the worker: a fixed
 //! layout of 64-bit counters first (updating them costs a call a few plain loads and
 //! stores, no system call), then the connection's identity (JSON, written once). The
 //! file is complete before it appears under its name (it is written as `.tmp` and
@@ -343,7 +344,7 @@ impl WorkerStats {
         std::fs::create_dir_all(&dir).map_err(io_error(&dir))?;
         let _lock = lock(&dir, true)?;
         prune(&dir)?;
-        let pid = std::process::id();
+        let pid = crate::jail::host_pid();
         let path = dir.join(format!("{pid}.stats"));
         let tmp = dir.join(format!("{pid}.stats.tmp"));
         let mut identity = identity.clone();

@@ -6,6 +6,7 @@
 //! that switch users or make namespaces need root and say so when skipped.
 
 use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -146,6 +147,15 @@ fn role() {
                 "setuid={:?}",
                 nix::unistd::setuid(nix::unistd::Uid::from_raw(0)).err()
             );
+            // Device requests pass, except pushing input into a terminal.
+            let null = std::fs::File::open("/dev/null").unwrap();
+            let byte = 0u8;
+            // SAFETY: TIOCSTI reads one byte from a live local; the filter answers first.
+            let rc = unsafe { libc::ioctl(null.as_raw_fd(), libc::TIOCSTI, &byte) };
+            println!("tiocsti={:?}", (rc < 0).then(nix::errno::Errno::last));
+            // SAFETY: no such request, and no pointer: the device answers ENOTTY.
+            let rc = unsafe { libc::ioctl(null.as_raw_fd(), 0x7f7f) };
+            println!("other-ioctl={:?}", (rc < 0).then(nix::errno::Errno::last));
         }
         "other-vm" => {
             let policy = Policy::load(Some(&dir.join("host.toml"))).unwrap();
@@ -198,6 +208,14 @@ fn denied_calls_fail_with_eperm_and_the_rest_work() {
     assert!(r.contains("execve=Some(EPERM)"));
     assert!(r.contains("ptrace=Some(EPERM)"));
     assert!(r.contains("setuid=Some(EPERM)"));
+    assert!(
+        r.contains("tiocsti=Some(EPERM)"),
+        "no input pushed into a terminal"
+    );
+    assert!(
+        r.contains("other-ioctl=Some(ENOTTY)"),
+        "other requests reach the device"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -323,6 +341,18 @@ fn a_jailed_daemon_serves_a_whole_session() {
         assert_eq!(field("Seccomp:"), vec!["2"]);
         assert_eq!(field("NoNewPrivs:"), vec!["1"]);
         assert_eq!(field("CapEff:"), vec!["0000000000000000"]);
+        // In a pid namespace of its own, where it is process 1; its figures file (which
+        // gave `pid`) and its ledger line name it by its host pid all the same.
+        if jail::pid_namespaces_available() {
+            let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/pid")).unwrap();
+            assert_ne!(ns(&pid.to_string()), ns("self"), "round {round}");
+            assert_eq!(field("NSpid:"), vec![pid.to_string().as_str(), "1"]);
+            let ledger = std::fs::read_to_string(d.dir.join("state/ledger/local.ledger")).unwrap();
+            assert!(
+                ledger.lines().any(|l| l.starts_with(&format!("{pid} "))),
+                "{ledger}"
+            );
+        }
         let mounts = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap();
         let ledgers = d.dir.join("state/ledger");
         assert!(

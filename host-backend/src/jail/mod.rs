@@ -21,9 +21,13 @@
 //!    takes; the rest fails with `EPERM` (or, by `[jail] on_denied`, kills the worker
 //!    or is only logged). See [`allowed_syscalls`] and docs/security.md.
 //!
-//! No pid namespace: the ledger and the figures files name workers by their host pid
-//! and tell live workers by `/proc/<pid>`, which a pid namespace would hide or renumber.
-//! The filter instead keeps a worker from signalling, tracing or starting processes.
+//! Before all this, the worker started in a **pid namespace** of its own, where the
+//! kernel allows one: the daemon makes it as it starts the worker (a process enters a
+//! new pid namespace only when it is made), so that the worker can name no other
+//! process at all; see [`spawn_in_new_namespace`]. The ledger and the figures files
+//! still name it by its host pid ([`host_pid`]), which the host's `/proc` gives it and
+//! by which every worker tells live ones. The filter, for its part, keeps a worker
+//! from signalling, tracing or starting processes with or without that namespace.
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -66,7 +70,9 @@ pub struct JailConfig {
     /// Explicit ids by VM name (`local` for programs on the host).
     #[serde(default)]
     pub ids: BTreeMap<String, u32>,
-    /// A mount namespace per worker (default on; off where the host forbids them).
+    /// A mount namespace and a pid namespace per worker (default on; each is skipped,
+    /// with a warning, where the host forbids it). The pid namespace is the daemon's
+    /// to make, as it starts the worker, so for it this is read when the daemon starts.
     pub namespaces: Option<bool>,
     /// RLIMIT_NOFILE (default 4096).
     pub max_open_files: Option<u64>,
@@ -355,10 +361,10 @@ pub fn confine(spec: &JailSpec) -> Result<(), JailError> {
     }
     nix::sys::prctl::set_no_new_privs().map_err(sys("PR_SET_NO_NEW_PRIVS"))?;
     if let Some(on_denied) = spec.seccomp {
-        // Two filters: the kernel applies the stricter verdict of the two, which is how
-        // clone3 gets ENOSYS (the C library then uses clone, whose flags can be checked).
-        // The allow-list goes last: installing a filter takes a prctl it denies.
-        seccompiler::apply_filter_all_threads(&clone3_filter()?)?;
+        // One filter; it answers clone3 with ENOSYS, so the C library uses clone, whose
+        // flags it checks.
+        // The pid the worker itself calls its own (1 in its own pid namespace): the one
+        // the C library passes to kill and tgkill.
         seccompiler::apply_filter_all_threads(&filter(on_denied, std::process::id())?)?;
     }
     debug!(?spec.ids, "jailed");
@@ -535,9 +541,15 @@ fn check_every_thread(ids: Ids) -> Result<(), JailError> {
     Ok(())
 }
 
+mod pid;
 mod seccomp;
-use seccomp::clone3_filter;
+pub use pid::{
+    host_pid, is_namespace_init, namespaces_available as pid_namespaces_available,
+    spawn_in_new_namespace, worker_started,
+};
 pub use seccomp::{allowed_syscalls, filter};
 
+#[cfg(test)]
+mod syscall_cost;
 #[cfg(test)]
 mod tests;

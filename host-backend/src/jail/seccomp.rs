@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 
 use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
-    SeccompRule, TargetArch,
+    sock_filter, BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition,
+    SeccompFilter, SeccompRule, TargetArch,
 };
 
 use super::{JailError, OnDenied};
@@ -174,7 +174,7 @@ pub fn allowed_syscalls(pid: u32) -> Result<BTreeMap<i64, Vec<SeccompRule>>, Jai
         )?])?],
     );
     // clone3's flags are in memory the filter cannot read: allowed here, and answered
-    // ENOSYS by the second filter.
+    // ENOSYS by the front of the filter ([`filter`]).
     rules.insert(libc::SYS_clone3, Vec::new());
     // Signals to itself only (abort, the driver's own).
     rules.insert(
@@ -209,13 +209,11 @@ pub fn allowed_syscalls(pid: u32) -> Result<BTreeMap<i64, Vec<SeccompRule>>, Jai
     rules.insert(libc::SYS_prctl, prctl);
     // Any device request (the GPU driver's are many and private), except pushing input
     // into a terminal the daemon's log may be.
-    rules.insert(
-        libc::SYS_ioctl,
-        vec![rule(vec![
-            arg(1, SeccompCmpOp::Ne, libc::TIOCSTI)?,
-            arg(1, SeccompCmpOp::Ne, libc::TIOCLINUX)?,
-        ])?],
-    );
+    let mut ioctl = Vec::new();
+    for request in IOCTL_DENIED {
+        ioctl.push(arg(1, SeccompCmpOp::Ne, request)?);
+    }
+    rules.insert(libc::SYS_ioctl, vec![rule(ioctl)?]);
     Ok(rules)
 }
 
@@ -223,16 +221,75 @@ const CLONE_THREAD_FLAG: u64 = libc::CLONE_THREAD as u64;
 /// PR_SET_VMA (naming anonymous mappings; newer C libraries name their arenas).
 const PR_SET_VMA: u64 = 0x5356_4d41;
 
-/// The worker's filter: [`allowed_syscalls`], everything else `on_denied`.
-pub fn filter(on_denied: OnDenied, pid: u32) -> Result<BpfProgram, JailError> {
-    let denied = match on_denied {
+/// The device requests no worker may make: they push input into a terminal (the
+/// daemon's log may be one). The kernel reads the request as 32 bits, and so do the
+/// checks.
+const IOCTL_DENIED: [u64; 2] = [libc::TIOCSTI, libc::TIOCLINUX];
+
+/// The calls a round trip makes most (the request loop, the driver's threads): tested
+/// first, on kernels that run the program for every call (see [`filter`]). Each must be
+/// allowed with no condition in [`allowed_syscalls`]; one that is not is left out.
+const HOT: &[libc::c_long] = &[
+    libc::SYS_futex,
+    libc::SYS_read,
+    libc::SYS_write,
+    libc::SYS_recvmsg,
+    libc::SYS_sendmsg,
+    libc::SYS_recvfrom,
+    libc::SYS_sendto,
+    libc::SYS_ppoll,
+    libc::SYS_epoll_pwait,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_poll,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_epoll_wait,
+    libc::SYS_sched_yield,
+    libc::SYS_mmap,
+    libc::SYS_munmap,
+];
+
+fn denied_action(on_denied: OnDenied) -> SeccompAction {
+    match on_denied {
         OnDenied::Eperm => SeccompAction::Errno(libc::EPERM as u32),
         OnDenied::Kill => SeccompAction::KillProcess,
         OnDenied::Log => SeccompAction::Log,
-    };
+    }
+}
+
+/// The worker's filter: [`allowed_syscalls`], everything else `on_denied`.
+///
+/// What it costs a call. Since Linux 5.11 the kernel keeps, per call number, a verdict
+/// that reads no argument, so a call allowed with no condition runs no program at all
+/// (the filter's whole cost is then the slower system call entry of any filtered
+/// process). A call with conditions runs the program every time, and seccompiler's
+/// program compares the number with each allowed one in numeric order before it gets
+/// to that call's conditions. Of those calls only `ioctl` is frequent (the NVIDIA
+/// driver's requests), so a short program put in front answers it, and, for kernels
+/// without that cache, the calls in `HOT`, before seccompiler's program answers the
+/// rest. The front also answers `clone3`, which took a second filter before, so a call
+/// that runs the program runs one, not two. The policy is the same either way (the
+/// tests compare the verdicts).
+pub fn filter(on_denied: OnDenied, pid: u32) -> Result<BpfProgram, JailError> {
+    let rules = allowed_syscalls(pid)?;
+    let hot: Vec<libc::c_long> = HOT
+        .iter()
+        .copied()
+        .filter(|nr| rules.get(nr).is_some_and(Vec::is_empty))
+        .collect();
+    let mut program = front(on_denied, &hot);
+    program.extend(rules_program(rules, on_denied)?);
+    Ok(program)
+}
+
+/// [`allowed_syscalls`] as seccompiler compiles it (the whole filter before the
+/// front part was put in; kept for the tests and the cost measurement).
+pub(super) fn rules_program(
+    rules: BTreeMap<i64, Vec<SeccompRule>>,
+    on_denied: OnDenied,
+) -> Result<BpfProgram, JailError> {
     let f = SeccompFilter::new(
-        allowed_syscalls(pid)?,
-        denied,
+        rules,
+        denied_action(on_denied),
         SeccompAction::Allow,
         target_arch(),
     )
@@ -240,6 +297,84 @@ pub fn filter(on_denied: OnDenied, pid: u32) -> Result<BpfProgram, JailError> {
     Ok(f.try_into()?)
 }
 
+// `struct seccomp_data`: the call's number, its architecture, then six 64-bit
+// arguments (both architectures here are little-endian: the low half comes first).
+const DATA_NR: u32 = 0;
+const DATA_ARCH: u32 = 4;
+const DATA_ARG1_LOW: u32 = 16 + 8;
+#[cfg(target_arch = "aarch64")]
+const AUDIT_ARCH: u32 = 183 | 0x8000_0000 | 0x4000_0000;
+#[cfg(not(target_arch = "aarch64"))]
+const AUDIT_ARCH: u32 = 62 | 0x8000_0000 | 0x4000_0000;
+
+fn stmt(code: u32, k: u32) -> sock_filter {
+    jump(code, k, 0, 0)
+}
+
+fn jump(code: u32, k: u32, jt: u8, jf: u8) -> sock_filter {
+    sock_filter {
+        code: code as u16,
+        jt,
+        jf,
+        k,
+    }
+}
+
+/// The front of the worker's filter: `clone3` answered `ENOSYS` (its flags are in
+/// memory a filter cannot read; the C library then uses `clone`, whose flags the rules
+/// check), `ioctl` with its argument checks, then `hot` allowed; anything else (another
+/// architecture included) goes on to the program after.
+fn front(on_denied: OnDenied, hot: &[libc::c_long]) -> BpfProgram {
+    use libc::{BPF_ABS, BPF_JA, BPF_JEQ, BPF_JMP, BPF_K, BPF_LD, BPF_RET, BPF_W};
+    let load = |offset| stmt(BPF_LD | BPF_W | BPF_ABS, offset);
+    // Jumps are given as targets here, and become offsets from the next instruction
+    // (which fit in a byte: the front is short).
+    let eq = |at: usize, k: u64, jt: usize, jf: usize| {
+        jump(
+            BPF_JMP | BPF_JEQ | BPF_K,
+            k as u32,
+            (jt - at - 1) as u8,
+            (jf - at - 1) as u8,
+        )
+    };
+    let denied = IOCTL_DENIED.len();
+    // 0 load arch; 1 arch?; 2 load nr; 3 clone3?; 4 ioctl?; 5 load request; one test
+    // per denied request; one per hot call; a jump to the rest; allow; deny; ENOSYS.
+    let hot_at = 6 + denied;
+    let rest_jump = hot_at + hot.len();
+    let (allow, deny, enosys) = (rest_jump + 1, rest_jump + 2, rest_jump + 3);
+    let len = rest_jump + 4;
+    let mut p = vec![
+        load(DATA_ARCH),
+        eq(1, AUDIT_ARCH.into(), 2, rest_jump),
+        load(DATA_NR),
+        eq(3, libc::SYS_clone3 as u64, enosys, 4),
+        eq(4, libc::SYS_ioctl as u64, 5, hot_at),
+        load(DATA_ARG1_LOW),
+    ];
+    for (i, request) in IOCTL_DENIED.iter().enumerate() {
+        let at = p.len();
+        let otherwise = if i + 1 == denied { allow } else { at + 1 };
+        p.push(eq(at, *request, deny, otherwise));
+    }
+    for nr in hot {
+        let at = p.len();
+        p.push(eq(at, *nr as u64, allow, at + 1));
+    }
+    p.push(stmt(BPF_JMP | BPF_JA, (len - rest_jump - 1) as u32));
+    p.push(stmt(BPF_RET | BPF_K, SeccompAction::Allow.into()));
+    p.push(stmt(BPF_RET | BPF_K, denied_action(on_denied).into()));
+    p.push(stmt(
+        BPF_RET | BPF_K,
+        SeccompAction::Errno(libc::ENOSYS as u32).into(),
+    ));
+    debug_assert_eq!(p.len(), len);
+    p
+}
+
+/// What answered `clone3` before the front part did: a second filter, whose stricter
+/// verdict the kernel took (kept for the tests and the cost measurement).
+#[cfg(test)]
 pub(super) fn clone3_filter() -> Result<BpfProgram, JailError> {
     let f = SeccompFilter::new(
         BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
