@@ -31,8 +31,10 @@ tail -30 "$logs/apps-nvidia.out"
 
 if [ -d "$carry/libapps" ]; then
   echo "== NVIDIA's libraries (cuFFT, cuRAND, cuSOLVER, cuSPARSE) over vmcuda's libcuda.so.1 ($(date -u +%T))"
+  # NVIDIA's libraries with NVIDIA's own runtime and cuBLAS (cuSOLVER needs the whole
+  # cuBLAS, which vmcuda's own libcublas does not export).
   OUT="$logs/libapps" VMCUDA_HOST_BIN="$carry/bin/vmcuda-host" VMCUDA_GUEST_LIB="$carry/guest/lib" \
-    VMCUDA_APPS_DIR="$carry/libapps" bash tests/gpu/run.sh >"$logs/libapps.out" 2>&1 || rc=1
+    VMCUDA_APPS_DIR="$carry/libapps" VMCUDA_BRIDGED_RUNTIME=nvidia bash tests/gpu/run.sh >"$logs/libapps.out" 2>&1 || rc=1
   tail -12 "$logs/libapps.out"
 fi
 
@@ -46,6 +48,11 @@ OUT="$logs/load" VMCUDA_HOST_BIN="$carry/bin/vmcuda-host" VMCUDA_GUEST_LIB="$car
   bash tests/gpu/run-load.sh >"$logs/load.out" 2>&1 || rc=1
 tail -25 "$logs/load.out"
 
+echo "== torch's own libraries (cuDNN, cuFFT, cuSOLVER, cuSPARSE, Triton) and CuPy over vmcuda's libcuda.so.1 ($(date -u +%T))"
+OUT="$logs/torch-libs" VMCUDA_HOST_BIN="$carry/bin/vmcuda-host" VMCUDA_GUEST_LIB="$carry/guest/lib" \
+  bash tests/gpu/run-torch-libs.sh >"$logs/torch-libs.out" 2>&1 || rc=1
+tail -20 "$logs/torch-libs.out"
+
 echo "== torch, the stock wheel ($(date -u +%T))"
 OUT="$logs/torch" VMCUDA_HOST_BIN="$carry/bin/vmcuda-host" VMCUDA_GUEST_LIB="$carry/guest/lib" \
   bash tests/gpu/run-torch.sh >"$logs/torch.out" 2>&1 || rc=1
@@ -55,6 +62,7 @@ cp "$logs/apps/RESULTS.md" "$out/RESULTS.md" 2>/dev/null
 cp "$logs/apps-static/RESULTS.md" "$out/RESULTS-STATIC.md" 2>/dev/null
 cp "$logs/apps-nvidia/RESULTS.md" "$out/RESULTS-NVIDIA-RUNTIME.md" 2>/dev/null
 cp "$logs/libapps/RESULTS.md" "$out/RESULTS-LIBRARIES.md" 2>/dev/null
+cp "$logs/torch-libs/RESULTS-TORCH-LIBS.md" "$out/RESULTS-TORCH-LIBS.md" 2>/dev/null
 cp "$logs/torch/RESULTS-TORCH.md" "$out/RESULTS-TORCH.md" 2>/dev/null
 cp "$logs/iso/RESULTS-ISOLATION.md" "$out/RESULTS-ISOLATION.md" 2>/dev/null
 cp "$logs/load/RESULTS-load.md" "$out/RESULTS-load.md" 2>/dev/null

@@ -481,7 +481,6 @@ pub static INTEGRITY: IntegrityCheck = IntegrityCheck {
     slot2: nothing,
 };
 
-/// The table for an id, as the address handed out.
 // ---- library tables -----------------------------------------------------------------
 
 /// A table of stubs: the size word, then `N` slots.
@@ -817,6 +816,7 @@ pub static LIBRARY_TABLE_34_TABLE: StubTable<33> = StubTable {
     ],
 };
 
+/// The table for an id, as the address handed out.
 pub fn table(id: &Id) -> Option<*const c_void> {
     let p: *const c_void = match *id {
         CUDART_INTERFACE => &CUDART as *const CudartInterface as *const c_void,

@@ -497,7 +497,7 @@ export! {
 /// # Safety
 /// `out` is NULL or writable for the attribute's type.
 unsafe fn write_unknown_pointer_default(attribute: u32, out: *mut c_void, ptr: u64) -> Result<()> {
-    // SAFETY (every arm): as the caller promised for this attribute's type.
+    // SAFETY: every arm writes the attribute's own type, as the caller promised.
     unsafe {
         match attribute {
             // The host pointer of host memory is the pointer itself.

@@ -2,8 +2,8 @@
 //!
 //! An image handed to `cuModuleLoadData` comes without its length: it is measured
 //! here from its own headers (ELF cubin: the furthest section or header table; fatbin
-//! wrapper or containers: the container sizes; anything else is PTX text, up to its
-//! NUL), read through [`caller::try_read_array`] so a wild pointer fails cleanly. The
+//! wrapper or container: the size of the one container it names; anything else is PTX
+//! text, up to its NUL), read through [`caller::try_read_array`] so a wild pointer fails cleanly. The
 //! host loads all three kinds (the GPU executor JIT-compiles PTX; the host-memory test
 //! executor refuses PTX as an invalid image, since it cannot compile it).
 //!
@@ -124,9 +124,9 @@ fn function(f: *mut c_void) -> Result<(FunctionHandle, Vec<ParamInfo>)> {
 const ELF_MAGIC: [u8; 4] = *b"\x7fELF";
 const CONTAINER_MAGIC: u32 = 0xBA55_ED50;
 const WRAPPER_MAGIC: u32 = 0x466243B1;
-/// Images larger than this are refused (the frame's data limit is larger; no module
-/// is near it).
-const MAX_IMAGE: usize = 256 << 20;
+/// Images larger than this are refused. Only what the device loads of a fatbinary
+/// crosses (see [`load_bytes`]), under the frame's data limit.
+const MAX_IMAGE: usize = 1 << 30;
 
 /// The length of an ELF image: the furthest byte any header or section reaches.
 fn elf_len(at: usize) -> Result<usize> {
@@ -162,19 +162,17 @@ fn elf_len(at: usize) -> Result<usize> {
     Ok(end)
 }
 
-/// The length of back-to-back fatbinary containers at `at`.
-fn containers_len(at: usize) -> Result<usize> {
-    let mut len = 0usize;
-    while let Some(header) = caller::try_read_array::<CONTAINER_HEADER_LEN>(at + len) {
-        let Ok(total) = fatbin::container_total_len(&header) else {
-            break;
-        };
-        len = len.saturating_add(total as usize);
-        if len > MAX_IMAGE {
-            return Err(CudaStatus::ErrorInvalidKernelImage);
-        }
-    }
-    if len == 0 {
+/// The length of the fatbinary container at `at`: the one the driver reads. A
+/// library's containers lie back to back in its `.nv_fatbin` section (libtorch_cuda:
+/// thousands, most of a GiB), each registered on its own, so only the first is the
+/// image.
+fn container_len(at: usize) -> Result<usize> {
+    let header =
+        caller::try_read_array::<CONTAINER_HEADER_LEN>(at).ok_or(CudaStatus::ErrorInvalidValue)?;
+    let total =
+        fatbin::container_total_len(&header).map_err(|_| CudaStatus::ErrorInvalidKernelImage)?;
+    let len = usize::try_from(total).map_err(|_| CudaStatus::ErrorInvalidKernelImage)?;
+    if len > MAX_IMAGE {
         return Err(CudaStatus::ErrorInvalidKernelImage);
     }
     Ok(len)
@@ -192,13 +190,13 @@ pub(super) unsafe fn image<'a>(ptr: *const c_void) -> Result<&'a [u8]> {
     let (start, len) = if head == ELF_MAGIC {
         (at, elf_len(at)?)
     } else if magic == CONTAINER_MAGIC {
-        (at, containers_len(at)?)
+        (at, container_len(at)?)
     } else if magic == WRAPPER_MAGIC {
         let raw = caller::try_read_array::<WRAPPER_LEN>(at).ok_or(CudaStatus::ErrorInvalidValue)?;
         let wrapper =
             fatbin::parse_wrapper(&raw).map_err(|_| CudaStatus::ErrorInvalidKernelImage)?;
         let data = wrapper.data as usize;
-        (data, containers_len(data)?)
+        (data, container_len(data)?)
     } else {
         // PTX text: up to its NUL, which the host adds back.
         // SAFETY: as `image`'s caller promised.

@@ -111,12 +111,13 @@ impl DeviceOps for Session {
         req: DeviceGetLimit,
         _: &[u8],
     ) -> HandlerResult<LimitValue> {
-        Ok((
-            LimitValue {
-                value: self.exec.get_limit(req.limit)?,
-            },
-            Vec::new(),
-        ))
+        // CU_LIMIT_CIG_ENABLED / CU_LIMIT_CIG_SHMEM_FALLBACK_ENABLED: a worker's contexts
+        // are never shared with graphics, and cuBLAS asks before every handle.
+        let value = match req.limit {
+            8 | 9 => 0,
+            limit => self.exec.get_limit(limit)?,
+        };
+        Ok((LimitValue { value }, Vec::new()))
     }
 
     fn device_set_limit(

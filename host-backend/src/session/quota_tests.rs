@@ -755,3 +755,12 @@ fn captures_end_with_their_stream_and_with_a_device_reset() {
     drop(s);
     assert_eq!(left.load(Ordering::Relaxed), 0);
 }
+
+/// The graphics-sharing limits read as off: a worker's contexts never share with
+/// graphics (cuBLAS asks before every handle, and a failure fails the handle).
+#[test]
+fn graphics_sharing_limits_read_as_off() {
+    let mut s = session(None);
+    assert_eq!(limit(&mut s, 8), 0);
+    assert_eq!(limit(&mut s, 9), 0);
+}
