@@ -112,9 +112,17 @@ pub fn start(
         warn!("{}", host_memory::BANNER);
     }
     // The jail's namespaces include a pid namespace for each worker, which the daemon
-    // makes as it starts the worker.
+    // makes as it starts the worker. Not for workers on the GPU: NVIDIA's driver does
+    // not start in a pid namespace that sees the host's /proc (measured on the H100,
+    // driver 580: cuInit fails in every worker), and a private /proc would hide the
+    // other workers the ledger tells live by their host pids.
     let jail = &policy.config.jail;
-    template.pid_namespace = jail.enabled() && jail.namespaces.unwrap_or(true);
+    template.pid_namespace = jail.enabled()
+        && jail.namespaces.unwrap_or(true)
+        && template.executor == ExecutorChoice::HostMemory;
+    if jail.enabled() && jail.namespaces.unwrap_or(true) && !template.pid_namespace {
+        info!("GPU workers get no pid namespace (NVIDIA's driver needs the host's /proc to match its pid)");
+    }
     template.pre_admission = PreAdmission {
         max_pending: policy.config.admission.max_pending(),
         hello_timeout: policy.config.admission.hello_timeout(),
