@@ -1,8 +1,8 @@
-//! `vmcuda doctor PROGRAM`: can this program reach the bridge at all?
+//! `vmcuda doctor PROGRAM`: how does this program reach the bridge?
 //!
-//! Only a program that loads `libcudart.so.13` at run time does: one linked with
-//! `nvcc -cudart shared`, or one that opens the runtime itself (PyTorch). A statically
-//! linked runtime (nvcc's default, `-cudart static`) talks to the driver directly.
+//! One that loads `libcudart.so.13` at run time (`nvcc -cudart shared`, PyTorch) gets
+//! vmcuda's own runtime. A statically linked runtime (nvcc's default, `-cudart
+//! static`) and a program of the driver API reach it through vmcuda's `libcuda.so.1`.
 
 use std::io;
 use std::path::{Path, PathBuf};

@@ -403,18 +403,17 @@ pub fn program_finding(
             format!("{shown} needs {soname}, another CUDA version's runtime; vmcuda provides {CUDART}"),
             "rebuild it with CUDA 13: nvcc -cudart shared",
         ),
-        Kind::Elf(Linkage::Static { evidence }) => Finding::fail(
+        Kind::Elf(Linkage::Static { evidence }) => Finding::ok(
             CHECK,
             format!(
-                "{shown} has the CUDA runtime linked in statically ({evidence}): it talks to \
-                 the driver directly and never reaches vmcuda"
+                "{shown} has the CUDA runtime linked in statically ({evidence}): NVIDIA's runtime \
+                 in it reaches the GPU through vmcuda's libcuda.so.1; `vmcuda-run {shown}` runs it \
+                 (built with nvcc -cudart shared it would take vmcuda's own runtime, the faster path)"
             ),
-            "rebuild with nvcc -cudart shared (or link -lcudart instead of -lcudart_static)",
         ),
-        Kind::Elf(Linkage::DriverOnly) => Finding::fail(
+        Kind::Elf(Linkage::DriverOnly) => Finding::ok(
             CHECK,
-            format!("{shown} calls the CUDA driver API (libcuda.so.1) directly; vmcuda forwards the runtime API"),
-            "use the CUDA runtime API (libcudart.so.13) in the program",
+            format!("{shown} calls the CUDA driver API (libcuda.so.1) directly: vmcuda's libcuda.so.1 serves it"),
         ),
         Kind::Elf(Linkage::DeviceCodeOnly) => Finding::warn(
             CHECK,

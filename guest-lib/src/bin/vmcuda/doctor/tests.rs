@@ -270,18 +270,16 @@ fn the_guest_library_must_be_vmcudas() {
 }
 
 #[test]
-fn a_statically_linked_program_is_told_to_rebuild() {
+fn a_statically_linked_program_runs_on_the_guest_driver() {
     let stat = Ok(Kind::Elf(Linkage::Static {
         evidence: "it defines cudaMalloc".into(),
     }));
     let f = program_finding("./app", &stat, None);
-    assert_eq!(f.status, Status::Fail);
-    assert_eq!(
-        f.fix
-            .as_deref()
-            .map(|s| s.starts_with("rebuild with nvcc -cudart shared")),
-        Some(true)
-    );
+    assert_eq!(f.status, Status::Ok);
+    assert!(f.detail.contains("vmcuda's libcuda.so.1"), "{}", f.detail);
+    assert_eq!(f.fix, None);
+    let driver = program_finding("./app", &Ok(Kind::Elf(Linkage::DriverOnly)), None);
+    assert_eq!(driver.status, Status::Ok);
     assert_eq!(
         program_finding("./app", &Ok(Kind::Elf(Linkage::Dynamic)), None).status,
         Status::Ok
