@@ -41,6 +41,18 @@ done
 
 echo "build.sh: nvcc=$nvcc out=$outdir" >&2
 
+# Apps that call the driver API directly link against a stub libcuda.so made here from
+# guest-lib/exports/libcuda.so.1.txt (every export of the real driver, none callable):
+# at run time the real driver or vmcuda's is loaded. The toolkit's NVRTC is found
+# through an rpath to its directory, or LD_LIBRARY_PATH where that is not there.
+stubdir="$(mktemp -d)"
+trap 'rm -rf "$stubdir"' EXIT
+grep -v '^#' "$repo/guest-lib/exports/libcuda.so.1.txt" | sed '/^$/d' |
+    awk '{printf "void %s(void) {}\n", $1}' >"$stubdir/cuda_stub.c"
+cc -shared -fPIC -o "$stubdir/libcuda.so" -Wl,-soname,libcuda.so.1 "$stubdir/cuda_stub.c"
+rm -f "$stubdir/cuda_stub.c"
+export stubdir curoot
+
 build_one() {
     local src="$1" name log
     name="$(basename "$src" .cu)"
@@ -53,6 +65,10 @@ build_one() {
     local cudart="${VMCUDA_APPS_CUDART:-shared}"
     if grep -q '^// build: -cudart static' "$src"; then cudart=static; fi
     if grep -q '<cublasLt.h>' "$src"; then extra+=(-lcublasLt); fi
+    if grep -q '^#include <cuda.h>' "$src" && ! grep -q 'dlopen' "$src"; then
+        extra+=("-L$stubdir" -lcuda)
+    fi
+    if grep -q "<nvrtc.h>" "$src"; then extra+=(-l:libnvrtc.so.13 -Xlinker "-rpath=$curoot/lib"); fi
     rm -f "$outdir/$name"
     # shellcheck disable=SC2086  # libdirs_str is a space-separated list of -L flags
     if "$nvcc" -cudart "$cudart" -arch=sm_90 \

@@ -50,6 +50,8 @@
     X(cuLinkComplete, "cuLinkComplete")                                    \
     X(cuLinkDestroy, "cuLinkDestroy")                                      \
     X(cuFuncGetAttribute, "cuFuncGetAttribute")                            \
+    X(cuOccupancyMaxPotentialBlockSize, "cuOccupancyMaxPotentialBlockSize") \
+    X(cuModuleGetFunctionCount, "cuModuleGetFunctionCount")                \
     X(cuLaunchKernel, "cuLaunchKernel")                                    \
     X(cuMemAlloc_v2, "cuMemAlloc_v2")                                      \
     X(cuMemFree_v2, "cuMemFree_v2")                                        \
@@ -149,6 +151,14 @@ static void run_kernel(CUmodule mod, const char *label, CUdeviceptr dout, CUdevi
     int regs = -1;
     snprintf(what, sizeof what, "%s cuFuncGetAttribute(MAX_THREADS_PER_BLOCK)", label);
     check(what, p_cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f));
+    int min_grid = -1, best_block = -1;
+    snprintf(what, sizeof what, "%s cuOccupancyMaxPotentialBlockSize", label);
+    check(what, p_cuOccupancyMaxPotentialBlockSize(&min_grid, &best_block, f, NULL, 0, 0));
+    printf("%s potential block size %d, min grid %d\n", label, best_block, min_grid);
+    unsigned count = 0;
+    snprintf(what, sizeof what, "%s cuModuleGetFunctionCount", label);
+    check(what, p_cuModuleGetFunctionCount(&count, mod));
+    printf("%s functions in the module: %u\n", label, count);
     unsigned k = 3;
     void *args[] = {&dout, &din, &k, &n};
     snprintf(what, sizeof what, "%s cuLaunchKernel", label);

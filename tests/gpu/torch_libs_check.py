@@ -207,11 +207,14 @@ def cupy():
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--json", required=True)
+    p.add_argument("--only", action="append", help="run only these checks (repeatable)")
     args = p.parse_args()
     results["torch"] = torch.__version__
     results["device"] = torch.cuda.get_device_name(0)
     for fn in CHECKS:
         name = fn.__name__
+        if args.only and name not in args.only:
+            continue
         try:
             fn()
         except Exception as e:  # a failing check is a result, not the end of the run

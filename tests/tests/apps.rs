@@ -19,6 +19,7 @@ const APPS: &[&str] = &[
     "cublaslt_matmul",
     "device_assert",
     "device_query",
+    "driver_library",
     "dynamic_shared",
     "errors",
     "events",
@@ -1390,4 +1391,45 @@ fn stream_ordered_memory_and_the_default_pool_are_forwarded_and_ipc_is_refused()
         1,
         "{stderr}"
     );
+}
+
+/// The driver's library and kernel calls, as NVIDIA's runtime uses them, on a cubin
+/// NVRTC compiles in the guest: kernels by name and enumeration, names and parameter
+/// layouts, CUkernel as CUfunction, module enumeration, occupancy, a launch through
+/// cuLaunchKernelEx, context and stream queries.
+#[test]
+#[ignore = "needs the linked guest libraries and nvcc-built apps: run tests/run.sh"]
+fn the_driver_library_calls_answer_as_the_driver_does() {
+    let d = Daemon::host_memory("driver-library");
+    let out = d.run_app("driver_library");
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    for line in [
+        "context id is nonzero: yes",
+        "kernels in the library: 2",
+        "kernel 0: fill",
+        "kernel 1: axpy",
+        "PASS cuLibraryGetKernel(missing): CUDA_ERROR_NOT_FOUND",
+        "fill param 2: offset 12 size 1",
+        "fill param 3: offset 16 size 8",
+        "fill param 4: CUDA_ERROR_INVALID_VALUE",
+        "function name: fill",
+        "kernel's library is the one loaded: yes",
+        "functions in the module: 2",
+        "potential block size within the kernel's limit: yes",
+        "stream's context is the current one: yes",
+        "PASS cuLaunchKernelEx(CUkernel): CUDA_SUCCESS",
+        "PASS driver_library: 0 failure(s)",
+    ] {
+        assert!(stdout.contains(line), "missing `{line}` in:\n{stdout}");
+    }
+    // The launch reached the host with the CUkernel's parameters packed.
+    let records = d.launches();
+    let fill = launches_of(&records, "fill");
+    assert_eq!(fill.len(), 1, "{records:?}");
+    let params = param_bytes(fill[0]);
+    assert_eq!(params.len(), 24);
+    assert_eq!(&params[8..12], &40i32.to_le_bytes());
+    assert_eq!(params[12], 2);
+    assert_eq!(&params[16..24], &1.0f64.to_le_bytes());
 }

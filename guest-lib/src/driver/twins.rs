@@ -52,7 +52,7 @@ macro_rules! twins {
         pub fn lookup(name: &str) -> Option<*mut c_void> {
             Some(match name {
                 $($base | stringify!($name) => $name as *mut c_void,)*
-                _ => return per_thread_lookup(name),
+                _ => return more_lookup(name).or_else(|| per_thread_lookup(name)),
             })
         }
 
@@ -263,4 +263,223 @@ pub fn per_thread_variant(exported: &str) -> Option<*mut c_void> {
     ["_ptsz", "_ptds"]
         .iter()
         .find_map(|suffix| per_thread_lookup(&format!("{exported}{suffix}")))
+}
+
+// ---- functions that are a little more than a runtime call ------------------------------
+
+use super::context::{context_of, device_of, CUcontext};
+use super::result::status;
+use crate::api::device::properties;
+use crate::caller;
+use vmcuda_wire::CudaStatus;
+
+export! {
+    /// Contexts name devices here: the peer context's device.
+    fn cuCtxEnablePeerAccess(peer: CUcontext, flags: u32) {
+        check_initialized()?;
+        let device = device_of(peer)?;
+        via_runtime(|| rt_device::cudaDeviceEnablePeerAccess(device, flags))
+    }
+}
+
+export! {
+    fn cuCtxDisablePeerAccess(peer: CUcontext) {
+        check_initialized()?;
+        let device = device_of(peer)?;
+        via_runtime(|| rt_device::cudaDeviceDisablePeerAccess(device))
+    }
+}
+
+export! {
+    /// A context's id: its device's ordinal + 1 (one context per device here), the
+    /// number the library export table hands out too.
+    fn cuCtxGetId(ctx: CUcontext, id: *mut u64) {
+        check_initialized()?;
+        let device = if ctx.is_null() { super::context::current_device()? } else { device_of(ctx)? };
+        // SAFETY: by cuCtxGetId's contract `id` is NULL or writable.
+        unsafe { caller::write(id, device as u64 + 1) }
+    }
+}
+
+/// The context a stream belongs to: its device's.
+fn stream_context(stream: RawHandle) -> super::Result<CUcontext> {
+    let mut device = 0i32;
+    via_runtime(|| rt_stream::cudaStreamGetDevice(stream, &mut device))?;
+    Ok(context_of(device))
+}
+
+export! {
+    fn cuStreamGetCtx(stream: RawHandle, ctx: *mut CUcontext) {
+        check_initialized()?;
+        let c = stream_context(stream)?;
+        // SAFETY: by cuStreamGetCtx's contract `ctx` is NULL or writable.
+        unsafe { caller::write(ctx, c) }
+    }
+}
+
+export! {
+    /// No green contexts here: the green context is always NULL.
+    fn cuStreamGetCtx_v2(stream: RawHandle, ctx: *mut CUcontext, green: *mut RawHandle) {
+        check_initialized()?;
+        let c = stream_context(stream)?;
+        // SAFETY: by cuStreamGetCtx_v2's contract `ctx` is NULL or writable.
+        unsafe { caller::write(ctx, c) }?;
+        // SAFETY: by cuStreamGetCtx_v2's contract `green` is NULL or writable.
+        unsafe { caller::write_opt(green, std::ptr::null_mut()) };
+        Ok(())
+    }
+}
+
+export! {
+    /// Hopper has one shared-memory bank size: setting it is a no-op, as on the driver.
+    fn cuCtxSetSharedMemConfig(_config: u32) {
+        check_initialized()
+    }
+}
+
+export! {
+    /// `CU_SHARED_MEM_CONFIG_FOUR_BYTE_BANK_SIZE`.
+    fn cuCtxGetSharedMemConfig(config: *mut u32) {
+        check_initialized()?;
+        // SAFETY: by cuCtxGetSharedMemConfig's contract `config` is NULL or writable.
+        unsafe { caller::write(config, 1) }
+    }
+}
+
+export! {
+    fn cuFuncSetSharedMemConfig(f: *mut c_void, _config: u32) {
+        function_facts(f)?;
+        Ok(())
+    }
+}
+
+/// `size_t (*)(int blockSize)`: the dynamic shared memory a block size needs.
+type BlockToSmem = Option<unsafe extern "C" fn(i32) -> usize>;
+
+/// The block size that keeps the most threads resident, as CUDA's occupancy helper
+/// finds it: every multiple of the warp size up to the limit, largest first.
+///
+/// # Safety
+/// `smem_of` is NULL or a function of the program's that may be called with a block
+/// size.
+unsafe fn potential_block_size(
+    f: *mut c_void,
+    smem_of: BlockToSmem,
+    dynamic_smem: usize,
+    limit: i32,
+    flags: u32,
+) -> super::Result<(i32, i32)> {
+    function_facts(f)?;
+    let props = properties(super::context::current_device()?)?;
+    // CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, WARP_SIZE, MULTIPROCESSOR_COUNT,
+    // MAX_THREADS_PER_MULTIPROCESSOR.
+    let attr = |a: u32| props.attribute(a).unwrap_or(0);
+    let (device_max, warp, sms, per_sm) = (attr(1), attr(10).max(1), attr(16), attr(39));
+    let mut max_block = device_max.min(get_attribute(f, 0)?);
+    if limit > 0 {
+        max_block = max_block.min(limit);
+    }
+    let (mut best_block, mut best_blocks, mut best_threads) = (0, 0, 0);
+    let mut aligned = (max_block + warp - 1) / warp * warp;
+    while aligned > 0 {
+        let block = max_block.min(aligned);
+        let smem = match smem_of {
+            // SAFETY: as `potential_block_size`'s caller promised.
+            Some(cb) => unsafe { cb(block) },
+            None => dynamic_smem,
+        };
+        let mut blocks = 0i32;
+        match cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+            &mut blocks,
+            f,
+            block,
+            smem,
+            flags,
+        ) {
+            0 => {}
+            e => return Err(status(e)),
+        }
+        if block * blocks > best_threads {
+            (best_block, best_blocks, best_threads) = (block, blocks, block * blocks);
+        }
+        if best_threads == per_sm {
+            break;
+        }
+        aligned -= warp;
+    }
+    Ok((best_blocks * sms, best_block))
+}
+
+export! {
+    fn cuOccupancyMaxPotentialBlockSize(
+        min_grid: *mut i32, block: *mut i32, f: *mut c_void, smem_of: BlockToSmem, dynamic_smem: usize, limit: i32,
+    ) {
+        if min_grid.is_null() || block.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        // SAFETY: by its contract `smem_of` is NULL or the program's callback.
+        let (grid, size) = unsafe { potential_block_size(f, smem_of, dynamic_smem, limit, 0) }?;
+        // SAFETY: checked non-NULL; writable by the function's contract.
+        unsafe { caller::write(min_grid, grid)?; caller::write(block, size) }
+    }
+}
+
+export! {
+    fn cuOccupancyMaxPotentialBlockSizeWithFlags(
+        min_grid: *mut i32, block: *mut i32, f: *mut c_void, smem_of: BlockToSmem, dynamic_smem: usize, limit: i32,
+        flags: u32,
+    ) {
+        if min_grid.is_null() || block.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        // SAFETY: by its contract `smem_of` is NULL or the program's callback.
+        let (grid, size) = unsafe { potential_block_size(f, smem_of, dynamic_smem, limit, flags) }?;
+        // SAFETY: checked non-NULL; writable by the function's contract.
+        unsafe { caller::write(min_grid, grid)?; caller::write(block, size) }
+    }
+}
+
+export! {
+    fn cuModuleGetFunctionCount(count: *mut u32, module: *mut c_void) {
+        let handle = super::module::module_handle(module)?;
+        let names = crate::api::call(&vmcuda_wire::op::ModuleFunctionNames { module: handle })?.names;
+        // SAFETY: by cuModuleGetFunctionCount's contract `count` is NULL or writable.
+        unsafe { caller::write(count, names.len() as u32) }
+    }
+}
+
+export! {
+    fn cuModuleEnumerateFunctions(functions: *mut *mut c_void, count: u32, module: *mut c_void) {
+        if functions.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let handle = super::module::module_handle(module)?;
+        let names = crate::api::call(&vmcuda_wire::op::ModuleFunctionNames { module: handle })?.names;
+        for (i, name) in names.into_iter().take(count as usize).enumerate() {
+            let id = function_by_name(module as u64, name)?;
+            // SAFETY: by its contract `functions` has room for `count` handles.
+            unsafe { caller::write(functions.add(i), id as *mut c_void) }?;
+        }
+        Ok(())
+    }
+}
+
+/// Extra lookups for the functions above.
+pub fn more_lookup(name: &str) -> Option<*mut c_void> {
+    Some(match name {
+        "cuCtxEnablePeerAccess" => cuCtxEnablePeerAccess as *mut c_void,
+        "cuCtxDisablePeerAccess" => cuCtxDisablePeerAccess as *mut c_void,
+        "cuCtxGetId" => cuCtxGetId as *mut c_void,
+        "cuStreamGetCtx" | "cuStreamGetCtx_v2" => cuStreamGetCtx_v2 as *mut c_void,
+        "cuCtxSetSharedMemConfig" => cuCtxSetSharedMemConfig as *mut c_void,
+        "cuCtxGetSharedMemConfig" => cuCtxGetSharedMemConfig as *mut c_void,
+        "cuFuncSetSharedMemConfig" => cuFuncSetSharedMemConfig as *mut c_void,
+        "cuOccupancyMaxPotentialBlockSize" => cuOccupancyMaxPotentialBlockSize as *mut c_void,
+        "cuOccupancyMaxPotentialBlockSizeWithFlags" => {
+            cuOccupancyMaxPotentialBlockSizeWithFlags as *mut c_void
+        }
+        "cuModuleGetFunctionCount" => cuModuleGetFunctionCount as *mut c_void,
+        "cuModuleEnumerateFunctions" => cuModuleEnumerateFunctions as *mut c_void,
+        _ => return None,
+    })
 }
