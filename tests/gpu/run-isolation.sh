@@ -41,16 +41,8 @@ for _ in $(seq 200); do
 done
 
 # As tests/gpu/run-torch.sh: the bridged process reaches the GPU only through the bridge.
-hide_gpu='for f in /dev/nvidia* /dev/nvidia-caps/* $(ldconfig -p | awk '"'"'/libcuda\.so|libnvidia-ml\.so/ {print $NF}'"'"'); do
-  [ -e "$f" ] && [ ! -d "$f" ] && mount --bind /dev/null "$(readlink -f "$f")"
-done
-exec "$@"'
-isolate=()
-isolation="none (not root, or no mount namespaces here)"
-if [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then
-  isolate=(unshare -m sh -c "$hide_gpu" hide-gpu)
-  isolation="own mount namespace: /dev/nvidia*, the host's libcuda.so* and libnvidia-ml.so* bound to /dev/null"
-fi
+# shellcheck source=tests/gpu/hide-gpu.sh
+. "$repo/tests/gpu/hide-gpu.sh"
 
 native() { LD_LIBRARY_PATH="$real_cudart" "$prog" "$@"; }
 bridged_on() {  # bridged_on SOCKET ARGS...

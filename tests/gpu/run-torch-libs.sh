@@ -33,16 +33,8 @@ host_pid=$!
 trap 'kill $host_pid 2>/dev/null; wait $host_pid 2>/dev/null; rm -f $sock' EXIT
 for _ in $(seq 1 100); do [ -S "$sock" ] && break; sleep 0.1; done
 
-hide_gpu='for f in /dev/nvidia* /dev/nvidia-caps/* $(ldconfig -p | awk '"'"'/libcuda\.so|libnvidia-ml\.so/ {print $NF}'"'"'); do
-  [ -e "$f" ] && [ ! -d "$f" ] && mount --bind /dev/null "$(readlink -f "$f")"
-done
-exec "$@"'
-isolate=()
-isolation="none (not root, or no mount namespaces here)"
-if [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then
-    isolate=(unshare -m sh -c "$hide_gpu" hide-gpu)
-    isolation="own mount namespace: /dev/nvidia*, the host's libcuda.so* and libnvidia-ml.so* bound to /dev/null"
-fi
+# shellcheck source=tests/gpu/hide-gpu.sh
+. "$repo/tests/gpu/hide-gpu.sh"
 
 t0=$(date +%s)
 env -u VMCUDA_SERVER timeout -k 10 "$timeout_s" "$py" tests/gpu/torch_libs_check.py --json "$raw/native.json" \

@@ -233,16 +233,8 @@ case "$bridged_runtime" in
 esac
 
 # Hide the GPU from the bridged run, as tests/gpu/run.sh does.
-hide_gpu='for f in /dev/nvidia* /dev/nvidia-caps/* $(ldconfig -p | awk '"'"'/libcuda\.so|libnvidia-ml\.so/ {print $NF}'"'"'); do
-  [ -e "$f" ] && [ ! -d "$f" ] && mount --bind /dev/null "$(readlink -f "$f")"
-done
-exec "$@"'
-isolate=()
-isolation="none (not root, or no mount namespaces here)"
-if [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then
-    isolate=(unshare -m sh -c "$hide_gpu" hide-gpu)
-    isolation="own mount namespace: /dev/nvidia*, the host's libcuda.so* and libnvidia-ml.so* bound to /dev/null"
-fi
+# shellcheck source=tests/gpu/hide-gpu.sh
+. "$repo/tests/gpu/hide-gpu.sh"
 log "bridged runtime: $bridged_runtime; GPU hidden from the bridged run: $isolation"
 
 # ---------------------------------------------------------------- host daemon
