@@ -48,6 +48,26 @@ pub struct LaunchConfigC {
 const LAUNCH_ATTRIBUTE_LEN: usize = 72;
 const LAUNCH_ATTRIBUTE_COOPERATIVE: u32 = 2;
 
+/// `count` launch attributes (`cudaLaunchAttribute`, laid out as `CUlaunchAttribute`)
+/// as they travel.
+///
+/// # Safety
+/// `attrs` is NULL (with `count` 0) or holds `count` readable attributes.
+pub(crate) unsafe fn launch_attributes(
+    attrs: *const u8,
+    count: u32,
+) -> Result<Vec<LaunchAttribute>> {
+    // SAFETY: as `launch_attributes`'s caller promised.
+    let raw = unsafe { caller::bytes(attrs, count as usize * LAUNCH_ATTRIBUTE_LEN) }?;
+    Ok(raw
+        .chunks_exact(LAUNCH_ATTRIBUTE_LEN)
+        .map(|a| LaunchAttribute {
+            id: u32::from_le_bytes(a[..4].try_into().expect("4 bytes")),
+            value: a[8..].to_vec(),
+        })
+        .collect())
+}
+
 /// Refuse launch shapes the device cannot run, as the runtime does before the driver
 /// (CUDA 13 reports them as `cudaErrorInvalidValue`, measured against native).
 pub(crate) fn check_config(grid: [u32; 3], block: [u32; 3]) -> Result<()> {
@@ -358,14 +378,7 @@ unsafe fn launch_ex(
     // SAFETY: as `launch_ex`'s caller promised.
     let c = unsafe { caller::read(config) }?;
     // SAFETY: as `launch_ex`'s caller promised.
-    let raw = unsafe { caller::bytes(c.attrs, c.num_attrs as usize * LAUNCH_ATTRIBUTE_LEN) }?;
-    let attributes = raw
-        .chunks_exact(LAUNCH_ATTRIBUTE_LEN)
-        .map(|a| LaunchAttribute {
-            id: u32::from_le_bytes(a[..4].try_into().expect("4 bytes")),
-            value: a[8..].to_vec(),
-        })
-        .collect();
+    let attributes = unsafe { launch_attributes(c.attrs, c.num_attrs) }?;
     // SAFETY: as `launch_ex`'s caller promised.
     unsafe {
         launch(

@@ -423,37 +423,38 @@ unsafe fn memcpy_2d(copy: *const Memcpy2D) -> Result<(u64, usize, u64, usize, us
     Ok((dst, dpitch, src, spitch, c.width_in_bytes, c.height))
 }
 
+/// A `CUDA_MEMCPY2D` copy, waited for (`stream` None) or on a stream.
+///
+/// # Safety
+/// `copy` is NULL or a readable `CUDA_MEMCPY2D`.
+unsafe fn copy_2d(copy: *const Memcpy2D, stream: Option<RawHandle>) -> Result<()> {
+    check_initialized()?;
+    // SAFETY: as `copy_2d`'s caller promised.
+    let (dst, dpitch, src, spitch, width, height) = unsafe { memcpy_2d(copy) }?;
+    let (dst, src) = (dst as *mut c_void, src as *const c_void);
+    via_runtime(|| match stream {
+        None => rt::cudaMemcpy2D(dst, dpitch, src, spitch, width, height, DEFAULT),
+        Some(s) => rt::cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, DEFAULT, s),
+    })
+}
+
 export! {
     fn cuMemcpy2D_v2(copy: *const Memcpy2D) {
-        check_initialized()?;
         // SAFETY: by cuMemcpy2D's contract `copy` is NULL or readable.
-        let (dst, dpitch, src, spitch, width, height) = unsafe { memcpy_2d(copy) }?;
-        via_runtime(|| {
-            rt::cudaMemcpy2D(dst as *mut c_void, dpitch, src as *const c_void, spitch, width, height, DEFAULT)
-        })
+        unsafe { copy_2d(copy, None) }
     }
 }
 export! {
     /// The runtime's 2D copy has no alignment requirement to relax.
     fn cuMemcpy2DUnaligned_v2(copy: *const Memcpy2D) {
-        check_initialized()?;
         // SAFETY: by cuMemcpy2DUnaligned's contract `copy` is NULL or readable.
-        let (dst, dpitch, src, spitch, width, height) = unsafe { memcpy_2d(copy) }?;
-        via_runtime(|| {
-            rt::cudaMemcpy2D(dst as *mut c_void, dpitch, src as *const c_void, spitch, width, height, DEFAULT)
-        })
+        unsafe { copy_2d(copy, None) }
     }
 }
 export! {
     fn cuMemcpy2DAsync_v2(copy: *const Memcpy2D, stream: RawHandle) {
-        check_initialized()?;
         // SAFETY: by cuMemcpy2DAsync's contract `copy` is NULL or readable.
-        let (dst, dpitch, src, spitch, width, height) = unsafe { memcpy_2d(copy) }?;
-        via_runtime(|| {
-            rt::cudaMemcpy2DAsync(
-                dst as *mut c_void, dpitch, src as *const c_void, spitch, width, height, DEFAULT, stream,
-            )
-        })
+        unsafe { copy_2d(copy, Some(stream)) }
     }
 }
 

@@ -723,9 +723,6 @@ pub struct LaunchConfigC {
     num_attrs: u32,
 }
 
-/// `sizeof(CUlaunchAttribute)`: u32 id, 4 bytes padding, 64-byte value union.
-const LAUNCH_ATTRIBUTE_LEN: usize = 72;
-
 /// A `CUlaunchConfig` and its attributes.
 ///
 /// # Safety
@@ -737,14 +734,7 @@ unsafe fn launch_config(
     // SAFETY: as `launch_config`'s caller promised.
     let c = unsafe { caller::read(config) }?;
     // SAFETY: as `launch_config`'s caller promised.
-    let raw = unsafe { caller::bytes(c.attrs, c.num_attrs as usize * LAUNCH_ATTRIBUTE_LEN) }?;
-    let attributes = raw
-        .chunks_exact(LAUNCH_ATTRIBUTE_LEN)
-        .map(|a| LaunchAttribute {
-            id: u32::from_le_bytes(a[..4].try_into().expect("4 bytes")),
-            value: a[8..].to_vec(),
-        })
-        .collect();
+    let attributes = unsafe { crate::api::launch::launch_attributes(c.attrs, c.num_attrs) }?;
     Ok((c, attributes))
 }
 

@@ -221,22 +221,7 @@ impl LaunchExec for CudaExecutor {
             .iter()
             .map(|a| self.launch_attribute(a))
             .collect::<ExecResult<Vec<_>>>()?;
-        let cfg = sys::CUlaunchConfig {
-            gridDimX: config.grid[0],
-            gridDimY: config.grid[1],
-            gridDimZ: config.grid[2],
-            blockDimX: config.block[0],
-            blockDimY: config.block[1],
-            blockDimZ: config.block[2],
-            sharedMemBytes: config.shared_mem,
-            hStream: ptr::null_mut(),
-            attrs: if attrs.is_empty() {
-                ptr::null_mut()
-            } else {
-                attrs.as_mut_ptr()
-            },
-            numAttrs: c_uint::try_from(attrs.len()).map_err(|_| CudaStatus::ErrorInvalidValue)?,
-        };
+        let cfg = launch_config(config, ptr::null_mut(), &mut attrs)?;
         let mut clusters: i32 = 0;
         // SAFETY: `func` belongs to the current context; `cfg` and the attributes it
         // points to outlive the call; `clusters` is a local.
@@ -275,22 +260,7 @@ impl LaunchExec for CudaExecutor {
             .iter()
             .map(|a| self.launch_attribute(a))
             .collect::<ExecResult<Vec<_>>>()?;
-        let cfg = sys::CUlaunchConfig {
-            gridDimX: config.grid[0],
-            gridDimY: config.grid[1],
-            gridDimZ: config.grid[2],
-            blockDimX: config.block[0],
-            blockDimY: config.block[1],
-            blockDimZ: config.block[2],
-            sharedMemBytes: config.shared_mem,
-            hStream: s,
-            attrs: if attrs.is_empty() {
-                ptr::null_mut()
-            } else {
-                attrs.as_mut_ptr()
-            },
-            numAttrs: c_uint::try_from(attrs.len()).map_err(|_| CudaStatus::ErrorInvalidValue)?,
-        };
+        let cfg = launch_config(config, s, &mut attrs)?;
 
         // Each parameter must sit at an address aligned as it is (up to 16 bytes):
         // copy the buffer when its start is not 16-byte aligned.
@@ -381,6 +351,31 @@ impl LaunchExec for CudaExecutor {
         .map_err(status)?;
         Ok(bytes as u64)
     }
+}
+
+/// The driver's launch configuration for `config` on `stream`, pointing at `attrs`
+/// (which must outlive its use).
+fn launch_config(
+    config: &LaunchConfig<'_>,
+    stream: sys::CUstream,
+    attrs: &mut [sys::CUlaunchAttribute],
+) -> ExecResult<sys::CUlaunchConfig> {
+    Ok(sys::CUlaunchConfig {
+        gridDimX: config.grid[0],
+        gridDimY: config.grid[1],
+        gridDimZ: config.grid[2],
+        blockDimX: config.block[0],
+        blockDimY: config.block[1],
+        blockDimZ: config.block[2],
+        sharedMemBytes: config.shared_mem,
+        hStream: stream,
+        attrs: if attrs.is_empty() {
+            ptr::null_mut()
+        } else {
+            attrs.as_mut_ptr()
+        },
+        numAttrs: c_uint::try_from(attrs.len()).map_err(|_| CudaStatus::ErrorInvalidValue)?,
+    })
 }
 
 #[cfg(test)]
