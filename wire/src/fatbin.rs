@@ -293,15 +293,25 @@ pub fn containers_len(bytes: &[u8]) -> Result<usize> {
     }
 }
 
+/// What of a fatbinary a device can load (see [`for_device`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ForDevice {
+    /// Everything in it: nothing to drop.
+    All,
+    /// These containers, holding only what the device can load.
+    Some(Vec<u8>),
+    /// Nothing: no cubin of the device's architecture and no PTX it can compile (the
+    /// driver answers `CUDA_ERROR_NO_BINARY_FOR_GPU`).
+    Nothing,
+}
+
 /// The containers of a fatbinary keeping only what a device of architecture `sm`
 /// (`major * 10 + minor`, e.g. 90) can load: the cubins of its major architecture with
 /// a minor version up to its own, or, in a container without such a cubin, the newest
 /// PTX it can compile. Libraries ship code for every architecture (cuBLASLt: hundreds
-/// of MiB); a device loads one, so only that one needs to cross to the host.
-///
-/// `None` when nothing would be dropped (or nothing would be left, which the host's
-/// driver then reports as it would natively). Entries are copied byte for byte.
-pub fn for_device(bytes: &[u8], sm: u32) -> Result<Option<Vec<u8>>> {
+/// of MiB; torch: kernels built for other GPUs only); a device loads one, so only that
+/// one needs to cross to the host. Entries are copied byte for byte.
+pub fn for_device(bytes: &[u8], sm: u32) -> Result<ForDevice> {
     let fatbin = parse(bytes)?;
     let base = bytes.as_ptr() as usize;
     let mut out = Vec::new();
@@ -350,7 +360,13 @@ pub fn for_device(bytes: &[u8], sm: u32) -> Result<Option<Vec<u8>>> {
         out.extend_from_slice(&container.bytes[16..header_size]);
         out.extend_from_slice(&body);
     }
-    Ok((dropped && !out.is_empty()).then_some(out))
+    Ok(if out.is_empty() {
+        ForDevice::Nothing
+    } else if dropped {
+        ForDevice::Some(out)
+    } else {
+        ForDevice::All
+    })
 }
 
 /// What an entry holds.

@@ -583,9 +583,9 @@ fn for_device_keeps_what_the_device_loads() {
             spec(1, 120, FLAG_64BIT, b"ptx120.."),
         ],
     ]);
-    let kept = for_device(&bytes, 90)
-        .unwrap()
-        .expect("some entries dropped");
+    let ForDevice::Some(kept) = for_device(&bytes, 90).unwrap() else {
+        panic!("some entries dropped");
+    };
     let f = parse(&kept).unwrap();
     let entries: Vec<_> = f
         .entries()
@@ -600,16 +600,25 @@ fn for_device_keeps_what_the_device_loads() {
     );
     assert_eq!(f.containers.len(), 2);
     // An sm_86 device runs the sm_80 cubin and nothing newer.
-    let kept = for_device(&bytes, 86).unwrap().unwrap();
+    let ForDevice::Some(kept) = for_device(&bytes, 86).unwrap() else {
+        panic!("some entries dropped");
+    };
     let archs: Vec<_> = parse(&kept).unwrap().entries().map(|e| e.sm_arch).collect();
     assert_eq!(archs, [80, 86]);
     // Nothing to drop: no copy.
     let only90 = build(&[vec![spec(2, 90, FLAG_64BIT, b"cubin90!")]]);
-    assert_eq!(for_device(&only90, 90).unwrap(), None);
-    // Nothing this device can load: left to the driver to refuse.
-    assert_eq!(for_device(&only90, 75).unwrap(), None);
+    assert_eq!(for_device(&only90, 90).unwrap(), ForDevice::All);
+    // Nothing this device can load: an sm_75 device, or code for newer GPUs only.
+    assert_eq!(for_device(&only90, 75).unwrap(), ForDevice::Nothing);
+    let newer = build(&[vec![
+        spec(2, 100, FLAG_64BIT, b"cubin100"),
+        spec(1, 100, FLAG_64BIT, b"ptx100.."),
+    ]]);
+    assert_eq!(for_device(&newer, 90).unwrap(), ForDevice::Nothing);
     // A real nvcc fatbinary keeps its sm_90 cubin and parses as before.
-    let kept = for_device(TINY_MULTI, 90).unwrap().unwrap();
+    let ForDevice::Some(kept) = for_device(TINY_MULTI, 90).unwrap() else {
+        panic!("the sm_80 cubin and the PTX dropped");
+    };
     let archs: Vec<_> = parse(&kept)
         .unwrap()
         .entries()
