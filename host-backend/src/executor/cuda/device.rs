@@ -123,6 +123,14 @@ impl CudaExecutor {
     fn init(gpus: &GpuSelection) -> Result<CudaExecutor, CudaStatus> {
         // SAFETY: `is_culib_present` succeeded, so cudarc finds the library again.
         let lib = unsafe { sys::culib() };
+        // On a machine with no NVIDIA driver but vmcuda's guest package, the loader
+        // hands out vmcuda's own libcuda.so.1: serving through it would send every
+        // guest's calls back to a bridge. It is told by its own entry points.
+        // SAFETY: only looks a symbol up; the pointer is not used.
+        if unsafe { lib.get::<*const c_void>(b"__vmcuda_cuInit") }.is_ok() {
+            warn!("libcuda.so.1 here is vmcuda's guest driver, not NVIDIA's: no GPU to serve with");
+            return Err(CudaStatus::ErrorNoDevice);
+        }
         // SAFETY: only looks symbols up; the pointers are not used.
         let missing: Vec<&str> = DRIVER_SYMBOLS
             .iter()
