@@ -6,11 +6,17 @@
 #                                                       programs until they ask for it
 #   /opt/vmcuda/lib/libcuda.so.1 (+ libcuda.so)         the replacement driver, which holds
 #                                                       the code the others jump to
+#   /opt/vmcuda/driver/libcuda.so.1 (+ libcuda.so)      links to it: the directory that
+#                                                       /etc/ld.so.conf.d/zz-vmcuda-driver.conf
+#                                                       names (written when installed, unless
+#                                                       another libcuda.so.1 is there:
+#                                                       driver-conf.sh)
 #   /opt/vmcuda/bin/vmcuda-run        guest-lib/vmcuda-run, when the tree has it
 #   /opt/vmcuda/bin/vmcuda            the guest CLI, when a workspace crate has a `vmcuda` binary
 #   /opt/vmcuda/sbin/vmcuda-system-wide  guest-lib/vmcuda-system-wide, when the tree has it
 #   /usr/bin/vmcuda-run, /usr/bin/vmcuda, /usr/sbin/vmcuda-system-wide: links to those
-# Nothing is system-wide by default; vmcuda-system-wide is the opt-in.
+# Only the driver is system-wide by default (it needs no other vmcuda library, and a VM
+# guest has no NVIDIA driver); for the runtime, vmcuda-system-wide is the opt-in.
 #
 #   images/guest-deb/build.sh [OUTDIR] [--profile release|debug] [--no-build]
 #                             [--guest-lib DIR] [--version V]
@@ -21,6 +27,8 @@
 # build/guest/lib) and the CLI from target/PROFILE/vmcuda when it is there.
 # PKG_COMPRESS=gzip|none makes a faster .deb (tests). Prints the .deb's and the
 # tarball's paths on the last two lines. Needs dpkg-deb, objdump, strip, tar, gzip.
+# The package's postinst and prerm, and the tarball's install.sh, register and remove
+# the driver with driver-conf.sh.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -78,7 +86,7 @@ guest_lib=${guest_lib:-$repo/build/guest/lib}
 
 # The tree under /opt/vmcuda, shared by the .deb and the tarball.
 tree="$stage/tree"
-mkdir -p "$tree/lib" "$tree/bin" "$tree/sbin"
+mkdir -p "$tree/lib" "$tree/driver" "$tree/bin" "$tree/sbin"
 install -m 0644 "$guest_lib/libcudart.so.13" "$tree/lib/"
 strip --strip-debug "$tree/lib/libcudart.so.13"
 ln -s libcudart.so.13 "$tree/lib/libcudart.so"
@@ -112,6 +120,11 @@ if [ -f "$repo/guest-lib/vmcuda-system-wide" ]; then
 else
   pkg_log "note: guest-lib/vmcuda-system-wide is not in this tree; the package has no system-wide switch"
 fi
+# The driver alone, for the loader's cache: a link, so that it is the same file (and
+# the loader the same object) as the one the other libraries find beside them.
+ln -s ../lib/libcuda.so.1 "$tree/driver/libcuda.so.1"
+ln -s libcuda.so.1 "$tree/driver/libcuda.so"
+included+=(driver/libcuda.so.1)
 rmdir "$tree/bin" "$tree/sbin" 2>/dev/null || true
 
 elfs=()
@@ -147,20 +160,49 @@ Description: vmcuda guest runtime: CUDA programs in a VM, run on the host's GPU
  GPU host, over virtio-vsock (or TCP/TLS).
  .
  The library is installed in /opt/vmcuda/lib, apart from the system's libraries:
- programs use it when started with vmcuda-run. Nothing is system-wide unless the
- administrator turns it on (vmcuda-system-wide).
+ programs use it when started with vmcuda-run. The runtime is system-wide only when
+ the administrator turns it on (vmcuda-system-wide).
+ .
+ The replacement driver, libcuda.so.1, is made the system's CUDA driver
+ (/etc/ld.so.conf.d/zz-vmcuda-driver.conf), so that programs with NVIDIA's runtime
+ linked in statically and containers find it; not where another libcuda.so.1 (an
+ NVIDIA driver) is already installed.
 EOF
-cat >"$root/DEBIAN/prerm" <<'EOF'
-#!/bin/sh
-# vmcuda-guest prerm: a system-wide mode turned on must not outlive the library.
-set -e
-if [ "$1" = remove ] && [ -x /opt/vmcuda/sbin/vmcuda-system-wide ]; then
-  /opt/vmcuda/sbin/vmcuda-system-wide disable || \
-    echo "vmcuda-guest: 'vmcuda-system-wide disable' failed; undo the system-wide mode by hand" >&2
+# The driver's ld.so.conf.d file: written at every configure (dpkg-reconfigure
+# vmcuda-guest looks again for another driver), removed by the prerm, before the files
+# (no postrm: the package leaves nothing behind for a purge).
+{
+  echo '#!/bin/sh'
+  echo "# vmcuda-guest postinst: vmcuda's libcuda.so.1 in the loader's cache, unless another is."
+  echo 'set -e'
+  echo 'vmcuda_driver_who=vmcuda-guest'
+  cat "$here/driver-conf.sh"
+  cat <<'EOF'
+case "$1" in
+  configure|abort-remove) vmcuda_driver_register /opt/vmcuda || true ;;
+esac
+exit 0
+EOF
+} >"$root/DEBIAN/postinst"
+{
+  echo '#!/bin/sh'
+  echo '# vmcuda-guest prerm: a system-wide mode turned on, and the driver in the loader'"'"'s'
+  echo '# cache, must not outlive the library.'
+  echo 'set -e'
+  echo 'vmcuda_driver_who=vmcuda-guest'
+  cat "$here/driver-conf.sh"
+  cat <<'EOF'
+if [ "$1" = remove ]; then
+  if [ -x /opt/vmcuda/sbin/vmcuda-system-wide ]; then
+    /opt/vmcuda/sbin/vmcuda-system-wide disable || \
+      echo "vmcuda-guest: 'vmcuda-system-wide disable' failed; undo the system-wide mode by hand" >&2
+  fi
+  vmcuda_driver_unregister /opt/vmcuda
 fi
 exit 0
 EOF
-chmod 0755 "$root/DEBIAN/prerm"
+} >"$root/DEBIAN/prerm"
+chmod 0755 "$root/DEBIAN/prerm" "$root/DEBIAN/postinst"
 deb="$out/vmcuda-guest_${version}_${arch}.deb"
 pkg_build_deb "$root" "$deb"
 
@@ -170,10 +212,13 @@ tdir="$stage/tar/$name"
 mkdir -p "$tdir"
 cp -a "$tree"/. "$tdir/"
 install -m 0755 "$here/install.sh" "$tdir/install.sh"
+install -m 0644 "$here/driver-conf.sh" "$tdir/driver-conf.sh"
 cat >"$tdir/README" <<EOF
 vmcuda guest runtime $version ($arch): the replacement libcudart.so.13 and its tools.
 
-  sudo ./install.sh                   # into /opt/vmcuda, links in /usr/local/bin and /usr/local/sbin
+  sudo ./install.sh                   # into /opt/vmcuda, links in /usr/local/bin and /usr/local/sbin,
+                                      # and libcuda.so.1 in the loader's cache (driver/)
+  sudo ./install.sh --no-driver       # the same, but libcuda.so.1 only through vmcuda-run
   sudo ./install.sh --prefix DIR      # elsewhere
   sudo ./install.sh --system-wide     # and turn on the system-wide mode (vmcuda-system-wide)
   sudo ./install.sh --uninstall       # remove what install.sh installed (same --prefix)

@@ -1,19 +1,26 @@
 #!/bin/sh
 # Installs the vmcuda guest runtime from this unpacked tarball, or removes it.
 #
-#   ./install.sh [--prefix DIR] [--bindir DIR] [--sbindir DIR] [--system-wide]
+#   ./install.sh [--prefix DIR] [--bindir DIR] [--sbindir DIR] [--system-wide] [--no-driver]
 #   ./install.sh --uninstall [--prefix DIR]
 #
-#   --prefix DIR   where lib/, bin/ and sbin/ go (default /opt/vmcuda)
+#   --prefix DIR   where lib/, driver/, bin/ and sbin/ go (default /opt/vmcuda)
 #   --bindir DIR   links to the programs in bin/ (default /usr/local/bin)
 #   --sbindir DIR  link to vmcuda-system-wide (default /usr/local/sbin)
 #   --system-wide  then turn on the system-wide mode: `vmcuda-system-wide enable`
 #                  (every program loads the replacement runtime without vmcuda-run)
-#   --uninstall    turn the system-wide mode off if this copy has the switch, and
-#                  remove exactly the files and links an earlier install.sh recorded in
+#   --no-driver    leave the loader's cache alone: vmcuda's libcuda.so.1 only through
+#                  vmcuda-run. By default /etc/ld.so.conf.d/zz-vmcuda-driver.conf names
+#                  PREFIX/driver (libcuda.so.1 alone) and ldconfig runs, so that programs
+#                  with NVIDIA's static runtime find it; not where the loader already
+#                  has another libcuda.so.1 (an NVIDIA driver): see driver-conf.sh
+#   --uninstall    turn the system-wide mode off if this copy has the switch, remove the
+#                  driver's ld.so.conf.d file if it names PREFIX/driver, and remove
+#                  exactly the files and links an earlier install.sh recorded in
 #                  PREFIX/.vmcuda-install.list
 #
-# Nothing outside PREFIX, BINDIR and SBINDIR is touched, except by vmcuda-system-wide.
+# Nothing outside PREFIX, BINDIR and SBINDIR is touched, except that file and by
+# vmcuda-system-wide.
 # POSIX sh: runs under busybox too.
 set -eu
 
@@ -23,6 +30,7 @@ bindir=/usr/local/bin
 sbindir=/usr/local/sbin
 system_wide=0
 uninstall=0
+driver=1
 die() { echo "install.sh: $*" >&2; exit 1; }
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2; exit 2; }
 while [ $# -gt 0 ]; do
@@ -31,6 +39,7 @@ while [ $# -gt 0 ]; do
     --bindir) [ $# -ge 2 ] || usage; bindir=$2; shift 2 ;;
     --sbindir) [ $# -ge 2 ] || usage; sbindir=$2; shift 2 ;;
     --system-wide) system_wide=1; shift ;;
+    --no-driver) driver=0; shift ;;
     --uninstall) uninstall=1; shift ;;
     -h|--help) usage ;;
     *) echo "install.sh: unknown argument $1" >&2; usage ;;
@@ -40,14 +49,21 @@ case "$prefix" in /*) ;; *) die "--prefix must be an absolute path" ;; esac
 prefix=${prefix%/}
 [ -n "$prefix" ] || die "--prefix / is not a place for this"
 list="$prefix/.vmcuda-install.list"
+[ -f "$src/driver-conf.sh" ] || die "run me from the unpacked tarball (no driver-conf.sh next to me)"
+vmcuda_driver_who=install.sh
+# shellcheck source=images/guest-deb/driver-conf.sh
+. "$src/driver-conf.sh"
 
 if [ "$uninstall" = 1 ]; then
   [ -f "$list" ] || die "no $list: nothing installed by install.sh under $prefix"
   if [ -x "$prefix/sbin/vmcuda-system-wide" ]; then
     "$prefix/sbin/vmcuda-system-wide" disable || die "'vmcuda-system-wide disable' failed; nothing removed"
   fi
+  # The driver's file only if it is still this installation's.
+  vmcuda_driver_unregister "$prefix"
   # Files and links first, then the directories they leave empty (deepest first).
   while IFS= read -r p; do
+    [ "$p" != "$vmcuda_driver_conf" ] || continue
     if [ -L "$p" ] || [ -f "$p" ]; then rm -f "$p"; fi
   done <"$list"
   sort -r "$list" | while IFS= read -r p; do
@@ -72,7 +88,7 @@ new="$list.new"
 : >"$new"
 record() { echo "$1" >>"$new"; }
 # Directories are recorded too, so that --uninstall removes those it made and left empty.
-for d in lib bin sbin; do
+for d in lib driver bin sbin; do
   [ -d "$src/$d" ] || continue
   mkdir -p "$prefix/$d"; record "$prefix/$d"
   for f in "$src/$d"/*; do
@@ -98,12 +114,23 @@ done
 for f in "$prefix"/sbin/*; do
   if [ -f "$f" ]; then link "$sbindir" "$f"; fi
 done
+# The driver in the loader's cache (after the files: ldconfig reads them).
+if [ "$driver" = 1 ]; then
+  vmcuda_driver_register "$prefix" || true
+else
+  vmcuda_driver_unregister "$prefix"  # an earlier install's, without --no-driver
+fi
+driver_note=""
+if [ "$(vmcuda_driver_listed)" = "$prefix/driver" ]; then
+  record "$vmcuda_driver_conf"
+  driver_note=", libcuda.so.1 in the loader's cache ($vmcuda_driver_conf)"
+fi
 # An earlier install's entries that this one no longer has are kept, so that
 # --uninstall still finds them.
 if [ -f "$list" ]; then cat "$list" >>"$new"; fi
 sort -u "$new" >"$list"
 rm -f "$new"
-echo "install.sh: installed vmcuda in $prefix (programs linked in $bindir)"
+echo "install.sh: installed vmcuda in $prefix (programs linked in $bindir$driver_note)"
 
 if [ "$system_wide" = 1 ]; then
   "$prefix/sbin/vmcuda-system-wide" enable

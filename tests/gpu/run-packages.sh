@@ -21,7 +21,8 @@ rc=0
 root="$work/root"
 dpkg-deb -x "$carry"/vmcuda-host_*.deb "$root"
 tar -xzf "$carry"/vmcuda-guest-*.tar.gz -C "$work"
-sh "$work"/vmcuda-guest-*/install.sh --prefix "$work/guest" --bindir "$work/bin" --sbindir "$work/sbin" >/dev/null
+sh "$work"/vmcuda-guest-*/install.sh --prefix "$work/guest" --bindir "$work/bin" --sbindir "$work/sbin" \
+  --no-driver >/dev/null
 host="$root/usr/bin/vmcuda-host"
 sock="$work/vmcuda.sock"
 port=$((20000 + RANDOM % 20000))

@@ -6,9 +6,12 @@
 # chroot. Nothing outside the namespace changes; the overlay goes when it ends.
 #
 #   tests/install/packages.sh --host-deb DEB --guest-deb DEB --guest-tarball TGZ --app PROGRAM
+#                             --static-app PROGRAM
 #
 # PROGRAM is a CUDA test program (tests/apps, e.g. vector_add) that a local user runs
-# through the packaged daemon. Checks, each printed as `ok - ...` or `not ok - ...`:
+# through the packaged daemon; --static-app the same built with NVIDIA's static runtime
+# (VMCUDA_APPS_CUDART=static), which loads libcuda.so.1 itself. Checks, each printed as
+# `ok - ...` or `not ok - ...`:
 #   host package: dpkg -i runs its postinst in the root; the files, conffiles and
 #     dependencies; the vmcuda user and groups; the configuration's permissions; the
 #     run-time directories (tmpfiles); the service enabled; `systemd-analyze verify` of
@@ -20,9 +23,14 @@
 #     conffile and an administrator's `systemctl disable` survive a reinstall; remove
 #     and purge clean up.
 #   guest tarball: install.sh into /opt/vmcuda with links in /usr/local, PROGRAM runs
-#     from it, --uninstall removes exactly that.
+#     from it, the driver alone (/opt/vmcuda/driver) is in the linker's cache so that
+#     the static PROGRAM runs without vmcuda-run, --uninstall removes exactly that.
 #   guest package: dpkg -i puts the library in /opt/vmcuda/lib only (not in the linker's
-#     cache), install.sh refuses to write over it, dpkg -r removes it.
+#     cache) and the driver in the cache (/etc/ld.so.conf.d/zz-vmcuda-driver.conf),
+#     install.sh refuses to write over it, dpkg -r removes it and the driver's file.
+#   another libcuda.so.1 (a stand-in for NVIDIA's in /usr/lib/x86_64-linux-gnu): one
+#     installed later comes first, the postinst then steps aside; the package and the
+#     tarball installed over one leave the loader's cache alone.
 # Exit status: 0 all passed, 1 a check failed, 2 usage, 77 skipped (not root, or no
 # overlayfs / mount namespaces here).
 set -euo pipefail
@@ -31,18 +39,19 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 usage() { awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}" | grep -v shellcheck | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
-host_deb=""; guest_deb=""; guest_tgz=""; app=""
+host_deb=""; guest_deb=""; guest_tgz=""; app=""; static_app=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --host-deb) host_deb=$2; shift 2 ;;
     --guest-deb) guest_deb=$2; shift 2 ;;
     --guest-tarball) guest_tgz=$2; shift 2 ;;
     --app) app=$2; shift 2 ;;
+    --static-app) static_app=$2; shift 2 ;;
     -h|--help) usage ;;
     *) echo "packages.sh: unknown argument $1" >&2; usage ;;
   esac
 done
-for f in "$host_deb" "$guest_deb" "$guest_tgz" "$app"; do
+for f in "$host_deb" "$guest_deb" "$guest_tgz" "$app" "$static_app"; do
   [ -n "$f" ] || usage
   [ -f "$f" ] || { echo "packages.sh: no such file: $f" >&2; exit 2; }
 done
@@ -61,7 +70,8 @@ if [ -z "${VMCUDA_PKG_TEST_NS:-}" ]; then
     fi
   fi
   exec env VMCUDA_PKG_TEST_NS=1 unshare -m --propagation private bash "${BASH_SOURCE[0]}" \
-    --host-deb "$host_deb" --guest-deb "$guest_deb" --guest-tarball "$guest_tgz" --app "$app"
+    --host-deb "$host_deb" --guest-deb "$guest_deb" --guest-tarball "$guest_tgz" --app "$app" \
+    --static-app "$static_app"
 fi
 
 t0=$(date +%s.%N)
@@ -87,6 +97,7 @@ cp "$host_deb" "$r/tmp/host.deb"
 cp "$guest_deb" "$r/tmp/guest.deb"
 cp "$guest_tgz" "$r/tmp/guest.tar.gz"
 cp "$app" "$r/tmp/app"
+cp "$static_app" "$r/tmp/static-app"
 cp "$here/unit-exec.py" "$work/unit-exec.py"
 
 passed=0; failed=0
@@ -215,15 +226,31 @@ fi
 # Local programs: a member of vmcuda-users gets in, anyone else does not.
 in_root useradd --create-home --groups vmcuda-users pkgtest-in
 in_root useradd --create-home pkgtest-out
-# run_app_as USER LAUNCHER: the program's stdout+stderr, then rc=N. LAUNCHER is a
-# vmcuda-run, or a library directory for LD_LIBRARY_PATH.
+# run_app_as USER LAUNCHER [PROGRAM]: the program's (default /tmp/app) stdout+stderr,
+# then rc=N. LAUNCHER is a vmcuda-run, a library directory for LD_LIBRARY_PATH, or
+# `system`: neither, the loader finds what its cache has.
 run_app_as() {
   local start=(env "LD_LIBRARY_PATH=$2")
-  case "$2" in */vmcuda-run) start=("$2") ;; esac
+  case "$2" in */vmcuda-run) start=("$2") ;; system) start=() ;; esac
   chroot --userspec="$(in_root id -u "$1"):$(in_root id -g "$1")" --groups="$(in_root id -G "$1" | tr ' ' ',')" \
-    "$r" env -i PATH=/usr/bin:/bin VMCUDA_SERVER=unix:/run/vmcuda/vmcuda.sock "${start[@]}" /tmp/app 2>&1 \
+    "$r" env -i PATH=/usr/bin:/bin VMCUDA_SERVER=unix:/run/vmcuda/vmcuda.sock ${start[@]+"${start[@]}"} "${3:-/tmp/app}" 2>&1 \
     && echo "rc=0" || echo "rc=$?"
 }
+# The driver: its ld.so.conf.d file, and the libcuda.so.1 the root's loader hands out
+# (the first in its cache).
+driver_conf=/etc/ld.so.conf.d/zz-vmcuda-driver.conf
+cache_libcuda() { in_root ldconfig -p | awk '$1 == "libcuda.so.1" { print $NF; exit }'; }
+conf_lists() { test -f "$r$driver_conf" && test "$(grep -v '^#' "$r$driver_conf")" = "$1"; }
+# A stand-in for NVIDIA's driver where its packages put it (a copy of vmcuda's: only
+# its name and place matter to the loader's cache).
+other_driver=/usr/lib/x86_64-linux-gnu/libcuda.so.1
+# Whether the loader hands out that one (under whichever name: with /lib a link to
+# usr/lib, the cache says /lib/x86_64-linux-gnu).
+cache_is_other() {
+  local got; got=$(cache_libcuda)
+  [ -n "$got" ] && [ "$(in_root readlink -f "$got")" = "$(in_root readlink -f "$other_driver")" ]
+}
+other_warning='WARNING: the loader already finds libcuda.so.1 at [^ ]*/x86_64-linux-gnu/libcuda.so.1'
 # How programs start from an installation: its vmcuda-run when it has one.
 launcher() { if [ -e "$r$1" ] || [ -L "$r$1" ]; then echo "$1"; else echo "$2"; fi; }
 
@@ -250,8 +277,33 @@ grep -q "^rc=0$" <<<"$out" || indent <<<"$out"
 out=$(run_app_as pkgtest-out "$how")
 check "a user outside vmcuda-users is refused (socket permissions)" \
   bash -c 'grep -q "Permission denied" <<<"$1" && ! grep -q "^rc=0$" <<<"$1"' _ "$out"
+check "install.sh: /opt/vmcuda/driver/libcuda.so.1 links to ../lib/libcuda.so.1" \
+  test "$(readlink "$r/opt/vmcuda/driver/libcuda.so.1")" = ../lib/libcuda.so.1
+check "install.sh: $driver_conf lists /opt/vmcuda/driver" conf_lists /opt/vmcuda/driver
+check "install.sh: the loader's libcuda.so.1 is /opt/vmcuda/driver/libcuda.so.1" \
+  test "$(cache_libcuda)" = /opt/vmcuda/driver/libcuda.so.1
+check "install.sh: only the driver is system-wide: libcudart is not in the linker's cache" \
+  bash -c "! chroot '$r' ldconfig -p | grep -q libcudart"
+out=$(run_app_as pkgtest-in system /tmp/static-app)
+check "the static-runtime program runs without vmcuda-run or LD_LIBRARY_PATH (tarball)" \
+  bash -c 'grep -q "^done$" <<<"$1" && grep -q "^rc=0$" <<<"$1"' _ "$out"
+grep -q "^rc=0$" <<<"$out" || indent <<<"$out"
 check "install.sh --uninstall" in_root sh "/tmp/$tdir/install.sh" --uninstall
 check "install.sh --uninstall left no /opt/vmcuda" test ! -e "$r/opt/vmcuda"
+check "install.sh --uninstall removed $driver_conf and libcuda.so.1 from the linker's cache" \
+  bash -c '[ ! -e "$1" ] && [ -z "$2" ]' _ "$r$driver_conf" "$(cache_libcuda)"
+check "install.sh --no-driver leaves the linker's cache alone" \
+  bash -c "chroot '$r' sh '/tmp/$tdir/install.sh' --no-driver >/dev/null && [ ! -e '$r$driver_conf' ] && ! chroot '$r' ldconfig -p | grep -q libcuda"
+out=$(run_app_as pkgtest-in system /tmp/static-app)
+check "... where the static-runtime program finds no driver by itself" \
+  bash -c '! grep -q "^rc=0$" <<<"$1"' _ "$out"
+how=$(launcher /usr/local/bin/vmcuda-run /opt/vmcuda/lib)
+if [ "$how" = /usr/local/bin/vmcuda-run ]; then
+  out=$(run_app_as pkgtest-in "$how" /tmp/static-app)
+  check "... and runs with vmcuda-run" bash -c 'grep -q "^done$" <<<"$1" && grep -q "^rc=0$" <<<"$1"' _ "$out"
+  grep -q "^rc=0$" <<<"$out" || indent <<<"$out"
+fi
+check "... and --uninstall" bash -c "chroot '$r' sh '/tmp/$tdir/install.sh' --uninstall >/dev/null && [ ! -e '$r/opt/vmcuda' ]"
 check "install.sh --uninstall left no links in /usr/local" \
   bash -c "! find '$r/usr/local' -lname '/opt/vmcuda/*' | grep -q ."
 
@@ -263,6 +315,14 @@ for l in libcublas.so.13 libcublasLt.so.13 libcudnn.so.9; do
 done
 check "nothing system-wide: libcudart is not in the linker's cache" \
   bash -c "! chroot '$r' ldconfig -p | grep -q libcudart"
+check "the package has /opt/vmcuda/driver/libcuda.so.1, a link to ../lib/libcuda.so.1" \
+  bash -c 'grep -qx /opt/vmcuda/driver/libcuda.so.1 <<<"$1" && [ "$2" = ../lib/libcuda.so.1 ]' _ \
+  "$(in_root dpkg-query -L vmcuda-guest)" "$(readlink "$r/opt/vmcuda/driver/libcuda.so.1")"
+check "/opt/vmcuda/driver holds the driver alone (libcuda.so -> libcuda.so.1)" \
+  bash -c '[ "$(ls "$1" | tr "\n" " ")" = "libcuda.so libcuda.so.1 " ] && [ "$(readlink "$1/libcuda.so")" = libcuda.so.1 ]' _ "$r/opt/vmcuda/driver"
+check "postinst: $driver_conf lists /opt/vmcuda/driver" conf_lists /opt/vmcuda/driver
+check "the loader's libcuda.so.1 is /opt/vmcuda/driver/libcuda.so.1" \
+  test "$(cache_libcuda)" = /opt/vmcuda/driver/libcuda.so.1
 for f in $(in_root dpkg-query -L vmcuda-guest | grep -E '^/usr/s?bin/.' || true); do
   check "$f resolves into /opt/vmcuda" bash -c "case \$(chroot '$r' readlink -f '$f') in /opt/vmcuda/*) ;; *) exit 1 ;; esac"
 done
@@ -273,10 +333,57 @@ out=$(run_app_as pkgtest-in "$how")
 check "the program runs from the package ($how)" \
   bash -c 'grep -q "^done$" <<<"$1" && grep -q "^rc=0$" <<<"$1"' _ "$out"
 grep -q "^rc=0$" <<<"$out" || indent <<<"$out"
+out=$(run_app_as pkgtest-in system /tmp/static-app)
+check "the static-runtime program runs without vmcuda-run or LD_LIBRARY_PATH (package)" \
+  bash -c 'grep -q "^done$" <<<"$1" && grep -q "^rc=0$" <<<"$1"' _ "$out"
+grep -q "^rc=0$" <<<"$out" || indent <<<"$out"
 check "install.sh --prefix elsewhere works beside the package" \
   bash -c "chroot '$r' sh '/tmp/$tdir/install.sh' --prefix /opt/vmcuda-alt --bindir /opt/vmcuda-alt/links >/dev/null && chroot '$r' sh '/tmp/$tdir/install.sh' --uninstall --prefix /opt/vmcuda-alt >/dev/null && test ! -e '$r/opt/vmcuda-alt'"
+check "... and leaves the package's driver in the linker's cache" \
+  bash -c '[ "$1" = /opt/vmcuda/driver/libcuda.so.1 ]' _ "$(cache_libcuda)"
+check "... and its $driver_conf" conf_lists /opt/vmcuda/driver
+
+echo "# another libcuda.so.1 (a stand-in for NVIDIA's driver)"
+cp "$r/tmp/$tdir/lib/libcuda.so.1" "$r$other_driver"
+in_root ldconfig
+check "one installed later comes first ($driver_conf sorts after x86_64-linux-gnu.conf)" \
+  cache_is_other
+out=$(in_root /var/lib/dpkg/info/vmcuda-guest.postinst configure 2>&1) || true
+check "the postinst then (dpkg-reconfigure) removes $driver_conf, saying why" \
+  bash -c '[ ! -e "$1" ] && grep -q "$2" <<<"$3"' _ "$r$driver_conf" "$other_warning" "$out"
+check "... and the loader keeps the other one" cache_is_other
+rm -f "$r$other_driver"
+in_root ldconfig
+in_root /var/lib/dpkg/info/vmcuda-guest.postinst configure >/dev/null 2>&1 || true
+check "once it is gone, the postinst (dpkg-reconfigure) puts vmcuda's back" \
+  bash -c '[ "$1" = /opt/vmcuda/driver/libcuda.so.1 ]' _ "$(cache_libcuda)"
+
 check "dpkg -r vmcuda-guest" bash -c "chroot '$r' dpkg -r vmcuda-guest >/dev/null 2>&1"
 check "remove: /opt/vmcuda is gone" test ! -e "$r/opt/vmcuda"
+check "remove: $driver_conf is gone" test ! -e "$r$driver_conf"
+check "remove: no libcuda.so.1 in the linker's cache" test -z "$(cache_libcuda)"
+check "remove: nothing left for a purge (no config-files state)" \
+  bash -c '! chroot "$1" dpkg-query -W -f "\${Status}" vmcuda-guest 2>/dev/null | grep -q config-files' _ "$r"
+
+cp "$r/tmp/$tdir/lib/libcuda.so.1" "$r$other_driver"
+in_root ldconfig
+in_root dpkg -i /tmp/guest.deb >"$work/dpkg-i.log" 2>&1 || true
+check "dpkg -i over another libcuda.so.1: installed, with a warning" \
+  bash -c '[ "$(chroot "$1" dpkg-query -W -f "\${Status}" vmcuda-guest)" = "install ok installed" ] && grep -q "$2" "$3"' _ "$r" "$other_warning" "$work/dpkg-i.log"
+no_conf_keeps_other() { [ ! -e "$r$driver_conf" ] && cache_is_other; }
+check "... and no $driver_conf: the loader keeps the other one" no_conf_keeps_other
+dpkg_r_keeps_other() {
+  in_root dpkg -r vmcuda-guest >/dev/null 2>&1 && [ ! -e "$r/opt/vmcuda" ] && cache_is_other
+}
+check "... and dpkg -r leaves it" dpkg_r_keeps_other
+out=$(in_root sh "/tmp/$tdir/install.sh" 2>&1) || true
+check "install.sh over another libcuda.so.1: installed, with a warning, no $driver_conf" \
+  bash -c '[ -f "$1/opt/vmcuda/lib/libcudart.so.13" ] && [ ! -e "$1$2" ] && grep -q "$3" <<<"$4"' _ "$r" "$driver_conf" "$other_warning" "$out"
+[ -f "$r/opt/vmcuda/lib/libcudart.so.13" ] || indent <<<"$out"
+check "... and --uninstall leaves the other one" \
+  bash -c "chroot '$r' sh '/tmp/$tdir/install.sh' --uninstall >/dev/null && [ ! -e '$r/opt/vmcuda' ] && [ -f '$r$other_driver' ]"
+rm -f "$r$other_driver"
+in_root ldconfig
 
 echo "# reload and stop"
 cp "$r/etc/vmcuda/host.toml" "$work/host.toml.orig"

@@ -1,11 +1,12 @@
 //! The packages installed and run: the host package (`images/host-deb/build.sh`) and
 //! the guest package and tarball (`images/guest-deb/build.sh`) in a container-like root
 //! by `tests/install/packages.sh`, which prints one `ok`/`not ok` line per check. The
-//! guest package inside a QEMU guest is in `vm.rs`.
+//! guest package inside a QEMU guest is in `vm.rs`. The static-runtime program
+//! (`static_apps_dir`) checks that vmcuda's `libcuda.so.1` is the system's driver.
 
 use std::process::Command;
 
-use vmcuda_tests::{apps_dir, package, root};
+use vmcuda_tests::{apps_dir, package, root, static_apps_dir};
 
 #[test]
 #[ignore = "needs root and the built packages: run tests/run.sh"]
@@ -24,6 +25,8 @@ fn the_packages_install_run_and_go_away_cleanly_in_a_container_root() {
         .arg(&tarball)
         .arg("--app")
         .arg(apps_dir().join("vector_add"))
+        .arg("--static-app")
+        .arg(static_apps_dir().join("vector_add"))
         .output()
         .expect("run tests/install/packages.sh");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -57,10 +60,25 @@ fn the_packages_install_run_and_go_away_cleanly_in_a_container_root() {
         "# vmcuda-vhost@vm1",
         "# reinstall, disable, remove, purge",
         "# guest package",
+        "# another libcuda.so.1 (a stand-in for NVIDIA's driver)",
     ] {
         assert!(stdout.contains(section), "no {section:?} in\n{stdout}");
     }
     assert!(passed >= 60, "only {passed} checks ran:\n{stdout}");
+    // vmcuda's libcuda.so.1 is the system's driver from both: a program with NVIDIA's
+    // static runtime (which loads libcuda.so.1 itself) runs without vmcuda-run.
+    for how in ["(tarball)", "(package)"] {
+        let line = format!(
+            "ok - the static-runtime program runs without vmcuda-run or LD_LIBRARY_PATH {how}"
+        );
+        assert!(stdout.contains(&line), "no {line:?} in\n{stdout}");
+    }
+    for line in [
+        "ok - remove: /etc/ld.so.conf.d/zz-vmcuda-driver.conf is gone",
+        "ok - ... and no /etc/ld.so.conf.d/zz-vmcuda-driver.conf: the loader keeps the other one",
+    ] {
+        assert!(stdout.contains(line), "no {line:?} in\n{stdout}");
+    }
     // Once the tree has vmcuda-run, the local programs start through it, from the
     // tarball's installation and from the package.
     if root().join("guest-lib/vmcuda-run").exists() {
