@@ -1433,3 +1433,23 @@ fn the_driver_library_calls_answer_as_the_driver_does() {
     assert_eq!(params[12], 2);
     assert_eq!(&params[16..24], &1.0f64.to_le_bytes());
 }
+
+/// A daemon whose loader hands it vmcuda's own libcuda.so.1 (the guest package on a
+/// machine without NVIDIA's driver) serves no guest through it: it says why, and
+/// guests are told there is no GPU rather than being bridged back to a bridge.
+#[test]
+#[ignore = "needs the linked guest libraries: run tests/run.sh"]
+fn the_host_will_not_serve_through_vmcuda_s_own_driver() {
+    let lib = guest_lib_dir();
+    let path = lib.to_str().unwrap();
+    let d = Daemon::start_with_env(
+        "own-driver",
+        None,
+        &[("LD_LIBRARY_PATH", path)],
+        &["--executor", "cuda"],
+    );
+    let out = d.run_app("vector_add");
+    assert!(!out.status.success(), "{}", text(&out.stdout));
+    let log = d.log();
+    assert!(log.contains("vmcuda's guest driver, not NVIDIA's"), "{log}");
+}
