@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # tests/gpu/carry.sh [DIR]: build everything the GPU scripts need into DIR (default
 # .carry/gpu), small enough to travel to the GPU machine: release binaries (stripped),
-# the guest library, the test apps, the load guest, the isolation check, the benchmark
-# (bench/bench, transport-floor) and COMMIT.
+# the guest library, the test apps (shared and static-runtime builds), the load guest,
+# the isolation check, the benchmark (bench/bench, transport-floor) and COMMIT; with
+# VMCUDA_CULIBS the library programs (tests/libapps), with VMCUDA_SAMPLES_CHECKOUT
+# NVIDIA's public samples (tests/gpu/samples), packed.
 # Then, on the GPU machine: bash tests/gpu/run-all.sh DIR
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -20,6 +22,12 @@ bash guest-lib/build-libs.sh "$dir/guest/lib" >/dev/null
 strip --strip-debug "$dir"/guest/lib/*.so.*
 NVCC=$nvcc bash tests/apps/build.sh "$dir/apps"
 VMCUDA_APPS_CUDART=static NVCC=$nvcc bash tests/apps/build.sh "$dir/apps-static"
+# NVIDIA's public samples, from a checkout of NVIDIA/cuda-samples the caller names
+# (VMCUDA_SAMPLES_CHECKOUT; see tests/gpu/samples/build.sh), carried packed.
+if [ -n "${VMCUDA_SAMPLES_CHECKOUT:-}" ]; then
+  NVCC=$nvcc bash tests/gpu/samples/build.sh "$VMCUDA_SAMPLES_CHECKOUT" "$dir/samples"
+  [ -e "$dir/samples.tar.xz" ] && rm -rf "$dir/samples"
+fi
 # The library programs, where the libraries' headers are (see tests/libapps/build.sh).
 if [ -n "${VMCUDA_CULIBS:-}" ]; then
   NVCC=$nvcc bash tests/libapps/build.sh "$dir/libapps"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # tests/gpu/run-all.sh CARRY: on the GPU machine, in one go, every GPU check of the
 # project from artifacts built by tests/gpu/carry.sh: the test apps natively and
-# through vmcuda (run.sh), isolation (run-isolation.sh), load with faults
+# through vmcuda (run.sh: shared runtime, static runtime, NVIDIA's runtime over
+# vmcuda's driver), the library programs, NVIDIA's public samples (when carried),
+# torch's own libraries (run-torch-libs.sh), isolation (run-isolation.sh), load with faults
 # (run-load.sh) and the stock torch wheel (run-torch.sh). Each script's Markdown lands in $OUT (RESULTS*.md); the logs are
 # bundled as $OUT/logs.tar.gz. Exits non-zero if any part failed.
 set -u
@@ -38,6 +40,14 @@ if [ -d "$carry/libapps" ]; then
   tail -12 "$logs/libapps.out"
 fi
 
+if [ -e "$carry/samples.tar.xz" ]; then
+  echo "== NVIDIA's public CUDA samples, plain nvcc builds ($(date -u +%T))"
+  OUT="$logs/samples" VMCUDA_HOST_BIN="$carry/bin/vmcuda-host" VMCUDA_GUEST_LIB="$carry/guest/lib" \
+    VMCUDA_SAMPLES_DEADLINE="${VMCUDA_SAMPLES_DEADLINE:-300}" \
+    bash tests/gpu/samples/run.sh "$carry/samples.tar.xz" >"$logs/samples.out" 2>&1 || rc=1
+  tail -6 "$logs/samples.out"
+fi
+
 echo "== isolation ($(date -u +%T))"
 OUT="$logs/iso" bash tests/gpu/run-isolation.sh "$carry" >"$logs/iso.out" 2>&1 || rc=1
 tail -20 "$logs/iso.out"
@@ -63,6 +73,7 @@ cp "$logs/apps-static/RESULTS.md" "$out/RESULTS-STATIC.md" 2>/dev/null
 cp "$logs/apps-nvidia/RESULTS.md" "$out/RESULTS-NVIDIA-RUNTIME.md" 2>/dev/null
 cp "$logs/libapps/RESULTS.md" "$out/RESULTS-LIBRARIES.md" 2>/dev/null
 cp "$logs/torch-libs/RESULTS-TORCH-LIBS.md" "$out/RESULTS-TORCH-LIBS.md" 2>/dev/null
+cp "$logs/samples/RESULTS-SAMPLES.md" "$out/RESULTS-SAMPLES.md" 2>/dev/null
 cp "$logs/torch/RESULTS-TORCH.md" "$out/RESULTS-TORCH.md" 2>/dev/null
 cp "$logs/iso/RESULTS-ISOLATION.md" "$out/RESULTS-ISOLATION.md" 2>/dev/null
 cp "$logs/load/RESULTS-load.md" "$out/RESULTS-load.md" 2>/dev/null
