@@ -18,6 +18,34 @@ const LAUNCH_ATTRIBUTE_VALUE_LEN: usize = 64;
 use super::accounting::Held;
 use super::{nothing, Session};
 
+impl Session {
+    /// A launch's configuration for the executor: its stream looked up, its
+    /// attributes' values no larger than CUDA's union.
+    fn launch_config<'a>(
+        &self,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_mem: u32,
+        stream: StreamHandle,
+        attributes: &'a [LaunchAttribute],
+    ) -> Result<LaunchConfig<'a>, CudaStatus> {
+        let stream = self.handles.stream(stream)?;
+        if attributes
+            .iter()
+            .any(|a| a.value.len() > LAUNCH_ATTRIBUTE_VALUE_LEN)
+        {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        Ok(LaunchConfig {
+            grid,
+            block,
+            shared_mem,
+            stream,
+            attributes,
+        })
+    }
+}
+
 impl ModuleOps for Session {
     fn module_load(
         &mut self,
@@ -138,21 +166,13 @@ impl ModuleOps for Session {
         params: &[u8],
     ) -> HandlerResult<()> {
         let f = self.handles.function(req.function)?;
-        let stream = self.handles.stream(req.stream)?;
-        if req
-            .attributes
-            .iter()
-            .any(|a| a.value.len() > LAUNCH_ATTRIBUTE_VALUE_LEN)
-        {
-            return Err(CudaStatus::ErrorInvalidValue);
-        }
-        let config = LaunchConfig {
-            grid: req.grid,
-            block: req.block,
-            shared_mem: req.shared_mem,
-            stream,
-            attributes: &req.attributes,
-        };
+        let config = self.launch_config(
+            req.grid,
+            req.block,
+            req.shared_mem,
+            req.stream,
+            &req.attributes,
+        )?;
         self.exec.launch(f, &config, params)?;
         self.accounts.stats.kernel_launched();
         nothing()
@@ -165,20 +185,13 @@ impl ModuleOps for Session {
         _: &[u8],
     ) -> HandlerResult<ClusterCount> {
         let f = self.handles.function(req.function)?;
-        if req
-            .attributes
-            .iter()
-            .any(|a| a.value.len() > LAUNCH_ATTRIBUTE_VALUE_LEN)
-        {
-            return Err(CudaStatus::ErrorInvalidValue);
-        }
-        let config = LaunchConfig {
-            grid: req.grid,
-            block: req.block,
-            shared_mem: req.shared_mem,
-            stream: self.handles.stream(StreamHandle::LEGACY)?,
-            attributes: &req.attributes,
-        };
+        let config = self.launch_config(
+            req.grid,
+            req.block,
+            req.shared_mem,
+            StreamHandle::LEGACY,
+            &req.attributes,
+        )?;
         let clusters = self.exec.occupancy_max_active_clusters(f, &config)?;
         Ok((ClusterCount { clusters }, Vec::new()))
     }
