@@ -14,16 +14,15 @@
 
 use std::ffi::{c_char, c_void};
 
-use vmcuda_wire::op::{FunctionNames, ModuleFunctionNames};
 use vmcuda_wire::CudaStatus;
 
 use super::module::{
-    add_library, function_by_name, function_facts, get_attribute, global, image, library_module,
-    library_of, remove_library, set_attribute, set_cache_config,
+    add_library, enumerate_functions, function_by_name, function_count, function_facts,
+    get_attribute, global, image, library_module, library_of, remove_library, set_attribute,
+    set_cache_config,
 };
 use super::result::{status, CUDA_ERROR_FILE_NOT_FOUND, CUDA_ERROR_NOT_FOUND};
 use super::{check_initialized, export, Result};
-use crate::api::call;
 use crate::caller;
 
 /// `CU_FUNCTION_LOADING_STATE_LOADED`.
@@ -139,35 +138,20 @@ export! {
     }
 }
 
-/// The names of a library's kernels, as the host's driver enumerates them.
-fn kernel_names(library: *mut c_void) -> Result<(u64, Vec<String>)> {
-    let module = library_module(library)?;
-    let handle = super::module::module_handle(module as *mut c_void)?;
-    let FunctionNames { names } = call(&ModuleFunctionNames { module: handle })?;
-    Ok((module, names))
-}
-
 export! {
     fn cuLibraryGetKernelCount(count: *mut u32, library: *mut c_void) {
-        let (_, names) = kernel_names(library)?;
+        let n = function_count(library_module(library)?)?;
         // SAFETY: by cuLibraryGetKernelCount's contract `count` is NULL or writable.
-        unsafe { caller::write(count, names.len() as u32) }
+        unsafe { caller::write(count, n) }
     }
 }
 
 export! {
     fn cuLibraryEnumerateKernels(kernels: *mut *mut c_void, num_kernels: u32, library: *mut c_void) {
-        if kernels.is_null() {
-            return Err(CudaStatus::ErrorInvalidValue);
-        }
-        let (module, names) = kernel_names(library)?;
-        for (i, name) in names.into_iter().take(num_kernels as usize).enumerate() {
-            let id = function_by_name(module, name)?;
-            // SAFETY: by cuLibraryEnumerateKernels's contract `kernels` has room for
-            // `num_kernels` handles.
-            unsafe { caller::write(kernels.add(i), id as *mut c_void) }?;
-        }
-        Ok(())
+        let module = library_module(library)?;
+        // SAFETY: by cuLibraryEnumerateKernels's contract `kernels` has room for
+        // `num_kernels` handles.
+        unsafe { enumerate_functions(module, kernels, num_kernels) }
     }
 }
 

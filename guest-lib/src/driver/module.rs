@@ -23,8 +23,9 @@ use vmcuda_wire::driver::{Link, LinkInput};
 use vmcuda_wire::fatbin::{self, CONTAINER_HEADER_LEN, WRAPPER_LEN};
 use vmcuda_wire::op::{
     FuncAttributes, FuncGetAttributes, FuncSetAttribute, FuncSetCacheConfig, FunctionHandle,
-    LaunchAttribute, LaunchKernel, ModuleGetFunction, ModuleGetGlobal, ModuleHandle, ModuleLoad,
-    OccupancyAvailableDynamicSmem, OccupancyMaxActiveBlocks, OccupancyMaxActiveClusters, ParamInfo,
+    LaunchAttribute, LaunchKernel, ModuleFunctionNames, ModuleGetFunction, ModuleGetGlobal,
+    ModuleHandle, ModuleLoad, OccupancyAvailableDynamicSmem, OccupancyMaxActiveBlocks,
+    OccupancyMaxActiveClusters, ParamInfo,
 };
 use vmcuda_wire::CudaStatus;
 
@@ -44,7 +45,8 @@ struct Function {
     /// while the function is registered).
     name: std::ffi::CString,
     params: Vec<ParamInfo>,
-    /// Fetched on first launch, to tell whether a launch may go without a reply.
+    /// Its attributes, fetched on first use (a launch tells from them whether it may
+    /// go without a reply).
     limits: Option<FuncAttributes>,
 }
 
@@ -300,6 +302,57 @@ pub(super) fn function_by_name(module: u64, name: String) -> Result<u64> {
     Ok(id)
 }
 
+/// The names of a module's kernels, as the host's driver enumerates them.
+fn function_names(module: u64) -> Result<Vec<String>> {
+    let handle = module_handle(module as *mut c_void)?;
+    Ok(call(&ModuleFunctionNames { module: handle })?.names)
+}
+
+/// How many kernels a module holds.
+pub(super) fn function_count(module: u64) -> Result<u32> {
+    Ok(function_names(module)?.len() as u32)
+}
+
+/// Up to `count` of a module's kernels, as function ids, into `out`.
+///
+/// # Safety
+/// `out` is NULL (refused) or has room for `count` handles.
+pub(super) unsafe fn enumerate_functions(
+    module: u64,
+    out: *mut *mut c_void,
+    count: u32,
+) -> Result<()> {
+    if out.is_null() {
+        return Err(CudaStatus::ErrorInvalidValue);
+    }
+    for (i, name) in function_names(module)?
+        .into_iter()
+        .take(count as usize)
+        .enumerate()
+    {
+        let id = function_by_name(module, name)?;
+        // SAFETY: as `enumerate_functions`'s caller promised.
+        unsafe { caller::write(out.add(i), id as *mut c_void) }?;
+    }
+    Ok(())
+}
+
+export! {
+    fn cuModuleGetFunctionCount(count: *mut u32, module: *mut c_void) {
+        let n = function_count(module as u64)?;
+        // SAFETY: by cuModuleGetFunctionCount's contract `count` is NULL or writable.
+        unsafe { caller::write(count, n) }
+    }
+}
+
+export! {
+    fn cuModuleEnumerateFunctions(functions: *mut *mut c_void, count: u32, module: *mut c_void) {
+        // SAFETY: by cuModuleEnumerateFunctions's contract `functions` has room for
+        // `count` handles.
+        unsafe { enumerate_functions(module as u64, functions, count) }
+    }
+}
+
 /// What the guest knows of a function: its module, its name (a pointer that stays
 /// valid while the module is loaded) and its parameter layout.
 pub(super) fn function_facts(f: *mut c_void) -> Result<(u64, *const c_char, Vec<ParamInfo>)> {
@@ -500,21 +553,23 @@ export! {
 /// One attribute of a function, asked once and then known.
 pub(super) fn get_attribute(f: *mut c_void, attrib: i32) -> Result<i32> {
     let (function, _) = function(f)?;
+    attribute(&known_attributes(f, function)?, attrib).ok_or(CudaStatus::ErrorInvalidValue)
+}
+
+/// Function `f`'s attributes, asked of the host once and then known (until one is set).
+fn known_attributes(f: *mut c_void, function: FunctionHandle) -> Result<FuncAttributes> {
     let cached = modules()
         .functions
         .get(&(f as u64))
         .and_then(|x| x.limits.clone());
-    let a = match cached {
-        Some(a) => a,
-        None => {
-            let a = call(&FuncGetAttributes { function })?;
-            if let Some(func) = modules().functions.get_mut(&(f as u64)) {
-                func.limits = Some(a.clone());
-            }
-            a
-        }
-    };
-    attribute(&a, attrib).ok_or(CudaStatus::ErrorInvalidValue)
+    if let Some(a) = cached {
+        return Ok(a);
+    }
+    let a = call(&FuncGetAttributes { function })?;
+    if let Some(func) = modules().functions.get_mut(&(f as u64)) {
+        func.limits = Some(a.clone());
+    }
+    Ok(a)
 }
 
 /// Sets a function attribute (what was known of its attributes is asked again).
@@ -646,20 +701,7 @@ unsafe fn launch(
     // SAFETY: as `launch`'s caller promised.
     let buffer = unsafe { pack(&params, args, extra) }?;
     let stream = stream_handle(stream, false);
-    let cached = modules()
-        .functions
-        .get(&(f as u64))
-        .and_then(|x| x.limits.clone());
-    let limits = match cached {
-        Some(l) => l,
-        None => {
-            let l = call(&FuncGetAttributes { function })?;
-            if let Some(func) = modules().functions.get_mut(&(f as u64)) {
-                func.limits = Some(l.clone());
-            }
-            l
-        }
-    };
+    let limits = known_attributes(f, function)?;
     let threads: i64 = block.iter().map(|v| *v as i64).product();
     // As the runtime's launches: one that passes every check the driver makes before
     // returning goes without a reply; anything else waits for the host's answer.

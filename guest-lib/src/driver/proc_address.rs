@@ -77,6 +77,8 @@ table! {
     "cuModuleGetLoadingMode" => cuModuleGetLoadingMode,
     "cuModuleGetFunction" => cuModuleGetFunction,
     "cuModuleGetGlobal" => cuModuleGetGlobal_v2,
+    "cuModuleGetFunctionCount" => cuModuleGetFunctionCount,
+    "cuModuleEnumerateFunctions" => cuModuleEnumerateFunctions,
     "cuLinkCreate" => cuLinkCreate_v2,
     "cuLinkAddData" => cuLinkAddData_v2,
     "cuLinkAddFile" => cuLinkAddFile_v2,

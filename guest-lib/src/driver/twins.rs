@@ -439,31 +439,6 @@ export! {
     }
 }
 
-export! {
-    fn cuModuleGetFunctionCount(count: *mut u32, module: *mut c_void) {
-        let handle = super::module::module_handle(module)?;
-        let names = crate::api::call(&vmcuda_wire::op::ModuleFunctionNames { module: handle })?.names;
-        // SAFETY: by cuModuleGetFunctionCount's contract `count` is NULL or writable.
-        unsafe { caller::write(count, names.len() as u32) }
-    }
-}
-
-export! {
-    fn cuModuleEnumerateFunctions(functions: *mut *mut c_void, count: u32, module: *mut c_void) {
-        if functions.is_null() {
-            return Err(CudaStatus::ErrorInvalidValue);
-        }
-        let handle = super::module::module_handle(module)?;
-        let names = crate::api::call(&vmcuda_wire::op::ModuleFunctionNames { module: handle })?.names;
-        for (i, name) in names.into_iter().take(count as usize).enumerate() {
-            let id = function_by_name(module as u64, name)?;
-            // SAFETY: by its contract `functions` has room for `count` handles.
-            unsafe { caller::write(functions.add(i), id as *mut c_void) }?;
-        }
-        Ok(())
-    }
-}
-
 /// Extra lookups for the functions above.
 pub fn more_lookup(name: &str) -> Option<*mut c_void> {
     Some(match name {
@@ -478,8 +453,6 @@ pub fn more_lookup(name: &str) -> Option<*mut c_void> {
         "cuOccupancyMaxPotentialBlockSizeWithFlags" => {
             cuOccupancyMaxPotentialBlockSizeWithFlags as *mut c_void
         }
-        "cuModuleGetFunctionCount" => cuModuleGetFunctionCount as *mut c_void,
-        "cuModuleEnumerateFunctions" => cuModuleEnumerateFunctions as *mut c_void,
         _ => return None,
     })
 }
