@@ -42,6 +42,7 @@ use super::result::{
 use super::{export, guard};
 use crate::api::RawHandle;
 use crate::caller;
+use vmcuda_wire::CudaStatus;
 
 /// A table id, the 16 bytes of the `CUuuid` as they lie in memory.
 type Id = [u8; 16];
@@ -490,26 +491,6 @@ pub struct StubTable<const N: usize> {
     slots: [Unknown; N],
 }
 
-/// 21318c60 slot 4: the context's unique id, as `cuCtxGetId` (the current context's
-/// for NULL). Contexts are one per device here: the id is the device's ordinal + 1.
-extern "C" fn context_number(ctx: CUcontext, id: *mut u64) -> CUresult {
-    let device = if ctx.is_null() {
-        super::context::current_device()
-    } else {
-        super::context::device_of(ctx)
-    };
-    match device {
-        Ok(d) => {
-            // SAFETY: the caller passes a writable id (NULL is refused).
-            match unsafe { caller::write(id, d as u64 + 1) } {
-                Ok(()) => CUDA_SUCCESS,
-                Err(e) => super::result::cu_result(e),
-            }
-        }
-        Err(e) => super::result::cu_result(e),
-    }
-}
-
 /// An opaque per-stream object for slot 51: NVIDIA's libraries only hand it back to
 /// slot 39. Zeroed, so that any field read from it says "nothing special".
 static STREAM_OBJECT: Buffer<512> = Buffer(std::cell::UnsafeCell::new([0; 512]));
@@ -518,37 +499,35 @@ static STREAM_OBJECT: Buffer<512> = Buffer(std::cell::UnsafeCell::new([0; 512]))
 /// call before its first kernel (measured), and gives the object to slot 39. A stream
 /// this process does not hold is `CUDA_ERROR_INVALID_HANDLE`.
 extern "C" fn stream_object(_ctx: CUcontext, stream: RawHandle, out: *mut *mut c_void) -> CUresult {
-    if out.is_null() {
-        return super::result::CUDA_ERROR_INVALID_VALUE;
-    }
-    let handle = crate::api::stream_handle(stream, false);
-    if !crate::api::known_stream(handle) {
-        return super::result::CUDA_ERROR_INVALID_HANDLE;
-    }
-    // SAFETY: checked non-NULL; the caller passes a writable pointer slot.
-    match unsafe { caller::write(out, STREAM_OBJECT.0.get().cast::<c_void>()) } {
-        Ok(()) => CUDA_SUCCESS,
-        Err(e) => super::result::cu_result(e),
-    }
+    guard("export table 21318c60 slot 51", || {
+        if out.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        if !crate::api::known_stream(crate::api::stream_handle(stream, false)) {
+            return Err(status(CUDA_ERROR_INVALID_HANDLE));
+        }
+        // SAFETY: checked non-NULL; the caller passes a writable pointer slot.
+        unsafe { caller::write(out, STREAM_OBJECT.0.get().cast::<c_void>()) }
+    })
 }
 
 /// 21318c60 slot 39: `(context, object from slot 51, *value)`: 0 (what drivers answer
 /// for a stream with nothing attached).
 extern "C" fn stream_object_value(_ctx: CUcontext, object: *mut c_void, out: *mut u64) -> CUresult {
-    if object.is_null() || out.is_null() {
-        return super::result::CUDA_ERROR_INVALID_VALUE;
-    }
-    // SAFETY: checked non-NULL; the caller passes a writable value.
-    match unsafe { caller::write(out, 0) } {
-        Ok(()) => CUDA_SUCCESS,
-        Err(e) => super::result::cu_result(e),
-    }
+    guard("export table 21318c60 slot 39", || {
+        if object.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        // SAFETY: the caller passes a writable value (NULL is refused).
+        unsafe { caller::write(out, 0) }
+    })
 }
 
 #[repr(C)]
 pub struct ContextIdentity {
     size: usize,
     slots_1_3: [Unknown; 3],
+    /// Slot 4: the context's unique id: `cuCtxGetId`.
     context_number: extern "C" fn(CUcontext, *mut u64) -> CUresult,
     slots_5_38: [Unknown; 34],
     stream_object_value: extern "C" fn(CUcontext, *mut c_void, *mut u64) -> CUresult,
@@ -564,7 +543,7 @@ pub static CONTEXT_IDENTITY_TABLE: ContextIdentity = ContextIdentity {
         unknown_slot::<3, 2>,
         unknown_slot::<3, 3>,
     ],
-    context_number,
+    context_number: super::twins::cuCtxGetId,
     slots_5_38: [
         unknown_slot::<3, 5>,
         unknown_slot::<3, 6>,
