@@ -16,6 +16,7 @@ use std::ffi::{c_char, c_void};
 
 use vmcuda_wire::CudaStatus;
 
+use super::context::check_device;
 use super::module::{
     add_library, enumerate_functions, function_by_name, function_count, function_facts,
     get_attribute, global, image, library_module, library_of, remove_library, set_attribute,
@@ -201,17 +202,9 @@ export! {
     }
 }
 
-/// The device argument of the `cuKernel*` attribute calls: a device of this guest.
-/// Kernels load on the current device, whose attributes are those asked for.
-fn check_device(device: i32) -> Result<()> {
-    let count = crate::api::device::device_count()?;
-    if device < 0 || device >= count {
-        return Err(CudaStatus::ErrorInvalidDevice);
-    }
-    Ok(())
-}
-
 export! {
+    /// Kernels load on the current device: the device named must be one of this
+    /// guest's, and the attributes are the current device's.
     fn cuKernelGetAttribute(value: *mut i32, attrib: i32, kernel: *mut c_void, device: i32) {
         check_device(device)?;
         let v = get_attribute(kernel, attrib)?;
