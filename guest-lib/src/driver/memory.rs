@@ -232,17 +232,23 @@ const ATTR_RANGE_START_ADDR: u32 = 11;
 const ATTR_RANGE_SIZE: u32 = 12;
 const ATTR_MAPPED: u32 = 13;
 
+/// What the runtime knows of a pointer (memory type 0: nothing).
+fn pointer_attributes(ptr: u64) -> Result<rt::PointerAttributesC> {
+    let mut a = rt::PointerAttributesC {
+        memory_type: 0,
+        device: 0,
+        device_pointer: std::ptr::null_mut(),
+        host_pointer: std::ptr::null_mut(),
+        reserved: [0; 8],
+    };
+    via_runtime(|| rt::cudaPointerGetAttributes(&mut a, ptr as *const c_void))?;
+    Ok(a)
+}
+
 export! {
     fn cuPointerGetAttribute(data: *mut c_void, attribute: u32, ptr: u64) {
         check_initialized()?;
-        let mut a = rt::PointerAttributesC {
-            memory_type: 0,
-            device: 0,
-            device_pointer: std::ptr::null_mut(),
-            host_pointer: std::ptr::null_mut(),
-            reserved: [0; 8],
-        };
-        via_runtime(|| rt::cudaPointerGetAttributes(&mut a, ptr as *const c_void))?;
+        let a = pointer_attributes(ptr)?;
         // cudaMemoryTypeUnregistered: the driver does not know the pointer.
         if a.memory_type == 0 {
             return Err(CudaStatus::ErrorInvalidValue);
@@ -518,14 +524,7 @@ export! {
     /// pointer CUDA does not know is no error: its attributes get default values.
     fn cuPointerGetAttributes(count: u32, attributes: *const u32, data: *const *mut c_void, ptr: u64) {
         check_initialized()?;
-        let mut a = rt::PointerAttributesC {
-            memory_type: 0,
-            device: 0,
-            device_pointer: std::ptr::null_mut(),
-            host_pointer: std::ptr::null_mut(),
-            reserved: [0; 8],
-        };
-        via_runtime(|| rt::cudaPointerGetAttributes(&mut a, ptr as *const c_void))?;
+        let a = pointer_attributes(ptr)?;
         for i in 0..count as usize {
             // SAFETY: by cuPointerGetAttributes's contract both arrays hold `count`
             // entries.
