@@ -169,6 +169,29 @@ unsafe fn fatbin_image(data: usize, other_starts: &[usize]) -> Result<&'static [
     unsafe { caller::bytes(data as *const u8, len) }
 }
 
+/// Loads a module image on the host: the runtime's registered fatbinaries and the
+/// driver's module and library images alike. Of a fatbinary, only what the current
+/// device can load crosses (see [`fatbin::for_device`]: libraries ship code for every
+/// GPU), and one it can load nothing of is refused here with the driver's
+/// `CUDA_ERROR_NO_BINARY_FOR_GPU` (`cudaErrorNoKernelImageForDevice`), as the driver
+/// refuses it.
+pub fn load_image(image: &[u8]) -> Result<ModuleHandle> {
+    let mut kept = None;
+    if image.get(..4) == Some(&fatbin::CONTAINER_MAGIC.to_le_bytes()[..]) {
+        let props = super::device::properties(state::current_device())?;
+        // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR / MINOR.
+        let sm = props.attribute(75).unwrap_or(0) * 10 + props.attribute(76).unwrap_or(0);
+        match fatbin::for_device(image, sm as u32) {
+            Ok(fatbin::ForDevice::Some(bytes)) => kept = Some(bytes),
+            Ok(fatbin::ForDevice::Nothing) => return Err(CudaStatus::ErrorNoKernelImageForDevice),
+            // All of it, or a fatbinary the host's driver will judge.
+            Ok(fatbin::ForDevice::All) | Err(_) => {}
+        }
+    }
+    let image = kept.as_deref().unwrap_or(image);
+    Ok(call_with(&ModuleLoad, image, Sink::None)?.module)
+}
+
 /// The host module of a registered fatbinary, loading it on first use.
 fn module(fatbin: usize) -> Result<ModuleHandle> {
     let (data, others) = {
@@ -190,9 +213,7 @@ fn module(fatbin: usize) -> Result<ModuleHandle> {
     };
     // SAFETY: `data` was handed to __cudaRegisterFatBinary, whose contract makes it the
     // program's fatbinary, mapped and unchanged for as long as the process runs.
-    let result = unsafe { fatbin_image(data, &others) }
-        .and_then(|image| call_with(&ModuleLoad, image, Sink::None))
-        .map(|loaded| loaded.module);
+    let result = unsafe { fatbin_image(data, &others) }.and_then(load_image);
     if let Some(f) = registry().fatbins.get_mut(&fatbin) {
         f.module = Some(result);
     }

@@ -24,15 +24,13 @@ use vmcuda_wire::fatbin::{self, CONTAINER_HEADER_LEN, WRAPPER_LEN};
 use vmcuda_wire::op::{
     FuncAttributes, FuncGetAttributes, FuncSetAttribute, FuncSetCacheConfig, FunctionHandle,
     LaunchAttribute, LaunchKernel, ModuleFunctionNames, ModuleGetFunction, ModuleGetGlobal,
-    ModuleHandle, ModuleLoad, OccupancyAvailableDynamicSmem, OccupancyMaxActiveBlocks,
+    ModuleHandle, OccupancyAvailableDynamicSmem, OccupancyMaxActiveBlocks,
     OccupancyMaxActiveClusters, ParamInfo,
 };
 use vmcuda_wire::CudaStatus;
 
 use super::result::{status, CUDA_ERROR_FILE_NOT_FOUND, CUDA_ERROR_NOT_FOUND};
 
-/// `CUDA_ERROR_NO_BINARY_FOR_GPU`.
-const CUDA_ERROR_NO_BINARY_FOR_GPU: u32 = 209;
 use super::{check_initialized, export, stale, Result};
 use crate::api::{call, call_with, known_stream, post, stream_handle, RawHandle};
 use crate::client::Sink;
@@ -212,26 +210,10 @@ pub(super) unsafe fn image<'a>(ptr: *const c_void) -> Result<&'a [u8]> {
     unsafe { caller::bytes(start as *const u8, len) }
 }
 
-/// Loads an image on the host and registers it: the module's id. Of a fatbinary,
-/// only what the current device can load crosses (see [`fatbin::for_device`]), and
-/// one it can load nothing of is refused here, as the driver refuses it.
+/// Loads an image on the host (see [`crate::api::registration::load_image`]) and
+/// registers it: the module's id.
 pub(super) fn load_bytes(bytes: &[u8]) -> Result<u64> {
-    let mut filtered = None;
-    if bytes.len() >= 4
-        && u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) == CONTAINER_MAGIC
-    {
-        let props = crate::api::device::properties(state::current_device())?;
-        // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR / MINOR.
-        let sm = props.attribute(75).unwrap_or(0) * 10 + props.attribute(76).unwrap_or(0);
-        match fatbin::for_device(bytes, sm as u32) {
-            Ok(fatbin::ForDevice::Some(kept)) => filtered = Some(kept),
-            Ok(fatbin::ForDevice::Nothing) => return Err(status(CUDA_ERROR_NO_BINARY_FOR_GPU)),
-            // All of it, or a fatbinary the host's driver will judge.
-            Ok(fatbin::ForDevice::All) | Err(_) => {}
-        }
-    }
-    let bytes = filtered.as_deref().unwrap_or(bytes);
-    let module = call_with(&ModuleLoad, bytes, Sink::None)?.module;
+    let module = crate::api::registration::load_image(bytes)?;
     let id = state::fresh_id();
     modules().modules.insert(id, module);
     Ok(id)
