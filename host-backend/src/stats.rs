@@ -517,8 +517,9 @@ pub fn record_refusal(state_dir: &Path, status: CudaStatus) -> Result<(), StatsE
 }
 
 /// Read the state directory: the guests connected now (in no particular order) and the
-/// totals of ended ones. With `prune`, dead workers' files are folded into the totals
-/// first (which needs write access); without, they are only skipped.
+/// totals of ended ones. With `prune`, dead workers' files are folded into the stored
+/// totals first (which needs write access); without, they are added to the totals
+/// this census reports, and left where they are.
 pub fn census(state_dir: &Path, prune_dead: bool) -> Result<Census, StatsError> {
     let dir = state_dir.join("workers");
     if !dir.exists() {
@@ -528,20 +529,26 @@ pub fn census(state_dir: &Path, prune_dead: bool) -> Result<Census, StatsError> 
     if prune_dead {
         prune(&dir)?;
     }
+    let mut totals = read_totals(&dir)?;
     let mut guests = Vec::new();
     for (pid, path) in stats_files(&dir)? {
         // A file may vanish between listing and opening (lock-less readers, or a
         // worker retiring): it is simply not there any more.
         match read_guest(&path, pid) {
             Ok(Some((guest, true))) => guests.push(guest),
-            Ok(_) => {}
+            // A worker that ended before this census could fold it (unpruned), or
+            // after the pruning above: what it did counts in these totals all the same,
+            // so a guest that leaves never drops out of both lists at once.
+            Ok(Some((guest, false))) => totals
+                .vms
+                .entry(guest.identity.vm.clone())
+                .or_default()
+                .add(&guest.counts),
+            Ok(None) => {}
             Err(e) => warn!("skipping {e}"),
         }
     }
-    Ok(Census {
-        guests,
-        totals: read_totals(&dir)?,
-    })
+    Ok(Census { guests, totals })
 }
 
 /// Fold dead workers' files into the totals and remove them. Called under the

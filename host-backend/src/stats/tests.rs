@@ -130,6 +130,10 @@ fn a_dead_workers_file_is_folded_and_removed_and_refusals_are_counted() {
     let unpruned = census(&d, false).unwrap();
     assert!(unpruned.guests.is_empty(), "a dead worker is not listed");
     assert!(path.exists(), "nor removed without pruning");
+    assert_eq!(
+        unpruned.totals.vms["vm2"].kernels, 1,
+        "but what it did counts in the totals reported"
+    );
     let pruned = census(&d, true).unwrap();
     assert!(!path.exists());
     assert!(pruned.guests.is_empty());
