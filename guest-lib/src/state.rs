@@ -28,6 +28,21 @@ pub fn set_current_device(device: i32) {
     CURRENT_DEVICE.with(|d| d.set(device));
 }
 
+/// Run `f` with `device` current on this thread, then put the program's current device
+/// back: for a call about another host's stream, event or memory, which has to reach
+/// that host (see [`crate::api::on_host_of`]).
+pub fn as_device<T>(device: i32, f: impl FnOnce() -> T) -> T {
+    struct Restore(i32);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            set_current_device(self.0);
+        }
+    }
+    let _restore = Restore(current_device());
+    set_current_device(device);
+    f()
+}
+
 thread_local! {
     static RUNTIME_CONTEXT: Cell<bool> = const { Cell::new(false) };
 }
@@ -100,18 +115,19 @@ pub fn pop_launch_config() -> Option<LaunchConfig> {
 pub struct Fatbin {
     /// Where its containers start in program memory.
     pub data: usize,
-    /// Loaded on the host on first use (or the failure, remembered).
-    pub module: Option<Result<ModuleHandle, CudaStatus>>,
+    /// Loaded on each host on first use there (or the failure, remembered), by host.
+    pub modules: HashMap<usize, Result<ModuleHandle, CudaStatus>>,
 }
 
 /// A kernel the program registered, keyed by its host stub address.
 pub struct Kernel {
     pub fatbin: usize,
     pub name: String,
-    pub resolved: Option<(FunctionHandle, Vec<ParamInfo>)>,
-    /// The limits a launch is checked against before it is sent without a reply;
-    /// dropped when the program changes an attribute.
-    pub limits: Option<vmcuda_wire::op::FuncAttributes>,
+    /// Its handle and parameters on each host that has resolved it, by host.
+    pub resolved: HashMap<usize, (FunctionHandle, Vec<ParamInfo>)>,
+    /// The limits a launch is checked against before it is sent without a reply, by
+    /// host; dropped when the program changes an attribute.
+    pub limits: HashMap<usize, vmcuda_wire::op::FuncAttributes>,
 }
 
 /// A `__device__`/`__constant__` variable, keyed by its host shadow's address.
@@ -119,7 +135,8 @@ pub struct Variable {
     pub fatbin: usize,
     pub name: String,
     pub size: usize,
-    pub resolved: Option<u64>,
+    /// Its device address, by device (each device has its own copy).
+    pub resolved: HashMap<i32, u64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -18,6 +18,7 @@ const APPS: &[&str] = &[
     "cublas_gemm",
     "cublaslt_matmul",
     "device_assert",
+    "device_pair",
     "device_query",
     "driver_library",
     "dynamic_shared",

@@ -8,6 +8,11 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Where the host number sits in the handles a host's session makes for a guest that
+/// uses several hosts (`HandleSpace`): the top byte, so handles stay unique across
+/// hosts and each names its own.
+pub const HANDLE_SPACE_SHIFT: u32 = 56;
+
 /// A device pointer as the GPU sees it. Guests get real device addresses because
 /// kernels take pointers inside arguments and structs.
 pub type DevicePtr = u64;

@@ -41,7 +41,9 @@ pub use crate::graph::{
     MemAllocAsync, MemFreeAsync, MemPoolGetAttribute, MemPoolSetAccess, MemPoolSetAttribute,
     MemPoolTrimTo, PoolAttributeValue, StreamBeginCapture, StreamEndCapture, StreamGetCaptureGraph,
 };
-pub use crate::handle::{DevicePtr, EventHandle, FunctionHandle, ModuleHandle, StreamHandle};
+pub use crate::handle::{
+    DevicePtr, EventHandle, FunctionHandle, ModuleHandle, StreamHandle, HANDLE_SPACE_SHIFT,
+};
 pub use crate::handshake::{ExecutorKind, Hello, HelloReply};
 pub use crate::memory::{
     HostRegisterGuestPages, HostRegisterShared, MemcpyShared, PointerAttributes, SharedHostMemory,

@@ -13,6 +13,9 @@ macro_rules! op_lines {
             /// The handshake, first on every connection.
             connection ConnectionOps {
                 0x0001 Hello => hello(Hello) -> HelloReply, Sync;
+                /// The guest uses several hosts and this one is host number `host`: the
+                /// handles this session makes from now on carry it in their top bits.
+                0x0002 HandleSpace => handle_space(HandleSpace { host: u8 }) -> (), Sync;
             }
 
             /// Devices, their limits and peers.

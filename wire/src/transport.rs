@@ -42,7 +42,12 @@ pub enum AddrError {
     EmptyPath,
     #[error("vsock address `{0}` needs CID[:PORT] with numbers")]
     BadVsock(String),
+    #[error("{0} hosts named; at most {MAX_HOSTS} are served to one program")]
+    TooManyHosts(usize),
 }
+
+/// Hosts one program may use at once (a handle's top byte names its host).
+pub const MAX_HOSTS: usize = 16;
 
 impl FromStr for ServerAddr {
     type Err = AddrError;
@@ -65,6 +70,21 @@ impl FromStr for ServerAddr {
             }
             other => Err(AddrError::UnknownScheme(other.into())),
         }
+    }
+}
+
+impl ServerAddr {
+    /// Several addresses, comma-separated (whitespace around each is ignored): the
+    /// hosts whose GPUs one program sees, in order.
+    pub fn parse_list(s: &str) -> Result<Vec<ServerAddr>, AddrError> {
+        let addrs = s
+            .split(',')
+            .map(|a| a.trim().parse())
+            .collect::<Result<Vec<_>, _>>()?;
+        if addrs.len() > MAX_HOSTS {
+            return Err(AddrError::TooManyHosts(addrs.len()));
+        }
+        Ok(addrs)
     }
 }
 
@@ -437,6 +457,30 @@ mod tests {
         reader.read_exact(&mut got).unwrap();
         assert_eq!(&got, b"hello");
         assert_eq!(fds.borrow().len(), 1);
+    }
+
+    #[test]
+    fn parses_a_list_of_hosts_in_order() {
+        assert_eq!(
+            ServerAddr::parse_list("unix:/a, tls:h:1 ,vsock:2"),
+            Ok(vec![
+                ServerAddr::Unix("/a".into()),
+                ServerAddr::Tls("h:1".into()),
+                ServerAddr::Vsock {
+                    cid: 2,
+                    port: u32::from(WELL_KNOWN_PORT)
+                },
+            ])
+        );
+        assert_eq!(
+            ServerAddr::parse_list("unix:/a,"),
+            Err(AddrError::NoScheme("".into()))
+        );
+        let many = vec!["unix:/s"; MAX_HOSTS + 1].join(",");
+        assert_eq!(
+            ServerAddr::parse_list(&many),
+            Err(AddrError::TooManyHosts(MAX_HOSTS + 1))
+        );
     }
 
     #[test]

@@ -33,7 +33,10 @@ pub fn properties(device: i32) -> Result<DeviceProperties> {
         return Ok(p.clone());
     }
     check_device(device)?;
-    let p = call(&DeviceGetProperties { device })?;
+    let local = super::local_device(device)?;
+    let p = super::on_host_of(Some(device), || {
+        call(&DeviceGetProperties { device: local })
+    })?;
     registry().properties.insert(device, p.clone());
     Ok(p)
 }
@@ -200,23 +203,41 @@ pub extern "C" fn cudaDeviceCanAccessPeer(can: *mut i32, device: i32, peer: i32)
     guard("cudaDeviceCanAccessPeer", || {
         check_device(device)?;
         check_device(peer)?;
-        let r = call(&DeviceCanAccessPeer { device, peer })?;
+        // GPUs of two hosts never reach each other's memory.
+        let can_access = !super::on_different_hosts(device, peer)? && {
+            let req = DeviceCanAccessPeer {
+                device: super::local_device(device)?,
+                peer: super::local_device(peer)?,
+            };
+            super::on_host_of(Some(device), || call(&req))?.can_access
+        };
         // SAFETY: by cudaDeviceCanAccessPeer's contract `can` is NULL or writable.
-        unsafe { caller::write(can, r.can_access as i32) }
+        unsafe { caller::write(can, can_access as i32) }
     })
 }
 
 #[no_mangle]
 pub extern "C" fn cudaDeviceEnablePeerAccess(peer: i32, flags: u32) -> cudaError_t {
     guard("cudaDeviceEnablePeerAccess", || {
-        call(&DeviceEnablePeerAccess { peer, flags })
+        if super::on_different_hosts(state::current_device(), peer)? {
+            return Err(CudaStatus::ErrorPeerAccessUnsupported);
+        }
+        call(&DeviceEnablePeerAccess {
+            peer: super::local_device(peer)?,
+            flags,
+        })
     })
 }
 
 #[no_mangle]
 pub extern "C" fn cudaDeviceDisablePeerAccess(peer: i32) -> cudaError_t {
     guard("cudaDeviceDisablePeerAccess", || {
-        call(&DeviceDisablePeerAccess { peer })
+        if super::on_different_hosts(state::current_device(), peer)? {
+            return Err(CudaStatus::ErrorPeerAccessNotEnabled);
+        }
+        call(&DeviceDisablePeerAccess {
+            peer: super::local_device(peer)?,
+        })
     })
 }
 

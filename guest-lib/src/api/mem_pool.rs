@@ -15,7 +15,6 @@ use vmcuda_wire::graph::{
 use vmcuda_wire::CudaStatus;
 
 use super::device::device_count;
-use super::forward::forward;
 use super::{call, guard, stream_handle, RawHandle, Result};
 use crate::capture;
 use crate::gate;
@@ -34,6 +33,16 @@ fn pool_device(pool: RawHandle) -> Result<i32> {
     Ok(device as i32)
 }
 
+/// Run a call about device `device`'s default pool on that device's host, `make`
+/// given the host's own number for the device.
+fn on_pool_host<R: vmcuda_wire::op::Request>(
+    device: i32,
+    make: impl FnOnce(i32) -> R,
+) -> Result<R::Reply> {
+    let req = make(super::local_device(device)?);
+    super::on_host_of(Some(device), || call(&req))
+}
+
 /// # Safety
 /// `ptr` is NULL or writable.
 unsafe fn malloc_async(ptr: *mut *mut c_void, size: usize, stream: RawHandle) -> Result<()> {
@@ -42,12 +51,14 @@ unsafe fn malloc_async(ptr: *mut *mut c_void, size: usize, stream: RawHandle) ->
     }
     let stream = stream_handle(stream, false);
     capture::check_stream_use(stream)?;
-    let p = call(&MemAllocAsync {
+    // From the pool of the stream's device, on that device's host.
+    let device = super::device_of_stream(stream).unwrap_or_else(state::current_device);
+    let req = MemAllocAsync {
         size: size as u64,
         stream,
-    })?
-    .ptr;
-    registry().add_device_range(p, size as u64, state::current_device());
+    };
+    let p = super::on_host_of(Some(device), || call(&req))?.ptr;
+    registry().add_device_range(p, size as u64, device);
     // SAFETY: as `malloc_async`'s caller promised.
     unsafe { caller::write(ptr, p as *mut c_void) }
 }
@@ -79,7 +90,10 @@ pub extern "C" fn cudaFreeAsync(ptr: *mut c_void, stream: RawHandle) -> cudaErro
         let start = registry().device_range(ptr as u64).map(|r| r.0);
         if start == Some(ptr as u64) && super::known_stream(stream) {
             registry().remove_device_range(ptr as u64);
-            return gate::submit(stream, move || super::post(&req, &[]));
+            let device = super::device_of_stream(stream);
+            return super::on_host_of(device, || {
+                gate::submit(stream, move || super::post(&req, &[]))
+            });
         }
         super::memory::free_device(ptr as u64, |_| call(&req))
     })
@@ -107,7 +121,7 @@ pub extern "C" fn cudaMemPoolGetAttribute(
         if !pool_attr::is_known(attr) || value.is_null() {
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        let v = call(&MemPoolGetAttribute { device, attr })?.value;
+        let v = on_pool_host(device, |device| MemPoolGetAttribute { device, attr })?.value;
         if pool_attr::is_int(attr) {
             // SAFETY: by cudaMemPoolGetAttribute's contract `value.cast::<i32>()` is NULL
             // or writable.
@@ -140,7 +154,7 @@ pub extern "C" fn cudaMemPoolSetAttribute(
             // or readable.
             unsafe { caller::read(value.cast::<u64>()) }?
         };
-        call(&MemPoolSetAttribute {
+        on_pool_host(device, |device| MemPoolSetAttribute {
             device,
             attr,
             value,
@@ -148,12 +162,18 @@ pub extern "C" fn cudaMemPoolSetAttribute(
     })
 }
 
-forward! {
-    fn cudaMemPoolTrimTo(pool: RawHandle, min_bytes_to_keep: usize) => MemPoolTrimTo {
-        device: pool_device(pool)?,
-        min_bytes_to_keep: min_bytes_to_keep as u64,
-    };
+#[no_mangle]
+pub extern "C" fn cudaMemPoolTrimTo(pool: RawHandle, min_bytes_to_keep: usize) -> cudaError_t {
+    guard("cudaMemPoolTrimTo", || {
+        on_pool_host(pool_device(pool)?, |device| MemPoolTrimTo {
+            device,
+            min_bytes_to_keep: min_bytes_to_keep as u64,
+        })
+    })
 }
+
+/// `cudaMemLocationTypeDevice`.
+const LOCATION_DEVICE: i32 = 1;
 
 /// `cudaMemAccessDesc`: a `cudaMemLocation` (type, id) and the access flags.
 #[repr(C)]
@@ -182,13 +202,23 @@ pub extern "C" fn cudaMemPoolSetAccess(
                 // SAFETY: by cudaMemPoolSetAccess's contract `descs.wrapping_add(i)` is
                 // NULL or readable.
                 let d = unsafe { caller::read(descs.wrapping_add(i)) }?;
+                // A device location is named by its host's own number; another host's
+                // device can never reach this pool.
+                let location_id = if d.location_type == LOCATION_DEVICE {
+                    if super::on_different_hosts(device, d.location_id)? {
+                        return Err(CudaStatus::ErrorInvalidDevice);
+                    }
+                    super::local_device(d.location_id)?
+                } else {
+                    d.location_id
+                };
                 Ok(MemAccess {
                     location_type: d.location_type,
-                    location_id: d.location_id,
+                    location_id,
                     flags: d.flags,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        call(&MemPoolSetAccess { device, access })
+        on_pool_host(device, |device| MemPoolSetAccess { device, access })
     })
 }

@@ -7,7 +7,6 @@
 pub mod device;
 pub mod driver_entry;
 pub mod errors;
-mod forward;
 pub mod graph;
 pub mod ipc;
 pub mod launch;
@@ -112,6 +111,50 @@ pub fn stream_handle(stream: *mut libc::c_void, per_thread: bool) -> StreamHandl
 /// Whether `stream` names a default stream or one this process made and still has.
 pub fn known_stream(stream: StreamHandle) -> bool {
     stream.is_default() || state::registry().streams.contains_key(&stream.0)
+}
+
+/// Run `f`, whose calls go to the current device's host, on the host of `owner`
+/// instead when the program uses several hosts and `owner` (the device of the stream,
+/// event or memory the call is about) is on another one. With one host nothing
+/// changes: the host itself handles a stream or pointer of another of its devices.
+pub fn on_host_of<T>(owner: Option<i32>, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    let (Some(owner), Some(hosts)) = (owner, client::connected_hosts()) else {
+        return f();
+    };
+    if hosts.count() > 1 && hosts.host_of(owner) != hosts.host_of(state::current_device()) {
+        state::as_device(owner, f)
+    } else {
+        f()
+    }
+}
+
+/// The device whose memory `ptr` points into, if the program got it from this library.
+pub fn device_of_ptr(ptr: usize) -> Option<i32> {
+    state::registry()
+        .device_range(ptr as u64)
+        .map(|(_, _, d)| d)
+}
+
+/// The device a stream was made on (default streams: none, they are the current
+/// device's).
+pub fn device_of_stream(stream: StreamHandle) -> Option<i32> {
+    state::registry().streams.get(&stream.0).map(|s| s.device)
+}
+
+/// The device an event was made on.
+pub fn device_of_event(event: u64) -> Option<i32> {
+    state::registry().events.get(&event).map(|e| e.0)
+}
+
+/// Whether two devices are on different hosts.
+pub fn on_different_hosts(a: i32, b: i32) -> Result<bool> {
+    Ok(client::connected_hosts()
+        .is_some_and(|hosts| hosts.count() > 1 && hosts.host_of(a) != hosts.host_of(b)))
+}
+
+/// A device as its own host numbers it (what request fields that name a device carry).
+pub fn local_device(device: i32) -> Result<i32> {
+    Ok(client::client()?.route(device)?.2)
 }
 
 /// `cudaStream_t` / `cudaEvent_t` as seen by the program: the guest-made id.

@@ -1,6 +1,7 @@
 //! The entry points nvcc's generated code calls at program start to register its
 //! device code, and the lazy loading of that code on the host on first use.
 
+use std::collections::HashMap;
 use std::ffi::{c_char, c_void};
 
 use vmcuda_wire::fatbin::{self, CONTAINER_HEADER_LEN, WRAPPER_LEN};
@@ -27,7 +28,10 @@ pub extern "C" fn __cudaRegisterFatBinary(fat_cubin: *mut c_void) -> *mut *mut c
         .map(|w| w.data as usize);
     match data {
         Some(data) => {
-            registry().fatbins.insert(key, Fatbin { data, module: None });
+            registry().fatbins.insert(key, Fatbin {
+                    data,
+                    modules: HashMap::new(),
+                });
         }
         None => eprintln!("vmcuda: __cudaRegisterFatBinary got something that is not a fatbinary; its kernels will not launch"),
     }
@@ -77,8 +81,8 @@ pub extern "C" fn __cudaRegisterFunction(
                 Kernel {
                     fatbin: handle as usize,
                     name,
-                    resolved: None,
-                    limits: None,
+                    resolved: HashMap::new(),
+                    limits: HashMap::new(),
                 },
             );
         }
@@ -107,7 +111,7 @@ pub extern "C" fn __cudaRegisterVar(
                     fatbin: handle as usize,
                     name,
                     size,
-                    resolved: None,
+                    resolved: HashMap::new(),
                 },
             );
         }
@@ -192,16 +196,23 @@ pub fn load_image(image: &[u8]) -> Result<ModuleHandle> {
     Ok(call_with(&ModuleLoad, image, Sink::None)?.module)
 }
 
-/// The host module of a registered fatbinary, loading it on first use.
+/// Which of the program's hosts serves the current device (0 with one host).
+fn current_host() -> Result<usize> {
+    Ok(crate::client::client()?.host_of(state::current_device()))
+}
+
+/// The host module of a registered fatbinary on the current device's host, loading it
+/// there on first use.
 fn module(fatbin: usize) -> Result<ModuleHandle> {
+    let host = current_host()?;
     let (data, others) = {
         let reg = registry();
         let f = reg
             .fatbins
             .get(&fatbin)
             .ok_or(CudaStatus::ErrorInvalidDeviceFunction)?;
-        if let Some(m) = f.module {
-            return m;
+        if let Some(m) = f.modules.get(&host) {
+            return *m;
         }
         let others: Vec<usize> = reg
             .fatbins
@@ -215,20 +226,21 @@ fn module(fatbin: usize) -> Result<ModuleHandle> {
     // program's fatbinary, mapped and unchanged for as long as the process runs.
     let result = unsafe { fatbin_image(data, &others) }.and_then(load_image);
     if let Some(f) = registry().fatbins.get_mut(&fatbin) {
-        f.module = Some(result);
+        f.modules.insert(host, result);
     }
     result
 }
 
 /// A registered kernel's host handle and parameter layout (cached after first use).
 pub fn kernel(host_fun: usize) -> Result<(FunctionHandle, Vec<ParamInfo>)> {
+    let host = current_host()?;
     let (fatbin, name) = {
         let reg = registry();
         let k = reg
             .kernels
             .get(&host_fun)
             .ok_or(CudaStatus::ErrorInvalidResourceHandle)?;
-        if let Some(r) = &k.resolved {
+        if let Some(r) = k.resolved.get(&host) {
             return Ok(r.clone());
         }
         (k.fatbin, k.name.clone())
@@ -237,24 +249,25 @@ pub fn kernel(host_fun: usize) -> Result<(FunctionHandle, Vec<ParamInfo>)> {
     let info = call(&ModuleGetFunction { module, name })?;
     let resolved = (info.function, info.params);
     if let Some(k) = registry().kernels.get_mut(&host_fun) {
-        k.resolved = Some(resolved.clone());
+        k.resolved.insert(host, resolved.clone());
     }
     Ok(resolved)
 }
 
 /// A kernel's attributes, fetched once and kept until the program changes one.
 pub fn kernel_limits(host_fun: usize) -> Result<vmcuda_wire::op::FuncAttributes> {
+    let host = current_host()?;
     if let Some(l) = registry()
         .kernels
         .get(&host_fun)
-        .and_then(|k| k.limits.clone())
+        .and_then(|k| k.limits.get(&host).cloned())
     {
         return Ok(l);
     }
     let (function, _) = kernel(host_fun)?;
     let limits = call(&vmcuda_wire::op::FuncGetAttributes { function })?;
     if let Some(k) = registry().kernels.get_mut(&host_fun) {
-        k.limits = Some(limits.clone());
+        k.limits.insert(host, limits.clone());
     }
     Ok(limits)
 }
@@ -262,7 +275,7 @@ pub fn kernel_limits(host_fun: usize) -> Result<vmcuda_wire::op::FuncAttributes>
 /// The program changed a kernel attribute: its cached limits are stale.
 pub fn forget_kernel_limits(host_fun: usize) {
     if let Some(k) = registry().kernels.get_mut(&host_fun) {
-        k.limits = None;
+        k.limits.clear();
     }
 }
 
@@ -273,14 +286,15 @@ pub fn is_kernel(host_fun: usize) -> bool {
 
 /// A registered variable's device address and size (cached after first use).
 pub fn variable(host_var: usize) -> Result<(u64, usize)> {
+    let device = state::current_device();
     let (fatbin, name, size) = {
         let reg = registry();
         let v = reg
             .variables
             .get(&host_var)
             .ok_or(CudaStatus::ErrorInvalidSymbol)?;
-        if let Some(ptr) = v.resolved {
-            return Ok((ptr, v.size));
+        if let Some(ptr) = v.resolved.get(&device) {
+            return Ok((*ptr, v.size));
         }
         (v.fatbin, v.name.clone(), v.size)
     };
@@ -288,13 +302,9 @@ pub fn variable(host_var: usize) -> Result<(u64, usize)> {
     let global = call(&ModuleGetGlobal { module, name })?;
     let mut reg = registry();
     if let Some(v) = reg.variables.get_mut(&host_var) {
-        v.resolved = Some(global.ptr);
+        v.resolved.insert(device, global.ptr);
     }
-    reg.add_device_range(
-        global.ptr,
-        global.size.max(size as u64),
-        state::current_device(),
-    );
+    reg.add_device_range(global.ptr, global.size.max(size as u64), device);
     Ok((global.ptr, size))
 }
 
@@ -302,7 +312,7 @@ pub fn variable(host_var: usize) -> Result<(u64, usize)> {
 pub fn forget_device_state() {
     let mut reg = registry();
     for v in reg.variables.values_mut() {
-        v.resolved = None;
+        v.resolved.clear();
     }
     reg.clear_device_ranges();
     reg.streams.clear();

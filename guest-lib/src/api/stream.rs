@@ -11,7 +11,9 @@ use vmcuda_wire::op::{
 use vmcuda_wire::CudaStatus;
 
 use super::device::priority_range;
-use super::{call, guard, stream_handle, RawHandle, Result};
+use super::{
+    call, device_of_event, device_of_stream, guard, on_host_of, stream_handle, RawHandle, Result,
+};
 use crate::capture;
 use crate::gate;
 use crate::state::{self, registry, StreamInfo};
@@ -92,10 +94,12 @@ pub extern "C" fn cudaStreamDestroy(stream: RawHandle) -> cudaError_t {
             return Err(CudaStatus::ErrorInvalidResourceHandle);
         }
         // Destroying a stream with work queued lets that work finish first.
-        gate::submit(handle, move || {
-            let r = super::post(&StreamDestroy { stream: handle }, &[]);
-            registry().streams.remove(&handle.0);
-            r
+        on_host_of(device_of_stream(handle), || {
+            gate::submit(handle, move || {
+                let r = super::post(&StreamDestroy { stream: handle }, &[]);
+                registry().streams.remove(&handle.0);
+                r
+            })
         })
     })
 }
@@ -103,9 +107,11 @@ pub extern "C" fn cudaStreamDestroy(stream: RawHandle) -> cudaError_t {
 fn stream_synchronize(stream: RawHandle, per_thread: bool) -> Result<()> {
     let handle = stream_handle(stream, per_thread);
     capture::check_stream_sync(handle)?;
-    let queued = gate::sync_stream(handle);
-    call(&StreamSynchronize { stream: handle })?;
-    queued
+    on_host_of(device_of_stream(handle), || {
+        let queued = gate::sync_stream(handle);
+        call(&StreamSynchronize { stream: handle })?;
+        queued
+    })
 }
 
 fn stream_query(stream: RawHandle, per_thread: bool) -> Result<()> {
@@ -114,7 +120,9 @@ fn stream_query(stream: RawHandle, per_thread: bool) -> Result<()> {
     if gate::stream_busy(handle) {
         return Err(CudaStatus::ErrorNotReady);
     }
-    call(&StreamQuery { stream: handle })
+    on_host_of(device_of_stream(handle), || {
+        call(&StreamQuery { stream: handle })
+    })
 }
 
 #[no_mangle]
@@ -200,6 +208,19 @@ fn wait_event(stream: RawHandle, event: RawHandle, flags: u32, per_thread: bool)
         event,
         flags,
     };
+    let stream_device = device_of_stream(stream).unwrap_or_else(state::current_device);
+    if let Some(event_device) = device_of_event(event.0) {
+        if super::on_different_hosts(stream_device, event_device)? {
+            // No stream of one host can wait on another's event: the guest waits for
+            // the event, so the stream's later work still runs after it.
+            gate::wait_event_submitted(event);
+            return on_host_of(Some(event_device), || call(&EventSynchronize { event }));
+        }
+    }
+    on_host_of(Some(stream_device), || wait_event_here(stream, event, req))
+}
+
+fn wait_event_here(stream: StreamHandle, event: EventHandle, req: StreamWaitEvent) -> Result<()> {
     if gate::event_pending(event) {
         // The event's record is still queued behind a host function: so is this wait.
         return gate::submit_behind(stream, move || {
@@ -254,11 +275,13 @@ unsafe fn launch_host_func(
     // call them later.
     capture::refuse_if_capturing(handle)?;
     let user_data = user_data as usize;
-    gate::host_function(handle, move |_| {
-        // SAFETY: as `launch_host_func`'s caller promised.
-        unsafe { caller::call_host_fn(f, user_data as *mut c_void) }
-    });
-    Ok(())
+    on_host_of(device_of_stream(handle), || {
+        gate::host_function(handle, move |_| {
+            // SAFETY: as `launch_host_func`'s caller promised.
+            unsafe { caller::call_host_fn(f, user_data as *mut c_void) }
+        });
+        Ok(())
+    })
 }
 
 #[no_mangle]
@@ -308,14 +331,21 @@ unsafe fn add_callback(
     capture::refuse_if_capturing(handle)?;
     let (stream, user_data) = (stream as usize, user_data as usize);
     // The callback learns the stream's status: errors of earlier work are reported to it.
-    gate::host_function(handle, move |status| {
-        let code = status.err().map_or(0, |s| s.0);
-        // SAFETY: as `add_callback`'s caller promised.
-        unsafe {
-            caller::call_stream_callback(cb, stream as *mut c_void, code, user_data as *mut c_void)
-        }
-    });
-    Ok(())
+    on_host_of(device_of_stream(handle), || {
+        gate::host_function(handle, move |status| {
+            let code = status.err().map_or(0, |s| s.0);
+            // SAFETY: as `add_callback`'s caller promised.
+            unsafe {
+                caller::call_stream_callback(
+                    cb,
+                    stream as *mut c_void,
+                    code,
+                    user_data as *mut c_void,
+                )
+            }
+        });
+        Ok(())
+    })
 }
 
 #[no_mangle]
@@ -404,10 +434,9 @@ pub extern "C" fn cudaEventDestroy(event: RawHandle) -> cudaError_t {
         };
         // An event this process made is destroyed without a round trip; anything else
         // is the host's to refuse.
-        if registry().events.remove(&(event as u64)).is_some() {
-            super::post(&req, &[])
-        } else {
-            call(&req)
+        match registry().events.remove(&(event as u64)) {
+            Some((device, _)) => on_host_of(Some(device), || super::post(&req, &[])),
+            None => call(&req),
         }
     })
 }
@@ -425,12 +454,14 @@ fn record(event: RawHandle, stream: RawHandle, flags: u32, per_thread: bool) -> 
     // cudaEventRecordExternal outside a capture is refused synchronously: ask then.
     let post =
         super::known_stream(stream) && registry().events.contains_key(&event.0) && flags == 0;
-    gate::record_event(stream, event, move || {
-        if post {
-            super::post(&req, &[])
-        } else {
-            call(&req)
-        }
+    on_host_of(device_of_stream(stream), || {
+        gate::record_event(stream, event, move || {
+            if post {
+                super::post(&req, &[])
+            } else {
+                call(&req)
+            }
+        })
     })
 }
 
@@ -471,7 +502,9 @@ pub extern "C" fn cudaEventSynchronize(event: RawHandle) -> cudaError_t {
     guard("cudaEventSynchronize", || {
         let event = EventHandle(event as u64);
         gate::wait_event_submitted(event);
-        call(&EventSynchronize { event })
+        on_host_of(device_of_event(event.0), || {
+            call(&EventSynchronize { event })
+        })
     })
 }
 
@@ -482,7 +515,7 @@ pub extern "C" fn cudaEventQuery(event: RawHandle) -> cudaError_t {
         if gate::event_pending(event) {
             return Err(CudaStatus::ErrorNotReady);
         }
-        call(&EventQuery { event })
+        on_host_of(device_of_event(event.0), || call(&EventQuery { event }))
     })
 }
 
@@ -500,7 +533,9 @@ pub extern "C" fn cudaEventElapsedTime(
         if gate::event_pending(start) || gate::event_pending(end) {
             return Err(CudaStatus::ErrorNotReady);
         }
-        let r = call(&EventElapsedTime { start, end })?;
+        let r = on_host_of(device_of_event(start.0), || {
+            call(&EventElapsedTime { start, end })
+        })?;
         // SAFETY: by cudaEventElapsedTime's contract `ms` is NULL or writable.
         unsafe { caller::write(ms, r.ms) }
     })

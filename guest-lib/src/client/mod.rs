@@ -7,9 +7,11 @@
 
 mod console;
 mod credentials;
+mod hosts;
 
 pub(crate) use console::write_console;
 pub use credentials::*;
+pub use hosts::Hosts;
 
 use std::io::{self, BufReader, IoSlice, Read};
 use std::os::fd::BorrowedFd;
@@ -83,7 +85,7 @@ pub struct Client {
     pub addr: ServerAddr,
 }
 
-static CLIENT: OnceLock<Result<Client, CudaStatus>> = OnceLock::new();
+static CLIENT: OnceLock<Result<Hosts, CudaStatus>> = OnceLock::new();
 
 /// Why no connection to the host could be made, in the words the library prints
 /// (after `vmcuda: `) and `vmcuda doctor` sorts into findings.
@@ -142,20 +144,24 @@ fn refusal_text(reason: &Option<String>, status: CudaStatus) -> String {
 /// short next to the calls that wait on real GPU work.
 const REPLY_POLL_WINDOW: Duration = Duration::from_micros(100);
 
-/// The server address: `VMCUDA_SERVER`, else the host over vsock inside a VM, else the
-/// default Unix socket.
+/// The server address: the first of [`server_addrs`].
 pub fn server_addr() -> Result<ServerAddr, ConnectFailure> {
+    server_addrs().map(|mut addrs| addrs.swap_remove(0))
+}
+
+/// The hosts to use, in order: `VMCUDA_SERVER` (comma-separated for several), else
+/// the host over vsock inside a VM, else the default Unix socket.
+pub fn server_addrs() -> Result<Vec<ServerAddr>, ConnectFailure> {
     match std::env::var("VMCUDA_SERVER") {
-        Ok(s) if !s.is_empty() => s
-            .parse()
+        Ok(s) if !s.trim().is_empty() => ServerAddr::parse_list(&s)
             .map_err(|source| ConnectFailure::BadAddress { value: s, source }),
-        _ => Ok(ServerAddr::default_for_this_machine()),
+        _ => Ok(vec![ServerAddr::default_for_this_machine()]),
     }
 }
 
-/// The process's client, connecting on first use. A failure is reported once on
+/// The process's hosts, connecting on first use. A failure is reported once on
 /// stderr and then answered as "no device" for the rest of the process.
-pub fn client() -> Result<&'static Client, CudaStatus> {
+pub fn client() -> Result<&'static Hosts, CudaStatus> {
     CLIENT
         .get_or_init(|| {
             let client = connect()?;
@@ -167,6 +173,12 @@ pub fn client() -> Result<&'static Client, CudaStatus> {
         .as_ref()
         .map_err(|e| *e)
         .inspect(|c| c.start_flusher())
+}
+
+/// The process's hosts if it has connected already (without connecting): calls about
+/// memory, streams or events the program already has find their host here.
+pub fn connected_hosts() -> Option<&'static Hosts> {
+    CLIENT.get().and_then(|c| c.as_ref().ok())
 }
 
 /// Whether the process is connected to the host already (the runtime or the driver
@@ -185,17 +197,19 @@ extern "C" fn flush_at_exit() {
     });
 }
 
-fn connect() -> Result<Client, CudaStatus> {
-    let connected = server_addr().and_then(|addr| Client::connect(addr, token()));
+fn connect() -> Result<Hosts, CudaStatus> {
+    let connected = server_addrs().and_then(|addrs| Hosts::connect(&addrs, &token()));
     match connected {
-        Ok(client) => {
+        Ok(hosts) => {
             if std::env::var_os("VMCUDA_VERBOSE").is_some() {
+                let addrs: Vec<String> = hosts.addrs().map(ToString::to_string).collect();
                 eprintln!(
                     "vmcuda: connected to {}: {}",
-                    client.addr, client.hello.banner
+                    addrs.join(","),
+                    hosts.hello.banner
                 );
             }
-            Ok(client)
+            Ok(hosts)
         }
         Err(e) => {
             eprintln!("vmcuda: {e}");

@@ -3,6 +3,7 @@
 use tracing::{info, warn};
 use vmcuda_wire::handshake::{self, caps, PROTOCOL_VERSION};
 use vmcuda_wire::op::*;
+use vmcuda_wire::CudaStatus;
 
 use super::Session;
 
@@ -27,5 +28,19 @@ impl ConnectionOps for Session {
             },
             Vec::new(),
         ))
+    }
+
+    fn handle_space(
+        &mut self,
+        _ctx: &CallContext,
+        req: HandleSpace,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        if usize::from(req.host) >= vmcuda_wire::transport::MAX_HOSTS {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        self.handles.use_space(req.host);
+        info!(client = %self.client, host = req.host, "guest uses several hosts; this is one");
+        Ok(((), Vec::new()))
     }
 }

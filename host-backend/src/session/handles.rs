@@ -4,7 +4,9 @@
 
 use std::collections::HashMap;
 
-use vmcuda_wire::op::{EventHandle, FunctionHandle, ModuleHandle, StreamHandle};
+use vmcuda_wire::op::{
+    EventHandle, FunctionHandle, ModuleHandle, StreamHandle, HANDLE_SPACE_SHIFT,
+};
 use vmcuda_wire::CudaStatus;
 
 use crate::executor::{
@@ -29,6 +31,13 @@ impl Handles {
     pub(super) fn fresh(&mut self) -> u64 {
         self.next_handle += 1;
         self.next_handle
+    }
+
+    /// Make later handles in host `host`'s space (a guest of several hosts): they
+    /// carry the number in their top byte. Never goes back over handles handed out.
+    pub(super) fn use_space(&mut self, host: u8) {
+        let start = u64::from(host) << HANDLE_SPACE_SHIFT;
+        self.next_handle = self.next_handle.max(start);
     }
 
     /// Forget the streams and events made on `device` (it was reset).

@@ -9,7 +9,7 @@ use vmcuda_wire::op::{
 };
 use vmcuda_wire::CudaStatus;
 
-use super::{admit, can_post, enqueue};
+use super::{admit, can_post, enqueue, on_memory_host};
 use crate::api::registration::variable;
 use crate::api::{call, call_with, guard, stream_handle, RawHandle, Result};
 use crate::client::{self, Sink};
@@ -33,12 +33,98 @@ unsafe fn memcpy(
     is_async: bool,
 ) -> Result<()> {
     let direction = Direction::resolve(kind, dst, src)?;
-    let capturable = copy_route::capturable(direction, Shape::Linear, dst, src, count);
-    admit(stream, is_async, capturable)?;
-    enqueue(stream, is_async, move || {
-        // SAFETY: as `memcpy`'s caller promised.
-        unsafe { memcpy_now(dst, src, count, direction, stream, is_async) }
+    if let Some((dst_device, src_device)) = across_hosts(direction, dst, src)? {
+        let rows = Rows {
+            dst,
+            dpitch: 0,
+            src,
+            spitch: 0,
+            width: count,
+            height: 1,
+        };
+        return across_hosts_copy(rows, dst_device, src_device, stream);
+    }
+    on_memory_host(&[dst, src], stream, is_async, |stream, is_async| {
+        let capturable = copy_route::capturable(direction, Shape::Linear, dst, src, count);
+        admit(stream, is_async, capturable)?;
+        enqueue(stream, is_async, move || {
+            // SAFETY: as `memcpy`'s caller promised.
+            unsafe { memcpy_now(dst, src, count, direction, stream, is_async) }
+        })
     })
+}
+
+/// The devices of a device-to-device copy whose two sides are on different hosts.
+fn across_hosts(direction: Direction, dst: usize, src: usize) -> Result<Option<(i32, i32)>> {
+    if direction != Direction::DeviceToDevice {
+        return Ok(None);
+    }
+    match (
+        crate::api::device_of_ptr(dst),
+        crate::api::device_of_ptr(src),
+    ) {
+        (Some(d), Some(s)) if crate::api::on_different_hosts(d, s)? => Ok(Some((d, s))),
+        _ => Ok(None),
+    }
+}
+
+/// The rows of a copy (a linear copy is one row).
+#[derive(Clone, Copy)]
+struct Rows {
+    dst: usize,
+    dpitch: usize,
+    src: usize,
+    spitch: usize,
+    width: usize,
+    height: usize,
+}
+
+/// A copy between devices of two hosts. The bytes come up through the guest, a frame
+/// at a time, and go down to the other host; each side in its device's legacy stream
+/// order, after `stream` (waited for on its own host). A direct transfer between the
+/// hosts would spare the guest the bytes; docs/multi-gpu.md says where this stands.
+fn across_hosts_copy(
+    rows: Rows,
+    dst_device: i32,
+    src_device: i32,
+    stream: StreamHandle,
+) -> Result<()> {
+    if !stream.is_default() {
+        let device = crate::api::device_of_stream(stream).unwrap_or_else(state::current_device);
+        crate::api::on_host_of(Some(device), || {
+            crate::gate::sync_stream(stream)?;
+            call(&StreamSynchronize { stream })
+        })?;
+    }
+    let chunk = client::chunk();
+    let mut buf = vec![0u8; rows.width.min(chunk)];
+    for row in 0..rows.height {
+        let (dst, src) = (rows.dst + row * rows.dpitch, rows.src + row * rows.spitch);
+        let mut done = 0;
+        while done < rows.width {
+            let n = (rows.width - done).min(chunk);
+            let part = &mut buf[..n];
+            crate::api::on_host_of(Some(src_device), || {
+                let req = MemcpyDtoH {
+                    src: (src + done) as u64,
+                    size: n as u64,
+                    stream: StreamHandle::LEGACY,
+                    is_async: false,
+                };
+                client::client()?.call(state::current_device(), &req, &[], Sink::Into(part))
+            })?;
+            crate::api::on_host_of(Some(dst_device), || {
+                let req = MemcpyHtoD {
+                    dst: (dst + done) as u64,
+                    stream: StreamHandle::LEGACY,
+                    is_async: false,
+                };
+                call_with(&req, &buf[..n], Sink::None)
+            })?;
+            done += n;
+        }
+    }
+    Ok(())
 }
 
 /// The staging area a [`Route::Staged`] copy goes through.
@@ -200,18 +286,31 @@ unsafe fn memcpy_2d(
     if width == 0 || height == 0 {
         return Ok(());
     }
-    let capturable = copy_route::capturable(direction, Shape::Pitched, dst, src, width);
-    admit(stream, is_async, capturable)?;
     if width > dpitch || width > spitch {
         return Err(CudaStatus::ErrorInvalidPitchValue);
     }
-    enqueue(stream, is_async, move || {
-        // SAFETY: as `memcpy_2d`'s caller promised.
-        unsafe {
-            memcpy_2d_now(
-                dst, dpitch, src, spitch, width, height, direction, stream, is_async,
-            )
-        }
+    if let Some((dst_device, src_device)) = across_hosts(direction, dst, src)? {
+        let rows = Rows {
+            dst,
+            dpitch,
+            src,
+            spitch,
+            width,
+            height,
+        };
+        return across_hosts_copy(rows, dst_device, src_device, stream);
+    }
+    on_memory_host(&[dst, src], stream, is_async, |stream, is_async| {
+        let capturable = copy_route::capturable(direction, Shape::Pitched, dst, src, width);
+        admit(stream, is_async, capturable)?;
+        enqueue(stream, is_async, move || {
+            // SAFETY: as `memcpy_2d`'s caller promised.
+            unsafe {
+                memcpy_2d_now(
+                    dst, dpitch, src, spitch, width, height, direction, stream, is_async,
+                )
+            }
+        })
     })
 }
 
@@ -463,16 +562,34 @@ fn memcpy_peer(
     if count == 0 {
         return Ok(());
     }
+    if crate::api::on_different_hosts(dst_device, src_device)? {
+        let rows = Rows {
+            dst,
+            dpitch: 0,
+            src,
+            spitch: 0,
+            width: count,
+            height: 1,
+        };
+        return across_hosts_copy(rows, dst_device, src_device, stream);
+    }
     let req = MemcpyPeer {
         dst: dst as u64,
-        dst_device,
+        dst_device: crate::api::local_device(dst_device)?,
         src: src as u64,
-        src_device,
+        src_device: crate::api::local_device(src_device)?,
         size: count as u64,
         stream,
         is_async,
     };
-    enqueue(stream, is_async, move || call(&req))
+    on_memory_host(&[dst, src], stream, is_async, |stream, is_async| {
+        let req = MemcpyPeer {
+            stream,
+            is_async,
+            ..req
+        };
+        enqueue(stream, is_async, move || call(&req))
+    })
 }
 
 #[no_mangle]

@@ -4,7 +4,7 @@ use std::ffi::c_void;
 
 use vmcuda_wire::op::{Memset, Memset2D, StreamHandle};
 
-use super::{admit, can_post, enqueue};
+use super::{admit, can_post, enqueue, on_memory_host};
 use crate::api::{call, guard, stream_handle, RawHandle, Result};
 use crate::cudaError_t;
 
@@ -18,6 +18,18 @@ fn memset(
     if count == 0 {
         return Ok(());
     }
+    on_memory_host(&[ptr], stream, is_async, |stream, is_async| {
+        memset_here(ptr, value, count, stream, is_async)
+    })
+}
+
+fn memset_here(
+    ptr: usize,
+    value: i32,
+    count: usize,
+    stream: StreamHandle,
+    is_async: bool,
+) -> Result<()> {
     admit(stream, is_async, true)?;
     let req = Memset {
         dst: ptr as u64,
@@ -91,17 +103,19 @@ fn memset_2d(
     if width == 0 || height == 0 {
         return Ok(());
     }
-    admit(stream, is_async, true)?;
-    let req = Memset2D {
-        dst: ptr as u64,
-        pitch: pitch as u64,
-        value: value as u8,
-        width: width as u64,
-        height: height as u64,
-        stream,
-        is_async,
-    };
-    enqueue(stream, is_async, move || call(&req))
+    on_memory_host(&[ptr], stream, is_async, |stream, is_async| {
+        admit(stream, is_async, true)?;
+        let req = Memset2D {
+            dst: ptr as u64,
+            pitch: pitch as u64,
+            value: value as u8,
+            width: width as u64,
+            height: height as u64,
+            stream,
+            is_async,
+        };
+        enqueue(stream, is_async, move || call(&req))
+    })
 }
 
 #[no_mangle]

@@ -34,6 +34,31 @@ fn can_post(stream: StreamHandle, ptr: usize, len: usize) -> bool {
             .is_some_and(|(start, size, _)| ptr as u64 + len as u64 <= start + size)
 }
 
+/// Run a copy or memset of `ptrs` (device memory among them) on the host of that
+/// memory's device, with `stream` as that host can take it: a stream of another host
+/// is waited for there first, and the operation then runs synchronously on the
+/// memory's device (several hosts only; with one, `op` runs as given).
+fn on_memory_host(
+    ptrs: &[usize],
+    stream: StreamHandle,
+    is_async: bool,
+    op: impl FnOnce(StreamHandle, bool) -> Result<()>,
+) -> Result<()> {
+    let owner = ptrs.iter().find_map(|p| super::device_of_ptr(*p));
+    let Some(owner) = owner else {
+        return op(stream, is_async);
+    };
+    let stream_device = super::device_of_stream(stream).unwrap_or_else(state::current_device);
+    if !super::on_different_hosts(owner, stream_device)? {
+        return super::on_host_of(Some(owner), || op(stream, is_async));
+    }
+    super::on_host_of(Some(stream_device), || {
+        gate::sync_stream(stream)?;
+        call(&vmcuda_wire::op::StreamSynchronize { stream })
+    })?;
+    super::on_host_of(Some(owner), || op(StreamHandle::LEGACY, false))
+}
+
 /// CUDA's capture rules for a copy or memset on `stream` (see [`crate::capture`]):
 /// a synchronous one is a potentially unsafe call, and one that cannot be captured is
 /// refused on a capturing stream.
@@ -84,18 +109,63 @@ fn allocate_clear<T>(
     let device = state::current_device();
     let mut current = alloc()?;
     let mut held = Vec::new();
-    while !registry().add_device_range(current.0, current.1, device) && held.len() < CLEAR_TRIES {
+    let mut taken = false;
+    loop {
+        // Numbers another host's memory already has are never taken: the pointer
+        // would name two allocations and calls about it would reach the wrong host.
+        let elsewhere = on_another_host(current.0, current.1, device)?;
+        if !elsewhere {
+            taken = true;
+            if registry().add_device_range(current.0, current.1, device) {
+                break;
+            }
+        }
+        if held.len() >= CLEAR_TRIES {
+            break;
+        }
         match alloc() {
-            Ok(next) => held.push(std::mem::replace(&mut current, next)),
+            Ok(next) => {
+                let previous = std::mem::replace(&mut current, next);
+                held.push((previous, std::mem::take(&mut taken)));
+            }
             Err(_) => break,
         }
     }
     // Forgotten before freed, as in `free_device`.
-    for (p, _, _) in held {
-        registry().remove_device_range(p);
+    for ((p, _, _), registered) in held {
+        if registered {
+            registry().remove_device_range(p);
+        }
         free(p);
     }
+    if !taken {
+        free(current.0);
+        eprintln!(
+            "vmcuda: device {device}'s host keeps handing out addresses another host's memory has"
+        );
+        return Err(CudaStatus::ErrorMemoryAllocation);
+    }
     Ok((current.0, current.2))
+}
+
+/// Whether `[ptr, ptr + len)` overlaps memory of a device on another host than
+/// `device`'s (several hosts only: each host's addresses are its own).
+fn on_another_host(ptr: u64, len: u64, device: i32) -> Result<bool> {
+    let Some(hosts) = crate::client::connected_hosts().filter(|h| h.count() > 1) else {
+        return Ok(false);
+    };
+    if ptr == 0 {
+        return Ok(false);
+    }
+    let end = ptr.saturating_add(len.max(1));
+    let reg = registry();
+    let covering = reg.device_range(ptr).map(|(_, _, d)| d);
+    let inside = reg.device_ranges.range(ptr..end).map(|(_, (_, d))| *d);
+    let host = hosts.host_of(device);
+    Ok(covering
+        .into_iter()
+        .chain(inside)
+        .any(|d| hosts.host_of(d) != host))
 }
 
 /// Free device memory the program allocated with `free` (the host's free), forgetting
@@ -110,7 +180,8 @@ pub(super) fn free_device(ptr: u64, free: impl FnOnce(u64) -> Result<()>) -> Res
         reg.remove_device_range(ptr);
         range
     };
-    let freed = free(ptr);
+    // The memory's own host frees it, whichever device is current.
+    let freed = super::on_host_of(forgotten.map(|(_, device)| device), || free(ptr));
     if let (Err(_), Some((size, device))) = (&freed, forgotten) {
         registry().add_device_range(ptr, size, device);
     }
