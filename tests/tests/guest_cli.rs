@@ -119,6 +119,43 @@ fn info_shows_the_test_executor_its_device_and_the_quota() {
     );
 }
 
+/// Several hosts: each is asked in turn, its devices numbered as programs see them
+/// (the second host's first device is device 1), each host's quota its own.
+#[test]
+#[ignore = "needs the vmcuda command and the host daemon: run tests/run.sh"]
+fn info_lists_every_host_and_numbers_devices_across_them() {
+    let a = Daemon::host_memory("info-host-a");
+    let b = Daemon::start_with_config(
+        "info-host-b",
+        Some("[local]\nmemory_quota = \"1GiB\"\n"),
+        &["--executor", "host-memory"],
+    );
+    let server = format!("{},{}", a.server(), b.server());
+    let out = vmcuda(&["info"], &server, &[]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains("Host 1 of 2") && stdout.contains("Host 2 of 2"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("at {} (Unix socket)", b.server())),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("GPU 1: vmcuda host-memory test executor"),
+        "{stdout}"
+    );
+
+    let out = vmcuda(&["info", "--json"], &server, &[]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(v[0]["server"], a.server());
+    assert_eq!(v[1]["server"], b.server());
+    assert_eq!(v[1]["devices"][0]["index"], 1);
+    assert_eq!(v[0]["devices"][0]["memory"]["quota"], false);
+    assert_eq!(v[1]["devices"][0]["memory"]["quota"], true);
+}
+
 #[test]
 #[ignore = "needs the vmcuda command and the host daemon: run tests/run.sh"]
 fn doctor_passes_against_a_working_daemon() {

@@ -149,14 +149,37 @@ pub fn server_addr() -> Result<ServerAddr, ConnectFailure> {
     server_addrs().map(|mut addrs| addrs.swap_remove(0))
 }
 
-/// The hosts to use, in order: `VMCUDA_SERVER` (comma-separated for several), else
+/// Where the guest's hosts are written down when `VMCUDA_SERVER` is not set
+/// (`VMCUDA_SERVER_FILE` names another file).
+pub const DEFAULT_SERVER_FILE: &str = "/etc/vmcuda/server";
+
+/// The hosts to use, in order: `VMCUDA_SERVER` (comma-separated for several), else the
+/// guest's server file (addresses separated by commas or lines, `#` comments), else
 /// the host over vsock inside a VM, else the default Unix socket.
 pub fn server_addrs() -> Result<Vec<ServerAddr>, ConnectFailure> {
+    let parse = |s: String| {
+        ServerAddr::parse_list(&s).map_err(|source| ConnectFailure::BadAddress { value: s, source })
+    };
     match std::env::var("VMCUDA_SERVER") {
-        Ok(s) if !s.trim().is_empty() => ServerAddr::parse_list(&s)
-            .map_err(|source| ConnectFailure::BadAddress { value: s, source }),
+        Ok(s) if !s.trim().is_empty() => return parse(s),
+        _ => {}
+    }
+    let file = std::env::var("VMCUDA_SERVER_FILE").unwrap_or_else(|_| DEFAULT_SERVER_FILE.into());
+    match std::fs::read_to_string(file).map(|text| server_file_list(&text)) {
+        Ok(list) if !list.is_empty() => parse(list),
         _ => Ok(vec![ServerAddr::default_for_this_machine()]),
     }
+}
+
+/// A server file's addresses as one comma-separated list.
+fn server_file_list(text: &str) -> String {
+    text.lines()
+        .map(|l| l.split('#').next().unwrap_or("").trim())
+        .flat_map(|l| l.split(','))
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// The process's hosts, connecting on first use. A failure is reported once on

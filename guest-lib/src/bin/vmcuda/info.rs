@@ -82,30 +82,46 @@ impl MemoryReport {
 }
 
 pub fn run(json: bool, timeout: Duration) -> ExitCode {
-    let addr = match client::server_addr() {
+    let addrs = match client::server_addrs() {
         Ok(a) => a,
         Err(e) => {
             eprintln!("vmcuda: {e}");
             return ExitCode::FAILURE;
         }
     };
-    let conversation = match probe::talk(addr.clone(), client::token(), timeout) {
-        Outcome::Talked(c) => c,
-        Outcome::Failed(e) => {
-            eprintln!("vmcuda: {e}\nvmcuda: `vmcuda doctor` checks the setup step by step.");
-            return ExitCode::FAILURE;
+    // Each host in turn; its devices numbered as a program sees them (after the
+    // devices of the hosts named before it).
+    let mut reports = Vec::with_capacity(addrs.len());
+    let mut first_device = 0;
+    for addr in addrs {
+        let conversation = match probe::talk(addr.clone(), client::token(), timeout) {
+            Outcome::Talked(c) => c,
+            Outcome::Failed(e) => {
+                eprintln!("vmcuda: {e}\nvmcuda: `vmcuda doctor` checks the setup step by step.");
+                return ExitCode::FAILURE;
+            }
+            Outcome::TimedOut(t) => {
+                eprintln!(
+                    "vmcuda: no answer from {addr} within {} s.\nvmcuda: `vmcuda doctor` checks the setup step by step.",
+                    t.as_secs()
+                );
+                return ExitCode::FAILURE;
+            }
+        };
+        let mut report = report(&conversation);
+        for d in &mut report.devices {
+            d.index += first_device;
         }
-        Outcome::TimedOut(t) => {
-            eprintln!(
-                "vmcuda: no answer from {addr} within {} s.\nvmcuda: `vmcuda doctor` checks the setup step by step.",
-                t.as_secs()
-            );
-            return ExitCode::FAILURE;
-        }
-    };
-    let report = report(&conversation);
+        first_device += report.host.device_count.max(0);
+        reports.push(report);
+    }
     if json {
-        match serde_json::to_string_pretty(&report) {
+        // One host: its report, as ever; several: a list of them.
+        let text = match reports.as_slice() {
+            [one] => serde_json::to_string_pretty(one),
+            all => serde_json::to_string_pretty(all),
+        };
+        match text {
             Ok(text) => crate::write_stdout(&(text + "\n")),
             Err(e) => {
                 eprintln!("vmcuda: cannot write JSON: {e}");
@@ -113,7 +129,13 @@ pub fn run(json: bool, timeout: Duration) -> ExitCode {
             }
         }
     } else {
-        crate::write_stdout(&render(&report));
+        let count = reports.len();
+        for (i, report) in reports.iter().enumerate() {
+            if count > 1 {
+                crate::write_stdout(&format!("Host {} of {count}\n", i + 1));
+            }
+            crate::write_stdout(&render(report));
+        }
     }
     ExitCode::SUCCESS
 }
