@@ -18,6 +18,7 @@ import argparse
 import datetime
 import json
 import os
+import shutil
 import socket
 import sys
 import tempfile
@@ -163,6 +164,7 @@ def main():
         except (OSError, ValueError):
             ranks.append({"rank": rank, "error": "no result: the process died before writing one"})
     out["ranks"] = ranks
+    shutil.rmtree(outdir, ignore_errors=True)
 
     failures = 0
 
