@@ -4,6 +4,8 @@
 //   bench --bandwidth MiB --seconds S   pinned H2D then D2H copies of MiB for S seconds
 //                       (one of N concurrent clients)
 //   bench --latency     only the small copies, launches and cudaMalloc
+//   bench --peer        only cudaMemcpyPeer from device 0 to device 1 (a note, and no
+//                       results, where there is one device)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -73,6 +75,77 @@ static double copy_gbps(size_t bytes, bool pinned, bool h2d, int reps) {
     return bytes / best / 1e3;
 }
 
+static void sync_devices(int a, int b) {
+    CHECK(cudaSetDevice(b)); CHECK(cudaDeviceSynchronize());
+    CHECK(cudaSetDevice(a)); CHECK(cudaDeviceSynchronize());
+}
+
+// cudaMemcpyPeer from device 0 to device 1: GB/s of each size, the median of 7 timed
+// rounds after one warm-up. A round is enough back-to-back copies to move 256 MiB (a
+// lone 1 MiB copy is over before the clock can tell), then both devices synchronized:
+// a device-to-device copy may return before it is done. First without peer access,
+// then with it where the devices allow it, as a program copying between GPUs does.
+static void peer_copies() {
+    int count = 0;
+    CHECK(cudaGetDeviceCount(&count));
+    if (count < 2) {
+        printf("NOTE peer copies skipped: %d device\n", count);
+        return;
+    }
+    int can01 = 0, can10 = 0;
+    CHECK(cudaDeviceCanAccessPeer(&can01, 0, 1));
+    CHECK(cudaDeviceCanAccessPeer(&can10, 1, 0));
+    printf("NOTE peer access between devices 0 and 1: %s\n", can01 && can10 ? "possible" : "not possible");
+    const int sizes_mib[] = {1, 16, 64, 256};
+    const size_t max_bytes = (size_t)256 << 20;
+    char *src, *dst;
+    CHECK(cudaSetDevice(1));
+    CHECK(cudaMalloc(&dst, max_bytes));
+    CHECK(cudaMemset(dst, 0, max_bytes));
+    CHECK(cudaSetDevice(0));
+    CHECK(cudaMalloc(&src, max_bytes));
+    CHECK(cudaMemset(src, 5, max_bytes));
+    for (int access = 0; access < 2; access++) {
+        if (access) {
+            if (!(can01 && can10)) break;
+            CHECK(cudaDeviceEnablePeerAccess(1, 0));
+            CHECK(cudaSetDevice(1));
+            CHECK(cudaDeviceEnablePeerAccess(0, 0));
+            CHECK(cudaSetDevice(0));
+        }
+        for (int mib : sizes_mib) {
+            size_t bytes = (size_t)mib << 20;
+            int copies = (int)(max_bytes / bytes);
+            std::vector<double> t;
+            for (int round = 0; round < 8; round++) {
+                sync_devices(0, 1);
+                auto s = clk::now();
+                for (int i = 0; i < copies; i++) CHECK(cudaMemcpyPeer(dst, 1, src, 0, bytes));
+                sync_devices(0, 1);
+                double us = us_since(s);
+                if (round > 0) t.push_back(us);
+            }
+            char name[64];
+            snprintf(name, sizeof name, "peer_0to1_%dMiB%s", mib, access ? "" : "_no_access");
+            result(name, (double)copies * bytes / median(t) / 1e3, "GB/s");
+        }
+    }
+    // What arrived is what was sent.
+    char last[4096];
+    CHECK(cudaSetDevice(1));
+    CHECK(cudaMemcpy(last, dst + max_bytes - sizeof last, sizeof last, cudaMemcpyDeviceToHost));
+    for (char c : last) if (c != 5) { fprintf(stderr, "FAIL peer copy arrived wrong\n"); exit(1); }
+    CHECK(cudaSetDevice(0));
+    if (can01 && can10) {
+        CHECK(cudaDeviceDisablePeerAccess(1));
+        CHECK(cudaSetDevice(1));
+        CHECK(cudaDeviceDisablePeerAccess(0));
+        CHECK(cudaSetDevice(0));
+    }
+    CHECK(cudaFree(src));
+    CHECK(cudaFree(dst));
+}
+
 static void matmul(int n) {
     size_t bytes = (size_t)n * n * sizeof(float);
     std::vector<float> a(n * (size_t)n), b(n * (size_t)n), c(n * (size_t)n);
@@ -113,6 +186,10 @@ int main(int argc, char** argv) {
             moved += 2.0 * bytes;
         }
         result("client_copy_throughput", moved / us_since(s) / 1e3, "GB/s");
+        return 0;
+    }
+    if (argc == 2 && !strcmp(argv[1], "--peer")) {
+        peer_copies();
         return 0;
     }
     CHECK(cudaFree(0));

@@ -87,6 +87,27 @@ w(f"| {clients} concurrent clients, 64 MiB pinned copies, aggregate | GB/s | {co
 w(f"| 1 client, same copies | GB/s | {single_native:.2f} | {single_shm:.2f} | {ratio(single_shm, single_native)} | | | | | | | |")
 w("")
 
+# Peer copies (bench --peer): their own table, since they need two devices.
+peer_native, peer_shm = load("peer_native.txt"), load("peer_shm.txt")
+if os.path.exists(os.path.join(raw, "peer_native.txt")):
+    w("## Peer copies (cudaMemcpyPeer, device 0 -> device 1)")
+    w("")
+    notes = [line[5:].strip() for line in open(os.path.join(raw, "peer_native.txt")) if line.startswith("NOTE ")]
+    if notes:
+        w("Native run: " + "; ".join(notes) + ".")
+        w("")
+    if peer_native:
+        w("Median of 7 rounds, each enough back-to-back copies to move 256 MiB, then both devices synchronized. "
+          "`_no_access`: before cudaDeviceEnablePeerAccess; the others with peer access on both ways. "
+          "Ratio = bridged / native (higher is better).")
+        w("")
+        w("| measurement | unit | native | shm | shm / native |")
+        w("| --- | --- | --- | --- | --- |")
+        for name, (nv, unit) in peer_native.items():
+            m = peer_shm.get(name, (float("nan"), unit))[0]
+            w(f"| {name} | {unit} | {nv:.2f} | {m:.2f} | {m / nv:.2f}x |")
+        w("")
+
 # The issue's targets, evaluated on the default path on one host (shm), except the
 # socket-path target (unix socket).
 rtt = floors.get("floor_unix_rtt_64B", (float("nan"), ""))[0]

@@ -5,7 +5,9 @@
 # the isolation check, the benchmark (bench/bench, transport-floor) and COMMIT; with
 # VMCUDA_CULIBS the library programs (tests/libapps), with VMCUDA_SAMPLES_CHECKOUT
 # NVIDIA's public samples (tests/gpu/samples), packed.
-# Then, on the GPU machine: bash tests/gpu/run-all.sh DIR
+# Then, on the GPU machine: bash tests/gpu/run-all.sh DIR (or, with two GPUs or more,
+# bash tests/gpu/run-multi-gpu.sh DIR alone: multi_gpu is among the apps, bench --peer in
+# bench/bench, and tests/gpu/ddp_check.py travels with the checkout).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo"

@@ -4,7 +4,8 @@
 # through vmcuda (run.sh: shared runtime, static runtime, NVIDIA's runtime over
 # vmcuda's driver), the library programs, NVIDIA's public samples (when carried),
 # torch's own libraries (run-torch-libs.sh), isolation (run-isolation.sh), load with faults
-# (run-load.sh) and the stock torch wheel (run-torch.sh). Each script's Markdown lands in $OUT (RESULTS*.md); the logs are
+# (run-load.sh), the stock torch wheel (run-torch.sh) and, on a machine with two GPUs
+# or more, several GPUs at once (run-multi-gpu.sh). Each script's Markdown lands in $OUT (RESULTS*.md); the logs are
 # bundled as $OUT/logs.tar.gz. Exits non-zero if any part failed.
 set -u
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -68,6 +69,15 @@ OUT="$logs/torch" VMCUDA_HOST_BIN="$carry/bin/vmcuda-host" VMCUDA_GUEST_LIB="$ca
   bash tests/gpu/run-torch.sh >"$logs/torch.out" 2>&1 || rc=1
 tail -40 "$logs/torch.out"
 
+# Several GPUs: the multi_gpu app, peer copies and DDP (nccl, gloo), only where the
+# machine has two GPUs or more.
+ngpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+if [ "${ngpus:-0}" -ge 2 ]; then
+  echo "== $ngpus GPUs: multi_gpu, peer copies, DDP natively and bridged ($(date -u +%T))"
+  OUT="$logs/multi-gpu" bash tests/gpu/run-multi-gpu.sh "$carry" >"$logs/multi-gpu.out" 2>&1 || rc=1
+  sed -n '/^| part/,/^$/p' "$logs/multi-gpu.out"
+fi
+
 cp "$logs/apps/RESULTS.md" "$out/RESULTS.md" 2>/dev/null
 cp "$logs/apps-static/RESULTS.md" "$out/RESULTS-STATIC.md" 2>/dev/null
 cp "$logs/apps-nvidia/RESULTS.md" "$out/RESULTS-NVIDIA-RUNTIME.md" 2>/dev/null
@@ -77,6 +87,7 @@ cp "$logs/samples/RESULTS-SAMPLES.md" "$out/RESULTS-SAMPLES.md" 2>/dev/null
 cp "$logs/torch/RESULTS-TORCH.md" "$out/RESULTS-TORCH.md" 2>/dev/null
 cp "$logs/iso/RESULTS-ISOLATION.md" "$out/RESULTS-ISOLATION.md" 2>/dev/null
 cp "$logs/load/RESULTS-load.md" "$out/RESULTS-load.md" 2>/dev/null
+cp "$logs/multi-gpu/RESULTS-MULTI-GPU.md" "$out/RESULTS-MULTI-GPU.md" 2>/dev/null
 tar -C "$logs" -czf "$out/logs.tar.gz" . 2>/dev/null
 echo "== done ($(date -u +%T)), rc=$rc"
 exit $rc

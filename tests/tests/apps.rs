@@ -30,6 +30,7 @@ const APPS: &[&str] = &[
     "matmul",
     "mem_pools",
     "memcpy_kinds",
+    "multi_gpu",
     "multithread",
     "occupancy_attrs",
     "pointer_mem",
@@ -941,6 +942,55 @@ fn device_query_asks_the_host_for_p2p_attributes() {
         stdout.contains("cudaDeviceGetP2PAttribute(0,0): cudaErrorInvalidDevice"),
         "{stdout}"
     );
+}
+
+/// multi_gpu on one pretend device, then on two: threads on their own devices at once,
+/// pointer attributes naming the owning device, peer copies both ways, cudaMemcpyDefault
+/// between the two devices' pointers with device 0 current, and a device-0 stream
+/// waiting for an event of a device-1 stream. The test double's devices cannot reach
+/// each other, so peer access is refused and its checks are skipped (the GPU runs them).
+#[test]
+#[ignore = "needs the linked guest library and nvcc-built apps: run tests/run.sh"]
+fn multi_gpu_runs_on_one_device_and_across_two() {
+    let one = Daemon::host_memory("one-device");
+    let out = one.run_app("multi_gpu");
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    for line in [
+        "device count: 1",
+        "cudaSetDevice(count): cudaErrorInvalidDevice",
+        "threads on their own devices at once: 4 threads over 1 device(s)",
+        "peer checks skipped: 1 device",
+        "PASS multi_gpu",
+    ] {
+        assert!(stdout.contains(line), "missing `{line}` in:\n{stdout}");
+    }
+
+    let two = Daemon::start(
+        "two-devices",
+        &["--executor", "host-memory", "--host-memory-devices", "2"],
+    );
+    let out = two.run_app("multi_gpu");
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    for line in [
+        "device count: 2",
+        "device 1: compute capability 9.0, unified addressing 1",
+        "thread 1 on device 1: cudaGetDevice ok, pointer on device 1",
+        "thread 2 on device 0: cudaGetDevice ok, pointer on device 0",
+        "threads on their own devices at once: 4 threads over 2 device(s)",
+        "cudaDeviceCanAccessPeer(0,1): 0, (1,0): 0",
+        "cudaDeviceDisablePeerAccess(1) before any enable: cudaErrorPeerAccessNotEnabled",
+        "pointer attributes of device 1's buffer: type Device, device 1",
+        "pointer attributes of device 1's buffer + 4 KiB: type Device, device 1",
+        "cudaMemcpyPeer 0->1 and cudaMemcpyPeerAsync 1->0, 4 MiB: ok",
+        "cudaMemcpyDefault host->1, 1->0, 0->1, 1->host with device 0 current: ok",
+        "waited for by a device-0 stream: stale words 0",
+        "direct-access checks skipped: no peer access between devices 0 and 1",
+        "PASS multi_gpu",
+    ] {
+        assert!(stdout.contains(line), "missing `{line}` in:\n{stdout}");
+    }
 }
 
 /// The driver API through the guest libcuda.so.1 (tests/apps/driver_api.cu opens it
