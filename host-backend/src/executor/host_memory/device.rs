@@ -10,6 +10,14 @@ use super::{HostMemoryExecutor, DEFAULT_MEMORY};
 use crate::executor::DeviceExec;
 
 impl HostMemoryExecutor {
+    /// The index of a visible device.
+    fn check_device(&self, device: i32) -> ExecResult<usize> {
+        usize::try_from(device)
+            .ok()
+            .filter(|&d| d < self.visible.len())
+            .ok_or(CudaStatus::ErrorInvalidDevice)
+    }
+
     pub(super) fn properties() -> DeviceProperties {
         // An H100-class shape, so programs that size launches from properties run.
         let attributes = [
@@ -85,10 +93,7 @@ impl HostMemoryExecutor {
 
 impl DeviceExec for HostMemoryExecutor {
     fn set_device(&mut self, device: i32) -> ExecResult<()> {
-        self.current = usize::try_from(device)
-            .ok()
-            .filter(|&d| d < self.visible.len())
-            .ok_or(CudaStatus::ErrorInvalidDevice)?;
+        self.current = self.check_device(device)?;
         Ok(())
     }
 
@@ -170,29 +175,38 @@ impl DeviceExec for HostMemoryExecutor {
     }
 
     fn can_access_peer(&mut self, device: i32, peer: i32) -> ExecResult<bool> {
-        self.set_device(device)?;
-        self.set_device(peer)?;
-        // One device: there is no peer, and a device is not its own peer.
+        self.check_device(device)?;
+        self.check_device(peer)?;
+        // The pretend devices share no memory path: none is another's peer, and a
+        // device is not its own.
         Ok(false)
     }
 
     fn p2p_attribute(&mut self, attr: u32, src: i32, dst: i32) -> ExecResult<i32> {
-        self.set_device(src)?;
-        self.set_device(dst)?;
+        self.check_device(src)?;
+        self.check_device(dst)?;
         if !(1..=5).contains(&attr) {
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        // One device, and the driver asks for two different ones.
-        Err(CudaStatus::ErrorInvalidDevice)
+        if src == dst {
+            // The driver asks for two different devices.
+            return Err(CudaStatus::ErrorInvalidDevice);
+        }
+        // No link between them: every attribute is 0, as the driver says for GPUs
+        // without one.
+        Ok(0)
     }
 
     fn enable_peer_access(&mut self, peer: i32, _flags: u32) -> ExecResult<()> {
-        self.set_device(peer)?;
-        Err(CudaStatus::ErrorInvalidDevice)
+        self.check_device(peer)?;
+        if peer as usize == self.current {
+            return Err(CudaStatus::ErrorInvalidDevice);
+        }
+        Err(CudaStatus::ErrorPeerAccessUnsupported)
     }
 
     fn disable_peer_access(&mut self, peer: i32) -> ExecResult<()> {
-        self.set_device(peer)?;
+        self.check_device(peer)?;
         Err(CudaStatus::ErrorPeerAccessNotEnabled)
     }
 }
