@@ -6,7 +6,8 @@
 # devices). The bridged program (GPU hidden, as every GPU script does) names both with
 # VMCUDA_SERVER=unix:A,unix:B and sees two devices. Its native twin runs both halves
 # on the real GPUs: `device_pair 0 1` with two GPUs, `0 0` with one. Outputs must be
-# identical. Then the same for torch (tests/gpu/hosts_torch.py).
+# identical. Then the same for torch (tests/gpu/hosts_torch.py). VMCUDA_HOSTS_GPU_B=0
+# gives daemon B GPU 0 on a machine with more (the one-GPU case).
 # Writes $OUT/RESULTS-HOSTS.md (default build/gpu-results) and prints its table last.
 set -u
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -25,7 +26,10 @@ commit="$(cat "$carry/COMMIT" 2>/dev/null || git rev-parse HEAD)"
 . "$repo/tests/gpu/hide-gpu.sh"
 
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || echo 1)
-if [ "$gpus" -ge 2 ]; then gpu_b=1; pair="0,1"; else gpu_b=0; pair="0,0"; fi
+if [ "$gpus" -ge 2 ]; then gpu_b=1; else gpu_b=0; fi
+# VMCUDA_HOSTS_GPU_B=0 makes daemon B serve GPU 0 too on a machine with more.
+gpu_b="${VMCUDA_HOSTS_GPU_B:-$gpu_b}"
+pair="0,$gpu_b"
 real_cudart=""
 for c in "${VMCUDA_REAL_CUDART_DIR:-}" /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
     [ -n "$c" ] && [ -e "$c/libcudart.so.13" ] && { real_cudart="$c"; break; }
@@ -89,7 +93,7 @@ several=$(grep -c 'guest uses several hosts' "$raw/b.log" || true)
     echo
     echo "- date (UTC): $(date -u '+%Y-%m-%d %H:%M:%S')"
     echo "- commit: $commit"
-    echo "- command: \`tests/gpu/run-hosts.sh $carry\`"
+    echo "- command: \`${VMCUDA_HOSTS_GPU_B:+VMCUDA_HOSTS_GPU_B=$VMCUDA_HOSTS_GPU_B }tests/gpu/run-hosts.sh $carry\`"
     echo "- GPUs: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | paste -sd ';'); driver $(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)"
     echo "- daemon A serves GPU 0, daemon B GPU $gpu_b; bridged: VMCUDA_SERVER=unix:A,unix:B (the program sees two devices); native: both halves on devices $pair"
     echo "- bridged process isolation: $isolation"
