@@ -19,3 +19,6 @@ pub mod proto;
 
 pub use broker::{Broker, PeerTls};
 pub use link::{LinkError, PeerLink, BROKER_FD};
+
+#[cfg(test)]
+mod tests;
