@@ -473,9 +473,7 @@ impl Policy {
                 .chain(peers.allow.iter())
             {
                 if !endpoint.contains(':') || tls::host_of(endpoint).is_empty() {
-                    return Err(invalid(format!(
-                        "[peers] {endpoint:?} is not HOST:PORT"
-                    )));
+                    return Err(invalid(format!("[peers] {endpoint:?} is not HOST:PORT")));
                 }
             }
         }
@@ -495,10 +493,10 @@ impl Policy {
             path: PathBuf::from(&self.source),
             source,
         };
-        let server = tls::mutual_server_config(&peers.tls_cert, &peers.tls_key, &peers.ca)
-            .map_err(error)?;
-        let client = tls::mutual_client_config(&peers.ca, &peers.tls_cert, &peers.tls_key)
-            .map_err(error)?;
+        let server =
+            tls::mutual_server_config(&peers.tls_cert, &peers.tls_key, &peers.ca).map_err(error)?;
+        let client =
+            tls::mutual_client_config(&peers.ca, &peers.tls_cert, &peers.tls_key).map_err(error)?;
         Ok(Some(crate::peer::PeerTls { server, client }))
     }
 

@@ -15,8 +15,8 @@ use crate::executor::cuda::CudaExecutor;
 use crate::executor::host_memory;
 use crate::executor::Executor;
 use crate::metrics;
-use crate::policy::{Caller, GpuSelection, Policy};
 use crate::peer::{self, Broker, PeerTls};
+use crate::policy::{Caller, GpuSelection, Policy};
 use crate::tls::TlsServer;
 use crate::worker;
 
@@ -199,12 +199,13 @@ pub fn start(
             config.allow.clone(),
             tls.client,
         ));
-        let (_, h) = peer::broker::listen(broker.clone(), &config.listen, tls.server).map_err(
-            |source| ServeError::Listen {
-                at: format!("[peers] listen {}", config.listen),
-                source,
-            },
-        )?;
+        let (_, h) =
+            peer::broker::listen(broker.clone(), &config.listen, tls.server).map_err(|source| {
+                ServeError::Listen {
+                    at: format!("[peers] listen {}", config.listen),
+                    source,
+                }
+            })?;
         listeners.push(h);
         template.broker = Some(broker);
     } else {

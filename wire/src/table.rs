@@ -110,7 +110,8 @@ macro_rules! op_lines {
                     -> PeerTicket { ticket: [u8; 16], endpoint: String }, Sync;
                 /// The sending side: `size` bytes of `src` go through this host's daemon to
                 /// `endpoint`, which must have handed out `ticket`. Posted, as it may wait
-                /// for the receiver to read.
+                /// for the receiver to read. Zero bytes send nothing: the guest asks with
+                /// them whether this host has the link.
                 0x0212 PeerSend => peer_send(PeerSend { src: DevicePtr, size: u64, ticket: [u8; 16], endpoint: String })
                     -> (), Async;
                 /// The receiving side again: the bytes of `ticket`'s transfer, as they

@@ -181,10 +181,12 @@ pub fn mutual_server_config(
     key: &Path,
     ca: &Path,
 ) -> Result<Arc<ServerConfig>, TlsError> {
-    let verifier =
-        rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots(ca)?), provider())
-            .build()
-            .map_err(|e| TlsError::Config(rustls::Error::General(e.to_string())))?;
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        Arc::new(roots(ca)?),
+        provider(),
+    )
+    .build()
+    .map_err(|e| TlsError::Config(rustls::Error::General(e.to_string())))?;
     let config = ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(TlsError::Config)?

@@ -95,7 +95,10 @@ impl Broker {
                 Ok(m) => m,
                 Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => break,
                 Err(e) => {
-                    warn!(connection = owner, "peer broker: {e}; the worker's link is closed");
+                    warn!(
+                        connection = owner,
+                        "peer broker: {e}; the worker's link is closed"
+                    );
                     break;
                 }
             };
@@ -113,7 +116,10 @@ impl Broker {
                 )),
             };
             if let Err(e) = served {
-                warn!(connection = owner, "peer broker: {e}; the worker's link is closed");
+                warn!(
+                    connection = owner,
+                    "peer broker: {e}; the worker's link is closed"
+                );
                 break;
             }
         }
@@ -160,7 +166,12 @@ impl Broker {
     }
 
     /// Open the link to `endpoint` and say which transfer follows.
-    fn open(&self, ticket: &Ticket, size: u64, endpoint: &str) -> Result<TlsOut, (Outcome, String)> {
+    fn open(
+        &self,
+        ticket: &Ticket,
+        size: u64,
+        endpoint: &str,
+    ) -> Result<TlsOut, (Outcome, String)> {
         let unreachable = |e: String| (Outcome::Unreachable, e);
         let addr = endpoint
             .to_socket_addrs()
@@ -258,13 +269,22 @@ impl Broker {
         proto::write_msg(w, &Msg::End(outcome))
     }
 
-    fn receive(&self, owner: u64, ticket: &Ticket, size: u64, w: &mut UnixStream) -> io::Result<()> {
+    fn receive(
+        &self,
+        owner: u64,
+        ticket: &Ticket,
+        size: u64,
+        w: &mut UnixStream,
+    ) -> io::Result<()> {
         let mut table = self.table();
         match table.get(ticket) {
             Some(e) if e.owner == owner && e.size == size => {}
             _ => {
                 drop(table);
-                warn!(connection = owner, "peer receive refused: no such ticket for this connection");
+                warn!(
+                    connection = owner,
+                    "peer receive refused: no such ticket for this connection"
+                );
                 return proto::write_msg(w, &Msg::End(Outcome::UnknownTicket));
             }
         }
@@ -292,7 +312,11 @@ impl Broker {
         };
         drop(table);
         let Some(mut stream) = stream else {
-            warn!(connection = owner, bytes = size, "peer transfer expected but no sender delivered it in time");
+            warn!(
+                connection = owner,
+                bytes = size,
+                "peer transfer expected but no sender delivered it in time"
+            );
             return proto::write_msg(w, &Msg::End(Outcome::TimedOut));
         };
         let mut buf = vec![0u8; MAX_CHUNK.min(size as usize)];
@@ -301,8 +325,12 @@ impl Broker {
             let want = (left as usize).min(buf.len());
             match stream.read(&mut buf[..want]) {
                 Ok(0) | Err(_) => {
-                    warn!(connection = owner, bytes = size, got = size - left,
-                        "peer transfer broke before its last byte");
+                    warn!(
+                        connection = owner,
+                        bytes = size,
+                        got = size - left,
+                        "peer transfer broke before its last byte"
+                    );
                     return proto::write_msg(w, &Msg::End(Outcome::Broken));
                 }
                 Ok(n) => {
@@ -312,7 +340,9 @@ impl Broker {
             }
         }
         // The sender learns the bytes are here; the worker learns they are whole.
-        let _ = stream.write_all(&[Outcome::Done as u8]).and_then(|()| stream.flush());
+        let _ = stream
+            .write_all(&[Outcome::Done as u8])
+            .and_then(|()| stream.flush());
         info!(connection = owner, bytes = size, "peer transfer received");
         proto::write_msg(w, &Msg::End(Outcome::Done))
     }
@@ -376,7 +406,9 @@ impl Broker {
         if let Err(outcome) = self.claim(&ticket, size) {
             warn!(%from, bytes = size,
                 "peer transfer refused: unknown, used or expired ticket, or another size");
-            let _ = stream.write_all(&[outcome as u8]).and_then(|()| stream.flush());
+            let _ = stream
+                .write_all(&[outcome as u8])
+                .and_then(|()| stream.flush());
             return;
         }
         if stream

@@ -37,9 +37,9 @@ impl LinkError {
             LinkError::Cuda(s) => *s,
             LinkError::Outcome(Outcome::NotConfigured) => CudaStatus::ErrorNotSupported,
             LinkError::Outcome(Outcome::NotAllowed) => CudaStatus::ErrorNotPermitted,
-            LinkError::Outcome(
-                Outcome::Refused | Outcome::UnknownTicket | Outcome::TooMany,
-            ) => CudaStatus::ErrorInvalidValue,
+            LinkError::Outcome(Outcome::Refused | Outcome::UnknownTicket | Outcome::TooMany) => {
+                CudaStatus::ErrorInvalidValue
+            }
             LinkError::Outcome(_) | LinkError::Link(_) => CudaStatus::ErrorDevicesUnavailable,
         }
     }

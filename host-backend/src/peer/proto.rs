@@ -269,7 +269,10 @@ pub fn parse_transfer_header(h: &[u8; TRANSFER_HEADER_LEN]) -> Option<(Ticket, u
         return None;
     }
     let ticket = h[5..21].try_into().expect("16 bytes");
-    Some((ticket, u64::from_le_bytes(h[21..].try_into().expect("8 bytes"))))
+    Some((
+        ticket,
+        u64::from_le_bytes(h[21..].try_into().expect("8 bytes")),
+    ))
 }
 
 /// The one byte a receiving daemon answers the header with, and again after the last

@@ -152,7 +152,9 @@ fn unknown_tickets_other_sizes_and_other_workers_tickets_are_refused() {
     let mut other = worker(&p.receiver, 11);
 
     // A ticket nobody registered.
-    let r = send(&p, [0x5a; 16], 4, &p.endpoint, vec![0; 4]).join().unwrap();
+    let r = send(&p, [0x5a; 16], 4, &p.endpoint, vec![0; 4])
+        .join()
+        .unwrap();
     assert_eq!(outcome(r), Outcome::Refused);
 
     // Another worker's ticket cannot be received here, nor with another size.
@@ -167,7 +169,9 @@ fn unknown_tickets_other_sizes_and_other_workers_tickets_are_refused() {
     ));
 
     // A sender announcing more bytes than registered is refused, and spends the ticket.
-    let r = send(&p, ticket, 16, &p.endpoint, vec![0; 16]).join().unwrap();
+    let r = send(&p, ticket, 16, &p.endpoint, vec![0; 16])
+        .join()
+        .unwrap();
     assert_eq!(outcome(r), Outcome::Refused);
     let r = send(&p, ticket, 8, &p.endpoint, vec![0; 8]).join().unwrap();
     assert_eq!(outcome(r), Outcome::Refused);
@@ -225,6 +229,8 @@ fn a_sender_that_cannot_read_its_memory_leaves_the_receiver_an_error() {
     assert!(receive(&mut receiving, ticket, size).is_err());
     assert!(matches!(
         sent.join().unwrap(),
-        Err(LinkError::Cuda(vmcuda_wire::CudaStatus::ErrorIllegalAddress))
+        Err(LinkError::Cuda(
+            vmcuda_wire::CudaStatus::ErrorIllegalAddress
+        ))
     ));
 }
