@@ -350,6 +350,9 @@ fn check_config(path: Option<&std::path::Path>) -> ExitCode {
             None
         }
     };
+    if let Err(e) = policy.peer_tls() {
+        errors.push(e.to_string());
+    }
     for addr in &policy.config.tcp.listen {
         if let Err(msg) = policy.check_tcp_listen(addr) {
             errors.push(msg);
@@ -374,6 +377,19 @@ fn check_config(path: Option<&std::path::Path>) -> ExitCode {
         None => "not configured (TCP listeners are plain)",
     };
     println!("tls: {tls}");
+    match &c.peers {
+        Some(p) => println!(
+            "peers: listen {}, advertised as {}, may connect to: {}",
+            p.listen,
+            p.advertise(),
+            if p.allow.is_empty() {
+                "none".into()
+            } else {
+                p.allow.join(", ")
+            }
+        ),
+        None => println!("peers: none (copies between hosts go through the guest)"),
+    }
     println!("vms: {}", c.vms.len());
     for vm in &c.vms {
         let mut ways = vec![format!("vhost-user device --vm-name {}", vm.name)];
