@@ -234,3 +234,95 @@ fn a_sender_that_cannot_read_its_memory_leaves_the_receiver_an_error() {
         ))
     ));
 }
+
+/// The ops on two sessions (host-memory executors), as two hosts' workers run them.
+#[test]
+fn sessions_copy_device_memory_over_the_link_and_check_the_guests_ranges() {
+    use crate::executor::host_memory::HostMemoryExecutor;
+    use crate::policy::Grant;
+    use crate::session::Session;
+    use vmcuda_wire::op::*;
+    use vmcuda_wire::CudaStatus;
+
+    const CTX: CallContext = CallContext { device: 0 };
+    let session = || {
+        let exec = HostMemoryExecutor::new(64 << 20, None).unwrap();
+        Session::new(Box::new(exec), Grant::unlimited("test"))
+    };
+    let p = pair("sessions");
+    let size = 2 * super::proto::MAX_CHUNK as u64 + 5;
+    let alloc = move |s: &mut Session| s.mem_alloc(&CTX, MemAlloc { size }, &[]).unwrap().0.ptr;
+    let data = pattern(size as usize);
+    let mut to = session().with_peer_link(worker(&p.receiver, 2));
+    let dst = alloc(&mut to);
+
+    // Memory the guest does not hold is refused before anything is registered.
+    let outside = PeerExpect { dst: dst + 1, size };
+    assert_eq!(
+        to.peer_expect(&CTX, outside, &[]).err(),
+        Some(CudaStatus::ErrorInvalidValue)
+    );
+    let ticket = to
+        .peer_expect(&CTX, PeerExpect { dst, size }, &[])
+        .unwrap()
+        .0
+        .ticket;
+
+    // The sending host's session, on a thread of its own as its worker would be.
+    let (link, endpoint, bytes) = (worker(&p.sender, 1), p.endpoint.clone(), data.clone());
+    let sender = thread::spawn(move || {
+        let mut from = session().with_peer_link(link);
+        let src = alloc(&mut from);
+        let htod = MemcpyHtoD {
+            dst: src,
+            stream: StreamHandle::LEGACY,
+            is_async: false,
+        };
+        from.memcpy_htod(&CTX, htod, &bytes).unwrap();
+        let send = |size| PeerSend {
+            src,
+            size,
+            ticket,
+            endpoint: endpoint.clone(),
+        };
+        // Beyond the guest's memory: refused before the ticket is used.
+        let too_long = from.peer_send(&CTX, send(size + 1), &[]).err();
+        let sent = from.peer_send(&CTX, send(size), &[]).map(|_| ());
+        (too_long, sent)
+    });
+    let receive = PeerReceive { dst, size, ticket };
+    to.peer_receive(&CTX, receive, &[]).unwrap();
+    let (too_long, sent) = sender.join().unwrap();
+    assert_eq!(too_long, Some(CudaStatus::ErrorInvalidValue));
+    sent.unwrap();
+    // Read back in small pieces (larger reads land in the worker's reply area).
+    for (i, want) in data.chunks(4096).enumerate() {
+        let dtoh = MemcpyDtoH {
+            src: dst + (i * 4096) as u64,
+            size: want.len() as u64,
+            stream: StreamHandle::LEGACY,
+            is_async: false,
+        };
+        let got = to.memcpy_dtoh(&CTX, dtoh, &[]).unwrap().1;
+        assert!(got == want, "bytes differ in piece {i}");
+    }
+
+    // Without a link (no [peers]), the ops are not supported, and nothing is sent
+    // for zero bytes either way.
+    let mut alone = session();
+    let dst = alloc(&mut alone);
+    assert_eq!(
+        alone.peer_expect(&CTX, PeerExpect { dst, size }, &[]).err(),
+        Some(CudaStatus::ErrorNotSupported)
+    );
+    let probe = PeerSend {
+        src: dst,
+        size: 0,
+        ticket: [0; 16],
+        endpoint: String::new(),
+    };
+    assert_eq!(
+        alone.peer_send(&CTX, probe, &[]).err(),
+        Some(CudaStatus::ErrorNotSupported)
+    );
+}
