@@ -43,6 +43,8 @@ pub struct Connection {
     pub caller: Caller,
     /// Guest RAM regions inherited from the vhost-user device, as FD:GPA:LEN:OFFSET.
     pub guest_memory: Vec<String>,
+    /// The socket to the daemon's peer broker, when the daemon has `[peers]`.
+    pub peer_link: Option<crate::peer::PeerLink>,
 }
 
 /// Serve one guest connection to its end: admission, then its calls. Whatever
@@ -55,7 +57,9 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
         connection_id,
         caller,
         guest_memory,
+        peer_link,
     } = c;
+    let peer_link = std::cell::RefCell::new(peer_link);
     let guest_memory = &guest_memory[..];
     let span = tracing::info_span!("worker", connection = connection_id);
     let _enter = span.enter();
@@ -166,6 +170,9 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
         let mut session = Session::new(exec, grant);
         if let Some(ram) = guest_ram.borrow_mut().take() {
             session = session.with_guest_ram(ram);
+        }
+        if let Some(link) = peer_link.borrow_mut().take() {
+            session = session.with_peer_link(link);
         }
         // Monitoring never stands in a guest's way: without a file, it goes unwatched.
         match WorkerStats::create(&state_dir, &identity) {

@@ -11,6 +11,7 @@
 
 use std::net::TcpListener;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -19,11 +20,13 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
+use nix::sys::socket;
 use tracing::{error, info, warn};
 
 use crate::admission::{self, Outcome, Pending, PendingSlot, CHANNEL_FD};
 use crate::jail;
 use crate::metrics::DAEMON;
+use crate::peer::{Broker, BROKER_FD};
 use crate::policy::Caller;
 use crate::pre_admission;
 
@@ -73,6 +76,9 @@ pub struct WorkerTemplate {
     /// Start each worker in a pid namespace of its own (the jail's, decided when the
     /// daemon starts; see [`crate::jail`]).
     pub pid_namespace: bool,
+    /// The peer link (`[peers]`, read when the daemon starts): each worker gets a
+    /// socket to it at [`BROKER_FD`].
+    pub broker: Option<Arc<Broker>>,
 }
 
 /// `[admission]` as the daemon started with it.
@@ -143,12 +149,38 @@ impl WorkerTemplate {
             }
         };
         let write_fd = write.as_raw_fd();
+        // The peer link: a socket pair, both ends close-on-exec, the worker's given to
+        // it alone as BROKER_FD, the other served by the broker.
+        let link = match &self.broker {
+            Some(broker) => match socket::socketpair(
+                socket::AddressFamily::Unix,
+                socket::SockType::Stream,
+                None,
+                socket::SockFlag::SOCK_CLOEXEC,
+            ) {
+                Ok((ours, theirs)) => Some((broker.clone(), ours, theirs)),
+                Err(e) => {
+                    warn!(connection = id, "no peer link for this worker: {e}");
+                    None
+                }
+            },
+            None => None,
+        };
+        let link_fd = link.as_ref().map(|(_, _, theirs)| theirs.as_raw_fd());
+        if link_fd.is_some() {
+            cmd.arg("--peer-broker");
+        }
         // SAFETY: between fork and exec only dup2, which is async-signal-safe, runs; it
-        // reads no memory of ours. The duplicate it makes is not close-on-exec.
+        // reads no memory of ours. The duplicates it makes are not close-on-exec.
         unsafe {
             cmd.pre_exec(move || {
                 if libc::dup2(write_fd, CHANNEL_FD) < 0 {
                     return Err(std::io::Error::last_os_error());
+                }
+                if let Some(fd) = link_fd {
+                    if libc::dup2(fd, BROKER_FD) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
                 }
                 Ok(())
             });
@@ -163,6 +195,10 @@ impl WorkerTemplate {
             cmd.spawn()
         };
         drop(write);
+        if let (Ok(_), Some((broker, ours, theirs))) = (&spawned, link) {
+            drop(theirs);
+            thread::spawn(move || broker.serve_worker(UnixStream::from(ours), id));
+        }
         match spawned {
             Ok(mut child) => {
                 let pid = child.id();

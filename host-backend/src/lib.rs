@@ -21,6 +21,7 @@
 //! - [`stats`]: each worker's figures (calls, errors, bytes, memory, latency), shared
 //!   through a small mapped file in the state directory.
 //! - [`metrics`]: the daemon's Prometheus endpoint and `vmcuda-host status`.
+//! - [`peer`]: the link between daemons for copies between their GPUs.
 
 pub mod admission;
 pub mod buffers;
@@ -32,6 +33,7 @@ pub mod guest_ram;
 pub mod jail;
 pub mod ledger;
 pub mod metrics;
+pub mod peer;
 pub mod pinned;
 pub mod policy;
 pub mod serve;

@@ -15,6 +15,7 @@ use vmcuda_host::daemon::{ExecutorChoice, TransportKind, WorkerTemplate};
 use vmcuda_host::executor::host_memory;
 use vmcuda_host::jail;
 use vmcuda_host::metrics;
+use vmcuda_host::peer::PeerLink;
 use vmcuda_host::policy::{Caller, Policy};
 use vmcuda_host::serve::{self, Listeners};
 use vmcuda_host::stats;
@@ -113,6 +114,10 @@ enum Cmd {
         /// vmcuda_host::admission).
         #[arg(long)]
         admission_channel: bool,
+        /// A socket to the daemon's peer broker is open as descriptor 4 (see
+        /// vmcuda_host::peer).
+        #[arg(long)]
+        peer_broker: bool,
     },
 }
 
@@ -155,6 +160,7 @@ impl WorkerArgs {
             tls,
             pre_admission: Default::default(),
             pid_namespace: false,
+            broker: None,
         }
     }
 }
@@ -209,6 +215,13 @@ fn main() -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             };
+            let peers = match policy.peer_tls() {
+                Ok(peers) => peers,
+                Err(e) => {
+                    error!("{e}");
+                    return ExitCode::FAILURE;
+                }
+            };
             let template = workers.template(tls.is_some());
             let listeners = Listeners {
                 unix,
@@ -218,7 +231,7 @@ fn main() -> ExitCode {
                 port,
                 metrics,
             };
-            match serve::start(listeners, &policy, tls.as_ref(), template) {
+            match serve::start(listeners, &policy, tls.as_ref(), peers, template) {
                 Ok(running) => {
                     running.join();
                     ExitCode::SUCCESS
@@ -238,6 +251,7 @@ fn main() -> ExitCode {
             tls,
             guest_memory,
             admission_channel,
+            peer_broker,
         } => {
             // First: a worker that is its pid namespace's first process handles the
             // signals that stop it, and learns its host pid while /proc is the host's.
@@ -245,6 +259,7 @@ fn main() -> ExitCode {
             if admission_channel {
                 admission::take_inherited_channel();
             }
+            let peer_link = peer_broker.then(PeerLink::take_inherited).flatten();
             // The connection arrives as stdin.
             let conn: OwnedFd = match std::io::stdin().as_fd().try_clone_to_owned() {
                 Ok(fd) => fd,
@@ -267,6 +282,7 @@ fn main() -> ExitCode {
                 connection_id,
                 caller,
                 guest_memory,
+                peer_link,
             };
             connection::run(&workers.template(tls), c, console);
             ExitCode::SUCCESS
@@ -334,6 +350,9 @@ fn check_config(path: Option<&std::path::Path>) -> ExitCode {
             None
         }
     };
+    if let Err(e) = policy.peer_tls() {
+        errors.push(e.to_string());
+    }
     for addr in &policy.config.tcp.listen {
         if let Err(msg) = policy.check_tcp_listen(addr) {
             errors.push(msg);
@@ -358,6 +377,19 @@ fn check_config(path: Option<&std::path::Path>) -> ExitCode {
         None => "not configured (TCP listeners are plain)",
     };
     println!("tls: {tls}");
+    match &c.peers {
+        Some(p) => println!(
+            "peers: listen {}, advertised as {}, may connect to: {}",
+            p.listen,
+            p.advertise(),
+            if p.allow.is_empty() {
+                "none".into()
+            } else {
+                p.allow.join(", ")
+            }
+        ),
+        None => println!("peers: none (copies between hosts go through the guest)"),
+    }
     println!("vms: {}", c.vms.len());
     for vm in &c.vms {
         let mut ways = vec![format!("vhost-user device --vm-name {}", vm.name)];

@@ -72,6 +72,11 @@ pub enum ConfigError {
         path: PathBuf,
         source: vmcuda_wire::tls::TlsError,
     },
+    #[error("{path}: [peers] tls_cert, tls_key and ca are not usable: {source}")]
+    PeerTls {
+        path: PathBuf,
+        source: vmcuda_wire::tls::TlsError,
+    },
 }
 
 /// The configuration file as written.
@@ -100,6 +105,38 @@ pub struct Config {
     /// How workers are confined once their guest is admitted (see `jail`).
     #[serde(default)]
     pub jail: crate::jail::JailConfig,
+    /// The link to other daemons for copies between their GPUs (see `peer`). None:
+    /// such copies go through the guest.
+    pub peers: Option<Peers>,
+}
+
+/// `[peers]`: this daemon's mutual-TLS link to other daemons, over which a guest's
+/// copies between devices of two hosts go host to host. Read when the daemon starts.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Peers {
+    /// Where this daemon listens for other daemons, e.g. "10.0.0.5:7732".
+    pub listen: String,
+    /// The endpoint other daemons reach this one at (HOST:PORT; HOST must be a name
+    /// or address the certificate is for). Default: `listen`.
+    pub advertise: Option<String>,
+    /// This daemon's certificate (PEM, leaf first), presented as server and as client.
+    pub tls_cert: PathBuf,
+    /// Its private key.
+    pub tls_key: PathBuf,
+    /// The CA whose certificates other daemons must present, both ways.
+    pub ca: PathBuf,
+    /// The only endpoints (HOST:PORT, as other daemons advertise them) this daemon
+    /// ever connects to for a guest.
+    #[serde(default)]
+    pub allow: Vec<String>,
+}
+
+impl Peers {
+    /// The endpoint this daemon names for itself.
+    pub fn advertise(&self) -> &str {
+        self.advertise.as_deref().unwrap_or(&self.listen)
+    }
 }
 
 /// Limits; in `[defaults]`, `[local]` and each `[[vm]]`, where unset ones inherit.
@@ -430,10 +467,37 @@ impl Policy {
                 "[tcp] require_tls = true needs tls_cert and tls_key".into(),
             ));
         }
+        if let Some(peers) = &config.peers {
+            for endpoint in std::iter::once(&peers.listen)
+                .chain(peers.advertise.iter())
+                .chain(peers.allow.iter())
+            {
+                if !endpoint.contains(':') || tls::host_of(endpoint).is_empty() {
+                    return Err(invalid(format!("[peers] {endpoint:?} is not HOST:PORT")));
+                }
+            }
+        }
         Ok(Policy {
             config,
             source: path.display().to_string(),
         })
+    }
+
+    /// The mutual-TLS configurations of `[peers]`, when it is there: certificate, key
+    /// and CA read and checked now, so a daemon with unusable ones does not start.
+    pub fn peer_tls(&self) -> Result<Option<crate::peer::PeerTls>, ConfigError> {
+        let Some(peers) = &self.config.peers else {
+            return Ok(None);
+        };
+        let error = |source| ConfigError::PeerTls {
+            path: PathBuf::from(&self.source),
+            source,
+        };
+        let server =
+            tls::mutual_server_config(&peers.tls_cert, &peers.tls_key, &peers.ca).map_err(error)?;
+        let client =
+            tls::mutual_client_config(&peers.ca, &peers.tls_cert, &peers.tls_key).map_err(error)?;
+        Ok(Some(crate::peer::PeerTls { server, client }))
     }
 
     /// TLS for TCP listeners, when `[tcp]` configures it: the certificate and key read

@@ -15,6 +15,7 @@ use crate::executor::cuda::CudaExecutor;
 use crate::executor::host_memory;
 use crate::executor::Executor;
 use crate::metrics;
+use crate::peer::{self, Broker, PeerTls};
 use crate::policy::{Caller, GpuSelection, Policy};
 use crate::tls::TlsServer;
 use crate::worker;
@@ -78,6 +79,7 @@ pub fn start(
     mut at: Listeners,
     policy: &Policy,
     tls: Option<&TlsServer>,
+    peers: Option<PeerTls>,
     mut template: WorkerTemplate,
 ) -> Result<Running, ServeError> {
     match worker::request_poll_window().as_micros() {
@@ -190,8 +192,26 @@ pub fn start(
         info!("serving metrics at http://{local}/metrics");
         metrics_local = Some(local);
     }
-    let template = Arc::new(template);
     let mut listeners = Vec::new();
+    if let (Some(config), Some(tls)) = (&policy.config.peers, peers) {
+        let broker = Arc::new(Broker::new(
+            config.advertise().to_string(),
+            config.allow.clone(),
+            tls.client,
+        ));
+        let (_, h) =
+            peer::broker::listen(broker.clone(), &config.listen, tls.server).map_err(|source| {
+                ServeError::Listen {
+                    at: format!("[peers] listen {}", config.listen),
+                    source,
+                }
+            })?;
+        listeners.push(h);
+        template.broker = Some(broker);
+    } else {
+        info!("no [peers]: copies between this host's GPUs and other hosts' go through the guest");
+    }
+    let template = Arc::new(template);
     let listen_error = |at: String| move |source| ServeError::Listen { at, source };
     let mut unix_paths = Vec::new();
     for (path, caller) in unix {

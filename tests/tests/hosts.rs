@@ -4,9 +4,11 @@
 //! device's memory reach that device's host; losing one host fails only its device.
 
 use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use vmcuda_tests::{apps_dir, guest_lib_dir, run_program, text, Daemon};
+use vmcuda_tests::{apps_dir, free_tcp_addr, guest_lib_dir, run_program, text, Daemon};
+use vmcuda_wire::tls::testing::TestPki;
 
 const KERNEL: &str = "_Z5scalePKfPffi";
 
@@ -48,6 +50,68 @@ fn two_hosts_serve_one_program_as_two_devices() {
     assert_eq!((on(&a), on(&b)), (1, 1), "{}\n{}", a.log(), b.log());
     assert!(b.log().contains("guest uses several hosts"), "{}", b.log());
     assert!(!a.log().contains("guest uses several hosts"), "{}", a.log());
+    // These hosts have no [peers]: the copies between them went through the guest,
+    // and the program was told so once.
+    let stderr = text(&out.stderr);
+    assert_eq!(stderr.matches(NO_PEER_LINK).count(), 1, "{stderr}");
+    assert!(!a.log().contains("peer transfer"), "{}", a.log());
+}
+
+/// What the guest says once when copies between hosts go through it.
+const NO_PEER_LINK: &str = "copies between devices of different hosts go through the guest";
+
+/// A host's configuration for the peer link: its certificate, and the other host's
+/// endpoint as the only one it may reach.
+fn peers_config(listen: &str, cert: &(PathBuf, PathBuf), ca: &Path, allow: &str) -> String {
+    format!(
+        "[peers]\nlisten = \"{listen}\"\ntls_cert = \"{}\"\ntls_key = \"{}\"\nca = \"{}\"\nallow = [\"{allow}\"]\n",
+        cert.0.display(),
+        cert.1.display(),
+        ca.display()
+    )
+}
+
+#[test]
+#[ignore = "needs the linked guest library and nvcc-built apps: run tests/run.sh"]
+fn copies_between_hosts_go_host_to_host_over_the_peer_link() {
+    let dir = std::env::temp_dir().join(format!("vmcuda-peer-hosts-{}", std::process::id()));
+    let (pki, certs) = TestPki::with_leaves(
+        &dir,
+        &["ca-unused.test"],
+        &[("host-a", &["127.0.0.1"]), ("host-b", &["127.0.0.1"])],
+    );
+    let (at_a, at_b) = (free_tcp_addr(), free_tcp_addr());
+    let a = Daemon::start_with_config(
+        "peer-a",
+        Some(&peers_config(&at_a, &certs[0], &pki.ca, &at_b)),
+        &["--executor", "host-memory"],
+    );
+    let b = Daemon::start_with_config(
+        "peer-b",
+        Some(&peers_config(&at_b, &certs[1], &pki.ca, &at_a)),
+        &["--executor", "host-memory"],
+    );
+    let server = format!("{},{}", a.server(), b.server());
+    let out = run_program(&apps_dir().join("device_pair"), &server);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    let logs = format!("--- host a\n{}\n--- host b\n{}", a.log(), b.log());
+    assert!(out.status.success(), "{stdout}\n{stderr}\n{logs}");
+    for line in [
+        "cross copies: ok",
+        "streams and events across devices: ok",
+        "device_pair: PASS",
+    ] {
+        assert!(stdout.contains(line), "missing `{line}` in:\n{stdout}");
+    }
+    // Copies went both ways, daemon to daemon; none through the guest.
+    for d in [&a, &b] {
+        let log = d.log();
+        assert!(log.contains("peer transfer sent"), "{logs}");
+        assert!(log.contains("peer transfer received"), "{logs}");
+        assert!(!log.contains("peer transfer refused"), "{logs}");
+    }
+    assert!(!stderr.contains(NO_PEER_LINK), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -102,6 +102,22 @@ macro_rules! op_lines {
                 }) -> (), Async;
                 0x020F MemcpyShared => memcpy_shared(MemcpyShared) -> (), Async;
                 0x0900 MemsetElements => memset_elements(MemsetElements) -> (), Async;
+                /// The receiving side of a copy between two hosts' devices, sent to the
+                /// host of `dst`: it registers a transfer of `size` bytes into `dst` with
+                /// its daemon and names the ticket and the daemon's peer endpoint the
+                /// sending host is to use (docs/multi-gpu.md).
+                0x0211 PeerExpect => peer_expect(PeerExpect { dst: DevicePtr, size: u64 })
+                    -> PeerTicket { ticket: [u8; 16], endpoint: String }, Sync;
+                /// The sending side: `size` bytes of `src` go through this host's daemon to
+                /// `endpoint`, which must have handed out `ticket`. Posted, as it may wait
+                /// for the receiver to read. Zero bytes send nothing: the guest asks with
+                /// them whether this host has the link.
+                0x0212 PeerSend => peer_send(PeerSend { src: DevicePtr, size: u64, ticket: [u8; 16], endpoint: String })
+                    -> (), Async;
+                /// The receiving side again: the bytes of `ticket`'s transfer, as they
+                /// arrive from the sending host, are written into `dst`.
+                0x0213 PeerReceive => peer_receive(PeerReceive { dst: DevicePtr, size: u64, ticket: [u8; 16] })
+                    -> (), Sync;
             }
 
             /// Modules, kernels and launches.

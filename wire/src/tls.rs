@@ -149,6 +149,77 @@ pub fn client_config(ca: &Path) -> Result<Arc<ClientConfig>, TlsError> {
     Ok(Arc::new(config))
 }
 
+/// The roots of trust in a CA file: every certificate in it.
+fn roots(ca: &Path) -> Result<RootCertStore, TlsError> {
+    let mut roots = RootCertStore::empty();
+    for cert in load_certificates(ca)? {
+        roots.add(cert).map_err(|source| TlsError::BadCertificate {
+            path: ca.to_path_buf(),
+            source,
+        })?;
+    }
+    Ok(roots)
+}
+
+/// A key that does not belong to its certificate, in the files' names.
+fn keys_error(e: rustls::Error, cert: &Path, key: &Path) -> TlsError {
+    match e {
+        rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch) => {
+            TlsError::KeyMismatch {
+                cert: cert.to_path_buf(),
+                key: key.to_path_buf(),
+            }
+        }
+        e => TlsError::Config(e),
+    }
+}
+
+/// A server that authenticates with `cert`/`key` and admits only clients presenting a
+/// certificate the CA in `ca` signed (mutual TLS, for daemons talking to daemons).
+pub fn mutual_server_config(
+    cert: &Path,
+    key: &Path,
+    ca: &Path,
+) -> Result<Arc<ServerConfig>, TlsError> {
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        Arc::new(roots(ca)?),
+        provider(),
+    )
+    .build()
+    .map_err(|e| TlsError::Config(rustls::Error::General(e.to_string())))?;
+    let config = ServerConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(TlsError::Config)?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(load_certificates(cert)?, load_private_key(key)?)
+        .map_err(|e| keys_error(e, cert, key))?;
+    Ok(Arc::new(config))
+}
+
+/// A client that trusts exactly the CA in `ca` and presents `cert`/`key` to the server
+/// (the other side of [`mutual_server_config`]).
+pub fn mutual_client_config(
+    ca: &Path,
+    cert: &Path,
+    key: &Path,
+) -> Result<Arc<ClientConfig>, TlsError> {
+    let config = ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(TlsError::Config)?
+        .with_root_certificates(roots(ca)?)
+        .with_client_auth_cert(load_certificates(cert)?, load_private_key(key)?)
+        .map_err(|e| keys_error(e, cert, key))?;
+    Ok(Arc::new(config))
+}
+
+/// Fill `buf` with bytes from the system's secure random source.
+pub fn random_bytes(buf: &mut [u8]) -> Result<(), TlsError> {
+    provider()
+        .secure_random
+        .fill(buf)
+        .map_err(|_| TlsError::Config(rustls::Error::FailedToGetRandomBytes))
+}
+
 /// The host part of `HOST:PORT`, without the brackets of an IPv6 literal.
 pub fn host_of(host_port: &str) -> &str {
     let host = host_port
@@ -177,6 +248,18 @@ pub fn connect(
     let tcp = TcpStream::connect(host_port).map_err(TlsError::Connect)?;
     // Requests are small and latency-bound.
     tcp.set_nodelay(true).map_err(TlsError::Connect)?;
+    let conn = ClientConnection::new(config, name).map_err(TlsError::Config)?;
+    handshake(rustls::StreamOwned::new(conn, tcp))
+}
+
+/// [`connect`] over a TCP connection already made (one with timeouts set, say).
+pub fn connect_over(
+    tcp: TcpStream,
+    server_name: &str,
+    config: Arc<ClientConfig>,
+) -> Result<Shared<ClientStream>, TlsError> {
+    let name = ServerName::try_from(server_name.to_string())
+        .map_err(|_| TlsError::BadName(server_name.into()))?;
     let conn = ClientConnection::new(config, name).map_err(TlsError::Config)?;
     handshake(rustls::StreamOwned::new(conn, tcp))
 }
@@ -269,6 +352,16 @@ pub mod testing {
     impl TestPki {
         /// A CA, and a certificate for `names` (DNS names or IP addresses) it signed.
         pub fn new(dir: &Path, names: &[&str]) -> TestPki {
+            Self::with_leaves(dir, names, &[]).0
+        }
+
+        /// [`TestPki::new`], and more certificates the same CA signed, one for each
+        /// `(file stem, names)`: their certificate and key files, in order.
+        pub fn with_leaves(
+            dir: &Path,
+            names: &[&str],
+            leaves: &[(&str, &[&str])],
+        ) -> (TestPki, Vec<(PathBuf, PathBuf)>) {
             std::fs::create_dir_all(dir).unwrap();
             let ca_key = rcgen::KeyPair::generate().unwrap();
             let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
@@ -295,7 +388,23 @@ pub mod testing {
             std::fs::write(&pki.ca, ca.pem()).unwrap();
             std::fs::write(&pki.cert, cert.pem()).unwrap();
             std::fs::write(&pki.key, key.serialize_pem()).unwrap();
-            pki
+            let mut issued = Vec::new();
+            for (stem, names) in leaves {
+                let key = rcgen::KeyPair::generate().unwrap();
+                let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+                let cert = rcgen::CertificateParams::new(names)
+                    .unwrap()
+                    .signed_by(&key, &ca, &ca_key)
+                    .unwrap();
+                let files = (
+                    dir.join(format!("{stem}-cert.pem")),
+                    dir.join(format!("{stem}-key.pem")),
+                );
+                std::fs::write(&files.0, cert.pem()).unwrap();
+                std::fs::write(&files.1, key.serialize_pem()).unwrap();
+                issued.push(files);
+            }
+            (pki, issued)
         }
     }
 }

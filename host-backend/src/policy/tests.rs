@@ -304,3 +304,24 @@ fn callers_round_trip_through_the_worker_argument() {
     }
     assert!(Caller::from_arg("martian:1").is_err());
 }
+
+#[test]
+fn peers_need_host_port_endpoints_and_usable_files() {
+    let parse = |text: &str| Policy::parse(text, Path::new("host.toml"));
+    assert!(parse("").unwrap().peer_tls().unwrap().is_none());
+    let table = |allow: &str| {
+        format!(
+            "[peers]\nlisten = \"127.0.0.1:7732\"\ntls_cert = \"/nonexistent/c.pem\"\n\
+             tls_key = \"/nonexistent/k.pem\"\nca = \"/nonexistent/ca.pem\"\nallow = [{allow}]\n"
+        )
+    };
+    let e = parse(&table("\"gpu-b\"")).err().unwrap().to_string();
+    assert!(e.contains("\"gpu-b\" is not HOST:PORT"), "{e}");
+    let p = parse(&table("\"gpu-b:7732\"")).unwrap();
+    let peers = p.config.peers.as_ref().unwrap();
+    assert_eq!(peers.advertise(), "127.0.0.1:7732");
+    let e = p.peer_tls().err().unwrap().to_string();
+    assert!(e.contains("[peers]") && e.contains("/nonexistent/"), "{e}");
+    // A table without its certificate is refused as written.
+    assert!(parse("[peers]\nlisten = \"127.0.0.1:7732\"\n").is_err());
+}

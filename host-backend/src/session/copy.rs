@@ -10,6 +10,25 @@ use crate::stats::Direction;
 use super::{nothing, Session};
 
 impl CopyOps for Session {
+    fn peer_expect(
+        &mut self,
+        _: &CallContext,
+        req: PeerExpect,
+        _: &[u8],
+    ) -> HandlerResult<PeerTicket> {
+        Ok((self.peer_expect_now(req)?, Vec::new()))
+    }
+
+    fn peer_send(&mut self, _: &CallContext, req: PeerSend, _: &[u8]) -> HandlerResult<()> {
+        self.peer_send_now(req)?;
+        nothing()
+    }
+
+    fn peer_receive(&mut self, _: &CallContext, req: PeerReceive, _: &[u8]) -> HandlerResult<()> {
+        self.peer_receive_now(req)?;
+        nothing()
+    }
+
     fn memcpy_htod(&mut self, _: &CallContext, req: MemcpyHtoD, data: &[u8]) -> HandlerResult<()> {
         let s = self.handles.stream(req.stream)?;
         self.refuse_if_capturing(s)?;

@@ -37,6 +37,7 @@ mod graph;
 mod handles;
 mod memory;
 mod module;
+mod peer;
 mod pool;
 mod stream;
 mod vmm;
@@ -86,6 +87,9 @@ pub struct Session {
     /// Devices whose default pool the guest allocated from: their reserve is given
     /// back when the session ends.
     pool_devices: std::collections::BTreeSet<i32>,
+    /// The socket to the daemon's broker, for copies to and from other hosts (see
+    /// [`crate::peer`]); None where the daemon has no `[peers]`.
+    peer: Option<crate::peer::PeerLink>,
 }
 
 impl Session {
@@ -107,7 +111,15 @@ impl Session {
             vmm: Default::default(),
             limit_base: Default::default(),
             pool_devices: Default::default(),
+            peer: None,
         }
+    }
+
+    /// Let this guest's copies to and from other hosts go through the daemon's peer
+    /// link.
+    pub fn with_peer_link(mut self, link: crate::peer::PeerLink) -> Self {
+        self.peer = Some(link);
+        self
     }
 
     /// Account this guest's memory in its VM's ledger, with the VM's other connections.
