@@ -35,11 +35,37 @@ for c in "${VMCUDA_REAL_CUDART_DIR:-}" /usr/local/cuda/lib64 /usr/local/cuda/tar
     [ -n "$c" ] && [ -e "$c/libcudart.so.13" ] && { real_cudart="$c"; break; }
 done
 
+# The two daemons are peers (mutual TLS on loopback, certificates made here), so copies
+# between their devices go daemon to daemon; without openssl they go through the guest.
+peer_port_a=17732 peer_port_b=17733
+peers=no
+if command -v openssl >/dev/null 2>&1; then
+    pki="$raw/pki"
+    mkdir -p "$pki"
+    ec=(-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes)
+    if openssl req -x509 "${ec[@]}" -keyout "$pki/ca.key" -out "$pki/ca.pem" -days 2 \
+        -subj /CN=vmcuda-run-hosts-ca -addext basicConstraints=critical,CA:TRUE \
+        -addext keyUsage=critical,keyCertSign >/dev/null 2>&1; then
+        peers=yes
+        printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\nbasicConstraints=CA:FALSE\n' >"$pki/ext"
+        for h in a b; do
+            openssl req "${ec[@]}" -keyout "$pki/$h.key" -out "$pki/$h.csr" -subj "/CN=host-$h" >/dev/null 2>&1 &&
+            openssl x509 -req -in "$pki/$h.csr" -CA "$pki/ca.pem" -CAkey "$pki/ca.key" -CAcreateserial \
+                -out "$pki/$h.pem" -days 2 -extfile "$pki/ext" >/dev/null 2>&1 || peers=no
+        done
+    fi
+fi
+peer_table() { # name own-port other-port
+    [ "$peers" = yes ] || return 0
+    printf '[peers]\nlisten = "127.0.0.1:%s"\ntls_cert = "%s"\ntls_key = "%s"\nca = "%s"\nallow = ["127.0.0.1:%s"]\n' \
+        "$2" "$pki/$1.pem" "$pki/$1.key" "$pki/ca.pem" "$3"
+}
+
 pids=()
-start() { # name gpu
+start() { # name gpu own-peer-port other-peer-port
     local sock="/tmp/vmcuda-$1.sock"
     rm -f "$sock"
-    printf '[local]\ngpus = [%s]\n' "$2" >"$raw/$1.toml"
+    { printf '[local]\ngpus = [%s]\n' "$2"; peer_table "$1" "$3" "$4"; } >"$raw/$1.toml"
     "$host_bin" serve --unix "$sock" --executor "${VMCUDA_EXECUTOR:-cuda}" --config "$raw/$1.toml" \
         --state-dir "$raw/state-$1" >"$raw/$1.log" 2>&1 &
     pids+=($!)
@@ -47,8 +73,8 @@ start() { # name gpu
     echo "run-hosts.sh: daemon $1 did not start" >&2
 }
 trap 'kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null' EXIT
-start a 0
-start b "$gpu_b"
+start a 0 "$peer_port_a" "$peer_port_b"
+start b "$gpu_b" "$peer_port_b" "$peer_port_a"
 server="unix:/tmp/vmcuda-a.sock,unix:/tmp/vmcuda-b.sock"
 
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
@@ -88,6 +114,9 @@ compare torch_two_devices "$py" tests/gpu/hosts_torch.py "$pair" -- \
 conn_a=$(grep -c 'guest connected' "$raw/a.log" || true)
 conn_b=$(grep -c 'guest connected' "$raw/b.log" || true)
 several=$(grep -c 'guest uses several hosts' "$raw/b.log" || true)
+sent=$(cat "$raw/a.log" "$raw/b.log" | grep -c 'peer transfer sent' || true)
+received=$(cat "$raw/a.log" "$raw/b.log" | grep -c 'peer transfer received' || true)
+through_guest=$(cat "$raw"/*.bridged.err 2>/dev/null | grep -c 'go through the guest' || true)
 {
     echo "# One program, two hosts: two daemons on one machine, native and bridged in the same run"
     echo
@@ -98,6 +127,7 @@ several=$(grep -c 'guest uses several hosts' "$raw/b.log" || true)
     echo "- daemon A serves GPU 0, daemon B GPU $gpu_b; bridged: VMCUDA_SERVER=unix:A,unix:B (the program sees two devices); native: both halves on devices $pair"
     echo "- bridged process isolation: $isolation"
     echo "- guest connections: daemon A $conn_a, daemon B $conn_b (B told it is one of several: $several)"
+    echo "- peer link between the daemons (mutual TLS on loopback): $peers; transfers daemon to daemon: $sent sent, $received received; programs told copies go through the guest: $through_guest"
     echo
     echo "| program | native rc | bridged rc | stdout identical | native s | bridged s |"
     echo "| --- | --- | --- | --- | --- | --- |"
