@@ -87,7 +87,17 @@ int main(int argc, char** argv) {
     std::vector<float> got(N);
     CHECK(cudaMemcpy(got.data(), x[1], N * sizeof(float), cudaMemcpyDefault));
     EXPECT(got == pattern(0));
+    // A memset runs on the current device: the memory's own device does it (another
+    // device reaches it only as a peer). DEVICE_PAIR_NOT_PEERS=1: the two are known not
+    // to be peers, so the first device's memset of the second's memory is refused.
+    if (getenv("DEVICE_PAIR_NOT_PEERS")) {
+        EXPECT(cudaMemset(x[1], 0, 16) == cudaErrorInvalidValue);
+        EXPECT(cudaGetLastError() == cudaErrorInvalidValue);
+        printf("memset of the other device's memory: refused\n");
+    }
+    CHECK(cudaSetDevice(dev[1]));
     CHECK(cudaMemset(x[1], 0, 1024 * sizeof(float)));
+    CHECK(cudaSetDevice(dev[0]));
     CHECK(cudaMemcpy(x[0], x[1], N * sizeof(float), cudaMemcpyDefault));
     CHECK(cudaMemcpy(got.data(), x[0], N * sizeof(float), cudaMemcpyDeviceToHost));
     EXPECT(got[0] == 0.0f && got[1023] == 0.0f && got[1024] == pattern(0)[1024]);
@@ -155,6 +165,7 @@ int main(int argc, char** argv) {
     }
 
     // Frees of the second device's memory with the first current.
+    CHECK(cudaSetDevice(dev[0]));
     CHECK(cudaFree(x[1]));
     CHECK(cudaFree(y[1]));
     CHECK(cudaStreamDestroy(s1));

@@ -8,6 +8,18 @@ use super::{admit, can_post, enqueue, on_memory_host};
 use crate::api::{call, guard, stream_handle, RawHandle, Result};
 use crate::cudaError_t;
 
+/// A memset runs on the current device, which reaches another device's memory only as
+/// its peer (natively `cudaErrorInvalidValue` without peer access): a device of another
+/// host never is one.
+fn refuse_other_hosts_memory(ptr: usize) -> Result<()> {
+    match crate::api::device_of_ptr(ptr) {
+        Some(owner) if crate::api::on_different_hosts(owner, crate::state::current_device())? => {
+            Err(vmcuda_wire::CudaStatus::ErrorInvalidValue)
+        }
+        _ => Ok(()),
+    }
+}
+
 fn memset(
     ptr: usize,
     value: i32,
@@ -18,6 +30,7 @@ fn memset(
     if count == 0 {
         return Ok(());
     }
+    refuse_other_hosts_memory(ptr)?;
     on_memory_host(&[ptr], stream, is_async, |stream, is_async| {
         memset_here(ptr, value, count, stream, is_async)
     })
@@ -103,6 +116,7 @@ fn memset_2d(
     if width == 0 || height == 0 {
         return Ok(());
     }
+    refuse_other_hosts_memory(ptr)?;
     on_memory_host(&[ptr], stream, is_async, |stream, is_async| {
         admit(stream, is_async, true)?;
         let req = Memset2D {
