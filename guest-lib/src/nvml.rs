@@ -197,9 +197,13 @@ fn status(device: i32) -> Result<GpuStatus, NvmlReturn> {
     }
     let hosts = client::client().map_err(|_| ERROR_DRIVER_NOT_LOADED)?;
     let local = api::local_device(device).map_err(|_| ERROR_INVALID_ARGUMENT)?;
-    let s = hosts
+    let mut s = hosts
         .call(device, &DeviceGetStatus { device: local }, &[], Sink::None)
         .map_err(|_| ERROR_GPU_IS_LOST)?;
+    // A process that only asks NVML is no GPU process (natively it has no context), but
+    // its connection is one: it is left out of its own list while it holds no memory.
+    let me = std::process::id();
+    s.processes.retain(|p| p.pid != me || p.used_memory > 0);
     STATUS
         .lock()
         .unwrap_or_else(|p| p.into_inner())
@@ -587,13 +591,43 @@ pub extern "C" fn nvml_device_get_pci_info_v3(device: Handle, out: *mut c_void) 
 /// (total, free, used) as this guest sees the device: the quota as the total where
 /// there is one, its own programs' memory as used, and free what it may still take.
 fn memory(device: Handle) -> Result<(u64, u64, u64), NvmlReturn> {
-    let s = status(index_of(device)?)?;
+    Ok(memory_view(&status(index_of(device)?)?))
+}
+
+fn memory_view(s: &GpuStatus) -> (u64, u64, u64) {
     let total = s
         .memory_quota
         .map_or(s.memory_total, |q| q.min(s.memory_total));
     let used = s.guest_memory_used.min(total);
     let free = (total - used).min(s.memory_free.unwrap_or(u64::MAX));
-    Ok((total, free, used))
+    (total, free, used)
+}
+
+/// One device as the guest's NVML shows it (what `vmcuda smi` prints).
+pub struct DeviceView {
+    pub name: String,
+    pub uuid: String,
+    pub bus_id: String,
+    /// (total, free, used) bytes, the guest's view (see [`memory`]).
+    pub memory: (u64, u64, u64),
+    pub status: GpuStatus,
+}
+
+/// The guest's devices as its NVML shows them (connecting on first use).
+pub fn device_views() -> Result<Vec<DeviceView>, NvmlReturn> {
+    (0..device_count()?)
+        .map(|d| {
+            let p = properties(d)?;
+            let status = status(d)?;
+            Ok(DeviceView {
+                name: p.name.clone(),
+                uuid: uuid_text(&p.uuid),
+                bus_id: Pci::of(&p).bus_id(),
+                memory: memory_view(&status),
+                status,
+            })
+        })
+        .collect()
 }
 
 #[export_name = "__vmcuda_nvmlDeviceGetMemoryInfo"]
