@@ -60,7 +60,12 @@ impl CudaExecutor {
         s.max_clocks_mhz = clocks(&|c| gpu.max_clock_info(c).ok());
         s.performance_state = gpu.performance_state().ok().map(|p| p.as_c());
         s.fan_percent = gpu.fan_speed(0).ok();
-        s.memory_free = gpu.memory_info().ok().map(|m| m.free);
+        // NVML's own figures: its total is the whole device (CUDA's leaves out what the
+        // driver keeps), so the guest's NVML says what NVIDIA's does.
+        if let Ok(m) = gpu.memory_info() {
+            s.memory_total = m.total;
+            s.memory_free = Some(m.free);
+        }
         if let Ok(pci) = gpu.pci_info() {
             s.pci_device_id = pci.pci_device_id;
             s.pci_subsystem_id = pci.pci_sub_system_id.unwrap_or(0);
