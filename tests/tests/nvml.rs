@@ -88,3 +88,42 @@ fn nvml_without_a_host_fails_its_init_as_without_a_driver() {
         "{stdout}"
     );
 }
+
+/// libnvidia-ml.so.1 exports every name of its list (NVIDIA's exports and pynvml's
+/// bindings), unversioned as NVIDIA's, and nothing else but what it needs.
+#[test]
+#[ignore = "needs the linked guest library: run tests/run.sh"]
+fn nvml_exports_every_listed_function_without_versions() {
+    let lib = guest_lib_dir().join("libnvidia-ml.so.1");
+    let out = Command::new("readelf")
+        .args(["--dyn-syms", "-W"])
+        .arg(&lib)
+        .output()
+        .expect("readelf");
+    let mut exported = std::collections::HashSet::new();
+    for l in text(&out.stdout).lines() {
+        let cols: Vec<&str> = l.split_whitespace().collect();
+        if cols.len() < 8 || !cols[0].ends_with(':') || cols[6] == "UND" || cols[0] == "Num:" {
+            continue;
+        }
+        assert!(!cols[7].contains('@'), "{} carries a version", cols[7]);
+        assert!(
+            cols[7].starts_with("nvml"),
+            "{} is not an NVML name",
+            cols[7]
+        );
+        exported.insert(cols[7].to_string());
+    }
+    let list = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../guest-lib/exports/libnvidia-ml.so.1.txt"),
+    )
+    .expect("the export list");
+    let names: Vec<&str> = list
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .collect();
+    assert!(names.len() > 400, "{}", names.len());
+    let missing: Vec<_> = names.iter().filter(|n| !exported.contains(**n)).collect();
+    assert!(missing.is_empty(), "not exported: {missing:?}");
+}
