@@ -6,8 +6,8 @@ use std::ffi::c_char;
 use cudarc::driver::sys::CUdevice_attribute as A;
 use vmcuda_wire::op::{
     CacheConfig, DeviceCanAccessPeer, DeviceDisablePeerAccess, DeviceEnablePeerAccess,
-    DeviceGetCacheConfig, DeviceGetProperties, DeviceGetStreamPriorityRange, DeviceProperties,
-    DeviceReset, DeviceSynchronize, MemGetInfo, PriorityRange,
+    DeviceGetCacheConfig, DeviceGetP2PAttribute, DeviceGetProperties, DeviceGetStreamPriorityRange,
+    DeviceProperties, DeviceReset, DeviceSynchronize, MemGetInfo, PriorityRange,
 };
 use vmcuda_wire::CudaStatus;
 
@@ -213,6 +213,42 @@ pub extern "C" fn cudaDeviceCanAccessPeer(can: *mut i32, device: i32, peer: i32)
         };
         // SAFETY: by cudaDeviceCanAccessPeer's contract `can` is NULL or writable.
         unsafe { caller::write(can, can_access as i32) }
+    })
+}
+
+/// `cudaDevP2PAttrPerformanceRank` ... `cudaDevP2PAttrOnlyPartialNativeAtomicSupported`.
+const P2P_ATTRIBUTES: std::ops::RangeInclusive<u32> = 1..=5;
+
+#[no_mangle]
+pub extern "C" fn cudaDeviceGetP2PAttribute(
+    value: *mut i32,
+    attr: u32,
+    src_device: i32,
+    dst_device: i32,
+) -> cudaError_t {
+    guard("cudaDeviceGetP2PAttribute", || {
+        if value.is_null() || !P2P_ATTRIBUTES.contains(&attr) {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        check_device(src_device)?;
+        check_device(dst_device)?;
+        if src_device == dst_device {
+            return Err(CudaStatus::ErrorInvalidDevice);
+        }
+        // GPUs of two hosts have no link: every attribute is 0, as the driver says for
+        // GPUs without one. Otherwise the devices' host answers, in its own numbers.
+        let v = if super::on_different_hosts(src_device, dst_device)? {
+            0
+        } else {
+            let req = DeviceGetP2PAttribute {
+                attr,
+                src_device: super::local_device(src_device)?,
+                dst_device: super::local_device(dst_device)?,
+            };
+            super::on_host_of(Some(src_device), || call(&req))?.value
+        };
+        // SAFETY: by cudaDeviceGetP2PAttribute's contract `value` is NULL or writable.
+        unsafe { caller::write(value, v) }
     })
 }
 

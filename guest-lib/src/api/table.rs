@@ -155,7 +155,6 @@ mod tests {
         let names = driver_names();
         assert!(names.contains(&"cuCtxGetLimit"));
         assert!(names.contains(&"cuCtxSetLimit"));
-        assert!(names.contains(&"cuDeviceGetP2PAttribute"));
         assert!(!names.iter().any(|n| n.starts_with("cuda")));
         assert_eq!(lookup("cuCtxSetLimit"), Some(cuCtxSetLimit as *mut c_void));
         assert_eq!(lookup("cudaDeviceSetLimit"), None);
@@ -171,7 +170,7 @@ mod tests {
             vmcuda_wire::CudaStatus::ErrorInvalidValue.0
         );
         assert_eq!(
-            cudaDeviceGetP2PAttribute(std::ptr::null_mut(), 1, 0, 0),
+            crate::api::device::cudaDeviceGetP2PAttribute(std::ptr::null_mut(), 1, 0, 0),
             vmcuda_wire::CudaStatus::ErrorInvalidValue.0
         );
     }

@@ -71,6 +71,8 @@ twins! {
     "cuCtxSetFlags" => cuCtxSetFlags(flags: u32) => rt_device::cudaSetDeviceFlags(flags);
     "cuDeviceCanAccessPeer" => cuDeviceCanAccessPeer(can: *mut i32, device: i32, peer: i32)
         => rt_device::cudaDeviceCanAccessPeer(can, device, peer);
+    "cuDeviceGetP2PAttribute" => cuDeviceGetP2PAttribute(value: *mut i32, attr: u32, src: i32, dst: i32)
+        => rt_device::cudaDeviceGetP2PAttribute(value, attr, src, dst);
     "cuDeviceGetByPCIBusId" => cuDeviceGetByPCIBusId(device: *mut i32, id: *const c_char)
         => rt_device::cudaDeviceGetByPCIBusId(device, id);
     "cuProfilerStart" => cuProfilerStart() => rt_errors::cudaProfilerStart();
