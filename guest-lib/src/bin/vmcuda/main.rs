@@ -4,10 +4,13 @@
 //!   and quota, versions, executor, transport and round-trip time).
 //! - `vmcuda doctor [PROGRAM]`: the usual failures checked in order, each with a
 //!   one-line fix; with PROGRAM, whether that program can reach the bridge at all.
+//! - `vmcuda cdi generate [--output FILE] [--lib-dir DIR]`: a CDI spec that gives
+//!   containers in this guest the bridge (`--device vmcuda.dev/gpu=all`).
 //!
-//! Both speak the wire protocol through the guest library's own client
+//! `info` and `doctor` speak the wire protocol through the guest library's own client
 //! ([`vmcuda_guest::client::Client`]), so what they see is what programs see.
 
+mod cdi;
 mod doctor;
 mod info;
 mod probe;
@@ -52,6 +55,28 @@ enum Command {
         #[arg(long, default_value_t = 10, value_name = "SECONDS")]
         timeout: u64,
     },
+    /// Container Device Interface: let containers in this guest use the bridge.
+    Cdi {
+        #[command(subcommand)]
+        command: CdiCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum CdiCommand {
+    /// Print (or write) a CDI spec for `--device vmcuda.dev/gpu=all`: the libraries,
+    /// vmcuda-run's environment, this guest's host configuration and /dev/vsock. Needs
+    /// no connection to the host; generate it again after changing the configuration.
+    Generate {
+        /// Write the spec here (atomically, mode 0644) instead of printing it; the
+        /// packages install /etc/cdi/vmcuda.json.
+        #[arg(long, value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// The directory holding vmcuda's libcudart.so.13 (default: where vmcuda-run
+        /// looks, VMCUDA_LIB_DIR first).
+        #[arg(long, value_name = "DIR")]
+        lib_dir: Option<PathBuf>,
+    },
 }
 
 /// Write the report whole; a reader that went away (`vmcuda doctor | head`) is no
@@ -69,5 +94,8 @@ fn main() -> ExitCode {
         Command::Doctor { program, timeout } => {
             doctor::run(program.as_deref(), Duration::from_secs(timeout))
         }
+        Command::Cdi {
+            command: CdiCommand::Generate { output, lib_dir },
+        } => cdi::generate(output.as_deref(), lib_dir.as_deref()),
     }
 }
