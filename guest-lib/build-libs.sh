@@ -150,4 +150,21 @@ grep -v '^#' "$root/guest-lib/exports/libcudnn.so.9.txt" | sed -n 's/@@.*//p' | 
     index=$((index + 1))
   done
 } | link_stubs libcudnn.so.9 cudnn.map
+
+# libnvidia-ml.so.1: every function of its export list
+# (guest-lib/exports/libnvidia-ml.so.1.txt), unversioned as NVML's are. One that is
+# implemented (__vmcuda_nvmlInit_v2, ...) is a jump to it; every other one passes its
+# index in the list to __vmcuda_nvml_not_supported (guest-lib/src/nvml.rs).
+grep -v '^#' "$root/guest-lib/exports/libnvidia-ml.so.1.txt" | sed '/^$/d' | {
+  index=0
+  while read -r name; do
+    if grep -qx "__vmcuda_$name" <<<"$defined"; then
+      stub "$name" "__vmcuda_$name"
+    else
+      stub "$name" __vmcuda_nvml_not_supported "$(printf '  mov $%d, %%edi\n' "$index")
+"
+    fi
+    index=$((index + 1))
+  done
+} | link_stubs libnvidia-ml.so.1 nvml.map
 echo "$out/libcuda.so.1"

@@ -27,6 +27,8 @@
 //!   kept here, heuristic queries and matmuls forwarded.
 //! - [`cudnn`]: what the replacement `libcudnn.so.9` answers until cuDNN is forwarded:
 //!   its versions truthfully, every other function a clear error naming it.
+//! - [`nvml`]: the guest's NVML (`libnvidia-ml.so.1`): the guest's devices, its memory
+//!   and processes, the host's live readings; changes to the GPU refused.
 //! - [`api`]: the exported `extern "C"` functions, one file per family; every export
 //!   goes through [`api::guard`], so no panic crosses the C boundary.
 //!
@@ -55,6 +57,8 @@ pub mod cudnn;
 pub mod driver;
 pub mod gate;
 pub mod guest_pages;
+#[allow(clippy::not_unsafe_ptr_arg_deref)]
+pub mod nvml;
 pub mod posted;
 pub mod shared;
 pub mod staging;

@@ -6,7 +6,9 @@
 #                                                       programs until they ask for it
 #   /opt/vmcuda/lib/libcuda.so.1 (+ libcuda.so)         the replacement driver, which holds
 #                                                       the code the others jump to
-#   /opt/vmcuda/driver/libcuda.so.1 (+ libcuda.so)      links to it: the directory that
+#   /opt/vmcuda/lib/libnvidia-ml.so.1                   the guest's NVML (jumps into libcuda.so.1)
+#   /opt/vmcuda/driver/libcuda.so.1 (+ libcuda.so,      links to them: the directory that
+#     libnvidia-ml.so.1)
 #                                                       /etc/ld.so.conf.d/zz-vmcuda-driver.conf
 #                                                       names (written when installed, unless
 #                                                       another libcuda.so.1 is there:
@@ -94,10 +96,10 @@ install -m 0644 "$guest_lib/libcudart.so.13" "$tree/lib/"
 strip --strip-debug "$tree/lib/libcudart.so.13"
 ln -s libcudart.so.13 "$tree/lib/libcudart.so"
 included=("lib/libcudart.so.13")
-# The driver (which holds the code), and the cuBLAS, cuBLASLt and cuDNN replacements
-# beside it (libcudart.so.13 and each of these NEED libcuda.so.1, found through their
-# $ORIGIN run path).
-for l in libcublas.so.13 libcublasLt.so.13 libcudnn.so.9 libcuda.so.1; do
+# The driver (which holds the code), and the cuBLAS, cuBLASLt, cuDNN and NVML
+# replacements beside it (libcudart.so.13 and each of these NEED libcuda.so.1, found
+# through their $ORIGIN run path).
+for l in libcublas.so.13 libcublasLt.so.13 libcudnn.so.9 libnvidia-ml.so.1 libcuda.so.1; do
   if [ -f "$guest_lib/$l" ]; then
     install -m 0644 "$guest_lib/$l" "$tree/lib/"
     strip --strip-debug "$tree/lib/$l"
@@ -128,6 +130,11 @@ fi
 ln -s ../lib/libcuda.so.1 "$tree/driver/libcuda.so.1"
 ln -s libcuda.so.1 "$tree/driver/libcuda.so"
 included+=(driver/libcuda.so.1)
+# NVML beside it, as NVIDIA's driver puts it: monitoring tools and NCCL load it by name.
+if [ -f "$tree/lib/libnvidia-ml.so.1" ]; then
+  ln -s ../lib/libnvidia-ml.so.1 "$tree/driver/libnvidia-ml.so.1"
+  included+=(driver/libnvidia-ml.so.1)
+fi
 rmdir "$tree/bin" "$tree/sbin" 2>/dev/null || true
 
 elfs=()

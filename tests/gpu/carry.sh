@@ -37,6 +37,18 @@ if [ -n "${VMCUDA_CULIBS:-}" ]; then
 fi
 NVCC=$nvcc bash tests/apps/build.sh "$dir/load" tests/load
 "$nvcc" -cudart shared -arch=sm_90 -O2 -o "$dir/isolation" tests/gpu/isolation.cu -L"$cu13/lib"
+# The NVML query program (tests/c/nvml_query.c; natively it finds NVIDIA's NVML and
+# runtime, bridged the guest's), and pynvml from the nvidia-ml-py wheel for
+# tests/gpu/run-nvml.sh.
+cc -O2 -o "$dir/nvml_query" tests/c/nvml_query.c -L"$dir/guest/lib" -l:libnvidia-ml.so.1 -l:libcudart.so.13
+mkdir -p "$dir/py"
+wheel_dir=$(mktemp -d)
+if pip download -q --no-deps -d "$wheel_dir" nvidia-ml-py >/dev/null 2>&1; then
+  unzip -q -o -j "$wheel_dir"/nvidia_ml_py-*.whl pynvml.py -d "$dir/py"
+else
+  echo "carry.sh: no nvidia-ml-py wheel (no registry?); run-nvml.sh will lack pynvml" >&2
+fi
+rm -rf "$wheel_dir"
 mkdir -p "$dir/bench"
 "$nvcc" -cudart shared -arch=sm_90 -O2 -o "$dir/bench/bench" bench/bench.cu -L"$cu13/lib"
 git rev-parse HEAD >"$dir/COMMIT"

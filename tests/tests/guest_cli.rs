@@ -120,6 +120,40 @@ fn info_shows_the_test_executor_its_device_and_the_quota() {
     );
 }
 
+/// `vmcuda smi`: the table and nvidia-smi's CSV, with the guest's quota as the total.
+#[test]
+#[ignore = "needs the vmcuda command and the host daemon: run tests/run.sh"]
+fn smi_shows_the_guests_gpus_as_nvidia_smi_does() {
+    let d = Daemon::start_with_config(
+        "smi-quota",
+        Some("[local]\nmemory_quota = \"1GiB\"\n"),
+        &["--executor", "host-memory"],
+    );
+    let out = vmcuda(&["smi"], &d.server(), &[]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("0MiB / 1024MiB"), "{stdout}");
+    assert!(stdout.contains("(quota)"), "{stdout}");
+    // smi itself holds nothing and is no GPU process.
+    assert!(
+        stdout.contains("Processes of this guest:\n  GPU  PID       Used\n  none"),
+        "{stdout}"
+    );
+    let out = vmcuda(
+        &[
+            "smi",
+            "--query-gpu=index,memory.total,memory.used,utilization.gpu,fan.speed",
+            "--format=csv,noheader,nounits",
+        ],
+        &d.server(),
+        &[],
+    );
+    assert_eq!(text(&out.stdout), "0, 1024, 0, 0, [N/A]\n");
+    let out = vmcuda(&["smi", "--query-gpu=bogus"], &d.server(), &[]);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("unknown field \"bogus\""));
+}
+
 /// Several hosts: each is asked in turn, its devices numbered as programs see them
 /// (the second host's first device is device 1), each host's quota its own.
 #[test]

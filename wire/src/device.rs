@@ -22,3 +22,46 @@ impl DeviceProperties {
         self.attributes.iter().find(|a| a.0 == attr).map(|a| a.1)
     }
 }
+
+/// What NVML says of a device right now, for the guest's NVML (`libnvidia-ml.so.1`)
+/// and `vmcuda smi`: the host's live readings of the GPU, and the guest's own share
+/// of it. A reading the GPU does not offer is `None` (NVML's "not supported").
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct GpuStatus {
+    /// Percent of the last sample period a kernel ran / device memory was read or
+    /// written (`nvmlDeviceGetUtilizationRates`).
+    pub utilization_gpu: Option<u32>,
+    pub utilization_memory: Option<u32>,
+    pub temperature_c: Option<u32>,
+    pub power_mw: Option<u32>,
+    pub power_limit_mw: Option<u32>,
+    /// Current and maximum clocks in MHz: graphics, SM, memory.
+    pub clocks_mhz: Option<[u32; 3]>,
+    pub max_clocks_mhz: Option<[u32; 3]>,
+    /// `nvmlPstates_t` (0 = P0, the fastest).
+    pub performance_state: Option<u32>,
+    pub fan_percent: Option<u32>,
+    /// PCI device and subsystem ids (`nvmlPciInfo_t`); the bus position comes from
+    /// the device's properties.
+    pub pci_device_id: u32,
+    pub pci_subsystem_id: u32,
+    /// The host driver's version string (as `nvidia-smi` prints it).
+    pub driver_version: String,
+    /// The device's memory, and what is free on it for everyone (the host's NVML).
+    pub memory_total: u64,
+    pub memory_free: Option<u64>,
+    /// The guest's quota on this host, if it has one.
+    pub memory_quota: Option<u64>,
+    /// Device memory the guest (its VM, every connection) holds on this host.
+    pub guest_memory_used: u64,
+    /// The guest's programs using this host: their pids as the guest knows them and
+    /// the device memory each holds.
+    pub processes: Vec<GuestProcess>,
+}
+
+/// One of the guest's programs, as NVML lists running processes.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct GuestProcess {
+    pub pid: u32,
+    pub used_memory: u64,
+}

@@ -28,7 +28,7 @@ use thiserror::Error;
 pub use crate::blas::{BlasCreate, BlasDestroy, BlasGemm, BlasSetWorkspace};
 pub use crate::blas_table::{BlasCall, BlasCallWaited, BlasOutputs};
 pub use crate::blaslt::{LtCreate, LtDestroy, LtHeuristic, LtHeuristicReply, LtMatmul};
-pub use crate::device::DeviceProperties;
+pub use crate::device::{DeviceProperties, GpuStatus, GuestProcess};
 pub use crate::driver::{
     AllocationProp, Granularity, Link, Linked, MemAddressFree, MemAddressReserve, MemCreate,
     MemCreated, MemGetAllocationGranularity, MemGetAllocationProperties, MemMap, MemRelease,

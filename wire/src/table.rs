@@ -49,6 +49,9 @@ macro_rules! op_lines {
                     -> P2PAttribute { value: i32 }, Sync
                     => runtime cudaDeviceGetP2PAttribute(out value: i32, attr: u32, src_device: i32, dst_device: i32)
                     => driver cuDeviceGetP2PAttribute(out value: i32, attr: u32, src_device: i32, dst_device: i32);
+                /// The device's live readings and the guest's share of it (the guest's
+                /// NVML and `vmcuda smi`).
+                0x010D DeviceGetStatus => device_get_status(DeviceGetStatus { device: i32 }) -> GpuStatus, Sync;
             }
 
             /// Device allocations, pointer attributes, and guest memory shared with the

@@ -19,8 +19,8 @@ pub mod graph;
 pub mod host_memory;
 
 use vmcuda_wire::op::{
-    DeviceProperties, DevicePtr, ExecutorKind, FuncAttributes, LaunchAttribute, ParamInfo,
-    PointerAttributes,
+    DeviceProperties, DevicePtr, ExecutorKind, FuncAttributes, GpuStatus, LaunchAttribute,
+    ParamInfo, PointerAttributes,
 };
 use vmcuda_wire::CudaStatus;
 
@@ -123,6 +123,9 @@ pub trait DeviceExec {
     fn p2p_attribute(&mut self, attr: u32, src: i32, dst: i32) -> ExecResult<i32>;
     fn enable_peer_access(&mut self, peer: i32, flags: u32) -> ExecResult<()>;
     fn disable_peer_access(&mut self, peer: i32) -> ExecResult<()>;
+    /// `device`'s live readings (utilization, temperature, power, clocks, PCI ids,
+    /// driver version); the guest's own share is the session's to fill in.
+    fn gpu_status(&mut self, device: i32) -> ExecResult<GpuStatus>;
 }
 
 /// Device allocations, memsets, pointer attributes and host memory registered with the GPU.

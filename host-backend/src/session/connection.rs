@@ -15,6 +15,7 @@ impl ConnectionOps for Session {
         })?;
         self.greeted = true;
         self.client = format!("{}[{}]", req.client, req.pid);
+        self.program_pid = req.pid;
         info!(client = %self.client, guest = %self.grant.name, executor = ?self.exec.kind(),
             gpus = %self.grant.gpus.to_arg(), quota = ?self.grant.memory_quota, "guest connected");
         Ok((

@@ -199,6 +199,19 @@ impl DeviceOps for Session {
         nothing()
     }
 
+    fn device_get_status(
+        &mut self,
+        _ctx: &CallContext,
+        req: DeviceGetStatus,
+        _data: &[u8],
+    ) -> HandlerResult<GpuStatus> {
+        let mut status = self.exec.gpu_status(req.device)?;
+        status.processes = self.guest_programs();
+        status.guest_memory_used = status.processes.iter().map(|p| p.used_memory).sum();
+        status.memory_quota = self.grant.memory_quota;
+        Ok((status, Vec::new()))
+    }
+
     fn mem_get_info(
         &mut self,
         ctx: &CallContext,
@@ -231,5 +244,45 @@ impl DeviceOps for Session {
             .p2p_attribute(req.attr, req.src_device, req.dst_device);
         self.exec.set_device(ctx.device)?;
         Ok((P2PAttribute { value: value? }, Vec::new()))
+    }
+}
+
+impl Session {
+    /// The guest's programs on this host and the device memory each holds: every live
+    /// connection of its VM, from the workers' published figures (this one's alone
+    /// where there are none). Memory is per program, over all of its devices here.
+    fn guest_programs(&self) -> Vec<GuestProcess> {
+        let own = GuestProcess {
+            pid: self.program_pid,
+            used_memory: self.accounts.device_bytes,
+        };
+        // The figures live in <state dir>/workers/<pid>.stats.
+        let Some(state_dir) = self
+            .accounts
+            .stats
+            .path()
+            .and_then(|p| p.parent()?.parent())
+        else {
+            return vec![own];
+        };
+        match crate::stats::census(state_dir, false) {
+            Ok(census) => {
+                let mut programs: Vec<GuestProcess> = census
+                    .guests
+                    .iter()
+                    .filter(|g| g.identity.vm == self.grant.name)
+                    .map(|g| GuestProcess {
+                        pid: g.identity.program_pid,
+                        used_memory: g.device_memory_bytes,
+                    })
+                    .collect();
+                if programs.is_empty() {
+                    programs.push(own);
+                }
+                programs.sort_by_key(|p| p.pid);
+                programs
+            }
+            Err(_) => vec![own],
+        }
     }
 }

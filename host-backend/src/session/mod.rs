@@ -61,6 +61,8 @@ pub struct Session {
     grant: Grant,
     greeted: bool,
     client: String,
+    /// The guest program's pid, as the guest knows it (from its hello).
+    program_pid: u32,
     handles: Handles,
     accounts: Accounts,
     /// Descriptors the guest passed along with its frames, oldest first.
@@ -100,6 +102,7 @@ impl Session {
             grant,
             greeted: false,
             client: String::new(),
+            program_pid: 0,
             handles: Handles::default(),
             incoming_fds: VecDeque::new(),
             shared: SharedMappings::default(),

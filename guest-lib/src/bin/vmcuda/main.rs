@@ -4,17 +4,20 @@
 //!   and quota, versions, executor, transport and round-trip time).
 //! - `vmcuda doctor [PROGRAM]`: the usual failures checked in order, each with a
 //!   one-line fix; with PROGRAM, whether that program can reach the bridge at all.
+//! - `vmcuda smi`: an nvidia-smi-like table of the guest's GPUs and its own
+//!   processes, or `--query-gpu` / `--query-compute-apps` CSV.
 //! - `vmcuda cdi generate [--output FILE] [--lib-dir DIR]`: a CDI spec that gives
 //!   containers in this guest the bridge (`--device vmcuda.dev/gpu=all`).
 //!
-//! `info` and `doctor` speak the wire protocol through the guest library's own client
-//! ([`vmcuda_guest::client::Client`]), so what they see is what programs see.
+//! `info`, `doctor` and `smi` speak the wire protocol through the guest library's own
+//! client ([`vmcuda_guest::client::Client`]), so what they see is what programs see.
 
 mod cdi;
 mod doctor;
 mod info;
 mod probe;
 mod program;
+mod smi;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -55,6 +58,23 @@ enum Command {
         #[arg(long, default_value_t = 10, value_name = "SECONDS")]
         timeout: u64,
     },
+    /// The guest's GPUs as nvidia-smi shows them: memory (the guest's own, its quota as
+    /// the total), utilization, temperature, power and this guest's processes.
+    Smi {
+        /// CSV of these fields, one line per GPU (index, name, uuid, pci.bus_id,
+        /// driver_version, memory.total/used/free, utilization.gpu/memory,
+        /// temperature.gpu, power.draw/limit, clocks.gr/sm/mem, clocks.max.sm,
+        /// pstate, fan.speed).
+        #[arg(long, value_name = "FIELDS")]
+        query_gpu: Option<String>,
+        /// CSV of the guest's programs on the GPUs (pid, used_memory, gpu_uuid,
+        /// gpu_bus_id).
+        #[arg(long, value_name = "FIELDS")]
+        query_compute_apps: Option<String>,
+        /// csv, with noheader and/or nounits as nvidia-smi takes them.
+        #[arg(long, default_value = "csv")]
+        format: String,
+    },
     /// Container Device Interface: let containers in this guest use the bridge.
     Cdi {
         #[command(subcommand)]
@@ -94,6 +114,11 @@ fn main() -> ExitCode {
         Command::Doctor { program, timeout } => {
             doctor::run(program.as_deref(), Duration::from_secs(timeout))
         }
+        Command::Smi {
+            query_gpu,
+            query_compute_apps,
+            format,
+        } => smi::run(query_gpu.as_deref(), query_compute_apps.as_deref(), &format),
         Command::Cdi {
             command: CdiCommand::Generate { output, lib_dir },
         } => cdi::generate(output.as_deref(), lib_dir.as_deref()),

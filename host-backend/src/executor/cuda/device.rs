@@ -7,7 +7,7 @@ use std::ptr;
 
 use cudarc::driver::{result, sys};
 use tracing::{debug, warn};
-use vmcuda_wire::op::DeviceProperties;
+use vmcuda_wire::op::{DeviceProperties, GpuStatus};
 use vmcuda_wire::CudaStatus;
 
 use crate::policy::GpuSelection;
@@ -68,7 +68,7 @@ pub(super) fn cache_config_from(config: u32) -> Option<sys::CUfunc_cache> {
 }
 
 /// A device's UUID bytes.
-fn device_uuid(handle: sys::CUdevice) -> ExecResult<[u8; 16]> {
+pub(super) fn device_uuid(handle: sys::CUdevice) -> ExecResult<[u8; 16]> {
     let uuid = result::device::get_uuid(handle).map_err(status)?;
     Ok(uuid.bytes.map(|b| b as u8))
 }
@@ -473,6 +473,10 @@ impl DeviceExec for CudaExecutor {
             .ok_or(CudaStatus::ErrorPeerAccessNotEnabled)?;
         // SAFETY: `peer_ctx` is a retained primary context; a context is current.
         check(unsafe { sys::cuCtxDisablePeerAccess(peer_ctx) })
+    }
+
+    fn gpu_status(&mut self, device: i32) -> ExecResult<GpuStatus> {
+        self.read_status(device)
     }
 }
 

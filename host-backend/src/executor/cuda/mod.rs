@@ -69,6 +69,7 @@ mod launch;
 mod memory;
 mod module;
 mod staging;
+mod status;
 mod stream;
 mod symbols;
 

@@ -2,7 +2,7 @@
 //! cache configuration, peers and reset.
 
 use cudarc::driver::sys::CUdevice_attribute as A;
-use vmcuda_wire::op::DeviceProperties;
+use vmcuda_wire::op::{DeviceProperties, GpuStatus};
 use vmcuda_wire::CudaStatus;
 
 use super::super::ExecResult;
@@ -208,5 +208,22 @@ impl DeviceExec for HostMemoryExecutor {
     fn disable_peer_access(&mut self, peer: i32) -> ExecResult<()> {
         self.check_device(peer)?;
         Err(CudaStatus::ErrorPeerAccessNotEnabled)
+    }
+
+    fn gpu_status(&mut self, device: i32) -> ExecResult<GpuStatus> {
+        self.check_device(device)?;
+        // A test double's readings: fixed, plausible, and plainly not a GPU's (no fan,
+        // no clocks).
+        Ok(GpuStatus {
+            utilization_gpu: Some(0),
+            utilization_memory: Some(0),
+            temperature_c: Some(30),
+            power_mw: Some(50_000),
+            power_limit_mw: Some(700_000),
+            performance_state: Some(0),
+            driver_version: "host-memory".into(),
+            memory_total: Self::properties().total_global_mem,
+            ..GpuStatus::default()
+        })
     }
 }
