@@ -17,6 +17,9 @@
 #   /opt/vmcuda/bin/vmcuda            the guest CLI, when a workspace crate has a `vmcuda` binary
 #   /opt/vmcuda/sbin/vmcuda-system-wide  guest-lib/vmcuda-system-wide, when the tree has it
 #   /usr/bin/vmcuda-run, /usr/bin/vmcuda, /usr/sbin/vmcuda-system-wide: links to those
+#   /etc/cdi/vmcuda.json              written when installed by `vmcuda cdi generate`
+#                                     (cdi-conf.sh): --device vmcuda.dev/gpu=all for
+#                                     containers; not a file of the package
 # Only the driver is system-wide by default (it needs no other vmcuda library, and a VM
 # guest has no NVIDIA driver); for the runtime, vmcuda-system-wide is the opt-in.
 #
@@ -30,7 +33,7 @@
 # PKG_COMPRESS=gzip|none makes a faster .deb (tests). Prints the .deb's and the
 # tarball's paths on the last two lines. Needs dpkg-deb, objdump, strip, tar, gzip.
 # The package's postinst and prerm, and the tarball's install.sh, register and remove
-# the driver with driver-conf.sh.
+# the driver with driver-conf.sh and the CDI spec with cdi-conf.sh.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -174,30 +177,38 @@ Description: vmcuda guest runtime: CUDA programs in a VM, run on the host's GPU
  (/etc/ld.so.conf.d/zz-vmcuda-driver.conf), so that programs with NVIDIA's runtime
  linked in statically and containers find it; not where another libcuda.so.1 (an
  NVIDIA driver) is already installed.
+ .
+ A CDI spec, /etc/cdi/vmcuda.json, gives containers the libraries and vmcuda-run's
+ environment: podman run --device vmcuda.dev/gpu=all (or Docker with CDI on).
 EOF
-# The driver's ld.so.conf.d file: written at every configure (dpkg-reconfigure
-# vmcuda-guest looks again for another driver), removed by the prerm, before the files
-# (no postrm: the package leaves nothing behind for a purge).
+# The driver's ld.so.conf.d file and the CDI spec: written at every configure
+# (dpkg-reconfigure vmcuda-guest looks again for another driver, and writes the spec
+# anew from the configuration in /etc/vmcuda), removed by the prerm, before the files
+# they name (no postrm: the package leaves nothing behind for a purge).
 {
   echo '#!/bin/sh'
-  echo "# vmcuda-guest postinst: vmcuda's libcuda.so.1 in the loader's cache, unless another is."
+  echo "# vmcuda-guest postinst: vmcuda's libcuda.so.1 in the loader's cache, unless another is,"
+  echo "# and the CDI spec for containers."
   echo 'set -e'
   echo 'vmcuda_driver_who=vmcuda-guest'
-  cat "$here/driver-conf.sh"
+  cat "$here/driver-conf.sh" "$here/cdi-conf.sh"
   cat <<'EOF'
 case "$1" in
-  configure|abort-remove) vmcuda_driver_register /opt/vmcuda || true ;;
+  configure|abort-remove)
+    vmcuda_driver_register /opt/vmcuda || true
+    vmcuda_cdi_register /opt/vmcuda || true
+    ;;
 esac
 exit 0
 EOF
 } >"$root/DEBIAN/postinst"
 {
   echo '#!/bin/sh'
-  echo '# vmcuda-guest prerm: a system-wide mode turned on, and the driver in the loader'"'"'s'
-  echo '# cache, must not outlive the library.'
+  echo '# vmcuda-guest prerm: a system-wide mode turned on, the driver in the loader'"'"'s'
+  echo '# cache, and the CDI spec must not outlive the library.'
   echo 'set -e'
   echo 'vmcuda_driver_who=vmcuda-guest'
-  cat "$here/driver-conf.sh"
+  cat "$here/driver-conf.sh" "$here/cdi-conf.sh"
   cat <<'EOF'
 if [ "$1" = remove ]; then
   if [ -x /opt/vmcuda/sbin/vmcuda-system-wide ]; then
@@ -205,6 +216,7 @@ if [ "$1" = remove ]; then
       echo "vmcuda-guest: 'vmcuda-system-wide disable' failed; undo the system-wide mode by hand" >&2
   fi
   vmcuda_driver_unregister /opt/vmcuda
+  vmcuda_cdi_unregister /opt/vmcuda
 fi
 exit 0
 EOF
@@ -220,17 +232,20 @@ mkdir -p "$tdir"
 cp -a "$tree"/. "$tdir/"
 install -m 0755 "$here/install.sh" "$tdir/install.sh"
 install -m 0644 "$here/driver-conf.sh" "$tdir/driver-conf.sh"
+install -m 0644 "$here/cdi-conf.sh" "$tdir/cdi-conf.sh"
 cat >"$tdir/README" <<EOF
 vmcuda guest runtime $version ($arch): the replacement libcudart.so.13 and its tools.
 
   sudo ./install.sh                   # into /opt/vmcuda, links in /usr/local/bin and /usr/local/sbin,
                                       # and libcuda.so.1 in the loader's cache (driver/)
   sudo ./install.sh --no-driver       # the same, but libcuda.so.1 only through vmcuda-run
+  sudo ./install.sh --no-cdi          # the same, without /etc/cdi/vmcuda.json (containers)
   sudo ./install.sh --prefix DIR      # elsewhere
   sudo ./install.sh --system-wide     # and turn on the system-wide mode (vmcuda-system-wide)
   sudo ./install.sh --uninstall       # remove what install.sh installed (same --prefix)
 
-Then: vmcuda-run ./my_cuda_app (or LD_LIBRARY_PATH=/opt/vmcuda/lib ./my_cuda_app).
+Then: vmcuda-run ./my_cuda_app (or LD_LIBRARY_PATH=/opt/vmcuda/lib ./my_cuda_app);
+in a container: podman run --device vmcuda.dev/gpu=all IMAGE my_cuda_app.
 Contents: $(printf '%s ' "${included[@]}")
 EOF
 tarball="$out/$name.tar.gz"

@@ -2,6 +2,7 @@
 # Installs the vmcuda guest runtime from this unpacked tarball, or removes it.
 #
 #   ./install.sh [--prefix DIR] [--bindir DIR] [--sbindir DIR] [--system-wide] [--no-driver]
+#                [--no-cdi]
 #   ./install.sh --uninstall [--prefix DIR]
 #
 #   --prefix DIR   where lib/, driver/, bin/ and sbin/ go (default /opt/vmcuda)
@@ -14,12 +15,17 @@
 #                  PREFIX/driver (libcuda.so.1 alone) and ldconfig runs, so that programs
 #                  with NVIDIA's static runtime find it; not where the loader already
 #                  has another libcuda.so.1 (an NVIDIA driver): see driver-conf.sh
+#   --no-cdi       write no CDI spec. By default PREFIX/bin/vmcuda writes
+#                  /etc/cdi/vmcuda.json (`vmcuda cdi generate`), so that containers
+#                  started with --device vmcuda.dev/gpu=all get the libraries and
+#                  vmcuda-run's environment; not over another installation's: see
+#                  cdi-conf.sh
 #   --uninstall    turn the system-wide mode off if this copy has the switch, remove the
-#                  driver's ld.so.conf.d file if it names PREFIX/driver, and remove
-#                  exactly the files and links an earlier install.sh recorded in
-#                  PREFIX/.vmcuda-install.list
+#                  driver's ld.so.conf.d file if it names PREFIX/driver and the CDI spec
+#                  if it names PREFIX/lib, and remove exactly the files and links an
+#                  earlier install.sh recorded in PREFIX/.vmcuda-install.list
 #
-# Nothing outside PREFIX, BINDIR and SBINDIR is touched, except that file and by
+# Nothing outside PREFIX, BINDIR and SBINDIR is touched, except those two files and by
 # vmcuda-system-wide.
 # POSIX sh: runs under busybox too.
 set -eu
@@ -31,6 +37,7 @@ sbindir=/usr/local/sbin
 system_wide=0
 uninstall=0
 driver=1
+cdi=1
 die() { echo "install.sh: $*" >&2; exit 1; }
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2; exit 2; }
 while [ $# -gt 0 ]; do
@@ -40,6 +47,7 @@ while [ $# -gt 0 ]; do
     --sbindir) [ $# -ge 2 ] || usage; sbindir=$2; shift 2 ;;
     --system-wide) system_wide=1; shift ;;
     --no-driver) driver=0; shift ;;
+    --no-cdi) cdi=0; shift ;;
     --uninstall) uninstall=1; shift ;;
     -h|--help) usage ;;
     *) echo "install.sh: unknown argument $1" >&2; usage ;;
@@ -53,6 +61,9 @@ list="$prefix/.vmcuda-install.list"
 vmcuda_driver_who=install.sh
 # shellcheck source=images/guest-deb/driver-conf.sh
 . "$src/driver-conf.sh"
+[ -f "$src/cdi-conf.sh" ] || die "run me from the unpacked tarball (no cdi-conf.sh next to me)"
+# shellcheck source=images/guest-deb/cdi-conf.sh
+. "$src/cdi-conf.sh"
 
 if [ "$uninstall" = 1 ]; then
   [ -f "$list" ] || die "no $list: nothing installed by install.sh under $prefix"
@@ -61,9 +72,11 @@ if [ "$uninstall" = 1 ]; then
   fi
   # The driver's file only if it is still this installation's.
   vmcuda_driver_unregister "$prefix"
+  vmcuda_cdi_unregister "$prefix"
   # Files and links first, then the directories they leave empty (deepest first).
   while IFS= read -r p; do
     [ "$p" != "$vmcuda_driver_conf" ] || continue
+    [ "$p" != "$vmcuda_cdi_spec" ] || continue
     if [ -L "$p" ] || [ -f "$p" ]; then rm -f "$p"; fi
   done <"$list"
   sort -r "$list" | while IFS= read -r p; do
@@ -125,12 +138,23 @@ if [ "$(vmcuda_driver_listed)" = "$prefix/driver" ]; then
   record "$vmcuda_driver_conf"
   driver_note=", libcuda.so.1 in the loader's cache ($vmcuda_driver_conf)"
 fi
+# The CDI spec, once the vmcuda command is in place (it writes it).
+cdi_note=""
+if [ "$cdi" = 1 ]; then
+  vmcuda_cdi_register "$prefix" || true
+else
+  vmcuda_cdi_unregister "$prefix"  # an earlier install's, without --no-cdi
+fi
+if [ "$(vmcuda_cdi_listed)" = "$prefix/lib" ]; then
+  record "$vmcuda_cdi_spec"
+  cdi_note=", containers with --device vmcuda.dev/gpu=all ($vmcuda_cdi_spec)"
+fi
 # An earlier install's entries that this one no longer has are kept, so that
 # --uninstall still finds them.
 if [ -f "$list" ]; then cat "$list" >>"$new"; fi
 sort -u "$new" >"$list"
 rm -f "$new"
-echo "install.sh: installed vmcuda in $prefix (programs linked in $bindir$driver_note)"
+echo "install.sh: installed vmcuda in $prefix (programs linked in $bindir$driver_note$cdi_note)"
 
 if [ "$system_wide" = 1 ]; then
   "$prefix/sbin/vmcuda-system-wide" enable

@@ -24,10 +24,13 @@
 #     and purge clean up.
 #   guest tarball: install.sh into /opt/vmcuda with links in /usr/local, PROGRAM runs
 #     from it, the driver alone (/opt/vmcuda/driver) is in the linker's cache so that
-#     the static PROGRAM runs without vmcuda-run, --uninstall removes exactly that.
+#     the static PROGRAM runs without vmcuda-run, the CDI spec (/etc/cdi/vmcuda.json) is
+#     written, --uninstall removes exactly that.
 #   guest package: dpkg -i puts the library in /opt/vmcuda/lib only (not in the linker's
 #     cache) and the driver in the cache (/etc/ld.so.conf.d/zz-vmcuda-driver.conf),
-#     install.sh refuses to write over it, dpkg -r removes it and the driver's file.
+#     the postinst writes the CDI spec (its mounts exist, its environment is what the
+#     installed vmcuda-run sets, /dev/vsock), install.sh refuses to write over it, dpkg
+#     -r removes it, the driver's file and the spec.
 #   another libcuda.so.1 (a stand-in for NVIDIA's in /usr/lib/x86_64-linux-gnu): one
 #     installed later comes first, the postinst then steps aside; the package and the
 #     tarball installed over one leave the loader's cache alone.
@@ -251,6 +254,33 @@ cache_is_other() {
   [ -n "$got" ] && [ "$(in_root readlink -f "$got")" = "$(in_root readlink -f "$other_driver")" ]
 }
 other_warning='WARNING: the loader already finds libcuda.so.1 at [^ ]*/x86_64-linux-gnu/libcuda.so.1'
+# The CDI spec for containers: written by the installation's `vmcuda` command, when
+# the build has one.
+cdi_spec=/etc/cdi/vmcuda.json
+# cdi_spec_is_for PREFIX: the spec is a CDI spec of kind vmcuda.dev/gpu with a device
+# `all` whose mounts exist in the root, with /dev/vsock (no host is configured here),
+# and whose environment is what PREFIX's vmcuda-run sets (run in the root).
+cdi_spec_is_for() {
+  local run_env
+  run_env=$(chroot "$r" env -i PATH=/usr/bin:/bin "$1/bin/vmcuda-run" env) || return 1
+  python3 - "$r" "$r$cdi_spec" "$1" "$run_env" <<'PY'
+import json, os, sys
+root, path, prefix, run_env = sys.argv[1:]
+spec = json.load(open(path))
+assert spec["cdiVersion"] == "0.5.0" and spec["kind"] == "vmcuda.dev/gpu", spec
+devices = {d["name"]: d["containerEdits"] for d in spec["devices"]}
+assert list(devices) == ["all"], devices
+edits = devices["all"]
+for m in edits["mounts"]:
+    assert m["hostPath"] == m["containerPath"], m
+    assert os.path.exists(root + m["hostPath"]), f"no {m['hostPath']} in the root"
+assert edits["mounts"][0]["hostPath"] == prefix + "/lib", edits["mounts"]
+assert [n["path"] for n in edits["deviceNodes"]] == ["/dev/vsock"], edits
+env = dict(e.split("=", 1) for e in edits["env"])
+want = dict(l.split("=", 1) for l in run_env.splitlines() if l.startswith("LD_"))
+assert {k: env.get(k) for k in want} == want and want["LD_LIBRARY_PATH"] == prefix + "/lib", (env, want)
+PY
+}
 # How programs start from an installation: its vmcuda-run when it has one.
 launcher() { if [ -e "$r$1" ] || [ -L "$r$1" ]; then echo "$1"; else echo "$2"; fi; }
 
@@ -282,6 +312,9 @@ check "install.sh: /opt/vmcuda/driver/libcuda.so.1 links to ../lib/libcuda.so.1"
 check "install.sh: $driver_conf lists /opt/vmcuda/driver" conf_lists /opt/vmcuda/driver
 check "install.sh: the loader's libcuda.so.1 is /opt/vmcuda/driver/libcuda.so.1" \
   test "$(cache_libcuda)" = /opt/vmcuda/driver/libcuda.so.1
+if [ -x "$r/opt/vmcuda/bin/vmcuda" ]; then
+  check "install.sh: the CDI spec $cdi_spec is /opt/vmcuda's" cdi_spec_is_for /opt/vmcuda
+fi
 check "install.sh: only the driver is system-wide: libcudart is not in the linker's cache" \
   bash -c "! chroot '$r' ldconfig -p | grep -q libcudart"
 out=$(run_app_as pkgtest-in system /tmp/static-app)
@@ -292,8 +325,9 @@ check "install.sh --uninstall" in_root sh "/tmp/$tdir/install.sh" --uninstall
 check "install.sh --uninstall left no /opt/vmcuda" test ! -e "$r/opt/vmcuda"
 check "install.sh --uninstall removed $driver_conf and libcuda.so.1 from the linker's cache" \
   bash -c '[ ! -e "$1" ] && [ -z "$2" ]' _ "$r$driver_conf" "$(cache_libcuda)"
-check "install.sh --no-driver leaves the linker's cache alone" \
-  bash -c "chroot '$r' sh '/tmp/$tdir/install.sh' --no-driver >/dev/null && [ ! -e '$r$driver_conf' ] && ! chroot '$r' ldconfig -p | grep -q libcuda"
+check "install.sh --uninstall removed $cdi_spec" test ! -e "$r$cdi_spec"
+check "install.sh --no-driver --no-cdi leaves the linker's cache and $cdi_spec alone" \
+  bash -c "chroot '$r' sh '/tmp/$tdir/install.sh' --no-driver --no-cdi >/dev/null && [ ! -e '$r$driver_conf' ] && [ ! -e '$r$cdi_spec' ] && ! chroot '$r' ldconfig -p | grep -q libcuda"
 out=$(run_app_as pkgtest-in system /tmp/static-app)
 check "... where the static-runtime program finds no driver by itself" \
   bash -c '! grep -q "^rc=0$" <<<"$1"' _ "$out"
@@ -326,6 +360,9 @@ check "the loader's libcuda.so.1 is /opt/vmcuda/driver/libcuda.so.1" \
 for f in $(in_root dpkg-query -L vmcuda-guest | grep -E '^/usr/s?bin/.' || true); do
   check "$f resolves into /opt/vmcuda" bash -c "case \$(chroot '$r' readlink -f '$f') in /opt/vmcuda/*) ;; *) exit 1 ;; esac"
 done
+if [ -x "$r/opt/vmcuda/bin/vmcuda" ]; then
+  check "postinst: the CDI spec $cdi_spec is /opt/vmcuda's" cdi_spec_is_for /opt/vmcuda
+fi
 check "install.sh refuses to write over the package's /opt/vmcuda" \
   bash -c "! chroot '$r' sh '/tmp/$tdir/install.sh' >/dev/null 2>&1"
 how=$(launcher /usr/bin/vmcuda-run /opt/vmcuda/lib)
@@ -342,6 +379,9 @@ check "install.sh --prefix elsewhere works beside the package" \
 check "... and leaves the package's driver in the linker's cache" \
   bash -c '[ "$1" = /opt/vmcuda/driver/libcuda.so.1 ]' _ "$(cache_libcuda)"
 check "... and its $driver_conf" conf_lists /opt/vmcuda/driver
+if [ -x "$r/opt/vmcuda/bin/vmcuda" ]; then
+  check "... and its CDI spec" cdi_spec_is_for /opt/vmcuda
+fi
 
 echo "# another libcuda.so.1 (a stand-in for NVIDIA's driver)"
 cp "$r/tmp/$tdir/lib/libcuda.so.1" "$r$other_driver"
@@ -361,6 +401,7 @@ check "once it is gone, the postinst (dpkg-reconfigure) puts vmcuda's back" \
 check "dpkg -r vmcuda-guest" bash -c "chroot '$r' dpkg -r vmcuda-guest >/dev/null 2>&1"
 check "remove: /opt/vmcuda is gone" test ! -e "$r/opt/vmcuda"
 check "remove: $driver_conf is gone" test ! -e "$r$driver_conf"
+check "remove: $cdi_spec is gone" test ! -e "$r$cdi_spec"
 check "remove: no libcuda.so.1 in the linker's cache" test -z "$(cache_libcuda)"
 check "remove: nothing left for a purge (no config-files state)" \
   bash -c '! chroot "$1" dpkg-query -W -f "\${Status}" vmcuda-guest 2>/dev/null | grep -q config-files' _ "$r"

@@ -1,6 +1,7 @@
 //! The guest's tools: `vmcuda info` and `vmcuda doctor` against daemons set up to
 //! work or to fail in each usual way, `vmcuda-run` running a real program through
-//! the bridge, and `vmcuda-system-wide` in a scratch root. Every daemon is the test's
+//! the bridge, `vmcuda-system-wide` in a scratch root, and the CDI spec of `vmcuda cdi
+//! generate` against vmcuda-run's environment. Every daemon is the test's
 //! own, reached over a Unix socket or loopback TCP; nothing dials this machine's vsock.
 
 use std::path::PathBuf;
@@ -528,5 +529,248 @@ fn system_wide_mode_is_enabled_and_disabled_in_a_scratch_root() {
     );
     assert!(!conf.exists());
     assert_eq!(sw(&["frobnicate"]).status.code(), Some(2));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The keys a CDI spec (and its parts) may have: runtimes refuse a spec with others.
+const CDI_SPEC_KEYS: [&str; 5] = [
+    "cdiVersion",
+    "kind",
+    "annotations",
+    "devices",
+    "containerEdits",
+];
+const CDI_EDIT_KEYS: [&str; 7] = [
+    "env",
+    "deviceNodes",
+    "mounts",
+    "hooks",
+    "intelRdt",
+    "additionalGids",
+    "netDevices",
+];
+
+/// The CDI schema's required fields and types, and its naming rules, checked by hand
+/// (the reference validator is Go, and the Rust port brings a JSON-schema engine).
+fn check_cdi_schema(spec: &serde_json::Value) {
+    let obj = spec.as_object().expect("a spec is an object");
+    for k in obj.keys() {
+        assert!(CDI_SPEC_KEYS.contains(&k.as_str()), "unknown key {k}");
+    }
+    let version = spec["cdiVersion"].as_str().expect("cdiVersion");
+    assert!(
+        version.split('.').count() == 3 && version.split('.').all(|p| p.parse::<u32>().is_ok()),
+        "cdiVersion is a version: {version}"
+    );
+    // vendor/class: letters, digits, '_', '-', '.'; starting with a letter.
+    let kind = spec["kind"].as_str().expect("kind");
+    let (vendor, class) = kind.split_once('/').expect("kind is vendor/class");
+    for part in [vendor, class] {
+        assert!(
+            part.starts_with(|c: char| c.is_ascii_alphabetic()),
+            "{kind}"
+        );
+        assert!(
+            part.ends_with(|c: char| c.is_ascii_alphanumeric()),
+            "{kind}"
+        );
+        assert!(
+            part.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c)),
+            "{kind}"
+        );
+    }
+    let devices = spec["devices"].as_array().expect("devices");
+    assert!(!devices.is_empty());
+    for d in devices {
+        let name = d["name"].as_str().expect("a device has a name");
+        assert!(
+            name.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_-.:".contains(c)),
+            "{name}"
+        );
+        let edits = d["containerEdits"].as_object().expect("containerEdits");
+        for k in edits.keys() {
+            assert!(CDI_EDIT_KEYS.contains(&k.as_str()), "unknown edit {k}");
+        }
+        for e in d["containerEdits"]["env"].as_array().into_iter().flatten() {
+            assert!(e.as_str().expect("env is strings").contains('='), "{e}");
+        }
+        for n in d["containerEdits"]["deviceNodes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            assert!(
+                n["path"].as_str().is_some_and(|p| p.starts_with('/')),
+                "{n}"
+            );
+        }
+        for m in d["containerEdits"]["mounts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            assert!(
+                m["hostPath"].is_string() && m["containerPath"].is_string(),
+                "{m}"
+            );
+            assert!(m["options"]
+                .as_array()
+                .is_none_or(|o| o.iter().all(|s| s.is_string())));
+            assert!(m.get("type").is_none_or(|t| t.is_string()), "{m}");
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs the vmcuda command: run tests/run.sh"]
+fn cdi_spec_gives_containers_what_vmcuda_run_gives_programs() {
+    let dir = scratch_root("cdi");
+    let lib = dir.join("opt/vmcuda/lib");
+    for l in ["libcublas.so.13", "libcuda.so.1"] {
+        std::fs::write(lib.join(l), b"stand-in").unwrap();
+    }
+    std::fs::create_dir_all(dir.join("opt/vmcuda/bin")).unwrap();
+    std::fs::write(dir.join("opt/vmcuda/bin/vmcuda"), b"stand-in").unwrap();
+    std::fs::create_dir_all(dir.join("etc/vmcuda")).unwrap();
+    let server_file = dir.join("etc/vmcuda/server");
+    let token_file = dir.join("etc/vmcuda/token");
+    std::fs::write(&server_file, "# the host\nvsock:2:7731\n").unwrap();
+    std::fs::write(&token_file, "secret\n").unwrap();
+    let output = dir.join("etc/cdi/vmcuda.json");
+    let generate = |env: &[(&str, &str)], extra: &[&str]| {
+        Command::new(cli_bin())
+            .args(["cdi", "generate", "--lib-dir", lib.to_str().unwrap()])
+            .args(extra)
+            .env_remove("VMCUDA_SERVER")
+            .env_remove("VMCUDA_TOKEN")
+            .env_remove("VMCUDA_TLS_NAME")
+            .env("VMCUDA_SERVER_FILE", &server_file)
+            .env("VMCUDA_TOKEN_FILE", &token_file)
+            .env("VMCUDA_TLS_CA", "/nonexistent")
+            .envs(env.iter().copied())
+            .output()
+            .unwrap()
+    };
+    let out = generate(&[], &["--output", output.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let written = std::fs::read_to_string(&output).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&output).unwrap().permissions().mode() & 0o777,
+        0o644,
+        "readable by rootless runtimes"
+    );
+    let printed = generate(&[], &[]);
+    assert_eq!(text(&printed.stdout), written, "printed and written alike");
+    assert!(
+        !written.contains("secret"),
+        "the token's path, never the token"
+    );
+
+    let spec: serde_json::Value = serde_json::from_str(&written).expect("the spec is JSON");
+    check_cdi_schema(&spec);
+    assert_eq!(spec["cdiVersion"], "0.5.0");
+    assert_eq!(spec["kind"], "vmcuda.dev/gpu");
+    assert_eq!(spec["devices"][0]["name"], "all");
+    let edits = &spec["devices"][0]["containerEdits"];
+
+    // Every mount is a read-only bind of something that exists, at the same path.
+    let mounts = edits["mounts"].as_array().unwrap();
+    let sources: Vec<&str> = mounts
+        .iter()
+        .map(|m| m["hostPath"].as_str().unwrap())
+        .collect();
+    for m in mounts {
+        let source = m["hostPath"].as_str().unwrap();
+        assert!(std::path::Path::new(source).exists(), "{source}");
+        assert!(source.starts_with(dir.to_str().unwrap()), "{source}");
+        assert_eq!(m["containerPath"], m["hostPath"]);
+        assert_eq!(m["type"], "bind");
+        assert!(
+            m["options"].as_array().unwrap().contains(&"ro".into()),
+            "{m}"
+        );
+    }
+    let expected = [&lib, &dir.join("opt/vmcuda/bin"), &server_file, &token_file];
+    assert_eq!(
+        sources,
+        expected
+            .iter()
+            .map(|p| p.to_str().unwrap())
+            .collect::<Vec<_>>()
+    );
+    let nodes: Vec<&str> = edits["deviceNodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(nodes, ["/dev/vsock"], "the host is over vsock");
+
+    // The environment is vmcuda-run's (with nothing of the caller's to keep), and the
+    // file variables still name the mounted files.
+    let run = Command::new(script("vmcuda-run"))
+        .arg("env")
+        .env("VMCUDA_LIB_DIR", &lib)
+        .env_remove("LD_LIBRARY_PATH")
+        .env_remove("LD_PRELOAD")
+        .output()
+        .unwrap();
+    assert!(run.status.success());
+    let run_env = text(&run.stdout);
+    let mut want: Vec<String> = run_env
+        .lines()
+        .filter(|l| l.starts_with("LD_LIBRARY_PATH=") || l.starts_with("LD_PRELOAD="))
+        .map(String::from)
+        .collect();
+    want.sort();
+    want.push(format!("VMCUDA_SERVER_FILE={}", server_file.display()));
+    want.push(format!("VMCUDA_TOKEN_FILE={}", token_file.display()));
+    let env: Vec<String> = edits["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(env, want);
+    assert!(env[1].starts_with("LD_PRELOAD=") && env[1].contains("libcuda.so.1"));
+
+    // A TCP host needs no vsock; a Unix one its socket's directory, writable.
+    let out = generate(&[("VMCUDA_SERVER", "tcp:127.0.0.1:7731")], &[]);
+    let spec: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let edits = &spec["devices"][0]["containerEdits"];
+    assert!(edits.get("deviceNodes").is_none(), "{edits}");
+    assert!(edits["env"]
+        .as_array()
+        .unwrap()
+        .contains(&"VMCUDA_SERVER=tcp:127.0.0.1:7731".into()));
+    let sock = dir.join("run/vmcuda.sock");
+    let out = generate(
+        &[("VMCUDA_SERVER", &format!("unix:{}", sock.display()))],
+        &[],
+    );
+    let spec: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    check_cdi_schema(&spec);
+    let last = spec["devices"][0]["containerEdits"]["mounts"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(last["hostPath"], dir.join("run").to_str().unwrap());
+    assert!(!last["options"].as_array().unwrap().contains(&"ro".into()));
+
+    // A directory without the library is refused, and nothing is written.
+    std::fs::remove_file(&output).unwrap();
+    let out = Command::new(cli_bin())
+        .args(["cdi", "generate", "--lib-dir", "/nonexistent", "--output"])
+        .arg(&output)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("no libcudart.so.13 in /nonexistent"));
+    assert!(!output.exists());
     let _ = std::fs::remove_dir_all(&dir);
 }

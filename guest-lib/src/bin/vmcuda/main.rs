@@ -6,10 +6,13 @@
 //!   one-line fix; with PROGRAM, whether that program can reach the bridge at all.
 //! - `vmcuda smi`: an nvidia-smi-like table of the guest's GPUs and its own
 //!   processes, or `--query-gpu` / `--query-compute-apps` CSV.
+//! - `vmcuda cdi generate [--output FILE] [--lib-dir DIR]`: a CDI spec that gives
+//!   containers in this guest the bridge (`--device vmcuda.dev/gpu=all`).
 //!
-//! Both speak the wire protocol through the guest library's own client
-//! ([`vmcuda_guest::client::Client`]), so what they see is what programs see.
+//! `info`, `doctor` and `smi` speak the wire protocol through the guest library's own
+//! client ([`vmcuda_guest::client::Client`]), so what they see is what programs see.
 
+mod cdi;
 mod doctor;
 mod info;
 mod probe;
@@ -72,6 +75,28 @@ enum Command {
         #[arg(long, default_value = "csv")]
         format: String,
     },
+    /// Container Device Interface: let containers in this guest use the bridge.
+    Cdi {
+        #[command(subcommand)]
+        command: CdiCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum CdiCommand {
+    /// Print (or write) a CDI spec for `--device vmcuda.dev/gpu=all`: the libraries,
+    /// vmcuda-run's environment, this guest's host configuration and /dev/vsock. Needs
+    /// no connection to the host; generate it again after changing the configuration.
+    Generate {
+        /// Write the spec here (atomically, mode 0644) instead of printing it; the
+        /// packages install /etc/cdi/vmcuda.json.
+        #[arg(long, value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// The directory holding vmcuda's libcudart.so.13 (default: where vmcuda-run
+        /// looks, VMCUDA_LIB_DIR first).
+        #[arg(long, value_name = "DIR")]
+        lib_dir: Option<PathBuf>,
+    },
 }
 
 /// Write the report whole; a reader that went away (`vmcuda doctor | head`) is no
@@ -94,5 +119,8 @@ fn main() -> ExitCode {
             query_compute_apps,
             format,
         } => smi::run(query_gpu.as_deref(), query_compute_apps.as_deref(), &format),
+        Command::Cdi {
+            command: CdiCommand::Generate { output, lib_dir },
+        } => cdi::generate(output.as_deref(), lib_dir.as_deref()),
     }
 }

@@ -141,29 +141,33 @@ pub struct LibraryFacts {
 /// Written by `vmcuda-system-wide enable`.
 const SYSTEM_WIDE_CONF: &str = "/etc/ld.so.conf.d/vmcuda.conf";
 /// Where packages install the guest libraries.
-const DEFAULT_LIB_DIR: &str = "/opt/vmcuda/lib";
+pub const DEFAULT_LIB_DIR: &str = "/opt/vmcuda/lib";
+
+/// The directories `vmcuda-run` looks in, in its order: `VMCUDA_LIB_DIR` alone when
+/// set, else next to this program (installed or in a build tree), else /opt/vmcuda/lib.
+pub fn lib_dirs_searched() -> Vec<PathBuf> {
+    match std::env::var_os("VMCUDA_LIB_DIR").filter(|v| !v.is_empty()) {
+        Some(dir) => vec![PathBuf::from(dir)],
+        None => {
+            let mut dirs = Vec::new();
+            let exe = std::env::current_exe().unwrap_or_default();
+            let bin = exe.parent().unwrap_or(Path::new("/"));
+            let prefix = bin.parent().unwrap_or(bin);
+            dirs.push(prefix.join("lib"));
+            dirs.push(bin.to_path_buf());
+            // target/{debug,release}/vmcuda in a checkout: build/guest/lib.
+            if let Some(checkout) = prefix.parent() {
+                dirs.push(checkout.join("build/guest/lib"));
+            }
+            dirs.push(DEFAULT_LIB_DIR.into());
+            dirs
+        }
+    }
+}
 
 impl LibraryFacts {
-    /// The directories `vmcuda-run` uses: `VMCUDA_LIB_DIR` alone when set, else next
-    /// to this program (installed or in a build tree), else /opt/vmcuda/lib.
     fn gather() -> LibraryFacts {
-        let searched = match std::env::var_os("VMCUDA_LIB_DIR").filter(|v| !v.is_empty()) {
-            Some(dir) => vec![PathBuf::from(dir)],
-            None => {
-                let mut dirs = Vec::new();
-                let exe = std::env::current_exe().unwrap_or_default();
-                let bin = exe.parent().unwrap_or(Path::new("/"));
-                let prefix = bin.parent().unwrap_or(bin);
-                dirs.push(prefix.join("lib"));
-                dirs.push(bin.to_path_buf());
-                // target/{debug,release}/vmcuda in a checkout: build/guest/lib.
-                if let Some(checkout) = prefix.parent() {
-                    dirs.push(checkout.join("build/guest/lib"));
-                }
-                dirs.push(DEFAULT_LIB_DIR.into());
-                dirs
-            }
-        };
+        let searched = lib_dirs_searched();
         let found = searched
             .iter()
             .map(|d| d.join(CUDART))
