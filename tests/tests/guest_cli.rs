@@ -443,6 +443,25 @@ fn vmcuda_run_puts_its_library_first_and_keeps_the_rest() {
         Some(2),
         "no command is a usage error"
     );
+
+    // A program that is not there is said so plainly, with a shell's exit status.
+    let missing = dir.join("missing");
+    let out = run(&[], &[missing.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(127));
+    assert_eq!(
+        text(&out.stderr),
+        format!("vmcuda-run: {}: no such program\n", missing.display())
+    );
+    let out = run(&[], &["vmcuda-no-such-command"]);
+    assert_eq!(out.status.code(), Some(127));
+    assert!(
+        text(&out.stderr).contains("vmcuda-no-such-command: command not found on PATH"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run(&[], &[lib.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(126), "a directory is not a program");
+    assert!(text(&out.stderr).contains("not an executable program"));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
