@@ -272,6 +272,37 @@ fn doctor_shows_a_policy_refusal_with_the_hosts_reason() {
 
 #[test]
 #[ignore = "needs the vmcuda command and the host daemon: run tests/run.sh"]
+fn a_host_asked_for_the_gpu_without_one_says_why_once() {
+    let d = Daemon::start("cuda-only", &["--executor", "cuda"]);
+    let out = vmcuda(&["info"], &d.server(), &[]);
+    if out.status.success() {
+        // A GPU served it: nothing to refuse on this machine.
+        return;
+    }
+    let stderr = text(&out.stderr);
+    let refusal = stderr
+        .lines()
+        .find(|l| l.contains("refused this program"))
+        .unwrap_or_else(|| panic!("no refusal in:\n{stderr}"));
+    assert!(
+        refusal.contains("the host cannot serve this guest (cudaError"),
+        "{refusal}"
+    );
+    assert_eq!(
+        refusal.matches("cudaError").count(),
+        1,
+        "the status is said once: {refusal}"
+    );
+    // The host's log has the status too, beside the executor it could not open.
+    let log = d.log();
+    assert!(
+        log.contains("CUDA executor unavailable: cudaError"),
+        "{log}"
+    );
+}
+
+#[test]
+#[ignore = "needs the vmcuda command and the host daemon: run tests/run.sh"]
 fn doctor_catches_a_tcp_guest_without_a_token() {
     let addr = format!("127.0.0.1:{}", free_port());
     let _d = Daemon::start("doctor-tcp", &["--executor", "host-memory", "--tcp", &addr]);
