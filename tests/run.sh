@@ -37,7 +37,7 @@ bash tests/apps/build.sh "$root/build/load" "$root/tests/load"
 echo "== building the test guest (Debian cloud kernel + busybox initramfs)"
 if ! command -v qemu-system-x86_64 >/dev/null || ! command -v cpio >/dev/null; then
   if [ "$(id -u)" = 0 ]; then
-    apt-get update -qq && apt-get install -y -qq qemu-system-x86 cpio >/dev/null
+    bash .ci/apt-install.sh qemu-system-x86 cpio
   else
     echo "tests/run.sh: install qemu-system-x86 (and cpio) to run the VM tests" >&2
     exit 1
