@@ -546,3 +546,60 @@ fn system_wide_mode_is_enabled_and_disabled_in_a_scratch_root() {
     assert_eq!(sw(&["frobnicate"]).status.code(), Some(2));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `tests/demo.sh --help`, and a program name it does not know, answer at once: no
+/// cargo, nvcc or apt is run (stand-ins on PATH say if one was).
+#[test]
+fn the_demo_prints_its_usage_and_programs_before_building_anything() {
+    let dir = std::env::temp_dir().join(format!("vmcuda-demo-usage-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let ran = dir.join("ran");
+    for tool in ["cargo", "apt-get", "nvcc", "python3"] {
+        let path = dir.join(tool);
+        std::fs::write(
+            &path,
+            format!("#!/bin/sh\necho {tool} >>'{}'\nexit 1\n", ran.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+    }
+    let path = format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let demo = |args: &[&str]| {
+        Command::new("bash")
+            .arg(root().join("tests/demo.sh"))
+            .args(args)
+            .env("PATH", &path)
+            .output()
+            .unwrap()
+    };
+
+    let out = demo(&["--help"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let usage = text(&out.stdout);
+    assert!(usage.starts_with("usage: tests/demo.sh [APP]"), "{usage}");
+    for app in ["vector_add", "matmul", "memcpy_kinds"] {
+        assert!(usage.contains(app), "{app} is not listed:\n{usage}");
+    }
+
+    for args in [&["no_such_program"][..], &["--bogus"], &["a", "b"]] {
+        let out = demo(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = text(&out.stderr);
+        assert!(stderr.contains("usage: tests/demo.sh [APP]"), "{stderr}");
+    }
+    let out = demo(&["no_such_program"]);
+    assert!(text(&out.stderr).contains("there is no program no_such_program in tests/apps"));
+
+    assert!(
+        !ran.exists(),
+        "ran before answering: {}",
+        std::fs::read_to_string(&ran).unwrap_or_default()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
