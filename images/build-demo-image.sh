@@ -62,8 +62,7 @@ command -v mformat >/dev/null || missing+=(mtools)
 command -v qemu-img >/dev/null || missing+=(qemu-utils)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
-    log "installing ${missing[*]}"
-    apt-get install -y -qq "${missing[@]}" >/dev/null || { apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null; }
+    bash "$here/../.ci/apt-install.sh" "${missing[@]}" || die "could not install ${missing[*]}"
   else
     die "needs the packages ${missing[*]} (apt-get install ${missing[*]})"
   fi

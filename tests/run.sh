@@ -24,9 +24,11 @@ echo "== nvcc 13 (PyPI wheels)"
 cu13=$(bash .ci/install-nvcc.sh | tail -n 1)
 export NVCC="$cu13/bin/nvcc"
 
-echo "== building the host backend, the guest library and the guest's vmcuda command"
-cargo build --workspace --all-targets
-VMCUDA_PROFILE=debug bash guest-lib/build-libs.sh >/dev/null
+echo "== building the host backend, the guest library and the guest's vmcuda command (cargo: errors and warnings only)"
+# Cargo's `Compiling` lines (hundreds) are left out of the builds; the tests below keep
+# cargo's usual output, one line per test.
+CARGO_TERM_QUIET=true cargo build --workspace --all-targets
+CARGO_TERM_QUIET=true VMCUDA_PROFILE=debug bash guest-lib/build-libs.sh >/dev/null
 
 echo "== building the CUDA test programs"
 bash tests/apps/build.sh "$root/build/apps"
@@ -37,7 +39,7 @@ bash tests/apps/build.sh "$root/build/load" "$root/tests/load"
 echo "== building the test guest (Debian cloud kernel + busybox initramfs)"
 if ! command -v qemu-system-x86_64 >/dev/null || ! command -v cpio >/dev/null; then
   if [ "$(id -u)" = 0 ]; then
-    apt-get update -qq && apt-get install -y -qq qemu-system-x86 cpio >/dev/null
+    bash .ci/apt-install.sh qemu-system-x86 cpio
   else
     echo "tests/run.sh: install qemu-system-x86 (and cpio) to run the VM tests" >&2
     exit 1
@@ -83,10 +85,11 @@ echo "== fuzzing"
 fuzz_status=0
 bash tests/fuzz/run.sh "${VMCUDA_FUZZ_SECONDS:-20}" 2>&1 | tee "$fuzzlog" || fuzz_status=$?
 
-# Closing lines for the whole run (cargo prints one per test binary).
+# The closing line for the whole run (cargo prints one per test binary). The fuzz
+# summary is tests/fuzz/run.sh's last line, just above: said again only when missing.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
-grep -E '^fuzz: [0-9]+ targets' "$fuzzlog" | tail -n 1 || echo "fuzz: did not complete (exit $fuzz_status)"
+grep -qE '^fuzz: [0-9]+ targets' "$fuzzlog" || echo "fuzz: did not complete (exit $fuzz_status)"
 if [ "$status" -eq 0 ]; then
   status=$fuzz_status
 fi

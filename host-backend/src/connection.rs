@@ -147,9 +147,11 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
                 })
             }
         };
+        // The guest's library adds the status to the reason it prints: it is not
+        // repeated here.
         let exec = make_executor(template, &grant).map_err(|(status, why)| Refusal {
             status,
-            guest: format!("the host cannot serve this guest ({status})"),
+            guest: "the host cannot serve this guest".into(),
             host: format!("cannot serve {caller} ({}): {why}", grant.name),
         })?;
         let identity = Identity {
@@ -342,7 +344,7 @@ fn make_executor(
                 warn!("no usable GPU ({status}); using the host-memory test executor");
                 Ok(Box::new(host_memory()?))
             }
-            Err(status) => Err((status, "CUDA executor unavailable".into())),
+            Err(status) => Err((status, format!("CUDA executor unavailable: {status}"))),
         },
     }
 }

@@ -84,8 +84,12 @@ enum Cmd {
     /// service's `systemctl reload` runs this: workers read the file at each
     /// connection, so a valid edit is in force for the next one.
     CheckConfig {
-        /// Default: /etc/vmcuda/host.toml when it exists, else the built-in default.
-        #[arg(long)]
+        /// The file to check (the same as --config). Default: /etc/vmcuda/host.toml
+        /// when it exists, else the built-in default.
+        #[arg(value_name = "FILE", conflicts_with = "config")]
+        file: Option<PathBuf>,
+        /// The file to check, as `serve --config` names it.
+        #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
     },
     /// Serve one guest connection passed as stdin (started by `serve`).
@@ -242,7 +246,7 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Cmd::CheckConfig { config } => check_config(config.as_deref()),
+        Cmd::CheckConfig { file, config } => check_config(file.or(config).as_deref()),
         Cmd::Worker {
             workers,
             transport,

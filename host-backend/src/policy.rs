@@ -351,6 +351,9 @@ impl Refusal {
     }
 }
 
+/// [`Policy::source`] of the built-in default.
+const BUILTIN_SOURCE: &str = "the built-in default (no configuration file)";
+
 /// A loaded, checked configuration.
 #[derive(Clone, Debug, Default)]
 pub struct Policy {
@@ -364,7 +367,20 @@ impl Policy {
     pub fn builtin() -> Policy {
         Policy {
             config: Config::default(),
-            source: "the built-in default (no configuration file)".into(),
+            source: BUILTIN_SOURCE.into(),
+        }
+    }
+
+    /// Where a setting named in a message goes: the file in use, or, with none, the
+    /// default path and how to start one.
+    fn file_to_edit(&self) -> String {
+        if self.source.is_empty() || self.source == BUILTIN_SOURCE {
+            format!(
+                "{DEFAULT_CONFIG_PATH} (no configuration file is read now: create that \
+                 one, or name another with --config)"
+            )
+        } else {
+            self.source.clone()
         }
     }
 
@@ -709,9 +725,10 @@ impl Policy {
             Ok(())
         } else {
             Err(format!(
-                "refusing to serve metrics on {addr}: they are served on loopback only \
-                 unless [metrics] allow_non_loopback = true is set in {}",
-                self.source
+                "refusing to serve metrics on {addr}: they are served on loopback only; \
+                 to serve them there, write `allow_non_loopback = true` under `[metrics]` \
+                 in {}",
+                self.file_to_edit()
             ))
         }
     }
@@ -725,9 +742,10 @@ impl Policy {
             Ok(())
         } else {
             Err(format!(
-                "refusing to listen on {addr}: TCP listens on loopback only unless \
-                 [tcp] allow_non_loopback = true is set in {}",
-                self.source
+                "refusing to listen on {addr}: TCP listens on loopback only; to listen \
+                 there, write `allow_non_loopback = true` under `[tcp]` in {}, and give \
+                 TCP guests TLS (`tls_cert` and `tls_key` in the same table)",
+                self.file_to_edit()
             ))
         }
     }

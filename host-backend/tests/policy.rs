@@ -269,7 +269,11 @@ fn bad_configurations_and_open_tcp_stop_the_daemon_with_the_reason() {
             vec![],
             "needs a token",
         ),
-        ("", vec!["--tcp", "0.0.0.0:0"], "loopback"),
+        (
+            "",
+            vec!["--tcp", "0.0.0.0:0"],
+            "write `allow_non_loopback = true` under `[tcp]` in /",
+        ),
     ];
     for (config, args, why) in cases {
         let path = dir.join("host.toml");
@@ -286,6 +290,22 @@ fn bad_configurations_and_open_tcp_stop_the_daemon_with_the_reason() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(why), "{err}");
     }
+    // With no configuration file, the refusal names the file to write it in.
+    let out = Command::new(env!("CARGO_BIN_EXE_vmcuda-host"))
+        .args(["serve", "--executor", "host-memory", "--unix"])
+        .arg(dir.join("s.sock"))
+        .args(["--tcp", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    if !std::path::Path::new("/etc/vmcuda/host.toml").exists() {
+        assert!(
+            err.contains("under `[tcp]` in /etc/vmcuda/host.toml (no configuration file"),
+            "{err}"
+        );
+    }
+    assert!(!err.contains("in the built-in default"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -313,6 +333,24 @@ fn check_config_reports_what_the_file_admits_and_fails_where_serve_would() {
     assert!(ok, "{out}{err}");
     assert!(out.contains("local programs: admitted"), "{out}");
     assert!(out.contains("vms: 0") && out.ends_with("ok\n"), "{out}");
+    // The file may be named without --config too, and is read the same.
+    let path = dir.join("host.toml");
+    let positional = Command::new(env!("CARGO_BIN_EXE_vmcuda-host"))
+        .arg("check-config")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(positional.status.success());
+    assert_eq!(String::from_utf8_lossy(&positional.stdout), out);
+    // Both at once is a usage error, not a guess at which one is meant.
+    let both = Command::new(env!("CARGO_BIN_EXE_vmcuda-host"))
+        .arg("check-config")
+        .arg(&path)
+        .arg("--config")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(both.status.code(), Some(2));
     // Each way in is named.
     let token = dir.join("vm3.token");
     std::fs::write(&token, "a-token-in-a-file-000001\n").unwrap();

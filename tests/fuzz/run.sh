@@ -80,9 +80,9 @@ if [ "$sanitizer" != none ] && ! rustc --version | grep -q nightly; then
   env_prefix="RUSTC_BOOTSTRAP=1 "
 fi
 
-echo "== building the fuzz targets (sanitizer: $sanitizer)"
+echo "== building the fuzz targets (sanitizer: $sanitizer; cargo: errors and warnings only)"
 start=$(date +%s)
-cargo fuzz build "${opts[@]}"
+CARGO_TERM_QUIET=true cargo fuzz build "${opts[@]}"
 echo "fuzz build: $(($(date +%s) - start)) s"
 
 crashed=()

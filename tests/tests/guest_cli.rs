@@ -307,6 +307,37 @@ fn doctor_shows_a_policy_refusal_with_the_hosts_reason() {
 
 #[test]
 #[ignore = "needs the vmcuda command and the host daemon: run tests/run.sh"]
+fn a_host_asked_for_the_gpu_without_one_says_why_once() {
+    let d = Daemon::start("cuda-only", &["--executor", "cuda"]);
+    let out = vmcuda(&["info"], &d.server(), &[]);
+    if out.status.success() {
+        // A GPU served it: nothing to refuse on this machine.
+        return;
+    }
+    let stderr = text(&out.stderr);
+    let refusal = stderr
+        .lines()
+        .find(|l| l.contains("refused this program"))
+        .unwrap_or_else(|| panic!("no refusal in:\n{stderr}"));
+    assert!(
+        refusal.contains("the host cannot serve this guest (cudaError"),
+        "{refusal}"
+    );
+    assert_eq!(
+        refusal.matches("cudaError").count(),
+        1,
+        "the status is said once: {refusal}"
+    );
+    // The host's log has the status too, beside the executor it could not open.
+    let log = d.log();
+    assert!(
+        log.contains("CUDA executor unavailable: cudaError"),
+        "{log}"
+    );
+}
+
+#[test]
+#[ignore = "needs the vmcuda command and the host daemon: run tests/run.sh"]
 fn doctor_catches_a_tcp_guest_without_a_token() {
     let addr = format!("127.0.0.1:{}", free_port());
     let _d = Daemon::start("doctor-tcp", &["--executor", "host-memory", "--tcp", &addr]);
@@ -478,6 +509,25 @@ fn vmcuda_run_puts_its_library_first_and_keeps_the_rest() {
         Some(2),
         "no command is a usage error"
     );
+
+    // A program that is not there is said so plainly, with a shell's exit status.
+    let missing = dir.join("missing");
+    let out = run(&[], &[missing.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(127));
+    assert_eq!(
+        text(&out.stderr),
+        format!("vmcuda-run: {}: no such program\n", missing.display())
+    );
+    let out = run(&[], &["vmcuda-no-such-command"]);
+    assert_eq!(out.status.code(), Some(127));
+    assert!(
+        text(&out.stderr).contains("vmcuda-no-such-command: command not found on PATH"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run(&[], &[lib.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(126), "a directory is not a program");
+    assert!(text(&out.stderr).contains("not an executable program"));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -772,5 +822,62 @@ fn cdi_spec_gives_containers_what_vmcuda_run_gives_programs() {
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("no libcudart.so.13 in /nonexistent"));
     assert!(!output.exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `tests/demo.sh --help`, and a program name it does not know, answer at once: no
+/// cargo, nvcc or apt is run (stand-ins on PATH say if one was).
+#[test]
+fn the_demo_prints_its_usage_and_programs_before_building_anything() {
+    let dir = std::env::temp_dir().join(format!("vmcuda-demo-usage-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let ran = dir.join("ran");
+    for tool in ["cargo", "apt-get", "nvcc", "python3"] {
+        let path = dir.join(tool);
+        std::fs::write(
+            &path,
+            format!("#!/bin/sh\necho {tool} >>'{}'\nexit 1\n", ran.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+    }
+    let path = format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let demo = |args: &[&str]| {
+        Command::new("bash")
+            .arg(root().join("tests/demo.sh"))
+            .args(args)
+            .env("PATH", &path)
+            .output()
+            .unwrap()
+    };
+
+    let out = demo(&["--help"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let usage = text(&out.stdout);
+    assert!(usage.starts_with("usage: tests/demo.sh [APP]"), "{usage}");
+    for app in ["vector_add", "matmul", "memcpy_kinds"] {
+        assert!(usage.contains(app), "{app} is not listed:\n{usage}");
+    }
+
+    for args in [&["no_such_program"][..], &["--bogus"], &["a", "b"]] {
+        let out = demo(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = text(&out.stderr);
+        assert!(stderr.contains("usage: tests/demo.sh [APP]"), "{stderr}");
+    }
+    let out = demo(&["no_such_program"]);
+    assert!(text(&out.stderr).contains("there is no program no_such_program in tests/apps"));
+
+    assert!(
+        !ran.exists(),
+        "ran before answering: {}",
+        std::fs::read_to_string(&ran).unwrap_or_default()
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

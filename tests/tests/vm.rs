@@ -60,12 +60,20 @@ impl Setup {
     }
 }
 
-fn guest_runs(mode: &str, apps: &[&str]) -> (Runs, PathBuf) {
-    guest_runs_with(mode, apps, &Setup::test_guest(), mode)
+fn guest_runs(mode: &str, apps: &[&str], host: &Runs) -> (Runs, PathBuf) {
+    guest_runs_with(mode, apps, &Setup::test_guest(), mode, host)
 }
 
-/// Boot the guest in `mode`; results go to a directory named for `tag`.
-fn guest_runs_with(mode: &str, apps: &[&str], setup: &Setup, tag: &str) -> (Runs, PathBuf) {
+/// Boot the guest in `mode`; results go to a directory named for `tag`. The exit codes
+/// of `host` (the same programs on the host) are what the harness's table marks as
+/// expected.
+fn guest_runs_with(
+    mode: &str,
+    apps: &[&str],
+    setup: &Setup,
+    tag: &str,
+    host: &Runs,
+) -> (Runs, PathBuf) {
     let out = std::env::temp_dir().join(format!("vmcuda-vm-{}-{tag}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
     let mut cmd = Command::new("bash");
@@ -96,6 +104,13 @@ fn guest_runs_with(mode: &str, apps: &[&str], setup: &Setup, tag: &str) -> (Runs
         .arg(&setup.vhost_bin)
         .arg("--apps")
         .arg(apps.join(","))
+        .arg("--expect-rc")
+        .arg(
+            host.iter()
+                .map(|(app, (_, _, rc))| format!("{app}={rc}"))
+                .collect::<Vec<_>>()
+                .join(","),
+        )
         .arg("--out")
         .arg(&out)
         .status()
@@ -191,8 +206,9 @@ fn assert_same(mode: &str, guest: &Runs, host: &Runs) {
 fn programs_in_a_guest_over_the_vhost_user_vsock_device_match_the_host() {
     let apps = all_apps();
     let apps: Vec<&str> = apps.iter().map(String::as_str).collect();
-    let (guest, out) = guest_runs("vhost-user", &apps);
-    assert_same("vhost-user", &guest, &host_runs(&apps));
+    let host = host_runs(&apps);
+    let (guest, out) = guest_runs("vhost-user", &apps, &host);
+    assert_same("vhost-user", &guest, &host);
     // One backend worker per program, started by the device for this VM.
     let log = std::fs::read_to_string(out.join("vhost.log")).unwrap_or_default();
     assert!(
@@ -218,16 +234,18 @@ fn programs_in_a_guest_over_the_vhost_user_vsock_device_match_the_host() {
 fn programs_in_a_guest_over_the_tcp_fallback_match_the_host() {
     let apps = all_apps();
     let apps: Vec<&str> = apps.iter().map(String::as_str).collect();
-    let (guest, _) = guest_runs("net", &apps);
-    assert_same("net", &guest, &host_runs(&apps));
+    let host = host_runs(&apps);
+    let (guest, _) = guest_runs("net", &apps, &host);
+    assert_same("net", &guest, &host);
 }
 
 #[test]
 #[ignore = "needs qemu-system-x86_64 and the guest image: run tests/run.sh"]
 fn the_af_vsock_listener_serves_guests_and_knows_their_cid() {
     let apps = ["vector_add", "struct_params", "streams", "symbols"];
-    let (guest, out) = guest_runs("vsock-loopback", &apps);
-    assert_same("vsock-loopback", &guest, &host_runs(&apps));
+    let host = host_runs(&apps);
+    let (guest, out) = guest_runs("vsock-loopback", &apps, &host);
+    assert_same("vsock-loopback", &guest, &host);
     let log = std::fs::read_to_string(out.join("host.log")).unwrap_or_default();
     assert!(log.contains("listening on vsock port=7731"), "{log}");
     assert_eq!(
@@ -297,13 +315,14 @@ fn the_demo_image_boots_and_runs_a_program_with_the_guest_package_over_the_host_
     // memcpy_kinds checks its own results without kernels, so it passes on the
     // host-memory executor too.
     let apps = ["vector_add", "memcpy_kinds"];
-    let (guest, out) = guest_runs_with("vhost-user", &apps, &setup, "demo-image");
+    let host = host_runs(&apps);
+    let (guest, out) = guest_runs_with("vhost-user", &apps, &setup, "demo-image", &host);
     let (stdout, stderr, rc) = &guest["memcpy_kinds"];
     assert!(
         *rc == 0 && stdout.contains("odd sizes and offsets: ok") && stdout.ends_with("done\n"),
         "memcpy_kinds in the demo image: rc {rc}\n{stdout}\n{stderr}"
     );
-    assert_same("demo image", &guest, &host_runs(&apps));
+    assert_same("demo image", &guest, &host);
     // Booted by its own bootloader, and run through vmcuda-run as its boot menu says.
     let console = std::fs::read_to_string(out.join("console.log")).unwrap_or_default();
     assert!(console.contains("SYSLINUX"), "{console}");

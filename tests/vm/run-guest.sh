@@ -37,10 +37,13 @@
 #   --smp N           guest CPUs          (default: 1)
 #   --append ARGS     more kernel command line (e.g. vmcuda.verbose=1)
 #   --show-console    copy the serial console to stderr while it runs
+#   --expect-rc a=0,b=1  the exit codes the programs should have (those of the same
+#                     programs on the host): the summary marks a non-zero one that
+#                     matches as expected, and one that differs as UNEXPECTED
 # Environment: QEMU_EXTRA (more QEMU arguments, split on spaces).
 #
 # Results in --out: APP.stdout, APP.stderr, APP.rc per program; summary.txt (name, rc,
-# seconds); timing.txt; console.log (raw serial output); qemu.log; host.log or
+# seconds, and with --expect-rc whether the rc was expected); timing.txt; console.log (raw serial output); qemu.log; host.log or
 # vhost.log. Exit status: 0 when the guest printed VMCUDA-GUEST-DONE (whatever the
 # programs' own exit codes), 1 otherwise, 2 for bad usage.
 set -euo pipefail
@@ -67,6 +70,7 @@ mem=512M
 smp=1
 append_extra=""
 show_console=0
+expect_rc=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --mode) mode=$2; shift 2 ;;
@@ -86,6 +90,7 @@ while [ $# -gt 0 ]; do
     --smp) smp=$2; shift 2 ;;
     --append) append_extra=$2; shift 2 ;;
     --show-console) show_console=1; shift ;;
+    --expect-rc) expect_rc=$2; shift 2 ;;
     -h|--help) usage ;;
     *) log "unknown argument $1"; usage ;;
   esac
@@ -218,7 +223,11 @@ t_end=$(date +%s.%N)
 
 # Split the console into per-program files. Only lines that start with "=== VMCUDA"
 # are markers; a stream's last line gets its newline back unless NOEOL follows it.
-awk -v dir="$out" '
+awk -v dir="$out" -v expect="$expect_rc" '
+  BEGIN {
+    n = split(expect, pairs, ",")
+    for (i = 1; i <= n; i++) if (split(pairs[i], kv, "=") == 2) want[kv[1]] = kv[2]
+  }
   function flush() {
     if (cur != "") {
       if (has_pending) printf "%s%s", pending, (noeol ? "" : "\n") > cur
@@ -240,7 +249,12 @@ awk -v dir="$out" '
       if ($i ~ /^secs=/) secs = substr($i, 6)
     }
     print rc > (dir "/" $3 ".rc"); close(dir "/" $3 ".rc")
-    printf "%-20s rc=%-4s %8ss\n", $3, rc, secs > (dir "/summary.txt")
+    # A program that fails on purpose (errors, device_assert...) exits non-zero on the
+    # host too: marked, so that the table is read at a glance.
+    note = ""
+    if ($3 in want && want[$3] != rc) note = "  UNEXPECTED: rc=" want[$3] " on the host"
+    else if ($3 in want && rc != "0") note = "  expected (the same on the host)"
+    printf "%-20s rc=%-4s %8ss%s\n", $3, rc, secs, note > (dir "/summary.txt")
     next
   }
   /^=== VMCUDA/ { flush(); next }
