@@ -20,6 +20,8 @@ cargo build --release -p vmcuda-host -p vmcuda-tests -p vmcuda-bench --bin vmcud
 cp target/release/vmcuda-host target/release/load-driver target/release/transport-floor "$dir/bin/"
 strip "$dir/bin/"*
 bash guest-lib/build-libs.sh "$dir/guest/lib" >/dev/null
+# The guest's command (`vmcuda smi`, `vmcuda cdi generate`), built with the libraries.
+cp target/release/vmcuda "$dir/bin/" && strip "$dir/bin/vmcuda"
 # Debug info stays here: the libraries travel small (the dynamic symbols stay).
 strip --strip-debug "$dir"/guest/lib/*.so.*
 NVCC=$nvcc bash tests/apps/build.sh "$dir/apps"
