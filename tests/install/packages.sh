@@ -352,8 +352,10 @@ check "nothing system-wide: libcudart is not in the linker's cache" \
 check "the package has /opt/vmcuda/driver/libcuda.so.1, a link to ../lib/libcuda.so.1" \
   bash -c 'grep -qx /opt/vmcuda/driver/libcuda.so.1 <<<"$1" && [ "$2" = ../lib/libcuda.so.1 ]' _ \
   "$(in_root dpkg-query -L vmcuda-guest)" "$(readlink "$r/opt/vmcuda/driver/libcuda.so.1")"
-check "/opt/vmcuda/driver holds the driver alone (libcuda.so -> libcuda.so.1)" \
-  bash -c '[ "$(ls "$1" | tr "\n" " ")" = "libcuda.so libcuda.so.1 " ] && [ "$(readlink "$1/libcuda.so")" = libcuda.so.1 ]' _ "$r/opt/vmcuda/driver"
+check "/opt/vmcuda/driver holds the driver and NVML alone (libcuda.so -> libcuda.so.1)" \
+  bash -c '[ "$(ls "$1" | tr "\n" " ")" = "libcuda.so libcuda.so.1 libnvidia-ml.so.1 " ] && [ "$(readlink "$1/libcuda.so")" = libcuda.so.1 ]' _ "$r/opt/vmcuda/driver"
+check "the package has /opt/vmcuda/lib/libnvidia-ml.so.1, and the driver directory a link to it" \
+  bash -c '[ -f "$1/lib/libnvidia-ml.so.1" ] && [ "$(readlink "$1/driver/libnvidia-ml.so.1")" = ../lib/libnvidia-ml.so.1 ]' _ "$r/opt/vmcuda"
 check "postinst: $driver_conf lists /opt/vmcuda/driver" conf_lists /opt/vmcuda/driver
 check "the loader's libcuda.so.1 is /opt/vmcuda/driver/libcuda.so.1" \
   test "$(cache_libcuda)" = /opt/vmcuda/driver/libcuda.so.1
