@@ -31,7 +31,7 @@ use vmcuda_wire::driver::{
 };
 use vmcuda_wire::graph::{
     GraphDestroy, GraphExecDestroy, GraphExecHandle, GraphHandle, GraphInstantiate, GraphLaunch,
-    MemAllocAsync, MemFreeAsync, MemPoolGetAttribute, MemPoolSetAttribute, MemPoolTrimTo,
+    MemAllocAsync, MemFreeAsync, MemPoolGetAttribute, MemPoolSetAttribute, MemPoolTrimTo, PoolRef,
     StreamBeginCapture, StreamEndCapture,
 };
 use vmcuda_wire::op::{
