@@ -29,6 +29,7 @@ const APPS: &[&str] = &[
     "launch_api",
     "matmul",
     "mem_pools",
+    "mem_pools_explicit",
     "memcpy_kinds",
     "multi_gpu",
     "multithread",
@@ -1438,6 +1439,62 @@ fn stream_ordered_memory_and_the_default_pool_are_forwarded_and_ipc_is_refused()
     assert_eq!(
         stderr
             .matches("CUDA IPC is not supported in a VM guest")
+            .count(),
+        1,
+        "{stderr}"
+    );
+}
+
+/// Pools the program makes (as NCCL does): create, allocate from, attributes, trim,
+/// access, a device's current pool, a maximum size, destroy, through the runtime and
+/// the driver; a shareable pool is refused with one line saying why.
+#[test]
+#[ignore = "needs the linked guest library and nvcc-built apps: run tests/run.sh"]
+fn memory_pools_the_program_makes_are_forwarded() {
+    let d = Daemon::host_memory("made-pools");
+    let out = d.run_app("mem_pools_explicit");
+    let stdout = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    for line in [
+        "made pool differs from the default pool: yes",
+        "made pool's release threshold (default): 0",
+        "release threshold reads back as the most: yes",
+        "opportunistic reuse (default): 1",
+        "allocation from the made pool reads back: yes",
+        "made pool's used memory is at least 4 MiB: yes",
+        "made pool's reserved memory covers it: yes",
+        "made pool's used memory after the free: 0",
+        "made pool keeps what was freed (threshold at the most): yes",
+        "made pool's used high-water mark is at least 4 MiB: yes",
+        "used high-water mark after its reset: 0",
+        "made pool's reserved memory after a trim: 0",
+        "device 0's access to the made pool: 3",
+        "current pool is the default pool at first: yes",
+        "current pool after cudaDeviceSetMemPool: made",
+        "cudaMallocAsync takes from the current pool: yes",
+        "that allocation reads back: yes",
+        "current pool back to the default pool: yes",
+        "64 MiB from a pool of at most 2 MiB: cudaErrorMemoryAllocation",
+        "a pool on a missing device fails: yes",
+        "a pool without properties: cudaErrorInvalidValue",
+        "an absurd allocation from the made pool: cudaErrorMemoryAllocation",
+        "a shareable pool answered success or not-supported: yes",
+        "destroying a default pool: cudaErrorInvalidValue",
+        "driver: release threshold reads back: yes",
+        "driver: allocation from the pool reads back: yes",
+        "driver: used memory is at least 1 MiB: yes",
+        "driver: device 0's access: 3",
+        "driver: current pool is the made pool: yes",
+        "driver: reserved memory after a trim: 0",
+        "mem_pools_explicit done",
+    ] {
+        assert!(stdout.contains(line), "missing `{line}` in:\n{stdout}");
+    }
+    // In a VM guest the shareable pool is refused, with one line naming the call.
+    assert_eq!(
+        stderr
+            .matches("cudaMemPoolCreate: shareable handle types")
             .count(),
         1,
         "{stderr}"

@@ -4,13 +4,13 @@
 //! with ids of its own session (never host pointers), and a guest can only ever name
 //! the ones its own connection made. Capture state is the guest's to answer
 //! (`cudaStreamIsCapturing` costs no round trip): the host only begins and ends the
-//! driver's capture. Memory pools are named by device: the guest sees only each
-//! device's default pool.
+//! driver's capture. A memory pool is a device's default pool, named by the device,
+//! or one the guest made, named by the host ([`PoolRef`]).
 
 use serde::{Deserialize, Serialize};
 
 use crate::handle::{DevicePtr, StreamHandle};
-pub use crate::handle::{GraphExecHandle, GraphHandle, GraphNodeHandle};
+pub use crate::handle::{GraphExecHandle, GraphHandle, GraphNodeHandle, MemPoolHandle};
 
 /// `cudaStreamCaptureMode` values.
 pub mod capture_mode {
@@ -145,10 +145,41 @@ pub struct MemFreeAsync {
     pub ptr: DevicePtr,
     pub stream: StreamHandle,
 }
-/// An attribute of `device`'s default memory pool.
+/// A memory pool as every pool op names it: a device's default pool (the host's own
+/// number for the device) or a pool the guest made on this host.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, Hash)]
+pub enum PoolRef {
+    Default(i32),
+    Created(MemPoolHandle),
+}
+/// `cudaMemPoolCreate`: a pool of pinned device memory on `device`, with no shareable
+/// handle types (the guest refuses those), at most `max_size` bytes (0: the driver's
+/// default).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct MemPoolCreate {
+    pub device: i32,
+    pub max_size: u64,
+}
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct PoolMade {
+    pub pool: MemPoolHandle,
+}
+/// `cudaMemPoolDestroy`: allocations still live from it stay the guest's until freed.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct MemPoolDestroy {
+    pub pool: MemPoolHandle,
+}
+/// `cudaMallocFromPoolAsync`, ordered on `stream`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct MemAllocFromPoolAsync {
+    pub size: u64,
+    pub pool: PoolRef,
+    pub stream: StreamHandle,
+}
+/// An attribute of a memory pool.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct MemPoolGetAttribute {
-    pub device: i32,
+    pub pool: PoolRef,
     pub attr: u32,
 }
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -157,13 +188,13 @@ pub struct PoolAttributeValue {
 }
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct MemPoolSetAttribute {
-    pub device: i32,
+    pub pool: PoolRef,
     pub attr: u32,
     pub value: u64,
 }
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct MemPoolTrimTo {
-    pub device: i32,
+    pub pool: PoolRef,
     pub min_bytes_to_keep: u64,
 }
 /// One `cudaMemAccessDesc`: a location (`cudaMemLocationType`, id) and its
@@ -176,8 +207,20 @@ pub struct MemAccess {
 }
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct MemPoolSetAccess {
-    pub device: i32,
+    pub pool: PoolRef,
     pub access: Vec<MemAccess>,
+}
+/// `cudaMemPoolGetAccess`: what a location (a device, by the host's own number) may do
+/// with the pool's memory.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct MemPoolGetAccess {
+    pub pool: PoolRef,
+    pub location_type: i32,
+    pub location_id: i32,
+}
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct PoolAccess {
+    pub flags: u32,
 }
 
 /// `cudaMemLocationTypeDevice`.

@@ -58,6 +58,10 @@ handle!(
     GraphNodeHandle
 );
 handle!(
+    /// A memory pool the guest made (`cudaMemPoolCreate`), named by the host.
+    MemPoolHandle
+);
+handle!(
     /// A physical allocation (`CUmemGenericAllocationHandle`), named by the host.
     AllocationHandle
 );

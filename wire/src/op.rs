@@ -38,8 +38,10 @@ pub use crate::driver::{
 pub use crate::graph::{
     CaptureGraph, DotText, GraphDebugDot, GraphDestroy, GraphExecDestroy, GraphExecMade,
     GraphGetNodes, GraphInstantiate, GraphLaunch, GraphMade, GraphNodeGetDependencies, GraphNodes,
-    MemAllocAsync, MemFreeAsync, MemPoolGetAttribute, MemPoolSetAccess, MemPoolSetAttribute,
-    MemPoolTrimTo, PoolAttributeValue, StreamBeginCapture, StreamEndCapture, StreamGetCaptureGraph,
+    MemAllocAsync, MemAllocFromPoolAsync, MemFreeAsync, MemPoolCreate, MemPoolDestroy,
+    MemPoolGetAccess, MemPoolGetAttribute, MemPoolHandle, MemPoolSetAccess, MemPoolSetAttribute,
+    MemPoolTrimTo, PoolAccess, PoolAttributeValue, PoolMade, PoolRef, StreamBeginCapture,
+    StreamEndCapture, StreamGetCaptureGraph,
 };
 pub use crate::handle::{
     DevicePtr, EventHandle, FunctionHandle, ModuleHandle, StreamHandle, HANDLE_SPACE_SHIFT,

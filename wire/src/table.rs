@@ -234,6 +234,10 @@ macro_rules! op_lines {
                 0x070C MemPoolSetAttribute => mem_pool_set_attribute(MemPoolSetAttribute) -> (), Sync;
                 0x070D MemPoolTrimTo => mem_pool_trim_to(MemPoolTrimTo) -> (), Sync;
                 0x070E MemPoolSetAccess => mem_pool_set_access(MemPoolSetAccess) -> (), Sync;
+                0x0710 MemPoolCreate => mem_pool_create(MemPoolCreate) -> PoolMade, Sync;
+                0x0711 MemPoolDestroy => mem_pool_destroy(MemPoolDestroy) -> (), Sync;
+                0x0712 MemAllocFromPoolAsync => mem_alloc_from_pool_async(MemAllocFromPoolAsync) -> Allocated, Sync;
+                0x0713 MemPoolGetAccess => mem_pool_get_access(MemPoolGetAccess) -> PoolAccess, Sync;
             }
 
             /// The driver's virtual memory management (types in crate::driver). VMM calls wait: each can fail with a code the program

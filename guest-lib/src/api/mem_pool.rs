@@ -1,16 +1,24 @@
-//! Stream-ordered allocation (`cudaMallocAsync`, `cudaFreeAsync`) and the devices'
-//! default memory pools.
+//! Stream-ordered allocation (`cudaMallocAsync`, `cudaMallocFromPoolAsync`,
+//! `cudaFreeAsync`) and memory pools: each device's default pool and the pools the
+//! program makes (`cudaMemPoolCreate`).
 //!
 //! Stream-ordered allocations enter the guest's registry of device ranges like
 //! `cudaMalloc`'s (the host charges them to the guest's quota the same way). A pool
-//! handle is the device's default pool, named in the guest by its device number (a
-//! tagged value, never a host pointer); the guest sees no other pools.
+//! handle is a tagged value, never a host pointer: the default pool of device d is
+//! [`POOL_TAG`] + d; a pool the program made is [`MADE_TAG`] + a number of this
+//! process's, which names the pool's device and the host's handle for it. Each device's
+//! current pool (`cudaDeviceSetMemPool`) is kept here; `cudaMallocAsync` allocates from
+//! it. Pools live in one process: exporting and importing them is not supported.
 
+use std::collections::HashMap;
 use std::ffi::c_void;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{LazyLock, Mutex, MutexGuard};
 
 use vmcuda_wire::graph::{
-    pool_attr, MemAccess, MemAllocAsync, MemFreeAsync, MemPoolGetAttribute, MemPoolSetAccess,
-    MemPoolSetAttribute, MemPoolTrimTo,
+    pool_attr, MemAccess, MemAllocAsync, MemAllocFromPoolAsync, MemFreeAsync, MemPoolCreate,
+    MemPoolDestroy, MemPoolGetAccess, MemPoolGetAttribute, MemPoolHandle, MemPoolSetAccess,
+    MemPoolSetAttribute, MemPoolTrimTo, PoolRef,
 };
 use vmcuda_wire::CudaStatus;
 
@@ -23,24 +31,77 @@ use crate::{caller, cudaError_t};
 
 /// `cudaMemPool_t` of device d's default pool: this tag plus d.
 const POOL_TAG: u64 = 0x00de_fa17_0000_0000;
+/// `cudaMemPool_t` of the n-th pool the program made: this tag plus n.
+const MADE_TAG: u64 = 0x00de_fa18_0000_0000;
 
-/// The device whose default pool `pool` names.
-fn pool_device(pool: RawHandle) -> Result<i32> {
-    let device = (pool as u64).wrapping_sub(POOL_TAG);
+/// A pool the program made: its device (the program's number) and the host's handle.
+#[derive(Clone, Copy)]
+struct Made {
+    device: i32,
+    host: MemPoolHandle,
+}
+
+#[derive(Default)]
+struct Pools {
+    /// The pools the program made and has not destroyed, by their number.
+    made: HashMap<u64, Made>,
+    /// Each device's current pool (its handle's value), where the program set one
+    /// other than the default.
+    current: HashMap<i32, u64>,
+}
+
+static POOLS: LazyLock<Mutex<Pools>> = LazyLock::new(Default::default);
+static NEXT_MADE: AtomicU64 = AtomicU64::new(1);
+
+fn pools() -> MutexGuard<'static, Pools> {
+    POOLS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The pool a handle names: its device (the program's number) and the pool as the
+/// device's host knows it (with the program's device number for a default pool; see
+/// [`on_pool_host`]).
+fn resolve(pool: RawHandle) -> Result<(i32, Option<MemPoolHandle>)> {
+    let value = pool as u64;
+    if let Some(n) = value.checked_sub(MADE_TAG).filter(|&n| n < 1 << 32) {
+        let made = pools().made.get(&n).copied();
+        return match made {
+            Some(m) => Ok((m.device, Some(m.host))),
+            None => Err(CudaStatus::ErrorInvalidValue),
+        };
+    }
+    let device = value.wrapping_sub(POOL_TAG);
     if device >= device_count()? as u64 {
         return Err(CudaStatus::ErrorInvalidValue);
     }
-    Ok(device as i32)
+    Ok((device as i32, None))
 }
 
-/// Run a call about device `device`'s default pool on that device's host, `make`
-/// given the host's own number for the device.
+/// Run a call about `pool` on its device's host, `make` given the pool as that host
+/// names it.
 fn on_pool_host<R: vmcuda_wire::op::Request>(
-    device: i32,
-    make: impl FnOnce(i32) -> R,
+    pool: RawHandle,
+    make: impl FnOnce(PoolRef) -> R,
 ) -> Result<R::Reply> {
-    let req = make(super::local_device(device)?);
+    let (device, made) = resolve(pool)?;
+    let on_host = match made {
+        Some(h) => PoolRef::Created(h),
+        None => PoolRef::Default(super::local_device(device)?),
+    };
+    let req = make(on_host);
     super::on_host_of(Some(device), || call(&req))
+}
+
+/// The device a pool handle belongs to, for `cudaMemPoolSetAccess`'s peer check.
+fn pool_device(pool: RawHandle) -> Result<i32> {
+    Ok(resolve(pool)?.0)
+}
+
+/// The device was reset: the pools made on it are gone, and its current pool is its
+/// default pool again.
+pub fn forget_device_state(device: i32) {
+    let mut p = pools();
+    p.made.retain(|_, m| m.device != device);
+    p.current.remove(&device);
 }
 
 /// # Safety
@@ -51,8 +112,13 @@ unsafe fn malloc_async(ptr: *mut *mut c_void, size: usize, stream: RawHandle) ->
     }
     let stream = stream_handle(stream, false);
     capture::check_stream_use(stream)?;
-    // From the pool of the stream's device, on that device's host.
+    // From the current pool of the stream's device, on that device's host.
     let device = super::device_of_stream(stream).unwrap_or_else(state::current_device);
+    let current = pools().current.get(&device).copied();
+    if let Some(pool) = current {
+        // SAFETY: as `malloc_async`'s caller promised.
+        return unsafe { malloc_from_pool(ptr, size, pool as RawHandle, stream) };
+    }
     let req = MemAllocAsync {
         size: size as u64,
         stream,
@@ -73,6 +139,238 @@ pub extern "C" fn cudaMallocAsync(
     // requires.
     guard("cudaMallocAsync", || unsafe {
         malloc_async(ptr, size, stream)
+    })
+}
+
+/// # Safety
+/// `ptr` is NULL or writable.
+unsafe fn malloc_from_pool(
+    ptr: *mut *mut c_void,
+    size: usize,
+    pool: RawHandle,
+    stream: vmcuda_wire::op::StreamHandle,
+) -> Result<()> {
+    if ptr.is_null() {
+        return Err(CudaStatus::ErrorInvalidValue);
+    }
+    capture::check_stream_use(stream)?;
+    let device = pool_device(pool)?;
+    let p = on_pool_host(pool, |pool| MemAllocFromPoolAsync {
+        size: size as u64,
+        pool,
+        stream,
+    })?
+    .ptr;
+    registry().add_device_range(p, size as u64, device);
+    // SAFETY: as `malloc_from_pool`'s caller promised.
+    unsafe { caller::write(ptr, p as *mut c_void) }
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMallocFromPoolAsync(
+    ptr: *mut *mut c_void,
+    size: usize,
+    pool: RawHandle,
+    stream: RawHandle,
+) -> cudaError_t {
+    // SAFETY: by cudaMallocFromPoolAsync's contract `ptr` is NULL or writable.
+    guard("cudaMallocFromPoolAsync", || unsafe {
+        malloc_from_pool(ptr, size, pool, stream_handle(stream, false))
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMallocFromPoolAsync_ptsz(
+    ptr: *mut *mut c_void,
+    size: usize,
+    pool: RawHandle,
+    stream: RawHandle,
+) -> cudaError_t {
+    // SAFETY: by cudaMallocFromPoolAsync's contract `ptr` is NULL or writable.
+    guard("cudaMallocFromPoolAsync_ptsz", || unsafe {
+        malloc_from_pool(ptr, size, pool, stream_handle(stream, true))
+    })
+}
+
+/// `cudaMemAllocationTypePinned`, `cudaMemHandleTypeNone`.
+const ALLOCATION_PINNED: i32 = 1;
+const HANDLE_TYPE_NONE: i32 = 0;
+
+/// `cudaMemPoolProps` (laid out as the driver's `CUmemPoolProps`).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct RawPoolProps {
+    pub(crate) alloc_type: i32,
+    pub(crate) handle_types: i32,
+    pub(crate) location_type: i32,
+    pub(crate) location_id: i32,
+    pub(crate) win32_security_attributes: *mut c_void,
+    pub(crate) max_size: usize,
+    pub(crate) usage: u16,
+    pub(crate) reserved: [u8; 54],
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemPoolCreate(pool: *mut RawHandle, props: *const c_void) -> cudaError_t {
+    guard("cudaMemPoolCreate", || {
+        if pool.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        // SAFETY: by cudaMemPoolCreate's contract `props` is NULL or readable.
+        let p = unsafe { caller::read(props.cast::<RawPoolProps>()) }?;
+        if p.handle_types != HANDLE_TYPE_NONE {
+            // Shareable handles would let another process reach the memory.
+            eprintln!(
+                "vmcuda: cudaMemPoolCreate: shareable handle types ({:#x}) are not supported",
+                p.handle_types
+            );
+            return Err(CudaStatus::ErrorNotSupported);
+        }
+        if p.alloc_type != ALLOCATION_PINNED || p.location_type != LOCATION_DEVICE {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let device = p.location_id;
+        if device < 0 || device >= device_count()? {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let req = MemPoolCreate {
+            device: super::local_device(device)?,
+            max_size: p.max_size as u64,
+        };
+        let host = super::on_host_of(Some(device), || call(&req))?.pool;
+        let n = NEXT_MADE.fetch_add(1, Ordering::Relaxed);
+        pools().made.insert(n, Made { device, host });
+        // SAFETY: checked non-NULL above; by cudaMemPoolCreate's contract writable.
+        unsafe { caller::write(pool, (MADE_TAG + n) as RawHandle) }
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemPoolDestroy(pool: RawHandle) -> cudaError_t {
+    guard("cudaMemPoolDestroy", || {
+        let n = (pool as u64).wrapping_sub(MADE_TAG);
+        let Some(made) = pools().made.get(&n).copied() else {
+            // A default pool cannot be destroyed; anything else is no pool.
+            return Err(CudaStatus::ErrorInvalidValue);
+        };
+        let req = MemPoolDestroy { pool: made.host };
+        super::on_host_of(Some(made.device), || call(&req))?;
+        let mut p = pools();
+        p.made.remove(&n);
+        // A device whose current pool it was goes back to its default pool.
+        p.current.retain(|_, current| *current != pool as u64);
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaDeviceSetMemPool(device: i32, pool: RawHandle) -> cudaError_t {
+    guard("cudaDeviceSetMemPool", || {
+        if device < 0 || device >= device_count()? {
+            return Err(CudaStatus::ErrorInvalidDevice);
+        }
+        // Only a pool of that device can be its current pool.
+        if pool_device(pool)? != device {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let mut p = pools();
+        if pool as u64 == POOL_TAG + device as u64 {
+            p.current.remove(&device);
+        } else {
+            p.current.insert(device, pool as u64);
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaDeviceGetMemPool(pool: *mut RawHandle, device: i32) -> cudaError_t {
+    guard("cudaDeviceGetMemPool", || {
+        if device < 0 || device >= device_count()? {
+            return Err(CudaStatus::ErrorInvalidDevice);
+        }
+        let current = pools().current.get(&device).copied();
+        let current = current.unwrap_or(POOL_TAG + device as u64);
+        // SAFETY: by cudaDeviceGetMemPool's contract `pool` is NULL or writable.
+        unsafe { caller::write(pool, current as RawHandle) }
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemPoolGetAccess(
+    flags: *mut u32,
+    pool: RawHandle,
+    location: *const c_void,
+) -> cudaError_t {
+    guard("cudaMemPoolGetAccess", || {
+        let device = pool_device(pool)?;
+        // SAFETY: by cudaMemPoolGetAccess's contract `location` is NULL or readable
+        // (a `cudaMemLocation`: type, id).
+        let [location_type, location_id] = unsafe { caller::read(location.cast::<[i32; 2]>()) }?;
+        if location_type != LOCATION_DEVICE {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        // Another host's device can never reach this pool.
+        if super::on_different_hosts(device, location_id)? {
+            // SAFETY: by cudaMemPoolGetAccess's contract `flags` is NULL or writable.
+            return unsafe { caller::write(flags, 0) };
+        }
+        let location_id = super::local_device(location_id)?;
+        let reply = on_pool_host(pool, |pool| MemPoolGetAccess {
+            pool,
+            location_type,
+            location_id,
+        })?;
+        // SAFETY: by cudaMemPoolGetAccess's contract `flags` is NULL or writable.
+        unsafe { caller::write(flags, reply.flags) }
+    })
+}
+
+/// Pools are this process's: nothing of them can be handed to another.
+fn not_shareable(name: &str) -> Result<()> {
+    eprintln!("vmcuda: {name}: memory pools cannot be shared between processes here");
+    Err(CudaStatus::ErrorNotSupported)
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemPoolExportToShareableHandle(
+    _handle: *mut c_void,
+    _pool: RawHandle,
+    _handle_type: i32,
+    _flags: u32,
+) -> cudaError_t {
+    guard("cudaMemPoolExportToShareableHandle", || {
+        not_shareable("cudaMemPoolExportToShareableHandle")
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemPoolImportFromShareableHandle(
+    _pool: *mut RawHandle,
+    _handle: *mut c_void,
+    _handle_type: i32,
+    _flags: u32,
+) -> cudaError_t {
+    guard("cudaMemPoolImportFromShareableHandle", || {
+        not_shareable("cudaMemPoolImportFromShareableHandle")
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemPoolExportPointer(_data: *mut c_void, _ptr: *mut c_void) -> cudaError_t {
+    guard("cudaMemPoolExportPointer", || {
+        not_shareable("cudaMemPoolExportPointer")
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemPoolImportPointer(
+    _ptr: *mut *mut c_void,
+    _pool: RawHandle,
+    _data: *mut c_void,
+) -> cudaError_t {
+    guard("cudaMemPoolImportPointer", || {
+        not_shareable("cudaMemPoolImportPointer")
     })
 }
 
@@ -117,11 +415,10 @@ pub extern "C" fn cudaMemPoolGetAttribute(
     value: *mut c_void,
 ) -> cudaError_t {
     guard("cudaMemPoolGetAttribute", || {
-        let device = pool_device(pool)?;
         if !pool_attr::is_known(attr) || value.is_null() {
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        let v = on_pool_host(device, |device| MemPoolGetAttribute { device, attr })?.value;
+        let v = on_pool_host(pool, |pool| MemPoolGetAttribute { pool, attr })?.value;
         if pool_attr::is_int(attr) {
             // SAFETY: by cudaMemPoolGetAttribute's contract `value.cast::<i32>()` is NULL
             // or writable.
@@ -141,7 +438,7 @@ pub extern "C" fn cudaMemPoolSetAttribute(
     value: *mut c_void,
 ) -> cudaError_t {
     guard("cudaMemPoolSetAttribute", || {
-        let device = pool_device(pool)?;
+        resolve(pool)?;
         if !pool_attr::is_known(attr) {
             return Err(CudaStatus::ErrorInvalidValue);
         }
@@ -154,19 +451,15 @@ pub extern "C" fn cudaMemPoolSetAttribute(
             // or readable.
             unsafe { caller::read(value.cast::<u64>()) }?
         };
-        on_pool_host(device, |device| MemPoolSetAttribute {
-            device,
-            attr,
-            value,
-        })
+        on_pool_host(pool, |pool| MemPoolSetAttribute { pool, attr, value })
     })
 }
 
 #[no_mangle]
 pub extern "C" fn cudaMemPoolTrimTo(pool: RawHandle, min_bytes_to_keep: usize) -> cudaError_t {
     guard("cudaMemPoolTrimTo", || {
-        on_pool_host(pool_device(pool)?, |device| MemPoolTrimTo {
-            device,
+        on_pool_host(pool, |pool| MemPoolTrimTo {
+            pool,
             min_bytes_to_keep: min_bytes_to_keep as u64,
         })
     })
@@ -219,6 +512,39 @@ pub extern "C" fn cudaMemPoolSetAccess(
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        on_pool_host(device, |device| MemPoolSetAccess { device, access })
+        on_pool_host(pool, |pool| MemPoolSetAccess { pool, access })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::mem::{offset_of, size_of};
+
+    use cudarc::driver::sys::CUmemPoolProps;
+
+    use super::RawPoolProps;
+
+    /// `cudaMemPoolProps` and the driver's `CUmemPoolProps` (CUDA 13's headers, as
+    /// cudarc binds them) share one layout, so `cuMemPoolCreate` is a twin.
+    #[test]
+    fn pool_props_are_laid_out_as_the_drivers() {
+        assert_eq!(size_of::<RawPoolProps>(), size_of::<CUmemPoolProps>());
+        assert_eq!(size_of::<RawPoolProps>(), 88);
+        assert_eq!(
+            offset_of!(RawPoolProps, handle_types),
+            offset_of!(CUmemPoolProps, handleTypes)
+        );
+        assert_eq!(
+            offset_of!(RawPoolProps, location_type),
+            offset_of!(CUmemPoolProps, location)
+        );
+        assert_eq!(
+            offset_of!(RawPoolProps, max_size),
+            offset_of!(CUmemPoolProps, maxSize)
+        );
+        assert_eq!(
+            offset_of!(RawPoolProps, usage),
+            offset_of!(CUmemPoolProps, usage)
+        );
+    }
 }

@@ -80,9 +80,29 @@ twins! {
 
     "cuDeviceGetDefaultMemPool" => cuDeviceGetDefaultMemPool(pool: *mut RawHandle, device: i32)
         => rt_pool::cudaDeviceGetDefaultMemPool(pool, device);
-    /// A device's current pool is its default pool: vmcuda sets no other.
     "cuDeviceGetMemPool" => cuDeviceGetMemPool(pool: *mut RawHandle, device: i32)
-        => rt_pool::cudaDeviceGetDefaultMemPool(pool, device);
+        => rt_pool::cudaDeviceGetMemPool(pool, device);
+    "cuDeviceSetMemPool" => cuDeviceSetMemPool(device: i32, pool: RawHandle)
+        => rt_pool::cudaDeviceSetMemPool(device, pool);
+    /// `CUmemPoolProps` is laid out as `cudaMemPoolProps`.
+    "cuMemPoolCreate" => cuMemPoolCreate(pool: *mut RawHandle, props: *const c_void)
+        => rt_pool::cudaMemPoolCreate(pool, props);
+    "cuMemPoolDestroy" => cuMemPoolDestroy(pool: RawHandle) => rt_pool::cudaMemPoolDestroy(pool);
+    /// `CUmemLocation` is laid out as `cudaMemLocation`; the flags are the same enum.
+    "cuMemPoolGetAccess" => cuMemPoolGetAccess(flags: *mut u32, pool: RawHandle, location: *const c_void)
+        => rt_pool::cudaMemPoolGetAccess(flags, pool, location);
+    "cuMemAllocFromPoolAsync" => cuMemAllocFromPoolAsync(ptr: *mut *mut c_void, size: usize, pool: RawHandle, stream: RawHandle)
+        => rt_pool::cudaMallocFromPoolAsync(ptr, size, pool, stream);
+    "cuMemPoolExportToShareableHandle" => cuMemPoolExportToShareableHandle(
+        handle: *mut c_void, pool: RawHandle, handle_type: i32, flags: u32,
+    ) => rt_pool::cudaMemPoolExportToShareableHandle(handle, pool, handle_type, flags);
+    "cuMemPoolImportFromShareableHandle" => cuMemPoolImportFromShareableHandle(
+        pool: *mut RawHandle, handle: *mut c_void, handle_type: i32, flags: u32,
+    ) => rt_pool::cudaMemPoolImportFromShareableHandle(pool, handle, handle_type, flags);
+    "cuMemPoolExportPointer" => cuMemPoolExportPointer(data: *mut c_void, ptr: u64)
+        => rt_pool::cudaMemPoolExportPointer(data, ptr as *mut c_void);
+    "cuMemPoolImportPointer" => cuMemPoolImportPointer(ptr: *mut *mut c_void, pool: RawHandle, data: *mut c_void)
+        => rt_pool::cudaMemPoolImportPointer(ptr, pool, data);
     "cuMemPoolSetAttribute" => cuMemPoolSetAttribute(pool: RawHandle, attr: u32, value: *mut c_void)
         => rt_pool::cudaMemPoolSetAttribute(pool, attr, value);
     "cuMemPoolGetAttribute" => cuMemPoolGetAttribute(pool: RawHandle, attr: u32, value: *mut c_void)
@@ -207,6 +227,8 @@ ptsz! {
     cuGraphLaunch_ptsz => cuGraphLaunch(exec: RawHandle, stream: RawHandle) [stream];
     cuMemAllocAsync_ptsz => cuMemAllocAsync(ptr: *mut *mut c_void, size: usize, stream: RawHandle) [stream];
     cuMemFreeAsync_ptsz => cuMemFreeAsync(ptr: u64, stream: RawHandle) [stream];
+    cuMemAllocFromPoolAsync_ptsz => cuMemAllocFromPoolAsync(
+        ptr: *mut *mut c_void, size: usize, pool: RawHandle, stream: RawHandle) [stream];
     cuMemcpyAsync_ptsz => cuMemcpyAsync(dst: u64, src: u64, size: usize, stream: RawHandle) [stream];
     cuMemcpyHtoDAsync_v2_ptsz => cuMemcpyHtoDAsync_v2(dst: u64, src: *const c_void, size: usize, stream: RawHandle) [stream];
     cuMemcpyDtoHAsync_v2_ptsz => cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: u64, size: usize, stream: RawHandle) [stream];

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use tracing::{info, warn};
-use vmcuda_wire::op::DevicePtr;
+use vmcuda_wire::op::{DevicePtr, MemPoolHandle};
 use vmcuda_wire::CudaStatus;
 
 use crate::ledger::Ledger;
@@ -28,8 +28,11 @@ pub(super) struct Allocation {
     pub(super) charged: u64,
     /// The device it was made on.
     pub(super) device: i32,
-    /// Made from the device's default pool (`cudaMallocAsync` outside a capture).
+    /// Made from a pool (`cudaMallocAsync`, `cudaMallocFromPoolAsync` outside a
+    /// capture).
     pub(super) pooled: bool,
+    /// The pool the guest made that it came from; None for a device's default pool.
+    pub(super) made_pool: Option<MemPoolHandle>,
     /// A graph allocation (`cudaMallocAsync` in a capture): the only kind a capture may
     /// free.
     pub(super) graph: bool,
@@ -45,6 +48,8 @@ pub(super) enum Held {
     Limit(u32),
     /// Memory freed into the default pool that the pool still keeps reserved.
     PoolReserve,
+    /// The same for a pool the guest made.
+    MadePoolReserve(MemPoolHandle),
 }
 
 pub(super) struct Accounts {
@@ -198,6 +203,17 @@ impl Accounts {
             self.charge_held(bytes.saturating_sub(had));
             self.held.insert((device, what), bytes);
         }
+    }
+
+    /// What the pools of `device` keep reserved for the guest, all together.
+    pub(super) fn pool_reserve_on(&self, device: i32) -> u64 {
+        self.held
+            .iter()
+            .filter(|((d, what), _)| {
+                *d == device && matches!(what, Held::PoolReserve | Held::MadePoolReserve(_))
+            })
+            .map(|(_, &bytes)| bytes)
+            .sum()
     }
 
     /// What `what` holds on `device`.

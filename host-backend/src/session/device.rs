@@ -97,6 +97,7 @@ impl DeviceOps for Session {
         self.blas_reset(device);
         self.vmm_reset(device);
         self.graphs_reset(device);
+        self.pools_drop(Some(device));
         self.handles.forget_device(device);
         self.accounts.globals.retain(|_, (_, d)| *d != device);
         self.accounts.release_device(device);
@@ -218,9 +219,9 @@ impl DeviceOps for Session {
         _: MemGetInfo,
         _: &[u8],
     ) -> HandlerResult<MemInfo> {
-        if self.accounts.held(ctx.device, Held::PoolReserve) > 0 {
-            // What the pool gave back since is the guest's to use again.
-            let _ = self.settle_pool(ctx.device);
+        if self.accounts.pool_reserve_on(ctx.device) > 0 {
+            // What the pools gave back since is the guest's to use again.
+            let _ = self.settle_pools(ctx.device);
         }
         let (free, total) = self.exec.mem_info()?;
         // A guest with a quota sees the quota as its device's memory.

@@ -402,6 +402,7 @@ impl Session {
                     charged: 0,
                     device: a.device,
                     pooled: false,
+                    made_pool: None,
                     graph: true,
                 };
                 self.accounts.add_allocation(ptr, allocation);
@@ -861,7 +862,7 @@ mod tests {
             CudaStatus::ErrorInvalidValue
         );
         let used = MemPoolGetAttribute {
-            device: 0,
+            pool: PoolRef::Default(0),
             attr: pool_attr::USED_MEM_CURRENT,
         };
         assert_eq!(
@@ -880,13 +881,13 @@ mod tests {
         );
         // The release threshold is held to the quota; unknown attributes are refused.
         let threshold = MemPoolSetAttribute {
-            device: 0,
+            pool: PoolRef::Default(0),
             attr: pool_attr::RELEASE_THRESHOLD,
             value: u64::MAX,
         };
         s.mem_pool_set_attribute(&CTX, threshold, &[]).unwrap();
         let get = MemPoolGetAttribute {
-            device: 0,
+            pool: PoolRef::Default(0),
             attr: pool_attr::RELEASE_THRESHOLD,
         };
         assert_eq!(
@@ -894,12 +895,12 @@ mod tests {
             1 << 20
         );
         let unknown = MemPoolGetAttribute {
-            device: 0,
+            pool: PoolRef::Default(0),
             attr: 42,
         };
         assert!(s.mem_pool_get_attribute(&CTX, unknown, &[]).is_err());
         let other_device = MemPoolTrimTo {
-            device: 3,
+            pool: PoolRef::Default(3),
             min_bytes_to_keep: 0,
         };
         assert_eq!(

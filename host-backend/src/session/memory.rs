@@ -220,6 +220,7 @@ impl Session {
             charged,
             device,
             pooled: false,
+            made_pool: None,
             graph: false,
         };
         self.accounts.add_allocation(ptr, allocation);

@@ -89,6 +89,8 @@ pub struct Session {
     /// Devices whose default pool the guest allocated from: their reserve is given
     /// back when the session ends.
     pool_devices: std::collections::BTreeSet<i32>,
+    /// The memory pools the guest made (see `pool`): destroyed when the session ends.
+    pools: pool::MadePools,
     /// The socket to the daemon's broker, for copies to and from other hosts (see
     /// [`crate::peer`]); None where the daemon has no `[peers]`.
     peer: Option<crate::peer::PeerLink>,
@@ -114,6 +116,7 @@ impl Session {
             vmm: Default::default(),
             limit_base: Default::default(),
             pool_devices: Default::default(),
+            pools: Default::default(),
             peer: None,
         }
     }
@@ -191,9 +194,10 @@ impl Drop for Session {
         // the context: nothing the guest made outlives its session.
         for device in std::mem::take(&mut self.pool_devices) {
             if self.exec.set_device(device).is_ok() {
-                let _ = self.exec.pool_trim_to(0);
+                let _ = self.exec.pool_trim_to(None, 0);
             }
         }
+        self.pools_drop(None);
         // Module data, limits and pool reserve go with the context (graph memory went
         // with the graphs above).
         for (_, bytes) in std::mem::take(&mut self.accounts.held) {

@@ -1,10 +1,14 @@
-//! Stream-ordered memory and the devices' default memory pools. Every allocation is
-//! charged to the guest's quota before the driver is asked (rounded as the GPU takes
-//! it), and zeroed. Memory freed into a pool and still reserved by it stays charged
-//! until the pool gives it back; the release threshold is held to what the VM's
-//! quota leaves. An allocation made in a stream capture is the graph's: charged for
-//! as long as anything holds it (see `graph`), and zeroed by a memset node captured
-//! right after it.
+//! Stream-ordered memory and memory pools: each device's default pool and the pools
+//! the guest makes (`cudaMemPoolCreate`). Every allocation is charged to the guest's
+//! quota before the driver is asked (rounded as the GPU takes it), and zeroed. Memory
+//! freed into a pool and still reserved by it stays charged until the pool gives it
+//! back; a pool's release threshold is held to what the VM's quota leaves. A pool the
+//! guest made is named by a handle of this session's, lives until the guest destroys
+//! it or the session ends, and is charged exactly as a default pool is. An allocation
+//! made in a stream capture is the graph's: charged for as long as anything holds it
+//! (see `graph`), and zeroed by a memset node captured right after it.
+
+use std::collections::HashMap;
 
 use tracing::{info, warn};
 use vmcuda_wire::graph::*;
@@ -14,102 +18,190 @@ use vmcuda_wire::CudaStatus;
 use super::accounting::{Allocation, Held};
 use super::{nothing, Session};
 use crate::executor::allocation_footprint;
+use crate::executor::graph::ExecPool;
+
+/// A pool the guest made: its device (this host's number) and the executor's pool.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct MadePool {
+    pub(super) device: i32,
+    exec: ExecPool,
+}
+
+/// The guest's pools, by the handle it was given.
+pub(super) type MadePools = HashMap<MemPoolHandle, MadePool>;
+
+/// A pool a call names, checked: its device, the executor's pool (None: the device's
+/// default pool) and the guest's handle for a pool it made.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct PoolAt {
+    device: i32,
+    exec: Option<ExecPool>,
+    made: Option<MemPoolHandle>,
+}
+
+impl PoolAt {
+    fn default_of(device: i32) -> PoolAt {
+        PoolAt {
+            device,
+            exec: None,
+            made: None,
+        }
+    }
+
+    /// What the pool keeps reserved is charged as.
+    fn held(&self) -> Held {
+        match self.made {
+            None => Held::PoolReserve,
+            Some(h) => Held::MadePoolReserve(h),
+        }
+    }
+}
 
 impl Session {
-    /// Run `f` on `device`'s default pool, then make the caller's device current again.
+    /// The pool `pool` names: a device's default pool, or one this guest made and has
+    /// not destroyed.
+    fn pool_at(&self, pool: PoolRef) -> Result<PoolAt, CudaStatus> {
+        match pool {
+            PoolRef::Default(device) => Ok(PoolAt::default_of(device)),
+            PoolRef::Created(h) => match self.pools.get(&h) {
+                Some(p) => Ok(PoolAt {
+                    device: p.device,
+                    exec: Some(p.exec),
+                    made: Some(h),
+                }),
+                None => {
+                    warn!(client = %self.client, pool = h.0,
+                        "refused a memory pool the guest does not hold");
+                    Err(CudaStatus::ErrorInvalidValue)
+                }
+            },
+        }
+    }
+
+    /// The pools of `device`: its default pool and those the guest made on it.
+    fn pools_on(&self, device: i32) -> Vec<PoolAt> {
+        let made = self
+            .pools
+            .iter()
+            .filter(|(_, p)| p.device == device)
+            .map(|(&h, p)| PoolAt {
+                device,
+                exec: Some(p.exec),
+                made: Some(h),
+            });
+        std::iter::once(PoolAt::default_of(device))
+            .chain(made)
+            .collect()
+    }
+
+    /// Run `f` with `device` current, then make the caller's device current again.
     fn on_pool<T>(
         &mut self,
         ctx: &CallContext,
         device: i32,
         f: impl FnOnce(&mut Self) -> Result<T, CudaStatus>,
     ) -> Result<T, CudaStatus> {
+        if device == ctx.device {
+            return f(self);
+        }
         self.exec.set_device(device)?;
         let r = f(self);
         self.exec.set_device(ctx.device)?;
         r
     }
 
-    /// Charge what the current device's (`device`'s) default pool keeps reserved beyond
-    /// the guest's live allocations from it: memory freed into the pool stays the
-    /// guest's until the pool gives it back (at a synchronization past the release
-    /// threshold, or a trim). Refused when it does not fit the quota.
-    pub(super) fn settle_pool(&mut self, device: i32) -> Result<(), CudaStatus> {
+    /// Charge what `pool` (its device current) keeps reserved beyond the guest's live
+    /// allocations from it: memory freed into the pool stays the guest's until the
+    /// pool gives it back (at a synchronization past the release threshold, or a
+    /// trim). Refused when it does not fit the quota.
+    fn settle_pool_at(&mut self, pool: PoolAt) -> Result<(), CudaStatus> {
         let reserved = self
             .exec
-            .pool_get_attribute(pool_attr::RESERVED_MEM_CURRENT)?;
+            .pool_get_attribute(pool.exec, pool_attr::RESERVED_MEM_CURRENT)?;
         let live: u64 = self
             .accounts
             .allocations
             .values()
-            .filter(|a| a.pooled && a.device == device)
+            .filter(|a| a.pooled && a.device == pool.device && a.made_pool == pool.made)
             .map(|a| a.charged)
             .sum();
         self.accounts
-            .hold(device, Held::PoolReserve, reserved.saturating_sub(live))
+            .hold(pool.device, pool.held(), reserved.saturating_sub(live))
     }
 
-    /// [`Session::settle_pool`] where the pool's memory cannot be refused any more:
-    /// the pool is trimmed to what the quota leaves, and what it still keeps is
-    /// counted whatever the quota says.
-    fn settle_pool_held(&mut self, device: i32) {
-        if self.settle_pool(device).is_ok() {
+    /// Settle every pool of the current device (`device`) that keeps memory charged.
+    pub(super) fn settle_pools(&mut self, device: i32) -> Result<(), CudaStatus> {
+        for pool in self.pools_on(device) {
+            if self.accounts.held(device, pool.held()) > 0 {
+                self.settle_pool_at(pool)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Session::settle_pool_at`] where the pool's memory cannot be refused any more: the
+    /// pool is trimmed to what the quota leaves, and what it still keeps is counted
+    /// whatever the quota says.
+    fn settle_held(&mut self, pool: PoolAt) {
+        if self.settle_pool_at(pool).is_ok() {
             return;
         }
-        let _ = self.exec.pool_trim_to(0);
-        if self.settle_pool(device).is_ok() {
+        let _ = self.exec.pool_trim_to(pool.exec, 0);
+        if self.settle_pool_at(pool).is_ok() {
             return;
         }
         let reserved = self
             .exec
-            .pool_get_attribute(pool_attr::RESERVED_MEM_CURRENT)
+            .pool_get_attribute(pool.exec, pool_attr::RESERVED_MEM_CURRENT)
             .unwrap_or(0);
-        let had = self.accounts.held(device, Held::PoolReserve);
+        let had = self.accounts.held(pool.device, pool.held());
         if reserved > had {
             self.accounts.charge_held(reserved - had);
             self.accounts
                 .held
-                .insert((device, Held::PoolReserve), reserved);
+                .insert((pool.device, pool.held()), reserved);
         }
     }
 
-    /// Charge `bytes` for memory on `device` (current); a pool still keeping memory
-    /// freed into it is settled first when they do not fit, as the driver would give
-    /// that memory back before it failed an allocation.
+    /// Charge `bytes` for memory on `device` (current); the device's pools still
+    /// keeping memory freed into them are settled first when they do not fit, as the
+    /// driver would give that memory back before it failed an allocation.
     pub(super) fn charge_on(&mut self, device: i32, bytes: u64) -> Result<(), CudaStatus> {
         match self.accounts.charge(bytes) {
-            Err(e) if self.accounts.held(device, Held::PoolReserve) > 0 => {
+            Err(e) if self.accounts.pool_reserve_on(device) > 0 => {
                 let _ = self.exec.synchronize();
-                self.settle_pool(device)?;
+                self.settle_pools(device)?;
                 self.accounts.charge(bytes).map_err(|_| e)
             }
             r => r,
         }
     }
 
-    /// The threshold the guest may give its pool: what its VM's quota leaves, with what
+    /// The threshold the guest may give `pool`: what its VM's quota leaves, with what
     /// the pool already keeps.
-    fn threshold_cap(&self, device: i32) -> Option<u64> {
+    fn threshold_cap(&self, pool: PoolAt) -> Option<u64> {
         let quota = self.grant.memory_quota?;
         let used = self.accounts.quota_used().unwrap_or(quota);
         Some(
             quota
                 .saturating_sub(used)
-                .saturating_add(self.accounts.held(device, Held::PoolReserve)),
+                .saturating_add(self.accounts.held(pool.device, pool.held())),
         )
     }
-}
 
-impl PoolOps for Session {
-    fn mem_alloc_async(
+    /// `size` bytes from `pool`, on `stream` (see the module documentation).
+    fn alloc_from(
         &mut self,
         ctx: &CallContext,
-        req: MemAllocAsync,
-        _: &[u8],
+        size: u64,
+        pool: PoolAt,
+        stream: vmcuda_wire::op::StreamHandle,
     ) -> HandlerResult<Allocated> {
-        let s = self.handles.stream(req.stream)?;
-        let size = req.size;
-        let device = ctx.device;
-        self.pool_devices.insert(device);
+        let s = self.handles.stream(stream)?;
+        let device = pool.device;
+        if pool.made.is_none() {
+            self.pool_devices.insert(device);
+        }
         let capturing = self.exec.stream_capturing(s)?;
         // In a capture the memory is the graph's (an allocation node): charged for as
         // long as anything holds it (see `graph`).
@@ -118,8 +210,8 @@ impl PoolOps for Session {
             false => None,
         };
         let charged = allocation_footprint(size);
-        self.charge_on(device, charged)?;
-        let ptr = match self.exec.alloc_async(size, s) {
+        self.on_pool(ctx, device, |this| this.charge_on(device, charged))?;
+        let ptr = match self.exec.alloc_async(size, pool.exec, s) {
             Ok(ptr) => ptr,
             Err(e) => {
                 self.accounts.refund(charged);
@@ -142,6 +234,7 @@ impl PoolOps for Session {
                 charged: 0,
                 device,
                 pooled: false,
+                made_pool: None,
                 graph: true,
             };
             self.accounts.add_allocation(ptr, allocation);
@@ -164,17 +257,107 @@ impl PoolOps for Session {
             charged,
             device,
             pooled: true,
+            made_pool: pool.made,
             graph: false,
         };
         self.accounts.add_allocation(ptr, allocation);
         // The pool may have grown by more than the allocation: that counts too.
-        if let Err(e) = self.settle_pool(device) {
-            let _ = self.exec.free_async(ptr, s);
-            self.accounts.remove_allocation(ptr);
-            self.settle_pool_held(device);
-            return Err(e);
-        }
+        let settled = self.on_pool(ctx, device, |this| {
+            if let Err(e) = this.settle_pool_at(pool) {
+                let _ = this.exec.free_async(ptr, s);
+                this.accounts.remove_allocation(ptr);
+                this.settle_held(pool);
+                return Err(e);
+            }
+            Ok(())
+        });
+        settled?;
         Ok((Allocated { ptr }, Vec::new()))
+    }
+
+    /// Destroy the pools the guest made on `device` (it is being reset, and the driver
+    /// destroys them with it) or, with None, all of them (the session ends); their
+    /// reserve is given back with the device's or the session's.
+    pub(super) fn pools_drop(&mut self, device: Option<i32>) {
+        let gone: Vec<MemPoolHandle> = self
+            .pools
+            .iter()
+            .filter(|(_, p)| device.is_none_or(|d| p.device == d))
+            .map(|(&h, _)| h)
+            .collect();
+        for h in gone {
+            let Some(p) = self.pools.remove(&h) else {
+                continue;
+            };
+            if device.is_none() && self.exec.set_device(p.device).is_ok() {
+                let _ = self.exec.pool_trim_to(Some(p.exec), 0);
+                let _ = self.exec.pool_destroy(p.exec);
+            }
+        }
+    }
+}
+
+impl PoolOps for Session {
+    fn mem_alloc_async(
+        &mut self,
+        ctx: &CallContext,
+        req: MemAllocAsync,
+        _: &[u8],
+    ) -> HandlerResult<Allocated> {
+        self.alloc_from(ctx, req.size, PoolAt::default_of(ctx.device), req.stream)
+    }
+
+    fn mem_alloc_from_pool_async(
+        &mut self,
+        ctx: &CallContext,
+        req: MemAllocFromPoolAsync,
+        _: &[u8],
+    ) -> HandlerResult<Allocated> {
+        let pool = self.pool_at(req.pool)?;
+        self.alloc_from(ctx, req.size, pool, req.stream)
+    }
+
+    fn mem_pool_create(
+        &mut self,
+        ctx: &CallContext,
+        req: MemPoolCreate,
+        _: &[u8],
+    ) -> HandlerResult<PoolMade> {
+        self.accounts
+            .check_count("memory pool", self.pools.len(), self.grant.max_streams)?;
+        // Nothing is reserved yet: allocations from the pool are charged as they come.
+        let exec = self.on_pool(ctx, req.device, |s| s.exec.pool_create(req.max_size))?;
+        let pool = MemPoolHandle(self.handles.fresh());
+        let made = MadePool {
+            device: req.device,
+            exec,
+        };
+        self.pools.insert(pool, made);
+        Ok((PoolMade { pool }, Vec::new()))
+    }
+
+    fn mem_pool_destroy(
+        &mut self,
+        ctx: &CallContext,
+        req: MemPoolDestroy,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        let at = self.pool_at(PoolRef::Created(req.pool))?;
+        let p = self
+            .pools
+            .remove(&req.pool)
+            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        self.on_pool(ctx, p.device, |s| s.exec.pool_destroy(p.exec))?;
+        // What it kept goes back with it; its live allocations stay charged until they
+        // are freed (they are plain allocations from now on).
+        let _ = self.accounts.hold(at.device, at.held(), 0);
+        for a in self.accounts.allocations.values_mut() {
+            if a.made_pool == Some(req.pool) {
+                a.pooled = false;
+                a.made_pool = None;
+            }
+        }
+        nothing()
     }
 
     fn mem_free_async(
@@ -215,7 +398,13 @@ impl PoolOps for Session {
         self.graph_memory_freed(ctx.device, req.ptr);
         if a.pooled && a.device == ctx.device {
             // What the pool keeps of it stays charged.
-            self.settle_pool_held(ctx.device);
+            let pool = match a.made_pool {
+                None => Some(PoolAt::default_of(a.device)),
+                Some(h) => self.pool_at(PoolRef::Created(h)).ok(),
+            };
+            if let Some(pool) = pool {
+                self.settle_held(pool);
+            }
         }
         nothing()
     }
@@ -229,7 +418,10 @@ impl PoolOps for Session {
         if !pool_attr::is_known(req.attr) {
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        let value = self.on_pool(ctx, req.device, |s| s.exec.pool_get_attribute(req.attr))?;
+        let pool = self.pool_at(req.pool)?;
+        let value = self.on_pool(ctx, pool.device, |s| {
+            s.exec.pool_get_attribute(pool.exec, req.attr)
+        })?;
         Ok((PoolAttributeValue { value }, Vec::new()))
     }
 
@@ -242,19 +434,20 @@ impl PoolOps for Session {
         if !pool_attr::settable(req.attr, req.value) {
             return Err(CudaStatus::ErrorInvalidValue);
         }
+        let pool = self.pool_at(req.pool)?;
         let mut value = req.value;
-        // Memory the pool keeps below the threshold is charged (see `settle_pool`); the
+        // Memory the pool keeps below the threshold is charged (see `settle_pool_at`); the
         // threshold is held to what the VM's quota leaves, across all its connections.
-        if let Some(cap) = self.threshold_cap(req.device) {
+        if let Some(cap) = self.threshold_cap(pool) {
             if req.attr == pool_attr::RELEASE_THRESHOLD && value > cap {
                 info!(client = %self.client, value, cap,
                     "pool release threshold held to what the VM's memory quota leaves");
                 value = cap;
             }
         }
-        self.on_pool(ctx, req.device, |s| {
-            s.exec.pool_set_attribute(req.attr, value)?;
-            s.settle_pool_held(req.device);
+        self.on_pool(ctx, pool.device, |s| {
+            s.exec.pool_set_attribute(pool.exec, req.attr, value)?;
+            s.settle_held(pool);
             Ok(())
         })?;
         nothing()
@@ -266,9 +459,10 @@ impl PoolOps for Session {
         req: MemPoolTrimTo,
         _: &[u8],
     ) -> HandlerResult<()> {
-        self.on_pool(ctx, req.device, |s| {
-            s.exec.pool_trim_to(req.min_bytes_to_keep)?;
-            s.settle_pool_held(req.device);
+        let pool = self.pool_at(req.pool)?;
+        self.on_pool(ctx, pool.device, |s| {
+            s.exec.pool_trim_to(pool.exec, req.min_bytes_to_keep)?;
+            s.settle_held(pool);
             Ok(())
         })?;
         nothing()
@@ -287,7 +481,26 @@ impl PoolOps for Session {
         if bad || req.access.len() > 64 {
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        self.on_pool(ctx, req.device, |s| s.exec.pool_set_access(&req.access))?;
+        let pool = self.pool_at(req.pool)?;
+        self.on_pool(ctx, pool.device, |s| {
+            s.exec.pool_set_access(pool.exec, &req.access)
+        })?;
         nothing()
+    }
+
+    fn mem_pool_get_access(
+        &mut self,
+        ctx: &CallContext,
+        req: MemPoolGetAccess,
+        _: &[u8],
+    ) -> HandlerResult<PoolAccess> {
+        if req.location_type != LOCATION_DEVICE {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let pool = self.pool_at(req.pool)?;
+        let flags = self.on_pool(ctx, pool.device, |s| {
+            s.exec.pool_get_access(pool.exec, req.location_id)
+        })?;
+        Ok((PoolAccess { flags }, Vec::new()))
     }
 }

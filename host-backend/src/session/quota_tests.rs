@@ -278,7 +278,7 @@ fn alloc_async(s: &mut Session, size: u64, stream: StreamHandle) -> Result<Devic
 
 fn set_threshold(s: &mut Session, value: u64) {
     let req = MemPoolSetAttribute {
-        device: 0,
+        pool: PoolRef::Default(0),
         attr: pool_attr::RELEASE_THRESHOLD,
         value,
     };
@@ -287,7 +287,7 @@ fn set_threshold(s: &mut Session, value: u64) {
 
 fn threshold(s: &mut Session) -> u64 {
     let req = MemPoolGetAttribute {
-        device: 0,
+        pool: PoolRef::Default(0),
         attr: pool_attr::RELEASE_THRESHOLD,
     };
     s.mem_pool_get_attribute(&CTX, req, &[]).unwrap().0.value
@@ -316,7 +316,7 @@ fn memory_a_pool_keeps_stays_charged_until_the_pool_gives_it_back() {
         .unwrap();
     // A trim gives it back.
     let trim = MemPoolTrimTo {
-        device: 0,
+        pool: PoolRef::Default(0),
         min_bytes_to_keep: 0,
     };
     s.mem_pool_trim_to(&CTX, trim, &[]).unwrap();
@@ -464,7 +464,7 @@ fn a_capture_frees_only_graph_allocations() {
     s.mem_pool_trim_to(
         &CTX,
         MemPoolTrimTo {
-            device: 0,
+            pool: PoolRef::Default(0),
             min_bytes_to_keep: 0,
         },
         &[],
@@ -763,4 +763,168 @@ fn graphics_sharing_limits_read_as_off() {
     let mut s = session(None);
     assert_eq!(limit(&mut s, 8), 0);
     assert_eq!(limit(&mut s, 9), 0);
+}
+
+fn create_pool(s: &mut Session, max_size: u64) -> MemPoolHandle {
+    let req = MemPoolCreate {
+        device: 0,
+        max_size,
+    };
+    s.mem_pool_create(&CTX, req, &[]).unwrap().0.pool
+}
+
+fn alloc_from(
+    s: &mut Session,
+    pool: MemPoolHandle,
+    size: u64,
+    stream: StreamHandle,
+) -> Result<DevicePtr, CudaStatus> {
+    let req = MemAllocFromPoolAsync {
+        size,
+        pool: PoolRef::Created(pool),
+        stream,
+    };
+    s.mem_alloc_from_pool_async(&CTX, req, &[]).map(|r| r.0.ptr)
+}
+
+/// A pool the guest made is charged exactly as the default pool: its allocations, and
+/// what it keeps after they are freed until it gives it back (a trim, a lower
+/// threshold, its destruction).
+#[test]
+fn a_made_pool_is_charged_as_the_default_pool_is() {
+    let mut s = session(Some(16 * MIB));
+    let st = stream(&mut s, &CTX, 0x100);
+    let pool = create_pool(&mut s, 0);
+    assert_eq!(s.charged_bytes(), 0, "an empty pool holds nothing");
+    let set = MemPoolSetAttribute {
+        pool: PoolRef::Created(pool),
+        attr: pool_attr::RELEASE_THRESHOLD,
+        value: u64::MAX,
+    };
+    s.mem_pool_set_attribute(&CTX, set, &[]).unwrap();
+    let get = MemPoolGetAttribute {
+        pool: PoolRef::Created(pool),
+        attr: pool_attr::RELEASE_THRESHOLD,
+    };
+    let value = s.mem_pool_get_attribute(&CTX, get, &[]).unwrap().0.value;
+    assert_eq!(value, 16 * MIB, "held to what the quota leaves");
+    let p = alloc_from(&mut s, pool, 8 * MIB, st).unwrap();
+    assert_eq!(s.charged_bytes(), 8 * MIB);
+    assert_charged_is_held(&mut s, "after an allocation from a made pool");
+    assert_eq!(
+        alloc_from(&mut s, pool, 10 * MIB, st),
+        Err(CudaStatus::ErrorMemoryAllocation)
+    );
+    s.mem_free_async(&CTX, MemFreeAsync { ptr: p, stream: st }, &[])
+        .unwrap();
+    assert_eq!(s.charged_bytes(), 8 * MIB, "the pool keeps it");
+    assert_charged_is_held(&mut s, "after a free into a made pool");
+    assert_eq!(
+        alloc(&mut s, &CTX, 10 * MIB),
+        Err(CudaStatus::ErrorMemoryAllocation)
+    );
+    // Reused by the pool: nothing more charged.
+    let q = alloc_from(&mut s, pool, 8 * MIB, st).unwrap();
+    assert_eq!(s.charged_bytes(), 8 * MIB);
+    s.mem_free_async(&CTX, MemFreeAsync { ptr: q, stream: st }, &[])
+        .unwrap();
+    let trim = MemPoolTrimTo {
+        pool: PoolRef::Created(pool),
+        min_bytes_to_keep: 0,
+    };
+    s.mem_pool_trim_to(&CTX, trim, &[]).unwrap();
+    assert_eq!(s.charged_bytes(), 0);
+    assert_charged_is_held(&mut s, "after a trim of a made pool");
+    // Destroying it gives back what it keeps; a live allocation stays charged until
+    // it is freed.
+    let r = alloc_from(&mut s, pool, 2 * MIB, st).unwrap();
+    let t = alloc_from(&mut s, pool, 4 * MIB, st).unwrap();
+    s.mem_free_async(&CTX, MemFreeAsync { ptr: t, stream: st }, &[])
+        .unwrap();
+    assert_eq!(s.charged_bytes(), 6 * MIB);
+    s.mem_pool_destroy(&CTX, MemPoolDestroy { pool }, &[])
+        .unwrap();
+    assert_eq!(s.charged_bytes(), 2 * MIB);
+    assert_charged_is_held(&mut s, "after a made pool is destroyed");
+    s.mem_free_async(&CTX, MemFreeAsync { ptr: r, stream: st }, &[])
+        .unwrap();
+    assert_eq!(s.charged_bytes(), 0);
+    assert_charged_is_held(&mut s, "after its last allocation is freed");
+}
+
+/// A destroyed or never-made pool is refused with cudaErrorInvalidValue, and absurd
+/// sizes with cudaErrorMemoryAllocation; the session carries on.
+#[test]
+fn unknown_pools_and_absurd_sizes_are_refused() {
+    let mut s = session(Some(16 * MIB));
+    let st = stream(&mut s, &CTX, 0x100);
+    let pool = create_pool(&mut s, 0);
+    let stranger = MemPoolHandle(pool.0 + 1000);
+    assert_eq!(
+        alloc_from(&mut s, stranger, 4096, st),
+        Err(CudaStatus::ErrorInvalidValue)
+    );
+    assert_eq!(
+        alloc_from(&mut s, pool, u64::MAX, st),
+        Err(CudaStatus::ErrorMemoryAllocation)
+    );
+    assert_eq!(
+        alloc_from(&mut s, pool, u64::MAX / 2, st),
+        Err(CudaStatus::ErrorMemoryAllocation)
+    );
+    assert_eq!(s.charged_bytes(), 0);
+    s.mem_pool_destroy(&CTX, MemPoolDestroy { pool }, &[])
+        .unwrap();
+    assert_eq!(
+        s.mem_pool_destroy(&CTX, MemPoolDestroy { pool }, &[])
+            .unwrap_err(),
+        CudaStatus::ErrorInvalidValue
+    );
+    assert_eq!(
+        alloc_from(&mut s, pool, 4096, st),
+        Err(CudaStatus::ErrorInvalidValue)
+    );
+    let get = MemPoolGetAttribute {
+        pool: PoolRef::Created(pool),
+        attr: pool_attr::USED_MEM_CURRENT,
+    };
+    assert_eq!(
+        s.mem_pool_get_attribute(&CTX, get, &[]).unwrap_err(),
+        CudaStatus::ErrorInvalidValue
+    );
+    // A pool on a device the guest does not have is refused by the executor.
+    let bad = MemPoolCreate {
+        device: 7,
+        max_size: 0,
+    };
+    assert!(s.mem_pool_create(&CTX, bad, &[]).is_err());
+    // Still serving.
+    let fresh = create_pool(&mut s, 0);
+    alloc_from(&mut s, fresh, 4096, st).unwrap();
+}
+
+/// The session's end gives back what the guest's pools keep.
+#[test]
+fn a_made_pools_reserve_goes_with_the_session() {
+    let dir = std::env::temp_dir().join(format!("vmcuda-quota-made-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut s = session(Some(16 * MIB)).with_ledger(Ledger::join(&dir, "vm1", 4).unwrap());
+    // Another connection of the VM, to read the VM's total.
+    let ledger = Ledger::join(&dir, "vm1", 4).unwrap();
+    let st = stream(&mut s, &CTX, 0x100);
+    let pool = create_pool(&mut s, 0);
+    let set = MemPoolSetAttribute {
+        pool: PoolRef::Created(pool),
+        attr: pool_attr::RELEASE_THRESHOLD,
+        value: u64::MAX,
+    };
+    s.mem_pool_set_attribute(&CTX, set, &[]).unwrap();
+    let p = alloc_from(&mut s, pool, 4 * MIB, st).unwrap();
+    s.mem_free_async(&CTX, MemFreeAsync { ptr: p, stream: st }, &[])
+        .unwrap();
+    alloc_from(&mut s, pool, MIB, st).unwrap();
+    assert_eq!(ledger.total().unwrap(), 4 * MIB);
+    drop(s);
+    assert_eq!(ledger.total().unwrap(), 0);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -31,7 +31,7 @@ use vmcuda_wire::driver::{
 };
 use vmcuda_wire::graph::{
     GraphDestroy, GraphExecDestroy, GraphExecHandle, GraphHandle, GraphInstantiate, GraphLaunch,
-    MemAllocAsync, MemFreeAsync, MemPoolGetAttribute, MemPoolSetAttribute, MemPoolTrimTo,
+    MemAllocAsync, MemFreeAsync, MemPoolGetAttribute, MemPoolSetAttribute, MemPoolTrimTo, PoolRef,
     StreamBeginCapture, StreamEndCapture,
 };
 use vmcuda_wire::op::{
@@ -551,7 +551,7 @@ impl Run {
             }
             Step::PoolSetAttr { attr, value } => {
                 let req = MemPoolSetAttribute {
-                    device: 0,
+                    pool: PoolRef::Default(0),
                     attr: u32::from(attr % 9),
                     value: u64::from(value) * 4096,
                 };
@@ -559,14 +559,14 @@ impl Run {
             }
             Step::PoolGetAttr { attr } => {
                 let req = MemPoolGetAttribute {
-                    device: 0,
+                    pool: PoolRef::Default(0),
                     attr: u32::from(attr % 9),
                 };
                 self.call(&req, &[])?;
             }
             Step::PoolTrim { keep } => {
                 let req = MemPoolTrimTo {
-                    device: 0,
+                    pool: PoolRef::Default(0),
                     min_bytes_to_keep: u64::from(keep) * 4096,
                 };
                 self.call(&req, &[])?;

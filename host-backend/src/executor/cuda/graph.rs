@@ -4,7 +4,8 @@
 //! calls, so the driver's own per-thread rules would see one thread; the guest applies
 //! its threads' capture modes itself. Graphs and executable graphs are the driver's,
 //! kept in tables (id = handle value -> device index) so that no guest number reaches
-//! the driver unchecked. Memory pools are each device's default pool. Graph memory is
+//! the driver unchecked. Memory pools are each device's default pool and the pools made
+//! for the guest (a table of them, like the graphs'). Graph memory is
 //! the driver's graph memory pool: mapped at a launch, cached after it is freed (by a
 //! free node, `cuMemFree` or `cuMemFreeAsync`) or its graph destroyed, and given back
 //! by `graph_mem_trim`, which the session calls when nothing holds it any more.
@@ -21,7 +22,7 @@ use vmcuda_wire::graph::{pool_attr, MemAccess};
 use vmcuda_wire::op::DevicePtr;
 use vmcuda_wire::CudaStatus;
 
-use super::super::graph::{ExecGraph, ExecGraphExec, ExecNode, Graphs};
+use super::super::graph::{ExecGraph, ExecGraphExec, ExecNode, ExecPool, Graphs};
 use super::super::{ExecResult, ExecStream, LEGACY_STREAM};
 use super::{check, to_usize, CudaExecutor};
 use crate::executor::DeviceExec;
@@ -34,6 +35,8 @@ pub(super) struct CudaGraphs {
     /// Graphs still being captured into that `capture_graph` has shown: readable, but
     /// the driver's until their capture ends.
     building: HashMap<ExecGraph, usize>,
+    /// Pools made by `pool_create` (id = the `CUmemoryPool` value -> device index).
+    pools: HashMap<ExecPool, usize>,
 }
 
 /// The driver's enum for a pool attribute the session has checked (1..=8).
@@ -59,6 +62,13 @@ fn pool_attribute(attr: u32) -> ExecResult<sys::CUmemPool_attribute> {
 impl CudaExecutor {
     /// Destroy the graphs of device `idx` (its context is current).
     pub(super) fn graphs_destroy_device(&mut self, idx: usize) {
+        self.graph_tables.pools.retain(|&pool, d| {
+            if *d == idx {
+                // SAFETY: made by pool_create, destroyed once (leaving the table).
+                let _ = unsafe { sys::cuMemPoolDestroy(pool as usize as sys::CUmemoryPool) };
+            }
+            *d != idx
+        });
         self.graph_tables.building.retain(|_, d| *d != idx);
         self.graph_tables.execs.retain(|&exec, d| {
             if *d == idx {
@@ -100,6 +110,18 @@ impl CudaExecutor {
         // SAFETY: out-pointer to a local; the device handle came from cuDeviceGet.
         check(unsafe { sys::cuDeviceGetDefaultMemPool(&mut pool, self.devices[idx].handle) })?;
         Ok(pool)
+    }
+
+    /// `pool`: one `pool_create` made, or (None) the current device's default pool.
+    fn pool(&mut self, pool: Option<ExecPool>) -> ExecResult<sys::CUmemoryPool> {
+        match pool {
+            None => self.default_pool(),
+            Some(id) if self.graph_tables.pools.contains_key(&id) => {
+                self.bind()?;
+                Ok(id as usize as sys::CUmemoryPool)
+            }
+            Some(_) => Err(CudaStatus::ErrorInvalidValue),
+        }
     }
 
     /// Read a node list with the driver's two-call convention.
@@ -287,13 +309,26 @@ impl Graphs for CudaExecutor {
         text.map_err(|_| CudaStatus::ErrorOperatingSystem)
     }
 
-    fn alloc_async(&mut self, size: u64, stream: ExecStream) -> ExecResult<DevicePtr> {
+    fn alloc_async(
+        &mut self,
+        size: u64,
+        pool: Option<ExecPool>,
+        stream: ExecStream,
+    ) -> ExecResult<DevicePtr> {
         self.bind()?;
         let s = self.stream(stream)?;
         let size = to_usize(size)?;
         let mut ptr: sys::CUdeviceptr = 0;
-        // SAFETY: out-pointer to a local; `s` is checked.
-        check(unsafe { sys::cuMemAllocAsync(&mut ptr, size, s) })?;
+        match pool {
+            // SAFETY: out-pointer to a local; `s` is checked.
+            None => check(unsafe { sys::cuMemAllocAsync(&mut ptr, size, s) })?,
+            Some(_) => {
+                let p = self.pool(pool)?;
+                // SAFETY: out-pointer to a local; `p` is a live pool of this executor's;
+                // `s` is checked.
+                check(unsafe { sys::cuMemAllocFromPoolAsync(&mut ptr, size, p, s) })?
+            }
+        }
         Ok(ptr)
     }
 
@@ -304,14 +339,13 @@ impl Graphs for CudaExecutor {
         check(unsafe { sys::cuMemFreeAsync(ptr, s) })
     }
 
-    fn pool_get_attribute(&mut self, attr: u32) -> ExecResult<u64> {
-        let pool = self.default_pool()?;
+    fn pool_get_attribute(&mut self, pool: Option<ExecPool>, attr: u32) -> ExecResult<u64> {
+        let pool = self.pool(pool)?;
         let a = pool_attribute(attr)?;
         // Room for either an `int` or a `cuuint64_t` (little endian: an `int` lands in
         // the low bytes).
         let mut value = 0u64;
-        // SAFETY: `pool` is the device's default pool; `value` has room for the
-        // attribute's type.
+        // SAFETY: `pool` is a live pool; `value` has room for the attribute's type.
         check(unsafe { sys::cuMemPoolGetAttribute(pool, a, (&mut value as *mut u64).cast()) })?;
         if pool_attr::is_int(attr) {
             value &= 0xFFFF_FFFF;
@@ -319,8 +353,13 @@ impl Graphs for CudaExecutor {
         Ok(value)
     }
 
-    fn pool_set_attribute(&mut self, attr: u32, value: u64) -> ExecResult<()> {
-        let pool = self.default_pool()?;
+    fn pool_set_attribute(
+        &mut self,
+        pool: Option<ExecPool>,
+        attr: u32,
+        value: u64,
+    ) -> ExecResult<()> {
+        let pool = self.pool(pool)?;
         let a = pool_attribute(attr)?;
         let mut wide = value;
         let mut narrow = i32::from(value != 0);
@@ -329,16 +368,59 @@ impl Graphs for CudaExecutor {
         } else {
             (&mut wide as *mut u64).cast()
         };
-        // SAFETY: `pool` is the device's default pool; `arg` points at a value of the
-        // attribute's type.
+        // SAFETY: `pool` is a live pool; `arg` points at a value of the attribute's
+        // type.
         check(unsafe { sys::cuMemPoolSetAttribute(pool, a, arg) })
     }
 
-    fn pool_trim_to(&mut self, min_bytes_to_keep: u64) -> ExecResult<()> {
-        let pool = self.default_pool()?;
+    fn pool_trim_to(&mut self, pool: Option<ExecPool>, min_bytes_to_keep: u64) -> ExecResult<()> {
+        let pool = self.pool(pool)?;
         let keep = usize::try_from(min_bytes_to_keep).unwrap_or(usize::MAX);
-        // SAFETY: `pool` is the device's default pool.
+        // SAFETY: `pool` is a live pool.
         check(unsafe { sys::cuMemPoolTrimTo(pool, keep) })
+    }
+
+    fn pool_create(&mut self, max_size: u64) -> ExecResult<ExecPool> {
+        let idx = self.bind()?;
+        let props = sys::CUmemPoolProps {
+            allocType: sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED,
+            handleTypes: sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_NONE,
+            location: sys::CUmemLocation {
+                type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+                id: self.devices[idx].handle,
+            },
+            win32SecurityAttributes: ptr::null_mut(),
+            maxSize: usize::try_from(max_size).map_err(|_| CudaStatus::ErrorInvalidValue)?,
+            usage: 0,
+            reserved: [0; 54],
+        };
+        let mut pool: sys::CUmemoryPool = ptr::null_mut();
+        // SAFETY: out-pointer to a local; `props` is a complete CUmemPoolProps.
+        check(unsafe { sys::cuMemPoolCreate(&mut pool, &props) })?;
+        let id = pool as usize as ExecPool;
+        self.graph_tables.pools.insert(id, idx);
+        Ok(id)
+    }
+
+    fn pool_destroy(&mut self, pool: ExecPool) -> ExecResult<()> {
+        let p = self.pool(Some(pool))?;
+        self.graph_tables.pools.remove(&pool);
+        // SAFETY: made by pool_create, destroyed once (it has left the table).
+        check(unsafe { sys::cuMemPoolDestroy(p) })
+    }
+
+    fn pool_get_access(&mut self, pool: Option<ExecPool>, device: i32) -> ExecResult<u32> {
+        let pool = self.pool(pool)?;
+        // Guest device numbers are this executor's device indices.
+        let idx = self.device_index(device)?;
+        let mut location = sys::CUmemLocation {
+            type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+            id: self.devices[idx].handle,
+        };
+        let mut flags = sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_NONE;
+        // SAFETY: `pool` is a live pool; out-pointer and location are locals.
+        check(unsafe { sys::cuMemPoolGetAccess(&mut flags, pool, &mut location) })?;
+        Ok(flags as u32)
     }
 
     fn graph_mem_trim(&mut self) -> ExecResult<()> {
@@ -350,8 +432,8 @@ impl Graphs for CudaExecutor {
         check(unsafe { sys::cuDeviceGraphMemTrim(self.devices[idx].handle) })
     }
 
-    fn pool_set_access(&mut self, access: &[MemAccess]) -> ExecResult<()> {
-        let pool = self.default_pool()?;
+    fn pool_set_access(&mut self, pool: Option<ExecPool>, access: &[MemAccess]) -> ExecResult<()> {
+        let pool = self.pool(pool)?;
         let mut descs = Vec::with_capacity(access.len());
         for a in access {
             // Guest device numbers are this executor's device indices.
@@ -370,7 +452,7 @@ impl Graphs for CudaExecutor {
                 flags,
             });
         }
-        // SAFETY: `pool` is the device's default pool; `descs` holds `len` entries.
+        // SAFETY: `pool` is a live pool; `descs` holds `len` entries.
         check(unsafe { sys::cuMemPoolSetAccess(pool, descs.as_ptr(), descs.len()) })
     }
 }

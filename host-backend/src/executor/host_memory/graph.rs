@@ -22,7 +22,8 @@
 //!
 //! The default pool keeps what is freed into it, up to its release threshold (given
 //! back at once past it, as if the device had synchronized), until it is trimmed;
-//! that memory counts as used in the executor's figures, as on a GPU.
+//! that memory counts as used in the executor's figures, as on a GPU. Pools made with
+//! `pool_create` behave alike, and refuse to grow past their maximum size.
 
 use std::collections::HashMap;
 
@@ -31,7 +32,7 @@ use vmcuda_wire::graph::{access_flags_valid, pool_attr, MemAccess, LOCATION_DEVI
 use vmcuda_wire::op::{DevicePtr, LaunchAttribute};
 use vmcuda_wire::CudaStatus;
 
-use super::super::graph::{ExecGraph, ExecGraphExec, ExecNode, Graphs};
+use super::super::graph::{ExecGraph, ExecGraphExec, ExecNode, ExecPool, Graphs};
 use super::super::{
     DeviceRange, ExecEvent, ExecFunction, ExecResult, ExecStream, LaunchConfig, PitchedRange,
 };
@@ -135,6 +136,9 @@ pub(super) struct HostGraphs {
     /// Graph memory (allocation nodes' memory), by address: whether it is live.
     graph_memory: HashMap<DevicePtr, bool>,
     pool: Pool,
+    /// Pools made with `pool_create`, by id.
+    created: HashMap<ExecPool, Pool>,
+    next_pool: ExecPool,
 }
 
 /// The default pool's figures: what is allocated from it, and what it keeps of what
@@ -149,6 +153,8 @@ struct Pool {
     release_threshold: u64,
     /// The three reuse flags, `cudaMemPoolReuse*` 1..=3 (CUDA's default: all on).
     reuse: Option<[u64; 3]>,
+    /// The most it may reserve (0: no limit).
+    max_size: u64,
 }
 
 impl HostMemoryExecutor {
@@ -156,7 +162,9 @@ impl HostMemoryExecutor {
     /// its memory released): graph memory of other devices that nothing holds now goes
     /// too; what is live stays until it is freed.
     pub(super) fn graphs_reset(&mut self) {
-        self.used_memory -= self.graphs.pool.idle;
+        // The reset destroys the pools the guest made, too.
+        let idle: u64 = self.graphs.created.values().map(|p| p.idle).sum();
+        self.used_memory -= self.graphs.pool.idle + idle;
         let graph_memory = std::mem::take(&mut self.graphs.graph_memory);
         self.graphs = HostGraphs::default();
         for (ptr, live) in graph_memory {
@@ -226,19 +234,56 @@ impl HostMemoryExecutor {
         Ok(())
     }
 
+    /// The default pool (`None`) or a pool made with `pool_create`.
+    fn pool(&self, which: Option<ExecPool>) -> ExecResult<&Pool> {
+        match which {
+            None => Ok(&self.graphs.pool),
+            Some(id) => self
+                .graphs
+                .created
+                .get(&id)
+                .ok_or(CudaStatus::ErrorInvalidValue),
+        }
+    }
+
+    fn pool_mut(&mut self, which: Option<ExecPool>) -> ExecResult<&mut Pool> {
+        match which {
+            None => Ok(&mut self.graphs.pool),
+            Some(id) => self
+                .graphs
+                .created
+                .get_mut(&id)
+                .ok_or(CudaStatus::ErrorInvalidValue),
+        }
+    }
+
     /// Keep at most `keep` bytes of freed memory in the pool, giving the rest back.
-    fn pool_keep(&mut self, keep: u64) {
-        let pool = &mut self.graphs.pool;
+    fn pool_keep(&mut self, which: Option<ExecPool>, keep: u64) -> ExecResult<()> {
+        let pool = self.pool_mut(which)?;
         let idle = pool.idle.min(keep);
-        self.used_memory -= pool.idle - idle;
+        let given = pool.idle - idle;
         pool.idle = idle;
+        self.used_memory -= given;
+        Ok(())
     }
 
     /// The bytes the pool has reserved: its live allocations' and what it keeps.
-    fn pool_reserved(&self) -> u64 {
-        let pool = &self.graphs.pool;
+    fn pool_reserved(&self, which: Option<ExecPool>) -> ExecResult<u64> {
+        let pool = self.pool(which)?;
         let live: u64 = pool.live.values().map(|&s| allocation_footprint(s)).sum();
-        live + pool.idle
+        Ok(live + pool.idle)
+    }
+
+    /// The pool `ptr` was allocated from, if any.
+    fn pool_of(&self, ptr: DevicePtr) -> Option<Option<ExecPool>> {
+        if self.graphs.pool.live.contains_key(&ptr) {
+            return Some(None);
+        }
+        self.graphs
+            .created
+            .iter()
+            .find(|(_, p)| p.live.contains_key(&ptr))
+            .map(|(&id, _)| Some(id))
     }
 }
 
@@ -334,19 +379,24 @@ impl HostMemoryExecutor {
         }
     }
 
-    /// Note an allocation from the default pool.
-    fn pool_add(&mut self, ptr: DevicePtr, size: u64) {
-        let pool = &mut self.graphs.pool;
+    /// Note an allocation from a pool.
+    fn pool_add(&mut self, which: Option<ExecPool>, ptr: DevicePtr, size: u64) -> ExecResult<()> {
+        let pool = self.pool_mut(which)?;
         pool.live.insert(ptr, size);
         pool.used += size;
         pool.used_high = pool.used_high.max(pool.used);
+        Ok(())
     }
 
-    /// Forget `ptr` if it came from the default pool (freed either way).
+    /// Forget `ptr` if it came from a pool (freed either way).
     pub(super) fn pool_forget(&mut self, ptr: DevicePtr) {
-        let pool = &mut self.graphs.pool;
-        if let Some(size) = pool.live.remove(&ptr) {
-            pool.used -= size;
+        let Some(which) = self.pool_of(ptr) else {
+            return;
+        };
+        if let Ok(pool) = self.pool_mut(which) {
+            if let Some(size) = pool.live.remove(&ptr) {
+                pool.used -= size;
+            }
         }
     }
 
@@ -566,8 +616,22 @@ impl Graphs for HostMemoryExecutor {
         Ok(dot.into_bytes())
     }
 
-    fn alloc_async(&mut self, size: u64, stream: ExecStream) -> ExecResult<DevicePtr> {
+    fn alloc_async(
+        &mut self,
+        size: u64,
+        which: Option<ExecPool>,
+        stream: ExecStream,
+    ) -> ExecResult<DevicePtr> {
         self.check_stream(stream)?;
+        let pool = self.pool(which)?;
+        let (idle, max_size) = (pool.idle, pool.max_size);
+        if max_size != 0 {
+            // The pool grows by what it cannot take from what it keeps.
+            let grows = allocation_footprint(size).saturating_sub(idle);
+            if self.pool_reserved(which)?.saturating_add(grows) > max_size {
+                return Err(CudaStatus::ErrorMemoryAllocation);
+            }
+        }
         if self.is_capturing(stream) {
             // An allocation node: the graph's memory, made now and kept by the graph.
             let ptr = self.alloc(size)?;
@@ -578,19 +642,18 @@ impl Graphs for HostMemoryExecutor {
             return Ok(ptr);
         }
         // What the pool keeps is used first.
-        let reuse = self.graphs.pool.idle.min(allocation_footprint(size));
-        let idle = self.graphs.pool.idle;
-        self.pool_keep(idle - reuse);
+        let reuse = idle.min(allocation_footprint(size));
+        self.pool_keep(which, idle - reuse)?;
         let ptr = match self.alloc(size) {
             Ok(ptr) => ptr,
             Err(e) => {
-                self.graphs.pool.idle += reuse;
+                self.pool_mut(which)?.idle += reuse;
                 self.used_memory += reuse;
                 return Err(e);
             }
         };
         if ptr != 0 {
-            self.pool_add(ptr, size);
+            self.pool_add(which, ptr, size)?;
         }
         Ok(ptr)
     }
@@ -603,42 +666,49 @@ impl Graphs for HostMemoryExecutor {
             return Ok(());
         }
         // Work completes in issue order here: the stream has already reached this point.
-        let pooled = self.graphs.pool.live.get(&ptr).copied();
+        let which = self.pool_of(ptr);
+        let pooled = which.and_then(|w| self.pool(w).ok()?.live.get(&ptr).copied());
         self.free(ptr)?;
-        if let Some(size) = pooled {
+        if let (Some(which), Some(size)) = (which, pooled) {
             // The pool keeps it, up to its release threshold.
             let kept = allocation_footprint(size);
-            self.graphs.pool.idle += kept;
+            let pool = self.pool_mut(which)?;
+            pool.idle += kept;
+            let threshold = pool.release_threshold;
             self.used_memory += kept;
-            let threshold = self.graphs.pool.release_threshold;
-            self.pool_keep(threshold);
+            self.pool_keep(which, threshold)?;
         }
         Ok(())
     }
 
-    fn pool_get_attribute(&mut self, attr: u32) -> ExecResult<u64> {
-        let pool = &self.graphs.pool;
+    fn pool_get_attribute(&mut self, which: Option<ExecPool>, attr: u32) -> ExecResult<u64> {
+        let pool = self.pool(which)?;
         let reuse = pool.reuse.unwrap_or([1; 3]);
         Ok(match attr {
             pool_attr::REUSE_FOLLOW_EVENT_DEPENDENCIES
                 ..=pool_attr::REUSE_ALLOW_INTERNAL_DEPENDENCIES => reuse[attr as usize - 1],
             pool_attr::RELEASE_THRESHOLD => pool.release_threshold,
-            pool_attr::RESERVED_MEM_CURRENT => self.pool_reserved(),
+            pool_attr::RESERVED_MEM_CURRENT => self.pool_reserved(which)?,
             pool_attr::USED_MEM_CURRENT => pool.used,
             pool_attr::RESERVED_MEM_HIGH | pool_attr::USED_MEM_HIGH => pool.used_high,
             _ => return Err(CudaStatus::ErrorInvalidValue),
         })
     }
 
-    fn pool_set_attribute(&mut self, attr: u32, value: u64) -> ExecResult<()> {
+    fn pool_set_attribute(
+        &mut self,
+        which: Option<ExecPool>,
+        attr: u32,
+        value: u64,
+    ) -> ExecResult<()> {
         if !pool_attr::settable(attr, value) {
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        let pool = &mut self.graphs.pool;
+        let pool = self.pool_mut(which)?;
         match attr {
             pool_attr::RELEASE_THRESHOLD => {
                 pool.release_threshold = value;
-                self.pool_keep(value);
+                self.pool_keep(which, value)?;
             }
             pool_attr::RESERVED_MEM_HIGH | pool_attr::USED_MEM_HIGH => pool.used_high = pool.used,
             _ => {
@@ -655,11 +725,10 @@ impl Graphs for HostMemoryExecutor {
         Ok(self.is_capturing(stream))
     }
 
-    fn pool_trim_to(&mut self, min_bytes_to_keep: u64) -> ExecResult<()> {
+    fn pool_trim_to(&mut self, which: Option<ExecPool>, min_bytes_to_keep: u64) -> ExecResult<()> {
         // The pool's reserve shrinks to the bytes asked for, never below what is live.
-        let live = self.pool_reserved() - self.graphs.pool.idle;
-        self.pool_keep(min_bytes_to_keep.saturating_sub(live));
-        Ok(())
+        let live = self.pool_reserved(which)? - self.pool(which)?.idle;
+        self.pool_keep(which, min_bytes_to_keep.saturating_sub(live))
     }
 
     fn graph_mem_trim(&mut self) -> ExecResult<()> {
@@ -667,7 +736,41 @@ impl Graphs for HostMemoryExecutor {
         Ok(())
     }
 
-    fn pool_set_access(&mut self, access: &[MemAccess]) -> ExecResult<()> {
+    fn pool_create(&mut self, max_size: u64) -> ExecResult<ExecPool> {
+        self.graphs.next_pool += 1;
+        let id = self.graphs.next_pool;
+        let pool = Pool {
+            max_size,
+            ..Pool::default()
+        };
+        self.graphs.created.insert(id, pool);
+        Ok(id)
+    }
+
+    fn pool_destroy(&mut self, which: ExecPool) -> ExecResult<()> {
+        // What it keeps goes back now; what is live stays until it is freed (as CUDA
+        // releases a destroyed pool's memory once its allocations are freed).
+        self.pool_keep(Some(which), 0)?;
+        // Its live allocations are plain ones from now on.
+        self.graphs.created.remove(&which);
+        Ok(())
+    }
+
+    fn pool_get_access(&mut self, which: Option<ExecPool>, device: i32) -> ExecResult<u32> {
+        self.pool(which)?;
+        if device < 0 || device as usize >= self.visible.len() {
+            return Err(CudaStatus::ErrorInvalidDevice);
+        }
+        // One pretend device: its own pool's memory is read-write for it.
+        Ok(if device as usize == self.current {
+            3
+        } else {
+            0
+        })
+    }
+
+    fn pool_set_access(&mut self, which: Option<ExecPool>, access: &[MemAccess]) -> ExecResult<()> {
+        self.pool(which)?;
         for a in access {
             let known_device = a.location_id >= 0 && (a.location_id as usize) < self.visible.len();
             if a.location_type != LOCATION_DEVICE || !known_device || !access_flags_valid(a.flags) {
@@ -755,35 +858,101 @@ mod tests {
     #[test]
     fn the_default_pool_counts_stream_ordered_allocations() {
         let mut x = HostMemoryExecutor::new(1 << 20, None).unwrap();
-        let p = x.alloc_async(1000, LEGACY).unwrap();
-        let q = x.alloc_async(24, LEGACY).unwrap();
+        let p = x.alloc_async(1000, None, LEGACY).unwrap();
+        let q = x.alloc_async(24, None, LEGACY).unwrap();
         assert_eq!(
-            x.pool_get_attribute(pool_attr::USED_MEM_CURRENT).unwrap(),
+            x.pool_get_attribute(None, pool_attr::USED_MEM_CURRENT)
+                .unwrap(),
             1024
         );
         x.free_async(p, LEGACY).unwrap();
         assert_eq!(
-            x.pool_get_attribute(pool_attr::USED_MEM_CURRENT).unwrap(),
+            x.pool_get_attribute(None, pool_attr::USED_MEM_CURRENT)
+                .unwrap(),
             24
         );
         assert_eq!(
-            x.pool_get_attribute(pool_attr::USED_MEM_HIGH).unwrap(),
+            x.pool_get_attribute(None, pool_attr::USED_MEM_HIGH)
+                .unwrap(),
             1024
         );
-        x.pool_set_attribute(pool_attr::USED_MEM_HIGH, 0).unwrap();
-        assert_eq!(x.pool_get_attribute(pool_attr::USED_MEM_HIGH).unwrap(), 24);
-        assert!(x
-            .pool_set_attribute(pool_attr::USED_MEM_CURRENT, 0)
-            .is_err());
-        x.pool_set_attribute(pool_attr::RELEASE_THRESHOLD, u64::MAX)
+        x.pool_set_attribute(None, pool_attr::USED_MEM_HIGH, 0)
             .unwrap();
         assert_eq!(
-            x.pool_get_attribute(pool_attr::RELEASE_THRESHOLD).unwrap(),
+            x.pool_get_attribute(None, pool_attr::USED_MEM_HIGH)
+                .unwrap(),
+            24
+        );
+        assert!(x
+            .pool_set_attribute(None, pool_attr::USED_MEM_CURRENT, 0)
+            .is_err());
+        x.pool_set_attribute(None, pool_attr::RELEASE_THRESHOLD, u64::MAX)
+            .unwrap();
+        assert_eq!(
+            x.pool_get_attribute(None, pool_attr::RELEASE_THRESHOLD)
+                .unwrap(),
             u64::MAX
         );
         x.free_async(q, LEGACY).unwrap();
         assert_eq!(
             x.free_async(q, LEGACY).unwrap_err(),
+            CudaStatus::ErrorInvalidValue
+        );
+    }
+
+    #[test]
+    fn a_made_pool_keeps_its_own_figures_and_its_maximum() {
+        let mut x = HostMemoryExecutor::new(1 << 20, None).unwrap();
+        let pool = x.pool_create(4096).unwrap();
+        let p = x.alloc_async(1000, Some(pool), LEGACY).unwrap();
+        assert_eq!(
+            x.pool_get_attribute(Some(pool), pool_attr::USED_MEM_CURRENT)
+                .unwrap(),
+            1000
+        );
+        assert_eq!(
+            x.pool_get_attribute(None, pool_attr::USED_MEM_CURRENT)
+                .unwrap(),
+            0
+        );
+        // Past its maximum size: refused, and the pool is unchanged.
+        assert_eq!(
+            x.alloc_async(8192, Some(pool), LEGACY).unwrap_err(),
+            CudaStatus::ErrorMemoryAllocation
+        );
+        x.pool_set_attribute(Some(pool), pool_attr::RELEASE_THRESHOLD, u64::MAX)
+            .unwrap();
+        let used = x.used_memory;
+        x.free_async(p, LEGACY).unwrap();
+        // Kept by the pool (its reserve), until trimmed.
+        assert_eq!(x.used_memory, used);
+        assert_eq!(
+            x.pool_get_attribute(Some(pool), pool_attr::RESERVED_MEM_CURRENT)
+                .unwrap(),
+            1024
+        );
+        x.pool_trim_to(Some(pool), 0).unwrap();
+        assert_eq!(
+            x.pool_get_attribute(Some(pool), pool_attr::RESERVED_MEM_CURRENT)
+                .unwrap(),
+            0
+        );
+        assert_eq!(x.pool_get_access(Some(pool), 0).unwrap(), 3);
+        // Destroyed with an allocation live: the allocation stays until freed.
+        let q = x.alloc_async(24, Some(pool), LEGACY).unwrap();
+        x.pool_destroy(pool).unwrap();
+        assert_eq!(
+            x.pool_get_attribute(Some(pool), pool_attr::USED_MEM_CURRENT)
+                .unwrap_err(),
+            CudaStatus::ErrorInvalidValue
+        );
+        assert_eq!(
+            x.alloc_async(24, Some(pool), LEGACY).unwrap_err(),
+            CudaStatus::ErrorInvalidValue
+        );
+        x.free_async(q, LEGACY).unwrap();
+        assert_eq!(
+            x.pool_destroy(pool).unwrap_err(),
             CudaStatus::ErrorInvalidValue
         );
     }
