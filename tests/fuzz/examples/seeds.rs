@@ -21,6 +21,7 @@ use vmcuda_vmm_glue::packet::{
 };
 use vmcuda_wire::fatbin::{self, CONTAINER_MAGIC};
 use vmcuda_wire::frame::{FrameBatch, FrameHeader, FLAG_NO_REPLY, FLAG_REPLY};
+use vmcuda_wire::handshake::PROTOCOL_VERSION;
 use vmcuda_wire::op::*;
 use vmcuda_wire::{cubin, CudaStatus};
 
@@ -143,7 +144,7 @@ fn handshake_seeds() {
         &frame(Op::MemAlloc.code(), 0, 1, 0, &alloc, &[]),
     );
     let reply = HelloReply {
-        protocol: 1,
+        protocol: PROTOCOL_VERSION,
         driver_version: 13000,
         device_count: 1,
         executor: ExecutorKind::HostMemory,
