@@ -657,8 +657,16 @@ unsafe fn pack(
         }
     }
     match (pointer, size) {
-        // SAFETY: as `pack`'s caller promised.
-        (Some(p), Some(n)) if n >= total => Ok(unsafe { caller::bytes(p, total) }?.to_vec()),
+        // A buffer shorter than the parameters is taken as their first bytes, the rest
+        // zero: the driver launches with it (NCCL passes only the part of its 4 KiB
+        // argument block it filled).
+        (Some(p), Some(n)) => {
+            // SAFETY: as `pack`'s caller promised: `p` is readable for `n` bytes.
+            let given = unsafe { caller::bytes(p, n.min(total)) }?;
+            let mut buffer = given.to_vec();
+            buffer.resize(total, 0);
+            Ok(buffer)
+        }
         _ => Err(CudaStatus::ErrorInvalidValue),
     }
 }

@@ -18,7 +18,30 @@ const LAUNCH_ATTRIBUTE_VALUE_LEN: usize = 64;
 use super::accounting::Held;
 use super::{nothing, Session};
 
+/// `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT` and `CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT`:
+/// attributes whose value starts with an event.
+const EVENT_ATTRIBUTES: [u32; 2] = [7, 12];
+
 impl Session {
+    /// The guest's events named in launch attributes, as the executor's: the value of
+    /// an event attribute starts with the guest's event handle.
+    fn resolve_attribute_events(
+        &self,
+        attributes: &mut [LaunchAttribute],
+    ) -> Result<(), CudaStatus> {
+        for a in attributes.iter_mut().filter(|a| EVENT_ATTRIBUTES.contains(&a.id)) {
+            let mut handle = [0u8; 8];
+            let n = a.value.len().min(8);
+            handle[..n].copy_from_slice(&a.value[..n]);
+            let event = self.handles.event(EventHandle(u64::from_le_bytes(handle)))?;
+            if a.value.len() < 8 {
+                a.value.resize(8, 0);
+            }
+            a.value[..8].copy_from_slice(&event.to_le_bytes());
+        }
+        Ok(())
+    }
+
     /// A launch's configuration for the executor: its stream looked up, its
     /// attributes' values no larger than CUDA's union.
     fn launch_config<'a>(
@@ -162,10 +185,11 @@ impl ModuleOps for Session {
     fn launch_kernel(
         &mut self,
         _: &CallContext,
-        req: LaunchKernel,
+        mut req: LaunchKernel,
         params: &[u8],
     ) -> HandlerResult<()> {
         let f = self.handles.function(req.function)?;
+        self.resolve_attribute_events(&mut req.attributes)?;
         let config = self.launch_config(
             req.grid,
             req.block,
