@@ -314,11 +314,14 @@ impl ModuleExec for CudaExecutor {
                 // SAFETY: the driver returns a NUL-terminated name that lives as long
                 // as the library.
                 let name = unsafe { std::ffi::CStr::from_ptr(name) };
-                names.push(name.to_string_lossy().into_owned());
+                let name = name.to_string_lossy().into_owned();
+                // In the driver's order, as a native enumeration lists them; a name
+                // two of the module's libraries share, once.
+                if !names.contains(&name) {
+                    names.push(name);
+                }
             }
         }
-        names.sort();
-        names.dedup();
         Ok(names)
     }
 
