@@ -280,9 +280,10 @@ ddp_run() {
             "$py" tests/gpu/ddp_check.py --backend "$backend" --steps "$steps" --json "$o.json" \
             >"$o.stdout" 2>"$o.stderr" </dev/null
     else
-        ${isolate[@]+"${isolate[@]}"} env LD_PRELOAD="$preload" LD_LIBRARY_PATH="$guest_lib" \
+        # Through vmcuda-run, as a guest runs it: its libraries and its NCCL settings.
+        ${isolate[@]+"${isolate[@]}"} env VMCUDA_LIB_DIR="$guest_lib" \
             VMCUDA_SERVER="unix:$sock" "${extra[@]}" timeout -k 10 "$t" \
-            "$py" tests/gpu/ddp_check.py --backend "$backend" --steps "$steps" --json "$o.json" \
+            guest-lib/vmcuda-run "$py" tests/gpu/ddp_check.py --backend "$backend" --steps "$steps" --json "$o.json" \
             >"$o.stdout" 2>"$o.stderr" </dev/null
     fi
     echo $? >"$o.rc"

@@ -776,6 +776,14 @@ fn cdi_spec_gives_containers_what_vmcuda_run_gives_programs() {
         .map(String::from)
         .collect();
     want.sort();
+    let mut nccl: Vec<String> = run_env
+        .lines()
+        .filter(|l| l.starts_with("NCCL_"))
+        .map(String::from)
+        .collect();
+    nccl.sort();
+    assert_eq!(nccl.len(), 4, "{run_env}");
+    want.extend(nccl);
     want.push(format!("VMCUDA_SERVER_FILE={}", server_file.display()));
     want.push(format!("VMCUDA_TOKEN_FILE={}", token_file.display()));
     let env: Vec<String> = edits["env"]

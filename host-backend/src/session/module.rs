@@ -29,11 +29,16 @@ impl Session {
         &self,
         attributes: &mut [LaunchAttribute],
     ) -> Result<(), CudaStatus> {
-        for a in attributes.iter_mut().filter(|a| EVENT_ATTRIBUTES.contains(&a.id)) {
+        for a in attributes
+            .iter_mut()
+            .filter(|a| EVENT_ATTRIBUTES.contains(&a.id))
+        {
             let mut handle = [0u8; 8];
             let n = a.value.len().min(8);
             handle[..n].copy_from_slice(&a.value[..n]);
-            let event = self.handles.event(EventHandle(u64::from_le_bytes(handle)))?;
+            let event = self
+                .handles
+                .event(EventHandle(u64::from_le_bytes(handle)))?;
             if a.value.len() < 8 {
                 a.value.resize(8, 0);
             }

@@ -131,6 +131,15 @@ pub struct Setup {
 pub struct SetupError(pub String);
 
 /// Variables of the client's that name a file, with the file's default path.
+/// NCCL's settings for a guest, as vmcuda-run sets them (see there): the network
+/// transport between processes, no cuMem allocations.
+const NCCL_SETTINGS: [&str; 4] = [
+    "NCCL_CUMEM_ENABLE=0",
+    "NCCL_CUMEM_HOST_ENABLE=0",
+    "NCCL_P2P_DISABLE=1",
+    "NCCL_SHM_DISABLE=1",
+];
+
 const CONFIG_FILES: [(&str, &str); 3] = [
     ("VMCUDA_SERVER_FILE", DEFAULT_SERVER_FILE),
     ("VMCUDA_TOKEN_FILE", DEFAULT_TOKEN_FILE),
@@ -264,6 +273,7 @@ impl Setup {
         if !preload.is_empty() {
             env.push(format!("LD_PRELOAD={}", preload.join(":")));
         }
+        env.extend(NCCL_SETTINGS.iter().map(|s| s.to_string()));
         env.extend(self.env.iter().map(|(k, v)| format!("{k}={v}")));
 
         let mut mounts = vec![Mount::bind(&self.lib_dir, true)];
@@ -391,7 +401,11 @@ mod tests {
             [
                 "LD_LIBRARY_PATH=/opt/vmcuda/lib",
                 "LD_PRELOAD=/opt/vmcuda/lib/libcudart.so.13:/opt/vmcuda/lib/libcublas.so.13:\
-                 /opt/vmcuda/lib/libcuda.so.1"
+                 /opt/vmcuda/lib/libcuda.so.1",
+                "NCCL_CUMEM_ENABLE=0",
+                "NCCL_CUMEM_HOST_ENABLE=0",
+                "NCCL_P2P_DISABLE=1",
+                "NCCL_SHM_DISABLE=1",
             ]
         );
         assert_eq!(e.mounts.len(), 1);
