@@ -9,7 +9,7 @@ use vmcuda_wire::op::{
 };
 use vmcuda_wire::CudaStatus;
 
-use super::{admit, can_post, enqueue, on_memory_host};
+use super::{admit, can_post, enqueue, on_memory_host, wait_for_stream};
 use crate::api::registration::variable;
 use crate::api::{call, call_with, guard, stream_handle, RawHandle, Result};
 use crate::client::{self, Sink};
@@ -90,11 +90,7 @@ fn across_hosts_copy(
     stream: StreamHandle,
 ) -> Result<()> {
     if !stream.is_default() {
-        let device = crate::api::device_of_stream(stream).unwrap_or_else(state::current_device);
-        crate::api::on_host_of(Some(device), || {
-            crate::gate::sync_stream(stream)?;
-            call(&StreamSynchronize { stream })
-        })?;
+        wait_for_stream(stream)?;
     }
     match peer_copy(rows, dst_device, src_device) {
         Err(CudaStatus::ErrorNotSupported) => {}

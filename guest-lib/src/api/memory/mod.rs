@@ -52,11 +52,17 @@ fn on_memory_host(
     if !super::on_different_hosts(owner, stream_device)? {
         return super::on_host_of(Some(owner), || op(stream, is_async));
     }
-    super::on_host_of(Some(stream_device), || {
+    wait_for_stream(stream)?;
+    super::on_host_of(Some(owner), || op(StreamHandle::LEGACY, false))
+}
+
+/// Wait for `stream`'s work, on the stream's own host whichever device is current.
+fn wait_for_stream(stream: StreamHandle) -> Result<()> {
+    let device = super::device_of_stream(stream).unwrap_or_else(state::current_device);
+    super::on_host_of(Some(device), || {
         gate::sync_stream(stream)?;
         call(&vmcuda_wire::op::StreamSynchronize { stream })
-    })?;
-    super::on_host_of(Some(owner), || op(StreamHandle::LEGACY, false))
+    })
 }
 
 /// CUDA's capture rules for a copy or memset on `stream` (see [`crate::capture`]):
