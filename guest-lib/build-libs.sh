@@ -134,37 +134,31 @@ grep '^__vmcuda_cublas' <<<"$defined" | grep -v '^__vmcuda_cublasLt' |
 grep '^__vmcuda_cublasLt' <<<"$defined" |
   while read -r impl; do stub "${impl#__vmcuda_}" "$impl"; done | link_stubs libcublasLt.so.13 cublasLt.map
 
-# libcudnn.so.9: every function of the real library's export list
-# (guest-lib/exports/libcudnn.so.9.txt). One that is implemented
-# (__vmcuda_cudnnGetVersion, ...) is a jump to it; every other one passes its index in
-# the list to __vmcuda_cudnn_not_forwarded, which names it (guest-lib/src/cudnn.rs).
-grep -v '^#' "$root/guest-lib/exports/libcudnn.so.9.txt" | sed -n 's/@@.*//p' | {
-  index=0
+# list_stubs FALLBACK: one stub per name read from stdin, in order: a jump to its
+# implementation (__vmcuda_<name>) where the static library has one, else one that
+# passes the name's index in the list to FALLBACK, which names the function.
+list_stubs() {
+  local index=0 name
   while read -r name; do
     if grep -qx "__vmcuda_$name" <<<"$defined"; then
       stub "$name" "__vmcuda_$name"
     else
-      stub "$name" __vmcuda_cudnn_not_forwarded "$(printf '  mov $%d, %%edi\n' "$index")
+      stub "$name" "$1" "$(printf '  mov $%d, %%edi\n' "$index")
 "
     fi
     index=$((index + 1))
   done
-} | link_stubs libcudnn.so.9 cudnn.map
+}
+
+# libcudnn.so.9: every function of the real library's export list
+# (guest-lib/exports/libcudnn.so.9.txt); __vmcuda_cudnn_not_forwarded
+# (guest-lib/src/cudnn.rs) answers the ones not implemented.
+grep -v '^#' "$root/guest-lib/exports/libcudnn.so.9.txt" | sed -n 's/@@.*//p' |
+  list_stubs __vmcuda_cudnn_not_forwarded | link_stubs libcudnn.so.9 cudnn.map
 
 # libnvidia-ml.so.1: every function of its export list
-# (guest-lib/exports/libnvidia-ml.so.1.txt), unversioned as NVML's are. One that is
-# implemented (__vmcuda_nvmlInit_v2, ...) is a jump to it; every other one passes its
-# index in the list to __vmcuda_nvml_not_supported (guest-lib/src/nvml.rs).
-grep -v '^#' "$root/guest-lib/exports/libnvidia-ml.so.1.txt" | sed '/^$/d' | {
-  index=0
-  while read -r name; do
-    if grep -qx "__vmcuda_$name" <<<"$defined"; then
-      stub "$name" "__vmcuda_$name"
-    else
-      stub "$name" __vmcuda_nvml_not_supported "$(printf '  mov $%d, %%edi\n' "$index")
-"
-    fi
-    index=$((index + 1))
-  done
-} | link_stubs libnvidia-ml.so.1 nvml.map
+# (guest-lib/exports/libnvidia-ml.so.1.txt), unversioned as NVML's are;
+# __vmcuda_nvml_not_supported (guest-lib/src/nvml.rs) answers the ones not implemented.
+grep -v '^#' "$root/guest-lib/exports/libnvidia-ml.so.1.txt" | sed '/^$/d' |
+  list_stubs __vmcuda_nvml_not_supported | link_stubs libnvidia-ml.so.1 nvml.map
 echo "$out/libcuda.so.1"

@@ -72,6 +72,25 @@ pub fn static_apps_dir() -> PathBuf {
     )
 }
 
+/// tests/c/`name`.c built against the guest's libraries `libs` (link names such as
+/// `libcudnn.so.9`), in a fresh temporary directory; returns the program.
+pub fn build_c_program(name: &str, libs: &[&str]) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("c/{name}.c"));
+    let dir = std::env::temp_dir().join(format!("vmcuda-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let exe = dir.join(name);
+    let built = Command::new("cc")
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src)
+        .arg(format!("-L{}", guest_lib_dir().display()))
+        .args(libs.iter().map(|l| format!("-l:{l}")))
+        .output()
+        .expect("cc");
+    assert!(built.status.success(), "{}", text(&built.stderr));
+    exe
+}
+
 /// A host daemon on a private Unix socket, killed when dropped.
 pub struct Daemon {
     child: Child,

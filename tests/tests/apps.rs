@@ -9,8 +9,8 @@ use std::collections::HashSet;
 use std::process::Command;
 
 use vmcuda_tests::{
-    apps_dir, free_tcp_addr, guest_lib_dir, run_program, run_program_with, static_apps_dir, text,
-    Daemon,
+    apps_dir, build_c_program, free_tcp_addr, guest_lib_dir, run_program, run_program_with,
+    static_apps_dir, text, Daemon,
 };
 
 const APPS: &[&str] = &[
@@ -1292,21 +1292,7 @@ fn cublaslt_matmuls_are_forwarded_and_computed_by_the_test_double() {
 
 /// tests/c/cudnn_not_forwarded.c, built against the guest's libcudnn.so.9.
 fn cudnn_program() -> std::path::PathBuf {
-    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("c/cudnn_not_forwarded.c");
-    let dir = std::env::temp_dir().join(format!("vmcuda-cudnn-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let exe = dir.join("cudnn_not_forwarded");
-    let lib = guest_lib_dir();
-    let built = Command::new("cc")
-        .arg("-o")
-        .arg(&exe)
-        .arg(&src)
-        .arg(format!("-L{}", lib.display()))
-        .arg("-l:libcudnn.so.9")
-        .output()
-        .expect("cc");
-    assert!(built.status.success(), "{}", text(&built.stderr));
-    exe
+    build_c_program("cudnn_not_forwarded", &["libcudnn.so.9"])
 }
 
 #[test]

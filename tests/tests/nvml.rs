@@ -5,25 +5,11 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use vmcuda_tests::{guest_lib_dir, run_program_with, text, Daemon};
+use vmcuda_tests::{build_c_program, guest_lib_dir, run_program_with, text, Daemon};
 
 /// tests/c/nvml_query.c, built against the guest's NVML and runtime.
 fn nvml_program() -> PathBuf {
-    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("c/nvml_query.c");
-    let dir = std::env::temp_dir().join(format!("vmcuda-nvml-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let exe = dir.join("nvml_query");
-    let lib = guest_lib_dir();
-    let built = Command::new("cc")
-        .arg("-o")
-        .arg(&exe)
-        .arg(&src)
-        .arg(format!("-L{}", lib.display()))
-        .args(["-l:libnvidia-ml.so.1", "-l:libcudart.so.13"])
-        .output()
-        .expect("cc");
-    assert!(built.status.success(), "{}", text(&built.stderr));
-    exe
+    build_c_program("nvml_query", &["libnvidia-ml.so.1", "libcudart.so.13"])
 }
 
 #[test]

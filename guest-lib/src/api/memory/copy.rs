@@ -34,14 +34,7 @@ unsafe fn memcpy(
 ) -> Result<()> {
     let direction = Direction::resolve(kind, dst, src)?;
     if let Some((dst_device, src_device)) = across_hosts(direction, dst, src)? {
-        let rows = Rows {
-            dst,
-            dpitch: 0,
-            src,
-            spitch: 0,
-            width: count,
-            height: 1,
-        };
+        let rows = Rows::linear(dst, src, count);
         return across_hosts_copy(rows, dst_device, src_device, stream);
     }
     on_memory_host(&[dst, src], stream, is_async, |stream, is_async| {
@@ -77,6 +70,20 @@ struct Rows {
     spitch: usize,
     width: usize,
     height: usize,
+}
+
+impl Rows {
+    /// A linear copy of `count` bytes: one row.
+    fn linear(dst: usize, src: usize, count: usize) -> Rows {
+        Rows {
+            dst,
+            dpitch: 0,
+            src,
+            spitch: 0,
+            width: count,
+            height: 1,
+        }
+    }
 }
 
 /// A copy between devices of two hosts, each side in its device's legacy stream
@@ -669,14 +676,7 @@ fn memcpy_peer(
         return Ok(());
     }
     if crate::api::on_different_hosts(dst_device, src_device)? {
-        let rows = Rows {
-            dst,
-            dpitch: 0,
-            src,
-            spitch: 0,
-            width: count,
-            height: 1,
-        };
+        let rows = Rows::linear(dst, src, count);
         return across_hosts_copy(rows, dst_device, src_device, stream);
     }
     let req = MemcpyPeer {

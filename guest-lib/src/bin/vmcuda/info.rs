@@ -154,18 +154,8 @@ pub fn cuda_version(v: i32) -> String {
     format!("{}.{}", v / 1000, (v % 1000) / 10)
 }
 
-/// nvidia-smi's form of a device UUID.
-pub fn uuid_text(u: &[u8; 16]) -> String {
-    let h: String = u.iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "GPU-{}-{}-{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..32]
-    )
-}
+/// nvidia-smi's form of a device UUID (as the guest's NVML writes it).
+pub use vmcuda_guest::nvml::uuid_text;
 
 pub fn report(c: &Conversation) -> Report {
     let test_executor = c.hello.executor == ExecutorKind::HostMemory;
