@@ -84,6 +84,41 @@ pub(crate) unsafe fn bytes_mut<'a>(ptr: *mut u8, len: usize) -> Result<&'a mut [
     Ok(unsafe { std::slice::from_raw_parts_mut(ptr, len) })
 }
 
+/// Read `n` values of a program array.
+///
+/// # Safety
+/// Unless `n` is 0, `ptr` is NULL (refused) or valid for reading `n` initialized `T`s.
+pub(crate) unsafe fn slice<T: Copy>(ptr: *const T, n: usize) -> Result<Vec<T>> {
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    if ptr.is_null() {
+        return Err(CudaStatus::ErrorInvalidValue);
+    }
+    // SAFETY: non-null, so `n` readable values by the caller's promise.
+    Ok((0..n).map(|i| unsafe { ptr.add(i).read_unaligned() }).collect())
+}
+
+/// Write `values` to a program array.
+///
+/// # Safety
+/// Unless `values` is empty, `ptr` is NULL (refused) or valid for writing
+/// `values.len()` `T`s.
+pub(crate) unsafe fn write_slice<T: Copy>(ptr: *mut T, values: &[T]) -> Result<()> {
+    if values.is_empty() {
+        return Ok(());
+    }
+    if ptr.is_null() {
+        return Err(CudaStatus::ErrorInvalidValue);
+    }
+    for (i, v) in values.iter().enumerate() {
+        // SAFETY: non-null, so writable for `values.len()` values by the caller's
+        // promise.
+        unsafe { ptr.add(i).write_unaligned(*v) };
+    }
+    Ok(())
+}
+
 /// Copy between two program buffers (host-to-host copies), which may overlap.
 ///
 /// # Safety

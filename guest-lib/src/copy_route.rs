@@ -66,6 +66,15 @@ impl Direction {
     /// The direction of a `cudaMemcpyKind`, `cudaMemcpyDefault` resolved from where the
     /// pointers live.
     pub fn resolve(kind: u32, dst: usize, src: usize) -> Result<Direction, CudaStatus> {
+        // Managed memory is where its pointer says, whatever the kind claims: its
+        // current copy is on the device once device work begins.
+        let kind = if kind <= DEFAULT
+            && (crate::managed::is_managed(dst) || crate::managed::is_managed(src))
+        {
+            DEFAULT
+        } else {
+            kind
+        };
         Ok(match kind {
             HOST_TO_HOST => Direction::HostToHost,
             HOST_TO_DEVICE => Direction::HostToDevice,

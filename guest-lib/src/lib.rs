@@ -13,6 +13,8 @@
 //!   capture modes) and CUDA's rules for calls made during a capture.
 //! - [`gate`]: per-stream ordering of asynchronous host functions.
 //! - [`shared`]: pinned memory shared with a same-host backend (memfds).
+//! - [`managed`]: managed memory's pages: one address for the CPU and the device,
+//!   dirty pages sent before device work, pages fetched on the CPU's first touch.
 //! - [`staging`]: the shared-memory data path for copies (no bytes on the socket).
 //! - [`copy_route`]: which way each copy's bytes travel (guest, device, shared pinned
 //!   memory, staging, socket), for every kind of copy.
@@ -57,6 +59,7 @@ pub mod cudnn;
 pub mod driver;
 pub mod gate;
 pub mod guest_pages;
+pub mod managed;
 #[allow(clippy::not_unsafe_ptr_arg_deref)]
 pub mod nvml;
 pub mod posted;

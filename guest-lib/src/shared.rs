@@ -203,6 +203,13 @@ pub fn reserve(ptr: usize, len: usize) -> bool {
     clear
 }
 
+/// Whether every granule of `[ptr, ptr + len)` is claimed by this process for device
+/// memory (and so holds none of the program's own memory).
+pub fn claimed(ptr: usize, len: usize) -> bool {
+    let table = GRANULES.lock().unwrap_or_else(|p| p.into_inner());
+    granules(ptr, len).all(|g| table.get(&g).is_some_and(|e| e.1))
+}
+
 /// Drop one device range's hold on its granules; unmap those we claimed and nobody uses.
 pub fn release(ptr: usize, len: usize) {
     let mut table = GRANULES.lock().unwrap_or_else(|p| p.into_inner());

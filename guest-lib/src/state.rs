@@ -131,12 +131,16 @@ pub struct Kernel {
 }
 
 /// A `__device__`/`__constant__` variable, keyed by its host shadow's address.
+#[derive(Clone)]
 pub struct Variable {
     pub fatbin: usize,
     pub name: String,
     pub size: usize,
     /// Its device address, by device (each device has its own copy).
     pub resolved: HashMap<i32, u64>,
+    /// A `__managed__` variable: where the program's code keeps its address (the
+    /// `void **` nvcc registered), written once the module is loaded.
+    pub managed: Option<usize>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -34,9 +34,10 @@ pub fn properties(device: i32) -> Result<DeviceProperties> {
     }
     check_device(device)?;
     let local = super::local_device(device)?;
-    let p = super::on_host_of(Some(device), || {
+    let mut p = super::on_host_of(Some(device), || {
         call(&DeviceGetProperties { device: local })
     })?;
+    crate::managed::guest_view(&mut p);
     registry().properties.insert(device, p.clone());
     Ok(p)
 }

@@ -53,9 +53,29 @@ pub extern "C" fn __cudaUnregisterFatBinary(handle: *mut *mut c_void) {
     }
 }
 
+/// Load a fatbinary's module on the current device and give the program the
+/// addresses of its `__managed__` variables (nvcc's code calls this before the
+/// first use of one). 1 on success.
 #[no_mangle]
-pub extern "C" fn __cudaInitModule(_handle: *mut *mut c_void) -> c_char {
-    1
+pub extern "C" fn __cudaInitModule(handle: *mut *mut c_void) -> c_char {
+    let loaded = std::panic::catch_unwind(|| {
+        let managed: Vec<usize> = registry()
+            .variables
+            .iter()
+            .filter(|(key, v)| v.fatbin == handle as usize && v.managed == Some(**key))
+            .map(|(key, _)| *key)
+            .collect();
+        module(handle as usize)?;
+        managed.into_iter().try_for_each(|key| variable(key).map(|_| ()))
+    });
+    match loaded {
+        Ok(Ok(())) => 1,
+        Ok(Err(e)) => {
+            eprintln!("vmcuda: __cudaInitModule: {e}");
+            0
+        }
+        Err(_) => 0,
+    }
 }
 
 #[no_mangle]
@@ -112,28 +132,44 @@ pub extern "C" fn __cudaRegisterVar(
                     name,
                     size,
                     resolved: HashMap::new(),
+                    managed: None,
                 },
             );
         }
     });
 }
 
+/// A `__managed__` variable: registered like a device variable, keyed by where the
+/// program's code keeps its address, which [`__cudaInitModule`] (called by that code
+/// before its first use) fills in.
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub extern "C" fn __cudaRegisterManagedVar(
-    _handle: *mut *mut c_void,
-    _host_var_ptr: *mut *mut c_void,
+    handle: *mut *mut c_void,
+    host_var_ptr: *mut *mut c_void,
     _device_address: *mut c_char,
     device_name: *const c_char,
     _ext: i32,
-    _size: usize,
+    size: usize,
     _constant: i32,
     _global: i32,
 ) {
-    // SAFETY: by __cudaRegisterManagedVar's contract `device_name` is NULL or a
-    // NUL-terminated string.
-    let name = unsafe { caller::string(device_name) }.unwrap_or_default();
-    eprintln!("vmcuda: __managed__ variable {name} is not supported across the VM boundary; it will not be usable");
+    let _ = std::panic::catch_unwind(|| {
+        // SAFETY: by __cudaRegisterManagedVar's contract `device_name` is NULL or a
+        // NUL-terminated string.
+        if let Ok(name) = unsafe { caller::string(device_name) } {
+            registry().variables.insert(
+                host_var_ptr as usize,
+                Variable {
+                    fatbin: handle as usize,
+                    name,
+                    size,
+                    resolved: HashMap::new(),
+                    managed: Some(host_var_ptr as usize),
+                },
+            );
+        }
+    });
 }
 
 #[no_mangle]
@@ -300,11 +336,28 @@ pub fn variable(host_var: usize) -> Result<(u64, usize)> {
     };
     let module = module(fatbin)?;
     let global = call(&ModuleGetGlobal { module, name })?;
-    let mut reg = registry();
-    if let Some(v) = reg.variables.get_mut(&host_var) {
+    let managed = {
+        let mut reg = registry();
+        reg.add_device_range(global.ptr, global.size.max(size as u64), device);
+        let Some(v) = reg.variables.get_mut(&host_var) else {
+            return Ok((global.ptr, size));
+        };
         v.resolved.insert(device, global.ptr);
+        v.managed.map(|at| (at, v.clone()))
+    };
+    if let Some((at, v)) = managed {
+        // The CPU reaches it at the same address; symbol calls may name it by that
+        // address too (`cudaMemcpyToSymbol(var, ...)` passes `&var`).
+        super::memory::mirror_variable(global.ptr, size)?;
+        // SAFETY: `at` is the `void **` nvcc registered for this variable, which its
+        // code reads the variable's address from.
+        unsafe { caller::write(at as *mut u64, global.ptr) }?;
+        let alias = Variable {
+            managed: None,
+            ..v
+        };
+        registry().variables.insert(global.ptr as usize, alias);
     }
-    reg.add_device_range(global.ptr, global.size.max(size as u64), device);
     Ok((global.ptr, size))
 }
 

@@ -334,6 +334,7 @@ impl Client {
         data: &[u8],
         sink: Sink<'_>,
     ) -> Result<R::Reply, CudaStatus> {
+        crate::managed::before_op(R::OP)?;
         let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         conn.exchange(device, req, data, sink, None)
     }
@@ -345,6 +346,7 @@ impl Client {
         req: &R,
         fd: BorrowedFd<'_>,
     ) -> Result<R::Reply, CudaStatus> {
+        crate::managed::before_op(R::OP)?;
         let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         conn.exchange(device, req, &[], Sink::None, Some(fd))
     }
@@ -376,6 +378,7 @@ impl Client {
         data: &[u8],
         now: bool,
     ) -> Result<(), CudaStatus> {
+        crate::managed::before_op(R::OP)?;
         let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         if conn.broken {
             return Err(CudaStatus::ErrorDevicesUnavailable);
@@ -472,6 +475,7 @@ impl Client {
         device: i32,
         requests: Vec<(R, &mut [u8])>,
     ) -> Result<(), CudaStatus> {
+        crate::managed::before_op(R::OP)?;
         let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         if conn.broken {
             return Err(CudaStatus::ErrorDevicesUnavailable);
@@ -502,6 +506,7 @@ impl Client {
         mut prepare: impl FnMut(usize) -> R,
         mut finish: impl FnMut(usize),
     ) -> Result<(), CudaStatus> {
+        crate::managed::before_op(R::OP)?;
         let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         if conn.broken {
             return Err(CudaStatus::ErrorDevicesUnavailable);

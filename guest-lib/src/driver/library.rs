@@ -172,6 +172,25 @@ export! {
 }
 
 export! {
+    /// A `__managed__` variable: its address, which the CPU reaches too once mirrored.
+    fn cuLibraryGetManaged(dptr: *mut u64, bytes: *mut usize, library: *mut c_void, name: *const c_char) {
+        let module = library_module(library)?;
+        // SAFETY: by cuLibraryGetManaged's contract `name` is NULL or a NUL-terminated
+        // string.
+        let name = unsafe { caller::string(name) }?;
+        let (ptr, size) = global(module, name)?;
+        if crate::managed::region_of(ptr as usize).is_none() {
+            crate::api::memory::mirror_variable(ptr, size as usize)?;
+        }
+        // SAFETY: by cuLibraryGetManaged's contract `dptr` is NULL or writable.
+        unsafe { caller::write_opt(dptr, ptr) };
+        // SAFETY: by cuLibraryGetManaged's contract `bytes` is NULL or writable.
+        unsafe { caller::write_opt(bytes, size as usize) };
+        Ok(())
+    }
+}
+
+export! {
     /// Unified functions are host functions a library exports to device code: CUDA
     /// 13 images built by nvcc have none, so every name is not found.
     fn cuLibraryGetUnifiedFunction(fptr: *mut *mut c_void, library: *mut c_void, name: *const c_char) {

@@ -253,7 +253,13 @@ export! {
         if a.memory_type == 0 {
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        let range = state::registry().device_range(ptr);
+        // A managed allocation's range is what the program asked for.
+        let range = match crate::managed::region_of(ptr as usize) {
+            Some((start, _, device, crate::managed::Origin::Allocation { size, .. })) => {
+                Some((start as u64, size as u64, device))
+            }
+            _ => state::registry().device_range(ptr),
+        };
         match attribute {
             // SAFETY: by cuPointerGetAttribute's contract `data.cast()` is NULL or
             // writable.
@@ -261,7 +267,8 @@ export! {
             // CU_MEMORYTYPE_HOST 1 / DEVICE 2, as cudaMemoryTypeHost / Device.
             // SAFETY: by cuPointerGetAttribute's contract `data.cast::<u32>()` is NULL or
             // writable.
-            ATTR_MEMORY_TYPE => unsafe { caller::write(data.cast::<u32>(), a.memory_type as u32) },
+            // Managed memory (the runtime's type 3) is device memory to the driver.
+            ATTR_MEMORY_TYPE => unsafe { caller::write(data.cast::<u32>(), a.memory_type.min(2) as u32) },
             // SAFETY: by cuPointerGetAttribute's contract `data.cast::<u64>()` is NULL or
             // writable.
             ATTR_DEVICE_POINTER => unsafe { caller::write(data.cast::<u64>(), a.device_pointer as u64) },

@@ -98,6 +98,7 @@ table! {
     "cuLibraryEnumerateKernels" => cuLibraryEnumerateKernels,
     "cuLibraryGetModule" => cuLibraryGetModule,
     "cuLibraryGetGlobal" => cuLibraryGetGlobal,
+    "cuLibraryGetManaged" => cuLibraryGetManaged,
     "cuLibraryGetUnifiedFunction" => cuLibraryGetUnifiedFunction,
     "cuKernelGetFunction" => cuKernelGetFunction,
     "cuKernelGetLibrary" => cuKernelGetLibrary,

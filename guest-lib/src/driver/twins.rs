@@ -128,6 +128,36 @@ twins! {
     "cuMemsetD2D8Async" => cuMemsetD2D8Async(dst: u64, pitch: usize, value: u8, width: usize, height: usize, stream: RawHandle)
         => rt_memory::cudaMemset2DAsync(dst as *mut c_void, pitch, i32::from(value), width, height, stream);
 
+    /// Managed memory: `CUmemLocation` is laid out as `cudaMemLocation`, the advice and
+    /// range attributes are the same enums, `CU_MEM_ATTACH_*` are `cudaMemAttach*`.
+    "cuMemAllocManaged" => cuMemAllocManaged(ptr: *mut *mut c_void, size: usize, flags: u32)
+        => rt_memory::cudaMallocManaged(ptr, size, flags);
+    /// What the name means in CUDA 13 (`cuMemPrefetchAsync` exported is CUDA 8's).
+    "cuMemPrefetchAsync" => cuMemPrefetchAsync_v2(
+        ptr: u64, count: usize, location: rt_memory::MemLocation, flags: u32, stream: RawHandle,
+    ) => rt_memory::cudaMemPrefetchAsync(ptr as *const c_void, count, location, flags, stream);
+    "cuMemAdvise" => cuMemAdvise_v2(ptr: u64, count: usize, advice: u32, location: rt_memory::MemLocation)
+        => rt_memory::cudaMemAdvise(ptr as *const c_void, count, advice, location);
+    "cuMemRangeGetAttribute" => cuMemRangeGetAttribute(
+        data: *mut c_void, size: usize, attribute: u32, ptr: u64, count: usize,
+    ) => rt_memory::cudaMemRangeGetAttribute(data, size, attribute, ptr as *const c_void, count);
+    "cuMemRangeGetAttributes" => cuMemRangeGetAttributes(
+        data: *const *mut c_void, sizes: *const usize, attributes: *const u32, n: usize, ptr: u64, count: usize,
+    ) => rt_memory::cudaMemRangeGetAttributes(data, sizes, attributes, n, ptr as *const c_void, count);
+    "cuStreamAttachMemAsync" => cuStreamAttachMemAsync(stream: RawHandle, ptr: u64, length: usize, flags: u32)
+        => rt_memory::cudaStreamAttachMemAsync(stream, ptr as *mut c_void, length, flags);
+    "cuMemPrefetchBatchAsync" => cuMemPrefetchBatchAsync(
+        ptrs: *const *mut c_void, sizes: *const usize, count: usize, locations: *const rt_memory::MemLocation,
+        indexes: *const usize, n_locations: usize, flags: u64, stream: RawHandle,
+    ) => rt_memory::cudaMemPrefetchBatchAsync(ptrs, sizes, count, locations, indexes, n_locations, flags, stream);
+    "cuMemDiscardBatchAsync" => cuMemDiscardBatchAsync(
+        ptrs: *const *mut c_void, sizes: *const usize, count: usize, flags: u64, stream: RawHandle,
+    ) => rt_memory::cudaMemDiscardBatchAsync(ptrs, sizes, count, flags, stream);
+    "cuMemDiscardAndPrefetchBatchAsync" => cuMemDiscardAndPrefetchBatchAsync(
+        ptrs: *const *mut c_void, sizes: *const usize, count: usize, locations: *const rt_memory::MemLocation,
+        indexes: *const usize, n_locations: usize, flags: u64, stream: RawHandle,
+    ) => rt_memory::cudaMemDiscardAndPrefetchBatchAsync(ptrs, sizes, count, locations, indexes, n_locations, flags, stream);
+
     "cuStreamGetFlags" => cuStreamGetFlags(stream: RawHandle, flags: *mut u32) => rt_stream::cudaStreamGetFlags(stream, flags);
     "cuStreamGetPriority" => cuStreamGetPriority(stream: RawHandle, priority: *mut i32)
         => rt_stream::cudaStreamGetPriority(stream, priority);
@@ -245,6 +275,18 @@ ptsz! {
     cuMemcpy2DAsync_v2_ptsz => cuMemcpy2DAsync_v2(copy: *const Memcpy2D, stream: RawHandle) [stream];
     cuMemcpyPeerAsync_ptsz => cuMemcpyPeerAsync(
         dst: u64, dst_ctx: *mut c_void, src: u64, src_ctx: *mut c_void, size: usize, stream: RawHandle) [stream];
+    cuMemPrefetchAsync_v2_ptsz => cuMemPrefetchAsync_v2(
+        ptr: u64, count: usize, location: rt_memory::MemLocation, flags: u32, stream: RawHandle) [stream];
+    cuMemPrefetchAsync_ptsz => cuMemPrefetchAsync(ptr: u64, count: usize, device: i32, stream: RawHandle) [stream];
+    cuStreamAttachMemAsync_ptsz => cuStreamAttachMemAsync(stream: RawHandle, ptr: u64, length: usize, flags: u32) [stream];
+    cuMemPrefetchBatchAsync_ptsz => cuMemPrefetchBatchAsync(
+        ptrs: *const *mut c_void, sizes: *const usize, count: usize, locations: *const rt_memory::MemLocation,
+        indexes: *const usize, n_locations: usize, flags: u64, stream: RawHandle) [stream];
+    cuMemDiscardBatchAsync_ptsz => cuMemDiscardBatchAsync(
+        ptrs: *const *mut c_void, sizes: *const usize, count: usize, flags: u64, stream: RawHandle) [stream];
+    cuMemDiscardAndPrefetchBatchAsync_ptsz => cuMemDiscardAndPrefetchBatchAsync(
+        ptrs: *const *mut c_void, sizes: *const usize, count: usize, locations: *const rt_memory::MemLocation,
+        indexes: *const usize, n_locations: usize, flags: u64, stream: RawHandle) [stream];
     cuLaunchCooperativeKernel_ptsz => cuLaunchCooperativeKernel(
         f: *mut c_void, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32,
         shared_mem: u32, stream: RawHandle, args: *const *const u8) [stream];
@@ -464,6 +506,32 @@ export! {
 }
 
 /// Extra lookups for the functions above.
+/// A device ordinal as a location: `CU_DEVICE_CPU` (-1) is the host.
+fn location_of_device(device: i32) -> rt_memory::MemLocation {
+    match device {
+        -1 => rt_memory::MemLocation { kind: 2, id: 0 },
+        d => rt_memory::MemLocation { kind: 1, id: d },
+    }
+}
+
+export! {
+    /// CUDA 8's signature, a device ordinal for the destination.
+    fn cuMemPrefetchAsync(ptr: u64, count: usize, device: i32, stream: RawHandle) {
+        check_initialized()?;
+        let location = location_of_device(device);
+        via_runtime(|| rt_memory::cudaMemPrefetchAsync(ptr as *const c_void, count, location, 0, stream))
+    }
+}
+
+export! {
+    /// CUDA 8's signature, a device ordinal for the location.
+    fn cuMemAdvise(ptr: u64, count: usize, advice: u32, device: i32) {
+        check_initialized()?;
+        let location = location_of_device(device);
+        via_runtime(|| rt_memory::cudaMemAdvise(ptr as *const c_void, count, advice, location))
+    }
+}
+
 pub fn more_lookup(name: &str) -> Option<*mut c_void> {
     Some(match name {
         "cuCtxEnablePeerAccess" => cuCtxEnablePeerAccess as *mut c_void,

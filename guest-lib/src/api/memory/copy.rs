@@ -247,7 +247,7 @@ fn staging_area() -> &'static staging::Staging {
 
 /// # Safety
 /// As for [`memcpy`].
-unsafe fn memcpy_now(
+pub(super) unsafe fn memcpy_now(
     dst: usize,
     src: usize,
     count: usize,

@@ -6,9 +6,11 @@
 //! pinned buffers); the guest remembers it to answer flags and pointer queries.
 
 mod copy;
+mod managed;
 mod memset;
 
 pub use copy::*;
+pub use managed::*;
 pub use memset::*;
 
 use std::ffi::c_void;
@@ -218,6 +220,9 @@ pub extern "C" fn cudaMalloc(ptr: *mut *mut c_void, size: usize) -> cudaError_t 
 pub extern "C" fn cudaFree(ptr: *mut c_void) -> cudaError_t {
     guard("cudaFree", || {
         capture::check_unsafe_call()?;
+        if let Some(freed) = managed::free(ptr as usize) {
+            return freed;
+        }
         free_device(ptr as u64, |p| call(&MemFree { ptr: p }))
     })
 }
@@ -245,20 +250,6 @@ pub extern "C" fn cudaMallocPitch(
         unsafe { caller::write(ptr, p as *mut c_void) }?;
         // SAFETY: by cudaMallocPitch's contract `pitch` is NULL or writable.
         unsafe { caller::write(pitch, row_pitch as usize) }
-    })
-}
-
-#[no_mangle]
-pub extern "C" fn cudaMallocManaged(
-    _ptr: *mut *mut c_void,
-    _size: usize,
-    _flags: u32,
-) -> cudaError_t {
-    guard("cudaMallocManaged", || {
-        eprintln!(
-            "vmcuda: cudaMallocManaged: managed memory cannot span the VM boundary; not supported"
-        );
-        Err(CudaStatus::ErrorNotSupported)
     })
 }
 
@@ -472,7 +463,10 @@ pub extern "C" fn cudaPointerGetAttributes(
         let p = ptr as usize;
         let reg = registry();
         let (memory_type, device, device_pointer, host_pointer) =
-            if let Some((_, _, dev)) = reg.device_range(p as u64) {
+            if let Some((_, _, dev, _)) = crate::managed::region_of(p) {
+                // cudaMemoryTypeManaged: one address for both.
+                (3, dev, p, p)
+            } else if let Some((_, _, dev)) = reg.device_range(p as u64) {
                 (2, dev, p, 0)
             } else if let Some((_, r)) = reg.host_range(p) {
                 // Under UVA the device pointer of pinned memory is its host address.

@@ -1,0 +1,233 @@
+//! The page model with a fake device: a byte array standing in for device memory,
+//! and real faults on real guest pages.
+
+use super::*;
+use std::sync::atomic::AtomicUsize;
+
+/// A device copy as plain memory, counting the bytes each way.
+struct FakeDevice {
+    base: usize,
+    memory: Mutex<Vec<u8>>,
+    sent: AtomicUsize,
+    fetched: AtomicUsize,
+}
+
+impl FakeDevice {
+    fn new(base: usize, len: usize) -> &'static FakeDevice {
+        Box::leak(Box::new(FakeDevice {
+            base,
+            memory: Mutex::new(vec![0; len]),
+            sent: AtomicUsize::new(0),
+            fetched: AtomicUsize::new(0),
+        }))
+    }
+
+    /// What a kernel would do: write device memory directly.
+    fn write(&self, offset: usize, bytes: &[u8]) {
+        self.memory.lock().unwrap()[offset..offset + bytes.len()].copy_from_slice(bytes);
+    }
+
+    fn read(&self, offset: usize, len: usize) -> Vec<u8> {
+        self.memory.lock().unwrap()[offset..offset + len].to_vec()
+    }
+}
+
+impl Mover for FakeDevice {
+    fn to_device(&self, _device: i32, addr: usize, len: usize) -> Result<()> {
+        // SAFETY: the model hands over readable guest pages of its region.
+        let bytes = unsafe { std::slice::from_raw_parts(addr as *const u8, len) };
+        self.write(addr - self.base, bytes);
+        self.sent.fetch_add(len, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn to_host(&self, _device: i32, addr: usize, into: usize, len: usize) -> Result<()> {
+        let bytes = self.read(addr - self.base, len);
+        // SAFETY: the model hands over a writable scratch mapping of `len` bytes.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), into as *mut u8, len) };
+        self.fetched.fetch_add(len, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// Reserve addresses for a region, as the device-range reservation would.
+fn region(len: usize, fresh: bool) -> (usize, &'static FakeDevice) {
+    // SAFETY: a new PROT_NONE reservation placed by the kernel.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(p, libc::MAP_FAILED);
+    let addr = p as usize;
+    let device = FakeDevice::new(addr, len);
+    add_region(addr, len, 0, fresh, Origin::Variable, device).unwrap();
+    (addr, device)
+}
+
+fn state_of(addr: usize) -> State {
+    let mut all = regions();
+    let (start, r) = all.find(addr).unwrap();
+    r.pages[(addr - start) / PAGE].state
+}
+
+// The model is global (the fault handler sees every region), and the tests count
+// what moved: one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[test]
+fn fresh_pages_are_zeros_without_a_copy_and_writes_are_dirty() {
+    let _s = serial();
+    let len = 4 << 20;
+    let (addr, device) = region(len, true);
+    // SAFETY: the region's pages; the fault handler maps them on touch.
+    let first = unsafe { std::ptr::read_volatile(addr as *const u64) };
+    assert_eq!(first, 0);
+    assert_eq!(state_of(addr), State::Clean);
+    assert_eq!(device.fetched.load(Ordering::Relaxed), 0, "fresh pages need no fetch");
+    // SAFETY: as above.
+    unsafe { std::ptr::write_volatile((addr + 8) as *mut u64, 0xabcd) };
+    assert_eq!(state_of(addr), State::Dirty);
+    // Only the write's block is dirty, the rest of the window clean.
+    assert_eq!(state_of(addr + WRITE_BLOCK), State::Clean);
+    settle_all().unwrap();
+    assert_eq!(state_of(addr), State::Device);
+    assert_eq!(device.sent.load(Ordering::Relaxed), WRITE_BLOCK);
+    assert_eq!(&device.read(8, 8), &0xabcdu64.to_ne_bytes());
+    remove_region(addr).unwrap();
+}
+
+#[test]
+fn device_writes_are_fetched_on_the_next_touch() {
+    let _s = serial();
+    let len = 3 * WINDOW;
+    let (addr, device) = region(len, true);
+    // A launch: nothing dirty to send, the region is no longer fresh.
+    settle_all().unwrap();
+    device.write(WINDOW + 100, b"from the device");
+    // SAFETY: the region's pages; the fault handler fetches them.
+    let got = unsafe { std::slice::from_raw_parts((addr + WINDOW + 100) as *const u8, 15) };
+    assert_eq!(got, b"from the device");
+    // The fault brought back its 2 MiB window, no more.
+    assert_eq!(device.fetched.load(Ordering::Relaxed), WINDOW);
+    assert_eq!(state_of(addr), State::Device);
+    assert_eq!(state_of(addr + WINDOW), State::Clean);
+    assert_eq!(state_of(addr + 2 * WINDOW), State::Device);
+    // Clean pages go back without a copy.
+    settle_all().unwrap();
+    assert_eq!(device.sent.load(Ordering::Relaxed), 0);
+    remove_region(addr).unwrap();
+}
+
+#[test]
+fn prefetch_moves_ranges_both_ways_and_is_remembered() {
+    let _s = serial();
+    let len = 8 * PAGE;
+    let (addr, device) = region(len, false);
+    device.write(0, &[7; 8 * PAGE]);
+    prefetch(addr, len, Location::Cpu).unwrap();
+    assert_eq!(device.fetched.load(Ordering::Relaxed), len);
+    // SAFETY: the region's pages, prefetched readable.
+    assert_eq!(unsafe { std::ptr::read_volatile((addr + 5 * PAGE) as *const u8) }, 7);
+    // SAFETY: as above; the write fault makes them dirty.
+    unsafe { std::ptr::write_volatile((addr + PAGE) as *mut u8, 9) };
+    prefetch(addr, 2 * PAGE, Location::Device(0)).unwrap();
+    assert_eq!(device.read(PAGE, 1), vec![9]);
+    assert_eq!(state_of(addr), State::Device);
+    // The write made its whole 64 KiB block dirty; only the prefetched pages went.
+    assert_eq!(state_of(addr + 3 * PAGE), State::Dirty);
+    assert_eq!(device.sent.load(Ordering::Relaxed), 2 * PAGE);
+    let last = range_attribute(addr, PAGE, RANGE_LAST_PREFETCH_LOCATION, 1).unwrap();
+    assert_eq!(last, vec![0]);
+    let mixed = range_attribute(addr, len, RANGE_LAST_PREFETCH_LOCATION, 1).unwrap();
+    assert_eq!(mixed, vec![-2], "a range prefetched to two places has none");
+    remove_region(addr).unwrap();
+}
+
+#[test]
+fn advice_is_answered_back_per_range() {
+    let _s = serial();
+    let len = 4 * PAGE;
+    let (addr, _) = region(len, true);
+    advise(addr, len, ADVISE_SET_READ_MOSTLY, Location::Invalid).unwrap();
+    advise(addr, PAGE, ADVISE_SET_PREFERRED_LOCATION, Location::Cpu).unwrap();
+    advise(addr, len, ADVISE_SET_ACCESSED_BY, Location::Device(0)).unwrap();
+    advise(addr, len, ADVISE_SET_ACCESSED_BY, Location::Cpu).unwrap();
+    assert_eq!(range_attribute(addr, len, RANGE_READ_MOSTLY, 1).unwrap(), vec![1]);
+    assert_eq!(range_attribute(addr, PAGE, RANGE_PREFERRED_LOCATION, 1).unwrap(), vec![-1]);
+    assert_eq!(range_attribute(addr, len, RANGE_PREFERRED_LOCATION, 1).unwrap(), vec![-2]);
+    assert_eq!(range_attribute(addr, PAGE, RANGE_PREFERRED_LOCATION_TYPE, 1).unwrap(), vec![2]);
+    assert_eq!(range_attribute(addr, len, RANGE_ACCESSED_BY, 3).unwrap(), vec![0, -1, -2]);
+    advise(addr, len, ADVISE_UNSET_READ_MOSTLY, Location::Invalid).unwrap();
+    assert_eq!(range_attribute(addr, len, RANGE_READ_MOSTLY, 1).unwrap(), vec![0]);
+    assert_eq!(
+        advise(addr, len, ADVISE_SET_PREFERRED_LOCATION, Location::Invalid),
+        Err(CudaStatus::ErrorInvalidDevice)
+    );
+    assert_eq!(advise(addr + len, PAGE, ADVISE_SET_READ_MOSTLY, Location::Invalid), Err(CudaStatus::ErrorInvalidValue));
+    remove_region(addr).unwrap();
+}
+
+#[test]
+fn threads_touching_one_window_see_one_fetch() {
+    let _s = serial();
+    let len = WINDOW;
+    let (addr, device) = region(len, false);
+    device.write(0, &[3; WINDOW]);
+    let sums: Vec<u64> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|t| {
+                s.spawn(move || {
+                    (0..WINDOW / PAGE)
+                        .filter(|p| p % 4 == t)
+                        // SAFETY: the region's pages; faults bring them back.
+                        .map(|p| u64::from(unsafe { std::ptr::read_volatile((addr + p * PAGE) as *const u8) }))
+                        .sum()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(sums.iter().sum::<u64>(), 3 * (WINDOW / PAGE) as u64);
+    assert_eq!(device.fetched.load(Ordering::Relaxed), WINDOW);
+    remove_region(addr).unwrap();
+}
+
+#[test]
+fn discarded_pages_are_not_sent() {
+    let _s = serial();
+    let len = 2 * PAGE;
+    let (addr, device) = region(len, true);
+    // SAFETY: the region's pages.
+    unsafe { std::ptr::write_volatile(addr as *mut u8, 1) };
+    discard(addr, len).unwrap();
+    settle_all().unwrap();
+    assert_eq!(device.sent.load(Ordering::Relaxed), 0);
+    remove_region(addr).unwrap();
+}
+
+#[test]
+fn runs_group_consecutive_pages() {
+    let page = |state| Page {
+        state,
+        read_mostly: false,
+        preferred: Location::Invalid,
+        last_prefetch: Location::Invalid,
+        accessed_by: 0,
+    };
+    let pages: Vec<Page> = [State::Dirty, State::Dirty, State::Clean, State::Dirty]
+        .into_iter()
+        .map(page)
+        .collect();
+    assert_eq!(runs(&pages, 0..4, |p| p.state == State::Dirty), vec![0..2, 3..4]);
+    assert_eq!(runs(&pages, 1..3, |p| p.state != State::Device), vec![1..3]);
+}
