@@ -96,7 +96,9 @@ pub(crate) unsafe fn slice<T: Copy>(ptr: *const T, n: usize) -> Result<Vec<T>> {
         return Err(CudaStatus::ErrorInvalidValue);
     }
     // SAFETY: non-null, so `n` readable values by the caller's promise.
-    Ok((0..n).map(|i| unsafe { ptr.add(i).read_unaligned() }).collect())
+    Ok((0..n)
+        .map(|i| unsafe { ptr.add(i).read_unaligned() })
+        .collect())
 }
 
 /// Write `values` to a program array.

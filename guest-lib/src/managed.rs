@@ -131,7 +131,11 @@ pub trait Mover: Sync {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Origin {
     /// `device_ptr`: what the host handed out, which the region lies inside.
-    Allocation { device_ptr: u64, size: usize, flags: u32 },
+    Allocation {
+        device_ptr: u64,
+        size: usize,
+        flags: u32,
+    },
     Variable,
 }
 
@@ -145,6 +149,9 @@ struct Region {
     origin: Origin,
     pages: Vec<Page>,
     mover: &'static dyn Mover,
+    /// For variables, the bytes that are variables (`[start, start + len)` each): the
+    /// rest of their pages is not the program's, and the host refuses it.
+    pieces: Option<Vec<(usize, usize)>>,
 }
 
 #[derive(Default)]
@@ -228,9 +235,17 @@ fn map_fixed(addr: usize, len: usize, prot: i32, reserve_only: bool) -> Result<(
     Ok(())
 }
 
-/// Fetch `[addr, addr + len)` of `device` into the guest pages at `addr`, leaving
-/// them with `prot`: into a scratch mapping first, moved over the pages at once.
-fn fetch(mover: &dyn Mover, device: i32, addr: usize, len: usize, prot: i32) -> Result<()> {
+/// Fetch `spans` (inside `[addr, addr + len)`) of `device` into the guest pages at
+/// `addr`, leaving them with `prot`: into a scratch mapping first, moved over the
+/// pages at once.
+fn fetch(
+    mover: &dyn Mover,
+    device: i32,
+    addr: usize,
+    len: usize,
+    spans: &[(usize, usize)],
+    prot: i32,
+) -> Result<()> {
     // SAFETY: a new private anonymous mapping, placed by the kernel.
     let scratch = unsafe {
         libc::mmap(
@@ -249,7 +264,10 @@ fn fetch(mover: &dyn Mover, device: i32, addr: usize, len: usize, prot: i32) -> 
         // SAFETY: the scratch mapping made above, not moved.
         unsafe { libc::munmap(scratch, len) };
     };
-    if let Err(e) = mover.to_host(device, addr, scratch as usize, len) {
+    let copied = spans
+        .iter()
+        .try_for_each(|(at, n)| mover.to_host(device, *at, scratch as usize + (at - addr), *n));
+    if let Err(e) = copied {
         unmap();
         return Err(e);
     }
@@ -307,6 +325,21 @@ fn runs(
 }
 
 impl Region {
+    /// What of `[addr, addr + len)` may move: all of it, or a variable's bytes.
+    fn spans(&self, addr: usize, len: usize) -> Vec<(usize, usize)> {
+        match &self.pieces {
+            None => vec![(addr, len)],
+            Some(pieces) => pieces
+                .iter()
+                .filter_map(|(s, n)| {
+                    let lo = (*s).max(addr);
+                    let hi = (s + n).min(addr + len);
+                    (lo < hi).then_some((lo, hi - lo))
+                })
+                .collect(),
+        }
+    }
+
     fn set(&mut self, range: std::ops::Range<usize>, state: State, on_host: &mut usize) {
         for p in &mut self.pages[range] {
             match (p.state == State::Device, state == State::Device) {
@@ -330,7 +363,11 @@ impl Region {
             let (addr, len) = (start + run.start * PAGE, run.len() * PAGE);
             // Read-only first: a write during the copy faults and waits for it.
             protect(addr, len, libc::PROT_READ)?;
-            if let Err(e) = self.mover.to_device(self.device, addr, len) {
+            let sent = self
+                .spans(addr, len)
+                .into_iter()
+                .try_for_each(|(at, n)| self.mover.to_device(self.device, at, n));
+            if let Err(e) = sent {
                 let _ = protect(addr, len, State::Dirty.protection());
                 return Err(e);
             }
@@ -358,13 +395,25 @@ impl Region {
             if self.fresh {
                 protect(addr, len, state.protection())?;
             } else {
-                fetch(self.mover, self.device, addr, len, state.protection())?;
+                let spans = self.spans(addr, len);
+                fetch(
+                    self.mover,
+                    self.device,
+                    addr,
+                    len,
+                    &spans,
+                    state.protection(),
+                )?;
             }
             self.set(run, state, on_host);
         }
         if state == State::Dirty {
             for run in runs(&self.pages, range, |p| p.state == State::Clean) {
-                protect(start + run.start * PAGE, run.len() * PAGE, state.protection())?;
+                protect(
+                    start + run.start * PAGE,
+                    run.len() * PAGE,
+                    state.protection(),
+                )?;
                 self.set(run, State::Dirty, on_host);
             }
         }
@@ -559,6 +608,18 @@ pub fn add_region(
     origin: Origin,
     mover: &'static dyn Mover,
 ) -> Result<()> {
+    insert_region(addr, len, device, fresh, origin, mover, None)
+}
+
+fn insert_region(
+    addr: usize,
+    len: usize,
+    device: i32,
+    fresh: bool,
+    origin: Origin,
+    mover: &'static dyn Mover,
+    pieces: Option<Vec<(usize, usize)>>,
+) -> Result<()> {
     debug_assert!(addr % PAGE == 0 && len % PAGE == 0 && len > 0);
     install_fault_handler();
     if PREVIOUS.get().is_none() {
@@ -583,6 +644,7 @@ pub fn add_region(
             origin,
             pages: vec![page; len / PAGE],
             mover,
+            pieces,
         },
     );
     all.update_pending();
@@ -592,16 +654,28 @@ pub fn add_region(
 /// Mirror a module's `__managed__` variable at `[addr, addr + size)`: its pages that
 /// no region mirrors yet (variables share pages) become regions of their own. The
 /// pages must lie in addresses this process reserved for device memory.
-pub fn add_variable(addr: usize, size: usize, device: i32, mover: &'static dyn Mover) -> Result<()> {
+pub fn add_variable(
+    addr: usize,
+    size: usize,
+    device: i32,
+    mover: &'static dyn Mover,
+) -> Result<()> {
     let (lo, hi) = (page_floor(addr), page_ceil(addr + size.max(1)));
+    let piece = (addr, size.max(1));
     let mut free_runs = Vec::new();
     {
         let mut all = regions();
         let mut page = lo;
         while page < hi {
-            let taken = all.find(page).map(|(s, r)| s + r.len);
-            match taken {
-                Some(end) => page = end.min(hi).max(page + PAGE),
+            match all.find(page) {
+                Some((s, r)) => {
+                    // A page shared with another variable: this one's bytes move too.
+                    let pieces = r.pieces.get_or_insert_with(Vec::new);
+                    if !pieces.contains(&piece) {
+                        pieces.push(piece);
+                    }
+                    page = (s + r.len).min(hi).max(page + PAGE);
+                }
                 None => {
                     let start = page;
                     while page < hi && all.find(page).is_none() {
@@ -613,7 +687,15 @@ pub fn add_variable(addr: usize, size: usize, device: i32, mover: &'static dyn M
         }
     }
     for (start, len) in free_runs {
-        add_region(start, len, device, false, Origin::Variable, mover)?;
+        insert_region(
+            start,
+            len,
+            device,
+            false,
+            Origin::Variable,
+            mover,
+            Some(vec![piece]),
+        )?;
     }
     Ok(())
 }
@@ -639,8 +721,7 @@ pub fn remove_region(ptr: usize) -> Option<Origin> {
 /// device, origin).
 pub fn region_of(ptr: usize) -> Option<(usize, usize, i32, Origin)> {
     let mut all = regions();
-    all.find(ptr)
-        .map(|(s, r)| (s, r.len, r.device, r.origin))
+    all.find(ptr).map(|(s, r)| (s, r.len, r.device, r.origin))
 }
 
 /// Whether `ptr` is managed memory.
@@ -688,6 +769,12 @@ fn reaches_memory(op: vmcuda_wire::op::Op) -> bool {
 
 /// Called before every request: settles managed memory before work that may reach it.
 pub fn before_op(op: vmcuda_wire::op::Op) -> Result<()> {
+    // This crate's unit tests run other tests' requests in the same process as the
+    // page model's, whose fake regions they must not move (tests/tests/managed.rs
+    // covers this path end to end).
+    if cfg!(test) {
+        return Ok(());
+    }
     if !PENDING.load(Ordering::Acquire) || !reaches_memory(op) || BUSY.with(|b| b.get()) {
         return Ok(());
     }

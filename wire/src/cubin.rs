@@ -47,6 +47,9 @@ pub const EM_CUDA: u16 = 190;
 pub const STO_CUDA_ENTRY: u8 = 0x10;
 /// Symbol type of device variables in relocatable (`-rdc`) cubins.
 pub const STT_CUDA_OBJECT: u8 = 13;
+/// `st_other` bit nvcc sets on a `__managed__` variable's symbol (measured: a
+/// `__device__` variable beside it has 0).
+pub const STO_CUDA_MANAGED: u8 = 4;
 /// Section type of `.nv.global` in relocatable cubins: no file data, like `NOBITS`.
 pub const SHT_CUDA_GLOBAL: u32 = 0x7000_0007;
 
@@ -150,6 +153,8 @@ pub struct GlobalVar {
     pub init: Vec<u8>,
     /// Whether it lives in constant memory (`__constant__`).
     pub constant: bool,
+    /// Whether it is a `__managed__` variable (marked in the symbol's `st_other`).
+    pub managed: bool,
 }
 
 /// Decoded value of one `.nv.info` record.
@@ -454,6 +459,7 @@ impl<'a> Cubin<'a> {
                 size,
                 init,
                 constant,
+                managed: sym.st_other() & STO_CUDA_MANAGED != 0,
             }));
         }
         Ok(None)

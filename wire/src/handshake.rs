@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::status::CudaStatus;
 
 /// Bumped on every incompatible change of frames, op codes or argument types.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// The CUDA runtime version the guest library implements (13.0).
 pub const RUNTIME_VERSION: i32 = 13000;

@@ -132,7 +132,7 @@ macro_rules! op_lines {
                     name: String,
                 }) -> FunctionInfo, Sync;
                 0x0302 ModuleGetGlobal => module_get_global(ModuleGetGlobal { module: ModuleHandle, name: String })
-                    -> GlobalInfo { ptr: DevicePtr, size: u64 }, Sync;
+                    -> GlobalInfo { ptr: DevicePtr, size: u64, managed: bool }, Sync;
                 0x0303 FuncGetAttributes => func_get_attributes(FuncGetAttributes { function: FunctionHandle })
                     -> FuncAttributes, Sync;
                 0x0304 FuncSetAttribute => func_set_attribute(FuncSetAttribute {

@@ -66,7 +66,9 @@ pub extern "C" fn __cudaInitModule(handle: *mut *mut c_void) -> c_char {
             .map(|(key, _)| *key)
             .collect();
         module(handle as usize)?;
-        managed.into_iter().try_for_each(|key| variable(key).map(|_| ()))
+        managed
+            .into_iter()
+            .try_for_each(|key| variable(key).map(|_| ()))
     });
     match loaded {
         Ok(Ok(())) => 1,
@@ -345,17 +347,17 @@ pub fn variable(host_var: usize) -> Result<(u64, usize)> {
         v.resolved.insert(device, global.ptr);
         v.managed.map(|at| (at, v.clone()))
     };
-    if let Some((at, v)) = managed {
-        // The CPU reaches it at the same address; symbol calls may name it by that
-        // address too (`cudaMemcpyToSymbol(var, ...)` passes `&var`).
+    if global.managed {
+        // The CPU reaches it at the same address.
         super::memory::mirror_variable(global.ptr, size)?;
+    }
+    if let Some((at, v)) = managed {
+        // Symbol calls may name it by that address too (`cudaMemcpyToSymbol(var, ...)`
+        // passes `&var`).
         // SAFETY: `at` is the `void **` nvcc registered for this variable, which its
         // code reads the variable's address from.
         unsafe { caller::write(at as *mut u64, global.ptr) }?;
-        let alias = Variable {
-            managed: None,
-            ..v
-        };
+        let alias = Variable { managed: None, ..v };
         registry().variables.insert(global.ptr as usize, alias);
     }
     Ok((global.ptr, size))

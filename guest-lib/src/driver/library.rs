@@ -178,10 +178,8 @@ export! {
         // SAFETY: by cuLibraryGetManaged's contract `name` is NULL or a NUL-terminated
         // string.
         let name = unsafe { caller::string(name) }?;
+        // `global` mirrors a managed variable's pages.
         let (ptr, size) = global(module, name)?;
-        if crate::managed::region_of(ptr as usize).is_none() {
-            crate::api::memory::mirror_variable(ptr, size as usize)?;
-        }
         // SAFETY: by cuLibraryGetManaged's contract `dptr` is NULL or writable.
         unsafe { caller::write_opt(dptr, ptr) };
         // SAFETY: by cuLibraryGetManaged's contract `bytes` is NULL or writable.

@@ -498,6 +498,11 @@ pub(super) fn global(module: u64, name: String) -> Result<(u64, u64)> {
         }
     })?;
     state::registry().add_device_range(g.ptr, g.size, state::current_device());
+    // A `__managed__` variable however it is reached (NVIDIA's runtime asks for
+    // globals by name): the CPU reaches it at the same address.
+    if g.managed {
+        crate::api::memory::mirror_variable(g.ptr, g.size as usize)?;
+    }
     Ok((g.ptr, g.size))
 }
 

@@ -50,13 +50,15 @@ impl Mover for FakeDevice {
     }
 }
 
-/// Reserve addresses for a region, as the device-range reservation would.
+/// Reserve addresses for a region, as the device-range reservation would: aligned
+/// to a fault window, as device allocations are, so what moves is the same each run.
 fn region(len: usize, fresh: bool) -> (usize, &'static FakeDevice) {
-    // SAFETY: a new PROT_NONE reservation placed by the kernel.
+    // SAFETY: a new PROT_NONE reservation placed by the kernel (its unaligned head and
+    // tail are left reserved).
     let p = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
-            len,
+            len + WINDOW,
             libc::PROT_NONE,
             libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
             -1,
@@ -64,7 +66,7 @@ fn region(len: usize, fresh: bool) -> (usize, &'static FakeDevice) {
         )
     };
     assert_ne!(p, libc::MAP_FAILED);
-    let addr = p as usize;
+    let addr = (p as usize + WINDOW - 1) & !(WINDOW - 1);
     let device = FakeDevice::new(addr, len);
     add_region(addr, len, 0, fresh, Origin::Variable, device).unwrap();
     (addr, device)
@@ -93,7 +95,11 @@ fn fresh_pages_are_zeros_without_a_copy_and_writes_are_dirty() {
     let first = unsafe { std::ptr::read_volatile(addr as *const u64) };
     assert_eq!(first, 0);
     assert_eq!(state_of(addr), State::Clean);
-    assert_eq!(device.fetched.load(Ordering::Relaxed), 0, "fresh pages need no fetch");
+    assert_eq!(
+        device.fetched.load(Ordering::Relaxed),
+        0,
+        "fresh pages need no fetch"
+    );
     // SAFETY: as above.
     unsafe { std::ptr::write_volatile((addr + 8) as *mut u64, 0xabcd) };
     assert_eq!(state_of(addr), State::Dirty);
@@ -137,13 +143,16 @@ fn prefetch_moves_ranges_both_ways_and_is_remembered() {
     prefetch(addr, len, Location::Cpu).unwrap();
     assert_eq!(device.fetched.load(Ordering::Relaxed), len);
     // SAFETY: the region's pages, prefetched readable.
-    assert_eq!(unsafe { std::ptr::read_volatile((addr + 5 * PAGE) as *const u8) }, 7);
+    assert_eq!(
+        unsafe { std::ptr::read_volatile((addr + 5 * PAGE) as *const u8) },
+        7
+    );
     // SAFETY: as above; the write fault makes them dirty.
     unsafe { std::ptr::write_volatile((addr + PAGE) as *mut u8, 9) };
     prefetch(addr, 2 * PAGE, Location::Device(0)).unwrap();
     assert_eq!(device.read(PAGE, 1), vec![9]);
     assert_eq!(state_of(addr), State::Device);
-    // The write made its whole 64 KiB block dirty; only the prefetched pages went.
+    // The write made its 64 KiB block dirty; only the prefetched pages went.
     assert_eq!(state_of(addr + 3 * PAGE), State::Dirty);
     assert_eq!(device.sent.load(Ordering::Relaxed), 2 * PAGE);
     let last = range_attribute(addr, PAGE, RANGE_LAST_PREFETCH_LOCATION, 1).unwrap();
@@ -162,18 +171,39 @@ fn advice_is_answered_back_per_range() {
     advise(addr, PAGE, ADVISE_SET_PREFERRED_LOCATION, Location::Cpu).unwrap();
     advise(addr, len, ADVISE_SET_ACCESSED_BY, Location::Device(0)).unwrap();
     advise(addr, len, ADVISE_SET_ACCESSED_BY, Location::Cpu).unwrap();
-    assert_eq!(range_attribute(addr, len, RANGE_READ_MOSTLY, 1).unwrap(), vec![1]);
-    assert_eq!(range_attribute(addr, PAGE, RANGE_PREFERRED_LOCATION, 1).unwrap(), vec![-1]);
-    assert_eq!(range_attribute(addr, len, RANGE_PREFERRED_LOCATION, 1).unwrap(), vec![-2]);
-    assert_eq!(range_attribute(addr, PAGE, RANGE_PREFERRED_LOCATION_TYPE, 1).unwrap(), vec![2]);
-    assert_eq!(range_attribute(addr, len, RANGE_ACCESSED_BY, 3).unwrap(), vec![0, -1, -2]);
+    assert_eq!(
+        range_attribute(addr, len, RANGE_READ_MOSTLY, 1).unwrap(),
+        vec![1]
+    );
+    assert_eq!(
+        range_attribute(addr, PAGE, RANGE_PREFERRED_LOCATION, 1).unwrap(),
+        vec![-1]
+    );
+    assert_eq!(
+        range_attribute(addr, len, RANGE_PREFERRED_LOCATION, 1).unwrap(),
+        vec![-2]
+    );
+    assert_eq!(
+        range_attribute(addr, PAGE, RANGE_PREFERRED_LOCATION_TYPE, 1).unwrap(),
+        vec![2]
+    );
+    assert_eq!(
+        range_attribute(addr, len, RANGE_ACCESSED_BY, 3).unwrap(),
+        vec![0, -1, -2]
+    );
     advise(addr, len, ADVISE_UNSET_READ_MOSTLY, Location::Invalid).unwrap();
-    assert_eq!(range_attribute(addr, len, RANGE_READ_MOSTLY, 1).unwrap(), vec![0]);
+    assert_eq!(
+        range_attribute(addr, len, RANGE_READ_MOSTLY, 1).unwrap(),
+        vec![0]
+    );
     assert_eq!(
         advise(addr, len, ADVISE_SET_PREFERRED_LOCATION, Location::Invalid),
         Err(CudaStatus::ErrorInvalidDevice)
     );
-    assert_eq!(advise(addr + len, PAGE, ADVISE_SET_READ_MOSTLY, Location::Invalid), Err(CudaStatus::ErrorInvalidValue));
+    assert_eq!(
+        advise(addr + len, PAGE, ADVISE_SET_READ_MOSTLY, Location::Invalid),
+        Err(CudaStatus::ErrorInvalidValue)
+    );
     remove_region(addr).unwrap();
 }
 
@@ -190,7 +220,11 @@ fn threads_touching_one_window_see_one_fetch() {
                     (0..WINDOW / PAGE)
                         .filter(|p| p % 4 == t)
                         // SAFETY: the region's pages; faults bring them back.
-                        .map(|p| u64::from(unsafe { std::ptr::read_volatile((addr + p * PAGE) as *const u8) }))
+                        .map(|p| {
+                            u64::from(unsafe {
+                                std::ptr::read_volatile((addr + p * PAGE) as *const u8)
+                            })
+                        })
                         .sum()
                 })
             })
@@ -228,6 +262,51 @@ fn runs_group_consecutive_pages() {
         .into_iter()
         .map(page)
         .collect();
-    assert_eq!(runs(&pages, 0..4, |p| p.state == State::Dirty), vec![0..2, 3..4]);
+    assert_eq!(
+        runs(&pages, 0..4, |p| p.state == State::Dirty),
+        vec![0..2, 3..4]
+    );
     assert_eq!(runs(&pages, 1..3, |p| p.state != State::Device), vec![1..3]);
+}
+
+#[test]
+fn variables_move_only_their_own_bytes_and_share_pages() {
+    let _s = serial();
+    let len = 2 * PAGE;
+    // SAFETY: a new PROT_NONE reservation placed by the kernel.
+    let base = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    } as usize;
+    let device = FakeDevice::new(base, len);
+    device.write(0, &[1; 2 * PAGE]);
+    // Two variables, the second across the page boundary.
+    add_variable(base + 16, 8, 0, device).unwrap();
+    add_variable(base + PAGE - 4, 8, 0, device).unwrap();
+    // SAFETY: the variables' pages; faults bring them back.
+    let first = unsafe { std::ptr::read_volatile((base + 16) as *const u8) };
+    // SAFETY: as above.
+    let beside = unsafe { std::ptr::read_volatile((base + 100) as *const u8) };
+    assert_eq!(
+        (first, beside),
+        (1, 0),
+        "only the variables' bytes were fetched"
+    );
+    // SAFETY: as above.
+    unsafe { std::ptr::write_volatile((base + PAGE + 2) as *mut u8, 5) };
+    settle_all().unwrap();
+    assert_eq!(device.read(PAGE + 2, 1), vec![5]);
+    assert_eq!(
+        device.sent.load(Ordering::Relaxed),
+        4,
+        "the second variable's bytes on its second page"
+    );
+    remove_region(base).unwrap();
+    remove_region(base + PAGE).unwrap();
 }

@@ -304,7 +304,7 @@ pub trait ModuleExec {
         name: &str,
     ) -> ExecResult<(ExecFunction, Vec<ParamInfo>)>;
     /// A module-scope variable's device address and size.
-    fn get_global(&mut self, module: ExecModule, name: &str) -> ExecResult<(DevicePtr, u64)>;
+    fn get_global(&mut self, module: ExecModule, name: &str) -> ExecResult<(DevicePtr, u64, bool)>;
     /// Every kernel the module holds, by mangled name.
     fn function_names(&mut self, module: ExecModule) -> ExecResult<Vec<String>>;
 }

@@ -136,12 +136,12 @@ impl ModuleOps for Session {
         _: &[u8],
     ) -> HandlerResult<GlobalInfo> {
         let m = self.handles.module(req.module)?;
-        let (ptr, size) = self.exec.get_global(m, &req.name)?;
+        let (ptr, size, managed) = self.exec.get_global(m, &req.name)?;
         // The guest may now copy to and from this variable.
         if ptr != 0 {
             self.accounts.globals.insert(ptr, (size, ctx.device));
         }
-        Ok((GlobalInfo { ptr, size }, Vec::new()))
+        Ok((GlobalInfo { ptr, size, managed }, Vec::new()))
     }
 
     fn module_function_names(

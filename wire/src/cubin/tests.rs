@@ -160,7 +160,8 @@ fn check_globals(elf: &[u8]) {
         GlobalVar {
             size: 4,
             init: vec![5, 0, 0, 0],
-            constant: false
+            constant: false,
+            managed: false
         }
     );
     let z = global(elf, "z").unwrap().unwrap();
@@ -169,7 +170,8 @@ fn check_globals(elf: &[u8]) {
         GlobalVar {
             size: 12,
             init: vec![],
-            constant: false
+            constant: false,
+            managed: false
         }
     );
     let c = global(elf, "c").unwrap().unwrap();
@@ -182,7 +184,8 @@ fn check_globals(elf: &[u8]) {
         GlobalVar {
             size: 16,
             init: floats,
-            constant: true
+            constant: true,
+            managed: false
         }
     );
     let cz = global(elf, "cz").unwrap().unwrap();
@@ -191,7 +194,8 @@ fn check_globals(elf: &[u8]) {
         GlobalVar {
             size: 8,
             init: vec![0; 8],
-            constant: true
+            constant: true,
+            managed: false
         }
     );
     let d2 = global(elf, "d2").unwrap().unwrap();

@@ -182,7 +182,12 @@ fn prefetch_export(
         return Err(CudaStatus::ErrorInvalidValue);
     }
     let location = Location::from_mem_location(location.kind, location.id)?;
-    prefetch(ptr as usize, count, location, stream_handle(stream, per_thread))
+    prefetch(
+        ptr as usize,
+        count,
+        location,
+        stream_handle(stream, per_thread),
+    )
 }
 
 #[no_mangle]
@@ -233,8 +238,12 @@ pub unsafe fn batch(
     // SAFETY: as the caller promised.
     let sizes = unsafe { caller::slice(sizes, count) }?;
     // SAFETY: as the caller promised (nothing is read for a count of 0).
-    let (locations, indexes) =
-        unsafe { (caller::slice(locations, n_locations)?, caller::slice(indexes, n_locations)?) };
+    let (locations, indexes) = unsafe {
+        (
+            caller::slice(locations, n_locations)?,
+            caller::slice(indexes, n_locations)?,
+        )
+    };
     if indexes.first().is_some_and(|i| *i != 0) || indexes.windows(2).any(|w| w[0] >= w[1]) {
         return Err(CudaStatus::ErrorInvalidValue);
     }

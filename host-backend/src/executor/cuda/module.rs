@@ -325,7 +325,7 @@ impl ModuleExec for CudaExecutor {
         Ok(names)
     }
 
-    fn get_global(&mut self, module: ExecModule, name: &str) -> ExecResult<(DevicePtr, u64)> {
+    fn get_global(&mut self, module: ExecModule, name: &str) -> ExecResult<(DevicePtr, u64, bool)> {
         self.bind()?;
         let m = self
             .modules
@@ -343,7 +343,22 @@ impl ModuleExec for CudaExecutor {
                 continue;
             }
             check(r)?;
-            return Ok((ptr, size as u64));
+            // A `__managed__` variable: the guest mirrors its pages.
+            let mut managed: std::ffi::c_uint = 0;
+            // SAFETY: an out-pointer to a local of the attribute's type; `ptr` is the
+            // global just found.
+            let r = unsafe {
+                sys::cuPointerGetAttribute(
+                    (&mut managed as *mut std::ffi::c_uint).cast(),
+                    sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                    ptr,
+                )
+            };
+            return Ok((
+                ptr,
+                size as u64,
+                r == sys::CUresult::CUDA_SUCCESS && managed != 0,
+            ));
         }
         Err(m.load_error.unwrap_or(CudaStatus::ErrorInvalidSymbol))
     }

@@ -136,7 +136,7 @@ impl DeviceExec for HostMemoryExecutor {
         for module in self.modules.values_mut() {
             module
                 .globals
-                .retain(|_, (ptr, _)| memory.contains_key(ptr));
+                .retain(|_, (ptr, _, _)| memory.contains_key(ptr));
         }
         Ok(())
     }

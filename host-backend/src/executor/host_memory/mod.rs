@@ -53,7 +53,7 @@ pub struct LaunchRecord {
 
 struct Module {
     image: Vec<u8>,
-    globals: HashMap<String, (DevicePtr, u64)>,
+    globals: HashMap<String, (DevicePtr, u64, bool)>,
 }
 
 struct Function {

@@ -84,7 +84,7 @@ impl ModuleExec for HostMemoryExecutor {
         module_cubin(&m.image, cubin::kernels).map_err(|_| CudaStatus::ErrorInvalidKernelImage)
     }
 
-    fn get_global(&mut self, module: ExecModule, name: &str) -> ExecResult<(DevicePtr, u64)> {
+    fn get_global(&mut self, module: ExecModule, name: &str) -> ExecResult<(DevicePtr, u64, bool)> {
         let m = self
             .modules
             .get(&module)
@@ -98,7 +98,7 @@ impl ModuleExec for HostMemoryExecutor {
             .ok_or(CudaStatus::ErrorInvalidSymbol)?;
         let ptr = self.allocate(var.size, Some(&var.init))?;
         let m = self.modules.get_mut(&module).expect("module checked above");
-        m.globals.insert(name.into(), (ptr, var.size));
-        Ok((ptr, var.size))
+        m.globals.insert(name.into(), (ptr, var.size, var.managed));
+        Ok((ptr, var.size, var.managed))
     }
 }
