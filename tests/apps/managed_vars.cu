@@ -3,8 +3,8 @@
 // one from the host (which is what initialises the runtime there),
 // cudaMemcpyTo/FromSymbol (+offsets, +Async) on them, cudaGetSymbolAddress and
 // cudaGetSymbolSize of one and that pointer used by kernels and copies,
-// cudaPointerGetAttributes, advice on a variable, and a variable attached to one
-// stream. The host touches the variables only after a synchronizing call, so the
+// cudaPointerGetAttributes, advice on a variable, a kernel on another stream and a
+// prefetch to the host. The host touches the variables only after a synchronizing call, so the
 // program is correct whether or not the device has concurrent managed access.
 #include <cstdio>
 #include <cstdlib>
@@ -155,21 +155,17 @@ int main() {
     EXPECT(m_total == expect && m_big[100] == 0.0 && m_big[200] == 1.0);
     printf("total of m_big: %llu\n", m_total);
 
-    // Advice on a variable, and the variable attached to one stream for a while.
+    // Advice on a variable; a kernel on another stream, and a prefetch, through the address.
     CHECK(cudaMemAdvise(m_init, sizeof m_init, cudaMemAdviseSetReadMostly, cudaMemLocation{cudaMemLocationTypeHost, 0}));
     int rm = -1;
     CHECK(cudaMemRangeGetAttribute(&rm, sizeof rm, cudaMemRangeAttributeReadMostly, m_init, sizeof m_init));
     printf("m_init read-mostly=%d\n", rm);
-    CHECK(cudaStreamAttachMemAsync(s, big, 0, cudaMemAttachSingle));
-    CHECK(cudaStreamSynchronize(s));
     big[1] = 42.0;
     fill<<<1, 64, 0, s>>>(big + 2, 64, -1.0);
     CHECK(cudaGetLastError());
     CHECK(cudaStreamSynchronize(s));
-    printf("attached to a stream: m_big[1]=%.1f m_big[2]=%.1f m_big[65]=%.1f m_big[66]=%.1f\n", m_big[1], m_big[2],
+    printf("on another stream: m_big[1]=%.1f m_big[2]=%.1f m_big[65]=%.1f m_big[66]=%.1f\n", m_big[1], m_big[2],
            m_big[65], m_big[66]);
-    CHECK(cudaStreamAttachMemAsync(s, big, 0, cudaMemAttachGlobal));
-    CHECK(cudaStreamSynchronize(s));
     CHECK(cudaMemPrefetchAsync(big, NBIG * sizeof(double), cudaMemLocation{cudaMemLocationTypeHost, 0}, 0, s));
     CHECK(cudaStreamSynchronize(s));
     printf("after a prefetch to the host: m_big[3]=%.1f\n", m_big[3]);
