@@ -63,6 +63,7 @@ static bool same(const float* p, const std::vector<float>& q) {
 int main() {
     cublasHandle_t h;
     BLAS(cublasCreate(&h));
+    CUDA(cudaDeviceSynchronize());  // whatever the handle set up is done before the host writes
 
     // Sgemm, A as is and transposed.
     const int M = 96, N = 80, K = 64;
