@@ -6,6 +6,8 @@
 //   bench --latency     only the small copies, launches and cudaMalloc
 //   bench --peer        only cudaMemcpyPeer from device 0 to device 1 (a note, and no
 //                       results, where there is one device)
+//   bench --managed     only managed memory: the CPU writes a buffer, a kernel updates
+//                       it, the CPU reads it, with prefetches and without
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -146,6 +148,90 @@ static void peer_copies() {
     CHECK(cudaFree(dst));
 }
 
+__global__ void twice_plus_one(float* y, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        y[i] = 2 * y[i] + 1;
+}
+
+// One round on managed memory of `bytes`: the CPU writes all of it, the kernel
+// y = 2y + 1 runs over it, the device is synchronized, and the CPU reads and sums all
+// of it; with `prefetch`, cudaMemPrefetchAsync to the device before the kernel and to
+// the host after it, else the pages move when first touched. Checks what it read.
+static void managed_round(float* y, size_t bytes, int round, bool prefetch) {
+    size_t n = bytes / sizeof(float);
+    for (size_t i = 0; i < n; i++) y[i] = (float)((i + round) & 1023);
+    cudaMemLocation dev = {cudaMemLocationTypeDevice, 0}, host = {cudaMemLocationTypeHost, 0};
+    if (prefetch) CHECK(cudaMemPrefetchAsync(y, bytes, dev, 0, 0));
+    twice_plus_one<<<(int)std::min<size_t>(n / 256, 4096), 256>>>(y, n);
+    CHECK(cudaGetLastError());
+    if (prefetch) CHECK(cudaMemPrefetchAsync(y, bytes, host, 0, 0));
+    CHECK(cudaDeviceSynchronize());
+    double sum = 0;
+    for (size_t i = 0; i < n; i++) sum += y[i];
+    // Every residue mod 1024 appears n / 1024 times: the sum is 1024 n whatever the round.
+    if (sum != 1024.0 * n || y[0] != (float)(2 * (round & 1023) + 1) ||
+        y[n - 1] != (float)(2 * ((n - 1 + round) & 1023) + 1)) {
+        fprintf(stderr, "FAIL managed round %d (%zu MiB, prefetch %d): sum %.0f\n", round, bytes >> 20, prefetch, sum);
+        exit(1);
+    }
+}
+
+// Managed memory, 16, 64 and 256 MiB: GB/s = 2 x size (to the device and back) over
+// the time of a whole round (managed_round), the median of the timed rounds after one
+// warm-up that places the pages. managed_cpu_only is the CPU's part alone (the same
+// writes and reads on malloc'd memory, no GPU), the ceiling for the other two.
+static void managed() {
+    int concurrent = 0;
+    CHECK(cudaDeviceGetAttribute(&concurrent, cudaDevAttrConcurrentManagedAccess, 0));
+    printf("NOTE concurrentManagedAccess %d\n", concurrent);
+    cudaMemLocation dev = {cudaMemLocationTypeDevice, 0};
+    bool can_prefetch = true;
+    {
+        // CUDA documents a device as prefetch target only with concurrent managed access.
+        float* probe;
+        CHECK(cudaMallocManaged(&probe, 1 << 20));
+        cudaError_t e = cudaMemPrefetchAsync(probe, 1 << 20, dev, 0, 0);
+        if (e != cudaSuccess) {
+            printf("NOTE prefetch to the device refused (%s): no prefetch-path results\n", cudaGetErrorName(e));
+            (void)cudaGetLastError();
+            can_prefetch = false;
+        }
+        CHECK(cudaDeviceSynchronize());
+        CHECK(cudaFree(probe));
+    }
+    const int sizes_mib[] = {16, 64, 256};
+    for (int mib : sizes_mib) {
+        size_t bytes = (size_t)mib << 20, n = bytes / sizeof(float);
+        int rounds = mib >= 256 ? 5 : mib >= 64 ? 7 : 11;
+        char name[64];
+        for (int mode = 0; mode < 3; mode++) {  // 0: prefetch, 1: fault, 2: CPU only
+            if (mode == 0 && !can_prefetch) continue;
+            float* y;
+            if (mode < 2) CHECK(cudaMallocManaged(&y, bytes));
+            else y = (float*)malloc(bytes);
+            std::vector<double> t;
+            for (int r = 0; r <= rounds; r++) {
+                auto s = clk::now();
+                if (mode < 2) {
+                    managed_round(y, bytes, r, mode == 0);
+                } else {
+                    for (size_t i = 0; i < n; i++) y[i] = (float)((i + r) & 1023);
+                    double sum = 0;
+                    for (size_t i = 0; i < n; i++) sum += y[i];
+                    if (sum != 511.5 * n) { fprintf(stderr, "FAIL cpu-only sum %.0f\n", sum); exit(1); }
+                }
+                double us = us_since(s);
+                if (r > 0) t.push_back(us);
+            }
+            if (mode < 2) CHECK(cudaFree(y));
+            else free(y);
+            static const char* kind[] = {"prefetch", "fault", "cpu_only"};
+            snprintf(name, sizeof name, "managed_%s_%dMiB", kind[mode], mib);
+            result(name, 2.0 * bytes / median(t) / 1e3, "GB/s");
+        }
+    }
+}
+
 static void matmul(int n) {
     size_t bytes = (size_t)n * n * sizeof(float);
     std::vector<float> a(n * (size_t)n), b(n * (size_t)n), c(n * (size_t)n);
@@ -190,6 +276,10 @@ int main(int argc, char** argv) {
     }
     if (argc == 2 && !strcmp(argv[1], "--peer")) {
         peer_copies();
+        return 0;
+    }
+    if (argc == 2 && !strcmp(argv[1], "--managed")) {
+        managed();
         return 0;
     }
     CHECK(cudaFree(0));

@@ -108,6 +108,33 @@ if os.path.exists(os.path.join(raw, "peer_native.txt")):
             w(f"| {name} | {unit} | {nv:.2f} | {m:.2f} | {m / nv:.2f}x |")
         w("")
 
+# Managed memory (bench --managed): its own table, native and the default bridged path.
+if os.path.exists(os.path.join(raw, "managed_native.txt")):
+    managed_native, managed_shm = load("managed_native.txt"), load("managed_shm.txt")
+    w("## Managed memory (bench --managed)")
+    w("")
+    w("A round: the CPU writes the whole buffer (cudaMallocManaged), a kernel computes y = 2y + 1 over it, "
+      "the device is synchronized, the CPU reads and sums all of it. `prefetch`: cudaMemPrefetchAsync to the "
+      "device before the kernel and to the host after it; `fault`: no prefetch, the pages move on first touch; "
+      "`cpu_only`: the CPU's writes and reads alone on malloc'd memory (no GPU), the ceiling. "
+      "GB/s = 2 x size / round time, the median of the timed rounds after a warm-up. "
+      "Ratio = bridged / native (higher is better).")
+    w("")
+    for label, run in (("Native", "managed_native"), ("Bridged (shm)", "managed_shm")):
+        path = os.path.join(raw, run + ".txt")
+        notes = [line[5:].strip() for line in open(path) if line.startswith("NOTE ")] if os.path.exists(path) else []
+        err = os.path.join(raw, run + ".err")
+        fails = [line.strip() for line in open(err) if "FAIL" in line] if os.path.exists(err) else []
+        if notes or fails:
+            w(f"{label} run: " + "; ".join(notes + fails[-1:]) + ".")
+            w("")
+    w("| measurement | unit | native | shm | shm / native |")
+    w("| --- | --- | --- | --- | --- |")
+    for name, (nv, unit) in managed_native.items():
+        m = managed_shm.get(name, (float("nan"), unit))[0]
+        w(f"| {name} | {unit} | {nv:.2f} | {m:.2f} | {m / nv:.2f}x |")
+    w("")
+
 # The targets, evaluated on the default path on one host (shm), except the
 # socket-path target (unix socket).
 rtt = floors.get("floor_unix_rtt_64B", (float("nan"), ""))[0]

@@ -11,9 +11,11 @@
 # (VMCUDA_POLL_US=0, against a second host started so); the same with VMCUDA_SHARED_MEMORY=0 (every byte on the
 # socket, as over vsock); the default with VMCUDA_SYNC=1 (every call waits for its
 # reply: what the asynchronous pipeline gains); bridged over TCP; and 8 concurrent
-# clients copying, natively and bridged; and cudaMemcpyPeer between devices 0 and 1,
-# natively and bridged (shm), where there are two. Writes $OUT (or
-# build/bench-results): RESULTS.md, bandwidth.png, raw.tar.gz.
+# clients copying, natively and bridged; cudaMemcpyPeer between devices 0 and 1,
+# natively and bridged (shm), where there are two; and managed memory (bench --managed:
+# the CPU writes a buffer, a kernel updates it, the CPU reads it back, with prefetches
+# and without), natively and bridged (shm). Writes $OUT (or build/bench-results):
+# RESULTS.md, bandwidth.png, raw.tar.gz.
 set -u
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo" || exit 2
@@ -78,6 +80,10 @@ bridged "unix:$sock" "$bench" --bandwidth 64 --seconds 5 >"$raw/single_shm.txt"
 echo "== peer copies, device 0 -> device 1 (a note only, with one device)"
 LD_LIBRARY_PATH="$real_cudart" "$bench" --peer >"$raw/peer_native.txt"
 bridged "unix:$sock" "$bench" --peer >"$raw/peer_shm.txt"
+
+echo "== managed memory: prefetch and fault paths"
+LD_LIBRARY_PATH="$real_cudart" "$bench" --managed >"$raw/managed_native.txt" 2>"$raw/managed_native.err"
+bridged "unix:$sock" "$bench" --managed >"$raw/managed_shm.txt" 2>"$raw/managed_shm.err"
 
 python3 "$repo/bench/report.py" "$raw" "$out" "$(cat "$carry/COMMIT" 2>/dev/null || echo unknown)" \
   "bench/run.sh $1" "$clients"

@@ -140,8 +140,14 @@ build_one() {
     mkdir -p "$dest"
     local inc=(-I"$path")
     [ -d "$path/inc" ] && inc+=(-I"$path/inc")
-    local srcpaths=()
-    for f in $srcs; do srcpaths+=("$path/$f"); done
+    # A -DNAME=VALUE among the sources is a macro for their compilation.
+    local srcpaths=() defs=()
+    for f in $srcs; do
+        case "$f" in
+            -D*) defs+=("$f") ;;
+            *) srcpaths+=("$path/$f") ;;
+        esac
+    done
     local link=()
     for f in $libs; do
         case "$f" in
@@ -153,7 +159,7 @@ build_one() {
             *) echo "unknown lib $f" ; return 1 ;;
         esac
     done
-    "$nvcc" "${common[@]}" "${inc[@]}" -o "$dest/$name" "${srcpaths[@]}" \
+    "$nvcc" "${common[@]}" ${defs[@]+"${defs[@]}"} "${inc[@]}" -o "$dest/$name" "${srcpaths[@]}" \
         "${libflags[@]}" ${link[@]+"${link[@]}"} -lpthread || return 1
     for f in $files; do
         [ "$f" = - ] && continue
