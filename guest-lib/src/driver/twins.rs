@@ -131,7 +131,7 @@ twins! {
     /// Managed memory: `CUmemLocation` is laid out as `cudaMemLocation`, the advice and
     /// range attributes are the same enums, `CU_MEM_ATTACH_*` are `cudaMemAttach*`.
     "cuMemAllocManaged" => cuMemAllocManaged(ptr: *mut *mut c_void, size: usize, flags: u32)
-        => rt_memory::cudaMallocManaged(ptr, size, flags);
+        => if size == 0 { CudaStatus::ErrorInvalidValue.0 } else { rt_memory::cudaMallocManaged(ptr, size, flags) };
     /// What the name means in CUDA 13 (`cuMemPrefetchAsync` exported is CUDA 8's).
     "cuMemPrefetchAsync" => cuMemPrefetchAsync_v2(
         ptr: u64, count: usize, location: rt_memory::MemLocation, flags: u32, stream: RawHandle,

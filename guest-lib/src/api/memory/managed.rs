@@ -141,7 +141,9 @@ pub extern "C" fn cudaMallocManaged(ptr: *mut *mut c_void, size: usize, flags: u
         if ptr.is_null() {
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        let p = allocate(size, flags)?;
+        // NVIDIA's runtime answers a size of 0 with success and NULL (measured
+        // through its static runtime); its driver refuses it (`cuMemAllocManaged`).
+        let p = if size == 0 { 0 } else { allocate(size, flags)? };
         // SAFETY: by cudaMallocManaged's contract `ptr` is writable.
         unsafe { caller::write(ptr, p as *mut c_void) }
     })
