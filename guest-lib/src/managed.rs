@@ -16,7 +16,9 @@
 //! page returns to `Device`, since the work may write any of them. A fault on a
 //! `Device` page fetches its 2 MiB window from the device (one synchronous copy on the
 //! legacy stream, so it follows the blocking streams' work) and maps it read-only; a
-//! write makes its 64 KiB block dirty. A prefetch to the device sends the range's dirty
+//! write makes its 64 KiB block dirty. A touch right after pages already on the guest
+//! is taken for a sequential pass: a read fetches 8 MiB, a write dirties the rest of
+//! its window. A prefetch to the device sends the range's dirty
 //! pages at once; one to the CPU fetches the range after its stream's work.
 //!
 //! Pages are fetched into a scratch mapping that is then moved over the guest pages
@@ -38,8 +40,11 @@ pub type Result<T> = std::result::Result<T, CudaStatus>;
 pub const PAGE: usize = 4096;
 /// What a fault on a page only the device holds brings back at once.
 const WINDOW: usize = 2 << 20;
-/// What a write fault makes dirty at once.
+/// What a write fault makes dirty at once; a write right after dirty pages makes the
+/// rest of its window dirty.
 const WRITE_BLOCK: usize = 64 << 10;
+/// What a fault right after pages already on the guest fetches (a sequential reader).
+const READ_AHEAD: usize = 4 * WINDOW;
 
 /// Where a managed page's current contents are (see the module documentation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -468,15 +473,28 @@ impl Regions {
             let hi = ((addr & !(size - 1)) + size).min(end);
             (lo, hi - lo)
         };
+        // The state of the page just before `at`, if it is in this region: a touch
+        // right after pages already on the guest is taken for a sequential pass.
+        let before =
+            |r: &Region, at: usize| (at > start).then(|| r.pages[(at - start) / PAGE - 1].state);
         let result = (|| {
             let state = r.pages[index].state;
             if state == State::Device {
-                let (lo, len) = window(WINDOW);
+                let (lo, mut len) = window(WINDOW);
+                if before(r, lo).is_some_and(|s| s != State::Device) {
+                    // A sequential reader: several windows at once.
+                    len = (READ_AHEAD).min(end - lo);
+                }
                 let range = r.pages_of(start, lo, len);
                 r.bring(start, range, State::Clean, &mut on_host)?;
             }
             if write {
-                let (lo, len) = window(WRITE_BLOCK);
+                let (lo, mut len) = window(WRITE_BLOCK);
+                if before(r, lo) == Some(State::Dirty) {
+                    // A sequential writer: the rest of its window.
+                    let (wlo, wlen) = window(WINDOW);
+                    len = wlo + wlen - lo;
+                }
                 let range = r.pages_of(start, lo, len);
                 r.bring(start, range, State::Dirty, &mut on_host)?;
             } else if state != State::Device {
@@ -549,9 +567,13 @@ extern "C" fn on_fault(signal: i32, info: *mut libc::siginfo_t, context: *mut c_
     }
 }
 
+/// Faults resolved, since the process started.
+pub static FAULTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 /// Resolve a fault on managed memory; false if it was not on managed memory, or the
 /// pages could not be brought back (the program then gets the fault it would have).
 fn handle_fault(addr: usize, write: bool) -> bool {
+    FAULTS.fetch_add(1, Ordering::Relaxed);
     if BUSY.with(|b| b.get()) {
         // This thread was moving managed pages itself: a bug, reported as the fault.
         return false;

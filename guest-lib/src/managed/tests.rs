@@ -310,3 +310,34 @@ fn variables_move_only_their_own_bytes_and_share_pages() {
     remove_region(base).unwrap();
     remove_region(base + PAGE).unwrap();
 }
+
+#[test]
+fn sequential_passes_take_bigger_steps() {
+    let _s = serial();
+    let len = 16 * WINDOW;
+    let (addr, device) = region(len, true);
+    let faults = || FAULTS.load(Ordering::Relaxed);
+    // A sequential writer: the second block's fault dirties the rest of the window.
+    let at_start = faults();
+    for i in (0..WINDOW).step_by(PAGE) {
+        // SAFETY: the region's pages; faults map them.
+        unsafe { std::ptr::write_volatile((addr + i) as *mut u8, 1) };
+    }
+    assert_eq!(state_of(addr + WINDOW - PAGE), State::Dirty);
+    assert_eq!(faults() - at_start, 2);
+    settle_all().unwrap();
+    assert_eq!(device.sent.load(Ordering::Relaxed), WINDOW);
+    // A sequential reader: after the first window, four at a time.
+    let mut sum = 0u64;
+    let at_start = faults();
+    for i in (0..len).step_by(PAGE) {
+        // SAFETY: as above.
+        sum += u64::from(unsafe { std::ptr::read_volatile((addr + i) as *const u8) });
+    }
+    assert_eq!(sum, (WINDOW / PAGE) as u64);
+    // Windows at 0, 2, 10, 18 and 26 MiB.
+    assert_eq!(faults() - at_start, 5);
+    assert_eq!(device.fetched.load(Ordering::Relaxed), len);
+    assert_eq!(state_of(addr + 5 * WINDOW), State::Clean);
+    remove_region(addr).unwrap();
+}
