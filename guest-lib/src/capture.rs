@@ -191,6 +191,11 @@ pub fn status(stream: StreamHandle) -> Result<(u32, u64), CudaStatus> {
     })
 }
 
+/// Whether any stream is capturing.
+pub fn any() -> bool {
+    with(|c| !c.streams.is_empty())
+}
+
 pub fn is_capturing(stream: StreamHandle) -> bool {
     with(|c| c.streams.contains_key(&stream))
 }

@@ -800,6 +800,12 @@ pub fn before_op(op: vmcuda_wire::op::Op) -> Result<()> {
     if !PENDING.load(Ordering::Acquire) || !reaches_memory(op) || BUSY.with(|b| b.get()) {
         return Ok(());
     }
+    // While a stream captures, its work is recorded, not run (the graph's launch
+    // settles); and the synchronous copies that settling makes would break a capture
+    // in global mode. Other streams' work meanwhile finds the pages as they were.
+    if crate::capture::any() {
+        return Ok(());
+    }
     settle_all()
 }
 
