@@ -341,3 +341,28 @@ fn sequential_passes_take_bigger_steps() {
     assert_eq!(state_of(addr + 5 * WINDOW), State::Clean);
     remove_region(addr).unwrap();
 }
+
+#[test]
+fn work_that_may_reach_device_memory_settles_and_queries_do_not() {
+    use vmcuda_wire::op::Op;
+    for op in [
+        Op::LaunchKernel,
+        Op::GraphLaunch,
+        Op::BlasCall,
+        Op::LtMatmul,
+        Op::MemcpyHtoD,
+        Op::Memset,
+        Op::MemcpyShared,
+    ] {
+        assert!(reaches_memory(op), "{op:?}");
+    }
+    for op in [
+        Op::StreamSynchronize,
+        Op::EventQuery,
+        Op::MemAlloc,
+        Op::DeviceGetProperties,
+        Op::StreamBeginCapture,
+    ] {
+        assert!(!reaches_memory(op), "{op:?}");
+    }
+}

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# tests/gpu/run-managed.sh CARRY [PART...]: on the GPU machine, managed memory natively
+# and through vmcuda in the same run, from artifacts built by tests/gpu/carry.sh:
+#   apps     every test app (the managed_* ones among them) with vmcuda's runtime, with
+#            nvcc's static runtime over vmcuda's driver, and on NVIDIA's runtime over
+#            vmcuda's driver (tests/gpu/run.sh, three times);
+#   samples  NVIDIA's public samples (tests/gpu/samples/run.sh; all of them, the managed
+#            ones among them), when carried;
+#   bench    bench --managed natively, bridged with the shared-memory data path, and
+#            bridged with every byte on the socket (VMCUDA_SHARED_MEMORY=0).
+# Default: all three. Writes $OUT (default build/gpu-managed): one directory per part
+# with each script's RESULTS*.md, and bench-managed.txt; exits non-zero if a part failed.
+set -u
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$repo" || exit 2
+carry=$(cd "${1:?usage: run-managed.sh CARRY [apps|samples|bench]...}" && pwd)
+shift
+parts=${*:-apps samples bench}
+out=${OUT:-build/gpu-managed}
+mkdir -p "$out"
+export VMCUDA_COMMIT_FILE="$carry/COMMIT"
+rc=0
+common=(VMCUDA_HOST_BIN="$carry/bin/vmcuda-host" VMCUDA_GUEST_LIB="$carry/guest/lib")
+
+for part in $parts; do
+  case $part in
+    apps)
+      for variant in shared static nvidia; do
+        dir=$carry/apps runtime=vmcuda
+        [ "$variant" = static ] && dir=$carry/apps-static
+        [ "$variant" = nvidia ] && runtime=nvidia
+        echo "== apps ($variant) $(date -u +%T)"
+        env "${common[@]}" OUT="$out/apps-$variant" VMCUDA_APPS_DIR="$dir" \
+          VMCUDA_BRIDGED_RUNTIME=$runtime bash tests/gpu/run.sh >"$out/apps-$variant.log" 2>&1 || rc=1
+        grep -E '^\*\*|^- result|PASS|FAIL' "$out/apps-$variant/RESULTS.md" | grep -E 'managed|result|^\*\*' | head -12
+      done
+      ;;
+    samples)
+      [ -e "$carry/samples.tar.xz" ] || { echo "no samples carried"; continue; }
+      echo "== samples $(date -u +%T)"
+      env "${common[@]}" OUT="$out/samples" VMCUDA_SAMPLES_DEADLINE="${VMCUDA_SAMPLES_DEADLINE:-300}" \
+        bash tests/gpu/samples/run.sh "$carry/samples.tar.xz" >"$out/samples.log" 2>&1 || rc=1
+      grep -E '^- result|Unified|conjugateGradientUM|NV12|graphMemoryNodes|MultiBlockCG' \
+        "$out/samples/RESULTS-SAMPLES.md" | head -12
+      ;;
+    bench)
+      echo "== bench --managed $(date -u +%T)"
+      t=$(mktemp -d)
+      "$carry/bin/vmcuda-host" serve --unix "$t/s" --executor cuda --state-dir "$t/state" 2>"$t/host.log" &
+      host=$!
+      for _ in $(seq 100); do [ -S "$t/s" ] && break; sleep 0.1; done
+      # shellcheck source=tests/gpu/hide-gpu.sh
+      source tests/gpu/hide-gpu.sh
+      {
+        echo "# bench --managed, $(date -u '+%F %T') UTC, commit $(cat "$carry/COMMIT")"
+        echo "# GPU: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
+        echo "# bridged: $isolation"
+        echo "## native"
+        LD_LIBRARY_PATH=/usr/local/cuda/lib64 "$carry/bench/bench" --managed 2>&1
+        echo "## bridged (unix socket, shared-memory data path)"
+        LD_LIBRARY_PATH="$carry/guest/lib" VMCUDA_SERVER="unix:$t/s" \
+          "${isolate[@]}" "$carry/bench/bench" --managed 2>&1
+        echo "## bridged (unix socket, every byte on the socket)"
+        LD_LIBRARY_PATH="$carry/guest/lib" VMCUDA_SERVER="unix:$t/s" VMCUDA_SHARED_MEMORY=0 \
+          "${isolate[@]}" "$carry/bench/bench" --managed 2>&1
+      } >"$out/bench-managed.txt" || rc=1
+      kill "$host"
+      grep -q FAIL "$out/bench-managed.txt" && rc=1
+      cat "$out/bench-managed.txt"
+      ;;
+    *) echo "run-managed.sh: unknown part $part" >&2; rc=2 ;;
+  esac
+done
+exit $rc
