@@ -11,6 +11,10 @@
 //!   faults;
 //! - [`State::Dirty`]: the CPU wrote the guest page; it is read-write.
 //!
+//! A new allocation's pages start `Dirty` (the device's copy is zeros, and what the
+//! program never touches stays zeros on the guest too, so only the resident pages
+//! travel): the program fills it, with its own writes or `read(2)`, without a fault.
+//!
 //! Before any work that may reach device memory (a launch, copy, memset, library call
 //! or graph launch; [`before_op`]) every dirty page travels to the device and every
 //! page returns to `Device`, since the work may write any of them. A fault on a
@@ -304,6 +308,29 @@ fn fetch(
     Ok(())
 }
 
+/// The runs of `[addr, addr + len)` whose pages are resident: in an anonymous mapping,
+/// the others were never touched and read as zeros. Unknown (mincore failed): all.
+fn resident(addr: usize, len: usize) -> Vec<(usize, usize)> {
+    let mut present = vec![0u8; len / PAGE];
+    // SAFETY: `present` has one byte per page of `[addr, addr + len)`, a mapping of
+    // this module.
+    if unsafe { libc::mincore(addr as *mut c_void, len, present.as_mut_ptr()) } != 0 {
+        return vec![(addr, len)];
+    }
+    let mut out: Vec<(usize, usize)> = Vec::new();
+    for (i, p) in present.iter().enumerate() {
+        if p & 1 == 0 {
+            continue;
+        }
+        let at = addr + i * PAGE;
+        match out.last_mut() {
+            Some((s, n)) if *s + *n == at => *n += PAGE,
+            _ => out.push((at, PAGE)),
+        }
+    }
+    out
+}
+
 /// Runs of consecutive pages of `pages[range]` for which `pick` holds, as page index
 /// ranges.
 fn runs(
@@ -368,9 +395,15 @@ impl Region {
             let (addr, len) = (start + run.start * PAGE, run.len() * PAGE);
             // Read-only first: a write during the copy faults and waits for it.
             protect(addr, len, libc::PROT_READ)?;
-            let sent = self
-                .spans(addr, len)
+            // A fresh region's pages never touched are zeros on both sides.
+            let touched = if self.fresh {
+                resident(addr, len)
+            } else {
+                vec![(addr, len)]
+            };
+            let sent = touched
                 .into_iter()
+                .flat_map(|(a, n)| self.spans(a, n))
                 .try_for_each(|(at, n)| self.mover.to_device(self.device, at, n));
             if let Err(e) = sent {
                 let _ = protect(addr, len, State::Dirty.protection());
@@ -647,9 +680,13 @@ fn insert_region(
     if PREVIOUS.get().is_none() {
         return Err(CudaStatus::ErrorNotSupported);
     }
-    map_fixed(addr, len, libc::PROT_NONE, false)?;
+    // A fresh allocation starts writable on the guest: the program's first writes (or
+    // a `read(2)` into it, which takes no fault) need nothing, and what it touched
+    // goes to the device at the first device work (see `resident`).
+    let state = if fresh { State::Dirty } else { State::Device };
+    map_fixed(addr, len, state.protection(), false)?;
     let page = Page {
-        state: State::Device,
+        state,
         read_mostly: false,
         preferred: Location::Invalid,
         last_prefetch: Location::Invalid,
@@ -657,6 +694,9 @@ fn insert_region(
     };
     note_regions();
     let mut all = regions();
+    if fresh {
+        all.on_host += len / PAGE;
+    }
     all.map.insert(
         addr,
         Region {

@@ -91,7 +91,10 @@ int main() {
     cudaGraph_t graph = capture(in);
     size_t nodes = 0;
     CHECK(cudaGraphGetNodes(graph, nullptr, &nodes));
-    printf("graph: %zu nodes\n", nodes);
+    // At least the 8 captured operations (vmcuda's host adds a memset that zeroes the
+    // graph's allocation, so the count itself is not printed).
+    EXPECT(nodes >= 8);
+    printf("graph captured\n");
     cudaGraphExec_t exec;
     CHECK(cudaGraphInstantiate(&exec, graph, 0));
 

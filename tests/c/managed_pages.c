@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 typedef void* cudaStream_t;
 struct cudaMemLocation { int type; int id; };
@@ -137,6 +139,21 @@ int main(void) {
     int bad = cudaMemAdvise(back, 4096, 1, cpu);
     cudaGetLastError();
     check(bad == 1, "advice on memory that is not managed is cudaErrorInvalidValue");
+
+    /* read(2) into a fresh allocation: the kernel writes it, no fault is taken. */
+    char path[] = "/tmp/managed_pagesXXXXXX";
+    int fd = mkstemp(path);
+    memset(back, 0x6b, 100000);
+    int wrote = fd >= 0 && write(fd, back, 100000) == 100000;
+    unsigned char* filled = NULL;
+    CALL(cudaMallocManaged((void**)&filled, 100000, 1));
+    int got = wrote && lseek(fd, 0, SEEK_SET) == 0 ? (int)read(fd, filled, 100000) : -1;
+    if (fd >= 0) { close(fd); unlink(path); }
+    memset(back, 0, 100000);
+    CALL(cudaMemcpy(d, filled, 100000, DEFAULT));
+    CALL(cudaMemcpy(back, d, 100000, D2H));
+    check(got == 100000 && all_bytes(back, 100000, 0x6b), "read(2) into fresh managed memory reaches the device");
+    CALL(cudaFree(filled));
 
     pthread_t t[4];
     struct worker w[4];
