@@ -127,12 +127,29 @@ struct Page {
 
 const CPU_BIT: u64 = 1 << 63;
 
-/// How a region's bytes move between the guest's pages and the device's copy.
+/// How a region's bytes move between the guest's pages and the device's copy. The
+/// guest side of every move is the region's second, always writable view of the same
+/// pages (`via`), so the program's view keeps its protection meanwhile.
 pub trait Mover: Sync {
-    /// Copy `[addr, addr + len)` of guest memory to the same addresses on `device`.
-    fn to_device(&self, device: i32, addr: usize, len: usize) -> Result<()>;
-    /// Copy `len` bytes at device address `addr` into guest memory at `into`.
-    fn to_host(&self, device: i32, addr: usize, into: usize, len: usize) -> Result<()>;
+    /// Copy `len` bytes of guest memory at `via` to device address `addr` on `device`.
+    fn to_device(
+        &self,
+        device: i32,
+        addr: usize,
+        via: usize,
+        len: usize,
+        shared: bool,
+    ) -> Result<()>;
+    /// Copy `len` bytes at device address `addr` into guest memory at `via`.
+    fn to_host(&self, device: i32, addr: usize, via: usize, len: usize, shared: bool)
+        -> Result<()>;
+    /// Offer the host the writable view (`fd` mapped at `via`): true if its copies
+    /// to and from there are now the GPU's own (`shared` above).
+    fn share(&self, _fd: &std::os::fd::OwnedFd, _via: usize, _len: usize) -> bool {
+        false
+    }
+    /// Take back what `share` offered.
+    fn unshare(&self, _via: usize, _len: usize) {}
 }
 
 /// What a region mirrors: an allocation the program made (freed with it), or a
@@ -161,6 +178,13 @@ struct Region {
     /// For variables, the bytes that are variables (`[start, start + len)` each): the
     /// rest of their pages is not the program's, and the host refuses it.
     pieces: Option<Vec<(usize, usize)>>,
+    /// The same pages (a memfd) mapped a second time, always writable: where fetched
+    /// bytes land while the program's view is still `PROT_NONE`, so no thread sees a
+    /// half-copied page; and, shared with the host, what its DMA reads and writes.
+    via: usize,
+    /// Whether the host maps `via` (copies are the GPU's DMA, no byte on the socket).
+    shared: bool,
+    _fd: std::os::fd::OwnedFd,
 }
 
 #[derive(Default)]
@@ -244,70 +268,6 @@ fn map_fixed(addr: usize, len: usize, prot: i32, reserve_only: bool) -> Result<(
     Ok(())
 }
 
-/// Fetch `spans` (inside `[addr, addr + len)`) of `device` into the guest pages at
-/// `addr`, leaving them with `prot`: into a scratch mapping first, moved over the
-/// pages at once.
-fn fetch(
-    mover: &dyn Mover,
-    device: i32,
-    addr: usize,
-    len: usize,
-    spans: &[(usize, usize)],
-    prot: i32,
-) -> Result<()> {
-    // SAFETY: a new private anonymous mapping, placed by the kernel.
-    let scratch = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if scratch == libc::MAP_FAILED {
-        return Err(CudaStatus::ErrorMemoryAllocation);
-    }
-    let unmap = || {
-        // SAFETY: the scratch mapping made above, not moved.
-        unsafe { libc::munmap(scratch, len) };
-    };
-    let copied = spans
-        .iter()
-        .try_for_each(|(at, n)| mover.to_host(device, *at, scratch as usize + (at - addr), *n));
-    if let Err(e) = copied {
-        unmap();
-        return Err(e);
-    }
-    if prot != libc::PROT_READ | libc::PROT_WRITE {
-        if let Err(e) = protect(scratch as usize, len, prot) {
-            unmap();
-            return Err(e);
-        }
-    }
-    // SAFETY: moves the scratch pages over `[addr, addr + len)`, pages of a region of
-    // this module; the scratch mapping is gone afterwards.
-    let moved = unsafe {
-        libc::mremap(
-            scratch,
-            len,
-            len,
-            libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
-            addr as *mut c_void,
-        )
-    };
-    if moved == libc::MAP_FAILED {
-        eprintln!(
-            "vmcuda: managed memory: mremap to {addr:#x}: {}",
-            std::io::Error::last_os_error()
-        );
-        unmap();
-        return Err(CudaStatus::ErrorUnknown);
-    }
-    Ok(())
-}
-
 /// The runs of `[addr, addr + len)` whose pages are resident: in an anonymous mapping,
 /// the others were never touched and read as zeros. Unknown (mincore failed): all.
 fn resident(addr: usize, len: usize) -> Vec<(usize, usize)> {
@@ -329,6 +289,30 @@ fn resident(addr: usize, len: usize) -> Vec<(usize, usize)> {
         }
     }
     out
+}
+
+/// Map `len` bytes of `fd` at `at` (replacing what is there: a region's reserved
+/// addresses) or where the kernel chooses; the address.
+fn map_shared(
+    fd: &std::os::fd::OwnedFd,
+    at: Option<usize>,
+    len: usize,
+    prot: i32,
+) -> Result<usize> {
+    use std::os::fd::AsRawFd;
+    let flags = libc::MAP_SHARED | if at.is_some() { libc::MAP_FIXED } else { 0 };
+    let want = at.unwrap_or(0);
+    // SAFETY: maps our own memfd; with MAP_FIXED only `[at, at + len)`, addresses the
+    // caller holds (reserved for device memory), are replaced.
+    let p = unsafe { libc::mmap(want as *mut c_void, len, prot, flags, fd.as_raw_fd(), 0) };
+    if p == libc::MAP_FAILED || (at.is_some() && p as usize != want) {
+        eprintln!(
+            "vmcuda: managed memory: cannot map {len} bytes: {}",
+            std::io::Error::last_os_error()
+        );
+        return Err(CudaStatus::ErrorMemoryAllocation);
+    }
+    Ok(p as usize)
 }
 
 /// Runs of consecutive pages of `pages[range]` for which `pick` holds, as page index
@@ -404,7 +388,10 @@ impl Region {
             let sent = touched
                 .into_iter()
                 .flat_map(|(a, n)| self.spans(a, n))
-                .try_for_each(|(at, n)| self.mover.to_device(self.device, at, n));
+                .try_for_each(|(at, n)| {
+                    let via = self.via + (at - start);
+                    self.mover.to_device(self.device, at, via, n, self.shared)
+                });
             if let Err(e) = sent {
                 let _ = protect(addr, len, State::Dirty.protection());
                 return Err(e);
@@ -430,19 +417,15 @@ impl Region {
     ) -> Result<()> {
         for run in runs(&self.pages, range.clone(), |p| p.state == State::Device) {
             let (addr, len) = (start + run.start * PAGE, run.len() * PAGE);
-            if self.fresh {
-                protect(addr, len, state.protection())?;
-            } else {
-                let spans = self.spans(addr, len);
-                fetch(
-                    self.mover,
-                    self.device,
-                    addr,
-                    len,
-                    &spans,
-                    state.protection(),
-                )?;
+            if !self.fresh {
+                // Into the writable view while the program's still faults: the bytes
+                // are all there before any thread can read them.
+                for (at, n) in self.spans(addr, len) {
+                    let via = self.via + (at - start);
+                    self.mover.to_host(self.device, at, via, n, self.shared)?;
+                }
             }
+            protect(addr, len, state.protection())?;
             self.set(run, state, on_host);
         }
         if state == State::Dirty {
@@ -684,7 +667,16 @@ fn insert_region(
     // a `read(2)` into it, which takes no fault) need nothing, and what it touched
     // goes to the device at the first device work (see `resident`).
     let state = if fresh { State::Dirty } else { State::Device };
-    map_fixed(addr, len, state.protection(), false)?;
+    let fd = crate::shared::memfd(len)?;
+    map_shared(&fd, Some(addr), len, state.protection())?;
+    let via = match map_shared(&fd, None, len, libc::PROT_READ | libc::PROT_WRITE) {
+        Ok(via) => via,
+        Err(e) => {
+            let _ = map_fixed(addr, len, libc::PROT_NONE, true);
+            return Err(e);
+        }
+    };
+    let shared = mover.share(&fd, via, len);
     let page = Page {
         state,
         read_mostly: false,
@@ -707,6 +699,9 @@ fn insert_region(
             pages: vec![page; len / PAGE],
             mover,
             pieces,
+            via,
+            shared,
+            _fd: fd,
         },
     );
     all.update_pending();
@@ -774,6 +769,11 @@ pub fn remove_region(ptr: usize) -> Option<Origin> {
         .count();
     all.on_host -= on_host;
     all.update_pending();
+    if region.shared {
+        region.mover.unshare(region.via, region.len);
+    }
+    // SAFETY: the region's writable view, which nothing uses any more.
+    unsafe { libc::munmap(region.via as *mut c_void, region.len) };
     // Back to an unbacked reservation, as `shared::reserve` left it.
     let _ = map_fixed(ptr, region.len, libc::PROT_NONE, true);
     Some(region.origin)

@@ -35,7 +35,7 @@ fn enabled() -> bool {
 
 /// A memfd of `len` bytes that can never shrink: the host maps it, and pages cut off
 /// under its mapping would fault in the host's worker (the host refuses unsealed ones).
-fn memfd(len: usize) -> Result<OwnedFd, CudaStatus> {
+pub(crate) fn memfd(len: usize) -> Result<OwnedFd, CudaStatus> {
     use nix::fcntl::{fcntl, FcntlArg, SealFlag};
     use nix::sys::memfd::MFdFlags;
     let fd = nix::sys::memfd::memfd_create(
@@ -96,6 +96,25 @@ pub fn alloc(size: usize, flags: u32) -> Option<(usize, Shared)> {
             note_fallback(e);
             // SAFETY: unmapping the mapping made just above, which nobody else uses.
             let _ = unsafe { munmap(addr, len) };
+            None
+        }
+    }
+}
+
+/// Hand the host a mapping of `fd` the caller made at `[start, start + len)`, so its
+/// copies to and from there are the GPU's DMA; `None` where that is not possible.
+pub fn share_mapping(fd: &OwnedFd, start: usize, len: usize) -> Option<Shared> {
+    if !enabled() || !client::client().is_ok_and(|c| c.can_pass_fds()) {
+        return None;
+    }
+    match register(fd, start, len, 0) {
+        Ok(device_ptr) => Some(Shared {
+            start,
+            len,
+            device_ptr,
+        }),
+        Err(e) => {
+            note_fallback(e);
             None
         }
     }

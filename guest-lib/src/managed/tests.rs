@@ -33,18 +33,32 @@ impl FakeDevice {
 }
 
 impl Mover for FakeDevice {
-    fn to_device(&self, _device: i32, addr: usize, len: usize) -> Result<()> {
-        // SAFETY: the model hands over readable guest pages of its region.
-        let bytes = unsafe { std::slice::from_raw_parts(addr as *const u8, len) };
+    fn to_device(
+        &self,
+        _device: i32,
+        addr: usize,
+        via: usize,
+        len: usize,
+        _shared: bool,
+    ) -> Result<()> {
+        // SAFETY: the model hands over a region's readable writable view.
+        let bytes = unsafe { std::slice::from_raw_parts(via as *const u8, len) };
         self.write(addr - self.base, bytes);
         self.sent.fetch_add(len, Ordering::Relaxed);
         Ok(())
     }
 
-    fn to_host(&self, _device: i32, addr: usize, into: usize, len: usize) -> Result<()> {
+    fn to_host(
+        &self,
+        _device: i32,
+        addr: usize,
+        via: usize,
+        len: usize,
+        _shared: bool,
+    ) -> Result<()> {
         let bytes = self.read(addr - self.base, len);
-        // SAFETY: the model hands over a writable scratch mapping of `len` bytes.
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), into as *mut u8, len) };
+        // SAFETY: the model hands over a region's writable view of `len` bytes.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), via as *mut u8, len) };
         self.fetched.fetch_add(len, Ordering::Relaxed);
         Ok(())
     }
@@ -99,16 +113,27 @@ fn a_fresh_allocation_is_filled_without_faults_and_only_touched_pages_travel() {
     unsafe { std::ptr::write_volatile((addr + 8) as *mut u64, 0xabcd) };
     // SAFETY: as above; a page in the next window.
     unsafe { std::ptr::write_volatile((addr + WINDOW + 4 * PAGE) as *mut u8, 7) };
-    assert_eq!(FAULTS.load(Ordering::Relaxed), at_start, "no fault while filling");
+    assert_eq!(
+        FAULTS.load(Ordering::Relaxed),
+        at_start,
+        "no fault while filling"
+    );
     assert_eq!(state_of(addr), State::Dirty);
     settle_all().unwrap();
     assert_eq!(state_of(addr), State::Device);
-    assert_eq!(device.sent.load(Ordering::Relaxed), 2 * PAGE, "only the touched pages");
+    assert_eq!(
+        device.sent.load(Ordering::Relaxed),
+        2 * PAGE,
+        "only the touched pages"
+    );
     assert_eq!(&device.read(8, 8), &0xabcdu64.to_ne_bytes());
     assert_eq!(device.read(WINDOW + 4 * PAGE, 1), vec![7]);
     // No longer fresh: a touch now fetches.
     // SAFETY: as above; the fault brings the window back.
-    assert_eq!(unsafe { std::ptr::read_volatile((addr + 8) as *const u64) }, 0xabcd);
+    assert_eq!(
+        unsafe { std::ptr::read_volatile((addr + 8) as *const u64) },
+        0xabcd
+    );
     assert_eq!(device.fetched.load(Ordering::Relaxed), WINDOW);
     remove_region(addr).unwrap();
 }

@@ -349,7 +349,7 @@ fn settle_posted_reads(stream: StreamHandle) -> Result<()> {
 /// A copy between device memory and pinned memory the host shares: one request, no
 /// bytes on the socket. Asynchronous copies into this process's own allocations are
 /// posted (the GPU works on them while the program runs on, as natively); the rest wait.
-fn shared_copy(
+pub(super) fn shared_copy(
     device: u64,
     host: u64,
     count: usize,

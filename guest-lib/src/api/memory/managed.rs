@@ -6,7 +6,7 @@ use std::ffi::c_void;
 use vmcuda_wire::op::{MemAlloc, Memset, StreamHandle};
 use vmcuda_wire::CudaStatus;
 
-use super::copy::memcpy_now;
+use super::copy::{memcpy_now, shared_copy};
 use super::{allocate_clear, free_device, free_held, wait_for_stream};
 use crate::api::{call, guard, stream_handle, RawHandle, Result};
 use crate::capture;
@@ -15,19 +15,38 @@ use crate::managed::{self, Location, Origin, PAGE};
 use crate::state;
 use crate::{caller, cudaError_t};
 
-/// Managed pages move through the guest's usual copy paths, as synchronous copies on
-/// the legacy stream of the region's device.
+/// Managed pages move as synchronous copies on the legacy stream of the region's
+/// device: the GPU's DMA to and from the region's writable view where the host maps it
+/// (shared memory on one host), else through the guest's usual copy paths (staging,
+/// guest RAM, the socket) from that view as from any pageable buffer.
 struct DeviceMover;
 
 impl managed::Mover for DeviceMover {
-    fn to_device(&self, device: i32, addr: usize, len: usize) -> Result<()> {
+    fn to_device(
+        &self,
+        device: i32,
+        addr: usize,
+        via: usize,
+        len: usize,
+        shared: bool,
+    ) -> Result<()> {
         state::as_device(device, || {
-            // SAFETY: `[addr, addr + len)` are guest pages of a managed region, readable
-            // while they are sent (the region's lock is held).
+            if shared {
+                return shared_copy(
+                    addr as u64,
+                    via as u64,
+                    len,
+                    true,
+                    StreamHandle::LEGACY,
+                    false,
+                );
+            }
+            // SAFETY: `[via, via + len)` is a region's writable view, read while the
+            // region's lock is held.
             unsafe {
                 memcpy_now(
                     addr,
-                    addr,
+                    via,
                     len,
                     Direction::HostToDevice,
                     StreamHandle::LEGACY,
@@ -37,12 +56,30 @@ impl managed::Mover for DeviceMover {
         })
     }
 
-    fn to_host(&self, device: i32, addr: usize, into: usize, len: usize) -> Result<()> {
+    fn to_host(
+        &self,
+        device: i32,
+        addr: usize,
+        via: usize,
+        len: usize,
+        shared: bool,
+    ) -> Result<()> {
         state::as_device(device, || {
-            // SAFETY: `into` is a scratch mapping of `len` writable bytes.
+            if shared {
+                return shared_copy(
+                    addr as u64,
+                    via as u64,
+                    len,
+                    false,
+                    StreamHandle::LEGACY,
+                    false,
+                );
+            }
+            // SAFETY: `[via, via + len)` is a region's writable view, written while the
+            // region's lock is held.
             unsafe {
                 memcpy_now(
-                    into,
+                    via,
                     addr,
                     len,
                     Direction::DeviceToHost,
@@ -51,6 +88,18 @@ impl managed::Mover for DeviceMover {
                 )
             }
         })
+    }
+
+    fn share(&self, fd: &std::os::fd::OwnedFd, via: usize, len: usize) -> bool {
+        crate::shared::share_mapping(fd, via, len).is_some()
+    }
+
+    fn unshare(&self, via: usize, len: usize) {
+        crate::shared::unregister(crate::shared::Shared {
+            start: via,
+            len,
+            device_ptr: via as u64,
+        });
     }
 }
 
