@@ -8,7 +8,8 @@
 #            ones among them), when carried;
 #   bench    bench --managed natively, bridged with the shared-memory data path, and
 #            bridged with every byte on the socket (VMCUDA_SHARED_MEMORY=0).
-# Default: all three. Writes $OUT (default build/gpu-managed): one directory per part
+# Default: all three. VMCUDA_APPS / VMCUDA_SAMPLES (names, space-separated) narrow the
+# apps and samples run (default: all). Writes $OUT (default build/gpu-managed): one directory per part
 # with each script's RESULTS*.md, and bench-managed.txt; exits non-zero if a part failed.
 set -u
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -31,7 +32,7 @@ for part in $parts; do
         [ "$variant" = nvidia ] && runtime=nvidia
         echo "== apps ($variant) $(date -u +%T)"
         env "${common[@]}" OUT="$out/apps-$variant" VMCUDA_APPS_DIR="$dir" \
-          VMCUDA_BRIDGED_RUNTIME=$runtime bash tests/gpu/run.sh >"$out/apps-$variant.log" 2>&1 || rc=1
+          VMCUDA_BRIDGED_RUNTIME=$runtime bash tests/gpu/run.sh ${VMCUDA_APPS:-} >"$out/apps-$variant.log" 2>&1 || rc=1
         grep -E '^\*\*|^- result|PASS|FAIL' "$out/apps-$variant/RESULTS.md" | grep -E 'managed|result|^\*\*' | head -12
       done
       ;;
@@ -39,7 +40,7 @@ for part in $parts; do
       [ -e "$carry/samples.tar.xz" ] || { echo "no samples carried"; continue; }
       echo "== samples $(date -u +%T)"
       env "${common[@]}" OUT="$out/samples" VMCUDA_SAMPLES_DEADLINE="${VMCUDA_SAMPLES_DEADLINE:-300}" \
-        bash tests/gpu/samples/run.sh "$carry/samples.tar.xz" >"$out/samples.log" 2>&1 || rc=1
+        bash tests/gpu/samples/run.sh "$carry/samples.tar.xz" ${VMCUDA_SAMPLES:-} >"$out/samples.log" 2>&1 || rc=1
       grep -E '^- result|Unified|conjugateGradientUM|NV12|graphMemoryNodes|MultiBlockCG' \
         "$out/samples/RESULTS-SAMPLES.md" | head -12
       ;;
