@@ -156,9 +156,8 @@ pub trait Mover: Sync {
 /// module's `__managed__` variable (lives as long as the module).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Origin {
-    /// `device_ptr`: what the host handed out, which the region lies inside.
+    /// The size and flags the program asked for.
     Allocation {
-        device_ptr: u64,
         size: usize,
         flags: u32,
     },

@@ -155,6 +155,29 @@ int main(void) {
     check(got == 100000 && all_bytes(back, 100000, 0x6b), "read(2) into fresh managed memory reaches the device");
     CALL(cudaFree(filled));
 
+    /* Many small allocations (pieces of shared chunks): each its own pages, and all
+       of the memory back once they are freed. */
+    size_t free0 = 0, free1 = 0, total0 = 0;
+    CALL(cudaMemGetInfo(&free0, &total0));
+    enum { SMALL = 300 };
+    unsigned char* small[SMALL];
+    int small_ok = 1;
+    for (int i = 0; i < SMALL; i++) {
+        CALL(cudaMallocManaged((void**)&small[i], 100 + i, 1));
+        small_ok &= small[i] != NULL && ((uintptr_t)small[i] & 4095) == 0;
+        memset(small[i], i & 0xff, 100 + i);
+    }
+    for (int i = 0; i < SMALL; i++) CALL(cudaMemset(small[i] + 50, (i + 1) & 0xff, 50)); /* device writes */
+    CALL(cudaDeviceSynchronize());
+    for (int i = 0; i < SMALL; i++)
+        small_ok &= all_bytes(small[i], 50, i & 0xff) && all_bytes(small[i] + 50, 50, (i + 1) & 0xff)
+            && all_bytes(small[i] + 100, i, i & 0xff);
+    for (int i = 0; i < SMALL; i += 2) CALL(cudaFree(small[i]));
+    for (int i = 1; i < SMALL; i += 2) CALL(cudaFree(small[i]));
+    CALL(cudaMemGetInfo(&free1, &total0));
+    check(small_ok, "300 small allocations keep their own bytes on both sides");
+    check(free1 == free0, "freeing them gives all of their memory back");
+
     pthread_t t[4];
     struct worker w[4];
     for (int i = 0; i < 4; i++) { w[i].id = i; pthread_create(&t[i], NULL, work, &w[i]); }

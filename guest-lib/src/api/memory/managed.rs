@@ -110,6 +110,123 @@ const ATTACH_GLOBAL: u32 = 1;
 const ATTACH_HOST: u32 = 2;
 const ATTACH_SINGLE: u32 = 4;
 
+/// Device memory for managed allocations comes in whole 2 MiB granules, the GPU's
+/// own VA granularity: a small device allocation shares its granule with others, and
+/// a granule where the program's own memory lies cannot hold managed pages (they must
+/// sit at the device's addresses). So small managed allocations are pieces of 2 MiB
+/// chunks made here, page by page, and large ones have granules of their own; either
+/// way a collision with the program's memory is met by asking for other granules.
+const CHUNK: usize = 2 << 20;
+
+/// A 2 MiB chunk that small managed allocations are cut from.
+struct Chunk {
+    device_ptr: u64,
+    device: i32,
+    used: Vec<bool>,
+}
+
+/// What a managed allocation's device memory is.
+#[derive(Clone, Copy)]
+enum Backing {
+    Own(u64),
+    Piece(u64),
+}
+
+#[derive(Default)]
+struct Heap {
+    chunks: Vec<Chunk>,
+    backing: std::collections::HashMap<usize, Backing>,
+}
+
+static HEAP: std::sync::Mutex<Option<Heap>> = std::sync::Mutex::new(None);
+
+fn heap() -> std::sync::MutexGuard<'static, Option<Heap>> {
+    let mut h = HEAP.lock().unwrap_or_else(|p| p.into_inner());
+    h.get_or_insert_with(Heap::default);
+    h
+}
+
+/// `whole` bytes (a multiple of 2 MiB) of device memory on the current device, in
+/// granules clear of the program's own memory: its address, page-aligned.
+fn device_block(whole: usize) -> Result<u64> {
+    let alloc = || {
+        Ok((
+            call(&MemAlloc { size: whole as u64 })?.ptr,
+            whole as u64,
+            (),
+        ))
+    };
+    let (device_ptr, ()) = allocate_clear(alloc, free_held)?;
+    if device_ptr as usize % PAGE != 0 || !crate::shared::claimed(device_ptr as usize, whole) {
+        eprintln!("vmcuda: managed memory at {device_ptr:#x} would overlap this program's own memory; allocation refused");
+        let _ = free_device(device_ptr, |p| call(&vmcuda_wire::op::MemFree { ptr: p }));
+        return Err(CudaStatus::ErrorMemoryAllocation);
+    }
+    Ok(device_ptr)
+}
+
+/// Where `len` bytes (whole pages) of managed memory go on the current device: a
+/// block of their own, or a piece of a chunk.
+fn place(heap: &mut Heap, len: usize) -> Result<(usize, Backing)> {
+    if len > CHUNK / 2 {
+        let whole = len.div_ceil(CHUNK) * CHUNK;
+        let p = device_block(whole)?;
+        return Ok((p as usize, Backing::Own(p)));
+    }
+    let device = state::current_device();
+    let pages = len / PAGE;
+    let free_run =
+        |c: &Chunk| (0..=c.used.len() - pages).find(|&i| c.used[i..i + pages].iter().all(|u| !u));
+    let found = heap
+        .chunks
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.device == device)
+        .find_map(|(k, c)| free_run(c).map(|i| (k, i)));
+    let (k, i) = match found {
+        Some(found) => found,
+        None => {
+            let device_ptr = device_block(CHUNK)?;
+            heap.chunks.push(Chunk {
+                device_ptr,
+                device,
+                used: vec![false; CHUNK / PAGE],
+            });
+            (heap.chunks.len() - 1, 0)
+        }
+    };
+    let chunk = &mut heap.chunks[k];
+    chunk.used[i..i + pages].iter_mut().for_each(|u| *u = true);
+    Ok((
+        chunk.device_ptr as usize + i * PAGE,
+        Backing::Piece(chunk.device_ptr),
+    ))
+}
+
+/// Give back what [`place`] gave: a block to the host, a piece to its chunk (and an
+/// emptied chunk to the host).
+fn unplace(heap: &mut Heap, start: usize, len: usize, backing: Backing) -> Result<()> {
+    let free = |p: u64| free_device(p, |p| call(&vmcuda_wire::op::MemFree { ptr: p }));
+    match backing {
+        Backing::Own(p) => free(p),
+        Backing::Piece(chunk_ptr) => {
+            let Some(k) = heap.chunks.iter().position(|c| c.device_ptr == chunk_ptr) else {
+                return Ok(());
+            };
+            let first = (start - chunk_ptr as usize) / PAGE;
+            let chunk = &mut heap.chunks[k];
+            chunk.used[first..first + len / PAGE]
+                .iter_mut()
+                .for_each(|u| *u = false);
+            if chunk.used.iter().any(|u| *u) {
+                return Ok(());
+            }
+            let chunk = heap.chunks.swap_remove(k);
+            state::as_device(chunk.device, || free(chunk.device_ptr))
+        }
+    }
+}
+
 /// Allocate `size` bytes of managed memory: device memory on the host, and guest
 /// pages at the same addresses. The device's copy starts as zeros (as a managed
 /// allocation's untouched pages read natively), so the first touches need no copy.
@@ -122,35 +239,26 @@ pub fn allocate(size: usize, flags: u32) -> Result<usize> {
         .checked_add(PAGE - 1)
         .ok_or(CudaStatus::ErrorMemoryAllocation)?
         & !(PAGE - 1);
-    // One page more, so a page-aligned start lies inside what the host hands out
-    // (small allocations are not page-aligned there).
-    let whole = len as u64 + PAGE as u64;
-    let alloc = || Ok((call(&MemAlloc { size: whole })?.ptr, whole, ()));
-    let (device_ptr, ()) = allocate_clear(alloc, free_held)?;
-    let start = (device_ptr as usize + PAGE - 1) & !(PAGE - 1);
+    let mut guard = heap();
+    let heap = guard.as_mut().expect("made by heap()");
+    let (start, backing) = place(heap, len)?;
     let made = (|| {
-        if !crate::shared::claimed(start, len) {
-            eprintln!("vmcuda: managed memory at {start:#x} would overlap this program's own memory; allocation refused");
-            return Err(CudaStatus::ErrorMemoryAllocation);
-        }
+        // A chunk's piece may have held an earlier allocation.
         call(&Memset {
-            dst: device_ptr,
+            dst: start as u64,
             value: 0,
-            size: whole,
+            size: len as u64,
             stream: StreamHandle::LEGACY,
             is_async: false,
         })?;
-        let origin = Origin::Allocation {
-            device_ptr,
-            size,
-            flags,
-        };
+        let origin = Origin::Allocation { size, flags };
         managed::add_region(start, len, state::current_device(), true, origin, &MOVER)
     })();
     if let Err(e) = made {
-        let _ = free_device(device_ptr, |p| call(&vmcuda_wire::op::MemFree { ptr: p }));
+        let _ = unplace(heap, start, len, backing);
         return Err(e);
     }
+    heap.backing.insert(start, backing);
     Ok(start)
 }
 
@@ -161,11 +269,13 @@ pub fn free(ptr: usize) -> Option<Result<()>> {
         (start, _, _, Origin::Allocation { .. }) if start == ptr => {}
         _ => return None,
     }
-    let Some(Origin::Allocation { device_ptr, .. }) = managed::remove_region(ptr) else {
-        return None;
-    };
-    Some(free_device(device_ptr, |p| {
-        call(&vmcuda_wire::op::MemFree { ptr: p })
+    let (_, len, device, _) = managed::region_of(ptr)?;
+    managed::remove_region(ptr)?;
+    let mut guard = heap();
+    let heap = guard.as_mut().expect("made by heap()");
+    let backing = heap.backing.remove(&ptr)?;
+    Some(state::as_device(device, || {
+        unplace(heap, ptr, len, backing)
     }))
 }
 
