@@ -25,10 +25,11 @@
 //! its window. A prefetch to the device sends the range's dirty
 //! pages at once; one to the CPU fetches the range after its stream's work.
 //!
-//! Pages are fetched into a scratch mapping that is then moved over the guest pages
-//! (`mremap`), so another thread never sees a half-copied page. Every copy goes through
-//! the guest's usual copy paths (shared memory, guest RAM or the socket), so the model
-//! is the same on every data path.
+//! A region's pages are a memfd mapped twice: the program's view, protected as above,
+//! and a writable view that every move reads or writes, so fetched bytes are all in
+//! place before the program's view lets any thread see them. Moves go through the
+//! [`Mover`] (the GPU's DMA to the writable view where the host maps it, else the
+//! guest's usual copy paths), so the model is the same on every data path.
 
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -657,7 +658,7 @@ fn insert_region(
     mover: &'static dyn Mover,
     pieces: Option<Vec<(usize, usize)>>,
 ) -> Result<()> {
-    debug_assert!(addr % PAGE == 0 && len % PAGE == 0 && len > 0);
+    debug_assert!(addr.is_multiple_of(PAGE) && len.is_multiple_of(PAGE) && len > 0);
     install_fault_handler();
     if PREVIOUS.get().is_none() {
         return Err(CudaStatus::ErrorNotSupported);

@@ -64,6 +64,19 @@ impl Mover for FakeDevice {
     }
 }
 
+/// Read managed memory the way the program does: a plain load, which may fault.
+fn peek<T: Copy>(addr: usize) -> T {
+    // SAFETY: every address the tests pass lies in a region of the model, mapped (the
+    // fault handler brings its pages back) and aligned for `T`.
+    unsafe { std::ptr::read_volatile(addr as *const T) }
+}
+
+/// Write managed memory the way the program does: a plain store, which may fault.
+fn poke<T: Copy>(addr: usize, value: T) {
+    // SAFETY: as for `peek`.
+    unsafe { std::ptr::write_volatile(addr as *mut T, value) }
+}
+
 /// Reserve addresses for a region, as the device-range reservation would: aligned
 /// to a fault window, as device allocations are, so what moves is the same each run.
 fn region(len: usize, fresh: bool) -> (usize, &'static FakeDevice) {
@@ -106,13 +119,10 @@ fn a_fresh_allocation_is_filled_without_faults_and_only_touched_pages_travel() {
     let len = 4 << 20;
     let (addr, device) = region(len, true);
     let at_start = FAULTS.load(Ordering::Relaxed);
-    // SAFETY: the region's pages, mapped writable from the start.
-    let first = unsafe { std::ptr::read_volatile(addr as *const u64) };
+    let first = peek::<u64>(addr);
     assert_eq!(first, 0);
-    // SAFETY: as above.
-    unsafe { std::ptr::write_volatile((addr + 8) as *mut u64, 0xabcd) };
-    // SAFETY: as above; a page in the next window.
-    unsafe { std::ptr::write_volatile((addr + WINDOW + 4 * PAGE) as *mut u8, 7) };
+    poke::<u64>(addr + 8, 0xabcd);
+    poke::<u8>(addr + WINDOW + 4 * PAGE, 7);
     assert_eq!(
         FAULTS.load(Ordering::Relaxed),
         at_start,
@@ -130,10 +140,7 @@ fn a_fresh_allocation_is_filled_without_faults_and_only_touched_pages_travel() {
     assert_eq!(device.read(WINDOW + 4 * PAGE, 1), vec![7]);
     // No longer fresh: a touch now fetches.
     // SAFETY: as above; the fault brings the window back.
-    assert_eq!(
-        unsafe { std::ptr::read_volatile((addr + 8) as *const u64) },
-        0xabcd
-    );
+    assert_eq!(peek::<u64>(addr + 8), 0xabcd);
     assert_eq!(device.fetched.load(Ordering::Relaxed), WINDOW);
     remove_region(addr).unwrap();
 }
@@ -169,12 +176,8 @@ fn prefetch_moves_ranges_both_ways_and_is_remembered() {
     prefetch(addr, len, Location::Cpu).unwrap();
     assert_eq!(device.fetched.load(Ordering::Relaxed), len);
     // SAFETY: the region's pages, prefetched readable.
-    assert_eq!(
-        unsafe { std::ptr::read_volatile((addr + 5 * PAGE) as *const u8) },
-        7
-    );
-    // SAFETY: as above; the write fault makes them dirty.
-    unsafe { std::ptr::write_volatile((addr + PAGE) as *mut u8, 9) };
+    assert_eq!(peek::<u8>(addr + 5 * PAGE), 7);
+    poke::<u8>(addr + PAGE, 9);
     prefetch(addr, 2 * PAGE, Location::Device(0)).unwrap();
     assert_eq!(device.read(PAGE, 1), vec![9]);
     assert_eq!(state_of(addr), State::Device);
@@ -246,11 +249,7 @@ fn threads_touching_one_window_see_one_fetch() {
                     (0..WINDOW / PAGE)
                         .filter(|p| p % 4 == t)
                         // SAFETY: the region's pages; faults bring them back.
-                        .map(|p| {
-                            u64::from(unsafe {
-                                std::ptr::read_volatile((addr + p * PAGE) as *const u8)
-                            })
-                        })
+                        .map(|p| u64::from(peek::<u8>(addr + p * PAGE)))
                         .sum()
                 })
             })
@@ -267,8 +266,7 @@ fn discarded_pages_are_not_sent() {
     let _s = serial();
     let len = 2 * PAGE;
     let (addr, device) = region(len, true);
-    // SAFETY: the region's pages.
-    unsafe { std::ptr::write_volatile(addr as *mut u8, 1) };
+    poke::<u8>(addr, 1);
     discard(addr, len).unwrap();
     settle_all().unwrap();
     assert_eq!(device.sent.load(Ordering::Relaxed), 0);
@@ -315,17 +313,14 @@ fn variables_move_only_their_own_bytes_and_share_pages() {
     // Two variables, the second across the page boundary.
     add_variable(base + 16, 8, 0, device).unwrap();
     add_variable(base + PAGE - 4, 8, 0, device).unwrap();
-    // SAFETY: the variables' pages; faults bring them back.
-    let first = unsafe { std::ptr::read_volatile((base + 16) as *const u8) };
-    // SAFETY: as above.
-    let beside = unsafe { std::ptr::read_volatile((base + 100) as *const u8) };
+    let first = peek::<u8>(base + 16);
+    let beside = peek::<u8>(base + 100);
     assert_eq!(
         (first, beside),
         (1, 0),
         "only the variables' bytes were fetched"
     );
-    // SAFETY: as above.
-    unsafe { std::ptr::write_volatile((base + PAGE + 2) as *mut u8, 5) };
+    poke::<u8>(base + PAGE + 2, 5);
     settle_all().unwrap();
     assert_eq!(device.read(PAGE + 2, 1), vec![5]);
     assert_eq!(
@@ -346,8 +341,7 @@ fn sequential_passes_take_bigger_steps() {
     // A sequential writer: the second block's fault dirties the rest of the window.
     let at_start = faults();
     for i in (0..WINDOW).step_by(PAGE) {
-        // SAFETY: the region's pages; faults map them.
-        unsafe { std::ptr::write_volatile((addr + i) as *mut u8, 1) };
+        poke::<u8>(addr + i, 1);
     }
     assert_eq!(state_of(addr + WINDOW - PAGE), State::Dirty);
     assert_eq!(faults() - at_start, 2);
@@ -358,7 +352,7 @@ fn sequential_passes_take_bigger_steps() {
     let at_start = faults();
     for i in (0..len).step_by(PAGE) {
         // SAFETY: as above.
-        sum += u64::from(unsafe { std::ptr::read_volatile((addr + i) as *const u8) });
+        sum += u64::from(peek::<u8>(addr + i));
     }
     assert_eq!(sum, (WINDOW / PAGE) as u64);
     // Windows at 0, 2, 10, 18 and 26 MiB (and the writer's window before).

@@ -157,7 +157,9 @@ fn device_block(whole: usize) -> Result<u64> {
         ))
     };
     let (device_ptr, ()) = allocate_clear(alloc, free_held)?;
-    if device_ptr as usize % PAGE != 0 || !crate::shared::claimed(device_ptr as usize, whole) {
+    if !(device_ptr as usize).is_multiple_of(PAGE)
+        || !crate::shared::claimed(device_ptr as usize, whole)
+    {
         eprintln!("vmcuda: managed memory at {device_ptr:#x} would overlap this program's own memory; allocation refused");
         let _ = free_device(device_ptr, |p| call(&vmcuda_wire::op::MemFree { ptr: p }));
         return Err(CudaStatus::ErrorMemoryAllocation);
@@ -586,7 +588,7 @@ pub unsafe fn range_attribute(
     count: usize,
 ) -> Result<()> {
     let slots = if attribute == managed::RANGE_ACCESSED_BY {
-        if size == 0 || size % 4 != 0 {
+        if size == 0 || !size.is_multiple_of(4) {
             return Err(CudaStatus::ErrorInvalidValue);
         }
         size / 4
