@@ -7,8 +7,10 @@
 #   samples  NVIDIA's public samples (tests/gpu/samples/run.sh; all of them, the managed
 #            ones among them), when carried;
 #   bench    bench --managed natively, bridged with the shared-memory data path, and
-#            bridged with every byte on the socket (VMCUDA_SHARED_MEMORY=0).
-# Default: all three. VMCUDA_APPS / VMCUDA_SAMPLES (names, space-separated) narrow the
+#            bridged with every byte on the socket (VMCUDA_SHARED_MEMORY=0);
+#   pages    tests/c/managed_pages (CARRY/managed_pages, built against the guest
+#            library) bridged, on both data paths: the page model's own checks.
+# Default: all four. VMCUDA_APPS / VMCUDA_SAMPLES (names, space-separated) narrow the
 # apps and samples run (default: all). Writes $OUT (default build/gpu-managed): one directory per part
 # with each script's RESULTS*.md, and bench-managed.txt; exits non-zero if a part failed.
 set -u
@@ -16,7 +18,7 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo" || exit 2
 carry=$(cd "${1:?usage: run-managed.sh CARRY [apps|samples|bench]...}" && pwd)
 shift
-parts=${*:-apps samples bench}
+parts=${*:-apps samples bench pages}
 out=${OUT:-build/gpu-managed}
 mkdir -p "$out"
 export VMCUDA_COMMIT_FILE="$carry/COMMIT"
@@ -68,6 +70,22 @@ for part in $parts; do
       kill "$host"
       grep -q FAIL "$out/bench-managed.txt" && rc=1
       cat "$out/bench-managed.txt"
+      ;;
+    pages)
+      echo "== managed_pages $(date -u +%T)"
+      t=$(mktemp -d)
+      "$carry/bin/vmcuda-host" serve --unix "$t/s" --executor cuda --state-dir "$t/state" 2>"$t/host.log" &
+      host=$!
+      for _ in $(seq 100); do [ -S "$t/s" ] && break; sleep 0.1; done
+      # shellcheck source=tests/gpu/hide-gpu.sh
+      source tests/gpu/hide-gpu.sh
+      for shm in 1 0; do
+        echo "## VMCUDA_SHARED_MEMORY=$shm" >>"$out/managed-pages.txt"
+        LD_LIBRARY_PATH="$carry/guest/lib" VMCUDA_SERVER="unix:$t/s" VMCUDA_SHARED_MEMORY=$shm \
+          "${isolate[@]}" "$carry/managed_pages" >>"$out/managed-pages.txt" 2>&1 || rc=1
+      done
+      kill "$host"
+      grep -E '^(##|FAIL|PASSED|FAILED)' "$out/managed-pages.txt"
       ;;
     *) echo "run-managed.sh: unknown part $part" >&2; rc=2 ;;
   esac
