@@ -214,7 +214,7 @@ static void managed() {
     const int sizes_mib[] = {16, 64, 256};
     for (int mib : sizes_mib) {
         size_t bytes = (size_t)mib << 20, n = bytes / sizeof(float);
-        int rounds = mib >= 256 ? 5 : mib >= 64 ? 7 : 11;
+        int rounds = mib >= 256 ? 9 : mib >= 64 ? 15 : 31;
         char name[64];
         for (int mode = 0; mode < 3; mode++) {  // 0: prefetch, 1: fault, 2: CPU only
             if (mode == 0 && !can_prefetch) continue;

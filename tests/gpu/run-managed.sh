@@ -7,7 +7,8 @@
 #   samples  NVIDIA's public samples (tests/gpu/samples/run.sh; all of them, the managed
 #            ones among them), when carried;
 #   bench    bench --managed natively, bridged with the shared-memory data path, and
-#            bridged with every byte on the socket (VMCUDA_SHARED_MEMORY=0);
+#            bridged with every byte on the socket (VMCUDA_SHARED_MEMORY=0), three
+#            times each, interleaved; bench-managed.md has the medians and ratios;
 #   pages    tests/c/managed_pages (CARRY/managed_pages, built against the guest
 #            library) bridged, on both data paths: the page model's own checks.
 # Default: all four. VMCUDA_APPS / VMCUDA_SAMPLES (names, space-separated) narrow the
@@ -54,22 +55,47 @@ for part in $parts; do
       for _ in $(seq 100); do [ -S "$t/s" ] && break; sleep 0.1; done
       # shellcheck source=tests/gpu/hide-gpu.sh
       source tests/gpu/hide-gpu.sh
+      # Three rounds of the three runs, interleaved, so that a slow spell of the
+      # machine does not fall on one side only; the table takes each figure's median.
       {
         echo "# bench --managed, $(date -u '+%F %T') UTC, commit $(cat "$carry/COMMIT")"
         echo "# GPU: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
         echo "# bridged: $isolation"
-        echo "## native"
-        LD_LIBRARY_PATH=/usr/local/cuda/lib64 "$carry/bench/bench" --managed 2>&1
-        echo "## bridged (unix socket, shared-memory data path)"
-        LD_LIBRARY_PATH="$carry/guest/lib" VMCUDA_SERVER="unix:$t/s" \
-          "${isolate[@]}" "$carry/bench/bench" --managed 2>&1
-        echo "## bridged (unix socket, every byte on the socket)"
-        LD_LIBRARY_PATH="$carry/guest/lib" VMCUDA_SERVER="unix:$t/s" VMCUDA_SHARED_MEMORY=0 \
-          "${isolate[@]}" "$carry/bench/bench" --managed 2>&1
+        for round in 1 2 3; do
+          echo "## native (round $round)"
+          LD_LIBRARY_PATH=/usr/local/cuda/lib64 "$carry/bench/bench" --managed 2>&1
+          echo "## shm (round $round)"
+          LD_LIBRARY_PATH="$carry/guest/lib" VMCUDA_SERVER="unix:$t/s" \
+            "${isolate[@]}" "$carry/bench/bench" --managed 2>&1
+          echo "## socket (round $round)"
+          LD_LIBRARY_PATH="$carry/guest/lib" VMCUDA_SERVER="unix:$t/s" VMCUDA_SHARED_MEMORY=0 \
+            "${isolate[@]}" "$carry/bench/bench" --managed 2>&1
+        done
       } >"$out/bench-managed.txt" || rc=1
+      python3 - "$out/bench-managed.txt" >"$out/bench-managed.md" <<'PY'
+import re, statistics, sys
+runs, mode = {}, None
+for line in open(sys.argv[1]):
+    m = re.match(r"## (\w+)", line)
+    if m:
+        mode = m.group(1)
+    m = re.match(r"RESULT (\S+) ([\d.]+) GB/s", line)
+    if m and mode:
+        runs.setdefault((mode, m.group(1)), []).append(float(m.group(2)))
+names = sorted({n for _, n in runs}, key=lambda n: (n.split("_")[1], int(re.sub(r"\D", "", n.split("_")[-1]))))
+print("| figure (GB/s, median of 3 runs) | native | shm | shm / native | socket | socket / native |")
+print("| --- | --- | --- | --- | --- | --- |")
+for n in names:
+    med = {k: statistics.median(runs[(k, n)]) for k in ("native", "shm", "socket") if (k, n) in runs}
+    if "native" not in med:
+        continue
+    cell = lambda k: f"{med[k]:.2f}" if k in med else "-"
+    ratio = lambda k: f"{med[k] / med['native']:.2f}x" if k in med else "-"
+    print(f"| {n} | {cell('native')} | {cell('shm')} | {ratio('shm')} | {cell('socket')} | {ratio('socket')} |")
+PY
       kill "$host"
       grep -q FAIL "$out/bench-managed.txt" && rc=1
-      cat "$out/bench-managed.txt"
+      cat "$out/bench-managed.md"
       ;;
     pages)
       echo "== managed_pages $(date -u +%T)"
