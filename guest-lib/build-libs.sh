@@ -123,9 +123,22 @@ link_stubs() {
   ln -sf "$1" "$out/${1%.so.*}.so"
 }
 
-# libcudart.so.13: one jump per runtime function to its private alias.
-while read -r name; do stub "$name" "__vmcuda_$name"; done <<<"$runtime" |
-  link_stubs libcudart.so.13 cudart.map
+# libcudart.so.13: one jump per runtime function to its private alias, and for every
+# other export of the real runtime (guest-lib/exports/libcudart.so.13.txt) a stub that
+# passes its index in that list to __vmcuda_cudart_not_supported
+# (guest-lib/src/api/unsupported.rs), which names the function.
+cudart_list=$(grep -v '^#' "$root/guest-lib/exports/libcudart.so.13.txt" | sed -n 's/@@.*//p')
+{
+  while read -r name; do stub "$name" "__vmcuda_$name"; done <<<"$runtime"
+  index=0
+  while read -r name; do
+    if ! grep -qx "$name" <<<"$runtime"; then
+      stub "$name" __vmcuda_cudart_not_supported "$(printf '  mov $%d, %%edi\n' "$index")
+"
+    fi
+    index=$((index + 1))
+  done <<<"$cudart_list"
+} | link_stubs libcudart.so.13 cudart.map
 
 # libcublas.so.13 and libcublasLt.so.13: one jump per __vmcuda_cublas* (and
 # __vmcuda_cublasLt*) symbol the static library defines: a new export needs no edit here.

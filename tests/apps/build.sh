@@ -65,6 +65,10 @@ build_one() {
     local cudart="${VMCUDA_APPS_CUDART:-shared}"
     if grep -q '^// build: -cudart static' "$src"; then cudart=static; fi
     if grep -q '<cublasLt.h>' "$src"; then extra+=(-lcublasLt); fi
+    # `// build: --default-stream per-thread`: the per-thread default stream entry points.
+    if grep -q '^// build: --default-stream per-thread' "$src"; then
+        extra+=(--default-stream per-thread)
+    fi
     if grep -q '^#include <cuda.h>' "$src" && ! grep -q 'dlopen' "$src"; then
         extra+=("-L$stubdir" -lcuda)
     fi

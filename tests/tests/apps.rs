@@ -34,6 +34,7 @@ const APPS: &[&str] = &[
     "multi_gpu",
     "multithread",
     "occupancy_attrs",
+    "per_thread_stream",
     "pointer_mem",
     "printf_buffered",
     "printf_kernel",
@@ -586,15 +587,13 @@ fn every_export_carries_the_cudart_version_node_and_covers_the_apps() {
         })
         .collect();
     assert!(others.is_empty(), "unexpected exports: {others:?}");
+    // An implemented export jumps to its own private target; the others share the
+    // one that names them and answers cudaErrorNotSupported.
     let private: Vec<_> = syms
         .iter()
-        .filter(|s| !s.2 && s.1 == "VMCUDA_LIBCUDA")
+        .filter(|s| !s.2 && s.1 == "VMCUDA_LIBCUDA" && s.0 != "__vmcuda_cudart_not_supported")
         .collect();
-    assert_eq!(
-        private.len(),
-        exported.len(),
-        "one private target per export"
-    );
+    assert!(private.len() > 100, "implemented: {}", private.len());
     for (name, _, _) in &private {
         let public = name.strip_prefix("__vmcuda_").expect("a private name");
         assert!(exported.iter().any(|s| s.0 == public), "{name}");
@@ -610,10 +609,17 @@ fn every_export_carries_the_cudart_version_node_and_covers_the_apps() {
             "{name} is not a libcudart.so.13 export"
         );
     }
+    // And every real export is there, versioned: a program linked against NVIDIA's
+    // runtime loads, and meets a line naming any function vmcuda lacks.
+    let provided_names: HashSet<&str> = exported.iter().map(|s| s.0.as_str()).collect();
+    for name in &real_names {
+        assert!(provided_names.contains(name), "{name} is not exported");
+    }
     println!(
-        "libcudart.so.13 coverage: {} of {} real exports",
+        "libcudart.so.13: {} of {} real exports, {} implemented",
         exported.len(),
-        real.len()
+        real.len(),
+        private.len()
     );
     // Every CUDA symbol any test program imports is provided, with the same version.
     let provided: HashSet<&str> = exported.iter().map(|s| s.0.as_str()).collect();

@@ -632,6 +632,26 @@ impl DevicePropC {
     }
 }
 
+/// `cudaSharedMemBankSizeFourByte`: what the bank size is on every GPU CUDA 13 runs on
+/// (setting it has no effect there, as natively).
+const FOUR_BYTE_BANKS: u32 = 1;
+
+#[no_mangle]
+pub extern "C" fn cudaDeviceGetSharedMemConfig(config: *mut u32) -> cudaError_t {
+    // SAFETY: by cudaDeviceGetSharedMemConfig's contract `config` is NULL or writable.
+    guard("cudaDeviceGetSharedMemConfig", || unsafe {
+        caller::write(config, FOUR_BYTE_BANKS)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaDeviceSetSharedMemConfig(config: u32) -> cudaError_t {
+    guard("cudaDeviceSetSharedMemConfig", || match config {
+        0..=2 => Ok(()),
+        _ => Err(CudaStatus::ErrorInvalidValue),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

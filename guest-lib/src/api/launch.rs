@@ -504,6 +504,19 @@ pub extern "C" fn cudaFuncSetCacheConfig(f: *const c_void, config: u32) -> cudaE
     })
 }
 
+/// Shared memory bank size per function: fixed on every GPU CUDA 13 runs on, so the
+/// function need only be one of the program's.
+#[no_mangle]
+pub extern "C" fn cudaFuncSetSharedMemConfig(f: *const c_void, config: u32) -> cudaError_t {
+    guard("cudaFuncSetSharedMemConfig", || {
+        kernel(f as usize)?;
+        match config {
+            0..=2 => Ok(()),
+            _ => Err(CudaStatus::ErrorInvalidValue),
+        }
+    })
+}
+
 #[no_mangle]
 pub extern "C" fn cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
     blocks: *mut i32,

@@ -12,9 +12,11 @@ pub mod ipc;
 pub mod launch;
 pub mod mem_pool;
 pub mod memory;
+pub mod per_thread;
 pub mod registration;
 pub mod stream;
 pub mod table;
+pub mod unsupported;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 

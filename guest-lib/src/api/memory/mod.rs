@@ -514,6 +514,29 @@ pub extern "C" fn cudaGetSymbolSize(size: *mut usize, symbol: *const c_void) -> 
     })
 }
 
+/// `cudaChannelFormatDesc`: bits per component and the components' kind.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChannelFormatDesc {
+    pub x: i32,
+    pub y: i32,
+    pub z: i32,
+    pub w: i32,
+    pub f: u32,
+}
+
+/// A channel descriptor, made as CUDA makes it: from its arguments, nothing checked.
+#[no_mangle]
+pub extern "C" fn cudaCreateChannelDesc(
+    x: i32,
+    y: i32,
+    z: i32,
+    w: i32,
+    f: u32,
+) -> ChannelFormatDesc {
+    ChannelFormatDesc { x, y, z, w, f }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,113 @@
+//! The runtime functions vmcuda does not implement: every other export of the real
+//! `libcudart.so.13` (guest-lib/exports/libcudart.so.13.txt).
+//!
+//! `libcudart.so.13` (guest-lib/build-libs.sh) exports each of them, under its version
+//! node, as a stub that passes its index in that list to [`cudart_not_supported`],
+//! which says once per function, on stderr, which function it is, records
+//! `cudaErrorNotSupported` as the thread's last error and returns it. So a program
+//! that binds such a function still loads, and fails only where it calls one, with a
+//! line naming it. Graphics interop (GL, EGL, VDPAU), external memory and semaphores
+//! and NvSci cannot cross the VM boundary and say so; the rest are not implemented yet.
+
+use std::collections::HashSet;
+use std::io::Write;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Mutex;
+
+use vmcuda_wire::CudaStatus;
+
+use crate::cudaError_t;
+use crate::state;
+
+/// The real runtime's exports, `name@@libcudart.so.13` a line (`#` lines are comments).
+const EXPORTS: &str = include_str!("../../exports/libcudart.so.13.txt");
+
+/// The export list's function names (its `name@@node` lines), in the order
+/// build-libs.sh numbers its stubs.
+pub fn export_names() -> impl Iterator<Item = &'static str> {
+    EXPORTS
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_once("@@").map(|(name, _)| name))
+}
+
+/// Why a function cannot work through vmcuda, for its stderr line.
+fn reason(name: &str) -> &'static str {
+    const GRAPHICS: &[&str] = &[
+        "cudaGL",
+        "cudaEGL",
+        "cudaVDPAU",
+        "cudaGraphics",
+        "cudaEventCreateFromEGLSync",
+        "cudaD3D",
+    ];
+    const EXTERNAL: &[&str] = &[
+        "cudaImportExternal",
+        "cudaExternalMemory",
+        "cudaDestroyExternal",
+        "cudaSignalExternalSemaphores",
+        "cudaWaitExternalSemaphores",
+        "cudaGraphAddExternalSemaphores",
+        "cudaGraphExecExternalSemaphores",
+        "cudaGraphExternalSemaphores",
+    ];
+    if GRAPHICS.iter().any(|p| name.starts_with(p)) {
+        "is graphics interop, which cannot cross the VM boundary"
+    } else if EXTERNAL.iter().any(|p| name.starts_with(p)) {
+        "shares memory or semaphores with another API, which cannot cross the VM boundary"
+    } else if name.contains("NvSci") {
+        "is NvSci interop, which cannot cross the VM boundary"
+    } else {
+        "is not implemented by vmcuda yet"
+    }
+}
+
+/// The line a call to function `name` prints (once).
+pub fn message(name: &str) -> String {
+    format!(
+        "vmcuda: {name} (libcudart.so.13) {}; it returns cudaErrorNotSupported",
+        reason(name)
+    )
+}
+
+/// Functions already reported, so a program calling one in a loop says it once.
+static REPORTED: Mutex<Option<HashSet<u32>>> = Mutex::new(None);
+
+/// The stub of every runtime function not implemented: `index` is its place in the
+/// export list.
+#[export_name = "__vmcuda_cudart_not_supported"]
+pub extern "C" fn cudart_not_supported(index: u32) -> cudaError_t {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        let name = export_names()
+            .nth(index as usize)
+            .unwrap_or("a runtime function");
+        let first = REPORTED
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert_with(HashSet::new)
+            .insert(index);
+        if first {
+            // A closed stderr is no reason to fail differently.
+            let _ = writeln!(std::io::stderr(), "{}", message(name));
+        }
+    }));
+    state::set_last_error(CudaStatus::ErrorNotSupported.0);
+    CudaStatus::ErrorNotSupported.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_come_from_the_list_and_say_why() {
+        let names: Vec<&str> = export_names().collect();
+        assert!(names.len() > 400, "{}", names.len());
+        assert!(names.contains(&"cudaMalloc"));
+        assert!(names.iter().all(|n| !n.contains('@')));
+        assert!(message("cudaGLSetGLDevice").contains("graphics interop"));
+        assert!(message("cudaImportExternalMemory").contains("cannot cross"));
+        assert!(message("cudaGraphCreate").contains("not implemented by vmcuda yet"));
+    }
+}
