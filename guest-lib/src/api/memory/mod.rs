@@ -461,9 +461,12 @@ pub extern "C" fn cudaPointerGetAttributes(
 ) -> cudaError_t {
     guard("cudaPointerGetAttributes", || {
         let p = ptr as usize;
+        // Asked before the registry is held: moving managed pages holds the managed
+        // regions and then the registry (copies look up streams and ranges).
+        let managed = crate::managed::region_of(p);
         let reg = registry();
         let (memory_type, device, device_pointer, host_pointer) =
-            if let Some((_, _, dev, _)) = crate::managed::region_of(p) {
+            if let Some((_, _, dev, _)) = managed {
                 // cudaMemoryTypeManaged: one address for both.
                 (3, dev, p, p)
             } else if let Some((_, _, dev)) = reg.device_range(p as u64) {
