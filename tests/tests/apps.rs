@@ -38,6 +38,7 @@ const APPS: &[&str] = &[
     "pointer_mem",
     "printf_buffered",
     "printf_kernel",
+    "runtime_queries",
     "streams",
     "struct_params",
     "symbols",

@@ -419,6 +419,80 @@ pub extern "C" fn cudaLaunchKernelExC_ptsz(
     })
 }
 
+/// Clusters of the launch `config` describes that can be resident at once.
+#[no_mangle]
+pub extern "C" fn cudaOccupancyMaxActiveClusters(
+    clusters: *mut i32,
+    f: *const c_void,
+    config: *const LaunchConfigC,
+) -> cudaError_t {
+    guard("cudaOccupancyMaxActiveClusters", || {
+        let (function, _) = kernel(f as usize)?;
+        // SAFETY: by cudaOccupancyMaxActiveClusters's contract `config` is NULL or a
+        // readable `cudaLaunchConfig_t`.
+        let c = unsafe { caller::read(config) }?;
+        // SAFETY: by the same contract its `attrs` hold `numAttrs` attributes.
+        let attributes = unsafe { launch_attributes(c.attrs, c.num_attrs) }?;
+        let r = call(&vmcuda_wire::op::OccupancyMaxActiveClusters {
+            function,
+            grid: [c.grid.x, c.grid.y, c.grid.z],
+            block: [c.block.x, c.block.y, c.block.z],
+            shared_mem: u32::try_from(c.dynamic_smem).map_err(|_| CudaStatus::ErrorInvalidValue)?,
+            attributes,
+        })?;
+        // SAFETY: by its contract `clusters` is NULL or writable.
+        unsafe { caller::write(clusters, r.clusters) }
+    })
+}
+
+/// Where parameter `index` of a kernel lies in its parameter buffer, and its size.
+#[no_mangle]
+pub extern "C" fn cudaFuncGetParamInfo(
+    f: *const c_void,
+    index: usize,
+    offset: *mut usize,
+    size: *mut usize,
+) -> cudaError_t {
+    guard("cudaFuncGetParamInfo", || {
+        let (_, params) = kernel(f as usize)?;
+        let p = params.get(index).ok_or(CudaStatus::ErrorInvalidValue)?;
+        // SAFETY: by cudaFuncGetParamInfo's contract `offset` and `size` are NULL or
+        // writable.
+        unsafe {
+            caller::write_opt(offset, p.offset as usize);
+            caller::write_opt(size, p.size as usize);
+        }
+        Ok(())
+    })
+}
+
+/// A kernel's name as its module has it (mangled), kept for the program for as long
+/// as the process runs.
+#[no_mangle]
+pub extern "C" fn cudaFuncGetName(
+    name: *mut *const std::ffi::c_char,
+    f: *const c_void,
+) -> cudaError_t {
+    guard("cudaFuncGetName", || {
+        static NAMES: std::sync::Mutex<Vec<(usize, std::ffi::CString)>> =
+            std::sync::Mutex::new(Vec::new());
+        let found = super::registration::kernel_name(f as usize)
+            .ok_or(CudaStatus::ErrorInvalidDeviceFunction)?;
+        let mut names = NAMES.lock().unwrap_or_else(|p| p.into_inner());
+        let at = match names.iter().position(|(k, _)| *k == f as usize) {
+            Some(i) => names[i].1.as_ptr(),
+            None => {
+                let c = std::ffi::CString::new(found).map_err(|_| CudaStatus::ErrorInvalidValue)?;
+                let p = c.as_ptr();
+                names.push((f as usize, c));
+                p
+            }
+        };
+        // SAFETY: by cudaFuncGetName's contract `name` is NULL or writable.
+        unsafe { caller::write(name, at) }
+    })
+}
+
 /// `cudaFuncAttributes` (CUDA 13 layout).
 #[repr(C)]
 #[derive(Clone, Copy, Default)]

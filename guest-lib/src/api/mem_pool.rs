@@ -516,6 +516,68 @@ pub extern "C" fn cudaMemPoolSetAccess(
     })
 }
 
+/// The device a `cudaMemLocation` names for a pool call: a device location of pinned
+/// memory. Host and managed pools live in the host's memory, which a guest does not
+/// share: refused with one line.
+///
+/// # Safety
+/// `location` is NULL or a readable `cudaMemLocation`.
+unsafe fn location_device(
+    location: *const super::memory::MemLocation,
+    kind: u32,
+    call: &str,
+) -> Result<i32> {
+    // SAFETY: as the caller promised.
+    let l = unsafe { caller::read(location) }?;
+    match (l.kind, kind) {
+        (1, k) if k as i32 == ALLOCATION_PINNED => Ok(l.id),
+        (1..=4, _) => {
+            eprintln!("vmcuda: {call}: only device pools of pinned memory cross the VM boundary; cudaErrorNotSupported");
+            Err(CudaStatus::ErrorNotSupported)
+        }
+        _ => Err(CudaStatus::ErrorInvalidValue),
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemGetDefaultMemPool(
+    pool: *mut RawHandle,
+    location: *const super::memory::MemLocation,
+    kind: u32,
+) -> cudaError_t {
+    // SAFETY: by cudaMemGetDefaultMemPool's contract `location` is NULL or readable.
+    match unsafe { location_device(location, kind, "cudaMemGetDefaultMemPool") } {
+        Ok(device) => cudaDeviceGetDefaultMemPool(pool, device),
+        Err(e) => guard("cudaMemGetDefaultMemPool", || Err(e)),
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemGetMemPool(
+    pool: *mut RawHandle,
+    location: *const super::memory::MemLocation,
+    kind: u32,
+) -> cudaError_t {
+    // SAFETY: by cudaMemGetMemPool's contract `location` is NULL or readable.
+    match unsafe { location_device(location, kind, "cudaMemGetMemPool") } {
+        Ok(device) => cudaDeviceGetMemPool(pool, device),
+        Err(e) => guard("cudaMemGetMemPool", || Err(e)),
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemSetMemPool(
+    location: *const super::memory::MemLocation,
+    kind: u32,
+    pool: RawHandle,
+) -> cudaError_t {
+    // SAFETY: by cudaMemSetMemPool's contract `location` is NULL or readable.
+    match unsafe { location_device(location, kind, "cudaMemSetMemPool") } {
+        Ok(device) => cudaDeviceSetMemPool(device, pool),
+        Err(e) => guard("cudaMemSetMemPool", || Err(e)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::mem::{offset_of, size_of};

@@ -270,6 +270,11 @@ fn module(fatbin: usize) -> Result<ModuleHandle> {
 }
 
 /// A registered kernel's host handle and parameter layout (cached after first use).
+/// The device name a kernel's host stub was registered with.
+pub fn kernel_name(host_fun: usize) -> Option<String> {
+    registry().kernels.get(&host_fun).map(|k| k.name.clone())
+}
+
 pub fn kernel(host_fun: usize) -> Result<(FunctionHandle, Vec<ParamInfo>)> {
     let host = current_host()?;
     let (fatbin, name) = {

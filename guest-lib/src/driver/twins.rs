@@ -111,6 +111,14 @@ twins! {
     /// `CUmemAccessDesc` is laid out as `cudaMemAccessDesc`.
     "cuMemPoolSetAccess" => cuMemPoolSetAccess(pool: RawHandle, descs: *const c_void, count: usize)
         => rt_pool::cudaMemPoolSetAccess(pool, descs, count);
+    /// CUDA 13's pool calls by location (`CUmemLocation`, `CUmemAllocationType` are the
+    /// runtime's).
+    "cuMemGetDefaultMemPool" => cuMemGetDefaultMemPool(pool: *mut RawHandle, location: *const rt_memory::MemLocation, kind: u32)
+        => rt_pool::cudaMemGetDefaultMemPool(pool, location, kind);
+    "cuMemGetMemPool" => cuMemGetMemPool(pool: *mut RawHandle, location: *const rt_memory::MemLocation, kind: u32)
+        => rt_pool::cudaMemGetMemPool(pool, location, kind);
+    "cuMemSetMemPool" => cuMemSetMemPool(location: *const rt_memory::MemLocation, kind: u32, pool: RawHandle)
+        => rt_pool::cudaMemSetMemPool(location, kind, pool);
     "cuMemAllocAsync" => cuMemAllocAsync(ptr: *mut *mut c_void, size: usize, stream: RawHandle)
         => rt_pool::cudaMallocAsync(ptr, size, stream);
     "cuMemFreeAsync" => cuMemFreeAsync(ptr: u64, stream: RawHandle) => rt_pool::cudaFreeAsync(ptr as *mut c_void, stream);

@@ -1,0 +1,35 @@
+//! The runtime's exports vmcuda does not implement (tests/c/runtime_stub.c): each
+//! answers cudaErrorNotSupported, leaves it as the thread's last error, and names
+//! itself on stderr once, saying why where it cannot cross the VM boundary.
+
+use vmcuda_tests::{build_c_program, run_program_with, text, Daemon};
+
+#[test]
+#[ignore = "needs the linked guest library: run tests/run.sh"]
+fn unimplemented_runtime_functions_name_themselves_and_answer_not_supported() {
+    let exe = build_c_program("runtime_stub", &["libcudart.so.13"]);
+    let d = Daemon::host_memory("runtime-stub");
+    let out = run_program_with(&exe, &d.server(), &[]);
+    let stdout = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(
+        stdout.contains(
+            "devices 1 (0); graph create 801 last 801, again 801; gl 801 last 801; last now 0"
+        ),
+        "{stdout}"
+    );
+    let graph_lines = stderr
+        .lines()
+        .filter(|l| l.contains("cudaGraphCreate"))
+        .count();
+    assert_eq!(graph_lines, 1, "said once: {stderr}");
+    assert!(
+        stderr.contains("vmcuda: cudaGraphCreate (libcudart.so.13) is not implemented by vmcuda yet; it returns cudaErrorNotSupported"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("cudaGLSetGLDevice (libcudart.so.13) is graphics interop, which cannot cross the VM boundary"),
+        "{stderr}"
+    );
+}
