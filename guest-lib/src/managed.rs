@@ -796,7 +796,7 @@ pub fn is_managed(ptr: usize) -> bool {
 static PENDING_REGIONS: AtomicBool = AtomicBool::new(false);
 
 /// Note that regions exist (set at the first allocation; never cleared).
-pub fn note_regions() {
+fn note_regions() {
     PENDING_REGIONS.store(true, Ordering::Release);
 }
 

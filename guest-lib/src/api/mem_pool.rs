@@ -530,7 +530,7 @@ unsafe fn location_device(
     // SAFETY: as the caller promised.
     let l = unsafe { caller::read(location) }?;
     match (l.kind, kind) {
-        (1, k) if k as i32 == ALLOCATION_PINNED => Ok(l.id),
+        (d, k) if d as i32 == LOCATION_DEVICE && k as i32 == ALLOCATION_PINNED => Ok(l.id),
         (1..=4, _) => {
             eprintln!("vmcuda: {call}: only device pools of pinned memory cross the VM boundary; cudaErrorNotSupported");
             Err(CudaStatus::ErrorNotSupported)

@@ -267,11 +267,10 @@ pub fn allocate(size: usize, flags: u32) -> Result<usize> {
 /// Free managed memory the program allocated at `ptr`; None if `ptr` is not the start
 /// of a managed allocation.
 pub fn free(ptr: usize) -> Option<Result<()>> {
-    match managed::region_of(ptr)? {
-        (start, _, _, Origin::Allocation { .. }) if start == ptr => {}
+    let (len, device) = match managed::region_of(ptr)? {
+        (start, len, device, Origin::Allocation { .. }) if start == ptr => (len, device),
         _ => return None,
-    }
-    let (_, len, device, _) = managed::region_of(ptr)?;
+    };
     managed::remove_region(ptr)?;
     let mut guard = heap();
     let heap = guard.as_mut().expect("made by heap()");
@@ -451,8 +450,10 @@ fn prefetch_batch(
     Ok(())
 }
 
+/// The batch prefetches, plain (`false`) and discarding first (`true`), and their
+/// per-thread default stream variants.
 macro_rules! prefetch_batch_exports {
-    ($($name:ident, $per_thread:expr;)*) => {$(
+    ($($name:ident, $per_thread:expr, $discard_first:expr;)*) => {$(
         #[no_mangle]
         #[allow(clippy::too_many_arguments)]
         pub extern "C" fn $name(
@@ -467,42 +468,19 @@ macro_rules! prefetch_batch_exports {
         ) -> cudaError_t {
             guard(stringify!($name), || {
                 let stream = stream_handle(stream, $per_thread);
-                prefetch_batch(ptrs, sizes, count, locations, indexes, n_locations, flags, stream, false)
+                prefetch_batch(
+                    ptrs, sizes, count, locations, indexes, n_locations, flags, stream, $discard_first,
+                )
             })
         }
     )*};
 }
 
 prefetch_batch_exports! {
-    cudaMemPrefetchBatchAsync, false;
-    cudaMemPrefetchBatchAsync_ptsz, true;
-}
-
-macro_rules! discard_and_prefetch_exports {
-    ($($name:ident, $per_thread:expr;)*) => {$(
-        #[no_mangle]
-        #[allow(clippy::too_many_arguments)]
-        pub extern "C" fn $name(
-            ptrs: *const *mut c_void,
-            sizes: *const usize,
-            count: usize,
-            locations: *const MemLocation,
-            indexes: *const usize,
-            n_locations: usize,
-            flags: u64,
-            stream: RawHandle,
-        ) -> cudaError_t {
-            guard(stringify!($name), || {
-                let stream = stream_handle(stream, $per_thread);
-                prefetch_batch(ptrs, sizes, count, locations, indexes, n_locations, flags, stream, true)
-            })
-        }
-    )*};
-}
-
-discard_and_prefetch_exports! {
-    cudaMemDiscardAndPrefetchBatchAsync, false;
-    cudaMemDiscardAndPrefetchBatchAsync_ptsz, true;
+    cudaMemPrefetchBatchAsync, false, false;
+    cudaMemPrefetchBatchAsync_ptsz, true, false;
+    cudaMemDiscardAndPrefetchBatchAsync, false, true;
+    cudaMemDiscardAndPrefetchBatchAsync_ptsz, true, true;
 }
 
 fn discard_batch(
