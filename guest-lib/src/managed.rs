@@ -184,6 +184,9 @@ struct Region {
     via: usize,
     /// Whether the host maps `via` (copies are the GPU's DMA, no byte on the socket).
     shared: bool,
+    /// Pages not in `Device` state: a region with none has nothing to settle, and is
+    /// not walked page by page before device work.
+    host_pages: usize,
     _fd: std::os::fd::OwnedFd,
 }
 
@@ -359,8 +362,14 @@ impl Region {
     fn set(&mut self, range: std::ops::Range<usize>, state: State, on_host: &mut usize) {
         for p in &mut self.pages[range] {
             match (p.state == State::Device, state == State::Device) {
-                (true, false) => *on_host += 1,
-                (false, true) => *on_host -= 1,
+                (true, false) => {
+                    *on_host += 1;
+                    self.host_pages += 1;
+                }
+                (false, true) => {
+                    *on_host -= 1;
+                    self.host_pages -= 1;
+                }
                 _ => {}
             }
             p.state = state;
@@ -467,7 +476,7 @@ impl Regions {
         let mut on_host = self.on_host;
         let mut result = Ok(());
         for (start, r) in self.map.iter_mut() {
-            if result.is_ok() {
+            if result.is_ok() && r.host_pages > 0 {
                 let n = r.pages.len();
                 result = r.settle(*start, 0..n, &mut on_host);
             }
@@ -701,6 +710,7 @@ fn insert_region(
             pieces,
             via,
             shared,
+            host_pages: if fresh { len / PAGE } else { 0 },
             _fd: fd,
         },
     );
@@ -762,12 +772,7 @@ pub fn add_variable(
 pub fn remove_region(ptr: usize) -> Option<Origin> {
     let mut all = regions();
     let region = all.map.remove(&ptr)?;
-    let on_host = region
-        .pages
-        .iter()
-        .filter(|p| p.state != State::Device)
-        .count();
-    all.on_host -= on_host;
+    all.on_host -= region.host_pages;
     all.update_pending();
     if region.shared {
         region.mover.unshare(region.via, region.len);

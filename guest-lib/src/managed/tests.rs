@@ -105,6 +105,18 @@ fn state_of(addr: usize) -> State {
     r.pages[(addr - start) / PAGE].state
 }
 
+/// The page counts the model keeps agree with its pages.
+fn check_counts() {
+    let all = regions();
+    let mut total = 0;
+    for r in all.map.values() {
+        let on_host = r.pages.iter().filter(|p| p.state != State::Device).count();
+        assert_eq!(r.host_pages, on_host);
+        total += on_host;
+    }
+    assert_eq!(all.on_host, total);
+}
+
 // The model is global (the fault handler sees every region), and the tests count
 // what moved: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -142,6 +154,7 @@ fn a_fresh_allocation_is_filled_without_faults_and_only_touched_pages_travel() {
     // SAFETY: as above; the fault brings the window back.
     assert_eq!(peek::<u64>(addr + 8), 0xabcd);
     assert_eq!(device.fetched.load(Ordering::Relaxed), WINDOW);
+    check_counts();
     remove_region(addr).unwrap();
 }
 
@@ -164,6 +177,7 @@ fn device_writes_are_fetched_on_the_next_touch() {
     // Clean pages go back without a copy.
     settle_all().unwrap();
     assert_eq!(device.sent.load(Ordering::Relaxed), 0);
+    check_counts();
     remove_region(addr).unwrap();
 }
 
@@ -188,6 +202,7 @@ fn prefetch_moves_ranges_both_ways_and_is_remembered() {
     assert_eq!(last, vec![0]);
     let mixed = range_attribute(addr, len, RANGE_LAST_PREFETCH_LOCATION, 1).unwrap();
     assert_eq!(mixed, vec![-2], "a range prefetched to two places has none");
+    check_counts();
     remove_region(addr).unwrap();
 }
 
@@ -233,6 +248,7 @@ fn advice_is_answered_back_per_range() {
         advise(addr + len, PAGE, ADVISE_SET_READ_MOSTLY, Location::Invalid),
         Err(CudaStatus::ErrorInvalidValue)
     );
+    check_counts();
     remove_region(addr).unwrap();
 }
 
@@ -258,6 +274,7 @@ fn threads_touching_one_window_see_one_fetch() {
     });
     assert_eq!(sums.iter().sum::<u64>(), 3 * (WINDOW / PAGE) as u64);
     assert_eq!(device.fetched.load(Ordering::Relaxed), WINDOW);
+    check_counts();
     remove_region(addr).unwrap();
 }
 
@@ -270,6 +287,7 @@ fn discarded_pages_are_not_sent() {
     discard(addr, len).unwrap();
     settle_all().unwrap();
     assert_eq!(device.sent.load(Ordering::Relaxed), 0);
+    check_counts();
     remove_region(addr).unwrap();
 }
 
@@ -359,6 +377,7 @@ fn sequential_passes_take_bigger_steps() {
     assert_eq!(faults() - at_start, 5);
     assert_eq!(device.fetched.load(Ordering::Relaxed), WINDOW + len);
     assert_eq!(state_of(addr + 5 * WINDOW), State::Clean);
+    check_counts();
     remove_region(addr).unwrap();
 }
 
