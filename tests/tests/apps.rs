@@ -39,6 +39,7 @@ const APPS: &[&str] = &[
     "printf_buffered",
     "printf_kernel",
     "runtime_queries",
+    "stream_attributes",
     "streams",
     "struct_params",
     "symbols",

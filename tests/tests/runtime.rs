@@ -33,3 +33,23 @@ fn unimplemented_runtime_functions_name_themselves_and_answer_not_supported() {
         "{stderr}"
     );
 }
+
+/// Stream attributes (tests/c/stream_attrs.c): an access policy window must lie in the
+/// program's own memory, as every pointer range the host is handed; attributes a stream
+/// does not have and streams the program does not hold are refused.
+#[test]
+#[ignore = "needs the linked guest library: run tests/run.sh"]
+fn stream_attributes_keep_to_the_programs_memory_and_streams() {
+    let exe = build_c_program("stream_attrs", &["libcudart.so.13"]);
+    let d = Daemon::host_memory("stream-attrs");
+    let out = run_program_with(&exe, &d.server(), &[]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains("alloc 0 stream 0 own 0 beyond 1 wild 1 read 0 kept 1 not-a-stream-attribute 1 unknown-stream 400"),
+        "{stdout}"
+    );
+    assert!(d
+        .log()
+        .contains("refused an access outside the guest's own memory"));
+}

@@ -176,6 +176,14 @@ macro_rules! op_lines {
                 0x0404 StreamWaitEvent => stream_wait_event(StreamWaitEvent { stream: StreamHandle, event: EventHandle, flags: u32 })
                     -> (), Async;
                 0x0901 StreamWriteValue32 => stream_write_value32(StreamWriteValue32) -> (), Async;
+                /// A stream attribute (`cudaStreamAttrID`: the launch attributes'
+                /// numbers) and its value, the 64 bytes of `cudaStreamAttrValue`.
+                0x0405 StreamSetAttribute => stream_set_attribute(StreamSetAttribute { stream: StreamHandle, attr: u32, value: Vec<u8> })
+                    -> (), Sync;
+                0x0406 StreamGetAttribute => stream_get_attribute(StreamGetAttribute { stream: StreamHandle, attr: u32 })
+                    -> StreamAttribute { value: Vec<u8> }, Sync;
+                0x0407 StreamCopyAttributes => stream_copy_attributes(StreamCopyAttributes { dst: StreamHandle, src: StreamHandle })
+                    -> (), Sync;
                 0x0500 EventCreate => event_create(EventCreate { event: EventHandle, flags: u32 }) -> (), Async;
                 0x0501 EventDestroy => event_destroy(EventDestroy { event: EventHandle }) -> (), Async;
                 0x0502 EventRecord => event_record(EventRecord { event: EventHandle, stream: StreamHandle, flags: u32 })

@@ -71,6 +71,10 @@ ptsz! {
     cudaStreamGetFlags_ptsz => stream::cudaStreamGetFlags [stream] (stream: RawHandle, flags: *mut u32);
     cudaStreamGetId_ptsz => stream::cudaStreamGetId [stream] (stream: RawHandle, id: *mut u64);
     cudaStreamGetPriority_ptsz => stream::cudaStreamGetPriority [stream] (stream: RawHandle, priority: *mut i32);
+    cudaStreamSetAttribute_ptsz => stream::cudaStreamSetAttribute [stream] (
+        stream: RawHandle, attr: u32, value: *const [u8; stream::STREAM_ATTR_LEN]);
+    cudaStreamGetAttribute_ptsz => stream::cudaStreamGetAttribute [stream] (
+        stream: RawHandle, attr: u32, value: *mut [u8; stream::STREAM_ATTR_LEN]);
 }
 
 ptds! {
@@ -83,6 +87,12 @@ ptds! {
         symbol: *const c_void, src: *const c_void, count: usize, offset: usize, kind: u32);
     cudaMemcpyFromSymbol_ptds => memory::cudaMemcpyFromSymbolAsync [] (
         dst: *mut c_void, symbol: *const c_void, count: usize, offset: usize, kind: u32);
+}
+
+/// Both streams NULL-is-per-thread.
+#[no_mangle]
+pub extern "C" fn cudaStreamCopyAttributes_ptsz(dst: RawHandle, src: RawHandle) -> cudaError_t {
+    stream::cudaStreamCopyAttributes(per_thread(dst), per_thread(src))
 }
 
 /// `cudaEnablePerThreadDefaultStream`: what the default flags mean for a program built

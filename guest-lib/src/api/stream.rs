@@ -198,6 +198,75 @@ pub extern "C" fn cudaStreamGetId(stream: RawHandle, id: *mut u64) -> cudaError_
     })
 }
 
+/// `sizeof(cudaStreamAttrValue)`.
+pub const STREAM_ATTR_LEN: usize = 64;
+
+/// Run `f` on the host of `stream`'s device.
+fn on_stream_host<T>(stream: StreamHandle, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    super::on_host_of(super::device_of_stream(stream), f)
+}
+
+/// Stream attributes (`cudaStreamAttrID`, the launch attributes' numbers) are the
+/// host driver's: set and read there, the value as its 64 bytes.
+#[no_mangle]
+pub extern "C" fn cudaStreamSetAttribute(
+    stream: RawHandle,
+    attr: u32,
+    value: *const [u8; STREAM_ATTR_LEN],
+) -> cudaError_t {
+    guard("cudaStreamSetAttribute", || {
+        // SAFETY: by cudaStreamSetAttribute's contract `value` is NULL or a readable
+        // `cudaStreamAttrValue`.
+        let value = unsafe { caller::read(value) }?.to_vec();
+        let stream = stream_handle(stream, false);
+        capture::check_stream_use(stream)?;
+        on_stream_host(stream, || {
+            call(&vmcuda_wire::op::StreamSetAttribute {
+                stream,
+                attr,
+                value,
+            })
+        })
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaStreamGetAttribute(
+    stream: RawHandle,
+    attr: u32,
+    value: *mut [u8; STREAM_ATTR_LEN],
+) -> cudaError_t {
+    guard("cudaStreamGetAttribute", || {
+        let stream = stream_handle(stream, false);
+        let r = on_stream_host(stream, || {
+            call(&vmcuda_wire::op::StreamGetAttribute { stream, attr })
+        })?;
+        let bytes: [u8; STREAM_ATTR_LEN] = r
+            .value
+            .as_slice()
+            .try_into()
+            .map_err(|_| CudaStatus::ErrorUnknown)?;
+        // SAFETY: by cudaStreamGetAttribute's contract `value` is NULL or writable.
+        unsafe { caller::write(value, bytes) }
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaStreamCopyAttributes(dst: RawHandle, src: RawHandle) -> cudaError_t {
+    guard("cudaStreamCopyAttributes", || {
+        let (dst, src) = (stream_handle(dst, false), stream_handle(src, false));
+        if super::on_different_hosts(
+            super::device_of_stream(dst).unwrap_or_else(state::current_device),
+            super::device_of_stream(src).unwrap_or_else(state::current_device),
+        )? {
+            return Err(CudaStatus::ErrorInvalidResourceHandle);
+        }
+        on_stream_host(dst, || {
+            call(&vmcuda_wire::op::StreamCopyAttributes { dst, src })
+        })
+    })
+}
+
 fn wait_event(stream: RawHandle, event: RawHandle, flags: u32, per_thread: bool) -> Result<()> {
     let stream = stream_handle(stream, per_thread);
     let event = EventHandle(event as u64);

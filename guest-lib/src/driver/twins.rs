@@ -169,6 +169,13 @@ twins! {
     "cuStreamGetFlags" => cuStreamGetFlags(stream: RawHandle, flags: *mut u32) => rt_stream::cudaStreamGetFlags(stream, flags);
     "cuStreamGetPriority" => cuStreamGetPriority(stream: RawHandle, priority: *mut i32)
         => rt_stream::cudaStreamGetPriority(stream, priority);
+    /// `CUstreamAttrValue` is laid out as `cudaStreamAttrValue`, the ids alike.
+    "cuStreamSetAttribute" => cuStreamSetAttribute(stream: RawHandle, attr: u32, value: *const [u8; rt_stream::STREAM_ATTR_LEN])
+        => rt_stream::cudaStreamSetAttribute(stream, attr, value);
+    "cuStreamGetAttribute" => cuStreamGetAttribute(stream: RawHandle, attr: u32, value: *mut [u8; rt_stream::STREAM_ATTR_LEN])
+        => rt_stream::cudaStreamGetAttribute(stream, attr, value);
+    "cuStreamCopyAttributes" => cuStreamCopyAttributes(dst: RawHandle, src: RawHandle)
+        => rt_stream::cudaStreamCopyAttributes(dst, src);
     "cuStreamGetId" => cuStreamGetId(stream: RawHandle, id: *mut u64) => rt_stream::cudaStreamGetId(stream, id);
     "cuStreamGetDevice" => cuStreamGetDevice(stream: RawHandle, device: *mut i32) => rt_stream::cudaStreamGetDevice(stream, device);
     /// `CUstreamCallback` has `cudaStreamCallback_t`'s ABI.
@@ -250,6 +257,8 @@ ptsz! {
     cuStreamGetFlags_ptsz => cuStreamGetFlags(stream: RawHandle, flags: *mut u32) [stream];
     cuStreamGetPriority_ptsz => cuStreamGetPriority(stream: RawHandle, priority: *mut i32) [stream];
     cuStreamGetId_ptsz => cuStreamGetId(stream: RawHandle, id: *mut u64) [stream];
+    cuStreamSetAttribute_ptsz => cuStreamSetAttribute(stream: RawHandle, attr: u32, value: *const [u8; rt_stream::STREAM_ATTR_LEN]) [stream];
+    cuStreamGetAttribute_ptsz => cuStreamGetAttribute(stream: RawHandle, attr: u32, value: *mut [u8; rt_stream::STREAM_ATTR_LEN]) [stream];
     cuStreamGetDevice_ptsz => cuStreamGetDevice(stream: RawHandle, device: *mut i32) [stream];
     cuStreamAddCallback_ptsz => cuStreamAddCallback(stream: RawHandle, callback: StreamCallback, data: *mut c_void, flags: u32) [stream];
     cuLaunchHostFunc_ptsz => cuLaunchHostFunc(stream: RawHandle, f: HostFn, data: *mut c_void) [stream];
@@ -314,11 +323,22 @@ ptds! {
     cuMemcpyPeer_ptds => cuMemcpyPeerAsync(dst: u64, dst_ctx: *mut c_void, src: u64, src_ctx: *mut c_void, size: usize);
 }
 
+/// Both streams NULL-is-per-thread.
+#[export_name = "__vmcuda_cuStreamCopyAttributes_ptsz"]
+#[allow(non_snake_case)]
+pub extern "C" fn cuStreamCopyAttributes_ptsz(dst: RawHandle, src: RawHandle) -> CUresult {
+    cuStreamCopyAttributes(per_thread(dst), per_thread(src))
+}
+
 /// The `_ptsz` and `_ptds` variants, by exported name.
 pub const PER_THREAD_NAMES: &[&[(&str, *const ())]] = &[
     PTSZ,
     PTDS,
     &[("cuLaunchKernelEx_ptsz", cuLaunchKernelEx_ptsz as *const ())],
+    &[(
+        "cuStreamCopyAttributes_ptsz",
+        cuStreamCopyAttributes_ptsz as *const (),
+    )],
 ];
 
 /// A `_ptsz` or `_ptds` variant by its exported name.

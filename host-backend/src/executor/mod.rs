@@ -65,6 +65,9 @@ pub mod limit {
 pub type ExecStream = u64;
 pub const LEGACY_STREAM: ExecStream = 0;
 pub const PER_THREAD_STREAM: ExecStream = 2;
+
+/// `sizeof(cudaStreamAttrValue)`.
+pub const STREAM_ATTR_LEN: usize = 64;
 pub type ExecEvent = u64;
 pub type ExecModule = u64;
 pub type ExecFunction = u64;
@@ -360,6 +363,20 @@ pub trait StreamExec {
         event: ExecEvent,
         flags: u32,
     ) -> ExecResult<()>;
+    /// Set or read a stream attribute: `attr` a `CUstreamAttrID`, the value the 64
+    /// bytes of `CUstreamAttrValue`.
+    fn stream_set_attribute(
+        &mut self,
+        stream: ExecStream,
+        attr: u32,
+        value: &[u8; STREAM_ATTR_LEN],
+    ) -> ExecResult<()>;
+    fn stream_get_attribute(
+        &mut self,
+        stream: ExecStream,
+        attr: u32,
+    ) -> ExecResult<[u8; STREAM_ATTR_LEN]>;
+    fn stream_copy_attributes(&mut self, dst: ExecStream, src: ExecStream) -> ExecResult<()>;
     fn event_create(&mut self, flags: u32) -> ExecResult<ExecEvent>;
     fn event_destroy(&mut self, event: ExecEvent) -> ExecResult<()>;
     fn event_record(&mut self, event: ExecEvent, stream: ExecStream, flags: u32) -> ExecResult<()>;

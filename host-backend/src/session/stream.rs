@@ -4,6 +4,11 @@ use vmcuda_wire::op::*;
 use vmcuda_wire::CudaStatus;
 
 use super::{nothing, Session};
+use crate::executor::STREAM_ATTR_LEN;
+
+/// `cudaStreamAttributeAccessPolicyWindow`: its value starts with a device address and
+/// a length.
+const ATTR_ACCESS_POLICY_WINDOW: u32 = 1;
 
 impl StreamOps for Session {
     fn stream_create(
@@ -72,6 +77,59 @@ impl StreamOps for Session {
         let s = self.handles.stream(req.stream)?;
         let e = self.handles.event(req.event)?;
         self.exec.stream_wait_event(s, e, req.flags)?;
+        nothing()
+    }
+
+    fn stream_set_attribute(
+        &mut self,
+        _: &CallContext,
+        req: StreamSetAttribute,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        let s = self.handles.stream(req.stream)?;
+        let value: [u8; STREAM_ATTR_LEN] = req
+            .value
+            .as_slice()
+            .try_into()
+            .map_err(|_| CudaStatus::ErrorInvalidValue)?;
+        // An access policy window names device memory: only the guest's own.
+        if req.attr == ATTR_ACCESS_POLICY_WINDOW {
+            let word =
+                |at: usize| u64::from_le_bytes(value[at..at + 8].try_into().expect("8 bytes"));
+            let (base, len) = (word(0), word(8));
+            if len > 0 {
+                self.check_range(base, len)?;
+            }
+        }
+        self.exec.stream_set_attribute(s, req.attr, &value)?;
+        nothing()
+    }
+
+    fn stream_get_attribute(
+        &mut self,
+        _: &CallContext,
+        req: StreamGetAttribute,
+        _: &[u8],
+    ) -> HandlerResult<StreamAttribute> {
+        let s = self.handles.stream(req.stream)?;
+        let value = self.exec.stream_get_attribute(s, req.attr)?;
+        Ok((
+            StreamAttribute {
+                value: value.to_vec(),
+            },
+            Vec::new(),
+        ))
+    }
+
+    fn stream_copy_attributes(
+        &mut self,
+        _: &CallContext,
+        req: StreamCopyAttributes,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        let dst = self.handles.stream(req.dst)?;
+        let src = self.handles.stream(req.src)?;
+        self.exec.stream_copy_attributes(dst, src)?;
         nothing()
     }
 

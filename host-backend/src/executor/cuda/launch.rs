@@ -44,7 +44,7 @@ fn func_attribute_from(attribute: i32) -> Option<sys::CUfunction_attribute> {
 }
 
 /// The runtime's `cudaLaunchAttributeID` numbers are `CUlaunchAttributeID`'s.
-fn launch_attribute_id_from(id: u32) -> Option<sys::CUlaunchAttributeID> {
+pub(super) fn launch_attribute_id_from(id: u32) -> Option<sys::CUlaunchAttributeID> {
     enum_from_u32!(
         id,
         CUlaunchAttributeID,

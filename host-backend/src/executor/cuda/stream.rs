@@ -6,9 +6,14 @@ use cudarc::driver::{result, sys};
 use tracing::debug;
 use vmcuda_wire::CudaStatus;
 
-use super::super::{ExecEvent, ExecResult, ExecStream, LEGACY_STREAM, PER_THREAD_STREAM};
+use super::super::{
+    ExecEvent, ExecResult, ExecStream, LEGACY_STREAM, PER_THREAD_STREAM, STREAM_ATTR_LEN,
+};
 use super::{check, status, CudaExecutor};
 use crate::executor::StreamExec;
+
+// The attribute value crosses as its bytes.
+const _: () = assert!(std::mem::size_of::<sys::CUstreamAttrValue>() == STREAM_ATTR_LEN);
 
 /// `CU_STREAM_PER_THREAD` (`(CUstream)0x2` in cuda.h).
 const CU_STREAM_PER_THREAD: usize = 0x2;
@@ -83,6 +88,64 @@ impl StreamExec for CudaExecutor {
         // SAFETY: `s` and `e` are checked handles of this executor (or a default
         // stream). Raw: the guest's flags go to the driver as the integer they are.
         check(unsafe { sys::cuStreamWaitEvent(s, e, flags) })
+    }
+
+    fn stream_set_attribute(
+        &mut self,
+        stream: ExecStream,
+        attr: u32,
+        value: &[u8; STREAM_ATTR_LEN],
+    ) -> ExecResult<()> {
+        self.bind()?;
+        let s = self.stream(stream)?;
+        let id =
+            super::launch::launch_attribute_id_from(attr).ok_or(CudaStatus::ErrorInvalidValue)?;
+        // SAFETY: the union is plain data, valid zeroed.
+        let mut v: sys::CUstreamAttrValue = unsafe { std::mem::zeroed() };
+        // SAFETY: the union is exactly STREAM_ATTR_LEN bytes (asserted below) and `v`
+        // a local of it.
+        unsafe {
+            ptr::copy_nonoverlapping(
+                value.as_ptr(),
+                (&mut v as *mut sys::CUstreamAttrValue).cast::<u8>(),
+                STREAM_ATTR_LEN,
+            )
+        };
+        // SAFETY: `s` is a checked stream of this executor or a default stream; `id` a
+        // valid attribute id; `v` a local the driver only reads.
+        check(unsafe { sys::cuStreamSetAttribute(s, id, &v) })
+    }
+
+    fn stream_get_attribute(
+        &mut self,
+        stream: ExecStream,
+        attr: u32,
+    ) -> ExecResult<[u8; STREAM_ATTR_LEN]> {
+        self.bind()?;
+        let s = self.stream(stream)?;
+        let id =
+            super::launch::launch_attribute_id_from(attr).ok_or(CudaStatus::ErrorInvalidValue)?;
+        // SAFETY: the union is plain data, valid zeroed.
+        let mut v: sys::CUstreamAttrValue = unsafe { std::mem::zeroed() };
+        // SAFETY: as in stream_set_attribute; the driver writes `v`.
+        check(unsafe { sys::cuStreamGetAttribute(s, id, &mut v) })?;
+        let mut out = [0u8; STREAM_ATTR_LEN];
+        // SAFETY: `v` is STREAM_ATTR_LEN bytes of plain data.
+        unsafe {
+            ptr::copy_nonoverlapping(
+                (&v as *const sys::CUstreamAttrValue).cast::<u8>(),
+                out.as_mut_ptr(),
+                STREAM_ATTR_LEN,
+            )
+        };
+        Ok(out)
+    }
+
+    fn stream_copy_attributes(&mut self, dst: ExecStream, src: ExecStream) -> ExecResult<()> {
+        self.bind()?;
+        let (d, s) = (self.stream(dst)?, self.stream(src)?);
+        // SAFETY: both are checked streams of this executor or default streams.
+        check(unsafe { sys::cuStreamCopyAttributes(d, s) })
     }
 
     fn event_create(&mut self, flags: u32) -> ExecResult<ExecEvent> {

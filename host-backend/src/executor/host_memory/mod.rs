@@ -112,6 +112,8 @@ pub struct HostMemoryExecutor {
     modules: HashMap<ExecModule, Module>,
     functions: HashMap<ExecFunction, Function>,
     streams: HashMap<ExecStream, (u32, i32)>,
+    /// Stream attributes set, by stream and attribute id.
+    stream_attributes: HashMap<(ExecStream, u32), [u8; super::STREAM_ATTR_LEN]>,
     events: HashMap<ExecEvent, Event>,
     next_id: u64,
     limits: HashMap<u32, u64>,
@@ -153,6 +155,7 @@ impl HostMemoryExecutor {
             modules: HashMap::new(),
             functions: HashMap::new(),
             streams: HashMap::new(),
+            stream_attributes: HashMap::new(),
             events: HashMap::new(),
             next_id: 0x1000,
             limits: HashMap::from([

@@ -5,9 +5,16 @@ use std::time::Instant;
 
 use vmcuda_wire::CudaStatus;
 
-use super::super::{ExecEvent, ExecResult, ExecStream, LEGACY_STREAM, PER_THREAD_STREAM};
+use super::super::{
+    ExecEvent, ExecResult, ExecStream, LEGACY_STREAM, PER_THREAD_STREAM, STREAM_ATTR_LEN,
+};
 use super::{Event, HostMemoryExecutor};
 use crate::executor::StreamExec;
+
+/// The attributes a stream has (`CUstreamAttrID`): access policy window,
+/// synchronization policy, priority, memory synchronization domain map and domain.
+const STREAM_ATTRIBUTES: [u32; 5] = [1, 3, 8, 9, 10];
+const ATTR_PRIORITY: u32 = 8;
 
 impl HostMemoryExecutor {
     pub(super) fn check_stream(&self, stream: ExecStream) -> ExecResult<()> {
@@ -63,6 +70,56 @@ impl StreamExec for HostMemoryExecutor {
             return Err(CudaStatus::ErrorInvalidResourceHandle);
         }
         self.wait_event_in_capture(stream, event)
+    }
+
+    fn stream_set_attribute(
+        &mut self,
+        stream: ExecStream,
+        attr: u32,
+        value: &[u8; STREAM_ATTR_LEN],
+    ) -> ExecResult<()> {
+        self.check_stream(stream)?;
+        if !STREAM_ATTRIBUTES.contains(&attr) {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        self.stream_attributes.insert((stream, attr), *value);
+        Ok(())
+    }
+
+    fn stream_get_attribute(
+        &mut self,
+        stream: ExecStream,
+        attr: u32,
+    ) -> ExecResult<[u8; STREAM_ATTR_LEN]> {
+        self.check_stream(stream)?;
+        if !STREAM_ATTRIBUTES.contains(&attr) {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let mut value = self
+            .stream_attributes
+            .get(&(stream, attr))
+            .copied()
+            .unwrap_or([0; STREAM_ATTR_LEN]);
+        if attr == ATTR_PRIORITY && !self.stream_attributes.contains_key(&(stream, attr)) {
+            let priority = self.streams.get(&stream).map_or(0, |s| s.1);
+            value[..4].copy_from_slice(&priority.to_le_bytes());
+        }
+        Ok(value)
+    }
+
+    fn stream_copy_attributes(&mut self, dst: ExecStream, src: ExecStream) -> ExecResult<()> {
+        self.check_stream(dst)?;
+        self.check_stream(src)?;
+        let copied: Vec<_> = self
+            .stream_attributes
+            .iter()
+            .filter(|((s, _), _)| *s == src)
+            .map(|((_, a), v)| (*a, *v))
+            .collect();
+        for (attr, value) in copied {
+            self.stream_attributes.insert((dst, attr), value);
+        }
+        Ok(())
     }
 
     fn event_create(&mut self, flags: u32) -> ExecResult<ExecEvent> {
