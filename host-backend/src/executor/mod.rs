@@ -68,6 +68,9 @@ pub const PER_THREAD_STREAM: ExecStream = 2;
 
 /// `sizeof(cudaStreamAttrValue)`.
 pub const STREAM_ATTR_LEN: usize = 64;
+
+/// A stream attribute's value: the bytes of `CUstreamAttrValue`.
+pub type StreamAttrValue = [u8; STREAM_ATTR_LEN];
 pub type ExecEvent = u64;
 pub type ExecModule = u64;
 pub type ExecFunction = u64;
@@ -369,13 +372,13 @@ pub trait StreamExec {
         &mut self,
         stream: ExecStream,
         attr: u32,
-        value: &[u8; STREAM_ATTR_LEN],
+        value: &StreamAttrValue,
     ) -> ExecResult<()>;
     fn stream_get_attribute(
         &mut self,
         stream: ExecStream,
         attr: u32,
-    ) -> ExecResult<[u8; STREAM_ATTR_LEN]>;
+    ) -> ExecResult<StreamAttrValue>;
     fn stream_copy_attributes(&mut self, dst: ExecStream, src: ExecStream) -> ExecResult<()>;
     fn event_create(&mut self, flags: u32) -> ExecResult<ExecEvent>;
     fn event_destroy(&mut self, event: ExecEvent) -> ExecResult<()>;

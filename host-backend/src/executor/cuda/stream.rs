@@ -7,7 +7,8 @@ use tracing::debug;
 use vmcuda_wire::CudaStatus;
 
 use super::super::{
-    ExecEvent, ExecResult, ExecStream, LEGACY_STREAM, PER_THREAD_STREAM, STREAM_ATTR_LEN,
+    ExecEvent, ExecResult, ExecStream, StreamAttrValue, LEGACY_STREAM, PER_THREAD_STREAM,
+    STREAM_ATTR_LEN,
 };
 use super::{check, status, CudaExecutor};
 use crate::executor::StreamExec;
@@ -94,7 +95,7 @@ impl StreamExec for CudaExecutor {
         &mut self,
         stream: ExecStream,
         attr: u32,
-        value: &[u8; STREAM_ATTR_LEN],
+        value: &StreamAttrValue,
     ) -> ExecResult<()> {
         self.bind()?;
         let s = self.stream(stream)?;
@@ -120,7 +121,7 @@ impl StreamExec for CudaExecutor {
         &mut self,
         stream: ExecStream,
         attr: u32,
-    ) -> ExecResult<[u8; STREAM_ATTR_LEN]> {
+    ) -> ExecResult<StreamAttrValue> {
         self.bind()?;
         let s = self.stream(stream)?;
         let id =

@@ -6,7 +6,8 @@ use std::time::Instant;
 use vmcuda_wire::CudaStatus;
 
 use super::super::{
-    ExecEvent, ExecResult, ExecStream, LEGACY_STREAM, PER_THREAD_STREAM, STREAM_ATTR_LEN,
+    ExecEvent, ExecResult, ExecStream, StreamAttrValue, LEGACY_STREAM, PER_THREAD_STREAM,
+    STREAM_ATTR_LEN,
 };
 use super::{Event, HostMemoryExecutor};
 use crate::executor::StreamExec;
@@ -76,7 +77,7 @@ impl StreamExec for HostMemoryExecutor {
         &mut self,
         stream: ExecStream,
         attr: u32,
-        value: &[u8; STREAM_ATTR_LEN],
+        value: &StreamAttrValue,
     ) -> ExecResult<()> {
         self.check_stream(stream)?;
         if !STREAM_ATTRIBUTES.contains(&attr) {
@@ -90,7 +91,7 @@ impl StreamExec for HostMemoryExecutor {
         &mut self,
         stream: ExecStream,
         attr: u32,
-    ) -> ExecResult<[u8; STREAM_ATTR_LEN]> {
+    ) -> ExecResult<StreamAttrValue> {
         self.check_stream(stream)?;
         if !STREAM_ATTRIBUTES.contains(&attr) {
             return Err(CudaStatus::ErrorInvalidValue);
