@@ -6,6 +6,7 @@
 // CUDA's refusals (capture on the legacy stream, pageable copies in a capture, the
 // legacy stream during a blocking stream's capture) and cudaGraphDebugDotPrint.
 #include <cstdio>
+#include <unistd.h>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -148,7 +149,10 @@ int main() {
     }
     printf("graph: %zu nodes, %zu edges, %zu root, at most %zu dependencies\n", nodes, edges, roots, most);
 
-    const char* dot = "/tmp/vmcuda-graphs-app.dot";
+    // A path of this process's own: two runs at once (the VM tests run the host's
+    // reference runs side by side) must not remove each other's file.
+    char dot[64];
+    snprintf(dot, sizeof dot, "/tmp/vmcuda-graphs-app-%d.dot", (int)getpid());
     remove(dot);
     CHECK(cudaGraphDebugDotPrint(graph, dot, 0));
     FILE* f = fopen(dot, "r");
