@@ -43,6 +43,8 @@ struct Sequence {
     mode: u32,
     thread: ThreadId,
     invalidated: bool,
+    /// Begun by `cudaStreamBeginCaptureToGraph`.
+    into_graph: bool,
 }
 
 #[derive(Default)]
@@ -124,6 +126,26 @@ pub fn exchange_mode(mode: u32) -> Result<u32, CudaStatus> {
 
 /// Note a capture begun on `stream` (the host has begun it).
 pub fn begin(stream: StreamHandle, mode: u32) {
+    begin_sequence(stream, mode, false);
+}
+
+/// Note a capture begun on `stream` into a graph the program already has
+/// (`cudaStreamBeginCaptureToGraph`).
+pub fn begin_into_graph(stream: StreamHandle, mode: u32) {
+    begin_sequence(stream, mode, true);
+}
+
+/// Whether the capture begun on `stream` adds to a graph the program already had (its
+/// end need not hand the graph back).
+pub fn into_existing_graph(stream: StreamHandle) -> bool {
+    with(|c| {
+        c.streams
+            .get(&stream)
+            .is_some_and(|id| c.sequences[id].into_graph)
+    })
+}
+
+fn begin_sequence(stream: StreamHandle, mode: u32, into_graph: bool) {
     with(|c| {
         c.last_id += 1;
         let id = c.last_id;
@@ -134,6 +156,7 @@ pub fn begin(stream: StreamHandle, mode: u32) {
                 mode,
                 thread: std::thread::current().id(),
                 invalidated: false,
+                into_graph,
             },
         );
         c.streams.insert(stream, id);

@@ -60,6 +60,7 @@ pub mod driver;
 pub mod gate;
 pub mod guest_pages;
 pub mod managed;
+pub mod notice;
 #[allow(clippy::not_unsafe_ptr_arg_deref)]
 pub mod nvml;
 pub mod posted;

@@ -69,6 +69,9 @@ build_one() {
     if grep -q '^// build: --default-stream per-thread' "$src"; then
         extra+=(--default-stream per-thread)
     fi
+    # `// build: -rdc=true`: relocatable device code, linked with the device runtime
+    # (device-side graph calls such as cudaGraphSetConditional live there).
+    if grep -q '^// build: -rdc=true' "$src"; then extra+=(-rdc=true -lcudadevrt); fi
     if grep -q '^#include <cuda.h>' "$src" && ! grep -q 'dlopen' "$src"; then
         extra+=("-L$stubdir" -lcuda)
     fi

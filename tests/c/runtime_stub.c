@@ -1,10 +1,10 @@
-/* runtime_stub: a runtime function vmcuda does not implement yet (cudaGraphCreate),
+/* runtime_stub: a runtime function vmcuda does not implement yet (cudaUserObjectRelease),
    and one that cannot cross the VM boundary (cudaGLSetGLDevice), called twice each:
    each answers cudaErrorNotSupported (801), leaves it as the last error, and names
    itself on stderr once. Prints the codes. */
 #include <stdio.h>
 
-int cudaGraphCreate(void**, unsigned);
+int cudaUserObjectRelease(void*, unsigned);
 int cudaGLSetGLDevice(int);
 int cudaGetLastError(void);
 int cudaGetDeviceCount(int*);
@@ -12,13 +12,12 @@ int cudaGetDeviceCount(int*);
 int main(void) {
     int n = 0;
     int count = cudaGetDeviceCount(&n);
-    void* g = 0;
-    int a = cudaGraphCreate(&g, 0);
+    int a = cudaUserObjectRelease(0, 1);
     int a_last = cudaGetLastError();
-    int b = cudaGraphCreate(&g, 0);
+    int b = cudaUserObjectRelease(0, 1);
     int c = cudaGLSetGLDevice(0);
     int c_last = cudaGetLastError();
-    printf("devices %d (%d); graph create %d last %d, again %d; gl %d last %d; last now %d\n",
+    printf("devices %d (%d); user object release %d last %d, again %d; gl %d last %d; last now %d\n",
            n, count, a, a_last, b, c, c_last, cudaGetLastError());
     return 0;
 }

@@ -24,6 +24,7 @@ const TRAITS: &[(&str, &str, &str)] = &[
     ("blaslt.rs", "BlasLt", "vmcuda_host::executor::blaslt"),
     ("driver.rs", "Driver", "vmcuda_host::executor::driver"),
     ("graph.rs", "Graphs", "vmcuda_host::executor::graph"),
+    ("graph.rs", "GraphBuild", "vmcuda_host::executor::graph"),
 ];
 
 fn main() {

@@ -25,6 +25,7 @@ const APPS: &[&str] = &[
     "errors",
     "events",
     "graphs",
+    "hand_graphs",
     "illegal_address",
     "launch_api",
     "matmul",
@@ -1217,8 +1218,8 @@ int main(int argc, char **argv) {
     printf("cuIpcGetMemHandle %d\n", ipc(0));
     printf("cuMemAlloc %d\n", old(0));
     void *f = 0; int q = -1;
-    int r = get("cuGraphCreate", &f, 13000, 0, &q);
-    printf("cuGraphCreate %d %d %s %d\n", r, q, f ? "set" : "NULL", f ? ((fn1)f)(0) : -1);
+    int r = get("cuCoredumpGetAttribute", &f, 13000, 0, &q);
+    printf("cuCoredumpGetAttribute %d %d %s %d\n", r, q, f ? "set" : "NULL", f ? ((fn1)f)(0) : -1);
     f = (void *)1; q = -1;
     r = get("cuGreenCtxCreate", &f, 13000, 0, &q);
     printf("cuGreenCtxCreate %d %d %s\n", r, q, f ? "set" : "NULL");
@@ -1254,7 +1255,7 @@ fn unimplemented_driver_functions_name_themselves_and_return_not_supported() {
     assert_eq!(
         stdout,
         "cuGLInit 801 801\ncuIpcGetMemHandle 801\ncuMemAlloc 801\n\
-         cuGraphCreate 0 0 set 801\ncuGreenCtxCreate 0 1 NULL\n"
+         cuCoredumpGetAttribute 0 0 set 801\ncuGreenCtxCreate 0 1 NULL\n"
     );
     let lines: Vec<&str> = stderr.lines().collect();
     assert_eq!(
@@ -1263,7 +1264,7 @@ fn unimplemented_driver_functions_name_themselves_and_return_not_supported() {
             "vmcuda: cuGLInit (libcuda.so.1) is graphics interop, which cannot cross the VM boundary; it returns CUDA_ERROR_NOT_SUPPORTED",
             "vmcuda: cuIpcGetMemHandle (libcuda.so.1) shares memory between processes, which cannot cross the VM boundary; it returns CUDA_ERROR_NOT_SUPPORTED",
             "vmcuda: cuMemAlloc (libcuda.so.1) is not implemented by vmcuda yet; it returns CUDA_ERROR_NOT_SUPPORTED",
-            "vmcuda: cuGraphCreate (libcuda.so.1) is not implemented by vmcuda yet; it returns CUDA_ERROR_NOT_SUPPORTED",
+            "vmcuda: cuCoredumpGetAttribute (libcuda.so.1) is not implemented by vmcuda yet; it returns CUDA_ERROR_NOT_SUPPORTED",
         ],
         "{stderr}"
     );

@@ -9,7 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::handle::{DevicePtr, StreamHandle};
+use crate::handle::{DevicePtr, EventHandle, StreamHandle};
 pub use crate::handle::{GraphExecHandle, GraphHandle, GraphNodeHandle, MemPoolHandle};
 
 /// `cudaStreamCaptureMode` values.
@@ -132,6 +132,121 @@ pub const MAX_DOT_LEN: usize = (crate::frame::MAX_META_LEN as usize) - 64;
 pub struct DotText {
     pub text: Vec<u8>,
 }
+
+/// `cudaGraphNodeType` values.
+pub mod node_type {
+    pub const KERNEL: u32 = 0;
+    pub const MEMCPY: u32 = 1;
+    pub const MEMSET: u32 = 2;
+    pub const HOST: u32 = 3;
+    pub const GRAPH: u32 = 4;
+    pub const EMPTY: u32 = 5;
+    pub const WAIT_EVENT: u32 = 6;
+    pub const EVENT_RECORD: u32 = 7;
+    pub const MEM_ALLOC: u32 = 10;
+    pub const MEM_FREE: u32 = 11;
+    pub const CONDITIONAL: u32 = 13;
+}
+
+/// `cudaGraphExecUpdateResult` values.
+pub mod update_result {
+    pub const SUCCESS: u32 = 0;
+    pub const ERROR: u32 = 1;
+    pub const TOPOLOGY_CHANGED: u32 = 2;
+    pub const NODE_TYPE_CHANGED: u32 = 3;
+    pub const FUNCTION_CHANGED: u32 = 4;
+    pub const PARAMETERS_CHANGED: u32 = 5;
+    pub const NOT_SUPPORTED: u32 = 6;
+    pub const UNSUPPORTED_FUNCTION_CHANGE: u32 = 7;
+    pub const ATTRIBUTES_CHANGED: u32 = 8;
+}
+
+/// `cudaGraphConditionalNodeType` values.
+pub mod conditional_type {
+    pub const IF: u32 = 0;
+    pub const WHILE: u32 = 1;
+    pub const SWITCH: u32 = 2;
+}
+
+/// Begin capturing `stream` into the existing graph `graph`, the first captured work
+/// depending on `dependencies` (nodes of that graph). A graph built by hand gets its
+/// kernel, copy, memset and memory nodes this way: the guest issues the node's work on
+/// a stream capturing into the graph, so each node is checked exactly as the same
+/// work issued on a stream is.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct StreamBeginCaptureToGraph {
+    pub stream: StreamHandle,
+    pub graph: GraphHandle,
+    pub dependencies: Vec<GraphNodeHandle>,
+}
+
+/// A node with no work a stream could carry.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub enum PlainNode {
+    Empty,
+    /// A child graph: a copy of `GraphHandle`'s graph, taken now.
+    ChildGraph(GraphHandle),
+    EventRecord(EventHandle),
+    EventWait(EventHandle),
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct GraphAddNode {
+    pub graph: GraphHandle,
+    pub dependencies: Vec<GraphNodeHandle>,
+    pub node: PlainNode,
+}
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct GraphNodeMade {
+    pub node: GraphNodeHandle,
+}
+
+/// Edges, as pairs `from[i] -> to[i]`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct EdgeList {
+    pub from: Vec<GraphNodeHandle>,
+    pub to: Vec<GraphNodeHandle>,
+}
+
+/// `cudaGraphExecUpdate`'s result; the nodes are absent (0) where the driver names
+/// none.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ExecUpdateResult {
+    pub result: u32,
+    pub error_node: GraphNodeHandle,
+    pub error_from_node: GraphNodeHandle,
+}
+
+/// Give node `dst` the parameters of node `src`, a node of the same type the guest
+/// just built (in a scratch graph) with the new ones: in `dst`'s graph, or, with
+/// `exec`, in that executable graph only. So a node's new parameters are checked as
+/// a new node's are.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct GraphNodeCopyParams {
+    pub dst: GraphNodeHandle,
+    pub src: GraphNodeHandle,
+    pub exec: Option<GraphExecHandle>,
+}
+
+/// A conditional node (`cudaGraphCondType*` `kind`, `size` bodies: 1 for IF and
+/// WHILE, 1 or 2 for IF with an else, any for SWITCH) on a handle of `graph`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct GraphAddConditionalNode {
+    pub graph: GraphHandle,
+    pub dependencies: Vec<GraphNodeHandle>,
+    pub handle: u64,
+    pub kind: u32,
+    pub size: u32,
+}
+/// The node and its body graphs, which belong to it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ConditionalNodeMade {
+    pub node: GraphNodeHandle,
+    pub bodies: Vec<GraphHandle>,
+}
+
+/// At most this many bodies a conditional node may have.
+pub const MAX_CONDITIONAL_BODIES: u32 = 64;
 
 /// `cudaMallocAsync` from the current device's default pool, ordered on `stream`.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]

@@ -24,6 +24,20 @@ macro_rules! handle {
             Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
         )]
         pub struct $name(pub u64);
+
+        /// A C handle (`cudaGraph_t` and the like) as the program holds it: the value
+        /// is the handle, never a pointer this side reads.
+        impl From<*mut core::ffi::c_void> for $name {
+            fn from(raw: *mut core::ffi::c_void) -> Self {
+                $name(raw as usize as u64)
+            }
+        }
+
+        impl From<$name> for *mut core::ffi::c_void {
+            fn from(handle: $name) -> Self {
+                handle.0 as usize as *mut core::ffi::c_void
+            }
+        }
     };
 }
 

@@ -36,15 +36,18 @@ pub use crate::driver::{
     StreamWriteValue32, TensorMapEncodeTiled,
 };
 pub use crate::graph::{
-    CaptureGraph, DotText, GraphDebugDot, GraphDestroy, GraphExecDestroy, GraphExecMade,
-    GraphGetNodes, GraphInstantiate, GraphLaunch, GraphMade, GraphNodeGetDependencies, GraphNodes,
-    MemAllocAsync, MemAllocFromPoolAsync, MemFreeAsync, MemPoolCreate, MemPoolDestroy,
-    MemPoolGetAccess, MemPoolGetAttribute, MemPoolHandle, MemPoolSetAccess, MemPoolSetAttribute,
-    MemPoolTrimTo, PoolAccess, PoolAttributeValue, PoolMade, PoolRef, StreamBeginCapture,
+    CaptureGraph, ConditionalNodeMade, DotText, EdgeList, ExecUpdateResult,
+    GraphAddConditionalNode, GraphAddNode, GraphDebugDot, GraphDestroy, GraphExecDestroy,
+    GraphExecMade, GraphGetNodes, GraphInstantiate, GraphLaunch, GraphMade, GraphNodeCopyParams,
+    GraphNodeGetDependencies, GraphNodeMade, GraphNodes, MemAllocAsync, MemAllocFromPoolAsync,
+    MemFreeAsync, MemPoolCreate, MemPoolDestroy, MemPoolGetAccess, MemPoolGetAttribute,
+    MemPoolHandle, MemPoolSetAccess, MemPoolSetAttribute, MemPoolTrimTo, PlainNode, PoolAccess,
+    PoolAttributeValue, PoolMade, PoolRef, StreamBeginCapture, StreamBeginCaptureToGraph,
     StreamEndCapture, StreamGetCaptureGraph,
 };
 pub use crate::handle::{
-    DevicePtr, EventHandle, FunctionHandle, ModuleHandle, StreamHandle, HANDLE_SPACE_SHIFT,
+    DevicePtr, EventHandle, FunctionHandle, GraphExecHandle, GraphHandle, GraphNodeHandle,
+    ModuleHandle, StreamHandle, HANDLE_SPACE_SHIFT,
 };
 pub use crate::handshake::{ExecutorKind, Hello, HelloReply};
 pub use crate::memory::{

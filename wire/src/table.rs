@@ -232,6 +232,62 @@ macro_rules! op_lines {
                     -> GraphNodes, Sync;
                 0x0708 GraphDebugDot => graph_debug_dot(GraphDebugDot) -> DotText, Sync;
                 0x070F StreamGetCaptureGraph => stream_get_capture_graph(StreamGetCaptureGraph) -> CaptureGraph, Sync;
+                /// Graphs built by hand. Kernel, copy, memset and memory nodes are work
+                /// captured into the graph (`StreamBeginCaptureToGraph`); the rest are
+                /// these ops. Every one waits: each can be refused at once.
+                0x0714 GraphCreate => graph_create(GraphCreate { flags: u32 }) -> GraphMade, Sync
+                    => runtime cudaGraphCreate(out graph: *mut c_void, flags: u32)
+                    => driver cuGraphCreate(out graph: *mut c_void, flags: u32);
+                0x0715 StreamBeginCaptureToGraph => stream_begin_capture_to_graph(StreamBeginCaptureToGraph)
+                    -> (), Sync;
+                0x0716 GraphAddNode => graph_add_node(GraphAddNode) -> GraphNodeMade, Sync;
+                0x0717 GraphNodeGetType => graph_node_get_type(GraphNodeGetType { node: GraphNodeHandle })
+                    -> NodeType { ty: u32 }, Sync
+                    => runtime cudaGraphNodeGetType(node: *mut c_void, out ty: u32)
+                    => driver cuGraphNodeGetType(node: *mut c_void, out ty: u32);
+                0x0718 GraphAddDependencies => graph_add_dependencies(GraphAddDependencies {
+                    graph: GraphHandle, from: Vec<GraphNodeHandle>, to: Vec<GraphNodeHandle>,
+                }) -> (), Sync;
+                0x0719 GraphRemoveDependencies => graph_remove_dependencies(GraphRemoveDependencies {
+                    graph: GraphHandle, from: Vec<GraphNodeHandle>, to: Vec<GraphNodeHandle>,
+                }) -> (), Sync;
+                0x071A GraphGetEdges => graph_get_edges(GraphGetEdges { graph: GraphHandle }) -> EdgeList, Sync;
+                0x071B GraphGetRootNodes => graph_get_root_nodes(GraphGetRootNodes { graph: GraphHandle })
+                    -> GraphNodes, Sync;
+                0x071C GraphNodeGetDependentNodes => graph_node_get_dependent_nodes(GraphNodeGetDependentNodes { node: GraphNodeHandle })
+                    -> GraphNodes, Sync;
+                0x071D GraphDestroyNode => graph_destroy_node(GraphDestroyNode { node: GraphNodeHandle }) -> (), Sync
+                    => runtime cudaGraphDestroyNode(node: *mut c_void)
+                    => driver cuGraphDestroyNode(node: *mut c_void);
+                0x071E GraphClone => graph_clone(GraphClone { original: GraphHandle }) -> GraphMade, Sync
+                    => runtime cudaGraphClone(out graph: *mut c_void, original: *mut c_void)
+                    => driver cuGraphClone(out graph: *mut c_void, original: *mut c_void);
+                0x071F GraphNodeFindInClone => graph_node_find_in_clone(GraphNodeFindInClone { original: GraphNodeHandle, clone: GraphHandle })
+                    -> GraphNodeMade, Sync
+                    => runtime cudaGraphNodeFindInClone(out node: *mut c_void, original: *mut c_void, clone: *mut c_void)
+                    => driver cuGraphNodeFindInClone(out node: *mut c_void, original: *mut c_void, clone: *mut c_void);
+                0x0720 GraphExecUpdate => graph_exec_update(GraphExecUpdate { exec: GraphExecHandle, graph: GraphHandle })
+                    -> ExecUpdateResult, Sync;
+                0x0721 GraphNodeSetEnabled => graph_node_set_enabled(GraphNodeSetEnabled { exec: GraphExecHandle, node: GraphNodeHandle, enabled: u32 })
+                    -> (), Sync
+                    => runtime cudaGraphNodeSetEnabled(exec: *mut c_void, node: *mut c_void, enabled: u32)
+                    => driver cuGraphNodeSetEnabled(exec: *mut c_void, node: *mut c_void, enabled: u32);
+                0x0722 GraphNodeGetEnabled => graph_node_get_enabled(GraphNodeGetEnabled { exec: GraphExecHandle, node: GraphNodeHandle })
+                    -> NodeEnabled { enabled: u32 }, Sync
+                    => runtime cudaGraphNodeGetEnabled(exec: *mut c_void, node: *mut c_void, out enabled: u32)
+                    => driver cuGraphNodeGetEnabled(exec: *mut c_void, node: *mut c_void, out enabled: u32);
+                0x0723 GraphUpload => graph_upload(GraphUpload { exec: GraphExecHandle, stream: StreamHandle }) -> (), Async;
+                0x0724 GraphChildGraphNodeGetGraph => graph_child_graph_node_get_graph(GraphChildGraphNodeGetGraph { node: GraphNodeHandle })
+                    -> GraphMade, Sync
+                    => runtime cudaGraphChildGraphNodeGetGraph(node: *mut c_void, out graph: *mut c_void)
+                    => driver cuGraphChildGraphNodeGetGraph(node: *mut c_void, out graph: *mut c_void);
+                0x0725 GraphNodeCopyParams => graph_node_copy_params(GraphNodeCopyParams) -> (), Sync;
+                0x0726 GraphConditionalHandleCreate => graph_conditional_handle_create(GraphConditionalHandleCreate {
+                    graph: GraphHandle, default_value: u32, flags: u32,
+                }) -> ConditionalHandle { handle: u64 }, Sync
+                    => runtime cudaGraphConditionalHandleCreate(out handle: u64, graph: *mut c_void, default_value: u32, flags: u32);
+                0x0727 GraphAddConditionalNode => graph_add_conditional_node(GraphAddConditionalNode)
+                    -> ConditionalNodeMade, Sync;
             }
 
             /// Stream-ordered memory and memory pools (types in crate::graph).

@@ -48,6 +48,7 @@ pub fn forget_device_state() {
         l.execs.clear();
     });
     capture::forget_all();
+    super::graph_build::forget_device_state();
     *DEPENDENCIES.lock().unwrap_or_else(|p| p.into_inner()) = None;
 }
 
@@ -70,10 +71,11 @@ pub extern "C" fn cudaStreamBeginCapture(stream: RawHandle, mode: u32) -> cudaEr
 #[no_mangle]
 pub extern "C" fn cudaStreamEndCapture(stream: RawHandle, graph: *mut RawHandle) -> cudaError_t {
     guard("cudaStreamEndCapture", || {
-        if graph.is_null() {
+        let handle = stream_handle(stream, false);
+        // A capture into the program's own graph need not hand it back.
+        if graph.is_null() && !capture::into_existing_graph(handle) {
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        let handle = stream_handle(stream, false);
         let invalidated = capture::end(handle)?;
         let made = call(&StreamEndCapture {
             stream: handle,
@@ -83,11 +85,12 @@ pub extern "C" fn cudaStreamEndCapture(stream: RawHandle, graph: *mut RawHandle)
             Ok(made) => {
                 live(|l| l.graphs.insert(made.graph.0));
                 // SAFETY: by cudaStreamEndCapture's contract `graph` is NULL or writable.
-                unsafe { caller::write(graph, made.graph.0 as RawHandle) }
+                unsafe { caller::write_opt(graph, made.graph.0 as RawHandle) };
+                Ok(())
             }
             Err(e) => {
                 // SAFETY: by cudaStreamEndCapture's contract `graph` is NULL or writable.
-                unsafe { caller::write(graph, std::ptr::null_mut()) }?;
+                unsafe { caller::write_opt(graph, std::ptr::null_mut()) };
                 Err(e)
             }
         }
@@ -290,7 +293,7 @@ pub extern "C" fn cudaGraphExecDestroy(exec: RawHandle) -> cudaError_t {
 /// # Safety
 /// `count` is NULL or readable and writable; unless NULL, `out` is writable for
 /// `*count` handles and `edges` for `*count` 8-byte edge data records.
-unsafe fn give_nodes(
+pub(super) unsafe fn give_nodes(
     nodes: &[GraphNodeHandle],
     out: *mut RawHandle,
     edges: *mut u8,

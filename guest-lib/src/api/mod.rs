@@ -8,6 +8,7 @@ pub mod device;
 pub mod driver_entry;
 pub mod errors;
 pub mod graph;
+pub mod graph_build;
 pub mod ipc;
 pub mod launch;
 pub mod mem_pool;

@@ -9,10 +9,7 @@
 //! line naming it. Graphics interop (GL, EGL, VDPAU), external memory and semaphores
 //! and NvSci cannot cross the VM boundary and say so; the rest are not implemented yet.
 
-use std::collections::HashSet;
-use std::io::Write;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Mutex;
 
 use vmcuda_wire::CudaStatus;
 
@@ -71,8 +68,14 @@ pub fn message(name: &str) -> String {
     )
 }
 
-/// Functions already reported, so a program calling one in a loop says it once.
-static REPORTED: Mutex<Option<HashSet<u32>>> = Mutex::new(None);
+/// Refuse what vmcuda does not do, saying once on stderr what and why: `what` names
+/// the call (and the case), `why` completes the sentence.
+pub fn refuse(what: &str, why: &str) -> CudaStatus {
+    crate::notice::say_once(&format!(
+        "vmcuda: {what} {why}; it returns cudaErrorNotSupported"
+    ));
+    CudaStatus::ErrorNotSupported
+}
 
 /// The stub of every runtime function not implemented: `index` is its place in the
 /// export list.
@@ -82,15 +85,7 @@ pub extern "C" fn cudart_not_supported(index: u32) -> cudaError_t {
         let name = export_names()
             .nth(index as usize)
             .unwrap_or("a runtime function");
-        let first = REPORTED
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_or_insert_with(HashSet::new)
-            .insert(index);
-        if first {
-            // A closed stderr is no reason to fail differently.
-            let _ = writeln!(std::io::stderr(), "{}", message(name));
-        }
+        crate::notice::say_once(&message(name));
     }));
     state::set_last_error(CudaStatus::ErrorNotSupported.0);
     CudaStatus::ErrorNotSupported.0
@@ -108,6 +103,6 @@ mod tests {
         assert!(names.iter().all(|n| !n.contains('@')));
         assert!(message("cudaGLSetGLDevice").contains("graphics interop"));
         assert!(message("cudaImportExternalMemory").contains("cannot cross"));
-        assert!(message("cudaGraphCreate").contains("not implemented by vmcuda yet"));
+        assert!(message("cudaUserObjectRelease").contains("not implemented by vmcuda yet"));
     }
 }

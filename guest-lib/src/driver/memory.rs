@@ -157,6 +157,22 @@ pub fn known_range(ptr: u64, len: u64) -> bool {
         .is_some_and(|(start, size, _)| ptr.saturating_add(len) <= start + size)
 }
 
+/// An asynchronous 16- or 32-bit memset on the program's `stream`, for the runtime's
+/// graph memset nodes: a `cudaError_t`.
+pub(crate) fn memset_elements_on(
+    dst: u64,
+    value: u32,
+    element_size: u8,
+    count: usize,
+    stream: RawHandle,
+) -> crate::cudaError_t {
+    let stream = crate::api::stream_handle(stream, false);
+    match memset_elements(dst, value, element_size, count, stream, true) {
+        Ok(()) => 0,
+        Err(e) => e.0,
+    }
+}
+
 /// A 16- or 32-bit memset in stream order. One on a range and stream the guest knows
 /// goes without a reply; anything else waits, so a bad pointer is reported by the
 /// call itself, as natively.

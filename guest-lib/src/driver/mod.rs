@@ -28,10 +28,11 @@
 
 pub(crate) mod context;
 mod export_table;
+pub(crate) mod graph;
 pub mod integrity;
 mod library;
-mod memory;
-mod module;
+pub(crate) mod memory;
+pub(crate) mod module;
 mod names;
 mod proc_address;
 pub mod result;

@@ -32,6 +32,7 @@ use vmcuda_wire::CudaStatus;
 use super::result::{status, CUDA_ERROR_FILE_NOT_FOUND, CUDA_ERROR_NOT_FOUND};
 
 use super::{check_initialized, export, stale, Result};
+use crate::api::graph_build;
 use crate::api::{call, call_with, known_stream, post, stream_handle, RawHandle};
 use crate::client::Sink;
 use crate::{caller, gate, state};
@@ -999,4 +1000,66 @@ export! {
         // SAFETY: by cuModuleGetLoadingMode's contract `mode` is NULL or writable.
         unsafe { caller::write(mode, CU_MODULE_EAGER_LOADING) }
     }
+}
+
+/// `CUDA_KERNEL_NODE_PARAMS` (v2): a function or a library kernel, the launch's shape
+/// and its arguments.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct KernelNodeParams {
+    pub func: *mut c_void,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_mem: u32,
+    pub kernel_params: *const *const u8,
+    pub extra: *const *const c_void,
+    pub kern: *mut c_void,
+    pub ctx: *mut c_void,
+}
+
+/// The node's launch on `stream` (a stream capturing into its graph).
+///
+/// # Safety
+/// The argument array holds one readable pointer per parameter (or `extra` is a
+/// valid `CU_LAUNCH_PARAM` list).
+pub(crate) unsafe fn launch_node(p: &KernelNodeParams, stream: RawHandle) -> crate::cudaError_t {
+    let f = if p.func.is_null() { p.kern } else { p.func };
+    // SAFETY: as the caller promised.
+    let r = unsafe {
+        launch(
+            f,
+            p.grid,
+            p.block,
+            p.shared_mem,
+            stream,
+            p.kernel_params,
+            p.extra,
+            Vec::new(),
+        )
+    };
+    match r {
+        Ok(()) => 0,
+        Err(e) => e.0,
+    }
+}
+
+/// The node's parameters with its arguments copied, as CUDA keeps them: what the
+/// node is built from and what its `Get` call answers.
+///
+/// # Safety
+/// As `launch_node`.
+pub(crate) unsafe fn kept_kernel_node(p: &KernelNodeParams) -> Result<graph_build::Kept> {
+    let f = if p.func.is_null() { p.kern } else { p.func };
+    let (_, params) = function(f)?;
+    // SAFETY: as the caller promised.
+    let packed = unsafe { pack(&params, p.kernel_params, p.extra) }?;
+    let (arguments, mut pointers) = graph_build::argument_copies(&params, packed);
+    let mut kept = *p;
+    kept.kernel_params = pointers.as_mut_ptr() as *const *const u8;
+    kept.extra = std::ptr::null();
+    Ok(graph_build::Kept::DriverKernel {
+        params: kept,
+        _arguments: arguments,
+        _pointers: pointers,
+    })
 }

@@ -14,6 +14,7 @@ use std::ffi::{c_char, c_void};
 use super::context::*;
 use super::export;
 use super::export_table::cuGetExportTable;
+use super::graph::*;
 use super::library::*;
 use super::memory::*;
 use super::module::*;
@@ -48,6 +49,17 @@ table! {
     "cuGetErrorString" => cuGetErrorString,
     "cuGetProcAddress" => cuGetProcAddress_v2,
     "cuGetExportTable" => cuGetExportTable,
+    "cuGraphAddKernelNode" => cuGraphAddKernelNode_v2,
+    "cuGraphKernelNodeSetParams" => cuGraphKernelNodeSetParams_v2,
+    "cuGraphExecKernelNodeSetParams" => cuGraphExecKernelNodeSetParams_v2,
+    "cuGraphKernelNodeGetParams" => cuGraphKernelNodeGetParams_v2,
+    "cuGraphAddMemcpyNode" => cuGraphAddMemcpyNode,
+    "cuGraphMemcpyNodeSetParams" => cuGraphMemcpyNodeSetParams,
+    "cuGraphExecMemcpyNodeSetParams" => cuGraphExecMemcpyNodeSetParams,
+    "cuGraphMemcpyNodeGetParams" => cuGraphMemcpyNodeGetParams,
+    "cuGraphAddNode" => cuGraphAddNode_v2,
+    "cuGraphNodeSetParams" => cuGraphNodeSetParams,
+    "cuGraphExecNodeSetParams" => cuGraphExecNodeSetParams,
     "cuDeviceGet" => cuDeviceGet,
     "cuDeviceGetCount" => cuDeviceGetCount,
     "cuDeviceGetName" => cuDeviceGetName,

@@ -18,6 +18,7 @@ use super::module::*;
 use super::result::CUresult;
 use super::stream::*;
 use super::{check_initialized, export, via_runtime};
+use crate::api::graph_build as rt_build;
 use crate::api::{device as rt_device, errors as rt_errors, graph as rt_graph};
 use crate::api::{mem_pool as rt_pool, memory as rt_memory, stream as rt_stream, RawHandle};
 
@@ -213,6 +214,83 @@ twins! {
     ) => rt_graph::cudaGraphNodeGetDependencies(node, deps, edges, count);
     "cuGraphDebugDotPrint" => cuGraphDebugDotPrint(graph: RawHandle, path: *const c_char, flags: u32)
         => rt_graph::cudaGraphDebugDotPrint(graph, path, flags);
+    // Graphs built by hand: the parameter structs the runtime's twins take are laid
+    // out alike (the driver's context arguments name the current context).
+    "cuGraphAddEmptyNode" => cuGraphAddEmptyNode(out: *mut RawHandle, graph: RawHandle, deps: *const RawHandle, count: usize)
+        => rt_build::cudaGraphAddEmptyNode(out, graph, deps, count);
+    "cuGraphAddChildGraphNode" => cuGraphAddChildGraphNode(
+        out: *mut RawHandle, graph: RawHandle, deps: *const RawHandle, count: usize, child: RawHandle,
+    ) => rt_build::cudaGraphAddChildGraphNode(out, graph, deps, count, child);
+    "cuGraphAddEventRecordNode" => cuGraphAddEventRecordNode(
+        out: *mut RawHandle, graph: RawHandle, deps: *const RawHandle, count: usize, event: RawHandle,
+    ) => rt_build::cudaGraphAddEventRecordNode(out, graph, deps, count, event);
+    "cuGraphAddEventWaitNode" => cuGraphAddEventWaitNode(
+        out: *mut RawHandle, graph: RawHandle, deps: *const RawHandle, count: usize, event: RawHandle,
+    ) => rt_build::cudaGraphAddEventWaitNode(out, graph, deps, count, event);
+    "cuGraphAddMemsetNode" => cuGraphAddMemsetNode(
+        out: *mut RawHandle, graph: RawHandle, deps: *const RawHandle, count: usize,
+        params: *const rt_build::MemsetParams, _ctx: RawHandle,
+    ) => rt_build::cudaGraphAddMemsetNode(out, graph, deps, count, params);
+    "cuGraphMemsetNodeSetParams" => cuGraphMemsetNodeSetParams(node: RawHandle, params: *const rt_build::MemsetParams)
+        => rt_build::cudaGraphMemsetNodeSetParams(node, params);
+    "cuGraphMemsetNodeGetParams" => cuGraphMemsetNodeGetParams(node: RawHandle, params: *mut rt_build::MemsetParams)
+        => rt_build::cudaGraphMemsetNodeGetParams(node, params);
+    "cuGraphExecMemsetNodeSetParams" => cuGraphExecMemsetNodeSetParams(
+        exec: RawHandle, node: RawHandle, params: *const rt_build::MemsetParams, _ctx: RawHandle,
+    ) => rt_build::cudaGraphExecMemsetNodeSetParams(exec, node, params);
+    "cuGraphAddMemAllocNode" => cuGraphAddMemAllocNode(
+        out: *mut RawHandle, graph: RawHandle, deps: *const RawHandle, count: usize,
+        params: *mut rt_build::MemAllocNodeParams,
+    ) => rt_build::cudaGraphAddMemAllocNode(out, graph, deps, count, params);
+    "cuGraphMemAllocNodeGetParams" => cuGraphMemAllocNodeGetParams(node: RawHandle, params: *mut rt_build::MemAllocNodeParams)
+        => rt_build::cudaGraphMemAllocNodeGetParams(node, params);
+    "cuGraphAddMemFreeNode" => cuGraphAddMemFreeNode(
+        out: *mut RawHandle, graph: RawHandle, deps: *const RawHandle, count: usize, ptr: u64,
+    ) => rt_build::cudaGraphAddMemFreeNode(out, graph, deps, count, ptr as *mut c_void);
+    "cuGraphMemFreeNodeGetParams" => cuGraphMemFreeNodeGetParams(node: RawHandle, ptr: *mut *mut c_void)
+        => rt_build::cudaGraphMemFreeNodeGetParams(node, ptr);
+    "cuGraphEventRecordNodeGetEvent" => cuGraphEventRecordNodeGetEvent(node: RawHandle, event: *mut RawHandle)
+        => rt_build::cudaGraphEventRecordNodeGetEvent(node, event);
+    "cuGraphEventRecordNodeSetEvent" => cuGraphEventRecordNodeSetEvent(node: RawHandle, event: RawHandle)
+        => rt_build::cudaGraphEventRecordNodeSetEvent(node, event);
+    "cuGraphEventWaitNodeGetEvent" => cuGraphEventWaitNodeGetEvent(node: RawHandle, event: *mut RawHandle)
+        => rt_build::cudaGraphEventWaitNodeGetEvent(node, event);
+    "cuGraphEventWaitNodeSetEvent" => cuGraphEventWaitNodeSetEvent(node: RawHandle, event: RawHandle)
+        => rt_build::cudaGraphEventWaitNodeSetEvent(node, event);
+    "cuGraphExecEventRecordNodeSetEvent" => cuGraphExecEventRecordNodeSetEvent(exec: RawHandle, node: RawHandle, event: RawHandle)
+        => rt_build::cudaGraphExecEventRecordNodeSetEvent(exec, node, event);
+    "cuGraphExecEventWaitNodeSetEvent" => cuGraphExecEventWaitNodeSetEvent(exec: RawHandle, node: RawHandle, event: RawHandle)
+        => rt_build::cudaGraphExecEventWaitNodeSetEvent(exec, node, event);
+    "cuGraphExecChildGraphNodeSetParams" => cuGraphExecChildGraphNodeSetParams(exec: RawHandle, node: RawHandle, child: RawHandle)
+        => rt_build::cudaGraphExecChildGraphNodeSetParams(exec, node, child);
+    /// CUDA 12.3's signatures, with edge data: what the names mean in CUDA 13.
+    "cuGraphAddDependencies" => cuGraphAddDependencies_v2(
+        graph: RawHandle, from: *const RawHandle, to: *const RawHandle, edges: *const u64, count: usize,
+    ) => rt_build::cudaGraphAddDependencies(graph, from, to, edges, count);
+    "cuGraphRemoveDependencies" => cuGraphRemoveDependencies_v2(
+        graph: RawHandle, from: *const RawHandle, to: *const RawHandle, edges: *const u64, count: usize,
+    ) => rt_build::cudaGraphRemoveDependencies(graph, from, to, edges, count);
+    "cuGraphGetEdges" => cuGraphGetEdges_v2(
+        graph: RawHandle, from: *mut RawHandle, to: *mut RawHandle, edges: *mut u8, count: *mut usize,
+    ) => rt_build::cudaGraphGetEdges(graph, from, to, edges, count);
+    "cuGraphNodeGetDependentNodes" => cuGraphNodeGetDependentNodes_v2(
+        node: RawHandle, nodes: *mut RawHandle, edges: *mut u8, count: *mut usize,
+    ) => rt_build::cudaGraphNodeGetDependentNodes(node, nodes, edges, count);
+    "cuGraphGetRootNodes" => cuGraphGetRootNodes(graph: RawHandle, nodes: *mut RawHandle, count: *mut usize)
+        => rt_build::cudaGraphGetRootNodes(graph, nodes, count);
+    "cuStreamBeginCaptureToGraph" => cuStreamBeginCaptureToGraph(
+        stream: RawHandle, graph: RawHandle, deps: *const RawHandle, edges: *const u64, count: usize, mode: u32,
+    ) => rt_build::cudaStreamBeginCaptureToGraph(stream, graph, deps, edges, count, mode);
+    "cuGraphUpload" => cuGraphUpload(exec: RawHandle, stream: RawHandle) => rt_build::cudaGraphUpload(exec, stream);
+    /// CUDA 12's signature, with the result info.
+    "cuGraphExecUpdate" => cuGraphExecUpdate_v2(exec: RawHandle, graph: RawHandle, info: *mut rt_build::ExecUpdateResultInfo)
+        => rt_build::cudaGraphExecUpdate(exec, graph, info);
+    "cuGraphInstantiateWithParams" => cuGraphInstantiateWithParams(
+        exec: *mut RawHandle, graph: RawHandle, params: *mut rt_build::InstantiateParams,
+    ) => rt_build::cudaGraphInstantiateWithParams(exec, graph, params);
+    "cuGraphConditionalHandleCreate" => cuGraphConditionalHandleCreate(
+        handle: *mut u64, graph: RawHandle, _ctx: RawHandle, default_value: u32, flags: u32,
+    ) => crate::api::table::cudaGraphConditionalHandleCreate(handle, graph, default_value, flags);
 }
 
 /// `_ptsz` variants: the base function with `per_thread` applied to the stream.
@@ -272,6 +350,7 @@ ptsz! {
         stream: RawHandle, status: *mut u32, id: *mut u64, graph: *mut RawHandle,
         deps: *mut *const RawHandle, count: *mut usize) [stream];
     cuGraphLaunch_ptsz => cuGraphLaunch(exec: RawHandle, stream: RawHandle) [stream];
+    cuGraphUpload_ptsz => cuGraphUpload(exec: RawHandle, stream: RawHandle) [stream];
     cuMemAllocAsync_ptsz => cuMemAllocAsync(ptr: *mut *mut c_void, size: usize, stream: RawHandle) [stream];
     cuMemFreeAsync_ptsz => cuMemFreeAsync(ptr: u64, stream: RawHandle) [stream];
     cuMemAllocFromPoolAsync_ptsz => cuMemAllocFromPoolAsync(

@@ -15,11 +15,8 @@
 //! "not found": green contexts and multicast, which callers (torch) treat as optional
 //! features and detect by the lookup itself, falling back to what vmcuda serves.
 
-use std::collections::HashSet;
 use std::ffi::c_void;
-use std::io::Write;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Mutex;
 
 use super::result::{CUresult, CUDA_ERROR_NOT_SUPPORTED};
 
@@ -76,9 +73,6 @@ pub fn message(name: &str) -> String {
     )
 }
 
-/// Functions already reported, so a program calling one in a loop says it once.
-static REPORTED: Mutex<Option<HashSet<u32>>> = Mutex::new(None);
-
 /// The stub of every function not implemented: `index` is its place in the export list.
 #[export_name = "__vmcuda_cu_not_supported"]
 pub extern "C" fn cu_not_supported(index: u32) -> CUresult {
@@ -86,15 +80,7 @@ pub extern "C" fn cu_not_supported(index: u32) -> CUresult {
         let name = export_names()
             .nth(index as usize)
             .unwrap_or("a driver function");
-        let first = REPORTED
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_or_insert_with(HashSet::new)
-            .insert(index);
-        if first {
-            // A closed stderr is no reason to fail differently.
-            let _ = writeln!(std::io::stderr(), "{}", message(name));
-        }
+        crate::notice::say_once(&message(name));
     }));
     CUDA_ERROR_NOT_SUPPORTED
 }
@@ -154,6 +140,8 @@ pub fn lookup(name: &str) -> Option<*mut c_void> {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashSet;
+
     use super::*;
 
     #[test]
@@ -176,12 +164,7 @@ mod tests {
         let f: Stub = unsafe { std::mem::transmute::<*mut c_void, Stub>(f) };
         assert_eq!(f(), CUDA_ERROR_NOT_SUPPORTED);
         assert_eq!(cu_not_supported(index as u32), CUDA_ERROR_NOT_SUPPORTED);
-        assert!(REPORTED
-            .lock()
-            .unwrap()
-            .as_ref()
-            .unwrap()
-            .contains(&(index as u32)));
+        assert!(crate::notice::said(&message("cuGLInit")));
         // An index past the list still answers.
         assert_eq!(cu_not_supported(100_000), CUDA_ERROR_NOT_SUPPORTED);
     }

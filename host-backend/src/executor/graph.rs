@@ -9,13 +9,107 @@
 use vmcuda_wire::graph::MemAccess;
 use vmcuda_wire::op::DevicePtr;
 
-use super::{ExecResult, ExecStream};
+use super::{ExecEvent, ExecResult, ExecStream};
 
 pub type ExecGraph = u64;
 pub type ExecGraphExec = u64;
 pub type ExecNode = u64;
 /// A memory pool made by `pool_create`, by the executor's own id.
 pub type ExecPool = u64;
+
+/// A node with no work a stream could carry, by the executor's ids.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExecPlainNode {
+    Empty,
+    /// A copy of this graph, taken now.
+    ChildGraph(ExecGraph),
+    EventRecord(ExecEvent),
+    EventWait(ExecEvent),
+}
+
+/// `cudaGraphExecUpdate`'s answer: the result code and the nodes it names (0: none).
+pub type ExecUpdate = (u32, ExecNode, ExecNode);
+
+/// Graphs built by hand, node by node. Node ids are those of the graph named beside
+/// them (the session checks that pairing).
+pub trait GraphBuild {
+    fn graph_create(&mut self, flags: u32) -> ExecResult<ExecGraph>;
+    /// Begin capturing `stream` into `graph` (relaxed), the first work captured
+    /// depending on `dependencies`. `end_capture` ends it and gives `graph` back.
+    fn begin_capture_to_graph(
+        &mut self,
+        stream: ExecStream,
+        graph: ExecGraph,
+        dependencies: &[ExecNode],
+    ) -> ExecResult<()>;
+    fn add_plain_node(
+        &mut self,
+        graph: ExecGraph,
+        dependencies: &[ExecNode],
+        node: ExecPlainNode,
+    ) -> ExecResult<ExecNode>;
+    /// The node's `cudaGraphNodeType`.
+    fn node_type(&mut self, graph: ExecGraph, node: ExecNode) -> ExecResult<u32>;
+    /// Add (or, with `add` false, remove) the edges `from[i] -> to[i]`.
+    fn change_dependencies(
+        &mut self,
+        graph: ExecGraph,
+        from: &[ExecNode],
+        to: &[ExecNode],
+        add: bool,
+    ) -> ExecResult<()>;
+    /// Every edge, as (from, to) lists.
+    fn graph_edges(&mut self, graph: ExecGraph) -> ExecResult<(Vec<ExecNode>, Vec<ExecNode>)>;
+    fn root_nodes(&mut self, graph: ExecGraph) -> ExecResult<Vec<ExecNode>>;
+    fn dependent_nodes(&mut self, graph: ExecGraph, node: ExecNode) -> ExecResult<Vec<ExecNode>>;
+    fn destroy_node(&mut self, graph: ExecGraph, node: ExecNode) -> ExecResult<()>;
+    fn graph_clone(&mut self, graph: ExecGraph) -> ExecResult<ExecGraph>;
+    /// The node of `clone` (a clone of `graph`) that was `node`.
+    fn find_in_clone(
+        &mut self,
+        graph: ExecGraph,
+        node: ExecNode,
+        clone: ExecGraph,
+    ) -> ExecResult<ExecNode>;
+    /// Update `exec` to `graph`'s parameters, where its topology is the same.
+    fn exec_update(&mut self, exec: ExecGraphExec, graph: ExecGraph) -> ExecResult<ExecUpdate>;
+    /// Enable or disable `node` (of the graph `exec` was made of) in `exec`.
+    fn node_set_enabled(
+        &mut self,
+        exec: ExecGraphExec,
+        node: ExecNode,
+        enabled: bool,
+    ) -> ExecResult<()>;
+    fn node_enabled(&mut self, exec: ExecGraphExec, node: ExecNode) -> ExecResult<bool>;
+    fn graph_upload(&mut self, exec: ExecGraphExec, stream: ExecStream) -> ExecResult<()>;
+    /// The graph a child-graph node holds (the node's: not to destroy).
+    fn child_graph(&mut self, graph: ExecGraph, node: ExecNode) -> ExecResult<ExecGraph>;
+    /// Give `dst` the parameters of `src` (a node of the same type): in its graph, or
+    /// with `exec`, in that executable graph only.
+    fn node_copy_params(
+        &mut self,
+        dst: (ExecGraph, ExecNode),
+        src: (ExecGraph, ExecNode),
+        exec: Option<ExecGraphExec>,
+    ) -> ExecResult<()>;
+    /// A conditional handle of `graph`: the value device code sets.
+    fn conditional_handle_create(
+        &mut self,
+        graph: ExecGraph,
+        default_value: u32,
+        flags: u32,
+    ) -> ExecResult<u64>;
+    /// A conditional node of `kind` with `size` bodies: the node and the bodies, which
+    /// are its own (built into, never destroyed but with it).
+    fn add_conditional_node(
+        &mut self,
+        graph: ExecGraph,
+        dependencies: &[ExecNode],
+        handle: u64,
+        kind: u32,
+        size: u32,
+    ) -> ExecResult<(ExecNode, Vec<ExecGraph>)>;
+}
 
 pub trait Graphs {
     /// Begin capturing `stream` (relaxed mode).

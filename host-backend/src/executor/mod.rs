@@ -101,6 +101,7 @@ pub trait Executor:
     + blaslt::BlasLt
     + driver::Driver
     + graph::Graphs
+    + graph::GraphBuild
 {
     fn kind(&self) -> ExecutorKind;
     /// One line describing the backend, shown to the guest.

@@ -28,45 +28,60 @@
 //! Copies through the socket cannot be captured (their bytes live in this worker's
 //! buffers, not in memory the graph could read later): refused on a capturing stream.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use tracing::warn;
+use vmcuda_wire::graph::{
+    node_type, update_result, ConditionalNodeMade, EdgeList, ExecUpdateResult,
+    GraphAddConditionalNode, GraphAddNode, GraphNodeCopyParams, GraphNodeMade, PlainNode,
+    StreamBeginCaptureToGraph, MAX_CONDITIONAL_BODIES,
+};
 use vmcuda_wire::graph::{
     CaptureGraph, DotText, GraphDebugDot, GraphDestroy, GraphExecDestroy, GraphExecHandle,
     GraphExecMade, GraphGetNodes, GraphHandle, GraphInstantiate, GraphLaunch, GraphMade,
     GraphNodeGetDependencies, GraphNodeHandle, GraphNodes, StreamBeginCapture, StreamEndCapture,
     StreamGetCaptureGraph, MAX_DOT_LEN,
 };
-use vmcuda_wire::op::GraphOps;
 use vmcuda_wire::op::{CallContext, DevicePtr, HandlerResult, StreamHandle};
+use vmcuda_wire::op::{
+    ConditionalHandle, GraphAddDependencies, GraphChildGraphNodeGetGraph, GraphClone,
+    GraphConditionalHandleCreate, GraphCreate, GraphDestroyNode, GraphExecUpdate, GraphGetEdges,
+    GraphGetRootNodes, GraphNodeFindInClone, GraphNodeGetDependentNodes, GraphNodeGetEnabled,
+    GraphNodeGetType, GraphNodeSetEnabled, GraphOps, GraphRemoveDependencies, GraphUpload,
+    NodeEnabled, NodeType,
+};
 use vmcuda_wire::CudaStatus;
 
-use crate::executor::graph::{ExecGraph, ExecGraphExec, ExecNode};
+use crate::executor::graph::{ExecGraph, ExecGraphExec, ExecNode, ExecPlainNode};
 use crate::executor::{ExecStream, PER_THREAD_STREAM};
 
 use super::accounting::Allocation;
+use super::graph_build::MAX_NODE_HANDLES;
 use super::{nothing, Session};
 
-struct GraphEntry {
-    exec: ExecGraph,
+pub(super) struct GraphEntry {
+    pub(super) exec: ExecGraph,
     /// Handles given out for this graph's nodes, by the executor's node id.
-    nodes: HashMap<ExecNode, GraphNodeHandle>,
+    pub(super) nodes: HashMap<ExecNode, GraphNodeHandle>,
     /// Still being captured into (shown by `cudaStreamGetCaptureInfo`): readable, not
     /// the guest's to destroy or instantiate until its capture ends.
-    building: bool,
+    pub(super) building: bool,
+    /// The graph whose node owns this one (a child graph, a conditional body): it goes
+    /// with that graph and is never the guest's to destroy.
+    pub(super) owner: Option<GraphHandle>,
 }
 
 #[derive(Default)]
 pub(super) struct GraphTables {
-    graphs: HashMap<GraphHandle, GraphEntry>,
-    execs: HashMap<GraphExecHandle, ExecGraphExec>,
+    pub(super) graphs: HashMap<GraphHandle, GraphEntry>,
+    pub(super) execs: HashMap<GraphExecHandle, ExecGraphExec>,
     /// Every node handle given out: its graph and the executor's node id.
-    nodes: HashMap<GraphNodeHandle, (GraphHandle, ExecNode)>,
+    pub(super) nodes: HashMap<GraphNodeHandle, (GraphHandle, ExecNode)>,
     /// The handles of graphs still being built, by the executor's graph id.
-    building: HashMap<ExecGraph, GraphHandle>,
+    pub(super) building: HashMap<ExecGraph, GraphHandle>,
     /// Graphs with memory nodes (allocation or free nodes), by the executor's graph id,
     /// for as long as the graph or an executable graph made of it lives.
-    memory: HashMap<ExecGraph, GraphMemory>,
+    pub(super) memory: HashMap<ExecGraph, GraphMemory>,
     /// Graph memory, by the address its allocation node returned, for as long as
     /// anything holds it (see the module documentation).
     allocations: HashMap<DevicePtr, GraphAllocation>,
@@ -75,11 +90,20 @@ pub(super) struct GraphTables {
     /// A capture was begun: the session's end and a device reset look for captures
     /// still open (and ask the executor nothing otherwise).
     captured: bool,
+    /// Graphs being captured into that existed before (`cudaStreamBeginCaptureToGraph`):
+    /// the guest's whatever the capture's end.
+    pub(super) into_existing: HashSet<ExecGraph>,
+    /// The graph each executable graph was made of (the nodes that name its nodes).
+    pub(super) exec_source: HashMap<GraphExecHandle, GraphHandle>,
+    /// Clones, and the graph each was cloned from.
+    pub(super) clone_of: HashMap<GraphHandle, GraphHandle>,
+    /// Conditional handles, and the graph each was made for.
+    pub(super) conditionals: HashMap<u64, GraphHandle>,
 }
 
 /// A graph's memory nodes, and whether the graph itself and how many executable graphs
 /// made of it hold its allocations.
-struct GraphMemory {
+pub(super) struct GraphMemory {
     graph: bool,
     execs: u32,
     /// The addresses its allocation nodes returned.
@@ -117,7 +141,7 @@ pub(super) struct GraphAllocation {
 }
 
 impl Session {
-    fn graph_entry(&self, graph: GraphHandle) -> Result<&GraphEntry, CudaStatus> {
+    pub(super) fn graph_entry(&self, graph: GraphHandle) -> Result<&GraphEntry, CudaStatus> {
         self.graph_tables.graphs.get(&graph).ok_or_else(|| {
             warn!(client = %self.client, graph = graph.0, "refused an unknown graph handle");
             CudaStatus::ErrorInvalidValue
@@ -125,7 +149,11 @@ impl Session {
     }
 
     /// The guest's handles for `nodes` of `graph`, made on first sight.
-    fn node_handles(&mut self, graph: GraphHandle, nodes: Vec<ExecNode>) -> Vec<GraphNodeHandle> {
+    pub(super) fn node_handles(
+        &mut self,
+        graph: GraphHandle,
+        nodes: Vec<ExecNode>,
+    ) -> Vec<GraphNodeHandle> {
         let mut out = Vec::with_capacity(nodes.len());
         for node in nodes {
             let known = self.graph_tables.graphs[&graph].nodes.get(&node).copied();
@@ -145,7 +173,11 @@ impl Session {
     }
 
     /// Name an executor graph for the guest, within its limit of objects.
-    fn name_graph(&mut self, exec: ExecGraph, building: bool) -> Result<GraphHandle, CudaStatus> {
+    pub(super) fn name_graph(
+        &mut self,
+        exec: ExecGraph,
+        building: bool,
+    ) -> Result<GraphHandle, CudaStatus> {
         let have = self.graph_tables.graphs.len();
         self.accounts
             .check_count("graph", have, self.grant.max_streams)?;
@@ -154,6 +186,7 @@ impl Session {
             exec,
             nodes: HashMap::new(),
             building,
+            owner: None,
         };
         self.graph_tables.graphs.insert(handle, entry);
         if building {
@@ -162,17 +195,29 @@ impl Session {
         Ok(handle)
     }
 
-    /// Forget a graph and its nodes' handles.
-    fn forget_graph(&mut self, graph: GraphHandle) -> Option<GraphEntry> {
+    /// Forget a graph and its nodes' handles, and the graphs its nodes own.
+    pub(super) fn forget_graph(&mut self, graph: GraphHandle) -> Option<GraphEntry> {
         let entry = self.graph_tables.graphs.remove(&graph)?;
         for handle in entry.nodes.values() {
             self.graph_tables.nodes.remove(handle);
+        }
+        let tables = &mut self.graph_tables;
+        tables.clone_of.remove(&graph);
+        tables.conditionals.retain(|_, g| *g != graph);
+        let owned: Vec<GraphHandle> = tables
+            .graphs
+            .iter()
+            .filter(|(_, e)| e.owner == Some(graph))
+            .map(|(&h, _)| h)
+            .collect();
+        for h in owned {
+            self.forget_graph(h);
         }
         Some(entry)
     }
 
     /// A finished graph's executor id; one still being built is refused.
-    fn finished_graph(&self, graph: GraphHandle) -> Result<ExecGraph, CudaStatus> {
+    pub(super) fn finished_graph(&self, graph: GraphHandle) -> Result<ExecGraph, CudaStatus> {
         let entry = self.graph_entry(graph)?;
         if entry.building {
             warn!(client = %self.client, graph = graph.0,
@@ -254,6 +299,15 @@ impl Session {
         };
         let made = self.exec.end_capture(s);
         if made.is_err() && self.exec.capture_graph(s).is_ok_and(|(c, _)| c == building) {
+            return;
+        }
+        if self.graph_tables.into_existing.remove(&building) {
+            // The guest's graph before the capture, and still.
+            if let Some(h) = self.graph_tables.building.remove(&building) {
+                if let Some(entry) = self.graph_tables.graphs.get_mut(&h) {
+                    entry.building = false;
+                }
+            }
             return;
         }
         if let Some(h) = self.graph_tables.building.remove(&building) {
@@ -472,7 +526,7 @@ impl Session {
         Ok(())
     }
 
-    fn graph_exec(&self, exec: GraphExecHandle) -> Result<ExecGraphExec, CudaStatus> {
+    pub(super) fn graph_exec(&self, exec: GraphExecHandle) -> Result<ExecGraphExec, CudaStatus> {
         self.graph_tables.execs.get(&exec).copied().ok_or_else(|| {
             warn!(client = %self.client, exec = exec.0, "refused an unknown executable graph");
             CudaStatus::ErrorInvalidValue
@@ -535,6 +589,30 @@ impl GraphOps for Session {
         };
         let building = self.exec.capture_graph(s).ok().map(|(g, _)| g);
         let ended = self.exec.end_capture(s);
+        if let Some(g) = building.filter(|g| self.graph_tables.into_existing.contains(g)) {
+            // A capture into a graph the guest had: it keeps its graph and handle
+            // whatever the end (unless the capture goes on, ended from a stream that
+            // only joined it).
+            if ended.is_err() && self.exec.capture_graph(s).is_ok_and(|(c, _)| c == g) {
+                if let Some((g, h)) = shown {
+                    self.graph_tables.building.insert(g, h);
+                }
+                return Err(ended.expect_err("checked"));
+            }
+            self.graph_tables.into_existing.remove(&g);
+            let h = match shown {
+                Some((_, h)) => h,
+                None => return ended.and(Err(CudaStatus::ErrorIllegalState)),
+            };
+            if let Some(entry) = self.graph_tables.graphs.get_mut(&h) {
+                entry.building = false;
+            }
+            ended?;
+            if req.invalidated {
+                return Err(CudaStatus::ErrorStreamCaptureInvalidated);
+            }
+            return Ok((GraphMade { graph: h }, Vec::new()));
+        }
         let graph = match ended {
             Ok(graph) => graph,
             Err(e) => {
@@ -606,6 +684,7 @@ impl GraphOps for Session {
         let exec = self.exec.graph_instantiate(graph, req.flags)?;
         let handle = GraphExecHandle(self.handles.fresh());
         self.graph_tables.execs.insert(handle, exec);
+        self.graph_tables.exec_source.insert(handle, req.graph);
         if let Some(memory) = self.graph_tables.memory.get_mut(&graph) {
             memory.execs = memory.execs.saturating_add(1);
             self.graph_tables.exec_graph.insert(handle, graph);
@@ -628,6 +707,11 @@ impl GraphOps for Session {
         _: &[u8],
     ) -> HandlerResult<()> {
         let graph = self.finished_graph(req.graph)?;
+        if self.graph_entry(req.graph)?.owner.is_some() {
+            warn!(client = %self.client, graph = req.graph.0,
+                "refused to destroy a graph that a node owns");
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
         self.forget_graph(req.graph);
         self.exec.graph_destroy(graph)?;
         self.graph_dropped(Some(ctx.device), graph);
@@ -642,6 +726,7 @@ impl GraphOps for Session {
     ) -> HandlerResult<()> {
         let exec = self.graph_exec(req.exec)?;
         self.graph_tables.execs.remove(&req.exec);
+        self.graph_tables.exec_source.remove(&req.exec);
         let r = self.exec.graph_exec_destroy(exec);
         self.exec_dropped(ctx.device, req.exec);
         r?;
@@ -674,6 +759,357 @@ impl GraphOps for Session {
         let deps = self.exec.node_dependencies(exec_graph, node)?;
         let nodes = self.node_handles(graph, deps);
         Ok((GraphNodes { nodes }, Vec::new()))
+    }
+
+    fn graph_create(
+        &mut self,
+        _: &CallContext,
+        req: GraphCreate,
+        _: &[u8],
+    ) -> HandlerResult<GraphMade> {
+        if req.flags != 0 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let graph = self.exec.graph_create(0)?;
+        match self.name_graph(graph, false) {
+            Ok(handle) => Ok((GraphMade { graph: handle }, Vec::new())),
+            Err(e) => {
+                let _ = self.exec.graph_destroy(graph);
+                Err(e)
+            }
+        }
+    }
+
+    fn stream_begin_capture_to_graph(
+        &mut self,
+        _: &CallContext,
+        req: StreamBeginCaptureToGraph,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        if req.stream == StreamHandle::LEGACY {
+            return Err(CudaStatus::ErrorStreamCaptureUnsupported);
+        }
+        let s = self.handles.stream(req.stream)?;
+        let graph = self.editable_graph(req.graph)?;
+        let deps = self.nodes_in(req.graph, &req.dependencies)?;
+        self.exec.begin_capture_to_graph(s, graph, &deps)?;
+        let tables = &mut self.graph_tables;
+        tables.captured = true;
+        tables.into_existing.insert(graph);
+        tables.building.insert(graph, req.graph);
+        if let Some(entry) = tables.graphs.get_mut(&req.graph) {
+            entry.building = true;
+        }
+        nothing()
+    }
+
+    fn graph_add_node(
+        &mut self,
+        _: &CallContext,
+        req: GraphAddNode,
+        _: &[u8],
+    ) -> HandlerResult<GraphNodeMade> {
+        let graph = self.editable_graph(req.graph)?;
+        let deps = self.nodes_in(req.graph, &req.dependencies)?;
+        let plain = match req.node {
+            PlainNode::Empty => ExecPlainNode::Empty,
+            PlainNode::ChildGraph(child) => {
+                let child = self.finished_graph(child)?;
+                self.refuse_memory_nodes(child, "a child graph")?;
+                ExecPlainNode::ChildGraph(child)
+            }
+            PlainNode::EventRecord(e) => ExecPlainNode::EventRecord(self.handles.event(e)?),
+            PlainNode::EventWait(e) => ExecPlainNode::EventWait(self.handles.event(e)?),
+        };
+        let node = self.exec.add_plain_node(graph, &deps, plain)?;
+        let node = self.node_handles(req.graph, vec![node])[0];
+        Ok((GraphNodeMade { node }, Vec::new()))
+    }
+
+    fn graph_node_get_type(
+        &mut self,
+        _: &CallContext,
+        req: GraphNodeGetType,
+        _: &[u8],
+    ) -> HandlerResult<NodeType> {
+        let (_, graph, node) = self.node_ref(req.node)?;
+        let ty = self.exec.node_type(graph, node)?;
+        Ok((NodeType { ty }, Vec::new()))
+    }
+
+    fn graph_add_dependencies(
+        &mut self,
+        _: &CallContext,
+        req: GraphAddDependencies,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        let graph = self.finished_graph(req.graph)?;
+        let from = self.nodes_in(req.graph, &req.from)?;
+        let to = self.nodes_in(req.graph, &req.to)?;
+        self.exec.change_dependencies(graph, &from, &to, true)?;
+        nothing()
+    }
+
+    fn graph_remove_dependencies(
+        &mut self,
+        _: &CallContext,
+        req: GraphRemoveDependencies,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        let graph = self.finished_graph(req.graph)?;
+        let from = self.nodes_in(req.graph, &req.from)?;
+        let to = self.nodes_in(req.graph, &req.to)?;
+        self.exec.change_dependencies(graph, &from, &to, false)?;
+        nothing()
+    }
+
+    fn graph_get_edges(
+        &mut self,
+        _: &CallContext,
+        req: GraphGetEdges,
+        _: &[u8],
+    ) -> HandlerResult<EdgeList> {
+        let graph = self.graph_entry(req.graph)?.exec;
+        let (from, to) = self.exec.graph_edges(graph)?;
+        let from = self.node_handles(req.graph, from);
+        let to = self.node_handles(req.graph, to);
+        Ok((EdgeList { from, to }, Vec::new()))
+    }
+
+    fn graph_get_root_nodes(
+        &mut self,
+        _: &CallContext,
+        req: GraphGetRootNodes,
+        _: &[u8],
+    ) -> HandlerResult<GraphNodes> {
+        let graph = self.graph_entry(req.graph)?.exec;
+        let roots = self.exec.root_nodes(graph)?;
+        let nodes = self.node_handles(req.graph, roots);
+        Ok((GraphNodes { nodes }, Vec::new()))
+    }
+
+    fn graph_node_get_dependent_nodes(
+        &mut self,
+        _: &CallContext,
+        req: GraphNodeGetDependentNodes,
+        _: &[u8],
+    ) -> HandlerResult<GraphNodes> {
+        let (handle, graph, node) = self.node_ref(req.node)?;
+        let dependents = self.exec.dependent_nodes(graph, node)?;
+        let nodes = self.node_handles(handle, dependents);
+        Ok((GraphNodes { nodes }, Vec::new()))
+    }
+
+    fn graph_destroy_node(
+        &mut self,
+        _: &CallContext,
+        req: GraphDestroyNode,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        let (handle, graph, node) = self.node_ref(req.node)?;
+        self.finished_graph(handle)?;
+        let ty = self.exec.node_type(graph, node)?;
+        if ty == node_type::MEM_ALLOC || ty == node_type::MEM_FREE {
+            warn!(client = %self.client, "refused to destroy a memory node");
+            return Err(CudaStatus::ErrorNotSupported);
+        }
+        if ty == node_type::GRAPH || ty == node_type::CONDITIONAL {
+            // The graphs it owns go with it.
+            let owned: Vec<GraphHandle> = self
+                .graph_tables
+                .graphs
+                .iter()
+                .filter(|(_, e)| e.owner == Some(handle))
+                .map(|(&h, _)| h)
+                .collect();
+            for h in owned {
+                self.forget_graph(h);
+            }
+        }
+        self.exec.destroy_node(graph, node)?;
+        self.graph_tables.nodes.remove(&req.node);
+        if let Some(entry) = self.graph_tables.graphs.get_mut(&handle) {
+            entry.nodes.remove(&node);
+        }
+        nothing()
+    }
+
+    fn graph_clone(
+        &mut self,
+        _: &CallContext,
+        req: GraphClone,
+        _: &[u8],
+    ) -> HandlerResult<GraphMade> {
+        let graph = self.finished_graph(req.original)?;
+        self.refuse_memory_nodes(graph, "a clone")?;
+        let clone = self.exec.graph_clone(graph)?;
+        let handle = match self.name_graph(clone, false) {
+            Ok(h) => h,
+            Err(e) => {
+                let _ = self.exec.graph_destroy(clone);
+                return Err(e);
+            }
+        };
+        self.graph_tables.clone_of.insert(handle, req.original);
+        Ok((GraphMade { graph: handle }, Vec::new()))
+    }
+
+    fn graph_node_find_in_clone(
+        &mut self,
+        _: &CallContext,
+        req: GraphNodeFindInClone,
+        _: &[u8],
+    ) -> HandlerResult<GraphNodeMade> {
+        let (original, graph, node) = self.node_ref(req.original)?;
+        if self.graph_tables.clone_of.get(&req.clone) != Some(&original) {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let clone = self.graph_entry(req.clone)?.exec;
+        let found = self.exec.find_in_clone(graph, node, clone)?;
+        let node = self.node_handles(req.clone, vec![found])[0];
+        Ok((GraphNodeMade { node }, Vec::new()))
+    }
+
+    fn graph_exec_update(
+        &mut self,
+        _: &CallContext,
+        req: GraphExecUpdate,
+        _: &[u8],
+    ) -> HandlerResult<ExecUpdateResult> {
+        let exec = self.graph_exec(req.exec)?;
+        let graph = self.finished_graph(req.graph)?;
+        let had_memory = self.graph_tables.exec_graph.contains_key(&req.exec);
+        if had_memory || self.has_memory_nodes(graph) {
+            let result = ExecUpdateResult {
+                result: update_result::NOT_SUPPORTED,
+                ..ExecUpdateResult::default()
+            };
+            return Ok((result, Vec::new()));
+        }
+        let (result, error_node, error_from_node) = self.exec.exec_update(exec, graph)?;
+        let name = |s: &mut Self, n: ExecNode| match n {
+            0 => GraphNodeHandle(0),
+            n => s.node_handles(req.graph, vec![n])[0],
+        };
+        let result = ExecUpdateResult {
+            result,
+            error_node: name(self, error_node),
+            error_from_node: name(self, error_from_node),
+        };
+        Ok((result, Vec::new()))
+    }
+
+    fn graph_node_set_enabled(
+        &mut self,
+        _: &CallContext,
+        req: GraphNodeSetEnabled,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        let (exec, node) = self.exec_node(req.exec, req.node)?;
+        self.exec.node_set_enabled(exec, node, req.enabled != 0)?;
+        nothing()
+    }
+
+    fn graph_node_get_enabled(
+        &mut self,
+        _: &CallContext,
+        req: GraphNodeGetEnabled,
+        _: &[u8],
+    ) -> HandlerResult<NodeEnabled> {
+        let (exec, node) = self.exec_node(req.exec, req.node)?;
+        let enabled = u32::from(self.exec.node_enabled(exec, node)?);
+        Ok((NodeEnabled { enabled }, Vec::new()))
+    }
+
+    fn graph_upload(&mut self, _: &CallContext, req: GraphUpload, _: &[u8]) -> HandlerResult<()> {
+        let exec = self.graph_exec(req.exec)?;
+        let s = self.handles.stream(req.stream)?;
+        self.exec.graph_upload(exec, s)?;
+        nothing()
+    }
+
+    fn graph_child_graph_node_get_graph(
+        &mut self,
+        _: &CallContext,
+        req: GraphChildGraphNodeGetGraph,
+        _: &[u8],
+    ) -> HandlerResult<GraphMade> {
+        let (owner, graph, node) = self.node_ref(req.node)?;
+        let child = self.exec.child_graph(graph, node)?;
+        let graph = self.owned_graph(child, owner)?;
+        Ok((GraphMade { graph }, Vec::new()))
+    }
+
+    fn graph_node_copy_params(
+        &mut self,
+        _: &CallContext,
+        req: GraphNodeCopyParams,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        let (dst_graph, dst_exec, dst) = self.node_ref(req.dst)?;
+        let (_, src_exec, src) = self.node_ref(req.src)?;
+        let exec = match req.exec {
+            Some(e) => Some(self.exec_node(e, req.dst)?.0),
+            None => {
+                self.finished_graph(dst_graph)?;
+                None
+            }
+        };
+        self.exec
+            .node_copy_params((dst_exec, dst), (src_exec, src), exec)?;
+        nothing()
+    }
+
+    fn graph_conditional_handle_create(
+        &mut self,
+        _: &CallContext,
+        req: GraphConditionalHandleCreate,
+        _: &[u8],
+    ) -> HandlerResult<ConditionalHandle> {
+        let graph = self.editable_graph(req.graph)?;
+        self.accounts.check_count(
+            "conditional handle",
+            self.graph_tables.conditionals.len(),
+            MAX_NODE_HANDLES as u32,
+        )?;
+        let handle = self
+            .exec
+            .conditional_handle_create(graph, req.default_value, req.flags)?;
+        self.graph_tables.conditionals.insert(handle, req.graph);
+        Ok((ConditionalHandle { handle }, Vec::new()))
+    }
+
+    fn graph_add_conditional_node(
+        &mut self,
+        _: &CallContext,
+        req: GraphAddConditionalNode,
+        _: &[u8],
+    ) -> HandlerResult<ConditionalNodeMade> {
+        let graph = self.editable_graph(req.graph)?;
+        let deps = self.nodes_in(req.graph, &req.dependencies)?;
+        if self.graph_tables.conditionals.get(&req.handle) != Some(&req.graph) {
+            warn!(client = %self.client, graph = req.graph.0,
+                "refused a conditional handle not made for this graph");
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        if req.size == 0 || req.size > MAX_CONDITIONAL_BODIES {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let (node, bodies) = self
+            .exec
+            .add_conditional_node(graph, &deps, req.handle, req.kind, req.size)?;
+        let node = self.node_handles(req.graph, vec![node])[0];
+        let mut named = Vec::with_capacity(bodies.len());
+        for body in bodies {
+            named.push(self.owned_graph(body, req.graph)?);
+        }
+        Ok((
+            ConditionalNodeMade {
+                node,
+                bodies: named,
+            },
+            Vec::new(),
+        ))
     }
 
     fn graph_debug_dot(

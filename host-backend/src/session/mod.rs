@@ -34,6 +34,7 @@ mod connection;
 mod copy;
 mod device;
 mod graph;
+mod graph_build;
 mod handles;
 mod memory;
 mod module;

@@ -742,7 +742,7 @@ pub extern "C" fn cudaMemcpyPeerAsync(
 }
 
 /// The device address of `symbol + offset`, checking `count` fits.
-fn symbol_range(symbol: *const c_void, offset: usize, count: usize) -> Result<usize> {
+pub(crate) fn symbol_range(symbol: *const c_void, offset: usize, count: usize) -> Result<usize> {
     let (ptr, size) = variable(symbol as usize)?;
     if offset.checked_add(count).is_none_or(|end| end > size) {
         return Err(CudaStatus::ErrorInvalidValue);

@@ -5,9 +5,9 @@
 //! Pinned host memory lives in the guest (the host stages copies through its own
 //! pinned buffers); the guest remembers it to answer flags and pointer queries.
 
-mod copy;
+pub(crate) mod copy;
 mod managed;
-mod memset;
+pub(crate) mod memset;
 
 pub use copy::*;
 pub use managed::*;

@@ -30,13 +30,19 @@ use crate::executor::DeviceExec;
 /// Live graphs and executable graphs (handle value -> device index).
 #[derive(Default)]
 pub(super) struct CudaGraphs {
-    graphs: HashMap<ExecGraph, usize>,
-    execs: HashMap<ExecGraphExec, usize>,
+    pub(super) graphs: HashMap<ExecGraph, usize>,
+    pub(super) execs: HashMap<ExecGraphExec, usize>,
     /// Graphs still being captured into that `capture_graph` has shown: readable, but
     /// the driver's until their capture ends.
-    building: HashMap<ExecGraph, usize>,
+    pub(super) building: HashMap<ExecGraph, usize>,
     /// Pools made by `pool_create` (id = the `CUmemoryPool` value -> device index).
     pools: HashMap<ExecPool, usize>,
+    /// Graphs a node owns (a child graph, a conditional node's bodies): built into and
+    /// read, destroyed only with their node.
+    pub(super) owned: HashMap<ExecGraph, usize>,
+    /// Graphs being captured into by `begin_capture_to_graph`: whether each is one a
+    /// node owns. They are the program's before and after, whatever the capture's end.
+    pub(super) into_existing: HashMap<ExecGraph, bool>,
 }
 
 /// The driver's enum for a pool attribute the session has checked (1..=8).
@@ -70,6 +76,8 @@ impl CudaExecutor {
             *d != idx
         });
         self.graph_tables.building.retain(|_, d| *d != idx);
+        self.graph_tables.owned.retain(|_, d| *d != idx);
+        self.graph_tables.into_existing.clear();
         self.graph_tables.execs.retain(|&exec, d| {
             if *d == idx {
                 // SAFETY: made by graph_instantiate, destroyed once (leaving the table).
@@ -87,7 +95,7 @@ impl CudaExecutor {
     }
 
     /// A finished graph of this executor.
-    fn graph(&self, graph: ExecGraph) -> ExecResult<sys::CUgraph> {
+    pub(super) fn graph(&self, graph: ExecGraph) -> ExecResult<sys::CUgraph> {
         if self.graph_tables.graphs.contains_key(&graph) {
             Ok(graph as usize as sys::CUgraph)
         } else {
@@ -95,9 +103,12 @@ impl CudaExecutor {
         }
     }
 
-    /// A finished graph, or one a capture is still building (to read only).
-    fn readable_graph(&self, graph: ExecGraph) -> ExecResult<sys::CUgraph> {
-        if self.graph_tables.building.contains_key(&graph) {
+    /// A finished graph, one a node owns, or one a capture is still building (to read
+    /// only).
+    pub(super) fn readable_graph(&self, graph: ExecGraph) -> ExecResult<sys::CUgraph> {
+        if self.graph_tables.building.contains_key(&graph)
+            || self.graph_tables.owned.contains_key(&graph)
+        {
             return Ok(graph as usize as sys::CUgraph);
         }
         self.graph(graph)
@@ -125,7 +136,7 @@ impl CudaExecutor {
     }
 
     /// Read a node list with the driver's two-call convention.
-    fn node_list(
+    pub(super) fn node_list(
         fill: impl Fn(*mut sys::CUgraphNode, *mut usize) -> sys::CUresult,
     ) -> ExecResult<Vec<ExecNode>> {
         let mut count = 0usize;
@@ -204,16 +215,32 @@ impl Graphs for CudaExecutor {
     fn end_capture(&mut self, stream: ExecStream) -> ExecResult<ExecGraph> {
         let idx = self.bind()?;
         let s = self.stream(stream)?;
+        let mut existing = None;
         if !self.graph_tables.building.is_empty() {
             // The graph being built stops being readable here whatever the outcome (an
-            // invalidated capture's graph is gone with it).
+            // invalidated capture's graph is gone with it, unless it existed before).
             if let Ok((g, _)) = self.capture_graph(stream) {
                 self.graph_tables.building.remove(&g);
+                existing = self
+                    .graph_tables
+                    .into_existing
+                    .remove(&g)
+                    .map(|owned| (g, owned));
             }
         }
         let mut graph: sys::CUgraph = ptr::null_mut();
         // SAFETY: out-pointer to a local; `s` is checked.
-        check(unsafe { sys::cuStreamEndCapture(s, &mut graph) })?;
+        let ended = check(unsafe { sys::cuStreamEndCapture(s, &mut graph) });
+        if let Some((g, owned)) = existing {
+            // The program's graph, with what the capture added to it or not.
+            match owned {
+                true => self.graph_tables.owned.insert(g, idx),
+                false => self.graph_tables.graphs.insert(g, idx),
+            };
+            ended?;
+            return Ok(g);
+        }
+        ended?;
         if graph.is_null() {
             return Err(CudaStatus::ErrorStreamCaptureInvalidated);
         }

@@ -65,6 +65,7 @@ mod copy;
 mod device;
 mod driver;
 mod graph;
+mod graph_build;
 mod launch;
 mod memory;
 mod module;

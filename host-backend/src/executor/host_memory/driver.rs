@@ -18,6 +18,7 @@ use vmcuda_wire::CudaStatus;
 
 use super::super::driver::{Driver, ExecAllocation, LinkInputData};
 use super::super::{ExecResult, ExecStream};
+use super::graph::Recorded;
 use super::{align_up, HostMemoryExecutor, GUARD};
 
 /// What `cuMemGetAllocationGranularity` answers (the H200's, for both options).
@@ -73,6 +74,16 @@ impl Driver for HostMemoryExecutor {
         let len = count
             .checked_mul(width as u64)
             .ok_or(CudaStatus::ErrorInvalidValue)?;
+        self.slice_mut(dst, len)?;
+        let op = || Recorded::MemsetElements {
+            dst,
+            value,
+            element_size,
+            count,
+        };
+        if self.record(stream, op) {
+            return Ok(());
+        }
         let pattern = value.to_le_bytes();
         for element in self.slice_mut(dst, len)?.chunks_exact_mut(width) {
             element.copy_from_slice(&pattern[..width]);

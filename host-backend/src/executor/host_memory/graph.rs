@@ -28,7 +28,7 @@
 use std::collections::HashMap;
 
 use tracing::warn;
-use vmcuda_wire::graph::{access_flags_valid, pool_attr, MemAccess, LOCATION_DEVICE};
+use vmcuda_wire::graph::{access_flags_valid, node_type, pool_attr, MemAccess, LOCATION_DEVICE};
 use vmcuda_wire::op::{DevicePtr, LaunchAttribute};
 use vmcuda_wire::CudaStatus;
 
@@ -37,9 +37,13 @@ use super::super::{
     DeviceRange, ExecEvent, ExecFunction, ExecResult, ExecStream, LaunchConfig, PitchedRange,
 };
 use super::{allocation_footprint, HostMemoryExecutor};
+use crate::executor::driver::Driver;
 use crate::executor::CopyExec;
 use crate::executor::LaunchExec;
 use crate::executor::MemoryExec;
+use crate::executor::StreamExec;
+
+mod build;
 
 /// Nodes per graph: node ids carry their index in 16 bits.
 const MAX_NODES: usize = 0xFFFF;
@@ -58,6 +62,13 @@ pub(super) enum Recorded {
     Memset2D {
         dst: PitchedRange,
         value: u8,
+    },
+    /// A 16- or 32-bit memset (the driver's `cuMemsetD16/D32`).
+    MemsetElements {
+        dst: DevicePtr,
+        value: u32,
+        element_size: u8,
+        count: u64,
     },
     CopyDtoD {
         dst: DeviceRange,
@@ -83,6 +94,14 @@ pub(super) enum Recorded {
     MemFree {
         ptr: DevicePtr,
     },
+    /// Nothing to run: an empty node, or one destroyed (kept so that node ids, which
+    /// carry their index, stay put).
+    Empty,
+    Removed,
+    /// A child graph: its own copy of the nodes.
+    Child(Vec<Node>),
+    EventRecord(ExecEvent),
+    EventWait(ExecEvent),
     Launch {
         function: ExecFunction,
         grid: [u32; 3],
@@ -96,14 +115,40 @@ pub(super) enum Recorded {
 impl Recorded {
     fn label(&self) -> &'static str {
         match self {
-            Recorded::Memset { .. } | Recorded::Memset2D { .. } => "MEMSET",
+            Recorded::Memset { .. }
+            | Recorded::Memset2D { .. }
+            | Recorded::MemsetElements { .. } => "MEMSET",
             Recorded::CopyDtoD { .. }
             | Recorded::Copy2DDtoD { .. }
             | Recorded::CopyRegistered { .. } => "MEMCPY",
             Recorded::Launch { .. } => "KERNEL",
             Recorded::MemAlloc { .. } => "MEM_ALLOC",
             Recorded::MemFree { .. } => "MEM_FREE",
+            Recorded::Empty | Recorded::Removed => "EMPTY",
+            Recorded::Child(_) => "GRAPH",
+            Recorded::EventRecord(_) => "EVENT_RECORD",
+            Recorded::EventWait(_) => "WAIT_EVENT",
         }
+    }
+
+    /// Its `cudaGraphNodeType`.
+    fn node_type(&self) -> ExecResult<u32> {
+        Ok(match self {
+            Recorded::Launch { .. } => node_type::KERNEL,
+            Recorded::Memset { .. }
+            | Recorded::Memset2D { .. }
+            | Recorded::MemsetElements { .. } => node_type::MEMSET,
+            Recorded::CopyDtoD { .. }
+            | Recorded::Copy2DDtoD { .. }
+            | Recorded::CopyRegistered { .. } => node_type::MEMCPY,
+            Recorded::MemAlloc { .. } => node_type::MEM_ALLOC,
+            Recorded::MemFree { .. } => node_type::MEM_FREE,
+            Recorded::Empty => node_type::EMPTY,
+            Recorded::Child(_) => node_type::GRAPH,
+            Recorded::EventRecord(_) => node_type::EVENT_RECORD,
+            Recorded::EventWait(_) => node_type::WAIT_EVENT,
+            Recorded::Removed => return Err(CudaStatus::ErrorInvalidValue),
+        })
     }
 }
 
@@ -112,6 +157,35 @@ pub(super) struct Node {
     op: Recorded,
     /// Indices of the nodes this one depends on.
     deps: Vec<usize>,
+    /// Runs when launched (`cudaGraphNodeSetEnabled` on an executable graph's copy).
+    enabled: bool,
+}
+
+impl Node {
+    fn new(op: Recorded, deps: Vec<usize>) -> Node {
+        Node {
+            op,
+            deps,
+            enabled: true,
+        }
+    }
+}
+
+/// The order to run `nodes` in: every node after those it depends on, else in index
+/// order; `None` if the edges make a cycle.
+fn run_order(nodes: &[Node]) -> Option<Vec<usize>> {
+    let mut waiting: Vec<usize> = nodes.iter().map(|n| n.deps.len()).collect();
+    let mut done = vec![false; nodes.len()];
+    let mut order = Vec::with_capacity(nodes.len());
+    while order.len() < nodes.len() {
+        let next = (0..nodes.len()).find(|&i| !done[i] && waiting[i] == 0)?;
+        done[next] = true;
+        order.push(next);
+        for (i, n) in nodes.iter().enumerate() {
+            waiting[i] -= n.deps.iter().filter(|&&d| d == next).count();
+        }
+    }
+    Some(order)
 }
 
 /// A capture in progress: the id its graph will have, its nodes and which stream it
@@ -133,6 +207,8 @@ pub(super) struct HostGraphs {
     next_capture: u64,
     graphs: HashMap<ExecGraph, Vec<Node>>,
     execs: HashMap<ExecGraphExec, Vec<Node>>,
+    /// The graph each executable graph was made of (whose node ids name its nodes).
+    exec_source: HashMap<ExecGraphExec, ExecGraph>,
     /// Graph memory (allocation nodes' memory), by address: whether it is live.
     graph_memory: HashMap<DevicePtr, bool>,
     pool: Pool,
@@ -287,6 +363,16 @@ impl HostMemoryExecutor {
     }
 }
 
+/// A node's id: its graph's and its index.
+fn node_id(graph: ExecGraph, index: usize) -> ExecNode {
+    graph << 16 | (index as u64 + 1)
+}
+
+/// The indices of the nodes not destroyed.
+fn live_nodes(nodes: &[Node]) -> impl Iterator<Item = usize> + '_ {
+    (0..nodes.len()).filter(|&i| !matches!(nodes[i].op, Recorded::Removed))
+}
+
 /// The graph memory `nodes` allocate.
 fn allocations(nodes: &[Node]) -> impl Iterator<Item = DevicePtr> + '_ {
     nodes.iter().filter_map(|n| match n.op {
@@ -317,10 +403,9 @@ impl HostMemoryExecutor {
             return false;
         };
         let index = capture.nodes.len();
-        capture.nodes.push(Node {
-            op: op(),
-            deps: std::mem::replace(frontier, vec![index]),
-        });
+        capture
+            .nodes
+            .push(Node::new(op(), std::mem::replace(frontier, vec![index])));
         true
     }
 
@@ -425,6 +510,12 @@ impl HostMemoryExecutor {
         match op {
             Recorded::Memset { dst, value } => self.memset(dst, value, stream, true),
             Recorded::Memset2D { dst, value } => self.memset_2d(dst, value, stream, true),
+            Recorded::MemsetElements {
+                dst,
+                value,
+                element_size,
+                count,
+            } => self.memset_elements(dst, value, element_size, count, stream, true),
             Recorded::CopyDtoD { dst, src } => self.copy_dtod(dst, src, stream, true),
             Recorded::Copy2DDtoD { dst, src } => self.copy_2d_dtod(dst, src, stream, true),
             Recorded::CopyRegistered {
@@ -439,7 +530,10 @@ impl HostMemoryExecutor {
                 Ok(())
             }
             // Its effect on the allocation's life is the launch's (see graph_launch).
-            Recorded::MemFree { .. } => Ok(()),
+            Recorded::MemFree { .. } | Recorded::Empty | Recorded::Removed => Ok(()),
+            Recorded::Child(nodes) => self.run_nodes(&nodes, stream),
+            Recorded::EventRecord(event) => self.event_record(event, stream, 0),
+            Recorded::EventWait(event) => self.stream_wait_event(stream, event, 0),
             Recorded::Launch {
                 function,
                 grid,
@@ -458,6 +552,19 @@ impl HostMemoryExecutor {
                 self.launch(function, &config, &params)
             }
         }
+    }
+}
+
+impl HostMemoryExecutor {
+    /// Run the enabled nodes of a graph in an order its edges allow.
+    fn run_nodes(&mut self, nodes: &[Node], stream: ExecStream) -> ExecResult<()> {
+        let order = run_order(nodes).ok_or(CudaStatus::ErrorInvalidValue)?;
+        for i in order {
+            if nodes[i].enabled {
+                self.run(nodes[i].op.clone(), stream)?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -510,8 +617,12 @@ impl Graphs for HostMemoryExecutor {
             .get(&graph)
             .cloned()
             .ok_or(CudaStatus::ErrorInvalidValue)?;
+        if run_order(&nodes).is_none() {
+            return Err(CudaStatus::ErrorInvalidValue); // a cycle
+        }
         let exec = self.fresh_id();
         self.graphs.execs.insert(exec, nodes);
+        self.graphs.exec_source.insert(exec, graph);
         Ok(exec)
     }
 
@@ -523,9 +634,7 @@ impl Graphs for HostMemoryExecutor {
             .get(&exec)
             .cloned()
             .ok_or(CudaStatus::ErrorInvalidValue)?;
-        for node in &nodes {
-            self.run(node.op.clone(), stream)?;
-        }
+        self.run_nodes(&nodes, stream)?;
         // A launch that ran to the end: the allocations the graph does not free itself
         // are live now, and those of other graphs it frees are not.
         let mut ended = Vec::new();
@@ -565,6 +674,7 @@ impl Graphs for HostMemoryExecutor {
             .execs
             .remove(&exec)
             .ok_or(CudaStatus::ErrorInvalidValue)?;
+        self.graphs.exec_source.remove(&exec);
         self.graph_memory_sweep(allocations(&nodes).collect::<Vec<_>>());
         Ok(())
     }
@@ -586,7 +696,7 @@ impl Graphs for HostMemoryExecutor {
 
     fn graph_nodes(&mut self, graph: ExecGraph) -> ExecResult<Vec<ExecNode>> {
         let nodes = self.nodes_of(graph)?;
-        Ok((1..=nodes.len() as u64).map(|i| graph << 16 | i).collect())
+        Ok(live_nodes(nodes).map(|i| node_id(graph, i)).collect())
     }
 
     fn node_dependencies(&mut self, graph: ExecGraph, node: ExecNode) -> ExecResult<Vec<ExecNode>> {

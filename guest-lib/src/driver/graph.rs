@@ -1,0 +1,271 @@
+//! The driver's graph-building calls whose parameters differ from the runtime's:
+//! kernel nodes (a `CUfunction` or library kernel, not a host function), copies
+//! (`CUDA_MEMCPY3D`) and the generic `cuGraphAddNode`. Each is made the runtime's way
+//! (see `api::graph_build`): the node's work on a stream capturing into the graph.
+
+use vmcuda_wire::graph::node_type;
+use vmcuda_wire::CudaStatus;
+
+use super::module::{kept_kernel_node, launch_node, KernelNodeParams};
+use super::{check_initialized, export, Result};
+use crate::api::graph_build::{self, DriverMemcpy3D, GraphNodeParams, Kept};
+use crate::api::RawHandle;
+use crate::caller;
+
+/// A kernel node's parameters as kept (arguments copied), and the node's launch.
+///
+/// # Safety
+/// `p` is readable with its kernel's arguments.
+unsafe fn kernel(p: *const KernelNodeParams) -> Result<(KernelNodeParams, Kept)> {
+    // SAFETY: as the caller promised.
+    let kept = unsafe { kept_kernel_node(&caller::read(p)?) }?;
+    let Kept::DriverKernel { params, .. } = &kept else {
+        unreachable!("kept_kernel_node keeps a driver kernel")
+    };
+    Ok((*params, kept))
+}
+
+/// # Safety
+/// As `kernel`.
+unsafe fn add_kernel(
+    graph: RawHandle,
+    deps: &[vmcuda_wire::op::GraphNodeHandle],
+    p: *const KernelNodeParams,
+) -> Result<vmcuda_wire::op::GraphNodeHandle> {
+    // SAFETY: as the caller promised; the kept arguments live in `kept`.
+    let (params, kept) = unsafe { kernel(p) }?;
+    let node = graph_build::build_node(graph, deps, |s| {
+        // SAFETY: the arguments are the kept copies, alive in `kept`.
+        unsafe { launch_node(&params, s) }
+    })?;
+    graph_build::keep(node, kept);
+    Ok(node)
+}
+
+export! {
+    fn cuGraphAddKernelNode_v2(
+        out: *mut RawHandle,
+        graph: RawHandle,
+        deps: *const RawHandle,
+        count: usize,
+        params: *const KernelNodeParams,
+    ) {
+        check_initialized()?;
+        // SAFETY: by cuGraphAddKernelNode's contract `deps` holds `count` nodes, `params`
+        // is readable with its kernel's arguments and `out` is writable.
+        unsafe {
+            let deps = graph_build::dependencies(deps, count)?;
+            graph_build::give(out, add_kernel(graph, &deps, params)?)
+        }
+    }
+}
+
+/// New kernel parameters for a node (in its graph, or in `exec` only).
+///
+/// # Safety
+/// As `kernel`.
+unsafe fn set_kernel(
+    exec: Option<RawHandle>,
+    node: RawHandle,
+    p: *const KernelNodeParams,
+) -> Result<()> {
+    check_initialized()?;
+    // SAFETY: as the caller promised; the kept arguments live in `kept`.
+    let (params, kept) = unsafe { kernel(p) }?;
+    graph_build::set_params(node, exec, |g| {
+        graph_build::build_node(g, &[], |s| {
+            // SAFETY: the arguments are the kept copies, alive in `kept`.
+            unsafe { launch_node(&params, s) }
+        })
+    })?;
+    if exec.is_none() {
+        graph_build::keep(node.into(), kept);
+    }
+    Ok(())
+}
+
+export! {
+    fn cuGraphKernelNodeSetParams_v2(node: RawHandle, params: *const KernelNodeParams) {
+        // SAFETY: by its contract `params` is readable with its kernel's arguments.
+        unsafe { set_kernel(None, node, params) }
+    }
+}
+
+export! {
+    fn cuGraphExecKernelNodeSetParams_v2(
+        exec: RawHandle,
+        node: RawHandle,
+        params: *const KernelNodeParams,
+    ) {
+        // SAFETY: by its contract `params` is readable with its kernel's arguments.
+        unsafe { set_kernel(Some(exec), node, params) }
+    }
+}
+
+export! {
+    fn cuGraphKernelNodeGetParams_v2(node: RawHandle, out: *mut KernelNodeParams) {
+        check_initialized()?;
+        graph_build::with_kept(node, |k| match k {
+            // SAFETY: by its contract `out` is writable.
+            Kept::DriverKernel { params, .. } => unsafe { caller::write(out, *params) },
+            _ => Err(CudaStatus::ErrorInvalidValue),
+        })
+    }
+}
+
+/// A copy node from the driver's description.
+fn add_memcpy(
+    graph: RawHandle,
+    deps: &[vmcuda_wire::op::GraphNodeHandle],
+    p: &DriverMemcpy3D,
+) -> Result<vmcuda_wire::op::GraphNodeHandle> {
+    let copy = p.to_runtime()?;
+    let node = graph_build::build_node(graph, deps, |s| graph_build::memcpy_3d_on(&copy, s))?;
+    graph_build::keep(node, Kept::DriverMemcpy(*p));
+    Ok(node)
+}
+
+export! {
+    fn cuGraphAddMemcpyNode(
+        out: *mut RawHandle,
+        graph: RawHandle,
+        deps: *const RawHandle,
+        count: usize,
+        params: *const DriverMemcpy3D,
+        _ctx: RawHandle,
+    ) {
+        check_initialized()?;
+        // SAFETY: by cuGraphAddMemcpyNode's contract `deps` holds `count` nodes,
+        // `params` is readable and `out` writable.
+        unsafe {
+            let deps = graph_build::dependencies(deps, count)?;
+            let p = caller::read(params)?;
+            graph_build::give(out, add_memcpy(graph, &deps, &p)?)
+        }
+    }
+}
+
+fn set_memcpy(exec: Option<RawHandle>, node: RawHandle, p: DriverMemcpy3D) -> Result<()> {
+    check_initialized()?;
+    let copy = p.to_runtime()?;
+    graph_build::set_params(node, exec, |g| {
+        graph_build::build_node(g, &[], |s| graph_build::memcpy_3d_on(&copy, s))
+    })?;
+    if exec.is_none() {
+        graph_build::keep(node.into(), Kept::DriverMemcpy(p));
+    }
+    Ok(())
+}
+
+export! {
+    fn cuGraphMemcpyNodeSetParams(node: RawHandle, params: *const DriverMemcpy3D) {
+        // SAFETY: by its contract `params` is readable.
+        set_memcpy(None, node, unsafe { caller::read(params) }?)
+    }
+}
+
+export! {
+    fn cuGraphExecMemcpyNodeSetParams(
+        exec: RawHandle,
+        node: RawHandle,
+        params: *const DriverMemcpy3D,
+        _ctx: RawHandle,
+    ) {
+        // SAFETY: by its contract `params` is readable.
+        set_memcpy(Some(exec), node, unsafe { caller::read(params) }?)
+    }
+}
+
+export! {
+    fn cuGraphMemcpyNodeGetParams(node: RawHandle, out: *mut DriverMemcpy3D) {
+        check_initialized()?;
+        graph_build::with_kept(node, |k| match k {
+            // SAFETY: by its contract `out` is writable.
+            Kept::DriverMemcpy(p) => unsafe { caller::write(out, *p) },
+            _ => Err(CudaStatus::ErrorInvalidValue),
+        })
+    }
+}
+
+/// The driver's `CUgraphNodeParams` differs from the runtime's in its kernel and copy
+/// parameters only: those are made here, the rest the runtime's way.
+///
+/// # Safety
+/// `params` is readable and writable with the parameters of its type.
+unsafe fn add_by_type(
+    graph: RawHandle,
+    deps: Vec<vmcuda_wire::op::GraphNodeHandle>,
+    params: *mut GraphNodeParams,
+) -> Result<vmcuda_wire::op::GraphNodeHandle> {
+    // SAFETY: as the caller promised.
+    let ty = unsafe { caller::read(params.cast::<u32>()) }?;
+    let at = |offset: usize| params.cast::<u8>().wrapping_add(offset);
+    // SAFETY: (each arm) the type says which parameters the union (at 16) holds; a
+    // copy node's `CUDA_MEMCPY_NODE_PARAMS` has its copy at 16 within it.
+    unsafe {
+        match ty {
+            node_type::KERNEL => add_kernel(graph, &deps, at(16).cast()),
+            node_type::MEMCPY => add_memcpy(graph, &deps, &caller::read(at(32).cast())?),
+            _ => graph_build::add_by_type(graph, deps, params),
+        }
+    }
+}
+
+export! {
+    fn cuGraphAddNode_v2(
+        out: *mut RawHandle,
+        graph: RawHandle,
+        deps: *const RawHandle,
+        edge_data: *const u64,
+        count: usize,
+        params: *mut GraphNodeParams,
+    ) {
+        check_initialized()?;
+        // SAFETY: by cuGraphAddNode's contract `deps` (and `edge_data`, if given) hold
+        // `count` entries, `params` is readable and writable, `out` writable.
+        unsafe {
+            graph_build::default_edges(edge_data, count)?;
+            let deps = graph_build::dependencies(deps, count)?;
+            if params.is_null() {
+                return Err(CudaStatus::ErrorInvalidValue);
+            }
+            graph_build::give(out, add_by_type(graph, deps, params)?)
+        }
+    }
+}
+
+/// # Safety
+/// `params` is readable with the parameters of its type.
+unsafe fn set_by_type(
+    exec: Option<RawHandle>,
+    node: RawHandle,
+    params: *mut GraphNodeParams,
+) -> Result<()> {
+    // SAFETY: as the caller promised.
+    let ty = unsafe { caller::read(params.cast::<u32>()) }?;
+    let at = |offset: usize| params.cast::<u8>().wrapping_add(offset);
+    // SAFETY: (each arm) as in add_by_type.
+    unsafe {
+        match ty {
+            node_type::KERNEL => set_kernel(exec, node, at(16).cast()),
+            node_type::MEMCPY => set_memcpy(exec, node, caller::read(at(32).cast())?),
+            _ => graph_build::set_by_type(exec, node, params),
+        }
+    }
+}
+
+export! {
+    fn cuGraphNodeSetParams(node: RawHandle, params: *mut GraphNodeParams) {
+        check_initialized()?;
+        // SAFETY: by its contract `params` is readable with its type's parameters.
+        unsafe { set_by_type(None, node, params) }
+    }
+}
+
+export! {
+    fn cuGraphExecNodeSetParams(exec: RawHandle, node: RawHandle, params: *mut GraphNodeParams) {
+        check_initialized()?;
+        // SAFETY: by its contract `params` is readable with its type's parameters.
+        unsafe { set_by_type(Some(exec), node, params) }
+    }
+}

@@ -1,0 +1,40 @@
+//! Lines for the program's stderr that say once what vmcuda does not do, however
+//! often the program asks.
+
+use std::collections::HashSet;
+use std::io::Write;
+use std::sync::Mutex;
+
+static SAID: Mutex<Option<HashSet<String>>> = Mutex::new(None);
+
+/// Print `line` to stderr unless it was printed before.
+pub fn say_once(line: &str) {
+    let first = SAID
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get_or_insert_with(HashSet::new)
+        .insert(line.to_owned());
+    if first {
+        // A closed stderr is no reason to fail differently.
+        let _ = writeln!(std::io::stderr(), "{line}");
+    }
+}
+
+/// Whether `line` was said.
+#[cfg(test)]
+pub fn said(line: &str) -> bool {
+    SAID.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .as_ref()
+        .is_some_and(|s| s.contains(line))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_line_is_said_once() {
+        assert!(!super::said("vmcuda: test line"));
+        super::say_once("vmcuda: test line");
+        assert!(super::said("vmcuda: test line"));
+    }
+}

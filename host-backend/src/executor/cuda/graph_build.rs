@@ -1,0 +1,475 @@
+//! Graphs built by hand on real GPUs: node by node, edges, clones, executable-graph
+//! updates and conditional nodes.
+//!
+//! Kernel, copy, memset and memory nodes never come here: the guest issues their work
+//! on a stream capturing into the graph (`begin_capture_to_graph`), so they are
+//! checked and made as the same work on a stream is. A node's new parameters come the
+//! same way, as a node of a scratch graph whose parameters `node_copy_params` copies
+//! with the driver's typed getters and setters. Graphs that belong to a node (a
+//! child-graph node's, a conditional node's bodies) are kept apart: readable and built
+//! into, never destroyed but with their node.
+
+use std::ptr;
+
+use cudarc::driver::sys;
+use vmcuda_wire::graph::{conditional_type, node_type};
+use vmcuda_wire::CudaStatus;
+
+use super::super::graph::{
+    ExecGraph, ExecGraphExec, ExecNode, ExecPlainNode, ExecUpdate, GraphBuild,
+};
+use super::super::{ExecResult, ExecStream};
+use super::{check, CudaExecutor};
+
+fn node(id: ExecNode) -> sys::CUgraphNode {
+    id as usize as sys::CUgraphNode
+}
+
+fn nodes(ids: &[ExecNode]) -> Vec<sys::CUgraphNode> {
+    ids.iter().map(|&n| node(n)).collect()
+}
+
+/// A pointer to the first of `list`, or NULL for none (the driver takes NULL with 0).
+fn first(list: &[sys::CUgraphNode]) -> *const sys::CUgraphNode {
+    if list.is_empty() {
+        ptr::null()
+    } else {
+        list.as_ptr()
+    }
+}
+
+/// A plain node's object, checked.
+enum Plain {
+    Empty,
+    Child(sys::CUgraph),
+    Record(sys::CUevent),
+    Wait(sys::CUevent),
+}
+
+impl CudaExecutor {
+    /// A graph of this executor's: a finished one, or one a node owns.
+    fn any_graph(&self, graph: ExecGraph) -> ExecResult<sys::CUgraph> {
+        if self.graph_tables.owned.contains_key(&graph) {
+            return Ok(graph as usize as sys::CUgraph);
+        }
+        self.graph(graph)
+    }
+
+    fn exec_of(&self, exec: ExecGraphExec) -> ExecResult<sys::CUgraphExec> {
+        if self.graph_tables.execs.contains_key(&exec) {
+            Ok(exec as usize as sys::CUgraphExec)
+        } else {
+            Err(CudaStatus::ErrorInvalidValue)
+        }
+    }
+
+    /// Keep a graph a node owns (its child graph, a conditional body).
+    fn own(&mut self, g: sys::CUgraph, idx: usize) -> ExecGraph {
+        let id = g as usize as ExecGraph;
+        self.graph_tables.owned.insert(id, idx);
+        id
+    }
+
+    fn raw_node_type(n: sys::CUgraphNode) -> ExecResult<sys::CUgraphNodeType> {
+        let mut ty = sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_EMPTY;
+        // SAFETY: `n` is a node of a live graph (the session pairs nodes with graphs);
+        // out-pointer to a local.
+        check(unsafe { sys::cuGraphNodeGetType(n, &mut ty) })?;
+        Ok(ty)
+    }
+}
+
+impl GraphBuild for CudaExecutor {
+    fn graph_create(&mut self, flags: u32) -> ExecResult<ExecGraph> {
+        let idx = self.bind()?;
+        let mut g: sys::CUgraph = ptr::null_mut();
+        // SAFETY: out-pointer to a local.
+        check(unsafe { sys::cuGraphCreate(&mut g, flags) })?;
+        let id = g as usize as ExecGraph;
+        self.graph_tables.graphs.insert(id, idx);
+        Ok(id)
+    }
+
+    fn begin_capture_to_graph(
+        &mut self,
+        stream: ExecStream,
+        graph: ExecGraph,
+        dependencies: &[ExecNode],
+    ) -> ExecResult<()> {
+        let idx = self.bind()?;
+        let s = self.stream(stream)?;
+        let g = self.any_graph(graph)?;
+        let deps = nodes(dependencies);
+        let relaxed = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
+        // SAFETY: `s` is checked, `g` live, `deps` nodes of `g` (paired by the session),
+        // no edge data.
+        check(unsafe {
+            sys::cuStreamBeginCaptureToGraph(s, g, first(&deps), ptr::null(), deps.len(), relaxed)
+        })?;
+        // Until the capture ends the graph is the capture's: readable only.
+        let owned = self.graph_tables.owned.remove(&graph).is_some();
+        self.graph_tables.graphs.remove(&graph);
+        self.graph_tables.building.insert(graph, idx);
+        self.graph_tables.into_existing.insert(graph, owned);
+        Ok(())
+    }
+
+    fn add_plain_node(
+        &mut self,
+        graph: ExecGraph,
+        dependencies: &[ExecNode],
+        plain: ExecPlainNode,
+    ) -> ExecResult<ExecNode> {
+        self.bind()?;
+        let g = self.any_graph(graph)?;
+        let deps = nodes(dependencies);
+        let mut n: sys::CUgraphNode = ptr::null_mut();
+        let (d, count) = (first(&deps), deps.len());
+        let plain = match plain {
+            ExecPlainNode::ChildGraph(child) => Plain::Child(self.any_graph(child)?),
+            ExecPlainNode::EventRecord(e) => Plain::Record(self.event(e)?),
+            ExecPlainNode::EventWait(e) => Plain::Wait(self.event(e)?),
+            ExecPlainNode::Empty => Plain::Empty,
+        };
+        // SAFETY: `g` is live, `deps` are its nodes, out-pointer to a local; the child
+        // graph and events are this executor's (checked above).
+        let r = unsafe {
+            match plain {
+                Plain::Empty => sys::cuGraphAddEmptyNode(&mut n, g, d, count),
+                Plain::Child(c) => sys::cuGraphAddChildGraphNode(&mut n, g, d, count, c),
+                Plain::Record(e) => sys::cuGraphAddEventRecordNode(&mut n, g, d, count, e),
+                Plain::Wait(e) => sys::cuGraphAddEventWaitNode(&mut n, g, d, count, e),
+            }
+        };
+        check(r)?;
+        Ok(n as usize as ExecNode)
+    }
+
+    fn node_type(&mut self, graph: ExecGraph, n: ExecNode) -> ExecResult<u32> {
+        self.bind()?;
+        self.readable_graph(graph)?;
+        Ok(Self::raw_node_type(node(n))? as u32)
+    }
+
+    fn change_dependencies(
+        &mut self,
+        graph: ExecGraph,
+        from: &[ExecNode],
+        to: &[ExecNode],
+        add: bool,
+    ) -> ExecResult<()> {
+        self.bind()?;
+        let g = self.any_graph(graph)?;
+        if from.len() != to.len() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let (from, to) = (nodes(from), nodes(to));
+        // SAFETY: `g` is live; `from` and `to` are its nodes, as many of each.
+        check(unsafe {
+            if add {
+                sys::cuGraphAddDependencies_v2(g, first(&from), first(&to), ptr::null(), from.len())
+            } else {
+                sys::cuGraphRemoveDependencies_v2(
+                    g,
+                    first(&from),
+                    first(&to),
+                    ptr::null(),
+                    from.len(),
+                )
+            }
+        })
+    }
+
+    fn graph_edges(&mut self, graph: ExecGraph) -> ExecResult<(Vec<ExecNode>, Vec<ExecNode>)> {
+        self.bind()?;
+        let g = self.readable_graph(graph)?;
+        let mut count = 0usize;
+        // SAFETY: `g` is live; with NULL lists the driver only counts.
+        check(unsafe {
+            sys::cuGraphGetEdges_v2(
+                g,
+                ptr::null_mut(),
+                ptr::null_mut(),
+                ptr::null_mut(),
+                &mut count,
+            )
+        })?;
+        if count == 0 {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let mut from = vec![ptr::null_mut(); count];
+        let mut to = vec![ptr::null_mut(); count];
+        // SAFETY: both lists have room for `count` nodes.
+        check(unsafe {
+            sys::cuGraphGetEdges_v2(
+                g,
+                from.as_mut_ptr(),
+                to.as_mut_ptr(),
+                ptr::null_mut(),
+                &mut count,
+            )
+        })?;
+        let ids = |l: Vec<sys::CUgraphNode>| -> Vec<ExecNode> {
+            l.into_iter()
+                .take(count)
+                .map(|n| n as usize as ExecNode)
+                .collect()
+        };
+        Ok((ids(from), ids(to)))
+    }
+
+    fn root_nodes(&mut self, graph: ExecGraph) -> ExecResult<Vec<ExecNode>> {
+        self.bind()?;
+        let g = self.readable_graph(graph)?;
+        // SAFETY: `g` is live; the driver writes at most `*count` nodes.
+        Self::node_list(|out, count| unsafe { sys::cuGraphGetRootNodes(g, out, count) })
+    }
+
+    fn dependent_nodes(&mut self, graph: ExecGraph, n: ExecNode) -> ExecResult<Vec<ExecNode>> {
+        self.bind()?;
+        self.readable_graph(graph)?;
+        let n = node(n);
+        // SAFETY: `n` is a node of a live graph; the driver writes at most `*count`.
+        Self::node_list(|out, count| unsafe {
+            sys::cuGraphNodeGetDependentNodes_v2(n, out, ptr::null_mut(), count)
+        })
+    }
+
+    fn destroy_node(&mut self, graph: ExecGraph, n: ExecNode) -> ExecResult<()> {
+        self.bind()?;
+        self.any_graph(graph)?;
+        // SAFETY: `n` is a node of a live graph, destroyed once (the session forgets it).
+        check(unsafe { sys::cuGraphDestroyNode(node(n)) })
+    }
+
+    fn graph_clone(&mut self, graph: ExecGraph) -> ExecResult<ExecGraph> {
+        let idx = self.bind()?;
+        let g = self.any_graph(graph)?;
+        let mut c: sys::CUgraph = ptr::null_mut();
+        // SAFETY: `g` is live; out-pointer to a local.
+        check(unsafe { sys::cuGraphClone(&mut c, g) })?;
+        let id = c as usize as ExecGraph;
+        self.graph_tables.graphs.insert(id, idx);
+        Ok(id)
+    }
+
+    fn find_in_clone(
+        &mut self,
+        graph: ExecGraph,
+        n: ExecNode,
+        clone: ExecGraph,
+    ) -> ExecResult<ExecNode> {
+        self.bind()?;
+        self.any_graph(graph)?;
+        let c = self.any_graph(clone)?;
+        let mut found: sys::CUgraphNode = ptr::null_mut();
+        // SAFETY: `n` is a node of a live graph, `c` a live graph; out-pointer to a local.
+        check(unsafe { sys::cuGraphNodeFindInClone(&mut found, node(n), c) })?;
+        Ok(found as usize as ExecNode)
+    }
+
+    fn exec_update(&mut self, exec: ExecGraphExec, graph: ExecGraph) -> ExecResult<ExecUpdate> {
+        self.bind()?;
+        let e = self.exec_of(exec)?;
+        let g = self.any_graph(graph)?;
+        let mut info = sys::CUgraphExecUpdateResultInfo {
+            result: sys::CUgraphExecUpdateResult::CU_GRAPH_EXEC_UPDATE_SUCCESS,
+            errorNode: ptr::null_mut(),
+            errorFromNode: ptr::null_mut(),
+        };
+        // SAFETY: `e` and `g` are live; out-pointer to a local.
+        let r = unsafe { sys::cuGraphExecUpdate_v2(e, g, &mut info) };
+        let failed = sys::cudaError_enum::CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+        if r != failed {
+            check(r)?;
+        }
+        Ok((
+            info.result as u32,
+            info.errorNode as usize as ExecNode,
+            info.errorFromNode as usize as ExecNode,
+        ))
+    }
+
+    fn node_set_enabled(
+        &mut self,
+        exec: ExecGraphExec,
+        n: ExecNode,
+        enabled: bool,
+    ) -> ExecResult<()> {
+        self.bind()?;
+        let e = self.exec_of(exec)?;
+        // SAFETY: `e` is live and `n` a node of the graph it was made of.
+        check(unsafe { sys::cuGraphNodeSetEnabled(e, node(n), u32::from(enabled)) })
+    }
+
+    fn node_enabled(&mut self, exec: ExecGraphExec, n: ExecNode) -> ExecResult<bool> {
+        self.bind()?;
+        let e = self.exec_of(exec)?;
+        let mut on = 0u32;
+        // SAFETY: as in node_set_enabled; out-pointer to a local.
+        check(unsafe { sys::cuGraphNodeGetEnabled(e, node(n), &mut on) })?;
+        Ok(on != 0)
+    }
+
+    fn graph_upload(&mut self, exec: ExecGraphExec, stream: ExecStream) -> ExecResult<()> {
+        self.bind()?;
+        let e = self.exec_of(exec)?;
+        let s = self.stream(stream)?;
+        // SAFETY: `e` is live, `s` checked.
+        check(unsafe { sys::cuGraphUpload(e, s) })
+    }
+
+    fn child_graph(&mut self, graph: ExecGraph, n: ExecNode) -> ExecResult<ExecGraph> {
+        let idx = self.bind()?;
+        self.readable_graph(graph)?;
+        let mut g: sys::CUgraph = ptr::null_mut();
+        // SAFETY: `n` is a node of a live graph; out-pointer to a local.
+        check(unsafe { sys::cuGraphChildGraphNodeGetGraph(node(n), &mut g) })?;
+        Ok(self.own(g, idx))
+    }
+
+    fn node_copy_params(
+        &mut self,
+        dst: (ExecGraph, ExecNode),
+        src: (ExecGraph, ExecNode),
+        exec: Option<ExecGraphExec>,
+    ) -> ExecResult<()> {
+        use sys::CUgraphNodeType as T;
+        let idx = self.bind()?;
+        self.any_graph(dst.0)?;
+        self.any_graph(src.0)?;
+        let e = exec.map(|x| self.exec_of(x)).transpose()?;
+        let ctx = self.context(idx)?;
+        let (d, s) = (node(dst.1), node(src.1));
+        let ty = Self::raw_node_type(s)?;
+        if Self::raw_node_type(d)? != ty {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        // SAFETY: (every arm) `d` and `s` are nodes of live graphs of this executor, of
+        // type `ty`; `e` is a live executable graph; the parameters read from `s` stay
+        // valid while `s` lives, through the setter's copy.
+        let r = unsafe {
+            match ty {
+                T::CU_GRAPH_NODE_TYPE_KERNEL => {
+                    let mut p: sys::CUDA_KERNEL_NODE_PARAMS = std::mem::zeroed();
+                    check(sys::cuGraphKernelNodeGetParams_v2(s, &mut p))?;
+                    match e {
+                        Some(e) => sys::cuGraphExecKernelNodeSetParams_v2(e, d, &p),
+                        None => sys::cuGraphKernelNodeSetParams_v2(d, &p),
+                    }
+                }
+                T::CU_GRAPH_NODE_TYPE_MEMSET => {
+                    let mut p: sys::CUDA_MEMSET_NODE_PARAMS = std::mem::zeroed();
+                    check(sys::cuGraphMemsetNodeGetParams(s, &mut p))?;
+                    match e {
+                        Some(e) => sys::cuGraphExecMemsetNodeSetParams(e, d, &p, ctx),
+                        None => sys::cuGraphMemsetNodeSetParams(d, &p),
+                    }
+                }
+                T::CU_GRAPH_NODE_TYPE_MEMCPY => {
+                    let mut p: sys::CUDA_MEMCPY3D = std::mem::zeroed();
+                    check(sys::cuGraphMemcpyNodeGetParams(s, &mut p))?;
+                    match e {
+                        Some(e) => sys::cuGraphExecMemcpyNodeSetParams(e, d, &p, ctx),
+                        None => sys::cuGraphMemcpyNodeSetParams(d, &p),
+                    }
+                }
+                T::CU_GRAPH_NODE_TYPE_EVENT_RECORD => {
+                    let mut ev: sys::CUevent = ptr::null_mut();
+                    check(sys::cuGraphEventRecordNodeGetEvent(s, &mut ev))?;
+                    match e {
+                        Some(e) => sys::cuGraphExecEventRecordNodeSetEvent(e, d, ev),
+                        None => sys::cuGraphEventRecordNodeSetEvent(d, ev),
+                    }
+                }
+                T::CU_GRAPH_NODE_TYPE_WAIT_EVENT => {
+                    let mut ev: sys::CUevent = ptr::null_mut();
+                    check(sys::cuGraphEventWaitNodeGetEvent(s, &mut ev))?;
+                    match e {
+                        Some(e) => sys::cuGraphExecEventWaitNodeSetEvent(e, d, ev),
+                        None => sys::cuGraphEventWaitNodeSetEvent(d, ev),
+                    }
+                }
+                T::CU_GRAPH_NODE_TYPE_GRAPH => {
+                    let Some(e) = e else {
+                        // CUDA has no call that changes a graph's child-graph node.
+                        return Err(CudaStatus::ErrorInvalidValue);
+                    };
+                    let mut g: sys::CUgraph = ptr::null_mut();
+                    check(sys::cuGraphChildGraphNodeGetGraph(s, &mut g))?;
+                    sys::cuGraphExecChildGraphNodeSetParams(e, d, g)
+                }
+                T::CU_GRAPH_NODE_TYPE_EMPTY => sys::CUresult::CUDA_SUCCESS,
+                _ => return Err(CudaStatus::ErrorNotSupported),
+            }
+        };
+        check(r)
+    }
+
+    fn conditional_handle_create(
+        &mut self,
+        graph: ExecGraph,
+        default_value: u32,
+        flags: u32,
+    ) -> ExecResult<u64> {
+        let idx = self.bind()?;
+        let g = self.any_graph(graph)?;
+        let ctx = self.context(idx)?;
+        let mut h: sys::CUgraphConditionalHandle = 0;
+        // SAFETY: `g` is live, `ctx` the current device's context; out-pointer to a local.
+        check(unsafe {
+            sys::cuGraphConditionalHandleCreate(&mut h, g, ctx, default_value, flags)
+        })?;
+        Ok(h)
+    }
+
+    fn add_conditional_node(
+        &mut self,
+        graph: ExecGraph,
+        dependencies: &[ExecNode],
+        handle: u64,
+        kind: u32,
+        size: u32,
+    ) -> ExecResult<(ExecNode, Vec<ExecGraph>)> {
+        let idx = self.bind()?;
+        let g = self.any_graph(graph)?;
+        let ctx = self.context(idx)?;
+        let deps = nodes(dependencies);
+        use sys::CUgraphConditionalNodeType as C;
+        let kind = match kind {
+            conditional_type::IF => C::CU_GRAPH_COND_TYPE_IF,
+            conditional_type::WHILE => C::CU_GRAPH_COND_TYPE_WHILE,
+            conditional_type::SWITCH => C::CU_GRAPH_COND_TYPE_SWITCH,
+            _ => return Err(CudaStatus::ErrorInvalidValue),
+        };
+        let mut bodies: Vec<sys::CUgraph> = vec![ptr::null_mut(); size as usize];
+        // SAFETY: a plain C union of C structs, all-zero valid.
+        let mut params: sys::CUgraphNodeParams = unsafe { std::mem::zeroed() };
+        params.type_ = sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_CONDITIONAL;
+        params.__bindgen_anon_1.conditional = sys::CUDA_CONDITIONAL_NODE_PARAMS {
+            handle,
+            type_: kind,
+            size,
+            phGraph_out: bodies.as_mut_ptr(),
+            ctx,
+        };
+        let mut n: sys::CUgraphNode = ptr::null_mut();
+        // SAFETY: `g` is live, `deps` its nodes; the driver writes `size` body graphs to
+        // `bodies`, which has room for them.
+        check(unsafe {
+            sys::cuGraphAddNode_v2(
+                &mut n,
+                g,
+                first(&deps),
+                ptr::null(),
+                deps.len(),
+                &mut params,
+            )
+        })?;
+        let bodies = bodies.into_iter().map(|b| self.own(b, idx)).collect();
+        Ok((n as usize as ExecNode, bodies))
+    }
+}
+
+/// `cudaGraphNodeType` numbers are the driver's.
+const _: () = assert!(node_type::CONDITIONAL == 13 && node_type::MEM_FREE == 11);

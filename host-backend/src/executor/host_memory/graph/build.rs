@@ -1,0 +1,367 @@
+//! Graphs built by hand on the host-memory test double.
+//!
+//! Work nodes come from captures into the graph (`begin_capture_to_graph` puts the
+//! graph's nodes back into a capture whose frontier is the given dependencies); the
+//! rest are edited here. A destroyed node stays as `Removed`, so that node ids, which
+//! carry their index, stay put. A child node holds its own copy of the child graph;
+//! `child_graph` shows a further copy (edits to it do not reach the node: a double's
+//! limit). Conditional nodes need kernels that run, which this double never does:
+//! refused.
+
+use vmcuda_wire::graph::{node_type, update_result};
+use vmcuda_wire::CudaStatus;
+
+use super::super::super::graph::{
+    ExecGraph, ExecGraphExec, ExecNode, ExecPlainNode, ExecUpdate, GraphBuild,
+};
+use super::super::super::{ExecResult, ExecStream};
+use super::{live_nodes, node_id, Capture, HostMemoryExecutor, Node, Recorded};
+
+impl HostMemoryExecutor {
+    /// A finished graph's nodes, to change.
+    fn graph_mut(&mut self, graph: ExecGraph) -> ExecResult<&mut Vec<Node>> {
+        self.graphs
+            .graphs
+            .get_mut(&graph)
+            .ok_or(CudaStatus::ErrorInvalidValue)
+    }
+
+    /// The index of a live node of `nodes` (of `graph`).
+    fn live_index(graph: ExecGraph, node: ExecNode, nodes: &[Node]) -> ExecResult<usize> {
+        let i = Self::node_index(graph, node, nodes.len())?;
+        if matches!(nodes[i].op, Recorded::Removed) {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        Ok(i)
+    }
+
+    fn indices(graph: ExecGraph, ids: &[ExecNode], nodes: &[Node]) -> ExecResult<Vec<usize>> {
+        ids.iter()
+            .map(|&n| Self::live_index(graph, n, nodes))
+            .collect()
+    }
+
+    fn event_known(&self, event: u64) -> ExecResult<()> {
+        if self.events.contains_key(&event) {
+            Ok(())
+        } else {
+            Err(CudaStatus::ErrorInvalidResourceHandle)
+        }
+    }
+}
+
+impl GraphBuild for HostMemoryExecutor {
+    fn graph_create(&mut self, _flags: u32) -> ExecResult<ExecGraph> {
+        let graph = self.fresh_id();
+        self.graphs.graphs.insert(graph, Vec::new());
+        Ok(graph)
+    }
+
+    fn begin_capture_to_graph(
+        &mut self,
+        stream: ExecStream,
+        graph: ExecGraph,
+        dependencies: &[ExecNode],
+    ) -> ExecResult<()> {
+        self.check_stream(stream)?;
+        if self.is_capturing(stream) {
+            return Err(CudaStatus::ErrorIllegalState);
+        }
+        let nodes = self.graph_mut(graph)?;
+        let frontier = Self::indices(graph, dependencies, nodes)?;
+        let nodes = std::mem::take(nodes);
+        self.graphs.graphs.remove(&graph);
+        self.graphs.next_capture += 1;
+        let id = self.graphs.next_capture;
+        let capture = Capture {
+            graph,
+            origin: stream,
+            nodes,
+        };
+        self.graphs.captures.insert(id, capture);
+        self.graphs.capturing.insert(stream, (id, frontier));
+        Ok(())
+    }
+
+    fn add_plain_node(
+        &mut self,
+        graph: ExecGraph,
+        dependencies: &[ExecNode],
+        node: ExecPlainNode,
+    ) -> ExecResult<ExecNode> {
+        let op = match node {
+            ExecPlainNode::Empty => Recorded::Empty,
+            ExecPlainNode::ChildGraph(child) => Recorded::Child(self.nodes_of(child)?.clone()),
+            ExecPlainNode::EventRecord(e) => {
+                self.event_known(e)?;
+                Recorded::EventRecord(e)
+            }
+            ExecPlainNode::EventWait(e) => {
+                self.event_known(e)?;
+                Recorded::EventWait(e)
+            }
+        };
+        let nodes = self.graph_mut(graph)?;
+        let deps = Self::indices(graph, dependencies, nodes)?;
+        if nodes.len() >= super::MAX_NODES {
+            return Err(CudaStatus::ErrorMemoryAllocation);
+        }
+        nodes.push(Node::new(op, deps));
+        Ok(node_id(graph, nodes.len() - 1))
+    }
+
+    fn node_type(&mut self, graph: ExecGraph, node: ExecNode) -> ExecResult<u32> {
+        let nodes = self.nodes_of(graph)?;
+        let i = Self::node_index(graph, node, nodes.len())?;
+        nodes[i].op.node_type()
+    }
+
+    fn change_dependencies(
+        &mut self,
+        graph: ExecGraph,
+        from: &[ExecNode],
+        to: &[ExecNode],
+        add: bool,
+    ) -> ExecResult<()> {
+        let nodes = self.graph_mut(graph)?;
+        if from.len() != to.len() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let from = Self::indices(graph, from, nodes)?;
+        let to = Self::indices(graph, to, nodes)?;
+        // All or nothing: check every edge first.
+        for (&f, &t) in from.iter().zip(&to) {
+            let has = nodes[t].deps.contains(&f);
+            if f == t || has == add {
+                return Err(CudaStatus::ErrorInvalidValue);
+            }
+        }
+        for (&f, &t) in from.iter().zip(&to) {
+            if add {
+                nodes[t].deps.push(f);
+            } else {
+                nodes[t].deps.retain(|&d| d != f);
+            }
+        }
+        Ok(())
+    }
+
+    fn graph_edges(&mut self, graph: ExecGraph) -> ExecResult<(Vec<ExecNode>, Vec<ExecNode>)> {
+        let nodes = self.nodes_of(graph)?;
+        let (mut from, mut to) = (Vec::new(), Vec::new());
+        for i in live_nodes(nodes) {
+            for &d in &nodes[i].deps {
+                from.push(node_id(graph, d));
+                to.push(node_id(graph, i));
+            }
+        }
+        Ok((from, to))
+    }
+
+    fn root_nodes(&mut self, graph: ExecGraph) -> ExecResult<Vec<ExecNode>> {
+        let nodes = self.nodes_of(graph)?;
+        Ok(live_nodes(nodes)
+            .filter(|&i| nodes[i].deps.is_empty())
+            .map(|i| node_id(graph, i))
+            .collect())
+    }
+
+    fn dependent_nodes(&mut self, graph: ExecGraph, node: ExecNode) -> ExecResult<Vec<ExecNode>> {
+        let nodes = self.nodes_of(graph)?;
+        let at = Self::live_index(graph, node, nodes)?;
+        Ok(live_nodes(nodes)
+            .filter(|&i| nodes[i].deps.contains(&at))
+            .map(|i| node_id(graph, i))
+            .collect())
+    }
+
+    fn destroy_node(&mut self, graph: ExecGraph, node: ExecNode) -> ExecResult<()> {
+        let nodes = self.graph_mut(graph)?;
+        let at = Self::live_index(graph, node, nodes)?;
+        if matches!(
+            nodes[at].op,
+            Recorded::MemAlloc { .. } | Recorded::MemFree { .. }
+        ) {
+            return Err(CudaStatus::ErrorNotSupported);
+        }
+        nodes[at].op = Recorded::Removed;
+        nodes[at].deps.clear();
+        for n in nodes.iter_mut() {
+            n.deps.retain(|&d| d != at);
+        }
+        Ok(())
+    }
+
+    fn graph_clone(&mut self, graph: ExecGraph) -> ExecResult<ExecGraph> {
+        let nodes = self.nodes_of(graph)?.clone();
+        if nodes
+            .iter()
+            .any(|n| matches!(n.op, Recorded::MemAlloc { .. } | Recorded::MemFree { .. }))
+        {
+            return Err(CudaStatus::ErrorNotSupported);
+        }
+        let clone = self.fresh_id();
+        self.graphs.graphs.insert(clone, nodes);
+        Ok(clone)
+    }
+
+    fn find_in_clone(
+        &mut self,
+        graph: ExecGraph,
+        node: ExecNode,
+        clone: ExecGraph,
+    ) -> ExecResult<ExecNode> {
+        let at = Self::live_index(graph, node, self.nodes_of(graph)?)?;
+        let cloned = self.nodes_of(clone)?;
+        let found = node_id(clone, at);
+        Self::live_index(clone, found, cloned)?;
+        Ok(found)
+    }
+
+    fn exec_update(&mut self, exec: ExecGraphExec, graph: ExecGraph) -> ExecResult<ExecUpdate> {
+        let new = self.nodes_of(graph)?.clone();
+        let old = self
+            .graphs
+            .execs
+            .get(&exec)
+            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        if new.len() != old.len() {
+            return Ok((update_result::TOPOLOGY_CHANGED, 0, 0));
+        }
+        for (i, (n, o)) in new.iter().zip(old).enumerate() {
+            let same_type = n.op.node_type().ok() == o.op.node_type().ok();
+            if !same_type {
+                return Ok((update_result::NODE_TYPE_CHANGED, node_id(graph, i), 0));
+            }
+            if n.deps != o.deps {
+                return Ok((update_result::TOPOLOGY_CHANGED, node_id(graph, i), 0));
+            }
+            let memory = matches!(n.op, Recorded::MemAlloc { .. } | Recorded::MemFree { .. });
+            if memory && format!("{:?}", n.op) != format!("{:?}", o.op) {
+                return Ok((update_result::NOT_SUPPORTED, node_id(graph, i), 0));
+            }
+        }
+        let old = self.graphs.execs.get_mut(&exec).expect("looked up above");
+        for (o, n) in old.iter_mut().zip(new) {
+            o.op = n.op;
+        }
+        Ok((update_result::SUCCESS, 0, 0))
+    }
+
+    fn node_set_enabled(
+        &mut self,
+        exec: ExecGraphExec,
+        node: ExecNode,
+        enabled: bool,
+    ) -> ExecResult<()> {
+        let source = *self
+            .graphs
+            .exec_source
+            .get(&exec)
+            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        let nodes = self.graphs.execs.get_mut(&exec).expect("kept together");
+        let at = Self::live_index(source, node, nodes)?;
+        if !matches!(
+            nodes[at].op,
+            Recorded::Launch { .. }
+                | Recorded::Memset { .. }
+                | Recorded::Memset2D { .. }
+                | Recorded::MemsetElements { .. }
+                | Recorded::CopyDtoD { .. }
+                | Recorded::Copy2DDtoD { .. }
+                | Recorded::CopyRegistered { .. }
+        ) {
+            // CUDA enables and disables kernel, copy and memset nodes only.
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        nodes[at].enabled = enabled;
+        Ok(())
+    }
+
+    fn node_enabled(&mut self, exec: ExecGraphExec, node: ExecNode) -> ExecResult<bool> {
+        let source = *self
+            .graphs
+            .exec_source
+            .get(&exec)
+            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        let nodes = &self.graphs.execs[&exec];
+        let at = Self::live_index(source, node, nodes)?;
+        Ok(nodes[at].enabled)
+    }
+
+    fn graph_upload(&mut self, exec: ExecGraphExec, stream: ExecStream) -> ExecResult<()> {
+        self.check_stream(stream)?;
+        if !self.graphs.execs.contains_key(&exec) {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        Ok(()) // nothing to stage on host memory
+    }
+
+    fn child_graph(&mut self, graph: ExecGraph, node: ExecNode) -> ExecResult<ExecGraph> {
+        let nodes = self.nodes_of(graph)?;
+        let at = Self::live_index(graph, node, nodes)?;
+        let Recorded::Child(child) = &nodes[at].op else {
+            return Err(CudaStatus::ErrorInvalidValue);
+        };
+        let child = child.clone();
+        let id = self.fresh_id();
+        self.graphs.graphs.insert(id, child);
+        Ok(id)
+    }
+
+    fn node_copy_params(
+        &mut self,
+        dst: (ExecGraph, ExecNode),
+        src: (ExecGraph, ExecNode),
+        exec: Option<ExecGraphExec>,
+    ) -> ExecResult<()> {
+        let from = self.nodes_of(src.0)?;
+        let op = from[Self::live_index(src.0, src.1, from)?].op.clone();
+        let to = self.nodes_of(dst.0)?;
+        let at = Self::live_index(dst.0, dst.1, to)?;
+        if to[at].op.node_type()? != op.node_type()? {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        match op.node_type()? {
+            node_type::MEM_ALLOC | node_type::MEM_FREE => {
+                return Err(CudaStatus::ErrorNotSupported)
+            }
+            // CUDA has no call that changes a graph's child-graph node.
+            node_type::GRAPH if exec.is_none() => return Err(CudaStatus::ErrorInvalidValue),
+            _ => {}
+        }
+        let nodes = match exec {
+            Some(e) => {
+                if self.graphs.exec_source.get(&e) != Some(&dst.0) {
+                    return Err(CudaStatus::ErrorInvalidValue);
+                }
+                self.graphs.execs.get_mut(&e).expect("kept together")
+            }
+            None => self.graph_mut(dst.0)?,
+        };
+        nodes[at].op = op;
+        Ok(())
+    }
+
+    fn conditional_handle_create(
+        &mut self,
+        graph: ExecGraph,
+        _default_value: u32,
+        _flags: u32,
+    ) -> ExecResult<u64> {
+        self.nodes_of(graph)?;
+        Err(CudaStatus::ErrorNotSupported)
+    }
+
+    fn add_conditional_node(
+        &mut self,
+        graph: ExecGraph,
+        _dependencies: &[ExecNode],
+        _handle: u64,
+        _kind: u32,
+        _size: u32,
+    ) -> ExecResult<(ExecNode, Vec<ExecGraph>)> {
+        self.nodes_of(graph)?;
+        Err(CudaStatus::ErrorNotSupported)
+    }
+}
