@@ -59,6 +59,7 @@ pub mod cudnn;
 pub mod driver;
 pub mod gate;
 pub mod guest_pages;
+pub mod host_functions;
 pub mod managed;
 pub mod notice;
 #[allow(clippy::not_unsafe_ptr_arg_deref)]

@@ -122,6 +122,22 @@ impl Drop for SharedMapping {
     }
 }
 
+/// Set the done word of a host-function slot (`HostFunctionSignal`) at `here`, an
+/// address in a mapping of this process: a stream waiting for the guest to run the
+/// function goes on (the session ends, and nothing will run it any more).
+pub fn release_host_function(mappings: &SharedMappings, here: u64) {
+    let inside = mappings.by_guest_addr.values().any(|m| {
+        let start = m.host_addr();
+        here >= start && here.saturating_add(8) <= start + m.len as u64
+    });
+    if !inside || !here.is_multiple_of(4) {
+        return;
+    }
+    let done = (here + 4) as usize as *const std::sync::atomic::AtomicU32;
+    // SAFETY: checked just above: 4 aligned bytes inside a live mapping of ours.
+    unsafe { (*done).store(1, std::sync::atomic::Ordering::SeqCst) };
+}
+
 /// A guest's shared mappings, by the guest's address.
 #[derive(Default)]
 pub struct SharedMappings {

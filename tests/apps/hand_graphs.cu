@@ -39,6 +39,20 @@ static double sum(const float* h, int n) {
     return s;
 }
 
+// A host node's function: it sees the copy before it done, and the node after it
+// waits for it.
+struct HostSum {
+    const float* h;
+    int n;
+    double sum;
+    int calls;
+};
+static void CUDART_CB host_sum(void* p) {
+    HostSum* hs = (HostSum*)p;
+    hs->sum = sum(hs->h, hs->n);
+    hs->calls++;
+}
+
 static size_t count_nodes(cudaGraph_t g) {
     size_t n = 0;
     CHECK(cudaGraphGetNodes(g, nullptr, &n));
@@ -129,11 +143,16 @@ int main() {
     cudaGraphNode_t copy_out;
     CHECK(cudaGraphAddMemcpyNode1D(&copy_out, g, &kernel2, 1, h_out, d_y, N * sizeof(float),
                                    cudaMemcpyDeviceToHost));
+    HostSum hs = {h_out, N, 0.0, 0};
+    cudaHostNodeParams hp = {host_sum, &hs};
+    cudaGraphNode_t host;
+    CHECK(cudaGraphAddHostNode(&host, g, &copy_out, 1, &hp));
     cudaGraphNode_t empty;
-    CHECK(cudaGraphAddEmptyNode(&empty, g, &copy_out, 1));
+    CHECK(cudaGraphAddEmptyNode(&empty, g, &host, 1));
 
-    EXPECT(count_nodes(g) == 7);
-    EXPECT(count_edges(g) == 6);
+    EXPECT(count_nodes(g) == 8);
+    EXPECT(count_edges(g) == 7);
+    EXPECT(type_of(host) == cudaGraphNodeTypeHost);
     EXPECT(type_of(memset_node) == cudaGraphNodeTypeMemset);
     EXPECT(type_of(copy_in) == cudaGraphNodeTypeMemcpy);
     EXPECT(type_of(kernel) == cudaGraphNodeTypeKernel);
@@ -167,6 +186,10 @@ int main() {
     CHECK(cudaGraphInstantiate(&e, g, 0));
     launch_and_wait(e, s);
     printf("launch 1: sum %.1f, y[5] %.1f\n", sum(h_out, N), h_out[5]);
+    EXPECT(hs.calls == 1 && hs.sum == sum(h_out, N));
+    cudaHostNodeParams hp_back = {};
+    CHECK(cudaGraphHostNodeGetParams(host, &hp_back));
+    EXPECT(hp_back.fn == host_sum && hp_back.userData == &hs);
 
     // ---- the executable graph changed ----
     float a3 = 3.0f;
@@ -186,6 +209,7 @@ int main() {
     CHECK(cudaGraphNodeSetEnabled(e, kernel, 1));
     launch_and_wait(e, s);
     printf("enabled again: sum %.1f\n", sum(h_out, N));
+    EXPECT(hs.calls == 4 && hs.sum == sum(h_out, N));
 
     // ---- a clone, changed, and the executable graph updated to it ----
     cudaGraph_t c;
@@ -210,7 +234,7 @@ int main() {
     EXPECT(info.result == cudaGraphExecUpdateErrorTopologyChanged);
     (void)cudaGetLastError();
     CHECK(cudaGraphDestroyNode(extra));
-    EXPECT(count_nodes(c) == 7);
+    EXPECT(count_nodes(c) == 8);
 
     // ---- dependencies added and removed ----
     cudaGraph_t d;
@@ -242,7 +266,7 @@ int main() {
     EXPECT(type_of(record) == cudaGraphNodeTypeEventRecord);
     cudaGraph_t inside;
     CHECK(cudaGraphChildGraphNodeGetGraph(child, &inside));
-    EXPECT(count_nodes(inside) == 7);
+    EXPECT(count_nodes(inside) == 8);
     cudaEvent_t ev_back;
     CHECK(cudaGraphEventRecordNodeGetEvent(record, &ev_back));
     EXPECT(ev_back == ev);
@@ -318,14 +342,18 @@ int main() {
     CHECK(cudaStreamBeginCaptureToGraph(s, into, &first, nullptr, 1, cudaStreamCaptureModeGlobal));
     axpy<<<(N + 255) / 256, 256, 0, s>>>(d_y, d_x, 1.0f, N);
     CHECK(cudaMemcpyAsync(h_out, d_y, N * sizeof(float), cudaMemcpyDeviceToHost, s));
+    HostSum captured = {h_out, N, 0.0, 0};
+    CHECK(cudaLaunchHostFunc(s, host_sum, &captured));
     cudaGraph_t ended;
     CHECK(cudaStreamEndCapture(s, &ended));
     EXPECT(ended == into);
-    EXPECT(count_nodes(into) == 3);
+    EXPECT(count_nodes(into) == 4);
     cudaGraphExec_t ie;
     CHECK(cudaGraphInstantiate(&ie, into, 0));
     launch_and_wait(ie, s);
+    launch_and_wait(ie, s);
     printf("captured into a graph: sum %.1f\n", sum(h_out, N));
+    EXPECT(captured.calls == 2 && captured.sum == sum(h_out, N));
 
     CHECK(cudaGraphExecDestroy(ie));
     CHECK(cudaGraphExecDestroy(me));

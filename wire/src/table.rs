@@ -288,6 +288,12 @@ macro_rules! op_lines {
                     => runtime cudaGraphConditionalHandleCreate(out handle: u64, graph: *mut c_void, default_value: u32, flags: u32);
                 0x0727 GraphAddConditionalNode => graph_add_conditional_node(GraphAddConditionalNode)
                     -> ConditionalNodeMade, Sync;
+                /// A host function's place in stream order (a graph's host node, a
+                /// captured `cudaLaunchHostFunc`): the stream sets the request word of
+                /// `slot`, 8 bytes of shared pinned memory (request, done), and waits
+                /// until the guest, having run the function, sets the done word.
+                0x0728 HostFunctionSignal => host_function_signal(HostFunctionSignal { stream: StreamHandle, slot: u64 })
+                    -> (), Async;
             }
 
             /// Stream-ordered memory and memory pools (types in crate::graph).

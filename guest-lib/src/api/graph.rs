@@ -239,6 +239,7 @@ pub extern "C" fn cudaGraphLaunch(exec: RawHandle, stream: RawHandle) -> cudaErr
         // A launch of a graph this process holds, on a stream it knows, has no error
         // to report at once: posted, as launches are asynchronous.
         let post = live(|l| l.execs.contains(&(exec as u64))) && super::known_stream(stream);
+        crate::host_functions::launched();
         gate::submit(stream, move || {
             if post {
                 super::post(&req, &[])

@@ -40,6 +40,7 @@ use super::unsupported::refuse;
 use super::{call, guard, stream_handle, RawHandle, Result};
 use crate::capture;
 use crate::driver::via_runtime;
+use crate::host_functions;
 use crate::state;
 use crate::{caller, cudaError_t};
 
@@ -266,6 +267,8 @@ pub(crate) enum Kept {
     Memcpy(Memcpy3DParms),
     DriverMemcpy(DriverMemcpy3D),
     Event(RawHandle),
+    /// A host node: its slot (see `host_functions`).
+    Host(usize),
     MemAlloc(MemAllocNodeParams),
     MemFree(*mut c_void),
 }
@@ -936,24 +939,63 @@ pub extern "C" fn cudaGraphAddEventWaitNode(
     })
 }
 
-/// Host nodes run a guest function mid-graph: not possible from another process.
-fn refuse_host_node(name: &'static str) -> Result<()> {
-    Err(refuse(
-        name,
-        "is not supported: a graph's host node would have the GPU wait for a function in the guest",
-    ))
+/// `cudaHostNodeParams`: the function and its argument.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct HostNodeParams {
+    pub f: Option<host_functions::HostFn>,
+    pub data: *mut c_void,
+}
+
+fn add_host(
+    graph: RawHandle,
+    deps: &[GraphNodeHandle],
+    p: &HostNodeParams,
+) -> Result<GraphNodeHandle> {
+    let f = p.f.ok_or(CudaStatus::ErrorInvalidValue)?;
+    if graph.is_null() {
+        return Err(CudaStatus::ErrorInvalidValue);
+    }
+    let at = host_functions::new_slot(f, p.data as usize)?;
+    let node = build_node(graph, deps, |s| {
+        match host_functions::signal(stream_handle(s, false), at) {
+            Ok(()) => 0,
+            Err(e) => e.0,
+        }
+    })?;
+    keep(node, Kept::Host(at));
+    Ok(node)
 }
 
 #[no_mangle]
 pub extern "C" fn cudaGraphAddHostNode(
-    _out: *mut RawHandle,
-    _graph: RawHandle,
-    _deps: *const RawHandle,
-    _count: usize,
-    _params: *const c_void,
+    out: *mut RawHandle,
+    graph: RawHandle,
+    deps: *const RawHandle,
+    count: usize,
+    params: *const HostNodeParams,
 ) -> cudaError_t {
     guard("cudaGraphAddHostNode", || {
-        refuse_host_node("cudaGraphAddHostNode")
+        // SAFETY: by cudaGraphAddHostNode's contract `deps` holds `count` nodes, `params`
+        // is readable and `out` writable.
+        unsafe {
+            let deps = dependencies(deps, count)?;
+            let p = caller::read(params)?;
+            give(out, add_host(graph, &deps, &p)?)
+        }
+    })
+}
+
+/// A host node's new function: its slot calls it from now on (in the graph and in
+/// executable graphs made of it alike).
+fn set_host(node: RawHandle, p: &HostNodeParams) -> Result<()> {
+    let f = p.f.ok_or(CudaStatus::ErrorInvalidValue)?;
+    with_kept(node, |k| match k {
+        Kept::Host(at) => {
+            host_functions::set(*at, f, p.data as usize);
+            Ok(())
+        }
+        _ => Err(CudaStatus::ErrorInvalidValue),
     })
 }
 
@@ -1032,7 +1074,7 @@ pub(crate) unsafe fn add_by_type(
                 let p: Memcpy3DParms = caller::read(params.cast::<u8>().wrapping_add(32).cast())?;
                 add_memcpy(graph, &deps, &p)
             }
-            node_type::HOST => Err(refuse_host_node("cudaGraphAddNode (host node)").unwrap_err()),
+            node_type::HOST => add_host(graph, &deps, &union_of(params)?),
             node_type::GRAPH => {
                 let child: RawHandle = union_of(params)?;
                 add_plain(graph, deps, PlainNode::ChildGraph(GraphHandle::from(child)))
@@ -1597,32 +1639,48 @@ pub extern "C" fn cudaGraphExecChildGraphNodeSetParams(
 
 #[no_mangle]
 pub extern "C" fn cudaGraphHostNodeSetParams(
-    _node: RawHandle,
-    _params: *const c_void,
+    node: RawHandle,
+    params: *const HostNodeParams,
 ) -> cudaError_t {
     guard("cudaGraphHostNodeSetParams", || {
-        refuse_host_node("cudaGraphHostNodeSetParams")
+        // SAFETY: by its contract `params` is readable.
+        set_host(node, &unsafe { caller::read(params) }?)
     })
 }
 
 #[no_mangle]
 pub extern "C" fn cudaGraphExecHostNodeSetParams(
-    _exec: RawHandle,
-    _node: RawHandle,
-    _params: *const c_void,
+    exec: RawHandle,
+    node: RawHandle,
+    params: *const HostNodeParams,
 ) -> cudaError_t {
     guard("cudaGraphExecHostNodeSetParams", || {
-        refuse_host_node("cudaGraphExecHostNodeSetParams")
+        if exec.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        // SAFETY: by its contract `params` is readable.
+        set_host(node, &unsafe { caller::read(params) }?)
     })
 }
 
 #[no_mangle]
 pub extern "C" fn cudaGraphHostNodeGetParams(
-    _node: RawHandle,
-    _params: *mut c_void,
+    node: RawHandle,
+    out: *mut HostNodeParams,
 ) -> cudaError_t {
     guard("cudaGraphHostNodeGetParams", || {
-        refuse_host_node("cudaGraphHostNodeGetParams")
+        with_kept(node, |k| match k {
+            Kept::Host(at) => {
+                let (f, data) = host_functions::get(*at).ok_or(CudaStatus::ErrorInvalidValue)?;
+                let p = HostNodeParams {
+                    f: Some(f),
+                    data: data as *mut c_void,
+                };
+                // SAFETY: by its contract `out` is writable.
+                unsafe { caller::write(out, p) }
+            }
+            _ => Err(CudaStatus::ErrorInvalidValue),
+        })
     })
 }
 
@@ -1657,7 +1715,7 @@ pub(crate) unsafe fn set_by_type(
                 set_params(node, exec, |g| add_plain(g, Vec::new(), plain))
             }
             node_type::EMPTY => Ok(()),
-            node_type::HOST => refuse_host_node("cudaGraphNodeSetParams (host node)"),
+            node_type::HOST => set_host(node, &union_of(params)?),
             _ => Err(CudaStatus::ErrorNotSupported),
         }
     }

@@ -340,10 +340,13 @@ unsafe fn launch_host_func(
 ) -> Result<()> {
     let f = f.ok_or(CudaStatus::ErrorInvalidValue)?;
     let handle = stream_handle(stream, per_thread);
-    // Host functions run in the guest, not on the host's stream: a graph could not
-    // call them later.
-    capture::refuse_if_capturing(handle)?;
     let user_data = user_data as usize;
+    if capture::is_capturing(handle) {
+        // A host node of the graph being captured: its slot is watched here.
+        capture::check_stream_use(handle)?;
+        let at = crate::host_functions::new_slot(f, user_data)?;
+        return crate::host_functions::signal(handle, at);
+    }
     on_host_of(device_of_stream(handle), || {
         gate::host_function(handle, move |_| {
             // SAFETY: as `launch_host_func`'s caller promised.

@@ -227,6 +227,17 @@ twins! {
     "cuGraphAddEventWaitNode" => cuGraphAddEventWaitNode(
         out: *mut RawHandle, graph: RawHandle, deps: *const RawHandle, count: usize, event: RawHandle,
     ) => rt_build::cudaGraphAddEventWaitNode(out, graph, deps, count, event);
+    "cuGraphAddHostNode" => cuGraphAddHostNode(
+        out: *mut RawHandle, graph: RawHandle, deps: *const RawHandle, count: usize,
+        params: *const rt_build::HostNodeParams,
+    ) => rt_build::cudaGraphAddHostNode(out, graph, deps, count, params);
+    "cuGraphHostNodeGetParams" => cuGraphHostNodeGetParams(node: RawHandle, params: *mut rt_build::HostNodeParams)
+        => rt_build::cudaGraphHostNodeGetParams(node, params);
+    "cuGraphHostNodeSetParams" => cuGraphHostNodeSetParams(node: RawHandle, params: *const rt_build::HostNodeParams)
+        => rt_build::cudaGraphHostNodeSetParams(node, params);
+    "cuGraphExecHostNodeSetParams" => cuGraphExecHostNodeSetParams(
+        exec: RawHandle, node: RawHandle, params: *const rt_build::HostNodeParams,
+    ) => rt_build::cudaGraphExecHostNodeSetParams(exec, node, params);
     "cuGraphAddMemsetNode" => cuGraphAddMemsetNode(
         out: *mut RawHandle, graph: RawHandle, deps: *const RawHandle, count: usize,
         params: *const rt_build::MemsetParams, _ctx: RawHandle,

@@ -92,6 +92,11 @@ pub trait GraphBuild {
         src: (ExecGraph, ExecNode),
         exec: Option<ExecGraphExec>,
     ) -> ExecResult<()>;
+    /// Put a host function's place in `stream`'s order (captured, a graph's host
+    /// node): set the request word at `slot` (this process's address of 8 bytes of
+    /// the guest's shared memory, mapped and registered here: request, done), clear
+    /// the done word, and wait until the guest sets it.
+    fn host_function_signal(&mut self, stream: ExecStream, slot: u64) -> ExecResult<()>;
     /// A conditional handle of `graph`: the value device code sets.
     fn conditional_handle_create(
         &mut self,

@@ -1,6 +1,5 @@
 //! Copies and memsets: every range checked against the guest's own memory first.
 
-use tracing::warn;
 use vmcuda_wire::op::*;
 use vmcuda_wire::CudaStatus;
 
@@ -193,20 +192,7 @@ impl CopyOps for Session {
         let s = self.handles.stream(req.stream)?;
         // The host side must be shared guest memory mapped here, the device side the
         // guest's own memory: a copy naming anything else is never executed.
-        let end = req.host.checked_add(req.size);
-        // The guest's address, translated to where the mapping is here.
-        let here = self
-            .shared
-            .by_guest_addr
-            .range(..=req.host)
-            .next_back()
-            .filter(|(start, m)| end.is_some_and(|end| end <= *start + m.len as u64))
-            .map(|(start, m)| m.host_addr() + (req.host - start));
-        let Some(here) = here else {
-            warn!(client = %self.client, host = format_args!("{:#x}", req.host), size = req.size,
-                "refused a shared-memory copy outside the guest's shared memory");
-            return Err(CudaStatus::ErrorInvalidValue);
-        };
+        let here = self.shared_here(req.host, req.size)?;
         let device = self.check_range(req.device, req.size)?;
         self.exec
             .copy_registered(device, here, req.to_device, s, req.is_async)?;

@@ -48,7 +48,7 @@ use vmcuda_wire::op::{
     GraphConditionalHandleCreate, GraphCreate, GraphDestroyNode, GraphExecUpdate, GraphGetEdges,
     GraphGetRootNodes, GraphNodeFindInClone, GraphNodeGetDependentNodes, GraphNodeGetEnabled,
     GraphNodeGetType, GraphNodeSetEnabled, GraphOps, GraphRemoveDependencies, GraphUpload,
-    NodeEnabled, NodeType,
+    HostFunctionSignal, NodeEnabled, NodeType,
 };
 use vmcuda_wire::CudaStatus;
 
@@ -99,6 +99,11 @@ pub(super) struct GraphTables {
     pub(super) clone_of: HashMap<GraphHandle, GraphHandle>,
     /// Conditional handles, and the graph each was made for.
     pub(super) conditionals: HashMap<u64, GraphHandle>,
+    /// Host-function slots streams were told to wait on (this process's addresses).
+    pub(super) host_function_slots: HashSet<u64>,
+    /// The nodes host functions made in graphs: host nodes to the guest, whatever the
+    /// executor made them of.
+    pub(super) host_nodes: HashSet<(ExecGraph, ExecNode)>,
 }
 
 /// A graph's memory nodes, and whether the graph itself and how many executable graphs
@@ -230,6 +235,10 @@ impl Session {
     /// Destroy every graph and executable graph, ending the captures still open first,
     /// and free the graph memory still live (the session ends): everything is refunded.
     pub(super) fn graphs_drop_all(&mut self) {
+        // Streams waiting for a host function the guest will not run now go on.
+        for here in std::mem::take(&mut self.graph_tables.host_function_slots) {
+            crate::shared_memory::release_host_function(&self.shared, here);
+        }
         self.end_all_captures(None);
         let tables = std::mem::take(&mut self.graph_tables);
         for (_, exec) in tables.execs {
@@ -833,7 +842,10 @@ impl GraphOps for Session {
         _: &[u8],
     ) -> HandlerResult<NodeType> {
         let (_, graph, node) = self.node_ref(req.node)?;
-        let ty = self.exec.node_type(graph, node)?;
+        let ty = match self.graph_tables.host_nodes.contains(&(graph, node)) {
+            true => node_type::HOST,
+            false => self.exec.node_type(graph, node)?,
+        };
         Ok((NodeType { ty }, Vec::new()))
     }
 
@@ -1110,6 +1122,27 @@ impl GraphOps for Session {
             },
             Vec::new(),
         ))
+    }
+
+    fn host_function_signal(
+        &mut self,
+        _: &CallContext,
+        req: HostFunctionSignal,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        let s = self.handles.stream(req.stream)?;
+        if !req.slot.is_multiple_of(4) {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let here = self.shared_here(req.slot, 8)?;
+        self.exec.host_function_signal(s, here)?;
+        self.graph_tables.host_function_slots.insert(here);
+        if let Ok((graph, deps)) = self.exec.capture_graph(s) {
+            if let Some(&node) = deps.last() {
+                self.graph_tables.host_nodes.insert((graph, node));
+            }
+        }
+        nothing()
     }
 
     fn graph_debug_dot(

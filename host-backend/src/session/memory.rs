@@ -276,3 +276,23 @@ impl Session {
         Ok(device_ptr)
     }
 }
+
+impl Session {
+    /// Where the guest's shared memory `[host, host + size)` is mapped in this process;
+    /// anything outside one shared mapping is refused (and logged).
+    pub(super) fn shared_here(&self, host: u64, size: u64) -> Result<u64, CudaStatus> {
+        let end = host.checked_add(size);
+        let here = self
+            .shared
+            .by_guest_addr
+            .range(..=host)
+            .next_back()
+            .filter(|(start, m)| end.is_some_and(|end| end <= *start + m.len as u64))
+            .map(|(start, m)| m.host_addr() + (host - start));
+        here.ok_or_else(|| {
+            warn!(client = %self.client, host = format_args!("{host:#x}"), size,
+                "refused shared memory outside the guest's shared memory");
+            CudaStatus::ErrorInvalidValue
+        })
+    }
+}

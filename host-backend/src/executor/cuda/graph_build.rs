@@ -9,6 +9,7 @@
 //! child-graph node's, a conditional node's bodies) are kept apart: readable and built
 //! into, never destroyed but with their node.
 
+use std::ffi::c_void;
 use std::ptr;
 
 use cudarc::driver::sys;
@@ -404,6 +405,39 @@ impl GraphBuild for CudaExecutor {
             }
         };
         check(r)
+    }
+
+    fn host_function_signal(&mut self, stream: ExecStream, slot: u64) -> ExecResult<()> {
+        self.bind()?;
+        let s = self.stream(stream)?;
+        let mut device: sys::CUdeviceptr = 0;
+        // SAFETY: `slot` lies in guest memory mapped and registered here (the session
+        // checked); out-pointer to a local.
+        check(unsafe {
+            sys::cuMemHostGetDevicePointer_v2(&mut device, slot as usize as *mut c_void, 0)
+        })?;
+        let (request, done) = (device, device + 4);
+        // One batch (one graph node): done cleared, request set, then wait for done.
+        // The driver performs a batch's operations in order.
+        use sys::CUstreamBatchMemOpType as Op;
+        let write = |address, value| {
+            // SAFETY: a plain C union; all-zero is valid, then the write's fields.
+            let mut p: sys::CUstreamBatchMemOpParams = unsafe { std::mem::zeroed() };
+            p.writeValue.operation = Op::CU_STREAM_MEM_OP_WRITE_VALUE_32;
+            p.writeValue.address = address;
+            p.writeValue.__bindgen_anon_1.value = value;
+            p
+        };
+        // SAFETY: as above.
+        let mut wait: sys::CUstreamBatchMemOpParams = unsafe { std::mem::zeroed() };
+        wait.waitValue.operation = Op::CU_STREAM_MEM_OP_WAIT_VALUE_32;
+        wait.waitValue.address = done;
+        wait.waitValue.__bindgen_anon_1.value = 1;
+        wait.waitValue.flags = sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_EQ as u32;
+        let mut ops = [write(done, 0), write(request, 1), wait];
+        // SAFETY: both words lie in that registered memory; `s` is checked; `ops`
+        // holds the three operations the count says.
+        check(unsafe { sys::cuStreamBatchMemOp_v2(s, ops.len() as u32, ops.as_mut_ptr(), 0) })
     }
 
     fn conditional_handle_create(

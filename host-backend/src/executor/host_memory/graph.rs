@@ -102,6 +102,10 @@ pub(super) enum Recorded {
     Child(Vec<Node>),
     EventRecord(ExecEvent),
     EventWait(ExecEvent),
+    /// A host function's place (see `GraphBuild::host_function_signal`).
+    HostSignal {
+        slot: u64,
+    },
     Launch {
         function: ExecFunction,
         grid: [u32; 3],
@@ -128,6 +132,7 @@ impl Recorded {
             Recorded::Child(_) => "GRAPH",
             Recorded::EventRecord(_) => "EVENT_RECORD",
             Recorded::EventWait(_) => "WAIT_EVENT",
+            Recorded::HostSignal { .. } => "HOST",
         }
     }
 
@@ -147,6 +152,7 @@ impl Recorded {
             Recorded::Child(_) => node_type::GRAPH,
             Recorded::EventRecord(_) => node_type::EVENT_RECORD,
             Recorded::EventWait(_) => node_type::WAIT_EVENT,
+            Recorded::HostSignal { .. } => node_type::HOST,
             Recorded::Removed => return Err(CudaStatus::ErrorInvalidValue),
         })
     }
@@ -363,6 +369,27 @@ impl HostMemoryExecutor {
     }
 }
 
+/// Ask the guest to run a host function (done cleared, request set) and wait until it
+/// has, as the GPU's stream would. The guest runs it on a thread of its own that needs
+/// nothing from this worker; a guest that never does is given up on after a while.
+fn signal_host_function(slot: u64) {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let words = slot as usize as *const AtomicU32;
+    // SAFETY: `slot` is 8 bytes of guest memory mapped in this process (the session
+    // checked), 4-aligned; the guest reads and writes the words atomically too.
+    let (request, done) = unsafe { (&*words, &*words.wrapping_add(1)) };
+    done.store(0, Ordering::SeqCst);
+    request.store(1, Ordering::SeqCst);
+    let start = std::time::Instant::now();
+    while done.load(Ordering::SeqCst) == 0 {
+        if start.elapsed() > std::time::Duration::from_secs(10) {
+            warn!("a host function was not run by the guest within 10 s; going on");
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(50));
+    }
+}
+
 /// A node's id: its graph's and its index.
 fn node_id(graph: ExecGraph, index: usize) -> ExecNode {
     graph << 16 | (index as u64 + 1)
@@ -534,6 +561,10 @@ impl HostMemoryExecutor {
             Recorded::Child(nodes) => self.run_nodes(&nodes, stream),
             Recorded::EventRecord(event) => self.event_record(event, stream, 0),
             Recorded::EventWait(event) => self.stream_wait_event(stream, event, 0),
+            Recorded::HostSignal { slot } => {
+                signal_host_function(slot);
+                Ok(())
+            }
             Recorded::Launch {
                 function,
                 grid,

@@ -343,6 +343,14 @@ impl GraphBuild for HostMemoryExecutor {
         Ok(())
     }
 
+    fn host_function_signal(&mut self, stream: ExecStream, slot: u64) -> ExecResult<()> {
+        self.check_stream(stream)?;
+        if !self.record(stream, || Recorded::HostSignal { slot }) {
+            super::signal_host_function(slot);
+        }
+        Ok(())
+    }
+
     fn conditional_handle_create(
         &mut self,
         graph: ExecGraph,
