@@ -184,3 +184,107 @@ fn watch() {
         let _ = WAKE.wait_timeout(guard, pause);
     }
 }
+
+/// A copy between the program's own (pageable) memory and a staging buffer of shared
+/// pinned memory, made by a host function when the graph runs. Kept for the
+/// process's life, as its graph may run until then.
+struct StagedCopy {
+    /// The program's side: its rows (`width` bytes at `pitch`), and the buffer's
+    /// packed rows.
+    program: usize,
+    pitch: usize,
+    width: usize,
+    height: usize,
+    staging: usize,
+    into_program: bool,
+}
+
+/// The staging buffers, kept for the process's life (at most this many bytes).
+static STAGING: Mutex<(Vec<shared::Shared>, usize)> = Mutex::new((Vec::new(), 0));
+const MAX_STAGING: usize = 1 << 30;
+
+/// The host function of a staged copy.
+extern "C" fn staged_copy(p: *mut std::ffi::c_void) {
+    // SAFETY: `p` is a leaked `StagedCopy` (see `capture_pageable_copy`), never freed.
+    let c = unsafe { &*(p as *const StagedCopy) };
+    for row in 0..c.height {
+        let program = (c.program + row * c.pitch) as *mut u8;
+        let staging = (c.staging + row * c.width) as *mut u8;
+        let (from, to) = match c.into_program {
+            true => (staging.cast_const(), program),
+            false => (program.cast_const(), staging),
+        };
+        // SAFETY: the program promised its side stays valid until the graph's work
+        // that reads or writes it is done (CUDA's contract for asynchronous copies);
+        // the staging buffer is ours and as large as the rows.
+        unsafe { std::ptr::copy_nonoverlapping(from, to, c.width) };
+    }
+}
+
+/// A copy between device memory and the program's own memory: its rows (`width`
+/// bytes each, `height` of them) on each side.
+pub struct PageableCopy {
+    /// The program's side and its pitch.
+    pub host: usize,
+    pub pitch: usize,
+    /// The device side and its pitch.
+    pub device: u64,
+    pub device_pitch: usize,
+    pub width: usize,
+    pub height: usize,
+    pub to_device: bool,
+}
+
+/// A copy between device memory and the program's pageable memory in a stream
+/// capture: the copy the graph makes goes through a staging buffer of shared pinned
+/// memory, and a host function moves the bytes between it and the program's memory
+/// when the graph runs, before (to the device) or after (to the host) the device's
+/// copy. `None`: no shared memory here.
+pub fn capture_pageable_copy(
+    stream: StreamHandle,
+    c: PageableCopy,
+) -> Option<Result<(), CudaStatus>> {
+    let len = c.width.checked_mul(c.height)?;
+    let staging = {
+        let mut s = STAGING.lock().unwrap_or_else(|p| p.into_inner());
+        if s.1.saturating_add(len) > MAX_STAGING {
+            return Some(Err(CudaStatus::ErrorMemoryAllocation));
+        }
+        let (at, region) = shared::alloc(len.max(1), PORTABLE)?;
+        s.0.push(region);
+        s.1 += region.len;
+        at
+    };
+    let copy = Box::into_raw(Box::new(StagedCopy {
+        program: c.host,
+        pitch: c.pitch,
+        width: c.width,
+        height: c.height,
+        staging,
+        into_program: !c.to_device,
+    }));
+    let slot = match new_slot(staged_copy, copy as usize) {
+        Ok(slot) => slot,
+        Err(e) => return Some(Err(e)),
+    };
+    let device_rows = || -> Result<(), CudaStatus> {
+        for row in 0..c.height {
+            crate::api::post(
+                &vmcuda_wire::op::MemcpyShared {
+                    device: c.device + (row * c.device_pitch) as u64,
+                    host: (staging + row * c.width) as u64,
+                    size: c.width as u64,
+                    to_device: c.to_device,
+                    stream,
+                    is_async: true,
+                },
+                &[],
+            )?;
+        }
+        Ok(())
+    };
+    Some(match c.to_device {
+        true => signal(stream, slot).and_then(|()| device_rows()),
+        false => device_rows().and_then(|()| signal(stream, slot)),
+    })
+}

@@ -211,8 +211,8 @@ int main() {
     if (extra) CHECK(cudaFree(extra));
 
     // A pageable copy: CUDA captures it (the node reads the pageable bytes at each
-    // replay); vmcuda refuses it, since those bytes live in the guest (docs/graphs.md).
-    // Both are checked for consistency; the codes themselves are shown on request.
+    // replay); so does vmcuda where the host shares memory with it, else it refuses it
+    // (docs/graphs.md). Both are checked for consistency; the codes are shown on request.
     std::vector<float> pageable(16, 1.0f);
     CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     e = cudaMemcpyAsync(a, pageable.data(), 16 * sizeof(float), cudaMemcpyHostToDevice, s);

@@ -334,6 +334,40 @@ int main() {
     EXPECT(shorts[355] == 0x1234);
     printf("memory nodes: %04x %04x %04x\n", shorts[0], shorts[99], shorts[355]);
 
+    // ---- the program's own (pageable) memory in a graph, built and captured ----
+    std::vector<float> in_pageable(N), out_pageable(N, -1.0f);
+    for (int i = 0; i < N; i++) in_pageable[i] = (float)(i % 13);
+    cudaGraph_t pg;
+    CHECK(cudaGraphCreate(&pg, 0));
+    cudaGraphNode_t up, down;
+    CHECK(cudaGraphAddMemcpyNode1D(&up, pg, nullptr, 0, d_x, in_pageable.data(), N * sizeof(float),
+                                   cudaMemcpyHostToDevice));
+    CHECK(cudaGraphAddMemcpyNode1D(&down, pg, &up, 1, out_pageable.data(), d_x, N * sizeof(float),
+                                   cudaMemcpyDeviceToHost));
+    EXPECT(count_nodes(pg) == 2);
+    cudaGraphExec_t pge;
+    CHECK(cudaGraphInstantiate(&pge, pg, 0));
+    launch_and_wait(pge, s);
+    EXPECT(out_pageable == in_pageable);
+    in_pageable[7] = 1000.0f;  // read when the graph runs, not when it was built
+    launch_and_wait(pge, s);
+    EXPECT(out_pageable[7] == 1000.0f);
+    std::vector<float> round_trip(N, 0.0f);
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    CHECK(cudaMemcpyAsync(d_y, in_pageable.data(), N * sizeof(float), cudaMemcpyHostToDevice, s));
+    CHECK(cudaMemcpyAsync(round_trip.data(), d_y, N * sizeof(float), cudaMemcpyDeviceToHost, s));
+    cudaGraph_t cg;
+    CHECK(cudaStreamEndCapture(s, &cg));
+    cudaGraphExec_t cge;
+    CHECK(cudaGraphInstantiate(&cge, cg, 0));
+    launch_and_wait(cge, s);
+    EXPECT(round_trip == in_pageable);
+    printf("pageable memory in graphs: %.1f %.1f\n", out_pageable[7], round_trip[12]);
+    CHECK(cudaGraphExecDestroy(cge));
+    CHECK(cudaGraphDestroy(cg));
+    CHECK(cudaGraphExecDestroy(pge));
+    CHECK(cudaGraphDestroy(pg));
+
     // ---- stream capture into an existing graph ----
     cudaGraph_t into;
     CHECK(cudaGraphCreate(&into, 0));

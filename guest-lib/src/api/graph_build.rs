@@ -624,12 +624,52 @@ pub(crate) fn memcpy_3d_on(p: &Memcpy3DParms, stream: RawHandle) -> cudaError_t 
     0
 }
 
+/// Whether a copy node's host side is memory the host cannot reach when the graph
+/// runs (the program's own pageable memory): its work is then a staged copy, a host
+/// function and a device copy (see `host_functions::capture_pageable_copy`).
+fn staged(p: &Memcpy3DParms) -> bool {
+    let (dst, src) = (p.dst_ptr.ptr as usize, p.src_ptr.ptr as usize);
+    let Ok(direction) = crate::copy_route::Direction::resolve(p.kind, dst, src) else {
+        return false;
+    };
+    let count = p.extent.width * p.extent.height * p.extent.depth;
+    matches!(
+        direction,
+        crate::copy_route::Direction::HostToDevice | crate::copy_route::Direction::DeviceToHost
+    ) && !crate::copy_route::capturable(
+        direction,
+        crate::copy_route::Shape::Linear,
+        dst,
+        src,
+        count,
+    )
+}
+
+/// A copy node; a staged one is made in a graph of its own that a child-graph node
+/// holds, so the program's graph gains one node, as natively.
+pub(crate) fn add_copy_node(
+    graph: RawHandle,
+    deps: &[GraphNodeHandle],
+    p: &Memcpy3DParms,
+) -> Result<GraphNodeHandle> {
+    if !staged(p) {
+        return build_node(graph, deps, |s| memcpy_3d_on(p, s));
+    }
+    let scratch = call(&GraphCreate { flags: 0 })?.graph;
+    let node = build_node(scratch.into(), &[], |s| memcpy_3d_on(p, s))
+        .and_then(|_| add_plain(graph, deps.to_vec(), PlainNode::ChildGraph(scratch)));
+    let destroyed = call(&GraphDestroy { graph: scratch });
+    let node = node?;
+    destroyed?;
+    Ok(node)
+}
+
 fn add_memcpy(
     graph: RawHandle,
     deps: &[GraphNodeHandle],
     p: &Memcpy3DParms,
 ) -> Result<GraphNodeHandle> {
-    let node = build_node(graph, deps, |s| memcpy_3d_on(p, s))?;
+    let node = add_copy_node(graph, deps, p)?;
     keep(node, Kept::Memcpy(*p));
     Ok(node)
 }

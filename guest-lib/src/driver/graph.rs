@@ -120,7 +120,7 @@ fn add_memcpy(
     p: &DriverMemcpy3D,
 ) -> Result<vmcuda_wire::op::GraphNodeHandle> {
     let copy = p.to_runtime()?;
-    let node = graph_build::build_node(graph, deps, |s| graph_build::memcpy_3d_on(&copy, s))?;
+    let node = graph_build::add_copy_node(graph, deps, &copy)?;
     graph_build::keep(node, Kept::DriverMemcpy(*p));
     Ok(node)
 }

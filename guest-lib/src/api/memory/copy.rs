@@ -39,12 +39,52 @@ unsafe fn memcpy(
     }
     on_memory_host(&[dst, src], stream, is_async, |stream, is_async| {
         let capturable = copy_route::capturable(direction, Shape::Linear, dst, src, count);
+        let rows = Rows::linear(dst, src, count);
+        if let Some(staged) = staged_in_capture(rows, direction, stream, is_async, capturable) {
+            return staged;
+        }
         admit(stream, is_async, capturable)?;
         enqueue(stream, is_async, move || {
             // SAFETY: as `memcpy`'s caller promised.
             unsafe { memcpy_now(dst, src, count, direction, stream, is_async) }
         })
     })
+}
+
+/// An asynchronous copy between the device and the program's own host memory in a
+/// stream capture, which the host cannot reach when the graph runs: staged through
+/// shared pinned memory, a host function moving the bytes on the program's side (see
+/// `host_functions::capture_pageable_copy`). `None`: not such a copy, or no shared
+/// memory here (the copy is then refused, as before).
+fn staged_in_capture(
+    rows: Rows,
+    direction: Direction,
+    stream: StreamHandle,
+    is_async: bool,
+    capturable: bool,
+) -> Option<Result<()>> {
+    if !is_async || capturable || !crate::capture::is_capturing(stream) {
+        return None;
+    }
+    if let Err(e) = crate::capture::check_stream_use(stream) {
+        return Some(Err(e));
+    }
+    let rows_of = |p: usize| if rows.height == 1 { rows.width } else { p };
+    let (to_device, host, pitch, device, device_pitch) = match direction {
+        Direction::HostToDevice => (true, rows.src, rows.spitch, rows.dst, rows.dpitch),
+        Direction::DeviceToHost => (false, rows.dst, rows.dpitch, rows.src, rows.spitch),
+        _ => return None,
+    };
+    let copy = crate::host_functions::PageableCopy {
+        host,
+        pitch: rows_of(pitch),
+        device: device as u64,
+        device_pitch: rows_of(device_pitch),
+        width: rows.width,
+        height: rows.height,
+        to_device,
+    };
+    crate::host_functions::capture_pageable_copy(stream, copy)
 }
 
 /// The devices of a device-to-device copy whose two sides are on different hosts.
@@ -415,6 +455,17 @@ unsafe fn memcpy_2d(
     }
     on_memory_host(&[dst, src], stream, is_async, |stream, is_async| {
         let capturable = copy_route::capturable(direction, Shape::Pitched, dst, src, width);
+        let rows = Rows {
+            dst,
+            dpitch,
+            src,
+            spitch,
+            width,
+            height,
+        };
+        if let Some(staged) = staged_in_capture(rows, direction, stream, is_async, capturable) {
+            return staged;
+        }
         admit(stream, is_async, capturable)?;
         enqueue(stream, is_async, move || {
             // SAFETY: as `memcpy_2d`'s caller promised.
