@@ -53,7 +53,7 @@ use vmcuda_wire::op::{
 use vmcuda_wire::CudaStatus;
 
 use crate::executor::graph::{ExecGraph, ExecGraphExec, ExecNode, ExecPlainNode};
-use crate::executor::{ExecStream, PER_THREAD_STREAM};
+use crate::executor::ExecStream;
 
 use super::accounting::Allocation;
 use super::graph_build::MAX_NODE_HANDLES;
@@ -104,6 +104,10 @@ pub(super) struct GraphTables {
     /// The nodes host functions made in graphs: host nodes to the guest, whatever the
     /// executor made them of.
     pub(super) host_nodes: HashSet<(ExecGraph, ExecNode)>,
+    /// Streams a capture was begun on and has not ended on. Only those end a capture
+    /// when they go: ending one on a stream that merely joined it would invalidate the
+    /// whole capture (the driver's rule), and a joined stream may go mid-capture.
+    pub(super) capture_origins: HashSet<ExecStream>,
 }
 
 /// A graph's memory nodes, and whether the graph itself and how many executable graphs
@@ -290,9 +294,8 @@ impl Session {
         if !self.graph_tables.captured {
             return;
         }
-        let mut streams: Vec<ExecStream> = self.handles.streams.values().copied().collect();
-        streams.push(PER_THREAD_STREAM);
-        for s in streams {
+        let origins: Vec<ExecStream> = self.graph_tables.capture_origins.iter().copied().collect();
+        for s in origins {
             if self.exec.stream_capturing(s).unwrap_or(false) {
                 self.abandon_capture(current, s);
             }
@@ -303,6 +306,9 @@ impl Session {
     /// stream goes, or the session ends); a stream that only joined a capture leaves it
     /// to its origin.
     pub(super) fn abandon_capture(&mut self, current: Option<i32>, s: ExecStream) {
+        if !self.graph_tables.capture_origins.remove(&s) {
+            return; // it only joined a capture, which its origin ends
+        }
         let Ok((building, _)) = self.exec.capture_graph(s) else {
             return;
         };
@@ -556,6 +562,7 @@ impl GraphOps for Session {
         let s = self.handles.stream(req.stream)?;
         self.exec.begin_capture(s)?;
         self.graph_tables.captured = true;
+        self.graph_tables.capture_origins.insert(s);
         nothing()
     }
 
@@ -588,6 +595,7 @@ impl GraphOps for Session {
         _: &[u8],
     ) -> HandlerResult<GraphMade> {
         let s = self.handles.stream(req.stream)?;
+        self.graph_tables.capture_origins.remove(&s);
         // A graph the guest saw being built keeps its handle, or goes with a failure.
         let shown = match self.graph_tables.building.is_empty() {
             true => None,
@@ -804,6 +812,7 @@ impl GraphOps for Session {
         self.exec.begin_capture_to_graph(s, graph, &deps)?;
         let tables = &mut self.graph_tables;
         tables.captured = true;
+        tables.capture_origins.insert(s);
         tables.into_existing.insert(graph);
         tables.building.insert(graph, req.graph);
         if let Some(entry) = tables.graphs.get_mut(&req.graph) {

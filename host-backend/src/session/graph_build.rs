@@ -440,3 +440,87 @@ mod tests {
         assert!(free(&mut s) > before);
     }
 }
+
+#[cfg(test)]
+mod capture_tests {
+    use vmcuda_wire::graph::*;
+    use vmcuda_wire::op::*;
+
+    use crate::executor::host_memory::HostMemoryExecutor;
+    use crate::policy::Grant;
+    use crate::session::Session;
+
+    const CTX: CallContext = CallContext { device: 0 };
+
+    /// A stream that joined a capture may go before the capture ends (as CUDA allows):
+    /// that ends nothing; the capture ends on its origin with the joined work in it.
+    #[test]
+    fn a_joined_stream_going_does_not_end_the_capture() {
+        let exec = HostMemoryExecutor::new(64 << 20, None).unwrap();
+        let mut s = Session::new(Box::new(exec), Grant::unlimited("test"));
+        let (origin, joined) = (StreamHandle(0x100), StreamHandle(0x200));
+        for stream in [origin, joined] {
+            let made = StreamCreate {
+                stream,
+                flags: 1,
+                priority: 0,
+            };
+            s.stream_create(&CTX, made, &[]).unwrap();
+        }
+        let event = EventHandle(0x300);
+        s.event_create(&CTX, EventCreate { event, flags: 0 }, &[])
+            .unwrap();
+        let ptr = s
+            .mem_alloc(&CTX, MemAlloc { size: 256 }, &[])
+            .unwrap()
+            .0
+            .ptr;
+        let begin = StreamBeginCapture { stream: origin };
+        s.stream_begin_capture(&CTX, begin, &[]).unwrap();
+        let record = EventRecord {
+            event,
+            stream: origin,
+            flags: 0,
+        };
+        s.event_record(&CTX, record, &[]).unwrap();
+        let wait = StreamWaitEvent {
+            stream: joined,
+            event,
+            flags: 0,
+        };
+        s.stream_wait_event(&CTX, wait, &[]).unwrap();
+        let memset = Memset {
+            dst: ptr,
+            value: 1,
+            size: 256,
+            stream: joined,
+            is_async: true,
+        };
+        s.memset(&CTX, memset, &[]).unwrap();
+        let record = EventRecord {
+            event,
+            stream: joined,
+            flags: 0,
+        };
+        s.event_record(&CTX, record, &[]).unwrap();
+        let wait = StreamWaitEvent {
+            stream: origin,
+            event,
+            flags: 0,
+        };
+        s.stream_wait_event(&CTX, wait, &[]).unwrap();
+        s.stream_destroy(&CTX, StreamDestroy { stream: joined }, &[])
+            .unwrap();
+        let end = StreamEndCapture {
+            stream: origin,
+            invalidated: false,
+        };
+        let graph = s.stream_end_capture(&CTX, end, &[]).unwrap().0.graph;
+        let nodes = s
+            .graph_get_nodes(&CTX, GraphGetNodes { graph }, &[])
+            .unwrap()
+            .0
+            .nodes;
+        assert_eq!(nodes.len(), 1, "the joined stream's memset");
+    }
+}

@@ -476,7 +476,6 @@ impl GraphBuild for CudaExecutor {
             conditional_type::SWITCH => C::CU_GRAPH_COND_TYPE_SWITCH,
             _ => return Err(CudaStatus::ErrorInvalidValue),
         };
-        let mut bodies: Vec<sys::CUgraph> = vec![ptr::null_mut(); size as usize];
         // SAFETY: a plain C union of C structs, all-zero valid.
         let mut params: sys::CUgraphNodeParams = unsafe { std::mem::zeroed() };
         params.type_ = sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_CONDITIONAL;
@@ -484,12 +483,12 @@ impl GraphBuild for CudaExecutor {
             handle,
             type_: kind,
             size,
-            phGraph_out: bodies.as_mut_ptr(),
+            phGraph_out: ptr::null_mut(),
             ctx,
         };
         let mut n: sys::CUgraphNode = ptr::null_mut();
-        // SAFETY: `g` is live, `deps` its nodes; the driver writes `size` body graphs to
-        // `bodies`, which has room for them.
+        // SAFETY: `g` is live, `deps` its nodes; the driver points `phGraph_out` at an
+        // array of its own with the `size` body graphs.
         check(unsafe {
             sys::cuGraphAddNode_v2(
                 &mut n,
@@ -500,7 +499,14 @@ impl GraphBuild for CudaExecutor {
                 &mut params,
             )
         })?;
-        let bodies = bodies.into_iter().map(|b| self.own(b, idx)).collect();
+        // SAFETY: the conditional parameters are the union's member this call used.
+        let out = unsafe { params.__bindgen_anon_1.conditional.phGraph_out };
+        if out.is_null() {
+            return Err(CudaStatus::ErrorUnknown);
+        }
+        // SAFETY: the driver's array holds `size` graphs, valid while the node lives.
+        let made = unsafe { std::slice::from_raw_parts(out, size as usize) };
+        let bodies = made.iter().map(|&b| self.own(b, idx)).collect();
         Ok((n as usize as ExecNode, bodies))
     }
 }

@@ -200,6 +200,9 @@ struct Capture {
     graph: ExecGraph,
     origin: ExecStream,
     nodes: Vec<Node>,
+    /// Ended from a stream that only joined it: the driver invalidates the capture
+    /// then, and its origin's end fails.
+    invalidated: bool,
 }
 
 /// What the double keeps for graphs and its default pool.
@@ -614,6 +617,7 @@ impl Graphs for HostMemoryExecutor {
                 graph,
                 origin: stream,
                 nodes: Vec::new(),
+                invalidated: false,
             },
         );
         self.graphs.capturing.insert(stream, (id, Vec::new()));
@@ -628,10 +632,17 @@ impl Graphs for HostMemoryExecutor {
             .get(&stream)
             .ok_or(CudaStatus::ErrorIllegalState)?;
         if self.graphs.captures[&id].origin != stream {
+            if let Some(c) = self.graphs.captures.get_mut(&id) {
+                c.invalidated = true;
+            }
             return Err(CudaStatus::ErrorStreamCaptureUnmatched);
         }
         let capture = self.graphs.captures.remove(&id).expect("looked up above");
         self.graphs.capturing.retain(|_, (c, _)| *c != id);
+        if capture.invalidated {
+            self.graph_memory_sweep(allocations(&capture.nodes).collect::<Vec<_>>());
+            return Err(CudaStatus::ErrorStreamCaptureInvalidated);
+        }
         if capture.nodes.len() > MAX_NODES {
             // No graph came of it: its allocations go with it.
             self.graph_memory_sweep(allocations(&capture.nodes).collect::<Vec<_>>());
@@ -936,6 +947,30 @@ mod tests {
         DeviceRange::for_tests(ptr, len)
     }
 
+    /// Only the origin stream ends a capture; ending it from a stream that joined it
+    /// fails and invalidates it, as the driver does.
+    #[test]
+    fn ending_a_capture_from_a_joined_stream_invalidates_it() {
+        let mut x = HostMemoryExecutor::new(1 << 20, None).unwrap();
+        let (s, t) = (
+            x.stream_create(1, 0).unwrap(),
+            x.stream_create(1, 0).unwrap(),
+        );
+        x.begin_capture(s).unwrap();
+        let fork = x.event_create(0).unwrap();
+        x.event_record(fork, s, 0).unwrap();
+        x.stream_wait_event(t, fork, 0).unwrap();
+        assert_eq!(
+            x.end_capture(t).unwrap_err(),
+            CudaStatus::ErrorStreamCaptureUnmatched
+        );
+        assert_eq!(
+            x.end_capture(s).unwrap_err(),
+            CudaStatus::ErrorStreamCaptureInvalidated
+        );
+        assert!(!x.is_capturing(s) && !x.is_capturing(t));
+    }
+
     #[test]
     fn captured_work_is_recorded_and_replayed_by_each_launch() {
         let mut x = HostMemoryExecutor::new(1 << 20, None).unwrap();
@@ -964,11 +999,6 @@ mod tests {
             x.copy_htod(r(a, [1].len() as u64), &[1], s, true)
                 .unwrap_err(),
             CudaStatus::ErrorStreamCaptureUnsupported
-        );
-        // Only the origin stream ends the capture.
-        assert_eq!(
-            x.end_capture(t).unwrap_err(),
-            CudaStatus::ErrorStreamCaptureUnmatched
         );
         let g = x.end_capture(s).unwrap();
         assert_eq!(g, building, "the graph keeps its id when the capture ends");

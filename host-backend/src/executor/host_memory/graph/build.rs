@@ -77,6 +77,7 @@ impl GraphBuild for HostMemoryExecutor {
             graph,
             origin: stream,
             nodes,
+            invalidated: false,
         };
         self.graphs.captures.insert(id, capture);
         self.graphs.capturing.insert(stream, (id, frontier));
