@@ -1,7 +1,9 @@
 // graph_conditional: conditional graph nodes whose handles device code sets
 // (cudaGraphSetConditional): an IF with an else body, a WHILE whose body was captured
 // into it with cudaStreamBeginCaptureToGraph (ended with a NULL graph pointer, as CUDA
-// allows there), and a SWITCH over three bodies, each launched with different inputs.
+// allows there), a SWITCH over three bodies, and a WHILE added to a graph while a
+// stream captures it (cudaStreamGetCaptureInfo, cudaStreamUpdateCaptureDependencies),
+// each launched with different inputs.
 // Kernels must run, so this program runs on GPUs only (the host-memory executor has no
 // conditional nodes).
 // build: -rdc=true
@@ -135,6 +137,44 @@ int main() {
     }
     CHECK(cudaGraphExecDestroy(e));
     CHECK(cudaGraphDestroy(g));
+    // A WHILE added to the graph a stream is capturing, the capture going on after it.
+    cudaStream_t cap;
+    CHECK(cudaStreamCreate(&cap));
+    CHECK(cudaStreamBeginCapture(cap, cudaStreamCaptureModeGlobal));
+    cudaStreamCaptureStatus status;
+    const cudaGraphNode_t* deps = nullptr;
+    size_t ndeps = 0;
+    CHECK(cudaStreamGetCaptureInfo(cap, &status, nullptr, &g, &deps, nullptr, &ndeps));
+    CHECK(cudaGraphConditionalHandleCreate(&h, g, 1, cudaGraphCondAssignDefault));
+    count_down<<<1, 1, 0, cap>>>(d_counter, d_out, h);
+    CHECK(cudaStreamGetCaptureInfo(cap, &status, nullptr, &g, &deps, nullptr, &ndeps));
+    cp = {};
+    cp.type = cudaGraphNodeTypeConditional;
+    cp.conditional.handle = h;
+    cp.conditional.type = cudaGraphCondTypeWhile;
+    cp.conditional.size = 1;
+    CHECK(cudaGraphAddNode(&cond, g, deps, nullptr, ndeps, &cp));
+    cudaGraph_t loop_body = cp.conditional.phGraph_out[0];
+    CHECK(cudaStreamUpdateCaptureDependencies(cap, &cond, nullptr, 1, cudaStreamSetCaptureDependencies));
+    add<<<1, 1, 0, cap>>>(d_out, 1000000);
+    cudaGraph_t captured;
+    CHECK(cudaStreamEndCapture(cap, &captured));
+    void* loop_args[] = {&d_counter, &d_out, &h};
+    add_kernel(loop_body, &body_node, nullptr, 0, (void*)count_down, loop_args);
+    size_t nodes = 0;
+    CHECK(cudaGraphGetNodes(captured, nullptr, &nodes));
+    printf("captured while: %zu nodes\n", nodes);
+    CHECK(cudaGraphInstantiate(&e, captured, 0));
+    for (int start : {1, 5}) {
+        CHECK(cudaMemset(d_out, 0, sizeof(int)));
+        CHECK(cudaMemcpy(d_counter, &start, sizeof start, cudaMemcpyHostToDevice));
+        CHECK(cudaGraphLaunch(e, cap));
+        CHECK(cudaStreamSynchronize(cap));
+        printf("captured while: from %d -> out %d\n", start, read_int(d_out));
+    }
+    CHECK(cudaGraphExecDestroy(e));
+    CHECK(cudaGraphDestroy(captured));
+    CHECK(cudaStreamDestroy(cap));
     CHECK(cudaFree(d_counter));
     CHECK(cudaFree(d_out));
     CHECK(cudaFree(d_in));

@@ -334,6 +334,31 @@ int main() {
     EXPECT(shorts[355] == 0x1234);
     printf("memory nodes: %04x %04x %04x\n", shorts[0], shorts[99], shorts[355]);
 
+    // ---- a graph's allocation freed by another graph, built while it is not live ----
+    cudaGraph_t ga, gf;
+    CHECK(cudaGraphCreate(&ga, 0));
+    cudaMemAllocNodeParams ap2 = ap;
+    ap2.dptr = nullptr;
+    cudaGraphNode_t alloc2, free2;
+    CHECK(cudaGraphAddMemAllocNode(&alloc2, ga, nullptr, 0, &ap2));
+    cudaGraphExec_t gae, gfe;
+    CHECK(cudaGraphInstantiate(&gae, ga, 0));
+    launch_and_wait(gae, s);
+    CHECK(cudaFreeAsync(ap2.dptr, s));
+    CHECK(cudaStreamSynchronize(s));
+    CHECK(cudaGraphCreate(&gf, 0));
+    CHECK(cudaGraphAddMemFreeNode(&free2, gf, nullptr, 0, ap2.dptr));
+    CHECK(cudaGraphInstantiate(&gfe, gf, 0));
+    CHECK(cudaGraphLaunch(gae, s));
+    CHECK(cudaMemsetAsync(ap2.dptr, 0, ap2.bytesize, s));
+    CHECK(cudaGraphLaunch(gfe, s));
+    CHECK(cudaStreamSynchronize(s));
+    printf("freed by another graph: ok\n");
+    CHECK(cudaGraphExecDestroy(gfe));
+    CHECK(cudaGraphExecDestroy(gae));
+    CHECK(cudaGraphDestroy(gf));
+    CHECK(cudaGraphDestroy(ga));
+
     // ---- the program's own (pageable) memory in a graph, built and captured ----
     std::vector<float> in_pageable(N), out_pageable(N, -1.0f);
     for (int i = 0; i < N; i++) in_pageable[i] = (float)(i % 13);

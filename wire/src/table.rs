@@ -294,6 +294,12 @@ macro_rules! op_lines {
                 /// until the guest, having run the function, sets the done word.
                 0x0728 HostFunctionSignal => host_function_signal(HostFunctionSignal { stream: StreamHandle, slot: u64 })
                     -> (), Async;
+                /// `cudaStreamUpdateCaptureDependencies`: the capturing stream's next
+                /// work depends on these nodes of its graph, instead of (`set`) or
+                /// besides what it did.
+                0x0729 StreamUpdateCaptureDependencies => stream_update_capture_dependencies(StreamUpdateCaptureDependencies {
+                    stream: StreamHandle, dependencies: Vec<GraphNodeHandle>, set: bool,
+                }) -> (), Sync;
             }
 
             /// Stream-ordered memory and memory pools (types in crate::graph).

@@ -1268,6 +1268,67 @@ pub extern "C" fn cudaStreamBeginCaptureToGraph_ptsz(
     })
 }
 
+/// `cudaStreamAddCaptureDependencies` 0, `cudaStreamSetCaptureDependencies` 1.
+const SET_CAPTURE_DEPENDENCIES: u32 = 1;
+
+/// # Safety
+/// `deps` (and `edge_data`, if given) hold `count` readable entries.
+unsafe fn update_capture_dependencies(
+    stream: StreamHandle,
+    deps: *const RawHandle,
+    edge_data: *const u64,
+    count: usize,
+    flags: u32,
+) -> Result<()> {
+    if flags > SET_CAPTURE_DEPENDENCIES {
+        return Err(CudaStatus::ErrorInvalidValue);
+    }
+    if !capture::is_capturing(stream) {
+        return Err(CudaStatus::ErrorIllegalState);
+    }
+    // SAFETY: as the caller promised.
+    unsafe { default_edges(edge_data, count) }?;
+    // SAFETY: as the caller promised.
+    let dependencies = unsafe { dependencies(deps, count) }?;
+    call(&vmcuda_wire::op::StreamUpdateCaptureDependencies {
+        stream,
+        dependencies,
+        set: flags == SET_CAPTURE_DEPENDENCIES,
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaStreamUpdateCaptureDependencies(
+    stream: RawHandle,
+    deps: *const RawHandle,
+    edge_data: *const u64,
+    count: usize,
+    flags: u32,
+) -> cudaError_t {
+    guard("cudaStreamUpdateCaptureDependencies", || {
+        // SAFETY: by its contract the lists are NULL or hold `count` entries.
+        unsafe {
+            update_capture_dependencies(stream_handle(stream, false), deps, edge_data, count, flags)
+        }
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaStreamUpdateCaptureDependencies_ptsz(
+    stream: RawHandle,
+    deps: *const RawHandle,
+    edge_data: *const u64,
+    count: usize,
+    flags: u32,
+) -> cudaError_t {
+    guard("cudaStreamUpdateCaptureDependencies_ptsz", || {
+        // SAFETY: by its contract the lists are NULL or hold `count` entries.
+        unsafe {
+            update_capture_dependencies(stream_handle(stream, true), deps, edge_data, count, flags)
+        }
+    })
+}
+
 // ---- edges ----------------------------------------------------------------------------
 
 /// # Safety

@@ -292,6 +292,10 @@ twins! {
     "cuStreamBeginCaptureToGraph" => cuStreamBeginCaptureToGraph(
         stream: RawHandle, graph: RawHandle, deps: *const RawHandle, edges: *const u64, count: usize, mode: u32,
     ) => rt_build::cudaStreamBeginCaptureToGraph(stream, graph, deps, edges, count, mode);
+    /// CUDA 12.3's signature, with edge data: what the name means in CUDA 13.
+    "cuStreamUpdateCaptureDependencies" => cuStreamUpdateCaptureDependencies_v2(
+        stream: RawHandle, deps: *const RawHandle, edges: *const u64, count: usize, flags: u32,
+    ) => rt_build::cudaStreamUpdateCaptureDependencies(stream, deps, edges, count, flags);
     "cuGraphUpload" => cuGraphUpload(exec: RawHandle, stream: RawHandle) => rt_build::cudaGraphUpload(exec, stream);
     /// CUDA 12's signature, with the result info.
     "cuGraphExecUpdate" => cuGraphExecUpdate_v2(exec: RawHandle, graph: RawHandle, info: *mut rt_build::ExecUpdateResultInfo)
@@ -362,6 +366,9 @@ ptsz! {
         deps: *mut *const RawHandle, count: *mut usize) [stream];
     cuGraphLaunch_ptsz => cuGraphLaunch(exec: RawHandle, stream: RawHandle) [stream];
     cuGraphUpload_ptsz => cuGraphUpload(exec: RawHandle, stream: RawHandle) [stream];
+    cuStreamUpdateCaptureDependencies_v2_ptsz => cuStreamUpdateCaptureDependencies_v2(
+        stream: RawHandle, deps: *const RawHandle, edges: *const u64, count: usize, flags: u32
+    ) [stream];
     cuMemAllocAsync_ptsz => cuMemAllocAsync(ptr: *mut *mut c_void, size: usize, stream: RawHandle) [stream];
     cuMemFreeAsync_ptsz => cuMemFreeAsync(ptr: u64, stream: RawHandle) [stream];
     cuMemAllocFromPoolAsync_ptsz => cuMemAllocFromPoolAsync(

@@ -42,6 +42,14 @@ pub trait GraphBuild {
         graph: ExecGraph,
         dependencies: &[ExecNode],
     ) -> ExecResult<()>;
+    /// A capturing stream's next work depends on `dependencies` (nodes of its
+    /// capture's graph): instead of what it depended on (`set`), or besides.
+    fn update_capture_dependencies(
+        &mut self,
+        stream: ExecStream,
+        dependencies: &[ExecNode],
+        set: bool,
+    ) -> ExecResult<()>;
     fn add_plain_node(
         &mut self,
         graph: ExecGraph,

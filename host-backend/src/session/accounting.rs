@@ -33,9 +33,6 @@ pub(super) struct Allocation {
     pub(super) pooled: bool,
     /// The pool the guest made that it came from; None for a device's default pool.
     pub(super) made_pool: Option<MemPoolHandle>,
-    /// A graph allocation (`cudaMallocAsync` in a capture): the only kind a capture may
-    /// free.
-    pub(super) graph: bool,
 }
 
 /// Device memory held for the guest other than its allocations, charged per device so

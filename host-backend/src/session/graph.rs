@@ -48,7 +48,7 @@ use vmcuda_wire::op::{
     GraphConditionalHandleCreate, GraphCreate, GraphDestroyNode, GraphExecUpdate, GraphGetEdges,
     GraphGetRootNodes, GraphNodeFindInClone, GraphNodeGetDependentNodes, GraphNodeGetEnabled,
     GraphNodeGetType, GraphNodeSetEnabled, GraphOps, GraphRemoveDependencies, GraphUpload,
-    HostFunctionSignal, NodeEnabled, NodeType,
+    HostFunctionSignal, NodeEnabled, NodeType, StreamUpdateCaptureDependencies,
 };
 use vmcuda_wire::CudaStatus;
 
@@ -472,7 +472,6 @@ impl Session {
                     device: a.device,
                     pooled: false,
                     made_pool: None,
-                    graph: true,
                 };
                 self.accounts.add_allocation(ptr, allocation);
             }
@@ -827,7 +826,7 @@ impl GraphOps for Session {
         req: GraphAddNode,
         _: &[u8],
     ) -> HandlerResult<GraphNodeMade> {
-        let graph = self.editable_graph(req.graph)?;
+        let graph = self.extendable_graph(req.graph)?;
         let deps = self.nodes_in(req.graph, &req.dependencies)?;
         let plain = match req.node {
             PlainNode::Empty => ExecPlainNode::Empty,
@@ -1087,7 +1086,7 @@ impl GraphOps for Session {
         req: GraphConditionalHandleCreate,
         _: &[u8],
     ) -> HandlerResult<ConditionalHandle> {
-        let graph = self.editable_graph(req.graph)?;
+        let graph = self.extendable_graph(req.graph)?;
         self.accounts.check_count(
             "conditional handle",
             self.graph_tables.conditionals.len(),
@@ -1106,7 +1105,7 @@ impl GraphOps for Session {
         req: GraphAddConditionalNode,
         _: &[u8],
     ) -> HandlerResult<ConditionalNodeMade> {
-        let graph = self.editable_graph(req.graph)?;
+        let graph = self.extendable_graph(req.graph)?;
         let deps = self.nodes_in(req.graph, &req.dependencies)?;
         if self.graph_tables.conditionals.get(&req.handle) != Some(&req.graph) {
             warn!(client = %self.client, graph = req.graph.0,
@@ -1131,6 +1130,23 @@ impl GraphOps for Session {
             },
             Vec::new(),
         ))
+    }
+
+    fn stream_update_capture_dependencies(
+        &mut self,
+        _: &CallContext,
+        req: StreamUpdateCaptureDependencies,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        let s = self.handles.stream(req.stream)?;
+        let (graph, _) = self.exec.capture_graph(s)?;
+        let Some(&handle) = self.graph_tables.building.get(&graph) else {
+            // The guest never saw this graph, so it holds none of its nodes.
+            return Err(CudaStatus::ErrorInvalidValue);
+        };
+        let deps = self.nodes_in(handle, &req.dependencies)?;
+        self.exec.update_capture_dependencies(s, &deps, req.set)?;
+        nothing()
     }
 
     fn host_function_signal(

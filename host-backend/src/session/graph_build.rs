@@ -56,8 +56,15 @@ impl Session {
 
     /// A finished graph the guest may add nodes to or change: its executor id.
     pub(super) fn editable_graph(&self, graph: GraphHandle) -> Result<ExecGraph, CudaStatus> {
-        let exec = self.finished_graph(graph)?;
+        self.finished_graph(graph)?;
+        self.extendable_graph(graph)
+    }
+
+    /// A graph the guest may add nodes to through the graph calls: a finished one, or
+    /// one a capture is building (CUDA allows both).
+    pub(super) fn extendable_graph(&self, graph: GraphHandle) -> Result<ExecGraph, CudaStatus> {
         let entry = self.graph_entry(graph)?;
+        let exec = entry.exec;
         if entry.nodes.len() >= MAX_NODE_HANDLES {
             warn!(client = %self.client, graph = graph.0, "refused a node past the graph's limit");
             return Err(CudaStatus::ErrorMemoryAllocation);

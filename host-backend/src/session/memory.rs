@@ -221,7 +221,6 @@ impl Session {
             device,
             pooled: false,
             made_pool: None,
-            graph: false,
         };
         self.accounts.add_allocation(ptr, allocation);
         Ok(ptr)

@@ -235,7 +235,6 @@ impl Session {
                 device,
                 pooled: false,
                 made_pool: None,
-                graph: true,
             };
             self.accounts.add_allocation(ptr, allocation);
             self.graph_allocation_add(graph, ptr, size, charged, device);
@@ -258,7 +257,6 @@ impl Session {
             device,
             pooled: true,
             made_pool: pool.made,
-            graph: false,
         };
         self.accounts.add_allocation(ptr, allocation);
         // The pool may have grown by more than the allocation: that counts too.
@@ -370,17 +368,12 @@ impl PoolOps for Session {
         if req.ptr == 0 {
             return nothing();
         }
-        // Only what this guest allocated (either way) may be freed by it.
-        let Some(a) = self.accounts.allocations.get(&req.ptr).copied() else {
-            warn!(client = %self.client, ptr = format_args!("{:#x}", req.ptr),
-                "refused cudaFreeAsync of memory the guest does not own");
-            return Err(CudaStatus::ErrorInvalidValue);
-        };
         // In a capture the free is a graph's free node, which only a graph allocation
         // may be given (as CUDA says): anything else would stay held by the device with
-        // nothing charged for it.
+        // nothing charged for it. The allocation need not be live now, only when the
+        // node runs (a graph that frees another's memory may be built while it is not).
         if self.exec.stream_capturing(s)? {
-            if !a.graph {
+            if self.graph_allocation(req.ptr).is_none() {
                 warn!(client = %self.client, ptr = format_args!("{:#x}", req.ptr),
                     "refused cudaFreeAsync in a capture of memory no graph allocated");
                 return Err(CudaStatus::ErrorInvalidValue);
@@ -388,6 +381,12 @@ impl PoolOps for Session {
             self.graph_free_node(s, req.ptr)?;
             return nothing();
         }
+        // Only what this guest allocated (either way) may be freed by it.
+        let Some(a) = self.accounts.allocations.get(&req.ptr).copied() else {
+            warn!(client = %self.client, ptr = format_args!("{:#x}", req.ptr),
+                "refused cudaFreeAsync of memory the guest does not own");
+            return Err(CudaStatus::ErrorInvalidValue);
+        };
         if !self.graph_memory_freeable(req.ptr) {
             warn!(client = %self.client, ptr = format_args!("{:#x}", req.ptr),
                 "refused cudaFreeAsync of graph memory that is not live");

@@ -48,9 +48,12 @@ enum Plain {
 }
 
 impl CudaExecutor {
-    /// A graph of this executor's: a finished one, or one a node owns.
+    /// A graph of this executor's: a finished one, one a node owns, or one a capture
+    /// is building (the driver lets nodes be added to it meanwhile).
     fn any_graph(&self, graph: ExecGraph) -> ExecResult<sys::CUgraph> {
-        if self.graph_tables.owned.contains_key(&graph) {
+        if self.graph_tables.owned.contains_key(&graph)
+            || self.graph_tables.building.contains_key(&graph)
+        {
             return Ok(graph as usize as sys::CUgraph);
         }
         self.graph(graph)
@@ -113,6 +116,41 @@ impl GraphBuild for CudaExecutor {
         self.graph_tables.building.insert(graph, idx);
         self.graph_tables.into_existing.insert(graph, owned);
         Ok(())
+    }
+
+    fn update_capture_dependencies(
+        &mut self,
+        stream: ExecStream,
+        dependencies: &[ExecNode],
+        set: bool,
+    ) -> ExecResult<()> {
+        self.bind()?;
+        let s = self.stream(stream)?;
+        let mut deps = nodes(dependencies);
+        let flags = match set {
+            true => {
+                sys::CUstreamUpdateCaptureDependencies_flags::CU_STREAM_SET_CAPTURE_DEPENDENCIES
+            }
+            false => {
+                sys::CUstreamUpdateCaptureDependencies_flags::CU_STREAM_ADD_CAPTURE_DEPENDENCIES
+            }
+        };
+        let list = if deps.is_empty() {
+            ptr::null_mut()
+        } else {
+            deps.as_mut_ptr()
+        };
+        // SAFETY: `s` is checked; `deps` are nodes of its capture's graph (the session
+        // paired them), no edge data.
+        check(unsafe {
+            sys::cuStreamUpdateCaptureDependencies_v2(
+                s,
+                list,
+                ptr::null(),
+                deps.len(),
+                flags as u32,
+            )
+        })
     }
 
     fn add_plain_node(

@@ -26,6 +26,19 @@ impl HostMemoryExecutor {
             .ok_or(CudaStatus::ErrorInvalidValue)
     }
 
+    /// A graph's nodes to add to: a finished graph's, or one a capture is building.
+    fn nodes_to_extend(&mut self, graph: ExecGraph) -> ExecResult<&mut Vec<Node>> {
+        if self.graphs.graphs.contains_key(&graph) {
+            return self.graph_mut(graph);
+        }
+        self.graphs
+            .captures
+            .values_mut()
+            .find(|c| c.graph == graph)
+            .map(|c| &mut c.nodes)
+            .ok_or(CudaStatus::ErrorInvalidValue)
+    }
+
     /// The index of a live node of `nodes` (of `graph`).
     fn live_index(graph: ExecGraph, node: ExecNode, nodes: &[Node]) -> ExecResult<usize> {
         let i = Self::node_index(graph, node, nodes.len())?;
@@ -84,6 +97,32 @@ impl GraphBuild for HostMemoryExecutor {
         Ok(())
     }
 
+    fn update_capture_dependencies(
+        &mut self,
+        stream: ExecStream,
+        dependencies: &[ExecNode],
+        set: bool,
+    ) -> ExecResult<()> {
+        self.check_stream(stream)?;
+        let &(id, _) = self
+            .graphs
+            .capturing
+            .get(&stream)
+            .ok_or(CudaStatus::ErrorIllegalState)?;
+        let capture = &self.graphs.captures[&id];
+        let deps = Self::indices(capture.graph, dependencies, &capture.nodes)?;
+        let frontier = &mut self.graphs.capturing.get_mut(&stream).expect("looked up").1;
+        if set {
+            frontier.clear();
+        }
+        for d in deps {
+            if !frontier.contains(&d) {
+                frontier.push(d);
+            }
+        }
+        Ok(())
+    }
+
     fn add_plain_node(
         &mut self,
         graph: ExecGraph,
@@ -102,7 +141,7 @@ impl GraphBuild for HostMemoryExecutor {
                 Recorded::EventWait(e)
             }
         };
-        let nodes = self.graph_mut(graph)?;
+        let nodes = self.nodes_to_extend(graph)?;
         let deps = Self::indices(graph, dependencies, nodes)?;
         if nodes.len() >= super::MAX_NODES {
             return Err(CudaStatus::ErrorMemoryAllocation);
