@@ -61,6 +61,11 @@ fn register(fd: &OwnedFd, start: usize, len: usize, flags: u32) -> Result<u64, C
         .device_ptr)
 }
 
+/// Whether this connection can share memory with its host at all.
+pub fn available() -> bool {
+    enabled() && client::client().is_ok_and(|c| c.can_pass_fds())
+}
+
 /// New shared pinned memory of at least `size` bytes, or `None` where sharing is not
 /// possible (the caller then uses private memory).
 pub fn alloc(size: usize, flags: u32) -> Option<(usize, Shared)> {

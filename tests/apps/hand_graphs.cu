@@ -383,6 +383,7 @@ int main() {
     CHECK(cudaMemcpyAsync(round_trip.data(), d_y, N * sizeof(float), cudaMemcpyDeviceToHost, s));
     cudaGraph_t cg;
     CHECK(cudaStreamEndCapture(s, &cg));
+    EXPECT(count_nodes(cg) == 2);
     cudaGraphExec_t cge;
     CHECK(cudaGraphInstantiate(&cge, cg, 0));
     launch_and_wait(cge, s);

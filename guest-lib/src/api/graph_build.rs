@@ -321,6 +321,49 @@ pub fn forget_device_state() {
 /// time (the lock is held while it does).
 static BUILDERS: Mutex<Option<HashMap<i32, usize>>> = Mutex::new(None);
 
+thread_local! {
+    /// This thread is doing a node's work on the builder stream.
+    static IN_BUILD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the calling thread is doing a node's work for `build_node` (work that
+/// needs a node of its own built must not start another build then).
+pub(crate) fn in_build() -> bool {
+    IN_BUILD.with(|b| b.get())
+}
+
+/// Capture `work`, which makes several nodes on `stream`, as one child-graph node of
+/// the graph `stream` is capturing into, after the nodes the stream's next work would
+/// depend on: the program's graph gains one node, as natively for one operation.
+pub(crate) fn capture_as_one_node(
+    stream: StreamHandle,
+    work: impl FnOnce(StreamHandle) -> Result<()>,
+) -> Result<()> {
+    let scratch = call(&GraphCreate { flags: 0 })?.graph;
+    let made = build_node(scratch.into(), &[], |s| {
+        match work(stream_handle(s, false)) {
+            Ok(()) => 0,
+            Err(e) => e.0,
+        }
+    })
+    .and_then(|_| {
+        let shown = call(&StreamGetCaptureGraph { stream })?;
+        let child = add_plain(
+            shown.graph.into(),
+            shown.dependencies,
+            PlainNode::ChildGraph(scratch),
+        )?;
+        call(&vmcuda_wire::op::StreamUpdateCaptureDependencies {
+            stream,
+            dependencies: vec![child],
+            set: true,
+        })
+    });
+    let destroyed = call(&GraphDestroy { graph: scratch });
+    made?;
+    destroyed
+}
+
 /// `cudaStreamNonBlocking`: the builder never synchronizes with the legacy stream.
 const NON_BLOCKING: u32 = 1;
 
@@ -358,7 +401,9 @@ pub(crate) fn build_node(
         dependencies: deps.to_vec(),
     })?;
     capture::begin(stream, capture_mode::RELAXED);
+    IN_BUILD.with(|b| b.set(true));
     let worked = via_runtime(|| work(raw));
+    IN_BUILD.with(|b| b.set(false));
     let shown = worked.and_then(|()| call(&StreamGetCaptureGraph { stream }));
     let invalidated = capture::end(stream)?;
     let ended = call(&StreamEndCapture {

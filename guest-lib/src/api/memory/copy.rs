@@ -84,7 +84,18 @@ fn staged_in_capture(
         height: rows.height,
         to_device,
     };
-    crate::host_functions::capture_pageable_copy(stream, copy)
+    if crate::api::graph_build::in_build() {
+        // A node being built: it is made into one node by its builder.
+        return crate::host_functions::capture_pageable_copy(stream, copy);
+    }
+    // Several nodes: made one, as the program's capture has one copy.
+    if !crate::shared::available() {
+        return None;
+    }
+    Some(crate::api::graph_build::capture_as_one_node(stream, |s| {
+        crate::host_functions::capture_pageable_copy(s, copy)
+            .unwrap_or(Err(CudaStatus::ErrorStreamCaptureUnsupported))
+    }))
 }
 
 /// The devices of a device-to-device copy whose two sides are on different hosts.
