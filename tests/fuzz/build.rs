@@ -25,6 +25,7 @@ const TRAITS: &[(&str, &str, &str)] = &[
     ("driver.rs", "Driver", "vmcuda_host::executor::driver"),
     ("graph.rs", "Graphs", "vmcuda_host::executor::graph"),
     ("graph.rs", "GraphBuild", "vmcuda_host::executor::graph"),
+    ("array.rs", "ArrayExec", "vmcuda_host::executor::array"),
 ];
 
 fn main() {

@@ -45,6 +45,7 @@ const APPS: &[&str] = &[
     "struct_params",
     "symbols",
     "templates",
+    "textures",
     "vector_add",
     "zero_copy",
 ];

@@ -1,6 +1,7 @@
 //! The vmcuda wire protocol, shared by the guest library and the host backend.
 //!
 //! Module map:
+//! - [`array`]: CUDA arrays, 3D copies (each side a place), texture and surface objects.
 //! - [`blas`]: cuBLAS requests (handles, GEMMs) and the argument checks and operand
 //!   extents both ends compute from them.
 //! - [`driver`]: driver-API requests beyond the runtime's ops: element memsets, stream
@@ -31,6 +32,7 @@
 //! The unit tests of `blaslt`, `cubin` and `fatbin` live beside them in
 //! `<module>/tests.rs`.
 
+pub mod array;
 pub mod blas;
 pub mod blas_table;
 pub mod blaslt;

@@ -25,6 +25,10 @@
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use thiserror::Error;
 
+pub use crate::array::{
+    ArrayCreate, ArrayHandle, ArrayMade, Copy3D, LevelMade, MipmappedArrayCreate, MipmappedHandle,
+    MipmappedMade, TexObjectCreate,
+};
 pub use crate::blas::{BlasCreate, BlasDestroy, BlasGemm, BlasSetWorkspace};
 pub use crate::blas_table::{BlasCall, BlasCallWaited, BlasOutputs};
 pub use crate::blaslt::{LtCreate, LtDestroy, LtHeuristic, LtHeuristicReply, LtMatmul};

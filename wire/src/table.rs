@@ -68,6 +68,26 @@ macro_rules! op_lines {
                     -> SharedHostMemory, Sync;
             }
 
+            /// CUDA arrays, copies in three dimensions, texture and surface objects (types
+            /// in crate::array). Every one waits: each can be refused at once, and a
+            /// copy to the frame brings bytes back.
+            array ArrayOps {
+                0x0220 ArrayCreate => array_create(ArrayCreate) -> ArrayMade, Sync;
+                0x0221 ArrayDestroy => array_destroy(ArrayDestroy { array: ArrayHandle }) -> (), Sync;
+                0x0222 MipmappedArrayCreate => mipmapped_array_create(MipmappedArrayCreate) -> MipmappedMade, Sync;
+                0x0223 MipmappedArrayGetLevel => mipmapped_array_get_level(MipmappedArrayGetLevel {
+                    mipmap: MipmappedHandle, level: u32,
+                }) -> LevelMade, Sync;
+                0x0224 MipmappedArrayDestroy => mipmapped_array_destroy(MipmappedArrayDestroy { mipmap: MipmappedHandle })
+                    -> (), Sync;
+                0x0225 Copy3D => copy_3d(Copy3D) -> (), Sync;
+                0x0226 TexObjectCreate => tex_object_create(TexObjectCreate) -> TexObject { tex: u64 }, Sync;
+                0x0227 TexObjectDestroy => tex_object_destroy(TexObjectDestroy { tex: u64 }) -> (), Sync;
+                0x0228 SurfObjectCreate => surf_object_create(SurfObjectCreate { array: ArrayHandle })
+                    -> SurfObject { surf: u64 }, Sync;
+                0x0229 SurfObjectDestroy => surf_object_destroy(SurfObjectDestroy { surf: u64 }) -> (), Sync;
+            }
+
             /// Copies and memsets (the driver's element memsets too).
             copy CopyOps {
                 /// Host to device; the bytes are the frame's data section.

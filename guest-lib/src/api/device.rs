@@ -154,6 +154,7 @@ pub extern "C" fn cudaDeviceReset() -> cudaError_t {
         let r = call(&DeviceReset);
         super::registration::forget_device_state();
         super::graph::forget_device_state();
+        super::array::forget_device_state();
         super::mem_pool::forget_device_state(state::current_device());
         r
     })

@@ -603,19 +603,35 @@ pub extern "C" fn cudaGraphAddMemsetNode(
 
 // ---- memcpy nodes -------------------------------------------------------------------
 
-/// A 3D copy between linear memory as pitched 2D copies on `stream`: one when the
-/// slices follow each other evenly, else one per slice.
+/// A copy node's work on `stream` (a stream capturing into its graph): with an array
+/// on either side, the array copy; else pitched 2D copies.
 pub(crate) fn memcpy_3d_on(p: &Memcpy3DParms, stream: RawHandle) -> cudaError_t {
-    if !p.src_array.is_null() || !p.dst_array.is_null() {
-        return refuse(
-            "a 3D copy to or from a CUDA array",
-            "is not implemented by vmcuda yet",
-        )
-        .0;
+    let handle = stream_handle(stream, false);
+    let r = match p.src_array.is_null() && p.dst_array.is_null() {
+        // SAFETY: a copy node's host side is the program's memory for as long as
+        // its graph may run (CUDA's contract for copy nodes).
+        false => unsafe { super::array::memcpy_3d(p, handle, true) },
+        true => memcpy_3d_linear(p, handle, true),
+    };
+    match r {
+        Ok(()) => 0,
+        Err(e) => e.0,
     }
+}
+
+/// A 3D copy between linear memory as pitched 2D copies in `stream`'s order: one when
+/// the slices follow each other evenly, else one per slice; a synchronous one waits
+/// for the stream after.
+pub(crate) fn memcpy_3d_linear(
+    p: &Memcpy3DParms,
+    stream: StreamHandle,
+    is_async: bool,
+) -> Result<()> {
+    let raw = stream.0 as usize as RawHandle;
+    let run = |f: &dyn Fn() -> cudaError_t| via_runtime(f);
     let e = p.extent;
     if e.width == 0 || e.height == 0 || e.depth == 0 {
-        return 0;
+        return Ok(());
     }
     let at = |q: &PitchedPtr, pos: &Pos| -> usize {
         let slice = q.pitch * q.ysize;
@@ -632,41 +648,49 @@ pub(crate) fn memcpy_3d_on(p: &Memcpy3DParms, stream: RawHandle) -> cudaError_t 
         if packed(&p.src_ptr) && packed(&p.dst_ptr) {
             // One linear copy: the only shape a copy with a host side can be captured
             // in (pinned memory the host reaches; pitched rows go through the socket).
-            return rt_copy::cudaMemcpyAsync(
-                dst as *mut c_void,
-                src as *const c_void,
-                e.width * rows,
-                p.kind,
-                stream,
-            );
+            run(&|| {
+                rt_copy::cudaMemcpyAsync(
+                    dst as *mut c_void,
+                    src as *const c_void,
+                    e.width * rows,
+                    p.kind,
+                    raw,
+                )
+            })?;
+        } else {
+            run(&|| {
+                rt_copy::cudaMemcpy2DAsync(
+                    dst as *mut c_void,
+                    p.dst_ptr.pitch,
+                    src as *const c_void,
+                    p.src_ptr.pitch,
+                    e.width,
+                    rows,
+                    p.kind,
+                    raw,
+                )
+            })?;
         }
-        return rt_copy::cudaMemcpy2DAsync(
-            dst as *mut c_void,
-            p.dst_ptr.pitch,
-            src as *const c_void,
-            p.src_ptr.pitch,
-            e.width,
-            e.height * e.depth,
-            p.kind,
-            stream,
-        );
-    }
-    for z in 0..e.depth {
-        let r = rt_copy::cudaMemcpy2DAsync(
-            (dst + z * p.dst_ptr.pitch * p.dst_ptr.ysize) as *mut c_void,
-            p.dst_ptr.pitch,
-            (src + z * p.src_ptr.pitch * p.src_ptr.ysize) as *const c_void,
-            p.src_ptr.pitch,
-            e.width,
-            e.height,
-            p.kind,
-            stream,
-        );
-        if r != 0 {
-            return r;
+    } else {
+        for z in 0..e.depth {
+            run(&|| {
+                rt_copy::cudaMemcpy2DAsync(
+                    (dst + z * p.dst_ptr.pitch * p.dst_ptr.ysize) as *mut c_void,
+                    p.dst_ptr.pitch,
+                    (src + z * p.src_ptr.pitch * p.src_ptr.ysize) as *const c_void,
+                    p.src_ptr.pitch,
+                    e.width,
+                    e.height,
+                    p.kind,
+                    raw,
+                )
+            })?;
         }
     }
-    0
+    if !is_async {
+        run(&|| super::stream::cudaStreamSynchronize(raw))?;
+    }
+    Ok(())
 }
 
 /// Whether a copy node's host side is memory the host cannot reach when the graph

@@ -4,6 +4,7 @@
 //! `cudaErrorUnknown` instead of unwinding into C, and a failure is stored as the
 //! thread's last error, as the CUDA runtime does.
 
+pub mod array;
 pub mod device;
 pub mod driver_entry;
 pub mod errors;

@@ -386,22 +386,22 @@ const MEMORY_UNIFIED: u32 = 4;
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct Memcpy2D {
-    src_x_in_bytes: usize,
-    src_y: usize,
-    src_memory_type: u32,
-    src_host: *const c_void,
-    src_device: u64,
-    src_array: *mut c_void,
-    src_pitch: usize,
-    dst_x_in_bytes: usize,
-    dst_y: usize,
-    dst_memory_type: u32,
-    dst_host: *mut c_void,
-    dst_device: u64,
-    dst_array: *mut c_void,
-    dst_pitch: usize,
-    width_in_bytes: usize,
-    height: usize,
+    pub(super) src_x_in_bytes: usize,
+    pub(super) src_y: usize,
+    pub(super) src_memory_type: u32,
+    pub(super) src_host: *const c_void,
+    pub(super) src_device: u64,
+    pub(super) src_array: *mut c_void,
+    pub(super) src_pitch: usize,
+    pub(super) dst_x_in_bytes: usize,
+    pub(super) dst_y: usize,
+    pub(super) dst_memory_type: u32,
+    pub(super) dst_host: *mut c_void,
+    pub(super) dst_device: u64,
+    pub(super) dst_array: *mut c_void,
+    pub(super) dst_pitch: usize,
+    pub(super) width_in_bytes: usize,
+    pub(super) height: usize,
 }
 
 /// One side of a 2D copy: its first byte and pitch. Arrays are not served yet.
@@ -458,6 +458,13 @@ unsafe fn memcpy_2d(copy: *const Memcpy2D) -> Result<(u64, usize, u64, usize, us
 /// `copy` is NULL or a readable `CUDA_MEMCPY2D`.
 unsafe fn copy_2d(copy: *const Memcpy2D, stream: Option<RawHandle>) -> Result<()> {
     check_initialized()?;
+    // SAFETY: as `copy_2d`'s caller promised.
+    let c = unsafe { caller::read(copy) }?;
+    if c.src_memory_type == super::array::ARRAY || c.dst_memory_type == super::array::ARRAY {
+        let s = stream.unwrap_or(std::ptr::null_mut());
+        // SAFETY: as `copy_2d`'s caller promised.
+        return unsafe { super::array::memcpy_2d(&c, s, stream.is_some()) };
+    }
     // SAFETY: as `copy_2d`'s caller promised.
     let (dst, dpitch, src, spitch, width, height) = unsafe { memcpy_2d(copy) }?;
     let (dst, src) = (dst as *mut c_void, src as *const c_void);

@@ -26,6 +26,7 @@
 //! function in other clothes (copies, streams, events), it calls the runtime export and
 //! leaves the runtime's last error as it was, as the real driver does.
 
+mod array;
 pub(crate) mod context;
 mod export_table;
 pub(crate) mod graph;

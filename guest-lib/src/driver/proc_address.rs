@@ -11,6 +11,7 @@
 
 use std::ffi::{c_char, c_void};
 
+use super::array::*;
 use super::context::*;
 use super::export;
 use super::export_table::cuGetExportTable;
@@ -49,6 +50,28 @@ table! {
     "cuGetErrorString" => cuGetErrorString,
     "cuGetProcAddress" => cuGetProcAddress_v2,
     "cuGetExportTable" => cuGetExportTable,
+    "cuArrayCreate" => cuArrayCreate_v2,
+    "cuArray3DCreate" => cuArray3DCreate_v2,
+    "cuArrayDestroy" => cuArrayDestroy,
+    "cuArrayGetDescriptor" => cuArrayGetDescriptor_v2,
+    "cuArray3DGetDescriptor" => cuArray3DGetDescriptor_v2,
+    "cuMemcpy3D" => cuMemcpy3D_v2,
+    "cuMemcpy3DAsync" => cuMemcpy3DAsync_v2,
+    "cuMemcpyHtoA" => cuMemcpyHtoA_v2,
+    "cuMemcpyAtoH" => cuMemcpyAtoH_v2,
+    "cuMemcpyDtoA" => cuMemcpyDtoA_v2,
+    "cuMemcpyAtoD" => cuMemcpyAtoD_v2,
+    "cuMipmappedArrayCreate" => cuMipmappedArrayCreate,
+    "cuMipmappedArrayGetLevel" => cuMipmappedArrayGetLevel,
+    "cuMipmappedArrayDestroy" => cuMipmappedArrayDestroy,
+    "cuTexObjectCreate" => cuTexObjectCreate,
+    "cuTexObjectGetResourceDesc" => cuTexObjectGetResourceDesc,
+    "cuTexObjectGetTextureDesc" => cuTexObjectGetTextureDesc,
+    "cuTexObjectGetResourceViewDesc" => cuTexObjectGetResourceViewDesc,
+    "cuSurfObjectGetResourceDesc" => cuSurfObjectGetResourceDesc,
+    "cuTexObjectDestroy" => cuTexObjectDestroy,
+    "cuSurfObjectCreate" => cuSurfObjectCreate,
+    "cuSurfObjectDestroy" => cuSurfObjectDestroy,
     "cuGraphAddKernelNode" => cuGraphAddKernelNode_v2,
     "cuGraphKernelNodeSetParams" => cuGraphKernelNodeSetParams_v2,
     "cuGraphExecKernelNodeSetParams" => cuGraphExecKernelNodeSetParams_v2,

@@ -10,6 +10,7 @@
 //! Streams, events, modules and functions are the executor's own `u64` ids here; the
 //! session maps the guest's handles onto them and checks them first.
 
+pub mod array;
 pub mod blas;
 pub mod blas_table;
 pub mod blaslt;
@@ -102,6 +103,7 @@ pub trait Executor:
     + driver::Driver
     + graph::Graphs
     + graph::GraphBuild
+    + array::ArrayExec
 {
     fn kind(&self) -> ExecutorKind;
     /// One line describing the backend, shown to the guest.

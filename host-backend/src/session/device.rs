@@ -97,6 +97,7 @@ impl DeviceOps for Session {
         self.blas_reset(device);
         self.vmm_reset(device);
         self.graphs_reset(device);
+        self.arrays_reset(device);
         self.pools_drop(Some(device));
         self.handles.forget_device(device);
         self.accounts.globals.retain(|_, (_, d)| *d != device);

@@ -25,6 +25,7 @@ use vmcuda_wire::op::*;
 use vmcuda_wire::CudaStatus;
 
 mod accounting;
+mod array;
 mod blas;
 mod blas_call;
 mod blaslt;
@@ -81,6 +82,7 @@ pub struct Session {
     lt: blaslt::LtState,
     /// The guest's graphs, executable graphs and graph nodes (see `graph`).
     graph_tables: graph::GraphTables,
+    array_tables: array::ArrayTables,
     /// The guest's address reservations, physical allocations and mappings (see
     /// `vmm`).
     vmm: vmm::Vmm,
@@ -114,6 +116,7 @@ impl Session {
             blas: Default::default(),
             lt: Default::default(),
             graph_tables: Default::default(),
+            array_tables: Default::default(),
             vmm: Default::default(),
             limit_base: Default::default(),
             pool_devices: Default::default(),
@@ -176,6 +179,7 @@ impl Drop for Session {
         self.blas_drop_all();
         self.vmm_drop_all();
         self.graphs_drop_all();
+        self.arrays_drop_all();
         for (_, e) in self.handles.events.drain() {
             let _ = self.exec.event_destroy(e);
         }

@@ -208,6 +208,7 @@ impl CudaExecutor {
             lt: Default::default(),
             queued: QueuedCopies::default(),
             graph_tables: Default::default(),
+            array_tables: Default::default(),
         })
     }
 
@@ -268,6 +269,7 @@ impl CudaExecutor {
         self.lt_destroy_device(idx);
         self.blas_destroy_device(idx);
         self.graphs_destroy_device(idx);
+        self.arrays_destroy_device(idx);
         self.forget_queued(idx);
         if let Some(s) = self.devices[idx].scrub_stream.take() {
             // SAFETY: made by scrub_stream and destroyed once (it has left the device).

@@ -58,6 +58,7 @@ macro_rules! enum_from_u32 {
     }};
 }
 
+mod array;
 mod blas;
 mod blas_table;
 mod blaslt;
@@ -142,6 +143,7 @@ pub struct CudaExecutor {
     queued: staging::QueuedCopies,
     /// Graphs and executable graphs (see `graph`).
     graph_tables: graph::CudaGraphs,
+    array_tables: array::CudaArrays,
 }
 
 impl Executor for CudaExecutor {

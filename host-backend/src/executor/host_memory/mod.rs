@@ -87,6 +87,7 @@ impl Region {
     }
 }
 
+mod array;
 mod blas;
 mod blaslt;
 mod copy;
@@ -133,6 +134,7 @@ pub struct HostMemoryExecutor {
     lt_handles: HashSet<u64>,
     /// Captures, graphs and the default pool (see `graph`).
     graphs: graph::HostGraphs,
+    arrays: array::HostArrays,
     /// Where to note the memory still held when this executor is dropped (a session
     /// owns its executor to the end: tests read what it left behind here).
     #[cfg(test)]
@@ -175,6 +177,7 @@ impl HostMemoryExecutor {
             vmm: Default::default(),
             lt_handles: HashSet::new(),
             graphs: Default::default(),
+            arrays: Default::default(),
             #[cfg(test)]
             held_at_drop: None,
         })

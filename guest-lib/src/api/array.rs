@@ -1,0 +1,1466 @@
+//! CUDA arrays, copies to, from and between them, 3D memory, texture and surface
+//! objects.
+//!
+//! Arrays are host objects; the guest keeps what each was made with (the channel
+//! format, extent and flags `cudaArrayGetInfo` answers, and the element size every
+//! copy's offsets are counted in). Every copy that involves an array, and every 3D
+//! copy, is one op naming its two sides ([`CopyPlace`]): device memory, an array,
+//! pinned memory the host shares, or the frame, whose bytes are the host side's rows
+//! packed (in pieces no larger than a chunk). 3D copies between linear memory only
+//! are pitched 2D copies. Texture and surface objects are the driver's values, which
+//! kernels take by value; the descriptors given are kept for the `Get` calls.
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::Mutex;
+
+use vmcuda_wire::array::{
+    format, ArrayDesc, ArrayHandle, CopyPlace, MipmappedHandle, TexResource, TextureDesc, ViewDesc,
+};
+use vmcuda_wire::op::{
+    ArrayCreate, ArrayDestroy, Copy3D, MipmappedArrayCreate, MipmappedArrayDestroy,
+    MipmappedArrayGetLevel, StreamHandle, SurfObjectCreate, SurfObjectDestroy, TexObjectCreate,
+    TexObjectDestroy,
+};
+use vmcuda_wire::CudaStatus;
+
+use super::graph_build::{Extent, Memcpy3DParms, PitchedPtr, Pos};
+use super::{call, call_with, guard, stream_handle, RawHandle, Result};
+use crate::client::{self, Sink};
+use crate::copy_route::pinned_region;
+use crate::{caller, cudaError_t, gate};
+
+/// `cudaChannelFormatDesc`: bits per channel and the kind (signed 0, unsigned 1,
+/// float 2).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ChannelFormatDesc {
+    pub x: i32,
+    pub y: i32,
+    pub z: i32,
+    pub w: i32,
+    pub kind: u32,
+}
+
+const KIND_SIGNED: u32 = 0;
+const KIND_UNSIGNED: u32 = 1;
+const KIND_FLOAT: u32 = 2;
+
+impl ChannelFormatDesc {
+    /// The driver's format and channel count.
+    pub fn format(&self) -> Result<(u32, u32)> {
+        let bits = [self.x, self.y, self.z, self.w];
+        let channels = bits.iter().take_while(|&&b| b != 0).count();
+        if channels == 0 || bits[channels..].iter().any(|&b| b != 0) {
+            return Err(CudaStatus::ErrorInvalidChannelDescriptor);
+        }
+        if bits[..channels].iter().any(|&b| b != self.x) || channels == 3 {
+            return Err(CudaStatus::ErrorInvalidChannelDescriptor);
+        }
+        let f = match (self.kind, self.x) {
+            (KIND_UNSIGNED, 8) => format::UNSIGNED_INT8,
+            (KIND_UNSIGNED, 16) => format::UNSIGNED_INT16,
+            (KIND_UNSIGNED, 32) => format::UNSIGNED_INT32,
+            (KIND_SIGNED, 8) => format::SIGNED_INT8,
+            (KIND_SIGNED, 16) => format::SIGNED_INT16,
+            (KIND_SIGNED, 32) => format::SIGNED_INT32,
+            (KIND_FLOAT, 16) => format::HALF,
+            (KIND_FLOAT, 32) => format::FLOAT,
+            _ => return Err(CudaStatus::ErrorInvalidChannelDescriptor),
+        };
+        Ok((f, channels as u32))
+    }
+
+    /// The runtime's description of a driver format.
+    pub fn of(format: u32, channels: u32) -> ChannelFormatDesc {
+        let (kind, bits) = match format {
+            format::UNSIGNED_INT8 => (KIND_UNSIGNED, 8),
+            format::UNSIGNED_INT16 => (KIND_UNSIGNED, 16),
+            format::UNSIGNED_INT32 => (KIND_UNSIGNED, 32),
+            format::SIGNED_INT8 => (KIND_SIGNED, 8),
+            format::SIGNED_INT16 => (KIND_SIGNED, 16),
+            format::SIGNED_INT32 => (KIND_SIGNED, 32),
+            format::HALF => (KIND_FLOAT, 16),
+            _ => (KIND_FLOAT, 32),
+        };
+        let c = |i: u32| if i < channels { bits } else { 0 };
+        ChannelFormatDesc {
+            x: c(0),
+            y: c(1),
+            z: c(2),
+            w: c(3),
+            kind,
+        }
+    }
+}
+
+/// What the guest knows of an array.
+#[derive(Clone, Copy)]
+struct ArrayInfo {
+    desc: ArrayDesc,
+    /// A level of a mipmapped array (freed with it).
+    level: bool,
+}
+
+#[derive(Default)]
+struct Arrays {
+    arrays: HashMap<u64, ArrayInfo>,
+    mipmaps: HashMap<u64, ArrayDesc>,
+    textures: HashMap<u64, (ResourceDescC, TextureDescC, Option<ViewDescC>)>,
+    surfaces: HashMap<u64, ResourceDescC>,
+}
+
+// SAFETY: the descriptors kept hold the program's own pointers as values (device
+// addresses, array handles), read back by the program's `Get` calls only.
+unsafe impl Send for Arrays {}
+
+static ARRAYS: Mutex<Option<Arrays>> = Mutex::new(None);
+
+fn arrays<T>(f: impl FnOnce(&mut Arrays) -> T) -> T {
+    let mut g = ARRAYS.lock().unwrap_or_else(|p| p.into_inner());
+    f(g.get_or_insert_with(Arrays::default))
+}
+
+pub(crate) fn array_desc(array: RawHandle) -> Result<ArrayDesc> {
+    array_info(array).map(|i| i.desc)
+}
+
+fn array_info(array: RawHandle) -> Result<ArrayInfo> {
+    arrays(|a| a.arrays.get(&(array as u64)).copied()).ok_or(CudaStatus::ErrorInvalidResourceHandle)
+}
+
+/// Forget every array and object (the device was reset).
+pub fn forget_device_state() {
+    *ARRAYS.lock().unwrap_or_else(|p| p.into_inner()) = None;
+}
+
+// ---- arrays -----------------------------------------------------------------------
+
+fn make_array(desc: &ChannelFormatDesc, extent: Extent, flags: u32) -> Result<RawHandle> {
+    let (format, channels) = desc.format()?;
+    let desc = ArrayDesc {
+        width: extent.width as u64,
+        height: extent.height as u64,
+        depth: extent.depth as u64,
+        format,
+        channels,
+        flags,
+    };
+    create_array(desc)
+}
+
+/// An array of `desc`, known here from now on.
+pub(crate) fn create_array(desc: ArrayDesc) -> Result<RawHandle> {
+    let made = call(&ArrayCreate { desc })?;
+    arrays(|a| {
+        a.arrays
+            .insert(made.array.0, ArrayInfo { desc, level: false })
+    });
+    Ok(made.array.0 as RawHandle)
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMallocArray(
+    out: *mut RawHandle,
+    desc: *const ChannelFormatDesc,
+    width: usize,
+    height: usize,
+    flags: u32,
+) -> cudaError_t {
+    guard("cudaMallocArray", || {
+        // SAFETY: by its contract `desc` is readable and `out` writable.
+        unsafe {
+            let d = caller::read(desc)?;
+            let extent = Extent {
+                width,
+                height,
+                depth: 0,
+            };
+            caller::write(out, make_array(&d, extent, flags)?)
+        }
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMalloc3DArray(
+    out: *mut RawHandle,
+    desc: *const ChannelFormatDesc,
+    extent: Extent,
+    flags: u32,
+) -> cudaError_t {
+    guard("cudaMalloc3DArray", || {
+        // SAFETY: by its contract `desc` is readable and `out` writable.
+        unsafe { caller::write(out, make_array(&caller::read(desc)?, extent, flags)?) }
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaFreeArray(array: RawHandle) -> cudaError_t {
+    guard("cudaFreeArray", || {
+        if array.is_null() {
+            return Ok(());
+        }
+        let info = array_info(array)?;
+        if info.level {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        call(&ArrayDestroy {
+            array: ArrayHandle(array as u64),
+        })?;
+        arrays(|a| a.arrays.remove(&(array as u64)));
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMallocMipmappedArray(
+    out: *mut RawHandle,
+    desc: *const ChannelFormatDesc,
+    extent: Extent,
+    levels: u32,
+    flags: u32,
+) -> cudaError_t {
+    guard("cudaMallocMipmappedArray", || {
+        // SAFETY: by its contract `desc` is readable.
+        let (format, channels) = unsafe { caller::read(desc) }?.format()?;
+        let desc = ArrayDesc {
+            width: extent.width as u64,
+            height: extent.height as u64,
+            depth: extent.depth as u64,
+            format,
+            channels,
+            flags,
+        };
+        let mipmap = create_mipmapped(desc, levels)?;
+        // SAFETY: by its contract `out` is writable.
+        unsafe { caller::write(out, mipmap) }
+    })
+}
+
+/// A mipmapped array of `levels` levels, the first of `desc`'s extent.
+pub(crate) fn create_mipmapped(desc: ArrayDesc, levels: u32) -> Result<RawHandle> {
+    let made = call(&MipmappedArrayCreate { desc, levels })?;
+    arrays(|a| a.mipmaps.insert(made.mipmap.0, desc));
+    Ok(made.mipmap.0 as RawHandle)
+}
+
+/// Level `level` of a mipmapped array, known here as an array from now on.
+pub(crate) fn mipmapped_level(mipmap: RawHandle, level: u32) -> Result<RawHandle> {
+    let made = call(&MipmappedArrayGetLevel {
+        mipmap: MipmappedHandle(mipmap as u64),
+        level,
+    })?;
+    let info = ArrayInfo {
+        desc: made.desc,
+        level: true,
+    };
+    arrays(|a| a.arrays.insert(made.array.0, info));
+    Ok(made.array.0 as RawHandle)
+}
+
+#[no_mangle]
+pub extern "C" fn cudaGetMipmappedArrayLevel(
+    out: *mut RawHandle,
+    mipmap: RawHandle,
+    level: u32,
+) -> cudaError_t {
+    guard("cudaGetMipmappedArrayLevel", || {
+        let array = mipmapped_level(mipmap, level)?;
+        // SAFETY: by its contract `out` is writable.
+        unsafe { caller::write(out, array) }
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaFreeMipmappedArray(mipmap: RawHandle) -> cudaError_t {
+    guard("cudaFreeMipmappedArray", || {
+        if mipmap.is_null() {
+            return Ok(());
+        }
+        call(&MipmappedArrayDestroy {
+            mipmap: MipmappedHandle(mipmap as u64),
+        })?;
+        arrays(|a| a.mipmaps.remove(&(mipmap as u64)));
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaArrayGetInfo(
+    desc: *mut ChannelFormatDesc,
+    extent: *mut Extent,
+    flags: *mut u32,
+    array: RawHandle,
+) -> cudaError_t {
+    guard("cudaArrayGetInfo", || {
+        let d = array_info(array)?.desc;
+        let e = Extent {
+            width: d.width as usize,
+            height: d.height as usize,
+            depth: d.depth as usize,
+        };
+        // SAFETY: by its contract each output is NULL or writable.
+        unsafe {
+            caller::write_opt(desc, ChannelFormatDesc::of(d.format, d.channels));
+            caller::write_opt(extent, e);
+            caller::write_opt(flags, d.flags);
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaGetChannelDesc(
+    desc: *mut ChannelFormatDesc,
+    array: RawHandle,
+) -> cudaError_t {
+    guard("cudaGetChannelDesc", || {
+        let d = array_info(array)?.desc;
+        // SAFETY: by its contract `desc` is writable.
+        unsafe { caller::write(desc, ChannelFormatDesc::of(d.format, d.channels)) }
+    })
+}
+
+// ---- copies ---------------------------------------------------------------------------
+
+/// One side of a copy as the guest sees it.
+#[derive(Clone, Copy)]
+pub(crate) enum Side {
+    /// An array at byte `x` of row `y` of slice `z`.
+    Array {
+        array: u64,
+        x: usize,
+        y: usize,
+        z: usize,
+    },
+    /// Device memory.
+    Device {
+        ptr: usize,
+        pitch: usize,
+        rows: usize,
+    },
+    /// The program's host memory.
+    Host {
+        ptr: usize,
+        pitch: usize,
+        rows: usize,
+    },
+}
+
+impl Side {
+    /// The part of this side `dy` rows and `dz` slices on.
+    fn offset(self, dy: usize, dz: usize) -> Side {
+        match self {
+            Side::Array { array, x, y, z } => Side::Array {
+                array,
+                x,
+                y: y + dy,
+                z: z + dz,
+            },
+            Side::Device { ptr, pitch, rows } => Side::Device {
+                ptr: ptr + dz * pitch * rows + dy * pitch,
+                pitch,
+                rows,
+            },
+            Side::Host { ptr, pitch, rows } => Side::Host {
+                ptr: ptr + dz * pitch * rows + dy * pitch,
+                pitch,
+                rows,
+            },
+        }
+    }
+
+    fn place(self) -> CopyPlace {
+        match self {
+            Side::Array { array, x, y, z } => CopyPlace::Array {
+                array: ArrayHandle(array),
+                x: x as u64,
+                y: y as u64,
+                z: z as u64,
+            },
+            Side::Device { ptr, pitch, rows } => CopyPlace::Device {
+                ptr: ptr as u64,
+                pitch: pitch as u64,
+                height: rows as u64,
+            },
+            Side::Host { ptr, pitch, rows } => CopyPlace::Shared {
+                addr: ptr as u64,
+                pitch: pitch as u64,
+                height: rows as u64,
+            },
+        }
+    }
+}
+
+/// The host side of a copy, if it has one.
+fn host_side(src: Side, dst: Side) -> Option<(Side, bool)> {
+    match (src, dst) {
+        (h @ Side::Host { .. }, _) => Some((h, true)),
+        (_, h @ Side::Host { .. }) => Some((h, false)),
+        _ => None,
+    }
+}
+
+/// Whether the rows of a host side lie in pinned memory the host shares.
+fn shared_host(side: Side, width: usize, height: usize, depth: usize) -> bool {
+    let Side::Host { ptr, pitch, rows } = side else {
+        return false;
+    };
+    let span = (depth.saturating_sub(1) * rows + height.saturating_sub(1)) * pitch + width;
+    pinned_region(ptr, span)
+}
+
+/// Copy `depth` slices of `height` rows of `width` bytes from `src` to `dst` in
+/// `stream`'s order: one op, or several where the host side's bytes travel in the
+/// frame (a piece of rows at a time).
+///
+/// # Safety
+/// A host side is the program's memory for the whole extent (readable as a source,
+/// writable as a destination).
+pub(crate) unsafe fn copy(
+    src: Side,
+    dst: Side,
+    width: usize,
+    height: usize,
+    depth: usize,
+    stream: StreamHandle,
+    is_async: bool,
+) -> Result<()> {
+    if width == 0 || height == 0 || depth == 0 {
+        return Ok(());
+    }
+    let op = |src: CopyPlace, dst: CopyPlace, height: usize, depth: usize| Copy3D {
+        src,
+        dst,
+        width: width as u64,
+        height: height as u64,
+        depth: depth as u64,
+        stream,
+        is_async,
+    };
+    let Some((host, to_device)) = host_side(src, dst) else {
+        let req = op(src.place(), dst.place(), height, depth);
+        return gate::submit(stream, move || call(&req).map(|_| ()));
+    };
+    gate::sync_stream(stream)?;
+    if shared_host(host, width, height, depth) {
+        return call(&op(src.place(), dst.place(), height, depth)).map(|_| ());
+    }
+    // Through the frame: a piece of whole rows at a time, within a chunk.
+    let rows_per_piece = (client::chunk() / width).max(1);
+    for z in 0..depth {
+        let mut y = 0;
+        while y < height {
+            let n = rows_per_piece.min(height - y);
+            let (s, d) = (src.offset(y, z), dst.offset(y, z));
+            let Side::Host { ptr, pitch, .. } = (if to_device { s } else { d }) else {
+                unreachable!("host_side found it")
+            };
+            let mut packed = vec![0u8; n * width];
+            if to_device {
+                for r in 0..n {
+                    // SAFETY: as the caller promised.
+                    let row = unsafe { caller::bytes((ptr + r * pitch) as *const u8, width) }?;
+                    packed[r * width..(r + 1) * width].copy_from_slice(row);
+                }
+                let req = op(CopyPlace::Frame, d.place(), n, 1);
+                call_with(&req, &packed, Sink::None)?;
+            } else {
+                let req = op(s.place(), CopyPlace::Frame, n, 1);
+                call_with(&req, &[], Sink::Into(&mut packed))?;
+                for r in 0..n {
+                    // SAFETY: as the caller promised.
+                    let row = unsafe { caller::bytes_mut((ptr + r * pitch) as *mut u8, width) }?;
+                    row.copy_from_slice(&packed[r * width..(r + 1) * width]);
+                }
+            }
+            y += n;
+        }
+    }
+    Ok(())
+}
+
+/// A pointer side of a copy, by the copy's direction.
+fn pointer_side(ptr: usize, pitch: usize, rows: usize, device: bool) -> Side {
+    match device {
+        true => Side::Device { ptr, pitch, rows },
+        false => Side::Host { ptr, pitch, rows },
+    }
+}
+
+/// An array side at element `x_bytes` (already in bytes), row `y`, slice `z`.
+fn array_side(array: RawHandle, x: usize, y: usize, z: usize) -> Result<(Side, ArrayInfo)> {
+    let info = array_info(array)?;
+    let side = Side::Array {
+        array: array as u64,
+        x,
+        y,
+        z,
+    };
+    Ok((side, info))
+}
+
+/// Whether the pointer side of a copy between `ptr` and an array is device memory, by
+/// the copy's kind (`cudaMemcpyDefault`: where the pointer lives).
+fn pointer_is_device(kind: u32, ptr: usize, to_array: bool) -> Result<bool> {
+    Ok(match kind {
+        // Host to device, device to host: the pointer is the host side.
+        1 => !to_array,
+        2 => to_array,
+        3 => true,
+        4 => crate::api::device_of_ptr(ptr).is_some(),
+        _ => return Err(CudaStatus::ErrorInvalidMemcpyDirection),
+    })
+}
+
+/// # Safety
+/// `src` is the program's memory, `height` rows of `width` bytes at `spitch`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn to_array_2d(
+    dst: RawHandle,
+    x: usize,
+    y: usize,
+    src: *const c_void,
+    spitch: usize,
+    width: usize,
+    height: usize,
+    kind: u32,
+    stream: StreamHandle,
+    is_async: bool,
+) -> Result<()> {
+    let (d, _) = array_side(dst, x, y, 0)?;
+    let device = pointer_is_device(kind, src as usize, true)?;
+    let s = pointer_side(src as usize, spitch, height, device);
+    // SAFETY: as the caller promised.
+    unsafe { copy(s, d, width, height, 1, stream, is_async) }
+}
+
+/// # Safety
+/// `dst` is the program's memory, `height` rows of `width` bytes at `dpitch`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn from_array_2d(
+    dst: *mut c_void,
+    dpitch: usize,
+    src: RawHandle,
+    x: usize,
+    y: usize,
+    width: usize,
+    height: usize,
+    kind: u32,
+    stream: StreamHandle,
+    is_async: bool,
+) -> Result<()> {
+    let (s, _) = array_side(src, x, y, 0)?;
+    let device = pointer_is_device(kind, dst as usize, false)?;
+    let d = pointer_side(dst as usize, dpitch, height, device);
+    // SAFETY: as the caller promised.
+    unsafe { copy(s, d, width, height, 1, stream, is_async) }
+}
+
+macro_rules! export_2d_to_array {
+    ($name:ident, $per_thread:expr, $is_async:expr $(, $stream:ident)?) => {
+        #[no_mangle]
+        #[allow(clippy::too_many_arguments)]
+        pub extern "C" fn $name(
+            dst: RawHandle,
+            x: usize,
+            y: usize,
+            src: *const c_void,
+            spitch: usize,
+            width: usize,
+            height: usize,
+            kind: u32,
+            $($stream: RawHandle,)?
+        ) -> cudaError_t {
+            guard(stringify!($name), || {
+                #[allow(unused_variables)]
+                let stream: RawHandle = std::ptr::null_mut();
+                $(let stream = $stream;)?
+                // SAFETY: by its contract `src` holds `height` rows of `width` bytes.
+                unsafe {
+                    to_array_2d(dst, x, y, src, spitch, width, height, kind,
+                        stream_handle(stream, $per_thread), $is_async)
+                }
+            })
+        }
+    };
+}
+export_2d_to_array!(cudaMemcpy2DToArray, false, false);
+export_2d_to_array!(cudaMemcpy2DToArray_ptds, true, false);
+export_2d_to_array!(cudaMemcpy2DToArrayAsync, false, true, stream);
+export_2d_to_array!(cudaMemcpy2DToArrayAsync_ptsz, true, true, stream);
+
+macro_rules! export_2d_from_array {
+    ($name:ident, $per_thread:expr, $is_async:expr $(, $stream:ident)?) => {
+        #[no_mangle]
+        #[allow(clippy::too_many_arguments)]
+        pub extern "C" fn $name(
+            dst: *mut c_void,
+            dpitch: usize,
+            src: RawHandle,
+            x: usize,
+            y: usize,
+            width: usize,
+            height: usize,
+            kind: u32,
+            $($stream: RawHandle,)?
+        ) -> cudaError_t {
+            guard(stringify!($name), || {
+                #[allow(unused_variables)]
+                let stream: RawHandle = std::ptr::null_mut();
+                $(let stream = $stream;)?
+                // SAFETY: by its contract `dst` holds `height` rows of `width` bytes.
+                unsafe {
+                    from_array_2d(dst, dpitch, src, x, y, width, height, kind,
+                        stream_handle(stream, $per_thread), $is_async)
+                }
+            })
+        }
+    };
+}
+export_2d_from_array!(cudaMemcpy2DFromArray, false, false);
+export_2d_from_array!(cudaMemcpy2DFromArray_ptds, true, false);
+export_2d_from_array!(cudaMemcpy2DFromArrayAsync, false, true, stream);
+export_2d_from_array!(cudaMemcpy2DFromArrayAsync_ptsz, true, true, stream);
+
+fn array_to_array(
+    dst: RawHandle,
+    dst_at: (usize, usize),
+    src: RawHandle,
+    src_at: (usize, usize),
+    width: usize,
+    height: usize,
+    stream: StreamHandle,
+) -> Result<()> {
+    let (d, _) = array_side(dst, dst_at.0, dst_at.1, 0)?;
+    let (s, _) = array_side(src, src_at.0, src_at.1, 0)?;
+    // SAFETY: neither side is host memory.
+    unsafe { copy(s, d, width, height, 1, stream, false) }
+}
+
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub extern "C" fn cudaMemcpy2DArrayToArray(
+    dst: RawHandle,
+    dx: usize,
+    dy: usize,
+    src: RawHandle,
+    sx: usize,
+    sy: usize,
+    width: usize,
+    height: usize,
+    _kind: u32,
+) -> cudaError_t {
+    guard("cudaMemcpy2DArrayToArray", || {
+        array_to_array(
+            dst,
+            (dx, dy),
+            src,
+            (sx, sy),
+            width,
+            height,
+            StreamHandle::LEGACY,
+        )
+    })
+}
+
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub extern "C" fn cudaMemcpy2DArrayToArray_ptds(
+    dst: RawHandle,
+    dx: usize,
+    dy: usize,
+    src: RawHandle,
+    sx: usize,
+    sy: usize,
+    width: usize,
+    height: usize,
+    _kind: u32,
+) -> cudaError_t {
+    guard("cudaMemcpy2DArrayToArray_ptds", || {
+        let stream = stream_handle(std::ptr::null_mut(), true);
+        array_to_array(dst, (dx, dy), src, (sx, sy), width, height, stream)
+    })
+}
+
+/// The pieces of a 1D copy of `count` bytes from byte `x` of row `y` of rows
+/// `row` bytes long: (x, y, width, rows) each, a partial first row, whole rows, a
+/// partial last row.
+fn linear_pieces(
+    x: usize,
+    y: usize,
+    count: usize,
+    row: usize,
+) -> Result<Vec<(usize, usize, usize, usize)>> {
+    if x >= row && count > 0 {
+        return Err(CudaStatus::ErrorInvalidValue);
+    }
+    let mut pieces = Vec::new();
+    let (mut x, mut y, mut left) = (x, y, count);
+    if x > 0 && left > 0 {
+        let n = left.min(row - x);
+        pieces.push((x, y, n, 1));
+        left -= n;
+        x = 0;
+        y += 1;
+    }
+    if left >= row {
+        let rows = left / row;
+        pieces.push((0, y, row, rows));
+        left -= rows * row;
+        y += rows;
+    }
+    if left > 0 {
+        pieces.push((x, y, left, 1));
+    }
+    Ok(pieces)
+}
+
+/// `cudaMemcpyToArray`, `cudaMemcpyFromArray`: `count` bytes in the array's row order.
+///
+/// # Safety
+/// `host` is the program's memory of `count` bytes (readable to the array, writable
+/// from it).
+#[allow(clippy::too_many_arguments)]
+unsafe fn linear_with_array(
+    array: RawHandle,
+    x: usize,
+    y: usize,
+    ptr: usize,
+    count: usize,
+    kind: u32,
+    to_array: bool,
+    stream: StreamHandle,
+    is_async: bool,
+) -> Result<()> {
+    let info = array_info(array)?;
+    let (row, _, _) = info
+        .desc
+        .extent_bytes()
+        .ok_or(CudaStatus::ErrorInvalidValue)?;
+    let device = pointer_is_device(kind, ptr, to_array)?;
+    let mut done = 0;
+    for (px, py, width, rows) in linear_pieces(x, y, count, row as usize)? {
+        let (a, _) = array_side(array, px, py, 0)?;
+        let p = pointer_side(ptr + done, width, rows, device);
+        let (s, d) = if to_array { (p, a) } else { (a, p) };
+        // SAFETY: as the caller promised.
+        unsafe { copy(s, d, width, rows, 1, stream, is_async) }?;
+        done += width * rows;
+    }
+    Ok(())
+}
+
+macro_rules! export_linear_array {
+    ($name:ident, to, $per_thread:expr, $is_async:expr $(, $stream:ident)?) => {
+        #[no_mangle]
+        pub extern "C" fn $name(
+            dst: RawHandle,
+            x: usize,
+            y: usize,
+            src: *const c_void,
+            count: usize,
+            kind: u32,
+            $($stream: RawHandle,)?
+        ) -> cudaError_t {
+            guard(stringify!($name), || {
+                #[allow(unused_variables)]
+                let stream: RawHandle = std::ptr::null_mut();
+                $(let stream = $stream;)?
+                // SAFETY: by its contract `src` holds `count` bytes.
+                unsafe {
+                    linear_with_array(dst, x, y, src as usize, count, kind, true,
+                        stream_handle(stream, $per_thread), $is_async)
+                }
+            })
+        }
+    };
+    ($name:ident, from, $per_thread:expr, $is_async:expr $(, $stream:ident)?) => {
+        #[no_mangle]
+        pub extern "C" fn $name(
+            dst: *mut c_void,
+            src: RawHandle,
+            x: usize,
+            y: usize,
+            count: usize,
+            kind: u32,
+            $($stream: RawHandle,)?
+        ) -> cudaError_t {
+            guard(stringify!($name), || {
+                #[allow(unused_variables)]
+                let stream: RawHandle = std::ptr::null_mut();
+                $(let stream = $stream;)?
+                // SAFETY: by its contract `dst` holds `count` bytes.
+                unsafe {
+                    linear_with_array(src, x, y, dst as usize, count, kind, false,
+                        stream_handle(stream, $per_thread), $is_async)
+                }
+            })
+        }
+    };
+}
+export_linear_array!(cudaMemcpyToArray, to, false, false);
+export_linear_array!(cudaMemcpyToArray_ptds, to, true, false);
+export_linear_array!(cudaMemcpyToArrayAsync, to, false, true, stream);
+export_linear_array!(cudaMemcpyToArrayAsync_ptsz, to, true, true, stream);
+export_linear_array!(cudaMemcpyFromArray, from, false, false);
+export_linear_array!(cudaMemcpyFromArray_ptds, from, true, false);
+export_linear_array!(cudaMemcpyFromArrayAsync, from, false, true, stream);
+export_linear_array!(cudaMemcpyFromArrayAsync_ptsz, from, true, true, stream);
+
+fn array_to_array_linear(
+    dst: RawHandle,
+    dst_at: (usize, usize),
+    src: RawHandle,
+    src_at: (usize, usize),
+    count: usize,
+    stream: StreamHandle,
+) -> Result<()> {
+    // Both arrays' rows must line up: whole rows from the start of both, or one row.
+    let (drow, _, _) = array_info(dst)?
+        .desc
+        .extent_bytes()
+        .ok_or(CudaStatus::ErrorInvalidValue)?;
+    let (srow, _, _) = array_info(src)?
+        .desc
+        .extent_bytes()
+        .ok_or(CudaStatus::ErrorInvalidValue)?;
+    if dst_at.0 + count <= drow as usize && src_at.0 + count <= srow as usize {
+        return array_to_array(dst, dst_at, src, src_at, count, 1, stream);
+    }
+    if dst_at.0 == 0 && src_at.0 == 0 && drow == srow && count.is_multiple_of(drow as usize) {
+        let rows = count / drow as usize;
+        return array_to_array(dst, dst_at, src, src_at, drow as usize, rows, stream);
+    }
+    Err(super::unsupported::refuse(
+        "cudaMemcpyArrayToArray across rows of unlike arrays",
+        "is not supported by vmcuda",
+    ))
+}
+
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub extern "C" fn cudaMemcpyArrayToArray(
+    dst: RawHandle,
+    dx: usize,
+    dy: usize,
+    src: RawHandle,
+    sx: usize,
+    sy: usize,
+    count: usize,
+    _kind: u32,
+) -> cudaError_t {
+    guard("cudaMemcpyArrayToArray", || {
+        array_to_array_linear(dst, (dx, dy), src, (sx, sy), count, StreamHandle::LEGACY)
+    })
+}
+
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub extern "C" fn cudaMemcpyArrayToArray_ptds(
+    dst: RawHandle,
+    dx: usize,
+    dy: usize,
+    src: RawHandle,
+    sx: usize,
+    sy: usize,
+    count: usize,
+    _kind: u32,
+) -> cudaError_t {
+    guard("cudaMemcpyArrayToArray_ptds", || {
+        let stream = stream_handle(std::ptr::null_mut(), true);
+        array_to_array_linear(dst, (dx, dy), src, (sx, sy), count, stream)
+    })
+}
+
+// ---- 3D copies and memory -------------------------------------------------------------
+
+/// A side of a `cudaMemcpy3DParms` copy, and the element size its extent counts in.
+fn parms_side(array: RawHandle, pos: Pos, ptr: PitchedPtr, device: bool) -> Result<(Side, usize)> {
+    if !array.is_null() {
+        let info = array_info(array)?;
+        let elem = info
+            .desc
+            .element_bytes()
+            .ok_or(CudaStatus::ErrorInvalidValue)? as usize;
+        let (side, _) = array_side(array, pos.x * elem, pos.y, pos.z)?;
+        return Ok((side, elem));
+    }
+    let rows = ptr.ysize.max(1);
+    let base = ptr.ptr as usize + pos.z * ptr.pitch * rows + pos.y * ptr.pitch + pos.x;
+    Ok((pointer_side(base, ptr.pitch, rows, device), 1))
+}
+
+/// `cudaMemcpy3D(Async)`: with an array on either side, one op; between linear memory,
+/// pitched 2D copies.
+///
+/// # Safety
+/// A host side holds the whole extent (the program's memory).
+pub(crate) unsafe fn memcpy_3d(
+    p: &Memcpy3DParms,
+    stream: StreamHandle,
+    is_async: bool,
+) -> Result<()> {
+    if p.src_array.is_null() && p.dst_array.is_null() {
+        return super::graph_build::memcpy_3d_linear(p, stream, is_async);
+    }
+    let (src_ptr, dst_ptr) = (p.src_ptr.ptr as usize, p.dst_ptr.ptr as usize);
+    // The pointer side of a copy to an array is its source, of one from an array its
+    // destination.
+    let src_device = p.src_array.is_null() && pointer_is_device(p.kind, src_ptr, true)?;
+    let dst_device = p.dst_array.is_null() && pointer_is_device(p.kind, dst_ptr, false)?;
+    let (s, selem) = parms_side(p.src_array, p.src_pos, p.src_ptr, src_device)?;
+    let (d, delem) = parms_side(p.dst_array, p.dst_pos, p.dst_ptr, dst_device)?;
+    let elem = if p.src_array.is_null() { delem } else { selem };
+    let e = p.extent;
+    // SAFETY: as the caller promised.
+    unsafe {
+        copy(
+            s,
+            d,
+            e.width * elem,
+            e.height.max(1),
+            e.depth.max(1),
+            stream,
+            is_async,
+        )
+    }
+}
+
+macro_rules! export_3d {
+    ($name:ident, $per_thread:expr, $is_async:expr $(, $stream:ident)?) => {
+        #[no_mangle]
+        pub extern "C" fn $name(p: *const Memcpy3DParms, $($stream: RawHandle)?) -> cudaError_t {
+            guard(stringify!($name), || {
+                #[allow(unused_variables)]
+                let stream: RawHandle = std::ptr::null_mut();
+                $(let stream = $stream;)?
+                // SAFETY: by its contract `p` is readable and describes the program's
+                // memory.
+                unsafe {
+                    let p = caller::read(p)?;
+                    memcpy_3d(&p, stream_handle(stream, $per_thread), $is_async)
+                }
+            })
+        }
+    };
+}
+export_3d!(cudaMemcpy3D, false, false);
+export_3d!(cudaMemcpy3D_ptds, true, false);
+export_3d!(cudaMemcpy3DAsync, false, true, stream);
+export_3d!(cudaMemcpy3DAsync_ptsz, true, true, stream);
+
+/// `cudaMemcpy3DPeerParms`: a 3D copy's parameters with a device on each side.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct Memcpy3DPeerParms {
+    pub src_array: *mut c_void,
+    pub src_pos: Pos,
+    pub src_ptr: PitchedPtr,
+    pub src_device: i32,
+    pub dst_array: *mut c_void,
+    pub dst_pos: Pos,
+    pub dst_ptr: PitchedPtr,
+    pub dst_device: i32,
+    pub extent: Extent,
+}
+
+/// A 3D copy between devices: the same copy where both are the same device (or one
+/// GPU serves both); between devices, only linear memory of one host.
+///
+/// # Safety
+/// As for [`memcpy_3d`].
+unsafe fn memcpy_3d_peer(
+    p: &Memcpy3DPeerParms,
+    stream: StreamHandle,
+    is_async: bool,
+) -> Result<()> {
+    let same = p.src_device == p.dst_device;
+    if !same && (!p.src_array.is_null() || !p.dst_array.is_null()) {
+        return Err(super::unsupported::refuse(
+            "cudaMemcpy3DPeer with an array between two devices",
+            "is not supported by vmcuda",
+        ));
+    }
+    let parms = Memcpy3DParms {
+        src_array: p.src_array,
+        src_pos: p.src_pos,
+        src_ptr: p.src_ptr,
+        dst_array: p.dst_array,
+        dst_pos: p.dst_pos,
+        dst_ptr: p.dst_ptr,
+        extent: p.extent,
+        kind: 3,
+    };
+    // SAFETY: as the caller promised.
+    unsafe { memcpy_3d(&parms, stream, is_async) }
+}
+
+macro_rules! export_3d_peer {
+    ($name:ident, $per_thread:expr, $is_async:expr $(, $stream:ident)?) => {
+        #[no_mangle]
+        pub extern "C" fn $name(p: *const Memcpy3DPeerParms, $($stream: RawHandle)?) -> cudaError_t {
+            guard(stringify!($name), || {
+                #[allow(unused_variables)]
+                let stream: RawHandle = std::ptr::null_mut();
+                $(let stream = $stream;)?
+                // SAFETY: by its contract `p` is readable and names device memory.
+                unsafe {
+                    let p = caller::read(p)?;
+                    memcpy_3d_peer(&p, stream_handle(stream, $per_thread), $is_async)
+                }
+            })
+        }
+    };
+}
+export_3d_peer!(cudaMemcpy3DPeer, false, false);
+export_3d_peer!(cudaMemcpy3DPeer_ptds, true, false);
+export_3d_peer!(cudaMemcpy3DPeerAsync, false, true, stream);
+export_3d_peer!(cudaMemcpy3DPeerAsync_ptsz, true, true, stream);
+
+/// `cudaMalloc3D`: pitched memory for `depth` slices of `height` rows.
+#[no_mangle]
+pub extern "C" fn cudaMalloc3D(out: *mut PitchedPtr, extent: Extent) -> cudaError_t {
+    guard("cudaMalloc3D", || {
+        let rows = extent.height.max(1) * extent.depth.max(1);
+        let mut ptr: *mut c_void = std::ptr::null_mut();
+        let mut pitch = 0usize;
+        crate::driver::via_runtime(|| {
+            super::memory::cudaMallocPitch(&mut ptr, &mut pitch, extent.width, rows)
+        })?;
+        let p = PitchedPtr {
+            ptr,
+            pitch,
+            xsize: extent.width,
+            ysize: extent.height,
+        };
+        // SAFETY: by its contract `out` is writable.
+        unsafe { caller::write(out, p) }
+    })
+}
+
+/// `cudaMemset3D(Async)`: the slices' rows, as one pitched memset where the slices
+/// follow each other evenly, else one per slice.
+fn memset_3d(
+    p: PitchedPtr,
+    value: i32,
+    extent: Extent,
+    stream: RawHandle,
+    is_async: bool,
+) -> Result<()> {
+    let e = extent;
+    if e.width == 0 || e.height == 0 || e.depth == 0 {
+        return Ok(());
+    }
+    let run = |ptr: *mut c_void, rows: usize| {
+        crate::driver::via_runtime(|| match is_async {
+            true => {
+                super::memory::memset::cudaMemset2DAsync(ptr, p.pitch, value, e.width, rows, stream)
+            }
+            false => super::memory::memset::cudaMemset2D(ptr, p.pitch, value, e.width, rows),
+        })
+    };
+    if e.depth == 1 || p.ysize == e.height {
+        return run(p.ptr, e.height * e.depth);
+    }
+    for z in 0..e.depth {
+        run(
+            (p.ptr as usize + z * p.pitch * p.ysize) as *mut c_void,
+            e.height,
+        )?;
+    }
+    Ok(())
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemset3D(p: PitchedPtr, value: i32, extent: Extent) -> cudaError_t {
+    guard("cudaMemset3D", || {
+        memset_3d(p, value, extent, std::ptr::null_mut(), false)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemset3D_ptds(p: PitchedPtr, value: i32, extent: Extent) -> cudaError_t {
+    guard("cudaMemset3D_ptds", || {
+        let stream = 2 as RawHandle;
+        memset_3d(p, value, extent, stream, true)?;
+        crate::driver::via_runtime(|| super::stream::cudaStreamSynchronize(stream))
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemset3DAsync(
+    p: PitchedPtr,
+    value: i32,
+    extent: Extent,
+    stream: RawHandle,
+) -> cudaError_t {
+    guard("cudaMemset3DAsync", || {
+        memset_3d(p, value, extent, stream, true)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemset3DAsync_ptsz(
+    p: PitchedPtr,
+    value: i32,
+    extent: Extent,
+    stream: RawHandle,
+) -> cudaError_t {
+    guard("cudaMemset3DAsync_ptsz", || {
+        let stream = if stream.is_null() {
+            2 as RawHandle
+        } else {
+            stream
+        };
+        memset_3d(p, value, extent, stream, true)
+    })
+}
+
+// ---- texture and surface objects ------------------------------------------------------
+
+/// `cudaResourceDesc`: the type, a union (at 8), flags (at 136).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ResourceDescC {
+    pub res_type: u32,
+    pub union: [u64; 16],
+    pub flags: u32,
+}
+
+/// `cudaTextureDesc`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct TextureDescC {
+    pub address_mode: [u32; 3],
+    pub filter_mode: u32,
+    pub read_mode: u32,
+    pub srgb: i32,
+    pub border_color: [f32; 4],
+    pub normalized_coords: i32,
+    pub max_anisotropy: u32,
+    pub mipmap_filter_mode: u32,
+    pub mipmap_level_bias: f32,
+    pub min_mipmap_level_clamp: f32,
+    pub max_mipmap_level_clamp: f32,
+    pub disable_trilinear_optimization: i32,
+    pub seamless_cubemap: i32,
+}
+
+/// `cudaResourceViewDesc` (the driver's alike).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ViewDescC {
+    pub format: u32,
+    pub width: usize,
+    pub height: usize,
+    pub depth: usize,
+    pub first_mipmap_level: u32,
+    pub last_mipmap_level: u32,
+    pub first_layer: u32,
+    pub last_layer: u32,
+    pub reserved: [u32; 16],
+}
+
+const _: () = {
+    assert!(std::mem::size_of::<ResourceDescC>() == 144);
+    assert!(std::mem::size_of::<TextureDescC>() == 72);
+    assert!(std::mem::size_of::<ViewDescC>() == 112);
+};
+
+/// `cudaResourceType` (the driver's `CUresourcetype` alike).
+const RESOURCE_ARRAY: u32 = 0;
+const RESOURCE_MIPMAPPED: u32 = 1;
+const RESOURCE_LINEAR: u32 = 2;
+const RESOURCE_PITCH2D: u32 = 3;
+
+impl ResourceDescC {
+    /// The resource, from the runtime's description (channel format at 16 of a linear
+    /// or pitched resource's union... as bytes 8..28 of it).
+    fn runtime_resource(&self) -> Result<TexResource> {
+        let u = &self.union;
+        let channel = || {
+            let word = |i: usize| u[1 + i / 2].to_le_bytes()[(i % 2) * 4..(i % 2) * 4 + 4].to_vec();
+            let int = |i: usize| i32::from_le_bytes(word(i).try_into().expect("4 bytes"));
+            ChannelFormatDesc {
+                x: int(0),
+                y: int(1),
+                z: int(2),
+                w: int(3),
+                kind: int(4) as u32,
+            }
+        };
+        Ok(match self.res_type {
+            RESOURCE_ARRAY => TexResource::Array(ArrayHandle(u[0])),
+            RESOURCE_MIPMAPPED => TexResource::Mipmapped(MipmappedHandle(u[0])),
+            RESOURCE_LINEAR => {
+                let (format, channels) = channel().format()?;
+                TexResource::Linear {
+                    ptr: u[0],
+                    format,
+                    channels,
+                    bytes: u[4],
+                }
+            }
+            RESOURCE_PITCH2D => {
+                let (format, channels) = channel().format()?;
+                TexResource::Pitch2D {
+                    ptr: u[0],
+                    format,
+                    channels,
+                    width: u[4],
+                    height: u[5],
+                    pitch: u[6],
+                }
+            }
+            _ => return Err(CudaStatus::ErrorInvalidValue),
+        })
+    }
+
+    /// The resource, from the driver's description (format and channels in one word).
+    pub fn driver_resource(&self) -> Result<TexResource> {
+        let u = &self.union;
+        let (format, channels) = (u[1] as u32, (u[1] >> 32) as u32);
+        Ok(match self.res_type {
+            RESOURCE_ARRAY => TexResource::Array(ArrayHandle(u[0])),
+            RESOURCE_MIPMAPPED => TexResource::Mipmapped(MipmappedHandle(u[0])),
+            RESOURCE_LINEAR => TexResource::Linear {
+                ptr: u[0],
+                format,
+                channels,
+                bytes: u[2],
+            },
+            RESOURCE_PITCH2D => TexResource::Pitch2D {
+                ptr: u[0],
+                format,
+                channels,
+                width: u[2],
+                height: u[3],
+                pitch: u[4],
+            },
+            _ => return Err(CudaStatus::ErrorInvalidValue),
+        })
+    }
+}
+
+/// `CU_TRSF_*`.
+const READ_AS_INTEGER: u32 = 0x01;
+const NORMALIZED_COORDINATES: u32 = 0x02;
+const SRGB: u32 = 0x10;
+const DISABLE_TRILINEAR: u32 = 0x20;
+const SEAMLESS_CUBEMAP: u32 = 0x40;
+
+impl TextureDescC {
+    fn wire(&self) -> TextureDesc {
+        let flag = |on: bool, f: u32| if on { f } else { 0 };
+        TextureDesc {
+            address_mode: self.address_mode,
+            filter_mode: self.filter_mode,
+            // cudaReadModeElementType (0): the element as it is.
+            flags: flag(self.read_mode == 0, READ_AS_INTEGER)
+                | flag(self.normalized_coords != 0, NORMALIZED_COORDINATES)
+                | flag(self.srgb != 0, SRGB)
+                | flag(self.disable_trilinear_optimization != 0, DISABLE_TRILINEAR)
+                | flag(self.seamless_cubemap != 0, SEAMLESS_CUBEMAP),
+            max_anisotropy: self.max_anisotropy,
+            mipmap_filter_mode: self.mipmap_filter_mode,
+            mipmap_level_bias: self.mipmap_level_bias,
+            min_mipmap_level_clamp: self.min_mipmap_level_clamp,
+            max_mipmap_level_clamp: self.max_mipmap_level_clamp,
+            border_color: self.border_color,
+        }
+    }
+}
+
+impl ViewDescC {
+    pub fn wire(&self) -> ViewDesc {
+        ViewDesc {
+            format: self.format,
+            width: self.width as u64,
+            height: self.height as u64,
+            depth: self.depth as u64,
+            first_mipmap_level: self.first_mipmap_level,
+            last_mipmap_level: self.last_mipmap_level,
+            first_layer: self.first_layer,
+            last_layer: self.last_layer,
+        }
+    }
+}
+
+/// Make a texture object.
+pub(crate) fn create_texture(
+    resource: TexResource,
+    texture: TextureDesc,
+    view: Option<ViewDesc>,
+) -> Result<u64> {
+    let made = call(&TexObjectCreate {
+        resource,
+        texture,
+        view,
+    })?;
+    Ok(made.tex)
+}
+
+pub(crate) fn destroy_texture(tex: u64) -> Result<()> {
+    if tex == 0 {
+        return Ok(());
+    }
+    call(&TexObjectDestroy { tex })?;
+    arrays(|a| a.textures.remove(&tex));
+    Ok(())
+}
+
+#[no_mangle]
+pub extern "C" fn cudaCreateTextureObject(
+    out: *mut u64,
+    res: *const ResourceDescC,
+    tex: *const TextureDescC,
+    view: *const ViewDescC,
+) -> cudaError_t {
+    guard("cudaCreateTextureObject", || {
+        // SAFETY: by its contract `res` and `tex` are readable, `view` NULL or
+        // readable, `out` writable.
+        unsafe {
+            let r = caller::read(res)?;
+            let t = caller::read(tex)?;
+            let v = if view.is_null() {
+                None
+            } else {
+                Some(caller::read(view)?)
+            };
+            let made = create_texture(r.runtime_resource()?, t.wire(), v.map(|v| v.wire()))?;
+            arrays(|a| a.textures.insert(made, (r, t, v)));
+            caller::write(out, made)
+        }
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaDestroyTextureObject(tex: u64) -> cudaError_t {
+    guard("cudaDestroyTextureObject", || destroy_texture(tex))
+}
+
+fn kept_texture<T>(
+    tex: u64,
+    f: impl FnOnce(&(ResourceDescC, TextureDescC, Option<ViewDescC>)) -> T,
+) -> Result<T> {
+    arrays(|a| a.textures.get(&tex).map(f)).ok_or(CudaStatus::ErrorInvalidValue)
+}
+
+#[no_mangle]
+pub extern "C" fn cudaGetTextureObjectResourceDesc(
+    out: *mut ResourceDescC,
+    tex: u64,
+) -> cudaError_t {
+    guard("cudaGetTextureObjectResourceDesc", || {
+        let r = kept_texture(tex, |k| k.0)?;
+        // SAFETY: by its contract `out` is writable.
+        unsafe { caller::write(out, r) }
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaGetTextureObjectTextureDesc(out: *mut TextureDescC, tex: u64) -> cudaError_t {
+    guard("cudaGetTextureObjectTextureDesc", || {
+        let t = kept_texture(tex, |k| k.1)?;
+        // SAFETY: by its contract `out` is writable.
+        unsafe { caller::write(out, t) }
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaGetTextureObjectResourceViewDesc(
+    out: *mut ViewDescC,
+    tex: u64,
+) -> cudaError_t {
+    guard("cudaGetTextureObjectResourceViewDesc", || {
+        let v = kept_texture(tex, |k| k.2)?.ok_or(CudaStatus::ErrorInvalidValue)?;
+        // SAFETY: by its contract `out` is writable.
+        unsafe { caller::write(out, v) }
+    })
+}
+
+/// Make a surface object over an array.
+pub(crate) fn create_surface(array: u64) -> Result<u64> {
+    Ok(call(&SurfObjectCreate {
+        array: ArrayHandle(array),
+    })?
+    .surf)
+}
+
+pub(crate) fn destroy_surface(surf: u64) -> Result<()> {
+    if surf == 0 {
+        return Ok(());
+    }
+    call(&SurfObjectDestroy { surf })?;
+    arrays(|a| a.surfaces.remove(&surf));
+    Ok(())
+}
+
+#[no_mangle]
+pub extern "C" fn cudaCreateSurfaceObject(out: *mut u64, res: *const ResourceDescC) -> cudaError_t {
+    guard("cudaCreateSurfaceObject", || {
+        // SAFETY: by its contract `res` is readable and `out` writable.
+        unsafe {
+            let r = caller::read(res)?;
+            if r.res_type != RESOURCE_ARRAY {
+                return Err(CudaStatus::ErrorInvalidValue);
+            }
+            let made = create_surface(r.union[0])?;
+            arrays(|a| a.surfaces.insert(made, r));
+            caller::write(out, made)
+        }
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaDestroySurfaceObject(surf: u64) -> cudaError_t {
+    guard("cudaDestroySurfaceObject", || destroy_surface(surf))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaGetSurfaceObjectResourceDesc(
+    out: *mut ResourceDescC,
+    surf: u64,
+) -> cudaError_t {
+    guard("cudaGetSurfaceObjectResourceDesc", || {
+        let r = arrays(|a| a.surfaces.get(&surf).copied()).ok_or(CudaStatus::ErrorInvalidValue)?;
+        // SAFETY: by its contract `out` is writable.
+        unsafe { caller::write(out, r) }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn channel_descriptors_name_the_drivers_formats() {
+        let float4 = ChannelFormatDesc {
+            x: 32,
+            y: 32,
+            z: 32,
+            w: 32,
+            kind: KIND_FLOAT,
+        };
+        assert_eq!(float4.format(), Ok((format::FLOAT, 4)));
+        assert_eq!(ChannelFormatDesc::of(format::FLOAT, 4), float4);
+        let uchar1 = ChannelFormatDesc::of(format::UNSIGNED_INT8, 1);
+        assert_eq!(uchar1.format(), Ok((format::UNSIGNED_INT8, 1)));
+        let three = ChannelFormatDesc { w: 0, ..float4 };
+        assert!(three.format().is_err());
+        let gap = ChannelFormatDesc { y: 0, ..float4 };
+        assert!(gap.format().is_err());
+    }
+
+    #[test]
+    fn linear_copies_split_into_rows() {
+        assert_eq!(linear_pieces(0, 0, 100, 100).unwrap(), vec![(0, 0, 100, 1)]);
+        assert_eq!(
+            linear_pieces(10, 2, 300, 100).unwrap(),
+            vec![(10, 2, 90, 1), (0, 3, 100, 2), (0, 5, 10, 1)]
+        );
+        assert_eq!(linear_pieces(10, 0, 20, 100).unwrap(), vec![(10, 0, 20, 1)]);
+        assert!(linear_pieces(100, 0, 1, 100).is_err());
+    }
+}

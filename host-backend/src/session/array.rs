@@ -1,0 +1,688 @@
+//! CUDA arrays, 3D copies, texture and surface objects.
+//!
+//! Arrays and mipmapped arrays are named here and charged to the guest's quota (an
+//! array its bytes rounded up to 64 KiB, the driver's padding; a mipmapped array
+//! twice its first level's, which bounds every level together); the arrays a mipmapped
+//! array owns are charged with it and are never the guest's to destroy. A 3D copy is
+//! checked on both sides against its whole extent before the executor sees it: device
+//! memory must be the guest's own, an array's extent must hold it, shared memory must
+//! lie in one mapping, and the frame must carry exactly its bytes. Texture and surface
+//! objects are the driver's values (kernels take them by value); the session keeps
+//! the ones it made, destroys only those, and checks the memory a linear or pitched
+//! texture reads. Everything goes when the session does.
+
+use std::collections::HashMap;
+
+use tracing::warn;
+use vmcuda_wire::array::{
+    array_flags, format, ArrayDesc, CopyPlace, TexResource, TextureDesc, ViewDesc,
+};
+use vmcuda_wire::frame::MAX_DATA_LEN;
+use vmcuda_wire::op::*;
+use vmcuda_wire::CudaStatus;
+
+use crate::executor::array::{ExecArray, ExecMipmap, ExecTexResource, Extent3, Place};
+
+use super::{nothing, Session};
+
+struct ArrayEntry {
+    exec: ExecArray,
+    desc: ArrayDesc,
+    /// Bytes charged for it (0 for a mipmapped array's level).
+    charged: u64,
+    /// The mipmapped array that owns it, if it is a level.
+    owner: Option<MipmappedHandle>,
+    device: i32,
+}
+
+struct MipmapEntry {
+    exec: ExecMipmap,
+    charged: u64,
+    device: i32,
+}
+
+#[derive(Default)]
+pub(super) struct ArrayTables {
+    arrays: HashMap<ArrayHandle, ArrayEntry>,
+    mipmaps: HashMap<MipmappedHandle, MipmapEntry>,
+    /// Texture and surface objects, and the device each was made on.
+    textures: HashMap<u64, i32>,
+    surfaces: HashMap<u64, i32>,
+}
+
+/// Arrays are padded by the driver: charged in 64 KiB steps.
+const ARRAY_GRANULE: u64 = 64 << 10;
+
+/// `CU_TRSF_*`: read as integer, normalized coordinates, sRGB, no trilinear
+/// optimization, seamless cubemap.
+const TEXTURE_FLAGS: u32 = 0x01 | 0x02 | 0x10 | 0x20 | 0x40;
+/// `CU_TR_ADDRESS_MODE_BORDER`, `CU_TR_FILTER_MODE_LINEAR`, the last
+/// `CUresourceViewFormat`.
+const LAST_ADDRESS_MODE: u32 = 3;
+const LAST_FILTER_MODE: u32 = 1;
+const LAST_VIEW_FORMAT: u32 = 0x22;
+
+fn refuse(session: &Session, what: &str) -> CudaStatus {
+    warn!(client = %session.client, what, "refused an array request");
+    CudaStatus::ErrorInvalidValue
+}
+
+impl Session {
+    fn array_entry(&self, array: ArrayHandle) -> Result<&ArrayEntry, CudaStatus> {
+        self.array_tables
+            .arrays
+            .get(&array)
+            .ok_or_else(|| refuse(self, "an unknown array"))
+    }
+
+    /// A descriptor the executor may be handed: a forwarded format and channel count,
+    /// known flags, an extent that can be counted.
+    fn check_desc(&self, desc: &ArrayDesc) -> Result<u64, CudaStatus> {
+        let bytes = desc.bytes().filter(|&b| b > 0 && desc.width > 0);
+        let flags_ok = desc.flags & !array_flags::KNOWN == 0;
+        let shape_ok = desc.height > 0 || desc.depth == 0 || desc.flags & array_flags::LAYERED != 0;
+        match bytes {
+            Some(b) if flags_ok && shape_ok => Ok(b),
+            _ => Err(refuse(self, "an array descriptor")),
+        }
+    }
+
+    fn count_objects(&self) -> Result<(), CudaStatus> {
+        let t = &self.array_tables;
+        let have = t.arrays.len() + t.mipmaps.len() + t.textures.len() + t.surfaces.len();
+        self.accounts
+            .check_count("array or texture", have, self.grant.max_streams)
+    }
+
+    /// One side of a copy, checked against the whole extent.
+    fn place(
+        &self,
+        place: CopyPlace,
+        extent: Extent3,
+        frame: Option<u64>,
+    ) -> Result<Place, CudaStatus> {
+        let Extent3 {
+            width,
+            height,
+            depth,
+        } = extent;
+        // The bytes from the first row's start to the last row's end.
+        let span = |pitch: u64, rows: u64| -> Result<(u64, u64), CudaStatus> {
+            if (height > 1 || depth > 1) && pitch < width {
+                return Err(CudaStatus::ErrorInvalidPitchValue);
+            }
+            if depth > 1 && rows < height {
+                return Err(CudaStatus::ErrorInvalidValue);
+            }
+            let slice = pitch
+                .checked_mul(rows)
+                .ok_or(CudaStatus::ErrorInvalidValue)?;
+            let len = (depth - 1)
+                .checked_mul(slice)
+                .and_then(|s| s.checked_add((height - 1).checked_mul(pitch)?))
+                .and_then(|s| s.checked_add(width))
+                .ok_or(CudaStatus::ErrorInvalidValue)?;
+            Ok((slice, len))
+        };
+        Ok(match place {
+            CopyPlace::Device {
+                ptr,
+                pitch,
+                height: rows,
+            } => {
+                let (slice, len) = span(pitch, rows)?;
+                self.check_range(ptr, len)?;
+                Place::Device { ptr, pitch, slice }
+            }
+            CopyPlace::Shared {
+                addr,
+                pitch,
+                height: rows,
+            } => {
+                let (slice, len) = span(pitch, rows)?;
+                let here = self.shared_here(addr, len)?;
+                Place::Host {
+                    addr: here,
+                    pitch,
+                    slice,
+                }
+            }
+            CopyPlace::Array { array, x, y, z } => {
+                let entry = self.array_entry(array)?;
+                let (row, rows, slices) = entry
+                    .desc
+                    .extent_bytes()
+                    .ok_or(CudaStatus::ErrorInvalidValue)?;
+                let fits = |at: u64, n: u64, of: u64| at.checked_add(n).is_some_and(|e| e <= of);
+                if !(fits(x, width, row) && fits(y, height, rows) && fits(z, depth, slices)) {
+                    return Err(refuse(self, "a copy past an array's extent"));
+                }
+                Place::Array {
+                    array: entry.exec,
+                    x,
+                    y,
+                    z,
+                }
+            }
+            CopyPlace::Frame => {
+                let addr = frame.ok_or_else(|| refuse(self, "a copy from frame to frame"))?;
+                Place::Host {
+                    addr,
+                    pitch: width,
+                    slice: width * height,
+                }
+            }
+        })
+    }
+
+    /// What a texture reads, checked.
+    fn tex_resource(&self, resource: TexResource) -> Result<ExecTexResource, CudaStatus> {
+        let element = |format: u32, channels: u32| -> Result<u64, CudaStatus> {
+            match (format::channel_bytes(format), channels) {
+                (Some(b), 1 | 2 | 4) => Ok(b * channels as u64),
+                _ => Err(refuse(self, "a texture's format")),
+            }
+        };
+        Ok(match resource {
+            TexResource::Array(a) => ExecTexResource::Array(self.array_entry(a)?.exec),
+            TexResource::Mipmapped(m) => ExecTexResource::Mipmapped(
+                self.array_tables
+                    .mipmaps
+                    .get(&m)
+                    .ok_or_else(|| refuse(self, "an unknown mipmapped array"))?
+                    .exec,
+            ),
+            TexResource::Linear {
+                ptr,
+                format,
+                channels,
+                bytes,
+            } => {
+                element(format, channels)?;
+                self.check_range(ptr, bytes)?;
+                ExecTexResource::Linear {
+                    ptr,
+                    format,
+                    channels,
+                    bytes,
+                }
+            }
+            TexResource::Pitch2D {
+                ptr,
+                format,
+                channels,
+                width,
+                height,
+                pitch,
+            } => {
+                let row = width
+                    .checked_mul(element(format, channels)?)
+                    .ok_or(CudaStatus::ErrorInvalidValue)?;
+                self.check_pitched(ptr, pitch, row, height)?;
+                ExecTexResource::Pitch2D {
+                    ptr,
+                    format,
+                    channels,
+                    width,
+                    height,
+                    pitch,
+                }
+            }
+        })
+    }
+
+    fn check_texture(&self, t: &TextureDesc, view: Option<&ViewDesc>) -> Result<(), CudaStatus> {
+        let ok = t.address_mode.iter().all(|&m| m <= LAST_ADDRESS_MODE)
+            && t.filter_mode <= LAST_FILTER_MODE
+            && t.mipmap_filter_mode <= LAST_FILTER_MODE
+            && t.flags & !TEXTURE_FLAGS == 0
+            && view.is_none_or(|v| v.format <= LAST_VIEW_FORMAT);
+        if ok {
+            Ok(())
+        } else {
+            Err(refuse(self, "a texture descriptor"))
+        }
+    }
+
+    /// Destroy every texture, surface and array, refunding them (the session ends).
+    pub(super) fn arrays_drop_all(&mut self) {
+        let tables = std::mem::take(&mut self.array_tables);
+        for (tex, _) in tables.textures {
+            let _ = self.exec.tex_destroy(tex);
+        }
+        for (surf, _) in tables.surfaces {
+            let _ = self.exec.surf_destroy(surf);
+        }
+        for (_, a) in tables.arrays {
+            if a.owner.is_none() {
+                let _ = self.exec.array_destroy(a.exec);
+            }
+            self.accounts.refund(a.charged);
+        }
+        for (_, m) in tables.mipmaps {
+            let _ = self.exec.mipmapped_destroy(m.exec);
+            self.accounts.refund(m.charged);
+        }
+    }
+
+    /// `device` is being reset, which destroys its arrays and objects: forget them,
+    /// refunded.
+    pub(super) fn arrays_reset(&mut self, device: i32) {
+        let t = &mut self.array_tables;
+        let mut refund = 0;
+        t.arrays.retain(|_, a| {
+            if a.device == device {
+                refund += a.charged;
+            }
+            a.device != device
+        });
+        t.mipmaps.retain(|_, m| {
+            if m.device == device {
+                refund += m.charged;
+            }
+            m.device != device
+        });
+        t.textures.retain(|_, d| *d != device);
+        t.surfaces.retain(|_, d| *d != device);
+        self.accounts.refund(refund);
+    }
+}
+
+impl ArrayOps for Session {
+    fn array_create(
+        &mut self,
+        ctx: &CallContext,
+        req: ArrayCreate,
+        _: &[u8],
+    ) -> HandlerResult<ArrayMade> {
+        let bytes = self.check_desc(&req.desc)?;
+        self.count_objects()?;
+        let charged = bytes.div_ceil(ARRAY_GRANULE) * ARRAY_GRANULE;
+        self.accounts.charge(charged)?;
+        let exec = match self.exec.array_create(&req.desc) {
+            Ok(a) => a,
+            Err(e) => {
+                self.accounts.refund(charged);
+                return Err(e);
+            }
+        };
+        let array = ArrayHandle(self.handles.fresh());
+        let entry = ArrayEntry {
+            exec,
+            desc: req.desc,
+            charged,
+            owner: None,
+            device: ctx.device,
+        };
+        self.array_tables.arrays.insert(array, entry);
+        Ok((ArrayMade { array }, Vec::new()))
+    }
+
+    fn array_destroy(&mut self, _: &CallContext, req: ArrayDestroy, _: &[u8]) -> HandlerResult<()> {
+        let entry = self.array_entry(req.array)?;
+        if entry.owner.is_some() {
+            return Err(refuse(self, "destroying a mipmapped array's level"));
+        }
+        let (exec, charged) = (entry.exec, entry.charged);
+        self.array_tables.arrays.remove(&req.array);
+        let r = self.exec.array_destroy(exec);
+        self.accounts.refund(charged);
+        r?;
+        nothing()
+    }
+
+    fn mipmapped_array_create(
+        &mut self,
+        ctx: &CallContext,
+        req: MipmappedArrayCreate,
+        _: &[u8],
+    ) -> HandlerResult<MipmappedMade> {
+        let bytes = self.check_desc(&req.desc)?;
+        if req.levels == 0 || req.levels > 32 {
+            return Err(refuse(self, "a mipmapped array's level count"));
+        }
+        self.count_objects()?;
+        let charged = bytes
+            .checked_mul(2)
+            .ok_or(CudaStatus::ErrorMemoryAllocation)?
+            .div_ceil(ARRAY_GRANULE)
+            * ARRAY_GRANULE;
+        self.accounts.charge(charged)?;
+        let exec = match self.exec.mipmapped_create(&req.desc, req.levels) {
+            Ok(m) => m,
+            Err(e) => {
+                self.accounts.refund(charged);
+                return Err(e);
+            }
+        };
+        let mipmap = MipmappedHandle(self.handles.fresh());
+        self.array_tables.mipmaps.insert(
+            mipmap,
+            MipmapEntry {
+                exec,
+                charged,
+                device: ctx.device,
+            },
+        );
+        Ok((MipmappedMade { mipmap }, Vec::new()))
+    }
+
+    fn mipmapped_array_get_level(
+        &mut self,
+        ctx: &CallContext,
+        req: MipmappedArrayGetLevel,
+        _: &[u8],
+    ) -> HandlerResult<LevelMade> {
+        let Some(m) = self.array_tables.mipmaps.get(&req.mipmap) else {
+            return Err(refuse(self, "an unknown mipmapped array"));
+        };
+        let (exec, desc) = self.exec.mipmapped_level(m.exec, req.level)?;
+        let known = self
+            .array_tables
+            .arrays
+            .iter()
+            .find(|(_, a)| a.exec == exec && a.owner == Some(req.mipmap))
+            .map(|(&h, _)| h);
+        let array = match known {
+            Some(h) => h,
+            None => {
+                self.count_objects()?;
+                let h = ArrayHandle(self.handles.fresh());
+                let entry = ArrayEntry {
+                    exec,
+                    desc,
+                    charged: 0,
+                    owner: Some(req.mipmap),
+                    device: ctx.device,
+                };
+                self.array_tables.arrays.insert(h, entry);
+                h
+            }
+        };
+        Ok((LevelMade { array, desc }, Vec::new()))
+    }
+
+    fn mipmapped_array_destroy(
+        &mut self,
+        _: &CallContext,
+        req: MipmappedArrayDestroy,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        let Some(m) = self.array_tables.mipmaps.remove(&req.mipmap) else {
+            return Err(refuse(self, "an unknown mipmapped array"));
+        };
+        self.array_tables
+            .arrays
+            .retain(|_, a| a.owner != Some(req.mipmap));
+        let r = self.exec.mipmapped_destroy(m.exec);
+        self.accounts.refund(m.charged);
+        r?;
+        nothing()
+    }
+
+    fn copy_3d(&mut self, _: &CallContext, req: Copy3D, data: &[u8]) -> HandlerResult<()> {
+        let s = self.handles.stream(req.stream)?;
+        let bytes = req.bytes().ok_or(CudaStatus::ErrorInvalidValue)?;
+        if bytes == 0 {
+            return nothing();
+        }
+        let extent = Extent3 {
+            width: req.width,
+            height: req.height,
+            depth: req.depth,
+        };
+        let frame_in = req.src == CopyPlace::Frame;
+        let frame_out = req.dst == CopyPlace::Frame;
+        if frame_in
+            || frame_out
+            || matches!(req.src, CopyPlace::Shared { .. })
+            || matches!(req.dst, CopyPlace::Shared { .. })
+        {
+            // The host side is done with before the reply: not in a capture.
+            self.refuse_if_capturing(s)?;
+        }
+        if frame_in && data.len() as u64 != bytes {
+            return Err(refuse(self, "a copy whose bytes are not its extent's"));
+        }
+        if frame_out && bytes > MAX_DATA_LEN {
+            return Err(refuse(self, "a copy too large for one reply"));
+        }
+        let mut reply = if frame_out {
+            vec![0u8; bytes as usize]
+        } else {
+            Vec::new()
+        };
+        let src = self.place(req.src, extent, frame_in.then_some(data.as_ptr() as u64))?;
+        let dst = self.place(
+            req.dst,
+            extent,
+            frame_out.then_some(reply.as_mut_ptr() as u64),
+        )?;
+        self.exec.copy_3d(src, dst, extent, s, req.is_async)?;
+        Ok(((), reply))
+    }
+
+    fn tex_object_create(
+        &mut self,
+        ctx: &CallContext,
+        req: TexObjectCreate,
+        _: &[u8],
+    ) -> HandlerResult<TexObject> {
+        self.check_texture(&req.texture, req.view.as_ref())?;
+        let resource = self.tex_resource(req.resource)?;
+        self.count_objects()?;
+        let tex = self
+            .exec
+            .tex_create(resource, &req.texture, req.view.as_ref())?;
+        self.array_tables.textures.insert(tex, ctx.device);
+        Ok((TexObject { tex }, Vec::new()))
+    }
+
+    fn tex_object_destroy(
+        &mut self,
+        _: &CallContext,
+        req: TexObjectDestroy,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        if self.array_tables.textures.remove(&req.tex).is_none() {
+            return Err(refuse(self, "an unknown texture object"));
+        }
+        self.exec.tex_destroy(req.tex)?;
+        nothing()
+    }
+
+    fn surf_object_create(
+        &mut self,
+        ctx: &CallContext,
+        req: SurfObjectCreate,
+        _: &[u8],
+    ) -> HandlerResult<SurfObject> {
+        let array = self.array_entry(req.array)?.exec;
+        self.count_objects()?;
+        let surf = self.exec.surf_create(array)?;
+        self.array_tables.surfaces.insert(surf, ctx.device);
+        Ok((SurfObject { surf }, Vec::new()))
+    }
+
+    fn surf_object_destroy(
+        &mut self,
+        _: &CallContext,
+        req: SurfObjectDestroy,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        if self.array_tables.surfaces.remove(&req.surf).is_none() {
+            return Err(refuse(self, "an unknown surface object"));
+        }
+        self.exec.surf_destroy(req.surf)?;
+        nothing()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use vmcuda_wire::array::*;
+    use vmcuda_wire::op::*;
+    use vmcuda_wire::CudaStatus;
+
+    use crate::executor::host_memory::HostMemoryExecutor;
+    use crate::policy::Grant;
+    use crate::session::Session;
+
+    const CTX: CallContext = CallContext { device: 0 };
+    const REFUSED: CudaStatus = CudaStatus::ErrorInvalidValue;
+
+    fn session(quota: u64) -> Session {
+        let exec = HostMemoryExecutor::new(64 << 20, None).unwrap();
+        let mut grant = Grant::unlimited("test");
+        grant.memory_quota = Some(quota);
+        Session::new(Box::new(exec), grant)
+    }
+
+    fn float_desc(width: u64, height: u64) -> ArrayDesc {
+        ArrayDesc {
+            width,
+            height,
+            depth: 0,
+            format: format::FLOAT,
+            channels: 1,
+            flags: 0,
+        }
+    }
+
+    #[test]
+    fn arrays_are_charged_checked_on_both_sides_and_refunded() {
+        let mut s = session(1 << 20);
+        let free = |s: &mut Session| s.mem_get_info(&CTX, MemGetInfo, &[]).unwrap().0.free;
+        let create = |s: &mut Session, desc| s.array_create(&CTX, ArrayCreate { desc }, &[]);
+        let array = create(&mut s, float_desc(64, 32)).unwrap().0.array;
+        assert_eq!(
+            free(&mut s),
+            (1 << 20) - (64 << 10),
+            "8 KiB charged as 64 KiB"
+        );
+        // Over the quota, an unknown format, three channels, unknown flags: refused.
+        assert_eq!(
+            create(&mut s, float_desc(1024, 1024)).unwrap_err(),
+            CudaStatus::ErrorMemoryAllocation
+        );
+        for bad in [
+            ArrayDesc {
+                format: 0x77,
+                ..float_desc(4, 4)
+            },
+            ArrayDesc {
+                channels: 3,
+                ..float_desc(4, 4)
+            },
+            ArrayDesc {
+                flags: 0x100,
+                ..float_desc(4, 4)
+            },
+        ] {
+            assert_eq!(create(&mut s, bad).unwrap_err(), REFUSED);
+        }
+        let copy = |src, dst, width, height| Copy3D {
+            src,
+            dst,
+            width,
+            height,
+            depth: 1,
+            stream: StreamHandle::LEGACY,
+            is_async: false,
+        };
+        let at = |x, y| CopyPlace::Array { array, x, y, z: 0 };
+        // The frame's bytes into the array, and back out.
+        let bytes: Vec<u8> = (0..=255).cycle().take(256 * 32).collect();
+        s.copy_3d(&CTX, copy(CopyPlace::Frame, at(0, 0), 256, 32), &bytes)
+            .unwrap();
+        let (_, back) = s
+            .copy_3d(&CTX, copy(at(0, 0), CopyPlace::Frame, 256, 32), &[])
+            .unwrap();
+        assert_eq!(back, bytes);
+        // Past the array's row or rows, bytes that are not the extent's, another
+        // guest's memory, an unknown array: refused.
+        let refused = [
+            (copy(CopyPlace::Frame, at(4, 0), 256, 1), vec![0u8; 256]),
+            (copy(CopyPlace::Frame, at(0, 31), 4, 2), vec![0u8; 8]),
+            (copy(CopyPlace::Frame, at(0, 0), 8, 1), vec![0u8; 4]),
+        ];
+        for (req, data) in refused {
+            assert_eq!(s.copy_3d(&CTX, req, &data).unwrap_err(), REFUSED);
+        }
+        let wild = CopyPlace::Device {
+            ptr: 0xdead_0000,
+            pitch: 256,
+            height: 1,
+        };
+        assert_eq!(
+            s.copy_3d(&CTX, copy(wild, at(0, 0), 256, 1), &[])
+                .unwrap_err(),
+            REFUSED
+        );
+        let unknown = CopyPlace::Array {
+            array: ArrayHandle(0x5151),
+            x: 0,
+            y: 0,
+            z: 0,
+        };
+        assert_eq!(
+            s.copy_3d(&CTX, copy(unknown, CopyPlace::Frame, 4, 1), &[])
+                .unwrap_err(),
+            REFUSED
+        );
+        // A texture over memory that is not the guest's is refused; one over its
+        // array is made, and destroyed once.
+        let texture = TextureDesc::default();
+        let wild = TexObjectCreate {
+            resource: TexResource::Linear {
+                ptr: 0xdead_0000,
+                format: format::FLOAT,
+                channels: 1,
+                bytes: 64,
+            },
+            texture,
+            view: None,
+        };
+        assert_eq!(s.tex_object_create(&CTX, wild, &[]).unwrap_err(), REFUSED);
+        let bad_mode = TexObjectCreate {
+            resource: TexResource::Array(array),
+            texture: TextureDesc {
+                address_mode: [9, 0, 0],
+                ..texture
+            },
+            view: None,
+        };
+        assert_eq!(
+            s.tex_object_create(&CTX, bad_mode, &[]).unwrap_err(),
+            REFUSED
+        );
+        let made = TexObjectCreate {
+            resource: TexResource::Array(array),
+            texture,
+            view: None,
+        };
+        let tex = s.tex_object_create(&CTX, made, &[]).unwrap().0.tex;
+        s.tex_object_destroy(&CTX, TexObjectDestroy { tex }, &[])
+            .unwrap();
+        assert_eq!(
+            s.tex_object_destroy(&CTX, TexObjectDestroy { tex }, &[])
+                .unwrap_err(),
+            REFUSED
+        );
+        // A mipmapped array's levels are its own.
+        let mip = MipmappedArrayCreate {
+            desc: float_desc(64, 64),
+            levels: 3,
+        };
+        let mipmap = s.mipmapped_array_create(&CTX, mip, &[]).unwrap().0.mipmap;
+        let level = MipmappedArrayGetLevel { mipmap, level: 1 };
+        let made = s.mipmapped_array_get_level(&CTX, level, &[]).unwrap().0;
+        assert_eq!((made.desc.width, made.desc.height), (32, 32));
+        let destroy = ArrayDestroy { array: made.array };
+        assert_eq!(s.array_destroy(&CTX, destroy, &[]).unwrap_err(), REFUSED);
+        s.mipmapped_array_destroy(&CTX, MipmappedArrayDestroy { mipmap }, &[])
+            .unwrap();
+        s.array_destroy(&CTX, ArrayDestroy { array }, &[]).unwrap();
+        assert_eq!(free(&mut s), 1 << 20, "everything refunded");
+    }
+}
