@@ -280,6 +280,14 @@ fn main() -> ExitCode {
                 }
             };
             init_logging(log);
+            // The console capture takes stderr, where a panic's message would go: the
+            // host log gets it instead (a panic that cannot unwind aborts the worker,
+            // and the capture with it).
+            let default_hook = std::panic::take_hook();
+            std::panic::set_hook(Box::new(move |info| {
+                error!("worker panicked: {info}");
+                default_hook(info);
+            }));
             let c = Connection {
                 conn,
                 transport,

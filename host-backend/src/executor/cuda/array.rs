@@ -292,21 +292,35 @@ impl ArrayExec for CudaExecutor {
         let s = self.stream(stream)?;
         let (st, sd, sh, sa, [sx, sy, sz, sp, shh]) = self.place(src)?;
         let (dt, dd, dh, da, [dx, dy, dz, dp, dhh]) = self.place(dst)?;
-        // SAFETY: a plain C struct; all-zero is valid, then every field set below.
-        let mut c: sys::CUDA_MEMCPY3D = unsafe { std::mem::zeroed() };
-        c.srcMemoryType = st;
-        c.srcDevice = sd;
-        c.srcHost = sh;
-        c.srcArray = sa;
-        (c.srcXInBytes, c.srcY, c.srcZ, c.srcPitch, c.srcHeight) = (sx, sy, sz, sp, shh);
-        c.dstMemoryType = dt;
-        c.dstDevice = dd;
-        c.dstHost = dh;
-        c.dstArray = da;
-        (c.dstXInBytes, c.dstY, c.dstZ, c.dstPitch, c.dstHeight) = (dx, dy, dz, dp, dhh);
-        c.WidthInBytes = to_usize(extent.width)?;
-        c.Height = to_usize(extent.height)?;
-        c.Depth = to_usize(extent.depth)?;
+        // Every field named: the memory types are C enums with no zero value, so the
+        // struct cannot start all-zero.
+        let c = sys::CUDA_MEMCPY3D {
+            srcXInBytes: sx,
+            srcY: sy,
+            srcZ: sz,
+            srcLOD: 0,
+            srcMemoryType: st,
+            srcHost: sh,
+            srcDevice: sd,
+            srcArray: sa,
+            reserved0: ptr::null_mut(),
+            srcPitch: sp,
+            srcHeight: shh,
+            dstXInBytes: dx,
+            dstY: dy,
+            dstZ: dz,
+            dstLOD: 0,
+            dstMemoryType: dt,
+            dstHost: dh,
+            dstDevice: dd,
+            dstArray: da,
+            reserved1: ptr::null_mut(),
+            dstPitch: dp,
+            dstHeight: dhh,
+            WidthInBytes: to_usize(extent.width)?,
+            Height: to_usize(extent.height)?,
+            Depth: to_usize(extent.depth)?,
+        };
         let host_side = matches!(src, Place::Host { .. }) || matches!(dst, Place::Host { .. });
         if !is_async && stream == LEGACY_STREAM {
             // SAFETY: the session checked both sides hold the whole extent; host

@@ -406,8 +406,11 @@ impl GraphBuild for CudaExecutor {
                     }
                 }
                 T::CU_GRAPH_NODE_TYPE_MEMCPY => {
-                    let mut p: sys::CUDA_MEMCPY3D = std::mem::zeroed();
-                    check(sys::cuGraphMemcpyNodeGetParams(s, &mut p))?;
+                    // Its memory types are C enums with no zero value: the driver fills
+                    // the struct before it is read.
+                    let mut out = std::mem::MaybeUninit::<sys::CUDA_MEMCPY3D>::uninit();
+                    check(sys::cuGraphMemcpyNodeGetParams(s, out.as_mut_ptr()))?;
+                    let p = out.assume_init();
                     match e {
                         Some(e) => sys::cuGraphExecMemcpyNodeSetParams(e, d, &p, ctx),
                         None => sys::cuGraphMemcpyNodeSetParams(d, &p),
