@@ -202,7 +202,9 @@ pub extern "C" fn cudaFreeArray(array: RawHandle) -> cudaError_t {
         }
         let info = array_info(array)?;
         if info.level {
-            return Err(CudaStatus::ErrorInvalidValue);
+            // A level is its mipmapped array's, freed with it: nothing to do (CUDA
+            // answers success too).
+            return Ok(());
         }
         call(&ArrayDestroy {
             array: ArrayHandle(array as u64),
