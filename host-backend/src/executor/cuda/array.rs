@@ -294,7 +294,11 @@ impl ArrayExec for CudaExecutor {
         let (dt, dd, dh, da, [dx, dy, dz, dp, dhh]) = self.place(dst)?;
         // A slice's height matters across slices only; for one slice the driver wants
         // none given or one that holds the rows (0, as the runtime passes).
-        let (shh, dhh) = if extent.depth <= 1 { (0, 0) } else { (shh, dhh) };
+        let (shh, dhh) = if extent.depth <= 1 {
+            (0, 0)
+        } else {
+            (shh, dhh)
+        };
         // Every field named: the memory types are C enums with no zero value, so the
         // struct cannot start all-zero.
         let c = sys::CUDA_MEMCPY3D {

@@ -38,11 +38,41 @@ pub(super) struct CudaGraphs {
     /// Pools made by `pool_create` (id = the `CUmemoryPool` value -> device index).
     pools: HashMap<ExecPool, usize>,
     /// Graphs a node owns (a child graph, a conditional node's bodies): built into and
-    /// read, destroyed only with their node.
-    pub(super) owned: HashMap<ExecGraph, usize>,
-    /// Graphs being captured into by `begin_capture_to_graph`: whether each is one a
-    /// node owns. They are the program's before and after, whatever the capture's end.
-    pub(super) into_existing: HashMap<ExecGraph, bool>,
+    /// read, destroyed only with their node, and forgotten then (the driver reuses
+    /// their addresses for new graphs).
+    pub(super) owned: HashMap<ExecGraph, OwnedGraph>,
+    /// Graphs being captured into by `begin_capture_to_graph`, and what a node-owned
+    /// one was. They are the program's before and after, whatever the capture's end.
+    pub(super) into_existing: HashMap<ExecGraph, Option<OwnedGraph>>,
+}
+
+/// A graph a node owns: its device, and the node and graph that own it.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct OwnedGraph {
+    pub(super) device: usize,
+    pub(super) parent: ExecGraph,
+    pub(super) node: ExecNode,
+}
+
+impl CudaGraphs {
+    /// Forget the graphs owned by what `gone` says is gone, and theirs in turn.
+    pub(super) fn forget_owned(&mut self, gone: impl Fn(&OwnedGraph) -> bool) {
+        let mut dropped: Vec<ExecGraph> = self
+            .owned
+            .iter()
+            .filter(|(_, o)| gone(o))
+            .map(|(&g, _)| g)
+            .collect();
+        while let Some(g) = dropped.pop() {
+            self.owned.remove(&g);
+            dropped.extend(
+                self.owned
+                    .iter()
+                    .filter(|(_, o)| o.parent == g)
+                    .map(|(&c, _)| c),
+            );
+        }
+    }
 }
 
 /// The driver's enum for a pool attribute the session has checked (1..=8).
@@ -76,7 +106,7 @@ impl CudaExecutor {
             *d != idx
         });
         self.graph_tables.building.retain(|_, d| *d != idx);
-        self.graph_tables.owned.retain(|_, d| *d != idx);
+        self.graph_tables.owned.retain(|_, o| o.device != idx);
         self.graph_tables.into_existing.clear();
         self.graph_tables.execs.retain(|&exec, d| {
             if *d == idx {
@@ -234,9 +264,13 @@ impl Graphs for CudaExecutor {
         if let Some((g, owned)) = existing {
             // The program's graph, with what the capture added to it or not.
             match owned {
-                true => self.graph_tables.owned.insert(g, idx),
-                false => self.graph_tables.graphs.insert(g, idx),
-            };
+                Some(o) => {
+                    self.graph_tables.owned.insert(g, o);
+                }
+                None => {
+                    self.graph_tables.graphs.insert(g, idx);
+                }
+            }
             ended?;
             return Ok(g);
         }
@@ -245,6 +279,8 @@ impl Graphs for CudaExecutor {
             return Err(CudaStatus::ErrorStreamCaptureInvalidated);
         }
         let id = graph as usize as ExecGraph;
+        // A new graph may have the address of one a destroyed node owned.
+        self.graph_tables.owned.remove(&id);
         self.graph_tables.graphs.insert(id, idx);
         Ok(id)
     }
@@ -274,6 +310,7 @@ impl Graphs for CudaExecutor {
         self.bind()?;
         let g = self.graph(graph)?;
         self.graph_tables.graphs.remove(&graph);
+        self.graph_tables.forget_owned(|o| o.parent == graph);
         // SAFETY: a live graph, destroyed once (it has left the table).
         check(unsafe { sys::cuGraphDestroy(g) })
     }

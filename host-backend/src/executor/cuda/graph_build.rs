@@ -20,6 +20,7 @@ use super::super::graph::{
     ExecGraph, ExecGraphExec, ExecNode, ExecPlainNode, ExecUpdate, GraphBuild,
 };
 use super::super::{ExecResult, ExecStream};
+use super::graph::OwnedGraph;
 use super::{check, CudaExecutor};
 
 fn node(id: ExecNode) -> sys::CUgraphNode {
@@ -67,10 +68,15 @@ impl CudaExecutor {
         }
     }
 
-    /// Keep a graph a node owns (its child graph, a conditional body).
-    fn own(&mut self, g: sys::CUgraph, idx: usize) -> ExecGraph {
+    /// Keep a graph `node` of `parent` owns (its child graph, a conditional body).
+    fn own(&mut self, g: sys::CUgraph, idx: usize, parent: ExecGraph, node: ExecNode) -> ExecGraph {
         let id = g as usize as ExecGraph;
-        self.graph_tables.owned.insert(id, idx);
+        let owned = OwnedGraph {
+            device: idx,
+            parent,
+            node,
+        };
+        self.graph_tables.owned.insert(id, owned);
         id
     }
 
@@ -90,6 +96,8 @@ impl GraphBuild for CudaExecutor {
         // SAFETY: out-pointer to a local.
         check(unsafe { sys::cuGraphCreate(&mut g, flags) })?;
         let id = g as usize as ExecGraph;
+        // A new graph may have the address of one a destroyed node owned.
+        self.graph_tables.owned.remove(&id);
         self.graph_tables.graphs.insert(id, idx);
         Ok(id)
     }
@@ -111,7 +119,7 @@ impl GraphBuild for CudaExecutor {
             sys::cuStreamBeginCaptureToGraph(s, g, first(&deps), ptr::null(), deps.len(), relaxed)
         })?;
         // Until the capture ends the graph is the capture's: readable only.
-        let owned = self.graph_tables.owned.remove(&graph).is_some();
+        let owned = self.graph_tables.owned.remove(&graph);
         self.graph_tables.graphs.remove(&graph);
         self.graph_tables.building.insert(graph, idx);
         self.graph_tables.into_existing.insert(graph, owned);
@@ -277,6 +285,8 @@ impl GraphBuild for CudaExecutor {
     fn destroy_node(&mut self, graph: ExecGraph, n: ExecNode) -> ExecResult<()> {
         self.bind()?;
         self.any_graph(graph)?;
+        self.graph_tables
+            .forget_owned(|o| o.parent == graph && o.node == n);
         // SAFETY: `n` is a node of a live graph, destroyed once (the session forgets it).
         check(unsafe { sys::cuGraphDestroyNode(node(n)) })
     }
@@ -288,6 +298,7 @@ impl GraphBuild for CudaExecutor {
         // SAFETY: `g` is live; out-pointer to a local.
         check(unsafe { sys::cuGraphClone(&mut c, g) })?;
         let id = c as usize as ExecGraph;
+        self.graph_tables.owned.remove(&id);
         self.graph_tables.graphs.insert(id, idx);
         Ok(id)
     }
@@ -364,7 +375,7 @@ impl GraphBuild for CudaExecutor {
         let mut g: sys::CUgraph = ptr::null_mut();
         // SAFETY: `n` is a node of a live graph; out-pointer to a local.
         check(unsafe { sys::cuGraphChildGraphNodeGetGraph(node(n), &mut g) })?;
-        Ok(self.own(g, idx))
+        Ok(self.own(g, idx, graph, n))
     }
 
     fn node_copy_params(
@@ -547,8 +558,9 @@ impl GraphBuild for CudaExecutor {
         }
         // SAFETY: the driver's array holds `size` graphs, valid while the node lives.
         let made = unsafe { std::slice::from_raw_parts(out, size as usize) };
-        let bodies = made.iter().map(|&b| self.own(b, idx)).collect();
-        Ok((n as usize as ExecNode, bodies))
+        let id = n as usize as ExecNode;
+        let bodies = made.iter().map(|&b| self.own(b, idx, graph, id)).collect();
+        Ok((id, bodies))
     }
 }
 
