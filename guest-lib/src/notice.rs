@@ -17,6 +17,7 @@ pub fn say_once(line: &str) {
     if first {
         // A closed stderr is no reason to fail differently.
         let _ = writeln!(std::io::stderr(), "{line}");
+        crate::api::logs::record(line.to_owned(), true);
     }
 }
 

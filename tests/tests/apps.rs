@@ -40,6 +40,7 @@ const APPS: &[&str] = &[
     "printf_buffered",
     "printf_kernel",
     "runtime_queries",
+    "runtime_rest",
     "stream_attributes",
     "streams",
     "struct_params",

@@ -221,9 +221,32 @@ fn instantiate(
         };
         let made = call(&req)?;
         live(|l| l.execs.insert(made.exec.0));
+        EXEC_FLAGS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert_with(HashMap::new)
+            .insert(made.exec.0, flags);
+        super::logs::exec_made(made.exec.0, graph as u64);
         // SAFETY: by cudaGraphInstantiate(WithFlags)'s contract `exec` is NULL or
         // writable.
         unsafe { caller::write(exec, made.exec.0 as RawHandle) }
+    })
+}
+
+/// The flags each executable graph was instantiated with (`cudaGraphExecGetFlags`).
+static EXEC_FLAGS: Mutex<Option<HashMap<u64, u64>>> = Mutex::new(None);
+
+#[no_mangle]
+pub extern "C" fn cudaGraphExecGetFlags(exec: RawHandle, flags: *mut u64) -> cudaError_t {
+    guard("cudaGraphExecGetFlags", || {
+        let f = EXEC_FLAGS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .and_then(|m| m.get(&(exec as u64)).copied())
+            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        // SAFETY: by its contract `flags` is writable.
+        unsafe { caller::write(flags, f) }
     })
 }
 
@@ -273,7 +296,9 @@ pub extern "C" fn cudaGraphDestroy(graph: RawHandle) -> cudaError_t {
         let req = GraphDestroy {
             graph: GraphHandle(graph as u64),
         };
-        destroy(graph as u64, |l| &mut l.graphs, req)
+        destroy(graph as u64, |l| &mut l.graphs, req)?;
+        super::logs::holder_gone(graph as u64);
+        Ok(())
     })
 }
 
@@ -283,7 +308,16 @@ pub extern "C" fn cudaGraphExecDestroy(exec: RawHandle) -> cudaError_t {
         let req = GraphExecDestroy {
             exec: GraphExecHandle(exec as u64),
         };
-        destroy(exec as u64, |l| &mut l.execs, req)
+        destroy(exec as u64, |l| &mut l.execs, req)?;
+        if let Some(m) = EXEC_FLAGS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_mut()
+        {
+            m.remove(&(exec as u64));
+        }
+        super::logs::holder_gone(exec as u64);
+        Ok(())
     })
 }
 

@@ -100,7 +100,11 @@ unsafe fn launch(
     stream: StreamHandle,
     attributes: Vec<LaunchAttribute>,
 ) -> Result<()> {
-    let (function, params) = kernel(host_fun)?;
+    // A registered kernel's host stub, or a kernel a library gave (`cudaKernel_t`).
+    let (function, params) = match kernel(host_fun) {
+        Ok(k) => k,
+        Err(e) => crate::driver::module::function_of(host_fun).ok_or(e)?,
+    };
     check_config(grid.array(), block.array())?;
     crate::capture::check_stream_use(stream)?;
     let total = params

@@ -12,6 +12,8 @@ pub mod graph;
 pub mod graph_build;
 pub mod ipc;
 pub mod launch;
+pub mod library;
+pub mod logs;
 pub mod mem_pool;
 pub mod memory;
 pub mod per_thread;
@@ -44,6 +46,10 @@ pub fn guard(name: &'static str, body: impl FnOnce() -> Result<()>) -> cudaError
     // "Not ready" answers a query; it is not an error the runtime remembers.
     if status != 0 && status != CudaStatus::ErrorNotReady.0 {
         state::set_last_error(status);
+        logs::record(
+            format!("{name} failed: {}", CudaStatus(status).name()),
+            false,
+        );
     }
     status
 }

@@ -19,6 +19,8 @@ use super::result::CUresult;
 use super::stream::*;
 use super::{check_initialized, export, via_runtime};
 use crate::api::graph_build as rt_build;
+use crate::api::logs as rt_logs;
+use crate::api::memory::copy as rt_copy;
 use crate::api::{device as rt_device, errors as rt_errors, graph as rt_graph};
 use crate::api::{mem_pool as rt_pool, memory as rt_memory, stream as rt_stream, RawHandle};
 
@@ -216,6 +218,42 @@ twins! {
         => rt_graph::cudaGraphDebugDotPrint(graph, path, flags);
     // Graphs built by hand: the parameter structs the runtime's twins take are laid
     // out alike (the driver's context arguments name the current context).
+    // Logs, user objects, notifications: the runtime's, whose types the driver's match.
+    "cuLogsRegisterCallback" => cuLogsRegisterCallback(
+        callback: Option<unsafe extern "C" fn(*mut c_void, u32, *mut c_char, usize)>,
+        data: *mut c_void, handle: *mut RawHandle,
+    ) => rt_logs::cudaLogsRegisterCallback(callback, data, handle);
+    "cuLogsUnregisterCallback" => cuLogsUnregisterCallback(handle: RawHandle)
+        => rt_logs::cudaLogsUnregisterCallback(handle);
+    "cuLogsCurrent" => cuLogsCurrent(iterator: *mut u32, flags: u32) => rt_logs::cudaLogsCurrent(iterator, flags);
+    "cuLogsDumpToFile" => cuLogsDumpToFile(iterator: *mut u32, path: *const c_char, flags: u32)
+        => rt_logs::cudaLogsDumpToFile(iterator, path, flags);
+    "cuLogsDumpToMemory" => cuLogsDumpToMemory(iterator: *mut u32, buffer: *mut c_char, size: *mut usize, flags: u32)
+        => rt_logs::cudaLogsDumpToMemory(iterator, buffer, size, flags);
+    "cuUserObjectCreate" => cuUserObjectCreate(
+        out: *mut RawHandle, ptr: *mut c_void, destroy: Option<unsafe extern "C" fn(*mut c_void)>,
+        initial: u32, flags: u32,
+    ) => rt_logs::cudaUserObjectCreate(out, ptr, destroy, initial, flags);
+    "cuUserObjectRetain" => cuUserObjectRetain(object: RawHandle, count: u32)
+        => rt_logs::cudaUserObjectRetain(object, count);
+    "cuUserObjectRelease" => cuUserObjectRelease(object: RawHandle, count: u32)
+        => rt_logs::cudaUserObjectRelease(object, count);
+    "cuGraphRetainUserObject" => cuGraphRetainUserObject(graph: RawHandle, object: RawHandle, count: u32, flags: u32)
+        => rt_logs::cudaGraphRetainUserObject(graph, object, count, flags);
+    "cuGraphReleaseUserObject" => cuGraphReleaseUserObject(graph: RawHandle, object: RawHandle, count: u32)
+        => rt_logs::cudaGraphReleaseUserObject(graph, object, count);
+    "cuDeviceRegisterAsyncNotification" => cuDeviceRegisterAsyncNotification(
+        device: i32, callback: *const c_void, data: *mut c_void, handle: *mut RawHandle,
+    ) => rt_logs::cudaDeviceRegisterAsyncNotification(device, callback, data, handle);
+    "cuDeviceUnregisterAsyncNotification" => cuDeviceUnregisterAsyncNotification(device: i32, handle: RawHandle)
+        => rt_logs::cudaDeviceUnregisterAsyncNotification(device, handle);
+    "cuGraphExecGetFlags" => cuGraphExecGetFlags(exec: RawHandle, flags: *mut u64)
+        => rt_graph::cudaGraphExecGetFlags(exec, flags);
+    /// CUDA 13's signature (no failure index).
+    "cuMemcpyBatchAsync" => cuMemcpyBatchAsync_v2(
+        dsts: *const *mut c_void, srcs: *const *const c_void, sizes: *const usize, count: usize,
+        attrs: *mut c_void, attrs_idxs: *mut usize, num_attrs: usize, stream: RawHandle,
+    ) => rt_copy::cudaMemcpyBatchAsync(dsts, srcs, sizes, count, attrs, attrs_idxs, num_attrs, stream);
     "cuGraphAddEmptyNode" => cuGraphAddEmptyNode(out: *mut RawHandle, graph: RawHandle, deps: *const RawHandle, count: usize)
         => rt_build::cudaGraphAddEmptyNode(out, graph, deps, count);
     "cuGraphAddChildGraphNode" => cuGraphAddChildGraphNode(
@@ -366,6 +404,10 @@ ptsz! {
         deps: *mut *const RawHandle, count: *mut usize) [stream];
     cuGraphLaunch_ptsz => cuGraphLaunch(exec: RawHandle, stream: RawHandle) [stream];
     cuGraphUpload_ptsz => cuGraphUpload(exec: RawHandle, stream: RawHandle) [stream];
+    cuMemcpyBatchAsync_v2_ptsz => cuMemcpyBatchAsync_v2(
+        dsts: *const *mut c_void, srcs: *const *const c_void, sizes: *const usize, count: usize,
+        attrs: *mut c_void, attrs_idxs: *mut usize, num_attrs: usize, stream: RawHandle
+    ) [stream];
     cuStreamUpdateCaptureDependencies_v2_ptsz => cuStreamUpdateCaptureDependencies_v2(
         stream: RawHandle, deps: *const RawHandle, edges: *const u64, count: usize, flags: u32
     ) [stream];

@@ -958,3 +958,91 @@ pub extern "C" fn cudaMemcpyFromSymbolAsync(
         }
     })
 }
+
+/// `cudaMemcpyBatchAsync`: each copy in stream order, as `cudaMemcpyAsync` does it (the
+/// attributes' access-order hints change nothing here: the copies run in order).
+///
+/// # Safety
+/// The lists hold `count` entries, each copy's host side the program's memory.
+unsafe fn memcpy_batch(
+    dsts: *const *mut c_void,
+    srcs: *const *const c_void,
+    sizes: *const usize,
+    count: usize,
+    num_attrs: usize,
+    stream: StreamHandle,
+) -> Result<()> {
+    if count == 0 || num_attrs == 0 || num_attrs > count {
+        return Err(CudaStatus::ErrorInvalidValue);
+    }
+    // SAFETY: as the caller promised.
+    let (d, s, n) = unsafe {
+        (
+            caller::slice(dsts, count)?,
+            caller::slice(srcs, count)?,
+            caller::slice(sizes, count)?,
+        )
+    };
+    for i in 0..count {
+        // cudaMemcpyDefault: where each pointer lives says the direction.
+        // SAFETY: as the caller promised.
+        unsafe { memcpy(d[i] as usize, s[i] as usize, n[i], 4, stream, true) }?;
+    }
+    Ok(())
+}
+
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub extern "C" fn cudaMemcpyBatchAsync(
+    dsts: *const *mut c_void,
+    srcs: *const *const c_void,
+    sizes: *const usize,
+    count: usize,
+    _attrs: *mut c_void,
+    _attrs_idxs: *mut usize,
+    num_attrs: usize,
+    stream: RawHandle,
+) -> cudaError_t {
+    guard("cudaMemcpyBatchAsync", || {
+        // SAFETY: by its contract the lists hold `count` entries of the program's
+        // memory.
+        unsafe {
+            memcpy_batch(
+                dsts,
+                srcs,
+                sizes,
+                count,
+                num_attrs,
+                stream_handle(stream, false),
+            )
+        }
+    })
+}
+
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub extern "C" fn cudaMemcpyBatchAsync_ptsz(
+    dsts: *const *mut c_void,
+    srcs: *const *const c_void,
+    sizes: *const usize,
+    count: usize,
+    _attrs: *mut c_void,
+    _attrs_idxs: *mut usize,
+    num_attrs: usize,
+    stream: RawHandle,
+) -> cudaError_t {
+    guard("cudaMemcpyBatchAsync_ptsz", || {
+        // SAFETY: by its contract the lists hold `count` entries of the program's
+        // memory.
+        unsafe {
+            memcpy_batch(
+                dsts,
+                srcs,
+                sizes,
+                count,
+                num_attrs,
+                stream_handle(stream, true),
+            )
+        }
+    })
+}
