@@ -333,6 +333,13 @@ int main() {
     EXPECT(shorts[0] == 0x1234 && shorts[99] == 0x1234 && shorts[256] == 0x1234);
     EXPECT(shorts[355] == 0x1234);
     printf("memory nodes: %04x %04x %04x\n", shorts[0], shorts[99], shorts[355]);
+    unsigned long long used = 0, reserved = 0, zero = 0;
+    CHECK(cudaDeviceGetGraphMemAttribute(0, cudaGraphMemAttrUsedMemCurrent, &used));
+    CHECK(cudaDeviceGetGraphMemAttribute(0, cudaGraphMemAttrReservedMemCurrent, &reserved));
+    printf("graph memory: used %s, reserved covers it %s\n", used > 0 ? "yes" : "no",
+           reserved >= used ? "yes" : "no");
+    CHECK(cudaDeviceSetGraphMemAttribute(0, cudaGraphMemAttrUsedMemHigh, &zero));
+    CHECK(cudaDeviceGraphMemTrim(0));
 
     // ---- a graph's allocation freed by another graph, built while it is not live ----
     cudaGraph_t ga, gf;

@@ -334,6 +334,13 @@ macro_rules! op_lines {
                 0x0711 MemPoolDestroy => mem_pool_destroy(MemPoolDestroy) -> (), Sync;
                 0x0712 MemAllocFromPoolAsync => mem_alloc_from_pool_async(MemAllocFromPoolAsync) -> Allocated, Sync;
                 0x0713 MemPoolGetAccess => mem_pool_get_access(MemPoolGetAccess) -> PoolAccess, Sync;
+                /// The current device's graph memory: trimmed (`cudaDeviceGraphMemTrim`),
+                /// and its figures (`cudaGraphMemAttr*`; setting resets a high mark).
+                0x072A DeviceGraphMemTrim => device_graph_mem_trim(DeviceGraphMemTrim {}) -> (), Sync;
+                0x072B DeviceGetGraphMemAttribute => device_get_graph_mem_attribute(DeviceGetGraphMemAttribute { attr: u32 })
+                    -> GraphMemAttribute { value: u64 }, Sync;
+                0x072C DeviceResetGraphMemHigh => device_reset_graph_mem_high(DeviceResetGraphMemHigh { attr: u32 })
+                    -> (), Sync;
             }
 
             /// The driver's virtual memory management (types in crate::driver). VMM calls wait: each can fail with a code the program

@@ -422,3 +422,51 @@ pub extern "C" fn cudaGraphDebugDotPrint(
         })
     })
 }
+
+/// `cudaDeviceGraphMemTrim`: the device's cached graph memory goes back to it.
+#[no_mangle]
+pub extern "C" fn cudaDeviceGraphMemTrim(device: i32) -> cudaError_t {
+    guard("cudaDeviceGraphMemTrim", || {
+        super::library::on_device(device, || {
+            call(&vmcuda_wire::op::DeviceGraphMemTrim {}).map(|_| ())
+        })
+    })
+}
+
+/// `cudaDeviceGetGraphMemAttribute`: used and reserved graph memory, and their high
+/// marks (a `cuuint64_t` each).
+#[no_mangle]
+pub extern "C" fn cudaDeviceGetGraphMemAttribute(
+    device: i32,
+    attr: u32,
+    value: *mut u64,
+) -> cudaError_t {
+    guard("cudaDeviceGetGraphMemAttribute", || {
+        if value.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let v = super::library::on_device(device, || {
+            Ok(call(&vmcuda_wire::op::DeviceGetGraphMemAttribute { attr })?.value)
+        })?;
+        // SAFETY: by its contract `value` is writable.
+        unsafe { caller::write(value, v) }
+    })
+}
+
+/// `cudaDeviceSetGraphMemAttribute`: only a high mark, and only back to 0.
+#[no_mangle]
+pub extern "C" fn cudaDeviceSetGraphMemAttribute(
+    device: i32,
+    attr: u32,
+    value: *mut u64,
+) -> cudaError_t {
+    guard("cudaDeviceSetGraphMemAttribute", || {
+        // SAFETY: by its contract `value` is readable.
+        if unsafe { caller::read(value.cast_const()) }? != 0 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        super::library::on_device(device, || {
+            call(&vmcuda_wire::op::DeviceResetGraphMemHigh { attr }).map(|_| ())
+        })
+    })
+}

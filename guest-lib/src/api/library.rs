@@ -78,7 +78,7 @@ pub extern "C" fn cudaGetFuncBySymbol(out: *mut RawHandle, symbol: *const c_void
 }
 
 /// Make `device` current for `f`, then the device that was.
-fn on_device<T>(device: i32, f: impl FnOnce() -> Result<T>) -> Result<T> {
+pub(crate) fn on_device<T>(device: i32, f: impl FnOnce() -> Result<T>) -> Result<T> {
     let was = crate::state::current_device();
     if device == was {
         return f();

@@ -247,6 +247,11 @@ twins! {
     ) => rt_logs::cudaDeviceRegisterAsyncNotification(device, callback, data, handle);
     "cuDeviceUnregisterAsyncNotification" => cuDeviceUnregisterAsyncNotification(device: i32, handle: RawHandle)
         => rt_logs::cudaDeviceUnregisterAsyncNotification(device, handle);
+    "cuDeviceGraphMemTrim" => cuDeviceGraphMemTrim(device: i32) => rt_graph::cudaDeviceGraphMemTrim(device);
+    "cuDeviceGetGraphMemAttribute" => cuDeviceGetGraphMemAttribute(device: i32, attr: u32, value: *mut u64)
+        => rt_graph::cudaDeviceGetGraphMemAttribute(device, attr, value);
+    "cuDeviceSetGraphMemAttribute" => cuDeviceSetGraphMemAttribute(device: i32, attr: u32, value: *mut u64)
+        => rt_graph::cudaDeviceSetGraphMemAttribute(device, attr, value);
     "cuGraphExecGetFlags" => cuGraphExecGetFlags(exec: RawHandle, flags: *mut u64)
         => rt_graph::cudaGraphExecGetFlags(exec, flags);
     /// CUDA 13's signature (no failure index).

@@ -176,6 +176,11 @@ pub trait Graphs {
     /// device, once the work issued so far is done (`cuDeviceGraphMemTrim`): the driver
     /// keeps freed graph memory cached for later launches until it is trimmed.
     fn graph_mem_trim(&mut self) -> ExecResult<()>;
+    /// A `cudaGraphMemAttr*` figure of the current device's graph memory.
+    fn graph_mem_attribute(&mut self, attr: u32) -> ExecResult<u64>;
+    /// Reset a high mark (`cudaGraphMemAttrUsedMemHigh` or `ReservedMemHigh`) to the
+    /// current figure.
+    fn graph_mem_reset_high(&mut self, attr: u32) -> ExecResult<()>;
     /// Device ids in `access` are the guest's device numbers.
     fn pool_set_access(&mut self, pool: Option<ExecPool>, access: &[MemAccess]) -> ExecResult<()>;
 }

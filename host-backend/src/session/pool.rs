@@ -12,7 +12,10 @@ use std::collections::HashMap;
 
 use tracing::{info, warn};
 use vmcuda_wire::graph::*;
-use vmcuda_wire::op::{Allocated, CallContext, HandlerResult, PoolOps};
+use vmcuda_wire::op::{
+    Allocated, CallContext, DeviceGetGraphMemAttribute, DeviceGraphMemTrim,
+    DeviceResetGraphMemHigh, GraphMemAttribute, HandlerResult, PoolOps,
+};
 use vmcuda_wire::CudaStatus;
 
 use super::accounting::{Allocation, Held};
@@ -296,6 +299,43 @@ impl Session {
 }
 
 impl PoolOps for Session {
+    fn device_graph_mem_trim(
+        &mut self,
+        _: &CallContext,
+        _: DeviceGraphMemTrim,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        self.exec.graph_mem_trim()?;
+        nothing()
+    }
+
+    fn device_get_graph_mem_attribute(
+        &mut self,
+        _: &CallContext,
+        req: DeviceGetGraphMemAttribute,
+        _: &[u8],
+    ) -> HandlerResult<GraphMemAttribute> {
+        if req.attr > 3 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let value = self.exec.graph_mem_attribute(req.attr)?;
+        Ok((GraphMemAttribute { value }, Vec::new()))
+    }
+
+    fn device_reset_graph_mem_high(
+        &mut self,
+        _: &CallContext,
+        req: DeviceResetGraphMemHigh,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        // Only the high marks may be set, and only back to 0 (CUDA's rule).
+        if req.attr != 1 && req.attr != 3 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        self.exec.graph_mem_reset_high(req.attr)?;
+        nothing()
+    }
+
     fn mem_alloc_async(
         &mut self,
         ctx: &CallContext,

@@ -75,6 +75,18 @@ impl CudaGraphs {
     }
 }
 
+/// The driver's enum for a graph-memory attribute (0..=3).
+fn graph_mem_attribute(attr: u32) -> ExecResult<sys::CUgraphMem_attribute> {
+    use sys::CUgraphMem_attribute as A;
+    Ok(match attr {
+        0 => A::CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT,
+        1 => A::CU_GRAPH_MEM_ATTR_USED_MEM_HIGH,
+        2 => A::CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT,
+        3 => A::CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH,
+        _ => return Err(CudaStatus::ErrorInvalidValue),
+    })
+}
+
 /// The driver's enum for a pool attribute the session has checked (1..=8).
 fn pool_attribute(attr: u32) -> ExecResult<sys::CUmemPool_attribute> {
     use sys::CUmemPool_attribute as A;
@@ -494,6 +506,35 @@ impl Graphs for CudaExecutor {
         self.synchronize()?;
         // SAFETY: the device handle came from cuDeviceGet.
         check(unsafe { sys::cuDeviceGraphMemTrim(self.devices[idx].handle) })
+    }
+
+    fn graph_mem_attribute(&mut self, attr: u32) -> ExecResult<u64> {
+        let idx = self.bind()?;
+        let attr = graph_mem_attribute(attr)?;
+        let mut value: u64 = 0;
+        // SAFETY: the device handle came from cuDeviceGet; the driver writes one u64.
+        check(unsafe {
+            sys::cuDeviceGetGraphMemAttribute(
+                self.devices[idx].handle,
+                attr,
+                (&mut value as *mut u64).cast(),
+            )
+        })?;
+        Ok(value)
+    }
+
+    fn graph_mem_reset_high(&mut self, attr: u32) -> ExecResult<()> {
+        let idx = self.bind()?;
+        let attr = graph_mem_attribute(attr)?;
+        let mut zero: u64 = 0;
+        // SAFETY: as above; the driver reads one u64 (a high mark's reset to 0).
+        check(unsafe {
+            sys::cuDeviceSetGraphMemAttribute(
+                self.devices[idx].handle,
+                attr,
+                (&mut zero as *mut u64).cast(),
+            )
+        })
     }
 
     fn pool_set_access(&mut self, pool: Option<ExecPool>, access: &[MemAccess]) -> ExecResult<()> {

@@ -223,6 +223,8 @@ pub(super) struct HostGraphs {
     pool: Pool,
     /// Pools made with `pool_create`, by id.
     created: HashMap<ExecPool, Pool>,
+    /// Graph memory's high marks (used, reserved), as last seen.
+    graph_mem_high: [u64; 2],
     next_pool: ExecPool,
 }
 
@@ -881,6 +883,45 @@ impl Graphs for HostMemoryExecutor {
         // The pool's reserve shrinks to the bytes asked for, never below what is live.
         let live = self.pool_reserved(which)? - self.pool(which)?.idle;
         self.pool_keep(which, min_bytes_to_keep.saturating_sub(live))
+    }
+
+    fn graph_mem_attribute(&mut self, attr: u32) -> ExecResult<u64> {
+        // Used: the allocations a launch made live; reserved: all the graphs hold.
+        let live: u64 = self
+            .graphs
+            .graph_memory
+            .iter()
+            .filter(|(_, &live)| live)
+            .filter_map(|(p, _)| self.memory.get(p).map(|m| m.len() as u64))
+            .sum();
+        let footprint: u64 = self
+            .graphs
+            .graph_memory
+            .keys()
+            .filter_map(|&p| {
+                self.memory
+                    .get(&p)
+                    .map(|m| allocation_footprint(m.len() as u64))
+            })
+            .sum();
+        self.graphs.graph_mem_high[0] = self.graphs.graph_mem_high[0].max(live);
+        self.graphs.graph_mem_high[1] = self.graphs.graph_mem_high[1].max(footprint);
+        Ok(match attr {
+            0 => live,
+            1 => self.graphs.graph_mem_high[0],
+            2 => footprint,
+            3 => self.graphs.graph_mem_high[1],
+            _ => return Err(CudaStatus::ErrorInvalidValue),
+        })
+    }
+
+    fn graph_mem_reset_high(&mut self, attr: u32) -> ExecResult<()> {
+        match attr {
+            1 => self.graphs.graph_mem_high[0] = 0,
+            3 => self.graphs.graph_mem_high[1] = 0,
+            _ => return Err(CudaStatus::ErrorInvalidValue),
+        }
+        Ok(())
     }
 
     fn graph_mem_trim(&mut self) -> ExecResult<()> {
