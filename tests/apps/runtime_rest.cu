@@ -4,7 +4,8 @@
 // cudaKernelSetAttributeForDevice; user objects held by a graph and its executable
 // graph, their destructor run once the last reference goes; cudaLogs* (a failed call
 // logged, a callback registered, dumps to memory and to a file); async-notification
-// registration; cudaGraphExecGetFlags; cudaSetValidDevices; cudaMemcpyBatchAsync.
+// registration; cudaGraphExecGetFlags; cudaSetValidDevices; cudaMemcpyBatchAsync; the
+// persisting L2 reset, the widest linear 1D texture and the GPUDirect RDMA flush.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -182,6 +183,23 @@ int main() {
     CHECK(cudaMemcpy(back1.data(), d1, n * sizeof(int), cudaMemcpyDeviceToHost));
     CHECK(cudaMemcpy(back2.data(), d2, n * sizeof(int), cudaMemcpyDeviceToHost));
     EXPECT(back1 == h1 && back2 == h2);
+
+    // Device-wide calls that are the GPU's own: the persisting L2 reset, the widest 1D
+    // texture over linear memory (runtime and driver), a GPUDirect RDMA flush.
+    printf("persisting L2 reset: %s\n", cudaGetErrorName(cudaCtxResetPersistingL2Cache()));
+    cudaChannelFormatDesc f4 = cudaCreateChannelDesc<float4>();
+    cudaChannelFormatDesc u1 = cudaCreateChannelDesc<unsigned char>();
+    size_t w_f4 = 0, w_u1 = 0, w_drv = 0;
+    CHECK(cudaDeviceGetTexture1DLinearMaxWidth(&w_f4, &f4, 0));
+    CHECK(cudaDeviceGetTexture1DLinearMaxWidth(&w_u1, &u1, 0));
+    EXPECT(cuDeviceGetTexture1DLinearMaxWidth(&w_drv, CU_AD_FORMAT_FLOAT, 4, 0) == CUDA_SUCCESS);
+    EXPECT(w_f4 > 0 && w_u1 > 0 && w_drv == w_f4);
+    printf("widest linear 1D texture: float4 %zu, uchar %zu\n", w_f4, w_u1);
+    printf("on device 99: %s\n", cudaGetErrorName(cudaDeviceGetTexture1DLinearMaxWidth(&w_f4, &f4, 99)));
+    (void)cudaGetLastError();
+    printf("GPUDirect RDMA flush: %s\n", cudaGetErrorName(cudaDeviceFlushGPUDirectRDMAWrites(
+        cudaFlushGPUDirectRDMAWritesTargetCurrentDevice, cudaFlushGPUDirectRDMAWritesToOwner)));
+    (void)cudaGetLastError();
 
     CHECK(cudaLibraryUnload(lib));
     CHECK(cudaFree(d1));

@@ -1,10 +1,10 @@
-/* runtime_stub: a runtime function vmcuda does not implement yet (cudaCtxResetPersistingL2Cache),
+/* runtime_stub: a runtime function vmcuda does not implement yet (cudaGraphKernelNodeCopyAttributes),
    and one that cannot cross the VM boundary (cudaGLSetGLDevice), called twice each:
    each answers cudaErrorNotSupported (801), leaves it as the last error, and names
    itself on stderr once. Prints the codes. */
 #include <stdio.h>
 
-int cudaCtxResetPersistingL2Cache(void);
+int cudaGraphKernelNodeCopyAttributes(void *, void *);
 int cudaGLSetGLDevice(int);
 int cudaGetLastError(void);
 int cudaGetDeviceCount(int*);
@@ -12,12 +12,12 @@ int cudaGetDeviceCount(int*);
 int main(void) {
     int n = 0;
     int count = cudaGetDeviceCount(&n);
-    int a = cudaCtxResetPersistingL2Cache();
+    int a = cudaGraphKernelNodeCopyAttributes(0, 0);
     int a_last = cudaGetLastError();
-    int b = cudaCtxResetPersistingL2Cache();
+    int b = cudaGraphKernelNodeCopyAttributes(0, 0);
     int c = cudaGLSetGLDevice(0);
     int c_last = cudaGetLastError();
-    printf("devices %d (%d); reset L2 %d last %d, again %d; gl %d last %d; last now %d\n",
+    printf("devices %d (%d); copy attrs %d last %d, again %d; gl %d last %d; last now %d\n",
            n, count, a, a_last, b, c, c_last, cudaGetLastError());
     return 0;
 }

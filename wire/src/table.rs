@@ -51,6 +51,24 @@ macro_rules! op_lines {
                 /// The device's live readings and the guest's share of it (the guest's
                 /// NVML and `vmcuda smi`).
                 0x010D DeviceGetStatus => device_get_status(DeviceGetStatus { device: i32 }) -> GpuStatus, Sync;
+                /// Every persisting line of the current device's L2 goes back to normal.
+                0x010E CtxResetPersistingL2Cache => ctx_reset_persisting_l2_cache(CtxResetPersistingL2Cache {}) -> (), Sync
+                    => runtime cudaCtxResetPersistingL2Cache()
+                    => driver_ctx cuCtxResetPersistingL2Cache();
+                /// The widest 1D texture over linear memory, in elements of `channels`
+                /// channels of `format` (a `CUarray_format`), on the current device.
+                /// (Both exports are written by hand: the runtime's takes a channel
+                /// descriptor, and each names a device of its own.)
+                0x010F DeviceGetTexture1DLinearMaxWidth => device_get_texture_1d_linear_max_width(DeviceGetTexture1DLinearMaxWidth {
+                    format: u32, channels: u32,
+                }) -> Texture1DLinearMaxWidth { width: u64 }, Sync;
+                /// Make the GPUDirect RDMA writes to the current context visible
+                /// (`target` 0, the current context; `scope` 100, its owner, or 200, every
+                /// device). There are none through vmcuda, but the call is the GPU's.
+                0x0110 FlushGpuDirectRdmaWrites => flush_gpu_direct_rdma_writes(FlushGpuDirectRdmaWrites { target: u32, scope: u32 })
+                    -> (), Sync
+                    => runtime cudaDeviceFlushGPUDirectRDMAWrites(target: u32, scope: u32)
+                    => driver_ctx cuFlushGPUDirectRDMAWrites(target: u32, scope: u32);
             }
 
             /// Device allocations, pointer attributes, and guest memory shared with the

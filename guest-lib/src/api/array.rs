@@ -18,9 +18,9 @@ use vmcuda_wire::array::{
     format, ArrayDesc, ArrayHandle, CopyPlace, MipmappedHandle, TexResource, TextureDesc, ViewDesc,
 };
 use vmcuda_wire::op::{
-    ArrayCreate, ArrayDestroy, Copy3D, MipmappedArrayCreate, MipmappedArrayDestroy,
-    MipmappedArrayGetLevel, StreamHandle, SurfObjectCreate, SurfObjectDestroy, TexObjectCreate,
-    TexObjectDestroy,
+    ArrayCreate, ArrayDestroy, Copy3D, DeviceGetTexture1DLinearMaxWidth, MipmappedArrayCreate,
+    MipmappedArrayDestroy, MipmappedArrayGetLevel, StreamHandle, SurfObjectCreate,
+    SurfObjectDestroy, TexObjectCreate, TexObjectDestroy,
 };
 use vmcuda_wire::CudaStatus;
 
@@ -157,6 +157,32 @@ pub(crate) fn create_array(desc: ArrayDesc) -> Result<RawHandle> {
             .insert(made.array.0, ArrayInfo { desc, level: false })
     });
     Ok(made.array.0 as RawHandle)
+}
+
+/// The widest 1D texture over linear memory on `device`, in elements of `channels`
+/// channels of `format`: asked of the device's own host.
+pub(crate) fn texture_1d_linear_max_width(format: u32, channels: u32, device: i32) -> Result<u64> {
+    if device < 0 || device >= super::device::device_count()? {
+        return Err(CudaStatus::ErrorInvalidDevice);
+    }
+    let req = DeviceGetTexture1DLinearMaxWidth { format, channels };
+    Ok(crate::state::as_device(device, || call(&req))?.width)
+}
+
+#[no_mangle]
+pub extern "C" fn cudaDeviceGetTexture1DLinearMaxWidth(
+    width: *mut usize,
+    desc: *const ChannelFormatDesc,
+    device: i32,
+) -> cudaError_t {
+    guard("cudaDeviceGetTexture1DLinearMaxWidth", || {
+        // SAFETY: by its contract `desc` is readable and `width` writable.
+        unsafe {
+            let (format, channels) = caller::read(desc)?.format()?;
+            let w = texture_1d_linear_max_width(format, channels, device)?;
+            caller::write(width, w as usize)
+        }
+    })
 }
 
 #[no_mangle]

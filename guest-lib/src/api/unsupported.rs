@@ -103,6 +103,8 @@ mod tests {
         assert!(names.iter().all(|n| !n.contains('@')));
         assert!(message("cudaGLSetGLDevice").contains("graphics interop"));
         assert!(message("cudaImportExternalMemory").contains("cannot cross"));
-        assert!(message("cudaCtxResetPersistingL2Cache").contains("not implemented by vmcuda yet"));
+        assert!(
+            message("cudaGraphKernelNodeCopyAttributes").contains("not implemented by vmcuda yet")
+        );
     }
 }

@@ -78,6 +78,15 @@ export! {
 }
 
 export! {
+    fn cuDeviceGetTexture1DLinearMaxWidth(width: *mut usize, format: u32, channels: u32, device: i32) {
+        super::context::check_device(device)?;
+        let w = rt::texture_1d_linear_max_width(format, channels, device)?;
+        // SAFETY: by its contract `width` is writable.
+        unsafe { caller::write(width, w as usize) }
+    }
+}
+
+export! {
     fn cuArrayDestroy(array: RawHandle) {
         check_initialized()?;
         super::via_runtime(|| rt::cudaFreeArray(array))

@@ -53,6 +53,7 @@ table! {
     "cuArrayCreate" => cuArrayCreate_v2,
     "cuArray3DCreate" => cuArray3DCreate_v2,
     "cuArrayDestroy" => cuArrayDestroy,
+    "cuDeviceGetTexture1DLinearMaxWidth" => cuDeviceGetTexture1DLinearMaxWidth,
     "cuArrayGetDescriptor" => cuArrayGetDescriptor_v2,
     "cuArray3DGetDescriptor" => cuArray3DGetDescriptor_v2,
     "cuMemcpy3D" => cuMemcpy3D_v2,

@@ -135,6 +135,14 @@ pub trait DeviceExec {
     /// `device`'s live readings (utilization, temperature, power, clocks, PCI ids,
     /// driver version); the guest's own share is the session's to fill in.
     fn gpu_status(&mut self, device: i32) -> ExecResult<GpuStatus>;
+    /// Return every persisting line of the current device's L2 to normal.
+    fn reset_persisting_l2(&mut self) -> ExecResult<()>;
+    /// The widest 1D texture over linear memory of the current device, in elements of
+    /// `channels` channels of `format` (a `CUarray_format`; both checked).
+    fn texture_1d_linear_max_width(&mut self, format: u32, channels: u32) -> ExecResult<u64>;
+    /// Make GPUDirect RDMA writes to the current context visible to its owner, or to
+    /// every device.
+    fn flush_gpu_direct_rdma_writes(&mut self, to_all_devices: bool) -> ExecResult<()>;
 }
 
 /// Device allocations, memsets, pointer attributes and host memory registered with the GPU.

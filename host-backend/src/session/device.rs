@@ -247,6 +247,46 @@ impl DeviceOps for Session {
         self.exec.set_device(ctx.device)?;
         Ok((P2PAttribute { value: value? }, Vec::new()))
     }
+    fn ctx_reset_persisting_l2_cache(
+        &mut self,
+        _: &CallContext,
+        _: CtxResetPersistingL2Cache,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        self.exec.reset_persisting_l2()?;
+        nothing()
+    }
+    fn device_get_texture_1d_linear_max_width(
+        &mut self,
+        _: &CallContext,
+        req: DeviceGetTexture1DLinearMaxWidth,
+        _: &[u8],
+    ) -> HandlerResult<Texture1DLinearMaxWidth> {
+        use vmcuda_wire::array::format;
+        if format::channel_bytes(req.format).is_none() || ![1, 2, 4].contains(&req.channels) {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let width = self
+            .exec
+            .texture_1d_linear_max_width(req.format, req.channels)?;
+        Ok((Texture1DLinearMaxWidth { width }, Vec::new()))
+    }
+    fn flush_gpu_direct_rdma_writes(
+        &mut self,
+        _: &CallContext,
+        req: FlushGpuDirectRdmaWrites,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        // Target: the current context (0), the only one there is. Scope: its owner
+        // (100) or every device (200).
+        let to_all_devices = match (req.target, req.scope) {
+            (0, 100) => false,
+            (0, 200) => true,
+            _ => return Err(CudaStatus::ErrorInvalidValue),
+        };
+        self.exec.flush_gpu_direct_rdma_writes(to_all_devices)?;
+        nothing()
+    }
 }
 
 impl Session {
@@ -286,5 +326,54 @@ impl Session {
             }
             Err(_) => vec![own],
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use vmcuda_wire::array::format;
+    use vmcuda_wire::op::*;
+    use vmcuda_wire::CudaStatus;
+
+    use crate::executor::host_memory::HostMemoryExecutor;
+    use crate::policy::Grant;
+    use crate::session::Session;
+
+    const CTX: CallContext = CallContext { device: 0 };
+    const REFUSED: CudaStatus = CudaStatus::ErrorInvalidValue;
+
+    fn session() -> Session {
+        let exec = HostMemoryExecutor::new(64 << 20, None).unwrap();
+        Session::new(Box::new(exec), Grant::unlimited("test"))
+    }
+
+    #[test]
+    fn texture_widths_are_asked_only_for_real_formats() {
+        let mut s = session();
+        let ask = |s: &mut Session, format: u32, channels: u32| {
+            let req = DeviceGetTexture1DLinearMaxWidth { format, channels };
+            s.device_get_texture_1d_linear_max_width(&CTX, req, &[])
+                .map(|r| r.0.width)
+        };
+        assert!(ask(&mut s, format::FLOAT, 4).unwrap() > 0);
+        assert!(ask(&mut s, format::UNSIGNED_INT8, 1).unwrap() > 0);
+        assert_eq!(ask(&mut s, format::FLOAT, 3).unwrap_err(), REFUSED);
+        assert_eq!(ask(&mut s, format::FLOAT, 0).unwrap_err(), REFUSED);
+        assert_eq!(ask(&mut s, 0x77, 1).unwrap_err(), REFUSED);
+    }
+
+    #[test]
+    fn rdma_flushes_name_the_current_context_and_a_scope() {
+        let mut s = session();
+        let mut flush = |target: u32, scope: u32| {
+            let req = FlushGpuDirectRdmaWrites { target, scope };
+            s.flush_gpu_direct_rdma_writes(&CTX, req, &[]).map(|_| ())
+        };
+        assert!(flush(0, 100).is_ok());
+        assert!(flush(0, 200).is_ok());
+        assert_eq!(flush(1, 100).unwrap_err(), REFUSED);
+        assert_eq!(flush(0, 0).unwrap_err(), REFUSED);
+        let reset = s.ctx_reset_persisting_l2_cache(&CTX, CtxResetPersistingL2Cache {}, &[]);
+        assert!(reset.is_ok());
     }
 }

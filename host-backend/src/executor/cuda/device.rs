@@ -480,6 +480,49 @@ impl DeviceExec for CudaExecutor {
     fn gpu_status(&mut self, device: i32) -> ExecResult<GpuStatus> {
         self.read_status(device)
     }
+
+    fn reset_persisting_l2(&mut self) -> ExecResult<()> {
+        self.bind()?;
+        // SAFETY: no arguments; a context is current.
+        check(unsafe { sys::cuCtxResetPersistingL2Cache() })
+    }
+
+    fn texture_1d_linear_max_width(&mut self, format: u32, channels: u32) -> ExecResult<u64> {
+        use sys::CUarray_format as F;
+        let format = match format {
+            0x01 => F::CU_AD_FORMAT_UNSIGNED_INT8,
+            0x02 => F::CU_AD_FORMAT_UNSIGNED_INT16,
+            0x03 => F::CU_AD_FORMAT_UNSIGNED_INT32,
+            0x08 => F::CU_AD_FORMAT_SIGNED_INT8,
+            0x09 => F::CU_AD_FORMAT_SIGNED_INT16,
+            0x0a => F::CU_AD_FORMAT_SIGNED_INT32,
+            0x10 => F::CU_AD_FORMAT_HALF,
+            0x20 => F::CU_AD_FORMAT_FLOAT,
+            _ => return Err(CudaStatus::ErrorInvalidValue),
+        };
+        let index = self.bind()?;
+        let device = self.devices[index].handle;
+        let mut width: usize = 0;
+        // SAFETY: out-pointer to a local; the format is a valid enum value and the
+        // handle came from cuDeviceGet.
+        check(unsafe {
+            sys::cuDeviceGetTexture1DLinearMaxWidth(&mut width, format, channels, device)
+        })?;
+        Ok(width as u64)
+    }
+
+    fn flush_gpu_direct_rdma_writes(&mut self, to_all_devices: bool) -> ExecResult<()> {
+        use sys::CUflushGPUDirectRDMAWritesScope as S;
+        self.bind()?;
+        let scope = if to_all_devices {
+            S::CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_ALL_DEVICES
+        } else {
+            S::CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER
+        };
+        let target = sys::CUflushGPUDirectRDMAWritesTarget::CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX;
+        // SAFETY: both are valid enum values; a context is current.
+        check(unsafe { sys::cuFlushGPUDirectRDMAWrites(target, scope) })
+    }
 }
 
 #[cfg(test)]

@@ -226,4 +226,20 @@ impl DeviceExec for HostMemoryExecutor {
             ..GpuStatus::default()
         })
     }
+
+    fn reset_persisting_l2(&mut self) -> ExecResult<()> {
+        // Host memory has no L2 to set aside.
+        Ok(())
+    }
+
+    fn texture_1d_linear_max_width(&mut self, _format: u32, _channels: u32) -> ExecResult<u64> {
+        // The double's devices take 2^28 elements of any format, as their
+        // maxTexture1DLinear says.
+        Ok(1 << 28)
+    }
+
+    fn flush_gpu_direct_rdma_writes(&mut self, _to_all_devices: bool) -> ExecResult<()> {
+        // No RDMA writes ever reach host memory behind the double's back.
+        Ok(())
+    }
 }
