@@ -5,9 +5,9 @@
 // removed, node destruction; clones and nodes found in them; executable-graph changes
 // (kernel and memset parameters per node, nodes disabled and enabled again,
 // cudaGraphExecUpdate with the same and with a changed topology); upload and
-// cudaGraphInstantiateWithParams; parameters read back; stream capture into an
-// existing graph (cudaStreamBeginCaptureToGraph). Every result is printed for the
-// native comparison; what needs no kernel result is checked here too.
+// cudaGraphInstantiateWithParams; parameters and kernel node attributes read back;
+// stream capture into an existing graph (cudaStreamBeginCaptureToGraph). Every result
+// is printed for the native comparison; what needs no kernel result is checked here too.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -181,6 +181,21 @@ int main() {
     cudaMemsetParams ms_back = {};
     CHECK(cudaGraphMemsetNodeGetParams(memset_node, &ms_back));
     EXPECT(ms_back.value == 0x3f800000 && ms_back.width == (size_t)N);
+
+    // Launch attributes of kernel nodes: set, read back, copied to another kernel node;
+    // a node of another type takes none.
+    cudaKernelNodeAttrValue prio = {};
+    prio.priority = -1;
+    CHECK(cudaGraphKernelNodeSetAttribute(kernel, cudaKernelNodeAttributePriority, &prio));
+    cudaKernelNodeAttrValue prio_back = {}, prio_copied = {};
+    CHECK(cudaGraphKernelNodeGetAttribute(kernel, cudaKernelNodeAttributePriority, &prio_back));
+    CHECK(cudaGraphKernelNodeCopyAttributes(kernel2, kernel));
+    CHECK(cudaGraphKernelNodeGetAttribute(kernel2, cudaKernelNodeAttributePriority, &prio_copied));
+    cudaError_t not_kernel =
+        cudaGraphKernelNodeGetAttribute(memset_node, cudaKernelNodeAttributePriority, &prio_copied);
+    (void)cudaGetLastError();
+    printf("kernel node priority: %d, copied %d; of a memset node: %s\n", prio_back.priority,
+           prio_copied.priority, cudaGetErrorName(not_kernel));
 
     cudaGraphExec_t e;
     CHECK(cudaGraphInstantiate(&e, g, 0));

@@ -15,17 +15,17 @@ fn unimplemented_runtime_functions_name_themselves_and_answer_not_supported() {
     assert!(out.status.success(), "{stdout}{stderr}");
     assert!(
         stdout.contains(
-            "devices 1 (0); copy attrs 801 last 801, again 801; gl 801 last 801; last now 0"
+            "devices 1 (0); cluster size 801 last 801, again 801; gl 801 last 801; last now 0"
         ),
         "{stdout}"
     );
     let graph_lines = stderr
         .lines()
-        .filter(|l| l.contains("cudaGraphKernelNodeCopyAttributes"))
+        .filter(|l| l.contains("cudaOccupancyMaxPotentialClusterSize"))
         .count();
     assert_eq!(graph_lines, 1, "said once: {stderr}");
     assert!(
-        stderr.contains("vmcuda: cudaGraphKernelNodeCopyAttributes (libcudart.so.13) is not implemented by vmcuda yet; it returns cudaErrorNotSupported"),
+        stderr.contains("vmcuda: cudaOccupancyMaxPotentialClusterSize (libcudart.so.13) is not implemented by vmcuda yet; it returns cudaErrorNotSupported"),
         "{stderr}"
     );
     assert!(

@@ -338,6 +338,19 @@ macro_rules! op_lines {
                 0x0729 StreamUpdateCaptureDependencies => stream_update_capture_dependencies(StreamUpdateCaptureDependencies {
                     stream: StreamHandle, dependencies: Vec<GraphNodeHandle>, set: bool,
                 }) -> (), Sync;
+                /// A kernel node's launch attribute: `attr` a `CUkernelNodeAttrID`, the
+                /// value the 64 bytes of `CUkernelNodeAttrValue` (a stream's, too).
+                0x072D GraphKernelNodeSetAttribute => graph_kernel_node_set_attribute(GraphKernelNodeSetAttribute {
+                    node: GraphNodeHandle, attr: u32, value: Vec<u8>,
+                }) -> (), Sync;
+                0x072E GraphKernelNodeGetAttribute => graph_kernel_node_get_attribute(GraphKernelNodeGetAttribute {
+                    node: GraphNodeHandle, attr: u32,
+                }) -> KernelNodeAttribute { value: Vec<u8> }, Sync;
+                0x072F GraphKernelNodeCopyAttributes => graph_kernel_node_copy_attributes(GraphKernelNodeCopyAttributes {
+                    dst: GraphNodeHandle, src: GraphNodeHandle,
+                }) -> (), Sync
+                    => runtime cudaGraphKernelNodeCopyAttributes(dst: *mut c_void, src: *mut c_void)
+                    => driver cuGraphKernelNodeCopyAttributes(dst: *mut c_void, src: *mut c_void);
             }
 
             /// Stream-ordered memory and memory pools (types in crate::graph).

@@ -2142,3 +2142,47 @@ pub extern "C" fn cudaGraphInstantiateWithParams_ptsz(
         unsafe { instantiate_with_params(exec, graph, params, true) }
     })
 }
+
+/// `cudaKernelNodeAttrValue`: a stream's attribute value, the same union.
+type AttrValue = [u8; super::stream::STREAM_ATTR_LEN];
+
+#[no_mangle]
+pub extern "C" fn cudaGraphKernelNodeSetAttribute(
+    node: RawHandle,
+    attr: u32,
+    value: *const AttrValue,
+) -> cudaError_t {
+    guard("cudaGraphKernelNodeSetAttribute", || {
+        // SAFETY: by its contract `value` is NULL or a readable attribute value.
+        let value = unsafe { caller::read(value) }?.to_vec();
+        call(&vmcuda_wire::op::GraphKernelNodeSetAttribute {
+            node: GraphNodeHandle::from(node),
+            attr,
+            value,
+        })
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaGraphKernelNodeGetAttribute(
+    node: RawHandle,
+    attr: u32,
+    value: *mut AttrValue,
+) -> cudaError_t {
+    guard("cudaGraphKernelNodeGetAttribute", || {
+        if value.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let r = call(&vmcuda_wire::op::GraphKernelNodeGetAttribute {
+            node: GraphNodeHandle::from(node),
+            attr,
+        })?;
+        let bytes: AttrValue = r
+            .value
+            .as_slice()
+            .try_into()
+            .map_err(|_| CudaStatus::ErrorUnknown)?;
+        // SAFETY: by its contract `value` is writable.
+        unsafe { caller::write(value, bytes) }
+    })
+}

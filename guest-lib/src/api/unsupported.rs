@@ -103,8 +103,7 @@ mod tests {
         assert!(names.iter().all(|n| !n.contains('@')));
         assert!(message("cudaGLSetGLDevice").contains("graphics interop"));
         assert!(message("cudaImportExternalMemory").contains("cannot cross"));
-        assert!(
-            message("cudaGraphKernelNodeCopyAttributes").contains("not implemented by vmcuda yet")
-        );
+        assert!(message("cudaOccupancyMaxPotentialClusterSize")
+            .contains("not implemented by vmcuda yet"));
     }
 }

@@ -173,6 +173,10 @@ twins! {
     "cuStreamGetPriority" => cuStreamGetPriority(stream: RawHandle, priority: *mut i32)
         => rt_stream::cudaStreamGetPriority(stream, priority);
     /// `CUstreamAttrValue` is laid out as `cudaStreamAttrValue`, the ids alike.
+    "cuGraphKernelNodeSetAttribute" => cuGraphKernelNodeSetAttribute(node: RawHandle, attr: u32, value: *const [u8; rt_stream::STREAM_ATTR_LEN])
+        => rt_build::cudaGraphKernelNodeSetAttribute(node, attr, value);
+    "cuGraphKernelNodeGetAttribute" => cuGraphKernelNodeGetAttribute(node: RawHandle, attr: u32, value: *mut [u8; rt_stream::STREAM_ATTR_LEN])
+        => rt_build::cudaGraphKernelNodeGetAttribute(node, attr, value);
     "cuStreamSetAttribute" => cuStreamSetAttribute(stream: RawHandle, attr: u32, value: *const [u8; rt_stream::STREAM_ATTR_LEN])
         => rt_stream::cudaStreamSetAttribute(stream, attr, value);
     "cuStreamGetAttribute" => cuStreamGetAttribute(stream: RawHandle, attr: u32, value: *mut [u8; rt_stream::STREAM_ATTR_LEN])

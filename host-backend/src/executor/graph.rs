@@ -9,7 +9,7 @@
 use vmcuda_wire::graph::MemAccess;
 use vmcuda_wire::op::DevicePtr;
 
-use super::{ExecEvent, ExecResult, ExecStream};
+use super::{ExecEvent, ExecResult, ExecStream, StreamAttrValue};
 
 pub type ExecGraph = u64;
 pub type ExecGraphExec = u64;
@@ -58,6 +58,28 @@ pub trait GraphBuild {
     ) -> ExecResult<ExecNode>;
     /// The node's `cudaGraphNodeType`.
     fn node_type(&mut self, graph: ExecGraph, node: ExecNode) -> ExecResult<u32>;
+    /// Set or read a launch attribute of kernel node `node` of `graph`: `attr` a
+    /// `CUkernelNodeAttrID`, the value laid out as a stream's.
+    fn kernel_node_set_attribute(
+        &mut self,
+        graph: ExecGraph,
+        node: ExecNode,
+        attr: u32,
+        value: &StreamAttrValue,
+    ) -> ExecResult<()>;
+    fn kernel_node_get_attribute(
+        &mut self,
+        graph: ExecGraph,
+        node: ExecNode,
+        attr: u32,
+    ) -> ExecResult<StreamAttrValue>;
+    /// Copy every launch attribute of kernel node `src` to kernel node `dst` (each a
+    /// graph and a node of it).
+    fn kernel_node_copy_attributes(
+        &mut self,
+        dst: (ExecGraph, ExecNode),
+        src: (ExecGraph, ExecNode),
+    ) -> ExecResult<()>;
     /// Add (or, with `add` false, remove) the edges `from[i] -> to[i]`.
     fn change_dependencies(
         &mut self,

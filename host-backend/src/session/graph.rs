@@ -46,9 +46,11 @@ use vmcuda_wire::op::{CallContext, DevicePtr, HandlerResult, StreamHandle};
 use vmcuda_wire::op::{
     ConditionalHandle, GraphAddDependencies, GraphChildGraphNodeGetGraph, GraphClone,
     GraphConditionalHandleCreate, GraphCreate, GraphDestroyNode, GraphExecUpdate, GraphGetEdges,
-    GraphGetRootNodes, GraphNodeFindInClone, GraphNodeGetDependentNodes, GraphNodeGetEnabled,
-    GraphNodeGetType, GraphNodeSetEnabled, GraphOps, GraphRemoveDependencies, GraphUpload,
-    HostFunctionSignal, NodeEnabled, NodeType, StreamUpdateCaptureDependencies,
+    GraphGetRootNodes, GraphKernelNodeCopyAttributes, GraphKernelNodeGetAttribute,
+    GraphKernelNodeSetAttribute, GraphNodeFindInClone, GraphNodeGetDependentNodes,
+    GraphNodeGetEnabled, GraphNodeGetType, GraphNodeSetEnabled, GraphOps, GraphRemoveDependencies,
+    GraphUpload, HostFunctionSignal, KernelNodeAttribute, NodeEnabled, NodeType,
+    StreamUpdateCaptureDependencies,
 };
 use vmcuda_wire::CudaStatus;
 
@@ -855,6 +857,47 @@ impl GraphOps for Session {
             false => self.exec.node_type(graph, node)?,
         };
         Ok((NodeType { ty }, Vec::new()))
+    }
+
+    fn graph_kernel_node_set_attribute(
+        &mut self,
+        _: &CallContext,
+        req: GraphKernelNodeSetAttribute,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        let (graph, node) = self.kernel_node_ref(req.node)?;
+        let value = self.checked_attr_value(req.attr, &req.value)?;
+        self.exec
+            .kernel_node_set_attribute(graph, node, req.attr, &value)?;
+        nothing()
+    }
+
+    fn graph_kernel_node_get_attribute(
+        &mut self,
+        _: &CallContext,
+        req: GraphKernelNodeGetAttribute,
+        _: &[u8],
+    ) -> HandlerResult<KernelNodeAttribute> {
+        let (graph, node) = self.kernel_node_ref(req.node)?;
+        let value = self.exec.kernel_node_get_attribute(graph, node, req.attr)?;
+        Ok((
+            KernelNodeAttribute {
+                value: value.to_vec(),
+            },
+            Vec::new(),
+        ))
+    }
+
+    fn graph_kernel_node_copy_attributes(
+        &mut self,
+        _: &CallContext,
+        req: GraphKernelNodeCopyAttributes,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        let dst = self.kernel_node_ref(req.dst)?;
+        let src = self.kernel_node_ref(req.src)?;
+        self.exec.kernel_node_copy_attributes(dst, src)?;
+        nothing()
     }
 
     fn graph_add_dependencies(

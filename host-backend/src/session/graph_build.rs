@@ -34,6 +34,20 @@ impl Session {
         Ok((graph, self.graph_entry(graph)?.exec, n))
     }
 
+    /// The executor's graph and node for a kernel node of the guest's.
+    pub(super) fn kernel_node_ref(
+        &mut self,
+        node: GraphNodeHandle,
+    ) -> Result<(ExecGraph, ExecNode), CudaStatus> {
+        let (_, graph, n) = self.node_ref(node)?;
+        if self.graph_tables.host_nodes.contains(&(graph, n))
+            || self.exec.node_type(graph, n)? != vmcuda_wire::graph::node_type::KERNEL
+        {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        Ok((graph, n))
+    }
+
     /// The executor's ids of `nodes`, each of which must be a node of `graph`.
     pub(super) fn nodes_in(
         &self,
@@ -445,6 +459,41 @@ mod tests {
         s.graph_destroy(&CTX, GraphDestroy { graph: g }, &[])
             .unwrap();
         assert!(free(&mut s) > before);
+    }
+    #[test]
+    fn only_kernel_nodes_take_launch_attributes() {
+        let mut s = session();
+        let g = create(&mut s);
+        let empty = plain(&mut s, g, &[]);
+        let priority = 8;
+        let set = GraphKernelNodeSetAttribute {
+            node: empty,
+            attr: priority,
+            value: vec![0; 64],
+        };
+        assert_eq!(
+            s.graph_kernel_node_set_attribute(&CTX, set, &[])
+                .unwrap_err(),
+            REFUSED
+        );
+        let get = GraphKernelNodeGetAttribute {
+            node: GraphNodeHandle(0xdead),
+            attr: priority,
+        };
+        assert_eq!(
+            s.graph_kernel_node_get_attribute(&CTX, get, &[])
+                .unwrap_err(),
+            REFUSED
+        );
+        let copy = GraphKernelNodeCopyAttributes {
+            dst: empty,
+            src: empty,
+        };
+        assert_eq!(
+            s.graph_kernel_node_copy_attributes(&CTX, copy, &[])
+                .unwrap_err(),
+            REFUSED
+        );
     }
 }
 

@@ -4,11 +4,35 @@ use vmcuda_wire::op::*;
 use vmcuda_wire::CudaStatus;
 
 use super::{nothing, Session};
-use crate::executor::STREAM_ATTR_LEN;
+use crate::executor::StreamAttrValue;
 
 /// `cudaStreamAttributeAccessPolicyWindow`: its value starts with a device address and
 /// a length.
 const ATTR_ACCESS_POLICY_WINDOW: u32 = 1;
+
+impl Session {
+    /// A launch attribute's value from the guest (a stream's or a kernel node's): its
+    /// exact size, and an access policy window, which names device memory, only over
+    /// the guest's own.
+    pub(super) fn checked_attr_value(
+        &self,
+        attr: u32,
+        bytes: &[u8],
+    ) -> Result<StreamAttrValue, CudaStatus> {
+        let value: StreamAttrValue = bytes
+            .try_into()
+            .map_err(|_| CudaStatus::ErrorInvalidValue)?;
+        if attr == ATTR_ACCESS_POLICY_WINDOW {
+            let word =
+                |at: usize| u64::from_le_bytes(value[at..at + 8].try_into().expect("8 bytes"));
+            let (base, len) = (word(0), word(8));
+            if len > 0 {
+                self.check_range(base, len)?;
+            }
+        }
+        Ok(value)
+    }
+}
 
 impl StreamOps for Session {
     fn stream_create(
@@ -87,20 +111,7 @@ impl StreamOps for Session {
         _: &[u8],
     ) -> HandlerResult<()> {
         let s = self.handles.stream(req.stream)?;
-        let value: [u8; STREAM_ATTR_LEN] = req
-            .value
-            .as_slice()
-            .try_into()
-            .map_err(|_| CudaStatus::ErrorInvalidValue)?;
-        // An access policy window names device memory: only the guest's own.
-        if req.attr == ATTR_ACCESS_POLICY_WINDOW {
-            let word =
-                |at: usize| u64::from_le_bytes(value[at..at + 8].try_into().expect("8 bytes"));
-            let (base, len) = (word(0), word(8));
-            if len > 0 {
-                self.check_range(base, len)?;
-            }
-        }
+        let value = self.checked_attr_value(req.attr, &req.value)?;
         self.exec.stream_set_attribute(s, req.attr, &value)?;
         nothing()
     }

@@ -19,7 +19,7 @@ use vmcuda_wire::CudaStatus;
 use super::super::graph::{
     ExecGraph, ExecGraphExec, ExecNode, ExecPlainNode, ExecUpdate, GraphBuild,
 };
-use super::super::{ExecResult, ExecStream};
+use super::super::{ExecResult, ExecStream, StreamAttrValue, STREAM_ATTR_LEN};
 use super::graph::OwnedGraph;
 use super::{check, CudaExecutor};
 
@@ -196,6 +196,51 @@ impl GraphBuild for CudaExecutor {
         self.bind()?;
         self.readable_graph(graph)?;
         Ok(Self::raw_node_type(node(n))? as u32)
+    }
+
+    fn kernel_node_set_attribute(
+        &mut self,
+        graph: ExecGraph,
+        n: ExecNode,
+        attr: u32,
+        value: &StreamAttrValue,
+    ) -> ExecResult<()> {
+        self.bind()?;
+        self.readable_graph(graph)?;
+        let id =
+            super::launch::launch_attribute_id_from(attr).ok_or(CudaStatus::ErrorInvalidValue)?;
+        let v = super::stream::attr_value_from(value);
+        // SAFETY: `n` is a node of a live graph (the session pairs nodes with graphs);
+        // `id` a valid attribute id; `v` a local the driver only reads.
+        check(unsafe { sys::cuGraphKernelNodeSetAttribute(node(n), id, &v) })
+    }
+
+    fn kernel_node_get_attribute(
+        &mut self,
+        graph: ExecGraph,
+        n: ExecNode,
+        attr: u32,
+    ) -> ExecResult<StreamAttrValue> {
+        self.bind()?;
+        self.readable_graph(graph)?;
+        let id =
+            super::launch::launch_attribute_id_from(attr).ok_or(CudaStatus::ErrorInvalidValue)?;
+        let mut v = super::stream::attr_value_from(&[0; STREAM_ATTR_LEN]);
+        // SAFETY: as in kernel_node_set_attribute; the driver writes `v`.
+        check(unsafe { sys::cuGraphKernelNodeGetAttribute(node(n), id, &mut v) })?;
+        Ok(super::stream::attr_value_bytes(&v))
+    }
+
+    fn kernel_node_copy_attributes(
+        &mut self,
+        dst: (ExecGraph, ExecNode),
+        src: (ExecGraph, ExecNode),
+    ) -> ExecResult<()> {
+        self.bind()?;
+        self.readable_graph(dst.0)?;
+        self.readable_graph(src.0)?;
+        // SAFETY: both are nodes of live graphs, paired with them by the session.
+        check(unsafe { sys::cuGraphKernelNodeCopyAttributes(node(dst.1), node(src.1)) })
     }
 
     fn change_dependencies(

@@ -16,6 +16,37 @@ use crate::executor::StreamExec;
 // The attribute value crosses as its bytes.
 const _: () = assert!(std::mem::size_of::<sys::CUstreamAttrValue>() == STREAM_ATTR_LEN);
 
+/// A launch attribute's value (`CUstreamAttrValue`, `CUkernelNodeAttrValue`: one
+/// union) from its bytes.
+pub(super) fn attr_value_from(bytes: &StreamAttrValue) -> sys::CUlaunchAttributeValue {
+    // SAFETY: the union is plain data, valid zeroed.
+    let mut v: sys::CUlaunchAttributeValue = unsafe { std::mem::zeroed() };
+    // SAFETY: the union is exactly STREAM_ATTR_LEN bytes (asserted above) and `v` a
+    // local of it.
+    unsafe {
+        ptr::copy_nonoverlapping(
+            bytes.as_ptr(),
+            (&mut v as *mut sys::CUlaunchAttributeValue).cast::<u8>(),
+            STREAM_ATTR_LEN,
+        )
+    };
+    v
+}
+
+/// The bytes of a launch attribute's value.
+pub(super) fn attr_value_bytes(v: &sys::CUlaunchAttributeValue) -> StreamAttrValue {
+    let mut out = [0u8; STREAM_ATTR_LEN];
+    // SAFETY: `v` is STREAM_ATTR_LEN bytes of plain data.
+    unsafe {
+        ptr::copy_nonoverlapping(
+            (v as *const sys::CUlaunchAttributeValue).cast::<u8>(),
+            out.as_mut_ptr(),
+            STREAM_ATTR_LEN,
+        )
+    };
+    out
+}
+
 /// `CU_STREAM_PER_THREAD` (`(CUstream)0x2` in cuda.h).
 const CU_STREAM_PER_THREAD: usize = 0x2;
 
@@ -101,17 +132,7 @@ impl StreamExec for CudaExecutor {
         let s = self.stream(stream)?;
         let id =
             super::launch::launch_attribute_id_from(attr).ok_or(CudaStatus::ErrorInvalidValue)?;
-        // SAFETY: the union is plain data, valid zeroed.
-        let mut v: sys::CUstreamAttrValue = unsafe { std::mem::zeroed() };
-        // SAFETY: the union is exactly STREAM_ATTR_LEN bytes (asserted below) and `v`
-        // a local of it.
-        unsafe {
-            ptr::copy_nonoverlapping(
-                value.as_ptr(),
-                (&mut v as *mut sys::CUstreamAttrValue).cast::<u8>(),
-                STREAM_ATTR_LEN,
-            )
-        };
+        let v = attr_value_from(value);
         // SAFETY: `s` is a checked stream of this executor or a default stream; `id` a
         // valid attribute id; `v` a local the driver only reads.
         check(unsafe { sys::cuStreamSetAttribute(s, id, &v) })
@@ -126,20 +147,10 @@ impl StreamExec for CudaExecutor {
         let s = self.stream(stream)?;
         let id =
             super::launch::launch_attribute_id_from(attr).ok_or(CudaStatus::ErrorInvalidValue)?;
-        // SAFETY: the union is plain data, valid zeroed.
-        let mut v: sys::CUstreamAttrValue = unsafe { std::mem::zeroed() };
+        let mut v = attr_value_from(&[0; STREAM_ATTR_LEN]);
         // SAFETY: as in stream_set_attribute; the driver writes `v`.
         check(unsafe { sys::cuStreamGetAttribute(s, id, &mut v) })?;
-        let mut out = [0u8; STREAM_ATTR_LEN];
-        // SAFETY: `v` is STREAM_ATTR_LEN bytes of plain data.
-        unsafe {
-            ptr::copy_nonoverlapping(
-                (&v as *const sys::CUstreamAttrValue).cast::<u8>(),
-                out.as_mut_ptr(),
-                STREAM_ATTR_LEN,
-            )
-        };
-        Ok(out)
+        Ok(attr_value_bytes(&v))
     }
 
     fn stream_copy_attributes(&mut self, dst: ExecStream, src: ExecStream) -> ExecResult<()> {

@@ -165,6 +165,8 @@ pub(super) struct Node {
     deps: Vec<usize>,
     /// Runs when launched (`cudaGraphNodeSetEnabled` on an executable graph's copy).
     enabled: bool,
+    /// A kernel node's launch attributes, as set (`cudaGraphKernelNodeSetAttribute`).
+    attributes: std::collections::BTreeMap<u32, crate::executor::StreamAttrValue>,
 }
 
 impl Node {
@@ -173,6 +175,7 @@ impl Node {
             op,
             deps,
             enabled: true,
+            attributes: Default::default(),
         }
     }
 }

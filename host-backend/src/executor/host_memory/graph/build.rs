@@ -14,7 +14,7 @@ use vmcuda_wire::CudaStatus;
 use super::super::super::graph::{
     ExecGraph, ExecGraphExec, ExecNode, ExecPlainNode, ExecUpdate, GraphBuild,
 };
-use super::super::super::{ExecResult, ExecStream};
+use super::super::super::{ExecResult, ExecStream, StreamAttrValue, STREAM_ATTR_LEN};
 use super::{live_nodes, node_id, Capture, HostMemoryExecutor, Node, Recorded};
 
 impl HostMemoryExecutor {
@@ -60,6 +60,31 @@ impl HostMemoryExecutor {
         } else {
             Err(CudaStatus::ErrorInvalidResourceHandle)
         }
+    }
+}
+
+/// The launch attributes a kernel node takes (`CUlaunchAttributeID`): access policy
+/// window, cooperative, cluster dimension and scheduling, priority, memory sync domain
+/// map and domain, preferred cluster dimension, device-updatable, shared memory carveout.
+const KERNEL_NODE_ATTRIBUTES: [u32; 10] = [1, 2, 4, 5, 8, 9, 10, 11, 13, 14];
+
+impl HostMemoryExecutor {
+    /// Kernel node `node` of `graph`, for attribute `attr`, which it must take.
+    fn kernel_node(
+        &mut self,
+        graph: ExecGraph,
+        node: ExecNode,
+        attr: u32,
+    ) -> ExecResult<&mut Node> {
+        if !KERNEL_NODE_ATTRIBUTES.contains(&attr) {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let nodes = self.graph_mut(graph)?;
+        let i = Self::node_index(graph, node, nodes.len())?;
+        if nodes[i].op.node_type()? != node_type::KERNEL {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        Ok(&mut nodes[i])
     }
 }
 
@@ -154,6 +179,45 @@ impl GraphBuild for HostMemoryExecutor {
         let nodes = self.nodes_of(graph)?;
         let i = Self::node_index(graph, node, nodes.len())?;
         nodes[i].op.node_type()
+    }
+
+    fn kernel_node_set_attribute(
+        &mut self,
+        graph: ExecGraph,
+        node: ExecNode,
+        attr: u32,
+        value: &StreamAttrValue,
+    ) -> ExecResult<()> {
+        let n = self.kernel_node(graph, node, attr)?;
+        n.attributes.insert(attr, *value);
+        Ok(())
+    }
+
+    fn kernel_node_get_attribute(
+        &mut self,
+        graph: ExecGraph,
+        node: ExecNode,
+        attr: u32,
+    ) -> ExecResult<StreamAttrValue> {
+        let n = self.kernel_node(graph, node, attr)?;
+        Ok(n.attributes
+            .get(&attr)
+            .copied()
+            .unwrap_or([0; STREAM_ATTR_LEN]))
+    }
+
+    fn kernel_node_copy_attributes(
+        &mut self,
+        dst: (ExecGraph, ExecNode),
+        src: (ExecGraph, ExecNode),
+    ) -> ExecResult<()> {
+        let copied = self
+            .kernel_node(src.0, src.1, KERNEL_NODE_ATTRIBUTES[0])?
+            .attributes
+            .clone();
+        self.kernel_node(dst.0, dst.1, KERNEL_NODE_ATTRIBUTES[0])?
+            .attributes = copied;
+        Ok(())
     }
 
     fn change_dependencies(
