@@ -1,7 +1,8 @@
 // runtime_queries: runtime calls that answer questions about kernels, pools and
 // formats: cudaFuncGetParamInfo, cudaFuncGetName, cudaOccupancyMaxActiveClusters,
-// cudaCreateChannelDesc, shared memory bank configuration, and the CUDA 13 pool calls
-// that take a location (cudaMemGetDefaultMemPool, cudaMemGetMemPool, cudaMemSetMemPool).
+// cudaOccupancyMaxPotentialClusterSize, cudaCreateChannelDesc, shared memory bank
+// configuration, and the CUDA 13 pool calls that take a location
+// (cudaMemGetDefaultMemPool, cudaMemGetMemPool, cudaMemSetMemPool).
 // Deterministic output.
 #include <cstdio>
 #include <cstdlib>
@@ -43,6 +44,9 @@ int main() {
     int clusters = -1;
     CHECK(cudaOccupancyMaxActiveClusters(&clusters, (const void*)clustered, &config));
     printf("clusters of 2 blocks of 128 that fit at once: %s\n", clusters > 0 ? "some" : "none");
+    int potential = -1;
+    CHECK(cudaOccupancyMaxPotentialClusterSize(&potential, (const void*)mixed, &config));
+    printf("largest cluster of blocks of 128: %d\n", potential);
 
     cudaChannelFormatDesc d = cudaCreateChannelDesc(32, 0, 0, 0, cudaChannelFormatKindFloat);
     printf("channel: %d %d %d %d kind %d\n", d.x, d.y, d.z, d.w, (int)d.f);

@@ -197,6 +197,16 @@ macro_rules! op_lines {
                     shared_mem: u32,
                     attributes: Vec<LaunchAttribute>,
                 }) -> ClusterCount { clusters: i32 }, Sync;
+                /// The largest cluster the launch's shape could run with
+                /// (`cuOccupancyMaxPotentialClusterSize`; the cluster dimension attribute,
+                /// if any, and the stream are not used).
+                0x030B OccupancyMaxPotentialClusterSize => occupancy_max_potential_cluster_size(OccupancyMaxPotentialClusterSize {
+                    function: FunctionHandle,
+                    grid: [u32; 3],
+                    block: [u32; 3],
+                    shared_mem: u32,
+                    attributes: Vec<LaunchAttribute>,
+                }) -> ClusterSize { size: i32 }, Sync;
                 /// Every kernel of a module, by mangled name (`cuLibraryEnumerateKernels`).
                 0x0309 ModuleFunctionNames => module_function_names(ModuleFunctionNames { module: ModuleHandle })
                     -> FunctionNames { names: Vec<String> }, Sync;

@@ -434,18 +434,64 @@ pub extern "C" fn cudaOccupancyMaxActiveClusters(
         let (function, _) = kernel(f as usize)?;
         // SAFETY: by cudaOccupancyMaxActiveClusters's contract `config` is NULL or a
         // readable `cudaLaunchConfig_t`.
-        let c = unsafe { caller::read(config) }?;
-        // SAFETY: by the same contract its `attrs` hold `numAttrs` attributes.
-        let attributes = unsafe { launch_attributes(c.attrs, c.num_attrs) }?;
+        let shape = unsafe { cluster_shape(config) }?;
         let r = call(&vmcuda_wire::op::OccupancyMaxActiveClusters {
             function,
-            grid: [c.grid.x, c.grid.y, c.grid.z],
-            block: [c.block.x, c.block.y, c.block.z],
-            shared_mem: u32::try_from(c.dynamic_smem).map_err(|_| CudaStatus::ErrorInvalidValue)?,
-            attributes,
+            grid: shape.grid,
+            block: shape.block,
+            shared_mem: shape.shared_mem,
+            attributes: shape.attributes,
         })?;
         // SAFETY: by its contract `clusters` is NULL or writable.
         unsafe { caller::write(clusters, r.clusters) }
+    })
+}
+
+/// The largest cluster the launch `config` describes could run with.
+#[no_mangle]
+pub extern "C" fn cudaOccupancyMaxPotentialClusterSize(
+    size: *mut i32,
+    f: *const c_void,
+    config: *const LaunchConfigC,
+) -> cudaError_t {
+    guard("cudaOccupancyMaxPotentialClusterSize", || {
+        let (function, _) = kernel(f as usize)?;
+        // SAFETY: by cudaOccupancyMaxPotentialClusterSize's contract `config` is NULL
+        // or a readable `cudaLaunchConfig_t`.
+        let shape = unsafe { cluster_shape(config) }?;
+        let r = call(&vmcuda_wire::op::OccupancyMaxPotentialClusterSize {
+            function,
+            grid: shape.grid,
+            block: shape.block,
+            shared_mem: shape.shared_mem,
+            attributes: shape.attributes,
+        })?;
+        // SAFETY: by its contract `size` is NULL or writable.
+        unsafe { caller::write(size, r.size) }
+    })
+}
+
+/// What a cluster-occupancy query takes of a `cudaLaunchConfig_t`.
+struct ClusterShape {
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared_mem: u32,
+    attributes: Vec<vmcuda_wire::op::LaunchAttribute>,
+}
+
+/// # Safety
+/// `config` is NULL or a readable `cudaLaunchConfig_t` whose `attrs` hold `numAttrs`
+/// attributes.
+unsafe fn cluster_shape(config: *const LaunchConfigC) -> Result<ClusterShape> {
+    // SAFETY: as the caller promises.
+    let c = unsafe { caller::read(config) }?;
+    // SAFETY: as the caller promises.
+    let attributes = unsafe { launch_attributes(c.attrs, c.num_attrs) }?;
+    Ok(ClusterShape {
+        grid: [c.grid.x, c.grid.y, c.grid.z],
+        block: [c.block.x, c.block.y, c.block.z],
+        shared_mem: u32::try_from(c.dynamic_smem).map_err(|_| CudaStatus::ErrorInvalidValue)?,
+        attributes,
     })
 }
 

@@ -25,7 +25,7 @@ use vmcuda_wire::op::{
     FuncAttributes, FuncGetAttributes, FuncSetAttribute, FuncSetCacheConfig, FunctionHandle,
     LaunchAttribute, LaunchKernel, ModuleFunctionNames, ModuleGetFunction, ModuleGetGlobal,
     ModuleHandle, OccupancyAvailableDynamicSmem, OccupancyMaxActiveBlocks,
-    OccupancyMaxActiveClusters, ParamInfo,
+    OccupancyMaxActiveClusters, OccupancyMaxPotentialClusterSize, ParamInfo,
 };
 use vmcuda_wire::CudaStatus;
 
@@ -811,6 +811,24 @@ export! {
         })?;
         // SAFETY: by its contract `clusters` is NULL or writable.
         unsafe { caller::write(clusters, r.clusters) }
+    }
+}
+
+export! {
+    fn cuOccupancyMaxPotentialClusterSize(size: *mut i32, f: *mut c_void, config: *const LaunchConfigC) {
+        let (function, _) = function(f)?;
+        // SAFETY: by cuOccupancyMaxPotentialClusterSize's contract `config` is as
+        // `launch_config` requires.
+        let (c, attributes) = unsafe { launch_config(config) }?;
+        let r = call(&OccupancyMaxPotentialClusterSize {
+            function,
+            grid: c.grid,
+            block: c.block,
+            shared_mem: c.shared_mem,
+            attributes,
+        })?;
+        // SAFETY: by its contract `size` is NULL or writable.
+        unsafe { caller::write(size, r.size) }
     }
 }
 

@@ -149,6 +149,7 @@ table! {
     "cuLaunchCooperativeKernel" => cuLaunchCooperativeKernel,
     "cuLaunchKernelEx" => cuLaunchKernelEx,
     "cuOccupancyMaxActiveClusters" => cuOccupancyMaxActiveClusters,
+    "cuOccupancyMaxPotentialClusterSize" => cuOccupancyMaxPotentialClusterSize,
     "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags" => cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags,
     "cuOccupancyAvailableDynamicSMemPerBlock" => cuOccupancyAvailableDynamicSMemPerBlock,
     "cuMemcpy2D" => cuMemcpy2D_v2,

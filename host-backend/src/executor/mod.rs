@@ -349,6 +349,12 @@ pub trait LaunchExec {
         function: ExecFunction,
         config: &LaunchConfig<'_>,
     ) -> ExecResult<i32>;
+    /// The most blocks a cluster of `config`'s shape could hold (its stream unused).
+    fn occupancy_max_potential_cluster_size(
+        &mut self,
+        function: ExecFunction,
+        config: &LaunchConfig<'_>,
+    ) -> ExecResult<i32>;
     fn occupancy_max_active_blocks(
         &mut self,
         function: ExecFunction,

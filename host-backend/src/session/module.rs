@@ -225,6 +225,24 @@ impl ModuleOps for Session {
         Ok((ClusterCount { clusters }, Vec::new()))
     }
 
+    fn occupancy_max_potential_cluster_size(
+        &mut self,
+        _: &CallContext,
+        req: OccupancyMaxPotentialClusterSize,
+        _: &[u8],
+    ) -> HandlerResult<ClusterSize> {
+        let f = self.handles.function(req.function)?;
+        let config = self.launch_config(
+            req.grid,
+            req.block,
+            req.shared_mem,
+            StreamHandle::LEGACY,
+            &req.attributes,
+        )?;
+        let size = self.exec.occupancy_max_potential_cluster_size(f, &config)?;
+        Ok((ClusterSize { size }, Vec::new()))
+    }
+
     fn occupancy_max_active_blocks(
         &mut self,
         _: &CallContext,

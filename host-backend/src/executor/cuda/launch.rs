@@ -145,6 +145,35 @@ impl CudaExecutor {
     }
 }
 
+/// A driver query of the cluster occupancy of a launch (`cuOccupancyMaxActiveClusters`,
+/// `cuOccupancyMaxPotentialClusterSize`).
+type ClusterQuery =
+    unsafe fn(*mut i32, sys::CUfunction, *const sys::CUlaunchConfig) -> sys::CUresult;
+
+impl CudaExecutor {
+    /// Ask `query` about `function` launched as `config` says, in the current context.
+    fn cluster_occupancy(
+        &mut self,
+        function: ExecFunction,
+        config: &LaunchConfig<'_>,
+        query: ClusterQuery,
+    ) -> ExecResult<i32> {
+        let idx = self.bind()?;
+        let func = self.function_in_context(function, idx)?;
+        let mut attrs = config
+            .attributes
+            .iter()
+            .map(|a| self.launch_attribute(a))
+            .collect::<ExecResult<Vec<_>>>()?;
+        let cfg = launch_config(config, ptr::null_mut(), &mut attrs)?;
+        let mut answer: i32 = 0;
+        // SAFETY: `func` belongs to the current context; `cfg` and the attributes it
+        // points to outlive the call; `answer` is a local.
+        check(unsafe { query(&mut answer, func, &cfg) })?;
+        Ok(answer)
+    }
+}
+
 impl LaunchExec for CudaExecutor {
     fn func_attributes(&mut self, function: ExecFunction) -> ExecResult<FuncAttributes> {
         let idx = self.bind()?;
@@ -214,19 +243,15 @@ impl LaunchExec for CudaExecutor {
         function: ExecFunction,
         config: &LaunchConfig<'_>,
     ) -> ExecResult<i32> {
-        let idx = self.bind()?;
-        let func = self.function_in_context(function, idx)?;
-        let mut attrs = config
-            .attributes
-            .iter()
-            .map(|a| self.launch_attribute(a))
-            .collect::<ExecResult<Vec<_>>>()?;
-        let cfg = launch_config(config, ptr::null_mut(), &mut attrs)?;
-        let mut clusters: i32 = 0;
-        // SAFETY: `func` belongs to the current context; `cfg` and the attributes it
-        // points to outlive the call; `clusters` is a local.
-        check(unsafe { sys::cuOccupancyMaxActiveClusters(&mut clusters, func, &cfg) })?;
-        Ok(clusters)
+        self.cluster_occupancy(function, config, sys::cuOccupancyMaxActiveClusters)
+    }
+
+    fn occupancy_max_potential_cluster_size(
+        &mut self,
+        function: ExecFunction,
+        config: &LaunchConfig<'_>,
+    ) -> ExecResult<i32> {
+        self.cluster_occupancy(function, config, sys::cuOccupancyMaxPotentialClusterSize)
     }
 
     fn launch(

@@ -161,6 +161,19 @@ impl LaunchExec for HostMemoryExecutor {
         Ok(132 * per_sm / cluster)
     }
 
+    /// The test double's clusters hold up to 8 blocks, the portable size, as long as
+    /// one block of the shape fits on an SM.
+    fn occupancy_max_potential_cluster_size(
+        &mut self,
+        function: ExecFunction,
+        config: &LaunchConfig<'_>,
+    ) -> ExecResult<i32> {
+        let threads = config.block.iter().product::<u32>() as i32;
+        let per_sm =
+            self.occupancy_max_active_blocks(function, threads, u64::from(config.shared_mem), 0)?;
+        Ok(if per_sm > 0 { 8 } else { 0 })
+    }
+
     fn occupancy_max_active_blocks(
         &mut self,
         function: ExecFunction,
