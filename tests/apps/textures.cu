@@ -1,10 +1,11 @@
 // textures: CUDA arrays (2D, layered, 3D, mipmapped), copies to, from and between
-// them (2D, 1D in row order, 3D, async on a stream), cudaArrayGetInfo; texture
-// objects over arrays (point and linear filtering, normalized coordinates, wrap,
-// clamp and border addressing), over pitched and linear device memory and a
-// mipmap level; surface objects written by a kernel and read back; 3D memory
-// (cudaMalloc3D, cudaMemset3D, cudaMemcpy3D between pitched memories). Every result
-// is printed for the native comparison; what needs no kernel result is checked here.
+// them (2D, 1D in row order, 3D, async on a stream), cudaArrayGetInfo and the plane,
+// sparse and memory-requirement queries; texture objects over arrays (point and
+// linear filtering, normalized coordinates, wrap, clamp and border addressing), over
+// pitched and linear device memory and a mipmap level; surface objects written by a
+// kernel and read back; 3D memory (cudaMalloc3D, cudaMemset3D, cudaMemcpy3D between
+// pitched memories). Every result is printed for the native comparison; what needs
+// no kernel result is checked here.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -252,6 +253,20 @@ int main() {
     CHECK(cudaMallocMipmappedArray(&mip, &fdesc, make_cudaExtent(W, H, 0), 3));
     cudaArray_t level1;
     CHECK(cudaGetMipmappedArrayLevel(&level1, mip, 1));
+    // What such arrays are made of: one plane, not sparse, no deferred mapping.
+    {
+        cudaArray_t plane = nullptr;
+        cudaArraySparseProperties sp = {};
+        cudaArrayMemoryRequirements mr = {};
+        printf("a plane of a float array: %s\n", cudaGetErrorName(cudaArrayGetPlane(&plane, level1, 0)));
+        printf("its sparse properties: %s; the mipmap's: %s\n",
+               cudaGetErrorName(cudaArrayGetSparseProperties(&sp, level1)),
+               cudaGetErrorName(cudaMipmappedArrayGetSparseProperties(&sp, mip)));
+        printf("its memory requirements: %s; the mipmap's: %s\n",
+               cudaGetErrorName(cudaArrayGetMemoryRequirements(&mr, level1, 0)),
+               cudaGetErrorName(cudaMipmappedArrayGetMemoryRequirements(&mr, mip, 0)));
+        (void)cudaGetLastError();
+    }
     CHECK(cudaArrayGetInfo(&got, &ext, &flags, level1));
     EXPECT(ext.width == (size_t)W / 2 && ext.height == (size_t)H / 2);
     std::vector<float> half(W / 2 * H / 2, 3.5f);

@@ -149,8 +149,27 @@ fn make_array(desc: &ChannelFormatDesc, extent: Extent, flags: u32) -> Result<Ra
     create_array(desc)
 }
 
+/// `cudaArraySparse` and `cudaArrayDeferredMapping` (`CUDA_ARRAY3D_SPARSE`,
+/// `CUDA_ARRAY3D_DEFERRED_MAPPING`): arrays whose memory the program maps itself.
+const SPARSE: u32 = 0x40;
+const DEFERRED_MAPPING: u32 = 0x80;
+
+/// Refuse arrays whose memory the program would map itself, saying so once: their
+/// tiles and mip tails are mapped by `cudaMemMapArrayAsync`, which vmcuda does not
+/// forward. Every array the guest can hold is therefore neither sparse nor deferred.
+fn refuse_self_mapped(flags: u32) -> Result<()> {
+    if flags & (SPARSE | DEFERRED_MAPPING) != 0 {
+        return Err(super::unsupported::refuse(
+            "a sparse or deferred-mapping CUDA array",
+            "is not supported by vmcuda (its memory would be mapped by cudaMemMapArrayAsync)",
+        ));
+    }
+    Ok(())
+}
+
 /// An array of `desc`, known here from now on.
 pub(crate) fn create_array(desc: ArrayDesc) -> Result<RawHandle> {
+    refuse_self_mapped(desc.flags)?;
     let made = call(&ArrayCreate { desc })?;
     arrays(|a| {
         a.arrays
@@ -162,9 +181,7 @@ pub(crate) fn create_array(desc: ArrayDesc) -> Result<RawHandle> {
 /// The widest 1D texture over linear memory on `device`, in elements of `channels`
 /// channels of `format`: asked of the device's own host.
 pub(crate) fn texture_1d_linear_max_width(format: u32, channels: u32, device: i32) -> Result<u64> {
-    if device < 0 || device >= super::device::device_count()? {
-        return Err(CudaStatus::ErrorInvalidDevice);
-    }
+    check_device(device)?;
     let req = DeviceGetTexture1DLinearMaxWidth { format, channels };
     Ok(crate::state::as_device(device, || call(&req))?.width)
 }
@@ -265,8 +282,91 @@ pub extern "C" fn cudaMallocMipmappedArray(
     })
 }
 
+// ---- what an array is made of ------------------------------------------------------
+//
+// Every array here has a one-plane format and is neither sparse nor deferred-mapping
+// (`refuse_self_mapped`; multi-planar formats have no channel descriptor the guest
+// takes), so each of these asks of a known array what CUDA answers for such an array:
+// cudaErrorInvalidValue.
+
+/// Whether `mipmap` is a mipmapped array the program holds.
+pub(crate) fn check_mipmap(mipmap: RawHandle) -> Result<()> {
+    match arrays(|a| a.mipmaps.contains_key(&(mipmap as u64))) {
+        true => Ok(()),
+        false => Err(CudaStatus::ErrorInvalidResourceHandle),
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn cudaArrayGetPlane(
+    _out: *mut RawHandle,
+    array: RawHandle,
+    _plane: u32,
+) -> cudaError_t {
+    guard("cudaArrayGetPlane", || {
+        array_info(array)?;
+        Err(CudaStatus::ErrorInvalidValue)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaArrayGetSparseProperties(
+    _props: *mut c_void,
+    array: RawHandle,
+) -> cudaError_t {
+    guard("cudaArrayGetSparseProperties", || {
+        array_info(array)?;
+        Err(CudaStatus::ErrorInvalidValue)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMipmappedArrayGetSparseProperties(
+    _props: *mut c_void,
+    mipmap: RawHandle,
+) -> cudaError_t {
+    guard("cudaMipmappedArrayGetSparseProperties", || {
+        check_mipmap(mipmap)?;
+        Err(CudaStatus::ErrorInvalidValue)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaArrayGetMemoryRequirements(
+    _reqs: *mut c_void,
+    array: RawHandle,
+    device: i32,
+) -> cudaError_t {
+    guard("cudaArrayGetMemoryRequirements", || {
+        check_device(device)?;
+        array_info(array)?;
+        Err(CudaStatus::ErrorInvalidValue)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMipmappedArrayGetMemoryRequirements(
+    _reqs: *mut c_void,
+    mipmap: RawHandle,
+    device: i32,
+) -> cudaError_t {
+    guard("cudaMipmappedArrayGetMemoryRequirements", || {
+        check_device(device)?;
+        check_mipmap(mipmap)?;
+        Err(CudaStatus::ErrorInvalidValue)
+    })
+}
+
+fn check_device(device: i32) -> Result<()> {
+    if device < 0 || device >= super::device::device_count()? {
+        return Err(CudaStatus::ErrorInvalidDevice);
+    }
+    Ok(())
+}
+
 /// A mipmapped array of `levels` levels, the first of `desc`'s extent.
 pub(crate) fn create_mipmapped(desc: ArrayDesc, levels: u32) -> Result<RawHandle> {
+    refuse_self_mapped(desc.flags)?;
     let made = call(&MipmappedArrayCreate { desc, levels })?;
     arrays(|a| a.mipmaps.insert(made.mipmap.0, desc));
     Ok(made.mipmap.0 as RawHandle)

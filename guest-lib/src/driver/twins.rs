@@ -18,6 +18,7 @@ use super::module::*;
 use super::result::CUresult;
 use super::stream::*;
 use super::{check_initialized, export, via_runtime};
+use crate::api::array as rt_array;
 use crate::api::graph_build as rt_build;
 use crate::api::logs as rt_logs;
 use crate::api::memory::copy as rt_copy;
@@ -173,6 +174,16 @@ twins! {
     "cuStreamGetPriority" => cuStreamGetPriority(stream: RawHandle, priority: *mut i32)
         => rt_stream::cudaStreamGetPriority(stream, priority);
     /// `CUstreamAttrValue` is laid out as `cudaStreamAttrValue`, the ids alike.
+    "cuArrayGetPlane" => cuArrayGetPlane(out: *mut RawHandle, array: RawHandle, plane: u32)
+        => rt_array::cudaArrayGetPlane(out, array, plane);
+    "cuArrayGetSparseProperties" => cuArrayGetSparseProperties(props: *mut c_void, array: RawHandle)
+        => rt_array::cudaArrayGetSparseProperties(props, array);
+    "cuMipmappedArrayGetSparseProperties" => cuMipmappedArrayGetSparseProperties(props: *mut c_void, mipmap: RawHandle)
+        => rt_array::cudaMipmappedArrayGetSparseProperties(props, mipmap);
+    "cuArrayGetMemoryRequirements" => cuArrayGetMemoryRequirements(reqs: *mut c_void, array: RawHandle, device: i32)
+        => rt_array::cudaArrayGetMemoryRequirements(reqs, array, device);
+    "cuMipmappedArrayGetMemoryRequirements" => cuMipmappedArrayGetMemoryRequirements(reqs: *mut c_void, mipmap: RawHandle, device: i32)
+        => rt_array::cudaMipmappedArrayGetMemoryRequirements(reqs, mipmap, device);
     "cuGraphKernelNodeSetAttribute" => cuGraphKernelNodeSetAttribute(node: RawHandle, attr: u32, value: *const [u8; rt_stream::STREAM_ATTR_LEN])
         => rt_build::cudaGraphKernelNodeSetAttribute(node, attr, value);
     "cuGraphKernelNodeGetAttribute" => cuGraphKernelNodeGetAttribute(node: RawHandle, attr: u32, value: *mut [u8; rt_stream::STREAM_ATTR_LEN])
