@@ -5,7 +5,8 @@
 // graph, their destructor run once the last reference goes; cudaLogs* (a failed call
 // logged, a callback registered, dumps to memory and to a file); async-notification
 // registration; cudaGraphExecGetFlags; cudaSetValidDevices; cudaMemcpyBatchAsync; the
-// persisting L2 reset, the widest linear 1D texture and the GPUDirect RDMA flush.
+// persisting L2 reset, the widest linear 1D texture, the GPUDirect RDMA flush and
+// atomic capabilities.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -199,6 +200,14 @@ int main() {
     (void)cudaGetLastError();
     printf("GPUDirect RDMA flush: %s\n", cudaGetErrorName(cudaDeviceFlushGPUDirectRDMAWrites(
         cudaFlushGPUDirectRDMAWritesTargetCurrentDevice, cudaFlushGPUDirectRDMAWritesToOwner)));
+    (void)cudaGetLastError();
+    cudaAtomicOperation ops[] = {cudaAtomicOperationIntegerAdd, cudaAtomicOperationCAS,
+                                 cudaAtomicOperationFloatAdd};
+    unsigned int caps[3] = {0, 0, 0};
+    CHECK(cudaDeviceGetHostAtomicCapabilities(caps, ops, 3, 0));
+    printf("atomics to host memory: add %#x, cas %#x, float add %#x\n", caps[0], caps[1], caps[2]);
+    printf("atomics to itself as a peer: %s\n",
+           cudaGetErrorName(cudaDeviceGetP2PAtomicCapabilities(caps, ops, 3, 0, 0)));
     (void)cudaGetLastError();
 
     CHECK(cudaLibraryUnload(lib));

@@ -69,6 +69,12 @@ macro_rules! op_lines {
                     -> (), Sync
                     => runtime cudaDeviceFlushGPUDirectRDMAWrites(target: u32, scope: u32)
                     => driver_ctx cuFlushGPUDirectRDMAWrites(target: u32, scope: u32);
+                /// The `CUatomicCapability` bits of each `CUatomicOperation` in
+                /// `operations`, for atomics from the current device to host memory
+                /// (`to_host`) or to device `dst_device`'s memory.
+                0x0111 DeviceGetAtomicCapabilities => device_get_atomic_capabilities(DeviceGetAtomicCapabilities {
+                    operations: Vec<u32>, to_host: bool, dst_device: i32,
+                }) -> AtomicCapabilities { capabilities: Vec<u32> }, Sync;
             }
 
             /// Device allocations, pointer attributes, and guest memory shared with the

@@ -6,8 +6,9 @@ use std::ffi::c_char;
 use cudarc::driver::sys::CUdevice_attribute as A;
 use vmcuda_wire::op::{
     CacheConfig, DeviceCanAccessPeer, DeviceDisablePeerAccess, DeviceEnablePeerAccess,
-    DeviceGetCacheConfig, DeviceGetP2PAttribute, DeviceGetProperties, DeviceGetStreamPriorityRange,
-    DeviceProperties, DeviceReset, DeviceSynchronize, MemGetInfo, PriorityRange,
+    DeviceGetAtomicCapabilities, DeviceGetCacheConfig, DeviceGetP2PAttribute, DeviceGetProperties,
+    DeviceGetStreamPriorityRange, DeviceProperties, DeviceReset, DeviceSynchronize, MemGetInfo,
+    PriorityRange,
 };
 use vmcuda_wire::CudaStatus;
 
@@ -252,6 +253,86 @@ pub extern "C" fn cudaDeviceGetP2PAttribute(
         };
         // SAFETY: by cudaDeviceGetP2PAttribute's contract `value` is NULL or writable.
         unsafe { caller::write(value, v) }
+    })
+}
+
+/// The `cudaAtomicCapability` bits of each of `count` operations, for atomics from
+/// `device` to host memory (`dst` `None`) or to device `dst`.
+fn atomic_capabilities(
+    capabilities: *mut u32,
+    operations: *const u32,
+    count: u32,
+    device: i32,
+    dst: Option<i32>,
+) -> Result<()> {
+    check_device(device)?;
+    // More than every operation many times over is not a list a program makes; the
+    // host refuses it too.
+    if count > 52 {
+        return Err(CudaStatus::ErrorInvalidValue);
+    }
+    // SAFETY: by the caller's contract `operations` holds `count` operations.
+    let operations = unsafe { caller::slice(operations, count as usize) }?;
+    let req = match dst {
+        None => DeviceGetAtomicCapabilities {
+            operations,
+            to_host: true,
+            dst_device: 0,
+        },
+        Some(dst) => {
+            check_device(dst)?;
+            if dst == device {
+                return Err(CudaStatus::ErrorInvalidDevice);
+            }
+            // GPUs of two hosts have no link, so no atomics between them.
+            if super::on_different_hosts(device, dst)? {
+                let none = vec![0; operations.len()];
+                // SAFETY: by the caller's contract `capabilities` holds `count` values.
+                return unsafe { caller::write_slice(capabilities, &none) };
+            }
+            DeviceGetAtomicCapabilities {
+                operations,
+                to_host: false,
+                dst_device: super::local_device(dst)?,
+            }
+        }
+    };
+    let r = state::as_device(device, || call(&req))?;
+    if r.capabilities.len() != count as usize {
+        return Err(CudaStatus::ErrorUnknown);
+    }
+    // SAFETY: by the caller's contract `capabilities` holds `count` values.
+    unsafe { caller::write_slice(capabilities, &r.capabilities) }
+}
+
+#[no_mangle]
+pub extern "C" fn cudaDeviceGetHostAtomicCapabilities(
+    capabilities: *mut u32,
+    operations: *const u32,
+    count: u32,
+    device: i32,
+) -> cudaError_t {
+    guard("cudaDeviceGetHostAtomicCapabilities", || {
+        atomic_capabilities(capabilities, operations, count, device, None)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaDeviceGetP2PAtomicCapabilities(
+    capabilities: *mut u32,
+    operations: *const u32,
+    count: u32,
+    src_device: i32,
+    dst_device: i32,
+) -> cudaError_t {
+    guard("cudaDeviceGetP2PAtomicCapabilities", || {
+        atomic_capabilities(
+            capabilities,
+            operations,
+            count,
+            src_device,
+            Some(dst_device),
+        )
     })
 }
 

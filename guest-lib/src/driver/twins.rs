@@ -73,6 +73,10 @@ twins! {
     /// `CU_CTX_MAP_HOST` and the scheduling flags are the runtime's device flags.
     "cuCtxGetFlags" => cuCtxGetFlags(flags: *mut u32) => rt_device::cudaGetDeviceFlags(flags);
     "cuCtxSetFlags" => cuCtxSetFlags(flags: u32) => rt_device::cudaSetDeviceFlags(flags);
+    "cuDeviceGetHostAtomicCapabilities" => cuDeviceGetHostAtomicCapabilities(caps: *mut u32, ops: *const u32, count: u32, device: i32)
+        => rt_device::cudaDeviceGetHostAtomicCapabilities(caps, ops, count, device);
+    "cuDeviceGetP2PAtomicCapabilities" => cuDeviceGetP2PAtomicCapabilities(caps: *mut u32, ops: *const u32, count: u32, src: i32, dst: i32)
+        => rt_device::cudaDeviceGetP2PAtomicCapabilities(caps, ops, count, src, dst);
     "cuDeviceCanAccessPeer" => cuDeviceCanAccessPeer(can: *mut i32, device: i32, peer: i32)
         => rt_device::cudaDeviceCanAccessPeer(can, device, peer);
     "cuDeviceGetP2PAttribute" => cuDeviceGetP2PAttribute(value: *mut i32, attr: u32, src: i32, dst: i32)

@@ -143,6 +143,14 @@ pub trait DeviceExec {
     /// Make GPUDirect RDMA writes to the current context visible to its owner, or to
     /// every device.
     fn flush_gpu_direct_rdma_writes(&mut self, to_all_devices: bool) -> ExecResult<()>;
+    /// The `CUatomicCapability` bits of each operation (checked `CUatomicOperation`s)
+    /// for atomics from the current device to host memory (`peer` `None`) or to
+    /// device `peer`'s memory.
+    fn atomic_capabilities(
+        &mut self,
+        operations: &[u32],
+        peer: Option<i32>,
+    ) -> ExecResult<Vec<u32>>;
 }
 
 /// Device allocations, memsets, pointer attributes and host memory registered with the GPU.

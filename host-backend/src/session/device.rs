@@ -271,6 +271,34 @@ impl DeviceOps for Session {
             .texture_1d_linear_max_width(req.format, req.channels)?;
         Ok((Texture1DLinearMaxWidth { width }, Vec::new()))
     }
+    fn device_get_atomic_capabilities(
+        &mut self,
+        ctx: &CallContext,
+        req: DeviceGetAtomicCapabilities,
+        _: &[u8],
+    ) -> HandlerResult<AtomicCapabilities> {
+        // CU_ATOMIC_OPERATION_INTEGER_ADD ... CU_ATOMIC_OPERATION_FLOAT_MAX; a list of
+        // more than every operation, each many times, is absurd.
+        const OPERATIONS: u32 = 13;
+        if req.operations.len() > 4 * OPERATIONS as usize
+            || req.operations.iter().any(|&o| o >= OPERATIONS)
+        {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let peer = match req.to_host {
+            true => None,
+            false if req.dst_device == ctx.device => return Err(CudaStatus::ErrorInvalidDevice),
+            false => Some(req.dst_device),
+        };
+        let capabilities = self.exec.atomic_capabilities(&req.operations, peer);
+        self.exec.set_device(ctx.device)?;
+        Ok((
+            AtomicCapabilities {
+                capabilities: capabilities?,
+            },
+            Vec::new(),
+        ))
+    }
     fn flush_gpu_direct_rdma_writes(
         &mut self,
         _: &CallContext,
@@ -375,5 +403,26 @@ mod tests {
         assert_eq!(flush(0, 0).unwrap_err(), REFUSED);
         let reset = s.ctx_reset_persisting_l2_cache(&CTX, CtxResetPersistingL2Cache {}, &[]);
         assert!(reset.is_ok());
+    }
+
+    #[test]
+    fn atomic_capabilities_take_real_operations_and_another_device() {
+        let mut s = session();
+        let mut ask = |operations: Vec<u32>, to_host: bool, dst_device: i32| {
+            let req = DeviceGetAtomicCapabilities {
+                operations,
+                to_host,
+                dst_device,
+            };
+            s.device_get_atomic_capabilities(&CTX, req, &[])
+                .map(|r| r.0.capabilities)
+        };
+        assert_eq!(ask(vec![0, 9, 10], true, 0).unwrap().len(), 3);
+        assert_eq!(ask(vec![13], true, 0).unwrap_err(), REFUSED);
+        assert_eq!(ask(vec![0; 1000], true, 0).unwrap_err(), REFUSED);
+        assert_eq!(
+            ask(vec![0], false, 0).unwrap_err(),
+            CudaStatus::ErrorInvalidDevice
+        );
     }
 }

@@ -511,6 +511,67 @@ impl DeviceExec for CudaExecutor {
         Ok(width as u64)
     }
 
+    fn atomic_capabilities(
+        &mut self,
+        operations: &[u32],
+        peer: Option<i32>,
+    ) -> ExecResult<Vec<u32>> {
+        use sys::CUatomicOperation as O;
+        const ALL: [O; 13] = [
+            O::CU_ATOMIC_OPERATION_INTEGER_ADD,
+            O::CU_ATOMIC_OPERATION_INTEGER_MIN,
+            O::CU_ATOMIC_OPERATION_INTEGER_MAX,
+            O::CU_ATOMIC_OPERATION_INTEGER_INCREMENT,
+            O::CU_ATOMIC_OPERATION_INTEGER_DECREMENT,
+            O::CU_ATOMIC_OPERATION_AND,
+            O::CU_ATOMIC_OPERATION_OR,
+            O::CU_ATOMIC_OPERATION_XOR,
+            O::CU_ATOMIC_OPERATION_EXCHANGE,
+            O::CU_ATOMIC_OPERATION_CAS,
+            O::CU_ATOMIC_OPERATION_FLOAT_ADD,
+            O::CU_ATOMIC_OPERATION_FLOAT_MIN,
+            O::CU_ATOMIC_OPERATION_FLOAT_MAX,
+        ];
+        let ops = operations
+            .iter()
+            .map(|&o| {
+                ALL.get(o as usize)
+                    .copied()
+                    .ok_or(CudaStatus::ErrorInvalidValue)
+            })
+            .collect::<ExecResult<Vec<O>>>()?;
+        let index = self.bind()?;
+        let device = self.devices[index].handle;
+        let mut caps = vec![0u32; ops.len()];
+        let count = ops.len() as c_uint;
+        match peer {
+            // SAFETY: `caps` and `ops` hold `count` elements each; the handle came
+            // from cuDeviceGet.
+            None => check(unsafe {
+                sys::cuDeviceGetHostAtomicCapabilities(
+                    caps.as_mut_ptr(),
+                    ops.as_ptr(),
+                    count,
+                    device,
+                )
+            })?,
+            Some(peer) => {
+                let dst = self.devices[self.device_index(peer)?].handle;
+                // SAFETY: as above; both handles came from cuDeviceGet.
+                check(unsafe {
+                    sys::cuDeviceGetP2PAtomicCapabilities(
+                        caps.as_mut_ptr(),
+                        ops.as_ptr(),
+                        count,
+                        device,
+                        dst,
+                    )
+                })?
+            }
+        }
+        Ok(caps)
+    }
+
     fn flush_gpu_direct_rdma_writes(&mut self, to_all_devices: bool) -> ExecResult<()> {
         use sys::CUflushGPUDirectRDMAWritesScope as S;
         self.bind()?;

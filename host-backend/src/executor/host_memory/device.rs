@@ -238,6 +238,18 @@ impl DeviceExec for HostMemoryExecutor {
         Ok(1 << 28)
     }
 
+    fn atomic_capabilities(
+        &mut self,
+        operations: &[u32],
+        peer: Option<i32>,
+    ) -> ExecResult<Vec<u32>> {
+        if let Some(peer) = peer {
+            self.check_device(peer)?;
+        }
+        // The double's devices reach neither host memory nor each other atomically.
+        Ok(vec![0; operations.len()])
+    }
+
     fn flush_gpu_direct_rdma_writes(&mut self, _to_all_devices: bool) -> ExecResult<()> {
         // No RDMA writes ever reach host memory behind the double's back.
         Ok(())
