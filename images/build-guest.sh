@@ -203,8 +203,10 @@ if [ -n "$host_bin" ]; then
 fi
 
 # Shared libraries the programs and the guest library need, resolved on this machine.
-# libcudart and the other replaced libraries (cuBLAS, cuBLASLt, cuDNN) come from
-# /opt/vmcuda/lib (LD_LIBRARY_PATH), never from here.
+# libcudart and the other replaced libraries (the driver, NVML, cuBLAS, cuBLASLt, cuDNN)
+# come from /opt/vmcuda/lib (LD_LIBRARY_PATH), never from here. NVRTC (135 MB) is not
+# carried: with it the initramfs no longer unpacks in a 512 MiB guest, and the programs
+# that compile kernels with it are not run in the test guest.
 elfs=()
 while IFS= read -r -d '' f; do
   if head -c 4 "$f" | grep -q 'ELF'; then elfs+=("$f"); fi
@@ -213,7 +215,8 @@ declare -A libs=()
 for f in ${elfs[@]+"${elfs[@]}"}; do
   while read -r line; do
     case "$line" in
-      *libcudart.so*|*libcublas.so*|*libcublasLt.so*|*libcudnn.so*|*linux-vdso*|*"not a dynamic executable"*) continue ;;
+      *libcudart.so*|*libcuda.so*|*libnvidia-ml.so*|*libcublas.so*|*libcublasLt.so*|*libcudnn.so*) continue ;;
+      *libnvrtc*|*linux-vdso*|*"not a dynamic executable"*) continue ;;
       *"=> not found"*) log "warning: $(basename "$f"): ${line%% *} not found on this machine" ;;
       *"=> /"*) p=${line#*=> }; p=${p%% (*}; libs["${line%% *}"]=$p ;;
       /*) p=${line%% (*}; libs["$p"]=$p ;;   # the dynamic loader itself

@@ -32,6 +32,7 @@ declare -A known=(
   [zero_copy]="kernels on pinned guest memory need the shared-memory data path (guest RAM through the device); over vsock pinned memory stays private"
   [pointer_mem]="cudaHostGetDevicePointer needs the same shared-memory data path"
   [driver_library]="compiles its kernels with NVRTC, a toolkit library the test guest does not carry"
+  [runtime_rest]="compiles a library with NVRTC, a toolkit library the test guest does not carry"
 )
 
 # Programs whose guest run differs from the native one by design, as in run.sh: the
