@@ -69,14 +69,15 @@ impl HostMemoryExecutor {
 const KERNEL_NODE_ATTRIBUTES: [u32; 10] = [1, 2, 4, 5, 8, 9, 10, 11, 13, 14];
 
 impl HostMemoryExecutor {
-    /// Kernel node `node` of `graph`, for attribute `attr`, which it must take.
+    /// Kernel node `node` of `graph`, and, for one attribute, `attr`, which a kernel
+    /// node must take.
     fn kernel_node(
         &mut self,
         graph: ExecGraph,
         node: ExecNode,
-        attr: u32,
+        attr: Option<u32>,
     ) -> ExecResult<&mut Node> {
-        if !KERNEL_NODE_ATTRIBUTES.contains(&attr) {
+        if attr.is_some_and(|a| !KERNEL_NODE_ATTRIBUTES.contains(&a)) {
             return Err(CudaStatus::ErrorInvalidValue);
         }
         let nodes = self.graph_mut(graph)?;
@@ -188,7 +189,7 @@ impl GraphBuild for HostMemoryExecutor {
         attr: u32,
         value: &StreamAttrValue,
     ) -> ExecResult<()> {
-        let n = self.kernel_node(graph, node, attr)?;
+        let n = self.kernel_node(graph, node, Some(attr))?;
         n.attributes.insert(attr, *value);
         Ok(())
     }
@@ -199,7 +200,7 @@ impl GraphBuild for HostMemoryExecutor {
         node: ExecNode,
         attr: u32,
     ) -> ExecResult<StreamAttrValue> {
-        let n = self.kernel_node(graph, node, attr)?;
+        let n = self.kernel_node(graph, node, Some(attr))?;
         Ok(n.attributes
             .get(&attr)
             .copied()
@@ -211,12 +212,8 @@ impl GraphBuild for HostMemoryExecutor {
         dst: (ExecGraph, ExecNode),
         src: (ExecGraph, ExecNode),
     ) -> ExecResult<()> {
-        let copied = self
-            .kernel_node(src.0, src.1, KERNEL_NODE_ATTRIBUTES[0])?
-            .attributes
-            .clone();
-        self.kernel_node(dst.0, dst.1, KERNEL_NODE_ATTRIBUTES[0])?
-            .attributes = copied;
+        let copied = self.kernel_node(src.0, src.1, None)?.attributes.clone();
+        self.kernel_node(dst.0, dst.1, None)?.attributes = copied;
         Ok(())
     }
 
