@@ -65,3 +65,10 @@ pub struct GuestProcess {
     pub pid: u32,
     pub used_memory: u64,
 }
+
+/// `CUatomicOperation`s run from 0 (`INTEGER_ADD`) to 12 (`FLOAT_MAX`).
+pub const ATOMIC_OPERATIONS: u32 = 13;
+
+/// The longest list of operations an atomic-capability query may name: every one,
+/// several times over, is already more than a program asks.
+pub const MAX_ATOMIC_QUERY: u32 = 4 * ATOMIC_OPERATIONS;

@@ -24,6 +24,7 @@ use vmcuda_wire::op::{
 };
 use vmcuda_wire::CudaStatus;
 
+use super::device::check_device;
 use super::graph_build::{Extent, Memcpy3DParms, PitchedPtr, Pos};
 use super::{call, call_with, guard, stream_handle, RawHandle, Result};
 use crate::client::{self, Sink};
@@ -355,13 +356,6 @@ pub extern "C" fn cudaMipmappedArrayGetMemoryRequirements(
         check_mipmap(mipmap)?;
         Err(CudaStatus::ErrorInvalidValue)
     })
-}
-
-fn check_device(device: i32) -> Result<()> {
-    if device < 0 || device >= super::device::device_count()? {
-        return Err(CudaStatus::ErrorInvalidDevice);
-    }
-    Ok(())
 }
 
 /// A mipmapped array of `levels` levels, the first of `desc`'s extent.

@@ -21,7 +21,7 @@ pub fn device_count() -> Result<i32> {
     Ok(client::client()?.hello.device_count)
 }
 
-fn check_device(device: i32) -> Result<()> {
+pub(crate) fn check_device(device: i32) -> Result<()> {
     if device < 0 || device >= device_count()? {
         return Err(CudaStatus::ErrorInvalidDevice);
     }
@@ -266,9 +266,8 @@ fn atomic_capabilities(
     dst: Option<i32>,
 ) -> Result<()> {
     check_device(device)?;
-    // More than every operation many times over is not a list a program makes; the
-    // host refuses it too.
-    if count > 52 {
+    // A longer list is not one a program makes; the host refuses it too.
+    if count > vmcuda_wire::device::MAX_ATOMIC_QUERY {
         return Err(CudaStatus::ErrorInvalidValue);
     }
     // SAFETY: by the caller's contract `operations` holds `count` operations.

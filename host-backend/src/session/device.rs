@@ -277,11 +277,9 @@ impl DeviceOps for Session {
         req: DeviceGetAtomicCapabilities,
         _: &[u8],
     ) -> HandlerResult<AtomicCapabilities> {
-        // CU_ATOMIC_OPERATION_INTEGER_ADD ... CU_ATOMIC_OPERATION_FLOAT_MAX; a list of
-        // more than every operation, each many times, is absurd.
-        const OPERATIONS: u32 = 13;
-        if req.operations.len() > 4 * OPERATIONS as usize
-            || req.operations.iter().any(|&o| o >= OPERATIONS)
+        use vmcuda_wire::device::{ATOMIC_OPERATIONS, MAX_ATOMIC_QUERY};
+        if req.operations.len() > MAX_ATOMIC_QUERY as usize
+            || req.operations.iter().any(|&o| o >= ATOMIC_OPERATIONS)
         {
             return Err(CudaStatus::ErrorInvalidValue);
         }
