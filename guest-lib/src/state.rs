@@ -183,6 +183,9 @@ pub struct Registry {
     pub device_flags: HashMap<i32, u32>,
     /// Stream priority ranges, per device (fixed for a device's life).
     pub priority_ranges: HashMap<i32, vmcuda_wire::op::PriorityRange>,
+    /// `CU_POINTER_ATTRIBUTE_BUFFER_ID`s handed out, by the allocation's start.
+    buffer_ids: HashMap<u64, u64>,
+    last_buffer_id: u64,
 }
 
 static REGISTRY: Mutex<Option<Registry>> = Mutex::new(None);
@@ -226,9 +229,21 @@ impl Registry {
 
     /// Forget a device range and release its hold on the reserved addresses.
     pub fn remove_device_range(&mut self, ptr: u64) {
+        self.buffer_ids.remove(&ptr);
         if let Some((size, _)) = self.device_ranges.remove(&ptr) {
             crate::shared::release(ptr as usize, size.max(1) as usize);
         }
+    }
+
+    /// The buffer id of the allocation starting at `start`: a number no other
+    /// allocation of this process has had (one freed and made again gets a new one),
+    /// given on first asking. cuFFT asks it of every buffer it is handed.
+    pub fn buffer_id(&mut self, start: u64) -> u64 {
+        let last = &mut self.last_buffer_id;
+        *self.buffer_ids.entry(start).or_insert_with(|| {
+            *last += 1;
+            *last
+        })
     }
 
     /// Forget every device range (the device was reset).

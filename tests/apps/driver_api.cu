@@ -65,6 +65,7 @@
     X(cuMemsetD32_v2, "cuMemsetD32_v2")                                    \
     X(cuMemsetD32Async, "cuMemsetD32Async")                                \
     X(cuMemGetAddressRange_v2, "cuMemGetAddressRange_v2")                  \
+    X(cuPointerGetAttribute, "cuPointerGetAttribute")                      \
     X(cuStreamCreate, "cuStreamCreate")                                    \
     X(cuStreamSynchronize, "cuStreamSynchronize")                          \
     X(cuStreamDestroy_v2, "cuStreamDestroy_v2")                            \
@@ -265,6 +266,15 @@ int main() {
     size_t size = 0;
     check("cuMemGetAddressRange", p_cuMemGetAddressRange_v2(&base, &size, dout + 40));
     expect("address range is the allocation", base == dout && size == n * 4);
+    // Buffer ids (cuFFT asks them of every buffer): one per allocation, the same
+    // anywhere inside it.
+    unsigned long long id_in = 0, id_out = 0, id_inside = 0;
+    check("cuPointerGetAttribute(BUFFER_ID)", p_cuPointerGetAttribute(&id_in, CU_POINTER_ATTRIBUTE_BUFFER_ID, din));
+    check("cuPointerGetAttribute(BUFFER_ID) out", p_cuPointerGetAttribute(&id_out, CU_POINTER_ATTRIBUTE_BUFFER_ID, dout));
+    check("cuPointerGetAttribute(BUFFER_ID) inside",
+          p_cuPointerGetAttribute(&id_inside, CU_POINTER_ATTRIBUTE_BUFFER_ID, dout + 40));
+    expect("buffer ids are nonzero, one per allocation, the same inside one",
+           id_in && id_out && id_in != id_out && id_inside == id_out);
     check("cuMemsetD32", p_cuMemsetD32_v2(dout, 0xdeadbeef, n));
     check("cuMemsetD16", p_cuMemsetD16_v2(dout, 0x1234, 4));
     check("cuMemsetD8", p_cuMemsetD8_v2(dout + 8, 0x5a, 4));

@@ -1,7 +1,9 @@
 // The driver's library and kernel calls (what NVIDIA's runtime loads kernels with),
 // on a cubin NVRTC compiles at run time: cuLibraryLoadData, kernels by name and by
 // enumeration, their names and parameter layouts, CUkernel <-> CUfunction, module
-// function enumeration, occupancy, cuLaunchKernelEx, and a few context queries.
+// function enumeration, occupancy, cuLaunchKernelEx, a few context queries, and the
+// driver's function-introspection table (slot 7 walks a module's functions: how cuFFT
+// finds its kernels).
 // Prints only what is the same on every run; kernel results are checked and printed
 // where they ran (CHECK lines).
 #include <cuda.h>
@@ -25,6 +27,25 @@ static void check(const char *what, CUresult r, CUresult want = CUDA_SUCCESS) {
         printf("FAIL %s: %s (want %s)\n", what, name_of(r), name_of(want));
         failures++;
     }
+}
+
+// Export table 6e163fbe..., slot 7: (context, module, visitor, value, module, data)
+// calls the visitor with (value, function, name, 0, 0, module) for each function of
+// the module and answers how many there were.
+typedef void (*visitor_t)(void *, CUfunction, const char *, size_t, size_t, CUmodule);
+typedef size_t (*walk_t)(CUcontext, CUmodule, visitor_t, void *, CUmodule, void *);
+struct walked {
+    int n;
+    CUfunction f[4];
+    char name[4][32];
+};
+static void visit(void *value, CUfunction f, const char *name, size_t, size_t, CUmodule) {
+    walked *w = (walked *)value;
+    if (w->n < 4) {
+        w->f[w->n] = f;
+        snprintf(w->name[w->n], sizeof w->name[0], "%s", name ? name : "(null)");
+    }
+    w->n++;
 }
 
 static const char *source =
@@ -102,6 +123,40 @@ int main() {
     unsigned fcount = 0;
     check("cuModuleGetFunctionCount", cuModuleGetFunctionCount(&fcount, mod));
     printf("functions in the module: %u\n", fcount);
+    const void *introspection = NULL;
+    CUuuid introspection_id = {{0x6e, 0x16, 0x3f, (char)0xbe, (char)0xb9, 0x58, 0x44, 0x4d,
+                                (char)0x83, 0x5c, (char)0xe1, (char)0x82, (char)0xaf, (char)0xf1,
+                                (char)0x99, 0x1e}};
+    check("cuGetExportTable(function introspection)", cuGetExportTable(&introspection, &introspection_id));
+    walked w = {};
+    CUfunction walked_fill = NULL;
+    if (introspection) {
+        walk_t walk = (walk_t)((void *const *)introspection)[7];
+        size_t said = walk(ctx, mod, visit, &w, mod, NULL);
+        printf("slot 7 visited %d functions and said %zu\n", w.n, said);
+        // In name order: the order of a module's functions is the driver's own.
+        for (int i = 0; i < w.n && i < 4; i++)
+            for (int j = i + 1; j < w.n && j < 4; j++)
+                if (strcmp(w.name[j], w.name[i]) < 0) {
+                    walked t = w;
+                    memcpy(w.name[i], t.name[j], 32);
+                    memcpy(w.name[j], t.name[i], 32);
+                    w.f[i] = t.f[j];
+                    w.f[j] = t.f[i];
+                }
+        for (int i = 0; i < w.n && i < 4; i++) {
+            printf("slot 7 function %d: %s\n", i, w.name[i]);
+            if (strcmp(w.name[i], "fill") == 0) walked_fill = w.f[i];
+        }
+        if (walked_fill) {
+            const char *walked_name = NULL;
+            check("cuFuncGetName(walked fill)", cuFuncGetName(&walked_name, walked_fill));
+            printf("walked function's name: %s\n", walked_name ? walked_name : "(null)");
+            int regs = -1;
+            check("cuFuncGetAttribute(walked fill)",
+                  cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, walked_fill));
+        }
+    }
     int max_threads = 0;
     check("cuKernelGetAttribute(MAX_THREADS_PER_BLOCK)",
           cuKernelGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, axpy, dev));
@@ -136,6 +191,17 @@ int main() {
     bool ran = true;
     for (int i = 0; i < 32; i++) ran &= host[i] == 42;
     printf("CHECK fill wrote 42 everywhere: %s\n", ran ? "yes" : "no");
+    if (walked_fill) {
+        // The function slot 7 handed out is an ordinary CUfunction: cuLaunchKernel runs it.
+        v = 50;
+        check("cuLaunchKernel(walked fill)",
+              cuLaunchKernel(walked_fill, 1, 1, 1, 32, 1, 1, 0, stream, args, NULL));
+        check("cuStreamSynchronize", cuStreamSynchronize(stream));
+        check("cuMemcpyDtoH", cuMemcpyDtoH(host, p, sizeof host));
+        ran = true;
+        for (int i = 0; i < 32; i++) ran &= host[i] == 52;
+        printf("CHECK walked fill wrote 52 everywhere: %s\n", ran ? "yes" : "no");
+    }
 
     check("cuMemFree", cuMemFree(p));
     check("cuStreamDestroy", cuStreamDestroy(stream));

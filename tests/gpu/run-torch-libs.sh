@@ -18,7 +18,7 @@ cd "$repo" || exit 2
 host_bin="${VMCUDA_HOST_BIN:-build/bin/vmcuda-host}"
 guest_lib="$(cd "${VMCUDA_GUEST_LIB:-build/guest/lib}" && pwd)" || exit 2
 py="${VMCUDA_TORCH_PYTHON:-/opt/torch/.venv/bin/python}"
-timeout_s="${VMCUDA_TORCH_TIMEOUT:-300}"
+timeout_s="${VMCUDA_TORCH_TIMEOUT:-240}"
 out="${OUT:-build/gpu-results}"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
@@ -36,15 +36,30 @@ for _ in $(seq 1 100); do [ -S "$sock" ] && break; sleep 0.1; done
 # shellcheck source=tests/gpu/hide-gpu.sh
 . "$repo/tests/gpu/hide-gpu.sh"
 
+# Each check runs in a process of its own, natively and bridged: a check that crashes
+# costs only itself. VMCUDA_TORCH_CHECKS names a subset.
+checks="${VMCUDA_TORCH_CHECKS:-$("$py" tests/gpu/torch_libs_check.py --json /dev/null --list)}"
+native_rc=0
+bridged_rc=0
 t0=$(date +%s)
-env -u VMCUDA_SERVER timeout -k 10 "$timeout_s" "$py" tests/gpu/torch_libs_check.py --json "$raw/native.json" \
-    >"$raw/native.stdout" 2>"$raw/native.stderr"
-native_rc=$?
+for check in $checks; do
+    env -u VMCUDA_SERVER timeout -k 10 "$timeout_s" "$py" tests/gpu/torch_libs_check.py --only "$check" \
+        --json "$raw/native.json" >>"$raw/native.stdout" 2>>"$raw/native.stderr" || {
+        native_rc=$?
+        echo "$check: exit status $native_rc" >>"$raw/native.stdout"
+    }
+done
 t1=$(date +%s)
-${isolate[@]+"${isolate[@]}"} env LD_PRELOAD="$guest_lib/libcuda.so.1" TRITON_LIBCUDA_PATH="$guest_lib" \
-    VMCUDA_SERVER="unix:$sock" timeout -k 10 "$timeout_s" "$py" tests/gpu/torch_libs_check.py \
-    --json "$raw/bridged.json" >"$raw/bridged.stdout" 2>"$raw/bridged.stderr"
-bridged_rc=$?
+for check in $checks; do
+    echo "== $check" >>"$raw/bridged.stderr"
+    ${isolate[@]+"${isolate[@]}"} env LD_PRELOAD="$guest_lib/libcuda.so.1" TRITON_LIBCUDA_PATH="$guest_lib" \
+        VMCUDA_SERVER="unix:$sock" timeout -k 10 "$timeout_s" "$py" tests/gpu/torch_libs_check.py --only "$check" \
+        --json "$raw/bridged.json" >>"$raw/bridged.stdout" 2>>"$raw/bridged.stderr" || {
+        rc=$?
+        bridged_rc=$rc
+        echo "$check: exit status $rc" >>"$raw/bridged.stdout"
+    }
+done
 t2=$(date +%s)
 
 "$py" - "$raw" "$native_rc" "$bridged_rc" "$commit" "$((t1 - t0))" "$((t2 - t1))" "$isolation" \
@@ -57,6 +72,15 @@ def load(m):
     except Exception as e:
         return {"checks": {}, "values": {}, "errors": {"run": str(e)}, "timings": {}}
 n, b = load("native"), load("bridged")
+# A check whose process died recorded nothing: say how it ended.
+for which, m in (("native", n), ("bridged", b)):
+    try:
+        for line in open(os.path.join(raw, which + ".stdout")):
+            name, _, rest = line.strip().partition(": exit status ")
+            if rest and name not in m["checks"]:
+                m["checks"][name] = f"died ({rest})"
+    except OSError:
+        pass
 print("# NVIDIA's libraries under torch and CuPy, over vmcuda's libcuda.so.1\n")
 print(f"- date (UTC): {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M:%S}")
 print(f"- commit: {commit}")

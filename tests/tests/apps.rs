@@ -1021,6 +1021,7 @@ fn driver_api_runs_through_the_guest_libcuda() {
         "PASS cuDeviceGetCount before cuInit: CUDA_ERROR_NOT_INITIALIZED",
         "PASS HtoD, DtoD, DtoH round trip",
         "PASS address range is the allocation",
+        "PASS buffer ids are nonzero, one per allocation, the same inside one",
         // Functions generated from their op-table line (cuCtxSetLimit/GetLimit are
         // the ops cudaDeviceSetLimit/GetLimit are).
         "PASS the printf FIFO is at least what was set",
@@ -1502,7 +1503,8 @@ fn memory_pools_the_program_makes_are_forwarded() {
 /// The driver's library and kernel calls, as NVIDIA's runtime uses them, on a cubin
 /// NVRTC compiles in the guest: kernels by name and enumeration, names and parameter
 /// layouts, CUkernel as CUfunction, module enumeration, occupancy, a launch through
-/// cuLaunchKernelEx, context and stream queries.
+/// cuLaunchKernelEx, context and stream queries, and the function walk of export
+/// table 6e163fbe (slot 7), whose function launches.
 #[test]
 #[ignore = "needs the linked guest libraries and nvcc-built apps: run tests/run.sh"]
 fn the_driver_library_calls_answer_as_the_driver_does() {
@@ -1522,6 +1524,13 @@ fn the_driver_library_calls_answer_as_the_driver_does() {
         "function name: fill",
         "kernel's library is the one loaded: yes",
         "functions in the module: 2",
+        "PASS cuGetExportTable(function introspection): CUDA_SUCCESS",
+        "slot 7 visited 2 functions and said 2",
+        "slot 7 function 0: axpy",
+        "slot 7 function 1: fill",
+        "walked function's name: fill",
+        "PASS cuFuncGetAttribute(walked fill): CUDA_SUCCESS",
+        "PASS cuLaunchKernel(walked fill): CUDA_SUCCESS",
         "potential block size within the kernel's limit: yes",
         "stream's context is the current one: yes",
         "PASS cuLaunchKernelEx(CUkernel): CUDA_SUCCESS",
@@ -1532,12 +1541,15 @@ fn the_driver_library_calls_answer_as_the_driver_does() {
     // The launch reached the host with the CUkernel's parameters packed.
     let records = d.launches();
     let fill = launches_of(&records, "fill");
-    assert_eq!(fill.len(), 1, "{records:?}");
+    assert_eq!(fill.len(), 2, "{records:?}");
     let params = param_bytes(fill[0]);
     assert_eq!(params.len(), 24);
     assert_eq!(&params[8..12], &40i32.to_le_bytes());
     assert_eq!(params[12], 2);
     assert_eq!(&params[16..24], &1.0f64.to_le_bytes());
+    // The function export table 6e163fbe's slot 7 handed out (how cuFFT finds its
+    // kernels) launched as the kernel it names.
+    assert_eq!(&param_bytes(fill[1])[8..12], &50i32.to_le_bytes());
 }
 
 /// A daemon whose loader hands it vmcuda's own libcuda.so.1 (the guest package on a

@@ -64,9 +64,15 @@ pub fn check_device(device: i32) -> Result<()> {
 
 /// The thread's current context's device, if a context is current.
 fn current() -> Option<i32> {
+    with_stack(|s| s.last().copied()).or_else(state::runtime_context)
+}
+
+/// The thread's context stack. Libraries' C++ destructors still call the driver at
+/// process exit, after this thread's storage is gone: the stack is empty then.
+fn with_stack<R: Default>(f: impl FnOnce(&mut Vec<i32>) -> R) -> R {
     STACK
-        .with(|s| s.borrow().last().copied())
-        .or_else(state::runtime_context)
+        .try_with(|s| f(&mut s.borrow_mut()))
+        .unwrap_or_default()
 }
 
 fn make_current(device: Option<i32>) {
@@ -229,7 +235,7 @@ export! {
     fn cuCtxCreate_v4(ctx: *mut CUcontext, _params: *mut std::ffi::c_void, _flags: u32, device: i32) {
         check_device(device)?;
         with_primary(|p| p.entry(device).or_default().0 += 1);
-        STACK.with(|s| s.borrow_mut().push(device));
+        with_stack(|s| s.push(device));
         make_current(Some(device));
         // SAFETY: by cuCtxCreate_v4's contract `ctx` is NULL or writable.
         unsafe { caller::write(ctx, context_of(device)) }
@@ -245,8 +251,7 @@ export! {
                 e.0 = e.0.saturating_sub(1);
             }
         });
-        STACK.with(|s| {
-            let mut s = s.borrow_mut();
+        with_stack(|s| {
             if s.last() == Some(&device) {
                 s.pop();
             }
@@ -271,8 +276,7 @@ export! {
         if device.is_none() {
             state::clear_runtime_context();
         }
-        STACK.with(|s| {
-            let mut s = s.borrow_mut();
+        with_stack(|s| {
             s.pop();
             s.extend(device);
         });
@@ -285,7 +289,7 @@ export! {
     fn cuCtxPushCurrent_v2(ctx: CUcontext) {
         check_initialized()?;
         let device = device_of(ctx)?;
-        STACK.with(|s| s.borrow_mut().push(device));
+        with_stack(|s| s.push(device));
         make_current(Some(device));
         Ok(())
     }
@@ -294,7 +298,7 @@ export! {
 export! {
     fn cuCtxPopCurrent_v2(ctx: *mut CUcontext) {
         check_initialized()?;
-        let popped = STACK.with(|s| s.borrow_mut().pop()).or_else(|| {
+        let popped = with_stack(|s| s.pop()).or_else(|| {
             // The context the runtime made current is the bottom of the stack.
             let d = state::runtime_context();
             state::clear_runtime_context();

@@ -80,11 +80,14 @@ pub const CONTEXT_IDENTITY: Id = id("21318c60971432488ca641ff7324c8f2");
 pub const FUNCTION_INTROSPECTION: Id = id("6e163fbeb958444d835ce182aff1991e");
 pub const LIBRARY_TABLE_7: Id = id("da9151d33ae6cc41a5c04f26d533e328");
 pub const LIBRARY_TABLE_34: Id = id("69a28e9f24498b47b030c5da330ea4e9");
+/// Asked by torch's bf16 transformer step (cuBLASLt), which calls slots 4 and 13
+/// natively and crashes when the table is refused.
+pub const LIBRARY_TABLE_17: Id = id("1734dc26800d47458726c0f1e7dd8bca");
 /// Asked first by every runtime; refused quietly (see the module documentation).
 pub const REFUSED_QUIETLY: Id = id("f8cff95121468b4eb9e2fb469e7c0dd9");
 
 /// The tables with stub slots, for the stubs' lines (index = the stub's `T`).
-const STUB_TABLES: [Id; 7] = [
+const STUB_TABLES: [Id; 8] = [
     CUDART_INTERFACE,
     CONTEXT_CHECKS,
     TOOLS_TLS,
@@ -92,6 +95,7 @@ const STUB_TABLES: [Id; 7] = [
     FUNCTION_INTROSPECTION,
     LIBRARY_TABLE_7,
     LIBRARY_TABLE_34,
+    LIBRARY_TABLE_17,
 ];
 
 fn hex(id: &Id) -> String {
@@ -640,16 +644,91 @@ pub static CONTEXT_IDENTITY_TABLE: ContextIdentity = ContextIdentity {
     ],
 };
 
-pub static FUNCTION_INTROSPECTION_TABLE: StubTable<98> = StubTable {
+// ---- 6e163fbe: function introspection ------------------------------------------------
+
+/// What slot 7 calls for each of a module's functions: (the caller's value, the
+/// function, its name, 0, 0, the module).
+type FunctionVisitor =
+    extern "C" fn(*mut c_void, *mut c_void, *const std::ffi::c_char, usize, usize, *mut c_void);
+
+/// Slot 7: `(context, module, visitor, value, module, ...)`: calls `visitor` for each of
+/// the module's functions and answers how many there were. cuFFT finds each kernel so
+/// (its modules hold one each), then hands the function to `cuLaunchKernel`,
+/// `cuFuncGetAttribute` and the occupancy calls, and reads nothing out of it (measured
+/// against the real driver with tests/gpu/probe): an ordinary `CUfunction` serves. A
+/// module the process does not hold has no functions (and a line says so).
+extern "C" fn module_functions(
+    _ctx: CUcontext,
+    module: *mut c_void,
+    visitor: Option<FunctionVisitor>,
+    value: *mut c_void,
+    _module_again: *mut c_void,
+    _data: *mut c_void,
+) -> usize {
+    let found = catch_unwind(
+        || -> Result<Vec<(*mut c_void, *const std::ffi::c_char)>, CudaStatus> {
+            let n = super::module::function_count(module as u64)?;
+            let mut ids = vec![std::ptr::null_mut(); n as usize];
+            // SAFETY: `ids` has room for `n` handles.
+            unsafe { super::module::enumerate_functions(module as u64, ids.as_mut_ptr(), n) }?;
+            ids.into_iter()
+                .map(|f| Ok((f, super::module::function_facts(f)?.1)))
+                .collect()
+        },
+    );
+    let functions = match found {
+        Ok(Ok(functions)) => functions,
+        Ok(Err(e)) => {
+            say_once(format!(
+                "vmcuda: export table 6e163fbe slot 7 cannot list the functions of module {module:p} ({e:?})"
+            ));
+            return 0;
+        }
+        Err(_) => return 0,
+    };
+    if super::trace_failures() {
+        eprintln!(
+            "vmcuda: export table 6e163fbe slot 7: module {module:p} has {} function(s)",
+            functions.len()
+        );
+    }
+    // The visitor is the caller's code: called with no lock held. The names stay
+    // valid while the module is loaded.
+    if let Some(visit) = visitor {
+        for &(f, name) in &functions {
+            visit(value, f, name, 0, 0, module);
+        }
+    }
+    functions.len()
+}
+
+#[repr(C)]
+pub struct FunctionIntrospection {
+    size: usize,
+    slots_1_6: [Unknown; 6],
+    module_functions: extern "C" fn(
+        CUcontext,
+        *mut c_void,
+        Option<FunctionVisitor>,
+        *mut c_void,
+        *mut c_void,
+        *mut c_void,
+    ) -> usize,
+    slots_8_98: [Unknown; 91],
+}
+
+pub static FUNCTION_INTROSPECTION_TABLE: FunctionIntrospection = FunctionIntrospection {
     size: size_of_words(99),
-    slots: [
+    slots_1_6: [
         unknown_slot::<4, 1>,
         unknown_slot::<4, 2>,
         unknown_slot::<4, 3>,
         unknown_slot::<4, 4>,
         unknown_slot::<4, 5>,
         unknown_slot::<4, 6>,
-        unknown_slot::<4, 7>,
+    ],
+    module_functions,
+    slots_8_98: [
         unknown_slot::<4, 8>,
         unknown_slot::<4, 9>,
         unknown_slot::<4, 10>,
@@ -795,6 +874,28 @@ pub static LIBRARY_TABLE_34_TABLE: StubTable<33> = StubTable {
     ],
 };
 
+pub static LIBRARY_TABLE_17_TABLE: StubTable<16> = StubTable {
+    size: size_of_words(17),
+    slots: [
+        unknown_slot::<7, 1>,
+        unknown_slot::<7, 2>,
+        unknown_slot::<7, 3>,
+        unknown_slot::<7, 4>,
+        unknown_slot::<7, 5>,
+        unknown_slot::<7, 6>,
+        unknown_slot::<7, 7>,
+        unknown_slot::<7, 8>,
+        unknown_slot::<7, 9>,
+        unknown_slot::<7, 10>,
+        unknown_slot::<7, 11>,
+        unknown_slot::<7, 12>,
+        unknown_slot::<7, 13>,
+        unknown_slot::<7, 14>,
+        unknown_slot::<7, 15>,
+        unknown_slot::<7, 16>,
+    ],
+};
+
 /// The table for an id, as the address handed out.
 pub fn table(id: &Id) -> Option<*const c_void> {
     let p: *const c_void = match *id {
@@ -806,10 +907,11 @@ pub fn table(id: &Id) -> Option<*const c_void> {
         INTEGRITY_CHECK => &INTEGRITY as *const IntegrityCheck as *const c_void,
         CONTEXT_IDENTITY => &CONTEXT_IDENTITY_TABLE as *const ContextIdentity as *const c_void,
         FUNCTION_INTROSPECTION => {
-            &FUNCTION_INTROSPECTION_TABLE as *const StubTable<98> as *const c_void
+            &FUNCTION_INTROSPECTION_TABLE as *const FunctionIntrospection as *const c_void
         }
         LIBRARY_TABLE_7 => &LIBRARY_TABLE_7_TABLE as *const StubTable<6> as *const c_void,
         LIBRARY_TABLE_34 => &LIBRARY_TABLE_34_TABLE as *const StubTable<33> as *const c_void,
+        LIBRARY_TABLE_17 => &LIBRARY_TABLE_17_TABLE as *const StubTable<16> as *const c_void,
         _ => return None,
     };
     Some(p)
@@ -866,6 +968,7 @@ mod tests {
             (FUNCTION_INTROSPECTION, 792),
             (LIBRARY_TABLE_7, 56),
             (LIBRARY_TABLE_34, 272),
+            (LIBRARY_TABLE_17, 136),
         ] {
             let (r, p) = get(&id);
             assert_eq!(r, CUDA_SUCCESS, "{}", hex(&id));
@@ -876,6 +979,7 @@ mod tests {
             assert_eq!(get(&id).1, p, "the same address every time");
         }
         assert_eq!(std::mem::size_of::<CudartInterface>(), 104);
+        assert_eq!(std::mem::size_of::<FunctionIntrospection>(), 792);
         assert_eq!(std::mem::size_of::<ContextChecks>(), 120);
         // Context-local storage: three functions, then NULL, no size word.
         let (r, p) = get(&CONTEXT_LOCAL_STORAGE);

@@ -242,6 +242,7 @@ const ATTR_CONTEXT: u32 = 1;
 const ATTR_MEMORY_TYPE: u32 = 2;
 const ATTR_DEVICE_POINTER: u32 = 3;
 const ATTR_HOST_POINTER: u32 = 4;
+const ATTR_BUFFER_ID: u32 = 7;
 const ATTR_IS_MANAGED: u32 = 8;
 const ATTR_DEVICE_ORDINAL: u32 = 9;
 const ATTR_RANGE_START_ADDR: u32 = 11;
@@ -300,6 +301,13 @@ export! {
             // SAFETY: by cuPointerGetAttribute's contract `data.cast::<u32>()` is NULL or
             // writable.
             ATTR_MAPPED => unsafe { caller::write(data.cast::<u32>(), 1) },
+            ATTR_BUFFER_ID => {
+                let start = range.ok_or(CudaStatus::ErrorInvalidValue)?.0;
+                let id = state::registry().buffer_id(start);
+                // SAFETY: by cuPointerGetAttribute's contract `data.cast::<u64>()` is NULL
+                // or writable.
+                unsafe { caller::write(data.cast::<u64>(), id) }
+            }
             ATTR_RANGE_START_ADDR => {
                 // SAFETY: by cuPointerGetAttribute's contract `data.cast::<u64>()` is NULL
                 // or writable.

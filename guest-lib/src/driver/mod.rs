@@ -83,9 +83,10 @@ pub fn guard(name: &'static str, body: impl FnOnce() -> Result<()>) -> CUresult 
     }
 }
 
-/// `VMCUDA_TRACE_FAILURES`: every driver call that fails says so on stderr, which
+/// `VMCUDA_TRACE_FAILURES`: every driver call that fails says so on stderr (and export
+/// table walks say what they found), which
 /// shows where a library's start-up goes wrong.
-fn trace_failures() -> bool {
+pub(super) fn trace_failures() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var_os("VMCUDA_TRACE_FAILURES").is_some())
 }

@@ -311,6 +311,25 @@ impl Session {
         self.accounts.holds(ptr, end) || self.vmm.covers(ptr, end) || self.shared.covers(ptr, end)
     }
 
+    /// How much of `[ptr, ptr + len)` is this guest's own memory from `ptr` on: `len`
+    /// when all of it is, 0 when `ptr` is not.
+    pub(super) fn owned_prefix(&self, ptr: u64, len: u64) -> u64 {
+        if self.owns(ptr, len) {
+            return len;
+        }
+        // Ownership of a prefix shrinks as it grows: the longest owned one by halves.
+        let (mut owned, mut not_owned) = (0, len);
+        while not_owned - owned > 1 {
+            let mid = owned + (not_owned - owned) / 2;
+            if self.owns(ptr, mid) {
+                owned = mid;
+            } else {
+                not_owned = mid;
+            }
+        }
+        owned
+    }
+
     /// Refuse, as the driver would for a pointer it does not know, a copy or memset
     /// reaching outside this guest's own memory; it is never executed.
     pub(super) fn check_range(&self, ptr: u64, len: u64) -> Result<DeviceRange, CudaStatus> {
@@ -368,6 +387,12 @@ mod tests {
             .ptr;
         let range = s.check_range(p, 4096).unwrap();
         assert_eq!((range.ptr(), range.len()), (p, 4096));
+        // The owned part of a range from its start: all of it, up to the allocation's
+        // end, or nothing for memory that is not the guest's.
+        assert_eq!(s.owned_prefix(p + 96, 64), 64);
+        assert_eq!(s.owned_prefix(p + 96, 1 << 20), 4096 - 96);
+        assert_eq!(s.owned_prefix(p, u64::MAX), 4096);
+        assert_eq!(s.owned_prefix(0xdead_0000, 64), 0);
         assert!(s.check_range(u64::MAX - 1, 2).is_err());
         assert!(s.check_range(p, 4097).is_err());
         let pitched = s.check_pitched(p, 1024, 1000, 4).unwrap();
