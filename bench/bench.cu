@@ -3,7 +3,8 @@
 //   bench               every measurement
 //   bench --bandwidth MiB --seconds S   pinned H2D then D2H copies of MiB for S seconds
 //                       (one of N concurrent clients)
-//   bench --latency     only the small copies, launches and cudaMalloc
+//   bench --latency     only the small copies, launches (runtime and driver API) and
+//                       cudaMalloc
 //   bench --peer        only cudaMemcpyPeer from device 0 to device 1 (a note, and no
 //                       results, where there is one device)
 //   bench --managed     only managed memory: the CPU writes a buffer, a kernel updates
@@ -14,7 +15,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <vector>
+#include <cuda.h>
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 
 #define CHECK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
     fprintf(stderr, "FAIL %s:%d %s\n", __FILE__, __LINE__, cudaGetErrorName(e_)); exit(1); } } while (0)
@@ -320,6 +323,30 @@ int main(int argc, char** argv) {
         t.push_back(us_since(s) / launches);
     }
     result("launch_back_to_back", median(t), "us/launch");
+
+    // The same through the driver API (what NVIDIA's libraries and plain-nvcc programs
+    // launch with): cuLaunchKernel from libcuda.so.1, the real one natively and
+    // vmcuda's bridged, on the CUfunction of the same kernel.
+    if (void* cuda = dlopen("libcuda.so.1", RTLD_NOW)) {
+        auto launch = (decltype(&cuLaunchKernel))dlsym(cuda, "cuLaunchKernel");
+        cudaFunction_t f = nullptr;
+        CHECK(cudaGetFuncBySymbol(&f, (const void*)empty));
+        t.clear();
+        for (int run = 0; launch && run < 5; run++) {
+            CHECK(cudaDeviceSynchronize());
+            auto s = clk::now();
+            const int launches = 20000;
+            for (int i = 0; i < launches; i++) {
+                if (launch((CUfunction)f, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr) != CUDA_SUCCESS) {
+                    fprintf(stderr, "FAIL cuLaunchKernel\n");
+                    exit(1);
+                }
+            }
+            CHECK(cudaDeviceSynchronize());
+            t.push_back(us_since(s) / launches);
+        }
+        if (!t.empty()) result("driver_launch_back_to_back", median(t), "us/launch");
+    }
 
     t.clear();
     for (int i = 0; i < 300; i++) {

@@ -150,6 +150,8 @@ def get(d, k):
 targets = []
 b2b_n, b2b_u = get(native, "launch_back_to_back"), get(shm, "launch_back_to_back")
 targets.append(("back-to-back launch <= 1.0x native", f"{b2b_u / b2b_n:.2f}x", b2b_u <= b2b_n))
+dl_n, dl_u = get(native, "driver_launch_back_to_back"), get(shm, "driver_launch_back_to_back")
+targets.append(("back-to-back launch through the driver API (cuLaunchKernel) <= 1.0x native", f"{dl_u / dl_n:.2f}x", dl_u <= dl_n))
 ls_n, ls_u = get(native, "launch_and_sync"), get(shm, "launch_and_sync")
 poll_rtt = floors.get("floor_unix_rtt_64B_polling", (float("nan"), ""))[0]
 vs_polling = lambda n, u: f" (against the polling round trip, {n + 1.5 * poll_rtt:.1f} us: {'within' if u <= n + 1.5 * poll_rtt else 'over'})"

@@ -75,6 +75,15 @@ int main() {
     CHECK(cudaMemSetMemPool(&here, cudaMemAllocationTypePinned, by_device));
     CHECK(cudaMemPoolDestroy(mine));
 
+    // The driver's export tables through the runtime (what tools and libraries ask
+    // for): function introspection is 99 words long, its size word first.
+    const void* table = nullptr;
+    cudaUUID_t introspection = {{0x6e, 0x16, 0x3f, (char)0xbe, (char)0xb9, 0x58, 0x44, 0x4d,
+                                 (char)0x83, 0x5c, (char)0xe1, (char)0x82, (char)0xaf, (char)0xf1,
+                                 (char)0x99, 0x1e}};
+    CHECK(cudaGetExportTable(&table, &introspection));
+    printf("export table through the runtime: size word %zu\n", table ? *(const size_t*)table : 0);
+
     float* out;
     CHECK(cudaMalloc(&out, 64 * sizeof(float)));
     Pair p = {2.0, 3};

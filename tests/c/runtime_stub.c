@@ -1,10 +1,11 @@
-/* runtime_stub: a runtime function vmcuda does not implement yet (cudaGetExportTable),
+/* runtime_stub: a runtime function vmcuda does not implement yet
+   (__cudaRegisterUnifiedTable, an internal registration call whose meaning is unknown),
    and one that cannot cross the VM boundary (cudaGLSetGLDevice), called twice each:
    each answers cudaErrorNotSupported (801), leaves it as the last error, and names
    itself on stderr once. Prints the codes. */
 #include <stdio.h>
 
-int cudaGetExportTable(const void **, const void *);
+int __cudaRegisterUnifiedTable(void *);
 int cudaGLSetGLDevice(int);
 int cudaGetLastError(void);
 int cudaGetDeviceCount(int*);
@@ -12,12 +13,12 @@ int cudaGetDeviceCount(int*);
 int main(void) {
     int n = 0;
     int count = cudaGetDeviceCount(&n);
-    int a = cudaGetExportTable(0, 0);
+    int a = __cudaRegisterUnifiedTable(0);
     int a_last = cudaGetLastError();
-    int b = cudaGetExportTable(0, 0);
+    int b = __cudaRegisterUnifiedTable(0);
     int c = cudaGLSetGLDevice(0);
     int c_last = cudaGetLastError();
-    printf("devices %d (%d); export table %d last %d, again %d; gl %d last %d; last now %d\n",
+    printf("devices %d (%d); unified table %d last %d, again %d; gl %d last %d; last now %d\n",
            n, count, a, a_last, b, c, c_last, cudaGetLastError());
     return 0;
 }

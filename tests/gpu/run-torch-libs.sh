@@ -9,7 +9,10 @@
 # The bridged run keeps torch's own CUDA runtime and libraries: only libcuda.so.1 is
 # vmcuda's (LD_PRELOAD, and TRITON_LIBCUDA_PATH for Triton's launcher), in a mount
 # namespace where the GPU's device files and the host's driver libraries are
-# /dev/null. Each check compares the GPU's result with the CPU itself; the harness
+# /dev/null. VMCUDA_TORCH_PRELOAD (names in the guest library directory, space-separated;
+# default libcuda.so.1) preloads more of vmcuda's libraries: "libcudart.so.13
+# libcublas.so.13 libcublasLt.so.13 libcuda.so.1" is vmcuda-run's set, where torch's
+# runtime and cuBLAS are vmcuda's and NVIDIA's other libraries share its driver. Each check compares the GPU's result with the CPU itself; the harness
 # then compares the two runs' numbers (losses of the training loops included).
 # Results: $OUT/RESULTS-TORCH-LIBS.md, also printed last.
 set -u
@@ -22,6 +25,9 @@ timeout_s="${VMCUDA_TORCH_TIMEOUT:-240}"
 out="${OUT:-build/gpu-results}"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
+preload_names="${VMCUDA_TORCH_PRELOAD:-libcuda.so.1}"
+preload=""
+for name in $preload_names; do preload="${preload:+$preload:}$guest_lib/$name"; done
 raw="$(mktemp -d)"
 sock=/tmp/vmcuda-torch-libs.sock
 commit="$(cat "${VMCUDA_COMMIT_FILE:-/dev/null}" 2>/dev/null || true)"
@@ -52,7 +58,7 @@ done
 t1=$(date +%s)
 for check in $checks; do
     echo "== $check" >>"$raw/bridged.stderr"
-    ${isolate[@]+"${isolate[@]}"} env LD_PRELOAD="$guest_lib/libcuda.so.1" TRITON_LIBCUDA_PATH="$guest_lib" \
+    ${isolate[@]+"${isolate[@]}"} env LD_PRELOAD="$preload" TRITON_LIBCUDA_PATH="$guest_lib" \
         VMCUDA_SERVER="unix:$sock" timeout -k 10 "$timeout_s" "$py" tests/gpu/torch_libs_check.py --only "$check" \
         --json "$raw/bridged.json" >>"$raw/bridged.stdout" 2>>"$raw/bridged.stderr" || {
         rc=$?
@@ -62,10 +68,10 @@ for check in $checks; do
 done
 t2=$(date +%s)
 
-"$py" - "$raw" "$native_rc" "$bridged_rc" "$commit" "$((t1 - t0))" "$((t2 - t1))" "$isolation" \
+"$py" - "$raw" "$native_rc" "$bridged_rc" "$commit" "$((t1 - t0))" "$((t2 - t1))" "$isolation" "$preload_names" \
     >"$out/RESULTS-TORCH-LIBS.md" <<'PY'
 import json, os, sys, datetime
-raw, nrc, brc, commit, nt, bt, isolation = sys.argv[1:]
+raw, nrc, brc, commit, nt, bt, isolation, preloaded = sys.argv[1:]
 def load(m):
     try:
         return json.load(open(os.path.join(raw, m + ".json")))
@@ -84,9 +90,10 @@ for which, m in (("native", n), ("bridged", b)):
 print("# NVIDIA's libraries under torch and CuPy, over vmcuda's libcuda.so.1\n")
 print(f"- date (UTC): {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M:%S}")
 print(f"- commit: {commit}")
-print("- command: `tests/gpu/run-torch-libs.sh`")
-print(f"- torch {n.get('torch')} on {n.get('device')}; bridged: torch's own runtime and libraries, "
-      "vmcuda's libcuda.so.1 only (LD_PRELOAD), vmcuda-host with the CUDA executor")
+print(f"- command: `VMCUDA_TORCH_PRELOAD='{preloaded}' tests/gpu/run-torch-libs.sh`")
+print(f"- torch {n.get('torch')} on {n.get('device')}; bridged: vmcuda's {', '.join(preloaded.split())} "
+      "preloaded (LD_PRELOAD), torch's own copies of NVIDIA's libraries for the rest, "
+      "vmcuda-host with the CUDA executor")
 print(f"- bridged process isolation: {isolation}")
 print(f"- exit status: native {nrc}, bridged {brc}; wall time: native {nt} s, bridged {bt} s\n")
 print("| check | native | bridged | numbers agree | max relative difference |")

@@ -15,17 +15,17 @@ fn unimplemented_runtime_functions_name_themselves_and_answer_not_supported() {
     assert!(out.status.success(), "{stdout}{stderr}");
     assert!(
         stdout.contains(
-            "devices 1 (0); export table 801 last 801, again 801; gl 801 last 801; last now 0"
+            "devices 1 (0); unified table 801 last 801, again 801; gl 801 last 801; last now 0"
         ),
         "{stdout}"
     );
     let graph_lines = stderr
         .lines()
-        .filter(|l| l.contains("cudaGetExportTable"))
+        .filter(|l| l.contains("__cudaRegisterUnifiedTable"))
         .count();
     assert_eq!(graph_lines, 1, "said once: {stderr}");
     assert!(
-        stderr.contains("vmcuda: cudaGetExportTable (libcudart.so.13) is not implemented by vmcuda yet; it returns cudaErrorNotSupported"),
+        stderr.contains("vmcuda: __cudaRegisterUnifiedTable (libcudart.so.13) is not implemented by vmcuda yet; it returns cudaErrorNotSupported"),
         "{stderr}"
     );
     assert!(

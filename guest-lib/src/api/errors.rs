@@ -134,6 +134,23 @@ pub extern "C" fn cudaGetDriverEntryPoint(
     })
 }
 
+/// The driver's export tables, as NVIDIA's runtime hands them out: the tables the
+/// guest driver serves to `cuGetExportTable`, with its answer for an id it does not
+/// serve (`cudaErrorSymbolNotFound`, the runtime's name for `CUDA_ERROR_NOT_FOUND`).
+#[no_mangle]
+pub extern "C" fn cudaGetExportTable(
+    table: *mut *const libc::c_void,
+    id: *const [u8; 16],
+) -> cudaError_t {
+    guard(
+        "cudaGetExportTable",
+        || match crate::driver::cuGetExportTable(table, id) {
+            0 => Ok(()),
+            code => Err(crate::driver::result::status(code)),
+        },
+    )
+}
+
 #[no_mangle]
 pub extern "C" fn cudaGetDriverEntryPointByVersion(
     symbol: *const c_char,
