@@ -176,7 +176,7 @@ impl Session {
     }
 
     /// What a texture reads, checked.
-    fn tex_resource(&self, resource: TexResource) -> Result<ExecTexResource, CudaStatus> {
+    fn tex_resource(&mut self, resource: TexResource) -> Result<ExecTexResource, CudaStatus> {
         let element = |format: u32, channels: u32| -> Result<u64, CudaStatus> {
             match (format::channel_bytes(format), channels) {
                 (Some(b), 1 | 2 | 4) => Ok(b * channels as u64),
@@ -199,6 +199,10 @@ impl Session {
                 bytes,
             } => {
                 let element = element(format, channels)?;
+                // Wider than the device takes: refused, as the driver refuses it.
+                if bytes / element > self.exec.texture_1d_linear_max_width(format, channels)? {
+                    return Err(refuse(self, "a linear texture wider than the device takes"));
+                }
                 // The driver does not hold a linear texture to its allocation (NVIDIA's
                 // convolutionFFT2D sample declares one past the end and reads inside):
                 // it starts in the guest's memory and is cut at its end, so reads past
@@ -677,6 +681,8 @@ mod tests {
             ExecTexResource::Linear { bytes, .. } => assert_eq!(bytes, 256),
             other => panic!("{other:?}"),
         }
+        // Wider than the device's widest linear texture: refused, as the driver does.
+        assert_eq!(s.tex_resource(linear(1 << 40)).unwrap_err(), REFUSED);
         let long = TexObjectCreate {
             resource: linear(1 << 20),
             texture,
