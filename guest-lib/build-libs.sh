@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Build the guest libraries: the Rust static library, linked into libcuda.so.1 (rustc's
 # own cdylib link applies an anonymous version script, which cannot be combined with the
-# named one needed here), and the stub libraries libcudart.so.13, libcublas.so.13,
-# libcublasLt.so.13 and libcudnn.so.9, which jump to it.
+# named one needed here), and the stub libraries libcudart.so.13, libcublas.so.13 and
+# libcublasLt.so.13, which jump to it (and libnvidia-ml.so.1). No cuDNN: NVIDIA's own runs
+# on the guest driver.
 #   guest-lib/build-libs.sh [OUTDIR]   (default: build/guest/lib)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,12 +18,15 @@ fi
 target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 archive="$target_dir/$profile/libvmcuda_guest.a"
 mkdir -p "$out"
+# The retired cuDNN replacement, if an older build left it: a program that needs
+# libcudnn.so.9 must find NVIDIA's, not it, on the library path.
+rm -f "$out/libcudnn.so.9" "$out/libcudnn.so"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 # Every global the static library defines (readelf too: nm shows no symbols for the
 # members that carry LLVM bitcode, the standard library's), and its private
-# implementations (__vmcuda_<name>: driver, cuBLAS, cuBLASLt and cuDNN functions).
+# implementations (__vmcuda_<name>: driver, cuBLAS and cuBLASLt functions).
 {
   nm -g --defined-only "$archive" 2>/dev/null | awk 'NF == 3 {print $3}'
   readelf -s -W "$archive" 2>/dev/null |
@@ -52,7 +56,7 @@ stub() {
 #   passes its index in the export list to __vmcuda_cu_not_supported, which names the
 #   function and answers CUDA_ERROR_NOT_SUPPORTED (guest-lib/src/driver/unsupported.rs);
 # - the implementations the stub libraries jump to, under libcuda's own private node
-#   VMCUDA_LIBCUDA: __vmcuda_<name> for the cuBLAS, cuBLASLt, cuDNN and driver ones,
+#   VMCUDA_LIBCUDA: __vmcuda_<name> for the cuBLAS, cuBLASLt and driver ones,
 #   and __vmcuda_cudaMalloc... (aliases made here) for the runtime's.
 # Everything else of the static library is local.
 {
@@ -162,12 +166,6 @@ list_stubs() {
     index=$((index + 1))
   done
 }
-
-# libcudnn.so.9: every function of the real library's export list
-# (guest-lib/exports/libcudnn.so.9.txt); __vmcuda_cudnn_not_forwarded
-# (guest-lib/src/cudnn.rs) answers the ones not implemented.
-grep -v '^#' "$root/guest-lib/exports/libcudnn.so.9.txt" | sed -n 's/@@.*//p' |
-  list_stubs __vmcuda_cudnn_not_forwarded | link_stubs libcudnn.so.9 cudnn.map
 
 # libnvidia-ml.so.1: every function of its export list
 # (guest-lib/exports/libnvidia-ml.so.1.txt), unversioned as NVML's are;

@@ -1,7 +1,7 @@
 //! The vmcuda guest library: a replacement `libcuda.so.1` that forwards the CUDA driver
 //! and runtime APIs (and cuBLAS, cuBLASLt) to a vmcuda host backend; the replacement
-//! `libcudart.so.13`, `libcublas.so.13`, `libcublasLt.so.13` and `libcudnn.so.9` jump
-//! into it.
+//! `libcudart.so.13`, `libcublas.so.13` and `libcublasLt.so.13` jump into it. NVIDIA's
+//! other libraries (cuDNN, cuFFT, cuSOLVER, ...) run as they are on the guest driver.
 //!
 //! Module map:
 //! - [`client`]: the connection to the host (address from `VMCUDA_SERVER`), handshake,
@@ -27,8 +27,6 @@
 //!   runtime's state; every other export of the real driver is a stub naming itself.
 //! - [`blaslt`]: the cuBLASLt API, the same way (`libcublasLt.so.13`): descriptors
 //!   kept here, heuristic queries and matmuls forwarded.
-//! - [`cudnn`]: what the replacement `libcudnn.so.9` answers until cuDNN is forwarded:
-//!   its versions truthfully, every other function a clear error naming it.
 //! - [`nvml`]: the guest's NVML (`libnvidia-ml.so.1`): the guest's devices, its memory
 //!   and processes, the host's live readings; changes to the GPU refused.
 //! - [`api`]: the exported `extern "C"` functions, one file per family; every export
@@ -53,8 +51,6 @@ pub mod caller;
 pub mod capture;
 pub mod client;
 pub mod copy_route;
-#[allow(clippy::not_unsafe_ptr_arg_deref)]
-pub mod cudnn;
 #[allow(clippy::not_unsafe_ptr_arg_deref)]
 pub mod driver;
 pub mod gate;

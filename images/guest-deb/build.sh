@@ -96,10 +96,10 @@ install -m 0644 "$guest_lib/libcudart.so.13" "$tree/lib/"
 strip --strip-debug "$tree/lib/libcudart.so.13"
 ln -s libcudart.so.13 "$tree/lib/libcudart.so"
 included=("lib/libcudart.so.13")
-# The driver (which holds the code), and the cuBLAS, cuBLASLt, cuDNN and NVML
-# replacements beside it (libcudart.so.13 and each of these NEED libcuda.so.1, found
-# through their $ORIGIN run path).
-for l in libcublas.so.13 libcublasLt.so.13 libcudnn.so.9 libnvidia-ml.so.1 libcuda.so.1; do
+# The driver (which holds the code), and the cuBLAS, cuBLASLt and NVML replacements
+# beside it (libcudart.so.13 and each of these NEED libcuda.so.1, found through their
+# $ORIGIN run path). No cuDNN: NVIDIA's runs on the guest driver.
+for l in libcublas.so.13 libcublasLt.so.13 libnvidia-ml.so.1 libcuda.so.1; do
   if [ -f "$guest_lib/$l" ]; then
     install -m 0644 "$guest_lib/$l" "$tree/lib/"
     strip --strip-debug "$tree/lib/$l"

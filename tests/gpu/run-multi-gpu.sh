@@ -263,7 +263,7 @@ bench_part
 
 # ---------------------------------------------------------------- 3. DDP
 preload=""
-for l in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcudnn.so.9 libcuda.so.1; do
+for l in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcuda.so.1; do
     [ -e "$guest_lib/$l" ] && preload="${preload:+$preload:}$guest_lib/$l"
 done
 torch_version=""

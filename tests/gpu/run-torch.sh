@@ -32,7 +32,7 @@ commit="$(cat "${VMCUDA_COMMIT_FILE:-/dev/null}" 2>/dev/null || true)"
 [ -n "$commit" ] || commit="$(git rev-parse HEAD 2>/dev/null || echo unknown)"
 
 preload=""
-for l in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcudnn.so.9 libcuda.so.1; do
+for l in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcuda.so.1; do
     [ -e "$guest_lib/$l" ] && preload="${preload:+$preload:}$guest_lib/$l"
 done
 
@@ -102,7 +102,7 @@ if "opinfo" in n or "opinfo" in b:
     nf = set(n.get("opinfo", {}).get("passed", [])) - set(b.get("opinfo", {}).get("passed", []))
     if nf:
         print(f"passing natively but not bridged: {sorted(nf)}")
-print(f"\ncuDNN (not forwarded yet): native: {n.get('cudnn')}; bridged: {b.get('cudnn')}")
+print(f"\ncuDNN (NVIDIA's, on the guest driver): native: {n.get('cudnn')}; bridged: {b.get('cudnn')}")
 EOF
 if [ -s "$raw/stdout.diff" ]; then
     { echo; echo "stdout differences (native <, bridged >):"; echo '```diff'; head -40 "$raw/stdout.diff"; echo '```'; } >>"$out/RESULTS-TORCH.md"

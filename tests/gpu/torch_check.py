@@ -400,8 +400,9 @@ def _():
 
 
 def cudnn_probe():
-    """cuDNN: natively it works; through vmcuda (until cuDNN is forwarded) it must be a
-    clear Python error, never a crash. Reported in the JSON, not on stdout."""
+    """cuDNN: NVIDIA's own, natively and on vmcuda's driver (vmcuda-run preloads no
+    cuDNN of its own); a failure must be a clear Python error, never a crash. Reported
+    in the JSON, not on stdout."""
     g = torch.Generator().manual_seed(6)
     x = torch.randn(2, 3, 16, 16, generator=g).to(dev)
     w = torch.randn(4, 3, 3, 3, generator=g).to(dev)

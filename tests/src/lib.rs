@@ -73,7 +73,7 @@ pub fn static_apps_dir() -> PathBuf {
 }
 
 /// tests/c/`name`.c built against the guest's libraries `libs` (link names such as
-/// `libcudnn.so.9`), in a fresh temporary directory; returns the program.
+/// `libcudart.so.13`), in a fresh temporary directory; returns the program.
 pub fn build_c_program(name: &str, libs: &[&str]) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("c/{name}.c"));
     let dir = std::env::temp_dir().join(format!("vmcuda-{name}-{}", std::process::id()));

@@ -482,19 +482,27 @@ fn vmcuda_run_puts_its_library_first_and_keeps_the_rest() {
     assert_eq!(text(&out.stdout), format!("{}|a b|-m", lib.display()));
 
     // The replaced libraries present are preloaded, in a fixed order, before the
-    // caller's own preloads (absent ones, here cuBLASLt and cuDNN, are skipped).
-    for l in ["libcublas.so.13", "libcuda.so.1"] {
+    // caller's own preloads (absent ones, here cuBLASLt, are skipped). A cuDNN in the
+    // directory is not vmcuda's to preload: NVIDIA's runs on the guest driver.
+    for l in ["libcublas.so.13", "libcuda.so.1", "libcudnn.so.9"] {
         std::fs::write(lib.join(l), b"stand-in").unwrap();
     }
-    let out = run(
-        &[("LD_PRELOAD", "/theirs.so")],
-        &["sh", "-c", "printf '%s' \"$LD_PRELOAD\""],
-    );
+    let preloaded = ["sh", "-c", "printf '%s' \"$LD_PRELOAD\""];
+    let out = run(&[("LD_PRELOAD", "/theirs.so")], &preloaded);
     let l = lib.display();
     assert_eq!(
         text(&out.stdout),
         format!("{l}/libcudart.so.13:{l}/libcublas.so.13:{l}/libcuda.so.1:/theirs.so")
     );
+    // --driver-only: the driver alone, so the program keeps NVIDIA's own runtime and
+    // libraries; the library path is the same.
+    let mut driver_only = vec!["--driver-only"];
+    driver_only.extend(preloaded);
+    let out = run(&[("LD_PRELOAD", "/theirs.so")], &driver_only);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), format!("{l}/libcuda.so.1:/theirs.so"));
+    assert_eq!(run(&[], &["--driver-only"]).status.code(), Some(2));
+    std::fs::remove_file(lib.join("libcudnn.so.9")).unwrap();
     for l in ["libcublas.so.13", "libcuda.so.1"] {
         std::fs::remove_file(lib.join(l)).unwrap();
     }

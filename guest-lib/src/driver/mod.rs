@@ -4,8 +4,8 @@
 //! `libcuda.so.1` (guest-lib/build-libs.sh), which needs no other vmcuda library. Every
 //! driver function is defined here under a private name (`__vmcuda_cuMemAlloc_v2`,
 //! version node `VMCUDA_LIBCUDA`), and `libcuda.so.1` exports it under the real
-//! library's unversioned name as an alias. `libcudart.so.13`, `libcublas.so.13`,
-//! `libcublasLt.so.13` and `libcudnn.so.9` hold only jumps into `libcuda.so.1`. So the
+//! library's unversioned name as an alias. `libcudart.so.13`, `libcublas.so.13` and
+//! `libcublasLt.so.13` hold only jumps into `libcuda.so.1`. So the
 //! runtime and the driver are one copy of the code: one connection, one registry of
 //! devices, streams, events and allocations, and one current device per thread.
 //! Every other export of the real driver (the CUDA 3 ABI names such as a plain

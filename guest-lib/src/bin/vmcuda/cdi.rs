@@ -39,11 +39,10 @@ pub const KIND: &str = "vmcuda.dev/gpu";
 pub const CDI_VERSION: &str = "0.5.0";
 
 /// The libraries `vmcuda-run` preloads when present, in its order.
-pub const PRELOADED: [&str; 5] = [
+pub const PRELOADED: [&str; 4] = [
     CUDART,
     "libcublas.so.13",
     "libcublasLt.so.13",
-    "libcudnn.so.9",
     "libcuda.so.1",
 ];
 

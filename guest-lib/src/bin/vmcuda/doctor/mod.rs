@@ -439,11 +439,13 @@ pub fn program_finding(
                 format!(
                     "PyTorch is installed for {} ({origin}): run it with vmcuda-run (its \
                      libraries are found through DT_RPATH, which only LD_PRELOAD overrides); \
-                     cuBLAS, cuBLASLt and the driver API are forwarded, cuDNN not yet",
+                     cuBLAS, cuBLASLt and the driver API are forwarded, and NVIDIA's cuDNN, \
+                     cuFFT and cuSPARSE run on the guest driver",
                     interpreter.display()
                 ),
-                "tensors, matmuls, CUDA graphs and training work; convolutions need \
-                 torch.backends.cudnn.enabled = False until cuDNN is forwarded (docs/torch.md)",
+                "tensors, matmuls, convolutions, attention, FFTs, CUDA graphs and training \
+                 work; torch.linalg's cuSOLVER needs NVIDIA's cuBLAS: vmcuda-run --driver-only \
+                 (docs/torch.md)",
             ),
             Some(Ok(None)) => Finding::skip(
                 CHECK,
