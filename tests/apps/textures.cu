@@ -198,6 +198,62 @@ int main() {
     from3.kind = cudaMemcpyDeviceToHost;
     CHECK(cudaMemcpy3D(&from3));
     EXPECT(memcmp(volume_back.data(), &volume[2 * W * H], (D - 2) * W * H * sizeof(float)) == 0);
+    {
+        // The same volume through batches of 3D copies: the host's packed volume into
+        // an array (extents in the array's elements), then in one batch the array from
+        // layer 1 into host rows 3 floats longer than the copy, and the pitched device
+        // volume into packed host memory (extents in bytes between pointers).
+        cudaArray_t ab;
+        CHECK(cudaMalloc3DArray(&ab, &fdesc, make_cudaExtent(W, H, D)));
+        cudaMemcpy3DBatchOp in = {};
+        in.src.type = cudaMemcpyOperandTypePointer;
+        in.src.op.ptr.ptr = volume.data();
+        in.dst.type = cudaMemcpyOperandTypeArray;
+        in.dst.op.array.array = ab;
+        in.extent = make_cudaExtent(W, H, D);
+        in.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+        CHECK(cudaMemcpy3DBatchAsync(1, &in, 0, s));
+        std::vector<float> wide((W + 3) * H * (D - 1), -1.0f), packed(W * H * D, 0.0f);
+        cudaMemcpy3DBatchOp out2[2] = {};
+        out2[0].src.type = cudaMemcpyOperandTypeArray;
+        out2[0].src.op.array.array = ab;
+        out2[0].src.op.array.offset = {0, 0, 1};
+        out2[0].dst.type = cudaMemcpyOperandTypePointer;
+        out2[0].dst.op.ptr.ptr = wide.data();
+        out2[0].dst.op.ptr.rowLength = W + 3;
+        out2[0].extent = make_cudaExtent(W, H, D - 1);
+        out2[0].srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+        out2[1].src.type = cudaMemcpyOperandTypePointer;
+        out2[1].src.op.ptr.ptr = vol.ptr;
+        out2[1].src.op.ptr.rowLength = vol.pitch;
+        out2[1].src.op.ptr.layerHeight = H;
+        out2[1].dst.type = cudaMemcpyOperandTypePointer;
+        out2[1].dst.op.ptr.ptr = packed.data();
+        out2[1].extent = make_cudaExtent(W * sizeof(float), H, D);
+        out2[1].srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+        CHECK(cudaMemcpy3DBatchAsync(2, out2, 0, s));
+        CHECK(cudaStreamSynchronize(s));
+        bool rows = true, pads = true;
+        for (size_t r = 0; r < H * (D - 1); r++) {
+            rows &= memcmp(&wide[r * (W + 3)], &volume[W * H + r * W], W * sizeof(float)) == 0;
+            for (size_t k = W; k < W + 3; k++) pads &= wide[r * (W + 3) + k] == -1.0f;
+        }
+        EXPECT(rows && pads);
+        EXPECT(packed == volume);
+        // An empty extent, a source access order of 0, flags: refused.
+        cudaMemcpy3DBatchOp empty = in;
+        empty.extent.depth = 0;
+        cudaMemcpy3DBatchOp unordered = in;
+        unordered.srcAccessOrder = (cudaMemcpySrcAccessOrder)0;
+        cudaError_t e1 = cudaMemcpy3DBatchAsync(1, &empty, 0, s);
+        cudaError_t e2 = cudaMemcpy3DBatchAsync(1, &unordered, 0, s);
+        cudaError_t e3 = cudaMemcpy3DBatchAsync(1, &in, 1, s);
+        printf("3D copy batches: rows %s, padding kept %s, packed %s; refused: %s %s %s\n",
+               rows ? "yes" : "no", pads ? "yes" : "no", packed == volume ? "yes" : "no",
+               cudaGetErrorName(e1), cudaGetErrorName(e2), cudaGetErrorName(e3));
+        cudaGetLastError();
+        CHECK(cudaFreeArray(ab));
+    }
     cudaTextureObject_t t3 = array_texture(a3, cudaAddressModeClamp, cudaFilterModeLinear, 0);
     sample_3d<<<dim3(H, D), W>>>(t3, d_out, W, H, D);
     CHECK(cudaGetLastError());

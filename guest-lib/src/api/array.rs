@@ -1072,6 +1072,162 @@ export_3d!(cudaMemcpy3D_ptds, true, false);
 export_3d!(cudaMemcpy3DAsync, false, true, stream);
 export_3d!(cudaMemcpy3DAsync_ptsz, true, true, stream);
 
+// ---- batches of 3D copies --------------------------------------------------------------
+
+/// `cudaMemcpy3DOperand`: its type, then a union of four words: for a pointer
+/// (`cudaMemcpyOperandTypePointer`, 1) the pointer, its row length and layer height in
+/// elements (0: packed) and a location hint; for an array (2) the array and the offset
+/// of the copy in it, in elements.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct Memcpy3DOperand {
+    pub kind: u32,
+    pub op: [usize; 4],
+}
+
+/// `cudaMemcpy3DBatchOp`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct Memcpy3DBatchOp {
+    pub src: Memcpy3DOperand,
+    pub dst: Memcpy3DOperand,
+    pub extent: Extent,
+    pub src_access_order: u32,
+    pub flags: u32,
+}
+
+const OPERAND_POINTER: u32 = 1;
+const OPERAND_ARRAY: u32 = 2;
+
+/// A batch op as the `cudaMemcpy3DParms` copy it is: extents count elements, of the
+/// array's size where an array takes part and of one byte between pointers (CUDA's
+/// rule); rows and layers of a pointer side are its own lengths, or the copy's.
+fn batch_parms(op: &Memcpy3DBatchOp) -> Result<Memcpy3DParms> {
+    let e = op.extent;
+    // cudaMemcpySrcAccessOrderStream, DuringApiCall or Any: every source is read before
+    // the call returns here (the request carries a host source's bytes), which each
+    // of them allows.
+    if e.width == 0 || e.height == 0 || e.depth == 0 || !(1..=3).contains(&op.src_access_order) {
+        return Err(CudaStatus::ErrorInvalidValue);
+    }
+    let element = |o: &Memcpy3DOperand| -> Result<Option<usize>> {
+        match o.kind {
+            OPERAND_ARRAY => Ok(Some(
+                array_info(o.op[0] as RawHandle)?
+                    .desc
+                    .element_bytes()
+                    .ok_or(CudaStatus::ErrorInvalidValue)? as usize,
+            )),
+            OPERAND_POINTER => Ok(None),
+            _ => Err(CudaStatus::ErrorInvalidValue),
+        }
+    };
+    let elem = match (element(&op.src)?, element(&op.dst)?) {
+        (Some(a), Some(b)) if a != b => return Err(CudaStatus::ErrorInvalidValue),
+        (Some(a), _) | (None, Some(a)) => a,
+        (None, None) => 1,
+    };
+    let side = |o: &Memcpy3DOperand| -> Result<(RawHandle, Pos, PitchedPtr)> {
+        if o.kind == OPERAND_ARRAY {
+            let pos = Pos {
+                x: o.op[1],
+                y: o.op[2],
+                z: o.op[3],
+            };
+            let none = PitchedPtr {
+                ptr: std::ptr::null_mut(),
+                pitch: 0,
+                xsize: 0,
+                ysize: 0,
+            };
+            return Ok((o.op[0] as RawHandle, pos, none));
+        }
+        let length = |given: usize, copied: usize| match given {
+            0 => Ok(copied),
+            n if n >= copied => Ok(n),
+            _ => Err(CudaStatus::ErrorInvalidValue),
+        };
+        let row = length(o.op[1], e.width)?
+            .checked_mul(elem)
+            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        let ptr = PitchedPtr {
+            ptr: o.op[0] as *mut c_void,
+            pitch: row,
+            xsize: row,
+            ysize: length(o.op[2], e.height)?,
+        };
+        Ok((std::ptr::null_mut(), Pos { x: 0, y: 0, z: 0 }, ptr))
+    };
+    let (src_array, src_pos, src_ptr) = side(&op.src)?;
+    let (dst_array, dst_pos, dst_ptr) = side(&op.dst)?;
+    Ok(Memcpy3DParms {
+        src_array,
+        src_pos,
+        src_ptr,
+        dst_array,
+        dst_pos,
+        dst_ptr,
+        extent: e,
+        // cudaMemcpyDefault: where each pointer lives says the direction.
+        kind: 4,
+    })
+}
+
+/// `cudaMemcpy3DBatchAsync`: each op a 3D copy in stream order (copies within a batch
+/// are unordered in CUDA, so one after another is one of their orders). Every op is
+/// checked before any is made.
+///
+/// # Safety
+/// `ops` holds `count` ops describing the program's memory.
+unsafe fn memcpy_3d_batch(
+    count: usize,
+    ops: *const Memcpy3DBatchOp,
+    flags: u64,
+    stream: RawHandle,
+    per_thread: bool,
+) -> Result<()> {
+    // Flags are for later CUDAs; the legacy NULL stream is refused, as CUDA documents.
+    let legacy = stream as usize == 1 || (stream.is_null() && !per_thread);
+    if count == 0 || flags != 0 || legacy {
+        return Err(CudaStatus::ErrorInvalidValue);
+    }
+    // SAFETY: as the caller promised.
+    let ops = unsafe { caller::slice(ops, count) }?;
+    let parms = ops.iter().map(batch_parms).collect::<Result<Vec<_>>>()?;
+    let stream = stream_handle(stream, per_thread);
+    for p in &parms {
+        // SAFETY: as the caller promised.
+        unsafe { memcpy_3d(p, stream, true) }?;
+    }
+    Ok(())
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemcpy3DBatchAsync(
+    count: usize,
+    ops: *const Memcpy3DBatchOp,
+    flags: u64,
+    stream: RawHandle,
+) -> cudaError_t {
+    guard("cudaMemcpy3DBatchAsync", || {
+        // SAFETY: by its contract `ops` holds `count` ops of the program's memory.
+        unsafe { memcpy_3d_batch(count, ops, flags, stream, false) }
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemcpy3DBatchAsync_ptsz(
+    count: usize,
+    ops: *const Memcpy3DBatchOp,
+    flags: u64,
+    stream: RawHandle,
+) -> cudaError_t {
+    guard("cudaMemcpy3DBatchAsync_ptsz", || {
+        // SAFETY: by its contract `ops` holds `count` ops of the program's memory.
+        unsafe { memcpy_3d_batch(count, ops, flags, stream, true) }
+    })
+}
+
 /// `cudaMemcpy3DPeerParms`: a 3D copy's parameters with a device on each side.
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -1555,6 +1711,57 @@ pub extern "C" fn cudaGetSurfaceObjectResourceDesc(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn batch_ops_have_cudas_layout_and_become_3d_copies() {
+        // cudaMemcpy3DOperand is 40 bytes (a type, then a union of 32), the op 112.
+        assert_eq!(std::mem::size_of::<Memcpy3DOperand>(), 40);
+        assert_eq!(std::mem::size_of::<Memcpy3DBatchOp>(), 112);
+        let pointer = |ptr: usize, row: usize, layer: usize| Memcpy3DOperand {
+            kind: OPERAND_POINTER,
+            op: [ptr, row, layer, 0],
+        };
+        let mut op = Memcpy3DBatchOp {
+            src: pointer(0x1000, 0, 0),
+            dst: pointer(0x9000, 40, 7),
+            extent: Extent {
+                width: 32,
+                height: 5,
+                depth: 2,
+            },
+            src_access_order: 1,
+            flags: 0,
+        };
+        // Between pointers an element is a byte; a length of 0 is the copy's own.
+        let p = batch_parms(&op).unwrap();
+        assert_eq!((p.src_ptr.pitch, p.src_ptr.ysize), (32, 5));
+        assert_eq!((p.dst_ptr.pitch, p.dst_ptr.ysize), (40, 7));
+        assert_eq!((p.extent.width, p.kind), (32, 4));
+        // Rows shorter than the copy, an empty extent, an unknown access order or
+        // operand type: refused.
+        op.dst = pointer(0x9000, 31, 0);
+        assert!(batch_parms(&op).is_err());
+        op.dst = pointer(0x9000, 0, 0);
+        for bad in [
+            Memcpy3DBatchOp {
+                extent: Extent {
+                    width: 0,
+                    ..op.extent
+                },
+                ..op
+            },
+            Memcpy3DBatchOp {
+                src_access_order: 0,
+                ..op
+            },
+            Memcpy3DBatchOp {
+                src: Memcpy3DOperand { kind: 9, ..op.src },
+                ..op
+            },
+        ] {
+            assert_eq!(batch_parms(&bad).err(), Some(CudaStatus::ErrorInvalidValue));
+        }
+    }
 
     #[test]
     fn channel_descriptors_name_the_drivers_formats() {

@@ -278,6 +278,11 @@ twins! {
         dsts: *const *mut c_void, srcs: *const *const c_void, sizes: *const usize, count: usize,
         attrs: *mut c_void, attrs_idxs: *mut usize, num_attrs: usize, stream: RawHandle,
     ) => rt_copy::cudaMemcpyBatchAsync(dsts, srcs, sizes, count, attrs, attrs_idxs, num_attrs, stream);
+    /// CUDA 13's signature (no failure index); `CUDA_MEMCPY3D_BATCH_OP` is laid out as
+    /// the runtime's `cudaMemcpy3DBatchOp`.
+    "cuMemcpy3DBatchAsync" => cuMemcpy3DBatchAsync_v2(
+        count: usize, ops: *const rt_array::Memcpy3DBatchOp, flags: u64, stream: RawHandle,
+    ) => rt_array::cudaMemcpy3DBatchAsync(count, ops, flags, stream);
     "cuGraphAddEmptyNode" => cuGraphAddEmptyNode(out: *mut RawHandle, graph: RawHandle, deps: *const RawHandle, count: usize)
         => rt_build::cudaGraphAddEmptyNode(out, graph, deps, count);
     "cuGraphAddChildGraphNode" => cuGraphAddChildGraphNode(
@@ -431,6 +436,9 @@ ptsz! {
     cuMemcpyBatchAsync_v2_ptsz => cuMemcpyBatchAsync_v2(
         dsts: *const *mut c_void, srcs: *const *const c_void, sizes: *const usize, count: usize,
         attrs: *mut c_void, attrs_idxs: *mut usize, num_attrs: usize, stream: RawHandle
+    ) [stream];
+    cuMemcpy3DBatchAsync_v2_ptsz => cuMemcpy3DBatchAsync_v2(
+        count: usize, ops: *const rt_array::Memcpy3DBatchOp, flags: u64, stream: RawHandle
     ) [stream];
     cuStreamUpdateCaptureDependencies_v2_ptsz => cuStreamUpdateCaptureDependencies_v2(
         stream: RawHandle, deps: *const RawHandle, edges: *const u64, count: usize, flags: u32
