@@ -1,5 +1,6 @@
-"""Training steps of the stock torch wheel, for bench/run-torch-steps.sh: a CNN (cuDNN
-convolutions and batch norm, SGD) and a transformer encoder (bf16 autocast, AdamW),
+"""Training steps of the stock torch wheel, for bench/run-torch-steps.sh: an MLP (the
+one tests/gpu/torch_check.py trains: cuBLAS, Adam), a CNN (cuDNN convolutions and batch
+norm, SGD) and a transformer encoder (bf16 autocast, AdamW),
 warmed up, then timed in blocks of steps; each step reads its loss (`loss.item()`), as
 a training loop that logs does. Prints `RESULT <name> <value> <unit>` lines: the median
 time of a step over the blocks, and the last loss (the same natively and bridged when
@@ -39,6 +40,17 @@ def timed(name, model, batch, opt, autocast, warm=10, blocks=5, per_block=20):
     print(f"RESULT {name}_last_loss {last:.6f} loss", flush=True)
 
 
+def mlp():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024), torch.nn.GELU(),
+        torch.nn.Linear(1024, 10),
+    ).cuda()
+    g = torch.Generator().manual_seed(3)
+    batch = (torch.randn(512, 256, generator=g).cuda(), torch.randint(0, 10, (512,), generator=g).cuda())
+    timed("mlp", model, batch, torch.optim.Adam(model.parameters(), lr=1e-3), autocast=False)
+
+
 def cnn():
     torch.manual_seed(0)
     block = lambda i, o: [torch.nn.Conv2d(i, o, 3, padding=1, bias=False), torch.nn.BatchNorm2d(o), torch.nn.ReLU()]
@@ -64,5 +76,6 @@ def transformer():
 
 
 if __name__ == "__main__":
+    mlp()
     cnn()
     transformer()
