@@ -667,12 +667,12 @@ extern "C" fn module_functions(
 ) -> usize {
     let found = catch_unwind(
         || -> Result<Vec<(*mut c_void, *const std::ffi::c_char)>, CudaStatus> {
-            let n = super::module::function_count(module as u64)?;
-            let mut ids = vec![std::ptr::null_mut(); n as usize];
-            // SAFETY: `ids` has room for `n` handles.
-            unsafe { super::module::enumerate_functions(module as u64, ids.as_mut_ptr(), n) }?;
-            ids.into_iter()
-                .map(|f| Ok((f, super::module::function_facts(f)?.1)))
+            super::module::function_ids(module as u64)?
+                .into_iter()
+                .map(|id| {
+                    let f = id as *mut c_void;
+                    Ok((f, super::module::function_facts(f)?.1))
+                })
                 .collect()
         },
     );

@@ -308,16 +308,23 @@ pub(super) unsafe fn enumerate_functions(
     if out.is_null() {
         return Err(CudaStatus::ErrorInvalidValue);
     }
-    for (i, name) in function_names(module)?
+    for (i, id) in function_ids(module)?
         .into_iter()
         .take(count as usize)
         .enumerate()
     {
-        let id = function_by_name(module, name)?;
         // SAFETY: as `enumerate_functions`'s caller promised.
         unsafe { caller::write(out.add(i), id as *mut c_void) }?;
     }
     Ok(())
+}
+
+/// A module's kernels as function ids, in the order the host's driver lists them.
+pub(super) fn function_ids(module: u64) -> Result<Vec<u64>> {
+    function_names(module)?
+        .into_iter()
+        .map(|name| function_by_name(module, name))
+        .collect()
 }
 
 export! {
