@@ -781,6 +781,9 @@ pub fn remove_region(ptr: usize) -> Option<Origin> {
     unsafe { libc::munmap(region.via as *mut c_void, region.len) };
     // Back to an unbacked reservation, as `shared::reserve` left it.
     let _ = map_fixed(ptr, region.len, libc::PROT_NONE, true);
+    drop(all);
+    // Its buffer id goes with it: an allocation made again here gets a new one.
+    crate::state::registry().forget_buffer_id(ptr as u64);
     Some(region.origin)
 }
 

@@ -229,7 +229,7 @@ impl Registry {
 
     /// Forget a device range and release its hold on the reserved addresses.
     pub fn remove_device_range(&mut self, ptr: u64) {
-        self.buffer_ids.remove(&ptr);
+        self.forget_buffer_id(ptr);
         if let Some((size, _)) = self.device_ranges.remove(&ptr) {
             crate::shared::release(ptr as usize, size.max(1) as usize);
         }
@@ -244,6 +244,11 @@ impl Registry {
             *last += 1;
             *last
         })
+    }
+
+    /// Forget the buffer id of the allocation that started at `start` (it was freed).
+    pub fn forget_buffer_id(&mut self, start: u64) {
+        self.buffer_ids.remove(&start);
     }
 
     /// Forget every device range (the device was reset).
@@ -279,4 +284,22 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(0x100);
 
 pub fn fresh_id() -> u64 {
     NEXT_ID.fetch_add(0x10, Ordering::Relaxed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buffer_ids_are_one_per_allocation_and_new_after_a_free() {
+        let mut r = Registry::default();
+        let a = r.buffer_id(0x1000);
+        assert_ne!(a, 0);
+        assert_eq!(r.buffer_id(0x1000), a, "the same allocation, the same id");
+        let b = r.buffer_id(0x2000);
+        assert_ne!(a, b);
+        r.forget_buffer_id(0x1000);
+        let c = r.buffer_id(0x1000);
+        assert!(c != a && c != b, "an allocation made again gets a new id");
+    }
 }
