@@ -144,12 +144,6 @@ cudart_list=$(grep -v '^#' "$root/guest-lib/exports/libcudart.so.13.txt" | sed -
   done <<<"$cudart_list"
 } | link_stubs libcudart.so.13 cudart.map
 
-# libcublas.so.13 and libcublasLt.so.13: one jump per __vmcuda_cublas* (and
-# __vmcuda_cublasLt*) symbol the static library defines: a new export needs no edit here.
-grep '^__vmcuda_cublas' <<<"$defined" | grep -v '^__vmcuda_cublasLt' |
-  while read -r impl; do stub "${impl#__vmcuda_}" "$impl"; done | link_stubs libcublas.so.13 cublas.map
-grep '^__vmcuda_cublasLt' <<<"$defined" |
-  while read -r impl; do stub "${impl#__vmcuda_}" "$impl"; done | link_stubs libcublasLt.so.13 cublasLt.map
 
 # list_stubs FALLBACK: one stub per name read from stdin, in order: a jump to its
 # implementation (__vmcuda_<name>) where the static library has one, else one that
@@ -166,6 +160,22 @@ list_stubs() {
     index=$((index + 1))
   done
 }
+
+# libcublas.so.13: every function of the real library's export list
+# (guest-lib/exports/libcublas.so.13.txt), a jump to its implementation or to
+# __vmcuda_cublas_not_supported (guest-lib/src/blas/unsupported.rs), which names it.
+# libcublasLt.so.13: one jump per __vmcuda_cublasLt* symbol the static library defines.
+# A new implementation needs no edit here.
+cublas_list=$(grep -v '^#' "$root/guest-lib/exports/libcublas.so.13.txt" | sed -n 's/@@.*//p' | grep '^cublas')
+unlisted=$(grep '^__vmcuda_cublas' <<<"$defined" | grep -v -e '^__vmcuda_cublasLt' -e '_not_supported$' | sed 's/^__vmcuda_//' |
+  { grep -vxF -f <(echo "$cublas_list") || true; })
+if [ -n "$unlisted" ]; then
+  echo "cuBLAS implementations not in libcublas.so.13's export list:" $unlisted >&2
+  exit 1
+fi
+list_stubs __vmcuda_cublas_not_supported <<<"$cublas_list" | link_stubs libcublas.so.13 cublas.map
+grep '^__vmcuda_cublasLt' <<<"$defined" |
+  while read -r impl; do stub "${impl#__vmcuda_}" "$impl"; done | link_stubs libcublasLt.so.13 cublasLt.map
 
 # libnvidia-ml.so.1: every function of its export list
 # (guest-lib/exports/libnvidia-ml.so.1.txt), unversioned as NVML's are;

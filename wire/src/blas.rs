@@ -231,6 +231,82 @@ pub struct BlasSetWorkspace {
     pub size: u64,
 }
 
+/// A handle setting cuBLAS keeps beside the modes that travel with each call: one
+/// 32-bit value set with `cublasSet<name>` and read with `cublasGet<name>`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum BlasOption {
+    EnvironmentMode = 0,
+    EmulationStrategy = 1,
+    EmulationSpecialValuesSupport = 2,
+    FixedPointEmulationMantissaControl = 3,
+    FixedPointEmulationMaxMantissaBitCount = 4,
+    FixedPointEmulationMantissaBitOffset = 5,
+}
+
+impl BlasOption {
+    pub const ALL: [BlasOption; 6] = [
+        BlasOption::EnvironmentMode,
+        BlasOption::EmulationStrategy,
+        BlasOption::EmulationSpecialValuesSupport,
+        BlasOption::FixedPointEmulationMantissaControl,
+        BlasOption::FixedPointEmulationMaxMantissaBitCount,
+        BlasOption::FixedPointEmulationMantissaBitOffset,
+    ];
+
+    pub fn from_u32(v: u32) -> Option<BlasOption> {
+        Self::ALL.get(v as usize).copied()
+    }
+
+    /// The cuBLAS entry points that set and get it.
+    pub fn entry_points(self) -> (&'static str, &'static str) {
+        match self {
+            BlasOption::EnvironmentMode => ("cublasSetEnvironmentMode", "cublasGetEnvironmentMode"),
+            BlasOption::EmulationStrategy => {
+                ("cublasSetEmulationStrategy", "cublasGetEmulationStrategy")
+            }
+            BlasOption::EmulationSpecialValuesSupport => (
+                "cublasSetEmulationSpecialValuesSupport",
+                "cublasGetEmulationSpecialValuesSupport",
+            ),
+            BlasOption::FixedPointEmulationMantissaControl => (
+                "cublasSetFixedPointEmulationMantissaControl",
+                "cublasGetFixedPointEmulationMantissaControl",
+            ),
+            BlasOption::FixedPointEmulationMaxMantissaBitCount => (
+                "cublasSetFixedPointEmulationMaxMantissaBitCount",
+                "cublasGetFixedPointEmulationMaxMantissaBitCount",
+            ),
+            BlasOption::FixedPointEmulationMantissaBitOffset => (
+                "cublasSetFixedPointEmulationMantissaBitOffset",
+                "cublasGetFixedPointEmulationMantissaBitOffset",
+            ),
+        }
+    }
+}
+
+/// `cublasSet<option>`: waited for, as cuBLAS judges the value at once.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct BlasSetOption {
+    pub handle: BlasHandle,
+    /// [`BlasOption`].
+    pub option: u32,
+    pub value: i32,
+}
+
+/// `cublasGet<option>` of a setting the program has not set (the guest answers the
+/// ones it set).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct BlasGetOption {
+    pub handle: BlasHandle,
+    pub option: u32,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct BlasOptionValue {
+    pub value: i32,
+}
+
 /// Any GEMM. Transposes are `cublasOperation_t` (0 N, 1 T, 2 C); `math_mode` is the
 /// handle's `cublasMath_t`, applied before the call.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -338,7 +414,8 @@ impl BlasGemm {
         )?;
         let count = self.batch.count();
         ensure(count >= 0, "batch count < 0")?;
-        // cuBLAS takes these as C ints (the _64 entry points are not forwarded).
+        // The host calls the 32-bit entry points (for the guest's `_64` ones too): a GEMM
+        // with a size above INT_MAX is refused.
         let int = |v: i64| v <= i32::MAX as i64;
         ensure(
             int(self.m) && int(self.n) && int(self.k) && int(count),

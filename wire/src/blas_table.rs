@@ -9,6 +9,8 @@
 //! - `int`: a C `int` (sizes, strides, and enums, which travel as plain numbers and
 //!   are judged by cuBLAS itself), optionally `if (condition)`: the argument check
 //!   cuBLAS makes before it queues anything (`CUBLAS_STATUS_INVALID_VALUE`);
+//! - `long`: a 64-bit integer (`int64_t`, `long long`), as `int` otherwise: the sizes
+//!   of the `_64` entry points and the batch strides;
 //! - `sc(bytes)`: a scalar read by cuBLAS, in the handle's pointer mode: host scalars
 //!   travel by value, device scalars as device pointers;
 //! - `io(bytes)`: a scalar read and written (`rotg`, `rotmg`): by value both ways in
@@ -28,16 +30,22 @@
 //! generates its exports (guest-lib/src/blas/table.rs) and the host its dispatch to
 //! the cuBLAS function of the same name (host-backend/src/executor/cuda/blas_table.rs),
 //! each from its own macro over the same lines. Covering another function is one line.
+//!
+//! A `_64` entry point (`cublasSaxpy_v2_64`: the same operation with 64-bit sizes) is
+//! its own line, with id `0x0200 | ` its 32-bit sibling's id.
 
 use serde::{Deserialize, Serialize};
 
-use crate::blas::{data_type, matrix_span, BlasHandle, POINTER_MODE_DEVICE, POINTER_MODE_HOST};
+use crate::blas::{
+    batch_span, data_type, matrix_span, BlasHandle, POINTER_MODE_DEVICE, POINTER_MODE_HOST,
+};
 use crate::handle::{DevicePtr, StreamHandle};
 
 /// How an argument of a table function is passed (see the module documentation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ArgKind {
     Int,
+    Long,
     Scalar,
     InOut,
     Out,
@@ -58,6 +66,7 @@ impl ArgKind {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum BlasArg {
     Int(i32),
+    Long(i64),
     /// A device pointer: memory, a device scalar, or an array of device pointers.
     Device(DevicePtr),
     /// A host scalar's bytes, read in the guest at the call.
@@ -204,9 +213,20 @@ fn ints(n: i64) -> Option<u64> {
     (n as u64).checked_mul(4)
 }
 
+/// The bytes a batch of `count` operands spans, each `span` bytes and `stride`
+/// elements of `elem` bytes after the previous one (`None` on overflow, and for a
+/// negative stride, which would reach before the pointer).
+fn strided(count: i64, stride: i64, span: Option<u64>, elem: i64) -> Option<u64> {
+    if stride < 0 {
+        return None;
+    }
+    batch_span(span?, stride, count, elem as u64)
+}
+
 fn as_int(a: &BlasArg) -> i64 {
     match a {
         BlasArg::Int(v) => *v as i64,
+        BlasArg::Long(v) => *v,
         _ => 0,
     }
 }
@@ -214,6 +234,9 @@ fn as_int(a: &BlasArg) -> i64 {
 /// The extent of one argument, from its kind and the table's expression.
 macro_rules! extent {
     ($name:expr, int) => {
+        Extent::None
+    };
+    ($name:expr, long) => {
         Extent::None
     };
     ($name:expr, info) => {
@@ -239,6 +262,9 @@ macro_rules! extent {
 macro_rules! kind {
     (int) => {
         ArgKind::Int
+    };
+    (long) => {
+        ArgKind::Long
     };
     (sc) => {
         ArgKind::Scalar
@@ -351,7 +377,7 @@ impl BlasFn {
                 _ => 0,
             };
             let ok = match (kind, arg) {
-                (ArgKind::Int, BlasArg::Int(_)) => true,
+                (ArgKind::Int, BlasArg::Int(_)) | (ArgKind::Long, BlasArg::Long(_)) => true,
                 (ArgKind::Device | ArgKind::OptDevice | ArgKind::Pointers, BlasArg::Device(_)) => {
                     true
                 }
@@ -374,11 +400,14 @@ impl BlasFn {
 crate::blas_table!(wire_side);
 
 /// The C type of an argument kind, as the guest's exports take it and the host's
-/// entry points are called with: a C `int`, or a pointer.
+/// entry points are called with: a C `int`, a 64-bit integer, or a pointer.
 #[macro_export]
 macro_rules! blas_c_type {
     (int) => {
         std::ffi::c_int
+    };
+    (long) => {
+        i64
     };
     ($other:ident) => {
         *mut std::ffi::c_void
@@ -528,6 +557,166 @@ macro_rules! blas_table {
         0x0088 cublasCgelsBatched [C gels_batched] (trans: int if (is_op(trans)), m: int if (m >= 0), n: int if (n >= 0), nrhs: int if (nrhs >= 0), a: ptrs(batch, mspan(m, n, lda, T)), lda: int if (lda >= max1(m)), c: ptrs(batch, mspan(m.max(n), nrhs, ldc, T)), ldc: int if (ldc >= max1(m.max(n))), info: info, dev_infos: optdev(ints(batch)), batch: int if (batch >= 0));
         0x0089 cublasZgelsBatched [Z gels_batched] (trans: int if (is_op(trans)), m: int if (m >= 0), n: int if (n >= 0), nrhs: int if (nrhs >= 0), a: ptrs(batch, mspan(m, n, lda, T)), lda: int if (lda >= max1(m)), c: ptrs(batch, mspan(m.max(n), nrhs, ldc, T)), ldc: int if (ldc >= max1(m.max(n))), info: info, dev_infos: optdev(ints(batch)), batch: int if (batch >= 0));
         0x008a cublasSgemmEx [X gemm_ex] (transa: int if (is_op(transa)), transb: int if (is_op(transb)), m: int if (m >= 0), n: int if (n >= 0), k: int if (k >= 0), alpha: sc(4), a: dev(mspan(pick(transa, m, k), pick(transa, k, m), lda, dsize(atype))), atype: int if (dsize(atype) > 0), lda: int if (lda >= max1(pick(transa, m, k))), b: dev(mspan(pick(transb, k, n), pick(transb, n, k), ldb, dsize(btype))), btype: int if (dsize(btype) > 0), ldb: int if (ldb >= max1(pick(transb, k, n))), beta: sc(4), c: dev(mspan(m, n, ldc, dsize(ctype))), ctype: int if (dsize(ctype) > 0), ldc: int if (ldc >= max1(m)));
+        0x008b cublasSgeam [S geam] (transa: int if (is_op(transa)), transb: int if (is_op(transb)), m: int if (m >= 0), n: int if (n >= 0), alpha: sc(T), a: optdev(mspan(pick(transa, m, n), pick(transa, n, m), lda, T)), lda: int if (lda >= max1(pick(transa, m, n))), beta: sc(T), b: optdev(mspan(pick(transb, m, n), pick(transb, n, m), ldb, T)), ldb: int if (ldb >= max1(pick(transb, m, n))), c: dev(mspan(m, n, ldc, T)), ldc: int if (ldc >= max1(m)));
+        0x008c cublasDgeam [D geam] (transa: int if (is_op(transa)), transb: int if (is_op(transb)), m: int if (m >= 0), n: int if (n >= 0), alpha: sc(T), a: optdev(mspan(pick(transa, m, n), pick(transa, n, m), lda, T)), lda: int if (lda >= max1(pick(transa, m, n))), beta: sc(T), b: optdev(mspan(pick(transb, m, n), pick(transb, n, m), ldb, T)), ldb: int if (ldb >= max1(pick(transb, m, n))), c: dev(mspan(m, n, ldc, T)), ldc: int if (ldc >= max1(m)));
+        0x008d cublasCgeam [C geam] (transa: int if (is_op(transa)), transb: int if (is_op(transb)), m: int if (m >= 0), n: int if (n >= 0), alpha: sc(T), a: optdev(mspan(pick(transa, m, n), pick(transa, n, m), lda, T)), lda: int if (lda >= max1(pick(transa, m, n))), beta: sc(T), b: optdev(mspan(pick(transb, m, n), pick(transb, n, m), ldb, T)), ldb: int if (ldb >= max1(pick(transb, m, n))), c: dev(mspan(m, n, ldc, T)), ldc: int if (ldc >= max1(m)));
+        0x008e cublasZgeam [Z geam] (transa: int if (is_op(transa)), transb: int if (is_op(transb)), m: int if (m >= 0), n: int if (n >= 0), alpha: sc(T), a: optdev(mspan(pick(transa, m, n), pick(transa, n, m), lda, T)), lda: int if (lda >= max1(pick(transa, m, n))), beta: sc(T), b: optdev(mspan(pick(transb, m, n), pick(transb, n, m), ldb, T)), ldb: int if (ldb >= max1(pick(transb, m, n))), c: dev(mspan(m, n, ldc, T)), ldc: int if (ldc >= max1(m)));
+        0x008f cublasSdgmm [S dgmm] (mode: int if (is_side(mode)), m: int if (m >= 0), n: int if (n >= 0), a: dev(mspan(m, n, lda, T)), lda: int if (lda >= max1(m)), x: dev(vspan(pick(mode, m, n), incx, T)), incx: int, c: dev(mspan(m, n, ldc, T)), ldc: int if (ldc >= max1(m)));
+        0x0090 cublasDdgmm [D dgmm] (mode: int if (is_side(mode)), m: int if (m >= 0), n: int if (n >= 0), a: dev(mspan(m, n, lda, T)), lda: int if (lda >= max1(m)), x: dev(vspan(pick(mode, m, n), incx, T)), incx: int, c: dev(mspan(m, n, ldc, T)), ldc: int if (ldc >= max1(m)));
+        0x0091 cublasCdgmm [C dgmm] (mode: int if (is_side(mode)), m: int if (m >= 0), n: int if (n >= 0), a: dev(mspan(m, n, lda, T)), lda: int if (lda >= max1(m)), x: dev(vspan(pick(mode, m, n), incx, T)), incx: int, c: dev(mspan(m, n, ldc, T)), ldc: int if (ldc >= max1(m)));
+        0x0092 cublasZdgmm [Z dgmm] (mode: int if (is_side(mode)), m: int if (m >= 0), n: int if (n >= 0), a: dev(mspan(m, n, lda, T)), lda: int if (lda >= max1(m)), x: dev(vspan(pick(mode, m, n), incx, T)), incx: int, c: dev(mspan(m, n, ldc, T)), ldc: int if (ldc >= max1(m)));
+        0x0093 cublasSsyrkx [S syrkx] (uplo: int if (is_fill(uplo)), trans: int if (is_op(trans)), n: int if (n >= 0), k: int if (k >= 0), alpha: sc(T), a: dev(mspan(pick(trans, n, k), pick(trans, k, n), lda, T)), lda: int if (lda >= max1(pick(trans, n, k))), b: dev(mspan(pick(trans, n, k), pick(trans, k, n), ldb, T)), ldb: int if (ldb >= max1(pick(trans, n, k))), beta: sc(T), c: dev(mspan(n, n, ldc, T)), ldc: int if (ldc >= max1(n)));
+        0x0094 cublasDsyrkx [D syrkx] (uplo: int if (is_fill(uplo)), trans: int if (is_op(trans)), n: int if (n >= 0), k: int if (k >= 0), alpha: sc(T), a: dev(mspan(pick(trans, n, k), pick(trans, k, n), lda, T)), lda: int if (lda >= max1(pick(trans, n, k))), b: dev(mspan(pick(trans, n, k), pick(trans, k, n), ldb, T)), ldb: int if (ldb >= max1(pick(trans, n, k))), beta: sc(T), c: dev(mspan(n, n, ldc, T)), ldc: int if (ldc >= max1(n)));
+        0x0095 cublasCsyrkx [C syrkx] (uplo: int if (is_fill(uplo)), trans: int if (is_op(trans)), n: int if (n >= 0), k: int if (k >= 0), alpha: sc(T), a: dev(mspan(pick(trans, n, k), pick(trans, k, n), lda, T)), lda: int if (lda >= max1(pick(trans, n, k))), b: dev(mspan(pick(trans, n, k), pick(trans, k, n), ldb, T)), ldb: int if (ldb >= max1(pick(trans, n, k))), beta: sc(T), c: dev(mspan(n, n, ldc, T)), ldc: int if (ldc >= max1(n)));
+        0x0096 cublasZsyrkx [Z syrkx] (uplo: int if (is_fill(uplo)), trans: int if (is_op(trans)), n: int if (n >= 0), k: int if (k >= 0), alpha: sc(T), a: dev(mspan(pick(trans, n, k), pick(trans, k, n), lda, T)), lda: int if (lda >= max1(pick(trans, n, k))), b: dev(mspan(pick(trans, n, k), pick(trans, k, n), ldb, T)), ldb: int if (ldb >= max1(pick(trans, n, k))), beta: sc(T), c: dev(mspan(n, n, ldc, T)), ldc: int if (ldc >= max1(n)));
+        0x0097 cublasCherkx [C herkx] (uplo: int if (is_fill(uplo)), trans: int if (is_op(trans)), n: int if (n >= 0), k: int if (k >= 0), alpha: sc(T), a: dev(mspan(pick(trans, n, k), pick(trans, k, n), lda, T)), lda: int if (lda >= max1(pick(trans, n, k))), b: dev(mspan(pick(trans, n, k), pick(trans, k, n), ldb, T)), ldb: int if (ldb >= max1(pick(trans, n, k))), beta: sc(R), c: dev(mspan(n, n, ldc, T)), ldc: int if (ldc >= max1(n)));
+        0x0098 cublasZherkx [Z herkx] (uplo: int if (is_fill(uplo)), trans: int if (is_op(trans)), n: int if (n >= 0), k: int if (k >= 0), alpha: sc(T), a: dev(mspan(pick(trans, n, k), pick(trans, k, n), lda, T)), lda: int if (lda >= max1(pick(trans, n, k))), b: dev(mspan(pick(trans, n, k), pick(trans, k, n), ldb, T)), ldb: int if (ldb >= max1(pick(trans, n, k))), beta: sc(R), c: dev(mspan(n, n, ldc, T)), ldc: int if (ldc >= max1(n)));
+        0x0099 cublasSgemvStridedBatched [S gemv_strided_batched] (trans: int if (is_op(trans)), m: int if (m >= 0), n: int if (n >= 0), alpha: sc(T), a: dev(strided(batch, stridea, mspan(m, n, lda, T), T)), lda: int, stridea: long, x: dev(strided(batch, stridex, vspan(pick(trans, n, m), incx, T), T)), incx: int, stridex: long, beta: sc(T), y: dev(strided(batch, stridey, vspan(pick(trans, m, n), incy, T), T)), incy: int, stridey: long, batch: int if (batch >= 0));
+        0x009a cublasDgemvStridedBatched [D gemv_strided_batched] (trans: int if (is_op(trans)), m: int if (m >= 0), n: int if (n >= 0), alpha: sc(T), a: dev(strided(batch, stridea, mspan(m, n, lda, T), T)), lda: int, stridea: long, x: dev(strided(batch, stridex, vspan(pick(trans, n, m), incx, T), T)), incx: int, stridex: long, beta: sc(T), y: dev(strided(batch, stridey, vspan(pick(trans, m, n), incy, T), T)), incy: int, stridey: long, batch: int if (batch >= 0));
+        0x009b cublasCgemvStridedBatched [C gemv_strided_batched] (trans: int if (is_op(trans)), m: int if (m >= 0), n: int if (n >= 0), alpha: sc(T), a: dev(strided(batch, stridea, mspan(m, n, lda, T), T)), lda: int, stridea: long, x: dev(strided(batch, stridex, vspan(pick(trans, n, m), incx, T), T)), incx: int, stridex: long, beta: sc(T), y: dev(strided(batch, stridey, vspan(pick(trans, m, n), incy, T), T)), incy: int, stridey: long, batch: int if (batch >= 0));
+        0x009c cublasZgemvStridedBatched [Z gemv_strided_batched] (trans: int if (is_op(trans)), m: int if (m >= 0), n: int if (n >= 0), alpha: sc(T), a: dev(strided(batch, stridea, mspan(m, n, lda, T), T)), lda: int, stridea: long, x: dev(strided(batch, stridex, vspan(pick(trans, n, m), incx, T), T)), incx: int, stridex: long, beta: sc(T), y: dev(strided(batch, stridey, vspan(pick(trans, m, n), incy, T), T)), incy: int, stridey: long, batch: int if (batch >= 0));
+        0x009d cublasSgemvBatched [S gemv_batched] (trans: int if (is_op(trans)), m: int if (m >= 0), n: int if (n >= 0), alpha: sc(T), a: ptrs(batch, mspan(m, n, lda, T)), lda: int, x: ptrs(batch, vspan(pick(trans, n, m), incx, T)), incx: int, beta: sc(T), y: ptrs(batch, vspan(pick(trans, m, n), incy, T)), incy: int, batch: int if (batch >= 0));
+        0x009e cublasDgemvBatched [D gemv_batched] (trans: int if (is_op(trans)), m: int if (m >= 0), n: int if (n >= 0), alpha: sc(T), a: ptrs(batch, mspan(m, n, lda, T)), lda: int, x: ptrs(batch, vspan(pick(trans, n, m), incx, T)), incx: int, beta: sc(T), y: ptrs(batch, vspan(pick(trans, m, n), incy, T)), incy: int, batch: int if (batch >= 0));
+        0x009f cublasCgemvBatched [C gemv_batched] (trans: int if (is_op(trans)), m: int if (m >= 0), n: int if (n >= 0), alpha: sc(T), a: ptrs(batch, mspan(m, n, lda, T)), lda: int, x: ptrs(batch, vspan(pick(trans, n, m), incx, T)), incx: int, beta: sc(T), y: ptrs(batch, vspan(pick(trans, m, n), incy, T)), incy: int, batch: int if (batch >= 0));
+        0x00a0 cublasZgemvBatched [Z gemv_batched] (trans: int if (is_op(trans)), m: int if (m >= 0), n: int if (n >= 0), alpha: sc(T), a: ptrs(batch, mspan(m, n, lda, T)), lda: int, x: ptrs(batch, vspan(pick(trans, n, m), incx, T)), incx: int, beta: sc(T), y: ptrs(batch, vspan(pick(trans, m, n), incy, T)), incy: int, batch: int if (batch >= 0));
+        0x0201 cublasSaxpy_v2_64 [S axpy] (n: long, alpha: sc(T), x: dev(vspan(n, incx, T)), incx: long, y: dev(vspan(n, incy, T)), incy: long);
+        0x0202 cublasDaxpy_v2_64 [D axpy] (n: long, alpha: sc(T), x: dev(vspan(n, incx, T)), incx: long, y: dev(vspan(n, incy, T)), incy: long);
+        0x0203 cublasCaxpy_v2_64 [C axpy] (n: long, alpha: sc(T), x: dev(vspan(n, incx, T)), incx: long, y: dev(vspan(n, incy, T)), incy: long);
+        0x0204 cublasZaxpy_v2_64 [Z axpy] (n: long, alpha: sc(T), x: dev(vspan(n, incx, T)), incx: long, y: dev(vspan(n, incy, T)), incy: long);
+        0x0205 cublasSscal_v2_64 [S scal] (n: long, alpha: sc(T), x: dev(vspan(n, incx, T)), incx: long);
+        0x0206 cublasDscal_v2_64 [D scal] (n: long, alpha: sc(T), x: dev(vspan(n, incx, T)), incx: long);
+        0x0207 cublasCscal_v2_64 [C scal] (n: long, alpha: sc(T), x: dev(vspan(n, incx, T)), incx: long);
+        0x0208 cublasZscal_v2_64 [Z scal] (n: long, alpha: sc(T), x: dev(vspan(n, incx, T)), incx: long);
+        0x0209 cublasCsscal_v2_64 [C scal] (n: long, alpha: sc(R), x: dev(vspan(n, incx, T)), incx: long);
+        0x020a cublasZdscal_v2_64 [Z scal] (n: long, alpha: sc(R), x: dev(vspan(n, incx, T)), incx: long);
+        0x020b cublasSdot_v2_64 [S dot] (n: long, x: dev(vspan(n, incx, T)), incx: long, y: dev(vspan(n, incy, T)), incy: long, result: out(T));
+        0x020c cublasDdot_v2_64 [D dot] (n: long, x: dev(vspan(n, incx, T)), incx: long, y: dev(vspan(n, incy, T)), incy: long, result: out(T));
+        0x020d cublasCdotu_v2_64 [C dotu] (n: long, x: dev(vspan(n, incx, T)), incx: long, y: dev(vspan(n, incy, T)), incy: long, result: out(T));
+        0x020e cublasCdotc_v2_64 [C dotc] (n: long, x: dev(vspan(n, incx, T)), incx: long, y: dev(vspan(n, incy, T)), incy: long, result: out(T));
+        0x020f cublasZdotu_v2_64 [Z dotu] (n: long, x: dev(vspan(n, incx, T)), incx: long, y: dev(vspan(n, incy, T)), incy: long, result: out(T));
+        0x0210 cublasZdotc_v2_64 [Z dotc] (n: long, x: dev(vspan(n, incx, T)), incx: long, y: dev(vspan(n, incy, T)), incy: long, result: out(T));
+        0x0211 cublasSnrm2_v2_64 [S nrm2] (n: long, x: dev(vspan(n, incx, T)), incx: long, result: out(R));
+        0x0212 cublasDnrm2_v2_64 [D nrm2] (n: long, x: dev(vspan(n, incx, T)), incx: long, result: out(R));
+        0x0213 cublasScnrm2_v2_64 [C nrm2] (n: long, x: dev(vspan(n, incx, T)), incx: long, result: out(R));
+        0x0214 cublasDznrm2_v2_64 [Z nrm2] (n: long, x: dev(vspan(n, incx, T)), incx: long, result: out(R));
+        0x0215 cublasSasum_v2_64 [S asum] (n: long, x: dev(vspan(n, incx, T)), incx: long, result: out(R));
+        0x0216 cublasDasum_v2_64 [D asum] (n: long, x: dev(vspan(n, incx, T)), incx: long, result: out(R));
+        0x0217 cublasScasum_v2_64 [C asum] (n: long, x: dev(vspan(n, incx, T)), incx: long, result: out(R));
+        0x0218 cublasDzasum_v2_64 [Z asum] (n: long, x: dev(vspan(n, incx, T)), incx: long, result: out(R));
+        0x0219 cublasIsamax_v2_64 [S iamax] (n: long, x: dev(vspan(n, incx, T)), incx: long, result: out(8));
+        0x021a cublasIdamax_v2_64 [D iamax] (n: long, x: dev(vspan(n, incx, T)), incx: long, result: out(8));
+        0x021b cublasIcamax_v2_64 [C iamax] (n: long, x: dev(vspan(n, incx, T)), incx: long, result: out(8));
+        0x021c cublasIzamax_v2_64 [Z iamax] (n: long, x: dev(vspan(n, incx, T)), incx: long, result: out(8));
+        0x021d cublasIsamin_v2_64 [S iamin] (n: long, x: dev(vspan(n, incx, T)), incx: long, result: out(8));
+        0x021e cublasIdamin_v2_64 [D iamin] (n: long, x: dev(vspan(n, incx, T)), incx: long, result: out(8));
+        0x021f cublasIcamin_v2_64 [C iamin] (n: long, x: dev(vspan(n, incx, T)), incx: long, result: out(8));
+        0x0220 cublasIzamin_v2_64 [Z iamin] (n: long, x: dev(vspan(n, incx, T)), incx: long, result: out(8));
+        0x0221 cublasScopy_v2_64 [S copy] (n: long, x: dev(vspan(n, incx, T)), incx: long, y: dev(vspan(n, incy, T)), incy: long);
+        0x0222 cublasDcopy_v2_64 [D copy] (n: long, x: dev(vspan(n, incx, T)), incx: long, y: dev(vspan(n, incy, T)), incy: long);
+        0x0223 cublasCcopy_v2_64 [C copy] (n: long, x: dev(vspan(n, incx, T)), incx: long, y: dev(vspan(n, incy, T)), incy: long);
+        0x0224 cublasZcopy_v2_64 [Z copy] (n: long, x: dev(vspan(n, incx, T)), incx: long, y: dev(vspan(n, incy, T)), incy: long);
+        0x0225 cublasSswap_v2_64 [S swap] (n: long, x: dev(vspan(n, incx, T)), incx: long, y: dev(vspan(n, incy, T)), incy: long);
+        0x0226 cublasDswap_v2_64 [D swap] (n: long, x: dev(vspan(n, incx, T)), incx: long, y: dev(vspan(n, incy, T)), incy: long);
+        0x0227 cublasCswap_v2_64 [C swap] (n: long, x: dev(vspan(n, incx, T)), incx: long, y: dev(vspan(n, incy, T)), incy: long);
+        0x0228 cublasZswap_v2_64 [Z swap] (n: long, x: dev(vspan(n, incx, T)), incx: long, y: dev(vspan(n, incy, T)), incy: long);
+        0x0229 cublasSrot_v2_64 [S rot] (n: long, x: dev(vspan(n, incx, T)), incx: long, y: dev(vspan(n, incy, T)), incy: long, c: sc(R), s: sc(R));
+        0x022a cublasDrot_v2_64 [D rot] (n: long, x: dev(vspan(n, incx, T)), incx: long, y: dev(vspan(n, incy, T)), incy: long, c: sc(R), s: sc(R));
+        0x022b cublasCrot_v2_64 [C rot] (n: long, x: dev(vspan(n, incx, T)), incx: long, y: dev(vspan(n, incy, T)), incy: long, c: sc(R), s: sc(T));
+        0x022c cublasCsrot_v2_64 [C rot] (n: long, x: dev(vspan(n, incx, T)), incx: long, y: dev(vspan(n, incy, T)), incy: long, c: sc(R), s: sc(R));
+        0x022d cublasZrot_v2_64 [Z rot] (n: long, x: dev(vspan(n, incx, T)), incx: long, y: dev(vspan(n, incy, T)), incy: long, c: sc(R), s: sc(T));
+        0x022e cublasZdrot_v2_64 [Z rot] (n: long, x: dev(vspan(n, incx, T)), incx: long, y: dev(vspan(n, incy, T)), incy: long, c: sc(R), s: sc(R));
+        0x0233 cublasSrotm_v2_64 [S rotm] (n: long, x: dev(vspan(n, incx, T)), incx: long, y: dev(vspan(n, incy, T)), incy: long, param: sc(5 * T));
+        0x0234 cublasDrotm_v2_64 [D rotm] (n: long, x: dev(vspan(n, incx, T)), incx: long, y: dev(vspan(n, incy, T)), incy: long, param: sc(5 * T));
+        0x0237 cublasDotEx_64 [X dot_ex] (n: long, x: dev(vspan(n, incx, dsize(xtype))), xtype: int if (dsize(xtype) > 0), incx: long, y: dev(vspan(n, incy, dsize(ytype))), ytype: int if (dsize(ytype) > 0), incy: long, result: out(dsize(rtype)), rtype: int if (dsize(rtype) > 0), etype: int);
+        0x0238 cublasSgemv_v2_64 [S gemv] (trans: int if (is_op(trans)), m: long if (m >= 0), n: long if (n >= 0), alpha: sc(T), a: dev(mspan(m, n, lda, T)), lda: long, x: dev(vspan(pick(trans, n, m), incx, T)), incx: long, beta: sc(T), y: dev(vspan(pick(trans, m, n), incy, T)), incy: long);
+        0x0239 cublasDgemv_v2_64 [D gemv] (trans: int if (is_op(trans)), m: long if (m >= 0), n: long if (n >= 0), alpha: sc(T), a: dev(mspan(m, n, lda, T)), lda: long, x: dev(vspan(pick(trans, n, m), incx, T)), incx: long, beta: sc(T), y: dev(vspan(pick(trans, m, n), incy, T)), incy: long);
+        0x023a cublasCgemv_v2_64 [C gemv] (trans: int if (is_op(trans)), m: long if (m >= 0), n: long if (n >= 0), alpha: sc(T), a: dev(mspan(m, n, lda, T)), lda: long, x: dev(vspan(pick(trans, n, m), incx, T)), incx: long, beta: sc(T), y: dev(vspan(pick(trans, m, n), incy, T)), incy: long);
+        0x023b cublasZgemv_v2_64 [Z gemv] (trans: int if (is_op(trans)), m: long if (m >= 0), n: long if (n >= 0), alpha: sc(T), a: dev(mspan(m, n, lda, T)), lda: long, x: dev(vspan(pick(trans, n, m), incx, T)), incx: long, beta: sc(T), y: dev(vspan(pick(trans, m, n), incy, T)), incy: long);
+        0x023c cublasSger_v2_64 [S ger] (m: long if (m >= 0), n: long if (n >= 0), alpha: sc(T), x: dev(vspan(m, incx, T)), incx: long if (incx != 0), y: dev(vspan(n, incy, T)), incy: long if (incy != 0), a: dev(mspan(m, n, lda, T)), lda: long if (lda >= max1(m)));
+        0x023d cublasDger_v2_64 [D ger] (m: long if (m >= 0), n: long if (n >= 0), alpha: sc(T), x: dev(vspan(m, incx, T)), incx: long if (incx != 0), y: dev(vspan(n, incy, T)), incy: long if (incy != 0), a: dev(mspan(m, n, lda, T)), lda: long if (lda >= max1(m)));
+        0x023e cublasCgeru_v2_64 [C geru] (m: long if (m >= 0), n: long if (n >= 0), alpha: sc(T), x: dev(vspan(m, incx, T)), incx: long if (incx != 0), y: dev(vspan(n, incy, T)), incy: long if (incy != 0), a: dev(mspan(m, n, lda, T)), lda: long if (lda >= max1(m)));
+        0x023f cublasCgerc_v2_64 [C gerc] (m: long if (m >= 0), n: long if (n >= 0), alpha: sc(T), x: dev(vspan(m, incx, T)), incx: long if (incx != 0), y: dev(vspan(n, incy, T)), incy: long if (incy != 0), a: dev(mspan(m, n, lda, T)), lda: long if (lda >= max1(m)));
+        0x0240 cublasZgeru_v2_64 [Z geru] (m: long if (m >= 0), n: long if (n >= 0), alpha: sc(T), x: dev(vspan(m, incx, T)), incx: long if (incx != 0), y: dev(vspan(n, incy, T)), incy: long if (incy != 0), a: dev(mspan(m, n, lda, T)), lda: long if (lda >= max1(m)));
+        0x0241 cublasZgerc_v2_64 [Z gerc] (m: long if (m >= 0), n: long if (n >= 0), alpha: sc(T), x: dev(vspan(m, incx, T)), incx: long if (incx != 0), y: dev(vspan(n, incy, T)), incy: long if (incy != 0), a: dev(mspan(m, n, lda, T)), lda: long if (lda >= max1(m)));
+        0x0242 cublasSsymv_v2_64 [S symv] (uplo: int if (is_fill(uplo)), n: long if (n >= 0), alpha: sc(T), a: dev(mspan(n, n, lda, T)), lda: long if (lda >= max1(n)), x: dev(vspan(n, incx, T)), incx: long if (incx != 0), beta: sc(T), y: dev(vspan(n, incy, T)), incy: long if (incy != 0));
+        0x0243 cublasDsymv_v2_64 [D symv] (uplo: int if (is_fill(uplo)), n: long if (n >= 0), alpha: sc(T), a: dev(mspan(n, n, lda, T)), lda: long if (lda >= max1(n)), x: dev(vspan(n, incx, T)), incx: long if (incx != 0), beta: sc(T), y: dev(vspan(n, incy, T)), incy: long if (incy != 0));
+        0x0244 cublasCsymv_v2_64 [C symv] (uplo: int if (is_fill(uplo)), n: long if (n >= 0), alpha: sc(T), a: dev(mspan(n, n, lda, T)), lda: long if (lda >= max1(n)), x: dev(vspan(n, incx, T)), incx: long if (incx != 0), beta: sc(T), y: dev(vspan(n, incy, T)), incy: long if (incy != 0));
+        0x0245 cublasZsymv_v2_64 [Z symv] (uplo: int if (is_fill(uplo)), n: long if (n >= 0), alpha: sc(T), a: dev(mspan(n, n, lda, T)), lda: long if (lda >= max1(n)), x: dev(vspan(n, incx, T)), incx: long if (incx != 0), beta: sc(T), y: dev(vspan(n, incy, T)), incy: long if (incy != 0));
+        0x0246 cublasChemv_v2_64 [C hemv] (uplo: int if (is_fill(uplo)), n: long if (n >= 0), alpha: sc(T), a: dev(mspan(n, n, lda, T)), lda: long if (lda >= max1(n)), x: dev(vspan(n, incx, T)), incx: long if (incx != 0), beta: sc(T), y: dev(vspan(n, incy, T)), incy: long if (incy != 0));
+        0x0247 cublasZhemv_v2_64 [Z hemv] (uplo: int if (is_fill(uplo)), n: long if (n >= 0), alpha: sc(T), a: dev(mspan(n, n, lda, T)), lda: long if (lda >= max1(n)), x: dev(vspan(n, incx, T)), incx: long if (incx != 0), beta: sc(T), y: dev(vspan(n, incy, T)), incy: long if (incy != 0));
+        0x0248 cublasSsyr_v2_64 [S syr] (uplo: int if (is_fill(uplo)), n: long if (n >= 0), alpha: sc(T), x: dev(vspan(n, incx, T)), incx: long if (incx != 0), a: dev(mspan(n, n, lda, T)), lda: long if (lda >= max1(n)));
+        0x0249 cublasDsyr_v2_64 [D syr] (uplo: int if (is_fill(uplo)), n: long if (n >= 0), alpha: sc(T), x: dev(vspan(n, incx, T)), incx: long if (incx != 0), a: dev(mspan(n, n, lda, T)), lda: long if (lda >= max1(n)));
+        0x024a cublasCsyr_v2_64 [C syr] (uplo: int if (is_fill(uplo)), n: long if (n >= 0), alpha: sc(T), x: dev(vspan(n, incx, T)), incx: long if (incx != 0), a: dev(mspan(n, n, lda, T)), lda: long if (lda >= max1(n)));
+        0x024b cublasZsyr_v2_64 [Z syr] (uplo: int if (is_fill(uplo)), n: long if (n >= 0), alpha: sc(T), x: dev(vspan(n, incx, T)), incx: long if (incx != 0), a: dev(mspan(n, n, lda, T)), lda: long if (lda >= max1(n)));
+        0x024c cublasCher_v2_64 [C her] (uplo: int if (is_fill(uplo)), n: long if (n >= 0), alpha: sc(R), x: dev(vspan(n, incx, T)), incx: long if (incx != 0), a: dev(mspan(n, n, lda, T)), lda: long if (lda >= max1(n)));
+        0x024d cublasZher_v2_64 [Z her] (uplo: int if (is_fill(uplo)), n: long if (n >= 0), alpha: sc(R), x: dev(vspan(n, incx, T)), incx: long if (incx != 0), a: dev(mspan(n, n, lda, T)), lda: long if (lda >= max1(n)));
+        0x024e cublasSsyr2_v2_64 [S syr2] (uplo: int if (is_fill(uplo)), n: long if (n >= 0), alpha: sc(T), x: dev(vspan(n, incx, T)), incx: long if (incx != 0), y: dev(vspan(n, incy, T)), incy: long if (incy != 0), a: dev(mspan(n, n, lda, T)), lda: long if (lda >= max1(n)));
+        0x024f cublasDsyr2_v2_64 [D syr2] (uplo: int if (is_fill(uplo)), n: long if (n >= 0), alpha: sc(T), x: dev(vspan(n, incx, T)), incx: long if (incx != 0), y: dev(vspan(n, incy, T)), incy: long if (incy != 0), a: dev(mspan(n, n, lda, T)), lda: long if (lda >= max1(n)));
+        0x0250 cublasCsyr2_v2_64 [C syr2] (uplo: int if (is_fill(uplo)), n: long if (n >= 0), alpha: sc(T), x: dev(vspan(n, incx, T)), incx: long if (incx != 0), y: dev(vspan(n, incy, T)), incy: long if (incy != 0), a: dev(mspan(n, n, lda, T)), lda: long if (lda >= max1(n)));
+        0x0251 cublasZsyr2_v2_64 [Z syr2] (uplo: int if (is_fill(uplo)), n: long if (n >= 0), alpha: sc(T), x: dev(vspan(n, incx, T)), incx: long if (incx != 0), y: dev(vspan(n, incy, T)), incy: long if (incy != 0), a: dev(mspan(n, n, lda, T)), lda: long if (lda >= max1(n)));
+        0x0252 cublasCher2_v2_64 [C her2] (uplo: int if (is_fill(uplo)), n: long if (n >= 0), alpha: sc(T), x: dev(vspan(n, incx, T)), incx: long if (incx != 0), y: dev(vspan(n, incy, T)), incy: long if (incy != 0), a: dev(mspan(n, n, lda, T)), lda: long if (lda >= max1(n)));
+        0x0253 cublasZher2_v2_64 [Z her2] (uplo: int if (is_fill(uplo)), n: long if (n >= 0), alpha: sc(T), x: dev(vspan(n, incx, T)), incx: long if (incx != 0), y: dev(vspan(n, incy, T)), incy: long if (incy != 0), a: dev(mspan(n, n, lda, T)), lda: long if (lda >= max1(n)));
+        0x0254 cublasStrmv_v2_64 [S trmv] (uplo: int if (is_fill(uplo)), trans: int if (is_op(trans)), diag: int if (is_diag(diag)), n: long if (n >= 0), a: dev(mspan(n, n, lda, T)), lda: long if (lda >= max1(n)), x: dev(vspan(n, incx, T)), incx: long if (incx != 0));
+        0x0255 cublasDtrmv_v2_64 [D trmv] (uplo: int if (is_fill(uplo)), trans: int if (is_op(trans)), diag: int if (is_diag(diag)), n: long if (n >= 0), a: dev(mspan(n, n, lda, T)), lda: long if (lda >= max1(n)), x: dev(vspan(n, incx, T)), incx: long if (incx != 0));
+        0x0256 cublasCtrmv_v2_64 [C trmv] (uplo: int if (is_fill(uplo)), trans: int if (is_op(trans)), diag: int if (is_diag(diag)), n: long if (n >= 0), a: dev(mspan(n, n, lda, T)), lda: long if (lda >= max1(n)), x: dev(vspan(n, incx, T)), incx: long if (incx != 0));
+        0x0257 cublasZtrmv_v2_64 [Z trmv] (uplo: int if (is_fill(uplo)), trans: int if (is_op(trans)), diag: int if (is_diag(diag)), n: long if (n >= 0), a: dev(mspan(n, n, lda, T)), lda: long if (lda >= max1(n)), x: dev(vspan(n, incx, T)), incx: long if (incx != 0));
+        0x0258 cublasStrsv_v2_64 [S trsv] (uplo: int if (is_fill(uplo)), trans: int if (is_op(trans)), diag: int if (is_diag(diag)), n: long if (n >= 0), a: dev(mspan(n, n, lda, T)), lda: long if (lda >= max1(n)), x: dev(vspan(n, incx, T)), incx: long if (incx != 0));
+        0x0259 cublasDtrsv_v2_64 [D trsv] (uplo: int if (is_fill(uplo)), trans: int if (is_op(trans)), diag: int if (is_diag(diag)), n: long if (n >= 0), a: dev(mspan(n, n, lda, T)), lda: long if (lda >= max1(n)), x: dev(vspan(n, incx, T)), incx: long if (incx != 0));
+        0x025a cublasCtrsv_v2_64 [C trsv] (uplo: int if (is_fill(uplo)), trans: int if (is_op(trans)), diag: int if (is_diag(diag)), n: long if (n >= 0), a: dev(mspan(n, n, lda, T)), lda: long if (lda >= max1(n)), x: dev(vspan(n, incx, T)), incx: long if (incx != 0));
+        0x025b cublasZtrsv_v2_64 [Z trsv] (uplo: int if (is_fill(uplo)), trans: int if (is_op(trans)), diag: int if (is_diag(diag)), n: long if (n >= 0), a: dev(mspan(n, n, lda, T)), lda: long if (lda >= max1(n)), x: dev(vspan(n, incx, T)), incx: long if (incx != 0));
+        0x025c cublasSsymm_v2_64 [S symm] (side: int if (is_side(side)), uplo: int if (is_fill(uplo)), m: long if (m >= 0), n: long if (n >= 0), alpha: sc(T), a: dev(mspan(pick(side, m, n), pick(side, m, n), lda, T)), lda: long if (lda >= max1(pick(side, m, n))), b: dev(mspan(m, n, ldb, T)), ldb: long if (ldb >= max1(m)), beta: sc(T), c: dev(mspan(m, n, ldc, T)), ldc: long if (ldc >= max1(m)));
+        0x025d cublasDsymm_v2_64 [D symm] (side: int if (is_side(side)), uplo: int if (is_fill(uplo)), m: long if (m >= 0), n: long if (n >= 0), alpha: sc(T), a: dev(mspan(pick(side, m, n), pick(side, m, n), lda, T)), lda: long if (lda >= max1(pick(side, m, n))), b: dev(mspan(m, n, ldb, T)), ldb: long if (ldb >= max1(m)), beta: sc(T), c: dev(mspan(m, n, ldc, T)), ldc: long if (ldc >= max1(m)));
+        0x025e cublasCsymm_v2_64 [C symm] (side: int if (is_side(side)), uplo: int if (is_fill(uplo)), m: long if (m >= 0), n: long if (n >= 0), alpha: sc(T), a: dev(mspan(pick(side, m, n), pick(side, m, n), lda, T)), lda: long if (lda >= max1(pick(side, m, n))), b: dev(mspan(m, n, ldb, T)), ldb: long if (ldb >= max1(m)), beta: sc(T), c: dev(mspan(m, n, ldc, T)), ldc: long if (ldc >= max1(m)));
+        0x025f cublasZsymm_v2_64 [Z symm] (side: int if (is_side(side)), uplo: int if (is_fill(uplo)), m: long if (m >= 0), n: long if (n >= 0), alpha: sc(T), a: dev(mspan(pick(side, m, n), pick(side, m, n), lda, T)), lda: long if (lda >= max1(pick(side, m, n))), b: dev(mspan(m, n, ldb, T)), ldb: long if (ldb >= max1(m)), beta: sc(T), c: dev(mspan(m, n, ldc, T)), ldc: long if (ldc >= max1(m)));
+        0x0260 cublasChemm_v2_64 [C hemm] (side: int if (is_side(side)), uplo: int if (is_fill(uplo)), m: long if (m >= 0), n: long if (n >= 0), alpha: sc(T), a: dev(mspan(pick(side, m, n), pick(side, m, n), lda, T)), lda: long if (lda >= max1(pick(side, m, n))), b: dev(mspan(m, n, ldb, T)), ldb: long if (ldb >= max1(m)), beta: sc(T), c: dev(mspan(m, n, ldc, T)), ldc: long if (ldc >= max1(m)));
+        0x0261 cublasZhemm_v2_64 [Z hemm] (side: int if (is_side(side)), uplo: int if (is_fill(uplo)), m: long if (m >= 0), n: long if (n >= 0), alpha: sc(T), a: dev(mspan(pick(side, m, n), pick(side, m, n), lda, T)), lda: long if (lda >= max1(pick(side, m, n))), b: dev(mspan(m, n, ldb, T)), ldb: long if (ldb >= max1(m)), beta: sc(T), c: dev(mspan(m, n, ldc, T)), ldc: long if (ldc >= max1(m)));
+        0x0262 cublasSsyrk_v2_64 [S syrk] (uplo: int if (is_fill(uplo)), trans: int if (is_op(trans)), n: long if (n >= 0), k: long if (k >= 0), alpha: sc(T), a: dev(mspan(pick(trans, n, k), pick(trans, k, n), lda, T)), lda: long if (lda >= max1(pick(trans, n, k))), beta: sc(T), c: dev(mspan(n, n, ldc, T)), ldc: long if (ldc >= max1(n)));
+        0x0263 cublasDsyrk_v2_64 [D syrk] (uplo: int if (is_fill(uplo)), trans: int if (is_op(trans)), n: long if (n >= 0), k: long if (k >= 0), alpha: sc(T), a: dev(mspan(pick(trans, n, k), pick(trans, k, n), lda, T)), lda: long if (lda >= max1(pick(trans, n, k))), beta: sc(T), c: dev(mspan(n, n, ldc, T)), ldc: long if (ldc >= max1(n)));
+        0x0264 cublasCsyrk_v2_64 [C syrk] (uplo: int if (is_fill(uplo)), trans: int if (is_op(trans)), n: long if (n >= 0), k: long if (k >= 0), alpha: sc(T), a: dev(mspan(pick(trans, n, k), pick(trans, k, n), lda, T)), lda: long if (lda >= max1(pick(trans, n, k))), beta: sc(T), c: dev(mspan(n, n, ldc, T)), ldc: long if (ldc >= max1(n)));
+        0x0265 cublasZsyrk_v2_64 [Z syrk] (uplo: int if (is_fill(uplo)), trans: int if (is_op(trans)), n: long if (n >= 0), k: long if (k >= 0), alpha: sc(T), a: dev(mspan(pick(trans, n, k), pick(trans, k, n), lda, T)), lda: long if (lda >= max1(pick(trans, n, k))), beta: sc(T), c: dev(mspan(n, n, ldc, T)), ldc: long if (ldc >= max1(n)));
+        0x0266 cublasCherk_v2_64 [C herk] (uplo: int if (is_fill(uplo)), trans: int if (is_op(trans)), n: long if (n >= 0), k: long if (k >= 0), alpha: sc(R), a: dev(mspan(pick(trans, n, k), pick(trans, k, n), lda, T)), lda: long if (lda >= max1(pick(trans, n, k))), beta: sc(R), c: dev(mspan(n, n, ldc, T)), ldc: long if (ldc >= max1(n)));
+        0x0267 cublasZherk_v2_64 [Z herk] (uplo: int if (is_fill(uplo)), trans: int if (is_op(trans)), n: long if (n >= 0), k: long if (k >= 0), alpha: sc(R), a: dev(mspan(pick(trans, n, k), pick(trans, k, n), lda, T)), lda: long if (lda >= max1(pick(trans, n, k))), beta: sc(R), c: dev(mspan(n, n, ldc, T)), ldc: long if (ldc >= max1(n)));
+        0x0268 cublasSsyr2k_v2_64 [S syr2k] (uplo: int if (is_fill(uplo)), trans: int if (is_op(trans)), n: long if (n >= 0), k: long if (k >= 0), alpha: sc(T), a: dev(mspan(pick(trans, n, k), pick(trans, k, n), lda, T)), lda: long if (lda >= max1(pick(trans, n, k))), b: dev(mspan(pick(trans, n, k), pick(trans, k, n), ldb, T)), ldb: long if (ldb >= max1(pick(trans, n, k))), beta: sc(T), c: dev(mspan(n, n, ldc, T)), ldc: long if (ldc >= max1(n)));
+        0x0269 cublasDsyr2k_v2_64 [D syr2k] (uplo: int if (is_fill(uplo)), trans: int if (is_op(trans)), n: long if (n >= 0), k: long if (k >= 0), alpha: sc(T), a: dev(mspan(pick(trans, n, k), pick(trans, k, n), lda, T)), lda: long if (lda >= max1(pick(trans, n, k))), b: dev(mspan(pick(trans, n, k), pick(trans, k, n), ldb, T)), ldb: long if (ldb >= max1(pick(trans, n, k))), beta: sc(T), c: dev(mspan(n, n, ldc, T)), ldc: long if (ldc >= max1(n)));
+        0x026a cublasCsyr2k_v2_64 [C syr2k] (uplo: int if (is_fill(uplo)), trans: int if (is_op(trans)), n: long if (n >= 0), k: long if (k >= 0), alpha: sc(T), a: dev(mspan(pick(trans, n, k), pick(trans, k, n), lda, T)), lda: long if (lda >= max1(pick(trans, n, k))), b: dev(mspan(pick(trans, n, k), pick(trans, k, n), ldb, T)), ldb: long if (ldb >= max1(pick(trans, n, k))), beta: sc(T), c: dev(mspan(n, n, ldc, T)), ldc: long if (ldc >= max1(n)));
+        0x026b cublasZsyr2k_v2_64 [Z syr2k] (uplo: int if (is_fill(uplo)), trans: int if (is_op(trans)), n: long if (n >= 0), k: long if (k >= 0), alpha: sc(T), a: dev(mspan(pick(trans, n, k), pick(trans, k, n), lda, T)), lda: long if (lda >= max1(pick(trans, n, k))), b: dev(mspan(pick(trans, n, k), pick(trans, k, n), ldb, T)), ldb: long if (ldb >= max1(pick(trans, n, k))), beta: sc(T), c: dev(mspan(n, n, ldc, T)), ldc: long if (ldc >= max1(n)));
+        0x026c cublasCher2k_v2_64 [C her2k] (uplo: int if (is_fill(uplo)), trans: int if (is_op(trans)), n: long if (n >= 0), k: long if (k >= 0), alpha: sc(T), a: dev(mspan(pick(trans, n, k), pick(trans, k, n), lda, T)), lda: long if (lda >= max1(pick(trans, n, k))), b: dev(mspan(pick(trans, n, k), pick(trans, k, n), ldb, T)), ldb: long if (ldb >= max1(pick(trans, n, k))), beta: sc(R), c: dev(mspan(n, n, ldc, T)), ldc: long if (ldc >= max1(n)));
+        0x026d cublasZher2k_v2_64 [Z her2k] (uplo: int if (is_fill(uplo)), trans: int if (is_op(trans)), n: long if (n >= 0), k: long if (k >= 0), alpha: sc(T), a: dev(mspan(pick(trans, n, k), pick(trans, k, n), lda, T)), lda: long if (lda >= max1(pick(trans, n, k))), b: dev(mspan(pick(trans, n, k), pick(trans, k, n), ldb, T)), ldb: long if (ldb >= max1(pick(trans, n, k))), beta: sc(R), c: dev(mspan(n, n, ldc, T)), ldc: long if (ldc >= max1(n)));
+        0x026e cublasStrmm_v2_64 [S trmm] (side: int if (is_side(side)), uplo: int if (is_fill(uplo)), trans: int if (is_op(trans)), diag: int if (is_diag(diag)), m: long if (m >= 0), n: long if (n >= 0), alpha: sc(T), a: dev(mspan(pick(side, m, n), pick(side, m, n), lda, T)), lda: long if (lda >= max1(pick(side, m, n))), b: dev(mspan(m, n, ldb, T)), ldb: long if (ldb >= max1(m)), c: dev(mspan(m, n, ldc, T)), ldc: long if (ldc >= max1(m)));
+        0x026f cublasDtrmm_v2_64 [D trmm] (side: int if (is_side(side)), uplo: int if (is_fill(uplo)), trans: int if (is_op(trans)), diag: int if (is_diag(diag)), m: long if (m >= 0), n: long if (n >= 0), alpha: sc(T), a: dev(mspan(pick(side, m, n), pick(side, m, n), lda, T)), lda: long if (lda >= max1(pick(side, m, n))), b: dev(mspan(m, n, ldb, T)), ldb: long if (ldb >= max1(m)), c: dev(mspan(m, n, ldc, T)), ldc: long if (ldc >= max1(m)));
+        0x0270 cublasCtrmm_v2_64 [C trmm] (side: int if (is_side(side)), uplo: int if (is_fill(uplo)), trans: int if (is_op(trans)), diag: int if (is_diag(diag)), m: long if (m >= 0), n: long if (n >= 0), alpha: sc(T), a: dev(mspan(pick(side, m, n), pick(side, m, n), lda, T)), lda: long if (lda >= max1(pick(side, m, n))), b: dev(mspan(m, n, ldb, T)), ldb: long if (ldb >= max1(m)), c: dev(mspan(m, n, ldc, T)), ldc: long if (ldc >= max1(m)));
+        0x0271 cublasZtrmm_v2_64 [Z trmm] (side: int if (is_side(side)), uplo: int if (is_fill(uplo)), trans: int if (is_op(trans)), diag: int if (is_diag(diag)), m: long if (m >= 0), n: long if (n >= 0), alpha: sc(T), a: dev(mspan(pick(side, m, n), pick(side, m, n), lda, T)), lda: long if (lda >= max1(pick(side, m, n))), b: dev(mspan(m, n, ldb, T)), ldb: long if (ldb >= max1(m)), c: dev(mspan(m, n, ldc, T)), ldc: long if (ldc >= max1(m)));
+        0x0272 cublasStrsm_v2_64 [S trsm] (side: int if (is_side(side)), uplo: int if (is_fill(uplo)), trans: int if (is_op(trans)), diag: int if (is_diag(diag)), m: long if (m >= 0), n: long if (n >= 0), alpha: sc(T), a: dev(mspan(pick(side, m, n), pick(side, m, n), lda, T)), lda: long if (lda >= max1(pick(side, m, n))), b: dev(mspan(m, n, ldb, T)), ldb: long if (ldb >= max1(m)));
+        0x0273 cublasDtrsm_v2_64 [D trsm] (side: int if (is_side(side)), uplo: int if (is_fill(uplo)), trans: int if (is_op(trans)), diag: int if (is_diag(diag)), m: long if (m >= 0), n: long if (n >= 0), alpha: sc(T), a: dev(mspan(pick(side, m, n), pick(side, m, n), lda, T)), lda: long if (lda >= max1(pick(side, m, n))), b: dev(mspan(m, n, ldb, T)), ldb: long if (ldb >= max1(m)));
+        0x0274 cublasCtrsm_v2_64 [C trsm] (side: int if (is_side(side)), uplo: int if (is_fill(uplo)), trans: int if (is_op(trans)), diag: int if (is_diag(diag)), m: long if (m >= 0), n: long if (n >= 0), alpha: sc(T), a: dev(mspan(pick(side, m, n), pick(side, m, n), lda, T)), lda: long if (lda >= max1(pick(side, m, n))), b: dev(mspan(m, n, ldb, T)), ldb: long if (ldb >= max1(m)));
+        0x0275 cublasZtrsm_v2_64 [Z trsm] (side: int if (is_side(side)), uplo: int if (is_fill(uplo)), trans: int if (is_op(trans)), diag: int if (is_diag(diag)), m: long if (m >= 0), n: long if (n >= 0), alpha: sc(T), a: dev(mspan(pick(side, m, n), pick(side, m, n), lda, T)), lda: long if (lda >= max1(pick(side, m, n))), b: dev(mspan(m, n, ldb, T)), ldb: long if (ldb >= max1(m)));
+        0x0276 cublasStrsmBatched_64 [S trsm_batched] (side: int if (is_side(side)), uplo: int if (is_fill(uplo)), trans: int if (is_op(trans)), diag: int if (is_diag(diag)), m: long if (m >= 0), n: long if (n >= 0), alpha: sc(T), a: ptrs(batch, mspan(pick(side, m, n), pick(side, m, n), lda, T)), lda: long if (lda >= max1(pick(side, m, n))), b: ptrs(batch, mspan(m, n, ldb, T)), ldb: long if (ldb >= max1(m)), batch: long if (batch >= 0));
+        0x0277 cublasDtrsmBatched_64 [D trsm_batched] (side: int if (is_side(side)), uplo: int if (is_fill(uplo)), trans: int if (is_op(trans)), diag: int if (is_diag(diag)), m: long if (m >= 0), n: long if (n >= 0), alpha: sc(T), a: ptrs(batch, mspan(pick(side, m, n), pick(side, m, n), lda, T)), lda: long if (lda >= max1(pick(side, m, n))), b: ptrs(batch, mspan(m, n, ldb, T)), ldb: long if (ldb >= max1(m)), batch: long if (batch >= 0));
+        0x0278 cublasCtrsmBatched_64 [C trsm_batched] (side: int if (is_side(side)), uplo: int if (is_fill(uplo)), trans: int if (is_op(trans)), diag: int if (is_diag(diag)), m: long if (m >= 0), n: long if (n >= 0), alpha: sc(T), a: ptrs(batch, mspan(pick(side, m, n), pick(side, m, n), lda, T)), lda: long if (lda >= max1(pick(side, m, n))), b: ptrs(batch, mspan(m, n, ldb, T)), ldb: long if (ldb >= max1(m)), batch: long if (batch >= 0));
+        0x0279 cublasZtrsmBatched_64 [Z trsm_batched] (side: int if (is_side(side)), uplo: int if (is_fill(uplo)), trans: int if (is_op(trans)), diag: int if (is_diag(diag)), m: long if (m >= 0), n: long if (n >= 0), alpha: sc(T), a: ptrs(batch, mspan(pick(side, m, n), pick(side, m, n), lda, T)), lda: long if (lda >= max1(pick(side, m, n))), b: ptrs(batch, mspan(m, n, ldb, T)), ldb: long if (ldb >= max1(m)), batch: long if (batch >= 0));
+        0x028a cublasSgemmEx_64 [X gemm_ex] (transa: int if (is_op(transa)), transb: int if (is_op(transb)), m: long if (m >= 0), n: long if (n >= 0), k: long if (k >= 0), alpha: sc(4), a: dev(mspan(pick(transa, m, k), pick(transa, k, m), lda, dsize(atype))), atype: int if (dsize(atype) > 0), lda: long if (lda >= max1(pick(transa, m, k))), b: dev(mspan(pick(transb, k, n), pick(transb, n, k), ldb, dsize(btype))), btype: int if (dsize(btype) > 0), ldb: long if (ldb >= max1(pick(transb, k, n))), beta: sc(4), c: dev(mspan(m, n, ldc, dsize(ctype))), ctype: int if (dsize(ctype) > 0), ldc: long if (ldc >= max1(m)));
+        0x028b cublasSgeam_64 [S geam] (transa: int if (is_op(transa)), transb: int if (is_op(transb)), m: long if (m >= 0), n: long if (n >= 0), alpha: sc(T), a: optdev(mspan(pick(transa, m, n), pick(transa, n, m), lda, T)), lda: long if (lda >= max1(pick(transa, m, n))), beta: sc(T), b: optdev(mspan(pick(transb, m, n), pick(transb, n, m), ldb, T)), ldb: long if (ldb >= max1(pick(transb, m, n))), c: dev(mspan(m, n, ldc, T)), ldc: long if (ldc >= max1(m)));
+        0x028c cublasDgeam_64 [D geam] (transa: int if (is_op(transa)), transb: int if (is_op(transb)), m: long if (m >= 0), n: long if (n >= 0), alpha: sc(T), a: optdev(mspan(pick(transa, m, n), pick(transa, n, m), lda, T)), lda: long if (lda >= max1(pick(transa, m, n))), beta: sc(T), b: optdev(mspan(pick(transb, m, n), pick(transb, n, m), ldb, T)), ldb: long if (ldb >= max1(pick(transb, m, n))), c: dev(mspan(m, n, ldc, T)), ldc: long if (ldc >= max1(m)));
+        0x028d cublasCgeam_64 [C geam] (transa: int if (is_op(transa)), transb: int if (is_op(transb)), m: long if (m >= 0), n: long if (n >= 0), alpha: sc(T), a: optdev(mspan(pick(transa, m, n), pick(transa, n, m), lda, T)), lda: long if (lda >= max1(pick(transa, m, n))), beta: sc(T), b: optdev(mspan(pick(transb, m, n), pick(transb, n, m), ldb, T)), ldb: long if (ldb >= max1(pick(transb, m, n))), c: dev(mspan(m, n, ldc, T)), ldc: long if (ldc >= max1(m)));
+        0x028e cublasZgeam_64 [Z geam] (transa: int if (is_op(transa)), transb: int if (is_op(transb)), m: long if (m >= 0), n: long if (n >= 0), alpha: sc(T), a: optdev(mspan(pick(transa, m, n), pick(transa, n, m), lda, T)), lda: long if (lda >= max1(pick(transa, m, n))), beta: sc(T), b: optdev(mspan(pick(transb, m, n), pick(transb, n, m), ldb, T)), ldb: long if (ldb >= max1(pick(transb, m, n))), c: dev(mspan(m, n, ldc, T)), ldc: long if (ldc >= max1(m)));
+        0x028f cublasSdgmm_64 [S dgmm] (mode: int if (is_side(mode)), m: long if (m >= 0), n: long if (n >= 0), a: dev(mspan(m, n, lda, T)), lda: long if (lda >= max1(m)), x: dev(vspan(pick(mode, m, n), incx, T)), incx: long, c: dev(mspan(m, n, ldc, T)), ldc: long if (ldc >= max1(m)));
+        0x0290 cublasDdgmm_64 [D dgmm] (mode: int if (is_side(mode)), m: long if (m >= 0), n: long if (n >= 0), a: dev(mspan(m, n, lda, T)), lda: long if (lda >= max1(m)), x: dev(vspan(pick(mode, m, n), incx, T)), incx: long, c: dev(mspan(m, n, ldc, T)), ldc: long if (ldc >= max1(m)));
+        0x0291 cublasCdgmm_64 [C dgmm] (mode: int if (is_side(mode)), m: long if (m >= 0), n: long if (n >= 0), a: dev(mspan(m, n, lda, T)), lda: long if (lda >= max1(m)), x: dev(vspan(pick(mode, m, n), incx, T)), incx: long, c: dev(mspan(m, n, ldc, T)), ldc: long if (ldc >= max1(m)));
+        0x0292 cublasZdgmm_64 [Z dgmm] (mode: int if (is_side(mode)), m: long if (m >= 0), n: long if (n >= 0), a: dev(mspan(m, n, lda, T)), lda: long if (lda >= max1(m)), x: dev(vspan(pick(mode, m, n), incx, T)), incx: long, c: dev(mspan(m, n, ldc, T)), ldc: long if (ldc >= max1(m)));
+        0x0293 cublasSsyrkx_64 [S syrkx] (uplo: int if (is_fill(uplo)), trans: int if (is_op(trans)), n: long if (n >= 0), k: long if (k >= 0), alpha: sc(T), a: dev(mspan(pick(trans, n, k), pick(trans, k, n), lda, T)), lda: long if (lda >= max1(pick(trans, n, k))), b: dev(mspan(pick(trans, n, k), pick(trans, k, n), ldb, T)), ldb: long if (ldb >= max1(pick(trans, n, k))), beta: sc(T), c: dev(mspan(n, n, ldc, T)), ldc: long if (ldc >= max1(n)));
+        0x0294 cublasDsyrkx_64 [D syrkx] (uplo: int if (is_fill(uplo)), trans: int if (is_op(trans)), n: long if (n >= 0), k: long if (k >= 0), alpha: sc(T), a: dev(mspan(pick(trans, n, k), pick(trans, k, n), lda, T)), lda: long if (lda >= max1(pick(trans, n, k))), b: dev(mspan(pick(trans, n, k), pick(trans, k, n), ldb, T)), ldb: long if (ldb >= max1(pick(trans, n, k))), beta: sc(T), c: dev(mspan(n, n, ldc, T)), ldc: long if (ldc >= max1(n)));
+        0x0295 cublasCsyrkx_64 [C syrkx] (uplo: int if (is_fill(uplo)), trans: int if (is_op(trans)), n: long if (n >= 0), k: long if (k >= 0), alpha: sc(T), a: dev(mspan(pick(trans, n, k), pick(trans, k, n), lda, T)), lda: long if (lda >= max1(pick(trans, n, k))), b: dev(mspan(pick(trans, n, k), pick(trans, k, n), ldb, T)), ldb: long if (ldb >= max1(pick(trans, n, k))), beta: sc(T), c: dev(mspan(n, n, ldc, T)), ldc: long if (ldc >= max1(n)));
+        0x0296 cublasZsyrkx_64 [Z syrkx] (uplo: int if (is_fill(uplo)), trans: int if (is_op(trans)), n: long if (n >= 0), k: long if (k >= 0), alpha: sc(T), a: dev(mspan(pick(trans, n, k), pick(trans, k, n), lda, T)), lda: long if (lda >= max1(pick(trans, n, k))), b: dev(mspan(pick(trans, n, k), pick(trans, k, n), ldb, T)), ldb: long if (ldb >= max1(pick(trans, n, k))), beta: sc(T), c: dev(mspan(n, n, ldc, T)), ldc: long if (ldc >= max1(n)));
+        0x0297 cublasCherkx_64 [C herkx] (uplo: int if (is_fill(uplo)), trans: int if (is_op(trans)), n: long if (n >= 0), k: long if (k >= 0), alpha: sc(T), a: dev(mspan(pick(trans, n, k), pick(trans, k, n), lda, T)), lda: long if (lda >= max1(pick(trans, n, k))), b: dev(mspan(pick(trans, n, k), pick(trans, k, n), ldb, T)), ldb: long if (ldb >= max1(pick(trans, n, k))), beta: sc(R), c: dev(mspan(n, n, ldc, T)), ldc: long if (ldc >= max1(n)));
+        0x0298 cublasZherkx_64 [Z herkx] (uplo: int if (is_fill(uplo)), trans: int if (is_op(trans)), n: long if (n >= 0), k: long if (k >= 0), alpha: sc(T), a: dev(mspan(pick(trans, n, k), pick(trans, k, n), lda, T)), lda: long if (lda >= max1(pick(trans, n, k))), b: dev(mspan(pick(trans, n, k), pick(trans, k, n), ldb, T)), ldb: long if (ldb >= max1(pick(trans, n, k))), beta: sc(R), c: dev(mspan(n, n, ldc, T)), ldc: long if (ldc >= max1(n)));
+        0x0299 cublasSgemvStridedBatched_64 [S gemv_strided_batched] (trans: int if (is_op(trans)), m: long if (m >= 0), n: long if (n >= 0), alpha: sc(T), a: dev(strided(batch, stridea, mspan(m, n, lda, T), T)), lda: long, stridea: long, x: dev(strided(batch, stridex, vspan(pick(trans, n, m), incx, T), T)), incx: long, stridex: long, beta: sc(T), y: dev(strided(batch, stridey, vspan(pick(trans, m, n), incy, T), T)), incy: long, stridey: long, batch: long if (batch >= 0));
+        0x029a cublasDgemvStridedBatched_64 [D gemv_strided_batched] (trans: int if (is_op(trans)), m: long if (m >= 0), n: long if (n >= 0), alpha: sc(T), a: dev(strided(batch, stridea, mspan(m, n, lda, T), T)), lda: long, stridea: long, x: dev(strided(batch, stridex, vspan(pick(trans, n, m), incx, T), T)), incx: long, stridex: long, beta: sc(T), y: dev(strided(batch, stridey, vspan(pick(trans, m, n), incy, T), T)), incy: long, stridey: long, batch: long if (batch >= 0));
+        0x029b cublasCgemvStridedBatched_64 [C gemv_strided_batched] (trans: int if (is_op(trans)), m: long if (m >= 0), n: long if (n >= 0), alpha: sc(T), a: dev(strided(batch, stridea, mspan(m, n, lda, T), T)), lda: long, stridea: long, x: dev(strided(batch, stridex, vspan(pick(trans, n, m), incx, T), T)), incx: long, stridex: long, beta: sc(T), y: dev(strided(batch, stridey, vspan(pick(trans, m, n), incy, T), T)), incy: long, stridey: long, batch: long if (batch >= 0));
+        0x029c cublasZgemvStridedBatched_64 [Z gemv_strided_batched] (trans: int if (is_op(trans)), m: long if (m >= 0), n: long if (n >= 0), alpha: sc(T), a: dev(strided(batch, stridea, mspan(m, n, lda, T), T)), lda: long, stridea: long, x: dev(strided(batch, stridex, vspan(pick(trans, n, m), incx, T), T)), incx: long, stridex: long, beta: sc(T), y: dev(strided(batch, stridey, vspan(pick(trans, m, n), incy, T), T)), incy: long, stridey: long, batch: long if (batch >= 0));
+        0x029d cublasSgemvBatched_64 [S gemv_batched] (trans: int if (is_op(trans)), m: long if (m >= 0), n: long if (n >= 0), alpha: sc(T), a: ptrs(batch, mspan(m, n, lda, T)), lda: long, x: ptrs(batch, vspan(pick(trans, n, m), incx, T)), incx: long, beta: sc(T), y: ptrs(batch, vspan(pick(trans, m, n), incy, T)), incy: long, batch: long if (batch >= 0));
+        0x029e cublasDgemvBatched_64 [D gemv_batched] (trans: int if (is_op(trans)), m: long if (m >= 0), n: long if (n >= 0), alpha: sc(T), a: ptrs(batch, mspan(m, n, lda, T)), lda: long, x: ptrs(batch, vspan(pick(trans, n, m), incx, T)), incx: long, beta: sc(T), y: ptrs(batch, vspan(pick(trans, m, n), incy, T)), incy: long, batch: long if (batch >= 0));
+        0x029f cublasCgemvBatched_64 [C gemv_batched] (trans: int if (is_op(trans)), m: long if (m >= 0), n: long if (n >= 0), alpha: sc(T), a: ptrs(batch, mspan(m, n, lda, T)), lda: long, x: ptrs(batch, vspan(pick(trans, n, m), incx, T)), incx: long, beta: sc(T), y: ptrs(batch, vspan(pick(trans, m, n), incy, T)), incy: long, batch: long if (batch >= 0));
+        0x02a0 cublasZgemvBatched_64 [Z gemv_batched] (trans: int if (is_op(trans)), m: long if (m >= 0), n: long if (n >= 0), alpha: sc(T), a: ptrs(batch, mspan(m, n, lda, T)), lda: long, x: ptrs(batch, vspan(pick(trans, n, m), incx, T)), incx: long, beta: sc(T), y: ptrs(batch, vspan(pick(trans, m, n), incy, T)), incy: long, batch: long if (batch >= 0));
     } };
 }
 
@@ -682,6 +871,72 @@ mod tests {
         );
     }
 
+    #[test]
+    fn sixty_four_bit_sizes_span_past_int_max_and_overflow_cleanly() {
+        // cublasSaxpy_v2_64(n, alpha, x, incx, y, incy) with n above INT_MAX.
+        let n = 3_000_000_000i64;
+        let args = |n: i64, inc: i64| {
+            vec![
+                BlasArg::Long(n),
+                BlasArg::HostIn(vec![0; 4]),
+                BlasArg::Device(1),
+                BlasArg::Long(inc),
+                BlasArg::Device(2),
+                BlasArg::Long(1),
+            ]
+        };
+        let f = BlasFn::cublasSaxpy_v2_64;
+        assert_eq!(f.id(), 0x0200 | BlasFn::cublasSaxpy_v2.id());
+        let e = f.validate(&args(n, 1), POINTER_MODE_HOST).unwrap();
+        assert_eq!(e[2], Extent::Bytes(n as u64 * 4));
+        assert_eq!(
+            f.validate(&args(i64::MAX, i64::MAX), POINTER_MODE_HOST),
+            Err(BlasArgError::Overflow("cublasSaxpy_v2_64"))
+        );
+        // A 32-bit value where a 64-bit one goes does not travel, nor the reverse.
+        let mut a = args(5, 1);
+        a[0] = BlasArg::Int(5);
+        assert!(matches!(
+            f.validate(&a, POINTER_MODE_HOST),
+            Err(BlasArgError::Travel(_, 1))
+        ));
+        assert!(BlasFn::cublasSaxpy_v2
+            .validate(&args(5, 1), POINTER_MODE_HOST)
+            .is_err());
+        // A strided batch with a negative stride would reach before its pointer.
+        let gemv = |stride: i64| {
+            let f = 1f32.to_le_bytes().to_vec();
+            vec![
+                BlasArg::Int(0),
+                BlasArg::Int(2),
+                BlasArg::Int(2),
+                BlasArg::HostIn(f.clone()),
+                BlasArg::Device(1),
+                BlasArg::Int(2),
+                BlasArg::Long(stride),
+                BlasArg::Device(2),
+                BlasArg::Int(1),
+                BlasArg::Long(2),
+                BlasArg::HostIn(f),
+                BlasArg::Device(3),
+                BlasArg::Int(1),
+                BlasArg::Long(2),
+                BlasArg::Int(3),
+            ]
+        };
+        let e = BlasFn::cublasSgemvStridedBatched
+            .validate(&gemv(4), POINTER_MODE_HOST)
+            .unwrap();
+        assert_eq!(
+            e[4],
+            Extent::Bytes((2 * 4 + 4) * 4),
+            "two strides and one matrix"
+        );
+        assert!(BlasFn::cublasSgemvStridedBatched
+            .validate(&gemv(-4), POINTER_MODE_HOST)
+            .is_err());
+    }
+
     /// The C prototypes in the installed cuBLAS header, if there is one.
     fn header() -> Option<String> {
         let path = std::env::var("VMCUDA_CUBLAS_API_H").ok().or_else(|| {
@@ -697,8 +952,9 @@ mod tests {
         std::fs::read_to_string(path).ok()
     }
 
-    /// Whether each C parameter after the handle is a pointer, per the header.
-    fn pointer_params(header: &str, name: &str) -> Option<Vec<bool>> {
+    /// How each C parameter after the handle is passed, per the header: a pointer, a
+    /// 64-bit integer, or a C `int` (or enum).
+    fn param_kinds(header: &str, name: &str) -> Option<Vec<&'static str>> {
         let call = format!("{name}(");
         let at = header.match_indices(&call).map(|(i, _)| i).find(|&i| {
             let before = header[..i].chars().next_back();
@@ -710,13 +966,21 @@ mod tests {
             params
                 .split(',')
                 .skip(1)
-                .map(|p| p.contains('*') || p.contains('['))
+                .map(|p| {
+                    if p.contains('*') || p.contains('[') {
+                        "pointer"
+                    } else if p.contains("int64_t") || p.contains("long long") {
+                        "long"
+                    } else {
+                        "int"
+                    }
+                })
                 .collect(),
         )
     }
 
-    /// The host calls each function through a pointer typed from the table (C ints
-    /// and pointers): every line must have its header prototype's shape.
+    /// The host calls each function through a pointer typed from the table (C ints,
+    /// 64-bit integers and pointers): every line must have its header prototype's shape.
     #[test]
     fn every_table_line_has_the_shape_of_its_cublas_prototype() {
         let Some(header) = header() else {
@@ -724,9 +988,17 @@ mod tests {
             return;
         };
         for f in BlasFn::ALL {
-            let params = pointer_params(&header, f.name())
+            let params = param_kinds(&header, f.name())
                 .unwrap_or_else(|| panic!("{} is not in cublas_api.h", f.name()));
-            let table: Vec<bool> = f.kinds().iter().map(|k| *k != ArgKind::Int).collect();
+            let table: Vec<&str> = f
+                .kinds()
+                .iter()
+                .map(|k| match k {
+                    ArgKind::Int => "int",
+                    ArgKind::Long => "long",
+                    _ => "pointer",
+                })
+                .collect();
             assert_eq!(table, params, "{}", f.name());
         }
     }

@@ -260,6 +260,9 @@ macro_rules! op_lines {
                 0x0603 BlasGemm => blas_gemm(BlasGemm) -> (), Async;
                 0x0610 BlasCall => blas_call(BlasCall) -> (), Async;
                 0x0611 BlasCallWaited => blas_call_waited(BlasCallWaited) -> BlasOutputs, Sync;
+                /// The handle settings beyond the per-call modes (crate::blas::BlasOption).
+                0x0604 BlasSetOption => blas_set_option(BlasSetOption) -> (), Sync;
+                0x0605 BlasGetOption => blas_get_option(BlasGetOption) -> BlasOptionValue, Sync;
             }
 
             /// cuBLASLt (types in crate::blaslt). Descriptors stay in the guest; the

@@ -16,7 +16,7 @@ type Ptr = *const c_void;
 /// The operation's shape as the program gave it.
 struct Shape {
     trans: (c_int, c_int),
-    mnk: (c_int, c_int, c_int),
+    mnk: (i64, i64, i64),
 }
 
 /// Check a GEMM and post it on the handle's stream.
@@ -63,9 +63,9 @@ unsafe fn gemm(
         kind,
         trans_a: op(shape.trans.0)?,
         trans_b: op(shape.trans.1)?,
-        m: shape.mnk.0.into(),
-        n: shape.mnk.1.into(),
-        k: shape.mnk.2.into(),
+        m: shape.mnk.0,
+        n: shape.mnk.1,
+        k: shape.mnk.2,
         scalars,
         a,
         b,
@@ -120,7 +120,7 @@ fn report_illegal_parameter(req: &BlasGemm) {
     }
 }
 
-fn operand(ptr: Ptr, ld: c_int, stride: c_longlong) -> Operand {
+fn operand(ptr: Ptr, ld: impl Into<i64>, stride: c_longlong) -> Operand {
     Operand {
         ptr: ptr as u64,
         ld: ld.into(),
@@ -128,13 +128,16 @@ fn operand(ptr: Ptr, ld: c_int, stride: c_longlong) -> Operand {
     }
 }
 
-/// The typed families: `cublas?gemm[_v2]`, `?gemmStridedBatched`, `?gemmBatched`.
+/// The typed families: `cublas?gemm[_v2]`, `?gemmStridedBatched`, `?gemmBatched`,
+/// with sizes of type `$int` (`c_int`, or `i64` for the `_64` entry points: one
+/// request either way, sizes above `INT_MAX` refused as the host's cuBLAS calls take
+/// C ints).
 macro_rules! typed_gemms {
-    ($($p:ident: $single:ident, $strided:ident, $batched:ident;)*) => {$(
+    ($int:ty => $($p:ident: $single:ident, $strided:ident, $batched:ident;)*) => {$(
         export! {
             fn $single(
-                h: Handle, ta: c_int, tb: c_int, m: c_int, n: c_int, k: c_int, alpha: Ptr,
-                a: Ptr, lda: c_int, b: Ptr, ldb: c_int, beta: Ptr, c: Ptr, ldc: c_int,
+                h: Handle, ta: c_int, tb: c_int, m: $int, n: $int, k: $int, alpha: Ptr,
+                a: Ptr, lda: $int, b: Ptr, ldb: $int, beta: Ptr, c: Ptr, ldc: $int,
             ) {
                 // SAFETY: by cuBLAS's contract for the GEMMs, host-mode `alpha` and `beta`
                 // are NULL or readable scalars.
@@ -142,7 +145,7 @@ macro_rules! typed_gemms {
                     gemm(
                     h,
                     GemmKind::Typed(Precision::$p),
-                    Shape { trans: (ta, tb), mnk: (m, n, k) },
+                    Shape { trans: (ta, tb), mnk: (m.into(), n.into(), k.into()) },
                     (alpha, beta),
                     [operand(a, lda, 0), operand(b, ldb, 0), operand(c, ldc, 0)],
                     Batch::Single,
@@ -152,9 +155,9 @@ macro_rules! typed_gemms {
         }
         export! {
             fn $strided(
-                h: Handle, ta: c_int, tb: c_int, m: c_int, n: c_int, k: c_int, alpha: Ptr,
-                a: Ptr, lda: c_int, sa: c_longlong, b: Ptr, ldb: c_int, sb: c_longlong,
-                beta: Ptr, c: Ptr, ldc: c_int, sc: c_longlong, count: c_int,
+                h: Handle, ta: c_int, tb: c_int, m: $int, n: $int, k: $int, alpha: Ptr,
+                a: Ptr, lda: $int, sa: c_longlong, b: Ptr, ldb: $int, sb: c_longlong,
+                beta: Ptr, c: Ptr, ldc: $int, sc: c_longlong, count: $int,
             ) {
                 // SAFETY: by cuBLAS's contract for the GEMMs, host-mode `alpha` and `beta`
                 // are NULL or readable scalars.
@@ -162,7 +165,7 @@ macro_rules! typed_gemms {
                     gemm(
                     h,
                     GemmKind::Typed(Precision::$p),
-                    Shape { trans: (ta, tb), mnk: (m, n, k) },
+                    Shape { trans: (ta, tb), mnk: (m.into(), n.into(), k.into()) },
                     (alpha, beta),
                     [operand(a, lda, sa), operand(b, ldb, sb), operand(c, ldc, sc)],
                     Batch::Strided { count: count.into() },
@@ -172,9 +175,9 @@ macro_rules! typed_gemms {
         }
         export! {
             fn $batched(
-                h: Handle, ta: c_int, tb: c_int, m: c_int, n: c_int, k: c_int, alpha: Ptr,
-                a: Ptr, lda: c_int, b: Ptr, ldb: c_int, beta: Ptr, c: Ptr, ldc: c_int,
-                count: c_int,
+                h: Handle, ta: c_int, tb: c_int, m: $int, n: $int, k: $int, alpha: Ptr,
+                a: Ptr, lda: $int, b: Ptr, ldb: $int, beta: Ptr, c: Ptr, ldc: $int,
+                count: $int,
             ) {
                 // The arrays of device pointers live in device memory: forwarded as is.
                 // SAFETY: by cuBLAS's contract for the GEMMs, host-mode `alpha` and `beta`
@@ -183,7 +186,7 @@ macro_rules! typed_gemms {
                     gemm(
                     h,
                     GemmKind::Typed(Precision::$p),
-                    Shape { trans: (ta, tb), mnk: (m, n, k) },
+                    Shape { trans: (ta, tb), mnk: (m.into(), n.into(), k.into()) },
                     (alpha, beta),
                     [operand(a, lda, 0), operand(b, ldb, 0), operand(c, ldc, 0)],
                     Batch::Pointers { count: count.into() },
@@ -195,11 +198,21 @@ macro_rules! typed_gemms {
 }
 
 typed_gemms! {
+    c_int =>
     S: cublasSgemm_v2, cublasSgemmStridedBatched, cublasSgemmBatched;
     D: cublasDgemm_v2, cublasDgemmStridedBatched, cublasDgemmBatched;
     H: cublasHgemm, cublasHgemmStridedBatched, cublasHgemmBatched;
     C: cublasCgemm_v2, cublasCgemmStridedBatched, cublasCgemmBatched;
     Z: cublasZgemm_v2, cublasZgemmStridedBatched, cublasZgemmBatched;
+}
+
+typed_gemms! {
+    i64 =>
+    S: cublasSgemm_v2_64, cublasSgemmStridedBatched_64, cublasSgemmBatched_64;
+    D: cublasDgemm_v2_64, cublasDgemmStridedBatched_64, cublasDgemmBatched_64;
+    H: cublasHgemm_64, cublasHgemmStridedBatched_64, cublasHgemmBatched_64;
+    C: cublasCgemm_v2_64, cublasCgemmStridedBatched_64, cublasCgemmBatched_64;
+    Z: cublasZgemm_v2_64, cublasZgemmStridedBatched_64, cublasZgemmBatched_64;
 }
 
 fn ex(a_type: c_int, b_type: c_int, c_type: c_int, compute: c_int, algo: c_int) -> GemmKind {
@@ -212,59 +225,68 @@ fn ex(a_type: c_int, b_type: c_int, c_type: c_int, compute: c_int, algo: c_int) 
     }
 }
 
-export! {
-    fn cublasGemmEx(
-        h: Handle, ta: c_int, tb: c_int, m: c_int, n: c_int, k: c_int, alpha: Ptr,
-        a: Ptr, at: c_int, lda: c_int, b: Ptr, bt: c_int, ldb: c_int, beta: Ptr,
-        c: Ptr, ct: c_int, ldc: c_int, compute: c_int, algo: c_int,
-    ) {
-        // SAFETY: by cublasGemmEx's contract its pointer arguments are as `gemm` requires.
-        unsafe { gemm(
-            h,
-            ex(at, bt, ct, compute, algo),
-            Shape { trans: (ta, tb), mnk: (m, n, k) },
-            (alpha, beta),
-            [operand(a, lda, 0), operand(b, ldb, 0), operand(c, ldc, 0)],
-            Batch::Single,
-        ) }
-    }
+/// `cublasGemmEx`, `cublasGemmStridedBatchedEx`, `cublasGemmBatchedEx`, with sizes
+/// of type `$int` (as `typed_gemms`).
+macro_rules! ex_gemms {
+    ($int:ty => $single:ident, $strided:ident, $batched:ident) => {
+        export! {
+            fn $single(
+                h: Handle, ta: c_int, tb: c_int, m: $int, n: $int, k: $int, alpha: Ptr,
+                a: Ptr, at: c_int, lda: $int, b: Ptr, bt: c_int, ldb: $int, beta: Ptr,
+                c: Ptr, ct: c_int, ldc: $int, compute: c_int, algo: c_int,
+            ) {
+                // SAFETY: by cublasGemmEx's contract its pointer arguments are as `gemm` requires.
+                unsafe { gemm(
+                    h,
+                    ex(at, bt, ct, compute, algo),
+                    Shape { trans: (ta, tb), mnk: (m.into(), n.into(), k.into()) },
+                    (alpha, beta),
+                    [operand(a, lda, 0), operand(b, ldb, 0), operand(c, ldc, 0)],
+                    Batch::Single,
+                ) }
+            }
+        }
+
+        export! {
+            fn $strided(
+                h: Handle, ta: c_int, tb: c_int, m: $int, n: $int, k: $int, alpha: Ptr,
+                a: Ptr, at: c_int, lda: $int, sa: c_longlong, b: Ptr, bt: c_int, ldb: $int,
+                sb: c_longlong, beta: Ptr, c: Ptr, ct: c_int, ldc: $int, sc: c_longlong,
+                count: $int, compute: c_int, algo: c_int,
+            ) {
+                // SAFETY: by cublasGemmStridedBatchedEx's contract its pointer arguments are as
+                // `gemm` requires.
+                unsafe { gemm(
+                    h,
+                    ex(at, bt, ct, compute, algo),
+                    Shape { trans: (ta, tb), mnk: (m.into(), n.into(), k.into()) },
+                    (alpha, beta),
+                    [operand(a, lda, sa), operand(b, ldb, sb), operand(c, ldc, sc)],
+                    Batch::Strided { count: count.into() },
+                ) }
+            }
+        }
+
+        export! {
+            fn $batched(
+                h: Handle, ta: c_int, tb: c_int, m: $int, n: $int, k: $int, alpha: Ptr,
+                a: Ptr, at: c_int, lda: $int, b: Ptr, bt: c_int, ldb: $int, beta: Ptr,
+                c: Ptr, ct: c_int, ldc: $int, count: $int, compute: c_int, algo: c_int,
+            ) {
+                // SAFETY: by cublasGemmBatchedEx's contract its pointer arguments are as `gemm`
+                // requires.
+                unsafe { gemm(
+                    h,
+                    ex(at, bt, ct, compute, algo),
+                    Shape { trans: (ta, tb), mnk: (m.into(), n.into(), k.into()) },
+                    (alpha, beta),
+                    [operand(a, lda, 0), operand(b, ldb, 0), operand(c, ldc, 0)],
+                    Batch::Pointers { count: count.into() },
+                ) }
+            }
+        }
+    };
 }
 
-export! {
-    fn cublasGemmStridedBatchedEx(
-        h: Handle, ta: c_int, tb: c_int, m: c_int, n: c_int, k: c_int, alpha: Ptr,
-        a: Ptr, at: c_int, lda: c_int, sa: c_longlong, b: Ptr, bt: c_int, ldb: c_int,
-        sb: c_longlong, beta: Ptr, c: Ptr, ct: c_int, ldc: c_int, sc: c_longlong,
-        count: c_int, compute: c_int, algo: c_int,
-    ) {
-        // SAFETY: by cublasGemmStridedBatchedEx's contract its pointer arguments are as
-        // `gemm` requires.
-        unsafe { gemm(
-            h,
-            ex(at, bt, ct, compute, algo),
-            Shape { trans: (ta, tb), mnk: (m, n, k) },
-            (alpha, beta),
-            [operand(a, lda, sa), operand(b, ldb, sb), operand(c, ldc, sc)],
-            Batch::Strided { count: count.into() },
-        ) }
-    }
-}
-
-export! {
-    fn cublasGemmBatchedEx(
-        h: Handle, ta: c_int, tb: c_int, m: c_int, n: c_int, k: c_int, alpha: Ptr,
-        a: Ptr, at: c_int, lda: c_int, b: Ptr, bt: c_int, ldb: c_int, beta: Ptr,
-        c: Ptr, ct: c_int, ldc: c_int, count: c_int, compute: c_int, algo: c_int,
-    ) {
-        // SAFETY: by cublasGemmBatchedEx's contract its pointer arguments are as `gemm`
-        // requires.
-        unsafe { gemm(
-            h,
-            ex(at, bt, ct, compute, algo),
-            Shape { trans: (ta, tb), mnk: (m, n, k) },
-            (alpha, beta),
-            [operand(a, lda, 0), operand(b, ldb, 0), operand(c, ldc, 0)],
-            Batch::Pointers { count: count.into() },
-        ) }
-    }
-}
+ex_gemms!(c_int => cublasGemmEx, cublasGemmStridedBatchedEx, cublasGemmBatchedEx);
+ex_gemms!(i64 => cublasGemmEx_64, cublasGemmStridedBatchedEx_64, cublasGemmBatchedEx_64);

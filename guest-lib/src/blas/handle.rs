@@ -5,7 +5,8 @@ use std::ffi::{c_char, c_int, c_void};
 use std::sync::{Mutex, MutexGuard};
 
 use vmcuda_wire::blas::{
-    BlasCreate, BlasDestroy, BlasHandle, BlasSetWorkspace, POINTER_MODE_DEVICE, POINTER_MODE_HOST,
+    BlasCreate, BlasDestroy, BlasGetOption, BlasHandle, BlasOption, BlasSetOption,
+    BlasSetWorkspace, POINTER_MODE_DEVICE, POINTER_MODE_HOST,
 };
 use vmcuda_wire::op::StreamHandle;
 use vmcuda_wire::CudaStatus;
@@ -31,6 +32,9 @@ pub struct HandleState {
     pub atomics_mode: u32,
     /// The program's own workspace, once it set one.
     pub workspace: Option<(u64, u64)>,
+    /// The settings of `BlasOption` the program set (by its number), which the host's
+    /// handle has too; unset ones are asked of the host.
+    pub options: [Option<i32>; BlasOption::ALL.len()],
 }
 
 static HANDLES: Mutex<Option<HashMap<u64, HandleState>>> = Mutex::new(None);
@@ -125,6 +129,7 @@ export! {
                 math_mode: 0,
                 atomics_mode: 0,
                 workspace: None,
+                options: [None; BlasOption::ALL.len()],
             },
         );
         // SAFETY: by cublasCreate_v2's contract `out` is NULL or writable.
@@ -272,6 +277,78 @@ export! {
     }
 }
 
+/// Set a handle setting: the host's cuBLAS judges the value, after the stream's
+/// earlier calls (which were made under the old one).
+fn set_option(h: Handle, option: BlasOption, value: c_int) -> Result<()> {
+    let s = get(h)?;
+    let stream = wire_stream(&s);
+    let req = BlasSetOption {
+        handle: BlasHandle(h as u64),
+        option: option as u32,
+        value,
+    };
+    on_device(&s, || {
+        gate::sync_stream(stream)?;
+        api::call(&req)
+    })
+    .map_err(super::table::status_of)?;
+    update(h, |s| {
+        s.options[option as usize] = Some(value);
+        Ok(())
+    })
+}
+
+/// Read a handle setting: the value the program set, else the host handle's.
+fn get_option(h: Handle, option: BlasOption, out: *mut c_int) -> Result<()> {
+    let s = get(h)?;
+    if out.is_null() {
+        return Err(status::INVALID_VALUE);
+    }
+    let value = match s.options[option as usize] {
+        Some(v) => v,
+        None => {
+            let req = BlasGetOption {
+                handle: BlasHandle(h as u64),
+                option: option as u32,
+            };
+            on_device(&s, || api::call(&req))
+                .map_err(super::table::status_of)?
+                .value
+        }
+    };
+    // SAFETY: by the getter's contract `out` is NULL (refused above) or writable.
+    unsafe { caller::write(out, value) }.map_err(|_| status::INVALID_VALUE)
+}
+
+/// `cublasSet<option>` / `cublasGet<option>` of every `BlasOption`.
+macro_rules! option_exports {
+    ($($option:ident: $set:ident, $get:ident;)*) => {$(
+        export! {
+            fn $set(h: Handle, value: c_int) {
+                set_option(h, BlasOption::$option, value)
+            }
+        }
+        export! {
+            fn $get(h: Handle, out: *mut c_int) {
+                get_option(h, BlasOption::$option, out)
+            }
+        }
+    )*};
+}
+
+option_exports! {
+    EnvironmentMode: cublasSetEnvironmentMode, cublasGetEnvironmentMode;
+    EmulationStrategy: cublasSetEmulationStrategy, cublasGetEmulationStrategy;
+    EmulationSpecialValuesSupport: cublasSetEmulationSpecialValuesSupport,
+        cublasGetEmulationSpecialValuesSupport;
+    FixedPointEmulationMantissaControl: cublasSetFixedPointEmulationMantissaControl,
+        cublasGetFixedPointEmulationMantissaControl;
+    FixedPointEmulationMaxMantissaBitCount: cublasSetFixedPointEmulationMaxMantissaBitCount,
+        cublasGetFixedPointEmulationMaxMantissaBitCount;
+    FixedPointEmulationMantissaBitOffset: cublasSetFixedPointEmulationMantissaBitOffset,
+        cublasGetFixedPointEmulationMantissaBitOffset;
+}
+
 /// cuBLAS requires workspaces aligned to 256 bytes.
 const WORKSPACE_ALIGN: u64 = 256;
 
@@ -395,6 +472,7 @@ mod tests {
                 math_mode: 0,
                 atomics_mode: 0,
                 workspace: None,
+                options: [None; BlasOption::ALL.len()],
             },
         );
         let h = 0x7778 as Handle;

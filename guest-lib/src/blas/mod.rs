@@ -37,6 +37,7 @@
 mod gemm;
 pub(crate) mod handle;
 mod table;
+mod unsupported;
 mod vector;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -1,6 +1,6 @@
 //! The exports of every table function (`vmcuda_wire::blas_table`), generated from
-//! its line: `__vmcuda_<name>` with the C signature (the handle, then a C `int` or a
-//! pointer per argument), running [`call`].
+//! its line: `__vmcuda_<name>` with the C signature (the handle, then a C `int`, a
+//! 64-bit integer or a pointer per argument), running [`call`].
 //!
 //! A call is checked here first with the table's checks (cuBLAS's synchronous
 //! argument errors, `CUBLAS_STATUS_INVALID_VALUE`, nothing sent; a solver also gets
@@ -27,7 +27,14 @@ use crate::{api, caller, gate};
 #[derive(Clone, Copy)]
 pub enum RawArg {
     Int(c_int),
+    Long(i64),
     Ptr(usize),
+}
+
+impl From<i64> for RawArg {
+    fn from(v: i64) -> Self {
+        RawArg::Long(v)
+    }
 }
 
 impl From<c_int> for RawArg {
@@ -46,14 +53,14 @@ impl RawArg {
     fn ptr(self) -> usize {
         match self {
             RawArg::Ptr(p) => p,
-            RawArg::Int(_) => 0,
+            RawArg::Int(_) | RawArg::Long(_) => 0,
         }
     }
 }
 
 /// The `cublasStatus_t` of a waited call the host refused or cuBLAS failed (the
 /// inverse of the host's `status_from_cublas`).
-fn status_of(e: CudaStatus) -> cublasStatus_t {
+pub(super) fn status_of(e: CudaStatus) -> cublasStatus_t {
     match e {
         CudaStatus::ErrorInvalidValue => status::INVALID_VALUE,
         CudaStatus::ErrorMemoryAllocation => status::ALLOC_FAILED,
@@ -92,6 +99,7 @@ pub unsafe fn call(h: Handle, f: BlasFn, raw: &[RawArg]) -> Result<()> {
         .iter()
         .map(|r| match *r {
             RawArg::Int(v) => BlasArg::Int(v),
+            RawArg::Long(v) => BlasArg::Long(v),
             RawArg::Ptr(p) => BlasArg::Device(p as u64),
         })
         .collect();

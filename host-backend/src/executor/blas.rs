@@ -6,7 +6,9 @@
 //! plain column-major reference computation on the CPU, is
 //! `host_memory::reference::gemm`.
 
-use vmcuda_wire::blas::{data_type, matrix_span, stored_shape, GemmKind, Operand, Scalars};
+use vmcuda_wire::blas::{
+    data_type, matrix_span, stored_shape, BlasOption, GemmKind, Operand, Scalars,
+};
 use vmcuda_wire::op::DevicePtr;
 use vmcuda_wire::CudaStatus;
 
@@ -57,6 +59,14 @@ pub trait Blas {
     /// A new handle on the current device.
     fn blas_create(&mut self) -> ExecResult<ExecBlas>;
     fn blas_destroy(&mut self, handle: ExecBlas) -> ExecResult<()>;
+    /// Set a handle setting (cuBLAS judges the value).
+    fn blas_set_option(
+        &mut self,
+        handle: ExecBlas,
+        option: BlasOption,
+        value: i32,
+    ) -> ExecResult<()>;
+    fn blas_get_option(&mut self, handle: ExecBlas, option: BlasOption) -> ExecResult<i32>;
     /// Give the handle `[ptr, ptr + size)` as its workspace.
     fn blas_set_workspace(&mut self, handle: ExecBlas, ptr: DevicePtr, size: u64)
         -> ExecResult<()>;

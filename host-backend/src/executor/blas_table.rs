@@ -15,7 +15,8 @@ use super::ExecStream;
 /// One argument as the executor gets it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ExecArg {
-    Int(i32),
+    /// An `int` or `long` argument (an `int` was checked to be one on the wire).
+    Int(i64),
     /// Checked device memory, or a device scalar.
     Device(DevicePtr),
     /// A host value: read, and for results and in/out scalars written, in place.

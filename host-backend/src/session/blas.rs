@@ -16,7 +16,8 @@ use std::collections::HashMap;
 
 use tracing::warn;
 use vmcuda_wire::blas::{
-    Batch, BlasCreate, BlasDestroy, BlasGemm, BlasHandle, BlasSetWorkspace, Scalars,
+    Batch, BlasCreate, BlasDestroy, BlasGemm, BlasGetOption, BlasHandle, BlasOption,
+    BlasOptionValue, BlasSetOption, BlasSetWorkspace, Scalars,
 };
 use vmcuda_wire::op::{BlasCall, BlasCallWaited, BlasOps, BlasOutputs, CallContext};
 use vmcuda_wire::op::{DevicePtr, HandlerResult};
@@ -176,6 +177,30 @@ impl BlasOps for Session {
         }
         destroyed?;
         nothing()
+    }
+
+    fn blas_set_option(
+        &mut self,
+        _: &CallContext,
+        req: BlasSetOption,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        let exec = self.blas_entry(req.handle)?.exec;
+        let option = BlasOption::from_u32(req.option).ok_or(CudaStatus::ErrorInvalidValue)?;
+        self.exec.blas_set_option(exec, option, req.value)?;
+        nothing()
+    }
+
+    fn blas_get_option(
+        &mut self,
+        _: &CallContext,
+        req: BlasGetOption,
+        _: &[u8],
+    ) -> HandlerResult<BlasOptionValue> {
+        let exec = self.blas_entry(req.handle)?.exec;
+        let option = BlasOption::from_u32(req.option).ok_or(CudaStatus::ErrorInvalidValue)?;
+        let value = self.exec.blas_get_option(exec, option)?;
+        Ok((BlasOptionValue { value }, Vec::new()))
     }
 
     fn blas_set_workspace(

@@ -34,7 +34,8 @@ impl Session {
         let mut args = Vec::with_capacity(req.args.len());
         for ((arg, extent), kind) in req.args.into_iter().zip(&extents).zip(function.kinds()) {
             args.push(match (arg, *extent) {
-                (BlasArg::Int(v), _) => ExecArg::Int(v),
+                (BlasArg::Int(v), _) => ExecArg::Int(v.into()),
+                (BlasArg::Long(v), _) => ExecArg::Int(v),
                 (BlasArg::Device(p), Extent::Pointers { count, each }) => {
                     let array_bytes = count.checked_mul(8).ok_or(CudaStatus::ErrorInvalidValue)?;
                     self.check_range(p, array_bytes)?;

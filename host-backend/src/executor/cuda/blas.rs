@@ -16,7 +16,9 @@ use std::ptr;
 
 use cudarc::driver::sys;
 use tracing::{debug, warn};
-use vmcuda_wire::blas::{GemmKind, Precision, Scalars, POINTER_MODE_DEVICE, POINTER_MODE_HOST};
+use vmcuda_wire::blas::{
+    BlasOption, GemmKind, Precision, Scalars, POINTER_MODE_DEVICE, POINTER_MODE_HOST,
+};
 use vmcuda_wire::op::DevicePtr;
 use vmcuda_wire::CudaStatus;
 
@@ -358,6 +360,16 @@ impl CudaExecutor {
     }
 }
 
+/// A handle-setting entry point of the cuBLAS cudarc loaded (rare calls: looked up
+/// each time).
+fn option_entry_point(name: &str) -> ExecResult<*const c_void> {
+    // SAFETY: the library was loaded when the handle was made (blas_api); cudarc keeps
+    // it loaded for the process.
+    let lib = unsafe { cudarc::cublas::sys::culib() };
+    // SAFETY: only looks the address up; the caller types it from the prototype.
+    unsafe { super::entry_point(lib, "libcublas", name) }
+}
+
 impl Blas for CudaExecutor {
     fn blas_default_workspace(&self) -> u64 {
         // cuBLAS's own default on Hopper-class GPUs.
@@ -382,6 +394,30 @@ impl Blas for CudaExecutor {
         self.blas.handles.remove(&id);
         // SAFETY: made by blas_create and removed from the map: destroyed once.
         cublas(unsafe { destroy(h) })
+    }
+
+    fn blas_set_option(&mut self, id: ExecBlas, option: BlasOption, value: i32) -> ExecResult<()> {
+        let h = self.blas_handle(id)?;
+        let set = option_entry_point(option.entry_points().0)?;
+        // SAFETY: `h` is live; `cublasSet<option>(handle, int-sized value)` by cuBLAS's
+        // prototype (enums and ints alike).
+        cublas(unsafe {
+            let set: unsafe extern "C" fn(Handle, c_int) -> Status = std::mem::transmute(set);
+            set(h, value)
+        })
+    }
+
+    fn blas_get_option(&mut self, id: ExecBlas, option: BlasOption) -> ExecResult<i32> {
+        let h = self.blas_handle(id)?;
+        let get = option_entry_point(option.entry_points().1)?;
+        let mut value: c_int = 0;
+        // SAFETY: `h` is live; `cublasGet<option>(handle, int-sized out)` by cuBLAS's
+        // prototype; the out-pointer is a local.
+        cublas(unsafe {
+            let get: unsafe extern "C" fn(Handle, *mut c_int) -> Status = std::mem::transmute(get);
+            get(h, &mut value)
+        })?;
+        Ok(value)
     }
 
     fn blas_set_workspace(&mut self, id: ExecBlas, ptr: DevicePtr, size: u64) -> ExecResult<()> {

@@ -1,6 +1,7 @@
 //! The table functions (`vmcuda_wire::blas_table`) on real GPUs: each is called
 //! through its own cuBLAS entry point, looked up by name in the library cudarc loads
-//! and typed from its table line, every `int` a C `int` and everything else a pointer
+//! and typed from its table line, every `int` a C `int`, every `long` an `int64_t` and
+//! everything else a pointer
 //! (the table's test compares each line with its prototype in cublas_api.h), so a
 //! guest's enum values reach cuBLAS as plain numbers for it to judge.
 //!
@@ -21,7 +22,7 @@ use super::CudaExecutor;
 /// One C argument after the handle.
 #[derive(Clone, Copy)]
 enum CArg {
-    Int(c_int),
+    Int(i64),
     Ptr(*mut c_void),
 }
 
@@ -31,6 +32,16 @@ trait FromCArg {
 }
 
 impl FromCArg for c_int {
+    fn from_carg(a: CArg) -> Self {
+        match a {
+            // An `int` argument travels as an i32 on the wire: nothing is cut.
+            CArg::Int(v) => v as c_int,
+            CArg::Ptr(_) => 0,
+        }
+    }
+}
+
+impl FromCArg for i64 {
     fn from_carg(a: CArg) -> Self {
         match a {
             CArg::Int(v) => v,

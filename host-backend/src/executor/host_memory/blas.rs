@@ -4,7 +4,7 @@
 //! end to end without a GPU; it is not a GPU result.
 
 use tracing::warn;
-use vmcuda_wire::blas::Scalars;
+use vmcuda_wire::blas::{BlasOption, Scalars};
 use vmcuda_wire::op::DevicePtr;
 use vmcuda_wire::CudaStatus;
 
@@ -63,6 +63,32 @@ impl Blas for HostMemoryExecutor {
         } else {
             Err(CudaStatus::ErrorInvalidResourceHandle)
         }
+    }
+
+    fn blas_set_option(
+        &mut self,
+        handle: ExecBlas,
+        option: BlasOption,
+        value: i32,
+    ) -> ExecResult<()> {
+        if !self.blas_handles.contains(&handle) {
+            return Err(CudaStatus::ErrorInvalidResourceHandle);
+        }
+        // Kept, not acted on: nothing here computes differently by them.
+        self.blas_options.insert((handle, option as u32), value);
+        Ok(())
+    }
+
+    fn blas_get_option(&mut self, handle: ExecBlas, option: BlasOption) -> ExecResult<i32> {
+        if !self.blas_handles.contains(&handle) {
+            return Err(CudaStatus::ErrorInvalidResourceHandle);
+        }
+        // Unset settings read 0, each one's first enumerator.
+        Ok(self
+            .blas_options
+            .get(&(handle, option as u32))
+            .copied()
+            .unwrap_or(0))
     }
 
     fn blas_set_workspace(

@@ -128,6 +128,8 @@ pub struct HostMemoryExecutor {
     current: usize,
     /// Live cuBLAS handle ids (see `blas`).
     blas_handles: HashSet<u64>,
+    /// Handle settings by (handle, `BlasOption`).
+    blas_options: HashMap<(u64, u32), i32>,
     /// Address reservations and physical allocations (see `driver`).
     vmm: driver::HostVmm,
     /// Live cuBLASLt handle ids (see `blaslt`).
@@ -174,6 +176,7 @@ impl HostMemoryExecutor {
             visible: vec![0],
             current: 0,
             blas_handles: HashSet::new(),
+            blas_options: HashMap::new(),
             vmm: Default::default(),
             lt_handles: HashSet::new(),
             graphs: Default::default(),

@@ -1,6 +1,7 @@
 //! The reference for the table functions (`vmcuda_wire::blas_table`):
 //! [`cpu_blas_call`] covers the level-1 routines but the rotations, `gemv`, `ger`,
-//! `trsv`, `symm`/`hemm` and `syrk`/`herk`, in every precision, computing in double
+//! `trsv`, `symm`/`hemm`, `syrk`/`herk`, `geam` and `dgmm`, in every precision and
+//! with 32- or 64-bit sizes, computing in double
 //! precision. Everything else is `cudaErrorNotSupported` there (the test double's
 //! "cuBLAS does not support this here"): it never stands in for a GPU result.
 
@@ -36,7 +37,7 @@ struct Args<'a, M> {
 impl<M: CpuMemory> Args<'_, M> {
     fn int(&self, i: usize) -> i64 {
         match self.call.args.get(i) {
-            Some(ExecArg::Int(v)) => *v as i64,
+            Some(ExecArg::Int(v)) => *v,
             _ => 0,
         }
     }
@@ -197,6 +198,8 @@ pub fn cpu_blas_supports(f: BlasFn) -> bool {
                 | "hemm"
                 | "syrk"
                 | "herk"
+                | "geam"
+                | "dgmm"
         )
 }
 
@@ -222,6 +225,8 @@ pub fn cpu_blas_call(mem: &mut impl CpuMemory, call: &mut TableCall) -> ExecResu
         "ger" | "geru" | "gerc" => ger(&mut a, f.family() == "gerc"),
         "trsv" => trsv(&mut a),
         "symm" | "hemm" => symm(&mut a, f.family() == "hemm"),
+        "geam" => geam(&mut a),
+        "dgmm" => dgmm(&mut a),
         _ => syrk(&mut a, f.family() == "herk"),
     }
 }
@@ -306,7 +311,11 @@ fn level1_reduce<M: CpuMemory>(a: &mut Args<'_, M>, family: &str) -> ExecResult<
                     index = k + 1;
                 }
             }
-            a.set_raw(3, &(index as i32).to_le_bytes())
+            // An `int` result, or an `int64_t` one for the `_64` entry points.
+            match a.bytes(3) {
+                8 => a.set_raw(3, &(index as i64).to_le_bytes()),
+                _ => a.set_raw(3, &(index as i32).to_le_bytes()),
+            }
         }
     }
 }
@@ -340,6 +349,51 @@ fn gemv<M: CpuMemory>(a: &mut Args<'_, M>) -> ExecResult<()> {
         })
         .collect();
     a.set_vector(9, a.int(10), &y)
+}
+
+/// geam (transa, transb, m, n, alpha, A, lda, beta, B, ldb, C, ldc):
+/// C = alpha op(A) + beta op(B); an operand whose scalar is zero is not read (cuBLAS
+/// takes NULL for it then).
+fn geam<M: CpuMemory>(a: &mut Args<'_, M>) -> ExecResult<()> {
+    let (m, n) = (a.int(2), a.int(3));
+    if m <= 0 || n <= 0 {
+        return Ok(());
+    }
+    let mut c = vec![Cx::default(); (m * n) as usize];
+    for (scalar, op, ptr, ld) in [(4, 0, 5, 6), (7, 1, 8, 9)] {
+        let s = a.scalar(scalar)?;
+        if s == Cx::default() {
+            continue;
+        }
+        let trans = a.int(op);
+        let rows = if trans == 0 { m } else { n };
+        let mat = a.matrix(ptr, rows, if trans == 0 { n } else { m }, a.int(ld))?;
+        for j in 0..n as usize {
+            for i in 0..m as usize {
+                let v = &mut c[i + j * m as usize];
+                *v = v.add(s.mul(op_at(&mat, rows as usize, trans, i, j)));
+            }
+        }
+    }
+    a.set_matrix(10, m, a.int(11), &c)
+}
+
+/// dgmm (mode, m, n, A, lda, x, incx, C, ldc): C = A diag(x) (right) or diag(x) A
+/// (left).
+fn dgmm<M: CpuMemory>(a: &mut Args<'_, M>) -> ExecResult<()> {
+    let (mode, m, n) = (a.int(0), a.int(1), a.int(2));
+    if m <= 0 || n <= 0 {
+        return Ok(());
+    }
+    let mat = a.matrix(3, m, n, a.int(4))?;
+    let x = a.vector(5, if mode == LEFT { m } else { n }, a.int(6))?;
+    let c: Vec<Cx> = (0..(m * n) as usize)
+        .map(|k| {
+            let (i, j) = (k % m as usize, k / m as usize);
+            mat[k].mul(x[if mode == LEFT { i } else { j }])
+        })
+        .collect();
+    a.set_matrix(7, m, a.int(8), &c)
 }
 
 /// ger/geru/gerc (m, n, alpha, x, incx, y, incy, A, lda): A += alpha x y^T (y^H).
@@ -533,7 +587,8 @@ mod tests {
         let args = args
             .into_iter()
             .map(|a| match a {
-                BlasArg::Int(v) => ExecArg::Int(v),
+                BlasArg::Int(v) => ExecArg::Int(v.into()),
+                BlasArg::Long(v) => ExecArg::Int(v),
                 BlasArg::Device(p) => ExecArg::Device(p),
                 BlasArg::HostIn(v) | BlasArg::HostInOut(v) => ExecArg::Host(v),
                 BlasArg::HostOut(n) => ExecArg::Host(vec![0; n as usize]),
