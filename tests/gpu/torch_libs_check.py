@@ -139,7 +139,21 @@ def linalg():
     s = torch.linalg.svdvals(a.cuda())
     ok = (close(chol, torch.linalg.cholesky(spd), 1e-8, 1e-8) and close(sol, torch.linalg.solve(spd, b), 1e-8, 1e-8)
           and close(s, torch.linalg.svdvals(a), 1e-8, 1e-8))
-    record("linalg", ok, [chol.sum().item(), sol.sum().item(), s.sum().item()])
+    # Large enough for cuSOLVER's blocked algorithms, which call cuBLAS (syrk, trsm,
+    # gemm, their 64-bit-size entry points) for the trailing updates.
+    big = seeded(768, 768, dtype=torch.float64, seed=62)
+    big_spd = big @ big.T + 768 * torch.eye(768, dtype=torch.float64)
+    rhs = seeded(768, 8, dtype=torch.float64, seed=63)
+    big_chol = torch.linalg.cholesky(big_spd.cuda())
+    big_sol = torch.linalg.solve(big.cuda(), rhs.cuda())
+    q, r = torch.linalg.qr(big.cuda())
+    w = torch.linalg.eigvalsh(big_spd.cuda())
+    ok = (ok and close(big_chol, torch.linalg.cholesky(big_spd), 1e-6, 1e-6)
+          and close(big_sol, torch.linalg.solve(big, rhs), 1e-6, 1e-6)
+          and close(q @ r, big, 1e-6, 1e-6)
+          and close(w, torch.linalg.eigvalsh(big_spd), 1e-6, 1e-6))
+    record("linalg", ok, [chol.sum().item(), sol.sum().item(), s.sum().item(), big_chol.sum().item(),
+                          big_sol.sum().item(), r.abs().sum().item(), w.sum().item()])
 
 
 @check
