@@ -4,7 +4,8 @@ norm, SGD) and a transformer encoder (bf16 autocast, AdamW),
 warmed up, then timed in blocks of steps; each step reads its loss (`loss.item()`), as
 a training loop that logs does. Prints `RESULT <name> <value> <unit>` lines: the median
 time of a step over the blocks, and the last loss (the same natively and bridged when
-the arithmetic is)."""
+the arithmetic is). VMCUDA_BENCH_STEPS names a subset (e.g. "cnn transformer")."""
+import os
 import statistics
 import time
 
@@ -76,6 +77,6 @@ def transformer():
 
 
 if __name__ == "__main__":
-    mlp()
-    cnn()
-    transformer()
+    chosen = os.environ.get("VMCUDA_BENCH_STEPS", "mlp cnn transformer").replace(",", " ").split()
+    for name in chosen:
+        {"mlp": mlp, "cnn": cnn, "transformer": transformer}[name]()
