@@ -53,6 +53,7 @@ pub mod client;
 pub mod copy_route;
 #[allow(clippy::not_unsafe_ptr_arg_deref)]
 pub mod driver;
+pub mod function_facts;
 pub mod gate;
 pub mod guest_pages;
 pub mod host_functions;

@@ -125,9 +125,6 @@ pub struct Kernel {
     pub name: String,
     /// Its handle and parameters on each host that has resolved it, by host.
     pub resolved: HashMap<usize, (FunctionHandle, Vec<ParamInfo>)>,
-    /// The limits a launch is checked against before it is sent without a reply, by
-    /// host; dropped when the program changes an attribute.
-    pub limits: HashMap<usize, vmcuda_wire::op::FuncAttributes>,
 }
 
 /// A `__device__`/`__constant__` variable, keyed by its host shadow's address.

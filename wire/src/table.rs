@@ -24,10 +24,10 @@ macro_rules! op_lines {
                     -> DeviceProperties, Sync;
                 0x0101 DeviceSynchronize => device_synchronize(DeviceSynchronize {}) -> (), Sync;
                 0x0102 DeviceReset => device_reset(DeviceReset {}) -> (), Sync;
+                /// (Both exports are written by hand: the guest answers the limits of
+                /// `crate::device::fixed_limit` itself.)
                 0x0103 DeviceGetLimit => device_get_limit(DeviceGetLimit { limit: u32 })
-                    -> LimitValue { value: u64 }, Sync
-                    => runtime cudaDeviceGetLimit(out value: usize, limit: u32)
-                    => driver cuCtxGetLimit(out value: usize, limit: u32);
+                    -> LimitValue { value: u64 }, Sync;
                 0x0104 DeviceSetLimit => device_set_limit(DeviceSetLimit { limit: u32, value: u64 }) -> (), Sync
                     => runtime cudaDeviceSetLimit(limit: u32, value: usize)
                     => driver cuCtxSetLimit(limit: u32, value: usize);
@@ -216,6 +216,10 @@ macro_rules! op_lines {
                 /// Every kernel of a module, by mangled name (`cuLibraryEnumerateKernels`).
                 0x0309 ModuleFunctionNames => module_function_names(ModuleFunctionNames { module: ModuleHandle })
                     -> FunctionNames { names: Vec<String> }, Sync;
+                /// Every kernel of a module with its handle and parameters, in one
+                /// round trip (cuDNN walks every function of each module it loads).
+                0x030C ModuleFunctions => module_functions(ModuleFunctions { module: ModuleHandle })
+                    -> FunctionList { functions: Vec<(String, FunctionInfo)> }, Sync;
                 0x090C Link => link(Link) -> Linked, Sync;
                 0x090D TensorMapEncodeTiled => tensor_map_encode_tiled(TensorMapEncodeTiled) -> (), Sync;
             }

@@ -6,9 +6,9 @@ use std::ffi::c_char;
 use cudarc::driver::sys::CUdevice_attribute as A;
 use vmcuda_wire::op::{
     CacheConfig, DeviceCanAccessPeer, DeviceDisablePeerAccess, DeviceEnablePeerAccess,
-    DeviceGetAtomicCapabilities, DeviceGetCacheConfig, DeviceGetP2PAttribute, DeviceGetProperties,
-    DeviceGetStreamPriorityRange, DeviceProperties, DeviceReset, DeviceSynchronize, MemGetInfo,
-    PriorityRange,
+    DeviceGetAtomicCapabilities, DeviceGetCacheConfig, DeviceGetLimit, DeviceGetP2PAttribute,
+    DeviceGetProperties, DeviceGetStreamPriorityRange, DeviceProperties, DeviceReset,
+    DeviceSynchronize, MemGetInfo, PriorityRange,
 };
 use vmcuda_wire::CudaStatus;
 
@@ -41,6 +41,30 @@ pub fn properties(device: i32) -> Result<DeviceProperties> {
     crate::managed::guest_view(&mut p);
     registry().properties.insert(device, p.clone());
     Ok(p)
+}
+
+/// A limit of the current device's context: the ones no worker changes
+/// ([`vmcuda_wire::device::fixed_limit`]) are answered here, the rest by the host.
+pub(crate) fn device_limit(value: *mut usize, limit: u32) -> Result<()> {
+    if value.is_null() {
+        return Err(CudaStatus::ErrorInvalidValue);
+    }
+    let v = match vmcuda_wire::device::fixed_limit(limit) {
+        Some(v) => {
+            // As the host would: only with a connection.
+            client::client()?;
+            v
+        }
+        None => call(&DeviceGetLimit { limit })?.value,
+    };
+    let v = usize::try_from(v).map_err(|_| CudaStatus::ErrorInvalidValue)?;
+    // SAFETY: checked non-null above; by the CUDA contract `value` is writable.
+    unsafe { caller::write(value, v) }
+}
+
+#[no_mangle]
+pub extern "C" fn cudaDeviceGetLimit(value: *mut usize, limit: u32) -> cudaError_t {
+    guard("cudaDeviceGetLimit", || device_limit(value, limit))
 }
 
 #[no_mangle]
@@ -171,7 +195,11 @@ pub extern "C" fn cudaDeviceGetCacheConfig(config: *mut u32) -> cudaError_t {
 
 #[no_mangle]
 pub extern "C" fn cudaDeviceSetCacheConfig(config: u32) -> cudaError_t {
-    guard("cudaDeviceSetCacheConfig", || call(&CacheConfig { config }))
+    guard("cudaDeviceSetCacheConfig", || {
+        // Functions without a preference of their own follow the device's.
+        crate::function_facts::forget_occupancy();
+        call(&CacheConfig { config })
+    })
 }
 
 /// The stream priority range, cached (streams clamp their priority into it).

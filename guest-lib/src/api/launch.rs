@@ -4,18 +4,17 @@
 use std::ffi::c_void;
 
 use vmcuda_wire::op::{
-    FuncAttributes, FuncGetAttributes, FuncSetAttribute, FuncSetCacheConfig, LaunchAttribute,
-    LaunchKernel, OccupancyAvailableDynamicSmem, OccupancyMaxActiveBlocks, StreamHandle,
+    FuncAttributes, LaunchAttribute, LaunchKernel, OccupancyAvailableDynamicSmem, StreamHandle,
 };
 use vmcuda_wire::CudaStatus;
 
 use super::device::properties;
-use super::registration::{forget_kernel_limits, is_kernel, kernel, kernel_limits};
+use super::registration::{is_kernel, kernel, kernel_limits};
 use super::{call, call_with, guard, stream_handle, RawHandle, Result};
 use crate::client::Sink;
 use crate::gate;
 use crate::state::{self, LaunchConfig};
-use crate::{caller, cudaError_t};
+use crate::{caller, cudaError_t, function_facts};
 
 /// `dim3`, passed by value in the C ABI.
 #[repr(C)]
@@ -597,7 +596,7 @@ pub extern "C" fn cudaFuncGetAttributes(
 ) -> cudaError_t {
     guard("cudaFuncGetAttributes", || {
         let (function, _) = kernel(f as usize)?;
-        let a = call(&FuncGetAttributes { function })?;
+        let a = function_facts::attributes(function)?;
         // SAFETY: by cudaFuncGetAttributes's contract `attr` is NULL or writable.
         unsafe { caller::write(attr, a.into()) }
     })
@@ -611,12 +610,7 @@ pub extern "C" fn cudaFuncSetAttribute(
 ) -> cudaError_t {
     guard("cudaFuncSetAttribute", || {
         let (function, _) = kernel(f as usize)?;
-        forget_kernel_limits(f as usize);
-        call(&FuncSetAttribute {
-            function,
-            attribute,
-            value,
-        })
+        function_facts::set_attribute(function, attribute, value)
     })
 }
 
@@ -624,7 +618,7 @@ pub extern "C" fn cudaFuncSetAttribute(
 pub extern "C" fn cudaFuncSetCacheConfig(f: *const c_void, config: u32) -> cudaError_t {
     guard("cudaFuncSetCacheConfig", || {
         let (function, _) = kernel(f as usize)?;
-        call(&FuncSetCacheConfig { function, config })
+        function_facts::set_cache_config(function, config)
     })
 }
 
@@ -653,15 +647,11 @@ pub extern "C" fn cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
         "cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags",
         || {
             let (function, _) = kernel(f as usize)?;
-            let r = call(&OccupancyMaxActiveBlocks {
-                function,
-                block_size,
-                dynamic_smem: dynamic_smem as u64,
-                flags,
-            })?;
+            let count =
+                function_facts::occupancy(function, block_size, dynamic_smem as u64, flags)?;
             // SAFETY: by cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags's contract
             // `blocks` is NULL or writable.
-            unsafe { caller::write(blocks, r.blocks) }
+            unsafe { caller::write(blocks, count) }
         },
     )
 }

@@ -104,7 +104,6 @@ pub extern "C" fn __cudaRegisterFunction(
                     fatbin: handle as usize,
                     name,
                     resolved: HashMap::new(),
-                    limits: HashMap::new(),
                 },
             );
         }
@@ -297,29 +296,10 @@ pub fn kernel(host_fun: usize) -> Result<(FunctionHandle, Vec<ParamInfo>)> {
     Ok(resolved)
 }
 
-/// A kernel's attributes, fetched once and kept until the program changes one.
+/// A kernel's attributes on the current device ([`crate::function_facts`]).
 pub fn kernel_limits(host_fun: usize) -> Result<vmcuda_wire::op::FuncAttributes> {
-    let host = current_host()?;
-    if let Some(l) = registry()
-        .kernels
-        .get(&host_fun)
-        .and_then(|k| k.limits.get(&host).cloned())
-    {
-        return Ok(l);
-    }
     let (function, _) = kernel(host_fun)?;
-    let limits = call(&vmcuda_wire::op::FuncGetAttributes { function })?;
-    if let Some(k) = registry().kernels.get_mut(&host_fun) {
-        k.limits.insert(host, limits.clone());
-    }
-    Ok(limits)
-}
-
-/// The program changed a kernel attribute: its cached limits are stale.
-pub fn forget_kernel_limits(host_fun: usize) {
-    if let Some(k) = registry().kernels.get_mut(&host_fun) {
-        k.limits.clear();
-    }
+    crate::function_facts::attributes(function)
 }
 
 /// Whether `host_fun` is a registered kernel stub.

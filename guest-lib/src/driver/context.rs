@@ -90,6 +90,15 @@ export! {
 }
 
 export! {
+    /// The runtime's `cudaDeviceGetLimit` in the current context (the fixed limits are
+    /// answered in the guest).
+    fn cuCtxGetLimit(value: *mut usize, limit: u32) {
+        current_device()?;
+        crate::api::device::device_limit(value, limit)
+    }
+}
+
+export! {
     fn cuDeviceGetCount(count: *mut i32) {
         check_initialized()?;
         // SAFETY: by cuDeviceGetCount's contract `count` is NULL or writable.

@@ -22,10 +22,10 @@ use std::sync::{Mutex, MutexGuard};
 use vmcuda_wire::driver::{Link, LinkInput};
 use vmcuda_wire::fatbin::{self, CONTAINER_HEADER_LEN, WRAPPER_LEN};
 use vmcuda_wire::op::{
-    FuncAttributes, FuncGetAttributes, FuncSetAttribute, FuncSetCacheConfig, FunctionHandle,
-    LaunchAttribute, LaunchKernel, ModuleFunctionNames, ModuleGetFunction, ModuleGetGlobal,
-    ModuleHandle, OccupancyAvailableDynamicSmem, OccupancyMaxActiveBlocks,
-    OccupancyMaxActiveClusters, OccupancyMaxPotentialClusterSize, ParamInfo,
+    FuncAttributes, FunctionHandle, FunctionInfo, LaunchAttribute, LaunchKernel,
+    ModuleFunctionNames, ModuleFunctions, ModuleGetFunction, ModuleGetGlobal, ModuleHandle,
+    OccupancyAvailableDynamicSmem, OccupancyMaxActiveClusters, OccupancyMaxPotentialClusterSize,
+    ParamInfo,
 };
 use vmcuda_wire::CudaStatus;
 
@@ -35,7 +35,7 @@ use super::{check_initialized, export, stale, Result};
 use crate::api::graph_build;
 use crate::api::{call, call_with, known_stream, post, stream_handle, RawHandle};
 use crate::client::Sink;
-use crate::{caller, gate, state};
+use crate::{caller, function_facts, gate, state};
 
 struct Function {
     module: u64,
@@ -44,9 +44,6 @@ struct Function {
     /// while the function is registered).
     name: std::ffi::CString,
     params: Vec<ParamInfo>,
-    /// Its attributes, fetched on first use (a launch tells from them whether it may
-    /// go without a reply).
-    limits: Option<FuncAttributes>,
 }
 
 /// A link in progress: its inputs, where the program wants the logs, and the
@@ -238,7 +235,14 @@ pub(super) fn unload(id: u64) -> Result<()> {
     if m.modules.remove(&id).is_none() {
         return Err(stale("module", &STALE_MODULE));
     }
+    let gone: Vec<FunctionHandle> = m
+        .functions
+        .values()
+        .filter(|f| f.module == id)
+        .map(|f| f.function)
+        .collect();
     m.functions.retain(|_, f| f.module != id);
+    crate::function_facts::forget(gone);
     m.by_name.retain(|(module, _), _| *module != id);
     m.libraries
         .retain(|_, l| !matches!(l, Library::Loaded(module) if *module == id));
@@ -264,9 +268,15 @@ pub(super) fn function_by_name(module: u64, name: String) -> Result<u64> {
             e
         }
     })?;
-    let c_name = std::ffi::CString::new(name).map_err(|_| CudaStatus::ErrorInvalidValue)?;
+    remember_function(module, name, info)
+}
+
+/// Register a function the host named: its id (the one it already has if another
+/// thread found it meanwhile: one id per kernel).
+fn remember_function(module: u64, name: String, info: FunctionInfo) -> Result<u64> {
+    let c_name = std::ffi::CString::new(name.clone()).map_err(|_| CudaStatus::ErrorInvalidValue)?;
+    let key = (module, name);
     let mut m = modules();
-    // Another thread may have found it meanwhile: one id per kernel still.
     if let Some(id) = m.by_name.get(&key) {
         return Ok(*id);
     }
@@ -278,7 +288,6 @@ pub(super) fn function_by_name(module: u64, name: String) -> Result<u64> {
             function: info.function,
             name: c_name,
             params: info.params,
-            limits: None,
         },
     );
     m.by_name.insert(key, id);
@@ -319,11 +328,14 @@ pub(super) unsafe fn enumerate_functions(
     Ok(())
 }
 
-/// A module's kernels as function ids, in the order the host's driver lists them.
+/// A module's kernels as function ids, in the order the host's driver lists them
+/// (one round trip for all of them).
 pub(super) fn function_ids(module: u64) -> Result<Vec<u64>> {
-    function_names(module)?
+    let handle = module_handle(module as *mut c_void)?;
+    call(&ModuleFunctions { module: handle })?
+        .functions
         .into_iter()
-        .map(|name| function_by_name(module, name))
+        .map(|(name, info)| remember_function(module, name, info))
         .collect()
 }
 
@@ -545,46 +557,22 @@ export! {
     }
 }
 
-/// One attribute of a function, asked once and then known.
+/// One attribute of a function (its attributes are asked of the host once:
+/// [`crate::function_facts`]).
 pub(super) fn get_attribute(f: *mut c_void, attrib: i32) -> Result<i32> {
     let (function, _) = function(f)?;
-    attribute(&known_attributes(f, function)?, attrib).ok_or(CudaStatus::ErrorInvalidValue)
+    attribute(&function_facts::attributes(function)?, attrib).ok_or(CudaStatus::ErrorInvalidValue)
 }
 
-/// Function `f`'s attributes, asked of the host once and then known (until one is set).
-fn known_attributes(f: *mut c_void, function: FunctionHandle) -> Result<FuncAttributes> {
-    let cached = modules()
-        .functions
-        .get(&(f as u64))
-        .and_then(|x| x.limits.clone());
-    if let Some(a) = cached {
-        return Ok(a);
-    }
-    let a = call(&FuncGetAttributes { function })?;
-    if let Some(func) = modules().functions.get_mut(&(f as u64)) {
-        func.limits = Some(a.clone());
-    }
-    Ok(a)
-}
-
-/// Sets a function attribute (what was known of its attributes is asked again).
+/// Sets a function attribute (a value it already has is not sent again).
 pub(super) fn set_attribute(f: *mut c_void, attrib: i32, value: i32) -> Result<()> {
     let (function, _) = function(f)?;
-    call(&FuncSetAttribute {
-        function,
-        attribute: attrib,
-        value,
-    })?;
-    if let Some(func) = modules().functions.get_mut(&(f as u64)) {
-        func.limits = None;
-    }
-    Ok(())
+    function_facts::set_attribute(function, attrib, value)
 }
 
 pub(super) fn set_cache_config(f: *mut c_void, config: u32) -> Result<()> {
     let (function, _) = function(f)?;
-    call(&FuncSetCacheConfig { function, config })?;
-    Ok(())
+    function_facts::set_cache_config(function, config)
 }
 
 export! {
@@ -603,15 +591,10 @@ export! {
 export! {
     fn cuOccupancyMaxActiveBlocksPerMultiprocessor(blocks: *mut i32, f: *mut c_void, block_size: i32, dynamic_smem: usize) {
         let (function, _) = function(f)?;
-        let r = call(&OccupancyMaxActiveBlocks {
-            function,
-            block_size,
-            dynamic_smem: dynamic_smem as u64,
-            flags: 0,
-        })?;
+        let r = function_facts::occupancy(function, block_size, dynamic_smem as u64, 0)?;
         // SAFETY: by cuOccupancyMaxActiveBlocksPerMultiprocessor's contract `blocks` is
         // NULL or writable.
-        unsafe { caller::write(blocks, r.blocks) }
+        unsafe { caller::write(blocks, r) }
     }
 }
 
@@ -704,7 +687,7 @@ unsafe fn launch(
     // SAFETY: as `launch`'s caller promised.
     let buffer = unsafe { pack(&params, args, extra) }?;
     let stream = stream_handle(stream, false);
-    let limits = known_attributes(f, function)?;
+    let limits = function_facts::attributes(function)?;
     let threads: i64 = block.iter().map(|v| *v as i64).product();
     // As the runtime's launches: one that passes every check the driver makes before
     // returning goes without a reply; anything else waits for the host's answer.
@@ -859,9 +842,9 @@ export! {
         blocks: *mut i32, f: *mut c_void, block_size: i32, dynamic_smem: usize, flags: u32,
     ) {
         let (function, _) = function(f)?;
-        let r = call(&OccupancyMaxActiveBlocks { function, block_size, dynamic_smem: dynamic_smem as u64, flags })?;
+        let r = function_facts::occupancy(function, block_size, dynamic_smem as u64, flags)?;
         // SAFETY: by its contract `blocks` is NULL or writable.
-        unsafe { caller::write(blocks, r.blocks) }
+        unsafe { caller::write(blocks, r) }
     }
 }
 
@@ -1111,7 +1094,6 @@ pub(crate) fn adopt_runtime_kernel(
             function,
             name: c_name,
             params,
-            limits: None,
         },
     );
     m.by_name.insert(key, id);

@@ -103,6 +103,7 @@ table! {
     "cuCtxPushCurrent" => cuCtxPushCurrent_v2,
     "cuCtxPopCurrent" => cuCtxPopCurrent_v2,
     "cuCtxGetDevice" => cuCtxGetDevice,
+    "cuCtxGetLimit" => cuCtxGetLimit,
     "cuCtxSynchronize" => cuCtxSynchronize,
     "cuCtxGetApiVersion" => cuCtxGetApiVersion,
     "cuModuleLoad" => cuModuleLoad,

@@ -113,11 +113,9 @@ impl DeviceOps for Session {
         req: DeviceGetLimit,
         _: &[u8],
     ) -> HandlerResult<LimitValue> {
-        // CU_LIMIT_CIG_ENABLED / CU_LIMIT_CIG_SHMEM_FALLBACK_ENABLED: a worker's contexts
-        // are never shared with graphics, and cuBLAS asks before every handle.
-        let value = match req.limit {
-            8 | 9 => 0,
-            limit => self.exec.get_limit(limit)?,
+        let value = match vmcuda_wire::device::fixed_limit(req.limit) {
+            Some(value) => value,
+            None => self.exec.get_limit(req.limit)?,
         };
         Ok((LimitValue { value }, Vec::new()))
     }

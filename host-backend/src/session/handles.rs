@@ -19,6 +19,9 @@ pub(super) struct Handles {
     pub(super) events: HashMap<EventHandle, ExecEvent>,
     pub(super) modules: HashMap<ModuleHandle, ExecModule>,
     pub(super) functions: HashMap<FunctionHandle, ExecFunction>,
+    /// The other way: one handle per executor function, found without a scan (cuDNN
+    /// looks up thousands of functions).
+    function_handles: HashMap<ExecFunction, FunctionHandle>,
     /// The device each stream and event was made on (a device reset destroys those of
     /// its device only).
     pub(super) stream_device: HashMap<StreamHandle, i32>,
@@ -84,6 +87,17 @@ impl Handles {
             .get(&m)
             .copied()
             .ok_or(CudaStatus::ErrorInvalidResourceHandle)
+    }
+
+    /// The handle of executor function `f`, made on first sight.
+    pub(super) fn name_function(&mut self, f: ExecFunction) -> FunctionHandle {
+        if let Some(h) = self.function_handles.get(&f) {
+            return *h;
+        }
+        let h = FunctionHandle(self.fresh());
+        self.functions.insert(h, f);
+        self.function_handles.insert(f, h);
+        h
     }
 
     pub(super) fn function(&self, f: FunctionHandle) -> Result<ExecFunction, CudaStatus> {

@@ -118,14 +118,7 @@ impl ModuleOps for Session {
     ) -> HandlerResult<FunctionInfo> {
         let m = self.handles.module(req.module)?;
         let (f, params) = self.exec.get_function(m, &req.name)?;
-        let function = match self.handles.functions.iter().find(|(_, v)| **v == f) {
-            Some((h, _)) => *h,
-            None => {
-                let h = FunctionHandle(self.handles.fresh());
-                self.handles.functions.insert(h, f);
-                h
-            }
-        };
+        let function = self.handles.name_function(f);
         Ok((FunctionInfo { function, params }, Vec::new()))
     }
 
@@ -153,6 +146,22 @@ impl ModuleOps for Session {
         let m = self.handles.module(req.module)?;
         let names = self.exec.function_names(m)?;
         Ok((FunctionNames { names }, Vec::new()))
+    }
+
+    fn module_functions(
+        &mut self,
+        _: &CallContext,
+        req: ModuleFunctions,
+        _: &[u8],
+    ) -> HandlerResult<FunctionList> {
+        let m = self.handles.module(req.module)?;
+        let mut functions = Vec::new();
+        for name in self.exec.function_names(m)? {
+            let (f, params) = self.exec.get_function(m, &name)?;
+            let function = self.handles.name_function(f);
+            functions.push((name, FunctionInfo { function, params }));
+        }
+        Ok((FunctionList { functions }, Vec::new()))
     }
 
     fn func_get_attributes(
