@@ -2,9 +2,13 @@
 // per_thread_stream: a program built with `--default-stream per-thread`, so every call
 // that names the default stream (or none) goes to the calling thread's own default
 // stream: the runtime's _ptsz and _ptds entry points. Four threads each fill, copy,
-// memset, use a __device__ symbol and a pitched copy on their default stream; the main
-// thread checks that the legacy stream waits for a per-thread default stream, and
-// captures a graph from its default stream and launches it there. Deterministic output.
+// memset, use a __device__ symbol and a pitched copy on their default stream; two
+// threads' default streams run side by side (a kernel on one waits for a flag a kernel
+// on the other sets); the main thread checks that the legacy stream waits for a
+// per-thread default stream, and captures a graph from its default stream and launches
+// it there. Deterministic output.
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -31,6 +35,51 @@ __global__ void slow_add(int* p, int n, int v) {
     long long start = clock64();
     while (clock64() - start < 2000000) {}
     if (i < n) p[i] += v;
+}
+
+// Waits (up to 5 s of GPU time) for `flag`; `seen` says whether it came.
+__global__ void wait_flag(volatile int* flag, int* seen) {
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do {
+        if (*flag) { *seen = 1; return; }
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    } while (now - start < 5000000000ull);
+    *seen = 0;
+}
+
+__global__ void set_flag(volatile int* flag) { *flag = 1; }
+
+// Thread a's default stream waits for a flag that thread b sets from its own default
+// stream: natively they run side by side; one stream shared by both would make a's
+// kernel time out first.
+static void side_by_side() {
+    int *flag = nullptr, *seen = nullptr;
+    CHECK(cudaMalloc(&flag, sizeof(int)));
+    CHECK(cudaMalloc(&seen, sizeof(int)));
+    CHECK(cudaMemset(flag, 0, sizeof(int)));
+    CHECK(cudaMemset(seen, 0, sizeof(int)));
+    std::atomic<bool> launched{false};
+    std::thread a([&] {
+        wait_flag<<<1, 1>>>(flag, seen);
+        CHECK(cudaGetLastError());
+        launched = true;
+        CHECK(cudaStreamSynchronize(0));
+    });
+    std::thread b([&] {
+        while (!launched) std::this_thread::yield();
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        set_flag<<<1, 1>>>(flag);
+        CHECK(cudaGetLastError());
+        CHECK(cudaStreamSynchronize(0));
+    });
+    a.join();
+    b.join();
+    int s = -1;
+    CHECK(cudaMemcpy(&s, seen, sizeof(int), cudaMemcpyDeviceToHost));
+    printf("two threads' default streams run side by side: %s\n", s == 1 ? "yes" : "no");
+    CHECK(cudaFree(flag));
+    CHECK(cudaFree(seen));
 }
 
 static std::string work(int t) {
@@ -69,6 +118,7 @@ int main() {
     for (int t = 0; t < 4; t++) threads.emplace_back([t, &out] { out[t] = work(t); });
     for (auto& th : threads) th.join();
     for (auto& s : out) fputs(s.c_str(), stdout);
+    side_by_side();
 
     // The legacy stream waits for the per-thread default stream (which is blocking).
     int* x = nullptr;
@@ -98,6 +148,8 @@ int main() {
     CHECK(cudaGraphDestroy(g));
     CHECK(cudaFreeHost(h));
     CHECK(cudaFree(x));
+    // The default streams cannot be destroyed.
+    printf("destroy cudaStreamPerThread: %s\n", cudaGetErrorName(cudaStreamDestroy(cudaStreamPerThread)));
     printf("done\n");
     return 0;
 }

@@ -770,6 +770,34 @@ fn libcublaslt_exports_real_names_with_the_real_version_node() {
     println!("libcublasLt.so.13 coverage: {exported} of {real} real exports");
 }
 
+/// Each thread's default stream is a stream of its own on the host: the four worker
+/// threads' `fill` launches and the two threads of the side-by-side check land on
+/// distinct streams, none of them the legacy or the host's shared per-thread stream.
+#[test]
+#[ignore = "needs the linked guest library and nvcc-built apps: run tests/run.sh"]
+fn each_threads_default_stream_is_its_own() {
+    let d = Daemon::host_memory("per-thread");
+    let out = d.run_app("per_thread_stream");
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    assert!(stdout.contains("destroy cudaStreamPerThread: cudaErrorInvalidResourceHandle"));
+    let records = d.launches();
+    let streams = |kernel: &str| -> Vec<u64> {
+        launches_of(&records, kernel)
+            .iter()
+            .map(|r| r["stream"].as_u64().expect("a stream"))
+            .collect()
+    };
+    let fills: HashSet<u64> = streams("_Z4fillPiiii").into_iter().collect();
+    assert_eq!(fills.len(), 4, "{fills:?}");
+    let (wait, set) = (streams("_Z9wait_flagPViPi"), streams("_Z8set_flagPVi"));
+    assert_eq!((wait.len(), set.len()), (1, 1));
+    assert_ne!(wait[0], set[0]);
+    for s in fills.iter().chain(&wait).chain(&set) {
+        assert!(*s > 2, "stream {s} is a default stream of the host");
+    }
+}
+
 #[test]
 #[ignore = "needs the linked guest library and nvcc-built apps: run tests/run.sh"]
 fn cublas_gemms_are_forwarded_and_computed_by_the_test_double() {

@@ -181,6 +181,7 @@ pub extern "C" fn cudaDeviceReset() -> cudaError_t {
         super::graph::forget_device_state();
         super::array::forget_device_state();
         super::mem_pool::forget_device_state(state::current_device());
+        super::per_thread::default_stream::forget();
         r
     })
 }

@@ -108,14 +108,21 @@ where
 }
 
 /// The wire handle for a `cudaStream_t`. `per_thread` is true for the `_ptsz`
-/// entry points, where the NULL stream means the per-thread default stream.
+/// entry points, where the NULL stream means the per-thread default stream: the
+/// calling thread's own stream ([`per_thread::default_stream`]).
 pub fn stream_handle(stream: *mut libc::c_void, per_thread: bool) -> StreamHandle {
     match stream as usize {
-        0 if per_thread => StreamHandle::PER_THREAD,
+        0 if per_thread => per_thread::default_stream::current(),
         0 | 1 => StreamHandle::LEGACY,
-        2 => StreamHandle::PER_THREAD,
+        2 => per_thread::default_stream::current(),
         id => StreamHandle(id as u64),
     }
+}
+
+/// Whether a `cudaStream_t` / `CUstream` names one of the default streams (the NULL
+/// stream, `cudaStreamLegacy`, `cudaStreamPerThread`), which cannot be destroyed.
+pub fn is_default_stream(stream: *mut libc::c_void) -> bool {
+    (stream as usize) <= 2
 }
 
 /// Whether `stream` names a default stream or one this process made and still has.

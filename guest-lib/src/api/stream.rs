@@ -86,6 +86,9 @@ pub extern "C" fn cudaStreamCreateWithPriority(
 #[no_mangle]
 pub extern "C" fn cudaStreamDestroy(stream: RawHandle) -> cudaError_t {
     guard("cudaStreamDestroy", || {
+        if super::is_default_stream(stream) {
+            return Err(CudaStatus::ErrorInvalidResourceHandle);
+        }
         let handle = stream_handle(stream, false);
         if handle.is_default() {
             return Err(CudaStatus::ErrorInvalidResourceHandle);
