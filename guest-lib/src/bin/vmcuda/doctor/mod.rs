@@ -440,12 +440,12 @@ pub fn program_finding(
                     "PyTorch is installed for {} ({origin}): run it with vmcuda-run (its \
                      libraries are found through DT_RPATH, which only LD_PRELOAD overrides); \
                      cuBLAS, cuBLASLt and the driver API are forwarded, and NVIDIA's cuDNN, \
-                     cuFFT and cuSPARSE run on the guest driver",
+                     cuFFT, cuSOLVER and cuSPARSE run on the guest driver",
                     interpreter.display()
                 ),
-                "tensors, matmuls, convolutions, attention, FFTs, CUDA graphs and training \
-                 work; torch.linalg's cuSOLVER needs NVIDIA's cuBLAS: vmcuda-run --driver-only \
-                 (docs/torch.md)",
+                "tensors, matmuls, convolutions, attention, FFTs, torch.linalg, CUDA graphs \
+                 and training work; vmcuda-run --driver-only keeps NVIDIA's own runtime and \
+                 cuBLAS instead (docs/torch.md)",
             ),
             Some(Ok(None)) => Finding::skip(
                 CHECK,
