@@ -57,6 +57,12 @@ static void side_by_side() {
     int *flag = nullptr, *seen = nullptr;
     CHECK(cudaMalloc(&flag, sizeof(int)));
     CHECK(cudaMalloc(&seen, sizeof(int)));
+    // Both kernels run once first: with lazy loading (CUDA's default) a kernel's first
+    // launch loads its module, which waits for the kernels running on the device.
+    CHECK(cudaMemset(flag, 0xff, sizeof(int)));
+    set_flag<<<1, 1>>>(flag);
+    wait_flag<<<1, 1>>>(flag, seen);
+    CHECK(cudaStreamSynchronize(0));
     CHECK(cudaMemset(flag, 0, sizeof(int)));
     CHECK(cudaMemset(seen, 0, sizeof(int)));
     std::atomic<bool> launched{false};

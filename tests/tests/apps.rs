@@ -790,9 +790,12 @@ fn each_threads_default_stream_is_its_own() {
     };
     let fills: HashSet<u64> = streams("_Z4fillPiiii").into_iter().collect();
     assert_eq!(fills.len(), 4, "{fills:?}");
+    // Each kernel runs once on the main thread first, then on threads a and b.
     let (wait, set) = (streams("_Z9wait_flagPViPi"), streams("_Z8set_flagPVi"));
-    assert_eq!((wait.len(), set.len()), (1, 1));
-    assert_ne!(wait[0], set[0]);
+    assert_eq!((wait.len(), set.len()), (2, 2));
+    assert_eq!(wait[0], set[0], "the main thread's default stream");
+    let threads: HashSet<u64> = [wait[0], wait[1], set[1]].into_iter().collect();
+    assert_eq!(threads.len(), 3, "{wait:?} {set:?}");
     for s in fills.iter().chain(&wait).chain(&set) {
         assert!(*s > 2, "stream {s} is a default stream of the host");
     }
