@@ -52,7 +52,9 @@ __global__ void set_flag(volatile int* flag) { *flag = 1; }
 
 // Thread a's default stream waits for a flag that thread b sets from its own default
 // stream: natively they run side by side; one stream shared by both would make a's
-// kernel time out first.
+// kernel time out first. Neither thread waits for its stream (the main thread waits
+// for the device): through vmcuda a waited-for call holds the process's connection
+// until its answer, so a thread's later calls would queue behind it.
 static void side_by_side() {
     int *flag = nullptr, *seen = nullptr;
     CHECK(cudaMalloc(&flag, sizeof(int)));
@@ -70,17 +72,16 @@ static void side_by_side() {
         wait_flag<<<1, 1>>>(flag, seen);
         CHECK(cudaGetLastError());
         launched = true;
-        CHECK(cudaStreamSynchronize(0));
     });
     std::thread b([&] {
         while (!launched) std::this_thread::yield();
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
         set_flag<<<1, 1>>>(flag);
         CHECK(cudaGetLastError());
-        CHECK(cudaStreamSynchronize(0));
     });
     a.join();
     b.join();
+    CHECK(cudaDeviceSynchronize());
     int s = -1;
     CHECK(cudaMemcpy(&s, seen, sizeof(int), cudaMemcpyDeviceToHost));
     printf("two threads' default streams run side by side: %s\n", s == 1 ? "yes" : "no");
