@@ -19,6 +19,7 @@ fn unimplemented_runtime_functions_name_themselves_and_answer_not_supported() {
         ),
         "{stdout}"
     );
+    assert!(stdout.contains("__cudaGetProcAddress: NULL"), "{stdout}");
     let graph_lines = stderr
         .lines()
         .filter(|l| l.contains("__cudaRegisterUnifiedTable"))

@@ -8,6 +8,8 @@
 use std::fmt;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
+
+pub use crate::transport::NoSigPipe;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -231,9 +233,9 @@ pub fn host_of(host_port: &str) -> &str {
 }
 
 /// A guest's TLS stream to the host.
-pub type ClientStream = rustls::StreamOwned<ClientConnection, TcpStream>;
+pub type ClientStream = rustls::StreamOwned<ClientConnection, NoSigPipe<TcpStream>>;
 /// A worker's TLS stream to its guest.
-pub type ServerStream = rustls::StreamOwned<ServerConnection, TcpStream>;
+pub type ServerStream = rustls::StreamOwned<ServerConnection, NoSigPipe<TcpStream>>;
 
 /// Connect to `host_port` over TCP and complete a TLS handshake with it, verifying its
 /// certificate for `server_name`. Certificate problems surface here, not at the first
@@ -249,7 +251,7 @@ pub fn connect(
     // Requests are small and latency-bound.
     tcp.set_nodelay(true).map_err(TlsError::Connect)?;
     let conn = ClientConnection::new(config, name).map_err(TlsError::Config)?;
-    handshake(rustls::StreamOwned::new(conn, tcp))
+    handshake(rustls::StreamOwned::new(conn, NoSigPipe(tcp)))
 }
 
 /// [`connect`] over a TCP connection already made (one with timeouts set, say).
@@ -261,18 +263,18 @@ pub fn connect_over(
     let name = ServerName::try_from(server_name.to_string())
         .map_err(|_| TlsError::BadName(server_name.into()))?;
     let conn = ClientConnection::new(config, name).map_err(TlsError::Config)?;
-    handshake(rustls::StreamOwned::new(conn, tcp))
+    handshake(rustls::StreamOwned::new(conn, NoSigPipe(tcp)))
 }
 
 /// The server side of a handshake on an accepted connection.
 pub fn accept(tcp: TcpStream, config: Arc<ServerConfig>) -> Result<Shared<ServerStream>, TlsError> {
     let conn = ServerConnection::new(config).map_err(TlsError::Config)?;
-    handshake(rustls::StreamOwned::new(conn, tcp))
+    handshake(rustls::StreamOwned::new(conn, NoSigPipe(tcp)))
 }
 
 fn handshake<C, S>(
-    mut stream: rustls::StreamOwned<C, TcpStream>,
-) -> Result<Shared<rustls::StreamOwned<C, TcpStream>>, TlsError>
+    mut stream: rustls::StreamOwned<C, NoSigPipe<TcpStream>>,
+) -> Result<Shared<rustls::StreamOwned<C, NoSigPipe<TcpStream>>>, TlsError>
 where
     C: std::ops::DerefMut<Target = rustls::ConnectionCommon<S>>,
     S: rustls::SideData,

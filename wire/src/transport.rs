@@ -320,8 +320,7 @@ impl Stream {
         for b in bufs {
             rest.extend_from_slice(b);
         }
-        let mut s = s;
-        s.write_all(&rest[sent..])
+        NoSigPipe(s).write_all(&rest[sent..])
     }
 }
 
@@ -391,21 +390,56 @@ impl Read for Stream {
     }
 }
 
-impl Write for Stream {
+/// A socket written without `SIGPIPE`: the guest library lives in programs that keep
+/// the signal's default action, which kills the program when it writes to a connection
+/// whose host has gone (a worker killed, a host restarted). Written with
+/// `MSG_NOSIGNAL`, the write fails with `EPIPE` instead, and the CUDA call reports the
+/// lost connection (`cudaErrorDevicesUnavailable`). Reads are the socket's own.
+#[derive(Debug)]
+pub struct NoSigPipe<S>(pub S);
+
+/// Send `bufs` on `fd` with `MSG_NOSIGNAL` (see [`NoSigPipe`]).
+fn send_nosignal(fd: std::os::fd::BorrowedFd<'_>, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    nix::sys::socket::sendmsg::<()>(
+        fd.as_raw_fd(),
+        bufs,
+        &[],
+        nix::sys::socket::MsgFlags::MSG_NOSIGNAL,
+        None,
+    )
+    .map_err(io::Error::from)
+}
+
+impl<S: std::os::fd::AsFd> Write for NoSigPipe<S> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            Stream::Unix(s) => s.write(buf),
-            Stream::Tcp(s) => s.write(buf),
-            Stream::Tls(s) => s.write(buf),
-            Stream::Vsock(s) => s.write(buf),
-        }
+        send_nosignal(self.0.as_fd(), &[io::IoSlice::new(buf)])
     }
     fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        send_nosignal(self.0.as_fd(), bufs)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<S: Read> Read for NoSigPipe<S> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.read(buf)
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.write_vectored(&[io::IoSlice::new(buf)])
+    }
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        use std::os::fd::AsFd;
         match self {
-            Stream::Unix(s) => s.write_vectored(bufs),
-            Stream::Tcp(s) => s.write_vectored(bufs),
+            Stream::Unix(s) => send_nosignal(s.as_fd(), bufs),
+            Stream::Tcp(s) => send_nosignal(s.as_fd(), bufs),
             Stream::Tls(s) => s.write_vectored(bufs),
-            Stream::Vsock(s) => s.write_vectored(bufs),
+            Stream::Vsock(s) => send_nosignal(s.as_fd(), bufs),
         }
     }
     fn flush(&mut self) -> io::Result<()> {
