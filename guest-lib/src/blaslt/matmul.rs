@@ -1,11 +1,12 @@
 //! The heuristic query (waits for the host) and the matmul (posted on its stream).
 
+use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 
 use vmcuda_wire::blas::Scalars;
 use vmcuda_wire::blaslt::{
-    LtAlgo, LtHandle, LtHeuristic, LtMatmul, LtProblem, LtShape, RawHeuristicResult,
-    MAX_HEURISTIC_RESULTS, POINTER_MODE_DEVICE,
+    LtAlgo, LtHandle, LtHeuristic, LtHeuristicReply, LtMatmul, LtProblem, LtShape,
+    RawHeuristicResult, MAX_HEURISTIC_RESULTS, POINTER_MODE_DEVICE,
 };
 use vmcuda_wire::CudaStatus;
 
@@ -31,6 +32,47 @@ fn problem(d: desc::Ptr, layouts: [desc::Ptr; 4]) -> Result<(LtProblem, LtShape)
     };
     let shape = p.validate().map_err(|e| e.status())?;
     Ok((p, shape))
+}
+
+/// Heuristic answers already had, by the encoded query (handle, descriptors, layouts,
+/// preference, count) and device: cuBLASLt's heuristic is a function of these, and
+/// PyTorch asks it before every matmul (13 times a step of its bf16 transformer).
+/// Bounded: past [`KNOWN_HEURISTICS_MAX`] queries it starts over.
+static KNOWN_HEURISTICS: std::sync::Mutex<Option<HashMap<(i32, Vec<u8>), LtHeuristicReply>>> =
+    std::sync::Mutex::new(None);
+const KNOWN_HEURISTICS_MAX: usize = 4096;
+
+/// The host's heuristic for `req` on `device`, asked once per distinct query.
+fn heuristic(device: i32, req: &LtHeuristic) -> std::result::Result<LtHeuristicReply, CudaStatus> {
+    let key = postcard::to_stdvec(req)
+        .map(|bytes| (device, bytes))
+        .map_err(|_| CudaStatus::ErrorInvalidValue)?;
+    let known = || KNOWN_HEURISTICS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(reply) = known().as_ref().and_then(|m| m.get(&key)) {
+        return Ok(reply.clone());
+    }
+    let reply = on_device(device, || api::call(req))?;
+    if reply.status == status::SUCCESS {
+        let mut g = known();
+        let m = g.get_or_insert_with(HashMap::new);
+        if m.len() >= KNOWN_HEURISTICS_MAX {
+            m.clear();
+        }
+        m.insert(key, reply.clone());
+    }
+    Ok(reply)
+}
+
+/// A handle is gone: its answers go with it.
+pub(super) fn forget_handle(h: LtHandle) {
+    if let Some(m) = KNOWN_HEURISTICS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .as_mut()
+    {
+        let prefix = postcard::to_stdvec(&h).unwrap_or_default();
+        m.retain(|(_, k), _| !k.starts_with(&prefix));
+    }
 }
 
 /// Run `f` with `device` current (a handle's device, as cuBLASLt runs in its context).
@@ -64,7 +106,7 @@ export! {
             preference,
             requested: (requested as u32).min(MAX_HEURISTIC_RESULTS),
         };
-        let reply = on_device(device, || api::call(&req)).map_err(|e| match e {
+        let reply = heuristic(device, &req).map_err(|e| match e {
             CudaStatus::ErrorInvalidValue => status::INVALID_VALUE,
             CudaStatus::ErrorNotSupported => status::NOT_SUPPORTED,
             CudaStatus::ErrorInvalidResourceHandle => status::NOT_INITIALIZED,
@@ -138,5 +180,41 @@ export! {
         };
         let stream = req.stream;
         post_on_device(device, stream, req)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn query(handle: u64) -> LtHeuristic {
+        LtHeuristic {
+            handle: LtHandle(handle),
+            problem: Default::default(),
+            preference: Default::default(),
+            requested: 1,
+        }
+    }
+
+    #[test]
+    fn heuristic_answers_are_kept_per_query_and_go_with_their_handle() {
+        let answer = LtHeuristicReply {
+            status: status::SUCCESS,
+            results: Vec::new(),
+        };
+        for h in [0x7a01, 0x7a02] {
+            let key = (3, postcard::to_stdvec(&query(h)).unwrap());
+            KNOWN_HEURISTICS
+                .lock()
+                .unwrap()
+                .get_or_insert_with(HashMap::new)
+                .insert(key, answer.clone());
+        }
+        // Known: answered without the host (none is reachable in unit tests).
+        assert_eq!(heuristic(3, &query(0x7a01)), Ok(answer.clone()));
+        forget_handle(LtHandle(0x7a01));
+        assert!(heuristic(3, &query(0x7a01)).is_err(), "asked again");
+        assert_eq!(heuristic(3, &query(0x7a02)), Ok(answer));
+        assert!(heuristic(4, &query(0x7a02)).is_err(), "another device");
     }
 }

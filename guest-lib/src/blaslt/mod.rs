@@ -71,6 +71,7 @@ export! {
             .as_mut()
             .and_then(|m| m.remove(&(h as u64)))
             .ok_or(status::NOT_INITIALIZED)?;
+        matmul::forget_handle(LtHandle(h as u64));
         post_on_device(device, StreamHandle::LEGACY, LtDestroy { handle: LtHandle(h as u64) })
     }
 }
