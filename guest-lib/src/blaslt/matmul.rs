@@ -38,8 +38,8 @@ fn problem(d: desc::Ptr, layouts: [desc::Ptr; 4]) -> Result<(LtProblem, LtShape)
 /// preference, count) and device: cuBLASLt's heuristic is a function of these, and
 /// PyTorch asks it before every matmul (13 times a step of its bf16 transformer).
 /// Bounded: past [`KNOWN_HEURISTICS_MAX`] queries it starts over.
-static KNOWN_HEURISTICS: std::sync::Mutex<Option<HashMap<(i32, Vec<u8>), LtHeuristicReply>>> =
-    std::sync::Mutex::new(None);
+type KnownHeuristics = HashMap<(i32, Vec<u8>), LtHeuristicReply>;
+static KNOWN_HEURISTICS: std::sync::Mutex<Option<KnownHeuristics>> = std::sync::Mutex::new(None);
 const KNOWN_HEURISTICS_MAX: usize = 4096;
 
 /// The host's heuristic for `req` on `device`, asked once per distinct query.
