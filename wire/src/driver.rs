@@ -162,12 +162,24 @@ pub struct LinkInput {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Link {
     pub inputs: Vec<LinkInput>,
+    /// The program's linker options that are plain numbers ([`LINK_OPTIONS`]): option,
+    /// value.
+    pub options: Vec<(u32, u32)>,
 }
+
+/// The `CUjit_option`s a link carries to the host, each a plain number the driver
+/// judges: `CU_JIT_MAX_REGISTERS` (0), `CU_JIT_OPTIMIZATION_LEVEL` (7),
+/// `CU_JIT_GENERATE_DEBUG_INFO` (11), `CU_JIT_LOG_VERBOSE` (12),
+/// `CU_JIT_GENERATE_LINE_INFO` (13), `CU_JIT_CACHE_MODE` (14). The log buffers stay in
+/// the guest; pointer-valued options never travel.
+pub const LINK_OPTIONS: [u32; 6] = [0, 7, 11, 12, 13, 14];
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Linked {
     /// The linker's information and error logs.
     pub info_log: String,
     pub error_log: String,
+    /// `CU_JIT_WALL_TIME`: milliseconds the link took.
+    pub wall_time_ms: f32,
 }
 /// The bytes of an encoded tensor map (`CUtensorMap`).
 pub const TENSOR_MAP_LEN: usize = 128;

@@ -19,7 +19,7 @@ use std::ffi::{c_char, c_void};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Mutex, MutexGuard};
 
-use vmcuda_wire::driver::{Link, LinkInput};
+use vmcuda_wire::driver::{Link, LinkInput, LINK_OPTIONS};
 use vmcuda_wire::fatbin::{self, CONTAINER_HEADER_LEN, WRAPPER_LEN};
 use vmcuda_wire::op::{
     FuncAttributes, FunctionHandle, FunctionInfo, LaunchAttribute, LaunchKernel,
@@ -54,6 +54,10 @@ struct LinkState {
     /// (buffer, its size) for the info and error logs.
     info_log: Option<(usize, usize)>,
     error_log: Option<(usize, usize)>,
+    /// The numeric options the host's linker gets (`LINK_OPTIONS`), and where the
+    /// program wants the wall time (its value slot in the array it passed).
+    options: Vec<(u32, u32)>,
+    wall_time: Option<usize>,
     cubin: Vec<u8>,
 }
 
@@ -857,14 +861,16 @@ export! {
     }
 }
 
-/// `CUjit_option`s the link state keeps: where the logs go.
+/// `CUjit_option`s the link state keeps: where the logs and the wall time go.
+const JIT_WALL_TIME: u32 = 2;
 const JIT_INFO_LOG_BUFFER: u32 = 3;
 const JIT_INFO_LOG_BUFFER_SIZE_BYTES: u32 = 4;
 const JIT_ERROR_LOG_BUFFER: u32 = 5;
 const JIT_ERROR_LOG_BUFFER_SIZE_BYTES: u32 = 6;
 
 export! {
-    /// Options other than the log buffers are the host linker's defaults.
+    /// The log buffers and the wall time are kept here; the numeric options of
+    /// `LINK_OPTIONS` go to the host's linker; others are the host linker's defaults.
     fn cuLinkCreate_v2(num_options: u32, options: *const u32, values: *const *mut c_void, out: *mut *mut c_void) {
         check_initialized()?;
         let mut link = LinkState::default();
@@ -881,6 +887,11 @@ export! {
                 JIT_INFO_LOG_BUFFER_SIZE_BYTES => info_len = value,
                 JIT_ERROR_LOG_BUFFER => error = value,
                 JIT_ERROR_LOG_BUFFER_SIZE_BYTES => error_len = value,
+                JIT_WALL_TIME => link.wall_time = Some(values.wrapping_add(i) as usize),
+                o if LINK_OPTIONS.contains(&o) => {
+                    link.options.retain(|(known, _)| *known != o);
+                    link.options.push((o, value as u32));
+                }
                 _ => {}
             }
         }
@@ -964,15 +975,21 @@ unsafe fn write_log(buffer: Option<(usize, usize)>, text: &str) -> Result<()> {
 
 export! {
     fn cuLinkComplete(link: *mut c_void, cubin_out: *mut *const c_void, size_out: *mut usize) {
-        let (inputs, data, logs) = {
+        let (inputs, data, logs, options, wall_time) = {
             let m = modules();
             let l = m.links.get(&(link as u64)).ok_or_else(|| stale("link state", &STALE_LINK))?;
             let inputs: Vec<LinkInput> = l.inputs.iter().map(|(i, _)| i.clone()).collect();
             let data: Vec<u8> = l.inputs.iter().flat_map(|(_, b)| b.iter().copied()).collect();
-            (inputs, data, (l.info_log, l.error_log))
+            (inputs, data, (l.info_log, l.error_log), l.options.clone(), l.wall_time)
         };
         let mut cubin = Vec::new();
-        let linked = call_with(&Link { inputs }, &data, Sink::Grow(&mut cubin))?;
+        let linked = call_with(&Link { inputs, options }, &data, Sink::Grow(&mut cubin))?;
+        if let Some(slot) = wall_time {
+            // SAFETY: by cuLinkCreate_v2's contract the option values array stays valid
+            // for the life of the link state when an output option is used; the driver
+            // writes the time as a float at the start of its slot.
+            unsafe { caller::write(slot as *mut f32, linked.wall_time_ms) }?;
+        }
         // SAFETY: by cuLinkComplete's contract its pointer arguments are as `write_log`
         // requires.
         unsafe { write_log(logs.0, &linked.info_log) }?;

@@ -61,7 +61,13 @@ pub trait Driver {
         -> ExecResult<()>;
     fn mem_allocation_granularity(&mut self, prop: &AllocationProp, option: u32)
         -> ExecResult<u64>;
-    /// Link the inputs into one cubin, returned with the linker's logs.
-    fn link(&mut self, inputs: &[LinkInputData<'_>]) -> ExecResult<(Vec<u8>, Linked)>;
+    /// Link the inputs into one cubin with the given numeric linker options (checked to
+    /// be of `vmcuda_wire::driver::LINK_OPTIONS`), returned with the linker's logs and
+    /// wall time.
+    fn link(
+        &mut self,
+        inputs: &[LinkInputData<'_>],
+        options: &[(u32, u32)],
+    ) -> ExecResult<(Vec<u8>, Linked)>;
     fn tensor_map_encode_tiled(&mut self, req: &TensorMapEncodeTiled) -> ExecResult<Vec<u8>>;
 }

@@ -300,7 +300,15 @@ impl ModuleOps for Session {
         if inputs.is_empty() || !rest.is_empty() {
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        let (cubin, logs) = self.exec.link(&inputs)?;
+        // Only plain-number options reach the driver; a guest naming another (one
+        // whose value the driver would take as a pointer) is refused.
+        use vmcuda_wire::driver::LINK_OPTIONS;
+        if req.options.len() > LINK_OPTIONS.len()
+            || req.options.iter().any(|(o, _)| !LINK_OPTIONS.contains(o))
+        {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let (cubin, logs) = self.exec.link(&inputs, &req.options)?;
         Ok((logs, cubin))
     }
     fn tensor_map_encode_tiled(

@@ -241,3 +241,31 @@ fn guest_pages_are_refused_without_the_guests_ram() {
         CudaStatus::ErrorNotSupported
     );
 }
+
+/// A link carries only the numeric linker options: one whose value the driver would
+/// take as a pointer (a log buffer), or an unknown one, is refused before any link.
+#[test]
+fn link_options_that_are_not_plain_numbers_are_refused() {
+    let mut s = session(None);
+    let link = |options: Vec<(u32, u32)>| Link {
+        inputs: vec![vmcuda_wire::driver::LinkInput {
+            kind: 1,
+            name: "k.ptx".into(),
+            len: 4,
+        }],
+        options,
+    };
+    let ctx = CallContext::default();
+    for bad in [vec![(3, 0x1000)], vec![(5, 8)], vec![(999, 1)], vec![(12, 1); 7]] {
+        assert_eq!(
+            s.link(&ctx, link(bad.clone()), b"ptx!").err(),
+            Some(CudaStatus::ErrorInvalidValue),
+            "{bad:?}"
+        );
+    }
+    // Plain-number options reach the executor (which, here, cannot link).
+    assert_eq!(
+        s.link(&ctx, link(vec![(12, 1), (7, 3)]), b"ptx!").err(),
+        Some(CudaStatus::ErrorNotSupported)
+    );
+}

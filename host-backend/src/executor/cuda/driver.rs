@@ -272,7 +272,11 @@ impl Driver for CudaExecutor {
         Ok(bytes as u64)
     }
 
-    fn link(&mut self, inputs: &[LinkInputData<'_>]) -> ExecResult<(Vec<u8>, Linked)> {
+    fn link(
+        &mut self,
+        inputs: &[LinkInputData<'_>],
+        extra: &[(u32, u32)],
+    ) -> ExecResult<(Vec<u8>, Linked)> {
         self.bind()?;
         // SAFETY: each signature is its function's.
         let (create, add, complete, destroy): (LinkCreate, LinkAddData, LinkComplete, LinkDestroy) = unsafe {
@@ -285,17 +289,32 @@ impl Driver for CudaExecutor {
         };
         let mut info = vec![0u8; LOG_LEN];
         let mut error = vec![0u8; LOG_LEN];
-        let mut options: [c_uint; 4] = [3, 4, 5, 6];
-        let mut values: [*mut c_void; 4] = [
+        // The log buffers, the wall time (written back into its value slot when the
+        // link completes), then the program's numeric options (values by value).
+        let mut options: Vec<c_uint> = vec![3, 4, 5, 6, 2];
+        let mut values: Vec<*mut c_void> = vec![
             info.as_mut_ptr().cast(),
             LOG_LEN as *mut c_void,
             error.as_mut_ptr().cast(),
             LOG_LEN as *mut c_void,
+            ptr::null_mut(),
         ];
+        for (option, value) in extra {
+            options.push(*option);
+            values.push(*value as usize as *mut c_void);
+        }
         let mut state: *mut c_void = ptr::null_mut();
-        // SAFETY: four options with their values; the log buffers live until the
-        // state is destroyed below.
-        status(unsafe { create(4, options.as_mut_ptr(), values.as_mut_ptr(), &mut state) })?;
+        // SAFETY: `options.len()` options with their values; the session let through
+        // only options whose values are numbers; the log buffers and both arrays live
+        // until the state is destroyed below.
+        status(unsafe {
+            create(
+                options.len() as c_uint,
+                options.as_mut_ptr(),
+                values.as_mut_ptr(),
+                &mut state,
+            )
+        })?;
         let result = (|| {
             for input in inputs {
                 let name = CString::new(input.name).map_err(|_| CudaStatus::ErrorInvalidValue)?;
@@ -330,9 +349,12 @@ impl Driver for CudaExecutor {
         })();
         // SAFETY: `state` was created above and is destroyed once.
         let _ = unsafe { destroy(state) };
+        // CU_JIT_WALL_TIME: a float in the low bytes of its value slot.
+        let wall_time_ms = f32::from_bits(values[4] as usize as u32);
         let logs = Linked {
             info_log: log_text(&info),
             error_log: log_text(&error),
+            wall_time_ms,
         };
         match result {
             Ok(cubin) => Ok((cubin, logs)),

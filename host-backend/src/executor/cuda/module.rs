@@ -163,7 +163,7 @@ impl CudaExecutor {
             name: "module",
             bytes: piece,
         };
-        let (elf, _) = Driver::link(self, &[input])?;
+        let (elf, _) = Driver::link(self, &[input], &[])?;
         measure(&elf)
     }
 

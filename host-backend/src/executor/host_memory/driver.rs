@@ -245,7 +245,11 @@ impl Driver for HostMemoryExecutor {
         }
     }
 
-    fn link(&mut self, _inputs: &[LinkInputData<'_>]) -> ExecResult<(Vec<u8>, Linked)> {
+    fn link(
+        &mut self,
+        _inputs: &[LinkInputData<'_>],
+        _options: &[(u32, u32)],
+    ) -> ExecResult<(Vec<u8>, Linked)> {
         Err(not_supported(
             "link device code (that needs the CUDA driver)",
         ))
