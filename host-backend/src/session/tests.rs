@@ -256,7 +256,12 @@ fn link_options_that_are_not_plain_numbers_are_refused() {
         options,
     };
     let ctx = CallContext::default();
-    for bad in [vec![(3, 0x1000)], vec![(5, 8)], vec![(999, 1)], vec![(12, 1); 7]] {
+    for bad in [
+        vec![(3, 0x1000)],
+        vec![(5, 8)],
+        vec![(999, 1)],
+        vec![(12, 1); 7],
+    ] {
         assert_eq!(
             s.link(&ctx, link(bad.clone()), b"ptx!").err(),
             Some(CudaStatus::ErrorInvalidValue),
