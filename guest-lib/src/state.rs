@@ -195,6 +195,17 @@ pub fn registry() -> RegistryGuard {
     RegistryGuard(guard)
 }
 
+/// [`registry`] if no other thread holds it now (for clean-up that must not wait).
+pub fn try_registry() -> Option<RegistryGuard> {
+    let mut guard = match REGISTRY.try_lock() {
+        Ok(g) => g,
+        Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => return None,
+    };
+    guard.get_or_insert_with(Registry::default);
+    Some(RegistryGuard(guard))
+}
+
 pub struct RegistryGuard(MutexGuard<'static, Option<Registry>>);
 
 impl std::ops::Deref for RegistryGuard {

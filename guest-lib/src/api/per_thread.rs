@@ -145,17 +145,21 @@ pub(crate) mod default_stream {
     struct Streams(HashMap<i32, (StreamHandle, u64)>);
 
     impl Drop for Streams {
+        /// Nothing here waits: a thread may exit while another holds the connection in
+        /// a long call, or the whole process may be exiting under one. What is not done
+        /// (the connection busy, host functions still queued on the stream) the host
+        /// undoes when the connection closes.
         fn drop(&mut self) {
             let epoch = EPOCH.load(Ordering::Acquire);
             for (device, (stream, made)) in self.0.drain() {
-                registry().streams.remove(&stream.0);
-                if made == epoch {
-                    // Its queued work still runs; a failure (the process is going away,
-                    // the connection is gone) leaves nothing to undo.
+                if let Some(mut r) = state::try_registry() {
+                    r.streams.remove(&stream.0);
+                }
+                if made == epoch && !crate::gate::stream_busy(stream) {
+                    // Posted behind the thread's own work on it, which still runs.
                     let _ = std::panic::catch_unwind(|| {
-                        state::as_device(device, || {
-                            crate::api::post(&StreamDestroy { stream }, &[])
-                        })
+                        crate::client::client()
+                            .and_then(|c| c.post_if_free(device, &StreamDestroy { stream }))
                     });
                 }
             }

@@ -159,6 +159,12 @@ impl Hosts {
         client.post(local, req, data)
     }
 
+    /// [`Client::post_if_free`] on the device's host.
+    pub fn post_if_free<R: Request>(&self, device: i32, req: &R) -> Result<bool, CudaStatus> {
+        let (_, client, local) = self.route(device)?;
+        client.post_if_free(local, req)
+    }
+
     pub fn post_now<R: Request>(
         &self,
         device: i32,

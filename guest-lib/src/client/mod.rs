@@ -371,6 +371,19 @@ impl Client {
         self.post_inner(device, req, data, true)
     }
 
+    /// Post `req` (no data) if the connection is free now, else leave it: for clean-up
+    /// at a thread's exit, which must not wait behind another thread's long call (the
+    /// process may be exiting under it). Whether it was posted.
+    pub fn post_if_free<R: Request>(&self, device: i32, req: &R) -> Result<bool, CudaStatus> {
+        let conn = match self.conn.try_lock() {
+            Ok(conn) => conn,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return Ok(false),
+        };
+        self.post_locked(conn, device, req, &[], false)
+            .map(|()| true)
+    }
+
     fn post_inner<R: Request>(
         &self,
         device: i32,
@@ -379,7 +392,18 @@ impl Client {
         now: bool,
     ) -> Result<(), CudaStatus> {
         crate::managed::before_op(R::OP)?;
-        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        self.post_locked(conn, device, req, data, now)
+    }
+
+    fn post_locked<R: Request>(
+        &self,
+        mut conn: std::sync::MutexGuard<'_, Connection>,
+        device: i32,
+        req: &R,
+        data: &[u8],
+        now: bool,
+    ) -> Result<(), CudaStatus> {
         if conn.broken {
             return Err(CudaStatus::ErrorDevicesUnavailable);
         }
