@@ -75,11 +75,28 @@ pub fn static_apps_dir() -> PathBuf {
 /// tests/c/`name`.c built against the guest's libraries `libs` (link names such as
 /// `libcudart.so.13`), in a fresh temporary directory; returns the program.
 pub fn build_c_program(name: &str, libs: &[&str]) -> PathBuf {
+    // Built once per test process and program: tests of one binary run in parallel,
+    // and one test's compiler writing the very file another test is starting fails that
+    // start with ETXTBSY ("Text file busy").
+    type Key = (String, Vec<String>);
+    static BUILT: std::sync::Mutex<Vec<(Key, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+    let key: Key = (
+        name.to_string(),
+        libs.iter().map(|l| l.to_string()).collect(),
+    );
+    let mut built = BUILT.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, exe)) = built.iter().find(|(k, _)| *k == key) {
+        return exe.clone();
+    }
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("c/{name}.c"));
-    let dir = std::env::temp_dir().join(format!("vmcuda-{name}-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!(
+        "vmcuda-{name}-{}-{}",
+        std::process::id(),
+        built.len()
+    ));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let exe = dir.join(name);
-    let built = Command::new("cc")
+    let out = Command::new("cc")
         .arg("-o")
         .arg(&exe)
         .arg(&src)
@@ -87,7 +104,8 @@ pub fn build_c_program(name: &str, libs: &[&str]) -> PathBuf {
         .args(libs.iter().map(|l| format!("-l:{l}")))
         .output()
         .expect("cc");
-    assert!(built.status.success(), "{}", text(&built.stderr));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    built.push((key, exe.clone()));
     exe
 }
 
