@@ -7,6 +7,16 @@ use std::sync::Mutex;
 
 static SAID: Mutex<Option<HashSet<String>>> = Mutex::new(None);
 
+/// The function names of an export list (guest-lib/exports/*.txt: a name, or
+/// `name@@version-node`, a line; `#` lines are comments), in the order build-libs.sh
+/// numbers the stubs of the functions vmcuda does not implement.
+pub fn listed_names(list: &'static str) -> impl Iterator<Item = &'static str> {
+    list.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| l.split_once("@@").map_or(l, |(name, _)| name))
+}
+
 /// Print `line` to stderr unless it was printed before.
 pub fn say_once(line: &str) {
     let first = SAID

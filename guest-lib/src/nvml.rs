@@ -47,10 +47,7 @@ const EXPORTS: &str = include_str!("../exports/libnvidia-ml.so.1.txt");
 
 /// The name of function `index` of the export list.
 pub fn function_name(index: u32) -> Option<&'static str> {
-    EXPORTS
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-        .nth(index as usize)
+    crate::notice::listed_names(EXPORTS).nth(index as usize)
 }
 
 /// Whether a function would change the GPU's state (which a guest may not).

@@ -22,11 +22,7 @@ const EXPORTS: &str = include_str!("../../exports/libcudart.so.13.txt");
 /// The export list's function names (its `name@@node` lines), in the order
 /// build-libs.sh numbers its stubs.
 pub fn export_names() -> impl Iterator<Item = &'static str> {
-    EXPORTS
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.starts_with('#'))
-        .filter_map(|l| l.split_once("@@").map(|(name, _)| name))
+    crate::notice::listed_names(EXPORTS)
 }
 
 /// Why a function cannot work through vmcuda, for its stderr line.

@@ -18,12 +18,7 @@ const EXPORTS: &str = include_str!("../../exports/libcublas.so.13.txt");
 /// The name of function `index` of the export list, in the order build-libs.sh
 /// numbers its stubs.
 pub fn function_name(index: u32) -> Option<&'static str> {
-    EXPORTS
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.starts_with('#') && !l.is_empty())
-        .filter_map(|l| l.split_once("@@").map(|(name, _)| name))
-        .nth(index as usize)
+    crate::notice::listed_names(EXPORTS).nth(index as usize)
 }
 
 /// The line a call to function `name` prints (once).

@@ -25,10 +25,7 @@ const EXPORTS: &str = include_str!("../../exports/libcuda.so.1.txt");
 
 /// The export list's names, in the order build-libs.sh numbers its stubs.
 pub fn export_names() -> impl Iterator<Item = &'static str> {
-    EXPORTS
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    crate::notice::listed_names(EXPORTS)
 }
 
 /// Functions probed by lookup as optional features (see the module documentation).
