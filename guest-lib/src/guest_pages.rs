@@ -11,6 +11,7 @@
 
 use std::num::NonZeroUsize;
 use std::os::unix::fs::FileExt;
+use std::ptr::NonNull;
 
 use nix::sys::mman::{mmap_anonymous, munmap, MapFlags, ProtFlags};
 use vmcuda_wire::op::HostRegisterGuestPages;
@@ -29,9 +30,10 @@ pub fn physical_address(entry: u64, va: usize) -> Option<u64> {
     (entry & PRESENT != 0 && pfn != 0).then(|| pfn * 4096 + (va % 4096) as u64)
 }
 
-/// Map `len` bytes (a whole number of huge pages) of locked-in huge pages and register
-/// them with the host by guest-physical address; the address of the area, or why not.
-pub fn alloc(len: usize, flags: u32) -> Result<usize, String> {
+/// Map `len` bytes (rounded up to whole huge pages) of huge pages and read their
+/// guest-physical addresses: the mapping (owned by the caller, `munmap` undoes it),
+/// its length, and each page's address, or why not.
+pub fn huge_pages(len: usize) -> Result<(NonNull<libc::c_void>, usize, Vec<u64>), String> {
     let len = len.next_multiple_of(HUGE_PAGE);
     let length = NonZeroUsize::new(len).ok_or("empty staging area")?;
     // Shared, so that a fork never makes a copy-on-write copy of a page the host
@@ -45,16 +47,24 @@ pub fn alloc(len: usize, flags: u32) -> Result<usize, String> {
             MapFlags::MAP_SHARED | MapFlags::MAP_HUGETLB | MapFlags::MAP_POPULATE,
         )
     }
-    .map_err(|e| format!("no huge pages for the staging area ({e}; boot with hugepages=N)"))?;
-    let start = area.as_ptr() as usize;
-    let unmap = |why: String| {
-        // SAFETY: unmapping the area mapped above, which nothing else uses.
-        let _ = unsafe { munmap(area, len) };
-        why
-    };
+    .map_err(|e| format!("no huge pages ({e}; boot with hugepages=N)"))?;
     // MAP_POPULATE gives up silently where huge pages run out: a page it could not
     // fill shows as absent in pagemap below, and the area is refused.
-    let pages = read_pagemap(start, len).map_err(unmap)?;
+    match read_pagemap(area.as_ptr() as usize, len) {
+        Ok(pages) => Ok((area, len, pages)),
+        Err(why) => {
+            // SAFETY: unmapping the area mapped above, which nothing else uses.
+            let _ = unsafe { munmap(area, len) };
+            Err(why)
+        }
+    }
+}
+
+/// Map `len` bytes (a whole number of huge pages) of locked-in huge pages and register
+/// them with the host by guest-physical address; the address of the area, or why not.
+pub fn alloc(len: usize, flags: u32) -> Result<usize, String> {
+    let (area, len, pages) = huge_pages(len)?;
+    let start = area.as_ptr() as usize;
     let req = HostRegisterGuestPages {
         addr: start as u64,
         size: len as u64,
@@ -66,9 +76,13 @@ pub fn alloc(len: usize, flags: u32) -> Result<usize, String> {
         .and_then(|c| c.call(state::current_device(), &req, &[], client::Sink::None));
     match registered {
         Ok(_) => Ok(start),
-        Err(e) => Err(unmap(format!(
-            "the host did not take the guest's pages ({e}; see the host log)"
-        ))),
+        Err(e) => {
+            // SAFETY: unmapping the area mapped above, which nothing else uses.
+            let _ = unsafe { munmap(area, len) };
+            Err(format!(
+                "the host did not take the guest's pages ({e}; see the host log)"
+            ))
+        }
     }
 }
 

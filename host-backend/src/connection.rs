@@ -199,8 +199,11 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
                     // Unix guests may pass memory descriptors along with frames.
                     let (reader, fds) = FdReader::new(reader);
                     let reader = PollingReader::new(reader, Some(stream.as_fd()), poll_for);
-                    worker::serve(reader, stream, Some(fds), open, console.as_mut())
-                        .map_err(Into::into)
+                    let link = worker::Link {
+                        socket: stream.as_fd().try_clone_to_owned().ok(),
+                        fds: Some(fds),
+                    };
+                    worker::serve(reader, stream, link, open, console.as_mut()).map_err(Into::into)
                 }
                 Err(e) => Err(FrameError::from(e).into()),
             }
@@ -210,7 +213,11 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
             match stream.try_clone() {
                 Ok(reader) => {
                     let reader = PollingReader::new(reader, Some(stream.as_fd()), poll_for);
-                    worker::serve(reader, stream, None, open, console.as_mut()).map_err(Into::into)
+                    let link = worker::Link {
+                        socket: stream.as_fd().try_clone_to_owned().ok(),
+                        fds: None,
+                    };
+                    worker::serve(reader, stream, link, open, console.as_mut()).map_err(Into::into)
                 }
                 Err(e) => Err(FrameError::from(e).into()),
             }
@@ -282,7 +289,8 @@ fn serve_tls_listener(
     match tls::accept(stream, &server)? {
         Accepted::Tls(stream) => {
             over_tls.set(true);
-            worker::serve(stream.clone(), stream, None, open, console).map_err(Into::into)
+            worker::serve(stream.clone(), stream, Default::default(), open, console)
+                .map_err(Into::into)
         }
         Accepted::Plain(stream) => serve_tcp(stream, open, console),
         Accepted::PlainRefused(stream) => {
@@ -317,7 +325,13 @@ fn serve_tcp(
 ) -> Result<Ended, ConnectionError> {
     let reader = stream.try_clone().map_err(FrameError::from)?;
     let reader = PollingReader::new(reader, Some(stream.as_fd()), worker::request_poll_window());
-    Ok(worker::serve(reader, stream, None, open, console)?)
+    Ok(worker::serve(
+        reader,
+        stream,
+        Default::default(),
+        open,
+        console,
+    )?)
 }
 
 /// The executor a grant gets: only its GPUs, in its order.

@@ -97,12 +97,17 @@ mod tests {
                 |r: Result<worker::Ended, vmcuda_wire::FrameError>| r.map_err(|e| e.to_string());
             Ok(match accept(tcp, &server).map_err(|e| e.to_string())? {
                 Accepted::Tls(s) => {
-                    served(worker::serve(s.clone(), s, None, open, None)).map(|_| "tls")?
+                    served(worker::serve(s.clone(), s, Default::default(), open, None))
+                        .map(|_| "tls")?
                 }
-                Accepted::Plain(s) => {
-                    served(worker::serve(s.try_clone().unwrap(), s, None, open, None))
-                        .map(|_| "plain")?
-                }
+                Accepted::Plain(s) => served(worker::serve(
+                    s.try_clone().unwrap(),
+                    s,
+                    Default::default(),
+                    open,
+                    None,
+                ))
+                .map(|_| "plain")?,
                 Accepted::PlainRefused(_) => "refused",
                 Accepted::Gone => "gone",
             })

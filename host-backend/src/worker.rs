@@ -10,9 +10,12 @@ use std::io::{BufReader, BufWriter, Read, Write};
 use std::time::Instant;
 
 use tracing::{debug, warn};
-use vmcuda_wire::frame::{self, FrameError, FrameHeader, FLAG_EVENT, FLAG_NO_REPLY, FLAG_REPLY};
+use vmcuda_wire::frame::{
+    self, FrameError, FrameHeader, FLAG_EVENT, FLAG_FD, FLAG_NO_REPLY, FLAG_REPLY,
+};
 use vmcuda_wire::handshake::{self, PROTOCOL_VERSION, RUNTIME_VERSION};
 use vmcuda_wire::op::{dispatch, CallContext, Console, DispatchError, Hello, Op, OP_CONSOLE};
+use vmcuda_wire::ring;
 use vmcuda_wire::CudaStatus;
 
 use vmcuda_wire::transport::FdQueue;
@@ -33,6 +36,19 @@ pub const REQUEST_POLL_WINDOW: std::time::Duration = std::time::Duration::from_m
 /// [`REQUEST_POLL_WINDOW`] where there are cores to spare.
 pub fn request_poll_window() -> std::time::Duration {
     vmcuda_wire::polling::window_from_env(REQUEST_POLL_WINDOW)
+}
+
+/// How long a worker polls its command ring for the next request before sleeping in
+/// the socket: longer than on the socket, since polling memory costs no system call
+/// and a guest that is active keeps its worker awake for the next call.
+pub const RING_POLL_WINDOW: std::time::Duration = std::time::Duration::from_micros(200);
+
+/// What a worker has of its guest's socket besides the byte stream: the socket itself
+/// (for a command ring's doorbells) and the descriptors a Unix guest passes along.
+#[derive(Default)]
+pub struct Link {
+    pub socket: Option<std::os::fd::OwnedFd>,
+    pub fds: Option<FdQueue>,
 }
 use crate::buffers::ReceiveBuffers;
 use crate::session::Session;
@@ -60,16 +76,16 @@ pub enum Ended {
 /// hello's error reply and the connection is closed; no executor is ever made for it.
 /// The session's buffer budget ([`Session::with_buffer_budget`]) bounds the frame
 /// buffers, receive and reply alike.
-pub fn serve(
-    reader: impl Read,
-    writer: impl Write,
-    fds: Option<FdQueue>,
+pub fn serve<'a>(
+    reader: impl Read + 'a,
+    writer: impl Write + 'a,
+    link: Link,
     open: impl FnOnce(&Hello) -> Result<Session, Refusal>,
     console: Option<&mut ConsoleCapture>,
 ) -> Result<Ended, FrameError> {
     // A frame's data is read into its page-locked buffer directly, past this.
-    let mut reader = BufReader::with_capacity(frame::READ_AHEAD, reader);
-    let mut writer = BufWriter::with_capacity(256 << 10, writer);
+    let mut reader: Incoming<'a> = BufReader::with_capacity(frame::READ_AHEAD, Box::new(reader));
+    let mut writer: Outgoing<'a> = BufWriter::with_capacity(REPLY_BUFFER, Box::new(writer));
     let Some((header, hello)) = read_hello(&mut reader, &mut writer)? else {
         return Ok(Ended::Served);
     };
@@ -128,7 +144,7 @@ pub fn serve(
         if !greeted {
             return Ok(());
         }
-        serve_frames(reader, writer, fds, &mut session, console, &mut receive)
+        serve_frames(reader, writer, link, &mut session, console, &mut receive)
     });
     // The driver lets go of the receive pages (once no copy reads them) before they
     // are unmapped.
@@ -260,10 +276,18 @@ fn answer_from_area(
     Ok(())
 }
 
-fn serve_frames(
-    mut reader: impl Read,
-    mut writer: impl Write,
-    fds: Option<FdQueue>,
+/// The connection's frames in, wherever they travel (the socket, then maybe a ring).
+type Incoming<'a> = BufReader<Box<dyn Read + 'a>>;
+/// Its frames out.
+type Outgoing<'a> = BufWriter<Box<dyn Write + 'a>>;
+
+/// Replies are gathered up to this much before they go.
+const REPLY_BUFFER: usize = 256 << 10;
+
+fn serve_frames<'a>(
+    mut reader: Incoming<'a>,
+    mut writer: Outgoing<'a>,
+    mut link: Link,
     session: &mut Session,
     mut console: Option<&mut ConsoleCapture>,
     receive: &mut ReceiveBuffers,
@@ -272,6 +296,8 @@ fn serve_frames(
     let mut deferred: Option<CudaStatus> = None;
     let mut timeline = Timeline::enabled().then(Timeline::default);
     let mut done = Instant::now();
+    // The command ring's doorbell, once the guest has attached one.
+    let mut bell: Option<std::sync::Arc<ring::Bell>> = None;
     loop {
         let (header, meta) = match frame::read_head(&mut reader) {
             Ok(h) => h,
@@ -302,12 +328,19 @@ fn serve_frames(
                 None
             }
         };
+        // A descriptor sent beside a request in the ring comes on the socket (where a
+        // sleeping read may have taken it in already, with an earlier request).
+        if header.has(FLAG_FD) && session.incoming_fds.is_empty() {
+            if let Some(bell) = &bell {
+                bell.wait_for_fd()?;
+            }
+        }
         // The call's time starts once its request is all here.
         let started = Instant::now();
-        if let Some(fds) = &fds {
+        if let Some(fds) = &link.fds {
             // Descriptors passed with frames, in order; a guest flooding us with them
             // only loses the excess.
-            let mut fds = fds.borrow_mut();
+            let mut fds = fds.lock().unwrap_or_else(|p| p.into_inner());
             while let Some(fd) = fds.pop_front() {
                 if session.incoming_fds.len() < MAX_PENDING_FDS {
                     session.incoming_fds.push_back(fd);
@@ -370,6 +403,24 @@ fn serve_frames(
         } else {
             // Replies go out at once; a run of no-reply requests is answered by nothing.
             answer(&mut writer, session, &header, result, &mut deferred)?;
+        }
+        if let Some(memory) = session.take_ring() {
+            // The attach's reply was the last frame on the socket; the guest sends
+            // nothing more there but doorbells and descriptors.
+            let Some(socket) = link.socket.take().filter(|_| reader.buffer().is_empty()) else {
+                warn!(client = %session.client(), "command ring attached without a socket to ring, or with requests behind it; closing");
+                return Err(FrameError::UnknownOp(Op::RingAttach.code()));
+            };
+            let (r, w, b) = ring::open(
+                memory,
+                ring::End::Host,
+                ring::Bell::on(socket, link.fds.clone()),
+                vmcuda_wire::polling::window_from_env(RING_POLL_WINDOW),
+            );
+            reader = BufReader::with_capacity(frame::READ_AHEAD, Box::new(r));
+            writer = BufWriter::with_capacity(REPLY_BUFFER, Box::new(w));
+            bell = Some(b);
+            debug!(client = %session.client(), "frames now travel through the command ring");
         }
         // A large frame's buffers go as soon as it is done with.
         receive.trim(session, &mut deferred);
@@ -508,7 +559,7 @@ mod tests {
         let served = std::thread::spawn(move || {
             let exec = HostMemoryExecutor::new(64 << 20, None).unwrap();
             let open = |_: &Hello| Ok(Session::new(Box::new(exec), Grant::unlimited("test")));
-            serve(host.try_clone().unwrap(), host, None, open, None).unwrap();
+            serve(host.try_clone().unwrap(), host, Link::default(), open, None).unwrap();
         });
         (guest, served)
     }
@@ -545,6 +596,152 @@ mod tests {
         let (status, meta, _) = reply(s, id);
         assert_eq!(status, CudaStatus::Success);
         postcard::from_bytes::<Allocated>(&meta).unwrap().ptr
+    }
+
+    /// A worker as the daemon makes it for a Unix guest: descriptors and a socket to
+    /// ring. Its outcome comes back from the thread.
+    fn unix_worker() -> (
+        UnixStream,
+        std::thread::JoinHandle<Result<Ended, FrameError>>,
+    ) {
+        use std::os::fd::AsFd;
+        let (guest, host) = UnixStream::pair().unwrap();
+        let served = std::thread::spawn(move || {
+            let exec = HostMemoryExecutor::new(64 << 20, None).unwrap();
+            let open = |_: &Hello| Ok(Session::new(Box::new(exec), Grant::unlimited("test")));
+            let (reader, fds) = vmcuda_wire::transport::FdReader::new(host.try_clone().unwrap());
+            let link = Link {
+                socket: Some(host.as_fd().try_clone_to_owned().unwrap()),
+                fds: Some(fds),
+            };
+            serve(reader, host, link, open, None)
+        });
+        (guest, served)
+    }
+
+    /// Attach a command ring of `capacity` in a memfd; the guest's reader and writer
+    /// on it, and a second mapping to play a hostile guest with.
+    fn attach_ring(
+        s: &mut UnixStream,
+        capacity: u32,
+    ) -> (ring::RingReader, ring::RingWriter, std::os::fd::OwnedFd) {
+        use std::os::fd::AsFd;
+        use vmcuda_wire::op::{RingAttach, RingPlace};
+        let fd = memfd(ring::area_len(capacity));
+        let req = RingAttach {
+            capacity,
+            place: RingPlace::Descriptor,
+        };
+        let meta = postcard::to_stdvec(&req).unwrap();
+        let h = FrameHeader::new(Op::RingAttach.code(), 0, 5, meta.len(), 0);
+        let stream = vmcuda_wire::transport::Stream::Unix(s.try_clone().unwrap());
+        let mut bytes = zerocopy::IntoBytes::as_bytes(&h).to_vec();
+        bytes.extend(&meta);
+        stream
+            .send_with_fd(&[std::io::IoSlice::new(&bytes)], fd.as_fd())
+            .unwrap();
+        assert_eq!(reply(s, 5).0, CudaStatus::Success);
+        let memory = ring::RingMemory::map_fd(fd.as_fd(), capacity).unwrap();
+        let bell = ring::Bell::new(s.as_fd(), None).unwrap();
+        let (r, w, _) = ring::open(memory, ring::End::Guest, bell, std::time::Duration::ZERO);
+        (r, w, fd)
+    }
+
+    fn memfd(len: usize) -> std::os::fd::OwnedFd {
+        use nix::fcntl::{fcntl, FcntlArg, SealFlag};
+        use nix::sys::memfd::{memfd_create, MFdFlags};
+        let fd = memfd_create(c"ring", MFdFlags::MFD_ALLOW_SEALING).unwrap();
+        nix::unistd::ftruncate(&fd, len as i64).unwrap();
+        fcntl(&fd, FcntlArg::F_ADD_SEALS(SealFlag::F_SEAL_SHRINK)).unwrap();
+        fd
+    }
+
+    fn send_on<R: Serialize>(
+        w: &mut impl Write,
+        op: Op,
+        id: u64,
+        flags: u16,
+        req: &R,
+        data: &[u8],
+    ) {
+        let meta = postcard::to_stdvec(req).unwrap();
+        let h = FrameHeader::new(op.code(), flags, id, meta.len(), data.len());
+        frame::write_frame(w, &h, &meta, data).unwrap();
+    }
+
+    fn reply_on(r: &mut impl Read, id: u64) -> (CudaStatus, Vec<u8>, Vec<u8>) {
+        let (h, meta) = frame::read_head(r).unwrap();
+        assert!(h.has(FLAG_REPLY));
+        assert_eq!(h.request_id.get(), id);
+        let data = frame::read_data(r, &h).unwrap();
+        (CudaStatus(h.status.get()), meta, data)
+    }
+
+    /// After the attach, requests and replies travel through the ring (copies larger
+    /// than the ring stream through it), a second attach is refused, and a guest that
+    /// then breaks the ring's rules loses its connection: the worker ends with an
+    /// error instead of reading outside the ring.
+    #[test]
+    fn frames_travel_through_an_attached_ring_and_a_broken_ring_ends_the_connection() {
+        use vmcuda_wire::op::RingAttach;
+        let (mut s, served) = unix_worker();
+        greet(&mut s);
+        let (mut r, mut w, fd) = attach_ring(&mut s, 4096);
+        send_on(&mut w, Op::MemAlloc, 6, 0, &MemAlloc { size: 100_000 }, &[]);
+        let (status, meta, _) = reply_on(&mut r, 6);
+        assert_eq!(status, CudaStatus::Success);
+        let dev = postcard::from_bytes::<Allocated>(&meta).unwrap().ptr;
+        let bytes: Vec<u8> = (0..100_000).map(|i| (i * 7 % 253) as u8).collect();
+        let put = MemcpyHtoD {
+            dst: dev,
+            stream: StreamHandle::LEGACY,
+            is_async: false,
+        };
+        send_on(&mut w, Op::MemcpyHtoD, 7, FLAG_NO_REPLY, &put, &bytes);
+        let get = MemcpyDtoH {
+            src: dev,
+            size: bytes.len() as u64,
+            stream: StreamHandle::LEGACY,
+            is_async: false,
+        };
+        send_on(&mut w, Op::MemcpyDtoH, 8, 0, &get, &[]);
+        let (status, _, back) = reply_on(&mut r, 8);
+        assert_eq!(status, CudaStatus::Success);
+        assert!(
+            back == bytes,
+            "the copy through the ring came back different"
+        );
+        let again = RingAttach {
+            capacity: 4096,
+            place: vmcuda_wire::op::RingPlace::Descriptor,
+        };
+        send_on(&mut w, Op::RingAttach, 9, 0, &again, &[]);
+        assert_eq!(reply_on(&mut r, 9).0, CudaStatus::ErrorInvalidValue);
+        // Now claim far more bytes than the ring holds.
+        use std::os::fd::AsFd;
+        // SAFETY: a new shared mapping of the ring memfd's first page (its header,
+        // where the guest-to-host tail word is first), owned by this test.
+        let base = unsafe {
+            nix::sys::mman::mmap(
+                None,
+                std::num::NonZeroUsize::new(4096).unwrap(),
+                nix::sys::mman::ProtFlags::PROT_READ | nix::sys::mman::ProtFlags::PROT_WRITE,
+                nix::sys::mman::MapFlags::MAP_SHARED,
+                fd.as_fd(),
+                0,
+            )
+            .unwrap()
+        };
+        // SAFETY: an aligned word inside the page just mapped, touched atomically.
+        let tail = unsafe { &*base.as_ptr().cast::<std::sync::atomic::AtomicU64>() };
+        tail.fetch_add(1 << 40, std::sync::atomic::Ordering::SeqCst);
+        // The worker may be asleep in the socket: wake it as a writer would.
+        std::io::Write::write_all(&mut s, &[1]).unwrap();
+        let ended = served.join().unwrap();
+        assert!(
+            matches!(&ended, Err(FrameError::Io(e)) if e.kind() == std::io::ErrorKind::InvalidData),
+            "{ended:?}"
+        );
     }
 
     /// Chunks of odd sizes, posted but the last, go through the alternating receive

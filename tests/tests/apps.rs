@@ -268,6 +268,28 @@ fn a_missing_server_is_reported_clearly() {
 
 #[test]
 #[ignore = "needs the linked guest library and nvcc-built apps: run tests/run.sh"]
+fn calls_travel_through_the_command_ring_and_the_socket_still_works_without_it() {
+    let d = Daemon::host_memory("ring");
+    let app = vmcuda_tests::apps_dir().join("multithread");
+    for (ring, env) in [(true, "1"), (false, "0")] {
+        let out = vmcuda_tests::run_program_with(
+            &app,
+            &d.server(),
+            &[("VMCUDA_VERBOSE", "1"), ("VMCUDA_RING", env)],
+        );
+        let stderr = text(&out.stderr);
+        assert!(out.status.success(), "{}{stderr}", text(&out.stdout));
+        assert_eq!(
+            stderr.contains("calls travel through a command ring in shared memory"),
+            ring,
+            "{stderr}"
+        );
+    }
+    assert!(!d.log().contains("broke the command ring"), "{}", d.log());
+}
+
+#[test]
+#[ignore = "needs the linked guest library and nvcc-built apps: run tests/run.sh"]
 fn pinned_memory_is_shared_with_a_same_host_backend() {
     let d = Daemon::host_memory("shared");
     let out = d.run_app("pointer_mem");

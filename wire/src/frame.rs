@@ -32,6 +32,10 @@ pub const FLAG_REPLY: u16 = 1;
 pub const FLAG_NO_REPLY: u16 = 2;
 /// An unsolicited host-to-guest event (console output), not a reply.
 pub const FLAG_EVENT: u16 = 4;
+/// The request claims a descriptor that travels on the socket, not in the command
+/// ring its frame is in (see [`crate::ring`]): the host reads the socket until it has
+/// come.
+pub const FLAG_FD: u16 = 8;
 
 /// The on-wire header. Raw: any bit pattern decodes; [`FrameHeader::validate`] checks it.
 #[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable)]

@@ -26,6 +26,8 @@
 //! - [`cubin`]: reading kernel parameter layouts and global variables out of ELF cubins.
 //! - [`transport`]: server addresses (`unix:`, `tcp:`, `tls:`, `vsock:`) and blocking
 //!   streams.
+//! - [`ring`]: the command ring: frames through memory the guest and its worker share,
+//!   with doorbells on the socket for a sleeping reader.
 //! - [`tls`]: TLS for the TCP transport (rustls): configurations, handshakes, and the
 //!   stream shared by a connection's reader and writer halves.
 //!
@@ -48,6 +50,7 @@ pub mod memory;
 pub mod module;
 pub mod op;
 pub mod polling;
+pub mod ring;
 pub mod status;
 pub mod table;
 pub mod tls;

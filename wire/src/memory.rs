@@ -69,3 +69,22 @@ pub struct MemcpyShared {
     /// Left running on the stream (`cudaMemcpyAsync`); otherwise done before the reply.
     pub is_async: bool,
 }
+
+/// Move this connection's frames into a command ring in memory both sides share (see
+/// [`crate::ring`]), `capacity` bytes each way. Its reply is the last frame on the
+/// socket; the guest's next frame goes into the ring.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct RingAttach {
+    pub capacity: u32,
+    pub place: RingPlace,
+}
+
+/// Where a command ring's memory is.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub enum RingPlace {
+    /// A sealed memfd passed with the request (a guest on the same host).
+    Descriptor,
+    /// Guest pages of `page_size` bytes, by guest-physical address, in order (a VM
+    /// guest whose worker has the VM's RAM, as for [`HostRegisterGuestPages`]).
+    GuestPages { page_size: u64, pages: Vec<u64> },
+}

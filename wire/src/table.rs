@@ -90,6 +90,7 @@ macro_rules! op_lines {
                 0x020E HostUnregisterShared => host_unregister_shared(HostUnregisterShared { addr: u64 }) -> (), Sync;
                 0x0210 HostRegisterGuestPages => host_register_guest_pages(HostRegisterGuestPages)
                     -> SharedHostMemory, Sync;
+                0x0214 RingAttach => ring_attach(RingAttach) -> (), Sync;
             }
 
             /// CUDA arrays, copies in three dimensions, texture and surface objects (types

@@ -328,12 +328,12 @@ impl Stream {
 /// arrival order, instead of letting plain reads discard them.
 pub struct FdReader {
     stream: UnixStream,
-    fds: std::rc::Rc<std::cell::RefCell<std::collections::VecDeque<std::os::fd::OwnedFd>>>,
+    fds: FdQueue,
 }
 
 /// The queue of received descriptors, shared with whoever consumes them.
 pub type FdQueue =
-    std::rc::Rc<std::cell::RefCell<std::collections::VecDeque<std::os::fd::OwnedFd>>>;
+    std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<std::os::fd::OwnedFd>>>;
 
 impl FdReader {
     pub fn new(stream: UnixStream) -> (FdReader, FdQueue) {
@@ -351,31 +351,45 @@ impl FdReader {
 /// At most this many descriptors are accepted per message.
 const MAX_FDS_PER_MESSAGE: usize = 4;
 
-impl Read for FdReader {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-        let mut cmsg = nix::cmsg_space!([std::os::fd::RawFd; MAX_FDS_PER_MESSAGE]);
-        let mut iov = [io::IoSliceMut::new(buf)];
-        let msg = nix::sys::socket::recvmsg::<()>(
-            self.stream.as_raw_fd(),
+/// Read what `socket` has into `buf`, keeping the descriptors that came with it in
+/// `fds`, in order.
+pub fn recv_keeping_fds(
+    socket: std::os::fd::BorrowedFd<'_>,
+    buf: &mut [u8],
+    fds: &FdQueue,
+) -> io::Result<usize> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let mut cmsg = nix::cmsg_space!([std::os::fd::RawFd; MAX_FDS_PER_MESSAGE]);
+    let mut iov = [io::IoSliceMut::new(buf)];
+    let msg = loop {
+        match nix::sys::socket::recvmsg::<()>(
+            socket.as_raw_fd(),
             &mut iov,
             Some(&mut cmsg),
             nix::sys::socket::MsgFlags::MSG_CMSG_CLOEXEC,
-        )
-        .map_err(io::Error::from)?;
-        let n = msg.bytes;
-        for c in msg.cmsgs().map_err(io::Error::from)? {
-            if let nix::sys::socket::ControlMessageOwned::ScmRights(fds) = c {
-                for fd in fds {
-                    // SAFETY: the kernel just installed `fd` in this process for us;
-                    // nothing else owns it.
-                    self.fds
-                        .borrow_mut()
-                        .push_back(unsafe { OwnedFd::from_raw_fd(fd) });
-                }
+        ) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            r => break r.map_err(io::Error::from)?,
+        }
+    };
+    let n = msg.bytes;
+    for c in msg.cmsgs().map_err(io::Error::from)? {
+        if let nix::sys::socket::ControlMessageOwned::ScmRights(received) = c {
+            let mut queue = fds.lock().unwrap_or_else(|p| p.into_inner());
+            for fd in received {
+                // SAFETY: the kernel just installed `fd` in this process for us;
+                // nothing else owns it.
+                queue.push_back(unsafe { OwnedFd::from_raw_fd(fd) });
             }
         }
-        Ok(n)
+    }
+    Ok(n)
+}
+
+impl Read for FdReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        use std::os::fd::AsFd;
+        recv_keeping_fds(self.stream.as_fd(), buf, &self.fds)
     }
 }
 
@@ -490,7 +504,7 @@ mod tests {
         let mut got = [0u8; 5];
         reader.read_exact(&mut got).unwrap();
         assert_eq!(&got, b"hello");
-        assert_eq!(fds.borrow().len(), 1);
+        assert_eq!(fds.lock().unwrap().len(), 1);
     }
 
     #[test]

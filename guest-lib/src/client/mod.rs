@@ -8,6 +8,7 @@
 mod console;
 mod credentials;
 mod hosts;
+mod ring;
 
 pub(crate) use console::write_console;
 pub use credentials::*;
@@ -22,10 +23,13 @@ use zerocopy::IntoBytes;
 
 use crate::posted::PostedFrames;
 
-use vmcuda_wire::frame::{self, FrameError, FrameHeader, FLAG_EVENT, FLAG_NO_REPLY, FLAG_REPLY};
+use vmcuda_wire::frame::{
+    self, FrameError, FrameHeader, FLAG_EVENT, FLAG_FD, FLAG_NO_REPLY, FLAG_REPLY,
+};
 use vmcuda_wire::handshake::{caps, PROTOCOL_VERSION, RUNTIME_VERSION};
 use vmcuda_wire::op::{Console, Hello, HelloReply, Op, Request, OP_CONSOLE};
 use vmcuda_wire::polling::{self, PollingReader};
+use vmcuda_wire::ring::{RingReader, RingWriter};
 use vmcuda_wire::tls::TlsError;
 use vmcuda_wire::transport::{AddrError, ConnectError, ServerAddr, Stream};
 use vmcuda_wire::CudaStatus;
@@ -58,8 +62,8 @@ pub enum Sink<'a> {
 }
 
 struct Connection {
-    reader: BufReader<PollingReader<Stream>>,
-    writer: Stream,
+    reader: BufReader<Incoming>,
+    writer: Outgoing,
     next_id: u64,
     broken: bool,
     /// Sticky errors seen per device: the context is unusable and every later call
@@ -71,6 +75,78 @@ struct Connection {
     posted: PostedFrames,
     /// Set while the flusher thread sleeps until told the queue has something.
     flusher_idle: bool,
+}
+
+/// Where replies come from: the socket, or the command ring once attached.
+enum Incoming {
+    Socket(PollingReader<Stream>),
+    Ring(RingReader),
+}
+
+impl Read for Incoming {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Incoming::Socket(s) => s.read(buf),
+            Incoming::Ring(r) => r.read(buf),
+        }
+    }
+}
+
+/// Where requests go: the socket, or the command ring once attached (the socket then
+/// carries only descriptors and doorbells).
+struct Outgoing {
+    socket: Stream,
+    ring: Option<RingWriter>,
+}
+
+impl io::Write for Outgoing {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match &mut self.ring {
+            Some(r) => r.write(buf),
+            None => self.socket.write(buf),
+        }
+    }
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        match &mut self.ring {
+            Some(r) => r.write_vectored(bufs),
+            None => self.socket.write_vectored(bufs),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match &mut self.ring {
+            Some(r) => r.flush(),
+            None => self.socket.flush(),
+        }
+    }
+}
+
+impl Outgoing {
+    /// Write one frame with a descriptor: in the same message on the socket, or, with
+    /// a ring, the descriptor on the socket first and the frame (marked [`FLAG_FD`])
+    /// in the ring, where the host reads the socket for it.
+    fn send_with_fd(
+        &mut self,
+        header: &mut FrameHeader,
+        meta: &[u8],
+        data: &[u8],
+        fd: BorrowedFd<'_>,
+    ) -> io::Result<()> {
+        match &mut self.ring {
+            None => {
+                let bufs = [
+                    IoSlice::new(header.as_bytes()),
+                    IoSlice::new(meta),
+                    IoSlice::new(data),
+                ];
+                self.socket.send_with_fd(&bufs, fd)
+            }
+            Some(ring) => {
+                self.socket.send_with_fd(&[IoSlice::new(&[0])], fd)?;
+                header.flags = (header.flags.get() | FLAG_FD).into();
+                frame::write_frame(ring, header, meta, data)
+            }
+        }
+    }
 }
 
 /// Error replies carry at most a sentence or two of explanation.
@@ -284,15 +360,15 @@ impl Client {
         };
         let poll_for = polling::window_from_env(REPLY_POLL_WINDOW);
         let reader = match stream.try_clone() {
-            Ok(r) => BufReader::with_capacity(
-                frame::READ_AHEAD,
-                PollingReader::new(r, stream.socket_fd(), poll_for),
-            ),
+            Ok(r) => PollingReader::new(r, stream.socket_fd(), poll_for),
             Err(source) => return Err(ConnectFailure::Setup { addr, source }),
         };
         let mut conn = Connection {
-            reader,
-            writer: stream,
+            reader: BufReader::with_capacity(frame::READ_AHEAD, Incoming::Socket(reader)),
+            writer: Outgoing {
+                socket: stream,
+                ring: None,
+            },
             next_id: 1,
             broken: false,
             sticky: std::collections::HashMap::new(),
@@ -309,13 +385,16 @@ impl Client {
             pid: std::process::id(),
         };
         match conn.exchange_inner(0, &hello, &[], Sink::None, None) {
-            Ok(Ok(reply)) => Ok(Client {
-                conn: Mutex::new(conn),
-                posted_waiting: Condvar::new(),
-                flusher: std::sync::Once::new(),
-                hello: reply,
-                addr,
-            }),
+            Ok(Ok(reply)) => {
+                conn.attach_ring(&addr, poll_for);
+                Ok(Client {
+                    conn: Mutex::new(conn),
+                    posted_waiting: Condvar::new(),
+                    flusher: std::sync::Once::new(),
+                    hello: reply,
+                    addr,
+                })
+            }
             Ok(Err(status)) => Err(ConnectFailure::Refused {
                 addr,
                 status,
@@ -628,17 +707,12 @@ impl Connection {
         let id = self.next_id;
         self.next_id += 1;
         let meta = postcard::to_stdvec(req).expect("requests always encode");
-        let header =
+        let mut header =
             FrameHeader::new(R::OP.code(), 0, id, meta.len(), data.len()).with_device(device);
         match fd {
             Some(fd) => {
                 self.posted.flush(&mut self.writer)?;
-                let bufs = [
-                    IoSlice::new(header.as_bytes()),
-                    IoSlice::new(&meta),
-                    IoSlice::new(data),
-                ];
-                self.writer.send_with_fd(&bufs, fd)?;
+                self.writer.send_with_fd(&mut header, &meta, data, fd)?;
             }
             // Posted frames first, in the same write.
             None => self

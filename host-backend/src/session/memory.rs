@@ -145,6 +145,50 @@ impl MemoryOps for Session {
         Ok((SharedHostMemory { device_ptr: 0 }, Vec::new()))
     }
 
+    fn ring_attach(&mut self, _: &CallContext, req: RingAttach, _: &[u8]) -> HandlerResult<()> {
+        use vmcuda_wire::ring::{self, RingMemory};
+        if self.ring_attached {
+            warn!(client = %self.client, "refused a second command ring");
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        if !ring::valid_capacity(req.capacity) {
+            warn!(client = %self.client, capacity = req.capacity, "refused a command ring of that capacity");
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let memory = match req.place {
+            RingPlace::Descriptor => {
+                let fd = self.incoming_fds.pop_front().ok_or_else(|| {
+                    warn!(client = %self.client, "command ring without a descriptor");
+                    CudaStatus::ErrorNotSupported
+                })?;
+                RingMemory::map_fd(std::os::fd::AsFd::as_fd(&fd), req.capacity)
+            }
+            RingPlace::GuestPages { page_size, pages } => {
+                let Some(ram) = &self.guest_ram else {
+                    info!(client = %self.client, "command ring in guest pages refused: this connection has no access to the guest's RAM");
+                    return Err(CudaStatus::ErrorNotSupported);
+                };
+                let len = page_size.saturating_mul(pages.len() as u64);
+                if len < ring::area_len(req.capacity) as u64 {
+                    warn!(client = %self.client, len, "command ring pages too few for its capacity");
+                    return Err(CudaStatus::ErrorInvalidValue);
+                }
+                let base = ram.map_pages(page_size, &pages)?;
+                // SAFETY: `map_pages` made this mapping of `len` bytes for us alone.
+                unsafe { RingMemory::from_mapping(base.cast(), len as usize, req.capacity) }
+            }
+        }
+        .map_err(|e| {
+            warn!(client = %self.client, "command ring refused: {e}");
+            CudaStatus::ErrorInvalidValue
+        })?;
+        // Whatever the guest left there, both rings start empty.
+        memory.reset();
+        self.ring_attached = true;
+        self.pending_ring = Some(memory);
+        nothing()
+    }
+
     fn host_unregister_shared(
         &mut self,
         _: &CallContext,

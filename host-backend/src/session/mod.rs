@@ -75,6 +75,11 @@ pub struct Session {
     /// The VM's RAM, for guest-physical registrations (vhost-user device workers of
     /// privileged guest connections only).
     guest_ram: Option<GuestRam>,
+    /// Set once the guest attached a command ring (see [`vmcuda_wire::ring`]); its
+    /// memory waits in `pending_ring` until the serving loop takes it over, after the
+    /// attach's reply has gone on the socket.
+    ring_attached: bool,
+    pending_ring: Option<vmcuda_wire::ring::RingMemory>,
     buffers: FrameBuffers,
     /// The guest's cuBLAS handles (see `blas`).
     blas: blas::BlasHandles,
@@ -112,6 +117,8 @@ impl Session {
             incoming_fds: VecDeque::new(),
             shared: SharedMappings::default(),
             guest_ram: None,
+            ring_attached: false,
+            pending_ring: None,
             buffers: FrameBuffers::default(),
             blas: Default::default(),
             lt: Default::default(),
@@ -143,6 +150,12 @@ impl Session {
     pub fn with_guest_ram(mut self, ram: GuestRam) -> Self {
         self.guest_ram = Some(ram);
         self
+    }
+
+    /// The command ring the guest just attached, for the serving loop to move the
+    /// connection's frames into.
+    pub fn take_ring(&mut self) -> Option<vmcuda_wire::ring::RingMemory> {
+        self.pending_ring.take()
     }
 
     /// Publish this guest's figures through `stats` (see [`crate::stats`]).
