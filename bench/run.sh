@@ -50,9 +50,15 @@ host_nopoll=$!
 trap 'kill $host $host_nopoll 2>/dev/null; wait $host $host_nopoll 2>/dev/null' EXIT
 for _ in $(seq 200); do [ -S "$sock" ] && [ -S "$raw/nopoll.sock" ] && break; sleep 0.1; done
 
-bridged() { LD_LIBRARY_PATH="$carry/guest/lib" VMCUDA_SERVER="$1" "${@:2}"; }
-echo "== bridged: unix socket, shared-memory data path"
+# Bridged runs see no GPU but through the bridge (as a VM guest).
+# shellcheck source=tests/gpu/hide-gpu.sh
+. "$repo/tests/gpu/hide-gpu.sh"
+echo "$isolation" >"$raw/isolation.txt"
+bridged() { LD_LIBRARY_PATH="$carry/guest/lib" VMCUDA_SERVER="$1" "${isolate[@]}" "${@:2}"; }
+echo "== bridged: unix socket, shared-memory data path and command ring"
 VMCUDA_VERBOSE=1 bridged "unix:$sock" "$bench" >"$raw/shm.txt" 2>"$raw/shm.err"
+echo "== bridged: the same without the command ring (requests on the socket)"
+VMCUDA_RING=0 bridged "unix:$sock" "$bench" >"$raw/shm_noring.txt"
 echo "== bridged: unix socket, shared-memory data path, copies staged by one thread"
 VMCUDA_COPY_THREADS=1 bridged "unix:$sock" "$bench" >"$raw/shm_1thread.txt"
 echo "== bridged: unix socket, shared-memory data path, neither side polling"
