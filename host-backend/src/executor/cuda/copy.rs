@@ -8,7 +8,7 @@ use std::ptr;
 use cudarc::driver::{result, sys};
 
 use super::super::{DeviceRange, ExecResult, ExecStream, PitchedRange, LEGACY_STREAM};
-use super::staging::{staged_dtoh, staged_htod, STAGING_THRESHOLD};
+use super::staging::{staged_dtoh, staged_htod, SMALL_DTOH, STAGING_THRESHOLD};
 use super::{check, status, to_usize, CudaExecutor};
 use crate::executor::CopyExec;
 
@@ -94,7 +94,8 @@ impl CopyExec for CudaExecutor {
             return Ok(());
         }
         let src = src.ptr();
-        if dst.len() > STAGING_THRESHOLD && !self.page_locked(dst.as_ptr() as usize, dst.len()) {
+        let staged = dst.len() > STAGING_THRESHOLD || dst.len() <= SMALL_DTOH;
+        if staged && !self.page_locked(dst.as_ptr() as usize, dst.len()) {
             if let Some(st) = self.staging(idx) {
                 return staged_dtoh(st, dst, src, s);
             }

@@ -19,6 +19,11 @@ use crate::executor::StagingExec;
 pub const STAGING_THRESHOLD: usize = 256 * 1024;
 /// Size of each of the two halves of a device's pinned staging buffer.
 pub const STAGING_HALF: usize = 8 << 20;
+/// Synchronous host-to-device copies up to this size go from pageable memory.
+pub const SMALL_HTOD: usize = 4096;
+/// Device-to-host copies into pageable memory up to this size land in the page-locked
+/// staging first (H100: 64 B in 7.3 us against 8.5 straight into pageable memory).
+pub const SMALL_DTOH: usize = 64 << 10;
 /// Queued device-to-host copies into the worker's reply area are split into pieces of
 /// this many bytes, each with its own event, so the worker can send a piece while the
 /// next is still on the copy engine.
@@ -296,6 +301,13 @@ impl StagingExec for CudaExecutor {
         }
         if !self.page_locked(src.as_ptr() as usize, src.len()) {
             return self.copy_htod(dst, src, stream, is_async);
+        }
+        if !is_async && src.len() <= SMALL_HTOD {
+            // The driver's own path for small pageable sources beats DMA from
+            // page-locked memory (H100: 64 B in 5.9 us against 7.4), so a small copy
+            // leaves the receive buffer first.
+            let bounce = src.to_vec();
+            return self.copy_htod(dst, &bounce, stream, false);
         }
         let dst = dst.ptr();
         let event = self.copy_event(idx)?;
