@@ -289,14 +289,19 @@ impl CopyExec for CudaExecutor {
         // registered until host_unregister, and that `[device, device + len)` is the
         // guest's own memory. Guest memory changing under the DMA is the guest's race,
         // as with native pinned memory; it cannot touch this process's own memory.
+        // A synchronous copy on the legacy stream is the driver's one synchronous call,
+        // as the program's own cudaMemcpy would be natively: one call and the driver's
+        // own wait instead of two calls.
+        let sync_call = !is_async && stream == LEGACY_STREAM;
         check(unsafe {
-            if to_device {
-                sys::cuMemcpyHtoDAsync_v2(device, host, len, s)
-            } else {
-                sys::cuMemcpyDtoHAsync_v2(host, device, len, s)
+            match (to_device, sync_call) {
+                (true, true) => sys::cuMemcpyHtoD_v2(device, host, len),
+                (false, true) => sys::cuMemcpyDtoH_v2(host, device, len),
+                (true, false) => sys::cuMemcpyHtoDAsync_v2(device, host, len, s),
+                (false, false) => sys::cuMemcpyDtoHAsync_v2(host, device, len, s),
             }
         })?;
-        if is_async {
+        if is_async || sync_call {
             return Ok(());
         }
         // SAFETY: `s` is a checked stream of this executor or a default stream.
