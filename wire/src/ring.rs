@@ -442,23 +442,31 @@ pub struct RingWriter {
     direction: Direction,
     /// Bytes written so far: this side's own count, only published to the ring.
     tail: u64,
+    /// The reader's count as last read (checked) from the ring.
+    head_seen: u64,
     window: Duration,
     bell: Arc<Bell>,
 }
 
 impl RingWriter {
-    /// Room for more bytes, checked: a reader claiming to have read what was never
-    /// written lies.
-    fn room(&self) -> io::Result<usize> {
-        let head = self
-            .memory
-            .word64(self.direction, HEAD)
-            .load(Ordering::Acquire);
+    /// Room for at least `wanted` more bytes, or what there is, checked: a reader
+    /// claiming to have read what was never written lies. The reader's count is read
+    /// again only when the one last read leaves too little room (each read of it moves
+    /// a cache line from the reader's core).
+    fn room(&mut self, wanted: usize) -> io::Result<usize> {
+        let capacity = self.memory.capacity as u64;
+        let free = capacity - self.tail.wrapping_sub(self.head_seen);
+        if free >= wanted as u64 {
+            return Ok(free as usize);
+        }
+        let head = self.memory.word64(self.direction, HEAD).load(Ordering::Acquire);
         let used = self.tail.wrapping_sub(head);
-        if used > self.memory.capacity as u64 {
+        // The reader's count only grows, and never past what was written.
+        if used > capacity || head.wrapping_sub(self.head_seen) > capacity {
             return Err(out_of_bounds("its read count is past what was written"));
         }
-        Ok(self.memory.capacity - used as usize)
+        self.head_seen = head;
+        Ok((capacity - used) as usize)
     }
 
     /// Publish what was copied in, and ring the reader if it sleeps.
@@ -475,11 +483,12 @@ impl RingWriter {
 
     /// Wait until the reader makes room: it is awake (it sleeps only on an empty
     /// ring), so poll, then check every millisecond that it is still there.
-    fn wait_for_room(&self) -> io::Result<()> {
+    fn wait_for_room(&mut self) -> io::Result<()> {
         loop {
             let mut failed = None;
-            let roomy = spin_until(self.window.max(Duration::from_micros(50)), || {
-                match self.room() {
+            let window = self.window.max(Duration::from_micros(50));
+            let roomy = spin_until(window, || {
+                match self.room(1) {
                     Ok(n) => n > 0,
                     Err(e) => {
                         failed = Some(e);
@@ -503,10 +512,11 @@ impl RingWriter {
         if bufs.iter().all(|b| b.is_empty()) {
             return Ok(0);
         }
-        let mut room = self.room()?;
+        let wanted: usize = bufs.iter().map(|b| b.len()).sum();
+        let mut room = self.room(wanted)?;
         if room == 0 {
             self.wait_for_room()?;
-            room = self.room()?;
+            room = self.room(1)?;
         }
         let mut written = 0;
         for b in bufs {
@@ -567,6 +577,7 @@ pub fn open(
         memory,
         direction: outbound,
         tail: 0,
+        head_seen: 0,
         window,
         bell: bell.clone(),
     };

@@ -108,9 +108,12 @@ fn a_lying_peer_is_caught_not_followed() {
         hr.read(&mut buf).unwrap_err().kind(),
         io::ErrorKind::InvalidData
     );
+    // A reader's count is looked at when the room runs out: past what was written,
+    // it is a lie.
+    hw.write_all(&pattern(CAP as usize, 3)).unwrap();
     hostile
         .word64(Direction::ToGuest, HEAD)
-        .store(7, Ordering::SeqCst);
+        .store(u64::from(CAP) + 7, Ordering::SeqCst);
     assert_eq!(
         hw.write(b"reply").unwrap_err().kind(),
         io::ErrorKind::InvalidData
@@ -158,7 +161,7 @@ fn descriptors_on_the_socket_are_kept_in_order() {
         .send_with_fd(&[IoSlice::new(&[2])], fd.as_fd())
         .unwrap();
     bell.wait_for_fd().unwrap();
-    assert_eq!(fds.lock().unwrap().len(), 1);
+    assert!(fds.lock().unwrap().pop_front().is_some());
     drop((guest, plain));
     assert_eq!(
         bell.wait_for_fd().unwrap_err().kind(),
