@@ -14,6 +14,9 @@
 #   --apps DIR       CUDA programs (executable files), copied to /opt/vmcuda/apps
 #   --host-bin FILE  vmcuda-host, copied to /opt/vmcuda/bin: lets the guest serve itself
 #                    over AF_VSOCK + vsock_loopback (tests the AF_VSOCK listener)
+#   --cli-bin FILE   the guest's `vmcuda` command, copied to /opt/vmcuda/bin: its
+#                    guest-ram-broker serves guest RAM to unprivileged programs
+#                    (vmcuda.broker=1)
 #   --cache DIR      where the .deb files are kept (default: $VMCUDA_CACHE or
 #                    $HOME/.cache/vmcuda/debs)
 #
@@ -27,13 +30,14 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 usage() { awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}" | grep -v shellcheck | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
-out=""; guest_lib=""; guest_deb=""; apps=""; host_bin=""; cache="${VMCUDA_CACHE:-${HOME:-/tmp}/.cache/vmcuda/debs}"
+out=""; guest_lib=""; guest_deb=""; apps=""; host_bin=""; cli_bin=""; cache="${VMCUDA_CACHE:-${HOME:-/tmp}/.cache/vmcuda/debs}"
 while [ $# -gt 0 ]; do
   case "$1" in
     --guest-lib) guest_lib=$2; shift 2 ;;
     --guest-deb) guest_deb=$2; shift 2 ;;
     --apps) apps=$2; shift 2 ;;
     --host-bin) host_bin=$2; shift 2 ;;
+    --cli-bin) cli_bin=$2; shift 2 ;;
     --cache) cache=$2; shift 2 ;;
     -h|--help) usage ;;
     -*) echo "build-guest.sh: unknown option $1" >&2; usage ;;
@@ -200,6 +204,12 @@ if [ -n "$host_bin" ]; then
   mkdir -p "$root/opt/vmcuda/bin"
   cp "$host_bin" "$root/opt/vmcuda/bin/vmcuda-host"
   command -v strip >/dev/null && strip --strip-debug "$root/opt/vmcuda/bin/vmcuda-host" 2>/dev/null || true
+fi
+
+if [ -n "$cli_bin" ]; then
+  mkdir -p "$root/opt/vmcuda/bin"
+  cp "$cli_bin" "$root/opt/vmcuda/bin/vmcuda"
+  command -v strip >/dev/null && strip --strip-debug "$root/opt/vmcuda/bin/vmcuda" 2>/dev/null || true
 fi
 
 # Shared libraries the programs and the guest library need, resolved on this machine.

@@ -46,7 +46,8 @@ if ! command -v qemu-system-x86_64 >/dev/null || ! command -v cpio >/dev/null; t
   fi
 fi
 bash images/build-guest.sh "$root/build/vm" --guest-lib "$root/build/guest/lib" \
-  --apps "$root/build/apps" --host-bin "$root/target/debug/vmcuda-host"
+  --apps "$root/build/apps" --host-bin "$root/target/debug/vmcuda-host" \
+  --cli-bin "$root/target/debug/vmcuda"
 
 echo "== packages (debug binaries, gzip) and the demo guest image with the guest package"
 # Release packages are the default of the build scripts; here the debug build is

@@ -63,6 +63,30 @@ pub fn huge_pages(len: usize) -> Result<(NonNull<libc::c_void>, usize, Vec<u64>)
 /// Map `len` bytes (a whole number of huge pages) of locked-in huge pages and register
 /// them with the host by guest-physical address; the address of the area, or why not.
 pub fn alloc(len: usize, flags: u32) -> Result<usize, String> {
+    // An unprivileged process's pages come from the guest RAM the broker gave it, and
+    // stay mapped for its life whatever the host says.
+    let brokered = client::client()
+        .ok()
+        .and_then(|c| c.single())
+        .and_then(|c| c.area.as_ref());
+    if let Some(area) = brokered {
+        let (at, len, pages) = area
+            .carve(len)
+            .ok_or("no room left in the guest RAM the broker gave")?;
+        let req = HostRegisterGuestPages {
+            addr: at.as_ptr() as u64,
+            size: len as u64,
+            page_size: area.page_size() as u64,
+            pages,
+            flags,
+        };
+        return client::client()
+            .and_then(|c| c.call(state::current_device(), &req, &[], client::Sink::None))
+            .map(|_| at.as_ptr() as usize)
+            .map_err(|e| {
+                format!("the host did not take the guest's pages ({e}; see the host log)")
+            });
+    }
     let (area, len, pages) = huge_pages(len)?;
     let start = area.as_ptr() as usize;
     let req = HostRegisterGuestPages {
@@ -88,17 +112,24 @@ pub fn alloc(len: usize, flags: u32) -> Result<usize, String> {
 
 /// The guest-physical address of each huge page of `[start, start + len)`.
 fn read_pagemap(start: usize, len: usize) -> Result<Vec<u64>, String> {
+    read_pagemap_pages(start, len, HUGE_PAGE)
+}
+
+/// The guest-physical address of each `page`-sized page of `[start, start + len)` of
+/// this process, each of which must be present and aligned to its size in
+/// guest-physical memory.
+pub fn read_pagemap_pages(start: usize, len: usize, page: usize) -> Result<Vec<u64>, String> {
     let pagemap = std::fs::File::open("/proc/self/pagemap")
         .map_err(|e| format!("cannot read /proc/self/pagemap ({e})"))?;
     (start..start + len)
-        .step_by(HUGE_PAGE)
+        .step_by(page)
         .map(|va| {
             let mut entry = [0u8; 8];
             pagemap
                 .read_exact_at(&mut entry, (va / 4096 * 8) as u64)
                 .map_err(|e| format!("cannot read /proc/self/pagemap ({e})"))?;
             match physical_address(u64::from_le_bytes(entry), va) {
-                Some(gpa) if gpa % HUGE_PAGE as u64 == 0 => Ok(gpa),
+                Some(gpa) if gpa % page as u64 == 0 => Ok(gpa),
                 Some(_) => Err("a huge page is not aligned in guest-physical memory".into()),
                 None => Err(
                     "guest-physical addresses are hidden (not root) or a huge page is missing"

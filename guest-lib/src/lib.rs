@@ -56,6 +56,7 @@ pub mod driver;
 pub mod function_facts;
 pub mod gate;
 pub mod guest_pages;
+pub mod guest_ram;
 pub mod host_functions;
 pub mod managed;
 pub mod notice;

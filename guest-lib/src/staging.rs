@@ -36,6 +36,20 @@ fn env_bytes(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
+/// Bytes of the staging area: slots of `VMCUDA_STAGING_SLOT` bytes (4 MiB), as many as
+/// `VMCUDA_STAGING_SLOTS` (4).
+pub fn staging_len() -> usize {
+    slot_len() * slot_count()
+}
+
+fn slot_len() -> usize {
+    env_bytes("VMCUDA_STAGING_SLOT", 4 << 20).next_multiple_of(shared::PAGE)
+}
+
+fn slot_count() -> usize {
+    env_bytes("VMCUDA_STAGING_SLOTS", 4).clamp(2, 64)
+}
+
 /// The process's staging area, made on first use; `None` when memory cannot be
 /// shared with this host (said once under `VMCUDA_VERBOSE`).
 pub fn staging() -> Option<&'static Staging> {
@@ -45,8 +59,7 @@ pub fn staging() -> Option<&'static Staging> {
             // Slot size and count: 4 x 4 MiB by default (rCUDA found 0.5-2 MiB chunks
             // best over a network; here the socket carries no bytes, so larger slots
             // spend fewer round trips). Tunable for measurement.
-            let slot = env_bytes("VMCUDA_STAGING_SLOT", 4 << 20).next_multiple_of(shared::PAGE);
-            let slots = env_bytes("VMCUDA_STAGING_SLOTS", 4).clamp(2, 64);
+            let (slot, slots) = (slot_len(), slot_count());
             let len = (slot * slots) as u64;
             let wanted = std::env::var("VMCUDA_STAGING").map_or(true, |v| v != "0")
                 && std::env::var("VMCUDA_SHARED_MEMORY").map_or(true, |v| v != "0")

@@ -210,6 +210,10 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
         }
         TransportKind::Vsock => {
             let stream = vsock::VsockStream::from(conn);
+            // The connection stays open until the session is gone (its copies over,
+            // its guest pages let go): whoever made it for the guest (the guest's RAM
+            // broker) frees the pages only after it closes.
+            let _open_until_served = stream.as_fd().try_clone_to_owned();
             match stream.try_clone() {
                 Ok(reader) => {
                     let reader = PollingReader::new(reader, Some(stream.as_fd()), poll_for);

@@ -67,6 +67,10 @@ struct Region {
 #[derive(Debug, Default)]
 pub struct GuestRam {
     regions: Vec<Region>,
+    /// The only pages this connection may name, when the guest's RAM broker made it
+    /// for an unprivileged process ([`GuestRam::restrict`]): their size and
+    /// guest-physical addresses.
+    granted: Option<(u64, std::collections::BTreeSet<u64>)>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -166,6 +170,36 @@ impl GuestRam {
         self.regions.is_empty()
     }
 
+    /// From now on, let this connection name only these pages (`page_size` bytes each,
+    /// whole, aligned and inside the guest's RAM): the guest's RAM broker made the
+    /// connection for one unprivileged process and granted it the pages it owns for it
+    /// (see docs/security.md). Once only: a second grant is refused, so the process it
+    /// was handed to cannot widen it.
+    pub fn restrict(&mut self, page_size: u64, pages: &[u64]) -> Result<(), CudaStatus> {
+        let refuse = |why: &str| {
+            warn!("refused a guest page grant: {why}");
+            CudaStatus::ErrorInvalidValue
+        };
+        if self.granted.is_some() {
+            return Err(refuse("the connection has its grant already"));
+        }
+        if !page_size.is_power_of_two() || !(4096..=1 << 30).contains(&page_size) {
+            return Err(refuse(
+                "page size is not a power of two between 4 KiB and 1 GiB",
+            ));
+        }
+        if pages.is_empty() || pages.len() > MAX_PAGES {
+            return Err(refuse("no pages, or too many"));
+        }
+        for &gpa in pages {
+            if gpa % page_size != 0 || self.backing(gpa, page_size).is_none() {
+                return Err(refuse("a page is not aligned or outside the guest's RAM"));
+            }
+        }
+        self.granted = Some((page_size, pages.iter().copied().collect()));
+        Ok(())
+    }
+
     /// The file and offset backing `[gpa, gpa + len)`, which must lie in one region.
     fn backing(&self, gpa: u64, len: u64) -> Option<(BorrowedFd<'_>, u64)> {
         let end = gpa.checked_add(len)?;
@@ -203,6 +237,11 @@ impl GuestRam {
             .ok_or_else(|| refuse("too large"))?;
         // Runs of pages contiguous in one file become one mapping.
         let mut runs: Vec<(BorrowedFd<'_>, u64, u64)> = Vec::new();
+        if let Some((granted_size, granted)) = &self.granted {
+            if page_size != *granted_size || pages.iter().any(|p| !granted.contains(p)) {
+                return Err(refuse("a page this connection was not granted"));
+            }
+        }
         for &gpa in pages {
             if gpa % page_size != 0 {
                 return Err(refuse("a page is not aligned to the page size"));
@@ -292,6 +331,24 @@ mod tests {
         ram.add(fd.try_clone().unwrap(), 4 << 30, 4 << 20, 4 << 20)
             .unwrap();
         (ram, fd)
+    }
+
+    /// A granted connection maps its own pages and no other, of no other size, and
+    /// cannot be granted twice.
+    #[test]
+    fn a_grant_confines_the_connection_to_its_pages() {
+        let (mut ram, _fd) = ram();
+        let page = 2 << 20;
+        assert!(ram.restrict(page, &[4 << 30, 7]).is_err());
+        assert!(ram.restrict(page, &[8 << 30]).is_err());
+        ram.restrict(page, &[2 << 20, 4 << 30]).unwrap();
+        assert!(ram.restrict(page, &[0]).is_err());
+        let mine = ram.map_pages(page, &[4 << 30, 2 << 20]).unwrap();
+        // SAFETY: unmapping the test's own mapping of two pages.
+        unsafe { munmap(mine, 2 * page as usize) }.unwrap();
+        assert!(ram.map_pages(page, &[0]).is_err());
+        assert!(ram.map_pages(page, &[2 << 20, 0]).is_err());
+        assert!(ram.map_pages(4096, &[2 << 20]).is_err());
     }
 
     #[test]

@@ -9,12 +9,14 @@
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::time::Instant;
 
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 use vmcuda_wire::frame::{
     self, FrameError, FrameHeader, FLAG_EVENT, FLAG_FD, FLAG_NO_REPLY, FLAG_REPLY,
 };
 use vmcuda_wire::handshake::{self, PROTOCOL_VERSION, RUNTIME_VERSION};
-use vmcuda_wire::op::{dispatch, CallContext, Console, DispatchError, Hello, Op, OP_CONSOLE};
+use vmcuda_wire::op::{
+    dispatch, CallContext, Console, DispatchError, GuestPagesGrant, Hello, Op, OP_CONSOLE,
+};
 use vmcuda_wire::ring;
 use vmcuda_wire::CudaStatus;
 
@@ -86,7 +88,7 @@ pub fn serve<'a>(
     // A frame's data is read into its page-locked buffer directly, past this.
     let mut reader: Incoming<'a> = BufReader::with_capacity(frame::READ_AHEAD, Box::new(reader));
     let mut writer: Outgoing<'a> = BufWriter::with_capacity(REPLY_BUFFER, Box::new(writer));
-    let Some((header, hello)) = read_hello(&mut reader, &mut writer)? else {
+    let Some((header, hello, grant)) = read_hello(&mut reader, &mut writer)? else {
         return Ok(Ended::Served);
     };
     admission::report(Event::Hello);
@@ -112,7 +114,25 @@ pub fn serve<'a>(
                 hello.client, hello.pid, hello.protocol, hello.runtime_version
             ),
         })
-        .and_then(|()| open(&hello));
+        .and_then(|()| open(&hello))
+        .and_then(|mut session| match &grant {
+            None => Ok(session),
+            Some(g) => match session.restrict_guest_ram(g.page_size, &g.pages) {
+                Ok(()) => {
+                    tracing::info!(client = %hello.client, pages = g.pages.len(), page_size = g.page_size,
+                        "guest page grant: this connection may use only the guest RAM its broker gave it");
+                    Ok(session)
+                }
+                Err(status) => Err(Refusal {
+                    status,
+                    guest: "the host cannot take this connection's guest page grant".into(),
+                    host: format!(
+                        "refused {}[{}]: a guest page grant on a connection without the guest's RAM, or a bad one",
+                        hello.client, hello.pid
+                    ),
+                }),
+            },
+        });
     let mut session = match admitted {
         Ok(admitted) => admitted,
         Err(refusal) => {
@@ -158,36 +178,53 @@ pub fn serve<'a>(
 fn read_hello(
     reader: &mut impl Read,
     writer: &mut impl Write,
-) -> Result<Option<(FrameHeader, Hello)>, FrameError> {
-    let (header, meta) = match frame::read_head(reader) {
-        Ok(h) => h,
-        Err(FrameError::Closed) => return Ok(None),
-        Err(e) => {
-            admission::log(format!("closing connection before the handshake: {e}"));
-            return Err(e);
+) -> Result<Option<(FrameHeader, Hello, Option<GuestPagesGrant>)>, FrameError> {
+    let mut grant = None;
+    loop {
+        let (header, meta) = match frame::read_head(reader) {
+            Ok(h) => h,
+            Err(FrameError::Closed) => return Ok(None),
+            Err(e) => {
+                admission::log(format!("closing connection before the handshake: {e}"));
+                return Err(e);
+            }
+        };
+        let code = header.op.get();
+        if header.data_len.get() as usize > MAX_HELLO_LEN || meta.len() > MAX_HELLO_LEN {
+            admission::log("oversized hello; closing");
+            return Err(FrameError::UnknownOp(code));
         }
-    };
-    let code = header.op.get();
-    if code != Op::Hello.code() {
-        admission::log(format!("request (op {code}) before handshake; closing"));
-        return Err(FrameError::UnknownOp(code));
-    }
-    if header.data_len.get() as usize > MAX_HELLO_LEN || meta.len() > MAX_HELLO_LEN {
-        admission::log("oversized hello; closing");
-        return Err(FrameError::UnknownOp(code));
-    }
-    // A hello carries no data; whatever is there is read and dropped.
-    frame::read_data(reader, &header)?;
-    match postcard::from_bytes::<Hello>(&meta) {
-        Ok(hello) => Ok(Some((header, hello))),
-        Err(e) => {
-            admission::log(format!("undecodable hello ({e}); closing"));
-            let reply = FrameHeader::new(code, FLAG_REPLY, header.request_id.get(), 0, 0)
-                .with_status(CudaStatus::ErrorInvalidValue.0);
-            frame::write_frame(writer, &reply, &[], &[])?;
-            writer.flush()?;
-            Ok(None)
+        // Whatever data is there is read and dropped.
+        frame::read_data(reader, &header)?;
+        // The guest's RAM broker names the pages of the connection it made, once,
+        // before the hello of the process it hands the connection to.
+        if code == Op::GuestPagesGrant.code() && grant.is_none() {
+            match postcard::from_bytes::<GuestPagesGrant>(&meta) {
+                Ok(g) => {
+                    grant = Some(g);
+                    continue;
+                }
+                Err(e) => {
+                    admission::log(format!("undecodable guest page grant ({e}); closing"));
+                    return Err(FrameError::UnknownOp(code));
+                }
+            }
         }
+        if code != Op::Hello.code() {
+            admission::log(format!("request (op {code}) before handshake; closing"));
+            return Err(FrameError::UnknownOp(code));
+        }
+        return match postcard::from_bytes::<Hello>(&meta) {
+            Ok(hello) => Ok(Some((header, hello, grant))),
+            Err(e) => {
+                admission::log(format!("undecodable hello ({e}); closing"));
+                let reply = FrameHeader::new(code, FLAG_REPLY, header.request_id.get(), 0, 0)
+                    .with_status(CudaStatus::ErrorInvalidValue.0);
+                frame::write_frame(writer, &reply, &[], &[])?;
+                writer.flush()?;
+                Ok(None)
+            }
+        };
     }
 }
 
@@ -420,7 +457,8 @@ fn serve_frames<'a>(
             reader = BufReader::with_capacity(frame::READ_AHEAD, Box::new(r));
             writer = BufWriter::with_capacity(REPLY_BUFFER, Box::new(w));
             bell = Some(b);
-            debug!(client = %session.client(), "frames now travel through the command ring");
+            info!(client = %session.client(), guest_pages = session.has_guest_ram(),
+                "calls travel through the command ring");
         }
         // A large frame's buffers go as soon as it is done with.
         receive.trim(session, &mut deferred);

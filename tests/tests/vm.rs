@@ -218,7 +218,7 @@ fn programs_in_a_guest_over_the_vhost_user_vsock_device_match_the_host() {
     );
     // The programs run as root, so they connect from a reserved port and get the
     // shared-memory data path through guest RAM: the staging area in the guest's huge
-    // pages (the guest boots with hugepages=16). Programs with large pageable copies
+    // pages (the guest boots with hugepages=40). Programs with large pageable copies
     // (memcpy_kinds: up to 64 MiB, self-checked, and equal to the host run above) made
     // those copies through it.
     assert!(log.contains("guest_memory=true"), "{log}");
@@ -228,6 +228,62 @@ fn programs_in_a_guest_over_the_vhost_user_vsock_device_match_the_host() {
                 && l.contains("guest_pages=true")),
         "no guest used the shared-memory data path through guest RAM:\n{log}"
     );
+}
+
+/// Every program run by an unprivileged user in the guest: with the guest's RAM
+/// broker, each gets guest RAM and a connection confined to it, its calls travel
+/// through a command ring there and its large copies through a staging area there;
+/// without the broker, everything travels on the vsock socket. Both match the host.
+#[test]
+#[ignore = "needs qemu-system-x86_64 and the guest image: run tests/run.sh"]
+fn unprivileged_programs_in_a_guest_get_guest_ram_from_the_broker_or_the_socket() {
+    let apps = all_apps();
+    let apps: Vec<&str> = apps.iter().map(String::as_str).collect();
+    let host = host_runs(&apps);
+    for (broker, tag) in [(true, "user-broker"), (false, "user-socket")] {
+        let mut setup = Setup::test_guest();
+        setup.append = format!("vmcuda.user=1 vmcuda.broker={}", u8::from(broker));
+        let (guest, out) = guest_runs_with("vhost-user", &apps, &setup, tag, &host);
+        assert_same(tag, &guest, &host);
+        let log = std::fs::read_to_string(out.join("vhost.log")).unwrap_or_default();
+        let count = |what: &str| log.lines().filter(|l| l.contains(what)).count();
+        let grants = count("guest page grant");
+        let rings = log
+            .lines()
+            .filter(|l| {
+                l.contains("calls travel through the command ring")
+                    && l.contains("guest_pages=true")
+            })
+            .count();
+        let staged = log
+            .lines()
+            .filter(|l| {
+                l.contains("copies use the shared-memory data path")
+                    && l.contains("guest_pages=true")
+            })
+            .count();
+        if broker {
+            // Every program got its grant and its ring; those with large pageable
+            // copies (memcpy_kinds among them) their staging area.
+            assert!(
+                grants >= apps.len(),
+                "{grants} grants for {} programs:\n{log}",
+                apps.len()
+            );
+            assert!(
+                rings >= apps.len(),
+                "{rings} rings for {} programs:\n{log}",
+                apps.len()
+            );
+            assert!(staged >= 1, "no staging area in guest RAM:\n{log}");
+        } else {
+            assert_eq!((grants, rings, staged), (0, 0, 0), "{log}");
+            assert!(
+                log.matches("guest connected").count() >= apps.len(),
+                "{log}"
+            );
+        }
+    }
 }
 
 #[test]

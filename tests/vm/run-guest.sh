@@ -186,7 +186,7 @@ case "$mode" in
       -chardev "socket,id=vc,path=$sock" -device vhost-user-vsock-pci,chardev=vc)
     # Huge pages for the guest library's staging area: the device's workers copy
     # straight from them (the shared-memory data path through guest RAM).
-    cmdline+=" vmcuda.server=vsock:2:7731 hugepages=16"
+    cmdline+=" vmcuda.server=vsock:2:7731 hugepages=40"
     ;;
   vsock-loopback)
     qemu_args+=(-machine q35)

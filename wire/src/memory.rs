@@ -88,3 +88,13 @@ pub enum RingPlace {
     /// guest whose worker has the VM's RAM, as for [`HostRegisterGuestPages`]).
     GuestPages { page_size: u64, pages: Vec<u64> },
 }
+
+/// The first frame of a connection the guest's RAM broker (a privileged guest service)
+/// made for an unprivileged process, before the hello: the only guest pages the
+/// connection may name from now on, which the broker owns for that process (see
+/// docs/security.md). Anywhere else it is refused.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct GuestPagesGrant {
+    pub page_size: u64,
+    pub pages: Vec<u64>,
+}

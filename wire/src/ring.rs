@@ -77,6 +77,9 @@ pub struct RingMemory {
     base: NonNull<u8>,
     len: usize,
     capacity: usize,
+    /// Whether dropping it unmaps it (not for memory borrowed from a longer-lived
+    /// mapping).
+    owned: bool,
 }
 
 // SAFETY: the area is plain shared memory, touched only through atomics (the control
@@ -138,6 +141,7 @@ impl RingMemory {
             base: base.cast(),
             len: need,
             capacity: capacity as usize,
+            owned: true,
         })
     }
 
@@ -156,7 +160,35 @@ impl RingMemory {
             base,
             len,
             capacity: capacity as usize,
+            owned: true,
         };
+        memory.check()
+    }
+
+    /// Use `len` bytes at `base`, part of a mapping that outlives the ring, for a ring
+    /// of `capacity` bytes each way; never unmapped by it.
+    ///
+    /// # Safety
+    /// `[base, base + len)` is readable and writable memory of this process that stays
+    /// mapped as long as the returned value lives, and nothing else uses it.
+    pub unsafe fn borrowed(
+        base: NonNull<u8>,
+        len: usize,
+        capacity: u32,
+    ) -> Result<RingMemory, RingError> {
+        RingMemory {
+            base,
+            len,
+            capacity: capacity as usize,
+            owned: false,
+        }
+        .check()
+    }
+
+    fn check(self) -> Result<RingMemory, RingError> {
+        let capacity = self.capacity as u32;
+        let len = self.len;
+        let memory = self;
         if !valid_capacity(capacity) {
             return Err(RingError::Capacity(capacity));
         }
@@ -246,8 +278,10 @@ impl RingMemory {
 
 impl Drop for RingMemory {
     fn drop(&mut self) {
-        // SAFETY: unmapping exactly the mapping this value owns.
-        let _ = unsafe { nix::sys::mman::munmap(self.base.cast(), self.len) };
+        if self.owned {
+            // SAFETY: unmapping exactly the mapping this value owns.
+            let _ = unsafe { nix::sys::mman::munmap(self.base.cast(), self.len) };
+        }
     }
 }
 
@@ -459,7 +493,10 @@ impl RingWriter {
         if free >= wanted as u64 {
             return Ok(free as usize);
         }
-        let head = self.memory.word64(self.direction, HEAD).load(Ordering::Acquire);
+        let head = self
+            .memory
+            .word64(self.direction, HEAD)
+            .load(Ordering::Acquire);
         let used = self.tail.wrapping_sub(head);
         // The reader's count only grows, and never past what was written.
         if used > capacity || head.wrapping_sub(self.head_seen) > capacity {
@@ -487,13 +524,11 @@ impl RingWriter {
         loop {
             let mut failed = None;
             let window = self.window.max(Duration::from_micros(50));
-            let roomy = spin_until(window, || {
-                match self.room(1) {
-                    Ok(n) => n > 0,
-                    Err(e) => {
-                        failed = Some(e);
-                        true
-                    }
+            let roomy = spin_until(window, || match self.room(1) {
+                Ok(n) => n > 0,
+                Err(e) => {
+                    failed = Some(e);
+                    true
                 }
             });
             if let Some(e) = failed {

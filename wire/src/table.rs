@@ -91,6 +91,7 @@ macro_rules! op_lines {
                 0x0210 HostRegisterGuestPages => host_register_guest_pages(HostRegisterGuestPages)
                     -> SharedHostMemory, Sync;
                 0x0214 RingAttach => ring_attach(RingAttach) -> (), Sync;
+                0x0215 GuestPagesGrant => guest_pages_grant(GuestPagesGrant) -> (), Sync;
             }
 
             /// CUDA arrays, copies in three dimensions, texture and surface objects (types

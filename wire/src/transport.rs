@@ -118,7 +118,7 @@ pub const RESERVED_SOURCE_PORTS: std::ops::RangeInclusive<u32> = 512..=1023;
 /// with CAP_NET_BIND_SERVICE bind: the vhost-user device trusts such a connection with
 /// the guest's RAM (see docs/security.md). `None` when this process may not bind one,
 /// all are taken, or `VMCUDA_SHARED_MEMORY=0`: the caller connects as usual.
-fn connect_vsock_from_reserved_port(cid: u32, port: u32) -> Option<vsock::VsockStream> {
+pub fn connect_vsock_from_reserved_port(cid: u32, port: u32) -> Option<vsock::VsockStream> {
     use nix::errno::Errno;
     use nix::sys::socket::{bind, connect, socket, AddressFamily, SockFlag, SockType, VsockAddr};
     if std::env::var("VMCUDA_SHARED_MEMORY").is_ok_and(|v| v == "0") {
@@ -280,6 +280,11 @@ impl Stream {
             Stream::Tls(_) => None,
             Stream::Vsock(s) => Some(s.as_fd()),
         }
+    }
+
+    /// A connected vsock socket made elsewhere (by the guest's RAM broker).
+    pub fn vsock_from(fd: std::os::fd::OwnedFd) -> Stream {
+        Stream::Vsock(vsock::VsockStream::from(fd))
     }
 
     pub fn try_clone(&self) -> io::Result<Stream> {

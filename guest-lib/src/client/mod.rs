@@ -159,6 +159,9 @@ pub struct Client {
     flusher: std::sync::Once,
     pub hello: HelloReply,
     pub addr: ServerAddr,
+    /// Guest RAM the guest's RAM broker gave this connection (a VM guest's
+    /// unprivileged process): its command ring and staging area are carved from it.
+    pub area: Option<crate::guest_ram::GuestArea>,
 }
 
 static CLIENT: OnceLock<Result<Hosts, CudaStatus>> = OnceLock::new();
@@ -345,7 +348,34 @@ impl Client {
             }
             _ => None,
         };
-        let stream = match Stream::connect(&addr, tls.as_ref().map(|t| &t.client)) {
+        // An unprivileged process in a VM gets its connection, and guest RAM, from the
+        // guest's RAM broker (see crate::guest_ram); a privileged one makes its own.
+        let mut area = None;
+        let brokered = match &addr {
+            ServerAddr::Vsock { cid, port } => {
+                match vmcuda_wire::transport::connect_vsock_from_reserved_port(*cid, *port) {
+                    Some(s) => Some(Stream::Vsock(s)),
+                    None => match crate::guest_ram::from_broker(*cid, *port) {
+                        Ok((fd, a)) => {
+                            area = Some(a);
+                            Some(Stream::vsock_from(fd))
+                        }
+                        Err(why) => {
+                            if std::env::var_os("VMCUDA_VERBOSE").is_some() {
+                                eprintln!("vmcuda: {why}; copies and calls travel on the socket");
+                            }
+                            None
+                        }
+                    },
+                }
+            }
+            _ => None,
+        };
+        let connected = match brokered {
+            Some(s) => Ok(s),
+            None => Stream::connect(&addr, tls.as_ref().map(|t| &t.client)),
+        };
+        let stream = match connected {
             Ok(s) => s,
             Err(ConnectError::Tls(source)) => {
                 return Err(ConnectFailure::Tls {
@@ -393,13 +423,18 @@ impl Client {
         };
         match conn.exchange_inner(0, &hello, &[], Sink::None, None) {
             Ok(Ok(reply)) => {
-                conn.attach_ring(&addr, polling::window_from_env(RING_REPLY_POLL_WINDOW));
+                conn.attach_ring(
+                    &addr,
+                    polling::window_from_env(RING_REPLY_POLL_WINDOW),
+                    area.as_ref(),
+                );
                 Ok(Client {
                     conn: Mutex::new(conn),
                     posted_waiting: Condvar::new(),
                     flusher: std::sync::Once::new(),
                     hello: reply,
                     addr,
+                    area,
                 })
             }
             Ok(Err(status)) => Err(ConnectFailure::Refused {

@@ -23,13 +23,21 @@ impl Connection {
     /// this host: a sealed memfd on one host, guest huge pages in a VM whose worker
     /// has the VM's RAM. Anything missing leaves the frames on the socket, the reason
     /// said under `VMCUDA_VERBOSE`.
-    pub(super) fn attach_ring(&mut self, addr: &ServerAddr, window: Duration) {
+    pub(super) fn attach_ring(
+        &mut self,
+        addr: &ServerAddr,
+        window: Duration,
+        area: Option<&crate::guest_ram::GuestArea>,
+    ) {
         if !wanted() {
             return;
         }
         let outcome = match addr {
             ServerAddr::Unix(_) => self.attach_ring_in_memfd(window),
-            ServerAddr::Vsock { .. } => self.attach_ring_in_guest_pages(window),
+            ServerAddr::Vsock { .. } => match area {
+                Some(area) => self.attach_ring_in_area(area, window),
+                None => self.attach_ring_in_guest_pages(window),
+            },
             _ => return,
         };
         if std::env::var_os("VMCUDA_VERBOSE").is_some() {
@@ -62,6 +70,29 @@ impl Connection {
             capacity: DEFAULT_CAPACITY,
             place: RingPlace::GuestPages {
                 page_size: crate::guest_pages::HUGE_PAGE as u64,
+                pages,
+            },
+        };
+        self.attach(memory, &req, None, window)
+    }
+
+    /// The first piece of the guest RAM the broker gave (see [`crate::guest_ram`]).
+    fn attach_ring_in_area(
+        &mut self,
+        area: &crate::guest_ram::GuestArea,
+        window: Duration,
+    ) -> Result<(), String> {
+        let (base, len, pages) = area
+            .carve(ring::area_len(DEFAULT_CAPACITY))
+            .ok_or("no room in the guest RAM the broker gave")?;
+        // SAFETY: the area is mapped for the life of the process and this piece is
+        // handed out once, to this ring alone.
+        let memory = unsafe { RingMemory::borrowed(base, len, DEFAULT_CAPACITY) }
+            .map_err(|e| e.to_string())?;
+        let req = RingAttach {
+            capacity: DEFAULT_CAPACITY,
+            place: RingPlace::GuestPages {
+                page_size: area.page_size() as u64,
                 pages,
             },
         };

@@ -189,6 +189,18 @@ impl MemoryOps for Session {
         nothing()
     }
 
+    fn guest_pages_grant(
+        &mut self,
+        _: &CallContext,
+        _: GuestPagesGrant,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        // A grant comes first on its connection, before the hello (the worker applies
+        // it there); after the hello it could only widen what was granted.
+        warn!(client = %self.client, "refused a guest page grant after the hello");
+        Err(CudaStatus::ErrorInvalidValue)
+    }
+
     fn host_unregister_shared(
         &mut self,
         _: &CallContext,

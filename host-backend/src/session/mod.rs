@@ -152,6 +152,20 @@ impl Session {
         self
     }
 
+    /// Whether this connection can reach the VM's RAM (a vhost-user device's worker).
+    pub fn has_guest_ram(&self) -> bool {
+        self.guest_ram.is_some()
+    }
+
+    /// Confine this connection to the guest pages its grant names (the grant came
+    /// before the hello); refused where the connection has no guest RAM at all.
+    pub fn restrict_guest_ram(&mut self, page_size: u64, pages: &[u64]) -> Result<(), CudaStatus> {
+        match &mut self.guest_ram {
+            Some(ram) => ram.restrict(page_size, pages),
+            None => Err(CudaStatus::ErrorNotSupported),
+        }
+    }
+
     /// The command ring the guest just attached, for the serving loop to move the
     /// connection's frames into.
     pub fn take_ring(&mut self) -> Option<vmcuda_wire::ring::RingMemory> {

@@ -8,10 +8,13 @@
 //!   processes, or `--query-gpu` / `--query-compute-apps` CSV.
 //! - `vmcuda cdi generate [--output FILE] [--lib-dir DIR]`: a CDI spec that gives
 //!   containers in this guest the bridge (`--device vmcuda.dev/gpu=all`).
+//! - `vmcuda guest-ram-broker`: the guest service (run as root) that gives every
+//!   process guest RAM the host can copy to and from (see `vmcuda_guest::guest_ram`).
 //!
 //! `info`, `doctor` and `smi` speak the wire protocol through the guest library's own
 //! client ([`vmcuda_guest::client::Client`]), so what they see is what programs see.
 
+mod broker;
 mod cdi;
 mod doctor;
 mod info;
@@ -38,6 +41,20 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Serve guest RAM to this guest's unprivileged processes (run as root, by the
+    /// guest package's service): each gets huge pages of its own and a connection to
+    /// the host that may use only those, so its copies are the GPU's DMA from its pages.
+    GuestRamBroker {
+        /// Where to listen.
+        #[arg(long, default_value = vmcuda_guest::guest_ram::BROKER_SOCKET)]
+        socket: PathBuf,
+        /// The most guest RAM one process gets, in MiB.
+        #[arg(long, default_value_t = 256)]
+        max_area_mib: usize,
+        /// The most processes of one user served at once.
+        #[arg(long, default_value_t = 64)]
+        max_per_user: usize,
+    },
     /// Show the remote GPUs: names, memory used and quota, versions, transport and
     /// round-trip time.
     Info {
@@ -110,6 +127,11 @@ fn write_stdout(text: &str) {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::GuestRamBroker {
+            socket,
+            max_area_mib,
+            max_per_user,
+        } => broker::run(&socket, max_area_mib, max_per_user),
         Command::Info { json, timeout } => info::run(json, Duration::from_secs(timeout)),
         Command::Doctor { program, timeout } => {
             doctor::run(program.as_deref(), Duration::from_secs(timeout))

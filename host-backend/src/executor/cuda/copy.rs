@@ -282,6 +282,10 @@ impl CopyExec for CudaExecutor {
         }
         let (device, len) = (device.ptr(), device.len_usize());
         let host = host as *mut c_void;
+        // A synchronous copy on the legacy stream is the driver's one synchronous call,
+        // as the program's own cudaMemcpy would be natively: one call and the driver's
+        // own wait instead of two calls.
+        let sync_call = !is_async && stream == LEGACY_STREAM;
         // Raw calls: the host range is memory the guest shares and may write at any
         // time, so no Rust slice may be made over it for cudarc's wrappers.
         // SAFETY: the session checked that `[host, host + len)` lies inside one range it
@@ -289,10 +293,6 @@ impl CopyExec for CudaExecutor {
         // registered until host_unregister, and that `[device, device + len)` is the
         // guest's own memory. Guest memory changing under the DMA is the guest's race,
         // as with native pinned memory; it cannot touch this process's own memory.
-        // A synchronous copy on the legacy stream is the driver's one synchronous call,
-        // as the program's own cudaMemcpy would be natively: one call and the driver's
-        // own wait instead of two calls.
-        let sync_call = !is_async && stream == LEGACY_STREAM;
         check(unsafe {
             match (to_device, sync_call) {
                 (true, true) => sys::cuMemcpyHtoD_v2(device, host, len),

@@ -1,0 +1,242 @@
+use super::*;
+use std::io::Read;
+
+/// Whether this process can read guest-physical (here: physical) addresses.
+fn sees_frames() -> bool {
+    use std::os::unix::fs::FileExt;
+    let v = vec![1u8; 8192];
+    let va = (v.as_ptr() as usize).next_multiple_of(4096);
+    let mut e = [0u8; 8];
+    std::fs::File::open("/proc/self/pagemap")
+        .and_then(|f| f.read_exact_at(&mut e, (va / 4096 * 8) as u64))
+        .is_ok_and(|()| u64::from_le_bytes(e) & ((1 << 55) - 1) != 0)
+}
+
+/// A broker on ordinary pages (this machine may have no huge pages), whose host
+/// connections are Unix socket pairs standing in for vsock: the host's ends come out
+/// of the returned channel.
+fn broker(name: &str) -> (std::path::PathBuf, std::sync::mpsc::Receiver<OwnedFd>) {
+    broker_on(name, false)
+}
+
+fn broker_on(
+    name: &str,
+    huge_pages: bool,
+) -> (std::path::PathBuf, std::sync::mpsc::Receiver<OwnedFd>) {
+    let dir = std::env::temp_dir().join(format!("vmcuda-broker-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("broker.sock");
+    let listener = sock::socket(
+        sock::AddressFamily::Unix,
+        sock::SockType::SeqPacket,
+        sock::SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .unwrap();
+    sock::bind(listener.as_raw_fd(), &sock::UnixAddr::new(&path).unwrap()).unwrap();
+    sock::listen(&listener, sock::Backlog::new(8).unwrap()).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let tx = Mutex::new(tx);
+    let connect: Box<HostConnector> = Box::new(move || {
+        let (broker_end, host_end) = std::os::unix::net::UnixStream::pair()?;
+        tx.lock().unwrap().send(OwnedFd::from(host_end)).unwrap();
+        Ok(OwnedFd::from(broker_end))
+    });
+    let config = BrokerConfig {
+        host: (2, 7731),
+        huge_pages,
+        max_area: 64 << 20,
+        max_per_user: 2,
+    };
+    std::thread::spawn(move || serve(listener, config, connect));
+    (path, rx)
+}
+
+fn client_socket(path: &std::path::Path) -> OwnedFd {
+    let s = sock::socket(
+        sock::AddressFamily::Unix,
+        sock::SockType::SeqPacket,
+        sock::SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .unwrap();
+    sock::connect(s.as_raw_fd(), &sock::UnixAddr::new(path).unwrap()).unwrap();
+    s
+}
+
+/// The whole exchange: the process gets a writable area, the host gets the grant for
+/// exactly its pages as the connection's first frame, pieces of the area never
+/// overlap, and the broker lets the connection go only after the process has gone,
+/// waiting for the host to close it.
+#[test]
+fn a_process_gets_its_own_pages_and_the_host_the_grant_for_them() {
+    if !sees_frames() {
+        eprintln!("skipped: physical addresses are hidden here (not root)");
+        return;
+    }
+    let (path, hosts) = broker("exchange");
+    std::env::set_var(BROKER_ENV, &path);
+    // Someone else's host is refused.
+    let e = from_broker(2, 9).err().unwrap();
+    assert!(e.contains("not vsock:2:9"), "{e}");
+    let (conn, area) = from_broker(2, 7731).unwrap();
+    let host = hosts.recv().unwrap();
+    let mut host = std::os::unix::net::UnixStream::from(host);
+    let (h, meta) = frame::read_head(&mut host).unwrap();
+    assert_eq!(h.op.get(), Op::GuestPagesGrant.code());
+    let grant: GuestPagesGrant = postcard::from_bytes(&meta).unwrap();
+    assert_eq!(grant.page_size, 4096);
+    assert_eq!(grant.pages, area.pages);
+    assert_eq!(area.len, area_len().next_multiple_of(4096));
+    let (a, a_len, a_pages) = area.carve(100).unwrap();
+    let (b, _, b_pages) = area.carve(8192).unwrap();
+    assert_eq!(a_len, 4096);
+    assert_eq!(b.as_ptr() as usize, a.as_ptr() as usize + a_len);
+    assert_eq!(a_pages, grant.pages[..1]);
+    assert_eq!(b_pages, grant.pages[1..3]);
+    // SAFETY: the test's own piece of its area, mapped writable.
+    unsafe { b.as_ptr().write(7) };
+    assert!(area.carve(area.len).is_none());
+    // The process's connection is still the broker's too: it has not gone.
+    drop(conn);
+    host.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut buf = [0u8; 8];
+    assert!(
+        host.read(&mut buf).is_err(),
+        "the connection ended while its process lived"
+    );
+    // The process goes: the broker half-closes the connection; the host sees the end.
+    drop(area);
+    host.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    assert_eq!(host.read(&mut buf).unwrap(), 0);
+}
+
+/// Once the process has said it mapped the memory, no one can free its pages from
+/// under the host: no hole can be punched, the file can neither shrink nor grow, and
+/// the seals cannot be lifted. A user has only so many areas at once.
+#[test]
+fn granted_pages_cannot_be_cut_and_users_are_bounded() {
+    if !sees_frames() {
+        eprintln!("skipped: physical addresses are hidden here (not root)");
+        return;
+    }
+    seals_hold(false);
+}
+
+/// The same with huge pages, the broker's own kind, where the machine has some free.
+#[test]
+fn granted_huge_pages_cannot_be_cut_either() {
+    let free = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find_map(|l| l.strip_prefix("HugePages_Free:"))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+        })
+        .unwrap_or(0);
+    if !sees_frames() || free < 4 {
+        eprintln!("skipped: no free huge pages, or physical addresses are hidden here");
+        return;
+    }
+    seals_hold(true);
+}
+
+fn seals_hold(huge: bool) {
+    let page = if huge {
+        crate::guest_pages::HUGE_PAGE as u64
+    } else {
+        4096
+    };
+    let (path, _hosts) = broker_on(if huge { "seals-huge" } else { "seals" }, huge);
+    let s = client_socket(&path);
+    send(
+        s.as_fd(),
+        &Request::Area {
+            bytes: 3 * page,
+            cid: 2,
+            port: 7731,
+        },
+        None,
+    )
+    .unwrap();
+    let Some((Reply::Memory { len, .. }, Some(memfd))) = receive::<Reply>(s.as_fd()).unwrap()
+    else {
+        panic!("no memory");
+    };
+    assert_eq!(len, 3 * page);
+    // Before it says it mapped, it still cannot change the size.
+    assert!(nix::unistd::ftruncate(&memfd, page as i64).is_err());
+    send(s.as_fd(), &Request::Mapped, None).unwrap();
+    let Some((Reply::Connected { pages }, Some(_host))) = receive::<Reply>(s.as_fd()).unwrap()
+    else {
+        panic!("not connected");
+    };
+    assert_eq!(pages.len(), 3);
+    let punch = nix::fcntl::fallocate(
+        &memfd,
+        nix::fcntl::FallocateFlags::FALLOC_FL_PUNCH_HOLE
+            | nix::fcntl::FallocateFlags::FALLOC_FL_KEEP_SIZE,
+        0,
+        page as i64,
+    );
+    assert_eq!(punch, Err(nix::errno::Errno::EPERM));
+    assert!(nix::unistd::ftruncate(&memfd, 0).is_err());
+    assert!(nix::unistd::ftruncate(&memfd, 64 << 20).is_err());
+    let unseal = nix::fcntl::fcntl(
+        &memfd,
+        nix::fcntl::FcntlArg::F_ADD_SEALS(nix::fcntl::SealFlag::F_SEAL_WRITE),
+    );
+    assert!(unseal.is_err());
+    // A second area for this user fits (two at once), a third does not.
+    let second = client_socket(&path);
+    send(
+        second.as_fd(),
+        &Request::Area {
+            bytes: page,
+            cid: 2,
+            port: 7731,
+        },
+        None,
+    )
+    .unwrap();
+    assert!(matches!(
+        receive::<Reply>(second.as_fd()).unwrap(),
+        Some((Reply::Memory { .. }, Some(_)))
+    ));
+    let third = client_socket(&path);
+    send(
+        third.as_fd(),
+        &Request::Area {
+            bytes: page,
+            cid: 2,
+            port: 7731,
+        },
+        None,
+    )
+    .unwrap();
+    assert!(matches!(
+        receive::<Reply>(third.as_fd()).unwrap(),
+        Some((Reply::Refused(_), _))
+    ));
+    // Too much, or nothing, is refused.
+    drop(second);
+    std::thread::sleep(Duration::from_millis(100));
+    let greedy = client_socket(&path);
+    send(
+        greedy.as_fd(),
+        &Request::Area {
+            bytes: 1 << 40,
+            cid: 2,
+            port: 7731,
+        },
+        None,
+    )
+    .unwrap();
+    assert!(matches!(
+        receive::<Reply>(greedy.as_fd()).unwrap(),
+        Some((Reply::Refused(_), _))
+    ));
+}
