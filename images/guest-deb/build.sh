@@ -15,6 +15,8 @@
 #                                                       driver-conf.sh)
 #   /opt/vmcuda/bin/vmcuda-run        guest-lib/vmcuda-run, when the tree has it
 #   /opt/vmcuda/bin/vmcuda            the guest CLI, when a workspace crate has a `vmcuda` binary
+#   /lib/systemd/system/vmcuda-guest-ram-broker.service  with it: the guest's RAM broker
+#                                     (enabled and started by the postinst under systemd)
 #   /opt/vmcuda/sbin/vmcuda-system-wide  guest-lib/vmcuda-system-wide, when the tree has it
 #   /usr/bin/vmcuda-run, /usr/bin/vmcuda, /usr/sbin/vmcuda-system-wide: links to those
 #   /etc/cdi/vmcuda.json              written when installed by `vmcuda cdi generate`
@@ -153,6 +155,11 @@ for f in "${included[@]}"; do
     sbin/*) mkdir -p "$root/usr/sbin"; ln -s "../../opt/vmcuda/$f" "$root/usr/sbin/${f#sbin/}" ;;
   esac
 done
+# The guest's RAM broker, where the CLI that runs it is in the package.
+if [ -f "$tree/bin/vmcuda" ]; then
+  install -D -m 0644 "$here/vmcuda-guest-ram-broker.service" \
+    "$root/lib/systemd/system/vmcuda-guest-ram-broker.service"
+fi
 pkg_doc_files "$root" vmcuda-guest "$version" "$repo"
 installed_kb=$(du -sk --exclude=DEBIAN "$root" | cut -f1)
 cat >"$root/DEBIAN/control" <<EOF
@@ -197,6 +204,11 @@ case "$1" in
   configure|abort-remove)
     vmcuda_driver_register /opt/vmcuda || true
     vmcuda_cdi_register /opt/vmcuda || true
+    # The guest's RAM broker, where systemd runs the machine.
+    if [ -f /lib/systemd/system/vmcuda-guest-ram-broker.service ] && [ -d /run/systemd/system ]; then
+      systemctl daemon-reload || true
+      systemctl enable --now vmcuda-guest-ram-broker.service || true
+    fi
     ;;
 esac
 exit 0
@@ -211,6 +223,9 @@ EOF
   cat "$here/driver-conf.sh" "$here/cdi-conf.sh"
   cat <<'EOF'
 if [ "$1" = remove ]; then
+  if [ -d /run/systemd/system ]; then
+    systemctl disable --now vmcuda-guest-ram-broker.service 2>/dev/null || true
+  fi
   if [ -x /opt/vmcuda/sbin/vmcuda-system-wide ]; then
     /opt/vmcuda/sbin/vmcuda-system-wide disable || \
       echo "vmcuda-guest: 'vmcuda-system-wide disable' failed; undo the system-wide mode by hand" >&2
