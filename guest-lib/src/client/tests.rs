@@ -8,7 +8,8 @@ use vmcuda_wire::op::{DeviceSynchronize, ExecutorKind, Memset, StreamHandle};
 type Seen = (u64, u16, bool, u64, u64);
 
 /// A fake host on a fresh Unix socket: answers the hello and every waited-for
-/// request with success, and reports each frame it reads.
+/// request with success (but a command ring, which it refuses), and reports each
+/// frame it reads.
 fn fake_host() -> (ServerAddr, mpsc::Receiver<Seen>) {
     let dir = std::env::temp_dir().join(format!(
         "vmcuda-client-{}-{:?}",
@@ -30,6 +31,15 @@ fn fake_host() -> (ServerAddr, mpsc::Receiver<Seen>) {
                 Ok(m) if op == Op::Memset.code() => (m.dst, m.size),
                 _ => (h.device.get() as u64, 0),
             };
+            // A host without command rings (of an older version) does not know the
+            // op: the client stays on the socket. Not reported: the tests look at the
+            // program's own frames.
+            if op == Op::RingAttach.code() {
+                let reply = FrameHeader::new(op, FLAG_REPLY, id, 0, 0)
+                    .with_status(CudaStatus::ErrorNotSupported.0);
+                frame::write_frame(&mut s, &reply, &[], &[]).unwrap();
+                continue;
+            }
             if tx.send((id, op, h.has(FLAG_NO_REPLY), dst, size)).is_err() {
                 return;
             }
