@@ -12,6 +12,9 @@
 #   apps/             tests/apps/build.sh CARRYDIR/apps
 #   bin/              release vmcuda-host and vmcuda-vhost-vsock
 #   COMMIT            the commit the artifacts were built from
+# VMCUDA_VM_APPEND: more guest kernel command line (images/guest/init's options), e.g.
+# "vmcuda.user=1 vmcuda.broker=1" to run the programs as an unprivileged user with the
+# guest's RAM broker (the image then needs --cli-bin).
 # Results go to $OUT (or build/gpu-vm-results): RESULTS-VM.md, results.tar.gz (every
 # stream of every run), vhost.log, console.log.
 set -u
@@ -52,7 +55,8 @@ start=$(date +%s)
 bash tests/vm/run-guest.sh --mode vhost-user --executor cuda --qemu "$qemu" \
   --kernel "$carry/image/vmlinuz" --initrd "$carry/image/initramfs.cpio.gz" \
   --host-bin "$carry/bin/vmcuda-host" --vhost-bin "$carry/bin/vmcuda-vhost-vsock" \
-  --out "$work/guest" --timeout 480 --app-timeout 120 >"$work/run-guest.log" 2>&1
+  --out "$work/guest" --timeout 480 --app-timeout 120 ${VMCUDA_VM_APPEND:+--append "$VMCUDA_VM_APPEND"} \
+  >"$work/run-guest.log" 2>&1
 guest_status=$?
 guest_secs=$(( $(date +%s) - start ))
 
@@ -94,6 +98,8 @@ done
   # The guest's programs run as root with huge pages: their copies should go through
   # guest RAM (the device's workers map it), not the socket.
   echo "- data path through guest RAM (workers that said so in vhost.log): $(grep -c 'copies use the shared-memory data path.*guest_pages=true' "$work/guest/vhost.log" 2>/dev/null || echo 0) of $(grep -c 'worker{.*guest connected' "$work/guest/vhost.log" 2>/dev/null || echo 0) connections"
+  echo "- command ring in guest RAM: $(grep -c 'calls travel through the command ring.*guest_pages=true' "$work/guest/vhost.log" 2>/dev/null || echo 0) connections; guest page grants from the guest's RAM broker: $(grep -c 'guest page grant' "$work/guest/vhost.log" 2>/dev/null || echo 0)"
+  echo "- guest command line added: ${VMCUDA_VM_APPEND:-none}"
   echo
   echo "| program | native exit | guest exit | stdout | stderr | result |"
   echo "| --- | --- | --- | --- | --- | --- |"
