@@ -71,6 +71,19 @@ enum Reply {
     Refused(String),
 }
 
+/// How long either side waits for the other's next message while an area is being set
+/// up: a peer that says nothing holds no thread of the broker, and no program, for ever.
+const SETUP_WAIT: Duration = Duration::from_secs(10);
+
+/// Wait at most `wait` in each read of `socket` (`None`: for ever).
+fn read_timeout(socket: BorrowedFd<'_>, wait: Option<Duration>) -> io::Result<()> {
+    let tv = wait.map_or(nix::sys::time::TimeVal::new(0, 0), |w| {
+        nix::sys::time::TimeVal::new(w.as_secs() as i64, 0)
+    });
+    sock::setsockopt(&socket, sock::sockopt::ReceiveTimeout, &tv)?;
+    Ok(())
+}
+
 /// Largest message on the broker's socket (a page list of 8192 huge pages fits).
 const MAX_MESSAGE: usize = 64 << 10;
 
@@ -188,6 +201,7 @@ pub fn from_broker(cid: u32, port: u32) -> Result<(OwnedFd, GuestArea), String> 
     let addr = sock::UnixAddr::new(path.as_str()).map_err(|e| format!("{path}: {e}"))?;
     sock::connect(socket.as_raw_fd(), &addr)
         .map_err(|e| format!("no guest RAM broker at {path} ({e})"))?;
+    read_timeout(socket.as_fd(), Some(SETUP_WAIT)).map_err(|e| format!("{path}: {e}"))?;
     let said = |e: io::Error| format!("the guest's RAM broker: {e}");
     send(
         socket.as_fd(),
@@ -284,6 +298,9 @@ pub fn serve(
         let shared = shared.clone();
         std::thread::spawn(move || {
             let (config, connect, users) = &*shared;
+            if read_timeout(conn.as_fd(), Some(SETUP_WAIT)).is_err() {
+                return;
+            }
             let uid = sock::getsockopt(&conn, sock::sockopt::PeerCredentials)
                 .map(|c| c.uid())
                 .unwrap_or(u32::MAX);
@@ -429,7 +446,13 @@ fn serve_one(conn: &OwnedFd, config: &BrokerConfig, connect: &HostConnector) -> 
     )?;
     // Until the process goes.
     let mut buf = [0u8; 64];
-    while matches!(nix::unistd::read(conn, &mut buf), Ok(n) if n > 0) {}
+    loop {
+        match nix::unistd::read(conn, &mut buf) {
+            Ok(n) if n > 0 => {}
+            Err(nix::errno::Errno::EINTR) => {}
+            _ => break,
+        }
+    }
     // Its connection ends; the pages go only once the host has closed it.
     let _ = sock::shutdown(host.as_raw_fd(), sock::Shutdown::Write);
     let _ = sock::setsockopt(
