@@ -221,6 +221,17 @@ fn copy_with_pool(pool: &rayon::ThreadPool, dst: &mut [u8], src: &[u8], threads:
     }
 }
 
+/// Whether piece `i` of `n` of a host-to-device copy through `slots` slots may be left
+/// running on its stream: no later piece of the copy fills its slot again, and it is not
+/// the last, which is waited for. The stream runs in order, so once the last piece is
+/// done every piece is, and the copy is complete when it returns, as a pageable copy
+/// must be; meanwhile the worker queues the pieces back to back instead of waiting
+/// for each (on the H100, 1 MiB copies ran at 0.82-0.97x native with every piece
+/// waited for).
+fn left_running(i: usize, n: usize, slots: usize) -> bool {
+    i + 1 < n && i + slots >= n
+}
+
 impl Staging {
     fn slot_addr(&self, i: usize) -> usize {
         self.start + (i % self.slots) * self.slot
@@ -262,7 +273,8 @@ impl Staging {
             |i| {
                 let part = &src[i * piece..((i + 1) * piece).min(src.len())];
                 // SAFETY: inside the pipeline; slot `i` was last named by request
-                // `i - slots`, whose reply the pipeline read before preparing `i`.
+                // `i - slots`, which was waited for (below) and whose reply the
+                // pipeline read before preparing `i`.
                 copy(unsafe { self.slot_mut(i, part.len()) }, part);
                 MemcpyShared {
                     device: dst + (i * piece) as u64,
@@ -270,7 +282,7 @@ impl Staging {
                     size: part.len() as u64,
                     to_device: true,
                     stream,
-                    is_async: false,
+                    is_async: left_running(i, n, self.slots),
                 }
             },
             |_| {},
@@ -314,6 +326,20 @@ impl Staging {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Only pieces whose slot is not filled again, and never the last, run on.
+    #[test]
+    fn only_pieces_whose_slot_stays_untouched_are_left_running() {
+        let running = |n, slots| {
+            (0..n)
+                .filter(|&i| left_running(i, n, slots))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(running(4, 4), [0, 1, 2]);
+        assert_eq!(running(1, 4), Vec::<usize>::new());
+        assert_eq!(running(10, 4), [6, 7, 8]);
+        assert_eq!(running(3, 2), [1]);
+    }
 
     #[test]
     fn parallel_copy_copies_every_byte_of_odd_sizes() {
