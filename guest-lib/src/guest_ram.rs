@@ -84,6 +84,35 @@ fn read_timeout(socket: BorrowedFd<'_>, wait: Option<Duration>) -> io::Result<()
     Ok(())
 }
 
+/// A Unix socket of the broker's kind: messages keep their bounds, descriptors ride
+/// with them.
+pub fn seqpacket() -> nix::Result<OwnedFd> {
+    sock::socket(
+        sock::AddressFamily::Unix,
+        sock::SockType::SeqPacket,
+        sock::SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+}
+
+/// A new shared, writable, populated mapping of `memfd`'s first `length` bytes, where
+/// the kernel chooses; the caller owns it (`munmap` undoes it).
+fn map_populated(memfd: &OwnedFd, length: NonZeroUsize) -> nix::Result<NonNull<libc::c_void>> {
+    use nix::sys::mman::{mmap, MapFlags, ProtFlags};
+    // SAFETY: a fresh mapping where the kernel chooses, over nothing of ours; its
+    // ownership goes to the caller.
+    unsafe {
+        mmap(
+            None,
+            length,
+            ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
+            MapFlags::MAP_SHARED | MapFlags::MAP_POPULATE,
+            memfd,
+            0,
+        )
+    }
+}
+
 /// Largest message on the broker's socket (a page list of 8192 huge pages fits).
 const MAX_MESSAGE: usize = 64 << 10;
 
@@ -191,13 +220,7 @@ pub fn from_broker(cid: u32, port: u32) -> Result<(OwnedFd, GuestArea), String> 
     if path == "0" || no_sharing {
         return Err("the guest's RAM broker is not to be asked".into());
     }
-    let socket = sock::socket(
-        sock::AddressFamily::Unix,
-        sock::SockType::SeqPacket,
-        sock::SockFlag::SOCK_CLOEXEC,
-        None,
-    )
-    .map_err(|e| format!("no socket ({e})"))?;
+    let socket = seqpacket().map_err(|e| format!("no socket ({e})"))?;
     let addr = sock::UnixAddr::new(path.as_str()).map_err(|e| format!("{path}: {e}"))?;
     sock::connect(socket.as_raw_fd(), &addr)
         .map_err(|e| format!("no guest RAM broker at {path} ({e})"))?;
@@ -223,19 +246,9 @@ pub fn from_broker(cid: u32, port: u32) -> Result<(OwnedFd, GuestArea), String> 
         _ => return Err("the guest's RAM broker answered out of turn".into()),
     };
     let length = NonZeroUsize::new(len).ok_or("the guest's RAM broker gave no memory")?;
-    // SAFETY: a new shared mapping of the memfd handed to us, where the kernel chooses;
-    // it is kept for the life of the process.
-    let base = unsafe {
-        nix::sys::mman::mmap(
-            None,
-            length,
-            nix::sys::mman::ProtFlags::PROT_READ | nix::sys::mman::ProtFlags::PROT_WRITE,
-            nix::sys::mman::MapFlags::MAP_SHARED | nix::sys::mman::MapFlags::MAP_POPULATE,
-            &memfd,
-            0,
-        )
-    }
-    .map_err(|e| format!("cannot map the guest RAM the broker gave ({e})"))?;
+    // Kept for the life of the process.
+    let base = map_populated(&memfd, length)
+        .map_err(|e| format!("cannot map the guest RAM the broker gave ({e})"))?;
     drop(memfd);
     send(socket.as_fd(), &Request::Mapped, None).map_err(said)?;
     let (pages, host) = match receive::<Reply>(socket.as_fd()).map_err(said)? {
@@ -391,19 +404,9 @@ fn serve_one(conn: &OwnedFd, config: &BrokerConfig, connect: &HostConnector) -> 
         FcntlArg::F_ADD_SEALS(SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_GROW),
     )?;
     let length = NonZeroUsize::new(len).ok_or_else(|| refuse("empty"))?;
-    // SAFETY: a new shared mapping of our own memfd where the kernel chooses, owned by
-    // `Held`, which unmaps it.
-    let base = unsafe {
-        nix::sys::mman::mmap(
-            None,
-            length,
-            nix::sys::mman::ProtFlags::PROT_READ | nix::sys::mman::ProtFlags::PROT_WRITE,
-            nix::sys::mman::MapFlags::MAP_SHARED | nix::sys::mman::MapFlags::MAP_POPULATE,
-            &memfd,
-            0,
-        )
-    }
-    .map_err(|e| refuse(format!("no memory ({e}; boot with hugepages=N)")))?;
+    // Owned by `Held`, which unmaps it.
+    let base = map_populated(&memfd, length)
+        .map_err(|e| refuse(format!("no memory ({e}; boot with hugepages=N)")))?;
     let held = Held {
         base,
         len,

@@ -27,13 +27,7 @@ fn broker_on(
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("broker.sock");
-    let listener = sock::socket(
-        sock::AddressFamily::Unix,
-        sock::SockType::SeqPacket,
-        sock::SockFlag::SOCK_CLOEXEC,
-        None,
-    )
-    .unwrap();
+    let listener = seqpacket().unwrap();
     sock::bind(listener.as_raw_fd(), &sock::UnixAddr::new(&path).unwrap()).unwrap();
     sock::listen(&listener, sock::Backlog::new(8).unwrap()).unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
@@ -54,13 +48,7 @@ fn broker_on(
 }
 
 fn client_socket(path: &std::path::Path) -> OwnedFd {
-    let s = sock::socket(
-        sock::AddressFamily::Unix,
-        sock::SockType::SeqPacket,
-        sock::SockFlag::SOCK_CLOEXEC,
-        None,
-    )
-    .unwrap();
+    let s = seqpacket().unwrap();
     sock::connect(s.as_raw_fd(), &sock::UnixAddr::new(path).unwrap()).unwrap();
     s
 }

@@ -32,13 +32,7 @@ fn serve(path: &Path, max_area_mib: usize, max_per_user: usize) -> Result<(), St
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
     let _ = std::fs::remove_file(path);
-    let listener = sock::socket(
-        sock::AddressFamily::Unix,
-        sock::SockType::SeqPacket,
-        sock::SockFlag::SOCK_CLOEXEC,
-        None,
-    )
-    .map_err(|e| format!("no socket: {e}"))?;
+    let listener = guest_ram::seqpacket().map_err(|e| format!("no socket: {e}"))?;
     let addr = sock::UnixAddr::new(path).map_err(|e| format!("{}: {e}", path.display()))?;
     sock::bind(listener.as_raw_fd(), &addr).map_err(|e| format!("{}: {e}", path.display()))?;
     // Every user of the guest may ask; what each gets is bounded below.
