@@ -200,6 +200,20 @@ impl Daemon {
         matches!(self.child.try_wait(), Ok(None))
     }
 
+    /// The daemon's log once it has a line containing `what`, waiting up to 10 s: a
+    /// worker's lines reach it through the daemon, which may write them after the guest
+    /// already has its answer. The log as it is at the deadline otherwise.
+    pub fn log_with(&self, what: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let log = self.log();
+            if log.contains(what) || Instant::now() > deadline {
+                return log;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("host.log")).unwrap_or_default()
     }

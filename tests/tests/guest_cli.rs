@@ -329,7 +329,7 @@ fn a_host_asked_for_the_gpu_without_one_says_why_once() {
         "the status is said once: {refusal}"
     );
     // The host's log has the status too, beside the executor it could not open.
-    let log = d.log();
+    let log = d.log_with("CUDA executor unavailable");
     assert!(
         log.contains("CUDA executor unavailable: cudaError"),
         "{log}"
