@@ -185,20 +185,20 @@ impl RingMemory {
         .check()
     }
 
+    /// The memory itself, if its capacity is one a ring may have and it holds a ring of
+    /// that capacity (dropped otherwise, which unmaps what it owns).
     fn check(self) -> Result<RingMemory, RingError> {
         let capacity = self.capacity as u32;
-        let len = self.len;
-        let memory = self;
         if !valid_capacity(capacity) {
             return Err(RingError::Capacity(capacity));
         }
-        if len < area_len(capacity) {
+        if self.len < area_len(capacity) {
             return Err(RingError::TooSmall {
-                have: len,
+                have: self.len,
                 need: area_len(capacity),
             });
         }
-        Ok(memory)
+        Ok(self)
     }
 
     pub fn capacity(&self) -> usize {
