@@ -246,22 +246,15 @@ fn unprivileged_programs_in_a_guest_get_guest_ram_from_the_broker_or_the_socket(
         let (guest, out) = guest_runs_with("vhost-user", &apps, &setup, tag, &host);
         assert_same(tag, &guest, &host);
         let log = std::fs::read_to_string(out.join("vhost.log")).unwrap_or_default();
-        let count = |what: &str| log.lines().filter(|l| l.contains(what)).count();
-        let grants = count("guest page grant");
-        let rings = log
-            .lines()
-            .filter(|l| {
-                l.contains("calls travel through the command ring")
-                    && l.contains("guest_pages=true")
-            })
-            .count();
-        let staged = log
-            .lines()
-            .filter(|l| {
-                l.contains("copies use the shared-memory data path")
-                    && l.contains("guest_pages=true")
-            })
-            .count();
+        // Lines of the log that say all of `what`.
+        let count = |what: &[&str]| {
+            log.lines()
+                .filter(|l| what.iter().all(|w| l.contains(w)))
+                .count()
+        };
+        let grants = count(&["guest page grant"]);
+        let rings = count(&["calls travel through the command ring", "guest_pages=true"]);
+        let staged = count(&["copies use the shared-memory data path", "guest_pages=true"]);
         if broker {
             // Every program got its grant and its ring; those with large pageable
             // copies (memcpy_kinds among them) their staging area.

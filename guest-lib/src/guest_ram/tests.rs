@@ -53,6 +53,20 @@ fn client_socket(path: &std::path::Path) -> OwnedFd {
     s
 }
 
+/// A new process asking `path`'s broker for `bytes` of guest RAM: its socket and the
+/// broker's first answer.
+fn ask(path: &std::path::Path, bytes: u64) -> (OwnedFd, Option<(Reply, Option<OwnedFd>)>) {
+    let s = client_socket(path);
+    let area = Request::Area {
+        bytes,
+        cid: 2,
+        port: 7731,
+    };
+    send(s.as_fd(), &area, None).unwrap();
+    let answer = receive::<Reply>(s.as_fd()).unwrap();
+    (s, answer)
+}
+
 /// The whole exchange: the process gets a writable area, the host gets the grant for
 /// exactly its pages as the connection's first frame, pieces of the area never
 /// overlap, and the broker lets the connection go only after the process has gone,
@@ -139,19 +153,8 @@ fn seals_hold(huge: bool) {
         4096
     };
     let (path, _hosts) = broker_on(if huge { "seals-huge" } else { "seals" }, huge);
-    let s = client_socket(&path);
-    send(
-        s.as_fd(),
-        &Request::Area {
-            bytes: 3 * page,
-            cid: 2,
-            port: 7731,
-        },
-        None,
-    )
-    .unwrap();
-    let Some((Reply::Memory { len, .. }, Some(memfd))) = receive::<Reply>(s.as_fd()).unwrap()
-    else {
+    let (s, answer) = ask(&path, 3 * page);
+    let Some((Reply::Memory { len, .. }, Some(memfd))) = answer else {
         panic!("no memory");
     };
     assert_eq!(len, 3 * page);
@@ -179,52 +182,16 @@ fn seals_hold(huge: bool) {
     );
     assert!(unseal.is_err());
     // A second area for this user fits (two at once), a third does not.
-    let second = client_socket(&path);
-    send(
-        second.as_fd(),
-        &Request::Area {
-            bytes: page,
-            cid: 2,
-            port: 7731,
-        },
-        None,
-    )
-    .unwrap();
-    assert!(matches!(
-        receive::<Reply>(second.as_fd()).unwrap(),
-        Some((Reply::Memory { .. }, Some(_)))
-    ));
-    let third = client_socket(&path);
-    send(
-        third.as_fd(),
-        &Request::Area {
-            bytes: page,
-            cid: 2,
-            port: 7731,
-        },
-        None,
-    )
-    .unwrap();
-    assert!(matches!(
-        receive::<Reply>(third.as_fd()).unwrap(),
-        Some((Reply::Refused(_), _))
-    ));
+    let (second, answer) = ask(&path, page);
+    assert!(matches!(answer, Some((Reply::Memory { .. }, Some(_)))));
+    let (_third, answer) = ask(&path, page);
+    assert!(matches!(answer, Some((Reply::Refused(_), _))));
     // Too much, or nothing, is refused.
     drop(second);
     std::thread::sleep(Duration::from_millis(100));
-    let greedy = client_socket(&path);
-    send(
-        greedy.as_fd(),
-        &Request::Area {
-            bytes: 1 << 40,
-            cid: 2,
-            port: 7731,
-        },
-        None,
-    )
-    .unwrap();
-    assert!(matches!(
-        receive::<Reply>(greedy.as_fd()).unwrap(),
-        Some((Reply::Refused(_), _))
-    ));
+    let (_greedy, answer) = ask(&path, 1 << 40);
+    assert!(matches!(answer, Some((Reply::Refused(_), _))));
+    std::thread::sleep(Duration::from_millis(100));
+    let (_nothing, answer) = ask(&path, 0);
+    assert!(matches!(answer, Some((Reply::Refused(_), _))));
 }
