@@ -60,49 +60,80 @@ pub fn huge_pages(len: usize) -> Result<(NonNull<libc::c_void>, usize, Vec<u64>)
     }
 }
 
-/// Map `len` bytes (a whole number of huge pages) of locked-in huge pages and register
-/// them with the host by guest-physical address; the address of the area, or why not.
+/// Guest pages the host may map by guest-physical address.
+pub struct HostPages {
+    pub at: NonNull<u8>,
+    pub len: usize,
+    pub page_size: u64,
+    pub pages: Vec<u64>,
+    /// Whether the mapping is the caller's own (huge pages it made), to unmap when it
+    /// gives them up; otherwise a piece of the broker's area, mapped for the life of
+    /// the process.
+    pub owned: bool,
+}
+
+impl HostPages {
+    /// `len` bytes of guest pages: from the guest RAM the broker gave this process
+    /// (`area`), else huge pages of its own, whose addresses only a privileged process
+    /// can read.
+    pub fn take(
+        len: usize,
+        area: Option<&crate::guest_ram::GuestArea>,
+    ) -> Result<HostPages, String> {
+        if let Some(area) = area {
+            let (at, len, pages) = area
+                .carve(len)
+                .ok_or("no room left in the guest RAM the broker gave")?;
+            return Ok(HostPages {
+                at,
+                len,
+                page_size: area.page_size() as u64,
+                pages,
+                owned: false,
+            });
+        }
+        let (at, len, pages) = huge_pages(len)?;
+        Ok(HostPages {
+            at: at.cast(),
+            len,
+            page_size: HUGE_PAGE as u64,
+            pages,
+            owned: true,
+        })
+    }
+
+    /// Unmap them if they are the caller's own; a piece of the broker's area stays.
+    pub fn give_up(self) {
+        if self.owned {
+            // SAFETY: unmapping the caller's own mapping of these pages, which nothing
+            // else uses.
+            let _ = unsafe { munmap(self.at.cast(), self.len) };
+        }
+    }
+}
+
+/// Map `len` bytes (a whole number of huge pages) of guest pages the host can reach
+/// (see [`HostPages::take`]) and register them with the host by guest-physical
+/// address; the address of the area, or why not.
 pub fn alloc(len: usize, flags: u32) -> Result<usize, String> {
-    // An unprivileged process's pages come from the guest RAM the broker gave it, and
-    // stay mapped for its life whatever the host says.
-    let brokered = client::client()
+    let area = client::client()
         .ok()
         .and_then(|c| c.single())
         .and_then(|c| c.area.as_ref());
-    if let Some(area) = brokered {
-        let (at, len, pages) = area
-            .carve(len)
-            .ok_or("no room left in the guest RAM the broker gave")?;
-        let req = HostRegisterGuestPages {
-            addr: at.as_ptr() as u64,
-            size: len as u64,
-            page_size: area.page_size() as u64,
-            pages,
-            flags,
-        };
-        return client::client()
-            .and_then(|c| c.call(state::current_device(), &req, &[], client::Sink::None))
-            .map(|_| at.as_ptr() as usize)
-            .map_err(|e| {
-                format!("the host did not take the guest's pages ({e}; see the host log)")
-            });
-    }
-    let (area, len, pages) = huge_pages(len)?;
-    let start = area.as_ptr() as usize;
+    let pages = HostPages::take(len, area)?;
     let req = HostRegisterGuestPages {
-        addr: start as u64,
-        size: len as u64,
-        page_size: HUGE_PAGE as u64,
-        pages,
+        addr: pages.at.as_ptr() as u64,
+        size: pages.len as u64,
+        page_size: pages.page_size,
+        pages: pages.pages.clone(),
         flags,
     };
     let registered = client::client()
         .and_then(|c| c.call(state::current_device(), &req, &[], client::Sink::None));
     match registered {
-        Ok(_) => Ok(start),
+        Ok(_) => Ok(pages.at.as_ptr() as usize),
         Err(e) => {
-            // SAFETY: unmapping the area mapped above, which nothing else uses.
-            let _ = unsafe { munmap(area, len) };
+            pages.give_up();
             Err(format!(
                 "the host did not take the guest's pages ({e}; see the host log)"
             ))

@@ -37,11 +37,7 @@ impl SharedMapping {
             .st_size as u64;
         // A guest that could shrink the file would cut pages from under the mapping,
         // and this process would fault touching them: only sealed files are mapped.
-        let sealed = nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_GET_SEALS).is_ok_and(|seals| {
-            nix::fcntl::SealFlag::from_bits_truncate(seals)
-                .contains(nix::fcntl::SealFlag::F_SEAL_SHRINK)
-        });
-        if !sealed {
+        if !vmcuda_wire::memory::sealed_against_shrinking(std::os::fd::AsFd::as_fd(fd)) {
             warn!(
                 addr,
                 len, "refused shared memory that could shrink (no F_SEAL_SHRINK)"

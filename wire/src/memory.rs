@@ -6,6 +6,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::handle::{DevicePtr, StreamHandle};
 
+/// Whether a memfd a peer passed is sealed against shrinking: only such a file may be
+/// mapped by the side that did not make it, since pages cut from under a mapping
+/// fault (SIGBUS) whoever touches them.
+pub fn sealed_against_shrinking(fd: std::os::fd::BorrowedFd<'_>) -> bool {
+    use nix::fcntl::{fcntl, FcntlArg, SealFlag};
+    fcntl(fd, FcntlArg::F_GET_SEALS)
+        .is_ok_and(|s| SealFlag::from_bits_truncate(s).contains(SealFlag::F_SEAL_SHRINK))
+}
+
 /// `cudaPointerAttributes` for a pointer the host knows (`memory_type` is a
 /// `cudaMemoryType`: 0 unregistered, 1 host, 2 device, 3 managed).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]

@@ -105,14 +105,11 @@ impl RingMemory {
     /// Map a ring of `capacity` bytes each way from the start of `fd`, a memfd sealed
     /// against shrinking (pages cut from under the mapping would fault this process).
     pub fn map_fd(fd: BorrowedFd<'_>, capacity: u32) -> Result<RingMemory, RingError> {
-        use nix::fcntl::{fcntl, FcntlArg, SealFlag};
         use nix::sys::mman::{mmap, MapFlags, ProtFlags};
         if !valid_capacity(capacity) {
             return Err(RingError::Capacity(capacity));
         }
-        let sealed = fcntl(fd, FcntlArg::F_GET_SEALS)
-            .is_ok_and(|s| SealFlag::from_bits_truncate(s).contains(SealFlag::F_SEAL_SHRINK));
-        if !sealed {
+        if !crate::memory::sealed_against_shrinking(fd) {
             return Err(RingError::Unsealed);
         }
         let need = area_len(capacity);

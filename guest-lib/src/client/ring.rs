@@ -34,10 +34,7 @@ impl Connection {
         }
         let outcome = match addr {
             ServerAddr::Unix(_) => self.attach_ring_in_memfd(window),
-            ServerAddr::Vsock { .. } => match area {
-                Some(area) => self.attach_ring_in_area(area, window),
-                None => self.attach_ring_in_guest_pages(window),
-            },
+            ServerAddr::Vsock { .. } => self.attach_ring_in_guest_pages(area, window),
             _ => return,
         };
         if std::env::var_os("VMCUDA_VERBOSE").is_some() {
@@ -61,41 +58,31 @@ impl Connection {
         self.attach(memory, &req, Some(fd.as_fd()), window)
     }
 
-    fn attach_ring_in_guest_pages(&mut self, window: Duration) -> Result<(), String> {
-        let (area, len, pages) = crate::guest_pages::huge_pages(ring::area_len(DEFAULT_CAPACITY))?;
-        // SAFETY: `huge_pages` made this mapping of `len` bytes and hands it over.
-        let memory = unsafe { RingMemory::from_mapping(area.cast(), len, DEFAULT_CAPACITY) }
-            .map_err(|e| e.to_string())?;
-        let req = RingAttach {
-            capacity: DEFAULT_CAPACITY,
-            place: RingPlace::GuestPages {
-                page_size: crate::guest_pages::HUGE_PAGE as u64,
-                pages,
-            },
-        };
-        self.attach(memory, &req, None, window)
-    }
-
-    /// The first piece of the guest RAM the broker gave (see [`crate::guest_ram`]).
-    fn attach_ring_in_area(
+    /// Guest pages the worker maps: from the guest RAM the broker gave (`area`), or
+    /// huge pages of a privileged process's own.
+    fn attach_ring_in_guest_pages(
         &mut self,
-        area: &crate::guest_ram::GuestArea,
+        area: Option<&crate::guest_ram::GuestArea>,
         window: Duration,
     ) -> Result<(), String> {
-        let (base, len, pages) = area
-            .carve(ring::area_len(DEFAULT_CAPACITY))
-            .ok_or("no room in the guest RAM the broker gave")?;
-        // SAFETY: the area is mapped for the life of the process and this piece is
-        // handed out once, to this ring alone.
-        let memory = unsafe { RingMemory::borrowed(base, len, DEFAULT_CAPACITY) }
-            .map_err(|e| e.to_string())?;
+        let pages = crate::guest_pages::HostPages::take(ring::area_len(DEFAULT_CAPACITY), area)?;
         let req = RingAttach {
             capacity: DEFAULT_CAPACITY,
             place: RingPlace::GuestPages {
-                page_size: area.page_size() as u64,
-                pages,
+                page_size: pages.page_size,
+                pages: pages.pages.clone(),
             },
         };
+        let (at, len) = (pages.at, pages.len);
+        let memory = if pages.owned {
+            // SAFETY: `take` made this mapping of `len` bytes; the ring owns it now.
+            unsafe { RingMemory::from_mapping(at, len, DEFAULT_CAPACITY) }
+        } else {
+            // SAFETY: a piece of the broker's area, mapped for the life of the process
+            // and handed out once, to this ring alone.
+            unsafe { RingMemory::borrowed(at, len, DEFAULT_CAPACITY) }
+        }
+        .map_err(|e| e.to_string())?;
         self.attach(memory, &req, None, window)
     }
 
