@@ -54,6 +54,8 @@ enum Request {
     Area { bytes: u64, cid: u32, port: u32 },
     /// The process has mapped the memfd it was handed.
     Mapped,
+    /// More pages for the same connection (pinned memory), after `Connected`.
+    More { bytes: u64 },
 }
 
 /// The broker's answers.
@@ -67,6 +69,12 @@ enum Reply {
     /// The connection comes with this one; its pages, in the memfd's order.
     Connected {
         pages: Vec<u64>,
+    },
+    /// The pages of a `More` memfd, and the broker's seal on them for the host
+    /// ([`GuestPagesExtend`]).
+    Extended {
+        pages: Vec<u64>,
+        seal: [u8; 32],
     },
     Refused(String),
 }
@@ -180,8 +188,19 @@ pub struct GuestArea {
     pages: Vec<u64>,
     used: Mutex<usize>,
     /// The socket to the broker, which holds the pages while it is open (for the
-    /// process's life: areas are never dropped but in tests).
-    _broker: OwnedFd,
+    /// process's life: areas are never dropped but in tests); locked while more pages
+    /// are asked for on it.
+    broker: Mutex<OwnedFd>,
+}
+
+/// More guest RAM for the same connection ([`GuestArea::more`]): this process's mapping
+/// (kept for its life), the page size, the pages, and the broker's seal on them.
+pub struct MorePages {
+    pub at: NonNull<u8>,
+    pub len: usize,
+    pub page_size: u64,
+    pub pages: Vec<u64>,
+    pub seal: [u8; 32],
 }
 
 // SAFETY: the area is plain shared memory handed out in disjoint pieces under `used`'s
@@ -212,6 +231,64 @@ impl GuestArea {
     }
 }
 
+impl GuestArea {
+    /// Ask the broker for `bytes` more guest RAM (rounded up to whole pages) for this
+    /// connection. The caller hands the pages and their seal to the host
+    /// ([`GuestPagesExtend`]) before naming them. Pages, once given, stay this
+    /// process's until it ends.
+    pub fn more(&self, bytes: usize) -> Result<MorePages, String> {
+        let broker = self.broker.lock().unwrap_or_else(|p| p.into_inner());
+        let said = |e: io::Error| format!("the guest's RAM broker: {e}");
+        send(
+            broker.as_fd(),
+            &Request::More {
+                bytes: bytes as u64,
+            },
+            None,
+        )
+        .map_err(said)?;
+        let (len, page_size, memfd) = receive_memory(broker.as_fd())?;
+        let length = NonZeroUsize::new(len).ok_or("the guest's RAM broker gave no memory")?;
+        // Kept for the life of the process.
+        let at = map_populated(&memfd, length)
+            .map_err(|e| format!("cannot map the guest RAM the broker gave ({e})"))?;
+        drop(memfd);
+        send(broker.as_fd(), &Request::Mapped, None).map_err(said)?;
+        match receive::<Reply>(broker.as_fd()).map_err(said)? {
+            Some((Reply::Extended { pages, seal }, _)) if pages.len() * page_size == len => {
+                Ok(MorePages {
+                    at: at.cast(),
+                    len,
+                    page_size: page_size as u64,
+                    pages,
+                    seal,
+                })
+            }
+            other => {
+                // SAFETY: unmapping the mapping made above, which nothing uses yet.
+                let _ = unsafe { nix::sys::mman::munmap(at, len) };
+                Err(match other {
+                    Some((Reply::Refused(why), _)) => {
+                        format!("the guest's RAM broker said no: {why}")
+                    }
+                    _ => "the guest's RAM broker answered out of turn".into(),
+                })
+            }
+        }
+    }
+}
+
+/// The broker's answer to a request for memory: its length, page size and memfd.
+fn receive_memory(socket: BorrowedFd<'_>) -> Result<(usize, usize, OwnedFd), String> {
+    match receive::<Reply>(socket).map_err(|e| format!("the guest's RAM broker: {e}"))? {
+        Some((Reply::Memory { len, page_size }, Some(fd))) if page_size > 0 => {
+            Ok((len as usize, page_size as usize, fd))
+        }
+        Some((Reply::Refused(why), _)) => Err(format!("the guest's RAM broker said no: {why}")),
+        _ => Err("the guest's RAM broker answered out of turn".into()),
+    }
+}
+
 /// Ask the broker for guest RAM and a connection to the host at `cid`:`port`. The
 /// connection's first frame (the grant) is sent; the caller says its hello next.
 pub fn from_broker(cid: u32, port: u32) -> Result<(OwnedFd, GuestArea), String> {
@@ -236,15 +313,7 @@ pub fn from_broker(cid: u32, port: u32) -> Result<(OwnedFd, GuestArea), String> 
         None,
     )
     .map_err(said)?;
-    let (len, page_size, memfd) = match receive::<Reply>(socket.as_fd()).map_err(said)? {
-        Some((Reply::Memory { len, page_size }, Some(fd))) => {
-            (len as usize, page_size as usize, fd)
-        }
-        Some((Reply::Refused(why), _)) => {
-            return Err(format!("the guest's RAM broker said no: {why}"))
-        }
-        _ => return Err("the guest's RAM broker answered out of turn".into()),
-    };
+    let (len, page_size, memfd) = receive_memory(socket.as_fd())?;
     let length = NonZeroUsize::new(len).ok_or("the guest's RAM broker gave no memory")?;
     // Kept for the life of the process.
     let base = map_populated(&memfd, length)
@@ -258,16 +327,19 @@ pub fn from_broker(cid: u32, port: u32) -> Result<(OwnedFd, GuestArea), String> 
         }
         _ => return Err("the guest's RAM broker answered out of turn".into()),
     };
-    if page_size == 0 || pages.len() * page_size != len {
+    if pages.len() * page_size != len {
         return Err("the guest's RAM broker's pages do not match its memory".into());
     }
+    // The broker holds the pages for as long as this socket is open; it may wait
+    // between requests for ever.
+    read_timeout(socket.as_fd(), None).map_err(|e| format!("{path}: {e}"))?;
     let area = GuestArea {
         base: base.cast(),
         len,
         page_size,
         pages,
         used: Mutex::new(0),
-        _broker: socket,
+        broker: Mutex::new(socket),
     };
     Ok((host, area))
 }
@@ -366,8 +438,6 @@ fn refuse(why: impl Into<String>) -> io::Error {
 }
 
 fn serve_one(conn: &OwnedFd, config: &BrokerConfig, connect: &HostConnector) -> io::Result<()> {
-    use nix::fcntl::{fcntl, FcntlArg, SealFlag};
-    use nix::sys::memfd::{memfd_create, MFdFlags};
     let Some((Request::Area { bytes, cid, port }, _)) = receive::<Request>(conn.as_fd())? else {
         return Err(refuse("asked for nothing"));
     };
@@ -382,12 +452,100 @@ fn serve_one(conn: &OwnedFd, config: &BrokerConfig, connect: &HostConnector) -> 
     } else {
         4096
     };
+    let (held, pages) = hand_out(conn, config, page, bytes, 0)?;
+    let mut given = held.len;
+    let mut held = vec![held];
+    let host = connect()?;
+    // Seals the pages given later; the process never sees it (it cannot read what
+    // was written to its connection before it had it).
+    let key = vmcuda_wire::memory::grant_key()
+        .map_err(|_| refuse("no randomness for the grant's key"))?;
+    let grant = GuestPagesGrant {
+        page_size: page as u64,
+        pages: pages.clone(),
+        key,
+    };
+    let meta = postcard::to_stdvec(&grant).map_err(io::Error::other)?;
+    let header = FrameHeader::new(Op::GuestPagesGrant.code(), 0, 0, meta.len(), 0);
+    let mut writer = vmcuda_wire::transport::NoSigPipe(host.as_fd());
+    frame::write_frame(&mut writer, &header, &meta, &[])?;
+    send(
+        conn.as_fd(),
+        &Reply::Connected { pages },
+        Some(host.as_fd()),
+    )?;
+    // Until the process goes: more pages when it asks (its pinned memory), each
+    // sealed for the host under the grant's key. From here nothing may return early:
+    // the pages go only after the host has closed the connection (below).
+    loop {
+        if read_timeout(conn.as_fd(), None).is_err() {
+            break;
+        }
+        let bytes = match receive::<Request>(conn.as_fd()) {
+            Ok(Some((Request::More { bytes }, _))) => bytes,
+            // Gone, or saying what it may not: it is done with the broker.
+            _ => break,
+        };
+        if read_timeout(conn.as_fd(), Some(SETUP_WAIT)).is_err() {
+            break;
+        }
+        let reply = match hand_out(conn, config, page, bytes, given) {
+            Ok((more, pages)) => {
+                let seal = vmcuda_wire::memory::grant_seal(&key, page as u64, &pages);
+                given += more.len;
+                held.push(more);
+                Reply::Extended { pages, seal }
+            }
+            Err(e) => Reply::Refused(e.to_string()),
+        };
+        if send(conn.as_fd(), &reply, None).is_err() {
+            break;
+        }
+    }
+    // Its connection ends; the pages go only once the host has closed it.
+    let mut buf = [0u8; 64];
+    let _ = sock::shutdown(host.as_raw_fd(), sock::Shutdown::Write);
+    let _ = sock::setsockopt(
+        &host,
+        sock::sockopt::ReceiveTimeout,
+        &nix::sys::time::TimeVal::new(HOST_CLOSE_WAIT.as_secs() as i64, 0),
+    );
+    loop {
+        match nix::unistd::read(&host, &mut buf) {
+            Ok(0) | Err(nix::errno::Errno::ECONNRESET | nix::errno::Errno::ENOTCONN) => break,
+            Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => {
+                // The host never said it was done: keep the pages rather than give the
+                // kernel pages the GPU may still write.
+                eprintln!("vmcuda guest-ram-broker: the host did not close a connection ({e}); its {given} bytes stay held");
+                std::mem::forget(held);
+                return Ok(());
+            }
+        }
+    }
+    drop(held);
+    Ok(())
+}
+
+/// Make a memfd of `bytes` (whole `page`s) for the process on `conn`, which has
+/// `given` bytes already, hand it over, and once the process has mapped it, seal it so
+/// that no page can be freed, and read its pages' guest-physical addresses.
+fn hand_out(
+    conn: &OwnedFd,
+    config: &BrokerConfig,
+    page: usize,
+    bytes: u64,
+    given: usize,
+) -> io::Result<(Held, Vec<u64>)> {
+    use nix::fcntl::{fcntl, FcntlArg, SealFlag};
+    use nix::sys::memfd::{memfd_create, MFdFlags};
+    let room = config.max_area.saturating_sub(given);
     let len = usize::try_from(bytes)
         .ok()
-        .filter(|b| *b > 0 && *b <= config.max_area)
+        .filter(|b| *b > 0 && b.next_multiple_of(page) <= room)
         .ok_or_else(|| {
             refuse(format!(
-                "{bytes} bytes is not between 1 and {}",
+                "{bytes} more bytes beside {given} is over the {} a process may have",
                 config.max_area
             ))
         })?
@@ -433,51 +591,7 @@ fn serve_one(conn: &OwnedFd, config: &BrokerConfig, connect: &HostConnector) -> 
     .map_err(|e| refuse(format!("cannot seal the memory ({e})")))?;
     let pages = crate::guest_pages::read_pagemap_pages(held.base.as_ptr() as usize, len, page)
         .map_err(refuse)?;
-    let host = connect()?;
-    let grant = GuestPagesGrant {
-        page_size: page as u64,
-        pages: pages.clone(),
-    };
-    let meta = postcard::to_stdvec(&grant).map_err(io::Error::other)?;
-    let header = FrameHeader::new(Op::GuestPagesGrant.code(), 0, 0, meta.len(), 0);
-    let mut writer = vmcuda_wire::transport::NoSigPipe(host.as_fd());
-    frame::write_frame(&mut writer, &header, &meta, &[])?;
-    send(
-        conn.as_fd(),
-        &Reply::Connected { pages },
-        Some(host.as_fd()),
-    )?;
-    // Until the process goes.
-    let mut buf = [0u8; 64];
-    loop {
-        match nix::unistd::read(conn, &mut buf) {
-            Ok(n) if n > 0 => {}
-            Err(nix::errno::Errno::EINTR) => {}
-            _ => break,
-        }
-    }
-    // Its connection ends; the pages go only once the host has closed it.
-    let _ = sock::shutdown(host.as_raw_fd(), sock::Shutdown::Write);
-    let _ = sock::setsockopt(
-        &host,
-        sock::sockopt::ReceiveTimeout,
-        &nix::sys::time::TimeVal::new(HOST_CLOSE_WAIT.as_secs() as i64, 0),
-    );
-    loop {
-        match nix::unistd::read(&host, &mut buf) {
-            Ok(0) | Err(nix::errno::Errno::ECONNRESET | nix::errno::Errno::ENOTCONN) => break,
-            Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
-            Err(e) => {
-                // The host never said it was done: keep the pages rather than give the
-                // kernel pages the GPU may still write.
-                eprintln!("vmcuda guest-ram-broker: the host did not close a connection ({e}); its {len} bytes stay held");
-                std::mem::forget(held);
-                return Ok(());
-            }
-        }
-    }
-    drop(held);
-    Ok(())
+    Ok((held, pages))
 }
 
 /// How long the broker waits for the host to close a connection whose process left.

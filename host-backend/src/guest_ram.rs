@@ -70,8 +70,20 @@ pub struct GuestRam {
     /// The only pages this connection may name, when the guest's RAM broker made it
     /// for an unprivileged process ([`GuestRam::restrict`]): their size and
     /// guest-physical addresses.
-    granted: Option<(u64, std::collections::BTreeSet<u64>)>,
+    granted: Option<Granted>,
 }
+
+/// What the guest's RAM broker granted a connection.
+#[derive(Debug)]
+struct Granted {
+    page_size: u64,
+    pages: std::collections::BTreeSet<u64>,
+    /// Seals the broker's later grants ([`GuestRam::extend`]).
+    key: [u8; 32],
+}
+
+/// The most guest pages one connection may be granted in all: 1 TiB of 2 MiB pages.
+pub const MAX_GRANTED_PAGES: usize = 1 << 19;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum GuestRamError {
@@ -175,7 +187,12 @@ impl GuestRam {
     /// connection for one unprivileged process and granted it the pages it owns for it
     /// (see docs/security.md). Once only: a second grant is refused, so the process it
     /// was handed to cannot widen it.
-    pub fn restrict(&mut self, page_size: u64, pages: &[u64]) -> Result<(), CudaStatus> {
+    pub fn restrict(
+        &mut self,
+        page_size: u64,
+        pages: &[u64],
+        key: [u8; 32],
+    ) -> Result<(), CudaStatus> {
         let refuse = |why: &str| {
             warn!("refused a guest page grant: {why}");
             CudaStatus::ErrorInvalidValue
@@ -183,20 +200,66 @@ impl GuestRam {
         if self.granted.is_some() {
             return Err(refuse("the connection has its grant already"));
         }
-        if !page_size.is_power_of_two() || !(4096..=1 << 30).contains(&page_size) {
-            return Err(refuse(
-                "page size is not a power of two between 4 KiB and 1 GiB",
-            ));
+        self.check_granted_pages(page_size, pages, 0)
+            .map_err(|why| refuse(why))?;
+        self.granted = Some(Granted {
+            page_size,
+            pages: pages.iter().copied().collect(),
+            key,
+        });
+        Ok(())
+    }
+
+    /// Add pages the broker gave the process later (its pinned memory) to this
+    /// connection's grant: only with the broker's seal under the grant's key, which the
+    /// process never saw, so the process passes on what it was given and nothing else.
+    /// Passing the same pages again changes nothing.
+    pub fn extend(
+        &mut self,
+        page_size: u64,
+        pages: &[u64],
+        seal: &[u8; 32],
+    ) -> Result<(), CudaStatus> {
+        let refuse = |why: &str| {
+            warn!("refused more guest pages: {why}");
+            CudaStatus::ErrorInvalidValue
+        };
+        let Some(granted) = &self.granted else {
+            return Err(refuse("the connection has no grant to extend"));
+        };
+        if page_size != granted.page_size {
+            return Err(refuse("not the page size of the grant"));
         }
-        if pages.is_empty() || pages.len() > MAX_PAGES {
-            return Err(refuse("no pages, or too many"));
+        if !vmcuda_wire::memory::grant_seal_holds(&granted.key, page_size, pages, seal) {
+            return Err(refuse("the broker's seal does not hold"));
+        }
+        let have = granted.pages.len();
+        self.check_granted_pages(page_size, pages, have)
+            .map_err(|why| refuse(why))?;
+        if let Some(granted) = &mut self.granted {
+            granted.pages.extend(pages.iter().copied());
+        }
+        Ok(())
+    }
+
+    /// Whether `pages` of `page_size` bytes can be granted beside `have` granted ones.
+    fn check_granted_pages(
+        &self,
+        page_size: u64,
+        pages: &[u64],
+        have: usize,
+    ) -> Result<(), &'static str> {
+        if !page_size.is_power_of_two() || !(4096..=1 << 30).contains(&page_size) {
+            return Err("page size is not a power of two between 4 KiB and 1 GiB");
+        }
+        if pages.is_empty() || pages.len() > MAX_PAGES || have + pages.len() > MAX_GRANTED_PAGES {
+            return Err("no pages, or too many");
         }
         for &gpa in pages {
             if gpa % page_size != 0 || self.backing(gpa, page_size).is_none() {
-                return Err(refuse("a page is not aligned or outside the guest's RAM"));
+                return Err("a page is not aligned or outside the guest's RAM");
             }
         }
-        self.granted = Some((page_size, pages.iter().copied().collect()));
         Ok(())
     }
 
@@ -210,14 +273,16 @@ impl GuestRam {
     }
 
     /// Map the guest pages at guest-physical `pages` (each `page_size` bytes) side by
-    /// side into fresh address space of this process: the start of the mapping,
-    /// `pages.len() * page_size` bytes long, owned by the caller (one `munmap` of the
-    /// whole range undoes it). Refused unless every page is whole, aligned and inside
-    /// the guest's RAM.
+    /// side into fresh address space of this process, at `want` when that is free here
+    /// (so that the guest's pointer is also the device's), else where the kernel
+    /// chooses: the start of the mapping, `pages.len() * page_size` bytes long, owned by
+    /// the caller (one `munmap` of the whole range undoes it). Refused unless every page
+    /// is whole, aligned and inside the guest's RAM.
     pub fn map_pages(
         &self,
         page_size: u64,
         pages: &[u64],
+        want: Option<u64>,
     ) -> Result<NonNull<libc::c_void>, CudaStatus> {
         let refuse = |why: &str| {
             warn!("refused guest pages: {why}");
@@ -237,8 +302,8 @@ impl GuestRam {
             .ok_or_else(|| refuse("too large"))?;
         // Runs of pages contiguous in one file become one mapping.
         let mut runs: Vec<(BorrowedFd<'_>, u64, u64)> = Vec::new();
-        if let Some((granted_size, granted)) = &self.granted {
-            if page_size != *granted_size || pages.iter().any(|p| !granted.contains(p)) {
+        if let Some(granted) = &self.granted {
+            if page_size != granted.page_size || pages.iter().any(|p| !granted.pages.contains(p)) {
                 return Err(refuse("a page this connection was not granted"));
             }
         }
@@ -255,15 +320,35 @@ impl GuestRam {
             }
         }
         let length = NonZeroUsize::new(total as usize).ok_or_else(|| refuse("empty"))?;
-        // SAFETY: a fresh anonymous reservation where the kernel chooses; owned by the
-        // caller from here (unmapped below on failure).
-        let base = unsafe {
-            mmap_anonymous(
-                None,
-                length,
-                ProtFlags::PROT_NONE,
-                MapFlags::MAP_PRIVATE | MapFlags::MAP_NORESERVE,
-            )
+        let reserve = |at: Option<NonZeroUsize>, fixed: MapFlags| {
+            // SAFETY: a fresh anonymous reservation, at `at` only where nothing of this
+            // process is (NOREPLACE), else where the kernel chooses; owned by the caller
+            // from here (unmapped below on failure).
+            unsafe {
+                mmap_anonymous(
+                    at,
+                    length,
+                    ProtFlags::PROT_NONE,
+                    MapFlags::MAP_PRIVATE | MapFlags::MAP_NORESERVE | fixed,
+                )
+            }
+        };
+        let wanted = want
+            .filter(|w| w % 4096 == 0 && w.checked_add(total).is_some())
+            .and_then(|w| NonZeroUsize::new(w as usize))
+            .and_then(|w| match reserve(Some(w), MapFlags::MAP_FIXED_NOREPLACE) {
+                Ok(got) if got.as_ptr() as usize == w.get() => Some(got),
+                Ok(elsewhere) => {
+                    // Old kernels take NOREPLACE as a hint.
+                    // SAFETY: unmapping the reservation just made, used by no one.
+                    let _ = unsafe { munmap(elsewhere, total as usize) };
+                    None
+                }
+                Err(_) => None,
+            });
+        let base = match wanted {
+            Some(base) => Ok(base),
+            None => reserve(None, MapFlags::empty()),
         }
         .map_err(|e| {
             warn!("cannot reserve {total} bytes for guest pages: {e}");
@@ -339,16 +424,76 @@ mod tests {
     fn a_grant_confines_the_connection_to_its_pages() {
         let (mut ram, _fd) = ram();
         let page = 2 << 20;
-        assert!(ram.restrict(page, &[4 << 30, 7]).is_err());
-        assert!(ram.restrict(page, &[8 << 30]).is_err());
-        ram.restrict(page, &[2 << 20, 4 << 30]).unwrap();
-        assert!(ram.restrict(page, &[0]).is_err());
-        let mine = ram.map_pages(page, &[4 << 30, 2 << 20]).unwrap();
+        assert!(ram.restrict(page, &[4 << 30, 7], [7; 32]).is_err());
+        assert!(ram.restrict(page, &[8 << 30], [7; 32]).is_err());
+        ram.restrict(page, &[2 << 20, 4 << 30], [7; 32]).unwrap();
+        assert!(ram.restrict(page, &[0], [7; 32]).is_err());
+        let mine = ram.map_pages(page, &[4 << 30, 2 << 20], None).unwrap();
         // SAFETY: unmapping the test's own mapping of two pages.
         unsafe { munmap(mine, 2 * page as usize) }.unwrap();
-        assert!(ram.map_pages(page, &[0]).is_err());
-        assert!(ram.map_pages(page, &[2 << 20, 0]).is_err());
-        assert!(ram.map_pages(4096, &[2 << 20]).is_err());
+        assert!(ram.map_pages(page, &[0], None).is_err());
+        assert!(ram.map_pages(page, &[2 << 20, 0], None).is_err());
+        assert!(ram.map_pages(4096, &[2 << 20], None).is_err());
+    }
+
+    /// The broker's later pages join a grant only under its seal, of the grant's page
+    /// size; a connection without a grant has nothing to extend.
+    #[test]
+    fn a_grant_grows_only_by_pages_the_broker_sealed() {
+        use vmcuda_wire::memory::{grant_key, grant_seal};
+        let (mut ram, _fd) = ram();
+        let page = 2 << 20;
+        let key = grant_key().unwrap();
+        let more = [4 << 30];
+        assert!(ram
+            .extend(page, &more, &grant_seal(&key, page, &more))
+            .is_err());
+        ram.restrict(page, &[2 << 20], key).unwrap();
+        assert!(ram.map_pages(page, &more, None).is_err());
+        // Sealed under another key, for other pages, or of another size: refused.
+        let stranger = grant_key().unwrap();
+        assert!(ram
+            .extend(page, &more, &grant_seal(&stranger, page, &more))
+            .is_err());
+        assert!(ram
+            .extend(page, &more, &grant_seal(&key, page, &[0]))
+            .is_err());
+        assert!(ram
+            .extend(4096, &more, &grant_seal(&key, 4096, &more))
+            .is_err());
+        // Sealed, but outside the guest's RAM: refused all the same.
+        let outside = [8 << 30];
+        assert!(ram
+            .extend(page, &outside, &grant_seal(&key, page, &outside))
+            .is_err());
+        ram.extend(page, &more, &grant_seal(&key, page, &more))
+            .unwrap();
+        ram.extend(page, &more, &grant_seal(&key, page, &more))
+            .unwrap();
+        let both = ram.map_pages(page, &[2 << 20, 4 << 30], None).unwrap();
+        // SAFETY: unmapping the test's own mapping of two pages.
+        unsafe { munmap(both, 2 * page as usize) }.unwrap();
+        assert!(ram.map_pages(page, &[0], None).is_err());
+    }
+
+    /// Pages map at the address asked for when it is free here, else elsewhere.
+    #[test]
+    fn pages_map_at_the_wanted_address_when_free() {
+        let (ram, _fd) = ram();
+        let first = ram.map_pages(4096, &[8192], None).unwrap();
+        let free = first.as_ptr() as u64;
+        // SAFETY: unmapping the test's own page, to reuse its (now free) address.
+        unsafe { munmap(first, 4096) }.unwrap();
+        let at = ram.map_pages(4096, &[8192], Some(free)).unwrap();
+        assert_eq!(at.as_ptr() as u64, free);
+        // That address is taken now: the next mapping goes elsewhere.
+        let other = ram.map_pages(4096, &[8192], Some(free)).unwrap();
+        assert_ne!(other.as_ptr() as u64, free);
+        // SAFETY: unmapping the test's own pages.
+        unsafe {
+            munmap(at, 4096).unwrap();
+            munmap(other, 4096).unwrap();
+        }
     }
 
     #[test]
@@ -358,7 +503,9 @@ mod tests {
         use std::os::unix::fs::FileExt;
         file.write_all_at(b"low", 8192).unwrap();
         file.write_all_at(b"high", (4 << 20) + 4096).unwrap();
-        let base = ram.map_pages(4096, &[(4 << 30) + 4096, 8192]).unwrap();
+        let base = ram
+            .map_pages(4096, &[(4 << 30) + 4096, 8192], None)
+            .unwrap();
         // SAFETY: the mapping just made is two pages long and ours.
         let view = unsafe { std::slice::from_raw_parts_mut(base.as_ptr() as *mut u8, 8192) };
         assert_eq!(&view[..4], b"high");
@@ -384,14 +531,19 @@ mod tests {
             (4096, vec![]),                                  // nothing
             (4096, vec![!4095]),                             // wraps
         ] {
-            assert_eq!(ram.map_pages(page, &pages).unwrap_err(), bad, "{pages:?}");
+            assert_eq!(
+                ram.map_pages(page, &pages, None).unwrap_err(),
+                bad,
+                "{pages:?}"
+            );
         }
         assert_eq!(
-            ram.map_pages(4096, &vec![0; MAX_PAGES + 1]).unwrap_err(),
+            ram.map_pages(4096, &vec![0; MAX_PAGES + 1], None)
+                .unwrap_err(),
             bad
         );
         // A huge page straddling the end of a region is refused too.
-        assert_eq!(ram.map_pages(8 << 20, &[0]).unwrap_err(), bad);
+        assert_eq!(ram.map_pages(8 << 20, &[0], None).unwrap_err(), bad);
     }
 
     #[test]

@@ -117,7 +117,7 @@ pub fn serve<'a>(
         .and_then(|()| open(&hello))
         .and_then(|mut session| match &grant {
             None => Ok(session),
-            Some(g) => match session.restrict_guest_ram(g.page_size, &g.pages) {
+            Some(g) => match session.restrict_guest_ram(g.page_size, &g.pages, g.key) {
                 Ok(()) => {
                     tracing::info!(client = %hello.client, pages = g.pages.len(), page_size = g.page_size,
                         "guest page grant: this connection may use only the guest RAM its broker gave it");

@@ -106,4 +106,81 @@ pub enum RingPlace {
 pub struct GuestPagesGrant {
     pub page_size: u64,
     pub pages: Vec<u64>,
+    /// A secret of this connection's, known to the broker and the host only (the
+    /// process never reads what the broker wrote to its connection): it seals each
+    /// [`GuestPagesExtend`] the broker hands the process later.
+    pub key: [u8; 32],
+}
+
+/// More guest pages for a connection that has a [`GuestPagesGrant`]: pages the broker
+/// gave the process later (its pinned allocations), which the process passes on as
+/// they came. `seal` is [`grant_seal`] under the grant's key, so the process can pass
+/// them on but can name no page of its own choosing.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct GuestPagesExtend {
+    pub page_size: u64,
+    pub pages: Vec<u64>,
+    pub seal: [u8; 32],
+}
+
+/// The broker's seal on `pages` of `page_size` bytes for the connection whose grant
+/// carried `key` (HMAC-SHA256 over a label, the page size and the pages).
+pub fn grant_seal(key: &[u8; 32], page_size: u64, pages: &[u64]) -> [u8; 32] {
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key);
+    let tag = ring::hmac::sign(&key, &sealed_bytes(page_size, pages));
+    let mut seal = [0u8; 32];
+    seal.copy_from_slice(tag.as_ref());
+    seal
+}
+
+/// Whether `seal` is the broker's seal on these pages under `key` (compared in
+/// constant time).
+pub fn grant_seal_holds(key: &[u8; 32], page_size: u64, pages: &[u64], seal: &[u8; 32]) -> bool {
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key);
+    ring::hmac::verify(&key, &sealed_bytes(page_size, pages), seal).is_ok()
+}
+
+fn sealed_bytes(page_size: u64, pages: &[u64]) -> Vec<u8> {
+    let mut bytes = b"vmcuda guest pages extend v1".to_vec();
+    bytes.extend_from_slice(&page_size.to_le_bytes());
+    bytes.extend_from_slice(&(pages.len() as u64).to_le_bytes());
+    for p in pages {
+        bytes.extend_from_slice(&p.to_le_bytes());
+    }
+    bytes
+}
+
+/// A fresh secret for a grant.
+pub fn grant_key() -> Result<[u8; 32], ring::error::Unspecified> {
+    use ring::rand::SecureRandom;
+    let mut key = [0u8; 32];
+    ring::rand::SystemRandom::new().fill(&mut key)?;
+    Ok(key)
+}
+
+#[cfg(test)]
+mod seal_tests {
+    use super::*;
+
+    #[test]
+    fn a_seal_holds_only_for_its_key_page_size_and_pages() {
+        let key = grant_key().unwrap();
+        let pages = [0x4000_0000u64, 0x4020_0000];
+        let seal = grant_seal(&key, 2 << 20, &pages);
+        assert!(grant_seal_holds(&key, 2 << 20, &pages, &seal));
+        let other = grant_key().unwrap();
+        assert_ne!(key, other);
+        assert!(!grant_seal_holds(&other, 2 << 20, &pages, &seal));
+        assert!(!grant_seal_holds(&key, 4096, &pages, &seal));
+        assert!(!grant_seal_holds(&key, 2 << 20, &pages[..1], &seal));
+        assert!(!grant_seal_holds(
+            &key,
+            2 << 20,
+            &[0x4000_0000, 0x4040_0000],
+            &seal
+        ));
+        let mut bent = seal;
+        bent[31] ^= 1;
+        assert!(!grant_seal_holds(&key, 2 << 20, &pages, &bent));
+    }
 }

@@ -58,8 +58,8 @@ pub use crate::handle::{
 };
 pub use crate::handshake::{ExecutorKind, Hello, HelloReply};
 pub use crate::memory::{
-    GuestPagesGrant, HostRegisterGuestPages, HostRegisterShared, MemcpyShared, PointerAttributes,
-    RingAttach, RingPlace, SharedHostMemory, MAX_STAGING_LEN, SHARED_STAGING,
+    GuestPagesExtend, GuestPagesGrant, HostRegisterGuestPages, HostRegisterShared, MemcpyShared,
+    PointerAttributes, RingAttach, RingPlace, SharedHostMemory, MAX_STAGING_LEN, SHARED_STAGING,
 };
 pub use crate::module::{FuncAttributes, FunctionInfo, LaunchAttribute, LaunchKernel, ParamInfo};
 use crate::status::CudaStatus;

@@ -92,6 +92,7 @@ macro_rules! op_lines {
                     -> SharedHostMemory, Sync;
                 0x0214 RingAttach => ring_attach(RingAttach) -> (), Sync;
                 0x0215 GuestPagesGrant => guest_pages_grant(GuestPagesGrant) -> (), Sync;
+                0x0216 GuestPagesExtend => guest_pages_extend(GuestPagesExtend) -> (), Sync;
             }
 
             /// CUDA arrays, copies in three dimensions, texture and surface objects (types

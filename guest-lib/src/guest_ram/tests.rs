@@ -195,3 +195,49 @@ fn seals_hold(huge: bool) {
     let (_nothing, answer) = ask(&path, 0);
     assert!(matches!(answer, Some((Reply::Refused(_), _))));
 }
+
+/// More pages for a live connection: sealed under the key the host got in the grant
+/// (and under no other), bounded by the process's limit beside what it has, and the
+/// connection outlives the set-up's wait for as long as the process lives.
+#[test]
+fn more_pages_come_sealed_for_the_host_and_the_connection_lasts() {
+    if !sees_frames() {
+        eprintln!("skipped: physical addresses are hidden here (not root)");
+        return;
+    }
+    let (path, hosts) = broker("more");
+    std::env::set_var(BROKER_ENV, &path);
+    let (conn, area) = from_broker(2, 7731).unwrap();
+    let mut host = std::os::unix::net::UnixStream::from(hosts.recv().unwrap());
+    let (_, meta) = frame::read_head(&mut host).unwrap();
+    let grant: GuestPagesGrant = postcard::from_bytes(&meta).unwrap();
+    let more = area.more(3 * 4096 + 1).unwrap();
+    assert_eq!((more.len, more.page_size), (4 * 4096, 4096));
+    assert_eq!(more.pages.len(), 4);
+    assert!(more.pages.iter().all(|p| !grant.pages.contains(p)));
+    use vmcuda_wire::memory::{grant_key, grant_seal_holds};
+    assert!(grant_seal_holds(&grant.key, 4096, &more.pages, &more.seal));
+    let stranger = grant_key().unwrap();
+    assert!(!grant_seal_holds(&stranger, 4096, &more.pages, &more.seal));
+    // SAFETY: the test's own new pages, mapped writable.
+    unsafe { more.at.as_ptr().add(more.len - 1).write(9) };
+    // Over the limit beside what it has: refused, and the broker serves it still.
+    let e = area.more(64 << 20).err().unwrap();
+    assert!(e.contains("over the"), "{e}");
+    assert!(area.more(4096).is_ok());
+    // Past the set-up's wait, the connection is still the process's.
+    std::thread::sleep(SETUP_WAIT + Duration::from_secs(1));
+    host.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut buf = [0u8; 8];
+    assert!(
+        host.read(&mut buf).is_err(),
+        "the connection ended while its process lived"
+    );
+    assert!(area.more(4096).is_ok(), "the broker stopped serving");
+    drop(conn);
+    drop(area);
+    host.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    assert_eq!(host.read(&mut buf).unwrap(), 0);
+}

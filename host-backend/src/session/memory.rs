@@ -133,16 +133,42 @@ impl MemoryOps for Session {
         if self.shared.by_guest_addr.contains_key(&req.addr) {
             return Err(CudaStatus::ErrorHostMemoryAlreadyRegistered);
         }
-        let addr = ram.map_pages(req.page_size, &req.pages)?;
+        // The program's pinned memory is mapped at the guest's own address where that
+        // is free here, so that the guest's pointer is also the device's, as under
+        // unified addressing; the staging area is the library's, reached by copies only.
+        let want = (!staging).then_some(req.addr);
+        let addr = ram.map_pages(req.page_size, &req.pages, want)?;
         let mapping = SharedMapping {
             addr,
             len: req.size as usize,
-            device_ptr: None,
+            device_ptr: (!staging).then_some(0),
             staging: false,
         };
-        self.register_mapping(req.addr, mapping, staging)?;
-        // Kernels cannot reach these pages: there is no device pointer to give.
-        Ok((SharedHostMemory { device_ptr: 0 }, Vec::new()))
+        let device_ptr = self.register_mapping(req.addr, mapping, staging)?;
+        if !staging && device_ptr != req.addr {
+            info!(client = %self.client, addr = format_args!("{:#x}", req.addr), len = req.size,
+                "pinned guest pages mapped away from the guest's address, taken here; kernels reach them by cudaHostGetDevicePointer's pointer");
+        }
+        Ok((
+            SharedHostMemory {
+                device_ptr: if staging { 0 } else { device_ptr },
+            },
+            Vec::new(),
+        ))
+    }
+
+    fn guest_pages_extend(
+        &mut self,
+        _: &CallContext,
+        req: GuestPagesExtend,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        let Some(ram) = &mut self.guest_ram else {
+            info!(client = %self.client, "more guest pages refused: this connection has no access to the guest's RAM");
+            return Err(CudaStatus::ErrorNotSupported);
+        };
+        ram.extend(req.page_size, &req.pages, &req.seal)?;
+        nothing()
     }
 
     fn ring_attach(&mut self, _: &CallContext, req: RingAttach, _: &[u8]) -> HandlerResult<()> {
@@ -173,7 +199,7 @@ impl MemoryOps for Session {
                     warn!(client = %self.client, len, "command ring pages too few for its capacity");
                     return Err(CudaStatus::ErrorInvalidValue);
                 }
-                let base = ram.map_pages(page_size, &pages)?;
+                let base = ram.map_pages(page_size, &pages, None)?;
                 // SAFETY: `map_pages` made this mapping of `len` bytes for us alone.
                 unsafe { RingMemory::from_mapping(base.cast(), len as usize, req.capacity) }
             }

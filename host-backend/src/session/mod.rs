@@ -159,9 +159,14 @@ impl Session {
 
     /// Confine this connection to the guest pages its grant names (the grant came
     /// before the hello); refused where the connection has no guest RAM at all.
-    pub fn restrict_guest_ram(&mut self, page_size: u64, pages: &[u64]) -> Result<(), CudaStatus> {
+    pub fn restrict_guest_ram(
+        &mut self,
+        page_size: u64,
+        pages: &[u64],
+        key: [u8; 32],
+    ) -> Result<(), CudaStatus> {
         match &mut self.guest_ram {
-            Some(ram) => ram.restrict(page_size, pages),
+            Some(ram) => ram.restrict(page_size, pages, key),
             None => Err(CudaStatus::ErrorNotSupported),
         }
     }

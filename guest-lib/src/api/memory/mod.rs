@@ -266,7 +266,10 @@ fn host_alloc(size: usize, flags: u32) -> Result<*mut c_void> {
     capture::check_unsafe_call()?;
     // Shared with a same-host backend when possible (kernels can then reach it), else
     // private page-aligned memory.
-    let (p, shared) = match shared::alloc(size, flags) {
+    // In a VM guest, guest RAM the host maps instead.
+    let shared_here = shared::alloc(size, flags)
+        .or_else(|| crate::guest_pages::pinned::alloc(size).map(|r| (r.start, r)));
+    let (p, shared) = match shared_here {
         Some((p, region)) => (p as *mut c_void, Some(region)),
         None => {
             let mut p: *mut c_void = std::ptr::null_mut();
@@ -323,7 +326,11 @@ pub extern "C" fn cudaFreeHost(ptr: *mut c_void) -> cudaError_t {
             Some(HostRange {
                 shared: Some(region),
                 ..
-            }) => shared::free(region),
+            }) => {
+                if !crate::guest_pages::pinned::free(region.start) {
+                    shared::free(region)
+                }
+            }
             Some(_) => free_pinned(ptr as usize),
             None => return Err(CudaStatus::ErrorInvalidValue),
         }
