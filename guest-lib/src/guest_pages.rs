@@ -217,11 +217,23 @@ pub mod pinned {
             && std::env::var("VMCUDA_GUEST_PINNED").map_or(true, |v| v != "0")
     }
 
+    /// Whether pinned memory may be guest RAM here: a VM guest with the broker's guest
+    /// RAM, or a privileged process (which reads its own pages' addresses), and not
+    /// found out of reach yet.
+    pub fn possible() -> bool {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let root = unsafe { libc::geteuid() } == 0;
+        let has_pages = |c: &client::Client| c.is_vsock() && (c.area.is_some() || root);
+        enabled()
+            && client::client().is_ok_and(|c| c.single().is_some_and(has_pages))
+            && !POOL.lock().unwrap_or_else(|p| p.into_inner()).unavailable
+    }
+
     /// `size` bytes of pinned memory in guest RAM the host maps, or `None` (the caller
     /// then uses private memory, whose copies travel through the staging area or the
     /// socket).
     pub fn alloc(size: usize) -> Option<Shared> {
-        if !enabled() || !client::client().is_ok_and(|c| c.is_vsock()) {
+        if !possible() {
             return None;
         }
         let len = size.max(1).next_multiple_of(PAGE);
@@ -280,33 +292,57 @@ pub mod pinned {
     fn new_chunk(len: usize) -> Result<Chunk, (String, bool)> {
         let c = client::client().map_err(|e| (e.to_string(), true))?;
         let c = c.single().ok_or(("more than one host".to_string(), true))?;
-        let pages = match &c.area {
+        let (pages, seal) = match &c.area {
             Some(area) => {
                 let more = area.more(len).map_err(|why| (why, false))?;
-                let extend = GuestPagesExtend {
-                    page_size: more.page_size,
-                    pages: more.pages.clone(),
-                    seal: more.seal,
-                };
-                c.call(state::current_device(), &extend, &[], client::Sink::None)
-                    .map_err(|e| {
-                        (
-                            format!("the host did not take the broker's pages ({e})"),
-                            true,
-                        )
-                    })?;
-                HostPages {
+                let pages = HostPages {
                     at: more.at,
                     len: more.len,
                     page_size: more.page_size,
                     pages: more.pages,
                     owned: false,
-                }
+                };
+                (pages, Some(more.seal))
             }
             // A privileged process's own huge pages; an unprivileged one's addresses
             // are hidden, for good.
-            None => HostPages::take(len, None).map_err(|why| (why, true))?,
+            None => (HostPages::take(len, None).map_err(|why| (why, true))?, None),
         };
+        match give_host(c, &pages, seal) {
+            Ok(device_ptr) => Ok(Chunk {
+                start: pages.at.as_ptr() as usize,
+                device_ptr,
+                free: BTreeMap::from([(0, pages.len)]),
+            }),
+            Err(e) => {
+                pages.give_up();
+                Err(e)
+            }
+        }
+    }
+
+    /// Hand `pages` to the host (with the broker's seal, where they came from it) and
+    /// register them as pinned memory at their address here: their device pointer, or
+    /// why not and whether that will last.
+    fn give_host(
+        c: &client::Client,
+        pages: &HostPages,
+        seal: Option<[u8; 32]>,
+    ) -> Result<u64, (String, bool)> {
+        if let Some(seal) = seal {
+            let extend = GuestPagesExtend {
+                page_size: pages.page_size,
+                pages: pages.pages.clone(),
+                seal,
+            };
+            c.call(state::current_device(), &extend, &[], client::Sink::None)
+                .map_err(|e| {
+                    (
+                        format!("the host did not take the broker's pages ({e})"),
+                        true,
+                    )
+                })?;
+        }
         let req = HostRegisterGuestPages {
             addr: pages.at.as_ptr() as u64,
             size: pages.len as u64,
@@ -315,14 +351,9 @@ pub mod pinned {
             flags: 0,
         };
         match c.call(state::current_device(), &req, &[], client::Sink::None) {
-            Ok(r) if r.device_ptr != 0 => Ok(Chunk {
-                start: pages.at.as_ptr() as usize,
-                device_ptr: r.device_ptr,
-                free: BTreeMap::from([(0, pages.len)]),
-            }),
+            Ok(r) if r.device_ptr != 0 => Ok(r.device_ptr),
             other => {
                 let lasting = matches!(other, Err(CudaStatus::ErrorNotSupported) | Ok(_));
-                pages.give_up();
                 Err((
                     format!(
                         "the host did not take the guest's pages ({other:?}; see the host log)"
@@ -331,6 +362,77 @@ pub mod pinned {
                 ))
             }
         }
+    }
+
+    /// Memory the program registers (`cudaHostRegister`) in a VM guest: its whole pages
+    /// move in place onto guest RAM held still for the host (the broker's, or for a
+    /// privileged process its own, pinned), and the host maps and registers them.
+    /// `None` where that is not possible: the memory stays the program's private memory.
+    ///
+    /// # Safety
+    /// `[ptr, ptr + size)` is mapped memory of the program's (`cudaHostRegister`'s
+    /// contract) whose pages no other region has moved onto a file.
+    pub unsafe fn register_in_place(ptr: usize, size: usize) -> Option<Shared> {
+        if !possible() {
+            return None;
+        }
+        let start = ptr / PAGE * PAGE;
+        let len = (ptr + size).div_ceil(PAGE) * PAGE - start;
+        let c = client::client().ok()?.single()?;
+        let moved = match &c.area {
+            // SAFETY: the caller's promise, passed on.
+            Some(area) => unsafe { area.register_in_place(start, len) }
+                .map(|more| (more.pages, Some(more.seal))),
+            // SAFETY: the caller's promise, passed on.
+            None => unsafe { own_pages_in_place(start, len) }.map(|pages| (pages, None)),
+        };
+        let verbose = std::env::var_os("VMCUDA_VERBOSE").is_some();
+        let (pages, seal) = match moved {
+            Ok(moved) => moved,
+            Err(why) => {
+                if verbose {
+                    eprintln!("vmcuda: registered memory not in guest RAM ({why}); its copies go through the staging area or the socket");
+                }
+                return None;
+            }
+        };
+        let pages = HostPages {
+            at: std::ptr::NonNull::new(start as *mut u8)?,
+            len,
+            page_size: PAGE as u64,
+            pages,
+            owned: false,
+        };
+        match give_host(c, &pages, seal) {
+            Ok(device_ptr) => Some(Shared {
+                start,
+                len,
+                device_ptr,
+            }),
+            Err((why, _)) => {
+                if verbose {
+                    eprintln!("vmcuda: registered memory not in guest RAM ({why})");
+                }
+                None
+            }
+        }
+    }
+
+    /// A privileged process's own pages `[start, start + len)`, moved onto a memfd and
+    /// pinned for the rest of the process's life: their guest-physical addresses.
+    ///
+    /// # Safety
+    /// As for [`register_in_place`].
+    unsafe fn own_pages_in_place(start: usize, len: usize) -> Result<Vec<u64>, String> {
+        let memfd = crate::shared::memfd(len).map_err(|e| e.to_string())?;
+        // SAFETY: the caller's promise, passed on.
+        let at = unsafe { super::move_onto(&memfd, start, len) }?;
+        let pin = super::pin::LongTermPin::new(at, len)
+            .map_err(|e| format!("cannot pin the pages ({e})"))?;
+        let pages = super::read_pagemap_pages(start, len, PAGE)?;
+        // The host may use these pages until the process ends.
+        std::mem::forget(pin);
+        Ok(pages)
     }
 
     #[cfg(test)]
@@ -363,6 +465,97 @@ pub mod pinned {
             assert_eq!(c.take(8 * PAGE), Some(0));
         }
     }
+}
+
+/// Pages held in place for as long as the host may use them.
+pub mod pin {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::ptr::NonNull;
+
+    /// A long-term pin of a range of the broker's memory: an io_uring instance with
+    /// the range registered as its fixed buffers. The kernel neither migrates nor
+    /// reclaims pages pinned this way; closing the instance lets them go.
+    pub struct LongTermPin {
+        /// Never read: closing it unpins the pages.
+        _ring: OwnedFd,
+    }
+
+    /// `IORING_REGISTER_BUFFERS`.
+    const REGISTER_BUFFERS: libc::c_long = 0;
+    /// The most one fixed buffer may hold.
+    const MAX_BUFFER: usize = 1 << 30;
+
+    impl LongTermPin {
+        pub fn new(base: NonNull<libc::c_void>, len: usize) -> std::io::Result<LongTermPin> {
+            // `struct io_uring_params`, all zero: no flags asked for.
+            let mut params = [0u64; 15];
+            // SAFETY: io_uring_setup writes at most the 120 bytes of its parameters
+            // into `params`, which is 120 bytes long.
+            let fd = unsafe { libc::syscall(libc::SYS_io_uring_setup, 1u32, params.as_mut_ptr()) };
+            if fd < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // SAFETY: io_uring_setup just made this descriptor for us.
+            let ring = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+            let buffers: Vec<libc::iovec> = (0..len)
+                .step_by(MAX_BUFFER)
+                .map(|off| libc::iovec {
+                    iov_base: base.as_ptr().wrapping_byte_add(off),
+                    iov_len: (len - off).min(MAX_BUFFER),
+                })
+                .collect();
+            // SAFETY: the kernel reads `buffers.len()` iovecs, each naming part of the
+            // broker's own mapping `[base, base + len)`, which outlives the pin.
+            let r = unsafe {
+                libc::syscall(
+                    libc::SYS_io_uring_register,
+                    fd as libc::c_long,
+                    REGISTER_BUFFERS,
+                    buffers.as_ptr(),
+                    buffers.len() as libc::c_long,
+                )
+            };
+            if r < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(LongTermPin { _ring: ring })
+        }
+    }
+}
+
+/// Move the whole pages `[start, start + len)` of this process onto `memfd` (at least
+/// `len` bytes long), in place and with their contents, as `shared::share_existing`
+/// does on one host: the program sees the same bytes at the same addresses.
+///
+/// # Safety
+/// `[start, start + len)` is page-aligned, mapped, readable and writable memory of
+/// the program's.
+pub unsafe fn move_onto(
+    memfd: &std::os::fd::OwnedFd,
+    start: usize,
+    len: usize,
+) -> Result<NonNull<libc::c_void>, String> {
+    use nix::sys::mman::mmap;
+    // SAFETY: the caller's promise: the range is the program's readable memory.
+    let current = unsafe { std::slice::from_raw_parts(start as *const u8, len) };
+    let file = std::fs::File::from(memfd.try_clone().map_err(|e| e.to_string())?);
+    std::io::Write::write_all(&mut &file, current).map_err(|e| e.to_string())?;
+    let at = NonZeroUsize::new(start).ok_or("null")?;
+    let length = NonZeroUsize::new(len).ok_or("empty")?;
+    // SAFETY: replaces the program's pages just copied with the file holding the
+    // same bytes, at the same address (a thread writing them meanwhile could lose
+    // that write: registering memory being written is a race in CUDA already).
+    unsafe {
+        mmap(
+            Some(at),
+            length,
+            ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
+            MapFlags::MAP_SHARED | MapFlags::MAP_FIXED | MapFlags::MAP_POPULATE,
+            memfd,
+            0,
+        )
+    }
+    .map_err(|e| format!("cannot move the pages onto guest RAM ({e})"))
 }
 
 /// The guest-physical address of each huge page of `[start, start + len)`.

@@ -56,6 +56,10 @@ enum Request {
     Mapped,
     /// More pages for the same connection (pinned memory), after `Connected`.
     More { bytes: u64 },
+    /// Ordinary pages for memory the process registers (`cudaHostRegister`): it moves
+    /// its own pages onto them, in place, so they cannot be huge pages. The broker
+    /// pins them, so the guest's kernel cannot move them while the host may use them.
+    Register { bytes: u64 },
 }
 
 /// The broker's answers.
@@ -237,21 +241,55 @@ impl GuestArea {
     /// ([`GuestPagesExtend`]) before naming them. Pages, once given, stay this
     /// process's until it ends.
     pub fn more(&self, bytes: usize) -> Result<MorePages, String> {
+        let request = Request::More {
+            bytes: bytes as u64,
+        };
+        self.ask(request, |memfd, length| {
+            // Kept for the life of the process.
+            map_populated(memfd, length)
+                .map_err(|e| format!("cannot map the guest RAM the broker gave ({e})"))
+        })
+    }
+
+    /// Move the whole pages `[start, start + len)` of this process onto guest RAM the
+    /// broker pins, in place and with their contents (for `cudaHostRegister`), and
+    /// have them sealed for the host as [`GuestArea::more`]'s are.
+    ///
+    /// # Safety
+    /// `[start, start + len)` is page-aligned, mapped, readable and writable memory of
+    /// the program's, which nothing else has moved onto a file.
+    pub unsafe fn register_in_place(&self, start: usize, len: usize) -> Result<MorePages, String> {
+        let request = Request::Register { bytes: len as u64 };
+        self.ask(request, |memfd, length| {
+            if length.get() != len {
+                return Err("the guest's RAM broker gave the wrong length".into());
+            }
+            // SAFETY: the caller's promise, passed on.
+            unsafe { crate::guest_pages::move_onto(memfd, start, len) }
+        })
+    }
+
+    /// Ask for pages with `request`, `place` them in this process, and take the
+    /// broker's seal on them.
+    fn ask(
+        &self,
+        request: Request,
+        place: impl FnOnce(&OwnedFd, NonZeroUsize) -> Result<NonNull<libc::c_void>, String>,
+    ) -> Result<MorePages, String> {
         let broker = self.broker.lock().unwrap_or_else(|p| p.into_inner());
         let said = |e: io::Error| format!("the guest's RAM broker: {e}");
-        send(
-            broker.as_fd(),
-            &Request::More {
-                bytes: bytes as u64,
-            },
-            None,
-        )
-        .map_err(said)?;
+        send(broker.as_fd(), &request, None).map_err(said)?;
         let (len, page_size, memfd) = receive_memory(broker.as_fd())?;
         let length = NonZeroUsize::new(len).ok_or("the guest's RAM broker gave no memory")?;
-        // Kept for the life of the process.
-        let at = map_populated(&memfd, length)
-            .map_err(|e| format!("cannot map the guest RAM the broker gave ({e})"))?;
+        let at = match place(&memfd, length) {
+            Ok(at) => at,
+            Err(why) => {
+                // The broker waits for `Mapped`: tell it no, by saying something else.
+                let _ = send(broker.as_fd(), &Request::More { bytes: 0 }, None);
+                let _ = receive::<Reply>(broker.as_fd());
+                return Err(why);
+            }
+        };
         drop(memfd);
         send(broker.as_fd(), &Request::Mapped, None).map_err(said)?;
         match receive::<Reply>(broker.as_fd()).map_err(said)? {
@@ -424,6 +462,9 @@ struct Held {
     base: NonNull<libc::c_void>,
     len: usize,
     _memfd: OwnedFd,
+    /// Holds ordinary pages in place (huge pages stay put by themselves); dropped
+    /// before the mapping is.
+    _pin: Option<crate::guest_pages::pin::LongTermPin>,
 }
 
 impl Drop for Held {
@@ -452,7 +493,7 @@ fn serve_one(conn: &OwnedFd, config: &BrokerConfig, connect: &HostConnector) -> 
     } else {
         4096
     };
-    let (held, pages) = hand_out(conn, config, page, bytes, 0)?;
+    let (held, pages) = hand_out(conn, config, (page, config.huge_pages), bytes, 0)?;
     let mut given = held.len;
     let mut held = vec![held];
     let host = connect()?;
@@ -482,14 +523,17 @@ fn serve_one(conn: &OwnedFd, config: &BrokerConfig, connect: &HostConnector) -> 
             break;
         }
         let bytes = match receive::<Request>(conn.as_fd()) {
-            Ok(Some((Request::More { bytes }, _))) => bytes,
+            Ok(Some((Request::More { bytes }, _))) => (bytes, page, config.huge_pages),
+            // Registered memory is moved in place, page by page.
+            Ok(Some((Request::Register { bytes }, _))) => (bytes, 4096, false),
             // Gone, or saying what it may not: it is done with the broker.
             _ => break,
         };
+        let (bytes, page, huge) = bytes;
         if read_timeout(conn.as_fd(), Some(SETUP_WAIT)).is_err() {
             break;
         }
-        let reply = match hand_out(conn, config, page, bytes, given) {
+        let reply = match hand_out(conn, config, (page, huge), bytes, given) {
             Ok((more, pages)) => {
                 let seal = vmcuda_wire::memory::grant_seal(&key, page as u64, &pages);
                 given += more.len;
@@ -527,13 +571,14 @@ fn serve_one(conn: &OwnedFd, config: &BrokerConfig, connect: &HostConnector) -> 
     Ok(())
 }
 
-/// Make a memfd of `bytes` (whole `page`s) for the process on `conn`, which has
-/// `given` bytes already, hand it over, and once the process has mapped it, seal it so
-/// that no page can be freed, and read its pages' guest-physical addresses.
+/// Make a memfd of `bytes` (whole pages of `page` bytes, huge pages or not) for the
+/// process on `conn`, which has `given` bytes already, hand it over, and once the
+/// process has mapped it, seal it so that no page can be freed, pin ordinary pages so
+/// that none can move, and read the pages' guest-physical addresses.
 fn hand_out(
     conn: &OwnedFd,
     config: &BrokerConfig,
-    page: usize,
+    (page, huge): (usize, bool),
     bytes: u64,
     given: usize,
 ) -> io::Result<(Held, Vec<u64>)> {
@@ -551,7 +596,7 @@ fn hand_out(
         })?
         .next_multiple_of(page);
     let mut flags = MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING;
-    if config.huge_pages {
+    if huge {
         flags |= MFdFlags::MFD_HUGETLB;
     }
     let memfd = memfd_create(c"vmcuda-guest-ram", flags)
@@ -565,10 +610,11 @@ fn hand_out(
     // Owned by `Held`, which unmaps it.
     let base = map_populated(&memfd, length)
         .map_err(|e| refuse(format!("no memory ({e}; boot with hugepages=N)")))?;
-    let held = Held {
+    let mut held = Held {
         base,
         len,
         _memfd: memfd,
+        _pin: None,
     };
     send(
         conn.as_fd(),
@@ -589,6 +635,13 @@ fn hand_out(
         FcntlArg::F_ADD_SEALS(SealFlag::F_SEAL_FUTURE_WRITE | SealFlag::F_SEAL_SEAL),
     )
     .map_err(|e| refuse(format!("cannot seal the memory ({e})")))?;
+    if !huge {
+        // The guest's kernel may move or reclaim ordinary pages, but not pinned ones.
+        held._pin = Some(
+            crate::guest_pages::pin::LongTermPin::new(held.base, len)
+                .map_err(|e| refuse(format!("cannot pin the pages ({e})")))?,
+        );
+    }
     let pages = crate::guest_pages::read_pagemap_pages(held.base.as_ptr() as usize, len, page)
         .map_err(refuse)?;
     Ok((held, pages))

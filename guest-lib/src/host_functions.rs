@@ -74,7 +74,7 @@ pub fn new_slot(f: HostFn, data: usize) -> Result<usize, CudaStatus> {
             page + used
         }
         _ => {
-            let Some((page, region)) = shared::alloc(PAGE_LEN, PORTABLE) else {
+            let Some((page, region)) = shared::alloc_any(PAGE_LEN, PORTABLE) else {
                 return Err(crate::api::unsupported::refuse(
                     "a host function in a graph",
                     "needs memory shared with the host, which this connection has not",
@@ -250,7 +250,7 @@ pub fn capture_pageable_copy(
         if s.1.saturating_add(len) > MAX_STAGING {
             return Some(Err(CudaStatus::ErrorMemoryAllocation));
         }
-        let (at, region) = shared::alloc(len.max(1), PORTABLE)?;
+        let (at, region) = shared::alloc_any(len.max(1), PORTABLE)?;
         s.0.push(region);
         s.1 += region.len;
         at

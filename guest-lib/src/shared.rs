@@ -61,9 +61,12 @@ fn register(fd: &OwnedFd, start: usize, len: usize, flags: u32) -> Result<u64, C
         .device_ptr)
 }
 
-/// Whether this connection can share memory with its host at all.
+/// Whether this connection can share memory with its host at all (a same-host memfd,
+/// or guest RAM in a VM guest; [`alloc_any`]).
 pub fn available() -> bool {
-    enabled() && client::client().is_ok_and(|c| c.can_pass_fds())
+    enabled()
+        && (client::client().is_ok_and(|c| c.can_pass_fds())
+            || crate::guest_pages::pinned::possible())
 }
 
 /// New shared pinned memory of at least `size` bytes, or `None` where sharing is not
@@ -106,6 +109,14 @@ pub fn alloc(size: usize, flags: u32) -> Option<(usize, Shared)> {
     }
 }
 
+/// Pinned memory shared with the host however this connection can: a same-host memfd
+/// ([`alloc`]), or in a VM guest, guest RAM the worker maps
+/// ([`crate::guest_pages::pinned`]). `None`: private memory it must be.
+pub fn alloc_any(size: usize, flags: u32) -> Option<(usize, Shared)> {
+    alloc(size, flags)
+        .or_else(|| crate::guest_pages::pinned::alloc(size).map(|region| (region.start, region)))
+}
+
 /// Hand the host a mapping of `fd` the caller made at `[start, start + len)`, so its
 /// copies to and from there are the GPU's DMA; `None` where that is not possible.
 pub fn share_mapping(fd: &OwnedFd, start: usize, len: usize) -> Option<Shared> {
@@ -125,8 +136,12 @@ pub fn share_mapping(fd: &OwnedFd, start: usize, len: usize) -> Option<Shared> {
     }
 }
 
-/// Release shared pinned memory made by [`alloc`].
+/// Release shared pinned memory made by [`alloc_any`].
 pub fn free(region: Shared) {
+    // A piece of guest RAM goes back to the process's pool, still mapped by the host.
+    if crate::guest_pages::pinned::free(region.start) {
+        return;
+    }
     unregister(region);
     if let Some(addr) = NonNull::new(region.start as *mut libc::c_void) {
         // SAFETY: the region was mapped by `alloc` and the program has freed it.

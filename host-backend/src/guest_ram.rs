@@ -76,8 +76,11 @@ pub struct GuestRam {
 /// What the guest's RAM broker granted a connection.
 #[derive(Debug)]
 struct Granted {
+    /// The grant's own page size (huge pages); later grants may add ordinary pages
+    /// (memory the process registered in place).
     page_size: u64,
-    pages: std::collections::BTreeSet<u64>,
+    /// (page size, guest-physical address) of every granted page.
+    pages: std::collections::BTreeSet<(u64, u64)>,
     /// Seals the broker's later grants ([`GuestRam::extend`]).
     key: [u8; 32],
 }
@@ -201,10 +204,10 @@ impl GuestRam {
             return Err(refuse("the connection has its grant already"));
         }
         self.check_granted_pages(page_size, pages, 0)
-            .map_err(|why| refuse(why))?;
+            .map_err(refuse)?;
         self.granted = Some(Granted {
             page_size,
-            pages: pages.iter().copied().collect(),
+            pages: pages.iter().map(|&p| (page_size, p)).collect(),
             key,
         });
         Ok(())
@@ -227,17 +230,17 @@ impl GuestRam {
         let Some(granted) = &self.granted else {
             return Err(refuse("the connection has no grant to extend"));
         };
-        if page_size != granted.page_size {
-            return Err(refuse("not the page size of the grant"));
+        if page_size != granted.page_size && page_size != 4096 {
+            return Err(refuse("neither the grant's page size nor ordinary pages"));
         }
         if !vmcuda_wire::memory::grant_seal_holds(&granted.key, page_size, pages, seal) {
             return Err(refuse("the broker's seal does not hold"));
         }
         let have = granted.pages.len();
         self.check_granted_pages(page_size, pages, have)
-            .map_err(|why| refuse(why))?;
+            .map_err(refuse)?;
         if let Some(granted) = &mut self.granted {
-            granted.pages.extend(pages.iter().copied());
+            granted.pages.extend(pages.iter().map(|&p| (page_size, p)));
         }
         Ok(())
     }
@@ -303,7 +306,10 @@ impl GuestRam {
         // Runs of pages contiguous in one file become one mapping.
         let mut runs: Vec<(BorrowedFd<'_>, u64, u64)> = Vec::new();
         if let Some(granted) = &self.granted {
-            if page_size != granted.page_size || pages.iter().any(|p| !granted.pages.contains(p)) {
+            if pages
+                .iter()
+                .any(|&p| !granted.pages.contains(&(page_size, p)))
+            {
                 return Err(refuse("a page this connection was not granted"));
             }
         }
@@ -459,7 +465,7 @@ mod tests {
             .extend(page, &more, &grant_seal(&key, page, &[0]))
             .is_err());
         assert!(ram
-            .extend(4096, &more, &grant_seal(&key, 4096, &more))
+            .extend(1 << 30, &more, &grant_seal(&key, 1 << 30, &more))
             .is_err());
         // Sealed, but outside the guest's RAM: refused all the same.
         let outside = [8 << 30];
@@ -474,6 +480,16 @@ mod tests {
         // SAFETY: unmapping the test's own mapping of two pages.
         unsafe { munmap(both, 2 * page as usize) }.unwrap();
         assert!(ram.map_pages(page, &[0], None).is_err());
+        // Ordinary pages (memory registered in place) join under their own size, and
+        // are granted as such only.
+        let small = [8192, 12288];
+        ram.extend(4096, &small, &grant_seal(&key, 4096, &small))
+            .unwrap();
+        let both = ram.map_pages(4096, &small, None).unwrap();
+        // SAFETY: unmapping the test's own mapping of two pages.
+        unsafe { munmap(both, 8192) }.unwrap();
+        assert!(ram.map_pages(4096, &[16384], None).is_err());
+        assert!(ram.map_pages(page, &[8192], None).is_err());
     }
 
     /// Pages map at the address asked for when it is free here, else elsewhere.

@@ -7,8 +7,10 @@
 //! qcow2 with the guest package installed) boots from its own disk and runs a program
 //! with `vmcuda-run` over the host package's vhost-user device.
 //!
-//! Host references run over TCP: like a guest over vsock, a TCP client cannot pass
-//! memory descriptors, so pinned memory behaves the same on both sides.
+//! Host references run over TCP where the guest's pinned memory stays private to it (a
+//! TCP client cannot pass memory descriptors either), and over a Unix socket where it
+//! is guest RAM the worker maps (through the vhost-user device, as root or through the
+//! guest's RAM broker), so pinned memory behaves the same on both sides.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -150,13 +152,25 @@ fn host_runs(apps: &[&str]) -> Runs {
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    runs_through(
+        apps,
+        &format!("tcp:{addr}"),
+        &[("VMCUDA_TOKEN", REFERENCE_TOKEN)],
+    )
+}
+
+/// The host reference for guests whose pinned memory is guest RAM the worker maps
+/// (through the vhost-user device, as root or through the broker): a Unix socket,
+/// over which pinned memory is shared with the worker in the same way.
+fn host_runs_sharing_pinned_memory(apps: &[&str]) -> Runs {
+    let daemon = Daemon::host_memory("vmref-unix");
+    runs_through(apps, &daemon.server(), &[])
+}
+
+fn runs_through(apps: &[&str], server: &str, env: &[(&str, &str)]) -> Runs {
     apps.iter()
         .map(|app| {
-            let o = run_program_with(
-                &apps_dir().join(app),
-                &format!("tcp:{addr}"),
-                &[("VMCUDA_TOKEN", REFERENCE_TOKEN)],
-            );
+            let o = run_program_with(&apps_dir().join(app), server, env);
             (
                 app.to_string(),
                 (
@@ -207,7 +221,7 @@ fn assert_same(mode: &str, guest: &Runs, host: &Runs) {
 fn programs_in_a_guest_over_the_vhost_user_vsock_device_match_the_host() {
     let apps = all_apps();
     let apps: Vec<&str> = apps.iter().map(String::as_str).collect();
-    let host = host_runs(&apps);
+    let host = host_runs_sharing_pinned_memory(&apps);
     let (guest, out) = guest_runs("vhost-user", &apps, &host);
     assert_same("vhost-user", &guest, &host);
     // One backend worker per program, started by the device for this VM.
@@ -239,12 +253,16 @@ fn programs_in_a_guest_over_the_vhost_user_vsock_device_match_the_host() {
 fn unprivileged_programs_in_a_guest_get_guest_ram_from_the_broker_or_the_socket() {
     let apps = all_apps();
     let apps: Vec<&str> = apps.iter().map(String::as_str).collect();
-    let host = host_runs(&apps);
+    let shared = host_runs_sharing_pinned_memory(&apps);
+    let private = host_runs(&apps);
     for (broker, tag) in [(true, "user-broker"), (false, "user-socket")] {
+        // With the broker pinned memory is guest RAM the worker maps; without it,
+        // private to the program.
+        let host = if broker { &shared } else { &private };
         let mut setup = Setup::test_guest();
         setup.append = format!("vmcuda.user=1 vmcuda.broker={}", u8::from(broker));
-        let (guest, out) = guest_runs_with("vhost-user", &apps, &setup, tag, &host);
-        assert_same(tag, &guest, &host);
+        let (guest, out) = guest_runs_with("vhost-user", &apps, &setup, tag, host);
+        assert_same(tag, &guest, host);
         let log = std::fs::read_to_string(out.join("vhost.log")).unwrap_or_default();
         // Lines of the log that say all of `what`.
         let count = |what: &[&str]| {
@@ -269,8 +287,17 @@ fn unprivileged_programs_in_a_guest_get_guest_ram_from_the_broker_or_the_socket(
                 apps.len()
             );
             assert!(staged >= 1, "no staging area in guest RAM:\n{log}");
+            // Pinned allocations (huge pages) and registered memory (ordinary pages,
+            // pinned by the broker) of zero_copy and pointer_mem, among others.
+            let pinned = count(&["pinned memory in guest pages", "page_size=2097152"]);
+            let registered = count(&["pinned memory in guest pages", "page_size=4096"]);
+            assert!(
+                pinned >= 2 && registered >= 2,
+                "{pinned} pinned allocations and {registered} registrations in guest RAM:\n{log}"
+            );
         } else {
-            assert_eq!((grants, rings, staged), (0, 0, 0), "{log}");
+            let pinned = count(&["pinned memory in guest pages"]);
+            assert_eq!((grants, rings, staged, pinned), (0, 0, 0, 0), "{log}");
             assert!(
                 log.matches("guest connected").count() >= apps.len(),
                 "{log}"

@@ -145,9 +145,12 @@ impl MemoryOps for Session {
             staging: false,
         };
         let device_ptr = self.register_mapping(req.addr, mapping, staging)?;
-        if !staging && device_ptr != req.addr {
-            info!(client = %self.client, addr = format_args!("{:#x}", req.addr), len = req.size,
-                "pinned guest pages mapped away from the guest's address, taken here; kernels reach them by cudaHostGetDevicePointer's pointer");
+        if !staging {
+            // Away from the guest's address (taken here), kernels reach the pages only
+            // by cudaHostGetDevicePointer's pointer.
+            info!(client = %self.client, bytes = req.size, page_size = req.page_size,
+                at_guest_address = device_ptr == req.addr,
+                "pinned memory in guest pages, mapped for the GPU");
         }
         Ok((
             SharedHostMemory {

@@ -266,10 +266,7 @@ fn host_alloc(size: usize, flags: u32) -> Result<*mut c_void> {
     capture::check_unsafe_call()?;
     // Shared with a same-host backend when possible (kernels can then reach it), else
     // private page-aligned memory.
-    // In a VM guest, guest RAM the host maps instead.
-    let shared_here = shared::alloc(size, flags)
-        .or_else(|| crate::guest_pages::pinned::alloc(size).map(|r| (r.start, r)));
-    let (p, shared) = match shared_here {
+    let (p, shared) = match shared::alloc_any(size, flags) {
         Some((p, region)) => (p as *mut c_void, Some(region)),
         None => {
             let mut p: *mut c_void = std::ptr::null_mut();
@@ -326,11 +323,7 @@ pub extern "C" fn cudaFreeHost(ptr: *mut c_void) -> cudaError_t {
             Some(HostRange {
                 shared: Some(region),
                 ..
-            }) => {
-                if !crate::guest_pages::pinned::free(region.start) {
-                    shared::free(region)
-                }
-            }
+            }) => shared::free(region),
             Some(_) => free_pinned(ptr as usize),
             None => return Err(CudaStatus::ErrorInvalidValue),
         }
@@ -373,7 +366,10 @@ pub extern "C" fn cudaHostRegister(ptr: *mut c_void, size: usize, flags: u32) ->
         } else {
             // SAFETY: by cudaHostRegister's contract `[ptr, ptr + size)` is the program's
             // mapped memory; no shared region holds its pages (checked above).
-            unsafe { shared::share_existing(start, size, flags) }
+            unsafe { shared::share_existing(start, size, flags) }.or_else(|| {
+                // SAFETY: as above; in a VM guest, onto guest RAM the host maps.
+                unsafe { crate::guest_pages::pinned::register_in_place(start, size) }
+            })
         };
         let range = HostRange {
             size,

@@ -48,8 +48,9 @@ enum Command {
         /// Where to listen.
         #[arg(long, default_value = vmcuda_guest::guest_ram::BROKER_SOCKET)]
         socket: PathBuf,
-        /// The most guest RAM one process gets, in MiB.
-        #[arg(long, default_value_t = 256)]
+        /// The most guest RAM one process gets, in MiB: its ring and staging area
+        /// (18 MiB), then its pinned memory.
+        #[arg(long, default_value_t = 1024)]
         max_area_mib: usize,
         /// The most processes of one user served at once.
         #[arg(long, default_value_t = 64)]
