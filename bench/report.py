@@ -25,6 +25,7 @@ native, shm, unix, sync, tcp = (load(f) for f in ("native.txt", "shm.txt", "unix
 shm1 = load("shm_1thread.txt")
 shm_np = load("shm_nopoll.txt")
 shm_nr = load("shm_noring.txt")
+shm_nw = load("shm_nowords.txt")
 isolation_path = os.path.join(raw, "isolation.txt")
 isolation = open(isolation_path).read().strip() if os.path.exists(isolation_path) else "not recorded"
 floors = {**load("floor_unix.txt"), **load("floor_tcp.txt"), **load("floor_shm.txt")}
@@ -56,7 +57,7 @@ w(f"- command: `{command}`")
 w(f"- GPU: {gpu}")
 w("- bridged = the program unmodified, on vmcuda's libcudart.so.13, to vmcuda-host (CUDA executor) on the same machine")
 w(f"- bridged runs' view of the GPU: {isolation}")
-w("- shm = the default on one host: requests and replies in the command ring in shared memory (the guest polls 2 ms for each reply and the worker 200 us for each request before sleeping in the socket for a doorbell), pinned memory copied by DMA from the guest's pages, pageable copies staged through shared slots by up to 4 threads; shm, no ring = the same with requests and replies on the Unix socket (`VMCUDA_RING=0`; the guest polls the socket 100 us, the worker 50 us); shm 1 thread = the same, staging with one thread (`VMCUDA_COPY_THREADS=1`); shm, no polling = the same with both sides sleeping in every read (`VMCUDA_POLL_US=0` for guest and host); unix socket = every byte on the socket (`VMCUDA_SHARED_MEMORY=0`, the path a vsock guest without the vhost-user data path takes); unix, sync calls = shm with every call waiting for its reply (`VMCUDA_SYNC=1`); tcp = TCP loopback with a token")
+w("- shm = the default on one host: requests and replies in the command ring in shared memory (the guest polls 2 ms for each reply and the worker 200 us for each request before sleeping in the socket for a doorbell), pinned memory copied by DMA from the guest's pages, pageable copies staged through shared slots by up to 4 threads; shm, no ring = the same with requests and replies on the Unix socket (`VMCUDA_RING=0`; the guest polls the socket 100 us, the worker 50 us); shm, no words = the same with a synchronous pinned copy waiting for the worker's reply instead of watching a word the GPU writes after the copy (`VMCUDA_DONE_WORDS=0`); shm 1 thread = the same, staging with one thread (`VMCUDA_COPY_THREADS=1`); shm, no polling = the same with both sides sleeping in every read (`VMCUDA_POLL_US=0` for guest and host); unix socket = every byte on the socket (`VMCUDA_SHARED_MEMORY=0`, the path a vsock guest without the vhost-user data path takes); unix, sync calls = shm with every call waiting for its reply (`VMCUDA_SYNC=1`); tcp = TCP loopback with a token")
 w("")
 w("## Transport floors (loopback, no GPU, measured in this run)")
 w("")
@@ -76,20 +77,21 @@ w("## Measurements")
 w("")
 w("Times: ratio = bridged time / native time (1.0 = native, lower is better). Bandwidths: ratio = bridged / native (higher is better).")
 w("")
-w("| measurement | unit | native | shm | shm / native | shm, no ring | shm, no ring / native | shm, 1 thread | shm, no polling | unix socket | unix socket / native | shm, sync calls | tcp | tcp / native |")
-w("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+w("| measurement | unit | native | shm | shm / native | shm, no ring | shm, no ring / native | shm, no words | shm, no words / native | shm, 1 thread | shm, no polling | unix socket | unix socket / native | shm, sync calls | tcp | tcp / native |")
+w("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 for name, (nv, unit) in native.items():
     m = shm.get(name, (float("nan"), unit))[0]
     nr = shm_nr.get(name, (float("nan"), unit))[0]
+    nw = shm_nw.get(name, (float("nan"), unit))[0]
     m1 = shm1.get(name, (float("nan"), unit))[0]
     mp = shm_np.get(name, (float("nan"), unit))[0]
     u = unix.get(name, (float("nan"), unit))[0]
     s = sync.get(name, (float("nan"), unit))[0]
     t = tcp.get(name, (float("nan"), unit))[0]
-    w(f"| {name} | {unit} | {nv:.2f} | {m:.2f} | {m / nv:.2f}x | {nr:.2f} | {nr / nv:.2f}x | {m1:.2f} | {mp:.2f} | {u:.2f} | {u / nv:.2f}x | {s:.2f} | {t:.2f} | {t / nv:.2f}x |")
+    w(f"| {name} | {unit} | {nv:.2f} | {m:.2f} | {m / nv:.2f}x | {nr:.2f} | {nr / nv:.2f}x | {nw:.2f} | {nw / nv:.2f}x | {m1:.2f} | {mp:.2f} | {u:.2f} | {u / nv:.2f}x | {s:.2f} | {t:.2f} | {t / nv:.2f}x |")
 ratio = lambda a, b: f"{a / b:.2f}x" if b else "n/a"
-w(f"| {clients} concurrent clients, 64 MiB pinned copies, aggregate | GB/s | {conc_native:.2f} | {conc_shm:.2f} | {ratio(conc_shm, conc_native)} | | | | | | | | | |")
-w(f"| 1 client, same copies | GB/s | {single_native:.2f} | {single_shm:.2f} | {ratio(single_shm, single_native)} | | | | | | | | | |")
+w(f"| {clients} concurrent clients, 64 MiB pinned copies, aggregate | GB/s | {conc_native:.2f} | {conc_shm:.2f} | {ratio(conc_shm, conc_native)} | | | | | | | | | | | |")
+w(f"| 1 client, same copies | GB/s | {single_native:.2f} | {single_shm:.2f} | {ratio(single_shm, single_native)} | | | | | | | | | | | |")
 w("")
 
 # Peer copies (bench --peer): their own table, since they need two devices.

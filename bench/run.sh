@@ -8,7 +8,9 @@
 # bench/bench (nvcc -cudart shared bench/bench.cu), COMMIT.
 # Runs: native; bridged over a Unix socket with the shared-memory data path (the
 # default on one host); the same with neither side polling before it sleeps
-# (VMCUDA_POLL_US=0, against a second host started so); the same with VMCUDA_SHARED_MEMORY=0 (every byte on the
+# (VMCUDA_POLL_US=0, against a second host started so); the same with synchronous pinned
+# copies waiting for the worker's reply instead of watching a word the GPU writes
+# (VMCUDA_DONE_WORDS=0); the same with VMCUDA_SHARED_MEMORY=0 (every byte on the
 # socket, as over vsock); the default with VMCUDA_SYNC=1 (every call waits for its
 # reply: what the asynchronous pipeline gains); bridged over TCP; and 8 concurrent
 # clients copying, natively and bridged; cudaMemcpyPeer between devices 0 and 1,
@@ -59,6 +61,8 @@ echo "== bridged: unix socket, shared-memory data path and command ring"
 VMCUDA_VERBOSE=1 bridged "unix:$sock" "$bench" >"$raw/shm.txt" 2>"$raw/shm.err"
 echo "== bridged: the same without the command ring (requests on the socket)"
 VMCUDA_RING=0 bridged "unix:$sock" "$bench" >"$raw/shm_noring.txt"
+echo "== bridged: the same with synchronous pinned copies waiting for the worker's reply"
+VMCUDA_DONE_WORDS=0 bridged "unix:$sock" "$bench" >"$raw/shm_nowords.txt"
 echo "== bridged: unix socket, shared-memory data path, copies staged by one thread"
 VMCUDA_COPY_THREADS=1 bridged "unix:$sock" "$bench" >"$raw/shm_1thread.txt"
 echo "== bridged: unix socket, shared-memory data path, neither side polling"

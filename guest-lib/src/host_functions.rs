@@ -277,6 +277,7 @@ pub fn capture_pageable_copy(
                     to_device: c.to_device,
                     stream,
                     is_async: true,
+                    done: None,
                 },
                 &[],
             )?;

@@ -51,6 +51,7 @@ pub mod caller;
 pub mod capture;
 pub mod client;
 pub mod copy_route;
+pub mod done_word;
 #[allow(clippy::not_unsafe_ptr_arg_deref)]
 pub mod driver;
 pub mod function_facts;

@@ -283,6 +283,7 @@ impl Staging {
                     to_device: true,
                     stream,
                     is_async: left_running(i, n, self.slots),
+                    done: None,
                 }
             },
             |_| {},
@@ -311,6 +312,7 @@ impl Staging {
                 to_device: false,
                 stream,
                 is_async: false,
+                done: None,
             },
             |i| {
                 let len = size(i);

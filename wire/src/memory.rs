@@ -77,6 +77,18 @@ pub struct MemcpyShared {
     pub stream: StreamHandle,
     /// Left running on the stream (`cudaMemcpyAsync`); otherwise done before the reply.
     pub is_async: bool,
+    /// Once the copy is enqueued, have the stream write `value` to this 4-byte word of
+    /// shared guest memory after it (a synchronous copy the guest watches finish; see
+    /// the guest library's `done_word`). No word is written for a copy that fails.
+    pub done: Option<DoneWord>,
+}
+
+/// A word of shared guest memory (its device pointer) and the value a stream writes
+/// there when it gets to that point.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct DoneWord {
+    pub addr: DevicePtr,
+    pub value: u32,
 }
 
 /// Move this connection's frames into a command ring in memory both sides share (see

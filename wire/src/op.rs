@@ -58,8 +58,9 @@ pub use crate::handle::{
 };
 pub use crate::handshake::{ExecutorKind, Hello, HelloReply};
 pub use crate::memory::{
-    GuestPagesExtend, GuestPagesGrant, HostRegisterGuestPages, HostRegisterShared, MemcpyShared,
-    PointerAttributes, RingAttach, RingPlace, SharedHostMemory, MAX_STAGING_LEN, SHARED_STAGING,
+    DoneWord, GuestPagesExtend, GuestPagesGrant, HostRegisterGuestPages, HostRegisterShared,
+    MemcpyShared, PointerAttributes, RingAttach, RingPlace, SharedHostMemory, MAX_STAGING_LEN,
+    SHARED_STAGING,
 };
 pub use crate::module::{FuncAttributes, FunctionInfo, LaunchAttribute, LaunchKernel, ParamInfo};
 use crate::status::CudaStatus;

@@ -68,7 +68,7 @@ pub fn call_with<R: Request>(req: &R, data: &[u8], sink: Sink<'_>) -> Result<R::
 
 /// Whether asynchronous calls wait for their replies anyway (`VMCUDA_SYNC=1`: for
 /// debugging, and to measure what the pipeline gains).
-fn synchronous() -> bool {
+pub(crate) fn synchronous() -> bool {
     static SYNC: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *SYNC.get_or_init(|| std::env::var("VMCUDA_SYNC").is_ok_and(|v| v == "1"))
 }

@@ -194,8 +194,18 @@ impl CopyOps for Session {
         // guest's own memory: a copy naming anything else is never executed.
         let here = self.shared_here(req.host, req.size)?;
         let device = self.check_range(req.device, req.size)?;
+        // The guest's word must be its own shared memory, checked before anything runs.
+        if let Some(done) = req.done {
+            self.check_range(done.addr, 4)?;
+        }
         self.exec
             .copy_registered(device, here, req.to_device, s, req.is_async)?;
+        if let Some(done) = req.done {
+            // In stream order after the copy: the guest watching the word sees the copy
+            // done (a copy that failed above writes none).
+            self.exec
+                .stream_write_value32(s, done.addr, done.value, 0)?;
+        }
         let direction = if req.to_device {
             Direction::HostToDevice
         } else {

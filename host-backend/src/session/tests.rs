@@ -55,6 +55,7 @@ fn copy(s: &mut Session, device: u64, host: u64, size: u64, to_device: bool) -> 
         to_device,
         stream: StreamHandle::LEGACY,
         is_async: false,
+        done: None,
     };
     s.memcpy_shared(&CTX, req, &[])
 }
@@ -273,4 +274,48 @@ fn link_options_that_are_not_plain_numbers_are_refused() {
         s.link(&ctx, link(vec![(12, 1), (7, 3)]), b"ptx!").err(),
         Some(CudaStatus::ErrorNotSupported)
     );
+}
+
+/// A synchronous copy may name a word of the guest's shared memory that the stream
+/// writes after it; a copy refused writes none, and a word outside the guest's memory
+/// refuses the copy before anything runs.
+#[test]
+fn a_copy_writes_its_done_word_only_when_it_runs() {
+    let mut s = session(None);
+    let pinned = register(&mut s, 8192, 0).unwrap();
+    let dev = s
+        .mem_alloc(&CTX, MemAlloc { size: 4096 }, &[])
+        .unwrap()
+        .0
+        .ptr;
+    // SAFETY: the session mapped the memfd at `pinned`, 8192 bytes long.
+    let page = unsafe { std::slice::from_raw_parts_mut(pinned as *mut u8, 8192) };
+    page[..16].copy_from_slice(b"copied by the gp");
+    let word = pinned + 4096;
+    let read_word = || u32::from_le_bytes(page_word(pinned + 4096));
+    let with_word = |size, value, addr| MemcpyShared {
+        device: dev,
+        host: pinned,
+        size,
+        to_device: true,
+        stream: StreamHandle::LEGACY,
+        is_async: true,
+        done: Some(DoneWord { addr, value }),
+    };
+    s.memcpy_shared(&CTX, with_word(16, 7, word), &[]).unwrap();
+    assert_eq!(read_word(), 7);
+    // Longer than the device allocation: refused, and the word keeps its value.
+    let refused = s.memcpy_shared(&CTX, with_word(8192, 8, word), &[]);
+    assert_eq!(refused.unwrap_err(), CudaStatus::ErrorInvalidValue);
+    assert_eq!(read_word(), 7);
+    // A word outside the guest's memory: refused before the copy.
+    let outside = s.memcpy_shared(&CTX, with_word(16, 9, 0x1000), &[]);
+    assert_eq!(outside.unwrap_err(), CudaStatus::ErrorInvalidValue);
+    assert_eq!(read_word(), 7);
+}
+
+/// Four bytes at `addr`, which the test mapped.
+fn page_word(addr: u64) -> [u8; 4] {
+    // SAFETY: the caller's address is inside a mapping of its own.
+    unsafe { std::ptr::read_volatile(addr as *const [u8; 4]) }
 }

@@ -415,7 +415,22 @@ pub(super) fn shared_copy(
         to_device,
         stream,
         is_async,
+        done: None,
     };
+    if !is_async && can_post(stream, device as usize, count) {
+        // Posted, and the GPU says when it is done (see `done_word`).
+        let done = crate::done_word::synchronous(stream, count, |done| {
+            let asynchronous = MemcpyShared {
+                is_async: true,
+                done: Some(done),
+                ..req.clone()
+            };
+            crate::api::post_now(&asynchronous, &[])
+        });
+        if let Some(done) = done {
+            return done;
+        }
+    }
     if is_async && can_post(stream, device as usize, count) {
         if to_device {
             return crate::api::post(&req, &[]);

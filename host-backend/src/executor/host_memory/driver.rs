@@ -99,6 +99,19 @@ impl Driver for HostMemoryExecutor {
         _flags: u32,
     ) -> ExecResult<()> {
         self.check_stream(stream)?;
+        let registered = self
+            .host_registered
+            .iter()
+            .any(|(p, s)| addr >= *p && addr.saturating_add(4) <= p + s);
+        if registered && addr.is_multiple_of(4) {
+            // Registered host memory (a guest's shared page), as a CUDA device writes it.
+            // SAFETY: 4 aligned bytes inside a range the session mapped and registered,
+            // which stays mapped until it is unregistered; written as one atomic word,
+            // as the guest reads it.
+            let word = unsafe { &*(addr as usize as *const std::sync::atomic::AtomicU32) };
+            word.store(value, std::sync::atomic::Ordering::Release);
+            return Ok(());
+        }
         self.slice_mut(addr, 4)?
             .copy_from_slice(&value.to_le_bytes());
         Ok(())

@@ -1,0 +1,122 @@
+//! Completion words: how a synchronous copy of pinned memory learns that the GPU is done
+//! without waiting for the worker's reply.
+//!
+//! Natively, `cudaMemcpy` from pinned memory returns when the driver sees a word the
+//! GPU writes after the copy. Through the bridge it waited for the worker's reply,
+//! which the worker sends only after its own synchronous copy returns: one more hop,
+//! and the worker's bookkeeping, after every copy. Instead the copy is posted as an
+//! asynchronous one that names a word in memory shared with the host and a fresh
+//! value ([`DoneWord`]); once the copy is enqueued, the worker has the stream write
+//! the value there after it (`cuStreamWriteValue32`), and the calling thread watches
+//! that word: the GPU tells it directly, as natively. A copy the worker refuses writes
+//! no word. A word that does not come in time (a long queue ahead of the copy, a
+//! refusal, or an error that stopped the stream) falls back to a synchronous
+//! `cudaStreamSynchronize`, which also returns the error.
+//! `VMCUDA_DONE_WORDS=0` turns this off.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use vmcuda_wire::op::{DoneWord, StreamHandle, StreamSynchronize};
+
+use crate::api::{call, Result};
+use crate::shared::{self, PAGE};
+
+const WORD: usize = 4;
+
+/// The page words are handed out from: its address here, its device pointer, the next
+/// free word's offset; `None` once no page can be had.
+struct Pages {
+    current: Option<(usize, u64, usize)>,
+    unavailable: bool,
+}
+
+static PAGES: Mutex<Pages> = Mutex::new(Pages {
+    current: None,
+    unavailable: false,
+});
+
+thread_local! {
+    /// This thread's word (its address here, its device pointer) and the last value
+    /// written to it. Words are never given back: a thread's word outlives it, at 4
+    /// bytes each.
+    static SLOT: Cell<Option<(usize, u64, u32)>> = const { Cell::new(None) };
+}
+
+fn enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("VMCUDA_DONE_WORDS").map_or(true, |v| v != "0"))
+}
+
+/// This thread's word, made on first use; `None` where no memory is shared with a
+/// single host.
+fn slot() -> Option<(usize, u64, u32)> {
+    if let Some(slot) = SLOT.with(Cell::get) {
+        return Some(slot);
+    }
+    let mut pages = PAGES.lock().unwrap_or_else(|p| p.into_inner());
+    if pages.unavailable || !crate::client::client().is_ok_and(|c| c.single().is_some()) {
+        return None;
+    }
+    let (host, device, used) = match pages.current {
+        Some((host, device, used)) if used + WORD <= PAGE => (host, device, used),
+        _ => match shared::alloc_any(PAGE, 0x1) {
+            Some((host, region)) => (host, region.device_ptr, 0),
+            None => {
+                pages.unavailable = true;
+                return None;
+            }
+        },
+    };
+    pages.current = Some((host, device, used + WORD));
+    let slot = (host + used, device + used as u64, 0);
+    SLOT.with(|s| s.set(Some(slot)));
+    Some(slot)
+}
+
+/// The word at `host`: 4 aligned bytes of shared memory the GPU writes.
+fn word(host: usize) -> &'static AtomicU32 {
+    // SAFETY: `host` is a 4-aligned word of a shared page that is never unmapped
+    // (words are never given back), written only whole, by the GPU and by no one else.
+    unsafe { &*(host as *const AtomicU32) }
+}
+
+/// Run `post_copy` (which must post, and send at once, an asynchronous copy on
+/// `stream` that writes the [`DoneWord`] it is given when done) and return once the GPU
+/// has done it, as a synchronous copy would; `None` when words cannot be used here (the
+/// caller then makes a synchronous copy itself).
+pub fn synchronous(
+    stream: StreamHandle,
+    bytes: usize,
+    post_copy: impl FnOnce(DoneWord) -> Result<()>,
+) -> Option<Result<()>> {
+    if !enabled() || crate::api::synchronous() {
+        return None;
+    }
+    let (host, device, last) = slot()?;
+    let value = last.wrapping_add(1).max(1);
+    SLOT.with(|s| s.set(Some((host, device, value))));
+    let done = DoneWord {
+        addr: device,
+        value,
+    };
+    Some(post_copy(done).and_then(|()| {
+        // Longer than the copy could take at 5 GB/s, and at least 2 ms.
+        let window = Duration::from_millis(2) + Duration::from_nanos(bytes as u64 / 5);
+        let until = Instant::now() + window;
+        let w = word(host);
+        let mut turns = 0u32;
+        while w.load(Ordering::Acquire) != value {
+            turns = turns.wrapping_add(1);
+            if turns.is_multiple_of(256) && Instant::now() >= until {
+                // Not in time: wait as CUDA does; a refusal, or an error that stopped
+                // the stream, comes back here.
+                return call(&StreamSynchronize { stream }).map(|_| ());
+            }
+            std::hint::spin_loop();
+        }
+        Ok(())
+    }))
+}
