@@ -197,6 +197,7 @@ impl CudaExecutor {
             current: 0,
             get_attribute_raw,
             streams: HashMap::new(),
+            dying_streams: Vec::new(),
             events: HashMap::new(),
             modules: HashMap::new(),
             module_by_digest: HashMap::new(),
@@ -285,6 +286,14 @@ impl CudaExecutor {
             self.streams.remove(&id);
             // SAFETY: the stream was created by stream_create and is destroyed once.
             let _ = unsafe { result::stream::destroy(id as usize as sys::CUstream) };
+        }
+        let (dying, live): (Vec<_>, Vec<_>) = std::mem::take(&mut self.dying_streams)
+            .into_iter()
+            .partition(|(d, _)| *d == idx);
+        self.dying_streams = live;
+        for (_, s) in dying {
+            // SAFETY: a stream the guest destroyed, kept until now, destroyed once.
+            let _ = unsafe { result::stream::destroy(s) };
         }
         let events: Vec<ExecEvent> = self
             .events

@@ -125,6 +125,9 @@ pub struct CudaExecutor {
     get_attribute_raw: device::RawDeviceGetAttribute,
     /// Live streams and events (handle value -> device index).
     streams: HashMap<ExecStream, usize>,
+    /// Streams the guest destroyed while work in them still ran (device index, stream):
+    /// destroyed here once that work is done (see `stream_destroy`).
+    dying_streams: Vec<(usize, sys::CUstream)>,
     events: HashMap<ExecEvent, usize>,
     modules: HashMap<ExecModule, module::Module>,
     module_by_digest: HashMap<[u8; 32], ExecModule>,

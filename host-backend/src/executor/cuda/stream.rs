@@ -50,6 +50,29 @@ pub(super) fn attr_value_bytes(v: &sys::CUlaunchAttributeValue) -> StreamAttrVal
 /// `CU_STREAM_PER_THREAD` (`(CUstream)0x2` in cuda.h).
 const CU_STREAM_PER_THREAD: usize = 0x2;
 
+/// The most streams kept for their work to finish before they are destroyed (see
+/// `stream_destroy`); beyond it a busy stream is destroyed at once, as the driver
+/// allows.
+const MAX_DYING_STREAMS: usize = 64;
+
+impl CudaExecutor {
+    /// Destroy the streams of the current device that the guest destroyed while busy
+    /// and whose work is now done.
+    fn destroy_idle_streams(&mut self) {
+        let idx = self.current;
+        self.dying_streams.retain(|&(d, s)| {
+            // SAFETY: a stream kept by stream_destroy, still undestroyed, of the
+            // current device (bound by the caller).
+            if d != idx || unsafe { sys::cuStreamQuery(s) } == sys::CUresult::CUDA_ERROR_NOT_READY {
+                return true;
+            }
+            // SAFETY: as above; it leaves the list, so it is destroyed once.
+            let _ = unsafe { result::stream::destroy(s) };
+            false
+        });
+    }
+}
+
 impl CudaExecutor {
     /// The driver stream for an executor stream id.
     pub(super) fn stream(&self, id: ExecStream) -> ExecResult<sys::CUstream> {
@@ -73,6 +96,7 @@ impl CudaExecutor {
 impl StreamExec for CudaExecutor {
     fn stream_create(&mut self, flags: u32, priority: i32) -> ExecResult<ExecStream> {
         let idx = self.bind()?;
+        self.destroy_idle_streams();
         let mut s: sys::CUstream = ptr::null_mut();
         // SAFETY: out-pointer to a local; a context is current. Raw: the guest's flags
         // go to the driver as the integer they are.
@@ -85,13 +109,25 @@ impl StreamExec for CudaExecutor {
 
     fn stream_destroy(&mut self, stream: ExecStream) -> ExecResult<()> {
         self.bind()?;
-        if self.streams.remove(&stream).is_none() {
+        let Some(idx) = self.streams.remove(&stream) else {
             return Err(CudaStatus::ErrorInvalidResourceHandle);
-        }
+        };
         debug!(stream, "stream destroyed");
-        // SAFETY: the stream was created by stream_create and is destroyed once
-        // (it has just left the table).
-        unsafe { result::stream::destroy(stream as usize as sys::CUstream) }.map_err(status)
+        self.destroy_idle_streams();
+        let s = stream as usize as sys::CUstream;
+        // The driver gives a destroyed stream's resources to the next stream created,
+        // even while the work in it still runs; that stream's work then queues behind
+        // it. A thread that exits while its default stream still works (its stream goes
+        // with it) would so hold up the next thread's. Such a stream is destroyed once
+        // its work is done, up to a bound.
+        // SAFETY: `s` was created by stream_create and has just left the table.
+        let busy = unsafe { sys::cuStreamQuery(s) } == sys::CUresult::CUDA_ERROR_NOT_READY;
+        if busy && self.dying_streams.len() < MAX_DYING_STREAMS {
+            self.dying_streams.push((idx, s));
+            return Ok(());
+        }
+        // SAFETY: as above; destroyed once (it is in neither list any more).
+        unsafe { result::stream::destroy(s) }.map_err(status)
     }
 
     fn stream_synchronize(&mut self, stream: ExecStream) -> ExecResult<()> {
