@@ -213,8 +213,7 @@ pub mod pinned {
     const MIN_CHUNK: usize = super::HUGE_PAGE;
 
     fn enabled() -> bool {
-        std::env::var("VMCUDA_SHARED_MEMORY").map_or(true, |v| v != "0")
-            && std::env::var("VMCUDA_GUEST_PINNED").map_or(true, |v| v != "0")
+        crate::shared::enabled() && std::env::var("VMCUDA_GUEST_PINNED").map_or(true, |v| v != "0")
     }
 
     /// Whether pinned memory may be guest RAM here: a VM guest with the broker's guest
@@ -426,7 +425,7 @@ pub mod pinned {
     unsafe fn own_pages_in_place(start: usize, len: usize) -> Result<Vec<u64>, String> {
         let memfd = crate::shared::memfd(len).map_err(|e| e.to_string())?;
         // SAFETY: the caller's promise, passed on.
-        let at = unsafe { super::move_onto(&memfd, start, len) }?;
+        let at = unsafe { crate::shared::move_onto(&memfd, start, len) }?;
         let pin = super::pin::LongTermPin::new(at, len)
             .map_err(|e| format!("cannot pin the pages ({e})"))?;
         let pages = super::read_pagemap_pages(start, len, PAGE)?;
@@ -521,41 +520,6 @@ pub mod pin {
             Ok(LongTermPin { _ring: ring })
         }
     }
-}
-
-/// Move the whole pages `[start, start + len)` of this process onto `memfd` (at least
-/// `len` bytes long), in place and with their contents, as `shared::share_existing`
-/// does on one host: the program sees the same bytes at the same addresses.
-///
-/// # Safety
-/// `[start, start + len)` is page-aligned, mapped, readable and writable memory of
-/// the program's.
-pub unsafe fn move_onto(
-    memfd: &std::os::fd::OwnedFd,
-    start: usize,
-    len: usize,
-) -> Result<NonNull<libc::c_void>, String> {
-    use nix::sys::mman::mmap;
-    // SAFETY: the caller's promise: the range is the program's readable memory.
-    let current = unsafe { std::slice::from_raw_parts(start as *const u8, len) };
-    let file = std::fs::File::from(memfd.try_clone().map_err(|e| e.to_string())?);
-    std::io::Write::write_all(&mut &file, current).map_err(|e| e.to_string())?;
-    let at = NonZeroUsize::new(start).ok_or("null")?;
-    let length = NonZeroUsize::new(len).ok_or("empty")?;
-    // SAFETY: replaces the program's pages just copied with the file holding the
-    // same bytes, at the same address (a thread writing them meanwhile could lose
-    // that write: registering memory being written is a race in CUDA already).
-    unsafe {
-        mmap(
-            Some(at),
-            length,
-            ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
-            MapFlags::MAP_SHARED | MapFlags::MAP_FIXED | MapFlags::MAP_POPULATE,
-            memfd,
-            0,
-        )
-    }
-    .map_err(|e| format!("cannot move the pages onto guest RAM ({e})"))
 }
 
 /// The guest-physical address of each huge page of `[start, start + len)`.

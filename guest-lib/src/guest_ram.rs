@@ -265,7 +265,7 @@ impl GuestArea {
                 return Err("the guest's RAM broker gave the wrong length".into());
             }
             // SAFETY: the caller's promise, passed on.
-            unsafe { crate::guest_pages::move_onto(memfd, start, len) }
+            unsafe { crate::shared::move_onto(memfd, start, len) }
         })
     }
 

@@ -29,7 +29,7 @@ pub struct Shared {
     pub device_ptr: u64,
 }
 
-fn enabled() -> bool {
+pub(crate) fn enabled() -> bool {
     std::env::var("VMCUDA_SHARED_MEMORY").map_or(true, |v| v != "0")
 }
 
@@ -176,30 +176,9 @@ pub unsafe fn share_existing(ptr: usize, size: usize, flags: u32) -> Option<Shar
     let len = (ptr + size).div_ceil(PAGE) * PAGE - start;
     let fd = memfd(len).ok()?;
     // SAFETY: `[ptr, ptr + size)` is the program's mapped memory (the caller's promise);
-    // the whole pages around it are mapped (mappings are page-granular) and readable.
-    let current = unsafe { std::slice::from_raw_parts(start as *const u8, len) };
-    std::fs::File::from(fd.try_clone().ok()?)
-        .write_all(current)
-        .ok()?;
-    let at = NonZeroUsize::new(start)?;
-    let length = NonZeroUsize::new(len)?;
-    // SAFETY: replaces the pages just copied with the memfd holding the same bytes, at
-    // the same address; the program sees the same contents. (A thread writing those
-    // pages during the copy could lose that write: registering memory that is being
-    // written concurrently is already a race in CUDA.)
-    let mapped = unsafe {
-        mmap(
-            Some(at),
-            length,
-            ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
-            MapFlags::MAP_SHARED | MapFlags::MAP_FIXED,
-            &fd,
-            0,
-        )
-    };
-    if mapped.is_err() {
-        return None;
-    }
+    // the whole pages around it are mapped (mappings are page-granular), readable and
+    // writable (CUDA registers writable memory).
+    unsafe { move_onto(&fd, start, len) }.ok()?;
     match register(&fd, start, len, flags) {
         Ok(device_ptr) => Some(Shared {
             start,
@@ -211,6 +190,41 @@ pub unsafe fn share_existing(ptr: usize, size: usize, flags: u32) -> Option<Shar
             None
         }
     }
+}
+
+/// Move the whole pages `[start, start + len)` of this process onto `memfd` (at least
+/// `len` bytes long), in place and with their contents: the program sees the same bytes
+/// at the same addresses, now in a file the host can map (`cudaHostRegister`, here and
+/// in a VM guest).
+///
+/// # Safety
+/// `[start, start + len)` is page-aligned, mapped, readable and writable memory of
+/// the program's.
+pub(crate) unsafe fn move_onto(
+    memfd: &OwnedFd,
+    start: usize,
+    len: usize,
+) -> Result<NonNull<libc::c_void>, String> {
+    // SAFETY: the caller's promise: the range is the program's readable memory.
+    let current = unsafe { std::slice::from_raw_parts(start as *const u8, len) };
+    let file = std::fs::File::from(memfd.try_clone().map_err(|e| e.to_string())?);
+    (&file).write_all(current).map_err(|e| e.to_string())?;
+    let at = NonZeroUsize::new(start).ok_or("null")?;
+    let length = NonZeroUsize::new(len).ok_or("empty")?;
+    // SAFETY: replaces the program's pages just copied with the file holding the
+    // same bytes, at the same address (a thread writing them meanwhile could lose
+    // that write: registering memory being written is a race in CUDA already).
+    unsafe {
+        mmap(
+            Some(at),
+            length,
+            ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
+            MapFlags::MAP_SHARED | MapFlags::MAP_FIXED | MapFlags::MAP_POPULATE,
+            memfd,
+            0,
+        )
+    }
+    .map_err(|e| format!("cannot move the pages onto shared memory ({e})"))
 }
 
 /// Device address space is reserved in 2 MiB granules, the GPU's own VA granularity.
