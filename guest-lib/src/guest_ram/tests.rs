@@ -67,27 +67,63 @@ fn ask(path: &std::path::Path, bytes: u64) -> (OwnedFd, Option<(Reply, Option<Ow
     (s, answer)
 }
 
+/// A process connected through a new broker (`name`): the broker's socket, the
+/// connection, the area, the host's end of the connection with the grant read off it,
+/// and the grant. `None` (said) where physical addresses are hidden here.
+fn connected(
+    name: &str,
+) -> Option<(
+    std::path::PathBuf,
+    OwnedFd,
+    GuestArea,
+    std::os::unix::net::UnixStream,
+    GuestPagesGrant,
+)> {
+    if !sees_frames() {
+        eprintln!("skipped: physical addresses are hidden here (not root)");
+        return None;
+    }
+    let (path, hosts) = broker(name);
+    std::env::set_var(BROKER_ENV, &path);
+    let (conn, area) = from_broker(2, 7731).unwrap();
+    let mut host = std::os::unix::net::UnixStream::from(hosts.recv().unwrap());
+    let (h, meta) = frame::read_head(&mut host).unwrap();
+    assert_eq!(h.op.get(), Op::GuestPagesGrant.code());
+    let grant: GuestPagesGrant = postcard::from_bytes(&meta).unwrap();
+    Some((path, conn, area, host, grant))
+}
+
+/// The host's end of a connection whose process lives: nothing to read, no end.
+fn assert_open(host: &mut std::os::unix::net::UnixStream) {
+    host.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut buf = [0u8; 8];
+    assert!(
+        host.read(&mut buf).is_err(),
+        "the connection ended while its process lived"
+    );
+}
+
+/// The host's end of a connection whose process went: the broker half-closes it.
+fn assert_ends(host: &mut std::os::unix::net::UnixStream) {
+    host.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut buf = [0u8; 8];
+    assert_eq!(host.read(&mut buf).unwrap(), 0);
+}
+
 /// The whole exchange: the process gets a writable area, the host gets the grant for
 /// exactly its pages as the connection's first frame, pieces of the area never
 /// overlap, and the broker lets the connection go only after the process has gone,
 /// waiting for the host to close it.
 #[test]
 fn a_process_gets_its_own_pages_and_the_host_the_grant_for_them() {
-    if !sees_frames() {
-        eprintln!("skipped: physical addresses are hidden here (not root)");
+    let Some((_, conn, area, mut host, grant)) = connected("exchange") else {
         return;
-    }
-    let (path, hosts) = broker("exchange");
-    std::env::set_var(BROKER_ENV, &path);
+    };
     // Someone else's host is refused.
     let e = from_broker(2, 9).err().unwrap();
     assert!(e.contains("not vsock:2:9"), "{e}");
-    let (conn, area) = from_broker(2, 7731).unwrap();
-    let host = hosts.recv().unwrap();
-    let mut host = std::os::unix::net::UnixStream::from(host);
-    let (h, meta) = frame::read_head(&mut host).unwrap();
-    assert_eq!(h.op.get(), Op::GuestPagesGrant.code());
-    let grant: GuestPagesGrant = postcard::from_bytes(&meta).unwrap();
     assert_eq!(grant.page_size, 4096);
     assert_eq!(grant.pages, area.pages);
     assert_eq!(area.len, area_len().next_multiple_of(4096));
@@ -102,18 +138,10 @@ fn a_process_gets_its_own_pages_and_the_host_the_grant_for_them() {
     assert!(area.carve(area.len).is_none());
     // The process's connection is still the broker's too: it has not gone.
     drop(conn);
-    host.set_read_timeout(Some(Duration::from_millis(200)))
-        .unwrap();
-    let mut buf = [0u8; 8];
-    assert!(
-        host.read(&mut buf).is_err(),
-        "the connection ended while its process lived"
-    );
+    assert_open(&mut host);
     // The process goes: the broker half-closes the connection; the host sees the end.
     drop(area);
-    host.set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    assert_eq!(host.read(&mut buf).unwrap(), 0);
+    assert_ends(&mut host);
 }
 
 /// Once the process has said it mapped the memory, no one can free its pages from
@@ -201,16 +229,9 @@ fn seals_hold(huge: bool) {
 /// connection outlives the set-up's wait for as long as the process lives.
 #[test]
 fn more_pages_come_sealed_for_the_host_and_the_connection_lasts() {
-    if !sees_frames() {
-        eprintln!("skipped: physical addresses are hidden here (not root)");
+    let Some((_, conn, area, mut host, grant)) = connected("more") else {
         return;
-    }
-    let (path, hosts) = broker("more");
-    std::env::set_var(BROKER_ENV, &path);
-    let (conn, area) = from_broker(2, 7731).unwrap();
-    let mut host = std::os::unix::net::UnixStream::from(hosts.recv().unwrap());
-    let (_, meta) = frame::read_head(&mut host).unwrap();
-    let grant: GuestPagesGrant = postcard::from_bytes(&meta).unwrap();
+    };
     let more = area.more(3 * 4096 + 1).unwrap();
     assert_eq!((more.len, more.page_size), (4 * 4096, 4096));
     assert_eq!(more.pages.len(), 4);
@@ -227,17 +248,9 @@ fn more_pages_come_sealed_for_the_host_and_the_connection_lasts() {
     assert!(area.more(4096).is_ok());
     // Past the set-up's wait, the connection is still the process's.
     std::thread::sleep(SETUP_WAIT + Duration::from_secs(1));
-    host.set_read_timeout(Some(Duration::from_millis(200)))
-        .unwrap();
-    let mut buf = [0u8; 8];
-    assert!(
-        host.read(&mut buf).is_err(),
-        "the connection ended while its process lived"
-    );
+    assert_open(&mut host);
     assert!(area.more(4096).is_ok(), "the broker stopped serving");
     drop(conn);
     drop(area);
-    host.set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    assert_eq!(host.read(&mut buf).unwrap(), 0);
+    assert_ends(&mut host);
 }
