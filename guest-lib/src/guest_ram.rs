@@ -522,14 +522,13 @@ fn serve_one(conn: &OwnedFd, config: &BrokerConfig, connect: &HostConnector) -> 
         if read_timeout(conn.as_fd(), None).is_err() {
             break;
         }
-        let bytes = match receive::<Request>(conn.as_fd()) {
+        let (bytes, page, huge) = match receive::<Request>(conn.as_fd()) {
             Ok(Some((Request::More { bytes }, _))) => (bytes, page, config.huge_pages),
             // Registered memory is moved in place, page by page.
             Ok(Some((Request::Register { bytes }, _))) => (bytes, 4096, false),
             // Gone, or saying what it may not: it is done with the broker.
             _ => break,
         };
-        let (bytes, page, huge) = bytes;
         if read_timeout(conn.as_fd(), Some(SETUP_WAIT)).is_err() {
             break;
         }
