@@ -335,10 +335,23 @@ fn serve_frames<'a>(
     let mut done = Instant::now();
     // The command ring's doorbell, once the guest has attached one.
     let mut bell: Option<std::sync::Arc<ring::Bell>> = None;
+    // Whether requests wait in the ring, once there is one.
+    let mut ring_pending: Option<ring::Pending> = None;
     loop {
+        // Launches the executor holds go before the worker would wait for a request:
+        // the guest may be waiting for their work.
+        if session.holds_launches()
+            && reader.buffer().is_empty()
+            && !ring_pending.as_ref().is_some_and(ring::Pending::any)
+        {
+            if let Err(status) = session.send_held_launches() {
+                deferred.get_or_insert(status);
+            }
+        }
         let (header, meta) = match frame::read_head(&mut reader) {
             Ok(h) => h,
             Err(FrameError::Closed) => {
+                let _ = session.send_held_launches();
                 if let Some(t) = &timeline {
                     t.log(session);
                 }
@@ -391,6 +404,12 @@ fn serve_frames<'a>(
             device: header.device.get(),
         };
         let op = Op::from_code(code);
+        // Every other call comes after the launches held before it.
+        if op != Some(Op::LaunchKernel) {
+            if let Err(status) = session.send_held_launches() {
+                deferred.get_or_insert(status);
+            }
+        }
         // An error owed from an earlier request is reported by this one, which is then
         // not run: it was counted when it happened.
         let reports_deferred =
@@ -413,12 +432,19 @@ fn serve_frames<'a>(
             }
             (Some(op), Some(data)) => run(session, &ctx, op, &meta, data, &mut deferred),
         };
+        let no_reply = header.has(FLAG_NO_REPLY);
+        // A launch the guest waits for is answered once it went.
+        let result = match result {
+            Ok(reply) if !no_reply && op == Some(Op::LaunchKernel) => {
+                session.send_held_launches().map(|()| reply)
+            }
+            other => other,
+        };
         // Counted before the reply goes: whoever has the reply sees the call counted.
         if !reports_deferred {
             record(session, started, &result);
         }
         let ran = stamp();
-        let no_reply = header.has(FLAG_NO_REPLY);
         // Output a posted call made waits for the next reply: the guest reads nothing
         // before it, so it sees the same text in the same place, for one check per
         // reply instead of one per launch.
@@ -454,6 +480,7 @@ fn serve_frames<'a>(
                 ring::Bell::on(socket, link.fds.clone()),
                 vmcuda_wire::polling::window_from_env(RING_POLL_WINDOW),
             );
+            ring_pending = Some(r.pending());
             reader = BufReader::with_capacity(frame::READ_AHEAD, Box::new(r));
             writer = BufWriter::with_capacity(REPLY_BUFFER, Box::new(w));
             bell = Some(b);
@@ -843,6 +870,102 @@ mod tests {
 
     /// A posted request's failure is reported by the next waited-for one, behind a
     /// run of posted requests that succeed, and only once.
+    /// Posted launches the executor holds reach it before any other call, before the
+    /// worker would wait for one, and a waited launch before its reply.
+    #[test]
+    fn held_launches_go_before_other_calls_and_before_the_worker_waits() {
+        use vmcuda_wire::op::{
+            FunctionInfo, LaunchKernel, ModuleGetFunction, ModuleLoad, ModuleLoaded,
+        };
+        const TINY: &[u8] = include_bytes!("../../wire/testdata/tiny.fatbin");
+        let log = std::env::temp_dir().join(format!("vmcuda-held-{}.jsonl", std::process::id()));
+        let _ = std::fs::remove_file(&log);
+        let (guest, host) = UnixStream::pair().unwrap();
+        let log_path = log.clone();
+        let served = std::thread::spawn(move || {
+            let exec = HostMemoryExecutor::new(64 << 20, Some(log_path)).unwrap();
+            let open = |_: &Hello| Ok(Session::new(Box::new(exec), Grant::unlimited("test")));
+            serve(host.try_clone().unwrap(), host, Link::default(), open, None).unwrap();
+        });
+        let mut s = guest;
+        greet(&mut s);
+        let buf = alloc(&mut s, 1, 4096);
+        send(&mut s, Op::ModuleLoad, 2, 0, &ModuleLoad, TINY);
+        let (status, meta, _) = reply(&mut s, 2);
+        assert_eq!(status, CudaStatus::Success);
+        let module = postcard::from_bytes::<ModuleLoaded>(&meta).unwrap().module;
+        let get = ModuleGetFunction {
+            module,
+            name: "_Z4tinyPi".into(),
+        };
+        send(&mut s, Op::ModuleGetFunction, 3, 0, &get, &[]);
+        let (_, meta, _) = reply(&mut s, 3);
+        let function = postcard::from_bytes::<FunctionInfo>(&meta)
+            .unwrap()
+            .function;
+        let launch = LaunchKernel {
+            function,
+            grid: [1; 3],
+            block: [1; 3],
+            shared_mem: 0,
+            stream: StreamHandle::LEGACY,
+            attributes: vec![],
+        };
+        // The launches' arguments, in the order the log has them.
+        let logged = || -> Vec<u64> {
+            std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .lines()
+                .map(|l| {
+                    let r: serde_json::Value = serde_json::from_str(l).unwrap();
+                    let hex = r["params"].as_str().unwrap();
+                    u64::from_str_radix(&hex[..16], 16).unwrap().swap_bytes()
+                })
+                .collect()
+        };
+        let post = |s: &mut UnixStream, id: u64, flags: u16| {
+            send(
+                s,
+                Op::LaunchKernel,
+                id,
+                flags,
+                &launch,
+                &(buf + id).to_le_bytes(),
+            );
+        };
+        // Posted, then nothing: they reach the executor once the worker runs dry.
+        for id in 10..15 {
+            post(&mut s, id, FLAG_NO_REPLY);
+        }
+        let want: Vec<u64> = (10..15).map(|id| buf + id).collect();
+        let until = Instant::now() + std::time::Duration::from_secs(5);
+        while logged() != want && Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert_eq!(logged(), want, "posted launches sent once no request waits");
+        // Posted, then a waited call of another kind: they went before it ran.
+        for id in 15..25 {
+            post(&mut s, id, FLAG_NO_REPLY);
+        }
+        alloc(&mut s, 25, 64);
+        assert_eq!(logged(), (10..25).map(|id| buf + id).collect::<Vec<_>>());
+        // A waited launch is answered once it went.
+        post(&mut s, 26, 0);
+        assert_eq!(reply(&mut s, 26).0, CudaStatus::Success);
+        assert_eq!(logged().last(), Some(&(buf + 26)));
+        // More than are held at once: in order, none lost.
+        for id in 100..200 {
+            post(&mut s, id, FLAG_NO_REPLY);
+        }
+        alloc(&mut s, 200, 64);
+        let all = logged();
+        assert_eq!(all.len(), 15 + 1 + 100);
+        assert!(all[16..].iter().copied().eq((100..200).map(|id| buf + id)));
+        drop(s);
+        served.join().unwrap();
+        let _ = std::fs::remove_file(&log);
+    }
+
     #[test]
     fn a_posted_failure_surfaces_at_the_next_waited_call() {
         let (mut s, served) = worker();

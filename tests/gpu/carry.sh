@@ -56,6 +56,7 @@ fi
 rm -rf "$wheel_dir"
 mkdir -p "$dir/bench"
 "$nvcc" -cudart shared -arch=sm_90 -O2 -o "$dir/bench/bench" bench/bench.cu -L"$cu13/lib"
+"$nvcc" -cudart shared -arch=sm_90 -O2 -o "$dir/bench/launch_kinds" bench/launch_kinds.cu -L"$cu13/lib"
 git rev-parse HEAD >"$dir/COMMIT"
 git diff --quiet HEAD || echo "$(cat "$dir/COMMIT") (with uncommitted changes)" >"$dir/COMMIT"
 du -sh "$dir"

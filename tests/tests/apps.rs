@@ -29,6 +29,7 @@ const APPS: &[&str] = &[
     "hand_graphs",
     "illegal_address",
     "launch_api",
+    "launch_runs",
     "matmul",
     "mem_pools",
     "mem_pools_explicit",

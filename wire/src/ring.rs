@@ -443,6 +443,32 @@ impl RingReader {
     }
 }
 
+/// Whether requests wait in a ring, asked beside its reader (which a frame reader owns):
+/// the worker sends launches it holds once nothing more waits.
+#[derive(Clone)]
+pub struct Pending {
+    memory: Arc<RingMemory>,
+    direction: Direction,
+}
+
+impl Pending {
+    /// Bytes written that the reader has not yet taken.
+    pub fn any(&self) -> bool {
+        let tail = self.memory.word64(self.direction, TAIL);
+        let head = self.memory.word64(self.direction, HEAD);
+        tail.load(Ordering::Acquire) != head.load(Ordering::Acquire)
+    }
+}
+
+impl RingReader {
+    pub fn pending(&self) -> Pending {
+        Pending {
+            memory: self.memory.clone(),
+            direction: self.direction,
+        }
+    }
+}
+
 impl Read for RingReader {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if buf.is_empty() {

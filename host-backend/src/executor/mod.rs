@@ -334,6 +334,9 @@ pub trait ModuleExec {
     fn function_names(&mut self, module: ExecModule) -> ExecResult<Vec<String>>;
 }
 
+/// The most posted launches an executor holds back to send together.
+pub const MAX_HELD_LAUNCHES: usize = 32;
+
 /// Kernel attributes, launches and occupancy.
 pub trait LaunchExec {
     fn func_attributes(&mut self, function: ExecFunction) -> ExecResult<FuncAttributes>;
@@ -351,6 +354,16 @@ pub trait LaunchExec {
         config: &LaunchConfig<'_>,
         params: &[u8],
     ) -> ExecResult<()>;
+    /// Send the posted launches an executor may hold back to send together (the CUDA
+    /// executor's `launch_batch`): the worker calls it before any other call and before
+    /// it would wait for one. The first error among them.
+    fn send_held_launches(&mut self) -> ExecResult<()> {
+        Ok(())
+    }
+    /// Whether launches are held.
+    fn holds_launches(&self) -> bool {
+        false
+    }
     /// Clusters of `config`'s shape that can be resident at once (its stream unused).
     fn occupancy_max_active_clusters(
         &mut self,

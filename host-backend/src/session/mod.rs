@@ -177,6 +177,15 @@ impl Session {
         self.pending_ring.take()
     }
 
+    /// Send the launches the executor holds (see [`Executor::send_held_launches`]).
+    pub fn send_held_launches(&mut self) -> Result<(), CudaStatus> {
+        self.exec.send_held_launches()
+    }
+
+    pub fn holds_launches(&self) -> bool {
+        self.exec.holds_launches()
+    }
+
     /// Publish this guest's figures through `stats` (see [`crate::stats`]).
     pub fn with_stats(mut self, stats: WorkerStats) -> Self {
         self.accounts.stats = stats;

@@ -210,6 +210,7 @@ impl CudaExecutor {
             queued: QueuedCopies::default(),
             graph_tables: Default::default(),
             array_tables: Default::default(),
+            batch: Default::default(),
         })
     }
 
@@ -267,6 +268,7 @@ impl CudaExecutor {
     /// must be current. Errors are ignored: this is cleanup.
     pub(super) fn destroy_device_objects(&mut self, idx: usize) {
         // cuBLAS(Lt) handles and graphs first: they use the streams below.
+        self.batch.forget_device(idx);
         self.lt_destroy_device(idx);
         self.blas_destroy_device(idx);
         self.graphs_destroy_device(idx);

@@ -201,7 +201,9 @@ impl Graphs for CudaExecutor {
         let s = self.stream(stream)?;
         let relaxed = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
         // SAFETY: `s` is a checked stream of this executor or a default stream.
-        check(unsafe { sys::cuStreamBeginCapture_v2(s, relaxed) })
+        check(unsafe { sys::cuStreamBeginCapture_v2(s, relaxed) })?;
+        self.batch.capture_began(stream);
+        Ok(())
     }
 
     fn stream_capturing(&mut self, stream: ExecStream) -> ExecResult<bool> {
@@ -255,6 +257,7 @@ impl Graphs for CudaExecutor {
     }
 
     fn end_capture(&mut self, stream: ExecStream) -> ExecResult<ExecGraph> {
+        self.batch.capture_ended(stream);
         let idx = self.bind()?;
         let s = self.stream(stream)?;
         let mut existing = None;

@@ -118,6 +118,7 @@ impl GraphBuild for CudaExecutor {
         check(unsafe {
             sys::cuStreamBeginCaptureToGraph(s, g, first(&deps), ptr::null(), deps.len(), relaxed)
         })?;
+        self.batch.capture_began(stream);
         // Until the capture ends the graph is the capture's: readable only.
         let owned = self.graph_tables.owned.remove(&graph);
         self.graph_tables.graphs.remove(&graph);

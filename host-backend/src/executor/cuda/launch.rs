@@ -1,6 +1,6 @@
 //! Kernels on the device: function attributes, launches and occupancy.
 
-use std::ffi::{c_char, c_int, c_uint, c_void};
+use std::ffi::{c_char, c_int, c_uint};
 use std::ptr;
 
 use cudarc::driver::{result, sys};
@@ -9,7 +9,7 @@ use vmcuda_wire::CudaStatus;
 
 use super::super::{ExecFunction, ExecResult, LaunchConfig};
 use super::device::cache_config_from;
-use super::{check, status, to_usize, CudaExecutor};
+use super::{check, launch_batch, status, to_usize, CudaExecutor};
 use crate::executor::LaunchExec;
 
 /// Size of `CUlaunchAttributeValue` (and of the runtime's `cudaLaunchAttributeValue`).
@@ -285,7 +285,23 @@ impl LaunchExec for CudaExecutor {
             .iter()
             .map(|a| self.launch_attribute(a))
             .collect::<ExecResult<Vec<_>>>()?;
-        let cfg = launch_config(config, s, &mut attrs)?;
+        let key = (idx, config.stream);
+        let hold = attrs.is_empty() && self.batch.may_hold(key);
+        // Held launches go first: before one that goes at once, or before one on
+        // another stream is held.
+        let sent = if !hold || self.batch.held_stream().is_some_and(|k| k != key) {
+            self.batch.send()
+        } else {
+            Ok(())
+        };
+        if hold {
+            let shape = (&config.grid, &config.block, config.shared_mem);
+            self.batch.hold(key, s, func, shape, params);
+            if self.batch.is_full() {
+                return sent.and(self.batch.send());
+            }
+            return sent;
+        }
 
         // Each parameter must sit at an address aligned as it is (up to 16 bytes):
         // copy the buffer when its start is not 16-byte aligned.
@@ -293,52 +309,48 @@ impl LaunchExec for CudaExecutor {
         let buffer: *const u8 = if (params.as_ptr() as usize) & 15 == 0 {
             params.as_ptr()
         } else {
-            let mut words = vec![0u128; params.len().div_ceil(16)];
-            for (word, chunk) in words.iter_mut().zip(params.chunks(16)) {
-                let mut bytes = [0u8; 16];
-                bytes[..chunk.len()].copy_from_slice(chunk);
-                *word = u128::from_ne_bytes(bytes);
-            }
-            aligned = words;
+            aligned = launch_batch::aligned_words(params).collect();
             aligned.as_ptr().cast()
         };
+        if attrs.is_empty() {
+            let shape = (config.grid, config.block, config.shared_mem);
+            let r =
+                launch_batch::launch_now(func, shape.0, shape.1, shape.2, s, buffer, params.len());
+            return sent.and(r);
+        }
+        let cfg = launch_config(config, s, &mut attrs)?;
         let mut size: usize = params.len();
-        let mut extra: [*mut c_void; 5] = [
-            sys::CU_LAUNCH_PARAM_BUFFER_POINTER_AS_INT as usize as *mut c_void,
-            buffer.cast_mut().cast(),
-            sys::CU_LAUNCH_PARAM_BUFFER_SIZE_AS_INT as usize as *mut c_void,
-            (&mut size as *mut usize).cast(),
-            sys::CU_LAUNCH_PARAM_END_AS_INT as usize as *mut c_void,
-        ];
+        let mut extra = launch_batch::extra_list(buffer, &mut size);
         let extra_ptr = if params.is_empty() {
             ptr::null_mut()
         } else {
             extra.as_mut_ptr()
         };
-        if attrs.is_empty() {
-            // SAFETY: `func` belongs to the current context (bound above); `extra` is
-            // the END-terminated list whose buffer (`size` bytes) and size word outlive
-            // the call, and the driver copies the parameters before returning.
-            return check(unsafe {
-                sys::cuLaunchKernel(
-                    func,
-                    cfg.gridDimX,
-                    cfg.gridDimY,
-                    cfg.gridDimZ,
-                    cfg.blockDimX,
-                    cfg.blockDimY,
-                    cfg.blockDimZ,
-                    cfg.sharedMemBytes,
-                    s,
-                    ptr::null_mut(),
-                    extra_ptr,
-                )
-            });
-        }
-        // SAFETY: as above; `cfg` and the attribute array it points to live until the
-        // call returns.
+        // SAFETY: `func` belongs to the current context (bound above); `cfg` and the
+        // attribute array it points to live until the call returns; `extra` is the
+        // END-terminated list whose buffer (`size` bytes) and size word outlive the
+        // call, and the driver copies the parameters before returning.
         let r = unsafe { sys::cuLaunchKernelEx(&cfg, func, ptr::null_mut(), extra_ptr) };
-        check(r)
+        sent.and(check(r))
+    }
+
+    fn send_held_launches(&mut self) -> ExecResult<()> {
+        let Some((idx, _)) = self.batch.held_stream() else {
+            return Ok(());
+        };
+        // The held launches' context: the current one, unless a call between changed it.
+        let ctx = self.context(idx)?;
+        if result::ctx::get_current().map_err(status)? != Some(ctx) {
+            // SAFETY: `ctx` is a primary context this executor retained and holds.
+            unsafe { result::ctx::set_current(ctx) }.map_err(status)?;
+        }
+        let sent = self.batch.send();
+        self.bind()?;
+        sent
+    }
+
+    fn holds_launches(&self) -> bool {
+        self.batch.held_stream().is_some()
     }
 
     fn occupancy_max_active_blocks(

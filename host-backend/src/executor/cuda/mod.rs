@@ -30,7 +30,8 @@
 //! - `staging`: the pinned staging buffers and the queued copies from and into the
 //!   worker's page-locked buffers.
 //! - `module`: fatbinary images, kernels and globals.
-//! - `launch`: function attributes, launches, occupancy.
+//! - `launch`: function attributes, launches, occupancy; `launch_batch`: runs of
+//!   posted launches sent as one graph launch.
 //! - `stream`: streams and events.
 //! - `symbols`: the generated list of driver entry points.
 //! - `blas`, `blas_table`, `blaslt`, `driver`, `graph`: cuBLAS, cuBLASLt, the
@@ -68,6 +69,7 @@ mod driver;
 mod graph;
 mod graph_build;
 mod launch;
+mod launch_batch;
 mod memory;
 mod module;
 mod staging;
@@ -147,6 +149,8 @@ pub struct CudaExecutor {
     /// Graphs and executable graphs (see `graph`).
     graph_tables: graph::CudaGraphs,
     array_tables: array::CudaArrays,
+    /// Posted launches held to go to the GPU together (see `launch_batch`).
+    batch: launch_batch::LaunchBatch,
 }
 
 impl Executor for CudaExecutor {

@@ -113,6 +113,7 @@ impl StreamExec for CudaExecutor {
             return Err(CudaStatus::ErrorInvalidResourceHandle);
         };
         debug!(stream, "stream destroyed");
+        self.batch.forget_stream(stream);
         self.destroy_idle_streams();
         let s = stream as usize as sys::CUstream;
         // The driver gives a destroyed stream's resources to the next stream created,

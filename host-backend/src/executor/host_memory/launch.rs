@@ -7,7 +7,15 @@ use vmcuda_wire::CudaStatus;
 
 use super::super::{ExecFunction, ExecResult, LaunchConfig};
 use super::{append_record, graph, hex, Function, HostMemoryExecutor, LaunchRecord};
-use crate::executor::LaunchExec;
+use crate::executor::{LaunchExec, MAX_HELD_LAUNCHES};
+
+fn write_records(log: &mut std::fs::File, records: impl IntoIterator<Item = LaunchRecord>) {
+    for record in records {
+        if let Err(e) = append_record(log, &record) {
+            warn!("cannot write launch log: {e}");
+        }
+    }
+}
 
 impl HostMemoryExecutor {
     pub(super) fn function(&self, f: ExecFunction) -> ExecResult<&Function> {
@@ -123,11 +131,27 @@ impl LaunchExec for HostMemoryExecutor {
                 params: hex(params),
                 param_layout: f.params.iter().map(|p| (p.offset, p.size)).collect(),
             };
-            if let Err(e) = append_record(log, &record) {
-                warn!("cannot write launch log: {e}");
+            match &mut self.held {
+                Some(held) if held.len() + 1 < MAX_HELD_LAUNCHES => held.push(record),
+                Some(held) => {
+                    held.push(record);
+                    write_records(log, held.drain(..));
+                }
+                None => write_records(log, [record]),
             }
         }
         Ok(())
+    }
+
+    fn send_held_launches(&mut self) -> ExecResult<()> {
+        if let (Some(log), Some(held)) = (&mut self.launch_log, &mut self.held) {
+            write_records(log, held.drain(..));
+        }
+        Ok(())
+    }
+
+    fn holds_launches(&self) -> bool {
+        self.held.as_ref().is_some_and(|h| !h.is_empty())
     }
 
     /// The test double's device: 132 SMs, clusters of the shape's cluster dimension

@@ -120,6 +120,10 @@ pub struct HostMemoryExecutor {
     limits: HashMap<u32, u64>,
     cache_config: u32,
     launch_log: Option<File>,
+    /// Posted launches held before they reach the launch log, as the CUDA executor
+    /// holds them before they reach the GPU (its `launch_batch`): so the worker's duty
+    /// to send them is tested without one. Not with `VMCUDA_BATCH_LAUNCHES=0`.
+    held: Option<Vec<LaunchRecord>>,
     /// Host ranges shared by the guest: (start, size).
     host_registered: Vec<(u64, u64)>,
     /// The pretend host devices this guest sees, in its order (one memory serves them
@@ -172,6 +176,9 @@ impl HostMemoryExecutor {
             ]),
             cache_config: 0,
             launch_log,
+            held: std::env::var("VMCUDA_BATCH_LAUNCHES")
+                .map_or(true, |v| v != "0")
+                .then(Vec::new),
             host_registered: Vec::new(),
             visible: vec![0],
             current: 0,
