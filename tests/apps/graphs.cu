@@ -243,6 +243,35 @@ int main() {
     if (empty) CHECK(cudaGraphDestroy(empty));
     CHECK(cudaStreamDestroy(blocking));
 
+    // A stream made, joined to a capture and destroyed inside it (as NVIDIA's
+    // graphMemoryNodes sample does): the capture goes on, and its graph runs.
+    {
+        cudaStream_t inner;
+        CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+        CHECK(cudaStreamCreateWithFlags(&inner, cudaStreamNonBlocking));
+        CHECK(cudaEventRecord(fork, s));
+        CHECK(cudaStreamWaitEvent(inner, fork, 0));
+        CHECK(cudaMemsetAsync(c, 7, 64, inner));
+        CHECK(cudaEventRecord(join, inner));
+        CHECK(cudaStreamWaitEvent(s, join, 0));
+        CHECK(cudaStreamDestroy(inner));
+        cudaGraph_t g2;
+        CHECK(cudaStreamEndCapture(s, &g2));
+        cudaGraphExec_t e2;
+        CHECK(cudaGraphInstantiate(&e2, g2, 0));
+        CHECK(cudaMemset(c, 0, 64));
+        CHECK(cudaGraphLaunch(e2, s));
+        CHECK(cudaStreamSynchronize(s));
+        unsigned char h[64];
+        CHECK(cudaMemcpy(h, c, 64, cudaMemcpyDeviceToHost));
+        bool sevens = true;
+        for (unsigned char v : h) sevens = sevens && v == 7;
+        if (!sevens) { printf("FAIL graph with a stream destroyed inside its capture\n"); return 1; }
+        printf("a stream destroyed inside a capture: graph runs\n");
+        CHECK(cudaGraphExecDestroy(e2));
+        CHECK(cudaGraphDestroy(g2));
+    }
+
     CHECK(cudaFree(a));
     CHECK(cudaFree(b));
     CHECK(cudaFree(acc));

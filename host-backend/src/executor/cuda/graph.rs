@@ -257,7 +257,6 @@ impl Graphs for CudaExecutor {
     }
 
     fn end_capture(&mut self, stream: ExecStream) -> ExecResult<ExecGraph> {
-        self.batch.capture_ended(stream);
         let idx = self.bind()?;
         let s = self.stream(stream)?;
         let mut existing = None;
@@ -276,6 +275,11 @@ impl Graphs for CudaExecutor {
         let mut graph: sys::CUgraph = ptr::null_mut();
         // SAFETY: out-pointer to a local; `s` is checked.
         let ended = check(unsafe { sys::cuStreamEndCapture(s, &mut graph) });
+        // Launches may be held again once the capture is over (an end called from a
+        // stream that only joined it leaves it open).
+        if !self.stream_capturing(stream).unwrap_or(false) {
+            self.batch.capture_ended(stream);
+        }
         if let Some((g, owned)) = existing {
             // The program's graph, with what the capture added to it or not.
             match owned {

@@ -121,8 +121,17 @@ impl StreamExec for CudaExecutor {
         // it. A thread that exits while its default stream still works (its stream goes
         // with it) would so hold up the next thread's. Such a stream is destroyed once
         // its work is done, up to a bound.
-        // SAFETY: `s` was created by stream_create and has just left the table.
-        let busy = unsafe { sys::cuStreamQuery(s) } == sys::CUresult::CUDA_ERROR_NOT_READY;
+        // A stream in a capture holds no work, and asking it would end the capture
+        // (cuStreamQuery is not allowed there): it goes at once.
+        let mut capture = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+        // SAFETY: `s` was created by stream_create and has just left the table;
+        // out-pointer to a local.
+        let capturing = unsafe { sys::cuStreamIsCapturing(s, &mut capture) }
+            == sys::CUresult::CUDA_SUCCESS
+            && capture != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+        // SAFETY: as above.
+        let busy =
+            !capturing && unsafe { sys::cuStreamQuery(s) } == sys::CUresult::CUDA_ERROR_NOT_READY;
         if busy && self.dying_streams.len() < MAX_DYING_STREAMS {
             self.dying_streams.push((idx, s));
             return Ok(());
