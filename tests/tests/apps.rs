@@ -39,6 +39,7 @@ const APPS: &[&str] = &[
     "occupancy_attrs",
     "per_thread_stream",
     "pointer_mem",
+    "pool_sharing",
     "printf_buffered",
     "printf_kernel",
     "runtime_queries",

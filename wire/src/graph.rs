@@ -267,13 +267,15 @@ pub enum PoolRef {
     Default(i32),
     Created(MemPoolHandle),
 }
-/// `cudaMemPoolCreate`: a pool of pinned device memory on `device`, with no shareable
-/// handle types (the guest refuses those), at most `max_size` bytes (0: the driver's
-/// default).
+/// `cudaMemPoolCreate`: a pool of pinned device memory on `device`, at most `max_size`
+/// bytes (0: the driver's default); `shareable`: it may be exported (POSIX file
+/// descriptor handles, the only shareable type the guest passes on) for the same
+/// program to import.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct MemPoolCreate {
     pub device: i32,
     pub max_size: u64,
+    pub shareable: bool,
 }
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct PoolMade {

@@ -391,6 +391,26 @@ macro_rules! op_lines {
                 0x0711 MemPoolDestroy => mem_pool_destroy(MemPoolDestroy) -> (), Sync;
                 0x0712 MemAllocFromPoolAsync => mem_alloc_from_pool_async(MemAllocFromPoolAsync) -> Allocated, Sync;
                 0x0713 MemPoolGetAccess => mem_pool_get_access(MemPoolGetAccess) -> PoolAccess, Sync;
+                /// A shareable pool the guest made, exported for the same program to
+                /// import (`cudaMemPoolExportToShareableHandle`): the host keeps what the
+                /// driver gave and names it by `export`.
+                0x0730 MemPoolExportShareable => mem_pool_export_shareable(MemPoolExportShareable {
+                    pool: MemPoolHandle,
+                }) -> Exported { export: u64 }, Sync;
+                /// A pool exported by this guest, imported as another pool of its own.
+                0x0731 MemPoolImportShareable => mem_pool_import_shareable(MemPoolImportShareable {
+                    export: u64,
+                }) -> PoolMade, Sync;
+                /// An allocation from a shareable pool, exported for an import of the pool
+                /// (`cudaMemPoolExportPointer`): the driver's export data stays on the host.
+                0x0732 MemPoolExportPointer => mem_pool_export_pointer(MemPoolExportPointer {
+                    ptr: DevicePtr,
+                }) -> Exported, Sync;
+                /// An exported allocation mapped again through an imported pool: a new
+                /// address for the same memory, charged as an allocation of its size.
+                0x0733 MemPoolImportPointer => mem_pool_import_pointer(MemPoolImportPointer {
+                    pool: MemPoolHandle, export: u64,
+                }) -> PointerImported { ptr: DevicePtr, size: u64 }, Sync;
                 /// The current device's graph memory: trimmed (`cudaDeviceGraphMemTrim`),
                 /// and its figures (`cudaGraphMemAttr*`; setting resets a high mark).
                 0x072A DeviceGraphMemTrim => device_graph_mem_trim(DeviceGraphMemTrim {}) -> (), Sync;

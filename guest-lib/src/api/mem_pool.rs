@@ -8,17 +8,25 @@
 //! [`POOL_TAG`] + d; a pool the program made is [`MADE_TAG`] + a number of this
 //! process's, which names the pool's device and the host's handle for it. Each device's
 //! current pool (`cudaDeviceSetMemPool`) is kept here; `cudaMallocAsync` allocates from
-//! it. Pools live in one process: exporting and importing them is not supported.
+//! it. A pool made with POSIX descriptor handles may be exported, and its allocations
+//! too, for the same program to import: the host does both with the driver, in the
+//! program's worker. Exports name the host's records, never the driver's data, and one
+//! made by another process is refused (`cudaErrorNotSupported`, with a line).
 
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
+use std::os::fd::AsFd;
+
 use vmcuda_wire::graph::{
     pool_attr, MemAccess, MemAllocAsync, MemAllocFromPoolAsync, MemFreeAsync, MemPoolCreate,
     MemPoolDestroy, MemPoolGetAccess, MemPoolGetAttribute, MemPoolHandle, MemPoolSetAccess,
     MemPoolSetAttribute, MemPoolTrimTo, PoolRef,
+};
+use vmcuda_wire::op::{
+    MemPoolExportPointer, MemPoolExportShareable, MemPoolImportPointer, MemPoolImportShareable,
 };
 use vmcuda_wire::CudaStatus;
 
@@ -218,10 +226,12 @@ pub extern "C" fn cudaMemPoolCreate(pool: *mut RawHandle, props: *const c_void) 
         }
         // SAFETY: by cudaMemPoolCreate's contract `props` is NULL or readable.
         let p = unsafe { caller::read(props.cast::<RawPoolProps>()) }?;
-        if p.handle_types != HANDLE_TYPE_NONE {
-            // Shareable handles would let another process reach the memory.
+        // A POSIX descriptor handle may be exported for this program to import (see
+        // cudaMemPoolExportToShareableHandle); other handle types cannot be passed on.
+        if p.handle_types & !HANDLE_TYPE_POSIX_FD != HANDLE_TYPE_NONE {
             eprintln!(
-                "vmcuda: cudaMemPoolCreate: shareable handle types ({:#x}) are not supported",
+                "vmcuda: cudaMemPoolCreate: shareable handle types other than POSIX file \
+                 descriptors ({:#x}) are not supported",
                 p.handle_types
             );
             return Err(CudaStatus::ErrorNotSupported);
@@ -236,6 +246,7 @@ pub extern "C" fn cudaMemPoolCreate(pool: *mut RawHandle, props: *const c_void) 
         let req = MemPoolCreate {
             device: super::local_device(device)?,
             max_size: p.max_size as u64,
+            shareable: p.handle_types == HANDLE_TYPE_POSIX_FD,
         };
         let host = super::on_host_of(Some(device), || call(&req))?.pool;
         let n = NEXT_MADE.fetch_add(1, Ordering::Relaxed);
@@ -326,51 +337,202 @@ pub extern "C" fn cudaMemPoolGetAccess(
     })
 }
 
-/// Pools are this process's: nothing of them can be handed to another.
-fn not_shareable(name: &str) -> Result<()> {
-    eprintln!("vmcuda: {name}: memory pools cannot be shared between processes here");
+/// `cudaMemHandleTypePosixFileDescriptor`: the one shareable handle type passed on.
+const HANDLE_TYPE_POSIX_FD: i32 = 1;
+
+/// A handle type other than a POSIX descriptor: Win32 handles are not Linux's, and a
+/// fabric handle would reach other machines.
+fn handle_type_checked(name: &str, handle_type: i32) -> Result<()> {
+    match handle_type {
+        HANDLE_TYPE_POSIX_FD => Ok(()),
+        2 | 4 | 8 => {
+            eprintln!("vmcuda: {name}: only POSIX file descriptor handles are supported");
+            Err(CudaStatus::ErrorNotSupported)
+        }
+        _ => Err(CudaStatus::ErrorInvalidValue),
+    }
+}
+
+/// Pools and allocations cross no process boundary here: an export another process
+/// made is refused with a line naming the call.
+fn from_another_process(name: &str) -> Result<()> {
+    eprintln!(
+        "vmcuda: {name}: exported by another process; memory pools are shared only within \
+         one program here"
+    );
     Err(CudaStatus::ErrorNotSupported)
+}
+
+/// A pool exported to a descriptor: the pool's device and the host's name for the
+/// export. The descriptor handed out is a memfd of this process's, known by its
+/// identity (a copy of it is kept, so the identity is not reused while known).
+struct PoolExport {
+    device: i32,
+    export: u64,
+    _kept: std::os::fd::OwnedFd,
+}
+
+/// Exported pools, by the (device, inode) identity of their descriptor.
+static POOL_EXPORTS: LazyLock<Mutex<HashMap<(u64, u64), PoolExport>>> =
+    LazyLock::new(Default::default);
+
+fn fd_identity(fd: std::os::fd::BorrowedFd<'_>) -> Option<(u64, u64)> {
+    let st = nix::sys::stat::fstat(fd).ok()?;
+    Some((st.st_dev, st.st_ino))
 }
 
 #[no_mangle]
 pub extern "C" fn cudaMemPoolExportToShareableHandle(
-    _handle: *mut c_void,
-    _pool: RawHandle,
-    _handle_type: i32,
-    _flags: u32,
+    handle: *mut c_void,
+    pool: RawHandle,
+    handle_type: i32,
+    flags: u32,
 ) -> cudaError_t {
-    guard("cudaMemPoolExportToShareableHandle", || {
-        not_shareable("cudaMemPoolExportToShareableHandle")
+    const NAME: &str = "cudaMemPoolExportToShareableHandle";
+    guard(NAME, || {
+        if handle.is_null() || flags != 0 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        handle_type_checked(NAME, handle_type)?;
+        // A default pool has no shareable handle type: the driver's answer.
+        let (device, Some(host)) = resolve(pool)? else {
+            return Err(CudaStatus::ErrorInvalidValue);
+        };
+        let req = MemPoolExportShareable { pool: host };
+        let export = super::on_host_of(Some(device), || call(&req))?.export;
+        use nix::sys::memfd::{memfd_create, MFdFlags};
+        let fd = memfd_create(c"vmcuda-pool-export", MFdFlags::MFD_CLOEXEC)
+            .map_err(|_| CudaStatus::ErrorOperatingSystem)?;
+        let kept = fd
+            .try_clone()
+            .map_err(|_| CudaStatus::ErrorOperatingSystem)?;
+        let identity = fd_identity(fd.as_fd()).ok_or(CudaStatus::ErrorOperatingSystem)?;
+        let export = PoolExport {
+            device,
+            export,
+            _kept: kept,
+        };
+        POOL_EXPORTS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(identity, export);
+        // The program owns the descriptor from here.
+        let raw = std::os::fd::IntoRawFd::into_raw_fd(fd);
+        // SAFETY: by the call's contract `handle` points at an int for a POSIX handle.
+        unsafe { caller::write(handle.cast::<i32>(), raw) }
     })
 }
 
 #[no_mangle]
 pub extern "C" fn cudaMemPoolImportFromShareableHandle(
-    _pool: *mut RawHandle,
-    _handle: *mut c_void,
-    _handle_type: i32,
-    _flags: u32,
+    pool: *mut RawHandle,
+    handle: *mut c_void,
+    handle_type: i32,
+    flags: u32,
 ) -> cudaError_t {
-    guard("cudaMemPoolImportFromShareableHandle", || {
-        not_shareable("cudaMemPoolImportFromShareableHandle")
+    const NAME: &str = "cudaMemPoolImportFromShareableHandle";
+    guard(NAME, || {
+        if pool.is_null() || flags != 0 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        handle_type_checked(NAME, handle_type)?;
+        // A POSIX handle is passed as the descriptor's number.
+        let raw = i32::try_from(handle as isize).map_err(|_| CudaStatus::ErrorInvalidValue)?;
+        if raw < 0 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        // SAFETY: only read through fstat, which fails cleanly on a closed number.
+        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(raw) };
+        let identity = fd_identity(fd).ok_or(CudaStatus::ErrorInvalidValue)?;
+        let known = POOL_EXPORTS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&identity)
+            .map(|e| (e.device, e.export));
+        let Some((device, export)) = known else {
+            return from_another_process(NAME);
+        };
+        let req = MemPoolImportShareable { export };
+        let host = super::on_host_of(Some(device), || call(&req))?.pool;
+        let n = NEXT_MADE.fetch_add(1, Ordering::Relaxed);
+        pools().made.insert(n, Made { device, host });
+        // SAFETY: checked non-NULL above; by the call's contract writable.
+        unsafe { caller::write(pool, (MADE_TAG + n) as RawHandle) }
     })
 }
 
+/// `cudaMemPoolPtrExportData` as written here: a mark, this process's key, the host's
+/// name for the export and the device; the rest zero.
+const POINTER_EXPORT_MARK: u64 = 0x766d_6375_6461_7045; // "vmcudapE"
+
+/// A number of this process's, so an export another process wrote is known as such.
+fn process_key() -> u64 {
+    static KEY: LazyLock<u64> = LazyLock::new(|| {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        h.finish()
+    });
+    *KEY
+}
+
 #[no_mangle]
-pub extern "C" fn cudaMemPoolExportPointer(_data: *mut c_void, _ptr: *mut c_void) -> cudaError_t {
+pub extern "C" fn cudaMemPoolExportPointer(data: *mut c_void, ptr: *mut c_void) -> cudaError_t {
     guard("cudaMemPoolExportPointer", || {
-        not_shareable("cudaMemPoolExportPointer")
+        if data.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let device = registry()
+            .device_range(ptr as u64)
+            .map(|r| r.2)
+            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        let req = MemPoolExportPointer { ptr: ptr as u64 };
+        let export = super::on_host_of(Some(device), || call(&req))?.export;
+        let mut out = [0u64; 8];
+        out[0] = POINTER_EXPORT_MARK;
+        out[1] = process_key();
+        out[2] = export;
+        out[3] = device as u32 as u64;
+        // SAFETY: by the call's contract `data` points at a 64-byte
+        // cudaMemPoolPtrExportData.
+        unsafe { caller::write(data.cast::<[u64; 8]>(), out) }
     })
 }
 
 #[no_mangle]
 pub extern "C" fn cudaMemPoolImportPointer(
-    _ptr: *mut *mut c_void,
-    _pool: RawHandle,
-    _data: *mut c_void,
+    ptr: *mut *mut c_void,
+    pool: RawHandle,
+    data: *mut c_void,
 ) -> cudaError_t {
-    guard("cudaMemPoolImportPointer", || {
-        not_shareable("cudaMemPoolImportPointer")
+    const NAME: &str = "cudaMemPoolImportPointer";
+    guard(NAME, || {
+        if ptr.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        // SAFETY: by the call's contract `data` is NULL or a readable 64-byte
+        // cudaMemPoolPtrExportData.
+        let d = unsafe { caller::read(data.cast::<[u64; 8]>()) }?;
+        if d[0] != POINTER_EXPORT_MARK {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        if d[1] != process_key() {
+            return from_another_process(NAME);
+        }
+        let (device, Some(host)) = resolve(pool)? else {
+            return Err(CudaStatus::ErrorInvalidValue);
+        };
+        if d[3] != device as u32 as u64 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let req = MemPoolImportPointer {
+            pool: host,
+            export: d[2],
+        };
+        let imported = super::on_host_of(Some(device), || call(&req))?;
+        registry().add_device_range(imported.ptr, imported.size, device);
+        // SAFETY: checked non-NULL above; by the call's contract writable.
+        unsafe { caller::write(ptr, imported.ptr as *mut c_void) }
     })
 }
 
@@ -585,6 +747,48 @@ mod tests {
     use cudarc::driver::sys::CUmemPoolProps;
 
     use super::RawPoolProps;
+
+    /// What another process exported is refused before anything reaches a host: a
+    /// descriptor this process did not hand out, and pointer export data under another
+    /// process's key; data that is no export at all is an invalid value.
+    #[test]
+    fn exports_of_another_process_are_refused_here() {
+        use std::ffi::c_void;
+        use std::os::fd::AsRawFd;
+        use vmcuda_wire::CudaStatus;
+        let other = nix::sys::memfd::memfd_create(
+            c"another-process-export",
+            nix::sys::memfd::MFdFlags::MFD_CLOEXEC,
+        )
+        .unwrap();
+        let mut pool: super::RawHandle = std::ptr::null_mut();
+        let handle = other.as_raw_fd() as isize as *mut c_void;
+        assert_eq!(
+            super::cudaMemPoolImportFromShareableHandle(&mut pool, handle, 1, 0),
+            CudaStatus::ErrorNotSupported.0
+        );
+        assert_eq!(
+            super::cudaMemPoolImportFromShareableHandle(&mut pool, handle, 3, 0),
+            CudaStatus::ErrorInvalidValue.0,
+            "no such handle type"
+        );
+        let mut data = [0u64; 8];
+        data[0] = super::POINTER_EXPORT_MARK;
+        data[1] = super::process_key().wrapping_add(1);
+        let mut ptr: *mut c_void = std::ptr::null_mut();
+        let d = data.as_mut_ptr().cast::<c_void>();
+        assert_eq!(
+            super::cudaMemPoolImportPointer(&mut ptr, std::ptr::null_mut(), d),
+            CudaStatus::ErrorNotSupported.0
+        );
+        data[0] = 0;
+        let d = data.as_mut_ptr().cast::<c_void>();
+        assert_eq!(
+            super::cudaMemPoolImportPointer(&mut ptr, std::ptr::null_mut(), d),
+            CudaStatus::ErrorInvalidValue.0
+        );
+        assert!(ptr.is_null());
+    }
 
     /// `cudaMemPoolProps` and the driver's `CUmemPoolProps` (CUDA 13's headers, as
     /// cudarc binds them) share one layout, so `cuMemPoolCreate` is a twin.

@@ -16,6 +16,8 @@ pub type ExecGraphExec = u64;
 pub type ExecNode = u64;
 /// A memory pool made by `pool_create`, by the executor's own id.
 pub type ExecPool = u64;
+/// An exported pool or allocation, as an executor names it.
+pub type ExecShare = u64;
 
 /// A node with no work a stream could carry, by the executor's ids.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -187,8 +189,21 @@ pub trait Graphs {
     ) -> ExecResult<()>;
     fn pool_trim_to(&mut self, pool: Option<ExecPool>, min_bytes_to_keep: u64) -> ExecResult<()>;
     /// A pool of pinned memory on the current device, reserving at most `max_size`
-    /// bytes (0: the driver's default), with no shareable handle types.
-    fn pool_create(&mut self, max_size: u64) -> ExecResult<ExecPool>;
+    /// bytes (0: the driver's default); `shareable`: with POSIX file-descriptor
+    /// handles, so it may be exported, else none.
+    fn pool_create(&mut self, max_size: u64, shareable: bool) -> ExecResult<ExecPool>;
+    /// Export a shareable pool: the executor keeps what the driver gave, named by the
+    /// result, until [`Graphs::share_drop`] or the device's reset.
+    fn pool_export(&mut self, pool: ExecPool) -> ExecResult<ExecShare>;
+    /// An exported pool imported as another pool, on the current device (the
+    /// exporting pool's).
+    fn pool_import(&mut self, share: ExecShare) -> ExecResult<ExecPool>;
+    /// Export an allocation from a shareable pool.
+    fn pool_export_pointer(&mut self, ptr: DevicePtr) -> ExecResult<ExecShare>;
+    /// Map an exported allocation through an imported pool: a new address for the same
+    /// memory, freed as any allocation is.
+    fn pool_import_pointer(&mut self, pool: ExecPool, share: ExecShare) -> ExecResult<DevicePtr>;
+    fn share_drop(&mut self, share: ExecShare);
     /// Destroy a pool `pool_create` made; what is still allocated from it stays valid
     /// until freed.
     fn pool_destroy(&mut self, pool: ExecPool) -> ExecResult<()>;

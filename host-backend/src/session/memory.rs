@@ -276,6 +276,19 @@ impl Session {
         size: u64,
         alloc: impl FnOnce(&mut dyn Executor) -> Result<(DevicePtr, u64), CudaStatus>,
     ) -> Result<DevicePtr, CudaStatus> {
+        self.admit(device, size, true, alloc)
+    }
+
+    /// Charge `size` bytes on `device`, make them with `alloc` (its pointer and the
+    /// bytes it holds), zeroed where `zero` says (not memory that already holds the
+    /// guest's data), and enter them among the guest's allocations.
+    pub(super) fn admit(
+        &mut self,
+        device: i32,
+        size: u64,
+        zero: bool,
+        alloc: impl FnOnce(&mut dyn Executor) -> Result<(DevicePtr, u64), CudaStatus>,
+    ) -> Result<DevicePtr, CudaStatus> {
         let reserved = allocation_footprint(size);
         self.charge_on(device, reserved)?;
         let (ptr, bytes) = match alloc(self.exec.as_mut()) {
@@ -295,7 +308,12 @@ impl Session {
             self.accounts.refund(reserved);
             return Err(e);
         }
-        if let Err(e) = self.exec.zero_fill(ptr, bytes) {
+        let zeroed = if zero {
+            self.exec.zero_fill(ptr, bytes)
+        } else {
+            Ok(())
+        };
+        if let Err(e) = zeroed {
             let _ = self.exec.free(ptr);
             self.accounts.refund(charged);
             return Err(e);

@@ -99,6 +99,8 @@ pub struct Session {
     pool_devices: std::collections::BTreeSet<i32>,
     /// The memory pools the guest made (see `pool`): destroyed when the session ends.
     pools: pool::MadePools,
+    /// What the guest exported of its pools, for itself to import (see `pool`).
+    exports: pool::Exports,
     /// The socket to the daemon's broker, for copies to and from other hosts (see
     /// [`crate::peer`]); None where the daemon has no `[peers]`.
     peer: Option<crate::peer::PeerLink>,
@@ -128,6 +130,7 @@ impl Session {
             limit_base: Default::default(),
             pool_devices: Default::default(),
             pools: Default::default(),
+            exports: Default::default(),
             peer: None,
         }
     }

@@ -21,17 +21,47 @@ use vmcuda_wire::CudaStatus;
 use super::accounting::{Allocation, Held};
 use super::{nothing, Session};
 use crate::executor::allocation_footprint;
-use crate::executor::graph::ExecPool;
+use crate::executor::graph::{ExecPool, ExecShare};
+use vmcuda_wire::op::{
+    DevicePtr, Exported, MemPoolExportPointer, MemPoolExportShareable, MemPoolImportPointer,
+    MemPoolImportShareable, PointerImported,
+};
 
 /// A pool the guest made: its device (this host's number) and the executor's pool.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct MadePool {
     pub(super) device: i32,
     exec: ExecPool,
+    /// Imported from an export of another of the guest's pools: its memory is that
+    /// pool's, charged there.
+    imported: bool,
 }
 
 /// The guest's pools, by the handle it was given.
 pub(super) type MadePools = HashMap<MemPoolHandle, MadePool>;
+
+/// An export of the guest's, for the same program to import: its device, the
+/// executor's name for it, and what it exports.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Export {
+    device: i32,
+    share: ExecShare,
+    of: ExportOf,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum ExportOf {
+    Pool(MemPoolHandle),
+    /// An allocation (its start) and its size.
+    Pointer(DevicePtr, u64),
+}
+
+/// The guest's exports, by the number it was given.
+pub(super) type Exports = HashMap<u64, Export>;
+
+/// The most exports a guest holds at once (those of freed allocations and destroyed
+/// pools are let go first).
+const MAX_EXPORTS: u32 = 4096;
 
 /// A pool a call names, checked: its device, the executor's pool (None: the device's
 /// default pool) and the guest's handle for a pool it made.
@@ -118,6 +148,13 @@ impl Session {
     /// pool gives it back (at a synchronization past the release threshold, or a
     /// trim). Refused when it does not fit the quota.
     fn settle_pool_at(&mut self, pool: PoolAt) -> Result<(), CudaStatus> {
+        // An imported pool's memory is its exporter's, charged there.
+        if pool
+            .made
+            .is_some_and(|h| self.pools.get(&h).is_some_and(|p| p.imported))
+        {
+            return Ok(());
+        }
         let reserved = self
             .exec
             .pool_get_attribute(pool.exec, pool_attr::RESERVED_MEM_CURRENT)?;
@@ -286,6 +323,17 @@ impl Session {
             .filter(|(_, p)| device.is_none_or(|d| p.device == d))
             .map(|(&h, _)| h)
             .collect();
+        let dropped: Vec<u64> = self
+            .exports
+            .iter()
+            .filter(|(_, e)| device.is_none_or(|d| e.device == d))
+            .map(|(&n, _)| n)
+            .collect();
+        for n in dropped {
+            if let Some(e) = self.exports.remove(&n) {
+                self.exec.share_drop(e.share);
+            }
+        }
         for h in gone {
             let Some(p) = self.pools.remove(&h) else {
                 continue;
@@ -298,7 +346,127 @@ impl Session {
     }
 }
 
+impl Session {
+    /// Room for one more export: those of pools destroyed and allocations freed go
+    /// first.
+    fn room_for_export(&mut self) -> Result<(), CudaStatus> {
+        let gone: Vec<u64> = self
+            .exports
+            .iter()
+            .filter(|(_, e)| match e.of {
+                ExportOf::Pool(h) => !self.pools.contains_key(&h),
+                ExportOf::Pointer(ptr, _) => !self.accounts.allocations.contains_key(&ptr),
+            })
+            .map(|(&n, _)| n)
+            .collect();
+        for n in gone {
+            if let Some(e) = self.exports.remove(&n) {
+                self.exec.share_drop(e.share);
+            }
+        }
+        self.accounts
+            .check_count("memory pool export", self.exports.len(), MAX_EXPORTS)
+    }
+
+    fn keep_export(&mut self, device: i32, share: ExecShare, of: ExportOf) -> Exported {
+        let export = self.handles.fresh();
+        self.exports.insert(export, Export { device, share, of });
+        Exported { export }
+    }
+}
+
 impl PoolOps for Session {
+    fn mem_pool_export_shareable(
+        &mut self,
+        ctx: &CallContext,
+        req: MemPoolExportShareable,
+        _: &[u8],
+    ) -> HandlerResult<Exported> {
+        let at = self.pool_at(PoolRef::Created(req.pool))?;
+        let exec = at.exec.ok_or(CudaStatus::ErrorInvalidValue)?;
+        self.room_for_export()?;
+        let share = self.on_pool(ctx, at.device, |s| s.exec.pool_export(exec))?;
+        Ok((
+            self.keep_export(at.device, share, ExportOf::Pool(req.pool)),
+            Vec::new(),
+        ))
+    }
+
+    fn mem_pool_import_shareable(
+        &mut self,
+        ctx: &CallContext,
+        req: MemPoolImportShareable,
+        _: &[u8],
+    ) -> HandlerResult<PoolMade> {
+        let Some(e) = self.exports.get(&req.export).copied() else {
+            warn!(client = %self.client, export = req.export, "refused a pool export the guest does not hold");
+            return Err(CudaStatus::ErrorInvalidValue);
+        };
+        let ExportOf::Pool(_) = e.of else {
+            return Err(CudaStatus::ErrorInvalidValue);
+        };
+        self.accounts
+            .check_count("memory pool", self.pools.len(), self.grant.max_streams)?;
+        let exec = self.on_pool(ctx, e.device, |s| s.exec.pool_import(e.share))?;
+        let pool = MemPoolHandle(self.handles.fresh());
+        let made = MadePool {
+            device: e.device,
+            exec,
+            imported: true,
+        };
+        self.pools.insert(pool, made);
+        Ok((PoolMade { pool }, Vec::new()))
+    }
+
+    fn mem_pool_export_pointer(
+        &mut self,
+        ctx: &CallContext,
+        req: MemPoolExportPointer,
+        _: &[u8],
+    ) -> HandlerResult<Exported> {
+        // The start of a live allocation from a pool the guest made (the driver refuses
+        // a default pool's, and says whether the pool is shareable).
+        let Some(a) = self.accounts.allocations.get(&req.ptr) else {
+            return Err(CudaStatus::ErrorInvalidValue);
+        };
+        if a.made_pool.is_none() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let (device, size) = (a.device, a.size);
+        self.room_for_export()?;
+        let share = self.on_pool(ctx, device, |s| s.exec.pool_export_pointer(req.ptr))?;
+        let of = ExportOf::Pointer(req.ptr, size);
+        Ok((self.keep_export(device, share, of), Vec::new()))
+    }
+
+    fn mem_pool_import_pointer(
+        &mut self,
+        ctx: &CallContext,
+        req: MemPoolImportPointer,
+        _: &[u8],
+    ) -> HandlerResult<PointerImported> {
+        let Some(e) = self.exports.get(&req.export).copied() else {
+            warn!(client = %self.client, export = req.export, "refused a pointer export the guest does not hold");
+            return Err(CudaStatus::ErrorInvalidValue);
+        };
+        let ExportOf::Pointer(_, size) = e.of else {
+            return Err(CudaStatus::ErrorInvalidValue);
+        };
+        let at = self.pool_at(PoolRef::Created(req.pool))?;
+        let pool = at.exec.ok_or(CudaStatus::ErrorInvalidValue)?;
+        if at.device != e.device {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        // The same memory at a second address, charged as an allocation of its size
+        // while it is mapped: freeing the first leaves it alive, and charged.
+        let ptr = self.on_pool(ctx, e.device, |s| {
+            s.admit(e.device, size, false, |exec| {
+                Ok((exec.pool_import_pointer(pool, e.share)?, size))
+            })
+        })?;
+        Ok((PointerImported { ptr, size }, Vec::new()))
+    }
+
     fn device_graph_mem_trim(
         &mut self,
         _: &CallContext,
@@ -364,11 +532,14 @@ impl PoolOps for Session {
         self.accounts
             .check_count("memory pool", self.pools.len(), self.grant.max_streams)?;
         // Nothing is reserved yet: allocations from the pool are charged as they come.
-        let exec = self.on_pool(ctx, req.device, |s| s.exec.pool_create(req.max_size))?;
+        let exec = self.on_pool(ctx, req.device, |s| {
+            s.exec.pool_create(req.max_size, req.shareable)
+        })?;
         let pool = MemPoolHandle(self.handles.fresh());
         let made = MadePool {
             device: req.device,
             exec,
+            imported: false,
         };
         self.pools.insert(pool, made);
         Ok((PoolMade { pool }, Vec::new()))

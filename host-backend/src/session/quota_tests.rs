@@ -769,6 +769,7 @@ fn create_pool(s: &mut Session, max_size: u64) -> MemPoolHandle {
     let req = MemPoolCreate {
         device: 0,
         max_size,
+        shareable: true,
     };
     s.mem_pool_create(&CTX, req, &[]).unwrap().0.pool
 }
@@ -896,6 +897,7 @@ fn unknown_pools_and_absurd_sizes_are_refused() {
     let bad = MemPoolCreate {
         device: 7,
         max_size: 0,
+        shareable: false,
     };
     assert!(s.mem_pool_create(&CTX, bad, &[]).is_err());
     // Still serving.
@@ -927,4 +929,94 @@ fn a_made_pools_reserve_goes_with_the_session() {
     drop(s);
     assert_eq!(ledger.total().unwrap(), 0);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A shareable pool the guest made is exported and imported by the guest itself; an
+/// allocation of it exported; imports of what the guest does not hold, of a default
+/// pool's allocation or through a pool that is not the export's import are refused.
+/// An imported pool charges nothing of its own (its memory is its exporter's), and
+/// exports go with the session.
+#[test]
+fn pools_and_their_allocations_are_exported_for_the_guest_itself_only() {
+    let mut s = session(Some(16 * MIB));
+    let st = stream(&mut s, &CTX, 0x100);
+    let pool = create_pool(&mut s, 0);
+    let export = s
+        .mem_pool_export_shareable(&CTX, MemPoolExportShareable { pool }, &[])
+        .unwrap()
+        .0
+        .export;
+    let import = |s: &mut Session, export| {
+        s.mem_pool_import_shareable(&CTX, MemPoolImportShareable { export }, &[])
+            .map(|r| r.0.pool)
+    };
+    let imported = import(&mut s, export).unwrap();
+    assert_ne!(imported, pool, "an import is a pool of its own");
+    assert_eq!(
+        import(&mut s, export + 999),
+        Err(CudaStatus::ErrorInvalidValue)
+    );
+    // A pool made without a shareable handle type cannot be exported (the driver's
+    // answer, which the double gives too).
+    let plain = s
+        .mem_pool_create(
+            &CTX,
+            MemPoolCreate {
+                device: 0,
+                max_size: 0,
+                shareable: false,
+            },
+            &[],
+        )
+        .unwrap()
+        .0
+        .pool;
+    assert_eq!(
+        s.mem_pool_export_shareable(&CTX, MemPoolExportShareable { pool: plain }, &[])
+            .map(|r| r.0.export),
+        Err(CudaStatus::ErrorInvalidValue)
+    );
+    let p = alloc_from(&mut s, pool, 4 * MIB, st).unwrap();
+    let export_ptr = |s: &mut Session, ptr| {
+        s.mem_pool_export_pointer(&CTX, MemPoolExportPointer { ptr }, &[])
+            .map(|r| r.0.export)
+    };
+    let pe = export_ptr(&mut s, p).unwrap();
+    assert_eq!(
+        export_ptr(&mut s, p + 16),
+        Err(CudaStatus::ErrorInvalidValue)
+    );
+    let d = alloc_async(&mut s, 4096, st).unwrap();
+    assert_eq!(
+        export_ptr(&mut s, d),
+        Err(CudaStatus::ErrorInvalidValue),
+        "a default pool's allocation"
+    );
+    let charged = s.charged_bytes();
+    let import_ptr = |s: &mut Session, pool, export| {
+        s.mem_pool_import_pointer(&CTX, MemPoolImportPointer { pool, export }, &[])
+            .map(|r| r.0.ptr)
+    };
+    assert_eq!(
+        import_ptr(&mut s, imported, export),
+        Err(CudaStatus::ErrorInvalidValue),
+        "a pool's export is no pointer's"
+    );
+    assert_eq!(
+        import_ptr(&mut s, pool, pe),
+        Err(CudaStatus::ErrorInvalidValue),
+        "only through the export's import"
+    );
+    // The double holds one address per allocation: the mapping itself is the GPU's.
+    assert_eq!(
+        import_ptr(&mut s, imported, pe),
+        Err(CudaStatus::ErrorNotSupported)
+    );
+    assert_eq!(
+        s.charged_bytes(),
+        charged,
+        "a refused import charges nothing"
+    );
+    assert_charged_is_held(&mut s, "with an imported pool");
+    drop(s);
 }

@@ -11,8 +11,9 @@
 //! by `graph_mem_trim`, which the session calls when nothing holds it any more.
 
 use std::collections::HashMap;
-use std::ffi::CString;
+use std::ffi::{c_int, c_void, CString};
 use std::io::Write;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -22,7 +23,7 @@ use vmcuda_wire::graph::{pool_attr, MemAccess};
 use vmcuda_wire::op::DevicePtr;
 use vmcuda_wire::CudaStatus;
 
-use super::super::graph::{ExecGraph, ExecGraphExec, ExecNode, ExecPool, Graphs};
+use super::super::graph::{ExecGraph, ExecGraphExec, ExecNode, ExecPool, ExecShare, Graphs};
 use super::super::{ExecResult, ExecStream, LEGACY_STREAM};
 use super::{check, to_usize, CudaExecutor};
 use crate::executor::DeviceExec;
@@ -35,8 +36,12 @@ pub(super) struct CudaGraphs {
     /// Graphs still being captured into that `capture_graph` has shown: readable, but
     /// the driver's until their capture ends.
     pub(super) building: HashMap<ExecGraph, usize>,
-    /// Pools made by `pool_create` (id = the `CUmemoryPool` value -> device index).
+    /// Pools made by `pool_create` or `pool_import` (id = the `CUmemoryPool` value ->
+    /// device index).
     pools: HashMap<ExecPool, usize>,
+    /// Exported pools and allocations (device index, what the driver gave), by number.
+    shares: HashMap<ExecShare, (usize, Share)>,
+    next_share: ExecShare,
     /// Graphs a node owns (a child graph, a conditional node's bodies): built into and
     /// read, destroyed only with their node, and forgotten then (the driver reuses
     /// their addresses for new graphs).
@@ -44,6 +49,14 @@ pub(super) struct CudaGraphs {
     /// Graphs being captured into by `begin_capture_to_graph`, and what a node-owned
     /// one was. They are the program's before and after, whatever the capture's end.
     pub(super) into_existing: HashMap<ExecGraph, Option<OwnedGraph>>,
+}
+
+/// What the driver gave for an export.
+pub(super) enum Share {
+    /// A pool's POSIX file descriptor.
+    Pool(OwnedFd),
+    /// An allocation's export data.
+    Pointer(sys::CUmemPoolPtrExportData),
 }
 
 /// A graph a node owns: its device, and the node and graph that own it.
@@ -110,6 +123,7 @@ fn pool_attribute(attr: u32) -> ExecResult<sys::CUmemPool_attribute> {
 impl CudaExecutor {
     /// Destroy the graphs of device `idx` (its context is current).
     pub(super) fn graphs_destroy_device(&mut self, idx: usize) {
+        self.graph_tables.shares.retain(|_, (d, _)| *d != idx);
         self.graph_tables.pools.retain(|&pool, d| {
             if *d == idx {
                 // SAFETY: made by pool_create, destroyed once (leaving the table).
@@ -134,6 +148,13 @@ impl CudaExecutor {
             }
             *d != idx
         });
+    }
+
+    fn keep_share(&mut self, idx: usize, share: Share) -> ExecShare {
+        self.graph_tables.next_share += 1;
+        let id = self.graph_tables.next_share;
+        self.graph_tables.shares.insert(id, (idx, share));
+        id
     }
 
     /// A finished graph of this executor.
@@ -463,11 +484,15 @@ impl Graphs for CudaExecutor {
         check(unsafe { sys::cuMemPoolTrimTo(pool, keep) })
     }
 
-    fn pool_create(&mut self, max_size: u64) -> ExecResult<ExecPool> {
+    fn pool_create(&mut self, max_size: u64, shareable: bool) -> ExecResult<ExecPool> {
         let idx = self.bind()?;
+        use sys::CUmemAllocationHandleType as H;
         let props = sys::CUmemPoolProps {
             allocType: sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED,
-            handleTypes: sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_NONE,
+            handleTypes: match shareable {
+                true => H::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                false => H::CU_MEM_HANDLE_TYPE_NONE,
+            },
             location: sys::CUmemLocation {
                 type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
                 id: self.devices[idx].handle,
@@ -483,6 +508,74 @@ impl Graphs for CudaExecutor {
         let id = pool as usize as ExecPool;
         self.graph_tables.pools.insert(id, idx);
         Ok(id)
+    }
+
+    fn pool_export(&mut self, pool: ExecPool) -> ExecResult<ExecShare> {
+        let idx = self.bind()?;
+        let p = self.pool(Some(pool))?;
+        let mut fd: c_int = -1;
+        let posix = sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+        // SAFETY: `p` is a live pool; for POSIX handles the driver writes an int.
+        check(unsafe {
+            sys::cuMemPoolExportToShareableHandle((&mut fd as *mut c_int).cast(), p, posix, 0)
+        })?;
+        if fd < 0 {
+            return Err(CudaStatus::ErrorUnknown);
+        }
+        // SAFETY: the driver just opened `fd` for us; nothing else owns it.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(self.keep_share(idx, Share::Pool(fd)))
+    }
+
+    fn pool_import(&mut self, share: ExecShare) -> ExecResult<ExecPool> {
+        let idx = self.bind()?;
+        let Some((d, Share::Pool(fd))) = self.graph_tables.shares.get(&share) else {
+            return Err(CudaStatus::ErrorInvalidValue);
+        };
+        if *d != idx {
+            return Err(CudaStatus::ErrorInvalidDevice);
+        }
+        let posix = sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+        let mut pool: sys::CUmemoryPool = ptr::null_mut();
+        // SAFETY: out-pointer to a local; a POSIX handle is passed as the descriptor's
+        // number, which stays open (the driver does not take it).
+        check(unsafe {
+            sys::cuMemPoolImportFromShareableHandle(
+                &mut pool,
+                fd.as_raw_fd() as isize as *mut c_void,
+                posix,
+                0,
+            )
+        })?;
+        let id = pool as usize as ExecPool;
+        self.graph_tables.pools.insert(id, idx);
+        Ok(id)
+    }
+
+    fn pool_export_pointer(&mut self, dptr: DevicePtr) -> ExecResult<ExecShare> {
+        let idx = self.bind()?;
+        let mut data = sys::CUmemPoolPtrExportData { reserved: [0; 64] };
+        // SAFETY: out-pointer to a local; the driver judges the pointer.
+        check(unsafe { sys::cuMemPoolExportPointer(&mut data, dptr) })?;
+        Ok(self.keep_share(idx, Share::Pointer(data)))
+    }
+
+    fn pool_import_pointer(&mut self, pool: ExecPool, share: ExecShare) -> ExecResult<DevicePtr> {
+        self.bind()?;
+        let p = self.pool(Some(pool))?;
+        let Some((_, Share::Pointer(data))) = self.graph_tables.shares.get(&share) else {
+            return Err(CudaStatus::ErrorInvalidValue);
+        };
+        let mut data = *data;
+        let mut out: sys::CUdeviceptr = 0;
+        // SAFETY: out-pointer to a local; `p` is a live pool; `data` is what the driver
+        // gave for an export, copied.
+        check(unsafe { sys::cuMemPoolImportPointer(&mut out, p, &mut data) })?;
+        Ok(out)
+    }
+
+    fn share_drop(&mut self, share: ExecShare) {
+        self.graph_tables.shares.remove(&share);
     }
 
     fn pool_destroy(&mut self, pool: ExecPool) -> ExecResult<()> {

@@ -32,7 +32,7 @@ use vmcuda_wire::graph::{access_flags_valid, node_type, pool_attr, MemAccess, LO
 use vmcuda_wire::op::{DevicePtr, LaunchAttribute};
 use vmcuda_wire::CudaStatus;
 
-use super::super::graph::{ExecGraph, ExecGraphExec, ExecNode, ExecPool, Graphs};
+use super::super::graph::{ExecGraph, ExecGraphExec, ExecNode, ExecPool, ExecShare, Graphs};
 use super::super::{
     DeviceRange, ExecEvent, ExecFunction, ExecResult, ExecStream, LaunchConfig, PitchedRange,
 };
@@ -229,6 +229,9 @@ pub(super) struct HostGraphs {
     /// Graph memory's high marks (used, reserved), as last seen.
     graph_mem_high: [u64; 2],
     next_pool: ExecPool,
+    /// Exports, by number: the exported pool, and for an allocation its address.
+    shares: HashMap<ExecShare, (ExecPool, Option<DevicePtr>)>,
+    next_share: ExecShare,
 }
 
 /// The default pool's figures: what is allocated from it, and what it keeps of what
@@ -245,6 +248,10 @@ struct Pool {
     reuse: Option<[u64; 3]>,
     /// The most it may reserve (0: no limit).
     max_size: u64,
+    /// Made with a shareable handle type (it may be exported).
+    shareable: bool,
+    /// Imported from an export of this pool.
+    imported_from: Option<ExecPool>,
 }
 
 impl HostMemoryExecutor {
@@ -325,6 +332,13 @@ impl HostMemoryExecutor {
     }
 
     /// The default pool (`None`) or a pool made with `pool_create`.
+    fn keep_share(&mut self, pool: ExecPool, ptr: Option<DevicePtr>) -> ExecShare {
+        self.graphs.next_share += 1;
+        let id = self.graphs.next_share;
+        self.graphs.shares.insert(id, (pool, ptr));
+        id
+    }
+
     fn pool(&self, which: Option<ExecPool>) -> ExecResult<&Pool> {
         match which {
             None => Ok(&self.graphs.pool),
@@ -932,15 +946,65 @@ impl Graphs for HostMemoryExecutor {
         Ok(())
     }
 
-    fn pool_create(&mut self, max_size: u64) -> ExecResult<ExecPool> {
+    fn pool_create(&mut self, max_size: u64, shareable: bool) -> ExecResult<ExecPool> {
         self.graphs.next_pool += 1;
         let id = self.graphs.next_pool;
         let pool = Pool {
             max_size,
+            shareable,
             ..Pool::default()
         };
         self.graphs.created.insert(id, pool);
         Ok(id)
+    }
+
+    fn pool_export(&mut self, pool: ExecPool) -> ExecResult<ExecShare> {
+        // As the driver: only a pool made with a shareable handle type.
+        if !self.pool(Some(pool))?.shareable {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        Ok(self.keep_share(pool, None))
+    }
+
+    fn pool_import(&mut self, share: ExecShare) -> ExecResult<ExecPool> {
+        let Some(&(from, None)) = self.graphs.shares.get(&share) else {
+            return Err(CudaStatus::ErrorInvalidValue);
+        };
+        self.graphs.next_pool += 1;
+        let id = self.graphs.next_pool;
+        let pool = Pool {
+            imported_from: Some(from),
+            ..Pool::default()
+        };
+        self.graphs.created.insert(id, pool);
+        Ok(id)
+    }
+
+    fn pool_export_pointer(&mut self, ptr: DevicePtr) -> ExecResult<ExecShare> {
+        let from = self
+            .graphs
+            .created
+            .iter()
+            .find(|(_, p)| p.shareable && p.live.contains_key(&ptr))
+            .map(|(&id, _)| id)
+            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        Ok(self.keep_share(from, Some(ptr)))
+    }
+
+    /// Checked as the driver would; but one address per allocation is all this double's
+    /// memory can hold, so the mapping itself is refused.
+    fn pool_import_pointer(&mut self, pool: ExecPool, share: ExecShare) -> ExecResult<DevicePtr> {
+        let Some(&(from, Some(_))) = self.graphs.shares.get(&share) else {
+            return Err(CudaStatus::ErrorInvalidValue);
+        };
+        if self.pool(Some(pool))?.imported_from != Some(from) {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        Err(CudaStatus::ErrorNotSupported)
+    }
+
+    fn share_drop(&mut self, share: ExecShare) {
+        self.graphs.shares.remove(&share);
     }
 
     fn pool_destroy(&mut self, which: ExecPool) -> ExecResult<()> {
@@ -1118,7 +1182,7 @@ mod tests {
     #[test]
     fn a_made_pool_keeps_its_own_figures_and_its_maximum() {
         let mut x = HostMemoryExecutor::new(1 << 20, None).unwrap();
-        let pool = x.pool_create(4096).unwrap();
+        let pool = x.pool_create(4096, false).unwrap();
         let p = x.alloc_async(1000, Some(pool), LEGACY).unwrap();
         assert_eq!(
             x.pool_get_attribute(Some(pool), pool_attr::USED_MEM_CURRENT)
