@@ -1562,14 +1562,9 @@ fn memory_pools_the_program_makes_are_forwarded() {
     ] {
         assert!(stdout.contains(line), "missing `{line}` in:\n{stdout}");
     }
-    // In a VM guest the shareable pool is refused, with one line naming the call.
-    assert_eq!(
-        stderr
-            .matches("cudaMemPoolCreate: shareable handle types")
-            .count(),
-        1,
-        "{stderr}"
-    );
+    // A pool with POSIX descriptor handles is made (it may be shared within the
+    // program): no refusal.
+    assert!(!stderr.contains("cudaMemPoolCreate"), "{stderr}");
 }
 
 /// The driver's library and kernel calls, as NVIDIA's runtime uses them, on a cubin
