@@ -147,6 +147,34 @@ pub extern "C" fn __cudaRegisterVar(
     });
 }
 
+/// The line `__cudaRegisterUnifiedTable` says, once.
+const UNIFIED_TABLE_LINE: &str = "vmcuda: __cudaRegisterUnifiedTable: a host function and \
+    data table for the module loader (the driver's CU_LIBRARY_HOST_UNIVERSAL_FUNCTION_AND_DATA_TABLE, \
+    reserved for NVIDIA's use) holds this process's addresses, which cannot reach the host's \
+    driver; the module loads without it";
+
+/// NVIDIA's runtime keeps four pointers with the fatbinary's registration and passes
+/// them to `cuLibraryLoadData` as the library option
+/// `CU_LIBRARY_HOST_UNIVERSAL_FUNCTION_AND_DATA_TABLE`, which the driver reserves for
+/// NVIDIA's internal use; nvcc 13.0 emits no call to it. Its addresses are the guest
+/// process's, meaningless to the host's driver, so the table is not passed on: the
+/// call says so once (it returns nothing, and leaves the last error alone, as the real
+/// one does for a registered module).
+#[no_mangle]
+pub extern "C" fn __cudaRegisterUnifiedTable(
+    handle: *mut *mut c_void,
+    _table0: *mut c_void,
+    _table1: *mut c_void,
+    _table2: *mut c_void,
+    _table3: *mut c_void,
+) {
+    let _ = std::panic::catch_unwind(|| {
+        if !handle.is_null() {
+            crate::notice::say_once(UNIFIED_TABLE_LINE);
+        }
+    });
+}
+
 /// A `__managed__` variable: registered like a device variable, keyed by where the
 /// program's code keeps its address, which [`__cudaInitModule`] (called by that code
 /// before its first use) fills in.
@@ -364,4 +392,22 @@ pub fn forget_device_state() {
     reg.clear_device_ranges();
     reg.streams.clear();
     reg.events.clear();
+}
+
+#[cfg(test)]
+mod unified_table_tests {
+    /// A module's unified table is not passed on: the call says so once, whatever
+    /// the number of modules, and sets no error.
+    #[test]
+    fn a_unified_table_is_named_once_and_sets_no_error() {
+        let mut handle: *mut std::ffi::c_void = std::ptr::null_mut();
+        let none = std::ptr::null_mut();
+        super::__cudaRegisterUnifiedTable(std::ptr::null_mut(), none, none, none, none);
+        assert!(!crate::notice::said(super::UNIFIED_TABLE_LINE));
+        for _ in 0..2 {
+            super::__cudaRegisterUnifiedTable(&mut handle, none, none, none, none);
+        }
+        assert!(crate::notice::said(super::UNIFIED_TABLE_LINE));
+        assert_eq!(crate::state::peek_last_error(), 0);
+    }
 }
