@@ -11,8 +11,8 @@
 //! there is none (a remote host), host nodes are refused.
 //!
 //! A node's function and argument can change (`cudaGraphHostNodeSetParams`): the slot
-//! keeps whatever was set last, so an executable graph made before sees the change
-//! too.
+//! calls whatever was set last, and the graph code (`api::graph_build`) gives a node a
+//! new slot where an executable graph or a clone may hold its old one.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};

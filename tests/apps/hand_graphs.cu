@@ -53,6 +53,11 @@ static void CUDART_CB host_sum(void* p) {
     hs->calls++;
 }
 
+// Host functions that say which one ran, for the host-node parameter checks.
+static void CUDART_CB mark_a(void* p) { *(int*)p = *(int*)p * 10 + 1; }
+static void CUDART_CB mark_b(void* p) { *(int*)p = *(int*)p * 10 + 2; }
+static void CUDART_CB mark_c(void* p) { *(int*)p = *(int*)p * 10 + 3; }
+
 static size_t count_nodes(cudaGraph_t g) {
     size_t n = 0;
     CHECK(cudaGraphGetNodes(g, nullptr, &n));
@@ -436,6 +441,63 @@ int main() {
     launch_and_wait(ie, s);
     printf("captured into a graph: sum %.1f\n", sum(h_out, N));
     EXPECT(captured.calls == 2 && captured.sum == sum(h_out, N));
+
+    // A host node's function set anew: an executable graph made before keeps the one
+    // it was made with; one set in an executable graph is its own; a clone's copy is a
+    // host node calling the original's function until one of them gets another.
+    {
+        int mark = 0;
+        cudaGraph_t hg;
+        CHECK(cudaGraphCreate(&hg, 0));
+        cudaGraphNode_t hn;
+        cudaHostNodeParams pa = {mark_a, &mark};
+        CHECK(cudaGraphAddHostNode(&hn, hg, nullptr, 0, &pa));
+        cudaGraphExec_t e1, e2;
+        CHECK(cudaGraphInstantiate(&e1, hg, 0));
+        cudaHostNodeParams pb = {mark_b, &mark};
+        CHECK(cudaGraphHostNodeSetParams(hn, &pb));
+        CHECK(cudaGraphInstantiate(&e2, hg, 0));
+        auto run = [&](cudaGraphExec_t x) {
+            mark = 0;
+            CHECK(cudaGraphLaunch(x, s));
+            CHECK(cudaStreamSynchronize(s));
+            return mark;
+        };
+        int first = run(e1), second = run(e2);
+        printf("host node: made before the new function: %d, after: %d\n", first, second);
+        cudaHostNodeParams pc = {mark_c, &mark};
+        CHECK(cudaGraphExecHostNodeSetParams(e1, hn, &pc));
+        first = run(e1);
+        second = run(e2);
+        printf("host node set in one executable graph: it %d, the other %d\n", first, second);
+        cudaHostNodeParams back = {};
+        CHECK(cudaGraphHostNodeGetParams(hn, &back));
+        printf("the graph's node still calls: %s\n", back.fn == mark_b ? "b" : "another");
+        cudaGraph_t hc;
+        CHECK(cudaGraphClone(&hc, hg));
+        cudaGraphNode_t cn;
+        CHECK(cudaGraphNodeFindInClone(&cn, hn, hc));
+        cudaGraphNodeType t;
+        CHECK(cudaGraphNodeGetType(cn, &t));
+        printf("clone's copy is a host node: %s\n", t == cudaGraphNodeTypeHost ? "yes" : "no");
+        CHECK(cudaGraphHostNodeGetParams(cn, &back));
+        printf("clone's copy calls: %s\n", back.fn == mark_b ? "b" : "another");
+        CHECK(cudaGraphHostNodeSetParams(cn, &pa));
+        cudaGraphExec_t ce;
+        CHECK(cudaGraphInstantiate(&ce, hc, 0));
+        int cloned = run(ce);
+        second = run(e2);
+        CHECK(cudaGraphHostNodeGetParams(hn, &back));
+        printf("clone given a: clone %d, original's %d, original's node calls %s\n", cloned,
+               second, back.fn == mark_b ? "b" : "another");
+        // Updated from the graph, an executable graph takes its functions again.
+        cudaGraphExecUpdateResultInfo info;
+        CHECK(cudaGraphExecUpdate(e1, hg, &info));
+        printf("after an update from the graph: %d\n", run(e1));
+        for (cudaGraphExec_t x : {e1, e2, ce}) CHECK(cudaGraphExecDestroy(x));
+        CHECK(cudaGraphDestroy(hc));
+        CHECK(cudaGraphDestroy(hg));
+    }
 
     CHECK(cudaGraphExecDestroy(ie));
     CHECK(cudaGraphExecDestroy(me));

@@ -323,9 +323,9 @@ macro_rules! op_lines {
                 0x071D GraphDestroyNode => graph_destroy_node(GraphDestroyNode { node: GraphNodeHandle }) -> (), Sync
                     => runtime cudaGraphDestroyNode(node: *mut c_void)
                     => driver cuGraphDestroyNode(node: *mut c_void);
-                0x071E GraphClone => graph_clone(GraphClone { original: GraphHandle }) -> GraphMade, Sync
-                    => runtime cudaGraphClone(out graph: *mut c_void, original: *mut c_void)
-                    => driver cuGraphClone(out graph: *mut c_void, original: *mut c_void);
+                /// (`cudaGraphClone` is the guest's own: it also gives the clone's host
+                /// nodes their functions.)
+                0x071E GraphClone => graph_clone(GraphClone { original: GraphHandle }) -> GraphMade, Sync;
                 0x071F GraphNodeFindInClone => graph_node_find_in_clone(GraphNodeFindInClone { original: GraphNodeHandle, clone: GraphHandle })
                     -> GraphNodeMade, Sync
                     => runtime cudaGraphNodeFindInClone(out node: *mut c_void, original: *mut c_void, clone: *mut c_void)

@@ -220,6 +220,7 @@ fn instantiate(
             flags,
         };
         let made = call(&req)?;
+        super::graph_build::host_slots_shared(None);
         live(|l| l.execs.insert(made.exec.0));
         EXEC_FLAGS
             .lock()

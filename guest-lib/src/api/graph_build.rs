@@ -14,10 +14,11 @@
 //! with them (kernel arguments copied, as CUDA keeps its own copy). Nodes the
 //! program did not build here (captured ones) answer `cudaErrorNotSupported` to those.
 //!
-//! Host nodes need the GPU to wait for a function in the guest mid-graph, which one
-//! host cannot do for another's process: refused with `cudaErrorNotSupported`.
+//! Host nodes are a slot the GPU signals and waits on while a thread of the guest's
+//! runs the function (`host_functions`); a graph, its executable graphs and its clones
+//! keep their own functions (see `set_host`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::c_void;
 use std::sync::Mutex;
 
@@ -27,9 +28,10 @@ use vmcuda_wire::graph::{
     StreamEndCapture, StreamGetCaptureGraph,
 };
 use vmcuda_wire::op::{
-    EventHandle, GraphAddDependencies, GraphCreate, GraphDestroy, GraphExecHandle, GraphExecUpdate,
-    GraphGetEdges, GraphGetRootNodes, GraphHandle, GraphNodeGetDependentNodes, GraphNodeHandle,
-    GraphRemoveDependencies, GraphUpload, StreamHandle,
+    EventHandle, GraphAddDependencies, GraphClone, GraphCreate, GraphDestroy, GraphExecHandle,
+    GraphExecUpdate, GraphGetEdges, GraphGetRootNodes, GraphHandle, GraphNodeFindInClone,
+    GraphNodeGetDependentNodes, GraphNodeHandle, GraphRemoveDependencies, GraphUpload,
+    StreamHandle,
 };
 use vmcuda_wire::CudaStatus;
 
@@ -1056,6 +1058,62 @@ pub struct HostNodeParams {
     pub data: *mut c_void,
 }
 
+/// Where host nodes' slots are shared, so that a new function for one goes to a slot
+/// of its own (`host_functions` calls whatever its slot holds):
+#[derive(Default)]
+struct HostSlots {
+    /// Each host node of a graph, and its graph (for clones).
+    graph_of: HashMap<u64, u64>,
+    /// Slots an executable graph or a clone may hold too: what was made of a graph
+    /// keeps the function it was made with, as in CUDA.
+    shared: HashSet<usize>,
+    /// Host nodes of executable graphs that were given a slot of their own:
+    /// (executable graph, node) -> slot.
+    exec_own: HashMap<(u64, u64), usize>,
+}
+
+static HOST_SLOTS: Mutex<Option<HostSlots>> = Mutex::new(None);
+
+fn host_slots<T>(f: impl FnOnce(&mut HostSlots) -> T) -> T {
+    let mut g = HOST_SLOTS.lock().unwrap_or_else(|p| p.into_inner());
+    f(g.get_or_insert_with(HostSlots::default))
+}
+
+/// An executable graph was made of, or updated from, a graph: every host node's slot
+/// may now be held by it too (an update may also give it the graph's slots back).
+pub(crate) fn host_slots_shared(exec: Option<u64>) {
+    let kept: Vec<usize> = {
+        let k = KEPT.lock().unwrap_or_else(|p| p.into_inner());
+        k.iter()
+            .flat_map(|m| m.values())
+            .filter_map(|kept| match kept {
+                Kept::Host(at) => Some(*at),
+                _ => None,
+            })
+            .collect()
+    };
+    host_slots(|h| {
+        h.shared.extend(kept);
+        if let Some(e) = exec {
+            h.exec_own.retain(|&(x, _), _| x != e);
+        }
+    });
+}
+
+/// A node signalling slot `at`, in `graph`.
+fn host_signal_node(
+    graph: RawHandle,
+    deps: &[GraphNodeHandle],
+    at: usize,
+) -> Result<GraphNodeHandle> {
+    build_node(graph, deps, |s| {
+        match host_functions::signal(stream_handle(s, false), at) {
+            Ok(()) => 0,
+            Err(e) => e.0,
+        }
+    })
+}
+
 fn add_host(
     graph: RawHandle,
     deps: &[GraphNodeHandle],
@@ -1066,14 +1124,53 @@ fn add_host(
         return Err(CudaStatus::ErrorInvalidValue);
     }
     let at = host_functions::new_slot(f, p.data as usize)?;
-    let node = build_node(graph, deps, |s| {
-        match host_functions::signal(stream_handle(s, false), at) {
-            Ok(()) => 0,
-            Err(e) => e.0,
-        }
-    })?;
+    let node = host_signal_node(graph, deps, at)?;
     keep(node, Kept::Host(at));
+    host_slots(|h| h.graph_of.insert(node.0, graph as u64));
     Ok(node)
+}
+
+#[no_mangle]
+pub extern "C" fn cudaGraphClone(out: *mut RawHandle, original: RawHandle) -> cudaError_t {
+    guard("cudaGraphClone", || {
+        if out.is_null() || original.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let clone = call(&GraphClone {
+            original: original.into(),
+        })?
+        .graph;
+        // The clone's host nodes call what the original's do, from the same slots
+        // until a new function is set for one of either.
+        let host_nodes: Vec<u64> = host_slots(|h| {
+            h.graph_of
+                .iter()
+                .filter(|(_, &g)| g == original as u64)
+                .map(|(&n, _)| n)
+                .collect()
+        });
+        for n in host_nodes {
+            let Ok(at) = with_kept(n as RawHandle, |k| match k {
+                Kept::Host(at) => Ok(*at),
+                _ => Err(CudaStatus::ErrorInvalidValue),
+            }) else {
+                continue;
+            };
+            let found = call(&GraphNodeFindInClone {
+                original: GraphNodeHandle(n),
+                clone,
+            });
+            if let Ok(made) = found {
+                keep(made.node, Kept::Host(at));
+                host_slots(|h| {
+                    h.graph_of.insert(made.node.0, clone.0);
+                    h.shared.insert(at);
+                });
+            }
+        }
+        // SAFETY: checked non-NULL; by cudaGraphClone's contract writable.
+        unsafe { caller::write(out, clone.0 as RawHandle) }
+    })
 }
 
 #[no_mangle]
@@ -1095,17 +1192,34 @@ pub extern "C" fn cudaGraphAddHostNode(
     })
 }
 
-/// A host node's new function: its slot calls it from now on (in the graph and in
-/// executable graphs made of it alike).
-fn set_host(node: RawHandle, p: &HostNodeParams) -> Result<()> {
+/// A host node's new function, in the graph (`exec` None) or in one executable graph
+/// made of it: set in the node's slot where nothing else holds that slot, else in a
+/// new slot the node is pointed at (its signal copied from a scratch node), so the
+/// graph, its executable graphs and its clones each keep their own, as in CUDA.
+fn set_host(node: RawHandle, exec: Option<RawHandle>, p: &HostNodeParams) -> Result<()> {
     let f = p.f.ok_or(CudaStatus::ErrorInvalidValue)?;
-    with_kept(node, |k| match k {
-        Kept::Host(at) => {
-            host_functions::set(*at, f, p.data as usize);
-            Ok(())
-        }
+    let data = p.data as usize;
+    let at = with_kept(node, |k| match k {
+        Kept::Host(at) => Ok(*at),
         _ => Err(CudaStatus::ErrorInvalidValue),
-    })
+    })?;
+    let own = match exec {
+        None => Some(at).filter(|at| !host_slots(|h| h.shared.contains(at))),
+        Some(e) => host_slots(|h| h.exec_own.get(&(e as u64, node as u64)).copied()),
+    };
+    if let Some(own) = own {
+        host_functions::set(own, f, data);
+        return Ok(());
+    }
+    let fresh = host_functions::new_slot(f, data)?;
+    set_params(node, exec, |g| host_signal_node(g, &[], fresh))?;
+    match exec {
+        None => keep(GraphNodeHandle::from(node), Kept::Host(fresh)),
+        Some(e) => host_slots(|h| {
+            h.exec_own.insert((e as u64, node as u64), fresh);
+        }),
+    }
+    Ok(())
 }
 
 // ---- the generic call ---------------------------------------------------------------
@@ -1814,7 +1928,7 @@ pub extern "C" fn cudaGraphHostNodeSetParams(
 ) -> cudaError_t {
     guard("cudaGraphHostNodeSetParams", || {
         // SAFETY: by its contract `params` is readable.
-        set_host(node, &unsafe { caller::read(params) }?)
+        set_host(node, None, &unsafe { caller::read(params) }?)
     })
 }
 
@@ -1829,7 +1943,7 @@ pub extern "C" fn cudaGraphExecHostNodeSetParams(
             return Err(CudaStatus::ErrorInvalidValue);
         }
         // SAFETY: by its contract `params` is readable.
-        set_host(node, &unsafe { caller::read(params) }?)
+        set_host(node, Some(exec), &unsafe { caller::read(params) }?)
     })
 }
 
@@ -1885,7 +1999,7 @@ pub(crate) unsafe fn set_by_type(
                 set_params(node, exec, |g| add_plain(g, Vec::new(), plain))
             }
             node_type::EMPTY => Ok(()),
-            node_type::HOST => set_host(node, &union_of(params)?),
+            node_type::HOST => set_host(node, exec, &union_of::<HostNodeParams>(params)?),
             _ => Err(CudaStatus::ErrorNotSupported),
         }
     }
@@ -2034,6 +2148,10 @@ pub extern "C" fn cudaGraphExecUpdate(
             exec: exec.into(),
             graph: graph.into(),
         })?;
+        // Its host nodes now signal the graph's slots.
+        if r.result == 0 {
+            host_slots_shared(Some(exec as u64));
+        }
         let out = ExecUpdateResultInfo {
             result: r.result,
             error_node: r.error_node.into(),

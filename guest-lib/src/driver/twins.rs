@@ -294,6 +294,8 @@ twins! {
     "cuGraphAddEventWaitNode" => cuGraphAddEventWaitNode(
         out: *mut RawHandle, graph: RawHandle, deps: *const RawHandle, count: usize, event: RawHandle,
     ) => rt_build::cudaGraphAddEventWaitNode(out, graph, deps, count, event);
+    "cuGraphClone" => cuGraphClone(out: *mut RawHandle, original: RawHandle)
+        => rt_build::cudaGraphClone(out, original);
     "cuGraphAddHostNode" => cuGraphAddHostNode(
         out: *mut RawHandle, graph: RawHandle, deps: *const RawHandle, count: usize,
         params: *const rt_build::HostNodeParams,

@@ -1014,6 +1014,19 @@ impl GraphOps for Session {
             }
         };
         self.graph_tables.clone_of.insert(handle, req.original);
+        // The clone's copies of host nodes are host nodes too.
+        let host_nodes: Vec<ExecNode> = self
+            .graph_tables
+            .host_nodes
+            .iter()
+            .filter(|(g, _)| *g == graph)
+            .map(|&(_, n)| n)
+            .collect();
+        for n in host_nodes {
+            if let Ok(copy) = self.exec.find_in_clone(graph, n, clone) {
+                self.graph_tables.host_nodes.insert((clone, copy));
+            }
+        }
         Ok((GraphMade { graph: handle }, Vec::new()))
     }
 

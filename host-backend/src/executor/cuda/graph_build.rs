@@ -499,6 +499,17 @@ impl GraphBuild for CudaExecutor {
                     sys::cuGraphExecChildGraphNodeSetParams(e, d, g)
                 }
                 T::CU_GRAPH_NODE_TYPE_EMPTY => sys::CUresult::CUDA_SUCCESS,
+                // A host function's slot operations (the only batch nodes a guest's
+                // graph holds, their words checked when they were made): a host node's
+                // new function in its own slot.
+                T::CU_GRAPH_NODE_TYPE_BATCH_MEM_OP => {
+                    let mut p: sys::CUDA_BATCH_MEM_OP_NODE_PARAMS = std::mem::zeroed();
+                    check(sys::cuGraphBatchMemOpNodeGetParams(s, &mut p))?;
+                    match e {
+                        Some(e) => sys::cuGraphExecBatchMemOpNodeSetParams(e, d, &p),
+                        None => sys::cuGraphBatchMemOpNodeSetParams(d, &p),
+                    }
+                }
                 _ => return Err(CudaStatus::ErrorNotSupported),
             }
         };
