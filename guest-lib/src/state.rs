@@ -46,6 +46,39 @@ pub fn as_device<T>(device: i32, f: impl FnOnce() -> T) -> T {
 thread_local! {
     static RUNTIME_CONTEXT: Cell<bool> = const { Cell::new(false) };
 }
+
+/// Threads of the process that have called into CUDA and not ended.
+static CUDA_THREADS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// A thread's place in [`CUDA_THREADS`], given back when it ends.
+struct Present;
+
+impl Drop for Present {
+    fn drop(&mut self) {
+        CUDA_THREADS.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+thread_local! {
+    static PRESENT: Present = {
+        CUDA_THREADS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Present
+    };
+}
+
+/// The calling thread makes CUDA calls (every export notes it).
+pub fn note_thread() {
+    let _ = PRESENT.try_with(|_| ());
+}
+
+/// Whether other threads of the process make CUDA calls too: their calls share this
+/// one's connection, so its waits leave the connection free between short queries
+/// (see `api::wait`). `VMCUDA_THREAD_WAITS=0` keeps every wait one call.
+pub fn other_threads() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("VMCUDA_THREAD_WAITS").map_or(true, |v| v != "0"))
+        && CUDA_THREADS.load(std::sync::atomic::Ordering::Relaxed) > 1
+}
 /// Devices whose primary context the runtime has brought up (bit per device).
 static ACTIVE_DEVICES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 

@@ -50,6 +50,7 @@ const APPS: &[&str] = &[
     "symbols",
     "templates",
     "textures",
+    "thread_waits",
     "vector_add",
     "zero_copy",
 ];

@@ -23,6 +23,10 @@ macro_rules! op_lines {
                 0x0100 DeviceGetProperties => device_get_properties(DeviceGetProperties { device: i32 })
                     -> DeviceProperties, Sync;
                 0x0101 DeviceSynchronize => device_synchronize(DeviceSynchronize {}) -> (), Sync;
+                /// Whether the current device's work is done (`cudaErrorNotReady` while
+                /// any of the guest's streams works): how a guest whose other threads
+                /// also make calls waits for the device without holding its connection.
+                0x0112 DeviceQuery => device_query(DeviceQuery {}) -> (), Sync;
                 0x0102 DeviceReset => device_reset(DeviceReset {}) -> (), Sync;
                 /// (Both exports are written by hand: the guest answers the limits of
                 /// `crate::device::fixed_limit` itself.)

@@ -168,6 +168,12 @@ pub extern "C" fn cudaGetDeviceProperties(prop: *mut DevicePropC, device: i32) -
 pub extern "C" fn cudaDeviceSynchronize() -> cudaError_t {
     guard("cudaDeviceSynchronize", || {
         let queued = crate::gate::sync_all();
+        // With other threads making calls, wait by queries first (a query of a stream
+        // in a capture would end it: not then); the synchronize that follows finds the
+        // guest's streams done.
+        if state::other_threads() && !crate::capture::any() {
+            super::wait_by_queries(|| call(&vmcuda_wire::op::DeviceQuery {}))?;
+        }
         call(&DeviceSynchronize)?;
         queued
     })

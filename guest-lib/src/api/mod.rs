@@ -35,6 +35,7 @@ pub type Result<T> = std::result::Result<T, CudaStatus>;
 
 /// Run an export's body: no unwinding across the C boundary, last error recorded.
 pub fn guard(name: &'static str, body: impl FnOnce() -> Result<()>) -> cudaError_t {
+    state::note_thread();
     let status = match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(())) => 0,
         Ok(Err(status)) => status.0,
@@ -52,6 +53,28 @@ pub fn guard(name: &'static str, body: impl FnOnce() -> Result<()>) -> cudaError
         );
     }
     status
+}
+
+/// Wait until `query` (a short waited call) stops answering `cudaErrorNotReady`,
+/// leaving the connection free between queries: how a thread waits for the GPU while
+/// other threads of the process make calls on the same connection (one waited
+/// synchronize would hold it, and the worker, until the GPU was done, so their calls,
+/// maybe the very work this one waits for, would queue behind it). Queries come back
+/// to back for the first 100 us, then every 20 us, then every 200 us after 5 ms.
+pub(crate) fn wait_by_queries(mut query: impl FnMut() -> Result<()>) -> Result<()> {
+    let start = std::time::Instant::now();
+    loop {
+        match query() {
+            Err(CudaStatus::ErrorNotReady) => {}
+            done => return done,
+        }
+        let waited = start.elapsed();
+        if waited >= std::time::Duration::from_millis(5) {
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        } else if waited >= std::time::Duration::from_micros(100) {
+            std::thread::sleep(std::time::Duration::from_micros(20));
+        }
+    }
 }
 
 /// Forward one request for the calling thread's current device.
@@ -176,3 +199,51 @@ pub fn local_device(device: i32) -> Result<i32> {
 
 /// `cudaStream_t` / `cudaEvent_t` as seen by the program: the guest-made id.
 pub type RawHandle = *mut libc::c_void;
+
+#[cfg(test)]
+mod wait_tests {
+    use super::*;
+
+    /// A wait by queries ends with the first answer that is not "not ready": done, or
+    /// the error the stream stopped on; it asks again in between.
+    #[test]
+    fn a_wait_by_queries_ends_on_the_first_answer_but_not_ready() {
+        let mut asked = 0;
+        let done = wait_by_queries(|| {
+            asked += 1;
+            match asked {
+                1..=40 => Err(CudaStatus::ErrorNotReady),
+                _ => Ok(()),
+            }
+        });
+        assert_eq!(done, Ok(()));
+        assert_eq!(asked, 41);
+        let mut asked = 0;
+        let failed = wait_by_queries(|| {
+            asked += 1;
+            match asked {
+                1..=3 => Err(CudaStatus::ErrorNotReady),
+                _ => Err(CudaStatus::ErrorIllegalAddress),
+            }
+        });
+        assert_eq!(failed, Err(CudaStatus::ErrorIllegalAddress));
+    }
+
+    /// Threads count while they live: another thread that made a call makes this one's
+    /// waits go by queries, until it ends.
+    #[test]
+    fn other_threads_count_while_they_live() {
+        state::note_thread();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            state::note_thread();
+            tx.send(()).unwrap();
+            stop_rx.recv().unwrap();
+        });
+        rx.recv().unwrap();
+        assert!(state::other_threads());
+        stop_tx.send(()).unwrap();
+        t.join().unwrap();
+    }
+}

@@ -112,7 +112,11 @@ fn stream_synchronize(stream: RawHandle, per_thread: bool) -> Result<()> {
     capture::check_stream_sync(handle)?;
     on_host_of(device_of_stream(handle), || {
         let queued = gate::sync_stream(handle);
-        call(&StreamSynchronize { stream: handle })?;
+        if state::other_threads() && !crate::capture::any() {
+            super::wait_by_queries(|| call(&StreamQuery { stream: handle }))?;
+        } else {
+            call(&StreamSynchronize { stream: handle })?;
+        }
         queued
     })
 }
@@ -577,8 +581,10 @@ pub extern "C" fn cudaEventSynchronize(event: RawHandle) -> cudaError_t {
     guard("cudaEventSynchronize", || {
         let event = EventHandle(event as u64);
         gate::wait_event_submitted(event);
-        on_host_of(device_of_event(event.0), || {
-            call(&EventSynchronize { event })
+        let by_queries = state::other_threads() && !crate::capture::any();
+        on_host_of(device_of_event(event.0), || match by_queries {
+            true => super::wait_by_queries(|| call(&EventQuery { event })),
+            false => call(&EventSynchronize { event }),
         })
     })
 }

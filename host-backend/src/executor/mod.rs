@@ -120,6 +120,9 @@ pub trait DeviceExec {
 
     fn device_properties(&mut self, device: i32) -> ExecResult<DeviceProperties>;
     fn synchronize(&mut self) -> ExecResult<()>;
+    /// `Err(ErrorNotReady)` while any stream of the current device has work left (an
+    /// error a stream stopped on, as a query gives it).
+    fn device_query(&mut self) -> ExecResult<()>;
     /// Destroy everything the guest made on the current device and start afresh.
     fn device_reset(&mut self) -> ExecResult<()>;
     fn get_limit(&mut self, limit: u32) -> ExecResult<u64>;

@@ -89,6 +89,11 @@ impl DeviceOps for Session {
         nothing()
     }
 
+    fn device_query(&mut self, _: &CallContext, _: DeviceQuery, _: &[u8]) -> HandlerResult<()> {
+        self.exec.device_query()?;
+        nothing()
+    }
+
     fn device_reset(&mut self, ctx: &CallContext, _: DeviceReset, _: &[u8]) -> HandlerResult<()> {
         // Everything the guest made on this device is gone with its state, and only
         // that: what it holds on its other devices stays, and stays charged.

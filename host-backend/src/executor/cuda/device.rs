@@ -12,7 +12,7 @@ use vmcuda_wire::CudaStatus;
 
 use crate::policy::GpuSelection;
 
-use super::super::{ExecEvent, ExecResult, ExecStream};
+use super::super::{ExecEvent, ExecResult, ExecStream, LEGACY_STREAM, PER_THREAD_STREAM};
 use super::launch::LaunchLimits;
 use super::staging::{QueuedCopies, StagingState};
 use super::symbols::DRIVER_SYMBOLS;
@@ -381,6 +381,34 @@ impl DeviceExec for CudaExecutor {
     fn synchronize(&mut self) -> ExecResult<()> {
         self.bind()?;
         result::ctx::synchronize().map_err(status)
+    }
+
+    fn device_query(&mut self) -> ExecResult<()> {
+        let idx = self.bind()?;
+        // The default streams, every stream made on this device, and those destroyed
+        // while they worked: what a synchronize of the context would wait for that the
+        // guest put there.
+        let made = self
+            .streams
+            .iter()
+            .filter(|(_, &d)| d == idx)
+            .map(|(&s, _)| s);
+        let mut all: Vec<sys::CUstream> = [LEGACY_STREAM, PER_THREAD_STREAM]
+            .into_iter()
+            .chain(made)
+            .map(|s| self.stream(s))
+            .collect::<ExecResult<_>>()?;
+        all.extend(
+            self.dying_streams
+                .iter()
+                .filter(|(d, _)| *d == idx)
+                .map(|(_, s)| *s),
+        );
+        for s in all {
+            // SAFETY: a default stream, or one this executor made and has not destroyed.
+            check(unsafe { sys::cuStreamQuery(s) })?;
+        }
+        Ok(())
     }
 
     fn device_reset(&mut self) -> ExecResult<()> {

@@ -115,6 +115,11 @@ impl DeviceExec for HostMemoryExecutor {
         Ok(())
     }
 
+    /// Work here is done when its call returns.
+    fn device_query(&mut self) -> ExecResult<()> {
+        Ok(())
+    }
+
     fn device_reset(&mut self) -> ExecResult<()> {
         // Only the current device's memory and objects go, as with a real reset.
         let here = self.current;
