@@ -32,6 +32,11 @@ int main() {
     int *flag, *seen;
     CHECK(cudaMalloc(&flag, sizeof(int)));
     CHECK(cudaMalloc(&seen, sizeof(int)));
+    // Both kernels loaded before any wait (with lazy loading, a first launch of a
+    // kernel waits for the kernels running).
+    set_flag<<<1, 1>>>(flag);
+    spin_until<<<1, 1>>>(flag, seen, 1);
+    CHECK(cudaDeviceSynchronize());
     const char* ways[] = {"cudaStreamSynchronize", "cudaEventSynchronize", "cudaDeviceSynchronize"};
     for (int way = 0; way < 3; way++) {
         CHECK(cudaMemset(flag, 0, sizeof(int)));
