@@ -60,7 +60,9 @@ pub fn guard(name: &'static str, body: impl FnOnce() -> Result<()>) -> cudaError
 /// other threads of the process make calls on the same connection (one waited
 /// synchronize would hold it, and the worker, until the GPU was done, so their calls,
 /// maybe the very work this one waits for, would queue behind it). Queries come back
-/// to back for the first 100 us, then every 20 us, then every 200 us after 5 ms.
+/// to back for the first millisecond (each is a round trip, a few microseconds, with
+/// other threads' calls between them), then after sleeps of 50 us (about 100 us as
+/// the kernel wakes threads), so a long wait costs at most that much more.
 pub(crate) fn wait_by_queries(mut query: impl FnMut() -> Result<()>) -> Result<()> {
     let start = std::time::Instant::now();
     loop {
@@ -68,11 +70,8 @@ pub(crate) fn wait_by_queries(mut query: impl FnMut() -> Result<()>) -> Result<(
             Err(CudaStatus::ErrorNotReady) => {}
             done => return done,
         }
-        let waited = start.elapsed();
-        if waited >= std::time::Duration::from_millis(5) {
-            std::thread::sleep(std::time::Duration::from_micros(200));
-        } else if waited >= std::time::Duration::from_micros(100) {
-            std::thread::sleep(std::time::Duration::from_micros(20));
+        if start.elapsed() >= std::time::Duration::from_millis(1) {
+            std::thread::sleep(std::time::Duration::from_micros(50));
         }
     }
 }
