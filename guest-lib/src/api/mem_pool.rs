@@ -107,6 +107,7 @@ fn pool_device(pool: RawHandle) -> Result<i32> {
 /// The device was reset: the pools made on it are gone, and its current pool is its
 /// default pool again.
 pub fn forget_device_state(device: i32) {
+    pool_exports().retain(|_, e| e.device != device);
     let mut p = pools();
     p.made.retain(|_, m| m.device != device);
     p.current.remove(&device);
@@ -266,6 +267,8 @@ pub extern "C" fn cudaMemPoolDestroy(pool: RawHandle) -> cudaError_t {
         };
         let req = MemPoolDestroy { pool: made.host };
         super::on_host_of(Some(made.device), || call(&req))?;
+        // Its export goes with it (an import made before stays a pool of its own).
+        pool_exports().retain(|_, e| e.pool != pool as u64);
         let mut p = pools();
         p.made.remove(&n);
         // A device whose current pool it was goes back to its default pool.
@@ -363,18 +366,26 @@ fn from_another_process(name: &str) -> Result<()> {
     Err(CudaStatus::ErrorNotSupported)
 }
 
-/// A pool exported to a descriptor: the pool's device and the host's name for the
-/// export. The descriptor handed out is a memfd of this process's, known by its
-/// identity (a copy of it is kept, so the identity is not reused while known).
+/// A pool exported to a descriptor: the pool (its handle's value), its device and the
+/// host's name for the export. The descriptor handed out is a copy of one memfd of
+/// this process's per pool, known by its identity; that memfd is kept while the pool
+/// lives, so the identity is not reused while known, and a pool exported again hands
+/// out another copy of it (one host export, one kept descriptor per pool however often
+/// it is exported).
 struct PoolExport {
+    pool: u64,
     device: i32,
     export: u64,
-    _kept: std::os::fd::OwnedFd,
+    kept: std::os::fd::OwnedFd,
 }
 
 /// Exported pools, by the (device, inode) identity of their descriptor.
 static POOL_EXPORTS: LazyLock<Mutex<HashMap<(u64, u64), PoolExport>>> =
     LazyLock::new(Default::default);
+
+fn pool_exports() -> MutexGuard<'static, HashMap<(u64, u64), PoolExport>> {
+    POOL_EXPORTS.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 fn fd_identity(fd: std::os::fd::BorrowedFd<'_>) -> Option<(u64, u64)> {
     let st = nix::sys::stat::fstat(fd).ok()?;
@@ -398,25 +409,35 @@ pub extern "C" fn cudaMemPoolExportToShareableHandle(
         let (device, Some(host)) = resolve(pool)? else {
             return Err(CudaStatus::ErrorInvalidValue);
         };
-        let req = MemPoolExportShareable { pool: host };
-        let export = super::on_host_of(Some(device), || call(&req))?.export;
-        use nix::sys::memfd::{memfd_create, MFdFlags};
-        let fd = memfd_create(c"vmcuda-pool-export", MFdFlags::MFD_CLOEXEC)
-            .map_err(|_| CudaStatus::ErrorOperatingSystem)?;
-        let kept = fd
-            .try_clone()
-            .map_err(|_| CudaStatus::ErrorOperatingSystem)?;
-        let identity = fd_identity(fd.as_fd()).ok_or(CudaStatus::ErrorOperatingSystem)?;
-        let export = PoolExport {
-            device,
-            export,
-            _kept: kept,
+        let copy = |kept: &std::os::fd::OwnedFd| {
+            kept.try_clone()
+                .map_err(|_| CudaStatus::ErrorOperatingSystem)
         };
-        POOL_EXPORTS
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(identity, export);
-        // The program owns the descriptor from here.
+        let again = pool_exports()
+            .values()
+            .find(|e| e.pool == pool as u64)
+            .map(|e| copy(&e.kept));
+        let fd = match again {
+            Some(fd) => fd?,
+            None => {
+                let req = MemPoolExportShareable { pool: host };
+                let export = super::on_host_of(Some(device), || call(&req))?.export;
+                use nix::sys::memfd::{memfd_create, MFdFlags};
+                let kept = memfd_create(c"vmcuda-pool-export", MFdFlags::MFD_CLOEXEC)
+                    .map_err(|_| CudaStatus::ErrorOperatingSystem)?;
+                let fd = copy(&kept)?;
+                let identity = fd_identity(kept.as_fd()).ok_or(CudaStatus::ErrorOperatingSystem)?;
+                let export = PoolExport {
+                    pool: pool as u64,
+                    device,
+                    export,
+                    kept,
+                };
+                pool_exports().insert(identity, export);
+                fd
+            }
+        };
+        // The program owns its copy from here.
         let raw = std::os::fd::IntoRawFd::into_raw_fd(fd);
         // SAFETY: by the call's contract `handle` points at an int for a POSIX handle.
         unsafe { caller::write(handle.cast::<i32>(), raw) }
@@ -444,11 +465,7 @@ pub extern "C" fn cudaMemPoolImportFromShareableHandle(
         // SAFETY: only read through fstat, which fails cleanly on a closed number.
         let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(raw) };
         let identity = fd_identity(fd).ok_or(CudaStatus::ErrorInvalidValue)?;
-        let known = POOL_EXPORTS
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&identity)
-            .map(|e| (e.device, e.export));
+        let known = pool_exports().get(&identity).map(|e| (e.device, e.export));
         let Some((device, export)) = known else {
             return from_another_process(NAME);
         };

@@ -190,12 +190,14 @@ impl LaunchBatch {
         if !self.on || !self.capturing.is_empty() {
             return false;
         }
-        let with_chains = self.streams.values().filter(|s| s.has_chains()).count();
         let state = self.streams.entry(key).or_default();
         state.launches += 1;
-        state.launches > HOLD_AFTER
-            && state.refusals < MAX_REFUSALS
-            && (state.has_chains() || with_chains < MAX_STREAMS_WITH_CHAINS)
+        if state.launches <= HOLD_AFTER || state.refusals >= MAX_REFUSALS {
+            return false;
+        }
+        // Only a stream without chains yet looks at how many others have some.
+        state.has_chains()
+            || self.streams.values().filter(|s| s.has_chains()).count() < MAX_STREAMS_WITH_CHAINS
     }
 
     /// The stream whose launches are held, if any are.
