@@ -868,8 +868,6 @@ mod tests {
         served.join().unwrap();
     }
 
-    /// A posted request's failure is reported by the next waited-for one, behind a
-    /// run of posted requests that succeed, and only once.
     /// Posted launches the executor holds reach it before any other call, before the
     /// worker would wait for one, and a waited launch before its reply.
     #[test]
@@ -966,6 +964,8 @@ mod tests {
         let _ = std::fs::remove_file(&log);
     }
 
+    /// A posted request's failure is reported by the next waited-for one, behind a
+    /// run of posted requests that succeed, and only once.
     #[test]
     fn a_posted_failure_surfaces_at_the_next_waited_call() {
         let (mut s, served) = worker();
