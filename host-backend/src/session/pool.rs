@@ -368,6 +368,28 @@ impl Session {
             .check_count("memory pool export", self.exports.len(), MAX_EXPORTS)
     }
 
+    /// A pool of the guest's on `device`, made (or `imported`) by `make`, within the
+    /// guest's count of pools.
+    fn make_pool(
+        &mut self,
+        ctx: &CallContext,
+        device: i32,
+        imported: bool,
+        make: impl FnOnce(&mut dyn crate::executor::Executor) -> Result<ExecPool, CudaStatus>,
+    ) -> Result<PoolMade, CudaStatus> {
+        self.accounts
+            .check_count("memory pool", self.pools.len(), self.grant.max_streams)?;
+        let exec = self.on_pool(ctx, device, |s| make(s.exec.as_mut()))?;
+        let pool = MemPoolHandle(self.handles.fresh());
+        let made = MadePool {
+            device,
+            exec,
+            imported,
+        };
+        self.pools.insert(pool, made);
+        Ok(PoolMade { pool })
+    }
+
     fn keep_export(&mut self, device: i32, share: ExecShare, of: ExportOf) -> Exported {
         let export = self.handles.fresh();
         self.exports.insert(export, Export { device, share, of });
@@ -405,17 +427,8 @@ impl PoolOps for Session {
         let ExportOf::Pool(_) = e.of else {
             return Err(CudaStatus::ErrorInvalidValue);
         };
-        self.accounts
-            .check_count("memory pool", self.pools.len(), self.grant.max_streams)?;
-        let exec = self.on_pool(ctx, e.device, |s| s.exec.pool_import(e.share))?;
-        let pool = MemPoolHandle(self.handles.fresh());
-        let made = MadePool {
-            device: e.device,
-            exec,
-            imported: true,
-        };
-        self.pools.insert(pool, made);
-        Ok((PoolMade { pool }, Vec::new()))
+        let made = self.make_pool(ctx, e.device, true, |exec| exec.pool_import(e.share))?;
+        Ok((made, Vec::new()))
     }
 
     fn mem_pool_export_pointer(
@@ -529,20 +542,11 @@ impl PoolOps for Session {
         req: MemPoolCreate,
         _: &[u8],
     ) -> HandlerResult<PoolMade> {
-        self.accounts
-            .check_count("memory pool", self.pools.len(), self.grant.max_streams)?;
         // Nothing is reserved yet: allocations from the pool are charged as they come.
-        let exec = self.on_pool(ctx, req.device, |s| {
-            s.exec.pool_create(req.max_size, req.shareable)
+        let made = self.make_pool(ctx, req.device, false, |exec| {
+            exec.pool_create(req.max_size, req.shareable)
         })?;
-        let pool = MemPoolHandle(self.handles.fresh());
-        let made = MadePool {
-            device: req.device,
-            exec,
-            imported: false,
-        };
-        self.pools.insert(pool, made);
-        Ok((PoolMade { pool }, Vec::new()))
+        Ok((made, Vec::new()))
     }
 
     fn mem_pool_destroy(
