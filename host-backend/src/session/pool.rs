@@ -390,6 +390,14 @@ impl Session {
         Ok(PoolMade { pool })
     }
 
+    /// The guest's export numbered `export`; any other number is refused, logged.
+    fn export_held(&self, export: u64) -> Result<Export, CudaStatus> {
+        self.exports.get(&export).copied().ok_or_else(|| {
+            warn!(client = %self.client, export, "refused an export the guest does not hold");
+            CudaStatus::ErrorInvalidValue
+        })
+    }
+
     fn keep_export(&mut self, device: i32, share: ExecShare, of: ExportOf) -> Exported {
         let export = self.handles.fresh();
         self.exports.insert(export, Export { device, share, of });
@@ -420,10 +428,7 @@ impl PoolOps for Session {
         req: MemPoolImportShareable,
         _: &[u8],
     ) -> HandlerResult<PoolMade> {
-        let Some(e) = self.exports.get(&req.export).copied() else {
-            warn!(client = %self.client, export = req.export, "refused a pool export the guest does not hold");
-            return Err(CudaStatus::ErrorInvalidValue);
-        };
+        let e = self.export_held(req.export)?;
         let ExportOf::Pool(_) = e.of else {
             return Err(CudaStatus::ErrorInvalidValue);
         };
@@ -458,10 +463,7 @@ impl PoolOps for Session {
         req: MemPoolImportPointer,
         _: &[u8],
     ) -> HandlerResult<PointerImported> {
-        let Some(e) = self.exports.get(&req.export).copied() else {
-            warn!(client = %self.client, export = req.export, "refused a pointer export the guest does not hold");
-            return Err(CudaStatus::ErrorInvalidValue);
-        };
+        let e = self.export_held(req.export)?;
         let ExportOf::Pointer(_, size) = e.of else {
             return Err(CudaStatus::ErrorInvalidValue);
         };
