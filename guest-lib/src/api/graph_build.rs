@@ -1100,6 +1100,14 @@ pub(crate) fn host_slots_shared(exec: Option<u64>) {
     });
 }
 
+/// The slot of host node `node` (any other node is an invalid value).
+fn host_slot(node: RawHandle) -> Result<usize> {
+    with_kept(node, |k| match k {
+        Kept::Host(at) => Ok(*at),
+        _ => Err(CudaStatus::ErrorInvalidValue),
+    })
+}
+
 /// A node signalling slot `at`, in `graph`.
 fn host_signal_node(
     graph: RawHandle,
@@ -1150,10 +1158,7 @@ pub extern "C" fn cudaGraphClone(out: *mut RawHandle, original: RawHandle) -> cu
                 .collect()
         });
         for n in host_nodes {
-            let Ok(at) = with_kept(n as RawHandle, |k| match k {
-                Kept::Host(at) => Ok(*at),
-                _ => Err(CudaStatus::ErrorInvalidValue),
-            }) else {
+            let Ok(at) = host_slot(n as RawHandle) else {
                 continue;
             };
             let found = call(&GraphNodeFindInClone {
@@ -1199,10 +1204,7 @@ pub extern "C" fn cudaGraphAddHostNode(
 fn set_host(node: RawHandle, exec: Option<RawHandle>, p: &HostNodeParams) -> Result<()> {
     let f = p.f.ok_or(CudaStatus::ErrorInvalidValue)?;
     let data = p.data as usize;
-    let at = with_kept(node, |k| match k {
-        Kept::Host(at) => Ok(*at),
-        _ => Err(CudaStatus::ErrorInvalidValue),
-    })?;
+    let at = host_slot(node)?;
     let own = match exec {
         None => Some(at).filter(|at| !host_slots(|h| h.shared.contains(at))),
         Some(e) => host_slots(|h| h.exec_own.get(&(e as u64, node as u64)).copied()),
@@ -1953,18 +1955,14 @@ pub extern "C" fn cudaGraphHostNodeGetParams(
     out: *mut HostNodeParams,
 ) -> cudaError_t {
     guard("cudaGraphHostNodeGetParams", || {
-        with_kept(node, |k| match k {
-            Kept::Host(at) => {
-                let (f, data) = host_functions::get(*at).ok_or(CudaStatus::ErrorInvalidValue)?;
-                let p = HostNodeParams {
-                    f: Some(f),
-                    data: data as *mut c_void,
-                };
-                // SAFETY: by its contract `out` is writable.
-                unsafe { caller::write(out, p) }
-            }
-            _ => Err(CudaStatus::ErrorInvalidValue),
-        })
+        let at = host_slot(node)?;
+        let (f, data) = host_functions::get(at).ok_or(CudaStatus::ErrorInvalidValue)?;
+        let p = HostNodeParams {
+            f: Some(f),
+            data: data as *mut c_void,
+        };
+        // SAFETY: by its contract `out` is writable.
+        unsafe { caller::write(out, p) }
     })
 }
 
