@@ -25,6 +25,7 @@ const APPS: &[&str] = &[
     "dynamic_shared",
     "errors",
     "events",
+    "graph_edges",
     "graphs",
     "hand_graphs",
     "illegal_address",

@@ -83,6 +83,8 @@ pub struct StreamGetCaptureGraph {
 pub struct CaptureGraph {
     pub graph: GraphHandle,
     pub dependencies: Vec<GraphNodeHandle>,
+    /// One per dependency.
+    pub edges: Vec<RawEdge>,
 }
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct GraphInstantiate {
@@ -178,6 +180,8 @@ pub struct StreamBeginCaptureToGraph {
     pub stream: StreamHandle,
     pub graph: GraphHandle,
     pub dependencies: Vec<GraphNodeHandle>,
+    /// One per dependency, or none for default edges.
+    pub edges: Vec<RawEdge>,
 }
 
 /// A node with no work a stream could carry.
@@ -201,11 +205,72 @@ pub struct GraphNodeMade {
     pub node: GraphNodeHandle,
 }
 
-/// Edges, as pairs `from[i] -> to[i]`.
+/// Edges, as pairs `from[i] -> to[i]` with `data[i]`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct EdgeList {
     pub from: Vec<GraphNodeHandle>,
     pub to: Vec<GraphNodeHandle>,
+    pub data: Vec<RawEdge>,
+}
+
+/// A node's dependencies or dependent nodes, each with the data of its edge.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct LinkedNodes {
+    pub nodes: Vec<GraphNodeHandle>,
+    pub edges: Vec<RawEdge>,
+}
+
+/// `cudaGraphEdgeData` as the program wrote it, 8 bytes read little-endian: the
+/// upstream node's port, the downstream node's port, the type, five reserved bytes.
+/// All zero is the default edge: the downstream node waits for all of the upstream one.
+pub type RawEdge = u64;
+
+/// Edge data that passed [`EdgeData::checked`]: a known port and type, no downstream
+/// port (no node type defines one) and zero reserved bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct EdgeData {
+    from_port: u8,
+    kind: u8,
+}
+
+impl EdgeData {
+    /// `cudaGraphKernelNodePortProgrammatic`: every block triggered or ended.
+    pub const PORT_PROGRAMMATIC: u8 = 1;
+    /// `cudaGraphKernelNodePortLaunchCompletion`: every block began.
+    pub const PORT_LAUNCH_COMPLETION: u8 = 2;
+    /// `cudaGraphDependencyTypeProgrammatic`.
+    pub const TYPE_PROGRAMMATIC: u8 = 1;
+
+    /// The edge data the program gave, if CUDA could take it.
+    pub fn checked(raw: RawEdge) -> Option<EdgeData> {
+        let [from_port, to_port, kind, reserved @ ..] = raw.to_le_bytes();
+        let known = from_port <= Self::PORT_LAUNCH_COMPLETION
+            && to_port == 0
+            && kind <= Self::TYPE_PROGRAMMATIC
+            && reserved == [0; 5];
+        known.then_some(EdgeData { from_port, kind })
+    }
+
+    /// Edge data the driver reported.
+    pub fn from_driver(from_port: u8, kind: u8) -> EdgeData {
+        EdgeData { from_port, kind }
+    }
+
+    pub fn raw(self) -> RawEdge {
+        u64::from_le_bytes([self.from_port, 0, self.kind, 0, 0, 0, 0, 0])
+    }
+
+    pub fn from_port(self) -> u8 {
+        self.from_port
+    }
+
+    pub fn kind(self) -> u8 {
+        self.kind
+    }
+
+    pub fn is_default(self) -> bool {
+        self == EdgeData::default()
+    }
 }
 
 /// `cudaGraphExecUpdate`'s result; the nodes are absent (0) where the driver names
@@ -351,6 +416,7 @@ pub fn access_flags_valid(flags: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::pool_attr::*;
+    use super::EdgeData;
 
     #[test]
     fn pool_attributes_have_cudas_types_and_rules() {
@@ -361,5 +427,24 @@ mod tests {
         assert!(!settable(USED_MEM_HIGH, 5));
         assert!(!settable(USED_MEM_CURRENT, 0));
         assert!(!is_known(0) && !is_known(9));
+    }
+
+    #[test]
+    fn edge_data_takes_what_cuda_defines() {
+        // from_port, to_port, type, reserved: byte by byte, as the C struct lies.
+        let raw = |b: [u8; 8]| u64::from_le_bytes(b);
+        assert_eq!(EdgeData::checked(0), Some(EdgeData::default()));
+        let programmatic = EdgeData::checked(raw([1, 0, 1, 0, 0, 0, 0, 0])).unwrap();
+        assert_eq!(programmatic.from_port(), EdgeData::PORT_PROGRAMMATIC);
+        assert_eq!(programmatic.kind(), EdgeData::TYPE_PROGRAMMATIC);
+        assert_eq!(programmatic.raw(), raw([1, 0, 1, 0, 0, 0, 0, 0]));
+        assert!(!programmatic.is_default());
+        let completion = EdgeData::checked(raw([2, 0, 1, 0, 0, 0, 0, 0])).unwrap();
+        assert_eq!(completion.from_port(), EdgeData::PORT_LAUNCH_COMPLETION);
+        // An unknown port, a downstream port, an unknown type, a reserved byte.
+        assert_eq!(EdgeData::checked(raw([3, 0, 0, 0, 0, 0, 0, 0])), None);
+        assert_eq!(EdgeData::checked(raw([0, 1, 0, 0, 0, 0, 0, 0])), None);
+        assert_eq!(EdgeData::checked(raw([0, 0, 2, 0, 0, 0, 0, 0])), None);
+        assert_eq!(EdgeData::checked(raw([1, 0, 1, 0, 0, 0, 0, 9])), None);
     }
 }

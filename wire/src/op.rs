@@ -43,14 +43,14 @@ pub use crate::driver::{
     StreamWriteValue32, TensorMapEncodeTiled,
 };
 pub use crate::graph::{
-    CaptureGraph, ConditionalNodeMade, DotText, EdgeList, ExecUpdateResult,
+    CaptureGraph, ConditionalNodeMade, DotText, EdgeData, EdgeList, ExecUpdateResult,
     GraphAddConditionalNode, GraphAddNode, GraphDebugDot, GraphDestroy, GraphExecDestroy,
     GraphExecMade, GraphGetNodes, GraphInstantiate, GraphLaunch, GraphMade, GraphNodeCopyParams,
-    GraphNodeGetDependencies, GraphNodeMade, GraphNodes, MemAllocAsync, MemAllocFromPoolAsync,
-    MemFreeAsync, MemPoolCreate, MemPoolDestroy, MemPoolGetAccess, MemPoolGetAttribute,
-    MemPoolHandle, MemPoolSetAccess, MemPoolSetAttribute, MemPoolTrimTo, PlainNode, PoolAccess,
-    PoolAttributeValue, PoolMade, PoolRef, StreamBeginCapture, StreamBeginCaptureToGraph,
-    StreamEndCapture, StreamGetCaptureGraph,
+    GraphNodeGetDependencies, GraphNodeMade, GraphNodes, LinkedNodes, MemAllocAsync,
+    MemAllocFromPoolAsync, MemFreeAsync, MemPoolCreate, MemPoolDestroy, MemPoolGetAccess,
+    MemPoolGetAttribute, MemPoolHandle, MemPoolSetAccess, MemPoolSetAttribute, MemPoolTrimTo,
+    PlainNode, PoolAccess, PoolAttributeValue, PoolMade, PoolRef, RawEdge, StreamBeginCapture,
+    StreamBeginCaptureToGraph, StreamEndCapture, StreamGetCaptureGraph,
 };
 pub use crate::handle::{
     DevicePtr, EventHandle, FunctionHandle, GraphExecHandle, GraphHandle, GraphNodeHandle,

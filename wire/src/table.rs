@@ -297,7 +297,7 @@ macro_rules! op_lines {
                 0x0705 GraphExecDestroy => graph_exec_destroy(GraphExecDestroy) -> (), Async;
                 0x0706 GraphGetNodes => graph_get_nodes(GraphGetNodes) -> GraphNodes, Sync;
                 0x0707 GraphNodeGetDependencies => graph_node_get_dependencies(GraphNodeGetDependencies)
-                    -> GraphNodes, Sync;
+                    -> LinkedNodes, Sync;
                 0x0708 GraphDebugDot => graph_debug_dot(GraphDebugDot) -> DotText, Sync;
                 0x070F StreamGetCaptureGraph => stream_get_capture_graph(StreamGetCaptureGraph) -> CaptureGraph, Sync;
                 /// Graphs built by hand. Kernel, copy, memset and memory nodes are work
@@ -314,16 +314,16 @@ macro_rules! op_lines {
                     => runtime cudaGraphNodeGetType(node: *mut c_void, out ty: u32)
                     => driver cuGraphNodeGetType(node: *mut c_void, out ty: u32);
                 0x0718 GraphAddDependencies => graph_add_dependencies(GraphAddDependencies {
-                    graph: GraphHandle, from: Vec<GraphNodeHandle>, to: Vec<GraphNodeHandle>,
+                    graph: GraphHandle, from: Vec<GraphNodeHandle>, to: Vec<GraphNodeHandle>, edges: Vec<RawEdge>,
                 }) -> (), Sync;
                 0x0719 GraphRemoveDependencies => graph_remove_dependencies(GraphRemoveDependencies {
-                    graph: GraphHandle, from: Vec<GraphNodeHandle>, to: Vec<GraphNodeHandle>,
+                    graph: GraphHandle, from: Vec<GraphNodeHandle>, to: Vec<GraphNodeHandle>, edges: Vec<RawEdge>,
                 }) -> (), Sync;
                 0x071A GraphGetEdges => graph_get_edges(GraphGetEdges { graph: GraphHandle }) -> EdgeList, Sync;
                 0x071B GraphGetRootNodes => graph_get_root_nodes(GraphGetRootNodes { graph: GraphHandle })
                     -> GraphNodes, Sync;
                 0x071C GraphNodeGetDependentNodes => graph_node_get_dependent_nodes(GraphNodeGetDependentNodes { node: GraphNodeHandle })
-                    -> GraphNodes, Sync;
+                    -> LinkedNodes, Sync;
                 0x071D GraphDestroyNode => graph_destroy_node(GraphDestroyNode { node: GraphNodeHandle }) -> (), Sync
                     => runtime cudaGraphDestroyNode(node: *mut c_void)
                     => driver cuGraphDestroyNode(node: *mut c_void);
@@ -366,7 +366,7 @@ macro_rules! op_lines {
                 /// work depends on these nodes of its graph, instead of (`set`) or
                 /// besides what it did.
                 0x0729 StreamUpdateCaptureDependencies => stream_update_capture_dependencies(StreamUpdateCaptureDependencies {
-                    stream: StreamHandle, dependencies: Vec<GraphNodeHandle>, set: bool,
+                    stream: StreamHandle, dependencies: Vec<GraphNodeHandle>, edges: Vec<RawEdge>, set: bool,
                 }) -> (), Sync;
                 /// A kernel node's launch attribute: `attr` a `CUkernelNodeAttrID`, the
                 /// value the 64 bytes of `CUkernelNodeAttrValue` (a stream's, too).

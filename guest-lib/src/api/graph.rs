@@ -151,7 +151,14 @@ pub extern "C" fn cudaStreamGetCaptureInfo(
         let handle = stream_handle(stream, false);
         let shown = call(&StreamGetCaptureGraph { stream: handle })?;
         let nodes: Box<[u64]> = shown.dependencies.iter().map(|n| n.0).collect();
-        let edges: Box<[u64]> = vec![0; nodes.len()].into_boxed_slice();
+        let edges: Box<[u64]> = shown.edges.into_boxed_slice();
+        if edges.len() != nodes.len() {
+            return Err(CudaStatus::ErrorUnknown);
+        }
+        if edge_data.is_null() && !dependencies.is_null() && edges.iter().any(|&e| e != 0) {
+            // As CUDA: the list without its edge data would mislead.
+            return Err(CudaStatus::ErrorLossyQuery);
+        }
         let (nodes_at, edges_at) = (nodes.as_ptr(), edges.as_ptr());
         let count = nodes.len();
         let mut lists = DEPENDENCIES.lock().unwrap_or_else(|p| p.into_inner());
@@ -324,13 +331,16 @@ pub extern "C" fn cudaGraphExecDestroy(exec: RawHandle) -> cudaError_t {
 
 /// Hand a node list to the program the CUDA way: with `out` NULL, only the count; else
 /// at most `*count` nodes, the rest of a longer array NULL, and `*count` lowered to
-/// the number there are. `edges`, when given, gets default (all-zero) edge data.
+/// the number there are. `edges`, when given, gets each node's edge data from `data`
+/// (default where `data` has none); without it, a list with other than default edge
+/// data is refused as lossy, as CUDA does.
 ///
 /// # Safety
 /// `count` is NULL or readable and writable; unless NULL, `out` is writable for
 /// `*count` handles and `edges` for `*count` 8-byte edge data records.
 pub(super) unsafe fn give_nodes(
     nodes: &[GraphNodeHandle],
+    data: &[u64],
     out: *mut RawHandle,
     edges: *mut u8,
     count: *mut usize,
@@ -341,6 +351,9 @@ pub(super) unsafe fn give_nodes(
         // SAFETY: as `give_nodes`'s caller promised.
         return unsafe { caller::write(count, nodes.len()) };
     }
+    if edges.is_null() && data.iter().any(|&e| e != 0) {
+        return Err(CudaStatus::ErrorLossyQuery);
+    }
     for i in 0..room {
         let node = nodes
             .get(i)
@@ -349,9 +362,13 @@ pub(super) unsafe fn give_nodes(
         unsafe { caller::write(out.wrapping_add(i), node) }?;
     }
     if !edges.is_null() {
-        // `cudaGraphEdgeData` is 8 bytes; captured edges are default ones.
+        // `cudaGraphEdgeData` is 8 bytes, all zero for a default edge.
         // SAFETY: as `give_nodes`'s caller promised.
-        unsafe { caller::bytes_mut(edges, room * 8) }?.fill(0);
+        let out = unsafe { caller::bytes_mut(edges, room * 8) }?;
+        for (i, record) in out.chunks_exact_mut(8).enumerate() {
+            let edge = data.get(i).copied().unwrap_or(0);
+            record.copy_from_slice(&edge.to_le_bytes());
+        }
     }
     if room > nodes.len() {
         // SAFETY: as `give_nodes`'s caller promised.
@@ -375,7 +392,7 @@ pub extern "C" fn cudaGraphGetNodes(
         })?;
         // SAFETY: by cudaGraphGetNodes's contract its pointer arguments are as `give_nodes`
         // requires.
-        unsafe { give_nodes(&reply.nodes, nodes, std::ptr::null_mut(), count) }
+        unsafe { give_nodes(&reply.nodes, &[], nodes, std::ptr::null_mut(), count) }
     })
 }
 
@@ -395,7 +412,15 @@ pub extern "C" fn cudaGraphNodeGetDependencies(
         })?;
         // SAFETY: by cudaGraphNodeGetDependencies's contract its pointer arguments are as
         // `give_nodes` requires.
-        unsafe { give_nodes(&reply.nodes, dependencies, edge_data.cast(), count) }
+        unsafe {
+            give_nodes(
+                &reply.nodes,
+                &reply.edges,
+                dependencies,
+                edge_data.cast(),
+                count,
+            )
+        }
     })
 }
 

@@ -28,10 +28,10 @@ use vmcuda_wire::graph::{
     StreamEndCapture, StreamGetCaptureGraph,
 };
 use vmcuda_wire::op::{
-    EventHandle, GraphAddDependencies, GraphClone, GraphCreate, GraphDestroy, GraphExecHandle,
-    GraphExecUpdate, GraphGetEdges, GraphGetRootNodes, GraphHandle, GraphNodeFindInClone,
-    GraphNodeGetDependentNodes, GraphNodeHandle, GraphRemoveDependencies, GraphUpload,
-    StreamHandle,
+    EventHandle, GraphAddDependencies, GraphClone, GraphCreate, GraphDestroy, GraphDestroyNode,
+    GraphExecHandle, GraphExecUpdate, GraphGetEdges, GraphGetRootNodes, GraphHandle,
+    GraphNodeFindInClone, GraphNodeGetDependentNodes, GraphNodeHandle, GraphRemoveDependencies,
+    GraphUpload, RawEdge, StreamHandle,
 };
 use vmcuda_wire::CudaStatus;
 
@@ -358,6 +358,7 @@ pub(crate) fn capture_as_one_node(
         call(&vmcuda_wire::op::StreamUpdateCaptureDependencies {
             stream,
             dependencies: vec![child],
+            edges: Vec::new(),
             set: true,
         })
     });
@@ -401,6 +402,7 @@ pub(crate) fn build_node(
         stream,
         graph: GraphHandle::from(graph),
         dependencies: deps.to_vec(),
+        edges: Vec::new(),
     })?;
     capture::begin(stream, capture_mode::RELAXED);
     IN_BUILD.with(|b| b.set(true));
@@ -1226,7 +1228,7 @@ fn set_host(node: RawHandle, exec: Option<RawHandle>, p: &HostNodeParams) -> Res
 
 // ---- the generic call ---------------------------------------------------------------
 
-/// `cudaGraphAddNode` (CUDA 13: with edge data, which must be default): by type.
+/// `cudaGraphAddNode` (CUDA 13: with edge data): by type.
 #[no_mangle]
 pub extern "C" fn cudaGraphAddNode(
     out: *mut RawHandle,
@@ -1241,34 +1243,82 @@ pub extern "C" fn cudaGraphAddNode(
         // `count` entries, `params` is readable and writable with the parameters of its
         // type, `out` is writable.
         unsafe {
-            default_edges(edge_data, count)?;
-            let deps = dependencies(deps, count)?;
             if params.is_null() {
                 return Err(CudaStatus::ErrorInvalidValue);
             }
-            let node = add_by_type(graph, deps, params)?;
+            let ty = caller::read(params.cast::<u32>())?;
+            let node = add_with_edges(graph, deps, edge_data, count, ty, |deps| {
+                add_by_type(graph, deps, params)
+            })?;
             give(out, node)
         }
     })
 }
 
-/// Refuse edge data other than the default (programmatic edges are not forwarded).
+/// The edge data given for `count` dependencies, as the program wrote it: empty for
+/// default edges (none given, or all zero). The host checks each.
 ///
 /// # Safety
 /// `edge_data` is NULL or holds `count` readable 8-byte records.
-pub(crate) unsafe fn default_edges(edge_data: *const u64, count: usize) -> Result<()> {
+pub(crate) unsafe fn edge_list(edge_data: *const u64, count: usize) -> Result<Vec<RawEdge>> {
     if edge_data.is_null() || count == 0 {
-        return Ok(());
+        return Ok(Vec::new());
     }
     // SAFETY: as the caller promised.
-    let edges = unsafe { caller::slice(edge_data, count) }?;
-    if edges.iter().any(|&e| e != 0) {
-        return Err(refuse(
-            "a graph edge with edge data",
-            "is not supported: vmcuda forwards default edges only",
-        ));
+    let mut edges = unsafe { caller::slice(edge_data, count) }?;
+    if edges.iter().all(|&e| e == 0) {
+        edges.clear();
     }
-    Ok(())
+    Ok(edges)
+}
+
+/// Add a node of type `ty` with `add`, after `count` dependencies with their edge
+/// data. Nodes are made after default edges only (most are captured work), so the
+/// edges with other data are added to the new node after it is made; if CUDA refuses
+/// one, the node goes again and the program gets the refusal, as natively.
+///
+/// # Safety
+/// `deps` (and `edge_data`, if given) hold `count` readable entries.
+pub(crate) unsafe fn add_with_edges(
+    graph: RawHandle,
+    deps: *const RawHandle,
+    edge_data: *const u64,
+    count: usize,
+    ty: u32,
+    add: impl FnOnce(Vec<GraphNodeHandle>) -> Result<GraphNodeHandle>,
+) -> Result<GraphNodeHandle> {
+    // SAFETY: as the caller promised.
+    let (deps, edges) = unsafe { (dependencies(deps, count)?, edge_list(edge_data, count)?) };
+    if edges.is_empty() {
+        return add(deps);
+    }
+    // A memory node stays once made (its memory is counted), and only kernel nodes
+    // take edge data.
+    if ty == node_type::MEM_ALLOC || ty == node_type::MEM_FREE {
+        return Err(CudaStatus::ErrorInvalidValue);
+    }
+    let (mut plain, mut from, mut data) = (Vec::new(), Vec::new(), Vec::new());
+    for (node, edge) in deps.into_iter().zip(edges) {
+        match edge {
+            0 => plain.push(node),
+            _ => {
+                from.push(node);
+                data.push(edge);
+            }
+        }
+    }
+    let node = add(plain)?;
+    let linked = call(&GraphAddDependencies {
+        graph: graph.into(),
+        to: vec![node; from.len()],
+        from,
+        edges: data,
+    });
+    if let Err(e) = linked {
+        let _ = call(&GraphDestroyNode { node });
+        return Err(e);
+    }
+    Ok(node)
 }
 
 /// The `size_of::<T>()` bytes at the start of the parameter union.
@@ -1392,14 +1442,13 @@ unsafe fn begin_capture_to_graph(
         return Err(CudaStatus::ErrorInvalidValue);
     }
     // SAFETY: as the caller promised.
-    unsafe { default_edges(edge_data, count) }?;
-    // SAFETY: as the caller promised.
-    let deps = unsafe { dependencies(deps, count) }?;
+    let (deps, edges) = unsafe { (dependencies(deps, count)?, edge_list(edge_data, count)?) };
     crate::gate::sync_stream(stream)?;
     call(&StreamBeginCaptureToGraph {
         stream,
         graph: GraphHandle::from(graph),
         dependencies: deps,
+        edges,
     })?;
     capture::begin_into_graph(stream, mode);
     Ok(())
@@ -1472,12 +1521,12 @@ unsafe fn update_capture_dependencies(
         return Err(CudaStatus::ErrorIllegalState);
     }
     // SAFETY: as the caller promised.
-    unsafe { default_edges(edge_data, count) }?;
-    // SAFETY: as the caller promised.
-    let dependencies = unsafe { dependencies(deps, count) }?;
+    let (dependencies, edges) =
+        unsafe { (dependencies(deps, count)?, edge_list(edge_data, count)?) };
     call(&vmcuda_wire::op::StreamUpdateCaptureDependencies {
         stream,
         dependencies,
+        edges,
         set: flags == SET_CAPTURE_DEPENDENCIES,
     })
 }
@@ -1516,6 +1565,9 @@ pub extern "C" fn cudaStreamUpdateCaptureDependencies_ptsz(
 
 // ---- edges ----------------------------------------------------------------------------
 
+/// The edges `from[i] -> to[i]` with their data.
+type Edges = (Vec<GraphNodeHandle>, Vec<GraphNodeHandle>, Vec<RawEdge>);
+
 /// # Safety
 /// `from`, `to` (and `edge_data`, if given) hold `count` readable entries.
 unsafe fn edges(
@@ -1523,11 +1575,14 @@ unsafe fn edges(
     to: *const RawHandle,
     edge_data: *const u64,
     count: usize,
-) -> Result<(Vec<GraphNodeHandle>, Vec<GraphNodeHandle>)> {
+) -> Result<Edges> {
     // SAFETY: as the caller promised.
     unsafe {
-        default_edges(edge_data, count)?;
-        Ok((dependencies(from, count)?, dependencies(to, count)?))
+        Ok((
+            dependencies(from, count)?,
+            dependencies(to, count)?,
+            edge_list(edge_data, count)?,
+        ))
     }
 }
 
@@ -1541,11 +1596,12 @@ pub extern "C" fn cudaGraphAddDependencies(
 ) -> cudaError_t {
     guard("cudaGraphAddDependencies", || {
         // SAFETY: by its contract the lists hold `count` entries.
-        let (from, to) = unsafe { edges(from, to, edge_data, count) }?;
+        let (from, to, edges) = unsafe { edges(from, to, edge_data, count) }?;
         call(&GraphAddDependencies {
             graph: graph.into(),
             from,
             to,
+            edges,
         })
     })
 }
@@ -1560,11 +1616,12 @@ pub extern "C" fn cudaGraphRemoveDependencies(
 ) -> cudaError_t {
     guard("cudaGraphRemoveDependencies", || {
         // SAFETY: by its contract the lists hold `count` entries.
-        let (from, to) = unsafe { edges(from, to, edge_data, count) }?;
+        let (from, to, edges) = unsafe { edges(from, to, edge_data, count) }?;
         call(&GraphRemoveDependencies {
             graph: graph.into(),
             from,
             to,
+            edges,
         })
     })
 }
@@ -1589,10 +1646,10 @@ pub extern "C" fn cudaGraphGetEdges(
         // lists see the same room: the second call reads what the first left.
         unsafe {
             let room = caller::read(count)?;
-            super::graph::give_nodes(&list.from, from, edge_data, count)?;
+            super::graph::give_nodes(&list.from, &list.data, from, edge_data, count)?;
             if !to.is_null() {
                 let mut left = room;
-                super::graph::give_nodes(&list.to, to, std::ptr::null_mut(), &mut left)?;
+                super::graph::give_nodes(&list.to, &[], to, std::ptr::null_mut(), &mut left)?;
             }
         }
         Ok(())
@@ -1614,7 +1671,7 @@ pub extern "C" fn cudaGraphGetRootNodes(
         })?;
         // SAFETY: by its contract `count` is readable and writable and `nodes` NULL or
         // has room for `*count`.
-        unsafe { super::graph::give_nodes(&roots.nodes, nodes, std::ptr::null_mut(), count) }
+        unsafe { super::graph::give_nodes(&roots.nodes, &[], nodes, std::ptr::null_mut(), count) }
     })
 }
 
@@ -1632,7 +1689,7 @@ pub extern "C" fn cudaGraphNodeGetDependentNodes(
         let found = call(&GraphNodeGetDependentNodes { node: node.into() })?;
         // SAFETY: by its contract `count` is readable and writable, `nodes` and
         // `edge_data` NULL or with room for `*count`.
-        unsafe { super::graph::give_nodes(&found.nodes, nodes, edge_data, count) }
+        unsafe { super::graph::give_nodes(&found.nodes, &found.edges, nodes, edge_data, count) }
     })
 }
 

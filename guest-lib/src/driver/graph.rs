@@ -224,12 +224,14 @@ export! {
         // SAFETY: by cuGraphAddNode's contract `deps` (and `edge_data`, if given) hold
         // `count` entries, `params` is readable and writable, `out` writable.
         unsafe {
-            graph_build::default_edges(edge_data, count)?;
-            let deps = graph_build::dependencies(deps, count)?;
             if params.is_null() {
                 return Err(CudaStatus::ErrorInvalidValue);
             }
-            graph_build::give(out, add_by_type(graph, deps, params)?)
+            let ty = caller::read(params.cast::<u32>())?;
+            let node = graph_build::add_with_edges(graph, deps, edge_data, count, ty, |deps| {
+                add_by_type(graph, deps, params)
+            })?;
+            graph_build::give(out, node)
         }
     }
 }

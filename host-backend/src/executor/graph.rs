@@ -6,7 +6,7 @@
 //! guest's handles onto them and checks them first. Capture is always relaxed at this
 //! level (the guest enforces its threads' capture modes).
 
-use vmcuda_wire::graph::MemAccess;
+use vmcuda_wire::graph::{EdgeData, MemAccess};
 use vmcuda_wire::op::DevicePtr;
 
 use super::{ExecEvent, ExecResult, ExecStream, StreamAttrValue};
@@ -29,6 +29,11 @@ pub enum ExecPlainNode {
     EventWait(ExecEvent),
 }
 
+/// Nodes, each with the data of its edge to or from the node asked about.
+pub type ExecLinked = (Vec<ExecNode>, Vec<EdgeData>);
+/// A graph's edges `from[i] -> to[i]` with `data[i]`.
+pub type ExecEdges = (Vec<ExecNode>, Vec<ExecNode>, Vec<EdgeData>);
+
 /// `cudaGraphExecUpdate`'s answer: the result code and the nodes it names (0: none).
 pub type ExecUpdate = (u32, ExecNode, ExecNode);
 
@@ -38,11 +43,13 @@ pub trait GraphBuild {
     fn graph_create(&mut self, flags: u32) -> ExecResult<ExecGraph>;
     /// Begin capturing `stream` into `graph` (relaxed), the first work captured
     /// depending on `dependencies`. `end_capture` ends it and gives `graph` back.
+    /// `edges` (here and below) is empty for default edges, else one per dependency.
     fn begin_capture_to_graph(
         &mut self,
         stream: ExecStream,
         graph: ExecGraph,
         dependencies: &[ExecNode],
+        edges: &[EdgeData],
     ) -> ExecResult<()>;
     /// A capturing stream's next work depends on `dependencies` (nodes of its
     /// capture's graph): instead of what it depended on (`set`), or besides.
@@ -50,6 +57,7 @@ pub trait GraphBuild {
         &mut self,
         stream: ExecStream,
         dependencies: &[ExecNode],
+        edges: &[EdgeData],
         set: bool,
     ) -> ExecResult<()>;
     fn add_plain_node(
@@ -82,18 +90,20 @@ pub trait GraphBuild {
         dst: (ExecGraph, ExecNode),
         src: (ExecGraph, ExecNode),
     ) -> ExecResult<()>;
-    /// Add (or, with `add` false, remove) the edges `from[i] -> to[i]`.
+    /// Add (or, with `add` false, remove) the edges `from[i] -> to[i]` (with
+    /// `edges[i]`).
     fn change_dependencies(
         &mut self,
         graph: ExecGraph,
         from: &[ExecNode],
         to: &[ExecNode],
+        edges: &[EdgeData],
         add: bool,
     ) -> ExecResult<()>;
-    /// Every edge, as (from, to) lists.
-    fn graph_edges(&mut self, graph: ExecGraph) -> ExecResult<(Vec<ExecNode>, Vec<ExecNode>)>;
+    /// Every edge, as (from, to, data) lists.
+    fn graph_edges(&mut self, graph: ExecGraph) -> ExecResult<ExecEdges>;
     fn root_nodes(&mut self, graph: ExecGraph) -> ExecResult<Vec<ExecNode>>;
-    fn dependent_nodes(&mut self, graph: ExecGraph, node: ExecNode) -> ExecResult<Vec<ExecNode>>;
+    fn dependent_nodes(&mut self, graph: ExecGraph, node: ExecNode) -> ExecResult<ExecLinked>;
     fn destroy_node(&mut self, graph: ExecGraph, node: ExecNode) -> ExecResult<()>;
     fn graph_clone(&mut self, graph: ExecGraph) -> ExecResult<ExecGraph>;
     /// The node of `clone` (a clone of `graph`) that was `node`.
@@ -154,7 +164,7 @@ pub trait Graphs {
     /// Whether `stream` is capturing now (begun on it, or joined through an event).
     fn stream_capturing(&mut self, stream: ExecStream) -> ExecResult<bool>;
     /// The graph `stream`'s capture is building and the stream's current dependencies.
-    fn capture_graph(&mut self, stream: ExecStream) -> ExecResult<(ExecGraph, Vec<ExecNode>)>;
+    fn capture_graph(&mut self, stream: ExecStream) -> ExecResult<(ExecGraph, ExecLinked)>;
     /// End the capture begun on `stream`; the graph it made.
     fn end_capture(&mut self, stream: ExecStream) -> ExecResult<ExecGraph>;
     fn graph_instantiate(&mut self, graph: ExecGraph, flags: u64) -> ExecResult<ExecGraphExec>;
@@ -164,7 +174,7 @@ pub trait Graphs {
     /// The graph's nodes, in the driver's order.
     fn graph_nodes(&mut self, graph: ExecGraph) -> ExecResult<Vec<ExecNode>>;
     /// The nodes `node` (of `graph`) depends on.
-    fn node_dependencies(&mut self, graph: ExecGraph, node: ExecNode) -> ExecResult<Vec<ExecNode>>;
+    fn node_dependencies(&mut self, graph: ExecGraph, node: ExecNode) -> ExecResult<ExecLinked>;
     /// The graph in Graphviz DOT.
     fn graph_dot(&mut self, graph: ExecGraph, flags: u32) -> ExecResult<Vec<u8>>;
 

@@ -49,7 +49,7 @@ use vmcuda_wire::op::{
     GraphGetRootNodes, GraphKernelNodeCopyAttributes, GraphKernelNodeGetAttribute,
     GraphKernelNodeSetAttribute, GraphNodeFindInClone, GraphNodeGetDependentNodes,
     GraphNodeGetEnabled, GraphNodeGetType, GraphNodeSetEnabled, GraphOps, GraphRemoveDependencies,
-    GraphUpload, HostFunctionSignal, KernelNodeAttribute, NodeEnabled, NodeType,
+    GraphUpload, HostFunctionSignal, KernelNodeAttribute, LinkedNodes, NodeEnabled, NodeType,
     StreamUpdateCaptureDependencies,
 };
 use vmcuda_wire::CudaStatus;
@@ -574,7 +574,7 @@ impl GraphOps for Session {
         _: &[u8],
     ) -> HandlerResult<CaptureGraph> {
         let s = self.handles.stream(req.stream)?;
-        let (graph, deps) = self.exec.capture_graph(s)?;
+        let (graph, (deps, edges)) = self.exec.capture_graph(s)?;
         let handle = match self.graph_tables.building.get(&graph) {
             Some(&h) => h,
             None => self.name_graph(graph, true)?,
@@ -584,6 +584,7 @@ impl GraphOps for Session {
             CaptureGraph {
                 graph: handle,
                 dependencies,
+                edges: edges.iter().map(|e| e.raw()).collect(),
             },
             Vec::new(),
         ))
@@ -768,15 +769,14 @@ impl GraphOps for Session {
         _: &CallContext,
         req: GraphNodeGetDependencies,
         _: &[u8],
-    ) -> HandlerResult<GraphNodes> {
+    ) -> HandlerResult<LinkedNodes> {
         let Some(&(graph, node)) = self.graph_tables.nodes.get(&req.node) else {
             warn!(client = %self.client, node = req.node.0, "refused an unknown graph node");
             return Err(CudaStatus::ErrorInvalidValue);
         };
         let exec_graph = self.graph_entry(graph)?.exec;
-        let deps = self.exec.node_dependencies(exec_graph, node)?;
-        let nodes = self.node_handles(graph, deps);
-        Ok((GraphNodes { nodes }, Vec::new()))
+        let linked = self.exec.node_dependencies(exec_graph, node)?;
+        Ok((self.linked_nodes(graph, linked), Vec::new()))
     }
 
     fn graph_create(
@@ -810,7 +810,8 @@ impl GraphOps for Session {
         let s = self.handles.stream(req.stream)?;
         let graph = self.editable_graph(req.graph)?;
         let deps = self.nodes_in(req.graph, &req.dependencies)?;
-        self.exec.begin_capture_to_graph(s, graph, &deps)?;
+        let edges = self.checked_edges(&req.edges, deps.len())?;
+        self.exec.begin_capture_to_graph(s, graph, &deps, &edges)?;
         let tables = &mut self.graph_tables;
         tables.captured = true;
         tables.capture_origins.insert(s);
@@ -909,7 +910,9 @@ impl GraphOps for Session {
         let graph = self.finished_graph(req.graph)?;
         let from = self.nodes_in(req.graph, &req.from)?;
         let to = self.nodes_in(req.graph, &req.to)?;
-        self.exec.change_dependencies(graph, &from, &to, true)?;
+        let edges = self.checked_edges(&req.edges, from.len())?;
+        self.exec
+            .change_dependencies(graph, &from, &to, &edges, true)?;
         nothing()
     }
 
@@ -922,7 +925,9 @@ impl GraphOps for Session {
         let graph = self.finished_graph(req.graph)?;
         let from = self.nodes_in(req.graph, &req.from)?;
         let to = self.nodes_in(req.graph, &req.to)?;
-        self.exec.change_dependencies(graph, &from, &to, false)?;
+        let edges = self.checked_edges(&req.edges, from.len())?;
+        self.exec
+            .change_dependencies(graph, &from, &to, &edges, false)?;
         nothing()
     }
 
@@ -933,10 +938,11 @@ impl GraphOps for Session {
         _: &[u8],
     ) -> HandlerResult<EdgeList> {
         let graph = self.graph_entry(req.graph)?.exec;
-        let (from, to) = self.exec.graph_edges(graph)?;
+        let (from, to, data) = self.exec.graph_edges(graph)?;
         let from = self.node_handles(req.graph, from);
         let to = self.node_handles(req.graph, to);
-        Ok((EdgeList { from, to }, Vec::new()))
+        let data = data.iter().map(|e| e.raw()).collect();
+        Ok((EdgeList { from, to, data }, Vec::new()))
     }
 
     fn graph_get_root_nodes(
@@ -956,11 +962,10 @@ impl GraphOps for Session {
         _: &CallContext,
         req: GraphNodeGetDependentNodes,
         _: &[u8],
-    ) -> HandlerResult<GraphNodes> {
+    ) -> HandlerResult<LinkedNodes> {
         let (handle, graph, node) = self.node_ref(req.node)?;
-        let dependents = self.exec.dependent_nodes(graph, node)?;
-        let nodes = self.node_handles(handle, dependents);
-        Ok((GraphNodes { nodes }, Vec::new()))
+        let linked = self.exec.dependent_nodes(graph, node)?;
+        Ok((self.linked_nodes(handle, linked), Vec::new()))
     }
 
     fn graph_destroy_node(
@@ -1201,7 +1206,9 @@ impl GraphOps for Session {
             return Err(CudaStatus::ErrorInvalidValue);
         };
         let deps = self.nodes_in(handle, &req.dependencies)?;
-        self.exec.update_capture_dependencies(s, &deps, req.set)?;
+        let edges = self.checked_edges(&req.edges, deps.len())?;
+        self.exec
+            .update_capture_dependencies(s, &deps, &edges, req.set)?;
         nothing()
     }
 
@@ -1218,7 +1225,7 @@ impl GraphOps for Session {
         let here = self.shared_here(req.slot, 8)?;
         self.exec.host_function_signal(s, here)?;
         self.graph_tables.host_function_slots.insert(here);
-        if let Ok((graph, deps)) = self.exec.capture_graph(s) {
+        if let Ok((graph, (deps, _))) = self.exec.capture_graph(s) {
             if let Some(&node) = deps.last() {
                 self.graph_tables.host_nodes.insert((graph, node));
             }

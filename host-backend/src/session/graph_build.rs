@@ -10,10 +10,11 @@
 //! and a second holder of the same allocation node would make that charge wrong.
 
 use tracing::warn;
-use vmcuda_wire::graph::{GraphExecHandle, GraphHandle, GraphNodeHandle};
+use vmcuda_wire::graph::{EdgeData, GraphExecHandle, GraphHandle, GraphNodeHandle};
+use vmcuda_wire::graph::{LinkedNodes, RawEdge};
 use vmcuda_wire::CudaStatus;
 
-use crate::executor::graph::{ExecGraph, ExecGraphExec, ExecNode};
+use crate::executor::graph::{ExecGraph, ExecGraphExec, ExecLinked, ExecNode};
 
 use super::Session;
 
@@ -66,6 +67,47 @@ impl Session {
                 Ok(n)
             })
             .collect()
+    }
+
+    /// The edge data given for `count` dependencies, checked: empty for default edges
+    /// (none given, or all default).
+    pub(super) fn checked_edges(
+        &self,
+        raw: &[RawEdge],
+        count: usize,
+    ) -> Result<Vec<EdgeData>, CudaStatus> {
+        if raw.is_empty() {
+            return Ok(Vec::new());
+        }
+        if raw.len() != count {
+            warn!(client = %self.client, edges = raw.len(), count,
+                "refused edge data for another number of dependencies");
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let mut edges = Vec::with_capacity(count);
+        for &r in raw {
+            let Some(e) = EdgeData::checked(r) else {
+                warn!(client = %self.client, edge = r, "refused edge data CUDA does not define");
+                return Err(CudaStatus::ErrorInvalidValue);
+            };
+            edges.push(e);
+        }
+        if edges.iter().all(|e| e.is_default()) {
+            edges.clear();
+        }
+        Ok(edges)
+    }
+
+    /// The guest's view of nodes linked to one of `graph`'s, with their edge data.
+    pub(super) fn linked_nodes(
+        &mut self,
+        graph: GraphHandle,
+        (nodes, edges): ExecLinked,
+    ) -> LinkedNodes {
+        LinkedNodes {
+            nodes: self.node_handles(graph, nodes),
+            edges: edges.iter().map(|e| e.raw()).collect(),
+        }
     }
 
     /// A finished graph the guest may add nodes to or change: its executor id.
@@ -190,6 +232,7 @@ mod tests {
             stream,
             graph,
             dependencies: deps.to_vec(),
+            edges: Vec::new(),
         };
         s.stream_begin_capture_to_graph(&CTX, begin, &[]).unwrap();
         let memset = Memset {
@@ -260,6 +303,7 @@ mod tests {
             graph: g,
             from: vec![first],
             to: vec![foreign],
+            edges: Vec::new(),
         };
         assert_eq!(
             s.graph_add_dependencies(&CTX, req, &[]).unwrap_err(),
@@ -269,6 +313,7 @@ mod tests {
             stream,
             graph: g,
             dependencies: vec![foreign],
+            edges: Vec::new(),
         };
         assert_eq!(
             s.stream_begin_capture_to_graph(&CTX, begin, &[])
@@ -416,6 +461,7 @@ mod tests {
             stream,
             graph: g,
             dependencies: vec![],
+            edges: Vec::new(),
         };
         s.stream_begin_capture_to_graph(&CTX, begin, &[]).unwrap();
         let alloc = MemAllocAsync { size: 4096, stream };
@@ -460,6 +506,38 @@ mod tests {
             .unwrap();
         assert!(free(&mut s) > before);
     }
+    /// Edge data is checked before any executor sees it: one record per edge, each
+    /// one CUDA defines; all-default data is the same as none.
+    #[test]
+    fn edge_data_is_checked_at_the_door() {
+        let mut s = session();
+        let g = create(&mut s);
+        let a = plain(&mut s, g, &[]);
+        let b = plain(&mut s, g, &[]);
+        let add = |s: &mut Session, edges: Vec<u64>| {
+            let req = GraphAddDependencies {
+                graph: g,
+                from: vec![a],
+                to: vec![b],
+                edges,
+            };
+            s.graph_add_dependencies(&CTX, req, &[])
+        };
+        let downstream_port = u64::from_le_bytes([0, 1, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(add(&mut s, vec![0, 0]).unwrap_err(), REFUSED);
+        assert_eq!(add(&mut s, vec![downstream_port]).unwrap_err(), REFUSED);
+        assert_eq!(add(&mut s, vec![1 << 40]).unwrap_err(), REFUSED);
+        add(&mut s, vec![0]).unwrap();
+        let edges = s
+            .graph_get_edges(&CTX, GraphGetEdges { graph: g }, &[])
+            .unwrap()
+            .0;
+        assert_eq!(edges.data, vec![0]);
+        let deps = GraphNodeGetDependencies { node: b };
+        let linked = s.graph_node_get_dependencies(&CTX, deps, &[]).unwrap().0;
+        assert_eq!((linked.nodes, linked.edges), (vec![a], vec![0]));
+    }
+
     #[test]
     fn only_kernel_nodes_take_launch_attributes() {
         let mut s = session();

@@ -19,11 +19,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use cudarc::driver::sys;
 use tracing::warn;
-use vmcuda_wire::graph::{pool_attr, MemAccess};
+use vmcuda_wire::graph::{pool_attr, EdgeData, MemAccess};
 use vmcuda_wire::op::DevicePtr;
 use vmcuda_wire::CudaStatus;
 
-use super::super::graph::{ExecGraph, ExecGraphExec, ExecNode, ExecPool, ExecShare, Graphs};
+use super::super::graph::{
+    ExecGraph, ExecGraphExec, ExecLinked, ExecNode, ExecPool, ExecShare, Graphs,
+};
 use super::super::{ExecResult, ExecStream, LEGACY_STREAM};
 use super::{check, to_usize, CudaExecutor};
 use crate::executor::DeviceExec;
@@ -214,6 +216,59 @@ impl CudaExecutor {
         nodes.truncate(count);
         Ok(nodes.into_iter().map(|n| n as usize as ExecNode).collect())
     }
+
+    /// As `node_list`, with each node's edge data.
+    pub(super) fn linked_list(
+        fill: impl Fn(*mut sys::CUgraphNode, *mut sys::CUgraphEdgeData, *mut usize) -> sys::CUresult,
+    ) -> ExecResult<ExecLinked> {
+        let mut count = 0usize;
+        check(fill(ptr::null_mut(), ptr::null_mut(), &mut count))?;
+        if count == 0 {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let mut nodes: Vec<sys::CUgraphNode> = vec![ptr::null_mut(); count];
+        let mut edges = vec![no_edge_data(); count];
+        check(fill(nodes.as_mut_ptr(), edges.as_mut_ptr(), &mut count))?;
+        nodes.truncate(count);
+        edges.truncate(count);
+        let nodes = nodes.into_iter().map(|n| n as usize as ExecNode).collect();
+        Ok((nodes, edges.iter().map(edge_from_driver).collect()))
+    }
+}
+
+/// Default edge data, as the driver lays it out.
+pub(super) fn no_edge_data() -> sys::CUgraphEdgeData {
+    sys::CUgraphEdgeData {
+        from_port: 0,
+        to_port: 0,
+        type_: 0,
+        reserved: [0; 5],
+    }
+}
+
+/// Checked edge data for the driver; empty for default edges (passed as NULL).
+pub(super) fn edge_data(edges: &[EdgeData]) -> Vec<sys::CUgraphEdgeData> {
+    edges
+        .iter()
+        .map(|e| sys::CUgraphEdgeData {
+            from_port: e.from_port(),
+            type_: e.kind(),
+            ..no_edge_data()
+        })
+        .collect()
+}
+
+/// A pointer to the first of `list`, or NULL for default edges.
+pub(super) fn first_edge(list: &[sys::CUgraphEdgeData]) -> *const sys::CUgraphEdgeData {
+    if list.is_empty() {
+        ptr::null()
+    } else {
+        list.as_ptr()
+    }
+}
+
+pub(super) fn edge_from_driver(e: &sys::CUgraphEdgeData) -> EdgeData {
+    EdgeData::from_driver(e.from_port, e.type_)
 }
 
 impl Graphs for CudaExecutor {
@@ -239,14 +294,15 @@ impl Graphs for CudaExecutor {
         Ok(status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
     }
 
-    fn capture_graph(&mut self, stream: ExecStream) -> ExecResult<(ExecGraph, Vec<ExecNode>)> {
+    fn capture_graph(&mut self, stream: ExecStream) -> ExecResult<(ExecGraph, ExecLinked)> {
         self.bind()?;
         let s = self.stream(stream)?;
         let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
         let mut graph: sys::CUgraph = ptr::null_mut();
         let mut deps: *const sys::CUgraphNode = ptr::null();
+        let mut edges: *const sys::CUgraphEdgeData = ptr::null();
         let mut count = 0usize;
-        // SAFETY: out-pointers to locals; `s` is checked; no id and no edge data asked.
+        // SAFETY: out-pointers to locals; `s` is checked; no id asked.
         check(unsafe {
             sys::cuStreamGetCaptureInfo_v3(
                 s,
@@ -254,7 +310,7 @@ impl Graphs for CudaExecutor {
                 ptr::null_mut(),
                 &mut graph,
                 &mut deps,
-                ptr::null_mut(),
+                &mut edges,
                 &mut count,
             )
         })?;
@@ -272,9 +328,18 @@ impl Graphs for CudaExecutor {
                 .map(|&n| n as usize as ExecNode)
                 .collect()
         };
+        let data = if nodes.is_empty() || edges.is_null() {
+            vec![EdgeData::default(); nodes.len()]
+        } else {
+            // SAFETY: as for `deps`: `count` records at `edges`, copied out at once.
+            unsafe { std::slice::from_raw_parts(edges, count) }
+                .iter()
+                .map(edge_from_driver)
+                .collect()
+        };
         let id = graph as usize as ExecGraph;
         self.graph_tables.building.insert(id, self.current);
-        Ok((id, nodes))
+        Ok((id, (nodes, data)))
     }
 
     fn end_capture(&mut self, stream: ExecStream) -> ExecResult<ExecGraph> {
@@ -371,15 +436,15 @@ impl Graphs for CudaExecutor {
         Self::node_list(|nodes, count| unsafe { sys::cuGraphGetNodes(g, nodes, count) })
     }
 
-    fn node_dependencies(&mut self, graph: ExecGraph, node: ExecNode) -> ExecResult<Vec<ExecNode>> {
+    fn node_dependencies(&mut self, graph: ExecGraph, node: ExecNode) -> ExecResult<ExecLinked> {
         self.bind()?;
         // The session hands out only nodes it got from graph_nodes of this live graph.
         self.readable_graph(graph)?;
         let n = node as usize as sys::CUgraphNode;
         // SAFETY: `n` is a node of a live graph; the driver writes at most `*count`
-        // nodes; no edge data is asked for.
-        Self::node_list(|deps, count| unsafe {
-            sys::cuGraphNodeGetDependencies_v2(n, deps, ptr::null_mut(), count)
+        // nodes and as many edge records.
+        Self::linked_list(|deps, edges, count| unsafe {
+            sys::cuGraphNodeGetDependencies_v2(n, deps, edges, count)
         })
     }
 

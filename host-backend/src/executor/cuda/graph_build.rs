@@ -13,14 +13,15 @@ use std::ffi::c_void;
 use std::ptr;
 
 use cudarc::driver::sys;
-use vmcuda_wire::graph::{conditional_type, node_type};
+use vmcuda_wire::graph::{conditional_type, node_type, EdgeData};
 use vmcuda_wire::CudaStatus;
 
 use super::super::graph::{
-    ExecGraph, ExecGraphExec, ExecNode, ExecPlainNode, ExecUpdate, GraphBuild,
+    ExecEdges, ExecGraph, ExecGraphExec, ExecLinked, ExecNode, ExecPlainNode, ExecUpdate,
+    GraphBuild,
 };
 use super::super::{ExecResult, ExecStream, StreamAttrValue, STREAM_ATTR_LEN};
-use super::graph::OwnedGraph;
+use super::graph::{edge_data, edge_from_driver, first_edge, no_edge_data, OwnedGraph};
 use super::{check, CudaExecutor};
 
 fn node(id: ExecNode) -> sys::CUgraphNode {
@@ -107,16 +108,25 @@ impl GraphBuild for CudaExecutor {
         stream: ExecStream,
         graph: ExecGraph,
         dependencies: &[ExecNode],
+        edges: &[EdgeData],
     ) -> ExecResult<()> {
         let idx = self.bind()?;
         let s = self.stream(stream)?;
         let g = self.any_graph(graph)?;
         let deps = nodes(dependencies);
+        let data = edge_data(edges);
         let relaxed = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
         // SAFETY: `s` is checked, `g` live, `deps` nodes of `g` (paired by the session),
-        // no edge data.
+        // `data` empty or one record per node (the session checked the count).
         check(unsafe {
-            sys::cuStreamBeginCaptureToGraph(s, g, first(&deps), ptr::null(), deps.len(), relaxed)
+            sys::cuStreamBeginCaptureToGraph(
+                s,
+                g,
+                first(&deps),
+                first_edge(&data),
+                deps.len(),
+                relaxed,
+            )
         })?;
         self.batch.capture_began(stream);
         // Until the capture ends the graph is the capture's: readable only.
@@ -131,11 +141,13 @@ impl GraphBuild for CudaExecutor {
         &mut self,
         stream: ExecStream,
         dependencies: &[ExecNode],
+        edges: &[EdgeData],
         set: bool,
     ) -> ExecResult<()> {
         self.bind()?;
         let s = self.stream(stream)?;
         let mut deps = nodes(dependencies);
+        let data = edge_data(edges);
         let flags = match set {
             true => {
                 sys::CUstreamUpdateCaptureDependencies_flags::CU_STREAM_SET_CAPTURE_DEPENDENCIES
@@ -150,12 +162,12 @@ impl GraphBuild for CudaExecutor {
             deps.as_mut_ptr()
         };
         // SAFETY: `s` is checked; `deps` are nodes of its capture's graph (the session
-        // paired them), no edge data.
+        // paired them), `data` empty or one record per node.
         check(unsafe {
             sys::cuStreamUpdateCaptureDependencies_v2(
                 s,
                 list,
-                ptr::null(),
+                first_edge(&data),
                 deps.len(),
                 flags as u32,
             )
@@ -249,6 +261,7 @@ impl GraphBuild for CudaExecutor {
         graph: ExecGraph,
         from: &[ExecNode],
         to: &[ExecNode],
+        edges: &[EdgeData],
         add: bool,
     ) -> ExecResult<()> {
         self.bind()?;
@@ -257,23 +270,20 @@ impl GraphBuild for CudaExecutor {
             return Err(CudaStatus::ErrorInvalidValue);
         }
         let (from, to) = (nodes(from), nodes(to));
-        // SAFETY: `g` is live; `from` and `to` are its nodes, as many of each.
+        let data = edge_data(edges);
+        let (f, t, d, n) = (first(&from), first(&to), first_edge(&data), from.len());
+        // SAFETY: `g` is live; `from` and `to` are its nodes, as many of each, and
+        // `data` empty or as many records.
         check(unsafe {
             if add {
-                sys::cuGraphAddDependencies_v2(g, first(&from), first(&to), ptr::null(), from.len())
+                sys::cuGraphAddDependencies_v2(g, f, t, d, n)
             } else {
-                sys::cuGraphRemoveDependencies_v2(
-                    g,
-                    first(&from),
-                    first(&to),
-                    ptr::null(),
-                    from.len(),
-                )
+                sys::cuGraphRemoveDependencies_v2(g, f, t, d, n)
             }
         })
     }
 
-    fn graph_edges(&mut self, graph: ExecGraph) -> ExecResult<(Vec<ExecNode>, Vec<ExecNode>)> {
+    fn graph_edges(&mut self, graph: ExecGraph) -> ExecResult<ExecEdges> {
         self.bind()?;
         let g = self.readable_graph(graph)?;
         let mut count = 0usize;
@@ -288,17 +298,18 @@ impl GraphBuild for CudaExecutor {
             )
         })?;
         if count == 0 {
-            return Ok((Vec::new(), Vec::new()));
+            return Ok((Vec::new(), Vec::new(), Vec::new()));
         }
         let mut from = vec![ptr::null_mut(); count];
         let mut to = vec![ptr::null_mut(); count];
-        // SAFETY: both lists have room for `count` nodes.
+        let mut data = vec![no_edge_data(); count];
+        // SAFETY: the three lists have room for `count` entries.
         check(unsafe {
             sys::cuGraphGetEdges_v2(
                 g,
                 from.as_mut_ptr(),
                 to.as_mut_ptr(),
-                ptr::null_mut(),
+                data.as_mut_ptr(),
                 &mut count,
             )
         })?;
@@ -308,7 +319,8 @@ impl GraphBuild for CudaExecutor {
                 .map(|n| n as usize as ExecNode)
                 .collect()
         };
-        Ok((ids(from), ids(to)))
+        let data = data.iter().take(count).map(edge_from_driver).collect();
+        Ok((ids(from), ids(to), data))
     }
 
     fn root_nodes(&mut self, graph: ExecGraph) -> ExecResult<Vec<ExecNode>> {
@@ -318,13 +330,14 @@ impl GraphBuild for CudaExecutor {
         Self::node_list(|out, count| unsafe { sys::cuGraphGetRootNodes(g, out, count) })
     }
 
-    fn dependent_nodes(&mut self, graph: ExecGraph, n: ExecNode) -> ExecResult<Vec<ExecNode>> {
+    fn dependent_nodes(&mut self, graph: ExecGraph, n: ExecNode) -> ExecResult<ExecLinked> {
         self.bind()?;
         self.readable_graph(graph)?;
         let n = node(n);
-        // SAFETY: `n` is a node of a live graph; the driver writes at most `*count`.
-        Self::node_list(|out, count| unsafe {
-            sys::cuGraphNodeGetDependentNodes_v2(n, out, ptr::null_mut(), count)
+        // SAFETY: `n` is a node of a live graph; the driver writes at most `*count`
+        // nodes and as many edge records.
+        Self::linked_list(|out, edges, count| unsafe {
+            sys::cuGraphNodeGetDependentNodes_v2(n, out, edges, count)
         })
     }
 

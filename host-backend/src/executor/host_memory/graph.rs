@@ -25,14 +25,18 @@
 //! that memory counts as used in the executor's figures, as on a GPU. Pools made with
 //! `pool_create` behave alike, and refuse to grow past their maximum size.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use tracing::warn;
-use vmcuda_wire::graph::{access_flags_valid, node_type, pool_attr, MemAccess, LOCATION_DEVICE};
+use vmcuda_wire::graph::{
+    access_flags_valid, node_type, pool_attr, EdgeData, MemAccess, LOCATION_DEVICE,
+};
 use vmcuda_wire::op::{DevicePtr, LaunchAttribute};
 use vmcuda_wire::CudaStatus;
 
-use super::super::graph::{ExecGraph, ExecGraphExec, ExecNode, ExecPool, ExecShare, Graphs};
+use super::super::graph::{
+    ExecGraph, ExecGraphExec, ExecLinked, ExecNode, ExecPool, ExecShare, Graphs,
+};
 use super::super::{
     DeviceRange, ExecEvent, ExecFunction, ExecResult, ExecStream, LaunchConfig, PitchedRange,
 };
@@ -163,6 +167,8 @@ pub(super) struct Node {
     op: Recorded,
     /// Indices of the nodes this one depends on.
     deps: Vec<usize>,
+    /// The edge data of those dependencies that have any other than the default.
+    edges: BTreeMap<usize, EdgeData>,
     /// Runs when launched (`cudaGraphNodeSetEnabled` on an executable graph's copy).
     enabled: bool,
     /// A kernel node's launch attributes, as set (`cudaGraphKernelNodeSetAttribute`).
@@ -170,10 +176,16 @@ pub(super) struct Node {
 }
 
 impl Node {
+    /// The data of this node's edge from node `from`.
+    fn edge(&self, from: usize) -> EdgeData {
+        self.edges.get(&from).copied().unwrap_or_default()
+    }
+
     fn new(op: Recorded, deps: Vec<usize>) -> Node {
         Node {
             op,
             deps,
+            edges: Default::default(),
             enabled: true,
             attributes: Default::default(),
         }
@@ -214,6 +226,9 @@ pub(super) struct HostGraphs {
     captures: HashMap<u64, Capture>,
     /// Streams in a capture: (capture id, the nodes the stream's next node depends on).
     capturing: HashMap<ExecStream, (u64, Vec<usize>)>,
+    /// The edge data of a capturing stream's frontier, where other than the default
+    /// (set by a capture into a graph or new capture dependencies).
+    frontier_edges: HashMap<ExecStream, BTreeMap<usize, EdgeData>>,
     /// Events recorded in a capture: (capture id, the recording stream's frontier).
     event_frontier: HashMap<ExecEvent, (u64, Vec<usize>)>,
     next_capture: u64,
@@ -452,9 +467,13 @@ impl HostMemoryExecutor {
             return false;
         };
         let index = capture.nodes.len();
-        capture
-            .nodes
-            .push(Node::new(op(), std::mem::replace(frontier, vec![index])));
+        let mut node = Node::new(op(), std::mem::replace(frontier, vec![index]));
+        node.edges = self
+            .graphs
+            .frontier_edges
+            .remove(&stream)
+            .unwrap_or_default();
+        capture.nodes.push(node);
         true
     }
 
@@ -658,6 +677,10 @@ impl Graphs for HostMemoryExecutor {
         }
         let capture = self.graphs.captures.remove(&id).expect("looked up above");
         self.graphs.capturing.retain(|_, (c, _)| *c != id);
+        let capturing = &self.graphs.capturing;
+        self.graphs
+            .frontier_edges
+            .retain(|s, _| capturing.contains_key(s));
         if capture.invalidated {
             self.graph_memory_sweep(allocations(&capture.nodes).collect::<Vec<_>>());
             return Err(CudaStatus::ErrorStreamCaptureInvalidated);
@@ -740,7 +763,7 @@ impl Graphs for HostMemoryExecutor {
         Ok(())
     }
 
-    fn capture_graph(&mut self, stream: ExecStream) -> ExecResult<(ExecGraph, Vec<ExecNode>)> {
+    fn capture_graph(&mut self, stream: ExecStream) -> ExecResult<(ExecGraph, ExecLinked)> {
         self.check_stream(stream)?;
         let (id, frontier) = self
             .graphs
@@ -748,11 +771,15 @@ impl Graphs for HostMemoryExecutor {
             .get(&stream)
             .ok_or(CudaStatus::ErrorIllegalState)?;
         let graph = self.graphs.captures[id].graph;
-        let deps = frontier
-            .iter()
-            .map(|&d| graph << 16 | (d as u64 + 1))
-            .collect();
-        Ok((graph, deps))
+        let edges = self.graphs.frontier_edges.get(&stream);
+        let edge = |d: usize| edges.and_then(|e| e.get(&d)).copied().unwrap_or_default();
+        Ok((
+            graph,
+            frontier
+                .iter()
+                .map(|&d| (node_id(graph, d), edge(d)))
+                .unzip(),
+        ))
     }
 
     fn graph_nodes(&mut self, graph: ExecGraph) -> ExecResult<Vec<ExecNode>> {
@@ -760,14 +787,13 @@ impl Graphs for HostMemoryExecutor {
         Ok(live_nodes(nodes).map(|i| node_id(graph, i)).collect())
     }
 
-    fn node_dependencies(&mut self, graph: ExecGraph, node: ExecNode) -> ExecResult<Vec<ExecNode>> {
+    fn node_dependencies(&mut self, graph: ExecGraph, node: ExecNode) -> ExecResult<ExecLinked> {
         let nodes = self.nodes_of(graph)?;
-        let index = Self::node_index(graph, node, nodes.len())?;
-        Ok(nodes[index]
-            .deps
+        let n = &nodes[Self::node_index(graph, node, nodes.len())?];
+        Ok(n.deps
             .iter()
-            .map(|&d| graph << 16 | (d as u64 + 1))
-            .collect())
+            .map(|&d| (node_id(graph, d), n.edge(d)))
+            .unzip())
     }
 
     fn graph_dot(&mut self, graph: ExecGraph, _flags: u32) -> ExecResult<Vec<u8>> {
@@ -1055,6 +1081,111 @@ mod tests {
         DeviceRange::for_tests(ptr, len)
     }
 
+    /// A graph of two kernel nodes and an empty one, set in place (the double runs no
+    /// kernels, so none is captured).
+    fn kernels_and_empty(x: &mut HostMemoryExecutor) -> (ExecGraph, [ExecNode; 3]) {
+        use crate::executor::graph::GraphBuild;
+        let g = x.graph_create(0).unwrap();
+        let kernel = || Recorded::Launch {
+            function: 1,
+            grid: [1; 3],
+            block: [1; 3],
+            shared_mem: 0,
+            attributes: Vec::new(),
+            params: Vec::new(),
+        };
+        let nodes = vec![
+            Node::new(kernel(), vec![]),
+            Node::new(kernel(), vec![]),
+            Node::new(Recorded::Empty, vec![]),
+        ];
+        x.graphs.graphs.insert(g, nodes);
+        (g, [node_id(g, 0), node_id(g, 1), node_id(g, 2)])
+    }
+
+    /// Edges keep their data: reported by every query, removed only with it, taken
+    /// only where CUDA takes them.
+    #[test]
+    fn edges_keep_their_data() {
+        use crate::executor::graph::GraphBuild;
+        let mut x = HostMemoryExecutor::new(1 << 20, None).unwrap();
+        let (g, [k1, k2, empty]) = kernels_and_empty(&mut x);
+        let raw = |b: [u8; 8]| EdgeData::checked(u64::from_le_bytes(b)).unwrap();
+        let programmatic = raw([1, 0, 1, 0, 0, 0, 0, 0]);
+        let bad = CudaStatus::ErrorInvalidValue;
+        // Programmatic only between kernel nodes, out of an early port.
+        let into_empty = x.change_dependencies(g, &[k1], &[empty], &[programmatic], true);
+        assert_eq!(into_empty.unwrap_err(), bad);
+        let from_end = raw([0, 0, 1, 0, 0, 0, 0, 0]);
+        let late = x.change_dependencies(g, &[k1], &[k2], &[from_end], true);
+        assert_eq!(late.unwrap_err(), bad);
+        x.change_dependencies(
+            g,
+            &[k1, k2],
+            &[k2, empty],
+            &[programmatic, EdgeData::default()],
+            true,
+        )
+        .unwrap();
+        let (from, to, data) = x.graph_edges(g).unwrap();
+        assert_eq!((from, to), (vec![k1, k2], vec![k2, empty]));
+        assert_eq!(data, vec![programmatic, EdgeData::default()]);
+        assert_eq!(
+            x.node_dependencies(g, k2).unwrap(),
+            (vec![k1], vec![programmatic])
+        );
+        assert_eq!(
+            x.dependent_nodes(g, k1).unwrap(),
+            (vec![k2], vec![programmatic])
+        );
+        // A clone keeps them.
+        let clone = x.graph_clone(g).unwrap();
+        assert_eq!(
+            x.graph_edges(clone).unwrap().2,
+            vec![programmatic, EdgeData::default()]
+        );
+        // Removed only with the data it has.
+        assert_eq!(
+            x.change_dependencies(g, &[k1], &[k2], &[], false)
+                .unwrap_err(),
+            bad
+        );
+        x.change_dependencies(g, &[k1], &[k2], &[programmatic], false)
+            .unwrap();
+        assert_eq!(x.node_dependencies(g, k2).unwrap(), (vec![], vec![]));
+        // A capture into the graph after a programmatic edge: the captured node has it.
+        let s = x.stream_create(1, 0).unwrap();
+        x.begin_capture_to_graph(s, g, &[k1], &[programmatic])
+            .unwrap();
+        assert_eq!(
+            x.capture_graph(s).unwrap().1,
+            (vec![k1], vec![programmatic])
+        );
+        let completion = raw([2, 0, 1, 0, 0, 0, 0, 0]);
+        x.update_capture_dependencies(s, &[k2], &[completion], false)
+            .unwrap();
+        let (deps, edges) = x.capture_graph(s).unwrap().1;
+        assert_eq!(
+            (deps, edges),
+            (vec![k1, k2], vec![programmatic, completion])
+        );
+        x.update_capture_dependencies(s, &[k1], &[], true).unwrap();
+        assert_eq!(
+            x.capture_graph(s).unwrap().1,
+            (vec![k1], vec![EdgeData::default()])
+        );
+        x.update_capture_dependencies(s, &[k1], &[programmatic], true)
+            .unwrap();
+        assert!(x.record(s, || Recorded::Empty));
+        let made = x.end_capture(s).unwrap();
+        assert_eq!(made, g);
+        let last = node_id(g, 3);
+        assert_eq!(
+            x.node_dependencies(g, last).unwrap(),
+            (vec![k1], vec![programmatic])
+        );
+    }
+
     /// Only the origin stream ends a capture; ending it from a stream that joined it
     /// fails and invalidates it, as the driver does.
     #[test]
@@ -1098,8 +1229,9 @@ mod tests {
         x.stream_wait_event(s, join, 0).unwrap();
         x.memset(r(a, 8), 1, s, true).unwrap();
         // The graph being built, seen from the capture: s's last node is the frontier.
-        let (building, deps) = x.capture_graph(s).unwrap();
+        let (building, (deps, edges)) = x.capture_graph(s).unwrap();
         assert_eq!(deps, vec![building << 16 | 3]);
+        assert_eq!(edges, vec![EdgeData::default()]);
         assert_eq!(x.graph_nodes(building).unwrap().len(), 3);
         // Nothing ran yet; a pageable copy cannot be captured.
         assert_eq!(x.slice(a, 1).unwrap()[0], 0);
@@ -1113,12 +1245,10 @@ mod tests {
         assert!(!x.is_capturing(t), "joined streams leave with the origin");
         let nodes = x.graph_nodes(g).unwrap();
         assert_eq!(nodes.len(), 3);
-        assert_eq!(x.node_dependencies(g, nodes[0]).unwrap(), Vec::<u64>::new());
-        assert_eq!(x.node_dependencies(g, nodes[1]).unwrap(), vec![nodes[0]]);
-        assert_eq!(
-            x.node_dependencies(g, nodes[2]).unwrap(),
-            vec![nodes[0], nodes[1]]
-        );
+        let deps = |x: &mut HostMemoryExecutor, n| x.node_dependencies(g, n).unwrap().0;
+        assert_eq!(deps(&mut x, nodes[0]), Vec::<u64>::new());
+        assert_eq!(deps(&mut x, nodes[1]), vec![nodes[0]]);
+        assert_eq!(deps(&mut x, nodes[2]), vec![nodes[0], nodes[1]]);
         assert!(x.node_dependencies(g, 5).is_err());
         let exec = x.graph_instantiate(g, 0).unwrap();
         x.graph_destroy(g).unwrap();

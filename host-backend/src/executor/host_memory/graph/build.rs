@@ -8,11 +8,12 @@
 //! limit). Conditional nodes need kernels that run, which this double never does:
 //! refused.
 
-use vmcuda_wire::graph::{node_type, update_result};
+use vmcuda_wire::graph::{node_type, update_result, EdgeData};
 use vmcuda_wire::CudaStatus;
 
 use super::super::super::graph::{
-    ExecGraph, ExecGraphExec, ExecNode, ExecPlainNode, ExecUpdate, GraphBuild,
+    ExecEdges, ExecGraph, ExecGraphExec, ExecLinked, ExecNode, ExecPlainNode, ExecUpdate,
+    GraphBuild,
 };
 use super::super::super::{ExecResult, ExecStream, StreamAttrValue, STREAM_ATTR_LEN};
 use super::{live_nodes, node_id, Capture, HostMemoryExecutor, Node, Recorded};
@@ -52,6 +53,37 @@ impl HostMemoryExecutor {
         ids.iter()
             .map(|&n| Self::live_index(graph, n, nodes))
             .collect()
+    }
+
+    /// `edges` (empty, or one per dependency) as a frontier keeps them: by node
+    /// index, the default ones left out.
+    fn frontier_edges(
+        deps: &[usize],
+        edges: &[EdgeData],
+    ) -> ExecResult<std::collections::BTreeMap<usize, EdgeData>> {
+        if !(edges.is_empty() || edges.len() == deps.len()) {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        Ok(deps
+            .iter()
+            .zip(edges)
+            .filter(|(_, e)| !e.is_default())
+            .map(|(&d, &e)| (d, e))
+            .collect())
+    }
+
+    /// Whether CUDA takes an edge with `data` from `from` to `to`: other than default
+    /// data only out of a kernel node, and a programmatic edge only between kernel
+    /// nodes, out of a port that fires early.
+    fn edge_fits(from: &Node, to: &Node, data: EdgeData) -> ExecResult<bool> {
+        if data.is_default() {
+            return Ok(true);
+        }
+        let kernel = |n: &Node| n.op.node_type().map(|t| t == node_type::KERNEL);
+        if !kernel(from)? {
+            return Ok(false);
+        }
+        Ok(data.kind() != EdgeData::TYPE_PROGRAMMATIC || (kernel(to)? && data.from_port() != 0))
     }
 
     fn event_known(&self, event: u64) -> ExecResult<()> {
@@ -101,6 +133,7 @@ impl GraphBuild for HostMemoryExecutor {
         stream: ExecStream,
         graph: ExecGraph,
         dependencies: &[ExecNode],
+        edges: &[EdgeData],
     ) -> ExecResult<()> {
         self.check_stream(stream)?;
         if self.is_capturing(stream) {
@@ -108,6 +141,7 @@ impl GraphBuild for HostMemoryExecutor {
         }
         let nodes = self.graph_mut(graph)?;
         let frontier = Self::indices(graph, dependencies, nodes)?;
+        let data = Self::frontier_edges(&frontier, edges)?;
         let nodes = std::mem::take(nodes);
         self.graphs.graphs.remove(&graph);
         self.graphs.next_capture += 1;
@@ -120,6 +154,7 @@ impl GraphBuild for HostMemoryExecutor {
         };
         self.graphs.captures.insert(id, capture);
         self.graphs.capturing.insert(stream, (id, frontier));
+        self.graphs.frontier_edges.insert(stream, data);
         Ok(())
     }
 
@@ -127,6 +162,7 @@ impl GraphBuild for HostMemoryExecutor {
         &mut self,
         stream: ExecStream,
         dependencies: &[ExecNode],
+        edges: &[EdgeData],
         set: bool,
     ) -> ExecResult<()> {
         self.check_stream(stream)?;
@@ -137,15 +173,19 @@ impl GraphBuild for HostMemoryExecutor {
             .ok_or(CudaStatus::ErrorIllegalState)?;
         let capture = &self.graphs.captures[&id];
         let deps = Self::indices(capture.graph, dependencies, &capture.nodes)?;
+        let data = Self::frontier_edges(&deps, edges)?;
         let frontier = &mut self.graphs.capturing.get_mut(&stream).expect("looked up").1;
+        let kept = self.graphs.frontier_edges.entry(stream).or_default();
         if set {
             frontier.clear();
+            kept.clear();
         }
         for d in deps {
             if !frontier.contains(&d) {
                 frontier.push(d);
             }
         }
+        kept.extend(data);
         Ok(())
     }
 
@@ -222,41 +262,53 @@ impl GraphBuild for HostMemoryExecutor {
         graph: ExecGraph,
         from: &[ExecNode],
         to: &[ExecNode],
+        edges: &[EdgeData],
         add: bool,
     ) -> ExecResult<()> {
         let nodes = self.graph_mut(graph)?;
-        if from.len() != to.len() {
+        if from.len() != to.len() || !(edges.is_empty() || edges.len() == from.len()) {
             return Err(CudaStatus::ErrorInvalidValue);
         }
         let from = Self::indices(graph, from, nodes)?;
         let to = Self::indices(graph, to, nodes)?;
-        // All or nothing: check every edge first.
-        for (&f, &t) in from.iter().zip(&to) {
+        let data = |i: usize| edges.get(i).copied().unwrap_or_default();
+        // All or nothing: check every edge first. An edge is removed only with the
+        // data it has.
+        for (i, (&f, &t)) in from.iter().zip(&to).enumerate() {
             let has = nodes[t].deps.contains(&f);
-            if f == t || has == add {
+            if f == t || has == add || (!add && nodes[t].edge(f) != data(i)) {
+                return Err(CudaStatus::ErrorInvalidValue);
+            }
+            if add && !Self::edge_fits(&nodes[f], &nodes[t], data(i))? {
                 return Err(CudaStatus::ErrorInvalidValue);
             }
         }
-        for (&f, &t) in from.iter().zip(&to) {
+        for (i, (&f, &t)) in from.iter().zip(&to).enumerate() {
+            let node = &mut nodes[t];
             if add {
-                nodes[t].deps.push(f);
+                node.deps.push(f);
+                if !data(i).is_default() {
+                    node.edges.insert(f, data(i));
+                }
             } else {
-                nodes[t].deps.retain(|&d| d != f);
+                node.deps.retain(|&d| d != f);
+                node.edges.remove(&f);
             }
         }
         Ok(())
     }
 
-    fn graph_edges(&mut self, graph: ExecGraph) -> ExecResult<(Vec<ExecNode>, Vec<ExecNode>)> {
+    fn graph_edges(&mut self, graph: ExecGraph) -> ExecResult<ExecEdges> {
         let nodes = self.nodes_of(graph)?;
-        let (mut from, mut to) = (Vec::new(), Vec::new());
+        let (mut from, mut to, mut data) = (Vec::new(), Vec::new(), Vec::new());
         for i in live_nodes(nodes) {
             for &d in &nodes[i].deps {
                 from.push(node_id(graph, d));
                 to.push(node_id(graph, i));
+                data.push(nodes[i].edge(d));
             }
         }
-        Ok((from, to))
+        Ok((from, to, data))
     }
 
     fn root_nodes(&mut self, graph: ExecGraph) -> ExecResult<Vec<ExecNode>> {
@@ -267,13 +319,13 @@ impl GraphBuild for HostMemoryExecutor {
             .collect())
     }
 
-    fn dependent_nodes(&mut self, graph: ExecGraph, node: ExecNode) -> ExecResult<Vec<ExecNode>> {
+    fn dependent_nodes(&mut self, graph: ExecGraph, node: ExecNode) -> ExecResult<ExecLinked> {
         let nodes = self.nodes_of(graph)?;
         let at = Self::live_index(graph, node, nodes)?;
         Ok(live_nodes(nodes)
             .filter(|&i| nodes[i].deps.contains(&at))
-            .map(|i| node_id(graph, i))
-            .collect())
+            .map(|i| (node_id(graph, i), nodes[i].edge(at)))
+            .unzip())
     }
 
     fn destroy_node(&mut self, graph: ExecGraph, node: ExecNode) -> ExecResult<()> {
@@ -287,8 +339,10 @@ impl GraphBuild for HostMemoryExecutor {
         }
         nodes[at].op = Recorded::Removed;
         nodes[at].deps.clear();
+        nodes[at].edges.clear();
         for n in nodes.iter_mut() {
             n.deps.retain(|&d| d != at);
+            n.edges.remove(&at);
         }
         Ok(())
     }
