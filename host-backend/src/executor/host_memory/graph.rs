@@ -1144,15 +1144,27 @@ mod tests {
             x.graph_edges(clone).unwrap().2,
             vec![programmatic, EdgeData::default()]
         );
-        // Removed only with the data it has.
-        assert_eq!(
-            x.change_dependencies(g, &[k1], &[k2], &[], false)
-                .unwrap_err(),
-            bad
-        );
+        // Removed with the data it has, or none given; not with other data.
+        let completion = raw([2, 0, 1, 0, 0, 0, 0, 0]);
+        let other = x.change_dependencies(g, &[k1], &[k2], &[completion], false);
+        assert_eq!(other.unwrap_err(), bad);
         x.change_dependencies(g, &[k1], &[k2], &[programmatic], false)
             .unwrap();
         assert_eq!(x.node_dependencies(g, k2).unwrap(), (vec![], vec![]));
+        x.change_dependencies(g, &[k1], &[k2], &[programmatic], true)
+            .unwrap();
+        x.change_dependencies(g, &[k1], &[k2], &[], false).unwrap();
+        assert_eq!(x.node_dependencies(g, k2).unwrap(), (vec![], vec![]));
+        // A default edge may leave a kernel at launch completion, to any node; never
+        // at the programmatic port.
+        let started = raw([2, 0, 0, 0, 0, 0, 0, 0]);
+        x.change_dependencies(g, &[k1], &[empty], &[started], true)
+            .unwrap();
+        let early = raw([1, 0, 0, 0, 0, 0, 0, 0]);
+        let refused = x.change_dependencies(g, &[k2], &[empty], &[early], true);
+        assert_eq!(refused.unwrap_err(), bad);
+        x.change_dependencies(g, &[k1], &[empty], &[started], false)
+            .unwrap();
         // A capture into the graph after a programmatic edge: the captured node has it.
         let s = x.stream_create(1, 0).unwrap();
         x.begin_capture_to_graph(s, g, &[k1], &[programmatic])
@@ -1161,7 +1173,6 @@ mod tests {
             x.capture_graph(s).unwrap().1,
             (vec![k1], vec![programmatic])
         );
-        let completion = raw([2, 0, 1, 0, 0, 0, 0, 0]);
         x.update_capture_dependencies(s, &[k2], &[completion], false)
             .unwrap();
         let (deps, edges) = x.capture_graph(s).unwrap().1;

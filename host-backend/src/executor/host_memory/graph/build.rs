@@ -72,9 +72,11 @@ impl HostMemoryExecutor {
             .collect())
     }
 
-    /// Whether CUDA takes an edge with `data` from `from` to `to`: other than default
-    /// data only out of a kernel node, and a programmatic edge only between kernel
-    /// nodes, out of a port that fires early.
+    /// Whether CUDA takes an edge with `data` from `from` to `to` (as the driver
+    /// answers): other than default data only out of a kernel node; a programmatic
+    /// edge only between kernel nodes, out of a port that fires early; a default one
+    /// out of the launch-completion port to any node, never out of the programmatic
+    /// port.
     fn edge_fits(from: &Node, to: &Node, data: EdgeData) -> ExecResult<bool> {
         if data.is_default() {
             return Ok(true);
@@ -83,7 +85,10 @@ impl HostMemoryExecutor {
         if !kernel(from)? {
             return Ok(false);
         }
-        Ok(data.kind() != EdgeData::TYPE_PROGRAMMATIC || (kernel(to)? && data.from_port() != 0))
+        Ok(match data.kind() {
+            EdgeData::TYPE_PROGRAMMATIC => kernel(to)? && data.from_port() != 0,
+            _ => data.from_port() == EdgeData::PORT_LAUNCH_COMPLETION,
+        })
     }
 
     fn event_known(&self, event: u64) -> ExecResult<()> {
@@ -272,11 +277,12 @@ impl GraphBuild for HostMemoryExecutor {
         let from = Self::indices(graph, from, nodes)?;
         let to = Self::indices(graph, to, nodes)?;
         let data = |i: usize| edges.get(i).copied().unwrap_or_default();
-        // All or nothing: check every edge first. An edge is removed only with the
-        // data it has.
+        // All or nothing: check every edge first. An edge is removed with the data it
+        // has, or with none given (the driver removes a programmatic edge then too).
         for (i, (&f, &t)) in from.iter().zip(&to).enumerate() {
             let has = nodes[t].deps.contains(&f);
-            if f == t || has == add || (!add && nodes[t].edge(f) != data(i)) {
+            let other_data = !edges.is_empty() && nodes[t].edge(f) != data(i);
+            if f == t || has == add || (!add && other_data) {
                 return Err(CudaStatus::ErrorInvalidValue);
             }
             if add && !Self::edge_fits(&nodes[f], &nodes[t], data(i))? {
