@@ -87,7 +87,9 @@ pub(super) struct GraphTables {
     /// Graph memory, by the address its allocation node returned, for as long as
     /// anything holds it (see the module documentation).
     allocations: HashMap<DevicePtr, GraphAllocation>,
-    /// The graph each executable graph was made of, where that graph has memory nodes.
+    /// The graph with memory nodes whose memory each executable graph holds: the one it
+    /// was made of, or the last it was updated with (`cudaGraphExecUpdate`: its
+    /// launches then use that graph's allocations, as the driver does).
     exec_graph: HashMap<GraphExecHandle, ExecGraph>,
     /// A capture was begun: the session's end and a device reset look for captures
     /// still open (and ask the executor nothing otherwise).
@@ -441,12 +443,33 @@ impl Session {
         let Some(graph) = self.graph_tables.exec_graph.remove(&exec) else {
             return;
         };
+        self.graph_let_go(Some(current), graph);
+    }
+
+    /// `exec` was updated with `graph`: it holds that graph's memory now, if it has
+    /// memory nodes, and no longer the memory of the graph it held before.
+    fn exec_updated(&mut self, current: i32, exec: GraphExecHandle, graph: ExecGraph) {
+        let before = match self.graph_tables.memory.get_mut(&graph) {
+            Some(memory) => {
+                memory.execs = memory.execs.saturating_add(1);
+                self.graph_tables.exec_graph.insert(exec, graph)
+            }
+            None => self.graph_tables.exec_graph.remove(&exec),
+        };
+        if let Some(before) = before {
+            self.graph_let_go(Some(current), before);
+        }
+    }
+
+    /// An executable graph no longer holds `graph`'s memory: it goes where nothing
+    /// else holds it.
+    fn graph_let_go(&mut self, current: Option<i32>, graph: ExecGraph) {
         let Some(memory) = self.graph_tables.memory.get_mut(&graph) else {
             return;
         };
         memory.execs = memory.execs.saturating_sub(1);
         let ptrs = memory.allocations.clone();
-        self.graph_memory_sweep(Some(current), ptrs);
+        self.graph_memory_sweep(current, ptrs);
     }
 
     /// `exec` ran to the end: the allocations its graph does not free itself are live
@@ -1053,21 +1076,16 @@ impl GraphOps for Session {
 
     fn graph_exec_update(
         &mut self,
-        _: &CallContext,
+        ctx: &CallContext,
         req: GraphExecUpdate,
         _: &[u8],
     ) -> HandlerResult<ExecUpdateResult> {
         let exec = self.graph_exec(req.exec)?;
         let graph = self.finished_graph(req.graph)?;
-        let had_memory = self.graph_tables.exec_graph.contains_key(&req.exec);
-        if had_memory || self.has_memory_nodes(graph) {
-            let result = ExecUpdateResult {
-                result: update_result::NOT_SUPPORTED,
-                ..ExecUpdateResult::default()
-            };
-            return Ok((result, Vec::new()));
-        }
         let (result, error_node, error_from_node) = self.exec.exec_update(exec, graph)?;
+        if result == update_result::SUCCESS {
+            self.exec_updated(ctx.device, req.exec, graph);
+        }
         let name = |s: &mut Self, n: ExecNode| match n {
             0 => GraphNodeHandle(0),
             n => s.node_handles(req.graph, vec![n])[0],

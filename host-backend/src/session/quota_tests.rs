@@ -674,6 +674,52 @@ fn live_graph_memory_is_charged_until_freed_after_its_graph_is_gone() {
     assert_eq!(left.load(Ordering::Relaxed), 0);
 }
 
+/// An executable graph updated with another graph with memory nodes holds that
+/// graph's memory from then on (its launches use it, as the driver's do) and lets go of
+/// the memory of the graph it was made of: each is charged exactly as long as held.
+#[test]
+fn an_exec_update_moves_the_graph_memory_held() {
+    let (mut s, left) = watched_session(Some(16 * MIB));
+    let st = stream(&mut s, &CTX, 0x100);
+    let graph_freeing = |s: &mut Session, size| {
+        begin_capture(s, st);
+        let p = alloc_async(s, size, st).unwrap();
+        s.mem_free_async(&CTX, MemFreeAsync { ptr: p, stream: st }, &[])
+            .unwrap();
+        end_capture(s, st)
+    };
+    let first = graph_freeing(&mut s, 2 * MIB);
+    let exec = instantiate(&mut s, first);
+    launch(&mut s, exec, st);
+    let second = graph_freeing(&mut s, 4 * MIB);
+    assert_eq!(s.charged_bytes(), 6 * MIB);
+    let update = GraphExecUpdate {
+        exec,
+        graph: second,
+    };
+    let result = s.graph_exec_update(&CTX, update, &[]).unwrap().0;
+    assert_eq!(result.result, update_result::SUCCESS);
+    launch(&mut s, exec, st);
+    s.graph_destroy(&CTX, GraphDestroy { graph: first }, &[])
+        .unwrap();
+    assert_eq!(s.charged_bytes(), 4 * MIB, "the first graph's went with it");
+    assert_charged_is_held(&mut s, "after the update and the first graph's end");
+    s.graph_destroy(&CTX, GraphDestroy { graph: second }, &[])
+        .unwrap();
+    assert_eq!(
+        s.charged_bytes(),
+        4 * MIB,
+        "the executable graph holds the second's"
+    );
+    launch(&mut s, exec, st);
+    s.graph_exec_destroy(&CTX, GraphExecDestroy { exec }, &[])
+        .unwrap();
+    assert_eq!(s.charged_bytes(), 0);
+    assert_charged_is_held(&mut s, "with every holder gone");
+    drop(s);
+    assert_eq!(left.load(Ordering::Relaxed), 0);
+}
+
 /// A free node in another graph ends the life of a live graph allocation when that
 /// graph is launched; a graph's own allocation it frees itself is no other's to free.
 #[test]

@@ -16,7 +16,7 @@ use super::super::super::graph::{
     GraphBuild,
 };
 use super::super::super::{ExecResult, ExecStream, StreamAttrValue, STREAM_ATTR_LEN};
-use super::{live_nodes, node_id, Capture, HostMemoryExecutor, Node, Recorded};
+use super::{allocations, live_nodes, node_id, Capture, HostMemoryExecutor, Node, Recorded};
 
 impl HostMemoryExecutor {
     /// A finished graph's nodes, to change.
@@ -397,15 +397,15 @@ impl GraphBuild for HostMemoryExecutor {
             if n.deps != o.deps {
                 return Ok((update_result::TOPOLOGY_CHANGED, node_id(graph, i), 0));
             }
-            let memory = matches!(n.op, Recorded::MemAlloc { .. } | Recorded::MemFree { .. });
-            if memory && format!("{:?}", n.op) != format!("{:?}", o.op) {
-                return Ok((update_result::NOT_SUPPORTED, node_id(graph, i), 0));
-            }
         }
         let old = self.graphs.execs.get_mut(&exec).expect("looked up above");
+        // Its launches use the new graph's memory from now on (as the driver's do): the
+        // old graph's goes where nothing else holds it.
+        let before: Vec<_> = allocations(old).collect();
         for (o, n) in old.iter_mut().zip(new) {
             o.op = n.op;
         }
+        self.graph_memory_sweep(before);
         Ok((update_result::SUCCESS, 0, 0))
     }
 
