@@ -26,6 +26,7 @@ const APPS: &[&str] = &[
     "errors",
     "events",
     "graph_edges",
+    "graph_memory",
     "graphs",
     "hand_graphs",
     "illegal_address",

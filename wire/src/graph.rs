@@ -192,6 +192,9 @@ pub enum PlainNode {
     ChildGraph(GraphHandle),
     EventRecord(EventHandle),
     EventWait(EventHandle),
+    /// A child graph that `GraphHandle`'s graph itself becomes (the ownership "move"
+    /// of `cudaChildGraphNodeParams`): it goes with the node from then on.
+    MovedChildGraph(GraphHandle),
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]

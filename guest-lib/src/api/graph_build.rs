@@ -1321,6 +1321,18 @@ pub(crate) unsafe fn add_with_edges(
     Ok(node)
 }
 
+/// `cudaChildGraphNodeParams`: the graph, and whether the node gets a copy of it or
+/// the graph itself.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct ChildGraphParams {
+    graph: RawHandle,
+    ownership: u32,
+}
+/// `cudaGraphChildGraphOwnershipClone`, `cudaGraphChildGraphOwnershipMove`.
+const OWNERSHIP_CLONE: u32 = 0;
+const OWNERSHIP_MOVE: u32 = 1;
+
 /// The `size_of::<T>()` bytes at the start of the parameter union.
 ///
 /// # Safety
@@ -1351,8 +1363,14 @@ pub(crate) unsafe fn add_by_type(
             }
             node_type::HOST => add_host(graph, &deps, &union_of(params)?),
             node_type::GRAPH => {
-                let child: RawHandle = union_of(params)?;
-                add_plain(graph, deps, PlainNode::ChildGraph(GraphHandle::from(child)))
+                let p: ChildGraphParams = union_of(params)?;
+                let child = GraphHandle::from(p.graph);
+                let node = match p.ownership {
+                    OWNERSHIP_CLONE => PlainNode::ChildGraph(child),
+                    OWNERSHIP_MOVE => PlainNode::MovedChildGraph(child),
+                    _ => return Err(CudaStatus::ErrorInvalidValue),
+                };
+                add_plain(graph, deps, node)
             }
             node_type::EMPTY => add_plain(graph, deps, PlainNode::Empty),
             node_type::WAIT_EVENT | node_type::EVENT_RECORD => {

@@ -27,6 +27,9 @@ pub enum ExecPlainNode {
     ChildGraph(ExecGraph),
     EventRecord(ExecEvent),
     EventWait(ExecEvent),
+    /// This graph itself, which the node owns from then on (the session checked it is
+    /// the guest's, finished and owned by nothing else).
+    MovedChildGraph(ExecGraph),
 }
 
 /// Nodes, each with the data of its edge to or from the node asked about.

@@ -126,6 +126,11 @@ pub(super) struct GraphMemory {
 }
 
 impl GraphMemory {
+    /// Whether executable graphs hold this memory.
+    pub(super) fn held_by_execs(&self) -> bool {
+        self.execs > 0
+    }
+
     /// A graph being captured, with no memory node yet.
     fn capturing() -> GraphMemory {
         GraphMemory {
@@ -459,6 +464,36 @@ impl Session {
         if let Some(before) = before {
             self.graph_let_go(Some(current), before);
         }
+    }
+
+    /// `child` became a child-graph node of `parent` (`parent_exec`): the node owns
+    /// it, and its memory nodes are the parent's from then on (held and launched with
+    /// it, as the driver has them).
+    pub(super) fn child_moved(
+        &mut self,
+        parent: GraphHandle,
+        parent_exec: ExecGraph,
+        child: GraphHandle,
+    ) {
+        let tables = &mut self.graph_tables;
+        let Some(entry) = tables.graphs.get_mut(&child) else {
+            return;
+        };
+        entry.owner = Some(parent);
+        let Some(moved) = tables.memory.remove(&entry.exec) else {
+            return;
+        };
+        for ptr in &moved.allocations {
+            if let Some(a) = tables.allocations.get_mut(ptr) {
+                a.graph = parent_exec;
+            }
+        }
+        let memory = tables
+            .memory
+            .entry(parent_exec)
+            .or_insert_with(GraphMemory::capturing);
+        memory.allocations.extend(moved.allocations);
+        memory.frees.extend(moved.frees);
     }
 
     /// An executable graph no longer holds `graph`'s memory: it goes where nothing
@@ -863,8 +898,14 @@ impl GraphOps for Session {
             }
             PlainNode::EventRecord(e) => ExecPlainNode::EventRecord(self.handles.event(e)?),
             PlainNode::EventWait(e) => ExecPlainNode::EventWait(self.handles.event(e)?),
+            PlainNode::MovedChildGraph(child) => {
+                ExecPlainNode::MovedChildGraph(self.movable_graph(req.graph, child)?)
+            }
         };
         let node = self.exec.add_plain_node(graph, &deps, plain)?;
+        if let PlainNode::MovedChildGraph(child) = req.node {
+            self.child_moved(req.graph, graph, child);
+        }
         let node = self.node_handles(req.graph, vec![node])[0];
         Ok((GraphNodeMade { node }, Vec::new()))
     }

@@ -162,6 +162,35 @@ impl Session {
         Ok(())
     }
 
+    /// A graph the guest may move into a child-graph node of `parent`: finished, the
+    /// guest's (no node owns it), not `parent` nor a graph that owns `parent`, and not
+    /// holding memory that executable graphs made of it hold too.
+    pub(super) fn movable_graph(
+        &self,
+        parent: GraphHandle,
+        child: GraphHandle,
+    ) -> Result<ExecGraph, CudaStatus> {
+        let exec = self.finished_graph(child)?;
+        let mut above = Some(parent);
+        while let Some(g) = above {
+            if g == child {
+                warn!(client = %self.client, graph = child.0, "refused to move a graph into itself");
+                return Err(CudaStatus::ErrorInvalidValue);
+            }
+            above = self.graph_entry(g)?.owner;
+        }
+        if self.graph_entry(child)?.owner.is_some() {
+            warn!(client = %self.client, graph = child.0, "refused to move a graph a node owns");
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        if self.graph_tables.memory.get(&exec).is_some_and(|m| m.held_by_execs()) {
+            warn!(client = %self.client, graph = child.0,
+                "refused to move a graph whose memory executable graphs hold");
+            return Err(CudaStatus::ErrorNotSupported);
+        }
+        Ok(exec)
+    }
+
     /// The guest's handle for a graph a node of `owner` owns, named on first sight.
     pub(super) fn owned_graph(
         &mut self,

@@ -720,6 +720,57 @@ fn an_exec_update_moves_the_graph_memory_held() {
     assert_eq!(left.load(Ordering::Relaxed), 0);
 }
 
+/// A graph with memory nodes moved into a child-graph node (ownership "move") is the
+/// node's: its memory is the parent's from then on, held, launched and let go with it;
+/// the moved graph is no longer the guest's to destroy, move again or clone with its
+/// parent.
+#[test]
+fn a_moved_child_graph_takes_its_memory_to_the_parent() {
+    let (mut s, left) = watched_session(Some(16 * MIB));
+    let st = stream(&mut s, &CTX, 0x100);
+    begin_capture(&mut s, st);
+    let p = alloc_async(&mut s, 2 * MIB, st).unwrap();
+    s.mem_free_async(&CTX, MemFreeAsync { ptr: p, stream: st }, &[])
+        .unwrap();
+    let child = end_capture(&mut s, st);
+    let parent = s
+        .graph_create(&CTX, GraphCreate { flags: 0 }, &[])
+        .unwrap()
+        .0
+        .graph;
+    let add = |s: &mut Session, graph, node| {
+        let req = GraphAddNode {
+            graph,
+            dependencies: vec![],
+            node,
+        };
+        s.graph_add_node(&CTX, req, &[])
+    };
+    let refused = add(&mut s, child, PlainNode::MovedChildGraph(child));
+    assert_eq!(refused.unwrap_err(), CudaStatus::ErrorInvalidValue, "into itself");
+    let copy = add(&mut s, parent, PlainNode::ChildGraph(child));
+    assert_eq!(copy.unwrap_err(), CudaStatus::ErrorNotSupported, "copied: CUDA refuses");
+    add(&mut s, parent, PlainNode::MovedChildGraph(child)).unwrap();
+    assert_eq!(s.charged_bytes(), 2 * MIB);
+    let again = add(&mut s, parent, PlainNode::MovedChildGraph(child));
+    assert_eq!(again.unwrap_err(), CudaStatus::ErrorInvalidValue, "moved once");
+    let destroyed = s.graph_destroy(&CTX, GraphDestroy { graph: child }, &[]);
+    assert_eq!(destroyed.unwrap_err(), CudaStatus::ErrorInvalidValue, "the node's");
+    let cloned = s.graph_clone(&CTX, GraphClone { original: parent }, &[]);
+    assert_eq!(cloned.unwrap_err(), CudaStatus::ErrorNotSupported, "as CUDA");
+    let exec = instantiate(&mut s, parent);
+    launch(&mut s, exec, st);
+    s.graph_destroy(&CTX, GraphDestroy { graph: parent }, &[])
+        .unwrap();
+    assert_eq!(s.charged_bytes(), 2 * MIB, "the executable graph holds it");
+    s.graph_exec_destroy(&CTX, GraphExecDestroy { exec }, &[])
+        .unwrap();
+    assert_eq!(s.charged_bytes(), 0);
+    assert_charged_is_held(&mut s, "with parent and executable graph gone");
+    drop(s);
+    assert_eq!(left.load(Ordering::Relaxed), 0);
+}
+
 /// A free node in another graph ends the life of a live graph allocation when that
 /// graph is launched; a graph's own allocation it frees itself is no other's to free.
 #[test]

@@ -81,6 +81,29 @@ impl CudaExecutor {
         id
     }
 
+    /// A child-graph node of `g` after `deps` that `child` itself becomes (ownership
+    /// moved to the node).
+    fn add_moved_child(
+        g: sys::CUgraph,
+        deps: &[sys::CUgraphNode],
+        child: sys::CUgraph,
+    ) -> ExecResult<ExecNode> {
+        // SAFETY: a plain C union of C structs, all-zero valid.
+        let mut params: sys::CUgraphNodeParams = unsafe { std::mem::zeroed() };
+        params.type_ = sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_GRAPH;
+        params.__bindgen_anon_1.graph = sys::CUDA_CHILD_GRAPH_NODE_PARAMS {
+            graph: child,
+            ownership: sys::CUgraphChildGraphNodeOwnership::CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE,
+        };
+        let mut n: sys::CUgraphNode = ptr::null_mut();
+        // SAFETY: `g` and `child` are live graphs of this executor, `deps` nodes of `g`;
+        // out-pointer to a local.
+        check(unsafe {
+            sys::cuGraphAddNode_v2(&mut n, g, first(deps), ptr::null(), deps.len(), &mut params)
+        })?;
+        Ok(n as usize as ExecNode)
+    }
+
     fn raw_node_type(n: sys::CUgraphNode) -> ExecResult<sys::CUgraphNodeType> {
         let mut ty = sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_EMPTY;
         // SAFETY: `n` is a node of a live graph (the session pairs nodes with graphs);
@@ -180,12 +203,20 @@ impl GraphBuild for CudaExecutor {
         dependencies: &[ExecNode],
         plain: ExecPlainNode,
     ) -> ExecResult<ExecNode> {
-        self.bind()?;
+        let idx = self.bind()?;
         let g = self.any_graph(graph)?;
         let deps = nodes(dependencies);
         let mut n: sys::CUgraphNode = ptr::null_mut();
         let (d, count) = (first(&deps), deps.len());
         let plain = match plain {
+            ExecPlainNode::MovedChildGraph(child) => {
+                let c = self.graph(child)?;
+                let node = Self::add_moved_child(g, &deps, c)?;
+                // The graph is the node's now: never destroyed but with it.
+                self.graph_tables.graphs.remove(&child);
+                self.own(c, idx, graph, node);
+                return Ok(node);
+            }
             ExecPlainNode::ChildGraph(child) => Plain::Child(self.any_graph(child)?),
             ExecPlainNode::EventRecord(e) => Plain::Record(self.event(e)?),
             ExecPlainNode::EventWait(e) => Plain::Wait(self.event(e)?),

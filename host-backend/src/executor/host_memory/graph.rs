@@ -437,12 +437,17 @@ fn live_nodes(nodes: &[Node]) -> impl Iterator<Item = usize> + '_ {
     (0..nodes.len()).filter(|&i| !matches!(nodes[i].op, Recorded::Removed))
 }
 
-/// The graph memory `nodes` allocate.
-fn allocations(nodes: &[Node]) -> impl Iterator<Item = DevicePtr> + '_ {
-    nodes.iter().filter_map(|n| match n.op {
-        Recorded::MemAlloc { ptr, .. } => Some(ptr),
-        _ => None,
-    })
+/// The graph memory `nodes` allocate, child graphs' (moved into their nodes) included.
+fn allocations(nodes: &[Node]) -> std::vec::IntoIter<DevicePtr> {
+    let mut found = Vec::new();
+    for n in nodes {
+        match &n.op {
+            Recorded::MemAlloc { ptr, .. } => found.push(*ptr),
+            Recorded::Child(inner) => found.extend(allocations(inner)),
+            _ => {}
+        }
+    }
+    found.into_iter()
 }
 
 /// Whether `nodes` allocate the graph memory at `ptr`.
@@ -452,9 +457,11 @@ fn allocates(nodes: &[Node], ptr: DevicePtr) -> bool {
 
 /// Whether `nodes` free the graph memory at `ptr`.
 fn frees(nodes: &[Node], ptr: DevicePtr) -> bool {
-    nodes
-        .iter()
-        .any(|n| matches!(n.op, Recorded::MemFree { ptr: p } if p == ptr))
+    nodes.iter().any(|n| match &n.op {
+        Recorded::MemFree { ptr: p } => *p == ptr,
+        Recorded::Child(inner) => frees(inner, ptr),
+        _ => false,
+    })
 }
 
 impl HostMemoryExecutor {

@@ -203,6 +203,13 @@ impl GraphBuild for HostMemoryExecutor {
         let op = match node {
             ExecPlainNode::Empty => Recorded::Empty,
             ExecPlainNode::ChildGraph(child) => Recorded::Child(self.nodes_of(child)?.clone()),
+            // The graph goes into the node (below, once the node is made); its id is no
+            // longer a graph here (a double's limit: CUDA keeps it readable through the
+            // node).
+            ExecPlainNode::MovedChildGraph(child) if child != graph => {
+                Recorded::Child(self.graph_mut(child)?.clone())
+            }
+            ExecPlainNode::MovedChildGraph(_) => return Err(CudaStatus::ErrorInvalidValue),
             ExecPlainNode::EventRecord(e) => {
                 self.event_known(e)?;
                 Recorded::EventRecord(e)
@@ -218,7 +225,11 @@ impl GraphBuild for HostMemoryExecutor {
             return Err(CudaStatus::ErrorMemoryAllocation);
         }
         nodes.push(Node::new(op, deps));
-        Ok(node_id(graph, nodes.len() - 1))
+        let made = node_id(graph, nodes.len() - 1);
+        if let ExecPlainNode::MovedChildGraph(child) = node {
+            self.graphs.graphs.remove(&child);
+        }
+        Ok(made)
     }
 
     fn node_type(&mut self, graph: ExecGraph, node: ExecNode) -> ExecResult<u32> {
