@@ -172,6 +172,14 @@ pub trait MemoryExec {
         stream: ExecStream,
         is_async: bool,
     ) -> ExecResult<()>;
+    /// Zero a fresh stream-ordered allocation in the order of `stream`, which is
+    /// capturing: the graph's node right after the allocation node. A memset node
+    /// here; an executor may make one that an executable-graph update can carry to
+    /// another graph's memory (the driver refuses to move a memset node's destination
+    /// to another graph's allocation).
+    fn zero_in_capture(&mut self, dst: DeviceRange, stream: ExecStream) -> ExecResult<()> {
+        self.memset(dst, 0, stream, true)
+    }
     #[allow(clippy::too_many_arguments)]
     /// Zero a fresh allocation before the guest sees it, synchronously and ordered
     /// with nothing the guest queued: memory is never handed over with what an

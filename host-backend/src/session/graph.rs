@@ -6,10 +6,12 @@
 //! allocations are charged to the guest's quota and entered among its allocations
 //! like `cudaMalloc`'s, so every range check and the clean-up at disconnect cover
 //! them. A new allocation is zeroed in its stream's order (not at once: the pool may
-//! hand back memory that earlier work on the stream still uses); inside a capture that
-//! memset is a node of the graph, right after the allocation node, because the driver
+//! hand back memory that earlier work on the stream still uses); inside a capture the
+//! zeroing is a node of the graph, right after the allocation node, because the driver
 //! hands a graph's memory out at each launch with whatever was in it: a node the
-//! program did not ask for, the price of never showing it another tenant's bytes.
+//! program did not ask for, the price of never showing it another tenant's bytes. On a
+//! GPU that node is a kernel of the executor's own, not a memset: the driver refuses to
+//! update an executable graph whose memset node would move to another graph's memory.
 //!
 //! Graph memory (an allocation node's) is charged from the capture that made it for
 //! as long as anything holds it: its graph (still being captured, or finished), an
@@ -112,6 +114,9 @@ pub(super) struct GraphTables {
     /// when they go: ending one on a stream that merely joined it would invalidate the
     /// whole capture (the driver's rule), and a joined stream may go mid-capture.
     pub(super) capture_origins: HashSet<ExecStream>,
+    /// Graphs moved into a child-graph node (ownership "move"): never instantiated on
+    /// their own, as CUDA has it.
+    pub(super) moved: HashSet<GraphHandle>,
 }
 
 /// A graph's memory nodes, and whether the graph itself and how many executable graphs
@@ -221,6 +226,7 @@ impl Session {
         }
         let tables = &mut self.graph_tables;
         tables.clone_of.remove(&graph);
+        tables.moved.remove(&graph);
         tables.conditionals.retain(|_, g| *g != graph);
         let owned: Vec<GraphHandle> = tables
             .graphs
@@ -480,6 +486,7 @@ impl Session {
             return;
         };
         entry.owner = Some(parent);
+        tables.moved.insert(child);
         let Some(moved) = tables.memory.remove(&entry.exec) else {
             return;
         };
@@ -753,6 +760,11 @@ impl GraphOps for Session {
         _: &[u8],
     ) -> HandlerResult<GraphExecMade> {
         let graph = self.finished_graph(req.graph)?;
+        if self.graph_tables.moved.contains(&req.graph) {
+            warn!(client = %self.client, graph = req.graph.0,
+                "refused to instantiate a graph moved into a node");
+            return Err(CudaStatus::ErrorNotSupported);
+        }
         self.accounts.check_count(
             "executable graph",
             self.graph_tables.execs.len(),

@@ -181,9 +181,14 @@ impl Session {
         }
         if self.graph_entry(child)?.owner.is_some() {
             warn!(client = %self.client, graph = child.0, "refused to move a graph a node owns");
-            return Err(CudaStatus::ErrorInvalidValue);
+            return Err(CudaStatus::ErrorNotSupported);
         }
-        if self.graph_tables.memory.get(&exec).is_some_and(|m| m.held_by_execs()) {
+        if self
+            .graph_tables
+            .memory
+            .get(&exec)
+            .is_some_and(|m| m.held_by_execs())
+        {
             warn!(client = %self.client, graph = child.0,
                 "refused to move a graph whose memory executable graphs hold");
             return Err(CudaStatus::ErrorNotSupported);

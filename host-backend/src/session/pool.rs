@@ -6,7 +6,8 @@
 //! guest made is named by a handle of this session's, lives until the guest destroys
 //! it or the session ends, and is charged exactly as a default pool is. An allocation
 //! made in a stream capture is the graph's: charged for as long as anything holds it
-//! (see `graph`), and zeroed by a memset node captured right after it.
+//! (see `graph`), and zeroed by a node captured right after it (a kernel of the
+//! executor's own on a GPU, which an executable-graph update can carry).
 
 use std::collections::HashMap;
 
@@ -262,12 +263,15 @@ impl Session {
             self.accounts.refund(charged);
             return Ok((Allocated { ptr }, Vec::new()));
         }
-        // Zeroed in the stream's order; in a capture the memset is captured right
+        // Zeroed in the stream's order; in a capture the zeroing is captured right
         // after the allocation node, so every launch of the graph zeroes the memory it
         // hands out before any later node of the guest's can see it.
         // The range is the allocation just made for the guest.
         let fresh = super::checked::DeviceRange::new(ptr, size);
-        let zeroed = self.exec.memset(fresh, 0, s, true);
+        let zeroed = match graph {
+            Some(_) => self.exec.zero_in_capture(fresh, s),
+            None => self.exec.memset(fresh, 0, s, true),
+        };
         if let Some(graph) = graph {
             let allocation = Allocation {
                 size,

@@ -747,17 +747,47 @@ fn a_moved_child_graph_takes_its_memory_to_the_parent() {
         s.graph_add_node(&CTX, req, &[])
     };
     let refused = add(&mut s, child, PlainNode::MovedChildGraph(child));
-    assert_eq!(refused.unwrap_err(), CudaStatus::ErrorInvalidValue, "into itself");
+    assert_eq!(
+        refused.unwrap_err(),
+        CudaStatus::ErrorInvalidValue,
+        "into itself"
+    );
     let copy = add(&mut s, parent, PlainNode::ChildGraph(child));
-    assert_eq!(copy.unwrap_err(), CudaStatus::ErrorNotSupported, "copied: CUDA refuses");
+    assert_eq!(
+        copy.unwrap_err(),
+        CudaStatus::ErrorNotSupported,
+        "copied: CUDA refuses"
+    );
     add(&mut s, parent, PlainNode::MovedChildGraph(child)).unwrap();
     assert_eq!(s.charged_bytes(), 2 * MIB);
     let again = add(&mut s, parent, PlainNode::MovedChildGraph(child));
-    assert_eq!(again.unwrap_err(), CudaStatus::ErrorInvalidValue, "moved once");
+    assert_eq!(
+        again.unwrap_err(),
+        CudaStatus::ErrorNotSupported,
+        "moved once"
+    );
+    let alone = GraphInstantiate {
+        graph: child,
+        flags: 0,
+    };
+    let alone = s.graph_instantiate(&CTX, alone, &[]);
+    assert_eq!(
+        alone.unwrap_err(),
+        CudaStatus::ErrorNotSupported,
+        "the node's"
+    );
     let destroyed = s.graph_destroy(&CTX, GraphDestroy { graph: child }, &[]);
-    assert_eq!(destroyed.unwrap_err(), CudaStatus::ErrorInvalidValue, "the node's");
+    assert_eq!(
+        destroyed.unwrap_err(),
+        CudaStatus::ErrorInvalidValue,
+        "the node's"
+    );
     let cloned = s.graph_clone(&CTX, GraphClone { original: parent }, &[]);
-    assert_eq!(cloned.unwrap_err(), CudaStatus::ErrorNotSupported, "as CUDA");
+    assert_eq!(
+        cloned.unwrap_err(),
+        CudaStatus::ErrorNotSupported,
+        "as CUDA"
+    );
     let exec = instantiate(&mut s, parent);
     launch(&mut s, exec, st);
     s.graph_destroy(&CTX, GraphDestroy { graph: parent }, &[])

@@ -34,6 +34,8 @@ pub(super) struct Device {
     /// A non-blocking stream of our own for zeroing fresh allocations, so the zeroing
     /// waits for none of the guest's work and none of it waits for the zeroing.
     pub(super) scrub_stream: Option<sys::CUstream>,
+    /// The module and kernel that zero graph memory (`zero.rs`), loaded on first use.
+    pub(super) zero_kernel: Option<(sys::CUmodule, sys::CUfunction)>,
 }
 
 /// The runtime's `cudaLimit` numbers are `CUlimit`'s.
@@ -171,6 +173,7 @@ impl CudaExecutor {
                 staging: StagingState::Untried,
                 limits: None,
                 scrub_stream: None,
+                zero_kernel: None,
             });
         }
         let uuids = devices
@@ -277,6 +280,11 @@ impl CudaExecutor {
         if let Some(s) = self.devices[idx].scrub_stream.take() {
             // SAFETY: made by scrub_stream and destroyed once (it has left the device).
             let _ = unsafe { result::stream::destroy(s) };
+        }
+        if let Some((module, _)) = self.devices[idx].zero_kernel.take() {
+            // SAFETY: loaded by zero_kernel in this context and unloaded once (it has
+            // left the device); graphs that used it went above.
+            let _ = unsafe { sys::cuModuleUnload(module) };
         }
         let streams: Vec<ExecStream> = self
             .streams

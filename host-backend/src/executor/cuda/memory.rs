@@ -95,6 +95,10 @@ impl MemoryExec for CudaExecutor {
         unsafe { result::memset_d8_async(dst, value, size, s) }.map_err(status)
     }
 
+    fn zero_in_capture(&mut self, dst: DeviceRange, stream: ExecStream) -> ExecResult<()> {
+        self.zero_by_kernel(dst, stream)
+    }
+
     fn zero_fill(&mut self, dst: DevicePtr, size: u64) -> ExecResult<()> {
         let idx = self.bind()?;
         if size == 0 {

@@ -76,6 +76,7 @@ mod staging;
 mod status;
 mod stream;
 mod symbols;
+mod zero;
 
 pub use device::format_uuid;
 pub use staging::{STAGING_HALF, STAGING_THRESHOLD};
