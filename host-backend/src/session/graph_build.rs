@@ -163,8 +163,9 @@ impl Session {
     }
 
     /// A graph the guest may move into a child-graph node of `parent`: finished, the
-    /// guest's (no node owns it), not `parent` nor a graph that owns `parent`, and not
-    /// holding memory that executable graphs made of it hold too.
+    /// guest's (no node owns it), not `parent` nor a graph that owns `parent`; with
+    /// memory nodes, only where no executable graph made of it holds them and into a
+    /// graph no node owns.
     pub(super) fn movable_graph(
         &self,
         parent: GraphHandle,
@@ -183,15 +184,14 @@ impl Session {
             warn!(client = %self.client, graph = child.0, "refused to move a graph a node owns");
             return Err(CudaStatus::ErrorNotSupported);
         }
-        if self
-            .graph_tables
-            .memory
-            .get(&exec)
-            .is_some_and(|m| m.held_by_execs())
-        {
-            warn!(client = %self.client, graph = child.0,
-                "refused to move a graph whose memory executable graphs hold");
-            return Err(CudaStatus::ErrorNotSupported);
+        if let Some(memory) = self.graph_tables.memory.get(&exec) {
+            // Memory nodes go only where an executable graph can be made of the graph
+            // holding them (CUDA refuses them in a graph a node owns).
+            if memory.held_by_execs() || self.graph_entry(parent)?.owner.is_some() {
+                warn!(client = %self.client, graph = child.0,
+                    "refused to move a graph with memory nodes that executable graphs hold, or into a graph a node owns");
+                return Err(CudaStatus::ErrorNotSupported);
+            }
         }
         Ok(exec)
     }

@@ -776,6 +776,16 @@ fn a_moved_child_graph_takes_its_memory_to_the_parent() {
         CudaStatus::ErrorNotSupported,
         "the node's"
     );
+    // A graph with memory nodes goes into no graph a node owns.
+    begin_capture(&mut s, st);
+    let q = alloc_async(&mut s, MIB, st).unwrap();
+    s.mem_free_async(&CTX, MemFreeAsync { ptr: q, stream: st }, &[])
+        .unwrap();
+    let other = end_capture(&mut s, st);
+    let nested = add(&mut s, child, PlainNode::MovedChildGraph(other));
+    assert_eq!(nested.unwrap_err(), CudaStatus::ErrorNotSupported);
+    s.graph_destroy(&CTX, GraphDestroy { graph: other }, &[])
+        .unwrap();
     let destroyed = s.graph_destroy(&CTX, GraphDestroy { graph: child }, &[]);
     assert_eq!(
         destroyed.unwrap_err(),
