@@ -180,6 +180,29 @@ def torch_compile():
 
 
 @check
+def compile_cudagraphs():
+    # torch.compile's "reduce-overhead" mode: Triton kernels replayed as CUDA graphs
+    # (cudagraph trees: captures into torch's private pools, capture-info queries of
+    # the dependencies, graph replays).
+    model = torch.nn.Sequential(
+        torch.nn.Linear(128, 256), torch.nn.GELU(), torch.nn.Linear(256, 64)
+    ).cuda()
+    with torch.no_grad():
+        for i, p in enumerate(model.parameters()):
+            p.copy_(seeded(*p.shape, seed=100 + i) * 0.05)
+    compiled = torch.compile(model, mode="reduce-overhead")
+    x = seeded(32, 128, seed=110).cuda()
+    outs = []
+    with torch.no_grad():
+        for step in range(6):
+            out = compiled(x + step)
+            outs.append(out.clone())
+        ref = [model(x + step) for step in range(6)]
+    ok = all(close(o, r, 1e-3, 1e-3) for o, r in zip(outs, ref))
+    record("compile_cudagraphs", ok, [o.sum().item() for o in outs[-2:]])
+
+
+@check
 def triton_kernel():
     import triton
     import triton.language as tl
