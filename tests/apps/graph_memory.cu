@@ -158,6 +158,37 @@ int main() {
     if (copy) CHECK(cudaGraphDestroy(copy));
     CHECK(cudaGraphDestroy(parent2));
 
+    // 4. A programmatic edge into a child graph to be moved: refused, and the graph
+    // stays the program's.
+    {
+        int* scratch;
+        CHECK(cudaMalloc(&scratch, 256 * sizeof(int)));
+        int small = 256;
+        void* args[] = {&scratch, &small, &one};
+        cudaKernelNodeParams kp = {};
+        kp.func = (void*)fill;
+        kp.gridDim = dim3(1);
+        kp.blockDim = dim3(256);
+        kp.kernelParams = args;
+        cudaGraph_t p3, c3 = memory_graph(1 << 16, &one);
+        CHECK(cudaGraphCreate(&p3, 0));
+        cudaGraphNode_t k, moved;
+        CHECK(cudaGraphAddKernelNode(&k, p3, nullptr, 0, &kp));
+        cudaGraphEdgeData prog = {};
+        prog.from_port = cudaGraphKernelNodePortProgrammatic;
+        prog.type = cudaGraphDependencyTypeProgrammatic;
+        np = cudaGraphNodeParams{};
+        np.type = cudaGraphNodeTypeGraph;
+        np.graph.graph = c3;
+        np.graph.ownership = cudaGraphChildGraphOwnershipMove;
+        SAY("moved after a programmatic edge", cudaGraphAddNode(&moved, p3, &k, &prog, 1, &np));
+        CHECK(cudaGraphGetNodes(p3, nullptr, &count));
+        printf("parent's nodes: %zu\n", count);
+        SAY("destroy the graph not moved", cudaGraphDestroy(c3));
+        CHECK(cudaGraphDestroy(p3));
+        CHECK(cudaFree(scratch));
+    }
+
     CHECK(cudaFree(total));
     printf("graph_memory done\n");
     return 0;

@@ -1243,11 +1243,7 @@ pub extern "C" fn cudaGraphAddNode(
         // `count` entries, `params` is readable and writable with the parameters of its
         // type, `out` is writable.
         unsafe {
-            if params.is_null() {
-                return Err(CudaStatus::ErrorInvalidValue);
-            }
-            let ty = caller::read(params.cast::<u32>())?;
-            let node = add_with_edges(graph, deps, edge_data, count, ty, |deps| {
+            let node = add_with_edges(graph, deps, edge_data, count, params, |deps| {
                 add_by_type(graph, deps, params)
             })?;
             give(out, node)
@@ -1272,29 +1268,39 @@ pub(crate) unsafe fn edge_list(edge_data: *const u64, count: usize) -> Result<Ve
     Ok(edges)
 }
 
-/// Add a node of type `ty` with `add`, after `count` dependencies with their edge
-/// data. Nodes are made after default edges only (most are captured work), so the
-/// edges with other data are added to the new node after it is made; if CUDA refuses
-/// one, the node goes again and the program gets the refusal, as natively.
+/// Add the node `params` describe with `add`, after `count` dependencies with their
+/// edge data. Nodes are made after default edges only (most are captured work), so
+/// the edges with other data are added to the new node after it is made; if CUDA
+/// refuses one, the node goes again and the program gets the refusal, as natively.
 ///
 /// # Safety
-/// `deps` (and `edge_data`, if given) hold `count` readable entries.
+/// `deps` (and `edge_data`, if given) hold `count` readable entries; `params` is NULL
+/// (refused) or readable with the parameters of its type.
 pub(crate) unsafe fn add_with_edges(
     graph: RawHandle,
     deps: *const RawHandle,
     edge_data: *const u64,
     count: usize,
-    ty: u32,
+    params: *const GraphNodeParams,
     add: impl FnOnce(Vec<GraphNodeHandle>) -> Result<GraphNodeHandle>,
 ) -> Result<GraphNodeHandle> {
+    if params.is_null() {
+        return Err(CudaStatus::ErrorInvalidValue);
+    }
     // SAFETY: as the caller promised.
     let (deps, edges) = unsafe { (dependencies(deps, count)?, edge_list(edge_data, count)?) };
     if edges.is_empty() {
         return add(deps);
     }
-    // A memory node stays once made (its memory is counted), and only kernel nodes
-    // take edge data.
-    if ty == node_type::MEM_ALLOC || ty == node_type::MEM_FREE {
+    // Some nodes could not go again once made: a memory node (its memory is counted)
+    // and a child graph moved into its node (the graph would go with it). These take
+    // no edge data here (CUDA takes programmatic edges only into kernel nodes).
+    // SAFETY: as the caller promised.
+    let ty = unsafe { caller::read(params.cast::<u32>()) }?;
+    let moved = ty == node_type::GRAPH
+        // SAFETY: as the caller promised: a child graph node's parameters.
+        && unsafe { union_of::<ChildGraphParams>(params) }?.ownership == OWNERSHIP_MOVE;
+    if ty == node_type::MEM_ALLOC || ty == node_type::MEM_FREE || moved {
         return Err(CudaStatus::ErrorInvalidValue);
     }
     let (mut plain, mut from, mut data) = (Vec::new(), Vec::new(), Vec::new());

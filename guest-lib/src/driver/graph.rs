@@ -224,11 +224,7 @@ export! {
         // SAFETY: by cuGraphAddNode's contract `deps` (and `edge_data`, if given) hold
         // `count` entries, `params` is readable and writable, `out` writable.
         unsafe {
-            if params.is_null() {
-                return Err(CudaStatus::ErrorInvalidValue);
-            }
-            let ty = caller::read(params.cast::<u32>())?;
-            let node = graph_build::add_with_edges(graph, deps, edge_data, count, ty, |deps| {
+            let node = graph_build::add_with_edges(graph, deps, edge_data, count, params, |deps| {
                 add_by_type(graph, deps, params)
             })?;
             graph_build::give(out, node)
