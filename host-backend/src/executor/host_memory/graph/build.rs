@@ -8,6 +8,8 @@
 //! limit). Conditional nodes need kernels that run, which this double never does:
 //! refused.
 
+use std::collections::BTreeMap;
+
 use vmcuda_wire::graph::{node_type, update_result, EdgeData};
 use vmcuda_wire::CudaStatus;
 
@@ -55,21 +57,14 @@ impl HostMemoryExecutor {
             .collect()
     }
 
-    /// `edges` (empty, or one per dependency) as a frontier keeps them: by node
-    /// index, the default ones left out.
-    fn frontier_edges(
-        deps: &[usize],
-        edges: &[EdgeData],
-    ) -> ExecResult<std::collections::BTreeMap<usize, EdgeData>> {
-        if !(edges.is_empty() || edges.len() == deps.len()) {
-            return Err(CudaStatus::ErrorInvalidValue);
-        }
-        Ok(deps
-            .iter()
+    /// `edges` (empty, or one per dependency: the session's promise) as a frontier
+    /// keeps them: by node index, the default ones left out.
+    fn frontier_edges(deps: &[usize], edges: &[EdgeData]) -> BTreeMap<usize, EdgeData> {
+        deps.iter()
             .zip(edges)
             .filter(|(_, e)| !e.is_default())
             .map(|(&d, &e)| (d, e))
-            .collect())
+            .collect()
     }
 
     /// Whether CUDA takes an edge with `data` from `from` to `to` (as the driver
@@ -146,7 +141,7 @@ impl GraphBuild for HostMemoryExecutor {
         }
         let nodes = self.graph_mut(graph)?;
         let frontier = Self::indices(graph, dependencies, nodes)?;
-        let data = Self::frontier_edges(&frontier, edges)?;
+        let data = Self::frontier_edges(&frontier, edges);
         let nodes = std::mem::take(nodes);
         self.graphs.graphs.remove(&graph);
         self.graphs.next_capture += 1;
@@ -178,7 +173,7 @@ impl GraphBuild for HostMemoryExecutor {
             .ok_or(CudaStatus::ErrorIllegalState)?;
         let capture = &self.graphs.captures[&id];
         let deps = Self::indices(capture.graph, dependencies, &capture.nodes)?;
-        let data = Self::frontier_edges(&deps, edges)?;
+        let data = Self::frontier_edges(&deps, edges);
         let frontier = &mut self.graphs.capturing.get_mut(&stream).expect("looked up").1;
         let kept = self.graphs.frontier_edges.entry(stream).or_default();
         if set {
@@ -282,7 +277,7 @@ impl GraphBuild for HostMemoryExecutor {
         add: bool,
     ) -> ExecResult<()> {
         let nodes = self.graph_mut(graph)?;
-        if from.len() != to.len() || !(edges.is_empty() || edges.len() == from.len()) {
+        if from.len() != to.len() {
             return Err(CudaStatus::ErrorInvalidValue);
         }
         let from = Self::indices(graph, from, nodes)?;
