@@ -357,12 +357,16 @@ fn per_vm_figures_reach_the_endpoint_and_status_until_the_guests_leave() {
     // When they leave, they are no longer listed and hold nothing; what they did stays.
     drop(local);
     drop(remote);
-    let text = wait_for(&m, "vmcuda_vm_connections{vm=\"local\"}", 0.0);
-    let text = if value(&text, "vmcuda_vm_connections{vm=\"remote\"}") == Some(0.0) {
-        text
-    } else {
-        wait_for(&m, "vmcuda_vm_connections{vm=\"remote\"}", 0.0)
-    };
+    wait_for(&m, "vmcuda_vm_connections{vm=\"local\"}", 0.0);
+    wait_for(&m, "vmcuda_vm_connections{vm=\"remote\"}", 0.0);
+    // A connection is closed before its worker has exited; a jailed worker leaves its
+    // file for the next scrape to fold, which it does only once the worker is gone.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !status_json(&d)["guests"].as_array().unwrap().is_empty() {
+        assert!(Instant::now() < deadline, "the workers never exited");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let text = scrape(&m);
     for vm in ["local", "remote"] {
         assert_eq!(
             get(&text, &series("vmcuda_vm_device_memory_bytes", vm, "")),
