@@ -67,17 +67,10 @@ static void print_edge(const char* what, const cudaGraphEdgeData& e) {
 static int* a;
 static int* b;
 
-static cudaKernelNodeParams produce_params(void** args) {
+// A launch of `func` over N elements, as a kernel node's parameters.
+static cudaKernelNodeParams kernel_params(void* func, void** args) {
     cudaKernelNodeParams p = {};
-    p.func = (void*)produce;
-    p.gridDim = dim3((N + 255) / 256);
-    p.blockDim = dim3(256);
-    p.kernelParams = args;
-    return p;
-}
-static cudaKernelNodeParams consume_params(void** args) {
-    cudaKernelNodeParams p = {};
-    p.func = (void*)consume;
+    p.func = func;
     p.gridDim = dim3((N + 255) / 256);
     p.blockDim = dim3(256);
     p.kernelParams = args;
@@ -113,7 +106,7 @@ static void* cargs[] = {&a, &b, &n};
 static cudaGraph_t by_hand(cudaGraphNode_t* p_out, cudaGraphNode_t* c_out) {
     cudaGraph_t g;
     CHECK(cudaGraphCreate(&g, 0));
-    cudaKernelNodeParams pp = produce_params(pargs1), cp = consume_params(cargs);
+    cudaKernelNodeParams pp = kernel_params((void*)produce, pargs1), cp = kernel_params((void*)consume, cargs);
     CHECK(cudaGraphAddKernelNode(p_out, g, nullptr, 0, &pp));
     CHECK(cudaGraphAddKernelNode(c_out, g, nullptr, 0, &cp));
     cudaGraphEdgeData e = edge(cudaGraphKernelNodePortProgrammatic, cudaGraphDependencyTypeProgrammatic);
@@ -181,7 +174,7 @@ int main() {
         printf("clone dependencies: %zu, produce %d\n", count, from[0] == cp_node);
         print_edge("clone dependency", data[0]);
     }
-    cudaKernelNodeParams pp7 = produce_params(pargs7);
+    cudaKernelNodeParams pp7 = kernel_params((void*)produce, pargs7);
     CHECK(cudaGraphKernelNodeSetParams(cp_node, &pp7));
     cudaGraphExecUpdateResultInfo info;
     SAY("exec update with the clone", cudaGraphExecUpdate(exec, clone, &info));
@@ -278,7 +271,7 @@ int main() {
         CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
         cudaGraph_t g3;
         CHECK(cudaGraphCreate(&g3, 0));
-        cudaKernelNodeParams pp = produce_params(pargs1);
+        cudaKernelNodeParams pp = kernel_params((void*)produce, pargs1);
         cudaGraphNode_t p3;
         CHECK(cudaGraphAddKernelNode(&p3, g3, nullptr, 0, &pp));
         cudaGraphEdgeData prog = edge(cudaGraphKernelNodePortProgrammatic, cudaGraphDependencyTypeProgrammatic);

@@ -559,6 +559,15 @@ fn end_capture(s: &mut Session, stream: StreamHandle) -> GraphHandle {
     s.stream_end_capture(&CTX, end, &[]).unwrap().0.graph
 }
 
+/// A graph captured on `stream` that allocates `size` bytes and frees them itself.
+fn graph_freeing_its_memory(s: &mut Session, stream: StreamHandle, size: u64) -> GraphHandle {
+    begin_capture(s, stream);
+    let ptr = alloc_async(s, size, stream).unwrap();
+    s.mem_free_async(&CTX, MemFreeAsync { ptr, stream }, &[])
+        .unwrap();
+    end_capture(s, stream)
+}
+
 fn instantiate(s: &mut Session, graph: GraphHandle) -> GraphExecHandle {
     let req = GraphInstantiate { graph, flags: 0 };
     s.graph_instantiate(&CTX, req, &[]).unwrap().0.exec
@@ -681,17 +690,10 @@ fn live_graph_memory_is_charged_until_freed_after_its_graph_is_gone() {
 fn an_exec_update_moves_the_graph_memory_held() {
     let (mut s, left) = watched_session(Some(16 * MIB));
     let st = stream(&mut s, &CTX, 0x100);
-    let graph_freeing = |s: &mut Session, size| {
-        begin_capture(s, st);
-        let p = alloc_async(s, size, st).unwrap();
-        s.mem_free_async(&CTX, MemFreeAsync { ptr: p, stream: st }, &[])
-            .unwrap();
-        end_capture(s, st)
-    };
-    let first = graph_freeing(&mut s, 2 * MIB);
+    let first = graph_freeing_its_memory(&mut s, st, 2 * MIB);
     let exec = instantiate(&mut s, first);
     launch(&mut s, exec, st);
-    let second = graph_freeing(&mut s, 4 * MIB);
+    let second = graph_freeing_its_memory(&mut s, st, 4 * MIB);
     assert_eq!(s.charged_bytes(), 6 * MIB);
     let update = GraphExecUpdate {
         exec,
@@ -728,11 +730,7 @@ fn an_exec_update_moves_the_graph_memory_held() {
 fn a_moved_child_graph_takes_its_memory_to_the_parent() {
     let (mut s, left) = watched_session(Some(16 * MIB));
     let st = stream(&mut s, &CTX, 0x100);
-    begin_capture(&mut s, st);
-    let p = alloc_async(&mut s, 2 * MIB, st).unwrap();
-    s.mem_free_async(&CTX, MemFreeAsync { ptr: p, stream: st }, &[])
-        .unwrap();
-    let child = end_capture(&mut s, st);
+    let child = graph_freeing_its_memory(&mut s, st, 2 * MIB);
     let parent = s
         .graph_create(&CTX, GraphCreate { flags: 0 }, &[])
         .unwrap()
@@ -777,11 +775,7 @@ fn a_moved_child_graph_takes_its_memory_to_the_parent() {
         "the node's"
     );
     // A graph with memory nodes goes into no graph a node owns.
-    begin_capture(&mut s, st);
-    let q = alloc_async(&mut s, MIB, st).unwrap();
-    s.mem_free_async(&CTX, MemFreeAsync { ptr: q, stream: st }, &[])
-        .unwrap();
-    let other = end_capture(&mut s, st);
+    let other = graph_freeing_its_memory(&mut s, st, MIB);
     let nested = add(&mut s, child, PlainNode::MovedChildGraph(other));
     assert_eq!(nested.unwrap_err(), CudaStatus::ErrorNotSupported);
     s.graph_destroy(&CTX, GraphDestroy { graph: other }, &[])
