@@ -15,6 +15,10 @@
 # runtime and cuBLAS are vmcuda's and NVIDIA's other libraries share its driver. Each check compares the GPU's result with the CPU itself; the harness
 # then compares the two runs' numbers (losses of the training loops included).
 # Results: $OUT/RESULTS-TORCH-LIBS.md, also printed last.
+#
+# The same harness runs other check scripts of the same command line (checklib.py):
+# VMCUDA_CHECKS_SCRIPT (default tests/gpu/torch_libs_check.py) and VMCUDA_CHECKS_NAME
+# (the results' name, default TORCH-LIBS); tests/gpu/run-jax.sh runs jax_check.py.
 set -u
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo" || exit 2
@@ -29,7 +33,11 @@ preload_names="${VMCUDA_TORCH_PRELOAD:-libcuda.so.1}"
 preload=""
 for name in $preload_names; do preload="${preload:+$preload:}$guest_lib/$name"; done
 raw="$(mktemp -d)"
-sock=/tmp/vmcuda-torch-libs.sock
+export VMCUDA_CHECKS_SCRIPT="${VMCUDA_CHECKS_SCRIPT:-tests/gpu/torch_libs_check.py}"
+script=$VMCUDA_CHECKS_SCRIPT
+name="${VMCUDA_CHECKS_NAME:-TORCH-LIBS}"
+title="${VMCUDA_CHECKS_TITLE:-NVIDIA's libraries under torch and CuPy, over vmcuda's libcuda.so.1}"
+sock=/tmp/vmcuda-checks-$$.sock
 commit="$(cat "${VMCUDA_COMMIT_FILE:-/dev/null}" 2>/dev/null || true)"
 [ -n "$commit" ] || commit="$(git rev-parse HEAD 2>/dev/null || echo unknown)"
 
@@ -44,12 +52,12 @@ for _ in $(seq 1 100); do [ -S "$sock" ] && break; sleep 0.1; done
 
 # Each check runs in a process of its own, natively and bridged: a check that crashes
 # costs only itself. VMCUDA_TORCH_CHECKS names a subset.
-checks="${VMCUDA_TORCH_CHECKS:-$("$py" tests/gpu/torch_libs_check.py --json /dev/null --list)}"
+checks="${VMCUDA_TORCH_CHECKS:-$("$py" "$script" --json /dev/null --list)}"
 native_rc=0
 bridged_rc=0
 t0=$(date +%s)
 for check in $checks; do
-    env -u VMCUDA_SERVER timeout -k 10 "$timeout_s" "$py" tests/gpu/torch_libs_check.py --only "$check" \
+    env -u VMCUDA_SERVER timeout -k 10 "$timeout_s" "$py" "$script" --only "$check" \
         --json "$raw/native.json" >>"$raw/native.stdout" 2>>"$raw/native.stderr" || {
         native_rc=$?
         echo "$check: exit status $native_rc" >>"$raw/native.stdout"
@@ -59,7 +67,7 @@ t1=$(date +%s)
 for check in $checks; do
     echo "== $check" >>"$raw/bridged.stderr"
     ${isolate[@]+"${isolate[@]}"} env LD_PRELOAD="$preload" TRITON_LIBCUDA_PATH="$guest_lib" \
-        VMCUDA_SERVER="unix:$sock" timeout -k 10 "$timeout_s" "$py" tests/gpu/torch_libs_check.py --only "$check" \
+        VMCUDA_SERVER="unix:$sock" timeout -k 10 "$timeout_s" "$py" "$script" --only "$check" \
         --json "$raw/bridged.json" >>"$raw/bridged.stdout" 2>>"$raw/bridged.stderr" || {
         rc=$?
         bridged_rc=$rc
@@ -68,10 +76,10 @@ for check in $checks; do
 done
 t2=$(date +%s)
 
-"$py" - "$raw" "$native_rc" "$bridged_rc" "$commit" "$((t1 - t0))" "$((t2 - t1))" "$isolation" "$preload_names" \
-    >"$out/RESULTS-TORCH-LIBS.md" <<'PY'
+"$py" - "$raw" "$native_rc" "$bridged_rc" "$commit" "$((t1 - t0))" "$((t2 - t1))" "$isolation" "$preload_names" "$name" "$title" \
+    >"$out/RESULTS-$name.md" <<'PY'
 import json, os, sys, datetime
-raw, nrc, brc, commit, nt, bt, isolation, preloaded = sys.argv[1:]
+raw, nrc, brc, commit, nt, bt, isolation, preloaded, name, title = sys.argv[1:]
 def load(m):
     try:
         return json.load(open(os.path.join(raw, m + ".json")))
@@ -87,12 +95,13 @@ for which, m in (("native", n), ("bridged", b)):
                 m["checks"][name] = f"died ({rest})"
     except OSError:
         pass
-print("# NVIDIA's libraries under torch and CuPy, over vmcuda's libcuda.so.1\n")
+print(f"# {title}\n")
 print(f"- date (UTC): {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M:%S}")
 print(f"- commit: {commit}")
-print(f"- command: `VMCUDA_TORCH_PRELOAD='{preloaded}' tests/gpu/run-torch-libs.sh`")
-print(f"- torch {n.get('torch')} on {n.get('device')}; bridged: vmcuda's {', '.join(preloaded.split())} "
-      "preloaded (LD_PRELOAD), torch's own copies of NVIDIA's libraries for the rest, "
+script = os.environ.get("VMCUDA_CHECKS_SCRIPT", "tests/gpu/torch_libs_check.py")
+print(f"- command: `VMCUDA_TORCH_PRELOAD='{preloaded}' VMCUDA_CHECKS_SCRIPT={script} tests/gpu/run-torch-libs.sh`")
+print(f"- {n.get('framework', n.get('torch'))} on {n.get('device')}; bridged: vmcuda's {', '.join(preloaded.split())} "
+      "preloaded (LD_PRELOAD), the framework's own copies of NVIDIA's libraries for the rest, "
       "vmcuda-host with the CUDA executor")
 print(f"- bridged process isolation: {isolation}")
 print(f"- exit status: native {nrc}, bridged {brc}; wall time: native {nt} s, bridged {bt} s\n")
@@ -122,7 +131,7 @@ for k in nt_:
         print(f"\n- {k}: native {nt_[k]:.3f} s, bridged {bt_[k]:.3f} s, ratio {bt_[k] / nt_[k]:.2f}x")
 PY
 grep -iv "warn" "$raw/bridged.stderr" | grep -i "vmcuda" | sort | uniq -c | sort -rn | head -20 >"$raw/vmcuda-lines.txt"
-{ echo; echo "vmcuda's lines on the bridged run's stderr (counted):"; echo '```'; cat "$raw/vmcuda-lines.txt"; echo '```'; } >>"$out/RESULTS-TORCH-LIBS.md"
-tar -C "$raw" -czf "$out/torch-libs-raw.tar.gz" . 2>/dev/null
-cat "$out/RESULTS-TORCH-LIBS.md"
-grep -q "^\*\*\([0-9]*\)/\1 checks" "$out/RESULTS-TORCH-LIBS.md" && [ "$native_rc" = 0 ] && [ "$bridged_rc" = 0 ]
+{ echo; echo "vmcuda's lines on the bridged run's stderr (counted):"; echo '```'; cat "$raw/vmcuda-lines.txt"; echo '```'; } >>"$out/RESULTS-$name.md"
+tar -C "$raw" -czf "$out/$(echo "$name" | tr "A-Z" "a-z")-raw.tar.gz" . 2>/dev/null
+cat "$out/RESULTS-$name.md"
+grep -q "^\*\*\([0-9]*\)/\1 checks" "$out/RESULTS-$name.md" && [ "$native_rc" = 0 ] && [ "$bridged_rc" = 0 ]

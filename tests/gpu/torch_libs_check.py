@@ -6,12 +6,11 @@ vmcuda's in the bridged run. Each check computes on the GPU, compares with the C
 a reference path) itself, and records numbers the harness compares between the runs:
     python torch_libs_check.py --json OUT.json
 """
-import argparse
-import json
 import time
-import traceback
 
 import torch
+
+import checklib
 
 results = {"checks": {}, "values": {}, "errors": {}, "timings": {}}
 CHECKS = []
@@ -241,39 +240,228 @@ def cupy():
     record("cupy", ok, [red, float(y.sum()), float(cp.abs(f).sum())])
 
 
-def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--json", required=True)
-    p.add_argument("--only", action="append", help="run only these checks (repeatable)")
-    p.add_argument("--list", action="store_true", help="print the checks' names and stop")
-    args = p.parse_args()
-    if args.list:
-        print(" ".join(fn.__name__ for fn in CHECKS))
-        return
-    # The harness runs each check in a process of its own and names one file for all:
-    # what earlier processes recorded is kept.
+@check
+def rnn_cudnn():
+    # cuDNN's RNNs look up cuBLASLt internals (cublasLtMatmulDescInit_internal).
+    torch.manual_seed(0)
+    out_sums = []
+    ok = True
+    for kind in (torch.nn.LSTM, torch.nn.GRU):
+        rnn = kind(32, 64, num_layers=2, batch_first=True)
+        x = seeded(4, 20, 32, seed=200)
+        ref, _ = rnn(x)
+        g = rnn.cuda()
+        xg = x.cuda().requires_grad_()
+        out, _ = g(xg)
+        out.sum().backward()
+        torch.cuda.synchronize()
+        ok = ok and close(out, ref, 1e-3, 1e-3) and bool(torch.isfinite(xg.grad).all())
+        out_sums += [out.sum().item(), xg.grad.abs().sum().item()]
+    record("rnn_cudnn", ok, out_sums)
+
+
+@check
+def cudnn_benchmark_conv():
+    # Benchmark mode times several algorithms (cuBLASLt among them) and keeps the fastest.
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.deterministic = False
     try:
-        for key, value in json.load(open(args.json)).items():
-            if isinstance(value, dict):
-                results[key].update(value)
-    except (OSError, ValueError):
-        pass
-    results["torch"] = torch.__version__
+        torch.manual_seed(0)
+        conv = torch.nn.Conv2d(16, 32, 3, padding=1)
+        x = seeded(8, 16, 64, 64, seed=210)
+        ref = conv(x)
+        c = conv.cuda()
+        xg = x.cuda().requires_grad_()
+        t0 = time.perf_counter()
+        out = c(xg)
+        out.sum().backward()
+        torch.cuda.synchronize()
+        results["timings"]["cudnn_benchmark_first_step_s"] = time.perf_counter() - t0
+        ok = close(out, ref, 1e-2, 1e-2) and bool(torch.isfinite(xg.grad).all())
+        record("cudnn_benchmark_conv", ok, [round(out.sum().item(), 1)])
+    finally:
+        torch.backends.cudnn.benchmark = False
+        torch.backends.cudnn.deterministic = True
+
+
+@check
+def amp_gradscaler():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10)).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    scaler = torch.amp.GradScaler("cuda")
+    x = seeded(64, 64, seed=220).cuda()
+    y = torch.randint(0, 10, (64,), generator=torch.Generator().manual_seed(221)).cuda()
+    losses = []
+    for _ in range(15):
+        opt.zero_grad()
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        losses.append(loss.item())
+    record("amp_gradscaler", losses[-1] < losses[0], losses[::3] + [scaler.get_scale()])
+
+
+@check
+def graphed_callables():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Linear(128, 10)).cuda()
+    x = seeded(32, 64, seed=230).cuda()
+    y = torch.randint(0, 10, (32,), generator=torch.Generator().manual_seed(231)).cuda()
+    graphed = torch.cuda.make_graphed_callables(model, (x.clone().requires_grad_(),))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    losses = []
+    for _ in range(10):
+        opt.zero_grad(set_to_none=False)
+        loss = torch.nn.functional.cross_entropy(graphed(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    record("graphed_callables", losses[-1] < losses[0], losses)
+
+
+@check
+def compile_max_autotune():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 64)).cuda()
+    x = seeded(128, 256, seed=240).cuda()
+    compiled = torch.compile(model, mode="max-autotune-no-cudagraphs")
+    with torch.no_grad():
+        out = compiled(x)
+        ref = model(x)
+    record("compile_max_autotune", close(out, ref, 1e-2, 1e-2), [round(out.sum().item(), 2)])
+
+
+@check
+def nccl_world1():
+    import tempfile
+    import torch.distributed as dist
+    store = tempfile.mktemp(prefix="vmcuda-nccl-")
+    dist.init_process_group("nccl", init_method=f"file://{store}", rank=0, world_size=1,
+                            device_id=torch.device("cuda:0"))
+    try:
+        t = torch.arange(16 << 20, dtype=torch.float32, device="cuda")  # 64 MiB
+        dist.all_reduce(t)
+        b = torch.zeros(4, device="cuda") + 7
+        dist.broadcast(b, 0)
+        torch.cuda.synchronize()
+        ok = bool((t[:4].cpu() == torch.arange(4, dtype=torch.float32)).all()) and b.sum().item() == 28
+        record("nccl_world1", ok, [t.sum().item()])
+    finally:
+        dist.destroy_process_group()
+
+
+@check
+def sdpa_backends():
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    q, k, v = (seeded(2, 8, 128, 64, dtype=torch.float16, seed=s).cuda() for s in (250, 251, 252))
+    with sdpa_kernel([SDPBackend.MATH]):
+        ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True)
+    sums, ok = [], True
+    for backend in (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION):
+        with sdpa_kernel([backend]):
+            out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        ok = ok and close(out, ref, 2e-2, 2e-2)
+        sums.append(round(out.float().sum().item(), 2))
+    record("sdpa_backends", ok, sums)
+
+
+@check
+def hf_gpt2_training():
+    # A model built from its configuration (no weights are fetched).
+    from transformers import GPT2Config, GPT2LMHeadModel
+    torch.manual_seed(0)
+    cfg = GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=1000, n_positions=64,
+                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    model = GPT2LMHeadModel(cfg).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    ids = torch.randint(0, 1000, (8, 64), generator=torch.Generator().manual_seed(260)).cuda()
+    losses = []
+    for _ in range(10):
+        opt.zero_grad()
+        loss = model(ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    record("hf_gpt2_training", losses[-1] < losses[0], losses)
+
+
+@check
+def timm_training():
+    import timm
+    torch.manual_seed(0)
+    model = timm.create_model("resnet18", pretrained=False, num_classes=10).cuda()
+    batches = [(seeded(8, 3, 64, 64, seed=270 + i).cuda(),
+                torch.randint(0, 10, (8,), generator=torch.Generator().manual_seed(280 + i)).cuda())
+               for i in range(2)]
+    losses = train(model, batches, 8, 0.01)
+    record("timm_training", losses[-1] < losses[0], losses)
+
+
+@check
+def cuda_python():
+    # NVIDIA's cuda-python: the driver API through cuda.bindings, and NVRTC.
+    import numpy as np
+    from cuda.bindings import driver as cu, nvrtc
+    def ok_(r):
+        err = r[0]
+        assert int(err) == 0, f"CUDA error {err}"
+        return r[1:] if len(r) > 2 else (r[1] if len(r) == 2 else None)
+    ok_(cu.cuInit(0))
+    dev = ok_(cu.cuDeviceGet(0))
+    ctx = ok_(cu.cuDevicePrimaryCtxRetain(dev))
+    ok_(cu.cuCtxSetCurrent(ctx))
+    src = b'extern "C" __global__ void twice(float* x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= 2.0f; }'
+    prog = ok_(nvrtc.nvrtcCreateProgram(src, b"twice.cu", 0, [], []))
+    attr = cu.CUdevice_attribute
+    major = ok_(cu.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev))
+    minor = ok_(cu.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev))
+    ok_(nvrtc.nvrtcCompileProgram(prog, 1, [f"--gpu-architecture=sm_{major}{minor}".encode()]))
+    size = ok_(nvrtc.nvrtcGetCUBINSize(prog))
+    cubin = b" " * size
+    ok_(nvrtc.nvrtcGetCUBIN(prog, cubin))
+    module = ok_(cu.cuModuleLoadData(cubin))
+    fn = ok_(cu.cuModuleGetFunction(module, b"twice"))
+    n = 1 << 16
+    host = np.arange(n, dtype=np.float32)
+    dptr = ok_(cu.cuMemAlloc(host.nbytes))
+    ok_(cu.cuMemcpyHtoD(dptr, host.ctypes.data, host.nbytes))
+    arg_ptr = np.array([int(dptr)], dtype=np.uint64)
+    arg_n = np.array([n], dtype=np.int32)
+    args = np.array([arg_ptr.ctypes.data, arg_n.ctypes.data], dtype=np.uint64)
+    ok_(cu.cuLaunchKernel(fn, n // 256, 1, 1, 256, 1, 1, 0, 0, args.ctypes.data, 0))
+    out = np.empty_like(host)
+    ok_(cu.cuMemcpyDtoH(out.ctypes.data, dptr, host.nbytes))
+    ok_(cu.cuMemFree(dptr))
+    ok_(cu.cuModuleUnload(module))
+    record("cuda_python", bool((out == 2 * host).all()), [float(out.sum())])
+
+
+@check
+def numba_cuda():
+    import numpy as np
+    from numba import cuda
+
+    @cuda.jit
+    def add(x, y, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = x[i] + y[i]
+
+    n = 1 << 16
+    x, y = np.arange(n, dtype=np.float32), np.ones(n, dtype=np.float32)
+    out = cuda.device_array(n, dtype=np.float32)
+    add[(n + 255) // 256, 256](cuda.to_device(x), cuda.to_device(y), out)
+    res = out.copy_to_host()
+    record("numba_cuda", bool((res == x + y).all()), [float(res.sum())])
+
+
+def describe():
+    results["framework"] = f"torch {torch.__version__}"
     results["device"] = torch.cuda.get_device_name(0)
-    for fn in CHECKS:
-        name = fn.__name__
-        if args.only and name not in args.only:
-            continue
-        try:
-            fn()
-        except Exception as e:  # a failing check is a result, not the end of the run
-            results["checks"][name] = "ERROR"
-            results["errors"][name] = f"{type(e).__name__}: {str(e)[:400]}"
-            traceback.print_exc()
-        print(f"{name}: {results['checks'][name]}", flush=True)
-        # After every check: a run cut short by its time limit keeps what it did.
-        json.dump(results, open(args.json, "w"), indent=1)
 
 
 if __name__ == "__main__":
-    main()
+    checklib.main(CHECKS, results, describe)

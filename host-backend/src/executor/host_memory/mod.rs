@@ -53,7 +53,44 @@ pub struct LaunchRecord {
 
 struct Module {
     image: Vec<u8>,
+    /// The image's cubin, found and decompressed once at load: kernel and global
+    /// lookups read it, and a fatbinary of thousands of kernels (a framework's) must not
+    /// be parsed and decompressed again for each of them.
+    cubin: ModuleCubin,
     globals: HashMap<String, (DevicePtr, u64, bool)>,
+}
+
+/// Where a module's cubin is: the image itself (a lone ELF cubin), or a copy taken out
+/// of its fatbinary.
+enum ModuleCubin {
+    Image,
+    Extracted(Vec<u8>),
+}
+
+impl Module {
+    fn new(image: &[u8]) -> Result<Module, String> {
+        let cubin = if is_elf(image) {
+            ModuleCubin::Image
+        } else {
+            ModuleCubin::Extracted(module_cubin(image, |elf| Ok(elf.to_vec()))?)
+        };
+        Ok(Module {
+            image: image.to_vec(),
+            cubin,
+            globals: HashMap::new(),
+        })
+    }
+
+    fn cubin(&self) -> &[u8] {
+        match &self.cubin {
+            ModuleCubin::Image => &self.image,
+            ModuleCubin::Extracted(elf) => elf,
+        }
+    }
+}
+
+fn is_elf(image: &[u8]) -> bool {
+    image.starts_with(b"\x7fELF")
 }
 
 struct Function {
@@ -272,7 +309,7 @@ fn module_cubin<T>(
     f: impl FnOnce(&[u8]) -> Result<T, cubin::CubinError>,
 ) -> Result<T, String> {
     // A lone ELF cubin (what cuModuleLoadData also takes) is its own cubin.
-    if image.starts_with(b"\x7fELF") {
+    if is_elf(image) {
         return f(image).map_err(|e| e.to_string());
     }
     let parsed = fatbin::parse(image).map_err(|e| e.to_string())?;

@@ -1,8 +1,6 @@
 //! Modules on the host-memory test double: images kept, kernels and globals found
 //! through the cubin's symbols and parameter info.
 
-use std::collections::HashMap;
-
 use tracing::warn;
 use vmcuda_wire::cubin;
 use vmcuda_wire::op::{DevicePtr, ParamInfo};
@@ -21,24 +19,18 @@ impl ModuleExec for HostMemoryExecutor {
     }
 
     fn load_module(&mut self, image: &[u8]) -> ExecResult<ExecModule> {
-        // Parse now so a broken image fails here, as cuLibraryLoadData would. PTX text
-        // (which the real driver compiles) lands here too: it cannot be run or even
-        // read for kernels without the driver, so it is refused as an invalid image.
-        module_cubin(image, |_| Ok(())).map_err(|e| {
-            warn!("module image refused: {e}");
-            CudaStatus::ErrorInvalidKernelImage
-        })?;
         if let Some((id, _)) = self.modules.iter().find(|(_, m)| m.image == image) {
             return Ok(*id);
         }
+        // Parse now so a broken image fails here, as cuLibraryLoadData would. PTX text
+        // (which the real driver compiles) lands here too: it cannot be run or even
+        // read for kernels without the driver, so it is refused as an invalid image.
+        let module = Module::new(image).map_err(|e| {
+            warn!("module image refused: {e}");
+            CudaStatus::ErrorInvalidKernelImage
+        })?;
         let id = self.fresh_id();
-        self.modules.insert(
-            id,
-            Module {
-                image: image.to_vec(),
-                globals: HashMap::new(),
-            },
-        );
+        self.modules.insert(id, module);
         Ok(id)
     }
 
@@ -51,7 +43,7 @@ impl ModuleExec for HostMemoryExecutor {
             .modules
             .get(&module)
             .ok_or(CudaStatus::ErrorInvalidResourceHandle)?;
-        let params = module_cubin(&m.image, |elf| cubin::kernel_params(elf, name))
+        let params = cubin::kernel_params(m.cubin(), name)
             .map_err(|_| CudaStatus::ErrorInvalidDeviceFunction)?;
         let params: Vec<ParamInfo> = params
             .into_iter()
@@ -81,7 +73,7 @@ impl ModuleExec for HostMemoryExecutor {
             .modules
             .get(&module)
             .ok_or(CudaStatus::ErrorInvalidResourceHandle)?;
-        module_cubin(&m.image, cubin::kernels).map_err(|_| CudaStatus::ErrorInvalidKernelImage)
+        cubin::kernels(m.cubin()).map_err(|_| CudaStatus::ErrorInvalidKernelImage)
     }
 
     fn get_global(&mut self, module: ExecModule, name: &str) -> ExecResult<(DevicePtr, u64, bool)> {
@@ -92,7 +84,7 @@ impl ModuleExec for HostMemoryExecutor {
         if let Some(g) = m.globals.get(name) {
             return Ok(*g);
         }
-        let var = module_cubin(&m.image, |elf| cubin::global(elf, name))
+        let var = cubin::global(m.cubin(), name)
             .ok()
             .flatten()
             .ok_or(CudaStatus::ErrorInvalidSymbol)?;
