@@ -34,6 +34,7 @@
 
 use crate::fatbin::{Entry, EntryKind, Fatbin, FatbinError};
 use std::borrow::Cow;
+use std::collections::HashMap;
 
 use object::elf;
 use object::read::elf::{FileHeader, SectionHeader, SectionTable, Sym, SymbolTable};
@@ -301,42 +302,49 @@ impl<'a> Cubin<'a> {
 
     /// Parameter layout of `kernel` (mangled name), in declaration order.
     pub fn kernel_params(&self, kernel: &str) -> Result<Vec<ParamInfo>> {
-        let bad = |reason| CubinError::BadParamInfo {
-            kernel: kernel.to_owned(),
-            reason,
-        };
-        let mut params: Vec<(u16, ParamInfo)> = Vec::new();
-        for attr in self.kernel_info(kernel)? {
-            let NvInfoValue::Sized(v) = attr.value else {
+        params_from_info(kernel, &self.kernel_info(kernel)?)
+    }
+
+    /// Every kernel with its parameter layout, found in one pass over the sections and
+    /// one over the symbols: [`Cubin::kernel_params`] looks each kernel up by name, a
+    /// scan of both tables per kernel, which for a framework's cubin of thousands of
+    /// kernels costs that many times more. A kernel whose records are missing or bad
+    /// has the error [`Cubin::kernel_params`] would give.
+    pub fn kernel_table(&self) -> HashMap<String, Result<Vec<ParamInfo>>> {
+        let mut info_sections = HashMap::new();
+        for (index, section) in self.sections.enumerate() {
+            let Ok(name) = self.sections.section_name(self.endian, section) else {
                 continue;
             };
-            let v1 = match attr.attr {
-                EIATTR_KPARAM_INFO => true,
-                EIATTR_KPARAM_INFO_V2 => false,
-                _ => continue,
-            };
-            let v: &[u8; 12] = v
-                .get(..12)
-                .and_then(|v| v.try_into().ok())
-                .ok_or_else(|| bad("parameter record shorter than 12 bytes"))?;
-            let ordinal = u16::from_le_bytes([v[4], v[5]]);
-            let offset = u16::from_le_bytes([v[6], v[7]]).into();
-            let size = if v1 {
-                u32::from_le_bytes([v[8], v[9], v[10], v[11]]) >> 18
-            } else {
-                u16::from_le_bytes([v[8], v[9]]).into()
-            };
-            params.push((ordinal, ParamInfo { offset, size }));
-        }
-        // nvcc lists parameters last to first; every ordinal must appear exactly once,
-        // or a launch could not be marshalled.
-        params.sort_by_key(|&(ordinal, _)| ordinal);
-        for (i, &(ordinal, _)) in params.iter().enumerate() {
-            if usize::from(ordinal) != i {
-                return Err(bad("ordinals are not 0..n, each exactly once"));
+            if let Some(kernel) = name.strip_prefix(b".nv.info.") {
+                info_sections.entry(kernel).or_insert((index, section));
             }
         }
-        Ok(params.into_iter().map(|(_, p)| p).collect())
+        let mut table = HashMap::new();
+        for (i, sym) in self.symbols.enumerate() {
+            let (Ok(Some(section)), Ok(name)) = (
+                self.symbols.symbol_section(self.endian, sym, i),
+                self.symbols.symbol_name(self.endian, sym),
+            ) else {
+                continue;
+            };
+            if !self.is_kernel(sym, section, name) {
+                continue;
+            }
+            let kernel = String::from_utf8_lossy(name).into_owned();
+            let params = match info_sections.get(name) {
+                None => Err(CubinError::MissingInfo(kernel.clone())),
+                Some((_, info)) => {
+                    let section_name = format!(".nv.info.{kernel}");
+                    info.data(self.endian, self.data)
+                        .map_err(CubinError::from)
+                        .and_then(|data| parse_nv_info(data, &section_name))
+                        .and_then(|attrs| params_from_info(&kernel, &attrs))
+                }
+            };
+            table.entry(kernel).or_insert(params);
+        }
+        table
     }
 
     /// Total size in bytes of `kernel`'s parameters: `EIATTR_CBANK_PARAM_SIZE`, else
@@ -481,6 +489,47 @@ pub fn kernels(elf: &[u8]) -> Result<Vec<String>> {
 /// [`Cubin::global`].
 pub fn global(elf: &[u8], name: &str) -> Result<Option<GlobalVar>> {
     Cubin::parse(elf)?.global(name)
+}
+
+/// The parameter layout in a kernel's `.nv.info.<kernel>` records, in declaration
+/// order.
+fn params_from_info(kernel: &str, info: &[NvInfoAttr<'_>]) -> Result<Vec<ParamInfo>> {
+    let bad = |reason| CubinError::BadParamInfo {
+        kernel: kernel.to_owned(),
+        reason,
+    };
+    let mut params: Vec<(u16, ParamInfo)> = Vec::new();
+    for attr in info {
+        let NvInfoValue::Sized(v) = attr.value else {
+            continue;
+        };
+        let v1 = match attr.attr {
+            EIATTR_KPARAM_INFO => true,
+            EIATTR_KPARAM_INFO_V2 => false,
+            _ => continue,
+        };
+        let v: &[u8; 12] = v
+            .get(..12)
+            .and_then(|v| v.try_into().ok())
+            .ok_or_else(|| bad("parameter record shorter than 12 bytes"))?;
+        let ordinal = u16::from_le_bytes([v[4], v[5]]);
+        let offset = u16::from_le_bytes([v[6], v[7]]).into();
+        let size = if v1 {
+            u32::from_le_bytes([v[8], v[9], v[10], v[11]]) >> 18
+        } else {
+            u16::from_le_bytes([v[8], v[9]]).into()
+        };
+        params.push((ordinal, ParamInfo { offset, size }));
+    }
+    // nvcc lists parameters last to first; every ordinal must appear exactly once,
+    // or a launch could not be marshalled.
+    params.sort_by_key(|&(ordinal, _)| ordinal);
+    for (i, &(ordinal, _)) in params.iter().enumerate() {
+        if usize::from(ordinal) != i {
+            return Err(bad("ordinals are not 0..n, each exactly once"));
+        }
+    }
+    Ok(params.into_iter().map(|(_, p)| p).collect())
 }
 
 /// Bytes of module-scope data in the cubin `elf`. See [`Cubin::module_data_len`].

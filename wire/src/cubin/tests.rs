@@ -120,6 +120,22 @@ fn kernel_list() {
 }
 
 #[test]
+fn kernel_table_agrees_with_lookups_by_name() {
+    for elf in [PARAMS, BIGPARAM, GLOBALS, GLOBALS_RDC] {
+        let cubin = Cubin::parse(elf).unwrap();
+        let table = cubin.kernel_table();
+        let mut names: Vec<&String> = table.keys().collect();
+        names.sort();
+        let mut listed = cubin.kernels();
+        listed.sort();
+        assert_eq!(names, listed.iter().collect::<Vec<_>>());
+        for name in &listed {
+            assert_eq!(table[name], cubin.kernel_params(name), "{name}");
+        }
+    }
+}
+
+#[test]
 fn nv_info_formats() {
     let section = [
         0x01, 0x3e, 0x00, 0x00, // NVAL
@@ -346,9 +362,15 @@ proptest! {
             bytes[i] = b;
         }
         if let Ok(cubin) = Cubin::parse(&bytes) {
+            let table = cubin.kernel_table();
             for k in cubin.kernels() {
-                let _ = cubin.kernel_params(&k);
+                let params = cubin.kernel_params(&k);
                 let _ = cubin.kernel_params_size(&k);
+                // One kernel name twice in the symbols would list it twice; its
+                // first entry answers in both.
+                if let Some(from_table) = table.get(&k) {
+                    prop_assert_eq!(from_table.is_ok(), params.is_ok());
+                }
             }
             for name in ["g", "z", "c", "cz", "d2"] {
                 let _ = cubin.global(name);

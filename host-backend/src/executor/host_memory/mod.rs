@@ -57,8 +57,14 @@ struct Module {
     /// lookups read it, and a fatbinary of thousands of kernels (a framework's) must not
     /// be parsed and decompressed again for each of them.
     cubin: ModuleCubin,
+    /// Its kernels' parameter layouts, read from the cubin in one pass at the first
+    /// lookup (a framework looks up thousands; one scan of the cubin each was slow).
+    kernels: std::cell::OnceCell<KernelTable>,
     globals: HashMap<String, (DevicePtr, u64, bool)>,
 }
+
+/// A cubin's kernels by name, each with its parameter layout (or why it has none).
+type KernelTable = HashMap<String, Result<Vec<cubin::ParamInfo>, cubin::CubinError>>;
 
 /// Where a module's cubin is: the image itself (a lone ELF cubin), or a copy taken out
 /// of its fatbinary.
@@ -68,17 +74,29 @@ enum ModuleCubin {
 }
 
 impl Module {
-    fn new(image: &[u8]) -> Result<Module, String> {
-        let cubin = if is_elf(image) {
-            ModuleCubin::Image
-        } else {
-            ModuleCubin::Extracted(module_cubin(image, |elf| Ok(elf.to_vec()))?)
+    /// The module of `image`, with `extracted`, its cubin if the caller has already
+    /// taken it out of the fatbinary.
+    fn new(image: &[u8], extracted: Option<Vec<u8>>) -> Result<Module, String> {
+        let cubin = match extracted {
+            _ if is_elf(image) => ModuleCubin::Image,
+            Some(elf) => ModuleCubin::Extracted(elf),
+            None => ModuleCubin::Extracted(module_cubin(image, |elf| Ok(elf.to_vec()))?),
         };
         Ok(Module {
             image: image.to_vec(),
             cubin,
+            kernels: std::cell::OnceCell::new(),
             globals: HashMap::new(),
         })
+    }
+
+    /// The cubin's kernels and their parameter layouts.
+    fn kernels(&self) -> Result<&KernelTable, cubin::CubinError> {
+        if let Some(table) = self.kernels.get() {
+            return Ok(table);
+        }
+        let table = cubin::Cubin::parse(self.cubin())?.kernel_table();
+        Ok(self.kernels.get_or_init(|| table))
     }
 
     fn cubin(&self) -> &[u8] {
@@ -149,6 +167,12 @@ pub struct HostMemoryExecutor {
     device_of: HashMap<u64, usize>,
     modules: HashMap<ExecModule, Module>,
     functions: HashMap<ExecFunction, Function>,
+    /// The last image measured for its data (`module_data_len`, which the session asks
+    /// right before loading it) with its cubin, so that a load decompresses it no
+    /// second time.
+    measured: Option<(Vec<u8>, Vec<u8>)>,
+    /// Function handles by kernel name: a kernel looked up again gets its handle.
+    function_ids: HashMap<String, ExecFunction>,
     streams: HashMap<ExecStream, (u32, i32)>,
     /// Stream attributes set, by stream and attribute id.
     stream_attributes: HashMap<(ExecStream, u32), [u8; super::STREAM_ATTR_LEN]>,
@@ -199,6 +223,8 @@ impl HostMemoryExecutor {
             device_of: HashMap::new(),
             modules: HashMap::new(),
             functions: HashMap::new(),
+            measured: None,
+            function_ids: HashMap::new(),
             streams: HashMap::new(),
             stream_attributes: HashMap::new(),
             events: HashMap::new(),

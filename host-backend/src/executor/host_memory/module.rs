@@ -7,25 +7,37 @@ use vmcuda_wire::op::{DevicePtr, ParamInfo};
 use vmcuda_wire::CudaStatus;
 
 use super::super::{ExecFunction, ExecModule, ExecResult};
-use super::{module_cubin, Function, HostMemoryExecutor, Module};
+use super::{is_elf, module_cubin, Function, HostMemoryExecutor, Module};
 use crate::executor::ModuleExec;
 
 impl ModuleExec for HostMemoryExecutor {
     fn module_data_len(&mut self, image: &[u8]) -> ExecResult<u64> {
-        module_cubin(image, cubin::module_data_len).map_err(|e| {
+        let refused = |e: String| {
             warn!("module image refused: {e}");
             CudaStatus::ErrorInvalidKernelImage
-        })
+        };
+        if is_elf(image) {
+            return cubin::module_data_len(image).map_err(|e| refused(e.to_string()));
+        }
+        let elf = module_cubin(image, |elf| Ok(elf.to_vec())).map_err(refused)?;
+        let len = cubin::module_data_len(&elf).map_err(|e| refused(e.to_string()))?;
+        self.measured = Some((image.to_vec(), elf));
+        Ok(len)
     }
 
     fn load_module(&mut self, image: &[u8]) -> ExecResult<ExecModule> {
+        let measured = self.measured.take();
         if let Some((id, _)) = self.modules.iter().find(|(_, m)| m.image == image) {
             return Ok(*id);
         }
         // Parse now so a broken image fails here, as cuLibraryLoadData would. PTX text
         // (which the real driver compiles) lands here too: it cannot be run or even
         // read for kernels without the driver, so it is refused as an invalid image.
-        let module = Module::new(image).map_err(|e| {
+        let extracted = match measured {
+            Some((measured, elf)) if measured == image => Some(elf),
+            _ => None,
+        };
+        let module = Module::new(image, extracted).map_err(|e| {
             warn!("module image refused: {e}");
             CudaStatus::ErrorInvalidKernelImage
         })?;
@@ -43,19 +55,21 @@ impl ModuleExec for HostMemoryExecutor {
             .modules
             .get(&module)
             .ok_or(CudaStatus::ErrorInvalidResourceHandle)?;
-        let params = cubin::kernel_params(m.cubin(), name)
-            .map_err(|_| CudaStatus::ErrorInvalidDeviceFunction)?;
-        let params: Vec<ParamInfo> = params
-            .into_iter()
-            .map(|p| ParamInfo {
-                offset: p.offset,
-                size: p.size,
-            })
-            .collect();
-        if let Some((id, _)) = self.functions.iter().find(|(_, f)| f.name == name) {
+        let params = match m.kernels().map(|table| table.get(name)) {
+            Ok(Some(Ok(params))) => params
+                .iter()
+                .map(|p| ParamInfo {
+                    offset: p.offset,
+                    size: p.size,
+                })
+                .collect::<Vec<ParamInfo>>(),
+            _ => return Err(CudaStatus::ErrorInvalidDeviceFunction),
+        };
+        if let Some(id) = self.function_ids.get(name) {
             return Ok((*id, params));
         }
         let id = self.fresh_id();
+        self.function_ids.insert(name.into(), id);
         self.functions.insert(
             id,
             Function {
