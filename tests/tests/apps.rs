@@ -1156,6 +1156,66 @@ fn driver_api_runs_through_the_guest_libcuda() {
     assert!(d.log().contains("cannot link device code"), "{}", d.log());
 }
 
+/// Pointer queries about any pointer, answered as the driver answers them (widths,
+/// defaults for memory CUDA does not know, `CUDA_ERROR_INVALID_VALUE` where the driver
+/// gives it), and the older ABI names of driver functions
+/// (tests/apps/driver_legacy.cu).
+#[test]
+#[ignore = "needs the linked guest libraries and nvcc-built apps: run tests/run.sh"]
+fn pointer_queries_and_legacy_names_answer_as_the_driver() {
+    let d = Daemon::host_memory("driver-legacy");
+    let out = d.run_app("driver_legacy");
+    let stdout = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(!stdout.contains("FAIL "), "{stdout}");
+    for line in [
+        "device: 0 attribute(s) written at another width",
+        "pinned: 0 attribute(s) written at another width",
+        "heap: 0 attribute(s) written at another width",
+        "heap pointer: CUDA_SUCCESS, type 0, context NULL, ordinal -2, managed 0, mapped 0, \
+         access 0, host pointer is itself 1, range untouched 1",
+        "device pointer: CUDA_SUCCESS, type 2, ordinal 0, managed 0, mapped 1, access 3, \
+         host pointer NULL, range start is the allocation 1, size 1048576",
+        "device memory's host pointer alone: CUDA_ERROR_INVALID_VALUE",
+        "P2P tokens of unknown memory through cuPointerGetAttributes: CUDA_ERROR_INVALID_VALUE",
+        "PASS buffer ids: one per allocation",
+        "sync memops before: 0",
+        "cuPointerSetAttribute(SYNC_MEMOPS): CUDA_SUCCESS, then 1",
+        "cuPointerSetAttribute on unknown memory: CUDA_ERROR_INVALID_VALUE",
+        "cuPointerSetAttribute(MEMORY_TYPE): CUDA_ERROR_INVALID_VALUE",
+        "cuMemAlloc (32-bit) in a current-API context: CUDA_ERROR_INVALID_CONTEXT",
+        "cuMemGetInfo (32-bit) in a current-API context: CUDA_ERROR_INVALID_CONTEXT",
+        "PASS cuDeviceTotalMem (32-bit) is the size clamped to 32 bits",
+        "cuStreamDestroy: CUDA_SUCCESS",
+        "PASS cuEventElapsedTime",
+        "cuEventDestroy: CUDA_SUCCESS",
+        "cuCtxPushCurrent (v1): CUDA_ERROR_INVALID_CONTEXT, cuCtxPopCurrent (v1): CUDA_SUCCESS",
+        "cuCtxGetDevice_v2(NULL): CUDA_SUCCESS, device 0",
+        "cuCtxSynchronize_v2(current): CUDA_SUCCESS",
+        "PASS cuDeviceGetUuid is cuDeviceGetUuid_v2's",
+        "PASS cuGetProcAddress (v1) finds cuMemAlloc_v2",
+        "PASS cuGraphAddDependencies, cuGraphGetEdges",
+        "PASS the edge is seen from both nodes",
+        "cuGraphInstantiate (with log): CUDA_SUCCESS, exec set",
+        "cuGraphExecUpdate (v1) with its own graph: CUDA_SUCCESS, result 0",
+        "PASS cuGraphRemoveDependencies",
+        "cuStreamBeginCapture (no mode): CUDA_SUCCESS; cuStreamGetCaptureInfo (v1): CUDA_SUCCESS, \
+         status 1, id set",
+        "cuDevicePrimaryCtxSetFlags (v1) while active: CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE",
+        "cuDevicePrimaryCtxRelease (v1): CUDA_SUCCESS",
+        "cuCtxDestroy (v1) of the primary context: CUDA_ERROR_INVALID_CONTEXT",
+        "PASS driver_legacy: 0 failure(s)",
+    ] {
+        assert!(stdout.contains(line), "missing `{line}` in:\n{stdout}");
+    }
+    // The 32-bit ABI says once why it answers as it does.
+    assert!(
+        stderr.contains("cuMemAlloc (libcuda.so.1) belongs to the CUDA 3 API"),
+        "{stderr}"
+    );
+}
+
 /// Every app built a second time with nvcc's default static runtime (NVIDIA's
 /// runtime inside the program, reaching the GPU through vmcuda's `libcuda.so.1`
 /// alone: its export tables, `cuGetProcAddress`, `cuLibrary*`) prints exactly what the

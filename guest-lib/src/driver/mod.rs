@@ -31,6 +31,7 @@ pub(crate) mod context;
 mod export_table;
 pub(crate) mod graph;
 pub mod integrity;
+mod legacy;
 pub(crate) mod library;
 pub(crate) mod memory;
 pub(crate) mod module;

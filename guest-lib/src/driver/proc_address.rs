@@ -34,6 +34,7 @@ macro_rules! table {
                 // else the real driver's other exports, as stubs (see `unsupported`).
                 _ => return super::twins::lookup(name)
                     .or_else(|| crate::api::table::lookup(name))
+                    .or_else(|| super::legacy::lookup(name))
                     .or_else(|| super::unsupported::lookup(name)),
             })
         }
@@ -183,6 +184,7 @@ table! {
     "cuMemsetD16Async" => cuMemsetD16Async,
     "cuMemsetD32Async" => cuMemsetD32Async,
     "cuPointerGetAttribute" => cuPointerGetAttribute,
+    "cuPointerSetAttribute" => cuPointerSetAttribute,
     "cuStreamCreate" => cuStreamCreate,
     "cuStreamCreateWithPriority" => cuStreamCreateWithPriority,
     "cuStreamDestroy" => cuStreamDestroy_v2,

@@ -507,6 +507,7 @@ pub extern "C" fn cuStreamCopyAttributes_ptsz(dst: RawHandle, src: RawHandle) ->
 pub const PER_THREAD_NAMES: &[&[(&str, *const ())]] = &[
     PTSZ,
     PTDS,
+    super::legacy::PER_THREAD_NAMES,
     &[("cuLaunchKernelEx_ptsz", cuLaunchKernelEx_ptsz as *const ())],
     &[(
         "cuStreamCopyAttributes_ptsz",
