@@ -1216,6 +1216,64 @@ fn pointer_queries_and_legacy_names_answer_as_the_driver() {
     );
 }
 
+/// The driver's stubs: every export of the real libcuda.so.1 that the built one does
+/// not implement (no `__vmcuda_<name>` beside it), outside the families that do not
+/// cross the VM boundary (guest-lib/exports/libcuda-families.txt), is exactly the
+/// committed list guest-lib/exports/libcuda-stubs.txt: a new stub fails this test, and
+/// an implementation must remove its line, so the list only shrinks (the goal is none).
+#[test]
+#[ignore = "needs the linked guest library: run tests/run.sh"]
+fn the_drivers_remaining_stubs_are_the_committed_list() {
+    let exports_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-lib/exports");
+    let read = |file: &str| {
+        let path = exports_dir.join(file);
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    };
+    let listed = |text: &str| -> Vec<String> {
+        text.lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .map(String::from)
+            .collect()
+    };
+    let families: Vec<Vec<String>> = listed(&read("libcuda-families.txt"))
+        .iter()
+        .map(|l| l.split_whitespace().skip(1).map(String::from).collect())
+        .collect();
+    let in_family = |name: &str| {
+        families.iter().flatten().any(|p| {
+            match p.strip_prefix('*').and_then(|p| p.strip_suffix('*')) {
+                Some(inner) => name.contains(inner),
+                None => name.starts_with(p.as_str()),
+            }
+        })
+    };
+    let implemented: HashSet<String> = dyn_syms(&guest_lib_dir().join("libcuda.so.1"))
+        .into_iter()
+        .filter(|(_, _, defined)| *defined)
+        .filter_map(|(name, _, _)| name.strip_prefix("__vmcuda_").map(String::from))
+        .collect();
+    let exports = listed(&read("libcuda.so.1.txt"));
+    let excluded = exports.iter().filter(|n| in_family(n)).count();
+    let stubs: Vec<&String> = exports
+        .iter()
+        .filter(|n| !implemented.contains(n.as_str()) && !in_family(n))
+        .collect();
+    let committed = listed(&read("libcuda-stubs.txt"));
+    println!(
+        "libcuda.so.1: {} exports, {excluded} in the families left out, {} stubs besides",
+        exports.len(),
+        stubs.len()
+    );
+    let new: Vec<&&String> = stubs.iter().filter(|n| !committed.contains(n)).collect();
+    let gone: Vec<&String> = committed.iter().filter(|n| !stubs.contains(n)).collect();
+    assert!(new.is_empty(), "stubs not in libcuda-stubs.txt: {new:?}");
+    assert!(
+        gone.is_empty(),
+        "implemented now, remove from libcuda-stubs.txt: {gone:?}"
+    );
+}
+
 /// Every app built a second time with nvcc's default static runtime (NVIDIA's
 /// runtime inside the program, reaching the GPU through vmcuda's `libcuda.so.1`
 /// alone: its export tables, `cuGetProcAddress`, `cuLibrary*`) prints exactly what the
