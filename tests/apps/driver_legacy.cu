@@ -240,6 +240,63 @@ static void legacy_names(CUdevice dev) {
     ((CUresult(*)(CUstream, CUgraph *))sym("cuStreamEndCapture"))(cs, &captured);
 }
 
+// CUDA 2's device queries, the profiler's configuration and the 16- and 32-bit 2D
+// memsets.
+static void older_calls(CUdevice dev, CUdeviceptr d) {
+    CUresult (*attr)(int *, CUdevice_attribute, CUdevice) =
+        (CUresult(*)(int *, CUdevice_attribute, CUdevice))sym("cuDeviceGetAttribute");
+    int major = -1, minor = -1, want_major = 0, want_minor = 0;
+    CUresult r = ((CUresult(*)(int *, int *, CUdevice))sym("cuDeviceComputeCapability"))(&major, &minor, dev);
+    attr(&want_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+    attr(&want_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+    CHECK(r == CUDA_SUCCESS && major == want_major && minor == want_minor,
+          "cuDeviceComputeCapability is the compute capability attributes");
+    int props[14];
+    memset(props, 0xab, sizeof props);
+    r = ((CUresult(*)(int *, CUdevice))sym("cuDeviceGetProperties"))(props, dev);
+    int same = r == CUDA_SUCCESS;
+    for (int i = 0; i < 14; i++) {
+        int v = -1;
+        attr(&v, (CUdevice_attribute)(i + 1), dev);
+        same = same && v == props[i];
+    }
+    CHECK(same, "cuDeviceGetProperties is device attributes 1 to 14");
+    r = ((CUresult(*)(const char *, const char *, int))sym("cuProfilerInitialize"))(
+        "/dev/null", "/dev/null", 0);
+    printf("cuProfilerInitialize: %s\n", name_of(r));
+
+    // Rows of 3 elements at a pitch of 16 bytes, 4 rows; the bytes between stay.
+    CUresult (*set8)(CUdeviceptr, unsigned char, size_t) =
+        (CUresult(*)(CUdeviceptr, unsigned char, size_t))sym("cuMemsetD8_v2");
+    CUresult (*to_host)(void *, CUdeviceptr, size_t) = (CUresult(*)(void *, CUdeviceptr, size_t))sym("cuMemcpyDtoH_v2");
+    unsigned char bytes[64];
+    set8(d, 0x11, 64);
+    r = ((CUresult(*)(CUdeviceptr, size_t, unsigned short, size_t, size_t))sym("cuMemsetD2D16_v2"))(d, 16, 0xbeef, 3, 4);
+    to_host(bytes, d, 64);
+    int ok16 = r == CUDA_SUCCESS;
+    for (int i = 0; i < 64; i++) {
+        int in_row = (i % 16) < 6;
+        unsigned char want = in_row ? ((i % 2) ? 0xbe : 0xef) : 0x11;
+        ok16 = ok16 && bytes[i] == want;
+    }
+    CHECK(ok16, "cuMemsetD2D16 sets each row's elements only");
+    set8(d, 0x22, 64);
+    CUstream s;
+    ((CUresult(*)(CUstream *, unsigned))sym("cuStreamCreate"))(&s, 0);
+    r = ((CUresult(*)(CUdeviceptr, size_t, unsigned, size_t, size_t, CUstream))sym("cuMemsetD2D32Async"))(
+        d, 16, 0x01020304u, 2, 4, s);
+    ((CUresult(*)(CUstream))sym("cuStreamSynchronize"))(s);
+    to_host(bytes, d, 64);
+    int ok32 = r == CUDA_SUCCESS;
+    for (int i = 0; i < 64; i++) {
+        unsigned char want = (i % 16) < 8 ? (unsigned char)(4 - (i % 4)) : 0x22;
+        ok32 = ok32 && bytes[i] == want;
+    }
+    CHECK(ok32, "cuMemsetD2D32Async sets each row's elements only");
+    r = ((CUresult(*)(CUdeviceptr, size_t, unsigned, size_t, size_t))sym("cuMemsetD2D32_v2"))(d, 4, 0, 2, 2);
+    printf("cuMemsetD2D32 with a pitch under the row: %s\n", name_of(r));
+}
+
 int main() {
     lib = dlopen("libcuda.so.1", RTLD_NOW);
     if (!lib) {
@@ -258,6 +315,7 @@ int main() {
     ((CUresult(*)(void **, size_t, unsigned))sym("cuMemHostAlloc"))(&pinned, 4096, 0);
     pointer_attributes(d, pinned);
     legacy_names(dev);
+    older_calls(dev, d);
     // CUDA 3 and 11.0 semantics of the context calls, on the primary context.
     printf("cuDevicePrimaryCtxSetFlags (v1) while active: %s\n",
            name_of(((CUresult(*)(CUdevice, unsigned))sym("cuDevicePrimaryCtxSetFlags"))(dev, 0)));

@@ -1202,6 +1202,12 @@ fn pointer_queries_and_legacy_names_answer_as_the_driver() {
         "PASS cuGraphRemoveDependencies",
         "cuStreamBeginCapture (no mode): CUDA_SUCCESS; cuStreamGetCaptureInfo (v1): CUDA_SUCCESS, \
          status 1, id set",
+        "PASS cuDeviceComputeCapability is the compute capability attributes",
+        "PASS cuDeviceGetProperties is device attributes 1 to 14",
+        "cuProfilerInitialize: CUDA_ERROR_NOT_SUPPORTED",
+        "PASS cuMemsetD2D16 sets each row's elements only",
+        "PASS cuMemsetD2D32Async sets each row's elements only",
+        "cuMemsetD2D32 with a pitch under the row: CUDA_ERROR_INVALID_VALUE",
         "cuDevicePrimaryCtxSetFlags (v1) while active: CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE",
         "cuDevicePrimaryCtxRelease (v1): CUDA_SUCCESS",
         "cuCtxDestroy (v1) of the primary context: CUDA_ERROR_INVALID_CONTEXT",

@@ -237,6 +237,63 @@ export! {
     }
 }
 
+/// A 2D memset of 16- or 32-bit elements: one request when the rows follow each other
+/// (`pitch` is the row's width), else one per row, in stream order.
+fn memset_2d_elements(
+    dst: u64,
+    pitch: usize,
+    value: u32,
+    element_size: u8,
+    (width, height): (usize, usize),
+    stream: StreamHandle,
+    is_async: bool,
+) -> Result<()> {
+    let row = width
+        .checked_mul(element_size as usize)
+        .ok_or(CudaStatus::ErrorInvalidValue)?;
+    if width == 0 || height == 0 {
+        return Ok(());
+    }
+    if height > 1 && pitch < row {
+        return Err(CudaStatus::ErrorInvalidValue);
+    }
+    if pitch == row || height == 1 {
+        let count = width
+            .checked_mul(height)
+            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        return memset_elements(dst, value, element_size, count, stream, is_async);
+    }
+    for y in 0..height {
+        let at = (y as u64)
+            .checked_mul(pitch as u64)
+            .and_then(|o| dst.checked_add(o))
+            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        memset_elements(at, value, element_size, width, stream, is_async)?;
+    }
+    Ok(())
+}
+
+export! {
+    fn cuMemsetD2D16_v2(dst: u64, pitch: usize, value: u16, width: usize, height: usize) {
+        memset_2d_elements(dst, pitch, value as u32, 2, (width, height), StreamHandle::LEGACY, false)
+    }
+}
+export! {
+    fn cuMemsetD2D32_v2(dst: u64, pitch: usize, value: u32, width: usize, height: usize) {
+        memset_2d_elements(dst, pitch, value, 4, (width, height), StreamHandle::LEGACY, false)
+    }
+}
+export! {
+    fn cuMemsetD2D16Async(dst: u64, pitch: usize, value: u16, width: usize, height: usize, stream: RawHandle) {
+        memset_2d_elements(dst, pitch, value as u32, 2, (width, height), stream_handle(stream, false), true)
+    }
+}
+export! {
+    fn cuMemsetD2D32Async(dst: u64, pitch: usize, value: u32, width: usize, height: usize, stream: RawHandle) {
+        memset_2d_elements(dst, pitch, value, 4, (width, height), stream_handle(stream, false), true)
+    }
+}
+
 /// `CUpointer_attribute`s. P2P tokens (5, the nv-p2p kernel interface of the host)
 /// have no meaning in a guest and answer `CUDA_ERROR_INVALID_VALUE`.
 const ATTR_CONTEXT: u32 = 1;
