@@ -265,6 +265,27 @@ static void older_calls(CUdevice dev, CUdeviceptr d) {
         "/dev/null", "/dev/null", 0);
     printf("cuProfilerInitialize: %s\n", name_of(r));
 
+    // Core dump settings: one-byte booleans, read back as set.
+    typedef CUresult (*coredump_t)(CUcoredumpSettings, void *, size_t *);
+    coredump_t get_global = (coredump_t)sym("cuCoredumpGetAttributeGlobal");
+    coredump_t set_global = (coredump_t)sym("cuCoredumpSetAttributeGlobal");
+    coredump_t get_ctx = (coredump_t)sym("cuCoredumpGetAttribute");
+    unsigned char flag = 0xab;
+    size_t size = 1;
+    r = get_global(CU_COREDUMP_TRIGGER_HOST, &flag, &size);
+    printf("cuCoredumpGetAttributeGlobal(TRIGGER_HOST): %s, %d\n", name_of(r), flag);
+    size = 4;
+    printf("a boolean asked with 4 bytes: %s\n", name_of(get_global(CU_COREDUMP_TRIGGER_HOST, &flag, &size)));
+    unsigned char on = 1;
+    size = 1;
+    r = set_global(CU_COREDUMP_LIGHTWEIGHT, &on, &size);
+    flag = 0xab;
+    get_global(CU_COREDUMP_LIGHTWEIGHT, &flag, &size);
+    printf("cuCoredumpSetAttributeGlobal(LIGHTWEIGHT, 1): %s, then %d\n", name_of(r), flag);
+    flag = 0xab;
+    r = get_ctx(CU_COREDUMP_ENABLE_ON_EXCEPTION, &flag, &size);
+    printf("cuCoredumpGetAttribute(ENABLE_ON_EXCEPTION): %s, %d\n", name_of(r), flag);
+
     // Rows of 3 elements at a pitch of 16 bytes, 4 rows; the bytes between stay.
     CUresult (*set8)(CUdeviceptr, unsigned char, size_t) =
         (CUresult(*)(CUdeviceptr, unsigned char, size_t))sym("cuMemsetD8_v2");

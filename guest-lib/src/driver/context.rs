@@ -193,6 +193,20 @@ export! {
 }
 
 export! {
+    /// Execution affinity (SM-count limits on a context) is not served: none is
+    /// supported, so `cuCtxCreate_v3` with affinity is refused alike.
+    fn cuDeviceGetExecAffinitySupport(supported: *mut i32, kind: u32, device: i32) {
+        check_device(device)?;
+        // CU_EXEC_AFFINITY_TYPE_SM_COUNT is the only type.
+        if kind != 0 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        // SAFETY: by its contract `supported` is NULL or writable.
+        unsafe { caller::write(supported, 0) }
+    }
+}
+
+export! {
     /// The driver answers `CUDA_ERROR_NOT_SUPPORTED` (measured on driver 580): CUDA 12
     /// removed the command-line profiler this configured.
     fn cuProfilerInitialize(_config: *const c_char, _output: *const c_char, _mode: u32) {

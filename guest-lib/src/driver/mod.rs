@@ -28,6 +28,7 @@
 
 mod array;
 pub(crate) mod context;
+mod coredump;
 mod export_table;
 pub(crate) mod graph;
 pub mod integrity;

@@ -13,6 +13,7 @@ use std::ffi::{c_char, c_void};
 
 use super::array::*;
 use super::context::*;
+use super::coredump::*;
 use super::export;
 use super::export_table::cuGetExportTable;
 use super::graph::*;
@@ -190,6 +191,11 @@ table! {
     "cuDeviceComputeCapability" => cuDeviceComputeCapability,
     "cuDeviceGetProperties" => cuDeviceGetProperties,
     "cuProfilerInitialize" => cuProfilerInitialize,
+    "cuDeviceGetExecAffinitySupport" => cuDeviceGetExecAffinitySupport,
+    "cuCoredumpGetAttribute" => cuCoredumpGetAttribute,
+    "cuCoredumpGetAttributeGlobal" => cuCoredumpGetAttributeGlobal,
+    "cuCoredumpSetAttribute" => cuCoredumpSetAttribute,
+    "cuCoredumpSetAttributeGlobal" => cuCoredumpSetAttributeGlobal,
     "cuPointerGetAttribute" => cuPointerGetAttribute,
     "cuPointerSetAttribute" => cuPointerSetAttribute,
     "cuStreamCreate" => cuStreamCreate,
