@@ -1156,6 +1156,134 @@ fn driver_api_runs_through_the_guest_libcuda() {
     assert!(d.log().contains("cannot link device code"), "{}", d.log());
 }
 
+/// Pointer queries about any pointer, answered as the driver answers them (widths,
+/// defaults for memory CUDA does not know, `CUDA_ERROR_INVALID_VALUE` where the driver
+/// gives it), and the older ABI names of driver functions
+/// (tests/apps/driver_legacy.cu).
+#[test]
+#[ignore = "needs the linked guest libraries and nvcc-built apps: run tests/run.sh"]
+fn pointer_queries_and_legacy_names_answer_as_the_driver() {
+    let d = Daemon::host_memory("driver-legacy");
+    let out = d.run_app("driver_legacy");
+    let stdout = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(!stdout.contains("FAIL "), "{stdout}");
+    for line in [
+        "device: 0 attribute(s) written at another width",
+        "pinned: 0 attribute(s) written at another width",
+        "heap: 0 attribute(s) written at another width",
+        "heap pointer: CUDA_SUCCESS, type 0, context NULL, ordinal -2, managed 0, mapped 0, \
+         access 0, host pointer is itself 1, range untouched 1",
+        "device pointer: CUDA_SUCCESS, type 2, ordinal 0, managed 0, mapped 1, access 3, \
+         host pointer NULL, range start is the allocation 1, size 1048576",
+        "device memory's host pointer alone: CUDA_ERROR_INVALID_VALUE",
+        "P2P tokens of unknown memory through cuPointerGetAttributes: CUDA_ERROR_INVALID_VALUE",
+        "PASS buffer ids: one per allocation",
+        "sync memops before: 0",
+        "cuPointerSetAttribute(SYNC_MEMOPS): CUDA_SUCCESS, then 1",
+        "cuPointerSetAttribute on unknown memory: CUDA_ERROR_INVALID_VALUE",
+        "cuPointerSetAttribute(MEMORY_TYPE): CUDA_ERROR_INVALID_VALUE",
+        "cuMemAlloc (32-bit) in a current-API context: CUDA_ERROR_INVALID_CONTEXT",
+        "cuMemGetInfo (32-bit) in a current-API context: CUDA_ERROR_INVALID_CONTEXT",
+        "PASS cuDeviceTotalMem (32-bit) is the size clamped to 32 bits",
+        "cuStreamDestroy: CUDA_SUCCESS",
+        "PASS cuEventElapsedTime",
+        "cuEventDestroy: CUDA_SUCCESS",
+        "cuCtxPushCurrent (v1): CUDA_ERROR_INVALID_CONTEXT, cuCtxPopCurrent (v1): CUDA_SUCCESS",
+        "cuCtxGetDevice_v2(NULL): CUDA_SUCCESS, device 0",
+        "cuCtxSynchronize_v2(current): CUDA_SUCCESS",
+        "PASS cuDeviceGetUuid is cuDeviceGetUuid_v2's",
+        "PASS cuGetProcAddress (v1) finds cuMemAlloc_v2",
+        "PASS cuGraphAddDependencies, cuGraphGetEdges",
+        "PASS the edge is seen from both nodes",
+        "cuGraphInstantiate (with log): CUDA_SUCCESS, exec set",
+        "cuGraphExecUpdate (v1) with its own graph: CUDA_SUCCESS, result 0",
+        "PASS cuGraphRemoveDependencies",
+        "cuStreamBeginCapture (no mode): CUDA_SUCCESS; cuStreamGetCaptureInfo (v1): CUDA_SUCCESS, \
+         status 1, id set",
+        "PASS cuDeviceComputeCapability is the compute capability attributes",
+        "PASS cuDeviceGetProperties is device attributes 1 to 14",
+        "cuProfilerInitialize: CUDA_ERROR_NOT_SUPPORTED",
+        "cuCoredumpGetAttributeGlobal(TRIGGER_HOST): CUDA_SUCCESS, 1",
+        "a boolean asked with 4 bytes: CUDA_ERROR_INVALID_VALUE",
+        "cuCoredumpSetAttributeGlobal(LIGHTWEIGHT, 1): CUDA_SUCCESS, then 1",
+        "cuCoredumpGetAttribute(ENABLE_ON_EXCEPTION): CUDA_SUCCESS, 0",
+        "PASS cuMemsetD2D16 sets each row's elements only",
+        "PASS cuMemsetD2D32Async sets each row's elements only",
+        "cuMemsetD2D32 with a pitch under the row: CUDA_ERROR_INVALID_VALUE",
+        "cuDevicePrimaryCtxSetFlags (v1) while active: CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE",
+        "cuDevicePrimaryCtxRelease (v1): CUDA_SUCCESS",
+        "cuCtxDestroy (v1) of the primary context: CUDA_ERROR_INVALID_CONTEXT",
+        "PASS driver_legacy: 0 failure(s)",
+    ] {
+        assert!(stdout.contains(line), "missing `{line}` in:\n{stdout}");
+    }
+    // The 32-bit ABI says once why it answers as it does.
+    assert!(
+        stderr.contains("cuMemAlloc (libcuda.so.1) belongs to the CUDA 3 API"),
+        "{stderr}"
+    );
+}
+
+/// The driver's stubs: every export of the real libcuda.so.1 that the built one does
+/// not implement (no `__vmcuda_<name>` beside it), outside the families that do not
+/// cross the VM boundary (guest-lib/exports/libcuda-families.txt), is exactly the
+/// committed list guest-lib/exports/libcuda-stubs.txt: a new stub fails this test, and
+/// an implementation must remove its line, so the list only shrinks (the goal is none).
+#[test]
+#[ignore = "needs the linked guest library: run tests/run.sh"]
+fn the_drivers_remaining_stubs_are_the_committed_list() {
+    let exports_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-lib/exports");
+    let read = |file: &str| {
+        let path = exports_dir.join(file);
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    };
+    let listed = |text: &str| -> Vec<String> {
+        text.lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .map(String::from)
+            .collect()
+    };
+    let families: Vec<Vec<String>> = listed(&read("libcuda-families.txt"))
+        .iter()
+        .map(|l| l.split_whitespace().skip(1).map(String::from).collect())
+        .collect();
+    let in_family = |name: &str| {
+        families.iter().flatten().any(|p| {
+            match p.strip_prefix('*').and_then(|p| p.strip_suffix('*')) {
+                Some(inner) => name.contains(inner),
+                None => name.starts_with(p.as_str()),
+            }
+        })
+    };
+    let implemented: HashSet<String> = dyn_syms(&guest_lib_dir().join("libcuda.so.1"))
+        .into_iter()
+        .filter(|(_, _, defined)| *defined)
+        .filter_map(|(name, _, _)| name.strip_prefix("__vmcuda_").map(String::from))
+        .collect();
+    let exports = listed(&read("libcuda.so.1.txt"));
+    let excluded = exports.iter().filter(|n| in_family(n)).count();
+    let stubs: Vec<&String> = exports
+        .iter()
+        .filter(|n| !implemented.contains(n.as_str()) && !in_family(n))
+        .collect();
+    let committed = listed(&read("libcuda-stubs.txt"));
+    println!(
+        "libcuda.so.1: {} exports, {excluded} in the families left out, {} stubs besides",
+        exports.len(),
+        stubs.len()
+    );
+    let new: Vec<&&String> = stubs.iter().filter(|n| !committed.contains(n)).collect();
+    let gone: Vec<&String> = committed.iter().filter(|n| !stubs.contains(n)).collect();
+    assert!(new.is_empty(), "stubs not in libcuda-stubs.txt: {new:?}");
+    assert!(
+        gone.is_empty(),
+        "implemented now, remove from libcuda-stubs.txt: {gone:?}"
+    );
+}
+
 /// Every app built a second time with nvcc's default static runtime (NVIDIA's
 /// runtime inside the program, reaching the GPU through vmcuda's `libcuda.so.1`
 /// alone: its export tables, `cuGetProcAddress`, `cuLibrary*`) prints exactly what the

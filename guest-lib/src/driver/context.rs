@@ -133,6 +133,88 @@ export! {
     }
 }
 
+/// `CUdevprop`: CUDA 2's device properties.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct DevProp {
+    pub max_threads_per_block: i32,
+    pub max_threads_dim: [i32; 3],
+    pub max_grid_size: [i32; 3],
+    pub shared_mem_per_block: i32,
+    pub total_constant_memory: i32,
+    pub simd_width: i32,
+    pub mem_pitch: i32,
+    pub regs_per_block: i32,
+    pub clock_rate: i32,
+    pub texture_align: i32,
+}
+
+/// A device attribute (`CUdevice_attribute`) the guest's property cache answers.
+fn attribute(device: i32, attr: u32) -> Result<i32> {
+    properties(device)?
+        .attribute(attr)
+        .ok_or(CudaStatus::ErrorInvalidValue)
+}
+
+export! {
+    /// Deprecated since CUDA 5: the device's `COMPUTE_CAPABILITY_MAJOR` / `_MINOR`
+    /// attributes (75, 76).
+    fn cuDeviceComputeCapability(major: *mut i32, minor: *mut i32, device: i32) {
+        check_device(device)?;
+        let (a, b) = (attribute(device, 75)?, attribute(device, 76)?);
+        // SAFETY: by cuDeviceComputeCapability's contract both are NULL or writable.
+        unsafe { caller::write(major, a) }?;
+        // SAFETY: as above.
+        unsafe { caller::write(minor, b) }
+    }
+}
+
+export! {
+    /// Deprecated since CUDA 5: `CUdevprop`, from the device attributes it was made of
+    /// (`MAX_THREADS_PER_BLOCK` 1 ... `TEXTURE_ALIGNMENT` 14, in the struct's order).
+    fn cuDeviceGetProperties(out: *mut DevProp, device: i32) {
+        check_device(device)?;
+        let a = |attr: u32| attribute(device, attr);
+        let p = DevProp {
+            max_threads_per_block: a(1)?,
+            max_threads_dim: [a(2)?, a(3)?, a(4)?],
+            max_grid_size: [a(5)?, a(6)?, a(7)?],
+            shared_mem_per_block: a(8)?,
+            total_constant_memory: a(9)?,
+            simd_width: a(10)?,
+            mem_pitch: a(11)?,
+            regs_per_block: a(12)?,
+            clock_rate: a(13)?,
+            texture_align: a(14)?,
+        };
+        // SAFETY: by cuDeviceGetProperties's contract `out` is NULL or writable.
+        unsafe { caller::write(out, p) }
+    }
+}
+
+export! {
+    /// Execution affinity (SM-count limits on a context) is not served: none is
+    /// supported, so `cuCtxCreate_v3` with affinity is refused alike.
+    fn cuDeviceGetExecAffinitySupport(supported: *mut i32, kind: u32, device: i32) {
+        check_device(device)?;
+        // CU_EXEC_AFFINITY_TYPE_SM_COUNT is the only type.
+        if kind != 0 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        // SAFETY: by its contract `supported` is NULL or writable.
+        unsafe { caller::write(supported, 0) }
+    }
+}
+
+export! {
+    /// The driver answers `CUDA_ERROR_NOT_SUPPORTED` (measured on driver 580): CUDA 12
+    /// removed the command-line profiler this configured.
+    fn cuProfilerInitialize(_config: *const c_char, _output: *const c_char, _mode: u32) {
+        check_initialized()?;
+        Err(status(super::result::CUDA_ERROR_NOT_SUPPORTED))
+    }
+}
+
 export! {
     fn cuDeviceTotalMem_v2(bytes: *mut usize, device: i32) {
         check_device(device)?;

@@ -237,17 +237,97 @@ export! {
     }
 }
 
-/// `CUpointer_attribute`s answered (others: `CUDA_ERROR_INVALID_VALUE`).
+/// A 2D memset of 16- or 32-bit elements: one request when the rows follow each other
+/// (`pitch` is the row's width), else one per row, in stream order.
+fn memset_2d_elements(
+    dst: u64,
+    pitch: usize,
+    value: u32,
+    element_size: u8,
+    (width, height): (usize, usize),
+    stream: StreamHandle,
+    is_async: bool,
+) -> Result<()> {
+    let row = width
+        .checked_mul(element_size as usize)
+        .ok_or(CudaStatus::ErrorInvalidValue)?;
+    if width == 0 || height == 0 {
+        return Ok(());
+    }
+    if height > 1 && pitch < row {
+        return Err(CudaStatus::ErrorInvalidValue);
+    }
+    if pitch == row || height == 1 {
+        let count = width
+            .checked_mul(height)
+            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        return memset_elements(dst, value, element_size, count, stream, is_async);
+    }
+    for y in 0..height {
+        let at = (y as u64)
+            .checked_mul(pitch as u64)
+            .and_then(|o| dst.checked_add(o))
+            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        memset_elements(at, value, element_size, width, stream, is_async)?;
+    }
+    Ok(())
+}
+
+export! {
+    fn cuMemsetD2D16_v2(dst: u64, pitch: usize, value: u16, width: usize, height: usize) {
+        memset_2d_elements(dst, pitch, value as u32, 2, (width, height), StreamHandle::LEGACY, false)
+    }
+}
+export! {
+    fn cuMemsetD2D32_v2(dst: u64, pitch: usize, value: u32, width: usize, height: usize) {
+        memset_2d_elements(dst, pitch, value, 4, (width, height), StreamHandle::LEGACY, false)
+    }
+}
+export! {
+    fn cuMemsetD2D16Async(dst: u64, pitch: usize, value: u16, width: usize, height: usize, stream: RawHandle) {
+        memset_2d_elements(dst, pitch, value as u32, 2, (width, height), stream_handle(stream, false), true)
+    }
+}
+export! {
+    fn cuMemsetD2D32Async(dst: u64, pitch: usize, value: u32, width: usize, height: usize, stream: RawHandle) {
+        memset_2d_elements(dst, pitch, value, 4, (width, height), stream_handle(stream, false), true)
+    }
+}
+
+/// `CUpointer_attribute`s. P2P tokens (5, the nv-p2p kernel interface of the host)
+/// have no meaning in a guest and answer `CUDA_ERROR_INVALID_VALUE`.
 const ATTR_CONTEXT: u32 = 1;
 const ATTR_MEMORY_TYPE: u32 = 2;
 const ATTR_DEVICE_POINTER: u32 = 3;
 const ATTR_HOST_POINTER: u32 = 4;
+const ATTR_SYNC_MEMOPS: u32 = 6;
 const ATTR_BUFFER_ID: u32 = 7;
 const ATTR_IS_MANAGED: u32 = 8;
 const ATTR_DEVICE_ORDINAL: u32 = 9;
+const ATTR_IS_LEGACY_CUDA_IPC_CAPABLE: u32 = 10;
 const ATTR_RANGE_START_ADDR: u32 = 11;
 const ATTR_RANGE_SIZE: u32 = 12;
 const ATTR_MAPPED: u32 = 13;
+const ATTR_ALLOWED_HANDLE_TYPES: u32 = 14;
+const ATTR_IS_GPU_DIRECT_RDMA_CAPABLE: u32 = 15;
+const ATTR_ACCESS_FLAGS: u32 = 16;
+const ATTR_MEMPOOL_HANDLE: u32 = 17;
+const ATTR_MAPPING_SIZE: u32 = 18;
+const ATTR_MAPPING_BASE_ADDR: u32 = 19;
+const ATTR_MEMORY_BLOCK_ID: u32 = 20;
+const ATTR_IS_HW_DECOMPRESS_CAPABLE: u32 = 21;
+
+/// `CU_POINTER_ATTRIBUTE_ACCESS_FLAGS`: `CU_POINTER_ACCESS_FLAG_READWRITE`.
+const ACCESS_READWRITE: u32 = 3;
+
+/// The allocations (by buffer id) whose `CU_POINTER_ATTRIBUTE_SYNC_MEMOPS` was set.
+/// Buffer ids are never reused, so a freed allocation's flag cannot pass to another.
+static SYNC_MEMOPS: std::sync::Mutex<std::collections::BTreeSet<u64>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+fn sync_memops() -> std::sync::MutexGuard<'static, std::collections::BTreeSet<u64>> {
+    SYNC_MEMOPS.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// What the runtime knows of a pointer (memory type 0: nothing).
 fn pointer_attributes(ptr: u64) -> Result<rt::PointerAttributesC> {
@@ -262,7 +342,86 @@ fn pointer_attributes(ptr: u64) -> Result<rt::PointerAttributesC> {
     Ok(a)
 }
 
+/// The allocation a known pointer lies in: (start, size). A managed allocation's
+/// range is what the program asked for; pinned host memory's is its registered range.
+fn allocation_range(ptr: u64) -> Option<(u64, u64)> {
+    match crate::managed::region_of(ptr as usize) {
+        Some((start, _, _, crate::managed::Origin::Allocation { size, .. })) => {
+            Some((start as u64, size as u64))
+        }
+        _ => {
+            let reg = state::registry();
+            reg.device_range(ptr)
+                .map(|(start, size, _)| (start, size))
+                .or_else(|| {
+                    reg.host_range(ptr as usize)
+                        .map(|(start, r)| (start as u64, r.size as u64))
+                })
+        }
+    }
+}
+
+/// The buffer id of a known pointer's allocation.
+fn buffer_id_of(ptr: u64) -> Result<u64> {
+    let start = allocation_range(ptr)
+        .ok_or(CudaStatus::ErrorInvalidValue)?
+        .0;
+    Ok(state::registry().buffer_id(start))
+}
+
+/// One attribute's value for a pointer the driver knows (`a`), as `cuPointerGetAttribute`
+/// answers it: the value and its width in bytes (4 or 8).
+fn known_attribute(attribute: u32, ptr: u64, a: &rt::PointerAttributesC) -> Result<(u64, usize)> {
+    let range = || allocation_range(ptr).ok_or(CudaStatus::ErrorInvalidValue);
+    Ok(match attribute {
+        ATTR_CONTEXT => (context_of(a.device) as u64, 8),
+        // CU_MEMORYTYPE_HOST 1 / DEVICE 2, as cudaMemoryTypeHost / Device; managed
+        // memory (the runtime's type 3) is device memory to the driver.
+        ATTR_MEMORY_TYPE => (a.memory_type.min(2) as u64, 4),
+        ATTR_DEVICE_POINTER => (a.device_pointer as u64, 8),
+        ATTR_HOST_POINTER => (a.host_pointer as u64, 8),
+        ATTR_SYNC_MEMOPS => {
+            let id = buffer_id_of(ptr)?;
+            (u64::from(sync_memops().contains(&id)), 4)
+        }
+        ATTR_BUFFER_ID | ATTR_MEMORY_BLOCK_ID => (buffer_id_of(ptr)?, 8),
+        ATTR_IS_MANAGED => (u64::from(a.memory_type == 3), 4),
+        ATTR_DEVICE_ORDINAL => (a.device as u32 as u64, 4),
+        // IPC cannot cross the VM boundary, nor can GPUDirect RDMA; no memory a guest
+        // holds is exportable as a shareable handle through this attribute, and none
+        // was allocated with hardware decompression.
+        ATTR_IS_LEGACY_CUDA_IPC_CAPABLE
+        | ATTR_IS_GPU_DIRECT_RDMA_CAPABLE
+        | ATTR_IS_HW_DECOMPRESS_CAPABLE => (0, 4),
+        // A 64-bit mask of `CUmemAllocationHandleType`s.
+        ATTR_ALLOWED_HANDLE_TYPES => (0, 8),
+        ATTR_MAPPED => (1, 4),
+        ATTR_ACCESS_FLAGS => (u64::from(ACCESS_READWRITE), 4),
+        // Pools' allocations are not told apart from others in the guest: no pool.
+        ATTR_MEMPOOL_HANDLE => (0, 8),
+        ATTR_RANGE_START_ADDR | ATTR_MAPPING_BASE_ADDR => (range()?.0, 8),
+        ATTR_RANGE_SIZE | ATTR_MAPPING_SIZE => (range()?.1, 8),
+        _ => return Err(CudaStatus::ErrorInvalidValue),
+    })
+}
+
+/// Write an attribute value of `width` bytes.
+///
+/// # Safety
+/// `out` is NULL or writable for `width` bytes.
+unsafe fn write_attribute(out: *mut c_void, (value, width): (u64, usize)) -> Result<()> {
+    // SAFETY: as the caller promised, for the width written.
+    unsafe {
+        match width {
+            4 => caller::write(out.cast::<u32>(), value as u32),
+            _ => caller::write(out.cast::<u64>(), value),
+        }
+    }
+}
+
 export! {
+    /// A pointer the driver does not know (unregistered host memory, an address
+    /// nothing was allocated at) is `CUDA_ERROR_INVALID_VALUE`, as natively.
     fn cuPointerGetAttribute(data: *mut c_void, attribute: u32, ptr: u64) {
         check_initialized()?;
         let a = pointer_attributes(ptr)?;
@@ -270,57 +429,39 @@ export! {
         if a.memory_type == 0 {
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        // A managed allocation's range is what the program asked for.
-        let range = match crate::managed::region_of(ptr as usize) {
-            Some((start, _, device, crate::managed::Origin::Allocation { size, .. })) => {
-                Some((start as u64, size as u64, device))
-            }
-            _ => state::registry().device_range(ptr),
-        };
-        match attribute {
-            // SAFETY: by cuPointerGetAttribute's contract `data.cast()` is NULL or
-            // writable.
-            ATTR_CONTEXT => unsafe { caller::write(data.cast(), context_of(a.device)) },
-            // CU_MEMORYTYPE_HOST 1 / DEVICE 2, as cudaMemoryTypeHost / Device.
-            // SAFETY: by cuPointerGetAttribute's contract `data.cast::<u32>()` is NULL or
-            // writable.
-            // Managed memory (the runtime's type 3) is device memory to the driver.
-            ATTR_MEMORY_TYPE => unsafe { caller::write(data.cast::<u32>(), a.memory_type.min(2) as u32) },
-            // SAFETY: by cuPointerGetAttribute's contract `data.cast::<u64>()` is NULL or
-            // writable.
-            ATTR_DEVICE_POINTER => unsafe { caller::write(data.cast::<u64>(), a.device_pointer as u64) },
-            // SAFETY: by cuPointerGetAttribute's contract `data.cast::<u64>()` is NULL or
-            // writable.
-            ATTR_HOST_POINTER => unsafe { caller::write(data.cast::<u64>(), a.host_pointer as u64) },
-            // SAFETY: by cuPointerGetAttribute's contract `data.cast::<u32>()` is NULL or
-            // writable.
-            ATTR_IS_MANAGED => unsafe { caller::write(data.cast::<u32>(), u32::from(a.memory_type == 3)) },
-            // SAFETY: by cuPointerGetAttribute's contract `data.cast::<i32>()` is NULL or
-            // writable.
-            ATTR_DEVICE_ORDINAL => unsafe { caller::write(data.cast::<i32>(), a.device) },
-            // SAFETY: by cuPointerGetAttribute's contract `data.cast::<u32>()` is NULL or
-            // writable.
-            ATTR_MAPPED => unsafe { caller::write(data.cast::<u32>(), 1) },
-            ATTR_BUFFER_ID => {
-                let start = range.ok_or(CudaStatus::ErrorInvalidValue)?.0;
-                let id = state::registry().buffer_id(start);
-                // SAFETY: by cuPointerGetAttribute's contract `data.cast::<u64>()` is NULL
-                // or writable.
-                unsafe { caller::write(data.cast::<u64>(), id) }
-            }
-            ATTR_RANGE_START_ADDR => {
-                // SAFETY: by cuPointerGetAttribute's contract `data.cast::<u64>()` is NULL
-                // or writable.
-                unsafe { caller::write(data.cast::<u64>(), range.ok_or(CudaStatus::ErrorInvalidValue)?.0) }
-            }
-            // SAFETY: by cuPointerGetAttribute's contract `data.cast::<usize>()` is NULL or
-            // writable.
-            ATTR_RANGE_SIZE => unsafe { caller::write(
-                data.cast::<usize>(),
-                range.ok_or(CudaStatus::ErrorInvalidValue)?.1 as usize,
-            ) },
-            _ => Err(CudaStatus::ErrorInvalidValue),
+        let value = known_attribute(attribute, ptr, &a)?;
+        // Device memory has no host address (cuPointerGetAttributes reports NULL).
+        if attribute == ATTR_HOST_POINTER && value.0 == 0 {
+            return Err(CudaStatus::ErrorInvalidValue);
         }
+        // SAFETY: by cuPointerGetAttribute's contract `data` is NULL or writable for
+        // the attribute's type.
+        unsafe { write_attribute(data, value) }
+    }
+}
+
+export! {
+    /// Only `CU_POINTER_ATTRIBUTE_SYNC_MEMOPS` can be set, on memory the driver
+    /// knows. Setting it waits for the device's work first, as the driver waits for
+    /// synchronous operations still pending on the region.
+    fn cuPointerSetAttribute(value: *const c_void, attribute: u32, ptr: u64) {
+        check_initialized()?;
+        if attribute != ATTR_SYNC_MEMOPS {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        // SAFETY: by cuPointerSetAttribute's contract `value` points at an unsigned int.
+        let on = unsafe { caller::read(value.cast::<u32>()) }? != 0;
+        if pointer_attributes(ptr)?.memory_type == 0 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let id = buffer_id_of(ptr)?;
+        if on {
+            via_runtime(|| crate::api::device::cudaDeviceSynchronize())?;
+            sync_memops().insert(id);
+        } else {
+            sync_memops().remove(&id);
+        }
+        Ok(())
     }
 }
 
@@ -536,25 +677,33 @@ export! {
 
 /// What `cuPointerGetAttributes` writes for a pointer CUDA does not know: the
 /// driver's "default NULL values" (a device ordinal of -2, `cudaInvalidDeviceId`; the
-/// pointer itself as its host pointer),
-/// by each attribute's type. An attribute with no such value is left as it was.
-///
-/// # Safety
-/// `out` is NULL or writable for the attribute's type.
-unsafe fn write_unknown_pointer_default(attribute: u32, out: *mut c_void, ptr: u64) -> Result<()> {
-    // SAFETY: every arm writes the attribute's own type, as the caller promised.
-    unsafe {
-        match attribute {
-            // The host pointer of host memory is the pointer itself.
-            ATTR_HOST_POINTER => caller::write(out.cast::<u64>(), ptr),
-            ATTR_CONTEXT | ATTR_DEVICE_POINTER | ATTR_RANGE_START_ADDR | ATTR_RANGE_SIZE => {
-                caller::write(out.cast::<u64>(), 0)
-            }
-            ATTR_MEMORY_TYPE | ATTR_IS_MANAGED | ATTR_MAPPED => caller::write(out.cast::<u32>(), 0),
-            ATTR_DEVICE_ORDINAL => caller::write(out.cast::<i32>(), -2),
-            _ => Ok(()),
-        }
-    }
+/// pointer itself as its host pointer; zero for everything else), by each attribute's
+/// type, as measured on driver 580. The range's start and size are left as they were
+/// (None), and P2P tokens are `CUDA_ERROR_INVALID_VALUE`, as there.
+fn unknown_pointer_default(attribute: u32, ptr: u64) -> Result<Option<(u64, usize)>> {
+    Ok(Some(match attribute {
+        // The host pointer of host memory is the pointer itself.
+        ATTR_HOST_POINTER => (ptr, 8),
+        ATTR_DEVICE_ORDINAL => (-2i32 as u32 as u64, 4),
+        ATTR_CONTEXT
+        | ATTR_DEVICE_POINTER
+        | ATTR_BUFFER_ID
+        | ATTR_MEMPOOL_HANDLE
+        | ATTR_MAPPING_SIZE
+        | ATTR_MAPPING_BASE_ADDR
+        | ATTR_MEMORY_BLOCK_ID
+        | ATTR_ALLOWED_HANDLE_TYPES => (0, 8),
+        ATTR_MEMORY_TYPE
+        | ATTR_SYNC_MEMOPS
+        | ATTR_IS_MANAGED
+        | ATTR_IS_LEGACY_CUDA_IPC_CAPABLE
+        | ATTR_MAPPED
+        | ATTR_IS_GPU_DIRECT_RDMA_CAPABLE
+        | ATTR_ACCESS_FLAGS
+        | ATTR_IS_HW_DECOMPRESS_CAPABLE => (0, 4),
+        ATTR_RANGE_START_ADDR | ATTR_RANGE_SIZE => return Ok(None),
+        _ => return Err(CudaStatus::ErrorInvalidValue),
+    }))
 }
 
 export! {
@@ -569,16 +718,17 @@ export! {
             let (attribute, out) = unsafe {
                 (caller::read(attributes.add(i))?, caller::read(data.add(i))?)
             };
-            if a.memory_type == 0 {
-                // SAFETY: by cuPointerGetAttributes's contract `out` is writable for
-                // the attribute's type.
-                unsafe { write_unknown_pointer_default(attribute, out, ptr) }?;
-                continue;
-            }
-            match cuPointerGetAttribute(out, attribute, ptr) {
-                0 => {}
-                e => return Err(status(e)),
-            }
+            let value = if a.memory_type == 0 {
+                match unknown_pointer_default(attribute, ptr)? {
+                    Some(v) => v,
+                    None => continue,
+                }
+            } else {
+                known_attribute(attribute, ptr, &a)?
+            };
+            // SAFETY: by cuPointerGetAttributes's contract `out` is NULL or writable
+            // for the attribute's type.
+            unsafe { write_attribute(out, value) }?;
         }
         Ok(())
     }

@@ -8,9 +8,10 @@
 //! `libcublasLt.so.13` hold only jumps into `libcuda.so.1`. So the
 //! runtime and the driver are one copy of the code: one connection, one registry of
 //! devices, streams, events and allocations, and one current device per thread.
-//! Every other export of the real driver (the CUDA 3 ABI names such as a plain
-//! `cuMemAlloc` with 32-bit sizes, graphics interop, ...) is a stub answering
-//! `CUDA_ERROR_NOT_SUPPORTED` with a line naming it ([`unsupported`]).
+//! The older ABI names (a plain `cuMemAlloc`) are their successors with converted
+//! arguments, or, for the CUDA 3 API, the driver's answer in a current-API context
+//! (`legacy`). Every other export of the real driver (graphics interop, ...) is a stub
+//! answering `CUDA_ERROR_NOT_SUPPORTED` with a line naming it ([`unsupported`]).
 //!
 //! **Contexts.** The guest models one context per device, the primary context; the
 //! host's worker owns the real ones. A context handle is a token naming its device.
@@ -28,9 +29,11 @@
 
 mod array;
 pub(crate) mod context;
+mod coredump;
 mod export_table;
 pub(crate) mod graph;
 pub mod integrity;
+mod legacy;
 pub(crate) mod library;
 pub(crate) mod memory;
 pub(crate) mod module;

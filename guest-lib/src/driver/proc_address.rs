@@ -13,6 +13,7 @@ use std::ffi::{c_char, c_void};
 
 use super::array::*;
 use super::context::*;
+use super::coredump::*;
 use super::export;
 use super::export_table::cuGetExportTable;
 use super::graph::*;
@@ -34,6 +35,7 @@ macro_rules! table {
                 // else the real driver's other exports, as stubs (see `unsupported`).
                 _ => return super::twins::lookup(name)
                     .or_else(|| crate::api::table::lookup(name))
+                    .or_else(|| super::legacy::lookup(name))
                     .or_else(|| super::unsupported::lookup(name)),
             })
         }
@@ -182,7 +184,20 @@ table! {
     "cuMemsetD8Async" => cuMemsetD8Async,
     "cuMemsetD16Async" => cuMemsetD16Async,
     "cuMemsetD32Async" => cuMemsetD32Async,
+    "cuMemsetD2D16" => cuMemsetD2D16_v2,
+    "cuMemsetD2D32" => cuMemsetD2D32_v2,
+    "cuMemsetD2D16Async" => cuMemsetD2D16Async,
+    "cuMemsetD2D32Async" => cuMemsetD2D32Async,
+    "cuDeviceComputeCapability" => cuDeviceComputeCapability,
+    "cuDeviceGetProperties" => cuDeviceGetProperties,
+    "cuProfilerInitialize" => cuProfilerInitialize,
+    "cuDeviceGetExecAffinitySupport" => cuDeviceGetExecAffinitySupport,
+    "cuCoredumpGetAttribute" => cuCoredumpGetAttribute,
+    "cuCoredumpGetAttributeGlobal" => cuCoredumpGetAttributeGlobal,
+    "cuCoredumpSetAttribute" => cuCoredumpSetAttribute,
+    "cuCoredumpSetAttributeGlobal" => cuCoredumpSetAttributeGlobal,
     "cuPointerGetAttribute" => cuPointerGetAttribute,
+    "cuPointerSetAttribute" => cuPointerSetAttribute,
     "cuStreamCreate" => cuStreamCreate,
     "cuStreamCreateWithPriority" => cuStreamCreateWithPriority,
     "cuStreamDestroy" => cuStreamDestroy_v2,

@@ -456,6 +456,10 @@ ptsz! {
     cuMemsetD8Async_ptsz => cuMemsetD8Async(dst: u64, value: u8, count: usize, stream: RawHandle) [stream];
     cuMemsetD16Async_ptsz => cuMemsetD16Async(dst: u64, value: u16, count: usize, stream: RawHandle) [stream];
     cuMemsetD32Async_ptsz => cuMemsetD32Async(dst: u64, value: u32, count: usize, stream: RawHandle) [stream];
+    cuMemsetD2D16Async_ptsz => cuMemsetD2D16Async(
+        dst: u64, pitch: usize, value: u16, width: usize, height: usize, stream: RawHandle) [stream];
+    cuMemsetD2D32Async_ptsz => cuMemsetD2D32Async(
+        dst: u64, pitch: usize, value: u32, width: usize, height: usize, stream: RawHandle) [stream];
     cuMemsetD2D8Async_ptsz => cuMemsetD2D8Async(
         dst: u64, pitch: usize, value: u8, width: usize, height: usize, stream: RawHandle) [stream];
     cuStreamWriteValue32_v2_ptsz => cuStreamWriteValue32_v2(stream: RawHandle, addr: u64, value: u32, flags: u32) [stream];
@@ -491,6 +495,8 @@ ptds! {
     cuMemsetD16_v2_ptds => cuMemsetD16Async(dst: u64, value: u16, count: usize);
     cuMemsetD32_v2_ptds => cuMemsetD32Async(dst: u64, value: u32, count: usize);
     cuMemsetD2D8_v2_ptds => cuMemsetD2D8Async(dst: u64, pitch: usize, value: u8, width: usize, height: usize);
+    cuMemsetD2D16_v2_ptds => cuMemsetD2D16Async(dst: u64, pitch: usize, value: u16, width: usize, height: usize);
+    cuMemsetD2D32_v2_ptds => cuMemsetD2D32Async(dst: u64, pitch: usize, value: u32, width: usize, height: usize);
     cuMemcpy2D_v2_ptds => cuMemcpy2DAsync_v2(copy: *const Memcpy2D);
     cuMemcpy2DUnaligned_v2_ptds => cuMemcpy2DAsync_v2(copy: *const Memcpy2D);
     cuMemcpyPeer_ptds => cuMemcpyPeerAsync(dst: u64, dst_ctx: *mut c_void, src: u64, src_ctx: *mut c_void, size: usize);
@@ -507,6 +513,7 @@ pub extern "C" fn cuStreamCopyAttributes_ptsz(dst: RawHandle, src: RawHandle) ->
 pub const PER_THREAD_NAMES: &[&[(&str, *const ())]] = &[
     PTSZ,
     PTDS,
+    super::legacy::PER_THREAD_NAMES,
     &[("cuLaunchKernelEx_ptsz", cuLaunchKernelEx_ptsz as *const ())],
     &[(
         "cuStreamCopyAttributes_ptsz",

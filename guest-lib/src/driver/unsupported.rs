@@ -3,9 +3,12 @@
 //!
 //! `libcuda.so.1` (guest-lib/build-libs.sh) exports each of them as a stub that passes
 //! its index in that list to [`cu_not_supported`], which says once per function, on
-//! stderr, which function it is, and answers `CUDA_ERROR_NOT_SUPPORTED`. Graphics
-//! interop (GL, EGL, VDPAU), NvSci and IPC between processes cannot cross the VM
-//! boundary and say so; the rest are not implemented yet.
+//! stderr, which function it is, and answers `CUDA_ERROR_NOT_SUPPORTED`. The families
+//! that do not cross the VM boundary (graphics interop, NvSci, external memory and
+//! semaphores, IPC, the debugger, multicast, green contexts, checkpointing:
+//! guest-lib/exports/libcuda-families.txt) say why; the rest are not implemented yet,
+//! and guest-lib/exports/libcuda-stubs.txt lists them (CI checks the list against the
+//! built library, so it can only shrink).
 //!
 //! **`cuGetProcAddress` hands these stubs out** ([`lookup`]), as the real driver hands
 //! out every function it exports. NVIDIA's runtime asks for every entry point it knows
@@ -43,22 +46,44 @@ fn is_optional_feature(name: &str) -> bool {
     OPTIONAL_FEATURES.iter().any(|p| name.starts_with(p))
 }
 
+/// The families of functions that do not cross the VM boundary, by name
+/// (guest-lib/exports/libcuda-families.txt, which CI's stub count reads too).
+const FAMILIES: &str = include_str!("../../exports/libcuda-families.txt");
+
+/// The family `name` belongs to, if any.
+pub fn family(name: &str) -> Option<&'static str> {
+    crate::notice::listed_names(FAMILIES).find_map(|line| {
+        let mut words = line.split_whitespace();
+        let family = words.next()?;
+        words
+            .any(
+                |p| match p.strip_prefix('*').and_then(|p| p.strip_suffix('*')) {
+                    Some(inner) => name.contains(inner),
+                    None => name.starts_with(p),
+                },
+            )
+            .then_some(family)
+    })
+}
+
 /// Why a function cannot work through vmcuda, for its stderr line.
 fn reason(name: &str) -> &'static str {
-    const GRAPHICS: &[&str] = &["cuGL", "cuEGL", "cuVDPAU", "cuGraphicsGL", "cuGraphicsEGL"];
-    const GRAPHICS_MORE: &[&str] = &["cuGraphicsVDPAU", "cuD3D", "cuGraphicsD3D"];
-    if GRAPHICS
-        .iter()
-        .chain(GRAPHICS_MORE)
-        .any(|p| name.starts_with(p))
-    {
-        "is graphics interop, which cannot cross the VM boundary"
-    } else if name.contains("NvSci") {
-        "is NvSci interop, which cannot cross the VM boundary"
-    } else if name.starts_with("cuIpc") {
-        "shares memory between processes, which cannot cross the VM boundary"
-    } else {
-        "is not implemented by vmcuda yet"
+    match family(name) {
+        Some("graphics") => "is graphics interop, which cannot cross the VM boundary",
+        Some("nvsci") => "is NvSci interop, which cannot cross the VM boundary",
+        Some("ipc") => "shares memory between processes, which cannot cross the VM boundary",
+        Some("external") => {
+            "imports memory or semaphores of another API (Vulkan, Direct3D, NvSci, OS \
+             handles), which cannot cross the VM boundary"
+        }
+        Some("debugger") => "is the CUDA debugger's own interface, which vmcuda does not forward",
+        Some("multicast") => "makes NVLink multicast objects, which vmcuda does not forward",
+        Some("green") => "is a green-context call, which vmcuda does not forward",
+        Some("checkpoint") => {
+            "checkpoints a process on its own driver; a guest's GPU state lives in its host \
+             worker, which the host checkpoints"
+        }
+        _ => "is not implemented by vmcuda yet",
     }
 }
 
@@ -177,7 +202,52 @@ mod tests {
         assert!(message("cuGraphicsVDPAURegisterVideoSurface").contains("graphics interop"));
         assert!(message("cuDeviceGetNvSciSyncAttributes").contains("NvSci"));
         assert!(message("cuIpcOpenMemHandle_v2").contains("between processes"));
+        assert!(message("cuImportExternalMemory").contains("another API"));
+        assert!(message("cuGraphAddExternalSemaphoresSignalNode").contains("another API"));
+        assert!(message("cuDestroyExternalSemaphore").contains("another API"));
+        assert!(message("cudbgApiInit").contains("debugger"));
+        assert!(message("cuCheckpointProcessLock").contains("checkpoints"));
+        assert!(message("cuMulticastCreate").contains("multicast"));
+        assert!(message("cuGreenCtxCreate").contains("green-context"));
+        assert!(message("cuGraphicsMapResources").contains("graphics interop"));
         assert!(message("cuGraphCreate").contains("not implemented by vmcuda yet"));
+    }
+
+    /// The stubs outside the families that cannot cross the VM boundary, as CI
+    /// counts them (tests/tests/apps.rs compares the built libcuda.so.1 with this
+    /// list): only real exports, none of a family, each once. The list may only shrink.
+    #[test]
+    fn the_remaining_stubs_are_real_exports_outside_the_families() {
+        let list = include_str!("../../exports/libcuda-stubs.txt");
+        let names: Vec<&str> = crate::notice::listed_names(list).collect();
+        let exports: HashSet<&str> = export_names().collect();
+        let unique: HashSet<&&str> = names.iter().collect();
+        assert_eq!(unique.len(), names.len(), "no name twice");
+        for name in &names {
+            assert!(
+                exports.contains(name),
+                "{name} is not an export of the real driver"
+            );
+            assert_eq!(
+                family(name),
+                None,
+                "{name} is in a family the count leaves out"
+            );
+        }
+        for (name, want) in [
+            ("cuGLInit", "graphics"),
+            ("cuGraphicsUnregisterResource", "graphics"),
+            ("cuDeviceGetNvSciSyncAttributes", "nvsci"),
+            ("cudbgGetAPI", "debugger"),
+            ("cuIpcGetMemHandle", "ipc"),
+            ("cuWaitExternalSemaphoresAsync_ptsz", "external"),
+            ("cuMulticastBindMem", "multicast"),
+            ("cuCtxFromGreenCtx", "green"),
+            ("cuCheckpointProcessRestore", "checkpoint"),
+        ] {
+            assert_eq!(family(name), Some(want), "{name}");
+        }
+        assert_eq!(family("cuMemAlloc_v2"), None);
     }
 
     #[test]

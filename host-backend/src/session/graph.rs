@@ -117,6 +117,10 @@ pub(super) struct GraphTables {
     /// Graphs moved into a child-graph node (ownership "move"): never instantiated on
     /// their own, as CUDA has it.
     pub(super) moved: HashSet<GraphHandle>,
+    /// Conditional nodes' body graphs: their nodes are updated through the executable
+    /// graphs made of the graph holding the conditional node (as XLA does for loop
+    /// bodies), so they count as that graph's nodes there.
+    pub(super) bodies: HashSet<GraphHandle>,
 }
 
 /// A graph's memory nodes, and whether the graph itself and how many executable graphs
@@ -227,6 +231,7 @@ impl Session {
         let tables = &mut self.graph_tables;
         tables.clone_of.remove(&graph);
         tables.moved.remove(&graph);
+        tables.bodies.remove(&graph);
         tables.conditionals.retain(|_, g| *g != graph);
         let owned: Vec<GraphHandle> = tables
             .graphs
@@ -1253,7 +1258,9 @@ impl GraphOps for Session {
         let node = self.node_handles(req.graph, vec![node])[0];
         let mut named = Vec::with_capacity(bodies.len());
         for body in bodies {
-            named.push(self.owned_graph(body, req.graph)?);
+            let body = self.owned_graph(body, req.graph)?;
+            self.graph_tables.bodies.insert(body);
+            named.push(body);
         }
         Ok((
             ConditionalNodeMade {

@@ -136,12 +136,30 @@ impl Session {
     ) -> Result<(ExecGraphExec, ExecNode), CudaStatus> {
         let e = self.graph_exec(exec)?;
         let (graph, _, n) = self.node_ref(node)?;
-        if self.graph_tables.exec_source.get(&exec) != Some(&graph) {
+        let source = self.graph_tables.exec_source.get(&exec).copied();
+        if source.is_none() || !self.graph_or_body_of(graph, source) {
             warn!(client = %self.client, node = node.0, exec = exec.0,
                 "refused a node of another graph than the executable graph's");
             return Err(CudaStatus::ErrorInvalidValue);
         }
         Ok((e, n))
+    }
+
+    /// Whether `graph` is `source`, or a conditional node's body within it (at any
+    /// depth of bodies).
+    fn graph_or_body_of(&self, mut graph: GraphHandle, source: Option<GraphHandle>) -> bool {
+        loop {
+            if Some(graph) == source {
+                return true;
+            }
+            if !self.graph_tables.bodies.contains(&graph) {
+                return false;
+            }
+            match self.graph_tables.graphs.get(&graph).and_then(|e| e.owner) {
+                Some(owner) => graph = owner,
+                None => return false,
+            }
+        }
     }
 
     /// Whether the graph has memory nodes (allocation or free nodes).
@@ -478,6 +496,49 @@ mod tests {
         );
         s.graph_launch(&CTX, GraphLaunch { exec, stream }, &[])
             .unwrap();
+    }
+
+    /// XLA's loop bodies: a conditional node's body graph is updated through the
+    /// executable graph made of the graph holding the node (the driver allows it; a
+    /// CUDA host decides each update), so the session names those nodes there. Other
+    /// graphs' nodes stay refused. (The host-memory double makes no conditional nodes:
+    /// the body is marked here as `graph_add_conditional_node` marks the ones it names.)
+    #[test]
+    fn an_executable_graph_names_its_conditional_bodies_nodes() {
+        let mut s = session();
+        let g = create(&mut s);
+        plain(&mut s, g, &[]);
+        let body = create(&mut s);
+        let inner = plain(&mut s, body, &[]);
+        let nested = create(&mut s);
+        let deeper = plain(&mut s, nested, &[]);
+        let unrelated = create(&mut s);
+        let outside = plain(&mut s, unrelated, &[]);
+        let exec = s
+            .graph_instantiate(&CTX, GraphInstantiate { graph: g, flags: 0 }, &[])
+            .unwrap()
+            .0
+            .exec;
+        assert_eq!(
+            s.exec_node(exec, inner).unwrap_err(),
+            REFUSED,
+            "not yet a body"
+        );
+        for (graph, owner) in [(body, g), (nested, body)] {
+            s.graph_tables.graphs.get_mut(&graph).unwrap().owner = Some(owner);
+            s.graph_tables.bodies.insert(graph);
+        }
+        s.exec_node(exec, inner).unwrap();
+        s.exec_node(exec, deeper).unwrap();
+        assert_eq!(s.exec_node(exec, outside).unwrap_err(), REFUSED);
+        // A graph the exec's graph owns but not as a body (a child graph) is refused.
+        s.graph_tables.bodies.remove(&body);
+        assert_eq!(s.exec_node(exec, inner).unwrap_err(), REFUSED);
+        assert_eq!(s.exec_node(exec, deeper).unwrap_err(), REFUSED);
+        // A destroyed body is forgotten.
+        s.graph_tables.bodies.insert(body);
+        s.forget_graph(body);
+        assert!(!s.graph_tables.bodies.contains(&body));
     }
 
     #[test]
