@@ -167,12 +167,20 @@ export! {
     }
 }
 
+/// The CUDA version of the driver API this library implements (its export list is CUDA
+/// 13.0's).
+const OWN_CUDA_VERSION: i32 = 13000;
+
 export! {
     fn cuDriverGetVersion(version: *mut i32) {
-        // The host's driver version (cuDriverGetVersion works before cuInit).
-        let client = crate::client::client()?;
+        // The host's driver version (cuDriverGetVersion works before cuInit). With no
+        // host to ask, the CUDA version this driver implements, as a real driver answers
+        // on a machine without a GPU: NVIDIA's runtime, which asks first, then reports
+        // cuInit's CUDA_ERROR_NO_DEVICE (cudaErrorNoDevice), not an insufficient driver.
+        let driver_version = crate::client::client()
+            .map_or(OWN_CUDA_VERSION, |client| client.hello.driver_version);
         // SAFETY: by cuDriverGetVersion's contract `version` is NULL or writable.
-        unsafe { crate::caller::write(version, client.hello.driver_version) }
+        unsafe { crate::caller::write(version, driver_version) }
     }
 }
 
