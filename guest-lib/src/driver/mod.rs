@@ -4,10 +4,10 @@
 //! `libcuda.so.1` (guest-lib/build-libs.sh), which needs no other vmcuda library. Every
 //! driver function is defined here under a private name (`__vmcuda_cuMemAlloc_v2`,
 //! version node `VMCUDA_LIBCUDA`), and `libcuda.so.1` exports it under the real
-//! library's unversioned name as an alias. `libcudart.so.13`, `libcublas.so.13` and
-//! `libcublasLt.so.13` hold only jumps into `libcuda.so.1`. So the
-//! runtime and the driver are one copy of the code: one connection, one registry of
-//! devices, streams, events and allocations, and one current device per thread.
+//! library's unversioned name as an alias. NVIDIA's own runtime and libraries run on
+//! it (vmcuda's retired runtime, `crate::api`, is code the driver still uses): one
+//! connection, one registry of devices, streams, events and allocations, and one
+//! current device per thread.
 //! Every other export of the real driver (the CUDA 3 ABI names such as a plain
 //! `cuMemAlloc` with 32-bit sizes, graphics interop, ...) is a stub answering
 //! `CUDA_ERROR_NOT_SUPPORTED` with a line naming it ([`unsupported`]).
