@@ -5,11 +5,15 @@
 #
 #   qemu-system-x86_64 -m 1G -nographic -drive file=demo.qcow2,if=virtio,snapshot=on
 #
-#   images/build-demo-image.sh OUT.qcow2 --guest-deb FILE [--apps DIR] [--cache DIR]
+#   images/build-demo-image.sh OUT.qcow2 --guest-deb FILE [--apps DIR] [--cudart DIR]
+#                              [--cache DIR]
 #
 #   --guest-deb FILE  the guest package (images/guest-deb/build.sh), installed as dpkg
 #                     would unpack it
 #   --apps DIR        CUDA programs (executable files), copied to /opt/vmcuda/apps
+#   --cudart DIR      NVIDIA's libcudart.so.13 for the `-cudart shared` programs
+#                     (default: the nvcc wheels'; see images/build-guest.sh): the
+#                     guest package ships only vmcuda's driver, NVIDIA's runtime runs on it
 #   --cache DIR       where downloaded .deb files are kept (as images/build-guest.sh)
 #
 # The image: an MBR with SYSLINUX's boot code and one FAT partition holding SYSLINUX,
@@ -39,12 +43,13 @@ usage() { awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "${BASH_SOURCE[0]
 log() { pkg_log "$@"; }
 die() { pkg_die "$@"; }
 
-out=""; guest_deb=""; apps=""; cache_args=()
+out=""; guest_deb=""; apps=""; cache_args=(); cudart_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --guest-deb) guest_deb=$2; shift 2 ;;
     --apps) apps=$2; shift 2 ;;
     --cache) cache_args=(--cache "$2"); shift 2 ;;
+    --cudart) cudart_args=(--cudart "$2"); shift 2 ;;
     -h|--help) usage ;;
     -*) log "unknown option $1"; usage ;;
     *) [ -z "$out" ] || usage; out=$1; shift ;;
@@ -80,7 +85,7 @@ pkg_source_date "$here/.."
 # --- 1. kernel and root file system: the packaged test guest ---------------------------
 app_args=(); [ -z "$apps" ] || app_args=(--apps "$apps")
 bash "$here/build-guest.sh" "$work/guest" --guest-deb "$guest_deb" ${app_args[@]+"${app_args[@]}"} \
-  ${cache_args[@]+"${cache_args[@]}"}
+  ${cudart_args[@]+"${cudart_args[@]}"} ${cache_args[@]+"${cache_args[@]}"}
 
 # --- 2. the boot partition -----------------------------------------------------------------
 fat="$work/fat"

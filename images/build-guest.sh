@@ -4,10 +4,11 @@
 # on the serial console (see images/README.md for the console protocol).
 #
 #   images/build-guest.sh OUTDIR [--guest-lib DIR | --guest-deb FILE] [--apps DIR] [--host-bin FILE]
-#                         [--cache DIR]
+#                         [--cudart DIR] [--cache DIR]
 #
 # OUTDIR receives vmlinuz, initramfs.cpio.gz and manifest.txt (what went in).
-#   --guest-lib DIR  the guest library dir (libcudart.so.13 ...), copied to /opt/vmcuda/lib
+#   --guest-lib DIR  the guest library dir (libcuda.so.1, libnvidia-ml.so.1), copied to
+#                    /opt/vmcuda/lib
 #   --guest-deb FILE the guest package (images/guest-deb/build.sh) instead: its files are
 #                    unpacked into the image as dpkg would install them (the guest boots
 #                    with vmcuda.launcher=vmcuda-run to run the programs through it)
@@ -17,6 +18,11 @@
 #   --cli-bin FILE   the guest's `vmcuda` command, copied to /opt/vmcuda/bin: its
 #                    guest-ram-broker serves guest RAM to unprivileged programs
 #                    (vmcuda.broker=1)
+#   --cudart DIR     where NVIDIA's libcudart.so.13 is, for the programs built with
+#                    `-cudart shared` (default: the nvcc wheels' lib/, from
+#                    .ci/install-nvcc.sh): copied to /lib/x86_64-linux-gnu, where a
+#                    distribution's CUDA runtime would be (redistributable; the image is
+#                    built, never committed)
 #   --cache DIR      where the .deb files are kept (default: $VMCUDA_CACHE or
 #                    $HOME/.cache/vmcuda/debs)
 #
@@ -30,7 +36,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 usage() { awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}" | grep -v shellcheck | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
-out=""; guest_lib=""; guest_deb=""; apps=""; host_bin=""; cli_bin=""; cache="${VMCUDA_CACHE:-${HOME:-/tmp}/.cache/vmcuda/debs}"
+out=""; guest_lib=""; guest_deb=""; apps=""; host_bin=""; cli_bin=""; cudart=""; cache="${VMCUDA_CACHE:-${HOME:-/tmp}/.cache/vmcuda/debs}"
 while [ $# -gt 0 ]; do
   case "$1" in
     --guest-lib) guest_lib=$2; shift 2 ;;
@@ -38,6 +44,7 @@ while [ $# -gt 0 ]; do
     --apps) apps=$2; shift 2 ;;
     --host-bin) host_bin=$2; shift 2 ;;
     --cli-bin) cli_bin=$2; shift 2 ;;
+    --cudart) cudart=$2; shift 2 ;;
     --cache) cache=$2; shift 2 ;;
     -h|--help) usage ;;
     -*) echo "build-guest.sh: unknown option $1" >&2; usage ;;
@@ -52,7 +59,7 @@ done
 if [ -n "$guest_lib" ] && [ -n "$guest_deb" ]; then
   echo "build-guest.sh: --guest-lib and --guest-deb both install /opt/vmcuda/lib: give one" >&2; exit 2
 fi
-for tool in apt-get apt-cache dpkg-deb ldd python3; do
+for tool in apt-get apt-cache dpkg-deb ldd objdump python3; do
   command -v "$tool" >/dev/null || { echo "build-guest.sh: needs $tool" >&2; exit 1; }
 done
 
@@ -213,14 +220,32 @@ if [ -n "$cli_bin" ]; then
 fi
 
 # Shared libraries the programs and the guest library need, resolved on this machine.
-# libcudart and the other replaced libraries (the driver, NVML, cuBLAS, cuBLASLt, cuDNN)
-# come from /opt/vmcuda/lib (LD_LIBRARY_PATH), never from here. NVRTC (135 MB) is not
+# The driver and NVML come from /opt/vmcuda/lib (LD_LIBRARY_PATH), never from here;
+# NVIDIA's libcudart.so.13 from --cudart (below); cuBLAS, cuBLASLt and cuDNN are not
+# carried (the programs that need them run on the GPU machine). NVRTC (135 MB) is not
 # carried: with it the initramfs no longer unpacks in a 512 MiB guest, and the programs
 # that compile kernels with it are not run in the test guest.
 elfs=()
 while IFS= read -r -d '' f; do
   if head -c 4 "$f" | grep -q 'ELF'; then elfs+=("$f"); fi
 done < <(find "$root/opt/vmcuda" -type f -print0)
+# NVIDIA's runtime, as it is, for the programs that NEED it (`-cudart shared`): on
+# vmcuda's libcuda.so.1 it is the guest's CUDA runtime.
+needs_cudart=""
+for f in ${elfs[@]+"${elfs[@]}"}; do
+  if objdump -p "$f" 2>/dev/null | awk '$1 == "NEEDED" { print $2 }' | grep -qx 'libcudart.so.13'; then
+    needs_cudart=1
+  fi
+done
+if [ -n "$needs_cudart" ]; then
+  if [ -z "$cudart" ]; then
+    cudart="$(bash "$here/../.ci/install-nvcc.sh" | tail -n 1)/lib"
+  fi
+  [ -f "$cudart/libcudart.so.13" ] || { echo "build-guest.sh: no NVIDIA libcudart.so.13 in $cudart (--cudart DIR)" >&2; exit 1; }
+  cp -L "$cudart/libcudart.so.13" "$root/lib/x86_64-linux-gnu/libcudart.so.13"
+  # Its own libraries (libdl, librt, ...) are resolved with the programs'.
+  elfs+=("$root/lib/x86_64-linux-gnu/libcudart.so.13")
+fi
 declare -A libs=()
 for f in ${elfs[@]+"${elfs[@]}"}; do
   while read -r line; do
@@ -246,7 +271,7 @@ if [ -e "$root/lib64/ld-linux-x86-64.so.2" ] && [ ! -e "$root/lib/x86_64-linux-g
   ln -s /lib64/ld-linux-x86-64.so.2 "$root/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"
 fi
 if command -v strip >/dev/null; then
-  find "$root/lib/x86_64-linux-gnu" -type f -name '*.so*' -exec strip --strip-unneeded {} + 2>/dev/null || true
+  find "$root/lib/x86_64-linux-gnu" -type f -name '*.so*' ! -name 'libcudart.so.13' -exec strip --strip-unneeded {} + 2>/dev/null || true
 fi
 
 install -m 0755 "$here/guest/init" "$root/init"

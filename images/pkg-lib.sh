@@ -40,7 +40,7 @@ pkg_maintainer() {
 # binaries themselves name).
 pkg_elf_depends() {
   local f needed glibc="" v deps=() lib own=" "
-  # Libraries the package ships itself (libcudart.so.13 needs the libcuda.so.1 beside
+  # Libraries the package ships itself (libnvidia-ml.so.1 needs the libcuda.so.1 beside
   # it) need no other package.
   for f in "$@"; do own+="$(basename "$f") "; done
   for f in "$@"; do

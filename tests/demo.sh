@@ -179,7 +179,8 @@ record() {
 banner "$run/host.log"
 echo "== running build/demo/$sample through the bridge, on this host"
 set +e
-LD_LIBRARY_PATH="$guest_lib" VMCUDA_SERVER="unix:$run/vmcuda.sock" VMCUDA_VERBOSE=1 \
+# vmcuda's driver first, NVIDIA's runtime (the nvcc wheels') after it.
+LD_LIBRARY_PATH="$guest_lib:$cu13/lib" VMCUDA_SERVER="unix:$run/vmcuda.sock" VMCUDA_VERBOSE=1 \
   "build/demo/$sample" | tee "$run/host-run.out"
 status=${PIPESTATUS[0]}
 set -e

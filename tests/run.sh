@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command: builds everything the tests need and runs all of them.
 #   - nvcc 13 from PyPI wheels (.ci/install-nvcc.sh), then the CUDA test programs;
-#   - the host daemon and the guest libcudart.so.13 (linked with its version node);
+#   - the host daemon and the guest libcuda.so.1 (with NVML); the programs run on
+#     NVIDIA's libcudart.so.13 from the nvcc wheels over it;
 #   - every Rust test, including the end-to-end ones that run the real programs
 #     through the bridge on the host-memory executor (no GPU needed), and the load
 #     and fault test (16 guests at once with kills and crashes, tests/tests/load.rs).
@@ -23,6 +24,8 @@ cd "$root"
 echo "== nvcc 13 (PyPI wheels)"
 cu13=$(bash .ci/install-nvcc.sh | tail -n 1)
 export NVCC="$cu13/bin/nvcc"
+# NVIDIA's runtime for the `-cudart shared` programs (tests/src/lib.rs).
+export VMCUDA_NVIDIA_CUDART_DIR="$cu13/lib"
 
 echo "== building the host backend, the guest library and the guest's vmcuda command (cargo: errors and warnings only)"
 # Cargo's `Compiling` lines (hundreds) are left out of the builds; the tests below keep

@@ -1,7 +1,7 @@
 //! The vmcuda guest library: a replacement `libcuda.so.1` that forwards the CUDA driver
-//! and runtime APIs (and cuBLAS, cuBLASLt) to a vmcuda host backend; the replacement
-//! `libcudart.so.13`, `libcublas.so.13` and `libcublasLt.so.13` jump into it. NVIDIA's
-//! other libraries (cuDNN, cuFFT, cuSOLVER, ...) run as they are on the guest driver.
+//! API to a vmcuda host backend, and the guest's NVML (`libnvidia-ml.so.1` jumps into
+//! it). NVIDIA's own runtime and libraries (libcudart, cuBLAS, cuDNN, cuFFT, ...) run as
+//! they are on the guest driver (docs/guest-stack.md).
 //!
 //! Module map:
 //! - [`client`]: the connection to the host (address from `VMCUDA_SERVER`), handshake,
@@ -20,22 +20,20 @@
 //!   memory, staging, socket), for every kind of copy.
 //! - [`caller`]: the only module that dereferences pointers handed in by the program,
 //!   through `unsafe fn`s whose `# Safety` sections the exports' `SAFETY` comments meet.
-//! - [`blas`]: the cuBLAS v2 API (exported privately here, publicly by the
-//!   `libcublas.so.13` trampolines; see its documentation for how the two share one
-//!   connection).
-//! - [`driver`]: the CUDA driver API (the public names of `libcuda.so.1`), sharing the
-//!   runtime's state; every other export of the real driver is a stub naming itself.
-//! - [`blaslt`]: the cuBLASLt API, the same way (`libcublasLt.so.13`): descriptors
-//!   kept here, heuristic queries and matmuls forwarded.
+//! - [`driver`]: the CUDA driver API (the public names of `libcuda.so.1`); every other
+//!   export of the real driver is a stub naming itself.
 //! - [`nvml`]: the guest's NVML (`libnvidia-ml.so.1`): the guest's devices, its memory
 //!   and processes, the host's live readings; changes to the GPU refused.
-//! - [`api`]: the exported `extern "C"` functions, one file per family; every export
+//! - [`api`]: the runtime API's implementation, once the retired `libcudart.so.13`'s.
+//!   No library exports its `cuda*` names any more; the driver is built on its code
+//!   (streams, copies, graphs, arrays, devices: `driver/twins.rs` and the `crate::api`
+//!   imports of `driver/`), which is still to move below the driver. Every export
 //!   goes through [`api::guard`], so no panic crosses the C boundary.
 //!
 //! The crate builds as a static library that `guest-lib/build-libs.sh` links into
-//! `libcuda.so.1`; `libcudart.so.13` exports the runtime's names with the
-//! `libcudart.so.13` symbol-version node, each a jump into `libcuda.so.1`. Its `vmcuda`
-//! command (`src/bin/vmcuda`: `info`, `doctor`) connects through [`client`] too.
+//! `libcuda.so.1`, which exports the driver's names (and `libnvidia-ml.so.1` NVML's).
+//! Its `vmcuda` command (`src/bin/vmcuda`: `info`, `doctor`) connects through
+//! [`client`] too.
 
 // The modules holding `extern "C"` exports. An export is a safe function taking the
 // program's raw pointers: its C callers hold the CUDA API contract, and the export
@@ -43,10 +41,6 @@
 // [`caller`]); so the lint asking such functions to be `unsafe` does not apply.
 #[allow(clippy::not_unsafe_ptr_arg_deref)]
 pub mod api;
-#[allow(clippy::not_unsafe_ptr_arg_deref)]
-pub mod blas;
-#[allow(clippy::not_unsafe_ptr_arg_deref)]
-pub mod blaslt;
 pub mod caller;
 pub mod capture;
 pub mod client;

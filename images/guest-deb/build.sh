@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Builds the guest package, vmcuda-guest_VERSION_ARCH.deb, and the same tree as a
 # plain tarball with an install script, vmcuda-guest-VERSION.tar.gz:
-#   /opt/vmcuda/lib/libcudart.so.13 (+ libcudart.so)   the replacement runtime, in its own
-#                                                       directory: nothing changes for
-#                                                       programs until they ask for it
 #   /opt/vmcuda/lib/libcuda.so.1 (+ libcuda.so)         the replacement driver, which holds
-#                                                       the code the others jump to
+#                                                       the code (NVIDIA's runtime and
+#                                                       libraries run on it unmodified;
+#                                                       vmcuda ships none of its own:
+#                                                       docs/guest-stack.md)
 #   /opt/vmcuda/lib/libnvidia-ml.so.1                   the guest's NVML (jumps into libcuda.so.1)
 #   /opt/vmcuda/driver/libcuda.so.1 (+ libcuda.so,      links to them: the directory that
 #     libnvidia-ml.so.1)
@@ -22,8 +22,10 @@
 #   /etc/cdi/vmcuda.json              written when installed by `vmcuda cdi generate`
 #                                     (cdi-conf.sh): --device vmcuda.dev/gpu=all for
 #                                     containers; not a file of the package
-# Only the driver is system-wide by default (it needs no other vmcuda library, and a VM
-# guest has no NVIDIA driver); for the runtime, vmcuda-system-wide is the opt-in.
+# The driver is system-wide by default (it needs no other vmcuda library, and a VM
+# guest has no NVIDIA driver); vmcuda-system-wide puts the whole of /opt/vmcuda/lib in
+# the cache instead. A program built with `nvcc -cudart shared` needs NVIDIA's
+# libcudart.so.13 (pip install 'nvidia-cuda-runtime==13.*', or the CUDA toolkit).
 #
 #   images/guest-deb/build.sh [OUTDIR] [--profile release|debug] [--no-build]
 #                             [--guest-lib DIR] [--version V]
@@ -87,21 +89,18 @@ if [ "$build" = 1 ]; then
   fi
 fi
 guest_lib=${guest_lib:-$repo/build/guest/lib}
-[ -f "$guest_lib/libcudart.so.13" ] || pkg_die "no libcudart.so.13 in $guest_lib (guest-lib/build-libs.sh, or drop --no-build)"
-# libcuda.so.1 holds the code every other library jumps to.
+# libcuda.so.1 holds the code libnvidia-ml.so.1 jumps to.
 [ -f "$guest_lib/libcuda.so.1" ] || pkg_die "no libcuda.so.1 in $guest_lib (guest-lib/build-libs.sh, or drop --no-build)"
 
 # The tree under /opt/vmcuda, shared by the .deb and the tarball.
 tree="$stage/tree"
 mkdir -p "$tree/lib" "$tree/driver" "$tree/bin" "$tree/sbin"
-install -m 0644 "$guest_lib/libcudart.so.13" "$tree/lib/"
-strip --strip-debug "$tree/lib/libcudart.so.13"
-ln -s libcudart.so.13 "$tree/lib/libcudart.so"
-included=("lib/libcudart.so.13")
-# The driver (which holds the code), and the cuBLAS, cuBLASLt and NVML replacements
-# beside it (libcudart.so.13 and each of these NEED libcuda.so.1, found through their
-# $ORIGIN run path). No cuDNN: NVIDIA's runs on the guest driver.
-for l in libcublas.so.13 libcublasLt.so.13 libnvidia-ml.so.1 libcuda.so.1; do
+included=()
+# The driver (which holds the code) and NVML beside it (libnvidia-ml.so.1 NEEDs
+# libcuda.so.1, found through its $ORIGIN run path). No runtime, cuBLAS, cuBLASLt or
+# cuDNN: NVIDIA's run on the guest driver, and a replacement an older build left in
+# the library directory is not packaged.
+for l in libnvidia-ml.so.1 libcuda.so.1; do
   if [ -f "$guest_lib/$l" ]; then
     install -m 0644 "$guest_lib/$l" "$tree/lib/"
     strip --strip-debug "$tree/lib/$l"
@@ -140,7 +139,7 @@ fi
 rmdir "$tree/bin" "$tree/sbin" 2>/dev/null || true
 
 elfs=()
-for f in "$tree/lib/libcudart.so.13" "$tree/lib/libcuda.so.1" "$tree/bin/vmcuda"; do
+for f in "$tree/lib/libcuda.so.1" "$tree/bin/vmcuda"; do
   if [ -f "$f" ]; then elfs+=("$f"); fi
 done
 depends=$(pkg_elf_depends "${elfs[@]}")
@@ -171,19 +170,19 @@ Installed-Size: $installed_kb
 Depends: $depends
 Section: libs
 Priority: optional
-Description: vmcuda guest runtime: CUDA programs in a VM, run on the host's GPU
- vmcuda runs unmodified CUDA programs inside VM guests that have no GPU: this
- replacement libcudart.so.13 forwards every CUDA runtime call to vmcuda-host on the
- GPU host, over virtio-vsock (or TCP/TLS).
+Description: vmcuda guest driver: CUDA programs in a VM, run on the host's GPU
+ vmcuda runs unmodified CUDA programs inside VM guests that have no GPU: its
+ libcuda.so.1, the CUDA driver, forwards every driver call to vmcuda-host on the
+ GPU host, over virtio-vsock (or TCP/TLS). NVIDIA's own runtime and libraries
+ (libcudart, cuBLAS, cuDNN, NCCL, torch's and JAX's wheels) run on it unmodified;
+ a program built with nvcc -cudart shared needs NVIDIA's libcudart.so.13
+ (pip install nvidia-cuda-runtime, or the CUDA toolkit).
  .
- The library is installed in /opt/vmcuda/lib, apart from the system's libraries:
- programs use it when started with vmcuda-run. The runtime is system-wide only when
- the administrator turns it on (vmcuda-system-wide).
- .
- The replacement driver, libcuda.so.1, is made the system's CUDA driver
- (/etc/ld.so.conf.d/zz-vmcuda-driver.conf), so that programs with NVIDIA's runtime
- linked in statically and containers find it; not where another libcuda.so.1 (an
- NVIDIA driver) is already installed.
+ The driver and NVML are installed in /opt/vmcuda/lib. The driver is made the
+ system's CUDA driver (/etc/ld.so.conf.d/zz-vmcuda-driver.conf), so that programs
+ and containers find it; not where another libcuda.so.1 (an NVIDIA driver) is
+ already installed. vmcuda-run preloads it (for programs that find their CUDA
+ libraries through DT_RPATH, such as torch).
  .
  A CDI spec, /etc/cdi/vmcuda.json, gives containers the libraries and vmcuda-run's
  environment: podman run --device vmcuda.dev/gpu=all (or Docker with CDI on).
@@ -249,7 +248,9 @@ install -m 0755 "$here/install.sh" "$tdir/install.sh"
 install -m 0644 "$here/driver-conf.sh" "$tdir/driver-conf.sh"
 install -m 0644 "$here/cdi-conf.sh" "$tdir/cdi-conf.sh"
 cat >"$tdir/README" <<EOF
-vmcuda guest runtime $version ($arch): the replacement libcudart.so.13 and its tools.
+vmcuda guest driver $version ($arch): the replacement libcuda.so.1 (and NVML) and its tools.
+NVIDIA's runtime and libraries run on it; a program built with nvcc -cudart shared needs
+NVIDIA's libcudart.so.13: pip install 'nvidia-cuda-runtime==13.*' (or the CUDA toolkit).
 
   sudo ./install.sh                   # into /opt/vmcuda, links in /usr/local/bin and /usr/local/sbin,
                                       # and libcuda.so.1 in the loader's cache (driver/)

@@ -11,7 +11,7 @@
 # variables named vmcuda_*. Uses vmcuda_driver_say (driver-conf.sh) for messages.
 #
 # One installation's spec at a time: that of the PREFIX it names, kept unless that
-# installation is gone (its PREFIX/lib has no libcudart.so.13 any more).
+# installation is gone (its PREFIX/lib has no libcuda.so.1 any more).
 
 vmcuda_cdi_spec=/etc/cdi/vmcuda.json
 
@@ -31,7 +31,7 @@ vmcuda_cdi_register() {
   fi
   vmcuda_cdi_lib=$(vmcuda_cdi_listed)
   if [ -n "$vmcuda_cdi_lib" ] && [ "$vmcuda_cdi_lib" != "$1/lib" ] &&
-    [ -e "$vmcuda_cdi_lib/libcudart.so.13" ]; then
+    [ -e "$vmcuda_cdi_lib/libcuda.so.1" ]; then
     vmcuda_driver_say "$vmcuda_cdi_spec is for $vmcuda_cdi_lib (another vmcuda installation's); left as is"
     return 1
   fi

@@ -1,5 +1,6 @@
 #!/bin/sh
-# Installs the vmcuda guest runtime from this unpacked tarball, or removes it.
+# Installs the vmcuda guest driver (libcuda.so.1, NVML, tools) from this unpacked
+# tarball, or removes it.
 #
 #   ./install.sh [--prefix DIR] [--bindir DIR] [--sbindir DIR] [--system-wide] [--no-driver]
 #                [--no-cdi]
@@ -9,7 +10,7 @@
 #   --bindir DIR   links to the programs in bin/ (default /usr/local/bin)
 #   --sbindir DIR  link to vmcuda-system-wide (default /usr/local/sbin)
 #   --system-wide  then turn on the system-wide mode: `vmcuda-system-wide enable`
-#                  (every program loads the replacement runtime without vmcuda-run)
+#                  (every program loads vmcuda's libraries without vmcuda-run)
 #   --no-driver    leave the loader's cache alone: vmcuda's libcuda.so.1 only through
 #                  vmcuda-run. By default /etc/ld.so.conf.d/zz-vmcuda-driver.conf names
 #                  PREFIX/driver (libcuda.so.1 alone) and ldconfig runs, so that programs
@@ -88,7 +89,7 @@ if [ "$uninstall" = 1 ]; then
   exit 0
 fi
 
-[ -f "$src/lib/libcudart.so.13" ] || die "run me from the unpacked tarball (no lib/libcudart.so.13 next to me)"
+[ -f "$src/lib/libcuda.so.1" ] || die "run me from the unpacked tarball (no lib/libcuda.so.1 next to me)"
 if [ "$system_wide" = 1 ] && [ ! -f "$src/sbin/vmcuda-system-wide" ]; then
   die "--system-wide: this build has no vmcuda-system-wide; nothing installed"
 fi

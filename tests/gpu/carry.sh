@@ -42,10 +42,10 @@ NVCC=$nvcc bash tests/apps/build.sh "$dir/load" tests/load
 # The NVML query program (tests/c/nvml_query.c; natively it finds NVIDIA's NVML and
 # runtime, bridged the guest's), and pynvml from the nvidia-ml-py wheel for
 # tests/gpu/run-nvml.sh.
-cc -O2 -o "$dir/nvml_query" tests/c/nvml_query.c -L"$dir/guest/lib" -l:libnvidia-ml.so.1 -l:libcudart.so.13
+cc -O2 -o "$dir/nvml_query" tests/c/nvml_query.c -L"$dir/guest/lib" -L"$cu13/lib" -l:libnvidia-ml.so.1 -l:libcudart.so.13
 # The managed-memory page model's own checks (tests/c/managed_pages.c), bridged only
 # (natively the H100 has concurrent managed access, which it checks is off).
-cc -O2 -o "$dir/managed_pages" tests/c/managed_pages.c -L"$dir/guest/lib" -l:libcudart.so.13 -l:libcuda.so.1
+cc -O2 -o "$dir/managed_pages" tests/c/managed_pages.c -L"$dir/guest/lib" -L"$cu13/lib" -l:libcudart.so.13 -l:libcuda.so.1
 mkdir -p "$dir/py"
 wheel_dir=$(mktemp -d)
 if pip download -q --no-deps -d "$wheel_dir" nvidia-ml-py >/dev/null 2>&1; then

@@ -17,7 +17,7 @@ logs=$(mktemp -d)
 export VMCUDA_COMMIT_FILE="$carry/COMMIT"
 rc=0
 
-echo "== apps: native vs bridged ($(date -u +%T))"
+echo "== apps on NVIDIA's shared runtime over vmcuda's libcuda.so.1: native vs bridged ($(date -u +%T))"
 OUT="$logs/apps" VMCUDA_HOST_BIN="$carry/bin/vmcuda-host" VMCUDA_GUEST_LIB="$carry/guest/lib" \
   VMCUDA_APPS_DIR="$carry/apps" bash tests/gpu/run.sh >"$logs/apps.out" 2>&1 || rc=1
 tail -30 "$logs/apps.out"
@@ -27,15 +27,8 @@ OUT="$logs/apps-static" VMCUDA_HOST_BIN="$carry/bin/vmcuda-host" VMCUDA_GUEST_LI
   VMCUDA_APPS_DIR="$carry/apps-static" bash tests/gpu/run.sh >"$logs/apps-static.out" 2>&1 || rc=1
 tail -30 "$logs/apps-static.out"
 
-echo "== apps on NVIDIA's own runtime and libraries over vmcuda's libcuda.so.1 ($(date -u +%T))"
-OUT="$logs/apps-nvidia" VMCUDA_HOST_BIN="$carry/bin/vmcuda-host" VMCUDA_GUEST_LIB="$carry/guest/lib" \
-  VMCUDA_APPS_DIR="$carry/apps" VMCUDA_BRIDGED_RUNTIME=nvidia bash tests/gpu/run.sh >"$logs/apps-nvidia.out" 2>&1 || rc=1
-tail -30 "$logs/apps-nvidia.out"
-
 if [ -d "$carry/libapps" ]; then
   echo "== NVIDIA's libraries (cuFFT, cuRAND, cuSOLVER, cuSPARSE) over vmcuda's libcuda.so.1 ($(date -u +%T))"
-  # NVIDIA's libraries with NVIDIA's own runtime and cuBLAS (cuSOLVER needs the whole
-  # cuBLAS, which vmcuda's own libcublas does not export).
   OUT="$logs/libapps" VMCUDA_HOST_BIN="$carry/bin/vmcuda-host" VMCUDA_GUEST_LIB="$carry/guest/lib" \
     VMCUDA_APPS_DIR="$carry/libapps" VMCUDA_BRIDGED_RUNTIME=nvidia bash tests/gpu/run.sh >"$logs/libapps.out" 2>&1 || rc=1
   tail -12 "$logs/libapps.out"

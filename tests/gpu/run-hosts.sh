@@ -100,12 +100,12 @@ compare() { # name native-cmd... -- bridged-cmd...
 
 native_lib=(env LD_LIBRARY_PATH="$real_cudart")
 compare device_pair "${native_lib[@]}" "$apps/device_pair" ${pair/,/ } -- \
-    env LD_LIBRARY_PATH="$guest_lib" "$apps/device_pair" 0 1
+    env LD_LIBRARY_PATH="$guest_lib:$real_cudart" "$apps/device_pair" 0 1
 for app in vector_add multithread streams; do
-    compare "$app" "${native_lib[@]}" "$apps/$app" -- env LD_LIBRARY_PATH="$guest_lib" "$apps/$app"
+    compare "$app" "${native_lib[@]}" "$apps/$app" -- env LD_LIBRARY_PATH="$guest_lib:$real_cudart" "$apps/$app"
 done
 preload=""
-for l in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcuda.so.1; do
+for l in libcuda.so.1; do
     [ -e "$guest_lib/$l" ] && preload="${preload:+$preload:}$guest_lib/$l"
 done
 compare torch_two_devices "$py" tests/gpu/hosts_torch.py "$pair" -- \

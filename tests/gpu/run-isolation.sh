@@ -8,7 +8,7 @@
 # refusal). Bridged runs see the machine as a VM guest does: as root, in their own
 # mount namespace, the GPU device files and the host's driver libraries are /dev/null.
 #
-# CARRY holds bin/vmcuda-host, guest/lib (our libcudart.so.13), isolation (built
+# CARRY holds bin/vmcuda-host, guest/lib (vmcuda's libcuda.so.1), isolation (built
 # from tests/gpu/isolation.cu with -cudart shared) and COMMIT. Results: the table on
 # stdout and $OUT/RESULTS-ISOLATION.md (or build/gpu-results).
 set -u

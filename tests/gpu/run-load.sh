@@ -13,7 +13,7 @@
 #
 # Inputs (relative to the repo root, overridable):
 #   build/bin/vmcuda-host      host daemon                        (VMCUDA_HOST_BIN)
-#   build/guest/lib            our libcudart.so.13                (VMCUDA_GUEST_LIB)
+#   build/guest/lib            vmcuda's libcuda.so.1              (VMCUDA_GUEST_LIB)
 #   build/load/load_guest      the load guest; built with         (VMCUDA_LOAD_GUEST)
 #                              tests/apps/build.sh if missing
 #   build/bin/load-driver      cargo build --release -p vmcuda-tests --bin load-driver
@@ -82,7 +82,7 @@ abspath() { (cd "$(dirname "$1")" 2>/dev/null && echo "$(pwd)/$(basename "$1")")
 # ---------------------------------------------------------------- inputs
 [ -x "$host_bin" ] || die "host binary $host_bin not found (build it first)"
 host_bin="$(abspath "$host_bin")"
-[ -e "$guest_lib/libcudart.so.13" ] || die "$guest_lib/libcudart.so.13 not found"
+[ -e "$guest_lib/libcuda.so.1" ] || die "$guest_lib/libcuda.so.1 not found"
 guest_lib="$(cd "$guest_lib" && pwd)"
 if [ ! -x "$driver" ]; then
     command -v cargo >/dev/null 2>&1 || die "load driver $driver not found and no cargo to build it"

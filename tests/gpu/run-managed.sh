@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # tests/gpu/run-managed.sh CARRY [PART...]: on the GPU machine, managed memory natively
 # and through vmcuda in the same run, from artifacts built by tests/gpu/carry.sh:
-#   apps     every test app (the managed_* ones among them) with vmcuda's runtime, with
-#            nvcc's static runtime over vmcuda's driver, and on NVIDIA's runtime over
-#            vmcuda's driver (tests/gpu/run.sh, three times);
+#   apps     every test app (the managed_* ones among them) on NVIDIA's shared runtime
+#            and with nvcc's static runtime, over vmcuda's driver (tests/gpu/run.sh,
+#            twice);
 #   samples  NVIDIA's public samples (tests/gpu/samples/run.sh; all of them, the managed
 #            ones among them), when carried;
 #   bench    bench --managed natively, bridged with the shared-memory data path, and
@@ -29,10 +29,9 @@ common=(VMCUDA_HOST_BIN="$carry/bin/vmcuda-host" VMCUDA_GUEST_LIB="$carry/guest/
 for part in $parts; do
   case $part in
     apps)
-      for variant in shared static nvidia; do
-        dir=$carry/apps runtime=vmcuda
+      for variant in shared static; do
+        dir=$carry/apps runtime=nvidia
         [ "$variant" = static ] && dir=$carry/apps-static
-        [ "$variant" = nvidia ] && runtime=nvidia
         echo "== apps ($variant) $(date -u +%T)"
         env "${common[@]}" OUT="$out/apps-$variant" VMCUDA_APPS_DIR="$dir" \
           VMCUDA_BRIDGED_RUNTIME=$runtime bash tests/gpu/run.sh ${VMCUDA_APPS:-} >"$out/apps-$variant.log" 2>&1 || rc=1

@@ -68,7 +68,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 log() { echo "run-multi-gpu.sh: $*" >&2; }
 [ -x "$host_bin" ] || { log "host binary $host_bin not found"; exit 2; }
 host_bin="$(cd "$(dirname "$host_bin")" && pwd)/$(basename "$host_bin")"
-[ -e "$guest_lib/libcudart.so.13" ] || { log "$guest_lib/libcudart.so.13 not found"; exit 2; }
+[ -e "$guest_lib/libcuda.so.1" ] || { log "$guest_lib/libcuda.so.1 not found"; exit 2; }
 guest_lib="$(cd "$guest_lib" && pwd)"
 
 # limit WANT: the seconds the next run may take: WANT, or less where the deadline is
@@ -263,7 +263,7 @@ bench_part
 
 # ---------------------------------------------------------------- 3. DDP
 preload=""
-for l in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcuda.so.1; do
+for l in libcuda.so.1; do
     [ -e "$guest_lib/$l" ] && preload="${preload:+$preload:}$guest_lib/$l"
 done
 torch_version=""

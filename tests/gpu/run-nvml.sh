@@ -23,7 +23,7 @@ raw="$(mktemp -d)"
 . "$repo/tests/gpu/hide-gpu.sh"
 real_cudart=/usr/local/cuda/lib64
 preload=""
-for l in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcuda.so.1; do
+for l in libcuda.so.1; do
     preload="${preload:+$preload:}$guest_lib/$l"
 done
 pids=()
@@ -53,13 +53,13 @@ sleep 4
 export PYTHONPATH="$carry/py"
 timeout 120 "$py" tests/gpu/nvml_check.py --hold 256 >"$raw/py.native.json" 2>"$raw/py.native.err"
 echo "native pynvml rc $?" >>"$raw/rc"
-${isolate[@]+"${isolate[@]}"} env LD_PRELOAD="$preload" LD_LIBRARY_PATH="$guest_lib" \
+${isolate[@]+"${isolate[@]}"} env LD_PRELOAD="$preload" LD_LIBRARY_PATH="$guest_lib:$real_cudart" \
     VMCUDA_SERVER=unix:/tmp/vmcuda-nvml-plain.sock PYTHONPATH="$carry/py" \
     timeout 120 "$py" tests/gpu/nvml_check.py --hold 256 >"$raw/py.bridged.json" 2>"$raw/py.bridged.err"
 echo "bridged pynvml rc $?" >>"$raw/rc"
 env LD_LIBRARY_PATH="$real_cudart" timeout 60 "$carry/nvml_query" 256 >"$raw/c.native.out" 2>&1
 for d in plain quota; do
-    ${isolate[@]+"${isolate[@]}"} env LD_LIBRARY_PATH="$guest_lib" VMCUDA_SERVER="unix:/tmp/vmcuda-nvml-$d.sock" \
+    ${isolate[@]+"${isolate[@]}"} env LD_LIBRARY_PATH="$guest_lib:$real_cudart" VMCUDA_SERVER="unix:/tmp/vmcuda-nvml-$d.sock" \
         timeout 60 "$carry/nvml_query" 256 >"$raw/c.bridged-$d.out" 2>&1
 done
 kill "$busy" 2>/dev/null; wait "$busy" 2>/dev/null

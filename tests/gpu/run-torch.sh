@@ -32,7 +32,7 @@ commit="$(cat "${VMCUDA_COMMIT_FILE:-/dev/null}" 2>/dev/null || true)"
 [ -n "$commit" ] || commit="$(git rev-parse HEAD 2>/dev/null || echo unknown)"
 
 preload=""
-for l in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcuda.so.1; do
+for l in libcuda.so.1; do
     [ -e "$guest_lib/$l" ] && preload="${preload:+$preload:}$guest_lib/$l"
 done
 

@@ -5,16 +5,16 @@
 # Run from anywhere (it cd's to the repo root) on a machine with an NVIDIA GPU and
 # a CUDA 13.0 toolkit. Inputs (all relative to the repo root, overridable):
 #   build/bin/vmcuda-host   host daemon            (VMCUDA_HOST_BIN)
-#   build/guest/lib         our libcudart.so.13    (VMCUDA_GUEST_LIB)
+#   build/guest/lib         vmcuda's libcuda.so.1  (VMCUDA_GUEST_LIB)
 #   build/apps              test apps; built with tests/apps/build.sh if missing
 #                                                  (VMCUDA_APPS_DIR)
 # Other knobs:
 #   VMCUDA_REAL_CUDART_DIR  directory of the real libcudart.so.13 (default: searched)
-#   VMCUDA_BRIDGED_RUNTIME  vmcuda (default): the bridged run loads vmcuda's
-#                           libcudart.so.13; nvidia: it loads NVIDIA's real runtime and
-#                           libraries (the real-cudart dir first), over vmcuda's
-#                           libcuda.so.1. Apps built with the static runtime (nvcc's
-#                           default) carry NVIDIA's runtime either way.
+#   VMCUDA_BRIDGED_RUNTIME  nvidia (the only value; vmcuda's own runtime is retired,
+#                           docs/guest-stack.md): the bridged run loads NVIDIA's real
+#                           runtime and libraries (the real-cudart dir) over vmcuda's
+#                           libcuda.so.1 (first on the path). Apps built with the static
+#                           runtime (nvcc's default) carry NVIDIA's runtime inside.
 #   VMCUDA_APP_TIMEOUT      seconds per app run (default 120)
 #   VMCUDA_CONN_PATTERN     host-log line that marks a guest connection
 #                           (default "guest connected"); set VMCUDA_SKIP_CONN_CHECK=1
@@ -25,7 +25,7 @@
 #
 # Each app runs twice under `timeout`:
 #   native:  LD_LIBRARY_PATH=<real cudart dir>
-#   bridged: LD_LIBRARY_PATH=build/guest/lib VMCUDA_SERVER=unix:/tmp/vmcuda-gpu.sock,
+#   bridged: LD_LIBRARY_PATH=build/guest/lib:<real cudart dir> VMCUDA_SERVER=unix:/tmp/vmcuda-gpu.sock,
 #            run as root in its own mount namespace where /dev/nvidia* and the host's
 #            libcuda.so* / libnvidia-ml.so* are /dev/null: only the bridge reaches the GPU
 # An app PASSes when exit codes are equal, stdout is byte-identical, stderr is
@@ -91,7 +91,7 @@ abspath() { (cd "$1" 2>/dev/null && pwd); }
 # ---------------------------------------------------------------- inputs
 [ -x "$host_bin" ] || die "host binary $host_bin not found (build it first)"
 host_bin="$(abspath "$(dirname "$host_bin")")/$(basename "$host_bin")"
-[ -e "$guest_lib/libcudart.so.13" ] || die "$guest_lib/libcudart.so.13 not found"
+[ -e "$guest_lib/libcuda.so.1" ] || die "$guest_lib/libcuda.so.1 not found"
 guest_lib="$(abspath "$guest_lib")"
 
 # Real CUDA runtime: an explicit dir, else the toolkit's, else anything ldconfig knows.
@@ -123,13 +123,13 @@ find_real_cudart() {
 real_cudart="$(find_real_cudart)" || die "no real libcudart.so.13 found; set VMCUDA_REAL_CUDART_DIR"
 log "real cudart: $real_cudart"
 log "guest lib:   $guest_lib"
-bridged_runtime="${VMCUDA_BRIDGED_RUNTIME:-vmcuda}"
+bridged_runtime="${VMCUDA_BRIDGED_RUNTIME:-nvidia}"
 case "$bridged_runtime" in
-    # vmcuda's runtime, cuBLAS and driver first; any other library (cuFFT, ...) from
-    # the toolkit, as in a guest that has it installed.
-    vmcuda) bridged_path="$guest_lib:$real_cudart" ;;
-    nvidia) bridged_path="$real_cudart:$guest_lib" ;;
-    *) die "VMCUDA_BRIDGED_RUNTIME is vmcuda or nvidia, not $bridged_runtime" ;;
+    # vmcuda's driver first; NVIDIA's runtime and every other library (cuBLAS, cuFFT,
+    # ...) from the toolkit, as in a guest that has them installed.
+    nvidia) bridged_path="$guest_lib:$real_cudart" ;;
+    vmcuda) die "VMCUDA_BRIDGED_RUNTIME=vmcuda: vmcuda's own runtime is retired (docs/guest-stack.md)" ;;
+    *) die "VMCUDA_BRIDGED_RUNTIME is nvidia, not $bridged_runtime" ;;
 esac
 
 # The bridged run sees this machine as a VM guest does (as run-torch.sh): in its own

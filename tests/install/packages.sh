@@ -6,11 +6,13 @@
 # chroot. Nothing outside the namespace changes; the overlay goes when it ends.
 #
 #   tests/install/packages.sh --host-deb DEB --guest-deb DEB --guest-tarball TGZ --app PROGRAM
-#                             --static-app PROGRAM
+#                             --static-app PROGRAM --cudart DIR
 #
-# PROGRAM is a CUDA test program (tests/apps, e.g. vector_add) that a local user runs
-# through the packaged daemon; --static-app the same built with NVIDIA's static runtime
-# (VMCUDA_APPS_CUDART=static), which loads libcuda.so.1 itself. Checks, each printed as
+# PROGRAM is a CUDA test program (tests/apps, e.g. vector_add, built with -cudart
+# shared) that a local user runs through the packaged daemon, on NVIDIA's
+# libcudart.so.13 from DIR, put where the CUDA toolkit installs it
+# (/usr/local/cuda/lib64, where vmcuda-run finds it); --static-app the same built with
+# NVIDIA's static runtime (VMCUDA_APPS_CUDART=static), which loads libcuda.so.1 itself. Checks, each printed as
 # `ok - ...` or `not ok - ...`:
 #   host package: dpkg -i runs its postinst in the root; the files, conffiles and
 #     dependencies; the vmcuda user and groups; the configuration's permissions; the
@@ -26,8 +28,9 @@
 #     from it, the driver alone (/opt/vmcuda/driver) is in the linker's cache so that
 #     the static PROGRAM runs without vmcuda-run, the CDI spec (/etc/cdi/vmcuda.json) is
 #     written, --uninstall removes exactly that.
-#   guest package: dpkg -i puts the library in /opt/vmcuda/lib only (not in the linker's
-#     cache) and the driver in the cache (/etc/ld.so.conf.d/zz-vmcuda-driver.conf),
+#   guest package: dpkg -i puts the driver and NVML in /opt/vmcuda/lib (no runtime or
+#     cuBLAS of vmcuda's; NVIDIA's runtime is not in the linker's cache) and the driver
+#     in the cache (/etc/ld.so.conf.d/zz-vmcuda-driver.conf),
 #     the postinst writes the CDI spec (its mounts exist, its environment is what the
 #     installed vmcuda-run sets, /dev/vsock), install.sh refuses to write over it, dpkg
 #     -r removes it, the driver's file and the spec.
@@ -42,7 +45,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 usage() { awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}" | grep -v shellcheck | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
-host_deb=""; guest_deb=""; guest_tgz=""; app=""; static_app=""
+host_deb=""; guest_deb=""; guest_tgz=""; app=""; static_app=""; cudart=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --host-deb) host_deb=$2; shift 2 ;;
@@ -50,11 +53,12 @@ while [ $# -gt 0 ]; do
     --guest-tarball) guest_tgz=$2; shift 2 ;;
     --app) app=$2; shift 2 ;;
     --static-app) static_app=$2; shift 2 ;;
+    --cudart) cudart=$2; shift 2 ;;
     -h|--help) usage ;;
     *) echo "packages.sh: unknown argument $1" >&2; usage ;;
   esac
 done
-for f in "$host_deb" "$guest_deb" "$guest_tgz" "$app" "$static_app"; do
+for f in "$host_deb" "$guest_deb" "$guest_tgz" "$app" "$static_app" "$cudart/libcudart.so.13"; do
   [ -n "$f" ] || usage
   [ -f "$f" ] || { echo "packages.sh: no such file: $f" >&2; exit 2; }
 done
@@ -74,7 +78,7 @@ if [ -z "${VMCUDA_PKG_TEST_NS:-}" ]; then
   fi
   exec env VMCUDA_PKG_TEST_NS=1 unshare -m --propagation private bash "${BASH_SOURCE[0]}" \
     --host-deb "$host_deb" --guest-deb "$guest_deb" --guest-tarball "$guest_tgz" --app "$app" \
-    --static-app "$static_app"
+    --static-app "$static_app" --cudart "$cudart"
 fi
 
 t0=$(date +%s.%N)
@@ -101,6 +105,9 @@ cp "$guest_deb" "$r/tmp/guest.deb"
 cp "$guest_tgz" "$r/tmp/guest.tar.gz"
 cp "$app" "$r/tmp/app"
 cp "$static_app" "$r/tmp/static-app"
+# NVIDIA's runtime where the CUDA toolkit puts it (not in the loader's cache).
+mkdir -p "$r/usr/local/cuda/lib64"
+cp -L "$cudart/libcudart.so.13" "$r/usr/local/cuda/lib64/libcudart.so.13"
 cp "$here/unit-exec.py" "$work/unit-exec.py"
 
 passed=0; failed=0
@@ -230,10 +237,10 @@ fi
 in_root useradd --create-home --groups vmcuda-users pkgtest-in
 in_root useradd --create-home pkgtest-out
 # run_app_as USER LAUNCHER [PROGRAM]: the program's (default /tmp/app) stdout+stderr,
-# then rc=N. LAUNCHER is a vmcuda-run, a library directory for LD_LIBRARY_PATH, or
-# `system`: neither, the loader finds what its cache has.
+# then rc=N. LAUNCHER is a vmcuda-run, a library directory for LD_LIBRARY_PATH (NVIDIA's
+# runtime after it), or `system`: neither, the loader finds what its cache has.
 run_app_as() {
-  local start=(env "LD_LIBRARY_PATH=$2")
+  local start=(env "LD_LIBRARY_PATH=$2:/usr/local/cuda/lib64")
   case "$2" in */vmcuda-run) start=("$2") ;; system) start=() ;; esac
   chroot --userspec="$(in_root id -u "$1"):$(in_root id -g "$1")" --groups="$(in_root id -G "$1" | tr ' ' ',')" \
     "$r" env -i PATH=/usr/bin:/bin VMCUDA_SERVER=unix:/run/vmcuda/vmcuda.sock ${start[@]+"${start[@]}"} "${3:-/tmp/app}" 2>&1 \
@@ -289,10 +296,10 @@ in_root tar -xzf /tmp/guest.tar.gz -C /tmp
 tdir=$(find "$r/tmp" -maxdepth 1 -name 'vmcuda-guest-*' -type d -printf '%f\n' | head -n1)
 check "the tarball unpacks to vmcuda-guest-VERSION with install.sh" test -x "$r/tmp/$tdir/install.sh"
 check "install.sh installs into /opt/vmcuda" in_root sh "/tmp/$tdir/install.sh"
-check "install.sh: the library is /opt/vmcuda/lib/libcudart.so.13" test -f "$r/opt/vmcuda/lib/libcudart.so.13"
-check "install.sh: libcudart.so links to libcudart.so.13" test "$(readlink "$r/opt/vmcuda/lib/libcudart.so")" = libcudart.so.13
-for l in libcublas.so.13 libcublasLt.so.13; do
-  check "install.sh: $l is beside it" test -f "$r/opt/vmcuda/lib/$l"
+check "install.sh: the driver is /opt/vmcuda/lib/libcuda.so.1" test -f "$r/opt/vmcuda/lib/libcuda.so.1"
+check "install.sh: libcuda.so links to libcuda.so.1" test "$(readlink "$r/opt/vmcuda/lib/libcuda.so")" = libcuda.so.1
+for l in libcudart.so.13 libcublas.so.13 libcublasLt.so.13; do
+  check "install.sh: no $l of vmcuda's (NVIDIA's runs on the guest driver)" test ! -e "$r/opt/vmcuda/lib/$l"
 done
 check "install.sh: no cuDNN of vmcuda's (NVIDIA's runs on the guest driver)" test ! -e "$r/opt/vmcuda/lib/libcudnn.so.9"
 for p in "$r/tmp/$tdir"/bin/*; do
@@ -344,9 +351,9 @@ check "install.sh --uninstall left no links in /usr/local" \
 
 echo "# guest package"
 check "dpkg -i vmcuda-guest" bash -c "chroot '$r' dpkg -i /tmp/guest.deb >/dev/null 2>&1"
-check "the library is /opt/vmcuda/lib/libcudart.so.13" test -f "$r/opt/vmcuda/lib/libcudart.so.13"
-for l in libcublas.so.13 libcublasLt.so.13; do
-  check "the package has /opt/vmcuda/lib/$l" test -f "$r/opt/vmcuda/lib/$l"
+check "the driver is /opt/vmcuda/lib/libcuda.so.1" test -f "$r/opt/vmcuda/lib/libcuda.so.1"
+for l in libcudart.so.13 libcublas.so.13 libcublasLt.so.13; do
+  check "the package has no $l of vmcuda's" bash -c '! grep -q "/$2" <<<"$1"' _ "$(in_root dpkg-query -L vmcuda-guest)" "$l"
 done
 check "nothing system-wide: libcudart is not in the linker's cache" \
   bash -c "! chroot '$r' ldconfig -p | grep -q libcudart"
@@ -422,8 +429,8 @@ dpkg_r_keeps_other() {
 check "... and dpkg -r leaves it" dpkg_r_keeps_other
 out=$(in_root sh "/tmp/$tdir/install.sh" 2>&1) || true
 check "install.sh over another libcuda.so.1: installed, with a warning, no $driver_conf" \
-  bash -c '[ -f "$1/opt/vmcuda/lib/libcudart.so.13" ] && [ ! -e "$1$2" ] && grep -q "$3" <<<"$4"' _ "$r" "$driver_conf" "$other_warning" "$out"
-[ -f "$r/opt/vmcuda/lib/libcudart.so.13" ] || indent <<<"$out"
+  bash -c '[ -f "$1/opt/vmcuda/lib/libcuda.so.1" ] && [ ! -e "$1$2" ] && grep -q "$3" <<<"$4"' _ "$r" "$driver_conf" "$other_warning" "$out"
+[ -f "$r/opt/vmcuda/lib/libcuda.so.1" ] || indent <<<"$out"
 check "... and --uninstall leaves the other one" \
   bash -c "chroot '$r' sh '/tmp/$tdir/install.sh' --uninstall >/dev/null && [ ! -e '$r/opt/vmcuda' ] && [ -f '$r$other_driver' ]"
 rm -f "$r$other_driver"

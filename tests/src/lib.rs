@@ -44,12 +44,57 @@ pub fn cli_bin() -> PathBuf {
     )
 }
 
-/// The directory holding the linked `libcudart.so.13`.
+/// The directory holding the linked guest libraries (`libcuda.so.1`,
+/// `libnvidia-ml.so.1`).
 pub fn guest_lib_dir() -> PathBuf {
     artifact(
         "VMCUDA_GUEST_LIB_DIR",
         root().join("build/guest/lib"),
         "the guest library directory",
+    )
+}
+
+/// The directory of NVIDIA's `libcudart.so.13`, which `-cudart shared` programs run on
+/// over vmcuda's `libcuda.so.1`: `$VMCUDA_NVIDIA_CUDART_DIR`, else the lib/ of the
+/// nvcc wheels the apps are built with (`.ci/install-nvcc.sh` prints their root; the
+/// nvidia-cuda-runtime wheel puts the runtime there).
+pub fn nvidia_cudart_dir() -> PathBuf {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = match std::env::var_os("VMCUDA_NVIDIA_CUDART_DIR") {
+            Some(d) => PathBuf::from(d),
+            None => {
+                let out = Command::new("bash")
+                    .arg(root().join(".ci/install-nvcc.sh"))
+                    .stderr(Stdio::inherit())
+                    .output()
+                    .expect("run .ci/install-nvcc.sh");
+                assert!(out.status.success(), ".ci/install-nvcc.sh failed");
+                let cu13 = text(&out.stdout)
+                    .lines()
+                    .last()
+                    .unwrap_or_default()
+                    .to_string();
+                PathBuf::from(cu13).join("lib")
+            }
+        };
+        assert!(
+            dir.join("libcudart.so.13").is_file(),
+            "NVIDIA's libcudart.so.13 is not in {} (set VMCUDA_NVIDIA_CUDART_DIR)",
+            dir.display()
+        );
+        dir
+    })
+    .clone()
+}
+
+/// The library path a guest program runs with: vmcuda's driver first, NVIDIA's runtime
+/// after it.
+pub fn guest_library_path() -> String {
+    format!(
+        "{}:{}",
+        guest_lib_dir().display(),
+        nvidia_cudart_dir().display()
     )
 }
 
@@ -73,7 +118,8 @@ pub fn static_apps_dir() -> PathBuf {
 }
 
 /// tests/c/`name`.c built against the guest's libraries `libs` (link names such as
-/// `libcudart.so.13`), in a fresh temporary directory; returns the program.
+/// `libcuda.so.1`, or NVIDIA's `libcudart.so.13`), in a fresh temporary directory;
+/// returns the program.
 pub fn build_c_program(name: &str, libs: &[&str]) -> PathBuf {
     // Built once per test process and program: tests of one binary run in parallel,
     // and one test's compiler writing the very file another test is starting fails that
@@ -101,6 +147,7 @@ pub fn build_c_program(name: &str, libs: &[&str]) -> PathBuf {
         .arg(&exe)
         .arg(&src)
         .arg(format!("-L{}", guest_lib_dir().display()))
+        .arg(format!("-L{}", nvidia_cudart_dir().display()))
         .args(libs.iter().map(|l| format!("-l:{l}")))
         .output()
         .expect("cc");
@@ -241,7 +288,8 @@ impl Drop for Daemon {
     }
 }
 
-/// Run a program against the guest library with `VMCUDA_SERVER=server`.
+/// Run a program against the guest library (and NVIDIA's runtime) with
+/// `VMCUDA_SERVER=server`.
 pub fn run_program(program: &Path, server: &str) -> Output {
     run_program_with(program, server, &[])
 }
@@ -249,7 +297,7 @@ pub fn run_program(program: &Path, server: &str) -> Output {
 /// [`run_program`] with more environment variables.
 pub fn run_program_with(program: &Path, server: &str, env: &[(&str, &str)]) -> Output {
     let mut child = Command::new(program)
-        .env("LD_LIBRARY_PATH", guest_lib_dir())
+        .env("LD_LIBRARY_PATH", guest_library_path())
         .env("VMCUDA_SERVER", server)
         // Tokens come from the test, never from this machine's /etc/vmcuda/token.
         .env("VMCUDA_TOKEN_FILE", "/nonexistent")

@@ -65,8 +65,11 @@ pub struct LoadConfig {
     pub server: String,
     /// The `load_guest` program.
     pub guest: PathBuf,
-    /// Directory of the guest `libcudart.so.13`.
+    /// Directory of the guest `libcuda.so.1`.
     pub guest_lib_dir: PathBuf,
+    /// Directory of NVIDIA's `libcudart.so.13`, after it on the guests' library path,
+    /// when the loader would not find one.
+    pub cudart_dir: Option<PathBuf>,
     /// The daemon under test.
     pub daemon_pid: u32,
     /// How long new guests are started for.
@@ -99,6 +102,7 @@ impl LoadConfig {
             server,
             guest,
             guest_lib_dir,
+            cudart_dir: None,
             daemon_pid,
             seconds: 20.0,
             guests: 16,
@@ -282,9 +286,14 @@ fn start_guest(cfg: &LoadConfig, rng: &mut XorShift, seed: u64) -> std::io::Resu
     let now = Instant::now();
     let kill_at = (!crash && rng.chance(cfg.kill_rate))
         .then(|| now + Duration::from_secs_f64(0.1 + secs * rng.unit()));
+    let mut library_path = cfg.guest_lib_dir.clone().into_os_string();
+    if let Some(dir) = &cfg.cudart_dir {
+        library_path.push(":");
+        library_path.push(dir);
+    }
     let mut child = Command::new(&cfg.guest)
         .args(&args)
-        .env("LD_LIBRARY_PATH", &cfg.guest_lib_dir)
+        .env("LD_LIBRARY_PATH", library_path)
         .env("VMCUDA_SERVER", &cfg.server)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

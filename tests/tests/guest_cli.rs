@@ -7,7 +7,9 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-use vmcuda_tests::{apps_dir, cli_bin, guest_lib_dir, root, static_apps_dir, text, Daemon};
+use vmcuda_tests::{
+    apps_dir, cli_bin, guest_lib_dir, nvidia_cudart_dir, root, static_apps_dir, text, Daemon,
+};
 
 /// `vmcuda ARGS` against `server`, with no token and the built guest library unless
 /// `env` says otherwise.
@@ -390,18 +392,60 @@ fn script(name: &str) -> PathBuf {
     root().join("guest-lib").join(name)
 }
 
+/// A directory holding a stand-in `python3` whose only site directory is `site`, for
+/// vmcuda-run's search of pip's NVIDIA runtime; returns the directory, to go first on
+/// PATH.
+fn python_with_site(name: &str, site: &std::path::Path) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("vmcuda-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let python = dir.join("python3");
+    std::fs::write(&python, format!("#!/bin/sh\necho '{}'\n", site.display())).unwrap();
+    std::fs::set_permissions(&python, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    dir
+}
+
+fn path_with(first: &std::path::Path) -> String {
+    format!(
+        "{}:{}",
+        first.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+/// Whether a CUDA toolkit's runtime is installed where vmcuda-run looks after pip's.
+fn toolkit_cudart_installed() -> bool {
+    std::fs::read_dir("/usr/local").is_ok_and(|entries| {
+        entries.flatten().any(|e| {
+            e.file_name().to_string_lossy().starts_with("cuda")
+                && e.path().join("lib64/libcudart.so.13").exists()
+        })
+    })
+}
+
 #[test]
 #[ignore = "needs the linked guest library and nvcc-built apps: run tests/run.sh"]
 fn vmcuda_run_runs_a_program_through_the_bridge() {
     let d = Daemon::host_memory("run");
-    let out = Command::new(script("vmcuda-run"))
-        .arg(apps_dir().join("vector_add"))
-        .env("VMCUDA_LIB_DIR", guest_lib_dir())
-        .env("VMCUDA_SERVER", d.server())
-        .env("VMCUDA_TOKEN_FILE", "/nonexistent")
-        .env_remove("LD_LIBRARY_PATH")
-        .output()
-        .unwrap();
+    // A `-cudart shared` program on a guest whose loader finds no libcudart.so.13: the
+    // one pip's nvidia-cuda-runtime wheel installed (site/nvidia/cu13/lib) is used.
+    let site = std::env::temp_dir().join(format!("vmcuda-run-site-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&site);
+    std::fs::create_dir_all(site.join("nvidia/cu13")).unwrap();
+    std::os::unix::fs::symlink(nvidia_cudart_dir(), site.join("nvidia/cu13/lib")).unwrap();
+    let python = python_with_site("run-python", &site);
+    let run = |python: &std::path::Path| {
+        Command::new(script("vmcuda-run"))
+            .arg(apps_dir().join("vector_add"))
+            .env("PATH", path_with(python))
+            .env("VMCUDA_LIB_DIR", guest_lib_dir())
+            .env("VMCUDA_SERVER", d.server())
+            .env("VMCUDA_TOKEN_FILE", "/nonexistent")
+            .env_remove("LD_LIBRARY_PATH")
+            .output()
+            .unwrap()
+    };
+    let out = run(&python);
     assert!(
         out.status.success(),
         "{}{}",
@@ -415,15 +459,28 @@ fn vmcuda_run_runs_a_program_through_the_bridge() {
         "the program's kernel reached this daemon"
     );
 
+    // With no NVIDIA runtime installed anywhere, one line says how to install it.
+    if !toolkit_cudart_installed() {
+        let empty = python_with_site("run-python-empty", &site.join("nothing"));
+        let out = run(&empty);
+        assert_eq!(out.status.code(), Some(127), "{}", text(&out.stderr));
+        assert_eq!(
+            text(&out.stderr),
+            format!(
+                "vmcuda-run: {} needs NVIDIA's CUDA runtime libcudart.so.13, which is not \
+                 installed: pip install 'nvidia-cuda-runtime==13.*' (or install the CUDA toolkit)\n",
+                apps_dir().join("vector_add").display()
+            )
+        );
+        let _ = std::fs::remove_dir_all(&empty);
+    }
+    let _ = std::fs::remove_dir_all(&python);
+    let _ = std::fs::remove_dir_all(&site);
+
     // --check is the doctor, with the vmcuda beside the build's binaries.
-    let path = format!(
-        "{}:{}",
-        cli_bin().parent().unwrap().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
     let out = Command::new(script("vmcuda-run"))
         .args(["--check", apps_dir().join("vector_add").to_str().unwrap()])
-        .env("PATH", path)
+        .env("PATH", path_with(cli_bin().parent().unwrap()))
         .env("VMCUDA_LIB_DIR", guest_lib_dir())
         .env("VMCUDA_SERVER", d.server())
         .env("VMCUDA_TOKEN_FILE", "/nonexistent")
@@ -435,14 +492,18 @@ fn vmcuda_run_runs_a_program_through_the_bridge() {
         check_line(&stdout, "program").starts_with("[ OK ]"),
         "{stdout}"
     );
+    assert!(
+        check_line(&stdout, "guest library").starts_with("[ OK ]"),
+        "{stdout}"
+    );
 }
 
-/// A scratch directory holding a stand-in `libcudart.so.13` under `opt/vmcuda/lib`.
+/// A scratch directory holding a stand-in `libcuda.so.1` under `opt/vmcuda/lib`.
 fn scratch_root(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("vmcuda-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("opt/vmcuda/lib")).unwrap();
-    std::fs::write(dir.join("opt/vmcuda/lib/libcudart.so.13"), b"stand-in").unwrap();
+    std::fs::write(dir.join("opt/vmcuda/lib/libcuda.so.1"), b"stand-in").unwrap();
     dir
 }
 
@@ -481,21 +542,14 @@ fn vmcuda_run_puts_its_library_first_and_keeps_the_rest() {
         .unwrap();
     assert_eq!(text(&out.stdout), format!("{}|a b|-m", lib.display()));
 
-    // The replaced libraries present are preloaded, in a fixed order, before the
-    // caller's own preloads (absent ones, here cuBLASLt, are skipped). A cuDNN in the
-    // directory is not vmcuda's to preload: NVIDIA's runs on the guest driver.
-    for l in ["libcublas.so.13", "libcuda.so.1", "libcudnn.so.9"] {
-        std::fs::write(lib.join(l), b"stand-in").unwrap();
-    }
+    // vmcuda's driver alone is preloaded, before the caller's own preloads. A cuDNN in
+    // the directory is not vmcuda's to preload: NVIDIA's runs on the guest driver.
+    std::fs::write(lib.join("libcudnn.so.9"), b"stand-in").unwrap();
     let preloaded = ["sh", "-c", "printf '%s' \"$LD_PRELOAD\""];
     let out = run(&[("LD_PRELOAD", "/theirs.so")], &preloaded);
     let l = lib.display();
-    assert_eq!(
-        text(&out.stdout),
-        format!("{l}/libcudart.so.13:{l}/libcublas.so.13:{l}/libcuda.so.1:/theirs.so")
-    );
-    // --driver-only: the driver alone, so the program keeps NVIDIA's own runtime and
-    // libraries; the library path is the same.
+    assert_eq!(text(&out.stdout), format!("{l}/libcuda.so.1:/theirs.so"));
+    // --driver-only, the old name of the default, changes nothing.
     let mut driver_only = vec!["--driver-only"];
     driver_only.extend(preloaded);
     let out = run(&[("LD_PRELOAD", "/theirs.so")], &driver_only);
@@ -503,14 +557,26 @@ fn vmcuda_run_puts_its_library_first_and_keeps_the_rest() {
     assert_eq!(text(&out.stdout), format!("{l}/libcuda.so.1:/theirs.so"));
     assert_eq!(run(&[], &["--driver-only"]).status.code(), Some(2));
     std::fs::remove_file(lib.join("libcudnn.so.9")).unwrap();
-    for l in ["libcublas.so.13", "libcuda.so.1"] {
-        std::fs::remove_file(lib.join(l)).unwrap();
+
+    // A replacement runtime or BLAS an older vmcuda left there is refused, not loaded.
+    for old in ["libcudart.so.13", "libcublas.so.13", "libcublasLt.so.13"] {
+        std::fs::write(lib.join(old), b"stand-in").unwrap();
+        let out = run(&[], &preloaded);
+        assert_eq!(out.status.code(), Some(125), "{old}");
+        assert!(
+            text(&out.stderr).contains(&format!(
+                "{l}/{old} is a replacement library an older vmcuda installed"
+            )),
+            "{}",
+            text(&out.stderr)
+        );
+        std::fs::remove_file(lib.join(old)).unwrap();
     }
 
     // Its own failures are 125, the command's exit status is passed on.
     let out = run(&[("VMCUDA_LIB_DIR", "/nonexistent")], &["true"]);
     assert_eq!(out.status.code(), Some(125));
-    assert!(text(&out.stderr).contains("no libcudart.so.13 in /nonexistent"));
+    assert!(text(&out.stderr).contains("no libcuda.so.1 in /nonexistent"));
     assert_eq!(run(&[], &["sh", "-c", "exit 7"]).status.code(), Some(7));
     assert_eq!(
         run(&[], &[]).status.code(),
@@ -581,7 +647,7 @@ fn system_wide_mode_is_enabled_and_disabled_in_a_scratch_root() {
     let out = sw(&["enable", "--lib-dir", "/usr/lib"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        text(&out.stderr).contains("no libcudart.so.13"),
+        text(&out.stderr).contains("no libcuda.so.1"),
         "{}",
         text(&out.stderr)
     );
@@ -686,9 +752,7 @@ fn check_cdi_schema(spec: &serde_json::Value) {
 fn cdi_spec_gives_containers_what_vmcuda_run_gives_programs() {
     let dir = scratch_root("cdi");
     let lib = dir.join("opt/vmcuda/lib");
-    for l in ["libcublas.so.13", "libcuda.so.1"] {
-        std::fs::write(lib.join(l), b"stand-in").unwrap();
-    }
+    std::fs::write(lib.join("libnvidia-ml.so.1"), b"stand-in").unwrap();
     std::fs::create_dir_all(dir.join("opt/vmcuda/bin")).unwrap();
     std::fs::write(dir.join("opt/vmcuda/bin/vmcuda"), b"stand-in").unwrap();
     std::fs::create_dir_all(dir.join("etc/vmcuda")).unwrap();
@@ -801,7 +865,7 @@ fn cdi_spec_gives_containers_what_vmcuda_run_gives_programs() {
         .map(|e| e.as_str().unwrap().to_string())
         .collect();
     assert_eq!(env, want);
-    assert!(env[1].starts_with("LD_PRELOAD=") && env[1].contains("libcuda.so.1"));
+    assert_eq!(env[1], format!("LD_PRELOAD={}/libcuda.so.1", lib.display()));
 
     // A TCP host needs no vsock; a Unix one its socket's directory, writable.
     let out = generate(&[("VMCUDA_SERVER", "tcp:127.0.0.1:7731")], &[]);
@@ -836,7 +900,18 @@ fn cdi_spec_gives_containers_what_vmcuda_run_gives_programs() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out.stderr).contains("no libcudart.so.13 in /nonexistent"));
+    assert!(text(&out.stderr).contains("no libcuda.so.1 in /nonexistent"));
+    assert!(!output.exists());
+    // Nor is one holding a replacement runtime an older vmcuda left.
+    std::fs::write(lib.join("libcudart.so.13"), b"stand-in").unwrap();
+    let out = generate(&[], &["--output", output.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr)
+            .contains("libcudart.so.13 is a replacement library an older vmcuda installed"),
+        "{}",
+        text(&out.stderr)
+    );
     assert!(!output.exists());
     let _ = std::fs::remove_dir_all(&dir);
 }

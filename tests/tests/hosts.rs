@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use vmcuda_tests::{
-    apps_dir, free_tcp_addr, guest_lib_dir, run_program, run_program_with, text, Daemon,
+    apps_dir, free_tcp_addr, guest_library_path, run_program, run_program_with, text, Daemon,
 };
 use vmcuda_wire::tls::testing::TestPki;
 
@@ -127,7 +127,7 @@ fn losing_one_host_fails_only_its_device() {
     let (a, mut b, server) = two_hosts();
     let mut child = Command::new(apps_dir().join("device_pair"))
         .arg("--wait")
-        .env("LD_LIBRARY_PATH", guest_lib_dir())
+        .env("LD_LIBRARY_PATH", guest_library_path())
         .env("VMCUDA_SERVER", &server)
         .env("VMCUDA_TOKEN_FILE", "/nonexistent")
         .stdin(Stdio::piped())

@@ -6,7 +6,7 @@
 
 use std::process::Command;
 
-use vmcuda_tests::{apps_dir, package, root, static_apps_dir};
+use vmcuda_tests::{apps_dir, nvidia_cudart_dir, package, root, static_apps_dir};
 
 #[test]
 #[ignore = "needs root and the built packages: run tests/run.sh"]
@@ -27,6 +27,8 @@ fn the_packages_install_run_and_go_away_cleanly_in_a_container_root() {
         .arg(apps_dir().join("vector_add"))
         .arg("--static-app")
         .arg(static_apps_dir().join("vector_add"))
+        .arg("--cudart")
+        .arg(nvidia_cudart_dir())
         .output()
         .expect("run tests/install/packages.sh");
     let stdout = String::from_utf8_lossy(&out.stdout);

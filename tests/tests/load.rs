@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use vmcuda_tests::load::{self, LoadConfig};
-use vmcuda_tests::{guest_lib_dir, root, Daemon};
+use vmcuda_tests::{guest_lib_dir, guest_library_path, nvidia_cudart_dir, root, Daemon};
 
 fn load_guest() -> PathBuf {
     let path = std::env::var_os("VMCUDA_LOAD_GUEST")
@@ -47,6 +47,7 @@ fn sixteen_guests_with_kills_and_crashes_leave_the_daemon_as_it_was() {
         });
     eprintln!("load test seed {seed} (replay with VMCUDA_LOAD_SEED={seed})");
     let mut cfg = LoadConfig::new(d.server(), load_guest(), guest_lib_dir(), d.pid());
+    cfg.cudart_dir = Some(nvidia_cudart_dir());
     cfg.seed = seed;
     cfg.seconds = 20.0;
     cfg.guests = 16;
@@ -112,7 +113,7 @@ fn a_guest_whose_worker_dies_fails_promptly_and_a_new_one_connects() {
     let d = Daemon::host_memory("workerdeath");
     let guest = || {
         let mut cmd = Command::new(load_guest());
-        cmd.env("LD_LIBRARY_PATH", guest_lib_dir())
+        cmd.env("LD_LIBRARY_PATH", guest_library_path())
             .env("VMCUDA_SERVER", d.server())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

@@ -5,9 +5,11 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use vmcuda_tests::{build_c_program, guest_lib_dir, run_program_with, text, Daemon};
+use vmcuda_tests::{
+    build_c_program, guest_lib_dir, guest_library_path, run_program_with, text, Daemon,
+};
 
-/// tests/c/nvml_query.c, built against the guest's NVML and runtime.
+/// tests/c/nvml_query.c, built against the guest's NVML and NVIDIA's runtime.
 fn nvml_program() -> PathBuf {
     build_c_program("nvml_query", &["libnvidia-ml.so.1", "libcudart.so.13"])
 }
@@ -29,7 +31,7 @@ fn nvml_shows_the_guests_devices_memory_and_processes_and_refuses_changes() {
     assert!(out.status.success());
     let out = Command::new(&exe)
         .arg("64")
-        .env("LD_LIBRARY_PATH", guest_lib_dir())
+        .env("LD_LIBRARY_PATH", guest_library_path())
         .env("VMCUDA_SERVER", d.server())
         .env("VMCUDA_TOKEN_FILE", "/nonexistent")
         .output()

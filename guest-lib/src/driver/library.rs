@@ -4,10 +4,12 @@
 //! comes through here.
 //!
 //! A library is a module (see [`super::module`]) loaded on its first use, as the
-//! driver loads lazily by default. Its `CUkernel`s are that module's
-//! `CUfunction`s, the same ids, because there is one context per device in the guest
-//! and a kernel has one function in it. So `cuKernelGetFunction` is the identity, and a
-//! `CUkernel` passed where a `CUfunction` goes (which CUDA allows) just works.
+//! driver loads lazily by default, on each of the program's hosts that uses it. Its
+//! `CUkernel`s are the first such module's `CUfunction`s, the same ids, because there is
+//! one context per device in the guest and a kernel has one function in it; used on
+//! another host's device, a kernel id launches that host's copy. So
+//! `cuKernelGetFunction` is the identity, and a `CUkernel` passed where a `CUfunction`
+//! goes (which CUDA allows) just works.
 //!
 //! JIT and library options are the host's business (its driver loads with its
 //! defaults), as for `cuModuleLoadDataEx`. Managed variables wait for managed memory.

@@ -4,10 +4,10 @@
 //! `libcuda.so.1` (guest-lib/build-libs.sh), which needs no other vmcuda library. Every
 //! driver function is defined here under a private name (`__vmcuda_cuMemAlloc_v2`,
 //! version node `VMCUDA_LIBCUDA`), and `libcuda.so.1` exports it under the real
-//! library's unversioned name as an alias. `libcudart.so.13`, `libcublas.so.13` and
-//! `libcublasLt.so.13` hold only jumps into `libcuda.so.1`. So the
-//! runtime and the driver are one copy of the code: one connection, one registry of
-//! devices, streams, events and allocations, and one current device per thread.
+//! library's unversioned name as an alias. NVIDIA's own runtime and libraries run on
+//! it (vmcuda's retired runtime, `crate::api`, is code the driver still uses): one
+//! connection, one registry of devices, streams, events and allocations, and one
+//! current device per thread.
 //! The older ABI names (a plain `cuMemAlloc`) are their successors with converted
 //! arguments, or, for the CUDA 3 API, the driver's answer in a current-API context
 //! (`legacy`). Every other export of the real driver (graphics interop, ...) is a stub
@@ -170,12 +170,20 @@ export! {
     }
 }
 
+/// The CUDA version of the driver API this library implements (its export list is CUDA
+/// 13.0's).
+const OWN_CUDA_VERSION: i32 = 13000;
+
 export! {
     fn cuDriverGetVersion(version: *mut i32) {
-        // The host's driver version (cuDriverGetVersion works before cuInit).
-        let client = crate::client::client()?;
+        // The host's driver version (cuDriverGetVersion works before cuInit). With no
+        // host to ask, the CUDA version this driver implements, as a real driver answers
+        // on a machine without a GPU: NVIDIA's runtime, which asks first, then reports
+        // cuInit's CUDA_ERROR_NO_DEVICE (cudaErrorNoDevice), not an insufficient driver.
+        let driver_version = crate::client::client()
+            .map_or(OWN_CUDA_VERSION, |client| client.hello.driver_version);
         // SAFETY: by cuDriverGetVersion's contract `version` is NULL or writable.
-        unsafe { crate::caller::write(version, client.hello.driver_version) }
+        unsafe { crate::caller::write(version, driver_version) }
     }
 }
 

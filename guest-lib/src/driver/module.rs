@@ -61,16 +61,28 @@ struct LinkState {
     cubin: Vec<u8>,
 }
 
-/// A library's code until it is first used, then its module.
-enum Library {
+/// A library's code.
+#[derive(Clone)]
+enum LibraryCode {
     /// The program keeps the image where it is (`CU_LIBRARY_BINARY_IS_PRESERVED`).
-    Preserved {
-        at: usize,
-        len: usize,
-    },
+    Preserved { at: usize, len: usize },
     /// A copy, where the program may free or reuse its image.
     Copied(std::sync::Arc<[u8]>),
-    Loaded(u64),
+}
+
+/// A library: its code, and its module on each host that used it. A library belongs to
+/// no context, and each of the program's hosts has its own (several hosts: one program's
+/// devices on several machines), so it is loaded on each host on its first use there.
+struct Library {
+    code: LibraryCode,
+    /// Host index -> the module loaded there.
+    modules: HashMap<usize, u64>,
+}
+
+impl Library {
+    fn holds(&self, module: u64) -> bool {
+        self.modules.values().any(|m| *m == module)
+    }
 }
 
 #[derive(Default)]
@@ -119,11 +131,49 @@ pub(super) fn module_handle(m: *mut c_void) -> Result<ModuleHandle> {
 }
 
 fn function(f: *mut c_void) -> Result<(FunctionHandle, Vec<ParamInfo>)> {
-    modules()
+    let found = modules()
         .functions
         .get(&(f as u64))
-        .map(|f| (f.function, f.params.clone()))
-        .ok_or_else(|| stale("function", &STALE_FUNCTION))
+        .map(|x| (x.function, x.params.clone(), x.module));
+    let (function, params, module) = found.ok_or_else(|| stale("function", &STALE_FUNCTION))?;
+    match kernel_on_current_host(f as u64, function, module)? {
+        Some(there) => self::function(there as *mut c_void),
+        None => Ok((function, params)),
+    }
+}
+
+/// A library's kernel used on a device of another host than the one whose module it
+/// came from: the same kernel of the library's module on the current device's host
+/// (loaded there now on its first use), as the driver loads a library in each context
+/// that uses it. None when the kernel is the current host's, or a module's (a module
+/// belongs to the context it was loaded in).
+fn kernel_on_current_host(f: u64, function: FunctionHandle, module: u64) -> Result<Option<u64>> {
+    let Some(hosts) = crate::client::connected_hosts() else {
+        return Ok(None);
+    };
+    if hosts.count() < 2
+        || hosts.host_of_handle(function.0) == hosts.host_of(state::current_device())
+    {
+        return Ok(None);
+    }
+    let found = {
+        let m = modules();
+        let library = m
+            .libraries
+            .iter()
+            .find(|(_, l)| l.holds(module))
+            .map(|(id, _)| *id);
+        let name = m
+            .functions
+            .get(&f)
+            .map(|x| x.name.to_string_lossy().into_owned());
+        library.zip(name)
+    };
+    let Some((library, name)) = found else {
+        return Ok(None);
+    };
+    let there = library_module(library as *mut c_void)?;
+    Ok(Some(function_by_name(there, name)?))
 }
 
 const ELF_MAGIC: [u8; 4] = *b"\x7fELF";
@@ -248,8 +298,7 @@ pub(super) fn unload(id: u64) -> Result<()> {
     m.functions.retain(|_, f| f.module != id);
     crate::function_facts::forget(gone);
     m.by_name.retain(|(module, _), _| *module != id);
-    m.libraries
-        .retain(|_, l| !matches!(l, Library::Loaded(module) if *module == id));
+    m.libraries.retain(|_, l| !l.holds(id));
     Ok(())
 }
 
@@ -369,42 +418,48 @@ pub(super) fn function_facts(f: *mut c_void) -> Result<(u64, *const c_char, Vec<
         .ok_or_else(|| stale("function", &STALE_FUNCTION))
 }
 
-/// The module of a library, loading it now if this is its first use.
+/// The module of a library on the current device's host, loading it now if this is its
+/// first use there.
 pub(super) fn library_module(library: *mut c_void) -> Result<u64> {
     let id = library as u64;
-    let image = match modules().libraries.get(&id) {
+    let host = crate::client::client()?.host_of(state::current_device());
+    let code = match modules().libraries.get(&id) {
         None => return Err(stale("library", &STALE_LIBRARY)),
-        Some(Library::Loaded(m)) => return Ok(*m),
-        Some(Library::Preserved { at, len }) => Err((*at, *len)),
-        Some(Library::Copied(bytes)) => Ok(bytes.clone()),
+        Some(l) => match l.modules.get(&host) {
+            Some(m) => return Ok(*m),
+            None => l.code.clone(),
+        },
     };
-    let module = match image {
-        Ok(bytes) => load_bytes(&bytes)?,
-        // SAFETY: the program promised (CU_LIBRARY_BINARY_IS_PRESERVED) that the image
-        // stays where it was until the library is unloaded; the read is checked.
-        Err((at, len)) => load_bytes(unsafe { caller::bytes(at as *const u8, len) }?)?,
+    let module = match code {
+        LibraryCode::Copied(bytes) => load_bytes(&bytes)?,
+        LibraryCode::Preserved { at, len } => {
+            // SAFETY: the program promised (CU_LIBRARY_BINARY_IS_PRESERVED) that the
+            // image stays where it was until the library is unloaded; the read is checked.
+            let image = unsafe { caller::bytes(at as *const u8, len) }?;
+            load_bytes(image)?
+        }
     };
     let mut m = modules();
     match m.libraries.get_mut(&id) {
-        // Another thread loaded it meanwhile: one module per library still.
-        Some(Library::Loaded(first)) => Ok(*first),
-        Some(l) => {
-            *l = Library::Loaded(module);
-            Ok(module)
-        }
+        // Another thread may have loaded it meanwhile: one module per library and host.
+        Some(l) => Ok(*l.modules.entry(host).or_insert(module)),
         None => Err(stale("library", &STALE_LIBRARY)),
     }
 }
 
 /// Registers a library whose image is loaded on first use: the library's id.
 pub(super) fn add_library(image: &[u8], preserved: bool) -> u64 {
-    let library = if preserved {
-        Library::Preserved {
+    let code = if preserved {
+        LibraryCode::Preserved {
             at: image.as_ptr() as usize,
             len: image.len(),
         }
     } else {
-        Library::Copied(image.into())
+        LibraryCode::Copied(image.into())
+    };
+    let library = Library {
+        code,
+        modules: HashMap::new(),
     };
     let id = state::fresh_id();
     modules().libraries.insert(id, library);
@@ -417,18 +472,17 @@ pub(super) fn library_of(f: *mut c_void) -> Result<Option<u64>> {
     Ok(modules()
         .libraries
         .iter()
-        .find(|(_, l)| matches!(l, Library::Loaded(m) if *m == module))
+        .find(|(_, l)| l.holds(module))
         .map(|(l, _)| *l))
 }
 
-/// Forgets a library and the module it loaded, if it was used.
+/// Forgets a library and the modules it loaded, where it was used.
 pub(super) fn remove_library(library: *mut c_void) -> Result<()> {
     // (The registry's lock is let go before `unload` takes it again.)
     let removed = modules().libraries.remove(&(library as u64));
     match removed {
         None => Err(stale("library", &STALE_LIBRARY)),
-        Some(Library::Loaded(module)) => unload(module),
-        Some(_) => Ok(()),
+        Some(l) => l.modules.into_values().try_for_each(unload),
     }
 }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 use vmcuda_tests::load::{run, LoadConfig};
 
 const USAGE: &str = "usage: load-driver --server ADDR --guest PATH --guest-lib DIR --daemon-pid PID
-  [--seconds S (20)] [--guests N (16)] [--seed N (from the clock)] [--verify-kernels]
+  [--cudart-dir DIR (NVIDIA's libcudart.so.13, when the loader finds none)] [--seconds S (20)] [--guests N (16)] [--seed N (from the clock)] [--verify-kernels]
   [--kill-rate F (0.3)] [--crash-rate F (0.1)] [--raw-per-second F (4)]
   [--guest-seconds LO:HI (1:4)] [--max-mib M (48)] [--settle-seconds S (10)]
   [--rss-slack-mib M (16)] [--verbose]";
@@ -34,6 +34,7 @@ fn parse() -> Result<LoadConfig, String> {
             "--server" => server = args.next(),
             "--guest" => guest = args.next().map(PathBuf::from),
             "--guest-lib" => lib = args.next().map(PathBuf::from),
+            "--cudart-dir" => cfg.cudart_dir = args.next().map(PathBuf::from),
             "--daemon-pid" => pid = Some(num(&a, args.next())?),
             "--seconds" => cfg.seconds = num(&a, args.next())?,
             "--guests" => cfg.guests = num(&a, args.next())?,

@@ -6,8 +6,9 @@
 //! connecting. Its one device, `all`, carries:
 //! - the library directory, bind-mounted read-only at the same path, with
 //!   `LD_LIBRARY_PATH` and `LD_PRELOAD` set as `vmcuda-run` sets them (the directory
-//!   alone, and the replaced libraries present in its order: a container starts from
-//!   an image's environment, so there is nothing of the caller's to keep);
+//!   alone, and vmcuda's `libcuda.so.1`: a container starts from an image's
+//!   environment, so there is nothing of the caller's to keep). NVIDIA's runtime and
+//!   libraries are the image's own (a CUDA base image, torch's wheels) and run on it;
 //! - the `vmcuda` command's directory, when it is the installation's (`PREFIX/bin`), so
 //!   that `/opt/vmcuda/bin/vmcuda doctor` works inside;
 //! - the client's configuration as it stands now: `VMCUDA_SERVER` and `VMCUDA_TLS_NAME`
@@ -29,8 +30,7 @@ use serde::Serialize;
 use vmcuda_guest::client::{DEFAULT_SERVER_FILE, DEFAULT_TLS_CA, DEFAULT_TOKEN_FILE};
 use vmcuda_wire::transport::ServerAddr;
 
-use crate::doctor::lib_dirs_searched;
-use crate::program::CUDART;
+use crate::doctor::{lib_dirs_searched, retired_replacements, DRIVER};
 
 /// The device kind: `--device vmcuda.dev/gpu=all`.
 pub const KIND: &str = "vmcuda.dev/gpu";
@@ -38,13 +38,8 @@ pub const KIND: &str = "vmcuda.dev/gpu";
 /// is what Podman 4 and Docker 25 read): a runtime refuses a spec newer than it knows.
 pub const CDI_VERSION: &str = "0.5.0";
 
-/// The libraries `vmcuda-run` preloads when present, in its order.
-pub const PRELOADED: [&str; 4] = [
-    CUDART,
-    "libcublas.so.13",
-    "libcublasLt.so.13",
-    "libcuda.so.1",
-];
+/// The libraries `vmcuda-run` preloads: the driver alone.
+pub const PRELOADED: [&str; 1] = [DRIVER];
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -154,28 +149,36 @@ impl Setup {
     /// guest's configuration, from the environment and the files as they are now.
     pub fn gather(lib_dir: Option<&Path>) -> Result<Setup, SetupError> {
         let lib_dir = match lib_dir {
-            Some(d) if d.join(CUDART).is_file() => d.to_path_buf(),
+            Some(d) if d.join(DRIVER).is_file() => d.to_path_buf(),
             Some(d) => {
                 return Err(SetupError(format!(
-                    "no {CUDART} in {} (--lib-dir)",
+                    "no {DRIVER} in {} (--lib-dir)",
                     d.display()
                 )))
             }
             None => {
                 let searched = lib_dirs_searched();
-                match searched.iter().find(|d| d.join(CUDART).is_file()) {
+                match searched.iter().find(|d| d.join(DRIVER).is_file()) {
                     Some(d) => d.clone(),
                     None => {
                         let list: Vec<String> =
                             searched.iter().map(|d| d.display().to_string()).collect();
                         return Err(SetupError(format!(
-                            "vmcuda's {CUDART} is not installed (looked in {}): give --lib-dir DIR",
+                            "vmcuda's {DRIVER} is not installed (looked in {}): give --lib-dir DIR",
                             list.join(", ")
                         )));
                     }
                 }
             }
         };
+        // A replacement runtime or BLAS an older vmcuda left there would be found first
+        // on the container's library path, as vmcuda-run refuses it too.
+        if let Some(stale) = retired_replacements(&lib_dir).first() {
+            return Err(SetupError(format!(
+                "{} is a replacement library an older vmcuda installed: remove it",
+                stale.display()
+            )));
+        }
         // Absolute, as the container sees it; symbolic links are the runtime's to follow.
         let lib_dir = std::path::absolute(&lib_dir)
             .map_err(|e| SetupError(format!("{}: {e}", lib_dir.display())))?;
@@ -383,7 +386,7 @@ mod tests {
     fn setup() -> Setup {
         Setup {
             lib_dir: "/opt/vmcuda/lib".into(),
-            libraries: vec![CUDART, "libcublas.so.13", "libcuda.so.1"],
+            libraries: vec![DRIVER],
             ..Setup::default()
         }
     }
@@ -399,8 +402,7 @@ mod tests {
             e.env,
             [
                 "LD_LIBRARY_PATH=/opt/vmcuda/lib",
-                "LD_PRELOAD=/opt/vmcuda/lib/libcudart.so.13:/opt/vmcuda/lib/libcublas.so.13:\
-                 /opt/vmcuda/lib/libcuda.so.1",
+                "LD_PRELOAD=/opt/vmcuda/lib/libcuda.so.1",
                 "NCCL_CUMEM_ENABLE=0",
                 "NCCL_CUMEM_HOST_ENABLE=0",
                 "NCCL_P2P_DISABLE=1",

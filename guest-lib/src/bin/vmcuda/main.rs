@@ -69,8 +69,9 @@ enum Command {
     /// Check the setup step by step and say how to fix what fails. Exit status 0 when
     /// every check passes, 1 otherwise.
     Doctor {
-        /// Also check whether this program (a path or a command on PATH) can use the
-        /// bridge: linked against libcudart.so.13 dynamically, not statically.
+        /// Also check how this program (a path or a command on PATH) reaches the
+        /// bridge: NVIDIA's runtime, linked in or as libcudart.so.13, over vmcuda's
+        /// libcuda.so.1.
         program: Option<PathBuf>,
         /// Give up on a host that does not answer within this many seconds.
         #[arg(long, default_value_t = 10, value_name = "SECONDS")]
@@ -110,7 +111,7 @@ enum CdiCommand {
         /// packages install /etc/cdi/vmcuda.json.
         #[arg(long, value_name = "FILE")]
         output: Option<PathBuf>,
-        /// The directory holding vmcuda's libcudart.so.13 (default: where vmcuda-run
+        /// The directory holding vmcuda's libcuda.so.1 (default: where vmcuda-run
         /// looks, VMCUDA_LIB_DIR first).
         #[arg(long, value_name = "DIR")]
         lib_dir: Option<PathBuf>,

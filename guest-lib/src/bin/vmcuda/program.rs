@@ -1,8 +1,8 @@
 //! `vmcuda doctor PROGRAM`: how does this program reach the bridge?
 //!
-//! One that loads `libcudart.so.13` at run time (`nvcc -cudart shared`, PyTorch) gets
-//! vmcuda's own runtime. A statically linked runtime (nvcc's default, `-cudart
-//! static`) and a program of the driver API reach it through vmcuda's `libcuda.so.1`.
+//! Every way goes through vmcuda's `libcuda.so.1`: NVIDIA's runtime loaded at run time
+//! (`libcudart.so.13`: `nvcc -cudart shared`, PyTorch), linked in (nvcc's default,
+//! `-cudart static`), or a program of the driver API.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -13,7 +13,7 @@ use object::read::elf::{Dyn, ElfFile, FileHeader};
 use object::{elf, Endianness, FileKind, Object, ObjectSymbol};
 use thiserror::Error;
 
-/// The runtime soname vmcuda replaces.
+/// The runtime soname of CUDA 13 (NVIDIA's, run on vmcuda's driver).
 pub const CUDART: &str = "libcudart.so.13";
 
 /// Runtime entry points: defined inside a program only when the runtime is linked in.
@@ -41,13 +41,13 @@ pub enum ProgramError {
 /// How an ELF program gets its CUDA runtime.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Linkage {
-    /// `DT_NEEDED libcudart.so.13`: the bridge's library serves it.
+    /// `DT_NEEDED libcudart.so.13`: NVIDIA's runtime, on vmcuda's driver.
     Dynamic,
     /// Another CUDA version's shared runtime (the soname).
     OtherRuntime(String),
     /// The runtime is inside the program; `evidence` says how that was seen.
     Static { evidence: String },
-    /// Only the driver library (`libcuda.so.1`): driver API calls, not forwarded.
+    /// Only the driver library (`libcuda.so.1`): driver API calls, served by vmcuda's.
     DriverOnly,
     /// Device code (`.nv_fatbin`) but no runtime in sight: it may load one itself.
     DeviceCodeOnly,

@@ -129,12 +129,32 @@ impl VsockFacts {
     }
 }
 
-/// Where vmcuda's `libcudart.so.13` was looked for, and what was found.
+/// The one library vmcuda replaces: the driver (NVML's beside it).
+pub const DRIVER: &str = "libcuda.so.1";
+pub const NVML: &str = "libnvidia-ml.so.1";
+/// The runtime and BLAS replacements older vmcuda releases installed beside the driver:
+/// programs fail under them that run on NVIDIA's (docs/guest-stack.md).
+pub const RETIRED: [&str; 3] = ["libcudart.so.13", "libcublas.so.13", "libcublasLt.so.13"];
+
+/// The retired replacements present in `dir`.
+pub fn retired_replacements(dir: &Path) -> Vec<PathBuf> {
+    RETIRED
+        .iter()
+        .map(|l| dir.join(l))
+        .filter(|p| p.exists())
+        .collect()
+}
+
+/// Where vmcuda's `libcuda.so.1` was looked for, and what was found.
 #[derive(Debug)]
 pub struct LibraryFacts {
     pub searched: Vec<PathBuf>,
-    /// The first `libcudart.so.13` found, and whether it is vmcuda's.
+    /// The first `libcuda.so.1` found, and whether it is vmcuda's.
     pub found: Option<(PathBuf, bool)>,
+    /// Whether vmcuda's NVML is beside it.
+    pub nvml: bool,
+    /// Retired replacement libraries beside it.
+    pub retired: Vec<PathBuf>,
     pub system_wide: bool,
 }
 
@@ -170,17 +190,20 @@ impl LibraryFacts {
         let searched = lib_dirs_searched();
         let found = searched
             .iter()
-            .map(|d| d.join(CUDART))
+            .map(|d| d.join(DRIVER))
             .find(|p| p.is_file())
             .map(|p| {
-                // vmcuda's libraries name their private implementations `__vmcuda_...`
-                // (libcudart.so.13 jumps to them in libcuda.so.1); no other does.
+                // vmcuda's libcuda.so.1 names its private implementations `__vmcuda_...`
+                // (libnvidia-ml.so.1 jumps to them); NVIDIA's does not.
                 let ours = std::fs::read(&p)
                     .map(|data| data.windows(9).any(|w| w == b"__vmcuda_"))
                     .unwrap_or(false);
                 (p, ours)
             });
+        let dir = found.as_ref().and_then(|(p, _)| p.parent());
         LibraryFacts {
+            nvml: dir.is_some_and(|d| d.join(NVML).is_file()),
+            retired: dir.map(retired_replacements).unwrap_or_default(),
             searched,
             found,
             system_wide: Path::new(SYSTEM_WIDE_CONF).exists(),
@@ -270,6 +293,10 @@ pub fn vsock_finding(addr: &ServerAddr, v: &VsockFacts) -> Option<Finding> {
     })
 }
 
+fn dir_of(path: &Path) -> String {
+    path.parent().unwrap_or(path).display().to_string()
+}
+
 pub fn library_finding(l: &LibraryFacts) -> Finding {
     let mode = if l.system_wide {
         " (system-wide mode is on)"
@@ -283,18 +310,39 @@ pub fn library_finding(l: &LibraryFacts) -> Finding {
         .collect::<Vec<_>>()
         .join(", ");
     match &l.found {
+        Some((_, true)) if !l.retired.is_empty() => {
+            let retired: Vec<String> = l.retired.iter().map(|p| p.display().to_string()).collect();
+            Finding::fail(
+                "guest library",
+                format!(
+                    "{} left by an older vmcuda: programs fail under these replacements that \
+                     run on NVIDIA's own libraries",
+                    retired.join(", ")
+                ),
+                "remove them (reinstalling the vmcuda-guest package does), and install NVIDIA's \
+                 runtime where programs need it: pip install 'nvidia-cuda-runtime==13.*'",
+            )
+        }
+        Some((path, true)) if !l.nvml => Finding::warn(
+            "guest library",
+            format!(
+                "vmcuda's {DRIVER} at {}{mode}, but no {NVML} beside it",
+                path.display()
+            ),
+            "reinstall vmcuda's guest libraries: nvidia-smi and NVML queries need it",
+        ),
         Some((path, true)) => Finding::ok(
             "guest library",
-            format!("vmcuda's {CUDART} at {}{mode}", path.display()),
+            format!("vmcuda's {DRIVER} and {NVML} in {}{mode}", dir_of(path)),
         ),
         Some((path, false)) => Finding::fail(
             "guest library",
-            format!("{} is not vmcuda's (NVIDIA's own runtime?)", path.display()),
-            format!("set VMCUDA_LIB_DIR to the directory holding vmcuda's {CUDART}"),
+            format!("{} is not vmcuda's (NVIDIA's own driver?)", path.display()),
+            format!("set VMCUDA_LIB_DIR to the directory holding vmcuda's {DRIVER}"),
         ),
         None => Finding::fail(
             "guest library",
-            format!("no {CUDART} in {searched}"),
+            format!("no {DRIVER} in {searched}"),
             format!(
                 "install vmcuda's guest libraries in {DEFAULT_LIB_DIR}, or set VMCUDA_LIB_DIR \
                  to where they are"
@@ -400,19 +448,23 @@ pub fn program_finding(
     match kind {
         Kind::Elf(Linkage::Dynamic) => Finding::ok(
             CHECK,
-            format!("{shown} loads {CUDART} dynamically: `vmcuda-run {shown}` runs it through the bridge"),
+            format!(
+                "{shown} loads {CUDART} dynamically: NVIDIA's runtime runs over vmcuda's \
+                 libcuda.so.1; `vmcuda-run {shown}` runs it through the bridge (and finds \
+                 NVIDIA's runtime where the loader does not: pip install \
+                 'nvidia-cuda-runtime==13.*' or the CUDA toolkit)"
+            ),
         ),
         Kind::Elf(Linkage::OtherRuntime(soname)) => Finding::fail(
             CHECK,
-            format!("{shown} needs {soname}, another CUDA version's runtime; vmcuda provides {CUDART}"),
+            format!("{shown} needs {soname}, another CUDA version's runtime; vmcuda is tested with CUDA 13's {CUDART}"),
             "rebuild it with CUDA 13: nvcc -cudart shared",
         ),
         Kind::Elf(Linkage::Static { evidence }) => Finding::ok(
             CHECK,
             format!(
                 "{shown} has the CUDA runtime linked in statically ({evidence}): NVIDIA's runtime \
-                 in it reaches the GPU through vmcuda's libcuda.so.1; `vmcuda-run {shown}` runs it \
-                 (built with nvcc -cudart shared it would take vmcuda's own runtime, the faster path)"
+                 in it reaches the GPU through vmcuda's libcuda.so.1; `vmcuda-run {shown}` runs it"
             ),
         ),
         Kind::Elf(Linkage::DriverOnly) => Finding::ok(
@@ -438,14 +490,13 @@ pub fn program_finding(
                 CHECK,
                 format!(
                     "PyTorch is installed for {} ({origin}): run it with vmcuda-run (its \
-                     libraries are found through DT_RPATH, which only LD_PRELOAD overrides); \
-                     cuBLAS, cuBLASLt and the driver API are forwarded, and NVIDIA's cuDNN, \
-                     cuFFT, cuSOLVER and cuSPARSE run on the guest driver",
+                     libraries are found through DT_RPATH, which only LD_PRELOAD overrides): \
+                     NVIDIA's runtime, cuBLAS, cuBLASLt, cuDNN, cuFFT, cuSOLVER, cuSPARSE and \
+                     NCCL run unmodified on vmcuda's libcuda.so.1",
                     interpreter.display()
                 ),
                 "tensors, matmuls, convolutions, attention, FFTs, torch.linalg, CUDA graphs \
-                 and training work; vmcuda-run --driver-only keeps NVIDIA's own runtime and \
-                 cuBLAS instead (docs/torch.md)",
+                 and training work (docs/torch.md)",
             ),
             Some(Ok(None)) => Finding::skip(
                 CHECK,

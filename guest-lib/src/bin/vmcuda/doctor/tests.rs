@@ -254,19 +254,53 @@ fn vsock_without_module_or_device_says_what_to_load() {
 }
 
 #[test]
-fn the_guest_library_must_be_vmcudas() {
-    let facts = |found| LibraryFacts {
+fn the_guest_library_must_be_vmcudas_driver_without_the_retired_replacements() {
+    let facts = |found, nvml, retired: &[&str]| LibraryFacts {
         searched: vec!["/opt/vmcuda/lib".into()],
         found,
+        nvml,
+        retired: retired.iter().map(PathBuf::from).collect(),
         system_wide: false,
     };
-    assert_eq!(library_finding(&facts(None)).status, Status::Fail);
-    let nvidia = library_finding(&facts(Some(("/x/libcudart.so.13".into(), false))));
-    assert!(nvidia.detail.contains("not vmcuda's"));
+    let ours = || Some(("/x/libcuda.so.1".into(), true));
     assert_eq!(
-        library_finding(&facts(Some(("/x/libcudart.so.13".into(), true)))).status,
-        Status::Ok
+        library_finding(&facts(None, false, &[])).status,
+        Status::Fail
     );
+    let nvidia = library_finding(&facts(Some(("/x/libcuda.so.1".into(), false)), true, &[]));
+    assert_eq!(nvidia.status, Status::Fail);
+    assert!(nvidia.detail.contains("not vmcuda's"));
+    let ok = library_finding(&facts(ours(), true, &[]));
+    assert_eq!(ok.status, Status::Ok);
+    assert_eq!(
+        ok.detail,
+        "vmcuda's libcuda.so.1 and libnvidia-ml.so.1 in /x"
+    );
+    assert_eq!(
+        library_finding(&facts(ours(), false, &[])).status,
+        Status::Warn
+    );
+    // A replacement runtime an older release left beside the driver fails the check.
+    let stale = library_finding(&facts(ours(), true, &["/x/libcudart.so.13"]));
+    assert_eq!(stale.status, Status::Fail);
+    assert!(
+        stale
+            .detail
+            .starts_with("/x/libcudart.so.13 left by an older vmcuda"),
+        "{}",
+        stale.detail
+    );
+}
+
+#[test]
+fn retired_replacements_are_found_in_a_directory() {
+    let dir = std::env::temp_dir().join(format!("vmcuda-retired-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    assert!(retired_replacements(&dir).is_empty());
+    std::fs::write(dir.join("libcublasLt.so.13"), b"old").unwrap();
+    std::fs::write(dir.join("libcuda.so.1"), b"ours").unwrap();
+    assert_eq!(retired_replacements(&dir), [dir.join("libcublasLt.so.13")]);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -290,7 +324,11 @@ fn a_statically_linked_program_runs_on_the_guest_driver() {
     let torch = Ok(Some("/usr/lib/python3/torch/__init__.py".to_string()));
     let f = program_finding("python3", &py, Some(&torch));
     assert_eq!(f.status, Status::Warn);
-    assert!(f.detail.contains("cuBLAS"));
+    assert!(
+        f.detail.contains("run unmodified on vmcuda's libcuda.so.1"),
+        "{}",
+        f.detail
+    );
     assert_eq!(
         program_finding("python3", &py, Some(&Ok(None))).status,
         Status::Skip
