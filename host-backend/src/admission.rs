@@ -3,7 +3,10 @@
 //! A connection the daemon accepts gets a worker at once, but until the guest's hello
 //! is read and admitted, that worker is the daemon's problem: each listener lets at
 //! most `[admission] max_pending` of them wait at once (more are closed as they come),
-//! and one that has sent no hello after `hello_timeout_ms` is killed. The worker tells
+//! and at most `max_pending_per_source` from any one source (a VM's vsock CID, a TCP
+//! address, a Unix peer's uid: [`Source`]), so one caller flooding a listener with
+//! silent connections cannot lock the others out; one that has sent no hello after
+//! `hello_timeout_ms` is killed. The worker tells
 //! the daemon how it is doing over a pipe it inherits as [`CHANNEL_FD`], one line per
 //! event ([`Event`]): the hello is in, the guest is admitted, or a log line. Log
 //! lines from before admission reach the host log only through the daemon, at a
@@ -12,10 +15,11 @@
 //! Everything a guest says about itself (its program name, above all) goes through
 //! [`guest_text`] before it reaches a log line or the figures.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::{AsFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -26,6 +30,10 @@ pub const CHANNEL_FD: i32 = 3;
 
 /// Default `[admission] max_pending`: connections per listener not admitted yet.
 pub const DEFAULT_MAX_PENDING: u32 = 64;
+/// Default `[admission] max_pending_per_source`: a quarter of `max_pending`.
+pub fn default_max_pending_per_source(max_pending: u32) -> u32 {
+    (max_pending / 4).max(1)
+}
 /// Default `[admission] hello_timeout_ms`.
 pub const DEFAULT_HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -246,46 +254,126 @@ macro_rules! pre_admission {
     };
 }
 
-/// Connections of one listener not admitted yet.
+/// Where a connection comes from, as its transport tells it (never as the guest says):
+/// what a listener's pending places are shared by, so one caller cannot take them all.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Source {
+    /// A vsock context id: one VM.
+    Cid(u32),
+    /// A TCP peer's IPv4 address, or the /64 network of an IPv6 one (a host is
+    /// commonly given a whole /64, so one address each would be no limit).
+    Ip(std::net::IpAddr),
+    /// A Unix socket peer's user id (`SO_PEERCRED`).
+    Uid(u32),
+    /// The transport could not tell: all such connections share one source.
+    Unknown,
+}
+
+impl Source {
+    pub fn of_ip(ip: std::net::IpAddr) -> Source {
+        use std::net::IpAddr;
+        match ip {
+            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                Some(v4) => Source::Ip(IpAddr::V4(v4)),
+                None => Source::Ip(IpAddr::V6((u128::from(v6) & !((1u128 << 64) - 1)).into())),
+            },
+            v4 => Source::Ip(v4),
+        }
+    }
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Cid(cid) => write!(f, "vsock cid {cid}"),
+            Source::Ip(std::net::IpAddr::V6(net)) => write!(f, "{net}/64"),
+            Source::Ip(ip) => write!(f, "{ip}"),
+            Source::Uid(uid) => write!(f, "uid {uid}"),
+            Source::Unknown => f.write_str("an unknown source"),
+        }
+    }
+}
+
+/// Why a connection got no pending place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoPlace {
+    /// The listener has `max_pending` waiting.
+    Listener,
+    /// Its source has its share (`max_pending_per_source`) waiting.
+    Source,
+}
+
+/// Connections of one listener not admitted yet: at most `max` in all, and at most
+/// `per_source` from any one [`Source`], so a source that floods the listener with
+/// silent connections leaves the other places to the other sources.
 #[derive(Clone, Debug)]
 pub struct Pending {
-    count: Arc<AtomicUsize>,
+    places: Arc<Mutex<Places>>,
     max: usize,
+    per_source: usize,
+}
+
+#[derive(Debug, Default)]
+struct Places {
+    total: usize,
+    by_source: HashMap<Source, usize>,
 }
 
 impl Pending {
-    pub fn new(max: u32) -> Pending {
+    pub fn new(max: u32, per_source: u32) -> Pending {
+        let max = max.max(1) as usize;
         Pending {
-            count: Arc::new(AtomicUsize::new(0)),
-            max: max.max(1) as usize,
+            places: Arc::default(),
+            max,
+            per_source: (per_source.max(1) as usize).min(max),
         }
     }
 
-    /// A place for one more, unless the listener has `max` waiting already.
-    pub fn enter(&self) -> Option<PendingSlot> {
-        self.count
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < self.max).then_some(n + 1)
-            })
-            .ok()?;
-        Some(PendingSlot {
-            count: self.count.clone(),
+    fn places(&self) -> std::sync::MutexGuard<'_, Places> {
+        self.places.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A place for one more from `source`, unless the listener has `max` waiting or
+    /// that source its share.
+    pub fn enter(&self, source: Source) -> Result<PendingSlot, NoPlace> {
+        let mut places = self.places();
+        if places.total >= self.max {
+            return Err(NoPlace::Listener);
+        }
+        let mine = places.by_source.entry(source.clone()).or_insert(0);
+        if *mine >= self.per_source {
+            return Err(NoPlace::Source);
+        }
+        *mine += 1;
+        places.total += 1;
+        Ok(PendingSlot {
+            places: self.places.clone(),
+            source,
         })
     }
 
+    /// Connections waiting now, all sources together.
     pub fn now(&self) -> usize {
-        self.count.load(Ordering::Acquire)
+        self.places().total
     }
 }
 
 /// One pending connection's place; dropping it frees the place.
 pub struct PendingSlot {
-    count: Arc<AtomicUsize>,
+    places: Arc<Mutex<Places>>,
+    source: Source,
 }
 
 impl Drop for PendingSlot {
     fn drop(&mut self) {
-        self.count.fetch_sub(1, Ordering::AcqRel);
+        let mut places = self.places.lock().unwrap_or_else(|p| p.into_inner());
+        places.total -= 1;
+        if let Some(n) = places.by_source.get_mut(&self.source) {
+            *n -= 1;
+            if *n == 0 {
+                places.by_source.remove(&self.source);
+            }
+        }
     }
 }
 
@@ -398,13 +486,56 @@ mod tests {
 
     #[test]
     fn pending_places_are_capped_and_given_back() {
-        let p = Pending::new(2);
-        let a = p.enter().unwrap();
-        let _b = p.enter().unwrap();
-        assert!(p.enter().is_none());
+        let p = Pending::new(2, 2);
+        let a = p.enter(Source::Uid(1)).unwrap();
+        let _b = p.enter(Source::Uid(1)).unwrap();
+        assert_eq!(p.enter(Source::Uid(2)).err(), Some(NoPlace::Listener));
         drop(a);
         assert_eq!(p.now(), 1);
-        assert!(p.enter().is_some());
+        assert!(p.enter(Source::Uid(1)).is_ok());
+    }
+
+    /// Finding 2 of issue 34: one source that keeps silent connections open holds its
+    /// share of the listener and no more; every other source still gets a place.
+    #[test]
+    fn one_source_holds_only_its_share_of_the_pending_places() {
+        let p = Pending::new(64, default_max_pending_per_source(64));
+        let flooder = Source::of_ip("127.0.0.2".parse().unwrap());
+        let mut held = Vec::new();
+        let mut refused = 0;
+        for _ in 0..1000 {
+            match p.enter(flooder.clone()) {
+                Ok(slot) => held.push(slot),
+                Err(why) => {
+                    assert_eq!(why, NoPlace::Source);
+                    refused += 1;
+                }
+            }
+        }
+        assert_eq!(held.len(), 16);
+        assert_eq!(refused, 1000 - 16);
+        // Every other source gets in, one after another, while the flood holds on.
+        for n in 1..=48u8 {
+            let guest = Source::of_ip(std::net::Ipv4Addr::new(10, 0, 0, n).into());
+            held.push(p.enter(guest).expect("another source gets a place"));
+        }
+        assert_eq!(p.now(), 64);
+        // A freed place is the flooder's again only within its share.
+        held.truncate(16);
+        assert!(p.enter(flooder.clone()).is_err());
+        assert!(p.enter(Source::Cid(3)).is_ok());
+    }
+
+    #[test]
+    fn an_ipv6_source_is_its_64_network() {
+        let a = Source::of_ip("2001:db8:1:2::1".parse().unwrap());
+        let b = Source::of_ip("2001:db8:1:2:ffff::9".parse().unwrap());
+        let c = Source::of_ip("2001:db8:1:3::1".parse().unwrap());
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        assert_eq!(a.to_string(), "2001:db8:1:2::/64");
+        let mapped = Source::of_ip("::ffff:10.1.2.3".parse().unwrap());
+        assert_eq!(mapped, Source::of_ip("10.1.2.3".parse().unwrap()));
     }
 
     fn pipe() -> (OwnedFd, File) {

@@ -6,7 +6,8 @@
 //! session; the daemon logs it and goes on accepting.
 //!
 //! Until its guest is admitted, a connection counts against its listener's
-//! `[admission] max_pending` and must say hello within `hello_timeout_ms` (see
+//! `[admission] max_pending`, and its source's share of it (`max_pending_per_source`:
+//! a VM's CID, a TCP address, a Unix peer's uid), and must say hello within `hello_timeout_ms` (see
 //! [`crate::admission`]); the worker reports both over a pipe.
 
 use std::net::TcpListener;
@@ -23,7 +24,7 @@ use std::time::Duration;
 use nix::sys::socket;
 use tracing::{error, info, warn};
 
-use crate::admission::{self, Outcome, Pending, PendingSlot, CHANNEL_FD};
+use crate::admission::{self, NoPlace, Outcome, Pending, PendingSlot, Source, CHANNEL_FD};
 use crate::jail;
 use crate::metrics::DAEMON;
 use crate::peer::{Broker, BROKER_FD};
@@ -85,13 +86,24 @@ pub struct WorkerTemplate {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PreAdmission {
     pub max_pending: u32,
+    pub max_pending_per_source: u32,
     pub hello_timeout: Duration,
+}
+
+impl PreAdmission {
+    /// A listener's pending places.
+    fn places(&self) -> Pending {
+        Pending::new(self.max_pending, self.max_pending_per_source)
+    }
 }
 
 impl Default for PreAdmission {
     fn default() -> Self {
         PreAdmission {
             max_pending: admission::DEFAULT_MAX_PENDING,
+            max_pending_per_source: admission::default_max_pending_per_source(
+                admission::DEFAULT_MAX_PENDING,
+            ),
             hello_timeout: admission::DEFAULT_HELLO_TIMEOUT,
         }
     }
@@ -247,11 +259,21 @@ impl WorkerTemplate {
 }
 
 /// A connection its listener has no pending place for: closed at once.
-fn turn_away(conn: impl Into<OwnedFd>, pending: &Pending, who: &dyn std::fmt::Display) {
+fn turn_away(
+    conn: impl Into<OwnedFd>,
+    pending: &Pending,
+    why: NoPlace,
+    source: &Source,
+    who: &dyn std::fmt::Display,
+) {
     drop(conn.into());
     DAEMON.refused_pending.fetch_add(1, Ordering::Relaxed);
-    pre_admission!(warn, caller = %who, pending = pending.now(),
-        "connection closed: this listener has [admission] max_pending connections waiting for admission");
+    match why {
+        NoPlace::Listener => pre_admission!(warn, caller = %who, pending = pending.now(),
+            "connection closed: this listener has [admission] max_pending connections waiting for admission"),
+        NoPlace::Source => pre_admission!(warn, caller = %who, %source,
+            "connection closed: its source has [admission] max_pending_per_source connections waiting for admission"),
+    }
 }
 
 static NEXT_CONNECTION: AtomicU64 = AtomicU64::new(1);
@@ -269,17 +291,22 @@ pub fn listen_unix(
     }
     let listener = vmcuda_wire::transport::bind_unix_listener(path)?;
     info!(path = %path.display(), "listening on unix socket");
-    let pending = Pending::new(template.pre_admission.max_pending);
+    let pending = template.pre_admission.places();
     Ok(thread::spawn(move || {
         for conn in listener.incoming() {
             match conn {
                 Ok(stream) => {
+                    let cred = peer_cred(&stream);
                     let who = caller.clone().unwrap_or(Caller::Local {
-                        pid: peer_pid(&stream),
+                        pid: cred.map(|c| c.pid),
                     });
-                    let Some(slot) = pending.enter() else {
-                        turn_away(stream, &pending, &who);
-                        continue;
+                    let source = cred.map_or(Source::Unknown, |c| Source::Uid(c.uid));
+                    let slot = match pending.enter(source.clone()) {
+                        Ok(slot) => slot,
+                        Err(why) => {
+                            turn_away(stream, &pending, why, &source, &who);
+                            continue;
+                        }
                     };
                     let id = NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed);
                     template.spawn(OwnedFd::from(stream), TransportKind::Unix, id, who, slot);
@@ -297,16 +324,20 @@ pub fn listen_tcp(
 ) -> std::io::Result<thread::JoinHandle<()>> {
     let listener = TcpListener::bind(addr)?;
     info!(addr = %listener.local_addr()?, tls = template.tls, "listening on tcp");
-    let pending = Pending::new(template.pre_admission.max_pending);
+    let pending = template.pre_admission.places();
     Ok(thread::spawn(move || {
         for conn in listener.incoming() {
             match conn {
                 Ok(stream) => {
-                    let peer = stream.peer_addr().map_or("?".into(), |a| a.to_string());
-                    let who = Caller::Tcp(peer);
-                    let Some(slot) = pending.enter() else {
-                        turn_away(stream, &pending, &who);
-                        continue;
+                    let peer = stream.peer_addr().ok();
+                    let source = peer.map_or(Source::Unknown, |a| Source::of_ip(a.ip()));
+                    let who = Caller::Tcp(peer.map_or("?".into(), |a| a.to_string()));
+                    let slot = match pending.enter(source.clone()) {
+                        Ok(slot) => slot,
+                        Err(why) => {
+                            turn_away(stream, &pending, why, &source, &who);
+                            continue;
+                        }
                     };
                     let _ = stream.set_nodelay(true);
                     let id = NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed);
@@ -325,14 +356,18 @@ pub fn listen_vsock(
 ) -> std::io::Result<thread::JoinHandle<()>> {
     let listener = vsock::VsockListener::bind_with_cid_port(vsock::VMADDR_CID_ANY, port)?;
     info!(port, "listening on vsock");
-    let pending = Pending::new(template.pre_admission.max_pending);
+    let pending = template.pre_admission.places();
     Ok(thread::spawn(move || loop {
         match listener.accept() {
             Ok((stream, peer)) => {
                 let caller = Caller::VsockCid(peer.cid());
-                let Some(slot) = pending.enter() else {
-                    turn_away(stream, &pending, &caller);
-                    continue;
+                let source = Source::Cid(peer.cid());
+                let slot = match pending.enter(source.clone()) {
+                    Ok(slot) => slot,
+                    Err(why) => {
+                        turn_away(stream, &pending, why, &source, &caller);
+                        continue;
+                    }
                 };
                 let id = NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed);
                 template.spawn(
@@ -359,7 +394,8 @@ pub fn hybrid_vsock_path(vmm_socket: &Path, port: u32) -> PathBuf {
     PathBuf::from(name)
 }
 
-fn peer_pid(stream: &std::os::unix::net::UnixStream) -> Option<i32> {
+/// The Unix peer's credentials, as the kernel recorded them at its connect.
+fn peer_cred(stream: &std::os::unix::net::UnixStream) -> Option<libc::ucred> {
     use std::os::fd::AsRawFd;
     let mut cred = libc::ucred {
         pid: 0,
@@ -377,5 +413,5 @@ fn peer_pid(stream: &std::os::unix::net::UnixStream) -> Option<i32> {
             &mut len,
         )
     };
-    (rc == 0).then_some(cred.pid)
+    (rc == 0).then_some(cred)
 }

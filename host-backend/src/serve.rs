@@ -127,6 +127,7 @@ pub fn start(
     }
     template.pre_admission = PreAdmission {
         max_pending: policy.config.admission.max_pending(),
+        max_pending_per_source: policy.config.admission.max_pending_per_source(),
         hello_timeout: policy.config.admission.hello_timeout(),
     };
     if template.exe.as_os_str().is_empty() {
