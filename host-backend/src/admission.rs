@@ -237,6 +237,14 @@ impl RateLimit {
     }
 }
 
+impl RateLimit {
+    /// The count of lines dropped since the last one let through, now zero.
+    pub fn take_suppressed(&self) -> u64 {
+        let mut b = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        std::mem::take(&mut b.suppressed)
+    }
+}
+
 /// The daemon's limit on log lines about connections not admitted yet, all listeners
 /// together.
 pub static PRE_ADMISSION_LOG: RateLimit = RateLimit::new(50, 10);
