@@ -249,16 +249,26 @@ impl RateLimit {
 /// together.
 pub static PRE_ADMISSION_LOG: RateLimit = RateLimit::new(50, 10);
 
+/// A `tracing` event under a [`RateLimit`] (`$limit`), `what` naming the lines in the
+/// one that says how many were dropped.
+#[macro_export]
+macro_rules! rate_limited {
+    ($limit:expr, $what:literal, $level:ident, $($arg:tt)+) => {
+        if let Some(suppressed) = $limit.allow() {
+            if suppressed > 0 {
+                tracing::warn!(suppressed, concat!("log lines about ", $what, " were dropped (rate limit)"));
+            }
+            tracing::$level!($($arg)+);
+        }
+    };
+}
+
 /// A `tracing` event about a connection not admitted yet, under [`PRE_ADMISSION_LOG`].
 #[macro_export]
 macro_rules! pre_admission {
     ($level:ident, $($arg:tt)+) => {
-        if let Some(suppressed) = $crate::admission::PRE_ADMISSION_LOG.allow() {
-            if suppressed > 0 {
-                tracing::warn!(suppressed, "log lines about connections not admitted yet were dropped (rate limit)");
-            }
-            tracing::$level!($($arg)+);
-        }
+        $crate::rate_limited!($crate::admission::PRE_ADMISSION_LOG,
+            "connections not admitted yet", $level, $($arg)+)
     };
 }
 
