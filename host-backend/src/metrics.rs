@@ -764,12 +764,12 @@ mod tests {
         let (answer, took) = scrape();
         assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer:?}");
         assert!(answer.contains("vmcuda_stats_up"), "{answer}");
-        assert!(took < Duration::from_secs(1), "the scrape took {took:?}");
+        assert!(took < Duration::from_secs(2), "the scrape took {took:?}");
         // More idle clients than the endpoint holds: the oldest make room.
         idle.extend((0..MAX_CLIENTS + 50).map(|_| TcpStream::connect(addr).unwrap()));
         let (answer, took) = scrape();
         assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer:?}");
-        assert!(took < Duration::from_secs(1), "the scrape took {took:?}");
+        assert!(took < Duration::from_secs(2), "the scrape took {took:?}");
         // The silent ones are closed by the deadline.
         let newest = idle.last_mut().unwrap();
         newest

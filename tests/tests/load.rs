@@ -90,7 +90,7 @@ fn sixteen_guests_with_kills_and_crashes_leave_the_daemon_as_it_was() {
     // rate limit: its burst and a line a second, for the one connection it flooded on.
     let hostile = report.hostile.expect("a hostile guest ran");
     assert!(
-        hostile.connections > 100 && hostile.bad_requests > 1000 && hostile.graph_nodes > 1000,
+        hostile.connections > 50 && hostile.bad_requests > 200 && hostile.graph_nodes > 200,
         "{}",
         report.summary()
     );
