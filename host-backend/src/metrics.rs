@@ -29,7 +29,7 @@ pub struct DaemonCounters {
     /// Workers that ended by a signal or a failure status: crashed or killed.
     pub failed: AtomicU64,
     /// Connections closed at once: their listener had `[admission] max_pending`
-    /// connections waiting for admission.
+    /// connections waiting for admission, or their source `max_pending_per_source`.
     pub refused_pending: AtomicU64,
     /// Connections dropped for sending no hello within `[admission] hello_timeout_ms`.
     pub hello_timeouts: AtomicU64,
@@ -275,7 +275,7 @@ pub fn render(census: Result<&Census, &StatsError>, known: &[String]) -> String 
     out.head(
         "vmcuda_connections_refused_pending_total",
         "counter",
-        "Connections closed at once because their listener had [admission] max_pending waiting.",
+        "Connections closed at once because their listener had [admission] max_pending waiting, or their source max_pending_per_source.",
     );
     out.sample(
         "vmcuda_connections_refused_pending_total",
