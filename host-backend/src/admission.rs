@@ -47,6 +47,8 @@ pub enum Event {
     Hello,
     /// The guest is admitted: the connection no longer counts as pending.
     Admitted,
+    /// The VM the caller was found to be (its lines count under its VM's limit).
+    Vm(String),
     /// A line for the host log, from before admission.
     Log(String),
 }
@@ -56,6 +58,7 @@ impl Event {
         match self {
             Event::Hello => "hello\n".into(),
             Event::Admitted => "admitted\n".into(),
+            Event::Vm(name) => format!("vm {}\n", name.replace(['\n', '\r'], " ")),
             // One line, whatever the text held.
             Event::Log(text) => format!("log {}\n", text.replace(['\n', '\r'], " ")),
         }
@@ -65,9 +68,12 @@ impl Event {
         match line.trim_end_matches('\n') {
             "hello" => Some(Event::Hello),
             "admitted" => Some(Event::Admitted),
-            other => other
-                .strip_prefix("log ")
-                .map(|t| Event::Log(guest_text(t, 512))),
+            other => match other.strip_prefix("vm ") {
+                Some(name) => Some(Event::Vm(guest_text(name, MAX_GUEST_TEXT))),
+                None => other
+                    .strip_prefix("log ")
+                    .map(|t| Event::Log(guest_text(t, 512))),
+            },
         }
     }
 }
@@ -130,7 +136,7 @@ pub fn report(event: Event) {
     match event {
         Event::Hello => HELLO_SEEN.store(true, Ordering::Release),
         Event::Admitted => ADMITTED.store(true, Ordering::Release),
-        Event::Log(_) => {}
+        Event::Log(_) | Event::Vm(_) => {}
     }
     let Some(channel) = CHANNEL.get() else {
         if let Event::Log(text) = event {
@@ -406,8 +412,14 @@ pub enum Outcome {
 }
 
 /// Follow a worker's channel (`read`, the daemon's end) until admission, the worker's
-/// end, or `hello_timeout` without a hello; log lines go to `log`.
-pub fn watch(read: OwnedFd, hello_timeout: Duration, mut log: impl FnMut(&str)) -> Outcome {
+/// end, or `hello_timeout` without a hello; log lines go to `log`, the VM the worker
+/// names to `vm`.
+pub fn watch(
+    read: OwnedFd,
+    hello_timeout: Duration,
+    vm: &OnceLock<String>,
+    mut log: impl FnMut(&str),
+) -> Outcome {
     let deadline = Instant::now() + hello_timeout;
     let mut greeted = false;
     let _ = nix::fcntl::fcntl(
@@ -426,6 +438,9 @@ pub fn watch(read: OwnedFd, hello_timeout: Duration, mut log: impl FnMut(&str)) 
                         Some(Event::Hello) => greeted = true,
                         Some(Event::Admitted) => return Outcome::Admitted,
                         Some(Event::Log(text)) => log(&text),
+                        Some(Event::Vm(name)) => {
+                            let _ = vm.set(name);
+                        }
                         None => {}
                     }
                     line.clear();
@@ -568,19 +583,23 @@ mod tests {
         w.write_all(b"log refused x\nhel").unwrap();
         let t = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(50));
-            w.write_all(b"lo\nadmitted\n").unwrap();
+            w.write_all(b"lo\nvm vm1\nadmitted\n").unwrap();
             w
         });
         let mut logged = Vec::new();
-        let outcome = watch(r, Duration::from_secs(5), |l| logged.push(l.to_string()));
+        let vm = OnceLock::new();
+        let outcome = watch(r, Duration::from_secs(5), &vm, |l| {
+            logged.push(l.to_string())
+        });
         assert_eq!(outcome, Outcome::Admitted);
+        assert_eq!(vm.get().map(String::as_str), Some("vm1"));
         assert_eq!(logged, ["refused x"]);
         drop(t.join());
         // Nothing said: timed out, promptly.
         let (r, w) = pipe();
         let started = Instant::now();
         assert_eq!(
-            watch(r, Duration::from_millis(200), |_| {}),
+            watch(r, Duration::from_millis(200), &OnceLock::new(), |_| {}),
             Outcome::TimedOut
         );
         assert!(started.elapsed() < Duration::from_secs(2));
@@ -592,7 +611,10 @@ mod tests {
             std::thread::sleep(Duration::from_millis(300));
             drop(w);
         });
-        assert_eq!(watch(r, Duration::from_millis(100), |_| {}), Outcome::Ended);
+        assert_eq!(
+            watch(r, Duration::from_millis(100), &OnceLock::new(), |_| {}),
+            Outcome::Ended
+        );
         t.join().unwrap();
     }
 }

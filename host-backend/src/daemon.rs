@@ -10,6 +10,7 @@
 //! a VM's CID, a TCP address, a Unix peer's uid), and must say hello within `hello_timeout_ms` (see
 //! [`crate::admission`]); the worker reports both over a pipe.
 
+use std::collections::BTreeMap;
 use std::net::TcpListener;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
@@ -198,9 +199,10 @@ impl WorkerTemplate {
             });
         }
         let peer = caller;
+        // The worker's log comes through the daemon, under its VM's limit.
         cmd.stdin(Stdio::from(conn))
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit());
+            .stderr(Stdio::piped());
         let spawned = if self.pid_namespace {
             jail::spawn_in_new_namespace(&mut cmd)
         } else {
@@ -214,12 +216,17 @@ impl WorkerTemplate {
         match spawned {
             Ok(mut child) => {
                 let pid = child.id();
+                let vm = Arc::new(std::sync::OnceLock::new());
+                if let Some(log) = child.stderr.take() {
+                    let vm = vm.clone();
+                    thread::spawn(move || forward_worker_log(log, &vm));
+                }
                 pre_admission!(info, connection = id, %peer, pid, "worker started");
                 DAEMON.started.fetch_add(1, Ordering::Relaxed);
                 DAEMON.running.fetch_add(1, Ordering::Relaxed);
                 let hello_timeout = self.pre_admission.hello_timeout;
                 thread::spawn(move || {
-                    let outcome = admission::watch(read, hello_timeout, |line| {
+                    let outcome = admission::watch(read, hello_timeout, &vm, |line| {
                         pre_admission!(warn, connection = id, pid, "{line}");
                     });
                     if outcome == Outcome::TimedOut {
@@ -255,6 +262,65 @@ impl WorkerTemplate {
             }
             Err(e) => error!(connection = id, %peer, "cannot start worker: {e}"),
         }
+    }
+}
+
+/// Lines all the workers of one VM may write at once, and a second after: on top of
+/// each worker's own limit ([`crate::guest_log`]), so a VM that spreads a flood over
+/// many connections gets no more.
+pub const VM_LOG_BURST: u32 = 100;
+pub const VM_LOG_PER_SECOND: u32 = 5;
+/// The longest worker line passed on (a worker cuts its own at 2 KiB).
+const MAX_WORKER_LINE: u64 = 4096;
+
+type LimitedLog = crate::guest_log::Limited<std::io::Stderr>;
+
+/// Each VM's limit, made at its first line (VMs are the configuration's, so few).
+fn vm_log(vm: &str) -> Arc<LimitedLog> {
+    static LOGS: std::sync::Mutex<BTreeMap<String, Arc<LimitedLog>>> =
+        std::sync::Mutex::new(BTreeMap::new());
+    let mut logs = LOGS.lock().unwrap_or_else(|p| p.into_inner());
+    logs.entry(vm.to_string())
+        .or_insert_with(|| {
+            Arc::new(LimitedLog::named(
+                std::io::stderr(),
+                VM_LOG_BURST,
+                VM_LOG_PER_SECOND,
+                format!("vm {vm} (all its connections)"),
+            ))
+        })
+        .clone()
+}
+
+/// Pass a worker's log lines on to the daemon's, under its VM's limit once it has
+/// named its VM, before that under the limit on lines about connections not admitted
+/// yet; until the worker closes it (it ends).
+fn forward_worker_log(from: std::process::ChildStderr, vm: &std::sync::OnceLock<String>) {
+    use std::io::{BufRead, Read};
+    static NOT_ADMITTED: std::sync::OnceLock<LimitedLog> = std::sync::OnceLock::new();
+    let mut from = std::io::BufReader::new(from);
+    let mut line = Vec::with_capacity(256);
+    loop {
+        line.clear();
+        match from
+            .by_ref()
+            .take(MAX_WORKER_LINE)
+            .read_until(b'\n', &mut line)
+        {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        if line.last() != Some(&b'\n') {
+            line.push(b'\n');
+        }
+        let _ = match vm.get() {
+            Some(name) => vm_log(name).line(&line),
+            None => NOT_ADMITTED
+                .get_or_init(|| {
+                    LimitedLog::named(std::io::stderr(), 50, 10, "workers not admitted yet".into())
+                })
+                .line(&line),
+        };
     }
 }
 

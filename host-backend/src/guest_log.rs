@@ -46,6 +46,9 @@ pub fn set_vm(name: &str) {
 pub struct Limited<W> {
     state: Mutex<State<W>>,
     limit: RateLimit,
+    /// Whose lines, for the summary: `None` this worker's (its VM and connection).
+    whose: Option<String>,
+    rate: (u32, u32),
 }
 
 struct State<W> {
@@ -62,6 +65,17 @@ impl<W: Write> Limited<W> {
                 dropping_since: None,
             }),
             limit: RateLimit::new(burst, per_second),
+            whose: None,
+            rate: (burst, per_second),
+        }
+    }
+
+    /// [`Limited::new`] for the lines of `whose` (named so in the summary), not this
+    /// worker's.
+    pub fn named(out: W, burst: u32, per_second: u32, whose: String) -> Limited<W> {
+        Limited {
+            whose: Some(whose),
+            ..Limited::new(out, burst, per_second)
         }
     }
 
@@ -73,7 +87,7 @@ impl<W: Write> Limited<W> {
             Some(suppressed) => {
                 if suppressed > 0 {
                     let since = state.dropping_since.take();
-                    let summary = summary(suppressed, since);
+                    let summary = self.summary(suppressed, since);
                     state.out.write_all(summary.as_bytes())?;
                 }
                 if line.len() > MAX_LINE {
@@ -100,20 +114,25 @@ impl<W: Write> Limited<W> {
             return Ok(());
         }
         let since = state.dropping_since.take();
-        state.out.write_all(summary(suppressed, since).as_bytes())?;
+        let summary = self.summary(suppressed, since);
+        state.out.write_all(summary.as_bytes())?;
         state.out.flush()
     }
-}
 
-fn summary(suppressed: u64, since: Option<Instant>) -> String {
-    let secs = since.map_or(0, |t| t.elapsed().as_secs().max(1));
-    let vm = GUEST.get().map_or("not admitted yet", String::as_str);
-    let connection = CONNECTION.get().copied().unwrap_or(0);
-    format!(
-        "{} WARN suppressed {suppressed} lines from vm {vm} (connection {connection}) in the \
-         last {secs} s (rate limit: {BURST} at once, then {PER_SECOND} a second)\n",
-        timestamp()
-    )
+    fn summary(&self, suppressed: u64, since: Option<Instant>) -> String {
+        let secs = since.map_or(0, |t| t.elapsed().as_secs().max(1));
+        let whose = self.whose.clone().unwrap_or_else(|| {
+            let vm = GUEST.get().map_or("not admitted yet", String::as_str);
+            let connection = CONNECTION.get().copied().unwrap_or(0);
+            format!("vm {vm} (connection {connection})")
+        });
+        let (burst, per_second) = self.rate;
+        format!(
+            "{} WARN suppressed {suppressed} lines from {whose} in the last {secs} s \
+             (rate limit: {burst} at once, then {per_second} a second)\n",
+            timestamp()
+        )
+    }
 }
 
 /// Now, as the log's formatter writes it.
