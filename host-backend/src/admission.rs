@@ -47,6 +47,9 @@ pub enum Event {
     Hello,
     /// The guest is admitted: the connection no longer counts as pending.
     Admitted,
+    /// The guest was refused: the connection no longer waits for admission (the
+    /// worker ends soon, and may still log until it does).
+    Refused,
     /// The VM the caller was found to be (its lines count under its VM's limit).
     Vm(String),
     /// A line for the host log, from before admission.
@@ -58,6 +61,7 @@ impl Event {
         match self {
             Event::Hello => "hello\n".into(),
             Event::Admitted => "admitted\n".into(),
+            Event::Refused => "refused\n".into(),
             Event::Vm(name) => format!("vm {}\n", name.replace(['\n', '\r'], " ")),
             // One line, whatever the text held.
             Event::Log(text) => format!("log {}\n", text.replace(['\n', '\r'], " ")),
@@ -68,6 +72,7 @@ impl Event {
         match line.trim_end_matches('\n') {
             "hello" => Some(Event::Hello),
             "admitted" => Some(Event::Admitted),
+            "refused" => Some(Event::Refused),
             other => match other.strip_prefix("vm ") {
                 Some(name) => Some(Event::Vm(guest_text(name, MAX_GUEST_TEXT))),
                 None => other
@@ -136,7 +141,7 @@ pub fn report(event: Event) {
     match event {
         Event::Hello => HELLO_SEEN.store(true, Ordering::Release),
         Event::Admitted => ADMITTED.store(true, Ordering::Release),
-        Event::Log(_) | Event::Vm(_) => {}
+        Event::Log(_) | Event::Vm(_) | Event::Refused => {}
     }
     let Some(channel) = CHANNEL.get() else {
         if let Event::Log(text) = event {
@@ -413,11 +418,13 @@ pub enum Outcome {
 
 /// Follow a worker's channel (`read`, the daemon's end) until admission, the worker's
 /// end, or `hello_timeout` without a hello; log lines go to `log`, the VM the worker
-/// names to `vm`.
+/// names to `vm`. A refusal gives the connection's pending place (`slot`) back at once
+/// (a refused worker may take a moment to end).
 pub fn watch(
     read: OwnedFd,
     hello_timeout: Duration,
     vm: &OnceLock<String>,
+    slot: &mut Option<PendingSlot>,
     mut log: impl FnMut(&str),
 ) -> Outcome {
     let deadline = Instant::now() + hello_timeout;
@@ -438,6 +445,10 @@ pub fn watch(
                         Some(Event::Hello) => greeted = true,
                         Some(Event::Admitted) => return Outcome::Admitted,
                         Some(Event::Log(text)) => log(&text),
+                        Some(Event::Refused) => {
+                            greeted = true;
+                            slot.take();
+                        }
                         Some(Event::Vm(name)) => {
                             let _ = vm.set(name);
                         }
@@ -576,6 +587,32 @@ mod tests {
         (r, File::from(w))
     }
 
+    /// A refused connection waits for admission no more: its place is free at the
+    /// refusal, not when its worker has ended (a caller retrying at once would find its
+    /// share taken by workers on their way out).
+    #[test]
+    fn a_refusal_gives_the_pending_place_back_at_once() {
+        let p = Pending::new(4, 1);
+        let mut slot = Some(p.enter(Source::Uid(7)).unwrap());
+        let (r, mut w) = pipe();
+        w.write_all(b"hello\nrefused\nlog refused x\n").unwrap();
+        drop(w);
+        let mut logged = Vec::new();
+        let outcome = watch(
+            r,
+            Duration::from_secs(5),
+            &OnceLock::new(),
+            &mut slot,
+            |l| logged.push(l.to_string()),
+        );
+        assert_eq!(outcome, Outcome::Ended);
+        assert!(slot.is_none());
+        assert_eq!(p.now(), 0);
+        assert!(p.enter(Source::Uid(7)).is_ok());
+        // What the worker logs after its refusal is still read.
+        assert_eq!(logged, ["refused x"]);
+    }
+
     #[test]
     fn the_watch_follows_the_channel_and_enforces_the_hello_deadline() {
         // Admitted after a hello and a log line.
@@ -588,7 +625,7 @@ mod tests {
         });
         let mut logged = Vec::new();
         let vm = OnceLock::new();
-        let outcome = watch(r, Duration::from_secs(5), &vm, |l| {
+        let outcome = watch(r, Duration::from_secs(5), &vm, &mut None, |l| {
             logged.push(l.to_string())
         });
         assert_eq!(outcome, Outcome::Admitted);
@@ -599,7 +636,13 @@ mod tests {
         let (r, w) = pipe();
         let started = Instant::now();
         assert_eq!(
-            watch(r, Duration::from_millis(200), &OnceLock::new(), |_| {}),
+            watch(
+                r,
+                Duration::from_millis(200),
+                &OnceLock::new(),
+                &mut None,
+                |_| {}
+            ),
             Outcome::TimedOut
         );
         assert!(started.elapsed() < Duration::from_secs(2));
@@ -612,7 +655,13 @@ mod tests {
             drop(w);
         });
         assert_eq!(
-            watch(r, Duration::from_millis(100), &OnceLock::new(), |_| {}),
+            watch(
+                r,
+                Duration::from_millis(100),
+                &OnceLock::new(),
+                &mut None,
+                |_| {}
+            ),
             Outcome::Ended
         );
         t.join().unwrap();

@@ -226,7 +226,8 @@ impl WorkerTemplate {
                 DAEMON.running.fetch_add(1, Ordering::Relaxed);
                 let hello_timeout = self.pre_admission.hello_timeout;
                 thread::spawn(move || {
-                    let outcome = admission::watch(read, hello_timeout, &vm, |line| {
+                    let mut slot = Some(slot);
+                    let outcome = admission::watch(read, hello_timeout, &vm, &mut slot, |line| {
                         pre_admission!(warn, connection = id, pid, "{line}");
                     });
                     if outcome == Outcome::TimedOut {
