@@ -277,10 +277,32 @@ const MAX_WORKER_LINE: u64 = 4096;
 type LimitedLog = crate::guest_log::Limited<std::io::Stderr>;
 
 /// Each VM's limit, made at its first line (VMs are the configuration's, so few).
+static VM_LOGS: std::sync::Mutex<BTreeMap<String, Arc<LimitedLog>>> =
+    std::sync::Mutex::new(BTreeMap::new());
+
+/// Say what each VM's limit dropped within a few seconds even when its workers say
+/// nothing more (within the limit: a summary takes a line of it), from a thread the
+/// daemon starts with its listeners.
+pub fn start_log_summaries() {
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    STARTED.call_once(|| {
+        thread::spawn(|| loop {
+            thread::sleep(Duration::from_secs(2));
+            let logs: Vec<Arc<LimitedLog>> = VM_LOGS
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .values()
+                .cloned()
+                .collect();
+            for log in logs {
+                let _ = log.summary_within_limit();
+            }
+        });
+    });
+}
+
 fn vm_log(vm: &str) -> Arc<LimitedLog> {
-    static LOGS: std::sync::Mutex<BTreeMap<String, Arc<LimitedLog>>> =
-        std::sync::Mutex::new(BTreeMap::new());
-    let mut logs = LOGS.lock().unwrap_or_else(|p| p.into_inner());
+    let mut logs = VM_LOGS.lock().unwrap_or_else(|p| p.into_inner());
     logs.entry(vm.to_string())
         .or_insert_with(|| {
             Arc::new(LimitedLog::named(
@@ -313,6 +335,15 @@ fn forward_worker_log(from: std::process::ChildStderr, vm: &std::sync::OnceLock<
         }
         if line.last() != Some(&b'\n') {
             line.push(b'\n');
+        }
+        // The worker names its VM in the stream, so every line after counts under it.
+        if let Some(name) = line.strip_prefix(crate::guest_log::VM_MARK.as_bytes()) {
+            let name = String::from_utf8_lossy(name.strip_suffix(b"\n").unwrap_or(name));
+            let _ = vm.set(crate::admission::guest_text(
+                &name,
+                crate::admission::MAX_GUEST_TEXT,
+            ));
+            continue;
         }
         let _ = match vm.get() {
             Some(name) => vm_log(name).line(&line),

@@ -10,9 +10,11 @@
 //! C) in the last S s", and a worker that ends with lines dropped writes that summary
 //! as it ends ([`flush`]). Lines are cut at [`MAX_LINE`] bytes. So one connection
 //! writes at most `BURST + 60 * PER_SECOND` lines a minute, plus as many summaries at
-//! most, each at most [`MAX_LINE`] bytes; a VM at most that many times its
-//! `max_connections`. The daemon's own lines about connections not admitted yet are
-//! under [`crate::admission::PRE_ADMISSION_LOG`].
+//! most, each at most [`MAX_LINE`] bytes. A daemon's workers' logs reach the host log
+//! through the daemon, which holds each VM, all its connections together, to a limit
+//! of its own (`daemon::VM_LOG_BURST`, `VM_LOG_PER_SECOND`); the worker names its VM
+//! to it in the stream ([`VM_MARK`]). The daemon's own lines about connections not
+//! admitted yet are under [`crate::admission::PRE_ADMISSION_LOG`].
 
 use std::io::{self, Write};
 use std::sync::{Mutex, OnceLock};
@@ -36,10 +38,24 @@ pub fn set_connection(id: u64) {
     let _ = CONNECTION.set(id);
 }
 
-/// Name this worker's VM in its summary lines (at admission).
+/// Name this worker's VM in its summary lines (at admission). A daemon's worker also
+/// tells the daemon, in its log stream itself ([`VM_MARK`]), so that the daemon counts
+/// every line after it under that VM's limit.
 pub fn set_vm(name: &str) {
     let _ = GUEST.set(name.to_string());
+    if crate::admission::has_channel() {
+        if let Some(log) = WORKER_LOG.get() {
+            let mut state = log.state.lock().unwrap_or_else(|p| p.into_inner());
+            let mark = format!("{VM_MARK}{}\n", name.replace(['\n', '\r'], " "));
+            let _ = state.out.write_all(mark.as_bytes());
+            let _ = state.out.flush();
+        }
+    }
 }
+
+/// How a daemon's worker's log names its VM to the daemon (a line the daemon takes and
+/// does not pass on; only the first counts).
+pub const VM_MARK: &str = "\u{0}vm ";
 
 /// A writer of whole log lines (one `write` call each, as `tracing`'s formatter makes
 /// them) under a token bucket.
@@ -116,6 +132,24 @@ impl<W: Write> Limited<W> {
         let since = state.dropping_since.take();
         let summary = self.summary(suppressed, since);
         state.out.write_all(summary.as_bytes())?;
+        state.out.flush()
+    }
+
+    /// Write the summary of lines dropped since the last one let through, if any and
+    /// if the bucket has a line for it (so that summaries too stay within the limit).
+    pub fn summary_within_limit(&self) -> io::Result<()> {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if state.dropping_since.is_none() {
+            return Ok(());
+        }
+        let Some(suppressed) = self.limit.allow() else {
+            return Ok(());
+        };
+        let since = state.dropping_since.take();
+        if suppressed > 0 {
+            let summary = self.summary(suppressed, since);
+            state.out.write_all(summary.as_bytes())?;
+        }
         state.out.flush()
     }
 

@@ -212,6 +212,7 @@ pub fn start(
     } else {
         info!("no [peers]: copies between this host's GPUs and other hosts' go through the guest");
     }
+    daemon::start_log_summaries();
     let template = Arc::new(template);
     let listen_error = |at: String| move |source| ServeError::Listen { at, source };
     let mut unix_paths = Vec::new();
