@@ -3,7 +3,10 @@
 //! A connection the daemon accepts gets a worker at once, but until the guest's hello
 //! is read and admitted, that worker is the daemon's problem: each listener lets at
 //! most `[admission] max_pending` of them wait at once (more are closed as they come),
-//! and one that has sent no hello after `hello_timeout_ms` is killed. The worker tells
+//! and at most `max_pending_per_source` from any one source (a VM's vsock CID, a TCP
+//! address, a Unix peer's uid: [`Source`]), so one caller flooding a listener with
+//! silent connections cannot lock the others out; one that has sent no hello after
+//! `hello_timeout_ms` is killed. The worker tells
 //! the daemon how it is doing over a pipe it inherits as [`CHANNEL_FD`], one line per
 //! event ([`Event`]): the hello is in, the guest is admitted, or a log line. Log
 //! lines from before admission reach the host log only through the daemon, at a
@@ -12,10 +15,11 @@
 //! Everything a guest says about itself (its program name, above all) goes through
 //! [`guest_text`] before it reaches a log line or the figures.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::{AsFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -26,6 +30,10 @@ pub const CHANNEL_FD: i32 = 3;
 
 /// Default `[admission] max_pending`: connections per listener not admitted yet.
 pub const DEFAULT_MAX_PENDING: u32 = 64;
+/// Default `[admission] max_pending_per_source`: a quarter of `max_pending`.
+pub fn default_max_pending_per_source(max_pending: u32) -> u32 {
+    (max_pending / 4).max(1)
+}
 /// Default `[admission] hello_timeout_ms`.
 pub const DEFAULT_HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -39,6 +47,11 @@ pub enum Event {
     Hello,
     /// The guest is admitted: the connection no longer counts as pending.
     Admitted,
+    /// The guest was refused: the connection no longer waits for admission (the
+    /// worker ends soon, and may still log until it does).
+    Refused,
+    /// The VM the caller was found to be (its lines count under its VM's limit).
+    Vm(String),
     /// A line for the host log, from before admission.
     Log(String),
 }
@@ -48,6 +61,8 @@ impl Event {
         match self {
             Event::Hello => "hello\n".into(),
             Event::Admitted => "admitted\n".into(),
+            Event::Refused => "refused\n".into(),
+            Event::Vm(name) => format!("vm {}\n", name.replace(['\n', '\r'], " ")),
             // One line, whatever the text held.
             Event::Log(text) => format!("log {}\n", text.replace(['\n', '\r'], " ")),
         }
@@ -57,9 +72,13 @@ impl Event {
         match line.trim_end_matches('\n') {
             "hello" => Some(Event::Hello),
             "admitted" => Some(Event::Admitted),
-            other => other
-                .strip_prefix("log ")
-                .map(|t| Event::Log(guest_text(t, 512))),
+            "refused" => Some(Event::Refused),
+            other => match other.strip_prefix("vm ") {
+                Some(name) => Some(Event::Vm(guest_text(name, MAX_GUEST_TEXT))),
+                None => other
+                    .strip_prefix("log ")
+                    .map(|t| Event::Log(guest_text(t, 512))),
+            },
         }
     }
 }
@@ -122,7 +141,7 @@ pub fn report(event: Event) {
     match event {
         Event::Hello => HELLO_SEEN.store(true, Ordering::Release),
         Event::Admitted => ADMITTED.store(true, Ordering::Release),
-        Event::Log(_) => {}
+        Event::Log(_) | Event::Vm(_) | Event::Refused => {}
     }
     let Some(channel) = CHANNEL.get() else {
         if let Event::Log(text) = event {
@@ -229,63 +248,161 @@ impl RateLimit {
     }
 }
 
+impl RateLimit {
+    /// The count of lines dropped since the last one let through, now zero.
+    pub fn take_suppressed(&self) -> u64 {
+        let mut b = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        std::mem::take(&mut b.suppressed)
+    }
+}
+
 /// The daemon's limit on log lines about connections not admitted yet, all listeners
 /// together.
 pub static PRE_ADMISSION_LOG: RateLimit = RateLimit::new(50, 10);
 
-/// A `tracing` event about a connection not admitted yet, under [`PRE_ADMISSION_LOG`].
+/// A `tracing` event under a [`RateLimit`] (`$limit`), `what` naming the lines in the
+/// one that says how many were dropped.
 #[macro_export]
-macro_rules! pre_admission {
-    ($level:ident, $($arg:tt)+) => {
-        if let Some(suppressed) = $crate::admission::PRE_ADMISSION_LOG.allow() {
+macro_rules! rate_limited {
+    ($limit:expr, $what:literal, $level:ident, $($arg:tt)+) => {
+        if let Some(suppressed) = $limit.allow() {
             if suppressed > 0 {
-                tracing::warn!(suppressed, "log lines about connections not admitted yet were dropped (rate limit)");
+                tracing::warn!(suppressed, concat!("log lines about ", $what, " were dropped (rate limit)"));
             }
             tracing::$level!($($arg)+);
         }
     };
 }
 
-/// Connections of one listener not admitted yet.
+/// A `tracing` event about a connection not admitted yet, under [`PRE_ADMISSION_LOG`].
+#[macro_export]
+macro_rules! pre_admission {
+    ($level:ident, $($arg:tt)+) => {
+        $crate::rate_limited!($crate::admission::PRE_ADMISSION_LOG,
+            "connections not admitted yet", $level, $($arg)+)
+    };
+}
+
+/// Where a connection comes from, as its transport tells it (never as the guest says):
+/// what a listener's pending places are shared by, so one caller cannot take them all.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Source {
+    /// A vsock context id: one VM.
+    Cid(u32),
+    /// A TCP peer's IPv4 address, or the /64 network of an IPv6 one (a host is
+    /// commonly given a whole /64, so one address each would be no limit).
+    Ip(std::net::IpAddr),
+    /// A Unix socket peer's user id (`SO_PEERCRED`).
+    Uid(u32),
+    /// The transport could not tell: all such connections share one source.
+    Unknown,
+}
+
+impl Source {
+    pub fn of_ip(ip: std::net::IpAddr) -> Source {
+        use std::net::IpAddr;
+        match ip {
+            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                Some(v4) => Source::Ip(IpAddr::V4(v4)),
+                None => Source::Ip(IpAddr::V6((u128::from(v6) & !((1u128 << 64) - 1)).into())),
+            },
+            v4 => Source::Ip(v4),
+        }
+    }
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Cid(cid) => write!(f, "vsock cid {cid}"),
+            Source::Ip(std::net::IpAddr::V6(net)) => write!(f, "{net}/64"),
+            Source::Ip(ip) => write!(f, "{ip}"),
+            Source::Uid(uid) => write!(f, "uid {uid}"),
+            Source::Unknown => f.write_str("an unknown source"),
+        }
+    }
+}
+
+/// Why a connection got no pending place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoPlace {
+    /// The listener has `max_pending` waiting.
+    Listener,
+    /// Its source has its share (`max_pending_per_source`) waiting.
+    Source,
+}
+
+/// Connections of one listener not admitted yet: at most `max` in all, and at most
+/// `per_source` from any one [`Source`], so a source that floods the listener with
+/// silent connections leaves the other places to the other sources.
 #[derive(Clone, Debug)]
 pub struct Pending {
-    count: Arc<AtomicUsize>,
+    places: Arc<Mutex<Places>>,
     max: usize,
+    per_source: usize,
+}
+
+#[derive(Debug, Default)]
+struct Places {
+    total: usize,
+    by_source: HashMap<Source, usize>,
 }
 
 impl Pending {
-    pub fn new(max: u32) -> Pending {
+    pub fn new(max: u32, per_source: u32) -> Pending {
+        let max = max.max(1) as usize;
         Pending {
-            count: Arc::new(AtomicUsize::new(0)),
-            max: max.max(1) as usize,
+            places: Arc::default(),
+            max,
+            per_source: (per_source.max(1) as usize).min(max),
         }
     }
 
-    /// A place for one more, unless the listener has `max` waiting already.
-    pub fn enter(&self) -> Option<PendingSlot> {
-        self.count
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < self.max).then_some(n + 1)
-            })
-            .ok()?;
-        Some(PendingSlot {
-            count: self.count.clone(),
+    fn places(&self) -> std::sync::MutexGuard<'_, Places> {
+        self.places.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A place for one more from `source`, unless the listener has `max` waiting or
+    /// that source its share.
+    pub fn enter(&self, source: Source) -> Result<PendingSlot, NoPlace> {
+        let mut places = self.places();
+        if places.total >= self.max {
+            return Err(NoPlace::Listener);
+        }
+        let mine = places.by_source.entry(source.clone()).or_insert(0);
+        if *mine >= self.per_source {
+            return Err(NoPlace::Source);
+        }
+        *mine += 1;
+        places.total += 1;
+        Ok(PendingSlot {
+            places: self.places.clone(),
+            source,
         })
     }
 
+    /// Connections waiting now, all sources together.
     pub fn now(&self) -> usize {
-        self.count.load(Ordering::Acquire)
+        self.places().total
     }
 }
 
 /// One pending connection's place; dropping it frees the place.
 pub struct PendingSlot {
-    count: Arc<AtomicUsize>,
+    places: Arc<Mutex<Places>>,
+    source: Source,
 }
 
 impl Drop for PendingSlot {
     fn drop(&mut self) {
-        self.count.fetch_sub(1, Ordering::AcqRel);
+        let mut places = self.places.lock().unwrap_or_else(|p| p.into_inner());
+        places.total -= 1;
+        if let Some(n) = places.by_source.get_mut(&self.source) {
+            *n -= 1;
+            if *n == 0 {
+                places.by_source.remove(&self.source);
+            }
+        }
     }
 }
 
@@ -300,8 +417,16 @@ pub enum Outcome {
 }
 
 /// Follow a worker's channel (`read`, the daemon's end) until admission, the worker's
-/// end, or `hello_timeout` without a hello; log lines go to `log`.
-pub fn watch(read: OwnedFd, hello_timeout: Duration, mut log: impl FnMut(&str)) -> Outcome {
+/// end, or `hello_timeout` without a hello; log lines go to `log`, the VM the worker
+/// names to `vm`. A refusal gives the connection's pending place (`slot`) back at once
+/// (a refused worker may take a moment to end).
+pub fn watch(
+    read: OwnedFd,
+    hello_timeout: Duration,
+    vm: &OnceLock<String>,
+    slot: &mut Option<PendingSlot>,
+    mut log: impl FnMut(&str),
+) -> Outcome {
     let deadline = Instant::now() + hello_timeout;
     let mut greeted = false;
     let _ = nix::fcntl::fcntl(
@@ -320,6 +445,13 @@ pub fn watch(read: OwnedFd, hello_timeout: Duration, mut log: impl FnMut(&str)) 
                         Some(Event::Hello) => greeted = true,
                         Some(Event::Admitted) => return Outcome::Admitted,
                         Some(Event::Log(text)) => log(&text),
+                        Some(Event::Refused) => {
+                            greeted = true;
+                            slot.take();
+                        }
+                        Some(Event::Vm(name)) => {
+                            let _ = vm.set(name);
+                        }
                         None => {}
                     }
                     line.clear();
@@ -398,18 +530,87 @@ mod tests {
 
     #[test]
     fn pending_places_are_capped_and_given_back() {
-        let p = Pending::new(2);
-        let a = p.enter().unwrap();
-        let _b = p.enter().unwrap();
-        assert!(p.enter().is_none());
+        let p = Pending::new(2, 2);
+        let a = p.enter(Source::Uid(1)).unwrap();
+        let _b = p.enter(Source::Uid(1)).unwrap();
+        assert_eq!(p.enter(Source::Uid(2)).err(), Some(NoPlace::Listener));
         drop(a);
         assert_eq!(p.now(), 1);
-        assert!(p.enter().is_some());
+        assert!(p.enter(Source::Uid(1)).is_ok());
+    }
+
+    /// Finding 2 of issue 34: one source that keeps silent connections open holds its
+    /// share of the listener and no more; every other source still gets a place.
+    #[test]
+    fn one_source_holds_only_its_share_of_the_pending_places() {
+        let p = Pending::new(64, default_max_pending_per_source(64));
+        let flooder = Source::of_ip("127.0.0.2".parse().unwrap());
+        let mut held = Vec::new();
+        let mut refused = 0;
+        for _ in 0..1000 {
+            match p.enter(flooder.clone()) {
+                Ok(slot) => held.push(slot),
+                Err(why) => {
+                    assert_eq!(why, NoPlace::Source);
+                    refused += 1;
+                }
+            }
+        }
+        assert_eq!(held.len(), 16);
+        assert_eq!(refused, 1000 - 16);
+        // Every other source gets in, one after another, while the flood holds on.
+        for n in 1..=48u8 {
+            let guest = Source::of_ip(std::net::Ipv4Addr::new(10, 0, 0, n).into());
+            held.push(p.enter(guest).expect("another source gets a place"));
+        }
+        assert_eq!(p.now(), 64);
+        // A freed place is the flooder's again only within its share.
+        held.truncate(16);
+        assert!(p.enter(flooder.clone()).is_err());
+        assert!(p.enter(Source::Cid(3)).is_ok());
+    }
+
+    #[test]
+    fn an_ipv6_source_is_its_64_network() {
+        let a = Source::of_ip("2001:db8:1:2::1".parse().unwrap());
+        let b = Source::of_ip("2001:db8:1:2:ffff::9".parse().unwrap());
+        let c = Source::of_ip("2001:db8:1:3::1".parse().unwrap());
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        assert_eq!(a.to_string(), "2001:db8:1:2::/64");
+        let mapped = Source::of_ip("::ffff:10.1.2.3".parse().unwrap());
+        assert_eq!(mapped, Source::of_ip("10.1.2.3".parse().unwrap()));
     }
 
     fn pipe() -> (OwnedFd, File) {
         let (r, w) = nix::unistd::pipe().unwrap();
         (r, File::from(w))
+    }
+
+    /// A refused connection waits for admission no more: its place is free at the
+    /// refusal, not when its worker has ended (a caller retrying at once would find its
+    /// share taken by workers on their way out).
+    #[test]
+    fn a_refusal_gives_the_pending_place_back_at_once() {
+        let p = Pending::new(4, 1);
+        let mut slot = Some(p.enter(Source::Uid(7)).unwrap());
+        let (r, mut w) = pipe();
+        w.write_all(b"hello\nrefused\nlog refused x\n").unwrap();
+        drop(w);
+        let mut logged = Vec::new();
+        let outcome = watch(
+            r,
+            Duration::from_secs(5),
+            &OnceLock::new(),
+            &mut slot,
+            |l| logged.push(l.to_string()),
+        );
+        assert_eq!(outcome, Outcome::Ended);
+        assert!(slot.is_none());
+        assert_eq!(p.now(), 0);
+        assert!(p.enter(Source::Uid(7)).is_ok());
+        // What the worker logs after its refusal is still read.
+        assert_eq!(logged, ["refused x"]);
     }
 
     #[test]
@@ -419,19 +620,29 @@ mod tests {
         w.write_all(b"log refused x\nhel").unwrap();
         let t = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(50));
-            w.write_all(b"lo\nadmitted\n").unwrap();
+            w.write_all(b"lo\nvm vm1\nadmitted\n").unwrap();
             w
         });
         let mut logged = Vec::new();
-        let outcome = watch(r, Duration::from_secs(5), |l| logged.push(l.to_string()));
+        let vm = OnceLock::new();
+        let outcome = watch(r, Duration::from_secs(5), &vm, &mut None, |l| {
+            logged.push(l.to_string())
+        });
         assert_eq!(outcome, Outcome::Admitted);
+        assert_eq!(vm.get().map(String::as_str), Some("vm1"));
         assert_eq!(logged, ["refused x"]);
         drop(t.join());
         // Nothing said: timed out, promptly.
         let (r, w) = pipe();
         let started = Instant::now();
         assert_eq!(
-            watch(r, Duration::from_millis(200), |_| {}),
+            watch(
+                r,
+                Duration::from_millis(200),
+                &OnceLock::new(),
+                &mut None,
+                |_| {}
+            ),
             Outcome::TimedOut
         );
         assert!(started.elapsed() < Duration::from_secs(2));
@@ -443,7 +654,16 @@ mod tests {
             std::thread::sleep(Duration::from_millis(300));
             drop(w);
         });
-        assert_eq!(watch(r, Duration::from_millis(100), |_| {}), Outcome::Ended);
+        assert_eq!(
+            watch(
+                r,
+                Duration::from_millis(100),
+                &OnceLock::new(),
+                &mut None,
+                |_| {}
+            ),
+            Outcome::Ended
+        );
         t.join().unwrap();
     }
 }

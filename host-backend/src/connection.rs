@@ -118,6 +118,8 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
             host: format!("refused {caller}: {e}"),
         })?;
         let grant = policy.admit(&caller, &hello.token)?;
+        crate::guest_log::set_vm(&grant.name);
+        admission::report(admission::Event::Vm(grant.name.clone()));
         // The VM's quota and connection count span all its connections.
         let ledger = match Ledger::join(&state_dir, &grant.name, grant.max_connections) {
             Ok(ledger) => ledger,

@@ -6,9 +6,11 @@
 //! session; the daemon logs it and goes on accepting.
 //!
 //! Until its guest is admitted, a connection counts against its listener's
-//! `[admission] max_pending` and must say hello within `hello_timeout_ms` (see
+//! `[admission] max_pending`, and its source's share of it (`max_pending_per_source`:
+//! a VM's CID, a TCP address, a Unix peer's uid), and must say hello within `hello_timeout_ms` (see
 //! [`crate::admission`]); the worker reports both over a pipe.
 
+use std::collections::BTreeMap;
 use std::net::TcpListener;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
@@ -23,7 +25,7 @@ use std::time::Duration;
 use nix::sys::socket;
 use tracing::{error, info, warn};
 
-use crate::admission::{self, Outcome, Pending, PendingSlot, CHANNEL_FD};
+use crate::admission::{self, NoPlace, Outcome, Pending, PendingSlot, Source, CHANNEL_FD};
 use crate::jail;
 use crate::metrics::DAEMON;
 use crate::peer::{Broker, BROKER_FD};
@@ -85,13 +87,24 @@ pub struct WorkerTemplate {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PreAdmission {
     pub max_pending: u32,
+    pub max_pending_per_source: u32,
     pub hello_timeout: Duration,
+}
+
+impl PreAdmission {
+    /// A listener's pending places.
+    fn places(&self) -> Pending {
+        Pending::new(self.max_pending, self.max_pending_per_source)
+    }
 }
 
 impl Default for PreAdmission {
     fn default() -> Self {
         PreAdmission {
             max_pending: admission::DEFAULT_MAX_PENDING,
+            max_pending_per_source: admission::default_max_pending_per_source(
+                admission::DEFAULT_MAX_PENDING,
+            ),
             hello_timeout: admission::DEFAULT_HELLO_TIMEOUT,
         }
     }
@@ -186,9 +199,10 @@ impl WorkerTemplate {
             });
         }
         let peer = caller;
+        // The worker's log comes through the daemon, under its VM's limit.
         cmd.stdin(Stdio::from(conn))
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit());
+            .stderr(Stdio::piped());
         let spawned = if self.pid_namespace {
             jail::spawn_in_new_namespace(&mut cmd)
         } else {
@@ -202,12 +216,18 @@ impl WorkerTemplate {
         match spawned {
             Ok(mut child) => {
                 let pid = child.id();
+                let vm = Arc::new(std::sync::OnceLock::new());
+                if let Some(log) = child.stderr.take() {
+                    let vm = vm.clone();
+                    thread::spawn(move || forward_worker_log(log, &vm));
+                }
                 pre_admission!(info, connection = id, %peer, pid, "worker started");
                 DAEMON.started.fetch_add(1, Ordering::Relaxed);
                 DAEMON.running.fetch_add(1, Ordering::Relaxed);
                 let hello_timeout = self.pre_admission.hello_timeout;
                 thread::spawn(move || {
-                    let outcome = admission::watch(read, hello_timeout, |line| {
+                    let mut slot = Some(slot);
+                    let outcome = admission::watch(read, hello_timeout, &vm, &mut slot, |line| {
                         pre_admission!(warn, connection = id, pid, "{line}");
                     });
                     if outcome == Outcome::TimedOut {
@@ -246,12 +266,112 @@ impl WorkerTemplate {
     }
 }
 
+/// Lines all the workers of one VM may write at once, and a second after: on top of
+/// each worker's own limit ([`crate::guest_log`]), so a VM that spreads a flood over
+/// many connections gets no more.
+pub const VM_LOG_BURST: u32 = 100;
+pub const VM_LOG_PER_SECOND: u32 = 5;
+/// The longest worker line passed on (a worker cuts its own at 2 KiB).
+const MAX_WORKER_LINE: u64 = 4096;
+
+type LimitedLog = crate::guest_log::Limited<std::io::Stderr>;
+
+/// Each VM's limit, made at its first line (VMs are the configuration's, so few).
+static VM_LOGS: std::sync::Mutex<BTreeMap<String, Arc<LimitedLog>>> =
+    std::sync::Mutex::new(BTreeMap::new());
+
+/// Say what each VM's limit dropped within a few seconds even when its workers say
+/// nothing more (within the limit: a summary takes a line of it), from a thread the
+/// daemon starts with its listeners.
+pub fn start_log_summaries() {
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    STARTED.call_once(|| {
+        thread::spawn(|| loop {
+            thread::sleep(Duration::from_secs(2));
+            let logs: Vec<Arc<LimitedLog>> = VM_LOGS
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .values()
+                .cloned()
+                .collect();
+            for log in logs {
+                let _ = log.summary_within_limit();
+            }
+        });
+    });
+}
+
+fn vm_log(vm: &str) -> Arc<LimitedLog> {
+    let mut logs = VM_LOGS.lock().unwrap_or_else(|p| p.into_inner());
+    logs.entry(vm.to_string())
+        .or_insert_with(|| {
+            Arc::new(LimitedLog::named(
+                std::io::stderr(),
+                VM_LOG_BURST,
+                VM_LOG_PER_SECOND,
+                format!("vm {vm} (all its connections)"),
+            ))
+        })
+        .clone()
+}
+
+/// Pass a worker's log lines on to the daemon's, under its VM's limit once it has
+/// named its VM, before that under the limit on lines about connections not admitted
+/// yet; until the worker closes it (it ends).
+fn forward_worker_log(from: std::process::ChildStderr, vm: &std::sync::OnceLock<String>) {
+    use std::io::{BufRead, Read};
+    static NOT_ADMITTED: std::sync::OnceLock<LimitedLog> = std::sync::OnceLock::new();
+    let mut from = std::io::BufReader::new(from);
+    let mut line = Vec::with_capacity(256);
+    loop {
+        line.clear();
+        match from
+            .by_ref()
+            .take(MAX_WORKER_LINE)
+            .read_until(b'\n', &mut line)
+        {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        if line.last() != Some(&b'\n') {
+            line.push(b'\n');
+        }
+        // The worker names its VM in the stream, so every line after counts under it.
+        if let Some(name) = line.strip_prefix(crate::guest_log::VM_MARK.as_bytes()) {
+            let name = String::from_utf8_lossy(name.strip_suffix(b"\n").unwrap_or(name));
+            let _ = vm.set(crate::admission::guest_text(
+                &name,
+                crate::admission::MAX_GUEST_TEXT,
+            ));
+            continue;
+        }
+        let _ = match vm.get() {
+            Some(name) => vm_log(name).line(&line),
+            None => NOT_ADMITTED
+                .get_or_init(|| {
+                    LimitedLog::named(std::io::stderr(), 50, 10, "workers not admitted yet".into())
+                })
+                .line(&line),
+        };
+    }
+}
+
 /// A connection its listener has no pending place for: closed at once.
-fn turn_away(conn: impl Into<OwnedFd>, pending: &Pending, who: &dyn std::fmt::Display) {
+fn turn_away(
+    conn: impl Into<OwnedFd>,
+    pending: &Pending,
+    why: NoPlace,
+    source: &Source,
+    who: &dyn std::fmt::Display,
+) {
     drop(conn.into());
     DAEMON.refused_pending.fetch_add(1, Ordering::Relaxed);
-    pre_admission!(warn, caller = %who, pending = pending.now(),
-        "connection closed: this listener has [admission] max_pending connections waiting for admission");
+    match why {
+        NoPlace::Listener => pre_admission!(warn, caller = %who, pending = pending.now(),
+            "connection closed: this listener has [admission] max_pending connections waiting for admission"),
+        NoPlace::Source => pre_admission!(warn, caller = %who, %source,
+            "connection closed: its source has [admission] max_pending_per_source connections waiting for admission"),
+    }
 }
 
 static NEXT_CONNECTION: AtomicU64 = AtomicU64::new(1);
@@ -269,17 +389,22 @@ pub fn listen_unix(
     }
     let listener = vmcuda_wire::transport::bind_unix_listener(path)?;
     info!(path = %path.display(), "listening on unix socket");
-    let pending = Pending::new(template.pre_admission.max_pending);
+    let pending = template.pre_admission.places();
     Ok(thread::spawn(move || {
         for conn in listener.incoming() {
             match conn {
                 Ok(stream) => {
+                    let cred = peer_cred(&stream);
                     let who = caller.clone().unwrap_or(Caller::Local {
-                        pid: peer_pid(&stream),
+                        pid: cred.map(|c| c.pid),
                     });
-                    let Some(slot) = pending.enter() else {
-                        turn_away(stream, &pending, &who);
-                        continue;
+                    let source = cred.map_or(Source::Unknown, |c| Source::Uid(c.uid));
+                    let slot = match pending.enter(source.clone()) {
+                        Ok(slot) => slot,
+                        Err(why) => {
+                            turn_away(stream, &pending, why, &source, &who);
+                            continue;
+                        }
                     };
                     let id = NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed);
                     template.spawn(OwnedFd::from(stream), TransportKind::Unix, id, who, slot);
@@ -297,16 +422,20 @@ pub fn listen_tcp(
 ) -> std::io::Result<thread::JoinHandle<()>> {
     let listener = TcpListener::bind(addr)?;
     info!(addr = %listener.local_addr()?, tls = template.tls, "listening on tcp");
-    let pending = Pending::new(template.pre_admission.max_pending);
+    let pending = template.pre_admission.places();
     Ok(thread::spawn(move || {
         for conn in listener.incoming() {
             match conn {
                 Ok(stream) => {
-                    let peer = stream.peer_addr().map_or("?".into(), |a| a.to_string());
-                    let who = Caller::Tcp(peer);
-                    let Some(slot) = pending.enter() else {
-                        turn_away(stream, &pending, &who);
-                        continue;
+                    let peer = stream.peer_addr().ok();
+                    let source = peer.map_or(Source::Unknown, |a| Source::of_ip(a.ip()));
+                    let who = Caller::Tcp(peer.map_or("?".into(), |a| a.to_string()));
+                    let slot = match pending.enter(source.clone()) {
+                        Ok(slot) => slot,
+                        Err(why) => {
+                            turn_away(stream, &pending, why, &source, &who);
+                            continue;
+                        }
                     };
                     let _ = stream.set_nodelay(true);
                     let id = NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed);
@@ -325,14 +454,18 @@ pub fn listen_vsock(
 ) -> std::io::Result<thread::JoinHandle<()>> {
     let listener = vsock::VsockListener::bind_with_cid_port(vsock::VMADDR_CID_ANY, port)?;
     info!(port, "listening on vsock");
-    let pending = Pending::new(template.pre_admission.max_pending);
+    let pending = template.pre_admission.places();
     Ok(thread::spawn(move || loop {
         match listener.accept() {
             Ok((stream, peer)) => {
                 let caller = Caller::VsockCid(peer.cid());
-                let Some(slot) = pending.enter() else {
-                    turn_away(stream, &pending, &caller);
-                    continue;
+                let source = Source::Cid(peer.cid());
+                let slot = match pending.enter(source.clone()) {
+                    Ok(slot) => slot,
+                    Err(why) => {
+                        turn_away(stream, &pending, why, &source, &caller);
+                        continue;
+                    }
                 };
                 let id = NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed);
                 template.spawn(
@@ -359,7 +492,8 @@ pub fn hybrid_vsock_path(vmm_socket: &Path, port: u32) -> PathBuf {
     PathBuf::from(name)
 }
 
-fn peer_pid(stream: &std::os::unix::net::UnixStream) -> Option<i32> {
+/// The Unix peer's credentials, as the kernel recorded them at its connect.
+fn peer_cred(stream: &std::os::unix::net::UnixStream) -> Option<libc::ucred> {
     use std::os::fd::AsRawFd;
     let mut cred = libc::ucred {
         pid: 0,
@@ -377,5 +511,5 @@ fn peer_pid(stream: &std::os::unix::net::UnixStream) -> Option<i32> {
             &mut len,
         )
     };
-    (rc == 0).then_some(cred.pid)
+    (rc == 0).then_some(cred)
 }

@@ -6,6 +6,8 @@
 //! - [`connection`]: a worker process's connection: admission, executor, transport.
 //! - [`admission`]: before admission: pending cap, hello deadline, the worker's
 //!   channel to the daemon, rate-limited logging, guest-supplied text made harmless.
+//! - [`guest_log`]: a worker's host log under a rate limit, with summaries of what
+//!   it dropped.
 //! - [`worker`]: a worker's frame loop: read, check, dispatch, answer.
 //! - [`buffers`]: a worker's frame buffers, bounded by the VM's `buffer_memory`.
 //! - [`session`]: one guest's handshake, handle tables and owned allocations.
@@ -29,6 +31,7 @@ pub mod connection;
 pub mod console;
 pub mod daemon;
 pub mod executor;
+pub mod guest_log;
 pub mod guest_ram;
 pub mod jail;
 pub mod ledger;

@@ -13,6 +13,7 @@ use vmcuda_host::connection::{self, Connection};
 use vmcuda_host::console::ConsoleCapture;
 use vmcuda_host::daemon::{ExecutorChoice, TransportKind, WorkerTemplate};
 use vmcuda_host::executor::host_memory;
+use vmcuda_host::guest_log;
 use vmcuda_host::jail;
 use vmcuda_host::metrics;
 use vmcuda_host::peer::PeerLink;
@@ -190,6 +191,23 @@ fn init_logging(writer: Option<File>) {
     }
 }
 
+/// A worker's log: every line its guest can cause, so under the worker's rate limit
+/// ([`guest_log`]).
+fn init_worker_logging(writer: Option<File>) {
+    let filter = EnvFilter::try_from_env("VMCUDA_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    use std::io::IsTerminal;
+    let (ansi, out): (bool, Box<dyn std::io::Write + Send>) = match writer {
+        Some(file) => (file.is_terminal(), Box::new(file)),
+        None => (std::io::stderr().is_terminal(), Box::new(std::io::stderr())),
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .with_ansi(ansi)
+        .with_writer(guest_log::install(out))
+        .init()
+}
+
 fn main() -> ExitCode {
     match Cli::parse().command {
         Cmd::Serve {
@@ -279,7 +297,8 @@ fn main() -> ExitCode {
                     (None, None)
                 }
             };
-            init_logging(log);
+            guest_log::set_connection(connection_id);
+            init_worker_logging(log);
             // The console capture takes stderr, where a panic's message would go: the
             // host log gets it instead (a panic that cannot unwind aborts the worker,
             // and the capture with it).
@@ -297,6 +316,8 @@ fn main() -> ExitCode {
                 peer_link,
             };
             connection::run(&workers.template(tls), c, console);
+            // What the log's limit dropped at the end is summed up too.
+            guest_log::flush();
             ExitCode::SUCCESS
         }
         Cmd::Status {

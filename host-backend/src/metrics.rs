@@ -3,17 +3,17 @@
 //! [`crate::stats`]), so they include every worker that uses it, the vhost-user
 //! device's as well as the daemon's.
 //!
-//! The endpoint is a small HTTP/1.1 responder on its own threads: one short-lived
-//! thread per scrape, a few at most, each with timeouts, so a slow or garbage client
-//! costs a thread for seconds and never touches the guests' listeners.
+//! The endpoint is a small HTTP/1.1 responder on a thread of its own that serves every
+//! client from one poll loop, each with deadlines, so a slow, silent or garbage client
+//! costs a descriptor for seconds, never holds up a scrape, and never touches the
+//! guests' listeners.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -29,7 +29,7 @@ pub struct DaemonCounters {
     /// Workers that ended by a signal or a failure status: crashed or killed.
     pub failed: AtomicU64,
     /// Connections closed at once: their listener had `[admission] max_pending`
-    /// connections waiting for admission.
+    /// connections waiting for admission, or their source `max_pending_per_source`.
     pub refused_pending: AtomicU64,
     /// Connections dropped for sending no hello within `[admission] hello_timeout_ms`.
     pub hello_timeouts: AtomicU64,
@@ -275,7 +275,7 @@ pub fn render(census: Result<&Census, &StatsError>, known: &[String]) -> String 
     out.head(
         "vmcuda_connections_refused_pending_total",
         "counter",
-        "Connections closed at once because their listener had [admission] max_pending waiting.",
+        "Connections closed at once because their listener had [admission] max_pending waiting, or their source max_pending_per_source.",
     );
     out.sample(
         "vmcuda_connections_refused_pending_total",
@@ -320,81 +320,219 @@ impl Source {
     }
 }
 
-/// Clients served at once (a thread each, for at most seconds); more are closed at
-/// once (Prometheus retries). Generous, since a client's thread may linger a moment
-/// after its answer while the client closes.
-const MAX_CLIENTS: usize = 16;
-/// How long a client has to send its request and take the answer.
-const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Clients held at once, all together and from one source (an IPv4 address, an IPv6
+/// /64). A client past either cap makes room by closing the oldest one of its source,
+/// or the oldest of all: a new connection is always taken, so clients that connect
+/// and say nothing cannot keep a scrape out, however many they are.
+const MAX_CLIENTS: usize = 256;
+const MAX_CLIENTS_PER_SOURCE: usize = 64;
+/// How long a client has to send its whole request head (a scraper sends it at once).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a client has to take the answer.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
+/// After the answer, what the client still sends is read for this long before the
+/// connection closes (closing with unread bytes would reset it, and the client could
+/// lose the answer).
+const LINGER: Duration = Duration::from_secs(1);
+const MAX_LINGER_BYTES: usize = 64 << 10;
 /// A request head longer than this is not a scrape.
 const MAX_REQUEST: usize = 8 << 10;
 
 /// Serve `GET /metrics` on `addr` from a thread of its own: the listening address (the
-/// port is the kernel's when `addr` asks for 0) and the thread.
+/// port is the kernel's when `addr` asks for 0) and the thread. One thread serves
+/// every client, none of them blocking it (see [`MAX_CLIENTS`]).
 pub fn serve(addr: &str, source: Source) -> std::io::Result<(SocketAddr, thread::JoinHandle<()>)> {
     let listener = TcpListener::bind(addr)?;
     let local = listener.local_addr()?;
-    let source = Arc::new(source);
-    let busy = Arc::new(AtomicUsize::new(0));
+    listener.set_nonblocking(true)?;
     let handle = thread::Builder::new()
         .name("metrics".into())
-        .spawn(move || {
-            for conn in listener.incoming() {
-                let stream = match conn {
-                    Ok(s) => s,
-                    Err(e) => {
-                        warn!("metrics accept failed: {e}");
-                        thread::sleep(Duration::from_millis(100));
-                        continue;
-                    }
-                };
-                if busy.fetch_add(1, Relaxed) >= MAX_CLIENTS {
-                    busy.fetch_sub(1, Relaxed);
-                    debug!("metrics: too many clients at once; closing one");
-                    continue;
-                }
-                let (source, done) = (source.clone(), busy.clone());
-                let spawned =
-                    thread::Builder::new()
-                        .name("metrics-client".into())
-                        .spawn(move || {
-                            if let Err(e) = answer(stream, &source) {
-                                debug!("metrics client: {e}");
-                            }
-                            done.fetch_sub(1, Relaxed);
-                        });
-                if let Err(e) = spawned {
-                    warn!("metrics: no thread for a client: {e}");
-                    busy.fetch_sub(1, Relaxed);
-                }
-            }
-        })?;
+        .spawn(move || Endpoint::default().run(&listener, &source))?;
     Ok((local, handle))
 }
 
-/// Read one request and answer it; the connection closes after.
-fn answer(mut stream: TcpStream, source: &Source) -> std::io::Result<()> {
-    stream.set_read_timeout(Some(CLIENT_TIMEOUT))?;
-    stream.set_write_timeout(Some(CLIENT_TIMEOUT))?;
-    respond_to(&mut stream, source)?;
-    // Closing with unread bytes would reset the connection, and the client could lose
-    // the answer: say we are done, then take what it still sends, for a moment.
-    stream.shutdown(std::net::Shutdown::Write)?;
-    stream.set_read_timeout(Some(Duration::from_secs(1)))?;
-    let mut rest = [0u8; 4096];
-    let mut drained = 0;
-    while drained < (64 << 10) {
-        match stream.read(&mut rest) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => drained += n,
-        }
-    }
-    Ok(())
+/// Where one client's exchange stands.
+enum Stage {
+    /// Reading the request head.
+    Request(Vec<u8>),
+    /// Writing the answer, from this offset.
+    Answer(Vec<u8>, usize),
+    /// Answered and shut down for writing; taking what the client still sends.
+    Linger(usize),
 }
 
-fn respond_to(stream: &mut TcpStream, source: &Source) -> std::io::Result<()> {
-    let Some(head) = read_head(stream)? else {
-        return respond(stream, "400 Bad Request", "", "bad request\n", false);
+struct Client {
+    stream: TcpStream,
+    source: crate::admission::Source,
+    since: Instant,
+    deadline: Instant,
+    stage: Stage,
+}
+
+#[derive(Default)]
+struct Endpoint {
+    clients: Vec<Client>,
+}
+
+impl Endpoint {
+    fn run(mut self, listener: &TcpListener, source: &Source) {
+        use std::os::fd::AsFd;
+        loop {
+            let now = Instant::now();
+            self.clients.retain(|c| c.deadline > now);
+            let wait = self
+                .clients
+                .iter()
+                .map(|c| c.deadline.saturating_duration_since(now))
+                .min()
+                .unwrap_or(Duration::from_secs(60));
+            let mut fds = Vec::with_capacity(self.clients.len() + 1);
+            fds.push(nix::poll::PollFd::new(
+                listener.as_fd(),
+                nix::poll::PollFlags::POLLIN,
+            ));
+            for c in &self.clients {
+                let want = match c.stage {
+                    Stage::Answer(..) => nix::poll::PollFlags::POLLOUT,
+                    _ => nix::poll::PollFlags::POLLIN,
+                };
+                fds.push(nix::poll::PollFd::new(c.stream.as_fd(), want));
+            }
+            let timeout = nix::poll::PollTimeout::try_from(wait.as_millis() as u32 + 1)
+                .unwrap_or(nix::poll::PollTimeout::MAX);
+            if let Err(e) = nix::poll::poll(&mut fds, timeout) {
+                if e != nix::errno::Errno::EINTR {
+                    warn!("metrics: poll failed: {e}");
+                    thread::sleep(Duration::from_millis(100));
+                }
+                continue;
+            }
+            let ready: Vec<bool> = fds
+                .iter()
+                .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
+                .collect();
+            drop(fds);
+            // Clients first (indices as polled), then the new ones.
+            let mut done = vec![false; self.clients.len()];
+            for (i, c) in self.clients.iter_mut().enumerate() {
+                if ready[i + 1] {
+                    done[i] = !c.advance(source);
+                }
+            }
+            let mut i = 0;
+            self.clients.retain(|_| {
+                i += 1;
+                !done[i - 1]
+            });
+            if ready[0] {
+                self.accept(listener);
+            }
+        }
+    }
+
+    /// Take every connection waiting, making room for each as [`MAX_CLIENTS`] says.
+    fn accept(&mut self, listener: &TcpListener) {
+        loop {
+            let (stream, peer) = match listener.accept() {
+                Ok(c) => c,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+                Err(e) => {
+                    debug!("metrics accept failed: {e}");
+                    return;
+                }
+            };
+            if stream.set_nonblocking(true).is_err() {
+                continue;
+            }
+            let source = crate::admission::Source::of_ip(peer.ip());
+            let theirs = self.clients.iter().filter(|c| c.source == source).count();
+            let oldest = if theirs >= MAX_CLIENTS_PER_SOURCE {
+                self.oldest(|c| c.source == source)
+            } else if self.clients.len() >= MAX_CLIENTS {
+                self.oldest(|_| true)
+            } else {
+                None
+            };
+            if let Some(at) = oldest {
+                debug!("metrics: too many clients at once; closing the oldest");
+                self.clients.swap_remove(at);
+            }
+            let now = Instant::now();
+            self.clients.push(Client {
+                stream,
+                source,
+                since: now,
+                deadline: now + REQUEST_TIMEOUT,
+                stage: Stage::Request(Vec::new()),
+            });
+        }
+    }
+
+    fn oldest(&self, of: impl Fn(&Client) -> bool) -> Option<usize> {
+        (0..self.clients.len())
+            .filter(|&i| of(&self.clients[i]))
+            .min_by_key(|&i| self.clients[i].since)
+    }
+}
+
+impl Client {
+    /// Go on with the exchange as far as the socket allows; false once it is over.
+    fn advance(&mut self, source: &Source) -> bool {
+        let mut buf = [0u8; 4096];
+        loop {
+            match &mut self.stage {
+                Stage::Request(head) => match self.stream.read(&mut buf) {
+                    Ok(0) => return false,
+                    Ok(n) => {
+                        head.extend_from_slice(&buf[..n]);
+                        let end = find(head, b"\r\n\r\n").or_else(|| find(head, b"\n\n"));
+                        let request = match end {
+                            Some(end) => {
+                                head.truncate(end);
+                                Some(String::from_utf8(std::mem::take(head)).ok())
+                            }
+                            None if head.len() > MAX_REQUEST => Some(None),
+                            None => None,
+                        };
+                        if let Some(request) = request {
+                            self.stage = Stage::Answer(answer(request.as_deref(), source), 0);
+                            self.deadline = Instant::now() + ANSWER_TIMEOUT;
+                        }
+                    }
+                    Err(e) => return e.kind() == std::io::ErrorKind::WouldBlock,
+                },
+                Stage::Answer(reply, at) => match self.stream.write(&reply[*at..]) {
+                    Ok(n) => {
+                        *at += n;
+                        if *at == reply.len() {
+                            if self.stream.shutdown(std::net::Shutdown::Write).is_err() {
+                                return false;
+                            }
+                            self.stage = Stage::Linger(0);
+                            self.deadline = Instant::now() + LINGER;
+                        }
+                    }
+                    Err(e) => return e.kind() == std::io::ErrorKind::WouldBlock,
+                },
+                Stage::Linger(drained) => match self.stream.read(&mut buf) {
+                    Ok(0) => return false,
+                    Ok(n) => {
+                        *drained += n;
+                        if *drained > MAX_LINGER_BYTES {
+                            return false;
+                        }
+                    }
+                    Err(e) => return e.kind() == std::io::ErrorKind::WouldBlock,
+                },
+            }
+        }
+    }
+}
+
+/// The whole answer to a request head (`None`: too long or not text).
+fn answer(head: Option<&str>, source: &Source) -> Vec<u8> {
+    let Some(head) = head else {
+        return respond("400 Bad Request", "", "bad request\n", false);
     };
     let mut parts = head.lines().next().unwrap_or("").split(' ');
     let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
@@ -402,7 +540,6 @@ fn respond_to(stream: &mut TcpStream, source: &Source) -> std::io::Result<()> {
     let head_only = method == "HEAD";
     if method != "GET" && !head_only {
         return respond(
-            stream,
             "405 Method Not Allowed",
             "Allow: GET, HEAD\r\n",
             "only GET\n",
@@ -411,7 +548,6 @@ fn respond_to(stream: &mut TcpStream, source: &Source) -> std::io::Result<()> {
     }
     if path != "/metrics" {
         return respond(
-            stream,
             "404 Not Found",
             "",
             "not found: the metrics are at /metrics\n",
@@ -420,7 +556,6 @@ fn respond_to(stream: &mut TcpStream, source: &Source) -> std::io::Result<()> {
     }
     let body = source.scrape();
     respond(
-        stream,
         "200 OK",
         "Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n",
         &body,
@@ -428,42 +563,11 @@ fn respond_to(stream: &mut TcpStream, source: &Source) -> std::io::Result<()> {
     )
 }
 
-/// The request head (up to its blank line), or `None` when it is too long or not text;
-/// within [`CLIENT_TIMEOUT`] overall, however slowly the bytes come.
-fn read_head(stream: &mut TcpStream) -> std::io::Result<Option<String>> {
-    let deadline = Instant::now() + CLIENT_TIMEOUT;
-    let mut head = Vec::with_capacity(512);
-    let mut buf = [0u8; 1024];
-    loop {
-        let n = stream.read(&mut buf)?;
-        if n == 0 {
-            return Ok(None);
-        }
-        head.extend_from_slice(&buf[..n]);
-        if let Some(end) = find(&head, b"\r\n\r\n").or_else(|| find(&head, b"\n\n")) {
-            head.truncate(end);
-            return Ok(String::from_utf8(head).ok());
-        }
-        if head.len() > MAX_REQUEST {
-            return Ok(None);
-        }
-        if Instant::now() > deadline {
-            return Err(std::io::ErrorKind::TimedOut.into());
-        }
-    }
-}
-
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
 
-fn respond(
-    stream: &mut TcpStream,
-    status: &str,
-    headers: &str,
-    body: &str,
-    head_only: bool,
-) -> std::io::Result<()> {
+fn respond(status: &str, headers: &str, body: &str, head_only: bool) -> Vec<u8> {
     let mut reply = format!(
         "HTTP/1.1 {status}\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
@@ -471,8 +575,7 @@ fn respond(
     if !head_only {
         reply.push_str(body);
     }
-    stream.write_all(reply.as_bytes())?;
-    stream.flush()
+    reply.into_bytes()
 }
 
 /// `vmcuda-host status --json`: the connected guests.
@@ -634,6 +737,52 @@ mod tests {
             c.errors.insert("cudaErrorInvalidValue".into(), err);
         }
         c
+    }
+
+    /// Issue 34, finding 8: idle clients, more than the endpoint holds, cannot keep a
+    /// scrape out; silent ones are closed at the request deadline.
+    #[test]
+    fn idle_clients_cannot_starve_a_scrape() {
+        let dir = std::env::temp_dir().join(format!("vmcuda-metrics-idle-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let source = Source {
+            state_dir: dir.clone(),
+            known_vms: vec!["a".into()],
+        };
+        let (addr, _) = serve("127.0.0.1:0", source).unwrap();
+        let scrape = || {
+            let started = Instant::now();
+            let mut s = TcpStream::connect(addr).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+            s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+                .unwrap();
+            let mut answer = String::new();
+            let _ = s.read_to_string(&mut answer);
+            (answer, started.elapsed())
+        };
+        let mut idle: Vec<TcpStream> = (0..32).map(|_| TcpStream::connect(addr).unwrap()).collect();
+        let (answer, took) = scrape();
+        assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer:?}");
+        assert!(answer.contains("vmcuda_stats_up"), "{answer}");
+        assert!(took < Duration::from_secs(2), "the scrape took {took:?}");
+        // More idle clients than the endpoint holds: the oldest make room.
+        idle.extend((0..MAX_CLIENTS + 50).map(|_| TcpStream::connect(addr).unwrap()));
+        let (answer, took) = scrape();
+        assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer:?}");
+        assert!(took < Duration::from_secs(2), "the scrape took {took:?}");
+        // The silent ones are closed by the deadline.
+        let newest = idle.last_mut().unwrap();
+        newest
+            .set_read_timeout(Some(REQUEST_TIMEOUT + Duration::from_secs(2)))
+            .unwrap();
+        let mut b = [0u8; 1];
+        let read = newest.read(&mut b);
+        assert!(
+            matches!(&read, Ok(0))
+                || matches!(&read, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset),
+            "an idle client outlived the request deadline: {read:?}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -231,6 +231,9 @@ pub struct Admission {
     /// Connections per listener that may wait for admission at once; more are closed
     /// as they arrive. Default [`crate::admission::DEFAULT_MAX_PENDING`].
     pub max_pending: Option<u32>,
+    /// Of those, how many may come from one source (a vsock CID, a TCP address, a Unix
+    /// peer's uid). Default a quarter of `max_pending`.
+    pub max_pending_per_source: Option<u32>,
     /// How long a new connection has to send its hello (a TLS handshake included)
     /// before it is dropped, in milliseconds. Default 5000.
     pub hello_timeout_ms: Option<u64>,
@@ -240,6 +243,12 @@ impl Admission {
     pub fn max_pending(&self) -> u32 {
         self.max_pending
             .unwrap_or(crate::admission::DEFAULT_MAX_PENDING)
+    }
+
+    pub fn max_pending_per_source(&self) -> u32 {
+        self.max_pending_per_source
+            .unwrap_or_else(|| crate::admission::default_max_pending_per_source(self.max_pending()))
+            .min(self.max_pending())
     }
 
     pub fn hello_timeout(&self) -> std::time::Duration {
@@ -467,9 +476,12 @@ impl Policy {
             }
         }
         let admission = &config.admission;
-        if admission.max_pending == Some(0) || admission.hello_timeout_ms == Some(0) {
+        if admission.max_pending == Some(0)
+            || admission.max_pending_per_source == Some(0)
+            || admission.hello_timeout_ms == Some(0)
+        {
             return Err(invalid(
-                "[admission] max_pending and hello_timeout_ms must be at least 1".into(),
+                "[admission] max_pending, max_pending_per_source and hello_timeout_ms must be at least 1".into(),
             ));
         }
         let tcp = &config.tcp;

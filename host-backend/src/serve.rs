@@ -127,6 +127,7 @@ pub fn start(
     }
     template.pre_admission = PreAdmission {
         max_pending: policy.config.admission.max_pending(),
+        max_pending_per_source: policy.config.admission.max_pending_per_source(),
         hello_timeout: policy.config.admission.hello_timeout(),
     };
     if template.exe.as_os_str().is_empty() {
@@ -211,6 +212,7 @@ pub fn start(
     } else {
         info!("no [peers]: copies between this host's GPUs and other hosts' go through the guest");
     }
+    daemon::start_log_summaries();
     let template = Arc::new(template);
     let listen_error = |at: String| move |source| ServeError::Listen { at, source };
     let mut unix_paths = Vec::new();

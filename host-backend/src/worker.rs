@@ -137,6 +137,7 @@ pub fn serve<'a>(
         Ok(admitted) => admitted,
         Err(refusal) => {
             admission::log(refusal.host);
+            admission::report(Event::Refused);
             let reply = FrameHeader::new(
                 Op::Hello.code(),
                 FLAG_REPLY,

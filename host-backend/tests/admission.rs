@@ -4,7 +4,10 @@
 mod common;
 
 use std::io::Read;
+use std::net::{Ipv4Addr, TcpStream};
 use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -66,7 +69,9 @@ fn alloc(s: &mut UnixStream, size: u64) -> (CudaStatus, u64) {
 /// their workers reaped, and an admitted guest is served throughout.
 #[test]
 fn connections_before_admission_are_capped_and_timed_out_and_admitted_guests_carry_on() {
-    let config = "[admission]\nmax_pending = 4\nhello_timeout_ms = 1500\n";
+    // One source here (every connection is this test's uid): its share is the whole.
+    let config =
+        "[admission]\nmax_pending = 4\nmax_pending_per_source = 4\nhello_timeout_ms = 1500\n";
     let d = Daemon::with_config("flood", Some(config), &[]);
     let mut guest = d.connect();
     hello(&mut guest);
@@ -126,6 +131,111 @@ fn connections_before_admission_are_capped_and_timed_out_and_admitted_guests_car
     let log = d.log();
     assert!(log.contains("max_pending"), "{log}");
     assert!(log.contains("no hello within 1500 ms"), "{log}");
+}
+
+/// A TCP connection to `addr` from the loopback address `from`: another source, to
+/// the daemon, than the test's other connections.
+fn connect_tcp_from(from: std::net::Ipv4Addr, addr: &str) -> std::io::Result<TcpStream> {
+    use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, SockaddrIn};
+    let to: std::net::SocketAddrV4 = addr.parse().unwrap();
+    let fd = socket::socket(
+        AddressFamily::Inet,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
+    socket::bind(
+        std::os::fd::AsRawFd::as_raw_fd(&fd),
+        &SockaddrIn::from(std::net::SocketAddrV4::new(from, 0)),
+    )?;
+    socket::connect(std::os::fd::AsRawFd::as_raw_fd(&fd), &SockaddrIn::from(to))?;
+    Ok(TcpStream::from(fd))
+}
+
+/// Whether the host has closed `s` already (without waiting).
+fn closed_now(s: &TcpStream) -> bool {
+    s.set_nonblocking(true).unwrap();
+    let mut b = [0u8; 1];
+    match (&*s).read(&mut b) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+    }
+}
+
+/// Issue 34, finding 2: a caller with no token that keeps the listener's pending places
+/// filled with silent connections (opening a new one as each is closed) holds only its
+/// source's share of them; a guest from another address gets in every time.
+#[test]
+fn a_source_flooding_silent_connections_cannot_lock_other_guests_out() {
+    let addr = free_tcp_addr();
+    let d = Daemon::with_config(
+        "source-flood",
+        Some(
+            r#"
+            [admission]
+            max_pending = 8
+            hello_timeout_ms = 1500
+
+            [[vm]]
+            name = "remote"
+            tcp = true
+            token = "a-long-enough-token-1234"
+            "#,
+        ),
+        &["--tcp", &addr],
+    );
+    drop(connect_tcp(&addr));
+    let stop = Arc::new(AtomicBool::new(false));
+    let flood = {
+        let (stop, addr) = (stop.clone(), addr.clone());
+        std::thread::spawn(move || {
+            let mut open: Vec<TcpStream> = Vec::new();
+            let mut opened = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                if let Ok(s) = connect_tcp_from(Ipv4Addr::new(127, 0, 0, 2), &addr) {
+                    open.push(s);
+                    opened += 1;
+                }
+                if open.len() >= 64 {
+                    open.retain(|s| !closed_now(s));
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            opened
+        })
+    };
+    // The flood holds its places first.
+    std::thread::sleep(Duration::from_millis(500));
+    let mut admitted = 0;
+    for _ in 0..20 {
+        let mut s = connect_tcp_from(Ipv4Addr::LOCALHOST, &addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let h = Hello {
+            protocol: PROTOCOL_VERSION,
+            runtime_version: RUNTIME_VERSION,
+            capabilities: 0,
+            token: b"a-long-enough-token-1234".to_vec(),
+            client: "legit".into(),
+            pid: 1,
+        };
+        send(&mut s, Op::Hello, &h, &[]);
+        if let Ok((head, _)) = vmcuda_wire::frame::read_head(&mut s) {
+            if CudaStatus(head.status.get()) == CudaStatus::Success {
+                admitted += 1;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let opened = flood.join().unwrap();
+    assert!(opened > 100, "the flood opened only {opened} connections");
+    assert_eq!(
+        admitted, 20,
+        "the other source got in {admitted} of 20 times"
+    );
+    let log = d.log();
+    assert!(log.contains("max_pending_per_source"), "{log}");
 }
 
 /// A hello whose program name is `client`, speaking `protocol`.

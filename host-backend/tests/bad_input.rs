@@ -88,6 +88,102 @@ fn unknown_ops_and_bad_arguments_get_error_replies_and_the_connection_lives() {
     assert_eq!(reply(&mut s).0, CudaStatus::Success);
 }
 
+/// Issue 34, finding 3: an admitted guest posting unknown ops and repeated hellos in a
+/// loop writes at most its worker's burst of log lines plus one a second, and a line
+/// that says how many were dropped; it is still served.
+#[test]
+fn an_admitted_guest_flooding_bad_requests_writes_a_bounded_log() {
+    let d = Daemon::start("log-flood");
+    let mut s = d.connect();
+    hello(&mut s);
+    let started = Instant::now();
+    let hello_again = Hello {
+        protocol: vmcuda_wire::handshake::PROTOCOL_VERSION,
+        runtime_version: vmcuda_wire::handshake::RUNTIME_VERSION,
+        capabilities: 0,
+        token: vec![],
+        client: "again".into(),
+        pid: 1,
+    };
+    for n in 0..4000 {
+        if n % 2 == 0 {
+            send_raw(&mut s, 0xEEEE, &[1, 2, 3], b"payload");
+            assert_eq!(reply(&mut s).0, CudaStatus::ErrorNotSupported);
+        } else {
+            send(&mut s, Op::Hello, &hello_again, &[]);
+            assert_ne!(reply(&mut s).0, CudaStatus::Success);
+        }
+    }
+    let secs = started.elapsed().as_secs() + 1;
+    send(&mut s, Op::MemGetInfo, &MemGetInfo, &[]);
+    assert_eq!(reply(&mut s).0, CudaStatus::Success);
+    // The worker ends, and sums up what it dropped.
+    drop(s);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let log = loop {
+        let log = d.log();
+        if log.contains("lines from vm local") || Instant::now() > deadline {
+            break log;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let bad = log
+        .lines()
+        .filter(|l| l.contains("unknown op") || l.contains("repeated hello"))
+        .count() as u64;
+    let bound = u64::from(vmcuda_host::guest_log::BURST)
+        + secs * u64::from(vmcuda_host::guest_log::PER_SECOND);
+    assert!(bad <= bound, "{bad} lines about bad requests, over {bound}");
+    assert!(
+        log.contains("lines from vm local (connection"),
+        "no summary of what was dropped: {log}"
+    );
+}
+
+/// Issue 34, finding 3: a VM that spreads its flood over several connections gets no
+/// more log than its VM's limit, all its connections together.
+#[test]
+fn a_vm_flooding_bad_requests_on_many_connections_writes_its_vms_bound() {
+    let d = Daemon::start("log-flood-vm");
+    let started = Instant::now();
+    let floods: Vec<_> = (0..4)
+        .map(|_| {
+            let mut s = d.connect();
+            std::thread::spawn(move || {
+                hello(&mut s);
+                for _ in 0..1000 {
+                    send_raw(&mut s, 0xEEEE, &[1, 2, 3], b"payload");
+                    assert_eq!(reply(&mut s).0, CudaStatus::ErrorNotSupported);
+                }
+            })
+        })
+        .collect();
+    for f in floods {
+        f.join().unwrap();
+    }
+    let secs = started.elapsed().as_secs() + 1;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let log = loop {
+        let log = d.log();
+        if log.contains("lines from vm local (all its connections)") || Instant::now() > deadline {
+            break log;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let bad = log.lines().filter(|l| l.contains("unknown op")).count() as u64;
+    let bound = u64::from(vmcuda_host::daemon::VM_LOG_BURST)
+        + secs * u64::from(vmcuda_host::daemon::VM_LOG_PER_SECOND);
+    assert!(
+        bad <= bound,
+        "{bad} lines about bad requests from one VM, over {bound}"
+    );
+    assert!(
+        log.contains("lines from vm local (all its connections)"),
+        "no summary of what the VM's limit dropped: {log}"
+    );
+    still_serves(&d);
+}
+
 #[test]
 fn stale_handles_wild_pointers_and_absurd_sizes_get_cuda_errors() {
     let d = Daemon::start("handles");

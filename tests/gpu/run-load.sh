@@ -31,6 +31,14 @@
 #   VMCUDA_GPU_SETTLE_SECONDS (20)     how long memory may take to come back
 #   VMCUDA_LOAD_EXECUTOR (cuda)  host-memory for a dry run without a GPU (the GPU
 #                              memory check is then skipped and reported as such)
+#   VMCUDA_LOAD_HOSTILE (off)  on: one more guest attacks the host throughout
+#                              (tests/src/hostile.rs: silent connections to a TCP
+#                              listener of the daemon from 127.0.0.2, unknown ops and
+#                              repeated hellos, graphs of many nodes); compare: the
+#                              whole run twice with the same seed, without and with it
+#                              (results in $OUT/without and $OUT/with), then both
+#                              throughputs of the 16 others and their ratio, which
+#                              issue 34 wants within 10% (RESULTS-load-hostile.md)
 #
 # Results go to $OUT if set, else build/gpu-load-results:
 #   RESULTS-load.md   a fragment for tests/gpu/RESULTS.md (date, commit, command, GPU,
@@ -48,7 +56,7 @@ cmdline="${cmdline% }"
 for v in OUT VMCUDA_COMMIT_FILE VMCUDA_HOST_BIN VMCUDA_GUEST_LIB VMCUDA_LOAD_GUEST VMCUDA_LOAD_DRIVER \
          VMCUDA_LOAD_SECONDS VMCUDA_LOAD_GUESTS VMCUDA_LOAD_SEED VMCUDA_LOAD_KILL_RATE VMCUDA_LOAD_CRASH_RATE \
          VMCUDA_LOAD_RAW_PER_SECOND VMCUDA_LOAD_MAX_MIB VMCUDA_GPU_INDEX VMCUDA_GPU_MEM_TOLERANCE_MIB \
-         VMCUDA_GPU_SETTLE_SECONDS VMCUDA_LOAD_EXECUTOR; do
+         VMCUDA_GPU_SETTLE_SECONDS VMCUDA_LOAD_EXECUTOR VMCUDA_LOAD_HOSTILE; do
     if [ -n "${!v:-}" ]; then cmdline="$v=$(printf '%q' "${!v}") $cmdline"; fi
 done
 
@@ -67,6 +75,8 @@ gpu_index="${VMCUDA_GPU_INDEX:-0}"
 tolerance="${VMCUDA_GPU_MEM_TOLERANCE_MIB:-16}"
 settle="${VMCUDA_GPU_SETTLE_SECONDS:-20}"
 executor="${VMCUDA_LOAD_EXECUTOR:-cuda}"
+hostile="${VMCUDA_LOAD_HOSTILE:-off}"
+case "$hostile" in off|on|compare) ;; *) echo "run-load.sh: VMCUDA_LOAD_HOSTILE is off, on or compare" >&2; exit 2 ;; esac
 
 results="${OUT:-$repo/build/gpu-load-results}"
 mkdir -p "$results"
@@ -74,6 +84,38 @@ results="$(cd "$results" && pwd)"
 host_log="$results/host.log"
 driver_log="$results/driver.log"
 mem_csv="$results/gpu-mem.csv"
+
+if [ "$hostile" = compare ]; then
+    # The same run twice, one seed: the other guests' choices are the same.
+    VMCUDA_LOAD_SEED="$seed" VMCUDA_LOAD_HOSTILE=off OUT="$results/without" bash "$repo/tests/gpu/run-load.sh" "$@"
+    rc_without=$?
+    VMCUDA_LOAD_SEED="$seed" VMCUDA_LOAD_HOSTILE=on OUT="$results/with" bash "$repo/tests/gpu/run-load.sh" "$@"
+    rc_with=$?
+    get() { grep '^load seed=' "$results/$1/driver.log" 2>/dev/null | tail -n 1 | tr ' ' '\n' | sed -n "s/^$2=//p"; }
+    rate() { awk -v b="$(get "$1" bytes)" -v s="$(get "$1" seconds)" 'BEGIN { if (s > 0) printf "%.1f", b / s / 1048576; else print "n/a" }'; }
+    without="$(rate without)"
+    with="$(rate with)"
+    ratio="$(awk -v a="$with" -v b="$without" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "n/a" }')"
+    verdict="$(awk -v r="$ratio" 'BEGIN { print (r != "n/a" && r >= 0.9) ? "within 10%" : "NOT within 10%" }')"
+    table="| run | result | guests ok | ops | MiB/s moved by the 16 guests | hostile: connections / bad requests / graph nodes |
+| --- | --- | --- | --- | --- | --- |
+| without the hostile guest | $([ "$rc_without" = 0 ] && echo PASS || echo FAIL) | $(get without ok) | $(get without ops) | $without | - |
+| with the hostile guest | $([ "$rc_with" = 0 ] && echo PASS || echo FAIL) | $(get with ok) | $(get with ops) | $with | $(get with hostile_connections) / $(get with hostile_bad_requests) / $(get with hostile_graph_nodes) |
+| ratio with / without | | | | $ratio ($verdict) | |"
+    {
+        echo "## Load test with and without a hostile guest (VMCUDA_LOAD_HOSTILE=compare)"
+        echo
+        echo "- date (UTC): $(date -u '+%Y-%m-%d %H:%M:%S')"
+        echo "- command: \`$cmdline\`"
+        echo "- seed: $seed"
+        echo
+        echo "$table"
+    } >"$results/RESULTS-load-hostile.md"
+    echo
+    echo "$table"
+    [ "$rc_without" = 0 ] && [ "$rc_with" = 0 ] && [ "$verdict" = "within 10%" ]
+    exit
+fi
 
 log() { echo "run-load.sh: $*" >&2; }
 die() { log "error: $*"; exit 2; }
@@ -134,7 +176,15 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 : >"$host_log"
-"$host_bin" serve --unix "$sock" --executor "$executor" >>"$host_log" 2>&1 &
+host_args=(serve --unix "$sock" --executor "$executor")
+flood_args=()
+if [ "$hostile" = on ]; then
+    # A TCP listener for the hostile guest's connection flood: a source of its own.
+    flood_at="127.0.0.1:$((20000 + RANDOM % 20000))"
+    host_args+=(--tcp "$flood_at")
+    flood_args=(--hostile --flood-tcp "$flood_at")
+fi
+"$host_bin" "${host_args[@]}" >>"$host_log" 2>&1 &
 host_pid=$!
 for _ in $(seq 1 200); do
     [ -S "$sock" ] && break
@@ -169,7 +219,7 @@ fi
 driver_args=(--server "unix:$sock" --guest "$load_guest" --guest-lib "$guest_lib" --daemon-pid "$host_pid"
     --seconds "$seconds" --guests "$guests" --seed "$seed" --kill-rate "$kill_rate"
     --crash-rate "$crash_rate" --raw-per-second "$raw_rate" --max-mib "$max_mib"
-    --settle-seconds 30 --verbose)
+    --settle-seconds 30 --verbose ${flood_args[@]+"${flood_args[@]}"})
 [ "$executor" = cuda ] && driver_args+=(--verify-kernels)
 log "load: $driver ${driver_args[*]}"
 "$driver" "${driver_args[@]}" >"$driver_log" 2>&1
@@ -263,6 +313,7 @@ gib="n/a"
 table="| check | value |
 | --- | --- |
 | executor | $executor$([ "$executor" = cuda ] && echo ", kernels verified") |
+| hostile guest: connections / bad requests / graph nodes | $([ "$hostile" = on ] && echo "$(field hostile_connections) / $(field hostile_bad_requests) / $(field hostile_graph_nodes)" || echo none) |
 | time (s) | $(field seconds) |
 | guests run / at once (max workers seen) | $(field guests) / $guests ($(field max_workers)) |
 | ran to the end, all bytes right | $(field ok) |

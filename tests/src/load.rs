@@ -25,6 +25,8 @@ use vmcuda_wire::op::{Allocated, Hello, MemAlloc, MemcpyHtoD, Op, StreamHandle};
 use vmcuda_wire::transport::{ServerAddr, Stream};
 use vmcuda_wire::CudaStatus;
 
+use crate::hostile::{Hostile, HostileReport};
+
 /// A small deterministic generator (xorshift64); no dependency needed for this.
 #[derive(Clone, Debug)]
 pub struct XorShift(u64);
@@ -94,6 +96,8 @@ pub struct LoadConfig {
     pub rss_slack_kib: u64,
     /// Print one line per finished guest.
     pub verbose: bool,
+    /// One more guest that attacks the host meanwhile ([`crate::hostile`]).
+    pub hostile: Option<Hostile>,
 }
 
 impl LoadConfig {
@@ -116,6 +120,7 @@ impl LoadConfig {
             settle: Duration::from_secs(10),
             rss_slack_kib: 16 << 10,
             verbose: false,
+            hostile: None,
         }
     }
 }
@@ -151,6 +156,8 @@ pub struct LoadReport {
     pub peak_rss_kib: u64,
     pub elapsed: Duration,
     pub failures: Vec<String>,
+    /// What the hostile guest did, when there was one.
+    pub hostile: Option<HostileReport>,
 }
 
 impl LoadReport {
@@ -181,7 +188,13 @@ impl LoadReport {
             ("workers_left", self.after.workers.to_string()),
             ("failures", self.failures.len().to_string()),
         ];
-        let fields: Vec<String> = fields.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let mut fields: Vec<String> = fields.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        if let Some(h) = &self.hostile {
+            fields.push(format!("hostile_connections={}", h.connections));
+            fields.push(format!("hostile_bad_requests={}", h.bad_requests));
+            fields.push(format!("hostile_graph_nodes={}", h.graph_nodes));
+            fields.push(format!("hostile_graph_refusals={}", h.graph_refusals));
+        }
         format!("load {}", fields.join(" "))
     }
 }
@@ -584,7 +597,11 @@ pub fn run(cfg: &LoadConfig) -> LoadReport {
 
     let mut rng = XorShift::new(cfg.seed);
     let stop = begin + Duration::from_secs_f64(cfg.seconds);
-    let raw = raw_clients(addr, cfg.raw_per_second, cfg.seed, stop);
+    let raw = raw_clients(addr.clone(), cfg.raw_per_second, cfg.seed, stop);
+    let hostile = cfg
+        .hostile
+        .as_ref()
+        .map(|h| crate::hostile::start(addr.clone(), h, stop));
     let mut slots: Vec<Option<Running>> = (0..cfg.guests).map(|_| None).collect();
     let mut next_seed = cfg.seed.wrapping_mul(1000);
     let mut daemon_died = false;
@@ -656,6 +673,7 @@ pub fn run(cfg: &LoadConfig) -> LoadReport {
         let _ = g.child.kill();
         let _ = g.child.wait();
     }
+    report.hostile = hostile.map(|h| h.join().unwrap_or_default());
     let (raw_count, raw_failures) = raw
         .join()
         .unwrap_or((0, vec!["raw client thread panicked".into()]));

@@ -5,11 +5,15 @@
 //! also run on the GPU by tests/gpu/run-load.sh) checks each guest's own results and
 //! that the daemon stays up and returns to its baseline: no worker processes left,
 //! the same descriptors and threads, resident memory not grown materially. Here we
-//! also check the daemon's directory and the launch log all workers appended to.
+//! also check the daemon's directory and the launch log all workers appended to. One
+//! more guest is hostile throughout (`vmcuda_tests::hostile`): it floods silent
+//! connections, log lines and graphs, and the others must pass all the same while the
+//! log stays within the workers' rate limit.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
+use vmcuda_tests::hostile::Hostile;
 use vmcuda_tests::load::{self, LoadConfig};
 use vmcuda_tests::{guest_lib_dir, guest_library_path, nvidia_cudart_dir, root, Daemon};
 
@@ -34,7 +38,13 @@ fn dir_entries(d: &Daemon) -> BTreeSet<String> {
 #[test]
 #[ignore = "needs the linked guest library and the nvcc-built load guest: run tests/run.sh"]
 fn sixteen_guests_with_kills_and_crashes_leave_the_daemon_as_it_was() {
-    let mut d = Daemon::host_memory("load");
+    // A TCP listener too, for the hostile guest's connection flood (a source of its
+    // own, apart from the other guests on the Unix socket).
+    let flood_at = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+        l.local_addr().expect("its address").to_string()
+    };
+    let mut d = Daemon::start("load", &["--executor", "host-memory", "--tcp", &flood_at]);
     // A replayable seed: VMCUDA_LOAD_SEED, else the clock (printed either way).
     let seed = std::env::var("VMCUDA_LOAD_SEED")
         .ok()
@@ -51,6 +61,9 @@ fn sixteen_guests_with_kills_and_crashes_leave_the_daemon_as_it_was() {
     cfg.seed = seed;
     cfg.seconds = 20.0;
     cfg.guests = 16;
+    cfg.hostile = Some(Hostile {
+        flood_tcp: Some(flood_at),
+    });
 
     let report = load::run(&cfg);
     eprintln!("{}", report.summary());
@@ -74,6 +87,23 @@ fn sixteen_guests_with_kills_and_crashes_leave_the_daemon_as_it_was() {
     );
     assert!(report.raw_clients > 10, "{}", report.summary());
     assert!(report.ops > 0 && report.bytes > 0, "{}", report.summary());
+    // The hostile guest did flood (issue 34), and its worker's log stayed within the
+    // rate limit: its burst and a line a second, for the one connection it flooded on.
+    let hostile = report.hostile.expect("a hostile guest ran");
+    assert!(
+        hostile.connections > 50 && hostile.bad_requests > 200 && hostile.graph_nodes > 200,
+        "{}",
+        report.summary()
+    );
+    let flood_lines = log
+        .lines()
+        .filter(|l| l.contains("unknown op") || l.contains("repeated hello"))
+        .count() as u64;
+    let bound = 50 + report.elapsed.as_secs() + 1;
+    assert!(
+        flood_lines <= bound,
+        "{flood_lines} log lines about the hostile guest's requests, over {bound}"
+    );
 
     // Workers leave nothing in the daemon's directory.
     let expected: BTreeSet<String> = ["host.sock", "host.log", "launches.jsonl", "state"]

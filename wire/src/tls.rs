@@ -272,6 +272,45 @@ pub fn accept(tcp: TcpStream, config: Arc<ServerConfig>) -> Result<Shared<Server
     handshake(rustls::StreamOwned::new(conn, NoSigPipe(tcp)))
 }
 
+/// [`accept`], but the whole handshake must be done within `limit`, however slowly
+/// the peer's bytes come (each read waits at most what is left; the socket's read
+/// timeout is left as set for after). A peer that says nothing cannot hold the
+/// connection longer.
+pub fn accept_within(
+    tcp: TcpStream,
+    config: Arc<ServerConfig>,
+    limit: std::time::Duration,
+) -> Result<Shared<ServerStream>, TlsError> {
+    let deadline = std::time::Instant::now() + limit;
+    let after = tcp.read_timeout().map_err(TlsError::Handshake)?;
+    let conn = ServerConnection::new(config).map_err(TlsError::Config)?;
+    let mut stream = rustls::StreamOwned::new(conn, NoSigPipe(tcp));
+    while stream.conn.is_handshaking() {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(TlsError::Handshake(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("no TLS handshake within {} ms", limit.as_millis()),
+            )));
+        }
+        stream
+            .sock
+            .0
+            .set_read_timeout(Some(left))
+            .map_err(TlsError::Handshake)?;
+        stream
+            .conn
+            .complete_io(&mut stream.sock)
+            .map_err(TlsError::Handshake)?;
+    }
+    stream
+        .sock
+        .0
+        .set_read_timeout(after)
+        .map_err(TlsError::Handshake)?;
+    Ok(Shared::new(stream))
+}
+
 fn handshake<C, S>(
     mut stream: rustls::StreamOwned<C, NoSigPipe<TcpStream>>,
 ) -> Result<Shared<rustls::StreamOwned<C, NoSigPipe<TcpStream>>>, TlsError>

@@ -6,8 +6,8 @@
 //! step) it confines itself, so that a bug exploited in it reaches its own VM only:
 //!
 //! 1. **Mount namespace** (where the kernel lets it make one): a private copy of the
-//!    host's mounts in which the configuration, every `token_file` and the TLS key
-//!    read as empty (`/dev/null` bound over them), and the ledger directory is an
+//!    host's mounts in which the configuration, every `token_file`, the TLS key and
+//!    certificate and the peer link's key, certificate and CA read as empty (`/dev/null` bound over them), and the ledger directory is an
 //!    empty read-only tmpfs holding only this VM's ledger, bound in. The worker has
 //!    already opened everything else it needs (its executor, its figures file).
 //! 2. **Resource limits**: no core dumps (they would hold guest data and the token),
@@ -307,6 +307,13 @@ pub fn spec_for(
         .chain(c.vms.iter().filter_map(|v| v.token_file.clone()))
         .chain(c.tcp.tls_key.clone())
         .chain(c.tcp.tls_cert.clone())
+        // The peer link's TLS files: the daemon read them when it started, and a
+        // worker only talks to its broker, never TLS.
+        .chain(
+            c.peers
+                .iter()
+                .flat_map(|p| [p.tls_key.clone(), p.tls_cert.clone(), p.ca.clone()]),
+        )
         .filter(|p| p.is_file())
         .collect();
     Ok(Some(JailSpec {

@@ -77,6 +77,40 @@ fn the_jail_table_is_read_from_the_host_configuration() {
     assert!(Policy::parse("[jail]\nbogus = 1\n", Path::new("t.toml")).is_err());
 }
 
+/// Issue 34, finding 7: the peer link's key, certificate and CA are among the files a
+/// jailed worker's mount namespace shows empty, with the configuration and tokens.
+#[test]
+fn the_peer_links_tls_files_are_hidden_from_workers() {
+    let dir = std::env::temp_dir().join(format!("vmcuda-jail-peers-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let files: Vec<PathBuf> = ["peer.key", "peer.crt", "peer-ca.crt", "token"]
+        .iter()
+        .map(|n| dir.join(n))
+        .collect();
+    for f in &files {
+        std::fs::write(f, b"secret\n").unwrap();
+    }
+    let text = format!(
+        "[jail]\nenable = true\n[peers]\nlisten = \"127.0.0.1:7732\"\n\
+         tls_key = {:?}\ntls_cert = {:?}\nca = {:?}\n\
+         [[vm]]\nname = \"vm1\"\ncid = 3\ntoken_file = {:?}\n",
+        files[0], files[1], files[2], files[3]
+    );
+    let p = Policy::parse(&text, Path::new("t.toml")).unwrap();
+    let spec = spec_for(&p, "vm1", Path::new("/nonexistent"), None)
+        .unwrap()
+        .unwrap();
+    for f in &files {
+        assert!(
+            spec.mask.contains(f),
+            "{} is not hidden: {:?}",
+            f.display(),
+            spec.mask
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn the_filter_builds_for_this_machine() {
     for on_denied in [OnDenied::Eperm, OnDenied::Kill, OnDenied::Log] {

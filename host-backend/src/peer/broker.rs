@@ -10,7 +10,6 @@ use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -20,6 +19,7 @@ use tracing::{info, warn};
 use vmcuda_wire::tls::{self, ServerStream, Shared};
 
 use super::proto::{self, Msg, Outcome, Ticket, MAX_CHUNK, TRANSFER_HEADER_LEN};
+use crate::admission::{Pending, RateLimit, Source};
 
 /// How long a registered ticket waits for its sender, and a sender's bytes for the
 /// receiving worker.
@@ -30,8 +30,26 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Transfers one worker may have registered at once, and all workers together.
 const MAX_TICKETS_PER_WORKER: usize = 16;
 const MAX_TICKETS: usize = 4096;
-/// Peer connections being served at once (each holds a thread).
-const MAX_PEER_CONNECTIONS: usize = 256;
+/// Peer connections being served at once (each holds a thread), and how many of them
+/// one source (an IPv4 address, an IPv6 /64) may hold: a host that floods the port
+/// leaves the rest to the other daemons.
+const MAX_PEER_CONNECTIONS: u32 = 256;
+const MAX_PEER_CONNECTIONS_PER_SOURCE: u32 = 64;
+/// How long a connection has for its whole TLS handshake: a daemon's takes
+/// milliseconds, and one that says nothing holds its place no longer.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Lines about connections to the peer port before they are known to be a daemon's
+/// (refused, failed handshakes, bad headers), all together: anyone who can reach the
+/// port can cause them.
+static PEER_PORT_LOG: RateLimit = RateLimit::new(20, 1);
+
+/// A `tracing` event about a connection to the peer port, under [`PEER_PORT_LOG`].
+macro_rules! peer_port {
+    ($level:ident, $($arg:tt)+) => {
+        $crate::rate_limited!(PEER_PORT_LOG, "peer port connections", $level, $($arg)+)
+    };
+}
 
 type Incoming = Shared<ServerStream>;
 
@@ -384,27 +402,27 @@ impl Broker {
             .set_read_timeout(Some(IO_TIMEOUT))
             .and_then(|()| tcp.set_write_timeout(Some(IO_TIMEOUT)))
         {
-            warn!(%from, "peer connection dropped: {e}");
+            peer_port!(warn, %from, "peer connection dropped: {e}");
             return;
         }
-        let mut stream = match tls::accept(tcp, server) {
+        let mut stream = match tls::accept_within(tcp, server, HANDSHAKE_TIMEOUT) {
             Ok(s) => s,
             Err(e) => {
-                warn!(%from, "peer connection refused: {e}");
+                peer_port!(warn, %from, "peer connection refused: {e}");
                 return;
             }
         };
         let mut header = [0u8; TRANSFER_HEADER_LEN];
         if let Err(e) = stream.read_exact(&mut header) {
-            warn!(%from, "peer connection dropped before its header: {e}");
+            peer_port!(warn, %from, "peer connection dropped before its header: {e}");
             return;
         }
         let Some((ticket, size)) = proto::parse_transfer_header(&header) else {
-            warn!(%from, "peer connection refused: not a transfer header");
+            peer_port!(warn, %from, "peer connection refused: not a transfer header");
             return;
         };
         if let Err(outcome) = self.claim(&ticket, size) {
-            warn!(%from, bytes = size,
+            peer_port!(warn, %from, bytes = size,
                 "peer transfer refused: unknown, used or expired ticket, or another size");
             let _ = stream
                 .write_all(&[outcome as u8])
@@ -441,25 +459,30 @@ pub fn listen(
     let listener = TcpListener::bind(addr)?;
     let local = listener.local_addr()?;
     info!(addr = %local, advertise = %broker.advertise, "listening for peer daemons (mutual TLS)");
-    let active = Arc::new(AtomicUsize::new(0));
+    let active = Pending::new(MAX_PEER_CONNECTIONS, MAX_PEER_CONNECTIONS_PER_SOURCE);
     let handle = thread::spawn(move || {
         for conn in listener.incoming() {
             let tcp = match conn {
                 Ok(tcp) => tcp,
                 Err(e) => {
-                    warn!("peer accept failed: {e}");
+                    peer_port!(warn, "peer accept failed: {e}");
                     continue;
                 }
             };
-            if active.fetch_add(1, Ordering::AcqRel) >= MAX_PEER_CONNECTIONS {
-                active.fetch_sub(1, Ordering::AcqRel);
-                warn!("peer connection closed: too many at once");
-                continue;
-            }
-            let (broker, server, active) = (broker.clone(), server.clone(), active.clone());
+            let source = tcp
+                .peer_addr()
+                .map_or(Source::Unknown, |a| Source::of_ip(a.ip()));
+            let place = match active.enter(source.clone()) {
+                Ok(place) => place,
+                Err(why) => {
+                    peer_port!(warn, %source, ?why, "peer connection closed: too many at once");
+                    continue;
+                }
+            };
+            let (broker, server) = (broker.clone(), server.clone());
             thread::spawn(move || {
                 broker.serve_peer(tcp, server);
-                active.fetch_sub(1, Ordering::AcqRel);
+                drop(place);
             });
         }
     });

@@ -326,3 +326,59 @@ fn sessions_copy_device_memory_over_the_link_and_check_the_guests_ranges() {
         Some(CudaStatus::ErrorNotSupported)
     );
 }
+
+/// A TCP connection to `addr` from the loopback address `from`: to the listener,
+/// another source than the brokers' own connections (from 127.0.0.1).
+fn connect_from(from: std::net::Ipv4Addr, addr: &str) -> std::io::Result<std::net::TcpStream> {
+    use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, SockaddrIn};
+    use std::os::fd::AsRawFd;
+    let to: std::net::SocketAddrV4 = addr.parse().unwrap();
+    let fd = socket::socket(
+        AddressFamily::Inet,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
+    socket::bind(
+        fd.as_raw_fd(),
+        &SockaddrIn::from(std::net::SocketAddrV4::new(from, 0)),
+    )?;
+    socket::connect(fd.as_raw_fd(), &SockaddrIn::from(to))?;
+    Ok(std::net::TcpStream::from(fd))
+}
+
+/// Issue 34, finding 4: 300 plain connections that never start TLS hold at most their
+/// source's share of the peer port, and only for the handshake deadline; a real
+/// transfer from another daemon goes through meanwhile.
+#[test]
+fn connections_that_never_handshake_cannot_squat_the_peer_port() {
+    use std::io::Read;
+    use std::time::{Duration, Instant};
+    let p = pair("squat");
+    let mut squatters: Vec<std::net::TcpStream> = (0..300)
+        .filter_map(|_| connect_from(std::net::Ipv4Addr::new(127, 0, 0, 2), &p.endpoint).ok())
+        .collect();
+    assert!(squatters.len() >= 256, "{} connected", squatters.len());
+    let opened = Instant::now();
+    thread::sleep(Duration::from_millis(300));
+    let mut receiving = worker(&p.receiver, 10);
+    let size = 4096;
+    let (ticket, _) = receiving.expect(size).unwrap();
+    let data = pattern(size as usize);
+    let sent = send(&p, ticket, size, &p.endpoint, data.clone());
+    assert_eq!(receive(&mut receiving, ticket, size).unwrap(), data);
+    sent.join().unwrap().unwrap();
+    // The silent ones are closed by the handshake deadline, not held for a minute.
+    let limit = broker::HANDSHAKE_TIMEOUT + Duration::from_secs(3);
+    for s in &mut squatters {
+        let left = limit.saturating_sub(opened.elapsed());
+        s.set_read_timeout(Some(left.max(Duration::from_millis(10))))
+            .unwrap();
+        let mut b = [0u8; 1];
+        match s.read(&mut b) {
+            Ok(0) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+            other => panic!("a silent peer connection outlived the deadline: {other:?}"),
+        }
+    }
+}

@@ -13,7 +13,9 @@ const USAGE: &str = "usage: load-driver --server ADDR --guest PATH --guest-lib D
   [--cudart-dir DIR (NVIDIA's libcudart.so.13, when the loader finds none)] [--seconds S (20)] [--guests N (16)] [--seed N (from the clock)] [--verify-kernels]
   [--kill-rate F (0.3)] [--crash-rate F (0.1)] [--raw-per-second F (4)]
   [--guest-seconds LO:HI (1:4)] [--max-mib M (48)] [--settle-seconds S (10)]
-  [--rss-slack-mib M (16)] [--verbose]";
+  [--rss-slack-mib M (16)] [--verbose]
+  [--hostile [--flood-tcp HOST:PORT]] (one more guest floods logs and graphs, and
+  silent connections to the daemon's TCP listener from 127.0.0.2)";
 
 fn parse() -> Result<LoadConfig, String> {
     let mut args = std::env::args().skip(1);
@@ -52,6 +54,13 @@ fn parse() -> Result<LoadConfig, String> {
             "--settle-seconds" => cfg.settle = Duration::from_secs_f64(num(&a, args.next())?),
             "--rss-slack-mib" => cfg.rss_slack_kib = num::<u64>(&a, args.next())? << 10,
             "--verbose" => cfg.verbose = true,
+            "--hostile" => {
+                cfg.hostile.get_or_insert_with(Default::default);
+            }
+            "--flood-tcp" => {
+                cfg.hostile.get_or_insert_with(Default::default).flood_tcp =
+                    Some(args.next().ok_or("--flood-tcp needs HOST:PORT")?)
+            }
             other => return Err(format!("unknown argument `{other}`")),
         }
     }
