@@ -211,6 +211,9 @@ impl ModuleOps for Session {
             req.stream,
             &req.attributes,
         )?;
+        for a in config.attributes {
+            self.check_access_window(a.id, &a.value)?;
+        }
         self.exec.launch(f, &config, params)?;
         self.accounts.stats.kernel_launched();
         nothing()
