@@ -12,7 +12,7 @@
 use tracing::warn;
 use vmcuda_wire::CudaStatus;
 
-use crate::ledger::BufferAccount;
+use crate::ledger::LedgerAccount;
 use crate::pinned::PageBuffer;
 use crate::session::{Session, RECEIVE_BUFFER, RECEIVE_BUFFER_2};
 
@@ -30,11 +30,11 @@ pub const RECEIVE_SLOTS: [usize; 2] = [RECEIVE_BUFFER, RECEIVE_BUFFER_2];
 pub struct BufferBudget {
     limit: u64,
     held: u64,
-    account: Option<BufferAccount>,
+    account: Option<LedgerAccount>,
 }
 
 impl BufferBudget {
-    pub fn new(limit: u64, account: Option<BufferAccount>) -> BufferBudget {
+    pub fn new(limit: u64, account: Option<LedgerAccount>) -> BufferBudget {
         BufferBudget {
             limit,
             held: 0,
@@ -130,7 +130,7 @@ impl ReceiveBuffers {
             // Growing moves the buffer: page-lock it again where it now lives.
             self.free(i, session);
             let pages = PageBuffer::new(len)?;
-            if !session.buffer_budget_mut().take(pages.len() as u64) {
+            if !session.take_buffer_bytes(pages.len() as u64) {
                 return Ok(None);
             }
             session.pin_buffer(slot, pages.start(), pages.len() as u64);
@@ -157,7 +157,7 @@ impl ReceiveBuffers {
     fn free(&mut self, i: usize, session: &mut Session) {
         session.unpin_buffer(RECEIVE_SLOTS[i]);
         if let Some(pages) = self.pages[i].take() {
-            session.buffer_budget_mut().give_back(pages.len() as u64);
+            session.give_back_buffer_bytes(pages.len() as u64);
         }
     }
 
