@@ -6,8 +6,9 @@
 //! its own that is let go as soon as that frame is done with. Every byte is counted
 //! against the VM's `buffer_memory` ([`BufferBudget`], held by the session, which
 //! counts its reply buffers there too), across its connections where the VM has a
-//! ledger; a frame that would go over it is read and dropped, and its request answered
-//! with cudaErrorMemoryAllocation.
+//! ledger, and against its `host_memory` with everything else a worker keeps for its
+//! guest (see `Session::take_buffer_bytes`); a frame that would go over either is read
+//! and dropped, and its request answered with cudaErrorMemoryAllocation.
 
 use tracing::warn;
 use vmcuda_wire::CudaStatus;

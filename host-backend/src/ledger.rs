@@ -386,16 +386,25 @@ mod tests {
         assert_eq!(text, format!("{} 900 900 600\n", me.pid));
         text.push_str(&format!("{} 0 0 300\n", other.id()));
         std::fs::write(&path, text).unwrap();
-        assert!(!host.charge(200, 1000).unwrap(), "600 + 300 + 200 is over 1000");
+        assert!(
+            !host.charge(200, 1000).unwrap(),
+            "600 + 300 + 200 is over 1000"
+        );
         assert!(host.charge(100, 1000).unwrap());
         let mut other = other;
         other.kill().unwrap();
         other.wait().unwrap();
-        assert!(host.charge(300, 1000).unwrap(), "a dead worker's stops counting");
+        assert!(
+            host.charge(300, 1000).unwrap(),
+            "a dead worker's stops counting"
+        );
         host.refund(1000).unwrap();
         buffers.refund(900).unwrap();
         me.refund(900).unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), format!("{} 0\n", me.pid));
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            format!("{} 0\n", me.pid)
+        );
         drop(me);
         std::fs::remove_dir_all(&d).unwrap();
     }

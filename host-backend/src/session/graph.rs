@@ -1114,16 +1114,16 @@ impl GraphOps for Session {
         // A clone keeps copies of all the original's nodes.
         let kept = self.graph_host_bytes(req.original);
         self.accounts.host.charge(kept, "graph clone")?;
-        let named = self
-            .exec
-            .graph_clone(graph)
-            .and_then(|clone| match self.name_graph(clone, false) {
-                Ok(h) => Ok((clone, h)),
-                Err(e) => {
-                    let _ = self.exec.graph_destroy(clone);
-                    Err(e)
-                }
-            });
+        let named =
+            self.exec
+                .graph_clone(graph)
+                .and_then(|clone| match self.name_graph(clone, false) {
+                    Ok(h) => Ok((clone, h)),
+                    Err(e) => {
+                        let _ = self.exec.graph_destroy(clone);
+                        Err(e)
+                    }
+                });
         let (clone, handle) = match named {
             Ok(made) => made,
             Err(e) => {

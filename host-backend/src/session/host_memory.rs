@@ -152,19 +152,17 @@ impl HostMemory {
             self.refund(had - bytes);
             return;
         }
-        let more = bytes - had;
-        if self.charge(more, "handle tables").is_ok() {
-            return;
-        }
-        self.used = self.used.saturating_add(more);
-        if let Some(account) = &self.account {
-            if self.used > self.reserved {
-                if let Err(e) = account.charge(self.used - self.reserved, u64::MAX) {
+        let want = self.used.saturating_add(bytes - had);
+        if want > self.reserved && !(want <= self.limit && self.reserve(want)) {
+            // Over the limit already: counted all the same, in the ledger too.
+            if let Some(account) = &self.account {
+                if let Err(e) = account.charge(want - self.reserved, u64::MAX) {
                     warn!(guest = %self.guest, "{e}");
                 }
-                self.reserved = self.used;
             }
+            self.reserved = want;
         }
+        self.used = want;
     }
 
     /// Log a refusal, at most once a second per guest (the rest are counted), and

@@ -229,7 +229,11 @@ impl ModuleOps for Session {
         // Captured, the launch is a node that keeps its parameters and attributes.
         let kept = GRAPH_NODE_BYTES
             + params.len() as u64
-            + config.attributes.iter().map(|a| a.value.len() as u64 + 8).sum::<u64>();
+            + config
+                .attributes
+                .iter()
+                .map(|a| a.value.len() as u64 + 8)
+                .sum::<u64>();
         let graph = self.captured_node(config.stream, kept)?;
         if let Err(e) = self.exec.launch(f, &config, params) {
             self.graph_node_failed(graph, kept);

@@ -34,7 +34,7 @@ pub(super) struct MadePool {
     pub(super) device: i32,
     exec: ExecPool,
     /// Imported from an export of another of the guest's pools: its memory is that
-    /// pool's, charged there.
+    /// pool's, charged there, and it makes no allocations of its own (CUDA's rule).
     imported: bool,
 }
 

@@ -123,7 +123,10 @@ fn captured_launches_are_refused_at_the_host_memory_limit_and_given_back() {
         (captured as u64) < limit / per_node,
         "{captured} launches captured"
     );
-    assert!(captured as u64 > limit / per_node / 2, "{captured} launches captured");
+    assert!(
+        captured as u64 > limit / per_node / 2,
+        "{captured} launches captured"
+    );
     assert!(s.host_memory_bytes() <= limit);
     // An executable graph keeps a copy of every node: no room for one.
     assert_eq!(
