@@ -6,13 +6,14 @@
 //! its own that is let go as soon as that frame is done with. Every byte is counted
 //! against the VM's `buffer_memory` ([`BufferBudget`], held by the session, which
 //! counts its reply buffers there too), across its connections where the VM has a
-//! ledger; a frame that would go over it is read and dropped, and its request answered
-//! with cudaErrorMemoryAllocation.
+//! ledger, and against its `host_memory` with everything else a worker keeps for its
+//! guest (see `Session::take_buffer_bytes`); a frame that would go over either is read
+//! and dropped, and its request answered with cudaErrorMemoryAllocation.
 
 use tracing::warn;
 use vmcuda_wire::CudaStatus;
 
-use crate::ledger::BufferAccount;
+use crate::ledger::LedgerAccount;
 use crate::pinned::PageBuffer;
 use crate::session::{Session, RECEIVE_BUFFER, RECEIVE_BUFFER_2};
 
@@ -30,11 +31,11 @@ pub const RECEIVE_SLOTS: [usize; 2] = [RECEIVE_BUFFER, RECEIVE_BUFFER_2];
 pub struct BufferBudget {
     limit: u64,
     held: u64,
-    account: Option<BufferAccount>,
+    account: Option<LedgerAccount>,
 }
 
 impl BufferBudget {
-    pub fn new(limit: u64, account: Option<BufferAccount>) -> BufferBudget {
+    pub fn new(limit: u64, account: Option<LedgerAccount>) -> BufferBudget {
         BufferBudget {
             limit,
             held: 0,
@@ -130,7 +131,7 @@ impl ReceiveBuffers {
             // Growing moves the buffer: page-lock it again where it now lives.
             self.free(i, session);
             let pages = PageBuffer::new(len)?;
-            if !session.buffer_budget_mut().take(pages.len() as u64) {
+            if !session.take_buffer_bytes(pages.len() as u64) {
                 return Ok(None);
             }
             session.pin_buffer(slot, pages.start(), pages.len() as u64);
@@ -157,7 +158,7 @@ impl ReceiveBuffers {
     fn free(&mut self, i: usize, session: &mut Session) {
         session.unpin_buffer(RECEIVE_SLOTS[i]);
         if let Some(pages) = self.pages[i].take() {
-            session.buffer_budget_mut().give_back(pages.len() as u64);
+            session.give_back_buffer_bytes(pages.len() as u64);
         }
     }
 

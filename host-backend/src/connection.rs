@@ -171,6 +171,7 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
             connection_id,
         };
         let grant_buffers = grant.buffer_memory;
+        let grant_host_memory = grant.host_memory;
         let mut session = Session::new(exec, grant);
         if let Some(ram) = guest_ram.borrow_mut().take() {
             session = session.with_guest_ram(ram);
@@ -187,6 +188,8 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
         // own VM's ledger and files (docs/security.md, "Worker jail").
         jail::confine_admitted(policy, &identity.vm, &state_dir, Some(ledger.path()))
             .map_err(|e| e.refusal(&caller, &identity.vm))?;
+        // The kernel's cap, should the host-memory accounts miss anything.
+        crate::memory_cap::cap_worker(grant_host_memory);
         let buffers = BufferBudget::new(grant_buffers, Some(ledger.buffers()));
         // Every VM's limits and tokens go before the guest's first request.
         drop(config);

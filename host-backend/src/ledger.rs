@@ -4,8 +4,9 @@
 //! workers of one VM therefore keep one ledger file, `<state_dir>/ledger/<vm>.ledger`,
 //! with one line per live worker: `<pid> <bytes held>` (the pid as the host numbers it,
 //! also for a worker in its own pid namespace: [`crate::jail::host_pid`]), then the
-//! bytes of its frame buffers when it has any (`[[vm]] buffer_memory` bounds their
-//! sum, see [`BufferAccount`]). Every change happens under an exclusive `flock`. A worker that dies without cleaning up (killed, crashed) leaves its line
+//! bytes of its frame buffers (`[[vm]] buffer_memory` bounds their sum) and of the host
+//! memory it keeps for its guest (`[[vm]] host_memory` bounds theirs), when it has any
+//! (see [`LedgerAccount`]). Every change happens under an exclusive `flock`. A worker that dies without cleaning up (killed, crashed) leaves its line
 //! behind; the next worker to take the lock finds its pid gone and drops the line, so
 //! what a dead worker held stops counting as soon as anyone asks. The daemon or the
 //! vhost-user device may have spawned the workers; neither has to take part.
@@ -45,37 +46,59 @@ struct Entry {
     bytes: u64,
     /// Host memory of the worker's frame buffers.
     buffers: u64,
+    /// Host memory the worker keeps for its guest (see `session::host_memory`).
+    host: u64,
 }
 
-/// A worker's frame buffers, counted in its VM's ledger against the VM's limit. Made
-/// by [`Ledger::buffers`]; it counts only while the [`Ledger`] it came from lives.
-pub struct BufferAccount {
+/// Which of a worker's host-memory figures a [`LedgerAccount`] counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kept {
+    Buffers,
+    HostMemory,
+}
+
+impl Entry {
+    fn kept(&mut self, which: Kept) -> &mut u64 {
+        match which {
+            Kept::Buffers => &mut self.buffers,
+            Kept::HostMemory => &mut self.host,
+        }
+    }
+}
+
+/// One of a worker's host-memory figures (its frame buffers, or what it keeps for its
+/// guest), counted in its VM's ledger against the VM's limit. Made by
+/// [`Ledger::buffers`] and [`Ledger::host_memory`]; it counts only while the [`Ledger`]
+/// it came from lives.
+pub struct LedgerAccount {
     file: Arc<File>,
     path: PathBuf,
     pid: u32,
+    which: Kept,
 }
 
-impl BufferAccount {
-    /// Count `bytes` more of buffers, unless the VM's workers would then hold more than
-    /// `limit`: `Ok(false)` then, and nothing is counted.
+impl LedgerAccount {
+    /// Count `bytes` more, unless the VM's workers would then hold more than `limit`
+    /// of this kind: `Ok(false)` then, and nothing is counted.
     pub fn charge(&self, bytes: u64, limit: u64) -> Result<bool, LedgerError> {
         update(&self.file, &self.path, self.pid, |entries| {
-            let total: u64 = entries.iter().map(|e| e.buffers).sum();
+            let total: u64 = entries.iter_mut().map(|e| *e.kept(self.which)).sum();
             if total.checked_add(bytes).is_none_or(|t| t > limit) {
                 return Ok(false);
             }
             if let Some(me) = entries.iter_mut().find(|e| e.pid == self.pid) {
-                me.buffers += bytes;
+                *me.kept(self.which) += bytes;
             }
             Ok(true)
         })
     }
 
-    /// Give back `bytes` of buffers.
+    /// Give back `bytes`.
     pub fn refund(&self, bytes: u64) -> Result<(), LedgerError> {
         update(&self.file, &self.path, self.pid, |entries| {
             if let Some(me) = entries.iter_mut().find(|e| e.pid == self.pid) {
-                me.buffers = me.buffers.saturating_sub(bytes);
+                let kept = me.kept(self.which);
+                *kept = kept.saturating_sub(bytes);
             }
             Ok(())
         })
@@ -116,6 +139,7 @@ impl Ledger {
                 pid: ledger.pid,
                 bytes: 0,
                 buffers: 0,
+                host: 0,
             });
             Ok(())
         })?;
@@ -176,11 +200,22 @@ impl Ledger {
     }
 
     /// This worker's frame buffers' account in the same ledger.
-    pub fn buffers(&self) -> BufferAccount {
-        BufferAccount {
+    pub fn buffers(&self) -> LedgerAccount {
+        self.account(Kept::Buffers)
+    }
+
+    /// The account of the host memory this worker keeps for its guest, in the same
+    /// ledger.
+    pub fn host_memory(&self) -> LedgerAccount {
+        self.account(Kept::HostMemory)
+    }
+
+    fn account(&self, which: Kept) -> LedgerAccount {
+        LedgerAccount {
             file: Arc::clone(&self.file),
             path: self.path.clone(),
             pid: self.pid,
+            which,
         }
     }
 
@@ -220,6 +255,7 @@ fn update<T>(
                 pid: fields.next()?.parse().ok()?,
                 bytes: fields.next()?.parse().ok()?,
                 buffers: fields.next().map_or(Some(0), |b| b.parse().ok())?,
+                host: fields.next().map_or(Some(0), |b| b.parse().ok())?,
             })
         })
         .filter(|e| e.pid == pid || alive(e.pid))
@@ -227,9 +263,10 @@ fn update<T>(
     let result = f(&mut entries)?;
     let new_text: String = entries
         .iter()
-        .map(|e| match e.buffers {
-            0 => format!("{} {}\n", e.pid, e.bytes),
-            b => format!("{} {} {b}\n", e.pid, e.bytes),
+        .map(|e| match (e.buffers, e.host) {
+            (0, 0) => format!("{} {}\n", e.pid, e.bytes),
+            (b, 0) => format!("{} {} {b}\n", e.pid, e.bytes),
+            (b, h) => format!("{} {} {b} {h}\n", e.pid, e.bytes),
         })
         .collect();
     // A look that changed nothing (a total, a refused charge) writes nothing.
@@ -327,6 +364,48 @@ mod tests {
         assert_eq!(me.total().unwrap(), 0);
         drop(me);
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// Host memory kept for guests is the VM's, like its quota: one worker's charge
+    /// counts against the others', apart from frame buffers and device memory.
+    #[test]
+    fn host_memory_is_counted_for_the_whole_vm_apart_from_buffers() {
+        let d = dir("host");
+        let me = Ledger::join(&d, "vm3", 8).unwrap();
+        let (buffers, host) = (me.buffers(), me.host_memory());
+        assert!(host.charge(600, 1000).unwrap());
+        assert!(buffers.charge(900, 1000).unwrap(), "buffers count apart");
+        assert!(me.charge(900, 1000).unwrap(), "so does device memory");
+        let path = d.join("ledger/vm3.ledger");
+        let other = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text, format!("{} 900 900 600\n", me.pid));
+        text.push_str(&format!("{} 0 0 300\n", other.id()));
+        std::fs::write(&path, text).unwrap();
+        assert!(
+            !host.charge(200, 1000).unwrap(),
+            "600 + 300 + 200 is over 1000"
+        );
+        assert!(host.charge(100, 1000).unwrap());
+        let mut other = other;
+        other.kill().unwrap();
+        other.wait().unwrap();
+        assert!(
+            host.charge(300, 1000).unwrap(),
+            "a dead worker's stops counting"
+        );
+        host.refund(1000).unwrap();
+        buffers.refund(900).unwrap();
+        me.refund(900).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            format!("{} 0\n", me.pid)
+        );
+        drop(me);
         std::fs::remove_dir_all(&d).unwrap();
     }
 

@@ -15,6 +15,7 @@
 //! - [`jail`]: what a worker gives up once its guest is admitted: its own user, a mount
 //!   namespace, resource limits and a system call filter.
 //! - [`ledger`]: a VM's quota and connection count across all its workers.
+//! - [`memory_cap`]: the kernel's cap on a worker's memory, under its VM's host memory.
 //! - [`policy`]: the host configuration: who may connect, which GPUs, quotas, TLS.
 //! - [`tls`]: the worker's side of TLS on TCP: telling TLS guests from plain ones, the
 //!   server handshake.
@@ -35,6 +36,7 @@ pub mod guest_log;
 pub mod guest_ram;
 pub mod jail;
 pub mod ledger;
+pub mod memory_cap;
 pub mod metrics;
 pub mod peer;
 pub mod pinned;

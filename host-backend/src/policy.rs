@@ -45,6 +45,11 @@ const DEFAULT_MAX_CONNECTIONS: u32 = 128;
 /// Frame buffers of a VM's workers: room for many connections' 4 MiB copy chunks and
 /// a few large module images at once.
 const DEFAULT_BUFFER_MEMORY: u64 = 1 << 30;
+/// Host memory a VM's workers keep for it (graphs and their nodes' parameters, module
+/// images, frame buffers, handle tables): a hundred thousand captured launches with
+/// kilobytes of parameters each, far more than real programs keep, and small enough
+/// that a few hostile VMs cannot push a host of ordinary size into its OOM killer.
+const DEFAULT_HOST_MEMORY: u64 = 4 << 30;
 /// Page-locked guest memory: without a quota, nothing else bounds what the driver is
 /// asked to pin for one connection.
 const DEFAULT_MAX_REGISTRATIONS: u32 = 4096;
@@ -157,6 +162,11 @@ pub struct Limits {
     /// together (bytes or with a unit). A frame that would need more is refused with
     /// cudaErrorMemoryAllocation. Default 1 GiB.
     pub buffer_memory: Option<ByteSize>,
+    /// Host memory the VM's workers may keep for it, all its connections together
+    /// (bytes or with a unit): graph nodes and their parameters, module images, frame
+    /// buffers, handle tables (see docs/security.md, "Host memory"). What would go
+    /// over is refused with cudaErrorMemoryAllocation. Default 4 GiB.
+    pub host_memory: Option<ByteSize>,
     /// Host memory registrations (pinned or shared guest memory, not counting the guest
     /// library's staging area) a connection may hold at once. Default 4096.
     pub max_registrations: Option<u32>,
@@ -319,6 +329,8 @@ pub struct Grant {
     pub max_connections: u32,
     /// Host memory for the VM's workers' frame buffers, all its connections together.
     pub buffer_memory: u64,
+    /// Host memory the VM's workers may keep for it, all its connections together.
+    pub host_memory: u64,
     /// Host memory registrations besides the staging area, per connection: how many,
     /// and how many bytes together.
     pub registrations: crate::guest_ram::RegistrationLimits,
@@ -336,6 +348,7 @@ impl Grant {
             max_modules: u32::MAX,
             max_connections: u32::MAX,
             buffer_memory: u64::MAX,
+            host_memory: u64::MAX,
             registrations: crate::guest_ram::RegistrationLimits::UNLIMITED,
         }
     }
@@ -707,6 +720,10 @@ impl Policy {
                 .buffer_memory
                 .or(d.buffer_memory)
                 .map_or(DEFAULT_BUFFER_MEMORY, |b| b.0),
+            host_memory: limits
+                .host_memory
+                .or(d.host_memory)
+                .map_or(DEFAULT_HOST_MEMORY, |b| b.0),
             registrations: crate::guest_ram::RegistrationLimits {
                 max_count: limits
                     .max_registrations

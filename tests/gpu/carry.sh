@@ -39,6 +39,7 @@ if [ -n "${VMCUDA_CULIBS:-}" ]; then
 fi
 NVCC=$nvcc bash tests/apps/build.sh "$dir/load" tests/load
 "$nvcc" -cudart shared -arch=sm_90 -O2 -o "$dir/isolation" tests/gpu/isolation.cu -L"$cu13/lib"
+"$nvcc" -cudart shared -arch=sm_90 -O2 -o "$dir/host_memory_graphs" tests/gpu/host_memory_graphs.cu -L"$cu13/lib"
 # The NVML query program (tests/c/nvml_query.c; natively it finds NVIDIA's NVML and
 # runtime, bridged the guest's), and pynvml from the nvidia-ml-py wheel for
 # tests/gpu/run-nvml.sh.

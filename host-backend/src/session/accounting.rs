@@ -16,6 +16,7 @@ use crate::ledger::Ledger;
 use crate::stats::WorkerStats;
 
 use super::checked::{DeviceRange, PitchedRange};
+use super::host_memory::{HostMemory, HANDLE_ENTRY_BYTES};
 use super::Session;
 
 /// One device allocation of the guest's.
@@ -72,11 +73,14 @@ pub(super) struct Accounts {
     /// The VM's ledger, shared with its other connections' workers: the quota is the
     /// VM's, not one connection's. Without one, the quota holds per connection.
     pub(super) ledger: Option<Ledger>,
+    /// The host memory kept for the guest, against the VM's `host_memory`.
+    pub(super) host: HostMemory,
 }
 
 impl Accounts {
-    pub(super) fn new(quota: Option<u64>, guest: &str) -> Accounts {
+    pub(super) fn new(quota: Option<u64>, host_memory: u64, guest: &str) -> Accounts {
         Accounts {
+            host: HostMemory::new(host_memory, guest),
             quota,
             guest: guest.to_owned(),
             allocations: BTreeMap::new(),
@@ -259,15 +263,16 @@ impl Accounts {
         }
     }
 
-    /// Refuse a new object once the guest holds `limit` of its kind.
+    /// Refuse a new object once the guest holds `limit` of its kind, or when its
+    /// handle-table entry would take the guest over its host memory.
     pub(super) fn check_count(
-        &self,
+        &mut self,
         what: &str,
         have: usize,
         limit: u32,
     ) -> Result<(), CudaStatus> {
         if have < limit as usize {
-            return Ok(());
+            return self.host.fits(HANDLE_ENTRY_BYTES, what);
         }
         warn!(guest = %self.guest, limit, "refused another {what}: the guest's limit is reached");
         Err(CudaStatus::ErrorMemoryAllocation)

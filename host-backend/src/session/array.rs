@@ -87,7 +87,7 @@ impl Session {
         }
     }
 
-    fn count_objects(&self) -> Result<(), CudaStatus> {
+    fn count_objects(&mut self) -> Result<(), CudaStatus> {
         let t = &self.array_tables;
         let have = t.arrays.len() + t.mipmaps.len() + t.textures.len() + t.surfaces.len();
         self.accounts

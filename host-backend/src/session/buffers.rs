@@ -59,8 +59,23 @@ impl Session {
         &self.buffers.budget
     }
 
-    pub(crate) fn buffer_budget_mut(&mut self) -> &mut BufferBudget {
-        &mut self.buffers.budget
+    /// Count `bytes` more of frame buffers against the VM's `buffer_memory` and its
+    /// `host_memory`; false, and nothing counted, when either would be exceeded.
+    pub(crate) fn take_buffer_bytes(&mut self, bytes: u64) -> bool {
+        if self.accounts.host.charge(bytes, "frame buffer").is_err() {
+            return false;
+        }
+        if !self.buffers.budget.take(bytes) {
+            self.accounts.host.refund(bytes);
+            return false;
+        }
+        true
+    }
+
+    /// Give back `bytes` of frame buffers to both.
+    pub(crate) fn give_back_buffer_bytes(&mut self, bytes: u64) {
+        self.buffers.budget.give_back(bytes);
+        self.accounts.host.refund(bytes);
     }
 
     /// A reply buffer of exactly `len` bytes, reusing the last one's memory; refused
@@ -72,12 +87,12 @@ impl Session {
             // counted: the two are never held together.
             drop(v);
             let charged = std::mem::take(&mut self.buffers.spare_charged);
-            self.buffers.budget.give_back(charged);
+            self.give_back_buffer_bytes(charged);
             v = Vec::new();
             v.try_reserve_exact(len)
                 .map_err(|_| CudaStatus::ErrorMemoryAllocation)?;
             let capacity = v.capacity() as u64;
-            if !self.buffers.budget.take(capacity) {
+            if !self.take_buffer_bytes(capacity) {
                 debug!(
                     bytes = capacity,
                     held = self.buffers.budget.held(),
@@ -133,7 +148,7 @@ impl Session {
         }
         self.drop_reply_area();
         match PageBuffer::new(len) {
-            Ok(area) if !self.buffers.budget.take(area.len() as u64) => {
+            Ok(area) if !self.take_buffer_bytes(area.len() as u64) => {
                 debug!("no reply area: over the VM's buffer_memory");
                 false
             }
@@ -154,7 +169,7 @@ impl Session {
     fn drop_reply_area(&mut self) {
         self.unpin_buffer(REPLY_AREA);
         if let Some(area) = self.buffers.reply_area.take() {
-            self.buffers.budget.give_back(area.len() as u64);
+            self.give_back_buffer_bytes(area.len() as u64);
         }
     }
 
@@ -221,7 +236,7 @@ impl Session {
         if self.buffers.spare_charged > keep as u64 {
             self.buffers.spare = Vec::new();
             let charged = std::mem::take(&mut self.buffers.spare_charged);
-            self.buffers.budget.give_back(charged);
+            self.give_back_buffer_bytes(charged);
         }
     }
 

@@ -4,6 +4,7 @@ use vmcuda_wire::op::*;
 use vmcuda_wire::CudaStatus;
 
 use super::buffers::REPLY_AREA_MIN;
+use super::host_memory::GRAPH_NODE_BYTES;
 use crate::stats::Direction;
 
 use super::{nothing, Session};
@@ -92,7 +93,9 @@ impl CopyOps for Session {
         let s = self.handles.stream(req.stream)?;
         let dst = self.check_range(req.dst, req.size)?;
         let src = self.check_range(req.src, req.size)?;
-        self.exec.copy_dtod(dst, src, s, req.is_async)?;
+        let graph = self.captured_node(s, GRAPH_NODE_BYTES)?;
+        let r = self.exec.copy_dtod(dst, src, s, req.is_async);
+        self.node_made(graph, r)?;
         self.accounts
             .stats
             .copied(Direction::DeviceToDevice, req.size);
@@ -151,7 +154,9 @@ impl CopyOps for Session {
         let s = self.handles.stream(req.stream)?;
         let dst = self.check_pitched(req.dst, req.dpitch, req.width, req.height)?;
         let src = self.check_pitched(req.src, req.spitch, req.width, req.height)?;
-        self.exec.copy_2d_dtod(dst, src, s, req.is_async)?;
+        let graph = self.captured_node(s, GRAPH_NODE_BYTES)?;
+        let r = self.exec.copy_2d_dtod(dst, src, s, req.is_async);
+        self.node_made(graph, r)?;
         self.accounts.stats.copied(
             Direction::DeviceToDevice,
             req.width.saturating_mul(req.height),
@@ -162,14 +167,18 @@ impl CopyOps for Session {
     fn memset(&mut self, _: &CallContext, req: Memset, _: &[u8]) -> HandlerResult<()> {
         let s = self.handles.stream(req.stream)?;
         let dst = self.check_range(req.dst, req.size)?;
-        self.exec.memset(dst, req.value, s, req.is_async)?;
+        let graph = self.captured_node(s, GRAPH_NODE_BYTES)?;
+        let r = self.exec.memset(dst, req.value, s, req.is_async);
+        self.node_made(graph, r)?;
         nothing()
     }
 
     fn memset_2d(&mut self, _: &CallContext, req: Memset2D, _: &[u8]) -> HandlerResult<()> {
         let s = self.handles.stream(req.stream)?;
         let dst = self.check_pitched(req.dst, req.pitch, req.width, req.height)?;
-        self.exec.memset_2d(dst, req.value, s, req.is_async)?;
+        let graph = self.captured_node(s, GRAPH_NODE_BYTES)?;
+        let r = self.exec.memset_2d(dst, req.value, s, req.is_async);
+        self.node_made(graph, r)?;
         nothing()
     }
 
@@ -224,14 +233,16 @@ impl CopyOps for Session {
         let bytes = req.byte_len().ok_or(CudaStatus::ErrorInvalidValue)?;
         let stream = self.handles.stream(req.stream)?;
         self.check_range(req.dst, bytes)?;
-        self.exec.memset_elements(
+        let graph = self.captured_node(stream, GRAPH_NODE_BYTES)?;
+        let r = self.exec.memset_elements(
             req.dst,
             req.value,
             req.element_size,
             req.count,
             stream,
             req.is_async,
-        )?;
+        );
+        self.node_made(graph, r)?;
         nothing()
     }
 }

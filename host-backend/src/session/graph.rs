@@ -61,6 +61,7 @@ use crate::executor::ExecStream;
 
 use super::accounting::Allocation;
 use super::graph_build::MAX_NODE_HANDLES;
+use super::host_memory::GRAPH_NODE_BYTES;
 use super::{nothing, Session};
 
 pub(super) struct GraphEntry {
@@ -225,6 +226,7 @@ impl Session {
     /// Forget a graph and its nodes' handles, and the graphs its nodes own.
     pub(super) fn forget_graph(&mut self, graph: GraphHandle) -> Option<GraphEntry> {
         let entry = self.graph_tables.graphs.remove(&graph)?;
+        self.graph_host_released(entry.exec);
         for handle in entry.nodes.values() {
             self.graph_tables.nodes.remove(handle);
         }
@@ -264,6 +266,7 @@ impl Session {
             crate::shared_memory::release_host_function(&self.shared, here);
         }
         self.end_all_captures(None);
+        self.graph_host_release_all();
         let tables = std::mem::take(&mut self.graph_tables);
         for (_, exec) in tables.execs {
             let _ = self.exec.graph_exec_destroy(exec);
@@ -289,6 +292,7 @@ impl Session {
     /// devices goes as its holders do, and what is live there stays until freed.
     pub(super) fn graphs_reset(&mut self, device: i32) {
         self.end_all_captures(Some(device));
+        self.graph_host_release_all();
         let tables = std::mem::take(&mut self.graph_tables);
         for (_, exec) in tables.execs {
             let _ = self.exec.graph_exec_destroy(exec);
@@ -445,6 +449,7 @@ impl Session {
     /// `graph` is gone (destroyed, or its capture failed): its memory goes where no
     /// executable graph made of it holds it and it is not live.
     fn graph_dropped(&mut self, current: Option<i32>, graph: ExecGraph) {
+        self.graph_host_released(graph);
         let Some(memory) = self.graph_tables.memory.get_mut(&graph) else {
             return;
         };
@@ -721,6 +726,7 @@ impl GraphOps for Session {
         };
         if let Some(g) = building.filter(|&g| g != graph) {
             // The executor named the graph anew: the memory follows it.
+            self.graph_host_renamed(g, graph);
             if let Some(memory) = self.graph_tables.memory.remove(&g) {
                 for ptr in &memory.allocations {
                     if let Some(a) = self.graph_tables.allocations.get_mut(ptr) {
@@ -775,8 +781,16 @@ impl GraphOps for Session {
             self.graph_tables.execs.len(),
             self.grant.max_streams,
         )?;
-        let exec = self.exec.graph_instantiate(graph, req.flags)?;
+        let kept = self.exec_host_charge(req.graph)?;
+        let exec = match self.exec.graph_instantiate(graph, req.flags) {
+            Ok(exec) => exec,
+            Err(e) => {
+                self.exec_host_made(None, kept);
+                return Err(e);
+            }
+        };
         let handle = GraphExecHandle(self.handles.fresh());
+        self.exec_host_made(Some(handle), kept);
         self.graph_tables.execs.insert(handle, exec);
         self.graph_tables.exec_source.insert(handle, req.graph);
         if let Some(memory) = self.graph_tables.memory.get_mut(&graph) {
@@ -822,6 +836,7 @@ impl GraphOps for Session {
         self.graph_tables.execs.remove(&req.exec);
         self.graph_tables.exec_source.remove(&req.exec);
         let r = self.exec.graph_exec_destroy(exec);
+        self.exec_host_released(req.exec);
         self.exec_dropped(ctx.device, req.exec);
         r?;
         nothing()
@@ -919,7 +934,17 @@ impl GraphOps for Session {
                 ExecPlainNode::MovedChildGraph(self.movable_graph(req.graph, child)?)
             }
         };
-        let node = self.exec.add_plain_node(graph, &deps, plain)?;
+        // A child-graph node copies its graph, nodes and all.
+        let kept = match req.node {
+            PlainNode::ChildGraph(child) => GRAPH_NODE_BYTES + self.graph_host_bytes(child),
+            _ => GRAPH_NODE_BYTES,
+        };
+        self.graph_node_charge(graph, kept)?;
+        let made = self.exec.add_plain_node(graph, &deps, plain);
+        if made.is_err() {
+            self.graph_node_failed(Some(graph), kept);
+        }
+        let node = made?;
         if let PlainNode::MovedChildGraph(child) = req.node {
             self.child_moved(req.graph, graph, child);
         }
@@ -1091,14 +1116,27 @@ impl GraphOps for Session {
     ) -> HandlerResult<GraphMade> {
         let graph = self.finished_graph(req.original)?;
         self.refuse_memory_nodes(graph, "a clone")?;
-        let clone = self.exec.graph_clone(graph)?;
-        let handle = match self.name_graph(clone, false) {
-            Ok(h) => h,
+        // A clone keeps copies of all the original's nodes.
+        let kept = self.graph_host_bytes(req.original);
+        self.accounts.host.charge(kept, "graph clone")?;
+        let named =
+            self.exec
+                .graph_clone(graph)
+                .and_then(|clone| match self.name_graph(clone, false) {
+                    Ok(h) => Ok((clone, h)),
+                    Err(e) => {
+                        let _ = self.exec.graph_destroy(clone);
+                        Err(e)
+                    }
+                });
+        let (clone, handle) = match named {
+            Ok(made) => made,
             Err(e) => {
-                let _ = self.exec.graph_destroy(clone);
+                self.accounts.host.refund(kept);
                 return Err(e);
             }
         };
+        self.graph_host_charged(clone, kept);
         self.graph_tables.clone_of.insert(handle, req.original);
         // The clone's copies of host nodes are host nodes too.
         let host_nodes: Vec<ExecNode> = self
@@ -1252,9 +1290,11 @@ impl GraphOps for Session {
         if req.size == 0 || req.size > MAX_CONDITIONAL_BODIES {
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        let (node, bodies) = self
+        self.graph_node_charge(graph, GRAPH_NODE_BYTES)?;
+        let made = self
             .exec
-            .add_conditional_node(graph, &deps, req.handle, req.kind, req.size)?;
+            .add_conditional_node(graph, &deps, req.handle, req.kind, req.size);
+        let (node, bodies) = self.node_made(Some(graph), made)?;
         let node = self.node_handles(req.graph, vec![node])[0];
         let mut named = Vec::with_capacity(bodies.len());
         for body in bodies {

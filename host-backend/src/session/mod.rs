@@ -37,6 +37,7 @@ mod device;
 mod graph;
 mod graph_build;
 mod handles;
+mod host_memory;
 mod memory;
 mod module;
 mod peer;
@@ -87,6 +88,8 @@ pub struct Session {
     lt: blaslt::LtState,
     /// The guest's graphs, executable graphs and graph nodes (see `graph`).
     graph_tables: graph::GraphTables,
+    /// What they keep on the host (see `host_memory`).
+    graph_host: host_memory::GraphHostMemory,
     array_tables: array::ArrayTables,
     /// The guest's address reservations, physical allocations and mappings (see
     /// `vmm`).
@@ -110,7 +113,7 @@ impl Session {
     pub fn new(exec: Box<dyn Executor>, grant: Grant) -> Self {
         Session {
             exec,
-            accounts: Accounts::new(grant.memory_quota, &grant.name),
+            accounts: Accounts::new(grant.memory_quota, grant.host_memory, &grant.name),
             grant,
             greeted: false,
             client: String::new(),
@@ -125,6 +128,7 @@ impl Session {
             blas: Default::default(),
             lt: Default::default(),
             graph_tables: Default::default(),
+            graph_host: Default::default(),
             array_tables: Default::default(),
             vmm: Default::default(),
             limit_base: Default::default(),
@@ -144,6 +148,7 @@ impl Session {
 
     /// Account this guest's memory in its VM's ledger, with the VM's other connections.
     pub fn with_ledger(mut self, ledger: Ledger) -> Self {
+        self.accounts.host.account = Some(ledger.host_memory());
         self.accounts.ledger = Some(ledger);
         self
     }
@@ -210,6 +215,8 @@ impl Session {
 
     /// Make the guest thread's device current; every op but the handshake runs under it.
     pub fn enter(&mut self, ctx: &CallContext) -> Result<(), CudaStatus> {
+        // What the last call added to the handle tables counts from now on.
+        self.settle_handle_memory();
         self.exec.set_device(ctx.device)
     }
 }

@@ -3,7 +3,8 @@
 //! A module's globals and constant banks are charged to the quota when it is loaded
 //! on a device (once per device and image, rounded as an allocation of that size) and
 //! held until the session ends: the driver keeps a library loaded, and brings its data
-//! back into a reset context as soon as it is used again.
+//! back into a reset context as soon as it is used again. Its image counts against the
+//! VM's host memory for as long (see `host_memory`), and so does each captured launch.
 
 use sha2::{Digest, Sha256};
 use vmcuda_wire::op::*;
@@ -16,6 +17,7 @@ use crate::executor::{allocation_footprint, LaunchConfig};
 const LAUNCH_ATTRIBUTE_VALUE_LEN: usize = 64;
 
 use super::accounting::Held;
+use super::host_memory::GRAPH_NODE_BYTES;
 use super::{nothing, Session};
 
 /// `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT` and `CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT`:
@@ -91,11 +93,19 @@ impl ModuleOps for Session {
             0 => allocation_footprint(self.exec.module_data_len(image)?),
             _ => 0,
         };
-        self.accounts.charge(bytes)?;
+        // The executor (or the driver) keeps the image on the host while the module is
+        // loaded: until the session ends.
+        let image_bytes = image.len() as u64;
+        self.accounts.host.charge(image_bytes, "module image")?;
+        if let Err(e) = self.accounts.charge(bytes) {
+            self.accounts.host.refund(image_bytes);
+            return Err(e);
+        }
         let m = match self.exec.load_module(image) {
             Ok(m) => m,
             Err(e) => {
                 self.accounts.refund(bytes);
+                self.accounts.host.refund(image_bytes);
                 return Err(e);
             }
         };
@@ -103,6 +113,8 @@ impl ModuleOps for Session {
             self.accounts.held.insert((ctx.device, held), bytes);
         }
         if let Some((h, _)) = self.handles.modules.iter().find(|(_, v)| **v == m) {
+            // The module the guest already has: its image is kept once.
+            self.accounts.host.refund(image_bytes);
             return Ok((ModuleLoaded { module: *h }, Vec::new()));
         }
         let module = ModuleHandle(self.handles.fresh());
@@ -211,7 +223,22 @@ impl ModuleOps for Session {
             req.stream,
             &req.attributes,
         )?;
-        self.exec.launch(f, &config, params)?;
+        for a in config.attributes {
+            self.check_access_window(a.id, &a.value)?;
+        }
+        // Captured, the launch is a node that keeps its parameters and attributes.
+        let kept = GRAPH_NODE_BYTES
+            + params.len() as u64
+            + config
+                .attributes
+                .iter()
+                .map(|a| a.value.len() as u64 + 8)
+                .sum::<u64>();
+        let graph = self.captured_node(config.stream, kept)?;
+        if let Err(e) = self.exec.launch(f, &config, params) {
+            self.graph_node_failed(graph, kept);
+            return Err(e);
+        }
         self.accounts.stats.kernel_launched();
         nothing()
     }

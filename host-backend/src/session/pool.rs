@@ -34,7 +34,7 @@ pub(super) struct MadePool {
     pub(super) device: i32,
     exec: ExecPool,
     /// Imported from an export of another of the guest's pools: its memory is that
-    /// pool's, charged there.
+    /// pool's, charged there, and it makes no allocations of its own (CUDA's rule).
     imported: bool,
 }
 
@@ -144,16 +144,19 @@ impl Session {
         r
     }
 
+    /// Whether `pool` is one the guest imported (from an export of its own).
+    fn imported(&self, pool: PoolAt) -> bool {
+        pool.made
+            .is_some_and(|h| self.pools.get(&h).is_some_and(|p| p.imported))
+    }
+
     /// Charge what `pool` (its device current) keeps reserved beyond the guest's live
     /// allocations from it: memory freed into the pool stays the guest's until the
     /// pool gives it back (at a synchronization past the release threshold, or a
     /// trim). Refused when it does not fit the quota.
     fn settle_pool_at(&mut self, pool: PoolAt) -> Result<(), CudaStatus> {
         // An imported pool's memory is its exporter's, charged there.
-        if pool
-            .made
-            .is_some_and(|h| self.pools.get(&h).is_some_and(|p| p.imported))
-        {
+        if self.imported(pool) {
             return Ok(());
         }
         let reserved = self
@@ -539,6 +542,12 @@ impl PoolOps for Session {
         _: &[u8],
     ) -> HandlerResult<Allocated> {
         let pool = self.pool_at(req.pool)?;
+        // CUDA: imported pools make no allocations (only imported pointers). Refused
+        // here whatever the executor would do: what such a pool kept is charged nowhere.
+        if self.imported(pool) {
+            warn!(client = %self.client, "refused an allocation from an imported pool");
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
         self.alloc_from(ctx, req.size, pool, req.stream)
     }
 

@@ -1151,3 +1151,38 @@ fn pools_and_their_allocations_are_exported_for_the_guest_itself_only() {
     assert_charged_is_held(&mut s, "with an imported pool");
     drop(s);
 }
+
+/// Imported pools cannot be allocated from (CUDA documents it for
+/// `cudaMallocFromPoolAsync`): a guest that imports its own export again and again
+/// gets no memory that way, let alone memory its quota does not see. Before, each
+/// import kept what was freed into it uncharged: four imports held far more than the
+/// quota.
+#[test]
+fn imported_pools_are_not_allocated_from() {
+    let mut s = session(Some(64 * MIB));
+    let st = stream(&mut s, &CTX, 0x100);
+    let pool = create_pool(&mut s, 0);
+    let export = s
+        .mem_pool_export_shareable(&CTX, MemPoolExportShareable { pool }, &[])
+        .unwrap()
+        .0
+        .export;
+    for _ in 0..4 {
+        let imported = s
+            .mem_pool_import_shareable(&CTX, MemPoolImportShareable { export }, &[])
+            .unwrap()
+            .0
+            .pool;
+        assert_eq!(
+            alloc_from(&mut s, imported, 60 * MIB, st),
+            Err(CudaStatus::ErrorInvalidValue),
+            "an imported pool makes no allocations"
+        );
+        assert_charged_is_held(&mut s, "after an import");
+        assert!(held(&mut s) <= 64 * MIB, "{} bytes held", held(&mut s));
+    }
+    // The exporter's own pool still allocates, within the quota.
+    let p = alloc_from(&mut s, pool, 60 * MIB, st).unwrap();
+    assert_ne!(p, 0);
+    assert_charged_is_held(&mut s, "with the exporter's allocation");
+}

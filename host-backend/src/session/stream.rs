@@ -22,15 +22,29 @@ impl Session {
         let value: StreamAttrValue = bytes
             .try_into()
             .map_err(|_| CudaStatus::ErrorInvalidValue)?;
-        if attr == ATTR_ACCESS_POLICY_WINDOW {
-            let word =
-                |at: usize| u64::from_le_bytes(value[at..at + 8].try_into().expect("8 bytes"));
-            let (base, len) = (word(0), word(8));
-            if len > 0 {
-                self.check_range(base, len)?;
-            }
-        }
+        self.check_access_window(attr, &value)?;
         Ok(value)
+    }
+
+    /// An access policy window among launch attributes (a stream's, a kernel node's, a
+    /// launch's own) only over the guest's own memory. A launch's value may be shorter
+    /// than CUDA's union: what it leaves out is zero.
+    pub(super) fn check_access_window(&self, attr: u32, value: &[u8]) -> Result<(), CudaStatus> {
+        if attr != ATTR_ACCESS_POLICY_WINDOW {
+            return Ok(());
+        }
+        let word = |at: usize| {
+            let mut bytes = [0u8; 8];
+            let have = value.get(at..).unwrap_or(&[]);
+            let n = have.len().min(8);
+            bytes[..n].copy_from_slice(&have[..n]);
+            u64::from_le_bytes(bytes)
+        };
+        let (base, len) = (word(0), word(8));
+        if len > 0 {
+            self.check_range(base, len)?;
+        }
+        Ok(())
     }
 }
 

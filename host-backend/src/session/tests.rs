@@ -319,3 +319,55 @@ fn page_word(addr: u64) -> [u8; 4] {
     // SAFETY: the caller's address is inside a mapping of its own.
     unsafe { std::ptr::read_volatile(addr as *const [u8; 4]) }
 }
+
+/// A launch's own access-policy window (`cudaLaunchAttributeAccessPolicyWindow` among
+/// `cudaLaunchKernelExC`'s attributes) is checked as a stream's or a kernel node's is:
+/// only over the guest's own memory, refused with cudaErrorInvalidValue otherwise.
+#[test]
+fn a_launchs_access_policy_window_stays_inside_the_guests_memory() {
+    const TINY: &[u8] = include_bytes!("../../../wire/testdata/tiny.fatbin");
+    let mut s = session(None);
+    let module = s.module_load(&CTX, ModuleLoad, TINY).unwrap().0.module;
+    let get = ModuleGetFunction {
+        module,
+        name: "_Z4tinyPi".into(),
+    };
+    let function = s.module_get_function(&CTX, get, &[]).unwrap().0.function;
+    let p = s
+        .mem_alloc(&CTX, MemAlloc { size: 1 << 20 }, &[])
+        .unwrap()
+        .0
+        .ptr;
+    let window = |base: u64, len: u64| {
+        let mut value = base.to_le_bytes().to_vec();
+        value.extend_from_slice(&len.to_le_bytes());
+        LaunchAttribute { id: 1, value }
+    };
+    let mut launch = |attributes| {
+        let req = LaunchKernel {
+            function,
+            grid: [1; 3],
+            block: [1; 3],
+            shared_mem: 0,
+            stream: StreamHandle::LEGACY,
+            attributes,
+        };
+        s.launch_kernel(&CTX, req, &p.to_le_bytes()).map(|_| ())
+    };
+    assert_eq!(launch(vec![window(p, 1 << 20)]), Ok(()));
+    assert_eq!(launch(vec![window(p, 0)]), Ok(()), "an empty window");
+    for (base, len) in [(0xdead_0000, 4096), (p, (1 << 20) + 1), (u64::MAX - 8, 64)] {
+        assert_eq!(
+            launch(vec![window(base, len)]),
+            Err(CudaStatus::ErrorInvalidValue),
+            "window {base:#x}+{len:#x}"
+        );
+    }
+    // A short value is padded with zeros, as the union would be: a base alone names
+    // an empty window.
+    let short = LaunchAttribute {
+        id: 1,
+        value: 0xdead_0000u64.to_le_bytes().to_vec(),
+    };
+    assert_eq!(launch(vec![short]), Ok(()));
+}

@@ -816,6 +816,52 @@ fn session_seeds() {
             ],
             vec![],
         ),
+        (
+            "big_graphs",
+            vec![
+                BeginCapture { stream: 2 },
+                LaunchMany {
+                    count: 99,
+                    stream: 2,
+                },
+                EndCapture { stream: 2 },
+                Instantiate { graph: 0 },
+                Launch { exec: 0, stream: 2 },
+                BeginCapture { stream: 3 },
+                LaunchMany {
+                    count: 511,
+                    stream: 3,
+                },
+                EndCapture { stream: 3 },
+                Instantiate { graph: 1 },
+                GraphDestroy { graph: 1 },
+                ExecDestroy { exec: 0 },
+                GraphDestroy { graph: 0 },
+            ],
+            // The host-memory limit stops the second capture's launches partway, and
+            // leaves no room for an executable graph of what it captured.
+            vec![6, 8],
+        ),
+        (
+            "pool_import",
+            vec![
+                PoolImport,
+                AllocFromPool {
+                    pool: 1,
+                    size: 16,
+                    stream: 2,
+                },
+                AllocFromPool {
+                    pool: 0,
+                    size: 16,
+                    stream: 2,
+                },
+                FreeAsync { pick: 0, stream: 2 },
+                Sync { stream: 2 },
+            ],
+            // An imported pool makes no allocations.
+            vec![1],
+        ),
     ];
     for (name, steps, failing) in seeds {
         check_session(name, steps, failing);

@@ -1,7 +1,9 @@
 //! The `session` target: one host session on the host-memory executor, fed a sequence of
 //! memory operations (allocations, frees, copies, memsets, stream-ordered allocation and
 //! its pool, stream capture and graphs, virtual memory management, device reset) under
-//! a small quota, with the quota invariant checked after every step.
+//! a small quota, with the quota invariant checked after every step. Captures may hold
+//! many launches of a kernel with 5 KB of parameters, and pools may be exported and
+//! imported, under a small host-memory limit that is checked after every step too.
 //!
 //! The invariant: what the session has charged never exceeds the quota and equals what
 //! the executor really holds, and dropping the session returns the executor's memory to
@@ -31,13 +33,14 @@ use vmcuda_wire::driver::{
 };
 use vmcuda_wire::graph::{
     GraphDestroy, GraphExecDestroy, GraphExecHandle, GraphHandle, GraphInstantiate, GraphLaunch,
-    MemAllocAsync, MemFreeAsync, MemPoolGetAttribute, MemPoolSetAttribute, MemPoolTrimTo, PoolRef,
-    StreamBeginCapture, StreamEndCapture,
+    MemAllocAsync, MemAllocFromPoolAsync, MemFreeAsync, MemPoolCreate, MemPoolGetAttribute,
+    MemPoolSetAttribute, MemPoolTrimTo, PoolRef, StreamBeginCapture, StreamEndCapture,
 };
 use vmcuda_wire::op::{
-    dispatch, CallContext, DevicePtr, DeviceReset, DeviceSynchronize, MemAlloc, MemFree,
-    MemGetInfo, MemcpyDtoD, MemcpyHtoD, Memset, Request, StreamCreate, StreamHandle,
-    StreamSynchronize,
+    dispatch, CallContext, DevicePtr, DeviceReset, DeviceSynchronize, FunctionHandle, LaunchKernel,
+    MemAlloc, MemFree, MemGetInfo, MemPoolExportShareable, MemPoolHandle, MemPoolImportShareable,
+    MemcpyDtoD, MemcpyHtoD, Memset, ModuleGetFunction, ModuleLoad, Request, StreamCreate,
+    StreamHandle, StreamSynchronize,
 };
 use vmcuda_wire::CudaStatus;
 
@@ -46,6 +49,13 @@ use crate::{take_uint, valid_hello, FUZZ_DEVICE_MEMORY};
 /// The guest's memory quota: small, so sequences reach it in a few steps, and four
 /// times the host-memory executor's VMM granularity (2 MiB), so virtual memory fits.
 pub const QUOTA: u64 = 8 << 20;
+
+/// The host memory the session may keep for its guest: a few hundred captured
+/// launches of [`BIG_KERNEL`]'s.
+pub const HOST_MEMORY: u64 = 2 << 20;
+
+/// A kernel with 5016 bytes of parameters (wire's test data, `bigparam.cu`).
+const BIG_KERNEL: &[u8] = include_bytes!("../../../wire/testdata/bigparam.cubin");
 
 /// The streams the session starts with besides the two default ones.
 const STREAMS: [StreamHandle; 2] = [StreamHandle(16), StreamHandle(17)];
@@ -188,10 +198,24 @@ pub enum Step {
     },
     DeviceSync,
     DeviceReset,
+    /// `count % 512 + 1` launches of the big kernel: nodes of a graph where the stream
+    /// captures.
+    LaunchMany {
+        count: u16,
+        stream: u8,
+    },
+    /// A shareable pool made, exported and imported by the session itself: both kept.
+    PoolImport,
+    /// `cudaMallocFromPoolAsync` of `size * 256` bytes from a made or imported pool.
+    AllocFromPool {
+        pool: u8,
+        size: u16,
+        stream: u8,
+    },
 }
 
 /// Each step's op byte is its index here; arguments follow in field order.
-const STEP_COUNT: u8 = 26;
+const STEP_COUNT: u8 = 29;
 
 impl Step {
     /// Decode steps until the input ends.
@@ -258,7 +282,17 @@ impl Step {
                 22 => Step::AddressFree { reservation: b(i) },
                 23 => Step::Sync { stream: b(i) },
                 24 => Step::DeviceSync,
-                _ => Step::DeviceReset,
+                25 => Step::DeviceReset,
+                26 => Step::LaunchMany {
+                    count: w(i),
+                    stream: b(i),
+                },
+                27 => Step::PoolImport,
+                _ => Step::AllocFromPool {
+                    pool: b(i),
+                    size: w(i),
+                    stream: b(i),
+                },
             });
         }
         steps
@@ -324,6 +358,19 @@ impl Step {
                 Step::Sync { stream } => (23, vec![stream], vec![]),
                 Step::DeviceSync => (24, vec![], vec![]),
                 Step::DeviceReset => (25, vec![], vec![]),
+                Step::LaunchMany { count, stream } => {
+                    out.push(26);
+                    put_words(&mut out, &[count]);
+                    out.push(stream);
+                    continue;
+                }
+                Step::PoolImport => (27, vec![], vec![]),
+                Step::AllocFromPool { pool, size, stream } => {
+                    out.extend([28, pool]);
+                    put_words(&mut out, &[size]);
+                    out.push(stream);
+                    continue;
+                }
             };
             out.push(op);
             out.extend(bytes);
@@ -374,6 +421,10 @@ pub struct Run {
     reservations: Vec<(DevicePtr, u64)>,
     handles: Vec<(AllocationHandle, u64)>,
     mappings: Vec<(DevicePtr, u64)>,
+    /// Pools made and imported.
+    pools: Vec<MemPoolHandle>,
+    /// The big kernel and its parameter bytes.
+    big: (FunctionHandle, usize),
     /// Steps run so far, for the messages.
     steps: usize,
 }
@@ -390,6 +441,7 @@ impl Run {
         grant.max_streams = 16;
         grant.max_events = 16;
         grant.max_modules = 4;
+        grant.host_memory = HOST_MEMORY;
         let (exec, held) = Tracked::new(FUZZ_DEVICE_MEMORY);
         let mut run = Run {
             session: Session::new(Box::new(exec), grant),
@@ -401,9 +453,22 @@ impl Run {
             reservations: Vec::new(),
             handles: Vec::new(),
             mappings: Vec::new(),
+            pools: Vec::new(),
+            big: (FunctionHandle(0), 0),
             steps: 0,
         };
         run.call(&hello, &[]).expect("a valid hello is accepted");
+        let module = run
+            .call(&ModuleLoad {}, BIG_KERNEL)
+            .expect("the big kernel's module loads")
+            .module;
+        let get = ModuleGetFunction {
+            module,
+            name: "_Z3bigi3BigPi".into(),
+        };
+        let info = run.call(&get, &[]).expect("the big kernel is there");
+        let last = info.params.last().expect("it has parameters");
+        run.big = (info.function, (last.offset + last.size) as usize);
         for s in STREAMS {
             let create = StreamCreate {
                 stream: s,
@@ -451,6 +516,12 @@ impl Run {
         assert_eq!(
             charged, held,
             "after step {step}: the session charged {charged} bytes, the executor holds {held}"
+        );
+        let host = self.session.host_memory_bytes();
+        assert!(
+            host <= HOST_MEMORY,
+            "after step {step}: the session keeps {host} bytes of host memory, over its \
+             {HOST_MEMORY}-byte limit"
         );
     }
 
@@ -699,6 +770,50 @@ impl Run {
             }
             Step::DeviceReset => {
                 self.call(&DeviceReset, &[])?;
+            }
+            Step::LaunchMany { count, stream: s } => {
+                let (function, len) = self.big;
+                let params = vec![0u8; len];
+                for _ in 0..=count % 512 {
+                    let req = LaunchKernel {
+                        function,
+                        grid: [1; 3],
+                        block: [1; 3],
+                        shared_mem: 0,
+                        stream: stream(s),
+                        attributes: vec![],
+                    };
+                    self.call(&req, &params)?;
+                }
+            }
+            Step::PoolImport => {
+                let create = MemPoolCreate {
+                    device: 0,
+                    max_size: 0,
+                    shareable: true,
+                };
+                let pool = self.call(&create, &[])?.pool;
+                keep(&mut self.pools, pool);
+                let export = self.call(&MemPoolExportShareable { pool }, &[])?.export;
+                let imported = self.call(&MemPoolImportShareable { export }, &[])?.pool;
+                keep(&mut self.pools, imported);
+            }
+            Step::AllocFromPool {
+                pool,
+                size,
+                stream: s,
+            } => {
+                let Some(pool) = pick(&self.pools, pool) else {
+                    return bad;
+                };
+                let size = u64::from(size) * 256;
+                let req = MemAllocFromPoolAsync {
+                    size,
+                    pool: PoolRef::Created(pool),
+                    stream: stream(s),
+                };
+                let ptr = self.call(&req, &[])?.ptr;
+                keep(&mut self.pointers, (ptr, size));
             }
         }
         Ok(())

@@ -828,6 +828,10 @@ impl Graphs for HostMemoryExecutor {
     ) -> ExecResult<DevicePtr> {
         self.check_stream(stream)?;
         let pool = self.pool(which)?;
+        // As the driver: an imported pool only maps its exporter's allocations.
+        if pool.imported_from.is_some() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
         let (idle, max_size) = (pool.idle, pool.max_size);
         if max_size != 0 {
             // The pool grows by what it cannot take from what it keeps.

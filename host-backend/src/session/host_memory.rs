@@ -1,0 +1,360 @@
+//! The host memory a worker keeps for its guest, counted against the VM's
+//! `host_memory` (docs/security.md, "Host memory").
+//!
+//! What the guest makes the worker keep on the host is charged here before it is made
+//! and refunded when it goes: graphs (each node, with the parameters a captured launch
+//! keeps in it, per graph and again per executable graph, which holds copies of them),
+//! module images, the frame buffers, and the handle tables (a fixed estimate per
+//! entry). The CUDA driver keeps the same kind of memory for the same objects; the
+//! estimates below stand for its share (`tests/gpu/host_memory_graphs.cu` measures
+//! it). With a ledger the limit is the VM's, all its connections together: each
+//! connection takes the VM's figure in granules of [`LEDGER_GRANULE`], so a node does
+//! not cost a write of the ledger.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use tracing::{info, warn};
+use vmcuda_wire::op::{GraphExecHandle, GraphHandle};
+use vmcuda_wire::CudaStatus;
+
+use crate::executor::graph::ExecGraph;
+use crate::executor::ExecStream;
+use crate::ledger::LedgerAccount;
+
+use super::Session;
+
+/// What one graph node costs the host besides the parameters it keeps: the node, its
+/// edges and its handles, in the driver or the host-memory executor and here. An
+/// estimate, on the high side of what `tests/gpu/host_memory_graphs.cu` measured.
+pub(super) const GRAPH_NODE_BYTES: u64 = 1024;
+
+/// What one entry of a handle table costs (streams, events, modules, functions,
+/// graphs, executable graphs, nodes, pools, exports): the maps' keys, values and
+/// spare room, rounded up.
+pub(super) const HANDLE_ENTRY_BYTES: u64 = 256;
+
+/// Host memory a connection takes from its VM's ledger at a time, and keeps spare.
+const LEDGER_GRANULE: u64 = 1 << 20;
+
+/// How often a guest's refusals are logged, at most; the rest are counted in the
+/// next line.
+const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(1);
+
+/// One connection's host-memory account.
+pub(super) struct HostMemory {
+    /// The VM's `host_memory`.
+    limit: u64,
+    /// What this connection keeps for its guest now.
+    used: u64,
+    /// What it has taken from the VM's ledger (`used`, rounded up to granules).
+    reserved: u64,
+    /// The VM's ledger; None: the limit holds for this connection alone.
+    pub(super) account: Option<LedgerAccount>,
+    /// The part of `used` that is handle-table entries.
+    handles: u64,
+    guest: String,
+    last_logged: Option<Instant>,
+    unlogged: u64,
+}
+
+impl HostMemory {
+    pub(super) fn new(limit: u64, guest: &str) -> HostMemory {
+        HostMemory {
+            limit,
+            used: 0,
+            reserved: 0,
+            account: None,
+            handles: 0,
+            guest: guest.to_owned(),
+            last_logged: None,
+            unlogged: 0,
+        }
+    }
+
+    /// What this connection keeps for its guest now.
+    pub(super) fn used(&self) -> u64 {
+        self.used
+    }
+
+    /// Refuse `bytes` more of `what` when they would take the guest over its limit.
+    pub(super) fn fits(&mut self, bytes: u64, what: &str) -> Result<(), CudaStatus> {
+        match self.used.checked_add(bytes) {
+            Some(want) if want <= self.limit => Ok(()),
+            _ => Err(self.refused(bytes, what)),
+        }
+    }
+
+    /// Count `bytes` more of `what`, or refuse them (cudaErrorMemoryAllocation, as an
+    /// allocation the host could not make).
+    pub(super) fn charge(&mut self, bytes: u64, what: &str) -> Result<(), CudaStatus> {
+        self.fits(bytes, what)?;
+        let want = self.used + bytes;
+        if want > self.reserved && !self.reserve(want) {
+            return Err(self.refused(bytes, what));
+        }
+        self.used = want;
+        Ok(())
+    }
+
+    /// Take what `want` needs from the VM's ledger: whole granules where they fit,
+    /// else just what is needed.
+    fn reserve(&mut self, want: u64) -> bool {
+        let Some(account) = &self.account else {
+            self.reserved = want;
+            return true;
+        };
+        let rounded = want
+            .div_ceil(LEDGER_GRANULE)
+            .saturating_mul(LEDGER_GRANULE)
+            .min(self.limit)
+            .max(want);
+        for target in [rounded, want] {
+            match account.charge(target - self.reserved, self.limit) {
+                Ok(true) => {
+                    self.reserved = target;
+                    return true;
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    // Failing open would let each connection keep a whole limit.
+                    warn!(guest = %self.guest, "{e}; host memory refused");
+                    return false;
+                }
+            }
+        }
+        false
+    }
+
+    /// Give back `bytes`; whole granules beyond one spare go back to the VM.
+    pub(super) fn refund(&mut self, bytes: u64) {
+        self.used = self.used.saturating_sub(bytes);
+        let Some(account) = &self.account else {
+            self.reserved = self.used;
+            return;
+        };
+        let keep = self.used.div_ceil(LEDGER_GRANULE) * LEDGER_GRANULE;
+        if self.reserved > keep + LEDGER_GRANULE {
+            if let Err(e) = account.refund(self.reserved - keep) {
+                warn!(guest = %self.guest, "{e}");
+            }
+            self.reserved = keep;
+        }
+    }
+
+    /// Count the handle tables as `bytes` from now on. They are made already: counted
+    /// whatever the limit says (new entries are refused beforehand, see
+    /// [`super::accounting::Accounts::check_count`]).
+    pub(super) fn set_handles(&mut self, bytes: u64) {
+        let had = self.handles;
+        self.handles = bytes;
+        if bytes <= had {
+            self.refund(had - bytes);
+            return;
+        }
+        let want = self.used.saturating_add(bytes - had);
+        if want > self.reserved && !(want <= self.limit && self.reserve(want)) {
+            // Over the limit already: counted all the same, in the ledger too.
+            if let Some(account) = &self.account {
+                if let Err(e) = account.charge(want - self.reserved, u64::MAX) {
+                    warn!(guest = %self.guest, "{e}");
+                }
+            }
+            self.reserved = want;
+        }
+        self.used = want;
+    }
+
+    /// Log a refusal, at most once a second per guest (the rest are counted), and
+    /// answer it.
+    fn refused(&mut self, bytes: u64, what: &str) -> CudaStatus {
+        let now = Instant::now();
+        if self
+            .last_logged
+            .is_none_or(|t| now.duration_since(t) >= REFUSAL_LOG_EVERY)
+        {
+            info!(guest = %self.guest, what, bytes, used = self.used, limit = self.limit,
+                not_logged = self.unlogged, "refused: over the VM's host_memory");
+            self.last_logged = Some(now);
+            self.unlogged = 0;
+        } else {
+            self.unlogged += 1;
+        }
+        CudaStatus::ErrorMemoryAllocation
+    }
+}
+
+impl Drop for HostMemory {
+    fn drop(&mut self) {
+        if let Some(account) = &self.account {
+            if let Err(e) = account.refund(self.reserved) {
+                warn!(guest = %self.guest, "{e}");
+            }
+        }
+    }
+}
+
+/// What the guest's graphs and executable graphs are charged for, by the executor's
+/// graph and the guest's executable graph.
+#[derive(Default)]
+pub(super) struct GraphHostMemory {
+    graphs: HashMap<ExecGraph, u64>,
+    execs: HashMap<GraphExecHandle, u64>,
+}
+
+impl Session {
+    /// Charge `bytes` to the graph `s` is capturing into, when it is capturing: a node
+    /// that op makes there keeps them. Answers the graph charged, for
+    /// [`Session::graph_node_failed`].
+    pub(super) fn captured_node(
+        &mut self,
+        s: ExecStream,
+        bytes: u64,
+    ) -> Result<Option<ExecGraph>, CudaStatus> {
+        // Only a stream some capture began on, or one that joined it, can capture.
+        if self.graph_tables.capture_origins.is_empty() || !self.exec.stream_capturing(s)? {
+            return Ok(None);
+        }
+        let (graph, _) = self.exec.capture_graph(s)?;
+        self.graph_node_charge(graph, bytes)?;
+        Ok(Some(graph))
+    }
+
+    /// Charge `bytes` to `graph` for a node about to be added to it.
+    pub(super) fn graph_node_charge(
+        &mut self,
+        graph: ExecGraph,
+        bytes: u64,
+    ) -> Result<(), CudaStatus> {
+        self.accounts.host.charge(bytes, "graph node")?;
+        self.graph_host_charged(graph, bytes);
+        Ok(())
+    }
+
+    /// `graph` keeps `bytes` already charged (a clone's copies of its original's
+    /// nodes).
+    pub(super) fn graph_host_charged(&mut self, graph: ExecGraph, bytes: u64) {
+        *self.graph_host.graphs.entry(graph).or_default() += bytes;
+    }
+
+    /// The node charged `bytes` to `graph` was not made after all.
+    pub(super) fn graph_node_failed(&mut self, graph: Option<ExecGraph>, bytes: u64) {
+        let Some(graph) = graph else {
+            return;
+        };
+        if let Some(charged) = self.graph_host.graphs.get_mut(&graph) {
+            let back = bytes.min(*charged);
+            *charged -= back;
+            self.accounts.host.refund(back);
+        }
+    }
+
+    /// The plain node (no parameters) charged to `graph` by [`Session::captured_node`]
+    /// was made if `made` is Ok; refunded otherwise.
+    pub(super) fn node_made<T>(
+        &mut self,
+        graph: Option<ExecGraph>,
+        made: Result<T, CudaStatus>,
+    ) -> Result<T, CudaStatus> {
+        if made.is_err() {
+            self.graph_node_failed(graph, GRAPH_NODE_BYTES);
+        }
+        made
+    }
+
+    /// The executor named the graph a capture built anew when the capture ended.
+    pub(super) fn graph_host_renamed(&mut self, from: ExecGraph, to: ExecGraph) {
+        if let Some(bytes) = self.graph_host.graphs.remove(&from) {
+            *self.graph_host.graphs.entry(to).or_default() += bytes;
+        }
+    }
+
+    /// `graph` is gone: what its nodes kept goes back.
+    pub(super) fn graph_host_released(&mut self, graph: ExecGraph) {
+        if let Some(bytes) = self.graph_host.graphs.remove(&graph) {
+            self.accounts.host.refund(bytes);
+        }
+    }
+
+    /// What the guest's graph `graph` keeps, with the graphs its nodes own (child
+    /// graphs, conditional bodies): what a copy of it (a clone, an executable graph, a
+    /// child-graph node) keeps again.
+    pub(super) fn graph_host_bytes(&self, graph: GraphHandle) -> u64 {
+        let Some(entry) = self.graph_tables.graphs.get(&graph) else {
+            return 0;
+        };
+        let own = self
+            .graph_host
+            .graphs
+            .get(&entry.exec)
+            .copied()
+            .unwrap_or(0);
+        let owned: u64 = self
+            .graph_tables
+            .graphs
+            .iter()
+            .filter(|(_, e)| e.owner == Some(graph))
+            .map(|(&h, _)| self.graph_host_bytes(h))
+            .sum();
+        own.saturating_add(owned)
+    }
+
+    /// Charge an executable graph about to be made of `graph`: the executor keeps a
+    /// copy of every node.
+    pub(super) fn exec_host_charge(&mut self, graph: GraphHandle) -> Result<u64, CudaStatus> {
+        let bytes = self.graph_host_bytes(graph) + GRAPH_NODE_BYTES;
+        self.accounts.host.charge(bytes, "executable graph")?;
+        Ok(bytes)
+    }
+
+    /// The executable graph charged `bytes` was made (`Some`) or not.
+    pub(super) fn exec_host_made(&mut self, exec: Option<GraphExecHandle>, bytes: u64) {
+        match exec {
+            Some(exec) => {
+                self.graph_host.execs.insert(exec, bytes);
+            }
+            None => self.accounts.host.refund(bytes),
+        }
+    }
+
+    /// The executable graph `exec` is gone.
+    pub(super) fn exec_host_released(&mut self, exec: GraphExecHandle) {
+        if let Some(bytes) = self.graph_host.execs.remove(&exec) {
+            self.accounts.host.refund(bytes);
+        }
+    }
+
+    /// Every graph and executable graph is gone (the session ends, a device reset).
+    pub(super) fn graph_host_release_all(&mut self) {
+        let all = std::mem::take(&mut self.graph_host);
+        let bytes: u64 = all.graphs.values().chain(all.execs.values()).sum();
+        self.accounts.host.refund(bytes);
+    }
+
+    /// Count the handle tables' entries as they are now.
+    pub(super) fn settle_handle_memory(&mut self) {
+        let h = &self.handles;
+        let g = &self.graph_tables;
+        let entries = h.streams.len()
+            + h.events.len()
+            + h.modules.len()
+            + h.functions.len()
+            + g.graphs.len()
+            + g.execs.len()
+            + g.nodes.len()
+            + self.pools.len()
+            + self.exports.len();
+        self.accounts
+            .host
+            .set_handles(entries as u64 * HANDLE_ENTRY_BYTES);
+    }
+
+    /// What this connection keeps on the host for its guest now (see
+    /// [`HostMemory`]).
+    pub fn host_memory_bytes(&self) -> u64 {
+        self.accounts.host.used()
+    }
+}
+
+#[cfg(test)]
+mod tests;

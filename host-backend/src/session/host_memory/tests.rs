@@ -1,0 +1,232 @@
+//! The host-memory account on the host-memory executor: graphs of captured launches,
+//! executable graphs, clones, module images, frame buffers and handle tables, each
+//! refused at the VM's `host_memory` and given back when it goes.
+
+use vmcuda_wire::graph::*;
+use vmcuda_wire::op::*;
+use vmcuda_wire::CudaStatus;
+
+use super::GRAPH_NODE_BYTES;
+use crate::executor::host_memory::HostMemoryExecutor;
+use crate::ledger::Ledger;
+use crate::policy::Grant;
+use crate::session::Session;
+
+const MIB: u64 = 1 << 20;
+const CTX: CallContext = CallContext { device: 0 };
+/// A kernel with 5016 bytes of parameters (wire's test data, `bigparam.cu`).
+const BIGPARAM: &[u8] = include_bytes!("../../../../wire/testdata/bigparam.cubin");
+
+fn session(host_memory: u64) -> Session {
+    let mut grant = Grant::unlimited("test");
+    grant.memory_quota = Some(64 * MIB);
+    grant.host_memory = host_memory;
+    Session::new(
+        Box::new(HostMemoryExecutor::new(1 << 30, None).unwrap()),
+        grant,
+    )
+}
+
+/// The big kernel and its parameter bytes.
+fn big_kernel(s: &mut Session) -> (FunctionHandle, Vec<u8>) {
+    let module = s.module_load(&CTX, ModuleLoad, BIGPARAM).unwrap().0.module;
+    let get = ModuleGetFunction {
+        module,
+        name: "_Z3bigi3BigPi".into(),
+    };
+    let info = s.module_get_function(&CTX, get, &[]).unwrap().0;
+    let last = info.params.last().unwrap();
+    (info.function, vec![0; (last.offset + last.size) as usize])
+}
+
+fn stream(s: &mut Session, id: u64) -> StreamHandle {
+    let stream = StreamHandle(id);
+    let create = StreamCreate {
+        stream,
+        flags: 0,
+        priority: 0,
+    };
+    s.stream_create(&CTX, create, &[]).unwrap();
+    stream
+}
+
+fn launch(
+    s: &mut Session,
+    function: FunctionHandle,
+    stream: StreamHandle,
+    params: &[u8],
+) -> Result<(), CudaStatus> {
+    let req = LaunchKernel {
+        function,
+        grid: [1; 3],
+        block: [1; 3],
+        shared_mem: 0,
+        stream,
+        attributes: vec![],
+    };
+    s.launch_kernel(&CTX, req, params).map(|_| ())
+}
+
+/// Capture up to `launches` launches of the big kernel on `st` (each call entered as
+/// the worker enters it); answers the graph and how many launches were captured before
+/// one was refused, if one was.
+fn capture(
+    s: &mut Session,
+    st: StreamHandle,
+    launches: usize,
+) -> (GraphHandle, usize, Option<CudaStatus>) {
+    let (function, params) = big_kernel(s);
+    s.stream_begin_capture(&CTX, StreamBeginCapture { stream: st }, &[])
+        .unwrap();
+    let mut refused = None;
+    let mut captured = 0;
+    for _ in 0..launches {
+        s.enter(&CTX).unwrap();
+        match launch(s, function, st, &params) {
+            Ok(()) => captured += 1,
+            Err(e) => {
+                refused = Some(e);
+                break;
+            }
+        }
+    }
+    let end = StreamEndCapture {
+        stream: st,
+        invalidated: false,
+    };
+    let graph = s.stream_end_capture(&CTX, end, &[]).unwrap().0.graph;
+    (graph, captured, refused)
+}
+
+fn instantiate(s: &mut Session, graph: GraphHandle) -> Result<GraphExecHandle, CudaStatus> {
+    s.graph_instantiate(&CTX, GraphInstantiate { graph, flags: 0 }, &[])
+        .map(|r| r.0.exec)
+}
+
+/// Captured launches keep their parameters in the worker: counted against the VM's
+/// host memory, refused with cudaErrorMemoryAllocation at its limit (the quota of GPU
+/// memory has nothing to do with it), and given back with the graph. Before, a guest
+/// under a 64 MiB quota took a worker to gigabytes this way.
+#[test]
+fn captured_launches_are_refused_at_the_host_memory_limit_and_given_back() {
+    let limit = 32 * MIB;
+    let mut s = session(limit);
+    let st = stream(&mut s, 0x100);
+    big_kernel(&mut s);
+    s.enter(&CTX).unwrap();
+    let base = s.host_memory_bytes();
+    assert!(base > BIGPARAM.len() as u64, "the image and the handles");
+    let (graph, captured, refused) = capture(&mut s, st, 20_000);
+    assert_eq!(refused, Some(CudaStatus::ErrorMemoryAllocation));
+    let per_node = GRAPH_NODE_BYTES + 5016;
+    assert!(
+        (captured as u64) < limit / per_node,
+        "{captured} launches captured"
+    );
+    assert!(
+        captured as u64 > limit / per_node / 2,
+        "{captured} launches captured"
+    );
+    assert!(s.host_memory_bytes() <= limit);
+    // An executable graph keeps a copy of every node: no room for one.
+    assert_eq!(
+        instantiate(&mut s, graph),
+        Err(CudaStatus::ErrorMemoryAllocation)
+    );
+    // Nor for a clone.
+    assert_eq!(
+        s.graph_clone(&CTX, GraphClone { original: graph }, &[])
+            .map(|r| r.0.graph),
+        Err(CudaStatus::ErrorMemoryAllocation)
+    );
+    s.graph_destroy(&CTX, GraphDestroy { graph }, &[]).unwrap();
+    s.enter(&CTX).unwrap();
+    assert_eq!(s.host_memory_bytes(), base);
+
+    // A smaller graph fits, with its executable graph; both give their memory back.
+    let (graph, captured, refused) = capture(&mut s, st, 1000);
+    assert_eq!((captured, refused), (1000, None));
+    let with_graph = s.host_memory_bytes();
+    assert!(with_graph >= base + 1000 * per_node);
+    let exec = instantiate(&mut s, graph).unwrap();
+    assert!(s.host_memory_bytes() >= with_graph + 1000 * per_node);
+    s.graph_exec_destroy(&CTX, GraphExecDestroy { exec }, &[])
+        .unwrap();
+    s.graph_destroy(&CTX, GraphDestroy { graph }, &[]).unwrap();
+    s.enter(&CTX).unwrap();
+    assert_eq!(s.host_memory_bytes(), base);
+}
+
+/// With a ledger the limit is the VM's: the connection's figure is in it, taken in
+/// granules, and gone from it when the session ends.
+#[test]
+fn host_memory_is_counted_in_the_vms_ledger() {
+    let dir = std::env::temp_dir().join(format!("vmcuda-host-memory-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let limit = 16 * MIB;
+    let mut s = session(limit).with_ledger(Ledger::join(&dir, "vm1", 4).unwrap());
+    let st = stream(&mut s, 0x100);
+    let (_, captured, refused) = capture(&mut s, st, 20_000);
+    assert_eq!(refused, Some(CudaStatus::ErrorMemoryAllocation));
+    assert!(captured > 0);
+    let path = dir.join("ledger/vm1.ledger");
+    let host_in_ledger = |text: &str| -> u64 {
+        text.lines()
+            .filter_map(|l| l.split(' ').nth(3))
+            .map(|h| h.parse::<u64>().unwrap())
+            .sum()
+    };
+    let text = std::fs::read_to_string(&path).unwrap();
+    let counted = host_in_ledger(&text);
+    assert!(
+        counted >= s.host_memory_bytes() && counted <= limit,
+        "{counted} in the ledger: {text:?}"
+    );
+    drop(s);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(host_in_ledger(&text), 0, "{text:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Module images, frame buffers and handle tables count too.
+#[test]
+fn module_images_buffers_and_handles_are_counted() {
+    let mut s = session(MIB);
+    let base = s.host_memory_bytes();
+    s.module_load(&CTX, ModuleLoad, BIGPARAM).unwrap();
+    s.module_load(&CTX, ModuleLoad, BIGPARAM).unwrap();
+    assert_eq!(
+        s.host_memory_bytes(),
+        base + BIGPARAM.len() as u64,
+        "the same image is kept once"
+    );
+    assert_eq!(
+        s.reply_buffer(2 * MIB as usize).err(),
+        Some(CudaStatus::ErrorMemoryAllocation),
+        "a frame buffer over the limit"
+    );
+    let before = s.host_memory_bytes();
+    let reply = s.reply_buffer(64 << 10).unwrap();
+    assert!(s.host_memory_bytes() >= before + (64 << 10));
+    drop(reply);
+    s.trim_reply_buffers(0);
+    assert_eq!(s.host_memory_bytes(), before);
+    // Streams until their handle-table entries fill the rest.
+    let mut made = 0u64;
+    let refused = loop {
+        s.enter(&CTX).unwrap();
+        let create = StreamCreate {
+            stream: StreamHandle(0x100 + made),
+            flags: 0,
+            priority: 0,
+        };
+        match s.stream_create(&CTX, create, &[]) {
+            Ok(_) => made += 1,
+            Err(e) => break e,
+        }
+        assert!(made < 10_000, "streams never refused");
+    };
+    assert_eq!(refused, CudaStatus::ErrorMemoryAllocation);
+    assert!(s.host_memory_bytes() <= MIB);
+    assert!(made > 1000, "{made} streams");
+}
