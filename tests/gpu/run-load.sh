@@ -134,7 +134,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 : >"$host_log"
-"$host_bin" serve --unix "$sock" --executor "$executor" >>"$host_log" 2>&1 &
+"$host_bin" serve --unix "$sock" --executor "$executor" --state-dir "$sockdir/state" >>"$host_log" 2>&1 &
 host_pid=$!
 for _ in $(seq 1 200); do
     [ -S "$sock" ] && break
