@@ -224,12 +224,12 @@ fn the_default_tries_the_local_socket_before_the_vms_host() {
     assert!(seen[1].found.contains("VM guest (vsock CID 3): tried next"));
     // A VM guest with no daemon of its own: its host over vsock.
     let (addrs, seen) = default_servers(socket, not_found(), Ok(3));
-    assert_eq!(addrs, [host.clone()]);
+    assert_eq!(addrs, std::slice::from_ref(&host));
     assert!(seen[0].found.starts_with("no socket"), "{seen:?}");
     // A host without vsock: the local socket, also when it is missing (its failure
     // then says so).
     let (addrs, seen) = default_servers(socket, Ok(true), Err("no /dev/vsock".into()));
-    assert_eq!(addrs, [local.clone()]);
+    assert_eq!(addrs, std::slice::from_ref(&local));
     assert!(seen[1].found.contains("not tried"), "{seen:?}");
     let (addrs, _) = default_servers(socket, not_found(), Ok(2));
     assert_eq!(addrs, [local]);
