@@ -275,6 +275,10 @@ pub fn listen_unix(
     socket_files::check_free(path)?;
     let listener = vmcuda_wire::transport::bind_unix_listener(path)?;
     let owned = socket_files::Owned::record(path)?;
+    // At once: a stop signal from now on removes it.
+    if !socket_files::remove_on_stop(&owned) {
+        warn!(path = %path.display(), "too many sockets: a stop signal leaves this one behind");
+    }
     info!(path = %path.display(), "listening on unix socket");
     let pending = Pending::new(template.pre_admission.max_pending);
     let handle = thread::spawn(move || {

@@ -105,14 +105,11 @@ pub struct Running {
 impl Running {
     /// Accept until the process ends. SIGTERM and SIGINT end it after removing its
     /// socket files; so does the end of every listener.
-    pub fn join(mut self) {
-        socket_files::remove_on_stop_signals(std::mem::take(&mut self.sockets.0));
-        for h in std::mem::take(&mut self.listeners) {
+    pub fn join(self) {
+        for h in self.listeners {
             let _ = h.join();
         }
-        if let Some(owned) = socket_files::on_stop_list() {
-            socket_files::remove(owned);
-        }
+        drop(self.sockets);
     }
 }
 
@@ -255,7 +252,9 @@ pub fn start(
     }
     let template = Arc::new(template);
     let listen_error = |at: String| move |source| ServeError::Listen { at, source };
-    // Bound so far: removed again when a later listener cannot start.
+    // Bound so far: removed again when a later listener cannot start, or the daemon
+    // stops (a stop signal's handler removes them too, from the first one on).
+    socket_files::install_stop_handlers();
     let mut sockets = Sockets(Vec::new());
     for (path, caller) in unix {
         let (h, owned) = daemon::listen_unix(&path, template.clone(), caller)

@@ -13,6 +13,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 
 /// Refuse `path` when a live listener is behind it. A missing file, or one whose
@@ -35,7 +36,7 @@ pub fn check_free(path: &Path) -> io::Result<()> {
 }
 
 /// A socket file this process bound: its name and which file it was.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Owned {
     path: PathBuf,
     c_path: CString,
@@ -85,18 +86,23 @@ pub fn remove(owned: &[Owned]) {
     }
 }
 
-/// The files the stop signals' handler removes (set once, when the daemon is up).
-static ON_STOP: OnceLock<Vec<Owned>> = OnceLock::new();
+/// The files the stop signals' handler removes, each in a slot of its own as it is
+/// bound (the handler reads them without a lock; a daemon has a few sockets).
+const SLOTS: usize = 64;
+static ON_STOP: [OnceLock<Owned>; SLOTS] = [const { OnceLock::new() }; SLOTS];
+
+/// The process that installed the handler (the daemon).
+static DAEMON_PID: AtomicU32 = AtomicU32::new(0);
 
 /// The signals after which the daemon removes its socket files.
 const STOP_SIGNALS: [libc::c_int; 2] = [libc::SIGTERM, libc::SIGINT];
 
-/// On SIGTERM and SIGINT, remove `owned` and then end as the signal would have.
-/// Workers are unaffected: a caught signal's handler does not survive their exec.
-pub fn remove_on_stop_signals(owned: Vec<Owned>) {
-    if ON_STOP.set(owned).is_err() {
-        return;
-    }
+/// From now on, SIGTERM and SIGINT remove the files given to [`remove_on_stop`] and
+/// then end the process as the signal would have. Called before the first socket is
+/// bound, so that no stop leaves one behind. Workers are unaffected: a caught
+/// signal's handler does not survive their exec.
+pub fn install_stop_handlers() {
+    DAEMON_PID.store(std::process::id(), Ordering::Relaxed);
     for signal in STOP_SIGNALS {
         // SAFETY: installs a handler that only calls async-signal-safe functions (see
         // `on_stop`); the action struct is zeroed and then filled in full. sigaction
@@ -110,15 +116,22 @@ pub fn remove_on_stop_signals(owned: Vec<Owned>) {
     }
 }
 
-/// What [`remove_on_stop_signals`] was given.
-pub fn on_stop_list() -> Option<&'static [Owned]> {
-    ON_STOP.get().map(Vec::as_slice)
+/// Have the stop signals' handler remove `owned` (see [`install_stop_handlers`]).
+/// False when every slot is taken (the file is then removed only on a normal stop).
+pub fn remove_on_stop(owned: &Owned) -> bool {
+    ON_STOP
+        .iter()
+        .any(|slot| slot.get().is_none() && slot.set(owned.clone()).is_ok())
 }
 
 extern "C" fn on_stop(signal: libc::c_int) {
-    // OnceLock::get is one atomic load; `remove` neither allocates nor locks.
-    if let Some(owned) = ON_STOP.get() {
-        remove(owned);
+    // A worker forked but not yet exec'd has this handler too: the files are the
+    // daemon's to remove, not its. OnceLock::get is one atomic load; `remove`
+    // neither allocates nor locks.
+    if std::process::id() == DAEMON_PID.load(Ordering::Relaxed) {
+        for owned in ON_STOP.iter().filter_map(OnceLock::get) {
+            owned.remove_if_ours();
+        }
     }
     // SAFETY: back to the default action, then the signal again: the process ends as
     // it would have without the handler (its exit status says which signal).
