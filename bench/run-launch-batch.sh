@@ -17,9 +17,9 @@ mkdir -p "$out"
 real_cudart=${VMCUDA_REAL_CUDART_DIR:-/usr/local/cuda/lib64}
 prog="$carry/bench/launch_kinds"
 
-"$carry/bin/vmcuda-host" serve --unix "$raw/on.sock" --executor cuda 2>"$raw/host.log" &
+"$carry/bin/vmcuda-host" serve --unix "$raw/on.sock" --executor cuda --state-dir "$raw/on-state" 2>"$raw/host.log" &
 on=$!
-VMCUDA_BATCH_LAUNCHES=0 "$carry/bin/vmcuda-host" serve --unix "$raw/off.sock" --executor cuda \
+VMCUDA_BATCH_LAUNCHES=0 "$carry/bin/vmcuda-host" serve --unix "$raw/off.sock" --executor cuda --state-dir "$raw/off-state" \
   --state-dir "$raw/off-state" 2>"$raw/host_off.log" &
 off=$!
 trap 'kill $on $off 2>/dev/null; wait $on $off 2>/dev/null' EXIT

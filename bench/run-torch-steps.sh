@@ -18,7 +18,7 @@ out=${OUT:-$repo/build/bench-results}
 mkdir -p "$out"
 raw=$(mktemp -d)
 sock="$raw/vmcuda.sock"
-"$carry/bin/vmcuda-host" serve --unix "$sock" --executor cuda >"$raw/host.log" 2>&1 &
+"$carry/bin/vmcuda-host" serve --unix "$sock" --executor cuda --state-dir "$raw/state" >"$raw/host.log" 2>&1 &
 host_pid=$!
 trap 'kill $host_pid 2>/dev/null; wait $host_pid 2>/dev/null' EXIT
 for _ in $(seq 1 100); do [ -S "$sock" ] && break; sleep 0.1; done

@@ -42,7 +42,7 @@ port=$((20000 + RANDOM % 20000))
 # TCP guests are admitted by token: one for this run.
 token="bench-$$-$RANDOM$RANDOM$RANDOM"
 printf '[[vm]]\nname = "bench"\ntcp = true\ntoken = "%s"\n' "$token" >"$raw/host.toml"
-"$carry/bin/vmcuda-host" serve --config "$raw/host.toml" --unix "$sock" --tcp "127.0.0.1:$port" \
+"$carry/bin/vmcuda-host" serve --config "$raw/host.toml" --unix "$sock" --state-dir "$raw/state" --tcp "127.0.0.1:$port" \
   --executor cuda 2>"$raw/host.log" &
 host=$!
 # A second host whose workers sleep in every read, for the no-polling column.

@@ -110,7 +110,7 @@ NVCC="$cu13/bin/nvcc" bash tests/apps/build.sh "$root/build/demo" "$run/src" 2>"
   { cat "$run/nvcc.log" >&2; echo "tests/demo.sh: building $sample failed" >&2; exit 1; }
 echo "   build/demo/$sample"
 
-"$bin/vmcuda-host" serve --unix "$run/vmcuda.sock" --executor auto 2>"$run/host.log" &
+"$bin/vmcuda-host" serve --unix "$run/vmcuda.sock" --executor auto --state-dir "$run/state" 2>"$run/host.log" &
 host_pid=$!
 for _ in $(seq 100); do [ -S "$run/vmcuda.sock" ] && break; sleep 0.1; done
 [ -S "$run/vmcuda.sock" ] || { cat "$run/host.log"; echo "vmcuda-host did not start" >&2; exit 1; }

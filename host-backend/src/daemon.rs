@@ -31,12 +31,16 @@ use crate::metrics::DAEMON;
 use crate::peer::{Broker, BROKER_FD};
 use crate::policy::Caller;
 use crate::pre_admission;
+use crate::socket_files;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum ExecutorChoice {
-    /// The CUDA executor when a GPU and driver are present, else the host-memory one.
+    /// The CUDA executor when a GPU and driver are present, else the host-memory test
+    /// double, said loudly on stderr (an explicit choice: never the default).
     Auto,
+    /// The GPUs, through NVIDIA's driver: `serve` refuses to start without a usable one.
     Cuda,
+    /// The test double: memory is real, kernels are recorded, never run.
     HostMemory,
 }
 
@@ -376,21 +380,28 @@ fn turn_away(
 
 static NEXT_CONNECTION: AtomicU64 = AtomicU64::new(1);
 
-/// Accept on a Unix socket forever (replacing a stale socket file).
-/// Guests on it are `caller` when given (a VM's own hybrid-vsock socket), else local
-/// programs.
+/// Accept on a Unix socket forever (replacing a stale socket file, refusing one a live
+/// daemon listens on: see [`socket_files`]). Guests on it are `caller` when given (a
+/// VM's own hybrid-vsock socket), else local programs. Returns the file bound, for the
+/// daemon to remove when it stops.
 pub fn listen_unix(
     path: &Path,
     template: Arc<WorkerTemplate>,
     caller: Option<Caller>,
-) -> std::io::Result<thread::JoinHandle<()>> {
+) -> std::io::Result<(thread::JoinHandle<()>, socket_files::Owned)> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
+    socket_files::check_free(path)?;
     let listener = vmcuda_wire::transport::bind_unix_listener(path)?;
+    let owned = socket_files::Owned::record(path)?;
+    // At once: a stop signal from now on removes it.
+    if !socket_files::remove_on_stop(&owned) {
+        warn!(path = %path.display(), "too many sockets: a stop signal leaves this one behind");
+    }
     info!(path = %path.display(), "listening on unix socket");
     let pending = template.pre_admission.places();
-    Ok(thread::spawn(move || {
+    let handle = thread::spawn(move || {
         for conn in listener.incoming() {
             match conn {
                 Ok(stream) => {
@@ -412,7 +423,8 @@ pub fn listen_unix(
                 Err(e) => warn!("accept failed: {e}"),
             }
         }
-    }))
+    });
+    Ok((handle, owned))
 }
 
 /// Accept on TCP forever.

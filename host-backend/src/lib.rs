@@ -44,6 +44,7 @@ pub mod policy;
 pub mod serve;
 pub mod session;
 pub mod shared_memory;
+pub mod socket_files;
 pub mod stats;
 pub mod tls;
 pub mod worker;

@@ -130,7 +130,12 @@ enum Cmd {
 /// on (see `WorkerTemplate::spawn`).
 #[derive(clap::Args)]
 struct WorkerArgs {
-    #[arg(long, value_enum, default_value_t = ExecutorChoice::Auto)]
+    /// What runs the guests' work. cuda (the default): this host's GPUs; `serve` refuses
+    /// to start without a usable GPU and driver. host-memory: a TEST DOUBLE for machines
+    /// without a GPU, which runs no kernel (results are not computed), and every guest
+    /// program says so. auto: cuda when it can start, else the test double, with a
+    /// warning.
+    #[arg(long, value_enum, default_value_t = ExecutorChoice::Cuda)]
     executor: ExecutorChoice,
     /// Host-memory executor: append each recorded kernel launch to this file (JSON lines).
     #[arg(long)]
@@ -259,7 +264,8 @@ fn main() -> ExitCode {
                     ExitCode::SUCCESS
                 }
                 Err(e) => {
-                    error!("{e}");
+                    // Plain on stderr whatever the log filter says: why it did not start.
+                    eprintln!("vmcuda-host serve: {e}");
                     ExitCode::FAILURE
                 }
             }

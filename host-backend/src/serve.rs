@@ -9,6 +9,7 @@ use std::thread::JoinHandle;
 use thiserror::Error;
 use tracing::{info, warn};
 use vmcuda_wire::transport::DEFAULT_UNIX_PATH;
+use vmcuda_wire::CudaStatus;
 
 use crate::daemon::{self, ExecutorChoice, PreAdmission, WorkerTemplate};
 use crate::executor::cuda::CudaExecutor;
@@ -17,6 +18,7 @@ use crate::executor::Executor;
 use crate::metrics;
 use crate::peer::{self, Broker, PeerTls};
 use crate::policy::{Caller, GpuSelection, Policy};
+use crate::socket_files;
 use crate::tls::TlsServer;
 use crate::worker;
 
@@ -47,12 +49,47 @@ pub enum ServeError {
         #[source]
         source: std::io::Error,
     },
+    /// The CUDA executor was asked for (the default) and cannot start here.
+    #[error(
+        "no usable GPU: {}. Fix: install or check the NVIDIA driver (R580 or newer, for \
+         CUDA 13): `nvidia-smi` must list the GPU. For tests without a GPU only, pass \
+         --executor host-memory (a test double: kernels do not run, results are not computed)",
+        no_gpu_reason(*.0)
+    )]
+    NoGpu(CudaStatus),
     #[error("cannot serve metrics at {at}: {source}")]
     Metrics {
         at: String,
         #[source]
         source: std::io::Error,
     },
+}
+
+/// Why the CUDA executor could not start, in words (the log has the details).
+fn no_gpu_reason(status: CudaStatus) -> String {
+    let why = match status {
+        CudaStatus::ErrorInsufficientDriver => {
+            "the NVIDIA driver is too old for CUDA 13 or lacks entry points vmcuda needs"
+        }
+        CudaStatus::ErrorNoDevice => {
+            "no NVIDIA driver library (libcuda.so.1), or it sees no GPU (or the library found \
+             is vmcuda's own guest driver)"
+        }
+        _ => "the NVIDIA driver failed to start",
+    };
+    format!("{why} ({status})")
+}
+
+/// What `--executor auto` prints when it falls back to the test double.
+fn auto_fallback_notice(status: CudaStatus) -> String {
+    format!(
+        "vmcuda-host: WARNING: {}.\n\
+         vmcuda-host: WARNING: --executor auto serves the HOST-MEMORY TEST DOUBLE instead: \
+         kernels do not run, results are not computed.\n\
+         vmcuda-host: WARNING: for real work, fix the driver and serve with --executor cuda \
+         (the default).",
+        no_gpu_reason(status)
+    )
 }
 
 /// A started daemon: its accepting threads.
@@ -62,14 +99,17 @@ pub struct Running {
     /// The metrics endpoint's address, when there is one.
     pub metrics: Option<std::net::SocketAddr>,
     listeners: Vec<JoinHandle<()>>,
+    sockets: Sockets,
 }
 
 impl Running {
-    /// Accept until the process ends.
+    /// Accept until the process ends. SIGTERM and SIGINT end it after removing its
+    /// socket files; so does the end of every listener.
     pub fn join(self) {
         for h in self.listeners {
             let _ = h.join();
         }
+        drop(self.sockets);
     }
 }
 
@@ -87,27 +127,26 @@ pub fn start(
         us => info!("workers poll {us} us for each request before sleeping (VMCUDA_POLL_US)"),
     }
     template.executor = match template.executor {
+        ExecutorChoice::Cuda => match CudaExecutor::new(&GpuSelection::all()) {
+            Ok(cuda) => {
+                info!("{}", cuda.banner());
+                ExecutorChoice::Cuda
+            }
+            // Never a test double in its place: a guest would get uncomputed results.
+            Err(status) => return Err(ServeError::NoGpu(status)),
+        },
         ExecutorChoice::Auto => match CudaExecutor::new(&GpuSelection::all()) {
             Ok(cuda) => {
                 info!("{}", cuda.banner());
                 ExecutorChoice::Cuda
             }
             Err(status) => {
-                warn!("no usable GPU ({status}); falling back to the host-memory test executor");
+                warn!("no usable GPU ({status}); --executor auto falls back to the host-memory test executor");
+                // On stderr whatever the log filter: this daemon now computes nothing.
+                eprintln!("{}", auto_fallback_notice(status));
                 ExecutorChoice::HostMemory
             }
         },
-        ExecutorChoice::Cuda => {
-            // Asked for by name (the packaged service does): say now, not only at the
-            // first guest, whether there is a GPU to serve with.
-            match CudaExecutor::new(&GpuSelection::all()) {
-                Ok(cuda) => info!("{}", cuda.banner()),
-                Err(status) => {
-                    warn!("no usable GPU ({status}); guests are refused until there is one")
-                }
-            }
-            ExecutorChoice::Cuda
-        }
         other => other,
     };
     if template.executor == ExecutorChoice::HostMemory {
@@ -215,12 +254,15 @@ pub fn start(
     daemon::start_log_summaries();
     let template = Arc::new(template);
     let listen_error = |at: String| move |source| ServeError::Listen { at, source };
-    let mut unix_paths = Vec::new();
+    // Bound so far: removed again when a later listener cannot start, or the daemon
+    // stops (a stop signal's handler removes them too, from the first one on).
+    socket_files::install_stop_handlers();
+    let mut sockets = Sockets(Vec::new());
     for (path, caller) in unix {
-        let h = daemon::listen_unix(&path, template.clone(), caller)
+        let (h, owned) = daemon::listen_unix(&path, template.clone(), caller)
             .map_err(listen_error(path.display().to_string()))?;
         listeners.push(h);
-        unix_paths.push(path);
+        sockets.0.push(owned);
     }
     for addr in &at.tcp {
         let h = daemon::listen_tcp(addr, template.clone()).map_err(listen_error(addr.clone()))?;
@@ -233,8 +275,19 @@ pub fn start(
         listeners.push(h);
     }
     Ok(Running {
-        unix: unix_paths,
+        unix: sockets.0.iter().map(|o| o.path().to_path_buf()).collect(),
         metrics: metrics_local,
         listeners,
+        sockets,
     })
+}
+
+/// The socket files a daemon bound, removed when it is dropped (only those still
+/// its own: see [`socket_files`]).
+struct Sockets(Vec<socket_files::Owned>);
+
+impl Drop for Sockets {
+    fn drop(&mut self) {
+        socket_files::remove(&self.0);
+    }
 }

@@ -66,7 +66,7 @@ start() { # name gpu own-peer-port other-peer-port
     local sock="/tmp/vmcuda-$1.sock"
     rm -f "$sock"
     { printf '[local]\ngpus = [%s]\n' "$2"; peer_table "$1" "$3" "$4"; } >"$raw/$1.toml"
-    "$host_bin" serve --unix "$sock" --executor "${VMCUDA_EXECUTOR:-cuda}" --config "$raw/$1.toml" \
+    "$host_bin" serve --unix "$sock" --executor "${VMCUDA_EXECUTOR:-cuda}" --config "$raw/$1.toml" --state-dir "$raw/$1-state" \
         --state-dir "$raw/state-$1" >"$raw/$1.log" 2>&1 &
     pids+=($!)
     for _ in $(seq 1 100); do [ -S "$sock" ] && return 0; sleep 0.1; done

@@ -33,15 +33,15 @@ host_memory=$((256 << 20))
 printf '[local]\nmemory_quota = %d\n' "$quota" >"$work/quota.toml"
 printf '[local]\nmemory_quota = %d\n' "$small" >"$work/small.toml"
 printf '[local]\nmemory_quota = %d\nhost_memory = %d\n' "$small" "$host_memory" >"$work/hm.toml"
-"$carry/bin/vmcuda-host" serve --unix "$work/plain.sock" --executor "${VMCUDA_ISO_EXECUTOR:-cuda}" 2>"$work/host.log" &
+"$carry/bin/vmcuda-host" serve --unix "$work/plain.sock" --executor "${VMCUDA_ISO_EXECUTOR:-cuda}" --state-dir "$work/plain-state" 2>"$work/host.log" &
 plain=$!
-"$carry/bin/vmcuda-host" serve --unix "$work/quota.sock" --config "$work/quota.toml" \
+"$carry/bin/vmcuda-host" serve --unix "$work/quota.sock" --config "$work/quota.toml" --state-dir "$work/quota-state" \
   --executor "${VMCUDA_ISO_EXECUTOR:-cuda}" 2>"$work/host-quota.log" &
 quota_host=$!
-"$carry/bin/vmcuda-host" serve --unix "$work/small.sock" --config "$work/small.toml" \
+"$carry/bin/vmcuda-host" serve --unix "$work/small.sock" --config "$work/small.toml" --state-dir "$work/small-state" \
   --executor "${VMCUDA_ISO_EXECUTOR:-cuda}" 2>"$work/host-small.log" &
 small_host=$!
-"$carry/bin/vmcuda-host" serve --unix "$work/hm.sock" --config "$work/hm.toml" \
+"$carry/bin/vmcuda-host" serve --unix "$work/hm.sock" --config "$work/hm.toml" --state-dir "$work/hm-state" \
   --executor "${VMCUDA_ISO_EXECUTOR:-cuda}" 2>"$work/host-hm.log" &
 hm_host=$!
 trap 'kill $plain $quota_host $small_host $hm_host 2>/dev/null; wait 2>/dev/null' EXIT

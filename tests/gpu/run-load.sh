@@ -176,7 +176,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 : >"$host_log"
-host_args=(serve --unix "$sock" --executor "$executor")
+host_args=(serve --unix "$sock" --executor "$executor" --state-dir "$sockdir/state")
 flood_args=()
 if [ "$hostile" = on ]; then
     # A TCP listener for the hostile guest's connection flood: a source of its own.

@@ -30,7 +30,7 @@ pids=()
 start() { # name config-text
     printf '%b' "$2" >"$raw/$1.toml"
     rm -f "/tmp/vmcuda-nvml-$1.sock"
-    "$host_bin" serve --unix "/tmp/vmcuda-nvml-$1.sock" --executor cuda --config "$raw/$1.toml" \
+    "$host_bin" serve --unix "/tmp/vmcuda-nvml-$1.sock" --executor cuda --config "$raw/$1.toml" --state-dir "$raw/$1-state" \
         --state-dir "$raw/state-$1" >"$raw/$1.log" 2>&1 &
     pids+=($!)
     for _ in $(seq 1 100); do [ -S "/tmp/vmcuda-nvml-$1.sock" ] && return; sleep 0.1; done

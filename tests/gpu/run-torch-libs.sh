@@ -42,7 +42,7 @@ commit="$(cat "${VMCUDA_COMMIT_FILE:-/dev/null}" 2>/dev/null || true)"
 [ -n "$commit" ] || commit="$(git rev-parse HEAD 2>/dev/null || echo unknown)"
 
 rm -f "$sock"
-"$host_bin" serve --unix "$sock" --executor cuda >"$raw/host.log" 2>&1 &
+"$host_bin" serve --unix "$sock" --executor cuda --state-dir "$raw/state" >"$raw/host.log" 2>&1 &
 host_pid=$!
 trap 'kill $host_pid 2>/dev/null; wait $host_pid 2>/dev/null; rm -f $sock' EXIT
 for _ in $(seq 1 100); do [ -S "$sock" ] && break; sleep 0.1; done

@@ -37,7 +37,7 @@ for l in libcuda.so.1; do
 done
 
 rm -f "$sock"
-"$host_bin" serve --unix "$sock" --executor cuda >"$raw/host.log" 2>&1 &
+"$host_bin" serve --unix "$sock" --executor cuda --state-dir "$raw/state" >"$raw/host.log" 2>&1 &
 host_pid=$!
 trap 'kill $host_pid 2>/dev/null; wait $host_pid 2>/dev/null; rm -f $sock' EXIT
 for _ in $(seq 1 100); do [ -S "$sock" ] && break; sleep 0.1; done

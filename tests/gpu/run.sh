@@ -169,7 +169,7 @@ host_restarts=0
 start_host() {
     rm -f "$sock"
     echo "=== run.sh: starting $host_bin serve --unix $sock --executor cuda ($(date -u +%H:%M:%S)) ===" >>"$host_log"
-    "$host_bin" serve --unix "$sock" --executor cuda >>"$host_log" 2>&1 &
+    "$host_bin" serve --unix "$sock" --executor cuda --state-dir /tmp/vmcuda-gpu-state >>"$host_log" 2>&1 &
     host_pid=$!
     local i
     for i in $(seq 1 200); do

@@ -157,6 +157,41 @@ pub fn build_c_program(name: &str, libs: &[&str]) -> PathBuf {
     exe
 }
 
+/// `vmcuda-host serve ARGS` on a scratch socket and state directory, with `env`, when it
+/// ends within a minute (a daemon that refused to start): its output. `None`, and the
+/// daemon killed, when it was still serving.
+pub fn serve_until_refused(name: &str, args: &[&str], env: &[(&str, &str)]) -> Option<Output> {
+    let dir = std::env::temp_dir().join(format!("vmcuda-refused-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let mut child = Command::new(host_bin())
+        .arg("serve")
+        .arg("--unix")
+        .arg(dir.join("host.sock"))
+        .arg("--state-dir")
+        .arg(dir.join("state"))
+        .args(args)
+        .envs(env.iter().copied())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start vmcuda-host");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let out = loop {
+        if child.try_wait().expect("wait").is_some() {
+            break Some(child.wait_with_output().expect("its output"));
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    out
+}
+
 /// A host daemon on a private Unix socket, killed when dropped.
 pub struct Daemon {
     child: Child,

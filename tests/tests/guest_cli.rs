@@ -85,7 +85,7 @@ fn info_shows_the_test_executor_its_device_and_the_quota() {
         "{stdout}"
     );
     assert!(
-        stdout.contains("GPU 0: vmcuda host-memory test executor (no GPU)"),
+        stdout.contains("GPU 0: vmcuda TEST DOUBLE (host-memory executor, no GPU)"),
         "{stdout}"
     );
     assert!(stdout.contains("CUDA driver 13.0") && stdout.contains("CUDA runtime 13.0"));
@@ -179,10 +179,7 @@ fn info_lists_every_host_and_numbers_devices_across_them() {
         stdout.contains(&format!("at {} (Unix socket)", b.server())),
         "{stdout}"
     );
-    assert!(
-        stdout.contains("GPU 1: vmcuda host-memory test executor"),
-        "{stdout}"
-    );
+    assert!(stdout.contains("GPU 1: vmcuda TEST DOUBLE"), "{stdout}");
 
     let out = vmcuda(&["info", "--json"], &server, &[]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
@@ -309,32 +306,113 @@ fn doctor_shows_a_policy_refusal_with_the_hosts_reason() {
 
 #[test]
 #[ignore = "needs the vmcuda command and the host daemon: run tests/run.sh"]
-fn a_host_asked_for_the_gpu_without_one_says_why_once() {
-    let d = Daemon::start("cuda-only", &["--executor", "cuda"]);
-    let out = vmcuda(&["info"], &d.server(), &[]);
-    if out.status.success() {
+fn a_host_asked_for_the_gpu_without_one_refuses_to_start_saying_why() {
+    let Some(out) = vmcuda_tests::serve_until_refused("cuda-only", &["--executor", "cuda"], &[])
+    else {
         // A GPU served it: nothing to refuse on this machine.
         return;
-    }
+    };
+    assert!(!out.status.success());
     let stderr = text(&out.stderr);
     let refusal = stderr
         .lines()
-        .find(|l| l.contains("refused this program"))
+        .find(|l| l.starts_with("vmcuda-host serve: no usable GPU"))
         .unwrap_or_else(|| panic!("no refusal in:\n{stderr}"));
-    assert!(
-        refusal.contains("the host cannot serve this guest (cudaError"),
-        "{refusal}"
-    );
     assert_eq!(
         refusal.matches("cudaError").count(),
         1,
         "the status is said once: {refusal}"
     );
-    // The host's log has the status too, beside the executor it could not open.
-    let log = d.log_with("CUDA executor unavailable");
+    assert!(refusal.contains("--executor host-memory"), "{refusal}");
+}
+
+/// Every program served by the test double says so on its stderr, once, whatever
+/// VMCUDA_VERBOSE says.
+#[test]
+#[ignore = "needs the linked guest libraries: run tests/run.sh"]
+fn every_program_on_the_test_double_says_so_once() {
+    let d = Daemon::host_memory("notice");
+    let out = Command::new(apps_dir().join("vector_add"))
+        .env("LD_LIBRARY_PATH", guest_lib_dir())
+        .env("VMCUDA_SERVER", d.server())
+        .env("VMCUDA_TOKEN_FILE", "/nonexistent")
+        .env_remove("VMCUDA_VERBOSE")
+        .output()
+        .expect("run vector_add");
+    let stderr = text(&out.stderr);
+    let notices: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("vmcuda: connected to a TEST DOUBLE (host-memory executor)"))
+        .collect();
+    assert_eq!(notices.len(), 1, "{stderr}");
     assert!(
-        log.contains("CUDA executor unavailable: cudaError"),
-        "{log}"
+        notices[0].contains(&format!("at {}", d.server())),
+        "{stderr}"
+    );
+    assert!(notices[0].contains("results are not computed"), "{stderr}");
+}
+
+/// `vmcuda` with nothing set, the way a program finds its host.
+fn vmcuda_by_default(args: &[&str], local_socket: &std::path::Path) -> Output {
+    Command::new(cli_bin())
+        .args(args)
+        .env_remove("VMCUDA_SERVER")
+        .env("VMCUDA_SERVER_FILE", "/nonexistent/server")
+        .env("VMCUDA_LOCAL_SOCKET", local_socket)
+        .env_remove("VMCUDA_TOKEN")
+        .env("VMCUDA_TOKEN_FILE", "/nonexistent")
+        .env("VMCUDA_LIB_DIR", guest_lib_dir())
+        .output()
+        .expect("run vmcuda")
+}
+
+#[test]
+#[ignore = "needs the vmcuda command and the host daemon: run tests/run.sh"]
+fn with_nothing_set_the_local_daemon_is_found_and_doctor_says_where_it_looked() {
+    let d = Daemon::host_memory("by-default");
+    let out = vmcuda_by_default(&["doctor"], &d.socket);
+    let stdout = text(&out.stdout);
+    let local = format!("unix:{}", d.socket.display());
+    let looked: Vec<&str> = stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("vmcuda doctor: looked for the host in this order:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .collect();
+    assert_eq!(looked.len(), 4, "{stdout}");
+    assert_eq!(looked[0], "  1. VMCUDA_SERVER: not set", "{stdout}");
+    assert_eq!(
+        looked[1], "  2. /nonexistent/server: no such file",
+        "{stdout}"
+    );
+    assert!(
+        looked[2].starts_with(&format!("  3. {local}: a socket")),
+        "{stdout}"
+    );
+    assert!(looked[3].starts_with("  4. vsock:2:7731: "), "{stdout}");
+    assert!(
+        check_line(&stdout, "server address").contains(&local),
+        "{stdout}"
+    );
+    assert!(
+        check_line(&stdout, "connect").starts_with("[ OK ]"),
+        "{stdout}"
+    );
+    let out = vmcuda_by_default(&["info", "--json"], &d.socket);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["server"], local);
+
+    // No daemon on this machine: said so, at that place.
+    let missing = d.dir.join("none.sock");
+    let out = vmcuda_by_default(&["doctor"], &missing);
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains(&format!(
+            "3. unix:{}: no socket (no daemon on this machine)",
+            missing.display()
+        )),
+        "{stdout}"
     );
 }
 

@@ -41,7 +41,7 @@ fn nvml_shows_the_guests_devices_memory_and_processes_and_refuses_changes() {
     for line in [
         "driver: present (0) cuda 13000",
         "devices: 1",
-        "device 0: index 0 name vmcuda host-memory test executor (no GPU)",
+        "device 0: index 0 name vmcuda TEST DOUBLE (host-memory executor, no GPU)",
         "cc 9.0 found by uuid 1 by bus 1",
         // The quota is the total; used is this guest's own 64 MiB.
         "device 0: memory total 1024 MiB used 64 MiB free+used<=total 1",

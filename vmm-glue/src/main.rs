@@ -55,7 +55,10 @@ struct Cli {
     /// The vmcuda-host binary. Default: vmcuda-host next to this binary, else on PATH.
     #[arg(long)]
     host_bin: Option<PathBuf>,
-    #[arg(long, value_enum, default_value_t = ExecutorChoice::Auto)]
+    /// What runs the guests' work (vmcuda-host's --executor): cuda (the default) the
+    /// GPUs, guests refused without a usable one; host-memory the TEST DOUBLE, which
+    /// runs no kernel; auto cuda where it can start, else the test double.
+    #[arg(long, value_enum, default_value_t = ExecutorChoice::Cuda)]
     executor: ExecutorChoice,
     /// Host-memory executor: workers append each recorded kernel launch to this file.
     #[arg(long)]

@@ -38,7 +38,8 @@ use crate::muxer::{ConnId, Connector, GuestRamRegion, HostStream, FIRST_UNPRIVIL
 /// Which executor the workers use (`vmcuda-host worker --executor`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum ExecutorChoice {
-    /// The CUDA executor when a GPU and driver are present, else the host-memory one.
+    /// The CUDA executor when a GPU and driver are present, else the host-memory test
+    /// double (an explicit choice, never the default).
     Auto,
     Cuda,
     HostMemory,

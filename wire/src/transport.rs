@@ -163,19 +163,6 @@ impl ServerAddr {
             _ => None,
         }
     }
-
-    /// Where a program looks when `VMCUDA_SERVER` is unset: inside a VM (the local
-    /// vsock CID is a guest's, above 2) the host on the well-known port; elsewhere the
-    /// daemon's default Unix socket.
-    pub fn default_for_this_machine() -> ServerAddr {
-        match local_vsock_cid() {
-            Ok(cid) if is_guest_cid(cid) => ServerAddr::Vsock {
-                cid: HOST_CID,
-                port: u32::from(WELL_KNOWN_PORT),
-            },
-            _ => ServerAddr::Unix(DEFAULT_UNIX_PATH.into()),
-        }
-    }
 }
 
 /// This machine's vsock CID (`IOCTL_VM_SOCKETS_GET_LOCAL_CID` on /dev/vsock). Fails

@@ -13,7 +13,7 @@
 use std::os::fd::BorrowedFd;
 use std::time::Duration;
 
-use vmcuda_wire::op::{HandleSpace, HelloReply, Request, HANDLE_SPACE_SHIFT};
+use vmcuda_wire::op::{ExecutorKind, HandleSpace, HelloReply, Request, HANDLE_SPACE_SHIFT};
 use vmcuda_wire::transport::ServerAddr;
 use vmcuda_wire::CudaStatus;
 
@@ -216,6 +216,14 @@ impl Hosts {
     /// Whether descriptors (and so shared memory) can be passed to the one host.
     pub fn can_pass_fds(&self) -> bool {
         self.single().is_some_and(Client::can_pass_fds)
+    }
+
+    /// The hosts that serve the host-memory test double rather than a GPU.
+    pub fn test_doubles(&self) -> impl Iterator<Item = &ServerAddr> {
+        self.hosts
+            .iter()
+            .filter(|h| h.client.hello.executor == ExecutorKind::HostMemory)
+            .map(|h| &h.client.addr)
     }
 
     /// Every host's address, in the program's order.

@@ -190,3 +190,84 @@ fn a_server_file_lists_hosts_by_line_or_comma_with_comments() {
     );
     assert_eq!(super::server_file_list("# nothing\n\n"), "");
 }
+
+/// The host-memory double is told apart from a GPU host by its hello.
+#[test]
+fn a_host_serving_the_test_double_is_known_as_one() {
+    let (addr, _seen) = fake_host();
+    let hosts = Hosts::connect(std::slice::from_ref(&addr), &[]).unwrap();
+    assert_eq!(hosts.test_doubles().collect::<Vec<_>>(), [&addr]);
+    let line = test_double_notice(&addr);
+    assert!(
+        line.starts_with("vmcuda: connected to a TEST DOUBLE"),
+        "{line}"
+    );
+    assert!(line.contains("results are not computed"), "{line}");
+}
+
+fn not_found() -> io::Result<bool> {
+    Err(io::Error::from(io::ErrorKind::NotFound))
+}
+
+#[test]
+fn the_default_tries_the_local_socket_before_the_vms_host() {
+    let socket = Path::new("/run/vmcuda/vmcuda.sock");
+    let local = ServerAddr::Unix(socket.display().to_string());
+    let host = ServerAddr::Vsock { cid: 2, port: 7731 };
+    // A GPU host that is itself a VM (CID 3) with a daemon of its own: the socket first.
+    let (addrs, seen) = default_servers(socket, Ok(true), Ok(3));
+    assert_eq!(addrs, [local.clone(), host.clone()]);
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[0].place, "unix:/run/vmcuda/vmcuda.sock");
+    assert_eq!(seen[0].found, "a socket: tried first");
+    assert_eq!(seen[1].place, "vsock:2:7731");
+    assert!(seen[1].found.contains("VM guest (vsock CID 3): tried next"));
+    // A VM guest with no daemon of its own: its host over vsock.
+    let (addrs, seen) = default_servers(socket, not_found(), Ok(3));
+    assert_eq!(addrs, std::slice::from_ref(&host));
+    assert!(seen[0].found.starts_with("no socket"), "{seen:?}");
+    // A host without vsock: the local socket, also when it is missing (its failure
+    // then says so).
+    let (addrs, seen) = default_servers(socket, Ok(true), Err("no /dev/vsock".into()));
+    assert_eq!(addrs, std::slice::from_ref(&local));
+    assert!(seen[1].found.contains("not tried"), "{seen:?}");
+    let (addrs, _) = default_servers(socket, not_found(), Ok(2));
+    assert_eq!(addrs, [local]);
+}
+
+#[test]
+fn the_first_default_host_that_answers_is_used() {
+    let a = ServerAddr::Unix("/a".into());
+    let b = ServerAddr::Vsock { cid: 2, port: 7731 };
+    let unreachable = |addr: &ServerAddr| ConnectFailure::Unreachable {
+        addr: addr.clone(),
+        source: io::Error::from(io::ErrorKind::ConnectionRefused),
+    };
+    // A stale socket gives way to the next.
+    let mut tried = Vec::new();
+    let got = connect_first(&[a.clone(), b.clone()], |addr| {
+        tried.push(addr.clone());
+        if *addr == a {
+            Err(unreachable(addr))
+        } else {
+            Ok(addr.clone())
+        }
+    });
+    assert_eq!(got.unwrap(), b);
+    assert_eq!(tried, [a.clone(), b.clone()]);
+    // A refusal is the host's answer: nothing more is tried.
+    let mut tried = 0;
+    let got: Result<(), _> = connect_first(&[a.clone(), b.clone()], |addr| {
+        tried += 1;
+        Err(ConnectFailure::Refused {
+            addr: addr.clone(),
+            status: CudaStatus::ErrorNotPermitted,
+            reason: None,
+        })
+    });
+    assert!(matches!(got, Err(ConnectFailure::Refused { .. })));
+    assert_eq!(tried, 1);
+    // Nobody anywhere: the last failure.
+    let got: Result<(), _> = connect_first(&[a, b.clone()], |addr| Err(unreachable(addr)));
+    assert!(matches!(got, Err(ConnectFailure::Unreachable { addr, .. }) if addr == b));
+}

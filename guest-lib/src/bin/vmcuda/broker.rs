@@ -20,10 +20,11 @@ pub fn run(path: &Path, max_area_mib: usize, max_per_user: usize) -> ExitCode {
 
 fn serve(path: &Path, max_area_mib: usize, max_per_user: usize) -> Result<(), String> {
     // The host it connects to is the guest's own setting, never a process's wish.
-    let host = vmcuda_guest::client::server_addrs()
+    let host = vmcuda_guest::client::servers()
         .map_err(|e| e.to_string())?
-        .into_iter()
-        .find_map(|a| match a {
+        .addrs()
+        .iter()
+        .find_map(|a| match *a {
             ServerAddr::Vsock { cid, port } => Some((cid, port)),
             _ => None,
         })

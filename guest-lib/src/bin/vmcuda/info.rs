@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use cudarc::driver::sys::CUdevice_attribute as A;
 use serde::Serialize;
-use vmcuda_guest::client;
+use vmcuda_guest::client::{self, Servers};
 use vmcuda_wire::handshake::{PROTOCOL_VERSION, RUNTIME_VERSION};
 use vmcuda_wire::op::ExecutorKind;
 use vmcuda_wire::transport::ServerAddr;
@@ -82,19 +82,22 @@ impl MemoryReport {
 }
 
 pub fn run(json: bool, timeout: Duration) -> ExitCode {
-    let addrs = match client::server_addrs() {
-        Ok(a) => a,
+    // Each named host in turn, or the default's first that answers.
+    let hosts: Vec<Vec<ServerAddr>> = match client::servers() {
+        Ok(Servers::Named(addrs)) => addrs.into_iter().map(|a| vec![a]).collect(),
+        Ok(Servers::Default(candidates)) => vec![candidates],
         Err(e) => {
             eprintln!("vmcuda: {e}");
             return ExitCode::FAILURE;
         }
     };
-    // Each host in turn; its devices numbered as a program sees them (after the
-    // devices of the hosts named before it).
-    let mut reports = Vec::with_capacity(addrs.len());
+    // Its devices numbered as a program sees them (after the devices of the hosts
+    // named before it).
+    let mut reports = Vec::with_capacity(hosts.len());
     let mut first_device = 0;
-    for addr in addrs {
-        let conversation = match probe::talk(addr.clone(), client::token(), timeout) {
+    for candidates in hosts {
+        let (addr, outcome, _) = probe::talk_first(&candidates, client::token(), timeout);
+        let conversation = match outcome {
             Outcome::Talked(c) => c,
             Outcome::Failed(e) => {
                 eprintln!("vmcuda: {e}\nvmcuda: `vmcuda doctor` checks the setup step by step.");
@@ -239,6 +242,15 @@ pub fn bytes(n: u64) -> String {
 pub fn render(r: &Report) -> String {
     use std::fmt::Write;
     let mut out = String::new();
+    // First, before anything that looks like a GPU.
+    if r.host.test_executor {
+        let _ = writeln!(
+            out,
+            "!!! TEST DOUBLE: this host serves the HOST-MEMORY TEST EXECUTOR, not a GPU.\n\
+             !!! Memory, copies, streams and events are real; kernels are recorded, NOT \
+             executed: results are not computed.\n"
+        );
+    }
     let row = |out: &mut String, key: &str, value: &str| {
         let _ = writeln!(out, "  {key:<15} {value}");
     };
@@ -277,13 +289,6 @@ pub fn render(r: &Report) -> String {
         "executor",
         &format!("{}: {}", r.host.executor, r.host.banner),
     );
-    if r.host.test_executor {
-        let _ = writeln!(
-            out,
-            "\n  !!! TEST EXECUTOR: this host serves the host-memory test double, not a GPU.\n  \
-             !!! Memory, copies, streams and events are real; kernels are recorded, NOT executed."
-        );
-    }
     for d in &r.devices {
         let _ = writeln!(
             out,

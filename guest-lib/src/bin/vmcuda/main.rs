@@ -44,6 +44,8 @@ enum Command {
     /// Serve guest RAM to this guest's unprivileged processes (run as root, by the
     /// guest package's service): each gets huge pages of its own and a connection to
     /// the host that may use only those, so its copies are the GPU's DMA from its pages.
+    /// Internal: the package's service runs it, so `--help` does not list it.
+    #[command(hide = true)]
     GuestRamBroker {
         /// Where to listen.
         #[arg(long, default_value = vmcuda_guest::guest_ram::BROKER_SOCKET)]
@@ -146,5 +148,23 @@ fn main() -> ExitCode {
         Command::Cdi {
             command: CdiCommand::Generate { output, lib_dir },
         } => cdi::generate(output.as_deref(), lib_dir.as_deref()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn help_lists_the_users_commands_and_not_the_internal_broker() {
+        let help = Cli::command().render_help().to_string();
+        assert!(!help.contains("guest-ram-broker"), "{help}");
+        for command in ["info", "doctor", "smi", "cdi"] {
+            assert!(help.contains(command), "{command}: {help}");
+        }
+        // Hidden, not gone: the guest package's service runs it.
+        let cli = Cli::try_parse_from(["vmcuda", "guest-ram-broker"]).unwrap();
+        assert!(matches!(cli.command, Command::GuestRamBroker { .. }));
     }
 }

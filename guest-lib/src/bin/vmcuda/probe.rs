@@ -4,7 +4,7 @@
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use vmcuda_guest::client::{Client, ConnectFailure, Sink};
+use vmcuda_guest::client::{Client, ConnectFailure, Looked, Sink};
 use vmcuda_wire::op::{DeviceGetProperties, DeviceProperties, HelloReply, MemGetInfo, MemInfo};
 use vmcuda_wire::transport::ServerAddr;
 use vmcuda_wire::CudaStatus;
@@ -80,6 +80,32 @@ pub fn talk(addr: ServerAddr, token: Vec<u8>, timeout: Duration) -> Outcome {
         Some(Err(e)) => Outcome::Failed(e),
         None => Outcome::TimedOut(timeout),
     }
+}
+
+/// Talk to the first of `candidates` that answers (the default hosts: see
+/// `client::connect_first`): the address talked to, the outcome, and what each host
+/// passed over said.
+pub fn talk_first(
+    candidates: &[ServerAddr],
+    token: Vec<u8>,
+    timeout: Duration,
+) -> (ServerAddr, Outcome, Vec<Looked>) {
+    let mut passed = Vec::new();
+    for (i, addr) in candidates.iter().enumerate() {
+        let outcome = talk(addr.clone(), token.clone(), timeout);
+        match &outcome {
+            Outcome::Failed(ConnectFailure::Unreachable { source, .. })
+                if i + 1 < candidates.len() =>
+            {
+                passed.push(Looked {
+                    place: addr.to_string(),
+                    found: format!("no daemon answers ({source}): the next is tried"),
+                });
+            }
+            _ => return (addr.clone(), outcome, passed),
+        }
+    }
+    unreachable!("the last candidate always returns")
 }
 
 /// Run `f` on its own thread and wait at most `timeout` for it. A connection attempt

@@ -70,7 +70,7 @@ impl HostMemoryExecutor {
             (A::CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED, 1),
         ];
         DeviceProperties {
-            name: "vmcuda host-memory test executor (no GPU)".into(),
+            name: "vmcuda TEST DOUBLE (host-memory executor, no GPU)".into(),
             uuid: *b"vmcuda-hostmem-0",
             luid: [0; 8],
             luid_device_node_mask: 0,

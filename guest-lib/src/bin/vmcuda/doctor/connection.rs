@@ -230,16 +230,21 @@ pub fn refusal_finding(
                      /etc/vmcuda/host.toml"
                         .to_string()
                 }
-                ServerAddr::Vsock { .. } => match ctx.guest_cid {
-                    Some(cid) => format!(
+                // The guest cannot tell which admits it: a vhost-user device names its
+                // VM (--vm-name), only the kernel's vhost-vsock goes by the CID.
+                ServerAddr::Vsock { .. } => {
+                    let by_cid = match ctx.guest_cid {
+                        Some(cid) => format!("cid = {cid}"),
+                        None => "cid = this VM's vsock CID".to_string(),
+                    };
+                    format!(
                         "the host admin must add a [[vm]] table for this VM to \
-                         /etc/vmcuda/host.toml: name = \"...\" and cid = {cid}"
-                    ),
-                    None => "the host admin must add a [[vm]] table for this VM to \
-                             /etc/vmcuda/host.toml (its cid, or the name its vhost-user \
-                             device gives with --vm-name)"
-                        .to_string(),
-                },
+                         /etc/vmcuda/host.toml: behind a vhost-user device \
+                         (vmcuda-vhost-vsock, vmcuda-vhost@NAME) name = the device's \
+                         --vm-name (NAME), which is what admits it; behind the kernel's \
+                         vhost-vsock (vmcuda-host serve --vsock), {by_cid}"
+                    )
+                }
                 ServerAddr::Unix(_) => "the host admin must allow programs on the host: [local] \
                                         allow = true in /etc/vmcuda/host.toml"
                     .to_string(),
@@ -327,9 +332,10 @@ fn gpus_finding(c: &probe::Conversation) -> Finding {
     if c.hello.executor == ExecutorKind::HostMemory {
         return Finding::warn(
             "GPUs",
-            "the host serves the HOST-MEMORY TEST executor: kernels are recorded, NOT executed",
-            "run vmcuda-host on a machine with an NVIDIA GPU and driver, without --executor \
-             host-memory",
+            "a TEST DOUBLE, not a GPU: the host serves the HOST-MEMORY TEST executor; kernels \
+             are recorded, NOT executed, and results are not computed",
+            "run vmcuda-host serve on a machine with an NVIDIA GPU and driver (R580 or newer) \
+             with --executor cuda, the default",
         );
     }
     Finding::ok("GPUs", format!("{}: {}", names.len(), names.join(", ")))

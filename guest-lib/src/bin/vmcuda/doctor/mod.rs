@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use vmcuda_guest::client::{self, ConnectFailure, GuestTls, Token};
+use vmcuda_guest::client::{self, ConnectFailure, GuestTls, Looked, Servers, Token};
 use vmcuda_wire::transport::{self, ServerAddr, DEFAULT_UNIX_PATH, HOST_CID};
 
 use crate::info::transport_name;
@@ -211,27 +211,37 @@ impl LibraryFacts {
     }
 }
 
-pub fn address_finding(addr: &Result<ServerAddr, ConnectFailure>, from_env: bool) -> Finding {
+/// Where the address came from, for the "server address" finding.
+pub fn address_source(servers: &Servers, looked: &[Looked]) -> String {
+    match (servers, looked.last()) {
+        (Servers::Named(_), Some(l)) => format!("from {}", l.place),
+        _ => "the default here, found as listed above; VMCUDA_SERVER overrides it".into(),
+    }
+}
+
+pub fn address_finding(addr: &Result<ServerAddr, ConnectFailure>, source: &str) -> Finding {
     match addr {
         Ok(a) => Finding::ok(
             "server address",
-            format!(
-                "{a}, {} ({})",
-                transport_name(a),
-                if from_env {
-                    "from VMCUDA_SERVER"
-                } else {
-                    "the default here; VMCUDA_SERVER overrides it"
-                }
-            ),
+            format!("{a}, {} ({source})", transport_name(a)),
         ),
         Err(e) => Finding::fail(
             "server address",
             e.to_string(),
             "set VMCUDA_SERVER to unix:PATH, tcp:HOST:PORT, tls:HOST:PORT or vsock:CID:PORT \
-             (or unset it: inside a VM the default is vsock:2:7731)",
+             (or unset it: the default is the local daemon's socket where there is one, \
+             else inside a VM vsock:2:7731)",
         ),
     }
+}
+
+/// Every place looked at for the host, in order, and what was there.
+pub fn render_looked(looked: &[Looked]) -> String {
+    let mut out = String::from("vmcuda doctor: looked for the host in this order:\n");
+    for (i, l) in looked.iter().enumerate() {
+        out += &format!("  {}. {}: {}\n", i + 1, l.place, l.found);
+    }
+    out
 }
 
 pub fn vm_finding(v: &VsockFacts) -> Finding {
@@ -518,9 +528,25 @@ fn render(f: &Finding) -> String {
 
 pub fn run(program: Option<&Path>, timeout: Duration) -> ExitCode {
     let mut findings = Vec::new();
-    let addr = client::server_addr();
-    let from_env = std::env::var_os("VMCUDA_SERVER").is_some_and(|v| !v.is_empty());
-    findings.push(address_finding(&addr, from_env));
+    let (servers, mut looked) = client::find_servers();
+    let (addr, source) = match servers {
+        Err(e) => (Err(e), String::new()),
+        Ok(found) => {
+            let addr = match &found {
+                // The default's first that answers is the one a program would use.
+                Servers::Default(candidates) if candidates.len() > 1 => {
+                    let token = client::find_token().map(|t| t.bytes).unwrap_or_default();
+                    let (addr, _, passed) = probe::talk_first(candidates, token, timeout);
+                    looked.extend(passed);
+                    addr
+                }
+                _ => found.addrs()[0].clone(),
+            };
+            let source = address_source(&found, &looked);
+            (Ok(addr), source)
+        }
+    };
+    findings.push(address_finding(&addr, &source));
     let vsock = VsockFacts::gather();
     findings.push(vm_finding(&vsock));
     if let Ok(addr) = &addr {
@@ -537,7 +563,8 @@ pub fn run(program: Option<&Path>, timeout: Duration) -> ExitCode {
         findings.push(program_finding(&shown, &inspected, torch.as_ref()));
     }
 
-    let mut out: String = findings.iter().map(render).collect();
+    let mut out = render_looked(&looked);
+    out.extend(findings.iter().map(render));
     let failed = findings.iter().filter(|f| f.status == Status::Fail).count();
     let warned = findings.iter().filter(|f| f.status == Status::Warn).count();
     out += &match (failed, warned) {

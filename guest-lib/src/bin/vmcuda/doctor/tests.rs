@@ -129,6 +129,13 @@ fn a_policy_refusal_shows_the_hosts_reason_and_who_fixes_it() {
     assert!(h.detail.contains(reason), "{h:?}");
     assert!(h.fix.as_ref().unwrap().contains("[[vm]]"));
     assert!(h.fix.as_ref().unwrap().contains("cid = 7"));
+    // A vhost-user device admits its VM by name, whatever its CID.
+    let fix = h.fix.as_ref().unwrap();
+    assert!(fix.contains("name = the device's --vm-name"), "{fix}");
+    assert!(
+        fix.find("--vm-name") < fix.find("cid = 7"),
+        "the name comes first: {fix}"
+    );
 
     let local = refusal_finding(
         &unix(),
@@ -219,6 +226,9 @@ fn a_working_host_passes_and_the_test_executor_is_a_warning() {
     );
     assert_eq!(find(&f, "GPUs").status, Status::Warn);
     assert!(find(&f, "GPUs").detail.contains("TEST executor"));
+    assert!(find(&f, "GPUs")
+        .detail
+        .starts_with("a TEST DOUBLE, not a GPU"));
 
     let f = connection_findings(&unix(), &talked(ExecutorKind::Cuda, 0), &ctx(false, None));
     assert_eq!(find(&f, "GPUs").status, Status::Fail);
@@ -332,5 +342,36 @@ fn a_statically_linked_program_runs_on_the_guest_driver() {
     assert_eq!(
         program_finding("python3", &py, Some(&Ok(None))).status,
         Status::Skip
+    );
+}
+
+#[test]
+fn every_place_looked_at_is_named_in_order() {
+    let looked = vec![
+        client::Looked {
+            place: "VMCUDA_SERVER".into(),
+            found: "not set".into(),
+        },
+        client::Looked {
+            place: "/etc/vmcuda/server".into(),
+            found: "no such file".into(),
+        },
+    ];
+    let text = render_looked(&looked);
+    assert_eq!(
+        text,
+        "vmcuda doctor: looked for the host in this order:\n  1. VMCUDA_SERVER: not set\n  \
+         2. /etc/vmcuda/server: no such file\n"
+    );
+    let default = Servers::Default(vec![unix()]);
+    assert!(address_source(&default, &looked).starts_with("the default here"));
+    let named = Servers::Named(vec![tcp()]);
+    let from_file = [client::Looked {
+        place: "/etc/vmcuda/server".into(),
+        found: "tcp:10.0.2.2:7731 (used)".into(),
+    }];
+    assert_eq!(
+        address_source(&named, &from_file),
+        "from /etc/vmcuda/server"
     );
 }
