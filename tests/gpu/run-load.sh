@@ -221,6 +221,9 @@ driver_args=(--server "unix:$sock" --guest "$load_guest" --guest-lib "$guest_lib
     --crash-rate "$crash_rate" --raw-per-second "$raw_rate" --max-mib "$max_mib"
     --settle-seconds 30 --verbose ${flood_args[@]+"${flood_args[@]}"})
 [ "$executor" = cuda ] && driver_args+=(--verify-kernels)
+# The guests run on NVIDIA's runtime over vmcuda's driver (the one guest stack).
+cudart_dir="${VMCUDA_REAL_CUDART_DIR:-/usr/local/cuda/lib64}"
+[ -e "$cudart_dir/libcudart.so.13" ] && driver_args+=(--cudart-dir "$cudart_dir")
 log "load: $driver ${driver_args[*]}"
 "$driver" "${driver_args[@]}" >"$driver_log" 2>&1
 driver_rc=$?
