@@ -111,6 +111,8 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 rm -f "$out"/*.stdout "$out"/*.stderr "$out"/*.rc "$out"/summary.txt "$out"/timing.txt \
   "$out"/console.log "$out"/qemu.log "$out"/host.log "$out"/vhost.log
+# Everything the backend keeps (its configuration, the VMs' ledgers and figures: the
+# configuration's state_dir) stays in here, never in the system's /run/vmcuda.
 work=$(mktemp -d "${TMPDIR:-/tmp}/vmcuda-vm.XXXXXX")
 
 daemon_pid=""
@@ -166,7 +168,7 @@ case "$mode" in
     port=$(free_port)
     # TCP guests are admitted by token only: a fresh one for this run.
     token="test-$$-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
-    printf '[[vm]]\nname = "vmcuda-test-%s"\ntcp = true\ntoken = "%s"\n' "$$" "$token" >"$work/host.toml"
+    printf 'state_dir = "%s"\n[[vm]]\nname = "vmcuda-test-%s"\ntcp = true\ntoken = "%s"\n' "$work/state" "$$" "$token" >"$work/host.toml"
     "$host_bin" serve --config "$work/host.toml" --tcp "127.0.0.1:$port" --executor "$executor" >"$out/host.log" 2>&1 &
     daemon_pid=$!
     wait_for "vmcuda-host on 127.0.0.1:$port" 30 listening "$port" || { cat "$out/host.log" >&2; exit 1; }
@@ -176,7 +178,7 @@ case "$mode" in
   vhost-user)
     sock="$work/vsock.sock"
     # The device names its VM to the workers; the configuration admits that name.
-    printf '[[vm]]\nname = "vmcuda-test-%s"\n' "$$" >"$work/host.toml"
+    printf 'state_dir = "%s"\n[[vm]]\nname = "vmcuda-test-%s"\n' "$work/state" "$$" >"$work/host.toml"
     "$vhost_bin" --socket "$sock" --guest-cid 3 --vm-name "vmcuda-test-$$" --port 7731 --config "$work/host.toml" \
       --host-bin "$host_bin" --executor "$executor" >"$out/vhost.log" 2>&1 &
     daemon_pid=$!
