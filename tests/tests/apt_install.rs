@@ -97,8 +97,12 @@ fn a_package_that_would_remove_or_downgrade_another_is_skipped_and_the_rest_inst
         "{stderr}"
     );
     // The plan, every package with its version, comes before the installation.
-    let plan = stderr.find("   fine-dep 2.0\n   fine 1.0\n").expect("the plan");
-    let installing = stderr.find("apt: installing fine").expect("the install step");
+    let plan = stderr
+        .find("   fine-dep 2.0\n   fine 1.0\n")
+        .expect("the plan");
+    let installing = stderr
+        .find("apt: installing fine")
+        .expect("the install step");
     assert!(plan < installing, "{stderr}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -114,10 +118,15 @@ fn harmless_packages_are_installed_without_recommends_and_every_plan_says_so_too
         ["install -y -q --no-install-recommends fine"]
     );
     let calls = std::fs::read_to_string(dir.join("calls")).unwrap();
-    let simulated: Vec<&str> = calls.lines().filter(|l| l.contains(" -s ") || l.starts_with("-s ")).collect();
+    let simulated: Vec<&str> = calls
+        .lines()
+        .filter(|l| l.contains(" -s ") || l.starts_with("-s "))
+        .collect();
     assert!(!simulated.is_empty(), "no plan was read first:\n{calls}");
     assert!(
-        simulated.iter().all(|l| l.contains("--no-install-recommends")),
+        simulated
+            .iter()
+            .all(|l| l.contains("--no-install-recommends")),
         "{calls}"
     );
     std::fs::remove_dir_all(&dir).unwrap();
