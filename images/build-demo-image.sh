@@ -93,7 +93,11 @@ mkdir -p "$fat"
 cp "$work/guest/vmlinuz" "$fat/vmlinuz"
 cp "$work/guest/initramfs.cpio.gz" "$fat/initrd.gz"
 # no_timer_check: a busy host under TCG can fail the kernel's IO-APIC timer check.
-base="console=ttyS0 quiet loglevel=1 panic=-1 no_timer_check vmcuda.launcher=vmcuda-run"
+# hugepages=40 (80 MiB of 2 MiB pages): the guest library stages copies in huge pages,
+# which the vhost-user device reads straight from guest RAM (the guest-RAM data path);
+# without them every byte goes over the vsock socket. It needs the kernel's command
+# line (reserved at boot), not /init's options.
+base="console=ttyS0 quiet loglevel=1 panic=-1 no_timer_check hugepages=40 vmcuda.launcher=vmcuda-run"
 cat >"$fat/syslinux.cfg" <<EOF
 SERIAL 0 115200
 PROMPT 1

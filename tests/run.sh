@@ -9,17 +9,23 @@
 #   - a minimal Debian guest (images/build-guest.sh) that QEMU boots under TCG, so the
 #     programs also run inside a real VM: over the vhost-user vsock device, the TCP
 #     fallback and the AF_VSOCK listener (tests/tests/vm.rs).
-#   - the packages (images/host-deb, images/guest-deb), from the debug build: installed,
-#     run and removed in a container-like root (tests/tests/install.rs, as root), and
+#   - the packages (images/host-deb, images/guest-deb) and their local apt repository
+#     (images/build-repo.sh), from the debug build: installed with apt from it, run and
+#     removed in a container-like root (tests/tests/install.rs, as root), and
 #     the demo guest image (images/build-demo-image.sh: a bootable qcow2 with the guest
 #     package) booted from its own disk, running programs with vmcuda-run over the host
 #     package's vhost-user device (tests/tests/vm.rs).
 #   - every cargo-fuzz target (tests/fuzz/run.sh) for a bounded time, from the committed
 #     seeds: VMCUDA_FUZZ_SECONDS per target (default 20), on the stable toolchain.
 # GPU comparisons against native runs are tests/gpu/run.sh, on a GPU machine.
+# It fails if /run/vmcuda changed while it ran: the tests keep their state elsewhere.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
+# The tests keep their state to themselves (every daemon's --state-dir or state_dir is a
+# temporary directory): /run/vmcuda, the system's, must be as found at the end.
+run_state() { find /run/vmcuda 2>/dev/null | sort || true; }
+run_state_before=$(run_state)
 
 echo "== nvcc 13 (PyPI wheels)"
 cu13=$(bash .ci/install-nvcc.sh | tail -n 1)
@@ -42,7 +48,11 @@ bash tests/apps/build.sh "$root/build/load" "$root/tests/load"
 echo "== building the test guest (Debian cloud kernel + busybox initramfs)"
 if ! command -v qemu-system-x86_64 >/dev/null || ! command -v cpio >/dev/null; then
   if [ "$(id -u)" = 0 ]; then
-    bash .ci/apt-install.sh qemu-system-x86 cpio
+    # Never over what is installed: a package apt could only install by removing or
+    # downgrading another is skipped (exit 3), and the check below says what is missing.
+    bash .ci/apt-install.sh qemu-system-x86 cpio || [ $? = 3 ]
+    command -v qemu-system-x86_64 >/dev/null && command -v cpio >/dev/null ||
+      { echo "tests/run.sh: no qemu-system-x86_64 or cpio (see above): the VM tests cannot run" >&2; exit 1; }
   else
     echo "tests/run.sh: install qemu-system-x86 (and cpio) to run the VM tests" >&2
     exit 1
@@ -55,11 +65,13 @@ bash images/build-guest.sh "$root/build/vm" --guest-lib "$root/build/guest/lib" 
 echo "== packages (debug binaries, gzip) and the demo guest image with the guest package"
 # Release packages are the default of the build scripts; here the debug build is
 # packaged, so that CI builds nothing twice.
-host_deb=$(PKG_COMPRESS=gzip bash images/host-deb/build.sh "$root/build/pkg" --profile debug --no-build | tail -n 1)
-guest_pkgs=$(PKG_COMPRESS=gzip bash images/guest-deb/build.sh "$root/build/pkg" --profile debug --no-build \
-  --guest-lib "$root/build/guest/lib" | tail -n 2)
-guest_deb=$(head -n 1 <<<"$guest_pkgs")
-guest_tarball=$(tail -n 1 <<<"$guest_pkgs")
+# Both packages and the local apt repository the install test installs from, as
+# images/build-repo.sh builds dist/ for a user (here into build/repo).
+pkg_repo=$(PKG_COMPRESS=gzip bash images/build-repo.sh "$root/build/repo" --profile debug --no-build \
+  --guest-lib "$root/build/guest/lib" 2>/dev/null | tail -n 1)
+host_deb=$(ls "$pkg_repo"/vmcuda-host_*.deb)
+guest_deb=$(ls "$pkg_repo"/vmcuda-guest_*.deb)
+guest_tarball=$(ls "$pkg_repo"/vmcuda-guest-*.tar.gz)
 rm -rf "$root/build/vm-pkg-apps" && mkdir -p "$root/build/vm-pkg-apps"
 cp "$root/build/apps/vector_add" "$root/build/apps/memcpy_kinds" "$root/build/vm-pkg-apps/"
 # (as root, it installs the syslinux, mtools and qemu-img it needs)
@@ -67,6 +79,7 @@ bash images/build-demo-image.sh "$root/build/vm-pkg/demo.qcow2" --guest-deb "$gu
   --apps "$root/build/vm-pkg-apps"
 
 echo "== tests"
+export VMCUDA_PKG_REPO="$pkg_repo"
 export VMCUDA_HOST_DEB="$host_deb"
 export VMCUDA_GUEST_DEB="$guest_deb"
 export VMCUDA_GUEST_TARBALL="$guest_tarball"
@@ -96,5 +109,10 @@ awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += 
 grep -qE '^fuzz: [0-9]+ targets' "$fuzzlog" || echo "fuzz: did not complete (exit $fuzz_status)"
 if [ "$status" -eq 0 ]; then
   status=$fuzz_status
+fi
+if [ "$(run_state)" != "$run_state_before" ]; then
+  echo "tests/run.sh: the tests changed /run/vmcuda (they must keep their state in their own directories):"
+  diff <(echo "$run_state_before") <(run_state) | sed 's/^/   /' || true
+  status=1
 fi
 exit "$status"

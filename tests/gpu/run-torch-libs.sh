@@ -66,7 +66,10 @@ done
 t1=$(date +%s)
 for check in $checks; do
     echo "== $check" >>"$raw/bridged.stderr"
+    # As vmcuda-run does: the driver's directory first on the library path as well as
+    # preloaded, for a library that opens the driver by another name or path.
     ${isolate[@]+"${isolate[@]}"} env LD_PRELOAD="$preload" TRITON_LIBCUDA_PATH="$guest_lib" \
+        LD_LIBRARY_PATH="$guest_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
         VMCUDA_SERVER="unix:$sock" timeout -k 10 "$timeout_s" "$py" "$script" --only "$check" \
         --json "$raw/bridged.json" >>"$raw/bridged.stdout" 2>>"$raw/bridged.stderr" || {
         rc=$?

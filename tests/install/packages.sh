@@ -6,7 +6,12 @@
 # chroot. Nothing outside the namespace changes; the overlay goes when it ends.
 #
 #   tests/install/packages.sh --host-deb DEB --guest-deb DEB --guest-tarball TGZ --app PROGRAM
-#                             --static-app PROGRAM --cudart DIR
+#                             --static-app PROGRAM --cudart DIR [--repo DIR]
+#
+# --repo DIR: the local apt repository images/build-repo.sh wrote (the same packages):
+# its checksums are checked, and the host and guest packages are first installed from it
+# with apt-get (offline: the root's apt sees that repository only, as a user's
+# `deb [trusted=yes] file:DIR ./` line), as a user installs them; without it, dpkg -i.
 #
 # PROGRAM is a CUDA test program (tests/apps, e.g. vector_add, built with -cudart
 # shared) that a local user runs through the packaged daemon, on NVIDIA's
@@ -45,7 +50,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 usage() { awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}" | grep -v shellcheck | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
-host_deb=""; guest_deb=""; guest_tgz=""; app=""; static_app=""; cudart=""
+host_deb=""; guest_deb=""; guest_tgz=""; app=""; static_app=""; cudart=""; repo_dir=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --host-deb) host_deb=$2; shift 2 ;;
@@ -54,6 +59,7 @@ while [ $# -gt 0 ]; do
     --app) app=$2; shift 2 ;;
     --static-app) static_app=$2; shift 2 ;;
     --cudart) cudart=$2; shift 2 ;;
+    --repo) repo_dir=$2; shift 2 ;;
     -h|--help) usage ;;
     *) echo "packages.sh: unknown argument $1" >&2; usage ;;
   esac
@@ -62,6 +68,10 @@ for f in "$host_deb" "$guest_deb" "$guest_tgz" "$app" "$static_app" "$cudart/lib
   [ -n "$f" ] || usage
   [ -f "$f" ] || { echo "packages.sh: no such file: $f" >&2; exit 2; }
 done
+if [ -n "$repo_dir" ]; then
+  [ -f "$repo_dir/Packages" ] || { echo "packages.sh: no apt repository (Packages) in $repo_dir" >&2; exit 2; }
+  repo_dir=$(cd "$repo_dir" && pwd)
+fi
 
 if [ "$(id -u)" != 0 ]; then
   echo "packages.sh: SKIPPED: needs root (a mount namespace and an overlay of /)" >&2
@@ -78,7 +88,7 @@ if [ -z "${VMCUDA_PKG_TEST_NS:-}" ]; then
   fi
   exec env VMCUDA_PKG_TEST_NS=1 unshare -m --propagation private bash "${BASH_SOURCE[0]}" \
     --host-deb "$host_deb" --guest-deb "$guest_deb" --guest-tarball "$guest_tgz" --app "$app" \
-    --static-app "$static_app" --cudart "$cudart"
+    --static-app "$static_app" --cudart "$cudart" ${repo_dir:+--repo "$repo_dir"}
 fi
 
 t0=$(date +%s.%N)
@@ -109,6 +119,13 @@ cp "$static_app" "$r/tmp/static-app"
 mkdir -p "$r/usr/local/cuda/lib64"
 cp -L "$cudart/libcudart.so.13" "$r/usr/local/cuda/lib64/libcudart.so.13"
 cp "$here/unit-exec.py" "$work/unit-exec.py"
+if [ -n "$repo_dir" ]; then
+  cp -r "$repo_dir" "$r/tmp/repo"
+  echo "deb [trusted=yes] file:/tmp/repo ./" >"$r/tmp/vmcuda-repo.list"
+  mkdir -p "$r/tmp/apt-lists/partial"
+  # apt's download sandbox user reads the repository.
+  chmod -R a+rX "$r/tmp/repo" "$r/tmp/apt-lists"
+fi
 
 passed=0; failed=0
 indent() { sed 's/^/#   /'; }
@@ -146,11 +163,37 @@ stops_on_term() {
   return 1
 }
 
+# The root's apt, seeing only the local repository (no network, none of the system's
+# sources): what `deb [trusted=yes] file:DIR ./` gives a user.
+apt_in_root() {
+  in_root env DEBIAN_FRONTEND=noninteractive apt-get -q -o Dir::Etc::SourceList=/tmp/vmcuda-repo.list \
+    -o Dir::Etc::SourceParts=/nonexistent -o Dir::State::Lists=/tmp/apt-lists "$@"
+}
+# The version apt would install from the repository, and the package's own.
+repo_candidate() { apt_in_root -s install "$1" 2>/dev/null | sed -n "s/^Inst $1 .*(\([^ ]*\) .*/\1/p"; }
+
+if [ -n "$repo_dir" ]; then
+  echo "# the apt repository"
+  check "SHA256SUMS of the repository match (sha256sum -c)" bash -c "cd '$repo_dir' && sha256sum -c --quiet SHA256SUMS"
+  check "the index lists vmcuda-host and vmcuda-guest" \
+    bash -c '[ "$(grep "^Package: " "$1/Packages" | sort | tr "\n" " ")" = "Package: vmcuda-guest Package: vmcuda-host " ]' _ "$repo_dir"
+  check "apt-get update reads the repository (file:/tmp/repo ./)" apt_in_root update
+  host_version=$(dpkg-deb -f "$host_deb" Version)
+  check "apt offers vmcuda-host $host_version from it" test "$(repo_candidate vmcuda-host)" = "$host_version"
+fi
+
 echo "# host package"
-if in_root dpkg -i /tmp/host.deb >"$work/dpkg-i.log" 2>&1; then
-  ok "dpkg -i vmcuda-host (postinst ran in the root)"
+if [ -n "$repo_dir" ]; then
+  host_install="apt-get install --no-install-recommends vmcuda-host (from the repository)"
+  apt_in_root install -y --no-install-recommends vmcuda-host >"$work/dpkg-i.log" 2>&1 && rc=0 || rc=$?
 else
-  bad "dpkg -i vmcuda-host"; indent <"$work/dpkg-i.log"
+  host_install="dpkg -i vmcuda-host"
+  in_root dpkg -i /tmp/host.deb >"$work/dpkg-i.log" 2>&1 && rc=0 || rc=$?
+fi
+if [ "$rc" = 0 ]; then
+  ok "$host_install (postinst ran in the root)"
+else
+  bad "$host_install"; indent <"$work/dpkg-i.log"
   echo "install checks: $passed passed, $((failed + 1)) failed (cannot go on)"; exit 1
 fi
 check "package state is installed" \
@@ -350,7 +393,14 @@ check "install.sh --uninstall left no links in /usr/local" \
   bash -c "! find '$r/usr/local' -lname '/opt/vmcuda/*' | grep -q ."
 
 echo "# guest package"
-check "dpkg -i vmcuda-guest" bash -c "chroot '$r' dpkg -i /tmp/guest.deb >/dev/null 2>&1"
+if [ -n "$repo_dir" ]; then
+  guest_version=$(dpkg-deb -f "$guest_deb" Version)
+  check "apt offers vmcuda-guest $guest_version from the repository" test "$(repo_candidate vmcuda-guest)" = "$guest_version"
+  apt_guest_install() { apt_in_root install -y --no-install-recommends vmcuda-guest; }
+  check "apt-get install --no-install-recommends vmcuda-guest (from the repository)" apt_guest_install
+else
+  check "dpkg -i vmcuda-guest" bash -c "chroot '$r' dpkg -i /tmp/guest.deb >/dev/null 2>&1"
+fi
 check "the driver is /opt/vmcuda/lib/libcuda.so.1" test -f "$r/opt/vmcuda/lib/libcuda.so.1"
 for l in libcudart.so.13 libcublas.so.13 libcublasLt.so.13; do
   check "the package has no $l of vmcuda's" bash -c '! grep -q "/$2" <<<"$1"' _ "$(in_root dpkg-query -L vmcuda-guest)" "$l"

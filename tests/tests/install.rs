@@ -1,6 +1,7 @@
 //! The packages installed and run: the host package (`images/host-deb/build.sh`) and
-//! the guest package and tarball (`images/guest-deb/build.sh`) in a container-like root
-//! by `tests/install/packages.sh`, which prints one `ok`/`not ok` line per check. The
+//! the guest package and tarball (`images/guest-deb/build.sh`), installed with apt from
+//! their local repository (`images/build-repo.sh`), in a container-like root by
+//! `tests/install/packages.sh`, which prints one `ok`/`not ok` line per check. The
 //! guest package inside a QEMU guest is in `vm.rs`. The static-runtime program
 //! (`static_apps_dir`) checks that vmcuda's `libcuda.so.1` is the system's driver.
 
@@ -15,8 +16,24 @@ fn the_packages_install_run_and_go_away_cleanly_in_a_container_root() {
     let host = package("VMCUDA_HOST_DEB", &format!("vmcuda-host_{v}_amd64.deb"));
     let guest = package("VMCUDA_GUEST_DEB", &format!("vmcuda-guest_{v}_amd64.deb"));
     let tarball = package("VMCUDA_GUEST_TARBALL", &format!("vmcuda-guest-{v}.tar.gz"));
-    let out = Command::new("bash")
-        .arg(root().join("tests/install/packages.sh"))
+    // The local apt repository (images/build-repo.sh) the packages are installed from,
+    // as a user does; tests/run.sh builds it. Without one, dpkg -i.
+    let repo = std::env::var_os("VMCUDA_PKG_REPO")
+        .map_or_else(|| root().join("build/repo"), std::path::PathBuf::from);
+    let repo = repo.join("Packages").is_file().then_some(repo);
+    assert!(
+        repo.is_some() || std::env::var_os("VMCUDA_REQUIRE_INSTALL_TESTS").is_none(),
+        "no apt repository (VMCUDA_PKG_REPO, build/repo) but VMCUDA_REQUIRE_INSTALL_TESTS is set"
+    );
+    let mut cmd = Command::new("bash");
+    if let Some(repo) = &repo {
+        cmd.arg(root().join("tests/install/packages.sh"))
+            .arg("--repo")
+            .arg(repo);
+    } else {
+        cmd.arg(root().join("tests/install/packages.sh"));
+    }
+    let out = cmd
         .arg("--host-deb")
         .arg(&host)
         .arg("--guest-deb")
@@ -67,6 +84,17 @@ fn the_packages_install_run_and_go_away_cleanly_in_a_container_root() {
         assert!(stdout.contains(section), "no {section:?} in\n{stdout}");
     }
     assert!(passed >= 60, "only {passed} checks ran:\n{stdout}");
+    if repo.is_some() {
+        // Both packages came from the repository through apt.
+        for line in [
+            "# the apt repository",
+            "ok - SHA256SUMS of the repository match (sha256sum -c)",
+            "ok - apt-get install --no-install-recommends vmcuda-host (from the repository) (postinst ran in the root)",
+            "ok - apt-get install --no-install-recommends vmcuda-guest (from the repository)",
+        ] {
+            assert!(stdout.contains(line), "no {line:?} in\n{stdout}");
+        }
+    }
     // vmcuda's libcuda.so.1 is the system's driver from both: a program with NVIDIA's
     // static runtime (which loads libcuda.so.1 itself) runs without vmcuda-run.
     for how in ["(tarball)", "(package)"] {

@@ -417,6 +417,16 @@ fn the_demo_image_boots_and_runs_a_program_with_the_guest_package_over_the_host_
     let console = std::fs::read_to_string(out.join("console.log")).unwrap_or_default();
     assert!(console.contains("SYSLINUX"), "{console}");
     assert!(console.contains("launcher=vmcuda-run "), "{console}");
+    // Its boot menu reserves huge pages on the kernel's command line (the guest-RAM data
+    // path stages copies in them); /init reports how many the kernel gave.
+    let guest_info = console
+        .lines()
+        .find(|l| l.starts_with("=== VMCUDA-GUEST-INFO "))
+        .unwrap_or_default();
+    assert!(
+        guest_info.contains(" hugepages=40 "),
+        "{guest_info}\n{console}"
+    );
     let log = std::fs::read_to_string(out.join("vhost.log")).unwrap_or_default();
     assert!(log.contains("guest connected"), "{log}");
     std::fs::remove_dir_all(&unpacked).unwrap();

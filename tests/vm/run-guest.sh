@@ -111,6 +111,8 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 rm -f "$out"/*.stdout "$out"/*.stderr "$out"/*.rc "$out"/summary.txt "$out"/timing.txt \
   "$out"/console.log "$out"/qemu.log "$out"/host.log "$out"/vhost.log
+# Everything the backend keeps (its configuration, the VMs' ledgers and figures: the
+# configuration's state_dir) stays in here, never in the system's /run/vmcuda.
 work=$(mktemp -d "${TMPDIR:-/tmp}/vmcuda-vm.XXXXXX")
 
 daemon_pid=""
