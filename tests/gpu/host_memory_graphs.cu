@@ -30,9 +30,10 @@ __global__ void big(int a, Big s, int *p) {
     if (p) p[0] = s.b[a % 5000] + a;
 }
 
-// What vmcuda charges a guest per captured launch of `big`, besides the parameters:
-// keep in step with GRAPH_NODE_BYTES in host-backend/src/session/host_memory.rs.
-static const long kChargedPerNode = 1024;
+// What vmcuda charges a guest per captured launch of `big`, besides two copies of the
+// parameters: keep in step with GRAPH_NODE_BYTES and PARAMETER_COPIES in
+// host-backend/src/session/host_memory.rs.
+static const long kChargedPerNode = 12 << 10;
 static const long kParamBytes = 5016;  // int at 0, Big at 4, pointer at 5008
 
 static long rss_bytes() {
@@ -90,7 +91,7 @@ static int measure(int argc, char **argv) {
     CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     CHECK(cudaDeviceSynchronize());
     int failed = 0;
-    long charged = kChargedPerNode + kParamBytes;
+    long charged = kChargedPerNode + 2 * kParamBytes;
     printf("| nodes | graph: RSS growth | per node | exec: RSS growth | per node | after destroy | vmcuda charges per node (graph + exec) | check |\n");
     printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
     for (int i = 0; i < n; i++) {

@@ -25,9 +25,21 @@ use crate::ledger::LedgerAccount;
 use super::Session;
 
 /// What one graph node costs the host besides the parameters it keeps: the node, its
-/// edges and its handles, in the driver or the host-memory executor and here. An
-/// estimate, on the high side of what `tests/gpu/host_memory_graphs.cu` measured.
-pub(super) const GRAPH_NODE_BYTES: u64 = 1024;
+/// edges and its handles, in the driver or the host-memory executor and here. On the
+/// high side of what `tests/gpu/host_memory_graphs.cu` measured on the H200 (driver
+/// 580): a captured launch with 5 KB of parameters took the driver about 10.3 KB in
+/// its graph and 14.8 KB more in the executable graph, so about 5 KB and 10 KB besides
+/// the parameters; the session keeps its own records on top.
+pub(super) const GRAPH_NODE_BYTES: u64 = 12 << 10;
+
+/// How many copies of a node's parameters the host keeps: the driver's and the
+/// session's (measured as above).
+const PARAMETER_COPIES: u64 = 2;
+
+/// What a node that keeps `kept` bytes of parameters and attributes is charged.
+pub(super) fn node_bytes(kept: u64) -> u64 {
+    GRAPH_NODE_BYTES.saturating_add(kept.saturating_mul(PARAMETER_COPIES))
+}
 
 /// What one entry of a handle table costs (streams, events, modules, functions,
 /// graphs, executable graphs, nodes, pools, exports): the maps' keys, values and

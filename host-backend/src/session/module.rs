@@ -17,7 +17,7 @@ use crate::executor::{allocation_footprint, LaunchConfig};
 const LAUNCH_ATTRIBUTE_VALUE_LEN: usize = 64;
 
 use super::accounting::Held;
-use super::host_memory::GRAPH_NODE_BYTES;
+use super::host_memory::node_bytes;
 use super::{nothing, Session};
 
 /// `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT` and `CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT`:
@@ -227,13 +227,14 @@ impl ModuleOps for Session {
             self.check_access_window(a.id, &a.value)?;
         }
         // Captured, the launch is a node that keeps its parameters and attributes.
-        let kept = GRAPH_NODE_BYTES
-            + params.len() as u64
-            + config
-                .attributes
-                .iter()
-                .map(|a| a.value.len() as u64 + 8)
-                .sum::<u64>();
+        let kept = node_bytes(
+            params.len() as u64
+                + config
+                    .attributes
+                    .iter()
+                    .map(|a| a.value.len() as u64 + 8)
+                    .sum::<u64>(),
+        );
         let graph = self.captured_node(config.stream, kept)?;
         if let Err(e) = self.exec.launch(f, &config, params) {
             self.graph_node_failed(graph, kept);

@@ -6,7 +6,7 @@ use vmcuda_wire::graph::*;
 use vmcuda_wire::op::*;
 use vmcuda_wire::CudaStatus;
 
-use super::GRAPH_NODE_BYTES;
+use super::node_bytes;
 use crate::executor::host_memory::HostMemoryExecutor;
 use crate::ledger::Ledger;
 use crate::policy::Grant;
@@ -118,7 +118,7 @@ fn captured_launches_are_refused_at_the_host_memory_limit_and_given_back() {
     assert!(base > BIGPARAM.len() as u64, "the image and the handles");
     let (graph, captured, refused) = capture(&mut s, st, 20_000);
     assert_eq!(refused, Some(CudaStatus::ErrorMemoryAllocation));
-    let per_node = GRAPH_NODE_BYTES + 5016;
+    let per_node = node_bytes(5016);
     assert!(
         (captured as u64) < limit / per_node,
         "{captured} launches captured"
