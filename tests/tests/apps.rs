@@ -1035,7 +1035,7 @@ fn libcuda_exports_cuda_h_names_without_versions() {
         assert!(names.contains(want), "{want} is not exported");
     }
     // The CUDA 3 ABI names (32-bit sizes) are exported, as the real driver's are, but
-    // not as the current implementation: they are stubs (no CUDA 13 binary calls them).
+    // not as the current implementation: shims of their own (driver/legacy.rs).
     assert!(names.contains("cuMemAlloc"));
     assert_ne!(address(&lib, "cuMemAlloc"), address(&lib, "cuMemAlloc_v2"));
     let list = std::fs::read_to_string(
@@ -1065,14 +1065,14 @@ int main(int argc, char **argv) {
     if (!h) { printf("dlopen: %s\n", dlerror()); return 1; }
     fn0 gl = (fn0)dlsym(h, "cuGLInit");
     fn1 ipc = (fn1)dlsym(h, "cuIpcGetMemHandle");
-    fn1 old = (fn1)dlsym(h, "cuMemAlloc");
+    fn1 old = (fn1)dlsym(h, "cuFuncSetBlockShape");
     gpa get = (gpa)dlsym(h, "cuGetProcAddress_v2");
     printf("cuGLInit %d %d\n", gl(), gl());
     printf("cuIpcGetMemHandle %d\n", ipc(0));
-    printf("cuMemAlloc %d\n", old(0));
+    printf("cuFuncSetBlockShape %d\n", old(0));
     void *f = 0; int q = -1;
-    int r = get("cuCoredumpGetAttribute", &f, 13000, 0, &q);
-    printf("cuCoredumpGetAttribute %d %d %s %d\n", r, q, f ? "set" : "NULL", f ? ((fn1)f)(0) : -1);
+    int r = get("cuCtxRecordEvent", &f, 13000, 0, &q);
+    printf("cuCtxRecordEvent %d %d %s %d\n", r, q, f ? "set" : "NULL", f ? ((fn1)f)(0) : -1);
     f = (void *)1; q = -1;
     r = get("cuGreenCtxCreate", &f, 13000, 0, &q);
     printf("cuGreenCtxCreate %d %d %s\n", r, q, f ? "set" : "NULL");
@@ -1107,8 +1107,8 @@ fn unimplemented_driver_functions_name_themselves_and_return_not_supported() {
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert_eq!(
         stdout,
-        "cuGLInit 801 801\ncuIpcGetMemHandle 801\ncuMemAlloc 801\n\
-         cuCoredumpGetAttribute 0 0 set 801\ncuGreenCtxCreate 0 1 NULL\n"
+        "cuGLInit 801 801\ncuIpcGetMemHandle 801\ncuFuncSetBlockShape 801\n\
+         cuCtxRecordEvent 0 0 set 801\ncuGreenCtxCreate 0 1 NULL\n"
     );
     let lines: Vec<&str> = stderr.lines().collect();
     assert_eq!(
@@ -1116,8 +1116,8 @@ fn unimplemented_driver_functions_name_themselves_and_return_not_supported() {
         [
             "vmcuda: cuGLInit (libcuda.so.1) is graphics interop, which cannot cross the VM boundary; it returns CUDA_ERROR_NOT_SUPPORTED",
             "vmcuda: cuIpcGetMemHandle (libcuda.so.1) shares memory between processes, which cannot cross the VM boundary; it returns CUDA_ERROR_NOT_SUPPORTED",
-            "vmcuda: cuMemAlloc (libcuda.so.1) is not implemented by vmcuda yet; it returns CUDA_ERROR_NOT_SUPPORTED",
-            "vmcuda: cuCoredumpGetAttribute (libcuda.so.1) is not implemented by vmcuda yet; it returns CUDA_ERROR_NOT_SUPPORTED",
+            "vmcuda: cuFuncSetBlockShape (libcuda.so.1) is not implemented by vmcuda yet; it returns CUDA_ERROR_NOT_SUPPORTED",
+            "vmcuda: cuCtxRecordEvent (libcuda.so.1) is not implemented by vmcuda yet; it returns CUDA_ERROR_NOT_SUPPORTED",
         ],
         "{stderr}"
     );
