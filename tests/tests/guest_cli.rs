@@ -8,7 +8,8 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use vmcuda_tests::{
-    apps_dir, cli_bin, guest_lib_dir, nvidia_cudart_dir, root, static_apps_dir, text, Daemon,
+    apps_dir, cli_bin, guest_lib_dir, guest_library_path, nvidia_cudart_dir, root, static_apps_dir,
+    text, Daemon,
 };
 
 /// `vmcuda ARGS` against `server`, with no token and the built guest library unless
@@ -333,7 +334,7 @@ fn a_host_asked_for_the_gpu_without_one_refuses_to_start_saying_why() {
 fn every_program_on_the_test_double_says_so_once() {
     let d = Daemon::host_memory("notice");
     let out = Command::new(apps_dir().join("vector_add"))
-        .env("LD_LIBRARY_PATH", guest_lib_dir())
+        .env("LD_LIBRARY_PATH", guest_library_path())
         .env("VMCUDA_SERVER", d.server())
         .env("VMCUDA_TOKEN_FILE", "/nonexistent")
         .env_remove("VMCUDA_VERBOSE")
