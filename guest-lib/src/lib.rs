@@ -24,6 +24,8 @@
 //!   export of the real driver is a stub naming itself.
 //! - [`nvml`]: the guest's NVML (`libnvidia-ml.so.1`): the guest's devices, its memory
 //!   and processes, the host's live readings; changes to the GPU refused.
+//! - [`pci_place`]: the devices' PCI addresses as the guest shows them (moved to a
+//!   free PCI domain where the guest's own `/sys` has another device at the host's).
 //! - [`api`]: the runtime API's implementation, once the retired `libcudart.so.13`'s.
 //!   No library exports its `cuda*` names any more; the driver is built on its code
 //!   (streams, copies, graphs, arrays, devices: `driver/twins.rs` and the `crate::api`
@@ -57,6 +59,7 @@ pub mod managed;
 pub mod notice;
 #[allow(clippy::not_unsafe_ptr_arg_deref)]
 pub mod nvml;
+pub mod pci_place;
 pub mod posted;
 pub mod shared;
 pub mod staging;

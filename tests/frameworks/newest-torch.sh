@@ -17,7 +17,9 @@ host_bin=${VMCUDA_HOST_BIN:-target/release/vmcuda-host}
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 "$venv/bin/python" -c 'import torch' 2>/dev/null || "$venv/bin/pip" install -q "$spec" numpy
 work=$(mktemp -d)
-trap 'kill $host_pid 2>/dev/null; wait $host_pid 2>/dev/null; rm -rf "$work"' EXIT
+# The clean-up keeps the script's exit status (under set -e a bare `wait` for the
+# killed daemon would make it 143).
+trap 'rc=$?; kill $host_pid 2>/dev/null || true; wait $host_pid 2>/dev/null || true; rm -rf "$work"; exit $rc' EXIT
 "$host_bin" serve --unix "$work/vmcuda.sock" --executor host-memory --state-dir "$work/state" \
   2>"$work/host.log" &
 host_pid=$!

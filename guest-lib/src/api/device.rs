@@ -39,6 +39,7 @@ pub fn properties(device: i32) -> Result<DeviceProperties> {
         call(&DeviceGetProperties { device: local })
     })?;
     crate::managed::guest_view(&mut p);
+    crate::pci_place::guest_view(&mut p);
     registry().properties.insert(device, p.clone());
     Ok(p)
 }
