@@ -42,3 +42,40 @@ fn a_pool_exported_again_holds_one_descriptor_until_it_goes() {
         "{stdout}"
     );
 }
+
+/// Copy nodes updated in executable graphs as XLA updates its command buffers
+/// (tests/c/graph_exec_copy.c, driver API): XLA's one-row device-to-device
+/// `CUDA_MEMCPY3D` (pitches 0, device or unified memory types), for a node of the graph,
+/// for nodes of a WHILE node's body and for a node of a child graph moved into its
+/// node (JAX's `lax.scan`: XLA moves its child command buffers into their nodes and
+/// updates them through the outermost executable graph, which the host refused), each
+/// through the executable graph of the outermost graph; a copied child graph's node
+/// stays refused, as the driver refuses it. Then each executable graph runs.
+#[test]
+#[ignore = "needs the linked guest library: run tests/run.sh"]
+fn copy_nodes_of_loop_bodies_take_new_parameters_through_the_executable_graph() {
+    let exe = build_c_program("graph_exec_copy", &["libcuda.so.1"]);
+    let d = Daemon::host_memory("graph-exec-copy");
+    let out = run_program_with(&exe, &d.server(), &[]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("setup 0\n"), "{stdout}");
+    assert!(
+        stdout.contains("graph node: made 0 same 0 moved 0 unified 0 back 0 ran 0 last byte 3\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "while body node: made 0 copy 0 memset 0 instantiated 0 same 0 moved 0 \
+             unified 0 memset update 0 ran 0\n"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "child graph node: made 0 added 0 instantiated 0 moved child 0 copied child 1 \
+             ran 0 first byte 3\n"
+        ),
+        "{stdout}"
+    );
+}

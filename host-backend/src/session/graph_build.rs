@@ -138,21 +138,28 @@ impl Session {
         let (graph, _, n) = self.node_ref(node)?;
         let source = self.graph_tables.exec_source.get(&exec).copied();
         if source.is_none() || !self.graph_or_body_of(graph, source) {
-            warn!(client = %self.client, node = node.0, exec = exec.0,
+            warn!(client = %self.client, node = node.0, exec = exec.0, graph = graph.0,
+                source = source.map_or(0, |g| g.0),
                 "refused a node of another graph than the executable graph's");
             return Err(CudaStatus::ErrorInvalidValue);
         }
         Ok((e, n))
     }
 
-    /// Whether `graph` is `source`, or a conditional node's body within it (at any
-    /// depth of bodies).
+    /// Whether `graph` is `source`, or a graph whose nodes are `source`'s own nodes: a
+    /// conditional node's body, or a graph moved into a child-graph node (ownership
+    /// "move": the node holds that very graph, no copy), at any depth. XLA updates its
+    /// loop bodies and its moved child command buffers so, through the executable
+    /// graph of the outermost graph; a copied child graph's nodes are not the
+    /// executable graph's and stay refused, as the driver refuses them.
     fn graph_or_body_of(&self, mut graph: GraphHandle, source: Option<GraphHandle>) -> bool {
         loop {
             if Some(graph) == source {
                 return true;
             }
-            if !self.graph_tables.bodies.contains(&graph) {
+            if !self.graph_tables.bodies.contains(&graph)
+                && !self.graph_tables.moved.contains(&graph)
+            {
                 return false;
             }
             match self.graph_tables.graphs.get(&graph).and_then(|e| e.owner) {
@@ -467,7 +474,8 @@ mod tests {
             REFUSED
         );
 
-        // Destroyed nodes are forgotten; conditional handles need a GPU here.
+        // Destroyed nodes are forgotten; conditional nodes take the handles made for
+        // their graph only.
         s.graph_destroy_node(&CTX, GraphDestroyNode { node: first }, &[])
             .unwrap();
         let req = GraphNodeGetType { node: first };
@@ -477,11 +485,11 @@ mod tests {
             default_value: 0,
             flags: 0,
         };
-        assert_eq!(
-            s.graph_conditional_handle_create(&CTX, req, &[])
-                .unwrap_err(),
-            CudaStatus::ErrorNotSupported
-        );
+        let handle = s
+            .graph_conditional_handle_create(&CTX, req, &[])
+            .unwrap()
+            .0
+            .handle;
         let req = GraphAddConditionalNode {
             graph: g,
             dependencies: vec![],
@@ -494,6 +502,15 @@ mod tests {
             REFUSED,
             "a handle this session never made"
         );
+        let req = GraphAddConditionalNode {
+            graph: g,
+            dependencies: vec![],
+            handle,
+            kind: conditional_type::WHILE,
+            size: 1,
+        };
+        let made = s.graph_add_conditional_node(&CTX, req, &[]).unwrap().0;
+        assert_eq!(made.bodies.len(), 1);
         s.graph_launch(&CTX, GraphLaunch { exec, stream }, &[])
             .unwrap();
     }
@@ -501,8 +518,8 @@ mod tests {
     /// XLA's loop bodies: a conditional node's body graph is updated through the
     /// executable graph made of the graph holding the node (the driver allows it; a
     /// CUDA host decides each update), so the session names those nodes there. Other
-    /// graphs' nodes stay refused. (The host-memory double makes no conditional nodes:
-    /// the body is marked here as `graph_add_conditional_node` marks the ones it names.)
+    /// graphs' nodes stay refused. (The bodies are marked here by hand, as
+    /// `graph_add_conditional_node` marks the ones it names.)
     #[test]
     fn an_executable_graph_names_its_conditional_bodies_nodes() {
         let mut s = session();
@@ -531,8 +548,15 @@ mod tests {
         s.exec_node(exec, inner).unwrap();
         s.exec_node(exec, deeper).unwrap();
         assert_eq!(s.exec_node(exec, outside).unwrap_err(), REFUSED);
-        // A graph the exec's graph owns but not as a body (a child graph) is refused.
+        // A graph moved into a child-graph node is the node's own: its nodes are named
+        // too (XLA's child command buffers).
         s.graph_tables.bodies.remove(&body);
+        s.graph_tables.moved.insert(body);
+        s.exec_node(exec, inner).unwrap();
+        s.exec_node(exec, deeper).unwrap();
+        // A graph the exec's graph owns but neither as a body nor moved (a copied
+        // child graph's) is refused.
+        s.graph_tables.moved.remove(&body);
         assert_eq!(s.exec_node(exec, inner).unwrap_err(), REFUSED);
         assert_eq!(s.exec_node(exec, deeper).unwrap_err(), REFUSED);
         // A destroyed body is forgotten.

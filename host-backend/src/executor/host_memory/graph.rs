@@ -104,6 +104,23 @@ pub(super) enum Recorded {
     Removed,
     /// A child graph: its own copy of the nodes.
     Child(Vec<Node>),
+    /// A child graph moved into its node (ownership "move"): the graph stays one of
+    /// the double's, under its id, and its node ids name the node's nodes (updated
+    /// through an executable graph). The copy of its nodes is made when the node is,
+    /// and again when an executable graph is made.
+    MovedChild {
+        graph: ExecGraph,
+        nodes: Vec<Node>,
+    },
+    /// A conditional node: its handle, its kind (`cudaGraphCondType`: IF 0, WHILE 1,
+    /// SWITCH 2) and its bodies, each a graph of its own: in a graph their ids (their
+    /// nodes are in `HostGraphs::graphs`), in an executable graph the ids and copies of
+    /// their nodes made when it was instantiated.
+    Conditional {
+        handle: u64,
+        kind: u32,
+        bodies: Vec<(ExecGraph, Vec<Node>)>,
+    },
     EventRecord(ExecEvent),
     EventWait(ExecEvent),
     /// A host function's place (see `GraphBuild::host_function_signal`).
@@ -133,7 +150,8 @@ impl Recorded {
             Recorded::MemAlloc { .. } => "MEM_ALLOC",
             Recorded::MemFree { .. } => "MEM_FREE",
             Recorded::Empty | Recorded::Removed => "EMPTY",
-            Recorded::Child(_) => "GRAPH",
+            Recorded::Child(_) | Recorded::MovedChild { .. } => "GRAPH",
+            Recorded::Conditional { .. } => "CONDITIONAL",
             Recorded::EventRecord(_) => "EVENT_RECORD",
             Recorded::EventWait(_) => "WAIT_EVENT",
             Recorded::HostSignal { .. } => "HOST",
@@ -153,7 +171,8 @@ impl Recorded {
             Recorded::MemAlloc { .. } => node_type::MEM_ALLOC,
             Recorded::MemFree { .. } => node_type::MEM_FREE,
             Recorded::Empty => node_type::EMPTY,
-            Recorded::Child(_) => node_type::GRAPH,
+            Recorded::Child(_) | Recorded::MovedChild { .. } => node_type::GRAPH,
+            Recorded::Conditional { .. } => node_type::CONDITIONAL,
             Recorded::EventRecord(_) => node_type::EVENT_RECORD,
             Recorded::EventWait(_) => node_type::WAIT_EVENT,
             Recorded::HostSignal { .. } => node_type::HOST,
@@ -236,6 +255,8 @@ pub(super) struct HostGraphs {
     execs: HashMap<ExecGraphExec, Vec<Node>>,
     /// The graph each executable graph was made of (whose node ids name its nodes).
     exec_source: HashMap<ExecGraphExec, ExecGraph>,
+    /// Conditional handles: the graph each was made for and its default value.
+    conditionals: HashMap<u64, (ExecGraph, u32)>,
     /// Graph memory (allocation nodes' memory), by address: whether it is live.
     graph_memory: HashMap<DevicePtr, bool>,
     pool: Pool,
@@ -427,6 +448,59 @@ fn signal_host_function(slot: u64) {
     }
 }
 
+/// `cudaGraphConditionalNodeType`.
+pub(super) mod condition_kind {
+    pub const IF: u32 = 0;
+    pub const WHILE: u32 = 1;
+    pub const SWITCH: u32 = 2;
+}
+
+/// The graphs a node holds as its own, under their ids: a conditional node's bodies,
+/// a moved child graph.
+fn held_graphs(op: &Recorded) -> Vec<(ExecGraph, &Vec<Node>)> {
+    match op {
+        Recorded::Conditional { bodies, .. } => bodies.iter().map(|(id, n)| (*id, n)).collect(),
+        Recorded::MovedChild { graph, nodes } => vec![(*graph, nodes)],
+        _ => Vec::new(),
+    }
+}
+
+/// As `held_graphs`, to change.
+fn held_graphs_mut(op: &mut Recorded) -> Vec<(ExecGraph, &mut Vec<Node>)> {
+    match op {
+        Recorded::Conditional { bodies, .. } => bodies.iter_mut().map(|(id, n)| (*id, n)).collect(),
+        Recorded::MovedChild { graph, nodes } => vec![(*graph, nodes)],
+        _ => Vec::new(),
+    }
+}
+
+/// The graphs `nodes` hold as their own (see `held_graphs`), theirs included.
+fn bodies_of(nodes: &[Node]) -> Vec<ExecGraph> {
+    let mut found = Vec::new();
+    for n in nodes {
+        for (id, inner) in held_graphs(&n.op) {
+            found.push(id);
+            found.extend(bodies_of(inner));
+        }
+    }
+    found
+}
+
+/// The nodes of held graph `graph` among `nodes`' (at any depth).
+fn body_mut(nodes: &mut [Node], graph: ExecGraph) -> Option<&mut Vec<Node>> {
+    for n in nodes.iter_mut() {
+        for (id, inner) in held_graphs_mut(&mut n.op) {
+            if id == graph {
+                return Some(inner);
+            }
+            if let Some(found) = body_mut(inner, graph) {
+                return Some(found);
+            }
+        }
+    }
+    None
+}
+
 /// A node's id: its graph's and its index.
 fn node_id(graph: ExecGraph, index: usize) -> ExecNode {
     graph << 16 | (index as u64 + 1)
@@ -443,7 +517,9 @@ fn allocations(nodes: &[Node]) -> std::vec::IntoIter<DevicePtr> {
     for n in nodes {
         match &n.op {
             Recorded::MemAlloc { ptr, .. } => found.push(*ptr),
-            Recorded::Child(inner) => found.extend(allocations(inner)),
+            Recorded::Child(inner) | Recorded::MovedChild { nodes: inner, .. } => {
+                found.extend(allocations(inner))
+            }
             _ => {}
         }
     }
@@ -459,7 +535,7 @@ fn allocates(nodes: &[Node], ptr: DevicePtr) -> bool {
 fn frees(nodes: &[Node], ptr: DevicePtr) -> bool {
     nodes.iter().any(|n| match &n.op {
         Recorded::MemFree { ptr: p } => *p == ptr,
-        Recorded::Child(inner) => frees(inner, ptr),
+        Recorded::Child(inner) | Recorded::MovedChild { nodes: inner, .. } => frees(inner, ptr),
         _ => false,
     })
 }
@@ -606,7 +682,30 @@ impl HostMemoryExecutor {
             }
             // Its effect on the allocation's life is the launch's (see graph_launch).
             Recorded::MemFree { .. } | Recorded::Empty | Recorded::Removed => Ok(()),
-            Recorded::Child(nodes) => self.run_nodes(&nodes, stream),
+            Recorded::Child(nodes) | Recorded::MovedChild { nodes, .. } => {
+                self.run_nodes(&nodes, stream)
+            }
+            Recorded::Conditional {
+                handle,
+                kind,
+                bodies,
+            } => {
+                // A condition changes only by a kernel (cudaGraphSetConditional), which
+                // the double never runs: it holds its default value, and a WHILE runs
+                // its body once at most (else no launch would end).
+                let value = self.graphs.conditionals.get(&handle).map_or(0, |c| c.1);
+                let body = match kind {
+                    condition_kind::IF if value != 0 => bodies.first(),
+                    condition_kind::IF => bodies.get(1),
+                    condition_kind::WHILE if value != 0 => bodies.first(),
+                    condition_kind::SWITCH => bodies.get(value as usize),
+                    _ => None,
+                };
+                match body {
+                    Some((_, nodes)) => self.run_nodes(nodes, stream),
+                    None => Ok(()),
+                }
+            }
             Recorded::EventRecord(event) => self.event_record(event, stream, 0),
             Recorded::EventWait(event) => self.stream_wait_event(stream, event, 0),
             Recorded::HostSignal { slot } => {
@@ -635,6 +734,57 @@ impl HostMemoryExecutor {
 }
 
 impl HostMemoryExecutor {
+    /// `nodes` as an executable graph holds them: each conditional node with copies of
+    /// its bodies' nodes, each moved child graph's node with a copy of the graph's
+    /// nodes as they are now (theirs filled in alike).
+    fn with_bodies(&self, mut nodes: Vec<Node>) -> ExecResult<Vec<Node>> {
+        for n in nodes.iter_mut() {
+            for (id, inner) in held_graphs_mut(&mut n.op) {
+                let body = self
+                    .graphs
+                    .graphs
+                    .get(&id)
+                    .cloned()
+                    .ok_or(CudaStatus::ErrorInvalidValue)?;
+                if run_order(&body).is_none() {
+                    return Err(CudaStatus::ErrorInvalidValue);
+                }
+                *inner = self.with_bodies(body)?;
+            }
+        }
+        Ok(nodes)
+    }
+
+    /// Forget the graphs `nodes` hold (conditional bodies, moved child graphs): they go
+    /// with their node.
+    fn drop_bodies(&mut self, nodes: &[Node]) {
+        let mut pending: Vec<ExecGraph> = bodies_of(nodes);
+        while let Some(body) = pending.pop() {
+            if let Some(inner) = self.graphs.graphs.remove(&body) {
+                pending.extend(bodies_of(&inner));
+            }
+        }
+    }
+
+    /// The nodes of executable graph `exec` that node ids of `graph` name: its own, or
+    /// those of a graph one of its nodes holds (a conditional body, a moved child).
+    fn exec_nodes_mut(
+        &mut self,
+        exec: ExecGraphExec,
+        graph: ExecGraph,
+    ) -> ExecResult<&mut Vec<Node>> {
+        let source = self.graphs.exec_source.get(&exec).copied();
+        let nodes = self
+            .graphs
+            .execs
+            .get_mut(&exec)
+            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        if source == Some(graph) {
+            return Ok(nodes);
+        }
+        body_mut(nodes, graph).ok_or(CudaStatus::ErrorInvalidValue)
+    }
+
     /// Run the enabled nodes of a graph in an order its edges allow.
     fn run_nodes(&mut self, nodes: &[Node], stream: ExecStream) -> ExecResult<()> {
         let order = run_order(nodes).ok_or(CudaStatus::ErrorInvalidValue)?;
@@ -711,6 +861,7 @@ impl Graphs for HostMemoryExecutor {
         if run_order(&nodes).is_none() {
             return Err(CudaStatus::ErrorInvalidValue); // a cycle
         }
+        let nodes = self.with_bodies(nodes)?;
         let exec = self.fresh_id();
         self.graphs.execs.insert(exec, nodes);
         self.graphs.exec_source.insert(exec, graph);
@@ -756,6 +907,7 @@ impl Graphs for HostMemoryExecutor {
             .remove(&graph)
             .ok_or(CudaStatus::ErrorInvalidValue)?;
         self.graph_memory_sweep(allocations(&nodes).collect::<Vec<_>>());
+        self.drop_bodies(&nodes);
         Ok(())
     }
 
@@ -1085,7 +1237,7 @@ impl Graphs for HostMemoryExecutor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::executor::graph::Graphs;
+    use crate::executor::graph::{GraphBuild, Graphs};
     use crate::executor::{CopyExec, DeviceRange, MemoryExec, StreamExec};
 
     fn r(ptr: DevicePtr, len: u64) -> DeviceRange {
@@ -1285,6 +1437,77 @@ mod tests {
     }
 
     const LEGACY: ExecStream = crate::executor::LEGACY_STREAM;
+
+    /// A body's work as the guest builds it: captured into the body graph.
+    fn copy_into(
+        x: &mut HostMemoryExecutor,
+        graph: ExecGraph,
+        dst: DevicePtr,
+        src: DevicePtr,
+    ) -> ExecNode {
+        let s = x.stream_create(0, 0).unwrap();
+        x.begin_capture_to_graph(s, graph, &[], &[]).unwrap();
+        x.copy_dtod(r(dst, 64), r(src, 64), s, true).unwrap();
+        x.end_capture(s).unwrap();
+        *x.graph_nodes(graph).unwrap().last().unwrap()
+    }
+
+    /// Conditional nodes (XLA's while and scan loops): bodies are graphs built into,
+    /// copied into the executable graph, whose body nodes take new parameters through
+    /// it; a body runs as its condition's default value says (no kernel changes it).
+    #[test]
+    fn conditional_bodies_run_by_their_default_values_and_update_through_the_exec() {
+        let mut x = HostMemoryExecutor::new(1 << 20, None).unwrap();
+        let [a, b, c, d] = [0; 4].map(|_| x.alloc(64).unwrap());
+        x.memset(r(a, 64), 1, LEGACY, false).unwrap();
+        x.memset(r(c, 64), 3, LEGACY, false).unwrap();
+        let g = x.graph_create(0).unwrap();
+        let other = x.graph_create(0).unwrap();
+        let once = x.conditional_handle_create(g, 1, 0).unwrap();
+        let never = x.conditional_handle_create(g, 0, 0).unwrap();
+        // A handle of another graph, a WHILE of two bodies: refused.
+        assert!(x
+            .add_conditional_node(other, &[], once, condition_kind::WHILE, 1)
+            .is_err());
+        assert!(x
+            .add_conditional_node(g, &[], once, condition_kind::WHILE, 2)
+            .is_err());
+        let (w, bodies) = x
+            .add_conditional_node(g, &[], once, condition_kind::WHILE, 1)
+            .unwrap();
+        assert_eq!(x.node_type(g, w).unwrap(), node_type::CONDITIONAL);
+        let in_body = copy_into(&mut x, bodies[0], b, a);
+        let (_, skipped) = x
+            .add_conditional_node(g, &[w], never, condition_kind::IF, 1)
+            .unwrap();
+        copy_into(&mut x, skipped[0], d, a);
+        let exec = x.graph_instantiate(g, 0).unwrap();
+        // A later change to the body graph does not reach the executable graph.
+        copy_into(&mut x, bodies[0], d, a);
+        x.graph_launch(exec, LEGACY).unwrap();
+        assert_eq!(x.slice(b, 1).unwrap()[0], 1, "the WHILE body ran");
+        assert_eq!(
+            x.slice(d, 1).unwrap()[0],
+            0,
+            "the IF body did not, nor the later node"
+        );
+        // The body's copy node takes new parameters through the executable graph.
+        let scratch = x.graph_create(0).unwrap();
+        let new = copy_into(&mut x, scratch, d, c);
+        x.node_copy_params((bodies[0], in_body), (scratch, new), Some(exec))
+            .unwrap();
+        x.graph_launch(exec, LEGACY).unwrap();
+        assert_eq!(x.slice(d, 1).unwrap()[0], 3);
+        // A node of a graph that is no body of the executable graph's: refused.
+        let stray = copy_into(&mut x, other, d, c);
+        assert!(x
+            .node_copy_params((other, stray), (scratch, new), Some(exec))
+            .is_err());
+        // Bodies go with their graph.
+        x.graph_destroy(g).unwrap();
+        assert!(x.graph_nodes(bodies[0]).is_err());
+        x.graph_launch(exec, LEGACY).unwrap();
+    }
 
     #[test]
     fn the_default_pool_counts_stream_ordered_allocations() {

@@ -5,8 +5,10 @@
 //! rest are edited here. A destroyed node stays as `Removed`, so that node ids, which
 //! carry their index, stay put. A child node holds its own copy of the child graph;
 //! `child_graph` shows a further copy (edits to it do not reach the node: a double's
-//! limit). Conditional nodes need kernels that run, which this double never does:
-//! refused.
+//! limit). A graph moved into its node stays a graph of its own, as a conditional
+//! node's bodies do, copied into each executable graph made. A conditional node's bodies are graphs of their own until the graph is
+//! instantiated, when the executable graph takes copies; their conditions keep their
+//! default values, as only kernels change them (see `HostMemoryExecutor::run`).
 
 use std::collections::BTreeMap;
 
@@ -198,12 +200,12 @@ impl GraphBuild for HostMemoryExecutor {
         let op = match node {
             ExecPlainNode::Empty => Recorded::Empty,
             ExecPlainNode::ChildGraph(child) => Recorded::Child(self.nodes_of(child)?.clone()),
-            // The graph goes into the node (below, once the node is made); its id is no
-            // longer a graph here (a double's limit: CUDA keeps it readable through the
-            // node).
-            ExecPlainNode::MovedChildGraph(child) if child != graph => {
-                Recorded::Child(self.graph_mut(child)?.clone())
-            }
+            // The graph is the node's: it stays here under its id (its node ids name
+            // the node's nodes), and goes with the node.
+            ExecPlainNode::MovedChildGraph(child) if child != graph => Recorded::MovedChild {
+                graph: child,
+                nodes: self.graph_mut(child)?.clone(),
+            },
             ExecPlainNode::MovedChildGraph(_) => return Err(CudaStatus::ErrorInvalidValue),
             ExecPlainNode::EventRecord(e) => {
                 self.event_known(e)?;
@@ -220,11 +222,7 @@ impl GraphBuild for HostMemoryExecutor {
             return Err(CudaStatus::ErrorMemoryAllocation);
         }
         nodes.push(Node::new(op, deps));
-        let made = node_id(graph, nodes.len() - 1);
-        if let ExecPlainNode::MovedChildGraph(child) = node {
-            self.graphs.graphs.remove(&child);
-        }
-        Ok(made)
+        Ok(node_id(graph, nodes.len() - 1))
     }
 
     fn node_type(&mut self, graph: ExecGraph, node: ExecNode) -> ExecResult<u32> {
@@ -349,13 +347,14 @@ impl GraphBuild for HostMemoryExecutor {
         ) {
             return Err(CudaStatus::ErrorNotSupported);
         }
-        nodes[at].op = Recorded::Removed;
+        let gone = std::mem::replace(&mut nodes[at].op, Recorded::Removed);
         nodes[at].deps.clear();
         nodes[at].edges.clear();
         for n in nodes.iter_mut() {
             n.deps.retain(|&d| d != at);
             n.edges.remove(&at);
         }
+        self.drop_bodies(&[Node::new(gone, Vec::new())]);
         Ok(())
     }
 
@@ -365,6 +364,16 @@ impl GraphBuild for HostMemoryExecutor {
             .iter()
             .any(|n| matches!(n.op, Recorded::MemAlloc { .. } | Recorded::MemFree { .. }))
         {
+            return Err(CudaStatus::ErrorNotSupported);
+        }
+        // A clone would share the bodies' and moved children's graphs (a double's
+        // limit).
+        if nodes.iter().any(|n| {
+            matches!(
+                n.op,
+                Recorded::Conditional { .. } | Recorded::MovedChild { .. }
+            )
+        }) {
             return Err(CudaStatus::ErrorNotSupported);
         }
         let clone = self.fresh_id();
@@ -386,7 +395,7 @@ impl GraphBuild for HostMemoryExecutor {
     }
 
     fn exec_update(&mut self, exec: ExecGraphExec, graph: ExecGraph) -> ExecResult<ExecUpdate> {
-        let new = self.nodes_of(graph)?.clone();
+        let new = self.with_bodies(self.nodes_of(graph)?.clone())?;
         let old = self
             .graphs
             .execs
@@ -467,10 +476,12 @@ impl GraphBuild for HostMemoryExecutor {
     fn child_graph(&mut self, graph: ExecGraph, node: ExecNode) -> ExecResult<ExecGraph> {
         let nodes = self.nodes_of(graph)?;
         let at = Self::live_index(graph, node, nodes)?;
-        let Recorded::Child(child) = &nodes[at].op else {
-            return Err(CudaStatus::ErrorInvalidValue);
+        let child = match &nodes[at].op {
+            Recorded::Child(child) => child.clone(),
+            // The node's graph itself.
+            Recorded::MovedChild { graph, .. } => return Ok(*graph),
+            _ => return Err(CudaStatus::ErrorInvalidValue),
         };
-        let child = child.clone();
         let id = self.fresh_id();
         self.graphs.graphs.insert(id, child);
         Ok(id)
@@ -498,15 +509,14 @@ impl GraphBuild for HostMemoryExecutor {
             _ => {}
         }
         let nodes = match exec {
-            Some(e) => {
-                if self.graphs.exec_source.get(&e) != Some(&dst.0) {
-                    return Err(CudaStatus::ErrorInvalidValue);
-                }
-                self.graphs.execs.get_mut(&e).expect("kept together")
-            }
+            Some(e) => self.exec_nodes_mut(e, dst.0)?,
             None => self.graph_mut(dst.0)?,
         };
-        nodes[at].op = op;
+        let node = nodes.get_mut(at).ok_or(CudaStatus::ErrorInvalidValue)?;
+        if node.op.node_type()? != op.node_type()? {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        node.op = op;
         Ok(())
     }
 
@@ -521,22 +531,55 @@ impl GraphBuild for HostMemoryExecutor {
     fn conditional_handle_create(
         &mut self,
         graph: ExecGraph,
-        _default_value: u32,
+        default_value: u32,
         _flags: u32,
     ) -> ExecResult<u64> {
         self.nodes_of(graph)?;
-        Err(CudaStatus::ErrorNotSupported)
+        let handle = self.fresh_id();
+        self.graphs
+            .conditionals
+            .insert(handle, (graph, default_value));
+        Ok(handle)
     }
 
     fn add_conditional_node(
         &mut self,
         graph: ExecGraph,
-        _dependencies: &[ExecNode],
-        _handle: u64,
-        _kind: u32,
-        _size: u32,
+        dependencies: &[ExecNode],
+        handle: u64,
+        kind: u32,
+        size: u32,
     ) -> ExecResult<(ExecNode, Vec<ExecGraph>)> {
-        self.nodes_of(graph)?;
-        Err(CudaStatus::ErrorNotSupported)
+        use super::condition_kind::{IF, SWITCH, WHILE};
+        if self.graphs.conditionals.get(&handle).map(|c| c.0) != Some(graph) {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let fits = match kind {
+            IF => (1..=2).contains(&size),
+            WHILE => size == 1,
+            SWITCH => size >= 1,
+            _ => false,
+        };
+        if !fits {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let nodes = self.nodes_to_extend(graph)?;
+        let deps = Self::indices(graph, dependencies, nodes)?;
+        if nodes.len() >= super::MAX_NODES {
+            return Err(CudaStatus::ErrorMemoryAllocation);
+        }
+        let bodies: Vec<ExecGraph> = (0..size).map(|_| self.fresh_id()).collect();
+        let op = Recorded::Conditional {
+            handle,
+            kind,
+            bodies: bodies.iter().map(|&b| (b, Vec::new())).collect(),
+        };
+        let nodes = self.nodes_to_extend(graph)?;
+        nodes.push(Node::new(op, deps));
+        let made = node_id(graph, nodes.len() - 1);
+        for &b in &bodies {
+            self.graphs.graphs.insert(b, Vec::new());
+        }
+        Ok((made, bodies))
     }
 }
