@@ -68,6 +68,14 @@ impl HostMemoryExecutor {
                 1024,
             ),
             (A::CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED, 1),
+            // The double serves virtual memory management (reservations, physical
+            // allocations, mappings) and stream-ordered pools, as a GPU does; XLA
+            // allocates only where the first is supported.
+            (
+                A::CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+                1,
+            ),
+            (A::CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 1),
         ];
         DeviceProperties {
             name: "vmcuda TEST DOUBLE (host-memory executor, no GPU)".into(),
