@@ -829,6 +829,8 @@ fn reaches_memory(op: vmcuda_wire::op::Op) -> bool {
             | PeerReceive
             | LaunchKernel
             | StreamWriteValue32
+            | StreamWriteValue64
+            | StreamWaitValue
             | BlasGemm
             | BlasCall
             | BlasCallWaited

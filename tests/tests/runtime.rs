@@ -79,3 +79,26 @@ fn copy_nodes_of_loop_bodies_take_new_parameters_through_the_executable_graph() 
         "{stdout}"
     );
 }
+
+/// The stream memory operations (tests/c/stream_mem_ops.c, driver API), which NCCL
+/// calls through the driver: 64-bit writes to device and pinned memory, 32- and 64-bit
+/// waits on values already there with each comparison, their checks, and the legacy,
+/// per-thread and `cuGetProcAddress` names.
+#[test]
+#[ignore = "needs the linked guest library: run tests/run.sh"]
+fn stream_memory_operations_write_and_wait_in_stream_order() {
+    let exe = build_c_program("stream_mem_ops", &["libcuda.so.1"]);
+    let d = Daemon::host_memory("stream-mem-ops");
+    let out = run_program_with(&exe, &d.server(), &[]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    for line in [
+        "setup 0\n",
+        "writes 0 device ok pinned ok\n",
+        "waits 0\n",
+        "misaligned 1 1, bad comparison 1, bad write flags 1\n",
+        "legacy 0, proc address 0 found\n",
+    ] {
+        assert!(stdout.contains(line), "{line}: {stdout}");
+    }
+}

@@ -42,6 +42,76 @@ pub struct StreamWriteValue32 {
     pub flags: u32,
 }
 
+/// `cuStreamWriteValue64`: write `value` to `addr` (8 bytes) in stream order.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct StreamWriteValue64 {
+    pub stream: StreamHandle,
+    pub addr: DevicePtr,
+    pub value: u64,
+    pub flags: u32,
+}
+
+/// `cuStreamWaitValue32` / `cuStreamWaitValue64`: the stream's later work waits until
+/// the `width` (4 or 8) bytes at `addr` compare with `value` as `flags` say
+/// (`CUstreamWaitValue_flags`: GEQ 0, EQ 1, AND 2, NOR 3, and FLUSH).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct StreamWaitValue {
+    pub stream: StreamHandle,
+    pub addr: DevicePtr,
+    pub value: u64,
+    pub width: u8,
+    pub flags: u32,
+}
+
+/// `CUstreamWaitValue_flags`: the comparison (the low bits) and the flush request.
+pub mod wait_value {
+    pub const GEQ: u32 = 0;
+    pub const EQ: u32 = 1;
+    pub const AND: u32 = 2;
+    pub const NOR: u32 = 3;
+    pub const FLUSH: u32 = 1 << 30;
+
+    /// Whether `flags` name one comparison (and perhaps FLUSH), nothing else.
+    pub fn valid(flags: u32) -> bool {
+        flags & !FLUSH <= NOR
+    }
+
+    /// Whether the `width`-byte (4 or 8) word `current` satisfies the wait for `value`
+    /// with `flags` (`valid` ones). A 32-bit wait compares 32-bit words.
+    pub fn satisfied(current: u64, value: u64, width: u8, flags: u32) -> bool {
+        let mask = if width == 4 {
+            u64::from(u32::MAX)
+        } else {
+            u64::MAX
+        };
+        let (current, value) = (current & mask, value & mask);
+        match flags & !FLUSH {
+            GEQ => current >= value,
+            EQ => current == value,
+            AND => current & value != 0,
+            _ => !(current | value) & mask != 0,
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn each_comparison_as_the_driver_documents_it() {
+            assert!(satisfied(5, 5, 4, GEQ) && satisfied(6, 5, 8, GEQ) && !satisfied(4, 5, 4, GEQ));
+            assert!(satisfied(7, 7, 4, EQ | FLUSH) && !satisfied(7, 8, 8, EQ));
+            assert!(satisfied(0b110, 0b010, 4, AND) && !satisfied(0b100, 0b010, 4, AND));
+            // NOR: ~(current | value) != 0, within the word's width.
+            assert!(satisfied(0, 0, 4, NOR) && !satisfied(u64::from(u32::MAX), 0, 4, NOR));
+            assert!(satisfied(u64::from(u32::MAX), 0, 8, NOR) && !satisfied(u64::MAX, 0, 8, NOR));
+            // A 32-bit wait looks at 32 bits only.
+            assert!(satisfied(1 << 32 | 3, 3, 4, EQ));
+            assert!(valid(NOR | FLUSH) && !valid(4) && !valid(1 << 2));
+        }
+    }
+}
+
 /// `CUmemAllocationProp`, field for field (the Windows metadata pointer aside).
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct AllocationProp {

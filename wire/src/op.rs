@@ -39,8 +39,8 @@ pub use crate::device::{DeviceProperties, GpuStatus, GuestProcess};
 pub use crate::driver::{
     AllocationProp, Granularity, Link, Linked, MemAddressFree, MemAddressReserve, MemCreate,
     MemCreated, MemGetAllocationGranularity, MemGetAllocationProperties, MemMap, MemRelease,
-    MemRetainAllocationHandle, MemSetAccess, MemUnmap, MemsetElements, Reserved,
-    StreamWriteValue32, TensorMapEncodeTiled,
+    MemRetainAllocationHandle, MemSetAccess, MemUnmap, MemsetElements, Reserved, StreamWaitValue,
+    StreamWriteValue32, StreamWriteValue64, TensorMapEncodeTiled,
 };
 pub use crate::graph::{
     CaptureGraph, ConditionalNodeMade, DotText, EdgeData, EdgeList, ExecUpdateResult,

@@ -241,6 +241,8 @@ macro_rules! op_lines {
                 0x0404 StreamWaitEvent => stream_wait_event(StreamWaitEvent { stream: StreamHandle, event: EventHandle, flags: u32 })
                     -> (), Async;
                 0x0901 StreamWriteValue32 => stream_write_value32(StreamWriteValue32) -> (), Async;
+                0x090E StreamWriteValue64 => stream_write_value64(StreamWriteValue64) -> (), Async;
+                0x090F StreamWaitValue => stream_wait_value(StreamWaitValue) -> (), Async;
                 /// A stream attribute (`cudaStreamAttrID`: the launch attributes'
                 /// numbers) and its value, the 64 bytes of `cudaStreamAttrValue`.
                 0x0405 StreamSetAttribute => stream_set_attribute(StreamSetAttribute { stream: StreamHandle, attr: u32, value: Vec<u8> })

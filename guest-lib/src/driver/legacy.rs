@@ -195,6 +195,18 @@ successors! {
         => super::stream::cuStreamWriteValue32_v2(stream, addr, value, flags);
     cuStreamWriteValue32_ptsz(stream: RawHandle, addr: u64, value: u32, flags: u32)
         => twins::cuStreamWriteValue32_v2_ptsz(stream, addr, value, flags);
+    cuStreamWriteValue64(stream: RawHandle, addr: u64, value: u64, flags: u32)
+        => super::stream::cuStreamWriteValue64_v2(stream, addr, value, flags);
+    cuStreamWriteValue64_ptsz(stream: RawHandle, addr: u64, value: u64, flags: u32)
+        => twins::cuStreamWriteValue64_v2_ptsz(stream, addr, value, flags);
+    cuStreamWaitValue32(stream: RawHandle, addr: u64, value: u32, flags: u32)
+        => super::stream::cuStreamWaitValue32_v2(stream, addr, value, flags);
+    cuStreamWaitValue32_ptsz(stream: RawHandle, addr: u64, value: u32, flags: u32)
+        => twins::cuStreamWaitValue32_v2_ptsz(stream, addr, value, flags);
+    cuStreamWaitValue64(stream: RawHandle, addr: u64, value: u64, flags: u32)
+        => super::stream::cuStreamWaitValue64_v2(stream, addr, value, flags);
+    cuStreamWaitValue64_ptsz(stream: RawHandle, addr: u64, value: u64, flags: u32)
+        => twins::cuStreamWaitValue64_v2_ptsz(stream, addr, value, flags);
     cuGetProcAddress(symbol: *const c_char, pfn: *mut *mut c_void, version: i32, flags: u64)
         => super::proc_address::cuGetProcAddress_v2(symbol, pfn, version, flags, std::ptr::null_mut());
     cuStreamBeginCapture(stream: RawHandle) => twins::cuStreamBeginCapture_v2(stream, CAPTURE_MODE_GLOBAL);
@@ -614,5 +626,17 @@ pub const PER_THREAD_NAMES: &[(&str, *const ())] = &[
     (
         "cuStreamWriteValue32_ptsz",
         cuStreamWriteValue32_ptsz as *const (),
+    ),
+    (
+        "cuStreamWriteValue64_ptsz",
+        cuStreamWriteValue64_ptsz as *const (),
+    ),
+    (
+        "cuStreamWaitValue32_ptsz",
+        cuStreamWaitValue32_ptsz as *const (),
+    ),
+    (
+        "cuStreamWaitValue64_ptsz",
+        cuStreamWaitValue64_ptsz as *const (),
     ),
 ];

@@ -1,7 +1,8 @@
 //! Streams and events: the runtime's (a `CUstream` is a `cudaStream_t`, a `CUevent` a
-//! `cudaEvent_t`), plus `cuStreamWriteValue32`.
+//! `cudaEvent_t`), plus the stream memory operations (`cuStreamWriteValue32/64`,
+//! `cuStreamWaitValue32/64`).
 
-use vmcuda_wire::driver::StreamWriteValue32;
+use vmcuda_wire::driver::{StreamWaitValue, StreamWriteValue32, StreamWriteValue64};
 use vmcuda_wire::CudaStatus;
 
 use super::memory::known_range;
@@ -97,6 +98,65 @@ export! {
         let req = StreamWriteValue32 { stream, addr, value, flags };
         let fire_and_forget = known_stream(stream) && known_range(addr, 4);
         gate::submit(stream, move || if fire_and_forget { post(&req, &[]) } else { call(&req) })
+    }
+}
+
+export! {
+    /// As `cuStreamWriteValue32_v2`, for 8 bytes. The flags are
+    /// `CU_STREAM_WRITE_VALUE_DEFAULT` or `_NO_MEMORY_BARRIER`.
+    fn cuStreamWriteValue64_v2(stream: RawHandle, addr: u64, value: u64, flags: u32) {
+        check_initialized()?;
+        let stream = stream_handle(stream, false);
+        if !addr.is_multiple_of(8) || flags & !1 != 0 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let req = StreamWriteValue64 { stream, addr, value, flags };
+        let fire_and_forget = known_stream(stream) && known_range(addr, 8);
+        gate::submit(stream, move || if fire_and_forget { post(&req, &[]) } else { call(&req) })
+    }
+}
+
+/// A wait of the stream's later work for the `width`-byte word at `addr` (in stream
+/// order, on the host's stream; waited for when the address or stream is not one the
+/// guest knows, so a bad one is reported by the call itself).
+fn wait_value(
+    stream: RawHandle,
+    addr: u64,
+    value: u64,
+    width: u8,
+    flags: u32,
+) -> super::Result<()> {
+    check_initialized()?;
+    let stream = stream_handle(stream, false);
+    if !addr.is_multiple_of(u64::from(width)) || !vmcuda_wire::driver::wait_value::valid(flags) {
+        return Err(CudaStatus::ErrorInvalidValue);
+    }
+    let req = StreamWaitValue {
+        stream,
+        addr,
+        value,
+        width,
+        flags,
+    };
+    let fire_and_forget = known_stream(stream) && known_range(addr, u64::from(width));
+    gate::submit(stream, move || {
+        if fire_and_forget {
+            post(&req, &[])
+        } else {
+            call(&req)
+        }
+    })
+}
+
+export! {
+    fn cuStreamWaitValue32_v2(stream: RawHandle, addr: u64, value: u32, flags: u32) {
+        wait_value(stream, addr, u64::from(value), 4, flags)
+    }
+}
+
+export! {
+    fn cuStreamWaitValue64_v2(stream: RawHandle, addr: u64, value: u64, flags: u32) {
+        wait_value(stream, addr, value, 8, flags)
     }
 }
 

@@ -463,6 +463,9 @@ ptsz! {
     cuMemsetD2D8Async_ptsz => cuMemsetD2D8Async(
         dst: u64, pitch: usize, value: u8, width: usize, height: usize, stream: RawHandle) [stream];
     cuStreamWriteValue32_v2_ptsz => cuStreamWriteValue32_v2(stream: RawHandle, addr: u64, value: u32, flags: u32) [stream];
+    cuStreamWriteValue64_v2_ptsz => cuStreamWriteValue64_v2(stream: RawHandle, addr: u64, value: u64, flags: u32) [stream];
+    cuStreamWaitValue32_v2_ptsz => cuStreamWaitValue32_v2(stream: RawHandle, addr: u64, value: u32, flags: u32) [stream];
+    cuStreamWaitValue64_v2_ptsz => cuStreamWaitValue64_v2(stream: RawHandle, addr: u64, value: u64, flags: u32) [stream];
     cuLaunchKernel_ptsz => cuLaunchKernel(
         f: *mut c_void, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32,
         shared_mem: u32, stream: RawHandle, args: *const *const u8, extra: *const *const c_void) [stream];

@@ -1,4 +1,5 @@
-//! The driver-API part of the executor seam: element memsets, stream memory writes,
+//! The driver-API part of the executor seam: element memsets, stream memory writes and
+//! waits,
 //! virtual memory management, linking and tensor maps.
 //!
 //! The session has checked every range against the guest's own reservations and
@@ -37,6 +38,24 @@ pub trait Driver {
         stream: ExecStream,
         addr: DevicePtr,
         value: u32,
+        flags: u32,
+    ) -> ExecResult<()>;
+    /// Write 8 bytes at `addr` in `stream`'s order (`cuStreamWriteValue64`).
+    fn stream_write_value64(
+        &mut self,
+        stream: ExecStream,
+        addr: DevicePtr,
+        value: u64,
+        flags: u32,
+    ) -> ExecResult<()>;
+    /// `stream`'s later work waits for the `width` (4 or 8) bytes at `addr` to compare
+    /// with `value` as `flags` say (`cuStreamWaitValue32/64`; `flags` checked).
+    fn stream_wait_value(
+        &mut self,
+        stream: ExecStream,
+        addr: DevicePtr,
+        value: u64,
+        width: u8,
         flags: u32,
     ) -> ExecResult<()>;
     fn mem_address_reserve(

@@ -233,4 +233,41 @@ impl StreamOps for Session {
             .stream_write_value32(stream, req.addr, req.value, req.flags)?;
         nothing()
     }
+
+    fn stream_write_value64(
+        &mut self,
+        _: &CallContext,
+        req: StreamWriteValue64,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        let stream = self.handles.stream(req.stream)?;
+        // CU_STREAM_WRITE_VALUE_DEFAULT or _NO_MEMORY_BARRIER; 8-byte aligned.
+        if req.flags & !1 != 0 || !req.addr.is_multiple_of(8) {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        self.check_range(req.addr, 8)?;
+        self.exec
+            .stream_write_value64(stream, req.addr, req.value, req.flags)?;
+        nothing()
+    }
+
+    fn stream_wait_value(
+        &mut self,
+        _: &CallContext,
+        req: StreamWaitValue,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        let stream = self.handles.stream(req.stream)?;
+        let width = u64::from(req.width);
+        if !matches!(req.width, 4 | 8)
+            || !req.addr.is_multiple_of(width)
+            || !vmcuda_wire::driver::wait_value::valid(req.flags)
+        {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        self.check_range(req.addr, width)?;
+        self.exec
+            .stream_wait_value(stream, req.addr, req.value, req.width, req.flags)?;
+        nothing()
+    }
 }

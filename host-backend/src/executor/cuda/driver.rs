@@ -173,6 +173,39 @@ impl Driver for CudaExecutor {
         check(unsafe { sys::cuStreamWriteValue32_v2(s, addr, value, flags) })
     }
 
+    fn stream_write_value64(
+        &mut self,
+        stream: ExecStream,
+        addr: DevicePtr,
+        value: u64,
+        flags: u32,
+    ) -> ExecResult<()> {
+        self.bind()?;
+        let s = self.stream(stream)?;
+        // SAFETY: the session checked the 8 bytes lie in the guest's memory.
+        check(unsafe { sys::cuStreamWriteValue64_v2(s, addr, value, flags) })
+    }
+
+    fn stream_wait_value(
+        &mut self,
+        stream: ExecStream,
+        addr: DevicePtr,
+        value: u64,
+        width: u8,
+        flags: u32,
+    ) -> ExecResult<()> {
+        self.bind()?;
+        let s = self.stream(stream)?;
+        // SAFETY: the session checked the word lies in the guest's memory; the driver
+        // only reads it (on the device, when the stream gets there).
+        check(unsafe {
+            match width {
+                4 => sys::cuStreamWaitValue32_v2(s, addr, value as u32, flags),
+                _ => sys::cuStreamWaitValue64_v2(s, addr, value, flags),
+            }
+        })
+    }
+
     fn mem_address_reserve(
         &mut self,
         size: u64,

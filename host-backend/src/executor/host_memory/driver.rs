@@ -21,6 +21,19 @@ use super::super::{ExecResult, ExecStream};
 use super::graph::Recorded;
 use super::{align_up, HostMemoryExecutor, GUARD};
 
+impl HostMemoryExecutor {
+    /// `addr` as the address of a `width`-byte word of registered host memory (a
+    /// guest's shared page), where it is one: aligned, and inside a registered range.
+    fn registered_word(&self, addr: DevicePtr, width: u8) -> Option<usize> {
+        let width = u64::from(width);
+        let inside = self
+            .host_registered
+            .iter()
+            .any(|(p, s)| addr >= *p && addr.saturating_add(width) <= p + s);
+        (inside && addr.is_multiple_of(width)).then_some(addr as usize)
+    }
+}
+
 /// What `cuMemGetAllocationGranularity` answers (the H200's, for both options).
 const GRANULARITY: u64 = 2 << 20;
 
@@ -99,11 +112,7 @@ impl Driver for HostMemoryExecutor {
         _flags: u32,
     ) -> ExecResult<()> {
         self.check_stream(stream)?;
-        let registered = self
-            .host_registered
-            .iter()
-            .any(|(p, s)| addr >= *p && addr.saturating_add(4) <= p + s);
-        if registered && addr.is_multiple_of(4) {
+        if self.registered_word(addr, 4).is_some() {
             // Registered host memory (a guest's shared page), as a CUDA device writes it.
             // SAFETY: 4 aligned bytes inside a range the session mapped and registered,
             // which stays mapped until it is unregistered; written as one atomic word,
@@ -115,6 +124,70 @@ impl Driver for HostMemoryExecutor {
         self.slice_mut(addr, 4)?
             .copy_from_slice(&value.to_le_bytes());
         Ok(())
+    }
+
+    fn stream_write_value64(
+        &mut self,
+        stream: ExecStream,
+        addr: DevicePtr,
+        value: u64,
+        _flags: u32,
+    ) -> ExecResult<()> {
+        self.check_stream(stream)?;
+        if let Some(word) = self.registered_word(addr, 8) {
+            // SAFETY: as in stream_write_value32, for 8 aligned bytes.
+            let word = unsafe { &*(word as *const std::sync::atomic::AtomicU64) };
+            word.store(value, std::sync::atomic::Ordering::Release);
+            return Ok(());
+        }
+        self.slice_mut(addr, 8)?
+            .copy_from_slice(&value.to_le_bytes());
+        Ok(())
+    }
+
+    /// The double runs each stream's work as it arrives, so a wait is decided then:
+    /// met, it passes; not met, no later work of the double's could meet it (it would
+    /// wait for ever, as a GPU waits for a value nothing writes), so it is refused,
+    /// said once in the log, rather than stall the connection.
+    fn stream_wait_value(
+        &mut self,
+        stream: ExecStream,
+        addr: DevicePtr,
+        value: u64,
+        width: u8,
+        flags: u32,
+    ) -> ExecResult<()> {
+        self.check_stream(stream)?;
+        let current = match self.registered_word(addr, width) {
+            Some(word) => {
+                // SAFETY: as in stream_write_value32: aligned bytes of a registered
+                // range, read as one atomic word of the wait's width.
+                unsafe {
+                    match width {
+                        4 => u64::from(
+                            (*(word as *const std::sync::atomic::AtomicU32))
+                                .load(std::sync::atomic::Ordering::Acquire),
+                        ),
+                        _ => (*(word as *const std::sync::atomic::AtomicU64))
+                            .load(std::sync::atomic::Ordering::Acquire),
+                    }
+                }
+            }
+            None => {
+                let bytes = self.slice(addr, u64::from(width))?;
+                let mut word = [0u8; 8];
+                word[..bytes.len()].copy_from_slice(bytes);
+                u64::from_le_bytes(word)
+            }
+        };
+        if vmcuda_wire::driver::wait_value::satisfied(current, value, width, flags) {
+            return Ok(());
+        }
+        static SAID: std::sync::Once = std::sync::Once::new();
+        SAID.call_once(|| {
+            warn!("the host-memory test executor cannot wait for a value nothing has written yet (cuStreamWaitValue); reporting cudaErrorNotSupported");
+        });
+        Err(CudaStatus::ErrorNotSupported)
     }
 
     fn mem_address_reserve(

@@ -132,3 +132,34 @@ fn absurd_pitched_regions_get_errors_not_allocations_or_endless_loops() {
         Err(CudaStatus::ErrorInvalidValue)
     );
 }
+
+/// Stream memory operations on the double: 64-bit writes land; a wait passes where
+/// its value is already there and is refused where it is not (no later work of the
+/// double's could write it, and the connection must not stall).
+#[test]
+fn stream_writes_land_and_waits_are_decided_on_arrival() {
+    use crate::executor::driver::Driver;
+    use vmcuda_wire::driver::wait_value::{EQ, GEQ, NOR};
+    let mut x = HostMemoryExecutor::new(1 << 20, None).unwrap();
+    let d = x.alloc(64).unwrap();
+    x.stream_write_value64(LEGACY_STREAM, d, 0x0102_0304_0506_0708, 0)
+        .unwrap();
+    assert_eq!(
+        x.slice(d, 8).unwrap(),
+        &0x0102_0304_0506_0708u64.to_le_bytes()
+    );
+    x.stream_wait_value(LEGACY_STREAM, d, 0x0506_0708, 4, EQ)
+        .unwrap();
+    x.stream_wait_value(LEGACY_STREAM, d, 0x0102_0304_0506_0708, 8, GEQ)
+        .unwrap();
+    assert_eq!(
+        x.stream_wait_value(LEGACY_STREAM, d, 9, 8, EQ).unwrap_err(),
+        CudaStatus::ErrorNotSupported
+    );
+    // NOR of a zero word with zero: all ones.
+    x.stream_wait_value(LEGACY_STREAM, d + 8, 0, 4, NOR)
+        .unwrap();
+    assert!(x
+        .stream_wait_value(LEGACY_STREAM, d + 64, 0, 8, EQ)
+        .is_err());
+}
