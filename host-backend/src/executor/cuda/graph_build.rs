@@ -41,45 +41,6 @@ fn first(list: &[sys::CUgraphNode]) -> *const sys::CUgraphNode {
     }
 }
 
-/// Whether `ptr` is device memory (or managed memory) to the driver.
-fn device_memory(ptr: sys::CUdeviceptr) -> bool {
-    let mut ty: std::ffi::c_uint = 0;
-    // SAFETY: an out-pointer to a local of the attribute's type; any address may be
-    // asked about (an unknown one is an error, not a fault).
-    let r = unsafe {
-        sys::cuPointerGetAttribute(
-            (&mut ty as *mut std::ffi::c_uint).cast(),
-            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-            ptr,
-        )
-    };
-    r == sys::CUresult::CUDA_SUCCESS && ty == sys::CUmemorytype::CU_MEMORYTYPE_DEVICE as u32
-}
-
-/// A captured copy's description made a device-to-device copy's, where it is one.
-///
-/// The driver records a copy captured from a stream with both sides
-/// `CU_MEMORYTYPE_UNIFIED` (the capture resolves nothing); a copy node added by hand
-/// (XLA's `cuGraphAddMemcpyNode` of a device-to-device copy) has both sides
-/// `CU_MEMORYTYPE_DEVICE`, and the driver refuses to update such a node in an
-/// executable graph with a unified description (XLA's while and scan loops:
-/// "Failed to set memcpy D2D node params: CUDA_ERROR_INVALID_VALUE"). So a unified
-/// side that is device memory (`is_device`) is described as device memory, as the
-/// program would; anything else is left as recorded.
-fn device_to_device_by_type(p: &mut sys::CUDA_MEMCPY3D, is_device: impl Fn(u64) -> bool) {
-    use sys::CUmemorytype::{CU_MEMORYTYPE_DEVICE as DEVICE, CU_MEMORYTYPE_UNIFIED as UNIFIED};
-    let unified_device = |ty: sys::CUmemorytype, ptr: u64| ty == UNIFIED && is_device(ptr);
-    let src = unified_device(p.srcMemoryType, p.srcDevice);
-    let dst = unified_device(p.dstMemoryType, p.dstDevice);
-    let device_or = |ty: sys::CUmemorytype, resolved: bool| ty == DEVICE || resolved;
-    // Only a copy both of whose sides are device memory: a host side keeps the
-    // driver's own description.
-    if (src || dst) && device_or(p.srcMemoryType, src) && device_or(p.dstMemoryType, dst) {
-        p.srcMemoryType = DEVICE;
-        p.dstMemoryType = DEVICE;
-    }
-}
-
 /// A plain node's object, checked.
 enum Plain {
     Empty,
@@ -550,8 +511,7 @@ impl GraphBuild for CudaExecutor {
                     // the struct before it is read.
                     let mut out = std::mem::MaybeUninit::<sys::CUDA_MEMCPY3D>::uninit();
                     check(sys::cuGraphMemcpyNodeGetParams(s, out.as_mut_ptr()))?;
-                    let mut p = out.assume_init();
-                    device_to_device_by_type(&mut p, device_memory);
+                    let p = out.assume_init();
                     match e {
                         Some(e) => sys::cuGraphExecMemcpyNodeSetParams(e, d, &p, ctx),
                         None => sys::cuGraphMemcpyNodeSetParams(d, &p),
@@ -707,72 +667,3 @@ impl GraphBuild for CudaExecutor {
 
 /// `cudaGraphNodeType` numbers are the driver's.
 const _: () = assert!(node_type::CONDITIONAL == 13 && node_type::MEM_FREE == 11);
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A one-row copy of 4 KiB between two addresses with the given memory types.
-    fn copy(src: sys::CUmemorytype, dst: sys::CUmemorytype) -> sys::CUDA_MEMCPY3D {
-        sys::CUDA_MEMCPY3D {
-            srcXInBytes: 0,
-            srcY: 0,
-            srcZ: 0,
-            srcLOD: 0,
-            srcMemoryType: src,
-            srcHost: ptr::null(),
-            srcDevice: 0x7000_0000,
-            srcArray: ptr::null_mut(),
-            reserved0: ptr::null_mut(),
-            srcPitch: 0,
-            srcHeight: 0,
-            dstXInBytes: 0,
-            dstY: 0,
-            dstZ: 0,
-            dstLOD: 0,
-            dstMemoryType: dst,
-            dstHost: ptr::null_mut(),
-            dstDevice: 0x7100_0000,
-            dstArray: ptr::null_mut(),
-            reserved1: ptr::null_mut(),
-            dstPitch: 0,
-            dstHeight: 0,
-            WidthInBytes: 4096,
-            Height: 1,
-            Depth: 1,
-        }
-    }
-
-    use sys::CUmemorytype::{
-        CU_MEMORYTYPE_DEVICE as DEVICE, CU_MEMORYTYPE_HOST as HOST,
-        CU_MEMORYTYPE_UNIFIED as UNIFIED,
-    };
-
-    #[test]
-    fn a_captured_device_to_device_copy_is_described_as_one() {
-        let mut p = copy(UNIFIED, UNIFIED);
-        device_to_device_by_type(&mut p, |_| true);
-        assert_eq!((p.srcMemoryType, p.dstMemoryType), (DEVICE, DEVICE));
-        assert_eq!(
-            (p.srcDevice, p.dstDevice, p.WidthInBytes),
-            (0x7000_0000, 0x7100_0000, 4096)
-        );
-        let mut p = copy(DEVICE, UNIFIED);
-        device_to_device_by_type(&mut p, |_| true);
-        assert_eq!((p.srcMemoryType, p.dstMemoryType), (DEVICE, DEVICE));
-    }
-
-    #[test]
-    fn a_copy_with_a_host_side_keeps_its_description() {
-        // The destination is host memory (registered, addressed by UVA).
-        let mut p = copy(UNIFIED, UNIFIED);
-        device_to_device_by_type(&mut p, |ptr| ptr == 0x7000_0000);
-        assert_eq!((p.srcMemoryType, p.dstMemoryType), (UNIFIED, UNIFIED));
-        let mut p = copy(UNIFIED, HOST);
-        device_to_device_by_type(&mut p, |_| true);
-        assert_eq!((p.srcMemoryType, p.dstMemoryType), (UNIFIED, HOST));
-        let mut p = copy(DEVICE, DEVICE);
-        device_to_device_by_type(&mut p, |_| false);
-        assert_eq!((p.srcMemoryType, p.dstMemoryType), (DEVICE, DEVICE));
-    }
-}
