@@ -26,6 +26,9 @@ const APPS: &[&str] = &[
     "dynamic_shared",
     "errors",
     "events",
+    // Its conditions are set by kernels: on the double each keeps its default, and the
+    // program checks only that every call returns.
+    "graph_conditional",
     "graph_edges",
     "graph_memory",
     "graphs",
