@@ -36,12 +36,12 @@ lib="$carry/guest/lib"
 rows=${VMCUDA_BENCH_ROWS:-"$("$torch_py" bench/frameworks.py --list) $("$torch_py" bench/frameworks.py --list --jax)"}
 py_for() { case "$1" in jax_*) echo "$jax_py" ;; *) echo "$torch_py" ;; esac; }
 native() {
-    env -u VMCUDA_SERVER VMCUDA_BENCH_T0="$(date +%s%N)" timeout -k 5 300 "$(py_for "$1")" bench/frameworks.py --only "$1"
+    env -u VMCUDA_SERVER VMCUDA_BENCH_T0="$(date +%s%N)" timeout -k 5 150 "$(py_for "$1")" bench/frameworks.py --only "$1"
 }
 bridged() {
     ${isolate[@]+"${isolate[@]}"} env LD_PRELOAD="$lib/libcuda.so.1" TRITON_LIBCUDA_PATH="$lib" \
         LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" VMCUDA_SERVER="unix:$sock" \
-        "$@" VMCUDA_BENCH_T0="$(date +%s%N)" timeout -k 5 300 "$(py_for "$row")" bench/frameworks.py --only "$row"
+        "$@" VMCUDA_BENCH_T0="$(date +%s%N)" timeout -k 5 150 "$(py_for "$row")" bench/frameworks.py --only "$row"
 }
 for round in $(seq 1 "$rounds"); do
     for row in $rows; do
