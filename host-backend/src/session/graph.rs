@@ -939,12 +939,10 @@ impl GraphOps for Session {
             PlainNode::ChildGraph(child) => GRAPH_NODE_BYTES + self.graph_host_bytes(child),
             _ => GRAPH_NODE_BYTES,
         };
-        self.graph_node_charge(graph, kept)?;
+        let charge = self.graph_node_charge(graph, kept)?;
         let made = self.exec.add_plain_node(graph, &deps, plain);
-        if made.is_err() {
-            self.graph_node_failed(Some(graph), kept);
-        }
-        let node = made?;
+        let node = self.node_made(Some(charge), made)?;
+        self.node_kept(charge, node);
         if let PlainNode::MovedChildGraph(child) = req.node {
             self.child_moved(req.graph, graph, child);
         }
@@ -1101,6 +1099,8 @@ impl GraphOps for Session {
             }
         }
         self.exec.destroy_node(graph, node)?;
+        // What the node kept goes with it, not with its graph.
+        self.graph_node_destroyed(graph, node);
         self.graph_tables.nodes.remove(&req.node);
         if let Some(entry) = self.graph_tables.graphs.get_mut(&handle) {
             entry.nodes.remove(&node);
@@ -1137,6 +1137,7 @@ impl GraphOps for Session {
             }
         };
         self.graph_host_charged(clone, kept);
+        self.graph_host_cloned(graph, clone);
         self.graph_tables.clone_of.insert(handle, req.original);
         // The clone's copies of host nodes are host nodes too.
         let host_nodes: Vec<ExecNode> = self
@@ -1290,11 +1291,12 @@ impl GraphOps for Session {
         if req.size == 0 || req.size > MAX_CONDITIONAL_BODIES {
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        self.graph_node_charge(graph, GRAPH_NODE_BYTES)?;
+        let charge = self.graph_node_charge(graph, GRAPH_NODE_BYTES)?;
         let made = self
             .exec
             .add_conditional_node(graph, &deps, req.handle, req.kind, req.size);
-        let (node, bodies) = self.node_made(Some(graph), made)?;
+        let (node, bodies) = self.node_made(Some(charge), made)?;
+        self.node_kept(charge, node);
         let node = self.node_handles(req.graph, vec![node])[0];
         let mut named = Vec::with_capacity(bodies.len());
         for body in bodies {

@@ -18,7 +18,7 @@ use tracing::{info, warn};
 use vmcuda_wire::op::{GraphExecHandle, GraphHandle};
 use vmcuda_wire::CudaStatus;
 
-use crate::executor::graph::ExecGraph;
+use crate::executor::graph::{ExecGraph, ExecNode};
 use crate::executor::ExecStream;
 use crate::ledger::LedgerAccount;
 
@@ -212,24 +212,41 @@ impl Drop for HostMemory {
 pub(super) struct GraphHostMemory {
     graphs: HashMap<ExecGraph, u64>,
     execs: HashMap<GraphExecHandle, u64>,
+    /// The part of a graph's charge that each of its nodes brought, where the session
+    /// knows the node (added by hand, or the one node a captured op made): given back
+    /// when that node is destroyed. What no node is known for stays with the graph.
+    nodes: HashMap<ExecGraph, HashMap<ExecNode, u64>>,
+}
+
+/// A node's charge to its graph, made before the node: refunded if the node is not
+/// made ([`Session::node_made`]), and kept by the node once it is known
+/// ([`Session::node_kept`], or the capture's frontier for a captured op).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct NodeCharge {
+    graph: ExecGraph,
+    bytes: u64,
+    /// The stream the op is captured on: its capture's frontier is the node made.
+    captured_on: Option<ExecStream>,
 }
 
 impl Session {
     /// Charge `bytes` to the graph `s` is capturing into, when it is capturing: a node
-    /// that op makes there keeps them. Answers the graph charged, for
-    /// [`Session::graph_node_failed`].
+    /// that op makes there keeps them. Answers the charge, for [`Session::node_made`].
     pub(super) fn captured_node(
         &mut self,
         s: ExecStream,
         bytes: u64,
-    ) -> Result<Option<ExecGraph>, CudaStatus> {
+    ) -> Result<Option<NodeCharge>, CudaStatus> {
         // Only a stream some capture began on, or one that joined it, can capture.
         if self.graph_tables.capture_origins.is_empty() || !self.exec.stream_capturing(s)? {
             return Ok(None);
         }
         let (graph, _) = self.exec.capture_graph(s)?;
-        self.graph_node_charge(graph, bytes)?;
-        Ok(Some(graph))
+        let charge = self.graph_node_charge(graph, bytes)?;
+        Ok(Some(NodeCharge {
+            captured_on: Some(s),
+            ..charge
+        }))
     }
 
     /// Charge `bytes` to `graph` for a node about to be added to it.
@@ -237,10 +254,14 @@ impl Session {
         &mut self,
         graph: ExecGraph,
         bytes: u64,
-    ) -> Result<(), CudaStatus> {
+    ) -> Result<NodeCharge, CudaStatus> {
         self.accounts.host.charge(bytes, "graph node")?;
         self.graph_host_charged(graph, bytes);
-        Ok(())
+        Ok(NodeCharge {
+            graph,
+            bytes,
+            captured_on: None,
+        })
     }
 
     /// `graph` keeps `bytes` already charged (a clone's copies of its original's
@@ -249,11 +270,8 @@ impl Session {
         *self.graph_host.graphs.entry(graph).or_default() += bytes;
     }
 
-    /// The node charged `bytes` to `graph` was not made after all.
-    pub(super) fn graph_node_failed(&mut self, graph: Option<ExecGraph>, bytes: u64) {
-        let Some(graph) = graph else {
-            return;
-        };
+    /// Give back up to `bytes` of what `graph` was charged.
+    fn graph_host_refund(&mut self, graph: ExecGraph, bytes: u64) {
         if let Some(charged) = self.graph_host.graphs.get_mut(&graph) {
             let back = bytes.min(*charged);
             *charged -= back;
@@ -261,17 +279,71 @@ impl Session {
         }
     }
 
-    /// The plain node (no parameters) charged to `graph` by [`Session::captured_node`]
-    /// was made if `made` is Ok; refunded otherwise.
+    /// The node `charge` was made for was made if `made` is Ok (a captured op's node is
+    /// then the one node of its capture's frontier, and keeps the charge); refunded
+    /// otherwise.
     pub(super) fn node_made<T>(
         &mut self,
-        graph: Option<ExecGraph>,
+        charge: Option<NodeCharge>,
         made: Result<T, CudaStatus>,
     ) -> Result<T, CudaStatus> {
-        if made.is_err() {
-            self.graph_node_failed(graph, GRAPH_NODE_BYTES);
+        let Some(charge) = charge else {
+            return made;
+        };
+        match (&made, charge.captured_on) {
+            (Err(_), _) => self.graph_host_refund(charge.graph, charge.bytes),
+            (Ok(_), Some(s)) => {
+                // Where the capture's frontier is not one node of the charged graph, the
+                // charge stays with the graph, never with another node.
+                if let Ok((graph, (frontier, _))) = self.exec.capture_graph(s) {
+                    if let ([node], true) = (&frontier[..], graph == charge.graph) {
+                        self.node_kept(charge, *node);
+                    }
+                }
+            }
+            (Ok(_), None) => {}
         }
         made
+    }
+
+    /// `node` was made for `charge`: destroying it gives the charge back. Several
+    /// charges for one node add up (an op that made no node of its own leaves the
+    /// frontier as it was), so what nodes give back never exceeds what their graph was
+    /// charged.
+    pub(super) fn node_kept(&mut self, charge: NodeCharge, node: ExecNode) {
+        *self
+            .graph_host
+            .nodes
+            .entry(charge.graph)
+            .or_default()
+            .entry(node)
+            .or_default() += charge.bytes;
+    }
+
+    /// `node` of `graph` was destroyed: what it brought to its graph goes back.
+    pub(super) fn graph_node_destroyed(&mut self, graph: ExecGraph, node: ExecNode) {
+        let kept = self
+            .graph_host
+            .nodes
+            .get_mut(&graph)
+            .and_then(|nodes| nodes.remove(&node));
+        if let Some(bytes) = kept {
+            self.graph_host_refund(graph, bytes);
+        }
+    }
+
+    /// `clone` is a copy of `graph`: each node of it keeps what its original keeps.
+    pub(super) fn graph_host_cloned(&mut self, graph: ExecGraph, clone: ExecGraph) {
+        let Some(nodes) = self.graph_host.nodes.get(&graph).cloned() else {
+            return;
+        };
+        let mut copies = HashMap::with_capacity(nodes.len());
+        for (node, bytes) in nodes {
+            if let Ok(copy) = self.exec.find_in_clone(graph, node, clone) {
+                copies.insert(copy, bytes);
+            }
+        }
+        self.graph_host.nodes.insert(clone, copies);
     }
 
     /// The executor named the graph a capture built anew when the capture ended.
@@ -279,10 +351,17 @@ impl Session {
         if let Some(bytes) = self.graph_host.graphs.remove(&from) {
             *self.graph_host.graphs.entry(to).or_default() += bytes;
         }
+        if let Some(nodes) = self.graph_host.nodes.remove(&from) {
+            let kept = self.graph_host.nodes.entry(to).or_default();
+            for (node, bytes) in nodes {
+                *kept.entry(node).or_default() += bytes;
+            }
+        }
     }
 
     /// `graph` is gone: what its nodes kept goes back.
     pub(super) fn graph_host_released(&mut self, graph: ExecGraph) {
+        self.graph_host.nodes.remove(&graph);
         if let Some(bytes) = self.graph_host.graphs.remove(&graph) {
             self.accounts.host.refund(bytes);
         }

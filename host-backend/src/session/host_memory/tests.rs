@@ -6,7 +6,7 @@ use vmcuda_wire::graph::*;
 use vmcuda_wire::op::*;
 use vmcuda_wire::CudaStatus;
 
-use super::node_bytes;
+use super::{node_bytes, HANDLE_ENTRY_BYTES};
 use crate::executor::host_memory::HostMemoryExecutor;
 use crate::ledger::Ledger;
 use crate::policy::Grant;
@@ -229,4 +229,115 @@ fn module_images_buffers_and_handles_are_counted() {
     assert_eq!(refused, CudaStatus::ErrorMemoryAllocation);
     assert!(s.host_memory_bytes() <= MIB);
     assert!(made > 1000, "{made} streams");
+}
+
+fn add_empty(s: &mut Session, graph: GraphHandle) -> GraphNodeHandle {
+    let add = GraphAddNode {
+        graph,
+        dependencies: vec![],
+        node: PlainNode::Empty,
+    };
+    s.graph_add_node(&CTX, add, &[]).unwrap().0.node
+}
+
+/// One launch of `function` captured into `graph` (as `cuGraphAddKernelNode` makes
+/// one): its node.
+fn add_launch(
+    s: &mut Session,
+    graph: GraphHandle,
+    st: StreamHandle,
+    function: FunctionHandle,
+    params: &[u8],
+) -> GraphNodeHandle {
+    let before = s
+        .graph_get_nodes(&CTX, GraphGetNodes { graph }, &[])
+        .unwrap()
+        .0
+        .nodes;
+    let begin = StreamBeginCaptureToGraph {
+        stream: st,
+        graph,
+        dependencies: vec![],
+        edges: vec![],
+    };
+    s.stream_begin_capture_to_graph(&CTX, begin, &[]).unwrap();
+    launch(s, function, st, params).unwrap();
+    let end = StreamEndCapture {
+        stream: st,
+        invalidated: false,
+    };
+    s.stream_end_capture(&CTX, end, &[]).unwrap();
+    let after = s
+        .graph_get_nodes(&CTX, GraphGetNodes { graph }, &[])
+        .unwrap()
+        .0
+        .nodes;
+    let new: Vec<_> = after.into_iter().filter(|n| !before.contains(n)).collect();
+    assert_eq!(new.len(), 1, "one node captured");
+    new[0]
+}
+
+fn destroy_node(s: &mut Session, node: GraphNodeHandle) {
+    s.graph_destroy_node(&CTX, GraphDestroyNode { node }, &[])
+        .unwrap();
+}
+
+/// A destroyed node gives back what it was charged at once, not when its graph goes:
+/// a guest that adds nodes to one graph and destroys them in a loop, by hand and as
+/// captured launches with 5 KB of parameters, stays under its limit. Before, each
+/// round kept its nodes' charge and the loop was refused within a few hundred rounds.
+#[test]
+fn destroyed_nodes_give_their_host_memory_back_at_once() {
+    let limit = 8 * MIB;
+    let mut s = session(limit);
+    let st = stream(&mut s, 0x100);
+    let (function, params) = big_kernel(&mut s);
+    let graph = s
+        .graph_create(&CTX, GraphCreate { flags: 0 }, &[])
+        .unwrap()
+        .0
+        .graph;
+    s.enter(&CTX).unwrap();
+    let base = s.host_memory_bytes();
+    let rounds = 1500u64;
+    assert!(
+        rounds * (node_bytes(0) + node_bytes(5016)) > 4 * limit,
+        "the loop would go far over the limit if nodes kept their charge"
+    );
+    for _ in 0..rounds {
+        s.enter(&CTX).unwrap();
+        let empty = add_empty(&mut s, graph);
+        let launched = add_launch(&mut s, graph, st, function, &params);
+        assert!(s.host_memory_bytes() >= base + node_bytes(0) + node_bytes(5016));
+        destroy_node(&mut s, empty);
+        destroy_node(&mut s, launched);
+        assert!(s.host_memory_bytes() <= limit);
+    }
+    s.enter(&CTX).unwrap();
+    assert_eq!(s.host_memory_bytes(), base);
+
+    // A clone's nodes keep their originals' charges, and give them back the same way.
+    let kept = add_empty(&mut s, graph);
+    let launched = add_launch(&mut s, graph, st, function, &params);
+    s.enter(&CTX).unwrap();
+    let with_nodes = s.host_memory_bytes();
+    let clone = s
+        .graph_clone(&CTX, GraphClone { original: graph }, &[])
+        .unwrap()
+        .0
+        .graph;
+    for original in [kept, launched] {
+        let find = GraphNodeFindInClone { original, clone };
+        let copy = s.graph_node_find_in_clone(&CTX, find, &[]).unwrap().0.node;
+        destroy_node(&mut s, copy);
+    }
+    s.enter(&CTX).unwrap();
+    assert_eq!(s.host_memory_bytes(), with_nodes + HANDLE_ENTRY_BYTES);
+    s.graph_destroy(&CTX, GraphDestroy { graph: clone }, &[])
+        .unwrap();
+    for node in [kept, launched] {
+        destroy_node(&mut s, node);
+    }
+    s.enter(&CTX).unwrap();
+    assert_eq!(s.host_memory_bytes(), base);
 }
