@@ -214,9 +214,20 @@ pub fn start(
         policy
             .check_metrics_listen(addr)
             .map_err(ServeError::Refused)?;
-        let mut known_vms: Vec<String> = policy.config.vms.iter().map(|v| v.name.clone()).collect();
+        let mut known_vms: Vec<metrics::KnownVm> = policy
+            .config
+            .vms
+            .iter()
+            .map(|v| metrics::KnownVm {
+                name: v.name.clone(),
+                host_memory: policy.host_memory_of(&v.name),
+            })
+            .collect();
         if policy.config.local.allow {
-            known_vms.push("local".into());
+            known_vms.push(metrics::KnownVm {
+                name: "local".into(),
+                host_memory: policy.host_memory_of("local"),
+            });
         }
         let source = metrics::Source {
             state_dir: template

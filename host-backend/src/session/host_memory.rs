@@ -89,6 +89,11 @@ impl HostMemory {
         self.used
     }
 
+    /// The VM's `host_memory`.
+    pub(super) fn limit(&self) -> u64 {
+        self.limit
+    }
+
     /// Refuse `bytes` more of `what` when they would take the guest over its limit.
     pub(super) fn fits(&mut self, bytes: u64, what: &str) -> Result<(), CudaStatus> {
         match self.used.checked_add(bytes) {
