@@ -262,7 +262,8 @@ pub fn start(
     } else {
         info!("no [peers]: copies between this host's GPUs and other hosts' go through the guest");
     }
-    daemon::start_log_summaries();
+    // Workers' log lines pass through this daemon, under their VMs' limits.
+    crate::spawn::WorkerLogs::host();
     let template = Arc::new(template);
     let listen_error = |at: String| move |source| ServeError::Listen { at, source };
     // Bound so far: removed again when a later listener cannot start, or the daemon
