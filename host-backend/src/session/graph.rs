@@ -61,7 +61,7 @@ use crate::executor::ExecStream;
 
 use super::accounting::Allocation;
 use super::graph_build::MAX_NODE_HANDLES;
-use super::host_memory::GRAPH_NODE_BYTES;
+use super::host_memory::{NodeCopy, GRAPH_NODE_BYTES};
 use super::{nothing, Session};
 
 pub(super) struct GraphEntry {
@@ -791,6 +791,7 @@ impl GraphOps for Session {
         };
         let handle = GraphExecHandle(self.handles.fresh());
         self.exec_host_made(Some(handle), kept);
+        self.exec_host_nodes(handle, graph);
         self.graph_tables.execs.insert(handle, exec);
         self.graph_tables.exec_source.insert(handle, req.graph);
         if let Some(memory) = self.graph_tables.memory.get_mut(&graph) {
@@ -1179,7 +1180,12 @@ impl GraphOps for Session {
     ) -> HandlerResult<ExecUpdateResult> {
         let exec = self.graph_exec(req.exec)?;
         let graph = self.finished_graph(req.graph)?;
-        let (result, error_node, error_from_node) = self.exec.exec_update(exec, graph)?;
+        // The executable graph takes copies of the graph's nodes' parameters.
+        let charge = self.exec_update_charge(req.exec, req.graph)?;
+        let updated = self.exec.exec_update(exec, graph);
+        let done = matches!(updated, Ok((update_result::SUCCESS, _, _)));
+        self.exec_update_done(charge, done.then_some(graph));
+        let (result, error_node, error_from_node) = updated?;
         if result == update_result::SUCCESS {
             self.exec_updated(ctx.device, req.exec, graph);
         }
@@ -1251,8 +1257,17 @@ impl GraphOps for Session {
                 None
             }
         };
-        self.exec
-            .node_copy_params((dst_exec, dst), (src_exec, src), exec)?;
+        // The node keeps its new parameters: charged as the node they come from.
+        let at = match req.exec {
+            Some(e) => NodeCopy::Exec(e),
+            None => NodeCopy::Graph(dst_exec),
+        };
+        let charge = self.params_charge(at, dst, (src_exec, src))?;
+        let copied = self
+            .exec
+            .node_copy_params((dst_exec, dst), (src_exec, src), exec);
+        self.params_copied(charge, copied.is_ok());
+        copied?;
         nothing()
     }
 

@@ -221,6 +221,40 @@ pub(super) struct GraphHostMemory {
     /// knows the node (added by hand, or the one node a captured op made): given back
     /// when that node is destroyed. What no node is known for stays with the graph.
     nodes: HashMap<ExecGraph, HashMap<ExecNode, u64>>,
+    /// The same for an executable graph's copies of its graph's nodes (as they were
+    /// when it was made or updated), for parameters copied into them later.
+    exec_nodes: HashMap<GraphExecHandle, HashMap<ExecNode, u64>>,
+}
+
+/// Where a node's parameters are kept: in a graph, or in an executable graph's copy.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum NodeCopy {
+    Graph(ExecGraph),
+    Exec(GraphExecHandle),
+}
+
+/// What new parameters for a node were charged before they were copied
+/// ([`Session::params_charge`], [`Session::params_copied`]).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct ParamsCharge {
+    at: NodeCopy,
+    node: ExecNode,
+    /// What the node keeps with its new parameters, and kept before, where known.
+    new: u64,
+    old: Option<u64>,
+    /// Charged beforehand: what `new` is over `old` (all of it where `old` is not
+    /// known).
+    charged: u64,
+}
+
+/// What updating an executable graph with a graph was charged
+/// ([`Session::exec_update_charge`]).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct UpdateCharge {
+    exec: GraphExecHandle,
+    /// What the executable graph keeps with the new graph's nodes, and kept before.
+    want: u64,
+    had: u64,
 }
 
 /// A node's charge to its graph, made before the node: refunded if the node is not
@@ -415,8 +449,130 @@ impl Session {
 
     /// The executable graph `exec` is gone.
     pub(super) fn exec_host_released(&mut self, exec: GraphExecHandle) {
+        self.graph_host.exec_nodes.remove(&exec);
         if let Some(bytes) = self.graph_host.execs.remove(&exec) {
             self.accounts.host.refund(bytes);
+        }
+    }
+
+    /// `exec` keeps copies of the nodes of `graph` now (made of it, or updated with
+    /// it): each keeps what its original keeps.
+    pub(super) fn exec_host_nodes(&mut self, exec: GraphExecHandle, graph: ExecGraph) {
+        let nodes = self
+            .graph_host
+            .nodes
+            .get(&graph)
+            .cloned()
+            .unwrap_or_default();
+        self.graph_host.exec_nodes.insert(exec, nodes);
+    }
+
+    /// What `at` was charged in all, its nodes included.
+    fn copy_total(&mut self, at: NodeCopy) -> &mut u64 {
+        match at {
+            NodeCopy::Graph(g) => self.graph_host.graphs.entry(g).or_default(),
+            NodeCopy::Exec(e) => self.graph_host.execs.entry(e).or_default(),
+        }
+    }
+
+    /// Give back up to `bytes` of what `at` was charged.
+    fn copy_refund(&mut self, at: NodeCopy, bytes: u64) {
+        let total = self.copy_total(at);
+        let back = bytes.min(*total);
+        *total -= back;
+        self.accounts.host.refund(back);
+    }
+
+    /// Charge what `node` of `at` will keep more once it has the parameters of `src`
+    /// (a launch's parameter bytes are kept with its node, so a node given a larger
+    /// launch's keeps more). Where what `src` keeps is not known, nothing is charged,
+    /// as for the node `src` itself.
+    pub(super) fn params_charge(
+        &mut self,
+        at: NodeCopy,
+        node: ExecNode,
+        src: (ExecGraph, ExecNode),
+    ) -> Result<Option<ParamsCharge>, CudaStatus> {
+        let Some(&new) = self
+            .graph_host
+            .nodes
+            .get(&src.0)
+            .and_then(|n| n.get(&src.1))
+        else {
+            return Ok(None);
+        };
+        let records = match at {
+            NodeCopy::Graph(g) => self.graph_host.nodes.get(&g),
+            NodeCopy::Exec(e) => self.graph_host.exec_nodes.get(&e),
+        };
+        let old = records.and_then(|r| r.get(&node)).copied();
+        let charged = new.saturating_sub(old.unwrap_or(0));
+        if charged > 0 {
+            self.accounts
+                .host
+                .charge(charged, "graph node parameters")?;
+            *self.copy_total(at) += charged;
+        }
+        Ok(Some(ParamsCharge {
+            at,
+            node,
+            new,
+            old,
+            charged,
+        }))
+    }
+
+    /// The parameters `charge` was made for were copied, or not: the node keeps what
+    /// its new ones keep from now on (what it kept before, where more, goes back).
+    pub(super) fn params_copied(&mut self, charge: Option<ParamsCharge>, copied: bool) {
+        let Some(c) = charge else {
+            return;
+        };
+        if !copied {
+            self.copy_refund(c.at, c.charged);
+            return;
+        }
+        let records = match c.at {
+            NodeCopy::Graph(g) => self.graph_host.nodes.entry(g).or_default(),
+            NodeCopy::Exec(e) => self.graph_host.exec_nodes.entry(e).or_default(),
+        };
+        records.insert(c.node, c.new);
+        if let Some(old) = c.old.filter(|&old| old > c.new) {
+            self.copy_refund(c.at, old - c.new);
+        }
+    }
+
+    /// Charge what `exec` will keep more once updated with `graph` (the executor then
+    /// keeps copies of its nodes, parameters and all, in place of the old ones).
+    pub(super) fn exec_update_charge(
+        &mut self,
+        exec: GraphExecHandle,
+        graph: GraphHandle,
+    ) -> Result<UpdateCharge, CudaStatus> {
+        let want = self.graph_host_bytes(graph) + GRAPH_NODE_BYTES;
+        let had = self.graph_host.execs.get(&exec).copied().unwrap_or(0);
+        if want > had {
+            self.accounts
+                .host
+                .charge(want - had, "executable graph update")?;
+            self.graph_host.execs.insert(exec, want);
+        }
+        Ok(UpdateCharge { exec, want, had })
+    }
+
+    /// The update `charge` was made for was made with the executor's `graph` (`Some`),
+    /// or not: the executable graph keeps what the graph's nodes keep, or what it kept.
+    pub(super) fn exec_update_done(&mut self, charge: UpdateCharge, graph: Option<ExecGraph>) {
+        let at = NodeCopy::Exec(charge.exec);
+        match graph {
+            Some(graph) => {
+                if charge.had > charge.want {
+                    self.copy_refund(at, charge.had - charge.want);
+                }
+                self.exec_host_nodes(charge.exec, graph);
+            }
+            None if charge.want > charge.had => self.copy_refund(at, charge.want - charge.had),
+            None => {}
         }
     }
 
