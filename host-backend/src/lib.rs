@@ -3,6 +3,8 @@
 //! Module map:
 //! - [`serve`]: the daemon's start: executor choice, listeners, metrics endpoint.
 //! - [`daemon`]: listeners (Unix socket, TCP, vsock); one worker process per connection.
+//! - [`spawn`]: how a worker is started, by the daemon or the vhost-user device: its
+//!   command line, and its log passed on under its VM's limit.
 //! - [`connection`]: a worker process's connection: admission, executor, transport.
 //! - [`admission`]: before admission: pending cap, hello deadline, the worker's
 //!   channel to the daemon, rate-limited logging, guest-supplied text made harmless.
@@ -45,6 +47,7 @@ pub mod serve;
 pub mod session;
 pub mod shared_memory;
 pub mod socket_files;
+pub mod spawn;
 pub mod stats;
 pub mod tls;
 pub mod worker;

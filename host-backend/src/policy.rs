@@ -690,6 +690,16 @@ impl Policy {
             .any(|v| v.name == vm && v.guest_memory_copies)
     }
 
+    /// The `host_memory` granted to the guests of `name`: a `[[vm]]` name, else
+    /// programs on the host (`[local]`).
+    pub fn host_memory_of(&self, name: &str) -> u64 {
+        let limits = match self.config.vms.iter().find(|v| v.name == name) {
+            Some(vm) => &vm.limits,
+            None => &self.config.local.limits,
+        };
+        self.grant(name, limits).host_memory
+    }
+
     fn grant(&self, name: &str, limits: &Limits) -> Grant {
         let d = &self.config.defaults;
         let gpus = match limits.gpus.as_ref().or(d.gpus.as_ref()) {

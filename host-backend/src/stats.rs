@@ -58,7 +58,9 @@ const ERROR_SLOTS: usize = 16;
 pub const OTHER_ERRORS: &str = "other";
 
 const MAGIC: u64 = u64::from_le_bytes(*b"VMCUSTAT");
-/// Bumped whenever [`Block`] changes: readers skip files of another layout.
+/// Bumped whenever a field of [`Block`] moves: readers skip files of another layout.
+/// Fields added at its end leave the version as it is (a file of an older worker
+/// reads 0 there: the file is made zeroed).
 const LAYOUT_VERSION: u64 = 1;
 /// The whole file: the counters, then the identity.
 const FILE_LEN: usize = 4096;
@@ -123,6 +125,10 @@ struct Block {
     error_status: [AtomicU64; ERROR_SLOTS],
     error_count: [AtomicU64; ERROR_SLOTS],
     error_other: AtomicU64,
+    /// Host memory the worker keeps for its guest, as the session counts it against
+    /// the VM's `host_memory` (`session/host_memory.rs`), and that limit.
+    host_kept: AtomicU64,
+    host_limit: AtomicU64,
 }
 
 /// Who a worker serves: written once, when the guest is admitted.
@@ -197,6 +203,12 @@ pub struct Guest {
     pub device_memory_bytes: u64,
     /// Page-locked host memory it shares with the host (counted against its quota too).
     pub host_memory_bytes: u64,
+    /// Host memory its worker keeps for it (graphs, module images, frame buffers,
+    /// handle tables), as counted against its VM's `host_memory`.
+    pub host_memory_used_bytes: u64,
+    /// Its VM's `host_memory` (`u64::MAX`: unbounded; 0: not said, a worker older
+    /// than this figure).
+    pub host_memory_limit_bytes: u64,
     #[serde(flatten)]
     pub counts: Counts,
 }
@@ -334,6 +346,8 @@ impl WorkerStats {
                 error_status: std::array::from_fn(|_| zero()),
                 error_count: std::array::from_fn(|_| zero()),
                 error_other: zero(),
+                host_kept: zero(),
+                host_limit: zero(),
             })),
         }
     }
@@ -463,6 +477,16 @@ impl WorkerStats {
     /// Page-locked host memory the guest shares, after it changed.
     pub fn set_host_memory(&mut self, bytes: u64) {
         self.block().host_memory.store(bytes, Relaxed);
+    }
+
+    /// Host memory kept for the guest against its VM's `host_memory`, after a call.
+    pub fn set_host_memory_used(&mut self, bytes: u64) {
+        self.block().host_kept.store(bytes, Relaxed);
+    }
+
+    /// The VM's `host_memory`, once the session has its grant.
+    pub fn set_host_memory_limit(&mut self, bytes: u64) {
+        self.block().host_limit.store(bytes, Relaxed);
     }
 
     /// The counters now.
@@ -650,6 +674,8 @@ fn read_guest(path: &Path, pid: u32) -> Result<Option<(Guest, bool)>, StatsError
         connected_unix_ms: b.connected_unix_ms.load(Relaxed),
         device_memory_bytes: b.device_memory.load(Relaxed),
         host_memory_bytes: b.host_memory.load(Relaxed),
+        host_memory_used_bytes: b.host_kept.load(Relaxed),
+        host_memory_limit_bytes: b.host_limit.load(Relaxed),
         counts: counts(b),
     };
     let live = alive(pid, b.worker_started.load(Relaxed));

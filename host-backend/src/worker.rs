@@ -613,7 +613,7 @@ fn record(
         Ok(_) => Ok(()),
         Err(status) => Err(*status),
     };
-    session.stats_mut().record_call(elapsed, outcome);
+    session.record_call(elapsed, outcome);
 }
 
 fn forward_console(

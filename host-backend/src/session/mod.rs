@@ -197,12 +197,22 @@ impl Session {
     /// Publish this guest's figures through `stats` (see [`crate::stats`]).
     pub fn with_stats(mut self, stats: WorkerStats) -> Self {
         self.accounts.stats = stats;
+        self.accounts
+            .stats
+            .set_host_memory_limit(self.accounts.host.limit());
+        self.accounts
+            .stats
+            .set_host_memory_used(self.accounts.host.used());
         self
     }
 
-    /// The guest's figures, for the worker to count its calls in.
-    pub fn stats_mut(&mut self) -> &mut WorkerStats {
-        &mut self.accounts.stats
+    /// Count a call in the guest's figures, with the host memory kept for it after
+    /// the call.
+    pub fn record_call(&mut self, elapsed_ns: u64, result: Result<(), CudaStatus>) {
+        let used = self.accounts.host.used();
+        let stats = &mut self.accounts.stats;
+        stats.set_host_memory_used(used);
+        stats.record_call(elapsed_ns, result);
     }
 
     pub fn greeted(&self) -> bool {

@@ -235,11 +235,9 @@ impl ModuleOps for Session {
                     .map(|a| a.value.len() as u64 + 8)
                     .sum::<u64>(),
         );
-        let graph = self.captured_node(config.stream, kept)?;
-        if let Err(e) = self.exec.launch(f, &config, params) {
-            self.graph_node_failed(graph, kept);
-            return Err(e);
-        }
+        let charge = self.captured_node(config.stream, kept)?;
+        let launched = self.exec.launch(f, &config, params);
+        self.node_made(charge, launched)?;
         self.accounts.stats.kernel_launched();
         nothing()
     }
