@@ -26,6 +26,7 @@ use crate::executor::Executor;
 use crate::guest_ram::GuestRam;
 use crate::jail;
 use crate::ledger::{Ledger, LedgerError};
+use crate::module_cache::ModuleCache;
 use crate::policy::{Caller, ConfigError, Grant, Policy, Refusal};
 use crate::session::Session;
 use crate::stats::{self, Identity, WorkerStats};
@@ -172,12 +173,21 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
         };
         let grant_buffers = grant.buffer_memory;
         let grant_host_memory = grant.host_memory;
+        let grant_module_cache = grant.module_cache;
         let mut session = Session::new(exec, grant);
         if let Some(ram) = guest_ram.borrow_mut().take() {
             session = session.with_guest_ram(ram);
         }
         if let Some(link) = peer_link.borrow_mut().take() {
             session = session.with_peer_link(link);
+        }
+        // The VM's module cache, opened now (the jail below keeps the worker from
+        // making it later); without it, images simply cross every time.
+        if grant_module_cache > 0 {
+            match ModuleCache::open(&state_dir, &identity.vm, grant_module_cache) {
+                Ok(cache) => session = session.with_module_cache(cache),
+                Err(e) => warn!("{e}; this VM's module cache is not used by this connection"),
+            }
         }
         // Monitoring never stands in a guest's way: without a file, it goes unwatched.
         match WorkerStats::create(&state_dir, &identity) {

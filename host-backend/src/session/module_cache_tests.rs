@@ -1,0 +1,156 @@
+//! `ModuleLoadCached` on the host-memory executor: images named by hash, the VM's
+//! cache shared by its sessions and no other VM's, and bytes that are not the image
+//! they claim to be refused.
+
+use sha2::{Digest, Sha256};
+use vmcuda_wire::handshake::{caps, PROTOCOL_VERSION, RUNTIME_VERSION};
+
+use super::*;
+use crate::executor::host_memory::HostMemoryExecutor;
+use crate::module_cache::ModuleCache;
+
+const CTX: CallContext = CallContext { device: 0 };
+const TINY: &[u8] = include_bytes!("../../../wire/testdata/tiny.fatbin");
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "vmcuda-session-modcache-{}-{name}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn session(state: Option<(&std::path::Path, &str)>) -> Session {
+    let exec = HostMemoryExecutor::new(64 << 20, None).unwrap();
+    let s = Session::new(Box::new(exec), Grant::unlimited("test"));
+    match state {
+        Some((dir, vm)) => s.with_module_cache(ModuleCache::open(dir, vm, 1 << 20).unwrap()),
+        None => s,
+    }
+}
+
+fn hash(image: &[u8]) -> [u8; 32] {
+    Sha256::digest(image).into()
+}
+
+fn load(s: &mut Session, image: &[u8], send: bool) -> Result<Option<ModuleHandle>, CudaStatus> {
+    let req = ModuleLoadCached {
+        sha256: hash(image),
+    };
+    let data = if send { image } else { &[] };
+    s.module_load_cached(&CTX, req, data).map(|(r, _)| r.module)
+}
+
+fn offers_cache(s: &mut Session) -> bool {
+    let hello = Hello {
+        protocol: PROTOCOL_VERSION,
+        runtime_version: RUNTIME_VERSION,
+        capabilities: 0,
+        token: vec![],
+        client: "t".into(),
+        pid: 1,
+    };
+    let (reply, _) = s.hello(&CTX, hello, &[]).unwrap();
+    reply.capabilities & caps::MODULE_CACHE != 0
+}
+
+#[test]
+fn a_second_session_of_the_vm_loads_the_image_by_its_hash_alone() {
+    let d = scratch("second");
+    let mut first = session(Some((&d, "vm1")));
+    assert!(offers_cache(&mut first));
+    assert_eq!(
+        load(&mut first, TINY, false),
+        Ok(None),
+        "nothing cached yet"
+    );
+    let module = load(&mut first, TINY, true).unwrap().expect("loaded");
+    // The module works like one from ModuleLoad.
+    let get = ModuleGetFunction {
+        module,
+        name: "_Z4tinyPi".into(),
+    };
+    first.module_get_function(&CTX, get, &[]).unwrap();
+    let c = first.accounts.stats.counts();
+    assert_eq!((c.module_cache_misses, c.module_cache_hits), (1, 0));
+    assert_eq!(c.module_bytes_received, TINY.len() as u64);
+
+    let mut second = session(Some((&d, "vm1")));
+    let module = load(&mut second, TINY, false)
+        .unwrap()
+        .expect("from the cache");
+    let get = ModuleGetFunction {
+        module,
+        name: "_Z4tinyPi".into(),
+    };
+    second.module_get_function(&CTX, get, &[]).unwrap();
+    let c = second.accounts.stats.counts();
+    assert_eq!((c.module_cache_hits, c.module_cache_misses), (1, 0));
+    assert_eq!(c.module_cache_bytes, TINY.len() as u64);
+    assert_eq!(c.module_bytes_received, 0);
+    // Its image is charged to this session's host memory as a sent one is.
+    assert!(second.accounts.host.used() >= TINY.len() as u64);
+}
+
+#[test]
+fn another_vm_has_to_send_the_image() {
+    let d = scratch("other-vm");
+    let mut vm1 = session(Some((&d, "vm1")));
+    load(&mut vm1, TINY, true).unwrap().expect("loaded");
+    let mut vm2 = session(Some((&d, "vm2")));
+    assert_eq!(load(&mut vm2, TINY, false), Ok(None));
+}
+
+#[test]
+fn bytes_that_are_not_the_named_image_are_refused_and_never_cached() {
+    let d = scratch("mismatch");
+    let mut s = session(Some((&d, "vm1")));
+    let mut wrong = TINY.to_vec();
+    wrong[TINY.len() / 2] ^= 0x40;
+    // Named as TINY, carrying other bytes.
+    let req = ModuleLoadCached { sha256: hash(TINY) };
+    assert_eq!(
+        s.module_load_cached(&CTX, req, &wrong).err(),
+        Some(CudaStatus::ErrorInvalidKernelImage)
+    );
+    assert!(s.handles.modules.is_empty());
+    let mut other = session(Some((&d, "vm1")));
+    assert_eq!(load(&mut other, TINY, false), Ok(None));
+    assert_eq!(
+        ModuleCache::open(&d, "vm1", 1 << 20)
+            .unwrap()
+            .usage()
+            .unwrap(),
+        (0, 0)
+    );
+}
+
+#[test]
+fn an_image_the_driver_refuses_is_not_cached() {
+    let d = scratch("refused");
+    let mut s = session(Some((&d, "vm1")));
+    let junk = vec![0x5au8; 256];
+    assert!(load(&mut s, &junk, true).is_err());
+    assert_eq!(load(&mut s, &junk, false), Ok(None));
+}
+
+#[test]
+fn without_a_cache_the_hello_does_not_offer_it_and_every_image_is_sent() {
+    let mut s = session(None);
+    assert!(!offers_cache(&mut s));
+    assert_eq!(load(&mut s, TINY, false), Ok(None));
+    assert!(load(&mut s, TINY, true).unwrap().is_some());
+    assert_eq!(load(&mut s, TINY, false), Ok(None));
+}
+
+#[test]
+fn the_same_image_twice_in_one_session_is_one_module() {
+    let d = scratch("twice");
+    let mut s = session(Some((&d, "vm1")));
+    let a = load(&mut s, TINY, true).unwrap();
+    let b = load(&mut s, TINY, false).unwrap();
+    assert_eq!(a, b);
+    assert_eq!(s.handles.modules.len(), 1);
+}
