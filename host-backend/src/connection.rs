@@ -184,7 +184,8 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
         // The VM's module cache, opened now (the jail below keeps the worker from
         // making it later); without it, images simply cross every time.
         if grant_module_cache > 0 {
-            match ModuleCache::open(&state_dir, &identity.vm, grant_module_cache) {
+            let caches = policy.module_cache_dir(&state_dir);
+            match ModuleCache::open(&caches, &identity.vm, grant_module_cache) {
                 Ok(cache) => session = session.with_module_cache(cache),
                 Err(e) => warn!("{e}; this VM's module cache is not used by this connection"),
             }

@@ -5,8 +5,8 @@
 //! **Where it lives, and why there.** Each guest connection has its own worker
 //! process, started by the daemon or by a VM's vhost-user device, so the cache must
 //! outlive workers and be reachable from every worker of one VM whoever started it.
-//! It is therefore a directory of the state directory,
-//! `<state_dir>/modules/<vm>/`, kept like the VM's quota ledger
+//! It is therefore a directory per VM on the host's disk, `<module_cache_dir>/<vm>/`
+//! (by default `<state_dir>/modules/<vm>/`), kept like the VM's quota ledger
 //! ([`crate::ledger`]): no daemon has to take part (the vhost-user device has none),
 //! a jailed worker reaches it as its VM's own user, and in the worker's mount
 //! namespace only its own VM's directory is bound in (see [`crate::jail`]). A cache in
@@ -34,7 +34,8 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use nix::fcntl::{Flock, FlockArg};
+use nix::fcntl::{Flock, FlockArg, OFlag};
+use nix::sys::stat::Mode;
 use sha2::{Digest, Sha256};
 use tracing::warn;
 use vmcuda_wire::module::ImageHash;
@@ -62,6 +63,10 @@ pub enum Lookup {
 /// A VM's module cache, as one worker holds it.
 pub struct ModuleCache {
     dir: PathBuf,
+    /// The directory, opened before the jail: its files are opened relative to it,
+    /// since a jailed worker may not be able to walk the path to it (a state
+    /// directory only the daemon's user may enter), as with its ledger.
+    dirfd: std::os::fd::OwnedFd,
     index: File,
     /// Bytes of images at most.
     limit: u64,
@@ -83,38 +88,43 @@ fn unhex(text: &str) -> Option<ImageHash> {
     Some(hash)
 }
 
-/// The directory of `vm`'s cache under `state_dir`.
-pub fn dir_for(state_dir: &Path, vm: &str) -> PathBuf {
+/// The directory of `vm`'s cache in `caches` (`module_cache_dir`, by default
+/// `<state_dir>/modules`).
+pub fn dir_for(caches: &Path, vm: &str) -> PathBuf {
     let name = crate::ledger::file_name(vm);
     let name = name.strip_suffix(".ledger").unwrap_or(&name);
-    state_dir.join("modules").join(name)
+    caches.join(name)
 }
 
 impl ModuleCache {
-    /// Open (making it where it is not yet) `vm`'s cache under `state_dir`, holding
-    /// `limit` bytes of images at most. Done before the worker is jailed: afterwards it
-    /// could not make the directories.
-    pub fn open(state_dir: &Path, vm: &str, limit: u64) -> std::io::Result<ModuleCache> {
-        Self::open_with(state_dir, vm, limit, MAX_ENTRIES)
+    /// Open (making it where it is not yet) `vm`'s cache in `caches`, holding `limit`
+    /// bytes of images at most. Done before the worker is jailed: afterwards it could
+    /// not make the directories.
+    pub fn open(caches: &Path, vm: &str, limit: u64) -> std::io::Result<ModuleCache> {
+        Self::open_with(caches, vm, limit, MAX_ENTRIES)
     }
 
     fn open_with(
-        state_dir: &Path,
+        caches: &Path,
         vm: &str,
         limit: u64,
         max_entries: usize,
     ) -> std::io::Result<ModuleCache> {
-        let dir = dir_for(state_dir, vm);
-        // Others may pass through `modules/` to their own directory, not list it.
-        let parent = state_dir.join("modules");
+        let dir = dir_for(caches, vm);
+        // Others may pass through `caches` to their own directory, not list it.
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o711)
-            .create(&parent)?;
+            .create(caches)?;
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o770)
             .create(&dir)?;
+        let dirfd: std::os::fd::OwnedFd = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+            .open(&dir)?
+            .into();
         let index = OpenOptions::new()
             .read(true)
             .write(true)
@@ -124,6 +134,7 @@ impl ModuleCache {
             .open(dir.join("index"))?;
         Ok(ModuleCache {
             dir,
+            dirfd,
             index,
             limit,
             max_entries,
@@ -140,8 +151,15 @@ impl ModuleCache {
         self.limit
     }
 
-    fn slot_path(&self, slot: usize) -> PathBuf {
-        self.dir.join(format!("{slot}.img"))
+    /// Slot `slot`'s file, opened with `flags` (and, if made, mode 0660).
+    fn open_slot(&self, slot: usize, flags: OFlag) -> std::io::Result<File> {
+        let fd = nix::fcntl::openat(
+            &self.dirfd,
+            format!("{slot}.img").as_str(),
+            flags | OFlag::O_CLOEXEC,
+            Mode::from_bits_truncate(0o660),
+        )?;
+        Ok(File::from(fd))
     }
 
     /// Read the index under its lock, let `f` change it, write it back.
@@ -206,7 +224,7 @@ impl ModuleCache {
     }
 
     fn read_slot(&self, entry: &Entry) -> Option<Vec<u8>> {
-        let mut file = File::open(self.slot_path(entry.slot)).ok()?;
+        let mut file = self.open_slot(entry.slot, OFlag::O_RDONLY).ok()?;
         let len = usize::try_from(entry.len).ok()?;
         let mut image = vec![0u8; len];
         file.read_exact(&mut image).ok()?;
@@ -214,8 +232,7 @@ impl ModuleCache {
     }
 
     fn truncate(&self, slot: usize) {
-        let path = self.slot_path(slot);
-        if let Ok(f) = OpenOptions::new().write(true).open(&path) {
+        if let Ok(f) = self.open_slot(slot, OFlag::O_WRONLY) {
             let _ = f.set_len(0);
         }
     }
@@ -247,12 +264,8 @@ impl ModuleCache {
             let slot = (0..self.max_entries)
                 .find(|s| entries.iter().all(|e| e.slot != *s))
                 .expect("an entry was evicted, or there were fewer than max_entries");
-            let written = OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o660)
-                .open(self.slot_path(slot))
+            let written = self
+                .open_slot(slot, OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_TRUNC)
                 .and_then(|mut f| f.write_all(image));
             if let Err(e) = written {
                 self.truncate(slot);

@@ -90,6 +90,9 @@ pub enum ConfigError {
 pub struct Config {
     /// Where workers keep what a VM's connections share (the quota ledger).
     pub state_dir: Option<PathBuf>,
+    /// Where the VMs' module caches live, one directory each (see `module_cache`).
+    /// Default: `modules/` in the state directory.
+    pub module_cache_dir: Option<PathBuf>,
     /// Limits for every guest that its own entry does not override.
     #[serde(default)]
     pub defaults: Limits,
@@ -754,6 +757,14 @@ impl Policy {
             .state_dir
             .as_deref()
             .unwrap_or(Path::new(DEFAULT_STATE_DIR))
+    }
+
+    /// Where the VMs' module caches live, with `state_dir` the state directory in use.
+    pub fn module_cache_dir(&self, state_dir: &Path) -> PathBuf {
+        self.config
+            .module_cache_dir
+            .clone()
+            .unwrap_or_else(|| state_dir.join("modules"))
     }
 
     /// Check the metrics endpoint's address against `[metrics] allow_non_loopback`.

@@ -144,7 +144,7 @@ pub struct JailSpec {
     pub ledger_dir: Option<PathBuf>,
     /// This VM's ledger file: handed to `ids` and kept visible.
     pub own_ledger: Option<PathBuf>,
-    /// The module cache directory (`<state_dir>/modules`), replaced in the namespace
+    /// The module cache directory (`module_cache_dir`), replaced in the namespace
     /// by one holding `own_module_cache` only.
     pub module_cache_dir: Option<PathBuf>,
     /// This VM's module cache (see [`crate::module_cache`]): handed to `ids` and kept
@@ -329,10 +329,14 @@ pub fn spec_for(
         mask,
         ledger_dir: Some(state_dir.join("ledger")),
         own_ledger: own_ledger.map(Path::to_path_buf),
-        module_cache_dir: Some(state_dir.join("modules")),
+        module_cache_dir: Some(policy.module_cache_dir(state_dir)),
         // Only where this VM's worker made it (its cache is on): the worker opened it
         // before this.
-        own_module_cache: Some(crate::module_cache::dir_for(state_dir, vm)).filter(|d| d.is_dir()),
+        own_module_cache: Some(crate::module_cache::dir_for(
+            &policy.module_cache_dir(state_dir),
+            vm,
+        ))
+        .filter(|d| d.is_dir()),
         limits: Limits {
             address_space: config.address_space.map(|b| b.0),
             open_files: config.max_open_files.unwrap_or(DEFAULT_MAX_OPEN_FILES),
