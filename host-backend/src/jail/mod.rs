@@ -436,7 +436,7 @@ fn hand_over_ledger(spec: &JailSpec, ids: Ids) -> Result<(), JailError> {
 
 /// Make this VM's module cache, and every file in it, its workers' group's (the
 /// daemon's user keeps it too), and no one else's. The directory above is the
-/// daemon's: others may pass through it, not list it.
+/// daemon's; the worker reaches its own through the descriptor it opened before.
 fn hand_over_module_cache(spec: &JailSpec, ids: Ids) -> Result<(), JailError> {
     let Some(dir) = &spec.own_module_cache else {
         return Ok(());
@@ -451,10 +451,6 @@ fn hand_over_module_cache(spec: &JailSpec, ids: Ids) -> Result<(), JailError> {
         if entry.file_type().is_ok_and(|t| t.is_file()) {
             give(&entry.path(), 0o660)?;
         }
-    }
-    if let Some(parent) = dir.parent() {
-        std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o711))
-            .map_err(io(what()))?;
     }
     Ok(())
 }
