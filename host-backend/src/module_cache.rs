@@ -58,6 +58,8 @@ struct Entry {
 pub enum Lookup {
     Hit(Vec<u8>),
     Miss,
+    /// The cache has it, but the caller's `admit` refused its length: not read.
+    Refused(u64),
 }
 
 /// A VM's module cache, as one worker holds it.
@@ -195,9 +197,14 @@ impl ModuleCache {
         Ok(result)
     }
 
-    /// The image whose SHA-256 is `hash`, if this VM's cache has it intact; it becomes
-    /// the most recently used.
-    pub fn get(&self, hash: &ImageHash) -> std::io::Result<Lookup> {
+    /// The image whose SHA-256 is `hash`, if this VM's cache has it intact and `admit`
+    /// takes its length (the reader's memory for it); it becomes the most recently
+    /// used.
+    pub fn get(
+        &self,
+        hash: &ImageHash,
+        admit: impl FnOnce(u64) -> bool,
+    ) -> std::io::Result<Lookup> {
         let found = self.update(|entries| {
             let at = entries.iter().position(|e| e.hash == *hash)?;
             let e = entries.remove(at);
@@ -207,6 +214,9 @@ impl ModuleCache {
         let Some(entry) = found else {
             return Ok(Lookup::Miss);
         };
+        if !admit(entry.len) {
+            return Ok(Lookup::Refused(entry.len));
+        }
         let image = self.read_slot(&entry);
         if let Some(image) = image.filter(|i| Sha256::digest(i).as_slice() == hash) {
             return Ok(Lookup::Hit(image));

@@ -185,12 +185,12 @@ fn role() {
             );
             println!(
                 "cache-hit={}",
-                cache.get(&hash).unwrap() == Lookup::Hit(image.to_vec())
+                cache.get(&hash, |_| true).unwrap() == Lookup::Hit(image.to_vec())
             );
             let b_hash: [u8; 32] = Sha256::digest(IMAGE_B).into();
             println!(
                 "cache-b-image={:?}",
-                cache.get(&b_hash).map_err(|e| e.to_string())
+                cache.get(&b_hash, |_| true).map_err(|e| e.to_string())
             );
             // Its own ledger still works as its new user.
             println!(

@@ -7,6 +7,13 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
+impl ModuleCache {
+    /// A lookup that takes any length.
+    fn look(&self, hash: &ImageHash) -> std::io::Result<Lookup> {
+        self.get(hash, |_| true)
+    }
+}
+
 fn image(seed: u8, len: usize) -> (ImageHash, Vec<u8>) {
     let bytes: Vec<u8> = (0..len).map(|i| seed.wrapping_add(i as u8)).collect();
     (Sha256::digest(&bytes).into(), bytes)
@@ -17,11 +24,11 @@ fn an_image_put_by_one_worker_is_found_by_another_of_the_same_vm() {
     let d = scratch("shared");
     let first = ModuleCache::open(&d, "vm1", 1 << 20).unwrap();
     let (hash, bytes) = image(1, 5000);
-    assert_eq!(first.get(&hash).unwrap(), Lookup::Miss);
+    assert_eq!(first.look(&hash).unwrap(), Lookup::Miss);
     assert!(first.put(&hash, &bytes).unwrap());
     // Another worker: its own open of the same directory.
     let second = ModuleCache::open(&d, "vm1", 1 << 20).unwrap();
-    assert_eq!(second.get(&hash).unwrap(), Lookup::Hit(bytes));
+    assert_eq!(second.look(&hash).unwrap(), Lookup::Hit(bytes));
     assert_eq!(second.usage().unwrap(), (5000, 1));
 }
 
@@ -32,7 +39,7 @@ fn another_vm_never_sees_it() {
     let vm1 = ModuleCache::open(&d, "vm1", 1 << 20).unwrap();
     assert!(vm1.put(&hash, &bytes).unwrap());
     let vm2 = ModuleCache::open(&d, "vm2", 1 << 20).unwrap();
-    assert_eq!(vm2.get(&hash).unwrap(), Lookup::Miss);
+    assert_eq!(vm2.look(&hash).unwrap(), Lookup::Miss);
     assert_ne!(vm1.dir(), vm2.dir());
     // Names that would collide as paths do not share a directory.
     assert_ne!(dir_for(&d, "a/b"), dir_for(&d, "a%2Fb"));
@@ -55,16 +62,16 @@ fn the_least_recently_used_go_first_when_the_bytes_would_exceed_the_limit() {
         assert!(c.put(h, bytes).unwrap());
     }
     // `a` used again: `b` is now the oldest.
-    assert!(matches!(c.get(&a).unwrap(), Lookup::Hit(_)));
+    assert!(matches!(c.look(&a).unwrap(), Lookup::Hit(_)));
     assert!(c.put(&y, &yb).unwrap());
-    assert_eq!(c.get(&b).unwrap(), Lookup::Miss);
+    assert_eq!(c.look(&b).unwrap(), Lookup::Miss);
     assert_eq!(
-        c.get(&x).unwrap(),
+        c.look(&x).unwrap(),
         Lookup::Miss,
         "1500 more needed two to go"
     );
-    assert_eq!(c.get(&a).unwrap(), Lookup::Hit(ab));
-    assert_eq!(c.get(&y).unwrap(), Lookup::Hit(yb));
+    assert_eq!(c.look(&a).unwrap(), Lookup::Hit(ab));
+    assert_eq!(c.look(&y).unwrap(), Lookup::Hit(yb));
     assert_eq!(c.usage().unwrap(), (2500, 2));
     // The evicted slots hold nothing on disk.
     let on_disk: u64 = std::fs::read_dir(c.dir())
@@ -85,9 +92,9 @@ fn the_count_of_images_is_bounded_too() {
         assert!(c.put(h, bytes).unwrap());
     }
     assert_eq!(c.usage().unwrap(), (30, 3));
-    assert_eq!(c.get(&images[0].0).unwrap(), Lookup::Miss);
-    assert_eq!(c.get(&images[1].0).unwrap(), Lookup::Miss);
-    assert!(matches!(c.get(&images[4].0).unwrap(), Lookup::Hit(_)));
+    assert_eq!(c.look(&images[0].0).unwrap(), Lookup::Miss);
+    assert_eq!(c.look(&images[1].0).unwrap(), Lookup::Miss);
+    assert!(matches!(c.look(&images[4].0).unwrap(), Lookup::Hit(_)));
     let slots = std::fs::read_dir(c.dir())
         .unwrap()
         .flatten()
@@ -104,9 +111,9 @@ fn an_image_larger_than_the_cache_is_not_kept() {
     assert!(c.put(&small, &sb).unwrap());
     let (big, bb) = image(8, 1001);
     assert!(!c.put(&big, &bb).unwrap());
-    assert_eq!(c.get(&big).unwrap(), Lookup::Miss);
+    assert_eq!(c.look(&big).unwrap(), Lookup::Miss);
     // Nothing was evicted for it.
-    assert!(matches!(c.get(&small).unwrap(), Lookup::Hit(_)));
+    assert!(matches!(c.look(&small).unwrap(), Lookup::Hit(_)));
 }
 
 #[test]
@@ -125,12 +132,12 @@ fn bytes_that_do_not_match_their_hash_are_never_served() {
     let mut changed = bytes.clone();
     changed[100] ^= 1;
     std::fs::write(&slot, &changed).unwrap();
-    assert_eq!(c.get(&hash).unwrap(), Lookup::Miss);
+    assert_eq!(c.look(&hash).unwrap(), Lookup::Miss);
     // Forgotten, and its slot emptied: the next put stores it again.
     assert_eq!(c.usage().unwrap(), (0, 0));
     assert_eq!(std::fs::metadata(&slot).unwrap().len(), 0);
     assert!(c.put(&hash, &bytes).unwrap());
-    assert_eq!(c.get(&hash).unwrap(), Lookup::Hit(bytes));
+    assert_eq!(c.look(&hash).unwrap(), Lookup::Hit(bytes));
 }
 
 #[test]
@@ -141,7 +148,7 @@ fn a_cut_short_image_and_a_garbled_index_read_as_misses() {
     assert!(c.put(&hash, &bytes).unwrap());
     let slot = c.dir().join("0.img");
     std::fs::write(&slot, &bytes[..1000]).unwrap();
-    assert_eq!(c.get(&hash).unwrap(), Lookup::Miss);
+    assert_eq!(c.look(&hash).unwrap(), Lookup::Miss);
     std::fs::write(
         c.dir().join("index"),
         "junk\n99999 00 1\n5 zz 3\n1 0123 7\n",
@@ -149,5 +156,19 @@ fn a_cut_short_image_and_a_garbled_index_read_as_misses() {
     .unwrap();
     assert_eq!(c.usage().unwrap(), (0, 0));
     assert!(c.put(&hash, &bytes).unwrap());
-    assert_eq!(c.get(&hash).unwrap(), Lookup::Hit(bytes));
+    assert_eq!(c.look(&hash).unwrap(), Lookup::Hit(bytes));
+}
+
+#[test]
+fn an_image_the_reader_cannot_hold_is_not_read() {
+    let d = scratch("admit");
+    let c = ModuleCache::open(&d, "vm1", 1 << 20).unwrap();
+    let (hash, bytes) = image(12, 3000);
+    assert!(c.put(&hash, &bytes).unwrap());
+    assert_eq!(
+        c.get(&hash, |len| len <= 2999).unwrap(),
+        Lookup::Refused(3000)
+    );
+    // Still there for a reader with room.
+    assert_eq!(c.get(&hash, |len| len <= 3000).unwrap(), Lookup::Hit(bytes));
 }

@@ -165,16 +165,25 @@ impl ModuleOps for Session {
                 Vec::new(),
             ));
         }
+        // An image read from the cache is held as a sent one would be: refused before
+        // it is read when the guest's host memory could not keep it.
+        let host = &mut self.accounts.host;
         let found = match &self.module_cache {
-            Some(cache) => cache.get(&req.sha256).unwrap_or_else(|e| {
-                tracing::warn!(client = %self.client, "cannot read the VM's module cache: {e}");
-                Lookup::Miss
-            }),
+            Some(cache) => cache
+                .get(&req.sha256, |len| host.fits(len, "module image").is_ok())
+                .unwrap_or_else(|e| {
+                    tracing::warn!(client = %self.client, "cannot read the VM's module cache: {e}");
+                    Lookup::Miss
+                }),
             None => Lookup::Miss,
         };
-        let Lookup::Hit(cached) = found else {
-            self.accounts.stats.module_cache_miss();
-            return Ok((ModuleLoadedCached { module: None }, Vec::new()));
+        let cached = match found {
+            Lookup::Hit(cached) => cached,
+            Lookup::Refused(_) => return Err(CudaStatus::ErrorMemoryAllocation),
+            Lookup::Miss => {
+                self.accounts.stats.module_cache_miss();
+                return Ok((ModuleLoadedCached { module: None }, Vec::new()));
+            }
         };
         self.accounts.stats.module_cache_hit(cached.len() as u64);
         let module = self.load_image(ctx, &cached, req.sha256)?;

@@ -154,3 +154,19 @@ fn the_same_image_twice_in_one_session_is_one_module() {
     assert_eq!(a, b);
     assert_eq!(s.handles.modules.len(), 1);
 }
+
+#[test]
+fn a_cached_image_beyond_the_guests_host_memory_is_refused_unread() {
+    let d = scratch("host-memory");
+    let mut first = session(Some((&d, "vm1")));
+    load(&mut first, TINY, true).unwrap().expect("loaded");
+    let exec = HostMemoryExecutor::new(64 << 20, None).unwrap();
+    let mut grant = Grant::unlimited("test");
+    grant.host_memory = TINY.len() as u64 - 1;
+    let mut small = Session::new(Box::new(exec), grant)
+        .with_module_cache(ModuleCache::open(&d, "vm1", 1 << 20).unwrap());
+    assert_eq!(
+        load(&mut small, TINY, false),
+        Err(CudaStatus::ErrorMemoryAllocation)
+    );
+}
