@@ -15,7 +15,8 @@
 //!
 //! **Scoped by VM.** The directory is the VM's by its admitted name (the identity its
 //! quota and ledger go by), so a guest can neither read another VM's images nor learn
-//! whether another VM loaded one: a hit is only ever an image its own VM sent.
+//! whether another VM loaded one: a hit is only ever an image its own VM sent. Programs
+//! on the host itself (all `local`) have one per Unix user ([`Scope`]).
 //!
 //! **Bounded.** `[[vm]] module_cache` (default [`DEFAULT_MODULE_CACHE`]) bounds the
 //! bytes of a VM's images, [`MAX_ENTRIES`] their count; the least recently used go
@@ -90,29 +91,53 @@ fn unhex(text: &str) -> Option<ImageHash> {
     Some(hash)
 }
 
-/// The directory of `vm`'s cache in `caches` (`module_cache_dir`, by default
-/// `<state_dir>/modules`).
-pub fn dir_for(caches: &Path, vm: &str) -> PathBuf {
-    let name = crate::ledger::file_name(vm);
+/// Whose cache a guest uses: its VM's, and for programs on the host (all admitted as
+/// `local`, with one quota) the cache of their Unix user, so that no user of the host
+/// learns what another's programs loaded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Scope {
+    pub vm: String,
+    pub local_uid: Option<u32>,
+}
+
+/// The directory of `scope`'s cache in `caches` (`module_cache_dir`, by default
+/// `<state_dir>/modules`): the VM's name encoded as its ledger's is (letters, digits,
+/// `-`, `_` and `%XX`), so no VM's name reaches another's directory, and a local user's
+/// `.uid-N` after it, which no encoded name ends in (a `.` is always `%2E`).
+pub fn dir_for(caches: &Path, scope: &Scope) -> PathBuf {
+    let name = crate::ledger::file_name(&scope.vm);
     let name = name.strip_suffix(".ledger").unwrap_or(&name);
-    caches.join(name)
+    match scope.local_uid {
+        Some(uid) => caches.join(format!("{name}.uid-{uid}")),
+        None => caches.join(name),
+    }
+}
+
+impl Scope {
+    /// A VM's (or every local program's) scope.
+    pub fn vm(vm: &str) -> Scope {
+        Scope {
+            vm: vm.into(),
+            local_uid: None,
+        }
+    }
 }
 
 impl ModuleCache {
-    /// Open (making it where it is not yet) `vm`'s cache in `caches`, holding `limit`
-    /// bytes of images at most. Done before the worker is jailed: afterwards it could
-    /// not make the directories.
-    pub fn open(caches: &Path, vm: &str, limit: u64) -> std::io::Result<ModuleCache> {
-        Self::open_with(caches, vm, limit, MAX_ENTRIES)
+    /// Open (making it where it is not yet) `scope`'s cache in `caches`, holding
+    /// `limit` bytes of images at most. Done before the worker is jailed: afterwards it
+    /// could not make the directories.
+    pub fn open(caches: &Path, scope: &Scope, limit: u64) -> std::io::Result<ModuleCache> {
+        Self::open_with(caches, scope, limit, MAX_ENTRIES)
     }
 
     fn open_with(
         caches: &Path,
-        vm: &str,
+        scope: &Scope,
         limit: u64,
         max_entries: usize,
     ) -> std::io::Result<ModuleCache> {
-        let dir = dir_for(caches, vm);
+        let dir = dir_for(caches, scope);
         // Others may pass through `caches` to their own directory, not list it.
         std::fs::DirBuilder::new()
             .recursive(true)

@@ -13,7 +13,7 @@ use std::process::{Command, Output};
 use sha2::{Digest, Sha256};
 use vmcuda_host::jail::{self, JailSpec, OnDenied};
 use vmcuda_host::ledger::Ledger;
-use vmcuda_host::module_cache::{Lookup, ModuleCache};
+use vmcuda_host::module_cache::{Lookup, ModuleCache, Scope};
 use vmcuda_host::policy::Policy;
 use vmcuda_wire::op::*;
 use vmcuda_wire::CudaStatus;
@@ -97,7 +97,7 @@ fn two_vms(dir: &Path, namespaces: bool) -> PathBuf {
     std::fs::create_dir_all(&ledgers).unwrap();
     std::fs::write(ledgers.join("vm-b.ledger"), "4242 777\n").unwrap();
     // VM b's module cache, with an image its processes loaded.
-    let b = ModuleCache::open(&dir.join("state/modules"), "vm-b", 1 << 20).unwrap();
+    let b = ModuleCache::open(&dir.join("state/modules"), &Scope::vm("vm-b"), 1 << 20).unwrap();
     b.put(&Sha256::digest(IMAGE_B).into(), IMAGE_B).unwrap();
     config
 }
@@ -173,8 +173,15 @@ fn role() {
             let state = dir.join("state");
             let ledger = Ledger::join(&state, "vm-a", 8).unwrap();
             let caches = policy.module_cache_dir(&state);
-            let cache = ModuleCache::open(&caches, "vm-a", 1 << 20).unwrap();
-            jail::confine_admitted(&policy, "vm-a", &state, Some(ledger.path())).unwrap();
+            let cache = ModuleCache::open(&caches, &Scope::vm("vm-a"), 1 << 20).unwrap();
+            jail::confine_admitted(
+                &policy,
+                "vm-a",
+                &state,
+                Some(ledger.path()),
+                Some(cache.dir()),
+            )
+            .unwrap();
             println!("uid={}", nix::unistd::getuid());
             // Its own module cache works as its new user; VM b's image is not in it.
             let image = b"an image of vm-a's";

@@ -73,6 +73,11 @@ fn load<S: Read + Write>(s: &mut Counted<S>, with_image: bool) -> (Option<Module
     (module, s.written - before)
 }
 
+/// The module cache directory of this test's own programs on the host: its user's.
+fn local_dir() -> String {
+    format!("local.uid-{}", nix::unistd::geteuid())
+}
+
 /// The kernel of a loaded module can be found: it is the image.
 fn has_tiny<S: Read + Write>(s: &mut Counted<S>, module: ModuleHandle) {
     let get = ModuleGetFunction {
@@ -170,11 +175,12 @@ fn a_second_process_of_the_vm_sends_only_the_hash_and_another_vm_misses() {
     assert_eq!(figures["module_bytes_received"], TINY.len() as u64);
     drop(other);
 
-    // Each VM's images are in a directory of its own.
+    // Each VM's images are in a directory of its own; programs on the host have one
+    // per Unix user.
     let modules = d.dir.join("state/modules");
-    for vm in ["local", "remote"] {
-        let index = std::fs::read_to_string(modules.join(vm).join("index")).unwrap();
-        assert_eq!(index.lines().count(), 1, "{vm}: {index}");
+    for dir in [local_dir(), "remote".into()] {
+        let index = std::fs::read_to_string(modules.join(&dir).join("index")).unwrap();
+        assert_eq!(index.lines().count(), 1, "{dir}: {index}");
     }
 }
 
@@ -190,7 +196,7 @@ fn a_vm_with_its_cache_off_is_not_offered_one() {
     let sha256 = Sha256::digest(TINY).into();
     assert_eq!(load_named(&mut s, sha256, &[]), None);
     assert!(load_named(&mut s, sha256, TINY).is_some());
-    assert!(!d.dir.join("state/modules/local").exists());
+    assert!(!d.dir.join("state/modules").join(local_dir()).exists());
 }
 
 #[test]
@@ -209,4 +215,50 @@ fn an_image_that_is_not_its_hash_is_refused_and_the_worker_goes_on() {
         assert!(Instant::now() < deadline, "{}", d.log());
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// A connection made by this process as effective user `uid` (in one thread only: the
+/// raw system call, unlike the C library's, changes the calling thread's ids alone).
+fn connect_as(d: &Daemon, uid: u32) -> std::os::unix::net::UnixStream {
+    let socket = d.socket.clone();
+    std::thread::spawn(move || {
+        // SAFETY: setresuid takes three ids (-1: unchanged) and touches no memory; it
+        // changes this thread's effective uid, which the saved uid 0 lets it restore.
+        let set = |euid: u32| unsafe { libc::syscall(libc::SYS_setresuid, -1i32, euid, -1i32) };
+        assert_eq!(set(uid), 0, "{}", std::io::Error::last_os_error());
+        let s = std::os::unix::net::UnixStream::connect(&socket);
+        assert_eq!(set(0), 0, "{}", std::io::Error::last_os_error());
+        let s = s.unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        s
+    })
+    .join()
+    .unwrap()
+}
+
+#[test]
+fn programs_of_another_user_on_the_host_have_a_cache_of_their_own() {
+    if !nix::unistd::geteuid().is_root() {
+        println!("skipped: needs root (to connect as another user)");
+        return;
+    }
+    let d = Daemon::start("module-cache-users");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&d.socket, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    let mut mine = greet(d.connect(), "");
+    assert_eq!(load(&mut mine, false).0, None);
+    assert!(load(&mut mine, true).0.is_some());
+    assert!(load(&mut mine, false).0.is_some());
+    // Another user's program does not find this user's image ...
+    let mut theirs = greet(connect_as(&d, 54321), "");
+    assert_eq!(load(&mut theirs, false).0, None);
+    assert!(load(&mut theirs, true).0.is_some());
+    // ... and has its own from then on.
+    let mut again = greet(connect_as(&d, 54321), "");
+    assert!(load(&mut again, false).0.is_some());
+    let modules = d.dir.join("state/modules");
+    assert!(modules.join("local.uid-54321/index").is_file());
+    assert!(modules.join(local_dir()).join("index").is_file());
 }

@@ -296,6 +296,7 @@ pub fn spec_for(
     vm: &str,
     state_dir: &Path,
     own_ledger: Option<&Path>,
+    own_module_cache: Option<&Path>,
 ) -> Result<Option<JailSpec>, JailError> {
     let config = &policy.config.jail;
     if !config.enabled() {
@@ -330,13 +331,7 @@ pub fn spec_for(
         ledger_dir: Some(state_dir.join("ledger")),
         own_ledger: own_ledger.map(Path::to_path_buf),
         module_cache_dir: Some(policy.module_cache_dir(state_dir)),
-        // Only where this VM's worker made it (its cache is on): the worker opened it
-        // before this.
-        own_module_cache: Some(crate::module_cache::dir_for(
-            &policy.module_cache_dir(state_dir),
-            vm,
-        ))
-        .filter(|d| d.is_dir()),
+        own_module_cache: own_module_cache.map(Path::to_path_buf),
         limits: Limits {
             address_space: config.address_space.map(|b| b.0),
             open_files: config.max_open_files.unwrap_or(DEFAULT_MAX_OPEN_FILES),
@@ -349,14 +344,16 @@ pub fn spec_for(
 
 /// Jail this worker, whose guest was just admitted as `vm`, as `policy` says (nothing
 /// when the jail is off). Called once the worker holds what it needs: its executor,
-/// its ledger (`own_ledger`) and its figures file.
+/// its ledger (`own_ledger`), its module cache (`own_module_cache`, the directory it
+/// opened) and its figures file.
 pub fn confine_admitted(
     policy: &Policy,
     vm: &str,
     state_dir: &Path,
     own_ledger: Option<&Path>,
+    own_module_cache: Option<&Path>,
 ) -> Result<(), JailError> {
-    match spec_for(policy, vm, state_dir, own_ledger)? {
+    match spec_for(policy, vm, state_dir, own_ledger, own_module_cache)? {
         Some(spec) => confine(&spec),
         None => Ok(()),
     }

@@ -22,12 +22,12 @@ fn image(seed: u8, len: usize) -> (ImageHash, Vec<u8>) {
 #[test]
 fn an_image_put_by_one_worker_is_found_by_another_of_the_same_vm() {
     let d = scratch("shared");
-    let first = ModuleCache::open(&d, "vm1", 1 << 20).unwrap();
+    let first = ModuleCache::open(&d, &Scope::vm("vm1"), 1 << 20).unwrap();
     let (hash, bytes) = image(1, 5000);
     assert_eq!(first.look(&hash).unwrap(), Lookup::Miss);
     assert!(first.put(&hash, &bytes).unwrap());
     // Another worker: its own open of the same directory.
-    let second = ModuleCache::open(&d, "vm1", 1 << 20).unwrap();
+    let second = ModuleCache::open(&d, &Scope::vm("vm1"), 1 << 20).unwrap();
     assert_eq!(second.look(&hash).unwrap(), Lookup::Hit(bytes));
     assert_eq!(second.usage().unwrap(), (5000, 1));
 }
@@ -36,14 +36,28 @@ fn an_image_put_by_one_worker_is_found_by_another_of_the_same_vm() {
 fn another_vm_never_sees_it() {
     let d = scratch("scoped");
     let (hash, bytes) = image(2, 100);
-    let vm1 = ModuleCache::open(&d, "vm1", 1 << 20).unwrap();
+    let vm1 = ModuleCache::open(&d, &Scope::vm("vm1"), 1 << 20).unwrap();
     assert!(vm1.put(&hash, &bytes).unwrap());
-    let vm2 = ModuleCache::open(&d, "vm2", 1 << 20).unwrap();
+    let vm2 = ModuleCache::open(&d, &Scope::vm("vm2"), 1 << 20).unwrap();
     assert_eq!(vm2.look(&hash).unwrap(), Lookup::Miss);
     assert_ne!(vm1.dir(), vm2.dir());
     // Names that would collide as paths do not share a directory.
-    assert_ne!(dir_for(&d, "a/b"), dir_for(&d, "a%2Fb"));
-    assert_ne!(dir_for(&d, ".."), d.join(".."));
+    let dir = |vm: &str| dir_for(&d, &Scope::vm(vm));
+    assert_ne!(dir("a/b"), dir("a%2Fb"));
+    assert_ne!(dir(".."), d.join(".."));
+    // Nor do local users, with each other or with any VM's name.
+    let local = |uid| {
+        dir_for(
+            &d,
+            &Scope {
+                vm: "local".into(),
+                local_uid: Some(uid),
+            },
+        )
+    };
+    assert_ne!(local(1000), local(1001));
+    assert_ne!(local(1000), dir("local"));
+    assert_ne!(local(1000), dir("local.uid-1000"));
     // And vm2's own copy does not reveal vm1's either way.
     assert!(vm2.put(&hash, &bytes).unwrap());
     assert_eq!(vm1.usage().unwrap(), (100, 1));
@@ -53,7 +67,7 @@ fn another_vm_never_sees_it() {
 #[test]
 fn the_least_recently_used_go_first_when_the_bytes_would_exceed_the_limit() {
     let d = scratch("lru");
-    let c = ModuleCache::open(&d, "vm1", 3000).unwrap();
+    let c = ModuleCache::open(&d, &Scope::vm("vm1"), 3000).unwrap();
     let (a, ab) = image(3, 1000);
     let (b, bb) = image(4, 1000);
     let (x, xb) = image(5, 1000);
@@ -86,7 +100,7 @@ fn the_least_recently_used_go_first_when_the_bytes_would_exceed_the_limit() {
 #[test]
 fn the_count_of_images_is_bounded_too() {
     let d = scratch("count");
-    let c = ModuleCache::open_with(&d, "vm1", 1 << 20, 3).unwrap();
+    let c = ModuleCache::open_with(&d, &Scope::vm("vm1"), 1 << 20, 3).unwrap();
     let images: Vec<_> = (0..5).map(|i| image(10 + i, 10)).collect();
     for (h, bytes) in &images {
         assert!(c.put(h, bytes).unwrap());
@@ -106,7 +120,7 @@ fn the_count_of_images_is_bounded_too() {
 #[test]
 fn an_image_larger_than_the_cache_is_not_kept() {
     let d = scratch("large");
-    let c = ModuleCache::open(&d, "vm1", 1000).unwrap();
+    let c = ModuleCache::open(&d, &Scope::vm("vm1"), 1000).unwrap();
     let (small, sb) = image(7, 600);
     assert!(c.put(&small, &sb).unwrap());
     let (big, bb) = image(8, 1001);
@@ -119,7 +133,7 @@ fn an_image_larger_than_the_cache_is_not_kept() {
 #[test]
 fn bytes_that_do_not_match_their_hash_are_never_served() {
     let d = scratch("tampered");
-    let c = ModuleCache::open(&d, "vm1", 1 << 20).unwrap();
+    let c = ModuleCache::open(&d, &Scope::vm("vm1"), 1 << 20).unwrap();
     let (hash, bytes) = image(9, 4096);
     assert!(c.put(&hash, &bytes).unwrap());
     // Another process of the VM (or a crash mid-write) changes the slot's bytes.
@@ -143,7 +157,7 @@ fn bytes_that_do_not_match_their_hash_are_never_served() {
 #[test]
 fn a_cut_short_image_and_a_garbled_index_read_as_misses() {
     let d = scratch("garbled");
-    let c = ModuleCache::open(&d, "vm1", 1 << 20).unwrap();
+    let c = ModuleCache::open(&d, &Scope::vm("vm1"), 1 << 20).unwrap();
     let (hash, bytes) = image(11, 2048);
     assert!(c.put(&hash, &bytes).unwrap());
     let slot = c.dir().join("0.img");
@@ -162,7 +176,7 @@ fn a_cut_short_image_and_a_garbled_index_read_as_misses() {
 #[test]
 fn an_image_the_reader_cannot_hold_is_not_read() {
     let d = scratch("admit");
-    let c = ModuleCache::open(&d, "vm1", 1 << 20).unwrap();
+    let c = ModuleCache::open(&d, &Scope::vm("vm1"), 1 << 20).unwrap();
     let (hash, bytes) = image(12, 3000);
     assert!(c.put(&hash, &bytes).unwrap());
     assert_eq!(

@@ -7,7 +7,7 @@ use vmcuda_wire::handshake::{caps, PROTOCOL_VERSION, RUNTIME_VERSION};
 
 use super::*;
 use crate::executor::host_memory::HostMemoryExecutor;
-use crate::module_cache::ModuleCache;
+use crate::module_cache::{ModuleCache, Scope};
 
 const CTX: CallContext = CallContext { device: 0 };
 const TINY: &[u8] = include_bytes!("../../../wire/testdata/tiny.fatbin");
@@ -26,7 +26,9 @@ fn session(state: Option<(&std::path::Path, &str)>) -> Session {
     let exec = HostMemoryExecutor::new(64 << 20, None).unwrap();
     let s = Session::new(Box::new(exec), Grant::unlimited("test"));
     match state {
-        Some((dir, vm)) => s.with_module_cache(ModuleCache::open(dir, vm, 1 << 20).unwrap()),
+        Some((dir, vm)) => {
+            s.with_module_cache(ModuleCache::open(dir, &Scope::vm(vm), 1 << 20).unwrap())
+        }
         None => s,
     }
 }
@@ -119,7 +121,7 @@ fn bytes_that_are_not_the_named_image_are_refused_and_never_cached() {
     let mut other = session(Some((&d, "vm1")));
     assert_eq!(load(&mut other, TINY, false), Ok(None));
     assert_eq!(
-        ModuleCache::open(&d, "vm1", 1 << 20)
+        ModuleCache::open(&d, &Scope::vm("vm1"), 1 << 20)
             .unwrap()
             .usage()
             .unwrap(),
@@ -164,7 +166,7 @@ fn a_cached_image_beyond_the_guests_host_memory_is_refused_unread() {
     let mut grant = Grant::unlimited("test");
     grant.host_memory = TINY.len() as u64 - 1;
     let mut small = Session::new(Box::new(exec), grant)
-        .with_module_cache(ModuleCache::open(&d, "vm1", 1 << 20).unwrap());
+        .with_module_cache(ModuleCache::open(&d, &Scope::vm("vm1"), 1 << 20).unwrap());
     assert_eq!(
         load(&mut small, TINY, false),
         Err(CudaStatus::ErrorMemoryAllocation)
