@@ -207,7 +207,8 @@ impl ModuleCache {
                     len: fields.next()?.parse().ok()?,
                 })
             })
-            .filter(|e| e.slot < self.max_entries)
+            // What no put writes (a hand-edited or tampered index) is dropped.
+            .filter(|e| e.slot < self.max_entries && e.len <= self.limit)
             .collect();
         let result = f(&mut entries);
         let new_text: String = entries
@@ -260,6 +261,10 @@ impl ModuleCache {
 
     fn read_slot(&self, entry: &Entry) -> Option<Vec<u8>> {
         let mut file = self.open_slot(entry.slot, OFlag::O_RDONLY).ok()?;
+        // A file of another length is not the image: not read (nor its length trusted).
+        if file.metadata().ok()?.len() != entry.len {
+            return None;
+        }
         let len = usize::try_from(entry.len).ok()?;
         let mut image = vec![0u8; len];
         file.read_exact(&mut image).ok()?;

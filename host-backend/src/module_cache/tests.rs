@@ -186,3 +186,28 @@ fn an_image_the_reader_cannot_hold_is_not_read() {
     // Still there for a reader with room.
     assert_eq!(c.get(&hash, |len| len <= 3000).unwrap(), Lookup::Hit(bytes));
 }
+
+#[test]
+fn an_index_line_no_put_wrote_is_dropped_before_anything_is_read() {
+    let d = scratch("tampered-index");
+    let c = ModuleCache::open(&d, &Scope::vm("vm1"), 1 << 20).unwrap();
+    let (hash, bytes) = image(13, 100);
+    assert!(c.put(&hash, &bytes).unwrap());
+    // A length beyond the cache: never allocated for.
+    let index = c.dir().join("index");
+    let line = std::fs::read_to_string(&index).unwrap();
+    std::fs::write(&index, line.replace(" 100\n", " 99999999999\n")).unwrap();
+    let mut asked = None;
+    assert_eq!(
+        c.get(&hash, |len| {
+            asked = Some(len);
+            true
+        })
+        .unwrap(),
+        Lookup::Miss
+    );
+    assert_eq!(asked, None);
+    // A length that is not the file's: a miss without reading.
+    std::fs::write(&index, line.replace(" 100\n", " 50\n")).unwrap();
+    assert_eq!(c.look(&hash).unwrap(), Lookup::Miss);
+}
