@@ -102,8 +102,8 @@ fn two_vms(dir: &Path, namespaces: bool) -> PathBuf {
     config
 }
 
-/// A fatbinary with one kernel.
-const TINY: &[u8] = include_bytes!("../../wire/testdata/tiny.fatbin");
+/// A cubin with kernels, to be grown past the images that go with their hash at once.
+const PARAMS: &[u8] = include_bytes!("../../wire/testdata/params.cubin");
 
 /// An image only VM b ever loaded.
 const IMAGE_B: &[u8] = b"an image of vm-b's, 0123456789";
@@ -439,8 +439,9 @@ fn a_jailed_daemon_serves_a_whole_session() {
         );
         // A module image by its hash: the first worker keeps it in the VM's cache, in
         // a state directory it cannot walk to, and the second, as jailed, finds it.
+        let image = vmcuda_wire::cubin::grown(PARAMS, 256 << 10);
         let by_hash = ModuleLoadCached {
-            sha256: Sha256::digest(TINY).into(),
+            sha256: Sha256::digest(&image).into(),
         };
         let mut load = |data: &[u8]| {
             let (status, meta, _) = call(&mut s, Op::ModuleLoadCached, &by_hash, data);
@@ -451,7 +452,7 @@ fn a_jailed_daemon_serves_a_whole_session() {
         };
         if round == 0 {
             assert_eq!(load(&[]), None);
-            assert!(load(TINY).is_some());
+            assert!(load(&image).is_some());
         } else {
             assert!(load(&[]).is_some(), "a hit in the jailed worker");
         }

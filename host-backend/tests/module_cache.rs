@@ -15,8 +15,16 @@ use vmcuda_wire::CudaStatus;
 mod common;
 use common::*;
 
-/// A fatbinary with one kernel, `tiny(int *)`.
+/// A fatbinary with one kernel, `tiny(int *)`: small enough to go with its hash.
 const TINY: &[u8] = include_bytes!("../../wire/testdata/tiny.fatbin");
+const PARAMS: &[u8] = include_bytes!("../../wire/testdata/params.cubin");
+
+/// An image larger than those that go with their hash at once (the ones worth naming
+/// alone): the test cubin, grown. Its kernels are the cubin's.
+fn large() -> &'static [u8] {
+    static LARGE: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    LARGE.get_or_init(|| vmcuda_wire::cubin::grown(PARAMS, 1 << 20))
+}
 const TOKEN: &str = "module-cache-test-token-0123456789";
 
 /// A connection that counts the bytes the guest writes.
@@ -64,12 +72,12 @@ fn load_named(s: &mut (impl Read + Write), sha256: [u8; 32], data: &[u8]) -> Opt
         .module
 }
 
-/// `ModuleLoadCached` for TINY, with its bytes or not: the module, if loaded, and the
-/// bytes this request put on the connection.
+/// `ModuleLoadCached` for the large image, with its bytes or not: the module, if
+/// loaded, and the bytes this request put on the connection.
 fn load<S: Read + Write>(s: &mut Counted<S>, with_image: bool) -> (Option<ModuleHandle>, usize) {
     let before = s.written;
-    let data = if with_image { TINY } else { &[] };
-    let module = load_named(s, Sha256::digest(TINY).into(), data);
+    let data = if with_image { large() } else { &[] };
+    let module = load_named(s, Sha256::digest(large()).into(), data);
     (module, s.written - before)
 }
 
@@ -79,10 +87,10 @@ fn local_dir() -> String {
 }
 
 /// The kernel of a loaded module can be found: it is the image.
-fn has_tiny<S: Read + Write>(s: &mut Counted<S>, module: ModuleHandle) {
+fn has_kernel<S: Read + Write>(s: &mut Counted<S>, module: ModuleHandle) {
     let get = ModuleGetFunction {
         module,
-        name: "_Z4tinyPi".into(),
+        name: "_Z8noparamsv".into(),
     };
     let (status, _, _) = call(s, Op::ModuleGetFunction, &get, &[]);
     assert_eq!(status, CudaStatus::Success);
@@ -137,20 +145,20 @@ fn a_second_process_of_the_vm_sends_only_the_hash_and_another_vm_misses() {
     let (module, named) = load(&mut first, false);
     assert_eq!(module, None, "a miss: send it");
     let (module, sent) = load(&mut first, true);
-    has_tiny(&mut first, module.expect("loaded"));
-    assert!(sent > TINY.len(), "the image crossed: {sent} bytes");
+    has_kernel(&mut first, module.expect("loaded"));
+    assert!(sent > large().len(), "the image crossed: {sent} bytes");
     assert!(named < 200, "the hash alone is small: {named} bytes");
     let figures = live(&d, "local");
     assert_eq!(figures["module_cache_misses"], 1);
     assert_eq!(figures["module_cache_hits"], 0);
-    assert_eq!(figures["module_bytes_received"], TINY.len() as u64);
+    assert_eq!(figures["module_bytes_received"], large().len() as u64);
     drop(first);
     gone(&d, "local");
 
     // A second process (another connection, another worker): the hash is enough.
     let mut second = greet(d.connect(), "");
     let (module, named) = load(&mut second, false);
-    has_tiny(
+    has_kernel(
         &mut second,
         module.expect("a hit: loaded from the VM's cache"),
     );
@@ -159,7 +167,7 @@ fn a_second_process_of_the_vm_sends_only_the_hash_and_another_vm_misses() {
     let figures = live(&d, "local");
     assert_eq!(figures["module_cache_hits"], 1);
     assert_eq!(figures["module_cache_misses"], 0);
-    assert_eq!(figures["module_cache_bytes"], TINY.len() as u64);
+    assert_eq!(figures["module_cache_bytes"], large().len() as u64);
     assert_eq!(figures["module_bytes_received"], 0);
     drop(second);
 
@@ -168,11 +176,11 @@ fn a_second_process_of_the_vm_sends_only_the_hash_and_another_vm_misses() {
     let (module, _) = load(&mut other, false);
     assert_eq!(module, None, "another VM's image is not this VM's to have");
     let (module, _) = load(&mut other, true);
-    has_tiny(&mut other, module.expect("loaded once sent"));
+    has_kernel(&mut other, module.expect("loaded once sent"));
     let figures = live(&d, "remote");
     assert_eq!(figures["module_cache_hits"], 0);
     assert_eq!(figures["module_cache_misses"], 1);
-    assert_eq!(figures["module_bytes_received"], TINY.len() as u64);
+    assert_eq!(figures["module_bytes_received"], large().len() as u64);
     drop(other);
 
     // Each VM's images are in a directory of its own; programs on the host have one

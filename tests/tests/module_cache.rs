@@ -27,21 +27,11 @@ fn build(dir: &Path) -> PathBuf {
     exe
 }
 
-/// A cubin of `len` bytes at least: the test cubin with its section header table moved
-/// past that much padding (the guest sends an ELF image up to its furthest header), so
-/// that it is larger than the images that travel with their hash at once.
+/// A cubin larger than the images that travel with their hash at once.
 fn large_cubin(dir: &Path, len: usize) -> PathBuf {
-    let mut elf = std::fs::read(root().join("wire/testdata/params.cubin")).unwrap();
-    let u64_at = |e: &[u8], o: usize| u64::from_le_bytes(e[o..o + 8].try_into().unwrap());
-    let shoff = u64_at(&elf, 0x28) as usize;
-    let shnum = u16::from_le_bytes([elf[0x3c], elf[0x3d]]) as usize;
-    let table = elf[shoff..shoff + shnum * 64].to_vec();
-    let at = elf.len().max(len);
-    elf.resize(at, 0);
-    elf.extend_from_slice(&table);
-    elf[0x28..0x30].copy_from_slice(&(at as u64).to_le_bytes());
+    let elf = std::fs::read(root().join("wire/testdata/params.cubin")).unwrap();
     let path = dir.join("large.cubin");
-    std::fs::write(&path, &elf).unwrap();
+    std::fs::write(&path, vmcuda_wire::cubin::grown(&elf, len)).unwrap();
     path
 }
 

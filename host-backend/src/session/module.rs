@@ -152,8 +152,11 @@ impl ModuleOps for Session {
             }
             self.accounts.stats.module_received(image.len() as u64);
             let module = self.load_image(ctx, image, req.sha256)?;
-            // Kept once the driver took it: an image it refuses is not worth a slot.
-            if let Some(cache) = &self.module_cache {
+            // Kept once the driver took it: an image it refuses is not worth a slot. One
+            // small enough to go with its hash is always sent so (the guest library
+            // never names it alone): kept, it would only push larger ones out.
+            let worth_keeping = image.len() > vmcuda_wire::module::INLINE_IMAGE_MAX;
+            if let Some(cache) = self.module_cache.as_ref().filter(|_| worth_keeping) {
                 if let Err(e) = cache.put(&req.sha256, image) {
                     tracing::warn!(client = %self.client, "cannot keep a module image in the VM's cache: {e}");
                 }
