@@ -41,6 +41,12 @@ fn session(state: Option<(&std::path::Path, &str)>) -> Session {
     }
 }
 
+/// Bytes and count of the images `vm`'s cache in `dir` keeps.
+fn kept(dir: &std::path::Path, vm: &str) -> (u64, usize) {
+    let cache = ModuleCache::open(dir, &Scope::vm(vm), 1 << 20).unwrap();
+    cache.usage().unwrap()
+}
+
 fn hash(image: &[u8]) -> [u8; 32] {
     Sha256::digest(image).into()
 }
@@ -133,13 +139,7 @@ fn bytes_that_are_not_the_named_image_are_refused_and_never_cached() {
     assert!(s.handles.modules.is_empty());
     let mut other = session(Some((&d, "vm1")));
     assert_eq!(load(&mut other, &large, false), Ok(None));
-    assert_eq!(
-        ModuleCache::open(&d, &Scope::vm("vm1"), 1 << 20)
-            .unwrap()
-            .usage()
-            .unwrap(),
-        (0, 0)
-    );
+    assert_eq!(kept(&d, "vm1"), (0, 0));
 }
 
 #[test]
@@ -196,11 +196,5 @@ fn an_image_small_enough_to_go_with_its_hash_is_loaded_and_not_kept() {
     assert!(load(&mut s, TINY, true).unwrap().is_some());
     let mut other = session(Some((&d, "vm1")));
     assert_eq!(load(&mut other, TINY, false), Ok(None));
-    assert_eq!(
-        ModuleCache::open(&d, &Scope::vm("vm1"), 1 << 20)
-            .unwrap()
-            .usage()
-            .unwrap(),
-        (0, 0)
-    );
+    assert_eq!(kept(&d, "vm1"), (0, 0));
 }
