@@ -400,8 +400,7 @@ pub fn hybrid_vsock_path(vmm_socket: &Path, port: u32) -> PathBuf {
 }
 
 /// The Unix peer's credentials, as the kernel recorded them at its connect.
-fn peer_cred(stream: &std::os::unix::net::UnixStream) -> Option<libc::ucred> {
-    use std::os::fd::AsRawFd;
+pub(crate) fn peer_cred(stream: &impl std::os::fd::AsRawFd) -> Option<libc::ucred> {
     let mut cred = libc::ucred {
         pid: 0,
         uid: 0,

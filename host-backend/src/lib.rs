@@ -17,6 +17,8 @@
 //! - [`jail`]: what a worker gives up once its guest is admitted: its own user, a mount
 //!   namespace, resource limits and a system call filter.
 //! - [`ledger`]: a VM's quota and connection count across all its workers.
+//! - [`module_cache`]: a VM's module and library images by SHA-256, shared by its
+//!   workers, so an image crosses the connection once.
 //! - [`memory_cap`]: the kernel's cap on a worker's memory, under its VM's host memory.
 //! - [`policy`]: the host configuration: who may connect, which GPUs, quotas, TLS.
 //! - [`tls`]: the worker's side of TLS on TCP: telling TLS guests from plain ones, the
@@ -40,6 +42,7 @@ pub mod jail;
 pub mod ledger;
 pub mod memory_cap;
 pub mod metrics;
+pub mod module_cache;
 pub mod peer;
 pub mod pinned;
 pub mod policy;

@@ -273,6 +273,40 @@ pub fn render(census: Result<&Census, &StatsError>, known: &[KnownVm]) -> String
         }
     }
     out.head(
+        "vmcuda_vm_module_images_total",
+        "counter",
+        "Module images the VM's guests named by hash: served from the VM's module cache (hit) or not (miss).",
+    );
+    for (vm, f) in &vms {
+        for (outcome, n) in [
+            ("hit", f.counts.module_cache_hits),
+            ("miss", f.counts.module_cache_misses),
+        ] {
+            out.sample(
+                "vmcuda_vm_module_images_total",
+                &[("vm", vm), ("outcome", outcome)],
+                n,
+            );
+        }
+    }
+    out.head(
+        "vmcuda_vm_module_image_bytes_total",
+        "counter",
+        "Bytes of module images the VM's guests loaded: received over the connection, or served from the module cache instead (cached).",
+    );
+    for (vm, f) in &vms {
+        for (path, n) in [
+            ("received", f.counts.module_bytes_received),
+            ("cached", f.counts.module_cache_bytes),
+        ] {
+            out.sample(
+                "vmcuda_vm_module_image_bytes_total",
+                &[("vm", vm), ("path", path)],
+                n,
+            );
+        }
+    }
+    out.head(
         "vmcuda_vm_call_duration_seconds",
         "histogram",
         "Host time per call, from its request read to its reply ready.",

@@ -61,7 +61,7 @@ const MAGIC: u64 = u64::from_le_bytes(*b"VMCUSTAT");
 /// Bumped whenever a field of [`Block`] moves: readers skip files of another layout.
 /// Fields added at its end leave the version as it is (a file of an older worker
 /// reads 0 there: the file is made zeroed).
-const LAYOUT_VERSION: u64 = 1;
+const LAYOUT_VERSION: u64 = 2;
 /// The whole file: the counters, then the identity.
 const FILE_LEN: usize = 4096;
 const IDENTITY_OFFSET: usize = 1024;
@@ -129,6 +129,13 @@ struct Block {
     /// the VM's `host_memory` (`session/host_memory.rs`), and that limit.
     host_kept: AtomicU64,
     host_limit: AtomicU64,
+    /// Module images loaded from the VM's module cache, and their bytes.
+    module_cache_hits: AtomicU64,
+    module_cache_bytes: AtomicU64,
+    /// Images named by hash that the cache did not have (the guest then sent them).
+    module_cache_misses: AtomicU64,
+    /// Bytes of module images that crossed the connection.
+    module_bytes_received: AtomicU64,
 }
 
 /// Who a worker serves: written once, when the guest is admitted.
@@ -164,6 +171,14 @@ pub struct Counts {
     /// Failed calls by CUDA status name ([`OTHER_ERRORS`] past the distinct statuses a
     /// worker keeps apart).
     pub errors: BTreeMap<String, u64>,
+    /// Module images served from the VM's module cache, and their bytes (which did not
+    /// cross the connection).
+    pub module_cache_hits: u64,
+    pub module_cache_bytes: u64,
+    /// Images named by hash that the VM's cache lacked.
+    pub module_cache_misses: u64,
+    /// Bytes of module images that did cross the connection.
+    pub module_bytes_received: u64,
 }
 
 impl Counts {
@@ -189,6 +204,10 @@ impl Counts {
         for (status, n) in &other.errors {
             *self.errors.entry(status.clone()).or_default() += n;
         }
+        self.module_cache_hits += other.module_cache_hits;
+        self.module_cache_bytes += other.module_cache_bytes;
+        self.module_cache_misses += other.module_cache_misses;
+        self.module_bytes_received += other.module_bytes_received;
     }
 }
 
@@ -348,6 +367,10 @@ impl WorkerStats {
                 error_other: zero(),
                 host_kept: zero(),
                 host_limit: zero(),
+                module_cache_hits: zero(),
+                module_cache_bytes: zero(),
+                module_cache_misses: zero(),
+                module_bytes_received: zero(),
             })),
         }
     }
@@ -467,6 +490,23 @@ impl WorkerStats {
     #[inline]
     pub fn copied(&mut self, direction: Direction, bytes: u64) {
         bump(&self.block().copied[direction as usize], bytes);
+    }
+
+    /// A module image loaded from the VM's module cache: `bytes` that did not cross.
+    pub fn module_cache_hit(&mut self, bytes: u64) {
+        let b = self.block();
+        bump(&b.module_cache_hits, 1);
+        bump(&b.module_cache_bytes, bytes);
+    }
+
+    /// An image named by hash that the VM's cache lacked.
+    pub fn module_cache_miss(&mut self) {
+        bump(&self.block().module_cache_misses, 1);
+    }
+
+    /// `bytes` of a module image that crossed the connection.
+    pub fn module_received(&mut self, bytes: u64) {
+        bump(&self.block().module_bytes_received, bytes);
     }
 
     /// Device memory the guest holds, after an allocation or a free.
@@ -706,6 +746,10 @@ fn counts(b: &Block) -> Counts {
         latency_sum_ns: b.latency_sum_ns.load(Relaxed),
         latency_buckets: std::array::from_fn(|i| b.latency[i].load(Relaxed)),
         errors,
+        module_cache_hits: b.module_cache_hits.load(Relaxed),
+        module_cache_bytes: b.module_cache_bytes.load(Relaxed),
+        module_cache_misses: b.module_cache_misses.load(Relaxed),
+        module_bytes_received: b.module_bytes_received.load(Relaxed),
     }
 }
 

@@ -107,6 +107,9 @@ pub struct Session {
     /// The socket to the daemon's broker, for copies to and from other hosts (see
     /// [`crate::peer`]); None where the daemon has no `[peers]`.
     peer: Option<crate::peer::PeerLink>,
+    /// The VM's module cache (see [`crate::module_cache`]); None where it is off or
+    /// could not be opened: then the hello does not offer it.
+    module_cache: Option<crate::module_cache::ModuleCache>,
 }
 
 impl Session {
@@ -136,6 +139,7 @@ impl Session {
             pools: Default::default(),
             exports: Default::default(),
             peer: None,
+            module_cache: None,
         }
     }
 
@@ -143,6 +147,12 @@ impl Session {
     /// link.
     pub fn with_peer_link(mut self, link: crate::peer::PeerLink) -> Self {
         self.peer = Some(link);
+        self
+    }
+
+    /// Load module images named by hash from (and keep new ones in) its VM's `cache`.
+    pub fn with_module_cache(mut self, cache: crate::module_cache::ModuleCache) -> Self {
+        self.module_cache = Some(cache);
         self
     }
 
@@ -279,6 +289,8 @@ fn nothing() -> HandlerResult<()> {
     Ok(((), Vec::new()))
 }
 
+#[cfg(test)]
+mod module_cache_tests;
 #[cfg(test)]
 mod quota_tests;
 #[cfg(test)]
