@@ -773,8 +773,9 @@ unsafe fn launch(
 
 /// Whether the guest can make every check the driver makes of launch attribute `a`
 /// before the launch returns, so that a launch carrying only such attributes can go
-/// without a reply as a plain one does: values out of their enum's range, and clusters
-/// other than one block (whose fit the GPU decides), wait for the host's answer.
+/// without a reply as a plain one does: values out of their enum's range, clusters
+/// other than one block (whose fit the GPU decides), and attributes the driver takes
+/// for streams only (a synchronization policy), wait for the host's answer.
 fn checked_here(a: &LaunchAttribute, limits: &vmcuda_wire::module::FuncAttributes) -> bool {
     let word = |i: usize| {
         a.value
@@ -784,8 +785,6 @@ fn checked_here(a: &LaunchAttribute, limits: &vmcuda_wire::module::FuncAttribute
     match a.id {
         // CU_LAUNCH_ATTRIBUTE_IGNORE
         0 => true,
-        // SYNCHRONIZATION_POLICY: auto, spin, yield, blocking sync.
-        3 => matches!(word(0), Some(1..=4)),
         // CLUSTER_DIMENSION of one block, on a kernel built for clusters (sm_90 on) that
         // does not fix its own.
         4 => {
@@ -1240,7 +1239,6 @@ mod tests {
         assert!(checked_here(&attribute(0, &[]), &f));
         assert!(checked_here(&attribute(4, &[1, 1, 1]), &f));
         assert!(checked_here(&attribute(6, &[1]), &f));
-        assert!(checked_here(&attribute(3, &[4]), &f));
         assert!(checked_here(&attribute(5, &[2]), &f));
         assert!(checked_here(&attribute(10, &[1]), &f));
     }
@@ -1249,7 +1247,10 @@ mod tests {
     fn attributes_only_the_driver_can_judge_wait_for_its_answer() {
         let f = sm90();
         // Out of their enums' ranges: the driver's CUDA_ERROR_INVALID_VALUE, at once.
-        assert!(!checked_here(&attribute(3, &[0]), &f));
+        assert!(
+            !checked_here(&attribute(3, &[1]), &f),
+            "a stream's attribute"
+        );
         assert!(!checked_here(&attribute(5, &[3]), &f));
         assert!(!checked_here(&attribute(10, &[2]), &f));
         // Clusters of several blocks, whose fit the GPU decides.
