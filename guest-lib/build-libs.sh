@@ -8,7 +8,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/build/guest/lib}
-profile=${VMCUDA_PROFILE:-release}
+profile=${VMCUDA_BUILD_PROFILE:-release}
 cd "$root"
 if [ "$profile" = release ]; then
   cargo build --release -p vmcuda-guest

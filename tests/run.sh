@@ -37,7 +37,7 @@ echo "== building the host backend, the guest library and the guest's vmcuda com
 # Cargo's `Compiling` lines (hundreds) are left out of the builds; the tests below keep
 # cargo's usual output, one line per test.
 CARGO_TERM_QUIET=true cargo build --workspace --all-targets
-CARGO_TERM_QUIET=true VMCUDA_PROFILE=debug bash guest-lib/build-libs.sh >/dev/null
+CARGO_TERM_QUIET=true VMCUDA_BUILD_PROFILE=debug bash guest-lib/build-libs.sh >/dev/null
 
 echo "== building the CUDA test programs"
 bash tests/apps/build.sh "$root/build/apps"

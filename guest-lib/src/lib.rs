@@ -18,6 +18,9 @@
 //! - [`staging`]: the shared-memory data path for copies (no bytes on the socket).
 //! - [`copy_route`]: which way each copy's bytes travel (guest, device, shared pinned
 //!   memory, staging, socket), for every kind of copy.
+//! - [`profile`]: `VMCUDA_PROFILE`: where a process's time goes, driver call by driver
+//!   call and op by op (round trips, bytes, the worker's share), as a summary and a
+//!   timeline.
 //! - [`caller`]: the only module that dereferences pointers handed in by the program,
 //!   through `unsafe fn`s whose `# Safety` sections the exports' `SAFETY` comments meet.
 //! - [`driver`]: the CUDA driver API (the public names of `libcuda.so.1`); every other
@@ -61,6 +64,7 @@ pub mod notice;
 pub mod nvml;
 pub mod pci_place;
 pub mod posted;
+pub mod profile;
 pub mod shared;
 pub mod staging;
 pub mod state;

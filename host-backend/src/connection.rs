@@ -26,6 +26,7 @@ use crate::executor::Executor;
 use crate::guest_ram::GuestRam;
 use crate::jail;
 use crate::ledger::{Ledger, LedgerError};
+use crate::module_cache::{ModuleCache, Scope};
 use crate::policy::{Caller, ConfigError, Grant, Policy, Refusal};
 use crate::session::Session;
 use crate::stats::{self, Identity, WorkerStats};
@@ -107,6 +108,11 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
     let guest_ram = std::cell::RefCell::new(guest_ram);
     // Admission takes the configuration out of its cell.
     drop(borrowed);
+    // A program on this host: its Unix user, whose own module cache it gets.
+    let local_uid = match transport {
+        TransportKind::Unix => crate::daemon::peer_cred(&conn).map(|c| c.uid),
+        _ => None,
+    };
     // Set once a TCP guest has done its TLS handshake, for the figures.
     let over_tls = Cell::new(false);
     // Admission, and only then an executor: a refused caller never touches a GPU.
@@ -172,12 +178,33 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
         };
         let grant_buffers = grant.buffer_memory;
         let grant_host_memory = grant.host_memory;
+        let grant_module_cache = grant.module_cache;
         let mut session = Session::new(exec, grant);
         if let Some(ram) = guest_ram.borrow_mut().take() {
             session = session.with_guest_ram(ram);
         }
         if let Some(link) = peer_link.borrow_mut().take() {
             session = session.with_peer_link(link);
+        }
+        // The VM's module cache, opened now (the jail below keeps the worker from
+        // making it later); without it, images simply cross every time.
+        let mut own_cache = None;
+        if grant_module_cache > 0 {
+            let caches = policy.module_cache_dir(&state_dir);
+            let scope = Scope {
+                vm: identity.vm.clone(),
+                local_uid: match caller {
+                    Caller::Local { .. } => local_uid,
+                    _ => None,
+                },
+            };
+            match ModuleCache::open(&caches, &scope, grant_module_cache) {
+                Ok(cache) => {
+                    own_cache = Some(cache.dir().to_path_buf());
+                    session = session.with_module_cache(cache);
+                }
+                Err(e) => warn!("{e}; this VM's module cache is not used by this connection"),
+            }
         }
         // Monitoring never stands in a guest's way: without a file, it goes unwatched.
         match WorkerStats::create(&state_dir, &identity) {
@@ -186,8 +213,14 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
         }
         // Admitted, and holding all it needs: from here on the worker reaches only its
         // own VM's ledger and files (docs/security.md, "Worker jail").
-        jail::confine_admitted(policy, &identity.vm, &state_dir, Some(ledger.path()))
-            .map_err(|e| e.refusal(&caller, &identity.vm))?;
+        jail::confine_admitted(
+            policy,
+            &identity.vm,
+            &state_dir,
+            Some(ledger.path()),
+            own_cache.as_deref(),
+        )
+        .map_err(|e| e.refusal(&caller, &identity.vm))?;
         // The kernel's cap, should the host-memory accounts miss anything.
         crate::memory_cap::cap_worker(grant_host_memory);
         let buffers = BufferBudget::new(grant_buffers, Some(ledger.buffers()));

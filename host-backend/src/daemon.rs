@@ -10,13 +10,11 @@
 //! a VM's CID, a TCP address, a Unix peer's uid), and must say hello within `hello_timeout_ms` (see
 //! [`crate::admission`]); the worker reports both over a pipe.
 
-use std::collections::BTreeMap;
 use std::net::TcpListener;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -32,6 +30,7 @@ use crate::peer::{Broker, BROKER_FD};
 use crate::policy::Caller;
 use crate::pre_admission;
 use crate::socket_files;
+use crate::spawn::{self, Started, WorkerLogs};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum ExecutorChoice {
@@ -125,31 +124,21 @@ impl WorkerTemplate {
         caller: Caller,
         slot: PendingSlot,
     ) {
-        let mut cmd = Command::new(&self.exe);
-        cmd.arg("worker")
-            .arg("--executor")
-            .arg(self.executor.as_arg())
-            .arg("--transport")
-            .arg(match transport {
-                TransportKind::Unix => "unix",
-                TransportKind::Tcp => "tcp",
-                TransportKind::Vsock => "vsock",
-            })
-            .arg("--connection-id")
-            .arg(id.to_string())
-            .arg("--host-memory-bytes")
+        let mut cmd = spawn::WorkerLaunch {
+            exe: &self.exe,
+            executor: self.executor,
+            transport,
+            connection_id: id,
+            caller: &caller,
+            launch_log: self.launch_log.as_deref(),
+            config: self.config.as_deref(),
+        }
+        .command();
+        cmd.arg("--host-memory-bytes")
             .arg(self.host_memory_bytes.to_string())
             .arg("--host-memory-devices")
             .arg(self.host_memory_devices.to_string())
-            .arg("--caller")
-            .arg(caller.to_arg())
             .arg("--admission-channel");
-        if let Some(log) = &self.launch_log {
-            cmd.arg("--launch-log").arg(log);
-        }
-        if let Some(config) = &self.config {
-            cmd.arg("--config").arg(config);
-        }
         if let Some(dir) = &self.state_dir {
             cmd.arg("--state-dir").arg(dir);
         }
@@ -203,28 +192,24 @@ impl WorkerTemplate {
             });
         }
         let peer = caller;
-        // The worker's log comes through the daemon, under its VM's limit.
-        cmd.stdin(Stdio::from(conn))
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        let spawned = if self.pid_namespace {
-            jail::spawn_in_new_namespace(&mut cmd)
-        } else {
-            cmd.spawn()
-        };
+        // The worker's log comes through the daemon, under its VM's limit once the
+        // worker names it.
+        let pid_namespace = self.pid_namespace;
+        let spawned = spawn::start(&mut cmd, conn, &WorkerLogs::host(), None, |cmd| {
+            if pid_namespace {
+                jail::spawn_in_new_namespace(cmd)
+            } else {
+                cmd.spawn()
+            }
+        });
         drop(write);
         if let (Ok(_), Some((broker, ours, theirs))) = (&spawned, link) {
             drop(theirs);
             thread::spawn(move || broker.serve_worker(UnixStream::from(ours), id));
         }
         match spawned {
-            Ok(mut child) => {
+            Ok(Started { mut child, vm }) => {
                 let pid = child.id();
-                let vm = Arc::new(std::sync::OnceLock::new());
-                if let Some(log) = child.stderr.take() {
-                    let vm = vm.clone();
-                    thread::spawn(move || forward_worker_log(log, &vm));
-                }
                 pre_admission!(info, connection = id, %peer, pid, "worker started");
                 DAEMON.started.fetch_add(1, Ordering::Relaxed);
                 DAEMON.running.fetch_add(1, Ordering::Relaxed);
@@ -267,96 +252,6 @@ impl WorkerTemplate {
             }
             Err(e) => error!(connection = id, %peer, "cannot start worker: {e}"),
         }
-    }
-}
-
-/// Lines all the workers of one VM may write at once, and a second after: on top of
-/// each worker's own limit ([`crate::guest_log`]), so a VM that spreads a flood over
-/// many connections gets no more.
-pub const VM_LOG_BURST: u32 = 100;
-pub const VM_LOG_PER_SECOND: u32 = 5;
-/// The longest worker line passed on (a worker cuts its own at 2 KiB).
-const MAX_WORKER_LINE: u64 = 4096;
-
-type LimitedLog = crate::guest_log::Limited<std::io::Stderr>;
-
-/// Each VM's limit, made at its first line (VMs are the configuration's, so few).
-static VM_LOGS: std::sync::Mutex<BTreeMap<String, Arc<LimitedLog>>> =
-    std::sync::Mutex::new(BTreeMap::new());
-
-/// Say what each VM's limit dropped within a few seconds even when its workers say
-/// nothing more (within the limit: a summary takes a line of it), from a thread the
-/// daemon starts with its listeners.
-pub fn start_log_summaries() {
-    static STARTED: std::sync::Once = std::sync::Once::new();
-    STARTED.call_once(|| {
-        thread::spawn(|| loop {
-            thread::sleep(Duration::from_secs(2));
-            let logs: Vec<Arc<LimitedLog>> = VM_LOGS
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .values()
-                .cloned()
-                .collect();
-            for log in logs {
-                let _ = log.summary_within_limit();
-            }
-        });
-    });
-}
-
-fn vm_log(vm: &str) -> Arc<LimitedLog> {
-    let mut logs = VM_LOGS.lock().unwrap_or_else(|p| p.into_inner());
-    logs.entry(vm.to_string())
-        .or_insert_with(|| {
-            Arc::new(LimitedLog::named(
-                std::io::stderr(),
-                VM_LOG_BURST,
-                VM_LOG_PER_SECOND,
-                format!("vm {vm} (all its connections)"),
-            ))
-        })
-        .clone()
-}
-
-/// Pass a worker's log lines on to the daemon's, under its VM's limit once it has
-/// named its VM, before that under the limit on lines about connections not admitted
-/// yet; until the worker closes it (it ends).
-fn forward_worker_log(from: std::process::ChildStderr, vm: &std::sync::OnceLock<String>) {
-    use std::io::{BufRead, Read};
-    static NOT_ADMITTED: std::sync::OnceLock<LimitedLog> = std::sync::OnceLock::new();
-    let mut from = std::io::BufReader::new(from);
-    let mut line = Vec::with_capacity(256);
-    loop {
-        line.clear();
-        match from
-            .by_ref()
-            .take(MAX_WORKER_LINE)
-            .read_until(b'\n', &mut line)
-        {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
-        }
-        if line.last() != Some(&b'\n') {
-            line.push(b'\n');
-        }
-        // The worker names its VM in the stream, so every line after counts under it.
-        if let Some(name) = line.strip_prefix(crate::guest_log::VM_MARK.as_bytes()) {
-            let name = String::from_utf8_lossy(name.strip_suffix(b"\n").unwrap_or(name));
-            let _ = vm.set(crate::admission::guest_text(
-                &name,
-                crate::admission::MAX_GUEST_TEXT,
-            ));
-            continue;
-        }
-        let _ = match vm.get() {
-            Some(name) => vm_log(name).line(&line),
-            None => NOT_ADMITTED
-                .get_or_init(|| {
-                    LimitedLog::named(std::io::stderr(), 50, 10, "workers not admitted yet".into())
-                })
-                .line(&line),
-        };
     }
 }
 
@@ -505,8 +400,7 @@ pub fn hybrid_vsock_path(vmm_socket: &Path, port: u32) -> PathBuf {
 }
 
 /// The Unix peer's credentials, as the kernel recorded them at its connect.
-fn peer_cred(stream: &std::os::unix::net::UnixStream) -> Option<libc::ucred> {
-    use std::os::fd::AsRawFd;
+pub(crate) fn peer_cred(stream: &impl std::os::fd::AsRawFd) -> Option<libc::ucred> {
     let mut cred = libc::ucred {
         pid: 0,
         uid: 0,

@@ -10,11 +10,12 @@
 //! C) in the last S s", and a worker that ends with lines dropped writes that summary
 //! as it ends ([`flush`]). Lines are cut at [`MAX_LINE`] bytes. So one connection
 //! writes at most `BURST + 60 * PER_SECOND` lines a minute, plus as many summaries at
-//! most, each at most [`MAX_LINE`] bytes. A daemon's workers' logs reach the host log
-//! through the daemon, which holds each VM, all its connections together, to a limit
-//! of its own (`daemon::VM_LOG_BURST`, `VM_LOG_PER_SECOND`); the worker names its VM
-//! to it in the stream ([`VM_MARK`]). The daemon's own lines about connections not
-//! admitted yet are under [`crate::admission::PRE_ADMISSION_LOG`].
+//! most, each at most [`MAX_LINE`] bytes. A worker's log reaches the host log through
+//! whoever started it, the daemon or the vhost-user device, which holds each VM, all
+//! its connections together, to a limit of its own ([`crate::spawn::WorkerLogs`]); a
+//! daemon's worker names its VM to it in the stream ([`VM_MARK`]). The daemon's own
+//! lines about connections not admitted yet are under
+//! [`crate::admission::PRE_ADMISSION_LOG`].
 
 use std::io::{self, Write};
 use std::sync::{Mutex, OnceLock};
@@ -232,26 +233,8 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for WorkerLog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
 
-    #[derive(Clone, Default)]
-    struct Sink(Arc<Mutex<Vec<u8>>>);
-
-    impl Write for Sink {
-        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
-
-    impl Sink {
-        fn text(&self) -> String {
-            String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
-        }
-    }
+    type Sink = crate::spawn::LogCapture;
 
     #[test]
     fn a_flood_is_cut_to_the_burst_and_summed_up_in_one_line() {

@@ -3,6 +3,8 @@
 //! Module map:
 //! - [`serve`]: the daemon's start: executor choice, listeners, metrics endpoint.
 //! - [`daemon`]: listeners (Unix socket, TCP, vsock); one worker process per connection.
+//! - [`spawn`]: how a worker is started, by the daemon or the vhost-user device: its
+//!   command line, and its log passed on under its VM's limit.
 //! - [`connection`]: a worker process's connection: admission, executor, transport.
 //! - [`admission`]: before admission: pending cap, hello deadline, the worker's
 //!   channel to the daemon, rate-limited logging, guest-supplied text made harmless.
@@ -15,6 +17,8 @@
 //! - [`jail`]: what a worker gives up once its guest is admitted: its own user, a mount
 //!   namespace, resource limits and a system call filter.
 //! - [`ledger`]: a VM's quota and connection count across all its workers.
+//! - [`module_cache`]: a VM's module and library images by SHA-256, shared by its
+//!   workers, so an image crosses the connection once.
 //! - [`memory_cap`]: the kernel's cap on a worker's memory, under its VM's host memory.
 //! - [`policy`]: the host configuration: who may connect, which GPUs, quotas, TLS.
 //! - [`tls`]: the worker's side of TLS on TCP: telling TLS guests from plain ones, the
@@ -38,6 +42,7 @@ pub mod jail;
 pub mod ledger;
 pub mod memory_cap;
 pub mod metrics;
+pub mod module_cache;
 pub mod peer;
 pub mod pinned;
 pub mod policy;
@@ -45,6 +50,7 @@ pub mod serve;
 pub mod session;
 pub mod shared_memory;
 pub mod socket_files;
+pub mod spawn;
 pub mod stats;
 pub mod tls;
 pub mod worker;

@@ -357,6 +357,7 @@ fn status(state_dir: Option<PathBuf>, config: Option<&Path>, json: bool) -> Exit
     if json {
         let report = metrics::StatusReport {
             guests: &census.guests,
+            vms: metrics::vm_status(&census.guests),
         };
         println!(
             "{}",

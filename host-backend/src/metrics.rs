@@ -50,25 +50,60 @@ pub struct VmFigures {
     pub connections: u64,
     pub device_memory_bytes: u64,
     pub host_memory_bytes: u64,
+    /// Host memory its workers keep for it, against its `host_memory`.
+    pub host_memory_used_bytes: u64,
+    /// Its `host_memory`, as its workers were granted it (else as configured when the
+    /// daemon started); None where neither says.
+    pub host_memory_limit_bytes: Option<u64>,
     pub counts: Counts,
+}
+
+impl VmFigures {
+    /// Add a connected guest of this VM's.
+    fn add_guest(&mut self, g: &Guest) {
+        self.connections += 1;
+        self.device_memory_bytes += g.device_memory_bytes;
+        self.host_memory_bytes += g.host_memory_bytes;
+        self.host_memory_used_bytes += g.host_memory_used_bytes;
+        // 0: a worker that does not say (older than the figure).
+        if g.host_memory_limit_bytes != 0 {
+            let limit = self.host_memory_limit_bytes.get_or_insert(0);
+            *limit = (*limit).max(g.host_memory_limit_bytes);
+        }
+        self.counts.add(&g.counts);
+    }
+}
+
+/// A VM the endpoint lists from the start: a configured one, or "local".
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KnownVm {
+    pub name: String,
+    /// Its `host_memory` as configured.
+    pub host_memory: u64,
 }
 
 /// Per-VM figures from a census; `known` VMs (the configured ones) appear even before
 /// their first connection, so their series exist from the start.
-pub fn per_vm(census: &Census, known: &[String]) -> BTreeMap<String, VmFigures> {
-    let mut vms: BTreeMap<String, VmFigures> = known
-        .iter()
-        .map(|name| (name.clone(), VmFigures::default()))
-        .collect();
+pub fn per_vm(census: &Census, known: &[KnownVm]) -> BTreeMap<String, VmFigures> {
+    let mut vms = per_vm_connected(&census.guests);
     for (name, counts) in &census.totals.vms {
         vms.entry(name.clone()).or_default().counts.add(counts);
     }
-    for g in &census.guests {
-        let vm = vms.entry(g.identity.vm.clone()).or_default();
-        vm.connections += 1;
-        vm.device_memory_bytes += g.device_memory_bytes;
-        vm.host_memory_bytes += g.host_memory_bytes;
-        vm.counts.add(&g.counts);
+    for vm in known {
+        let figures = vms.entry(vm.name.clone()).or_default();
+        // A connected guest's worker says the limit it was granted.
+        figures
+            .host_memory_limit_bytes
+            .get_or_insert(vm.host_memory);
+    }
+    vms
+}
+
+/// The figures of the VMs that have guests connected now, from those guests alone.
+pub fn per_vm_connected(guests: &[Guest]) -> BTreeMap<String, VmFigures> {
+    let mut vms: BTreeMap<String, VmFigures> = BTreeMap::new();
+    for g in guests {
+        vms.entry(g.identity.vm.clone()).or_default().add_guest(g);
     }
     vms
 }
@@ -85,6 +120,15 @@ fn escape(value: &str) -> String {
         }
     }
     out
+}
+
+/// A byte figure as a sample's value: `+Inf` for unbounded (`u64::MAX`).
+fn gauge_bytes(bytes: u64) -> String {
+    if bytes == u64::MAX {
+        "+Inf".into()
+    } else {
+        bytes.to_string()
+    }
 }
 
 /// A bucket bound in seconds, written exactly (the bounds are whole microseconds).
@@ -118,7 +162,7 @@ impl Out {
 
 /// The Prometheus text exposition (format 0.0.4) of `census` (or of why there is
 /// none), the daemon's own counts, and the `known` VMs.
-pub fn render(census: Result<&Census, &StatsError>, known: &[String]) -> String {
+pub fn render(census: Result<&Census, &StatsError>, known: &[KnownVm]) -> String {
     let mut out = Out(String::new());
     let vms = census.map(|c| per_vm(c, known)).unwrap_or_default();
     let each = |out: &mut Out, name: &str, f: &dyn Fn(&VmFigures) -> u64| {
@@ -149,6 +193,28 @@ pub fn render(census: Result<&Census, &StatsError>, known: &[String]) -> String 
     each(&mut out, "vmcuda_vm_host_memory_bytes", &|f| {
         f.host_memory_bytes
     });
+    out.head(
+        "vmcuda_vm_host_memory_used_bytes",
+        "gauge",
+        "Host memory the VM's workers keep for its guests now (graphs, module images, frame buffers, handle tables), as counted against its host_memory.",
+    );
+    each(&mut out, "vmcuda_vm_host_memory_used_bytes", &|f| {
+        f.host_memory_used_bytes
+    });
+    out.head(
+        "vmcuda_vm_host_memory_limit_bytes",
+        "gauge",
+        "The VM's host_memory: what its workers may keep for it, all its connections together (+Inf: unbounded).",
+    );
+    for (vm, f) in &vms {
+        if let Some(limit) = f.host_memory_limit_bytes {
+            out.sample(
+                "vmcuda_vm_host_memory_limit_bytes",
+                &[("vm", vm)],
+                gauge_bytes(limit),
+            );
+        }
+    }
     out.head(
         "vmcuda_vm_calls_total",
         "counter",
@@ -202,6 +268,40 @@ pub fn render(census: Result<&Census, &StatsError>, known: &[String]) -> String 
             out.sample(
                 "vmcuda_vm_copied_bytes_total",
                 &[("vm", vm), ("direction", direction)],
+                n,
+            );
+        }
+    }
+    out.head(
+        "vmcuda_vm_module_images_total",
+        "counter",
+        "Module images the VM's guests named by hash: served from the VM's module cache (hit) or not (miss).",
+    );
+    for (vm, f) in &vms {
+        for (outcome, n) in [
+            ("hit", f.counts.module_cache_hits),
+            ("miss", f.counts.module_cache_misses),
+        ] {
+            out.sample(
+                "vmcuda_vm_module_images_total",
+                &[("vm", vm), ("outcome", outcome)],
+                n,
+            );
+        }
+    }
+    out.head(
+        "vmcuda_vm_module_image_bytes_total",
+        "counter",
+        "Bytes of module images the VM's guests loaded: received over the connection, or served from the module cache instead (cached).",
+    );
+    for (vm, f) in &vms {
+        for (path, n) in [
+            ("received", f.counts.module_bytes_received),
+            ("cached", f.counts.module_cache_bytes),
+        ] {
+            out.sample(
+                "vmcuda_vm_module_image_bytes_total",
+                &[("vm", vm), ("path", path)],
                 n,
             );
         }
@@ -306,7 +406,7 @@ pub fn render(census: Result<&Census, &StatsError>, known: &[String]) -> String 
 pub struct Source {
     pub state_dir: PathBuf,
     /// VMs listed even before their first connection (the configured ones, "local").
-    pub known_vms: Vec<String>,
+    pub known_vms: Vec<KnownVm>,
 }
 
 impl Source {
@@ -578,10 +678,38 @@ fn respond(status: &str, headers: &str, body: &str, head_only: bool) -> Vec<u8> 
     reply.into_bytes()
 }
 
-/// `vmcuda-host status --json`: the connected guests.
+/// `vmcuda-host status --json`: the connected guests, and their VMs' figures.
 #[derive(Serialize)]
 pub struct StatusReport<'a> {
     pub guests: &'a [Guest],
+    pub vms: Vec<VmStatus>,
+}
+
+/// A VM with guests connected, in `status --json`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct VmStatus {
+    pub vm: String,
+    pub connections: u64,
+    pub device_memory_bytes: u64,
+    pub host_memory_bytes: u64,
+    pub host_memory_used_bytes: u64,
+    /// Its `host_memory` (`u64::MAX`: unbounded); None where no worker says.
+    pub host_memory_limit_bytes: Option<u64>,
+}
+
+/// The VMs of `guests`, by name.
+pub fn vm_status(guests: &[Guest]) -> Vec<VmStatus> {
+    per_vm_connected(guests)
+        .into_iter()
+        .map(|(vm, f)| VmStatus {
+            vm,
+            connections: f.connections,
+            device_memory_bytes: f.device_memory_bytes,
+            host_memory_bytes: f.host_memory_bytes,
+            host_memory_used_bytes: f.host_memory_used_bytes,
+            host_memory_limit_bytes: f.host_memory_limit_bytes,
+        })
+        .collect()
 }
 
 /// Guests in the order `status` lists them: by VM, then oldest connection first.
@@ -596,7 +724,7 @@ pub fn sort_guests(guests: &mut [Guest]) {
 }
 
 /// `vmcuda-host status`: one line per connected guest, `now_ms` being the time now
-/// (Unix milliseconds).
+/// (Unix milliseconds), then one line per VM with its memory against its limits.
 pub fn status_table(guests: &[Guest], now_ms: u64) -> String {
     if guests.is_empty() {
         return "no guests connected\n".into();
@@ -608,15 +736,16 @@ pub fn status_table(guests: &[Guest], now_ms: u64) -> String {
         "TRANSPORT",
         "CONNECTED",
         "MEMORY",
+        "HOST MEMORY",
         "KERNELS",
         "COPIED",
         "CALLS",
         "ERRORS",
     ];
-    let rows: Vec<[String; 10]> = guests
+    let rows: Vec<Vec<String>> = guests
         .iter()
         .map(|g| {
-            [
+            vec![
                 printable(&g.identity.vm),
                 format!(
                     "{}[{}]",
@@ -630,6 +759,7 @@ pub fn status_table(guests: &[Guest], now_ms: u64) -> String {
                     duration(now_ms.saturating_sub(g.connected_unix_ms) / 1000)
                 ),
                 bytes(g.device_memory_bytes + g.host_memory_bytes),
+                bytes(g.host_memory_used_bytes),
                 g.counts.kernels.to_string(),
                 bytes(g.counts.copied()),
                 g.counts.calls().to_string(),
@@ -637,6 +767,32 @@ pub fn status_table(guests: &[Guest], now_ms: u64) -> String {
             ]
         })
         .collect();
+    let mut out = table(&header, &rows, 5);
+    let header = ["VM", "CONNECTIONS", "MEMORY", "HOST MEMORY", "HOST LIMIT"];
+    let rows: Vec<Vec<String>> = vm_status(guests)
+        .iter()
+        .map(|v| {
+            vec![
+                printable(&v.vm),
+                v.connections.to_string(),
+                bytes(v.device_memory_bytes + v.host_memory_bytes),
+                bytes(v.host_memory_used_bytes),
+                match v.host_memory_limit_bytes {
+                    Some(u64::MAX) => "unbounded".into(),
+                    Some(limit) => bytes(limit),
+                    None => "-".into(),
+                },
+            ]
+        })
+        .collect();
+    out.push('\n');
+    out.push_str(&table(&header, &rows, 1));
+    out
+}
+
+/// `rows` under `header` in columns as wide as their widest cell: text to the left,
+/// the columns from `numbers_from` on (numbers) to the right.
+fn table(header: &[&str], rows: &[Vec<String>], numbers_from: usize) -> String {
     let widths: Vec<usize> = (0..header.len())
         .map(|i| {
             rows.iter()
@@ -650,8 +806,7 @@ pub fn status_table(guests: &[Guest], now_ms: u64) -> String {
     let mut line = |cells: &mut dyn Iterator<Item = &str>| {
         let mut text = String::new();
         for (i, cell) in cells.enumerate() {
-            // Text to the left, numbers to the right.
-            if i >= 5 {
+            if i >= numbers_from {
                 let _ = write!(text, "{cell:>w$}  ", w = widths[i]);
             } else {
                 let _ = write!(text, "{cell:<w$}  ", w = widths[i]);
@@ -661,7 +816,7 @@ pub fn status_table(guests: &[Guest], now_ms: u64) -> String {
         out.push('\n');
     };
     line(&mut header.iter().copied());
-    for r in &rows {
+    for r in rows {
         line(&mut r.iter().map(String::as_str));
     }
     out
@@ -717,7 +872,16 @@ mod tests {
             connected_unix_ms: 1_000,
             device_memory_bytes: mem,
             host_memory_bytes: 0,
+            host_memory_used_bytes: 3 * mem,
+            host_memory_limit_bytes: 4 << 30,
             counts,
+        }
+    }
+
+    fn known(name: &str, host_memory: u64) -> KnownVm {
+        KnownVm {
+            name: name.into(),
+            host_memory,
         }
     }
 
@@ -747,7 +911,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let source = Source {
             state_dir: dir.clone(),
-            known_vms: vec!["a".into()],
+            known_vms: vec![known("a", 1 << 30)],
         };
         let (addr, _) = serve("127.0.0.1:0", source).unwrap();
         let scrape = || {
@@ -807,7 +971,7 @@ mod tests {
             ],
             totals,
         };
-        let text = render(Ok(&census), &["idle".into()]);
+        let text = render(Ok(&census), &[known("idle", 1 << 20), known("vm1", 1)]);
         let has = |line: &str| {
             assert!(
                 text.lines().any(|l| l == line),
@@ -819,6 +983,13 @@ mod tests {
         has("vmcuda_vm_connections{vm=\"idle\"} 0");
         has("vmcuda_vm_connections{vm=\"we\\\"ird\"} 1");
         has("vmcuda_vm_device_memory_bytes{vm=\"vm1\"} 150");
+        // Host memory beside it: what the workers keep, and the limit they were
+        // granted (a VM with no guests: its configured one).
+        has("# TYPE vmcuda_vm_host_memory_used_bytes gauge");
+        has("vmcuda_vm_host_memory_used_bytes{vm=\"vm1\"} 450");
+        has("vmcuda_vm_host_memory_used_bytes{vm=\"idle\"} 0");
+        has("vmcuda_vm_host_memory_limit_bytes{vm=\"vm1\"} 4294967296");
+        has("vmcuda_vm_host_memory_limit_bytes{vm=\"idle\"} 1048576");
         has("vmcuda_vm_calls_total{vm=\"vm1\",outcome=\"ok\"} 7");
         has("vmcuda_vm_calls_total{vm=\"vm1\",outcome=\"error\"} 1");
         has("vmcuda_vm_errors_total{vm=\"vm1\",status=\"cudaErrorInvalidValue\"} 1");
@@ -848,7 +1019,7 @@ mod tests {
             path: "x".into(),
             msg: "broken".into(),
         };
-        let text = render(Err(&err), &["vm1".into()]);
+        let text = render(Err(&err), &[known("vm1", 1 << 30)]);
         assert!(text.contains("vmcuda_stats_up 0"), "{text}");
         assert!(text.contains("vmcuda_workers_started_total "), "{text}");
         assert!(!text.contains("{vm="), "{text}");
@@ -863,20 +1034,55 @@ mod tests {
         guests[0].identity.program = "evil\x1b[2J".into();
         sort_guests(&mut guests);
         assert_eq!(guests[0].identity.vm, "vm1");
+        guests.push(guest("vm2", 21, 1 << 30, counts(1, 0, &[])));
+        guests[2].host_memory_limit_bytes = u64::MAX;
         let table = status_table(&guests, 3_725_000);
         let lines: Vec<&str> = table.lines().collect();
-        assert_eq!(lines.len(), 3, "{table}");
+        assert_eq!(lines.len(), 8, "{table}");
         assert!(lines[0].starts_with("VM "), "{table}");
+        assert!(lines[0].contains("MEMORY  HOST MEMORY"), "{table}");
         assert!(lines[1].starts_with("vm1 "), "{table}");
         assert!(
-            lines[1].contains("matmul[1010]") && lines[1].contains("512 B"),
+            lines[1].contains("matmul[1010]")
+                && lines[1].contains("512 B")
+                && lines[1].contains("1.5 KiB"),
             "{table}"
         );
         assert!(lines[2].contains("3.0 GiB") && lines[2].contains("1h02m ago"));
+        assert!(lines[2].contains("9.0 GiB"), "{table}");
         assert!(
             lines[2].contains("evil?[2J"),
             "no escapes reach the terminal"
         );
+        // Then each VM: its memory, and its host memory against its limit (the
+        // largest its workers were granted; unbounded stays unbounded).
+        assert_eq!(lines[4], "");
+        assert_eq!(
+            lines[5].split_whitespace().collect::<Vec<_>>(),
+            [
+                "VM",
+                "CONNECTIONS",
+                "MEMORY",
+                "HOST",
+                "MEMORY",
+                "HOST",
+                "LIMIT"
+            ],
+            "{table}"
+        );
+        assert_eq!(
+            lines[6].split_whitespace().collect::<Vec<_>>(),
+            ["vm1", "1", "512", "B", "1.5", "KiB", "4.0", "GiB"],
+            "{table}"
+        );
+        assert_eq!(
+            lines[7].split_whitespace().collect::<Vec<_>>(),
+            ["vm2", "2", "4.0", "GiB", "12.0", "GiB", "unbounded"],
+            "{table}"
+        );
+        let vms = vm_status(&guests);
+        assert_eq!(vms[1].host_memory_used_bytes, 12 << 30);
+        assert_eq!(vms[1].host_memory_limit_bytes, Some(u64::MAX));
         assert_eq!(status_table(&[], 0), "no guests connected\n");
         assert_eq!(duration(59), "59s");
         assert_eq!(duration(61), "1m01s");

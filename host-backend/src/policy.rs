@@ -90,6 +90,9 @@ pub enum ConfigError {
 pub struct Config {
     /// Where workers keep what a VM's connections share (the quota ledger).
     pub state_dir: Option<PathBuf>,
+    /// Where the VMs' module caches live, one directory each (see `module_cache`).
+    /// Default: `modules/` in the state directory.
+    pub module_cache_dir: Option<PathBuf>,
     /// Limits for every guest that its own entry does not override.
     #[serde(default)]
     pub defaults: Limits,
@@ -173,6 +176,10 @@ pub struct Limits {
     /// Bytes those registrations may span together, per connection, whether or not a
     /// memory_quota is set. Default 64 GiB.
     pub registered_memory: Option<ByteSize>,
+    /// The VM's module cache on this host's disk (under the state directory): bytes of
+    /// module and library images its processes loaded, kept by SHA-256 so that they
+    /// cross the connection once (see `module_cache`). `0` turns it off. Default 1 GiB.
+    pub module_cache: Option<ByteSize>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -334,6 +341,8 @@ pub struct Grant {
     /// Host memory registrations besides the staging area, per connection: how many,
     /// and how many bytes together.
     pub registrations: crate::guest_ram::RegistrationLimits,
+    /// Bytes of the VM's module cache (0: none).
+    pub module_cache: u64,
 }
 
 impl Grant {
@@ -350,6 +359,7 @@ impl Grant {
             buffer_memory: u64::MAX,
             host_memory: u64::MAX,
             registrations: crate::guest_ram::RegistrationLimits::UNLIMITED,
+            module_cache: 0,
         }
     }
 }
@@ -690,6 +700,16 @@ impl Policy {
             .any(|v| v.name == vm && v.guest_memory_copies)
     }
 
+    /// The `host_memory` granted to the guests of `name`: a `[[vm]]` name, else
+    /// programs on the host (`[local]`).
+    pub fn host_memory_of(&self, name: &str) -> u64 {
+        let limits = match self.config.vms.iter().find(|v| v.name == name) {
+            Some(vm) => &vm.limits,
+            None => &self.config.local.limits,
+        };
+        self.grant(name, limits).host_memory
+    }
+
     fn grant(&self, name: &str, limits: &Limits) -> Grant {
         let d = &self.config.defaults;
         let gpus = match limits.gpus.as_ref().or(d.gpus.as_ref()) {
@@ -734,6 +754,10 @@ impl Policy {
                     .or(d.registered_memory)
                     .map_or(DEFAULT_REGISTERED_MEMORY, |b| b.0),
             },
+            module_cache: limits
+                .module_cache
+                .or(d.module_cache)
+                .map_or(crate::module_cache::DEFAULT_MODULE_CACHE, |b| b.0),
         }
     }
 
@@ -743,6 +767,14 @@ impl Policy {
             .state_dir
             .as_deref()
             .unwrap_or(Path::new(DEFAULT_STATE_DIR))
+    }
+
+    /// Where the VMs' module caches live, with `state_dir` the state directory in use.
+    pub fn module_cache_dir(&self, state_dir: &Path) -> PathBuf {
+        self.config
+            .module_cache_dir
+            .clone()
+            .unwrap_or_else(|| state_dir.join("modules"))
     }
 
     /// Check the metrics endpoint's address against `[metrics] allow_non_loopback`.

@@ -214,9 +214,20 @@ pub fn start(
         policy
             .check_metrics_listen(addr)
             .map_err(ServeError::Refused)?;
-        let mut known_vms: Vec<String> = policy.config.vms.iter().map(|v| v.name.clone()).collect();
+        let mut known_vms: Vec<metrics::KnownVm> = policy
+            .config
+            .vms
+            .iter()
+            .map(|v| metrics::KnownVm {
+                name: v.name.clone(),
+                host_memory: policy.host_memory_of(&v.name),
+            })
+            .collect();
         if policy.config.local.allow {
-            known_vms.push("local".into());
+            known_vms.push(metrics::KnownVm {
+                name: "local".into(),
+                host_memory: policy.host_memory_of("local"),
+            });
         }
         let source = metrics::Source {
             state_dir: template
@@ -251,7 +262,8 @@ pub fn start(
     } else {
         info!("no [peers]: copies between this host's GPUs and other hosts' go through the guest");
     }
-    daemon::start_log_summaries();
+    // Workers' log lines pass through this daemon, under their VMs' limits.
+    crate::spawn::WorkerLogs::host();
     let template = Arc::new(template);
     let listen_error = |at: String| move |source| ServeError::Listen { at, source };
     // Bound so far: removed again when a later listener cannot start, or the daemon

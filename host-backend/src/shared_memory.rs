@@ -142,19 +142,15 @@ pub struct SharedMappings {
 
 impl SharedMappings {
     /// Whether `[ptr, end)` lies inside one mapping the device can reach, at the
-    /// guest's address or at the device address it was registered under.
+    /// address the device reaches it by: the device pointer it was registered under
+    /// (the guest was given it), which is the guest's own address where the pages are
+    /// mapped there. The guest's address of pages mapped away from it is not theirs
+    /// here (the device would reach whatever this process has there).
     pub fn covers(&self, ptr: u64, end: u64) -> bool {
         let inside = |start: u64, size: u64| ptr >= start && end <= start.saturating_add(size);
         self.by_guest_addr
-            .range(..=ptr)
-            .next_back()
-            .is_some_and(|(s, m)| {
-                m.device_ptr.is_some() && m.host_addr() == *s && inside(*s, m.len as u64)
-            })
-            || self.by_guest_addr.values().any(|m| {
-                m.device_ptr
-                    .is_some_and(|d| d != m.host_addr() && inside(d, m.len as u64))
-            })
+            .values()
+            .any(|m| m.device_ptr.is_some_and(|d| inside(d, m.len as u64)))
     }
 
     /// Whether the guest already holds its staging area.

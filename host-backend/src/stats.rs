@@ -58,8 +58,10 @@ const ERROR_SLOTS: usize = 16;
 pub const OTHER_ERRORS: &str = "other";
 
 const MAGIC: u64 = u64::from_le_bytes(*b"VMCUSTAT");
-/// Bumped whenever [`Block`] changes: readers skip files of another layout.
-const LAYOUT_VERSION: u64 = 1;
+/// Bumped whenever a field of [`Block`] moves: readers skip files of another layout.
+/// Fields added at its end leave the version as it is (a file of an older worker
+/// reads 0 there: the file is made zeroed).
+const LAYOUT_VERSION: u64 = 2;
 /// The whole file: the counters, then the identity.
 const FILE_LEN: usize = 4096;
 const IDENTITY_OFFSET: usize = 1024;
@@ -123,6 +125,17 @@ struct Block {
     error_status: [AtomicU64; ERROR_SLOTS],
     error_count: [AtomicU64; ERROR_SLOTS],
     error_other: AtomicU64,
+    /// Host memory the worker keeps for its guest, as the session counts it against
+    /// the VM's `host_memory` (`session/host_memory.rs`), and that limit.
+    host_kept: AtomicU64,
+    host_limit: AtomicU64,
+    /// Module images loaded from the VM's module cache, and their bytes.
+    module_cache_hits: AtomicU64,
+    module_cache_bytes: AtomicU64,
+    /// Images named by hash that the cache did not have (the guest then sent them).
+    module_cache_misses: AtomicU64,
+    /// Bytes of module images that crossed the connection.
+    module_bytes_received: AtomicU64,
 }
 
 /// Who a worker serves: written once, when the guest is admitted.
@@ -158,6 +171,14 @@ pub struct Counts {
     /// Failed calls by CUDA status name ([`OTHER_ERRORS`] past the distinct statuses a
     /// worker keeps apart).
     pub errors: BTreeMap<String, u64>,
+    /// Module images served from the VM's module cache, and their bytes (which did not
+    /// cross the connection).
+    pub module_cache_hits: u64,
+    pub module_cache_bytes: u64,
+    /// Images named by hash that the VM's cache lacked.
+    pub module_cache_misses: u64,
+    /// Bytes of module images that did cross the connection.
+    pub module_bytes_received: u64,
 }
 
 impl Counts {
@@ -183,6 +204,10 @@ impl Counts {
         for (status, n) in &other.errors {
             *self.errors.entry(status.clone()).or_default() += n;
         }
+        self.module_cache_hits += other.module_cache_hits;
+        self.module_cache_bytes += other.module_cache_bytes;
+        self.module_cache_misses += other.module_cache_misses;
+        self.module_bytes_received += other.module_bytes_received;
     }
 }
 
@@ -197,6 +222,12 @@ pub struct Guest {
     pub device_memory_bytes: u64,
     /// Page-locked host memory it shares with the host (counted against its quota too).
     pub host_memory_bytes: u64,
+    /// Host memory its worker keeps for it (graphs, module images, frame buffers,
+    /// handle tables), as counted against its VM's `host_memory`.
+    pub host_memory_used_bytes: u64,
+    /// Its VM's `host_memory` (`u64::MAX`: unbounded; 0: not said, a worker older
+    /// than this figure).
+    pub host_memory_limit_bytes: u64,
     #[serde(flatten)]
     pub counts: Counts,
 }
@@ -334,6 +365,12 @@ impl WorkerStats {
                 error_status: std::array::from_fn(|_| zero()),
                 error_count: std::array::from_fn(|_| zero()),
                 error_other: zero(),
+                host_kept: zero(),
+                host_limit: zero(),
+                module_cache_hits: zero(),
+                module_cache_bytes: zero(),
+                module_cache_misses: zero(),
+                module_bytes_received: zero(),
             })),
         }
     }
@@ -455,6 +492,23 @@ impl WorkerStats {
         bump(&self.block().copied[direction as usize], bytes);
     }
 
+    /// A module image loaded from the VM's module cache: `bytes` that did not cross.
+    pub fn module_cache_hit(&mut self, bytes: u64) {
+        let b = self.block();
+        bump(&b.module_cache_hits, 1);
+        bump(&b.module_cache_bytes, bytes);
+    }
+
+    /// An image named by hash that the VM's cache lacked.
+    pub fn module_cache_miss(&mut self) {
+        bump(&self.block().module_cache_misses, 1);
+    }
+
+    /// `bytes` of a module image that crossed the connection.
+    pub fn module_received(&mut self, bytes: u64) {
+        bump(&self.block().module_bytes_received, bytes);
+    }
+
     /// Device memory the guest holds, after an allocation or a free.
     pub fn set_device_memory(&mut self, bytes: u64) {
         self.block().device_memory.store(bytes, Relaxed);
@@ -463,6 +517,16 @@ impl WorkerStats {
     /// Page-locked host memory the guest shares, after it changed.
     pub fn set_host_memory(&mut self, bytes: u64) {
         self.block().host_memory.store(bytes, Relaxed);
+    }
+
+    /// Host memory kept for the guest against its VM's `host_memory`, after a call.
+    pub fn set_host_memory_used(&mut self, bytes: u64) {
+        self.block().host_kept.store(bytes, Relaxed);
+    }
+
+    /// The VM's `host_memory`, once the session has its grant.
+    pub fn set_host_memory_limit(&mut self, bytes: u64) {
+        self.block().host_limit.store(bytes, Relaxed);
     }
 
     /// The counters now.
@@ -650,6 +714,8 @@ fn read_guest(path: &Path, pid: u32) -> Result<Option<(Guest, bool)>, StatsError
         connected_unix_ms: b.connected_unix_ms.load(Relaxed),
         device_memory_bytes: b.device_memory.load(Relaxed),
         host_memory_bytes: b.host_memory.load(Relaxed),
+        host_memory_used_bytes: b.host_kept.load(Relaxed),
+        host_memory_limit_bytes: b.host_limit.load(Relaxed),
         counts: counts(b),
     };
     let live = alive(pid, b.worker_started.load(Relaxed));
@@ -680,6 +746,10 @@ fn counts(b: &Block) -> Counts {
         latency_sum_ns: b.latency_sum_ns.load(Relaxed),
         latency_buckets: std::array::from_fn(|i| b.latency[i].load(Relaxed)),
         errors,
+        module_cache_hits: b.module_cache_hits.load(Relaxed),
+        module_cache_bytes: b.module_cache_bytes.load(Relaxed),
+        module_cache_misses: b.module_cache_misses.load(Relaxed),
+        module_bytes_received: b.module_bytes_received.load(Relaxed),
     }
 }
 

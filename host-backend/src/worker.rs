@@ -161,7 +161,15 @@ pub fn serve<'a>(
     let result = run(&mut session, &ctx, Op::Hello, &meta, &[], &mut deferred);
     record(&mut session, started, &result);
     let greeted = result.is_ok();
-    let result = answer(&mut writer, &mut session, &header, result, &mut deferred).and_then(|()| {
+    let result = answer(
+        &mut writer,
+        &mut session,
+        &header,
+        started,
+        result,
+        &mut deferred,
+    )
+    .and_then(|()| {
         if !greeted {
             return Ok(());
         }
@@ -229,11 +237,13 @@ fn read_hello(
     }
 }
 
-/// Write the reply to a waited-for request and flush it.
+/// Write the reply to a waited-for request and flush it, stamped with the time since
+/// `started` (the request all read) for the guest's profile.
 fn answer(
     writer: &mut impl Write,
     session: &mut Session,
     header: &FrameHeader,
+    started: Instant,
     result: Result<(Vec<u8>, Vec<u8>), CudaStatus>,
     deferred: &mut Option<CudaStatus>,
 ) -> Result<(), FrameError> {
@@ -246,7 +256,9 @@ fn answer(
     let (meta, data) = result.unwrap_or_default();
     // Large reads are in the session's page-locked reply area instead.
     if let Some(len) = session.take_area_len() {
-        return answer_from_area(writer, session, header, status, &meta, len, deferred);
+        return answer_from_area(
+            writer, session, header, started, status, &meta, len, deferred,
+        );
     }
     let bytes: &[u8] = &data;
     let reply = FrameHeader::new(
@@ -256,7 +268,8 @@ fn answer(
         meta.len(),
         bytes.len(),
     )
-    .with_status(status.0);
+    .with_status(status.0)
+    .with_worker_time(started.elapsed());
     frame::write_frame(writer, &reply, &meta, bytes)?;
     session.recycle(data);
     writer.flush()?;
@@ -268,10 +281,12 @@ fn answer(
 /// before it (a failure of earlier work on the stream shows there); a failure met
 /// later can no longer change the status sent and is owed to the next call instead,
 /// as an asynchronous error.
+#[allow(clippy::too_many_arguments)]
 fn answer_from_area(
     writer: &mut impl Write,
     session: &mut Session,
     header: &FrameHeader,
+    started: Instant,
     status: CudaStatus,
     meta: &[u8],
     len: usize,
@@ -291,7 +306,8 @@ fn answer_from_area(
         meta.len(),
         sent,
     )
-    .with_status(status.0);
+    .with_status(status.0)
+    .with_worker_time(started.elapsed());
     if sent == 0 {
         // Nothing is sent, but the copy must be over before the area is used again.
         let _ = session.area_piece(0, len);
@@ -466,7 +482,14 @@ fn serve_frames<'a>(
             }
         } else {
             // Replies go out at once; a run of no-reply requests is answered by nothing.
-            answer(&mut writer, session, &header, result, &mut deferred)?;
+            answer(
+                &mut writer,
+                session,
+                &header,
+                started,
+                result,
+                &mut deferred,
+            )?;
         }
         if let Some(memory) = session.take_ring() {
             // The attach's reply was the last frame on the socket; the guest sends
@@ -590,7 +613,7 @@ fn record(
         Ok(_) => Ok(()),
         Err(status) => Err(*status),
     };
-    session.stats_mut().record_call(elapsed, outcome);
+    session.record_call(elapsed, outcome);
 }
 
 fn forward_console(

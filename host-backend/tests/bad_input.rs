@@ -171,8 +171,8 @@ fn a_vm_flooding_bad_requests_on_many_connections_writes_its_vms_bound() {
         std::thread::sleep(Duration::from_millis(50));
     };
     let bad = log.lines().filter(|l| l.contains("unknown op")).count() as u64;
-    let bound = u64::from(vmcuda_host::daemon::VM_LOG_BURST)
-        + secs * u64::from(vmcuda_host::daemon::VM_LOG_PER_SECOND);
+    let bound = u64::from(vmcuda_host::spawn::VM_LOG_BURST)
+        + secs * u64::from(vmcuda_host::spawn::VM_LOG_PER_SECOND);
     assert!(
         bad <= bound,
         "{bad} lines about bad requests from one VM, over {bound}"

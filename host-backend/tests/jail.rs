@@ -10,8 +10,10 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use sha2::{Digest, Sha256};
 use vmcuda_host::jail::{self, JailSpec, OnDenied};
 use vmcuda_host::ledger::Ledger;
+use vmcuda_host::module_cache::{Lookup, ModuleCache, Scope};
 use vmcuda_host::policy::Policy;
 use vmcuda_wire::op::*;
 use vmcuda_wire::CudaStatus;
@@ -94,8 +96,17 @@ fn two_vms(dir: &Path, namespaces: bool) -> PathBuf {
     let ledgers = dir.join("state/ledger");
     std::fs::create_dir_all(&ledgers).unwrap();
     std::fs::write(ledgers.join("vm-b.ledger"), "4242 777\n").unwrap();
+    // VM b's module cache, with an image its processes loaded.
+    let b = ModuleCache::open(&dir.join("state/modules"), &Scope::vm("vm-b"), 1 << 20).unwrap();
+    b.put(&Sha256::digest(IMAGE_B).into(), IMAGE_B).unwrap();
     config
 }
+
+/// A cubin with kernels, to be grown past the images that go with their hash at once.
+const PARAMS: &[u8] = include_bytes!("../../wire/testdata/params.cubin");
+
+/// An image only VM b ever loaded.
+const IMAGE_B: &[u8] = b"an image of vm-b's, 0123456789";
 
 /// The child side of every test.
 #[test]
@@ -161,8 +172,33 @@ fn role() {
             let policy = Policy::load(Some(&dir.join("host.toml"))).unwrap();
             let state = dir.join("state");
             let ledger = Ledger::join(&state, "vm-a", 8).unwrap();
-            jail::confine_admitted(&policy, "vm-a", &state, Some(ledger.path())).unwrap();
+            let caches = policy.module_cache_dir(&state);
+            let cache = ModuleCache::open(&caches, &Scope::vm("vm-a"), 1 << 20).unwrap();
+            jail::confine_admitted(
+                &policy,
+                "vm-a",
+                &state,
+                Some(ledger.path()),
+                Some(cache.dir()),
+            )
+            .unwrap();
             println!("uid={}", nix::unistd::getuid());
+            // Its own module cache works as its new user; VM b's image is not in it.
+            let image = b"an image of vm-a's";
+            let hash: [u8; 32] = Sha256::digest(image).into();
+            println!(
+                "cache-put={:?}",
+                cache.put(&hash, image).map_err(|e| e.to_string())
+            );
+            println!(
+                "cache-hit={}",
+                cache.get(&hash, |_| true).unwrap() == Lookup::Hit(image.to_vec())
+            );
+            let b_hash: [u8; 32] = Sha256::digest(IMAGE_B).into();
+            println!(
+                "cache-b-image={:?}",
+                cache.get(&b_hash, |_| true).map_err(|e| e.to_string())
+            );
             // Its own ledger still works as its new user.
             println!(
                 "charge={:?}",
@@ -177,6 +213,8 @@ fn role() {
                 }
             };
             println!("ledger-b={}", read(state.join("ledger/vm-b.ledger")));
+            println!("cache-b={}", read(caches.join("vm-b/index")));
+            println!("cache-b-dotdot={}", read(caches.join("vm-a/../vm-b/index")));
             println!("token-b={}", read(dir.join("tokens/vm-b.token")));
             println!("token-a={}", read(dir.join("tokens/vm-a.token")));
             println!("config={}", read(dir.join("host.toml")));
@@ -246,6 +284,15 @@ fn cannot_reach_another_vm(namespaces: bool) {
     assert!(r.contains(&format!("uid={id}")), "runs as vm-a's user");
     assert!(r.contains("charge=Ok(true)"), "its own ledger works");
     assert!(r.contains("total=Ok(100)"), "and holds only its own lines");
+    assert!(
+        r.contains("cache-put=Ok(true)"),
+        "its own module cache works"
+    );
+    assert!(r.contains("cache-hit=true"));
+    assert!(
+        r.contains("cache-b-image=Ok(Miss)"),
+        "another VM's image is not its"
+    );
     for secret in ["777", TOKEN_A, TOKEN_B] {
         assert!(!r.contains(secret), "{secret} leaked");
     }
@@ -258,12 +305,16 @@ fn cannot_reach_another_vm(namespaces: bool) {
     if namespaces {
         // Hidden: the ledger is not there, the files read as empty.
         assert_eq!(line("ledger-b="), "ledger-b=ENOENT");
+        assert_eq!(line("cache-b="), "cache-b=ENOENT");
+        assert_eq!(line("cache-b-dotdot="), "cache-b-dotdot=ENOENT");
         assert_eq!(line("token-b="), "token-b=read \"\"");
         assert_eq!(line("config="), "config=read \"\"");
         assert_eq!(line("new-ledger="), "new-ledger=EROFS");
     } else {
         // Unreadable by its owners and modes.
         assert_eq!(line("ledger-b="), "ledger-b=EACCES");
+        assert_eq!(line("cache-b="), "cache-b=EACCES");
+        assert_eq!(line("cache-b-dotdot="), "cache-b-dotdot=EACCES");
         assert_eq!(line("token-b="), "token-b=EACCES");
         assert_eq!(line("new-ledger="), "new-ledger=EACCES");
     }
@@ -386,6 +437,25 @@ fn a_jailed_daemon_serves_a_whole_session() {
             call(&mut s, Op::MemFree, &MemFree { ptr }, &[]).0,
             CudaStatus::Success
         );
+        // A module image by its hash: the first worker keeps it in the VM's cache, in
+        // a state directory it cannot walk to, and the second, as jailed, finds it.
+        let image = vmcuda_wire::cubin::grown(PARAMS, 256 << 10);
+        let by_hash = ModuleLoadCached {
+            sha256: Sha256::digest(&image).into(),
+        };
+        let mut load = |data: &[u8]| {
+            let (status, meta, _) = call(&mut s, Op::ModuleLoadCached, &by_hash, data);
+            assert_eq!(status, CudaStatus::Success, "round {round}");
+            postcard::from_bytes::<ModuleLoadedCached>(&meta)
+                .unwrap()
+                .module
+        };
+        if round == 0 {
+            assert_eq!(load(&[]), None);
+            assert!(load(&image).is_some());
+        } else {
+            assert!(load(&[]).is_some(), "a hit in the jailed worker");
+        }
         drop(s);
         // The worker ends; the next connection gets a fresh one.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);

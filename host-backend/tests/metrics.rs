@@ -131,6 +131,7 @@ fn per_vm_figures_reach_the_endpoint_and_status_until_the_guests_leave() {
             tcp = true
             token = "{TOKEN}"
             memory_quota = "256KiB"
+            host_memory = "64MiB"
 
             [[vm]]
             name = "idle"
@@ -150,6 +151,27 @@ fn per_vm_figures_reach_the_endpoint_and_status_until_the_guests_leave() {
         );
     }
     assert_eq!(get(&text, "vmcuda_stats_up"), 1.0);
+    // Their host memory limits are there from the start too, as configured.
+    for (vm, limit) in [
+        ("local", 4u64 << 30),
+        ("remote", 64 << 20),
+        ("idle", 4 << 30),
+    ] {
+        assert_eq!(
+            get(
+                &text,
+                &format!("vmcuda_vm_host_memory_limit_bytes{{vm=\"{vm}\"}}")
+            ),
+            limit as f64
+        );
+        assert_eq!(
+            get(
+                &text,
+                &format!("vmcuda_vm_host_memory_used_bytes{{vm=\"{vm}\"}}")
+            ),
+            0.0
+        );
+    }
 
     // A local program: copies every way, two kernels, two failing calls.
     let mut local = d.connect();
@@ -306,6 +328,18 @@ fn per_vm_figures_reach_the_endpoint_and_status_until_the_guests_leave() {
             1.0,
         );
     }
+    // Host memory the workers keep, beside the device memory: the local guest's module
+    // image is in it, and each VM's frame buffers and handles.
+    let host_used = |vm: &str| get(&text, &series("vmcuda_vm_host_memory_used_bytes", vm, ""));
+    assert!(host_used("local") >= TINY.len() as f64, "{text}");
+    assert!(host_used("remote") > 0.0, "{text}");
+    assert!(host_used("remote") < (64 << 20) as f64, "{text}");
+    expect(
+        "remote",
+        "vmcuda_vm_host_memory_limit_bytes",
+        "",
+        (64 << 20) as f64,
+    );
     assert_eq!(get(&text, "vmcuda_vm_connections{vm=\"idle\"}"), 0.0);
     assert_eq!(get(&text, "vmcuda_workers_started_total"), 3.0);
     assert_eq!(get(&text, "vmcuda_workers_failed_total"), 0.0);
@@ -330,6 +364,19 @@ fn per_vm_figures_reach_the_endpoint_and_status_until_the_guests_leave() {
     );
     assert_eq!(r["copied_htod"], 4096);
     assert_eq!(r["calls_ok"], 4);
+    assert!(l["host_memory_used_bytes"].as_u64().unwrap() >= TINY.len() as u64);
+    assert_eq!(r["host_memory_limit_bytes"], 64 << 20);
+    // And per VM: the connections' host memory summed, against the VM's limit.
+    let vms = report["vms"].as_array().unwrap();
+    assert_eq!(vms.len(), 2, "{report}");
+    assert_eq!(vms[1]["vm"], "remote");
+    assert_eq!(vms[1]["connections"], 1);
+    assert_eq!(vms[1]["device_memory_bytes"], 128 << 10);
+    assert_eq!(
+        vms[1]["host_memory_used_bytes"],
+        r["host_memory_used_bytes"]
+    );
+    assert_eq!(vms[1]["host_memory_limit_bytes"], 64 << 20);
     for g in guests {
         let pid = g["worker_pid"].as_u64().unwrap();
         assert!(
@@ -344,13 +391,24 @@ fn per_vm_figures_reach_the_endpoint_and_status_until_the_guests_leave() {
         .unwrap();
     let table = String::from_utf8(table.stdout).unwrap();
     let rows: Vec<&str> = table.lines().collect();
-    assert_eq!(rows.len(), 3, "{table}");
+    assert_eq!(rows.len(), 7, "{table}");
+    assert!(rows[0].contains("MEMORY  HOST MEMORY"), "{table}");
     assert!(
         rows[1].starts_with("local ") && rows[1].contains("1.0 MiB"),
         "{table}"
     );
     assert!(
         rows[2].starts_with("remote ") && rows[2].contains("daemon-test[1]"),
+        "{table}"
+    );
+    // Then the VMs, each with its host memory and its limit.
+    assert!(rows[4].ends_with("HOST MEMORY  HOST LIMIT"), "{table}");
+    assert!(
+        rows[5].starts_with("local ") && rows[5].ends_with("4.0 GiB"),
+        "{table}"
+    );
+    assert!(
+        rows[6].starts_with("remote ") && rows[6].ends_with("64.0 MiB"),
         "{table}"
     );
 
@@ -370,6 +428,10 @@ fn per_vm_figures_reach_the_endpoint_and_status_until_the_guests_leave() {
     for vm in ["local", "remote"] {
         assert_eq!(
             get(&text, &series("vmcuda_vm_device_memory_bytes", vm, "")),
+            0.0
+        );
+        assert_eq!(
+            get(&text, &series("vmcuda_vm_host_memory_used_bytes", vm, "")),
             0.0
         );
     }

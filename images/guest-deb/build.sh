@@ -32,7 +32,7 @@
 #
 # OUTDIR defaults to build/pkg. Without --no-build, guest-lib/build-libs.sh and the
 # `vmcuda` binary (if any) are built for --profile (default release, or
-# $VMCUDA_PROFILE). With --no-build, the library comes from --guest-lib (default
+# $VMCUDA_BUILD_PROFILE). With --no-build, the library comes from --guest-lib (default
 # build/guest/lib) and the CLI from target/PROFILE/vmcuda when it is there.
 # PKG_COMPRESS=gzip|none makes a faster .deb (tests). Prints the .deb's and the
 # tarball's paths on the last two lines. Needs dpkg-deb, objdump, strip, tar, gzip.
@@ -47,7 +47,7 @@ PKG_TOOL=guest-deb/build.sh
 . "$here/../pkg-lib.sh"
 usage() { awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
-out=""; profile=${VMCUDA_PROFILE:-release}; build=1; version=""; guest_lib=""
+out=""; profile=${VMCUDA_BUILD_PROFILE:-release}; build=1; version=""; guest_lib=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --profile) profile=$2; shift 2 ;;
@@ -82,7 +82,7 @@ for p in json.load(sys.stdin)["packages"]:
 target_dir=${CARGO_TARGET_DIR:-$repo/target}
 if [ "$build" = 1 ]; then
   guest_lib="$stage/built-lib"
-  VMCUDA_PROFILE=$profile bash "$repo/guest-lib/build-libs.sh" "$guest_lib" >/dev/null
+  VMCUDA_BUILD_PROFILE=$profile bash "$repo/guest-lib/build-libs.sh" "$guest_lib" >/dev/null
   if [ -n "$cli_pkg" ]; then
     flag=(); [ "$profile" = release ] && flag=(--release)
     (cd "$repo" && cargo build "${flag[@]}" -p "$cli_pkg" --bin vmcuda) >&2

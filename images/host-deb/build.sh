@@ -10,7 +10,7 @@
 #   images/host-deb/build.sh [OUTDIR] [--profile release|debug] [--no-build] [--version V]
 #
 # OUTDIR defaults to build/pkg. --profile picks target/PROFILE (default release, or
-# $VMCUDA_PROFILE); without --no-build the binaries are built first with cargo.
+# $VMCUDA_BUILD_PROFILE); without --no-build the binaries are built first with cargo.
 # --version defaults to the workspace version. PKG_COMPRESS=gzip|none makes a faster
 # package (tests). Prints the .deb's path on the last line. Needs dpkg-deb, objdump,
 # strip; no root (files are owned by root in the package).
@@ -23,7 +23,7 @@ PKG_TOOL=host-deb/build.sh
 . "$here/../pkg-lib.sh"
 usage() { awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
-out=""; profile=${VMCUDA_PROFILE:-release}; build=1; version=""
+out=""; profile=${VMCUDA_BUILD_PROFILE:-release}; build=1; version=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --profile) profile=$2; shift 2 ;;

@@ -269,10 +269,11 @@ if [ "$gpu_check" = 1 ]; then
     fi
 fi
 
-# Only the daemon's own socket is left in its directory.
+# Only the daemon's own socket is left in its directory (beside the state directory
+# this script gave it).
 left=""
 for f in "$sockdir"/* "$sockdir"/.[!.]*; do
-    [ -e "$f" ] && [ "$f" != "$sock" ] && left="$left$(basename "$f") "
+    [ -e "$f" ] && [ "$f" != "$sock" ] && [ "$f" != "$sockdir/state" ] && left="$left$(basename "$f") "
 done
 files_ok=1
 [ -z "$left" ] || files_ok=0

@@ -332,8 +332,16 @@ pub fn run_program(program: &Path, server: &str) -> Output {
 
 /// [`run_program`] with more environment variables.
 pub fn run_program_with(program: &Path, server: &str, env: &[(&str, &str)]) -> Output {
-    let mut child = Command::new(program)
-        .env("LD_LIBRARY_PATH", guest_library_path())
+    let mut cmd = Command::new(program);
+    cmd.env("LD_LIBRARY_PATH", guest_library_path());
+    run_command_with(cmd, server, env)
+}
+
+/// Run `cmd` (its program, arguments and library path set) with `VMCUDA_SERVER=server`
+/// and `env`, within 120 s.
+pub fn run_command_with(mut cmd: Command, server: &str, env: &[(&str, &str)]) -> Output {
+    let program = PathBuf::from(cmd.get_program());
+    let mut child = cmd
         .env("VMCUDA_SERVER", server)
         // Tokens come from the test, never from this machine's /etc/vmcuda/token.
         .env("VMCUDA_TOKEN_FILE", "/nonexistent")

@@ -1364,3 +1364,71 @@ fn the_host_will_not_serve_through_vmcuda_s_own_driver() {
         "{stderr}"
     );
 }
+
+/// `VMCUDA_PROFILE` and `VMCUDA_PROFILE_TRACE`: a program's driver calls and its round
+/// trips, with the worker's share stamped by the host, as a summary and as a Chrome trace
+/// a person can open (tests/apps/events.cu: launches, events, a synchronizing copy).
+#[test]
+#[ignore = "needs the linked guest libraries and nvcc-built apps: run tests/run.sh"]
+fn the_profile_says_where_a_programs_time_went() {
+    let d = Daemon::host_memory("profile");
+    let dir = std::env::temp_dir().join(format!("vmcuda-profile-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let summary = dir.join("summary-%p.txt");
+    let trace = dir.join("trace.json");
+    let out = run_program_with(
+        &apps_dir().join("events"),
+        &d.server(),
+        &[
+            ("VMCUDA_PROFILE", summary.to_str().unwrap()),
+            ("VMCUDA_PROFILE_TRACE", trace.to_str().unwrap()),
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let written: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().contains("summary-"))
+        .collect();
+    assert_eq!(
+        written.len(),
+        1,
+        "one summary, named by the pid: {written:?}"
+    );
+    let summary = std::fs::read_to_string(&written[0]).unwrap();
+    for want in [
+        "driver calls took",
+        "cuLaunchKernel",
+        "cuEventSynchronize",
+        "EventSynchronize",
+    ] {
+        assert!(summary.contains(want), "missing `{want}` in:\n{summary}");
+    }
+    // The synchronize waited for the host, and the host said how long it worked on it.
+    let sync = summary
+        .lines()
+        .find(|l| l.starts_with("EventSynchronize "))
+        .expect("an EventSynchronize row");
+    let cols: Vec<&str> = sync.split_whitespace().collect();
+    assert!(cols[1].parse::<u64>().unwrap() >= 1, "{sync}");
+    assert!(
+        cols[4].parse::<f64>().unwrap() > 0.0,
+        "worker time stamped: {sync}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    let events = json["traceEvents"].as_array().unwrap();
+    let round_trip = events
+        .iter()
+        .find(|e| e["name"] == "host: EventSynchronize")
+        .expect("the synchronize's round trip on the timeline");
+    assert_eq!(round_trip["ph"], "X");
+    assert!(round_trip["dur"].as_f64().unwrap() > 0.0);
+    let call = events
+        .iter()
+        .find(|e| e["name"] == "cuEventSynchronize" && e["tid"] == round_trip["tid"])
+        .expect("the driver call around it, on the same thread");
+    assert!(call["args"]["round_trips"].as_u64().unwrap() >= 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,8 +1,13 @@
 //! The real host side of a guest connection: one `vmcuda-host worker` process per
-//! connection, exactly as the daemon starts them (`WorkerTemplate::spawn` in
-//! host-backend): one end of a fresh `UnixStream::pair()` is the worker's stdin, stdout is
-//! null, stderr is ours. We keep the other end, non-blocking, registered edge-triggered
-//! with the device's stream epoll under the connection id.
+//! connection, started the daemon's way (`vmcuda_host::spawn`, shared with the
+//! daemon's listeners): one end of a fresh `UnixStream::pair()` is the worker's stdin,
+//! stdout is null, and its stderr comes back to us on a pipe, passed on to our log
+//! under the VM's limit, all its connections together (the same limit as the daemon's
+//! per VM, `vmcuda_host::spawn::WorkerLogs`). We keep the other end of the socket,
+//! non-blocking, registered edge-triggered with the device's stream epoll under the
+//! connection id. The worker itself takes its limits from the configuration, as any
+//! worker does: at admission its VM's `host_memory`, counted in the session and, as
+//! the kernel's cap, its data segment (`RLIMIT_DATA`).
 //!
 //! Closing our end is how a connection ends: the worker reads end of input, frees what
 //! the guest held (GPU memory included) and exits. Every worker is waited for by a small
@@ -26,34 +31,20 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use tracing::{error, info, warn, Span};
+use vmcuda_host::daemon::TransportKind;
+use vmcuda_host::policy::Caller;
+use vmcuda_host::spawn::{self, WorkerLaunch, WorkerLogs};
 use vmm_sys_util::epoll::{ControlOperation, Epoll, EpollEvent, EventSet};
 
 use crate::muxer::{ConnId, Connector, GuestRamRegion, HostStream, FIRST_UNPRIVILEGED_PORT};
 
 /// Which executor the workers use (`vmcuda-host worker --executor`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum ExecutorChoice {
-    /// The CUDA executor when a GPU and driver are present, else the host-memory test
-    /// double (an explicit choice, never the default).
-    Auto,
-    Cuda,
-    HostMemory,
-}
-
-impl ExecutorChoice {
-    pub fn as_arg(self) -> &'static str {
-        match self {
-            ExecutorChoice::Auto => "auto",
-            ExecutorChoice::Cuda => "cuda",
-            ExecutorChoice::HostMemory => "host-memory",
-        }
-    }
-}
+pub use vmcuda_host::daemon::ExecutorChoice;
 
 /// How to start a worker.
 #[derive(Clone, Debug)]
@@ -69,40 +60,34 @@ pub struct WorkerCommand {
 
 impl WorkerCommand {
     /// `<host-bin> worker --executor <e> --transport unix --connection-id <id>
-    /// --caller vm:<name> [--launch-log <path>] [--config <path>]`. The VM is named by
-    /// this device, which only its VMM can reach, never by the guest.
+    /// --caller vm:<name> [--launch-log <path>] [--config <path>]`, as the daemon's
+    /// workers start (`vmcuda_host::spawn::WorkerLaunch`). The VM is named by this
+    /// device, which only its VMM can reach, never by the guest.
     pub fn command(&self, id: ConnId) -> Command {
-        let mut cmd = Command::new(&self.host_bin);
-        cmd.arg("worker")
-            .arg("--executor")
-            .arg(self.executor.as_arg())
-            .arg("--transport")
-            .arg("unix")
-            .arg("--connection-id")
-            .arg(id.to_string())
-            .arg("--caller")
-            .arg(format!("vm:{}", self.vm_name));
-        if let Some(log) = &self.launch_log {
-            cmd.arg("--launch-log").arg(log);
+        WorkerLaunch {
+            exe: &self.host_bin,
+            executor: self.executor,
+            transport: TransportKind::Unix,
+            connection_id: id,
+            caller: &Caller::Vm(self.vm_name.clone()),
+            launch_log: self.launch_log.as_deref(),
+            config: self.config.as_deref(),
         }
-        if let Some(config) = &self.config {
-            cmd.arg("--config").arg(config);
-        }
-        cmd
+        .command()
     }
 }
 
-/// Spawn `cmd` with `conn` as its stdin, stdout null, stderr inherited, `give[i]` as
-/// descriptor `3 + i`, and no other descriptor of ours. The caller's copy of `conn` is
-/// gone once `cmd` is dropped.
+/// Spawn `cmd` the daemon's way (`vmcuda_host::spawn::start`): `conn` as its stdin,
+/// stdout null, stderr passed on to `logs` under the limit of the VM `vm`; and
+/// `give[i]` as descriptor `3 + i`, and no other descriptor of ours. The caller's copy
+/// of `conn` is gone once `cmd` is dropped.
 pub fn spawn_on_socket(
     cmd: &mut Command,
     conn: OwnedFd,
     give: &[BorrowedFd<'_>],
+    logs: &Arc<WorkerLogs>,
+    vm: &str,
 ) -> io::Result<Child> {
-    cmd.stdin(Stdio::from(conn))
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit());
     // Copies numbered above every target (3 + i), so that placing one never overwrites
     // another; close-on-exec, so they never reach the worker themselves.
     let first_free = 3 + give.len() as RawFd;
@@ -120,24 +105,27 @@ pub fn spawn_on_socket(
         })
         .collect::<io::Result<Vec<OwnedFd>>>()?;
     let sources: Vec<RawFd> = copies.iter().map(|c| c.as_raw_fd()).collect();
-    // SAFETY: the hook runs in the forked child before exec and only makes raw
-    // close_range/fcntl/dup2 system calls, which are async-signal-safe, allocate
-    // nothing and touch no state shared with the parent (`sources` is only read).
-    unsafe {
-        cmd.pre_exec(move || {
-            close_inherited_fds_on_exec()?;
-            for (i, src) in sources.iter().enumerate() {
-                // dup2 leaves the new descriptor inheritable.
-                if libc::dup2(*src, 3 + i as RawFd) < 0 {
-                    return Err(io::Error::last_os_error());
+    let started = spawn::start(cmd, conn, logs, Some(vm), |cmd| {
+        // SAFETY: the hook runs in the forked child before exec (after its stdio is
+        // in place) and only makes raw close_range/fcntl/dup2 system calls, which are
+        // async-signal-safe, allocate nothing and touch no state shared with the
+        // parent (`sources` is only read).
+        unsafe {
+            cmd.pre_exec(move || {
+                close_inherited_fds_on_exec()?;
+                for (i, src) in sources.iter().enumerate() {
+                    // dup2 leaves the new descriptor inheritable.
+                    if libc::dup2(*src, 3 + i as RawFd) < 0 {
+                        return Err(io::Error::last_os_error());
+                    }
                 }
-            }
-            Ok(())
-        });
-    }
-    let child = cmd.spawn();
+                Ok(())
+            });
+        }
+        cmd.spawn()
+    });
     drop(copies);
-    child
+    started.map(|s| s.child)
 }
 
 /// Mark every descriptor above stderr close-on-exec (runs in the child, before exec).
@@ -266,6 +254,8 @@ pub struct WorkerConnector {
     span: Span,
     /// The guest's RAM, for privileged guest connections.
     guest_ram: Vec<GuestRamRegion>,
+    /// Where the workers' log lines go, under the VM's limit.
+    logs: Arc<WorkerLogs>,
 }
 
 impl WorkerConnector {
@@ -283,7 +273,14 @@ impl WorkerConnector {
             children,
             span,
             guest_ram: Vec::new(),
+            logs: WorkerLogs::host(),
         }
+    }
+
+    /// Pass the workers' log lines on to `logs` instead of this process's stderr.
+    pub fn with_logs(mut self, logs: Arc<WorkerLogs>) -> WorkerConnector {
+        self.logs = logs;
+        self
     }
 
     /// The guest RAM a worker for a connection from `guest_port` is given: all of it
@@ -320,7 +317,13 @@ impl Connector for WorkerConnector {
                 ));
             }
             let give: Vec<BorrowedFd<'_>> = ram.iter().map(|r| r.file.as_fd()).collect();
-            spawn_on_socket(&mut cmd, OwnedFd::from(theirs), &give)?
+            spawn_on_socket(
+                &mut cmd,
+                OwnedFd::from(theirs),
+                &give,
+                &self.logs,
+                &self.cmd.vm_name,
+            )?
             // `cmd` drops here with our copy of the worker's end.
         };
         info!(
@@ -437,7 +440,14 @@ mod tests {
         cmd.arg("-c").arg(format!(
             "if [ -e /proc/self/fd/{raw} ]; then echo leaked >&0; else echo clean >&0; fi"
         ));
-        let mut child = spawn_on_socket(&mut cmd, OwnedFd::from(theirs), &[]).unwrap();
+        let mut child = spawn_on_socket(
+            &mut cmd,
+            OwnedFd::from(theirs),
+            &[],
+            &WorkerLogs::host(),
+            "t",
+        )
+        .unwrap();
         drop(cmd);
         let mut out = String::new();
         ours.read_to_string(&mut out).unwrap();
@@ -446,36 +456,47 @@ mod tests {
         drop(leaky);
     }
 
-    #[test]
-    fn connector_spawns_reaps_and_closing_ends_the_worker() {
-        let dir = std::env::temp_dir().join(format!("vmcuda-worker-test-{}", std::process::id()));
+    /// A directory of the test's own, and in it a stand-in for `vmcuda-host` that
+    /// runs `body` (a shell script; `{d}` is the directory).
+    fn fake_host(name: &str, body: &str) -> (PathBuf, PathBuf) {
+        let dir = std::env::temp_dir().join(format!("vmcuda-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let script = dir.join("fake-host");
-        // Echo stdin back into the socket, note the arguments.
-        std::fs::write(
-            &script,
-            format!(
-                "#!/bin/sh\necho \"$@\" > {}/args\nexec cat >&0\n",
-                dir.display()
-            ),
-        )
-        .unwrap();
+        let body = body.replace("{d}", &dir.display().to_string());
+        std::fs::write(&script, format!("#!/bin/sh\n{body}")).unwrap();
         std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
             .unwrap();
-        let epoll = Arc::new(Epoll::new().unwrap());
-        let children = ChildTracker::new();
-        let mut conn = WorkerConnector::new(
+        (dir, script)
+    }
+
+    /// A connector for VM `vm` whose workers are `script`.
+    fn connector(
+        script: PathBuf,
+        vm: &str,
+        epoll: Arc<Epoll>,
+        children: &ChildTracker,
+    ) -> WorkerConnector {
+        WorkerConnector::new(
             WorkerCommand {
                 host_bin: script,
                 executor: ExecutorChoice::Auto,
-                vm_name: "t".into(),
+                vm_name: vm.into(),
                 config: None,
                 launch_log: None,
             },
-            epoll.clone(),
+            epoll,
             children.clone(),
             Span::none(),
-        );
+        )
+    }
+
+    #[test]
+    fn connector_spawns_reaps_and_closing_ends_the_worker() {
+        // Echo stdin back into the socket, note the arguments.
+        let (dir, script) = fake_host("worker-test", "echo \"$@\" > {d}/args\nexec cat >&0\n");
+        let epoll = Arc::new(Epoll::new().unwrap());
+        let children = ChildTracker::new();
+        let mut conn = connector(script, "t", epoll.clone(), &children);
         let mut s = conn.connect(7, 1234).unwrap();
         assert_eq!(children.live(), 1);
         let mut written = 0;
@@ -515,41 +536,55 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// The device's workers log through it, under their VM's limit, all its
+    /// connections together, as the daemon's workers do: three workers flooding 300
+    /// lines each get the VM's burst through, and a summary of the rest.
+    #[test]
+    fn the_vms_workers_log_under_one_limit() {
+        let (dir, script) = fake_host(
+            "worker-log",
+            "i=0\nwhile [ $i -lt 300 ]; do echo \"flood $i\" >&2; i=$((i+1)); done\n",
+        );
+        let capture = spawn::LogCapture::default();
+        let children = ChildTracker::new();
+        let epoll = Arc::new(Epoll::new().unwrap());
+        let mut conn = connector(script, "vm9", epoll, &children).with_logs(capture.logs());
+        let streams: Vec<WorkerStream> = (1..=3)
+            .map(|id| conn.connect(id, 40000 + id as u32).unwrap())
+            .collect();
+        assert_eq!(children.wait_all(Duration::from_secs(10)), 0);
+        drop(streams);
+        let summary = "lines from vm vm9 (all its connections)";
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !capture.text().contains(summary) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let text = capture.text();
+        assert!(text.contains(summary), "{text}");
+        let flood = text.lines().filter(|l| l.starts_with("flood ")).count() as u32;
+        assert!(flood >= spawn::VM_LOG_BURST, "{flood} lines: {text}");
+        assert!(
+            flood <= spawn::VM_LOG_BURST + 15 * spawn::VM_LOG_PER_SECOND,
+            "{flood} of 900 lines let through"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// Only a connection from a privileged guest port (root in the guest) is given the
     /// guest's RAM, as descriptor 3 named by `--guest-memory`; any other gets nothing.
     #[test]
     fn only_privileged_guest_ports_get_the_guest_ram() {
-        let dir = std::env::temp_dir().join(format!("vmcuda-worker-ram-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let script = dir.join("fake-host");
-        std::fs::write(
-            &script,
-            format!(
-                "#!/bin/sh\necho \"$@\" >> {d}/args\nif [ -e /proc/self/fd/3 ]; then head -c 3 /proc/self/fd/3 >> {d}/ram; fi\n",
-                d = dir.display()
-            ),
-        )
-        .unwrap();
-        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .unwrap();
+        let (dir, script) = fake_host(
+            "worker-ram",
+            "echo \"$@\" >> {d}/args\nif [ -e /proc/self/fd/3 ]; then head -c 3 /proc/self/fd/3 >> {d}/ram; fi\n",
+        );
         let ram =
             nix::sys::memfd::memfd_create(c"ram", nix::sys::memfd::MFdFlags::MFD_CLOEXEC).unwrap();
         let file = std::fs::File::from(ram);
         (&file).write_all(b"RAM").unwrap();
         let epoll = Arc::new(Epoll::new().unwrap());
         let children = ChildTracker::new();
-        let mut conn = WorkerConnector::new(
-            WorkerCommand {
-                host_bin: script,
-                executor: ExecutorChoice::Auto,
-                vm_name: "t".into(),
-                config: None,
-                launch_log: None,
-            },
-            epoll,
-            children.clone(),
-            Span::none(),
-        );
+        let mut conn = connector(script, "t", epoll, &children);
         conn.guest_memory_changed(vec![GuestRamRegion {
             gpa: 0,
             len: 4096,

@@ -575,5 +575,22 @@ fn pick_cubin<'a>(fatbin: &Fatbin<'a>, fits: impl Fn(u32) -> bool) -> Result<Cow
         })
 }
 
+/// `elf`, a 64-bit ELF image, grown to `len` bytes and more: its section header table
+/// moved past zero padding, the rest where it was (an image larger than
+/// [`crate::module::INLINE_IMAGE_MAX`], for tests of the module cache; the guest sends
+/// an ELF image up to its furthest header).
+#[cfg(any(test, feature = "test-images"))]
+pub fn grown(elf: &[u8], len: usize) -> Vec<u8> {
+    let shoff = u64::from_le_bytes(elf[0x28..0x30].try_into().expect("8 bytes")) as usize;
+    let shnum = u16::from_le_bytes([elf[0x3c], elf[0x3d]]) as usize;
+    let table = elf[shoff..shoff + shnum * 64].to_vec();
+    let at = elf.len().max(len);
+    let mut out = elf.to_vec();
+    out.resize(at, 0);
+    out.extend_from_slice(&table);
+    out[0x28..0x30].copy_from_slice(&(at as u64).to_le_bytes());
+    out
+}
+
 #[cfg(test)]
 mod tests;

@@ -50,7 +50,9 @@ pub struct FrameHeader {
     pub status: U32,
     pub request_id: U64,
     pub meta_len: U32,
-    pub reserved: U32,
+    /// In replies: the worker's time on the request, in nanoseconds, saturating
+    /// (the guest's profile splits a round trip with it); 0 in requests.
+    pub worker_ns: U32,
     pub data_len: U64,
 }
 
@@ -88,7 +90,7 @@ impl FrameHeader {
             status: 0.into(),
             request_id: request_id.into(),
             meta_len: (meta_len as u32).into(),
-            reserved: 0.into(),
+            worker_ns: 0.into(),
             data_len: (data_len as u64).into(),
         }
     }
@@ -101,6 +103,16 @@ impl FrameHeader {
     pub fn with_status(mut self, status: u32) -> Self {
         self.status = status.into();
         self
+    }
+
+    /// A reply stamped with the time the worker spent on its request.
+    pub fn with_worker_time(mut self, spent: std::time::Duration) -> Self {
+        self.worker_ns = u32::try_from(spent.as_nanos()).unwrap_or(u32::MAX).into();
+        self
+    }
+
+    pub fn worker_time(&self) -> std::time::Duration {
+        std::time::Duration::from_nanos(self.worker_ns.get().into())
     }
 
     pub fn has(&self, flag: u16) -> bool {

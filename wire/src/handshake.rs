@@ -25,6 +25,10 @@ pub mod caps {
     pub const ASYNC_REQUESTS: u64 = 1 << 0;
     /// The peer forwards kernel console output (`OP_CONSOLE`).
     pub const CONSOLE: u64 = 1 << 1;
+    /// The host keeps a module cache for the guest's VM and serves `ModuleLoadCached`:
+    /// module and library images are named by their hash first, and cross only when
+    /// the host lacks them. A guest sends the op only to a host that said this.
+    pub const MODULE_CACHE: u64 = 1 << 2;
 }
 
 /// The guest's first request on every connection.

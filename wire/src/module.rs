@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::handle::{FunctionHandle, StreamHandle};
+use crate::handle::{FunctionHandle, ModuleHandle, StreamHandle};
 
 /// One kernel parameter's place in the parameter buffer.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -53,4 +53,26 @@ pub struct LaunchKernel {
     pub shared_mem: u32,
     pub stream: StreamHandle,
     pub attributes: Vec<LaunchAttribute>,
+}
+
+/// The SHA-256 of a module image.
+pub type ImageHash = [u8; 32];
+
+/// Images up to this size travel with their hash at once: below it, one more round
+/// trip on a miss would cost more than the bytes it saves on a hit.
+pub const INLINE_IMAGE_MAX: usize = 64 << 10;
+
+/// A module image named by its hash (`ModuleLoadCached`). The data section is empty
+/// (load it from the VM's module cache, if the host has it there) or the image itself,
+/// whose SHA-256 must be `sha256`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ModuleLoadCached {
+    pub sha256: ImageHash,
+}
+
+/// The answer to [`ModuleLoadCached`]: the loaded module, or `None` when the request
+/// carried no image and the host does not have it: the guest sends it again, with it.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ModuleLoadedCached {
+    pub module: Option<ModuleHandle>,
 }

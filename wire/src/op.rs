@@ -62,7 +62,10 @@ pub use crate::memory::{
     MemcpyShared, PointerAttributes, RingAttach, RingPlace, SharedHostMemory, MAX_STAGING_LEN,
     SHARED_STAGING,
 };
-pub use crate::module::{FuncAttributes, FunctionInfo, LaunchAttribute, LaunchKernel, ParamInfo};
+pub use crate::module::{
+    FuncAttributes, FunctionInfo, LaunchAttribute, LaunchKernel, ModuleLoadCached,
+    ModuleLoadedCached, ParamInfo,
+};
 use crate::status::CudaStatus;
 
 /// Whether CUDA makes the calling host thread wait for the operation.

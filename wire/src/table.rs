@@ -177,6 +177,11 @@ macro_rules! op_lines {
             module ModuleOps {
                 /// Load one fatbinary (the raw back-to-back containers, in the data section).
                 0x0300 ModuleLoad => module_load(ModuleLoad {}) -> ModuleLoaded { module: ModuleHandle }, Sync;
+                /// Load an image named by its SHA-256 (hosts that say
+                /// `caps::MODULE_CACHE`; types in crate::module). Without data the host
+                /// loads it from its VM's module cache, or answers `module: None`, "send
+                /// it"; with data (the image), it checks the hash, loads and caches it.
+                0x030D ModuleLoadCached => module_load_cached(ModuleLoadCached) -> ModuleLoadedCached, Sync;
                 0x0301 ModuleGetFunction => module_get_function(ModuleGetFunction {
                     module: ModuleHandle,
                     /// The mangled kernel name.

@@ -4,9 +4,13 @@
 use std::collections::HashMap;
 use std::ffi::{c_char, c_void};
 
+use sha2::{Digest, Sha256};
 use vmcuda_wire::fatbin::{self, CONTAINER_HEADER_LEN, WRAPPER_LEN};
+use vmcuda_wire::handshake::caps;
+use vmcuda_wire::module::INLINE_IMAGE_MAX;
 use vmcuda_wire::op::{
-    FunctionHandle, ModuleGetFunction, ModuleGetGlobal, ModuleHandle, ModuleLoad, ParamInfo,
+    FunctionHandle, ModuleGetFunction, ModuleGetGlobal, ModuleHandle, ModuleLoad, ModuleLoadCached,
+    ModuleLoadedCached, ParamInfo,
 };
 use vmcuda_wire::CudaStatus;
 
@@ -265,7 +269,44 @@ pub fn load_image(image: &[u8]) -> Result<ModuleHandle> {
         }
     }
     let image = kept.as_deref().unwrap_or(image);
-    Ok(call_with(&ModuleLoad, image, Sink::None)?.module)
+    let hosts = crate::client::client()?;
+    if hosts.capabilities_of(state::current_device()) & caps::MODULE_CACHE == 0
+        || !module_cache_wanted()
+    {
+        return Ok(call_with(&ModuleLoad, image, Sink::None)?.module);
+    }
+    load_by_hash(image, |req, data| call_with(req, data, Sink::None))
+}
+
+/// Whether images go by their hash to hosts that keep a module cache (unless
+/// `VMCUDA_MODULE_CACHE=0`).
+fn module_cache_wanted() -> bool {
+    static WANTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *WANTED.get_or_init(|| std::env::var("VMCUDA_MODULE_CACHE").map_or(true, |v| v != "0"))
+}
+
+/// Load `image` on a host with a module cache, through `send` (one waited
+/// `ModuleLoadCached` each). A small image goes with its hash at once: one round trip
+/// whether the host has it or not. A larger one is named by its hash alone first, and
+/// only when the host lacks it (its VM never sent it, or it was evicted) does it follow
+/// in a second request: a hit costs one round trip and no bytes, a miss one round trip
+/// more than a plain load, which is small beside the bytes it carries.
+fn load_by_hash(
+    image: &[u8],
+    mut send: impl FnMut(&ModuleLoadCached, &[u8]) -> Result<ModuleLoadedCached>,
+) -> Result<ModuleHandle> {
+    let req = ModuleLoadCached {
+        sha256: Sha256::digest(image).into(),
+    };
+    if image.len() > INLINE_IMAGE_MAX {
+        if let Some(module) = send(&req, &[])?.module {
+            return Ok(module);
+        }
+    }
+    // A host that answers an image it was sent with "send it" breaks the protocol.
+    send(&req, image)?
+        .module
+        .ok_or(CudaStatus::ErrorInvalidKernelImage)
 }
 
 /// Which of the program's hosts serves the current device (0 with one host).
@@ -409,5 +450,70 @@ mod unified_table_tests {
         }
         assert!(crate::notice::said(super::UNIFIED_TABLE_LINE));
         assert_eq!(crate::state::peek_last_error(), 0);
+    }
+}
+
+#[cfg(test)]
+mod load_by_hash_tests {
+    use super::*;
+
+    /// A host that has the images in `cached` (by hash), and keeps what it is sent;
+    /// every request's data length is noted.
+    fn host<'a>(
+        cached: &'a mut Vec<[u8; 32]>,
+        sent: &'a mut Vec<usize>,
+    ) -> impl FnMut(&ModuleLoadCached, &[u8]) -> Result<ModuleLoadedCached> + 'a {
+        move |req, data| {
+            sent.push(data.len());
+            if !data.is_empty() {
+                assert_eq!(Sha256::digest(data).as_slice(), req.sha256);
+                cached.push(req.sha256);
+            } else if !cached.contains(&req.sha256) {
+                return Ok(ModuleLoadedCached { module: None });
+            }
+            Ok(ModuleLoadedCached {
+                module: Some(ModuleHandle(7)),
+            })
+        }
+    }
+
+    #[test]
+    fn a_large_image_goes_by_its_hash_and_its_bytes_only_on_a_miss() {
+        let image = vec![3u8; INLINE_IMAGE_MAX + 1];
+        let (mut cached, mut sent) = (Vec::new(), Vec::new());
+        assert_eq!(
+            load_by_hash(&image, host(&mut cached, &mut sent)),
+            Ok(ModuleHandle(7))
+        );
+        assert_eq!(sent, [0, image.len()], "a miss: the hash, then the bytes");
+        let mut again = Vec::new();
+        assert_eq!(
+            load_by_hash(&image, host(&mut cached, &mut again)),
+            Ok(ModuleHandle(7))
+        );
+        assert_eq!(again, [0], "a hit: one round trip, no bytes");
+    }
+
+    #[test]
+    fn a_small_image_goes_with_its_hash_in_one_round_trip() {
+        let image = vec![5u8; 1000];
+        let (mut cached, mut sent) = (Vec::new(), Vec::new());
+        load_by_hash(&image, host(&mut cached, &mut sent)).unwrap();
+        assert_eq!(sent, [1000]);
+    }
+
+    #[test]
+    fn a_host_that_wants_an_image_it_was_sent_is_an_error() {
+        let image = vec![1u8; 10];
+        let refuse = |_: &ModuleLoadCached, _: &[u8]| Ok(ModuleLoadedCached { module: None });
+        assert_eq!(
+            load_by_hash(&image, refuse),
+            Err(CudaStatus::ErrorInvalidKernelImage)
+        );
+        let failing = |_: &ModuleLoadCached, _: &[u8]| Err(CudaStatus::ErrorInvalidKernelImage);
+        assert_eq!(
+            load_by_hash(&image, failing),
+            Err(CudaStatus::ErrorInvalidKernelImage)
+        );
     }
 }

@@ -106,6 +106,13 @@ impl Hosts {
             .ok_or(CudaStatus::ErrorInvalidDevice)
     }
 
+    /// The capability bits (`vmcuda_wire::handshake::caps`) the host serving `device`
+    /// said it has (none for numbers no host has).
+    pub fn capabilities_of(&self, device: i32) -> u64 {
+        self.route(device)
+            .map_or(0, |(_, client, _)| client.hello.capabilities)
+    }
+
     /// Which host a device is on (0 for numbers no host has: the call fails there).
     pub fn host_of(&self, device: i32) -> usize {
         self.route(device).map_or(0, |(i, _, _)| i)

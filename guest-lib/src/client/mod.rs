@@ -25,7 +25,7 @@ use zerocopy::IntoBytes;
 use crate::posted::PostedFrames;
 
 use vmcuda_wire::frame::{
-    self, FrameError, FrameHeader, FLAG_EVENT, FLAG_FD, FLAG_NO_REPLY, FLAG_REPLY,
+    self, FrameError, FrameHeader, FLAG_EVENT, FLAG_FD, FLAG_NO_REPLY, FLAG_REPLY, HEADER_LEN,
 };
 use vmcuda_wire::handshake::{caps, PROTOCOL_VERSION, RUNTIME_VERSION, WELL_KNOWN_PORT};
 use vmcuda_wire::op::{Console, Hello, HelloReply, Op, Request, OP_CONSOLE};
@@ -78,6 +78,8 @@ struct Connection {
     posted: PostedFrames,
     /// Set while the flusher thread sleeps until told the queue has something.
     flusher_idle: bool,
+    /// The last reply's data length and the worker's time on it (for the profile).
+    last_reply: (u64, Duration),
 }
 
 /// Where replies come from: the socket, or the command ring once attached.
@@ -571,6 +573,7 @@ impl Client {
             reason: None,
             posted: PostedFrames::default(),
             flusher_idle: false,
+            last_reply: (0, Duration::ZERO),
         };
         let hello = Hello {
             protocol: PROTOCOL_VERSION,
@@ -695,6 +698,9 @@ impl Client {
         let meta = postcard::to_stdvec(req).expect("requests always encode");
         let header = FrameHeader::new(R::OP.code(), FLAG_NO_REPLY, id, meta.len(), data.len())
             .with_device(device);
+        if let Some(p) = crate::profile::get() {
+            p.posted(R::OP, frame_bytes(&meta, data));
+        }
         let conn = &mut *conn;
         let posted = if conn.writer.ring.is_some() {
             // A frame in the ring costs no system call: it goes at once, and the worker
@@ -919,6 +925,7 @@ impl Connection {
         let meta = postcard::to_stdvec(req).expect("requests always encode");
         let mut header =
             FrameHeader::new(R::OP.code(), 0, id, meta.len(), data.len()).with_device(device);
+        let sent = Instant::now();
         match fd {
             Some(fd) => {
                 self.posted.flush(&mut self.writer)?;
@@ -929,7 +936,7 @@ impl Connection {
                 .posted
                 .write_with(&mut self.writer, &header, &meta, data)?,
         }
-        self.read_reply::<R>(id, sink)
+        self.read_reply_profiled::<R>(id, sink, sent, frame_bytes(&meta, data))
     }
 
     /// Read the reply to request `id`, writing console output that comes first.
@@ -954,6 +961,10 @@ impl Connection {
                 return Err(FrameError::UnknownOp(h.op.get()));
             }
             let status = CudaStatus(h.status.get());
+            self.last_reply = (
+                HEADER_LEN as u64 + meta.len() as u64 + h.data_len.get(),
+                h.worker_time(),
+            );
             if !status.is_success() {
                 // An error reply may say why (a refused hello does), in a few words.
                 let len = h.data_len.get();
@@ -984,6 +995,24 @@ impl Connection {
         }
     }
 
+    /// [`Connection::read_reply`], counted in the profile (if on) as a round trip of
+    /// `bytes_out` sent at `sent` (a request of several in flight counts from when its
+    /// reply was waited for).
+    fn read_reply_profiled<R: Request>(
+        &mut self,
+        id: u64,
+        sink: Sink<'_>,
+        sent: Instant,
+        bytes_out: u64,
+    ) -> Result<Result<R::Reply, CudaStatus>, FrameError> {
+        let reply = self.read_reply::<R>(id, sink);
+        if let Some(p) = crate::profile::get() {
+            let (bytes_in, worker) = self.last_reply;
+            p.waited(R::OP, sent, sent.elapsed(), worker, bytes_out, bytes_in);
+        }
+        reply
+    }
+
     /// [`Client::pipeline`]'s traffic; the outer error means the connection is lost.
     fn run_pipeline<R: Request<Reply = ()>>(
         &mut self,
@@ -996,10 +1025,13 @@ impl Connection {
         let first = self.next_id;
         for i in 0..n {
             if i >= depth {
-                done(
-                    i - depth,
-                    self.read_reply::<R>(first + (i - depth) as u64, Sink::None)?,
-                );
+                let reply = self.read_reply_profiled::<R>(
+                    first + (i - depth) as u64,
+                    Sink::None,
+                    Instant::now(),
+                    HEADER_LEN as u64,
+                )?;
+                done(i - depth, reply);
             }
             let req = prepare(i);
             let meta = postcard::to_stdvec(&req).expect("requests always encode");
@@ -1011,7 +1043,13 @@ impl Connection {
             self.posted.flush(&mut self.writer)?;
         }
         for i in n.saturating_sub(depth)..n {
-            done(i, self.read_reply::<R>(first + i as u64, Sink::None)?);
+            let reply = self.read_reply_profiled::<R>(
+                first + i as u64,
+                Sink::None,
+                Instant::now(),
+                HEADER_LEN as u64,
+            )?;
+            done(i, reply);
         }
         Ok(())
     }
@@ -1036,12 +1074,22 @@ impl Connection {
         let mut result = Ok(());
         for (i, (_, buf)) in requests.into_iter().enumerate() {
             // Every reply is read, even after a failure, to stay in step.
-            if let Err(e) = self.read_reply::<R>(first + i as u64, Sink::Into(buf))? {
+            if let Err(e) = self.read_reply_profiled::<R>(
+                first + i as u64,
+                Sink::Into(buf),
+                Instant::now(),
+                HEADER_LEN as u64,
+            )? {
                 result = result.and(Err(e));
             }
         }
         Ok(result)
     }
+}
+
+/// A frame's size on the connection.
+fn frame_bytes(meta: &[u8], data: &[u8]) -> u64 {
+    (HEADER_LEN + meta.len() + data.len()) as u64
 }
 
 impl Drop for Connection {

@@ -61,6 +61,13 @@ pub type Result<T> = std::result::Result<T, CudaStatus>;
 
 /// Run a driver export's body: no unwinding across the C boundary.
 pub fn guard(name: &'static str, body: impl FnOnce() -> Result<()>) -> CUresult {
+    match crate::profile::get() {
+        Some(p) => p.call(name, || guarded(name, body)),
+        None => guarded(name, body),
+    }
+}
+
+fn guarded(name: &'static str, body: impl FnOnce() -> Result<()>) -> CUresult {
     crate::state::note_thread();
     // Driver calls travel through the runtime's request functions, which note that the
     // runtime brought a context up on this thread; only the runtime's own calls do that.

@@ -748,8 +748,9 @@ unsafe fn launch(
     let limits = function_facts::attributes(function)?;
     let threads: i64 = block.iter().map(|v| *v as i64).product();
     // As the runtime's launches: one that passes every check the driver makes before
-    // returning goes without a reply; anything else waits for the host's answer.
-    let fire_and_forget = attributes.is_empty()
+    // returning goes without a reply (its attributes too: [`checked_here`]); anything
+    // else waits for the host's answer.
+    let fire_and_forget = attributes.iter().all(|a| checked_here(a, &limits))
         && known_stream(stream)
         && shared_mem as i64 <= limits.max_dynamic_shared_size_bytes as i64
         && threads <= limits.max_threads_per_block as i64;
@@ -768,6 +769,38 @@ unsafe fn launch(
             call_with(&req, &buffer, Sink::None)
         }
     })
+}
+
+/// Whether the guest can make every check the driver makes of launch attribute `a`
+/// before the launch returns, so that a launch carrying only such attributes can go
+/// without a reply as a plain one does: values out of their enum's range, clusters
+/// other than one block (whose fit the GPU decides), and attributes the driver takes
+/// for streams only (a synchronization policy), wait for the host's answer.
+fn checked_here(a: &LaunchAttribute, limits: &vmcuda_wire::module::FuncAttributes) -> bool {
+    let word = |i: usize| {
+        a.value
+            .get(i * 4..i * 4 + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    match a.id {
+        // CU_LAUNCH_ATTRIBUTE_IGNORE
+        0 => true,
+        // CLUSTER_DIMENSION of one block, on a kernel built for clusters (sm_90 on) that
+        // does not fix its own.
+        4 => {
+            [word(0), word(1), word(2)] == [Some(1); 3]
+                && limits.binary_version >= 90
+                && limits.required_cluster_width == 0
+                && limits.cluster_dim_must_be_set == 0
+        }
+        // CLUSTER_SCHEDULING_POLICY_PREFERENCE: default, spread, load balancing.
+        5 => matches!(word(0), Some(0..=2)),
+        // PROGRAMMATIC_STREAM_SERIALIZATION: a flag.
+        6 => true,
+        // MEM_SYNC_DOMAIN: default or remote.
+        10 => matches!(word(0), Some(0..=1)),
+        _ => false,
+    }
 }
 
 export! {
@@ -1178,4 +1211,70 @@ pub(crate) fn function_of(f: usize) -> Option<(FunctionHandle, Vec<ParamInfo>)> 
     m.functions
         .get(&(f as u64))
         .map(|f| (f.function, f.params.clone()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vmcuda_wire::module::FuncAttributes;
+
+    fn attribute(id: u32, words: &[u32]) -> LaunchAttribute {
+        let mut value = vec![0u8; 64];
+        for (i, w) in words.iter().enumerate() {
+            value[i * 4..i * 4 + 4].copy_from_slice(&w.to_le_bytes());
+        }
+        LaunchAttribute { id, value }
+    }
+
+    fn sm90() -> FuncAttributes {
+        FuncAttributes {
+            binary_version: 90,
+            ..FuncAttributes::default()
+        }
+    }
+
+    #[test]
+    fn launches_with_attributes_the_guest_can_check_go_without_a_reply() {
+        let f = sm90();
+        assert!(checked_here(&attribute(0, &[]), &f));
+        assert!(checked_here(&attribute(4, &[1, 1, 1]), &f));
+        assert!(checked_here(&attribute(6, &[1]), &f));
+        assert!(checked_here(&attribute(5, &[2]), &f));
+        assert!(checked_here(&attribute(10, &[1]), &f));
+    }
+
+    #[test]
+    fn attributes_only_the_driver_can_judge_wait_for_its_answer() {
+        let f = sm90();
+        // Out of their enums' ranges: the driver's CUDA_ERROR_INVALID_VALUE, at once.
+        assert!(
+            !checked_here(&attribute(3, &[1]), &f),
+            "a stream's attribute"
+        );
+        assert!(!checked_here(&attribute(5, &[3]), &f));
+        assert!(!checked_here(&attribute(10, &[2]), &f));
+        // Clusters of several blocks, whose fit the GPU decides.
+        assert!(!checked_here(&attribute(4, &[2, 1, 1]), &f));
+        // A cluster before sm_90, or on a kernel that fixes its own.
+        let old = FuncAttributes {
+            binary_version: 80,
+            ..FuncAttributes::default()
+        };
+        assert!(!checked_here(&attribute(4, &[1, 1, 1]), &old));
+        let fixed = FuncAttributes {
+            required_cluster_width: 2,
+            ..sm90()
+        };
+        assert!(!checked_here(&attribute(4, &[1, 1, 1]), &fixed));
+        // Cooperative launches, access policy windows, events, priorities: the host's.
+        for id in [1, 2, 7, 8, 12] {
+            assert!(!checked_here(&attribute(id, &[1]), &f), "attribute {id}");
+        }
+        // A value too short to read.
+        let short = LaunchAttribute {
+            id: 3,
+            value: vec![1],
+        };
+        assert!(!checked_here(&short, &f));
+    }
 }

@@ -8,7 +8,8 @@
 //! 1. **Mount namespace** (where the kernel lets it make one): a private copy of the
 //!    host's mounts in which the configuration, every `token_file`, the TLS key and
 //!    certificate and the peer link's key, certificate and CA read as empty (`/dev/null` bound over them), and the ledger directory is an
-//!    empty read-only tmpfs holding only this VM's ledger, bound in. The worker has
+//!    empty read-only tmpfs holding only this VM's ledger, bound in (the module cache
+//!    directory likewise holds only this VM's cache). The worker has
 //!    already opened everything else it needs (its executor, its figures file).
 //! 2. **Resource limits**: no core dumps (they would hold guest data and the token),
 //!    bounded open files, threads, file size, and optionally address space.
@@ -143,6 +144,12 @@ pub struct JailSpec {
     pub ledger_dir: Option<PathBuf>,
     /// This VM's ledger file: handed to `ids` and kept visible.
     pub own_ledger: Option<PathBuf>,
+    /// The module cache directory (`module_cache_dir`), replaced in the namespace
+    /// by one holding `own_module_cache` only.
+    pub module_cache_dir: Option<PathBuf>,
+    /// This VM's module cache (see [`crate::module_cache`]): handed to `ids` and kept
+    /// visible, read-write.
+    pub own_module_cache: Option<PathBuf>,
     pub limits: Limits,
     /// The system call filter, and what a denied call gets; `None`: no filter.
     pub seccomp: Option<OnDenied>,
@@ -289,6 +296,7 @@ pub fn spec_for(
     vm: &str,
     state_dir: &Path,
     own_ledger: Option<&Path>,
+    own_module_cache: Option<&Path>,
 ) -> Result<Option<JailSpec>, JailError> {
     let config = &policy.config.jail;
     if !config.enabled() {
@@ -322,6 +330,8 @@ pub fn spec_for(
         mask,
         ledger_dir: Some(state_dir.join("ledger")),
         own_ledger: own_ledger.map(Path::to_path_buf),
+        module_cache_dir: Some(policy.module_cache_dir(state_dir)),
+        own_module_cache: own_module_cache.map(Path::to_path_buf),
         limits: Limits {
             address_space: config.address_space.map(|b| b.0),
             open_files: config.max_open_files.unwrap_or(DEFAULT_MAX_OPEN_FILES),
@@ -334,14 +344,16 @@ pub fn spec_for(
 
 /// Jail this worker, whose guest was just admitted as `vm`, as `policy` says (nothing
 /// when the jail is off). Called once the worker holds what it needs: its executor,
-/// its ledger (`own_ledger`) and its figures file.
+/// its ledger (`own_ledger`), its module cache (`own_module_cache`, the directory it
+/// opened) and its figures file.
 pub fn confine_admitted(
     policy: &Policy,
     vm: &str,
     state_dir: &Path,
     own_ledger: Option<&Path>,
+    own_module_cache: Option<&Path>,
 ) -> Result<(), JailError> {
-    match spec_for(policy, vm, state_dir, own_ledger)? {
+    match spec_for(policy, vm, state_dir, own_ledger, own_module_cache)? {
         Some(spec) => confine(&spec),
         None => Ok(()),
     }
@@ -352,6 +364,7 @@ pub fn confine_admitted(
 pub fn confine(spec: &JailSpec) -> Result<(), JailError> {
     if let Some(ids) = spec.ids {
         hand_over_ledger(spec, ids)?;
+        hand_over_module_cache(spec, ids)?;
     }
     if spec.mount_namespace {
         match unshare(CloneFlags::CLONE_NEWNS) {
@@ -418,7 +431,29 @@ fn hand_over_ledger(spec: &JailSpec, ids: Ids) -> Result<(), JailError> {
     Ok(())
 }
 
-/// In the new mount namespace: mask the files, swap the ledger directory.
+/// Make this VM's module cache, and every file in it, its workers' group's (the
+/// daemon's user keeps it too), and no one else's. The directory above is the
+/// daemon's; the worker reaches its own through the descriptor it opened before.
+fn hand_over_module_cache(spec: &JailSpec, ids: Ids) -> Result<(), JailError> {
+    let Some(dir) = &spec.own_module_cache else {
+        return Ok(());
+    };
+    let what = || format!("giving {} to gid {}", dir.display(), ids.gid);
+    let give = |path: &Path, mode: u32| -> Result<(), JailError> {
+        std::os::unix::fs::chown(path, None, Some(ids.gid)).map_err(io(what()))?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(io(what()))
+    };
+    give(dir, 0o770)?;
+    for entry in std::fs::read_dir(dir).map_err(io(what()))?.flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_file()) {
+            give(&entry.path(), 0o660)?;
+        }
+    }
+    Ok(())
+}
+
+/// In the new mount namespace: mask the files, swap the ledger and module cache
+/// directories for ones holding only this VM's.
 fn hide(spec: &JailSpec) -> Result<(), JailError> {
     let none: Option<&str> = None;
     // Nothing done here may reach the host's namespace.
@@ -428,11 +463,25 @@ fn hide(spec: &JailSpec) -> Result<(), JailError> {
         mount(Some("/dev/null"), path, none, MsFlags::MS_BIND, none)
             .map_err(sys(format!("masking {}", path.display())))?;
     }
-    let Some(dir) = spec.ledger_dir.as_ref().filter(|d| d.is_dir()) else {
+    if let Some(dir) = &spec.module_cache_dir {
+        cover(dir, spec.own_module_cache.as_deref(), "mode=0711,size=64k")?;
+    }
+    if let Some(dir) = &spec.ledger_dir {
+        cover(dir, spec.own_ledger.as_deref(), "mode=0755,size=64k")?;
+    }
+    Ok(())
+}
+
+/// Cover `dir` (where it is a directory) with an empty read-only tmpfs of `options`
+/// and bind `own`, a file or directory in it, back in: nothing else in `dir` can be
+/// named, and `..` from inside a bound directory leads to the tmpfs, not to the rest.
+fn cover(dir: &Path, own: Option<&Path>, options: &str) -> Result<(), JailError> {
+    if !dir.is_dir() {
         return Ok(());
-    };
+    }
+    let none: Option<&str> = None;
     // Held by a path-only descriptor, to be bound back in once the directory is covered.
-    let own = match &spec.own_ledger {
+    let own = match own {
         Some(p) => {
             let name = p.file_name().map(ToOwned::to_owned);
             let file = OpenOptions::new()
@@ -440,22 +489,21 @@ fn hide(spec: &JailSpec) -> Result<(), JailError> {
                 .custom_flags(libc::O_PATH)
                 .open(p)
                 .map_err(io(format!("opening {}", p.display())))?;
-            name.map(|n| (file, n))
+            name.map(|n| (p.is_dir(), file, n))
         }
         None => None,
     };
     let quiet = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
-    mount(
-        Some("tmpfs"),
-        dir,
-        Some("tmpfs"),
-        quiet,
-        Some("mode=0755,size=64k"),
-    )
-    .map_err(sys(format!("covering {}", dir.display())))?;
-    if let Some((file, name)) = own {
+    mount(Some("tmpfs"), dir, Some("tmpfs"), quiet, Some(options))
+        .map_err(sys(format!("covering {}", dir.display())))?;
+    if let Some((is_dir, file, name)) = own {
         let target = dir.join(name);
-        File::create(&target).map_err(io(format!("making {}", target.display())))?;
+        let made = if is_dir {
+            std::fs::create_dir(&target)
+        } else {
+            File::create(&target).map(drop)
+        };
+        made.map_err(io(format!("making {}", target.display())))?;
         let source = format!("/proc/self/fd/{}", file.as_raw_fd());
         mount(Some(source.as_str()), &target, none, MsFlags::MS_BIND, none)
             .map_err(sys(format!("binding {}", target.display())))?;

@@ -51,7 +51,7 @@ fn the_jail_table_is_read_from_the_host_configuration() {
         Path::new("t.toml"),
     )
     .unwrap();
-    let spec = spec_for(&p, "vm1", Path::new("/nonexistent"), None)
+    let spec = spec_for(&p, "vm1", Path::new("/nonexistent"), None, None)
         .unwrap()
         .unwrap();
     assert_eq!(
@@ -65,13 +65,13 @@ fn the_jail_table_is_read_from_the_host_configuration() {
     assert_eq!(spec.limits.open_files, 64);
     assert_eq!(spec.limits.address_space, Some(8 << 30));
     assert_eq!(spec.seccomp, Some(OnDenied::Kill));
-    let vm2 = spec_for(&p, "vm2", Path::new("/nonexistent"), None)
+    let vm2 = spec_for(&p, "vm2", Path::new("/nonexistent"), None, None)
         .unwrap()
         .unwrap();
     assert!((500000..500000 + ID_RANGE).contains(&vm2.ids.unwrap().uid));
     let off = Policy::parse("[jail]\nenable = false\n", Path::new("t.toml")).unwrap();
     assert_eq!(
-        spec_for(&off, "local", Path::new("/x"), None).unwrap(),
+        spec_for(&off, "local", Path::new("/x"), None, None).unwrap(),
         None
     );
     assert!(Policy::parse("[jail]\nbogus = 1\n", Path::new("t.toml")).is_err());
@@ -97,7 +97,7 @@ fn the_peer_links_tls_files_are_hidden_from_workers() {
         files[0], files[1], files[2], files[3]
     );
     let p = Policy::parse(&text, Path::new("t.toml")).unwrap();
-    let spec = spec_for(&p, "vm1", Path::new("/nonexistent"), None)
+    let spec = spec_for(&p, "vm1", Path::new("/nonexistent"), None, None)
         .unwrap()
         .unwrap();
     for f in &files {

@@ -24,7 +24,13 @@ impl ConnectionOps for Session {
                 driver_version: self.exec.driver_version(),
                 device_count: self.exec.device_count(),
                 executor: self.exec.kind(),
-                capabilities: caps::CONSOLE | caps::ASYNC_REQUESTS,
+                capabilities: caps::CONSOLE
+                    | caps::ASYNC_REQUESTS
+                    | if self.module_cache.is_some() {
+                        caps::MODULE_CACHE
+                    } else {
+                        0
+                    },
                 banner: self.exec.banner(),
             },
             Vec::new(),

@@ -61,7 +61,7 @@ use crate::executor::ExecStream;
 
 use super::accounting::Allocation;
 use super::graph_build::MAX_NODE_HANDLES;
-use super::host_memory::GRAPH_NODE_BYTES;
+use super::host_memory::{NodeCopy, GRAPH_NODE_BYTES};
 use super::{nothing, Session};
 
 pub(super) struct GraphEntry {
@@ -791,6 +791,7 @@ impl GraphOps for Session {
         };
         let handle = GraphExecHandle(self.handles.fresh());
         self.exec_host_made(Some(handle), kept);
+        self.exec_host_nodes(handle, graph);
         self.graph_tables.execs.insert(handle, exec);
         self.graph_tables.exec_source.insert(handle, req.graph);
         if let Some(memory) = self.graph_tables.memory.get_mut(&graph) {
@@ -939,12 +940,10 @@ impl GraphOps for Session {
             PlainNode::ChildGraph(child) => GRAPH_NODE_BYTES + self.graph_host_bytes(child),
             _ => GRAPH_NODE_BYTES,
         };
-        self.graph_node_charge(graph, kept)?;
+        let charge = self.graph_node_charge(graph, kept)?;
         let made = self.exec.add_plain_node(graph, &deps, plain);
-        if made.is_err() {
-            self.graph_node_failed(Some(graph), kept);
-        }
-        let node = made?;
+        let node = self.node_made(Some(charge), made)?;
+        self.node_kept(charge, node);
         if let PlainNode::MovedChildGraph(child) = req.node {
             self.child_moved(req.graph, graph, child);
         }
@@ -1101,6 +1100,8 @@ impl GraphOps for Session {
             }
         }
         self.exec.destroy_node(graph, node)?;
+        // What the node kept goes with it, not with its graph.
+        self.graph_node_destroyed(graph, node);
         self.graph_tables.nodes.remove(&req.node);
         if let Some(entry) = self.graph_tables.graphs.get_mut(&handle) {
             entry.nodes.remove(&node);
@@ -1137,6 +1138,7 @@ impl GraphOps for Session {
             }
         };
         self.graph_host_charged(clone, kept);
+        self.graph_host_cloned(graph, clone);
         self.graph_tables.clone_of.insert(handle, req.original);
         // The clone's copies of host nodes are host nodes too.
         let host_nodes: Vec<ExecNode> = self
@@ -1178,7 +1180,12 @@ impl GraphOps for Session {
     ) -> HandlerResult<ExecUpdateResult> {
         let exec = self.graph_exec(req.exec)?;
         let graph = self.finished_graph(req.graph)?;
-        let (result, error_node, error_from_node) = self.exec.exec_update(exec, graph)?;
+        // The executable graph takes copies of the graph's nodes' parameters.
+        let charge = self.exec_update_charge(req.exec, req.graph)?;
+        let updated = self.exec.exec_update(exec, graph);
+        let done = matches!(updated, Ok((update_result::SUCCESS, _, _)));
+        self.exec_update_done(charge, done.then_some(graph));
+        let (result, error_node, error_from_node) = updated?;
         if result == update_result::SUCCESS {
             self.exec_updated(ctx.device, req.exec, graph);
         }
@@ -1250,8 +1257,17 @@ impl GraphOps for Session {
                 None
             }
         };
-        self.exec
-            .node_copy_params((dst_exec, dst), (src_exec, src), exec)?;
+        // The node keeps its new parameters: charged as the node they come from.
+        let at = match req.exec {
+            Some(e) => NodeCopy::Exec(e),
+            None => NodeCopy::Graph(dst_exec),
+        };
+        let charge = self.params_charge(at, dst, (src_exec, src))?;
+        let copied = self
+            .exec
+            .node_copy_params((dst_exec, dst), (src_exec, src), exec);
+        self.params_copied(charge, copied.is_ok());
+        copied?;
         nothing()
     }
 
@@ -1290,11 +1306,12 @@ impl GraphOps for Session {
         if req.size == 0 || req.size > MAX_CONDITIONAL_BODIES {
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        self.graph_node_charge(graph, GRAPH_NODE_BYTES)?;
+        let charge = self.graph_node_charge(graph, GRAPH_NODE_BYTES)?;
         let made = self
             .exec
             .add_conditional_node(graph, &deps, req.handle, req.kind, req.size);
-        let (node, bodies) = self.node_made(Some(graph), made)?;
+        let (node, bodies) = self.node_made(Some(charge), made)?;
+        self.node_kept(charge, node);
         let node = self.node_handles(req.graph, vec![node])[0];
         let mut named = Vec::with_capacity(bodies.len());
         for body in bodies {

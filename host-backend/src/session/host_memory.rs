@@ -18,7 +18,7 @@ use tracing::{info, warn};
 use vmcuda_wire::op::{GraphExecHandle, GraphHandle};
 use vmcuda_wire::CudaStatus;
 
-use crate::executor::graph::ExecGraph;
+use crate::executor::graph::{ExecGraph, ExecNode};
 use crate::executor::ExecStream;
 use crate::ledger::LedgerAccount;
 
@@ -87,6 +87,11 @@ impl HostMemory {
     /// What this connection keeps for its guest now.
     pub(super) fn used(&self) -> u64 {
         self.used
+    }
+
+    /// The VM's `host_memory`.
+    pub(super) fn limit(&self) -> u64 {
+        self.limit
     }
 
     /// Refuse `bytes` more of `what` when they would take the guest over its limit.
@@ -212,24 +217,75 @@ impl Drop for HostMemory {
 pub(super) struct GraphHostMemory {
     graphs: HashMap<ExecGraph, u64>,
     execs: HashMap<GraphExecHandle, u64>,
+    /// The part of a graph's charge that each of its nodes brought, where the session
+    /// knows the node (added by hand, or the one node a captured op made): given back
+    /// when that node is destroyed. What no node is known for stays with the graph.
+    nodes: HashMap<ExecGraph, HashMap<ExecNode, u64>>,
+    /// The same for an executable graph's copies of its graph's nodes (as they were
+    /// when it was made or updated), for parameters copied into them later.
+    exec_nodes: HashMap<GraphExecHandle, HashMap<ExecNode, u64>>,
+}
+
+/// Where a node's parameters are kept: in a graph, or in an executable graph's copy.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum NodeCopy {
+    Graph(ExecGraph),
+    Exec(GraphExecHandle),
+}
+
+/// What new parameters for a node were charged before they were copied
+/// ([`Session::params_charge`], [`Session::params_copied`]).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct ParamsCharge {
+    at: NodeCopy,
+    node: ExecNode,
+    /// What the node keeps with its new parameters, and kept before, where known.
+    new: u64,
+    old: Option<u64>,
+    /// Charged beforehand: what `new` is over `old` (all of it where `old` is not
+    /// known).
+    charged: u64,
+}
+
+/// What updating an executable graph with a graph was charged
+/// ([`Session::exec_update_charge`]).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct UpdateCharge {
+    exec: GraphExecHandle,
+    /// What the executable graph keeps with the new graph's nodes, and kept before.
+    want: u64,
+    had: u64,
+}
+
+/// A node's charge to its graph, made before the node: refunded if the node is not
+/// made ([`Session::node_made`]), and kept by the node once it is known
+/// ([`Session::node_kept`], or the capture's frontier for a captured op).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct NodeCharge {
+    graph: ExecGraph,
+    bytes: u64,
+    /// The stream the op is captured on: its capture's frontier is the node made.
+    captured_on: Option<ExecStream>,
 }
 
 impl Session {
     /// Charge `bytes` to the graph `s` is capturing into, when it is capturing: a node
-    /// that op makes there keeps them. Answers the graph charged, for
-    /// [`Session::graph_node_failed`].
+    /// that op makes there keeps them. Answers the charge, for [`Session::node_made`].
     pub(super) fn captured_node(
         &mut self,
         s: ExecStream,
         bytes: u64,
-    ) -> Result<Option<ExecGraph>, CudaStatus> {
+    ) -> Result<Option<NodeCharge>, CudaStatus> {
         // Only a stream some capture began on, or one that joined it, can capture.
         if self.graph_tables.capture_origins.is_empty() || !self.exec.stream_capturing(s)? {
             return Ok(None);
         }
         let (graph, _) = self.exec.capture_graph(s)?;
-        self.graph_node_charge(graph, bytes)?;
-        Ok(Some(graph))
+        let charge = self.graph_node_charge(graph, bytes)?;
+        Ok(Some(NodeCharge {
+            captured_on: Some(s),
+            ..charge
+        }))
     }
 
     /// Charge `bytes` to `graph` for a node about to be added to it.
@@ -237,10 +293,14 @@ impl Session {
         &mut self,
         graph: ExecGraph,
         bytes: u64,
-    ) -> Result<(), CudaStatus> {
+    ) -> Result<NodeCharge, CudaStatus> {
         self.accounts.host.charge(bytes, "graph node")?;
         self.graph_host_charged(graph, bytes);
-        Ok(())
+        Ok(NodeCharge {
+            graph,
+            bytes,
+            captured_on: None,
+        })
     }
 
     /// `graph` keeps `bytes` already charged (a clone's copies of its original's
@@ -249,11 +309,8 @@ impl Session {
         *self.graph_host.graphs.entry(graph).or_default() += bytes;
     }
 
-    /// The node charged `bytes` to `graph` was not made after all.
-    pub(super) fn graph_node_failed(&mut self, graph: Option<ExecGraph>, bytes: u64) {
-        let Some(graph) = graph else {
-            return;
-        };
+    /// Give back up to `bytes` of what `graph` was charged.
+    fn graph_host_refund(&mut self, graph: ExecGraph, bytes: u64) {
         if let Some(charged) = self.graph_host.graphs.get_mut(&graph) {
             let back = bytes.min(*charged);
             *charged -= back;
@@ -261,17 +318,71 @@ impl Session {
         }
     }
 
-    /// The plain node (no parameters) charged to `graph` by [`Session::captured_node`]
-    /// was made if `made` is Ok; refunded otherwise.
+    /// The node `charge` was made for was made if `made` is Ok (a captured op's node is
+    /// then the one node of its capture's frontier, and keeps the charge); refunded
+    /// otherwise.
     pub(super) fn node_made<T>(
         &mut self,
-        graph: Option<ExecGraph>,
+        charge: Option<NodeCharge>,
         made: Result<T, CudaStatus>,
     ) -> Result<T, CudaStatus> {
-        if made.is_err() {
-            self.graph_node_failed(graph, GRAPH_NODE_BYTES);
+        let Some(charge) = charge else {
+            return made;
+        };
+        match (&made, charge.captured_on) {
+            (Err(_), _) => self.graph_host_refund(charge.graph, charge.bytes),
+            (Ok(_), Some(s)) => {
+                // Where the capture's frontier is not one node of the charged graph, the
+                // charge stays with the graph, never with another node.
+                if let Ok((graph, (frontier, _))) = self.exec.capture_graph(s) {
+                    if let ([node], true) = (&frontier[..], graph == charge.graph) {
+                        self.node_kept(charge, *node);
+                    }
+                }
+            }
+            (Ok(_), None) => {}
         }
         made
+    }
+
+    /// `node` was made for `charge`: destroying it gives the charge back. Several
+    /// charges for one node add up (an op that made no node of its own leaves the
+    /// frontier as it was), so what nodes give back never exceeds what their graph was
+    /// charged.
+    pub(super) fn node_kept(&mut self, charge: NodeCharge, node: ExecNode) {
+        *self
+            .graph_host
+            .nodes
+            .entry(charge.graph)
+            .or_default()
+            .entry(node)
+            .or_default() += charge.bytes;
+    }
+
+    /// `node` of `graph` was destroyed: what it brought to its graph goes back.
+    pub(super) fn graph_node_destroyed(&mut self, graph: ExecGraph, node: ExecNode) {
+        let kept = self
+            .graph_host
+            .nodes
+            .get_mut(&graph)
+            .and_then(|nodes| nodes.remove(&node));
+        if let Some(bytes) = kept {
+            self.graph_host_refund(graph, bytes);
+        }
+    }
+
+    /// `clone` is a copy of `graph`: each node of it keeps what its original keeps.
+    pub(super) fn graph_host_cloned(&mut self, graph: ExecGraph, clone: ExecGraph) {
+        let Some(nodes) = self.graph_host.nodes.get(&graph).cloned() else {
+            return;
+        };
+        let mut copies = HashMap::with_capacity(nodes.len());
+        for (node, bytes) in nodes {
+            if let Ok(copy) = self.exec.find_in_clone(graph, node, clone) {
+                copies.insert(copy, bytes);
+            }
+        }
+        self.graph_host.nodes.insert(clone, copies);
     }
 
     /// The executor named the graph a capture built anew when the capture ended.
@@ -279,10 +390,17 @@ impl Session {
         if let Some(bytes) = self.graph_host.graphs.remove(&from) {
             *self.graph_host.graphs.entry(to).or_default() += bytes;
         }
+        if let Some(nodes) = self.graph_host.nodes.remove(&from) {
+            let kept = self.graph_host.nodes.entry(to).or_default();
+            for (node, bytes) in nodes {
+                *kept.entry(node).or_default() += bytes;
+            }
+        }
     }
 
     /// `graph` is gone: what its nodes kept goes back.
     pub(super) fn graph_host_released(&mut self, graph: ExecGraph) {
+        self.graph_host.nodes.remove(&graph);
         if let Some(bytes) = self.graph_host.graphs.remove(&graph) {
             self.accounts.host.refund(bytes);
         }
@@ -331,8 +449,130 @@ impl Session {
 
     /// The executable graph `exec` is gone.
     pub(super) fn exec_host_released(&mut self, exec: GraphExecHandle) {
+        self.graph_host.exec_nodes.remove(&exec);
         if let Some(bytes) = self.graph_host.execs.remove(&exec) {
             self.accounts.host.refund(bytes);
+        }
+    }
+
+    /// `exec` keeps copies of the nodes of `graph` now (made of it, or updated with
+    /// it): each keeps what its original keeps.
+    pub(super) fn exec_host_nodes(&mut self, exec: GraphExecHandle, graph: ExecGraph) {
+        let nodes = self
+            .graph_host
+            .nodes
+            .get(&graph)
+            .cloned()
+            .unwrap_or_default();
+        self.graph_host.exec_nodes.insert(exec, nodes);
+    }
+
+    /// What `at` was charged in all, its nodes included.
+    fn copy_total(&mut self, at: NodeCopy) -> &mut u64 {
+        match at {
+            NodeCopy::Graph(g) => self.graph_host.graphs.entry(g).or_default(),
+            NodeCopy::Exec(e) => self.graph_host.execs.entry(e).or_default(),
+        }
+    }
+
+    /// Give back up to `bytes` of what `at` was charged.
+    fn copy_refund(&mut self, at: NodeCopy, bytes: u64) {
+        let total = self.copy_total(at);
+        let back = bytes.min(*total);
+        *total -= back;
+        self.accounts.host.refund(back);
+    }
+
+    /// Charge what `node` of `at` will keep more once it has the parameters of `src`
+    /// (a launch's parameter bytes are kept with its node, so a node given a larger
+    /// launch's keeps more). Where what `src` keeps is not known, nothing is charged,
+    /// as for the node `src` itself.
+    pub(super) fn params_charge(
+        &mut self,
+        at: NodeCopy,
+        node: ExecNode,
+        src: (ExecGraph, ExecNode),
+    ) -> Result<Option<ParamsCharge>, CudaStatus> {
+        let Some(&new) = self
+            .graph_host
+            .nodes
+            .get(&src.0)
+            .and_then(|n| n.get(&src.1))
+        else {
+            return Ok(None);
+        };
+        let records = match at {
+            NodeCopy::Graph(g) => self.graph_host.nodes.get(&g),
+            NodeCopy::Exec(e) => self.graph_host.exec_nodes.get(&e),
+        };
+        let old = records.and_then(|r| r.get(&node)).copied();
+        let charged = new.saturating_sub(old.unwrap_or(0));
+        if charged > 0 {
+            self.accounts
+                .host
+                .charge(charged, "graph node parameters")?;
+            *self.copy_total(at) += charged;
+        }
+        Ok(Some(ParamsCharge {
+            at,
+            node,
+            new,
+            old,
+            charged,
+        }))
+    }
+
+    /// The parameters `charge` was made for were copied, or not: the node keeps what
+    /// its new ones keep from now on (what it kept before, where more, goes back).
+    pub(super) fn params_copied(&mut self, charge: Option<ParamsCharge>, copied: bool) {
+        let Some(c) = charge else {
+            return;
+        };
+        if !copied {
+            self.copy_refund(c.at, c.charged);
+            return;
+        }
+        let records = match c.at {
+            NodeCopy::Graph(g) => self.graph_host.nodes.entry(g).or_default(),
+            NodeCopy::Exec(e) => self.graph_host.exec_nodes.entry(e).or_default(),
+        };
+        records.insert(c.node, c.new);
+        if let Some(old) = c.old.filter(|&old| old > c.new) {
+            self.copy_refund(c.at, old - c.new);
+        }
+    }
+
+    /// Charge what `exec` will keep more once updated with `graph` (the executor then
+    /// keeps copies of its nodes, parameters and all, in place of the old ones).
+    pub(super) fn exec_update_charge(
+        &mut self,
+        exec: GraphExecHandle,
+        graph: GraphHandle,
+    ) -> Result<UpdateCharge, CudaStatus> {
+        let want = self.graph_host_bytes(graph) + GRAPH_NODE_BYTES;
+        let had = self.graph_host.execs.get(&exec).copied().unwrap_or(0);
+        if want > had {
+            self.accounts
+                .host
+                .charge(want - had, "executable graph update")?;
+            self.graph_host.execs.insert(exec, want);
+        }
+        Ok(UpdateCharge { exec, want, had })
+    }
+
+    /// The update `charge` was made for was made with the executor's `graph` (`Some`),
+    /// or not: the executable graph keeps what the graph's nodes keep, or what it kept.
+    pub(super) fn exec_update_done(&mut self, charge: UpdateCharge, graph: Option<ExecGraph>) {
+        let at = NodeCopy::Exec(charge.exec);
+        match graph {
+            Some(graph) => {
+                if charge.had > charge.want {
+                    self.copy_refund(at, charge.had - charge.want);
+                }
+                self.exec_host_nodes(charge.exec, graph);
+            }
+            None if charge.want > charge.had => self.copy_refund(at, charge.want - charge.had),
+            None => {}
         }
     }
 

@@ -107,6 +107,9 @@ pub struct Session {
     /// The socket to the daemon's broker, for copies to and from other hosts (see
     /// [`crate::peer`]); None where the daemon has no `[peers]`.
     peer: Option<crate::peer::PeerLink>,
+    /// The VM's module cache (see [`crate::module_cache`]); None where it is off or
+    /// could not be opened: then the hello does not offer it.
+    module_cache: Option<crate::module_cache::ModuleCache>,
 }
 
 impl Session {
@@ -136,6 +139,7 @@ impl Session {
             pools: Default::default(),
             exports: Default::default(),
             peer: None,
+            module_cache: None,
         }
     }
 
@@ -143,6 +147,12 @@ impl Session {
     /// link.
     pub fn with_peer_link(mut self, link: crate::peer::PeerLink) -> Self {
         self.peer = Some(link);
+        self
+    }
+
+    /// Load module images named by hash from (and keep new ones in) its VM's `cache`.
+    pub fn with_module_cache(mut self, cache: crate::module_cache::ModuleCache) -> Self {
+        self.module_cache = Some(cache);
         self
     }
 
@@ -197,12 +207,22 @@ impl Session {
     /// Publish this guest's figures through `stats` (see [`crate::stats`]).
     pub fn with_stats(mut self, stats: WorkerStats) -> Self {
         self.accounts.stats = stats;
+        self.accounts
+            .stats
+            .set_host_memory_limit(self.accounts.host.limit());
+        self.accounts
+            .stats
+            .set_host_memory_used(self.accounts.host.used());
         self
     }
 
-    /// The guest's figures, for the worker to count its calls in.
-    pub fn stats_mut(&mut self) -> &mut WorkerStats {
-        &mut self.accounts.stats
+    /// Count a call in the guest's figures, with the host memory kept for it after
+    /// the call.
+    pub fn record_call(&mut self, elapsed_ns: u64, result: Result<(), CudaStatus>) {
+        let used = self.accounts.host.used();
+        let stats = &mut self.accounts.stats;
+        stats.set_host_memory_used(used);
+        stats.record_call(elapsed_ns, result);
     }
 
     pub fn greeted(&self) -> bool {
@@ -269,6 +289,8 @@ fn nothing() -> HandlerResult<()> {
     Ok(((), Vec::new()))
 }
 
+#[cfg(test)]
+mod module_cache_tests;
 #[cfg(test)]
 mod quota_tests;
 #[cfg(test)]

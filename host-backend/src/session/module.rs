@@ -19,6 +19,7 @@ const LAUNCH_ATTRIBUTE_VALUE_LEN: usize = 64;
 use super::accounting::Held;
 use super::host_memory::node_bytes;
 use super::{nothing, Session};
+use crate::module_cache::Lookup;
 
 /// `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT` and `CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT`:
 /// attributes whose value starts with an event.
@@ -74,21 +75,21 @@ impl Session {
             attributes,
         })
     }
-}
 
-impl ModuleOps for Session {
-    fn module_load(
+    /// Load `image`, whose SHA-256 is `sha256`, charging its data and its host copy:
+    /// the guest's handle of the module (the one it has already, for the same image).
+    fn load_image(
         &mut self,
         ctx: &CallContext,
-        _: ModuleLoad,
         image: &[u8],
-    ) -> HandlerResult<ModuleLoaded> {
+        sha256: [u8; 32],
+    ) -> Result<ModuleHandle, CudaStatus> {
         self.accounts
             .check_count("module", self.handles.modules.len(), self.grant.max_modules)?;
         // The module's globals and constant banks take device memory the moment it is
         // loaded: charged first, as an allocation of that size would be.
         // The same image again on this device is the same library: charged once.
-        let held = Held::Module(Sha256::digest(image).into());
+        let held = Held::Module(sha256);
         let bytes = match self.accounts.held(ctx.device, held) {
             0 => allocation_footprint(self.exec.module_data_len(image)?),
             _ => 0,
@@ -115,11 +116,86 @@ impl ModuleOps for Session {
         if let Some((h, _)) = self.handles.modules.iter().find(|(_, v)| **v == m) {
             // The module the guest already has: its image is kept once.
             self.accounts.host.refund(image_bytes);
-            return Ok((ModuleLoaded { module: *h }, Vec::new()));
+            return Ok(*h);
         }
         let module = ModuleHandle(self.handles.fresh());
         self.handles.modules.insert(module, m);
+        Ok(module)
+    }
+}
+
+impl ModuleOps for Session {
+    fn module_load(
+        &mut self,
+        ctx: &CallContext,
+        _: ModuleLoad,
+        image: &[u8],
+    ) -> HandlerResult<ModuleLoaded> {
+        self.accounts.stats.module_received(image.len() as u64);
+        let module = self.load_image(ctx, image, Sha256::digest(image).into())?;
         Ok((ModuleLoaded { module }, Vec::new()))
+    }
+
+    fn module_load_cached(
+        &mut self,
+        ctx: &CallContext,
+        req: ModuleLoadCached,
+        image: &[u8],
+    ) -> HandlerResult<ModuleLoadedCached> {
+        if !image.is_empty() {
+            // The bytes must be the image the guest named: what goes into the VM's
+            // cache is served to its other processes by that name.
+            if Sha256::digest(image).as_slice() != req.sha256 {
+                tracing::warn!(client = %self.client, len = image.len(),
+                    "module image does not match the SHA-256 it was sent with; refused");
+                return Err(CudaStatus::ErrorInvalidKernelImage);
+            }
+            self.accounts.stats.module_received(image.len() as u64);
+            let module = self.load_image(ctx, image, req.sha256)?;
+            // Kept once the driver took it: an image it refuses is not worth a slot. One
+            // small enough to go with its hash is always sent so (the guest library
+            // never names it alone): kept, it would only push larger ones out.
+            let worth_keeping = image.len() > vmcuda_wire::module::INLINE_IMAGE_MAX;
+            if let Some(cache) = self.module_cache.as_ref().filter(|_| worth_keeping) {
+                if let Err(e) = cache.put(&req.sha256, image) {
+                    tracing::warn!(client = %self.client, "cannot keep a module image in the VM's cache: {e}");
+                }
+            }
+            return Ok((
+                ModuleLoadedCached {
+                    module: Some(module),
+                },
+                Vec::new(),
+            ));
+        }
+        // An image read from the cache is held as a sent one would be: refused before
+        // it is read when the guest's host memory could not keep it.
+        let host = &mut self.accounts.host;
+        let found = match &self.module_cache {
+            Some(cache) => cache
+                .get(&req.sha256, |len| host.fits(len, "module image").is_ok())
+                .unwrap_or_else(|e| {
+                    tracing::warn!(client = %self.client, "cannot read the VM's module cache: {e}");
+                    Lookup::Miss
+                }),
+            None => Lookup::Miss,
+        };
+        let cached = match found {
+            Lookup::Hit(cached) => cached,
+            Lookup::Refused(_) => return Err(CudaStatus::ErrorMemoryAllocation),
+            Lookup::Miss => {
+                self.accounts.stats.module_cache_miss();
+                return Ok((ModuleLoadedCached { module: None }, Vec::new()));
+            }
+        };
+        self.accounts.stats.module_cache_hit(cached.len() as u64);
+        let module = self.load_image(ctx, &cached, req.sha256)?;
+        Ok((
+            ModuleLoadedCached {
+                module: Some(module),
+            },
+            Vec::new(),
+        ))
     }
 
     fn module_get_function(
@@ -235,11 +311,9 @@ impl ModuleOps for Session {
                     .map(|a| a.value.len() as u64 + 8)
                     .sum::<u64>(),
         );
-        let graph = self.captured_node(config.stream, kept)?;
-        if let Err(e) = self.exec.launch(f, &config, params) {
-            self.graph_node_failed(graph, kept);
-            return Err(e);
-        }
+        let charge = self.captured_node(config.stream, kept)?;
+        let launched = self.exec.launch(f, &config, params);
+        self.node_made(charge, launched)?;
         self.accounts.stats.kernel_launched();
         nothing()
     }

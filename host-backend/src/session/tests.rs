@@ -314,6 +314,53 @@ fn a_copy_writes_its_done_word_only_when_it_runs() {
     assert_eq!(read_word(), 7);
 }
 
+/// Shared memory the worker could not map at the guest's address (under load its
+/// address space is full of the driver's reservations) is reached by the device
+/// pointer the guest was given for it: a done word there is the guest's, and the
+/// guest's own address of those pages is not (on the GPU machine's load test, a
+/// guest's first synchronous copy was refused with cudaErrorInvalidValue for this).
+#[test]
+fn memory_mapped_away_from_the_guests_address_is_reached_by_its_device_pointer() {
+    let mut s = session(None);
+    let len = 8192;
+    let (fd, _) = region(len, true);
+    // The guest's address is taken in this process: the session maps the pages elsewhere.
+    let taken = crate::pinned::PageBuffer::new(len).unwrap();
+    let guest_addr = taken.start();
+    s.incoming_fds.push_back(fd);
+    let req = HostRegisterShared {
+        addr: guest_addr,
+        size: len as u64,
+        flags: 0,
+    };
+    let device_ptr = s.host_register_shared(&CTX, req, &[]).unwrap().0.device_ptr;
+    assert_ne!(
+        device_ptr, guest_addr,
+        "mapped away from the guest's address"
+    );
+    let dev = s
+        .mem_alloc(&CTX, MemAlloc { size: 4096 }, &[])
+        .unwrap()
+        .0
+        .ptr;
+    let with_word = |addr| MemcpyShared {
+        device: dev,
+        host: guest_addr,
+        size: 16,
+        to_device: true,
+        stream: StreamHandle::LEGACY,
+        is_async: true,
+        done: Some(DoneWord { addr, value: 5 }),
+    };
+    s.memcpy_shared(&CTX, with_word(device_ptr + 4096), &[])
+        .unwrap();
+    assert_eq!(u32::from_le_bytes(page_word(device_ptr + 4096)), 5);
+    // The guest's address of the same pages names this process's other mapping.
+    let outside = s.memcpy_shared(&CTX, with_word(guest_addr + 4096), &[]);
+    assert_eq!(outside.unwrap_err(), CudaStatus::ErrorInvalidValue);
+    drop(taken);
+}
+
 /// Four bytes at `addr`, which the test mapped.
 fn page_word(addr: u64) -> [u8; 4] {
     // SAFETY: the caller's address is inside a mapping of its own.

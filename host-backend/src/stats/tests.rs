@@ -51,6 +51,8 @@ fn a_workers_figures_round_trip_through_its_file_and_are_folded_when_it_ends() {
     stats.copied(Direction::HostToDevice, 1);
     stats.set_device_memory(4096);
     stats.set_host_memory(8192);
+    stats.set_host_memory_used(3 << 20);
+    stats.set_host_memory_limit(4 << 30);
 
     let census = census(&d, true).unwrap();
     assert_eq!(census.guests.len(), 1);
@@ -58,6 +60,10 @@ fn a_workers_figures_round_trip_through_its_file_and_are_folded_when_it_ends() {
     assert_eq!(g.identity, identity("vm1"));
     assert_eq!(g.worker_pid, std::process::id());
     assert_eq!((g.device_memory_bytes, g.host_memory_bytes), (4096, 8192));
+    assert_eq!(
+        (g.host_memory_used_bytes, g.host_memory_limit_bytes),
+        (3 << 20, 4 << 30)
+    );
     let c = &g.counts;
     assert_eq!((c.calls_ok, c.calls_error, c.kernels), (2, 3, 1));
     assert_eq!((c.copied_htod, c.copied_dtoh, c.copied_dtod), (101, 30, 7));

@@ -482,3 +482,15 @@ fn undecodable_compressed_cubin_is_refused() {
         ));
     }
 }
+
+#[test]
+fn a_grown_cubin_is_the_same_module_and_at_least_as_long_as_asked() {
+    let elf = include_bytes!("../../testdata/params.cubin");
+    let big = grown(elf, 1 << 20);
+    assert!(big.len() > 1 << 20);
+    assert_eq!(kernels(&big).unwrap(), kernels(elf).unwrap());
+    assert_eq!(
+        module_data_len(&big).unwrap(),
+        module_data_len(elf).unwrap()
+    );
+}

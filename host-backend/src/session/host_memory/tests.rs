@@ -6,7 +6,7 @@ use vmcuda_wire::graph::*;
 use vmcuda_wire::op::*;
 use vmcuda_wire::CudaStatus;
 
-use super::node_bytes;
+use super::{node_bytes, HANDLE_ENTRY_BYTES};
 use crate::executor::host_memory::HostMemoryExecutor;
 use crate::ledger::Ledger;
 use crate::policy::Grant;
@@ -229,4 +229,266 @@ fn module_images_buffers_and_handles_are_counted() {
     assert_eq!(refused, CudaStatus::ErrorMemoryAllocation);
     assert!(s.host_memory_bytes() <= MIB);
     assert!(made > 1000, "{made} streams");
+}
+
+fn add_empty(s: &mut Session, graph: GraphHandle) -> GraphNodeHandle {
+    let add = GraphAddNode {
+        graph,
+        dependencies: vec![],
+        node: PlainNode::Empty,
+    };
+    s.graph_add_node(&CTX, add, &[]).unwrap().0.node
+}
+
+/// One launch of `function` captured into `graph` (as `cuGraphAddKernelNode` makes
+/// one): its node.
+fn add_launch(
+    s: &mut Session,
+    graph: GraphHandle,
+    st: StreamHandle,
+    function: FunctionHandle,
+    params: &[u8],
+) -> GraphNodeHandle {
+    let before = s
+        .graph_get_nodes(&CTX, GraphGetNodes { graph }, &[])
+        .unwrap()
+        .0
+        .nodes;
+    let begin = StreamBeginCaptureToGraph {
+        stream: st,
+        graph,
+        dependencies: vec![],
+        edges: vec![],
+    };
+    s.stream_begin_capture_to_graph(&CTX, begin, &[]).unwrap();
+    launch(s, function, st, params).unwrap();
+    let end = StreamEndCapture {
+        stream: st,
+        invalidated: false,
+    };
+    s.stream_end_capture(&CTX, end, &[]).unwrap();
+    let after = s
+        .graph_get_nodes(&CTX, GraphGetNodes { graph }, &[])
+        .unwrap()
+        .0
+        .nodes;
+    let new: Vec<_> = after.into_iter().filter(|n| !before.contains(n)).collect();
+    assert_eq!(new.len(), 1, "one node captured");
+    new[0]
+}
+
+fn destroy_node(s: &mut Session, node: GraphNodeHandle) {
+    s.graph_destroy_node(&CTX, GraphDestroyNode { node }, &[])
+        .unwrap();
+}
+
+/// A destroyed node gives back what it was charged at once, not when its graph goes:
+/// a guest that adds nodes to one graph and destroys them in a loop, by hand and as
+/// captured launches with 5 KB of parameters, stays under its limit. Before, each
+/// round kept its nodes' charge and the loop was refused within a few hundred rounds.
+#[test]
+fn destroyed_nodes_give_their_host_memory_back_at_once() {
+    let limit = 8 * MIB;
+    let mut s = session(limit);
+    let st = stream(&mut s, 0x100);
+    let (function, params) = big_kernel(&mut s);
+    let graph = s
+        .graph_create(&CTX, GraphCreate { flags: 0 }, &[])
+        .unwrap()
+        .0
+        .graph;
+    s.enter(&CTX).unwrap();
+    let base = s.host_memory_bytes();
+    let rounds = 1500u64;
+    assert!(
+        rounds * (node_bytes(0) + node_bytes(5016)) > 4 * limit,
+        "the loop would go far over the limit if nodes kept their charge"
+    );
+    for _ in 0..rounds {
+        s.enter(&CTX).unwrap();
+        let empty = add_empty(&mut s, graph);
+        let launched = add_launch(&mut s, graph, st, function, &params);
+        assert!(s.host_memory_bytes() >= base + node_bytes(0) + node_bytes(5016));
+        destroy_node(&mut s, empty);
+        destroy_node(&mut s, launched);
+        assert!(s.host_memory_bytes() <= limit);
+    }
+    s.enter(&CTX).unwrap();
+    assert_eq!(s.host_memory_bytes(), base);
+
+    // A clone's nodes keep their originals' charges, and give them back the same way.
+    let kept = add_empty(&mut s, graph);
+    let launched = add_launch(&mut s, graph, st, function, &params);
+    s.enter(&CTX).unwrap();
+    let with_nodes = s.host_memory_bytes();
+    let clone = s
+        .graph_clone(&CTX, GraphClone { original: graph }, &[])
+        .unwrap()
+        .0
+        .graph;
+    for original in [kept, launched] {
+        let find = GraphNodeFindInClone { original, clone };
+        let copy = s.graph_node_find_in_clone(&CTX, find, &[]).unwrap().0.node;
+        destroy_node(&mut s, copy);
+    }
+    s.enter(&CTX).unwrap();
+    assert_eq!(s.host_memory_bytes(), with_nodes + HANDLE_ENTRY_BYTES);
+    s.graph_destroy(&CTX, GraphDestroy { graph: clone }, &[])
+        .unwrap();
+    for node in [kept, launched] {
+        destroy_node(&mut s, node);
+    }
+    s.enter(&CTX).unwrap();
+    assert_eq!(s.host_memory_bytes(), base);
+}
+
+/// A kernel with one pointer parameter (wire's test data): its function and parameter
+/// bytes.
+fn tiny_kernel(s: &mut Session) -> (FunctionHandle, Vec<u8>) {
+    const TINY: &[u8] = include_bytes!("../../../../wire/testdata/tiny.fatbin");
+    let module = s.module_load(&CTX, ModuleLoad, TINY).unwrap().0.module;
+    let get = ModuleGetFunction {
+        module,
+        name: "_Z4tinyPi".into(),
+    };
+    let info = s.module_get_function(&CTX, get, &[]).unwrap().0;
+    (info.function, vec![0; 8])
+}
+
+/// A session's stream and its two kernels: the big one (5016 bytes of parameters) and
+/// the tiny one (8).
+struct Kernels {
+    st: StreamHandle,
+    big: (FunctionHandle, Vec<u8>),
+    tiny: (FunctionHandle, Vec<u8>),
+}
+
+impl Kernels {
+    fn new(host_memory: u64) -> (Session, Kernels) {
+        let mut s = session(host_memory);
+        let st = stream(&mut s, 0x100);
+        let big = big_kernel(&mut s);
+        let tiny = tiny_kernel(&mut s);
+        (s, Kernels { st, big, tiny })
+    }
+
+    /// A launch of the big kernel (or the tiny one) captured into `graph`.
+    fn add(&self, s: &mut Session, graph: GraphHandle, big: bool) -> GraphNodeHandle {
+        let (function, params) = if big { &self.big } else { &self.tiny };
+        add_launch(s, graph, self.st, *function, params)
+    }
+}
+
+fn new_graph(s: &mut Session) -> GraphHandle {
+    s.graph_create(&CTX, GraphCreate { flags: 0 }, &[])
+        .unwrap()
+        .0
+        .graph
+}
+
+fn copy_params(
+    s: &mut Session,
+    dst: GraphNodeHandle,
+    src: GraphNodeHandle,
+    exec: Option<GraphExecHandle>,
+) -> Result<(), CudaStatus> {
+    s.enter(&CTX)?;
+    let copy = GraphNodeCopyParams { dst, src, exec };
+    s.graph_node_copy_params(&CTX, copy, &[]).map(|_| ())
+}
+
+/// New parameters for a node (`cudaGraphKernelNodeSetParams`, and its executable
+/// graph's `cudaGraphExecKernelNodeSetParams`, both a copy from a node built in a
+/// scratch graph) are charged as the node they come from: a small launch's node given
+/// a large launch's parameters keeps them, once however often it is given them, and
+/// gives them back when it is given small ones again. Before, the node kept what it
+/// was charged when made.
+#[test]
+fn parameters_copied_into_a_node_are_charged_as_their_node() {
+    let (mut s, k) = Kernels::new(64 * MIB);
+    let graph = new_graph(&mut s);
+    let node = k.add(&mut s, graph, false);
+    let scratch = new_graph(&mut s);
+    let large = k.add(&mut s, scratch, true);
+    let small = k.add(&mut s, scratch, false);
+    let exec = instantiate(&mut s, graph).unwrap();
+    s.enter(&CTX).unwrap();
+    let base = s.host_memory_bytes();
+    let more = node_bytes(5016) - node_bytes(8);
+    for at in [None, Some(exec)] {
+        let before = s.host_memory_bytes();
+        for _ in 0..100 {
+            copy_params(&mut s, node, large, at).unwrap();
+            assert_eq!(s.host_memory_bytes(), before + more, "{at:?}");
+        }
+    }
+    copy_params(&mut s, node, small, None).unwrap();
+    s.enter(&CTX).unwrap();
+    assert_eq!(
+        s.host_memory_bytes(),
+        base + more,
+        "the executable graph's copy"
+    );
+    // Updated with its graph, the executable graph keeps the graph's parameters.
+    let update = GraphExecUpdate { exec, graph };
+    s.graph_exec_update(&CTX, update, &[]).unwrap();
+    s.enter(&CTX).unwrap();
+    assert_eq!(s.host_memory_bytes(), base);
+}
+
+/// An executable graph updated with another graph keeps that graph's nodes'
+/// parameters: charged for them (refused where they do not fit), and given back what
+/// the old ones took over the new.
+#[test]
+fn an_executable_graph_updated_with_another_graph_is_charged_as_made_of_it() {
+    let (mut s, k) = Kernels::new(64 * MIB);
+    let small_graph = new_graph(&mut s);
+    k.add(&mut s, small_graph, false);
+    let large_graph = new_graph(&mut s);
+    k.add(&mut s, large_graph, true);
+    let exec = instantiate(&mut s, small_graph).unwrap();
+    s.enter(&CTX).unwrap();
+    let base = s.host_memory_bytes();
+    let more = node_bytes(5016) - node_bytes(8);
+    let update = |s: &mut Session, graph| {
+        s.enter(&CTX).unwrap();
+        let result = s
+            .graph_exec_update(&CTX, GraphExecUpdate { exec, graph }, &[])
+            .unwrap()
+            .0;
+        assert_eq!(result.result, update_result::SUCCESS);
+        s.enter(&CTX).unwrap();
+        s.host_memory_bytes()
+    };
+    assert_eq!(update(&mut s, large_graph), base + more);
+    assert_eq!(update(&mut s, large_graph), base + more);
+    assert_eq!(update(&mut s, small_graph), base);
+
+    // Where the larger copies do not fit, the update is refused and nothing changes.
+    let (mut s, k) = Kernels::new(MIB);
+    let small_graph = new_graph(&mut s);
+    let large_graph = new_graph(&mut s);
+    for _ in 0..20 {
+        k.add(&mut s, small_graph, false);
+        k.add(&mut s, large_graph, true);
+    }
+    let exec = instantiate(&mut s, small_graph).unwrap();
+    // Fill what is left with another executable graph of the small one.
+    let mut others = Vec::new();
+    while let Ok(e) = instantiate(&mut s, small_graph) {
+        others.push(e);
+    }
+    s.enter(&CTX).unwrap();
+    let full = s.host_memory_bytes();
+    assert!(full + 20 * more > MIB, "{full}");
+    let req = GraphExecUpdate {
+        exec,
+        graph: large_graph,
+    };
+    assert_eq!(
+        s.graph_exec_update(&CTX, req, &[]).map(|r| r.0.result),
+        Err(CudaStatus::ErrorMemoryAllocation)
+    );
+    s.enter(&CTX).unwrap();
+    assert_eq!(s.host_memory_bytes(), full);
 }
