@@ -10,7 +10,7 @@
 #   VMCUDA_JAX_SPEC  what to pip install (default: jax[cuda13], the newest)
 #   VMCUDA_HOST_BIN  the daemon (default: target/release/vmcuda-host)
 # Needs the daemon and build/guest/lib (tests/demo.sh builds both; or
-# `cargo build -p vmcuda-host` and `VMCUDA_PROFILE=debug guest-lib/build-libs.sh`).
+# `cargo build -p vmcuda-host` and `VMCUDA_BUILD_PROFILE=debug guest-lib/build-libs.sh`).
 #
 # Set for the double, and why:
 # - XLA_FLAGS=--xla_gpu_autotune_level=0: autotuning times kernels, which the double

@@ -10,7 +10,7 @@
 #   VMCUDA_TORCH_SPEC  what to pip install (default: torch, the newest)
 #   VMCUDA_HOST_BIN    the daemon (default: target/release/vmcuda-host)
 # Needs the daemon and build/guest/lib (tests/demo.sh builds both; or
-# `cargo build -p vmcuda-host` and `VMCUDA_PROFILE=debug guest-lib/build-libs.sh`).
+# `cargo build -p vmcuda-host` and `VMCUDA_BUILD_PROFILE=debug guest-lib/build-libs.sh`).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
