@@ -9,6 +9,7 @@ use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use vmcuda_wire::transport::connect_tcp_from;
 
 use common::*;
 use vmcuda_wire::handshake::{PROTOCOL_VERSION, RUNTIME_VERSION};
@@ -132,26 +133,6 @@ fn connections_before_admission_are_capped_and_timed_out_and_admitted_guests_car
     assert!(log.contains("max_pending"), "{log}");
     assert!(log.contains("no hello within 1500 ms"), "{log}");
 }
-
-/// A TCP connection to `addr` from the loopback address `from`: another source, to
-/// the daemon, than the test's other connections.
-fn connect_tcp_from(from: std::net::Ipv4Addr, addr: &str) -> std::io::Result<TcpStream> {
-    use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, SockaddrIn};
-    let to: std::net::SocketAddrV4 = addr.parse().unwrap();
-    let fd = socket::socket(
-        AddressFamily::Inet,
-        SockType::Stream,
-        SockFlag::SOCK_CLOEXEC,
-        None,
-    )?;
-    socket::bind(
-        std::os::fd::AsRawFd::as_raw_fd(&fd),
-        &SockaddrIn::from(std::net::SocketAddrV4::new(from, 0)),
-    )?;
-    socket::connect(std::os::fd::AsRawFd::as_raw_fd(&fd), &SockaddrIn::from(to))?;
-    Ok(TcpStream::from(fd))
-}
-
 /// Whether the host has closed `s` already (without waiting).
 fn closed_now(s: &TcpStream) -> bool {
     s.set_nonblocking(true).unwrap();

@@ -6,7 +6,7 @@
 //! that the host log stayed within the worker's rate limit.
 
 use std::io::Read;
-use std::net::{Ipv4Addr, SocketAddrV4, TcpStream};
+use std::net::{Ipv4Addr, TcpStream};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -14,7 +14,7 @@ use vmcuda_wire::frame::{self, FrameHeader};
 use vmcuda_wire::op::{
     GraphAddNode, GraphCreate, GraphDestroy, GraphHandle, GraphMade, Hello, Op, PlainNode,
 };
-use vmcuda_wire::transport::{ServerAddr, Stream};
+use vmcuda_wire::transport::{connect_tcp_from, ServerAddr, Stream};
 use vmcuda_wire::CudaStatus;
 
 /// What the hostile guest attacks.
@@ -37,28 +37,6 @@ pub struct HostileReport {
     pub graph_nodes: u64,
     pub graph_refusals: u64,
 }
-
-/// A TCP connection to `to` from the loopback address `from`.
-pub fn connect_tcp_from(from: Ipv4Addr, to: &str) -> std::io::Result<TcpStream> {
-    use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, SockaddrIn};
-    use std::os::fd::AsRawFd;
-    let to: SocketAddrV4 = to
-        .parse()
-        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-    let fd = socket::socket(
-        AddressFamily::Inet,
-        SockType::Stream,
-        SockFlag::SOCK_CLOEXEC,
-        None,
-    )?;
-    socket::bind(
-        fd.as_raw_fd(),
-        &SockaddrIn::from(SocketAddrV4::new(from, 0)),
-    )?;
-    socket::connect(fd.as_raw_fd(), &SockaddrIn::from(to))?;
-    Ok(TcpStream::from(fd))
-}
-
 /// Whether the host has closed `s` (without waiting).
 fn closed_now(s: &TcpStream) -> bool {
     let _ = s.set_nonblocking(true);

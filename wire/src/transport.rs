@@ -114,6 +114,29 @@ impl std::fmt::Display for ServerAddr {
 /// Reserved vsock ports a privileged guest process connects from, highest first.
 pub const RESERVED_SOURCE_PORTS: std::ops::RangeInclusive<u32> = 512..=1023;
 
+/// A TCP connection to `to` (`HOST:PORT`, IPv4) from the local address `from`: a
+/// chosen source, as a listener that shares its places per source sees it.
+pub fn connect_tcp_from(from: std::net::Ipv4Addr, to: &str) -> io::Result<TcpStream> {
+    use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, SockaddrIn};
+    use std::net::SocketAddrV4;
+    use std::os::fd::AsRawFd;
+    let to: SocketAddrV4 = to
+        .parse()
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let fd = socket::socket(
+        AddressFamily::Inet,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
+    socket::bind(
+        fd.as_raw_fd(),
+        &SockaddrIn::from(SocketAddrV4::new(from, 0)),
+    )?;
+    socket::connect(fd.as_raw_fd(), &SockaddrIn::from(to))?;
+    Ok(TcpStream::from(fd))
+}
+
 /// Connect from a reserved source port (below 1024), which Linux lets only a process
 /// with CAP_NET_BIND_SERVICE bind: the vhost-user device trusts such a connection with
 /// the guest's RAM (see docs/security.md). `None` when this process may not bind one,

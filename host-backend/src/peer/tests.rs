@@ -326,27 +326,6 @@ fn sessions_copy_device_memory_over_the_link_and_check_the_guests_ranges() {
         Some(CudaStatus::ErrorNotSupported)
     );
 }
-
-/// A TCP connection to `addr` from the loopback address `from`: to the listener,
-/// another source than the brokers' own connections (from 127.0.0.1).
-fn connect_from(from: std::net::Ipv4Addr, addr: &str) -> std::io::Result<std::net::TcpStream> {
-    use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, SockaddrIn};
-    use std::os::fd::AsRawFd;
-    let to: std::net::SocketAddrV4 = addr.parse().unwrap();
-    let fd = socket::socket(
-        AddressFamily::Inet,
-        SockType::Stream,
-        SockFlag::SOCK_CLOEXEC,
-        None,
-    )?;
-    socket::bind(
-        fd.as_raw_fd(),
-        &SockaddrIn::from(std::net::SocketAddrV4::new(from, 0)),
-    )?;
-    socket::connect(fd.as_raw_fd(), &SockaddrIn::from(to))?;
-    Ok(std::net::TcpStream::from(fd))
-}
-
 /// Issue 34, finding 4: 300 plain connections that never start TLS hold at most their
 /// source's share of the peer port, and only for the handshake deadline; a real
 /// transfer from another daemon goes through meanwhile.
@@ -356,7 +335,13 @@ fn connections_that_never_handshake_cannot_squat_the_peer_port() {
     use std::time::{Duration, Instant};
     let p = pair("squat");
     let mut squatters: Vec<std::net::TcpStream> = (0..300)
-        .filter_map(|_| connect_from(std::net::Ipv4Addr::new(127, 0, 0, 2), &p.endpoint).ok())
+        .filter_map(|_| {
+            vmcuda_wire::transport::connect_tcp_from(
+                std::net::Ipv4Addr::new(127, 0, 0, 2),
+                &p.endpoint,
+            )
+            .ok()
+        })
         .collect();
     assert!(squatters.len() >= 256, "{} connected", squatters.len());
     let opened = Instant::now();
