@@ -6,6 +6,7 @@ vmcuda's in the bridged run. Each check computes on the GPU, compares with the C
 a reference path) itself, and records numbers the harness compares between the runs:
     python torch_libs_check.py --json OUT.json
 """
+import contextlib
 import time
 
 import torch
@@ -54,21 +55,28 @@ def conv2d():
     record("conv2d", ok, [out.sum().item(), xg.grad.abs().sum().item()])
 
 
-def train(model, batches, steps, lr, autocast=None):
-    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+def run_steps(opt, loss_of, steps, set_to_none=True):
+    """`steps` optimizer steps on the loss `loss_of(step)` gives; the losses."""
     losses = []
     for step in range(steps):
-        x, y = batches[step % len(batches)]
-        opt.zero_grad()
-        if autocast is not None:
-            with torch.autocast("cuda", dtype=autocast):
-                loss = torch.nn.functional.cross_entropy(model(x), y)
-        else:
-            loss = torch.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad(set_to_none=set_to_none)
+        loss = loss_of(step)
         loss.backward()
         opt.step()
         losses.append(loss.item())
     return losses
+
+
+def train(model, batches, steps, lr, autocast=None):
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+
+    def loss_of(step):
+        x, y = batches[step % len(batches)]
+        ctx = torch.autocast("cuda", dtype=autocast) if autocast is not None else contextlib.nullcontext()
+        with ctx:
+            return torch.nn.functional.cross_entropy(model(x), y)
+
+    return run_steps(opt, loss_of, steps)
 
 
 @check
@@ -312,13 +320,9 @@ def graphed_callables():
     y = torch.randint(0, 10, (32,), generator=torch.Generator().manual_seed(231)).cuda()
     graphed = torch.cuda.make_graphed_callables(model, (x.clone().requires_grad_(),))
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    losses = []
-    for _ in range(10):
-        opt.zero_grad(set_to_none=False)
-        loss = torch.nn.functional.cross_entropy(graphed(x), y)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
+    # Gradients stay allocated: the graphed backward writes into the same tensors.
+    losses = run_steps(opt, lambda _: torch.nn.functional.cross_entropy(graphed(x), y), 10,
+                       set_to_none=False)
     record("graphed_callables", losses[-1] < losses[0], losses)
 
 
@@ -378,13 +382,7 @@ def hf_gpt2_training():
     model = GPT2LMHeadModel(cfg).cuda()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     ids = torch.randint(0, 1000, (8, 64), generator=torch.Generator().manual_seed(260)).cuda()
-    losses = []
-    for _ in range(10):
-        opt.zero_grad()
-        loss = model(ids, labels=ids).loss
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
+    losses = run_steps(opt, lambda _: model(ids, labels=ids).loss, 10)
     record("hf_gpt2_training", losses[-1] < losses[0], losses)
 
 
