@@ -37,6 +37,25 @@ use crate::policy::Caller;
 /// many connections gets no more.
 pub const VM_LOG_BURST: u32 = 100;
 pub const VM_LOG_PER_SECOND: u32 = 5;
+
+/// The VM log limit in force: [`VM_LOG_BURST`] and [`VM_LOG_PER_SECOND`], or what
+/// `VMCUDA_VM_LOG_BURST` and `VMCUDA_VM_LOG_PER_SECOND` in the host's environment say
+/// (a host that keeps every line of a busy VM's workers, or a test that counts them).
+fn vm_log_limit() -> (u32, u32) {
+    static LIMIT: OnceLock<(u32, u32)> = OnceLock::new();
+    *LIMIT.get_or_init(|| {
+        let var = |name, default| {
+            std::env::var(name)
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(default)
+        };
+        (
+            var("VMCUDA_VM_LOG_BURST", VM_LOG_BURST),
+            var("VMCUDA_VM_LOG_PER_SECOND", VM_LOG_PER_SECOND),
+        )
+    })
+}
 /// The limit on workers' lines from before they named their VM (the daemon's workers).
 const NOT_ADMITTED_BURST: u32 = 50;
 const NOT_ADMITTED_PER_SECOND: u32 = 10;
@@ -187,10 +206,11 @@ impl WorkerLogs {
         let mut vms = self.vms.lock().unwrap_or_else(|p| p.into_inner());
         vms.entry(name.to_string())
             .or_insert_with(|| {
+                let (burst, per_second) = vm_log_limit();
                 Arc::new(LimitedLog::named(
                     (self.out)(),
-                    VM_LOG_BURST,
-                    VM_LOG_PER_SECOND,
+                    burst,
+                    per_second,
                     format!("vm {name} (all its connections)"),
                 ))
             })
