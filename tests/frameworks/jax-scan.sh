@@ -24,29 +24,14 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 venv=${VMCUDA_JAX_VENV:-$HOME/.cache/vmcuda/jax}
 spec=${VMCUDA_JAX_SPEC:-jax[cuda13]}
-host_bin=${VMCUDA_HOST_BIN:-target/release/vmcuda-host}
-[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-"$venv/bin/python" -c 'import jax' 2>/dev/null || "$venv/bin/pip" install -q "$spec"
-work=$(mktemp -d)
-# The script's own exit status survives the clean-up.
-cleanup() {
-  rc=$?
-  kill "$host_pid" 2>/dev/null || true
-  wait "$host_pid" 2>/dev/null || true
-  rm -rf "$work"
-  exit "$rc"
-}
-trap cleanup EXIT
-"$host_bin" serve --unix "$work/vmcuda.sock" --executor host-memory --state-dir "$work/state" \
-  2>"$work/host.log" &
-host_pid=$!
-for _ in $(seq 100); do [ -S "$work/vmcuda.sock" ] && break; sleep 0.1; done
-start=$(date +%s.%N)
-if ! VMCUDA_SERVER="unix:$work/vmcuda.sock" XLA_FLAGS=--xla_gpu_autotune_level=0 \
+. tests/frameworks/double.sh
+venv_with "$venv" jax "$spec"
+start_double
+if ! VMCUDA_SERVER="$server" XLA_FLAGS=--xla_gpu_autotune_level=0 \
   JAX_SKIP_CUDA_CONSTRAINTS_CHECK=1 timeout 900 \
   guest-lib/vmcuda-run "$venv/bin/python" tests/frameworks/jax_scan_check.py; then
   grep -E 'WARN|refused' "$work/host.log" | grep -v 'TEST EXECUTOR' | tail -20 >&2 || true
   echo "jax-scan: FAILED" >&2
   exit 1
 fi
-echo "jax-scan: passed in $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}') s (host-memory test double)"
+echo "jax-scan: passed in $(seconds_since_start) s (host-memory test double)"

@@ -13,18 +13,9 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 venv=${VMCUDA_TORCH_VENV:-$HOME/.cache/vmcuda/torch-newest}
 spec=${VMCUDA_TORCH_SPEC:-torch}
-host_bin=${VMCUDA_HOST_BIN:-target/release/vmcuda-host}
-[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-"$venv/bin/python" -c 'import torch' 2>/dev/null || "$venv/bin/pip" install -q "$spec" numpy
-work=$(mktemp -d)
-# The clean-up keeps the script's exit status (under set -e a bare `wait` for the
-# killed daemon would make it 143).
-trap 'rc=$?; kill $host_pid 2>/dev/null || true; wait $host_pid 2>/dev/null || true; rm -rf "$work"; exit $rc' EXIT
-"$host_bin" serve --unix "$work/vmcuda.sock" --executor host-memory --state-dir "$work/state" \
-  2>"$work/host.log" &
-host_pid=$!
-for _ in $(seq 100); do [ -S "$work/vmcuda.sock" ] && break; sleep 0.1; done
-start=$(date +%s.%N)
-VMCUDA_SERVER="unix:$work/vmcuda.sock" timeout 600 guest-lib/vmcuda-run \
+. tests/frameworks/double.sh
+venv_with "$venv" torch "$spec" numpy
+start_double
+VMCUDA_SERVER="$server" timeout 600 guest-lib/vmcuda-run \
   "$venv/bin/python" tests/frameworks/newest_torch_check.py
-echo "newest-torch: passed in $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}') s (host-memory test double)"
+echo "newest-torch: passed in $(seconds_since_start) s (host-memory test double)"
