@@ -896,6 +896,18 @@ fn graphics_sharing_limits_read_as_off() {
     assert_eq!(limit(&mut s, 9), 0);
 }
 
+/// A stream, a shareable pool of the guest's (no size limit) and the pool's export.
+fn exported_pool(s: &mut Session) -> (StreamHandle, MemPoolHandle, u64) {
+    let st = stream(s, &CTX, 0x100);
+    let pool = create_pool(s, 0);
+    let export = s
+        .mem_pool_export_shareable(&CTX, MemPoolExportShareable { pool }, &[])
+        .unwrap()
+        .0
+        .export;
+    (st, pool, export)
+}
+
 fn create_pool(s: &mut Session, max_size: u64) -> MemPoolHandle {
     let req = MemPoolCreate {
         device: 0,
@@ -1070,13 +1082,7 @@ fn a_made_pools_reserve_goes_with_the_session() {
 #[test]
 fn pools_and_their_allocations_are_exported_for_the_guest_itself_only() {
     let mut s = session(Some(16 * MIB));
-    let st = stream(&mut s, &CTX, 0x100);
-    let pool = create_pool(&mut s, 0);
-    let export = s
-        .mem_pool_export_shareable(&CTX, MemPoolExportShareable { pool }, &[])
-        .unwrap()
-        .0
-        .export;
+    let (st, pool, export) = exported_pool(&mut s);
     let import = |s: &mut Session, export| {
         s.mem_pool_import_shareable(&CTX, MemPoolImportShareable { export }, &[])
             .map(|r| r.0.pool)
@@ -1160,13 +1166,7 @@ fn pools_and_their_allocations_are_exported_for_the_guest_itself_only() {
 #[test]
 fn imported_pools_are_not_allocated_from() {
     let mut s = session(Some(64 * MIB));
-    let st = stream(&mut s, &CTX, 0x100);
-    let pool = create_pool(&mut s, 0);
-    let export = s
-        .mem_pool_export_shareable(&CTX, MemPoolExportShareable { pool }, &[])
-        .unwrap()
-        .0
-        .export;
+    let (st, pool, export) = exported_pool(&mut s);
     for _ in 0..4 {
         let imported = s
             .mem_pool_import_shareable(&CTX, MemPoolImportShareable { export }, &[])
