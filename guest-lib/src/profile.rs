@@ -13,8 +13,9 @@
 //! transport's, both ways, and the host's reading and writing). For a synchronizing op
 //! the worker's time is mostly the GPU's.
 //!
-//! Off, it costs one load per driver call. On, a lock per record: a profile is for
-//! finding round trips, not for timing the last nanosecond.
+//! Off, it costs one load per driver call and a clock read per round trip. On, a lock
+//! per record: a profile is for finding round trips, not for timing the last
+//! nanosecond.
 
 use std::cell::Cell;
 use std::collections::HashMap;
