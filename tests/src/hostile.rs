@@ -153,9 +153,12 @@ fn graphs(server: &ServerAddr, stop: Instant) -> (u64, u64) {
             Ok(m) if status == CudaStatus::Success => m.graph,
             _ => {
                 refusals += 1;
+                // Each destroy's reply read, so the next create reads its own.
                 for graph in held.drain(..) {
                     let meta = postcard::to_stdvec(&GraphDestroy { graph }).unwrap_or_default();
-                    let _ = send(&mut s, Op::GraphDestroy.code(), &meta, &[]);
+                    if call(&mut s, Op::GraphDestroy, meta).is_none() {
+                        break 'run;
+                    }
                 }
                 continue;
             }
