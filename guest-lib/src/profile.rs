@@ -13,9 +13,8 @@
 //! transport's, both ways, and the host's reading and writing). For a synchronizing op
 //! the worker's time is mostly the GPU's.
 //!
-//! Off, it costs one load per driver call and a clock read per round trip. On, a lock
-//! per record: a profile is for finding round trips, not for timing the last
-//! nanosecond.
+//! Off, it costs a load per driver call and per round trip. On, a lock per record: a
+//! profile is for finding round trips, not for timing the last nanosecond.
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -50,37 +49,10 @@ pub fn get() -> Option<&'static Profile> {
         .as_ref()
 }
 
-/// What one driver call did on the connection so far (the calling thread's).
+/// What happened on the connection: for one request, one driver call (the calling
+/// thread's, so far), or summed over many.
 #[derive(Clone, Copy, Default)]
-struct CallTally {
-    waited: u32,
-    posted: u32,
-    bytes_out: u64,
-    bytes_in: u64,
-    wait: Duration,
-    worker: Duration,
-}
-
-thread_local! {
-    /// How deep the thread is in driver exports (only the outermost is counted).
-    static DEPTH: Cell<u32> = const { Cell::new(0) };
-    static TALLY: Cell<CallTally> = const { Cell::new(CallTally {
-        waited: 0, posted: 0, bytes_out: 0, bytes_in: 0,
-        wait: Duration::ZERO, worker: Duration::ZERO,
-    }) };
-}
-
-#[derive(Default)]
-struct CallStats {
-    calls: u64,
-    time: Duration,
-    max: Duration,
-    tally: Totals,
-}
-
-/// [`CallTally`] summed over many calls.
-#[derive(Default, Clone, Copy)]
-struct Totals {
+struct Tally {
     waited: u64,
     posted: u64,
     bytes_out: u64,
@@ -89,15 +61,38 @@ struct Totals {
     worker: Duration,
 }
 
-impl Totals {
-    fn add(&mut self, t: &CallTally) {
-        self.waited += u64::from(t.waited);
-        self.posted += u64::from(t.posted);
+const NO_TALLY: Tally = Tally {
+    waited: 0,
+    posted: 0,
+    bytes_out: 0,
+    bytes_in: 0,
+    wait: Duration::ZERO,
+    worker: Duration::ZERO,
+};
+
+impl Tally {
+    fn add(&mut self, t: &Tally) {
+        self.waited += t.waited;
+        self.posted += t.posted;
         self.bytes_out += t.bytes_out;
         self.bytes_in += t.bytes_in;
         self.wait += t.wait;
         self.worker += t.worker;
     }
+}
+
+thread_local! {
+    /// How deep the thread is in driver exports (only the outermost is counted).
+    static DEPTH: Cell<u32> = const { Cell::new(0) };
+    static TALLY: Cell<Tally> = const { Cell::new(NO_TALLY) };
+}
+
+#[derive(Default)]
+struct CallStats {
+    calls: u64,
+    time: Duration,
+    max: Duration,
+    tally: Tally,
 }
 
 struct Event {
@@ -107,16 +102,16 @@ struct Event {
     tid: i32,
     start: Duration,
     dur: Duration,
-    tally: CallTally,
+    tally: Tally,
 }
 
 struct Recorded {
     calls: HashMap<&'static str, CallStats>,
-    ops: HashMap<u16, Totals>,
+    ops: HashMap<u16, Tally>,
     events: Vec<Event>,
     dropped_events: u64,
     /// Time on the connection outside any driver call (the library's own threads).
-    outside: Totals,
+    outside: Tally,
 }
 
 pub struct Profile {
@@ -143,7 +138,7 @@ impl Profile {
                 ops: HashMap::new(),
                 events: Vec::new(),
                 dropped_events: 0,
-                outside: Totals::default(),
+                outside: NO_TALLY,
             }),
         }
     }
@@ -168,7 +163,7 @@ impl Profile {
             DEPTH.with(|d| d.set(d.get() - 1));
             return r;
         }
-        let before = TALLY.with(|t| t.replace(CallTally::default()));
+        let before = TALLY.with(|t| t.replace(NO_TALLY));
         let start = Instant::now();
         let r = body();
         let dur = start.elapsed();
@@ -215,7 +210,7 @@ impl Profile {
         bytes_out: u64,
         bytes_in: u64,
     ) {
-        let one = CallTally {
+        let one = Tally {
             waited: 1,
             posted: 0,
             bytes_out,
@@ -223,12 +218,7 @@ impl Profile {
             wait,
             worker,
         };
-        let in_call = note_in_call(&one);
-        let mut rec = self.lock();
-        rec.ops.entry(op.code()).or_default().add(&one);
-        if !in_call {
-            rec.outside.add(&one);
-        }
+        let mut rec = self.count(op, &one);
         if self.keeps_events() {
             self.push_event(
                 &mut rec,
@@ -246,17 +236,31 @@ impl Profile {
 
     /// A request `op` posted without a reply.
     pub fn posted(&self, op: Op, bytes_out: u64) {
-        let one = CallTally {
+        let one = Tally {
             posted: 1,
             bytes_out,
-            ..CallTally::default()
+            ..NO_TALLY
         };
-        let in_call = note_in_call(&one);
-        let mut rec = self.lock();
-        rec.ops.entry(op.code()).or_default().add(&one);
-        if !in_call {
-            rec.outside.add(&one);
+        drop(self.count(op, &one));
+    }
+
+    /// Count `one` request of `op`: for its op, and for the thread's driver call if it
+    /// is in one (else as the library's own traffic). The records, still locked.
+    fn count(&self, op: Op, one: &Tally) -> std::sync::MutexGuard<'_, Recorded> {
+        let in_call = DEPTH.with(Cell::get) > 0;
+        if in_call {
+            TALLY.with(|t| {
+                let mut v = t.get();
+                v.add(one);
+                t.set(v);
+            });
         }
+        let mut rec = self.lock();
+        rec.ops.entry(op.code()).or_default().add(one);
+        if !in_call {
+            rec.outside.add(one);
+        }
+        rec
     }
 
     fn write(&self) {
@@ -278,24 +282,6 @@ impl Profile {
             }
         }
     }
-}
-
-/// Add `one` to the calling thread's driver call, if it is in one.
-fn note_in_call(one: &CallTally) -> bool {
-    if DEPTH.with(Cell::get) == 0 {
-        return false;
-    }
-    TALLY.with(|t| {
-        let mut v = t.get();
-        v.waited += one.waited;
-        v.posted += one.posted;
-        v.bytes_out += one.bytes_out;
-        v.bytes_in += one.bytes_in;
-        v.wait += one.wait;
-        v.worker += one.worker;
-        t.set(v);
-    });
-    true
 }
 
 fn tid() -> i32 {
@@ -330,16 +316,13 @@ fn kib(b: u64) -> f64 {
 /// The summary table: driver calls by total time, then ops on the connection.
 fn summary(rec: &Recorded, elapsed: Duration, pid: u32) -> String {
     let mut out = String::new();
-    let mut all = Totals::default();
+    let mut all = NO_TALLY;
     let mut in_calls = Duration::ZERO;
     let mut calls = 0;
     for s in rec.calls.values() {
         calls += s.calls;
         in_calls += s.time;
-        all.waited += s.tally.waited;
-        all.posted += s.tally.posted;
-        all.wait += s.tally.wait;
-        all.worker += s.tally.worker;
+        all.add(&s.tally);
     }
     let _ = writeln!(
         out,

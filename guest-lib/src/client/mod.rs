@@ -925,7 +925,8 @@ impl Connection {
         let meta = postcard::to_stdvec(req).expect("requests always encode");
         let mut header =
             FrameHeader::new(R::OP.code(), 0, id, meta.len(), data.len()).with_device(device);
-        let sent = Instant::now();
+        // The clock only for the profile: this is every waited-for call's path.
+        let sent = crate::profile::get().map(|_| Instant::now());
         match fd {
             Some(fd) => {
                 self.posted.flush(&mut self.writer)?;
@@ -996,20 +997,22 @@ impl Connection {
     }
 
     /// [`Connection::read_reply`], counted in the profile (if on) as a round trip of
-    /// `bytes_out` sent at `sent` (a request of several in flight counts from when its
-    /// reply was waited for).
+    /// `bytes_out` sent at `sent`, or, for a request of several in flight (`None`),
+    /// from when its reply was waited for.
     fn read_reply_profiled<R: Request>(
         &mut self,
         id: u64,
         sink: Sink<'_>,
-        sent: Instant,
+        sent: Option<Instant>,
         bytes_out: u64,
     ) -> Result<Result<R::Reply, CudaStatus>, FrameError> {
+        let Some(p) = crate::profile::get() else {
+            return self.read_reply::<R>(id, sink);
+        };
+        let sent = sent.unwrap_or_else(Instant::now);
         let reply = self.read_reply::<R>(id, sink);
-        if let Some(p) = crate::profile::get() {
-            let (bytes_in, worker) = self.last_reply;
-            p.waited(R::OP, sent, sent.elapsed(), worker, bytes_out, bytes_in);
-        }
+        let (bytes_in, worker) = self.last_reply;
+        p.waited(R::OP, sent, sent.elapsed(), worker, bytes_out, bytes_in);
         reply
     }
 
@@ -1023,18 +1026,22 @@ impl Connection {
         done: &mut dyn FnMut(usize, Result<(), CudaStatus>),
     ) -> Result<(), FrameError> {
         let first = self.next_id;
+        // The sizes of the requests in flight, for the profile.
+        let mut in_flight = std::collections::VecDeque::with_capacity(depth);
         for i in 0..n {
             if i >= depth {
+                let bytes_out = in_flight.pop_front().unwrap_or_default();
                 let reply = self.read_reply_profiled::<R>(
                     first + (i - depth) as u64,
                     Sink::None,
-                    Instant::now(),
-                    HEADER_LEN as u64,
+                    None,
+                    bytes_out,
                 )?;
                 done(i - depth, reply);
             }
             let req = prepare(i);
             let meta = postcard::to_stdvec(&req).expect("requests always encode");
+            in_flight.push_back(frame_bytes(&meta, &[]));
             let header =
                 FrameHeader::new(R::OP.code(), 0, self.next_id, meta.len(), 0).with_device(device);
             self.next_id += 1;
@@ -1043,12 +1050,9 @@ impl Connection {
             self.posted.flush(&mut self.writer)?;
         }
         for i in n.saturating_sub(depth)..n {
-            let reply = self.read_reply_profiled::<R>(
-                first + i as u64,
-                Sink::None,
-                Instant::now(),
-                HEADER_LEN as u64,
-            )?;
+            let bytes_out = in_flight.pop_front().unwrap_or_default();
+            let reply =
+                self.read_reply_profiled::<R>(first + i as u64, Sink::None, None, bytes_out)?;
             done(i, reply);
         }
         Ok(())
@@ -1062,24 +1066,23 @@ impl Connection {
         requests: Vec<(R, &mut [u8])>,
     ) -> Result<Result<(), CudaStatus>, FrameError> {
         let first = self.next_id;
-        // Behind whatever was posted, all in one write.
+        // Behind whatever was posted, all in one write; their sizes for the profile.
+        let mut sizes = Vec::with_capacity(requests.len());
         for (req, _) in &requests {
             let meta = postcard::to_stdvec(req).expect("requests always encode");
             let header =
                 FrameHeader::new(R::OP.code(), 0, self.next_id, meta.len(), 0).with_device(device);
             self.posted.push(&header, &meta, &[]);
+            sizes.push(frame_bytes(&meta, &[]));
             self.next_id += 1;
         }
         self.posted.flush(&mut self.writer)?;
         let mut result = Ok(());
-        for (i, (_, buf)) in requests.into_iter().enumerate() {
+        for (i, ((_, buf), bytes_out)) in requests.into_iter().zip(sizes).enumerate() {
             // Every reply is read, even after a failure, to stay in step.
-            if let Err(e) = self.read_reply_profiled::<R>(
-                first + i as u64,
-                Sink::Into(buf),
-                Instant::now(),
-                HEADER_LEN as u64,
-            )? {
+            if let Err(e) =
+                self.read_reply_profiled::<R>(first + i as u64, Sink::Into(buf), None, bytes_out)?
+            {
                 result = result.and(Err(e));
             }
         }
