@@ -1246,11 +1246,12 @@ mod tests {
     #[test]
     fn attributes_only_the_driver_can_judge_wait_for_its_answer() {
         let f = sm90();
-        // Out of their enums' ranges: the driver's CUDA_ERROR_INVALID_VALUE, at once.
+        // The driver takes a synchronization policy for streams only.
         assert!(
             !checked_here(&attribute(3, &[1]), &f),
             "a stream's attribute"
         );
+        // Out of their enums' ranges: the driver's CUDA_ERROR_INVALID_VALUE, at once.
         assert!(!checked_here(&attribute(5, &[3]), &f));
         assert!(!checked_here(&attribute(10, &[2]), &f));
         // Clusters of several blocks, whose fit the GPU decides.
@@ -1270,9 +1271,9 @@ mod tests {
         for id in [1, 2, 7, 8, 12] {
             assert!(!checked_here(&attribute(id, &[1]), &f), "attribute {id}");
         }
-        // A value too short to read.
+        // A value too short to read (of an attribute whose full value would do).
         let short = LaunchAttribute {
-            id: 3,
+            id: 5,
             value: vec![1],
         };
         assert!(!checked_here(&short, &f));
