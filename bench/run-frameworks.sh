@@ -38,7 +38,10 @@ py_for() { case "$1" in jax_*) echo "$jax_py" ;; *) echo "$torch_py" ;; esac; }
 native() {
     env -u VMCUDA_SERVER VMCUDA_BENCH_T0="$(date +%s%N)" timeout -k 5 150 "$(py_for "$1")" bench/frameworks.py --only "$1"
 }
+# bridged ROW [VAR=VALUE...]
 bridged() {
+    local row=$1
+    shift
     ${isolate[@]+"${isolate[@]}"} env LD_PRELOAD="$lib/libcuda.so.1" TRITON_LIBCUDA_PATH="$lib" \
         LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" VMCUDA_SERVER="unix:$sock" \
         "$@" VMCUDA_BENCH_T0="$(date +%s%N)" timeout -k 5 150 "$(py_for "$row")" bench/frameworks.py --only "$row"
@@ -46,12 +49,12 @@ bridged() {
 for round in $(seq 1 "$rounds"); do
     for row in $rows; do
         native "$row" >>"$raw/native.$round.txt" 2>>"$raw/native.err" || echo "FAILED $row $?" >>"$raw/native.$round.txt"
-        bridged >>"$raw/bridged.$round.txt" 2>>"$raw/bridged.err" || echo "FAILED $row $?" >>"$raw/bridged.$round.txt"
+        bridged "$row" >>"$raw/bridged.$round.txt" 2>>"$raw/bridged.err" || echo "FAILED $row $?" >>"$raw/bridged.$round.txt"
     done
 done
 if [ "${VMCUDA_BENCH_PROFILE:-1}" != 0 ]; then
     for row in $rows; do
-        bridged VMCUDA_PROFILE="$raw/profiles/$row.txt" >/dev/null 2>>"$raw/profiled.err" || true
+        bridged "$row" VMCUDA_PROFILE="$raw/profiles/$row.txt" >/dev/null 2>>"$raw/profiled.err" || true
     done
 fi
 "$torch_py" - "$raw" "$rounds" "$(cat "$carry/COMMIT" 2>/dev/null || git rev-parse HEAD)" "$isolation" "$rows" \
