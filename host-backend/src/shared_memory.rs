@@ -147,10 +147,17 @@ impl SharedMappings {
     /// mapped there. The guest's address of pages mapped away from it is not theirs
     /// here (the device would reach whatever this process has there).
     pub fn covers(&self, ptr: u64, end: u64) -> bool {
-        let inside = |start: u64, size: u64| ptr >= start && end <= start.saturating_add(size);
+        let reaches = |m: &SharedMapping| {
+            m.device_ptr
+                .is_some_and(|d| ptr >= d && end <= d.saturating_add(m.len as u64))
+        };
+        // Most pages are mapped at the guest's address, found by it at once; the others
+        // by a look at each mapping.
         self.by_guest_addr
-            .values()
-            .any(|m| m.device_ptr.is_some_and(|d| inside(d, m.len as u64)))
+            .range(..=ptr)
+            .next_back()
+            .is_some_and(|(_, m)| reaches(m))
+            || self.by_guest_addr.values().any(reaches)
     }
 
     /// Whether the guest already holds its staging area.
