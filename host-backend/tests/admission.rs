@@ -248,13 +248,7 @@ fn guest_names_are_escaped_and_a_flood_of_bad_hellos_writes_little_log() {
         hello_as(&mut guest, &evil, PROTOCOL_VERSION),
         CudaStatus::Success
     );
-    let state_dir = d.dir.join("state");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vmcuda-host"))
-        .args(["status", "--json", "--state-dir"])
-        .arg(&state_dir)
-        .output()
-        .unwrap();
-    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let status = d.status_json();
     let program = status["guests"][0]["program"].as_str().unwrap().to_string();
     assert!(!program.chars().any(char::is_control), "{program:?}");
     assert!(program.starts_with("evil\\n2099"), "{program:?}");

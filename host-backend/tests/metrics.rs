@@ -93,16 +93,6 @@ fn wait_for(addr: &str, series: &str, want: f64) -> String {
     }
 }
 
-fn status_json(d: &Daemon) -> serde_json::Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_vmcuda-host"))
-        .args(["status", "--json", "--state-dir"])
-        .arg(d.dir.join("state"))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
 /// Checks a VM's histogram: cumulative buckets, +Inf and _count equal to its calls.
 fn histogram_matches_calls(text: &str, vm: &str, calls: f64) {
     let prefix = format!("vmcuda_vm_call_duration_seconds_bucket{{vm=\"{vm}\",le=\"");
@@ -345,7 +335,7 @@ fn per_vm_figures_reach_the_endpoint_and_status_until_the_guests_leave() {
     assert_eq!(get(&text, "vmcuda_workers_failed_total"), 0.0);
 
     // `status` lists the two guests, by VM.
-    let report = status_json(&d);
+    let report = d.status_json();
     let guests = report["guests"].as_array().unwrap();
     assert_eq!(guests.len(), 2, "{report}");
     let (l, r) = (&guests[0], &guests[1]);
@@ -420,7 +410,7 @@ fn per_vm_figures_reach_the_endpoint_and_status_until_the_guests_leave() {
     // A connection is closed before its worker has exited; a jailed worker leaves its
     // file for the next scrape to fold, which it does only once the worker is gone.
     let deadline = Instant::now() + Duration::from_secs(20);
-    while !status_json(&d)["guests"].as_array().unwrap().is_empty() {
+    while !d.status_json()["guests"].as_array().unwrap().is_empty() {
         assert!(Instant::now() < deadline, "the workers never exited");
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -461,7 +451,7 @@ fn per_vm_figures_reach_the_endpoint_and_status_until_the_guests_leave() {
         4096.0
     );
     histogram_matches_calls(&text, "remote", 6.0);
-    assert_eq!(status_json(&d)["guests"].as_array().unwrap().len(), 0);
+    assert_eq!(d.status_json()["guests"].as_array().unwrap().len(), 0);
     let files: Vec<_> = std::fs::read_dir(d.dir.join("state/workers"))
         .unwrap()
         .flatten()
@@ -540,7 +530,7 @@ fn a_killed_workers_counts_are_kept_and_its_memory_stops_counting() {
         get(&text, "vmcuda_vm_device_memory_bytes{vm=\"local\"}"),
         (1 << 20) as f64
     );
-    let report = status_json(&d);
+    let report = d.status_json();
     let pid = report["guests"][0]["worker_pid"].as_u64().unwrap();
     // Killed: it cannot retire its own file; the next scrape does.
     assert!(Command::new("kill")

@@ -4,7 +4,6 @@
 //! has to send it.
 
 use std::io::{Read, Write};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
@@ -98,14 +97,7 @@ fn has_kernel<S: Read + Write>(s: &mut Counted<S>, module: ModuleHandle) {
 
 /// `vmcuda-host status --json`: the live connections, with their figures.
 fn guests(d: &Daemon) -> Vec<serde_json::Value> {
-    let out = Command::new(env!("CARGO_BIN_EXE_vmcuda-host"))
-        .args(["status", "--json", "--state-dir"])
-        .arg(d.dir.join("state"))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    json["guests"].as_array().unwrap().clone()
+    d.status_json()["guests"].as_array().unwrap().clone()
 }
 
 /// The figures of `vm`'s one live connection.

@@ -74,6 +74,17 @@ impl Daemon {
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("host.log")).unwrap_or_default()
     }
+
+    /// `vmcuda-host status --json` of this daemon's state directory.
+    pub fn status_json(&self) -> serde_json::Value {
+        let out = Command::new(env!("CARGO_BIN_EXE_vmcuda-host"))
+            .args(["status", "--json", "--state-dir"])
+            .arg(self.dir.join("state"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
 }
 
 impl Drop for Daemon {
