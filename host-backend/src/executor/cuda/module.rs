@@ -6,7 +6,6 @@ use std::ptr;
 
 use cudarc::driver::result;
 use cudarc::driver::sys;
-use sha2::{Digest, Sha256};
 use tracing::{debug, warn};
 use vmcuda_wire::cubin::{self, CubinError};
 use vmcuda_wire::fatbin::{self, container_total_len, CONTAINER_HEADER_LEN};
@@ -206,10 +205,9 @@ impl ModuleExec for CudaExecutor {
         Ok(total)
     }
 
-    fn load_module(&mut self, image: &[u8]) -> ExecResult<ExecModule> {
+    fn load_module(&mut self, image: &[u8], sha256: &[u8; 32]) -> ExecResult<ExecModule> {
         self.bind()?;
-        let digest: [u8; 32] = Sha256::digest(image).into();
-        if let Some(&module) = self.module_by_digest.get(&digest) {
+        if let Some(&module) = self.module_by_digest.get(sha256) {
             return Ok(module);
         }
         let mut libraries = Vec::new();
@@ -241,7 +239,7 @@ impl ModuleExec for CudaExecutor {
                 load_error,
             },
         );
-        self.module_by_digest.insert(digest, module);
+        self.module_by_digest.insert(*sha256, module);
         Ok(module)
     }
 
