@@ -330,9 +330,9 @@ pub trait ModuleExec {
     /// [`vmcuda_wire::cubin::Cubin::module_data_len`]), before it is loaded: the
     /// session charges them first. A broken image fails as `load_module` would.
     fn module_data_len(&mut self, image: &[u8]) -> ExecResult<u64>;
-    /// Load a fatbinary (raw containers), whose SHA-256 the session has taken
-    /// (`sha256`). Loading the same bytes twice may return the same module.
-    fn load_module(&mut self, image: &[u8], sha256: &[u8; 32]) -> ExecResult<ExecModule>;
+    /// Load a fatbinary (raw containers). Loading the same bytes twice may return the
+    /// same module.
+    fn load_module(&mut self, image: &[u8]) -> ExecResult<ExecModule>;
     /// A kernel by mangled name, with its parameter layout.
     fn get_function(
         &mut self,

@@ -102,7 +102,7 @@ impl Session {
             self.accounts.host.refund(image_bytes);
             return Err(e);
         }
-        let m = match self.exec.load_module(image, &sha256) {
+        let m = match self.exec.load_module(image) {
             Ok(m) => m,
             Err(e) => {
                 self.accounts.refund(bytes);

@@ -6,6 +6,7 @@ use std::ptr;
 
 use cudarc::driver::result;
 use cudarc::driver::sys;
+use sha2::{Digest, Sha256};
 use tracing::{debug, warn};
 use vmcuda_wire::cubin::{self, CubinError};
 use vmcuda_wire::fatbin::{self, container_total_len, CONTAINER_HEADER_LEN};
@@ -205,9 +206,10 @@ impl ModuleExec for CudaExecutor {
         Ok(total)
     }
 
-    fn load_module(&mut self, image: &[u8], sha256: &[u8; 32]) -> ExecResult<ExecModule> {
+    fn load_module(&mut self, image: &[u8]) -> ExecResult<ExecModule> {
         self.bind()?;
-        if let Some(&module) = self.module_by_digest.get(sha256) {
+        let digest: [u8; 32] = Sha256::digest(image).into();
+        if let Some(&module) = self.module_by_digest.get(&digest) {
             return Ok(module);
         }
         let mut libraries = Vec::new();
@@ -239,7 +241,7 @@ impl ModuleExec for CudaExecutor {
                 load_error,
             },
         );
-        self.module_by_digest.insert(*sha256, module);
+        self.module_by_digest.insert(digest, module);
         Ok(module)
     }
 

@@ -25,7 +25,7 @@ impl ModuleExec for HostMemoryExecutor {
         Ok(len)
     }
 
-    fn load_module(&mut self, image: &[u8], _sha256: &[u8; 32]) -> ExecResult<ExecModule> {
+    fn load_module(&mut self, image: &[u8]) -> ExecResult<ExecModule> {
         let measured = self.measured.take();
         if let Some((id, _)) = self.modules.iter().find(|(_, m)| m.image == image) {
             return Ok(*id);
