@@ -12,6 +12,14 @@
 //! no word. A word that does not come in time (a long queue ahead of the copy, a
 //! refusal, or an error that stopped the stream) falls back to a synchronous
 //! `cudaStreamSynchronize`, which also returns the error.
+//!
+//! Stream and device synchronizes end on a word the same way ([`watch`]): the guest
+//! posts a request that has the GPU write the word once the stream (or every stream of
+//! the device) has done the work queued so far, and watches the word for a while
+//! before it waits as before. A worker that owes the guest an error from an earlier
+//! request does not run that request, so the error still comes back from the
+//! synchronize (by the wait that follows). No round trip, and no worker thread held
+//! while other threads of the process make calls.
 //! `VMCUDA_DONE_WORDS=0` turns this off.
 
 use std::cell::Cell;
@@ -31,6 +39,21 @@ const WORD: usize = 4;
 /// calling thread sleep after its polling window, where watching a word spins it for
 /// the whole copy.
 const MAX_WORD_COPY: usize = 16 << 20;
+
+/// How long a synchronize watches its word before it waits as it did without one:
+/// longer than the small work a framework synchronizes after, short enough that the
+/// spinning costs a long wait little. `VMCUDA_SYNC_WATCH_US` sets it.
+const WATCH: Duration = Duration::from_millis(1);
+
+fn watch_window() -> Duration {
+    static WINDOW: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *WINDOW.get_or_init(|| {
+        std::env::var("VMCUDA_SYNC_WATCH_US")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map_or(WATCH, Duration::from_micros)
+    })
+}
 
 /// The page words are handed out from: its address here, its device pointer, the next
 /// free word's offset; `None` once no page can be had.
@@ -89,16 +112,15 @@ fn word(host: usize) -> &'static AtomicU32 {
     unsafe { &*(host as *const AtomicU32) }
 }
 
-/// Run `post_copy` (which must post, and send at once, an asynchronous copy on
-/// `stream` that writes the [`DoneWord`] it is given when done) and return once the GPU
-/// has done it, as a synchronous copy would; `None` when words cannot be used here (the
-/// caller then makes a synchronous copy itself).
-pub fn synchronous(
-    stream: StreamHandle,
-    bytes: usize,
-    post_copy: impl FnOnce(DoneWord) -> Result<()>,
-) -> Option<Result<()>> {
-    if !enabled() || crate::api::synchronous() || bytes > MAX_WORD_COPY {
+/// Post, through `signal`, a request that has the GPU write the [`DoneWord`] it is
+/// given, and watch the word for `window`: `Some(Ok(true))` once it is written,
+/// `Some(Ok(false))` if it was not in time, `Some(Err)` if the request could not be
+/// sent, and `None` where words cannot be used here.
+fn signal_and_watch(
+    window: Duration,
+    signal: impl FnOnce(DoneWord) -> Result<()>,
+) -> Option<Result<bool>> {
+    if !enabled() || crate::api::synchronous() {
         return None;
     }
     let (host, device, last) = slot()?;
@@ -108,21 +130,51 @@ pub fn synchronous(
         addr: device,
         value,
     };
-    Some(post_copy(done).and_then(|()| {
-        // Longer than the copy could take at 5 GB/s, and at least 2 ms.
-        let window = Duration::from_millis(2) + Duration::from_nanos(bytes as u64 / 5);
-        let until = Instant::now() + window;
-        let w = word(host);
-        let mut turns = 0u32;
-        while w.load(Ordering::Acquire) != value {
-            turns = turns.wrapping_add(1);
-            if turns.is_multiple_of(256) && Instant::now() >= until {
-                // Not in time: wait as CUDA does; a refusal, or an error that stopped
-                // the stream, comes back here.
-                return call(&StreamSynchronize { stream }).map(|_| ());
-            }
-            std::hint::spin_loop();
+    if let Err(e) = signal(done) {
+        return Some(Err(e));
+    }
+    let until = Instant::now() + window;
+    let w = word(host);
+    let mut turns = 0u32;
+    while w.load(Ordering::Acquire) != value {
+        turns = turns.wrapping_add(1);
+        if turns.is_multiple_of(256) && Instant::now() >= until {
+            return Some(Ok(false));
         }
-        Ok(())
-    }))
+        std::hint::spin_loop();
+    }
+    Some(Ok(true))
+}
+
+/// Run `post_copy` (which must post, and send at once, an asynchronous copy on
+/// `stream` that writes the [`DoneWord`] it is given when done) and return once the GPU
+/// has done it, as a synchronous copy would; `None` when words cannot be used here (the
+/// caller then makes a synchronous copy itself).
+pub fn synchronous(
+    stream: StreamHandle,
+    bytes: usize,
+    post_copy: impl FnOnce(DoneWord) -> Result<()>,
+) -> Option<Result<()>> {
+    if bytes > MAX_WORD_COPY {
+        return None;
+    }
+    // Longer than the copy could take at 5 GB/s, and at least 2 ms.
+    let window = Duration::from_millis(2) + Duration::from_nanos(bytes as u64 / 5);
+    Some(match signal_and_watch(window, post_copy)? {
+        Ok(true) => Ok(()),
+        // Not in time: wait as CUDA does; a refusal, or an error that stopped the
+        // stream, comes back here.
+        Ok(false) => call(&StreamSynchronize { stream }).map(|_| ()),
+        Err(e) => Err(e),
+    })
+}
+
+/// Post, through `signal`, a request that has the GPU write the [`DoneWord`] it is
+/// given once the work to wait for is done, and watch the word for [`WATCH`] (or
+/// what `VMCUDA_SYNC_WATCH_US` says):
+/// `Some(Ok(true))` once it is written, `Some(Ok(false))` if it was not in time (the
+/// caller then waits as it would have without a word), `Some(Err)` if the request could
+/// not be sent, and `None` where words cannot be used here.
+pub fn watch(signal: impl FnOnce(DoneWord) -> Result<()>) -> Option<Result<bool>> {
+    signal_and_watch(watch_window(), signal)
 }

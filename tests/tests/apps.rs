@@ -1432,3 +1432,74 @@ fn the_profile_says_where_a_programs_time_went() {
     assert!(call["args"]["round_trips"].as_u64().unwrap() >= 1);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A synchronize ends on a word the GPU writes where the guest shares memory with the
+/// host: `cudaDeviceSynchronize` and `cudaStreamSynchronize` post a request and watch
+/// the word, with no round trip (tests/apps/dynamic_shared.cu synchronizes the device,
+/// tests/apps/events.cu a stream); with `VMCUDA_DONE_WORDS=0` they wait for replies.
+#[test]
+#[ignore = "needs the linked guest libraries and nvcc-built apps: run tests/run.sh"]
+fn synchronizes_end_on_a_word_the_gpu_writes() {
+    let d = Daemon::host_memory("sync-words");
+    let dir = std::env::temp_dir().join(format!("vmcuda-sync-words-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // (op, waited, posted) of each row of the profile's table of ops.
+    let ops = |app: &str, words: &str| -> Vec<(String, u64, u64)> {
+        let summary = dir.join(format!("{app}-{words}.txt"));
+        let out = run_program_with(
+            &apps_dir().join(app),
+            &d.server(),
+            &[
+                ("VMCUDA_PROFILE", summary.to_str().unwrap()),
+                ("VMCUDA_DONE_WORDS", words),
+                // Watched long enough for a worker slowed by the tests beside it.
+                ("VMCUDA_SYNC_WATCH_US", "20000000"),
+            ],
+        );
+        assert!(out.status.success(), "{app}: {}", text(&out.stderr));
+        let summary = std::fs::read_to_string(&summary).unwrap();
+        summary
+            .lines()
+            .skip_while(|l| !l.starts_with("op on the connection"))
+            .skip(1)
+            .filter_map(|l| {
+                let cols: Vec<&str> = l.split_whitespace().collect();
+                Some((
+                    cols.first()?.to_string(),
+                    cols.get(1)?.parse().ok()?,
+                    cols.get(2)?.parse().ok()?,
+                ))
+            })
+            .collect()
+    };
+    let row = |rows: &[(String, u64, u64)], op: &str| {
+        rows.iter()
+            .find(|(name, _, _)| name == op)
+            .map(|&(_, waited, posted)| (waited, posted))
+    };
+    let device = ops("dynamic_shared", "1");
+    assert_eq!(row(&device, "DeviceSynchronize"), None, "{device:?}");
+    assert!(
+        row(&device, "DeviceWriteDone").is_some_and(|(w, p)| w == 0 && p >= 2),
+        "{device:?}"
+    );
+    let device = ops("dynamic_shared", "0");
+    assert!(
+        row(&device, "DeviceSynchronize").is_some_and(|(w, _)| w >= 2),
+        "{device:?}"
+    );
+    assert_eq!(row(&device, "DeviceWriteDone"), None, "{device:?}");
+    let stream = ops("events", "1");
+    assert_eq!(row(&stream, "StreamSynchronize"), None, "{stream:?}");
+    assert!(
+        row(&stream, "StreamWriteValue32").is_some_and(|(w, p)| w == 0 && p >= 1),
+        "{stream:?}"
+    );
+    let stream = ops("events", "0");
+    assert!(
+        row(&stream, "StreamSynchronize").is_some_and(|(w, _)| w >= 1),
+        "{stream:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

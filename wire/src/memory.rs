@@ -85,7 +85,7 @@ pub struct MemcpyShared {
 
 /// A word of shared guest memory (its device pointer) and the value a stream writes
 /// there when it gets to that point.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct DoneWord {
     pub addr: DevicePtr,
     pub value: u32,

@@ -27,6 +27,12 @@ macro_rules! op_lines {
                 /// any of the guest's streams works): how a guest whose other threads
                 /// also make calls waits for the device without holding its connection.
                 0x0112 DeviceQuery => device_query(DeviceQuery {}) -> (), Sync;
+                /// Have the GPU write `done`'s value to its word once every stream the
+                /// guest made on the current device has done the work queued so far:
+                /// a device synchronize that ends on a word the GPU writes (see the
+                /// guest library's `done_word`). Not run, so no word, when an earlier
+                /// request failed.
+                0x0113 DeviceWriteDone => device_write_done(DeviceWriteDone { done: DoneWord }) -> (), Async;
                 0x0102 DeviceReset => device_reset(DeviceReset {}) -> (), Sync;
                 /// (Both exports are written by hand: the guest answers the limits of
                 /// `crate::device::fixed_limit` itself.)

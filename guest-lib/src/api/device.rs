@@ -8,7 +8,7 @@ use vmcuda_wire::op::{
     CacheConfig, DeviceCanAccessPeer, DeviceDisablePeerAccess, DeviceEnablePeerAccess,
     DeviceGetAtomicCapabilities, DeviceGetCacheConfig, DeviceGetLimit, DeviceGetP2PAttribute,
     DeviceGetProperties, DeviceGetStreamPriorityRange, DeviceProperties, DeviceReset,
-    DeviceSynchronize, MemGetInfo, PriorityRange,
+    DeviceSynchronize, DeviceWriteDone, MemGetInfo, PriorityRange,
 };
 use vmcuda_wire::CudaStatus;
 
@@ -169,10 +169,23 @@ pub extern "C" fn cudaGetDeviceProperties(prop: *mut DevicePropC, device: i32) -
 pub extern "C" fn cudaDeviceSynchronize() -> cudaError_t {
     guard("cudaDeviceSynchronize", || {
         let queued = crate::gate::sync_all();
+        let capturing = crate::capture::any();
+        // The GPU's word first, where there is one (not in a capture, which the request
+        // would join).
+        let watched = (!capturing)
+            .then(|| {
+                crate::done_word::watch(|done| super::post_now(&DeviceWriteDone { done }, &[]))
+            })
+            .flatten();
+        if let Some(seen) = watched {
+            if seen? {
+                return queued;
+            }
+        }
         // With other threads making calls, wait by queries first (a query of a stream
         // in a capture would end it: not then); the synchronize that follows finds the
         // guest's streams done.
-        if state::other_threads() && !crate::capture::any() {
+        if state::other_threads() && !capturing {
             super::wait_by_queries(|| call(&vmcuda_wire::op::DeviceQuery {}))?;
         }
         call(&DeviceSynchronize)?;

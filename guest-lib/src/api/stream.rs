@@ -6,7 +6,7 @@ use std::ffi::c_void;
 use vmcuda_wire::op::{
     EventCreate, EventDestroy, EventElapsedTime, EventHandle, EventQuery, EventRecord,
     EventSynchronize, StreamCreate, StreamDestroy, StreamHandle, StreamQuery, StreamSynchronize,
-    StreamWaitEvent,
+    StreamWaitEvent, StreamWriteValue32,
 };
 use vmcuda_wire::CudaStatus;
 
@@ -110,8 +110,31 @@ pub extern "C" fn cudaStreamDestroy(stream: RawHandle) -> cudaError_t {
 fn stream_synchronize(stream: RawHandle, per_thread: bool) -> Result<()> {
     let handle = stream_handle(stream, per_thread);
     capture::check_stream_sync(handle)?;
-    on_host_of(device_of_stream(handle), || {
+    let owner = device_of_stream(handle);
+    on_host_of(owner, || {
         let queued = gate::sync_stream(handle);
+        // The GPU's word first, where there is one: not in a capture (the write would
+        // join it), and only for a stream of the current device (a stream operation
+        // goes to a stream of the current context).
+        let here = owner.is_none_or(|d| d == state::current_device());
+        let watched = (here && !crate::capture::any())
+            .then(|| {
+                crate::done_word::watch(|done| {
+                    let write = StreamWriteValue32 {
+                        stream: handle,
+                        addr: done.addr,
+                        value: done.value,
+                        flags: 0,
+                    };
+                    super::post_now(&write, &[])
+                })
+            })
+            .flatten();
+        if let Some(seen) = watched {
+            if seen? {
+                return queued;
+            }
+        }
         if state::other_threads() && !crate::capture::any() {
             super::wait_by_queries(|| call(&StreamQuery { stream: handle }))?;
         } else {

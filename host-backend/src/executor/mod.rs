@@ -123,6 +123,9 @@ pub trait DeviceExec {
     /// `Err(ErrorNotReady)` while any stream of the current device has work left (an
     /// error a stream stopped on, as a query gives it).
     fn device_query(&mut self) -> ExecResult<()>;
+    /// Have the GPU write `value` to `word` (4 bytes) once every stream of the
+    /// current device has done the work queued on it so far.
+    fn device_write_done(&mut self, word: DeviceRange, value: u32) -> ExecResult<()>;
     /// Destroy everything the guest made on the current device and start afresh.
     fn device_reset(&mut self) -> ExecResult<()>;
     fn get_limit(&mut self, limit: u32) -> ExecResult<u64>;

@@ -94,6 +94,18 @@ impl DeviceOps for Session {
         nothing()
     }
 
+    fn device_write_done(
+        &mut self,
+        _: &CallContext,
+        req: DeviceWriteDone,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        // The word must be the guest's own memory (a shared page it registered).
+        let addr = self.check_range(req.done.addr, 4)?;
+        self.exec.device_write_done(addr, req.done.value)?;
+        nothing()
+    }
+
     fn device_reset(&mut self, ctx: &CallContext, _: DeviceReset, _: &[u8]) -> HandlerResult<()> {
         // Everything the guest made on this device is gone with its state, and only
         // that: what it holds on its other devices stays, and stays charged.

@@ -314,6 +314,24 @@ fn a_copy_writes_its_done_word_only_when_it_runs() {
     assert_eq!(read_word(), 7);
 }
 
+/// A device synchronize's done word is written when the device's streams get there
+/// (at once on the test double), and only to the guest's own memory.
+#[test]
+fn a_device_synchronize_writes_its_done_word_only_in_the_guests_memory() {
+    let mut s = session(None);
+    let pinned = register(&mut s, 4096, 0).unwrap();
+    let done = |addr, value| DeviceWriteDone {
+        done: DoneWord { addr, value },
+    };
+    s.device_write_done(&CTX, done(pinned + 8, 3), &[]).unwrap();
+    assert_eq!(u32::from_le_bytes(page_word(pinned + 8)), 3);
+    let outside = s.device_write_done(&CTX, done(0x1000, 4), &[]);
+    assert_eq!(outside.unwrap_err(), CudaStatus::ErrorInvalidValue);
+    let past_the_end = s.device_write_done(&CTX, done(pinned + 4094, 5), &[]);
+    assert_eq!(past_the_end.unwrap_err(), CudaStatus::ErrorInvalidValue);
+    assert_eq!(u32::from_le_bytes(page_word(pinned + 8)), 3);
+}
+
 /// Shared memory the worker could not map at the guest's address (under load its
 /// address space is full of the driver's reservations) is reached by the device
 /// pointer the guest was given for it: a done word there is the guest's, and the

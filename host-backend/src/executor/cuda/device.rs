@@ -12,7 +12,9 @@ use vmcuda_wire::CudaStatus;
 
 use crate::policy::GpuSelection;
 
-use super::super::{ExecEvent, ExecResult, ExecStream, LEGACY_STREAM, PER_THREAD_STREAM};
+use super::super::{
+    DeviceRange, ExecEvent, ExecResult, ExecStream, LEGACY_STREAM, PER_THREAD_STREAM,
+};
 use super::launch::LaunchLimits;
 use super::staging::{QueuedCopies, StagingState};
 use super::symbols::DRIVER_SYMBOLS;
@@ -36,6 +38,10 @@ pub(super) struct Device {
     pub(super) scrub_stream: Option<sys::CUstream>,
     /// The module and kernel that zero graph memory (`zero.rs`), loaded on first use.
     pub(super) zero_kernel: Option<(sys::CUmodule, sys::CUfunction)>,
+    /// A non-blocking stream of our own and an event, made on first use, on which a
+    /// device synchronize's done word is written once every guest stream got there
+    /// (`device_write_done`).
+    pub(super) done_signal: Option<(sys::CUstream, sys::CUevent)>,
 }
 
 /// The runtime's `cudaLimit` numbers are `CUlimit`'s.
@@ -174,6 +180,7 @@ impl CudaExecutor {
                 limits: None,
                 scrub_stream: None,
                 zero_kernel: None,
+                done_signal: None,
             });
         }
         let uuids = devices
@@ -281,6 +288,12 @@ impl CudaExecutor {
             // SAFETY: made by scrub_stream and destroyed once (it has left the device).
             let _ = unsafe { result::stream::destroy(s) };
         }
+        if let Some((s, e)) = self.devices[idx].done_signal.take() {
+            // SAFETY: made by done_signal and destroyed once (they have left the device).
+            let _ = unsafe { result::stream::destroy(s) };
+            // SAFETY: as above.
+            let _ = unsafe { result::event::destroy(e) };
+        }
         if let Some((module, _)) = self.devices[idx].zero_kernel.take() {
             // SAFETY: loaded by zero_kernel in this context and unloaded once (it has
             // left the device); graphs that used it went above.
@@ -325,6 +338,48 @@ impl CudaExecutor {
     }
 
     /// Everything this executor holds, released (its `Drop`).
+    /// The default streams, every stream made on device `idx`, and those destroyed
+    /// while they worked: what a synchronize of the context would wait for that the
+    /// guest put there.
+    fn guest_streams(&self, idx: usize) -> ExecResult<Vec<sys::CUstream>> {
+        let made = self
+            .streams
+            .iter()
+            .filter(|(_, &d)| d == idx)
+            .map(|(&s, _)| s);
+        let mut all: Vec<sys::CUstream> = [LEGACY_STREAM, PER_THREAD_STREAM]
+            .into_iter()
+            .chain(made)
+            .map(|s| self.stream(s))
+            .collect::<ExecResult<_>>()?;
+        all.extend(
+            self.dying_streams
+                .iter()
+                .filter(|(d, _)| *d == idx)
+                .map(|(_, s)| *s),
+        );
+        Ok(all)
+    }
+
+    /// Device `idx`'s stream and event for done words (its context must be current),
+    /// made on first use.
+    fn done_signal(&mut self, idx: usize) -> ExecResult<(sys::CUstream, sys::CUevent)> {
+        if let Some(pair) = self.devices[idx].done_signal {
+            return Ok(pair);
+        }
+        let s = result::stream::create(result::stream::StreamKind::NonBlocking).map_err(status)?;
+        let e = match result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING) {
+            Ok(e) => e,
+            Err(err) => {
+                // SAFETY: made just above, used by nothing yet.
+                let _ = unsafe { result::stream::destroy(s) };
+                return Err(status(err));
+            }
+        };
+        self.devices[idx].done_signal = Some((s, e));
+        Ok((s, e))
+    }
+
     pub(super) fn release_all(&mut self) {
         for idx in 0..self.devices.len() {
             let Some(ctx) = self.devices[idx].ctx else {
@@ -393,30 +448,29 @@ impl DeviceExec for CudaExecutor {
 
     fn device_query(&mut self) -> ExecResult<()> {
         let idx = self.bind()?;
-        // The default streams, every stream made on this device, and those destroyed
-        // while they worked: what a synchronize of the context would wait for that the
-        // guest put there.
-        let made = self
-            .streams
-            .iter()
-            .filter(|(_, &d)| d == idx)
-            .map(|(&s, _)| s);
-        let mut all: Vec<sys::CUstream> = [LEGACY_STREAM, PER_THREAD_STREAM]
-            .into_iter()
-            .chain(made)
-            .map(|s| self.stream(s))
-            .collect::<ExecResult<_>>()?;
-        all.extend(
-            self.dying_streams
-                .iter()
-                .filter(|(d, _)| *d == idx)
-                .map(|(_, s)| *s),
-        );
+        let all = self.guest_streams(idx)?;
         for s in all {
             // SAFETY: a default stream, or one this executor made and has not destroyed.
             check(unsafe { sys::cuStreamQuery(s) })?;
         }
         Ok(())
+    }
+
+    fn device_write_done(&mut self, word: DeviceRange, value: u32) -> ExecResult<()> {
+        let idx = self.bind()?;
+        let all = self.guest_streams(idx)?;
+        let (signal, event) = self.done_signal(idx)?;
+        // One event serves every stream: a wait takes the event's state when it is
+        // enqueued, so recording it again on the next stream changes no earlier wait.
+        for s in all {
+            // SAFETY: `event` and `signal` are this device's (done_signal); `s` is a
+            // default stream or one this executor made and has not destroyed.
+            check(unsafe { sys::cuEventRecord(event, s) })?;
+            // SAFETY: as above.
+            check(unsafe { sys::cuStreamWaitEvent(signal, event, 0) })?;
+        }
+        // SAFETY: the session checked that the word is the guest's shared memory.
+        check(unsafe { sys::cuStreamWriteValue32_v2(signal, word.ptr(), value, 0) })
     }
 
     fn device_reset(&mut self) -> ExecResult<()> {

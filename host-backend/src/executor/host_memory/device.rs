@@ -7,7 +7,8 @@ use vmcuda_wire::CudaStatus;
 
 use super::super::ExecResult;
 use super::{HostMemoryExecutor, DEFAULT_MEMORY};
-use crate::executor::DeviceExec;
+use crate::executor::driver::Driver;
+use crate::executor::{DeviceExec, DeviceRange, LEGACY_STREAM};
 
 impl HostMemoryExecutor {
     /// The index of a visible device.
@@ -126,6 +127,11 @@ impl DeviceExec for HostMemoryExecutor {
     /// Work here is done when its call returns.
     fn device_query(&mut self) -> ExecResult<()> {
         Ok(())
+    }
+
+    /// Work here is done when its call returns: the word is written at once.
+    fn device_write_done(&mut self, word: DeviceRange, value: u32) -> ExecResult<()> {
+        self.stream_write_value32(LEGACY_STREAM, word.ptr(), value, 0)
     }
 
     fn device_reset(&mut self) -> ExecResult<()> {
