@@ -23,7 +23,7 @@
 //! `VMCUDA_DONE_WORDS=0` turns this off.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -77,6 +77,18 @@ thread_local! {
 fn enabled() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var("VMCUDA_DONE_WORDS").map_or(true, |v| v != "0"))
+}
+
+/// Whether a module whose kernels call `printf` was loaded: what they print comes out
+/// of the host's driver when the host synchronizes, so from then on a synchronize
+/// waits for the host (and so prints where it does natively) instead of for a word.
+static PRINTING: AtomicBool = AtomicBool::new(false);
+
+/// A module was loaded; the host said whether its kernels call `printf`.
+pub fn note_module(prints: bool) {
+    if prints {
+        PRINTING.store(true, Ordering::Relaxed);
+    }
 }
 
 /// This thread's word, made on first use; `None` where no memory is shared with a
@@ -176,5 +188,8 @@ pub fn synchronous(
 /// caller then waits as it would have without a word), `Some(Err)` if the request could
 /// not be sent, and `None` where words cannot be used here.
 pub fn watch(signal: impl FnOnce(DoneWord) -> Result<()>) -> Option<Result<bool>> {
+    if PRINTING.load(Ordering::Relaxed) {
+        return None;
+    }
     signal_and_watch(watch_window(), signal)
 }

@@ -1436,7 +1436,8 @@ fn the_profile_says_where_a_programs_time_went() {
 /// A synchronize ends on a word the GPU writes where the guest shares memory with the
 /// host: `cudaDeviceSynchronize` and `cudaStreamSynchronize` post a request and watch
 /// the word, with no round trip (tests/apps/dynamic_shared.cu synchronizes the device,
-/// tests/apps/events.cu a stream); with `VMCUDA_DONE_WORDS=0` they wait for replies.
+/// tests/apps/events.cu a stream); with `VMCUDA_DONE_WORDS=0` they wait for replies, and
+/// so do they in a program whose kernels print.
 #[test]
 #[ignore = "needs the linked guest libraries and nvcc-built apps: run tests/run.sh"]
 fn synchronizes_end_on_a_word_the_gpu_writes() {
@@ -1501,5 +1502,17 @@ fn synchronizes_end_on_a_word_the_gpu_writes() {
         row(&stream, "StreamSynchronize").is_some_and(|(w, _)| w >= 1),
         "{stream:?}"
     );
+    // A program whose kernels call printf synchronizes with the host, whose driver
+    // writes what they printed then (tests/apps/printf_buffered.cu).
+    let printing = ops("printf_buffered", "1");
+    assert!(
+        row(&printing, "DeviceSynchronize").is_some_and(|(w, _)| w >= 1),
+        "{printing:?}"
+    );
+    assert!(
+        row(&printing, "StreamSynchronize").is_some_and(|(w, _)| w >= 1),
+        "{printing:?}"
+    );
+    assert_eq!(row(&printing, "DeviceWriteDone"), None, "{printing:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }

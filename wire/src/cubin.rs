@@ -263,6 +263,15 @@ impl<'a> Cubin<'a> {
             .is_some_and(|s| s == name)
     }
 
+    /// Whether the code calls device `printf` (`vprintf`, which the cubin leaves to the
+    /// driver): what it prints comes out when the host synchronizes.
+    pub fn prints(&self) -> bool {
+        self.symbols.iter().any(|sym| {
+            sym.is_undefined(self.endian)
+                && self.symbols.symbol_name(self.endian, sym).ok() == Some(b"vprintf".as_slice())
+        })
+    }
+
     /// Mangled names of all kernels, in symbol table order.
     pub fn kernels(&self) -> Vec<String> {
         self.symbols

@@ -75,4 +75,6 @@ pub struct ModuleLoadCached {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct ModuleLoadedCached {
     pub module: Option<ModuleHandle>,
+    /// As [`crate::op::ModuleLoaded::prints`].
+    pub prints: bool,
 }

@@ -182,7 +182,12 @@ macro_rules! op_lines {
             /// Modules, kernels and launches.
             module ModuleOps {
                 /// Load one fatbinary (the raw back-to-back containers, in the data section).
-                0x0300 ModuleLoad => module_load(ModuleLoad {}) -> ModuleLoaded { module: ModuleHandle }, Sync;
+                0x0300 ModuleLoad => module_load(ModuleLoad {}) -> ModuleLoaded {
+                    module: ModuleHandle,
+                    /// Its kernels call `printf`: a synchronize must reach the host's
+                    /// driver, which writes what they printed (see `done_word`).
+                    prints: bool,
+                }, Sync;
                 /// Load an image named by its SHA-256 (hosts that say
                 /// `caps::MODULE_CACHE`; types in crate::module). Without data the host
                 /// loads it from its VM's module cache, or answers `module: None`, "send

@@ -12,6 +12,7 @@ CUDA_LIB=${CUDA_LIB:-$(dirname "$NVCC")/../lib}
 "$NVCC" -cubin -arch=sm_90 params.cu -o params.cubin
 "$NVCC" -cubin -arch=sm_90 bigparam.cu -o bigparam.cubin
 "$NVCC" -cubin -arch=sm_90 globals.cu -o globals.cubin
+"$NVCC" -cubin -arch=sm_90 prints.cu -o prints.cubin
 # Relocatable device code: different symbol and section types for the same globals.
 "$NVCC" -cubin -arch=sm_90 -rdc=true globals.cu -o globals_rdc.cubin
 

@@ -273,9 +273,15 @@ pub fn load_image(image: &[u8]) -> Result<ModuleHandle> {
     if hosts.capabilities_of(state::current_device()) & caps::MODULE_CACHE == 0
         || !module_cache_wanted()
     {
-        return Ok(call_with(&ModuleLoad, image, Sink::None)?.module);
+        let loaded = call_with(&ModuleLoad, image, Sink::None)?;
+        crate::done_word::note_module(loaded.prints);
+        return Ok(loaded.module);
     }
-    load_by_hash(image, |req, data| call_with(req, data, Sink::None))
+    load_by_hash(image, |req, data| {
+        let loaded = call_with(req, data, Sink::None)?;
+        crate::done_word::note_module(loaded.prints);
+        Ok(loaded)
+    })
 }
 
 /// Whether images go by their hash to hosts that keep a module cache (unless
@@ -469,10 +475,11 @@ mod load_by_hash_tests {
                 assert_eq!(Sha256::digest(data).as_slice(), req.sha256);
                 cached.push(req.sha256);
             } else if !cached.contains(&req.sha256) {
-                return Ok(ModuleLoadedCached { module: None });
+                return Ok(ModuleLoadedCached::default());
             }
             Ok(ModuleLoadedCached {
                 module: Some(ModuleHandle(7)),
+                prints: false,
             })
         }
     }
@@ -505,7 +512,7 @@ mod load_by_hash_tests {
     #[test]
     fn a_host_that_wants_an_image_it_was_sent_is_an_error() {
         let image = vec![1u8; 10];
-        let refuse = |_: &ModuleLoadCached, _: &[u8]| Ok(ModuleLoadedCached { module: None });
+        let refuse = |_: &ModuleLoadCached, _: &[u8]| Ok(ModuleLoadedCached::default());
         assert_eq!(
             load_by_hash(&image, refuse),
             Err(CudaStatus::ErrorInvalidKernelImage)

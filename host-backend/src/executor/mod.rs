@@ -326,13 +326,33 @@ pub trait StagingExec: CopyExec {
     }
 }
 
+/// What the session learns of a module image before it is loaded (see
+/// [`ModuleExec::module_facts`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ModuleFacts {
+    /// Bytes of device memory loading it on the current device sets aside for its
+    /// globals and constant banks (the sections of the cubin the driver would pick, see
+    /// [`vmcuda_wire::cubin::Cubin::module_data_len`]).
+    pub data_len: u64,
+    /// Whether its kernels call `printf` ([`vmcuda_wire::cubin::Cubin::prints`]).
+    pub prints: bool,
+}
+
+/// The facts of a cubin (what an executor reads of the one the driver would load).
+pub(crate) fn cubin_facts(elf: &[u8]) -> Result<ModuleFacts, vmcuda_wire::cubin::CubinError> {
+    let cubin = vmcuda_wire::cubin::Cubin::parse(elf)?;
+    Ok(ModuleFacts {
+        data_len: cubin.module_data_len()?,
+        prints: cubin.prints(),
+    })
+}
+
 /// Modules: loading, their globals, kernels and their layouts.
 pub trait ModuleExec {
-    /// Bytes of device memory loading `image` on the current device sets aside for its
-    /// globals and constant banks (the sections of the cubin the driver would pick, see
-    /// [`vmcuda_wire::cubin::Cubin::module_data_len`]), before it is loaded: the
-    /// session charges them first. A broken image fails as `load_module` would.
-    fn module_data_len(&mut self, image: &[u8]) -> ExecResult<u64>;
+    /// What loading `image` on the current device takes and holds, before it is
+    /// loaded: the session charges its data first. A broken image fails as
+    /// `load_module` would.
+    fn module_facts(&mut self, image: &[u8]) -> ExecResult<ModuleFacts>;
     /// Load a fatbinary (raw containers). Loading the same bytes twice may return the
     /// same module.
     fn load_module(&mut self, image: &[u8]) -> ExecResult<ExecModule>;

@@ -110,6 +110,9 @@ pub struct Session {
     /// The VM's module cache (see [`crate::module_cache`]); None where it is off or
     /// could not be opened: then the hello does not offer it.
     module_cache: Option<crate::module_cache::ModuleCache>,
+    /// The images (by SHA-256) whose kernels call `printf`, as measured when first
+    /// loaded: the guest is told so on every load of them.
+    printing_images: std::collections::HashSet<[u8; 32]>,
 }
 
 impl Session {
@@ -140,6 +143,7 @@ impl Session {
             exports: Default::default(),
             peer: None,
             module_cache: None,
+            printing_images: Default::default(),
         }
     }
 

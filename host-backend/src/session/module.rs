@@ -77,13 +77,14 @@ impl Session {
     }
 
     /// Load `image`, whose SHA-256 is `sha256`, charging its data and its host copy:
-    /// the guest's handle of the module (the one it has already, for the same image).
+    /// the guest's handle of the module (the one it has already, for the same image),
+    /// and whether its kernels call `printf`.
     fn load_image(
         &mut self,
         ctx: &CallContext,
         image: &[u8],
         sha256: [u8; 32],
-    ) -> Result<ModuleHandle, CudaStatus> {
+    ) -> Result<(ModuleHandle, bool), CudaStatus> {
         self.accounts
             .check_count("module", self.handles.modules.len(), self.grant.max_modules)?;
         // The module's globals and constant banks take device memory the moment it is
@@ -91,9 +92,16 @@ impl Session {
         // The same image again on this device is the same library: charged once.
         let held = Held::Module(sha256);
         let bytes = match self.accounts.held(ctx.device, held) {
-            0 => allocation_footprint(self.exec.module_data_len(image)?),
+            0 => {
+                let facts = self.exec.module_facts(image)?;
+                if facts.prints {
+                    self.printing_images.insert(sha256);
+                }
+                allocation_footprint(facts.data_len)
+            }
             _ => 0,
         };
+        let prints = self.printing_images.contains(&sha256);
         // The executor (or the driver) keeps the image on the host while the module is
         // loaded: until the session ends.
         let image_bytes = image.len() as u64;
@@ -116,11 +124,11 @@ impl Session {
         if let Some((h, _)) = self.handles.modules.iter().find(|(_, v)| **v == m) {
             // The module the guest already has: its image is kept once.
             self.accounts.host.refund(image_bytes);
-            return Ok(*h);
+            return Ok((*h, prints));
         }
         let module = ModuleHandle(self.handles.fresh());
         self.handles.modules.insert(module, m);
-        Ok(module)
+        Ok((module, prints))
     }
 }
 
@@ -132,8 +140,8 @@ impl ModuleOps for Session {
         image: &[u8],
     ) -> HandlerResult<ModuleLoaded> {
         self.accounts.stats.module_received(image.len() as u64);
-        let module = self.load_image(ctx, image, Sha256::digest(image).into())?;
-        Ok((ModuleLoaded { module }, Vec::new()))
+        let (module, prints) = self.load_image(ctx, image, Sha256::digest(image).into())?;
+        Ok((ModuleLoaded { module, prints }, Vec::new()))
     }
 
     fn module_load_cached(
@@ -151,7 +159,7 @@ impl ModuleOps for Session {
                 return Err(CudaStatus::ErrorInvalidKernelImage);
             }
             self.accounts.stats.module_received(image.len() as u64);
-            let module = self.load_image(ctx, image, req.sha256)?;
+            let (module, prints) = self.load_image(ctx, image, req.sha256)?;
             // Kept once the driver took it: an image it refuses is not worth a slot. One
             // small enough to go with its hash is always sent so (the guest library
             // never names it alone): kept, it would only push larger ones out.
@@ -164,6 +172,7 @@ impl ModuleOps for Session {
             return Ok((
                 ModuleLoadedCached {
                     module: Some(module),
+                    prints,
                 },
                 Vec::new(),
             ));
@@ -185,14 +194,15 @@ impl ModuleOps for Session {
             Lookup::Refused(_) => return Err(CudaStatus::ErrorMemoryAllocation),
             Lookup::Miss => {
                 self.accounts.stats.module_cache_miss();
-                return Ok((ModuleLoadedCached { module: None }, Vec::new()));
+                return Ok((ModuleLoadedCached::default(), Vec::new()));
             }
         };
         self.accounts.stats.module_cache_hit(cached.len() as u64);
-        let module = self.load_image(ctx, &cached, req.sha256)?;
+        let (module, prints) = self.load_image(ctx, &cached, req.sha256)?;
         Ok((
             ModuleLoadedCached {
                 module: Some(module),
+                prints,
             },
             Vec::new(),
         ))

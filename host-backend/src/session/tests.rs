@@ -385,6 +385,19 @@ fn page_word(addr: u64) -> [u8; 4] {
     unsafe { std::ptr::read_volatile(addr as *const [u8; 4]) }
 }
 
+/// A module whose kernels call `printf` is said to on every load of it (the guest's
+/// synchronizes then reach the driver, which writes what they printed); others not.
+#[test]
+fn a_module_load_says_whether_its_kernels_print() {
+    const PRINTS: &[u8] = include_bytes!("../../../wire/testdata/prints.cubin");
+    const TINY: &[u8] = include_bytes!("../../../wire/testdata/tiny.fatbin");
+    let mut s = session(None);
+    assert!(s.module_load(&CTX, ModuleLoad, PRINTS).unwrap().0.prints);
+    // Loaded again, it is not measured again, and still prints.
+    assert!(s.module_load(&CTX, ModuleLoad, PRINTS).unwrap().0.prints);
+    assert!(!s.module_load(&CTX, ModuleLoad, TINY).unwrap().0.prints);
+}
+
 /// A launch's own access-policy window (`cudaLaunchAttributeAccessPolicyWindow` among
 /// `cudaLaunchKernelExC`'s attributes) is checked as a stream's or a kernel node's is:
 /// only over the guest's own memory, refused with cudaErrorInvalidValue otherwise.

@@ -7,6 +7,7 @@ const PARAMS: &[u8] = include_bytes!("../../testdata/params.cubin");
 const BIGPARAM: &[u8] = include_bytes!("../../testdata/bigparam.cubin");
 const GLOBALS: &[u8] = include_bytes!("../../testdata/globals.cubin");
 const GLOBALS_RDC: &[u8] = include_bytes!("../../testdata/globals_rdc.cubin");
+const PRINTS: &[u8] = include_bytes!("../../testdata/prints.cubin");
 const TINY: &[u8] = include_bytes!("../../testdata/tiny.fatbin");
 const TINY_MULTI: &[u8] = include_bytes!("../../testdata/tiny_multi.fatbin");
 const TINY_LZ4: &[u8] = include_bytes!("../../testdata/tiny_lz4.fatbin");
@@ -493,4 +494,13 @@ fn a_grown_cubin_is_the_same_module_and_at_least_as_long_as_asked() {
         module_data_len(&big).unwrap(),
         module_data_len(elf).unwrap()
     );
+}
+
+/// A kernel that calls `printf` leaves `vprintf` to the driver; others do not.
+#[test]
+fn a_cubin_that_calls_printf_says_so() {
+    assert!(Cubin::parse(PRINTS).unwrap().prints());
+    for quiet in [PARAMS, GLOBALS, GLOBALS_RDC] {
+        assert!(!Cubin::parse(quiet).unwrap().prints());
+    }
 }

@@ -361,6 +361,21 @@ impl CudaExecutor {
         Ok(all)
     }
 
+    /// Synchronize every guest stream of the current device that has finished its work
+    /// (a query says so; busy streams are left alone), so that the driver has seen it
+    /// finish: what it releases on a trim depends on that.
+    pub(super) fn settle_finished_streams(&mut self) -> ExecResult<()> {
+        let idx = self.bind()?;
+        for s in self.guest_streams(idx)? {
+            // SAFETY: a default stream, or one this executor made and has not destroyed.
+            if unsafe { sys::cuStreamQuery(s) } == sys::CUresult::CUDA_SUCCESS {
+                // SAFETY: as above; the stream has no work left, so this does not block.
+                check(unsafe { sys::cuStreamSynchronize(s) })?;
+            }
+        }
+        Ok(())
+    }
+
     /// Device `idx`'s stream and event for done words (its context must be current),
     /// made on first use.
     fn done_signal(&mut self, idx: usize) -> ExecResult<(sys::CUstream, sys::CUevent)> {
@@ -458,19 +473,40 @@ impl DeviceExec for CudaExecutor {
 
     fn device_write_done(&mut self, word: DeviceRange, value: u32) -> ExecResult<()> {
         let idx = self.bind()?;
-        let all = self.guest_streams(idx)?;
-        let (signal, event) = self.done_signal(idx)?;
-        // One event serves every stream: a wait takes the event's state when it is
-        // enqueued, so recording it again on the next stream changes no earlier wait.
-        for s in all {
-            // SAFETY: `event` and `signal` are this device's (done_signal); `s` is a
-            // default stream or one this executor made and has not destroyed.
-            check(unsafe { sys::cuEventRecord(event, s) })?;
-            // SAFETY: as above.
-            check(unsafe { sys::cuStreamWaitEvent(signal, event, 0) })?;
+        // Only streams with work left need waiting for (a query of the others is far
+        // cheaper than an event on each: torch and NCCL make dozens); an error a stream
+        // stopped on fails the request, so no word is written and the guest's wait
+        // that follows gets the error.
+        let mut busy = Vec::new();
+        for s in self.guest_streams(idx)? {
+            // SAFETY: a default stream, or one this executor made and has not destroyed.
+            match unsafe { sys::cuStreamQuery(s) } {
+                sys::CUresult::CUDA_SUCCESS => {}
+                sys::CUresult::CUDA_ERROR_NOT_READY => busy.push(s),
+                e => return check(e),
+            }
         }
-        // SAFETY: the session checked that the word is the guest's shared memory.
-        check(unsafe { sys::cuStreamWriteValue32_v2(signal, word.ptr(), value, 0) })
+        let (signal, event) = self.done_signal(idx)?;
+        let on = match busy[..] {
+            // The word right after the one stream's work (in its order: nothing to join).
+            [one] => one,
+            _ => {
+                // One event serves every stream: a wait takes the event's state when it
+                // is enqueued, so recording it again on the next stream changes no
+                // earlier wait.
+                for &s in &busy {
+                    // SAFETY: `event` and `signal` are this device's (done_signal); `s`
+                    // is a default stream or one this executor made.
+                    check(unsafe { sys::cuEventRecord(event, s) })?;
+                    // SAFETY: as above.
+                    check(unsafe { sys::cuStreamWaitEvent(signal, event, 0) })?;
+                }
+                signal
+            }
+        };
+        // SAFETY: the session checked that the word is the guest's shared memory; `on`
+        // is a stream of this device.
+        check(unsafe { sys::cuStreamWriteValue32_v2(on, word.ptr(), value, 0) })
     }
 
     fn device_reset(&mut self) -> ExecResult<()> {

@@ -544,6 +544,10 @@ impl Graphs for CudaExecutor {
 
     fn pool_trim_to(&mut self, pool: Option<ExecPool>, min_bytes_to_keep: u64) -> ExecResult<()> {
         let pool = self.pool(pool)?;
+        // The driver gives back only memory whose asynchronous frees it saw finish, and
+        // it sees that when the host synchronizes; a guest whose synchronize ended on
+        // a done word made none here.
+        self.settle_finished_streams()?;
         let keep = usize::try_from(min_bytes_to_keep).unwrap_or(usize::MAX);
         // SAFETY: `pool` is a live pool.
         check(unsafe { sys::cuMemPoolTrimTo(pool, keep) })

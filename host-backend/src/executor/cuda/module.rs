@@ -16,7 +16,7 @@ use vmcuda_wire::CudaStatus;
 use super::super::driver::{Driver, LinkInputData};
 use super::super::{ExecFunction, ExecModule, ExecResult};
 use super::{check, status, CudaExecutor};
-use crate::executor::ModuleExec;
+use crate::executor::{ModuleExec, ModuleFacts};
 
 /// Upper bound on the parameter-info walk (the parameter buffer is at most 32 KiB).
 const MAX_KERNEL_PARAMS: usize = 32 * 1024;
@@ -133,9 +133,9 @@ impl CudaExecutor {
     /// it), so PTX is measured exactly too. A fatbinary whose cubin cannot be measured
     /// is refused, even though the driver might load it: its globals could not be
     /// charged to the quota.
-    fn piece_data_len(&mut self, piece: &[u8], sm: u32) -> ExecResult<u64> {
+    fn piece_facts(&mut self, piece: &[u8], sm: u32) -> ExecResult<ModuleFacts> {
         let measure = |elf: &[u8]| {
-            cubin::module_data_len(elf).map_err(|e| {
+            crate::executor::cubin_facts(elf).map_err(|e| {
                 warn!(error = %e, "module image refused");
                 CudaStatus::ErrorInvalidKernelImage
             })
@@ -188,7 +188,7 @@ impl CudaExecutor {
 }
 
 impl ModuleExec for CudaExecutor {
-    fn module_data_len(&mut self, image: &[u8]) -> ExecResult<u64> {
+    fn module_facts(&mut self, image: &[u8]) -> ExecResult<ModuleFacts> {
         let idx = self.bind()?;
         let handle = self.devices[idx].handle;
         let attr = |a| {
@@ -199,9 +199,11 @@ impl ModuleExec for CudaExecutor {
         let major = attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
         let minor = attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
         let sm = u32::try_from(major * 10 + minor).map_err(|_| CudaStatus::ErrorInvalidDevice)?;
-        let mut total: u64 = 0;
+        let mut total = ModuleFacts::default();
         for piece in split_image(image)? {
-            total = total.saturating_add(self.piece_data_len(piece, sm)?);
+            let facts = self.piece_facts(piece, sm)?;
+            total.data_len = total.data_len.saturating_add(facts.data_len);
+            total.prints |= facts.prints;
         }
         Ok(total)
     }

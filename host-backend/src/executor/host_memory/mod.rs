@@ -167,7 +167,7 @@ pub struct HostMemoryExecutor {
     device_of: HashMap<u64, usize>,
     modules: HashMap<ExecModule, Module>,
     functions: HashMap<ExecFunction, Function>,
-    /// The last image measured for its data (`module_data_len`, which the session asks
+    /// The last image measured for its data (`module_facts`, which the session asks
     /// right before loading it) with its cubin, so that a load decompresses it no
     /// second time.
     measured: Option<(Vec<u8>, Vec<u8>)>,

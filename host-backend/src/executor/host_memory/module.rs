@@ -8,21 +8,21 @@ use vmcuda_wire::CudaStatus;
 
 use super::super::{ExecFunction, ExecModule, ExecResult};
 use super::{is_elf, module_cubin, Function, HostMemoryExecutor, Module};
-use crate::executor::ModuleExec;
+use crate::executor::{ModuleExec, ModuleFacts};
 
 impl ModuleExec for HostMemoryExecutor {
-    fn module_data_len(&mut self, image: &[u8]) -> ExecResult<u64> {
+    fn module_facts(&mut self, image: &[u8]) -> ExecResult<ModuleFacts> {
         let refused = |e: String| {
             warn!("module image refused: {e}");
             CudaStatus::ErrorInvalidKernelImage
         };
         if is_elf(image) {
-            return cubin::module_data_len(image).map_err(|e| refused(e.to_string()));
+            return crate::executor::cubin_facts(image).map_err(|e| refused(e.to_string()));
         }
         let elf = module_cubin(image, |elf| Ok(elf.to_vec())).map_err(refused)?;
-        let len = cubin::module_data_len(&elf).map_err(|e| refused(e.to_string()))?;
+        let facts = crate::executor::cubin_facts(&elf).map_err(|e| refused(e.to_string()))?;
         self.measured = Some((image.to_vec(), elf));
-        Ok(len)
+        Ok(facts)
     }
 
     fn load_module(&mut self, image: &[u8]) -> ExecResult<ExecModule> {
