@@ -38,6 +38,7 @@ mod graph;
 mod graph_build;
 mod handles;
 mod host_memory;
+mod ipc;
 mod memory;
 mod module;
 mod peer;
@@ -110,6 +111,8 @@ pub struct Session {
     /// The VM's module cache (see [`crate::module_cache`]); None where it is off or
     /// could not be opened: then the hello does not offer it.
     module_cache: Option<crate::module_cache::ModuleCache>,
+    /// CUDA IPC with the VM's other processes (see `ipc`).
+    ipc: ipc::IpcState,
 }
 
 impl Session {
@@ -140,6 +143,7 @@ impl Session {
             exports: Default::default(),
             peer: None,
             module_cache: None,
+            ipc: Default::default(),
         }
     }
 
@@ -246,6 +250,7 @@ impl Drop for Session {
         self.unpin_buffer(RECEIVE_BUFFER);
         self.unpin_buffer(REPLY_AREA);
         // Free what the guest left behind; the executor's own Drop releases contexts.
+        self.ipc_close_all();
         self.lt_drop_all();
         self.blas_drop_all();
         self.vmm_drop_all();
@@ -289,6 +294,8 @@ fn nothing() -> HandlerResult<()> {
     Ok(((), Vec::new()))
 }
 
+#[cfg(test)]
+mod ipc_tests;
 #[cfg(test)]
 mod module_cache_tests;
 #[cfg(test)]

@@ -39,7 +39,7 @@ const GRANULARITY: u64 = 2 << 20;
 
 struct Physical {
     /// `None` while mapped: the buffer then lives in the executor's memory.
-    bytes: Option<Vec<u8>>,
+    bytes: Option<super::shared::Bytes>,
     size: u64,
     mapped_at: Option<DevicePtr>,
     released: bool,
@@ -226,7 +226,7 @@ impl Driver for HostMemoryExecutor {
         self.vmm.physical.insert(
             handle,
             Physical {
-                bytes: Some(bytes),
+                bytes: Some(bytes.into()),
                 size,
                 mapped_at: None,
                 released: false,
