@@ -12,7 +12,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use tracing::{info, warn};
+use tracing::warn;
 
 use super::proto::{self, Export, Refusal, Reply, Request, Token};
 use crate::admission::RateLimit;
@@ -20,6 +20,9 @@ use crate::admission::RateLimit;
 /// Lines about refused IPC requests, all workers together: a guest can cause them at
 /// will.
 static REFUSAL_LOG: RateLimit = RateLimit::new(20, 1);
+
+/// Lines about handles opened: a guest can open and close in a loop.
+static OPEN_LOG: RateLimit = RateLimit::new(20, 1);
 
 macro_rules! refused {
     ($($arg:tt)+) => {
@@ -226,8 +229,9 @@ impl Registry {
                     }
                     None => None,
                 };
-                info!(connection = owner, vm, exporter = e.owner, kind = ?e.export.kind,
-                    bytes = e.export.size, "CUDA IPC handle opened");
+                crate::rate_limited!(OPEN_LOG, "CUDA IPC opens", info, connection = owner, vm,
+                    exporter = e.owner, kind = ?e.export.kind, bytes = e.export.size,
+                    "CUDA IPC handle opened");
                 (Reply::Exported(e.export.clone()), fd)
             }
             // Another VM's token is told apart only in the host's log.
