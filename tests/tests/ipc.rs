@@ -3,7 +3,7 @@
 //! of one VM share memory and events; another VM's process, forged bytes, a handle
 //! replayed after its allocation was freed and a flood of exports are refused.
 
-use vmcuda_tests::{apps_dir, run_program_with, static_apps_dir, text, Daemon};
+use vmcuda_tests::{apps_dir, build_c_program, run_program_with, static_apps_dir, text, Daemon};
 
 /// What both processes print when everything they share works (kernel results are
 /// printed but, on the test double, not computed: not asserted).
@@ -150,4 +150,33 @@ fn a_flood_of_exports_stops_at_the_vms_limit() {
     // The daemon and other guests carry on.
     let out = d.run_app("ipc_processes");
     assert_lines(&text(&out.stdout), SHARED);
+}
+
+/// A physical allocation passed as a POSIX descriptor over a Unix socket, as NCCL
+/// passes its cuMem buffers (tests/c/cumem_share.c, driver API only).
+#[test]
+#[ignore = "needs the linked guest library: run tests/run.sh"]
+fn physical_allocations_pass_between_processes_as_descriptors() {
+    let d = Daemon::host_memory("cumem");
+    let exe = build_c_program("cumem_share", &["libcuda.so.1"]);
+    let out = run_program_with(&exe, &d.server(), &[]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    for line in [
+        "child: imports the parent's descriptor: yes",
+        "child: maps the imported allocation: yes",
+        "child: reads the parent's bytes: yes",
+        "child: a descriptor that is not an export is refused: yes",
+        "parent: exports it as a descriptor: yes",
+        "parent: a fabric handle is refused: yes",
+        "parent: sees the child's bytes: yes",
+        "parent: the child's checks held: yes",
+        "PASS cumem_share",
+    ] {
+        assert!(stdout.contains(line), "missing `{line}` in:\n{stdout}");
+    }
+    // The foreign descriptor is refused in the guest as an invalid value, fabric as
+    // on a host without it.
+    assert!(stdout.contains("child: foreign descriptor 1\n"), "{stdout}");
+    assert!(stdout.contains("parent: fabric export 801\n"), "{stdout}");
 }

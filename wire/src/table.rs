@@ -467,6 +467,15 @@ macro_rules! op_lines {
                     -> MemCreated, Sync;
                 0x090B MemGetAllocationProperties => mem_get_allocation_properties(MemGetAllocationProperties)
                     -> AllocationProp, Sync;
+                /// A physical allocation exported for the VM's other processes
+                /// (`cuMemExportToShareableHandle`, POSIX descriptor): the daemon's token,
+                /// which the guest puts in a descriptor of its own.
+                0x0910 MemExportShareable => mem_export_shareable(MemExportShareable { handle: AllocationHandle, handle_type: u32 })
+                    -> IpcToken, Sync;
+                /// Another process's exported allocation, a physical allocation of this
+                /// one's (`cuMemImportFromShareableHandle`), charged to its exporter.
+                0x0911 MemImportShareable => mem_import_shareable(MemImportShareable { token: [u8; 16], handle_type: u32 })
+                    -> MemCreated, Sync;
             }
         }
     };

@@ -22,6 +22,7 @@ use crate::{caller, state};
 pub const MAGIC: &[u8; 8] = b"vmcudaIP";
 const KIND_MEMORY: u8 = 1;
 const KIND_EVENT: u8 = 2;
+const KIND_ALLOCATION: u8 = 3;
 /// `CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS`.
 pub const LAZY_ENABLE_PEER_ACCESS: u32 = 1;
 /// `CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS`: an opened event's flags.
@@ -55,6 +56,47 @@ impl IpcHandle {
             return Err(CudaStatus::ErrorInvalidValue);
         }
         Ok(r[16..32].try_into().expect("16 bytes"))
+    }
+}
+
+/// A descriptor for the physical allocation exported as `token`
+/// (`cuMemExportToShareableHandle`): a sealed memfd holding its handle, which the
+/// program may pass to another process as it would the driver's.
+pub(crate) fn allocation_descriptor(token: [u8; 16]) -> Result<i32> {
+    use nix::fcntl::{fcntl, FcntlArg, SealFlag};
+    use nix::sys::memfd::{memfd_create, MFdFlags};
+    use std::os::fd::IntoRawFd;
+    let os = |_| CudaStatus::ErrorOperatingSystem;
+    let fd = memfd_create(
+        c"vmcuda-cumem",
+        MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING,
+    )
+    .map_err(os)?;
+    let handle = IpcHandle::of(KIND_ALLOCATION, token);
+    if nix::sys::uio::pwrite(&fd, &handle.reserved, 0).map_err(os)? != handle.reserved.len() {
+        return Err(CudaStatus::ErrorOperatingSystem);
+    }
+    let seals = SealFlag::F_SEAL_WRITE
+        | SealFlag::F_SEAL_SHRINK
+        | SealFlag::F_SEAL_GROW
+        | SealFlag::F_SEAL_SEAL;
+    fcntl(&fd, FcntlArg::F_ADD_SEALS(seals)).map_err(os)?;
+    Ok(fd.into_raw_fd())
+}
+
+/// The token in a descriptor [`allocation_descriptor`] made (in this process or
+/// another of the VM); any other descriptor is an invalid value.
+pub(crate) fn allocation_token(fd: i32) -> Result<[u8; 16]> {
+    use std::os::fd::BorrowedFd;
+    if fd < 0 {
+        return Err(CudaStatus::ErrorInvalidValue);
+    }
+    // SAFETY: the program lends the descriptor for this call; it is only read.
+    let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+    let mut handle = IpcHandle { reserved: [0; 64] };
+    match nix::sys::uio::pread(fd, &mut handle.reserved, 0) {
+        Ok(64) => handle.token(KIND_ALLOCATION),
+        _ => Err(CudaStatus::ErrorInvalidValue),
     }
 }
 

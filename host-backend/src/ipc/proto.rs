@@ -32,6 +32,8 @@ const REFUSED: u8 = 19;
 pub enum Kind {
     Memory = 1,
     Event = 2,
+    /// A physical allocation (`cuMemCreate`), passed as a POSIX descriptor.
+    Allocation = 3,
 }
 
 impl Kind {
@@ -39,6 +41,7 @@ impl Kind {
         match b {
             1 => Some(Kind::Memory),
             2 => Some(Kind::Event),
+            3 => Some(Kind::Allocation),
             _ => None,
         }
     }

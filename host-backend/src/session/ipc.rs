@@ -16,8 +16,10 @@ use vmcuda_wire::op::*;
 use vmcuda_wire::CudaStatus;
 
 use super::Session;
+use crate::executor::driver::ExecAllocation;
 use crate::ipc::proto::{Export, Kind, Token, HANDLE_LEN};
 use crate::ipc::{IpcError, IpcLink};
+use vmcuda_wire::driver::AllocationHandle;
 
 /// `CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS`: the one flag an open takes.
 pub const IPC_MEM_LAZY_ENABLE_PEER_ACCESS: u32 = 1;
@@ -44,6 +46,8 @@ pub(super) struct IpcState {
     /// This guest's exported allocations: start -> (token, device).
     exported_memory: HashMap<DevicePtr, (Token, i32)>,
     exported_events: HashMap<EventHandle, Token>,
+    /// This guest's exported physical allocations (`cuMemExportToShareableHandle`).
+    exported_allocations: HashMap<AllocationHandle, Token>,
     /// The events this guest made with `cudaEventInterprocess`.
     pub(super) interprocess_events: HashSet<EventHandle>,
     /// Memory opened from other processes, by its address here.
@@ -63,6 +67,7 @@ impl IpcState {
     fn own_token(&self, token: &Token) -> bool {
         self.exported_memory.values().any(|(t, _)| t == token)
             || self.exported_events.values().any(|t| t == token)
+            || self.exported_allocations.values().any(|t| t == token)
     }
 }
 
@@ -265,6 +270,74 @@ impl Session {
         self.handles.events.insert(req.event, e);
         self.handles.event_device.insert(req.event, device);
         Ok(())
+    }
+
+    /// The token of physical allocation `handle`'s export, if it has one.
+    pub(super) fn ipc_allocation_token(&self, handle: AllocationHandle) -> Option<Token> {
+        self.ipc.exported_allocations.get(&handle).copied()
+    }
+
+    /// The physical allocation this guest exported as `token`, if it did.
+    pub(super) fn ipc_own_allocation(&self, token: &Token) -> Option<AllocationHandle> {
+        self.ipc
+            .exported_allocations
+            .iter()
+            .find(|(_, t)| *t == token)
+            .map(|(h, _)| *h)
+    }
+
+    /// Export physical allocation `handle` (the executor's `exec`, `size` bytes on
+    /// `device`): the driver's descriptor goes to the registry.
+    pub(super) fn ipc_export_allocation(
+        &mut self,
+        handle: AllocationHandle,
+        exec: ExecAllocation,
+        size: u64,
+        device: i32,
+    ) -> Result<Token, CudaStatus> {
+        self.ipc_link()?;
+        let shared = self.exec.mem_export_shareable(exec)?;
+        let export = Export {
+            kind: Kind::Allocation,
+            device,
+            size,
+            handle: [0; HANDLE_LEN],
+        };
+        let link = self.ipc.link.as_mut().expect("checked above");
+        match link.export(export, Some(std::os::fd::AsFd::as_fd(&shared))) {
+            Ok(token) => {
+                self.ipc.exported_allocations.insert(handle, token);
+                Ok(token)
+            }
+            Err(e) => Err(self.ipc_failed("export", e)),
+        }
+    }
+
+    /// Another process's exported allocation imported here: the executor's handle,
+    /// its size and device.
+    pub(super) fn ipc_import_allocation(
+        &mut self,
+        token: Token,
+    ) -> Result<(ExecAllocation, u64, i32), CudaStatus> {
+        self.ipc_link()?;
+        let link = self.ipc.link.as_mut().expect("checked above");
+        let (export, shared) = match link.import(token) {
+            Ok(got) => got,
+            Err(e) => return Err(self.ipc_failed("import", e)),
+        };
+        let Some(shared) = shared.filter(|_| export.kind == Kind::Allocation) else {
+            warn!(client = %self.client, "CUDA IPC import refused: the handle is not a physical allocation's");
+            return Err(CudaStatus::ErrorInvalidValue);
+        };
+        let exec = self.exec.mem_import_shareable(shared, export.size)?;
+        Ok((exec, export.size, export.device))
+    }
+
+    /// Physical allocation `handle` is gone: its export opens no more.
+    pub(super) fn ipc_withdraw_allocation(&mut self, handle: AllocationHandle) {
+        if let Some(token) = self.ipc.exported_allocations.remove(&handle) {
+            self.ipc_withdraw(token);
+        }
     }
 
     /// The allocation at `ptr` is gone: its export, if any, opens no more.

@@ -276,3 +276,127 @@ fn without_a_registry_ipc_is_not_supported() {
     assert_eq!(export(&mut s, p), Err(CudaStatus::ErrorNotSupported));
     assert_eq!(open(&mut s, [1; 16], 0), Err(CudaStatus::ErrorNotSupported));
 }
+
+/// A physical allocation of `size` bytes mapped at a fresh reservation: (handle, ptr).
+fn vmm_mapped(
+    s: &mut Session,
+    size: u64,
+    handle: Option<AllocationHandle>,
+) -> (AllocationHandle, u64) {
+    use vmcuda_wire::driver::*;
+    let handle = handle.unwrap_or_else(|| {
+        let req = MemCreate {
+            size,
+            prop: AllocationProp {
+                alloc_type: MEM_ALLOCATION_TYPE_PINNED,
+                location_type: MEM_LOCATION_TYPE_DEVICE,
+                requested_handle_types: 1,
+                ..Default::default()
+            },
+            flags: 0,
+        };
+        s.mem_create(&CTX, req, &[]).unwrap().0.handle
+    });
+    let reserve = MemAddressReserve {
+        size,
+        alignment: 0,
+        addr: 0,
+        flags: 0,
+    };
+    let ptr = s.mem_address_reserve(&CTX, reserve, &[]).unwrap().0.ptr;
+    let map = MemMap {
+        ptr,
+        size,
+        offset: 0,
+        handle,
+        flags: 0,
+    };
+    s.mem_map(&CTX, map, &[]).unwrap();
+    let access = MemSetAccess {
+        ptr,
+        size,
+        descs: vec![AccessDesc {
+            location_type: MEM_LOCATION_TYPE_DEVICE,
+            location_id: 0,
+            flags: 3,
+        }],
+    };
+    s.mem_set_access(&CTX, access, &[]).unwrap();
+    (handle, ptr)
+}
+
+#[test]
+fn physical_allocations_pass_between_processes_as_descriptors() {
+    use vmcuda_wire::driver::*;
+    const SIZE: u64 = 2 << 20;
+    let registry = Arc::new(Registry::new(16));
+    let mut a = session(&registry, 1, "vm1", Some(16 << 20));
+    let mut b = session(&registry, 2, "vm1", Some(16 << 20));
+    let mut other_vm = session(&registry, 3, "vm2", None);
+    let (handle, ptr) = vmm_mapped(&mut a, SIZE, None);
+    write(&mut a, ptr, &[0x3c; 4096]);
+    let export = |s: &mut Session, handle: AllocationHandle, handle_type: u32| {
+        let req = MemExportShareable {
+            handle,
+            handle_type,
+        };
+        s.mem_export_shareable(&CTX, req, &[]).map(|r| r.0.token)
+    };
+    let import = |s: &mut Session, token: [u8; 16]| {
+        let req = MemImportShareable {
+            token,
+            handle_type: 1,
+        };
+        s.mem_import_shareable(&CTX, req, &[]).map(|r| r.0.handle)
+    };
+    // Win32 and fabric handles are not there.
+    assert_eq!(
+        export(&mut a, handle, 8),
+        Err(CudaStatus::ErrorNotSupported)
+    );
+    let token = export(&mut a, handle, 1).unwrap();
+    assert_eq!(export(&mut a, handle, 1).unwrap(), token);
+    // Importing its own export is the same allocation, one reference more.
+    assert_eq!(import(&mut a, token).unwrap(), handle);
+    a.mem_release(&CTX, MemRelease { handle }, &[]).unwrap();
+    let used_by_b = b.accounts.quota_used();
+    let imported = import(&mut b, token).unwrap();
+    assert_eq!(
+        b.accounts.quota_used(),
+        used_by_b,
+        "charged to the exporter"
+    );
+    let (_, at) = vmm_mapped(&mut b, SIZE, Some(imported));
+    assert_eq!(read(&mut b, at, 4096).unwrap(), vec![0x3c; 4096]);
+    write(&mut b, at + 8192, &[0x77; 16]);
+    assert_eq!(read(&mut a, ptr + 8192, 16).unwrap(), vec![0x77; 16]);
+    // Another VM, a forged token, an allocation not made exportable.
+    assert_eq!(
+        import(&mut other_vm, token),
+        Err(CudaStatus::ErrorInvalidValue)
+    );
+    assert_eq!(import(&mut b, [9; 16]), Err(CudaStatus::ErrorInvalidValue));
+    let plain = MemCreate {
+        size: SIZE,
+        prop: AllocationProp {
+            alloc_type: MEM_ALLOCATION_TYPE_PINNED,
+            location_type: MEM_LOCATION_TYPE_DEVICE,
+            ..Default::default()
+        },
+        flags: 0,
+    };
+    let plain = a.mem_create(&CTX, plain, &[]).unwrap().0.handle;
+    assert_eq!(export(&mut a, plain, 1), Err(CudaStatus::ErrorInvalidValue));
+    // A legacy memory handle is not an allocation's.
+    let p = alloc(&mut a, 512);
+    let legacy = super::ipc_tests::export(&mut a, p).unwrap();
+    assert_eq!(import(&mut b, legacy), Err(CudaStatus::ErrorInvalidValue));
+    // Released and unmapped by its exporter: gone for later importers.
+    a.mem_unmap(&CTX, MemUnmap { ptr, size: SIZE }, &[])
+        .unwrap();
+    a.mem_release(&CTX, MemRelease { handle }, &[]).unwrap();
+    let mut c = session(&registry, 4, "vm1", None);
+    assert_eq!(import(&mut c, token), Err(CudaStatus::ErrorInvalidValue));
+    // The importer's mapping still reads what was shared.
+    assert_eq!(read(&mut b, at + 8192, 16).unwrap(), vec![0x77; 16]);
+}
