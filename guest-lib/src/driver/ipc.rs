@@ -173,28 +173,27 @@ export! {
     }
 }
 
+/// Both versions of `cuIpcOpenMemHandle`: open `handle` and write its address to `ptr`.
+fn open_into(ptr: *mut u64, handle: &IpcHandle, flags: u32) -> Result<()> {
+    check_initialized()?;
+    if ptr.is_null() {
+        return Err(CudaStatus::ErrorInvalidValue);
+    }
+    let opened = open_mem_handle(handle, flags)?;
+    // SAFETY: by cuIpcOpenMemHandle's contract `ptr` is writable (NULL refused).
+    unsafe { caller::write(ptr, opened) }
+}
+
 export! {
     fn cuIpcOpenMemHandle_v2(ptr: *mut u64, handle: IpcHandle, flags: u32) {
-        check_initialized()?;
-        if ptr.is_null() {
-            return Err(CudaStatus::ErrorInvalidValue);
-        }
-        let opened = open_mem_handle(&handle, flags)?;
-        // SAFETY: by cuIpcOpenMemHandle's contract `ptr` is writable (NULL refused).
-        unsafe { caller::write(ptr, opened) }
+        open_into(ptr, &handle, flags)
     }
 }
 
 export! {
     /// The first version: the same call.
     fn cuIpcOpenMemHandle(ptr: *mut u64, handle: IpcHandle, flags: u32) {
-        check_initialized()?;
-        if ptr.is_null() {
-            return Err(CudaStatus::ErrorInvalidValue);
-        }
-        let opened = open_mem_handle(&handle, flags)?;
-        // SAFETY: by cuIpcOpenMemHandle's contract `ptr` is writable (NULL refused).
-        unsafe { caller::write(ptr, opened) }
+        open_into(ptr, &handle, flags)
     }
 }
 
@@ -251,6 +250,23 @@ mod tests {
         );
         let zero = IpcHandle { reserved: [0; 64] };
         assert_eq!(zero.token(KIND_MEMORY), Err(CudaStatus::ErrorInvalidValue));
+    }
+
+    #[test]
+    fn allocation_descriptors_hold_their_token_and_other_files_are_refused() {
+        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+        let fd = allocation_descriptor([7; 16]).unwrap();
+        // SAFETY: allocation_descriptor opened it for the caller, who owns it.
+        let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+        assert_eq!(allocation_token(owned.as_raw_fd()).unwrap(), [7; 16]);
+        // Sealed: the token cannot be rewritten through the descriptor.
+        assert!(nix::sys::uio::pwrite(&owned, &[0u8; 4], 16).is_err());
+        let other = std::fs::File::open("/dev/null").unwrap();
+        assert_eq!(
+            allocation_token(other.as_raw_fd()),
+            Err(CudaStatus::ErrorInvalidValue)
+        );
+        assert_eq!(allocation_token(-1), Err(CudaStatus::ErrorInvalidValue));
     }
 
     #[test]

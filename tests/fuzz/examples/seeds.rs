@@ -881,6 +881,17 @@ fn session_seeds() {
                 IpcEvent { token: 0 },
                 // A memory handle opened as an event: refused.
                 IpcEvent { token: 1 },
+                // The other process's physical allocation, imported and mapped.
+                IpcPhysical { pick: 0 },
+                Reserve { chunks: 1 },
+                Map {
+                    reservation: 0,
+                    handle: 0,
+                    offset: 0,
+                },
+                SetAccess { mapping: 0 },
+                Unmap { mapping: 0 },
+                Release { handle: 0 },
             ],
             vec![5, 8],
         ),

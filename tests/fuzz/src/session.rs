@@ -43,9 +43,10 @@ use vmcuda_wire::graph::{
 use vmcuda_wire::op::{
     dispatch, CallContext, DevicePtr, DeviceReset, DeviceSynchronize, EventCreate, EventHandle,
     FunctionHandle, IpcCloseMemHandle, IpcGetEventHandle, IpcGetMemHandle, IpcOpenEventHandle,
-    IpcOpenMemHandle, LaunchKernel, MemAlloc, MemFree, MemGetInfo, MemPoolExportShareable,
-    MemPoolHandle, MemPoolImportShareable, MemcpyDtoD, MemcpyHtoD, Memset, ModuleGetFunction,
-    ModuleLoad, Request, StreamCreate, StreamHandle, StreamSynchronize,
+    IpcOpenMemHandle, LaunchKernel, MemAlloc, MemExportShareable, MemFree, MemGetInfo,
+    MemImportShareable, MemPoolExportShareable, MemPoolHandle, MemPoolImportShareable, MemcpyDtoD,
+    MemcpyHtoD, Memset, ModuleGetFunction, ModuleLoad, Request, StreamCreate, StreamHandle,
+    StreamSynchronize,
 };
 use vmcuda_wire::CudaStatus;
 
@@ -240,10 +241,15 @@ pub enum Step {
     IpcEvent {
         token: u8,
     },
+    /// A physical allocation passed as a descriptor: the other process's (even
+    /// `pick`, one granule made exportable) or one of the session's own, imported here.
+    IpcPhysical {
+        pick: u8,
+    },
 }
 
 /// Each step's op byte is its index here; arguments follow in field order.
-const STEP_COUNT: u8 = 34;
+const STEP_COUNT: u8 = 35;
 
 impl Step {
     /// Decode steps until the input ends.
@@ -331,7 +337,8 @@ impl Step {
                     flags: b(i),
                 },
                 32 => Step::IpcClose { pick: b(i) },
-                _ => Step::IpcEvent { token: b(i) },
+                33 => Step::IpcEvent { token: b(i) },
+                _ => Step::IpcPhysical { pick: b(i) },
             });
         }
         steps
@@ -415,6 +422,7 @@ impl Step {
                 Step::IpcOpen { token, flags } => (31, vec![token, flags], vec![]),
                 Step::IpcClose { pick } => (32, vec![pick], vec![]),
                 Step::IpcEvent { token } => (33, vec![token], vec![]),
+                Step::IpcPhysical { pick } => (34, vec![pick], vec![]),
             };
             out.push(op);
             out.extend(bytes);
@@ -940,6 +948,41 @@ impl Run {
                 };
                 self.next_event += 1;
                 self.call(&open, &[])?;
+            }
+            Step::IpcPhysical { pick: i } => {
+                let token = if i % 2 == 0 {
+                    let req = MemCreate {
+                        size: GRANULE,
+                        prop: AllocationProp {
+                            alloc_type: 1,
+                            location_type: 1,
+                            requested_handle_types: 1,
+                            ..Default::default()
+                        },
+                        flags: 0,
+                    };
+                    let handle = self.call_peer(&req)?.handle;
+                    let export = MemExportShareable {
+                        handle,
+                        handle_type: 1,
+                    };
+                    self.call_peer(&export)?.token
+                } else {
+                    let Some((handle, _)) = pick(&self.handles, i) else {
+                        return bad;
+                    };
+                    let export = MemExportShareable {
+                        handle,
+                        handle_type: 1,
+                    };
+                    self.call(&export, &[])?.token
+                };
+                let import = MemImportShareable {
+                    token,
+                    handle_type: 1,
+                };
+                let handle = self.call(&import, &[])?.handle;
+                keep(&mut self.handles, (handle, GRANULE));
             }
         }
         Ok(())
