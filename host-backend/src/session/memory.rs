@@ -37,8 +37,9 @@ impl MemoryOps for Session {
                 "refused cudaFree of graph memory that is not live");
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        self.exec.free(req.ptr)?;
+        // Withdrawn first: no other process opens it while it is being freed.
         self.ipc_withdraw_memory(req.ptr);
+        self.exec.free(req.ptr)?;
         self.accounts.remove_allocation(req.ptr);
         self.graph_memory_freed(ctx.device, req.ptr);
         nothing()
