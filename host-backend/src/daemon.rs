@@ -199,7 +199,7 @@ impl WorkerTemplate {
         };
         let registry_fd = registry.as_ref().map(|(_, _, theirs)| theirs.as_raw_fd());
         if registry_fd.is_some() {
-            cmd.arg("--ipc-registry");
+            cmd.arg("--ipc-registry").arg(REGISTRY_FD.to_string());
         }
         // SAFETY: between fork and exec only dup2, which is async-signal-safe, runs; it
         // reads no memory of ours. The duplicates it makes are not close-on-exec.

@@ -123,10 +123,10 @@ enum Cmd {
         /// vmcuda_host::peer).
         #[arg(long)]
         peer_broker: bool,
-        /// A socket to the daemon's CUDA IPC registry is open as descriptor 5 (see
-        /// vmcuda_host::ipc).
-        #[arg(long)]
-        ipc_registry: bool,
+        /// A socket to a CUDA IPC registry (the daemon's, or the vhost-user device's
+        /// for its VM) is open as this descriptor (see vmcuda_host::ipc).
+        #[arg(long, value_name = "FD")]
+        ipc_registry: Option<i32>,
     },
 }
 
@@ -294,9 +294,7 @@ fn main() -> ExitCode {
                 admission::take_inherited_channel();
             }
             let peer_link = peer_broker.then(PeerLink::take_inherited).flatten();
-            let ipc_link = ipc_registry
-                .then(vmcuda_host::ipc::IpcLink::take_inherited)
-                .flatten();
+            let ipc_link = ipc_registry.and_then(vmcuda_host::ipc::IpcLink::take_inherited);
             // The connection arrives as stdin.
             let conn: OwnedFd = match std::io::stdin().as_fd().try_clone_to_owned() {
                 Ok(fd) => fd,

@@ -8,8 +8,8 @@ use vmcuda_wire::CudaStatus;
 
 use super::proto::{self, Export, Refusal, Reply, Request, Token};
 
-/// Where a worker finds its registry socket (after the admission channel at 3 and
-/// the peer broker's at 4).
+/// Where a worker the daemon starts finds its registry socket (after the admission
+/// channel at 3 and the peer broker's at 4); the vhost-user device names its own.
 pub const REGISTRY_FD: i32 = 5;
 
 /// Why the registry did not do what was asked.
@@ -62,20 +62,24 @@ impl IpcLink {
         IpcLink { socket }
     }
 
-    /// Take the registry socket this process inherited at [`REGISTRY_FD`], if that
-    /// descriptor is a socket.
-    pub fn take_inherited() -> Option<IpcLink> {
+    /// Take the registry socket this process inherited at `fd`, if that descriptor is
+    /// a socket.
+    pub fn take_inherited(fd: i32) -> Option<IpcLink> {
+        if fd <= 2 {
+            return None;
+        }
         // SAFETY: fstat only reads into a stat buffer; a closed descriptor answers EBADF.
         let is_socket = unsafe {
             let mut st: libc::stat = std::mem::zeroed();
-            libc::fstat(REGISTRY_FD, &mut st) == 0 && (st.st_mode & libc::S_IFMT) == libc::S_IFSOCK
+            libc::fstat(fd, &mut st) == 0 && (st.st_mode & libc::S_IFMT) == libc::S_IFSOCK
         };
         if !is_socket {
             return None;
         }
-        // SAFETY: the daemon put the registry socket at this descriptor for this
-        // purpose; nothing else in the worker uses it, so it is owned from here on.
-        let owned = unsafe { OwnedFd::from_raw_fd(REGISTRY_FD) };
+        // SAFETY: the spawner put the registry socket at this descriptor for this
+        // purpose (and said so with --ipc-registry); nothing else in the worker uses
+        // it, so it is owned from here on.
+        let owned = unsafe { OwnedFd::from_raw_fd(fd) };
         let _ = nix::fcntl::fcntl(
             &owned,
             nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
