@@ -438,6 +438,10 @@ fn check_config(path: Option<&std::path::Path>) -> ExitCode {
         ),
         None => println!("peers: none (copies between hosts go through the guest)"),
     }
+    match c.ipc.max_exports() {
+        0 => println!("cuda ipc: off ([ipc] max_exports = 0)"),
+        n => println!("cuda ipc: between each VM's processes, at most {n} exports per VM"),
+    }
     println!("vms: {}", c.vms.len());
     for vm in &c.vms {
         let mut ways = vec![format!("vhost-user device --vm-name {}", vm.name)];
