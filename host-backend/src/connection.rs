@@ -46,6 +46,8 @@ pub struct Connection {
     pub guest_memory: Vec<String>,
     /// The socket to the daemon's peer broker, when the daemon has `[peers]`.
     pub peer_link: Option<crate::peer::PeerLink>,
+    /// The socket to the daemon's CUDA IPC registry, when the daemon made one.
+    pub ipc_link: Option<crate::ipc::IpcLink>,
 }
 
 /// Serve one guest connection to its end: admission, then its calls. Whatever
@@ -59,8 +61,10 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
         caller,
         guest_memory,
         peer_link,
+        ipc_link,
     } = c;
     let peer_link = std::cell::RefCell::new(peer_link);
+    let ipc_link = std::cell::RefCell::new(ipc_link);
     let guest_memory = &guest_memory[..];
     let span = tracing::info_span!("worker", connection = connection_id);
     let _enter = span.enter();
@@ -185,6 +189,9 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
         }
         if let Some(link) = peer_link.borrow_mut().take() {
             session = session.with_peer_link(link);
+        }
+        if let Some(link) = ipc_link.borrow_mut().take() {
+            session = session.with_ipc_link(link);
         }
         // The VM's module cache, opened now (the jail below keeps the worker from
         // making it later); without it, images simply cross every time.

@@ -24,6 +24,7 @@ use nix::sys::socket;
 use tracing::{error, info, warn};
 
 use crate::admission::{self, NoPlace, Outcome, Pending, PendingSlot, Source, CHANNEL_FD};
+use crate::ipc::{Registry, REGISTRY_FD};
 use crate::jail;
 use crate::metrics::DAEMON;
 use crate::peer::{Broker, BROKER_FD};
@@ -84,6 +85,9 @@ pub struct WorkerTemplate {
     /// The peer link (`[peers]`, read when the daemon starts): each worker gets a
     /// socket to it at [`BROKER_FD`].
     pub broker: Option<Arc<Broker>>,
+    /// The registry of CUDA IPC exports (`[ipc]`): each worker gets a socket to it
+    /// at [`REGISTRY_FD`].
+    pub ipc: Option<Arc<Registry>>,
 }
 
 /// `[admission]` as the daemon started with it.
@@ -176,6 +180,27 @@ impl WorkerTemplate {
         if link_fd.is_some() {
             cmd.arg("--peer-broker");
         }
+        // The IPC registry: a socket pair of records (a message never arrives in
+        // pieces, and descriptors ride with it), handed over like the broker's.
+        let registry = match &self.ipc {
+            Some(registry) => match socket::socketpair(
+                socket::AddressFamily::Unix,
+                socket::SockType::SeqPacket,
+                None,
+                socket::SockFlag::SOCK_CLOEXEC,
+            ) {
+                Ok((ours, theirs)) => Some((registry.clone(), ours, theirs)),
+                Err(e) => {
+                    warn!(connection = id, "no CUDA IPC for this worker: {e}");
+                    None
+                }
+            },
+            None => None,
+        };
+        let registry_fd = registry.as_ref().map(|(_, _, theirs)| theirs.as_raw_fd());
+        if registry_fd.is_some() {
+            cmd.arg("--ipc-registry").arg(REGISTRY_FD.to_string());
+        }
         // SAFETY: between fork and exec only dup2, which is async-signal-safe, runs; it
         // reads no memory of ours. The duplicates it makes are not close-on-exec.
         unsafe {
@@ -185,6 +210,11 @@ impl WorkerTemplate {
                 }
                 if let Some(fd) = link_fd {
                     if libc::dup2(fd, BROKER_FD) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                if let Some(fd) = registry_fd {
+                    if libc::dup2(fd, REGISTRY_FD) < 0 {
                         return Err(std::io::Error::last_os_error());
                     }
                 }
@@ -206,6 +236,13 @@ impl WorkerTemplate {
         if let (Ok(_), Some((broker, ours, theirs))) = (&spawned, link) {
             drop(theirs);
             thread::spawn(move || broker.serve_worker(UnixStream::from(ours), id));
+        }
+        if let (Ok(started), Some((registry, ours, theirs))) = (&spawned, registry) {
+            drop(theirs);
+            // The worker's VM as it reported it before admission: its exports and
+            // imports are that VM's.
+            let vm = started.vm.clone();
+            thread::spawn(move || registry.serve_worker(UnixStream::from(ours), id, vm));
         }
         match spawned {
             Ok(Started { mut child, vm }) => {

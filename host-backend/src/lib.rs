@@ -38,6 +38,7 @@ pub mod daemon;
 pub mod executor;
 pub mod guest_log;
 pub mod guest_ram;
+pub mod ipc;
 pub mod jail;
 pub mod ledger;
 pub mod memory_cap;

@@ -123,6 +123,10 @@ enum Cmd {
         /// vmcuda_host::peer).
         #[arg(long)]
         peer_broker: bool,
+        /// A socket to a CUDA IPC registry (the daemon's, or the vhost-user device's
+        /// for its VM) is open as this descriptor (see vmcuda_host::ipc).
+        #[arg(long, value_name = "FD")]
+        ipc_registry: Option<i32>,
     },
 }
 
@@ -171,6 +175,7 @@ impl WorkerArgs {
             pre_admission: Default::default(),
             pid_namespace: false,
             broker: None,
+            ipc: None,
         }
     }
 }
@@ -280,6 +285,7 @@ fn main() -> ExitCode {
             guest_memory,
             admission_channel,
             peer_broker,
+            ipc_registry,
         } => {
             // First: a worker that is its pid namespace's first process handles the
             // signals that stop it, and learns its host pid while /proc is the host's.
@@ -288,6 +294,7 @@ fn main() -> ExitCode {
                 admission::take_inherited_channel();
             }
             let peer_link = peer_broker.then(PeerLink::take_inherited).flatten();
+            let ipc_link = ipc_registry.and_then(vmcuda_host::ipc::IpcLink::take_inherited);
             // The connection arrives as stdin.
             let conn: OwnedFd = match std::io::stdin().as_fd().try_clone_to_owned() {
                 Ok(fd) => fd,
@@ -320,6 +327,7 @@ fn main() -> ExitCode {
                 caller,
                 guest_memory,
                 peer_link,
+                ipc_link,
             };
             connection::run(&workers.template(tls), c, console);
             // What the log's limit dropped at the end is summed up too.
@@ -429,6 +437,10 @@ fn check_config(path: Option<&std::path::Path>) -> ExitCode {
             }
         ),
         None => println!("peers: none (copies between hosts go through the guest)"),
+    }
+    match c.ipc.max_exports() {
+        0 => println!("cuda ipc: off ([ipc] max_exports = 0)"),
+        n => println!("cuda ipc: between each VM's processes, at most {n} exports per VM"),
     }
     println!("vms: {}", c.vms.len());
     for vm in &c.vms {

@@ -116,6 +116,25 @@ pub struct Config {
     /// The link to other daemons for copies between their GPUs (see `peer`). None:
     /// such copies go through the guest.
     pub peers: Option<Peers>,
+    /// CUDA IPC between one VM's processes (see `ipc`).
+    #[serde(default)]
+    pub ipc: Ipc,
+}
+
+/// `[ipc]`: what the daemon's registry of CUDA IPC exports allows. Read when the daemon
+/// starts.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ipc {
+    /// Exports (memory and events) one VM's connections may hold at once; more are
+    /// refused. Default [`crate::ipc::DEFAULT_MAX_EXPORTS`]; 0 turns CUDA IPC off.
+    pub max_exports: Option<u32>,
+}
+
+impl Ipc {
+    pub fn max_exports(&self) -> u32 {
+        self.max_exports.unwrap_or(crate::ipc::DEFAULT_MAX_EXPORTS)
+    }
 }
 
 /// `[peers]`: this daemon's mutual-TLS link to other daemons, over which a guest's

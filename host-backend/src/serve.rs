@@ -262,6 +262,12 @@ pub fn start(
     } else {
         info!("no [peers]: copies between this host's GPUs and other hosts' go through the guest");
     }
+    let max_exports = policy.config.ipc.max_exports();
+    if max_exports > 0 {
+        template.ipc = Some(Arc::new(crate::ipc::Registry::new(max_exports)));
+    } else {
+        info!("[ipc] max_exports = 0: CUDA IPC between a VM's processes is off");
+    }
     // Workers' log lines pass through this daemon, under their VMs' limits.
     crate::spawn::WorkerLogs::host();
     let template = Arc::new(template);

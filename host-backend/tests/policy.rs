@@ -332,6 +332,10 @@ fn check_config_reports_what_the_file_admits_and_fails_where_serve_would() {
     let (ok, out, err) = check(include_str!("../etc/host.toml"));
     assert!(ok, "{out}{err}");
     assert!(out.contains("local programs: admitted"), "{out}");
+    assert!(
+        out.contains("cuda ipc: between each VM's processes, at most 4096 exports per VM"),
+        "{out}"
+    );
     assert!(out.contains("vms: 0") && out.ends_with("ok\n"), "{out}");
     // The file may be named without --config too, and is read the same.
     let path = dir.join("host.toml");

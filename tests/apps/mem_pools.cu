@@ -2,9 +2,9 @@
 // streams, memsets and copies in between), the device's default memory pool and the
 // attributes PyTorch reads and sets (release threshold, reuse flags, reserved and used
 // memory, their high-water marks), cudaMemPoolTrimTo, cudaMemPoolSetAccess, and IPC.
-// IPC works natively but not in a VM guest (cudaErrorNotSupported): stdout only says
-// whether each IPC call answered success or not-supported, the same both ways; the
-// codes themselves go to stderr.
+// IPC works natively and between a VM guest's processes; where a host has it off it
+// answers cudaErrorNotSupported: stdout only says whether each IPC call answered
+// success or not-supported, the same both ways; the codes themselves go to stderr.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>

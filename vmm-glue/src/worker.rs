@@ -18,7 +18,10 @@
 //! can bind one) is also given the guest's RAM regions, explicitly: each region's file
 //! as descriptor 3, 4, ... and `--guest-memory FD:GPA:LEN:OFFSET` naming it, so that the
 //! worker can copy straight between the GPU and guest pages the guest names by
-//! guest-physical address (see docs/security.md). Other connections get none.
+//! guest-physical address (see docs/security.md). Other connections get none. Every
+//! worker also gets a socket to this device's CUDA IPC registry (the device serves one
+//! VM: its workers share one registry, docs/ipc.md), as the next descriptor, named by
+//! `--ipc-registry N`.
 //!
 //! The worker inherits nothing else of ours. This matters here: the vhost-user library
 //! receives guest RAM and eventfds as file descriptors without close-on-exec, and a
@@ -37,7 +40,8 @@ use std::time::{Duration, Instant};
 
 use tracing::{error, info, warn, Span};
 use vmcuda_host::daemon::TransportKind;
-use vmcuda_host::policy::Caller;
+use vmcuda_host::ipc::Registry;
+use vmcuda_host::policy::{Caller, Policy};
 use vmcuda_host::spawn::{self, WorkerLaunch, WorkerLogs};
 use vmm_sys_util::epoll::{ControlOperation, Epoll, EpollEvent, EventSet};
 
@@ -256,6 +260,9 @@ pub struct WorkerConnector {
     guest_ram: Vec<GuestRamRegion>,
     /// Where the workers' log lines go, under the VM's limit.
     logs: Arc<WorkerLogs>,
+    /// The VM's registry of CUDA IPC exports: this device serves one VM, so its
+    /// workers share one (vmcuda_host::ipc); None with `[ipc] max_exports = 0`.
+    ipc: Option<Arc<Registry>>,
 }
 
 impl WorkerConnector {
@@ -267,6 +274,10 @@ impl WorkerConnector {
         children: ChildTracker,
         span: Span,
     ) -> WorkerConnector {
+        let max_exports = Policy::load(cmd.config.as_deref())
+            .map_or(vmcuda_host::ipc::DEFAULT_MAX_EXPORTS, |p| {
+                p.config.ipc.max_exports()
+            });
         WorkerConnector {
             cmd,
             epoll,
@@ -274,6 +285,7 @@ impl WorkerConnector {
             span,
             guest_ram: Vec::new(),
             logs: WorkerLogs::host(),
+            ipc: (max_exports > 0).then(|| Arc::new(Registry::new(max_exports))),
         }
     }
 
@@ -316,14 +328,30 @@ impl Connector for WorkerConnector {
                     r.offset
                 ));
             }
-            let give: Vec<BorrowedFd<'_>> = ram.iter().map(|r| r.file.as_fd()).collect();
-            spawn_on_socket(
+            let mut give: Vec<BorrowedFd<'_>> = ram.iter().map(|r| r.file.as_fd()).collect();
+            // The IPC registry's socket after the guest RAM, named on the command line.
+            let registry = match &self.ipc {
+                Some(_) => Some(registry_pair()?),
+                None => None,
+            };
+            if let Some((_, worker_end)) = &registry {
+                cmd.arg("--ipc-registry").arg((3 + give.len()).to_string());
+                give.push(worker_end.as_fd());
+            }
+            let child = spawn_on_socket(
                 &mut cmd,
                 OwnedFd::from(theirs),
                 &give,
                 &self.logs,
                 &self.cmd.vm_name,
-            )?
+            )?;
+            if let (Some(registry), Some((ours, _))) = (&self.ipc, registry) {
+                let (registry, vm) = (registry.clone(), Arc::new(std::sync::OnceLock::new()));
+                // Named by this device, which only the VM's own VMM reaches.
+                let _ = vm.set(self.cmd.vm_name.clone());
+                std::thread::spawn(move || registry.serve_worker(UnixStream::from(ours), id, vm));
+            }
+            child
             // `cmd` drops here with our copy of the worker's end.
         };
         info!(
@@ -347,6 +375,25 @@ impl Connector for WorkerConnector {
             epoll: self.epoll.clone(),
         })
     }
+}
+
+/// A socket pair of records for a worker's IPC registry link: (ours, the worker's).
+fn registry_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [-1; 2];
+    // SAFETY: socketpair writes two fresh descriptors into the array, a local.
+    let rc = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just made for us and nobody else owns them.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
 /// Our end of a worker's stdin socket.
@@ -490,6 +537,32 @@ mod tests {
         )
     }
 
+    /// Each worker gets a socket to the device's IPC registry after its guest RAM (none
+    /// here: an unprivileged port), named on its command line.
+    #[test]
+    fn workers_get_a_registry_socket_named_on_their_command_line() {
+        let (dir, script) = fake_host(
+            "worker-ipc",
+            "echo \"$@\" > {d}/args\n[ -S /proc/self/fd/3 ] && echo socket > {d}/fd3\nexec cat >&0\n",
+        );
+        let epoll = Arc::new(Epoll::new().unwrap());
+        let children = ChildTracker::new();
+        let mut conn = connector(script, "t", epoll, &children);
+        let s = conn.connect(9, 1234).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !dir.join("args").exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        let args = std::fs::read_to_string(dir.join("args")).unwrap();
+        assert!(args.contains("--ipc-registry 3"), "{args}");
+        let fd3 = std::fs::read_to_string(dir.join("fd3")).unwrap_or_default();
+        assert_eq!(fd3.trim(), "socket");
+        drop(s);
+        children.wait_all(Duration::from_secs(10));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn connector_spawns_reaps_and_closing_ends_the_worker() {
         // Echo stdin back into the socket, note the arguments.
@@ -525,7 +598,8 @@ mod tests {
         let args = std::fs::read_to_string(dir.join("args")).unwrap();
         assert_eq!(
             args.trim(),
-            "worker --executor auto --transport unix --connection-id 7 --caller vm:t"
+            "worker --executor auto --transport unix --connection-id 7 --caller vm:t \
+             --ipc-registry 3"
         );
         drop(s);
         assert_eq!(
@@ -571,12 +645,12 @@ mod tests {
     }
 
     /// Only a connection from a privileged guest port (root in the guest) is given the
-    /// guest's RAM, as descriptor 3 named by `--guest-memory`; any other gets nothing.
+    /// guest's RAM, as descriptor 3 named by `--guest-memory`; any other gets none of it.
     #[test]
     fn only_privileged_guest_ports_get_the_guest_ram() {
         let (dir, script) = fake_host(
             "worker-ram",
-            "echo \"$@\" >> {d}/args\nif [ -e /proc/self/fd/3 ]; then head -c 3 /proc/self/fd/3 >> {d}/ram; fi\n",
+            "echo \"$@\" >> {d}/args\nif [ -f /proc/self/fd/3 ]; then head -c 3 /proc/self/fd/3 >> {d}/ram; fi\n",
         );
         let ram =
             nix::sys::memfd::memfd_create(c"ram", nix::sys::memfd::MFdFlags::MFD_CLOEXEC).unwrap();
@@ -601,9 +675,11 @@ mod tests {
         assert_eq!(lines.len(), 2, "{args}");
         assert!(!lines[0].contains("--guest-memory"), "{args}");
         assert!(
-            lines[1].ends_with("--guest-memory 3:0x0:0x1000:0x0"),
+            lines[1].ends_with("--guest-memory 3:0x0:0x1000:0x0 --ipc-registry 4"),
             "{args}"
         );
+        // The IPC registry's socket follows the guest RAM, if any.
+        assert!(lines[0].ends_with("--ipc-registry 3"), "{args}");
         // The privileged worker could read the guest's RAM as descriptor 3; only it.
         assert_eq!(std::fs::read_to_string(dir.join("ram")).unwrap(), "RAM");
         let _ = std::fs::remove_dir_all(&dir);

@@ -37,10 +37,10 @@ pub use crate::blas_table::{BlasCall, BlasCallWaited, BlasOutputs};
 pub use crate::blaslt::{LtCreate, LtDestroy, LtHeuristic, LtHeuristicReply, LtMatmul};
 pub use crate::device::{DeviceProperties, GpuStatus, GuestProcess};
 pub use crate::driver::{
-    AllocationProp, Granularity, Link, Linked, MemAddressFree, MemAddressReserve, MemCreate,
-    MemCreated, MemGetAllocationGranularity, MemGetAllocationProperties, MemMap, MemRelease,
-    MemRetainAllocationHandle, MemSetAccess, MemUnmap, MemsetElements, Reserved, StreamWaitValue,
-    StreamWriteValue32, StreamWriteValue64, TensorMapEncodeTiled,
+    AllocationHandle, AllocationProp, Granularity, Link, Linked, MemAddressFree, MemAddressReserve,
+    MemCreate, MemCreated, MemGetAllocationGranularity, MemGetAllocationProperties, MemMap,
+    MemRelease, MemRetainAllocationHandle, MemSetAccess, MemUnmap, MemsetElements, Reserved,
+    StreamWaitValue, StreamWriteValue32, StreamWriteValue64, TensorMapEncodeTiled,
 };
 pub use crate::graph::{
     CaptureGraph, ConditionalNodeMade, DotText, EdgeData, EdgeList, ExecUpdateResult,

@@ -103,6 +103,18 @@ macro_rules! op_lines {
                 0x0214 RingAttach => ring_attach(RingAttach) -> (), Sync;
                 0x0215 GuestPagesGrant => guest_pages_grant(GuestPagesGrant) -> (), Sync;
                 0x0216 GuestPagesExtend => guest_pages_extend(GuestPagesExtend) -> (), Sync;
+                /// CUDA IPC between processes of one VM (docs/ipc.md): the allocation
+                /// holding `ptr` exported through the daemon, which names it by `token`
+                /// (128 random bits, no host data) to the VM's other connections.
+                0x0217 IpcGetMemHandle => ipc_get_mem_handle(IpcGetMemHandle { ptr: DevicePtr })
+                    -> IpcToken { token: [u8; 16] }, Sync;
+                /// Another connection's export of the same VM mapped into this one, on
+                /// the current device (`flags`: `CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS`).
+                0x0218 IpcOpenMemHandle => ipc_open_mem_handle(IpcOpenMemHandle { token: [u8; 16], flags: u32 })
+                    -> IpcOpened { ptr: DevicePtr, size: u64 }, Sync;
+                /// One open of an imported allocation closed; the last unmaps it.
+                0x0219 IpcCloseMemHandle => ipc_close_mem_handle(IpcCloseMemHandle { ptr: DevicePtr })
+                    -> IpcClosed { unmapped: bool }, Sync;
             }
 
             /// CUDA arrays, copies in three dimensions, texture and surface objects (types
@@ -275,6 +287,14 @@ macro_rules! op_lines {
                 0x0504 EventQuery => event_query(EventQuery { event: EventHandle }) -> (), Sync;
                 0x0505 EventElapsedTime => event_elapsed_time(EventElapsedTime { start: EventHandle, end: EventHandle })
                     -> ElapsedTime { ms: f32 }, Sync;
+                /// An interprocess event exported through the daemon for the VM's other
+                /// connections (`cuIpcGetEventHandle`).
+                0x0506 IpcGetEventHandle => ipc_get_event_handle(IpcGetEventHandle { event: EventHandle })
+                    -> IpcToken, Sync;
+                /// Another connection's exported event opened here as `event`, a handle
+                /// the guest names (`cuIpcOpenEventHandle`).
+                0x0507 IpcOpenEventHandle => ipc_open_event_handle(IpcOpenEventHandle { event: EventHandle, token: [u8; 16] })
+                    -> (), Sync;
             }
 
             /// cuBLAS (types in crate::blas and crate::blas_table). Create waits: the
@@ -458,6 +478,15 @@ macro_rules! op_lines {
                     -> MemCreated, Sync;
                 0x090B MemGetAllocationProperties => mem_get_allocation_properties(MemGetAllocationProperties)
                     -> AllocationProp, Sync;
+                /// A physical allocation exported for the VM's other processes
+                /// (`cuMemExportToShareableHandle`, POSIX descriptor): the daemon's token,
+                /// which the guest puts in a descriptor of its own.
+                0x0910 MemExportShareable => mem_export_shareable(MemExportShareable { handle: AllocationHandle, handle_type: u32 })
+                    -> IpcToken, Sync;
+                /// Another process's exported allocation, a physical allocation of this
+                /// one's (`cuMemImportFromShareableHandle`), charged to its exporter.
+                0x0911 MemImportShareable => mem_import_shareable(MemImportShareable { token: [u8; 16], handle_type: u32 })
+                    -> MemCreated, Sync;
             }
         }
     };

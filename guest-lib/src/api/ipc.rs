@@ -1,66 +1,71 @@
-//! CUDA IPC (`cudaIpc*`): sharing device memory and events with other processes.
-//!
-//! A VM guest's device memory lives in a host worker process of its own; no other
-//! guest process can map it. Every IPC call answers `cudaErrorNotSupported` (and says
-//! so once on stderr) instead of handing out a handle nobody could open. PyTorch uses
-//! IPC only to share CUDA tensors between processes (`torch.multiprocessing`), where
-//! this error surfaces as a clear failure of that sharing.
+//! CUDA IPC (`cudaIpc*`): sharing device memory and events with the other processes of
+//! the VM. The driver's calls do the work (crate::driver::ipc, docs/ipc.md), as
+//! NVIDIA's runtime has them do it on vmcuda's driver.
 
 use std::ffi::c_void;
-use std::sync::Once;
 
 use vmcuda_wire::CudaStatus;
 
 use super::{guard, RawHandle};
+use crate::caller;
 use crate::cudaError_t;
+use crate::driver::ipc::{self as driver, IpcHandle};
 
-/// `cudaIpcMemHandle_t` / `cudaIpcEventHandle_t`: 64 opaque bytes, passed by value.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct IpcHandle {
-    reserved: [u8; 64],
-}
-
-fn not_supported(name: &'static str) -> cudaError_t {
-    static SAID: Once = Once::new();
-    guard(name, || {
-        SAID.call_once(|| {
-            eprintln!(
-                "vmcuda: {name}: CUDA IPC is not supported in a VM guest (device memory cannot be shared with other processes); answering cudaErrorNotSupported"
-            )
-        });
-        Err(CudaStatus::ErrorNotSupported)
+#[no_mangle]
+pub extern "C" fn cudaIpcGetMemHandle(handle: *mut IpcHandle, ptr: *mut c_void) -> cudaError_t {
+    guard("cudaIpcGetMemHandle", || {
+        if handle.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let made = driver::get_mem_handle(ptr as u64)?;
+        // SAFETY: by cudaIpcGetMemHandle's contract `handle` is writable (NULL refused).
+        unsafe { caller::write(handle, made) }
     })
 }
 
 #[no_mangle]
-pub extern "C" fn cudaIpcGetMemHandle(_handle: *mut IpcHandle, _ptr: *mut c_void) -> cudaError_t {
-    not_supported("cudaIpcGetMemHandle")
-}
-
-#[no_mangle]
 pub extern "C" fn cudaIpcOpenMemHandle(
-    _ptr: *mut *mut c_void,
-    _handle: IpcHandle,
-    _flags: u32,
+    ptr: *mut *mut c_void,
+    handle: IpcHandle,
+    flags: u32,
 ) -> cudaError_t {
-    not_supported("cudaIpcOpenMemHandle")
+    guard("cudaIpcOpenMemHandle", || {
+        if ptr.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let opened = driver::open_mem_handle(&handle, flags)?;
+        // SAFETY: by cudaIpcOpenMemHandle's contract `ptr` is writable (NULL refused).
+        unsafe { caller::write(ptr, opened as *mut c_void) }
+    })
 }
 
 #[no_mangle]
-pub extern "C" fn cudaIpcCloseMemHandle(_ptr: *mut c_void) -> cudaError_t {
-    not_supported("cudaIpcCloseMemHandle")
+pub extern "C" fn cudaIpcCloseMemHandle(ptr: *mut c_void) -> cudaError_t {
+    guard("cudaIpcCloseMemHandle", || {
+        driver::close_mem_handle(ptr as u64)
+    })
 }
 
 #[no_mangle]
-pub extern "C" fn cudaIpcGetEventHandle(_handle: *mut IpcHandle, _event: RawHandle) -> cudaError_t {
-    not_supported("cudaIpcGetEventHandle")
+pub extern "C" fn cudaIpcGetEventHandle(handle: *mut IpcHandle, event: RawHandle) -> cudaError_t {
+    guard("cudaIpcGetEventHandle", || {
+        if handle.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let made = driver::get_event_handle(event)?;
+        // SAFETY: by cudaIpcGetEventHandle's contract `handle` is writable (NULL refused).
+        unsafe { caller::write(handle, made) }
+    })
 }
 
 #[no_mangle]
-pub extern "C" fn cudaIpcOpenEventHandle(
-    _event: *mut RawHandle,
-    _handle: IpcHandle,
-) -> cudaError_t {
-    not_supported("cudaIpcOpenEventHandle")
+pub extern "C" fn cudaIpcOpenEventHandle(event: *mut RawHandle, handle: IpcHandle) -> cudaError_t {
+    guard("cudaIpcOpenEventHandle", || {
+        if event.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let opened = driver::open_event_handle(&handle)?;
+        // SAFETY: by cudaIpcOpenEventHandle's contract `event` is writable (NULL refused).
+        unsafe { caller::write(event, opened) }
+    })
 }

@@ -387,12 +387,13 @@ fn known_attribute(attribute: u32, ptr: u64, a: &rt::PointerAttributesC) -> Resu
         ATTR_BUFFER_ID | ATTR_MEMORY_BLOCK_ID => (buffer_id_of(ptr)?, 8),
         ATTR_IS_MANAGED => (u64::from(a.memory_type == 3), 4),
         ATTR_DEVICE_ORDINAL => (a.device as u32 as u64, 4),
-        // IPC cannot cross the VM boundary, nor can GPUDirect RDMA; no memory a guest
-        // holds is exportable as a shareable handle through this attribute, and none
-        // was allocated with hardware decompression.
-        ATTR_IS_LEGACY_CUDA_IPC_CAPABLE
-        | ATTR_IS_GPU_DIRECT_RDMA_CAPABLE
-        | ATTR_IS_HW_DECOMPRESS_CAPABLE => (0, 4),
+        // Device memory goes to the VM's other processes through CUDA IPC (driver::ipc;
+        // pools' allocations, which the guest does not tell apart, are refused when
+        // exported). GPUDirect RDMA cannot cross the VM boundary; no memory a guest holds
+        // is exportable as a shareable handle through this attribute, and none was
+        // allocated with hardware decompression.
+        ATTR_IS_LEGACY_CUDA_IPC_CAPABLE => (u64::from(a.memory_type == 2), 4),
+        ATTR_IS_GPU_DIRECT_RDMA_CAPABLE | ATTR_IS_HW_DECOMPRESS_CAPABLE => (0, 4),
         // A 64-bit mask of `CUmemAllocationHandleType`s.
         ATTR_ALLOWED_HANDLE_TYPES => (0, 8),
         ATTR_MAPPED => (1, 4),

@@ -33,6 +33,7 @@ mod coredump;
 mod export_table;
 pub(crate) mod graph;
 pub mod integrity;
+pub(crate) mod ipc;
 mod legacy;
 pub(crate) mod library;
 pub(crate) mod memory;

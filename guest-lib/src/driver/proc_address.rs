@@ -17,6 +17,7 @@ use super::coredump::*;
 use super::export;
 use super::export_table::cuGetExportTable;
 use super::graph::*;
+use super::ipc::*;
 use super::library::*;
 use super::memory::*;
 use super::module::*;
@@ -210,6 +211,11 @@ table! {
     "cuStreamWaitValue64" => cuStreamWaitValue64_v2,
     "cuStreamGetGreenCtx" => cuStreamGetGreenCtx,
     "cuEventCreate" => cuEventCreate,
+    "cuIpcGetMemHandle" => cuIpcGetMemHandle,
+    "cuIpcOpenMemHandle" => cuIpcOpenMemHandle_v2,
+    "cuIpcCloseMemHandle" => cuIpcCloseMemHandle,
+    "cuIpcGetEventHandle" => cuIpcGetEventHandle,
+    "cuIpcOpenEventHandle" => cuIpcOpenEventHandle,
     "cuEventDestroy" => cuEventDestroy_v2,
     "cuEventRecord" => cuEventRecord,
     "cuEventSynchronize" => cuEventSynchronize,

@@ -5,7 +5,7 @@
 //! its index in that list to [`cu_not_supported`], which says once per function, on
 //! stderr, which function it is, and answers `CUDA_ERROR_NOT_SUPPORTED`. The families
 //! that do not cross the VM boundary (graphics interop, NvSci, external memory and
-//! semaphores, IPC, the debugger, multicast, green contexts, checkpointing:
+//! semaphores, the debugger, multicast, green contexts, checkpointing:
 //! guest-lib/exports/libcuda-families.txt) say why; the rest are not implemented yet,
 //! and guest-lib/exports/libcuda-stubs.txt lists them (CI checks the list against the
 //! built library, so it can only shrink).
@@ -71,7 +71,6 @@ fn reason(name: &str) -> &'static str {
     match family(name) {
         Some("graphics") => "is graphics interop, which cannot cross the VM boundary",
         Some("nvsci") => "is NvSci interop, which cannot cross the VM boundary",
-        Some("ipc") => "shares memory between processes, which cannot cross the VM boundary",
         Some("external") => {
             "imports memory or semaphores of another API (Vulkan, Direct3D, NvSci, OS \
              handles), which cannot cross the VM boundary"
@@ -201,7 +200,6 @@ mod tests {
         assert!(message("cuEGLStreamProducerConnect").contains("graphics interop"));
         assert!(message("cuGraphicsVDPAURegisterVideoSurface").contains("graphics interop"));
         assert!(message("cuDeviceGetNvSciSyncAttributes").contains("NvSci"));
-        assert!(message("cuIpcOpenMemHandle_v2").contains("between processes"));
         assert!(message("cuImportExternalMemory").contains("another API"));
         assert!(message("cuGraphAddExternalSemaphoresSignalNode").contains("another API"));
         assert!(message("cuDestroyExternalSemaphore").contains("another API"));
@@ -239,7 +237,6 @@ mod tests {
             ("cuGraphicsUnregisterResource", "graphics"),
             ("cuDeviceGetNvSciSyncAttributes", "nvsci"),
             ("cudbgGetAPI", "debugger"),
-            ("cuIpcGetMemHandle", "ipc"),
             ("cuWaitExternalSemaphoresAsync_ptsz", "external"),
             ("cuMulticastBindMem", "multicast"),
             ("cuCtxFromGreenCtx", "green"),
@@ -248,6 +245,11 @@ mod tests {
             assert_eq!(family(name), Some(want), "{name}");
         }
         assert_eq!(family("cuMemAlloc_v2"), None);
+        // CUDA IPC works between a VM's processes (driver::ipc): no family of stubs.
+        assert_eq!(family("cuIpcGetMemHandle"), None);
+        assert!(super::super::proc_address::NAMES
+            .iter()
+            .any(|(base, _)| *base == "cuIpcOpenMemHandle"));
     }
 
     #[test]

@@ -4,8 +4,9 @@
 //! this connection holds, and counts physical memory against the guest's quota); the
 //! guest enters each mapped range in its device-range registry, so copies, memsets and
 //! pointer queries know it as device memory, and takes it out again at unmap.
-//! Physical allocation handles are the host's per-connection ids. A VM cannot share
-//! memory with other processes: exporting and importing shareable handles is
+//! Physical allocation handles are the host's per-connection ids. A physical
+//! allocation made with `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR` passes to the VM's
+//! other processes as a descriptor (docs/ipc.md); other handle types are
 //! `CUDA_ERROR_NOT_SUPPORTED`, said once on stderr.
 
 use std::collections::BTreeMap;
@@ -18,6 +19,7 @@ use vmcuda_wire::driver::{
     MemGetAllocationGranularity, MemGetAllocationProperties, MemMap, MemRelease,
     MemRetainAllocationHandle, MemSetAccess, MemUnmap,
 };
+use vmcuda_wire::op::{MemExportShareable, MemImportShareable};
 use vmcuda_wire::CudaStatus;
 
 use super::result::{status, CUDA_ERROR_NOT_SUPPORTED};
@@ -201,24 +203,56 @@ export! {
 
 static SHARING_REFUSED: AtomicBool = AtomicBool::new(false);
 
+/// Handle types other than a POSIX descriptor (Win32 handles, fabric handles) do not
+/// exist for a VM's processes: the driver's answer where they are unsupported.
 fn sharing_not_supported(what: &str) -> Result<(), CudaStatus> {
     if !SHARING_REFUSED.swap(true, Ordering::Relaxed) {
-        eprintln!("vmcuda: {what}: a VM guest cannot share GPU memory with other processes; reporting CUDA_ERROR_NOT_SUPPORTED");
+        eprintln!("vmcuda: {what}: only POSIX file descriptors pass physical allocations between a VM's processes; reporting CUDA_ERROR_NOT_SUPPORTED");
     }
     Err(status(CUDA_ERROR_NOT_SUPPORTED))
 }
 
+/// `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR`.
+const HANDLE_TYPE_POSIX_FD: u32 = 1;
+
 export! {
-    fn cuMemExportToShareableHandle(_shareable: *mut c_void, _handle: u64, _handle_type: u32, _flags: u64) {
+    /// The descriptor is a sealed memfd of this library's holding the handle of
+    /// `driver::ipc` (the host's token), which the program passes on as the driver's.
+    fn cuMemExportToShareableHandle(shareable: *mut c_void, handle: u64, handle_type: u32, flags: u64) {
         check_initialized()?;
-        sharing_not_supported("cuMemExportToShareableHandle")
+        if handle_type != HANDLE_TYPE_POSIX_FD {
+            return sharing_not_supported("cuMemExportToShareableHandle");
+        }
+        if shareable.is_null() || flags != 0 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let token = call(&MemExportShareable {
+            handle: AllocationHandle(handle),
+            handle_type,
+        })?
+        .token;
+        let fd = super::ipc::allocation_descriptor(token)?;
+        // SAFETY: by cuMemExportToShareableHandle's contract, for a POSIX descriptor
+        // `shareable` points to an int (NULL refused).
+        unsafe { caller::write(shareable.cast::<i32>(), fd) }
     }
 }
 
 export! {
-    fn cuMemImportFromShareableHandle(_handle: *mut u64, _os_handle: *mut c_void, _handle_type: u32) {
+    fn cuMemImportFromShareableHandle(handle: *mut u64, os_handle: *mut c_void, handle_type: u32) {
         check_initialized()?;
-        sharing_not_supported("cuMemImportFromShareableHandle")
+        if handle_type != HANDLE_TYPE_POSIX_FD {
+            return sharing_not_supported("cuMemImportFromShareableHandle");
+        }
+        if handle.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        // A POSIX descriptor travels as the pointer's value.
+        let token = super::ipc::allocation_token(os_handle as usize as i32)?;
+        let made = call(&MemImportShareable { token, handle_type })?.handle;
+        // SAFETY: by cuMemImportFromShareableHandle's contract `handle` is writable
+        // (NULL refused).
+        unsafe { caller::write(handle, made.0) }
     }
 }
 

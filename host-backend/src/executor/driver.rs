@@ -7,6 +7,8 @@
 //! call; it also keeps the reference counts of physical allocations and releases one
 //! here exactly once, when it is released and no longer mapped.
 
+use std::os::fd::OwnedFd;
+
 use vmcuda_wire::driver::{AccessDesc, AllocationProp, Linked, TensorMapEncodeTiled};
 use vmcuda_wire::op::DevicePtr;
 
@@ -80,6 +82,11 @@ pub trait Driver {
         -> ExecResult<()>;
     fn mem_allocation_granularity(&mut self, prop: &AllocationProp, option: u32)
         -> ExecResult<u64>;
+    /// A POSIX descriptor another process's driver imports the allocation by
+    /// (`cuMemExportToShareableHandle`).
+    fn mem_export_shareable(&mut self, handle: ExecAllocation) -> ExecResult<OwnedFd>;
+    /// Another worker's exported allocation of `size` bytes, imported here.
+    fn mem_import_shareable(&mut self, shared: OwnedFd, size: u64) -> ExecResult<ExecAllocation>;
     /// Link the inputs into one cubin with the given numeric linker options (checked to
     /// be of `vmcuda_wire::driver::LINK_OPTIONS`), returned with the linker's logs and
     /// wall time.

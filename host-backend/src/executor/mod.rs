@@ -19,10 +19,12 @@ pub mod driver;
 pub mod graph;
 pub mod host_memory;
 
+use std::os::fd::OwnedFd;
 use vmcuda_wire::op::{
     DeviceProperties, DevicePtr, ExecutorKind, FuncAttributes, GpuStatus, LaunchAttribute,
     ParamInfo, PointerAttributes,
 };
+
 use vmcuda_wire::CudaStatus;
 
 pub use crate::session::{DeviceRange, PitchedRange};
@@ -200,7 +202,34 @@ pub trait MemoryExec {
     /// mapped at the guest's address) and map it for the GPU; returns its device pointer.
     fn host_register(&mut self, ptr: u64, size: u64) -> ExecResult<DevicePtr>;
     fn host_unregister(&mut self, ptr: u64) -> ExecResult<()>;
+    /// Export the allocation starting at `ptr` for another process (CUDA IPC): the
+    /// driver's handle, and the shared memory behind it where the executor has some to
+    /// pass on (the test double's).
+    fn ipc_export_memory(&mut self, ptr: DevicePtr) -> ExecResult<IpcExported>;
+    /// Open another worker's export of `size` bytes in the current context (`flags`:
+    /// `CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS`); its address here.
+    fn ipc_open_memory(
+        &mut self,
+        handle: &[u8],
+        size: u64,
+        flags: u32,
+        shared: Option<OwnedFd>,
+    ) -> ExecResult<DevicePtr>;
+    /// Unmap an allocation `ipc_open_memory` mapped.
+    fn ipc_close_memory(&mut self, ptr: DevicePtr) -> ExecResult<()>;
 }
+
+/// What exporting an allocation for another process gave.
+#[derive(Debug)]
+pub struct IpcExported {
+    /// The driver's handle (`CUipcMemHandle`), [`IPC_HANDLE_LEN`] bytes.
+    pub handle: Vec<u8>,
+    /// Memory another process can map (the test double's memfd).
+    pub shared: Option<OwnedFd>,
+}
+
+/// The length of the driver's IPC handles.
+pub const IPC_HANDLE_LEN: usize = 64;
 
 /// Copies between host buffers, device memory, peers and registered host memory.
 pub trait CopyExec {
@@ -458,4 +487,8 @@ pub trait StreamExec {
     fn event_synchronize(&mut self, event: ExecEvent) -> ExecResult<()>;
     fn event_query(&mut self, event: ExecEvent) -> ExecResult<()>;
     fn event_elapsed_ms(&mut self, start: ExecEvent, end: ExecEvent) -> ExecResult<f32>;
+    /// The driver's handle (`CUipcEventHandle`) of an interprocess event.
+    fn ipc_export_event(&mut self, event: ExecEvent) -> ExecResult<Vec<u8>>;
+    /// Another worker's interprocess event opened here, on the current device.
+    fn ipc_open_event(&mut self, handle: &[u8]) -> ExecResult<ExecEvent>;
 }

@@ -325,3 +325,24 @@ fn peers_need_host_port_endpoints_and_usable_files() {
     // A table without its certificate is refused as written.
     assert!(parse("[peers]\nlisten = \"127.0.0.1:7732\"\n").is_err());
 }
+
+#[test]
+fn ipc_exports_are_bounded_per_vm_by_default_and_as_configured() {
+    let parse = |text: &str| Policy::parse(text, Path::new("host.toml"));
+    assert_eq!(
+        parse("").unwrap().config.ipc.max_exports(),
+        crate::ipc::DEFAULT_MAX_EXPORTS
+    );
+    let p = parse("[ipc]\nmax_exports = 8\n").unwrap();
+    assert_eq!(p.config.ipc.max_exports(), 8);
+    assert_eq!(
+        parse("[ipc]\nmax_exports = 0\n")
+            .unwrap()
+            .config
+            .ipc
+            .max_exports(),
+        0
+    );
+    // A key it does not have is refused, as everywhere in the file.
+    assert!(parse("[ipc]\nmax_export = 8\n").is_err());
+}

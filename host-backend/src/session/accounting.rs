@@ -313,7 +313,10 @@ impl Session {
         let Some(end) = ptr.checked_add(len) else {
             return false;
         };
-        self.accounts.holds(ptr, end) || self.vmm.covers(ptr, end) || self.shared.covers(ptr, end)
+        self.accounts.holds(ptr, end)
+            || self.vmm.covers(ptr, end)
+            || self.shared.covers(ptr, end)
+            || self.ipc.covers(ptr, end)
     }
 
     /// How much of `[ptr, ptr + len)` is this guest's own memory from `ptr` on: `len`

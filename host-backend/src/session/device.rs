@@ -116,6 +116,7 @@ impl DeviceOps for Session {
         self.graphs_reset(device);
         self.arrays_reset(device);
         self.pools_drop(Some(device));
+        self.ipc_reset(device);
         self.handles.forget_device(device);
         self.accounts.globals.retain(|_, (_, d)| *d != device);
         self.accounts.release_device(device);

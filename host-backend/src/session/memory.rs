@@ -37,6 +37,8 @@ impl MemoryOps for Session {
                 "refused cudaFree of graph memory that is not live");
             return Err(CudaStatus::ErrorInvalidValue);
         }
+        // Withdrawn first: no other process opens it while it is being freed.
+        self.ipc_withdraw_memory(req.ptr);
         self.exec.free(req.ptr)?;
         self.accounts.remove_allocation(req.ptr);
         self.graph_memory_freed(ctx.device, req.ptr);
@@ -63,6 +65,34 @@ impl MemoryOps for Session {
             }
         })?;
         Ok((AllocatedPitch { ptr, pitch }, Vec::new()))
+    }
+
+    fn ipc_get_mem_handle(
+        &mut self,
+        _: &CallContext,
+        req: IpcGetMemHandle,
+        _: &[u8],
+    ) -> HandlerResult<IpcToken> {
+        let token = self.ipc_get_mem_handle_now(req)?;
+        Ok((IpcToken { token }, Vec::new()))
+    }
+
+    fn ipc_open_mem_handle(
+        &mut self,
+        ctx: &CallContext,
+        req: IpcOpenMemHandle,
+        _: &[u8],
+    ) -> HandlerResult<IpcOpened> {
+        Ok((self.ipc_open_mem_handle_now(ctx.device, req)?, Vec::new()))
+    }
+
+    fn ipc_close_mem_handle(
+        &mut self,
+        _: &CallContext,
+        req: IpcCloseMemHandle,
+        _: &[u8],
+    ) -> HandlerResult<IpcClosed> {
+        Ok((self.ipc_close_mem_handle_now(req)?, Vec::new()))
     }
 
     fn pointer_get_attributes(

@@ -38,6 +38,7 @@ mod graph;
 mod graph_build;
 mod handles;
 mod host_memory;
+mod ipc;
 mod memory;
 mod module;
 mod peer;
@@ -113,6 +114,8 @@ pub struct Session {
     /// The images (by SHA-256) whose kernels call `printf`, as measured when first
     /// loaded: the guest is told so on every load of them.
     printing_images: std::collections::HashSet<[u8; 32]>,
+    /// CUDA IPC with the VM's other processes (see `ipc`).
+    ipc: ipc::IpcState,
 }
 
 impl Session {
@@ -144,6 +147,7 @@ impl Session {
             peer: None,
             module_cache: None,
             printing_images: Default::default(),
+            ipc: Default::default(),
         }
     }
 
@@ -250,6 +254,7 @@ impl Drop for Session {
         self.unpin_buffer(RECEIVE_BUFFER);
         self.unpin_buffer(REPLY_AREA);
         // Free what the guest left behind; the executor's own Drop releases contexts.
+        self.ipc_close_all();
         self.lt_drop_all();
         self.blas_drop_all();
         self.vmm_drop_all();
@@ -293,6 +298,8 @@ fn nothing() -> HandlerResult<()> {
     Ok(((), Vec::new()))
 }
 
+#[cfg(test)]
+mod ipc_tests;
 #[cfg(test)]
 mod module_cache_tests;
 #[cfg(test)]

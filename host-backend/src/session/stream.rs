@@ -167,6 +167,29 @@ impl StreamOps for Session {
         let e = self.exec.event_create(req.flags)?;
         self.handles.events.insert(req.event, e);
         self.handles.event_device.insert(req.event, ctx.device);
+        if req.flags & super::ipc::EVENT_INTERPROCESS != 0 {
+            self.ipc.interprocess_events.insert(req.event);
+        }
+        nothing()
+    }
+
+    fn ipc_get_event_handle(
+        &mut self,
+        _: &CallContext,
+        req: IpcGetEventHandle,
+        _: &[u8],
+    ) -> HandlerResult<IpcToken> {
+        let token = self.ipc_get_event_handle_now(req)?;
+        Ok((IpcToken { token }, Vec::new()))
+    }
+
+    fn ipc_open_event_handle(
+        &mut self,
+        ctx: &CallContext,
+        req: IpcOpenEventHandle,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        self.ipc_open_event_handle_now(ctx.device, req)?;
         nothing()
     }
 
@@ -177,6 +200,7 @@ impl StreamOps for Session {
             .remove(&req.event)
             .ok_or(CudaStatus::ErrorInvalidResourceHandle)?;
         self.handles.event_device.remove(&req.event);
+        self.ipc_withdraw_event(req.event);
         self.exec.event_destroy(e)?;
         nothing()
     }

@@ -24,7 +24,7 @@ use vmcuda_wire::driver::{
     MemRetainAllocationHandle, MemSetAccess, MemUnmap, Reserved, MEM_ALLOCATION_TYPE_PINNED,
     MEM_LOCATION_TYPE_DEVICE,
 };
-use vmcuda_wire::op::{CallContext, VmmOps};
+use vmcuda_wire::op::{CallContext, IpcToken, MemExportShareable, MemImportShareable, VmmOps};
 use vmcuda_wire::op::{DevicePtr, HandlerResult};
 use vmcuda_wire::CudaStatus;
 
@@ -44,6 +44,9 @@ struct Physical {
     /// references first run out (a handle retained again through a mapping is the
     /// same allocation, which the driver keeps while mapped).
     exec_released: bool,
+    /// Imported from another process of the VM (CUDA IPC): charged to its exporter,
+    /// not here.
+    imported: bool,
 }
 
 struct Mapping {
@@ -98,6 +101,10 @@ impl Vmm {
 }
 
 /// Physical memory this executor can make: pinned device memory on a device.
+/// `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR`: the one shareable handle type passed
+/// between processes.
+const MEM_HANDLE_TYPE_POSIX_FD: u32 = 1;
+
 fn check_prop(prop: &AllocationProp) -> Result<(), CudaStatus> {
     if prop.alloc_type != MEM_ALLOCATION_TYPE_PINNED
         || prop.location_type != MEM_LOCATION_TYPE_DEVICE
@@ -131,9 +138,12 @@ impl Session {
             .is_some_and(|p| p.refs == 0 && p.mapped == 0);
         if gone {
             if let Some(p) = self.vmm.allocations.remove(&h) {
-                self.accounts.refund(p.size);
-                self.accounts
-                    .set_device_bytes(self.accounts.device_bytes.saturating_sub(p.size));
+                if !p.imported {
+                    self.accounts.refund(p.size);
+                    self.accounts
+                        .set_device_bytes(self.accounts.device_bytes.saturating_sub(p.size));
+                }
+                self.ipc_withdraw_allocation(h);
             }
         }
     }
@@ -279,6 +289,76 @@ impl VmmOps for Session {
                 refs: 1,
                 mapped: 0,
                 exec_released: false,
+                imported: false,
+            },
+        );
+        Ok((MemCreated { handle }, Vec::new()))
+    }
+
+    fn mem_export_shareable(
+        &mut self,
+        _: &CallContext,
+        req: MemExportShareable,
+        _: &[u8],
+    ) -> HandlerResult<IpcToken> {
+        if req.handle_type != MEM_HANDLE_TYPE_POSIX_FD {
+            return Err(CudaStatus::ErrorNotSupported);
+        }
+        let p = self.physical(req.handle)?;
+        // Only what was made exportable as a descriptor is, as the driver has it.
+        if p.refs == 0
+            || p.imported
+            || p.prop.requested_handle_types & MEM_HANDLE_TYPE_POSIX_FD == 0
+        {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let (exec, size, device) = (p.exec, p.size, p.prop.location_id);
+        if let Some(token) = self.ipc_allocation_token(req.handle) {
+            return Ok((IpcToken { token }, Vec::new()));
+        }
+        let token = self.ipc_export_allocation(req.handle, exec, size, device)?;
+        Ok((IpcToken { token }, Vec::new()))
+    }
+
+    fn mem_import_shareable(
+        &mut self,
+        _: &CallContext,
+        req: MemImportShareable,
+        _: &[u8],
+    ) -> HandlerResult<MemCreated> {
+        if req.handle_type != MEM_HANDLE_TYPE_POSIX_FD {
+            return Err(CudaStatus::ErrorNotSupported);
+        }
+        // This process's own export: the same allocation, one reference more.
+        if let Some(handle) = self.ipc_own_allocation(&req.token) {
+            if let Some(p) = self.vmm.allocations.get_mut(&handle) {
+                p.refs = p.refs.checked_add(1).ok_or(CudaStatus::ErrorInvalidValue)?;
+                return Ok((MemCreated { handle }, Vec::new()));
+            }
+        }
+        self.accounts.check_count(
+            "physical allocation",
+            self.vmm.allocations.len(),
+            self.grant.max_streams.saturating_mul(64),
+        )?;
+        let (exec, size, device) = self.ipc_import_allocation(req.token)?;
+        let handle = AllocationHandle(self.handles.fresh());
+        self.vmm.allocations.insert(
+            handle,
+            Physical {
+                exec,
+                size,
+                prop: AllocationProp {
+                    alloc_type: MEM_ALLOCATION_TYPE_PINNED,
+                    requested_handle_types: MEM_HANDLE_TYPE_POSIX_FD,
+                    location_type: MEM_LOCATION_TYPE_DEVICE,
+                    location_id: device,
+                    ..Default::default()
+                },
+                refs: 1,
+                mapped: 0,
+                exec_released: false,
+                imported: true,
             },
         );
         Ok((MemCreated { handle }, Vec::new()))

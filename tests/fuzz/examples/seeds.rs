@@ -862,6 +862,39 @@ fn session_seeds() {
             // An imported pool makes no allocations.
             vec![1],
         ),
+        (
+            "ipc",
+            vec![
+                Alloc { size: 16 },
+                IpcExport { pick: 0, offset: 0 },
+                IpcPeerExport { size: 16 },
+                // The other process's export, opened and written.
+                IpcOpen { token: 1, flags: 1 },
+                CopyHtoD {
+                    pick: 1,
+                    offset: 0,
+                    len: 256,
+                },
+                // The session's own export: refused.
+                IpcOpen { token: 0, flags: 0 },
+                IpcClose { pick: 0 },
+                IpcEvent { token: 0 },
+                // A memory handle opened as an event: refused.
+                IpcEvent { token: 1 },
+                // The other process's physical allocation, imported and mapped.
+                IpcPhysical { pick: 0 },
+                Reserve { chunks: 1 },
+                Map {
+                    reservation: 0,
+                    handle: 0,
+                    offset: 0,
+                },
+                SetAccess { mapping: 0 },
+                Unmap { mapping: 0 },
+                Release { handle: 0 },
+            ],
+            vec![5, 8],
+        ),
     ];
     for (name, steps, failing) in seeds {
         check_session(name, steps, failing);

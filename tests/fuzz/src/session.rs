@@ -23,8 +23,12 @@
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
+use std::os::unix::net::UnixStream;
 use vmcuda_host::executor::host_memory::HostMemoryExecutor;
+
+use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
 use vmcuda_host::executor::MemoryExec;
+use vmcuda_host::ipc::{IpcLink, Registry};
 use vmcuda_host::policy::{Caller, Policy};
 use vmcuda_host::session::Session;
 use vmcuda_wire::driver::{
@@ -37,10 +41,12 @@ use vmcuda_wire::graph::{
     MemPoolSetAttribute, MemPoolTrimTo, PoolRef, StreamBeginCapture, StreamEndCapture,
 };
 use vmcuda_wire::op::{
-    dispatch, CallContext, DevicePtr, DeviceReset, DeviceSynchronize, FunctionHandle, LaunchKernel,
-    MemAlloc, MemFree, MemGetInfo, MemPoolExportShareable, MemPoolHandle, MemPoolImportShareable,
-    MemcpyDtoD, MemcpyHtoD, Memset, ModuleGetFunction, ModuleLoad, Request, StreamCreate,
-    StreamHandle, StreamSynchronize,
+    dispatch, CallContext, DevicePtr, DeviceReset, DeviceSynchronize, EventCreate, EventHandle,
+    FunctionHandle, IpcCloseMemHandle, IpcGetEventHandle, IpcGetMemHandle, IpcOpenEventHandle,
+    IpcOpenMemHandle, LaunchKernel, MemAlloc, MemExportShareable, MemFree, MemGetInfo,
+    MemImportShareable, MemPoolExportShareable, MemPoolHandle, MemPoolImportShareable, MemcpyDtoD,
+    MemcpyHtoD, Memset, ModuleGetFunction, ModuleLoad, Request, StreamCreate, StreamHandle,
+    StreamSynchronize,
 };
 use vmcuda_wire::CudaStatus;
 
@@ -212,10 +218,38 @@ pub enum Step {
         size: u16,
         stream: u8,
     },
+    /// `cudaIpcGetMemHandle` of one of the session's pointers, `offset` bytes in.
+    IpcExport {
+        pick: u8,
+        offset: u16,
+    },
+    /// Another process of the VM allocates `size * 256` bytes and exports them.
+    IpcPeerExport {
+        size: u16,
+    },
+    /// `cudaIpcOpenMemHandle` of a token handed out (the session's own or the other
+    /// process's), or of a forged one when there are none, with `flags`.
+    IpcOpen {
+        token: u8,
+        flags: u8,
+    },
+    IpcClose {
+        pick: u8,
+    },
+    /// The other process exports an interprocess event; the session opens it (or
+    /// opens the memory tokens as events).
+    IpcEvent {
+        token: u8,
+    },
+    /// A physical allocation passed as a descriptor: the other process's (even
+    /// `pick`, one granule made exportable) or one of the session's own, imported here.
+    IpcPhysical {
+        pick: u8,
+    },
 }
 
 /// Each step's op byte is its index here; arguments follow in field order.
-const STEP_COUNT: u8 = 29;
+const STEP_COUNT: u8 = 35;
 
 impl Step {
     /// Decode steps until the input ends.
@@ -288,11 +322,23 @@ impl Step {
                     stream: b(i),
                 },
                 27 => Step::PoolImport,
-                _ => Step::AllocFromPool {
+                28 => Step::AllocFromPool {
                     pool: b(i),
                     size: w(i),
                     stream: b(i),
                 },
+                29 => Step::IpcExport {
+                    pick: b(i),
+                    offset: w(i),
+                },
+                30 => Step::IpcPeerExport { size: w(i) },
+                31 => Step::IpcOpen {
+                    token: b(i),
+                    flags: b(i),
+                },
+                32 => Step::IpcClose { pick: b(i) },
+                33 => Step::IpcEvent { token: b(i) },
+                _ => Step::IpcPhysical { pick: b(i) },
             });
         }
         steps
@@ -371,6 +417,12 @@ impl Step {
                     out.push(stream);
                     continue;
                 }
+                Step::IpcExport { pick, offset } => (29, vec![pick], vec![offset]),
+                Step::IpcPeerExport { size } => (30, vec![], vec![size]),
+                Step::IpcOpen { token, flags } => (31, vec![token, flags], vec![]),
+                Step::IpcClose { pick } => (32, vec![pick], vec![]),
+                Step::IpcEvent { token } => (33, vec![token], vec![]),
+                Step::IpcPhysical { pick } => (34, vec![pick], vec![]),
             };
             out.push(op);
             out.extend(bytes);
@@ -425,6 +477,14 @@ pub struct Run {
     pools: Vec<MemPoolHandle>,
     /// The big kernel and its parameter bytes.
     big: (FunctionHandle, usize),
+    /// Another process of the same VM (its own worker and executor), for CUDA IPC
+    /// through one registry.
+    peer: Session,
+    /// IPC tokens handed out, and the memory opened from them.
+    tokens: Vec<[u8; 16]>,
+    imports: Vec<DevicePtr>,
+    /// Events the session opened (handles it names).
+    next_event: u64,
     /// Steps run so far, for the messages.
     steps: usize,
 }
@@ -443,8 +503,29 @@ impl Run {
         grant.max_modules = 4;
         grant.host_memory = HOST_MEMORY;
         let (exec, held) = Tracked::new(FUZZ_DEVICE_MEMORY);
+        // One registry for the VM's two processes, as the daemon keeps it.
+        let registry = Arc::new(Registry::new(64));
+        let link = |owner: u64| {
+            let (ours, theirs) = socketpair(
+                AddressFamily::Unix,
+                SockType::SeqPacket,
+                None,
+                SockFlag::SOCK_CLOEXEC,
+            )
+            .expect("a socket pair");
+            let vm = Arc::new(std::sync::OnceLock::new());
+            let _ = vm.set("local".to_string());
+            let r = registry.clone();
+            std::thread::spawn(move || r.serve_worker(UnixStream::from(ours), owner, vm));
+            IpcLink::new(theirs)
+        };
+        let peer_exec =
+            HostMemoryExecutor::new(FUZZ_DEVICE_MEMORY, None).expect("no launch log to open");
+        let mut peer = Session::new(Box::new(peer_exec), grant.clone()).with_ipc_link(link(2));
+        call_on(&mut peer, &CallContext::default(), &hello, &[])
+            .expect("a valid hello is accepted");
         let mut run = Run {
-            session: Session::new(Box::new(exec), grant),
+            session: Session::new(Box::new(exec), grant).with_ipc_link(link(1)),
             held,
             ctx: CallContext::default(),
             pointers: Vec::new(),
@@ -455,6 +536,10 @@ impl Run {
             mappings: Vec::new(),
             pools: Vec::new(),
             big: (FunctionHandle(0), 0),
+            peer,
+            tokens: Vec::new(),
+            imports: Vec::new(),
+            next_event: 1000,
             steps: 0,
         };
         run.call(&hello, &[]).expect("a valid hello is accepted");
@@ -484,15 +569,12 @@ impl Run {
     /// Run `req` as the worker does (current device first, then the handler), and
     /// decode its reply.
     fn call<R: Request>(&mut self, req: &R, data: &[u8]) -> Result<R::Reply, CudaStatus> {
-        let meta = postcard::to_stdvec(req).expect("requests encode");
-        if R::OP != vmcuda_wire::op::Op::Hello {
-            self.session.enter(&self.ctx)?;
-        }
-        match dispatch(&mut self.session, &self.ctx, R::OP, &meta, data) {
-            Ok(reply) => Ok(postcard::from_bytes(&reply.meta).expect("replies decode")),
-            Err(vmcuda_wire::op::DispatchError::Cuda(status)) => Err(status),
-            Err(e) => panic!("a well-formed request was not decoded: {e}"),
-        }
+        call_on(&mut self.session, &self.ctx, req, data)
+    }
+
+    /// [`Run::call`] on the other process's session.
+    fn call_peer<R: Request>(&mut self, req: &R) -> Result<R::Reply, CudaStatus> {
+        call_on(&mut self.peer, &self.ctx, req, &[])
     }
 
     /// The quota invariant, after every step.
@@ -815,6 +897,93 @@ impl Run {
                 let ptr = self.call(&req, &[])?.ptr;
                 keep(&mut self.pointers, (ptr, size));
             }
+            Step::IpcExport { pick: i, offset } => {
+                let Some((ptr, _)) = pick(&self.pointers, i) else {
+                    return bad;
+                };
+                let req = IpcGetMemHandle {
+                    ptr: ptr + u64::from(offset),
+                };
+                let token = self.call(&req, &[])?.token;
+                keep(&mut self.tokens, token);
+            }
+            Step::IpcPeerExport { size } => {
+                let size = u64::from(size) * 256;
+                let ptr = self.call_peer(&MemAlloc { size })?.ptr;
+                let token = self.call_peer(&IpcGetMemHandle { ptr })?.token;
+                keep(&mut self.tokens, token);
+            }
+            Step::IpcOpen { token, flags } => {
+                let token = pick(&self.tokens, token).unwrap_or([token; 16]);
+                let req = IpcOpenMemHandle {
+                    token,
+                    flags: u32::from(flags % 3),
+                };
+                let opened = self.call(&req, &[])?;
+                keep(&mut self.imports, opened.ptr);
+                keep(&mut self.pointers, (opened.ptr, opened.size));
+            }
+            Step::IpcClose { pick: i } => {
+                let Some(ptr) = pick(&self.imports, i) else {
+                    return bad;
+                };
+                self.call(&IpcCloseMemHandle { ptr }, &[])?;
+            }
+            Step::IpcEvent { token } => {
+                let event = EventHandle(self.next_event);
+                self.next_event += 1;
+                let create = EventCreate {
+                    event,
+                    flags: 2 | 4,
+                };
+                self.call_peer(&create)?;
+                let exported = self.call_peer(&IpcGetEventHandle { event })?.token;
+                let token = match token % 2 {
+                    0 => exported,
+                    _ => pick(&self.tokens, token).unwrap_or(exported),
+                };
+                let open = IpcOpenEventHandle {
+                    event: EventHandle(self.next_event),
+                    token,
+                };
+                self.next_event += 1;
+                self.call(&open, &[])?;
+            }
+            Step::IpcPhysical { pick: i } => {
+                let token = if i % 2 == 0 {
+                    let req = MemCreate {
+                        size: GRANULE,
+                        prop: AllocationProp {
+                            alloc_type: 1,
+                            location_type: 1,
+                            requested_handle_types: 1,
+                            ..Default::default()
+                        },
+                        flags: 0,
+                    };
+                    let handle = self.call_peer(&req)?.handle;
+                    let export = MemExportShareable {
+                        handle,
+                        handle_type: 1,
+                    };
+                    self.call_peer(&export)?.token
+                } else {
+                    let Some((handle, _)) = pick(&self.handles, i) else {
+                        return bad;
+                    };
+                    let export = MemExportShareable {
+                        handle,
+                        handle_type: 1,
+                    };
+                    self.call(&export, &[])?.token
+                };
+                let import = MemImportShareable {
+                    token,
+                    handle_type: 1,
+                };
+                let handle = self.call(&import, &[])?.handle;
+                keep(&mut self.handles, (handle, GRANULE));
+            }
         }
         Ok(())
     }
@@ -839,6 +1008,25 @@ impl Run {
 impl Default for Run {
     fn default() -> Run {
         Run::new()
+    }
+}
+
+/// Run `req` on `session` as the worker does (current device first, then the handler),
+/// and decode its reply.
+fn call_on<R: Request>(
+    session: &mut Session,
+    ctx: &CallContext,
+    req: &R,
+    data: &[u8],
+) -> Result<R::Reply, CudaStatus> {
+    let meta = postcard::to_stdvec(req).expect("requests encode");
+    if R::OP != vmcuda_wire::op::Op::Hello {
+        session.enter(ctx)?;
+    }
+    match dispatch(session, ctx, R::OP, &meta, data) {
+        Ok(reply) => Ok(postcard::from_bytes(&reply.meta).expect("replies decode")),
+        Err(vmcuda_wire::op::DispatchError::Cuda(status)) => Err(status),
+        Err(e) => panic!("a well-formed request was not decoded: {e}"),
     }
 }
 

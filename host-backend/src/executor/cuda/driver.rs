@@ -8,6 +8,7 @@
 //! translated to this executor's devices.
 
 use std::ffi::{c_char, c_int, c_uint, c_void, CString};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::ptr;
 
 use cudarc::driver::sys;
@@ -53,6 +54,10 @@ type Map = unsafe extern "C" fn(u64, usize, usize, u64, u64) -> CuResult;
 type Unmap = unsafe extern "C" fn(u64, usize) -> CuResult;
 type SetAccess = unsafe extern "C" fn(u64, usize, *const RawAccessDesc, usize) -> CuResult;
 type Granularity = unsafe extern "C" fn(*mut usize, *const RawAllocationProp, c_uint) -> CuResult;
+type ExportShareable = unsafe extern "C" fn(*mut c_void, u64, c_uint, u64) -> CuResult;
+type ImportShareable = unsafe extern "C" fn(*mut u64, *mut c_void, c_uint) -> CuResult;
+/// `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR`.
+const HANDLE_TYPE_POSIX_FD: c_uint = 1;
 type LinkCreate =
     unsafe extern "C" fn(c_uint, *mut c_uint, *mut *mut c_void, *mut *mut c_void) -> CuResult;
 type LinkAddData = unsafe extern "C" fn(
@@ -303,6 +308,46 @@ impl Driver for CudaExecutor {
         // SAFETY: out-pointer to a local; `raw` outlives the call.
         status(unsafe { f(&mut bytes, &raw, option) })?;
         Ok(bytes as u64)
+    }
+
+    fn mem_export_shareable(&mut self, handle: ExecAllocation) -> ExecResult<OwnedFd> {
+        self.bind()?;
+        // SAFETY: the signature is cuMemExportToShareableHandle's.
+        let f: ExportShareable = unsafe { entry("cuMemExportToShareableHandle")? };
+        let mut fd: c_int = -1;
+        // SAFETY: for a POSIX descriptor the driver writes an int through the pointer,
+        // a local here; the handle is the guest's (the session checked).
+        status(unsafe {
+            f(
+                (&mut fd as *mut c_int).cast(),
+                handle,
+                HANDLE_TYPE_POSIX_FD,
+                0,
+            )
+        })?;
+        if fd < 0 {
+            return Err(CudaStatus::ErrorOperatingSystem);
+        }
+        // SAFETY: the driver just opened `fd` for this process and hands it over.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+
+    fn mem_import_shareable(&mut self, shared: OwnedFd, _size: u64) -> ExecResult<ExecAllocation> {
+        self.bind()?;
+        // SAFETY: the signature is cuMemImportFromShareableHandle's.
+        let f: ImportShareable = unsafe { entry("cuMemImportFromShareableHandle")? };
+        let mut handle = 0u64;
+        // SAFETY: out-pointer to a local; a POSIX descriptor travels as the pointer's
+        // value; `shared` (another worker's export, through the daemon) stays open for
+        // the call and is closed after it, as the driver keeps its own reference.
+        status(unsafe {
+            f(
+                &mut handle,
+                shared.as_raw_fd() as usize as *mut c_void,
+                HANDLE_TYPE_POSIX_FD,
+            )
+        })?;
+        Ok(handle)
     }
 
     fn link(

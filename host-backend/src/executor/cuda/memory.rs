@@ -8,11 +8,21 @@ use vmcuda_wire::op::{DevicePtr, PointerAttributes};
 
 use super::super::{DeviceRange, ExecResult, ExecStream, PitchedRange, LEGACY_STREAM};
 use super::{check, status, to_usize, CudaExecutor};
-use crate::executor::MemoryExec;
+use crate::executor::{IpcExported, MemoryExec, IPC_HANDLE_LEN};
+use std::os::fd::OwnedFd;
 
 /// `CU_DEVICE_INVALID` (`(CUdevice)-2` in cuda.h): the device ordinal the driver
 /// reports for a pointer it does not know.
 const CU_DEVICE_INVALID: c_int = -2;
+
+/// A driver IPC handle (`CUipcMemHandle`, `CUipcEventHandle`: 64 `c_char`s) from its
+/// bytes; any other length is refused.
+pub(super) fn ipc_handle_bytes(handle: &[u8]) -> ExecResult<[std::ffi::c_char; IPC_HANDLE_LEN]> {
+    let bytes: &[u8; IPC_HANDLE_LEN] = handle
+        .try_into()
+        .map_err(|_| vmcuda_wire::CudaStatus::ErrorInvalidValue)?;
+    Ok(bytes.map(|b| b as std::ffi::c_char))
+}
 
 impl CudaExecutor {
     /// Whether `[ptr, ptr + len)` lies inside one registered (page-locked) range.
@@ -35,6 +45,47 @@ impl CudaExecutor {
 }
 
 impl MemoryExec for CudaExecutor {
+    fn ipc_export_memory(&mut self, ptr: DevicePtr) -> ExecResult<IpcExported> {
+        self.bind()?;
+        let mut handle = sys::CUipcMemHandle {
+            reserved: [0; IPC_HANDLE_LEN],
+        };
+        // SAFETY: out-pointer to a local handle; the driver validates the pointer (the
+        // start of an allocation of this guest's, as the session checked); a context
+        // is current.
+        check(unsafe { sys::cuIpcGetMemHandle(&mut handle, ptr) })?;
+        Ok(IpcExported {
+            handle: handle.reserved.iter().map(|&b| b as u8).collect(),
+            shared: None,
+        })
+    }
+
+    fn ipc_open_memory(
+        &mut self,
+        handle: &[u8],
+        _size: u64,
+        flags: u32,
+        _shared: Option<OwnedFd>,
+    ) -> ExecResult<DevicePtr> {
+        self.bind()?;
+        let handle = sys::CUipcMemHandle {
+            reserved: ipc_handle_bytes(handle)?,
+        };
+        let mut ptr: sys::CUdeviceptr = 0;
+        // SAFETY: out-pointer to a local; the handle is the bytes another worker's
+        // driver gave for its export (through the daemon, never from the guest), which
+        // the driver validates; a context is current.
+        check(unsafe { sys::cuIpcOpenMemHandle_v2(&mut ptr, handle, flags) })?;
+        Ok(ptr)
+    }
+
+    fn ipc_close_memory(&mut self, ptr: DevicePtr) -> ExecResult<()> {
+        self.bind()?;
+        // SAFETY: `ptr` is one ipc_open_memory returned (the session checked), closed
+        // once; a context is current.
+        check(unsafe { sys::cuIpcCloseMemHandle(ptr) })
+    }
+
     fn mem_info(&mut self) -> ExecResult<(u64, u64)> {
         self.bind()?;
         let (free, total) = result::mem_get_info().map_err(status)?;

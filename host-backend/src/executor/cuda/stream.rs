@@ -7,8 +7,8 @@ use tracing::debug;
 use vmcuda_wire::CudaStatus;
 
 use super::super::{
-    ExecEvent, ExecResult, ExecStream, StreamAttrValue, LEGACY_STREAM, PER_THREAD_STREAM,
-    STREAM_ATTR_LEN,
+    ExecEvent, ExecResult, ExecStream, StreamAttrValue, IPC_HANDLE_LEN, LEGACY_STREAM,
+    PER_THREAD_STREAM, STREAM_ATTR_LEN,
 };
 use super::{check, status, CudaExecutor};
 use crate::executor::StreamExec;
@@ -215,6 +215,34 @@ impl StreamExec for CudaExecutor {
         let id = e as usize as ExecEvent;
         self.events.insert(id, idx);
         debug!(event = id, device = idx, flags, "event created");
+        Ok(id)
+    }
+
+    fn ipc_export_event(&mut self, event: ExecEvent) -> ExecResult<Vec<u8>> {
+        self.bind()?;
+        let e = self.event(event)?;
+        let mut handle = sys::CUipcEventHandle {
+            reserved: [0; IPC_HANDLE_LEN],
+        };
+        // SAFETY: out-pointer to a local handle; `e` is a checked event of this
+        // executor (the driver refuses one made without CU_EVENT_INTERPROCESS).
+        check(unsafe { sys::cuIpcGetEventHandle(&mut handle, e) })?;
+        Ok(handle.reserved.iter().map(|&b| b as u8).collect())
+    }
+
+    fn ipc_open_event(&mut self, handle: &[u8]) -> ExecResult<ExecEvent> {
+        let idx = self.bind()?;
+        let handle = sys::CUipcEventHandle {
+            reserved: super::memory::ipc_handle_bytes(handle)?,
+        };
+        let mut e: sys::CUevent = ptr::null_mut();
+        // SAFETY: out-pointer to a local; the handle is another worker's driver's
+        // (through the daemon, never from the guest), which the driver validates; a
+        // context is current.
+        check(unsafe { sys::cuIpcOpenEventHandle(&mut e, handle) })?;
+        let id = e as usize as ExecEvent;
+        self.events.insert(id, idx);
+        debug!(event = id, device = idx, "interprocess event opened");
         Ok(id)
     }
 

@@ -10,6 +10,7 @@
 //! tensor-map encoding need the real driver: `cudaErrorNotSupported` too.
 
 use std::collections::{BTreeMap, HashMap};
+use std::os::fd::OwnedFd;
 
 use tracing::warn;
 use vmcuda_wire::driver::{AccessDesc, AllocationProp, Linked, TensorMapEncodeTiled};
@@ -19,6 +20,7 @@ use vmcuda_wire::CudaStatus;
 use super::super::driver::{Driver, ExecAllocation, LinkInputData};
 use super::super::{ExecResult, ExecStream};
 use super::graph::Recorded;
+use super::shared::{Bytes, SharedBytes};
 use super::{align_up, HostMemoryExecutor, GUARD};
 
 impl HostMemoryExecutor {
@@ -39,10 +41,12 @@ const GRANULARITY: u64 = 2 << 20;
 
 struct Physical {
     /// `None` while mapped: the buffer then lives in the executor's memory.
-    bytes: Option<Vec<u8>>,
+    bytes: Option<Bytes>,
     size: u64,
     mapped_at: Option<DevicePtr>,
     released: bool,
+    /// Another worker's (CUDA IPC): its memory is not this device's to count.
+    imported: bool,
 }
 
 #[derive(Default)]
@@ -66,7 +70,9 @@ impl HostMemoryExecutor {
             .is_some_and(|p| p.released && p.mapped_at.is_none());
         if done {
             if let Some(p) = self.vmm.physical.remove(&handle) {
-                self.used_memory -= p.size;
+                if !p.imported {
+                    self.used_memory -= p.size;
+                }
             }
         }
     }
@@ -226,10 +232,11 @@ impl Driver for HostMemoryExecutor {
         self.vmm.physical.insert(
             handle,
             Physical {
-                bytes: Some(bytes),
+                bytes: Some(bytes.into()),
                 size,
                 mapped_at: None,
                 released: false,
+                imported: false,
             },
         );
         Ok(handle)
@@ -329,6 +336,48 @@ impl Driver for HostMemoryExecutor {
             0 | 1 => Ok(GRANULARITY),
             _ => Err(CudaStatus::ErrorInvalidValue),
         }
+    }
+
+    fn mem_export_shareable(&mut self, handle: ExecAllocation) -> ExecResult<OwnedFd> {
+        let p = self
+            .vmm
+            .physical
+            .get_mut(&handle)
+            .filter(|p| !p.released)
+            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        // Its bytes are in the physical allocation, or in memory where it is mapped.
+        let bytes = match (p.bytes.as_mut(), p.mapped_at) {
+            (Some(bytes), _) => bytes,
+            (None, Some(at)) => self
+                .memory
+                .get_mut(&at)
+                .ok_or(CudaStatus::ErrorInvalidValue)?,
+            (None, None) => return Err(CudaStatus::ErrorInvalidValue),
+        };
+        if let Bytes::Own(own) = bytes {
+            *bytes = Bytes::Shared(SharedBytes::copy_of(own)?);
+        }
+        match bytes {
+            Bytes::Shared(shared) => shared.share(),
+            Bytes::Own(_) => unreachable!("made shared above"),
+        }
+    }
+
+    fn mem_import_shareable(&mut self, shared: OwnedFd, size: u64) -> ExecResult<ExecAllocation> {
+        let len = usize::try_from(size).map_err(|_| CudaStatus::ErrorInvalidValue)?;
+        let mapped = SharedBytes::map(shared, len)?;
+        let handle = self.fresh_id();
+        self.vmm.physical.insert(
+            handle,
+            Physical {
+                bytes: Some(Bytes::Shared(mapped)),
+                size,
+                mapped_at: None,
+                released: false,
+                imported: true,
+            },
+        );
+        Ok(handle)
     }
 
     fn link(

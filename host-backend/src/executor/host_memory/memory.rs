@@ -5,10 +5,12 @@ use vmcuda_wire::op::{DevicePtr, PointerAttributes};
 use vmcuda_wire::CudaStatus;
 
 use super::super::{DeviceRange, ExecResult, ExecStream, PitchedRange};
+use super::shared::{Bytes, SharedBytes};
 use super::{
     align_up, allocation_footprint, graph, HostMemoryExecutor, Region, ALIGN, GUARD, PITCH_ALIGN,
 };
-use crate::executor::MemoryExec;
+use crate::executor::{IpcExported, MemoryExec, IPC_HANDLE_LEN};
+use std::os::fd::OwnedFd;
 
 impl HostMemoryExecutor {
     pub(super) fn allocate(&mut self, size: u64, init: Option<&[u8]>) -> ExecResult<DevicePtr> {
@@ -29,7 +31,7 @@ impl HostMemoryExecutor {
         }
         let ptr = self.next_address;
         self.next_address = align_up(ptr + size.max(1) + GUARD, ALIGN);
-        self.memory.insert(ptr, bytes);
+        self.memory.insert(ptr, bytes.into());
         self.device_of.insert(ptr, self.current);
         Ok(ptr)
     }
@@ -39,7 +41,10 @@ impl HostMemoryExecutor {
         let Some(bytes) = self.memory.remove(&ptr) else {
             return false;
         };
-        self.used_memory -= allocation_footprint(bytes.len() as u64);
+        // Another worker's memory mapped here takes none of this device's.
+        if !self.ipc_imports.remove(&ptr) {
+            self.used_memory -= allocation_footprint(bytes.len() as u64);
+        }
         self.device_of.remove(&ptr);
         true
     }
@@ -148,7 +153,8 @@ impl MemoryExec for HostMemoryExecutor {
         if self.graph_memory_free(ptr) {
             return Ok(());
         }
-        if !self.release(ptr) {
+        // Another process's memory is closed, never freed, here.
+        if self.ipc_imports.contains(&ptr) || !self.release(ptr) {
             return Err(CudaStatus::ErrorInvalidValue);
         }
         self.pool_forget(ptr);
@@ -236,6 +242,58 @@ impl MemoryExec for HostMemoryExecutor {
         }
         self.host_registered.push((ptr, size));
         Ok(ptr)
+    }
+
+    fn ipc_export_memory(&mut self, ptr: DevicePtr) -> ExecResult<IpcExported> {
+        // Memory opened from another process is not exported again, as on a GPU.
+        if self.ipc_imports.contains(&ptr) {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let bytes = self
+            .memory
+            .get_mut(&ptr)
+            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        // Moved into a memfd at its first export; the address stays the same.
+        if let Bytes::Own(own) = bytes {
+            *bytes = Bytes::Shared(SharedBytes::copy_of(own)?);
+        }
+        let len = bytes.len() as u64;
+        let Bytes::Shared(shared) = bytes else {
+            unreachable!("made shared above")
+        };
+        let mut handle = vec![0u8; IPC_HANDLE_LEN];
+        handle[..8].copy_from_slice(&ptr.to_le_bytes());
+        handle[8..16].copy_from_slice(&len.to_le_bytes());
+        Ok(IpcExported {
+            handle,
+            shared: Some(shared.share()?),
+        })
+    }
+
+    fn ipc_open_memory(
+        &mut self,
+        _handle: &[u8],
+        size: u64,
+        _flags: u32,
+        shared: Option<OwnedFd>,
+    ) -> ExecResult<DevicePtr> {
+        let fd = shared.ok_or(CudaStatus::ErrorInvalidValue)?;
+        let len = usize::try_from(size).map_err(|_| CudaStatus::ErrorInvalidValue)?;
+        let mapped = SharedBytes::map(fd, len)?;
+        let ptr = self.next_address;
+        self.next_address = align_up(ptr + size.max(1) + GUARD, ALIGN);
+        self.memory.insert(ptr, Bytes::Shared(mapped));
+        self.device_of.insert(ptr, self.current);
+        self.ipc_imports.insert(ptr);
+        Ok(ptr)
+    }
+
+    fn ipc_close_memory(&mut self, ptr: DevicePtr) -> ExecResult<()> {
+        if !self.ipc_imports.contains(&ptr) {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        self.release(ptr);
+        Ok(())
     }
 
     fn host_unregister(&mut self, ptr: u64) -> ExecResult<()> {

@@ -153,6 +153,7 @@ mod launch;
 mod memory;
 mod module;
 pub mod reference;
+mod shared;
 mod stream;
 
 pub struct HostMemoryExecutor {
@@ -161,7 +162,10 @@ pub struct HostMemoryExecutor {
     next_address: u64,
     /// Allocation start -> bytes. Globals of modules live here too. Each takes
     /// [`allocation_footprint`] of its length from `total_memory`, as on a GPU.
-    memory: BTreeMap<u64, Vec<u8>>,
+    memory: BTreeMap<u64, shared::Bytes>,
+    /// Allocations another worker exported and this one mapped (CUDA IPC): in
+    /// `memory`, never counted in `used_memory` (the exporter's device holds them).
+    ipc_imports: HashSet<DevicePtr>,
     /// The pretend device (index into `visible`) each allocation, stream and event
     /// was made on: a device reset destroys those of the current device only.
     device_of: HashMap<u64, usize>,
@@ -220,6 +224,7 @@ impl HostMemoryExecutor {
             used_memory: 0,
             next_address: ADDRESS_BASE,
             memory: BTreeMap::new(),
+            ipc_imports: HashSet::new(),
             device_of: HashMap::new(),
             modules: HashMap::new(),
             functions: HashMap::new(),

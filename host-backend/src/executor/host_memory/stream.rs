@@ -16,6 +16,9 @@ use crate::executor::StreamExec;
 /// synchronization policy, priority, memory synchronization domain map and domain.
 const STREAM_ATTRIBUTES: [u32; 5] = [1, 3, 8, 9, 10];
 const ATTR_PRIORITY: u32 = 8;
+/// `cudaEventDisableTiming`, `cudaEventInterprocess`.
+const EVENT_DISABLE_TIMING: u32 = 2;
+const EVENT_INTERPROCESS: u32 = 4;
 
 impl HostMemoryExecutor {
     pub(super) fn check_stream(&self, stream: ExecStream) -> ExecResult<()> {
@@ -172,6 +175,21 @@ impl StreamExec for HostMemoryExecutor {
 
     fn event_query(&mut self, event: ExecEvent) -> ExecResult<()> {
         self.event_synchronize(event)
+    }
+
+    fn ipc_export_event(&mut self, event: ExecEvent) -> ExecResult<Vec<u8>> {
+        if !self.events.contains_key(&event) {
+            return Err(CudaStatus::ErrorInvalidResourceHandle);
+        }
+        let mut handle = vec![0u8; crate::executor::IPC_HANDLE_LEN];
+        handle[..8].copy_from_slice(&event.to_le_bytes());
+        Ok(handle)
+    }
+
+    fn ipc_open_event(&mut self, _handle: &[u8]) -> ExecResult<ExecEvent> {
+        // Work here is done when it is issued, so the other process's event has
+        // completed whenever this one is asked: an event of its flags stands for it.
+        self.event_create(EVENT_DISABLE_TIMING | EVENT_INTERPROCESS)
     }
 
     fn event_elapsed_ms(&mut self, start: ExecEvent, end: ExecEvent) -> ExecResult<f32> {

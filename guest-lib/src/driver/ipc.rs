@@ -1,0 +1,277 @@
+//! CUDA IPC between the processes of one VM (`cuIpc*`; NVIDIA's `cudaIpc*` call
+//! these). The host mediates (docs/ipc.md): an export is named by a token the host's
+//! daemon draws, and the 64-byte handle a program passes to another process holds that
+//! token and nothing else (no address, no host data). Another process of the same VM
+//! opens it through its own host worker; any other process, of another VM or with
+//! forged bytes, is refused.
+//!
+//! Handle bytes: [`MAGIC`], a kind byte (1 memory, 2 event), seven zero bytes, the
+//! 16-byte token, zeros.
+
+use vmcuda_wire::op::{
+    EventHandle, IpcCloseMemHandle, IpcGetEventHandle, IpcGetMemHandle, IpcOpenEventHandle,
+    IpcOpenMemHandle,
+};
+use vmcuda_wire::CudaStatus;
+
+use super::{check_initialized, export, Result};
+use crate::api::{call, on_host_of, RawHandle};
+use crate::{caller, state};
+
+/// What every vmcuda IPC handle starts with.
+pub const MAGIC: &[u8; 8] = b"vmcudaIP";
+const KIND_MEMORY: u8 = 1;
+const KIND_EVENT: u8 = 2;
+const KIND_ALLOCATION: u8 = 3;
+/// `CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS`.
+pub const LAZY_ENABLE_PEER_ACCESS: u32 = 1;
+/// `CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS`: an opened event's flags.
+const OPENED_EVENT_FLAGS: u32 = 0x2 | 0x4;
+
+/// `CUipcMemHandle` / `CUipcEventHandle`: 64 opaque bytes, passed by value.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct IpcHandle {
+    pub reserved: [u8; 64],
+}
+
+impl IpcHandle {
+    fn of(kind: u8, token: [u8; 16]) -> IpcHandle {
+        let mut reserved = [0u8; 64];
+        reserved[..8].copy_from_slice(MAGIC);
+        reserved[8] = kind;
+        reserved[16..32].copy_from_slice(&token);
+        IpcHandle { reserved }
+    }
+
+    /// The token of a handle of `kind`; bytes no vmcuda export made are an invalid
+    /// value, as the driver calls a handle it cannot use.
+    fn token(&self, kind: u8) -> Result<[u8; 16]> {
+        let r = &self.reserved;
+        let shaped = &r[..8] == MAGIC
+            && r[8] == kind
+            && r[9..16].iter().all(|&b| b == 0)
+            && r[32..].iter().all(|&b| b == 0);
+        if !shaped {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        Ok(r[16..32].try_into().expect("16 bytes"))
+    }
+}
+
+/// A descriptor for the physical allocation exported as `token`
+/// (`cuMemExportToShareableHandle`): a sealed memfd holding its handle, which the
+/// program may pass to another process as it would the driver's.
+pub(crate) fn allocation_descriptor(token: [u8; 16]) -> Result<i32> {
+    use nix::fcntl::{fcntl, FcntlArg, SealFlag};
+    use nix::sys::memfd::{memfd_create, MFdFlags};
+    use std::os::fd::IntoRawFd;
+    let os = |_| CudaStatus::ErrorOperatingSystem;
+    let fd = memfd_create(
+        c"vmcuda-cumem",
+        MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING,
+    )
+    .map_err(os)?;
+    let handle = IpcHandle::of(KIND_ALLOCATION, token);
+    if nix::sys::uio::pwrite(&fd, &handle.reserved, 0).map_err(os)? != handle.reserved.len() {
+        return Err(CudaStatus::ErrorOperatingSystem);
+    }
+    let seals = SealFlag::F_SEAL_WRITE
+        | SealFlag::F_SEAL_SHRINK
+        | SealFlag::F_SEAL_GROW
+        | SealFlag::F_SEAL_SEAL;
+    fcntl(&fd, FcntlArg::F_ADD_SEALS(seals)).map_err(os)?;
+    Ok(fd.into_raw_fd())
+}
+
+/// The token in a descriptor [`allocation_descriptor`] made (in this process or
+/// another of the VM); any other descriptor is an invalid value.
+pub(crate) fn allocation_token(fd: i32) -> Result<[u8; 16]> {
+    use std::os::fd::BorrowedFd;
+    if fd < 0 {
+        return Err(CudaStatus::ErrorInvalidValue);
+    }
+    // SAFETY: the program lends the descriptor for this call; it is only read.
+    let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+    let mut handle = IpcHandle { reserved: [0; 64] };
+    match nix::sys::uio::pread(fd, &mut handle.reserved, 0) {
+        Ok(64) => handle.token(KIND_ALLOCATION),
+        _ => Err(CudaStatus::ErrorInvalidValue),
+    }
+}
+
+/// The handle of the allocation holding `ptr`.
+pub(crate) fn get_mem_handle(ptr: u64) -> Result<IpcHandle> {
+    let owner = state::registry()
+        .device_range(ptr)
+        .map(|(_, _, device)| device);
+    let reply = on_host_of(owner, || call(&IpcGetMemHandle { ptr }))?;
+    Ok(IpcHandle::of(KIND_MEMORY, reply.token))
+}
+
+/// Map another process's export on the current device: its address here.
+pub(crate) fn open_mem_handle(handle: &IpcHandle, flags: u32) -> Result<u64> {
+    if flags & !LAZY_ENABLE_PEER_ACCESS != 0 {
+        return Err(CudaStatus::ErrorInvalidValue);
+    }
+    let token = handle.token(KIND_MEMORY)?;
+    let opened = call(&IpcOpenMemHandle { token, flags })?;
+    // Device memory to this process from now on: copies route to it, and
+    // cuMemGetAddressRange and pointer attributes find it.
+    state::registry().add_device_range(opened.ptr, opened.size, state::current_device());
+    Ok(opened.ptr)
+}
+
+/// Close one open of memory `open_mem_handle` mapped.
+pub(crate) fn close_mem_handle(ptr: u64) -> Result<()> {
+    let owner = state::registry()
+        .device_range(ptr)
+        .map(|(_, _, device)| device);
+    let closed = on_host_of(owner, || call(&IpcCloseMemHandle { ptr }))?;
+    if closed.unmapped {
+        state::registry().remove_device_range(ptr);
+    }
+    Ok(())
+}
+
+/// The handle of an interprocess event.
+pub(crate) fn get_event_handle(event: RawHandle) -> Result<IpcHandle> {
+    let owner = state::registry()
+        .events
+        .get(&(event as u64))
+        .map(|(device, _)| *device);
+    let req = IpcGetEventHandle {
+        event: EventHandle(event as u64),
+    };
+    let reply = on_host_of(owner, || call(&req))?;
+    Ok(IpcHandle::of(KIND_EVENT, reply.token))
+}
+
+/// Open another process's interprocess event: a new event of this process.
+pub(crate) fn open_event_handle(handle: &IpcHandle) -> Result<RawHandle> {
+    let token = handle.token(KIND_EVENT)?;
+    let id = state::fresh_id();
+    call(&IpcOpenEventHandle {
+        event: EventHandle(id),
+        token,
+    })?;
+    state::registry()
+        .events
+        .insert(id, (state::current_device(), OPENED_EVENT_FLAGS));
+    Ok(id as RawHandle)
+}
+
+export! {
+    fn cuIpcGetMemHandle(handle: *mut IpcHandle, ptr: u64) {
+        check_initialized()?;
+        if handle.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let made = get_mem_handle(ptr)?;
+        // SAFETY: by cuIpcGetMemHandle's contract `handle` is writable (NULL refused).
+        unsafe { caller::write(handle, made) }
+    }
+}
+
+/// Both versions of `cuIpcOpenMemHandle`: open `handle` and write its address to `ptr`.
+fn open_into(ptr: *mut u64, handle: &IpcHandle, flags: u32) -> Result<()> {
+    check_initialized()?;
+    if ptr.is_null() {
+        return Err(CudaStatus::ErrorInvalidValue);
+    }
+    let opened = open_mem_handle(handle, flags)?;
+    // SAFETY: by cuIpcOpenMemHandle's contract `ptr` is writable (NULL refused).
+    unsafe { caller::write(ptr, opened) }
+}
+
+export! {
+    fn cuIpcOpenMemHandle_v2(ptr: *mut u64, handle: IpcHandle, flags: u32) {
+        open_into(ptr, &handle, flags)
+    }
+}
+
+export! {
+    /// The first version: the same call.
+    fn cuIpcOpenMemHandle(ptr: *mut u64, handle: IpcHandle, flags: u32) {
+        open_into(ptr, &handle, flags)
+    }
+}
+
+export! {
+    fn cuIpcCloseMemHandle(ptr: u64) {
+        check_initialized()?;
+        close_mem_handle(ptr)
+    }
+}
+
+export! {
+    fn cuIpcGetEventHandle(handle: *mut IpcHandle, event: RawHandle) {
+        check_initialized()?;
+        if handle.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let made = get_event_handle(event)?;
+        // SAFETY: by cuIpcGetEventHandle's contract `handle` is writable (NULL refused).
+        unsafe { caller::write(handle, made) }
+    }
+}
+
+export! {
+    fn cuIpcOpenEventHandle(event: *mut RawHandle, handle: IpcHandle) {
+        check_initialized()?;
+        if event.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let opened = open_event_handle(&handle)?;
+        // SAFETY: by cuIpcOpenEventHandle's contract `event` is writable (NULL refused).
+        unsafe { caller::write(event, opened) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handles_carry_their_token_and_kind_and_nothing_else() {
+        let token = [0x5a; 16];
+        let h = IpcHandle::of(KIND_MEMORY, token);
+        assert_eq!(h.token(KIND_MEMORY).unwrap(), token);
+        assert_eq!(&h.reserved[..8], MAGIC);
+        assert!(h.reserved[32..].iter().all(|&b| b == 0));
+        // An event's handle is not memory's, and bytes not of this shape are refused
+        // before anything is sent.
+        assert_eq!(h.token(KIND_EVENT), Err(CudaStatus::ErrorInvalidValue));
+        let mut forged = h;
+        forged.reserved[40] = 1;
+        assert_eq!(
+            forged.token(KIND_MEMORY),
+            Err(CudaStatus::ErrorInvalidValue)
+        );
+        let zero = IpcHandle { reserved: [0; 64] };
+        assert_eq!(zero.token(KIND_MEMORY), Err(CudaStatus::ErrorInvalidValue));
+    }
+
+    #[test]
+    fn allocation_descriptors_hold_their_token_and_other_files_are_refused() {
+        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+        let fd = allocation_descriptor([7; 16]).unwrap();
+        // SAFETY: allocation_descriptor opened it for the caller, who owns it.
+        let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+        assert_eq!(allocation_token(owned.as_raw_fd()).unwrap(), [7; 16]);
+        // Sealed: the token cannot be rewritten through the descriptor.
+        assert!(nix::sys::uio::pwrite(&owned, &[0u8; 4], 16).is_err());
+        let other = std::fs::File::open("/dev/null").unwrap();
+        assert_eq!(
+            allocation_token(other.as_raw_fd()),
+            Err(CudaStatus::ErrorInvalidValue)
+        );
+        assert_eq!(allocation_token(-1), Err(CudaStatus::ErrorInvalidValue));
+    }
+
+    #[test]
+    fn flags_cuda_does_not_have_are_refused_before_anything_is_sent() {
+        let h = IpcHandle::of(KIND_MEMORY, [1; 16]);
+        assert_eq!(open_mem_handle(&h, 2), Err(CudaStatus::ErrorInvalidValue));
+    }
+}

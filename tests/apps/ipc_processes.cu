@@ -1,0 +1,222 @@
+// ipc_processes: CUDA IPC between two processes, as NVIDIA's simpleIPC does it. The
+// program forks before touching CUDA; the parent exports a device allocation and an
+// interprocess event, passes both handles to the child over a pipe, and the child
+// opens them, reads the parent's bytes, writes its own and runs a kernel on them,
+// waits on the parent's event, and closes; the parent then sees the child's bytes.
+// Then the parent frees its allocation and the child tries the stale handle again.
+//
+// Kernel results are printed, never checked (a test double runs no kernel); copies
+// and error behaviour are checked. Error codes whose exact value is not the point go
+// to stderr with IPC_SHOW_CODES=1; stdout says only whether the call was refused.
+//
+// Hostile modes for the vmcuda tests (natively they do nothing different):
+//   IPC_IMPORTER_SERVER=S   the child connects to S (VMCUDA_SERVER), another VM's
+//                           socket: the child must be refused with cudaErrorInvalidValue
+//   IPC_FLOOD=N             the parent exports N allocations and says how many it got
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cuda_runtime.h>
+
+static const char* base_name(const char* p) { const char* s = strrchr(p, '/'); return s ? s + 1 : p; }
+#define CHECK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
+    printf("FAIL %s:%d %s\n", base_name(__FILE__), __LINE__, cudaGetErrorName(e_)); exit(1); } } while (0)
+#define EXPECT(cond) do { if (!(cond)) { \
+    printf("MISMATCH %s:%d %s\n", base_name(__FILE__), __LINE__, #cond); exit(1); } } while (0)
+
+static const int N = 1 << 20;  // ints: 4 MiB
+static const int Q = N / 4;
+
+__global__ void add(int* p, int n, int v) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) p[i] += v;
+}
+
+static int pattern(int i) { return i * 3 + 1; }
+
+// Whether `e` is a refusal; the code itself on stderr when asked.
+static bool refused(const char* what, cudaError_t e) {
+    if (getenv("IPC_SHOW_CODES")) fprintf(stderr, "%s: %s\n", what, cudaGetErrorName(e));
+    cudaGetLastError();
+    return e != cudaSuccess;
+}
+
+static void put(int fd, const void* p, size_t n) { EXPECT(write(fd, p, n) == (ssize_t)n); }
+static void get(int fd, void* p, size_t n) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, (char*)p + got, n - got);
+        EXPECT(r > 0);
+        got += (size_t)r;
+    }
+}
+
+static int importer(int from_parent, int to_parent) {
+    if (const char* s = getenv("IPC_IMPORTER_SERVER")) setenv("VMCUDA_SERVER", s, 1);
+    cudaIpcMemHandle_t mh;
+    cudaIpcEventHandle_t eh;
+    get(from_parent, &mh, sizeof mh);
+    get(from_parent, &eh, sizeof eh);
+    CHECK(cudaSetDevice(0));
+    void* p = nullptr;
+    cudaError_t e = cudaIpcOpenMemHandle(&p, mh, cudaIpcMemLazyEnablePeerAccess);
+    if (getenv("IPC_IMPORTER_SERVER")) {
+        // Another VM's process: refused as a forged handle is, and so is the event.
+        printf("child: another VM's memory handle refused with cudaErrorInvalidValue: %s\n",
+               e == cudaErrorInvalidValue ? "yes" : "no");
+        cudaGetLastError();
+        cudaEvent_t ev;
+        e = cudaIpcOpenEventHandle(&ev, eh);
+        printf("child: another VM's event handle refused with cudaErrorInvalidValue: %s\n",
+               e == cudaErrorInvalidValue ? "yes" : "no");
+        char done = 'D';
+        put(to_parent, &done, 1);
+        char freed;
+        get(from_parent, &freed, 1);
+        return 0;
+    }
+    CHECK(e);
+    int* d = (int*)p;
+    // Opened again in this process: the same mapping.
+    void* again = nullptr;
+    CHECK(cudaIpcOpenMemHandle(&again, mh, cudaIpcMemLazyEnablePeerAccess));
+    printf("child: a second open gives the same pointer: %s\n", again == p ? "yes" : "no");
+    CHECK(cudaIpcCloseMemHandle(again));
+    cudaEvent_t ev;
+    CHECK(cudaIpcOpenEventHandle(&ev, eh));
+    cudaStream_t s;
+    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CHECK(cudaStreamWaitEvent(s, ev, 0));
+    CHECK(cudaEventSynchronize(ev));
+    EXPECT(cudaEventQuery(ev) == cudaSuccess);
+    printf("child: the parent's event is complete: yes\n");
+    std::vector<int> h(N);
+    CHECK(cudaMemcpyAsync(h.data(), d, (size_t)N * sizeof(int), cudaMemcpyDeviceToHost, s));
+    CHECK(cudaStreamSynchronize(s));
+    bool first = true;
+    for (int i = 0; i < Q; i++) first = first && h[i] == pattern(i);
+    EXPECT(first);
+    printf("child: reads the parent's bytes: yes\n");
+    int kernel_wrong = 0;
+    for (int i = N / 2; i < N; i++) kernel_wrong += h[i] != pattern(i) + 1000;
+    printf("child: sees the parent's kernel, wrong elements: %d\n", kernel_wrong);
+    // Its own bytes into the first quarter, and a kernel over the second.
+    for (int i = 0; i < Q; i++) h[i] = 0x0b000000 + i;
+    CHECK(cudaMemcpy(d, h.data(), (size_t)Q * sizeof(int), cudaMemcpyHostToDevice));
+    add<<<(Q + 255) / 256, 256, 0, s>>>(d + Q, Q, 7);
+    CHECK(cudaGetLastError());
+    CHECK(cudaStreamSynchronize(s));
+    // A forged handle, and one of the wrong kind.
+    cudaIpcMemHandle_t forged = mh;
+    for (size_t i = 0; i < sizeof forged.reserved; i++) forged.reserved[i] ^= 0x5a;
+    void* q = nullptr;
+    printf("child: a forged handle is refused: %s\n",
+           refused("forged handle", cudaIpcOpenMemHandle(&q, forged, cudaIpcMemLazyEnablePeerAccess)) ? "yes" : "no");
+    printf("child: an unknown open flag is refused with cudaErrorInvalidValue: %s\n",
+           cudaIpcOpenMemHandle(&q, mh, 0x80) == cudaErrorInvalidValue ? "yes" : "no");
+    cudaGetLastError();
+    CHECK(cudaEventDestroy(ev));
+    CHECK(cudaStreamDestroy(s));
+    CHECK(cudaIpcCloseMemHandle(p));
+    printf("child: closing an address twice is refused: %s\n",
+           refused("second close", cudaIpcCloseMemHandle(p)) ? "yes" : "no");
+    char done = 'D';
+    put(to_parent, &done, 1);
+    // The parent frees its allocation: the handle opens no more.
+    char freed;
+    get(from_parent, &freed, 1);
+    printf("child: the handle after the parent freed the memory is refused: %s\n",
+           refused("stale handle", cudaIpcOpenMemHandle(&q, mh, cudaIpcMemLazyEnablePeerAccess)) ? "yes" : "no");
+    return 0;
+}
+
+static void flood(int n) {
+    std::vector<void*> bufs(n, nullptr);
+    int got = 0;
+    cudaError_t last = cudaSuccess;
+    for (int i = 0; i < n; i++) {
+        CHECK(cudaMalloc(&bufs[i], 4096));
+        cudaIpcMemHandle_t h;
+        last = cudaIpcGetMemHandle(&h, bufs[i]);
+        if (last != cudaSuccess) break;
+        got++;
+    }
+    printf("flood: %d of %d exports, then %s\n", got, n, last == cudaSuccess ? "none refused" : cudaGetErrorName(last));
+    cudaGetLastError();
+    for (void* b : bufs) if (b) CHECK(cudaFree(b));
+}
+
+int main() {
+    int to_child[2], to_parent[2];
+    EXPECT(pipe(to_child) == 0 && pipe(to_parent) == 0);
+    fflush(stdout);
+    pid_t child = fork();
+    EXPECT(child >= 0);
+    if (child == 0) {
+        close(to_child[1]);
+        close(to_parent[0]);
+        int rc = importer(to_child[0], to_parent[1]);
+        fflush(stdout);
+        _exit(rc);
+    }
+    close(to_child[0]);
+    close(to_parent[1]);
+    CHECK(cudaSetDevice(0));
+    int* d;
+    CHECK(cudaMalloc(&d, (size_t)N * sizeof(int)));
+    std::vector<int> h(N);
+    for (int i = 0; i < N; i++) h[i] = pattern(i);
+    CHECK(cudaMemcpy(d, h.data(), (size_t)N * sizeof(int), cudaMemcpyHostToDevice));
+    cudaStream_t s;
+    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    add<<<(N / 2 + 255) / 256, 256, 0, s>>>(d + N / 2, N / 2, 1000);
+    CHECK(cudaGetLastError());
+
+    cudaIpcMemHandle_t mh, mh2;
+    CHECK(cudaIpcGetMemHandle(&mh, d));
+    CHECK(cudaIpcGetMemHandle(&mh2, d));
+    printf("parent: the same allocation's handle is stable: %s\n",
+           memcmp(&mh, &mh2, sizeof mh) == 0 ? "yes" : "no");
+    cudaEvent_t plain, ev;
+    CHECK(cudaEventCreate(&plain));
+    cudaIpcEventHandle_t eh;
+    printf("parent: an event without cudaEventInterprocess has no handle: %s\n",
+           refused("plain event", cudaIpcGetEventHandle(&eh, plain)) ? "yes" : "no");
+    CHECK(cudaEventCreateWithFlags(&ev, cudaEventInterprocess | cudaEventDisableTiming));
+    CHECK(cudaEventRecord(ev, s));
+    CHECK(cudaIpcGetEventHandle(&eh, ev));
+    void* own = nullptr;
+    printf("parent: opening its own handle is refused: %s\n",
+           refused("own handle", cudaIpcOpenMemHandle(&own, mh, cudaIpcMemLazyEnablePeerAccess)) ? "yes" : "no");
+
+    put(to_child[1], &mh, sizeof mh);
+    put(to_child[1], &eh, sizeof eh);
+    char done;
+    get(to_parent[0], &done, 1);
+    EXPECT(done == 'D');
+    if (!getenv("IPC_IMPORTER_SERVER")) {
+        CHECK(cudaMemcpy(h.data(), d, (size_t)N * sizeof(int), cudaMemcpyDeviceToHost));
+        bool first = true;
+        for (int i = 0; i < Q; i++) first = first && h[i] == 0x0b000000 + i;
+        EXPECT(first);
+        printf("parent: sees the child's bytes: yes\n");
+        int kernel_wrong = 0;
+        for (int i = Q; i < 2 * Q; i++) kernel_wrong += h[i] != pattern(i) + 7;
+        printf("parent: sees the child's kernel, wrong elements: %d\n", kernel_wrong);
+    }
+    CHECK(cudaEventDestroy(ev));
+    CHECK(cudaEventDestroy(plain));
+    CHECK(cudaStreamDestroy(s));
+    CHECK(cudaFree(d));
+    char freed = 'F';
+    put(to_child[1], &freed, 1);
+    int status = 0;
+    EXPECT(waitpid(child, &status, 0) == child);
+    printf("parent: the child exited with %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    if (const char* n = getenv("IPC_FLOOD")) flood(atoi(n));
+    printf("PASS ipc_processes\n");
+    return 0;
+}
