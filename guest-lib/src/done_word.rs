@@ -79,6 +79,16 @@ fn enabled() -> bool {
     *ON.get_or_init(|| std::env::var("VMCUDA_DONE_WORDS").map_or(true, |v| v != "0"))
 }
 
+/// Whether stream and device synchronizes end on words (`VMCUDA_SYNC_WORDS=1`). Off by
+/// default: on the H200 (bench/RESULTS-SYNC-WORDS.md, native beside, the same
+/// processes with words on and off) a launch and device synchronize took 1.14x native
+/// with them and 0.94x without, and an NCCL all-reduce 8.2x against 2.4x; only CUDA-graph
+/// replay gained (1.71x against 1.92x).
+fn sync_words() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("VMCUDA_SYNC_WORDS").is_ok_and(|v| v == "1"))
+}
+
 /// Whether a module whose kernels call `printf` was loaded: what they print comes out
 /// of the host's driver when the host synchronizes, so from then on a synchronize
 /// waits for the host (and so prints where it does natively) instead of for a word.
@@ -188,7 +198,7 @@ pub fn synchronous(
 /// caller then waits as it would have without a word), `Some(Err)` if the request could
 /// not be sent, and `None` where words cannot be used here.
 pub fn watch(signal: impl FnOnce(DoneWord) -> Result<()>) -> Option<Result<bool>> {
-    if PRINTING.load(Ordering::Relaxed) {
+    if !sync_words() || PRINTING.load(Ordering::Relaxed) {
         return None;
     }
     signal_and_watch(watch_window(), signal)

@@ -179,10 +179,15 @@ trap 'exit 130' INT TERM
 host_args=(serve --unix "$sock" --executor "$executor" --state-dir "$sockdir/state")
 flood_args=()
 if [ "$hostile" = on ]; then
-    # A TCP listener for the hostile guest's connection flood: a source of its own.
+    # A TCP listener for the hostile guest's connection flood: a source of its own. Its
+    # admitted connections (log lines, graphs) come as a VM of its own, by its token over
+    # TCP, so that what it exhausts is its VM's, not the 16 guests' (programs on the host,
+    # VM "local"); the same built-in limits apply to both.
     flood_at="127.0.0.1:$((20000 + RANDOM % 20000))"
-    host_args+=(--tcp "$flood_at")
-    flood_args=(--hostile --flood-tcp "$flood_at")
+    token="hostile-$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')"
+    printf '[[vm]]\nname = "hostile"\ntcp = true\ntoken = "%s"\n' "$token" >"$results/host.toml"
+    host_args+=(--tcp "$flood_at" --config "$results/host.toml")
+    flood_args=(--hostile --flood-tcp "$flood_at" --hostile-vm "tcp:$flood_at" "$token")
 fi
 "$host_bin" "${host_args[@]}" >>"$host_log" 2>&1 &
 host_pid=$!

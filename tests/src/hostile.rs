@@ -24,6 +24,11 @@ pub struct Hostile {
     /// without one there is no connection flood (over the Unix socket the flood would
     /// share its source, the uid, with the other guests).
     pub flood_tcp: Option<String>,
+    /// Where its admitted connections (log lines, graphs) go, and the token it presents
+    /// there: a VM of its own (a `[[vm]]` admitted by that token over TCP), so that what
+    /// it exhausts is its VM's, not the other guests'. Without it they go to the load's
+    /// own server, as one more guest of the same VM.
+    pub own_vm: Option<(ServerAddr, String)>,
 }
 
 /// What the hostile guest did.
@@ -67,11 +72,12 @@ pub fn start(server: ServerAddr, hostile: &Hostile, stop: Instant) -> JoinHandle
             opened
         })
     });
+    let (server, token) = hostile.own_vm.clone().unwrap_or((server, String::new()));
     let logs = {
-        let server = server.clone();
-        thread::spawn(move || bad_requests(&server, stop))
+        let (server, token) = (server.clone(), token.clone());
+        thread::spawn(move || bad_requests(&server, &token, stop))
     };
-    let graphs = thread::spawn(move || graphs(&server, stop));
+    let graphs = thread::spawn(move || graphs(&server, &token, stop));
     thread::spawn(move || {
         let mut report = HostileReport {
             connections: flood.map_or(0, |f| f.join().unwrap_or(0)),
@@ -95,13 +101,13 @@ fn reply(s: &mut Stream) -> Option<(CudaStatus, Vec<u8>)> {
     Some((CudaStatus(h.status.get()), meta))
 }
 
-fn admitted(server: &ServerAddr, name: &str) -> Option<(Stream, Hello)> {
+fn admitted(server: &ServerAddr, token: &str, name: &str) -> Option<(Stream, Hello)> {
     let mut s = Stream::connect(server, None).ok()?;
     let hello = Hello {
         protocol: vmcuda_wire::handshake::PROTOCOL_VERSION,
         runtime_version: vmcuda_wire::handshake::RUNTIME_VERSION,
         capabilities: 0,
-        token: vec![],
+        token: token.as_bytes().to_vec(),
         client: name.into(),
         pid: std::process::id(),
     };
@@ -112,8 +118,8 @@ fn admitted(server: &ServerAddr, name: &str) -> Option<(Stream, Hello)> {
 
 /// Unknown ops and repeated hellos on one admitted connection, as fast as the worker
 /// answers them; the count sent.
-fn bad_requests(server: &ServerAddr, stop: Instant) -> u64 {
-    let Some((mut s, hello)) = admitted(server, "hostile-logs") else {
+fn bad_requests(server: &ServerAddr, token: &str, stop: Instant) -> u64 {
+    let Some((mut s, hello)) = admitted(server, token, "hostile-logs") else {
         return 0;
     };
     let hello = postcard::to_stdvec(&hello).unwrap_or_default();
@@ -134,8 +140,8 @@ fn bad_requests(server: &ServerAddr, stop: Instant) -> u64 {
 
 /// Graphs of empty nodes, kept, until the host refuses one; then they are destroyed
 /// and it starts over. (Nodes accepted, requests refused.)
-fn graphs(server: &ServerAddr, stop: Instant) -> (u64, u64) {
-    let Some((mut s, _)) = admitted(server, "hostile-graphs") else {
+fn graphs(server: &ServerAddr, token: &str, stop: Instant) -> (u64, u64) {
+    let Some((mut s, _)) = admitted(server, token, "hostile-graphs") else {
         return (0, 0);
     };
     let (mut nodes, mut refusals) = (0, 0);

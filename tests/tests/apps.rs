@@ -1427,11 +1427,11 @@ fn the_profile_says_where_a_programs_time_went() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A synchronize ends on a word the GPU writes where the guest shares memory with the
-/// host: `cudaDeviceSynchronize` and `cudaStreamSynchronize` post a request and watch
-/// the word, with no round trip (tests/apps/dynamic_shared.cu synchronizes the device,
-/// tests/apps/events.cu a stream); with `VMCUDA_DONE_WORDS=0` they wait for replies, and
-/// so do they in a program whose kernels print.
+/// With `VMCUDA_SYNC_WORDS=1`, a synchronize ends on a word the GPU writes where the
+/// guest shares memory with the host: `cudaDeviceSynchronize` and `cudaStreamSynchronize`
+/// post a request and watch the word, with no round trip (tests/apps/dynamic_shared.cu
+/// synchronizes the device, tests/apps/events.cu a stream). By default, and in a program
+/// whose kernels print, they wait for replies.
 #[test]
 #[ignore = "needs the linked guest libraries and nvcc-built apps: run tests/run.sh"]
 fn synchronizes_end_on_a_word_the_gpu_writes() {
@@ -1447,7 +1447,7 @@ fn synchronizes_end_on_a_word_the_gpu_writes() {
             &d.server(),
             &[
                 ("VMCUDA_PROFILE", summary.to_str().unwrap()),
-                ("VMCUDA_DONE_WORDS", words),
+                ("VMCUDA_SYNC_WORDS", words),
                 // Watched long enough for a worker slowed by the tests beside it.
                 ("VMCUDA_SYNC_WATCH_US", "20000000"),
             ],

@@ -14,7 +14,7 @@ const USAGE: &str = "usage: load-driver --server ADDR --guest PATH --guest-lib D
   [--kill-rate F (0.3)] [--crash-rate F (0.1)] [--raw-per-second F (4)]
   [--guest-seconds LO:HI (1:4)] [--max-mib M (48)] [--settle-seconds S (10)]
   [--rss-slack-mib M (16)] [--verbose]
-  [--hostile [--flood-tcp HOST:PORT]] (one more guest floods logs and graphs, and
+  [--hostile [--flood-tcp HOST:PORT] [--hostile-vm SERVER TOKEN]] (one more guest floods logs and graphs, and
   silent connections to the daemon's TCP listener from 127.0.0.2)";
 
 fn parse() -> Result<LoadConfig, String> {
@@ -60,6 +60,14 @@ fn parse() -> Result<LoadConfig, String> {
             "--flood-tcp" => {
                 cfg.hostile.get_or_insert_with(Default::default).flood_tcp =
                     Some(args.next().ok_or("--flood-tcp needs HOST:PORT")?)
+            }
+            "--hostile-vm" => {
+                let server = args.next().ok_or("--hostile-vm needs SERVER TOKEN")?;
+                let server = server
+                    .parse()
+                    .map_err(|e| format!("--hostile-vm {server}: {e}"))?;
+                let token = args.next().ok_or("--hostile-vm needs SERVER TOKEN")?;
+                cfg.hostile.get_or_insert_with(Default::default).own_vm = Some((server, token));
             }
             other => return Err(format!("unknown argument `{other}`")),
         }
