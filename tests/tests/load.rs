@@ -44,7 +44,15 @@ fn sixteen_guests_with_kills_and_crashes_leave_the_daemon_as_it_was() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
         l.local_addr().expect("its address").to_string()
     };
-    let mut d = Daemon::start("load", &["--executor", "host-memory", "--tcp", &flood_at]);
+    // The hostile guest's admitted connections come as a VM of its own, by its token
+    // over TCP: what it exhausts is its VM's, not the other guests' ("local").
+    let token = format!("hostile-token-{}", std::process::id());
+    let config = format!("[[vm]]\nname = \"hostile\"\ntcp = true\ntoken = \"{token}\"\n");
+    let mut d = Daemon::start_with_config(
+        "load",
+        Some(&config),
+        &["--executor", "host-memory", "--tcp", &flood_at],
+    );
     // A replayable seed: VMCUDA_LOAD_SEED, else the clock (printed either way).
     let seed = std::env::var("VMCUDA_LOAD_SEED")
         .ok()
@@ -61,8 +69,13 @@ fn sixteen_guests_with_kills_and_crashes_leave_the_daemon_as_it_was() {
     cfg.seed = seed;
     cfg.seconds = 20.0;
     cfg.guests = 16;
+    let own_vm = (
+        format!("tcp:{flood_at}").parse().expect("an address"),
+        token,
+    );
     cfg.hostile = Some(Hostile {
         flood_tcp: Some(flood_at),
+        own_vm: Some(own_vm),
     });
 
     let report = load::run(&cfg);
@@ -106,10 +119,16 @@ fn sixteen_guests_with_kills_and_crashes_leave_the_daemon_as_it_was() {
     );
 
     // Workers leave nothing in the daemon's directory.
-    let expected: BTreeSet<String> = ["host.sock", "host.log", "launches.jsonl", "state"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let expected: BTreeSet<String> = [
+        "host.sock",
+        "host.log",
+        "host.toml",
+        "launches.jsonl",
+        "state",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     assert_eq!(dir_entries(&d), expected);
     // The local programs' ledger names no live worker any more (killed workers' lines
     // stay until the next worker prunes them, but hold nothing that counts).
