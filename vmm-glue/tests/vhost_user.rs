@@ -334,11 +334,12 @@ fn qemu_like_frontend_drives_a_connection_end_to_end() {
     assert_eq!(echoed, b"hello vsock");
     let args = std::fs::read_to_string(dir.join("args")).unwrap();
     // Port 1000 is a reserved guest port (a privileged guest process): the worker is
-    // given the guest RAM from SET_MEM_TABLE (one 4 MiB region), as descriptor 3.
+    // given the guest RAM from SET_MEM_TABLE (one 4 MiB region), as descriptor 3, and
+    // its socket to the VM's CUDA IPC registry after it, as descriptor 4.
     assert_eq!(
         args.trim(),
         "worker --executor host-memory --transport unix --connection-id 1 --caller vm:e2e \
-         --guest-memory 3:0x0:0x400000:0x0"
+         --guest-memory 3:0x0:0x400000:0x0 --ipc-registry 4"
     );
     let pid: u32 = std::fs::read_to_string(dir.join("pids"))
         .unwrap()

@@ -220,17 +220,21 @@ export! {
     /// `driver::ipc` (the host's token), which the program passes on as the driver's.
     fn cuMemExportToShareableHandle(shareable: *mut c_void, handle: u64, handle_type: u32, flags: u64) {
         check_initialized()?;
-        if handle_type != HANDLE_TYPE_POSIX_FD {
-            return sharing_not_supported("cuMemExportToShareableHandle");
-        }
         if shareable.is_null() || flags != 0 {
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        let token = call(&MemExportShareable {
+        // The host judges the type against the allocation's (a type it was not made
+        // exportable as is invalid, as the driver has it); only descriptors pass.
+        let exported = call(&MemExportShareable {
             handle: AllocationHandle(handle),
             handle_type,
-        })?
-        .token;
+        });
+        let token = match exported {
+            Err(CudaStatus::ErrorNotSupported) if handle_type != HANDLE_TYPE_POSIX_FD => {
+                return sharing_not_supported("cuMemExportToShareableHandle");
+            }
+            other => other?.token,
+        };
         let fd = super::ipc::allocation_descriptor(token)?;
         // SAFETY: by cuMemExportToShareableHandle's contract, for a POSIX descriptor
         // `shareable` points to an int (NULL refused).

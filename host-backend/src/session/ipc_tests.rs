@@ -349,11 +349,29 @@ fn physical_allocations_pass_between_processes_as_descriptors() {
         };
         s.mem_import_shareable(&CTX, req, &[]).map(|r| r.0.handle)
     };
-    // Win32 and fabric handles are not there.
+    // A fabric handle of an allocation not made exportable as one is invalid, as the
+    // driver answers (measured on the H200); Win32 and fabric handles are not there.
     assert_eq!(
         export(&mut a, handle, 8),
+        Err(CudaStatus::ErrorInvalidValue)
+    );
+    let fabric = MemCreate {
+        size: SIZE,
+        prop: AllocationProp {
+            alloc_type: MEM_ALLOCATION_TYPE_PINNED,
+            location_type: MEM_LOCATION_TYPE_DEVICE,
+            requested_handle_types: 1 | 8,
+            ..Default::default()
+        },
+        flags: 0,
+    };
+    let fabric = a.mem_create(&CTX, fabric, &[]).unwrap().0.handle;
+    assert_eq!(
+        export(&mut a, fabric, 8),
         Err(CudaStatus::ErrorNotSupported)
     );
+    a.mem_release(&CTX, MemRelease { handle: fabric }, &[])
+        .unwrap();
     let token = export(&mut a, handle, 1).unwrap();
     assert_eq!(export(&mut a, handle, 1).unwrap(), token);
     // Importing its own export is the same allocation, one reference more.

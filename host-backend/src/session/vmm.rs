@@ -301,10 +301,15 @@ impl VmmOps for Session {
         req: MemExportShareable,
         _: &[u8],
     ) -> HandlerResult<IpcToken> {
+        let p = self.physical(req.handle)?;
+        // A type the allocation was not made exportable as is refused as the driver
+        // refuses it; the others (Win32, fabric) do not exist between a VM's processes.
+        if p.prop.requested_handle_types & req.handle_type == 0 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
         if req.handle_type != MEM_HANDLE_TYPE_POSIX_FD {
             return Err(CudaStatus::ErrorNotSupported);
         }
-        let p = self.physical(req.handle)?;
         // Only what was made exportable as a descriptor is, as the driver has it.
         if p.refs == 0
             || p.imported
