@@ -61,6 +61,15 @@ fn not_supported(what: &str) -> CudaStatus {
 }
 
 impl HostMemoryExecutor {
+    /// A physical allocation the guest has not released (else `cudaErrorInvalidValue`).
+    fn live_physical(&mut self, handle: ExecAllocation) -> ExecResult<&mut Physical> {
+        self.vmm
+            .physical
+            .get_mut(&handle)
+            .filter(|p| !p.released)
+            .ok_or(CudaStatus::ErrorInvalidValue)
+    }
+
     /// Drop a physical allocation that is released and unmapped.
     fn settle_physical(&mut self, handle: ExecAllocation) {
         let done = self
@@ -243,12 +252,7 @@ impl Driver for HostMemoryExecutor {
     }
 
     fn mem_release(&mut self, handle: ExecAllocation) -> ExecResult<()> {
-        let p = self
-            .vmm
-            .physical
-            .get_mut(&handle)
-            .filter(|p| !p.released)
-            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        let p = self.live_physical(handle)?;
         p.released = true;
         self.settle_physical(handle);
         Ok(())
@@ -339,12 +343,7 @@ impl Driver for HostMemoryExecutor {
     }
 
     fn mem_export_shareable(&mut self, handle: ExecAllocation) -> ExecResult<OwnedFd> {
-        let p = self
-            .vmm
-            .physical
-            .get_mut(&handle)
-            .filter(|p| !p.released)
-            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        let p = self.live_physical(handle)?;
         // Its bytes are in the physical allocation, or in memory where it is mapped.
         let bytes = match (p.bytes.as_mut(), p.mapped_at) {
             (Some(bytes), _) => bytes,
