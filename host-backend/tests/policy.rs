@@ -173,10 +173,15 @@ fn quotas_limits_and_visible_gpus_follow_the_configuration() {
             "event {i}"
         );
     }
-    let log = d.log();
-    assert!(log.contains("over the guest's memory quota"), "{log}");
-    assert!(log.contains("outside the guest's own memory"), "{log}");
-    assert!(log.contains("limit is reached"), "{log}");
+    let lines = [
+        "over the guest's memory quota",
+        "outside the guest's own memory",
+        "limit is reached",
+    ];
+    let log = d.log_once_it_has(&lines);
+    for line in lines {
+        assert!(log.contains(line), "{log}");
+    }
 }
 
 #[test]

@@ -75,6 +75,19 @@ impl Daemon {
         std::fs::read_to_string(self.dir.join("host.log")).unwrap_or_default()
     }
 
+    /// The log once it holds every one of `lines` (workers' lines reach it through the
+    /// daemon a little after their replies), or after 10 s as it is then.
+    pub fn log_once_it_has(&self, lines: &[&str]) -> String {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let log = self.log();
+            if lines.iter().all(|l| log.contains(l)) || std::time::Instant::now() >= until {
+                return log;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// `vmcuda-host status --json` of this daemon's state directory.
     pub fn status_json(&self) -> serde_json::Value {
         let out = Command::new(env!("CARGO_BIN_EXE_vmcuda-host"))
