@@ -2,8 +2,12 @@
    passed to another process as NCCL passes its buffers: exported as a descriptor, sent
    over a Unix socket (SCM_RIGHTS), imported, mapped and written by the child, whose
    bytes the parent then reads. Driver API only. Prints one line per check and the
-   codes; exits 0 when every check holds. */
+   codes; exits 0 when every check holds.
+   Diagnostic knobs (natively nothing changes): CUMEM_CHILD_SYNC=1 makes the child
+   synchronize its context after writing; CUMEM_CHILD_KEEP=1 makes it tell the parent
+   before it unmaps and releases, and wait for the parent's read first. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -36,6 +40,7 @@ int cuMemUnmap(CUdeviceptr, size_t);
 int cuMemSetAccess(CUdeviceptr, size_t, const struct access*, size_t);
 int cuMemcpyHtoD_v2(CUdeviceptr, const void*, size_t);
 int cuMemcpyDtoH_v2(void*, CUdeviceptr, size_t);
+int cuCtxSynchronize(void);
 int cuMemExportToShareableHandle(void*, CUmemGenericAllocationHandle, int, unsigned long long);
 int cuMemImportFromShareableHandle(CUmemGenericAllocationHandle*, void*, int);
 
@@ -125,7 +130,19 @@ static int child(int sock) {
     for (size_t i = 0; i < sizeof buf; i++) same &= buf[i] == (unsigned char)(i * 7);
     check("child: reads the parent's bytes", same);
     memset(buf, 0xc4, sizeof buf);
-    cuMemcpyHtoD_v2(at + 4096, buf, sizeof buf);
+    r = cuMemcpyHtoD_v2(at + 4096, buf, sizeof buf);
+    printf("child: write %d\n", r);
+    if (getenv("CUMEM_CHILD_SYNC")) printf("child: synchronize %d\n", cuCtxSynchronize());
+    unsigned char back[4096];
+    memset(back, 0, sizeof back);
+    cuMemcpyDtoH_v2(back, at + 4096, sizeof back);
+    check("child: reads back its own bytes", memcmp(back, buf, sizeof buf) == 0);
+    char done = 'D';
+    int keep = getenv("CUMEM_CHILD_KEEP") != NULL;
+    if (keep) {
+        write(sock, &done, 1);
+        read(sock, &done, 1);
+    }
     /* A descriptor that is no export of the driver's. */
     int other = dup(1);
     CUmemGenericAllocationHandle h2 = 0;
@@ -136,8 +153,8 @@ static int child(int sock) {
     cuMemUnmap(at, size);
     cuMemAddressFree(at, size);
     cuMemRelease(h);
-    char done = 'D';
-    write(sock, &done, 1);
+    printf("child: synchronize at the end %d\n", cuCtxSynchronize());
+    if (!keep) write(sock, &done, 1);
     return failures != 0;
 }
 
@@ -181,6 +198,7 @@ int main(void) {
     int theirs = 1;
     for (size_t i = 0; i < sizeof buf; i++) theirs &= buf[i] == 0xc4;
     check("parent: sees the child's bytes", theirs);
+    if (getenv("CUMEM_CHILD_KEEP")) write(sv[0], &done, 1);
     int status = 0;
     waitpid(pid, &status, 0);
     check("parent: the child's checks held", WIFEXITED(status) && WEXITSTATUS(status) == 0);

@@ -166,6 +166,7 @@ fn physical_allocations_pass_between_processes_as_descriptors() {
         "child: imports the parent's descriptor: yes",
         "child: maps the imported allocation: yes",
         "child: reads the parent's bytes: yes",
+        "child: reads back its own bytes: yes",
         "child: a descriptor that is not an export is refused: yes",
         "parent: exports it as a descriptor: yes",
         "parent: a fabric handle is refused: yes",

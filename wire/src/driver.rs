@@ -130,6 +130,12 @@ pub struct AllocationProp {
 pub const MEM_ALLOCATION_TYPE_PINNED: u32 = 1;
 pub const MEM_LOCATION_TYPE_DEVICE: u32 = 1;
 
+/// `CU_MEM_LOCATION_TYPE_HOST`, `_HOST_NUMA` and `_HOST_NUMA_CURRENT`: memory of the
+/// host's, which a guest's allocation can never be (it is not in guest RAM).
+pub fn is_host_location(location_type: u32) -> bool {
+    (2..=4).contains(&location_type)
+}
+
 /// `cuMemAddressReserve`.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct MemAddressReserve {

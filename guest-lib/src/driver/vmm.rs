@@ -15,9 +15,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use vmcuda_wire::driver::{
-    AccessDesc, AllocationHandle, AllocationProp, MemAddressFree, MemAddressReserve, MemCreate,
-    MemGetAllocationGranularity, MemGetAllocationProperties, MemMap, MemRelease,
-    MemRetainAllocationHandle, MemSetAccess, MemUnmap,
+    is_host_location, AccessDesc, AllocationHandle, AllocationProp, MemAddressFree,
+    MemAddressReserve, MemCreate, MemGetAllocationGranularity, MemGetAllocationProperties, MemMap,
+    MemRelease, MemRetainAllocationHandle, MemSetAccess, MemUnmap,
 };
 use vmcuda_wire::op::{MemExportShareable, MemImportShareable};
 use vmcuda_wire::CudaStatus;
@@ -97,6 +97,15 @@ export! {
         let prop = prop_from(&unsafe { caller::read(prop) }?);
         if handle.is_null() {
             return Err(CudaStatus::ErrorInvalidValue);
+        }
+        if is_host_location(prop.location_type) {
+            // The host's driver cannot allocate guest RAM. NCCL tries one such
+            // allocation and, refused, keeps its host buffers in shared memory.
+            eprintln!(
+                "vmcuda: cuMemCreate: physical allocations in host memory \
+                 (CU_MEM_LOCATION_TYPE_HOST*) are not supported"
+            );
+            return Err(CudaStatus::ErrorNotSupported);
         }
         let made = call(&MemCreate { size: size as u64, prop, flags })?;
         // SAFETY: by cuMemCreate's contract `handle` is NULL or writable.

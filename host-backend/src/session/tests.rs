@@ -449,3 +449,47 @@ fn a_launchs_access_policy_window_stays_inside_the_guests_memory() {
     };
     assert_eq!(launch(vec![short]), Ok(()));
 }
+
+/// NCCL asks the granularity of host memory, then tries one physical allocation there
+/// and keeps its host buffers in shared memory when that fails: the granularity is
+/// answered, the allocation refused as unsupported (never an invalid value, which NCCL
+/// would not survive at the granularity), and nothing is charged.
+#[test]
+fn host_memory_physical_allocations_are_refused_after_their_granularity_is_answered() {
+    use vmcuda_wire::driver::*;
+    let mut s = session(Some(64 << 20));
+    for location_type in [2, 3, 4] {
+        let prop = AllocationProp {
+            alloc_type: MEM_ALLOCATION_TYPE_PINNED,
+            location_type,
+            requested_handle_types: 1,
+            ..Default::default()
+        };
+        let asked = MemGetAllocationGranularity {
+            prop: prop.clone(),
+            option: 0,
+        };
+        let g = s
+            .mem_get_allocation_granularity(&CTX, asked, &[])
+            .unwrap()
+            .0;
+        assert!(g.bytes > 0);
+        let create = MemCreate {
+            size: g.bytes,
+            prop,
+            flags: 0,
+        };
+        let refused = s.mem_create(&CTX, create, &[]).err();
+        assert_eq!(refused, Some(CudaStatus::ErrorNotSupported));
+    }
+    assert_eq!(s.accounts.device_bytes, 0);
+    // Any other location is no location.
+    let prop = AllocationProp {
+        alloc_type: MEM_ALLOCATION_TYPE_PINNED,
+        location_type: 9,
+        ..Default::default()
+    };
+    let asked = MemGetAllocationGranularity { prop, option: 0 };
+    let refused = s.mem_get_allocation_granularity(&CTX, asked, &[]).err();
+    assert_eq!(refused, Some(CudaStatus::ErrorInvalidValue));
+}

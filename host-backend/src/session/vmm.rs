@@ -19,10 +19,10 @@ use std::collections::{BTreeMap, HashMap};
 
 use tracing::warn;
 use vmcuda_wire::driver::{
-    AllocationHandle, AllocationProp, Granularity, MemAddressFree, MemAddressReserve, MemCreate,
-    MemCreated, MemGetAllocationGranularity, MemGetAllocationProperties, MemMap, MemRelease,
-    MemRetainAllocationHandle, MemSetAccess, MemUnmap, Reserved, MEM_ALLOCATION_TYPE_PINNED,
-    MEM_LOCATION_TYPE_DEVICE,
+    is_host_location, AllocationHandle, AllocationProp, Granularity, MemAddressFree,
+    MemAddressReserve, MemCreate, MemCreated, MemGetAllocationGranularity,
+    MemGetAllocationProperties, MemMap, MemRelease, MemRetainAllocationHandle, MemSetAccess,
+    MemUnmap, Reserved, MEM_ALLOCATION_TYPE_PINNED, MEM_LOCATION_TYPE_DEVICE,
 };
 use vmcuda_wire::op::{CallContext, IpcToken, MemExportShareable, MemImportShareable, VmmOps};
 use vmcuda_wire::op::{DevicePtr, HandlerResult};
@@ -112,6 +112,16 @@ fn check_prop(prop: &AllocationProp) -> Result<(), CudaStatus> {
         return Err(CudaStatus::ErrorInvalidValue);
     }
     Ok(())
+}
+
+/// A granularity may be asked for host memory as well (NCCL does before it tries a
+/// host allocation, and falls back to shared memory when that fails): the host's
+/// driver answers it.
+fn check_granularity_prop(prop: &AllocationProp) -> Result<(), CudaStatus> {
+    if prop.alloc_type == MEM_ALLOCATION_TYPE_PINNED && is_host_location(prop.location_type) {
+        return Ok(());
+    }
+    check_prop(prop)
 }
 
 impl Session {
@@ -262,6 +272,14 @@ impl VmmOps for Session {
     ) -> HandlerResult<MemCreated> {
         if req.size == 0 || req.flags != 0 {
             return Err(CudaStatus::ErrorInvalidValue);
+        }
+        if is_host_location(req.prop.location_type) {
+            // Host memory the guest could reach would have to be guest RAM, which the
+            // host's driver cannot allocate: refused as unsupported (the guest library
+            // says so without asking).
+            warn!(client = %self.client, location_type = req.prop.location_type,
+                "refused a physical allocation in host memory: not supported");
+            return Err(CudaStatus::ErrorNotSupported);
         }
         check_prop(&req.prop)?;
         self.accounts.check_count(
@@ -485,7 +503,7 @@ impl VmmOps for Session {
         req: MemGetAllocationGranularity,
         _: &[u8],
     ) -> HandlerResult<Granularity> {
-        check_prop(&req.prop)?;
+        check_granularity_prop(&req.prop)?;
         let bytes = self
             .exec
             .mem_allocation_granularity(&req.prop, req.option)?;

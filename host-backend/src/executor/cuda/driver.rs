@@ -14,7 +14,7 @@ use std::ptr;
 use cudarc::driver::sys;
 use tracing::warn;
 use vmcuda_wire::driver::{
-    AccessDesc, AllocationProp, Linked, TensorMapEncodeTiled, TENSOR_MAP_LEN,
+    is_host_location, AccessDesc, AllocationProp, Linked, TensorMapEncodeTiled, TENSOR_MAP_LEN,
 };
 use vmcuda_wire::op::DevicePtr;
 use vmcuda_wire::CudaStatus;
@@ -127,7 +127,12 @@ impl CudaExecutor {
             alloc_type: prop.alloc_type,
             requested_handle_types: prop.requested_handle_types,
             location_type: prop.location_type,
-            location_id: self.device_handle(prop.location_id)?,
+            // A host location's id is the host's NUMA node (or unused), no device.
+            location_id: if is_host_location(prop.location_type) {
+                prop.location_id
+            } else {
+                self.device_handle(prop.location_id)?
+            },
             win32_handle_meta_data: ptr::null_mut(),
             compression_type: prop.compression_type,
             gpu_direct_rdma_capable: prop.gpu_direct_rdma_capable,
