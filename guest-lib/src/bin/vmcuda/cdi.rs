@@ -124,16 +124,11 @@ pub struct Setup {
 #[derive(Debug, PartialEq, Eq)]
 pub struct SetupError(pub String);
 
-/// Variables of the client's that name a file, with the file's default path.
-/// NCCL's settings for a guest, as vmcuda-run sets them (see there): the network
-/// transport between processes, no cuMem allocations.
-const NCCL_SETTINGS: [&str; 4] = [
-    "NCCL_CUMEM_ENABLE=0",
-    "NCCL_CUMEM_HOST_ENABLE=0",
-    "NCCL_P2P_DISABLE=1",
-    "NCCL_SHM_DISABLE=1",
-];
+/// NCCL's settings for a guest, as vmcuda-run sets them (see there): its transports
+/// are its own; its host buffers in shared memory, as it would fall back to.
+const NCCL_SETTINGS: [&str; 1] = ["NCCL_CUMEM_HOST_ENABLE=0"];
 
+/// Variables of the client's that name a file, with the file's default path.
 const CONFIG_FILES: [(&str, &str); 3] = [
     ("VMCUDA_SERVER_FILE", DEFAULT_SERVER_FILE),
     ("VMCUDA_TOKEN_FILE", DEFAULT_TOKEN_FILE),
@@ -403,10 +398,7 @@ mod tests {
             [
                 "LD_LIBRARY_PATH=/opt/vmcuda/lib",
                 "LD_PRELOAD=/opt/vmcuda/lib/libcuda.so.1",
-                "NCCL_CUMEM_ENABLE=0",
                 "NCCL_CUMEM_HOST_ENABLE=0",
-                "NCCL_P2P_DISABLE=1",
-                "NCCL_SHM_DISABLE=1",
             ]
         );
         assert_eq!(e.mounts.len(), 1);
