@@ -449,6 +449,19 @@ mod tests {
                 offset: 3,
             },
             Step::DeviceReset,
+            Step::GraphCreate,
+            Step::CaptureToGraph {
+                graph: 1,
+                stream: 2,
+            },
+            Step::AddChild { graph: 3, child: 4 },
+            Step::Clone { graph: 5 },
+            Step::ExecUpdate { exec: 6, graph: 7 },
+            Step::PoolExportPointer { pick: 8 },
+            Step::PoolImportPointer {
+                pool: 9,
+                export: 10,
+            },
         ];
         assert_eq!(Step::decode(&Step::encode(&steps)), steps);
     }
