@@ -10,6 +10,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use vmcuda_fuzz::peer::{self, Action as PeerAction};
 use vmcuda_fuzz::requests;
 use vmcuda_fuzz::session::{self, Step};
 use vmcuda_fuzz::vsock::{self, Action};
@@ -663,11 +664,15 @@ fn vsock_seeds() {
     write("vsock_packet", "pressure", &vsock::encode(&pressure));
 }
 
+/// Steps of a session seed that must fail, and with what: (step number, status).
+type Failing = Vec<(usize, CudaStatus)>;
+
 /// Run a `session` seed step by step and insist that every step succeeds but those
 /// numbered (from 0) in `failing`, which must fail with the status given there: a seed
-/// whose calls fail early, or otherwise than meant, would only test other errors. The quota invariant is checked as the target checks it; a seed that breaks
-/// it is still written (it shows a bug the target must keep finding until it is fixed)
-/// and reported.
+/// whose calls fail early, or otherwise than meant, would only test other errors. The
+/// quota invariant is checked as the target checks it; a seed that breaks it is still
+/// written (it shows a bug the target must keep finding until it is fixed) and
+/// reported.
 fn check_session(name: &str, steps: &[Step], failing: &[(usize, CudaStatus)]) {
     let steps = steps.to_vec();
     let failing = failing.to_vec();
@@ -700,7 +705,7 @@ fn session_seeds() {
     use Step::*;
     // Sizes are in units of 256 bytes; VMM sizes in 2 MiB granules; stream 2 is one
     // of the session's own streams, 0 the legacy default stream.
-    let seeds: &[(&str, Vec<Step>, Vec<(usize, CudaStatus)>)] = &[
+    let seeds: &[(&str, Vec<Step>, Failing)] = &[
         (
             "memory",
             vec![
@@ -1019,6 +1024,138 @@ fn session_seeds() {
     }
 }
 
+/// The peer target's seeds, each run through the target's checks before it is written.
+fn peer_seeds() {
+    use PeerAction::*;
+    let whole = |ticket, size, sent| Deliver {
+        ticket,
+        size,
+        damage: 0,
+        flip: 0,
+        sent,
+    };
+    // A transfer gets through once; its ticket is spent.
+    let transfer = vec![
+        Expect {
+            worker: 0,
+            size: 4096,
+        },
+        whole(0, 4096, 4096),
+        Receive {
+            worker: 0,
+            ticket: 0,
+            size: 4096,
+        },
+        whole(0, 4096, 4096),
+        Receive {
+            worker: 0,
+            ticket: 0,
+            size: 4096,
+        },
+    ];
+    // What a guest or a stranger could try instead.
+    let mut refusals = vec![
+        Expect {
+            worker: 0,
+            size: 100,
+        },
+        // Another worker's ticket.
+        Receive {
+            worker: 1,
+            ticket: 0,
+            size: 100,
+        },
+        // Another size: refused, and the ticket spent.
+        whole(0, 99, 99),
+        Expect {
+            worker: 0,
+            size: 64,
+        },
+        // Not a transfer header (its magic), a header cut short.
+        Deliver {
+            ticket: 1,
+            size: 64,
+            damage: 0,
+            flip: 0xFF,
+            sent: 64,
+        },
+        Deliver {
+            ticket: 1,
+            size: 64,
+            damage: 33,
+            flip: 0,
+            sent: 0,
+        },
+        // A sender that stops after 10 of its 64 bytes.
+        whole(1, 64, 10),
+        Receive {
+            worker: 0,
+            ticket: 1,
+            size: 64,
+        },
+        Send {
+            worker: 0,
+            ticket: 1,
+            size: 64,
+            to: 0,
+        },
+        Send {
+            worker: 0,
+            ticket: 1,
+            size: 64,
+            to: 1,
+        },
+    ];
+    for _ in 0..17 {
+        refusals.push(Expect { worker: 1, size: 8 });
+    }
+    refusals.extend([Gone { worker: 1 }, whole(2, 8, 8)]);
+    // Worker messages as bytes: well formed, unknown, too long, malformed, the
+    // broker's own.
+    let mut send = vec![7u8; 16];
+    send.extend_from_slice(&64u64.to_le_bytes());
+    send.extend_from_slice(peer::ALLOWED.as_bytes());
+    let mut long_endpoint = send[..24].to_vec();
+    long_endpoint.extend(std::iter::repeat_n(b'a', 300));
+    let raw = |tag: u8, payload: &[u8]| Raw {
+        worker: 0,
+        tag,
+        claimed: payload.len() as u32,
+        payload: payload.to_vec(),
+    };
+    let raw_messages = vec![
+        raw(1, &4096u64.to_le_bytes()),
+        raw(2, &send),
+        raw(3, &[9; 24]),
+        raw(2, &long_endpoint),
+        raw(1, &[1; 7]),
+        Raw {
+            worker: 1,
+            tag: 5,
+            claimed: (1 << 20) + 1,
+            payload: vec![],
+        },
+        raw(99, &[]),
+        raw(5, &[1, 2, 3]),
+        raw(18, &[0]),
+        raw(4, &[]),
+    ];
+    for (name, actions) in [
+        ("transfer", transfer),
+        ("refusals", refusals),
+        ("raw_messages", raw_messages),
+    ] {
+        let bytes = PeerAction::encode(&actions);
+        assert_eq!(
+            PeerAction::decode(&bytes),
+            actions,
+            "seed {name} round-trips"
+        );
+        peer::run(&bytes);
+        write("peer", name, &bytes);
+    }
+}
+
 fn main() {
     frame_seeds();
     handshake_seeds();
@@ -1026,5 +1163,6 @@ fn main() {
     dispatch_seeds();
     vsock_seeds();
     session_seeds();
+    peer_seeds();
     println!("seeds written to {}/corpus", env!("CARGO_MANIFEST_DIR"));
 }
