@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use rustls::{ClientConfig, ServerConfig};
 use tracing::{info, warn};
-use vmcuda_wire::tls::{self, ServerStream, Shared};
+use vmcuda_wire::tls::{self, Shared};
 
 use super::proto::{self, Msg, Outcome, Ticket, MAX_CHUNK, TRANSFER_HEADER_LEN};
 use crate::admission::{Pending, RateLimit, Source};
@@ -51,7 +51,12 @@ macro_rules! peer_port {
     };
 }
 
-type Incoming = Shared<ServerStream>;
+/// A sending daemon's connection once its TLS handshake is done: what the receiving
+/// worker's bytes are read from, and its answers written to.
+pub trait Transfer: Read + Write + Send {}
+impl<T: Read + Write + Send> Transfer for T {}
+
+type Incoming = Box<dyn Transfer>;
 
 /// A transfer a worker registered.
 struct Expected {
@@ -120,20 +125,7 @@ impl Broker {
                     break;
                 }
             };
-            let served = match msg {
-                Msg::Expect { size } => self.expect(owner, size, &mut writer),
-                Msg::Send {
-                    ticket,
-                    size,
-                    endpoint,
-                } => self.send(owner, &ticket, size, &endpoint, &mut reader, &mut writer),
-                Msg::Receive { ticket, size } => self.receive(owner, &ticket, size, &mut writer),
-                other => Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("unexpected {other:?}"),
-                )),
-            };
-            if let Err(e) = served {
+            if let Err(e) = self.serve_request(owner, msg, &mut reader, &mut writer) {
                 warn!(
                     connection = owner,
                     "peer broker: {e}; the worker's link is closed"
@@ -141,10 +133,40 @@ impl Broker {
                 break;
             }
         }
+        self.worker_gone(owner);
+    }
+
+    /// Serve one message the worker `owner` sent, reading what follows it (a send's
+    /// bytes) from `r` and answering on `w`. An error means the worker's link is out
+    /// of step: it is to be closed.
+    pub fn serve_request(
+        &self,
+        owner: u64,
+        msg: Msg,
+        r: &mut impl Read,
+        w: &mut impl Write,
+    ) -> io::Result<()> {
+        match msg {
+            Msg::Expect { size } => self.expect(owner, size, w),
+            Msg::Send {
+                ticket,
+                size,
+                endpoint,
+            } => self.send(owner, &ticket, size, &endpoint, r, w),
+            Msg::Receive { ticket, size } => self.receive(owner, &ticket, size, w),
+            other => Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("unexpected {other:?}"),
+            )),
+        }
+    }
+
+    /// The worker `owner` is gone: its tickets go with it.
+    pub fn worker_gone(&self, owner: u64) {
         self.table().retain(|_, e| e.owner != owner);
     }
 
-    fn expect(&self, owner: u64, size: u64, w: &mut UnixStream) -> io::Result<()> {
+    fn expect(&self, owner: u64, size: u64, w: &mut impl Write) -> io::Result<()> {
         let now = Instant::now();
         let mut table = self.table();
         table.retain(|_, e| e.deadline > now);
@@ -222,7 +244,7 @@ impl Broker {
         size: u64,
         endpoint: &str,
         r: &mut impl Read,
-        w: &mut UnixStream,
+        w: &mut impl Write,
     ) -> io::Result<()> {
         // The guest chose the endpoint: only those the administrator named are tried.
         if !self.allow.iter().any(|a| a == endpoint) {
@@ -292,7 +314,7 @@ impl Broker {
         owner: u64,
         ticket: &Ticket,
         size: u64,
-        w: &mut UnixStream,
+        w: &mut impl Write,
     ) -> io::Result<()> {
         let mut table = self.table();
         match table.get(ticket) {
@@ -405,13 +427,19 @@ impl Broker {
             peer_port!(warn, %from, "peer connection dropped: {e}");
             return;
         }
-        let mut stream = match tls::accept_within(tcp, server, HANDSHAKE_TIMEOUT) {
+        let stream = match tls::accept_within(tcp, server, HANDSHAKE_TIMEOUT) {
             Ok(s) => s,
             Err(e) => {
                 peer_port!(warn, %from, "peer connection refused: {e}");
                 return;
             }
         };
+        self.serve_transfer(stream, &from);
+    }
+
+    /// Serve a sending daemon's connection `from` once its TLS handshake is done: its
+    /// header, then the claimed transfer handed to the worker that registered it.
+    pub fn serve_transfer(&self, mut stream: impl Transfer + 'static, from: &str) {
         let mut header = [0u8; TRANSFER_HEADER_LEN];
         if let Err(e) = stream.read_exact(&mut header) {
             peer_port!(warn, %from, "peer connection dropped before its header: {e}");
@@ -436,7 +464,7 @@ impl Broker {
         {
             return;
         }
-        self.deliver(&ticket, stream);
+        self.deliver(&ticket, Box::new(stream));
     }
 }
 

@@ -10,6 +10,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use vmcuda_fuzz::peer::{self, Action as PeerAction};
 use vmcuda_fuzz::requests;
 use vmcuda_fuzz::session::{self, Step};
 use vmcuda_fuzz::vsock::{self, Action};
@@ -493,6 +494,29 @@ fn dispatch_seeds() {
     check_served("streams_events", &sync, &[Op::DeviceEnablePeerAccess]);
     write("dispatch", "streams_events", &structured(&sync));
 
+    // A fault the target found (fixed): the host sized a staging buffer for a 2D copy
+    // of 2 GiB rows before checking the ranges. Written here so it follows the op
+    // table.
+    let huge_2d = [Request::of(
+        &Memcpy2DDtoD {
+            dst: 4,
+            dpitch: 0,
+            src: 0,
+            spitch: 2,
+            width: 1 << 31,
+            height: 512,
+            stream: s,
+            is_async: false,
+        },
+        &[],
+    )];
+    check_served("huge_2d", &huge_2d, &[Op::Memcpy2DDtoD]);
+    write(
+        "dispatch",
+        "crash-2d-dtod-staging-buffer-sized-before-checks",
+        &structured(&huge_2d),
+    );
+
     // The raw format: frames as bytes, including an unknown op and a deferred error.
     let mut raw = vec![0u8];
     let alloc = meta(&MemAlloc { size: 64 });
@@ -640,19 +664,25 @@ fn vsock_seeds() {
     write("vsock_packet", "pressure", &vsock::encode(&pressure));
 }
 
+/// Steps of a session seed that must fail, and with what: (step number, status).
+type Failing = Vec<(usize, CudaStatus)>;
+
 /// Run a `session` seed step by step and insist that every step succeeds but those
-/// numbered (from 0) in `failing`: a seed whose calls fail early would only test the
-/// errors. The quota invariant is checked as the target checks it; a seed that breaks
-/// it is still written (it shows a bug the target must keep finding until it is fixed)
-/// and reported.
-fn check_session(name: &str, steps: &[Step], failing: &[usize]) {
+/// numbered (from 0) in `failing`, which must fail with the status given there: a seed
+/// whose calls fail early, or otherwise than meant, would only test other errors. The
+/// quota invariant is checked as the target checks it; a seed that breaks it is still
+/// written (it shows a bug the target must keep finding until it is fixed) and
+/// reported.
+fn check_session(name: &str, steps: &[Step], failing: &[(usize, CudaStatus)]) {
     let steps = steps.to_vec();
+    let failing = failing.to_vec();
     let outcome = std::panic::catch_unwind(move || {
         let mut run = session::Run::new();
         for (i, step) in steps.iter().enumerate() {
             let result = run.step(*step);
-            if result.is_err() != failing.contains(&i) {
-                panic!("seed step {i} ({step:?}) gave {result:?}");
+            let expected = failing.iter().find(|(at, _)| *at == i).map(|&(_, s)| s);
+            if result.err() != expected {
+                panic!("seed step {i} ({step:?}) gave {result:?}, not {expected:?}");
             }
         }
         run.finish();
@@ -675,7 +705,7 @@ fn session_seeds() {
     use Step::*;
     // Sizes are in units of 256 bytes; VMM sizes in 2 MiB granules; stream 2 is one
     // of the session's own streams, 0 the legacy default stream.
-    let seeds: &[(&str, Vec<Step>, Vec<usize>)] = &[
+    let seeds: &[(&str, Vec<Step>, Failing)] = &[
         (
             "memory",
             vec![
@@ -714,7 +744,10 @@ fn session_seeds() {
                 Free { pick: 0 },
             ],
             // The second allocation is over the quota; the second free frees twice.
-            vec![1, 4],
+            vec![
+                (1, CudaStatus::ErrorMemoryAllocation),
+                (4, CudaStatus::ErrorInvalidValue),
+            ],
         ),
         (
             "pool",
@@ -800,7 +833,7 @@ fn session_seeds() {
                 Unmap { mapping: 0 },
             ],
             // Releasing a released handle is an error.
-            vec![4],
+            vec![(4, CudaStatus::ErrorInvalidValue)],
         ),
         (
             "reset",
@@ -827,20 +860,78 @@ fn session_seeds() {
                 EndCapture { stream: 2 },
                 Instantiate { graph: 0 },
                 Launch { exec: 0, stream: 2 },
+                // A capture of 2,048 launches fits; its executable graph does not.
                 BeginCapture { stream: 3 },
                 LaunchMany {
-                    count: 511,
+                    count: 2047,
                     stream: 3,
                 },
                 EndCapture { stream: 3 },
                 Instantiate { graph: 1 },
+                // Another such capture is stopped partway, and leaves no room for an
+                // executable graph of what it captured.
+                BeginCapture { stream: 2 },
+                LaunchMany {
+                    count: 2047,
+                    stream: 2,
+                },
+                EndCapture { stream: 2 },
+                Instantiate { graph: 2 },
+                GraphDestroy { graph: 2 },
                 GraphDestroy { graph: 1 },
                 ExecDestroy { exec: 0 },
                 GraphDestroy { graph: 0 },
             ],
-            // The host-memory limit stops the second capture's launches partway, and
-            // leaves no room for an executable graph of what it captured.
-            vec![6, 8],
+            vec![
+                (8, CudaStatus::ErrorMemoryAllocation),
+                (10, CudaStatus::ErrorMemoryAllocation),
+                (12, CudaStatus::ErrorMemoryAllocation),
+            ],
+        ),
+        (
+            // A graph built by hand of thousands of kernel nodes: two child-graph
+            // copies of a capture of 512 launches, 256 launches captured into it, and
+            // a clone of the capture beside it.
+            "built_graphs",
+            vec![
+                BeginCapture { stream: 2 },
+                LaunchMany {
+                    count: 511,
+                    stream: 2,
+                },
+                EndCapture { stream: 2 },
+                GraphCreate,
+                AddChild { graph: 1, child: 0 },
+                AddChild { graph: 1, child: 0 },
+                CaptureToGraph {
+                    graph: 1,
+                    stream: 3,
+                },
+                LaunchMany {
+                    count: 255,
+                    stream: 3,
+                },
+                EndCapture { stream: 3 },
+                Clone { graph: 0 },
+                // 1,280 nodes beside 1,536 others: no room for their executable copies.
+                Instantiate { graph: 1 },
+                GraphDestroy { graph: 3 },
+                GraphDestroy { graph: 0 },
+                // Alone, they fit.
+                Instantiate { graph: 1 },
+                Launch { exec: 0, stream: 2 },
+                Sync { stream: 2 },
+                ExecUpdate { exec: 0, graph: 1 },
+                // A child-graph node of the graph itself (a copy of its 1,280 nodes) no
+                // longer fits beside its executable graph.
+                AddChild { graph: 1, child: 1 },
+                ExecDestroy { exec: 0 },
+                GraphDestroy { graph: 1 },
+            ],
+            vec![
+                (10, CudaStatus::ErrorMemoryAllocation),
+                (17, CudaStatus::ErrorMemoryAllocation),
+            ],
         ),
         (
             "pool_import",
@@ -860,7 +951,35 @@ fn session_seeds() {
                 Sync { stream: 2 },
             ],
             // An imported pool makes no allocations.
-            vec![1],
+            vec![(1, CudaStatus::ErrorInvalidValue)],
+        ),
+        (
+            "pool_pointers",
+            vec![
+                PoolImport,
+                AllocFromPool {
+                    pool: 0,
+                    size: 16,
+                    stream: 2,
+                },
+                PoolExportPointer { pick: 0 },
+                // The test double has one address per allocation: refused there.
+                PoolImportPointer { pool: 1, export: 1 },
+                // A pool's export named as a pointer's.
+                PoolImportPointer { pool: 1, export: 0 },
+                // A pool that was not imported from the export's.
+                PoolImportPointer { pool: 0, export: 1 },
+                FreeAsync { pick: 0, stream: 2 },
+                Sync { stream: 2 },
+                // A freed allocation.
+                PoolExportPointer { pick: 0 },
+            ],
+            vec![
+                (3, CudaStatus::ErrorNotSupported),
+                (4, CudaStatus::ErrorInvalidValue),
+                (5, CudaStatus::ErrorInvalidValue),
+                (8, CudaStatus::ErrorInvalidValue),
+            ],
         ),
         (
             "ipc",
@@ -893,12 +1012,147 @@ fn session_seeds() {
                 Unmap { mapping: 0 },
                 Release { handle: 0 },
             ],
-            vec![5, 8],
+            vec![
+                (5, CudaStatus::ErrorDeviceUninitialized),
+                (8, CudaStatus::ErrorInvalidValue),
+            ],
         ),
     ];
     for (name, steps, failing) in seeds {
         check_session(name, steps, failing);
         write("session", name, &Step::encode(steps));
+    }
+}
+
+/// The peer target's seeds, each run through the target's checks before it is written.
+fn peer_seeds() {
+    use PeerAction::*;
+    let whole = |ticket, size, sent| Deliver {
+        ticket,
+        size,
+        damage: 0,
+        flip: 0,
+        sent,
+    };
+    // A transfer gets through once; its ticket is spent.
+    let transfer = vec![
+        Expect {
+            worker: 0,
+            size: 4096,
+        },
+        whole(0, 4096, 4096),
+        Receive {
+            worker: 0,
+            ticket: 0,
+            size: 4096,
+        },
+        whole(0, 4096, 4096),
+        Receive {
+            worker: 0,
+            ticket: 0,
+            size: 4096,
+        },
+    ];
+    // What a guest or a stranger could try instead.
+    let mut refusals = vec![
+        Expect {
+            worker: 0,
+            size: 100,
+        },
+        // Another worker's ticket.
+        Receive {
+            worker: 1,
+            ticket: 0,
+            size: 100,
+        },
+        // Another size: refused, and the ticket spent.
+        whole(0, 99, 99),
+        Expect {
+            worker: 0,
+            size: 64,
+        },
+        // Not a transfer header (its magic), a header cut short.
+        Deliver {
+            ticket: 1,
+            size: 64,
+            damage: 0,
+            flip: 0xFF,
+            sent: 64,
+        },
+        Deliver {
+            ticket: 1,
+            size: 64,
+            damage: 33,
+            flip: 0,
+            sent: 0,
+        },
+        // A sender that stops after 10 of its 64 bytes.
+        whole(1, 64, 10),
+        Receive {
+            worker: 0,
+            ticket: 1,
+            size: 64,
+        },
+        Send {
+            worker: 0,
+            ticket: 1,
+            size: 64,
+            to: 0,
+        },
+        Send {
+            worker: 0,
+            ticket: 1,
+            size: 64,
+            to: 1,
+        },
+    ];
+    for _ in 0..17 {
+        refusals.push(Expect { worker: 1, size: 8 });
+    }
+    refusals.extend([Gone { worker: 1 }, whole(2, 8, 8)]);
+    // Worker messages as bytes: well formed, unknown, too long, malformed, the
+    // broker's own.
+    let mut send = vec![7u8; 16];
+    send.extend_from_slice(&64u64.to_le_bytes());
+    send.extend_from_slice(peer::ALLOWED.as_bytes());
+    let mut long_endpoint = send[..24].to_vec();
+    long_endpoint.extend(std::iter::repeat_n(b'a', 300));
+    let raw = |tag: u8, payload: &[u8]| Raw {
+        worker: 0,
+        tag,
+        claimed: payload.len() as u32,
+        payload: payload.to_vec(),
+    };
+    let raw_messages = vec![
+        raw(1, &4096u64.to_le_bytes()),
+        raw(2, &send),
+        raw(3, &[9; 24]),
+        raw(2, &long_endpoint),
+        raw(1, &[1; 7]),
+        Raw {
+            worker: 1,
+            tag: 5,
+            claimed: (1 << 20) + 1,
+            payload: vec![],
+        },
+        raw(99, &[]),
+        raw(5, &[1, 2, 3]),
+        raw(18, &[0]),
+        raw(4, &[]),
+    ];
+    for (name, actions) in [
+        ("transfer", transfer),
+        ("refusals", refusals),
+        ("raw_messages", raw_messages),
+    ] {
+        let bytes = PeerAction::encode(&actions);
+        assert_eq!(
+            PeerAction::decode(&bytes),
+            actions,
+            "seed {name} round-trips"
+        );
+        peer::run(&bytes);
+        write("peer", name, &bytes);
     }
 }
 
@@ -909,5 +1163,6 @@ fn main() {
     dispatch_seeds();
     vsock_seeds();
     session_seeds();
+    peer_seeds();
     println!("seeds written to {}/corpus", env!("CARGO_MANIFEST_DIR"));
 }

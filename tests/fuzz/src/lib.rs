@@ -6,6 +6,7 @@
 
 use std::io::Write;
 
+pub mod peer;
 pub mod session;
 
 use vmcuda_host::executor::host_memory::HostMemoryExecutor;
@@ -449,8 +450,58 @@ mod tests {
                 offset: 3,
             },
             Step::DeviceReset,
+            Step::GraphCreate,
+            Step::CaptureToGraph {
+                graph: 1,
+                stream: 2,
+            },
+            Step::AddChild { graph: 3, child: 4 },
+            Step::Clone { graph: 5 },
+            Step::ExecUpdate { exec: 6, graph: 7 },
+            Step::PoolExportPointer { pick: 8 },
+            Step::PoolImportPointer {
+                pool: 9,
+                export: 10,
+            },
         ];
         assert_eq!(Step::decode(&Step::encode(&steps)), steps);
+    }
+
+    #[test]
+    fn peer_format_round_trips() {
+        use peer::Action;
+        let actions = vec![
+            Action::Raw {
+                worker: 1,
+                tag: 2,
+                claimed: 3,
+                payload: vec![4, 5],
+            },
+            Action::Expect { worker: 0, size: 6 },
+            Action::Send {
+                worker: 1,
+                ticket: 7,
+                size: 8,
+                to: 9,
+            },
+            Action::Receive {
+                worker: 0,
+                ticket: 10,
+                size: 11,
+            },
+            Action::Deliver {
+                ticket: 12,
+                size: 13,
+                damage: 14,
+                flip: 15,
+                sent: 16,
+            },
+            Action::Gone { worker: 17 },
+        ];
+        assert_eq!(
+            peer::Action::decode(&peer::Action::encode(&actions)),
+            actions
+        );
     }
 
     #[test]

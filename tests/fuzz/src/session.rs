@@ -1,9 +1,11 @@
 //! The `session` target: one host session on the host-memory executor, fed a sequence of
 //! memory operations (allocations, frees, copies, memsets, stream-ordered allocation and
 //! its pool, stream capture and graphs, virtual memory management, device reset) under
-//! a small quota, with the quota invariant checked after every step. Captures may hold
-//! many launches of a kernel with 5 KB of parameters, and pools may be exported and
-//! imported, under a small host-memory limit that is checked after every step too.
+//! a small quota, with the quota invariant checked after every step. Captured graphs and
+//! graphs built by hand (captured into, given child-graph nodes, cloned) may hold
+//! thousands of launches of a kernel with 5 KB of parameters, and pools and their
+//! allocations may be exported and imported, under a small host-memory limit that is
+//! checked after every step too.
 //!
 //! The invariant: what the session has charged never exceeds the quota and equals what
 //! the executor really holds, and dropping the session returns the executor's memory to
@@ -36,17 +38,19 @@ use vmcuda_wire::driver::{
     MemMap, MemRelease, MemSetAccess, MemUnmap,
 };
 use vmcuda_wire::graph::{
-    GraphDestroy, GraphExecDestroy, GraphExecHandle, GraphHandle, GraphInstantiate, GraphLaunch,
-    MemAllocAsync, MemAllocFromPoolAsync, MemFreeAsync, MemPoolCreate, MemPoolGetAttribute,
-    MemPoolSetAttribute, MemPoolTrimTo, PoolRef, StreamBeginCapture, StreamEndCapture,
+    GraphAddNode, GraphDestroy, GraphExecDestroy, GraphExecHandle, GraphHandle, GraphInstantiate,
+    GraphLaunch, MemAllocAsync, MemAllocFromPoolAsync, MemFreeAsync, MemPoolCreate,
+    MemPoolGetAttribute, MemPoolSetAttribute, MemPoolTrimTo, PlainNode, PoolRef,
+    StreamBeginCapture, StreamBeginCaptureToGraph, StreamEndCapture,
 };
 use vmcuda_wire::op::{
     dispatch, CallContext, DevicePtr, DeviceReset, DeviceSynchronize, EventCreate, EventHandle,
-    FunctionHandle, IpcCloseMemHandle, IpcGetEventHandle, IpcGetMemHandle, IpcOpenEventHandle,
-    IpcOpenMemHandle, LaunchKernel, MemAlloc, MemExportShareable, MemFree, MemGetInfo,
-    MemImportShareable, MemPoolExportShareable, MemPoolHandle, MemPoolImportShareable, MemcpyDtoD,
-    MemcpyHtoD, Memset, ModuleGetFunction, ModuleLoad, Request, StreamCreate, StreamHandle,
-    StreamSynchronize,
+    FunctionHandle, GraphClone, GraphCreate, GraphExecUpdate, IpcCloseMemHandle, IpcGetEventHandle,
+    IpcGetMemHandle, IpcOpenEventHandle, IpcOpenMemHandle, LaunchKernel, MemAlloc,
+    MemExportShareable, MemFree, MemGetInfo, MemImportShareable, MemPoolExportPointer,
+    MemPoolExportShareable, MemPoolHandle, MemPoolImportPointer, MemPoolImportShareable,
+    MemcpyDtoD, MemcpyHtoD, Memset, ModuleGetFunction, ModuleLoad, Request, StreamCreate,
+    StreamHandle, StreamSynchronize,
 };
 use vmcuda_wire::CudaStatus;
 
@@ -56,9 +60,15 @@ use crate::{take_uint, valid_hello, FUZZ_DEVICE_MEMORY};
 /// times the host-memory executor's VMM granularity (2 MiB), so virtual memory fits.
 pub const QUOTA: u64 = 8 << 20;
 
-/// The host memory the session may keep for its guest: a few hundred captured
-/// launches of [`BIG_KERNEL`]'s.
-pub const HOST_MEMORY: u64 = 2 << 20;
+/// The host memory the session may keep for its guest: about 3,000 graph nodes of
+/// [`BIG_KERNEL`]'s launches (each is charged 12 KiB and two copies of its 5 KB of
+/// parameters), so a graph of 1,024 of them fits with its executable graph, and one of
+/// thousands (a capture of 2,048, or child-graph nodes and clones of smaller ones) is
+/// refused on its way, or at its instantiation.
+pub const HOST_MEMORY: u64 = 64 << 20;
+
+/// The most launches one [`Step::LaunchMany`] makes.
+pub const MAX_LAUNCHES: u16 = 2048;
 
 /// A kernel with 5016 bytes of parameters (wire's test data, `bigparam.cu`).
 const BIG_KERNEL: &[u8] = include_bytes!("../../../wire/testdata/bigparam.cubin");
@@ -204,8 +214,8 @@ pub enum Step {
     },
     DeviceSync,
     DeviceReset,
-    /// `count % 512 + 1` launches of the big kernel: nodes of a graph where the stream
-    /// captures.
+    /// `count % MAX_LAUNCHES + 1` launches of the big kernel: nodes of a graph where
+    /// the stream captures.
     LaunchMany {
         count: u16,
         stream: u8,
@@ -246,10 +256,42 @@ pub enum Step {
     IpcPhysical {
         pick: u8,
     },
+    /// An empty graph, to be built by hand (`cudaGraphCreate`).
+    GraphCreate,
+    /// Capture the stream into a graph (`cudaStreamBeginCaptureToGraph`): launches then
+    /// add kernel nodes to it, until [`Step::EndCapture`].
+    CaptureToGraph {
+        graph: u8,
+        stream: u8,
+    },
+    /// A child-graph node of `child` (a copy of all its nodes) added to `graph`.
+    AddChild {
+        graph: u8,
+        child: u8,
+    },
+    /// `cudaGraphClone`: another copy of every node.
+    Clone {
+        graph: u8,
+    },
+    /// `cudaGraphExecUpdate` of an executable graph with a graph.
+    ExecUpdate {
+        exec: u8,
+        graph: u8,
+    },
+    /// `cudaMemPoolExportPointer` of one of the session's pointers.
+    PoolExportPointer {
+        pick: u8,
+    },
+    /// `cudaMemPoolImportPointer` of an export (of a pointer or, refused, of a pool)
+    /// through a made or imported pool.
+    PoolImportPointer {
+        pool: u8,
+        export: u8,
+    },
 }
 
 /// Each step's op byte is its index here; arguments follow in field order.
-const STEP_COUNT: u8 = 35;
+const STEP_COUNT: u8 = 42;
 
 impl Step {
     /// Decode steps until the input ends.
@@ -338,7 +380,26 @@ impl Step {
                 },
                 32 => Step::IpcClose { pick: b(i) },
                 33 => Step::IpcEvent { token: b(i) },
-                _ => Step::IpcPhysical { pick: b(i) },
+                34 => Step::IpcPhysical { pick: b(i) },
+                35 => Step::GraphCreate,
+                36 => Step::CaptureToGraph {
+                    graph: b(i),
+                    stream: b(i),
+                },
+                37 => Step::AddChild {
+                    graph: b(i),
+                    child: b(i),
+                },
+                38 => Step::Clone { graph: b(i) },
+                39 => Step::ExecUpdate {
+                    exec: b(i),
+                    graph: b(i),
+                },
+                40 => Step::PoolExportPointer { pick: b(i) },
+                _ => Step::PoolImportPointer {
+                    pool: b(i),
+                    export: b(i),
+                },
             });
         }
         steps
@@ -423,6 +484,13 @@ impl Step {
                 Step::IpcClose { pick } => (32, vec![pick], vec![]),
                 Step::IpcEvent { token } => (33, vec![token], vec![]),
                 Step::IpcPhysical { pick } => (34, vec![pick], vec![]),
+                Step::GraphCreate => (35, vec![], vec![]),
+                Step::CaptureToGraph { graph, stream } => (36, vec![graph, stream], vec![]),
+                Step::AddChild { graph, child } => (37, vec![graph, child], vec![]),
+                Step::Clone { graph } => (38, vec![graph], vec![]),
+                Step::ExecUpdate { exec, graph } => (39, vec![exec, graph], vec![]),
+                Step::PoolExportPointer { pick } => (40, vec![pick], vec![]),
+                Step::PoolImportPointer { pool, export } => (41, vec![pool, export], vec![]),
             };
             out.push(op);
             out.extend(bytes);
@@ -475,6 +543,8 @@ pub struct Run {
     mappings: Vec<(DevicePtr, u64)>,
     /// Pools made and imported.
     pools: Vec<MemPoolHandle>,
+    /// Exports of pools and of their allocations.
+    exports: Vec<u64>,
     /// The big kernel and its parameter bytes.
     big: (FunctionHandle, usize),
     /// Another process of the same VM (its own worker and executor), for CUDA IPC
@@ -535,6 +605,7 @@ impl Run {
             handles: Vec::new(),
             mappings: Vec::new(),
             pools: Vec::new(),
+            exports: Vec::new(),
             big: (FunctionHandle(0), 0),
             peer,
             tokens: Vec::new(),
@@ -856,7 +927,7 @@ impl Run {
             Step::LaunchMany { count, stream: s } => {
                 let (function, len) = self.big;
                 let params = vec![0u8; len];
-                for _ in 0..=count % 512 {
+                for _ in 0..=count % MAX_LAUNCHES {
                     let req = LaunchKernel {
                         function,
                         grid: [1; 3],
@@ -877,6 +948,7 @@ impl Run {
                 let pool = self.call(&create, &[])?.pool;
                 keep(&mut self.pools, pool);
                 let export = self.call(&MemPoolExportShareable { pool }, &[])?.export;
+                keep(&mut self.exports, export);
                 let imported = self.call(&MemPoolImportShareable { export }, &[])?.pool;
                 keep(&mut self.pools, imported);
             }
@@ -983,6 +1055,66 @@ impl Run {
                 };
                 let handle = self.call(&import, &[])?.handle;
                 keep(&mut self.handles, (handle, GRANULE));
+            }
+            Step::GraphCreate => {
+                let graph = self.call(&GraphCreate { flags: 0 }, &[])?.graph;
+                keep(&mut self.graphs, graph);
+            }
+            Step::CaptureToGraph { graph, stream: s } => {
+                let Some(graph) = pick(&self.graphs, graph) else {
+                    return bad;
+                };
+                let req = StreamBeginCaptureToGraph {
+                    stream: stream(s),
+                    graph,
+                    dependencies: vec![],
+                    edges: vec![],
+                };
+                self.call(&req, &[])?;
+            }
+            Step::AddChild { graph, child } => {
+                let (Some(graph), Some(child)) =
+                    (pick(&self.graphs, graph), pick(&self.graphs, child))
+                else {
+                    return bad;
+                };
+                let req = GraphAddNode {
+                    graph,
+                    dependencies: vec![],
+                    node: PlainNode::ChildGraph(child),
+                };
+                self.call(&req, &[])?;
+            }
+            Step::Clone { graph } => {
+                let Some(original) = pick(&self.graphs, graph) else {
+                    return bad;
+                };
+                let clone = self.call(&GraphClone { original }, &[])?.graph;
+                keep(&mut self.graphs, clone);
+            }
+            Step::ExecUpdate { exec, graph } => {
+                let (Some(exec), Some(graph)) =
+                    (pick(&self.execs, exec), pick(&self.graphs, graph))
+                else {
+                    return bad;
+                };
+                self.call(&GraphExecUpdate { exec, graph }, &[])?;
+            }
+            Step::PoolExportPointer { pick: i } => {
+                let Some((ptr, _)) = pick(&self.pointers, i) else {
+                    return bad;
+                };
+                let export = self.call(&MemPoolExportPointer { ptr }, &[])?.export;
+                keep(&mut self.exports, export);
+            }
+            Step::PoolImportPointer { pool, export } => {
+                let (Some(pool), Some(export)) =
+                    (pick(&self.pools, pool), pick(&self.exports, export))
+                else {
+                    return bad;
+                };
+                let imported = self.call(&MemPoolImportPointer { pool, export }, &[])?;
+                keep(&mut self.pointers, (imported.ptr, imported.size));
             }
         }
         Ok(())
