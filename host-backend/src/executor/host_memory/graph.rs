@@ -384,6 +384,14 @@ impl HostMemoryExecutor {
         id
     }
 
+    /// A pool made or imported: its id.
+    fn add_pool(&mut self, pool: Pool) -> ExecPool {
+        self.graphs.next_pool += 1;
+        let id = self.graphs.next_pool;
+        self.graphs.created.insert(id, pool);
+        id
+    }
+
     /// The name of pool `which` in its exports to other processes, drawn at the first.
     fn pool_key(&mut self, which: ExecPool) -> ExecResult<PoolKey> {
         let pool = self.pool_mut(Some(which))?;
@@ -1168,15 +1176,11 @@ impl Graphs for HostMemoryExecutor {
     }
 
     fn pool_create(&mut self, max_size: u64, shareable: bool) -> ExecResult<ExecPool> {
-        self.graphs.next_pool += 1;
-        let id = self.graphs.next_pool;
-        let pool = Pool {
+        Ok(self.add_pool(Pool {
             max_size,
             shareable,
             ..Pool::default()
-        };
-        self.graphs.created.insert(id, pool);
-        Ok(id)
+        }))
     }
 
     fn pool_export(&mut self, pool: ExecPool) -> ExecResult<ExecShare> {
@@ -1191,14 +1195,10 @@ impl Graphs for HostMemoryExecutor {
         let Some(&(from, None)) = self.graphs.shares.get(&share) else {
             return Err(CudaStatus::ErrorInvalidValue);
         };
-        self.graphs.next_pool += 1;
-        let id = self.graphs.next_pool;
-        let pool = Pool {
+        Ok(self.add_pool(Pool {
             imported_from: Some(from),
             ..Pool::default()
-        };
-        self.graphs.created.insert(id, pool);
-        Ok(id)
+        }))
     }
 
     fn pool_export_pointer(&mut self, ptr: DevicePtr) -> ExecResult<ExecShare> {
@@ -1269,14 +1269,10 @@ impl Graphs for HostMemoryExecutor {
             Ok(16) => {}
             _ => return Err(CudaStatus::ErrorInvalidValue),
         }
-        self.graphs.next_pool += 1;
-        let id = self.graphs.next_pool;
-        let pool = Pool {
+        Ok(self.add_pool(Pool {
             remote_key: Some(key),
             ..Pool::default()
-        };
-        self.graphs.created.insert(id, pool);
-        Ok(id)
+        }))
     }
 
     fn pool_import_pointer_from(
