@@ -26,6 +26,10 @@ use vmcuda_wire::graph::MemPoolHandle;
 pub const IPC_MEM_LAZY_ENABLE_PEER_ACCESS: u32 = 1;
 /// `cudaEventInterprocess`.
 pub const EVENT_INTERPROCESS: u32 = 4;
+/// Lines about imports of a handle of another kind than the call's: a guest can cause
+/// them at will.
+pub(super) static KIND_LOG: crate::admission::RateLimit = crate::admission::RateLimit::new(20, 1);
+
 /// Handles one connection may have open at once (each is a host table entry).
 pub const MAX_IMPORTS: u32 = 4096;
 
@@ -350,7 +354,8 @@ impl Session {
             Err(e) => return Err(self.ipc_failed("import", e)),
         };
         if export.kind != kind {
-            warn!(client = %self.client, kind = ?export.kind,
+            crate::rate_limited!(KIND_LOG, "CUDA IPC handles of the wrong kind", warn,
+                client = %self.client, kind = ?export.kind,
                 "CUDA IPC import refused: the handle is not {what}");
             return Err(CudaStatus::ErrorInvalidValue);
         }

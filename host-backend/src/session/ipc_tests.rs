@@ -496,6 +496,16 @@ fn pools_and_their_allocations_pass_between_processes_of_one_vm() {
         import_pointer(&mut b, imported.pool, pool_token).unwrap_err(),
         CudaStatus::ErrorInvalidValue
     );
+    // Only through a pool imported from another process: not the exporter's own pool.
+    assert_eq!(
+        import_pointer(&mut a, pool, ptr_token).unwrap_err(),
+        CudaStatus::ErrorInvalidValue
+    );
+    // Within the exporting process its exports still import by the host's number.
+    let again = MemPoolImportShareable {
+        export: pool_export,
+    };
+    assert!(a.mem_pool_import_shareable(&CTX, again, &[]).is_ok());
     let got = import_pointer(&mut b, imported.pool, ptr_token).unwrap();
     assert_eq!(got.size, 8192);
     assert_eq!(

@@ -576,7 +576,8 @@ impl PoolOps for Session {
         let pool = at.exec.ok_or(CudaStatus::ErrorInvalidValue)?;
         // Only through a pool imported from another process, as the driver has it.
         if !self.imported(at) {
-            warn!(client = %self.client, "refused a pool pointer import through a pool not imported");
+            crate::rate_limited!(super::ipc::KIND_LOG, "CUDA IPC handles of the wrong kind", warn,
+                client = %self.client, "refused a pool pointer import through a pool not imported");
             return Err(CudaStatus::ErrorInvalidValue);
         }
         let allocations = &self.accounts.allocations;
