@@ -13,46 +13,14 @@
 //   IPC_IMPORTER_SERVER=S   the child connects to S (VMCUDA_SERVER), another VM's
 //                           socket: the child must be refused with cudaErrorInvalidValue
 //   IPC_FLOOD=N             the parent exports N allocations and says how many it got
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <vector>
 #include <sys/wait.h>
-#include <unistd.h>
-#include <cuda_runtime.h>
 
-static const char* base_name(const char* p) { const char* s = strrchr(p, '/'); return s ? s + 1 : p; }
-#define CHECK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
-    printf("FAIL %s:%d %s\n", base_name(__FILE__), __LINE__, cudaGetErrorName(e_)); exit(1); } } while (0)
-#define EXPECT(cond) do { if (!(cond)) { \
-    printf("MISMATCH %s:%d %s\n", base_name(__FILE__), __LINE__, #cond); exit(1); } } while (0)
+#include "ipc_common.h"
 
 static const int N = 1 << 20;  // ints: 4 MiB
-static const int Q = N / 4;
-
-__global__ void add(int* p, int n, int v) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) p[i] += v;
-}
 
 static int pattern(int i) { return i * 3 + 1; }
-
-// Whether `e` is a refusal; the code itself on stderr when asked.
-static bool refused(const char* what, cudaError_t e) {
-    if (getenv("IPC_SHOW_CODES")) fprintf(stderr, "%s: %s\n", what, cudaGetErrorName(e));
-    cudaGetLastError();
-    return e != cudaSuccess;
-}
-
-static void put(int fd, const void* p, size_t n) { EXPECT(write(fd, p, n) == (ssize_t)n); }
-static void get(int fd, void* p, size_t n) {
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = read(fd, (char*)p + got, n - got);
-        EXPECT(r > 0);
-        got += (size_t)r;
-    }
-}
 
 static int importer(int from_parent, int to_parent) {
     if (const char* s = getenv("IPC_IMPORTER_SERVER")) setenv("VMCUDA_SERVER", s, 1);
@@ -72,10 +40,7 @@ static int importer(int from_parent, int to_parent) {
         e = cudaIpcOpenEventHandle(&ev, eh);
         printf("child: another VM's event handle refused with cudaErrorInvalidValue: %s\n",
                e == cudaErrorInvalidValue ? "yes" : "no");
-        char done = 'D';
-        put(to_parent, &done, 1);
-        char freed;
-        get(from_parent, &freed, 1);
+        done_then_wait_for_free(to_parent, from_parent);
         return 0;
     }
     CHECK(e);
@@ -93,22 +58,7 @@ static int importer(int from_parent, int to_parent) {
     CHECK(cudaEventSynchronize(ev));
     EXPECT(cudaEventQuery(ev) == cudaSuccess);
     printf("child: the parent's event is complete: yes\n");
-    std::vector<int> h(N);
-    CHECK(cudaMemcpyAsync(h.data(), d, (size_t)N * sizeof(int), cudaMemcpyDeviceToHost, s));
-    CHECK(cudaStreamSynchronize(s));
-    bool first = true;
-    for (int i = 0; i < Q; i++) first = first && h[i] == pattern(i);
-    EXPECT(first);
-    printf("child: reads the parent's bytes: yes\n");
-    int kernel_wrong = 0;
-    for (int i = N / 2; i < N; i++) kernel_wrong += h[i] != pattern(i) + 1000;
-    printf("child: sees the parent's kernel, wrong elements: %d\n", kernel_wrong);
-    // Its own bytes into the first quarter, and a kernel over the second.
-    for (int i = 0; i < Q; i++) h[i] = 0x0b000000 + i;
-    CHECK(cudaMemcpy(d, h.data(), (size_t)Q * sizeof(int), cudaMemcpyHostToDevice));
-    add<<<(Q + 255) / 256, 256, 0, s>>>(d + Q, Q, 7);
-    CHECK(cudaGetLastError());
-    CHECK(cudaStreamSynchronize(s));
+    child_reads_and_writes(d, N, s, pattern, 0x0b000000, 7);
     // A forged handle, and one of the wrong kind.
     cudaIpcMemHandle_t forged = mh;
     for (size_t i = 0; i < sizeof forged.reserved; i++) forged.reserved[i] ^= 0x5a;
@@ -123,11 +73,8 @@ static int importer(int from_parent, int to_parent) {
     CHECK(cudaIpcCloseMemHandle(p));
     printf("child: closing an address twice is refused: %s\n",
            refused("second close", cudaIpcCloseMemHandle(p)) ? "yes" : "no");
-    char done = 'D';
-    put(to_parent, &done, 1);
     // The parent frees its allocation: the handle opens no more.
-    char freed;
-    get(from_parent, &freed, 1);
+    done_then_wait_for_free(to_parent, from_parent);
     printf("child: the handle after the parent freed the memory is refused: %s\n",
            refused("stale handle", cudaIpcOpenMemHandle(&q, mh, cudaIpcMemLazyEnablePeerAccess)) ? "yes" : "no");
     return 0;
@@ -198,14 +145,7 @@ int main() {
     get(to_parent[0], &done, 1);
     EXPECT(done == 'D');
     if (!getenv("IPC_IMPORTER_SERVER")) {
-        CHECK(cudaMemcpy(h.data(), d, (size_t)N * sizeof(int), cudaMemcpyDeviceToHost));
-        bool first = true;
-        for (int i = 0; i < Q; i++) first = first && h[i] == 0x0b000000 + i;
-        EXPECT(first);
-        printf("parent: sees the child's bytes: yes\n");
-        int kernel_wrong = 0;
-        for (int i = Q; i < 2 * Q; i++) kernel_wrong += h[i] != pattern(i) + 7;
-        printf("parent: sees the child's kernel, wrong elements: %d\n", kernel_wrong);
+        parent_sees_child(d, N, pattern, 0x0b000000, 7);
     }
     CHECK(cudaEventDestroy(ev));
     CHECK(cudaEventDestroy(plain));

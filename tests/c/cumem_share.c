@@ -15,6 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "scm_rights.h"
+
 typedef unsigned long long CUdeviceptr;
 typedef unsigned long long CUmemGenericAllocationHandle;
 struct prop {
@@ -51,39 +53,6 @@ static int failures;
 static void check(const char* what, int ok) {
     printf("%s: %s\n", what, ok ? "yes" : "no");
     failures += !ok;
-}
-
-static void send_fd(int sock, int fd) {
-    char byte = 'F';
-    struct iovec iov = {&byte, 1};
-    char control[CMSG_SPACE(sizeof(int))];
-    struct msghdr msg = {0};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &fd, sizeof fd);
-    if (sendmsg(sock, &msg, 0) != 1) perror("sendmsg");
-}
-
-static int receive_fd(int sock) {
-    char byte;
-    struct iovec iov = {&byte, 1};
-    char control[CMSG_SPACE(sizeof(int))];
-    struct msghdr msg = {0};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    if (recvmsg(sock, &msg, 0) != 1) return -1;
-    struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    int fd = -1;
-    if (c && c->cmsg_type == SCM_RIGHTS) memcpy(&fd, CMSG_DATA(c), sizeof fd);
-    return fd;
 }
 
 static void start(void) {
@@ -193,7 +162,7 @@ int main(void) {
     r = cuMemExportToShareableHandle(&fabric, h, 8 /* fabric */, 0);
     printf("parent: fabric export %d\n", r);
     check("parent: a fabric handle is refused", r != 0);
-    send_fd(sv[0], fd);
+    if (send_fd(sv[0], fd) != 0) perror("sendmsg");
     write(sv[0], &size, sizeof size);
     close(fd);
     char done = 0;

@@ -46,6 +46,7 @@ const APPS: &[&str] = &[
     "occupancy_attrs",
     "per_thread_stream",
     "pointer_mem",
+    "pool_processes",
     "pool_sharing",
     "printf_buffered",
     "printf_kernel",

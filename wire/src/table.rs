@@ -453,6 +453,22 @@ macro_rules! op_lines {
                 0x0733 MemPoolImportPointer => mem_pool_import_pointer(MemPoolImportPointer {
                     pool: MemPoolHandle, export: u64,
                 }) -> PointerImported { ptr: DevicePtr, size: u64 }, Sync;
+                /// A pool or allocation export of the guest's (0x0730, 0x0732) offered to
+                /// the VM's other processes through the daemon's registry (docs/ipc.md):
+                /// its token, the same again for the same pool or allocation.
+                0x0734 MemPoolShareExport => mem_pool_share_export(MemPoolShareExport {
+                    export: u64,
+                }) -> IpcToken, Sync;
+                /// Another process's pool export of the same VM imported as a pool of this
+                /// guest's, on the exporter's device (`device`, the host's number).
+                0x0735 MemPoolImportShared => mem_pool_import_shared(MemPoolImportShared {
+                    token: [u8; 16],
+                }) -> PoolImported { pool: MemPoolHandle, device: i32 }, Sync;
+                /// Another process's allocation export mapped through a pool imported
+                /// with 0x0735, charged to its exporter.
+                0x0736 MemPoolImportSharedPointer => mem_pool_import_shared_pointer(MemPoolImportSharedPointer {
+                    pool: MemPoolHandle, token: [u8; 16],
+                }) -> PointerImported, Sync;
                 /// The current device's graph memory: trimmed (`cudaDeviceGraphMemTrim`),
                 /// and its figures (`cudaGraphMemAttr*`; setting resets a high mark).
                 0x072A DeviceGraphMemTrim => device_graph_mem_trim(DeviceGraphMemTrim {}) -> (), Sync;

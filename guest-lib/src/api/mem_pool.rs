@@ -9,9 +9,11 @@
 //! process's, which names the pool's device and the host's handle for it. Each device's
 //! current pool (`cudaDeviceSetMemPool`) is kept here; `cudaMallocAsync` allocates from
 //! it. A pool made with POSIX descriptor handles may be exported, and its allocations
-//! too, for the same program to import: the host does both with the driver, in the
-//! program's worker. Exports name the host's records, never the driver's data, and one
-//! made by another process is refused (`cudaErrorNotSupported`, with a line).
+//! too, for the same program or another process of the VM to import: the host does
+//! both with the driver. The descriptor and the pointer export data carry the token of
+//! the daemon's registry (docs/ipc.md), never the host's or the driver's data; an
+//! export of this process's is imported by the host's number for it, in its own
+//! worker, another process's through the registry by the importer's worker.
 
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -27,12 +29,14 @@ use vmcuda_wire::graph::{
 };
 use vmcuda_wire::op::{
     MemPoolExportPointer, MemPoolExportShareable, MemPoolImportPointer, MemPoolImportShareable,
+    MemPoolImportShared, MemPoolImportSharedPointer, MemPoolShareExport,
 };
 use vmcuda_wire::CudaStatus;
 
 use super::device::device_count;
 use super::{call, guard, stream_handle, RawHandle, Result};
 use crate::capture;
+use crate::driver::ipc::{IpcHandle, KIND_POOL, KIND_POOL_POINTER};
 use crate::gate;
 use crate::state::{self, registry};
 use crate::{caller, cudaError_t};
@@ -356,22 +360,13 @@ fn handle_type_checked(name: &str, handle_type: i32) -> Result<()> {
     }
 }
 
-/// Pools and allocations cross no process boundary here: an export another process
-/// made is refused with a line naming the call.
-fn from_another_process(name: &str) -> Result<()> {
-    eprintln!(
-        "vmcuda: {name}: exported by another process; memory pools are shared only within \
-         one program here"
-    );
-    Err(CudaStatus::ErrorNotSupported)
-}
-
 /// A pool exported to a descriptor: the pool (its handle's value), its device and the
-/// host's name for the export. The descriptor handed out is a copy of one memfd of
-/// this process's per pool, known by its identity; that memfd is kept while the pool
-/// lives, so the identity is not reused while known, and a pool exported again hands
-/// out another copy of it (one host export, one kept descriptor per pool however often
-/// it is exported).
+/// host's name for the export. The descriptor handed out is a copy of one sealed memfd
+/// of this process's per pool, holding the registry's token (see
+/// [`crate::driver::ipc`]), known here by its identity; that memfd is kept while the
+/// pool lives, so the identity is not reused while known, and a pool exported again
+/// hands out another copy of it (one host export, one kept descriptor per pool however
+/// often it is exported).
 struct PoolExport {
     pool: u64,
     device: i32,
@@ -387,9 +382,71 @@ fn pool_exports() -> MutexGuard<'static, HashMap<(u64, u64), PoolExport>> {
     POOL_EXPORTS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// A pool allocation this process exported: its device, the host's name for the
+/// export, and its address (to forget it once freed).
+#[derive(Clone, Copy)]
+struct PointerExport {
+    device: i32,
+    export: u64,
+    ptr: u64,
+}
+
+/// This process's pointer exports, by the token their export data carries.
+static POINTER_EXPORTS: LazyLock<Mutex<HashMap<[u8; 16], PointerExport>>> =
+    LazyLock::new(Default::default);
+
+fn pointer_exports() -> MutexGuard<'static, HashMap<[u8; 16], PointerExport>> {
+    POINTER_EXPORTS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Pointer exports kept before those of freed allocations are let go.
+const POINTER_EXPORTS_KEPT: usize = 4096;
+
 fn fd_identity(fd: std::os::fd::BorrowedFd<'_>) -> Option<(u64, u64)> {
     let st = nix::sys::stat::fstat(fd).ok()?;
     Some((st.st_dev, st.st_ino))
+}
+
+/// Offer the host's export `export` (on `device`) to the VM's other processes: the
+/// token of the daemon's registry. Where the host shares nothing between processes
+/// (no registry, `[ipc] max_exports = 0`) a token drawn here, which only this process
+/// knows, so that its own imports still work.
+fn offer_to_vm(device: i32, export: u64) -> Result<[u8; 16]> {
+    let req = MemPoolShareExport { export };
+    match super::on_host_of(Some(device), || call(&req)) {
+        Ok(r) => Ok(r.token),
+        Err(CudaStatus::ErrorNotSupported) => Ok(local_token()),
+        Err(e) => Err(e),
+    }
+}
+
+/// 128 bits of this process's (keyed hashes of a count: another process cannot guess
+/// them, and two exports here share them with no measurable chance).
+fn local_token() -> [u8; 16] {
+    use std::hash::{BuildHasher, Hasher};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let mut token = [0u8; 16];
+    for half in token.chunks_mut(8) {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(n);
+        half.copy_from_slice(&h.finish().to_le_bytes());
+    }
+    token
+}
+
+/// The program's device of the current device's host that its host numbers `local`.
+fn program_device(local: i32) -> Result<i32> {
+    let current = state::current_device();
+    if super::local_device(current)? == local {
+        return Ok(current);
+    }
+    for d in 0..device_count()? {
+        if !super::on_different_hosts(current, d)? && super::local_device(d)? == local {
+            return Ok(d);
+        }
+    }
+    Err(CudaStatus::ErrorInvalidDevice)
 }
 
 #[no_mangle]
@@ -422,9 +479,8 @@ pub extern "C" fn cudaMemPoolExportToShareableHandle(
             None => {
                 let req = MemPoolExportShareable { pool: host };
                 let export = super::on_host_of(Some(device), || call(&req))?.export;
-                use nix::sys::memfd::{memfd_create, MFdFlags};
-                let kept = memfd_create(c"vmcuda-pool-export", MFdFlags::MFD_CLOEXEC)
-                    .map_err(|_| CudaStatus::ErrorOperatingSystem)?;
+                let token = offer_to_vm(device, export)?;
+                let kept = crate::driver::ipc::descriptor(KIND_POOL, token)?;
                 let fd = copy(&kept)?;
                 let identity = fd_identity(kept.as_fd()).ok_or(CudaStatus::ErrorOperatingSystem)?;
                 let export = PoolExport {
@@ -466,31 +522,25 @@ pub extern "C" fn cudaMemPoolImportFromShareableHandle(
         let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(raw) };
         let identity = fd_identity(fd).ok_or(CudaStatus::ErrorInvalidValue)?;
         let known = pool_exports().get(&identity).map(|e| (e.device, e.export));
-        let Some((device, export)) = known else {
-            return from_another_process(NAME);
+        let (device, host) = match known {
+            // This process's own export: imported on the host by its number.
+            Some((device, export)) => {
+                let req = MemPoolImportShareable { export };
+                (device, super::on_host_of(Some(device), || call(&req))?.pool)
+            }
+            // Another process's: its token, through the daemon's registry, on the
+            // current device's host (any other descriptor is an invalid value).
+            None => {
+                let token = crate::driver::ipc::descriptor_token(raw, KIND_POOL)?;
+                let imported = call(&MemPoolImportShared { token })?;
+                (program_device(imported.device)?, imported.pool)
+            }
         };
-        let req = MemPoolImportShareable { export };
-        let host = super::on_host_of(Some(device), || call(&req))?.pool;
         let n = NEXT_MADE.fetch_add(1, Ordering::Relaxed);
         pools().made.insert(n, Made { device, host });
         // SAFETY: checked non-NULL above; by the call's contract writable.
         unsafe { caller::write(pool, (MADE_TAG + n) as RawHandle) }
     })
-}
-
-/// `cudaMemPoolPtrExportData` as written here: a mark, this process's key, the host's
-/// name for the export and the device; the rest zero.
-const POINTER_EXPORT_MARK: u64 = 0x766d_6375_6461_7045; // "vmcudapE"
-
-/// A number of this process's, so an export another process wrote is known as such.
-fn process_key() -> u64 {
-    static KEY: LazyLock<u64> = LazyLock::new(|| {
-        use std::hash::{BuildHasher, Hasher};
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u32(std::process::id());
-        h.finish()
-    });
-    *KEY
 }
 
 #[no_mangle]
@@ -505,14 +555,26 @@ pub extern "C" fn cudaMemPoolExportPointer(data: *mut c_void, ptr: *mut c_void) 
             .ok_or(CudaStatus::ErrorInvalidValue)?;
         let req = MemPoolExportPointer { ptr: ptr as u64 };
         let export = super::on_host_of(Some(device), || call(&req))?.export;
-        let mut out = [0u64; 8];
-        out[0] = POINTER_EXPORT_MARK;
-        out[1] = process_key();
-        out[2] = export;
-        out[3] = device as u32 as u64;
+        let token = offer_to_vm(device, export)?;
+        let mut exports = pointer_exports();
+        if exports.len() >= POINTER_EXPORTS_KEPT {
+            exports.retain(|_, e| registry().device_range(e.ptr).is_some_and(|r| r.0 == e.ptr));
+        }
+        let ptr = ptr as u64;
+        exports.insert(
+            token,
+            PointerExport {
+                device,
+                export,
+                ptr,
+            },
+        );
+        drop(exports);
+        // The export data is the registry's token and nothing of the host's.
+        let out = IpcHandle::of(KIND_POOL_POINTER, token);
         // SAFETY: by the call's contract `data` points at a 64-byte
         // cudaMemPoolPtrExportData.
-        unsafe { caller::write(data.cast::<[u64; 8]>(), out) }
+        unsafe { caller::write(data.cast::<IpcHandle>(), out) }
     })
 }
 
@@ -529,24 +591,31 @@ pub extern "C" fn cudaMemPoolImportPointer(
         }
         // SAFETY: by the call's contract `data` is NULL or a readable 64-byte
         // cudaMemPoolPtrExportData.
-        let d = unsafe { caller::read(data.cast::<[u64; 8]>()) }?;
-        if d[0] != POINTER_EXPORT_MARK {
-            return Err(CudaStatus::ErrorInvalidValue);
-        }
-        if d[1] != process_key() {
-            return from_another_process(NAME);
-        }
+        let d = unsafe { caller::read(data.cast::<IpcHandle>()) }?;
+        // Bytes no export of vmcuda's wrote are refused before anything is sent.
+        let token = d.token(KIND_POOL_POINTER)?;
         let (device, Some(host)) = resolve(pool)? else {
             return Err(CudaStatus::ErrorInvalidValue);
         };
-        if d[3] != device as u32 as u64 {
-            return Err(CudaStatus::ErrorInvalidValue);
-        }
-        let req = MemPoolImportPointer {
-            pool: host,
-            export: d[2],
+        let own = pointer_exports().get(&token).copied();
+        let imported = match own {
+            // This process's own export: mapped again by its number on the host.
+            Some(e) => {
+                if e.device != device {
+                    return Err(CudaStatus::ErrorInvalidValue);
+                }
+                let req = MemPoolImportPointer {
+                    pool: host,
+                    export: e.export,
+                };
+                super::on_host_of(Some(device), || call(&req))?
+            }
+            // Another process's: through the daemon's registry.
+            None => {
+                let req = MemPoolImportSharedPointer { pool: host, token };
+                super::on_host_of(Some(device), || call(&req))?
+            }
         };
-        let imported = super::on_host_of(Some(device), || call(&req))?;
         registry().add_device_range(imported.ptr, imported.size, device);
         // SAFETY: checked non-NULL above; by the call's contract writable.
         unsafe { caller::write(ptr, imported.ptr as *mut c_void) }
@@ -765,46 +834,61 @@ mod tests {
 
     use super::RawPoolProps;
 
-    /// What another process exported is refused before anything reaches a host: a
-    /// descriptor this process did not hand out, and pointer export data under another
-    /// process's key; data that is no export at all is an invalid value.
+    /// Bytes no vmcuda export wrote are refused before anything reaches a host: a
+    /// descriptor that is not a pool's export, and pointer export data not of vmcuda's
+    /// shape (a memory handle's, forged bytes) are invalid values.
     #[test]
-    fn exports_of_another_process_are_refused_here() {
+    fn what_is_no_export_is_refused_here() {
         use std::ffi::c_void;
         use std::os::fd::AsRawFd;
         use vmcuda_wire::CudaStatus;
-        let other = nix::sys::memfd::memfd_create(
-            c"another-process-export",
-            nix::sys::memfd::MFdFlags::MFD_CLOEXEC,
-        )
-        .unwrap();
+        let other =
+            nix::sys::memfd::memfd_create(c"not-an-export", nix::sys::memfd::MFdFlags::MFD_CLOEXEC)
+                .unwrap();
         let mut pool: super::RawHandle = std::ptr::null_mut();
         let handle = other.as_raw_fd() as isize as *mut c_void;
         assert_eq!(
             super::cudaMemPoolImportFromShareableHandle(&mut pool, handle, 1, 0),
-            CudaStatus::ErrorNotSupported.0
+            CudaStatus::ErrorInvalidValue.0
+        );
+        // A physical allocation's descriptor is not a pool's.
+        let allocation = crate::driver::ipc::descriptor(3, [7; 16]).unwrap();
+        let handle = allocation.as_raw_fd() as isize as *mut c_void;
+        assert_eq!(
+            super::cudaMemPoolImportFromShareableHandle(&mut pool, handle, 1, 0),
+            CudaStatus::ErrorInvalidValue.0
         );
         assert_eq!(
             super::cudaMemPoolImportFromShareableHandle(&mut pool, handle, 3, 0),
             CudaStatus::ErrorInvalidValue.0,
             "no such handle type"
         );
-        let mut data = [0u64; 8];
-        data[0] = super::POINTER_EXPORT_MARK;
-        data[1] = super::process_key().wrapping_add(1);
+        assert!(pool.is_null());
         let mut ptr: *mut c_void = std::ptr::null_mut();
-        let d = data.as_mut_ptr().cast::<c_void>();
-        assert_eq!(
-            super::cudaMemPoolImportPointer(&mut ptr, std::ptr::null_mut(), d),
-            CudaStatus::ErrorNotSupported.0
-        );
-        data[0] = 0;
-        let d = data.as_mut_ptr().cast::<c_void>();
-        assert_eq!(
-            super::cudaMemPoolImportPointer(&mut ptr, std::ptr::null_mut(), d),
-            CudaStatus::ErrorInvalidValue.0
-        );
+        let mut memory = crate::driver::ipc::IpcHandle::of(1, [5; 16]);
+        let mut forged = crate::driver::ipc::IpcHandle::of(super::KIND_POOL_POINTER, [5; 16]);
+        forged.reserved[40] = 1;
+        let mut zeros = [0u8; 64];
+        for data in [
+            (&mut memory as *mut crate::driver::ipc::IpcHandle).cast::<c_void>(),
+            (&mut forged as *mut crate::driver::ipc::IpcHandle).cast::<c_void>(),
+            zeros.as_mut_ptr().cast::<c_void>(),
+        ] {
+            assert_eq!(
+                super::cudaMemPoolImportPointer(&mut ptr, std::ptr::null_mut(), data),
+                CudaStatus::ErrorInvalidValue.0
+            );
+        }
         assert!(ptr.is_null());
+    }
+
+    /// Tokens drawn here for exports no registry names differ from each other.
+    #[test]
+    fn local_tokens_differ() {
+        let a = super::local_token();
+        let b = super::local_token();
+        assert_ne!(a, b);
+        assert_ne!(a, [0; 16]);
     }
 
     /// `cudaMemPoolProps` and the driver's `CUmemPoolProps` (CUDA 13's headers, as

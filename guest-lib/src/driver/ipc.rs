@@ -5,8 +5,10 @@
 //! opens it through its own host worker; any other process, of another VM or with
 //! forged bytes, is refused.
 //!
-//! Handle bytes: [`MAGIC`], a kind byte (1 memory, 2 event), seven zero bytes, the
-//! 16-byte token, zeros.
+//! Handle bytes: [`MAGIC`], a kind byte (1 memory, 2 event, 3 physical allocation, 4
+//! memory pool, 5 pool allocation), seven zero bytes, the 16-byte token, zeros. A pool
+//! allocation's `cudaMemPoolPtrExportData` is such a handle; a physical allocation's or
+//! a pool's descriptor is a sealed memfd holding one.
 
 use vmcuda_wire::op::{
     EventHandle, IpcCloseMemHandle, IpcGetEventHandle, IpcGetMemHandle, IpcOpenEventHandle,
@@ -23,6 +25,8 @@ pub const MAGIC: &[u8; 8] = b"vmcudaIP";
 const KIND_MEMORY: u8 = 1;
 const KIND_EVENT: u8 = 2;
 const KIND_ALLOCATION: u8 = 3;
+pub(crate) const KIND_POOL: u8 = 4;
+pub(crate) const KIND_POOL_POINTER: u8 = 5;
 /// `CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS`.
 pub const LAZY_ENABLE_PEER_ACCESS: u32 = 1;
 /// `CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS`: an opened event's flags.
@@ -36,7 +40,7 @@ pub struct IpcHandle {
 }
 
 impl IpcHandle {
-    fn of(kind: u8, token: [u8; 16]) -> IpcHandle {
+    pub(crate) fn of(kind: u8, token: [u8; 16]) -> IpcHandle {
         let mut reserved = [0u8; 64];
         reserved[..8].copy_from_slice(MAGIC);
         reserved[8] = kind;
@@ -46,7 +50,7 @@ impl IpcHandle {
 
     /// The token of a handle of `kind`; bytes no vmcuda export made are an invalid
     /// value, as the driver calls a handle it cannot use.
-    fn token(&self, kind: u8) -> Result<[u8; 16]> {
+    pub(crate) fn token(&self, kind: u8) -> Result<[u8; 16]> {
         let r = &self.reserved;
         let shaped = &r[..8] == MAGIC
             && r[8] == kind
@@ -63,16 +67,21 @@ impl IpcHandle {
 /// (`cuMemExportToShareableHandle`): a sealed memfd holding its handle, which the
 /// program may pass to another process as it would the driver's.
 pub(crate) fn allocation_descriptor(token: [u8; 16]) -> Result<i32> {
+    use std::os::fd::IntoRawFd;
+    Ok(descriptor(KIND_ALLOCATION, token)?.into_raw_fd())
+}
+
+/// A sealed memfd holding the handle of `kind` for `token`.
+pub(crate) fn descriptor(kind: u8, token: [u8; 16]) -> Result<std::os::fd::OwnedFd> {
     use nix::fcntl::{fcntl, FcntlArg, SealFlag};
     use nix::sys::memfd::{memfd_create, MFdFlags};
-    use std::os::fd::IntoRawFd;
     let os = |_| CudaStatus::ErrorOperatingSystem;
     let fd = memfd_create(
         c"vmcuda-cumem",
         MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING,
     )
     .map_err(os)?;
-    let handle = IpcHandle::of(KIND_ALLOCATION, token);
+    let handle = IpcHandle::of(kind, token);
     if nix::sys::uio::pwrite(&fd, &handle.reserved, 0).map_err(os)? != handle.reserved.len() {
         return Err(CudaStatus::ErrorOperatingSystem);
     }
@@ -81,12 +90,18 @@ pub(crate) fn allocation_descriptor(token: [u8; 16]) -> Result<i32> {
         | SealFlag::F_SEAL_GROW
         | SealFlag::F_SEAL_SEAL;
     fcntl(&fd, FcntlArg::F_ADD_SEALS(seals)).map_err(os)?;
-    Ok(fd.into_raw_fd())
+    Ok(fd)
 }
 
 /// The token in a descriptor [`allocation_descriptor`] made (in this process or
 /// another of the VM); any other descriptor is an invalid value.
 pub(crate) fn allocation_token(fd: i32) -> Result<[u8; 16]> {
+    descriptor_token(fd, KIND_ALLOCATION)
+}
+
+/// The token of `kind` in a descriptor [`descriptor`] made; any other descriptor is an
+/// invalid value.
+pub(crate) fn descriptor_token(fd: i32, kind: u8) -> Result<[u8; 16]> {
     use std::os::fd::BorrowedFd;
     if fd < 0 {
         return Err(CudaStatus::ErrorInvalidValue);
@@ -95,7 +110,7 @@ pub(crate) fn allocation_token(fd: i32) -> Result<[u8; 16]> {
     let fd = unsafe { BorrowedFd::borrow_raw(fd) };
     let mut handle = IpcHandle { reserved: [0; 64] };
     match nix::sys::uio::pread(fd, &mut handle.reserved, 0) {
-        Ok(64) => handle.token(KIND_ALLOCATION),
+        Ok(64) => handle.token(kind),
         _ => Err(CudaStatus::ErrorInvalidValue),
     }
 }

@@ -6,6 +6,8 @@
 //! guest's handles onto them and checks them first. Capture is always relaxed at this
 //! level (the guest enforces its threads' capture modes).
 
+use std::os::fd::OwnedFd;
+
 use vmcuda_wire::graph::{EdgeData, MemAccess};
 use vmcuda_wire::op::DevicePtr;
 
@@ -18,6 +20,9 @@ pub type ExecNode = u64;
 pub type ExecPool = u64;
 /// An exported pool or allocation, as an executor names it.
 pub type ExecShare = u64;
+/// The bytes that go with an export to another process (`CUmemPoolPtrExportData`'s
+/// length).
+pub const SHARE_LEN: usize = 64;
 
 /// A node with no work a stream could carry, by the executor's ids.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -217,6 +222,34 @@ pub trait Graphs {
     /// memory, freed as any allocation is.
     fn pool_import_pointer(&mut self, pool: ExecPool, share: ExecShare) -> ExecResult<DevicePtr>;
     fn share_drop(&mut self, share: ExecShare);
+    /// A pool export (from [`Graphs::pool_export`]) for another process of the VM: a
+    /// descriptor for the importing worker's executor (the driver's POSIX handle,
+    /// copied) and the bytes that go with it.
+    fn pool_share_out(&mut self, share: ExecShare) -> ExecResult<(OwnedFd, [u8; SHARE_LEN])>;
+    /// An allocation export (from [`Graphs::pool_export_pointer`]) for another process
+    /// of the VM: its export data (the driver's 64 bytes) and, where the executor
+    /// needs one to share the memory, a descriptor of it.
+    fn pointer_share_out(
+        &mut self,
+        share: ExecShare,
+    ) -> ExecResult<([u8; SHARE_LEN], Option<OwnedFd>)>;
+    /// Another process's pool export ([`Graphs::pool_share_out`] of its worker's
+    /// executor) imported as a pool, on the current device.
+    fn pool_import_from(
+        &mut self,
+        shared: OwnedFd,
+        handle: &[u8; SHARE_LEN],
+    ) -> ExecResult<ExecPool>;
+    /// Another process's allocation export ([`Graphs::pointer_share_out`]), `size`
+    /// bytes, mapped through `pool` (a pool [`Graphs::pool_import_from`] made): a new
+    /// address of the same memory, freed as any allocation is.
+    fn pool_import_pointer_from(
+        &mut self,
+        pool: ExecPool,
+        data: &[u8; SHARE_LEN],
+        size: u64,
+        shared: Option<OwnedFd>,
+    ) -> ExecResult<DevicePtr>;
     /// Destroy a pool `pool_create` made; what is still allocated from it stays valid
     /// until freed.
     fn pool_destroy(&mut self, pool: ExecPool) -> ExecResult<()>;

@@ -12,7 +12,8 @@ use vmcuda_wire::transport::{recv_keeping_fds, FdQueue};
 /// carries it and nothing else of the host.
 pub type Token = [u8; 16];
 
-/// The bytes of a driver IPC handle (`CUipcMemHandle`, `CUipcEventHandle`).
+/// The bytes of a driver IPC handle (`CUipcMemHandle`, `CUipcEventHandle`), and of
+/// a pool pointer's export data (`CUmemPoolPtrExportData`).
 pub const HANDLE_LEN: usize = 64;
 
 /// The longest message: a tag, a kind, a device, a size and a driver handle.
@@ -34,6 +35,12 @@ pub enum Kind {
     Event = 2,
     /// A physical allocation (`cuMemCreate`), passed as a POSIX descriptor.
     Allocation = 3,
+    /// A memory pool made with POSIX descriptor handles
+    /// (`cuMemPoolExportToShareableHandle`): the driver's descriptor rides along.
+    Pool = 4,
+    /// An allocation from such a pool (`cuMemPoolExportPointer`): the driver's 64
+    /// bytes of export data in place of a handle.
+    PoolPointer = 5,
 }
 
 impl Kind {
@@ -42,6 +49,8 @@ impl Kind {
             1 => Some(Kind::Memory),
             2 => Some(Kind::Event),
             3 => Some(Kind::Allocation),
+            4 => Some(Kind::Pool),
+            5 => Some(Kind::PoolPointer),
             _ => None,
         }
     }
@@ -54,9 +63,9 @@ pub struct Export {
     pub kind: Kind,
     /// The exporter's device (the driver's ordinal in the worker).
     pub device: i32,
-    /// The allocation's bytes (0 for an event).
+    /// The allocation's bytes (0 for an event or a pool).
     pub size: u64,
-    /// The driver's handle; never shown to the guest.
+    /// The driver's handle (a pool pointer's export data); never shown to the guest.
     pub handle: [u8; HANDLE_LEN],
 }
 
@@ -275,10 +284,18 @@ mod tests {
             assert_eq!(Request::decode(&r.encode()).unwrap(), r);
             assert!(r.encode().len() <= MAX_MESSAGE);
         }
+        for kind in [Kind::Allocation, Kind::Pool, Kind::PoolPointer] {
+            let r = Request::Export(Export { kind, ..export() });
+            assert_eq!(Request::decode(&r.encode()).unwrap(), r);
+        }
         for r in [
             Reply::Token([5; 16]),
             Reply::Exported(Export {
                 kind: Kind::Event,
+                ..export()
+            }),
+            Reply::Exported(Export {
+                kind: Kind::PoolPointer,
                 ..export()
             }),
             Reply::Done,
@@ -301,7 +318,7 @@ mod tests {
         e.pop();
         assert!(Request::decode(&e).is_err());
         let mut kind = Request::Export(export()).encode();
-        kind[1] = 9;
+        kind[1] = 6;
         assert!(Request::decode(&kind).is_err());
         assert!(Reply::decode(&[DONE, 0]).is_err());
     }

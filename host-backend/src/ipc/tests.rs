@@ -165,3 +165,75 @@ fn links_pass_the_shared_memory_to_the_importer() {
     }
     assert!(links[0].import(t).is_err());
 }
+
+/// A pool (its driver descriptor riding along) and a pointer of it (the driver's 64
+/// bytes of export data as its handle) are exports like any other: opened by the VM's
+/// other workers only, gone once withdrawn, and counted together against the VM's
+/// limit.
+#[test]
+fn pools_and_their_pointers_are_exports_of_their_vm() {
+    use std::os::fd::OwnedFd;
+    let r = Registry::new(3);
+    let pool = Export {
+        kind: Kind::Pool,
+        device: 0,
+        size: 0,
+        handle: [0; HANDLE_LEN],
+    };
+    let pointer = Export {
+        kind: Kind::PoolPointer,
+        device: 0,
+        size: 1 << 20,
+        handle: [0x42; HANDLE_LEN],
+    };
+    let descriptor: OwnedFd = std::fs::File::open("/dev/null").unwrap().into();
+    let pool_token = token(
+        r.serve(
+            1,
+            Some("vm1"),
+            Request::Export(pool.clone()),
+            Some(descriptor),
+        )
+        .0,
+    );
+    let pointer_token = token(
+        r.serve(1, Some("vm1"), Request::Export(pointer.clone()), None)
+            .0,
+    );
+    let (reply, fd) = r.serve(2, Some("vm1"), Request::Import(pool_token), None);
+    assert_eq!(reply, Reply::Exported(pool));
+    assert!(fd.is_some(), "the pool's descriptor goes to the importer");
+    let (reply, fd) = r.serve(2, Some("vm1"), Request::Import(pointer_token), None);
+    assert_eq!(reply, Reply::Exported(pointer.clone()));
+    assert!(fd.is_none());
+    for t in [pool_token, pointer_token] {
+        assert_eq!(
+            r.serve(3, Some("vm2"), Request::Import(t), None).0,
+            Reply::Refused(Refusal::Unknown),
+            "another VM's worker"
+        );
+    }
+    // Flooded: the third export fills the VM's allowance, whatever its kind.
+    assert!(matches!(
+        r.serve(1, Some("vm1"), Request::Export(pointer.clone()), None)
+            .0,
+        Reply::Token(_)
+    ));
+    assert_eq!(
+        r.serve(1, Some("vm1"), Request::Export(pointer.clone()), None)
+            .0,
+        Reply::Refused(Refusal::TooMany)
+    );
+    // The exporter freed the allocation: its pointer data opens no more.
+    assert_eq!(
+        r.serve(1, Some("vm1"), Request::Withdraw(pointer_token), None)
+            .0,
+        Reply::Done
+    );
+    assert_eq!(
+        r.serve(2, Some("vm1"), Request::Import(pointer_token), None)
+            .0,
+        Reply::Refused(Refusal::Unknown)
+    );
+    assert_eq!(r.exports_of("vm1"), 2);
+}

@@ -20,11 +20,16 @@ use crate::executor::driver::ExecAllocation;
 use crate::ipc::proto::{Export, Kind, Token, HANDLE_LEN};
 use crate::ipc::{IpcError, IpcLink};
 use vmcuda_wire::driver::AllocationHandle;
+use vmcuda_wire::graph::MemPoolHandle;
 
 /// `CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS`: the one flag an open takes.
 pub const IPC_MEM_LAZY_ENABLE_PEER_ACCESS: u32 = 1;
 /// `cudaEventInterprocess`.
 pub const EVENT_INTERPROCESS: u32 = 4;
+/// Lines about imports of a handle of another kind than the call's: a guest can cause
+/// them at will.
+pub(super) static KIND_LOG: crate::admission::RateLimit = crate::admission::RateLimit::new(20, 1);
+
 /// Handles one connection may have open at once (each is a host table entry).
 pub const MAX_IMPORTS: u32 = 4096;
 
@@ -48,6 +53,11 @@ pub(super) struct IpcState {
     exported_events: HashMap<EventHandle, Token>,
     /// This guest's exported physical allocations (`cuMemExportToShareableHandle`).
     exported_allocations: HashMap<AllocationHandle, Token>,
+    /// This guest's pools and pool allocations offered to the VM's other processes
+    /// (`MemPoolShareExport`): token and device.
+    exported_pools: HashMap<PoolShared, (Token, i32)>,
+    /// Allocations of other processes' pools mapped here (`cuMemPoolImportPointer`).
+    pub(super) pool_pointer_imports: HashSet<DevicePtr>,
     /// The events this guest made with `cudaEventInterprocess`.
     pub(super) interprocess_events: HashSet<EventHandle>,
     /// Memory opened from other processes, by its address here.
@@ -68,7 +78,16 @@ impl IpcState {
         self.exported_memory.values().any(|(t, _)| t == token)
             || self.exported_events.values().any(|t| t == token)
             || self.exported_allocations.values().any(|t| t == token)
+            || self.exported_pools.values().any(|(t, _)| t == token)
     }
+}
+
+/// What of the guest's pools a token of the registry names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) enum PoolShared {
+    Pool(MemPoolHandle),
+    /// An allocation from a pool, by its start.
+    Pointer(DevicePtr),
 }
 
 impl Session {
@@ -303,14 +322,44 @@ impl Session {
             size,
             handle: [0; HANDLE_LEN],
         };
-        let link = self.ipc.link.as_mut().expect("checked above");
-        match link.export(export, Some(std::os::fd::AsFd::as_fd(&shared))) {
-            Ok(token) => {
-                self.ipc.exported_allocations.insert(handle, token);
-                Ok(token)
-            }
+        let token = self.ipc_register(export, Some(&shared))?;
+        self.ipc.exported_allocations.insert(handle, token);
+        Ok(token)
+    }
+
+    /// Enter `export` (and the descriptor that goes with it) in the registry.
+    fn ipc_register(
+        &mut self,
+        export: Export,
+        shared: Option<&std::os::fd::OwnedFd>,
+    ) -> Result<Token, CudaStatus> {
+        let link = self.ipc_link()?;
+        match link.export(export, shared.map(std::os::fd::AsFd::as_fd)) {
+            Ok(token) => Ok(token),
             Err(e) => Err(self.ipc_failed("export", e)),
         }
+    }
+
+    /// Another process's export `token` of `kind` (`what`, for the log), and the
+    /// descriptor that came with it; one of another kind is an invalid value.
+    fn ipc_import_kind(
+        &mut self,
+        token: Token,
+        kind: Kind,
+        what: &str,
+    ) -> Result<(Export, Option<std::os::fd::OwnedFd>), CudaStatus> {
+        let link = self.ipc_link()?;
+        let (export, shared) = match link.import(token) {
+            Ok(got) => got,
+            Err(e) => return Err(self.ipc_failed("import", e)),
+        };
+        if export.kind != kind {
+            crate::rate_limited!(KIND_LOG, "CUDA IPC handles of the wrong kind", warn,
+                client = %self.client, kind = ?export.kind,
+                "CUDA IPC import refused: the handle is not {what}");
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        Ok((export, shared))
     }
 
     /// Another process's exported allocation imported here: the executor's handle,
@@ -319,18 +368,51 @@ impl Session {
         &mut self,
         token: Token,
     ) -> Result<(ExecAllocation, u64, i32), CudaStatus> {
-        self.ipc_link()?;
-        let link = self.ipc.link.as_mut().expect("checked above");
-        let (export, shared) = match link.import(token) {
-            Ok(got) => got,
-            Err(e) => return Err(self.ipc_failed("import", e)),
-        };
-        let Some(shared) = shared.filter(|_| export.kind == Kind::Allocation) else {
-            warn!(client = %self.client, "CUDA IPC import refused: the handle is not a physical allocation's");
-            return Err(CudaStatus::ErrorInvalidValue);
-        };
+        let (export, shared) =
+            self.ipc_import_kind(token, Kind::Allocation, "a physical allocation's")?;
+        let shared = shared.ok_or(CudaStatus::ErrorInvalidValue)?;
         let exec = self.exec.mem_import_shareable(shared, export.size)?;
         Ok((exec, export.size, export.device))
+    }
+
+    /// The token `of` was offered to the VM's other processes under, if it was.
+    pub(super) fn ipc_pool_token(&self, of: PoolShared) -> Option<Token> {
+        self.ipc.exported_pools.get(&of).map(|(t, _)| *t)
+    }
+
+    /// Offer `of` (on `device`) to the VM's other processes: `export` and its
+    /// descriptor go to the registry.
+    pub(super) fn ipc_export_pool(
+        &mut self,
+        of: PoolShared,
+        export: Export,
+        shared: Option<std::os::fd::OwnedFd>,
+    ) -> Result<Token, CudaStatus> {
+        let device = export.device;
+        let token = self.ipc_register(export, shared.as_ref())?;
+        self.ipc.exported_pools.insert(of, (token, device));
+        Ok(token)
+    }
+
+    /// Another process's pool or pool allocation (`kind`) of this VM.
+    pub(super) fn ipc_import_pool(
+        &mut self,
+        token: Token,
+        kind: Kind,
+    ) -> Result<(Export, Option<std::os::fd::OwnedFd>), CudaStatus> {
+        let what = match kind {
+            Kind::Pool => "a memory pool's",
+            _ => "a pool allocation's",
+        };
+        self.ipc_import_kind(token, kind, what)
+    }
+
+    /// `of` is gone (the pool destroyed, the allocation freed): its token opens no
+    /// more.
+    pub(super) fn ipc_withdraw_pool(&mut self, of: PoolShared) {
+        if let Some((token, _)) = self.ipc.exported_pools.remove(&of) {
+            self.ipc_withdraw(token);
+        }
     }
 
     /// Physical allocation `handle` is gone: its export opens no more.
@@ -345,6 +427,8 @@ impl Session {
         if let Some((token, _)) = self.ipc.exported_memory.remove(&ptr) {
             self.ipc_withdraw(token);
         }
+        self.ipc_withdraw_pool(PoolShared::Pointer(ptr));
+        self.ipc.pool_pointer_imports.remove(&ptr);
     }
 
     /// `device` is being reset: the exports of what this guest made on it open no
@@ -370,6 +454,16 @@ impl Session {
             .collect();
         for event in events {
             self.ipc_withdraw_event(event);
+        }
+        let pools: Vec<PoolShared> = self
+            .ipc
+            .exported_pools
+            .iter()
+            .filter(|(_, (_, d))| *d == device)
+            .map(|(of, _)| *of)
+            .collect();
+        for of in pools {
+            self.ipc_withdraw_pool(of);
         }
         let imports = &mut self.ipc.imports;
         let by_token = &mut self.ipc.import_by_token;

@@ -418,3 +418,186 @@ fn physical_allocations_pass_between_processes_as_descriptors() {
     // The importer's mapping still reads what was shared.
     assert_eq!(read(&mut b, at + 8192, 16).unwrap(), vec![0x77; 16]);
 }
+
+/// Offer export `export` (a pool's or a pool allocation's) to the VM's other processes.
+fn share(s: &mut Session, export: u64) -> Result<[u8; 16], CudaStatus> {
+    s.mem_pool_share_export(&CTX, MemPoolShareExport { export }, &[])
+        .map(|r| r.0.token)
+}
+
+fn import_pool(s: &mut Session, token: [u8; 16]) -> Result<PoolImported, CudaStatus> {
+    s.mem_pool_import_shared(&CTX, MemPoolImportShared { token }, &[])
+        .map(|r| r.0)
+}
+
+fn import_pointer(
+    s: &mut Session,
+    pool: MemPoolHandle,
+    token: [u8; 16],
+) -> Result<PointerImported, CudaStatus> {
+    let req = MemPoolImportSharedPointer { pool, token };
+    s.mem_pool_import_shared_pointer(&CTX, req, &[])
+        .map(|r| r.0)
+}
+
+/// A shareable pool of `s`'s and an allocation of `size` bytes from it, both exported
+/// (the host's numbers for the exports).
+fn pool_with_allocation(s: &mut Session, size: u64) -> (MemPoolHandle, u64, u64, u64) {
+    use vmcuda_wire::graph::{MemAllocFromPoolAsync, MemPoolCreate, PoolRef};
+    let create = MemPoolCreate {
+        device: 0,
+        max_size: 0,
+        shareable: true,
+    };
+    let pool = s.mem_pool_create(&CTX, create, &[]).unwrap().0.pool;
+    let alloc = MemAllocFromPoolAsync {
+        size,
+        pool: PoolRef::Created(pool),
+        stream: StreamHandle::LEGACY,
+    };
+    let ptr = s.mem_alloc_from_pool_async(&CTX, alloc, &[]).unwrap().0.ptr;
+    let pool_export = s
+        .mem_pool_export_shareable(&CTX, MemPoolExportShareable { pool }, &[])
+        .unwrap()
+        .0
+        .export;
+    let ptr_export = s
+        .mem_pool_export_pointer(&CTX, MemPoolExportPointer { ptr }, &[])
+        .unwrap()
+        .0
+        .export;
+    (pool, ptr, pool_export, ptr_export)
+}
+
+#[test]
+fn pools_and_their_allocations_pass_between_processes_of_one_vm() {
+    use vmcuda_wire::graph::{MemAllocFromPoolAsync, MemFreeAsync, MemPoolDestroy, PoolRef};
+    let registry = Arc::new(Registry::new(16));
+    let mut a = session(&registry, 1, "vm1", Some(16 << 20));
+    let mut b = session(&registry, 2, "vm1", Some(16 << 20));
+    let mut other_vm = session(&registry, 3, "vm2", None);
+    let (pool, ptr, pool_export, ptr_export) = pool_with_allocation(&mut a, 8192);
+    write(&mut a, ptr, &[0x5e; 8192]);
+    let pool_token = share(&mut a, pool_export).unwrap();
+    // Offered again: the same token, one registry entry.
+    assert_eq!(share(&mut a, pool_export).unwrap(), pool_token);
+    let ptr_token = share(&mut a, ptr_export).unwrap();
+    assert_eq!(registry.exports_of("vm1"), 2);
+
+    let used_by_b = b.accounts.quota_used();
+    let imported = import_pool(&mut b, pool_token).unwrap();
+    assert_eq!(imported.device, 0);
+    // A pointer's token is not a pool's, nor a pool's a pointer's.
+    assert_eq!(
+        import_pool(&mut b, ptr_token).unwrap_err(),
+        CudaStatus::ErrorInvalidValue
+    );
+    assert_eq!(
+        import_pointer(&mut b, imported.pool, pool_token).unwrap_err(),
+        CudaStatus::ErrorInvalidValue
+    );
+    // Only through a pool imported from another process: not the exporter's own pool.
+    assert_eq!(
+        import_pointer(&mut a, pool, ptr_token).unwrap_err(),
+        CudaStatus::ErrorInvalidValue
+    );
+    // Within the exporting process its exports still import by the host's number.
+    let again = MemPoolImportShareable {
+        export: pool_export,
+    };
+    assert!(a.mem_pool_import_shareable(&CTX, again, &[]).is_ok());
+    let got = import_pointer(&mut b, imported.pool, ptr_token).unwrap();
+    assert_eq!(got.size, 8192);
+    assert_eq!(
+        b.accounts.quota_used(),
+        used_by_b,
+        "charged to the exporter"
+    );
+    // The two processes share the bytes.
+    assert_eq!(read(&mut b, got.ptr, 8192).unwrap(), vec![0x5e; 8192]);
+    write(&mut b, got.ptr + 100, &[0x11; 4]);
+    assert_eq!(read(&mut a, ptr + 100, 4).unwrap(), vec![0x11; 4]);
+    // Another VM's worker and forged tokens are refused alike.
+    assert_eq!(
+        import_pool(&mut other_vm, pool_token).unwrap_err(),
+        CudaStatus::ErrorInvalidValue
+    );
+    assert_eq!(
+        import_pointer(&mut b, imported.pool, [9; 16]).unwrap_err(),
+        CudaStatus::ErrorInvalidValue
+    );
+    // The imported pool makes no allocations, and the import is not exported again.
+    let alloc = MemAllocFromPoolAsync {
+        size: 64,
+        pool: PoolRef::Created(imported.pool),
+        stream: StreamHandle::LEGACY,
+    };
+    assert_eq!(
+        b.mem_alloc_from_pool_async(&CTX, alloc, &[]).unwrap_err(),
+        CudaStatus::ErrorInvalidValue
+    );
+    assert_eq!(
+        b.mem_pool_export_pointer(&CTX, MemPoolExportPointer { ptr: got.ptr }, &[])
+            .unwrap_err(),
+        CudaStatus::ErrorInvalidValue
+    );
+    // The importer frees first, as CUDA requires; then the exporter.
+    let free = |s: &mut Session, ptr| {
+        let req = MemFreeAsync {
+            ptr,
+            stream: StreamHandle::LEGACY,
+        };
+        s.mem_free_async(&CTX, req, &[]).map(|_| ())
+    };
+    free(&mut b, got.ptr).unwrap();
+    assert_eq!(read(&mut b, got.ptr, 1), Err(CudaStatus::ErrorInvalidValue));
+    assert_eq!(b.accounts.quota_used(), used_by_b);
+    free(&mut a, ptr).unwrap();
+    // Replayed after the exporter freed it: refused.
+    assert_eq!(
+        import_pointer(&mut b, imported.pool, ptr_token).unwrap_err(),
+        CudaStatus::ErrorInvalidValue
+    );
+    // An export of a freed allocation is offered to no one.
+    assert_eq!(
+        share(&mut a, ptr_export).unwrap_err(),
+        CudaStatus::ErrorInvalidValue
+    );
+    a.mem_pool_destroy(&CTX, MemPoolDestroy { pool }, &[])
+        .unwrap();
+    let mut c = session(&registry, 4, "vm1", None);
+    assert_eq!(
+        import_pool(&mut c, pool_token).unwrap_err(),
+        CudaStatus::ErrorInvalidValue
+    );
+    assert_eq!(registry.exports_of("vm1"), 0);
+}
+
+#[test]
+fn pool_exports_count_against_the_vms_limit() {
+    let registry = Arc::new(Registry::new(3));
+    let mut a = session(&registry, 1, "vm1", None);
+    let (_, _, pool_export, ptr_export) = pool_with_allocation(&mut a, 4096);
+    share(&mut a, pool_export).unwrap();
+    share(&mut a, ptr_export).unwrap();
+    let p = alloc(&mut a, 512);
+    export(&mut a, p).unwrap();
+    let (_, _, _, another) = pool_with_allocation(&mut a, 4096);
+    assert_eq!(
+        share(&mut a, another).unwrap_err(),
+        CudaStatus::ErrorMemoryAllocation
+    );
+}
+
+/// Without a registry a pool is shared within its own process only: the offer is
+/// not supported (the guest then keeps its export to itself).
+#[test]
+fn without_a_registry_pools_are_not_offered() {
+    let exec = HostMemoryExecutor::new(64 << 20, None).unwrap();
+    let mut s = Session::new(Box::new(exec), Grant::unlimited("vm1"));
+    let (_, _, pool_export, _) = pool_with_allocation(&mut s, 4096);
+    assert_eq!(
+        share(&mut s, pool_export).unwrap_err(),
+        CudaStatus::ErrorNotSupported
+    );
+}

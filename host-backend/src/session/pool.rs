@@ -20,12 +20,15 @@ use vmcuda_wire::op::{
 use vmcuda_wire::CudaStatus;
 
 use super::accounting::{Allocation, Held};
+use super::ipc::{PoolShared, MAX_IMPORTS};
 use super::{nothing, Session};
 use crate::executor::allocation_footprint;
 use crate::executor::graph::{ExecPool, ExecShare};
+use crate::ipc::proto::{Export as IpcExport, Kind};
 use vmcuda_wire::op::{
-    DevicePtr, Exported, MemPoolExportPointer, MemPoolExportShareable, MemPoolImportPointer,
-    MemPoolImportShareable, PointerImported,
+    DevicePtr, Exported, IpcToken, MemPoolExportPointer, MemPoolExportShareable,
+    MemPoolImportPointer, MemPoolImportShareable, MemPoolImportShared, MemPoolImportSharedPointer,
+    MemPoolShareExport, PointerImported, PoolImported,
 };
 
 /// A pool the guest made: its device (this host's number) and the executor's pool.
@@ -457,6 +460,10 @@ impl PoolOps for Session {
         if a.made_pool.is_none() {
             return Err(CudaStatus::ErrorInvalidValue);
         }
+        // Nor is another process's allocation mapped here exported again.
+        if self.ipc.pool_pointer_imports.contains(&req.ptr) {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
         let (device, size) = (a.device, a.size);
         self.room_for_export()?;
         let share = self.on_pool(ctx, device, |s| s.exec.pool_export_pointer(req.ptr))?;
@@ -486,6 +493,122 @@ impl PoolOps for Session {
                 Ok((exec.pool_import_pointer(pool, e.share)?, size))
             })
         })?;
+        Ok((PointerImported { ptr, size }, Vec::new()))
+    }
+
+    fn mem_pool_share_export(
+        &mut self,
+        ctx: &CallContext,
+        req: MemPoolShareExport,
+        _: &[u8],
+    ) -> HandlerResult<IpcToken> {
+        let e = self.export_held(req.export)?;
+        let (of, live) = match e.of {
+            ExportOf::Pool(h) => (PoolShared::Pool(h), self.pools.contains_key(&h)),
+            ExportOf::Pointer(ptr, _) => (
+                PoolShared::Pointer(ptr),
+                self.accounts.allocations.contains_key(&ptr),
+            ),
+        };
+        if let Some(token) = self.ipc_pool_token(of) {
+            return Ok((IpcToken { token }, Vec::new()));
+        }
+        // A pool destroyed or an allocation freed since its export is offered to no
+        // one.
+        if !live {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let device = e.device;
+        let (export, shared) = self.on_pool(ctx, device, |s| match e.of {
+            ExportOf::Pool(_) => {
+                let (fd, handle) = s.exec.pool_share_out(e.share)?;
+                let export = IpcExport {
+                    kind: Kind::Pool,
+                    device,
+                    size: 0,
+                    handle,
+                };
+                Ok((export, Some(fd)))
+            }
+            ExportOf::Pointer(_, size) => {
+                let (handle, fd) = s.exec.pointer_share_out(e.share)?;
+                let export = IpcExport {
+                    kind: Kind::PoolPointer,
+                    device,
+                    size,
+                    handle,
+                };
+                Ok((export, fd))
+            }
+        })?;
+        let token = self.ipc_export_pool(of, export, shared)?;
+        Ok((IpcToken { token }, Vec::new()))
+    }
+
+    fn mem_pool_import_shared(
+        &mut self,
+        ctx: &CallContext,
+        req: MemPoolImportShared,
+        _: &[u8],
+    ) -> HandlerResult<PoolImported> {
+        let (export, shared) = self.ipc_import_pool(req.token, Kind::Pool)?;
+        let shared = shared.ok_or(CudaStatus::ErrorInvalidValue)?;
+        let device = export.device;
+        let made = self.make_pool(ctx, device, true, |exec| {
+            exec.pool_import_from(shared, &export.handle)
+        })?;
+        Ok((
+            PoolImported {
+                pool: made.pool,
+                device,
+            },
+            Vec::new(),
+        ))
+    }
+
+    fn mem_pool_import_shared_pointer(
+        &mut self,
+        ctx: &CallContext,
+        req: MemPoolImportSharedPointer,
+        _: &[u8],
+    ) -> HandlerResult<PointerImported> {
+        let at = self.pool_at(PoolRef::Created(req.pool))?;
+        let pool = at.exec.ok_or(CudaStatus::ErrorInvalidValue)?;
+        // Only through a pool imported from another process, as the driver has it.
+        if !self.imported(at) {
+            crate::rate_limited!(super::ipc::KIND_LOG, "CUDA IPC handles of the wrong kind", warn,
+                client = %self.client, "refused a pool pointer import through a pool not imported");
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let allocations = &self.accounts.allocations;
+        self.ipc
+            .pool_pointer_imports
+            .retain(|p| allocations.contains_key(p));
+        self.accounts.check_count(
+            "pool pointer import",
+            self.ipc.pool_pointer_imports.len(),
+            MAX_IMPORTS,
+        )?;
+        let (export, shared) = self.ipc_import_pool(req.token, Kind::PoolPointer)?;
+        if export.device != at.device {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let size = export.size;
+        let ptr = self.on_pool(ctx, at.device, |s| {
+            s.exec
+                .pool_import_pointer_from(pool, &export.handle, size, shared)
+        })?;
+        // Charged to its exporter, as memory opened from another process is, and
+        // freed by this guest as its own allocations are.
+        let allocation = Allocation {
+            size,
+            charged: 0,
+            device: at.device,
+            pooled: true,
+            made_pool: Some(req.pool),
+        };
+        self.accounts.add_allocation(ptr, allocation);
+        self.ipc.pool_pointer_imports.insert(ptr);
         Ok((PointerImported { ptr, size }, Vec::new()))
     }
 
@@ -576,6 +699,8 @@ impl PoolOps for Session {
             .remove(&req.pool)
             .ok_or(CudaStatus::ErrorInvalidValue)?;
         self.on_pool(ctx, p.device, |s| s.exec.pool_destroy(p.exec))?;
+        // Its offer to the VM's other processes goes with it.
+        self.ipc_withdraw_pool(PoolShared::Pool(req.pool));
         // What it kept goes back with it; its live allocations stay charged until they
         // are freed (they are plain allocations from now on).
         let _ = self.accounts.hold(at.device, at.held(), 0);
@@ -622,6 +747,8 @@ impl PoolOps for Session {
                 "refused cudaFreeAsync of graph memory that is not live");
             return Err(CudaStatus::ErrorInvalidValue);
         }
+        // Withdrawn first: no other process imports it while it is being freed.
+        self.ipc_withdraw_memory(req.ptr);
         self.exec.free_async(req.ptr, s)?;
         self.accounts.remove_allocation(req.ptr);
         self.graph_memory_freed(ctx.device, req.ptr);

@@ -24,7 +24,7 @@ use vmcuda_wire::op::DevicePtr;
 use vmcuda_wire::CudaStatus;
 
 use super::super::graph::{
-    ExecGraph, ExecGraphExec, ExecLinked, ExecNode, ExecPool, ExecShare, Graphs,
+    ExecGraph, ExecGraphExec, ExecLinked, ExecNode, ExecPool, ExecShare, Graphs, SHARE_LEN,
 };
 use super::super::{ExecResult, ExecStream, LEGACY_STREAM};
 use super::{check, to_usize, CudaExecutor};
@@ -43,6 +43,8 @@ pub(super) struct CudaGraphs {
     pools: HashMap<ExecPool, usize>,
     /// Exported pools and allocations (device index, what the driver gave), by number.
     shares: HashMap<ExecShare, (usize, Share)>,
+    /// The descriptors of pools imported from other processes (`pool_import_from`).
+    imported: HashMap<ExecPool, OwnedFd>,
     next_share: ExecShare,
     /// Graphs a node owns (a child graph, a conditional node's bodies): built into and
     /// read, destroyed only with their node, and forgotten then (the driver reuses
@@ -122,6 +124,19 @@ fn pool_attribute(attr: u32) -> ExecResult<sys::CUmemPool_attribute> {
     })
 }
 
+/// An allocation's export data mapped through pool `p` (live, its device current).
+fn import_pointer(
+    p: sys::CUmemoryPool,
+    mut data: sys::CUmemPoolPtrExportData,
+) -> ExecResult<DevicePtr> {
+    let mut out: sys::CUdeviceptr = 0;
+    // SAFETY: out-pointer to a local; `p` is a live pool; `data` is a copy of what a
+    // driver gave for an export (this worker's, or another's through the registry),
+    // which the driver judges.
+    check(unsafe { sys::cuMemPoolImportPointer(&mut out, p, &mut data) })?;
+    Ok(out)
+}
+
 impl CudaExecutor {
     /// Destroy the graphs of device `idx` (its context is current).
     pub(super) fn graphs_destroy_device(&mut self, idx: usize) {
@@ -133,6 +148,10 @@ impl CudaExecutor {
             }
             *d != idx
         });
+        let pools = &self.graph_tables.pools;
+        self.graph_tables
+            .imported
+            .retain(|p, _| pools.contains_key(p));
         self.graph_tables.building.retain(|_, d| *d != idx);
         self.graph_tables.owned.retain(|_, o| o.device != idx);
         self.graph_tables.into_existing.clear();
@@ -157,6 +176,21 @@ impl CudaExecutor {
         let id = self.graph_tables.next_share;
         self.graph_tables.shares.insert(id, (idx, share));
         id
+    }
+
+    /// A pool's POSIX descriptor (this worker's export, or another's passed here)
+    /// imported as a pool of device `idx`, current; the descriptor stays the caller's.
+    fn import_pool_descriptor(&mut self, idx: usize, fd: c_int) -> ExecResult<ExecPool> {
+        let posix = sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+        let mut pool: sys::CUmemoryPool = ptr::null_mut();
+        // SAFETY: out-pointer to a local; a POSIX handle is passed as the descriptor's
+        // number, which stays open (the driver does not take it).
+        check(unsafe {
+            sys::cuMemPoolImportFromShareableHandle(&mut pool, fd as isize as *mut c_void, posix, 0)
+        })?;
+        let id = pool as usize as ExecPool;
+        self.graph_tables.pools.insert(id, idx);
+        Ok(id)
     }
 
     /// A finished graph of this executor.
@@ -604,21 +638,8 @@ impl Graphs for CudaExecutor {
         if *d != idx {
             return Err(CudaStatus::ErrorInvalidDevice);
         }
-        let posix = sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-        let mut pool: sys::CUmemoryPool = ptr::null_mut();
-        // SAFETY: out-pointer to a local; a POSIX handle is passed as the descriptor's
-        // number, which stays open (the driver does not take it).
-        check(unsafe {
-            sys::cuMemPoolImportFromShareableHandle(
-                &mut pool,
-                fd.as_raw_fd() as isize as *mut c_void,
-                posix,
-                0,
-            )
-        })?;
-        let id = pool as usize as ExecPool;
-        self.graph_tables.pools.insert(id, idx);
-        Ok(id)
+        let fd = fd.as_raw_fd();
+        self.import_pool_descriptor(idx, fd)
     }
 
     fn pool_export_pointer(&mut self, dptr: DevicePtr) -> ExecResult<ExecShare> {
@@ -635,23 +656,67 @@ impl Graphs for CudaExecutor {
         let Some((_, Share::Pointer(data))) = self.graph_tables.shares.get(&share) else {
             return Err(CudaStatus::ErrorInvalidValue);
         };
-        let mut data = *data;
-        let mut out: sys::CUdeviceptr = 0;
-        // SAFETY: out-pointer to a local; `p` is a live pool; `data` is what the driver
-        // gave for an export, copied.
-        check(unsafe { sys::cuMemPoolImportPointer(&mut out, p, &mut data) })?;
-        Ok(out)
+        let data = *data;
+        import_pointer(p, data)
     }
 
     fn share_drop(&mut self, share: ExecShare) {
         self.graph_tables.shares.remove(&share);
     }
 
+    fn pool_share_out(&mut self, share: ExecShare) -> ExecResult<(OwnedFd, [u8; SHARE_LEN])> {
+        let Some((_, Share::Pool(fd))) = self.graph_tables.shares.get(&share) else {
+            return Err(CudaStatus::ErrorInvalidValue);
+        };
+        // The driver's descriptor is all another worker needs.
+        let copy = fd
+            .try_clone()
+            .map_err(|_| CudaStatus::ErrorOperatingSystem)?;
+        Ok((copy, [0; SHARE_LEN]))
+    }
+
+    fn pointer_share_out(
+        &mut self,
+        share: ExecShare,
+    ) -> ExecResult<([u8; SHARE_LEN], Option<OwnedFd>)> {
+        let Some((_, Share::Pointer(data))) = self.graph_tables.shares.get(&share) else {
+            return Err(CudaStatus::ErrorInvalidValue);
+        };
+        // The memory travels through the pool's descriptor, imported already.
+        Ok((data.reserved, None))
+    }
+
+    fn pool_import_from(
+        &mut self,
+        shared: OwnedFd,
+        _handle: &[u8; SHARE_LEN],
+    ) -> ExecResult<ExecPool> {
+        let idx = self.bind()?;
+        let pool = self.import_pool_descriptor(idx, shared.as_raw_fd())?;
+        // Kept open while the pool lives, as the exporter keeps its own.
+        self.graph_tables.imported.insert(pool, shared);
+        Ok(pool)
+    }
+
+    fn pool_import_pointer_from(
+        &mut self,
+        pool: ExecPool,
+        data: &[u8; SHARE_LEN],
+        _size: u64,
+        _shared: Option<OwnedFd>,
+    ) -> ExecResult<DevicePtr> {
+        self.bind()?;
+        let p = self.pool(Some(pool))?;
+        import_pointer(p, sys::CUmemPoolPtrExportData { reserved: *data })
+    }
+
     fn pool_destroy(&mut self, pool: ExecPool) -> ExecResult<()> {
         let p = self.pool(Some(pool))?;
         self.graph_tables.pools.remove(&pool);
         // SAFETY: made by pool_create, destroyed once (it has left the table).
-        check(unsafe { sys::cuMemPoolDestroy(p) })
+        let destroyed = check(unsafe { sys::cuMemPoolDestroy(p) });
+        self.graph_tables.imported.remove(&pool);
+        destroyed
     }
 
     fn pool_get_access(&mut self, pool: Option<ExecPool>, device: i32) -> ExecResult<u32> {

@@ -26,6 +26,7 @@
 //! `pool_create` behave alike, and refuse to grow past their maximum size.
 
 use std::collections::{BTreeMap, HashMap};
+use std::os::fd::OwnedFd;
 
 use tracing::warn;
 use vmcuda_wire::graph::{
@@ -35,7 +36,7 @@ use vmcuda_wire::op::{DevicePtr, LaunchAttribute};
 use vmcuda_wire::CudaStatus;
 
 use super::super::graph::{
-    ExecGraph, ExecGraphExec, ExecLinked, ExecNode, ExecPool, ExecShare, Graphs,
+    ExecGraph, ExecGraphExec, ExecLinked, ExecNode, ExecPool, ExecShare, Graphs, SHARE_LEN,
 };
 use super::super::{
     DeviceRange, ExecEvent, ExecFunction, ExecResult, ExecStream, LaunchConfig, PitchedRange,
@@ -288,7 +289,15 @@ struct Pool {
     shareable: bool,
     /// Imported from an export of this pool.
     imported_from: Option<ExecPool>,
+    /// The name this pool's exports to other processes carry (random, drawn at the
+    /// first): what the driver's export data says of its pool.
+    key: Option<PoolKey>,
+    /// Imported from another process's pool of that name.
+    remote_key: Option<PoolKey>,
 }
+
+/// A pool's name in its exports to other processes.
+type PoolKey = [u8; 16];
 
 impl HostMemoryExecutor {
     /// Drop every graph and capture and what the pool keeps (the device was reset, and
@@ -375,6 +384,26 @@ impl HostMemoryExecutor {
         id
     }
 
+    /// A pool made or imported: its id.
+    fn add_pool(&mut self, pool: Pool) -> ExecPool {
+        self.graphs.next_pool += 1;
+        let id = self.graphs.next_pool;
+        self.graphs.created.insert(id, pool);
+        id
+    }
+
+    /// The name of pool `which` in its exports to other processes, drawn at the first.
+    fn pool_key(&mut self, which: ExecPool) -> ExecResult<PoolKey> {
+        let pool = self.pool_mut(Some(which))?;
+        if let Some(key) = pool.key {
+            return Ok(key);
+        }
+        let mut key: PoolKey = [0; 16];
+        vmcuda_wire::tls::random_bytes(&mut key).map_err(|_| CudaStatus::ErrorOperatingSystem)?;
+        pool.key = Some(key);
+        Ok(key)
+    }
+
     fn pool(&self, which: Option<ExecPool>) -> ExecResult<&Pool> {
         match which {
             None => Ok(&self.graphs.pool),
@@ -425,6 +454,17 @@ impl HostMemoryExecutor {
             .find(|(_, p)| p.live.contains_key(&ptr))
             .map(|(&id, _)| Some(id))
     }
+}
+
+/// A memfd holding a pool's name: the double's descriptor for a pool export.
+fn key_descriptor(key: &PoolKey) -> ExecResult<OwnedFd> {
+    use nix::sys::memfd::{memfd_create, MFdFlags};
+    let os = |_| CudaStatus::ErrorOperatingSystem;
+    let fd = memfd_create(c"vmcuda-pool", MFdFlags::MFD_CLOEXEC).map_err(os)?;
+    if nix::sys::uio::pwrite(&fd, key, 0).map_err(os)? != key.len() {
+        return Err(CudaStatus::ErrorOperatingSystem);
+    }
+    Ok(fd)
 }
 
 /// Ask the guest to run a host function (done cleared, request set) and wait until it
@@ -1136,15 +1176,11 @@ impl Graphs for HostMemoryExecutor {
     }
 
     fn pool_create(&mut self, max_size: u64, shareable: bool) -> ExecResult<ExecPool> {
-        self.graphs.next_pool += 1;
-        let id = self.graphs.next_pool;
-        let pool = Pool {
+        Ok(self.add_pool(Pool {
             max_size,
             shareable,
             ..Pool::default()
-        };
-        self.graphs.created.insert(id, pool);
-        Ok(id)
+        }))
     }
 
     fn pool_export(&mut self, pool: ExecPool) -> ExecResult<ExecShare> {
@@ -1159,14 +1195,10 @@ impl Graphs for HostMemoryExecutor {
         let Some(&(from, None)) = self.graphs.shares.get(&share) else {
             return Err(CudaStatus::ErrorInvalidValue);
         };
-        self.graphs.next_pool += 1;
-        let id = self.graphs.next_pool;
-        let pool = Pool {
+        Ok(self.add_pool(Pool {
             imported_from: Some(from),
             ..Pool::default()
-        };
-        self.graphs.created.insert(id, pool);
-        Ok(id)
+        }))
     }
 
     fn pool_export_pointer(&mut self, ptr: DevicePtr) -> ExecResult<ExecShare> {
@@ -1194,6 +1226,72 @@ impl Graphs for HostMemoryExecutor {
 
     fn share_drop(&mut self, share: ExecShare) {
         self.graphs.shares.remove(&share);
+    }
+
+    fn pool_share_out(&mut self, share: ExecShare) -> ExecResult<(OwnedFd, [u8; SHARE_LEN])> {
+        let Some(&(from, None)) = self.graphs.shares.get(&share) else {
+            return Err(CudaStatus::ErrorInvalidValue);
+        };
+        // The double's "driver descriptor": a memfd holding the pool's name.
+        let key = self.pool_key(from)?;
+        let fd = key_descriptor(&key)?;
+        Ok((fd, [0; SHARE_LEN]))
+    }
+
+    fn pointer_share_out(
+        &mut self,
+        share: ExecShare,
+    ) -> ExecResult<([u8; SHARE_LEN], Option<OwnedFd>)> {
+        let Some(&(from, Some(ptr))) = self.graphs.shares.get(&share) else {
+            return Err(CudaStatus::ErrorInvalidValue);
+        };
+        // Only while the allocation is live in its pool, as the driver exports it.
+        if !self.pool(Some(from))?.live.contains_key(&ptr) {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let key = self.pool_key(from)?;
+        let (fd, len) = self.share_allocation(ptr)?;
+        // The export data: the pool's name and the allocation's length.
+        let mut data = [0u8; SHARE_LEN];
+        data[..16].copy_from_slice(&key);
+        data[16..24].copy_from_slice(&len.to_le_bytes());
+        Ok((data, Some(fd)))
+    }
+
+    fn pool_import_from(
+        &mut self,
+        shared: OwnedFd,
+        _handle: &[u8; SHARE_LEN],
+    ) -> ExecResult<ExecPool> {
+        let mut key: PoolKey = [0; 16];
+        // A descriptor that is not a pool's is refused, as the driver refuses it.
+        match nix::sys::uio::pread(&shared, &mut key, 0) {
+            Ok(16) => {}
+            _ => return Err(CudaStatus::ErrorInvalidValue),
+        }
+        Ok(self.add_pool(Pool {
+            remote_key: Some(key),
+            ..Pool::default()
+        }))
+    }
+
+    fn pool_import_pointer_from(
+        &mut self,
+        pool: ExecPool,
+        data: &[u8; SHARE_LEN],
+        size: u64,
+        shared: Option<OwnedFd>,
+    ) -> ExecResult<DevicePtr> {
+        // Only through an import of the allocation's own pool, as the driver checks.
+        let from = self.pool(Some(pool))?.remote_key;
+        let len = u64::from_le_bytes(data[16..24].try_into().expect("8 bytes"));
+        if from.is_none_or(|k| data[..16] != k) || len != size {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let fd = shared.ok_or(CudaStatus::ErrorInvalidValue)?;
+        let ptr = self.map_shared(fd, size)?;
+        self.pool_pointer_imports.insert(ptr);
+        Ok(ptr)
     }
 
     fn pool_destroy(&mut self, which: ExecPool) -> ExecResult<()> {

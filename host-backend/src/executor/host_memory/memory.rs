@@ -42,11 +42,42 @@ impl HostMemoryExecutor {
             return false;
         };
         // Another worker's memory mapped here takes none of this device's.
-        if !self.ipc_imports.remove(&ptr) {
+        let imported = self.ipc_imports.remove(&ptr) | self.pool_pointer_imports.remove(&ptr);
+        if !imported {
             self.used_memory -= allocation_footprint(bytes.len() as u64);
         }
         self.device_of.remove(&ptr);
         true
+    }
+
+    /// A descriptor of the memfd holding the allocation at `ptr`, and its length: its
+    /// bytes move into one at the first share (the address stays the same), so that
+    /// another worker mapping it sees them, as two contexts see device memory.
+    pub(super) fn share_allocation(&mut self, ptr: DevicePtr) -> ExecResult<(OwnedFd, u64)> {
+        let bytes = self
+            .memory
+            .get_mut(&ptr)
+            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        if let Bytes::Own(own) = bytes {
+            *bytes = Bytes::Shared(SharedBytes::copy_of(own)?);
+        }
+        let len = bytes.len() as u64;
+        match bytes {
+            Bytes::Shared(shared) => Ok((shared.share()?, len)),
+            Bytes::Own(_) => unreachable!("made shared above"),
+        }
+    }
+
+    /// Map `size` bytes of another worker's shared allocation at a new address of
+    /// the current device.
+    pub(super) fn map_shared(&mut self, fd: OwnedFd, size: u64) -> ExecResult<DevicePtr> {
+        let len = usize::try_from(size).map_err(|_| CudaStatus::ErrorInvalidValue)?;
+        let mapped = SharedBytes::map(fd, len)?;
+        let ptr = self.next_address;
+        self.next_address = align_up(ptr + size.max(1) + GUARD, ALIGN);
+        self.memory.insert(ptr, Bytes::Shared(mapped));
+        self.device_of.insert(ptr, self.current);
+        Ok(ptr)
     }
 
     /// `size` zeroed bytes of this executor's memory, counted as used: out of memory
@@ -249,24 +280,13 @@ impl MemoryExec for HostMemoryExecutor {
         if self.ipc_imports.contains(&ptr) {
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        let bytes = self
-            .memory
-            .get_mut(&ptr)
-            .ok_or(CudaStatus::ErrorInvalidValue)?;
-        // Moved into a memfd at its first export; the address stays the same.
-        if let Bytes::Own(own) = bytes {
-            *bytes = Bytes::Shared(SharedBytes::copy_of(own)?);
-        }
-        let len = bytes.len() as u64;
-        let Bytes::Shared(shared) = bytes else {
-            unreachable!("made shared above")
-        };
+        let (shared, len) = self.share_allocation(ptr)?;
         let mut handle = vec![0u8; IPC_HANDLE_LEN];
         handle[..8].copy_from_slice(&ptr.to_le_bytes());
         handle[8..16].copy_from_slice(&len.to_le_bytes());
         Ok(IpcExported {
             handle,
-            shared: Some(shared.share()?),
+            shared: Some(shared),
         })
     }
 
@@ -278,12 +298,7 @@ impl MemoryExec for HostMemoryExecutor {
         shared: Option<OwnedFd>,
     ) -> ExecResult<DevicePtr> {
         let fd = shared.ok_or(CudaStatus::ErrorInvalidValue)?;
-        let len = usize::try_from(size).map_err(|_| CudaStatus::ErrorInvalidValue)?;
-        let mapped = SharedBytes::map(fd, len)?;
-        let ptr = self.next_address;
-        self.next_address = align_up(ptr + size.max(1) + GUARD, ALIGN);
-        self.memory.insert(ptr, Bytes::Shared(mapped));
-        self.device_of.insert(ptr, self.current);
+        let ptr = self.map_shared(fd, size)?;
         self.ipc_imports.insert(ptr);
         Ok(ptr)
     }

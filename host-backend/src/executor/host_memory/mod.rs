@@ -166,6 +166,10 @@ pub struct HostMemoryExecutor {
     /// Allocations another worker exported and this one mapped (CUDA IPC): in
     /// `memory`, never counted in `used_memory` (the exporter's device holds them).
     ipc_imports: HashSet<DevicePtr>,
+    /// Allocations of another worker's pool mapped here through an imported pool
+    /// (`pool_import_pointer_from`): in `memory`, not counted in `used_memory` either,
+    /// but freed by the guest as its own allocations are.
+    pool_pointer_imports: HashSet<DevicePtr>,
     /// The pretend device (index into `visible`) each allocation, stream and event
     /// was made on: a device reset destroys those of the current device only.
     device_of: HashMap<u64, usize>,
@@ -225,6 +229,7 @@ impl HostMemoryExecutor {
             next_address: ADDRESS_BASE,
             memory: BTreeMap::new(),
             ipc_imports: HashSet::new(),
+            pool_pointer_imports: HashSet::new(),
             device_of: HashMap::new(),
             modules: HashMap::new(),
             functions: HashMap::new(),
