@@ -244,16 +244,40 @@ fn granules(ptr: usize, len: usize) -> std::ops::RangeInclusive<usize> {
 /// range is claimed, i.e. clear of the program's own memory.
 pub fn reserve(ptr: usize, len: usize) -> bool {
     let mut table = GRANULES.lock().unwrap_or_else(|p| p.into_inner());
-    let mut clear = true;
-    for g in granules(ptr, len) {
-        let entry = table.entry(g).or_insert((0, false));
-        if entry.0 == 0 {
-            entry.1 = claim(g * GRANULE);
+    let span = granules(ptr, len);
+    // Granules no live range holds, claimed a run at a time: one mmap for a whole
+    // allocation (a granule at a time, a 1 GiB allocation took 512 of them); a run
+    // that overlaps the program's memory is claimed granule by granule instead.
+    let fresh: Vec<usize> = span
+        .clone()
+        .filter(|g| table.get(g).is_none_or(|e| e.0 == 0))
+        .collect();
+    for run in runs(&fresh) {
+        let whole = claim(run.start * GRANULE, run.len() * GRANULE);
+        for g in run {
+            let claimed = whole || claim(g * GRANULE, GRANULE);
+            table.insert(g, (0, claimed));
         }
+    }
+    let mut clear = true;
+    for g in span {
+        let entry = table.entry(g).or_insert((0, false));
         entry.0 += 1;
         clear &= entry.1;
     }
     clear
+}
+
+/// Consecutive granule indices of `sorted` as ranges.
+fn runs(sorted: &[usize]) -> Vec<std::ops::Range<usize>> {
+    let mut out: Vec<std::ops::Range<usize>> = Vec::new();
+    for &g in sorted {
+        match out.last_mut() {
+            Some(r) if r.end == g => r.end = g + 1,
+            _ => out.push(g..g + 1),
+        }
+    }
+    out
 }
 
 /// Whether every granule of `[ptr, ptr + len)` is claimed by this process for device
@@ -266,6 +290,7 @@ pub fn claimed(ptr: usize, len: usize) -> bool {
 /// Drop one device range's hold on its granules; unmap those we claimed and nobody uses.
 pub fn release(ptr: usize, len: usize) {
     let mut table = GRANULES.lock().unwrap_or_else(|p| p.into_inner());
+    let mut unclaim = Vec::new();
     for g in granules(ptr, len) {
         let Some(entry) = table.get_mut(&g) else {
             continue;
@@ -273,19 +298,24 @@ pub fn release(ptr: usize, len: usize) {
         entry.0 -= 1;
         if entry.0 == 0 {
             if entry.1 {
-                if let Some(addr) = NonNull::new((g * GRANULE) as *mut libc::c_void) {
-                    // SAFETY: this granule was mapped PROT_NONE by `claim` and no
-                    // live device range uses it any more.
-                    let _ = unsafe { munmap(addr, GRANULE) };
-                }
+                unclaim.push(g);
             }
             table.remove(&g);
         }
     }
+    // One munmap a run of granules (it spans the several mappings of a run as well).
+    for run in runs(&unclaim) {
+        if let Some(addr) = NonNull::new((run.start * GRANULE) as *mut libc::c_void) {
+            // SAFETY: these granules were mapped PROT_NONE by `claim` and no live
+            // device range uses them any more.
+            let _ = unsafe { munmap(addr, run.len() * GRANULE) };
+        }
+    }
 }
 
-fn claim(at: usize) -> bool {
-    let (Some(addr), Some(length)) = (NonZeroUsize::new(at), NonZeroUsize::new(GRANULE)) else {
+/// Map `[at, at + len)` PROT_NONE where nothing of the program's is: whether it was.
+fn claim(at: usize, len: usize) -> bool {
+    let (Some(addr), Some(length)) = (NonZeroUsize::new(at), NonZeroUsize::new(len)) else {
         return false;
     };
     // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping; a PROT_NONE,
@@ -302,7 +332,7 @@ fn claim(at: usize) -> bool {
         Ok(p) if p.as_ptr() as usize == at => true,
         Ok(p) => {
             // SAFETY: an old kernel put it elsewhere; unmapping what was just made.
-            let _ = unsafe { munmap(p, GRANULE) };
+            let _ = unsafe { munmap(p, len) };
             false
         }
         Err(_) => {
@@ -408,5 +438,31 @@ mod tests {
         assert!(reserve(at + 4096, 100));
         release(at + 4096, 100);
         assert!(free_at(at));
+    }
+
+    /// A range of many granules is claimed as one run; where the program's own page
+    /// sits in the middle, the granules around it are still claimed one by one, and
+    /// the program's page is never touched; released, every claimed granule is free.
+    #[test]
+    fn long_ranges_are_claimed_in_runs_around_the_programs_memory() {
+        assert_eq!(runs(&[1, 2, 3, 7, 9, 10]), [1..4, 7..8, 9..11]);
+        assert!(runs(&[]).is_empty());
+        let at = 0x2347_0000_0000usize;
+        let len = 16 * GRANULE;
+        assert!(reserve(at, len));
+        assert!(claimed(at, len));
+        release(at, len);
+        assert!((0..16).all(|i| free_at(at + i * GRANULE)));
+        let mine = ProgramPage::at(at + 5 * GRANULE);
+        assert!(!reserve(at, len), "the program's page is in granule 5");
+        let table = GRANULES.lock().unwrap();
+        let first = at / GRANULE;
+        let claimed_now: Vec<bool> = (first..first + 16).map(|g| table[&g].1).collect();
+        drop(table);
+        assert_eq!(claimed_now.iter().filter(|c| !**c).count(), 1);
+        assert!(!claimed_now[5]);
+        release(at, len);
+        drop(mine);
+        assert!((0..16).all(|i| free_at(at + i * GRANULE)));
     }
 }

@@ -3,11 +3,11 @@
    over a Unix socket (SCM_RIGHTS), imported, mapped and written by the child, whose
    bytes the parent then reads. Driver API only. Prints one line per check and the
    codes; exits 0 when every check holds.
-   Diagnostic knobs (natively nothing changes): CUMEM_CHILD_SYNC=1 makes the child
-   synchronize its context after writing; CUMEM_CHILD_KEEP=1 makes it tell the parent
-   before it unmaps and releases, and wait for the parent's read first;
-   CUMEM_CHILD_NO_READBACK=1 leaves out the child's read of its own write (and so
-   its check). */
+   The child synchronizes after its write before it tells the parent: a pageable
+   cuMemcpyHtoD may return before its bytes land, and without the wait the parent's
+   read raced the copy natively too (the H200: 1 of 3 native runs lost the write, its
+   context then failing with 719 at the unmap). CUMEM_CHILD_KEEP=1 makes the child tell
+   the parent before it unmaps and releases, and wait for the parent's read first. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,13 +103,11 @@ static int child(int sock) {
     memset(buf, 0xc4, sizeof buf);
     r = cuMemcpyHtoD_v2(at + 4096, buf, sizeof buf);
     printf("child: write %d\n", r);
-    if (getenv("CUMEM_CHILD_SYNC")) printf("child: synchronize %d\n", cuCtxSynchronize());
-    if (!getenv("CUMEM_CHILD_NO_READBACK")) {
-        unsigned char back[4096];
-        memset(back, 0, sizeof back);
-        cuMemcpyDtoH_v2(back, at + 4096, sizeof back);
-        check("child: reads back its own bytes", memcmp(back, buf, sizeof buf) == 0);
-    }
+    printf("child: synchronize %d\n", cuCtxSynchronize());
+    unsigned char back[4096];
+    memset(back, 0, sizeof back);
+    cuMemcpyDtoH_v2(back, at + 4096, sizeof back);
+    check("child: reads back its own bytes", memcmp(back, buf, sizeof buf) == 0);
     char done = 'D';
     int keep = getenv("CUMEM_CHILD_KEEP") != NULL;
     if (keep) {

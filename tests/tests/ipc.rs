@@ -36,9 +36,19 @@ fn assert_lines(stdout: &str, lines: &[&str]) {
 
 /// `app` run against `d` with NVIDIA's shared runtime and with nvcc's static one, the
 /// codes of its refusals on stderr: it passes, prints `lines` and says `codes`.
-fn passes_with_both_runtimes(d: &Daemon, app: &str, lines: &[&str], codes: &[&str]) {
+fn passes_with_both_runtimes(
+    d: &Daemon,
+    app: &str,
+    env: &[(&str, &str)],
+    lines: &[&str],
+    codes: &[&str],
+) {
+    let env: Vec<(&str, &str)> = [("IPC_SHOW_CODES", "1")]
+        .into_iter()
+        .chain(env.iter().copied())
+        .collect();
     for dir in [apps_dir(), static_apps_dir()] {
-        let out = run_program_with(&dir.join(app), &d.server(), &[("IPC_SHOW_CODES", "1")]);
+        let out = run_program_with(&dir.join(app), &d.server(), &env);
         let stdout = text(&out.stdout);
         let stderr = text(&out.stderr);
         assert!(out.status.success(), "{stdout}\n{stderr}");
@@ -109,7 +119,7 @@ fn two_processes_of_one_vm_share_memory_and_events() {
         "second close: cudaErrorInvalidValue",
         "stale handle: cudaErrorInvalidValue",
     ];
-    passes_with_both_runtimes(&d, "ipc_processes", SHARED, &codes);
+    passes_with_both_runtimes(&d, "ipc_processes", &[], SHARED, &codes);
     // The importer's worker opened the exporter's: said in the host's log; the stale
     // handle's refusal too.
     let log = d.log_with("CUDA IPC import refused");
@@ -230,7 +240,13 @@ fn two_processes_of_one_vm_share_a_memory_pool() {
         "allocation from an imported pool: cudaErrorInvalidValue",
         "stale pointer: cudaErrorInvalidValue",
     ];
-    passes_with_both_runtimes(&d, "pool_processes", POOL_SHARED, &codes);
+    passes_with_both_runtimes(
+        &d,
+        "pool_processes",
+        &[("POOL_STALE_IMPORT", "1")],
+        POOL_SHARED,
+        &codes,
+    );
     // The importer's worker opened the pool and the pointer through the registry; the
     // stale export data's refusal is in the host's log too.
     let log = d.log_with("CUDA IPC import refused");

@@ -465,10 +465,7 @@ fn host_memory_physical_allocations_are_refused_after_their_granularity_is_answe
             requested_handle_types: 1,
             ..Default::default()
         };
-        let asked = MemGetAllocationGranularity {
-            prop: prop.clone(),
-            option: 0,
-        };
+        let asked = MemGetAllocationGranularity { prop, option: 0 };
         let g = s
             .mem_get_allocation_granularity(&CTX, asked, &[])
             .unwrap()
