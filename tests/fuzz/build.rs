@@ -93,7 +93,7 @@ fn forward(out: &mut String, src: &str, name: &str, path: &str) -> Result<(), St
     let mut rest = body;
     while let Some(at) = find_fn(rest) {
         rest = &rest[at..];
-        let end = rest.find([';', '{']).ok_or("unterminated declaration")?;
+        let end = decl_end(rest).ok_or("unterminated declaration")?;
         let sig = rest[..end].trim().to_string();
         rest = if rest.as_bytes()[end] == b'{' {
             &rest[matching(rest, end)? + 1..]
@@ -107,6 +107,21 @@ fn forward(out: &mut String, src: &str, name: &str, path: &str) -> Result<(), St
     }
     writeln!(out, "    }}\n}}").unwrap();
     Ok(())
+}
+
+/// Where a declaration ends: its `;` or its body's `{`, outside brackets and
+/// parentheses (an array type `[u8; N]` has a `;` of its own).
+fn decl_end(s: &str) -> Option<usize> {
+    let mut depth = 0i32;
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' | '[' => depth += 1,
+            ')' | ']' => depth -= 1,
+            ';' | '{' if depth == 0 => return Some(i),
+            _ => {}
+        }
+    }
+    None
 }
 
 /// The forwarding body of one declaration `fn name(&mut self, a: T, ...) -> R`.
