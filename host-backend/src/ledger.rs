@@ -48,6 +48,10 @@ struct Entry {
     buffers: u64,
     /// Host memory the worker keeps for its guest (see `session::host_memory`).
     host: u64,
+    /// Host memory the driver holds for the worker's GPU memory while the operator has
+    /// it suspended (`crate::suspend`): the VM's as its `host` is, written by the
+    /// operator's command and kept as it is by every worker's update.
+    suspended: u64,
 }
 
 /// Which of a worker's host-memory figures a [`LedgerAccount`] counts.
@@ -62,6 +66,15 @@ impl Entry {
         match which {
             Kept::Buffers => &mut self.buffers,
             Kept::HostMemory => &mut self.host,
+        }
+    }
+
+    /// What this line counts against the VM's limit of `which`: a suspended worker's
+    /// GPU memory, held in host memory then, counts as host memory.
+    fn counted(&self, which: Kept) -> u64 {
+        match which {
+            Kept::Buffers => self.buffers,
+            Kept::HostMemory => self.host.saturating_add(self.suspended),
         }
     }
 }
@@ -82,7 +95,9 @@ impl LedgerAccount {
     /// of this kind: `Ok(false)` then, and nothing is counted.
     pub fn charge(&self, bytes: u64, limit: u64) -> Result<bool, LedgerError> {
         update(&self.file, &self.path, self.pid, |entries| {
-            let total: u64 = entries.iter_mut().map(|e| *e.kept(self.which)).sum();
+            let total = entries
+                .iter()
+                .fold(0u64, |t, e| t.saturating_add(e.counted(self.which)));
             if total.checked_add(bytes).is_none_or(|t| t > limit) {
                 return Ok(false);
             }
@@ -140,6 +155,7 @@ impl Ledger {
                 bytes: 0,
                 buffers: 0,
                 host: 0,
+                suspended: 0,
             });
             Ok(())
         })?;
@@ -227,6 +243,97 @@ impl Ledger {
     }
 }
 
+/// One live worker as its VM's ledger has it, for the operator's commands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkerLine {
+    /// The worker's pid as the host numbers it.
+    pub pid: u32,
+    /// GPU memory it holds for its guest (the quota's bytes).
+    pub device_bytes: u64,
+    /// Host memory it keeps for its guest.
+    pub host_bytes: u64,
+    /// Host memory its suspended GPU memory takes (0 unless it is suspended).
+    pub suspended: u64,
+}
+
+/// A VM's ledger as the operator's commands (`vmcuda-host suspend`) see it: opened by
+/// path, never joined, so it changes only the lines it is asked to.
+pub struct VmLedger {
+    file: File,
+    path: PathBuf,
+}
+
+impl VmLedger {
+    /// VM `vm`'s ledger under `state_dir`; `None` when no worker of it ever joined.
+    pub fn open(state_dir: &Path, vm: &str) -> Result<Option<VmLedger>, LedgerError> {
+        let path = state_dir.join("ledger").join(file_name(vm));
+        match OpenOptions::new().read(true).write(true).open(&path) {
+            Ok(file) => Ok(Some(VmLedger { file, path })),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(LedgerError::Io { path, source }),
+        }
+    }
+
+    /// The VM's live workers.
+    pub fn workers(&self) -> Result<Vec<WorkerLine>, LedgerError> {
+        let mut lines = Vec::new();
+        self.update(|entries| {
+            lines = entries.iter().map(WorkerLine::from).collect();
+            Ok(())
+        })?;
+        Ok(lines)
+    }
+
+    /// Count `bytes` of worker `pid`'s suspended GPU memory as the VM's host memory,
+    /// unless the VM would then keep more than `limit`: `Ok(false)` then, or when the
+    /// worker is gone, and nothing is counted.
+    pub fn mark_suspended(&self, pid: u32, bytes: u64, limit: u64) -> Result<bool, LedgerError> {
+        self.update(|entries| {
+            let total = entries
+                .iter()
+                .fold(0u64, |t, e| t.saturating_add(e.counted(Kept::HostMemory)));
+            let Some(me) = entries.iter_mut().find(|e| e.pid == pid) else {
+                return Ok(false);
+            };
+            let total = total.saturating_sub(me.suspended);
+            if total.checked_add(bytes).is_none_or(|t| t > limit) {
+                return Ok(false);
+            }
+            me.suspended = bytes;
+            Ok(true)
+        })
+    }
+
+    /// Worker `pid` is running again: its GPU memory no longer counts as host memory.
+    pub fn clear_suspended(&self, pid: u32) -> Result<(), LedgerError> {
+        self.update(|entries| {
+            if let Some(me) = entries.iter_mut().find(|e| e.pid == pid) {
+                me.suspended = 0;
+            }
+            Ok(())
+        })
+    }
+
+    fn update<T>(
+        &self,
+        f: impl FnOnce(&mut Vec<Entry>) -> Result<T, LedgerError>,
+    ) -> Result<T, LedgerError> {
+        // No worker has pid 0: every dead worker's line is dropped.
+        update(&self.file, &self.path, 0, f)
+    }
+}
+
+impl From<&Entry> for WorkerLine {
+    fn from(e: &Entry) -> WorkerLine {
+        WorkerLine {
+            pid: e.pid,
+            device_bytes: e.bytes,
+            host_bytes: e.host,
+            suspended: e.suspended,
+        }
+    }
+}
+
 /// Read the ledger (`file`, opened at `path`) under its lock, drop dead workers' lines
 /// (never `pid`'s), let `f` change the rest, and write it back.
 fn update<T>(
@@ -256,6 +363,7 @@ fn update<T>(
                 bytes: fields.next()?.parse().ok()?,
                 buffers: fields.next().map_or(Some(0), |b| b.parse().ok())?,
                 host: fields.next().map_or(Some(0), |b| b.parse().ok())?,
+                suspended: fields.next().map_or(Some(0), |b| b.parse().ok())?,
             })
         })
         .filter(|e| e.pid == pid || alive(e.pid))
@@ -263,10 +371,11 @@ fn update<T>(
     let result = f(&mut entries)?;
     let new_text: String = entries
         .iter()
-        .map(|e| match (e.buffers, e.host) {
-            (0, 0) => format!("{} {}\n", e.pid, e.bytes),
-            (b, 0) => format!("{} {} {b}\n", e.pid, e.bytes),
-            (b, h) => format!("{} {} {b} {h}\n", e.pid, e.bytes),
+        .map(|e| match (e.buffers, e.host, e.suspended) {
+            (0, 0, 0) => format!("{} {}\n", e.pid, e.bytes),
+            (b, 0, 0) => format!("{} {} {b}\n", e.pid, e.bytes),
+            (b, h, 0) => format!("{} {} {b} {h}\n", e.pid, e.bytes),
+            (b, h, s) => format!("{} {} {b} {h} {s}\n", e.pid, e.bytes),
         })
         .collect();
     // A look that changed nothing (a total, a refused charge) writes nothing.
@@ -406,6 +515,53 @@ mod tests {
             format!("{} 0\n", me.pid)
         );
         drop(me);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// A suspended worker's GPU memory is the VM's host memory: the operator's mark
+    /// is refused over the limit, counts against the workers' own charges, survives
+    /// their updates, and is given back when cleared.
+    #[test]
+    fn suspended_gpu_memory_counts_as_the_vms_host_memory() {
+        let d = dir("suspend");
+        let me = Ledger::join(&d, "vm4", 8).unwrap();
+        let host = me.host_memory();
+        assert!(host.charge(300, 1000).unwrap());
+        assert!(me.charge(5000, u64::MAX).unwrap(), "device memory");
+        let operator = VmLedger::open(&d, "vm4")
+            .unwrap()
+            .expect("the ledger exists");
+        assert!(VmLedger::open(&d, "nobody").unwrap().is_none());
+        let pid = me.pid;
+        assert!(
+            !operator.mark_suspended(pid, 800, 1000).unwrap(),
+            "300 + 800 is over 1000"
+        );
+        assert!(
+            !operator.mark_suspended(pid + 1, 10, 1000).unwrap(),
+            "no such worker"
+        );
+        assert!(operator.mark_suspended(pid, 700, 1000).unwrap());
+        assert_eq!(
+            operator.workers().unwrap(),
+            vec![WorkerLine {
+                pid,
+                device_bytes: 5000,
+                host_bytes: 300,
+                suspended: 700
+            }]
+        );
+        assert!(
+            !host.charge(1, 1000).unwrap(),
+            "the VM's host memory is full"
+        );
+        // The worker's own changes keep the operator's figure.
+        me.refund(1000).unwrap();
+        assert_eq!(operator.workers().unwrap()[0].suspended, 700);
+        operator.clear_suspended(pid).unwrap();
+        assert!(host.charge(700, 1000).unwrap());
+        drop(me);
+        assert!(operator.workers().unwrap().is_empty());
         std::fs::remove_dir_all(&d).unwrap();
     }
 

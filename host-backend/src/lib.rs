@@ -53,5 +53,6 @@ pub mod shared_memory;
 pub mod socket_files;
 pub mod spawn;
 pub mod stats;
+pub mod suspend;
 pub mod tls;
 pub mod worker;

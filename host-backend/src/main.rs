@@ -4,6 +4,7 @@ use std::fs::File;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use tracing::{error, info};
@@ -93,6 +94,27 @@ enum Cmd {
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
     },
+    /// Suspend a VM's GPU work: every worker of VM (whichever daemon or vhost-user
+    /// device started it) is locked once its calls in flight finish, and its GPU
+    /// memory moved to host memory, counted against the VM's host_memory. The guest's
+    /// programs see a pause. For a VMM's or libvirt's pause hook.
+    Suspend {
+        /// The VM, as the configuration names it ("local" for programs on this host).
+        vm: String,
+        #[command(flatten)]
+        target: SuspendArgs,
+        /// How long to wait for a worker's CUDA calls in flight before giving up (the
+        /// VM is then left running).
+        #[arg(long, default_value_t = 10_000)]
+        lock_timeout_ms: u64,
+    },
+    /// Resume a VM suspended with `suspend`: its GPU memory comes back at the same
+    /// addresses and its programs carry on.
+    Resume {
+        vm: String,
+        #[command(flatten)]
+        target: SuspendArgs,
+    },
     /// Serve one guest connection passed as stdin (started by `serve`).
     #[command(hide = true)]
     Worker {
@@ -128,6 +150,23 @@ enum Cmd {
         #[arg(long, value_name = "FD")]
         ipc_registry: Option<i32>,
     },
+}
+
+/// Where `suspend` and `resume` find a VM's workers, and how they pause them.
+#[derive(clap::Args)]
+struct SuspendArgs {
+    /// The state directory. Default: the configuration's state_dir, else /run/vmcuda.
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+    /// The host configuration, for its state_dir and the VM's host_memory. Default:
+    /// /etc/vmcuda/host.toml when it exists.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// What the workers run on, as given to `serve`: cuda (the driver's process
+    /// checkpoint) or host-memory (the TEST DOUBLE's workers, which are only stopped
+    /// and continued).
+    #[arg(long, value_enum, default_value_t = ExecutorChoice::Cuda)]
+    executor: ExecutorChoice,
 }
 
 /// What the daemon and each worker it starts are both given: the daemon passes them
@@ -339,6 +378,85 @@ fn main() -> ExitCode {
             config,
             json,
         } => status(state_dir, config.as_deref(), json),
+        Cmd::Suspend {
+            vm,
+            target,
+            lock_timeout_ms,
+        } => suspend(&vm, &target, Some(Duration::from_millis(lock_timeout_ms))),
+        Cmd::Resume { vm, target } => suspend(&vm, &target, None),
+    }
+}
+
+/// `suspend` (with its lock timeout) and `resume` (without).
+fn suspend(vm: &str, args: &SuspendArgs, lock_timeout: Option<Duration>) -> ExitCode {
+    use vmcuda_host::suspend::{self, Checkpointer, StopCheckpointer};
+    let name = if lock_timeout.is_some() {
+        "suspend"
+    } else {
+        "resume"
+    };
+    let policy = match Policy::load(args.config.as_deref()) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("vmcuda-host {name}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let state_dir = args
+        .state_dir
+        .clone()
+        .unwrap_or_else(|| policy.state_dir().to_path_buf());
+    let checkpointer: Box<dyn Checkpointer> = match args.executor {
+        ExecutorChoice::HostMemory => Box::new(StopCheckpointer),
+        ExecutorChoice::Cuda | ExecutorChoice::Auto => {
+            match vmcuda_host::executor::cuda::checkpoint::DriverCheckpointer::new() {
+                Ok(c) => Box::new(c),
+                Err(e) if args.executor == ExecutorChoice::Auto => {
+                    eprintln!(
+                        "vmcuda-host {name}: {e}; the workers are taken for the test double's"
+                    );
+                    Box::new(StopCheckpointer)
+                }
+                Err(e) => {
+                    eprintln!("vmcuda-host {name}: {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+    };
+    let result = match lock_timeout {
+        Some(timeout) => suspend::suspend_vm(
+            &state_dir,
+            vm,
+            policy.host_memory_of(vm),
+            checkpointer.as_ref(),
+            timeout,
+        ),
+        None => suspend::resume_vm(&state_dir, vm, checkpointer.as_ref()),
+    };
+    match result {
+        Ok(report) => {
+            let what = if lock_timeout.is_some() {
+                "suspended"
+            } else {
+                "resumed"
+            };
+            println!("{}", report.summary(vm, what));
+            for w in &report.workers {
+                println!(
+                    "  worker {}: {} bytes, {:.3} s, its resident memory grew by {} bytes",
+                    w.pid,
+                    w.bytes,
+                    w.elapsed.as_secs_f64(),
+                    w.resident_growth
+                );
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("vmcuda-host {name}: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 

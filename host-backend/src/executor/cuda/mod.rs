@@ -63,6 +63,7 @@ mod array;
 mod blas;
 mod blas_table;
 mod blaslt;
+pub mod checkpoint;
 mod copy;
 mod device;
 mod driver;

@@ -1,0 +1,395 @@
+//! Suspending and resuming a VM's GPU work (`vmcuda-host suspend VM`, `resume VM`).
+//!
+//! Every worker of the VM (its VM's ledger lists them, whichever spawner started
+//! them) is locked and checkpointed by a [`Checkpointer`]: on a GPU, the driver's
+//! process checkpoint (`cuCheckpointProcess*`, [`crate::executor::cuda::checkpoint`]),
+//! which waits for the worker's CUDA calls in flight, then moves its GPU memory into
+//! the worker's host memory and frees the GPU. The guest's calls meanwhile wait in the
+//! worker, so its programs see a pause. Resumed, the driver puts every allocation,
+//! module, stream, event and graph back at the same addresses.
+//!
+//! What a checkpoint holds is the VM's host memory: before a worker is locked, its GPU
+//! memory is counted in the VM's ledger against `[[vm]] host_memory`
+//! ([`VmLedger::mark_suspended`]), and a VM whose GPU memory does not fit is not
+//! suspended at all. The figure is corrected to what the worker's resident memory
+//! grew by, when that is more.
+//!
+//! A worker that fails part way is unlocked again and the workers already suspended
+//! are resumed, so a VM is suspended whole or not at all.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use thiserror::Error;
+
+use crate::ledger::{LedgerError, VmLedger, WorkerLine};
+
+/// Where a worker stands, as its [`Checkpointer`] sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProcessState {
+    Running,
+    /// Its CUDA calls are held; its GPU memory is still on the GPU.
+    Locked,
+    /// Its GPU memory is in host memory and the GPU is free of it.
+    Checkpointed,
+    /// The driver could not finish a checkpoint or restore.
+    Failed,
+}
+
+/// What suspends one process's GPU work.
+pub trait Checkpointer {
+    fn state(&self, pid: u32) -> Result<ProcessState, SuspendError>;
+    /// Hold the process's CUDA calls, once those in flight finish (within `timeout`).
+    fn lock(&self, pid: u32, timeout: Duration) -> Result<(), SuspendError>;
+    fn checkpoint(&self, pid: u32) -> Result<(), SuspendError>;
+    fn restore(&self, pid: u32) -> Result<(), SuspendError>;
+    fn unlock(&self, pid: u32) -> Result<(), SuspendError>;
+}
+
+#[derive(Debug, Error)]
+pub enum SuspendError {
+    #[error("VM {0} has no worker on this host now (nothing to suspend or resume)")]
+    NoWorkers(String),
+    #[error(
+        "VM {vm} holds {need} bytes of GPU memory; its host_memory limit ({limit} bytes) \
+         has room for {room}: raise [[vm]] host_memory to suspend it"
+    )]
+    OverHostMemory {
+        vm: String,
+        need: u64,
+        room: u64,
+        limit: u64,
+    },
+    #[error("VM {0} is suspended already")]
+    AlreadySuspended(String),
+    #[error("worker {pid}: {step} failed: {reason}")]
+    Step {
+        pid: u32,
+        step: &'static str,
+        reason: String,
+    },
+    #[error("the GPU driver's checkpoint is unavailable: {0}")]
+    Unavailable(String),
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+}
+
+/// One worker suspended or resumed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkerReport {
+    pub pid: u32,
+    /// GPU memory counted as the VM's host memory while it is suspended.
+    pub bytes: u64,
+    /// What the worker's resident memory grew by in its checkpoint (suspend only).
+    pub resident_growth: u64,
+    pub elapsed: Duration,
+}
+
+/// A VM suspended or resumed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Report {
+    pub workers: Vec<WorkerReport>,
+    pub elapsed: Duration,
+}
+
+impl Report {
+    pub fn bytes(&self) -> u64 {
+        self.workers.iter().map(|w| w.bytes).sum()
+    }
+
+    /// One line for the operator.
+    pub fn summary(&self, vm: &str, what: &str) -> String {
+        let secs = self.elapsed.as_secs_f64();
+        let gib = self.bytes() as f64 / (1u64 << 30) as f64;
+        let rate = if secs > 0.0 { gib / secs } else { 0.0 };
+        format!(
+            "{what} VM {vm}: {} worker(s), {gib:.3} GiB of GPU memory, {secs:.3} s ({rate:.2} GiB/s)",
+            self.workers.len()
+        )
+    }
+}
+
+/// What a worker holds on the GPU: the larger of its ledger's bytes (counted there
+/// under a quota) and its figures' (`stats`, counted always).
+fn device_bytes(line: &WorkerLine, figures: &[crate::stats::Guest]) -> u64 {
+    let reported = figures
+        .iter()
+        .filter(|g| g.worker_pid == line.pid)
+        .map(|g| g.device_memory_bytes)
+        .max()
+        .unwrap_or(0);
+    line.device_bytes.max(reported)
+}
+
+/// A process's resident memory, in bytes (0 when it cannot be read).
+fn resident(pid: u32) -> u64 {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return 0;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// Suspend every worker of VM `vm` (its ledger under `state_dir`), counting their GPU
+/// memory against `host_limit`. All or nothing.
+pub fn suspend_vm(
+    state_dir: &Path,
+    vm: &str,
+    host_limit: u64,
+    checkpointer: &dyn Checkpointer,
+    lock_timeout: Duration,
+) -> Result<Report, SuspendError> {
+    let started = Instant::now();
+    let ledger =
+        VmLedger::open(state_dir, vm)?.ok_or_else(|| SuspendError::NoWorkers(vm.into()))?;
+    let workers = ledger.workers()?;
+    if workers.is_empty() {
+        return Err(SuspendError::NoWorkers(vm.into()));
+    }
+    if workers.iter().any(|w| w.suspended > 0) {
+        return Err(SuspendError::AlreadySuspended(vm.into()));
+    }
+    for w in &workers {
+        if checkpointer.state(w.pid)? != ProcessState::Running {
+            return Err(SuspendError::AlreadySuspended(vm.into()));
+        }
+    }
+    let figures = crate::stats::census(state_dir, false)
+        .map(|c| c.guests)
+        .unwrap_or_default();
+    let sizes: Vec<u64> = workers.iter().map(|w| device_bytes(w, &figures)).collect();
+    // Checked as a whole first, so a VM that cannot fit is not paused at all.
+    let kept: u64 = workers.iter().map(|w| w.host_bytes).sum();
+    let need: u64 = sizes.iter().sum();
+    let room = host_limit.saturating_sub(kept);
+    if need > room {
+        return Err(SuspendError::OverHostMemory {
+            vm: vm.into(),
+            need,
+            room,
+            limit: host_limit,
+        });
+    }
+    let mut done: Vec<WorkerReport> = Vec::new();
+    for (w, &bytes) in workers.iter().zip(&sizes) {
+        match suspend_worker(
+            &ledger,
+            checkpointer,
+            w.pid,
+            bytes,
+            host_limit,
+            lock_timeout,
+        ) {
+            Ok(report) => done.push(report),
+            Err(e) => {
+                // All or nothing: the workers already suspended run again.
+                for r in done.iter().rev() {
+                    let _ = resume_worker(&ledger, checkpointer, r.pid, r.bytes);
+                }
+                return Err(e);
+            }
+        }
+    }
+    Ok(Report {
+        workers: done,
+        elapsed: started.elapsed(),
+    })
+}
+
+fn suspend_worker(
+    ledger: &VmLedger,
+    checkpointer: &dyn Checkpointer,
+    pid: u32,
+    bytes: u64,
+    host_limit: u64,
+    lock_timeout: Duration,
+) -> Result<WorkerReport, SuspendError> {
+    let started = Instant::now();
+    if !ledger.mark_suspended(pid, bytes, host_limit)? {
+        // The VM's host memory grew since it was checked, or the worker left.
+        return Err(SuspendError::Step {
+            pid,
+            step: "counting its GPU memory as host memory",
+            reason: "the VM's host_memory has no room for it now, or the worker ended".into(),
+        });
+    }
+    let before = resident(pid);
+    if let Err(e) = checkpointer.lock(pid, lock_timeout) {
+        let _ = ledger.clear_suspended(pid);
+        return Err(e);
+    }
+    if let Err(e) = checkpointer.checkpoint(pid) {
+        let _ = checkpointer.unlock(pid);
+        let _ = ledger.clear_suspended(pid);
+        return Err(e);
+    }
+    let growth = resident(pid).saturating_sub(before);
+    let bytes = if growth > bytes {
+        // The driver keeps more than the guest's allocations (its own state): counted
+        // as it is, since it is held already.
+        let _ = ledger.mark_suspended(pid, growth, u64::MAX);
+        growth
+    } else {
+        bytes
+    };
+    Ok(WorkerReport {
+        pid,
+        bytes,
+        resident_growth: growth,
+        elapsed: started.elapsed(),
+    })
+}
+
+fn resume_worker(
+    ledger: &VmLedger,
+    checkpointer: &dyn Checkpointer,
+    pid: u32,
+    bytes: u64,
+) -> Result<WorkerReport, SuspendError> {
+    let started = Instant::now();
+    match checkpointer.state(pid)? {
+        ProcessState::Running => {}
+        ProcessState::Locked => checkpointer.unlock(pid)?,
+        ProcessState::Checkpointed | ProcessState::Failed => {
+            checkpointer.restore(pid)?;
+            checkpointer.unlock(pid)?;
+        }
+    }
+    ledger.clear_suspended(pid)?;
+    Ok(WorkerReport {
+        pid,
+        bytes,
+        resident_growth: 0,
+        elapsed: started.elapsed(),
+    })
+}
+
+/// Resume every suspended worker of VM `vm`: each is restored and unlocked, and its
+/// GPU memory stops counting as host memory. Workers the checkpointer finds locked or
+/// checkpointed without a mark (a suspend cut short) are resumed too.
+pub fn resume_vm(
+    state_dir: &Path,
+    vm: &str,
+    checkpointer: &dyn Checkpointer,
+) -> Result<Report, SuspendError> {
+    let started = Instant::now();
+    let ledger =
+        VmLedger::open(state_dir, vm)?.ok_or_else(|| SuspendError::NoWorkers(vm.into()))?;
+    let workers = ledger.workers()?;
+    if workers.is_empty() {
+        return Err(SuspendError::NoWorkers(vm.into()));
+    }
+    let mut done = Vec::new();
+    let mut first_error = None;
+    for w in &workers {
+        let state = checkpointer.state(w.pid)?;
+        if w.suspended == 0 && state == ProcessState::Running {
+            continue;
+        }
+        // Every worker gets its chance: one that cannot be restored does not keep
+        // the others paused.
+        match resume_worker(&ledger, checkpointer, w.pid, w.suspended) {
+            Ok(r) => done.push(r),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    if let Some(e) = first_error {
+        return Err(e);
+    }
+    Ok(Report {
+        workers: done,
+        elapsed: started.elapsed(),
+    })
+}
+
+/// The test double's checkpointer, for workers of the host-memory executor (which has
+/// no GPU memory to move): a lock stops the process (`SIGSTOP`), an unlock lets it go
+/// on (`SIGCONT`); checkpoint and restore move nothing. A stopped worker is taken for
+/// a checkpointed one. It pauses the guest as the driver's lock does, so the commands,
+/// the ledger and a guest's pause are tested without a GPU; it proves nothing of the
+/// driver's checkpoint.
+pub struct StopCheckpointer;
+
+impl StopCheckpointer {
+    fn signal(
+        pid: u32,
+        signal: nix::sys::signal::Signal,
+        step: &'static str,
+    ) -> Result<(), SuspendError> {
+        let pid_t = i32::try_from(pid).map_err(|_| SuspendError::Step {
+            pid,
+            step,
+            reason: "not a pid".into(),
+        })?;
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid_t), signal).map_err(|e| {
+            SuspendError::Step {
+                pid,
+                step,
+                reason: e.to_string(),
+            }
+        })
+    }
+
+    fn stopped(pid: u32) -> Result<bool, SuspendError> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).map_err(|e| {
+            SuspendError::Step {
+                pid,
+                step: "reading its state",
+                reason: e.to_string(),
+            }
+        })?;
+        // The state follows the command's closing parenthesis.
+        let state = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.trim_start().chars().next());
+        Ok(matches!(state, Some('T' | 't')))
+    }
+}
+
+impl Checkpointer for StopCheckpointer {
+    fn state(&self, pid: u32) -> Result<ProcessState, SuspendError> {
+        Ok(if Self::stopped(pid)? {
+            ProcessState::Checkpointed
+        } else {
+            ProcessState::Running
+        })
+    }
+
+    fn lock(&self, pid: u32, timeout: Duration) -> Result<(), SuspendError> {
+        use nix::sys::signal::Signal;
+        Self::signal(pid, Signal::SIGSTOP, "lock")?;
+        let deadline = Instant::now() + timeout;
+        while !Self::stopped(pid)? {
+            if Instant::now() > deadline {
+                let _ = Self::signal(pid, Signal::SIGCONT, "unlock");
+                return Err(SuspendError::Step {
+                    pid,
+                    step: "lock",
+                    reason: "the process did not stop in time".into(),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Ok(())
+    }
+
+    fn checkpoint(&self, _pid: u32) -> Result<(), SuspendError> {
+        Ok(())
+    }
+
+    fn restore(&self, _pid: u32) -> Result<(), SuspendError> {
+        Ok(())
+    }
+
+    fn unlock(&self, pid: u32) -> Result<(), SuspendError> {
+        Self::signal(pid, nix::sys::signal::Signal::SIGCONT, "unlock")
+    }
+}
+
+#[cfg(test)]
+mod tests;

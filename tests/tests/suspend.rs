@@ -1,0 +1,192 @@
+//! `vmcuda-host suspend` and `resume` on a running guest, through a host-memory daemon
+//! (whose workers the test double's checkpointer stops and continues: the commands,
+//! the VM's ledger and the guest's pause are what is tested here; the driver's
+//! checkpoint is proven on the GPU, tests/gpu/run-suspend.sh).
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use vmcuda_tests::{build_c_program, guest_library_path, host_bin, text, Daemon};
+
+/// `vmcuda-host ARGS VM` for the test double's workers of daemon `d`.
+fn operator(d: &Daemon, command: &str, vm: &str) -> Output {
+    let mut cmd = Command::new(host_bin());
+    cmd.arg(command)
+        .arg(vm)
+        .arg("--executor")
+        .arg("host-memory")
+        .arg("--state-dir")
+        .arg(d.dir.join("state"));
+    let config = d.dir.join("host.toml");
+    if config.exists() {
+        cmd.arg("--config").arg(config);
+    }
+    cmd.output().expect("run vmcuda-host")
+}
+
+/// tests/c/suspend_steps.c running against `d`, its stdout lines arriving on the
+/// receiver.
+struct Steps {
+    child: std::process::Child,
+    lines: Receiver<String>,
+}
+
+impl Steps {
+    fn start(d: &Daemon, args: &[&str]) -> Steps {
+        let exe = build_c_program("suspend_steps", &["libcuda.so.1"]);
+        let mut child = Command::new(exe)
+            .args(args)
+            .env("LD_LIBRARY_PATH", guest_library_path())
+            .env("VMCUDA_SERVER", d.server())
+            .env("VMCUDA_TOKEN_FILE", "/nonexistent")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start suspend_steps");
+        let out = child.stdout.take().expect("piped");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Steps { child, lines }
+    }
+
+    /// The lines up to one that starts with `prefix`, waiting up to 30 s.
+    fn until(&self, prefix: &str) -> Vec<String> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut seen = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    let done = line.starts_with(prefix);
+                    seen.push(line);
+                    if done {
+                        return seen;
+                    }
+                }
+                Err(e) => panic!("no `{prefix}` line ({e:?}) after {seen:?}"),
+            }
+        }
+    }
+
+    /// Lines printed within `quiet`.
+    fn during(&self, quiet: Duration) -> Vec<String> {
+        let deadline = Instant::now() + quiet;
+        let mut seen = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => seen.push(line),
+                Err(RecvTimeoutError::Timeout) => return seen,
+                Err(RecvTimeoutError::Disconnected) => return seen,
+            }
+        }
+    }
+
+    fn finish(mut self) -> (bool, Vec<String>) {
+        let rest = self.until("PASS").into_iter().collect();
+        let status = self.child.wait().expect("wait");
+        (status.success(), rest)
+    }
+}
+
+impl Drop for Steps {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The suspended fields of VM `vm`'s ledger lines (the fifth figure, 0 when absent);
+/// `vm` a name that is its own file name.
+fn suspended_bytes(state: &Path, vm: &str) -> Vec<u64> {
+    let path = state.join("ledger").join(format!("{vm}.ledger"));
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| l.split(' ').nth(4).map_or(0, |s| s.parse().unwrap()))
+        .collect()
+}
+
+#[test]
+fn a_suspended_guest_pauses_and_carries_on_with_its_memory_when_resumed() {
+    let d = Daemon::host_memory("suspend");
+    let steps = Steps::start(&d, &["60", "20", "16"]);
+    steps.until("step 3 ok");
+    let out = operator(&d, "suspend", "local");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let said = text(&out.stdout);
+    assert!(said.contains("suspended VM local: 1 worker(s)"), "{said}");
+    // Its 16 MiB and two 1 MiB buffers count as the VM's host memory now.
+    let held = suspended_bytes(&d.dir.join("state"), "local");
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert!(held[0] >= 18 << 20, "{held:?}");
+    // The guest's program waits: no step goes through while the VM is suspended.
+    let paused = steps.during(Duration::from_millis(600));
+    assert!(
+        paused.len() <= 1,
+        "steps went on while suspended: {paused:?}"
+    );
+    let again = operator(&d, "suspend", "local");
+    assert!(!again.status.success());
+    assert!(
+        text(&again.stderr).contains("suspended already"),
+        "{}",
+        text(&again.stderr)
+    );
+    let out = operator(&d, "resume", "local");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("resumed VM local: 1 worker(s)"));
+    assert_eq!(suspended_bytes(&d.dir.join("state"), "local"), vec![0]);
+    let (ok, rest) = steps.finish();
+    assert!(ok, "{rest:?}");
+    assert!(!rest.iter().any(|l| l.starts_with("FAIL")), "{rest:?}");
+    let pause = rest
+        .iter()
+        .find_map(|l| l.strip_prefix("longest pause between steps: "))
+        .and_then(|v| v.trim_end_matches(" ms").parse::<f64>().ok())
+        .expect("the pause line");
+    assert!(pause >= 500.0, "the program saw a pause of {pause} ms");
+}
+
+#[test]
+fn a_vm_whose_gpu_memory_does_not_fit_its_host_memory_is_not_suspended() {
+    let d = Daemon::start_with_config(
+        "suspend-over",
+        Some("[local]\nhost_memory = \"32MiB\"\n"),
+        &["--executor", "host-memory"],
+    );
+    let steps = Steps::start(&d, &["30", "10", "64"]);
+    steps.until("step 1 ok");
+    let out = operator(&d, "suspend", "local");
+    assert!(!out.status.success(), "{}", text(&out.stdout));
+    let said = text(&out.stderr);
+    assert!(said.contains("raise [[vm]] host_memory"), "{said}");
+    // Never paused: it keeps stepping and finishes.
+    assert!(!steps.during(Duration::from_millis(300)).is_empty());
+    assert_eq!(suspended_bytes(&d.dir.join("state"), "local"), vec![0]);
+    let (ok, rest) = steps.finish();
+    assert!(ok, "{rest:?}");
+}
+
+#[test]
+fn a_vm_without_connections_has_nothing_to_suspend_or_resume() {
+    let d = Daemon::host_memory("suspend-none");
+    for command in ["suspend", "resume"] {
+        let out = operator(&d, command, "vm-nobody");
+        assert!(!out.status.success());
+        assert!(
+            text(&out.stderr).contains("has no worker"),
+            "{}",
+            text(&out.stderr)
+        );
+    }
+}
