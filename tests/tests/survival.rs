@@ -1,7 +1,8 @@
-//! `vmcuda-host suspend` and `resume` on a running guest, through a host-memory daemon
-//! (whose workers the test double's checkpointer stops and continues: the commands,
-//! the VM's ledger and the guest's pause are what is tested here; the driver's
-//! checkpoint is proven on the GPU, tests/gpu/run-suspend.sh).
+//! A guest's GPU work survives what the host does under it, through a host-memory
+//! daemon: `vmcuda-host suspend` and `resume` (whose workers the test double's
+//! checkpointer stops and continues: the commands, the VM's ledger and the guest's
+//! pause are what is tested here; the driver's checkpoint is proven on the GPU,
+//! tests/gpu/run-suspend.sh), and a restart of the daemon.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -36,11 +37,15 @@ struct Steps {
 
 impl Steps {
     fn start(d: &Daemon, args: &[&str]) -> Steps {
+        Self::start_on(&d.server(), args)
+    }
+
+    fn start_on(server: &str, args: &[&str]) -> Steps {
         let exe = build_c_program("suspend_steps", &["libcuda.so.1"]);
         let mut child = Command::new(exe)
             .args(args)
             .env("LD_LIBRARY_PATH", guest_library_path())
-            .env("VMCUDA_SERVER", d.server())
+            .env("VMCUDA_SERVER", server)
             .env("VMCUDA_TOKEN_FILE", "/nonexistent")
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -189,4 +194,78 @@ fn a_vm_without_connections_has_nothing_to_suspend_or_resume() {
             text(&out.stderr)
         );
     }
+}
+
+/// `vmcuda-host serve` (host-memory) on `dir`'s socket and state directory, its log
+/// appended to `dir/host.log`.
+fn serve(dir: &Path) -> std::process::Child {
+    let socket = dir.join("host.sock");
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("host.log"))
+        .unwrap();
+    let child = Command::new(host_bin())
+        .args(["serve", "--executor", "host-memory", "--unix"])
+        .arg(&socket)
+        .arg("--state-dir")
+        .arg(dir.join("state"))
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("start vmcuda-host");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+        assert!(Instant::now() < deadline, "the daemon does not listen");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+/// The daemon stopped (SIGTERM, as systemd stops it) and started again under a running
+/// guest: the guest's worker goes on serving it to the end, the new daemon admits new
+/// guests beside it, and the operator's commands still find the old worker.
+#[test]
+fn a_guest_carries_on_through_a_restart_of_its_daemon() {
+    let dir = std::env::temp_dir().join(format!("vmcuda-restart-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let server = format!("unix:{}", dir.join("host.sock").display());
+    let mut first = serve(&dir);
+    let steps = Steps::start_on(&server, &["80", "20", "16"]);
+    steps.until("step 3 ok");
+    let term = Command::new("kill")
+        .arg("-TERM")
+        .arg(first.id().to_string())
+        .status()
+        .unwrap();
+    assert!(term.success(), "SIGTERM the daemon");
+    first.wait().unwrap();
+    // The guest keeps going while no daemon runs.
+    let between = steps.during(Duration::from_millis(200));
+    assert!(!between.is_empty(), "the guest stopped with its daemon");
+    let mut second = serve(&dir);
+    // A new guest beside the old one, through the new daemon.
+    let newcomer = Steps::start_on(&server, &["5", "1", "1"]);
+    let (ok, rest) = newcomer.finish();
+    assert!(ok, "{rest:?}");
+    // The old worker is in its VM's ledger still: the operator can suspend it.
+    let state = dir.join("state");
+    let op = |command: &str| {
+        Command::new(host_bin())
+            .args([command, "local", "--executor", "host-memory", "--state-dir"])
+            .arg(&state)
+            .output()
+            .unwrap()
+    };
+    let out = op("suspend");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = op("resume");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let (ok, rest) = steps.finish();
+    assert!(ok, "{rest:?}");
+    assert!(!rest.iter().any(|l| l.starts_with("FAIL")), "{rest:?}");
+    let _ = second.kill();
+    let _ = second.wait();
+    let _ = std::fs::remove_dir_all(&dir);
 }
