@@ -256,6 +256,16 @@ pub struct WorkerLine {
     pub suspended: u64,
 }
 
+/// What [`VmLedger::mark_suspended`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mark {
+    Counted,
+    /// The VM's host memory has no room for it.
+    NoRoom,
+    /// The worker has left the ledger (its guest is gone).
+    Gone,
+}
+
 /// A VM's ledger as the operator's commands (`vmcuda-host suspend`) see it: opened by
 /// path, never joined, so it changes only the lines it is asked to.
 pub struct VmLedger {
@@ -285,22 +295,22 @@ impl VmLedger {
     }
 
     /// Count `bytes` of worker `pid`'s suspended GPU memory as the VM's host memory,
-    /// unless the VM would then keep more than `limit`: `Ok(false)` then, or when the
-    /// worker is gone, and nothing is counted.
-    pub fn mark_suspended(&self, pid: u32, bytes: u64, limit: u64) -> Result<bool, LedgerError> {
+    /// unless the VM would then keep more than `limit` or the worker is gone (nothing
+    /// is counted then).
+    pub fn mark_suspended(&self, pid: u32, bytes: u64, limit: u64) -> Result<Mark, LedgerError> {
         self.update(|entries| {
             let total = entries
                 .iter()
                 .fold(0u64, |t, e| t.saturating_add(e.counted(Kept::HostMemory)));
             let Some(me) = entries.iter_mut().find(|e| e.pid == pid) else {
-                return Ok(false);
+                return Ok(Mark::Gone);
             };
             let total = total.saturating_sub(me.suspended);
             if total.checked_add(bytes).is_none_or(|t| t > limit) {
-                return Ok(false);
+                return Ok(Mark::NoRoom);
             }
             me.suspended = bytes;
-            Ok(true)
+            Ok(Mark::Counted)
         })
     }
 
@@ -401,7 +411,7 @@ impl Drop for Ledger {
 
 /// Whether process `pid` still exists (a zombie not yet reaped counts: its memory is
 /// released only when the driver lets go of its context, near enough to that).
-fn alive(pid: u32) -> bool {
+pub(crate) fn alive(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
 }
 
@@ -533,15 +543,19 @@ mod tests {
             .expect("the ledger exists");
         assert!(VmLedger::open(&d, "nobody").unwrap().is_none());
         let pid = me.pid;
-        assert!(
-            !operator.mark_suspended(pid, 800, 1000).unwrap(),
+        assert_eq!(
+            operator.mark_suspended(pid, 800, 1000).unwrap(),
+            Mark::NoRoom,
             "300 + 800 is over 1000"
         );
-        assert!(
-            !operator.mark_suspended(pid + 1, 10, 1000).unwrap(),
-            "no such worker"
+        assert_eq!(
+            operator.mark_suspended(pid + 1, 10, 1000).unwrap(),
+            Mark::Gone
         );
-        assert!(operator.mark_suspended(pid, 700, 1000).unwrap());
+        assert_eq!(
+            operator.mark_suspended(pid, 700, 1000).unwrap(),
+            Mark::Counted
+        );
         assert_eq!(
             operator.workers().unwrap(),
             vec![WorkerLine {

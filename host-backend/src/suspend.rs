@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use thiserror::Error;
 
-use crate::ledger::{LedgerError, VmLedger, WorkerLine};
+use crate::ledger::{LedgerError, Mark, VmLedger, WorkerLine};
 
 /// Where a worker stands, as its [`Checkpointer`] sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,6 +44,11 @@ pub trait Checkpointer {
     fn checkpoint(&self, pid: u32) -> Result<(), SuspendError>;
     fn restore(&self, pid: u32) -> Result<(), SuspendError>;
     fn unlock(&self, pid: u32) -> Result<(), SuspendError>;
+    /// Whether a checkpoint moves the process's GPU memory into its host memory, so
+    /// that what its resident memory grows by is what the checkpoint holds.
+    fn moves_memory(&self) -> bool {
+        true
+    }
 }
 
 #[derive(Debug, Error)]
@@ -183,7 +188,9 @@ pub fn suspend_vm(
             host_limit,
             lock_timeout,
         ) {
-            Ok(report) => done.push(report),
+            Ok(Some(report)) => done.push(report),
+            // Its guest left since the workers were listed: nothing of it to keep.
+            Ok(None) => {}
             Err(e) => {
                 // All or nothing: the workers already suspended run again.
                 for r in done.iter().rev() {
@@ -206,27 +213,41 @@ fn suspend_worker(
     bytes: u64,
     host_limit: u64,
     lock_timeout: Duration,
-) -> Result<WorkerReport, SuspendError> {
+) -> Result<Option<WorkerReport>, SuspendError> {
     let started = Instant::now();
-    if !ledger.mark_suspended(pid, bytes, host_limit)? {
-        // The VM's host memory grew since it was checked, or the worker left.
-        return Err(SuspendError::Step {
-            pid,
-            step: "counting its GPU memory as host memory",
-            reason: "the VM's host_memory has no room for it now, or the worker ended".into(),
-        });
+    match ledger.mark_suspended(pid, bytes, host_limit)? {
+        Mark::Counted => {}
+        Mark::Gone => return Ok(None),
+        Mark::NoRoom => {
+            // The VM's host memory grew since it was checked.
+            return Err(SuspendError::Step {
+                pid,
+                step: "counting its GPU memory as host memory",
+                reason: "the VM's host_memory has no room for it now".into(),
+            });
+        }
     }
     let before = resident(pid);
+    // A worker that ends meanwhile (its guest left) took its memory with it: skipped.
+    let gone = || !crate::ledger::alive(pid);
     if let Err(e) = checkpointer.lock(pid, lock_timeout) {
         let _ = ledger.clear_suspended(pid);
-        return Err(e);
+        return if gone() { Ok(None) } else { Err(e) };
     }
     if let Err(e) = checkpointer.checkpoint(pid) {
         let _ = checkpointer.unlock(pid);
         let _ = ledger.clear_suspended(pid);
-        return Err(e);
+        return if gone() { Ok(None) } else { Err(e) };
     }
-    let growth = resident(pid).saturating_sub(before);
+    if gone() {
+        let _ = ledger.clear_suspended(pid);
+        return Ok(None);
+    }
+    let growth = if checkpointer.moves_memory() {
+        resident(pid).saturating_sub(before)
+    } else {
+        0
+    };
     let bytes = if growth > bytes {
         // The driver keeps more than the guest's allocations (its own state): counted
         // as it is, since it is held already.
@@ -235,12 +256,12 @@ fn suspend_worker(
     } else {
         bytes
     };
-    Ok(WorkerReport {
+    Ok(Some(WorkerReport {
         pid,
         bytes,
         resident_growth: growth,
         elapsed: started.elapsed(),
-    })
+    }))
 }
 
 fn resume_worker(
@@ -388,6 +409,10 @@ impl Checkpointer for StopCheckpointer {
 
     fn unlock(&self, pid: u32) -> Result<(), SuspendError> {
         Self::signal(pid, nix::sys::signal::Signal::SIGCONT, "unlock")
+    }
+
+    fn moves_memory(&self) -> bool {
+        false
     }
 }
 
