@@ -163,8 +163,8 @@ struct SuspendArgs {
     #[arg(long)]
     config: Option<PathBuf>,
     /// What the workers run on, as given to `serve`: cuda (the driver's process
-    /// checkpoint) or host-memory (the TEST DOUBLE's workers, which are only stopped
-    /// and continued).
+    /// checkpoint) or host-memory (the TEST DOUBLE's workers, whose requests are only
+    /// held and let go).
     #[arg(long, value_enum, default_value_t = ExecutorChoice::Cuda)]
     executor: ExecutorChoice,
 }
@@ -389,7 +389,7 @@ fn main() -> ExitCode {
 
 /// `suspend` (with its lock timeout) and `resume` (without).
 fn suspend(vm: &str, args: &SuspendArgs, lock_timeout: Option<Duration>) -> ExitCode {
-    use vmcuda_host::suspend::{self, Checkpointer, StopCheckpointer};
+    use vmcuda_host::suspend::{self, Checkpointer, GateCheckpointer};
     let name = if lock_timeout.is_some() {
         "suspend"
     } else {
@@ -407,7 +407,7 @@ fn suspend(vm: &str, args: &SuspendArgs, lock_timeout: Option<Duration>) -> Exit
         .clone()
         .unwrap_or_else(|| policy.state_dir().to_path_buf());
     let checkpointer: Box<dyn Checkpointer> = match args.executor {
-        ExecutorChoice::HostMemory => Box::new(StopCheckpointer),
+        ExecutorChoice::HostMemory => Box::new(GateCheckpointer::new(&state_dir)),
         ExecutorChoice::Cuda | ExecutorChoice::Auto => {
             match vmcuda_host::executor::cuda::checkpoint::DriverCheckpointer::new() {
                 Ok(c) => Box::new(c),
@@ -415,7 +415,7 @@ fn suspend(vm: &str, args: &SuspendArgs, lock_timeout: Option<Duration>) -> Exit
                     eprintln!(
                         "vmcuda-host {name}: {e}; the workers are taken for the test double's"
                     );
-                    Box::new(StopCheckpointer)
+                    Box::new(GateCheckpointer::new(&state_dir))
                 }
                 Err(e) => {
                     eprintln!("vmcuda-host {name}: {e}");

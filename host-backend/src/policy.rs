@@ -119,6 +119,21 @@ pub struct Config {
     /// CUDA IPC between one VM's processes (see `ipc`).
     #[serde(default)]
     pub ipc: Ipc,
+    #[serde(default)]
+    pub suspend: SuspendPolicy,
+}
+
+/// `[suspend]`: VMs the daemon suspends by itself ([`crate::suspend`]). Read when the
+/// daemon starts.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SuspendPolicy {
+    /// Suspend a VM whose workers have run no request for this long (milliseconds),
+    /// and resume it when its guest calls again. 0 or absent: never.
+    pub idle_after_ms: Option<u64>,
+    /// How long a policy suspend waits for a worker's CUDA calls in flight (it then
+    /// leaves the VM running and tries again after another idle period). Default 1000.
+    pub lock_timeout_ms: Option<u64>,
 }
 
 /// `[ipc]`: what the daemon's registry of CUDA IPC exports allows. Read when the daemon

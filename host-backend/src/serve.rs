@@ -208,6 +208,33 @@ pub fn start(
                 configure [tcp] tls_cert and tls_key (and leave require_tls on)");
         }
     }
+    if let Some(idle_after) = policy.config.suspend.idle_after_ms.filter(|&ms| ms > 0) {
+        let state_dir = template
+            .state_dir
+            .clone()
+            .unwrap_or_else(|| policy.state_dir().to_path_buf());
+        let checkpointer: Box<dyn crate::suspend::Checkpointer + Send> = match template.executor {
+            ExecutorChoice::HostMemory => {
+                Box::new(crate::suspend::GateCheckpointer::new(&state_dir))
+            }
+            _ => Box::new(
+                crate::executor::cuda::checkpoint::DriverCheckpointer::new()
+                    .map_err(|e| ServeError::Refused(format!("[suspend] idle_after_ms: {e}")))?,
+            ),
+        };
+        let limits = policy.clone();
+        crate::suspend::idle::IdlePolicy {
+            state_dir,
+            idle_after: std::time::Duration::from_millis(idle_after),
+            lock_timeout: std::time::Duration::from_millis(
+                policy.config.suspend.lock_timeout_ms.unwrap_or(1000),
+            ),
+            host_memory_of: Box::new(move |vm| limits.host_memory_of(vm)),
+            checkpointer,
+        }
+        .spawn()
+        .map_err(|e| ServeError::Refused(format!("the idle policy's thread: {e}")))?;
+    }
     let mut metrics_local = None;
     let metrics_at = at.metrics.clone().or(policy.config.metrics.listen.clone());
     if let Some(addr) = &metrics_at {

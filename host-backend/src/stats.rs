@@ -25,7 +25,10 @@ use std::num::NonZeroUsize;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicU64,
+    Ordering::{Relaxed, SeqCst},
+};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use nix::fcntl::{Flock, FlockArg};
@@ -136,6 +139,15 @@ struct Block {
     module_cache_misses: AtomicU64,
     /// Bytes of module images that crossed the connection.
     module_bytes_received: AtomicU64,
+    /// Requests the worker has begun and finished (every one, recorded or not): the
+    /// idle policy's and the suspend gate's view of its work ([`WorkerGate`]).
+    requests_started: AtomicU64,
+    requests_done: AtomicU64,
+    /// Set by the operator ([`WorkerGate::hold`]): requests wait before they run.
+    /// The only field written from outside the worker.
+    hold: AtomicU64,
+    /// 1 while a request of the worker waits on `hold`.
+    parked: AtomicU64,
 }
 
 /// Who a worker serves: written once, when the guest is admitted.
@@ -319,6 +331,60 @@ impl Drop for Mapping {
     }
 }
 
+/// A worker's requests as another process sees and holds them (the suspend command
+/// and the idle policy, [`crate::suspend`]), through the worker's stats file.
+pub struct WorkerGate {
+    map: Mapping,
+}
+
+impl WorkerGate {
+    /// The gate of worker `pid` under `state_dir`; `None` when it publishes no figures
+    /// (it ended, or it is not a worker of this state directory).
+    pub fn open(state_dir: &Path, pid: u32) -> Result<Option<WorkerGate>, StatsError> {
+        let path = state_dir.join("workers").join(format!("{pid}.stats"));
+        let file = match OpenOptions::new().read(true).write(true).open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_error(&path)(e)),
+        };
+        let map = Mapping::new(&file, true).map_err(io_error(&path))?;
+        let b = map.block();
+        if b.magic.load(Relaxed) != MAGIC
+            || b.version.load(Relaxed) != LAYOUT_VERSION
+            || b.worker_pid.load(Relaxed) != u64::from(pid)
+        {
+            return Ok(None);
+        }
+        Ok(Some(WorkerGate { map }))
+    }
+
+    /// Requests begun so far.
+    pub fn started(&self) -> u64 {
+        self.map.block().requests_started.load(SeqCst)
+    }
+
+    /// Whether no request runs now: none begun and not done, or the one begun waits
+    /// on the hold.
+    pub fn quiet(&self) -> bool {
+        let b = self.map.block();
+        b.parked.load(SeqCst) == 1
+            || b.requests_started.load(SeqCst) == b.requests_done.load(SeqCst)
+    }
+
+    /// Hold the worker's next requests before they run.
+    pub fn hold(&self) {
+        self.map.block().hold.store(1, SeqCst);
+    }
+
+    pub fn release(&self) {
+        self.map.block().hold.store(0, SeqCst);
+    }
+
+    pub fn held(&self) -> bool {
+        self.map.block().hold.load(SeqCst) != 0
+    }
+}
+
 /// This worker's figures. One writer (the worker's thread, through `&mut self`), so
 /// updates are plain relaxed loads and stores: no locked instructions, no system calls.
 pub struct WorkerStats {
@@ -371,6 +437,10 @@ impl WorkerStats {
                 module_cache_bytes: zero(),
                 module_cache_misses: zero(),
                 module_bytes_received: zero(),
+                requests_started: zero(),
+                requests_done: zero(),
+                hold: zero(),
+                parked: zero(),
             })),
         }
     }
@@ -447,6 +517,31 @@ impl WorkerStats {
             Inner::Shared { path, .. } => Some(path),
             Inner::Private(_) => None,
         }
+    }
+
+    /// A request begins: counted, then held while the operator holds the worker
+    /// ([`WorkerGate::hold`]). SeqCst on both sides: either the operator sees this
+    /// request begun, or this request sees the hold.
+    pub fn request_started(&mut self) {
+        let b = self.block();
+        b.requests_started
+            .store(b.requests_started.load(Relaxed).wrapping_add(1), SeqCst);
+        if b.hold.load(SeqCst) == 0 {
+            return;
+        }
+        b.parked.store(1, SeqCst);
+        while b.hold.load(SeqCst) != 0 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        b.parked.store(0, SeqCst);
+    }
+
+    /// The request begun last is done.
+    #[inline]
+    pub fn request_done(&mut self) {
+        let b = self.block();
+        b.requests_done
+            .store(b.requests_done.load(Relaxed).wrapping_add(1), SeqCst);
     }
 
     /// One call done: how long it took, and how it ended.

@@ -17,12 +17,13 @@
 //! A worker that fails part way is unlocked again and the workers already suspended
 //! are resumed, so a VM is suspended whole or not at all.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use thiserror::Error;
 
 use crate::ledger::{LedgerError, Mark, VmLedger, WorkerLine};
+use crate::stats::WorkerGate;
 
 /// Where a worker stands, as its [`Checkpointer`] sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -329,52 +330,41 @@ pub fn resume_vm(
 }
 
 /// The test double's checkpointer, for workers of the host-memory executor (which has
-/// no GPU memory to move): a lock stops the process (`SIGSTOP`), an unlock lets it go
-/// on (`SIGCONT`); checkpoint and restore move nothing. A stopped worker is taken for
-/// a checkpointed one. It pauses the guest as the driver's lock does, so the commands,
-/// the ledger and a guest's pause are tested without a GPU; it proves nothing of the
+/// no GPU memory to move). A lock holds the worker's next requests before they run,
+/// once the one running is done ([`WorkerGate`]), as the driver's lock holds its CUDA
+/// calls; an unlock lets them go; checkpoint and restore move nothing, and a held
+/// worker is taken for a checkpointed one. So the commands, the ledger, a guest's
+/// pause and the idle policy are tested without a GPU; it proves nothing of the
 /// driver's checkpoint.
-pub struct StopCheckpointer;
+pub struct GateCheckpointer {
+    state_dir: PathBuf,
+}
 
-impl StopCheckpointer {
-    fn signal(
-        pid: u32,
-        signal: nix::sys::signal::Signal,
-        step: &'static str,
-    ) -> Result<(), SuspendError> {
-        let pid_t = i32::try_from(pid).map_err(|_| SuspendError::Step {
-            pid,
-            step,
-            reason: "not a pid".into(),
-        })?;
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid_t), signal).map_err(|e| {
-            SuspendError::Step {
-                pid,
-                step,
-                reason: e.to_string(),
-            }
-        })
+impl GateCheckpointer {
+    /// For the workers whose figures are under `state_dir`.
+    pub fn new(state_dir: &Path) -> GateCheckpointer {
+        GateCheckpointer {
+            state_dir: state_dir.to_path_buf(),
+        }
     }
 
-    fn stopped(pid: u32) -> Result<bool, SuspendError> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).map_err(|e| {
-            SuspendError::Step {
-                pid,
-                step: "reading its state",
-                reason: e.to_string(),
-            }
-        })?;
-        // The state follows the command's closing parenthesis.
-        let state = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.trim_start().chars().next());
-        Ok(matches!(state, Some('T' | 't')))
+    fn gate(&self, pid: u32, step: &'static str) -> Result<WorkerGate, SuspendError> {
+        let reason = |why: String| SuspendError::Step {
+            pid,
+            step,
+            reason: why,
+        };
+        match WorkerGate::open(&self.state_dir, pid) {
+            Ok(Some(gate)) => Ok(gate),
+            Ok(None) => Err(reason("it publishes no figures here".into())),
+            Err(e) => Err(reason(e.to_string())),
+        }
     }
 }
 
-impl Checkpointer for StopCheckpointer {
+impl Checkpointer for GateCheckpointer {
     fn state(&self, pid: u32) -> Result<ProcessState, SuspendError> {
-        Ok(if Self::stopped(pid)? {
+        Ok(if self.gate(pid, "reading its state")?.held() {
             ProcessState::Checkpointed
         } else {
             ProcessState::Running
@@ -382,16 +372,16 @@ impl Checkpointer for StopCheckpointer {
     }
 
     fn lock(&self, pid: u32, timeout: Duration) -> Result<(), SuspendError> {
-        use nix::sys::signal::Signal;
-        Self::signal(pid, Signal::SIGSTOP, "lock")?;
+        let gate = self.gate(pid, "lock")?;
+        gate.hold();
         let deadline = Instant::now() + timeout;
-        while !Self::stopped(pid)? {
+        while !gate.quiet() {
             if Instant::now() > deadline {
-                let _ = Self::signal(pid, Signal::SIGCONT, "unlock");
+                gate.release();
                 return Err(SuspendError::Step {
                     pid,
                     step: "lock",
-                    reason: "the process did not stop in time".into(),
+                    reason: "its request in flight did not finish in time".into(),
                 });
             }
             std::thread::sleep(Duration::from_millis(1));
@@ -408,13 +398,16 @@ impl Checkpointer for StopCheckpointer {
     }
 
     fn unlock(&self, pid: u32) -> Result<(), SuspendError> {
-        Self::signal(pid, nix::sys::signal::Signal::SIGCONT, "unlock")
+        self.gate(pid, "unlock")?.release();
+        Ok(())
     }
 
     fn moves_memory(&self) -> bool {
         false
     }
 }
+
+pub mod idle;
 
 #[cfg(test)]
 mod tests;

@@ -574,7 +574,23 @@ impl Timeline {
     }
 }
 
+/// Run one request, counted begun and done (the suspend gate and the idle policy see
+/// the worker's work by these; a request waits here while the worker is held).
 fn run(
+    session: &mut Session,
+    ctx: &CallContext,
+    op: Op,
+    meta: &[u8],
+    data: &[u8],
+    deferred: &mut Option<CudaStatus>,
+) -> Result<(Vec<u8>, Vec<u8>), CudaStatus> {
+    session.request_started();
+    let result = run_request(session, ctx, op, meta, data, deferred);
+    session.request_done();
+    result
+}
+
+fn run_request(
     session: &mut Session,
     ctx: &CallContext,
     op: Op,

@@ -269,3 +269,35 @@ fn a_guest_carries_on_through_a_restart_of_its_daemon() {
     let _ = second.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `[suspend] idle_after_ms`: a VM whose guest makes no call for that long is
+/// suspended by the daemon, and resumed by its guest's next call, which then runs.
+#[test]
+fn an_idle_vm_is_suspended_by_policy_and_resumed_by_its_guests_next_call() {
+    let d = Daemon::start_with_config(
+        "suspend-idle",
+        Some("[suspend]\nidle_after_ms = 300\n"),
+        &["--executor", "host-memory"],
+    );
+    let steps = Steps::start(&d, &["4", "1500", "16"]);
+    steps.until("step 0 ok");
+    // Asleep between its steps: suspended meanwhile.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while suspended_bytes(&d.dir.join("state"), "local") == vec![0] {
+        assert!(
+            Instant::now() < deadline,
+            "not suspended while idle:\n{}",
+            d.log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (ok, rest) = steps.finish();
+    assert!(ok, "{rest:?}\n{}", d.log());
+    assert!(!rest.iter().any(|l| l.starts_with("FAIL")), "{rest:?}");
+    let log = d.log_with("its guest called: resumed VM local");
+    assert!(
+        log.contains("idle: suspended VM local: 1 worker(s)"),
+        "{log}"
+    );
+    assert!(log.contains("its guest called: resumed VM local"), "{log}");
+}

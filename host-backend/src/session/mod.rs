@@ -226,6 +226,16 @@ impl Session {
 
     /// Count a call in the guest's figures, with the host memory kept for it after
     /// the call.
+    /// A request begins (and waits while the operator holds this worker, see
+    /// [`crate::stats::WorkerGate`]).
+    pub fn request_started(&mut self) {
+        self.accounts.stats.request_started();
+    }
+
+    pub fn request_done(&mut self) {
+        self.accounts.stats.request_done();
+    }
+
     pub fn record_call(&mut self, elapsed_ns: u64, result: Result<(), CudaStatus>) {
         let used = self.accounts.host.used();
         let stats = &mut self.accounts.stats;

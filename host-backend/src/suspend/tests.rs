@@ -269,24 +269,6 @@ fn resume_finishes_a_suspend_that_was_cut_short() {
     );
 }
 
-#[test]
-fn the_doubles_checkpointer_stops_and_continues_a_process() {
-    let mut child = Command::new("sleep").arg("60").spawn().unwrap();
-    let pid = child.id();
-    let cp = StopCheckpointer;
-    assert_eq!(cp.state(pid).unwrap(), ProcessState::Running);
-    cp.lock(pid, SECOND).unwrap();
-    assert_eq!(cp.state(pid).unwrap(), ProcessState::Checkpointed);
-    cp.unlock(pid).unwrap();
-    let deadline = Instant::now() + SECOND;
-    while cp.state(pid).unwrap() != ProcessState::Running {
-        assert!(Instant::now() < deadline, "the process did not continue");
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
-}
-
 /// A worker whose guest leaves while its VM is being suspended is skipped, not a
 /// failure of the whole VM (seen on the GPU: a short program's worker ended between
 /// the listing and its turn).
@@ -313,4 +295,60 @@ fn a_worker_that_ends_meanwhile_is_skipped() {
     assert_eq!(report.workers[0].pid, a);
     assert!(!cp.calls.borrow().iter().any(|&(_, pid)| pid == b));
     assert_eq!(vm.suspended(), vec![1000]);
+}
+
+/// The double's lock holds a worker's next request before it runs, waits for the one
+/// running, and lets it go on unlock.
+#[test]
+fn the_doubles_gate_holds_requests_until_unlocked() {
+    let dir = std::env::temp_dir().join(format!("vmcuda-suspend-{}-gate", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let identity = crate::stats::Identity {
+        vm: "vm".into(),
+        ..Default::default()
+    };
+    let mut stats = crate::stats::WorkerStats::create(&dir, &identity).unwrap();
+    let pid = crate::jail::host_pid();
+    let cp = GateCheckpointer::new(&dir);
+    // A request in flight: the lock waits for it, and gives up at its timeout.
+    stats.request_started();
+    assert!(matches!(
+        cp.lock(pid, Duration::from_millis(30)),
+        Err(SuspendError::Step { step: "lock", .. })
+    ));
+    assert_eq!(
+        cp.state(pid).unwrap(),
+        ProcessState::Running,
+        "released again"
+    );
+    stats.request_done();
+    cp.lock(pid, SECOND).unwrap();
+    assert_eq!(cp.state(pid).unwrap(), ProcessState::Checkpointed);
+    // The operator, on a thread of its own, looks at the held request, then unlocks.
+    let operator_dir = dir.clone();
+    let before = WorkerGate::open(&dir, pid).unwrap().unwrap().started();
+    let operator = std::thread::spawn(move || {
+        let gate = WorkerGate::open(&operator_dir, pid).unwrap().unwrap();
+        let deadline = Instant::now() + SECOND;
+        // Unlocked in the end whatever is seen, so a failure cannot hang the test.
+        while gate.started() == before && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let began = gate.started() == before + 1;
+        std::thread::sleep(Duration::from_millis(50));
+        let quiet = gate.quiet();
+        GateCheckpointer::new(&operator_dir).unlock(pid).unwrap();
+        (began, Instant::now(), quiet)
+    });
+    stats.request_started();
+    let went_on = Instant::now();
+    stats.request_done();
+    let (began, unlocked, quiet) = operator.join().unwrap();
+    assert!(began, "the held request was seen begun");
+    assert!(went_on >= unlocked, "the request ran while held");
+    assert!(
+        quiet,
+        "a request waiting on the hold leaves the worker quiet"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
