@@ -560,6 +560,12 @@ fn check_config(path: Option<&std::path::Path>) -> ExitCode {
         0 => println!("cuda ipc: off ([ipc] max_exports = 0)"),
         n => println!("cuda ipc: between each VM's processes, at most {n} exports per VM"),
     }
+    match c.suspend.idle_after_ms.filter(|&ms| ms > 0) {
+        Some(ms) => {
+            println!("idle vms: suspended after {ms} ms without a call, resumed at their next")
+        }
+        None => println!("idle vms: never suspended by the daemon ([suspend] idle_after_ms)"),
+    }
     println!("vms: {}", c.vms.len());
     for vm in &c.vms {
         let mut ways = vec![format!("vhost-user device --vm-name {}", vm.name)];

@@ -341,7 +341,20 @@ fn check_config_reports_what_the_file_admits_and_fails_where_serve_would() {
         out.contains("cuda ipc: between each VM's processes, at most 4096 exports per VM"),
         "{out}"
     );
+    assert!(
+        out.contains("idle vms: never suspended by the daemon"),
+        "{out}"
+    );
     assert!(out.contains("vms: 0") && out.ends_with("ok\n"), "{out}");
+    let (ok, idle, err) = check("[suspend]\nidle_after_ms = 5000\n");
+    assert!(ok, "{idle}{err}");
+    assert!(
+        idle.contains("idle vms: suspended after 5000 ms without a call"),
+        "{idle}"
+    );
+    let (ok, _, err) = check("[suspend]\nidle_after = 5\n");
+    assert!(!ok && err.contains("idle_after"), "{err}");
+    check(include_str!("../etc/host.toml"));
     // The file may be named without --config too, and is read the same.
     let path = dir.join("host.toml");
     let positional = Command::new(env!("CARGO_BIN_EXE_vmcuda-host"))
