@@ -213,24 +213,15 @@ pub fn start(
             .state_dir
             .clone()
             .unwrap_or_else(|| policy.state_dir().to_path_buf());
-        let checkpointer: Box<dyn crate::suspend::Checkpointer + Send> = match template.executor {
-            ExecutorChoice::HostMemory => {
-                Box::new(crate::suspend::GateCheckpointer::new(&state_dir))
-            }
-            _ => Box::new(
-                crate::executor::cuda::checkpoint::DriverCheckpointer::new()
-                    .map_err(|e| ServeError::Refused(format!("[suspend] idle_after_ms: {e}")))?,
-            ),
-        };
-        let limits = policy.clone();
         crate::suspend::idle::IdlePolicy {
+            exe: template.exe.clone(),
             state_dir,
+            config: template.config.clone(),
+            executor: template.executor.as_arg(),
             idle_after: std::time::Duration::from_millis(idle_after),
             lock_timeout: std::time::Duration::from_millis(
                 policy.config.suspend.lock_timeout_ms.unwrap_or(1000),
             ),
-            host_memory_of: Box::new(move |vm| limits.host_memory_of(vm)),
-            checkpointer,
         }
         .spawn()
         .map_err(|e| ServeError::Refused(format!("the idle policy's thread: {e}")))?;

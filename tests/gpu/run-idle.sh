@@ -51,7 +51,7 @@ resumes=$(grep -c 'its guest called: resumed VM' "$work/host.log")
   echo "| torch loop, 6 steps 2 s apart | exit $rc, $(grep -c '^step' "$f") steps, losses identical to native: **$same**, kept tensor intact: $(sed -n 's/^kept tensor intact: //p' "$f") |"
   echo "| suspends / resumes the daemon logged | $suspends / $resumes |"
   echo "| GPU memory used while the loop slept (MiB) | $asleep |"
-  echo "| bridged run's wall time (s) | $(echo "$t1 - $t0" | bc) |"
+  echo "| bridged run's wall time (s) | $(awk "BEGIN{printf \"%.1f\", $t1 - $t0}") |"
   echo
   echo '```'
   grep -E 'idle: suspended|resumed VM|not suspended|failed' "$work/host.log" | sed 's/^[^ ]* //' | head -20

@@ -3,6 +3,12 @@
 //! begins a request again (its guest called; the request waits in the worker until
 //! the VM is back). The workers' requests are seen through their stats files
 //! ([`WorkerGate`]). VMs the operator suspended are left to the operator.
+//!
+//! Each suspend and resume runs as `vmcuda-host suspend` / `resume`, a process of its
+//! own: the driver's checkpoint calls are made from a fresh process each time, as the
+//! operator's command makes them. (Made from the daemon itself, the first resume after
+//! its own checkpoint failed on the H200: `cuCheckpointProcessGetState` answered
+//! `CUDA_ERROR_OPERATING_SYSTEM`.) The daemon also keeps no driver state of its own.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -10,7 +16,6 @@ use std::time::{Duration, Instant};
 
 use tracing::{info, warn};
 
-use super::{resume_vm, suspend_vm, Checkpointer};
 use crate::stats::WorkerGate;
 
 /// How often the workers are looked at: the most a guest's first call waits before
@@ -32,12 +37,15 @@ enum Seen {
 }
 
 pub struct IdlePolicy {
+    /// The `vmcuda-host` binary, which suspends and resumes.
+    pub exe: PathBuf,
     pub state_dir: PathBuf,
+    /// The daemon's configuration (the VMs' host_memory), as it was given.
+    pub config: Option<PathBuf>,
+    /// The workers' executor, as `suspend --executor` names it.
+    pub executor: &'static str,
     pub idle_after: Duration,
     pub lock_timeout: Duration,
-    /// The VM's host_memory, for the suspend's bound.
-    pub host_memory_of: Box<dyn Fn(&str) -> u64 + Send>,
-    pub checkpointer: Box<dyn Checkpointer + Send>,
 }
 
 impl IdlePolicy {
@@ -151,31 +159,53 @@ impl IdlePolicy {
         }
     }
 
+    /// `vmcuda-host suspend|resume VM`: its summary line, or why it failed.
+    fn command(&self, what: &str, vm: &str) -> Result<String, String> {
+        let mut cmd = std::process::Command::new(&self.exe);
+        cmd.arg(what)
+            .arg(vm)
+            .arg("--state-dir")
+            .arg(&self.state_dir)
+            .arg("--executor")
+            .arg(self.executor);
+        if let Some(config) = &self.config {
+            cmd.arg("--config").arg(config);
+        }
+        if what == "suspend" {
+            cmd.arg("--lock-timeout-ms")
+                .arg(self.lock_timeout.as_millis().to_string());
+        }
+        let out = cmd
+            .stdin(std::process::Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", self.exe.display()))?;
+        let first = |b: &[u8]| {
+            String::from_utf8_lossy(b)
+                .lines()
+                .next()
+                .unwrap_or("")
+                .to_string()
+        };
+        if out.status.success() {
+            Ok(first(&out.stdout))
+        } else {
+            Err(first(&out.stderr))
+        }
+    }
+
     fn suspend(&self, vm: &str, started: BTreeMap<u32, u64>, now: Instant, since: Instant) -> Seen {
-        let limit = (self.host_memory_of)(vm);
-        match suspend_vm(
-            &self.state_dir,
-            vm,
-            limit,
-            self.checkpointer.as_ref(),
-            self.lock_timeout,
-        ) {
-            Ok(report) if !report.workers.is_empty() => {
+        match self.command("suspend", vm) {
+            Ok(summary) => {
                 info!(
                     vm,
                     idle_ms = now.duration_since(since).as_millis() as u64,
-                    "{}",
-                    report.summary(vm, "idle: suspended")
+                    "idle: {summary}"
                 );
                 Seen::Suspended {
                     started,
                     at: Instant::now(),
                 }
             }
-            Ok(_) => Seen::Running {
-                started,
-                since: now,
-            },
             Err(e) => {
                 // Tried again after another idle period, so said once a period at most.
                 warn!(vm, "idle VM not suspended: {e}");
@@ -188,12 +218,11 @@ impl IdlePolicy {
     }
 
     fn resume(&self, vm: &str, at: Instant) {
-        match resume_vm(&self.state_dir, vm, self.checkpointer.as_ref()) {
-            Ok(report) => info!(
+        match self.command("resume", vm) {
+            Ok(summary) => info!(
                 vm,
                 suspended_ms = at.elapsed().as_millis() as u64,
-                "{}",
-                report.summary(vm, "its guest called: resumed")
+                "its guest called: {summary}"
             ),
             Err(e) => warn!(vm, "resuming the VM its guest called failed: {e}"),
         }
