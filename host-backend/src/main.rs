@@ -410,7 +410,7 @@ fn suspend(vm: &str, args: &SuspendArgs, lock_timeout: Option<Duration>) -> Exit
         ExecutorChoice::HostMemory => Box::new(GateCheckpointer::new(&state_dir)),
         ExecutorChoice::Cuda | ExecutorChoice::Auto => {
             match vmcuda_host::executor::cuda::checkpoint::DriverCheckpointer::new() {
-                Ok(c) => Box::new(c),
+                Ok(c) => Box::new(suspend::GatedCheckpointer::new(&state_dir, c)),
                 Err(e) if args.executor == ExecutorChoice::Auto => {
                     eprintln!(
                         "vmcuda-host {name}: {e}; the workers are taken for the test double's"

@@ -407,6 +407,63 @@ impl Checkpointer for GateCheckpointer {
     }
 }
 
+/// The GPU's checkpointer: the worker's own gate first, so that no guest request
+/// runs while it is suspended, then the driver's lock and checkpoint. The driver's
+/// lock alone does not hold every call: on the H200 a guest whose VM was suspended
+/// while torch started got `cudaErrorDevicesUnavailable` (context calls answer that
+/// in a checkpointed process instead of waiting). Resumed in the other order.
+pub struct GatedCheckpointer<D> {
+    gate: GateCheckpointer,
+    driver: D,
+}
+
+impl<D: Checkpointer> GatedCheckpointer<D> {
+    pub fn new(state_dir: &Path, driver: D) -> Self {
+        GatedCheckpointer {
+            gate: GateCheckpointer::new(state_dir),
+            driver,
+        }
+    }
+}
+
+impl<D: Checkpointer> Checkpointer for GatedCheckpointer<D> {
+    fn state(&self, pid: u32) -> Result<ProcessState, SuspendError> {
+        Ok(match self.driver.state(pid)? {
+            // Held by its gate only (a suspend or resume cut short between the two).
+            ProcessState::Running if self.gate.state(pid)? != ProcessState::Running => {
+                ProcessState::Locked
+            }
+            state => state,
+        })
+    }
+
+    fn lock(&self, pid: u32, timeout: Duration) -> Result<(), SuspendError> {
+        self.gate.lock(pid, timeout)?;
+        self.driver.lock(pid, timeout).inspect_err(|_| {
+            let _ = self.gate.unlock(pid);
+        })
+    }
+
+    fn checkpoint(&self, pid: u32) -> Result<(), SuspendError> {
+        self.driver.checkpoint(pid)
+    }
+
+    fn restore(&self, pid: u32) -> Result<(), SuspendError> {
+        self.driver.restore(pid)
+    }
+
+    fn unlock(&self, pid: u32) -> Result<(), SuspendError> {
+        if self.driver.state(pid)? == ProcessState::Locked {
+            self.driver.unlock(pid)?;
+        }
+        self.gate.unlock(pid)
+    }
+
+    fn moves_memory(&self) -> bool {
+        self.driver.moves_memory()
+    }
+}
+
 pub mod idle;
 
 #[cfg(test)]

@@ -352,3 +352,43 @@ fn the_doubles_gate_holds_requests_until_unlocked() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// On the GPU the worker's gate holds its requests before the driver is locked, is
+/// let go if the driver's lock fails, and is released after the driver's unlock.
+#[test]
+fn the_gpus_checkpointer_holds_the_gate_around_the_drivers_lock() {
+    let dir = std::env::temp_dir().join(format!("vmcuda-suspend-{}-gated", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let identity = crate::stats::Identity {
+        vm: "vm".into(),
+        ..Default::default()
+    };
+    let _stats = crate::stats::WorkerStats::create(&dir, &identity).unwrap();
+    let pid = crate::jail::host_pid();
+    let gate = WorkerGate::open(&dir, pid).unwrap().unwrap();
+    let failing = GatedCheckpointer::new(
+        &dir,
+        Recorder {
+            fail: Some(("lock", pid)),
+            ..Default::default()
+        },
+    );
+    assert!(failing.lock(pid, SECOND).is_err());
+    assert!(!gate.held(), "a failed driver lock lets the gate go");
+    let cp = GatedCheckpointer::new(&dir, Recorder::default());
+    cp.lock(pid, SECOND).unwrap();
+    assert!(gate.held());
+    cp.checkpoint(pid).unwrap();
+    assert_eq!(cp.state(pid).unwrap(), ProcessState::Checkpointed);
+    cp.restore(pid).unwrap();
+    assert!(gate.held(), "held until unlocked");
+    cp.unlock(pid).unwrap();
+    assert!(!gate.held());
+    assert_eq!(cp.state(pid).unwrap(), ProcessState::Running);
+    // Held by the gate alone (cut short): locked, and an unlock lets it go.
+    gate.hold();
+    assert_eq!(cp.state(pid).unwrap(), ProcessState::Locked);
+    cp.unlock(pid).unwrap();
+    assert!(!gate.held());
+    let _ = std::fs::remove_dir_all(&dir);
+}
