@@ -11,30 +11,13 @@
 // and checks the bytes it copied. Prints `RESULT key value unit` lines, then PASS or FAIL.
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <vector>
-#include <sys/wait.h>
-#include <unistd.h>
-#include <cuda_runtime.h>
 
-#define CHECK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
-    printf("FAIL %s:%d %s\n", __FILE__, __LINE__, cudaGetErrorName(e_)); exit(1); } } while (0)
+// The checks, pipe reads and writes and the child's fork of the IPC test programs.
+#include "../tests/apps/ipc_common.h"
 
 // IPC_COPY_MIB=N copies N MiB instead (a quick check on the test double).
 static size_t BYTES = size_t(1) << 30;
-
-static void put(int fd, const void* p, size_t n) {
-    if (write(fd, p, n) != (ssize_t)n) { printf("FAIL pipe write\n"); exit(1); }
-}
-static void get(int fd, void* p, size_t n) {
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = read(fd, (char*)p + got, n - got);
-        if (r <= 0) { printf("FAIL pipe read\n"); exit(1); }
-        got += (size_t)r;
-    }
-}
 
 static double now_us() {
     return std::chrono::duration<double, std::micro>(
@@ -69,7 +52,7 @@ static double copy_rate(void* dst, const void* src, cudaStream_t s) {
     return median(rates);
 }
 
-static int importer(int from_parent, int to_parent) {
+static int importer(int, int from_parent, int to_parent) {
     cudaIpcMemHandle_t handle;
     get(from_parent, &handle, sizeof handle);
     CHECK(cudaSetDevice(0));
@@ -109,20 +92,8 @@ static int importer(int from_parent, int to_parent) {
 }
 
 int main() {
-    int to_child[2], to_parent[2];
     if (const char* mib = getenv("IPC_COPY_MIB")) BYTES = size_t(atoi(mib)) << 20;
-    if (pipe(to_child) != 0 || pipe(to_parent) != 0) return 2;
-    fflush(stdout);
-    pid_t child = fork();
-    if (child == 0) {
-        close(to_child[1]);
-        close(to_parent[0]);
-        int rc = importer(to_child[0], to_parent[1]);
-        fflush(stdout);
-        _exit(rc);
-    }
-    close(to_child[0]);
-    close(to_parent[1]);
+    Child child = fork_importer(false, importer);
     CHECK(cudaSetDevice(0));
     void* mine = nullptr;
     CHECK(cudaMalloc(&mine, BYTES));
@@ -130,13 +101,12 @@ int main() {
     CHECK(cudaDeviceSynchronize());
     cudaIpcMemHandle_t handle;
     CHECK(cudaIpcGetMemHandle(&handle, mine));
-    put(to_child[1], &handle, sizeof handle);
+    put(child.to_child, &handle, sizeof handle);
     char done = 0;
-    get(to_parent[0], &done, 1);
-    int status = 0;
-    waitpid(child, &status, 0);
+    get(child.from_child, &done, 1);
+    int rc = wait_for_exit(child);
     CHECK(cudaFree(mine));
-    bool ok = done == 'Y' && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    bool ok = done == 'Y' && rc == 0;
     printf("%s ipc_copy\n", ok ? "PASS" : "FAIL");
     return ok ? 0 : 1;
 }

@@ -1,13 +1,16 @@
 // ipc_common.h: what the CUDA IPC test programs (ipc_processes.cu,
-// pool_processes.cu) share: their checks, a refusal's code on stderr with
-// IPC_SHOW_CODES=1, whole reads and writes of a pipe, and the exchange over the shared
-// memory: the parent writes pattern(i) and a kernel adds 1000 to the second half; the
+// pool_processes.cu, and bench/ipc_copy.cu) share: their checks, a refusal's code on
+// stderr with IPC_SHOW_CODES=1, whole reads and writes of a pipe, the fork of the
+// importing child with a pipe each way (and a socket for descriptors), and the exchange
+// over the shared memory: the parent writes pattern(i) and a kernel adds 1000 to the second half; the
 // child reads that, writes `marker` + i to the first quarter and a kernel adds `added`
 // to the second; the parent reads that back. Kernel results are printed, not checked.
 #pragma once
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
 #include <cuda_runtime.h>
@@ -35,6 +38,44 @@ static void get(int fd, void* p, size_t n) {
     }
 }
 
+// The importing child, forked before CUDA is touched: the parent's ends of a pipe each
+// way and, where asked for, of a Unix socket pair (for descriptors; -1 without).
+struct Child {
+    pid_t pid;
+    int to_child, from_child, sock;
+};
+
+// Fork; the child runs `importer(sock, from_parent, to_parent)` on its ends (sock -1
+// without `with_socket`) and exits with what it returns.
+template <typename Importer>
+static Child fork_importer(bool with_socket, Importer importer) {
+    int sockets[2] = {-1, -1}, to_child[2], to_parent[2];
+    if (with_socket) EXPECT(socketpair(AF_UNIX, SOCK_STREAM, 0, sockets) == 0);
+    EXPECT(pipe(to_child) == 0 && pipe(to_parent) == 0);
+    fflush(stdout);
+    pid_t pid = fork();
+    EXPECT(pid >= 0);
+    if (pid == 0) {
+        if (with_socket) close(sockets[0]);
+        close(to_child[1]);
+        close(to_parent[0]);
+        int rc = importer(sockets[1], to_child[0], to_parent[1]);
+        fflush(stdout);
+        _exit(rc);
+    }
+    if (with_socket) close(sockets[1]);
+    close(to_child[0]);
+    close(to_parent[1]);
+    return Child{pid, to_child[1], to_parent[0], sockets[0]};
+}
+
+// The child's exit code once it ended (-1 when it did not exit).
+static int wait_for_exit(const Child& child) {
+    int status = 0;
+    EXPECT(waitpid(child.pid, &status, 0) == child.pid);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
 __global__ void add(int* p, int n, int v) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) p[i] += v;
@@ -46,6 +87,17 @@ static void done_then_wait_for_free(int to_parent, int from_parent) {
     put(to_parent, &done, 1);
     char freed;
     get(from_parent, &freed, 1);
+}
+
+// The parent's two sides of that.
+static void wait_for_done(const Child& child) {
+    char done;
+    get(child.from_child, &done, 1);
+    EXPECT(done == 'D');
+}
+static void say_freed(const Child& child) {
+    char freed = 'F';
+    put(child.to_child, &freed, 1);
 }
 
 // The child's side of the exchange over `d` (`n` ints, shared with the parent), on `s`.

@@ -14,7 +14,6 @@
 //                           socket: the child must be refused with cudaErrorInvalidValue
 //   IPC_FLOOD=N             the parent exports N allocations and says how many it got
 #include <vector>
-#include <sys/wait.h>
 
 #include "ipc_common.h"
 
@@ -97,20 +96,9 @@ static void flood(int n) {
 }
 
 int main() {
-    int to_child[2], to_parent[2];
-    EXPECT(pipe(to_child) == 0 && pipe(to_parent) == 0);
-    fflush(stdout);
-    pid_t child = fork();
-    EXPECT(child >= 0);
-    if (child == 0) {
-        close(to_child[1]);
-        close(to_parent[0]);
-        int rc = importer(to_child[0], to_parent[1]);
-        fflush(stdout);
-        _exit(rc);
-    }
-    close(to_child[0]);
-    close(to_parent[1]);
+    Child child = fork_importer(false, [](int, int from_parent, int to_parent) {
+        return importer(from_parent, to_parent);
+    });
     CHECK(cudaSetDevice(0));
     int* d;
     CHECK(cudaMalloc(&d, (size_t)N * sizeof(int)));
@@ -139,11 +127,9 @@ int main() {
     printf("parent: opening its own handle is refused: %s\n",
            refused("own handle", cudaIpcOpenMemHandle(&own, mh, cudaIpcMemLazyEnablePeerAccess)) ? "yes" : "no");
 
-    put(to_child[1], &mh, sizeof mh);
-    put(to_child[1], &eh, sizeof eh);
-    char done;
-    get(to_parent[0], &done, 1);
-    EXPECT(done == 'D');
+    put(child.to_child, &mh, sizeof mh);
+    put(child.to_child, &eh, sizeof eh);
+    wait_for_done(child);
     if (!getenv("IPC_IMPORTER_SERVER")) {
         parent_sees_child(d, N, pattern, 0x0b000000, 7);
     }
@@ -151,11 +137,8 @@ int main() {
     CHECK(cudaEventDestroy(plain));
     CHECK(cudaStreamDestroy(s));
     CHECK(cudaFree(d));
-    char freed = 'F';
-    put(to_child[1], &freed, 1);
-    int status = 0;
-    EXPECT(waitpid(child, &status, 0) == child);
-    printf("parent: the child exited with %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    say_freed(child);
+    printf("parent: the child exited with %d\n", wait_for_exit(child));
     if (const char* n = getenv("IPC_FLOOD")) flood(atoi(n));
     printf("PASS ipc_processes\n");
     return 0;

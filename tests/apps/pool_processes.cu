@@ -21,8 +21,6 @@
 //                            by vmcuda (the H200's driver accepts it, an import of
 //                            memory that is gone, so this is no native comparison)
 #include <vector>
-#include <sys/socket.h>
-#include <sys/wait.h>
 
 #include "ipc_common.h"
 #include "../c/scm_rights.h"
@@ -102,23 +100,7 @@ static int importer(int sock, int from_parent, int to_parent) {
 }
 
 int main() {
-    int sockets[2], to_child[2], to_parent[2];
-    EXPECT(socketpair(AF_UNIX, SOCK_STREAM, 0, sockets) == 0);
-    EXPECT(pipe(to_child) == 0 && pipe(to_parent) == 0);
-    fflush(stdout);
-    pid_t child = fork();
-    EXPECT(child >= 0);
-    if (child == 0) {
-        close(sockets[0]);
-        close(to_child[1]);
-        close(to_parent[0]);
-        int rc = importer(sockets[1], to_child[0], to_parent[1]);
-        fflush(stdout);
-        _exit(rc);
-    }
-    close(sockets[1]);
-    close(to_child[0]);
-    close(to_parent[1]);
+    Child child = fork_importer(true, importer);
     CHECK(cudaSetDevice(0));
     cudaMemPoolProps props = {};
     props.allocType = cudaMemAllocationTypePinned;
@@ -147,23 +129,18 @@ int main() {
     printf("parent: exports the pool as a descriptor: %s\n", fd >= 0 ? "yes" : "no");
     cudaMemPoolPtrExportData data;
     CHECK(cudaMemPoolExportPointer(&data, d));
-    EXPECT(send_fd(sockets[0], fd) == 0);
-    put(to_child[1], &data, sizeof data);
-    put(to_child[1], &eh, sizeof eh);
-    char done;
-    get(to_parent[0], &done, 1);
-    EXPECT(done == 'D');
+    EXPECT(send_fd(child.sock, fd) == 0);
+    put(child.to_child, &data, sizeof data);
+    put(child.to_child, &eh, sizeof eh);
+    wait_for_done(child);
     if (!getenv("POOL_IMPORTER_SERVER")) {
         parent_sees_child(d, N, pattern, 0x0c000000, 9);
     }
     // The child freed its import: the allocation is the parent's to free.
     CHECK(cudaFreeAsync(d, s));
     CHECK(cudaStreamSynchronize(s));
-    char freed = 'F';
-    put(to_child[1], &freed, 1);
-    int status = 0;
-    EXPECT(waitpid(child, &status, 0) == child);
-    printf("parent: the child exited with %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    say_freed(child);
+    printf("parent: the child exited with %d\n", wait_for_exit(child));
     CHECK(cudaEventDestroy(ev));
     CHECK(cudaStreamDestroy(s));
     CHECK(cudaMemPoolDestroy(pool));

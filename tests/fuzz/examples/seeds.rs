@@ -705,6 +705,19 @@ fn session_seeds() {
     use Step::*;
     // Sizes are in units of 256 bytes; VMM sizes in 2 MiB granules; stream 2 is one
     // of the session's own streams, 0 the legacy default stream.
+    // Imports by process `who` (0: the session, 1: the other process of its VM, 2:
+    // another VM's) of token `token` as it was handed out.
+    let import_pool = |who, token| PoolImportShared {
+        who,
+        token,
+        garble: 0,
+    };
+    let import_pointer = |who, pool, token| PointerImportShared {
+        who,
+        pool,
+        token,
+        garble: 0,
+    };
     let seeds: &[(&str, Vec<Step>, Failing)] = &[
         (
             "memory",
@@ -1015,6 +1028,142 @@ fn session_seeds() {
             vec![
                 (5, CudaStatus::ErrorDeviceUninitialized),
                 (8, CudaStatus::ErrorInvalidValue),
+            ],
+        ),
+        (
+            // A pool and an allocation of the session's offered to the other process of
+            // its VM, imported there, then freed and destroyed in the order CUDA asks;
+            // another VM's process, the session itself, tokens of the wrong kind, a
+            // garbled one and stale ones are refused.
+            "pool_share",
+            vec![
+                PoolImport,
+                AllocFromPool {
+                    pool: 0,
+                    size: 16,
+                    stream: 0,
+                },
+                PoolExportPointer { pick: 0 },
+                PoolShare { export: 0 },
+                PoolShare { export: 1 },
+                // Offered again: the same token.
+                PoolShare { export: 0 },
+                import_pool(1, 0),
+                import_pointer(1, 0, 1),
+                import_pool(2, 0),
+                import_pool(0, 0),
+                import_pointer(1, 0, 0),
+                import_pool(1, 1),
+                PointerImportShared {
+                    who: 1,
+                    pool: 0,
+                    token: 1,
+                    garble: 1,
+                },
+                ProcessFree {
+                    who: 1,
+                    pick: 0,
+                    how: 1,
+                },
+                ProcessFree {
+                    who: 0,
+                    pick: 0,
+                    how: 3,
+                },
+                import_pointer(1, 0, 1),
+                PoolShare { export: 1 },
+                ProcessPoolDestroy { who: 0, pool: 0 },
+                import_pool(1, 0),
+                ProcessPoolDestroy { who: 1, pool: 0 },
+            ],
+            vec![
+                (8, CudaStatus::ErrorInvalidValue),
+                (9, CudaStatus::ErrorDeviceUninitialized),
+                (10, CudaStatus::ErrorInvalidValue),
+                (11, CudaStatus::ErrorInvalidValue),
+                (12, CudaStatus::ErrorInvalidValue),
+                (15, CudaStatus::ErrorInvalidValue),
+                (16, CudaStatus::ErrorInvalidValue),
+                (18, CudaStatus::ErrorInvalidValue),
+            ],
+        ),
+        (
+            // The other process's pool and allocation imported by the session, the
+            // exporter freeing and destroying them first while the session still maps
+            // the memory; another VM's export, and a forged token.
+            "pool_share_odd_orders",
+            vec![
+                ProcessPoolExport { from: 0, size: 16 },
+                import_pool(0, 0),
+                import_pointer(0, 0, 1),
+                CopyHtoD {
+                    pick: 0,
+                    offset: 0,
+                    len: 256,
+                },
+                ProcessFree {
+                    who: 1,
+                    pick: 0,
+                    how: 0,
+                },
+                ProcessPoolDestroy { who: 1, pool: 0 },
+                CopyHtoD {
+                    pick: 0,
+                    offset: 0,
+                    len: 256,
+                },
+                ProcessFree {
+                    who: 0,
+                    pick: 0,
+                    how: 1,
+                },
+                import_pool(0, 0),
+                ProcessPoolExport { from: 1, size: 16 },
+                import_pool(0, 2),
+                import_pool(2, 2),
+                PoolImportShared {
+                    who: 0,
+                    token: 9,
+                    garble: 3,
+                },
+            ],
+            vec![
+                (8, CudaStatus::ErrorInvalidValue),
+                (10, CudaStatus::ErrorInvalidValue),
+                (11, CudaStatus::ErrorDeviceUninitialized),
+                (12, CudaStatus::ErrorInvalidValue),
+            ],
+        ),
+        (
+            // The other process fills the VM's registry (a pool and 23 of its
+            // allocations): the session's export is refused until one is freed;
+            // another VM's exports are its own.
+            "pool_share_flood",
+            vec![
+                Flood { who: 1, count: 23 },
+                Alloc { size: 1 },
+                IpcExport { pick: 0, offset: 0 },
+                Flood {
+                    who: 2,
+                    count: 0x20 | 3,
+                },
+                ProcessFree {
+                    who: 1,
+                    pick: 5,
+                    how: 0,
+                },
+                IpcExport { pick: 0, offset: 0 },
+                import_pool(0, 0),
+                import_pointer(0, 0, 1),
+                ProcessFree {
+                    who: 0,
+                    pick: 1,
+                    how: 2,
+                },
+            ],
+            vec![
+                (0, CudaStatus::ErrorMemoryAllocation),
+                (2, CudaStatus::ErrorMemoryAllocation),
             ],
         ),
     ];

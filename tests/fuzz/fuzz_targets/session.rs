@@ -1,7 +1,8 @@
 //! A whole host session on the host-memory executor, fed a sequence of allocations,
 //! frees, copies, memsets, stream-ordered allocations and pool settings, captures and
 //! graphs (of hundreds of launches with 5 KB of parameters), pool exports and imports,
-//! virtual memory operations and device resets (the step format of
+//! virtual memory operations, device resets, and CUDA IPC and pool sharing with a
+//! second process of the VM and a process of another VM (the step format of
 //! `vmcuda_fuzz::session`), under a small quota and host-memory limit. After every step
 //! what the session charged must stay within the quota and equal what the executor
 //! holds, and the host memory it keeps must stay within its limit; after the session is

@@ -463,6 +463,32 @@ mod tests {
                 pool: 9,
                 export: 10,
             },
+            Step::PoolShare { export: 11 },
+            Step::ProcessPoolExport {
+                from: 1,
+                size: 0x0a0b,
+            },
+            Step::PoolImportShared {
+                who: 2,
+                token: 3,
+                garble: 4,
+            },
+            Step::PointerImportShared {
+                who: 5,
+                pool: 6,
+                token: 7,
+                garble: 8,
+            },
+            Step::ProcessFree {
+                who: 1,
+                pick: 2,
+                how: 3,
+            },
+            Step::ProcessPoolDestroy { who: 4, pool: 5 },
+            Step::Flood {
+                who: 6,
+                count: 0x27,
+            },
         ];
         assert_eq!(Step::decode(&Step::encode(&steps)), steps);
     }

@@ -5,7 +5,12 @@
 //! graphs built by hand (captured into, given child-graph nodes, cloned) may hold
 //! thousands of launches of a kernel with 5 KB of parameters, and pools and their
 //! allocations may be exported and imported, under a small host-memory limit that is
-//! checked after every step too.
+//! checked after every step too. Two processes stand beside the session on one CUDA IPC
+//! registry (with a small [`MAX_EXPORTS`]): another of its VM and one of another VM,
+//! each a session of its own whose invariant is checked as the session's is. Memory,
+//! events, physical allocations, pools and pool allocations pass between them (or are
+//! refused), with tokens handed out, garbled, stale or forged, freed and destroyed in
+//! any order, and floods of exports reach the registry's limit.
 //!
 //! The invariant: what the session has charged never exceeds the quota and equals what
 //! the executor really holds, and dropping the session returns the executor's memory to
@@ -39,7 +44,7 @@ use vmcuda_wire::driver::{
 };
 use vmcuda_wire::graph::{
     GraphAddNode, GraphDestroy, GraphExecDestroy, GraphExecHandle, GraphHandle, GraphInstantiate,
-    GraphLaunch, MemAllocAsync, MemAllocFromPoolAsync, MemFreeAsync, MemPoolCreate,
+    GraphLaunch, MemAllocAsync, MemAllocFromPoolAsync, MemFreeAsync, MemPoolCreate, MemPoolDestroy,
     MemPoolGetAttribute, MemPoolSetAttribute, MemPoolTrimTo, PlainNode, PoolRef,
     StreamBeginCapture, StreamBeginCaptureToGraph, StreamEndCapture,
 };
@@ -49,8 +54,8 @@ use vmcuda_wire::op::{
     IpcGetMemHandle, IpcOpenEventHandle, IpcOpenMemHandle, LaunchKernel, MemAlloc,
     MemExportShareable, MemFree, MemGetInfo, MemImportShareable, MemPoolExportPointer,
     MemPoolExportShareable, MemPoolHandle, MemPoolImportPointer, MemPoolImportShareable,
-    MemcpyDtoD, MemcpyHtoD, Memset, ModuleGetFunction, ModuleLoad, Request, StreamCreate,
-    StreamHandle, StreamSynchronize,
+    MemPoolImportShared, MemPoolImportSharedPointer, MemPoolShareExport, MemcpyDtoD, MemcpyHtoD,
+    Memset, ModuleGetFunction, ModuleLoad, Request, StreamCreate, StreamHandle, StreamSynchronize,
 };
 use vmcuda_wire::CudaStatus;
 
@@ -78,6 +83,10 @@ const STREAMS: [StreamHandle; 2] = [StreamHandle(16), StreamHandle(17)];
 
 /// Objects kept per kind; older ones are forgotten beyond this.
 const KEEP: usize = 32;
+
+/// `[ipc] max_exports` of the registry the processes share: small, so that a
+/// [`Step::Flood`] or two reach it.
+pub const MAX_EXPORTS: u32 = 24;
 
 /// The host-memory executor, forwarding every call and noting after each one what it
 /// holds (`total - free` of its `mem_info`) where the harness can read it.
@@ -288,10 +297,57 @@ pub enum Step {
         pool: u8,
         export: u8,
     },
+    /// `MemPoolShareExport` (`cudaMemPoolExportToShareableHandle` or
+    /// `cudaMemPoolExportPointer` to another process) of one of the session's exports,
+    /// or of the number `export` itself when it has none: the token is kept.
+    PoolShare {
+        export: u8,
+    },
+    /// Process `from % 2` (0: the other process of the session's VM, 1: a process of
+    /// another VM) makes a shareable pool, allocates `size * 256` bytes from it, and
+    /// offers both: the tokens are kept.
+    ProcessPoolExport {
+        from: u8,
+        size: u16,
+    },
+    /// Process `who % 3` (0: the session, 1: the other process of its VM, 2: a process
+    /// of another VM) imports a pool token (see [`Run::token`] for `token`, `garble`).
+    PoolImportShared {
+        who: u8,
+        token: u8,
+        garble: u8,
+    },
+    /// Process `who % 3` imports a pool pointer token through one of its pools.
+    PointerImportShared {
+        who: u8,
+        pool: u8,
+        token: u8,
+        garble: u8,
+    },
+    /// Process `who % 3` frees one of its pointers: `cudaFree` (even `how`) or
+    /// `cudaFreeAsync` on the legacy stream, then a synchronization when `how & 2`.
+    ProcessFree {
+        who: u8,
+        pick: u8,
+        how: u8,
+    },
+    /// Process `who % 3` destroys one of its pools (made or imported).
+    ProcessPoolDestroy {
+        who: u8,
+        pool: u8,
+    },
+    /// Process `who % 3` exports `count % 32 + 1` small allocations to the VM's other
+    /// processes, up to the registry's limit ([`MAX_EXPORTS`]): legacy IPC handles when
+    /// `count & 0x20`, else allocations from a shareable pool of its own offered with
+    /// `MemPoolShareExport`. Stops at the first refusal; tokens and pointers are kept.
+    Flood {
+        who: u8,
+        count: u8,
+    },
 }
 
 /// Each step's op byte is its index here; arguments follow in field order.
-const STEP_COUNT: u8 = 42;
+const STEP_COUNT: u8 = 49;
 
 impl Step {
     /// Decode steps until the input ends.
@@ -396,9 +452,38 @@ impl Step {
                     graph: b(i),
                 },
                 40 => Step::PoolExportPointer { pick: b(i) },
-                _ => Step::PoolImportPointer {
+                41 => Step::PoolImportPointer {
                     pool: b(i),
                     export: b(i),
+                },
+                42 => Step::PoolShare { export: b(i) },
+                43 => Step::ProcessPoolExport {
+                    from: b(i),
+                    size: w(i),
+                },
+                44 => Step::PoolImportShared {
+                    who: b(i),
+                    token: b(i),
+                    garble: b(i),
+                },
+                45 => Step::PointerImportShared {
+                    who: b(i),
+                    pool: b(i),
+                    token: b(i),
+                    garble: b(i),
+                },
+                46 => Step::ProcessFree {
+                    who: b(i),
+                    pick: b(i),
+                    how: b(i),
+                },
+                47 => Step::ProcessPoolDestroy {
+                    who: b(i),
+                    pool: b(i),
+                },
+                _ => Step::Flood {
+                    who: b(i),
+                    count: b(i),
                 },
             });
         }
@@ -491,6 +576,20 @@ impl Step {
                 Step::ExecUpdate { exec, graph } => (39, vec![exec, graph], vec![]),
                 Step::PoolExportPointer { pick } => (40, vec![pick], vec![]),
                 Step::PoolImportPointer { pool, export } => (41, vec![pool, export], vec![]),
+                Step::PoolShare { export } => (42, vec![export], vec![]),
+                Step::ProcessPoolExport { from, size } => (43, vec![from], vec![size]),
+                Step::PoolImportShared { who, token, garble } => {
+                    (44, vec![who, token, garble], vec![])
+                }
+                Step::PointerImportShared {
+                    who,
+                    pool,
+                    token,
+                    garble,
+                } => (45, vec![who, pool, token, garble], vec![]),
+                Step::ProcessFree { who, pick, how } => (46, vec![who, pick, how], vec![]),
+                Step::ProcessPoolDestroy { who, pool } => (47, vec![who, pool], vec![]),
+                Step::Flood { who, count } => (48, vec![who, count], vec![]),
             };
             out.push(op);
             out.extend(bytes);
@@ -526,8 +625,26 @@ fn stream(i: u8) -> StreamHandle {
     }
 }
 
+/// A pool whose memory may be passed to other processes (a POSIX descriptor handle
+/// type).
+const SHAREABLE_POOL: MemPoolCreate = MemPoolCreate {
+    device: 0,
+    max_size: 0,
+    shareable: true,
+};
+
 /// Granule of the host-memory executor's virtual memory management.
 const GRANULE: u64 = 2 << 20;
+
+/// A process beside the session: its own session (under [`QUOTA`] too, its invariant
+/// checked as the session's is), tracked executor, and the pools and allocations it
+/// made or imported.
+struct Process {
+    session: Session,
+    held: Arc<AtomicU64>,
+    pools: Vec<MemPoolHandle>,
+    pointers: Vec<(DevicePtr, u64)>,
+}
 
 /// A session under [`QUOTA`] and the objects it handed out.
 pub struct Run {
@@ -549,7 +666,9 @@ pub struct Run {
     big: (FunctionHandle, usize),
     /// Another process of the same VM (its own worker and executor), for CUDA IPC
     /// through one registry.
-    peer: Session,
+    peer: Process,
+    /// A process of another VM, on the same registry.
+    other: Process,
     /// IPC tokens handed out, and the memory opened from them.
     tokens: Vec<[u8; 16]>,
     imports: Vec<DevicePtr>,
@@ -573,9 +692,10 @@ impl Run {
         grant.max_modules = 4;
         grant.host_memory = HOST_MEMORY;
         let (exec, held) = Tracked::new(FUZZ_DEVICE_MEMORY);
-        // One registry for the VM's two processes, as the daemon keeps it.
-        let registry = Arc::new(Registry::new(64));
-        let link = |owner: u64| {
+        // One registry for the VM's two processes and another VM's, as the daemon
+        // keeps it.
+        let registry = Arc::new(Registry::new(MAX_EXPORTS));
+        let link = |owner: u64, vm_name: &str| {
             let (ours, theirs) = socketpair(
                 AddressFamily::Unix,
                 SockType::SeqPacket,
@@ -584,18 +704,28 @@ impl Run {
             )
             .expect("a socket pair");
             let vm = Arc::new(std::sync::OnceLock::new());
-            let _ = vm.set("local".to_string());
+            let _ = vm.set(vm_name.to_string());
             let r = registry.clone();
             std::thread::spawn(move || r.serve_worker(UnixStream::from(ours), owner, vm));
             IpcLink::new(theirs)
         };
-        let peer_exec =
-            HostMemoryExecutor::new(FUZZ_DEVICE_MEMORY, None).expect("no launch log to open");
-        let mut peer = Session::new(Box::new(peer_exec), grant.clone()).with_ipc_link(link(2));
-        call_on(&mut peer, &CallContext::default(), &hello, &[])
-            .expect("a valid hello is accepted");
+        let process = |owner: u64, vm_name: &str| {
+            let (exec, held) = Tracked::new(FUZZ_DEVICE_MEMORY);
+            let mut session =
+                Session::new(Box::new(exec), grant.clone()).with_ipc_link(link(owner, vm_name));
+            call_on(&mut session, &CallContext::default(), &hello, &[])
+                .expect("a valid hello is accepted");
+            Process {
+                session,
+                held,
+                pools: Vec::new(),
+                pointers: Vec::new(),
+            }
+        };
+        let peer = process(2, "local");
+        let other = process(3, "other");
         let mut run = Run {
-            session: Session::new(Box::new(exec), grant).with_ipc_link(link(1)),
+            session: Session::new(Box::new(exec), grant).with_ipc_link(link(1, "local")),
             held,
             ctx: CallContext::default(),
             pointers: Vec::new(),
@@ -608,6 +738,7 @@ impl Run {
             exports: Vec::new(),
             big: (FunctionHandle(0), 0),
             peer,
+            other,
             tokens: Vec::new(),
             imports: Vec::new(),
             next_event: 1000,
@@ -645,36 +776,70 @@ impl Run {
 
     /// [`Run::call`] on the other process's session.
     fn call_peer<R: Request>(&mut self, req: &R) -> Result<R::Reply, CudaStatus> {
-        call_on(&mut self.peer, &self.ctx, req, &[])
+        call_on(&mut self.peer.session, &self.ctx, req, &[])
     }
 
-    /// The quota invariant, after every step.
+    /// Process `who % 3`: the session (0), the other process of its VM (1), another
+    /// VM's (2); its session, pools and pointers.
+    #[allow(clippy::type_complexity)]
+    fn process(
+        &mut self,
+        who: u8,
+    ) -> (
+        &mut Session,
+        &mut Vec<MemPoolHandle>,
+        &mut Vec<(DevicePtr, u64)>,
+    ) {
+        match who % 3 {
+            0 => (&mut self.session, &mut self.pools, &mut self.pointers),
+            1 => {
+                let p = &mut self.peer;
+                (&mut p.session, &mut p.pools, &mut p.pointers)
+            }
+            _ => {
+                let p = &mut self.other;
+                (&mut p.session, &mut p.pools, &mut p.pointers)
+            }
+        }
+    }
+
+    /// The token an import names: token `i` of those handed out as it is (`garble %
+    /// 4` 0), with one bit flipped (1) or its halves swapped (2), or forged bytes (3,
+    /// and whenever none was handed out). Tokens stay listed after what they name is
+    /// freed, destroyed or withdrawn: those are the stale ones.
+    fn token(&self, i: u8, garble: u8) -> [u8; 16] {
+        let Some(mut token) = pick(&self.tokens, i) else {
+            return [i; 16];
+        };
+        match garble % 4 {
+            0 => {}
+            1 => token[usize::from(garble >> 2) % 16] ^= 1 << (garble >> 5),
+            2 => token.rotate_left(8),
+            _ => token = [i; 16],
+        }
+        token
+    }
+
+    /// The quota invariant, after every step: in the session and in both processes
+    /// beside it.
     pub fn check(&mut self) {
-        let info = self.call(&MemGetInfo, &[]).expect("MemGetInfo cannot fail");
-        let held = self.held.load(Relaxed);
-        let step = self.steps;
-        assert_eq!(
-            info.total, QUOTA,
-            "after step {step}: a guest with a quota sees the quota as its memory"
+        let (ctx, step) = (self.ctx, self.steps);
+        check_process("the session", &mut self.session, &self.held, &ctx, step);
+        let peer = &mut self.peer;
+        check_process(
+            "the VM's other process",
+            &mut peer.session,
+            &peer.held,
+            &ctx,
+            step,
         );
-        assert!(
-            held <= QUOTA,
-            "after step {step}: the executor holds {held} bytes, over the {QUOTA}-byte quota \
-             (the session reports {} charged)",
-            QUOTA - info.free
-        );
-        // Below the quota the executor's free memory is larger than the quota's rest,
-        // so `free` is exactly `QUOTA - charged`.
-        let charged = QUOTA - info.free;
-        assert_eq!(
-            charged, held,
-            "after step {step}: the session charged {charged} bytes, the executor holds {held}"
-        );
-        let host = self.session.host_memory_bytes();
-        assert!(
-            host <= HOST_MEMORY,
-            "after step {step}: the session keeps {host} bytes of host memory, over its \
-             {HOST_MEMORY}-byte limit"
+        let other = &mut self.other;
+        check_process(
+            "another VM's process",
+            &mut other.session,
+            &other.held,
+            &ctx,
+            step,
         );
     }
 
@@ -940,12 +1105,7 @@ impl Run {
                 }
             }
             Step::PoolImport => {
-                let create = MemPoolCreate {
-                    device: 0,
-                    max_size: 0,
-                    shareable: true,
-                };
-                let pool = self.call(&create, &[])?.pool;
+                let pool = self.call(&SHAREABLE_POOL, &[])?.pool;
                 keep(&mut self.pools, pool);
                 let export = self.call(&MemPoolExportShareable { pool }, &[])?.export;
                 keep(&mut self.exports, export);
@@ -1116,24 +1276,167 @@ impl Run {
                 let imported = self.call(&MemPoolImportPointer { pool, export }, &[])?;
                 keep(&mut self.pointers, (imported.ptr, imported.size));
             }
+            Step::PoolShare { export } => {
+                let export = pick(&self.exports, export).unwrap_or(u64::from(export));
+                let token = self.call(&MemPoolShareExport { export }, &[])?.token;
+                keep(&mut self.tokens, token);
+            }
+            Step::ProcessPoolExport { from, size } => {
+                let ctx = self.ctx;
+                let (session, pools, pointers) = self.process(from % 2 + 1);
+                let size = u64::from(size) * 256;
+                let pool = call_on(session, &ctx, &SHAREABLE_POOL, &[])?.pool;
+                keep(pools, pool);
+                let alloc = MemAllocFromPoolAsync {
+                    size,
+                    pool: PoolRef::Created(pool),
+                    stream: StreamHandle::LEGACY,
+                };
+                let ptr = call_on(session, &ctx, &alloc, &[])?.ptr;
+                keep(pointers, (ptr, size));
+                let pool_export = call_on(session, &ctx, &MemPoolExportShareable { pool }, &[]);
+                let ptr_export = call_on(session, &ctx, &MemPoolExportPointer { ptr }, &[]);
+                let tokens = [pool_export?.export, ptr_export?.export]
+                    .map(|export| call_on(session, &ctx, &MemPoolShareExport { export }, &[]));
+                for token in tokens {
+                    keep(&mut self.tokens, token?.token);
+                }
+            }
+            Step::PoolImportShared { who, token, garble } => {
+                let (ctx, token) = (self.ctx, self.token(token, garble));
+                let (session, pools, _) = self.process(who);
+                let pool = call_on(session, &ctx, &MemPoolImportShared { token }, &[])?.pool;
+                keep(pools, pool);
+            }
+            Step::PointerImportShared {
+                who,
+                pool,
+                token,
+                garble,
+            } => {
+                let (ctx, token) = (self.ctx, self.token(token, garble));
+                let (session, pools, pointers) = self.process(who);
+                let Some(pool) = pick(pools, pool) else {
+                    return bad;
+                };
+                let req = MemPoolImportSharedPointer { pool, token };
+                let imported = call_on(session, &ctx, &req, &[])?;
+                keep(pointers, (imported.ptr, imported.size));
+            }
+            Step::ProcessFree { who, pick: i, how } => {
+                let ctx = self.ctx;
+                let (session, _, pointers) = self.process(who);
+                let Some((ptr, _)) = pick(pointers, i) else {
+                    return bad;
+                };
+                if how % 2 == 0 {
+                    call_on(session, &ctx, &MemFree { ptr }, &[])?;
+                } else {
+                    let req = MemFreeAsync {
+                        ptr,
+                        stream: StreamHandle::LEGACY,
+                    };
+                    call_on(session, &ctx, &req, &[])?;
+                }
+                if how & 2 != 0 {
+                    call_on(session, &ctx, &DeviceSynchronize, &[])?;
+                }
+            }
+            Step::ProcessPoolDestroy { who, pool } => {
+                let ctx = self.ctx;
+                let (session, pools, _) = self.process(who);
+                let Some(pool) = pick(pools, pool) else {
+                    return bad;
+                };
+                call_on(session, &ctx, &MemPoolDestroy { pool }, &[])?;
+            }
+            Step::Flood { who, count } => {
+                let ctx = self.ctx;
+                let (session, pools, pointers) = self.process(who);
+                let (mut tokens, mut result) = (Vec::new(), Ok(()));
+                // Pool pointers need their pool offered too (one export more).
+                let pool = match count & 0x20 {
+                    0 => {
+                        let pool = call_on(session, &ctx, &SHAREABLE_POOL, &[])?.pool;
+                        keep(pools, pool);
+                        let export = call_on(session, &ctx, &MemPoolExportShareable { pool }, &[])?;
+                        let share = MemPoolShareExport {
+                            export: export.export,
+                        };
+                        tokens.push(call_on(session, &ctx, &share, &[])?.token);
+                        Some(pool)
+                    }
+                    _ => None,
+                };
+                for _ in 0..=count % 32 {
+                    let allocated = match pool {
+                        None => call_on(session, &ctx, &MemAlloc { size: 256 }, &[]),
+                        Some(pool) => {
+                            let req = MemAllocFromPoolAsync {
+                                size: 256,
+                                pool: PoolRef::Created(pool),
+                                stream: StreamHandle::LEGACY,
+                            };
+                            call_on(session, &ctx, &req, &[])
+                        }
+                    };
+                    let ptr = match allocated {
+                        Ok(a) => a.ptr,
+                        Err(e) => {
+                            result = Err(e);
+                            break;
+                        }
+                    };
+                    keep(pointers, (ptr, 256));
+                    let token = match pool {
+                        None => call_on(session, &ctx, &IpcGetMemHandle { ptr }, &[]),
+                        Some(_) => call_on(session, &ctx, &MemPoolExportPointer { ptr }, &[])
+                            .and_then(|e| {
+                                let share = MemPoolShareExport { export: e.export };
+                                call_on(session, &ctx, &share, &[])
+                            }),
+                    };
+                    match token {
+                        Ok(t) => tokens.push(t.token),
+                        Err(e) => {
+                            result = Err(e);
+                            break;
+                        }
+                    }
+                }
+                for token in tokens {
+                    keep(&mut self.tokens, token);
+                }
+                return result;
+            }
         }
         Ok(())
     }
 
-    /// Drop the session; the executor must then hold nothing.
+    /// Drop the session, then the processes beside it; each executor must then hold
+    /// nothing.
     pub fn finish(self) {
         let Run {
             session,
             held,
+            peer,
+            other,
             steps,
             ..
         } = self;
-        drop(session);
-        let left = held.load(Relaxed);
-        assert_eq!(
-            left, 0,
-            "after {steps} steps and the session's end the executor still holds {left} bytes"
-        );
+        let ended = [
+            ("the session", session, held),
+            ("the VM's other process", peer.session, peer.held),
+            ("another VM's process", other.session, other.held),
+        ];
+        for (name, session, held) in ended {
+            drop(session);
+            let left = held.load(Relaxed);
+            assert_eq!(
+                left, 0,
+                "after {steps} steps and the end of {name} its executor still holds {left} bytes"
+            );
+        }
     }
 }
 
@@ -1141,6 +1444,43 @@ impl Default for Run {
     fn default() -> Run {
         Run::new()
     }
+}
+
+/// The quota invariant of one process's `session` after step `step`: what it charged
+/// stays within [`QUOTA`] and equals what its executor holds (`held`), and the host
+/// memory it keeps stays within [`HOST_MEMORY`].
+fn check_process(
+    name: &str,
+    session: &mut Session,
+    held: &AtomicU64,
+    ctx: &CallContext,
+    step: usize,
+) {
+    let info = call_on(session, ctx, &MemGetInfo, &[]).expect("MemGetInfo cannot fail");
+    let held = held.load(Relaxed);
+    assert_eq!(
+        info.total, QUOTA,
+        "after step {step}: a guest with a quota sees the quota as its memory ({name})"
+    );
+    assert!(
+        held <= QUOTA,
+        "after step {step}: the executor of {name} holds {held} bytes, over the \
+         {QUOTA}-byte quota (its session reports {} charged)",
+        QUOTA - info.free
+    );
+    // Below the quota the executor's free memory is larger than the quota's rest, so
+    // `free` is exactly `QUOTA - charged`.
+    let charged = QUOTA - info.free;
+    assert_eq!(
+        charged, held,
+        "after step {step}: {name} charged {charged} bytes, its executor holds {held}"
+    );
+    let host = session.host_memory_bytes();
+    assert!(
+        host <= HOST_MEMORY,
+        "after step {step}: {name} keeps {host} bytes of host memory, over its \
+         {HOST_MEMORY}-byte limit"
+    );
 }
 
 /// Run `req` on `session` as the worker does (current device first, then the handler),
