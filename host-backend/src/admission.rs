@@ -206,38 +206,50 @@ fn invisible(c: char) -> bool {
 /// counted, and the count is logged with the next line let through.
 pub struct RateLimit {
     state: Mutex<Bucket>,
-    burst: f64,
-    per_second: f64,
+    burst: u32,
+    per_second: u32,
 }
 
-struct Bucket {
-    tokens: f64,
+/// A token bucket's state: the lines it has left, when it last looked, and the lines
+/// dropped since the last one let through.
+pub(crate) struct Bucket {
+    pub(crate) tokens: f64,
     at: Option<Instant>,
-    suppressed: u64,
+    pub(crate) suppressed: u64,
+}
+
+impl Bucket {
+    pub(crate) const fn full(burst: u32) -> Bucket {
+        Bucket {
+            tokens: burst as f64,
+            at: None,
+            suppressed: 0,
+        }
+    }
+
+    /// Add what `per_second` gave back since the last look, up to `burst`.
+    pub(crate) fn refill(&mut self, burst: u32, per_second: u32, now: Instant) {
+        if let Some(at) = self.at {
+            let refill = now.saturating_duration_since(at).as_secs_f64() * f64::from(per_second);
+            self.tokens = (self.tokens + refill).min(f64::from(burst));
+        }
+        self.at = Some(now);
+    }
 }
 
 impl RateLimit {
     pub const fn new(burst: u32, per_second: u32) -> RateLimit {
         RateLimit {
-            state: Mutex::new(Bucket {
-                tokens: burst as f64,
-                at: None,
-                suppressed: 0,
-            }),
-            burst: burst as f64,
-            per_second: per_second as f64,
+            state: Mutex::new(Bucket::full(burst)),
+            burst,
+            per_second,
         }
     }
 
     /// Whether a line may be logged now: `Some(lines suppressed since the last one)`.
     pub fn allow(&self) -> Option<u64> {
         let mut b = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let now = Instant::now();
-        if let Some(at) = b.at {
-            let refill = now.duration_since(at).as_secs_f64() * self.per_second;
-            b.tokens = (b.tokens + refill).min(self.burst);
-        }
-        b.at = Some(now);
+        b.refill(self.burst, self.per_second, Instant::now());
         if b.tokens >= 1.0 {
             b.tokens -= 1.0;
             Some(std::mem::take(&mut b.suppressed))

@@ -10,6 +10,8 @@
 //!   channel to the daemon, rate-limited logging, guest-supplied text made harmless.
 //! - [`guest_log`]: a worker's host log under a rate limit, with summaries of what
 //!   it dropped.
+//! - [`source_log`]: lines about connections strangers can cause (the peer port's),
+//!   under a rate limit for each source and one for all.
 //! - [`worker`]: a worker's frame loop: read, check, dispatch, answer.
 //! - [`buffers`]: a worker's frame buffers, bounded by the VM's `buffer_memory`.
 //! - [`session`]: one guest's handshake, handle tables and owned allocations.
@@ -51,6 +53,7 @@ pub mod serve;
 pub mod session;
 pub mod shared_memory;
 pub mod socket_files;
+pub mod source_log;
 pub mod spawn;
 pub mod stats;
 pub mod suspend;

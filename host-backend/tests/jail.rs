@@ -224,6 +224,33 @@ fn role() {
                 errno_of(std::fs::File::create(state.join("ledger/vm-c.ledger")))
             );
         }
+        "peer-files" => {
+            let policy = Policy::load(Some(&dir.join("host.toml"))).unwrap();
+            let state = dir.join("state");
+            let ledger = Ledger::join(&state, "vm-a", 8).unwrap();
+            // This thread's: a namespace made by one thread of many holds that thread only.
+            let ns = "/proc/thread-self/ns/mnt";
+            let before = std::fs::read_link(ns).unwrap();
+            jail::confine_admitted(&policy, "vm-a", &state, Some(ledger.path()), None).unwrap();
+            let after = std::fs::read_link(ns).unwrap();
+            println!("mntns={}", if before == after { "same" } else { "new" });
+            println!("uid={}", nix::unistd::getuid());
+            let read = |p: &Path| {
+                let mut text = String::new();
+                match std::fs::File::open(p).and_then(|mut f| f.read_to_string(&mut text)) {
+                    Ok(_) => format!("read {text:?}"),
+                    Err(e) => errno_of::<()>(Err(e)),
+                }
+            };
+            // The daemon's mount namespace, through its /proc entry: its own files.
+            let daemon_root = PathBuf::from(format!("/proc/{}/root", nix::unistd::getppid()));
+            for name in PEER_FILES {
+                let path = dir.join("peers").join(name);
+                println!("{name}={}", read(&path));
+                let through = daemon_root.join(path.strip_prefix("/").unwrap());
+                println!("{name}-via-daemon={}", read(&through));
+            }
+        }
         other => panic!("unknown role {other}"),
     }
 }
@@ -335,6 +362,79 @@ fn a_jailed_worker_cannot_see_another_vms_ledger_or_token_in_its_namespace() {
         return;
     }
     cannot_reach_another_vm(true);
+}
+
+/// The peer link's files in `[peers]`, each holding a line no test output may show.
+const PEER_FILES: [&str; 3] = ["peer.key", "peer.crt", "peer-ca.crt"];
+
+fn peer_secret(name: &str) -> String {
+    format!("secret bytes of {name} 0123456789")
+}
+
+/// Issue 34, finding 7: a worker jailed as the daemon jails one (its VM's user, the
+/// mount namespace and its masks, the filter) cannot read the peer link's key,
+/// certificate or CA at the paths `[peers]` names, nor through the daemon's
+/// `/proc/PID/root`. The files are readable by anyone here, so that only the jail
+/// keeps them from the worker.
+#[test]
+fn a_jailed_worker_cannot_read_the_peer_links_tls_files() {
+    use std::os::unix::fs::PermissionsExt;
+    const TEST: &str = "a_jailed_worker_cannot_read_the_peer_links_tls_files";
+    if skip_unless_root(TEST) {
+        return;
+    }
+    let dir = temp("peer-files");
+    let peers = dir.join("peers");
+    std::fs::create_dir_all(&peers).unwrap();
+    for name in PEER_FILES {
+        let path = peers.join(name);
+        std::fs::write(&path, peer_secret(name)).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    std::fs::write(
+        dir.join("host.toml"),
+        format!(
+            "state_dir = \"{state}\"\n[jail]\nenable = true\n\
+             [peers]\nlisten = \"127.0.0.1:7732\"\ntls_key = \"{p}/peer.key\"\n\
+             tls_cert = \"{p}/peer.crt\"\nca = \"{p}/peer-ca.crt\"\n\
+             [[vm]]\nname = \"vm-a\"\ncid = 3\n",
+            state = dir.join("state").display(),
+            p = peers.display()
+        ),
+    )
+    .unwrap();
+    let out = child("peer-files", &dir);
+    let r = report(&out);
+    assert!(out.status.success());
+    if r.contains("mntns=same") {
+        println!(
+            "skipped {TEST}: the kernel refused the worker a mount namespace (a container \
+             without CAP_SYS_ADMIN?), so only the files' modes can keep them"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+        return;
+    }
+    assert!(r.contains("mntns=new"), "{r}");
+    let id = jail::JailConfig::default()
+        .id_for("vm-a", ["vm-a", "local"])
+        .unwrap();
+    assert!(r.contains(&format!("uid={id}")), "runs as vm-a's user");
+    let line = |key: &str| {
+        r.lines()
+            .find(|l| l.starts_with(&format!("{key}=")))
+            .unwrap_or_else(|| panic!("no {key}"))
+            .to_string()
+    };
+    for name in PEER_FILES {
+        assert!(!r.contains(&peer_secret(name)), "{name} leaked");
+        // Masked: /dev/null bound over it.
+        assert_eq!(line(name), format!("{name}=read \"\""));
+        assert_eq!(
+            line(&format!("{name}-via-daemon")),
+            format!("{name}-via-daemon=EACCES")
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// The figures file of the one live worker: its pid.

@@ -19,7 +19,8 @@ use tracing::{info, warn};
 use vmcuda_wire::tls::{self, Shared};
 
 use super::proto::{self, Msg, Outcome, Ticket, MAX_CHUNK, TRANSFER_HEADER_LEN};
-use crate::admission::{Pending, RateLimit, Source};
+use crate::admission::{Pending, Source};
+use crate::source_log::{self, SourceLog};
 
 /// How long a registered ticket waits for its sender, and a sender's bytes for the
 /// receiving worker.
@@ -39,15 +40,14 @@ const MAX_PEER_CONNECTIONS_PER_SOURCE: u32 = 64;
 /// milliseconds, and one that says nothing holds its place no longer.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// Lines about connections to the peer port before they are known to be a daemon's
-/// (refused, failed handshakes, bad headers), all together: anyone who can reach the
-/// port can cause them.
-static PEER_PORT_LOG: RateLimit = RateLimit::new(20, 1);
-
-/// A `tracing` event about a connection to the peer port, under [`PEER_PORT_LOG`].
+/// A `tracing` event about a connection to the peer port from `$source`, under the
+/// broker's [`Broker::port_log`]: anyone who can reach the port can cause these lines
+/// (refused, failed handshakes, bad headers), so each source is held to its share.
 macro_rules! peer_port {
-    ($level:ident, $($arg:tt)+) => {
-        $crate::rate_limited!(PEER_PORT_LOG, "peer port connections", $level, $($arg)+)
+    ($log:expr, $source:expr, $level:ident, $($arg:tt)+) => {
+        if $log.allow($source) {
+            tracing::$level!($($arg)+);
+        }
     };
 }
 
@@ -77,6 +77,8 @@ pub struct Broker {
     client: Arc<ClientConfig>,
     expected: Mutex<HashMap<Ticket, Expected>>,
     arrived: Condvar,
+    /// The limits on lines about connections to the peer port.
+    port_log: SourceLog,
 }
 
 impl std::fmt::Debug for Broker {
@@ -96,6 +98,7 @@ impl Broker {
             client,
             expected: Mutex::new(HashMap::new()),
             arrived: Condvar::new(),
+            port_log: SourceLog::new("peer port connections"),
         }
     }
 
@@ -417,40 +420,43 @@ impl Broker {
     }
 
     /// Serve one connection from another daemon: mutual TLS, then the header.
-    fn serve_peer(&self, tcp: TcpStream, server: Arc<ServerConfig>) {
+    fn serve_peer(&self, tcp: TcpStream, source: &Source, server: Arc<ServerConfig>) {
         let from = tcp.peer_addr().map_or("?".into(), |a| a.to_string());
         let _ = tcp.set_nodelay(true);
         if let Err(e) = tcp
             .set_read_timeout(Some(IO_TIMEOUT))
             .and_then(|()| tcp.set_write_timeout(Some(IO_TIMEOUT)))
         {
-            peer_port!(warn, %from, "peer connection dropped: {e}");
+            peer_port!(self.port_log, source, warn, %from, "peer connection dropped: {e}");
             return;
         }
         let stream = match tls::accept_within(tcp, server, HANDSHAKE_TIMEOUT) {
             Ok(s) => s,
             Err(e) => {
-                peer_port!(warn, %from, "peer connection refused: {e}");
+                peer_port!(self.port_log, source, warn, %from, "peer connection refused: {e}");
                 return;
             }
         };
-        self.serve_transfer(stream, &from);
+        self.serve_transfer(stream, source, &from);
     }
 
-    /// Serve a sending daemon's connection `from` once its TLS handshake is done: its
-    /// header, then the claimed transfer handed to the worker that registered it.
-    pub fn serve_transfer(&self, mut stream: impl Transfer + 'static, from: &str) {
+    /// Serve a sending daemon's connection `from` (of `source`) once its TLS handshake
+    /// is done: its header, then the claimed transfer handed to the worker that
+    /// registered it.
+    pub fn serve_transfer(&self, mut stream: impl Transfer + 'static, source: &Source, from: &str) {
         let mut header = [0u8; TRANSFER_HEADER_LEN];
         if let Err(e) = stream.read_exact(&mut header) {
-            peer_port!(warn, %from, "peer connection dropped before its header: {e}");
+            peer_port!(self.port_log, source, warn, %from,
+                "peer connection dropped before its header: {e}");
             return;
         }
         let Some((ticket, size)) = proto::parse_transfer_header(&header) else {
-            peer_port!(warn, %from, "peer connection refused: not a transfer header");
+            peer_port!(self.port_log, source, warn, %from,
+                "peer connection refused: not a transfer header");
             return;
         };
         if let Err(outcome) = self.claim(&ticket, size) {
-            peer_port!(warn, %from, bytes = size,
+            peer_port!(self.port_log, source, warn, %from, bytes = size,
                 "peer transfer refused: unknown, used or expired ticket, or another size");
             let _ = stream
                 .write_all(&[outcome as u8])
@@ -488,12 +494,26 @@ pub fn listen(
     let local = listener.local_addr()?;
     info!(addr = %local, advertise = %broker.advertise, "listening for peer daemons (mutual TLS)");
     let active = Pending::new(MAX_PEER_CONNECTIONS, MAX_PEER_CONNECTIONS_PER_SOURCE);
+    // What the limits dropped is said even when the sources say nothing more.
+    let summaries = Arc::downgrade(&broker);
+    thread::spawn(move || loop {
+        thread::sleep(source_log::SUMMARY_EVERY);
+        match summaries.upgrade() {
+            Some(broker) => broker.port_log.summarize(),
+            None => return,
+        }
+    });
     let handle = thread::spawn(move || {
         for conn in listener.incoming() {
             let tcp = match conn {
                 Ok(tcp) => tcp,
                 Err(e) => {
-                    peer_port!(warn, "peer accept failed: {e}");
+                    peer_port!(
+                        broker.port_log,
+                        &Source::Unknown,
+                        warn,
+                        "peer accept failed: {e}"
+                    );
                     continue;
                 }
             };
@@ -503,13 +523,14 @@ pub fn listen(
             let place = match active.enter(source.clone()) {
                 Ok(place) => place,
                 Err(why) => {
-                    peer_port!(warn, %source, ?why, "peer connection closed: too many at once");
+                    peer_port!(broker.port_log, &source, warn, %source, ?why,
+                        "peer connection closed: too many at once");
                     continue;
                 }
             };
             let (broker, server) = (broker.clone(), server.clone());
             thread::spawn(move || {
-                broker.serve_peer(tcp, server);
+                broker.serve_peer(tcp, &source, server);
                 drop(place);
             });
         }

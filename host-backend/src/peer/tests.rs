@@ -367,3 +367,97 @@ fn connections_that_never_handshake_cannot_squat_the_peer_port() {
         }
     }
 }
+
+/// The peer port's lines, as the daemon would write them to its log, of every test in
+/// this process (the listener's threads log to the process's subscriber, so this test
+/// process gets one; each test tells its own by the source addresses it uses).
+fn peer_port_log() -> crate::spawn::LogCapture {
+    static LOG: std::sync::OnceLock<crate::spawn::LogCapture> = std::sync::OnceLock::new();
+    LOG.get_or_init(|| {
+        let log = crate::spawn::LogCapture::default();
+        let sink = log.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_env_filter("vmcuda_host::peer=warn,vmcuda_host::source_log=warn")
+            .with_writer(move || sink.clone())
+            .finish();
+        tracing::subscriber::set_global_default(subscriber)
+            .expect("no other log for this test process");
+        log
+    })
+    .clone()
+}
+
+/// Issue 34, finding 4: hundreds of plain connections from one source that never start
+/// TLS write a log within that source's limit, with a summary of what was dropped, and
+/// another source's refusal is still written meanwhile.
+#[test]
+fn a_flood_of_silent_connections_writes_a_bounded_peer_port_log_with_a_summary() {
+    use crate::source_log::{PER_SOURCE_BURST, PER_SOURCE_PER_SECOND};
+    use std::net::Ipv4Addr;
+    use std::time::{Duration, Instant};
+    let log = peer_port_log();
+    let p = pair("port-log");
+    let connect = |from: Ipv4Addr| vmcuda_wire::transport::connect_tcp_from(from, &p.endpoint);
+    let flooder = Ipv4Addr::new(127, 0, 0, 3);
+    let started = Instant::now();
+    let flood: Vec<std::net::TcpStream> = (0..400).filter_map(|_| connect(flooder).ok()).collect();
+    assert!(flood.len() >= 300, "{} connected", flood.len());
+    let other = connect(Ipv4Addr::new(127, 0, 0, 4)).unwrap();
+    // Every flood connection causes one line (closed at once: too many from its
+    // source; or refused at the handshake deadline); wait until all are written or
+    // summed up.
+    let about = |text: &str, who: &str| -> (usize, usize, u64) {
+        let (mut lines, mut summaries, mut dropped) = (0, 0, 0);
+        for line in text.lines().filter(|l| l.contains(who)) {
+            let count = line
+                .split_once("suppressed ")
+                .and_then(|(_, rest)| rest.split_whitespace().next()?.parse::<u64>().ok());
+            match count {
+                Some(n) if line.contains("lines about peer port connections") => {
+                    summaries += 1;
+                    dropped += n;
+                }
+                _ => lines += 1,
+            }
+        }
+        (lines, summaries, dropped)
+    };
+    let who = format!("{flooder}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (lines, summaries, dropped) = loop {
+        let (lines, summaries, dropped) = about(&log.text(), &who);
+        if lines as u64 + dropped >= flood.len() as u64 {
+            break (lines, summaries, dropped);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{lines} lines and {dropped} summed up of {} connections:\n{}",
+            flood.len(),
+            log.text()
+        );
+        thread::sleep(Duration::from_millis(100));
+    };
+    let elapsed = started.elapsed().as_secs() + 1;
+    let text = log.text();
+    assert_eq!(
+        lines as u64 + dropped,
+        flood.len() as u64,
+        "each connection once:\n{text}"
+    );
+    // Within the source's limit, a summary taking a place of it like a line or going
+    // with the next line let through.
+    let bound = (PER_SOURCE_BURST + PER_SOURCE_PER_SECOND * elapsed as u32) as usize;
+    assert!(lines <= bound, "{lines} lines over {bound}:\n{text}");
+    assert!(
+        summaries >= 1 && summaries <= bound,
+        "{summaries} summaries:\n{text}"
+    );
+    // The other source's silent connection is refused at the deadline and said so.
+    assert!(
+        text.lines()
+            .any(|l| l.contains("127.0.0.4") && l.contains("peer connection refused")),
+        "the other source's line was crowded out:\n{text}"
+    );
+    drop((flood, other));
+}

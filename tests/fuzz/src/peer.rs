@@ -24,6 +24,7 @@
 use std::io::{self, Read, Write};
 use std::sync::{Arc, Mutex};
 
+use vmcuda_host::admission::Source;
 use vmcuda_host::peer::proto::{self, Msg, Outcome, Ticket, MAX_ENDPOINT, TRANSFER_HEADER_LEN};
 use vmcuda_host::peer::Broker;
 
@@ -505,7 +506,8 @@ impl Run {
             incoming: io::Cursor::new(incoming),
             written: written.clone(),
         };
-        self.broker.serve_transfer(connection, "fuzz");
+        self.broker
+            .serve_transfer(connection, &Source::Unknown, "fuzz");
         let answered = written.lock().unwrap().clone();
         let Some((ticket, size)) = parsed else {
             assert!(answered.is_empty(), "a stranger's connection was answered");

@@ -1,0 +1,249 @@
+//! Log lines about connections that anyone who can reach a port can cause (the peer
+//! port's: refused, timed-out handshakes, bad headers), under a rate limit for each
+//! source ([`Source`]: an IPv4 address, an IPv6 /64) and one more for all sources
+//! together: one source that floods the port cannot fill the disk, nor crowd the lines
+//! about other sources out of the log, and many sources together get no more than the
+//! whole limit.
+//!
+//! Each source may write [`PER_SOURCE_BURST`] lines at once, then
+//! [`PER_SOURCE_PER_SECOND`]; all sources together [`ALL_BURST`], then
+//! [`ALL_PER_SECOND`]; a line needs a place in both. What is dropped is counted per
+//! source and said in one line, "suppressed N lines about ... from SOURCE in the last S
+//! s": before that source's next line let through, or by [`SourceLog::summarize`]
+//! (called every [`SUMMARY_EVERY`] by the listener), where a summary takes a place in
+//! both limits like any line. [`MAX_SOURCES`] sources are followed at once; when that
+//! many have written lately, the others share one more limit.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::admission::{Bucket, Source};
+
+/// Lines one source may cause at once, and a second after.
+pub const PER_SOURCE_BURST: u32 = 10;
+pub const PER_SOURCE_PER_SECOND: u32 = 1;
+/// Lines all sources together may cause at once, and a second after.
+pub const ALL_BURST: u32 = 50;
+pub const ALL_PER_SECOND: u32 = 5;
+/// Sources followed each with a limit of its own.
+pub const MAX_SOURCES: usize = 256;
+/// How often what was dropped is said, where the sources say nothing more.
+pub const SUMMARY_EVERY: Duration = Duration::from_secs(2);
+
+/// The limits of one kind of lines (`what`, as the summaries name them).
+pub struct SourceLog {
+    what: &'static str,
+    state: Mutex<State>,
+}
+
+struct State {
+    all: Bucket,
+    /// `None`: the sources past the [`MAX_SOURCES`] followed.
+    sources: HashMap<Option<Source>, Followed>,
+}
+
+struct Followed {
+    bucket: Bucket,
+    /// When the first of the lines dropped since the last one let through was.
+    dropping_since: Option<Instant>,
+}
+
+/// What was dropped of one source's lines, to be said.
+struct Summary {
+    source: Option<Source>,
+    suppressed: u64,
+    since: Option<Instant>,
+}
+
+impl State {
+    /// The limit `source` counts under: its own, a new one while fewer than
+    /// [`MAX_SOURCES`] are followed (after forgetting those with nothing to say and
+    /// their bucket full again), else the shared one.
+    fn key_for(&mut self, source: &Source, now: Instant) -> Option<Source> {
+        let key = Some(source.clone());
+        if self.sources.contains_key(&key) {
+            return key;
+        }
+        if self.followed() >= MAX_SOURCES {
+            self.sources.retain(|k, f| {
+                f.bucket
+                    .refill(PER_SOURCE_BURST, PER_SOURCE_PER_SECOND, now);
+                k.is_none()
+                    || f.bucket.suppressed > 0
+                    || f.bucket.tokens < f64::from(PER_SOURCE_BURST)
+            });
+        }
+        let key = if self.followed() < MAX_SOURCES {
+            key
+        } else {
+            None
+        };
+        self.sources.entry(key.clone()).or_insert(Followed {
+            bucket: Bucket::full(PER_SOURCE_BURST),
+            dropping_since: None,
+        });
+        key
+    }
+
+    fn followed(&self) -> usize {
+        self.sources.keys().filter(|k| k.is_some()).count()
+    }
+
+    /// Take a place in `key`'s limit and in the whole one, if both have one.
+    fn take(&mut self, key: &Option<Source>, now: Instant) -> bool {
+        self.all.refill(ALL_BURST, ALL_PER_SECOND, now);
+        let Some(f) = self.sources.get_mut(key) else {
+            return false;
+        };
+        f.bucket
+            .refill(PER_SOURCE_BURST, PER_SOURCE_PER_SECOND, now);
+        if f.bucket.tokens >= 1.0 && self.all.tokens >= 1.0 {
+            f.bucket.tokens -= 1.0;
+            self.all.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// What `key` dropped since its last line, now said.
+    fn summary(&mut self, key: &Option<Source>) -> Option<Summary> {
+        let f = self.sources.get_mut(key)?;
+        let suppressed = std::mem::take(&mut f.bucket.suppressed);
+        let since = f.dropping_since.take();
+        (suppressed > 0).then(|| Summary {
+            source: key.clone(),
+            suppressed,
+            since,
+        })
+    }
+}
+
+impl SourceLog {
+    pub fn new(what: &'static str) -> SourceLog {
+        SourceLog {
+            what,
+            state: Mutex::new(State {
+                all: Bucket::full(ALL_BURST),
+                sources: HashMap::new(),
+            }),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether a line about a connection from `source` may be written now; if so, the
+    /// summary of what was dropped of that source's lines is written first.
+    pub fn allow(&self, source: &Source) -> bool {
+        self.allow_at(source, Instant::now())
+    }
+
+    fn allow_at(&self, source: &Source, now: Instant) -> bool {
+        let mut state = self.state();
+        let key = state.key_for(source, now);
+        if state.take(&key, now) {
+            let summary = state.summary(&key);
+            drop(state);
+            if let Some(s) = summary {
+                self.say(&s);
+            }
+            return true;
+        }
+        if let Some(f) = state.sources.get_mut(&key) {
+            f.bucket.suppressed += 1;
+            f.dropping_since.get_or_insert(now);
+        }
+        false
+    }
+
+    /// Say what every source's limit dropped since its last line, where both limits
+    /// have a line for it.
+    pub fn summarize(&self) {
+        let now = Instant::now();
+        let mut state = self.state();
+        let waiting: Vec<Option<Source>> = state
+            .sources
+            .iter()
+            .filter(|(_, f)| f.bucket.suppressed > 0)
+            .map(|(k, _)| k.clone())
+            .collect();
+        let mut said = Vec::new();
+        for key in waiting {
+            if state.take(&key, now) {
+                said.extend(state.summary(&key));
+            }
+        }
+        drop(state);
+        for s in &said {
+            self.say(s);
+        }
+    }
+
+    fn say(&self, s: &Summary) {
+        let secs = s.since.map_or(0, |t| t.elapsed().as_secs().max(1));
+        let from = match &s.source {
+            Some(source) => source.to_string(),
+            None => format!("sources past the first {MAX_SOURCES}"),
+        };
+        tracing::warn!(
+            suppressed = s.suppressed,
+            "suppressed {} lines about {} from {from} in the last {secs} s (rate limit: \
+             {PER_SOURCE_BURST} at once, then {PER_SOURCE_PER_SECOND} a second, each \
+             source; {ALL_BURST} at once, then {ALL_PER_SECOND} a second, all together)",
+            s.suppressed,
+            self.what,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{IpAddr, Ipv4Addr};
+
+    fn ip(last: u8) -> Source {
+        Source::Ip(IpAddr::V4(Ipv4Addr::new(10, 0, 0, last)))
+    }
+
+    /// One source's flood takes its own share only: another source still gets its
+    /// lines, and many sources together no more than the whole limit.
+    #[test]
+    fn each_source_has_its_share_and_all_together_the_whole() {
+        let log = SourceLog::new("test lines");
+        // One instant: no place comes back meanwhile.
+        let now = Instant::now();
+        let flooder = (0..1000).filter(|_| log.allow_at(&ip(1), now)).count();
+        assert_eq!(flooder, PER_SOURCE_BURST as usize);
+        assert!(
+            log.allow_at(&ip(2), now),
+            "another source is not crowded out"
+        );
+        let many: usize = (3..=200)
+            .map(|n| (0..20).filter(|_| log.allow_at(&ip(n), now)).count())
+            .sum();
+        assert_eq!(flooder + 1 + many, ALL_BURST as usize);
+        // A second later, the flooder has one more, and its summary goes with it.
+        let later = now + Duration::from_secs(1);
+        assert!(log.allow_at(&ip(1), later));
+        assert!(!log.allow_at(&ip(1), later));
+    }
+
+    /// Past [`MAX_SOURCES`] busy sources, the rest share one limit; sources with
+    /// nothing left to say are forgotten to make room.
+    #[test]
+    fn the_sources_followed_are_bounded() {
+        let log = SourceLog::new("test lines");
+        let now = Instant::now();
+        for n in 0..MAX_SOURCES as u32 + 10 {
+            let source = Source::Uid(n);
+            // Dropped lines keep a source followed.
+            while log.allow_at(&source, now) {}
+        }
+        let state = log.state();
+        assert_eq!(state.followed(), MAX_SOURCES);
+        assert!(state.sources[&None].bucket.suppressed > 0);
+    }
+}
