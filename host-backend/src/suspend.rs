@@ -139,6 +139,18 @@ fn resident(pid: u32) -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
+/// VM `vm`'s ledger under `state_dir` and its live workers, of which it has one at
+/// least.
+fn live_workers(state_dir: &Path, vm: &str) -> Result<(VmLedger, Vec<WorkerLine>), SuspendError> {
+    let ledger =
+        VmLedger::open(state_dir, vm)?.ok_or_else(|| SuspendError::NoWorkers(vm.into()))?;
+    let workers = ledger.workers()?;
+    if workers.is_empty() {
+        return Err(SuspendError::NoWorkers(vm.into()));
+    }
+    Ok((ledger, workers))
+}
+
 /// Suspend every worker of VM `vm` (its ledger under `state_dir`), counting their GPU
 /// memory against `host_limit`. All or nothing.
 pub fn suspend_vm(
@@ -149,12 +161,7 @@ pub fn suspend_vm(
     lock_timeout: Duration,
 ) -> Result<Report, SuspendError> {
     let started = Instant::now();
-    let ledger =
-        VmLedger::open(state_dir, vm)?.ok_or_else(|| SuspendError::NoWorkers(vm.into()))?;
-    let workers = ledger.workers()?;
-    if workers.is_empty() {
-        return Err(SuspendError::NoWorkers(vm.into()));
-    }
+    let (ledger, workers) = live_workers(state_dir, vm)?;
     if workers.iter().any(|w| w.suspended > 0) {
         return Err(SuspendError::AlreadySuspended(vm.into()));
     }
@@ -298,12 +305,7 @@ pub fn resume_vm(
     checkpointer: &dyn Checkpointer,
 ) -> Result<Report, SuspendError> {
     let started = Instant::now();
-    let ledger =
-        VmLedger::open(state_dir, vm)?.ok_or_else(|| SuspendError::NoWorkers(vm.into()))?;
-    let workers = ledger.workers()?;
-    if workers.is_empty() {
-        return Err(SuspendError::NoWorkers(vm.into()));
-    }
+    let (ledger, workers) = live_workers(state_dir, vm)?;
     let mut done = Vec::new();
     let mut first_error = None;
     for w in &workers {
