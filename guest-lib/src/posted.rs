@@ -121,7 +121,8 @@ impl PostedFrames {
         r
     }
 
-    fn clear(&mut self) {
+    /// Drop what is queued (it is in the journal, sent again after a drop).
+    pub fn clear(&mut self) {
         self.buf.clear();
         self.since = None;
         // A queue that once held a huge frame gives the memory back.

@@ -10,7 +10,9 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 
 use tracing::{info, warn};
-use vmcuda_wire::op::Hello;
+use vmcuda_wire::frame::FrameHeader;
+use vmcuda_wire::handshake::caps;
+use vmcuda_wire::op::{GuestPagesGrant, Hello, SessionResume};
 use vmcuda_wire::polling::PollingReader;
 use vmcuda_wire::tls::TlsError;
 use vmcuda_wire::transport::FdReader;
@@ -28,6 +30,7 @@ use crate::jail;
 use crate::ledger::{Ledger, LedgerError};
 use crate::module_cache::{ModuleCache, Scope};
 use crate::policy::{Caller, ConfigError, Grant, Policy, Refusal};
+use crate::resume;
 use crate::session::Session;
 use crate::stats::{self, Identity, WorkerStats};
 use crate::tls::{self, Accepted};
@@ -180,6 +183,17 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
             .into(),
             connection_id,
         };
+        // A guest that can come back after a drop gets a resume point (TLS guests do
+        // not: their session keys die with the connection's worker).
+        let hold = policy.config.reconnect.hold();
+        let resume_point =
+            (hello.capabilities & caps::RESUMABLE != 0 && !hold.is_zero() && !over_tls.get())
+                .then(|| {
+                    resume::ResumePoint::open(&state_dir, &grant.name, hold)
+                        .inspect_err(|e| warn!("{e}; this connection cannot be come back to"))
+                        .ok()
+                })
+                .flatten();
         let grant_buffers = grant.buffer_memory;
         let grant_host_memory = grant.host_memory;
         let grant_module_cache = grant.module_cache;
@@ -192,6 +206,9 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
         }
         if let Some(link) = ipc_link.borrow_mut().take() {
             session = session.with_ipc_link(link);
+        }
+        if let Some(point) = resume_point {
+            session = session.with_resume_point(point);
         }
         // The VM's module cache, opened now (the jail below keeps the worker from
         // making it later); without it, images simply cross every time.
@@ -236,41 +253,64 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
         Ok(session.with_buffer_budget(buffers).with_ledger(ledger))
     };
     let poll_for = worker::request_poll_window();
+    // A returning guest's connection, handed to its session's worker as it came.
+    let handoff_fd = conn.try_clone().ok();
+    let hand_over = |header: &FrameHeader,
+                     resume: &SessionResume,
+                     pages: Option<GuestPagesGrant>|
+     -> Result<(), Refusal> {
+        let config = policy.take().expect("admission runs once");
+        let policy = config.as_ref().map_err(|e| Refusal {
+            status: CudaStatus::ErrorNotPermitted,
+            guest: "the host's configuration cannot be read; its administrator can fix it".into(),
+            host: format!("refused {caller}: {e}"),
+        })?;
+        // Admitted again, as any connection: the caller must still be that VM.
+        let grant = policy.admit(&caller, &resume.hello.token)?;
+        crate::guest_log::set_vm(&grant.name);
+        admission::report(admission::Event::Vm(grant.name.clone()));
+        let refused = |status: CudaStatus, why: String| Refusal {
+            status,
+            guest: format!("cannot come back to the session: {why}"),
+            host: format!(
+                "refused {caller} ({}) coming back to session {:016x}: {why}",
+                grant.name, resume.session
+            ),
+        };
+        let fd = handoff_fd.as_ref().ok_or_else(|| {
+            refused(
+                CudaStatus::ErrorOperatingSystem,
+                "out of descriptors".into(),
+            )
+        })?;
+        let h = resume::Handoff {
+            vm: grant.name.clone(),
+            session: resume.session,
+            secret: resume.secret,
+            last_reply: resume.last_reply,
+            request_id: header.request_id.get(),
+            transport: transport.into(),
+            grant: pages,
+        };
+        match resume::hand_over(&state_dir, &h, fd.as_fd()) {
+            Ok(()) => {
+                info!(%caller, vm = %grant.name, session = format!("{:016x}", resume.session),
+                    "a guest came back; its connection went to its session's worker");
+                Ok(())
+            }
+            Err(e @ resume::HandoffError::Refused) => {
+                Err(refused(CudaStatus::ErrorNotPermitted, e.to_string()))
+            }
+            Err(e) => Err(refused(CudaStatus::ErrorDevicesUnavailable, e.to_string())),
+        }
+    };
+    let returning = || worker::Returning {
+        hand_over: Box::new(hand_over),
+        streams: Box::new(move |arrival: resume::Arrival| {
+            streams(arrival.conn, arrival.transport, poll_for)
+        }),
+    };
     let result = match transport {
-        TransportKind::Unix => {
-            let stream = UnixStream::from(conn);
-            match stream.try_clone() {
-                Ok(reader) => {
-                    // Unix guests may pass memory descriptors along with frames.
-                    let (reader, fds) = FdReader::new(reader);
-                    let reader = PollingReader::new(reader, Some(stream.as_fd()), poll_for);
-                    let link = worker::Link {
-                        socket: stream.as_fd().try_clone_to_owned().ok(),
-                        fds: Some(fds),
-                    };
-                    worker::serve(reader, stream, link, open, console.as_mut()).map_err(Into::into)
-                }
-                Err(e) => Err(FrameError::from(e).into()),
-            }
-        }
-        TransportKind::Vsock => {
-            let stream = vsock::VsockStream::from(conn);
-            // The connection stays open until the session is gone (its copies over,
-            // its guest pages let go): whoever made it for the guest (the guest's RAM
-            // broker) frees the pages only after it closes.
-            let _open_until_served = stream.as_fd().try_clone_to_owned();
-            match stream.try_clone() {
-                Ok(reader) => {
-                    let reader = PollingReader::new(reader, Some(stream.as_fd()), poll_for);
-                    let link = worker::Link {
-                        socket: stream.as_fd().try_clone_to_owned().ok(),
-                        fds: None,
-                    };
-                    worker::serve(reader, stream, link, open, console.as_mut()).map_err(Into::into)
-                }
-                Err(e) => Err(FrameError::from(e).into()),
-            }
-        }
         TransportKind::Tcp if template.tls => serve_tls_listener(
             TcpStream::from(conn),
             &policy,
@@ -279,12 +319,34 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
             open,
             console.as_mut(),
         ),
-        TransportKind::Tcp => serve_tcp(TcpStream::from(conn), open, console.as_mut()),
+        TransportKind::Unix | TransportKind::Vsock | TransportKind::Tcp => {
+            // The connection stays open until the session is gone (its copies over,
+            // its guest pages let go): whoever made it for a VM guest (the guest's RAM
+            // broker) frees the pages only after it closes.
+            let _open_until_served = conn.try_clone();
+            match streams(conn, transport, poll_for) {
+                Ok(worker::Streams {
+                    reader,
+                    writer,
+                    link,
+                }) => worker::serve(
+                    reader,
+                    writer,
+                    link,
+                    open,
+                    Some(returning()),
+                    console.as_mut(),
+                )
+                .map_err(Into::into),
+                Err(e) => Err(FrameError::from(e).into()),
+            }
+        }
     };
     // Until its guest is admitted, a connection's lines go at the daemon's pace.
     let admitted = admission::admitted();
     match result {
         Ok(Ended::Served) if admitted => info!(%caller, "guest disconnected"),
+        Ok(Ended::HandedOff) => {}
         Ok(Ended::Served) => admission::log(format!("{caller} left before being admitted")),
         Ok(Ended::Refused(status)) => {
             if let Err(e) = stats::record_refusal(&state_dir, status) {
@@ -338,8 +400,15 @@ fn serve_tls_listener(
     match tls::accept(stream, &server)? {
         Accepted::Tls(stream) => {
             over_tls.set(true);
-            worker::serve(stream.clone(), stream, Default::default(), open, console)
-                .map_err(Into::into)
+            worker::serve(
+                stream.clone(),
+                stream,
+                Default::default(),
+                open,
+                None,
+                console,
+            )
+            .map_err(Into::into)
         }
         Accepted::Plain(stream) => serve_tcp(stream, open, console),
         Accepted::PlainRefused(stream) => {
@@ -379,8 +448,61 @@ fn serve_tcp(
         stream,
         Default::default(),
         open,
+        None,
         console,
     )?)
+}
+
+/// The streams of a socket that passes no descriptors.
+fn plain<S: std::io::Read + std::io::Write + AsFd + 'static>(
+    reader: S,
+    writer: S,
+    socket: OwnedFd,
+    poll_for: std::time::Duration,
+) -> std::io::Result<worker::Streams> {
+    let reader = PollingReader::new(reader, Some(writer.as_fd()), poll_for);
+    Ok(worker::Streams {
+        reader: Box::new(reader),
+        writer: Box::new(writer),
+        link: worker::Link {
+            socket: Some(socket),
+            fds: None,
+        },
+    })
+}
+
+/// A connection's streams, as its transport makes them: a Unix guest may pass memory
+/// descriptors along with frames; every reader polls a little before it sleeps.
+fn streams(
+    conn: OwnedFd,
+    transport: TransportKind,
+    poll_for: std::time::Duration,
+) -> std::io::Result<worker::Streams> {
+    let socket = conn.try_clone()?;
+    match transport {
+        TransportKind::Unix => {
+            let stream = UnixStream::from(conn);
+            let (reader, fds) = FdReader::new(stream.try_clone()?);
+            let reader = PollingReader::new(reader, Some(stream.as_fd()), poll_for);
+            Ok(worker::Streams {
+                reader: Box::new(reader),
+                writer: Box::new(stream),
+                link: worker::Link {
+                    socket: Some(socket),
+                    fds: Some(fds),
+                },
+            })
+        }
+        // TCP guests ring no doorbells: their socket is for the resume point only.
+        TransportKind::Vsock => {
+            let stream = vsock::VsockStream::from(conn);
+            plain(stream.try_clone()?, stream, socket, poll_for)
+        }
+        TransportKind::Tcp => {
+            let stream = TcpStream::from(conn);
+            plain(stream.try_clone()?, stream, socket, poll_for)
+        }
+    }
 }
 
 /// The executor a grant gets: only its GPUs, in its order.

@@ -31,6 +31,8 @@
 //!   through a small mapped file in the state directory.
 //! - [`metrics`]: the daemon's Prometheus endpoint and `vmcuda-host status`.
 //! - [`peer`]: the link between daemons for copies between their GPUs.
+//! - [`resume`]: a guest coming back to its session over a new connection: tickets,
+//!   the handoff between workers, the replies kept for sending again.
 
 pub mod admission;
 pub mod buffers;
@@ -49,6 +51,7 @@ pub mod module_cache;
 pub mod peer;
 pub mod pinned;
 pub mod policy;
+pub mod resume;
 pub mod serve;
 pub mod session;
 pub mod shared_memory;

@@ -121,6 +121,27 @@ pub struct Config {
     pub ipc: Ipc,
     #[serde(default)]
     pub suspend: SuspendPolicy,
+    #[serde(default)]
+    pub reconnect: ReconnectPolicy,
+}
+
+/// `[reconnect]`: how long a worker holds its session after its connection drops, for
+/// its guest to come back to ([`crate::resume`]). Read by each worker at admission.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReconnectPolicy {
+    /// Milliseconds; 0 turns reconnecting off (a dropped connection ends its session at
+    /// once). Default [`crate::resume::DEFAULT_HOLD`].
+    pub hold_ms: Option<u64>,
+}
+
+impl ReconnectPolicy {
+    pub fn hold(&self) -> std::time::Duration {
+        self.hold_ms.map_or(
+            crate::resume::DEFAULT_HOLD,
+            std::time::Duration::from_millis,
+        )
+    }
 }
 
 /// `[suspend]`: VMs the daemon suspends by itself ([`crate::suspend`]). Read when the

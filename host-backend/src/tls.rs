@@ -96,15 +96,21 @@ mod tests {
             let served =
                 |r: Result<worker::Ended, vmcuda_wire::FrameError>| r.map_err(|e| e.to_string());
             Ok(match accept(tcp, &server).map_err(|e| e.to_string())? {
-                Accepted::Tls(s) => {
-                    served(worker::serve(s.clone(), s, Default::default(), open, None))
-                        .map(|_| "tls")?
-                }
+                Accepted::Tls(s) => served(worker::serve(
+                    s.clone(),
+                    s,
+                    Default::default(),
+                    open,
+                    None,
+                    None,
+                ))
+                .map(|_| "tls")?,
                 Accepted::Plain(s) => served(worker::serve(
                     s.try_clone().unwrap(),
                     s,
                     Default::default(),
                     open,
+                    None,
                     None,
                 ))
                 .map(|_| "plain")?,

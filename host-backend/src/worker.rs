@@ -15,7 +15,8 @@ use vmcuda_wire::frame::{
 };
 use vmcuda_wire::handshake::{self, PROTOCOL_VERSION, RUNTIME_VERSION};
 use vmcuda_wire::op::{
-    dispatch, CallContext, Console, DispatchError, GuestPagesGrant, Hello, Op, OP_CONSOLE,
+    dispatch, CallContext, Console, DispatchError, GuestPagesGrant, Hello, Op, SessionResume,
+    SessionResumed, OP_CONSOLE,
 };
 use vmcuda_wire::ring;
 use vmcuda_wire::CudaStatus;
@@ -25,6 +26,7 @@ use vmcuda_wire::transport::FdQueue;
 use crate::admission::{self, guest_text, Event, MAX_GUEST_TEXT};
 use crate::console::ConsoleCapture;
 use crate::policy::Refusal;
+use crate::resume::{Arrival, Kept, Replay};
 
 /// Descriptors a guest may have in flight before they are claimed by requests.
 const MAX_PENDING_FDS: usize = 16;
@@ -70,6 +72,28 @@ pub enum Ended {
     Served,
     /// The guest was turned away at its hello, told this status.
     Refused(CudaStatus),
+    /// A guest come back to its session: its connection went to the session's worker.
+    HandedOff,
+}
+
+/// A connection's byte streams, and its link, as a transport makes them.
+pub struct Streams {
+    pub reader: Box<dyn Read>,
+    pub writer: Box<dyn Write>,
+    pub link: Link,
+}
+
+/// Admit a returning guest and hand its connection to its session's worker.
+pub type HandOver<'r> =
+    dyn FnOnce(&FrameHeader, &SessionResume, Option<GuestPagesGrant>) -> Result<(), Refusal> + 'r;
+
+/// What a worker does with guests that come back to a session ([`crate::resume`]).
+pub struct Returning<'r> {
+    /// The worker of a new connection whose guest comes back: admit it and hand its
+    /// connection to the session's worker.
+    pub hand_over: Box<HandOver<'r>>,
+    /// The session's worker: the streams of a connection handed over to it.
+    pub streams: Box<dyn Fn(Arrival) -> std::io::Result<Streams> + 'r>,
 }
 
 /// Serve one guest: its hello first, then `open` decides on it (admission, and the
@@ -83,13 +107,32 @@ pub fn serve<'a>(
     writer: impl Write + 'a,
     link: Link,
     open: impl FnOnce(&Hello) -> Result<Session, Refusal>,
+    returning: Option<Returning<'a>>,
     console: Option<&mut ConsoleCapture>,
 ) -> Result<Ended, FrameError> {
     // A frame's data is read into its page-locked buffer directly, past this.
     let mut reader: Incoming<'a> = BufReader::with_capacity(frame::READ_AHEAD, Box::new(reader));
     let mut writer: Outgoing<'a> = BufWriter::with_capacity(REPLY_BUFFER, Box::new(writer));
-    let Some((header, hello, grant)) = read_hello(&mut reader, &mut writer)? else {
+    let Some((header, first, grant)) = read_hello(&mut reader, &mut writer)? else {
         return Ok(Ended::Served);
+    };
+    let (hello, returning) = match (first, returning) {
+        (First::Hello(hello), returning) => (hello, returning),
+        (First::Resume(resume), Some(returning)) => {
+            admission::report(Event::Hello);
+            return match (returning.hand_over)(&header, &resume, grant) {
+                Ok(()) => Ok(Ended::HandedOff),
+                Err(refusal) => refuse(&mut writer, &header, refusal),
+            };
+        }
+        (First::Resume(_), None) => {
+            let refusal = Refusal {
+                status: CudaStatus::ErrorNotSupported,
+                guest: "this host does not take guests back to their sessions".into(),
+                host: "refused a returning guest: this connection cannot be handed over".into(),
+            };
+            return refuse(&mut writer, &header, refusal);
+        }
     };
     admission::report(Event::Hello);
     // The guest's word about itself reaches logs and figures only made harmless; the
@@ -135,21 +178,7 @@ pub fn serve<'a>(
         });
     let mut session = match admitted {
         Ok(admitted) => admitted,
-        Err(refusal) => {
-            admission::log(refusal.host);
-            admission::report(Event::Refused);
-            let reply = FrameHeader::new(
-                Op::Hello.code(),
-                FLAG_REPLY,
-                header.request_id.get(),
-                0,
-                refusal.guest.len(),
-            )
-            .with_status(refusal.status.0);
-            frame::write_frame(&mut writer, &reply, &[], refusal.guest.as_bytes())?;
-            writer.flush()?;
-            return Ok(Ended::Refused(refusal.status));
-        }
+        Err(refusal) => return refuse(&mut writer, &header, refusal),
     };
     admission::report(Event::Admitted);
     let mut receive = ReceiveBuffers::default();
@@ -168,12 +197,22 @@ pub fn serve<'a>(
         started,
         result,
         &mut deferred,
+        None,
     )
     .and_then(|()| {
         if !greeted {
             return Ok(());
         }
-        serve_frames(reader, writer, link, &mut session, console, &mut receive)
+        let streams = returning.as_ref().map(|r| &*r.streams);
+        serve_frames(
+            reader,
+            writer,
+            link,
+            &mut session,
+            console,
+            &mut receive,
+            streams,
+        )
     });
     // The driver lets go of the receive pages (once no copy reads them) before they
     // are unmapped.
@@ -181,13 +220,41 @@ pub fn serve<'a>(
     result.map(|()| Ended::Served)
 }
 
-/// The connection's first frame, which must be a decodable hello: `None` when the
-/// peer left or was answered and turned away. What goes wrong is logged through
-/// [`admission::log`], at the daemon's pace.
+/// Answer the first frame with a refusal (the reason for the guest as its data), log
+/// it at the daemon's pace and count it.
+fn refuse(
+    writer: &mut impl Write,
+    header: &FrameHeader,
+    refusal: Refusal,
+) -> Result<Ended, FrameError> {
+    admission::log(refusal.host);
+    admission::report(Event::Refused);
+    let reply = FrameHeader::new(
+        header.op.get(),
+        FLAG_REPLY,
+        header.request_id.get(),
+        0,
+        refusal.guest.len(),
+    )
+    .with_status(refusal.status.0);
+    frame::write_frame(writer, &reply, &[], refusal.guest.as_bytes())?;
+    writer.flush()?;
+    Ok(Ended::Refused(refusal.status))
+}
+
+/// A connection's first request: a new guest's hello, or a guest coming back.
+enum First {
+    Hello(Hello),
+    Resume(SessionResume),
+}
+
+/// The connection's first frame, which must be a decodable hello or resume: `None`
+/// when the peer left or was answered and turned away. What goes wrong is logged
+/// through [`admission::log`], at the daemon's pace.
 fn read_hello(
     reader: &mut impl Read,
     writer: &mut impl Write,
-) -> Result<Option<(FrameHeader, Hello, Option<GuestPagesGrant>)>, FrameError> {
+) -> Result<Option<(FrameHeader, First, Option<GuestPagesGrant>)>, FrameError> {
     let mut grant = None;
     loop {
         let (header, meta) = match frame::read_head(reader) {
@@ -219,12 +286,21 @@ fn read_hello(
                 }
             }
         }
+        if code == Op::SessionResume.code() {
+            return match postcard::from_bytes::<SessionResume>(&meta) {
+                Ok(resume) => Ok(Some((header, First::Resume(resume), grant))),
+                Err(e) => {
+                    admission::log(format!("undecodable session resume ({e}); closing"));
+                    Err(FrameError::UnknownOp(code))
+                }
+            };
+        }
         if code != Op::Hello.code() {
             admission::log(format!("request (op {code}) before handshake; closing"));
             return Err(FrameError::UnknownOp(code));
         }
         return match postcard::from_bytes::<Hello>(&meta) {
-            Ok(hello) => Ok(Some((header, hello, grant))),
+            Ok(hello) => Ok(Some((header, First::Hello(hello), grant))),
             Err(e) => {
                 admission::log(format!("undecodable hello ({e}); closing"));
                 let reply = FrameHeader::new(code, FLAG_REPLY, header.request_id.get(), 0, 0)
@@ -239,6 +315,9 @@ fn read_hello(
 
 /// Write the reply to a waited-for request and flush it, stamped with the time since
 /// `started` (the request all read) for the guest's profile.
+/// With `keep` (a session its guest may come back to), the reply is kept first, for
+/// sending again (see [`Replay`]): with the request's arguments, for a read that may
+/// run again.
 fn answer(
     writer: &mut impl Write,
     session: &mut Session,
@@ -246,6 +325,7 @@ fn answer(
     started: Instant,
     result: Result<(Vec<u8>, Vec<u8>), CudaStatus>,
     deferred: &mut Option<CudaStatus>,
+    keep: Option<(&mut Replay, &[u8])>,
 ) -> Result<(), FrameError> {
     // A synchronous copy's bytes are in place before its reply goes.
     let result = session.finish_owed_copy().and(result);
@@ -256,6 +336,9 @@ fn answer(
     let (meta, data) = result.unwrap_or_default();
     // Large reads are in the session's page-locked reply area instead.
     if let Some(len) = session.take_area_len() {
+        if let Some((replay, request)) = keep {
+            replay.keep(header.request_id.get(), rerun_or_lost(header, request));
+        }
         return answer_from_area(
             writer, session, header, started, status, &meta, len, deferred,
         );
@@ -270,10 +353,29 @@ fn answer(
     )
     .with_status(status.0)
     .with_worker_time(started.elapsed());
+    if let Some((replay, request)) = keep {
+        let kept = if bytes.len() <= crate::resume::KEPT_DATA_MAX {
+            let mut whole = Vec::with_capacity(frame::HEADER_LEN + meta.len() + bytes.len());
+            frame::write_frame(&mut whole, &reply, &meta, bytes)?;
+            Kept::Reply(whole)
+        } else {
+            rerun_or_lost(header, request)
+        };
+        replay.keep(header.request_id.get(), kept);
+    }
     frame::write_frame(writer, &reply, &meta, bytes)?;
     session.recycle(data);
     writer.flush()?;
     Ok(())
+}
+
+/// A reply too large to keep: its request, where it may run again.
+fn rerun_or_lost(header: &FrameHeader, request: &[u8]) -> Kept {
+    if Replay::rerun_ok(header.op.get()) {
+        Kept::Rerun(*header, request.to_vec())
+    } else {
+        Kept::Lost
+    }
 }
 
 /// A reply whose data is still arriving in the reply area: each piece is written as
@@ -338,6 +440,9 @@ type Outgoing<'a> = BufWriter<Box<dyn Write + 'a>>;
 /// Replies are gathered up to this much before they go.
 const REPLY_BUFFER: usize = 256 << 10;
 
+/// Serve the session's guest over its connection, and over every connection it comes
+/// back on ([`crate::resume`]) while `streams` can make them.
+#[allow(clippy::too_many_arguments)]
 fn serve_frames<'a>(
     mut reader: Incoming<'a>,
     mut writer: Outgoing<'a>,
@@ -345,9 +450,158 @@ fn serve_frames<'a>(
     session: &mut Session,
     mut console: Option<&mut ConsoleCapture>,
     receive: &mut ReceiveBuffers,
+    streams: Option<&(dyn Fn(Arrival) -> std::io::Result<Streams> + 'a)>,
 ) -> Result<(), FrameError> {
     // A failure from a request the guest did not wait for, owed to its next call.
     let mut deferred: Option<CudaStatus> = None;
+    let mut replay = Replay::default();
+    loop {
+        if let Some(socket) = &link.socket {
+            session.serving(socket);
+        }
+        let ended = serve_connection(
+            reader,
+            writer,
+            link,
+            session,
+            console.as_deref_mut(),
+            receive,
+            &mut deferred,
+            &mut replay,
+        );
+        // Only a connection that dropped (not one that broke the protocol) is waited
+        // for, and only for a guest that holds a ticket.
+        match &ended {
+            Ok(()) | Err(FrameError::Closed | FrameError::Io(_)) => {}
+            Err(_) => return ended,
+        }
+        session.ring_detached();
+        let Some(streams) = streams else {
+            return ended;
+        };
+        // Back on a new connection; one that drops at once is waited for again.
+        loop {
+            let Some(arrival) = session.wait_for_guest() else {
+                return ended;
+            };
+            let (id, last_reply, grant) = (
+                arrival.request_id,
+                arrival.last_reply,
+                arrival.grant.clone(),
+            );
+            let Streams {
+                reader: r,
+                writer: w,
+                link: l,
+            } = match streams(arrival) {
+                Ok(s) => s,
+                Err(e) => {
+                    warn!(client = %session.client(), "cannot serve the connection the guest came back on: {e}");
+                    continue;
+                }
+            };
+            reader = BufReader::with_capacity(frame::READ_AHEAD, r);
+            writer = BufWriter::with_capacity(REPLY_BUFFER, w);
+            link = l;
+            if let Some(g) = grant {
+                if let Err(status) = session.restrict_guest_ram(g.page_size, &g.pages, g.key) {
+                    warn!(client = %session.client(), %status, "the returning connection's guest page grant is unusable; the session ends");
+                    return ended;
+                }
+            }
+            match welcome_back(
+                &mut writer,
+                session,
+                &mut replay,
+                id,
+                last_reply,
+                &mut deferred,
+            ) {
+                Ok(true) => break,
+                Ok(false) => return ended,
+                Err(e) => {
+                    warn!(client = %session.client(), "the connection the guest came back on dropped: {e}");
+                }
+            }
+        }
+        info!(client = %session.client(), last_request = replay.last_request, "guest came back to its session");
+    }
+}
+
+/// Answer a returning guest's resume: a new ticket, the id of the last request taken,
+/// then every reply after `last_reply` (kept, or run again). `false`: one of them is
+/// no longer kept, the guest is told so and the session ends.
+fn welcome_back(
+    writer: &mut impl Write,
+    session: &mut Session,
+    replay: &mut Replay,
+    request_id: u64,
+    last_reply: u64,
+    deferred: &mut Option<CudaStatus>,
+) -> Result<bool, FrameError> {
+    let resume = Op::SessionResume.code();
+    let owed = replay.owed(last_reply);
+    let ticket = owed.as_ref().map(|_| session.new_ticket());
+    let (Some(owed), Some(Ok(ticket))) = (owed, ticket) else {
+        warn!(client = %session.client(), last_reply, "a returning guest lacks replies no longer kept; its session ends");
+        let reply = FrameHeader::new(resume, FLAG_REPLY, request_id, 0, 0)
+            .with_status(CudaStatus::ErrorDevicesUnavailable.0);
+        frame::write_frame(writer, &reply, &[], &[])?;
+        writer.flush()?;
+        return Ok(false);
+    };
+    let meta = postcard::to_stdvec(&SessionResumed {
+        last_request: replay.last_request,
+        ticket,
+    })
+    .expect("a resume reply encodes");
+    let reply = FrameHeader::new(resume, FLAG_REPLY, request_id, meta.len(), 0);
+    frame::write_frame(writer, &reply, &meta, &[])?;
+    let mut reruns = Vec::new();
+    let mut whole = Vec::new();
+    for kept in owed {
+        match kept {
+            Kept::Reply(f) => whole.push(f.clone()),
+            Kept::Rerun(h, m) => reruns.push((whole.len(), *h, m.clone())),
+            Kept::Lost => unreachable!("owed() refuses lost replies"),
+        }
+    }
+    // In id order: kept replies, with the reads run again in their places.
+    let mut next = 0;
+    for (at, h, m) in reruns {
+        for f in &whole[next..at] {
+            writer.write_all(f)?;
+        }
+        next = at;
+        let op = Op::from_code(h.op.get()).expect("kept reads have known ops");
+        let ctx = CallContext {
+            device: h.device.get(),
+        };
+        let started = Instant::now();
+        let result = run(session, &ctx, op, &m, &[], deferred);
+        answer(writer, session, &h, started, result, deferred, None)?;
+    }
+    for f in &whole[next..] {
+        writer.write_all(f)?;
+    }
+    writer.flush()?;
+    replay.resumed = true;
+    replay.confirmed = false;
+    Ok(true)
+}
+
+/// Serve one connection of the session until it ends.
+#[allow(clippy::too_many_arguments)]
+fn serve_connection<'a>(
+    mut reader: Incoming<'a>,
+    mut writer: Outgoing<'a>,
+    mut link: Link,
+    session: &mut Session,
+    mut console: Option<&mut ConsoleCapture>,
+    receive: &mut ReceiveBuffers,
+    deferred: &mut Option<CudaStatus>,
+    replay: &mut Replay,
+) -> Result<(), FrameError> {
     let mut timeline = Timeline::enabled().then(Timeline::default);
     let mut done = Instant::now();
     // The command ring's doorbell, once the guest has attached one.
@@ -385,7 +639,7 @@ fn serve_frames<'a>(
         let len = header.data_len.get() as usize;
         // A frame over the VM's buffer memory is read past and refused; the connection
         // carries on.
-        let data = match receive.next(len, session, &mut deferred)? {
+        let data = match receive.next(len, session, deferred)? {
             Some(data) => {
                 reader.read_exact(data)?;
                 Some(&*data)
@@ -416,6 +670,19 @@ fn serve_frames<'a>(
                 }
             }
         }
+        let id = header.request_id.get();
+        // Any request on the connection come back on: the guest read its new ticket.
+        if replay.resumed && !replay.confirmed {
+            replay.confirmed = true;
+            session.confirm_ticket();
+        }
+        // After a resume, a request the guest sent again that was taken already (it
+        // sends again only those after the last one taken) is not run twice.
+        if replay.resumed && id != 0 && id <= replay.last_request {
+            debug!(client = %session.client(), id, "request taken before the resume; not run again");
+            continue;
+        }
+        replay.took(id);
         let code = header.op.get();
         let ctx = CallContext {
             device: header.device.get(),
@@ -430,7 +697,7 @@ fn serve_frames<'a>(
         // An error owed from an earlier request is reported by this one, which is then
         // not run: it was counted when it happened.
         let reports_deferred =
-            data.is_some() && deferred.is_some() && op.is_some_and(|op| op != Op::Hello);
+            data.is_some() && deferred.is_some() && op.is_some_and(|op| !keeps_deferred(op));
         let result = match (op, data) {
             (None, _) => {
                 warn!(client = %session.client(), op = code, "unknown op");
@@ -447,7 +714,7 @@ fn serve_frames<'a>(
                     held = session.buffer_budget().held(), "frame refused: over the VM's buffer_memory");
                 Err(CudaStatus::ErrorMemoryAllocation)
             }
-            (Some(op), Some(data)) => run(session, &ctx, op, &meta, data, &mut deferred),
+            (Some(op), Some(data)) => run(session, &ctx, op, &meta, data, deferred),
         };
         let no_reply = header.has(FLAG_NO_REPLY);
         // A launch the guest waits for is answered once it went.
@@ -482,13 +749,15 @@ fn serve_frames<'a>(
             }
         } else {
             // Replies go out at once; a run of no-reply requests is answered by nothing.
+            let keep = session.resumable().then_some((&mut *replay, &meta[..]));
             answer(
                 &mut writer,
                 session,
                 &header,
                 started,
                 result,
-                &mut deferred,
+                deferred,
+                keep,
             )?;
         }
         if let Some(memory) = session.take_ring() {
@@ -512,7 +781,7 @@ fn serve_frames<'a>(
                 "calls travel through the command ring");
         }
         // A large frame's buffers go as soon as it is done with.
-        receive.trim(session, &mut deferred);
+        receive.trim(session, deferred);
         session.trim_reply_buffers(crate::buffers::KEEP);
         if let (Some(t), Some(head), Some(ran), Some(checked)) = (&mut timeline, head, ran, checked)
         {
@@ -598,7 +867,7 @@ fn run_request(
     data: &[u8],
     deferred: &mut Option<CudaStatus>,
 ) -> Result<(Vec<u8>, Vec<u8>), CudaStatus> {
-    if op != Op::Hello {
+    if !keeps_deferred(op) {
         if let Some(status) = deferred.take() {
             debug!(op = op.name(), %status, "reporting deferred error");
             return Err(status);
@@ -616,6 +885,15 @@ fn run_request(
             Err(CudaStatus::ErrorInvalidValue)
         }
     }
+}
+
+/// Ops that leave an owed asynchronous failure for the next call: the handshake, and
+/// the session's own bookkeeping, which the program did not call.
+fn keeps_deferred(op: Op) -> bool {
+    matches!(
+        op,
+        Op::Hello | Op::SessionPing | Op::SessionClose | Op::SessionTicketGet
+    )
 }
 
 /// Count a call in the guest's figures.
@@ -664,7 +942,15 @@ mod tests {
         let served = std::thread::spawn(move || {
             let exec = HostMemoryExecutor::new(64 << 20, None).unwrap();
             let open = |_: &Hello| Ok(Session::new(Box::new(exec), Grant::unlimited("test")));
-            serve(host.try_clone().unwrap(), host, Link::default(), open, None).unwrap();
+            serve(
+                host.try_clone().unwrap(),
+                host,
+                Link::default(),
+                open,
+                None,
+                None,
+            )
+            .unwrap();
         });
         (guest, served)
     }
@@ -719,7 +1005,7 @@ mod tests {
                 socket: Some(host.as_fd().try_clone_to_owned().unwrap()),
                 fds: Some(fds),
             };
-            serve(reader, host, link, open, None)
+            serve(reader, host, link, open, None, None)
         });
         (guest, served)
     }
@@ -923,7 +1209,15 @@ mod tests {
         let served = std::thread::spawn(move || {
             let exec = HostMemoryExecutor::new(64 << 20, Some(log_path)).unwrap();
             let open = |_: &Hello| Ok(Session::new(Box::new(exec), Grant::unlimited("test")));
-            serve(host.try_clone().unwrap(), host, Link::default(), open, None).unwrap();
+            serve(
+                host.try_clone().unwrap(),
+                host,
+                Link::default(),
+                open,
+                None,
+                None,
+            )
+            .unwrap();
         });
         let mut s = guest;
         greet(&mut s);

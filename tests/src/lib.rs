@@ -5,6 +5,7 @@
 //! `#[ignore]` so a plain `cargo test` stays self-contained; `tests/run.sh` builds
 //! those artifacts and runs everything with `--include-ignored`.
 
+pub mod cut_proxy;
 pub mod hostile;
 pub mod load;
 

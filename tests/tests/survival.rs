@@ -301,3 +301,203 @@ fn an_idle_vm_is_suspended_by_policy_and_resumed_by_its_guests_next_call() {
     );
     assert!(log.contains("its guest called: resumed VM local"), "{log}");
 }
+
+/// The daemon's count of guests come back to their sessions, once it has `want` of
+/// them (a worker's lines reach the log through the daemon), or after 10 s.
+fn comebacks(d: &Daemon, want: usize) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let n = d.log().matches("guest came back to its session").count();
+        if n >= want || Instant::now() > deadline {
+            return n;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_guest_comes_back_to_its_session_when_its_connections_are_cut() {
+    let d = Daemon::host_memory("reconnect");
+    let proxy =
+        vmcuda_tests::cut_proxy::CutProxy::start(&d.dir.join("p.sock"), &d.socket).expect("proxy");
+    let server = format!("unix:{}", proxy.path.display());
+    let steps = Steps::start_on(&server, &["60", "10", "16"]);
+    // Cut between steps, and again while it runs them.
+    for at in ["ready", "step 5 ok", "step 20 ok", "step 40 ok"] {
+        steps.until(at);
+        assert_eq!(proxy.cut(), 1, "one connection to cut at {at}");
+    }
+    let (ok, rest) = steps.finish();
+    assert!(ok, "{rest:?}");
+    assert!(!rest.iter().any(|l| l.starts_with("FAIL")), "{rest:?}");
+    // Each cut was followed by a return to the one session: no second hello.
+    assert!(proxy.connections() >= 5, "{}", proxy.connections());
+    let log = d.log_with("guest came back to its session");
+    assert_eq!(comebacks(&d, 4), 4, "{log}");
+    assert_eq!(log.matches("guest connected").count(), 1, "{log}");
+}
+
+/// A raw connection to `d` with a hello that asks for a resumable session.
+fn resumable_guest(d: &Daemon) -> (std::os::unix::net::UnixStream, vmcuda_wire::op::Hello) {
+    use vmcuda_wire::handshake::{caps, PROTOCOL_VERSION, RUNTIME_VERSION};
+    let hello = vmcuda_wire::op::Hello {
+        protocol: PROTOCOL_VERSION,
+        runtime_version: RUNTIME_VERSION,
+        capabilities: caps::RESUMABLE,
+        token: Vec::new(),
+        client: "tickets".into(),
+        pid: std::process::id(),
+    };
+    let mut s = std::os::unix::net::UnixStream::connect(&d.socket).expect("connect");
+    let (status, reply) = raw_call(&mut s, vmcuda_wire::op::Op::Hello, 1, &hello);
+    assert_eq!(status, vmcuda_wire::CudaStatus::Success);
+    let reply: vmcuda_wire::op::HelloReply = postcard::from_bytes(&reply).unwrap();
+    assert_ne!(
+        reply.capabilities & caps::RESUMABLE,
+        0,
+        "the host holds sessions"
+    );
+    (s, hello)
+}
+
+fn raw_call<R: serde::Serialize>(
+    s: &mut std::os::unix::net::UnixStream,
+    op: vmcuda_wire::op::Op,
+    id: u64,
+    req: &R,
+) -> (vmcuda_wire::CudaStatus, Vec<u8>) {
+    use vmcuda_wire::frame::{self, FrameHeader};
+    let meta = postcard::to_stdvec(req).unwrap();
+    frame::write_frame(
+        &mut *s,
+        &FrameHeader::new(op.code(), 0, id, meta.len(), 0),
+        &meta,
+        &[],
+    )
+    .unwrap();
+    let (h, meta) = frame::read_head(&mut *s).expect("a reply");
+    frame::read_data(&mut *s, &h).unwrap();
+    assert_eq!(h.request_id.get(), id);
+    (vmcuda_wire::CudaStatus(h.status.get()), meta)
+}
+
+fn resume_with(
+    d: &Daemon,
+    hello: &vmcuda_wire::op::Hello,
+    ticket: &vmcuda_wire::op::SessionTicket,
+    secret: [u8; 32],
+    last_reply: u64,
+) -> (
+    std::os::unix::net::UnixStream,
+    vmcuda_wire::CudaStatus,
+    Vec<u8>,
+) {
+    let mut s = std::os::unix::net::UnixStream::connect(&d.socket).expect("connect");
+    let req = vmcuda_wire::op::SessionResume {
+        hello: hello.clone(),
+        session: ticket.session,
+        secret,
+        last_reply,
+    };
+    let (status, meta) = raw_call(&mut s, vmcuda_wire::op::Op::SessionResume, 0, &req);
+    (s, status, meta)
+}
+
+#[test]
+fn a_forged_or_replayed_ticket_is_refused_and_the_owed_reply_comes_again() {
+    use vmcuda_wire::op::{
+        Allocated, MemAlloc, Op, SessionResumed, SessionTicket, SessionTicketGet,
+    };
+    use vmcuda_wire::CudaStatus;
+    let d = Daemon::host_memory("tickets");
+    let (mut s, hello) = resumable_guest(&d);
+    let (status, t) = raw_call(&mut s, Op::SessionTicketGet, 2, &SessionTicketGet {});
+    assert_eq!(status, CudaStatus::Success);
+    let first: SessionTicket = postcard::from_bytes(&t).unwrap();
+    assert!(first.hold_ms > 0);
+    let (status, a) = raw_call(&mut s, Op::MemAlloc, 3, &MemAlloc { size: 1 << 20 });
+    assert_eq!(status, CudaStatus::Success);
+    let allocated: Allocated = postcard::from_bytes(&a).unwrap();
+    // A forged secret, while the guest is still connected, and after it dropped.
+    let mut forged = first.secret;
+    forged[0] ^= 1;
+    let (_, status, _) = resume_with(&d, &hello, &first, forged, 3);
+    assert_eq!(status, CudaStatus::ErrorNotPermitted);
+    drop(s);
+    let (_, status, _) = resume_with(&d, &hello, &first, forged, 3);
+    assert_eq!(status, CudaStatus::ErrorNotPermitted);
+    // Another session's number: nobody there.
+    let other = SessionTicket {
+        session: first.session ^ 1,
+        ..first.clone()
+    };
+    let (_, status, _) = resume_with(&d, &hello, &other, first.secret, 3);
+    assert_eq!(status, CudaStatus::ErrorDevicesUnavailable);
+    // The real ticket, saying it never read reply 3: that reply comes again, the same.
+    let (mut back, status, meta) = resume_with(&d, &hello, &first, first.secret, 2);
+    assert_eq!(status, CudaStatus::Success);
+    let resumed: SessionResumed = postcard::from_bytes(&meta).unwrap();
+    assert_eq!(resumed.last_request, 3);
+    assert_ne!(resumed.ticket.secret, first.secret);
+    let (h, again) = vmcuda_wire::frame::read_head(&mut back).unwrap();
+    assert_eq!((h.request_id.get(), h.op.get()), (3, Op::MemAlloc.code()));
+    let again: Allocated = postcard::from_bytes(&again).unwrap();
+    assert_eq!(
+        again.ptr, allocated.ptr,
+        "the kept reply, not a second allocation"
+    );
+    // A request on the new connection: the guest holds its new ticket.
+    let (status, _) = raw_call(&mut back, Op::MemAlloc, 4, &MemAlloc { size: 1 << 20 });
+    assert_eq!(status, CudaStatus::Success);
+    drop(back);
+    // The spent ticket, replayed: refused; the new one takes the guest back.
+    let (_, status, _) = resume_with(&d, &hello, &first, first.secret, 4);
+    assert_eq!(status, CudaStatus::ErrorNotPermitted);
+    let (_, status, meta) = resume_with(&d, &hello, &resumed.ticket, resumed.ticket.secret, 4);
+    assert_eq!(status, CudaStatus::Success);
+    let resumed: SessionResumed = postcard::from_bytes(&meta).unwrap();
+    assert_eq!(resumed.last_request, 4);
+    assert_eq!(comebacks(&d, 2), 2, "{}", d.log());
+}
+
+#[test]
+fn a_guest_that_does_not_come_back_in_time_is_cleaned_up() {
+    use vmcuda_wire::op::{Op, SessionTicket, SessionTicketGet};
+    use vmcuda_wire::CudaStatus;
+    let d = Daemon::start_with_config(
+        "reconnect-hold",
+        Some("[reconnect]\nhold_ms = 300\n"),
+        &["--executor", "host-memory"],
+    );
+    let (mut s, hello) = resumable_guest(&d);
+    let (_, t) = raw_call(&mut s, Op::SessionTicketGet, 2, &SessionTicketGet {});
+    let ticket: SessionTicket = postcard::from_bytes(&t).unwrap();
+    assert_eq!(ticket.hold_ms, 300);
+    drop(s);
+    let log = d.log_with("worker finished connection=1");
+    assert!(log.contains("holding the session for its guest"), "{log}");
+    assert!(log.contains("worker finished connection=1"), "{log}");
+    let (_, status, _) = resume_with(&d, &hello, &ticket, ticket.secret, 2);
+    assert_eq!(status, CudaStatus::ErrorDevicesUnavailable);
+}
+
+#[test]
+fn a_guest_that_leaves_is_not_held() {
+    use vmcuda_wire::op::{Op, SessionClose, SessionTicketGet};
+    let d = Daemon::host_memory("reconnect-leave");
+    let (mut s, _) = resumable_guest(&d);
+    raw_call(&mut s, Op::SessionTicketGet, 2, &SessionTicketGet {});
+    let meta = postcard::to_stdvec(&SessionClose {}).unwrap();
+    let h = vmcuda_wire::frame::FrameHeader::new(
+        Op::SessionClose.code(),
+        vmcuda_wire::frame::FLAG_NO_REPLY,
+        3,
+        meta.len(),
+        0,
+    );
+    vmcuda_wire::frame::write_frame(&mut s, &h, &meta, &[]).unwrap();
+    drop(s);
+    let log = d.log_with("worker finished connection=1");
+    assert!(log.contains("worker finished connection=1"), "{log}");
+    assert!(!log.contains("holding the session"), "{log}");
+}

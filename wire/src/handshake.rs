@@ -29,6 +29,48 @@ pub mod caps {
     /// module and library images are named by their hash first, and cross only when
     /// the host lacks them. A guest sends the op only to a host that said this.
     pub const MODULE_CACHE: u64 = 1 << 2;
+    /// Guest: it can come back to its session after a dropped connection. Host: it
+    /// holds the session's state for a while after a drop and serves
+    /// `SessionTicketGet` and `SessionResume`.
+    pub const RESUMABLE: u64 = 1 << 3;
+}
+
+/// The length of a session ticket's secret: 256 random bits.
+pub const TICKET_SECRET_LEN: usize = 32;
+
+/// What lets a guest come back to its session: single-use, replaced by every resume.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SessionTicket {
+    /// Which session (random: it names the worker's resume point).
+    pub session: u64,
+    /// Proof that the guest is the session's own.
+    pub secret: [u8; TICKET_SECRET_LEN],
+    /// How long the host holds the session after a drop, in milliseconds: the guest
+    /// tries to come back this long.
+    pub hold_ms: u64,
+}
+
+/// A guest coming back to its session: the first frame on the new connection.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct SessionResume {
+    /// Admission is decided again, as for a new connection; the program's name and
+    /// pid are the same.
+    pub hello: Hello,
+    pub session: u64,
+    pub secret: [u8; TICKET_SECRET_LEN],
+    /// The id of the last reply the guest read whole: the worker sends again every
+    /// reply after it.
+    pub last_reply: u64,
+}
+
+/// The worker's answer to [`SessionResume`].
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SessionResumed {
+    /// The id of the last request the worker took: the guest sends again every
+    /// request after it, and none before it.
+    pub last_request: u64,
+    /// The ticket for the next drop (the one presented is spent).
+    pub ticket: SessionTicket,
 }
 
 /// The guest's first request on every connection.

@@ -56,7 +56,9 @@ pub use crate::handle::{
     DevicePtr, EventHandle, FunctionHandle, GraphExecHandle, GraphHandle, GraphNodeHandle,
     ModuleHandle, StreamHandle, HANDLE_SPACE_SHIFT,
 };
-pub use crate::handshake::{ExecutorKind, Hello, HelloReply};
+pub use crate::handshake::{
+    ExecutorKind, Hello, HelloReply, SessionResume, SessionResumed, SessionTicket,
+};
 pub use crate::memory::{
     DoneWord, GuestPagesExtend, GuestPagesGrant, HostRegisterGuestPages, HostRegisterShared,
     MemcpyShared, PointerAttributes, RingAttach, RingPlace, SharedHostMemory, MAX_STAGING_LEN,

@@ -16,6 +16,19 @@ macro_rules! op_lines {
                 /// The guest uses several hosts and this one is host number `host`: the
                 /// handles this session makes from now on carry it in their top bits.
                 0x0002 HandleSpace => handle_space(HandleSpace { host: u8 }) -> (), Sync;
+                /// A ticket to this session, for coming back to it over a new connection
+                /// when this one drops (see [`crate::handshake::SessionResume`]). Only
+                /// from a host that said [`caps::RESUMABLE`](crate::handshake::caps).
+                0x0003 SessionTicketGet => session_ticket_get(SessionTicketGet {}) -> SessionTicket, Sync;
+                /// The first frame of a connection that comes back to a session (instead
+                /// of a hello): answered on the new connection by the session's worker.
+                0x0004 SessionResume => session_resume(SessionResume) -> SessionResumed, Sync;
+                /// Nothing: its reply tells the guest that every request before it was
+                /// taken (the guest trims what it keeps for a resume).
+                0x0005 SessionPing => session_ping(SessionPing {}) -> (), Sync;
+                /// The guest leaves: its session ends with this connection, without being
+                /// held for a return.
+                0x0006 SessionClose => session_close(SessionClose {}) -> (), Async;
             }
 
             /// Devices, their limits and peers.

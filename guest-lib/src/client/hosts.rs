@@ -215,6 +215,13 @@ impl Hosts {
         }
     }
 
+    /// The program leaves (see [`Client::leave`]).
+    pub fn leave(&self, patience: Duration) {
+        for h in &self.hosts {
+            h.client.leave(patience);
+        }
+    }
+
     /// Whether the one host is reached over vsock (see [`crate::guest_pages`]).
     pub fn is_vsock(&self) -> bool {
         self.single().is_some_and(Client::is_vsock)

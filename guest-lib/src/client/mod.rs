@@ -8,6 +8,7 @@
 mod console;
 mod credentials;
 mod hosts;
+mod resume;
 mod ring;
 
 pub(crate) use console::write_console;
@@ -53,6 +54,17 @@ pub fn chunk() -> usize {
     })
 }
 
+impl Sink<'_> {
+    /// The same place, for reading a reply again (after a drop).
+    fn again(&mut self) -> Sink<'_> {
+        match self {
+            Sink::None => Sink::None,
+            Sink::Into(buf) => Sink::Into(buf),
+            Sink::Grow(buf) => Sink::Grow(buf),
+        }
+    }
+}
+
 /// Where a reply's data section goes.
 pub enum Sink<'a> {
     /// The reply carries no data.
@@ -79,7 +91,17 @@ struct Connection {
     /// Set while the flusher thread sleeps until told the queue has something.
     flusher_idle: bool,
     /// The last reply's data length and the worker's time on it (for the profile).
-    last_reply: (u64, Duration),
+    last_reply_size: (u64, Duration),
+    /// What it takes to come back to the host's session after a drop (see
+    /// [`resume`]); None where the host holds no sessions.
+    resume: Option<resume::Returning>,
+    /// Requests sent and not known taken, for sending again after a drop.
+    journal: resume::Journal,
+    /// The id of the last reply read whole.
+    last_reply: u64,
+    /// The command ring went with a dropped connection: attach another at the next
+    /// call.
+    reattach: bool,
 }
 
 /// Where replies come from: the socket, or the command ring once attached.
@@ -444,7 +466,7 @@ pub fn connected() -> bool {
 extern "C" fn flush_at_exit() {
     let _ = std::panic::catch_unwind(|| {
         if let Some(Ok(client)) = CLIENT.get() {
-            client.flush_posted(Duration::from_millis(200));
+            client.leave(Duration::from_millis(200));
         }
     });
 }
@@ -573,18 +595,28 @@ impl Client {
             reason: None,
             posted: PostedFrames::default(),
             flusher_idle: false,
-            last_reply: (0, Duration::ZERO),
+            last_reply_size: (0, Duration::ZERO),
+            resume: None,
+            journal: Default::default(),
+            last_reply: 0,
+            reattach: false,
+        };
+        let resumable = if resume::wanted(&addr) && area.is_none() {
+            caps::RESUMABLE
+        } else {
+            0
         };
         let hello = Hello {
             protocol: PROTOCOL_VERSION,
             runtime_version: RUNTIME_VERSION,
-            capabilities: caps::CONSOLE | caps::ASYNC_REQUESTS,
+            capabilities: caps::CONSOLE | caps::ASYNC_REQUESTS | resumable,
             token,
             client: program_name(),
             pid: std::process::id(),
         };
         match conn.exchange_inner(0, &hello, &[], Sink::None, None) {
             Ok(Ok(reply)) => {
+                conn.start_resumable(&addr, &hello, reply.capabilities);
                 conn.attach_ring(
                     &addr,
                     polling::window_from_env(RING_REPLY_POLL_WINDOW),
@@ -702,6 +734,7 @@ impl Client {
             p.posted(R::OP, frame_bytes(&meta, data));
         }
         let conn = &mut *conn;
+        conn.journal.record(&header, &meta, data);
         let posted = if conn.writer.ring.is_some() {
             // A frame in the ring costs no system call: it goes at once, and the worker
             // starts on it while the program prepares its next call.
@@ -723,9 +756,16 @@ impl Client {
                 if first && conn.flusher_idle {
                     self.posted_waiting.notify_one();
                 }
+                if let Err(e) = conn.trim_journal() {
+                    return Err(conn.lost(e));
+                }
                 Ok(())
             }
-            Err(e) => Err(conn.lost(e)),
+            // Kept in the journal: sent again on the connection come back on.
+            Err(e) => match conn.recover(e.into()) {
+                Ok(_) => Ok(()),
+                Err(e) => Err(conn.lost(e)),
+            },
         }
     }
 
@@ -764,21 +804,31 @@ impl Client {
                     .0;
                 continue;
             }
-            let c = &mut *conn;
-            if let Err(e) = c.posted.flush(&mut c.writer) {
-                c.lost(e);
-            }
+            conn.flush_posted();
         }
     }
 
     /// Write the posted queue now, waiting at most `patience` for the connection (a
     /// thread blocked in a long call holds it; its own write sent the queue already).
     pub fn flush_posted(&self, patience: Duration) {
+        self.with_conn_within(patience, Connection::flush_posted);
+    }
+
+    /// The program leaves: what it posted goes, and the host need not hold its
+    /// session after the connection closes.
+    pub fn leave(&self, patience: Duration) {
+        self.with_conn_within(patience, |c| {
+            c.flush_posted();
+            c.leave();
+        });
+    }
+
+    fn with_conn_within(&self, patience: Duration, f: impl FnOnce(&mut Connection)) {
         let until = Instant::now() + patience;
         loop {
             match self.conn.try_lock() {
-                Ok(mut conn) => return conn.flush_posted(),
-                Err(std::sync::TryLockError::Poisoned(p)) => return p.into_inner().flush_posted(),
+                Ok(mut conn) => return f(&mut conn),
+                Err(std::sync::TryLockError::Poisoned(p)) => return f(&mut p.into_inner()),
                 Err(std::sync::TryLockError::WouldBlock) if Instant::now() < until => {
                     std::thread::sleep(Duration::from_micros(200));
                 }
@@ -878,7 +928,10 @@ impl Connection {
             return;
         }
         if let Err(e) = self.posted.flush(&mut self.writer) {
-            self.lost(e);
+            // What was queued is in the journal: sent again on the new connection.
+            if let Err(e) = self.recover(e.into()) {
+                self.lost(e);
+            }
         }
     }
 
@@ -892,6 +945,16 @@ impl Connection {
     ) -> Result<R::Reply, CudaStatus> {
         if self.broken {
             return Err(CudaStatus::ErrorDevicesUnavailable);
+        }
+        if self.reattach {
+            self.reattach = false;
+            if let Some(addr) = self.resume.as_ref().map(|r| r.addr.clone()) {
+                self.attach_ring(
+                    &addr,
+                    polling::window_from_env(RING_REPLY_POLL_WINDOW),
+                    None,
+                );
+            }
         }
         match self.exchange_inner(device, req, data, sink, fd) {
             Ok(r) => {
@@ -917,27 +980,80 @@ impl Connection {
         device: i32,
         req: &R,
         data: &[u8],
-        sink: Sink<'_>,
+        mut sink: Sink<'_>,
         fd: Option<BorrowedFd<'_>>,
     ) -> Result<Result<R::Reply, CudaStatus>, FrameError> {
         let id = self.next_id;
         self.next_id += 1;
         let meta = postcard::to_stdvec(req).expect("requests always encode");
-        let mut header =
+        let header =
             FrameHeader::new(R::OP.code(), 0, id, meta.len(), data.len()).with_device(device);
         // The clock only for the profile: this is every waited-for call's path.
         let sent = crate::profile::get().map(|_| Instant::now());
+        let mut written = self.send_request(header, &meta, data, fd);
+        // A drop on the way out or back: the session is come back to, and this
+        // request sent again unless the worker took it (it then sends its reply again).
+        loop {
+            if let Err(e) = written {
+                written = match self.recover(e)? {
+                    taken if taken < id => self.send_request(header, &meta, data, fd),
+                    _ => Ok(()),
+                };
+                continue;
+            }
+            match self.read_reply_profiled::<R>(id, sink.again(), sent, frame_bytes(&meta, data)) {
+                Err(e) => written = Err(e),
+                done => return done,
+            }
+        }
+    }
+
+    /// Write one request (posted frames first, in the same write).
+    fn send_request(
+        &mut self,
+        mut header: FrameHeader,
+        meta: &[u8],
+        data: &[u8],
+        fd: Option<BorrowedFd<'_>>,
+    ) -> Result<(), FrameError> {
         match fd {
             Some(fd) => {
                 self.posted.flush(&mut self.writer)?;
-                self.writer.send_with_fd(&mut header, &meta, data, fd)?;
+                self.writer.send_with_fd(&mut header, meta, data, fd)?;
             }
-            // Posted frames first, in the same write.
             None => self
                 .posted
-                .write_with(&mut self.writer, &header, &meta, data)?,
+                .write_with(&mut self.writer, &header, meta, data)?,
         }
-        self.read_reply_profiled::<R>(id, sink, sent, frame_bytes(&meta, data))
+        Ok(())
+    }
+
+    /// [`Connection::read_reply_profiled`] for a request the journal keeps: after a
+    /// drop the session is come back to (the journal sends it again) and its reply
+    /// read there.
+    fn read_kept_reply<R: Request>(
+        &mut self,
+        id: u64,
+        mut sink: Sink<'_>,
+        bytes_out: u64,
+    ) -> Result<Result<R::Reply, CudaStatus>, FrameError> {
+        loop {
+            match self.read_reply_profiled::<R>(id, sink.again(), None, bytes_out) {
+                Err(e) => {
+                    self.recover(e)?;
+                }
+                done => return done,
+            }
+        }
+    }
+
+    /// Write the posted queue (journaled requests): after a drop, the session is come
+    /// back to and the journal sends them again.
+    fn flush_kept(&mut self) -> Result<(), FrameError> {
+        match self.posted.flush(&mut self.writer) {
+            Ok(()) => Ok(()),
+            Err(e) => self.recover(e.into()).map(|_| ()),
+        }
     }
 
     /// Read the reply to request `id`, writing console output that comes first.
@@ -962,7 +1078,7 @@ impl Connection {
                 return Err(FrameError::UnknownOp(h.op.get()));
             }
             let status = CudaStatus(h.status.get());
-            self.last_reply = (
+            self.last_reply_size = (
                 HEADER_LEN as u64 + meta.len() as u64 + h.data_len.get(),
                 h.worker_time(),
             );
@@ -975,6 +1091,7 @@ impl Connection {
                 } else {
                     frame::skip_data(&mut self.reader, len)?;
                 }
+                self.replied(id);
                 return Ok(Err(status));
             }
             let reply: R::Reply =
@@ -992,6 +1109,7 @@ impl Connection {
                     return Err(FrameError::DataTooLarge(len));
                 }
             }
+            self.replied(id);
             return Ok(Ok(reply));
         }
     }
@@ -1011,7 +1129,7 @@ impl Connection {
         };
         let sent = sent.unwrap_or_else(Instant::now);
         let reply = self.read_reply::<R>(id, sink);
-        let (bytes_in, worker) = self.last_reply;
+        let (bytes_in, worker) = self.last_reply_size;
         p.waited(R::OP, sent, sent.elapsed(), worker, bytes_out, bytes_in);
         reply
     }
@@ -1031,12 +1149,8 @@ impl Connection {
         for i in 0..n {
             if i >= depth {
                 let bytes_out = in_flight.pop_front().unwrap_or_default();
-                let reply = self.read_reply_profiled::<R>(
-                    first + (i - depth) as u64,
-                    Sink::None,
-                    None,
-                    bytes_out,
-                )?;
+                let reply =
+                    self.read_kept_reply::<R>(first + (i - depth) as u64, Sink::None, bytes_out)?;
                 done(i - depth, reply);
             }
             let req = prepare(i);
@@ -1046,13 +1160,13 @@ impl Connection {
                 FrameHeader::new(R::OP.code(), 0, self.next_id, meta.len(), 0).with_device(device);
             self.next_id += 1;
             // Behind whatever was posted before it, in the same write.
+            self.journal.record(&header, &meta, &[]);
             self.posted.push(&header, &meta, &[]);
-            self.posted.flush(&mut self.writer)?;
+            self.flush_kept()?;
         }
         for i in n.saturating_sub(depth)..n {
             let bytes_out = in_flight.pop_front().unwrap_or_default();
-            let reply =
-                self.read_reply_profiled::<R>(first + i as u64, Sink::None, None, bytes_out)?;
+            let reply = self.read_kept_reply::<R>(first + i as u64, Sink::None, bytes_out)?;
             done(i, reply);
         }
         Ok(())
@@ -1072,16 +1186,17 @@ impl Connection {
             let meta = postcard::to_stdvec(req).expect("requests always encode");
             let header =
                 FrameHeader::new(R::OP.code(), 0, self.next_id, meta.len(), 0).with_device(device);
+            self.journal.record(&header, &meta, &[]);
             self.posted.push(&header, &meta, &[]);
             sizes.push(frame_bytes(&meta, &[]));
             self.next_id += 1;
         }
-        self.posted.flush(&mut self.writer)?;
+        self.flush_kept()?;
         let mut result = Ok(());
         for (i, ((_, buf), bytes_out)) in requests.into_iter().zip(sizes).enumerate() {
             // Every reply is read, even after a failure, to stay in step.
             if let Err(e) =
-                self.read_reply_profiled::<R>(first + i as u64, Sink::Into(buf), None, bytes_out)?
+                self.read_kept_reply::<R>(first + i as u64, Sink::Into(buf), bytes_out)?
             {
                 result = result.and(Err(e));
             }

@@ -214,6 +214,14 @@ pub fn allowed_syscalls(pid: u32) -> Result<BTreeMap<i64, Vec<SeccompRule>>, Jai
         ioctl.push(arg(1, SeccompCmpOp::Ne, request)?);
     }
     rules.insert(libc::SYS_ioctl, vec![rule(ioctl)?]);
+    // Connections on the session's resume point only (see `resume`): a returning
+    // guest's, handed over by the worker that admitted it.
+    if let Some(fd) = crate::resume::listener_fd() {
+        rules.insert(
+            libc::SYS_accept4,
+            vec![rule(vec![arg(0, SeccompCmpOp::Eq, fd as u64)?])?],
+        );
+    }
     Ok(rules)
 }
 

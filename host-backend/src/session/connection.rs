@@ -30,6 +30,11 @@ impl ConnectionOps for Session {
                         caps::MODULE_CACHE
                     } else {
                         0
+                    }
+                    | if self.resume.is_some() {
+                        caps::RESUMABLE
+                    } else {
+                        0
                     },
                 banner: self.exec.banner(),
             },
@@ -49,5 +54,90 @@ impl ConnectionOps for Session {
         self.handles.use_space(req.host);
         info!(client = %self.client, host = req.host, "guest uses several hosts; this is one");
         Ok(((), Vec::new()))
+    }
+
+    fn session_ticket_get(
+        &mut self,
+        _ctx: &CallContext,
+        _req: SessionTicketGet,
+        _: &[u8],
+    ) -> HandlerResult<SessionTicket> {
+        let ticket = self.new_ticket()?;
+        Ok((ticket, Vec::new()))
+    }
+
+    fn session_resume(
+        &mut self,
+        _ctx: &CallContext,
+        _req: SessionResume,
+        _: &[u8],
+    ) -> HandlerResult<SessionResumed> {
+        // Only ever the first frame of a connection (see `worker`).
+        warn!(client = %self.client, "session resume on a connection already in a session");
+        Err(CudaStatus::ErrorInvalidValue)
+    }
+
+    fn session_ping(
+        &mut self,
+        _ctx: &CallContext,
+        _req: SessionPing,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        Ok(((), Vec::new()))
+    }
+
+    fn session_close(
+        &mut self,
+        _ctx: &CallContext,
+        _req: SessionClose,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        if let Some(point) = &mut self.resume {
+            point.close();
+        }
+        Ok(((), Vec::new()))
+    }
+}
+
+impl Session {
+    /// Take returning guests of this session at `point` (admission made it).
+    pub fn with_resume_point(mut self, point: crate::resume::ResumePoint) -> Self {
+        self.resume = Some(point);
+        self
+    }
+
+    /// A new ticket to this session (the one out before is spent).
+    pub fn new_ticket(&mut self) -> Result<SessionTicket, CudaStatus> {
+        let point = self.resume.as_mut().ok_or(CudaStatus::ErrorNotSupported)?;
+        point.ticket().map_err(|e| {
+            warn!(client = %self.client, "no session ticket: {e}");
+            CudaStatus::ErrorOperatingSystem
+        })
+    }
+
+    /// Whether the guest may come back to this session after a drop (it holds a
+    /// ticket): its replies are then kept.
+    pub fn resumable(&self) -> bool {
+        self.resume.as_ref().is_some_and(|p| p.issued())
+    }
+
+    /// The connection now served (a returning guest's arrival shuts it down).
+    pub fn serving(&self, socket: &std::os::fd::OwnedFd) {
+        if let Some(point) = &self.resume {
+            point.serving(std::os::fd::AsFd::as_fd(socket));
+        }
+    }
+
+    /// The guest's first request on the connection it came back on: it holds its new
+    /// ticket, and the one before is spent.
+    pub fn confirm_ticket(&self) {
+        if let Some(point) = &self.resume {
+            point.confirm();
+        }
+    }
+
+    /// The connection dropped: wait for the guest to come back, if it may.
+    pub fn wait_for_guest(&self) -> Option<crate::resume::Arrival> {
+        self.resume.as_ref().and_then(|p| p.wait())
     }
 }

@@ -116,6 +116,9 @@ pub struct Session {
     printing_images: std::collections::HashSet<[u8; 32]>,
     /// CUDA IPC with the VM's other processes (see `ipc`).
     ipc: ipc::IpcState,
+    /// Where the guest comes back to this session after a drop (see
+    /// [`crate::resume`]); None where it did not ask or the host holds no sessions.
+    resume: Option<crate::resume::ResumePoint>,
 }
 
 impl Session {
@@ -148,7 +151,14 @@ impl Session {
             module_cache: None,
             printing_images: Default::default(),
             ipc: Default::default(),
+            resume: None,
         }
+    }
+
+    /// The command ring went with its connection: a returning guest attaches another.
+    pub fn ring_detached(&mut self) {
+        self.ring_attached = false;
+        self.pending_ring = None;
     }
 
     /// Let this guest's copies to and from other hosts go through the daemon's peer

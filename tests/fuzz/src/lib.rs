@@ -37,7 +37,7 @@ pub fn serve_host_memory(input: &[u8], out: &mut impl Write) -> Result<(), Frame
             HostMemoryExecutor::new(FUZZ_DEVICE_MEMORY, None).expect("no launch log to open");
         Ok(Session::new(Box::new(exec), grant))
     };
-    worker::serve(input, out, Default::default(), open, None).map(|_ended| ())
+    worker::serve(input, out, Default::default(), open, None, None).map(|_ended| ())
 }
 
 /// One whole frame, as a guest sends it.
