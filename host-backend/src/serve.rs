@@ -214,14 +214,17 @@ pub fn start(
             .clone()
             .unwrap_or_else(|| policy.state_dir().to_path_buf());
         crate::suspend::idle::IdlePolicy {
-            exe: template.exe.clone(),
+            operator: std::sync::Arc::new(crate::suspend::idle::Commands {
+                exe: template.exe.clone(),
+                state_dir: state_dir.clone(),
+                config: template.config.clone(),
+                executor: template.executor.as_arg(),
+                lock_timeout: std::time::Duration::from_millis(
+                    policy.config.suspend.lock_timeout_ms.unwrap_or(1000),
+                ),
+            }),
             state_dir,
-            config: template.config.clone(),
-            executor: template.executor.as_arg(),
             idle_after: std::time::Duration::from_millis(idle_after),
-            lock_timeout: std::time::Duration::from_millis(
-                policy.config.suspend.lock_timeout_ms.unwrap_or(1000),
-            ),
         }
         .spawn()
         .map_err(|e| ServeError::Refused(format!("the idle policy's thread: {e}")))?;
