@@ -72,6 +72,7 @@ peak=$(sort -n "$work/used.log" | tail -1)
   echo "| peak GPU memory used (all processes, sampled every 0.25 s) | $peak MiB of $total |"
   echo "| policy suspends / resumes / suspends to make room / resumes that found no room | $(grep -c 'idle: suspended VM' "$work/host.log") / $(grep -c 'its guest called: resumed VM' "$work/host.log") / $(grep -c 'to make room' "$work/host.log") / $(grep -c 'making room, tried again' "$work/host.log") |"
   echo "| longest pause a guest saw between steps (ms), per VM | $(for i in $(seq $n); do sed -n 's/^longest pause between steps: \([0-9.]*\) ms/\1/p' "$work/vm$i.out"; done | tr '\n' ' ') |"
+  echo "| suspend / resume time per VM (s): median, max | $(grep -o 'idle: suspended VM [^,]*, [^,]*, [0-9.]* s' "$work/host.log" | sed 's/ s$//' | awk '{print $NF}' | sort -n | awk '{a[NR]=$1} END{printf "%s, %s", a[int((NR+1)/2)], a[NR]}') / $(grep -o 'its guest called: resumed VM [^,]*, [^,]*, [0-9.]* s' "$work/host.log" | sed 's/ s$//' | awk '{print $NF}' | sort -n | awk '{a[NR]=$1} END{printf "%s, %s", a[int((NR+1)/2)], a[NR]}') |"
   echo
   echo "Failures (first lines):"
   echo

@@ -217,7 +217,34 @@ impl Decide {
             self.seen.insert(d.vm, after);
         }
         self.seen.retain(|vm, _| census.contains_key(vm));
+        // Resumes first: their guests wait. Suspends take what room is left, never the
+        // last place while a resume is under way or waits (they can wait).
         let mut acts = Vec::new();
+        for (vm, (started, _)) in census {
+            if let Some(Seen::Suspended {
+                started: before,
+                retry,
+                ..
+            }) = self.seen.get(vm)
+            {
+                // A worker that began a request, or a new one: its guest called.
+                let called = started.iter().any(|(pid, s)| before.get(pid) != Some(s));
+                if called && retry.is_none_or(|r| now >= r) && acts.len() < room {
+                    let s = self.seen.remove(vm).expect("just seen");
+                    self.seen.insert(vm.clone(), Seen::Busy(Box::new(s)));
+                    acts.push((vm.clone(), Act::Resume));
+                }
+            }
+        }
+        let resuming = self.seen.values().any(|s| {
+            matches!(s, Seen::Busy(b) if matches!(**b, Seen::Suspended { .. }))
+                || matches!(s, Seen::Suspended { retry: Some(_), .. })
+        });
+        let suspend_room = if resuming {
+            room.saturating_sub(1)
+        } else {
+            room
+        };
         for (vm, (started, quiet)) in census {
             let next = match self.seen.remove(vm) {
                 None => Seen::Running {
@@ -234,7 +261,9 @@ impl Decide {
                             started: started.clone(),
                             since: now,
                         }
-                    } else if now.duration_since(since) >= self.idle_after && acts.len() < room {
+                    } else if now.duration_since(since) >= self.idle_after
+                        && acts.len() < suspend_room
+                    {
                         acts.push((vm.clone(), Act::Suspend));
                         Seen::Busy(Box::new(Seen::Running {
                             started: before,
@@ -247,25 +276,8 @@ impl Decide {
                         }
                     }
                 }
-                Some(Seen::Suspended {
-                    started: before,
-                    at,
-                    retry,
-                }) => {
-                    // A worker that began a request, or a new one: its guest called.
-                    let called = started.iter().any(|(pid, s)| before.get(pid) != Some(s));
-                    let s = Seen::Suspended {
-                        started: before,
-                        at,
-                        retry,
-                    };
-                    if called && retry.is_none_or(|r| now >= r) && acts.len() < room {
-                        acts.push((vm.clone(), Act::Resume));
-                        Seen::Busy(Box::new(s))
-                    } else {
-                        s
-                    }
-                }
+                // Resumed above, or waiting for its guest or its retry time.
+                Some(suspended @ Seen::Suspended { .. }) => suspended,
             };
             self.seen.insert(vm.clone(), next);
         }

@@ -208,3 +208,41 @@ fn a_resume_that_finds_no_room_waits_and_is_tried_again_later() {
     assert_eq!(again, vec![("x".to_string(), Act::Resume)]);
     assert_eq!(gpu.ran, ["resume x"]);
 }
+
+#[test]
+fn a_waiting_guests_resume_goes_before_suspends_and_keeps_a_place() {
+    let mut d = Decide {
+        idle_after: Duration::from_millis(400),
+        seen: HashMap::new(),
+    };
+    let t0 = Instant::now();
+    d.seen.insert(
+        "x".into(),
+        Seen::Suspended {
+            started: BTreeMap::from([(1, 5)]),
+            at: t0,
+            retry: None,
+        },
+    );
+    let idle = census(&[
+        ("a", 1, true),
+        ("b", 1, true),
+        ("c", 1, true),
+        ("x", 5, true),
+    ]);
+    d.step(vec![], &idle, t0, 2);
+    // a, b and c are idle long enough, and x's guest calls: x goes first, and the
+    // last place is left for another guest's resume.
+    let called = census(&[
+        ("a", 1, true),
+        ("b", 1, true),
+        ("c", 1, true),
+        ("x", 6, false),
+    ]);
+    let acts = d.step(vec![], &called, t0 + Duration::from_millis(500), 2);
+    assert_eq!(acts, vec![("x".to_string(), Act::Resume)]);
+    // While x's resume is under way, suspends leave a place: two of three.
+    let more = d.step(vec![], &called, t0 + Duration::from_millis(520), 3);
+    assert_eq!(more.len(), 2, "{more:?}");
+    assert!(more.iter().all(|(_, act)| *act == Act::Suspend));
+}
