@@ -155,6 +155,9 @@ pub struct SuspendPolicy {
     /// How long a policy suspend waits for a worker's CUDA calls in flight (it then
     /// leaves the VM running and tries again after another idle period). Default 1000.
     pub lock_timeout_ms: Option<u64>,
+    /// GPU memory kept free for new guests' first allocations: while less is free
+    /// (NVML's figure, CUDA executor only), the VM idle longest gives way. Default 0.
+    pub keep_free: Option<ByteSize>,
 }
 
 /// `[ipc]`: what the daemon's registry of CUDA IPC exports allows. Read when the daemon

@@ -225,6 +225,7 @@ pub fn start(
             }),
             state_dir,
             idle_after: std::time::Duration::from_millis(idle_after),
+            keep_free: policy.config.suspend.keep_free.map_or(0, |b| b.0),
         }
         .spawn()
         .map_err(|e| ServeError::Refused(format!("the idle policy's thread: {e}")))?;

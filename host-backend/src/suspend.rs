@@ -50,6 +50,13 @@ pub trait Checkpointer {
     fn moves_memory(&self) -> bool {
         true
     }
+    /// Whether the GPU has room to restore `bytes` of the process's memory: a restore
+    /// the driver cannot allocate for fails, and leaves the process where no later
+    /// restore succeeds (measured on the H200: `cudaErrorOperatingSystem` after it), so
+    /// it is not tried without room.
+    fn room_for(&self, _pid: u32, _bytes: u64) -> Result<(), SuspendError> {
+        Ok(())
+    }
 }
 
 #[derive(Debug, Error)]
@@ -74,6 +81,11 @@ pub enum SuspendError {
         step: &'static str,
         reason: String,
     },
+    #[error(
+        "worker {pid}: no room on its GPU to restore it: {need} bytes needed, {free} free \
+         (not tried: a restore without room leaves the worker unrestorable)"
+    )]
+    NoRoom { pid: u32, need: u64, free: u64 },
     #[error("the GPU driver's checkpoint is unavailable: {0}")]
     Unavailable(String),
     #[error(transparent)]
@@ -283,6 +295,7 @@ fn resume_worker(
         ProcessState::Running => {}
         ProcessState::Locked => checkpointer.unlock(pid)?,
         ProcessState::Checkpointed | ProcessState::Failed => {
+            checkpointer.room_for(pid, bytes)?;
             checkpointer.restore(pid)?;
             checkpointer.unlock(pid)?;
         }
@@ -463,6 +476,10 @@ impl<D: Checkpointer> Checkpointer for GatedCheckpointer<D> {
 
     fn moves_memory(&self) -> bool {
         self.driver.moves_memory()
+    }
+
+    fn room_for(&self, pid: u32, bytes: u64) -> Result<(), SuspendError> {
+        self.driver.room_for(pid, bytes)
     }
 }
 

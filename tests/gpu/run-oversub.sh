@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tests/gpu/run-oversub.sh CARRY: on the GPU machine, more VMs than fit in the GPU's
-# memory at once (CUDA executor, [suspend] idle_after_ms = 800): 16 VMs (TCP tokens),
+# memory at once (CUDA executor, [suspend] idle_after_ms = 800, keep_free = 6 GiB): 16
+# VMs (TCP tokens),
 # each a guest of suspend_steps that keeps 4 GiB on its GPU and calls every 8 s, so the
 # policy suspends it between its calls and resumes it at each, making room by
 # suspending the VMs idle longest when a resume finds the GPU full. A native process
@@ -19,7 +20,7 @@ py="${VMCUDA_TORCH_PYTHON:-/opt/torch/.venv/bin/python}"
 n=16
 port=$((20000 + RANDOM % 20000))
 {
-  printf '[suspend]\nidle_after_ms = 800\n'
+  printf '[suspend]\nidle_after_ms = 800\nkeep_free = "6GiB"\n'
   for i in $(seq $n); do
     printf '[[vm]]\nname = "vm%d"\ntcp = true\ntoken = "oversubscribed-vm-%02d"\nmemory_quota = "5GiB"\nhost_memory = "6GiB"\n' "$i" "$i"
   done

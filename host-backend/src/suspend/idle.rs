@@ -143,12 +143,30 @@ pub struct IdlePolicy {
     pub operator: Arc<dyn Operator>,
     pub state_dir: PathBuf,
     pub idle_after: Duration,
+    /// GPU memory kept free for new guests (`[suspend] keep_free`; 0: none).
+    pub keep_free: u64,
+}
+
+/// The GPU memory free now, the least of every GPU's (NVML), where NVML is there.
+pub fn gpu_free() -> Option<u64> {
+    use std::sync::OnceLock;
+    static NVML: OnceLock<Option<nvml_wrapper::Nvml>> = OnceLock::new();
+    let nvml = NVML
+        .get_or_init(|| nvml_wrapper::Nvml::init().ok())
+        .as_ref()?;
+    (0..nvml.device_count().ok()?)
+        .filter_map(|i| nvml.device_by_index(i).ok()?.memory_info().ok())
+        .map(|m| m.free)
+        .min()
 }
 
 /// The policy's decisions, apart from the census and the commands (tested alone).
 struct Decide {
     idle_after: Duration,
     seen: HashMap<String, Seen>,
+    /// GPU memory kept free for new guests, and what is free now.
+    keep_free: u64,
+    free: Option<u64>,
 }
 
 impl Decide {
@@ -281,6 +299,15 @@ impl Decide {
             };
             self.seen.insert(vm.clone(), next);
         }
+        // Room kept for new guests: one VM gives way at a time (what it frees shows
+        // once its suspend is over).
+        let suspending = self
+            .seen
+            .values()
+            .any(|s| matches!(s, Seen::Busy(b) if matches!(**b, Seen::Running { .. })));
+        if self.free.is_some_and(|f| f < self.keep_free) && !suspending {
+            short_of_room += 1;
+        }
         // Room for the resumes that found none: the VMs idle longest give way.
         let idle_enough = self.idle_after / 4;
         while short_of_room > 0 && acts.len() < room {
@@ -323,6 +350,8 @@ impl IdlePolicy {
                 let mut decide = Decide {
                     idle_after: self.idle_after,
                     seen: HashMap::new(),
+                    keep_free: self.keep_free,
+                    free: None,
                 };
                 let mut gates = HashMap::new();
                 let (tx, rx) = mpsc::channel::<Done>();
@@ -330,6 +359,9 @@ impl IdlePolicy {
                 loop {
                     let done: Vec<Done> = rx.try_iter().collect();
                     running -= done.len();
+                    if self.keep_free > 0 {
+                        decide.free = gpu_free();
+                    }
                     if let Some(census) = self.census(&mut gates) {
                         for (vm, act) in
                             decide.step(done, &census, Instant::now(), AT_ONCE - running)

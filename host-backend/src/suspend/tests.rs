@@ -14,6 +14,8 @@ struct Recorder {
     fail: Option<(&'static str, u32)>,
     /// Called before each lock, with its pid.
     before_lock: Option<Box<dyn Fn(u32)>>,
+    /// The GPU's free memory, when a restore is to be checked against it.
+    free: Option<u64>,
 }
 
 impl Recorder {
@@ -86,6 +88,16 @@ impl Checkpointer for Recorder {
     /// does meanwhile is not a checkpoint's.
     fn moves_memory(&self) -> bool {
         false
+    }
+    fn room_for(&self, pid: u32, bytes: u64) -> Result<(), SuspendError> {
+        match self.free {
+            Some(free) if free < bytes => Err(SuspendError::NoRoom {
+                pid,
+                need: bytes,
+                free,
+            }),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -391,4 +403,23 @@ fn the_gpus_checkpointer_holds_the_gate_around_the_drivers_lock() {
     cp.unlock(pid).unwrap();
     assert!(!gate.held());
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_worker_is_not_restored_without_room_and_is_once_there_is() {
+    let vm = Vm::new("room", 1000, 100);
+    let mut cp = Recorder::default();
+    suspend_vm(&vm.dir, "vm", 1 << 40, &cp, SECOND).unwrap();
+    cp.free = Some(999);
+    match resume_vm(&vm.dir, "vm", &cp) {
+        Err(SuspendError::NoRoom { need, free, .. }) => assert_eq!((need, free), (1000, 999)),
+        other => panic!("{other:?}"),
+    }
+    // No restore was tried: the workers stay checkpointed, their memory counted.
+    assert!(!cp.calls.borrow().iter().any(|(step, _)| *step == "restore"));
+    assert_eq!(vm.suspended(), vec![1000, 1000]);
+    cp.free = Some(1000);
+    resume_vm(&vm.dir, "vm", &cp).expect("room now");
+    assert_eq!(vm.suspended(), vec![0, 0]);
+    assert!(vm.pids().iter().all(|p| cp.of(*p) == ProcessState::Running));
 }

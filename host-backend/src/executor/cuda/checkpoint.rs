@@ -90,7 +90,36 @@ fn checked(pid: u32, step: &'static str, r: CuResult) -> Result<(), SuspendError
     })
 }
 
+/// What a restore needs on the GPU besides the memory the worker held (the driver's
+/// own state for the context).
+pub const RESTORE_HEADROOM: u64 = 512 << 20;
+
 impl Checkpointer for DriverCheckpointer {
+    /// Room on the GPU with the most free memory (NVML's figure), for what the worker
+    /// held plus [`RESTORE_HEADROOM`]. The worker's own GPUs are not known here: on a
+    /// host of several GPUs the check is against the roomiest. Without NVML, no check.
+    fn room_for(&self, pid: u32, bytes: u64) -> Result<(), SuspendError> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        let Some(nvml) = super::status::nvml() else {
+            return Ok(());
+        };
+        let count = nvml.device_count().unwrap_or(0);
+        let free = (0..count)
+            .filter_map(|i| nvml.device_by_index(i).ok()?.memory_info().ok())
+            .map(|m| m.free)
+            .max();
+        let Some(free) = free else {
+            return Ok(());
+        };
+        let need = bytes.saturating_add(RESTORE_HEADROOM);
+        if free < need {
+            return Err(SuspendError::NoRoom { pid, need, free });
+        }
+        Ok(())
+    }
+
     fn state(&self, pid: u32) -> Result<ProcessState, SuspendError> {
         let mut state = sys::CUprocessState::CU_PROCESS_STATE_RUNNING;
         // SAFETY: the entry point's signature; `state` outlives the call.

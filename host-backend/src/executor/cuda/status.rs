@@ -17,7 +17,7 @@ use super::{check, CudaExecutor};
 use crate::executor::ExecResult;
 
 /// The host's NVML, loaded once per worker.
-fn nvml() -> Option<&'static Nvml> {
+pub(crate) fn nvml() -> Option<&'static Nvml> {
     static NVML: OnceLock<Option<Nvml>> = OnceLock::new();
     NVML.get_or_init(|| {
         Nvml::init()

@@ -51,6 +51,8 @@ fn idle_vms_are_suspended_side_by_side_and_resumed_when_their_guests_call() {
     let mut d = Decide {
         idle_after: Duration::from_millis(400),
         seen: HashMap::new(),
+        keep_free: 0,
+        free: None,
     };
     let t0 = Instant::now();
     let all = census(&[("a", 5, true), ("b", 5, true), ("c", 5, true)]);
@@ -62,6 +64,8 @@ fn idle_vms_are_suspended_side_by_side_and_resumed_when_their_guests_call() {
     let mut d2 = Decide {
         idle_after: Duration::from_millis(400),
         seen: HashMap::new(),
+        keep_free: 0,
+        free: None,
     };
     d2.step(vec![], &all, t0, AT_ONCE);
     assert_eq!(
@@ -99,6 +103,8 @@ fn a_resume_without_room_makes_the_vm_idle_longest_give_way_and_no_busy_one() {
     let mut d = Decide {
         idle_after: Duration::from_secs(10),
         seen: HashMap::new(),
+        keep_free: 0,
+        free: None,
     };
     let t0 = Instant::now();
     let ms = |n| t0 + Duration::from_millis(n);
@@ -179,6 +185,8 @@ fn a_resume_that_finds_no_room_waits_and_is_tried_again_later() {
     let mut d = Decide {
         idle_after: Duration::from_secs(10),
         seen: HashMap::new(),
+        keep_free: 0,
+        free: None,
     };
     let t0 = Instant::now();
     d.seen.insert(
@@ -214,6 +222,8 @@ fn a_waiting_guests_resume_goes_before_suspends_and_keeps_a_place() {
     let mut d = Decide {
         idle_after: Duration::from_millis(400),
         seen: HashMap::new(),
+        keep_free: 0,
+        free: None,
     };
     let t0 = Instant::now();
     d.seen.insert(
@@ -245,4 +255,42 @@ fn a_waiting_guests_resume_goes_before_suspends_and_keeps_a_place() {
     let more = d.step(vec![], &called, t0 + Duration::from_millis(520), 3);
     assert_eq!(more.len(), 2, "{more:?}");
     assert!(more.iter().all(|(_, act)| *act == Act::Suspend));
+}
+
+#[test]
+fn while_less_than_keep_free_is_free_the_vm_idle_longest_gives_way_one_at_a_time() {
+    let mut d = Decide {
+        idle_after: Duration::from_secs(10),
+        seen: HashMap::new(),
+        keep_free: 6,
+        free: Some(10),
+    };
+    let t0 = Instant::now();
+    let c = census(&[("a", 1, true), ("b", 1, true), ("busy", 1, false)]);
+    d.step(vec![], &c, t0, AT_ONCE);
+    d.step(
+        vec![],
+        &census(&[("a", 2, true), ("b", 1, true), ("busy", 2, false)]),
+        t0 + Duration::from_millis(100),
+        AT_ONCE,
+    );
+    let c = census(&[("a", 2, true), ("b", 1, true), ("busy", 3, false)]);
+    // Enough free: nobody gives way, however long idle (less than idle_after).
+    assert!(d
+        .step(vec![], &c, t0 + Duration::from_secs(3), AT_ONCE)
+        .is_empty());
+    d.free = Some(5);
+    let acts = d.step(vec![], &c, t0 + Duration::from_secs(4), AT_ONCE);
+    assert_eq!(acts, vec![("b".to_string(), Act::Suspend)]);
+    // Still short while b's suspend runs: no second one until it is over.
+    assert!(d
+        .step(vec![], &c, t0 + Duration::from_millis(4100), AT_ONCE)
+        .is_empty());
+    let done = vec![Done {
+        vm: "b".into(),
+        act: Act::Suspend,
+        result: Ok("suspended VM b".into()),
+    }];
+    let acts = d.step(done, &c, t0 + Duration::from_millis(4200), AT_ONCE);
+    assert_eq!(acts, vec![("a".to_string(), Act::Suspend)]);
 }
