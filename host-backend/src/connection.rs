@@ -210,6 +210,7 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
         if let Some(point) = resume_point {
             session = session.with_resume_point(point);
         }
+        session = session.with_room_wait(policy.config.suspend.room_wait());
         // The VM's module cache, opened now (the jail below keeps the worker from
         // making it later); without it, images simply cross every time.
         let mut own_cache = None;

@@ -160,6 +160,23 @@ pub struct SuspendPolicy {
     pub keep_free: Option<ByteSize>,
 }
 
+impl SuspendPolicy {
+    /// How long an allocation the GPU has no room for waits while the idle policy
+    /// makes room: [`ROOM_WAIT`] where the policy keeps memory free, else nothing.
+    pub fn room_wait(&self) -> std::time::Duration {
+        let keeps_free =
+            self.idle_after_ms.is_some_and(|ms| ms > 0) && self.keep_free.is_some_and(|b| b.0 > 0);
+        if keeps_free {
+            ROOM_WAIT
+        } else {
+            std::time::Duration::ZERO
+        }
+    }
+}
+
+/// How long an allocation waits for room on a host that keeps GPU memory free.
+pub const ROOM_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// `[ipc]`: what the daemon's registry of CUDA IPC exports allows. Read when the daemon
 /// starts.
 #[derive(Clone, Debug, Default, Deserialize)]

@@ -19,7 +19,18 @@ impl MemoryOps for Session {
         _: &[u8],
     ) -> HandlerResult<Allocated> {
         let size = req.size;
-        let ptr = self.allocate(ctx.device, size, |exec| Ok((exec.alloc(size)?, size)))?;
+        // On a host that suspends idle VMs to keep GPU memory free ([suspend]
+        // keep_free), a GPU out of memory may have room again soon: waited for, up to
+        // `room_wait`. (The quota is checked before: its refusals come at once.)
+        let until = std::time::Instant::now() + self.room_wait;
+        let ptr = self.allocate(ctx.device, size, |exec| loop {
+            match exec.alloc(size) {
+                Err(CudaStatus::ErrorMemoryAllocation) if std::time::Instant::now() < until => {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                made => return Ok((made?, size)),
+            }
+        })?;
         Ok((Allocated { ptr }, Vec::new()))
     }
 

@@ -119,6 +119,9 @@ pub struct Session {
     /// Where the guest comes back to this session after a drop (see
     /// [`crate::resume`]); None where it did not ask or the host holds no sessions.
     resume: Option<crate::resume::ResumePoint>,
+    /// How long an allocation the GPU has no room for waits for room (see
+    /// `memory::mem_alloc`); zero: not at all.
+    room_wait: std::time::Duration,
 }
 
 impl Session {
@@ -152,7 +155,15 @@ impl Session {
             printing_images: Default::default(),
             ipc: Default::default(),
             resume: None,
+            room_wait: std::time::Duration::ZERO,
         }
+    }
+
+    /// Let allocations the GPU has no room for wait up to `wait` for room (a host
+    /// whose idle policy keeps GPU memory free by suspending idle VMs).
+    pub fn with_room_wait(mut self, wait: std::time::Duration) -> Self {
+        self.room_wait = wait;
+        self
     }
 
     /// The command ring went with its connection: a returning guest attaches another.

@@ -1186,3 +1186,31 @@ fn imported_pools_are_not_allocated_from() {
     assert_ne!(p, 0);
     assert_charged_is_held(&mut s, "with the exporter's allocation");
 }
+
+#[test]
+fn an_allocation_the_gpu_has_no_room_for_waits_for_room_but_a_quota_refusal_does_not() {
+    use std::time::{Duration, Instant};
+    let wait = Duration::from_millis(600);
+    let mut s = session_on(
+        HostMemoryExecutor::new(64 * MIB, None).unwrap(),
+        Some(256 * MIB),
+    )
+    .with_room_wait(wait);
+    // The GPU (64 MiB) cannot hold it, the quota (256 MiB) could: waited for, then
+    // refused as the GPU refuses it.
+    let t = Instant::now();
+    let r = s.mem_alloc(&CTX, MemAlloc { size: 128 * MIB }, &[]);
+    assert_eq!(r.err(), Some(CudaStatus::ErrorMemoryAllocation));
+    assert!(t.elapsed() >= wait, "waited {:?}", t.elapsed());
+    // Over the quota: refused without waiting for room that would not help.
+    let t = Instant::now();
+    let r = s.mem_alloc(&CTX, MemAlloc { size: 512 * MIB }, &[]);
+    assert_eq!(r.err(), Some(CudaStatus::ErrorMemoryAllocation));
+    assert!(
+        t.elapsed() < wait,
+        "a quota refusal waited {:?}",
+        t.elapsed()
+    );
+    // What fits is made at once.
+    assert!(s.mem_alloc(&CTX, MemAlloc { size: 8 * MIB }, &[]).is_ok());
+}
