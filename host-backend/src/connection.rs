@@ -72,7 +72,12 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
     // The configuration as it is now: for admission (and a TLS listener's certificate).
     // It holds every VM's limits and inline tokens, so admission takes it and drops it
     // (tokens wiped, see `policy::Secret`): an admitted worker keeps only its grant.
-    let policy = std::cell::RefCell::new(Some(Policy::load(template.config.as_deref())));
+    // The run-time grants (`crate::admin`) are merged in: those of the daemon whose
+    // state directory this worker uses.
+    let policy = std::cell::RefCell::new(Some(Policy::load_with_grants(
+        template.config.as_deref(),
+        template.state_dir.as_deref(),
+    )));
     let borrowed = policy.borrow();
     let loaded = borrowed.as_ref().expect("loaded above");
     admission::hello_deadline(
@@ -127,7 +132,7 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
             guest: "the host's configuration cannot be read; its administrator can fix it".into(),
             host: format!("refused {caller}: {e}"),
         })?;
-        let grant = policy.admit(&caller, &hello.token)?;
+        let grant = policy.admit_as(&caller, &hello.token, local_uid)?;
         crate::guest_log::set_vm(&grant.name);
         admission::report(admission::Event::Vm(grant.name.clone()));
         // The VM's quota and connection count span all its connections.

@@ -31,7 +31,10 @@
 //!   through a small mapped file in the state directory.
 //! - [`metrics`]: the daemon's Prometheus endpoint and `vmcuda-host status`.
 //! - [`peer`]: the link between daemons for copies between their GPUs.
+//! - [`admin`]: the daemon's admin socket: grants made, changed and revoked at run
+//!   time, over the configuration file.
 
+pub mod admin;
 pub mod admission;
 pub mod buffers;
 pub mod connection;

@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
+mod admin_cmd;
+
 use clap::{Parser, Subcommand};
 use tracing::{error, info};
 use tracing_subscriber::EnvFilter;
@@ -114,6 +116,15 @@ enum Cmd {
         vm: String,
         #[command(flatten)]
         target: SuspendArgs,
+    },
+    /// Grant, change, list and revoke guests' policies at run time, through the
+    /// daemon's admin socket (root, the daemon's user and [admin] group only; see
+    /// docs/admin-api.md).
+    Admin {
+        #[command(flatten)]
+        at: admin_cmd::AdminAt,
+        #[command(subcommand)]
+        command: admin_cmd::AdminCmd,
     },
     /// Serve one guest connection passed as stdin (started by `serve`).
     #[command(hide = true)]
@@ -384,6 +395,7 @@ fn main() -> ExitCode {
             lock_timeout_ms,
         } => suspend(&vm, &target, Some(Duration::from_millis(lock_timeout_ms))),
         Cmd::Resume { vm, target } => suspend(&vm, &target, None),
+        Cmd::Admin { at, command } => admin_cmd::run(at, command),
     }
 }
 

@@ -98,6 +98,8 @@ pub struct Running {
     pub unix: Vec<PathBuf>,
     /// The metrics endpoint's address, when there is one.
     pub metrics: Option<std::net::SocketAddr>,
+    /// The admin socket, when it is open.
+    pub admin: Option<PathBuf>,
     listeners: Vec<JoinHandle<()>>,
     sockets: Sockets,
 }
@@ -294,6 +296,19 @@ pub fn start(
     // stops (a stop signal's handler removes them too, from the first one on).
     socket_files::install_stop_handlers();
     let mut sockets = Sockets(Vec::new());
+    let mut admin_socket = None;
+    if policy.config.admin.enabled() {
+        let state_dir = template
+            .state_dir
+            .clone()
+            .unwrap_or_else(|| policy.state_dir().to_path_buf());
+        let started = start_admin(policy, template.config.as_deref(), &state_dir)?;
+        listeners.push(started.thread);
+        sockets.0.push(started.owned);
+        admin_socket = Some(started.path);
+    } else {
+        info!("[admin] enable = false: no admin socket, no run-time grants");
+    }
     for (path, caller) in unix {
         let (h, owned) = daemon::listen_unix(&path, template.clone(), caller)
             .map_err(listen_error(path.display().to_string()))?;
@@ -311,11 +326,44 @@ pub fn start(
         listeners.push(h);
     }
     Ok(Running {
-        unix: sockets.0.iter().map(|o| o.path().to_path_buf()).collect(),
+        unix: sockets
+            .0
+            .iter()
+            .map(|o| o.path().to_path_buf())
+            .filter(|p| Some(p) != admin_socket.as_ref())
+            .collect(),
+        admin: admin_socket,
         metrics: metrics_local,
         listeners,
         sockets,
     })
+}
+
+/// The admin socket (`crate::admin`), its grants not asked to persist dropped first.
+fn start_admin(
+    policy: &Policy,
+    config: Option<&std::path::Path>,
+    state_dir: &std::path::Path,
+) -> Result<crate::admin::server::Started, ServeError> {
+    use crate::admin::{auth, server};
+    let group = match &policy.config.admin.group {
+        Some(name) => Some((
+            name.clone(),
+            auth::resolve_group(name).map_err(ServeError::Refused)?,
+        )),
+        None => None,
+    };
+    let allowed = auth::Allowed {
+        daemon_uid: nix::unistd::getuid().as_raw(),
+        group,
+    };
+    let admin = server::Admin::new(config, state_dir, allowed);
+    admin
+        .drop_transient()
+        .map_err(|e| ServeError::Refused(format!("run-time grants: {e}")))?;
+    admin
+        .listen(&policy.config.admin.socket(state_dir))
+        .map_err(ServeError::Refused)
 }
 
 /// The socket files a daemon bound, removed when it is dropped (only those still
