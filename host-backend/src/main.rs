@@ -578,6 +578,24 @@ fn check_config(path: Option<&std::path::Path>) -> ExitCode {
         }
         None => println!("idle vms: never suspended by the daemon ([suspend] idle_after_ms)"),
     }
+    if c.admin.enabled() {
+        println!(
+            "admin socket: {} (root, the daemon's user{}; grants in {})",
+            c.admin.socket(policy.state_dir()).display(),
+            c.admin
+                .group
+                .as_ref()
+                .map_or(String::new(), |g| format!(" and group {g}")),
+            vmcuda_host::admin::grants_path(policy.state_dir()).display()
+        );
+        if let Some(group) = &c.admin.group {
+            if let Err(e) = vmcuda_host::admin::auth::resolve_group(group) {
+                errors.push(e);
+            }
+        }
+    } else {
+        println!("admin socket: off ([admin] enable = false)");
+    }
     println!("vms: {}", c.vms.len());
     for vm in &c.vms {
         let mut ways = vec![format!("vhost-user device --vm-name {}", vm.name)];
@@ -589,6 +607,9 @@ fn check_config(path: Option<&std::path::Path>) -> ExitCode {
         }
         if vm.tcp {
             ways.push("tcp with its token".into());
+        }
+        if let Some(uid) = vm.uid {
+            ways.push(format!("programs of uid {uid} on this host"));
         }
         println!("  {}: {}", vm.name, ways.join("; "));
     }

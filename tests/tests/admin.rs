@@ -394,3 +394,85 @@ fn a_unix_user_granted_is_its_own_vm_and_a_removed_grant_leaves_open_connections
     assert_eq!(local.alloc(8 * MIB), Some(CudaStatus::Success));
     assert_eq!(ledger(&d, "me").len(), 1);
 }
+
+/// images/libvirt/qemu-hook as libvirt runs it: `DOMAIN OPERATION SUB EXTRA`, the
+/// domain's XML on stdin.
+fn hook(d: &Daemon, domain: &str, operation: &str, xml: &str) -> Output {
+    use std::io::Write;
+    let mut child = Command::new("sh")
+        .arg(vmcuda_tests::root().join("images/libvirt/qemu-hook"))
+        .args([domain, operation, "begin", "-"])
+        .env("VMCUDA_HOST", host_bin())
+        .env(
+            "VMCUDA_ADMIN_ARGS",
+            format!(
+                "--state-dir {} --config {}",
+                d.dir.join("state").display(),
+                d.dir.join("host.toml").display()
+            ),
+        )
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run the hook");
+    let _ = child.stdin.take().unwrap().write_all(xml.as_bytes());
+    child.wait_with_output().unwrap()
+}
+
+const DOMAIN_XML: &str = r#"<domain type='kvm' id='4'>
+  <name>web1</name>
+  <metadata>
+    <vmcuda:grant xmlns:vmcuda="https://vmcuda.dev/xmlns/libvirt/1"
+        memory_quota="16MiB" gpus="0" max_connections="3"/>
+  </metadata>
+  <devices>
+    <vsock model='virtio'>
+      <cid auto='yes' address='7'/>
+      <alias name='vsock0'/>
+    </vsock>
+  </devices>
+</domain>
+"#;
+
+#[test]
+fn the_libvirt_hook_grants_a_vm_as_it_starts_and_revokes_it_as_it_stops() {
+    let (d, _) = daemon("hook", "");
+    // A domain that does not ask for vmcuda is left alone.
+    let out = hook(
+        &d,
+        "plain",
+        "started",
+        "<domain><name>plain</name></domain>",
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(list(&d)["grants"].as_array().unwrap().len(), 0);
+    // Other operations do nothing.
+    let out = hook(&d, "web1", "prepare", DOMAIN_XML);
+    assert!(out.status.success());
+    assert_eq!(list(&d)["grants"].as_array().unwrap().len(), 0);
+
+    let out = hook(&d, "web1", "started", DOMAIN_XML);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let listed = list(&d);
+    let g = &listed["grants"][0];
+    assert_eq!(g["name"], "web1");
+    assert_eq!(g["cid"], 7);
+    assert_eq!(g["limits"]["memory_quota"], 16 * MIB);
+    assert_eq!(g["limits"]["max_connections"], 3);
+    assert_eq!(g["limits"]["gpus"], serde_json::json!([0]));
+    assert_eq!(g["persist"], false);
+    // libvirt reconnecting to a running VM (its daemon restarted): brought up to date.
+    let bigger = DOMAIN_XML.replace("16MiB", "32MiB");
+    let out = hook(&d, "web1", "reconnect", &bigger);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(list(&d)["grants"][0]["limits"]["memory_quota"], 32 * MIB);
+
+    let out = hook(&d, "web1", "stopped", DOMAIN_XML);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("revoked VM web1"));
+    assert_eq!(list(&d)["grants"].as_array().unwrap().len(), 0);
+    // Stopped again (libvirt calls stopped after a failed start too): nothing to do.
+    let out = hook(&d, "web1", "stopped", DOMAIN_XML);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}

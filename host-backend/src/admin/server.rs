@@ -553,8 +553,15 @@ pub fn end_workers(state_dir: &Path, vm: &str) -> Result<(Vec<u32>, u64), String
             }
             // SAFETY: kill takes a pid and a signal number and touches no memory of
             // ours; the pid is a live vmcuda worker's, as its command line says.
-            unsafe {
-                libc::kill(w.pid as libc::pid_t, libc::SIGKILL);
+            let rc = unsafe { libc::kill(w.pid as libc::pid_t, libc::SIGKILL) };
+            let e = std::io::Error::last_os_error();
+            if rc != 0 && e.raw_os_error() == Some(libc::EPERM) {
+                return Err(format!(
+                    "worker {} of VM {vm} cannot be signalled by this daemon (EPERM): a \
+                     jailed worker runs as its VM's user, so a daemon not running as root \
+                     needs CAP_KILL to end it (the packaged service has it)",
+                    w.pid
+                ));
             }
         }
         while targets.iter().any(|w| is_worker(w.pid)) {
