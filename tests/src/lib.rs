@@ -7,6 +7,7 @@
 
 pub mod hostile;
 pub mod load;
+pub mod raw_guest;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};

@@ -8,62 +8,12 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use vmcuda_tests::raw_guest::Guest;
 use vmcuda_tests::{free_tcp_addr, host_bin, text, Daemon};
-use vmcuda_wire::frame::{self, FrameHeader};
-use vmcuda_wire::op::{Allocated, Hello, MemAlloc, Op};
-use vmcuda_wire::transport::{ServerAddr, Stream};
 use vmcuda_wire::CudaStatus;
 
 const MIB: u64 = 1 << 20;
 const TOKEN: &str = "job-token-0123456789abcdef";
-
-/// A guest connection, one request at a time.
-struct Guest {
-    s: Stream,
-}
-
-impl Guest {
-    /// Connect to `server` with `token`: the guest, or the status it was refused with.
-    fn connect(server: &str, token: &str) -> Result<Guest, CudaStatus> {
-        let addr: ServerAddr = server.parse().expect("a server address");
-        let s = Stream::connect(&addr, None).expect("connect");
-        let mut g = Guest { s };
-        let hello = Hello {
-            protocol: vmcuda_wire::handshake::PROTOCOL_VERSION,
-            runtime_version: vmcuda_wire::handshake::RUNTIME_VERSION,
-            capabilities: 0,
-            token: token.as_bytes().to_vec(),
-            client: "admin-test".into(),
-            pid: std::process::id(),
-        };
-        match g.call(Op::Hello, &postcard::to_stdvec(&hello).unwrap()) {
-            Some((CudaStatus::Success, _)) => Ok(g),
-            Some((status, _)) => Err(status),
-            None => Err(CudaStatus::ErrorUnknown),
-        }
-    }
-
-    /// `None` when the connection is gone.
-    fn call(&mut self, op: Op, meta: &[u8]) -> Option<(CudaStatus, Vec<u8>)> {
-        let h = FrameHeader::new(op.code(), 0, 1, meta.len(), 0);
-        frame::write_frame(&mut self.s, &h, meta, &[]).ok()?;
-        let (h, meta) = frame::read_head(&mut self.s).ok()?;
-        frame::read_data(&mut self.s, &h).ok()?;
-        Some((CudaStatus(h.status.get()), meta))
-    }
-
-    /// cuMemAlloc of `size` bytes: its status (`None`: the connection is gone).
-    fn alloc(&mut self, size: u64) -> Option<CudaStatus> {
-        let (status, meta) = self.call(
-            Op::MemAlloc,
-            &postcard::to_stdvec(&MemAlloc { size }).unwrap(),
-        )?;
-        if status == CudaStatus::Success {
-            postcard::from_bytes::<Allocated>(&meta).expect("an allocation's reply");
-        }
-        Some(status)
-    }
-}
 
 /// A host-memory daemon with a TCP listener (and `config`), and its TCP address.
 fn daemon(name: &str, config: &str) -> (Daemon, String) {
