@@ -126,7 +126,12 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
     let over_tls = Cell::new(false);
     // Admission, and only then an executor: a refused caller never touches a GPU.
     let open = |hello: &Hello| -> Result<Session, Refusal> {
-        let config = policy.take().expect("admission runs once");
+        // Read again now that the hello is here: a grant revoked while the guest took
+        // its time to send it (up to the hello timeout) does not admit it on the
+        // strength of the grants as they were when it connected.
+        drop(policy.take().expect("admission runs once"));
+        let config =
+            Policy::load_with_grants(template.config.as_deref(), template.state_dir.as_deref());
         let policy = config.as_ref().map_err(|e| Refusal {
             status: CudaStatus::ErrorNotPermitted,
             guest: "the host's configuration cannot be read; its administrator can fix it".into(),

@@ -296,19 +296,6 @@ pub fn start(
     // stops (a stop signal's handler removes them too, from the first one on).
     socket_files::install_stop_handlers();
     let mut sockets = Sockets(Vec::new());
-    let mut admin_socket = None;
-    if policy.config.admin.enabled() {
-        let state_dir = template
-            .state_dir
-            .clone()
-            .unwrap_or_else(|| policy.state_dir().to_path_buf());
-        let started = start_admin(policy, template.config.as_deref(), &state_dir)?;
-        listeners.push(started.thread);
-        sockets.0.push(started.owned);
-        admin_socket = Some(started.path);
-    } else {
-        info!("[admin] enable = false: no admin socket, no run-time grants");
-    }
     for (path, caller) in unix {
         let (h, owned) = daemon::listen_unix(&path, template.clone(), caller)
             .map_err(listen_error(path.display().to_string()))?;
@@ -324,6 +311,21 @@ pub fn start(
             "vsock port {port} (is the vhost_vsock module loaded?)"
         )))?;
         listeners.push(h);
+    }
+    // Last: a daemon that cannot have its guests' sockets (another daemon has them)
+    // says so, rather than that its admin socket is taken.
+    let mut admin_socket = None;
+    if policy.config.admin.enabled() {
+        let state_dir = template
+            .state_dir
+            .clone()
+            .unwrap_or_else(|| policy.state_dir().to_path_buf());
+        let started = start_admin(policy, template.config.as_deref(), &state_dir)?;
+        listeners.push(started.thread);
+        sockets.0.push(started.owned);
+        admin_socket = Some(started.path);
+    } else {
+        info!("[admin] enable = false: no admin socket, no run-time grants");
     }
     Ok(Running {
         unix: sockets

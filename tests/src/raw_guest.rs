@@ -15,8 +15,19 @@ impl Guest {
     /// Connect to `server` (`unix:PATH`, `tcp:HOST:PORT`) with `token`: the guest, or
     /// the status it was refused with.
     pub fn connect(server: &str, token: &str) -> Result<Guest, CudaStatus> {
+        Self::connect_then(server, token, || {})
+    }
+
+    /// [`Guest::connect`], running `before_hello` once connected and before the hello
+    /// is sent (a guest slow to send it).
+    pub fn connect_then(
+        server: &str,
+        token: &str,
+        before_hello: impl FnOnce(),
+    ) -> Result<Guest, CudaStatus> {
         let addr: ServerAddr = server.parse().map_err(|_| CudaStatus::ErrorInvalidValue)?;
         let s = Stream::connect(&addr, None).map_err(|_| CudaStatus::ErrorNoDevice)?;
+        before_hello();
         let mut g = Guest { s };
         let hello = Hello {
             protocol: vmcuda_wire::handshake::PROTOCOL_VERSION,

@@ -426,3 +426,18 @@ fn the_libvirt_hook_grants_a_vm_as_it_starts_and_revokes_it_as_it_stops() {
     let out = hook(&d, "web1", "stopped", DOMAIN_XML);
     assert!(out.status.success(), "{}", text(&out.stderr));
 }
+
+/// A guest that connected before its grant was revoked but sends its hello after is
+/// refused: the worker decides on the grants as they are when the hello comes.
+#[test]
+fn a_guest_slow_to_say_hello_is_decided_on_the_grants_of_that_moment() {
+    let (d, server) = daemon("slow", "");
+    let file = token_file(&d, TOKEN);
+    ok(&admin(&d, &["grant", "slow", "--token-from", &file]));
+    let refused = Guest::connect_then(&server, TOKEN, || {
+        // The worker has started and read the configuration by now.
+        std::thread::sleep(Duration::from_millis(500));
+        ok(&admin(&d, &["revoke", "slow"]));
+    });
+    assert_eq!(refused.err(), Some(CudaStatus::ErrorNotPermitted));
+}

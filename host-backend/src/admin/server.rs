@@ -268,7 +268,14 @@ impl Admin {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(fail)?;
         }
-        socket_files::check_free(path).map_err(fail)?;
+        socket_files::check_free(path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::AddrInUse => format!(
+                "another daemon has its admin socket at {} (stop it first, or give this one \
+                 another [admin] socket or --state-dir)",
+                path.display()
+            ),
+            _ => fail(e),
+        })?;
         // Bound under another name and closed to others before it takes its own:
         // nobody ever finds it open to more than it should be.
         let mut staging = path.as_os_str().to_owned();
