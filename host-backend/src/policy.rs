@@ -138,6 +138,10 @@ pub struct Admin {
     /// A group whose members may use the socket besides root (and the daemon's own
     /// user). Default: none.
     pub group: Option<String>,
+    /// Whether run-time grants may promise a GPU more memory than it has. Default
+    /// false: the memory quotas of the grants that see a GPU must fit in its memory,
+    /// and a grant without a quota takes the whole of every GPU it sees.
+    pub overcommit: Option<bool>,
 }
 
 impl Admin {
@@ -860,6 +864,12 @@ impl Policy {
             .vms
             .iter()
             .any(|v| v.name == vm && v.guest_memory_copies)
+    }
+
+    /// What the `[[vm]]` entry named `name` grants its guests, with `[defaults]`.
+    pub fn grant_of(&self, name: &str) -> Option<Grant> {
+        let vm = self.config.vms.iter().find(|v| v.name == name)?;
+        Some(self.grant(&vm.name, &vm.limits))
     }
 
     /// The `host_memory` granted to the guests of `name`: a `[[vm]]` name, else

@@ -128,18 +128,22 @@ pub fn start(
         0 => info!("workers sleep until each request comes (VMCUDA_POLL_US to poll first)"),
         us => info!("workers poll {us} us for each request before sleeping (VMCUDA_POLL_US)"),
     }
+    // This host's GPUs and their memory, for the admin API's check of grants.
+    let mut gpus = Vec::new();
     template.executor = match template.executor {
         ExecutorChoice::Cuda => match CudaExecutor::new(&GpuSelection::all()) {
-            Ok(cuda) => {
+            Ok(mut cuda) => {
                 info!("{}", cuda.banner());
+                gpus = gpu_capacities(&mut cuda);
                 ExecutorChoice::Cuda
             }
             // Never a test double in its place: a guest would get uncomputed results.
             Err(status) => return Err(ServeError::NoGpu(status)),
         },
         ExecutorChoice::Auto => match CudaExecutor::new(&GpuSelection::all()) {
-            Ok(cuda) => {
+            Ok(mut cuda) => {
                 info!("{}", cuda.banner());
+                gpus = gpu_capacities(&mut cuda);
                 ExecutorChoice::Cuda
             }
             Err(status) => {
@@ -153,6 +157,12 @@ pub fn start(
     };
     if template.executor == ExecutorChoice::HostMemory {
         warn!("{}", host_memory::BANNER);
+        if let Ok(Ok(mut exec)) =
+            host_memory::HostMemoryExecutor::new(template.host_memory_bytes, None)
+                .map(|e| e.with_devices(template.host_memory_devices, &GpuSelection::all()))
+        {
+            gpus = gpu_capacities(&mut exec);
+        }
     }
     // The jail's namespaces include a pid namespace for each worker, which the daemon
     // makes as it starts the worker. Not for workers on the GPU: NVIDIA's driver does
@@ -320,7 +330,7 @@ pub fn start(
             .state_dir
             .clone()
             .unwrap_or_else(|| policy.state_dir().to_path_buf());
-        let started = start_admin(policy, template.config.as_deref(), &state_dir)?;
+        let started = start_admin(policy, template.config.as_deref(), &state_dir, gpus)?;
         listeners.push(started.thread);
         sockets.0.push(started.owned);
         admin_socket = Some(started.path);
@@ -346,6 +356,7 @@ fn start_admin(
     policy: &Policy,
     config: Option<&std::path::Path>,
     state_dir: &std::path::Path,
+    gpus: Vec<crate::admin::server::Gpu>,
 ) -> Result<crate::admin::server::Started, ServeError> {
     use crate::admin::{auth, server};
     let group = match &policy.config.admin.group {
@@ -359,13 +370,36 @@ fn start_admin(
         daemon_uid: nix::unistd::getuid().as_raw(),
         group,
     };
-    let admin = server::Admin::new(config, state_dir, allowed);
+    let mut admin = server::Admin::new(config, state_dir, allowed);
+    if policy.config.admin.overcommit == Some(true) {
+        info!(
+            "[admin] overcommit = true: run-time grants may promise more GPU memory than there is"
+        );
+    } else {
+        if gpus.is_empty() {
+            warn!("the GPUs' memory is unknown: run-time grants are not checked against it");
+        }
+        admin = admin.with_capacity(gpus);
+    }
     admin
         .drop_transient()
         .map_err(|e| ServeError::Refused(format!("run-time grants: {e}")))?;
     admin
         .listen(&policy.config.admin.socket(state_dir))
         .map_err(ServeError::Refused)
+}
+
+/// Each GPU `exec` has, with its memory.
+fn gpu_capacities(exec: &mut dyn Executor) -> Vec<crate::admin::server::Gpu> {
+    (0..exec.device_count())
+        .filter_map(|d| {
+            let p = exec.device_properties(d).ok()?;
+            Some(crate::admin::server::Gpu {
+                uuid: crate::executor::cuda::format_uuid(&p.uuid),
+                memory: p.total_global_mem,
+            })
+        })
+        .collect()
 }
 
 /// The socket files a daemon bound, removed when it is dropped (only those still

@@ -40,19 +40,28 @@ chmod 0755 "$t"
 mkdir -p "$t/state" "$t/spool" "$t/ctld" "$t/log" "$t/bin" "$t/out"
 pids=()
 cleanup() {
-  local status=$?
+  local status=$? daemons=() p
   for f in "$t"/slurmd.pid "$t"/slurmctld.pid "$t"/munged.pid; do
-    [ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null || true
+    [ -s "$f" ] && daemons+=("$(cat "$f")")
   done
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${daemons[@]}" "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
+  # The daemons are not this shell's children: gone once /proc says so (they write
+  # their state as they stop).
+  for _ in $(seq 100); do
+    local alive=0
+    for p in "${daemons[@]}"; do [ -d "/proc/$p" ] && alive=1; done
+    [ "$alive" = 0 ] && break
+    sleep 0.05
+  done
   if [ "$status" != 0 ] && [ "$status" != 77 ]; then
     for f in "$t"/log/*; do
       echo "--- $f" >&2
       tail -n 40 "$f" >&2 || true
     done
   fi
-  [ "${VMCUDA_SLURM_KEEP:-}" = 1 ] || rm -rf "$t"
+  [ "${VMCUDA_SLURM_KEEP:-}" = 1 ] || rm -rf "$t" || true
+  exit "$status"
 }
 trap cleanup EXIT
 

@@ -30,13 +30,18 @@ fn daemon(name: &str, config: &str) -> (Daemon, String) {
             &tcp,
         ],
     );
+    wait_for_admin(&d);
+    (d, format!("tcp:{tcp}"))
+}
+
+/// The daemon opens its admin socket after its guests' sockets.
+fn wait_for_admin(d: &Daemon) {
     let admin = d.dir.join("state/admin.sock");
     let deadline = Instant::now() + Duration::from_secs(10);
     while !admin.exists() {
         assert!(Instant::now() < deadline, "no admin socket: {}", d.log());
         std::thread::sleep(Duration::from_millis(20));
     }
-    (d, format!("tcp:{tcp}"))
 }
 
 /// `vmcuda-host admin ARGS` against daemon `d`.
@@ -228,7 +233,17 @@ fn persistent_grants_survive_a_restart_and_the_others_do_not() {
             "--persist",
         ],
     ));
-    ok(&admin(&d, &["grant", "gone", "--token-from", &gone_file]));
+    ok(&admin(
+        &d,
+        &[
+            "grant",
+            "gone",
+            "--token-from",
+            &gone_file,
+            "--memory-quota",
+            "8MiB",
+        ],
+    ));
     assert!(Guest::connect(&server, gone).is_ok());
     let grants = d.dir.join("state/admin/grants.json");
     assert_eq!(
@@ -236,6 +251,7 @@ fn persistent_grants_survive_a_restart_and_the_others_do_not() {
         0o600
     );
     d.restart();
+    wait_for_admin(&d);
     let names: Vec<String> = list(&d)["grants"]
         .as_array()
         .unwrap()
@@ -256,6 +272,7 @@ fn persistent_grants_survive_a_restart_and_the_others_do_not() {
     // Turned transient, it goes with the next restart.
     ok(&admin(&d, &["change", "kept", "--no-persist"]));
     d.restart();
+    wait_for_admin(&d);
     assert_eq!(list(&d)["grants"].as_array().unwrap().len(), 0);
 }
 
@@ -440,4 +457,88 @@ fn a_guest_slow_to_say_hello_is_decided_on_the_grants_of_that_moment() {
         ok(&admin(&d, &["revoke", "slow"]));
     });
     assert_eq!(refused.err(), Some(CudaStatus::ErrorNotPermitted));
+}
+
+/// Grants may not promise a GPU more memory than it has (unless `[admin] overcommit`):
+/// the quotas of the grants that see a GPU add up to its memory at most.
+#[test]
+fn grants_beyond_a_gpus_memory_are_refused_unless_overcommit_is_allowed() {
+    let d = Daemon::start_with_config(
+        "capacity",
+        Some(""),
+        &[
+            "--executor",
+            "host-memory",
+            "--host-memory-bytes",
+            "1073741824",
+            "--host-memory-devices",
+            "2",
+        ],
+    );
+    wait_for_admin(&d);
+    let grant = |name: &str, cid: &str, args: &[&str]| {
+        let mut all = vec!["grant", name, "--cid", cid];
+        all.extend_from_slice(args);
+        admin(&d, &all)
+    };
+    ok(&grant(
+        "a",
+        "3",
+        &["--memory-quota", "768MiB", "--gpus", "0"],
+    ));
+    let out = grant("b", "4", &["--memory-quota", "512MiB", "--gpus", "0"]);
+    assert!(
+        !out.status.success(),
+        "768 + 512 MiB do not fit a 1 GiB GPU"
+    );
+    let why = text(&out.stderr);
+    assert!(why.contains("GPU 0"), "{why}");
+    assert!(why.contains("a 805306368, b 536870912"), "{why}");
+    // On the other GPU it fits; so does the rest of the first.
+    ok(&grant(
+        "b",
+        "4",
+        &["--memory-quota", "512MiB", "--gpus", "1"],
+    ));
+    ok(&grant(
+        "c",
+        "5",
+        &["--memory-quota", "256MiB", "--gpus", "0"],
+    ));
+    // A grant that sees both GPUs counts on each; one without a quota takes all.
+    let out = grant("d", "6", &["--memory-quota", "256MiB"]);
+    assert!(!out.status.success(), "{}", text(&out.stdout));
+    let out = grant("e", "7", &["--gpus", "1"]);
+    assert!(!out.status.success(), "no quota: the whole GPU");
+    // Nor may a change go over.
+    let out = admin(&d, &["change", "c", "--memory-quota", "512MiB"]);
+    assert!(!out.status.success());
+    let names: Vec<String> = list(&d)["grants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names, vec!["a", "b", "c"]);
+
+    let d = Daemon::start_with_config(
+        "overcommit",
+        Some("[admin]\novercommit = true\n"),
+        &[
+            "--executor",
+            "host-memory",
+            "--host-memory-bytes",
+            "1073741824",
+        ],
+    );
+    wait_for_admin(&d);
+    ok(&admin(
+        &d,
+        &["grant", "a", "--cid", "3", "--memory-quota", "768MiB"],
+    ));
+    ok(&admin(
+        &d,
+        &["grant", "b", "--cid", "4", "--memory-quota", "768MiB"],
+    ));
+    ok(&admin(&d, &["grant", "c", "--cid", "5"]));
 }

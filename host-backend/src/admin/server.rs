@@ -27,6 +27,9 @@ pub struct Admin {
     config: Option<PathBuf>,
     state_dir: PathBuf,
     allowed: Allowed,
+    /// This host's GPUs (UUID and memory), when grants may not promise more memory
+    /// than they have; `None`: `[admin] overcommit = true`.
+    capacity: Option<Vec<Gpu>>,
     /// One change at a time.
     lock: Mutex<()>,
 }
@@ -38,14 +41,28 @@ pub struct Started {
     pub thread: JoinHandle<()>,
 }
 
+/// One of this host's GPUs, as the executor tells it at the daemon's start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Gpu {
+    pub uuid: String,
+    pub memory: u64,
+}
+
 impl Admin {
     pub fn new(config: Option<&Path>, state_dir: &Path, allowed: Allowed) -> Admin {
         Admin {
             config: config.map(Path::to_path_buf),
             state_dir: state_dir.to_path_buf(),
             allowed,
+            capacity: None,
             lock: Mutex::new(()),
         }
+    }
+
+    /// Refuse grants whose memory quotas would not fit `gpus` (see [`check_capacity`]).
+    pub fn with_capacity(mut self, gpus: Vec<Gpu>) -> Admin {
+        self.capacity = Some(gpus);
+        self
     }
 
     fn grants_path(&self) -> PathBuf {
@@ -111,7 +128,10 @@ impl Admin {
 
     /// Check `grants` and write them.
     fn commit(&self, grants: &[RuntimeGrant]) -> Result<(), String> {
-        self.check(grants)?;
+        let merged = self.check(grants)?;
+        if let Some(gpus) = &self.capacity {
+            check_capacity(&merged, grants, gpus)?;
+        }
         store::save(&self.grants_path(), grants)
     }
 
@@ -357,6 +377,47 @@ impl Admin {
         };
         answer(&mut stream, &response);
     }
+}
+
+/// Whether the run-time `grants` (as `merged` resolves them, with `[defaults]`) fit
+/// `gpus`: on each GPU, the memory quotas of the grants that see it add up to no more
+/// than its memory. A grant's quota counts in full on every GPU it sees (its guests may
+/// put all of it on any one), and a grant without a quota counts as the whole GPU.
+/// Entries of the configuration file are not counted: they are the operator's own.
+pub fn check_capacity(
+    merged: &Policy,
+    grants: &[RuntimeGrant],
+    gpus: &[Gpu],
+) -> Result<(), String> {
+    let uuids: Vec<String> = gpus.iter().map(|g| g.uuid.clone()).collect();
+    let mut held: Vec<Vec<(&str, u64)>> = vec![Vec::new(); gpus.len()];
+    for g in grants {
+        let Some(grant) = merged.grant_of(&g.name) else {
+            continue;
+        };
+        let seen = grant
+            .gpus
+            .resolve(&uuids)
+            .map_err(|why| format!("VM {}: {why}", g.name))?;
+        for i in seen {
+            held[i].push((&g.name, grant.memory_quota.unwrap_or(gpus[i].memory)));
+        }
+    }
+    for (i, (gpu, on)) in gpus.iter().zip(&held).enumerate() {
+        let total = on.iter().fold(0u64, |t, (_, b)| t.saturating_add(*b));
+        if total > gpu.memory {
+            let each: Vec<String> = on.iter().map(|(n, b)| format!("{n} {b}")).collect();
+            return Err(format!(
+                "GPU {i} ({}) has {} bytes of memory; the run-time grants that see it would \
+                 hold {total} together ({}; a grant without a memory_quota holds all of it). \
+                 [admin] overcommit = true allows that",
+                gpu.uuid,
+                gpu.memory,
+                each.join(", ")
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn answer(stream: &mut UnixStream, response: &Response) {
