@@ -28,6 +28,11 @@ impl Guest {
         let addr: ServerAddr = server.parse().map_err(|_| CudaStatus::ErrorInvalidValue)?;
         let s = Stream::connect(&addr, None).map_err(|_| CudaStatus::ErrorNoDevice)?;
         before_hello();
+        Self::hello(s, token)
+    }
+
+    /// Say hello with `token` on a connection made otherwise (a worker's own socket).
+    pub fn hello(s: Stream, token: &str) -> Result<Guest, CudaStatus> {
         let mut g = Guest { s };
         let hello = Hello {
             protocol: vmcuda_wire::handshake::PROTOCOL_VERSION,

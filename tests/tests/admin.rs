@@ -199,8 +199,10 @@ fn changes_that_contradict_the_configuration_are_refused_and_nothing_is_written(
         "{}",
         text(&out.stderr)
     );
-    let out = admin(&d, &["grant", "nobody"]);
-    assert!(!out.status.success(), "a grant names who may connect");
+    // A grant by name alone is for the vhost-user device started for that VM.
+    let said = ok(&admin(&d, &["grant", "byname", "--memory-quota", "1MiB"]));
+    assert!(said.contains("by name only"), "{said}");
+    ok(&admin(&d, &["remove", "byname"]));
     let out = admin(&d, &["change", "missing", "--memory-quota", "1GiB"]);
     assert!(text(&out.stderr).contains("no run-time grant"));
     assert_eq!(list(&d)["grants"].as_array().unwrap().len(), 0);
@@ -541,4 +543,47 @@ fn grants_beyond_a_gpus_memory_are_refused_unless_overcommit_is_allowed() {
         &["grant", "b", "--cid", "4", "--memory-quota", "768MiB"],
     ));
     ok(&admin(&d, &["grant", "c", "--cid", "5"]));
+}
+
+/// A grant by name alone admits the connections that come named as that VM, as the
+/// vhost-user device's workers do (`--caller vm:NAME`), and no others.
+#[test]
+fn a_grant_by_name_admits_the_vm_its_listener_names() {
+    let (d, server) = daemon("byname", "");
+    ok(&admin(&d, &["grant", "dev1", "--memory-quota", "2MiB"]));
+    // A worker as the vhost-user device starts one for its VM, on a socket pair.
+    let worker = |caller: &str| {
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        let child = Command::new(host_bin())
+            .args(["worker", "--executor", "host-memory", "--transport", "unix"])
+            .args(["--caller", caller])
+            .arg("--state-dir")
+            .arg(d.dir.join("state"))
+            .arg("--config")
+            .arg(d.dir.join("host.toml"))
+            .stdin(std::process::Stdio::from(std::os::fd::OwnedFd::from(
+                theirs,
+            )))
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        (
+            Guest::hello(vmcuda_wire::transport::Stream::Unix(ours), ""),
+            child,
+        )
+    };
+    let (guest, mut child) = worker("vm:dev1");
+    let mut guest = guest.expect("the named VM is admitted");
+    assert_eq!(guest.alloc(2 * MIB), Some(CudaStatus::Success));
+    assert_eq!(guest.alloc(MIB), Some(CudaStatus::ErrorMemoryAllocation));
+    drop(guest);
+    let _ = child.wait();
+    let (other, mut child) = worker("vm:dev2");
+    assert_eq!(other.err(), Some(CudaStatus::ErrorNotPermitted));
+    let _ = child.wait();
+    // Nor does the name admit anyone over TCP.
+    assert_eq!(
+        Guest::connect(&server, "").err(),
+        Some(CudaStatus::ErrorNotPermitted)
+    );
 }

@@ -479,12 +479,6 @@ fn apply(grant: &mut RuntimeGrant, spec: GrantSpec, new: bool) -> Result<Option<
         None => {}
     }
     overlay(&mut grant.limits, spec.limits);
-    if new && grant.cid.is_none() && grant.uid.is_none() && grant.token.is_none() {
-        return Err(format!(
-            "VM {:?}: a grant names who may connect: a vsock cid, a Unix uid or a TCP token",
-            grant.name
-        ));
-    }
     Ok(made)
 }
 
@@ -563,6 +557,11 @@ fn describe(g: &RuntimeGrant) -> String {
     }
     if let Some(n) = l.max_connections {
         parts.push(format!("max_connections {n}"));
+    }
+    if g.cid.is_none() && g.uid.is_none() && g.token.is_none() {
+        // Only a listener that names its VM itself reaches it: the vhost-user device
+        // started with --vm-name for it.
+        parts.insert(0, "by name only (vhost-user device --vm-name)".into());
     }
     if g.persist {
         parts.push("persistent".into());
