@@ -221,32 +221,43 @@ impl Peers {
 pub struct Limits {
     /// The GPUs the guest sees, in its own device order: `"all"`, or a list of host
     /// device ordinals (as nvidia-smi numbers them) and `GPU-...` UUIDs.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub gpus: Option<Gpus>,
     /// GPU memory the guest may hold at once, in bytes or with a unit ("16GiB").
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub memory_quota: Option<ByteSize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_streams: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_events: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_modules: Option<u32>,
     /// Connections (guest processes) the VM may have open at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_connections: Option<u32>,
     /// Host memory the VM's workers may hold in frame buffers, all its connections
     /// together (bytes or with a unit). A frame that would need more is refused with
     /// cudaErrorMemoryAllocation. Default 1 GiB.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub buffer_memory: Option<ByteSize>,
     /// Host memory the VM's workers may keep for it, all its connections together
     /// (bytes or with a unit): graph nodes and their parameters, module images, frame
     /// buffers, handle tables (see docs/security.md, "Host memory"). What would go
     /// over is refused with cudaErrorMemoryAllocation. Default 4 GiB.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub host_memory: Option<ByteSize>,
     /// Host memory registrations (pinned or shared guest memory, not counting the guest
     /// library's staging area) a connection may hold at once. Default 4096.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_registrations: Option<u32>,
     /// Bytes those registrations may span together, per connection, whether or not a
     /// memory_quota is set. Default 64 GiB.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub registered_memory: Option<ByteSize>,
     /// The VM's module cache on this host's disk (under the state directory): bytes of
     /// module and library images its processes loaded, kept by SHA-256 so that they
     /// cross the connection once (see `module_cache`). `0` turns it off. Default 1 GiB.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub module_cache: Option<ByteSize>,
 }
 
