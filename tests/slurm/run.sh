@@ -8,7 +8,8 @@
 #
 # Checks: two concurrent jobs each get their own quota (N units of the vmcuda GRES);
 # a job without the GRES gets no vmcuda environment; a cancelled job's grant, token
-# and worker are gone at once. Prints one `ok:` line per check and `N passed, N
+# and worker are gone at once; a program that escaped its job loses its share when the
+# job ends. Prints one `ok:` line per check and `N passed, N
 # failed` at the end; exit 0 when all passed, 1 when one failed, 77 when this machine
 # cannot run it (not root, or no slurm-wlm and munge: .ci/run installs them).
 #
@@ -217,6 +218,19 @@ check "the cancelled job's ledger holds nothing" \
 refused=$(VMCUDA_SERVER=tcp:$tcp VMCUDA_TOKEN=$token "$raw_guest" 1 || true)
 check "the cancelled job's token is refused" test "$refused" = "refused: cudaErrorNotPermitted"
 check "the daemon logged each grant's end" grep -q "grant revoked" "$t/log/vmcuda-host.log"
+
+# A program that escaped its job (a daemon started with setsid, which proctrack/linuxproc
+# does not follow) keeps no GPU share: the epilog's revoke ends its worker on the GPU
+# host, and its next call finds the connection closed.
+e=$(sbatch --parsable --gres=vmcuda:1 -o "$t/out/e" --wrap \
+  "setsid $raw_guest 8 --hold 6 --then 1 >$t/out/escaped 2>&1 </dev/null & sleep 2")
+wait_for 60 job_done "$e"
+escaped_done() { grep -q '^then 1:' "$t/out/escaped" 2>/dev/null; }
+wait_for 20 escaped_done || true
+check "the escaped program had its share while the job ran" grep -q '^alloc 8: cudaSuccess' "$t/out/escaped"
+check "and lost it when the job ended" grep -q '^then 1: connection closed' "$t/out/escaped"
+check "the revoke ended its worker and gave back its 8 MiB" \
+  grep -q "vm=slurm-$e-$node workers=1 refunded_bytes=$((8 << 20))" "$t/log/vmcuda-host.log"
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

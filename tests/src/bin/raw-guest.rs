@@ -3,7 +3,8 @@
 //! (tests/slurm/run.sh). It connects to `$VMCUDA_SERVER` with the token in
 //! `$VMCUDA_TOKEN_FILE` (first line) or `$VMCUDA_TOKEN`, allocates each size given,
 //! printing `alloc MIB: STATUS` per allocation, then holds them for `--hold SECONDS`
-//! and prints `held`. Exit status 0 once connected (whatever the allocations got), 1
+//! and prints `held`, then allocates `--then MIB` more, printing `then MIB: STATUS`
+//! (or `then MIB: connection closed`). Exit status 0 once connected (whatever the allocations got), 1
 //! when refused, printing `refused: STATUS`; 2 on bad arguments.
 
 use std::process::ExitCode;
@@ -14,11 +15,16 @@ use vmcuda_tests::raw_guest::Guest;
 fn main() -> ExitCode {
     let mut sizes = Vec::new();
     let mut hold = 0u64;
+    let mut then = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--hold" => match args.next().and_then(|s| s.parse().ok()) {
                 Some(s) => hold = s,
+                None => return usage(),
+            },
+            "--then" => match args.next().and_then(|s| s.parse::<u64>().ok()) {
+                Some(m) => then = Some(m),
                 None => return usage(),
             },
             mib => match mib.parse::<u64>() {
@@ -56,10 +62,16 @@ fn main() -> ExitCode {
     }
     std::thread::sleep(Duration::from_secs(hold));
     println!("held");
+    if let Some(mib) = then {
+        match guest.alloc(mib << 20) {
+            Some(status) => println!("then {mib}: {}", status.name()),
+            None => println!("then {mib}: connection closed"),
+        }
+    }
     ExitCode::SUCCESS
 }
 
 fn usage() -> ExitCode {
-    eprintln!("usage: raw-guest [MIB]... [--hold SECONDS]");
+    eprintln!("usage: raw-guest [MIB]... [--hold SECONDS] [--then MIB]");
     ExitCode::from(2)
 }
