@@ -199,6 +199,8 @@ fn changes_that_contradict_the_configuration_are_refused_and_nothing_is_written(
         "{}",
         text(&out.stderr)
     );
+    let out = admin(&d, &["grant", "local", "--cid", "9"]);
+    assert!(text(&out.stderr).contains("programs on this host"));
     // A grant by name alone is for the vhost-user device started for that VM.
     let said = ok(&admin(&d, &["grant", "byname", "--memory-quota", "1MiB"]));
     assert!(said.contains("by name only"), "{said}");
@@ -209,12 +211,36 @@ fn changes_that_contradict_the_configuration_are_refused_and_nothing_is_written(
     // The file's own VM is served as before.
     assert!(Guest::connect(&server, TOKEN).is_ok());
     // A generated token is said once, alone on stdout, and admits.
-    let out = ok(&admin(&d, &["grant", "gen", "--generate-token"]));
+    let out = ok(&admin(
+        &d,
+        &[
+            "grant",
+            "gen",
+            "--generate-token",
+            "--memory-quota",
+            "64MiB",
+        ],
+    ));
     let token = out.trim();
     assert_eq!(token.len(), 64, "{out}");
     let mut g = Guest::connect(&server, token).expect("the generated token admits");
     assert_eq!(g.alloc(MIB), Some(CudaStatus::Success));
     assert!(!d.log().contains(token), "the token is not logged");
+    // host.toml edited since to take a grant's cid: the grant can no longer change,
+    // but it can always be taken away.
+    ok(&admin(
+        &d,
+        &["grant", "x", "--cid", "6", "--memory-quota", "1MiB"],
+    ));
+    std::fs::write(
+        d.dir.join("host.toml"),
+        format!("{config}[[vm]]\nname = \"new\"\ncid = 6\n"),
+    )
+    .unwrap();
+    let out = admin(&d, &["change", "x", "--memory-quota", "1MiB"]);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("cid 6"), "{}", text(&out.stderr));
+    ok(&admin(&d, &["revoke", "x"]));
 }
 
 #[test]
