@@ -407,7 +407,8 @@ fn suspend(vm: &str, args: &SuspendArgs, lock_timeout: Option<Duration>) -> Exit
     } else {
         "resume"
     };
-    let policy = match Policy::load(args.config.as_deref()) {
+    // With the run-time grants: a granted VM's host_memory is its grant's.
+    let policy = match Policy::load_with_grants(args.config.as_deref(), args.state_dir.as_deref()) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("vmcuda-host {name}: {e}");

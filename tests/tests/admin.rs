@@ -613,3 +613,47 @@ fn a_grant_by_name_admits_the_vm_its_listener_names() {
         Some(CudaStatus::ErrorNotPermitted)
     );
 }
+
+/// `vmcuda-host suspend` counts a granted VM's GPU memory against its grant's
+/// host_memory, not against `[local]`'s.
+#[test]
+fn suspending_a_granted_vm_holds_it_to_its_grants_host_memory() {
+    let (d, server) = daemon("suspend", "");
+    let file = token_file(&d, TOKEN);
+    ok(&admin(
+        &d,
+        &[
+            "grant",
+            "s1",
+            "--token-from",
+            &file,
+            "--host-memory",
+            "8MiB",
+        ],
+    ));
+    let mut g = Guest::connect(&server, TOKEN).expect("admitted");
+    assert_eq!(g.alloc(16 * MIB), Some(CudaStatus::Success));
+    let suspend = |vm: &str, what: &str| {
+        Command::new(host_bin())
+            .args([what, vm, "--executor", "host-memory"])
+            .arg("--state-dir")
+            .arg(d.dir.join("state"))
+            .arg("--config")
+            .arg(d.dir.join("host.toml"))
+            .output()
+            .unwrap()
+    };
+    let out = suspend("s1", "suspend");
+    assert!(!out.status.success(), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stderr).contains("host_memory limit (8388608 bytes)"),
+        "{}",
+        text(&out.stderr)
+    );
+    ok(&admin(&d, &["change", "s1", "--host-memory", "64MiB"]));
+    let out = suspend("s1", "suspend");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = suspend("s1", "resume");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(g.alloc(MIB), Some(CudaStatus::Success));
+}
