@@ -172,6 +172,9 @@ impl SpecArgs {
 
 /// `vmcuda-host admin ...`.
 pub fn run(at: AdminAt, command: AdminCmd) -> ExitCode {
+    // Where the socket is, from the configuration; a member of [admin] group may not
+    // be able to read it, and then gets the default place (said if it fails).
+    let mut unread = None;
     let socket = match at.socket {
         Some(s) => s,
         None => match Policy::load(at.config.as_deref()) {
@@ -183,8 +186,12 @@ pub fn run(at: AdminAt, command: AdminCmd) -> ExitCode {
                 p.config.admin.socket(&state_dir)
             }
             Err(e) => {
-                eprintln!("vmcuda-host admin: {e}");
-                return ExitCode::FAILURE;
+                let state_dir = at
+                    .state_dir
+                    .clone()
+                    .unwrap_or_else(|| PathBuf::from(vmcuda_host::policy::DEFAULT_STATE_DIR));
+                unread = Some(e.to_string());
+                state_dir.join(admin::SOCKET_NAME)
             }
         },
     };
@@ -243,7 +250,13 @@ pub fn run(at: AdminAt, command: AdminCmd) -> ExitCode {
             ExitCode::SUCCESS
         }
         Ok(response) => fail(&response.message),
-        Err(e) => fail(&e),
+        Err(e) => match unread {
+            Some(why) => fail(&format!(
+                "{e} (the configuration, which may name another socket, could not be read: \
+                 {why}; give --socket)"
+            )),
+            None => fail(&e),
+        },
     }
 }
 
