@@ -272,7 +272,8 @@ fn persistent_grants_survive_a_restart_and_the_others_do_not() {
             "8MiB",
         ],
     ));
-    assert!(Guest::connect(&server, gone).is_ok());
+    let mut open = Guest::connect(&server, gone).expect("admitted");
+    assert_eq!(open.alloc(MIB), Some(CudaStatus::Success));
     let grants = d.dir.join("state/admin/grants.json");
     assert_eq!(
         std::fs::metadata(&grants).unwrap().permissions().mode() & 0o777,
@@ -297,6 +298,16 @@ fn persistent_grants_survive_a_restart_and_the_others_do_not() {
     assert!(d
         .log_with("dropped (not persistent)")
         .contains("dropped (not persistent)"));
+    // Its open connection outlived the daemon, as guests do; a revoke still ends it.
+    assert_eq!(open.alloc(MIB), Some(CudaStatus::Success));
+    let said = ok(&admin(&d, &["revoke", "gone"]));
+    assert!(
+        said.contains("no run-time grant for VM gone: 1 worker(s) ended"),
+        "{said}"
+    );
+    assert_eq!(open.alloc(MIB), None);
+    let out = admin(&d, &["revoke", "gone"]);
+    assert!(text(&out.stderr).contains("no run-time grant"));
     // Turned transient, it goes with the next restart.
     ok(&admin(&d, &["change", "kept", "--no-persist"]));
     d.restart();
@@ -456,12 +467,16 @@ fn the_libvirt_hook_grants_a_vm_as_it_starts_and_revokes_it_as_it_stops() {
     assert_eq!(g["limits"]["memory_quota"], 16 * MIB);
     assert_eq!(g["limits"]["max_connections"], 3);
     assert_eq!(g["limits"]["gpus"], serde_json::json!([0]));
-    assert_eq!(g["persist"], false);
+    assert_eq!(
+        g["persist"], true,
+        "kept across a restart of the daemon by default"
+    );
     // libvirt reconnecting to a running VM (its daemon restarted): brought up to date.
-    let bigger = DOMAIN_XML.replace("16MiB", "32MiB");
+    let bigger = DOMAIN_XML.replace("16MiB\"", "32MiB\" persist=\"no\"");
     let out = hook(&d, "web1", "reconnect", &bigger);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(list(&d)["grants"][0]["limits"]["memory_quota"], 32 * MIB);
+    assert_eq!(list(&d)["grants"][0]["persist"], false);
 
     let out = hook(&d, "web1", "stopped", DOMAIN_XML);
     assert!(out.status.success(), "{}", text(&out.stderr));

@@ -215,12 +215,22 @@ impl Admin {
         let mut grants = store::load(&self.grants_path())?;
         let before = grants.len();
         grants.retain(|g| g.name != name);
-        if grants.len() == before {
+        let had = grants.len() != before;
+        // A revoke without a grant still ends the VM's live workers, if it has any:
+        // those a grant admitted that is gone since (dropped as the daemon restarted,
+        // or removed), or a configuration file entry's.
+        let live = revoke
+            && !had
+            && crate::suspend::live_workers(&self.state_dir, name)
+                .is_ok_and(|(_, w)| w.iter().any(|w| is_worker(w.pid)));
+        if !had && !live {
             return Err(no_grant(name));
         }
-        // Unchecked: taking a grant away is always allowed, even where the others no
-        // longer agree with the configuration file.
-        store::save(&self.grants_path(), &grants)?;
+        if had {
+            // Unchecked: taking a grant away is always allowed, even where the others
+            // no longer agree with the configuration file.
+            store::save(&self.grants_path(), &grants)?;
+        }
         if !revoke {
             info!(by = %peer, vm = %name, "admin: grant removed; live workers keep theirs");
             return Ok(Response {
@@ -235,13 +245,23 @@ impl Admin {
         let ended = end_workers(&self.state_dir, name);
         match ended {
             Ok((pids, bytes)) => {
+                let what = if had {
+                    "grant revoked, its workers ended"
+                } else {
+                    "no run-time grant; its live workers ended"
+                };
                 info!(by = %peer, vm = %name, workers = pids.len(), refunded_bytes = bytes,
-                    "admin: grant revoked, its workers ended");
+                    "admin: {what}");
                 Ok(Response {
                     ok: true,
                     message: format!(
-                        "revoked VM {name}: {} worker(s) ended, {bytes} bytes of GPU memory \
+                        "{} VM {name}: {} worker(s) ended, {bytes} bytes of GPU memory \
                          given back",
+                        if had {
+                            "revoked"
+                        } else {
+                            "no run-time grant for"
+                        },
                         pids.len()
                     ),
                     ended: pids,
