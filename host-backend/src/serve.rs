@@ -265,6 +265,11 @@ pub fn start(
                 .clone()
                 .unwrap_or_else(|| policy.state_dir().to_path_buf()),
             known_vms,
+            grants_over: policy
+                .config
+                .admin
+                .enabled()
+                .then(|| template.config.clone()),
         };
         let (local, _) = metrics::serve(addr, source).map_err(|source| ServeError::Metrics {
             at: addr.clone(),

@@ -672,3 +672,43 @@ fn suspending_a_granted_vm_holds_it_to_its_grants_host_memory() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(g.alloc(MIB), Some(CudaStatus::Success));
 }
+
+/// The metrics endpoint lists the VMs granted at run time, with their host_memory,
+/// from the moment they are granted until they are revoked.
+#[test]
+fn the_metrics_endpoint_lists_granted_vms() {
+    let d = Daemon::start_with_config(
+        "metrics",
+        Some(""),
+        &["--executor", "host-memory", "--metrics", "127.0.0.1:0"],
+    );
+    wait_for_admin(&d);
+    let log = d.log_with("serving metrics at http://");
+    let at = log
+        .find("serving metrics at http://")
+        .expect("the endpoint's address");
+    let rest = &log[at + "serving metrics at http://".len()..];
+    let addr = rest[..rest.find("/metrics").unwrap()].to_string();
+    let scrape = || {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: test\r\n\r\n")
+            .unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        text
+    };
+    let series = "vmcuda_vm_host_memory_limit_bytes{vm=\"m1\"}";
+    assert!(!scrape().contains(series));
+    ok(&admin(
+        &d,
+        &["grant", "m1", "--cid", "9", "--host-memory", "3MiB"],
+    ));
+    let text = scrape();
+    assert!(
+        text.lines().any(|l| l == format!("{series} 3145728")),
+        "{text}"
+    );
+    ok(&admin(&d, &["revoke", "m1"]));
+    assert!(!scrape().contains(series));
+}
