@@ -500,6 +500,9 @@ fn a_guest_slow_to_say_hello_is_decided_on_the_grants_of_that_moment() {
         ok(&admin(&d, &["revoke", "slow"]));
     });
     assert_eq!(refused.err(), Some(CudaStatus::ErrorNotPermitted));
+    // Its worker counts the refusal in the state directory as it ends: let it, before
+    // the directory goes.
+    assert!(d.log_with("worker finished").contains("worker finished"));
 }
 
 /// Grants may not promise a GPU more memory than it has (unless `[admin] overcommit`):
