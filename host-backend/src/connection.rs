@@ -75,7 +75,12 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
     // The configuration as it is now: for admission (and a TLS listener's certificate).
     // It holds every VM's limits and inline tokens, so admission takes it and drops it
     // (tokens wiped, see `policy::Secret`): an admitted worker keeps only its grant.
-    let policy = std::cell::RefCell::new(Some(Policy::load(template.config.as_deref())));
+    // The run-time grants (`crate::admin`) are merged in: those of the daemon whose
+    // state directory this worker uses.
+    let policy = std::cell::RefCell::new(Some(Policy::load_with_grants(
+        template.config.as_deref(),
+        template.state_dir.as_deref(),
+    )));
     let borrowed = policy.borrow();
     let loaded = borrowed.as_ref().expect("loaded above");
     admission::hello_deadline(
@@ -124,13 +129,18 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
     let over_tls = Cell::new(false);
     // Admission, and only then an executor: a refused caller never touches a GPU.
     let open = |hello: &Hello| -> Result<Session, Refusal> {
-        let config = policy.take().expect("admission runs once");
+        // Read again now that the hello is here: a grant revoked while the guest took
+        // its time to send it (up to the hello timeout) does not admit it on the
+        // strength of the grants as they were when it connected.
+        drop(policy.take().expect("admission runs once"));
+        let config =
+            Policy::load_with_grants(template.config.as_deref(), template.state_dir.as_deref());
         let policy = config.as_ref().map_err(|e| Refusal {
             status: CudaStatus::ErrorNotPermitted,
             guest: "the host's configuration cannot be read; its administrator can fix it".into(),
             host: format!("refused {caller}: {e}"),
         })?;
-        let grant = policy.admit(&caller, &hello.token)?;
+        let grant = policy.admit_as(&caller, &hello.token, local_uid)?;
         crate::guest_log::set_vm(&grant.name);
         admission::report(admission::Event::Vm(grant.name.clone()));
         // The VM's quota and connection count span all its connections.
@@ -260,14 +270,18 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
                      resume: &SessionResume,
                      pages: Option<GuestPagesGrant>|
      -> Result<(), Refusal> {
-        let config = policy.take().expect("admission runs once");
+        // As for a hello: the configuration and run-time grants as they are now.
+        drop(policy.take().expect("admission runs once"));
+        let config =
+            Policy::load_with_grants(template.config.as_deref(), template.state_dir.as_deref());
         let policy = config.as_ref().map_err(|e| Refusal {
             status: CudaStatus::ErrorNotPermitted,
             guest: "the host's configuration cannot be read; its administrator can fix it".into(),
             host: format!("refused {caller}: {e}"),
         })?;
-        // Admitted again, as any connection: the caller must still be that VM.
-        let grant = policy.admit(&caller, &resume.hello.token)?;
+        // Admitted again, as any connection: the caller must still be that VM (a VM
+        // whose grant was revoked meanwhile is refused; its session has ended anyway).
+        let grant = policy.admit_as(&caller, &resume.hello.token, local_uid)?;
         crate::guest_log::set_vm(&grant.name);
         admission::report(admission::Event::Vm(grant.name.clone()));
         let refused = |status: CudaStatus, why: String| Refusal {

@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
+mod admin_cmd;
+
 use clap::{Parser, Subcommand};
 use tracing::{error, info};
 use tracing_subscriber::EnvFilter;
@@ -114,6 +116,15 @@ enum Cmd {
         vm: String,
         #[command(flatten)]
         target: SuspendArgs,
+    },
+    /// Grant, change, list and revoke guests' policies at run time, through the
+    /// daemon's admin socket (root, the daemon's user and [admin] group only; see
+    /// docs/admin-api.md).
+    Admin {
+        #[command(flatten)]
+        at: admin_cmd::AdminAt,
+        #[command(subcommand)]
+        command: admin_cmd::AdminCmd,
     },
     /// Serve one guest connection passed as stdin (started by `serve`).
     #[command(hide = true)]
@@ -384,6 +395,7 @@ fn main() -> ExitCode {
             lock_timeout_ms,
         } => suspend(&vm, &target, Some(Duration::from_millis(lock_timeout_ms))),
         Cmd::Resume { vm, target } => suspend(&vm, &target, None),
+        Cmd::Admin { at, command } => admin_cmd::run(at, command),
     }
 }
 
@@ -395,7 +407,8 @@ fn suspend(vm: &str, args: &SuspendArgs, lock_timeout: Option<Duration>) -> Exit
     } else {
         "resume"
     };
-    let policy = match Policy::load(args.config.as_deref()) {
+    // With the run-time grants: a granted VM's host_memory is its grant's.
+    let policy = match Policy::load_with_grants(args.config.as_deref(), args.state_dir.as_deref()) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("vmcuda-host {name}: {e}");
@@ -566,6 +579,24 @@ fn check_config(path: Option<&std::path::Path>) -> ExitCode {
         }
         None => println!("idle vms: never suspended by the daemon ([suspend] idle_after_ms)"),
     }
+    if c.admin.enabled() {
+        println!(
+            "admin socket: {} (root, the daemon's user{}; grants in {})",
+            c.admin.socket(policy.state_dir()).display(),
+            c.admin
+                .group
+                .as_ref()
+                .map_or(String::new(), |g| format!(" and group {g}")),
+            vmcuda_host::admin::grants_path(policy.state_dir()).display()
+        );
+        if let Some(group) = &c.admin.group {
+            if let Err(e) = vmcuda_host::admin::auth::resolve_group(group) {
+                errors.push(e);
+            }
+        }
+    } else {
+        println!("admin socket: off ([admin] enable = false)");
+    }
     println!("vms: {}", c.vms.len());
     for vm in &c.vms {
         let mut ways = vec![format!("vhost-user device --vm-name {}", vm.name)];
@@ -577,6 +608,9 @@ fn check_config(path: Option<&std::path::Path>) -> ExitCode {
         }
         if vm.tcp {
             ways.push("tcp with its token".into());
+        }
+        if let Some(uid) = vm.uid {
+            ways.push(format!("programs of uid {uid} on this host"));
         }
         println!("  {}: {}", vm.name, ways.join("; "));
     }

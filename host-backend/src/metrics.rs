@@ -407,6 +407,9 @@ pub struct Source {
     pub state_dir: PathBuf,
     /// VMs listed even before their first connection (the configured ones, "local").
     pub known_vms: Vec<KnownVm>,
+    /// The configuration file, when the VMs granted at run time (`crate::admin`) are
+    /// listed too: it and the grants are read at each scrape.
+    pub grants_over: Option<Option<PathBuf>>,
 }
 
 impl Source {
@@ -416,7 +419,23 @@ impl Source {
         if let Err(e) = &census {
             warn!("metrics without per-VM figures: {e}");
         }
-        render(census.as_ref(), &self.known_vms)
+        let mut known = self.known_vms.clone();
+        if let Some(config) = &self.grants_over {
+            // The VMs granted now, with their host_memory (a grant over a configured
+            // VM stands in for it).
+            if let Ok(p) =
+                crate::policy::Policy::load_with_grants(config.as_deref(), Some(&self.state_dir))
+            {
+                for name in &p.granted {
+                    known.retain(|k| &k.name != name);
+                    known.push(KnownVm {
+                        name: name.clone(),
+                        host_memory: p.host_memory_of(name),
+                    });
+                }
+            }
+        }
+        render(census.as_ref(), &known)
     }
 }
 
@@ -912,6 +931,7 @@ mod tests {
         let source = Source {
             state_dir: dir.clone(),
             known_vms: vec![known("a", 1 << 30)],
+            grants_over: None,
         };
         let (addr, _) = serve("127.0.0.1:0", source).unwrap();
         let scrape = || {

@@ -11,7 +11,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use subtle::ConstantTimeEq;
 use thiserror::Error;
 use vmcuda_wire::tls;
@@ -21,7 +21,7 @@ use crate::tls::TlsServer;
 
 mod ids;
 mod secret;
-pub use ids::{ByteSize, Caller, GpuId, GpuSelection, Gpus};
+pub use ids::{parse_size, ByteSize, Caller, GpuId, GpuSelection, Gpus};
 pub use secret::Secret;
 
 /// Where the daemon looks for its configuration when none is named.
@@ -123,6 +123,10 @@ pub struct Config {
     pub suspend: SuspendPolicy,
     #[serde(default)]
     pub reconnect: ReconnectPolicy,
+    /// The daemon's admin socket, through which grants are made at run time (see
+    /// `crate::admin`). Read when the daemon starts.
+    #[serde(default)]
+    pub admin: Admin,
 }
 
 /// `[reconnect]`: how long a worker holds its session after its connection drops, for
@@ -141,6 +145,36 @@ impl ReconnectPolicy {
             crate::resume::DEFAULT_HOLD,
             std::time::Duration::from_millis,
         )
+    }
+}
+
+/// `[admin]`: the daemon's control socket for run-time grants (docs/admin-api.md).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Admin {
+    /// Whether the daemon opens the admin socket. Default true.
+    pub enable: Option<bool>,
+    /// Where the socket is. Default `admin.sock` in the state directory.
+    pub socket: Option<PathBuf>,
+    /// A group whose members may use the socket besides root (and the daemon's own
+    /// user). Default: none.
+    pub group: Option<String>,
+    /// Whether run-time grants may promise a GPU more memory than it has. Default
+    /// false: the memory quotas of the grants that see a GPU must fit in its memory,
+    /// and a grant without a quota takes the whole of every GPU it sees.
+    pub overcommit: Option<bool>,
+}
+
+impl Admin {
+    pub fn enabled(&self) -> bool {
+        self.enable.unwrap_or(true)
+    }
+
+    /// The socket's path, with `state_dir` the state directory in use.
+    pub fn socket(&self, state_dir: &Path) -> PathBuf {
+        self.socket
+            .clone()
+            .unwrap_or_else(|| state_dir.join(crate::admin::SOCKET_NAME))
     }
 }
 
@@ -223,37 +257,48 @@ impl Peers {
 }
 
 /// Limits; in `[defaults]`, `[local]` and each `[[vm]]`, where unset ones inherit.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Limits {
     /// The GPUs the guest sees, in its own device order: `"all"`, or a list of host
     /// device ordinals (as nvidia-smi numbers them) and `GPU-...` UUIDs.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub gpus: Option<Gpus>,
     /// GPU memory the guest may hold at once, in bytes or with a unit ("16GiB").
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub memory_quota: Option<ByteSize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_streams: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_events: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_modules: Option<u32>,
     /// Connections (guest processes) the VM may have open at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_connections: Option<u32>,
     /// Host memory the VM's workers may hold in frame buffers, all its connections
     /// together (bytes or with a unit). A frame that would need more is refused with
     /// cudaErrorMemoryAllocation. Default 1 GiB.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub buffer_memory: Option<ByteSize>,
     /// Host memory the VM's workers may keep for it, all its connections together
     /// (bytes or with a unit): graph nodes and their parameters, module images, frame
     /// buffers, handle tables (see docs/security.md, "Host memory"). What would go
     /// over is refused with cudaErrorMemoryAllocation. Default 4 GiB.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub host_memory: Option<ByteSize>,
     /// Host memory registrations (pinned or shared guest memory, not counting the guest
     /// library's staging area) a connection may hold at once. Default 4096.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_registrations: Option<u32>,
     /// Bytes those registrations may span together, per connection, whether or not a
     /// memory_quota is set. Default 64 GiB.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub registered_memory: Option<ByteSize>,
     /// The VM's module cache on this host's disk (under the state directory): bytes of
     /// module and library images its processes loaded, kept by SHA-256 so that they
     /// cross the connection once (see `module_cache`). `0` turns it off. Default 1 GiB.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub module_cache: Option<ByteSize>,
 }
 
@@ -369,6 +414,9 @@ pub struct Vm {
     /// Whether the VM may connect over TCP (with its token).
     #[serde(default)]
     pub tcp: bool,
+    /// A Unix user on this host whose programs, through the daemon's Unix socket, are
+    /// this VM's guests (its quota and limits instead of `[local]`'s).
+    pub uid: Option<u32>,
     /// Whether a privileged guest process (one connecting from a reserved vsock port,
     /// so root in the guest) may have its copies made straight from the guest's RAM
     /// through the vhost-user device (see docs/security.md). Default on.
@@ -467,6 +515,11 @@ pub struct Policy {
     pub config: Config,
     /// Where it came from, for messages ("built-in default" when nowhere).
     pub source: String,
+    /// The run-time grants file merged over the configuration (see `crate::admin`),
+    /// when one was: workers hide it once admitted, as they hide token files.
+    pub grants_file: Option<PathBuf>,
+    /// The names of the `[[vm]]` entries that run-time grants made or replaced.
+    pub granted: Vec<String>,
 }
 
 impl Policy {
@@ -475,6 +528,7 @@ impl Policy {
         Policy {
             config: Config::default(),
             source: BUILTIN_SOURCE.into(),
+            ..Policy::default()
         }
     }
 
@@ -513,12 +567,74 @@ impl Policy {
             path: path.to_path_buf(),
             source: Box::new(e),
         })?;
+        check(&config, path)?;
+        Ok(Policy {
+            config,
+            source: path.display().to_string(),
+            ..Policy::default()
+        })
+    }
+
+    /// [`Policy::load`], with the run-time grants of the daemon whose state directory
+    /// is `state_dir` (default: the configuration's) merged over it: each grant is a
+    /// `[[vm]]` entry, in place of the file's entry of the same name, if it has one.
+    /// Grants that no longer agree with the file (a cid or token an entry of the file
+    /// took since) are left out, with a warning, rather than refuse every guest.
+    pub fn load_with_grants(
+        path: Option<&Path>,
+        state_dir: Option<&Path>,
+    ) -> Result<Policy, ConfigError> {
+        let mut policy = Policy::load(path)?;
+        let dir = state_dir.unwrap_or(policy.state_dir()).to_path_buf();
+        let file = crate::admin::grants_path(&dir);
+        match crate::admin::store::load(&file) {
+            Ok(grants) if grants.is_empty() => {}
+            Ok(grants) => {
+                let vms: Vec<Vm> = grants.iter().map(|g| g.to_vm()).collect();
+                match policy.with_vms(vms) {
+                    Ok(merged) => policy = merged,
+                    Err(e) => tracing::warn!("run-time grants in {} left out: {e}", file.display()),
+                }
+                policy.grants_file = Some(file);
+            }
+            Err(e) => tracing::warn!("run-time grants left out: {e}"),
+        }
+        Ok(policy)
+    }
+
+    /// This policy with `vms` over its `[[vm]]` entries (each in place of the entry of
+    /// its name), checked as a whole as a configuration file is.
+    pub fn with_vms(&self, vms: Vec<Vm>) -> Result<Policy, ConfigError> {
+        let mut config = self.config.clone();
+        let mut granted = self.granted.clone();
+        for vm in vms {
+            config.vms.retain(|v| v.name != vm.name);
+            if !granted.contains(&vm.name) {
+                granted.push(vm.name.clone());
+            }
+            config.vms.push(vm);
+        }
+        check(&config, Path::new(&self.source))?;
+        Ok(Policy {
+            config,
+            source: self.source.clone(),
+            grants_file: self.grants_file.clone(),
+            granted,
+        })
+    }
+}
+
+/// The checks a configuration passes before anything is admitted under it.
+fn check(config: &Config, path: &Path) -> Result<(), ConfigError> {
+    {
         let invalid = |msg: String| ConfigError::Invalid {
             path: path.to_path_buf(),
             msg,
         };
         let mut seen_names = std::collections::HashSet::new();
         let mut seen_cids = std::collections::HashSet::new();
+        let mut seen_uids = std::collections::HashSet::new();
+        let mut seen_tokens = std::collections::HashSet::new();
         for vm in &config.vms {
             if vm.name.is_empty() || vm.name.contains(|c: char| c.is_control()) {
                 return Err(invalid(format!("[[vm]] name {:?} is not usable", vm.name)));
@@ -540,6 +656,11 @@ impl Policy {
                     return Err(invalid(format!("two [[vm]] entries have cid {cid}")));
                 }
             }
+            if let Some(uid) = vm.uid {
+                if !seen_uids.insert(uid) {
+                    return Err(invalid(format!("two [[vm]] entries have uid {uid}")));
+                }
+            }
             if vm.token.is_some() && vm.token_file.is_some() {
                 return Err(invalid(format!(
                     "VM {:?}: give token or token_file, not both",
@@ -547,6 +668,12 @@ impl Policy {
                 )));
             }
             if let Some(t) = &vm.token {
+                if !seen_tokens.insert(t.as_bytes()) {
+                    return Err(invalid(format!(
+                        "VM {:?}: its token is another VM's too",
+                        vm.name
+                    )));
+                }
                 if t.len() < MIN_TOKEN_LEN {
                     return Err(invalid(format!(
                         "VM {:?}: the token is shorter than {MIN_TOKEN_LEN} characters",
@@ -603,12 +730,11 @@ impl Policy {
                 }
             }
         }
-        Ok(Policy {
-            config,
-            source: path.display().to_string(),
-        })
+        Ok(())
     }
+}
 
+impl Policy {
     /// The mutual-TLS configurations of `[peers]`, when it is there: certificate, key
     /// and CA read and checked now, so a daemon with unusable ones does not start.
     pub fn peer_tls(&self) -> Result<Option<crate::peer::PeerTls>, ConfigError> {
@@ -665,6 +791,23 @@ impl Policy {
 
     /// Decide on a caller presenting `token` (from its hello).
     pub fn admit(&self, caller: &Caller, token: &[u8]) -> Result<Grant, Refusal> {
+        self.admit_as(caller, token, None)
+    }
+
+    /// [`Policy::admit`] for a caller whose Unix user the transport tells
+    /// (`local_uid`, from the Unix socket's peer credentials): a program on the host
+    /// run by a `[[vm]]` entry's `uid` is that VM's guest.
+    pub fn admit_as(
+        &self,
+        caller: &Caller,
+        token: &[u8],
+        local_uid: Option<u32>,
+    ) -> Result<Grant, Refusal> {
+        if let (Caller::Local { .. }, Some(uid)) = (caller, local_uid) {
+            if let Some(vm) = self.config.vms.iter().find(|v| v.uid == Some(uid)) {
+                return Ok(self.grant(&vm.name, &vm.limits));
+            }
+        }
         match caller {
             // CID 1 is vsock loopback: a program on this machine, not a VM.
             Caller::Local { .. } | Caller::VsockCid(VSOCK_LOOPBACK_CID) => {
@@ -773,6 +916,12 @@ impl Policy {
             .vms
             .iter()
             .any(|v| v.name == vm && v.guest_memory_copies)
+    }
+
+    /// What the `[[vm]]` entry named `name` grants its guests, with `[defaults]`.
+    pub fn grant_of(&self, name: &str) -> Option<Grant> {
+        let vm = self.config.vms.iter().find(|v| v.name == name)?;
+        Some(self.grant(&vm.name, &vm.limits))
     }
 
     /// The `host_memory` granted to the guests of `name`: a `[[vm]]` name, else

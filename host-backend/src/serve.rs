@@ -98,6 +98,8 @@ pub struct Running {
     pub unix: Vec<PathBuf>,
     /// The metrics endpoint's address, when there is one.
     pub metrics: Option<std::net::SocketAddr>,
+    /// The admin socket, when it is open.
+    pub admin: Option<PathBuf>,
     listeners: Vec<JoinHandle<()>>,
     sockets: Sockets,
 }
@@ -126,18 +128,22 @@ pub fn start(
         0 => info!("workers sleep until each request comes (VMCUDA_POLL_US to poll first)"),
         us => info!("workers poll {us} us for each request before sleeping (VMCUDA_POLL_US)"),
     }
+    // This host's GPUs and their memory, for the admin API's check of grants.
+    let mut gpus = Vec::new();
     template.executor = match template.executor {
         ExecutorChoice::Cuda => match CudaExecutor::new(&GpuSelection::all()) {
-            Ok(cuda) => {
+            Ok(mut cuda) => {
                 info!("{}", cuda.banner());
+                gpus = gpu_capacities(&mut cuda);
                 ExecutorChoice::Cuda
             }
             // Never a test double in its place: a guest would get uncomputed results.
             Err(status) => return Err(ServeError::NoGpu(status)),
         },
         ExecutorChoice::Auto => match CudaExecutor::new(&GpuSelection::all()) {
-            Ok(cuda) => {
+            Ok(mut cuda) => {
                 info!("{}", cuda.banner());
+                gpus = gpu_capacities(&mut cuda);
                 ExecutorChoice::Cuda
             }
             Err(status) => {
@@ -151,6 +157,12 @@ pub fn start(
     };
     if template.executor == ExecutorChoice::HostMemory {
         warn!("{}", host_memory::BANNER);
+        if let Ok(Ok(mut exec)) =
+            host_memory::HostMemoryExecutor::new(template.host_memory_bytes, None)
+                .map(|e| e.with_devices(template.host_memory_devices, &GpuSelection::all()))
+        {
+            gpus = gpu_capacities(&mut exec);
+        }
     }
     // The jail's namespaces include a pid namespace for each worker, which the daemon
     // makes as it starts the worker. Not for workers on the GPU: NVIDIA's driver does
@@ -257,6 +269,11 @@ pub fn start(
                 .clone()
                 .unwrap_or_else(|| policy.state_dir().to_path_buf()),
             known_vms,
+            grants_over: policy
+                .config
+                .admin
+                .enabled()
+                .then(|| template.config.clone()),
         };
         let (local, _) = metrics::serve(addr, source).map_err(|source| ServeError::Metrics {
             at: addr.clone(),
@@ -314,12 +331,84 @@ pub fn start(
         )))?;
         listeners.push(h);
     }
+    // Last: a daemon that cannot have its guests' sockets (another daemon has them)
+    // says so, rather than that its admin socket is taken.
+    let mut admin_socket = None;
+    if policy.config.admin.enabled() {
+        let state_dir = template
+            .state_dir
+            .clone()
+            .unwrap_or_else(|| policy.state_dir().to_path_buf());
+        let started = start_admin(policy, template.config.as_deref(), &state_dir, gpus)?;
+        listeners.push(started.thread);
+        sockets.0.push(started.owned);
+        admin_socket = Some(started.path);
+    } else {
+        info!("[admin] enable = false: no admin socket, no run-time grants");
+    }
     Ok(Running {
-        unix: sockets.0.iter().map(|o| o.path().to_path_buf()).collect(),
+        unix: sockets
+            .0
+            .iter()
+            .map(|o| o.path().to_path_buf())
+            .filter(|p| Some(p) != admin_socket.as_ref())
+            .collect(),
+        admin: admin_socket,
         metrics: metrics_local,
         listeners,
         sockets,
     })
+}
+
+/// The admin socket (`crate::admin`), its grants not asked to persist dropped first.
+fn start_admin(
+    policy: &Policy,
+    config: Option<&std::path::Path>,
+    state_dir: &std::path::Path,
+    gpus: Vec<crate::admin::server::Gpu>,
+) -> Result<crate::admin::server::Started, ServeError> {
+    use crate::admin::{auth, server};
+    let group = match &policy.config.admin.group {
+        Some(name) => Some((
+            name.clone(),
+            auth::resolve_group(name).map_err(ServeError::Refused)?,
+        )),
+        None => None,
+    };
+    let allowed = auth::Allowed {
+        daemon_uid: nix::unistd::getuid().as_raw(),
+        group,
+    };
+    let mut admin = server::Admin::new(config, state_dir, allowed);
+    if policy.config.admin.overcommit == Some(true) {
+        info!(
+            "[admin] overcommit = true: run-time grants may promise more GPU memory than there is"
+        );
+    } else {
+        if gpus.is_empty() {
+            warn!("the GPUs' memory is unknown: run-time grants are not checked against it");
+        }
+        admin = admin.with_capacity(gpus);
+    }
+    admin
+        .drop_transient()
+        .map_err(|e| ServeError::Refused(format!("run-time grants: {e}")))?;
+    admin
+        .listen(&policy.config.admin.socket(state_dir))
+        .map_err(ServeError::Refused)
+}
+
+/// Each GPU `exec` has, with its memory.
+fn gpu_capacities(exec: &mut dyn Executor) -> Vec<crate::admin::server::Gpu> {
+    (0..exec.device_count())
+        .filter_map(|d| {
+            let p = exec.device_properties(d).ok()?;
+            Some(crate::admin::server::Gpu {
+                uuid: crate::executor::cuda::format_uuid(&p.uuid),
+                memory: p.total_global_mem,
+            })
+        })
+        .collect()
 }
 
 /// The socket files a daemon bound, removed when it is dropped (only those still

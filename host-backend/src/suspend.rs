@@ -153,7 +153,10 @@ fn resident(pid: u32) -> u64 {
 
 /// VM `vm`'s ledger under `state_dir` and its live workers, of which it has one at
 /// least.
-fn live_workers(state_dir: &Path, vm: &str) -> Result<(VmLedger, Vec<WorkerLine>), SuspendError> {
+pub fn live_workers(
+    state_dir: &Path,
+    vm: &str,
+) -> Result<(VmLedger, Vec<WorkerLine>), SuspendError> {
     let ledger =
         VmLedger::open(state_dir, vm)?.ok_or_else(|| SuspendError::NoWorkers(vm.into()))?;
     let workers = ledger.workers()?;

@@ -251,6 +251,36 @@ fn role() {
                 println!("{name}-via-daemon={}", read(&through));
             }
         }
+        "grants" => {
+            let state = dir.join("state");
+            let policy =
+                Policy::load_with_grants(Some(&dir.join("host.toml")), Some(&state)).unwrap();
+            // Admitted through the grant, as a worker would be.
+            let grant = policy.admit(&vmcuda_host::policy::Caller::VsockCid(9), b"");
+            println!("admitted={}", grant.map(|g| g.name).unwrap_or_default());
+            let ledger = Ledger::join(&state, "vm-a", 8).unwrap();
+            let ns = "/proc/thread-self/ns/mnt";
+            let before = std::fs::read_link(ns).unwrap();
+            jail::confine_admitted(&policy, "vm-a", &state, Some(ledger.path()), None).unwrap();
+            let after = std::fs::read_link(ns).unwrap();
+            println!("mntns={}", if before == after { "same" } else { "new" });
+            let read = |p: &Path| {
+                let mut text = String::new();
+                match std::fs::File::open(p).and_then(|mut f| f.read_to_string(&mut text)) {
+                    Ok(_) => format!("read {text:?}"),
+                    Err(e) => errno_of::<()>(Err(e)),
+                }
+            };
+            let grants = vmcuda_host::admin::grants_path(&state);
+            println!("grants={}", read(&grants));
+            println!(
+                "admin-dir={:?}",
+                std::fs::read_dir(grants.parent().unwrap()).map(|d| d.count())
+            );
+            let daemon_root = PathBuf::from(format!("/proc/{}/root", nix::unistd::getppid()));
+            let through = daemon_root.join(grants.strip_prefix("/").unwrap());
+            println!("grants-via-daemon={}", read(&through));
+        }
         other => panic!("unknown role {other}"),
     }
 }
@@ -434,6 +464,57 @@ fn a_jailed_worker_cannot_read_the_peer_links_tls_files() {
             format!("{name}-via-daemon=EACCES")
         );
     }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The run-time grants file holds tokens: a jailed worker finds its directory empty,
+/// even with the file's and directory's modes opened to all, and cannot reach it
+/// through the daemon's root either.
+#[test]
+fn a_jailed_worker_cannot_read_the_run_time_grants() {
+    use std::os::unix::fs::PermissionsExt;
+    const TEST: &str = "a_jailed_worker_cannot_read_the_run_time_grants";
+    if skip_unless_root(TEST) {
+        return;
+    }
+    let dir = temp("grants");
+    let state = dir.join("state");
+    std::fs::write(
+        dir.join("host.toml"),
+        format!(
+            "state_dir = \"{}\"\n[jail]\nenable = true\n",
+            state.display()
+        ),
+    )
+    .unwrap();
+    let grants = vmcuda_host::admin::grants_path(&state);
+    let json = format!(
+        r#"{{"version": 1, "grants": [
+            {{"name": "vm-a", "cid": 9}},
+            {{"name": "vm-b", "token": "{TOKEN_B}", "tcp": true}}]}}"#
+    );
+    std::fs::create_dir_all(grants.parent().unwrap()).unwrap();
+    std::fs::write(&grants, json).unwrap();
+    std::fs::set_permissions(&grants, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::set_permissions(
+        grants.parent().unwrap(),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let out = child("grants", &dir);
+    let r = report(&out);
+    assert!(out.status.success(), "{r}");
+    assert!(r.contains("admitted=vm-a"), "{r}");
+    if r.contains("mntns=same") {
+        println!("skipped {TEST}: the kernel refused the worker a mount namespace");
+        std::fs::remove_dir_all(&dir).unwrap();
+        return;
+    }
+    assert!(!r.contains(TOKEN_B), "the grants leaked: {r}");
+    // Covered by an empty tmpfs only root may enter, whatever the modes beneath.
+    assert!(r.contains("grants=EACCES"), "{r}");
+    assert!(r.contains("admin-dir=Err"), "{r}");
+    assert!(r.contains("grants-via-daemon=EACCES"), "{r}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -5,7 +5,8 @@
 #   /etc/default/vmcuda-host                                (conffile: executor, listener arguments)
 #   /lib/systemd/system/vmcuda-host.service, vmcuda-vhost@.service
 #   /usr/lib/tmpfiles.d/vmcuda.conf                         (/run/vmcuda and its sockets' directories)
-#   /usr/share/doc/vmcuda-host/                             (install, configuration, VM and security docs)
+#   /usr/share/doc/vmcuda-host/                             (install, configuration, VM, security and admin API docs;
+#                                                            examples/: a VM env file, the libvirt hook, slurm/)
 #
 #   images/host-deb/build.sh [OUTDIR] [--profile release|debug] [--no-build] [--version V]
 #
@@ -71,7 +72,11 @@ install -m 0644 "$here/default" "$root/etc/default/vmcuda-host"
 install -m 0644 "$here/vmcuda-host.service" "$here/vmcuda-vhost@.service" "$root/lib/systemd/system/"
 install -m 0644 "$here/tmpfiles.conf" "$root/usr/lib/tmpfiles.d/vmcuda.conf"
 install -m 0644 "$here/vm-example.env" "$root/usr/share/doc/vmcuda-host/examples/vm1.env"
-for d in install configuration vm-setup security; do
+install -m 0755 "$repo/images/libvirt/qemu-hook" "$root/usr/share/doc/vmcuda-host/examples/libvirt-qemu-hook"
+install -d "$root/usr/share/doc/vmcuda-host/examples/slurm"
+install -m 0755 "$repo"/images/slurm/{prolog,task-prolog,epilog} "$root/usr/share/doc/vmcuda-host/examples/slurm/"
+install -m 0644 "$repo"/images/slurm/{vmcuda-slurm.sh,slurm.env.example} "$root/usr/share/doc/vmcuda-host/examples/slurm/"
+for d in install configuration vm-setup security admin-api slurm; do
   if [ -f "$repo/docs/$d.md" ]; then install -m 0644 "$repo/docs/$d.md" "$root/usr/share/doc/vmcuda-host/"; fi
 done
 pkg_doc_files "$root" vmcuda-host "$version" "$repo"

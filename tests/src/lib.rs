@@ -8,6 +8,7 @@
 pub mod cut_proxy;
 pub mod hostile;
 pub mod load;
+pub mod raw_guest;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -199,6 +200,8 @@ pub struct Daemon {
     pub dir: PathBuf,
     pub socket: PathBuf,
     pub launch_log: PathBuf,
+    args: Vec<std::ffi::OsString>,
+    env: Vec<(String, String)>,
 }
 
 impl Daemon {
@@ -232,25 +235,52 @@ impl Daemon {
         std::fs::create_dir_all(&dir).expect("temp dir");
         let socket = dir.join("host.sock");
         let launch_log = dir.join("launches.jsonl");
-        let log = std::fs::File::create(dir.join("host.log")).expect("log file");
-        let mut cmd = Command::new(host_bin());
+        let mut args: Vec<std::ffi::OsString> = vec!["serve".into()];
         if let Some(text) = config {
             let path = dir.join("host.toml");
             std::fs::write(&path, text).expect("config file");
-            cmd.arg("serve").arg("--config").arg(path);
-        } else {
-            cmd.arg("serve");
+            args.push("--config".into());
+            args.push(path.into());
         }
-        let child = cmd
-            .arg("--unix")
-            .arg(&socket)
-            .arg("--launch-log")
-            .arg(&launch_log)
+        args.extend([
+            "--unix".into(),
+            socket.clone().into(),
+            "--launch-log".into(),
+            launch_log.clone().into(),
             // Each daemon's VMs keep their ledgers to themselves.
-            .arg("--state-dir")
-            .arg(dir.join("state"))
-            .args(extra)
-            .envs(env.iter().copied())
+            "--state-dir".into(),
+            dir.join("state").into(),
+        ]);
+        args.extend(extra.iter().map(Into::into));
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let child = Self::spawn(&dir, &socket, &args, &env);
+        Daemon {
+            child,
+            dir,
+            socket,
+            launch_log,
+            args,
+            env,
+        }
+    }
+
+    fn spawn(
+        dir: &Path,
+        socket: &Path,
+        args: &[std::ffi::OsString],
+        env: &[(String, String)],
+    ) -> Child {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("host.log"))
+            .expect("log file");
+        let child = Command::new(host_bin())
+            .args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -263,12 +293,18 @@ impl Daemon {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
-        Daemon {
-            child,
-            dir,
-            socket,
-            launch_log,
+        child
+    }
+
+    /// Stop the daemon (SIGTERM, as a service manager does) and start it again with
+    /// the same command line and state directory; its log goes on in the same file.
+    pub fn restart(&mut self) {
+        // SAFETY: kill takes a pid and a signal number and touches no memory.
+        unsafe {
+            libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
         }
+        let _ = self.child.wait();
+        self.child = Self::spawn(&self.dir, &self.socket, &self.args, &self.env);
     }
 
     pub fn server(&self) -> String {

@@ -150,6 +150,9 @@ pub struct JailSpec {
     /// This VM's module cache (see [`crate::module_cache`]): handed to `ids` and kept
     /// visible, read-write.
     pub own_module_cache: Option<PathBuf>,
+    /// The admin directory (the run-time grants file, which holds tokens: see
+    /// `crate::admin`), covered in the namespace by an empty one.
+    pub admin_dir: Option<PathBuf>,
     pub limits: Limits,
     /// The system call filter, and what a denied call gets; `None`: no filter.
     pub seccomp: Option<OnDenied>,
@@ -313,6 +316,9 @@ pub fn spec_for(
     let c = &policy.config;
     let mask = std::iter::once(PathBuf::from(&policy.source))
         .chain(c.vms.iter().filter_map(|v| v.token_file.clone()))
+        // The run-time grants merged in (tokens): its directory is covered below, as
+        // a rename of a new version over a masked file would unmask it.
+        .chain(policy.grants_file.clone())
         .chain(c.tcp.tls_key.clone())
         .chain(c.tcp.tls_cert.clone())
         // The peer link's TLS files: the daemon read them when it started, and a
@@ -332,6 +338,9 @@ pub fn spec_for(
         own_ledger: own_ledger.map(Path::to_path_buf),
         module_cache_dir: Some(policy.module_cache_dir(state_dir)),
         own_module_cache: own_module_cache.map(Path::to_path_buf),
+        admin_dir: crate::admin::grants_path(state_dir)
+            .parent()
+            .map(Path::to_path_buf),
         limits: Limits {
             address_space: config.address_space.map(|b| b.0),
             open_files: config.max_open_files.unwrap_or(DEFAULT_MAX_OPEN_FILES),
@@ -468,6 +477,9 @@ fn hide(spec: &JailSpec) -> Result<(), JailError> {
     }
     if let Some(dir) = &spec.ledger_dir {
         cover(dir, spec.own_ledger.as_deref(), "mode=0755,size=64k")?;
+    }
+    if let Some(dir) = &spec.admin_dir {
+        cover(dir, None, "mode=0700,size=4k")?;
     }
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! Token bytes that are overwritten when let go, so that a worker, once admitted, keeps
 //! no other VM's credential in memory it might leak.
 
-use serde::{Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use zeroize::Zeroize;
 
 /// A token: its bytes are zeroed (by writes the compiler may not drop) before its
@@ -42,6 +42,14 @@ impl Drop for Secret {
 impl std::fmt::Debug for Secret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Secret(..)")
+    }
+}
+
+/// For the run-time grants file only (`crate::admin::store`), which is kept as a
+/// token file is.
+impl Serialize for Secret {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
     }
 }
 

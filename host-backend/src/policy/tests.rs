@@ -346,3 +346,119 @@ fn ipc_exports_are_bounded_per_vm_by_default_and_as_configured() {
     // A key it does not have is refused, as everywhere in the file.
     assert!(parse("[ipc]\nmax_export = 8\n").is_err());
 }
+
+fn runtime_vm(name: &str, cid: Option<u32>, uid: Option<u32>, quota: u64) -> Vm {
+    Vm {
+        name: name.into(),
+        cid,
+        hybrid_vsock: None,
+        token: None,
+        token_file: None,
+        tcp: false,
+        uid,
+        guest_memory_copies: true,
+        limits: Limits {
+            memory_quota: Some(ByteSize(quota)),
+            ..Limits::default()
+        },
+    }
+}
+
+#[test]
+fn a_run_time_grant_adds_a_vm_or_stands_in_for_the_files_entry() {
+    let base = sample();
+    let merged = base
+        .with_vms(vec![
+            runtime_vm("vm9", Some(9), None, 4096),
+            runtime_vm("vm1", Some(5), None, 777),
+        ])
+        .unwrap();
+    let g = merged.admit(&Caller::VsockCid(9), b"").unwrap();
+    assert_eq!((g.name.as_str(), g.memory_quota), ("vm9", Some(4096)));
+    // In place of the file's vm1: its quota, and no longer the file's token.
+    let g = merged.admit(&Caller::VsockCid(5), b"").unwrap();
+    assert_eq!(g.memory_quota, Some(777));
+    assert!(merged
+        .admit(&Caller::Tcp("127.0.0.1:1".into()), TOKEN.as_bytes())
+        .is_err());
+    assert_eq!(merged.granted, vec!["vm9".to_string(), "vm1".to_string()]);
+    // The base is as it was.
+    assert!(base.admit(&Caller::VsockCid(9), b"").is_err());
+}
+
+#[test]
+fn a_run_time_grant_may_not_take_another_vms_cid_uid_or_token() {
+    let base = sample();
+    let e = base
+        .with_vms(vec![runtime_vm("other", Some(5), None, 1)])
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("two [[vm]] entries have cid 5"),
+        "{e}"
+    );
+    let e = base
+        .with_vms(vec![
+            runtime_vm("a", None, Some(1000), 1),
+            runtime_vm("b", None, Some(1000), 1),
+        ])
+        .unwrap_err();
+    assert!(e.to_string().contains("uid 1000"), "{e}");
+    let mut stolen = runtime_vm("thief", None, None, 1);
+    stolen.token = Some(Secret::new(TOKEN.into()));
+    stolen.tcp = true;
+    let e = base.with_vms(vec![stolen]).unwrap_err();
+    assert!(e.to_string().contains("another VM's too"), "{e}");
+}
+
+#[test]
+fn a_local_program_of_a_granted_uid_is_that_vms_guest() {
+    let merged = sample()
+        .with_vms(vec![runtime_vm("job7", None, Some(1234), 1 << 20)])
+        .unwrap();
+    let local = Caller::Local { pid: Some(99) };
+    let g = merged.admit_as(&local, b"", Some(1234)).unwrap();
+    assert_eq!((g.name.as_str(), g.memory_quota), ("job7", Some(1 << 20)));
+    // Another user is a program on the host as before.
+    let g = merged.admit_as(&local, b"", Some(1000)).unwrap();
+    assert_eq!(g.name, "local");
+    // The uid counts only for the Unix socket's callers.
+    assert!(merged
+        .admit_as(&Caller::VsockCid(77), b"", Some(1234))
+        .is_err());
+}
+
+#[test]
+fn grants_of_another_daemons_state_dir_are_not_merged_and_a_broken_file_is_left_out() {
+    let dir = std::env::temp_dir().join(format!("vmcuda-policy-grants-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("host.toml");
+    std::fs::write(&config, "[[vm]]\nname = \"static\"\ncid = 3\n").unwrap();
+    let state = dir.join("state");
+    let grant = crate::admin::store::RuntimeGrant {
+        name: "rt".into(),
+        cid: Some(4),
+        uid: None,
+        token: None,
+        tcp: false,
+        limits: Limits::default(),
+        persist: false,
+        changed_by: 0,
+        changed_ms: 0,
+    };
+    crate::admin::store::save(&crate::admin::grants_path(&state), &[grant]).unwrap();
+    let p = Policy::load_with_grants(Some(&config), Some(&state)).unwrap();
+    assert!(p.admit(&Caller::VsockCid(4), b"").is_ok());
+    assert_eq!(p.grants_file, Some(crate::admin::grants_path(&state)));
+    let other = Policy::load_with_grants(Some(&config), Some(&dir.join("other"))).unwrap();
+    assert!(other.admit(&Caller::VsockCid(4), b"").is_err());
+    // A grant the file contradicts since (its cid taken) is left out, the file kept.
+    std::fs::write(&config, "[[vm]]\nname = \"static\"\ncid = 4\n").unwrap();
+    let p = Policy::load_with_grants(Some(&config), Some(&state)).unwrap();
+    assert_eq!(p.admit(&Caller::VsockCid(4), b"").unwrap().name, "static");
+    // An unreadable grants file leaves the configuration in force.
+    std::fs::write(crate::admin::grants_path(&state), "{").unwrap();
+    let p = Policy::load_with_grants(Some(&config), Some(&state)).unwrap();
+    assert_eq!(p.admit(&Caller::VsockCid(4), b"").unwrap().name, "static");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
