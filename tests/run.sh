@@ -51,6 +51,12 @@ if ! command -v qemu-system-x86_64 >/dev/null || ! command -v cpio >/dev/null; t
     # Never over what is installed: a package apt could only install by removing or
     # downgrading another is skipped (exit 3), and the check below says what is missing.
     bash .ci/apt-install.sh qemu-system-x86 cpio || [ $? = 3 ]
+    # Skipped (it would remove or downgrade something here): Debian's QEMU unpacked
+    # into build/qemu instead, installing nothing, first on PATH for the tests.
+    if ! command -v qemu-system-x86_64 >/dev/null &&
+      unpacked=$(bash tests/vm/unpack-qemu.sh "$root/build/qemu" | tail -n 1) && [ -x "$unpacked" ]; then
+      export PATH="$(dirname "$unpacked"):$PATH"
+    fi
     command -v qemu-system-x86_64 >/dev/null && command -v cpio >/dev/null ||
       { echo "tests/run.sh: no qemu-system-x86_64 or cpio (see above): the VM tests cannot run" >&2; exit 1; }
   else
