@@ -786,6 +786,10 @@ pub struct Run {
     /// handed out (with the size each was asked for).
     broker: FakeBroker,
     peer_tickets: Vec<(Ticket, u64)>,
+    /// The registry's threads serving the three processes' links: they end once the
+    /// sessions are gone, and are waited for then, so that nothing of theirs is still
+    /// allocated when the input is over (LeakSanitizer would count it as leaked).
+    registry_threads: Vec<std::thread::JoinHandle<()>>,
     /// Steps run so far, for the messages.
     steps: usize,
 }
@@ -807,6 +811,7 @@ impl Run {
         // One registry for the VM's two processes and another VM's, as the daemon
         // keeps it.
         let registry = Arc::new(Registry::new(MAX_EXPORTS));
+        let threads = std::cell::RefCell::new(Vec::new());
         let link = |owner: u64, vm_name: &str| {
             let (ours, theirs) = socketpair(
                 AddressFamily::Unix,
@@ -818,7 +823,9 @@ impl Run {
             let vm = Arc::new(std::sync::OnceLock::new());
             let _ = vm.set(vm_name.to_string());
             let r = registry.clone();
-            std::thread::spawn(move || r.serve_worker(UnixStream::from(ours), owner, vm));
+            threads.borrow_mut().push(std::thread::spawn(move || {
+                r.serve_worker(UnixStream::from(ours), owner, vm)
+            }));
             IpcLink::new(theirs)
         };
         let process = |owner: u64, vm_name: &str| {
@@ -837,9 +844,11 @@ impl Run {
         let peer = process(2, "local");
         let other = process(3, "other");
         let (broker, peer_link) = FakeBroker::start();
+        let ipc_link = link(1, "local");
+        let registry_threads = threads.into_inner();
         let mut run = Run {
             session: Session::new(Box::new(exec), grant)
-                .with_ipc_link(link(1, "local"))
+                .with_ipc_link(ipc_link)
                 .with_peer_link(peer_link),
             held,
             ctx: CallContext::default(),
@@ -859,6 +868,7 @@ impl Run {
             next_event: 1000,
             broker,
             peer_tickets: Vec::new(),
+            registry_threads,
             steps: 0,
         };
         run.call(&hello, &[]).expect("a valid hello is accepted");
@@ -1693,6 +1703,8 @@ impl Run {
             peer,
             other,
             steps,
+            broker,
+            registry_threads,
             ..
         } = self;
         let ended = [
@@ -1707,6 +1719,11 @@ impl Run {
                 left, 0,
                 "after {steps} steps and the end of {name} its executor still holds {left} bytes"
             );
+        }
+        // Every link is closed: the threads serving them end.
+        drop(broker);
+        for t in registry_threads {
+            let _ = t.join();
         }
     }
 }
