@@ -49,12 +49,13 @@ pub const PEER_PORT: Limits = Limits {
     all_per_second: ALL_PER_SECOND,
 };
 
-/// Lines about guest connections not admitted yet: each source 10 at once, then 2 a
-/// second; all together 50 at once, then 10 a second (the single limit they all
-/// shared before).
+/// Lines about guest connections not admitted yet: each source 25 at once, then 5 a
+/// second, half the whole (one host's programs starting together are one source, and
+/// no flood); all together 50 at once, then 10 a second (the single limit they all
+/// shared before). A flooding source so leaves the other half to the others.
 pub const PRE_ADMISSION: Limits = Limits {
-    per_source_burst: 10,
-    per_source_per_second: 2,
+    per_source_burst: 25,
+    per_source_per_second: 5,
     all_burst: 50,
     all_per_second: 10,
 };
