@@ -10,7 +10,9 @@
 //! the daemon how it is doing over a pipe it inherits as [`CHANNEL_FD`], one line per
 //! event ([`Event`]): the hello is in, the guest is admitted, or a log line. Log
 //! lines from before admission reach the host log only through the daemon, at a
-//! bounded rate ([`RateLimit`]): a flood of bad connections cannot fill the disk.
+//! bounded rate for each source ([`PRE_ADMISSION_LOG`], a [`SourceLog`]): a flood of
+//! bad connections cannot fill the disk, nor crowd out the lines about other sources'
+//! connections (their refusals above all).
 //!
 //! Everything a guest says about itself (its program name, above all) goes through
 //! [`guest_text`] before it reaches a log line or the figures.
@@ -20,10 +22,12 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use tracing::warn;
+
+use crate::source_log::{self, SourceLog};
 
 /// The descriptor a daemon-started worker finds its admission channel on.
 pub const CHANNEL_FD: i32 = 3;
@@ -268,9 +272,20 @@ impl RateLimit {
     }
 }
 
-/// The daemon's limit on log lines about connections not admitted yet, all listeners
-/// together.
-pub static PRE_ADMISSION_LOG: RateLimit = RateLimit::new(50, 10);
+/// The daemon's limits on log lines about connections not admitted yet, all listeners
+/// together: per [`Source`], and all sources together ([`source_log::PRE_ADMISSION`]).
+/// What they drop is said before the source's next line let through, or within
+/// [`source_log::SUMMARY_EVERY`] by a thread of its own.
+pub static PRE_ADMISSION_LOG: LazyLock<SourceLog> = LazyLock::new(|| {
+    let _ = std::thread::Builder::new()
+        .name("pre-admission-log".into())
+        .stack_size(64 * 1024)
+        .spawn(|| loop {
+            std::thread::sleep(source_log::SUMMARY_EVERY);
+            PRE_ADMISSION_LOG.summarize();
+        });
+    SourceLog::with_limits("connections not admitted yet", source_log::PRE_ADMISSION)
+});
 
 /// A `tracing` event under a [`RateLimit`] (`$limit`), `what` naming the lines in the
 /// one that says how many were dropped.
@@ -286,12 +301,14 @@ macro_rules! rate_limited {
     };
 }
 
-/// A `tracing` event about a connection not admitted yet, under [`PRE_ADMISSION_LOG`].
+/// A `tracing` event about a connection not admitted yet from `$source` (a
+/// [`Source`]), under [`PRE_ADMISSION_LOG`].
 #[macro_export]
 macro_rules! pre_admission {
-    ($level:ident, $($arg:tt)+) => {
-        $crate::rate_limited!($crate::admission::PRE_ADMISSION_LOG,
-            "connections not admitted yet", $level, $($arg)+)
+    ($source:expr, $level:ident, $($arg:tt)+) => {
+        if $crate::admission::PRE_ADMISSION_LOG.allow($source) {
+            tracing::$level!($($arg)+);
+        }
     };
 }
 
@@ -409,6 +426,13 @@ impl Pending {
 pub struct PendingSlot {
     places: Arc<Mutex<Places>>,
     source: Source,
+}
+
+impl PendingSlot {
+    /// The source whose place it is.
+    pub fn source(&self) -> &Source {
+        &self.source
+    }
 }
 
 impl Drop for PendingSlot {

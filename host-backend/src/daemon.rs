@@ -31,7 +31,7 @@ use crate::peer::{Broker, BROKER_FD};
 use crate::policy::Caller;
 use crate::pre_admission;
 use crate::socket_files;
-use crate::spawn::{self, Started, WorkerLogs};
+use crate::spawn::{self, Started, Whose, WorkerLogs};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum ExecutorChoice {
@@ -223,9 +223,11 @@ impl WorkerTemplate {
         }
         let peer = caller;
         // The worker's log comes through the daemon, under its VM's limit once the
-        // worker names it.
+        // worker names it, under its source's before.
         let pid_namespace = self.pid_namespace;
-        let spawned = spawn::start(&mut cmd, conn, &WorkerLogs::host(), None, |cmd| {
+        let source = slot.source().clone();
+        let whose = Whose::Source(source.clone());
+        let spawned = spawn::start(&mut cmd, conn, &WorkerLogs::host(), whose, |cmd| {
             if pid_namespace {
                 jail::spawn_in_new_namespace(cmd)
             } else {
@@ -247,20 +249,21 @@ impl WorkerTemplate {
         match spawned {
             Ok(Started { mut child, vm }) => {
                 let pid = child.id();
-                pre_admission!(info, connection = id, %peer, pid, "worker started");
+                pre_admission!(&source, info, connection = id, %peer, pid, "worker started");
                 DAEMON.started.fetch_add(1, Ordering::Relaxed);
                 DAEMON.running.fetch_add(1, Ordering::Relaxed);
                 let hello_timeout = self.pre_admission.hello_timeout;
                 thread::spawn(move || {
                     let mut slot = Some(slot);
                     let outcome = admission::watch(read, hello_timeout, &vm, &mut slot, |line| {
-                        pre_admission!(warn, connection = id, pid, "{line}");
+                        pre_admission!(&source, warn, connection = id, pid, "{line}");
                     });
                     if outcome == Outcome::TimedOut {
                         // Killed, not asked: it may be stuck in a handshake.
                         let _ = child.kill();
                         DAEMON.hello_timeouts.fetch_add(1, Ordering::Relaxed);
                         pre_admission!(
+                            &source,
                             info,
                             connection = id,
                             pid,
@@ -275,7 +278,7 @@ impl WorkerTemplate {
                             info!(connection = id, pid, "worker finished")
                         }
                         Ok(status) if status.success() => {
-                            pre_admission!(info, connection = id, pid, "worker finished")
+                            pre_admission!(&source, info, connection = id, pid, "worker finished")
                         }
                         Ok(_) if outcome == Outcome::TimedOut => {}
                         Ok(status) => {
@@ -303,9 +306,9 @@ fn turn_away(
     drop(conn.into());
     DAEMON.refused_pending.fetch_add(1, Ordering::Relaxed);
     match why {
-        NoPlace::Listener => pre_admission!(warn, caller = %who, pending = pending.now(),
+        NoPlace::Listener => pre_admission!(source, warn, caller = %who, pending = pending.now(),
             "connection closed: this listener has [admission] max_pending connections waiting for admission"),
-        NoPlace::Source => pre_admission!(warn, caller = %who, %source,
+        NoPlace::Source => pre_admission!(source, warn, caller = %who, %source,
             "connection closed: its source has [admission] max_pending_per_source connections waiting for admission"),
     }
 }

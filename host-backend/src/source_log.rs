@@ -1,18 +1,20 @@
-//! Log lines about connections that anyone who can reach a port can cause (the peer
-//! port's: refused, timed-out handshakes, bad headers), under a rate limit for each
-//! source ([`Source`]: an IPv4 address, an IPv6 /64) and one more for all sources
-//! together: one source that floods the port cannot fill the disk, nor crowd the lines
-//! about other sources out of the log, and many sources together get no more than the
-//! whole limit.
+//! Log lines about connections that anyone who can reach a port can cause, under a
+//! rate limit for each source ([`Source`]: a vsock CID, an IPv4 address, an IPv6 /64,
+//! a Unix peer's uid) and one more for all sources together: one source that floods a
+//! port cannot fill the disk, nor crowd the lines about other sources out of the log,
+//! and many sources together get no more than the whole limit. The peer port's lines
+//! (refused, timed-out handshakes, bad headers) are under [`PEER_PORT`]; the daemon's
+//! lines about guest connections not admitted yet, and what their workers log before
+//! naming their VM, under [`PRE_ADMISSION`] (`admission.rs`, `spawn.rs`).
 //!
-//! Each source may write [`PER_SOURCE_BURST`] lines at once, then
-//! [`PER_SOURCE_PER_SECOND`]; all sources together [`ALL_BURST`], then
-//! [`ALL_PER_SECOND`]; a line needs a place in both. What is dropped is counted per
-//! source and said in one line, "suppressed N lines about ... from SOURCE in the last S
-//! s": before that source's next line let through, or by [`SourceLog::summarize`]
-//! (called every [`SUMMARY_EVERY`] by the listener), where a summary takes a place in
-//! both limits like any line. [`MAX_SOURCES`] sources are followed at once; when that
-//! many have written lately, the others share one more limit.
+//! Each source may write `per_source_burst` lines at once, then
+//! `per_source_per_second`; all sources together `all_burst`, then `all_per_second`
+//! ([`Limits`]); a line needs a place in both. What is dropped is counted per source
+//! and said in one line, "suppressed N lines about ... from SOURCE in the last S s":
+//! before that source's next line let through, or by [`SourceLog::summarize`] (called
+//! every [`SUMMARY_EVERY`] by the listener), where a summary takes a place in both
+//! limits like any line. [`MAX_SOURCES`] sources are followed at once; when that many
+//! have written lately, the others share one more limit.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -26,6 +28,37 @@ pub const PER_SOURCE_PER_SECOND: u32 = 1;
 /// Lines all sources together may cause at once, and a second after.
 pub const ALL_BURST: u32 = 50;
 pub const ALL_PER_SECOND: u32 = 5;
+
+/// The limits of one [`SourceLog`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Lines one source may cause at once, and a second after.
+    pub per_source_burst: u32,
+    pub per_source_per_second: u32,
+    /// Lines all sources together may cause at once, and a second after.
+    pub all_burst: u32,
+    pub all_per_second: u32,
+}
+
+/// The peer port's: [`PER_SOURCE_BURST`], [`PER_SOURCE_PER_SECOND`], [`ALL_BURST`],
+/// [`ALL_PER_SECOND`].
+pub const PEER_PORT: Limits = Limits {
+    per_source_burst: PER_SOURCE_BURST,
+    per_source_per_second: PER_SOURCE_PER_SECOND,
+    all_burst: ALL_BURST,
+    all_per_second: ALL_PER_SECOND,
+};
+
+/// Lines about guest connections not admitted yet: each source 25 at once, then 5 a
+/// second, half the whole (one host's programs starting together are one source, and
+/// no flood); all together 50 at once, then 10 a second (the single limit they all
+/// shared before). A flooding source so leaves the other half to the others.
+pub const PRE_ADMISSION: Limits = Limits {
+    per_source_burst: 25,
+    per_source_per_second: 5,
+    all_burst: 50,
+    all_per_second: 10,
+};
 /// Sources followed each with a limit of its own.
 pub const MAX_SOURCES: usize = 256;
 /// How often what was dropped is said, where the sources say nothing more.
@@ -35,9 +68,15 @@ pub const SUMMARY_EVERY: Duration = Duration::from_secs(2);
 pub struct SourceLog {
     what: &'static str,
     state: Mutex<State>,
+    /// Where summaries are written: None, the host log (a `tracing` warning).
+    say_to: Option<Say>,
 }
 
+/// Where a [`SourceLog`]'s summaries are written, when not to `tracing`.
+type Say = Box<dyn Fn(&str) + Send + Sync>;
+
 struct State {
+    limits: Limits,
     all: Bucket,
     /// `None`: the sources past the [`MAX_SOURCES`] followed.
     sources: HashMap<Option<Source>, Followed>,
@@ -66,12 +105,14 @@ impl State {
             return key;
         }
         if self.followed() >= MAX_SOURCES {
+            let Limits {
+                per_source_burst: burst,
+                per_source_per_second: rate,
+                ..
+            } = self.limits;
             self.sources.retain(|k, f| {
-                f.bucket
-                    .refill(PER_SOURCE_BURST, PER_SOURCE_PER_SECOND, now);
-                k.is_none()
-                    || f.bucket.suppressed > 0
-                    || f.bucket.tokens < f64::from(PER_SOURCE_BURST)
+                f.bucket.refill(burst, rate, now);
+                k.is_none() || f.bucket.suppressed > 0 || f.bucket.tokens < f64::from(burst)
             });
         }
         let key = if self.followed() < MAX_SOURCES {
@@ -80,7 +121,7 @@ impl State {
             None
         };
         self.sources.entry(key.clone()).or_insert(Followed {
-            bucket: Bucket::full(PER_SOURCE_BURST),
+            bucket: Bucket::full(self.limits.per_source_burst),
             dropping_since: None,
         });
         key
@@ -92,12 +133,13 @@ impl State {
 
     /// Take a place in `key`'s limit and in the whole one, if both have one.
     fn take(&mut self, key: &Option<Source>, now: Instant) -> bool {
-        self.all.refill(ALL_BURST, ALL_PER_SECOND, now);
+        let l = self.limits;
+        self.all.refill(l.all_burst, l.all_per_second, now);
         let Some(f) = self.sources.get_mut(key) else {
             return false;
         };
         f.bucket
-            .refill(PER_SOURCE_BURST, PER_SOURCE_PER_SECOND, now);
+            .refill(l.per_source_burst, l.per_source_per_second, now);
         if f.bucket.tokens >= 1.0 && self.all.tokens >= 1.0 {
             f.bucket.tokens -= 1.0;
             self.all.tokens -= 1.0;
@@ -121,14 +163,29 @@ impl State {
 }
 
 impl SourceLog {
+    /// Lines of `what` under the peer port's limits ([`PEER_PORT`]).
     pub fn new(what: &'static str) -> SourceLog {
+        SourceLog::with_limits(what, PEER_PORT)
+    }
+
+    /// Lines of `what` under `limits`, summaries written to the host log.
+    pub fn with_limits(what: &'static str, limits: Limits) -> SourceLog {
         SourceLog {
             what,
             state: Mutex::new(State {
-                all: Bucket::full(ALL_BURST),
+                limits,
+                all: Bucket::full(limits.all_burst),
                 sources: HashMap::new(),
             }),
+            say_to: None,
         }
+    }
+
+    /// Summaries written by `say` (a line, without its newline), not to the host log
+    /// through `tracing`: where the lines limited are not `tracing`'s either.
+    pub fn saying_to(mut self, say: impl Fn(&str) + Send + Sync + 'static) -> SourceLog {
+        self.say_to = Some(Box::new(say));
+        self
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -188,14 +245,22 @@ impl SourceLog {
             Some(source) => source.to_string(),
             None => format!("sources past the first {MAX_SOURCES}"),
         };
-        tracing::warn!(
-            suppressed = s.suppressed,
+        let l = self.state().limits;
+        let text = format!(
             "suppressed {} lines about {} from {from} in the last {secs} s (rate limit: \
-             {PER_SOURCE_BURST} at once, then {PER_SOURCE_PER_SECOND} a second, each \
-             source; {ALL_BURST} at once, then {ALL_PER_SECOND} a second, all together)",
+             {} at once, then {} a second, each source; {} at once, then {} a second, all \
+             together)",
             s.suppressed,
             self.what,
+            l.per_source_burst,
+            l.per_source_per_second,
+            l.all_burst,
+            l.all_per_second,
         );
+        match &self.say_to {
+            Some(say) => say(&text),
+            None => tracing::warn!(suppressed = s.suppressed, "{text}"),
+        }
     }
 }
 

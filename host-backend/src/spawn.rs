@@ -9,7 +9,9 @@
 //!   of the worker's own limit per connection ([`crate::guest_log`]). A spawner that
 //!   knows the VM (the device is one VM's) counts every line under it; the daemon
 //!   learns it from the worker ([`crate::guest_log::VM_MARK`]) and counts the lines
-//!   before under its limit for workers not admitted yet.
+//!   before under the limit of the connection's source ([`Whose::Source`]: a vsock
+//!   CID, a TCP address or IPv6 /64, a Unix uid; [`crate::source_log::PRE_ADMISSION`]),
+//!   so one source's workers flooding their refusals cannot crowd out another's.
 //! - **Its memory**: the worker, once its guest is admitted, counts what it keeps
 //!   against its VM's `host_memory` (`session/host_memory.rs`) and caps its own data
 //!   segment at that and [`crate::memory_cap::DRIVER_HEADROOM`] (`RLIMIT_DATA`,
@@ -28,9 +30,11 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::thread;
 use std::time::Duration;
 
+use crate::admission::Source;
 use crate::daemon::{ExecutorChoice, TransportKind};
 use crate::guest_log::{Limited, VM_MARK};
 use crate::policy::Caller;
+use crate::source_log::{self, SourceLog};
 
 /// Lines all the workers of one VM may write at once, and a second after: on top of
 /// each worker's own limit ([`crate::guest_log`]), so a VM that spreads a flood over
@@ -56,9 +60,6 @@ fn vm_log_limit() -> (u32, u32) {
         )
     })
 }
-/// The limit on workers' lines from before they named their VM (the daemon's workers).
-const NOT_ADMITTED_BURST: u32 = 50;
-const NOT_ADMITTED_PER_SECOND: u32 = 10;
 /// The longest worker line passed on (a worker cuts its own at 2 KiB).
 const MAX_WORKER_LINE: u64 = 4096;
 /// How often what a VM's limit dropped is said, when its workers say nothing more.
@@ -108,6 +109,16 @@ impl WorkerLaunch<'_> {
     }
 }
 
+/// Whose a worker's lines are, as its spawner knows it.
+#[derive(Clone, Debug)]
+pub enum Whose<'a> {
+    /// One VM's (the vhost-user device is one VM's): every line counts under its limit.
+    Vm(&'a str),
+    /// A connection from this source (the daemon's): its lines count under the
+    /// source's limit until the worker names its VM, under the VM's from then on.
+    Source(Source),
+}
+
 /// A worker started by [`start`].
 pub struct Started {
     pub child: Child,
@@ -117,14 +128,15 @@ pub struct Started {
 
 /// Start the worker `cmd` (from [`WorkerLaunch::command`] and the spawner's own
 /// arguments) with `conn` as its stdin, stdout null and its stderr passed on to `logs`
-/// under its VM's limit: `vm` where the spawner knows it, else as the worker names it.
+/// under its VM's limit: the VM `whose` names where the spawner knows it, else the one
+/// the worker names, and before that its source's.
 /// `spawn` starts the process (where the spawner passes descriptors, or a namespace).
 /// The caller's copy of `conn` is gone once `cmd` is dropped.
 pub fn start(
     cmd: &mut Command,
     conn: OwnedFd,
     logs: &Arc<WorkerLogs>,
-    vm: Option<&str>,
+    whose: Whose<'_>,
     spawn: impl FnOnce(&mut Command) -> io::Result<Child>,
 ) -> io::Result<Started> {
     cmd.stdin(Stdio::from(conn))
@@ -132,15 +144,19 @@ pub fn start(
         .stderr(Stdio::piped());
     let mut child = spawn(cmd)?;
     let known = Arc::new(OnceLock::new());
-    if let Some(name) = vm {
-        let _ = known.set(name.to_string());
-    }
+    let source = match whose {
+        Whose::Vm(name) => {
+            let _ = known.set(name.to_string());
+            Source::Unknown
+        }
+        Whose::Source(source) => source,
+    };
     if let Some(log) = child.stderr.take() {
         let (logs, vm) = (logs.clone(), known.clone());
         let forwarding = thread::Builder::new()
             .name(format!("log-{}", child.id()))
             .stack_size(64 * 1024)
-            .spawn(move || logs.forward(log, &vm));
+            .spawn(move || logs.forward(log, &vm, &source));
         if let Err(e) = forwarding {
             // Unread, its log would block the worker (or end it, a broken pipe).
             let _ = child.kill();
@@ -160,8 +176,10 @@ pub struct WorkerLogs {
     out: Box<dyn Fn() -> Sink + Send + Sync>,
     /// Each VM's limit, made at its first line (VMs are the configuration's, so few).
     vms: Mutex<BTreeMap<String, Arc<LimitedLog>>>,
-    /// Lines of workers that have not named their VM yet.
-    not_admitted: LimitedLog,
+    /// The limits on lines of workers that have not named their VM yet, per source,
+    /// and where those lines and their summaries go.
+    not_admitted: SourceLog,
+    not_admitted_out: Arc<Mutex<Sink>>,
 }
 
 impl WorkerLogs {
@@ -170,13 +188,19 @@ impl WorkerLogs {
     /// more (within the limit: a summary takes a line of it), for as long as the
     /// `WorkerLogs` lives.
     pub fn new(out: impl Fn() -> Sink + Send + Sync + 'static) -> Arc<WorkerLogs> {
+        let not_admitted_out = Arc::new(Mutex::new(out()));
+        let summaries = not_admitted_out.clone();
+        let not_admitted = SourceLog::with_limits(
+            "workers of connections not admitted yet",
+            source_log::PRE_ADMISSION,
+        )
+        .saying_to(move |line| {
+            let mut out = summaries.lock().unwrap_or_else(|p| p.into_inner());
+            let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+        });
         let logs = Arc::new(WorkerLogs {
-            not_admitted: Limited::named(
-                out(),
-                NOT_ADMITTED_BURST,
-                NOT_ADMITTED_PER_SECOND,
-                "workers not admitted yet".into(),
-            ),
+            not_admitted,
+            not_admitted_out,
             out: Box::new(out),
             vms: Mutex::new(BTreeMap::new()),
         });
@@ -217,9 +241,10 @@ impl WorkerLogs {
             .clone()
     }
 
-    /// Say what each VM's limit dropped since its last line, where the limit has a
-    /// line for it.
+    /// Say what each VM's limit, and each source's before admission, dropped since its
+    /// last line, where the limit has a line for it.
     pub fn summaries(&self) {
+        self.not_admitted.summarize();
         let vms: Vec<Arc<LimitedLog>> = self
             .vms
             .lock()
@@ -233,10 +258,10 @@ impl WorkerLogs {
     }
 
     /// Pass a worker's log lines on, under its VM's limit once `vm` is known, before
-    /// that under the limit for workers not admitted yet; until the worker closes it
+    /// that under the limit of its connection's `source`; until the worker closes it
     /// (it ends). A line that names the VM ([`VM_MARK`]) sets it, where it is not set
     /// yet, and is not passed on.
-    pub fn forward(&self, from: impl Read, vm: &OnceLock<String>) {
+    pub fn forward(&self, from: impl Read, vm: &OnceLock<String>, source: &Source) {
         let mut from = io::BufReader::new(from);
         let mut line = Vec::with_capacity(256);
         loop {
@@ -263,7 +288,14 @@ impl WorkerLogs {
             }
             let _ = match vm.get() {
                 Some(name) => self.vm(name).line(&line),
-                None => self.not_admitted.line(&line),
+                None if self.not_admitted.allow(source) => {
+                    let mut out = self
+                        .not_admitted_out
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner());
+                    out.write_all(&line).and_then(|()| out.flush())
+                }
+                None => Ok(()),
             };
         }
     }
@@ -317,7 +349,10 @@ mod tests {
                 let mut cmd = Command::new("/bin/sh");
                 cmd.arg("-c")
                     .arg("i=0; while [ $i -lt 200 ]; do echo \"flood $i\" >&2; i=$((i+1)); done");
-                start(&mut cmd, theirs.into(), &logs, Some("vm1"), |c| c.spawn()).unwrap()
+                start(&mut cmd, theirs.into(), &logs, Whose::Vm("vm1"), |c| {
+                    c.spawn()
+                })
+                .unwrap()
             })
             .collect();
         for mut w in workers {
@@ -355,10 +390,54 @@ mod tests {
         let logs = sink.logs();
         let vm = OnceLock::new();
         let stream = format!("early\n{VM_MARK}vm2\nlate\n{VM_MARK}other\nlater\n");
-        logs.forward(stream.as_bytes(), &vm);
+        logs.forward(stream.as_bytes(), &vm, &Source::Uid(1000));
         assert_eq!(vm.get().map(String::as_str), Some("vm2"));
         assert_eq!(sink.text(), "early\nlate\nlater\n");
         assert!(logs.vms.lock().unwrap().contains_key("vm2"));
         assert!(!logs.vms.lock().unwrap().contains_key("other"));
+    }
+
+    /// Before admission each source's workers have a limit of their own: one source
+    /// whose workers flood their lines (refused hellos, say) has them cut to its share
+    /// and summed up, and another source's refusal is still written. (With one limit
+    /// for all, as before, the flood took every line and the refusal was dropped.)
+    #[test]
+    fn one_sources_flood_before_admission_cannot_crowd_out_anothers_refusal() {
+        let sink = LogCapture::default();
+        let logs = sink.logs();
+        let flooder = Source::of_ip("10.0.0.1".parse().unwrap());
+        let guest = Source::of_ip("2001:db8:1:2::7".parse().unwrap());
+        // Many workers of the flooder, each with a line or two.
+        for n in 0..500 {
+            let lines = format!("refused tcp:10.0.0.1:{n}: no token\nflood {n}\n");
+            logs.forward(lines.as_bytes(), &OnceLock::new(), &flooder);
+        }
+        logs.forward(
+            &b"refused tcp:[2001:db8:1:2::7]:9: no token\n"[..],
+            &OnceLock::new(),
+            &guest,
+        );
+        // The flooder's share gives it a line again within a second: its summary.
+        std::thread::sleep(Duration::from_millis(600));
+        logs.summaries();
+        let text = sink.text();
+        let flood = text
+            .lines()
+            .filter(|l| l.contains("10.0.0.1:") || l.starts_with("flood "))
+            .count() as u32;
+        let share = source_log::PRE_ADMISSION.per_source_burst;
+        // The test takes well under a second: at most a few lines came back meanwhile.
+        assert!(
+            flood >= share && flood <= share + 2 * source_log::PRE_ADMISSION.per_source_per_second,
+            "{flood} of 1000 lines of one source let through: {text}"
+        );
+        assert!(
+            text.contains("refused tcp:[2001:db8:1:2::7]:9: no token"),
+            "the other source's refusal was dropped: {text}"
+        );
+        assert!(
+            text.contains("lines about workers of connections not admitted yet from 10.0.0.1"),
+            "no summary of the flooder's dropped lines: {text}"
+        );
     }
 }

@@ -219,6 +219,79 @@ fn a_source_flooding_silent_connections_cannot_lock_other_guests_out() {
     assert!(log.contains("max_pending_per_source"), "{log}");
 }
 
+/// Pre-admission log lines are limited per source: a caller flooding a listener with
+/// refused hellos (no token) has its lines cut to its source's share, and another
+/// address's refusal still reaches the log. Before, one limit held every source's
+/// lines together, and the flood used it up.
+#[test]
+fn a_source_flooding_refused_hellos_cannot_crowd_another_sources_refusal_out_of_the_log() {
+    let addr = free_tcp_addr();
+    let d = Daemon::with_config(
+        "source-log",
+        Some(
+            r#"
+            [[vm]]
+            name = "remote"
+            tcp = true
+            token = "a-long-enough-token-1234"
+            "#,
+        ),
+        &["--tcp", &addr],
+    );
+    drop(connect_tcp(&addr));
+    let refused = |from: Ipv4Addr, client: &str| {
+        let mut s = connect_tcp_from(from, &addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let h = Hello {
+            protocol: PROTOCOL_VERSION,
+            runtime_version: RUNTIME_VERSION,
+            capabilities: 0,
+            token: Vec::new(),
+            client: client.into(),
+            pid: 1,
+        };
+        send(&mut s, Op::Hello, &h, &[]);
+        let (head, _) = vmcuda_wire::frame::read_head(&mut s).expect("a refusal");
+        assert_eq!(CudaStatus(head.status.get()), CudaStatus::ErrorNotPermitted);
+    };
+    let started = Instant::now();
+    for _ in 0..200 {
+        refused(Ipv4Addr::new(127, 0, 0, 2), "flooder");
+    }
+    refused(Ipv4Addr::LOCALHOST, "victim");
+    let secs = started.elapsed().as_secs() + 1;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let log = loop {
+        let log = d.log();
+        let victim = log
+            .lines()
+            .any(|l| l.contains("refused tcp peer 127.0.0.1:"));
+        if (victim && log.contains("from 127.0.0.2 in the last")) || Instant::now() > deadline {
+            break log;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        log.lines()
+            .any(|l| l.contains("refused tcp peer 127.0.0.1:")),
+        "the other source's refusal is not in the log: {log}"
+    );
+    let flood = log
+        .lines()
+        .filter(|l| l.contains("refused tcp peer 127.0.0.2:"))
+        .count() as u64;
+    let limits = vmcuda_host::source_log::PRE_ADMISSION;
+    let bound = u64::from(limits.per_source_burst) + secs * u64::from(limits.per_source_per_second);
+    assert!(
+        flood <= bound,
+        "{flood} refusals of one source written, over its {bound}"
+    );
+    assert!(
+        log.contains("from 127.0.0.2 in the last"),
+        "no summary of what the flooder's limit dropped: {log}"
+    );
+}
+
 /// A hello whose program name is `client`, speaking `protocol`.
 fn hello_as(s: &mut UnixStream, client: &str, protocol: u32) -> CudaStatus {
     let h = Hello {
@@ -280,7 +353,10 @@ fn guest_names_are_escaped_and_a_flood_of_bad_hellos_writes_little_log() {
         "the name is shown escaped: {log}"
     );
     assert!(log.len() < 64 << 10, "{} bytes of log", log.len());
-    assert!(log.contains("dropped (rate limit)"), "{log}");
+    assert!(
+        log.contains("connections not admitted yet from uid"),
+        "no summary of what the source's limit dropped: {log}"
+    );
     // Served all the same.
     let (status, _) = alloc(&mut guest, 64);
     assert_eq!(status, CudaStatus::Success);

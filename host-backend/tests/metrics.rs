@@ -501,6 +501,33 @@ fn the_endpoint_answers_only_metrics_and_bad_clients_block_nobody() {
     );
 }
 
+/// Issue 34, finding 8, against the daemon: more idle clients than the endpoint holds
+/// at once (256, 64 from one source: all of these are 127.0.0.1) cannot keep a scrape
+/// out; the newest connection is always taken, the oldest idle one closed for it.
+#[test]
+fn more_idle_clients_than_the_endpoint_holds_cannot_blind_a_scrape() {
+    let d = Daemon::with_config("metrics-idle", None, &["--metrics", "127.0.0.1:0"]);
+    let m = metrics_addr(&d);
+    let idle: Vec<TcpStream> = (0..300).map(|_| TcpStream::connect(&m).unwrap()).collect();
+    for _ in 0..3 {
+        let started = Instant::now();
+        let body = scrape(&m);
+        assert!(body.contains("vmcuda_stats_up"), "{body}");
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(2), "the scrape took {took:?}");
+    }
+    // The oldest idle clients were closed to make room.
+    let mut first = &idle[0];
+    first
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut b = [0u8; 1];
+    assert!(
+        matches!(first.read(&mut b), Ok(0) | Err(_)),
+        "the oldest idle client is still open"
+    );
+}
+
 #[test]
 fn metrics_stay_on_loopback_unless_allowed() {
     let dir = std::env::temp_dir().join(format!("vmcuda-metrics-open-{}", std::process::id()));

@@ -109,7 +109,7 @@ pub fn spawn_on_socket(
         })
         .collect::<io::Result<Vec<OwnedFd>>>()?;
     let sources: Vec<RawFd> = copies.iter().map(|c| c.as_raw_fd()).collect();
-    let started = spawn::start(cmd, conn, logs, Some(vm), |cmd| {
+    let started = spawn::start(cmd, conn, logs, spawn::Whose::Vm(vm), |cmd| {
         // SAFETY: the hook runs in the forked child before exec (after its stdio is
         // in place) and only makes raw close_range/fcntl/dup2 system calls, which are
         // async-signal-safe, allocate nothing and touch no state shared with the

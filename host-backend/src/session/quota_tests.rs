@@ -1214,3 +1214,29 @@ fn an_allocation_the_gpu_has_no_room_for_waits_for_room_but_a_quota_refusal_does
     // What fits is made at once.
     assert!(s.mem_alloc(&CTX, MemAlloc { size: 8 * MIB }, &[]).is_ok());
 }
+
+/// The same on an executor that lets imported pools allocate (a driver might: not
+/// verified on the GPU): the session refuses them itself, so what an imported pool
+/// would keep never escapes the quota. The executor's own refusal alone is not the fix.
+#[test]
+fn imported_pools_are_refused_by_the_session_whatever_its_executor_allows() {
+    let exec = HostMemoryExecutor::new(4 << 30, None)
+        .unwrap()
+        .letting_imported_pools_allocate();
+    let mut s = session_on(exec, Some(64 * MIB));
+    let (st, _pool, export) = exported_pool(&mut s);
+    for _ in 0..4 {
+        let imported = s
+            .mem_pool_import_shareable(&CTX, MemPoolImportShareable { export }, &[])
+            .unwrap()
+            .0
+            .pool;
+        assert_eq!(
+            alloc_from(&mut s, imported, 60 * MIB, st),
+            Err(CudaStatus::ErrorInvalidValue),
+            "the session let an imported pool allocate"
+        );
+        assert_charged_is_held(&mut s, "after an import");
+        assert!(held(&mut s) <= 64 * MIB, "{} bytes held", held(&mut s));
+    }
+}

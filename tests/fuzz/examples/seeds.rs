@@ -1166,6 +1166,155 @@ fn session_seeds() {
                 (2, CudaStatus::ErrorMemoryAllocation),
             ],
         ),
+        (
+            // Copies through the peer link: a send to this host's own endpoint and
+            // its receive (the bytes checked both ways), a delivery cut short, a send
+            // to an endpoint not allowed, a forged ticket, a range past the guest's
+            // memory, a size near 2^64, a spent ticket, then the link cut.
+            "peer_ops",
+            vec![
+                Alloc { size: 64 },
+                Alloc { size: 64 },
+                CopyHtoD {
+                    pick: 0,
+                    offset: 0,
+                    len: 4096,
+                },
+                PeerExpect {
+                    pick: 1,
+                    offset: 0,
+                    size: 64,
+                },
+                PeerSend {
+                    pick: 0,
+                    offset: 0,
+                    size: 64,
+                    ticket: 0,
+                    to: 0,
+                },
+                PeerReceive {
+                    pick: 1,
+                    offset: 0,
+                    size: 64,
+                    ticket: 0,
+                },
+                PeerExpect {
+                    pick: 1,
+                    offset: 256,
+                    size: 32,
+                },
+                PeerDeliver {
+                    ticket: 1,
+                    sent: 16,
+                },
+                PeerReceive {
+                    pick: 1,
+                    offset: 256,
+                    size: 32,
+                    ticket: 1,
+                },
+                PeerSend {
+                    pick: 0,
+                    offset: 0,
+                    size: 64,
+                    ticket: 0,
+                    to: 1,
+                },
+                PeerReceive {
+                    pick: 1,
+                    offset: 0,
+                    size: 64,
+                    ticket: 0xFF,
+                },
+                PeerExpect {
+                    pick: 1,
+                    offset: 0x4000,
+                    size: 64,
+                },
+                PeerExpect {
+                    pick: 1,
+                    offset: 0,
+                    size: 0x8001,
+                },
+                PeerReceive {
+                    pick: 1,
+                    offset: 0,
+                    size: 64,
+                    ticket: 0,
+                },
+                PeerCut,
+                PeerSend {
+                    pick: 0,
+                    offset: 0,
+                    size: 64,
+                    ticket: 0,
+                    to: 0,
+                },
+                PeerExpect {
+                    pick: 1,
+                    offset: 0,
+                    size: 64,
+                },
+            ],
+            vec![
+                (8, CudaStatus::ErrorDevicesUnavailable),
+                (9, CudaStatus::ErrorNotPermitted),
+                (10, CudaStatus::ErrorInvalidValue),
+                (11, CudaStatus::ErrorInvalidValue),
+                (12, CudaStatus::ErrorInvalidValue),
+                (13, CudaStatus::ErrorInvalidValue),
+                (15, CudaStatus::ErrorDevicesUnavailable),
+                (16, CudaStatus::ErrorNotSupported),
+            ],
+        ),
+        (
+            // A copy of more than one chunk of the link (1 MiB) each way, and
+            // another host's delivery of a whole ticket, received at an offset.
+            "peer_big",
+            vec![
+                Alloc { size: 0x2000 },
+                Alloc { size: 0x2000 },
+                CopyHtoD {
+                    pick: 0,
+                    offset: 0x100,
+                    len: 4096,
+                },
+                PeerExpect {
+                    pick: 1,
+                    offset: 0,
+                    size: 0x6000,
+                },
+                PeerSend {
+                    pick: 0,
+                    offset: 0,
+                    size: 0x6000,
+                    ticket: 0,
+                    to: 0,
+                },
+                PeerReceive {
+                    pick: 1,
+                    offset: 0,
+                    size: 0x6000,
+                    ticket: 0,
+                },
+                PeerExpect {
+                    pick: 0,
+                    offset: 0x40,
+                    size: 0x100,
+                },
+                PeerDeliver {
+                    ticket: 1,
+                    sent: 0x100,
+                },
+                PeerReceive {
+                    pick: 0,
+                    offset: 0x40,
+                    size: 0x100,
+                    ticket: 1,
+                },
+            ],
+            vec![],
+        ),
     ];
     for (name, steps, failing) in seeds {
         check_session(name, steps, failing);

@@ -6,6 +6,7 @@
 
 use std::io::Write;
 
+pub mod fake_broker;
 pub mod peer;
 pub mod session;
 
@@ -489,6 +490,29 @@ mod tests {
                 who: 6,
                 count: 0x27,
             },
+            Step::PeerExpect {
+                pick: 1,
+                offset: 0x0203,
+                size: 0x0405,
+            },
+            Step::PeerSend {
+                pick: 6,
+                offset: 0x0708,
+                size: 0x090a,
+                ticket: 11,
+                to: 12,
+            },
+            Step::PeerDeliver {
+                ticket: 13,
+                sent: 0x8e0f,
+            },
+            Step::PeerReceive {
+                pick: 16,
+                offset: 0x1112,
+                size: 0x1314,
+                ticket: 21,
+            },
+            Step::PeerCut,
         ];
         assert_eq!(Step::decode(&Step::encode(&steps)), steps);
     }

@@ -10,7 +10,13 @@
 //! each a session of its own whose invariant is checked as the session's is. Memory,
 //! events, physical allocations, pools and pool allocations pass between them (or are
 //! refused), with tokens handed out, garbled, stale or forged, freed and destroyed in
-//! any order, and floods of exports reach the registry's limit.
+//! any order, and floods of exports reach the registry's limit. The session has a
+//! peer link to a broker answering from memory ([`crate::fake_broker`]): copies to and
+//! from other hosts (`PeerExpect`, `PeerSend`, `PeerReceive`) are asked for with
+//! pointers, offsets and sizes in and out of the guest's memory, tickets handed out,
+//! forged or spent, endpoints allowed or not, deliveries whole, cut short or of another
+//! size, and the link cut; what a send sent and a receive received must be the guest's
+//! bytes, whole.
 //!
 //! The invariant: what the session has charged never exceeds the quota and equals what
 //! the executor really holds, and dropping the session returns the executor's memory to
@@ -59,7 +65,10 @@ use vmcuda_wire::op::{
 };
 use vmcuda_wire::CudaStatus;
 
+use crate::fake_broker::{self, FakeBroker};
 use crate::{take_uint, valid_hello, FUZZ_DEVICE_MEMORY};
+use vmcuda_host::peer::proto::{Ticket, MAX_ENDPOINT};
+use vmcuda_wire::op::{DispatchError, MemcpyDtoH, PeerExpect, PeerReceive, PeerSend};
 
 /// The guest's memory quota: small, so sequences reach it in a few steps, and four
 /// times the host-memory executor's VMM granularity (2 MiB), so virtual memory fits.
@@ -344,10 +353,45 @@ pub enum Step {
         who: u8,
         count: u8,
     },
+    /// `PeerExpect` (the receiving side of a copy from another host) of
+    /// [`peer_size`]`(size)` bytes into one of the session's pointers, `offset` bytes
+    /// in (an address made of `offset` when it has none): the ticket is kept.
+    PeerExpect {
+        pick: u8,
+        offset: u16,
+        size: u16,
+    },
+    /// `PeerSend` of [`peer_size`]`(size)` bytes of one of the session's pointers for
+    /// ticket `ticket` (see [`Run::peer_ticket`]) to the endpoint `to % 4` names (0: the
+    /// broker's own, where its tickets are received; 1: one not allowed; 2: an empty
+    /// one; 3: one longer than the protocol takes).
+    PeerSend {
+        pick: u8,
+        offset: u16,
+        size: u16,
+        ticket: u8,
+        to: u8,
+    },
+    /// Another host's daemon delivers `(sent & 0x7fff) * 64` bytes for a ticket kept,
+    /// announcing the ticket's size (or, with `sent`'s top bit, one byte more: the
+    /// ticket is spent).
+    PeerDeliver {
+        ticket: u8,
+        sent: u16,
+    },
+    /// `PeerReceive` of a ticket's bytes into one of the session's pointers.
+    PeerReceive {
+        pick: u8,
+        offset: u16,
+        size: u16,
+        ticket: u8,
+    },
+    /// The daemon's end of the peer link closes.
+    PeerCut,
 }
 
 /// Each step's op byte is its index here; arguments follow in field order.
-const STEP_COUNT: u8 = 49;
+const STEP_COUNT: u8 = 54;
 
 impl Step {
     /// Decode steps until the input ends.
@@ -481,10 +525,33 @@ impl Step {
                     who: b(i),
                     pool: b(i),
                 },
-                _ => Step::Flood {
+                48 => Step::Flood {
                     who: b(i),
                     count: b(i),
                 },
+                49 => Step::PeerExpect {
+                    pick: b(i),
+                    offset: w(i),
+                    size: w(i),
+                },
+                50 => Step::PeerSend {
+                    pick: b(i),
+                    offset: w(i),
+                    size: w(i),
+                    ticket: b(i),
+                    to: b(i),
+                },
+                51 => Step::PeerDeliver {
+                    ticket: b(i),
+                    sent: w(i),
+                },
+                52 => Step::PeerReceive {
+                    pick: b(i),
+                    offset: w(i),
+                    size: w(i),
+                    ticket: b(i),
+                },
+                _ => Step::PeerCut,
             });
         }
         steps
@@ -590,6 +657,32 @@ impl Step {
                 Step::ProcessFree { who, pick, how } => (46, vec![who, pick, how], vec![]),
                 Step::ProcessPoolDestroy { who, pool } => (47, vec![who, pool], vec![]),
                 Step::Flood { who, count } => (48, vec![who, count], vec![]),
+                Step::PeerExpect { pick, offset, size } => (49, vec![pick], vec![offset, size]),
+                Step::PeerSend {
+                    pick,
+                    offset,
+                    size,
+                    ticket,
+                    to,
+                } => {
+                    out.extend([50, pick]);
+                    put_words(&mut out, &[offset, size]);
+                    out.extend([ticket, to]);
+                    continue;
+                }
+                Step::PeerDeliver { ticket, sent } => (51, vec![ticket], vec![sent]),
+                Step::PeerReceive {
+                    pick,
+                    offset,
+                    size,
+                    ticket,
+                } => {
+                    out.extend([52, pick]);
+                    put_words(&mut out, &[offset, size]);
+                    out.push(ticket);
+                    continue;
+                }
+                Step::PeerCut => (53, vec![], vec![]),
             };
             out.push(op);
             out.extend(bytes);
@@ -633,6 +726,21 @@ const SHAREABLE_POOL: MemPoolCreate = MemPoolCreate {
     shareable: true,
 };
 
+/// The bytes a peer step's `size` names: `size * 64` (up to 2 MiB, past the link's
+/// 1 MiB chunks), or with the top bit set a size near `u64::MAX`.
+pub fn peer_size(size: u16) -> u64 {
+    if size & 0x8000 != 0 {
+        u64::MAX - u64::from(size & 0x7fff)
+    } else {
+        u64::from(size) * 64
+    }
+}
+
+/// The bytes another host sends: not all alike, so a shifted or mixed-up copy shows.
+fn pattern(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i * 7 + i / 251) as u8).collect()
+}
+
 /// Granule of the host-memory executor's virtual memory management.
 const GRANULE: u64 = 2 << 20;
 
@@ -674,6 +782,14 @@ pub struct Run {
     imports: Vec<DevicePtr>,
     /// Events the session opened (handles it names).
     next_event: u64,
+    /// The broker at the other end of the session's peer link, and the tickets it
+    /// handed out (with the size each was asked for).
+    broker: FakeBroker,
+    peer_tickets: Vec<(Ticket, u64)>,
+    /// The registry's threads serving the three processes' links: they end once the
+    /// sessions are gone, and are waited for then, so that nothing of theirs is still
+    /// allocated when the input is over (LeakSanitizer would count it as leaked).
+    registry_threads: Vec<std::thread::JoinHandle<()>>,
     /// Steps run so far, for the messages.
     steps: usize,
 }
@@ -695,6 +811,7 @@ impl Run {
         // One registry for the VM's two processes and another VM's, as the daemon
         // keeps it.
         let registry = Arc::new(Registry::new(MAX_EXPORTS));
+        let threads = std::cell::RefCell::new(Vec::new());
         let link = |owner: u64, vm_name: &str| {
             let (ours, theirs) = socketpair(
                 AddressFamily::Unix,
@@ -706,7 +823,9 @@ impl Run {
             let vm = Arc::new(std::sync::OnceLock::new());
             let _ = vm.set(vm_name.to_string());
             let r = registry.clone();
-            std::thread::spawn(move || r.serve_worker(UnixStream::from(ours), owner, vm));
+            threads.borrow_mut().push(std::thread::spawn(move || {
+                r.serve_worker(UnixStream::from(ours), owner, vm)
+            }));
             IpcLink::new(theirs)
         };
         let process = |owner: u64, vm_name: &str| {
@@ -724,8 +843,13 @@ impl Run {
         };
         let peer = process(2, "local");
         let other = process(3, "other");
+        let (broker, peer_link) = FakeBroker::start();
+        let ipc_link = link(1, "local");
+        let registry_threads = threads.into_inner();
         let mut run = Run {
-            session: Session::new(Box::new(exec), grant).with_ipc_link(link(1, "local")),
+            session: Session::new(Box::new(exec), grant)
+                .with_ipc_link(ipc_link)
+                .with_peer_link(peer_link),
             held,
             ctx: CallContext::default(),
             pointers: Vec::new(),
@@ -742,6 +866,9 @@ impl Run {
             tokens: Vec::new(),
             imports: Vec::new(),
             next_event: 1000,
+            broker,
+            peer_tickets: Vec::new(),
+            registry_threads,
             steps: 0,
         };
         run.call(&hello, &[]).expect("a valid hello is accepted");
@@ -818,6 +945,47 @@ impl Run {
             _ => token = [i; 16],
         }
         token
+    }
+
+    /// The address a peer step names: one of the session's pointers `offset` bytes in,
+    /// or, where it has none, an address of nothing.
+    fn peer_pointer(&self, i: u8, offset: u16) -> DevicePtr {
+        pick(&self.pointers, i).map_or(u64::from(offset) << 16, |(p, _)| p + u64::from(offset))
+    }
+
+    /// The ticket a peer step names: one handed out (`i` modulo their number), or a
+    /// forged one (`i` 0xFF, or none handed out).
+    fn peer_ticket(&self, i: u8) -> Ticket {
+        match pick(&self.peer_tickets, i) {
+            Some((ticket, _)) if i != 0xFF => ticket,
+            _ => [i; 16],
+        }
+    }
+
+    /// `size` bytes of the session's memory at `src`, read as a guest reads them (None
+    /// where the session refuses: a capture under way, say), 256 KiB at a time (a
+    /// larger read's bytes go by the worker's reply area, which the harness has not).
+    fn read_device(&mut self, src: DevicePtr, size: u64) -> Option<Vec<u8>> {
+        const PIECE: u64 = 256 << 10;
+        let mut out = Vec::with_capacity(size as usize);
+        let mut done = 0;
+        while done < size {
+            let req = MemcpyDtoH {
+                src: src + done,
+                size: (size - done).min(PIECE),
+                stream: StreamHandle::LEGACY,
+                is_async: false,
+            };
+            let meta = postcard::to_stdvec(&req).expect("requests encode");
+            self.session.enter(&self.ctx).ok()?;
+            match dispatch(&mut self.session, &self.ctx, MemcpyDtoH::OP, &meta, &[]) {
+                Ok(reply) if reply.data.len() as u64 == req.size => out.extend(reply.data),
+                Ok(_) | Err(DispatchError::Cuda(_)) => return None,
+                Err(e) => panic!("a well-formed request was not decoded: {e}"),
+            }
+            done += req.size;
+        }
+        Some(out)
     }
 
     /// The quota invariant, after every step: in the session and in both processes
@@ -1350,6 +1518,119 @@ impl Run {
                 };
                 call_on(session, &ctx, &MemPoolDestroy { pool }, &[])?;
             }
+            Step::PeerExpect {
+                pick: i,
+                offset,
+                size,
+            } => {
+                let req = PeerExpect {
+                    dst: self.peer_pointer(i, offset),
+                    size: peer_size(size),
+                };
+                let ticket = self.call(&req, &[])?;
+                assert_eq!(
+                    ticket.endpoint,
+                    fake_broker::ENDPOINT,
+                    "after step {}: a ticket names another endpoint than the broker's",
+                    self.steps
+                );
+                keep(&mut self.peer_tickets, (ticket.ticket, req.size));
+            }
+            Step::PeerSend {
+                pick: i,
+                offset,
+                size,
+                ticket,
+                to,
+            } => {
+                let endpoint = match to % 4 {
+                    0 => fake_broker::ENDPOINT.to_string(),
+                    1 => "elsewhere.fuzz:7732".to_string(),
+                    2 => String::new(),
+                    _ => "x".repeat(MAX_ENDPOINT + 1),
+                };
+                let req = PeerSend {
+                    src: self.peer_pointer(i, offset),
+                    size: peer_size(size),
+                    ticket: self.peer_ticket(ticket),
+                    endpoint,
+                };
+                let (src, size, ticket, to_self) = (
+                    req.src,
+                    req.size,
+                    req.ticket,
+                    req.endpoint == fake_broker::ENDPOINT,
+                );
+                let before = self.broker.delivered(&ticket);
+                self.call(&req, &[])?;
+                // Sent to this host's broker: it holds the guest's bytes, whole.
+                if to_self && size > 0 {
+                    let sent = self.broker.delivered(&ticket);
+                    assert!(
+                        before.is_none() && sent.as_ref().map(Vec::len) == Some(size as usize),
+                        "after step {}: a send succeeded but its {size} bytes did not all arrive",
+                        self.steps
+                    );
+                    if let Some(there) = self.read_device(src, size) {
+                        let sent = sent.as_deref().unwrap_or_default();
+                        assert!(
+                            sent == &there[..],
+                            "after step {}: the bytes sent are not the guest's ({} bytes sent, \
+                             {} read back, first difference at {:?})",
+                            self.steps,
+                            sent.len(),
+                            there.len(),
+                            sent.iter().zip(&there).position(|(a, b)| a != b)
+                        );
+                    }
+                }
+            }
+            Step::PeerDeliver { ticket, sent } => {
+                let Some((ticket, size)) = pick(&self.peer_tickets, ticket) else {
+                    return bad;
+                };
+                let announced = size.saturating_add(u64::from(sent >> 15));
+                let bytes = pattern(usize::from(sent & 0x7fff) * 64);
+                if !self.broker.deliver(&ticket, announced, bytes) {
+                    return bad;
+                }
+            }
+            Step::PeerReceive {
+                pick: i,
+                offset,
+                size,
+                ticket,
+            } => {
+                let req = PeerReceive {
+                    dst: self.peer_pointer(i, offset),
+                    size: peer_size(size),
+                    ticket: self.peer_ticket(ticket),
+                };
+                let (dst, size) = (req.dst, req.size);
+                let delivered = self.broker.delivered(&req.ticket);
+                self.call(&req, &[])?;
+                // Received: what was delivered is in the guest's memory, whole.
+                let bytes = delivered.unwrap_or_else(|| {
+                    panic!(
+                        "after step {}: a receive succeeded with nothing delivered",
+                        self.steps
+                    )
+                });
+                assert_eq!(
+                    bytes.len() as u64,
+                    size,
+                    "after step {}: a receive succeeded with part of its bytes",
+                    self.steps
+                );
+                if let Some(there) = self.read_device(dst, size) {
+                    assert!(
+                        there == bytes,
+                        "after step {}: the bytes received are not those delivered",
+                        self.steps
+                    );
+                }
+            }
+            Step::PeerCut => self.broker.cut(),
             Step::Flood { who, count } => {
                 let ctx = self.ctx;
                 let (session, pools, pointers) = self.process(who);
@@ -1422,6 +1703,8 @@ impl Run {
             peer,
             other,
             steps,
+            broker,
+            registry_threads,
             ..
         } = self;
         let ended = [
@@ -1436,6 +1719,11 @@ impl Run {
                 left, 0,
                 "after {steps} steps and the end of {name} its executor still holds {left} bytes"
             );
+        }
+        // Every link is closed: the threads serving them end.
+        drop(broker);
+        for t in registry_threads {
+            let _ = t.join();
         }
     }
 }

@@ -1019,9 +1019,10 @@ impl Graphs for HostMemoryExecutor {
         stream: ExecStream,
     ) -> ExecResult<DevicePtr> {
         self.check_stream(stream)?;
+        let allocate_imported = self.imported_pools_allocate();
         let pool = self.pool(which)?;
         // As the driver: an imported pool only maps its exporter's allocations.
-        if pool.imported_from.is_some() {
+        if pool.imported_from.is_some() && !allocate_imported {
             return Err(CudaStatus::ErrorInvalidValue);
         }
         let (idle, max_size) = (pool.idle, pool.max_size);

@@ -214,6 +214,10 @@ pub struct HostMemoryExecutor {
     /// owns its executor to the end: tests read what it left behind here).
     #[cfg(test)]
     held_at_drop: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
+    /// Whether imported pools make allocations: a test's stand-in for a driver that
+    /// allowed them (CUDA's rule forbids it, as this executor does otherwise).
+    #[cfg(test)]
+    imported_pools_allocate: bool,
 }
 
 impl HostMemoryExecutor {
@@ -263,7 +267,25 @@ impl HostMemoryExecutor {
             arrays: Default::default(),
             #[cfg(test)]
             held_at_drop: None,
+            #[cfg(test)]
+            imported_pools_allocate: false,
         })
+    }
+
+    /// Let imported pools make allocations, as a driver might that did not follow
+    /// CUDA's rule: what the session refuses itself, whatever its executor allows.
+    #[cfg(test)]
+    pub(crate) fn letting_imported_pools_allocate(mut self) -> Self {
+        self.imported_pools_allocate = true;
+        self
+    }
+
+    /// Whether imported pools make allocations (never, outside tests).
+    pub(super) fn imported_pools_allocate(&self) -> bool {
+        #[cfg(test)]
+        return self.imported_pools_allocate;
+        #[cfg(not(test))]
+        false
     }
 
     /// Note in `cell` the memory this executor still holds when it is dropped.
