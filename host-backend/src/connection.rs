@@ -125,6 +125,12 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
         TransportKind::Unix => crate::daemon::peer_cred(&conn).map(|c| c.uid),
         _ => None,
     };
+    // A local program's host pid, as the daemon read it: a session whose program has
+    // ended is not held for it.
+    let caller_pid = match &caller {
+        Caller::Local { pid } => *pid,
+        _ => None,
+    };
     // Set once a TCP guest has done its TLS handshake, for the figures.
     let over_tls = Cell::new(false);
     // Admission, and only then an executor: a refused caller never touches a GPU.
@@ -199,7 +205,7 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
         let resume_point =
             (hello.capabilities & caps::RESUMABLE != 0 && !hold.is_zero() && !over_tls.get())
                 .then(|| {
-                    resume::ResumePoint::open(&state_dir, &grant.name, hold)
+                    resume::ResumePoint::open(&state_dir, &grant.name, hold, caller_pid)
                         .inspect_err(|e| warn!("{e}; this connection cannot be come back to"))
                         .ok()
                 })
@@ -306,6 +312,7 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
             request_id: header.request_id.get(),
             transport: transport.into(),
             grant: pages,
+            peer_pid: caller_pid,
         };
         match resume::hand_over(&state_dir, &h, fd.as_fd()) {
             Ok(()) => {

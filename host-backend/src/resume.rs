@@ -71,6 +71,9 @@ pub struct Handoff {
     /// The guest page grant the returning connection came with (an unprivileged VM
     /// process's connection, made by the guest's RAM broker).
     pub grant: Option<GuestPagesGrant>,
+    /// The process at the other end of a Unix connection (its host pid, as the
+    /// daemon read it).
+    pub peer_pid: Option<i32>,
 }
 
 /// [`TransportKind`], as a handoff carries it.
@@ -108,6 +111,7 @@ pub struct Arrival {
     pub last_reply: u64,
     pub request_id: u64,
     pub grant: Option<GuestPagesGrant>,
+    pub peer_pid: Option<i32>,
 }
 
 /// What the accepting thread and the serving loop share.
@@ -131,6 +135,24 @@ pub struct ResumePoint {
     arrivals: mpsc::Receiver<Arrival>,
     /// Whether a ticket was ever given: only then is a dropped session held.
     issued: bool,
+    /// The local program at the other end (a Unix connection's peer, by host pid):
+    /// once it is gone, nobody comes back.
+    peer_pid: Option<i32>,
+}
+
+/// How long a dropped session looks for its local program's end before it holds.
+const EXIT_SEEN_WITHIN: Duration = Duration::from_millis(500);
+
+/// Whether host process `pid` has ended (gone, or a zombie: its sockets are closed).
+fn ended(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the command's closing parenthesis.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_none_or(|state| matches!(state, "Z" | "X" | "x")),
+        Err(_) => true,
+    }
 }
 
 /// Where session `session`'s resume point is.
@@ -164,7 +186,12 @@ fn unix_addr(path: &Path) -> io::Result<nix::sys::socket::UnixAddr> {
 impl ResumePoint {
     /// Bind session resume point for VM `vm` in `state_dir`, and start the thread that
     /// takes returning connections for it.
-    pub fn open(state_dir: &Path, vm: &str, hold: Duration) -> io::Result<ResumePoint> {
+    pub fn open(
+        state_dir: &Path,
+        vm: &str,
+        hold: Duration,
+        peer_pid: Option<i32>,
+    ) -> io::Result<ResumePoint> {
         use std::os::unix::fs::DirBuilderExt;
         let dir = state_dir.join(SESSIONS_DIR);
         std::fs::DirBuilder::new()
@@ -196,6 +223,7 @@ impl ResumePoint {
             shared,
             arrivals,
             issued: false,
+            peer_pid,
         })
     }
 
@@ -258,9 +286,23 @@ impl ResumePoint {
     }
 
     /// The connection dropped: wait for the guest to come back, if it holds a ticket.
-    pub fn wait(&self) -> Option<Arrival> {
+    pub fn wait(&mut self) -> Option<Arrival> {
         if !self.issued {
             return None;
+        }
+        // A local program that was killed or crashed: its end closed the connection.
+        if let Some(pid) = self.peer_pid.filter(|p| *p > 0) {
+            let until = std::time::Instant::now() + EXIT_SEEN_WITHIN;
+            while std::time::Instant::now() < until {
+                if ended(pid) {
+                    info!(
+                        pid,
+                        "connection dropped and its program has ended; the session is not held"
+                    );
+                    return None;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
         }
         *self
             .shared
@@ -276,6 +318,7 @@ impl ResumePoint {
         while let Ok(later) = self.arrivals.try_recv() {
             arrival = later;
         }
+        self.peer_pid = arrival.peer_pid;
         Some(arrival)
     }
 }
@@ -338,6 +381,7 @@ fn take_returning(
                     last_reply: h.last_reply,
                     request_id: h.request_id,
                     grant: h.grant,
+                    peer_pid: h.peer_pid,
                 };
                 let _ = crate::ipc::proto::send(conn.as_fd(), &[1], None);
                 if arrivals.send(arrival).is_err() {

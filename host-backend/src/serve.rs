@@ -124,6 +124,9 @@ pub fn start(
     peers: Option<PeerTls>,
     mut template: WorkerTemplate,
 ) -> Result<Running, ServeError> {
+    // The pre-admission log's summary thread, started now rather than at the first
+    // stranger's line: the daemon's threads are what they will be from the start.
+    std::sync::LazyLock::force(&crate::admission::PRE_ADMISSION_LOG);
     match worker::request_poll_window().as_micros() {
         0 => info!("workers sleep until each request comes (VMCUDA_POLL_US to poll first)"),
         us => info!("workers poll {us} us for each request before sleeping (VMCUDA_POLL_US)"),

@@ -71,6 +71,7 @@ fn handoff(ticket: &SessionTicket, secret: [u8; TICKET_SECRET_LEN], vm: &str) ->
         request_id: 0,
         transport: Transport::Unix,
         grant: None,
+        peer_pid: None,
     }
 }
 
@@ -78,7 +79,7 @@ fn handoff(ticket: &SessionTicket, secret: [u8; TICKET_SECRET_LEN], vm: &str) ->
 fn the_resume_point_takes_its_own_guest_back_and_no_one_else() {
     let dir = std::env::temp_dir().join(format!("vmcuda-resume-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let mut point = ResumePoint::open(&dir, "vm1", Duration::from_secs(5)).unwrap();
+    let mut point = ResumePoint::open(&dir, "vm1", Duration::from_secs(5), None).unwrap();
     let first = point.ticket().unwrap();
     let (mut guest, conn) = UnixStream::pair().unwrap();
     let bad = |h: &Handoff| hand_over(&dir, h, conn.as_fd());
@@ -134,5 +135,31 @@ fn the_resume_point_takes_its_own_guest_back_and_no_one_else() {
     assert!(point.wait().is_none(), "nothing held after the guest left");
     drop(point);
     assert!(!point_path(&dir, first.session).exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_session_whose_local_program_has_ended_is_not_held() {
+    let dir = std::env::temp_dir().join(format!("vmcuda-resume-ended-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut program = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    let pid = program.id() as i32;
+    let mut point = ResumePoint::open(&dir, "vm1", Duration::from_secs(2), Some(pid)).unwrap();
+    point.ticket().unwrap();
+    program.kill().unwrap();
+    // A zombie until reaped: already ended for the session.
+    let t = std::time::Instant::now();
+    assert!(point.wait().is_none());
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "held for {:?}",
+        t.elapsed()
+    );
+    program.wait().unwrap();
+    assert!(ended(pid));
+    assert!(!ended(std::process::id() as i32));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -137,7 +137,7 @@ impl Session {
     }
 
     /// The connection dropped: wait for the guest to come back, if it may.
-    pub fn wait_for_guest(&self) -> Option<crate::resume::Arrival> {
-        self.resume.as_ref().and_then(|p| p.wait())
+    pub fn wait_for_guest(&mut self) -> Option<crate::resume::Arrival> {
+        self.resume.as_mut().and_then(|p| p.wait())
     }
 }
