@@ -527,8 +527,8 @@ impl Replay {
         self.last_request = self.last_request.max(id);
     }
 
-    /// Keep the answer to waited-for request `id`.
-    pub fn keep(&mut self, id: u64, kept: Kept) {
+    /// Keep the answer to waited-for request `id`; what is kept.
+    pub fn keep(&mut self, id: u64, kept: Kept) -> &Kept {
         let len = match &kept {
             Kept::Reply(f) => f.len(),
             Kept::Rerun(_, m) => m.len() + vmcuda_wire::frame::HEADER_LEN,
@@ -547,6 +547,8 @@ impl Replay {
             };
             self.forgotten = self.forgotten.max(old);
         }
+        // The newest is never dropped: it alone is within both bounds.
+        &self.kept.back().expect("just kept").1
     }
 
     /// The answers a guest that read every reply up to `last_reply` lacks, oldest

@@ -353,17 +353,22 @@ fn answer(
     )
     .with_status(status.0)
     .with_worker_time(started.elapsed());
-    if let Some((replay, request)) = keep {
-        let kept = if bytes.len() <= crate::resume::KEPT_DATA_MAX {
+    match keep {
+        // Encoded once: the frame kept is the frame sent.
+        Some((replay, _)) if bytes.len() <= crate::resume::KEPT_DATA_MAX => {
             let mut whole = Vec::with_capacity(frame::HEADER_LEN + meta.len() + bytes.len());
             frame::write_frame(&mut whole, &reply, &meta, bytes)?;
-            Kept::Reply(whole)
-        } else {
-            rerun_or_lost(header, request)
-        };
-        replay.keep(header.request_id.get(), kept);
+            // Kept before it goes: a drop while it is written leaves it owed.
+            if let Kept::Reply(f) = replay.keep(header.request_id.get(), Kept::Reply(whole)) {
+                writer.write_all(f)?;
+            }
+        }
+        Some((replay, request)) => {
+            replay.keep(header.request_id.get(), rerun_or_lost(header, request));
+            frame::write_frame(writer, &reply, &meta, bytes)?;
+        }
+        None => frame::write_frame(writer, &reply, &meta, bytes)?,
     }
-    frame::write_frame(writer, &reply, &meta, bytes)?;
     session.recycle(data);
     writer.flush()?;
     Ok(())
@@ -557,32 +562,21 @@ fn welcome_back(
     .expect("a resume reply encodes");
     let reply = FrameHeader::new(resume, FLAG_REPLY, request_id, meta.len(), 0);
     frame::write_frame(writer, &reply, &meta, &[])?;
-    let mut reruns = Vec::new();
-    let mut whole = Vec::new();
+    // In id order: kept replies as they were, reads run again in their places.
     for kept in owed {
         match kept {
-            Kept::Reply(f) => whole.push(f.clone()),
-            Kept::Rerun(h, m) => reruns.push((whole.len(), *h, m.clone())),
+            Kept::Reply(f) => writer.write_all(f)?,
+            Kept::Rerun(h, m) => {
+                let op = Op::from_code(h.op.get()).expect("kept reads have known ops");
+                let ctx = CallContext {
+                    device: h.device.get(),
+                };
+                let started = Instant::now();
+                let result = run(session, &ctx, op, m, &[], deferred);
+                answer(writer, session, h, started, result, deferred, None)?;
+            }
             Kept::Lost => unreachable!("owed() refuses lost replies"),
         }
-    }
-    // In id order: kept replies, with the reads run again in their places.
-    let mut next = 0;
-    for (at, h, m) in reruns {
-        for f in &whole[next..at] {
-            writer.write_all(f)?;
-        }
-        next = at;
-        let op = Op::from_code(h.op.get()).expect("kept reads have known ops");
-        let ctx = CallContext {
-            device: h.device.get(),
-        };
-        let started = Instant::now();
-        let result = run(session, &ctx, op, &m, &[], deferred);
-        answer(writer, session, &h, started, result, deferred, None)?;
-    }
-    for f in &whole[next..] {
-        writer.write_all(f)?;
     }
     writer.flush()?;
     replay.resumed = true;
