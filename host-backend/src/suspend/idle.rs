@@ -149,15 +149,7 @@ pub struct IdlePolicy {
 
 /// The GPU memory free now, the least of every GPU's (NVML), where NVML is there.
 pub fn gpu_free() -> Option<u64> {
-    use std::sync::OnceLock;
-    static NVML: OnceLock<Option<nvml_wrapper::Nvml>> = OnceLock::new();
-    let nvml = NVML
-        .get_or_init(|| nvml_wrapper::Nvml::init().ok())
-        .as_ref()?;
-    (0..nvml.device_count().ok()?)
-        .filter_map(|i| nvml.device_by_index(i).ok()?.memory_info().ok())
-        .map(|m| m.free)
-        .min()
+    crate::executor::cuda::free_memory()?.into_iter().min()
 }
 
 /// The policy's decisions, apart from the census and the commands (tested alone).

@@ -102,15 +102,7 @@ impl Checkpointer for DriverCheckpointer {
         if bytes == 0 {
             return Ok(());
         }
-        let Some(nvml) = super::status::nvml() else {
-            return Ok(());
-        };
-        let count = nvml.device_count().unwrap_or(0);
-        let free = (0..count)
-            .filter_map(|i| nvml.device_by_index(i).ok()?.memory_info().ok())
-            .map(|m| m.free)
-            .max();
-        let Some(free) = free else {
+        let Some(free) = super::free_memory().and_then(|f| f.into_iter().max()) else {
             return Ok(());
         };
         let need = bytes.saturating_add(RESTORE_HEADROOM);

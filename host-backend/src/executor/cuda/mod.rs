@@ -75,6 +75,7 @@ mod memory;
 mod module;
 mod staging;
 mod status;
+pub(crate) use status::free_memory;
 mod stream;
 mod symbols;
 mod zero;

@@ -17,7 +17,7 @@ use super::{check, CudaExecutor};
 use crate::executor::ExecResult;
 
 /// The host's NVML, loaded once per worker.
-pub(crate) fn nvml() -> Option<&'static Nvml> {
+fn nvml() -> Option<&'static Nvml> {
     static NVML: OnceLock<Option<Nvml>> = OnceLock::new();
     NVML.get_or_init(|| {
         Nvml::init()
@@ -25,6 +25,19 @@ pub(crate) fn nvml() -> Option<&'static Nvml> {
             .ok()
     })
     .as_ref()
+}
+
+/// Each GPU's free memory, as NVML has it (None without NVML): what the suspend
+/// commands and the idle policy weigh resumes and newcomers against.
+pub(crate) fn free_memory() -> Option<Vec<u64>> {
+    let nvml = nvml()?;
+    let count = nvml.device_count().ok()?;
+    Some(
+        (0..count)
+            .filter_map(|i| nvml.device_by_index(i).ok()?.memory_info().ok())
+            .map(|m| m.free)
+            .collect(),
+    )
 }
 
 impl CudaExecutor {
