@@ -310,7 +310,7 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
             secret: resume.secret,
             last_reply: resume.last_reply,
             request_id: header.request_id.get(),
-            transport: transport.into(),
+            transport,
             grant: pages,
             peer_pid: caller_pid,
         };

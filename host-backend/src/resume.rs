@@ -67,41 +67,13 @@ pub struct Handoff {
     pub last_reply: u64,
     /// The resume request's id, for its reply.
     pub request_id: u64,
-    pub transport: Transport,
+    pub transport: TransportKind,
     /// The guest page grant the returning connection came with (an unprivileged VM
     /// process's connection, made by the guest's RAM broker).
     pub grant: Option<GuestPagesGrant>,
     /// The process at the other end of a Unix connection (its host pid, as the
     /// daemon read it).
     pub peer_pid: Option<i32>,
-}
-
-/// [`TransportKind`], as a handoff carries it.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub enum Transport {
-    Unix,
-    Tcp,
-    Vsock,
-}
-
-impl From<TransportKind> for Transport {
-    fn from(t: TransportKind) -> Self {
-        match t {
-            TransportKind::Unix => Transport::Unix,
-            TransportKind::Tcp => Transport::Tcp,
-            TransportKind::Vsock => Transport::Vsock,
-        }
-    }
-}
-
-impl From<Transport> for TransportKind {
-    fn from(t: Transport) -> Self {
-        match t {
-            Transport::Unix => TransportKind::Unix,
-            Transport::Tcp => TransportKind::Tcp,
-            Transport::Vsock => TransportKind::Vsock,
-        }
-    }
 }
 
 /// A guest come back: its new connection, taken over.
@@ -377,7 +349,7 @@ fn take_returning(
                 }
                 let arrival = Arrival {
                     conn: fd,
-                    transport: h.transport.into(),
+                    transport: h.transport,
                     last_reply: h.last_reply,
                     request_id: h.request_id,
                     grant: h.grant,

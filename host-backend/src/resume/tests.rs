@@ -69,7 +69,7 @@ fn handoff(ticket: &SessionTicket, secret: [u8; TICKET_SECRET_LEN], vm: &str) ->
         secret,
         last_reply: 7,
         request_id: 0,
-        transport: Transport::Unix,
+        transport: TransportKind::Unix,
         grant: None,
         peer_pid: None,
     }
