@@ -39,7 +39,8 @@ pub enum AdminCmd {
         persist: bool,
     },
     /// Change a grant: what is given is set, the rest kept. New connections get the
-    /// new policy; those open keep theirs.
+    /// new policy; those open keep theirs, but for the compute share, priority and
+    /// cap, which reach them at once.
     Change {
         name: String,
         #[command(flatten)]
@@ -117,6 +118,16 @@ pub struct SpecArgs {
     /// Its module cache on this host's disk (0 turns it off).
     #[arg(long, value_parser = size)]
     module_cache: Option<ByteSize>,
+    /// Its share of the GPUs' time, a weight (active VMs get time in proportion to
+    /// their shares; default 100). A change reaches its live workers at once.
+    #[arg(long)]
+    compute_share: Option<u32>,
+    /// batch, normal or latency (a change reaches its live workers at once).
+    #[arg(long)]
+    compute_priority: Option<vmcuda_host::compute::Priority>,
+    /// At most this percent of the GPUs' time, even when nobody else wants it.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100))]
+    compute_cap: Option<u32>,
 }
 
 fn size(s: &str) -> Result<ByteSize, String> {
@@ -165,6 +176,9 @@ impl SpecArgs {
                 max_registrations: self.max_registrations,
                 registered_memory: self.registered_memory,
                 module_cache: self.module_cache,
+                compute_share: self.compute_share,
+                compute_priority: self.compute_priority,
+                compute_cap: self.compute_cap,
             },
         })
     }

@@ -213,7 +213,15 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
         let grant_buffers = grant.buffer_memory;
         let grant_host_memory = grant.host_memory;
         let grant_module_cache = grant.module_cache;
-        let mut session = Session::new(exec, grant);
+        // A place on the GPU's board, taken now (the jail below keeps the worker from
+        // opening it later).
+        let turns = crate::compute::join_if_enabled(
+            &policy.config.compute,
+            &state_dir,
+            &grant.name,
+            grant.compute,
+        );
+        let mut session = Session::new(exec, grant).with_compute(turns);
         if let Some(ram) = guest_ram.borrow_mut().take() {
             session = session.with_guest_ram(ram);
         }

@@ -33,12 +33,15 @@
 //! - [`peer`]: the link between daemons for copies between their GPUs.
 //! - [`resume`]: a guest coming back to its session over a new connection: tickets,
 //!   the handoff between workers, the replies kept for sending again.
+//! - [`compute`]: VMs' turns on the GPU: shares, priorities and caps, on a board
+//!   every worker maps.
 //! - [`admin`]: the daemon's admin socket: grants made, changed and revoked at run
 //!   time, over the configuration file.
 
 pub mod admin;
 pub mod admission;
 pub mod buffers;
+pub mod compute;
 pub mod connection;
 pub mod console;
 pub mod daemon;

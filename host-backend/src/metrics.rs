@@ -55,6 +55,8 @@ pub struct VmFigures {
     /// Its `host_memory`, as its workers were granted it (else as configured when the
     /// daemon started); None where neither says.
     pub host_memory_limit_bytes: Option<u64>,
+    /// Its compute policy, as a connected worker runs under it.
+    pub compute: Option<crate::stats::ComputeView>,
     pub counts: Counts,
 }
 
@@ -69,6 +71,9 @@ impl VmFigures {
         if g.host_memory_limit_bytes != 0 {
             let limit = self.host_memory_limit_bytes.get_or_insert(0);
             *limit = (*limit).max(g.host_memory_limit_bytes);
+        }
+        if g.compute.is_some() {
+            self.compute.clone_from(&g.compute);
         }
         self.counts.add(&g.counts);
     }
@@ -303,6 +308,49 @@ pub fn render(census: Result<&Census, &StatsError>, known: &[KnownVm]) -> String
                 "vmcuda_vm_module_image_bytes_total",
                 &[("vm", vm), ("path", path)],
                 n,
+            );
+        }
+    }
+    out.head(
+        "vmcuda_vm_gpu_time_seconds_total",
+        "counter",
+        "Time the VM's workers held the turn on the GPU (their work ran, or the GPU waited for it).",
+    );
+    for (vm, f) in &vms {
+        out.sample(
+            "vmcuda_vm_gpu_time_seconds_total",
+            &[("vm", vm)],
+            seconds(f.counts.gpu_time_ns),
+        );
+    }
+    out.head(
+        "vmcuda_vm_throttled_seconds_total",
+        "counter",
+        "Time the VM's requests waited for a turn on the GPU (others' turns, or its cap).",
+    );
+    for (vm, f) in &vms {
+        out.sample(
+            "vmcuda_vm_throttled_seconds_total",
+            &[("vm", vm)],
+            seconds(f.counts.throttled_ns),
+        );
+    }
+    out.head(
+        "vmcuda_vm_compute_share",
+        "gauge",
+        "The VM's share of the GPU's time (a weight), with its priority and cap, as its connected workers run under them.",
+    );
+    for (vm, f) in &vms {
+        if let Some(c) = &f.compute {
+            let cap = c.cap.map_or_else(|| "none".to_string(), |c| c.to_string());
+            out.sample(
+                "vmcuda_vm_compute_share",
+                &[
+                    ("vm", vm),
+                    ("priority", c.priority.name()),
+                    ("cap_percent", &cap),
+                ],
+                c.share,
             );
         }
     }
@@ -714,6 +762,12 @@ pub struct VmStatus {
     pub host_memory_used_bytes: u64,
     /// Its `host_memory` (`u64::MAX`: unbounded); None where no worker says.
     pub host_memory_limit_bytes: Option<u64>,
+    /// Its connected workers' turns on the GPU, and their waits for one, in ns.
+    pub gpu_time_ns: u64,
+    pub throttled_ns: u64,
+    /// Its compute policy; None where its workers take no turns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compute: Option<crate::stats::ComputeView>,
 }
 
 /// The VMs of `guests`, by name.
@@ -727,6 +781,9 @@ pub fn vm_status(guests: &[Guest]) -> Vec<VmStatus> {
             host_memory_bytes: f.host_memory_bytes,
             host_memory_used_bytes: f.host_memory_used_bytes,
             host_memory_limit_bytes: f.host_memory_limit_bytes,
+            gpu_time_ns: f.counts.gpu_time_ns,
+            throttled_ns: f.counts.throttled_ns,
+            compute: f.compute,
         })
         .collect()
 }
@@ -787,12 +844,30 @@ pub fn status_table(guests: &[Guest], now_ms: u64) -> String {
         })
         .collect();
     let mut out = table(&header, &rows, 5);
-    let header = ["VM", "CONNECTIONS", "MEMORY", "HOST MEMORY", "HOST LIMIT"];
+    let header = [
+        "VM",
+        "COMPUTE",
+        "CONNECTIONS",
+        "MEMORY",
+        "HOST MEMORY",
+        "HOST LIMIT",
+        "GPU TIME",
+        "THROTTLED",
+    ];
     let rows: Vec<Vec<String>> = vm_status(guests)
         .iter()
         .map(|v| {
             vec![
                 printable(&v.vm),
+                match &v.compute {
+                    None => "-".into(),
+                    Some(c) => match c.cap {
+                        None => format!("share {} {}", c.share, c.priority.name()),
+                        Some(cap) => {
+                            format!("share {} {} cap {cap}%", c.share, c.priority.name())
+                        }
+                    },
+                },
                 v.connections.to_string(),
                 bytes(v.device_memory_bytes + v.host_memory_bytes),
                 bytes(v.host_memory_used_bytes),
@@ -801,11 +876,13 @@ pub fn status_table(guests: &[Guest], now_ms: u64) -> String {
                     Some(limit) => bytes(limit),
                     None => "-".into(),
                 },
+                format!("{:.3} s", v.gpu_time_ns as f64 / 1e9),
+                format!("{:.3} s", v.throttled_ns as f64 / 1e9),
             ]
         })
         .collect();
     out.push('\n');
-    out.push_str(&table(&header, &rows, 1));
+    out.push_str(&table(&header, &rows, 2));
     out
 }
 
@@ -893,6 +970,7 @@ mod tests {
             host_memory_bytes: 0,
             host_memory_used_bytes: 3 * mem,
             host_memory_limit_bytes: 4 << 30,
+            compute: None,
             counts,
         }
     }
@@ -1034,6 +1112,43 @@ mod tests {
     }
 
     #[test]
+    fn a_vms_turns_on_the_gpu_are_reported() {
+        let mut g = guest("vm1", 10, 512, counts(2, 0, &[]));
+        g.counts.gpu_time_ns = 1_500_000_000;
+        g.counts.throttled_ns = 250_000_000;
+        g.compute = Some(crate::stats::ComputeView {
+            share: 50,
+            priority: crate::compute::Priority::Latency,
+            cap: Some(30),
+        });
+        let census = Census {
+            guests: vec![g.clone()],
+            totals: Totals::default(),
+        };
+        let text = render(Ok(&census), &[]);
+        assert!(
+            text.contains("vmcuda_vm_gpu_time_seconds_total{vm=\"vm1\"} 1.5"),
+            "{text}"
+        );
+        assert!(
+            text.contains("vmcuda_vm_throttled_seconds_total{vm=\"vm1\"} 0.25"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "vmcuda_vm_compute_share{vm=\"vm1\",priority=\"latency\",cap_percent=\"30\"} 50"
+            ),
+            "{text}"
+        );
+        let table = status_table(&[g], 2_000);
+        assert!(table.contains("share 50 latency cap 30%"), "{table}");
+        assert!(
+            table.contains("1.500 s") && table.contains("0.250 s"),
+            "{table}"
+        );
+    }
+
+    #[test]
     fn without_a_census_only_the_daemons_own_figures_are_reported() {
         let err = StatsError::Format {
             path: "x".into(),
@@ -1081,23 +1196,40 @@ mod tests {
             lines[5].split_whitespace().collect::<Vec<_>>(),
             [
                 "VM",
+                "COMPUTE",
                 "CONNECTIONS",
                 "MEMORY",
                 "HOST",
                 "MEMORY",
                 "HOST",
-                "LIMIT"
+                "LIMIT",
+                "GPU",
+                "TIME",
+                "THROTTLED"
             ],
             "{table}"
         );
         assert_eq!(
             lines[6].split_whitespace().collect::<Vec<_>>(),
-            ["vm1", "1", "512", "B", "1.5", "KiB", "4.0", "GiB"],
+            ["vm1", "-", "1", "512", "B", "1.5", "KiB", "4.0", "GiB", "0.000", "s", "0.000", "s"],
             "{table}"
         );
         assert_eq!(
             lines[7].split_whitespace().collect::<Vec<_>>(),
-            ["vm2", "2", "4.0", "GiB", "12.0", "GiB", "unbounded"],
+            [
+                "vm2",
+                "-",
+                "2",
+                "4.0",
+                "GiB",
+                "12.0",
+                "GiB",
+                "unbounded",
+                "0.000",
+                "s",
+                "0.000",
+                "s"
+            ],
             "{table}"
         );
         let vms = vm_status(&guests);

@@ -127,6 +127,9 @@ pub struct Config {
     /// `crate::admin`). Read when the daemon starts.
     #[serde(default)]
     pub admin: Admin,
+    /// VMs' turns on the GPU: shares, priorities, caps (see `crate::compute`).
+    #[serde(default)]
+    pub compute: crate::compute::ComputeConfig,
 }
 
 /// `[reconnect]`: how long a worker holds its session after its connection drops, for
@@ -300,6 +303,16 @@ pub struct Limits {
     /// cross the connection once (see `module_cache`). `0` turns it off. Default 1 GiB.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub module_cache: Option<ByteSize>,
+    /// The VM's share of the GPUs' time: a weight (active VMs get time in proportion
+    /// to their shares). Default 100.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compute_share: Option<u32>,
+    /// `batch`, `normal` (the default) or `latency`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compute_priority: Option<crate::compute::Priority>,
+    /// At most this percent of the GPUs' time, even when nobody else wants it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compute_cap: Option<u32>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -466,6 +479,8 @@ pub struct Grant {
     pub registrations: crate::guest_ram::RegistrationLimits,
     /// Bytes of the VM's module cache (0: none).
     pub module_cache: u64,
+    /// Its turns on the GPU.
+    pub compute: crate::compute::ComputeShare,
 }
 
 impl Grant {
@@ -483,6 +498,7 @@ impl Grant {
             host_memory: u64::MAX,
             registrations: crate::guest_ram::RegistrationLimits::UNLIMITED,
             module_cache: 0,
+            compute: Default::default(),
         }
     }
 }
@@ -934,6 +950,15 @@ impl Policy {
         self.grant(name, limits).host_memory
     }
 
+    /// The compute policy granted to the guests of `name` (as [`Policy::host_memory_of`]).
+    pub fn compute_of(&self, name: &str) -> crate::compute::ComputeShare {
+        let limits = match self.config.vms.iter().find(|v| v.name == name) {
+            Some(vm) => &vm.limits,
+            None => &self.config.local.limits,
+        };
+        self.grant(name, limits).compute
+    }
+
     fn grant(&self, name: &str, limits: &Limits) -> Grant {
         let d = &self.config.defaults;
         let gpus = match limits.gpus.as_ref().or(d.gpus.as_ref()) {
@@ -982,6 +1007,21 @@ impl Policy {
                 .module_cache
                 .or(d.module_cache)
                 .map_or(crate::module_cache::DEFAULT_MODULE_CACHE, |b| b.0),
+            compute: crate::compute::ComputeShare {
+                share: limits
+                    .compute_share
+                    .or(d.compute_share)
+                    .unwrap_or(100)
+                    .clamp(1, 10_000),
+                priority: limits
+                    .compute_priority
+                    .or(d.compute_priority)
+                    .unwrap_or_default(),
+                cap: limits
+                    .compute_cap
+                    .or(d.compute_cap)
+                    .map(|c| c.clamp(1, 100)),
+            },
         }
     }
 

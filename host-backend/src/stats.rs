@@ -148,6 +148,14 @@ struct Block {
     hold: AtomicU64,
     /// 1 while a request of the worker waits on `hold`.
     parked: AtomicU64,
+    /// Its turns on the GPU ([`crate::compute`]): ns of turns held, ns its requests
+    /// waited for one; the share, the priority plus one (0: it takes no turns) and
+    /// the cap in force.
+    gpu_time_ns: AtomicU64,
+    throttled_ns: AtomicU64,
+    compute_share: AtomicU64,
+    compute_priority: AtomicU64,
+    compute_cap: AtomicU64,
 }
 
 /// Who a worker serves: written once, when the guest is admitted.
@@ -191,6 +199,10 @@ pub struct Counts {
     pub module_cache_misses: u64,
     /// Bytes of module images that did cross the connection.
     pub module_bytes_received: u64,
+    /// Time of its turns on the GPU, and time its requests waited for a turn
+    /// ([`crate::compute`]).
+    pub gpu_time_ns: u64,
+    pub throttled_ns: u64,
 }
 
 impl Counts {
@@ -220,6 +232,8 @@ impl Counts {
         self.module_cache_bytes += other.module_cache_bytes;
         self.module_cache_misses += other.module_cache_misses;
         self.module_bytes_received += other.module_bytes_received;
+        self.gpu_time_ns += other.gpu_time_ns;
+        self.throttled_ns += other.throttled_ns;
     }
 }
 
@@ -240,8 +254,21 @@ pub struct Guest {
     /// Its VM's `host_memory` (`u64::MAX`: unbounded; 0: not said, a worker older
     /// than this figure).
     pub host_memory_limit_bytes: u64,
+    /// Its VM's compute policy as its worker runs under it; None when it takes no
+    /// turns on the GPU.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compute: Option<ComputeView>,
     #[serde(flatten)]
     pub counts: Counts,
+}
+
+/// A worker's compute policy, as its stats file says.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ComputeView {
+    pub share: u32,
+    pub priority: crate::compute::Priority,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cap: Option<u32>,
 }
 
 /// What the workers of ended connections left, kept in `totals.json`.
@@ -441,6 +468,11 @@ impl WorkerStats {
                 requests_done: zero(),
                 hold: zero(),
                 parked: zero(),
+                gpu_time_ns: zero(),
+                throttled_ns: zero(),
+                compute_share: zero(),
+                compute_priority: zero(),
+                compute_cap: zero(),
             })),
         }
     }
@@ -617,6 +649,22 @@ impl WorkerStats {
     /// Host memory kept for the guest against its VM's `host_memory`, after a call.
     pub fn set_host_memory_used(&mut self, bytes: u64) {
         self.block().host_kept.store(bytes, Relaxed);
+    }
+
+    /// Its turns on the GPU so far, and the policy in force.
+    pub fn set_compute(
+        &mut self,
+        used_ns: u64,
+        throttled_ns: u64,
+        share: crate::compute::ComputeShare,
+    ) {
+        let b = self.block();
+        b.gpu_time_ns.store(used_ns, Relaxed);
+        b.throttled_ns.store(throttled_ns, Relaxed);
+        b.compute_share.store(u64::from(share.share), Relaxed);
+        b.compute_priority.store(share.priority as u64 + 1, Relaxed);
+        b.compute_cap
+            .store(u64::from(share.cap.unwrap_or(0)), Relaxed);
     }
 
     /// The VM's `host_memory`, once the session has its grant.
@@ -811,6 +859,17 @@ fn read_guest(path: &Path, pid: u32) -> Result<Option<(Guest, bool)>, StatsError
         host_memory_bytes: b.host_memory.load(Relaxed),
         host_memory_used_bytes: b.host_kept.load(Relaxed),
         host_memory_limit_bytes: b.host_limit.load(Relaxed),
+        compute: match b.compute_priority.load(Relaxed) {
+            0 => None,
+            p => Some(ComputeView {
+                share: b.compute_share.load(Relaxed) as u32,
+                priority: crate::compute::Priority::from_word(p - 1),
+                cap: match b.compute_cap.load(Relaxed) {
+                    0 => None,
+                    c => Some(c as u32),
+                },
+            }),
+        },
         counts: counts(b),
     };
     let live = alive(pid, b.worker_started.load(Relaxed));
@@ -845,6 +904,8 @@ fn counts(b: &Block) -> Counts {
         module_cache_bytes: b.module_cache_bytes.load(Relaxed),
         module_cache_misses: b.module_cache_misses.load(Relaxed),
         module_bytes_received: b.module_bytes_received.load(Relaxed),
+        gpu_time_ns: b.gpu_time_ns.load(Relaxed),
+        throttled_ns: b.throttled_ns.load(Relaxed),
     }
 }
 

@@ -848,7 +848,14 @@ fn run(
     deferred: &mut Option<CudaStatus>,
 ) -> Result<(Vec<u8>, Vec<u8>), CudaStatus> {
     session.request_started();
+    let takes_turn = !keeps_deferred(op);
+    if takes_turn {
+        session.turn_begins();
+    }
     let result = run_request(session, ctx, op, meta, data, deferred);
+    if takes_turn {
+        session.turn_ends();
+    }
     session.request_done();
     result
 }

@@ -190,6 +190,10 @@ impl Admin {
             .iter_mut()
             .find(|g| g.name == name)
             .ok_or_else(|| no_grant(name))?;
+        let spec_compute = (spec.limits.compute_share.is_some()
+            || spec.limits.compute_priority.is_some()
+            || spec.limits.compute_cap.is_some())
+        .then_some(());
         let token = apply(grant, spec, false)?;
         if let Some(p) = persist {
             grant.persist = p;
@@ -198,13 +202,26 @@ impl Admin {
         grant.changed_ms = now_ms();
         let said = describe(grant);
         let persist = grant.persist;
+        let compute_changed = spec_compute.is_some();
         self.commit(&grants)?;
-        info!(by = %peer, vm = %name, persist, "admin: changed grant: {said}");
+        // Compute shares reach the VM's live workers at once, through the board.
+        let retuned = if compute_changed {
+            let share = self.check(&grants)?.compute_of(name);
+            crate::compute::apply(&self.state_dir, name, share)
+        } else {
+            0
+        };
+        info!(by = %peer, vm = %name, persist, retuned, "admin: changed grant: {said}");
         Ok(Response {
             ok: true,
             message: format!(
                 "changed VM {name}: {said} (for its new connections; those open keep \
-                 their grant)"
+                 their grant{})",
+                if retuned > 0 {
+                    format!(", but for the compute policy, now that of its {retuned} live workers")
+                } else {
+                    String::new()
+                }
             ),
             token,
             ..Response::default()
@@ -525,6 +542,9 @@ fn overlay(limits: &mut Limits, over: Limits) {
         max_registrations,
         registered_memory,
         module_cache,
+        compute_share,
+        compute_priority,
+        compute_cap,
     } = over;
     macro_rules! set {
         ($($field:ident),*) => {$(
@@ -544,7 +564,10 @@ fn overlay(limits: &mut Limits, over: Limits) {
         host_memory,
         max_registrations,
         registered_memory,
-        module_cache
+        module_cache,
+        compute_share,
+        compute_priority,
+        compute_cap
     );
 }
 
@@ -586,6 +609,15 @@ fn describe(g: &RuntimeGrant) -> String {
     }
     if let Some(n) = l.max_connections {
         parts.push(format!("max_connections {n}"));
+    }
+    if let Some(n) = l.compute_share {
+        parts.push(format!("compute_share {n}"));
+    }
+    if let Some(p) = l.compute_priority {
+        parts.push(format!("compute_priority {}", p.name()));
+    }
+    if let Some(n) = l.compute_cap {
+        parts.push(format!("compute_cap {n}%"));
     }
     if g.cid.is_none() && g.uid.is_none() && g.token.is_none() {
         // Only a listener that names its VM itself reaches it: the vhost-user device

@@ -122,6 +122,9 @@ pub trait DeviceExec {
 
     fn device_properties(&mut self, device: i32) -> ExecResult<DeviceProperties>;
     fn synchronize(&mut self) -> ExecResult<()>;
+    /// Wait for the work queued on every device this executor used (before the
+    /// worker hands its turn on the GPU to another, see `crate::compute`).
+    fn drain(&mut self) -> ExecResult<()>;
     /// `Err(ErrorNotReady)` while any stream of the current device has work left (an
     /// error a stream stopped on, as a query gives it).
     fn device_query(&mut self) -> ExecResult<()>;

@@ -122,6 +122,9 @@ pub struct Session {
     /// How long an allocation the GPU has no room for waits for room (see
     /// `memory::mem_alloc`); zero: not at all.
     room_wait: std::time::Duration,
+    /// This worker's turns on the GPU (see [`crate::compute`]); None where VMs do not
+    /// take turns.
+    compute: Option<crate::compute::Turns>,
 }
 
 impl Session {
@@ -156,6 +159,32 @@ impl Session {
             ipc: Default::default(),
             resume: None,
             room_wait: std::time::Duration::ZERO,
+            compute: None,
+        }
+    }
+
+    /// Let this worker's requests run in its turns on the GPU.
+    pub fn with_compute(mut self, turns: Option<crate::compute::Turns>) -> Self {
+        self.compute = turns;
+        self
+    }
+
+    /// Wait for this worker's turn on the GPU before a request runs.
+    pub fn turn_begins(&mut self) {
+        if let Some(turns) = &self.compute {
+            let exec = &mut self.exec;
+            turns.request_begins(&mut || drain(exec.as_mut()));
+        }
+    }
+
+    /// A request ended: the turn may go on (see [`crate::compute`]).
+    pub fn turn_ends(&mut self) {
+        if let Some(turns) = &self.compute {
+            let exec = &mut self.exec;
+            turns.request_ends(&mut || drain(exec.as_mut()));
+            self.accounts
+                .stats
+                .set_compute(turns.used_ns(), turns.throttled_ns(), turns.share());
         }
     }
 
@@ -277,6 +306,14 @@ impl Session {
         // What the last call added to the handle tables counts from now on.
         self.settle_handle_memory();
         self.exec.set_device(ctx.device)
+    }
+}
+
+/// Wait for the GPU work of `exec` before the turn goes on. A failure here is the
+/// guest's to see at its next synchronizing call, as any asynchronous error is.
+fn drain(exec: &mut dyn Executor) {
+    if let Err(status) = exec.drain() {
+        tracing::debug!(%status, "waiting for the GPU's work before handing the turn on");
     }
 }
 

@@ -461,6 +461,30 @@ impl DeviceExec for CudaExecutor {
         result::ctx::synchronize().map_err(status)
     }
 
+    fn drain(&mut self) -> ExecResult<()> {
+        let contexts: Vec<_> = self.devices.iter().filter_map(|d| d.ctx).collect();
+        if contexts.len() <= 1 {
+            // The one context is the current one (or there is none yet).
+            return match contexts.first() {
+                Some(_) => {
+                    self.bind()?;
+                    result::ctx::synchronize().map_err(status)
+                }
+                None => Ok(()),
+            };
+        }
+        let mut first_error = Ok(());
+        for ctx in contexts {
+            // SAFETY: a primary context this executor retained and holds.
+            let r = unsafe { result::ctx::set_current(ctx) }
+                .and_then(|()| result::ctx::synchronize())
+                .map_err(status);
+            first_error = first_error.and(r);
+        }
+        self.bind()?;
+        first_error
+    }
+
     fn device_query(&mut self) -> ExecResult<()> {
         let idx = self.bind()?;
         let all = self.guest_streams(idx)?;

@@ -125,6 +125,11 @@ impl DeviceExec for HostMemoryExecutor {
     }
 
     /// Work here is done when its call returns.
+    fn drain(&mut self) -> ExecResult<()> {
+        Ok(())
+    }
+
+    /// Work here is done when its call returns.
     fn device_query(&mut self) -> ExecResult<()> {
         Ok(())
     }
