@@ -46,47 +46,53 @@ bridged() { # PORT VM MODE START OUTFILE
   ${isolate[@]+"${isolate[@]}"} env LD_PRELOAD="$carry/guest/lib/libcuda.so.1" LD_LIBRARY_PATH="$carry/guest/lib" \
     VMCUDA_SERVER="tcp:127.0.0.1:$1" VMCUDA_TOKEN="$(printf 'compute-share-vm-%02d' "$2")" \
     timeout -k 5 120 "$py" "$load" "$3" "$4" "$secs" >"$5" 2>"$5.err" &
+  loads+=($!)
 }
-native() { timeout -k 5 120 "$py" "$load" "$1" "$2" "$secs" >"$3" 2>"$3.err" & }
+native() { timeout -k 5 120 "$py" "$load" "$1" "$2" "$secs" >"$3" 2>"$3.err" & loads+=($!); }
+loads=()
+# Wait for the loads started (not the daemons, which are children too).
+waitloads() { for p in "${loads[@]}"; do wait "$p"; done; loads=(); }
 lead=${VMCUDA_COMPUTE_LEAD:-22}
 rate() { sed -n 's/^matmuls_per_s //p' "$1" 2>/dev/null; }
 jain() { awk '{s+=$1; q+=$1*$1; n++} END{if(q>0) printf "%.3f", s*s/(n*q); else print "-"}'; }
 rows=()
 # Equal shares: N native processes, then N VMs with turns, then N VMs without.
-for n in 2 4 8; do
+for n in ${VMCUDA_COMPUTE_NS:-2 4 8}; do
   t=$(( $(date +%s) + lead ))
-  for i in $(seq "$n"); do native saturate "$t" "$work/nat$n.$i"; done; wait
+  for i in $(seq "$n"); do native saturate "$t" "$work/nat$n.$i"; done; waitloads
   start_daemon on "$port_on" true $(for i in $(seq "$n"); do printf '100 '; done)
   t=$(( $(date +%s) + lead ))
-  for i in $(seq "$n"); do bridged "$port_on" "$i" saturate "$t" "$work/on$n.$i"; done; wait
+  for i in $(seq "$n"); do bridged "$port_on" "$i" saturate "$t" "$work/on$n.$i"; done; waitloads
   stop_daemon on
   start_daemon off "$port_off" false $(for i in $(seq "$n"); do printf '100 '; done)
   t=$(( $(date +%s) + lead ))
-  for i in $(seq "$n"); do bridged "$port_off" "$i" saturate "$t" "$work/off$n.$i"; done; wait
+  for i in $(seq "$n"); do bridged "$port_off" "$i" saturate "$t" "$work/off$n.$i"; done; waitloads
   stop_daemon off
   for kind in nat on off; do
     r=$(for i in $(seq "$n"); do rate "$work/$kind$n.$i"; done | tr '\n' ' ')
     sum=$(echo "$r" | tr ' ' '\n' | awk '{s+=$1} END{printf "%.1f", s}')
     rows+=("| $n | $kind | $r | $sum | $(echo "$r" | tr ' ' '\n' | grep . | jain) |")
+    echo "${rows[-1]}"
   done
 done
 # Shares 50/25/25.
 start_daemon on "$port_on" true 50 25 25
 t=$(( $(date +%s) + lead ))
-for i in 1 2 3; do bridged "$port_on" "$i" saturate "$t" "$work/sh.$i"; done; wait
+for i in 1 2 3; do bridged "$port_on" "$i" saturate "$t" "$work/sh.$i"; done; waitloads
 stop_daemon on
 shares=$(for i in 1 2 3; do rate "$work/sh.$i"; done | tr '\n' ' ')
 # Decode beside a saturating neighbour.
-t=$(( $(date +%s) + lead )); native decode "$t" "$work/dec-nat-alone"; wait
-t=$(( $(date +%s) + lead )); native decode "$t" "$work/dec-nat-noisy"; native saturate "$t" "$work/dec-nat-n"; wait
+t=$(( $(date +%s) + lead )); native decode "$t" "$work/dec-nat-alone"; waitloads
+t=$(( $(date +%s) + lead )); native decode "$t" "$work/dec-nat-noisy"; native saturate "$t" "$work/dec-nat-n"; waitloads
 start_daemon on "$port_on" true 100:latency 100:batch
-t=$(( $(date +%s) + lead )); bridged "$port_on" 1 decode "$t" "$work/dec-on-alone"; wait
+t=$(( $(date +%s) + lead )); bridged "$port_on" 1 decode "$t" "$work/dec-on-alone"; waitloads
 t=$(( $(date +%s) + lead )); bridged "$port_on" 1 decode "$t" "$work/dec-on-noisy"; bridged "$port_on" 2 saturate "$t" "$work/dec-on-n"
 (sleep $((t - $(date +%s) + secs - 1)); "$carry/bin/vmcuda-host" status --state-dir "$work/on-state" >"$work/status.txt" 2>&1) &
-wait
+waitloads
+wait $!
 stop_daemon on
 start_daemon off "$port_off" false 100 100
-t=$(( $(date +%s) + lead )); bridged "$port_off" 1 decode "$t" "$work/dec-off-noisy"; bridged "$port_off" 2 saturate "$t" "$work/dec-off-n"; wait
+t=$(( $(date +%s) + lead )); bridged "$port_off" 1 decode "$t" "$work/dec-off-noisy"; bridged "$port_off" 2 saturate "$t" "$work/dec-off-n"; waitloads
 stop_daemon off
 tok() { sed -n 's/^token_ms //p' "$1" 2>/dev/null; }
 {
