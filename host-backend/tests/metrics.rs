@@ -391,14 +391,18 @@ fn per_vm_figures_reach_the_endpoint_and_status_until_the_guests_leave() {
         rows[2].starts_with("remote ") && rows[2].contains("daemon-test[1]"),
         "{table}"
     );
-    // Then the VMs, each with its host memory and its limit.
-    assert!(rows[4].ends_with("HOST MEMORY  HOST LIMIT"), "{table}");
+    // Then the VMs, each with its host memory and its limit, and its turns on the GPU
+    // (none here: [compute] is off).
     assert!(
-        rows[5].starts_with("local ") && rows[5].ends_with("4.0 GiB"),
+        rows[4].ends_with("HOST MEMORY  HOST LIMIT  GPU TIME  THROTTLED"),
         "{table}"
     );
     assert!(
-        rows[6].starts_with("remote ") && rows[6].ends_with("64.0 MiB"),
+        rows[5].starts_with("local ") && rows[5].contains("4.0 GiB   0.000 s"),
+        "{table}"
+    );
+    assert!(
+        rows[6].starts_with("remote ") && rows[6].contains("64.0 MiB   0.000 s"),
         "{table}"
     );
 
