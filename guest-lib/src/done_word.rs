@@ -80,7 +80,7 @@ fn enabled() -> bool {
 }
 
 /// Whether stream and device synchronizes end on words (`VMCUDA_SYNC_WORDS=1`). Off by
-/// default: on the H200 (bench/RESULTS-SYNC-WORDS.md, native beside, the same
+/// default: on the H200 (bench/results/RESULTS-SYNC-WORDS.md, native beside, the same
 /// processes with words on and off) a launch and device synchronize took 1.14x native
 /// with them and 0.94x without, and an NCCL all-reduce 8.2x against 2.4x; only CUDA-graph
 /// replay gained (1.71x against 1.92x).

@@ -253,7 +253,7 @@ impl Staging {
     /// How much of a `len`-byte copy each request moves: whole slots, except that a
     /// copy of under four slots still goes in four pieces, so that staging one
     /// overlaps the GPU's copy of another and only a quarter of the copy is not
-    /// overlapped (see bench/RESULTS.md).
+    /// overlapped (see bench/results/RESULTS.md).
     fn piece(&self, len: usize) -> usize {
         len.div_ceil(4)
             .next_multiple_of(shared::PAGE)

@@ -39,7 +39,7 @@ pub struct Captured {
 /// One captured descriptor: a memfd the descriptor now writes to, from offset 0 (the
 /// two share one file offset), and a view of its first bytes, which are zero until
 /// something is written. Looking costs a memory load where a system call per reply
-/// cost about a microsecond of every call that waits (bench/RESULTS.md).
+/// cost about a microsecond of every call that waits (bench/results/RESULTS.md).
 struct Capture {
     file: File,
     view: NonNull<u8>,

@@ -41,7 +41,7 @@
 #                              issue 34 wants within 10% (RESULTS-load-hostile.md)
 #
 # Results go to $OUT if set, else build/gpu-load-results:
-#   RESULTS-load.md   a fragment for tests/gpu/RESULTS.md (date, commit, command, GPU,
+#   RESULTS-load.md   a fragment for tests/gpu/results/RESULTS.md (date, commit, command, GPU,
 #                     driver, table)
 #   driver.log        the driver's output (per-guest lines, failures, summary)
 #   host.log          the daemon's log

@@ -1,7 +1,7 @@
 //! The command ring: a connection's frames through shared memory instead of the socket.
 //!
 //! A socket round trip costs a system call on each side and a wake-up of each sleeping
-//! thread: most of a small call's time (bench/RESULTS.md). Once a guest and its worker
+//! thread: most of a small call's time (bench/results/RESULTS.md). Once a guest and its worker
 //! share memory (a memfd on one host, guest RAM in a VM), they attach a ring there
 //! ([`crate::op::RingAttach`]) and from then on write their frames into it: two byte
 //! rings, one each way, so the frames, their order and their checks are exactly those

@@ -2,7 +2,7 @@
 //!
 //! On the H100 one `cuLaunchKernel` costs the worker 3.3-4.5 us, as it costs a native
 //! program, while a ready graph of 16 kernel nodes whose parameters are set anew before
-//! each launch costs 0.9 us a kernel (`bench/RESULTS-LAUNCH-BATCH.md`). So while the
+//! each launch costs 0.9 us a kernel (`bench/results/RESULTS-LAUNCH-BATCH.md`). So while the
 //! guest's posted launches come faster than the worker could send them one by one, the
 //! worker holds them and sends them together: once a call other than a launch comes,
 //! once nothing more waits (the worker asks before it would wait), or once [`MAX_HELD`]
