@@ -6,7 +6,8 @@
 # torch's own libraries (run-torch-libs.sh), isolation (run-isolation.sh), load with faults
 # (run-load.sh), the stock torch wheel (run-torch.sh) and, on a machine with two GPUs
 # or more, several GPUs at once (run-multi-gpu.sh). Each script's Markdown lands in $OUT (RESULTS*.md); the logs are
-# bundled as $OUT/logs.tar.gz. Exits non-zero if any part failed.
+# bundled as $OUT/logs.tar.gz. Exits non-zero if any part failed. A run kept goes into
+# tests/gpu/results/ with its row in that folder's README.md (tests/tests/results.rs).
 set -u
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo" || exit 2
