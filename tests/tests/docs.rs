@@ -1,6 +1,8 @@
 //! The counts and versions that README.md and the docs state, checked against the tree:
 //! the number of CUDA test programs (`tests/apps/*.cu`), of fuzz targets
-//! (`tests/fuzz/Cargo.toml`'s `[[bin]]`s), the wire protocol's version
+//! (`tests/fuzz/Cargo.toml`'s `[[bin]]`s) and the seconds `tests/run.sh` fuzzes each,
+//! the driver functions the guest exports (`guest-lib/exports/libcuda.so.1.txt`), the
+//! load test's guests (`tests/tests/load.rs`), the wire protocol's version
 //! (`vmcuda_wire::handshake::PROTOCOL_VERSION`), the packages' version (the workspace's),
 //! and commands and statements that were once written wrong. A doc that states another
 //! number fails here, naming the file and the words.
@@ -153,10 +155,91 @@ fn fuzz_targets_count() -> u64 {
     manifest.lines().filter(|l| l.trim() == "[[bin]]").count() as u64
 }
 
+/// The driver functions the guest's libcuda.so.1 exports: the real driver's list.
+fn driver_exports_count() -> u64 {
+    let list = std::fs::read_to_string(root().join("guest-lib/exports/libcuda.so.1.txt"))
+        .expect("guest-lib/exports/libcuda.so.1.txt");
+    list.lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .count() as u64
+}
+
+/// The number in the first `marker` of `file` (as in `cfg.guests = 16;`).
+fn number_in(file: &str, marker: &str) -> u64 {
+    let text = std::fs::read_to_string(root().join(file)).expect("read a source");
+    let at = text
+        .find(marker)
+        .unwrap_or_else(|| panic!("{file} has no `{marker}`"))
+        + marker.len();
+    let digits: String = text[at..]
+        .chars()
+        .skip_while(|c| c.is_whitespace())
+        .take_while(|c| c.is_ascii_digit())
+        .collect();
+    digits
+        .parse()
+        .unwrap_or_else(|_| panic!("{file}: no number after `{marker}`"))
+}
+
+/// The counts the docs may state, as the tree has them.
+struct Counts {
+    apps: u64,
+    fuzz_targets: u64,
+    /// `tests/run.sh`'s seconds per fuzz target.
+    fuzz_seconds: u64,
+    protocol: u64,
+    driver_exports: u64,
+    load_guests: u64,
+}
+
+impl Counts {
+    fn of_the_tree() -> Counts {
+        Counts {
+            apps: apps_count(),
+            fuzz_targets: fuzz_targets_count(),
+            fuzz_seconds: number_in("tests/run.sh", "VMCUDA_FUZZ_SECONDS:-"),
+            protocol: u64::from(vmcuda_wire::handshake::PROTOCOL_VERSION),
+            driver_exports: driver_exports_count(),
+            load_guests: number_in("tests/tests/load.rs", "cfg.guests ="),
+        }
+    }
+}
+
 /// What is wrong in one document's text.
-fn mismatches(text: &str, apps: u64, fuzz_targets: u64, protocol: u64) -> Vec<String> {
+fn mismatches(text: &str, counts: &Counts) -> Vec<String> {
+    let &Counts {
+        apps,
+        fuzz_targets,
+        fuzz_seconds,
+        protocol,
+        driver_exports,
+        load_guests,
+    } = counts;
     let text = flowing(text);
     let mut wrong = Vec::new();
+    for (phrase, want, tree) in [
+        (
+            "seconds each",
+            fuzz_seconds,
+            "tests/run.sh fuzzes each target for",
+        ),
+        (
+            "functions of driver",
+            driver_exports,
+            "guest-lib/exports/libcuda.so.1.txt lists",
+        ),
+        (
+            "self-checking guests",
+            load_guests,
+            "tests/tests/load.rs runs",
+        ),
+    ] {
+        wrong.extend(
+            counts_before(&text, phrase, want)
+                .into_iter()
+                .map(|w| format!("{w}: {tree} {want}")),
+        );
+    }
     for phrase in [
         "CUDA programs",
         "test programs",
@@ -256,11 +339,12 @@ fn version_mismatches(text: &str, version: &str) -> Vec<String> {
 
 #[test]
 fn the_counts_and_versions_in_the_docs_are_the_trees() {
-    let apps = apps_count();
-    let fuzz_targets = fuzz_targets_count();
-    let protocol = u64::from(vmcuda_wire::handshake::PROTOCOL_VERSION);
+    let counts = Counts::of_the_tree();
     let version = env!("CARGO_PKG_VERSION");
-    assert!(apps > 0 && fuzz_targets > 0, "counted nothing in the tree");
+    assert!(
+        counts.apps > 0 && counts.fuzz_targets > 0 && counts.driver_exports > 0,
+        "counted nothing in the tree"
+    );
     let mut wrong = Vec::new();
     let docs = documents();
     for doc in &docs {
@@ -270,7 +354,7 @@ fn the_counts_and_versions_in_the_docs_are_the_trees() {
             .unwrap_or(doc)
             .display()
             .to_string();
-        for w in mismatches(&text, apps, fuzz_targets, protocol)
+        for w in mismatches(&text, &counts)
             .into_iter()
             .chain(version_mismatches(&text, version))
         {
@@ -291,7 +375,15 @@ fn the_check_finds_each_kind_of_stale_statement() {
                  drives a session. host protocol 1, guest protocol 3. Run `vmcuda-host \
                  --executor host-memory`. The directory holds only links to the driver. \
                  `cargo test -p vmcuda-host --lib`, `--host-bin target/vmcuda-host --executor cuda`";
-    let wrong = mismatches(stale, 49, 7, 3);
+    let counts = Counts {
+        apps: 49,
+        fuzz_targets: 7,
+        fuzz_seconds: 10,
+        protocol: 3,
+        driver_exports: 682,
+        load_guests: 16,
+    };
+    let wrong = mismatches(stale, &counts);
     assert_eq!(wrong.len(), 5, "{wrong:#?}");
     assert!(wrong[0].contains("30 CUDA programs") && wrong[0].contains("49"));
     assert!(wrong[1].contains("sixth fuzz target"));
@@ -302,7 +394,17 @@ fn the_check_finds_each_kind_of_stale_statement() {
     let true_text = "the forty-nine programs: 49 CUDA programs, seven fuzz targets, a \
                      seventh fuzz target, protocol 3, `vmcuda-host serve --executor cuda`, \
                      `vmcuda-host --version`, 8 programs copying at once";
-    assert_eq!(mismatches(true_text, 49, 7, 3), Vec::<String>::new());
+    assert_eq!(mismatches(true_text, &counts), Vec::<String>::new());
+    let stale = "fuzzed for 20 seconds each; the 680 functions of driver 580; keeps 8 \
+                 self-checking guests";
+    let wrong = mismatches(stale, &counts);
+    assert_eq!(wrong.len(), 3, "{wrong:#?}");
+    assert!(wrong[0].contains("20 seconds each") && wrong[0].ends_with(" 10"));
+    assert!(wrong[1].contains("680 functions") && wrong[1].ends_with(" 682"));
+    assert!(wrong[2].contains("8 self-checking") && wrong[2].ends_with(" 16"));
+    let true_text =
+        "for ten seconds each, the 682 functions of driver 580, 16 self-checking guests";
+    assert_eq!(mismatches(true_text, &counts), Vec::<String>::new());
     assert_eq!(
         version_mismatches(
             "apt install ./vmcuda-host_0.0.9_amd64.deb vmcuda-guest-VERSION.tar.gz",
