@@ -154,7 +154,9 @@ build_one() {
             -) ;;
             cuda) link+=(-lcuda) ;;
             cublas) link+=(-lcublas -lcublasLt) ;;
-            cufft|curand|cusolver|cusparse|nvrtc|nvJitLink) link+=("-l$f") ;;
+            cufft|curand|cusolver|cusparse|nvrtc|nvJitLink|nvjpeg) link+=("-l$f") ;;
+            # cuBLASXt is part of libcublas.so.13 (its own name here for the list's sake).
+            cublasxt) link+=(-lcublas) ;;
             openmp) link+=(-Xcompiler -fopenmp -lgomp) ;;
             *) echo "unknown lib $f" ; return 1 ;;
         esac
