@@ -16,7 +16,7 @@
 #     package) booted from its own disk, running programs with vmcuda-run over the host
 #     package's vhost-user device (tests/tests/vm.rs).
 #   - every cargo-fuzz target (tests/fuzz/run.sh) for a bounded time, from the committed
-#     seeds: VMCUDA_FUZZ_SECONDS per target (default 20), on the stable toolchain.
+#     seeds: VMCUDA_FUZZ_SECONDS per target (default 10), on the stable toolchain.
 # GPU comparisons against native runs are tests/gpu/run.sh, on a GPU machine.
 # It fails if /run/vmcuda changed while it ran: the tests keep their state elsewhere.
 set -euo pipefail
@@ -106,7 +106,7 @@ cargo test --workspace -- --include-ignored 2>&1 | tee "$log" || status=$?
 
 echo "== fuzzing"
 fuzz_status=0
-bash tests/fuzz/run.sh "${VMCUDA_FUZZ_SECONDS:-20}" 2>&1 | tee "$fuzzlog" || fuzz_status=$?
+bash tests/fuzz/run.sh "${VMCUDA_FUZZ_SECONDS:-10}" 2>&1 | tee "$fuzzlog" || fuzz_status=$?
 
 # The closing line for the whole run (cargo prints one per test binary). The fuzz
 # summary is tests/fuzz/run.sh's last line, just above: said again only when missing.
