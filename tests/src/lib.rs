@@ -205,6 +205,18 @@ pub struct Daemon {
 }
 
 impl Daemon {
+    /// The daemon's admin socket, once it is there (the daemon opens it after its
+    /// guests' sockets).
+    pub fn admin_socket(&self) -> PathBuf {
+        let admin = self.dir.join("state/admin.sock");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !admin.exists() {
+            assert!(Instant::now() < deadline, "no admin socket: {}", self.log());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        admin
+    }
+
     /// Start `vmcuda-host serve` with the host-memory executor.
     pub fn host_memory(name: &str) -> Daemon {
         Self::start(name, &["--executor", "host-memory"])

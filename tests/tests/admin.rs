@@ -6,7 +6,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use vmcuda_tests::raw_guest::Guest;
 use vmcuda_tests::{free_tcp_addr, host_bin, text, Daemon};
@@ -30,18 +30,8 @@ fn daemon(name: &str, config: &str) -> (Daemon, String) {
             &tcp,
         ],
     );
-    wait_for_admin(&d);
+    d.admin_socket();
     (d, format!("tcp:{tcp}"))
-}
-
-/// The daemon opens its admin socket after its guests' sockets.
-fn wait_for_admin(d: &Daemon) {
-    let admin = d.dir.join("state/admin.sock");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !admin.exists() {
-        assert!(Instant::now() < deadline, "no admin socket: {}", d.log());
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// `vmcuda-host admin ARGS` against daemon `d`.
@@ -280,7 +270,7 @@ fn persistent_grants_survive_a_restart_and_the_others_do_not() {
         0o600
     );
     d.restart();
-    wait_for_admin(&d);
+    d.admin_socket();
     let names: Vec<String> = list(&d)["grants"]
         .as_array()
         .unwrap()
@@ -311,7 +301,7 @@ fn persistent_grants_survive_a_restart_and_the_others_do_not() {
     // Turned transient, it goes with the next restart.
     ok(&admin(&d, &["change", "kept", "--no-persist"]));
     d.restart();
-    wait_for_admin(&d);
+    d.admin_socket();
     assert_eq!(list(&d)["grants"].as_array().unwrap().len(), 0);
 }
 
@@ -521,7 +511,7 @@ fn grants_beyond_a_gpus_memory_are_refused_unless_overcommit_is_allowed() {
             "2",
         ],
     );
-    wait_for_admin(&d);
+    d.admin_socket();
     let grant = |name: &str, cid: &str, args: &[&str]| {
         let mut all = vec!["grant", name, "--cid", cid];
         all.extend_from_slice(args);
@@ -577,7 +567,7 @@ fn grants_beyond_a_gpus_memory_are_refused_unless_overcommit_is_allowed() {
             "1073741824",
         ],
     );
-    wait_for_admin(&d);
+    d.admin_socket();
     ok(&admin(
         &d,
         &["grant", "a", "--cid", "3", "--memory-quota", "768MiB"],
@@ -685,7 +675,7 @@ fn the_metrics_endpoint_lists_granted_vms() {
         Some(""),
         &["--executor", "host-memory", "--metrics", "127.0.0.1:0"],
     );
-    wait_for_admin(&d);
+    d.admin_socket();
     let log = d.log_with("serving metrics at http://");
     let at = log
         .find("serving metrics at http://")

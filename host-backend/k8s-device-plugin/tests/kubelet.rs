@@ -160,13 +160,7 @@ async fn the_plugin_grants_shares_to_containers_through_the_test_kubelet() {
             &tcp,
         ],
     );
-    let admin = daemon.dir.join("state/admin.sock");
-    for _ in 0..500 {
-        if admin.exists() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let admin = daemon.admin_socket();
     let server = format!("tcp:{tcp}");
     let config = dir.join("plugin.toml");
     std::fs::write(
