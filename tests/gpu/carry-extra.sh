@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
-# tests/gpu/carry-extra.sh DIR: build, from scratch, the samples issue 33 adds beyond
-# tests/gpu/carry.sh's (nvJPEG, nvJPEG_encoder, simpleCUBLASXT; see
-# tests/gpu/samples/list.txt) into DIR (default .carry/gpu/extra), with the one library
-# the GPU machine may lack carried beside them, and print the sizes:
-#   DIR/samples.tar.xz  the programs (tests/gpu/samples/build.sh's archive)
-#   DIR/lib/            libnvjpeg.so.13 (from the nvidia-nvjpeg wheel)
+# tests/gpu/carry-extra.sh DIR: build, from scratch, the programs issue 33 adds beyond
+# tests/gpu/carry.sh's, into DIR (default .carry/gpu/extra), with the libraries the GPU
+# machine may lack carried beside them, and print the sizes:
+#   DIR/samples.tar.xz  NVIDIA's nvJPEG, nvJPEG_encoder, simpleCUBLASXT, libNVVM's simple,
+#                       uvmlite and device-side-launch, and vmcuda's NPP check
+#                       (tests/gpu/samples/build.sh's archive; see samples/list.txt)
+#   DIR/lib.tar.xz      libnvjpeg.so.13 (nvidia-nvjpeg wheel), libnvvm.so.4 (nvcc wheel)
+#                       and NPP's core, memory support, colour conversion and data
+#                       exchange libraries (nvidia-npp wheel)
+#   DIR/cuda12.tar.xz, DIR/cuda12-lib.tar.xz  the CUDA 12 guest programs and NVIDIA's CUDA
+#                       12 runtime and nvJPEG 12 (tests/gpu/cuda12/build.sh)
 #   DIR/COMMIT          this repository's commit
 # cuBLASXt is in libcublas.so.13, which the GPU machine has (torch's cu13 wheels).
 # Then on the GPU machine: bash tests/gpu/run-extra.sh DIR
 #   VMCUDA_SAMPLES_CHECKOUT  a cuda-samples checkout or export at list.txt's commit
 #                            (required; see tests/gpu/samples/build.sh)
+#   VMCUDA_EXTRA_NO_NVVM=1   leave libnvvm.so.4 (20 MB packed) out, for a machine that has it
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo"
@@ -18,17 +24,21 @@ dir=${1:-.carry/gpu/extra}
 rm -rf "$dir" && mkdir -p "$dir/lib"
 dir="$(cd "$dir" && pwd)"
 cu13=$(bash .ci/install-nvcc.sh | tail -1)
-# The wheel's headers and library, in scratch space: only the library travels.
+# The wheels' headers and libraries, in scratch space: only the libraries travel.
 wheels=$(mktemp -d)
 trap 'rm -rf "$wheels"' EXIT
-python3 -m pip install -q --no-deps --target "$wheels" 'nvidia-nvjpeg==13.0.*'
+python3 -m pip install -q --no-deps --target "$wheels" 'nvidia-nvjpeg==13.0.*' 'nvidia-npp==13.0.*'
 cp "$wheels/nvidia/cu13/lib/libnvjpeg.so.13" "$dir/lib/"
+for l in nppc nppisu nppicc nppidei; do cp "$wheels/nvidia/cu13/lib/lib$l.so.13" "$dir/lib/"; done
+[ -n "${VMCUDA_EXTRA_NO_NVVM:-}" ] || cp "$cu13/lib/libnvvm.so.4" "$dir/lib/"
 VMCUDA_SAMPLES_LIBROOTS="$wheels/nvidia/cu13" NVCC="$cu13/bin/nvcc" \
   bash tests/gpu/samples/build.sh "$VMCUDA_SAMPLES_CHECKOUT" "$dir/samples" \
-  simpleCUBLASXT nvJPEG nvJPEG_encoder
+  simpleCUBLASXT nvJPEG nvJPEG_encoder simple uvmlite device-side-launch npp_check
 rm -rf "$dir/samples"
-# The library packed too: xz halves it (run-extra.sh unpacks it).
+# The libraries packed too: xz halves them (run-extra.sh unpacks them).
 tar -C "$dir" -cJf "$dir/lib.tar.xz" lib && rm -rf "$dir/lib"
+NVCC="$cu13/bin/nvcc" bash tests/gpu/cuda12/build.sh "$dir/cuda12"
+rm -rf "$dir/cuda12"
 git rev-parse HEAD >"$dir/COMMIT"
 git diff --quiet HEAD || echo "$(cat "$dir/COMMIT") (with uncommitted changes)" >"$dir/COMMIT"
 ls -l "$dir"

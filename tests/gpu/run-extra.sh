@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# tests/gpu/run-extra.sh EXTRADIR [CARRYDIR]: on the GPU machine, run the samples
-# tests/gpu/carry-extra.sh built into EXTRADIR (nvJPEG, nvJPEG_encoder, simpleCUBLASXT),
-# natively and bridged with the GPU hidden, through tests/gpu/samples/run.sh (its
-# table: sample, native exit, bridged exit, self-check, stdout same/DIFF, result).
+# tests/gpu/run-extra.sh EXTRADIR [CARRYDIR]: on the GPU machine, run what
+# tests/gpu/carry-extra.sh built into EXTRADIR, natively and bridged with the GPU hidden,
+# through tests/gpu/samples/run.sh (its table: sample, native exit, bridged exit,
+# self-check, stdout same/DIFF, result):
+#   1. samples.tar.xz: nvJPEG, nvJPEG_encoder, simpleCUBLASXT, libNVVM's simple, uvmlite
+#      and device-side-launch, vmcuda's NPP check -> tests/gpu/results/RESULTS-EXTRA.md
+#   2. cuda12.tar.xz: the CUDA 12 guest programs -> tests/gpu/results/RESULTS-CUDA12.md
 # vmcuda's binaries come from CARRYDIR (tests/gpu/carry.sh's; default .carry/gpu):
-# CARRYDIR/bin/vmcuda-host and CARRYDIR/guest/lib. The carried libnvjpeg.so.13 is
-# searched first; cuBLAS (libcublas.so.13, cuBLASXt inside) is the machine's.
-# Results: $OUT (default build/gpu-results-extra) as samples/run.sh writes them, and
-# tests/gpu/results/RESULTS-EXTRA.md, the same Markdown (date, commit, command, table).
-# Each run is limited to VMCUDA_SAMPLE_TIMEOUT (default here 90 s); three samples, two
-# runs each, end well inside 8 minutes.
+# CARRYDIR/bin/vmcuda-host and CARRYDIR/guest/lib. The carried libraries (lib.tar.xz,
+# cuda12-lib.tar.xz) are searched first; cuBLAS (libcublas.so.13, cuBLASXt inside) is the
+# machine's. Raw results: $OUT (default build/gpu-results-extra)/{extra,cuda12}.
+# Each run is limited to VMCUDA_SAMPLE_TIMEOUT (default here 90 s); each set stops
+# starting samples after VMCUDA_SAMPLES_DEADLINE (default 200 s).
 set -u
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo" || exit 2
@@ -20,18 +22,29 @@ out="${OUT:-build/gpu-results-extra}"
 mkdir -p "$out" tests/gpu/results
 libs="$(mktemp -d "${TMPDIR:-/tmp}/vmcuda-extra-lib.XXXXXX")"
 trap 'rm -rf "$libs"' EXIT
-tar -xf "$extra/lib.tar.xz" -C "$libs" || exit 2
-OUT="$out" VMCUDA_HOST_BIN="$carry/bin/vmcuda-host" VMCUDA_GUEST_LIB="$carry/guest/lib" \
-  VMCUDA_COMMIT_FILE="$carry/COMMIT" VMCUDA_SAMPLE_TIMEOUT="${VMCUDA_SAMPLE_TIMEOUT:-90}" \
-  VMCUDA_SAMPLES_DEADLINE="${VMCUDA_SAMPLES_DEADLINE:-360}" \
-  VMCUDA_SAMPLES_LIB_DIRS="$libs/lib${VMCUDA_SAMPLES_LIB_DIRS:+:$VMCUDA_SAMPLES_LIB_DIRS}" \
-  bash tests/gpu/samples/run.sh "$extra/samples.tar.xz"
-rc=$?
-if [ -f "$out/RESULTS-SAMPLES.md" ]; then
-  { sed '1s/.*/# vmcuda: issue 33 extra samples (nvJPEG, cuBLASXt), native vs bridged/' "$out/RESULTS-SAMPLES.md"
-    echo
-    echo "- extra carry: $extra (built at commit $(head -n 1 "$extra/COMMIT" 2>/dev/null || echo unknown))"
-    echo "- wrapper: \`bash tests/gpu/run-extra.sh $*\`"
-  } >tests/gpu/results/RESULTS-EXTRA.md
-fi
+rc=0
+# run_set ARCHIVE LIBARCHIVE NAME TITLE: one set through samples/run.sh, its Markdown
+# copied to tests/gpu/results/RESULTS-NAME.md with TITLE.
+run_set() {
+  local archive="$1" libarchive="$2" name="$3" title="$4" lib="$libs/$3"
+  [ -f "$archive" ] || { echo "run-extra.sh: $archive missing, $name skipped" >&2; return; }
+  mkdir -p "$lib" "$out/$name"
+  tar -xf "$libarchive" -C "$lib" || { rc=2; return; }
+  OUT="$out/$name" VMCUDA_HOST_BIN="$carry/bin/vmcuda-host" VMCUDA_GUEST_LIB="$carry/guest/lib" \
+    VMCUDA_COMMIT_FILE="$carry/COMMIT" VMCUDA_SAMPLE_TIMEOUT="${VMCUDA_SAMPLE_TIMEOUT:-90}" \
+    VMCUDA_SAMPLES_DEADLINE="${VMCUDA_SAMPLES_DEADLINE:-200}" \
+    VMCUDA_SAMPLES_LIB_DIRS="$lib/lib${VMCUDA_SAMPLES_LIB_DIRS:+:$VMCUDA_SAMPLES_LIB_DIRS}" \
+    bash tests/gpu/samples/run.sh "$archive" || rc=1
+  if [ -f "$out/$name/RESULTS-SAMPLES.md" ]; then
+    { sed "1s/.*/# vmcuda: $title, native vs bridged/" "$out/$name/RESULTS-SAMPLES.md"
+      echo
+      echo "- extra carry: $extra (built at commit $(head -n 1 "$extra/COMMIT" 2>/dev/null || echo unknown))"
+      echo "- wrapper: \`bash tests/gpu/run-extra.sh $*\`"
+    } >"tests/gpu/results/RESULTS-${name^^}.md"
+  fi
+}
+run_set "$extra/samples.tar.xz" "$extra/lib.tar.xz" extra \
+  "issue 33 extra samples (nvJPEG, cuBLASXt, libNVVM, NPP)"
+run_set "$extra/cuda12.tar.xz" "$extra/cuda12-lib.tar.xz" cuda12 \
+  "issue 33 CUDA 12 guest programs (CUDA 12.9 runtime, nvJPEG 12)"
 exit "$rc"

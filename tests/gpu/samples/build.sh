@@ -134,7 +134,13 @@ build_one() {
     local name="$1" line path srcs libs files f kind src stem
     line="${line_of[$name]}"
     IFS='|' read -r _ path srcs libs files _ <<<"$line"
-    path="$checkout/$(trim "$path")"
+    path="$(trim "$path")"
+    # `@/DIR` is a directory of this repository (vmcuda's own checks of NVIDIA's
+    # libraries, built and run the same way); anything else is in the checkout.
+    case "$path" in
+        @/*) path="$repo/${path#@/}" ;;
+        *) path="$checkout/$path" ;;
+    esac
     local dest="$out/$name"
     rm -rf "$dest"
     mkdir -p "$dest"
@@ -154,7 +160,10 @@ build_one() {
             -) ;;
             cuda) link+=(-lcuda) ;;
             cublas) link+=(-lcublas -lcublasLt) ;;
-            cufft|curand|cusolver|cusparse|nvrtc|nvJitLink|nvjpeg) link+=("-l$f") ;;
+            cufft|curand|cusolver|cusparse|nvrtc|nvJitLink|nvjpeg|nvvm) link+=("-l$f") ;;
+            # The NPP libraries vmcuda's own NPP check uses (core, memory support,
+            # colour conversion, data exchange).
+            npp) link+=(-lnppc -lnppisu -lnppicc -lnppidei) ;;
             # cuBLASXt is part of libcublas.so.13 (its own name here for the list's sake).
             cublasxt) link+=(-lcublas) ;;
             openmp) link+=(-Xcompiler -fopenmp -lgomp) ;;
@@ -173,6 +182,14 @@ build_one() {
                         -o "$dest/${stem}64.fatbin" "$path/$src" || return 1 ;;
             ptx) "$nvcc" -std=c++17 -O2 -arch=sm_90 -Wno-deprecated-gpu-targets \
                      "-I$checkout/Common" "${inc[@]}" -ptx -o "$dest/${stem}64.ptx" "$path/$src" || return 1 ;;
+            # toolkit:F copies file F of the toolkit's library directories (libcudadevrt.a
+            # for the libNVVM sample that links device-side launches).
+            toolkit) local found=""
+                     for d in ${libdirs[@]+"${libdirs[@]}"}; do
+                         if [ -e "$d/$src" ]; then found="$d/$src"; break; fi
+                     done
+                     [ -n "$found" ] || { echo "$src not in ${libdirs[*]}"; return 1; }
+                     cp "$found" "$dest/" ;;
             copy) mkdir -p "$dest/$(dirname "$src")"
                   cp -r "$path/$src" "$dest/$(dirname "$src")/" || return 1 ;;
             *) echo "unknown file kind $kind"; return 1 ;;
