@@ -101,6 +101,11 @@ pub fn note_module(prints: bool) {
     }
 }
 
+/// Whether a module whose kernels call `printf` was loaded in this process.
+pub fn printing() -> bool {
+    PRINTING.load(Ordering::Relaxed)
+}
+
 /// This thread's word, made on first use; `None` where no memory is shared with a
 /// single host.
 fn slot() -> Option<(usize, u64, u32)> {

@@ -4,12 +4,13 @@
 # through tests/gpu/samples/run.sh (its table: sample, native exit, bridged exit,
 # self-check, stdout same/DIFF, result):
 #   1. samples.tar.xz: nvJPEG, nvJPEG_encoder, simpleCUBLASXT, libNVVM's simple, uvmlite
-#      and device-side-launch, vmcuda's NPP check -> tests/gpu/results/RESULTS-EXTRA.md
+#      and device-side-launch, the NPP samples and vmcuda's NPP check
+#      -> tests/gpu/results/RESULTS-EXTRA.md
 #   2. cuda12.tar.xz: the CUDA 12 guest programs -> tests/gpu/results/RESULTS-CUDA12.md
 # vmcuda's binaries come from CARRYDIR (tests/gpu/carry.sh's; default .carry/gpu):
 # CARRYDIR/bin/vmcuda-host and CARRYDIR/guest/lib. The carried libraries (lib.tar.xz,
-# cuda12-lib.tar.xz) are searched first; cuBLAS (libcublas.so.13, cuBLASXt inside) is the
-# machine's. Raw results: $OUT (default build/gpu-results-extra)/{extra,cuda12}.
+# cuda12-lib.tar.xz) are searched first; cuBLAS (libcublas.so.13, cuBLASXt inside), NPP
+# and libNVVM are the machine's (its CUDA toolkit, as samples/run.sh finds it). Raw results: $OUT (default build/gpu-results-extra)/{extra,cuda12}.
 # Each run is limited to VMCUDA_SAMPLE_TIMEOUT (default here 90 s); each set stops
 # starting samples after VMCUDA_SAMPLES_DEADLINE (default 200 s).
 set -u

@@ -337,6 +337,12 @@ export! {
     fn cuCtxDestroy_v2(ctx: CUcontext) {
         check_initialized()?;
         let device = device_of(ctx)?;
+        // A context's destruction waits for its work, and the real driver prints what
+        // its kernels wrote with `printf` then (here: when the host synchronizes).
+        let saved = state::current_device();
+        state::set_current_device(device);
+        let _ = via_runtime(|| crate::api::device::cudaDeviceSynchronize());
+        state::set_current_device(saved);
         with_primary(|p| {
             if let Some(e) = p.get_mut(&device) {
                 e.0 = e.0.saturating_sub(1);

@@ -530,7 +530,13 @@ export! {
 export! {
     fn cuModuleUnload(module: *mut c_void) {
         check_initialized()?;
-        unload(module as u64)
+        unload(module as u64)?;
+        // The real driver prints what kernels wrote with `printf` at a module's unload;
+        // here that output comes out of the host's driver when the host synchronizes.
+        if crate::done_word::printing() {
+            let _ = super::via_runtime(|| crate::api::device::cudaDeviceSynchronize());
+        }
+        Ok(())
     }
 }
 

@@ -127,7 +127,8 @@ if [ "$#" -gt 0 ]; then
 fi
 
 common=(-std=c++17 -O2 -rdc=true -gencode "arch=compute_90,code=[sm_90,compute_90]"
-        -Wno-deprecated-gpu-targets "-I$checkout/Common" ${incflags[@]+"${incflags[@]}"})
+        -Wno-deprecated-gpu-targets "-I$checkout/Common" "-I$checkout/Common/UtilNPP"
+        ${incflags[@]+"${incflags[@]}"})
 
 # build_one NAME: builds one sample into $out/NAME; its log goes to $work/NAME.log.
 build_one() {
@@ -167,6 +168,8 @@ build_one() {
             # cuBLASXt is part of libcublas.so.13 (its own name here for the list's sake).
             cublasxt) link+=(-lcublas) ;;
             openmp) link+=(-Xcompiler -fopenmp -lgomp) ;;
+            # Any other library by the linker's own flag (NPP's parts, FreeImage).
+            -l*) link+=("$f") ;;
             *) echo "unknown lib $f" ; return 1 ;;
         esac
     done
@@ -190,6 +193,8 @@ build_one() {
                      done
                      [ -n "$found" ] || { echo "$src not in ${libdirs[*]}"; return 1; }
                      cp "$found" "$dest/" ;;
+            # data:F copies file F of the checkout's Common/data.
+            data) cp "$checkout/Common/data/$src" "$dest/" || return 1 ;;
             copy) mkdir -p "$dest/$(dirname "$src")"
                   cp -r "$path/$src" "$dest/$(dirname "$src")/" || return 1 ;;
             *) echo "unknown file kind $kind"; return 1 ;;
