@@ -17,6 +17,7 @@ set -u
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo" || exit 2
 [ "$#" -ge 1 ] || { echo "usage: run-extra.sh EXTRADIR [CARRYDIR]" >&2; exit 2; }
+cmdline="$*"
 extra="$(cd "$1" && pwd)" || exit 2
 carry="${2:-.carry/gpu}"
 out="${OUT:-build/gpu-results-extra}"
@@ -40,7 +41,7 @@ run_set() {
     { sed "1s/.*/# vmcuda: $title, native vs bridged/" "$out/$name/RESULTS-SAMPLES.md"
       echo
       echo "- extra carry: $extra (built at commit $(head -n 1 "$extra/COMMIT" 2>/dev/null || echo unknown))"
-      echo "- wrapper: \`bash tests/gpu/run-extra.sh $*\`"
+      echo "- wrapper: \`bash tests/gpu/run-extra.sh $cmdline\`"
     } >"tests/gpu/results/RESULTS-${name^^}.md"
   fi
 }

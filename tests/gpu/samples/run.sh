@@ -157,8 +157,10 @@ lib_candidates() {
         nvcc_dir="$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")"
         printf '%s\n' "$nvcc_dir/lib64" "$nvcc_dir/targets/x86_64-linux/lib" "$nvcc_dir/lib"
     fi
-    printf '%s\n' /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib
-    for c in /usr/local/cuda-13*/lib64 /usr/local/cuda-13*/targets/x86_64-linux/lib; do printf '%s\n' "$c"; done
+    printf '%s\n' /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda/nvvm/lib64
+    for c in /usr/local/cuda-13*/lib64 /usr/local/cuda-13*/targets/x86_64-linux/lib /usr/local/cuda-13*/nvvm/lib64; do
+        printf '%s\n' "$c"
+    done
     # The CUDA wheels (nvidia-cufft-cu13 and the like): site-packages/nvidia/*/lib.
     for py in python3 /opt/*/.venv/bin/python3; do
         command -v "$py" >/dev/null 2>&1 || continue
