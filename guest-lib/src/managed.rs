@@ -831,10 +831,6 @@ fn reaches_memory(op: vmcuda_wire::op::Op) -> bool {
             | StreamWriteValue32
             | StreamWriteValue64
             | StreamWaitValue
-            | BlasGemm
-            | BlasCall
-            | BlasCallWaited
-            | LtMatmul
             | GraphLaunch
     )
 }

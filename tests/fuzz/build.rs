@@ -20,8 +20,6 @@ const TRAITS: &[(&str, &str, &str)] = &[
     ("mod.rs", "ModuleExec", "vmcuda_host::executor"),
     ("mod.rs", "LaunchExec", "vmcuda_host::executor"),
     ("mod.rs", "StreamExec", "vmcuda_host::executor"),
-    ("blas.rs", "Blas", "vmcuda_host::executor::blas"),
-    ("blaslt.rs", "BlasLt", "vmcuda_host::executor::blaslt"),
     ("driver.rs", "Driver", "vmcuda_host::executor::driver"),
     ("graph.rs", "Graphs", "vmcuda_host::executor::graph"),
     ("graph.rs", "GraphBuild", "vmcuda_host::executor::graph"),

@@ -2,13 +2,8 @@
 //!
 //! Module map:
 //! - [`array`]: CUDA arrays, 3D copies (each side a place), texture and surface objects.
-//! - [`blas`]: cuBLAS requests (handles, GEMMs) and the argument checks and operand
-//!   extents both ends compute from them.
 //! - [`driver`]: driver-API requests beyond the runtime's ops: element memsets, stream
 //!   writes, virtual memory management, linking, tensor maps.
-//! - [`blaslt`]: cuBLASLt requests (descriptor state as attribute bytes, the heuristic
-//!   query, matmuls) and the one check of a matmul's shapes and extents (the attribute
-//!   tables in `blaslt/attr.rs`, the check in `blaslt/shape.rs`).
 //! - [`frame`]: the fixed 40-byte frame header (zerocopy), frame flags, reading and
 //!   writing whole frames, several of which may share one write.
 //! - [`graph`]: stream capture, CUDA graphs and stream-ordered memory: host-named
@@ -31,13 +26,10 @@
 //! - [`tls`]: TLS for the TCP transport (rustls): configurations, handshakes, and the
 //!   stream shared by a connection's reader and writer halves.
 //!
-//! The unit tests of `blaslt`, `cubin` and `fatbin` live beside them in
+//! The unit tests of `cubin` and `fatbin` live beside them in
 //! `<module>/tests.rs`.
 
 pub mod array;
-pub mod blas;
-pub mod blas_table;
-pub mod blaslt;
 pub mod cubin;
 pub mod device;
 pub mod driver;

@@ -29,12 +29,6 @@ pub use crate::array::{
     ArrayCreate, ArrayHandle, ArrayMade, Copy3D, LevelMade, MipmappedArrayCreate, MipmappedHandle,
     MipmappedMade, TexObjectCreate,
 };
-pub use crate::blas::{
-    BlasCreate, BlasDestroy, BlasGemm, BlasGetOption, BlasOptionValue, BlasSetOption,
-    BlasSetWorkspace,
-};
-pub use crate::blas_table::{BlasCall, BlasCallWaited, BlasOutputs};
-pub use crate::blaslt::{LtCreate, LtDestroy, LtHeuristic, LtHeuristicReply, LtMatmul};
 pub use crate::device::{DeviceProperties, GpuStatus, GuestProcess};
 pub use crate::driver::{
     AllocationHandle, AllocationProp, Granularity, Link, Linked, MemAddressFree, MemAddressReserve,

@@ -2,7 +2,9 @@
 //!
 //! The grammar of a line, and what each crate makes of it, is in [`crate::op`]. Codes
 //! are append-only: a new op takes a new code (snapshot-tested in `wire/ops.snapshot`)
-//! and lands in its family's block. docs/adding-a-call.md walks through adding one.
+//! and lands in its family's block. Retired codes are never taken again: 0x0600-0x0611
+//! (cuBLAS) and 0x0800-0x0803 (cuBLASLt) were vmcuda's own cuBLAS and cuBLASLt, which
+//! no guest library sends since NVIDIA's run on the guest driver (docs/guest-stack.md). docs/adding-a-call.md walks through adding one.
 
 /// Expand the op table with the macro named by the argument: `op_lines!(my_macro)`
 /// calls `my_macro! { ...every family and line... }`.
@@ -308,32 +310,6 @@ macro_rules! op_lines {
                 /// the guest names (`cuIpcOpenEventHandle`).
                 0x0507 IpcOpenEventHandle => ipc_open_event_handle(IpcOpenEventHandle { event: EventHandle, token: [u8; 16] })
                     -> (), Sync;
-            }
-
-            /// cuBLAS (types in crate::blas and crate::blas_table). Create waits: the
-            /// host makes a real handle and charges its workspace to the guest's quota,
-            /// either of which can fail. Every function of the cuBLAS table is posted,
-            /// or waited for when host values come back (results and in/out scalars in
-            /// host pointer mode, the batched solvers' info).
-            blas BlasOps {
-                0x0600 BlasCreate => blas_create(BlasCreate) -> (), Sync;
-                0x0601 BlasDestroy => blas_destroy(BlasDestroy) -> (), Async;
-                0x0602 BlasSetWorkspace => blas_set_workspace(BlasSetWorkspace) -> (), Async;
-                0x0603 BlasGemm => blas_gemm(BlasGemm) -> (), Async;
-                0x0610 BlasCall => blas_call(BlasCall) -> (), Async;
-                0x0611 BlasCallWaited => blas_call_waited(BlasCallWaited) -> BlasOutputs, Sync;
-                /// The handle settings beyond the per-call modes (crate::blas::BlasOption).
-                0x0604 BlasSetOption => blas_set_option(BlasSetOption) -> (), Sync;
-                0x0605 BlasGetOption => blas_get_option(BlasGetOption) -> BlasOptionValue, Sync;
-            }
-
-            /// cuBLASLt (types in crate::blaslt). Descriptors stay in the guest; the
-            /// heuristic waits for the host's cuBLASLt, matmuls are posted like GEMMs.
-            blaslt BlasLtOps {
-                0x0800 LtCreate => lt_create(LtCreate) -> (), Sync;
-                0x0801 LtDestroy => lt_destroy(LtDestroy) -> (), Async;
-                0x0802 LtHeuristic => lt_heuristic(LtHeuristic) -> LtHeuristicReply, Sync;
-                0x0803 LtMatmul => lt_matmul(LtMatmul) -> (), Async;
             }
 
             /// Stream capture and graphs (types in crate::graph). Capture begins and

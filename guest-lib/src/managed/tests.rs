@@ -387,8 +387,6 @@ fn work_that_may_reach_device_memory_settles_and_queries_do_not() {
     for op in [
         Op::LaunchKernel,
         Op::GraphLaunch,
-        Op::BlasCall,
-        Op::LtMatmul,
         Op::MemcpyHtoD,
         Op::Memset,
         Op::MemcpyShared,

@@ -11,9 +11,6 @@
 //! session maps the guest's handles onto them and checks them first.
 
 pub mod array;
-pub mod blas;
-pub mod blas_table;
-pub mod blaslt;
 pub mod cuda;
 pub mod driver;
 pub mod graph;
@@ -90,8 +87,7 @@ pub struct LaunchConfig<'a> {
 
 /// The executor seam, one trait per API family (as the op table is grouped), each
 /// implemented by an executor in its family's file; every executor also answers the
-/// BLAS calls ([`blas::Blas`], [`blaslt::BlasLt`]), the driver-API calls beyond the
-/// runtime's ([`driver::Driver`]) and the graph and memory-pool calls ([`graph::Graphs`]).
+/// driver-API calls beyond the runtime's ([`driver::Driver`]) and the graph and memory-pool calls ([`graph::Graphs`]).
 pub trait Executor:
     DeviceExec
     + MemoryExec
@@ -100,8 +96,6 @@ pub trait Executor:
     + ModuleExec
     + LaunchExec
     + StreamExec
-    + blas::Blas
-    + blaslt::BlasLt
     + driver::Driver
     + graph::Graphs
     + graph::GraphBuild

@@ -110,8 +110,6 @@ impl DeviceOps for Session {
         // Everything the guest made on this device is gone with its state, and only
         // that: what it holds on its other devices stays, and stays charged.
         let device = ctx.device;
-        self.lt_reset();
-        self.blas_reset(device);
         self.vmm_reset(device);
         self.graphs_reset(device);
         self.arrays_reset(device);

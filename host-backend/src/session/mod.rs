@@ -13,7 +13,7 @@
 //!
 //! Each API family of the op table (`vmcuda_wire::table`) has its handler trait
 //! implemented in a file of its own: [`connection`], [`device`], [`memory`], [`copy`],
-//! [`module`], [`stream`], [`blas`] (with [`blas_call`]), [`blaslt`], [`graph`],
+//! [`module`], [`stream`], [`graph`],
 //! [`pool`], [`vmm`]. Host objects never travel as raw host pointers, and dropping the
 //! session releases everything it owns.
 
@@ -26,9 +26,6 @@ use vmcuda_wire::CudaStatus;
 
 mod accounting;
 mod array;
-mod blas;
-mod blas_call;
-mod blaslt;
 mod buffers;
 mod checked;
 mod connection;
@@ -83,10 +80,6 @@ pub struct Session {
     ring_attached: bool,
     pending_ring: Option<vmcuda_wire::ring::RingMemory>,
     buffers: FrameBuffers,
-    /// The guest's cuBLAS handles (see `blas`).
-    blas: blas::BlasHandles,
-    /// The guest's cuBLASLt handles and the algorithms it was given (see `blaslt`).
-    lt: blaslt::LtState,
     /// The guest's graphs, executable graphs and graph nodes (see `graph`).
     graph_tables: graph::GraphTables,
     /// What they keep on the host (see `host_memory`).
@@ -143,8 +136,6 @@ impl Session {
             ring_attached: false,
             pending_ring: None,
             buffers: FrameBuffers::default(),
-            blas: Default::default(),
-            lt: Default::default(),
             graph_tables: Default::default(),
             graph_host: Default::default(),
             array_tables: Default::default(),
@@ -323,8 +314,6 @@ impl Drop for Session {
         self.unpin_buffer(REPLY_AREA);
         // Free what the guest left behind; the executor's own Drop releases contexts.
         self.ipc_close_all();
-        self.lt_drop_all();
-        self.blas_drop_all();
         self.vmm_drop_all();
         self.graphs_drop_all();
         self.arrays_drop_all();

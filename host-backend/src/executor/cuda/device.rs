@@ -215,8 +215,6 @@ impl CudaExecutor {
             functions: HashMap::new(),
             function_cache: HashMap::new(),
             registered: Vec::new(),
-            blas: Default::default(),
-            lt: Default::default(),
             queued: QueuedCopies::default(),
             graph_tables: Default::default(),
             array_tables: Default::default(),
@@ -277,10 +275,8 @@ impl CudaExecutor {
     /// Destroys the streams, events and staging buffer of device `idx`, whose context
     /// must be current. Errors are ignored: this is cleanup.
     pub(super) fn destroy_device_objects(&mut self, idx: usize) {
-        // cuBLAS(Lt) handles and graphs first: they use the streams below.
+        // Graphs first: they use the streams below.
         self.batch.forget_device(idx);
-        self.lt_destroy_device(idx);
-        self.blas_destroy_device(idx);
         self.graphs_destroy_device(idx);
         self.arrays_destroy_device(idx);
         self.forget_queued(idx);

@@ -34,8 +34,8 @@
 //!   posted launches sent as one graph launch.
 //! - `stream`: streams and events.
 //! - `symbols`: the generated list of driver entry points.
-//! - `blas`, `blas_table`, `blaslt`, `driver`, `graph`: cuBLAS, cuBLASLt, the
-//!   driver-API calls beyond the runtime's, graphs and memory pools.
+//! - `driver`, `graph`: the driver-API calls beyond the runtime's, graphs and memory
+//!   pools.
 
 use std::collections::HashMap;
 
@@ -60,9 +60,6 @@ macro_rules! enum_from_u32 {
 }
 
 mod array;
-mod blas;
-mod blas_table;
-mod blaslt;
 pub mod checkpoint;
 mod copy;
 mod device;
@@ -98,7 +95,7 @@ fn to_usize(v: u64) -> ExecResult<usize> {
     usize::try_from(v).map_err(|_| CudaStatus::ErrorInvalidValue)
 }
 
-/// An entry point of a library cudarc loaded (the driver, cuBLAS, cuBLASLt), with the C
+/// An entry point of a library cudarc loaded (the driver), with the C
 /// signature `F`; a library without it answers `cudaErrorNotSupported`, logged.
 ///
 /// # Safety
@@ -144,10 +141,6 @@ pub struct CudaExecutor {
     /// Host ranges registered with the driver (start, length): copies to and from them
     /// are DMA'd directly, with no staging.
     registered: Vec<(usize, usize)>,
-    /// cuBLAS handles and entry points (see `blas`).
-    blas: blas::CudaBlas,
-    /// cuBLASLt handles and entry points (see `blaslt`).
-    lt: blaslt::CudaLt,
     queued: staging::QueuedCopies,
     /// Graphs and executable graphs (see `graph`).
     graph_tables: graph::CudaGraphs,

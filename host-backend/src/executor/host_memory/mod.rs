@@ -5,8 +5,7 @@
 //! and events behave as CUDA specifies (work completes in issue order, so every stream
 //! is always idle). A kernel launch is checked, **recorded** (name, grid, block, shared
 //! memory, argument bytes) and logged, but never run: its results are not computed.
-//! GEMMs forwarded from cuBLAS are computed by a CPU reference ([`reference`]), so
-//! forwarding can be checked end to end. It never stands in for a GPU result.
+//! It never stands in for a GPU result.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
@@ -143,8 +142,6 @@ impl Region {
 }
 
 mod array;
-mod blas;
-mod blaslt;
 mod copy;
 mod device;
 mod driver;
@@ -152,7 +149,6 @@ mod graph;
 mod launch;
 mod memory;
 mod module;
-pub mod reference;
 mod shared;
 mod stream;
 
@@ -199,14 +195,8 @@ pub struct HostMemoryExecutor {
     /// all), and the index of the current one.
     visible: Vec<usize>,
     current: usize,
-    /// Live cuBLAS handle ids (see `blas`).
-    blas_handles: HashSet<u64>,
-    /// Handle settings by (handle, `BlasOption`).
-    blas_options: HashMap<(u64, u32), i32>,
     /// Address reservations and physical allocations (see `driver`).
     vmm: driver::HostVmm,
-    /// Live cuBLASLt handle ids (see `blaslt`).
-    lt_handles: HashSet<u64>,
     /// Captures, graphs and the default pool (see `graph`).
     graphs: graph::HostGraphs,
     arrays: array::HostArrays,
@@ -259,10 +249,7 @@ impl HostMemoryExecutor {
             host_registered: Vec::new(),
             visible: vec![0],
             current: 0,
-            blas_handles: HashSet::new(),
-            blas_options: HashMap::new(),
             vmm: Default::default(),
-            lt_handles: HashSet::new(),
             graphs: Default::default(),
             arrays: Default::default(),
             #[cfg(test)]
