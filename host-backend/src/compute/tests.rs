@@ -327,3 +327,253 @@ fn a_damaged_board_is_laid_out_anew() {
         board::FILE_LEN as u64
     );
 }
+
+/// A simulated asynchronous GPU shared by several workers, as the real one is: a
+/// launch queues its work and returns at once, and one thread runs the queue's items
+/// one at a time in the order they came (contexts never run on the GPU at the same
+/// moment), each for its duration. What each worker's items took of the GPU is the
+/// work it got, to hold against what it was charged.
+struct SimGpu {
+    state: std::sync::Mutex<SimState>,
+    /// Signalled whenever an item is queued, done, or the GPU stops.
+    changed: std::sync::Condvar,
+}
+
+#[derive(Default)]
+struct SimState {
+    queue: std::collections::VecDeque<(usize, Duration)>,
+    /// By worker: items queued and done so far, and the GPU time its items took.
+    queued: Vec<u64>,
+    done: Vec<u64>,
+    busy: Vec<Duration>,
+    stop: bool,
+}
+
+impl SimGpu {
+    fn new(workers: usize) -> SimGpu {
+        SimGpu {
+            state: std::sync::Mutex::new(SimState {
+                queued: vec![0; workers],
+                done: vec![0; workers],
+                busy: vec![Duration::ZERO; workers],
+                ..SimState::default()
+            }),
+            changed: std::sync::Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, SimState> {
+        self.state.lock().unwrap()
+    }
+
+    /// A launch of worker `w`: queued, and the call returns at once.
+    fn launch(&self, w: usize, work: Duration) {
+        let mut s = self.lock();
+        s.queue.push_back((w, work));
+        s.queued[w] += 1;
+        self.changed.notify_all();
+    }
+
+    /// Wait for the work worker `w` queued so far (its synchronize, or its drain).
+    fn wait(&self, w: usize) {
+        let mut s = self.lock();
+        let target = s.queued[w];
+        while s.done[w] < target && !s.stop {
+            s = self.changed.wait(s).unwrap();
+        }
+    }
+
+    /// The GPU: runs the queue until stopped. Sleeping, not spinning, for an item's
+    /// duration: the test machine's cores are for the workers.
+    fn run(&self) {
+        let mut s = self.lock();
+        loop {
+            if s.stop {
+                return;
+            }
+            let Some((w, work)) = s.queue.pop_front() else {
+                s = self.changed.wait(s).unwrap();
+                continue;
+            };
+            drop(s);
+            let t = Instant::now();
+            std::thread::sleep(work);
+            let took = t.elapsed();
+            s = self.lock();
+            s.done[w] += 1;
+            s.busy[w] += took;
+            self.changed.notify_all();
+        }
+    }
+
+    fn stop(&self) {
+        self.lock().stop = true;
+        self.changed.notify_all();
+    }
+
+    fn busy(&self) -> Vec<Duration> {
+        self.lock().busy.clone()
+    }
+}
+
+/// A guest that launches `launches` kernels of `work` each, then synchronizes as the
+/// guest library does: a posted request has the GPU write a done word, and the guest
+/// waits for the word, sending nothing meanwhile (the worker is idle, its work still
+/// queued). Then it thinks for `gap`. Returns how long each round took, from its first
+/// request to its synchronize's end.
+fn async_guest(
+    turns: &Turns,
+    gpu: &SimGpu,
+    me: usize,
+    (launches, work, gap): (usize, Duration, Duration),
+    until: Instant,
+) -> Vec<Duration> {
+    let mut drain = || gpu.wait(me);
+    let mut rounds = Vec::new();
+    while Instant::now() < until {
+        let t = Instant::now();
+        for _ in 0..launches {
+            turns.request_begins(&mut drain);
+            gpu.launch(me, work);
+            turns.request_ends(&mut drain);
+        }
+        turns.request_begins(&mut drain);
+        turns.request_ends(&mut drain);
+        gpu.wait(me);
+        rounds.push(t.elapsed());
+        if !gap.is_zero() {
+            std::thread::sleep(gap);
+        }
+    }
+    rounds
+}
+
+/// Parts of the whole, in order.
+fn parts(of: &[f64]) -> Vec<f64> {
+    let total: f64 = of.iter().sum();
+    of.iter().map(|v| v / total).collect()
+}
+
+#[test]
+fn on_an_asynchronous_gpu_the_work_done_follows_the_shares() {
+    let dir = Scratch::new("async1");
+    let shares = [("a", 200), ("b", 100), ("c", 100)];
+    let gpu = SimGpu::new(shares.len());
+    let until = Instant::now() + Duration::from_secs(3);
+    let charged: Vec<f64> = std::thread::scope(|scope| {
+        let gpu_thread = scope.spawn(|| gpu.run());
+        let workers: Vec<_> = shares
+            .iter()
+            .enumerate()
+            .map(|(i, &(vm, s))| {
+                let (dir, gpu) = (dir.path(), &gpu);
+                scope.spawn(move || {
+                    let t = Turns::join(
+                        dir,
+                        6000 + i as u32,
+                        vm,
+                        share(s, Priority::Normal, None),
+                        timing(10),
+                    )
+                    .unwrap();
+                    // Eight 1 ms kernels, then a synchronize (bench/compute_load.py's
+                    // matmuls, scaled).
+                    let load = (8, Duration::from_millis(1), Duration::ZERO);
+                    async_guest(&t, gpu, i, load, until);
+                    t.used_ns() as f64
+                })
+            })
+            .collect();
+        let charged = workers.into_iter().map(|h| h.join().unwrap()).collect();
+        gpu.stop();
+        gpu_thread.join().unwrap();
+        charged
+    });
+    let work: Vec<f64> = gpu.busy().iter().map(Duration::as_secs_f64).collect();
+    let (work, charged) = (parts(&work), parts(&charged));
+    eprintln!("work {work:.3?}, charged {charged:.3?}");
+    // Each within 10% (relative) of its share, in the GPU's work and in what it was
+    // charged alike.
+    for (i, want) in [0.5, 0.25, 0.25].into_iter().enumerate() {
+        assert!(
+            (work[i] - want).abs() <= want * 0.10 && (charged[i] - want).abs() <= want * 0.10,
+            "work {work:.3?}, charged {charged:.3?}, wanted 0.5/0.25/0.25"
+        );
+    }
+}
+
+/// A decoder (a `latency` VM: three short kernels and a synchronize per token, tokens
+/// `gap` apart), alone or beside a saturating `batch` VM (eight 500 µs kernels and a
+/// synchronize, again and again), on one simulated GPU for `run`. Returns the tokens'
+/// times and the part of the GPU's time the batch VM got.
+fn decoder_beside_batch(
+    dir: &Scratch,
+    batch: bool,
+    gap: Duration,
+    run: Duration,
+) -> (Vec<Duration>, f64) {
+    let gpu = SimGpu::new(2);
+    let start = Instant::now();
+    let until = start + run;
+    let tokens = std::thread::scope(|scope| {
+        let gpu_thread = scope.spawn(|| gpu.run());
+        let batch = batch.then(|| {
+            scope.spawn(|| {
+                let t = Turns::join(
+                    dir.path(),
+                    7000,
+                    "batch",
+                    share(100, Priority::Batch, None),
+                    timing(10),
+                )
+                .unwrap();
+                let load = (8, Duration::from_micros(500), Duration::ZERO);
+                async_guest(&t, &gpu, 0, load, until);
+            })
+        });
+        let decoder = scope.spawn(|| {
+            let t = Turns::join(
+                dir.path(),
+                7001,
+                "decoder",
+                share(100, Priority::Latency, None),
+                timing(10),
+            )
+            .unwrap();
+            let load = (3, Duration::from_micros(100), gap);
+            async_guest(&t, &gpu, 1, load, until)
+        });
+        let tokens = decoder.join().unwrap();
+        if let Some(b) = batch {
+            b.join().unwrap();
+        }
+        gpu.stop();
+        gpu_thread.join().unwrap();
+        tokens
+    });
+    let batch_part = gpu.busy()[0].as_secs_f64() / start.elapsed().as_secs_f64();
+    (tokens, batch_part)
+}
+
+fn median(of: &mut [Duration]) -> Duration {
+    of.sort();
+    of[of.len() / 2]
+}
+
+#[test]
+fn a_batch_vm_beside_a_decoder_with_short_gaps_still_gets_the_gpu() {
+    let dir = Scratch::new("async2");
+    let gap = Duration::from_millis(2);
+    let (mut alone, _) = decoder_beside_batch(&dir, false, gap, Duration::from_secs(1));
+    let (mut beside, batch_part) = decoder_beside_batch(&dir, true, gap, Duration::from_secs(3));
+    let (alone, beside) = (median(&mut alone), median(&mut beside));
+    eprintln!("decoder p50 alone {alone:?}, beside the batch VM {beside:?}; the batch VM's part {batch_part:.3}");
+    assert!(
+        batch_part >= 0.10,
+        "the batch VM got {batch_part:.3} of the GPU"
+    );
+    assert!(
+        beside.as_secs_f64() <= alone.as_secs_f64() * 1.2,
+        "decoder p50 alone {alone:?}, beside the batch VM {beside:?}"
+    );
+}
