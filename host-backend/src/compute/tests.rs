@@ -80,6 +80,7 @@ fn timing(quantum_ms: u64) -> Timing {
     Timing {
         quantum_ns: quantum_ms * 1_000_000,
         linger_ns: [200_000, 200_000, 3_000_000],
+        latency_lease_ns: 10_000_000,
     }
 }
 
@@ -164,6 +165,7 @@ fn turns_are_exclusive_and_follow_the_shares() {
                         vm,
                         share(s, Priority::Normal, None),
                         timing(5),
+                        None,
                     )
                     .unwrap();
                     worker_loop(&t, gpu, Duration::from_micros(500), Duration::ZERO, until);
@@ -203,6 +205,7 @@ fn a_latency_worker_waits_at_most_about_one_request_of_a_batch_worker() {
                 "batch",
                 share(100, Priority::Batch, None),
                 timing(10),
+                None,
             )
             .unwrap();
             worker_loop(&t, &gpu, batch_work, Duration::ZERO, until).0
@@ -215,6 +218,7 @@ fn a_latency_worker_waits_at_most_about_one_request_of_a_batch_worker() {
                 "infer",
                 share(100, Priority::Latency, None),
                 timing(10),
+                None,
             )
             .unwrap();
             // Tokens: a short request, then the guest thinks for 10 ms.
@@ -252,6 +256,7 @@ fn a_cap_holds_even_when_nobody_else_wants_the_gpu() {
         "capped",
         share(100, Priority::Normal, Some(25)),
         timing(10),
+        None,
     )
     .unwrap();
     let start = Instant::now();
@@ -284,13 +289,29 @@ fn an_idle_holder_gives_the_turn_up_and_a_dead_one_is_passed_over() {
         .slot(dead, slot::HEARTBEAT)
         .store(now - 3 * STALE_NS, SeqCst);
     assert!(board.hand(None, Some(dead), now));
-    let t = Turns::join(dir.path(), 4001, "vm", ComputeShare::default(), timing(10)).unwrap();
+    let t = Turns::join(
+        dir.path(),
+        4001,
+        "vm",
+        ComputeShare::default(),
+        timing(10),
+        None,
+    )
+    .unwrap();
     // The dead holder's turn is taken at once.
     assert!(t.request_begins(&mut || {}) < 100_000_000);
     assert_eq!(board.turn(), Some(t.shared.slot));
     t.request_ends(&mut || {});
     // Idle with a waiter: handed on after the linger.
-    let other = Turns::join(dir.path(), 4002, "vm2", ComputeShare::default(), timing(10)).unwrap();
+    let other = Turns::join(
+        dir.path(),
+        4002,
+        "vm2",
+        ComputeShare::default(),
+        timing(10),
+        None,
+    )
+    .unwrap();
     let waited = other.request_begins(&mut || {});
     assert!(waited < 100_000_000, "waited {waited} ns");
     assert_eq!(board.turn(), Some(other.shared.slot));
@@ -306,8 +327,24 @@ fn an_idle_holder_gives_the_turn_up_and_a_dead_one_is_passed_over() {
 #[test]
 fn a_run_time_change_reaches_live_workers() {
     let dir = Scratch::new("t5");
-    let t = Turns::join(dir.path(), 5000, "vm5", ComputeShare::default(), timing(10)).unwrap();
-    let _other = Turns::join(dir.path(), 5001, "vm6", ComputeShare::default(), timing(10)).unwrap();
+    let t = Turns::join(
+        dir.path(),
+        5000,
+        "vm5",
+        ComputeShare::default(),
+        timing(10),
+        None,
+    )
+    .unwrap();
+    let _other = Turns::join(
+        dir.path(),
+        5001,
+        "vm6",
+        ComputeShare::default(),
+        timing(10),
+        None,
+    )
+    .unwrap();
     let new = share(40, Priority::Latency, Some(50));
     assert_eq!(apply(dir.path(), "vm5", new), 1);
     assert_eq!(t.share(), new);
@@ -414,18 +451,24 @@ impl SimGpu {
     fn busy(&self) -> Vec<Duration> {
         self.lock().busy.clone()
     }
+
+    /// Worker `w`'s drain, for its keeper.
+    fn drainer(self: &Arc<Self>, w: usize) -> Drainer {
+        let gpu = Arc::clone(self);
+        Arc::new(move || gpu.wait(w))
+    }
 }
 
 /// A guest that launches `launches` kernels of `work` each, then synchronizes as the
 /// guest library does: a posted request has the GPU write a done word, and the guest
 /// waits for the word, sending nothing meanwhile (the worker is idle, its work still
-/// queued). Then it thinks for `gap`. Returns how long each round took, from its first
-/// request to its synchronize's end.
+/// queued). Rounds start `every` apart (at once when one takes longer). Returns how
+/// long each round took, from its first request to its synchronize's end.
 fn async_guest(
     turns: &Turns,
     gpu: &SimGpu,
     me: usize,
-    (launches, work, gap): (usize, Duration, Duration),
+    (launches, work, every): (usize, Duration, Duration),
     until: Instant,
 ) -> Vec<Duration> {
     let mut drain = || gpu.wait(me);
@@ -441,8 +484,8 @@ fn async_guest(
         turns.request_ends(&mut drain);
         gpu.wait(me);
         rounds.push(t.elapsed());
-        if !gap.is_zero() {
-            std::thread::sleep(gap);
+        if let Some(rest) = every.checked_sub(t.elapsed()) {
+            std::thread::sleep(rest);
         }
     }
     rounds
@@ -458,7 +501,7 @@ fn parts(of: &[f64]) -> Vec<f64> {
 fn on_an_asynchronous_gpu_the_work_done_follows_the_shares() {
     let dir = Scratch::new("async1");
     let shares = [("a", 200), ("b", 100), ("c", 100)];
-    let gpu = SimGpu::new(shares.len());
+    let gpu = Arc::new(SimGpu::new(shares.len()));
     let until = Instant::now() + Duration::from_secs(3);
     let charged: Vec<f64> = std::thread::scope(|scope| {
         let gpu_thread = scope.spawn(|| gpu.run());
@@ -474,6 +517,7 @@ fn on_an_asynchronous_gpu_the_work_done_follows_the_shares() {
                         vm,
                         share(s, Priority::Normal, None),
                         timing(10),
+                        Some(gpu.drainer(i)),
                     )
                     .unwrap();
                     // Eight 1 ms kernels, then a synchronize (bench/compute_load.py's
@@ -503,16 +547,16 @@ fn on_an_asynchronous_gpu_the_work_done_follows_the_shares() {
 }
 
 /// A decoder (a `latency` VM: three short kernels and a synchronize per token, tokens
-/// `gap` apart), alone or beside a saturating `batch` VM (eight 500 µs kernels and a
+/// starting `every` apart), alone or beside a saturating `batch` VM (eight 500 µs kernels and a
 /// synchronize, again and again), on one simulated GPU for `run`. Returns the tokens'
 /// times and the part of the GPU's time the batch VM got.
 fn decoder_beside_batch(
     dir: &Scratch,
     batch: bool,
-    gap: Duration,
+    every: Duration,
     run: Duration,
 ) -> (Vec<Duration>, f64) {
-    let gpu = SimGpu::new(2);
+    let gpu = Arc::new(SimGpu::new(2));
     let start = Instant::now();
     let until = start + run;
     let tokens = std::thread::scope(|scope| {
@@ -525,6 +569,7 @@ fn decoder_beside_batch(
                     "batch",
                     share(100, Priority::Batch, None),
                     timing(10),
+                    Some(gpu.drainer(0)),
                 )
                 .unwrap();
                 let load = (8, Duration::from_micros(500), Duration::ZERO);
@@ -538,9 +583,10 @@ fn decoder_beside_batch(
                 "decoder",
                 share(100, Priority::Latency, None),
                 timing(10),
+                Some(gpu.drainer(1)),
             )
             .unwrap();
-            let load = (3, Duration::from_micros(100), gap);
+            let load = (3, Duration::from_micros(100), every);
             async_guest(&t, &gpu, 1, load, until)
         });
         let tokens = decoder.join().unwrap();
@@ -560,16 +606,22 @@ fn median(of: &mut [Duration]) -> Duration {
     of[of.len() / 2]
 }
 
+/// The bound: past its lease (10 ms here) the decoder leaves its next gap to the
+/// others, so a lower priority gets about one gap (2 ms, less the decoder's token and
+/// its linger) in every lease and gap: 1.3 ms in 12, about 11%. Asserted: at least 5%
+/// (half of that, for a loaded test machine; 0.2% without the lease), while the
+/// decoder's median token stays within 1.2 times its time alone (only the token after
+/// a given-up gap waits, one in about six).
 #[test]
 fn a_batch_vm_beside_a_decoder_with_short_gaps_still_gets_the_gpu() {
     let dir = Scratch::new("async2");
-    let gap = Duration::from_millis(2);
-    let (mut alone, _) = decoder_beside_batch(&dir, false, gap, Duration::from_secs(1));
-    let (mut beside, batch_part) = decoder_beside_batch(&dir, true, gap, Duration::from_secs(3));
+    let every = Duration::from_millis(2);
+    let (mut alone, _) = decoder_beside_batch(&dir, false, every, Duration::from_secs(1));
+    let (mut beside, batch_part) = decoder_beside_batch(&dir, true, every, Duration::from_secs(3));
     let (alone, beside) = (median(&mut alone), median(&mut beside));
     eprintln!("decoder p50 alone {alone:?}, beside the batch VM {beside:?}; the batch VM's part {batch_part:.3}");
     assert!(
-        batch_part >= 0.10,
+        batch_part >= 0.05,
         "the batch VM got {batch_part:.3} of the GPU"
     );
     assert!(
