@@ -629,3 +629,56 @@ fn a_batch_vm_beside_a_decoder_with_short_gaps_still_gets_the_gpu() {
         "decoder p50 alone {alone:?}, beside the batch VM {beside:?}"
     );
 }
+
+#[test]
+fn the_keeper_waits_for_an_idle_holders_work_and_charges_it_to_the_holder() {
+    let dir = Scratch::new("drain");
+    let drained = Arc::new(AtomicUsize::new(0));
+    let d = Arc::clone(&drained);
+    // The holder's GPU work: 80 ms still queued when its guest goes quiet.
+    let drainer: Drainer = Arc::new(move || {
+        std::thread::sleep(Duration::from_millis(80));
+        d.fetch_add(1, SeqCst);
+    });
+    let holder = Turns::join(
+        dir.path(),
+        8000,
+        "a",
+        ComputeShare::default(),
+        timing(10),
+        Some(drainer),
+    )
+    .unwrap();
+    let next = Turns::join(
+        dir.path(),
+        8001,
+        "b",
+        ComputeShare::default(),
+        timing(10),
+        None,
+    )
+    .unwrap();
+    holder.request_begins(&mut || {});
+    holder.request_ends(&mut || {});
+    let waited = next.request_begins(&mut || {});
+    // The turn came once the holder's work was done, and that time was the holder's.
+    assert_eq!(drained.load(SeqCst), 1);
+    assert!(waited >= 80_000_000, "waited {waited} ns");
+    assert!(
+        holder.used_ns() >= 80_000_000,
+        "charged {}",
+        holder.used_ns()
+    );
+    next.request_ends(&mut || {});
+}
+
+#[test]
+fn a_latency_holder_past_its_lease_lingers_as_a_normal_one() {
+    let t = ComputeConfig::default().timing();
+    assert_eq!(t.latency_lease_ns, 10_000_000);
+    let normal = t.linger_ns[Priority::Normal as usize];
+    assert_eq!(t.linger(Priority::Latency, 9_999_999), 3_000_000);
+    assert_eq!(t.linger(Priority::Latency, 10_000_000), normal);
+    assert_eq!(t.linger(Priority::Normal, 50_000_000), normal);
+    assert_eq!(t.linger(Priority::Batch, 0), normal);
+}
