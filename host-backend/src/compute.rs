@@ -24,7 +24,11 @@
 //!   first waits for that work (a [`Drainer`] the executor gives, which another thread
 //!   may call), so the holder is charged for it and the next holder's kernels do not
 //!   queue behind it. Without this, on an asynchronous GPU the work done follows
-//!   whoever queues, not the shares (measured: 33/33/33 for shares 50/25/25).
+//!   whoever queues, not the shares (measured: 33/33/33 for shares 50/25/25). Once
+//!   that work is done the guest's synchronize returns and it likely asks again at
+//!   once: a holder with less virtual time than the next of its priority lingers once
+//!   more instead (else a guest that synchronizes could never take two turns running,
+//!   nor more than half of the GPU beside others).
 //! - **Priorities**: a `latency` VM takes the turn from lower ones at their next
 //!   request, and while it is active they wait for their work after every request, so
 //!   what it waits for at most is one request of theirs.
@@ -480,6 +484,21 @@ impl Shared {
         }
     }
 
+    /// Whether the next in line is of this holder's priority and has had more than
+    /// its share (more virtual time than this holder, counted up to `now`).
+    fn owed(&self, now: u64) -> bool {
+        self.charge(now);
+        if self.credit(now) <= 0 {
+            return false;
+        }
+        let slots = self.board.slots();
+        let mine = self.get(slot::VTIME);
+        let p = self.priority() as u64;
+        next_in_line(&slots, self.slot, now)
+            .and_then(|n| slots.iter().find(|v| v.index == n))
+            .is_some_and(|v| v.priority == p && v.vtime > mine)
+    }
+
     fn begin(&self, drain: &mut dyn FnMut()) -> u64 {
         let start = now_ns();
         let returning = start.saturating_sub(self.get(slot::ACTIVE_AT)) > ACTIVE_NS;
@@ -600,6 +619,9 @@ impl Shared {
     /// The keeper thread: heartbeat, turn time counted while held, and the turn
     /// handed on when the guest is quiet.
     fn keep(&self) {
+        // The quiet time (its `IDLE_SINCE`) this keeper last let the holder linger
+        // again after a drain: once per quiet time only.
+        let mut lingered_again = 0;
         while !self.stop.load(SeqCst) {
             let now = now_ns();
             self.set(slot::HEARTBEAT, now);
@@ -631,10 +653,20 @@ impl Shared {
                     if let Some(drain) = &self.drainer {
                         drain();
                     }
+                    let now = now_ns();
+                    if waiting && idle_since != lingered_again && self.owed(now) {
+                        // Its work done, the guest's synchronize returns now and asks
+                        // again at once, likely: a holder owed time by the waiters (of
+                        // its priority) keeps the turn one more linger. Always handing
+                        // on here, a holder whose guest synchronizes could never take
+                        // two turns running, so never more than half of the GPU.
+                        lingered_again = now.max(1);
+                        w.store(lingered_again, SeqCst);
+                        continue;
+                    }
                     if waiting {
                         self.hand_on(true);
                     } else {
-                        let now = now_ns();
                         self.charge(now);
                         self.board.hand(Some(self.slot), None, now);
                     }

@@ -547,57 +547,54 @@ fn on_an_asynchronous_gpu_the_work_done_follows_the_shares() {
 }
 
 /// A decoder (a `latency` VM: three short kernels and a synchronize per token, tokens
-/// starting `every` apart), alone or beside a saturating `batch` VM (eight 500 µs kernels and a
-/// synchronize, again and again), on one simulated GPU for `run`. Returns the tokens'
-/// times and the part of the GPU's time the batch VM got.
-fn decoder_beside_batch(
-    dir: &Scratch,
-    batch: bool,
-    every: Duration,
-    run: Duration,
-) -> (Vec<Duration>, f64) {
-    let gpu = Arc::new(SimGpu::new(2));
+/// starting `every` apart) and a saturating `batch` VM (eight 500 µs kernels and a
+/// synchronize, again and again), for `run`: on one simulated GPU and board (`shared`),
+/// or each on its own, so that the decoder is alone on its GPU with the test machine
+/// as loaded. Returns the tokens' times and the part of its GPU the batch VM got.
+fn decoder_and_batch(shared: bool, every: Duration, run: Duration) -> (Vec<Duration>, f64) {
+    let dirs = [Scratch::new("async2-a"), Scratch::new("async2-b")];
+    let gpus = [Arc::new(SimGpu::new(2)), Arc::new(SimGpu::new(2))];
+    let (decoder_gpu, batch_gpu) = (&gpus[0], &gpus[usize::from(!shared)]);
+    let (decoder_dir, batch_dir) = (dirs[0].path(), dirs[usize::from(!shared)].path());
     let start = Instant::now();
     let until = start + run;
     let tokens = std::thread::scope(|scope| {
-        let gpu_thread = scope.spawn(|| gpu.run());
-        let batch = batch.then(|| {
-            scope.spawn(|| {
-                let t = Turns::join(
-                    dir.path(),
-                    7000,
-                    "batch",
-                    share(100, Priority::Batch, None),
-                    timing(10),
-                    Some(gpu.drainer(0)),
-                )
-                .unwrap();
-                let load = (8, Duration::from_micros(500), Duration::ZERO);
-                async_guest(&t, &gpu, 0, load, until);
-            })
+        let gpu_threads: Vec<_> = gpus.iter().map(|g| scope.spawn(|| g.run())).collect();
+        let batch = scope.spawn(|| {
+            let t = Turns::join(
+                batch_dir,
+                7000,
+                "batch",
+                share(100, Priority::Batch, None),
+                timing(10),
+                Some(batch_gpu.drainer(0)),
+            )
+            .unwrap();
+            let load = (8, Duration::from_micros(500), Duration::ZERO);
+            async_guest(&t, batch_gpu, 0, load, until);
         });
         let decoder = scope.spawn(|| {
             let t = Turns::join(
-                dir.path(),
+                decoder_dir,
                 7001,
                 "decoder",
                 share(100, Priority::Latency, None),
                 timing(10),
-                Some(gpu.drainer(1)),
+                Some(decoder_gpu.drainer(1)),
             )
             .unwrap();
             let load = (3, Duration::from_micros(100), every);
-            async_guest(&t, &gpu, 1, load, until)
+            async_guest(&t, decoder_gpu, 1, load, until)
         });
         let tokens = decoder.join().unwrap();
-        if let Some(b) = batch {
-            b.join().unwrap();
+        batch.join().unwrap();
+        for (g, t) in gpus.iter().zip(gpu_threads) {
+            g.stop();
+            t.join().unwrap();
         }
-        gpu.stop();
-        gpu_thread.join().unwrap();
         tokens
     });
-    let batch_part = gpu.busy()[0].as_secs_f64() / start.elapsed().as_secs_f64();
+    let batch_part = batch_gpu.busy()[0].as_secs_f64() / start.elapsed().as_secs_f64();
     (tokens, batch_part)
 }
 
@@ -614,10 +611,9 @@ fn median(of: &mut [Duration]) -> Duration {
 /// a given-up gap waits, one in about six).
 #[test]
 fn a_batch_vm_beside_a_decoder_with_short_gaps_still_gets_the_gpu() {
-    let dir = Scratch::new("async2");
     let every = Duration::from_millis(2);
-    let (mut alone, _) = decoder_beside_batch(&dir, false, every, Duration::from_secs(1));
-    let (mut beside, batch_part) = decoder_beside_batch(&dir, true, every, Duration::from_secs(3));
+    let (mut alone, _) = decoder_and_batch(false, every, Duration::from_secs(2));
+    let (mut beside, batch_part) = decoder_and_batch(true, every, Duration::from_secs(3));
     let (alone, beside) = (median(&mut alone), median(&mut beside));
     eprintln!("decoder p50 alone {alone:?}, beside the batch VM {beside:?}; the batch VM's part {batch_part:.3}");
     assert!(
