@@ -673,10 +673,11 @@ impl Shared {
                     w.store(idle_since, SeqCst);
                     continue;
                 }
+                // Saturating: past its time with the claim lost to a request beginning.
                 let left = if waiting {
-                    linger - idle
+                    linger.saturating_sub(idle)
                 } else {
-                    IDLE_RELEASE_NS - idle
+                    IDLE_RELEASE_NS.saturating_sub(idle)
                 };
                 timeout = timeout.min(Duration::from_nanos(left.max(50_000)));
             }
