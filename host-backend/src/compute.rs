@@ -18,9 +18,27 @@
 //!   waits. The holder first waits for its own GPU work to finish, so the time it is
 //!   charged is the GPU's time it took. A holder whose guest sends nothing for `linger`
 //!   gives the turn up to any waiting worker (its keeper thread sees to it).
+//! - **The keeper drains too**: a guest that synchronizes posts a request that has the
+//!   GPU write a done word, then waits for the word sending nothing, so a holder goes
+//!   quiet with its work still queued on the GPU. The keeper that hands such a turn on
+//!   first waits for that work (a [`Drainer`] the executor gives, which another thread
+//!   may call), so the holder is charged for it and the next holder's kernels do not
+//!   queue behind it. Without this, on an asynchronous GPU the work done follows
+//!   whoever queues, not the shares (measured: 33/33/33 for shares 50/25/25). Once
+//!   that work is done the guest's synchronize returns and it likely asks again at
+//!   once: a holder with less virtual time than the next of its priority lingers once
+//!   more instead (else a guest that synchronizes could never take two turns running,
+//!   nor more than half of the GPU beside others).
 //! - **Priorities**: a `latency` VM takes the turn from lower ones at their next
 //!   request, and while it is active they wait for their work after every request, so
 //!   what it waits for at most is one request of theirs.
+//! - **The latency lease**: a `latency` holder lingers long between its tokens (so a
+//!   token's requests are not split by a neighbour's), but a decoder whose tokens come
+//!   more often than that would keep the turn for good. So once it has held the turn
+//!   for `latency_lease` while others wait, it lingers only as long as the others do,
+//!   and the gap it leaves goes to them: a lower priority gets about one gap of the
+//!   decoder in every lease, and only the token after that gap waits (for one request
+//!   of theirs), so the decoder's median token is untouched.
 //! - **Caps**: a VM with a cap takes no turn once its turns exceed the cap's part of
 //!   the time that passed (a credit refilled at the cap's rate).
 //!
@@ -53,6 +71,10 @@ const CAP_BURST_NS: u64 = 100_000_000;
 /// `IDLE_SINCE` while the keeper hands the turn of its idle holder on: the request
 /// thread waits for it to finish before its request runs.
 const HANDING: u64 = u64::MAX;
+
+/// Waits for a worker's GPU work from a thread other than the one making its requests
+/// (the keeper, while that one is idle); see the module documentation.
+pub type Drainer = Arc<dyn Fn() + Send + Sync>;
 
 /// A VM's priority on the GPU.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Deserialize, Serialize)]
@@ -111,6 +133,9 @@ pub struct ComputeConfig {
     /// by priority (defaults: batch and normal 500 µs, latency 3 ms).
     pub linger_us: Option<u64>,
     pub latency_linger_us: Option<u64>,
+    /// How long a latency holder keeps its longer linger while others wait; after
+    /// that it lingers as a normal holder does (default 10 ms).
+    pub latency_lease_ms: Option<u64>,
 }
 
 impl ComputeConfig {
@@ -127,6 +152,7 @@ impl ComputeConfig {
                 self.linger_us.unwrap_or(500) * us,
                 self.latency_linger_us.unwrap_or(3_000) * us,
             ],
+            latency_lease_ns: self.latency_lease_ms.unwrap_or(10) * 1_000_000,
         }
     }
 }
@@ -137,6 +163,21 @@ pub struct Timing {
     pub quantum_ns: u64,
     /// By priority.
     pub linger_ns: [u64; 3],
+    /// How long a holder keeps a linger longer than a normal one's while others wait.
+    pub latency_lease_ns: u64,
+}
+
+impl Timing {
+    /// How long the holder of priority `p`, which had held the turn for `held` when
+    /// its guest went quiet, lingers while others wait.
+    fn linger(&self, p: Priority, held: u64) -> u64 {
+        let own = self.linger_ns[p as usize];
+        if held >= self.latency_lease_ns {
+            own.min(self.linger_ns[Priority::Normal as usize])
+        } else {
+            own
+        }
+    }
 }
 
 /// A VM's compute policy, as its grant carries it.
@@ -210,6 +251,10 @@ struct Shared {
     slot: usize,
     timing: Timing,
     stop: AtomicBool,
+    /// For the keeper, to wait for the worker's GPU work before it hands an idle
+    /// holder's turn on; None: the executor cannot, and the next holder may find that
+    /// work still running (and be charged for it).
+    drainer: Option<Drainer>,
 }
 
 /// Why [`Turns::join`] could not place the worker.
@@ -227,13 +272,15 @@ pub enum JoinError {
 }
 
 impl Turns {
-    /// Place this worker (host pid `pid`, of VM `vm`) on the board of `state_dir`.
+    /// Place this worker (host pid `pid`, of VM `vm`) on the board of `state_dir`;
+    /// `drainer` waits for its GPU work from the keeper's thread.
     pub fn join(
         state_dir: &Path,
         pid: u32,
         vm: &str,
         share: ComputeShare,
         timing: Timing,
+        drainer: Option<Drainer>,
     ) -> Result<Turns, JoinError> {
         let board = Board::open(state_dir)?;
         let now = now_ns();
@@ -256,6 +303,7 @@ impl Turns {
             slot: s,
             timing,
             stop: AtomicBool::new(false),
+            drainer,
         });
         Ok(Turns {
             shared,
@@ -436,6 +484,21 @@ impl Shared {
         }
     }
 
+    /// Whether the next in line is of this holder's priority and has had more than
+    /// its share (more virtual time than this holder, counted up to `now`).
+    fn owed(&self, now: u64) -> bool {
+        self.charge(now);
+        if self.credit(now) <= 0 {
+            return false;
+        }
+        let slots = self.board.slots();
+        let mine = self.get(slot::VTIME);
+        let p = self.priority() as u64;
+        next_in_line(&slots, self.slot, now)
+            .and_then(|n| slots.iter().find(|v| v.index == n))
+            .is_some_and(|v| v.priority == p && v.vtime > mine)
+    }
+
     fn begin(&self, drain: &mut dyn FnMut()) -> u64 {
         let start = now_ns();
         let returning = start.saturating_sub(self.get(slot::ACTIVE_AT)) > ACTIVE_NS;
@@ -520,7 +583,9 @@ impl Shared {
         loop {
             let v = w.load(SeqCst);
             if v == HANDING {
-                std::hint::spin_loop();
+                // The keeper may be waiting for the GPU's work (milliseconds): sleep,
+                // not spin, which would take a core from the other workers.
+                std::thread::sleep(Duration::from_micros(20));
                 continue;
             }
             if v == 0 || w.compare_exchange(v, 0, SeqCst, SeqCst).is_ok() {
@@ -554,6 +619,9 @@ impl Shared {
     /// The keeper thread: heartbeat, turn time counted while held, and the turn
     /// handed on when the guest is quiet.
     fn keep(&self) {
+        // The quiet time (its `IDLE_SINCE`) this keeper last let the holder linger
+        // again after a drain: once per quiet time only.
+        let mut lingered_again = 0;
         while !self.stop.load(SeqCst) {
             let now = now_ns();
             self.set(slot::HEARTBEAT, now);
@@ -565,7 +633,10 @@ impl Shared {
             self.charge(now);
             let idle_since = self.get(slot::IDLE_SINCE);
             let waiting = self.board.any_waiting();
-            let linger = self.timing.linger_ns[self.priority() as usize];
+            // The lease counts to the start of the guest's quiet time: one spent in
+            // the middle of a gap makes the next gap the others', whole.
+            let held = idle_since.saturating_sub(self.board.turn_since());
+            let linger = self.timing.linger(self.priority(), held);
             let mut timeout = Duration::from_millis(if waiting { 5 } else { 200 });
             if idle_since != 0 && idle_since != HANDING {
                 let idle = now.saturating_sub(idle_since);
@@ -576,6 +647,23 @@ impl Shared {
                     && w.compare_exchange(idle_since, HANDING, SeqCst, SeqCst)
                         .is_ok()
                 {
+                    // The guest may be waiting for work it queued (a synchronize is a
+                    // done word the GPU writes): the turn goes once that work is done,
+                    // charged to this holder (`hand_on` counts up to now).
+                    if let Some(drain) = &self.drainer {
+                        drain();
+                    }
+                    let now = now_ns();
+                    if waiting && idle_since != lingered_again && self.owed(now) {
+                        // Its work done, the guest's synchronize returns now and asks
+                        // again at once, likely: a holder owed time by the waiters (of
+                        // its priority) keeps the turn one more linger. Always handing
+                        // on here, a holder whose guest synchronizes could never take
+                        // two turns running, so never more than half of the GPU.
+                        lingered_again = now.max(1);
+                        w.store(lingered_again, SeqCst);
+                        continue;
+                    }
                     if waiting {
                         self.hand_on(true);
                     } else {
@@ -585,10 +673,11 @@ impl Shared {
                     w.store(idle_since, SeqCst);
                     continue;
                 }
+                // Saturating: past its time with the claim lost to a request beginning.
                 let left = if waiting {
-                    linger - idle
+                    linger.saturating_sub(idle)
                 } else {
-                    IDLE_RELEASE_NS - idle
+                    IDLE_RELEASE_NS.saturating_sub(idle)
                 };
                 timeout = timeout.min(Duration::from_nanos(left.max(50_000)));
             }
@@ -623,6 +712,7 @@ pub fn join_if_enabled(
     state_dir: &Path,
     vm: &str,
     share: ComputeShare,
+    drainer: Option<Drainer>,
 ) -> Option<Turns> {
     if !config.enabled() {
         return None;
@@ -633,6 +723,7 @@ pub fn join_if_enabled(
         vm,
         share,
         config.timing(),
+        drainer,
     ) {
         Ok(t) => Some(t),
         Err(e) => {

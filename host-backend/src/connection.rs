@@ -220,6 +220,7 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
             &state_dir,
             &grant.name,
             grant.compute,
+            exec.keeper_drain(),
         );
         let mut session = Session::new(exec, grant).with_compute(turns);
         if let Some(ram) = guest_ram.borrow_mut().take() {

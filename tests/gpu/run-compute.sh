@@ -20,6 +20,8 @@ port_on=$((20000 + RANDOM % 10000))
 port_off=$((port_on + 10000))
 vms() { # shares...: [[vm]] entries vm1.. with those shares ("latency"/"batch" suffix = priority)
   printf '[compute]\nenable = %s\n' "$1"; shift
+  # More [compute] keys for every daemon, e.g. VMCUDA_COMPUTE_EXTRA='latency_lease_ms = 5'.
+  [ -n "${VMCUDA_COMPUTE_EXTRA:-}" ] && printf '%s\n' "$VMCUDA_COMPUTE_EXTRA"
   local i=0
   for s in "$@"; do
     i=$((i + 1))
@@ -106,7 +108,7 @@ tok() { sed -n 's/^token_ms //p' "$1" 2>/dev/null; }
   echo "- GPU: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
   echo "- command: bash tests/gpu/run-compute.sh CARRY (bench/compute_load.py, ${secs} s per measure, all processes started together)"
   echo "- bridged process isolation: $isolation"
-  echo "- on: [compute] enable = true (quantum 10 ms); off: turns off (the driver time-slices the workers' contexts); nat: native processes"
+  echo "- on: [compute] enable = true (quantum 10 ms${VMCUDA_COMPUTE_EXTRA:+; $VMCUDA_COMPUTE_EXTRA}); off: turns off (the driver time-slices the workers' contexts); nat: native processes"
   echo
   echo "## Saturating processes, equal shares (fp16 4096² matmuls per second)"
   echo

@@ -80,6 +80,7 @@ fn timing(quantum_ms: u64) -> Timing {
     Timing {
         quantum_ns: quantum_ms * 1_000_000,
         linger_ns: [200_000, 200_000, 3_000_000],
+        latency_lease_ns: 10_000_000,
     }
 }
 
@@ -164,6 +165,7 @@ fn turns_are_exclusive_and_follow_the_shares() {
                         vm,
                         share(s, Priority::Normal, None),
                         timing(5),
+                        None,
                     )
                     .unwrap();
                     worker_loop(&t, gpu, Duration::from_micros(500), Duration::ZERO, until);
@@ -203,6 +205,7 @@ fn a_latency_worker_waits_at_most_about_one_request_of_a_batch_worker() {
                 "batch",
                 share(100, Priority::Batch, None),
                 timing(10),
+                None,
             )
             .unwrap();
             worker_loop(&t, &gpu, batch_work, Duration::ZERO, until).0
@@ -215,6 +218,7 @@ fn a_latency_worker_waits_at_most_about_one_request_of_a_batch_worker() {
                 "infer",
                 share(100, Priority::Latency, None),
                 timing(10),
+                None,
             )
             .unwrap();
             // Tokens: a short request, then the guest thinks for 10 ms.
@@ -252,6 +256,7 @@ fn a_cap_holds_even_when_nobody_else_wants_the_gpu() {
         "capped",
         share(100, Priority::Normal, Some(25)),
         timing(10),
+        None,
     )
     .unwrap();
     let start = Instant::now();
@@ -284,13 +289,29 @@ fn an_idle_holder_gives_the_turn_up_and_a_dead_one_is_passed_over() {
         .slot(dead, slot::HEARTBEAT)
         .store(now - 3 * STALE_NS, SeqCst);
     assert!(board.hand(None, Some(dead), now));
-    let t = Turns::join(dir.path(), 4001, "vm", ComputeShare::default(), timing(10)).unwrap();
+    let t = Turns::join(
+        dir.path(),
+        4001,
+        "vm",
+        ComputeShare::default(),
+        timing(10),
+        None,
+    )
+    .unwrap();
     // The dead holder's turn is taken at once.
     assert!(t.request_begins(&mut || {}) < 100_000_000);
     assert_eq!(board.turn(), Some(t.shared.slot));
     t.request_ends(&mut || {});
     // Idle with a waiter: handed on after the linger.
-    let other = Turns::join(dir.path(), 4002, "vm2", ComputeShare::default(), timing(10)).unwrap();
+    let other = Turns::join(
+        dir.path(),
+        4002,
+        "vm2",
+        ComputeShare::default(),
+        timing(10),
+        None,
+    )
+    .unwrap();
     let waited = other.request_begins(&mut || {});
     assert!(waited < 100_000_000, "waited {waited} ns");
     assert_eq!(board.turn(), Some(other.shared.slot));
@@ -306,8 +327,24 @@ fn an_idle_holder_gives_the_turn_up_and_a_dead_one_is_passed_over() {
 #[test]
 fn a_run_time_change_reaches_live_workers() {
     let dir = Scratch::new("t5");
-    let t = Turns::join(dir.path(), 5000, "vm5", ComputeShare::default(), timing(10)).unwrap();
-    let _other = Turns::join(dir.path(), 5001, "vm6", ComputeShare::default(), timing(10)).unwrap();
+    let t = Turns::join(
+        dir.path(),
+        5000,
+        "vm5",
+        ComputeShare::default(),
+        timing(10),
+        None,
+    )
+    .unwrap();
+    let _other = Turns::join(
+        dir.path(),
+        5001,
+        "vm6",
+        ComputeShare::default(),
+        timing(10),
+        None,
+    )
+    .unwrap();
     let new = share(40, Priority::Latency, Some(50));
     assert_eq!(apply(dir.path(), "vm5", new), 1);
     assert_eq!(t.share(), new);
@@ -326,4 +363,334 @@ fn a_damaged_board_is_laid_out_anew() {
         std::fs::metadata(board::path(dir.path())).unwrap().len(),
         board::FILE_LEN as u64
     );
+}
+
+/// A simulated asynchronous GPU shared by several workers, as the real one is: a
+/// launch queues its work and returns at once, and one thread runs the queue's items
+/// one at a time in the order they came (contexts never run on the GPU at the same
+/// moment), each for its duration. What each worker's items took of the GPU is the
+/// work it got, to hold against what it was charged.
+struct SimGpu {
+    state: std::sync::Mutex<SimState>,
+    /// Signalled whenever an item is queued, done, or the GPU stops.
+    changed: std::sync::Condvar,
+}
+
+#[derive(Default)]
+struct SimState {
+    queue: std::collections::VecDeque<(usize, Duration)>,
+    /// By worker: items queued and done so far, and the GPU time its items took.
+    queued: Vec<u64>,
+    done: Vec<u64>,
+    busy: Vec<Duration>,
+    stop: bool,
+}
+
+impl SimGpu {
+    fn new(workers: usize) -> SimGpu {
+        SimGpu {
+            state: std::sync::Mutex::new(SimState {
+                queued: vec![0; workers],
+                done: vec![0; workers],
+                busy: vec![Duration::ZERO; workers],
+                ..SimState::default()
+            }),
+            changed: std::sync::Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, SimState> {
+        self.state.lock().unwrap()
+    }
+
+    /// A launch of worker `w`: queued, and the call returns at once.
+    fn launch(&self, w: usize, work: Duration) {
+        let mut s = self.lock();
+        s.queue.push_back((w, work));
+        s.queued[w] += 1;
+        self.changed.notify_all();
+    }
+
+    /// Wait for the work worker `w` queued so far (its synchronize, or its drain).
+    fn wait(&self, w: usize) {
+        let mut s = self.lock();
+        let target = s.queued[w];
+        while s.done[w] < target && !s.stop {
+            s = self.changed.wait(s).unwrap();
+        }
+    }
+
+    /// The GPU: runs the queue until stopped. Sleeping, not spinning, for an item's
+    /// duration: the test machine's cores are for the workers.
+    fn run(&self) {
+        let mut s = self.lock();
+        loop {
+            if s.stop {
+                return;
+            }
+            let Some((w, work)) = s.queue.pop_front() else {
+                s = self.changed.wait(s).unwrap();
+                continue;
+            };
+            drop(s);
+            let t = Instant::now();
+            std::thread::sleep(work);
+            let took = t.elapsed();
+            s = self.lock();
+            s.done[w] += 1;
+            s.busy[w] += took;
+            self.changed.notify_all();
+        }
+    }
+
+    fn stop(&self) {
+        self.lock().stop = true;
+        self.changed.notify_all();
+    }
+
+    fn busy(&self) -> Vec<Duration> {
+        self.lock().busy.clone()
+    }
+
+    /// Worker `w`'s drain, for its keeper.
+    fn drainer(self: &Arc<Self>, w: usize) -> Drainer {
+        let gpu = Arc::clone(self);
+        Arc::new(move || gpu.wait(w))
+    }
+}
+
+/// A guest that launches `launches` kernels of `work` each, then synchronizes as the
+/// guest library does: a posted request has the GPU write a done word, and the guest
+/// waits for the word, sending nothing meanwhile (the worker is idle, its work still
+/// queued). Rounds start `every` apart (at once when one takes longer). Returns how
+/// long each round took, from its first request to its synchronize's end.
+fn async_guest(
+    turns: &Turns,
+    gpu: &SimGpu,
+    me: usize,
+    (launches, work, every): (usize, Duration, Duration),
+    until: Instant,
+) -> Vec<Duration> {
+    let mut drain = || gpu.wait(me);
+    let mut rounds = Vec::new();
+    while Instant::now() < until {
+        let t = Instant::now();
+        for _ in 0..launches {
+            turns.request_begins(&mut drain);
+            gpu.launch(me, work);
+            turns.request_ends(&mut drain);
+        }
+        turns.request_begins(&mut drain);
+        turns.request_ends(&mut drain);
+        gpu.wait(me);
+        rounds.push(t.elapsed());
+        if let Some(rest) = every.checked_sub(t.elapsed()) {
+            std::thread::sleep(rest);
+        }
+    }
+    rounds
+}
+
+/// Parts of the whole, in order.
+fn parts(of: &[f64]) -> Vec<f64> {
+    let total: f64 = of.iter().sum();
+    of.iter().map(|v| v / total).collect()
+}
+
+/// VMs of `shares` (names and shares), each a guest of eight 1 ms kernels and a
+/// synchronize (bench/compute_load.py's matmuls, scaled), on one simulated GPU for
+/// 3 s; asserts that each VM's part of the work done, and of what it was charged, is
+/// within 10% (relative) of its part of the shares.
+fn work_follows_the_shares(name: &str, shares: &[(&str, u32)]) {
+    let dir = Scratch::new(name);
+    let gpu = Arc::new(SimGpu::new(shares.len()));
+    let until = Instant::now() + Duration::from_secs(3);
+    let charged: Vec<f64> = std::thread::scope(|scope| {
+        let gpu_thread = scope.spawn(|| gpu.run());
+        let workers: Vec<_> = shares
+            .iter()
+            .enumerate()
+            .map(|(i, &(vm, s))| {
+                let (dir, gpu) = (dir.path(), &gpu);
+                scope.spawn(move || {
+                    let t = Turns::join(
+                        dir,
+                        6000 + i as u32,
+                        vm,
+                        share(s, Priority::Normal, None),
+                        timing(10),
+                        Some(gpu.drainer(i)),
+                    )
+                    .unwrap();
+                    let load = (8, Duration::from_millis(1), Duration::ZERO);
+                    async_guest(&t, gpu, i, load, until);
+                    t.used_ns() as f64
+                })
+            })
+            .collect();
+        let charged = workers.into_iter().map(|h| h.join().unwrap()).collect();
+        gpu.stop();
+        gpu_thread.join().unwrap();
+        charged
+    });
+    let work: Vec<f64> = gpu.busy().iter().map(Duration::as_secs_f64).collect();
+    let (work, charged) = (parts(&work), parts(&charged));
+    let want = parts(
+        &shares
+            .iter()
+            .map(|&(_, s)| f64::from(s))
+            .collect::<Vec<_>>(),
+    );
+    eprintln!("{name}: work {work:.3?}, charged {charged:.3?}, shares {want:.3?}");
+    for i in 0..shares.len() {
+        assert!(
+            (work[i] - want[i]).abs() <= want[i] * 0.10
+                && (charged[i] - want[i]).abs() <= want[i] * 0.10,
+            "work {work:.3?}, charged {charged:.3?}, wanted {want:.3?}"
+        );
+    }
+}
+
+#[test]
+fn on_an_asynchronous_gpu_the_work_done_follows_the_shares() {
+    work_follows_the_shares("async1", &[("a", 200), ("b", 100), ("c", 100)]);
+}
+
+/// Three quarters of the GPU need the same holder's turns back to back.
+#[test]
+fn on_an_asynchronous_gpu_a_vm_gets_more_than_half_when_its_share_says_so() {
+    work_follows_the_shares("async3", &[("a", 300), ("b", 100)]);
+}
+
+/// A decoder (a `latency` VM: three short kernels and a synchronize per token, tokens
+/// starting `every` apart) and a saturating `batch` VM (eight 500 µs kernels and a
+/// synchronize, again and again), for `run`: on one simulated GPU and board (`shared`),
+/// or each on its own, so that the decoder is alone on its GPU with the test machine
+/// as loaded. Returns the tokens' times and the part of its GPU the batch VM got.
+fn decoder_and_batch(shared: bool, every: Duration, run: Duration) -> (Vec<Duration>, f64) {
+    let dirs = [Scratch::new("async2-a"), Scratch::new("async2-b")];
+    let gpus = [Arc::new(SimGpu::new(2)), Arc::new(SimGpu::new(2))];
+    let (decoder_gpu, batch_gpu) = (&gpus[0], &gpus[usize::from(!shared)]);
+    let (decoder_dir, batch_dir) = (dirs[0].path(), dirs[usize::from(!shared)].path());
+    let start = Instant::now();
+    let until = start + run;
+    let tokens = std::thread::scope(|scope| {
+        let gpu_threads: Vec<_> = gpus.iter().map(|g| scope.spawn(|| g.run())).collect();
+        let batch = scope.spawn(|| {
+            let t = Turns::join(
+                batch_dir,
+                7000,
+                "batch",
+                share(100, Priority::Batch, None),
+                timing(10),
+                Some(batch_gpu.drainer(0)),
+            )
+            .unwrap();
+            let load = (8, Duration::from_micros(500), Duration::ZERO);
+            async_guest(&t, batch_gpu, 0, load, until);
+        });
+        let decoder = scope.spawn(|| {
+            let t = Turns::join(
+                decoder_dir,
+                7001,
+                "decoder",
+                share(100, Priority::Latency, None),
+                timing(10),
+                Some(decoder_gpu.drainer(1)),
+            )
+            .unwrap();
+            let load = (3, Duration::from_micros(100), every);
+            async_guest(&t, decoder_gpu, 1, load, until)
+        });
+        let tokens = decoder.join().unwrap();
+        batch.join().unwrap();
+        for (g, t) in gpus.iter().zip(gpu_threads) {
+            g.stop();
+            t.join().unwrap();
+        }
+        tokens
+    });
+    let batch_part = batch_gpu.busy()[0].as_secs_f64() / start.elapsed().as_secs_f64();
+    (tokens, batch_part)
+}
+
+fn median(of: &mut [Duration]) -> Duration {
+    of.sort();
+    of[of.len() / 2]
+}
+
+/// The bound: past its lease (10 ms here) the decoder leaves its next gap to the
+/// others, so a lower priority gets about one gap (2 ms, less the decoder's token and
+/// its linger) in every lease and gap: 1.3 ms in 12, about 11%. Asserted: at least 5%
+/// (half of that, for a loaded test machine; 0.2% without the lease), while the
+/// decoder's median token stays within 1.2 times its time alone (only the token after
+/// a given-up gap waits, one in about six).
+#[test]
+fn a_batch_vm_beside_a_decoder_with_short_gaps_still_gets_the_gpu() {
+    let every = Duration::from_millis(2);
+    let (mut alone, _) = decoder_and_batch(false, every, Duration::from_secs(2));
+    let (mut beside, batch_part) = decoder_and_batch(true, every, Duration::from_secs(3));
+    let (alone, beside) = (median(&mut alone), median(&mut beside));
+    eprintln!("decoder p50 alone {alone:?}, beside the batch VM {beside:?}; the batch VM's part {batch_part:.3}");
+    assert!(
+        batch_part >= 0.05,
+        "the batch VM got {batch_part:.3} of the GPU"
+    );
+    assert!(
+        beside.as_secs_f64() <= alone.as_secs_f64() * 1.2,
+        "decoder p50 alone {alone:?}, beside the batch VM {beside:?}"
+    );
+}
+
+#[test]
+fn the_keeper_waits_for_an_idle_holders_work_and_charges_it_to_the_holder() {
+    let dir = Scratch::new("drain");
+    let drained = Arc::new(AtomicUsize::new(0));
+    let d = Arc::clone(&drained);
+    // The holder's GPU work: 80 ms still queued when its guest goes quiet.
+    let drainer: Drainer = Arc::new(move || {
+        std::thread::sleep(Duration::from_millis(80));
+        d.fetch_add(1, SeqCst);
+    });
+    let holder = Turns::join(
+        dir.path(),
+        8000,
+        "a",
+        ComputeShare::default(),
+        timing(10),
+        Some(drainer),
+    )
+    .unwrap();
+    let next = Turns::join(
+        dir.path(),
+        8001,
+        "b",
+        ComputeShare::default(),
+        timing(10),
+        None,
+    )
+    .unwrap();
+    holder.request_begins(&mut || {});
+    holder.request_ends(&mut || {});
+    let waited = next.request_begins(&mut || {});
+    // The turn came once the holder's work was done, and that time was the holder's.
+    assert_eq!(drained.load(SeqCst), 1);
+    assert!(waited >= 80_000_000, "waited {waited} ns");
+    assert!(
+        holder.used_ns() >= 80_000_000,
+        "charged {}",
+        holder.used_ns()
+    );
+    next.request_ends(&mut || {});
+}
+
+#[test]
+fn a_latency_holder_past_its_lease_lingers_as_a_normal_one() {
+    let t = ComputeConfig::default().timing();
+    assert_eq!(t.latency_lease_ns, 10_000_000);
+    let normal = t.linger_ns[Priority::Normal as usize];
+    assert_eq!(t.linger(Priority::Latency, 9_999_999), 3_000_000);
+    assert_eq!(t.linger(Priority::Latency, 10_000_000), normal);
+    assert_eq!(t.linger(Priority::Normal, 50_000_000), normal);
+    assert_eq!(t.linger(Priority::Batch, 0), normal);
 }

@@ -119,6 +119,10 @@ pub trait DeviceExec {
     /// Wait for the work queued on every device this executor used (before the
     /// worker hands its turn on the GPU to another, see `crate::compute`).
     fn drain(&mut self) -> ExecResult<()>;
+    /// What `drain` does, for another thread to call while the request thread is idle
+    /// (the worker's turn keeper, which hands an idle holder's turn on once its queued
+    /// work is done); None where this executor cannot give it.
+    fn keeper_drain(&self) -> Option<crate::compute::Drainer>;
     /// `Err(ErrorNotReady)` while any stream of the current device has work left (an
     /// error a stream stopped on, as a query gives it).
     fn device_query(&mut self) -> ExecResult<()>;

@@ -4,12 +4,14 @@
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::ptr;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use cudarc::driver::{result, sys};
 use tracing::{debug, warn};
 use vmcuda_wire::op::{DeviceProperties, GpuStatus};
 use vmcuda_wire::CudaStatus;
 
+use crate::compute::Drainer;
 use crate::policy::GpuSelection;
 
 use super::super::{
@@ -42,6 +44,62 @@ pub(super) struct Device {
     /// device synchronize's done word is written once every guest stream got there
     /// (`device_write_done`).
     pub(super) done_signal: Option<(sys::CUstream, sys::CUevent)>,
+}
+
+/// The contexts an executor holds, for its worker's turn keeper to synchronize from
+/// its own thread (`keeper_drain`; a context may be current on several threads). The
+/// keeper synchronizes them under this lock, and a context leaves the list, under it,
+/// before it is reset or released: so none is used once gone, and a reset or release
+/// waits for a drain under way.
+#[derive(Clone, Default)]
+pub(super) struct HeldContexts(Arc<Mutex<Vec<HeldContext>>>);
+
+struct HeldContext(sys::CUcontext);
+
+// SAFETY: a context handle may be made current and synchronized on any thread (the
+// driver API is thread-safe); `HeldContexts` keeps it from being used once released.
+unsafe impl Send for HeldContext {}
+
+impl HeldContexts {
+    fn lock(&self) -> MutexGuard<'_, Vec<HeldContext>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The list becomes `devices`' contexts.
+    fn publish(&self, devices: &[Device]) {
+        *self.lock() = devices
+            .iter()
+            .filter_map(|d| d.ctx)
+            .map(HeldContext)
+            .collect();
+    }
+
+    /// Empty the list (once any drain under way is done).
+    fn clear(&self) {
+        self.lock().clear();
+    }
+
+    fn drainer(&self) -> Drainer {
+        let held = self.clone();
+        Arc::new(move || {
+            let list = held.lock();
+            for c in list.iter() {
+                // SAFETY: a primary context the executor retained; it stays retained
+                // while it is in the list, and the list is locked.
+                let r = unsafe { result::ctx::set_current(c.0) }
+                    .and_then(|()| result::ctx::synchronize());
+                if let Err(e) = r {
+                    // The guest sees the error at its next synchronizing call.
+                    debug!(%e, "waiting for the GPU's work before handing the turn on");
+                }
+            }
+            if !list.is_empty() {
+                // SAFETY: unbinding only: this thread keeps no context current once
+                // the list lets go of it.
+                let _ = unsafe { result::ctx::set_current(ptr::null_mut()) };
+            }
+        })
+    }
 }
 
 /// The runtime's `cudaLimit` numbers are `CUlimit`'s.
@@ -219,6 +277,7 @@ impl CudaExecutor {
             graph_tables: Default::default(),
             array_tables: Default::default(),
             batch: Default::default(),
+            held_contexts: HeldContexts::default(),
         })
     }
 
@@ -242,6 +301,7 @@ impl CudaExecutor {
         let ctx = unsafe { result::primary_ctx::retain(dev.handle) }.map_err(status)?;
         debug!(device = idx, "retained the primary context");
         dev.ctx = Some(ctx);
+        self.held_contexts.publish(&self.devices);
         Ok(ctx)
     }
 
@@ -392,6 +452,7 @@ impl CudaExecutor {
     }
 
     pub(super) fn release_all(&mut self) {
+        self.held_contexts.clear();
         for idx in 0..self.devices.len() {
             let Some(ctx) = self.devices[idx].ctx else {
                 continue;
@@ -410,6 +471,30 @@ impl CudaExecutor {
             }
         }
         debug!("CUDA executor released");
+    }
+
+    /// Reset the current device's primary context (see `device_reset`).
+    fn reset_current(&mut self) -> ExecResult<()> {
+        let idx = self.current;
+        if self.devices[idx].ctx.is_none() {
+            return Ok(()); // never initialised: nothing to reset
+        }
+        // Best effort: the objects are destroyed with the context anyway.
+        let _ = self.bind();
+        self.destroy_device_objects(idx);
+        let handle = self.devices[idx].handle;
+        // SAFETY: `handle` came from cuDeviceGet; every object of ours in that
+        // context has just been destroyed.
+        check(unsafe { sys::cuDevicePrimaryCtxReset_v2(handle) })?;
+        // Resetting keeps our reference: take a fresh handle and drop the extra one.
+        // SAFETY: `handle` came from cuDeviceGet.
+        let ctx = unsafe { result::primary_ctx::retain(handle) }.map_err(status)?;
+        // SAFETY: balances the retain just above; our original reference remains.
+        let _ = unsafe { result::primary_ctx::release(handle) };
+        self.devices[idx].ctx = Some(ctx);
+        debug!(device = idx, "device reset");
+        // SAFETY: `ctx` is the retained primary context.
+        unsafe { result::ctx::set_current(ctx) }.map_err(status)
     }
 }
 
@@ -529,27 +614,16 @@ impl DeviceExec for CudaExecutor {
         check(unsafe { sys::cuStreamWriteValue32_v2(on, word.ptr(), value, 0) })
     }
 
+    fn keeper_drain(&self) -> Option<Drainer> {
+        Some(self.held_contexts.drainer())
+    }
+
     fn device_reset(&mut self) -> ExecResult<()> {
-        let idx = self.current;
-        if self.devices[idx].ctx.is_none() {
-            return Ok(()); // never initialised: nothing to reset
-        }
-        // Best effort: the objects are destroyed with the context anyway.
-        let _ = self.bind();
-        self.destroy_device_objects(idx);
-        let handle = self.devices[idx].handle;
-        // SAFETY: `handle` came from cuDeviceGet; every object of ours in that
-        // context has just been destroyed.
-        check(unsafe { sys::cuDevicePrimaryCtxReset_v2(handle) })?;
-        // Resetting keeps our reference: take a fresh handle and drop the extra one.
-        // SAFETY: `handle` came from cuDeviceGet.
-        let ctx = unsafe { result::primary_ctx::retain(handle) }.map_err(status)?;
-        // SAFETY: balances the retain just above; our original reference remains.
-        let _ = unsafe { result::primary_ctx::release(handle) };
-        self.devices[idx].ctx = Some(ctx);
-        debug!(device = idx, "device reset");
-        // SAFETY: `ctx` is the retained primary context.
-        unsafe { result::ctx::set_current(ctx) }.map_err(status)
+        // Out of the keeper's list while it is reset (after any drain under way).
+        self.held_contexts.clear();
+        let r = self.reset_current();
+        self.held_contexts.publish(&self.devices);
+        r
     }
 
     fn get_limit(&mut self, limit: u32) -> ExecResult<u64> {

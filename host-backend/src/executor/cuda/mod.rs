@@ -147,6 +147,8 @@ pub struct CudaExecutor {
     array_tables: array::CudaArrays,
     /// Posted launches held to go to the GPU together (see `launch_batch`).
     batch: launch_batch::LaunchBatch,
+    /// The retained contexts, for the turn keeper's drain (see `device`).
+    held_contexts: device::HeldContexts,
 }
 
 impl Executor for CudaExecutor {

@@ -129,6 +129,11 @@ impl DeviceExec for HostMemoryExecutor {
         Ok(())
     }
 
+    /// Work here is done when its call returns: there is never any to wait for.
+    fn keeper_drain(&self) -> Option<crate::compute::Drainer> {
+        Some(std::sync::Arc::new(|| {}))
+    }
+
     /// Work here is done when its call returns.
     fn device_query(&mut self) -> ExecResult<()> {
         Ok(())
