@@ -24,6 +24,8 @@ use vmcuda_wire::op::{
 
 use vmcuda_wire::CudaStatus;
 
+use crate::compute::Drainer;
+
 pub use crate::session::{DeviceRange, PitchedRange};
 
 pub type ExecResult<T> = Result<T, CudaStatus>;
@@ -122,7 +124,7 @@ pub trait DeviceExec {
     /// What `drain` does, for another thread to call while the request thread is idle
     /// (the worker's turn keeper, which hands an idle holder's turn on once its queued
     /// work is done); None where this executor cannot give it.
-    fn keeper_drain(&self) -> Option<crate::compute::Drainer>;
+    fn keeper_drain(&self) -> Option<Drainer>;
     /// `Err(ErrorNotReady)` while any stream of the current device has work left (an
     /// error a stream stopped on, as a query gives it).
     fn device_query(&mut self) -> ExecResult<()>;
