@@ -102,3 +102,29 @@ fn stream_memory_operations_write_and_wait_in_stream_order() {
         assert!(stdout.contains(line), "{line}: {stdout}");
     }
 }
+
+/// Batches of stream memory operations (tests/c/batch_mem_ops.c, driver API): writes
+/// and waits of 32 and 64 bits and a barrier in stream order, the legacy, per-thread
+/// and `cuGetProcAddress` names, the batch's checks, and batch memory operation graph
+/// nodes (added, read back, set, launched, set in an executable graph, made by
+/// `cuGraphAddNode`).
+#[test]
+#[ignore = "needs the linked guest library: run tests/run.sh"]
+fn stream_memory_operation_batches_run_in_order_and_make_graph_nodes() {
+    let exe = build_c_program("batch_mem_ops", &["libcuda.so.1"]);
+    let d = Daemon::host_memory("batch-mem-ops");
+    let out = run_program_with(&exe, &d.server(), &[]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    for line in [
+        "setup 0\n",
+        "batch 0 values ok\n",
+        "legacy 0 ptsz 0 values ok, proc address 0 found\n",
+        "too many 1, unknown 1, misaligned 1, flags 1, null 1, untouched ok\n",
+        "graph node: made 0 got 0 same 1 type 0 12 set 0 got 0 same 1 ran 0 value 21 \
+         exec set 0 value 31\n",
+        "generic node 0 value 41\n",
+    ] {
+        assert!(stdout.contains(line), "{line}: {stdout}");
+    }
+}

@@ -40,7 +40,8 @@ pub use crate::driver::{
     AllocationHandle, AllocationProp, Granularity, Link, Linked, MemAddressFree, MemAddressReserve,
     MemCreate, MemCreated, MemGetAllocationGranularity, MemGetAllocationProperties, MemMap,
     MemRelease, MemRetainAllocationHandle, MemSetAccess, MemUnmap, MemsetElements, Reserved,
-    StreamWaitValue, StreamWriteValue32, StreamWriteValue64, TensorMapEncodeTiled,
+    StreamBatchMemOp, StreamWaitValue, StreamWriteValue32, StreamWriteValue64,
+    TensorMapEncodeTiled,
 };
 pub use crate::graph::{
     CaptureGraph, ConditionalNodeMade, DotText, EdgeData, EdgeList, ExecUpdateResult,

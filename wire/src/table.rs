@@ -284,6 +284,9 @@ macro_rules! op_lines {
                 0x0901 StreamWriteValue32 => stream_write_value32(StreamWriteValue32) -> (), Async;
                 0x090E StreamWriteValue64 => stream_write_value64(StreamWriteValue64) -> (), Async;
                 0x090F StreamWaitValue => stream_wait_value(StreamWaitValue) -> (), Async;
+                /// `cuStreamBatchMemOp`: waits and writes of words (checked as the single
+                /// ones are), flushes and barriers, in the stream's order.
+                0x0912 StreamBatchMemOp => stream_batch_mem_op(StreamBatchMemOp) -> (), Async;
                 /// A stream attribute (`cudaStreamAttrID`: the launch attributes'
                 /// numbers) and its value, the 64 bytes of `cudaStreamAttrValue`.
                 0x0405 StreamSetAttribute => stream_set_attribute(StreamSetAttribute { stream: StreamHandle, attr: u32, value: Vec<u8> })

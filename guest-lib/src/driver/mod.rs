@@ -41,7 +41,7 @@ pub(crate) mod module;
 mod names;
 mod proc_address;
 pub mod result;
-mod stream;
+pub(crate) mod stream;
 mod twins;
 pub mod unsupported;
 mod vmm;

@@ -9,7 +9,7 @@
 
 use std::os::fd::OwnedFd;
 
-use vmcuda_wire::driver::{AccessDesc, AllocationProp, Linked, TensorMapEncodeTiled};
+use vmcuda_wire::driver::{AccessDesc, AllocationProp, Linked, MemOp, TensorMapEncodeTiled};
 use vmcuda_wire::op::DevicePtr;
 
 use super::{ExecResult, ExecStream};
@@ -60,6 +60,9 @@ pub trait Driver {
         width: u8,
         flags: u32,
     ) -> ExecResult<()>;
+    /// `ops` (each checked: words in the guest's memory, aligned, valid flags) in
+    /// `stream`'s order (`cuStreamBatchMemOp_v2`).
+    fn stream_batch_mem_op(&mut self, stream: ExecStream, ops: &[MemOp]) -> ExecResult<()>;
     fn mem_address_reserve(
         &mut self,
         size: u64,

@@ -294,4 +294,27 @@ impl StreamOps for Session {
             .stream_wait_value(stream, req.addr, req.value, req.width, req.flags)?;
         nothing()
     }
+
+    /// Every operation checked as its single call is (words inside the guest's memory,
+    /// aligned, with valid flags), and the batch's size bounded, before any reaches
+    /// the executor.
+    fn stream_batch_mem_op(
+        &mut self,
+        _: &CallContext,
+        req: StreamBatchMemOp,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        let stream = self.handles.stream(req.stream)?;
+        if req.flags != 0
+            || req.ops.len() > vmcuda_wire::driver::mem_op::MAX_COUNT
+            || !req.ops.iter().all(vmcuda_wire::driver::MemOp::is_valid)
+        {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        for (addr, len) in req.ops.iter().filter_map(vmcuda_wire::driver::MemOp::word) {
+            self.check_range(addr, len)?;
+        }
+        self.exec.stream_batch_mem_op(stream, &req.ops)?;
+        nothing()
+    }
 }

@@ -14,7 +14,8 @@ use std::ptr;
 use cudarc::driver::sys;
 use tracing::warn;
 use vmcuda_wire::driver::{
-    is_host_location, AccessDesc, AllocationProp, Linked, TensorMapEncodeTiled, TENSOR_MAP_LEN,
+    is_host_location, mem_op, AccessDesc, AllocationProp, Linked, MemOp, TensorMapEncodeTiled,
+    TENSOR_MAP_LEN,
 };
 use vmcuda_wire::op::DevicePtr;
 use vmcuda_wire::CudaStatus;
@@ -214,6 +215,30 @@ impl Driver for CudaExecutor {
                 _ => sys::cuStreamWaitValue64_v2(s, addr, value, flags),
             }
         })
+    }
+
+    fn stream_batch_mem_op(&mut self, stream: ExecStream, ops: &[MemOp]) -> ExecResult<()> {
+        const _: () =
+            assert!(std::mem::size_of::<sys::CUstreamBatchMemOpParams>() == mem_op::PARAMS_LEN);
+        self.bind()?;
+        let s = self.stream(stream)?;
+        let mut params: Vec<sys::CUstreamBatchMemOpParams> = ops
+            .iter()
+            .map(|op| {
+                let raw = op.to_c();
+                // SAFETY: the union is plain data of exactly these 48 bytes (asserted
+                // above), laid out as `MemOp::to_c` writes them: cuda.h's layout.
+                unsafe {
+                    std::mem::transmute::<[u8; mem_op::PARAMS_LEN], sys::CUstreamBatchMemOpParams>(
+                        raw,
+                    )
+                }
+            })
+            .collect();
+        let count = c_uint::try_from(params.len()).map_err(|_| CudaStatus::ErrorInvalidValue)?;
+        // SAFETY: `params` holds `count` operations whose words the session checked lie
+        // in the guest's memory; the driver copies the array before it returns.
+        check(unsafe { sys::cuStreamBatchMemOp_v2(s, count, params.as_mut_ptr(), 0) })
     }
 
     fn mem_address_reserve(

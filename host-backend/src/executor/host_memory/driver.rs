@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::os::fd::OwnedFd;
 
 use tracing::warn;
-use vmcuda_wire::driver::{AccessDesc, AllocationProp, Linked, TensorMapEncodeTiled};
+use vmcuda_wire::driver::{AccessDesc, AllocationProp, Linked, MemOp, TensorMapEncodeTiled};
 use vmcuda_wire::op::DevicePtr;
 use vmcuda_wire::CudaStatus;
 
@@ -203,6 +203,37 @@ impl Driver for HostMemoryExecutor {
             warn!("the host-memory test executor cannot wait for a value nothing has written yet (cuStreamWaitValue); reporting cudaErrorNotSupported");
         });
         Err(CudaStatus::ErrorNotSupported)
+    }
+
+    /// Recorded as one node when the stream captures; else each operation as its
+    /// single call runs (a flush or barrier has nothing to order in the double, which
+    /// runs each stream's work as it arrives).
+    fn stream_batch_mem_op(&mut self, stream: ExecStream, ops: &[MemOp]) -> ExecResult<()> {
+        self.check_stream(stream)?;
+        if self.record(stream, || Recorded::BatchMemOp(ops.to_vec())) {
+            return Ok(());
+        }
+        for op in ops {
+            match *op {
+                MemOp::WaitValue {
+                    addr,
+                    value,
+                    width,
+                    flags,
+                } => self.stream_wait_value(stream, addr, value, width, flags)?,
+                MemOp::WriteValue {
+                    addr,
+                    value,
+                    width: 4,
+                    flags,
+                } => self.stream_write_value32(stream, addr, value as u32, flags)?,
+                MemOp::WriteValue {
+                    addr, value, flags, ..
+                } => self.stream_write_value64(stream, addr, value, flags)?,
+                MemOp::FlushRemoteWrites { .. } | MemOp::Barrier { .. } => {}
+            }
+        }
+        Ok(())
     }
 
     fn mem_address_reserve(
