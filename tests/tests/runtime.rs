@@ -1,7 +1,7 @@
 //! C programs on NVIDIA's `libcudart.so.13` over vmcuda's `libcuda.so.1`: stream
 //! attributes and exported memory pools, as the driver answers them.
 
-use vmcuda_tests::{build_c_program, run_program_with, text, Daemon};
+use vmcuda_tests::{build_c_program, nvidia_cudart_dir, run_program_with, text, Daemon};
 
 /// Stream attributes (tests/c/stream_attrs.c): an access policy window must lie in the
 /// program's own memory, as every pointer range the host is handed; attributes a stream
@@ -124,6 +124,45 @@ fn stream_memory_operation_batches_run_in_order_and_make_graph_nodes() {
         "graph node: made 0 got 0 same 1 type 0 12 set 0 got 0 same 1 ran 0 value 21 \
          exec set 0 value 31\n",
         "generic node 0 value 41\n",
+    ] {
+        assert!(stdout.contains(line), "{line}: {stdout}");
+    }
+}
+
+/// Texture and surface references (tests/c/texrefs.c, driver API) of a module
+/// declaring a `.texref` and a `.surfref` (tests/c/texref.ptx, made a cubin by the nvcc
+/// wheels' ptxas): every setting read back as set, each binding, a reference of the
+/// program's own, a surface reference's array, `cuParamSetTexRef` and the checks.
+#[test]
+#[ignore = "needs the linked guest library: run tests/run.sh"]
+fn texture_references_keep_their_settings_and_bind_only_the_guests_memory() {
+    let exe = build_c_program("texrefs", &["libcuda.so.1"]);
+    let ptxas = nvidia_cudart_dir().join("../bin/ptxas");
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("c/texref.ptx");
+    let cubin = exe.with_file_name("texref.cubin");
+    let built = std::process::Command::new(&ptxas)
+        .args(["-arch=sm_90", "-o"])
+        .arg(&cubin)
+        .arg(&src)
+        .status()
+        .expect("ptxas");
+    assert!(built.success(), "ptxas {}", src.display());
+    let d = Daemon::host_memory("texrefs");
+    let out = run_program_with(
+        &exe,
+        &d.server(),
+        &[("TEXREF_CUBIN", cubin.to_str().expect("path"))],
+    );
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    for line in [
+        "setup 0 found 0 same 1 missing 500\n",
+        "settings: set 0 got 0 same 1\n",
+        "bindings: made 0 unbound 1 array 0 same not linear 1 mipmapped 0 same linear 0 offset 0 \
+         same not array 1 pitched 0 same format 1 channels 4\n",
+        "checks: dim 1 mode 1 filter 1 flags 1 outside 1 too long 1 format 1 kept 1\n",
+        "own 0 filter 1, destroy module's 1 own 0 after 1, surface unbound 1 set 0 same, \
+         param 0 unit 1, proc address 0 found\n",
     ] {
         assert!(stdout.contains(line), "{line}: {stdout}");
     }

@@ -27,7 +27,7 @@ use thiserror::Error;
 
 pub use crate::array::{
     ArrayCreate, ArrayHandle, ArrayMade, Copy3D, LevelMade, MipmappedArrayCreate, MipmappedHandle,
-    MipmappedMade, TexObjectCreate,
+    MipmappedMade, TexObjectCreate, TexRefId, TexRefSetting, TexRefState,
 };
 pub use crate::blas::{
     BlasCreate, BlasDestroy, BlasGemm, BlasGetOption, BlasOptionValue, BlasSetOption,

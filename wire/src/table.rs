@@ -148,6 +148,23 @@ macro_rules! op_lines {
                 0x0228 SurfObjectCreate => surf_object_create(SurfObjectCreate { array: ArrayHandle })
                     -> SurfObject { surf: u64 }, Sync;
                 0x0229 SurfObjectDestroy => surf_object_destroy(SurfObjectDestroy { surf: u64 }) -> (), Sync;
+                /// Texture and surface references (the driver's deprecated API): a
+                /// module's by name, or one of the guest's own; named by the session.
+                /// The reply's state is the reference's settings as the driver has them.
+                0x022A ModuleGetTexRef => module_get_tex_ref(ModuleGetTexRef { module: ModuleHandle, name: String })
+                    -> TexRefMade { texref: TexRefId, state: TexRefState }, Sync;
+                0x022B TexRefCreate => tex_ref_create(TexRefCreate {}) -> TexRefMade, Sync;
+                0x022C TexRefDestroy => tex_ref_destroy(TexRefDestroy { texref: TexRefId }) -> (), Sync;
+                /// One `cuTexRefSet*` call; `offset` is `cuTexRefSetAddress`'s answer.
+                0x022D TexRefSet => tex_ref_set(TexRefSet { texref: TexRefId, setting: TexRefSetting })
+                    -> TexRefSetReply { offset: u64 }, Sync;
+                0x022E ModuleGetSurfRef => module_get_surf_ref(ModuleGetSurfRef { module: ModuleHandle, name: String })
+                    -> SurfRefMade { surfref: TexRefId }, Sync;
+                0x022F SurfRefSetArray => surf_ref_set_array(SurfRefSetArray { surfref: TexRefId, array: ArrayHandle, flags: u32 })
+                    -> (), Sync;
+                /// `cuParamSetTexRef`: `texunit` must be `CU_PARAM_TR_DEFAULT` (-1).
+                0x0230 ParamSetTexRef => param_set_tex_ref(ParamSetTexRef { function: FunctionHandle, texunit: i32, texref: TexRefId })
+                    -> (), Sync;
             }
 
             /// Copies and memsets (the driver's element memsets too).

@@ -22,6 +22,7 @@ use super::library::*;
 use super::memory::*;
 use super::module::*;
 use super::stream::*;
+use super::texref::*;
 use super::vmm::*;
 use super::{cuDriverGetVersion, cuGetErrorName, cuGetErrorString, cuInit};
 use crate::caller;
@@ -227,6 +228,38 @@ table! {
     "cuEventQuery" => cuEventQuery,
     "cuEventElapsedTime" => cuEventElapsedTime_v2,
     "cuTensorMapEncodeTiled" => cuTensorMapEncodeTiled,
+    "cuModuleGetTexRef" => cuModuleGetTexRef,
+    "cuModuleGetSurfRef" => cuModuleGetSurfRef,
+    "cuTexRefCreate" => cuTexRefCreate,
+    "cuTexRefDestroy" => cuTexRefDestroy,
+    "cuTexRefSetArray" => cuTexRefSetArray,
+    "cuTexRefSetMipmappedArray" => cuTexRefSetMipmappedArray,
+    "cuTexRefSetAddress" => cuTexRefSetAddress_v2,
+    "cuTexRefSetAddress2D" => cuTexRefSetAddress2D_v3,
+    "cuTexRefSetFormat" => cuTexRefSetFormat,
+    "cuTexRefSetAddressMode" => cuTexRefSetAddressMode,
+    "cuTexRefSetFilterMode" => cuTexRefSetFilterMode,
+    "cuTexRefSetMipmapFilterMode" => cuTexRefSetMipmapFilterMode,
+    "cuTexRefSetMipmapLevelBias" => cuTexRefSetMipmapLevelBias,
+    "cuTexRefSetMipmapLevelClamp" => cuTexRefSetMipmapLevelClamp,
+    "cuTexRefSetMaxAnisotropy" => cuTexRefSetMaxAnisotropy,
+    "cuTexRefSetBorderColor" => cuTexRefSetBorderColor,
+    "cuTexRefSetFlags" => cuTexRefSetFlags,
+    "cuTexRefGetAddress" => cuTexRefGetAddress_v2,
+    "cuTexRefGetArray" => cuTexRefGetArray,
+    "cuTexRefGetMipmappedArray" => cuTexRefGetMipmappedArray,
+    "cuTexRefGetAddressMode" => cuTexRefGetAddressMode,
+    "cuTexRefGetFilterMode" => cuTexRefGetFilterMode,
+    "cuTexRefGetMipmapFilterMode" => cuTexRefGetMipmapFilterMode,
+    "cuTexRefGetFormat" => cuTexRefGetFormat,
+    "cuTexRefGetMipmapLevelBias" => cuTexRefGetMipmapLevelBias,
+    "cuTexRefGetMipmapLevelClamp" => cuTexRefGetMipmapLevelClamp,
+    "cuTexRefGetMaxAnisotropy" => cuTexRefGetMaxAnisotropy,
+    "cuTexRefGetBorderColor" => cuTexRefGetBorderColor,
+    "cuTexRefGetFlags" => cuTexRefGetFlags,
+    "cuSurfRefSetArray" => cuSurfRefSetArray,
+    "cuSurfRefGetArray" => cuSurfRefGetArray,
+    "cuParamSetTexRef" => cuParamSetTexRef,
     "cuMemAddressReserve" => cuMemAddressReserve,
     "cuMemAddressFree" => cuMemAddressFree,
     "cuMemCreate" => cuMemCreate,
