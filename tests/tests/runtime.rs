@@ -167,3 +167,25 @@ fn texture_references_keep_their_settings_and_bind_only_the_guests_memory() {
         assert!(stdout.contains(line), "{line}: {stdout}");
     }
 }
+
+/// `cuMemGetAccess` over mapped memory (tests/c/vmm_access.c, driver API): none before
+/// `cuMemSetAccess`, then what was set, none again once mapped anew; refused outside
+/// mapped memory and for a host location; and `cuMemMapArrayAsync`, refused for the
+/// arrays vmcuda makes (none is sparse).
+#[test]
+#[ignore = "needs the linked guest library: run tests/run.sh"]
+fn memory_access_reads_back_what_was_set_and_arrays_are_not_sparse() {
+    let exe = build_c_program("vmm_access", &["libcuda.so.1"]);
+    let d = Daemon::host_memory("vmm-access");
+    let out = run_program_with(&exe, &d.server(), &[]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    for line in [
+        "setup 0\n",
+        "access: none 0 0, read-write 0 3, read-only 0 1, mapped again 0 0\n",
+        "checks: unmapped 1, host 1, null 1\n",
+        "map array: empty 0, one 1, ptsz 1\n",
+    ] {
+        assert!(stdout.contains(line), "{line}: {stdout}");
+    }
+}

@@ -536,6 +536,10 @@ macro_rules! op_lines {
                 /// one's (`cuMemImportFromShareableHandle`), charged to its exporter.
                 0x0911 MemImportShareable => mem_import_shareable(MemImportShareable { token: [u8; 16], handle_type: u32 })
                     -> MemCreated, Sync;
+                /// `cuMemGetAccess`: the `CUmemAccess_flags` a device (`location_id`, a
+                /// `CU_MEM_LOCATION_TYPE_DEVICE` location) has to the mapped memory at `ptr`.
+                0x0913 MemGetAccess => mem_get_access(MemGetAccess { ptr: DevicePtr, location_type: u32, location_id: i32 })
+                    -> AccessFlags { flags: u64 }, Sync;
             }
         }
     };

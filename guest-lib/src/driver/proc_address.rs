@@ -267,6 +267,8 @@ table! {
     "cuMemMap" => cuMemMap,
     "cuMemUnmap" => cuMemUnmap,
     "cuMemSetAccess" => cuMemSetAccess,
+    "cuMemGetAccess" => cuMemGetAccess,
+    "cuMemMapArrayAsync" => cuMemMapArrayAsync,
     "cuMemGetAllocationGranularity" => cuMemGetAllocationGranularity,
     "cuMemGetAllocationPropertiesFromHandle" => cuMemGetAllocationPropertiesFromHandle,
     "cuMemRetainAllocationHandle" => cuMemRetainAllocationHandle,

@@ -83,6 +83,8 @@ pub trait Driver {
     fn mem_unmap(&mut self, ptr: DevicePtr, size: u64) -> ExecResult<()>;
     fn mem_set_access(&mut self, ptr: DevicePtr, size: u64, descs: &[AccessDesc])
         -> ExecResult<()>;
+    /// The access flags device `location_id` has to the mapped byte at `ptr`.
+    fn mem_get_access(&mut self, ptr: DevicePtr, location_id: i32) -> ExecResult<u64>;
     fn mem_allocation_granularity(&mut self, prop: &AllocationProp, option: u32)
         -> ExecResult<u64>;
     /// A POSIX descriptor another process's driver imports the allocation by

@@ -54,6 +54,13 @@ type Release = unsafe extern "C" fn(u64) -> CuResult;
 type Map = unsafe extern "C" fn(u64, usize, usize, u64, u64) -> CuResult;
 type Unmap = unsafe extern "C" fn(u64, usize) -> CuResult;
 type SetAccess = unsafe extern "C" fn(u64, usize, *const RawAccessDesc, usize) -> CuResult;
+/// `CUmemLocation`, its type a plain integer.
+#[repr(C)]
+struct RawLocation {
+    location_type: c_uint,
+    location_id: c_int,
+}
+type GetAccess = unsafe extern "C" fn(*mut u64, *const RawLocation, u64) -> CuResult;
 type Granularity = unsafe extern "C" fn(*mut usize, *const RawAllocationProp, c_uint) -> CuResult;
 type ExportShareable = unsafe extern "C" fn(*mut c_void, u64, c_uint, u64) -> CuResult;
 type ImportShareable = unsafe extern "C" fn(*mut u64, *mut c_void, c_uint) -> CuResult;
@@ -324,6 +331,20 @@ impl Driver for CudaExecutor {
         // SAFETY: the session checked the range is mapped memory of the guest's; `raw`
         // holds `raw.len()` descriptors and outlives the call.
         status(unsafe { f(ptr, to_usize(size)?, raw.as_ptr(), raw.len()) })
+    }
+
+    fn mem_get_access(&mut self, ptr: DevicePtr, location_id: i32) -> ExecResult<u64> {
+        let location = RawLocation {
+            location_type: vmcuda_wire::driver::MEM_LOCATION_TYPE_DEVICE as c_uint,
+            location_id: self.device_handle(location_id)?,
+        };
+        // SAFETY: the signature is cuMemGetAccess's (the location's type an integer).
+        let f: GetAccess = unsafe { entry("cuMemGetAccess")? };
+        let mut flags: u64 = 0;
+        // SAFETY: out-pointer to a local; the location outlives the call; the session
+        // checked `ptr` is mapped memory of the guest's.
+        status(unsafe { f(&mut flags, &location, ptr) })?;
+        Ok(flags)
     }
 
     fn mem_allocation_granularity(

@@ -53,6 +53,8 @@ struct Physical {
 pub(super) struct HostVmm {
     reservations: BTreeMap<DevicePtr, u64>,
     physical: HashMap<ExecAllocation, Physical>,
+    /// Access set by `mem_set_access`: (start, end, device) -> flags, latest last.
+    access: Vec<(DevicePtr, DevicePtr, i32, u32)>,
 }
 
 fn not_supported(what: &str) -> CudaStatus {
@@ -333,6 +335,10 @@ impl Driver for HostMemoryExecutor {
 
     fn mem_unmap(&mut self, ptr: DevicePtr, size: u64) -> ExecResult<()> {
         let end = ptr.checked_add(size).ok_or(CudaStatus::ErrorInvalidValue)?;
+        // A mapping made again starts without access, as the driver's does.
+        self.vmm
+            .access
+            .retain(|(start, stop, _, _)| *stop <= ptr || *start >= end);
         let mapped: Vec<ExecAllocation> = self
             .vmm
             .physical
@@ -354,12 +360,32 @@ impl Driver for HostMemoryExecutor {
 
     fn mem_set_access(
         &mut self,
-        _ptr: DevicePtr,
-        _size: u64,
-        _descs: &[AccessDesc],
+        ptr: DevicePtr,
+        size: u64,
+        descs: &[AccessDesc],
     ) -> ExecResult<()> {
-        // Nothing runs kernels here, so every mapped byte is as reachable as any.
+        // Nothing runs kernels here, so every mapped byte is as reachable as any; the
+        // flags are kept for mem_get_access (a bounded list: the latest few thousand).
+        let end = ptr.saturating_add(size);
+        for d in descs {
+            self.vmm.access.push((ptr, end, d.location_id, d.flags));
+        }
+        let excess = self.vmm.access.len().saturating_sub(4096);
+        self.vmm.access.drain(..excess);
         Ok(())
+    }
+
+    /// The latest flags set over `ptr` for the device; none (0) before any were.
+    fn mem_get_access(&mut self, ptr: DevicePtr, location_id: i32) -> ExecResult<u64> {
+        let latest = self
+            .vmm
+            .access
+            .iter()
+            .rev()
+            .find(|(start, end, device, _)| {
+                *device == location_id && (*start..*end).contains(&ptr)
+            });
+        Ok(latest.map_or(0, |a| u64::from(a.3)))
     }
 
     fn mem_allocation_granularity(
