@@ -7,8 +7,9 @@
 // `.texref` (found by name, bound to an array, to linear and to pitched memory, read
 // by kernels; every Set read back by its Get), a reference made by cuTexRefCreate,
 // cuParamSetTexRef, a surface reference (`.surfref`) written by a kernel,
-// cuMemGetAccess over VMM memory, and cuMemMapArrayAsync on an array that is not
-// sparse (its refusal's code printed).
+// cuMemGetAccess over VMM memory, the im2col tensor-map encoders and
+// cuTensorMapReplaceAddress, and cuMemMapArrayAsync on an array that is not sparse (its
+// refusal's code printed).
 #include <cuda.h>
 
 #include <cstdarg>
@@ -415,6 +416,36 @@ static void vmm(CUdevice dev) {
     cuMemRelease(h);
 }
 
+// The im2col encoders and cuTensorMapReplaceAddress (Hopper and newer take them; the
+// wide encoding is for compute capability 10 and newer, so on older GPUs only its code
+// is shown).
+static void tensor_maps(CUdevice dev, CUdeviceptr d) {
+    int major = 0;
+    cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+    alignas(64) CUtensorMap map, again, moved;
+    cuuint64_t dims[4] = {16, 8, 8, 2}, strides[3] = {64, 512, 4096};
+    int lower[2] = {0, 0}, upper[2] = {0, 0};
+    cuuint32_t elements[4] = {1, 1, 1, 1};
+    CUresult r = cuTensorMapEncodeIm2col(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, (void*)d, dims, strides, lower,
+                                         upper, 16, 8, elements, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                         CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    check(r == CUDA_SUCCESS, "cuTensorMapEncodeIm2col", "%d", r);
+    again = map;
+    moved = map;
+    CUresult same = cuTensorMapReplaceAddress(&again, (void*)d);
+    CUresult other = cuTensorMapReplaceAddress(&moved, (void*)(d + 4096));
+    check(same == CUDA_SUCCESS && other == CUDA_SUCCESS && memcmp(&again, &map, sizeof map) == 0 &&
+              memcmp(&moved, &map, sizeof map) != 0,
+          "cuTensorMapReplaceAddress", "%d %d (same address: same map; another: another)", same, other);
+    CUresult wide = cuTensorMapEncodeIm2colWide(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, (void*)d, dims, strides, 0,
+                                                0, 16, 8, elements, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                                CU_TENSOR_MAP_IM2COL_WIDE_MODE_W, CU_TENSOR_MAP_SWIZZLE_128B,
+                                                CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    check(major < 10 || wide == CUDA_SUCCESS, "cuTensorMapEncodeIm2colWide", "%d (compute capability %d)", wide,
+          major);
+}
+
 static void sparse(CUstream s) {
     CUDA_ARRAY3D_DESCRIPTOR d = {64, 64, 0, CU_AD_FORMAT_FLOAT, 1, 0};
     CUarray arr = nullptr;
@@ -449,6 +480,7 @@ int main() {
     batches(ctx, s, d);
     texrefs(s, out);
     vmm(dev);
+    tensor_maps(dev, d);
     sparse(s);
     printf("%s: %d failed\n", failures ? "FAIL" : "PASS", failures);
     return failures ? 1 : 0;

@@ -189,3 +189,18 @@ fn memory_access_reads_back_what_was_set_and_arrays_are_not_sparse() {
         assert!(stdout.contains(line), "{line}: {stdout}");
     }
 }
+
+/// The im2col tensor-map encoders and `cuTensorMapReplaceAddress`
+/// (tests/c/tensor_maps.c): their shape checks in the guest, and well-formed calls
+/// reaching the host (the double has no driver to encode with: not supported).
+#[test]
+#[ignore = "needs the linked guest library: run tests/run.sh"]
+fn im2col_tensor_maps_are_checked_then_encoded_by_the_host() {
+    let exe = build_c_program("tensor_maps", &["libcuda.so.1"]);
+    let d = Daemon::host_memory("tensor-maps");
+    let out = run_program_with(&exe, &d.server(), &[]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    let line = "setup 0, rank 2 1, rank 6 1, null map 1, im2col 801, wide 801, replace 801\n";
+    assert!(stdout.contains(line), "{stdout}");
+}

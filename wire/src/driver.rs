@@ -455,6 +455,64 @@ impl TensorMapEncodeTiled {
     }
 }
 
+/// `cuTensorMapEncodeIm2col` / `cuTensorMapEncodeIm2colWide`'s arguments; the reply's
+/// data is the 128-byte map.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct TensorMapEncodeIm2col {
+    pub data_type: u32,
+    pub global_address: DevicePtr,
+    /// `rank` entries (3 to 5).
+    pub global_dim: Vec<u64>,
+    /// `rank - 1` entries.
+    pub global_strides: Vec<u64>,
+    /// `rank - 2` entries each (none for the wide encoding, which has `wide`).
+    pub lower_corner: Vec<i32>,
+    pub upper_corner: Vec<i32>,
+    pub channels_per_pixel: u32,
+    pub pixels_per_column: u32,
+    /// `rank` entries.
+    pub element_strides: Vec<u32>,
+    pub interleave: u32,
+    pub swizzle: u32,
+    pub l2_promotion: u32,
+    pub oob_fill: u32,
+    /// The wide encoding's corner widths and `CUtensorMapIm2ColWideMode`.
+    pub wide: Option<Im2colWide>,
+}
+
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Im2colWide {
+    pub lower_width: i32,
+    pub upper_width: i32,
+    pub mode: u32,
+}
+
+impl TensorMapEncodeIm2col {
+    /// The shape checks both ends make before anything is encoded (im2col needs a
+    /// rank of 3 or more).
+    pub fn shape_is_valid(&self) -> bool {
+        let rank = self.global_dim.len();
+        let corners = if self.wide.is_some() {
+            0
+        } else {
+            rank.saturating_sub(2)
+        };
+        (3..=TENSOR_MAP_MAX_RANK).contains(&rank)
+            && self.global_strides.len() == rank - 1
+            && self.lower_corner.len() == corners
+            && self.upper_corner.len() == corners
+            && self.element_strides.len() == rank
+    }
+}
+
+/// `cuTensorMapReplaceAddress`: the map (its 128 bytes) with a new global address; the
+/// reply's data is the map changed.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct TensorMapReplaceAddress {
+    pub map: Vec<u8>,
+    pub global_address: DevicePtr,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -542,6 +600,29 @@ mod tests {
         assert_eq!(m(2, 10).byte_len(), Some(20));
         assert_eq!(m(3, 10).byte_len(), None);
         assert_eq!(m(4, u64::MAX).byte_len(), None);
+    }
+
+    #[test]
+    fn im2col_shapes_are_checked() {
+        let mut t = TensorMapEncodeIm2col {
+            global_dim: vec![8, 8, 8, 8],
+            global_strides: vec![16, 128, 1024],
+            lower_corner: vec![0, 0],
+            upper_corner: vec![0, 0],
+            element_strides: vec![1; 4],
+            ..Default::default()
+        };
+        assert!(t.shape_is_valid());
+        t.wide = Some(Im2colWide::default());
+        assert!(
+            !t.shape_is_valid(),
+            "the wide encoding takes no corner arrays"
+        );
+        t.lower_corner.clear();
+        t.upper_corner.clear();
+        assert!(t.shape_is_valid());
+        t.global_dim.truncate(2);
+        assert!(!t.shape_is_valid(), "rank 2");
     }
 
     #[test]

@@ -41,7 +41,7 @@ pub use crate::driver::{
     MemCreate, MemCreated, MemGetAllocationGranularity, MemGetAllocationProperties, MemMap,
     MemRelease, MemRetainAllocationHandle, MemSetAccess, MemUnmap, MemsetElements, Reserved,
     StreamBatchMemOp, StreamWaitValue, StreamWriteValue32, StreamWriteValue64,
-    TensorMapEncodeTiled,
+    TensorMapEncodeIm2col, TensorMapEncodeTiled, TensorMapReplaceAddress,
 };
 pub use crate::graph::{
     CaptureGraph, ConditionalNodeMade, DotText, EdgeData, EdgeList, ExecUpdateResult,

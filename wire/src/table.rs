@@ -287,6 +287,10 @@ macro_rules! op_lines {
                     -> FunctionList { functions: Vec<(String, FunctionInfo)> }, Sync;
                 0x090C Link => link(Link) -> Linked, Sync;
                 0x090D TensorMapEncodeTiled => tensor_map_encode_tiled(TensorMapEncodeTiled) -> (), Sync;
+                /// The im2col encodings (plain and wide) and a map's new address: the
+                /// host's driver computes them; the reply's data is the 128-byte map.
+                0x0914 TensorMapEncodeIm2col => tensor_map_encode_im2col(TensorMapEncodeIm2col) -> (), Sync;
+                0x0915 TensorMapReplaceAddress => tensor_map_replace_address(TensorMapReplaceAddress) -> (), Sync;
             }
 
             /// Streams and events.

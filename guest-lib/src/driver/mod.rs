@@ -42,6 +42,7 @@ mod names;
 mod proc_address;
 pub mod result;
 pub(crate) mod stream;
+mod tensor_map;
 mod texref;
 mod twins;
 pub mod unsupported;

@@ -22,6 +22,7 @@ use super::library::*;
 use super::memory::*;
 use super::module::*;
 use super::stream::*;
+use super::tensor_map::*;
 use super::texref::*;
 use super::vmm::*;
 use super::{cuDriverGetVersion, cuGetErrorName, cuGetErrorString, cuInit};
@@ -228,6 +229,9 @@ table! {
     "cuEventQuery" => cuEventQuery,
     "cuEventElapsedTime" => cuEventElapsedTime_v2,
     "cuTensorMapEncodeTiled" => cuTensorMapEncodeTiled,
+    "cuTensorMapEncodeIm2col" => cuTensorMapEncodeIm2col,
+    "cuTensorMapEncodeIm2colWide" => cuTensorMapEncodeIm2colWide,
+    "cuTensorMapReplaceAddress" => cuTensorMapReplaceAddress,
     "cuModuleGetTexRef" => cuModuleGetTexRef,
     "cuModuleGetSurfRef" => cuModuleGetSurfRef,
     "cuTexRefCreate" => cuTexRefCreate,

@@ -9,7 +9,10 @@
 
 use std::os::fd::OwnedFd;
 
-use vmcuda_wire::driver::{AccessDesc, AllocationProp, Linked, MemOp, TensorMapEncodeTiled};
+use vmcuda_wire::driver::{
+    AccessDesc, AllocationProp, Linked, MemOp, TensorMapEncodeIm2col, TensorMapEncodeTiled,
+    TENSOR_MAP_LEN,
+};
 use vmcuda_wire::op::DevicePtr;
 
 use super::{ExecResult, ExecStream};
@@ -101,4 +104,12 @@ pub trait Driver {
         options: &[(u32, u32)],
     ) -> ExecResult<(Vec<u8>, Linked)>;
     fn tensor_map_encode_tiled(&mut self, req: &TensorMapEncodeTiled) -> ExecResult<Vec<u8>>;
+    /// `cuTensorMapEncodeIm2col(Wide)` (the shape checked by the session).
+    fn tensor_map_encode_im2col(&mut self, req: &TensorMapEncodeIm2col) -> ExecResult<Vec<u8>>;
+    /// `cuTensorMapReplaceAddress` on a copy of `map`.
+    fn tensor_map_replace_address(
+        &mut self,
+        map: &[u8; TENSOR_MAP_LEN],
+        global_address: DevicePtr,
+    ) -> ExecResult<Vec<u8>>;
 }

@@ -14,8 +14,8 @@ use std::ptr;
 use cudarc::driver::sys;
 use tracing::warn;
 use vmcuda_wire::driver::{
-    is_host_location, mem_op, AccessDesc, AllocationProp, Linked, MemOp, TensorMapEncodeTiled,
-    TENSOR_MAP_LEN,
+    is_host_location, mem_op, AccessDesc, AllocationProp, Linked, MemOp, TensorMapEncodeIm2col,
+    TensorMapEncodeTiled, TENSOR_MAP_LEN,
 };
 use vmcuda_wire::op::DevicePtr;
 use vmcuda_wire::CudaStatus;
@@ -80,6 +80,42 @@ type LinkAddData = unsafe extern "C" fn(
 ) -> CuResult;
 type LinkComplete = unsafe extern "C" fn(*mut c_void, *mut *mut c_void, *mut usize) -> CuResult;
 type LinkDestroy = unsafe extern "C" fn(*mut c_void) -> CuResult;
+type EncodeIm2col = unsafe extern "C" fn(
+    *mut u8,
+    c_uint,
+    c_uint,
+    *mut c_void,
+    *const u64,
+    *const u64,
+    *const c_int,
+    *const c_int,
+    c_uint,
+    c_uint,
+    *const u32,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+) -> CuResult;
+type EncodeIm2colWide = unsafe extern "C" fn(
+    *mut u8,
+    c_uint,
+    c_uint,
+    *mut c_void,
+    *const u64,
+    *const u64,
+    c_int,
+    c_int,
+    c_uint,
+    c_uint,
+    *const u32,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+) -> CuResult;
+type ReplaceAddress = unsafe extern "C" fn(*mut u8, *mut c_void) -> CuResult;
 type EncodeTiled = unsafe extern "C" fn(
     *mut u8,
     c_uint,
@@ -523,4 +559,77 @@ impl Driver for CudaExecutor {
         })?;
         Ok(map.0.to_vec())
     }
+
+    fn tensor_map_encode_im2col(&mut self, req: &TensorMapEncodeIm2col) -> ExecResult<Vec<u8>> {
+        let mut map = AlignedMap([0; TENSOR_MAP_LEN]);
+        let rank = req.global_dim.len() as c_uint;
+        // SAFETY: (both arms) the signatures are the driver's, enums as integers; the
+        // session checked the shape (rank entries, rank - 1 strides, rank - 2 corners
+        // or none for the wide encoding); the map is 128 aligned bytes; encoding only
+        // computes, it touches no memory at the global address.
+        status(unsafe {
+            match req.wide {
+                None => {
+                    let f: EncodeIm2col = entry("cuTensorMapEncodeIm2col")?;
+                    f(
+                        map.0.as_mut_ptr(),
+                        req.data_type,
+                        rank,
+                        req.global_address as *mut c_void,
+                        req.global_dim.as_ptr(),
+                        req.global_strides.as_ptr(),
+                        req.lower_corner.as_ptr(),
+                        req.upper_corner.as_ptr(),
+                        req.channels_per_pixel,
+                        req.pixels_per_column,
+                        req.element_strides.as_ptr(),
+                        req.interleave,
+                        req.swizzle,
+                        req.l2_promotion,
+                        req.oob_fill,
+                    )
+                }
+                Some(w) => {
+                    let f: EncodeIm2colWide = entry("cuTensorMapEncodeIm2colWide")?;
+                    f(
+                        map.0.as_mut_ptr(),
+                        req.data_type,
+                        rank,
+                        req.global_address as *mut c_void,
+                        req.global_dim.as_ptr(),
+                        req.global_strides.as_ptr(),
+                        w.lower_width,
+                        w.upper_width,
+                        req.channels_per_pixel,
+                        req.pixels_per_column,
+                        req.element_strides.as_ptr(),
+                        req.interleave,
+                        w.mode,
+                        req.swizzle,
+                        req.l2_promotion,
+                        req.oob_fill,
+                    )
+                }
+            }
+        })?;
+        Ok(map.0.to_vec())
+    }
+
+    fn tensor_map_replace_address(
+        &mut self,
+        map: &[u8; TENSOR_MAP_LEN],
+        global_address: DevicePtr,
+    ) -> ExecResult<Vec<u8>> {
+        let mut copy = AlignedMap(*map);
+        // SAFETY: the signature is cuTensorMapReplaceAddress's.
+        let f: ReplaceAddress = unsafe { entry("cuTensorMapReplaceAddress")? };
+        // SAFETY: the copy is 128 aligned bytes of this process's; the driver checks
+        // the map it is given and only computes.
+        status(unsafe { f(copy.0.as_mut_ptr(), global_address as *mut c_void) })?;
+        Ok(copy.0.to_vec())
+    }
 }
+
+/// A `CUtensorMap`: 128 bytes, 64-byte aligned.
+#[repr(C, align(64))]
+struct AlignedMap([u8; TENSOR_MAP_LEN]);

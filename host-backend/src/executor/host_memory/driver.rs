@@ -13,7 +13,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::os::fd::OwnedFd;
 
 use tracing::warn;
-use vmcuda_wire::driver::{AccessDesc, AllocationProp, Linked, MemOp, TensorMapEncodeTiled};
+use vmcuda_wire::driver::{
+    AccessDesc, AllocationProp, Linked, MemOp, TensorMapEncodeIm2col, TensorMapEncodeTiled,
+    TENSOR_MAP_LEN,
+};
 use vmcuda_wire::op::DevicePtr;
 use vmcuda_wire::CudaStatus;
 
@@ -449,6 +452,22 @@ impl Driver for HostMemoryExecutor {
     fn tensor_map_encode_tiled(&mut self, _req: &TensorMapEncodeTiled) -> ExecResult<Vec<u8>> {
         Err(not_supported(
             "encode a tensor map (that needs the CUDA driver)",
+        ))
+    }
+
+    fn tensor_map_encode_im2col(&mut self, _req: &TensorMapEncodeIm2col) -> ExecResult<Vec<u8>> {
+        Err(not_supported(
+            "encode a tensor map (that needs the CUDA driver)",
+        ))
+    }
+
+    fn tensor_map_replace_address(
+        &mut self,
+        _map: &[u8; TENSOR_MAP_LEN],
+        _global_address: DevicePtr,
+    ) -> ExecResult<Vec<u8>> {
+        Err(not_supported(
+            "change a tensor map (that needs the CUDA driver)",
         ))
     }
 }
