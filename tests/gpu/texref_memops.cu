@@ -1,13 +1,13 @@
 // texref_memops: the driver functions of issue 33's last batch, on the GPU, natively
 // and through vmcuda (tests/gpu/run-texref.sh runs both). Driver API only; one line
 // per check, "PASS name: detail" or "FAIL name: detail", and a non-zero exit on any
-// FAIL. Checks: stream memory operation batches (cuStreamBatchMemOp_v2, the legacy
-// name, a barrier, waits that see earlier writes), batch memory operation graph nodes
+// FAIL. Checks: stream memory operation batches (cuStreamBatchMemOp_v2: writes, a
+// barrier, waits that see the writes; 256 refused), batch memory operation graph nodes
 // (add, get, set, exec set, launched), texture references of a PTX module's
 // `.texref` (found by name, bound to an array, to linear and to pitched memory, read
 // by kernels; every Set read back by its Get), a reference made by cuTexRefCreate,
 // cuParamSetTexRef, a surface reference (`.surfref`) written by a kernel,
-// cuMemGetAccess over VMM memory, the im2col tensor-map encoders and
+// cuMemGetAccess over VMM memory, cuMemBatchDecompressAsync, the im2col encoders and
 // cuTensorMapReplaceAddress, and cuMemMapArrayAsync on an array that is not sparse (its
 // refusal's code printed).
 #include <cuda.h>
@@ -446,6 +446,34 @@ static void tensor_maps(CUdevice dev, CUdeviceptr d) {
           major);
 }
 
+// A batch decompression: served where the GPU has a decompression engine (its
+// algorithm mask not 0); elsewhere (Hopper) its refusal's code is shown.
+static void decompress(CUdevice dev, CUstream s, CUdeviceptr d) {
+    int mask = 0;
+    CUresult a = cuDeviceGetAttribute(&mask, CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_ALGORITHM_MASK, dev);
+    CUmemDecompressParams p;
+    memset(&p, 0, sizeof p);
+    // A deflate stream of one stored block holding "vmcuda!!" (8 bytes).
+    const unsigned char stored[] = {0x01, 0x08, 0x00, 0xf7, 0xff, 'v', 'm', 'c', 'u', 'd', 'a', '!', '!'};
+    cuMemcpyHtoD(d + 2048, stored, sizeof stored);
+    cuMemsetD8(d + 3072, 0, 64);
+    p.srcNumBytes = sizeof stored;
+    p.dstNumBytes = 8;
+    p.src = (const void*)(d + 2048);
+    p.dst = (void*)(d + 3072);
+    p.dstActBytes = (cuuint32_t*)(d + 3584);
+    p.algo = CU_MEM_DECOMPRESS_ALGORITHM_DEFLATE;
+    size_t index = 7;
+    CUresult r = cuMemBatchDecompressAsync(&p, 1, 0, &index, s);
+    CUresult sync = cuStreamSynchronize(s);
+    char out[9] = {};
+    cuMemcpyDtoH(out, d + 3072, 8);
+    bool engine = a == CUDA_SUCCESS && (mask & CU_MEM_DECOMPRESS_ALGORITHM_DEFLATE);
+    bool ok = engine ? r == CUDA_SUCCESS && sync == CUDA_SUCCESS && memcmp(out, "vmcuda!!", 8) == 0
+                     : r != CUDA_SUCCESS;
+    check(ok, "cuMemBatchDecompressAsync", "%d (algorithm mask %d, attribute %d)", r, mask, a);
+}
+
 static void sparse(CUstream s) {
     CUDA_ARRAY3D_DESCRIPTOR d = {64, 64, 0, CU_AD_FORMAT_FLOAT, 1, 0};
     CUarray arr = nullptr;
@@ -481,6 +509,7 @@ int main() {
     texrefs(s, out);
     vmm(dev);
     tensor_maps(dev, d);
+    decompress(dev, s, d);
     sparse(s);
     printf("%s: %d failed\n", failures ? "FAIL" : "PASS", failures);
     return failures ? 1 : 0;

@@ -204,3 +204,19 @@ fn im2col_tensor_maps_are_checked_then_encoded_by_the_host() {
     let line = "setup 0, rank 2 1, rank 6 1, null map 1, im2col 801, wide 801, replace 801\n";
     assert!(stdout.contains(line), "{stdout}");
 }
+
+/// `cuMemBatchDecompressAsync` (tests/c/decompress.c): the guest's and the host's
+/// checks, and a well-formed batch answered by the host (the double, like a GPU
+/// without a decompression engine, does not support it).
+#[test]
+#[ignore = "needs the linked guest library: run tests/run.sh"]
+fn batch_decompression_is_checked_then_answered_by_the_host() {
+    let exe = build_c_program("decompress", &["libcuda.so.1"]);
+    let d = Daemon::host_memory("decompress");
+    let out = run_program_with(&exe, &d.server(), &[]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    let line = "setup 0, batch 801 index none, ptsz 801, empty 1, flags 1, padding 1 index 1, \
+                outside 1\n";
+    assert!(stdout.contains(line), "{stdout}");
+}

@@ -268,6 +268,31 @@ impl MemOp {
     }
 }
 
+/// One operation of `cuMemBatchDecompressAsync` (a `CUmemDecompressParams`).
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct DecompressOp {
+    pub src: DevicePtr,
+    pub src_bytes: u64,
+    pub dst: DevicePtr,
+    pub dst_bytes: u64,
+    /// Where the driver writes the bytes it wrote (a 32-bit word).
+    pub dst_act_bytes: DevicePtr,
+    /// `CUmemDecompressAlgorithm` (deflate 1, snappy 2, LZ4 4).
+    pub algo: u32,
+}
+
+/// A batch holds at most this many decompressions (a bound of vmcuda's: far more than
+/// a stream's worth of work, well under what a frame carries).
+pub const MAX_DECOMPRESS_OPS: usize = 4096;
+
+/// `cuMemBatchDecompressAsync`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct MemBatchDecompress {
+    pub stream: StreamHandle,
+    pub ops: Vec<DecompressOp>,
+    pub flags: u32,
+}
+
 /// `cuStreamBatchMemOp_v2`: `ops` (at most [`mem_op::MAX_COUNT`]) in `stream`'s order;
 /// `flags` reserved (0).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]

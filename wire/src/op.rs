@@ -38,10 +38,10 @@ pub use crate::blaslt::{LtCreate, LtDestroy, LtHeuristic, LtHeuristicReply, LtMa
 pub use crate::device::{DeviceProperties, GpuStatus, GuestProcess};
 pub use crate::driver::{
     AllocationHandle, AllocationProp, Granularity, Link, Linked, MemAddressFree, MemAddressReserve,
-    MemCreate, MemCreated, MemGetAllocationGranularity, MemGetAllocationProperties, MemMap,
-    MemRelease, MemRetainAllocationHandle, MemSetAccess, MemUnmap, MemsetElements, Reserved,
-    StreamBatchMemOp, StreamWaitValue, StreamWriteValue32, StreamWriteValue64,
-    TensorMapEncodeIm2col, TensorMapEncodeTiled, TensorMapReplaceAddress,
+    MemBatchDecompress, MemCreate, MemCreated, MemGetAllocationGranularity,
+    MemGetAllocationProperties, MemMap, MemRelease, MemRetainAllocationHandle, MemSetAccess,
+    MemUnmap, MemsetElements, Reserved, StreamBatchMemOp, StreamWaitValue, StreamWriteValue32,
+    StreamWriteValue64, TensorMapEncodeIm2col, TensorMapEncodeTiled, TensorMapReplaceAddress,
 };
 pub use crate::graph::{
     CaptureGraph, ConditionalNodeMade, DotText, EdgeData, EdgeList, ExecUpdateResult,

@@ -308,6 +308,11 @@ macro_rules! op_lines {
                 /// `cuStreamBatchMemOp`: waits and writes of words (checked as the single
                 /// ones are), flushes and barriers, in the stream's order.
                 0x0912 StreamBatchMemOp => stream_batch_mem_op(StreamBatchMemOp) -> (), Async;
+                /// `cuMemBatchDecompressAsync`, waited for: the driver's answer (a
+                /// `CUresult`) and the index of the operation an error is about
+                /// (`u64::MAX`: none, or the batch's).
+                0x0916 MemBatchDecompress => mem_batch_decompress(MemBatchDecompress)
+                    -> DecompressAnswer { status: u32, error_index: u64 }, Sync;
                 /// A stream attribute (`cudaStreamAttrID`: the launch attributes'
                 /// numbers) and its value, the 64 bytes of `cudaStreamAttrValue`.
                 0x0405 StreamSetAttribute => stream_set_attribute(StreamSetAttribute { stream: StreamHandle, attr: u32, value: Vec<u8> })

@@ -212,6 +212,7 @@ table! {
     "cuStreamWaitValue32" => cuStreamWaitValue32_v2,
     "cuStreamWaitValue64" => cuStreamWaitValue64_v2,
     "cuStreamBatchMemOp" => cuStreamBatchMemOp_v2,
+    "cuMemBatchDecompressAsync" => cuMemBatchDecompressAsync,
     "cuGraphAddBatchMemOpNode" => cuGraphAddBatchMemOpNode,
     "cuGraphBatchMemOpNodeGetParams" => cuGraphBatchMemOpNodeGetParams,
     "cuGraphBatchMemOpNodeSetParams" => cuGraphBatchMemOpNodeSetParams,

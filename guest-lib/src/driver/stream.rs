@@ -362,3 +362,74 @@ export! {
         unsafe { set_batch_node(Some(exec), node, &caller::read(params)?) }
     }
 }
+
+/// `CUmemDecompressParams`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct DecompressParamsC {
+    src_bytes: usize,
+    dst_bytes: usize,
+    dst_act_bytes: u64,
+    src: u64,
+    dst: u64,
+    algo: u32,
+    padding: [u8; 20],
+}
+
+export! {
+    /// Forwarded to the host's driver, waited for (the driver answers which operation
+    /// an error is about). A GPU without a decompression engine (Hopper and older) has
+    /// its driver's answer; so does the test double, which has none. Refused here: an
+    /// empty or oversized batch, flags, nonzero padding (`errorIndex` then names the
+    /// entry, or is `SIZE_MAX` for the batch).
+    fn cuMemBatchDecompressAsync(
+        params: *const DecompressParamsC,
+        count: usize,
+        flags: u32,
+        error_index: *mut usize,
+        stream: RawHandle,
+    ) {
+        check_initialized()?;
+        let fail = |index: usize| {
+            // SAFETY: by its contract `error_index` is NULL or writable.
+            unsafe { caller::write_opt(error_index, index) };
+            Err(CudaStatus::ErrorInvalidValue)
+        };
+        if count == 0
+            || count > vmcuda_wire::driver::MAX_DECOMPRESS_OPS
+            || params.is_null()
+            || flags != 0
+        {
+            return fail(usize::MAX);
+        }
+        // SAFETY: by its contract `params` holds `count` entries (at most the bound).
+        let raw = unsafe { caller::slice(params, count) }?;
+        if let Some(i) = raw.iter().position(|p| p.padding != [0; 20]) {
+            return fail(i);
+        }
+        let ops = raw
+            .iter()
+            .map(|p| vmcuda_wire::driver::DecompressOp {
+                src: p.src,
+                src_bytes: p.src_bytes as u64,
+                dst: p.dst,
+                dst_bytes: p.dst_bytes as u64,
+                dst_act_bytes: p.dst_act_bytes,
+                algo: p.algo,
+            })
+            .collect();
+        let req = vmcuda_wire::driver::MemBatchDecompress {
+            stream: stream_handle(stream, false),
+            ops,
+            flags,
+        };
+        let answer = call(&req)?;
+        if answer.status == 0 {
+            return Ok(());
+        }
+        let index = usize::try_from(answer.error_index).unwrap_or(usize::MAX);
+        // SAFETY: by its contract `error_index` is NULL or writable.
+        unsafe { caller::write_opt(error_index, index) };
+        Err(CudaStatus(answer.status))
+    }
+}

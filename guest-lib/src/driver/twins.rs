@@ -468,6 +468,8 @@ ptsz! {
     cuStreamWaitValue32_v2_ptsz => cuStreamWaitValue32_v2(stream: RawHandle, addr: u64, value: u32, flags: u32) [stream];
     cuStreamWaitValue64_v2_ptsz => cuStreamWaitValue64_v2(stream: RawHandle, addr: u64, value: u64, flags: u32) [stream];
     cuMemMapArrayAsync_ptsz => cuMemMapArrayAsync(list: *mut c_void, count: u32, stream: RawHandle) [stream];
+    cuMemBatchDecompressAsync_ptsz => cuMemBatchDecompressAsync(
+        params: *const DecompressParamsC, count: usize, flags: u32, error_index: *mut usize, stream: RawHandle) [stream];
     cuStreamBatchMemOp_v2_ptsz => cuStreamBatchMemOp_v2(
         stream: RawHandle, count: u32, params: *const RawMemOp, flags: u32) [stream];
     cuLaunchKernel_ptsz => cuLaunchKernel(

@@ -10,10 +10,11 @@
 use std::os::fd::OwnedFd;
 
 use vmcuda_wire::driver::{
-    AccessDesc, AllocationProp, Linked, MemOp, TensorMapEncodeIm2col, TensorMapEncodeTiled,
-    TENSOR_MAP_LEN,
+    AccessDesc, AllocationProp, DecompressOp, Linked, MemOp, TensorMapEncodeIm2col,
+    TensorMapEncodeTiled, TENSOR_MAP_LEN,
 };
 use vmcuda_wire::op::DevicePtr;
+use vmcuda_wire::CudaStatus;
 
 use super::{ExecResult, ExecStream};
 
@@ -66,6 +67,13 @@ pub trait Driver {
     /// `ops` (each checked: words in the guest's memory, aligned, valid flags) in
     /// `stream`'s order (`cuStreamBatchMemOp_v2`).
     fn stream_batch_mem_op(&mut self, stream: ExecStream, ops: &[MemOp]) -> ExecResult<()>;
+    /// `cuMemBatchDecompressAsync` of checked operations in `stream`'s order: the
+    /// driver's answer and its error index (`u64::MAX` for none).
+    fn mem_batch_decompress(
+        &mut self,
+        stream: ExecStream,
+        ops: &[DecompressOp],
+    ) -> ExecResult<(CudaStatus, u64)>;
     fn mem_address_reserve(
         &mut self,
         size: u64,

@@ -14,8 +14,8 @@ use std::ptr;
 use cudarc::driver::sys;
 use tracing::warn;
 use vmcuda_wire::driver::{
-    is_host_location, mem_op, AccessDesc, AllocationProp, Linked, MemOp, TensorMapEncodeIm2col,
-    TensorMapEncodeTiled, TENSOR_MAP_LEN,
+    is_host_location, mem_op, AccessDesc, AllocationProp, DecompressOp, Linked, MemOp,
+    TensorMapEncodeIm2col, TensorMapEncodeTiled, TENSOR_MAP_LEN,
 };
 use vmcuda_wire::op::DevicePtr;
 use vmcuda_wire::CudaStatus;
@@ -116,6 +116,22 @@ type EncodeIm2colWide = unsafe extern "C" fn(
     c_uint,
 ) -> CuResult;
 type ReplaceAddress = unsafe extern "C" fn(*mut u8, *mut c_void) -> CuResult;
+/// `CUmemDecompressParams`, its algorithm a plain integer.
+#[repr(C)]
+struct RawDecompress {
+    src_bytes: usize,
+    dst_bytes: usize,
+    dst_act_bytes: *mut u32,
+    src: *const c_void,
+    dst: *mut c_void,
+    algo: c_uint,
+    padding: [u8; 20],
+}
+const _: () = assert!(
+    std::mem::size_of::<RawDecompress>() == std::mem::size_of::<sys::CUmemDecompressParams>()
+);
+type BatchDecompress =
+    unsafe extern "C" fn(*mut RawDecompress, usize, c_uint, *mut usize, sys::CUstream) -> CuResult;
 type EncodeTiled = unsafe extern "C" fn(
     *mut u8,
     c_uint,
@@ -282,6 +298,42 @@ impl Driver for CudaExecutor {
         // SAFETY: `params` holds `count` operations whose words the session checked lie
         // in the guest's memory; the driver copies the array before it returns.
         check(unsafe { sys::cuStreamBatchMemOp_v2(s, count, params.as_mut_ptr(), 0) })
+    }
+
+    fn mem_batch_decompress(
+        &mut self,
+        stream: ExecStream,
+        ops: &[DecompressOp],
+    ) -> ExecResult<(CudaStatus, u64)> {
+        self.bind()?;
+        let s = self.stream(stream)?;
+        let mut raw = ops
+            .iter()
+            .map(|op| {
+                Ok(RawDecompress {
+                    src_bytes: to_usize(op.src_bytes)?,
+                    dst_bytes: to_usize(op.dst_bytes)?,
+                    dst_act_bytes: op.dst_act_bytes as usize as *mut u32,
+                    src: op.src as usize as *const c_void,
+                    dst: op.dst as usize as *mut c_void,
+                    algo: op.algo,
+                    padding: [0; 20],
+                })
+            })
+            .collect::<ExecResult<Vec<_>>>()?;
+        // SAFETY: the signature is cuMemBatchDecompressAsync's (the algorithm an
+        // integer).
+        let f: BatchDecompress = unsafe { entry("cuMemBatchDecompressAsync")? };
+        let mut index = usize::MAX;
+        // SAFETY: `raw` holds `raw.len()` operations whose buffers the session checked
+        // lie in the guest's device memory; out-pointer to a local; a live stream.
+        let r = unsafe { f(raw.as_mut_ptr(), raw.len(), 0, &mut index, s) };
+        let index = if r == 0 || index == usize::MAX {
+            u64::MAX
+        } else {
+            index as u64
+        };
+        Ok((CudaStatus::from_driver(r), index))
     }
 
     fn mem_address_reserve(

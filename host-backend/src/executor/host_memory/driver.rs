@@ -14,8 +14,8 @@ use std::os::fd::OwnedFd;
 
 use tracing::warn;
 use vmcuda_wire::driver::{
-    AccessDesc, AllocationProp, Linked, MemOp, TensorMapEncodeIm2col, TensorMapEncodeTiled,
-    TENSOR_MAP_LEN,
+    AccessDesc, AllocationProp, DecompressOp, Linked, MemOp, TensorMapEncodeIm2col,
+    TensorMapEncodeTiled, TENSOR_MAP_LEN,
 };
 use vmcuda_wire::op::DevicePtr;
 use vmcuda_wire::CudaStatus;
@@ -239,6 +239,20 @@ impl Driver for HostMemoryExecutor {
             }
         }
         Ok(())
+    }
+
+    /// The double has no decompression engine, as a GPU without one (Hopper and
+    /// older) has none.
+    fn mem_batch_decompress(
+        &mut self,
+        stream: ExecStream,
+        _ops: &[DecompressOp],
+    ) -> ExecResult<(CudaStatus, u64)> {
+        self.check_stream(stream)?;
+        Ok((
+            not_supported("decompress (it has no decompression engine)"),
+            u64::MAX,
+        ))
     }
 
     fn mem_address_reserve(
