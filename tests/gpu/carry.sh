@@ -40,6 +40,10 @@ fi
 NVCC=$nvcc bash tests/apps/build.sh "$dir/load" tests/load
 "$nvcc" -cudart shared -arch=sm_90 -O2 -o "$dir/isolation" tests/gpu/isolation.cu -L"$cu13/lib"
 "$nvcc" -cudart shared -arch=sm_90 -O2 -o "$dir/host_memory_graphs" tests/gpu/host_memory_graphs.cu -L"$cu13/lib"
+# The driver API checks of tests/gpu/run-texref.sh (deprecated texture references
+# among them), linked against the guest's libcuda.so.1 (natively the real one loads).
+"$nvcc" -cudart shared -arch=sm_90 -O2 -Wno-deprecated-declarations -o "$dir/texref_memops" \
+  tests/gpu/texref_memops.cu -L"$cu13/lib" -L"$dir/guest/lib" -l:libcuda.so.1
 # The NVML query program (tests/c/nvml_query.c; natively it finds NVIDIA's NVML and
 # runtime, bridged the guest's), and pynvml from the nvidia-ml-py wheel for
 # tests/gpu/run-nvml.sh.

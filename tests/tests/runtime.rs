@@ -1,7 +1,7 @@
 //! C programs on NVIDIA's `libcudart.so.13` over vmcuda's `libcuda.so.1`: stream
 //! attributes and exported memory pools, as the driver answers them.
 
-use vmcuda_tests::{build_c_program, run_program_with, text, Daemon};
+use vmcuda_tests::{build_c_program, nvidia_cudart_dir, run_program_with, text, Daemon};
 
 /// Stream attributes (tests/c/stream_attrs.c): an access policy window must lie in the
 /// program's own memory, as every pointer range the host is handed; attributes a stream
@@ -101,4 +101,122 @@ fn stream_memory_operations_write_and_wait_in_stream_order() {
     ] {
         assert!(stdout.contains(line), "{line}: {stdout}");
     }
+}
+
+/// Batches of stream memory operations (tests/c/batch_mem_ops.c, driver API): writes
+/// and waits of 32 and 64 bits and a barrier in stream order, the legacy, per-thread
+/// and `cuGetProcAddress` names, the batch's checks, and batch memory operation graph
+/// nodes (added, read back, set, launched, set in an executable graph, made by
+/// `cuGraphAddNode`).
+#[test]
+#[ignore = "needs the linked guest library: run tests/run.sh"]
+fn stream_memory_operation_batches_run_in_order_and_make_graph_nodes() {
+    let exe = build_c_program("batch_mem_ops", &["libcuda.so.1"]);
+    let d = Daemon::host_memory("batch-mem-ops");
+    let out = run_program_with(&exe, &d.server(), &[]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    for line in [
+        "setup 0\n",
+        "batch 0 values ok\n",
+        "legacy 0 ptsz 0 values ok, proc address 0 found\n",
+        "too many 1, unknown 1, misaligned 1, flags 1, null 1, untouched ok\n",
+        "graph node: made 0 got 0 same 1 type 0 12 set 0 got 0 same 1 ran 0 value 21 \
+         exec set 0 value 31\n",
+        "generic node 0 value 41\n",
+    ] {
+        assert!(stdout.contains(line), "{line}: {stdout}");
+    }
+}
+
+/// Texture and surface references (tests/c/texrefs.c, driver API) of a module
+/// declaring a `.texref` and a `.surfref` (tests/c/texref.ptx, made a cubin by the nvcc
+/// wheels' ptxas): every setting read back as set, each binding, a reference of the
+/// program's own, a surface reference's array, `cuParamSetTexRef` and the checks.
+#[test]
+#[ignore = "needs the linked guest library: run tests/run.sh"]
+fn texture_references_keep_their_settings_and_bind_only_the_guests_memory() {
+    let exe = build_c_program("texrefs", &["libcuda.so.1"]);
+    let ptxas = nvidia_cudart_dir().join("../bin/ptxas");
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("c/texref.ptx");
+    let cubin = exe.with_file_name("texref.cubin");
+    let built = std::process::Command::new(&ptxas)
+        .args(["-arch=sm_90", "-o"])
+        .arg(&cubin)
+        .arg(&src)
+        .status()
+        .expect("ptxas");
+    assert!(built.success(), "ptxas {}", src.display());
+    let d = Daemon::host_memory("texrefs");
+    let out = run_program_with(
+        &exe,
+        &d.server(),
+        &[("TEXREF_CUBIN", cubin.to_str().expect("path"))],
+    );
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    for line in [
+        "setup 0 found 0 same 1 missing 500\n",
+        "settings: set 0 got 0 same 1\n",
+        "bindings: made 0 unbound 1 array 0 same not linear 1 mipmapped 0 same linear 0 offset 0 \
+         same not array 1 pitched 0 same format 1 channels 4\n",
+        "checks: dim 1 mode 1 filter 1 flags 1 outside 1 too long 1 format 1 kept 1\n",
+        "own 0 filter 1, destroy module's 1 own 0 after 1, surface unbound 1 set 0 same, \
+         param 0 unit 1, proc address 0 found\n",
+    ] {
+        assert!(stdout.contains(line), "{line}: {stdout}");
+    }
+}
+
+/// `cuMemGetAccess` over mapped memory (tests/c/vmm_access.c, driver API): none before
+/// `cuMemSetAccess`, then what was set, none again once mapped anew; refused outside
+/// mapped memory and for a host location; and `cuMemMapArrayAsync`, refused for the
+/// arrays vmcuda makes (none is sparse).
+#[test]
+#[ignore = "needs the linked guest library: run tests/run.sh"]
+fn memory_access_reads_back_what_was_set_and_arrays_are_not_sparse() {
+    let exe = build_c_program("vmm_access", &["libcuda.so.1"]);
+    let d = Daemon::host_memory("vmm-access");
+    let out = run_program_with(&exe, &d.server(), &[]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    for line in [
+        "setup 0\n",
+        "access: none 0 0, read-write 0 3, read-only 0 1, mapped again 0 0\n",
+        "checks: unmapped 1, host 1, null 1\n",
+        "map array: empty 0, one 1, ptsz 1\n",
+    ] {
+        assert!(stdout.contains(line), "{line}: {stdout}");
+    }
+}
+
+/// The im2col tensor-map encoders and `cuTensorMapReplaceAddress`
+/// (tests/c/tensor_maps.c): their shape checks in the guest, and well-formed calls
+/// reaching the host (the double has no driver to encode with: not supported).
+#[test]
+#[ignore = "needs the linked guest library: run tests/run.sh"]
+fn im2col_tensor_maps_are_checked_then_encoded_by_the_host() {
+    let exe = build_c_program("tensor_maps", &["libcuda.so.1"]);
+    let d = Daemon::host_memory("tensor-maps");
+    let out = run_program_with(&exe, &d.server(), &[]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    let line = "setup 0, rank 2 1, rank 6 1, null map 1, im2col 801, wide 801, replace 801\n";
+    assert!(stdout.contains(line), "{stdout}");
+}
+
+/// `cuMemBatchDecompressAsync` (tests/c/decompress.c): the guest's and the host's
+/// checks, and a well-formed batch answered by the host (the double, like a GPU
+/// without a decompression engine, does not support it).
+#[test]
+#[ignore = "needs the linked guest library: run tests/run.sh"]
+fn batch_decompression_is_checked_then_answered_by_the_host() {
+    let exe = build_c_program("decompress", &["libcuda.so.1"]);
+    let d = Daemon::host_memory("decompress");
+    let out = run_program_with(&exe, &d.server(), &[]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    let line = "setup 0, batch 801 index none, ptsz 801, empty 1, flags 1, padding 1 index 1, \
+                outside 1\n";
+    assert!(stdout.contains(line), "{stdout}");
 }

@@ -221,6 +221,130 @@ pub struct TexObjectCreate {
     pub view: Option<ViewDesc>,
 }
 
+/// A texture or surface reference (`CUtexref`, `CUsurfref`): named by the host's
+/// session, never a host pointer.
+pub type TexRefId = u64;
+
+/// One setting of a texture reference, as one `cuTexRefSet*` call makes it.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub enum TexRefSetting {
+    /// `cuTexRefSetArray` (`flags` must be `CU_TRSA_OVERRIDE_FORMAT`, 1).
+    Array {
+        array: ArrayHandle,
+        flags: u32,
+    },
+    /// `cuTexRefSetMipmappedArray` (flags as above).
+    Mipmapped {
+        mipmap: MipmappedHandle,
+        flags: u32,
+    },
+    /// `cuTexRefSetAddress_v2`: `bytes` of linear memory; the reply's `offset` is the
+    /// byte offset the driver answers.
+    Address {
+        ptr: DevicePtr,
+        bytes: u64,
+    },
+    /// `cuTexRefSetAddress2D_v3`: pitched memory of `CUDA_ARRAY_DESCRIPTOR`'s shape.
+    Address2D {
+        ptr: DevicePtr,
+        format: u32,
+        channels: u32,
+        width: u64,
+        height: u64,
+        pitch: u64,
+    },
+    /// `cuTexRefSetFormat`.
+    Format {
+        format: u32,
+        channels: i32,
+    },
+    /// `cuTexRefSetAddressMode` of dimension `dim` (0 to 2).
+    AddressMode {
+        dim: i32,
+        mode: u32,
+    },
+    FilterMode(u32),
+    MipmapFilterMode(u32),
+    MipmapLevelBias(f32),
+    MipmapLevelClamp {
+        min: f32,
+        max: f32,
+    },
+    MaxAnisotropy(u32),
+    BorderColor([f32; 4]),
+    Flags(u32),
+    /// No change (the default of the request struct).
+    #[default]
+    Nothing,
+}
+
+/// What a texture reference is bound to, as the guest's `Get` calls answer it.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub enum TexRefBinding {
+    #[default]
+    None,
+    Linear(DevicePtr),
+    Array(ArrayHandle),
+    Mipmapped(MipmappedHandle),
+}
+
+/// A texture reference's settings (the guest keeps them for the `cuTexRefGet*` calls):
+/// those of a texture object, its format and channels, and its binding.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct TexRefState {
+    pub texture: TextureDesc,
+    pub format: u32,
+    pub channels: i32,
+    pub bound: TexRefBinding,
+}
+
+impl TexRefState {
+    /// The state after `setting` was made (by the driver, which checked it).
+    pub fn apply(&mut self, setting: &TexRefSetting) {
+        let t = &mut self.texture;
+        match *setting {
+            TexRefSetting::Array { array, .. } => self.bound = TexRefBinding::Array(array),
+            TexRefSetting::Mipmapped { mipmap, .. } => {
+                self.bound = TexRefBinding::Mipmapped(mipmap)
+            }
+            TexRefSetting::Address { ptr, .. } => self.bound = TexRefBinding::Linear(ptr),
+            TexRefSetting::Address2D {
+                ptr,
+                format,
+                channels,
+                ..
+            } => {
+                self.bound = TexRefBinding::Linear(ptr);
+                self.format = format;
+                self.channels = channels as i32;
+            }
+            TexRefSetting::Format { format, channels } => {
+                self.format = format;
+                self.channels = channels;
+            }
+            TexRefSetting::AddressMode { dim, mode } => {
+                if let Some(m) = usize::try_from(dim)
+                    .ok()
+                    .and_then(|d| t.address_mode.get_mut(d))
+                {
+                    *m = mode;
+                }
+            }
+            TexRefSetting::FilterMode(m) => t.filter_mode = m,
+            TexRefSetting::MipmapFilterMode(m) => t.mipmap_filter_mode = m,
+            TexRefSetting::MipmapLevelBias(b) => t.mipmap_level_bias = b,
+            TexRefSetting::MipmapLevelClamp { min, max } => {
+                t.min_mipmap_level_clamp = min;
+                t.max_mipmap_level_clamp = max;
+            }
+            TexRefSetting::MaxAnisotropy(a) => t.max_anisotropy = a,
+            TexRefSetting::BorderColor(c) => t.border_color = c,
+            TexRefSetting::Flags(f) => t.flags = f,
+            TexRefSetting::Nothing => {}
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -252,5 +376,34 @@ mod tests {
             ..desc
         };
         assert_eq!(huge.bytes(), None);
+    }
+
+    #[test]
+    fn a_texture_references_state_follows_its_settings() {
+        let mut s = TexRefState::default();
+        s.apply(&TexRefSetting::AddressMode { dim: 2, mode: 3 });
+        s.apply(&TexRefSetting::AddressMode { dim: 3, mode: 1 });
+        s.apply(&TexRefSetting::Format {
+            format: format::FLOAT,
+            channels: 2,
+        });
+        s.apply(&TexRefSetting::MipmapLevelClamp { min: 1.0, max: 4.0 });
+        s.apply(&TexRefSetting::Array {
+            array: ArrayHandle(5),
+            flags: 1,
+        });
+        assert_eq!(s.texture.address_mode, [0, 0, 3]);
+        assert_eq!((s.format, s.channels), (format::FLOAT, 2));
+        assert_eq!(s.texture.max_mipmap_level_clamp, 4.0);
+        assert_eq!(s.bound, TexRefBinding::Array(ArrayHandle(5)));
+        s.apply(&TexRefSetting::Address2D {
+            ptr: 0x1000,
+            format: format::FLOAT,
+            channels: 4,
+            width: 8,
+            height: 8,
+            pitch: 512,
+        });
+        assert_eq!((s.bound, s.channels), (TexRefBinding::Linear(0x1000), 4));
     }
 }

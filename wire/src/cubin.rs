@@ -48,6 +48,9 @@ pub const EM_CUDA: u16 = 190;
 pub const STO_CUDA_ENTRY: u8 = 0x10;
 /// Symbol type of device variables in relocatable (`-rdc`) cubins.
 pub const STT_CUDA_OBJECT: u8 = 13;
+/// Symbol types of texture and surface references (PTX `.texref`, `.surfref`).
+pub const STT_CUDA_TEXTURE: u8 = 10;
+pub const STT_CUDA_SURFACE: u8 = 12;
 /// `st_other` bit nvcc sets on a `__managed__` variable's symbol (measured: a
 /// `__device__` variable beside it has 0).
 pub const STO_CUDA_MANAGED: u8 = 4;
@@ -412,6 +415,21 @@ impl<'a> Cubin<'a> {
             total = total.saturating_add(size);
         }
         Ok(total)
+    }
+
+    /// Whether the cubin declares a texture reference (`surface` false: a symbol of
+    /// type 10, `STT_CUDA_TEXTURE`) or a surface reference (type 12,
+    /// `STT_CUDA_SURFACE`) named `name`: PTX's `.texref` / `.surfref`.
+    pub fn has_reference(&self, name: &str, surface: bool) -> bool {
+        let wanted = if surface {
+            STT_CUDA_SURFACE
+        } else {
+            STT_CUDA_TEXTURE
+        };
+        self.symbols.iter().any(|sym| {
+            sym.st_type() == wanted
+                && self.symbols.symbol_name(self.endian, sym).ok() == Some(name.as_bytes())
+        })
     }
 
     /// Size and initial contents of the device variable `name` (as the symbol table

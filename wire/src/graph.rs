@@ -147,6 +147,7 @@ pub mod node_type {
     pub const EVENT_RECORD: u32 = 7;
     pub const MEM_ALLOC: u32 = 10;
     pub const MEM_FREE: u32 = 11;
+    pub const BATCH_MEM_OP: u32 = 12;
     pub const CONDITIONAL: u32 = 13;
 }
 

@@ -27,14 +27,15 @@ use thiserror::Error;
 
 pub use crate::array::{
     ArrayCreate, ArrayHandle, ArrayMade, Copy3D, LevelMade, MipmappedArrayCreate, MipmappedHandle,
-    MipmappedMade, TexObjectCreate,
+    MipmappedMade, TexObjectCreate, TexRefId, TexRefSetting, TexRefState,
 };
 pub use crate::device::{DeviceProperties, GpuStatus, GuestProcess};
 pub use crate::driver::{
     AllocationHandle, AllocationProp, Granularity, Link, Linked, MemAddressFree, MemAddressReserve,
-    MemCreate, MemCreated, MemGetAllocationGranularity, MemGetAllocationProperties, MemMap,
-    MemRelease, MemRetainAllocationHandle, MemSetAccess, MemUnmap, MemsetElements, Reserved,
-    StreamWaitValue, StreamWriteValue32, StreamWriteValue64, TensorMapEncodeTiled,
+    MemBatchDecompress, MemCreate, MemCreated, MemGetAllocationGranularity,
+    MemGetAllocationProperties, MemMap, MemRelease, MemRetainAllocationHandle, MemSetAccess,
+    MemUnmap, MemsetElements, Reserved, StreamBatchMemOp, StreamWaitValue, StreamWriteValue32,
+    StreamWriteValue64, TensorMapEncodeIm2col, TensorMapEncodeTiled, TensorMapReplaceAddress,
 };
 pub use crate::graph::{
     CaptureGraph, ConditionalNodeMade, DotText, EdgeData, EdgeList, ExecUpdateResult,

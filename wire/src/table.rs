@@ -150,6 +150,23 @@ macro_rules! op_lines {
                 0x0228 SurfObjectCreate => surf_object_create(SurfObjectCreate { array: ArrayHandle })
                     -> SurfObject { surf: u64 }, Sync;
                 0x0229 SurfObjectDestroy => surf_object_destroy(SurfObjectDestroy { surf: u64 }) -> (), Sync;
+                /// Texture and surface references (the driver's deprecated API): a
+                /// module's by name, or one of the guest's own; named by the session.
+                /// The reply's state is the reference's settings as the driver has them.
+                0x022A ModuleGetTexRef => module_get_tex_ref(ModuleGetTexRef { module: ModuleHandle, name: String })
+                    -> TexRefMade { texref: TexRefId, state: TexRefState }, Sync;
+                0x022B TexRefCreate => tex_ref_create(TexRefCreate {}) -> TexRefMade, Sync;
+                0x022C TexRefDestroy => tex_ref_destroy(TexRefDestroy { texref: TexRefId }) -> (), Sync;
+                /// One `cuTexRefSet*` call; `offset` is `cuTexRefSetAddress`'s answer.
+                0x022D TexRefSet => tex_ref_set(TexRefSet { texref: TexRefId, setting: TexRefSetting })
+                    -> TexRefSetReply { offset: u64 }, Sync;
+                0x022E ModuleGetSurfRef => module_get_surf_ref(ModuleGetSurfRef { module: ModuleHandle, name: String })
+                    -> SurfRefMade { surfref: TexRefId }, Sync;
+                0x022F SurfRefSetArray => surf_ref_set_array(SurfRefSetArray { surfref: TexRefId, array: ArrayHandle, flags: u32 })
+                    -> (), Sync;
+                /// `cuParamSetTexRef`: `texunit` must be `CU_PARAM_TR_DEFAULT` (-1).
+                0x0230 ParamSetTexRef => param_set_tex_ref(ParamSetTexRef { function: FunctionHandle, texunit: i32, texref: TexRefId })
+                    -> (), Sync;
             }
 
             /// Copies and memsets (the driver's element memsets too).
@@ -272,6 +289,10 @@ macro_rules! op_lines {
                     -> FunctionList { functions: Vec<(String, FunctionInfo)> }, Sync;
                 0x090C Link => link(Link) -> Linked, Sync;
                 0x090D TensorMapEncodeTiled => tensor_map_encode_tiled(TensorMapEncodeTiled) -> (), Sync;
+                /// The im2col encodings (plain and wide) and a map's new address: the
+                /// host's driver computes them; the reply's data is the 128-byte map.
+                0x0914 TensorMapEncodeIm2col => tensor_map_encode_im2col(TensorMapEncodeIm2col) -> (), Sync;
+                0x0915 TensorMapReplaceAddress => tensor_map_replace_address(TensorMapReplaceAddress) -> (), Sync;
             }
 
             /// Streams and events.
@@ -286,6 +307,14 @@ macro_rules! op_lines {
                 0x0901 StreamWriteValue32 => stream_write_value32(StreamWriteValue32) -> (), Async;
                 0x090E StreamWriteValue64 => stream_write_value64(StreamWriteValue64) -> (), Async;
                 0x090F StreamWaitValue => stream_wait_value(StreamWaitValue) -> (), Async;
+                /// `cuStreamBatchMemOp`: waits and writes of words (checked as the single
+                /// ones are), flushes and barriers, in the stream's order.
+                0x0912 StreamBatchMemOp => stream_batch_mem_op(StreamBatchMemOp) -> (), Async;
+                /// `cuMemBatchDecompressAsync`, waited for: the driver's answer (a
+                /// `CUresult`) and the index of the operation an error is about
+                /// (`u64::MAX`: none, or the batch's).
+                0x0916 MemBatchDecompress => mem_batch_decompress(MemBatchDecompress)
+                    -> DecompressAnswer { status: u32, error_index: u64 }, Sync;
                 /// A stream attribute (`cudaStreamAttrID`: the launch attributes'
                 /// numbers) and its value, the 64 bytes of `cudaStreamAttrValue`.
                 0x0405 StreamSetAttribute => stream_set_attribute(StreamSetAttribute { stream: StreamHandle, attr: u32, value: Vec<u8> })
@@ -492,6 +521,10 @@ macro_rules! op_lines {
                 /// one's (`cuMemImportFromShareableHandle`), charged to its exporter.
                 0x0911 MemImportShareable => mem_import_shareable(MemImportShareable { token: [u8; 16], handle_type: u32 })
                     -> MemCreated, Sync;
+                /// `cuMemGetAccess`: the `CUmemAccess_flags` a device (`location_id`, a
+                /// `CU_MEM_LOCATION_TYPE_DEVICE` location) has to the mapped memory at `ptr`.
+                0x0913 MemGetAccess => mem_get_access(MemGetAccess { ptr: DevicePtr, location_type: u32, location_id: i32 })
+                    -> AccessFlags { flags: u64 }, Sync;
             }
         }
     };

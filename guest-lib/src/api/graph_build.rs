@@ -273,6 +273,11 @@ pub(crate) enum Kept {
     Host(usize),
     MemAlloc(MemAllocNodeParams),
     MemFree(*mut c_void),
+    /// A driver batch node: its parameters, `param_array` pointing at `_ops`.
+    DriverBatchMemOp {
+        params: crate::driver::stream::BatchMemOpNodeParams,
+        _ops: Box<[crate::driver::stream::RawMemOp]>,
+    },
 }
 
 /// Copies of a kernel's packed arguments, and a pointer to each parameter's bytes (a

@@ -1,6 +1,7 @@
 //! The driver's graph-building calls whose parameters differ from the runtime's:
 //! kernel nodes (a `CUfunction` or library kernel, not a host function), copies
-//! (`CUDA_MEMCPY3D`) and the generic `cuGraphAddNode`. Each is made the runtime's way
+//! (`CUDA_MEMCPY3D`) and the generic `cuGraphAddNode` (batch memory operation nodes are
+//! in `stream.rs`). Each is made the runtime's way
 //! (see `api::graph_build`): the node's work on a stream capturing into the graph.
 
 use vmcuda_wire::graph::node_type;
@@ -206,6 +207,9 @@ unsafe fn add_by_type(
         match ty {
             node_type::KERNEL => add_kernel(graph, &deps, at(16).cast()),
             node_type::MEMCPY => add_memcpy(graph, &deps, &caller::read(at(32).cast())?),
+            node_type::BATCH_MEM_OP => {
+                super::stream::add_batch_node(graph, &deps, &caller::read(at(16).cast())?)
+            }
             _ => graph_build::add_by_type(graph, deps, params),
         }
     }
@@ -247,6 +251,9 @@ unsafe fn set_by_type(
         match ty {
             node_type::KERNEL => set_kernel(exec, node, at(16).cast()),
             node_type::MEMCPY => set_memcpy(exec, node, caller::read(at(32).cast())?),
+            node_type::BATCH_MEM_OP => {
+                super::stream::set_batch_node(exec, node, &caller::read(at(16).cast())?)
+            }
             _ => graph_build::set_by_type(exec, node, params),
         }
     }

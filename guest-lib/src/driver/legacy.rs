@@ -207,6 +207,10 @@ successors! {
         => super::stream::cuStreamWaitValue64_v2(stream, addr, value, flags);
     cuStreamWaitValue64_ptsz(stream: RawHandle, addr: u64, value: u64, flags: u32)
         => twins::cuStreamWaitValue64_v2_ptsz(stream, addr, value, flags);
+    cuStreamBatchMemOp(stream: RawHandle, count: u32, params: *const super::stream::RawMemOp, flags: u32)
+        => super::stream::cuStreamBatchMemOp_v2(stream, count, params, flags);
+    cuStreamBatchMemOp_ptsz(stream: RawHandle, count: u32, params: *const super::stream::RawMemOp, flags: u32)
+        => twins::cuStreamBatchMemOp_v2_ptsz(stream, count, params, flags);
     cuGetProcAddress(symbol: *const c_char, pfn: *mut *mut c_void, version: i32, flags: u64)
         => super::proc_address::cuGetProcAddress_v2(symbol, pfn, version, flags, std::ptr::null_mut());
     cuStreamBeginCapture(stream: RawHandle) => twins::cuStreamBeginCapture_v2(stream, CAPTURE_MODE_GLOBAL);
@@ -638,5 +642,9 @@ pub const PER_THREAD_NAMES: &[(&str, *const ())] = &[
     (
         "cuStreamWaitValue64_ptsz",
         cuStreamWaitValue64_ptsz as *const (),
+    ),
+    (
+        "cuStreamBatchMemOp_ptsz",
+        cuStreamBatchMemOp_ptsz as *const (),
     ),
 ];

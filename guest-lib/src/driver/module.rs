@@ -130,7 +130,7 @@ pub(super) fn module_handle(m: *mut c_void) -> Result<ModuleHandle> {
         .ok_or_else(|| stale("module", &STALE_MODULE))
 }
 
-fn function(f: *mut c_void) -> Result<(FunctionHandle, Vec<ParamInfo>)> {
+pub(super) fn function(f: *mut c_void) -> Result<(FunctionHandle, Vec<ParamInfo>)> {
     let found = modules()
         .functions
         .get(&(f as u64))

@@ -17,6 +17,7 @@ use super::memory::*;
 use super::module::*;
 use super::result::CUresult;
 use super::stream::*;
+use super::vmm::cuMemMapArrayAsync;
 use super::{check_initialized, export, via_runtime};
 use crate::api::array as rt_array;
 use crate::api::graph_build as rt_build;
@@ -466,6 +467,11 @@ ptsz! {
     cuStreamWriteValue64_v2_ptsz => cuStreamWriteValue64_v2(stream: RawHandle, addr: u64, value: u64, flags: u32) [stream];
     cuStreamWaitValue32_v2_ptsz => cuStreamWaitValue32_v2(stream: RawHandle, addr: u64, value: u32, flags: u32) [stream];
     cuStreamWaitValue64_v2_ptsz => cuStreamWaitValue64_v2(stream: RawHandle, addr: u64, value: u64, flags: u32) [stream];
+    cuMemMapArrayAsync_ptsz => cuMemMapArrayAsync(list: *mut c_void, count: u32, stream: RawHandle) [stream];
+    cuMemBatchDecompressAsync_ptsz => cuMemBatchDecompressAsync(
+        params: *const DecompressParamsC, count: usize, flags: u32, error_index: *mut usize, stream: RawHandle) [stream];
+    cuStreamBatchMemOp_v2_ptsz => cuStreamBatchMemOp_v2(
+        stream: RawHandle, count: u32, params: *const RawMemOp, flags: u32) [stream];
     cuLaunchKernel_ptsz => cuLaunchKernel(
         f: *mut c_void, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32,
         shared_mem: u32, stream: RawHandle, args: *const *const u8, extra: *const *const c_void) [stream];

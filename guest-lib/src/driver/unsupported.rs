@@ -5,7 +5,7 @@
 //! its index in that list to [`cu_not_supported`], which says once per function, on
 //! stderr, which function it is, and answers `CUDA_ERROR_NOT_SUPPORTED`. The families
 //! that do not cross the VM boundary (graphics interop, NvSci, external memory and
-//! semaphores, the debugger, multicast, green contexts, checkpointing:
+//! semaphores, the debugger, multicast, green contexts, checkpointing, dma-buf export:
 //! guest-lib/exports/libcuda-families.txt) say why; the rest are not implemented yet,
 //! and guest-lib/exports/libcuda-stubs.txt lists them (CI checks the list against the
 //! built library, so it can only shrink).
@@ -81,6 +81,10 @@ fn reason(name: &str) -> &'static str {
         Some("checkpoint") => {
             "checkpoints a process on its own driver; a guest's GPU state lives in its host \
              worker, which the host checkpoints"
+        }
+        Some("dmabuf") => {
+            "exports device memory as a dma-buf file descriptor of the host's kernel, which \
+             cannot cross the VM boundary"
         }
         _ => "is not implemented by vmcuda yet",
     }

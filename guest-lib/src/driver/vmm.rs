@@ -167,6 +167,52 @@ export! {
 }
 
 export! {
+    /// Sparse arrays' tiles mapped to physical memory. No array of vmcuda's is sparse:
+    /// the host refuses `CUDA_ARRAY3D_SPARSE` and `_DEFERRED_MAPPING` when an array is
+    /// made, so every entry names an array the driver cannot map into, and the batch
+    /// is refused (`CUDA_ERROR_INVALID_VALUE`) as the driver refuses one for an array
+    /// made without those flags; an empty batch maps nothing.
+    fn cuMemMapArrayAsync(list: *mut c_void, count: u32, stream: crate::api::RawHandle) {
+        check_initialized()?;
+        let _ = stream;
+        if count == 0 {
+            return Ok(());
+        }
+        if list.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        Err(CudaStatus::ErrorInvalidValue)
+    }
+}
+
+/// `CUmemLocation`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct LocationC {
+    pub location_type: u32,
+    pub location_id: i32,
+}
+
+export! {
+    /// The access a device has to mapped memory (0 before `cuMemSetAccess` gave any).
+    fn cuMemGetAccess(flags: *mut u64, location: *const LocationC, ptr: u64) {
+        check_initialized()?;
+        if flags.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        // SAFETY: by cuMemGetAccess's contract `location` is NULL or readable.
+        let l = unsafe { caller::read(location) }?;
+        let reply = call(&vmcuda_wire::op::MemGetAccess {
+            ptr,
+            location_type: l.location_type,
+            location_id: l.location_id,
+        })?;
+        // SAFETY: by its contract `flags` is writable (checked not NULL above).
+        unsafe { caller::write(flags, reply.flags) }
+    }
+}
+
+export! {
     fn cuMemGetAllocationGranularity(granularity: *mut usize, prop: *const AllocationPropC, option: u32) {
         check_initialized()?;
         // SAFETY: by cuMemGetAllocationGranularity's contract `prop` is NULL or readable.

@@ -6,10 +6,10 @@
 //! the guest, checks every copy's extent against both sides, and hands over places
 //! it has checked ([`Place`]). Texture and surface objects are the driver's values.
 
-use vmcuda_wire::array::{ArrayDesc, TextureDesc, ViewDesc};
+use vmcuda_wire::array::{ArrayDesc, TexRefSetting, TexRefState, TextureDesc, ViewDesc};
 use vmcuda_wire::op::DevicePtr;
 
-use super::{ExecResult, ExecStream};
+use super::{ExecFunction, ExecModule, ExecResult, ExecStream};
 
 pub type ExecArray = u64;
 pub type ExecMipmap = u64;
@@ -96,4 +96,49 @@ pub trait ArrayExec {
     fn tex_destroy(&mut self, tex: u64) -> ExecResult<()>;
     fn surf_create(&mut self, array: ExecArray) -> ExecResult<u64>;
     fn surf_destroy(&mut self, surf: u64) -> ExecResult<()>;
+    /// A module's texture reference (`cuModuleGetTexRef`) and its settings.
+    fn module_tex_ref(
+        &mut self,
+        module: ExecModule,
+        name: &str,
+    ) -> ExecResult<(ExecTexRef, TexRefState)>;
+    /// A module's surface reference (`cuModuleGetSurfRef`).
+    fn module_surf_ref(&mut self, module: ExecModule, name: &str) -> ExecResult<ExecTexRef>;
+    /// A texture reference of the guest's own (`cuTexRefCreate`) and its settings.
+    fn tex_ref_create(&mut self) -> ExecResult<(ExecTexRef, TexRefState)>;
+    /// One made by `tex_ref_create` (never a module's).
+    fn tex_ref_destroy(&mut self, texref: ExecTexRef) -> ExecResult<()>;
+    /// One `cuTexRefSet*` call; its answer is `cuTexRefSetAddress`'s byte offset (0
+    /// for the rest).
+    fn tex_ref_set(&mut self, texref: ExecTexRef, setting: ExecTexRefSetting) -> ExecResult<u64>;
+    fn surf_ref_set_array(
+        &mut self,
+        surfref: ExecTexRef,
+        array: ExecArray,
+        flags: u32,
+    ) -> ExecResult<()>;
+    /// `cuParamSetTexRef` (`texunit` checked: `CU_PARAM_TR_DEFAULT`).
+    fn param_set_tex_ref(
+        &mut self,
+        function: ExecFunction,
+        texunit: i32,
+        texref: ExecTexRef,
+    ) -> ExecResult<()>;
+}
+
+/// A texture or surface reference of the executor's.
+pub type ExecTexRef = u64;
+
+/// A texture reference's setting, its memory checked by the session.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ExecTexRefSetting {
+    /// Bound to an array, a mipmapped array (`flags`: `CU_TRSA_*`), linear memory
+    /// (`cuTexRefSetAddress`; its format and channels unused) or pitched memory
+    /// (`cuTexRefSetAddress2D`).
+    Bind {
+        resource: ExecTexResource,
+        flags: u32,
+    },
+    /// Any setting that names no memory (never one of the binding ones).
+    Other(TexRefSetting),
 }

@@ -9,8 +9,12 @@
 
 use std::os::fd::OwnedFd;
 
-use vmcuda_wire::driver::{AccessDesc, AllocationProp, Linked, TensorMapEncodeTiled};
+use vmcuda_wire::driver::{
+    AccessDesc, AllocationProp, DecompressOp, Linked, MemOp, TensorMapEncodeIm2col,
+    TensorMapEncodeTiled, TENSOR_MAP_LEN,
+};
 use vmcuda_wire::op::DevicePtr;
+use vmcuda_wire::CudaStatus;
 
 use super::{ExecResult, ExecStream};
 
@@ -60,6 +64,16 @@ pub trait Driver {
         width: u8,
         flags: u32,
     ) -> ExecResult<()>;
+    /// `ops` (each checked: words in the guest's memory, aligned, valid flags) in
+    /// `stream`'s order (`cuStreamBatchMemOp_v2`).
+    fn stream_batch_mem_op(&mut self, stream: ExecStream, ops: &[MemOp]) -> ExecResult<()>;
+    /// `cuMemBatchDecompressAsync` of checked operations in `stream`'s order: the
+    /// driver's answer and its error index (`u64::MAX` for none).
+    fn mem_batch_decompress(
+        &mut self,
+        stream: ExecStream,
+        ops: &[DecompressOp],
+    ) -> ExecResult<(CudaStatus, u64)>;
     fn mem_address_reserve(
         &mut self,
         size: u64,
@@ -80,6 +94,8 @@ pub trait Driver {
     fn mem_unmap(&mut self, ptr: DevicePtr, size: u64) -> ExecResult<()>;
     fn mem_set_access(&mut self, ptr: DevicePtr, size: u64, descs: &[AccessDesc])
         -> ExecResult<()>;
+    /// The access flags device `location_id` has to the mapped byte at `ptr`.
+    fn mem_get_access(&mut self, ptr: DevicePtr, location_id: i32) -> ExecResult<u64>;
     fn mem_allocation_granularity(&mut self, prop: &AllocationProp, option: u32)
         -> ExecResult<u64>;
     /// A POSIX descriptor another process's driver imports the allocation by
@@ -96,4 +112,12 @@ pub trait Driver {
         options: &[(u32, u32)],
     ) -> ExecResult<(Vec<u8>, Linked)>;
     fn tensor_map_encode_tiled(&mut self, req: &TensorMapEncodeTiled) -> ExecResult<Vec<u8>>;
+    /// `cuTensorMapEncodeIm2col(Wide)` (the shape checked by the session).
+    fn tensor_map_encode_im2col(&mut self, req: &TensorMapEncodeIm2col) -> ExecResult<Vec<u8>>;
+    /// `cuTensorMapReplaceAddress` on a copy of `map`.
+    fn tensor_map_replace_address(
+        &mut self,
+        map: &[u8; TENSOR_MAP_LEN],
+        global_address: DevicePtr,
+    ) -> ExecResult<Vec<u8>>;
 }

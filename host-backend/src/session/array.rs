@@ -21,7 +21,9 @@ use vmcuda_wire::frame::MAX_DATA_LEN;
 use vmcuda_wire::op::*;
 use vmcuda_wire::CudaStatus;
 
-use crate::executor::array::{ExecArray, ExecMipmap, ExecTexResource, Extent3, Place};
+use crate::executor::array::{
+    ExecArray, ExecMipmap, ExecTexRef, ExecTexRefSetting, ExecTexResource, Extent3, Place,
+};
 
 use super::{nothing, Session};
 
@@ -48,7 +50,23 @@ pub(super) struct ArrayTables {
     /// Texture and surface objects, and the device each was made on.
     textures: HashMap<u64, i32>,
     surfaces: HashMap<u64, i32>,
+    /// Texture and surface references, named here, and the guest's name of each of
+    /// the executor's (a module's reference asked for twice is one).
+    references: HashMap<TexRefId, RefEntry>,
+    reference_ids: HashMap<ExecTexRef, TexRefId>,
 }
+
+struct RefEntry {
+    exec: ExecTexRef,
+    surface: bool,
+    /// Made by `cuTexRefCreate` (the guest's to destroy), not a module's.
+    own: bool,
+}
+
+/// `CU_TRSA_OVERRIDE_FORMAT`, the one flag `cuTexRefSetArray` and
+/// `cuSurfRefSetArray` take... and `CU_PARAM_TR_DEFAULT`, `cuParamSetTexRef`'s unit.
+const TRSA_OVERRIDE_FORMAT: u32 = 1;
+const PARAM_TR_DEFAULT: i32 = -1;
 
 /// Arrays are padded by the driver: charged in 64 KiB steps.
 const ARRAY_GRANULE: u64 = 64 << 10;
@@ -89,7 +107,11 @@ impl Session {
 
     fn count_objects(&mut self) -> Result<(), CudaStatus> {
         let t = &self.array_tables;
-        let have = t.arrays.len() + t.mipmaps.len() + t.textures.len() + t.surfaces.len();
+        let have = t.arrays.len()
+            + t.mipmaps.len()
+            + t.textures.len()
+            + t.surfaces.len()
+            + t.references.len();
         self.accounts
             .check_count("array or texture", have, self.grant.max_streams)
     }
@@ -259,6 +281,122 @@ impl Session {
         }
     }
 
+    /// The guest's name of one of the executor's references, made on first sight.
+    fn name_reference(
+        &mut self,
+        exec: ExecTexRef,
+        surface: bool,
+        own: bool,
+    ) -> Result<TexRefId, CudaStatus> {
+        if let Some(&id) = self.array_tables.reference_ids.get(&exec) {
+            return Ok(id);
+        }
+        self.count_objects()?;
+        let id = self.handles.fresh();
+        self.array_tables.reference_ids.insert(exec, id);
+        self.array_tables
+            .references
+            .insert(id, RefEntry { exec, surface, own });
+        Ok(id)
+    }
+
+    fn reference(&self, id: TexRefId, surface: bool) -> Result<&RefEntry, CudaStatus> {
+        match self.array_tables.references.get(&id) {
+            Some(r) if r.surface == surface => Ok(r),
+            _ => Err(refuse(self, "an unknown texture or surface reference")),
+        }
+    }
+
+    /// A texture reference's setting checked: known formats, modes and flags, and the
+    /// memory it binds the guest's own (the whole range, an array or mipmapped array
+    /// of its).
+    fn checked_setting(&self, setting: TexRefSetting) -> Result<ExecTexRefSetting, CudaStatus> {
+        let element = |format: u32, channels: u32| match (format::channel_bytes(format), channels) {
+            (Some(b), 1 | 2 | 4) => Ok(b * u64::from(channels)),
+            _ => Err(refuse(self, "a texture reference's format")),
+        };
+        let bind = |resource, flags| Ok(ExecTexRefSetting::Bind { resource, flags });
+        match setting {
+            TexRefSetting::Array { array, flags } => {
+                if flags != TRSA_OVERRIDE_FORMAT {
+                    return Err(refuse(self, "cuTexRefSetArray's flags"));
+                }
+                bind(ExecTexResource::Array(self.array_entry(array)?.exec), flags)
+            }
+            TexRefSetting::Mipmapped { mipmap, flags } => {
+                if flags != TRSA_OVERRIDE_FORMAT {
+                    return Err(refuse(self, "cuTexRefSetMipmappedArray's flags"));
+                }
+                let m = self
+                    .array_tables
+                    .mipmaps
+                    .get(&mipmap)
+                    .ok_or_else(|| refuse(self, "an unknown mipmapped array"))?;
+                bind(ExecTexResource::Mipmapped(m.exec), flags)
+            }
+            TexRefSetting::Address { ptr, bytes } => {
+                self.check_range(ptr, bytes)?;
+                let resource = ExecTexResource::Linear {
+                    ptr,
+                    format: 0,
+                    channels: 0,
+                    bytes,
+                };
+                bind(resource, 0)
+            }
+            TexRefSetting::Address2D {
+                ptr,
+                format,
+                channels,
+                width,
+                height,
+                pitch,
+            } => {
+                let row = width
+                    .checked_mul(element(format, channels)?)
+                    .filter(|&row| row <= pitch)
+                    .ok_or_else(|| refuse(self, "a pitched texture reference's rows"))?;
+                self.check_pitched(ptr, pitch, row, height)?;
+                let resource = ExecTexResource::Pitch2D {
+                    ptr,
+                    format,
+                    channels,
+                    width,
+                    height,
+                    pitch,
+                };
+                bind(resource, 0)
+            }
+            TexRefSetting::Format { format, channels } => {
+                element(format, u32::try_from(channels).unwrap_or(0))?;
+                Ok(ExecTexRefSetting::Other(setting))
+            }
+            TexRefSetting::AddressMode { dim, mode } => {
+                if !(0..3).contains(&dim) || mode > LAST_ADDRESS_MODE {
+                    return Err(refuse(self, "a texture reference's address mode"));
+                }
+                Ok(ExecTexRefSetting::Other(setting))
+            }
+            TexRefSetting::FilterMode(m) | TexRefSetting::MipmapFilterMode(m) => {
+                if m > LAST_FILTER_MODE {
+                    return Err(refuse(self, "a texture reference's filter mode"));
+                }
+                Ok(ExecTexRefSetting::Other(setting))
+            }
+            TexRefSetting::Flags(f) => {
+                if f & !TEXTURE_FLAGS != 0 {
+                    return Err(refuse(self, "a texture reference's flags"));
+                }
+                Ok(ExecTexRefSetting::Other(setting))
+            }
+            TexRefSetting::MipmapLevelBias(_)
+            | TexRefSetting::MipmapLevelClamp { .. }
+            | TexRefSetting::MaxAnisotropy(_)
+            | TexRefSetting::BorderColor(_)
+            | TexRefSetting::Nothing => Ok(ExecTexRefSetting::Other(setting)),
+        }
+    }
+
     /// Destroy every texture, surface and array, refunding them (the session ends).
     pub(super) fn arrays_drop_all(&mut self) {
         let tables = std::mem::take(&mut self.array_tables);
@@ -267,6 +405,11 @@ impl Session {
         }
         for (surf, _) in tables.surfaces {
             let _ = self.exec.surf_destroy(surf);
+        }
+        for (_, r) in tables.references {
+            if r.own {
+                let _ = self.exec.tex_ref_destroy(r.exec);
+            }
         }
         for (_, a) in tables.arrays {
             if a.owner.is_none() {
@@ -529,6 +672,107 @@ impl ArrayOps for Session {
             return Err(refuse(self, "an unknown surface object"));
         }
         self.exec.surf_destroy(req.surf)?;
+        nothing()
+    }
+
+    fn module_get_tex_ref(
+        &mut self,
+        _: &CallContext,
+        req: ModuleGetTexRef,
+        _: &[u8],
+    ) -> HandlerResult<TexRefMade> {
+        let m = self.handles.module(req.module)?;
+        let (exec, state) = self.exec.module_tex_ref(m, &req.name)?;
+        let texref = self.name_reference(exec, false, false)?;
+        Ok((TexRefMade { texref, state }, Vec::new()))
+    }
+
+    fn tex_ref_create(
+        &mut self,
+        _: &CallContext,
+        _: TexRefCreate,
+        _: &[u8],
+    ) -> HandlerResult<TexRefMade> {
+        self.count_objects()?;
+        let (exec, state) = self.exec.tex_ref_create()?;
+        let texref = match self.name_reference(exec, false, true) {
+            Ok(id) => id,
+            Err(e) => {
+                let _ = self.exec.tex_ref_destroy(exec);
+                return Err(e);
+            }
+        };
+        Ok((TexRefMade { texref, state }, Vec::new()))
+    }
+
+    fn tex_ref_destroy(
+        &mut self,
+        _: &CallContext,
+        req: TexRefDestroy,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        let r = self.reference(req.texref, false)?;
+        if !r.own {
+            return Err(refuse(self, "destroying a module's texture reference"));
+        }
+        let exec = r.exec;
+        self.array_tables.references.remove(&req.texref);
+        self.array_tables.reference_ids.remove(&exec);
+        self.exec.tex_ref_destroy(exec)?;
+        nothing()
+    }
+
+    fn tex_ref_set(
+        &mut self,
+        _: &CallContext,
+        req: TexRefSet,
+        _: &[u8],
+    ) -> HandlerResult<TexRefSetReply> {
+        let exec = self.reference(req.texref, false)?.exec;
+        let setting = self.checked_setting(req.setting)?;
+        let offset = self.exec.tex_ref_set(exec, setting)?;
+        Ok((TexRefSetReply { offset }, Vec::new()))
+    }
+
+    fn module_get_surf_ref(
+        &mut self,
+        _: &CallContext,
+        req: ModuleGetSurfRef,
+        _: &[u8],
+    ) -> HandlerResult<SurfRefMade> {
+        let m = self.handles.module(req.module)?;
+        let exec = self.exec.module_surf_ref(m, &req.name)?;
+        let surfref = self.name_reference(exec, true, false)?;
+        Ok((SurfRefMade { surfref }, Vec::new()))
+    }
+
+    fn surf_ref_set_array(
+        &mut self,
+        _: &CallContext,
+        req: SurfRefSetArray,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        let exec = self.reference(req.surfref, true)?.exec;
+        let array = self.array_entry(req.array)?.exec;
+        if req.flags != 0 {
+            return Err(refuse(self, "cuSurfRefSetArray's flags"));
+        }
+        self.exec.surf_ref_set_array(exec, array, req.flags)?;
+        nothing()
+    }
+
+    fn param_set_tex_ref(
+        &mut self,
+        _: &CallContext,
+        req: ParamSetTexRef,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        let function = self.handles.function(req.function)?;
+        let exec = self.reference(req.texref, false)?.exec;
+        if req.texunit != PARAM_TR_DEFAULT {
+            return Err(refuse(self, "cuParamSetTexRef's unit"));
+        }
+        self.exec.param_set_tex_ref(function, req.texunit, exec)?;
         nothing()
     }
 }

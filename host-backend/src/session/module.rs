@@ -434,4 +434,34 @@ impl ModuleOps for Session {
         }
         Ok(((), self.exec.tensor_map_encode_tiled(&req)?))
     }
+
+    fn tensor_map_encode_im2col(
+        &mut self,
+        _: &CallContext,
+        req: TensorMapEncodeIm2col,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        if !req.shape_is_valid() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        Ok(((), self.exec.tensor_map_encode_im2col(&req)?))
+    }
+
+    fn tensor_map_replace_address(
+        &mut self,
+        _: &CallContext,
+        req: TensorMapReplaceAddress,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        let map: &[u8; vmcuda_wire::driver::TENSOR_MAP_LEN] = req
+            .map
+            .as_slice()
+            .try_into()
+            .map_err(|_| CudaStatus::ErrorInvalidValue)?;
+        Ok((
+            (),
+            self.exec
+                .tensor_map_replace_address(map, req.global_address)?,
+        ))
+    }
 }

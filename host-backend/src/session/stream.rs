@@ -294,4 +294,61 @@ impl StreamOps for Session {
             .stream_wait_value(stream, req.addr, req.value, req.width, req.flags)?;
         nothing()
     }
+
+    /// Every buffer of every decompression inside the guest's memory, with its size
+    /// (the output's too: the driver takes it as a hint only, so a guest that names
+    /// none is refused rather than trusted), and the batch bounded.
+    fn mem_batch_decompress(
+        &mut self,
+        _: &CallContext,
+        req: MemBatchDecompress,
+        _: &[u8],
+    ) -> HandlerResult<DecompressAnswer> {
+        let stream = self.handles.stream(req.stream)?;
+        if req.flags != 0
+            || req.ops.is_empty()
+            || req.ops.len() > vmcuda_wire::driver::MAX_DECOMPRESS_OPS
+        {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        for op in &req.ops {
+            if op.src_bytes == 0 || op.dst_bytes == 0 {
+                return Err(CudaStatus::ErrorInvalidValue);
+            }
+            self.check_range(op.src, op.src_bytes)?;
+            self.check_range(op.dst, op.dst_bytes)?;
+            self.check_range(op.dst_act_bytes, 4)?;
+        }
+        let (status, error_index) = self.exec.mem_batch_decompress(stream, &req.ops)?;
+        Ok((
+            DecompressAnswer {
+                status: status.0,
+                error_index,
+            },
+            Vec::new(),
+        ))
+    }
+
+    /// Every operation checked as its single call is (words inside the guest's memory,
+    /// aligned, with valid flags), and the batch's size bounded, before any reaches
+    /// the executor.
+    fn stream_batch_mem_op(
+        &mut self,
+        _: &CallContext,
+        req: StreamBatchMemOp,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        let stream = self.handles.stream(req.stream)?;
+        if req.flags != 0
+            || req.ops.len() > vmcuda_wire::driver::mem_op::MAX_COUNT
+            || !req.ops.iter().all(vmcuda_wire::driver::MemOp::is_valid)
+        {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        for (addr, len) in req.ops.iter().filter_map(vmcuda_wire::driver::MemOp::word) {
+            self.check_range(addr, len)?;
+        }
+        self.exec.stream_batch_mem_op(stream, &req.ops)?;
+        nothing()
+    }
 }

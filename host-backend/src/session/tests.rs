@@ -490,3 +490,134 @@ fn host_memory_physical_allocations_are_refused_after_their_granularity_is_answe
     let refused = s.mem_get_allocation_granularity(&CTX, asked, &[]).err();
     assert_eq!(refused, Some(CudaStatus::ErrorInvalidValue));
 }
+
+/// A batch of stream memory operations runs in order (a write, then a wait that sees
+/// it), and is refused whole, before anything runs, when one operation leaves the
+/// guest's memory, is misaligned or malformed, or the batch is too long.
+#[test]
+fn a_batch_of_stream_memory_operations_is_checked_whole_then_run_in_order() {
+    use vmcuda_wire::driver::{mem_op, wait_value, MemOp, StreamBatchMemOp};
+    let mut s = session(None);
+    let p = s
+        .mem_alloc(&CTX, MemAlloc { size: 4096 }, &[])
+        .unwrap()
+        .0
+        .ptr;
+    let mut batch = |ops: Vec<MemOp>| {
+        let req = StreamBatchMemOp {
+            stream: StreamHandle::LEGACY,
+            ops,
+            flags: 0,
+        };
+        s.stream_batch_mem_op(&CTX, req, &[]).map(|_| ())
+    };
+    let write = |addr, value, width| MemOp::WriteValue {
+        addr,
+        value,
+        width,
+        flags: 0,
+    };
+    let wait = |addr, value, width| MemOp::WaitValue {
+        addr,
+        value,
+        width,
+        flags: wait_value::EQ,
+    };
+    assert_eq!(
+        batch(vec![
+            write(p, 7, 4),
+            write(p + 8, 1 << 40, 8),
+            MemOp::Barrier { flags: 1 },
+            wait(p, 7, 4),
+            wait(p + 8, 1 << 40, 8),
+        ]),
+        Ok(())
+    );
+    for ops in [
+        vec![write(p + 16, 1, 4), write(0xdead_0000, 1, 4)],
+        vec![write(p + 16, 1, 4), write(p + 4096, 1, 8)],
+        vec![write(p + 16, 1, 4), wait(p + 2, 0, 4)],
+        vec![write(p + 16, 1, 4), MemOp::FlushRemoteWrites { flags: 1 }],
+        vec![write(p + 16, 1, 4); mem_op::MAX_COUNT + 1],
+    ] {
+        assert_eq!(batch(ops), Err(CudaStatus::ErrorInvalidValue));
+    }
+    // Nothing of a refused batch ran: the word at p + 16 is still 0.
+    assert_eq!(batch(vec![wait(p + 16, 0, 4)]), Ok(()));
+}
+
+/// Texture references on the double: one of the guest's own takes settings and binds
+/// only the guest's memory and arrays; names the session did not give, a module's
+/// reference destroyed, bad modes and a unit other than the default are refused.
+#[test]
+fn texture_references_bind_only_the_guests_memory_and_take_checked_settings() {
+    use vmcuda_wire::array::TexRefSetting;
+    let mut s = session(None);
+    let p = s
+        .mem_alloc(&CTX, MemAlloc { size: 4096 }, &[])
+        .unwrap()
+        .0
+        .ptr;
+    let made = s.tex_ref_create(&CTX, TexRefCreate {}, &[]).unwrap().0;
+    let mut set = |texref, setting| {
+        s.tex_ref_set(&CTX, TexRefSet { texref, setting }, &[])
+            .map(|r| r.0.offset)
+    };
+    let t = made.texref;
+    assert_eq!(
+        set(
+            t,
+            TexRefSetting::Address {
+                ptr: p,
+                bytes: 4096
+            }
+        ),
+        Ok(0)
+    );
+    assert_eq!(
+        set(t, TexRefSetting::AddressMode { dim: 2, mode: 3 }),
+        Ok(0)
+    );
+    for bad in [
+        TexRefSetting::Address {
+            ptr: p,
+            bytes: 4097,
+        },
+        TexRefSetting::Address {
+            ptr: 0xdead_0000,
+            bytes: 16,
+        },
+        TexRefSetting::Address2D {
+            ptr: p,
+            format: vmcuda_wire::array::format::FLOAT,
+            channels: 4,
+            width: 16,
+            height: 64,
+            pitch: 256,
+        },
+        TexRefSetting::AddressMode { dim: 3, mode: 0 },
+        TexRefSetting::FilterMode(2),
+        TexRefSetting::Flags(0x100),
+        TexRefSetting::Format {
+            format: 0x77,
+            channels: 1,
+        },
+        TexRefSetting::Array {
+            array: ArrayHandle(12345),
+            flags: 1,
+        },
+    ] {
+        assert_eq!(set(t, bad), Err(CudaStatus::ErrorInvalidValue), "{bad:?}");
+    }
+    assert_eq!(
+        set(t + 1, TexRefSetting::FilterMode(1)),
+        Err(CudaStatus::ErrorInvalidValue),
+        "a name the session did not give"
+    );
+    let destroy = |s: &mut Session, texref| s.tex_ref_destroy(&CTX, TexRefDestroy { texref }, &[]);
+    assert!(destroy(&mut s, t).is_ok());
+    assert_eq!(
+        destroy(&mut s, t).map(|_| ()),
+        Err(CudaStatus::ErrorInvalidValue)
+    );
+}

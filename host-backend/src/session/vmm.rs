@@ -24,7 +24,10 @@ use vmcuda_wire::driver::{
     MemGetAllocationProperties, MemMap, MemRelease, MemRetainAllocationHandle, MemSetAccess,
     MemUnmap, Reserved, MEM_ALLOCATION_TYPE_PINNED, MEM_LOCATION_TYPE_DEVICE,
 };
-use vmcuda_wire::op::{CallContext, IpcToken, MemExportShareable, MemImportShareable, VmmOps};
+use vmcuda_wire::op::{
+    AccessFlags, CallContext, IpcToken, MemExportShareable, MemGetAccess, MemImportShareable,
+    VmmOps,
+};
 use vmcuda_wire::op::{DevicePtr, HandlerResult};
 use vmcuda_wire::CudaStatus;
 
@@ -495,6 +498,23 @@ impl VmmOps for Session {
         }
         self.exec.mem_set_access(req.ptr, req.size, &req.descs)?;
         nothing()
+    }
+
+    fn mem_get_access(
+        &mut self,
+        _: &CallContext,
+        req: MemGetAccess,
+        _: &[u8],
+    ) -> HandlerResult<AccessFlags> {
+        let end = req.ptr.checked_add(1);
+        if !end.is_some_and(|e| self.vmm.covers(req.ptr, e)) {
+            return Err(self.refuse_vmm("an access query", req.ptr, 1));
+        }
+        if req.location_type != MEM_LOCATION_TYPE_DEVICE {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let flags = self.exec.mem_get_access(req.ptr, req.location_id)?;
+        Ok((AccessFlags { flags }, Vec::new()))
     }
 
     fn mem_get_allocation_granularity(

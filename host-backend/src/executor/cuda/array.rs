@@ -13,11 +13,14 @@ use std::mem::size_of;
 use std::ptr;
 
 use cudarc::driver::sys;
-use vmcuda_wire::array::{ArrayDesc, TextureDesc, ViewDesc};
+use vmcuda_wire::array::{ArrayDesc, TexRefState, TextureDesc, ViewDesc};
 use vmcuda_wire::CudaStatus;
 
-use super::super::array::{ArrayExec, ExecArray, ExecMipmap, ExecTexResource, Extent3, Place};
-use super::super::{ExecResult, ExecStream, LEGACY_STREAM};
+use super::super::array::{
+    ArrayExec, ExecArray, ExecMipmap, ExecTexRef, ExecTexRefSetting, ExecTexResource, Extent3,
+    Place,
+};
+use super::super::{ExecFunction, ExecModule, ExecResult, ExecStream, LEGACY_STREAM};
 use super::{check, to_usize, CudaExecutor};
 
 /// `CUDA_ARRAY3D_DESCRIPTOR`.
@@ -111,13 +114,15 @@ impl ResourceDesc {
 pub(super) struct CudaArrays {
     arrays: HashMap<ExecArray, usize>,
     levels: HashMap<ExecArray, ExecMipmap>,
-    mipmaps: HashMap<ExecMipmap, usize>,
+    pub(super) mipmaps: HashMap<ExecMipmap, usize>,
     textures: HashMap<u64, usize>,
     surfaces: HashMap<u64, usize>,
+    /// Texture and surface references (see `texref`).
+    pub(super) texrefs: HashMap<u64, (usize, super::texref::RefKind)>,
 }
 
 impl CudaExecutor {
-    fn array_of(&self, array: ExecArray) -> ExecResult<sys::CUarray> {
+    pub(super) fn array_of(&self, array: ExecArray) -> ExecResult<sys::CUarray> {
         if self.array_tables.arrays.contains_key(&array)
             || self.array_tables.levels.contains_key(&array)
         {
@@ -467,5 +472,47 @@ impl ArrayExec for CudaExecutor {
         }
         // SAFETY: made by surf_create, destroyed once (it has left the table).
         check(unsafe { sys::cuSurfObjectDestroy(surf) })
+    }
+
+    fn module_tex_ref(
+        &mut self,
+        module: ExecModule,
+        name: &str,
+    ) -> ExecResult<(ExecTexRef, TexRefState)> {
+        self.texref_from_module(module, name)
+    }
+
+    fn module_surf_ref(&mut self, module: ExecModule, name: &str) -> ExecResult<ExecTexRef> {
+        self.surfref_from_module(module, name)
+    }
+
+    fn tex_ref_create(&mut self) -> ExecResult<(ExecTexRef, TexRefState)> {
+        self.texref_create()
+    }
+
+    fn tex_ref_destroy(&mut self, texref: ExecTexRef) -> ExecResult<()> {
+        self.texref_destroy(texref)
+    }
+
+    fn tex_ref_set(&mut self, texref: ExecTexRef, setting: ExecTexRefSetting) -> ExecResult<u64> {
+        self.texref_set(texref, setting)
+    }
+
+    fn surf_ref_set_array(
+        &mut self,
+        surfref: ExecTexRef,
+        array: ExecArray,
+        flags: u32,
+    ) -> ExecResult<()> {
+        self.surfref_set_array(surfref, array, flags)
+    }
+
+    fn param_set_tex_ref(
+        &mut self,
+        function: ExecFunction,
+        texunit: i32,
+        texref: ExecTexRef,
+    ) -> ExecResult<()> {
+        self.param_tex_ref(function, texunit, texref)
     }
 }

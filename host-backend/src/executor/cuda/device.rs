@@ -461,6 +461,7 @@ impl CudaExecutor {
             let _ = unsafe { result::ctx::set_current(ctx) };
             self.destroy_device_objects(idx);
         }
+        self.drop_texrefs();
         self.unload_modules();
         // SAFETY: unbinding leaves no thread pointing at a context about to go.
         let _ = unsafe { result::ctx::set_current(ptr::null_mut()) };

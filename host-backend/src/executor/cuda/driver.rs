@@ -14,7 +14,8 @@ use std::ptr;
 use cudarc::driver::sys;
 use tracing::warn;
 use vmcuda_wire::driver::{
-    is_host_location, AccessDesc, AllocationProp, Linked, TensorMapEncodeTiled, TENSOR_MAP_LEN,
+    is_host_location, mem_op, AccessDesc, AllocationProp, DecompressOp, Linked, MemOp,
+    TensorMapEncodeIm2col, TensorMapEncodeTiled, TENSOR_MAP_LEN,
 };
 use vmcuda_wire::op::DevicePtr;
 use vmcuda_wire::CudaStatus;
@@ -53,6 +54,13 @@ type Release = unsafe extern "C" fn(u64) -> CuResult;
 type Map = unsafe extern "C" fn(u64, usize, usize, u64, u64) -> CuResult;
 type Unmap = unsafe extern "C" fn(u64, usize) -> CuResult;
 type SetAccess = unsafe extern "C" fn(u64, usize, *const RawAccessDesc, usize) -> CuResult;
+/// `CUmemLocation`, its type a plain integer.
+#[repr(C)]
+struct RawLocation {
+    location_type: c_uint,
+    location_id: c_int,
+}
+type GetAccess = unsafe extern "C" fn(*mut u64, *const RawLocation, u64) -> CuResult;
 type Granularity = unsafe extern "C" fn(*mut usize, *const RawAllocationProp, c_uint) -> CuResult;
 type ExportShareable = unsafe extern "C" fn(*mut c_void, u64, c_uint, u64) -> CuResult;
 type ImportShareable = unsafe extern "C" fn(*mut u64, *mut c_void, c_uint) -> CuResult;
@@ -72,6 +80,58 @@ type LinkAddData = unsafe extern "C" fn(
 ) -> CuResult;
 type LinkComplete = unsafe extern "C" fn(*mut c_void, *mut *mut c_void, *mut usize) -> CuResult;
 type LinkDestroy = unsafe extern "C" fn(*mut c_void) -> CuResult;
+type EncodeIm2col = unsafe extern "C" fn(
+    *mut u8,
+    c_uint,
+    c_uint,
+    *mut c_void,
+    *const u64,
+    *const u64,
+    *const c_int,
+    *const c_int,
+    c_uint,
+    c_uint,
+    *const u32,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+) -> CuResult;
+type EncodeIm2colWide = unsafe extern "C" fn(
+    *mut u8,
+    c_uint,
+    c_uint,
+    *mut c_void,
+    *const u64,
+    *const u64,
+    c_int,
+    c_int,
+    c_uint,
+    c_uint,
+    *const u32,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+) -> CuResult;
+type ReplaceAddress = unsafe extern "C" fn(*mut u8, *mut c_void) -> CuResult;
+/// `CUmemDecompressParams`, its algorithm a plain integer.
+#[repr(C)]
+struct RawDecompress {
+    src_bytes: usize,
+    dst_bytes: usize,
+    dst_act_bytes: *mut u32,
+    src: *const c_void,
+    dst: *mut c_void,
+    algo: c_uint,
+    padding: [u8; 20],
+}
+const _: () = assert!(
+    std::mem::size_of::<RawDecompress>() == std::mem::size_of::<sys::CUmemDecompressParams>()
+);
+type BatchDecompress =
+    unsafe extern "C" fn(*mut RawDecompress, usize, c_uint, *mut usize, sys::CUstream) -> CuResult;
 type EncodeTiled = unsafe extern "C" fn(
     *mut u8,
     c_uint,
@@ -216,6 +276,66 @@ impl Driver for CudaExecutor {
         })
     }
 
+    fn stream_batch_mem_op(&mut self, stream: ExecStream, ops: &[MemOp]) -> ExecResult<()> {
+        const _: () =
+            assert!(std::mem::size_of::<sys::CUstreamBatchMemOpParams>() == mem_op::PARAMS_LEN);
+        self.bind()?;
+        let s = self.stream(stream)?;
+        let mut params: Vec<sys::CUstreamBatchMemOpParams> = ops
+            .iter()
+            .map(|op| {
+                let raw = op.to_c();
+                // SAFETY: the union is plain data of exactly these 48 bytes (asserted
+                // above), laid out as `MemOp::to_c` writes them: cuda.h's layout.
+                unsafe {
+                    std::mem::transmute::<[u8; mem_op::PARAMS_LEN], sys::CUstreamBatchMemOpParams>(
+                        raw,
+                    )
+                }
+            })
+            .collect();
+        let count = c_uint::try_from(params.len()).map_err(|_| CudaStatus::ErrorInvalidValue)?;
+        // SAFETY: `params` holds `count` operations whose words the session checked lie
+        // in the guest's memory; the driver copies the array before it returns.
+        check(unsafe { sys::cuStreamBatchMemOp_v2(s, count, params.as_mut_ptr(), 0) })
+    }
+
+    fn mem_batch_decompress(
+        &mut self,
+        stream: ExecStream,
+        ops: &[DecompressOp],
+    ) -> ExecResult<(CudaStatus, u64)> {
+        self.bind()?;
+        let s = self.stream(stream)?;
+        let mut raw = ops
+            .iter()
+            .map(|op| {
+                Ok(RawDecompress {
+                    src_bytes: to_usize(op.src_bytes)?,
+                    dst_bytes: to_usize(op.dst_bytes)?,
+                    dst_act_bytes: op.dst_act_bytes as usize as *mut u32,
+                    src: op.src as usize as *const c_void,
+                    dst: op.dst as usize as *mut c_void,
+                    algo: op.algo,
+                    padding: [0; 20],
+                })
+            })
+            .collect::<ExecResult<Vec<_>>>()?;
+        // SAFETY: the signature is cuMemBatchDecompressAsync's (the algorithm an
+        // integer).
+        let f: BatchDecompress = unsafe { entry("cuMemBatchDecompressAsync")? };
+        let mut index = usize::MAX;
+        // SAFETY: `raw` holds `raw.len()` operations whose buffers the session checked
+        // lie in the guest's device memory; out-pointer to a local; a live stream.
+        let r = unsafe { f(raw.as_mut_ptr(), raw.len(), 0, &mut index, s) };
+        let index = if r == 0 || index == usize::MAX {
+            u64::MAX
+        } else {
+            index as u64
+        };
+        Ok((CudaStatus::from_driver(r), index))
+    }
+
     fn mem_address_reserve(
         &mut self,
         size: u64,
@@ -299,6 +419,20 @@ impl Driver for CudaExecutor {
         // SAFETY: the session checked the range is mapped memory of the guest's; `raw`
         // holds `raw.len()` descriptors and outlives the call.
         status(unsafe { f(ptr, to_usize(size)?, raw.as_ptr(), raw.len()) })
+    }
+
+    fn mem_get_access(&mut self, ptr: DevicePtr, location_id: i32) -> ExecResult<u64> {
+        let location = RawLocation {
+            location_type: vmcuda_wire::driver::MEM_LOCATION_TYPE_DEVICE as c_uint,
+            location_id: self.device_handle(location_id)?,
+        };
+        // SAFETY: the signature is cuMemGetAccess's (the location's type an integer).
+        let f: GetAccess = unsafe { entry("cuMemGetAccess")? };
+        let mut flags: u64 = 0;
+        // SAFETY: out-pointer to a local; the location outlives the call; the session
+        // checked `ptr` is mapped memory of the guest's.
+        status(unsafe { f(&mut flags, &location, ptr) })?;
+        Ok(flags)
     }
 
     fn mem_allocation_granularity(
@@ -477,4 +611,77 @@ impl Driver for CudaExecutor {
         })?;
         Ok(map.0.to_vec())
     }
+
+    fn tensor_map_encode_im2col(&mut self, req: &TensorMapEncodeIm2col) -> ExecResult<Vec<u8>> {
+        let mut map = AlignedMap([0; TENSOR_MAP_LEN]);
+        let rank = req.global_dim.len() as c_uint;
+        // SAFETY: (both arms) the signatures are the driver's, enums as integers; the
+        // session checked the shape (rank entries, rank - 1 strides, rank - 2 corners
+        // or none for the wide encoding); the map is 128 aligned bytes; encoding only
+        // computes, it touches no memory at the global address.
+        status(unsafe {
+            match req.wide {
+                None => {
+                    let f: EncodeIm2col = entry("cuTensorMapEncodeIm2col")?;
+                    f(
+                        map.0.as_mut_ptr(),
+                        req.data_type,
+                        rank,
+                        req.global_address as *mut c_void,
+                        req.global_dim.as_ptr(),
+                        req.global_strides.as_ptr(),
+                        req.lower_corner.as_ptr(),
+                        req.upper_corner.as_ptr(),
+                        req.channels_per_pixel,
+                        req.pixels_per_column,
+                        req.element_strides.as_ptr(),
+                        req.interleave,
+                        req.swizzle,
+                        req.l2_promotion,
+                        req.oob_fill,
+                    )
+                }
+                Some(w) => {
+                    let f: EncodeIm2colWide = entry("cuTensorMapEncodeIm2colWide")?;
+                    f(
+                        map.0.as_mut_ptr(),
+                        req.data_type,
+                        rank,
+                        req.global_address as *mut c_void,
+                        req.global_dim.as_ptr(),
+                        req.global_strides.as_ptr(),
+                        w.lower_width,
+                        w.upper_width,
+                        req.channels_per_pixel,
+                        req.pixels_per_column,
+                        req.element_strides.as_ptr(),
+                        req.interleave,
+                        w.mode,
+                        req.swizzle,
+                        req.l2_promotion,
+                        req.oob_fill,
+                    )
+                }
+            }
+        })?;
+        Ok(map.0.to_vec())
+    }
+
+    fn tensor_map_replace_address(
+        &mut self,
+        map: &[u8; TENSOR_MAP_LEN],
+        global_address: DevicePtr,
+    ) -> ExecResult<Vec<u8>> {
+        let mut copy = AlignedMap(*map);
+        // SAFETY: the signature is cuTensorMapReplaceAddress's.
+        let f: ReplaceAddress = unsafe { entry("cuTensorMapReplaceAddress")? };
+        // SAFETY: the copy is 128 aligned bytes of this process's; the driver checks
+        // the map it is given and only computes.
+        status(unsafe { f(copy.0.as_mut_ptr(), global_address as *mut c_void) })?;
+        Ok(copy.0.to_vec())
+    }
 }
+
+/// A `CUtensorMap`: 128 bytes, 64-byte aligned.
+#[repr(C, align(64))]
+struct AlignedMap([u8; TENSOR_MAP_LEN]);

@@ -71,7 +71,7 @@ pub(super) fn launch_attribute_id_from(id: u32) -> Option<sys::CUlaunchAttribute
 
 impl CudaExecutor {
     /// The kernel's `CUfunction` in device `idx`'s context, which must be current.
-    fn function_in_context(
+    pub(super) fn function_in_context(
         &mut self,
         function: ExecFunction,
         idx: usize,

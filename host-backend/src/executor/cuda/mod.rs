@@ -75,6 +75,7 @@ mod status;
 pub(crate) use status::free_memory;
 mod stream;
 mod symbols;
+mod texref;
 mod zero;
 
 pub use device::format_uuid;

@@ -28,6 +28,12 @@ pub(super) struct Module {
     load_error: Option<CudaStatus>,
 }
 
+impl Module {
+    pub(super) fn libraries(&self) -> &[sys::CUlibrary] {
+        &self.libraries
+    }
+}
+
 /// Splits a module image into what `cuLibraryLoadData` takes one at a time: the
 /// fatbinary containers laid back to back, or a single ELF cubin or PTX text.
 fn split_image(image: &[u8]) -> ExecResult<Vec<&[u8]>> {
@@ -184,6 +190,7 @@ impl CudaExecutor {
         }
         self.module_by_digest.clear();
         self.functions.clear();
+        self.forget_module_refs();
     }
 }
 

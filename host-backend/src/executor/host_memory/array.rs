@@ -6,11 +6,15 @@
 
 use std::collections::{HashMap, HashSet};
 
-use vmcuda_wire::array::{ArrayDesc, TextureDesc, ViewDesc};
+use vmcuda_wire::array::{ArrayDesc, TexRefState, TextureDesc, ViewDesc};
+use vmcuda_wire::cubin::Cubin;
 use vmcuda_wire::CudaStatus;
 
-use super::super::array::{ArrayExec, ExecArray, ExecMipmap, ExecTexResource, Extent3, Place};
-use super::super::{ExecResult, ExecStream};
+use super::super::array::{
+    ArrayExec, ExecArray, ExecMipmap, ExecTexRef, ExecTexRefSetting, ExecTexResource, Extent3,
+    Place,
+};
+use super::super::{ExecFunction, ExecModule, ExecResult, ExecStream};
 use super::HostMemoryExecutor;
 
 #[derive(Default)]
@@ -20,6 +24,10 @@ pub(super) struct HostArrays {
     mipmaps: HashMap<ExecMipmap, Vec<ExecArray>>,
     textures: HashSet<u64>,
     surfaces: HashSet<u64>,
+    /// Texture and surface references: whether each is a surface's, and whether it
+    /// is one of `tex_ref_create`'s (a module's otherwise). Their settings are the
+    /// guest's to keep; kernels never read them here.
+    references: HashMap<u64, (bool, bool)>,
 }
 
 /// Where the row `y` of slice `z` of a place starts (a byte address, or an offset in
@@ -228,5 +236,108 @@ impl ArrayExec for HostMemoryExecutor {
             true => Ok(()),
             false => Err(CudaStatus::ErrorInvalidValue),
         }
+    }
+
+    fn module_tex_ref(
+        &mut self,
+        module: ExecModule,
+        name: &str,
+    ) -> ExecResult<(ExecTexRef, TexRefState)> {
+        let id = self.module_reference(module, name, false)?;
+        Ok((id, TexRefState::default()))
+    }
+
+    fn module_surf_ref(&mut self, module: ExecModule, name: &str) -> ExecResult<ExecTexRef> {
+        self.module_reference(module, name, true)
+    }
+
+    fn tex_ref_create(&mut self) -> ExecResult<(ExecTexRef, TexRefState)> {
+        let id = self.fresh_id();
+        self.arrays.references.insert(id, (false, true));
+        Ok((id, TexRefState::default()))
+    }
+
+    fn tex_ref_destroy(&mut self, texref: ExecTexRef) -> ExecResult<()> {
+        match self.arrays.references.get(&texref) {
+            Some((false, true)) => {
+                self.arrays.references.remove(&texref);
+                Ok(())
+            }
+            _ => Err(CudaStatus::ErrorInvalidValue),
+        }
+    }
+
+    fn tex_ref_set(&mut self, texref: ExecTexRef, setting: ExecTexRefSetting) -> ExecResult<u64> {
+        if !matches!(self.arrays.references.get(&texref), Some((false, _))) {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        if let ExecTexRefSetting::Bind { resource, .. } = setting {
+            let known = match resource {
+                ExecTexResource::Array(a) => self.arrays.arrays.contains_key(&a),
+                ExecTexResource::Mipmapped(m) => self.arrays.mipmaps.contains_key(&m),
+                // The session checked the memory is the guest's.
+                ExecTexResource::Linear { .. } | ExecTexResource::Pitch2D { .. } => true,
+            };
+            if !known {
+                return Err(CudaStatus::ErrorInvalidValue);
+            }
+        }
+        Ok(0)
+    }
+
+    fn surf_ref_set_array(
+        &mut self,
+        surfref: ExecTexRef,
+        array: ExecArray,
+        _flags: u32,
+    ) -> ExecResult<()> {
+        let surface = matches!(self.arrays.references.get(&surfref), Some((true, _)));
+        if !surface || !self.arrays.arrays.contains_key(&array) {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        Ok(())
+    }
+
+    fn param_set_tex_ref(
+        &mut self,
+        function: ExecFunction,
+        _texunit: i32,
+        texref: ExecTexRef,
+    ) -> ExecResult<()> {
+        if !self.functions.contains_key(&function) {
+            return Err(CudaStatus::ErrorInvalidResourceHandle);
+        }
+        if !matches!(self.arrays.references.get(&texref), Some((false, _))) {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        Ok(())
+    }
+}
+
+impl HostMemoryExecutor {
+    /// A module's reference named `name`, as its cubin declares it; the same id again
+    /// for the same reference.
+    fn module_reference(
+        &mut self,
+        module: ExecModule,
+        name: &str,
+        surface: bool,
+    ) -> ExecResult<u64> {
+        let m = self
+            .modules
+            .get(&module)
+            .ok_or(CudaStatus::ErrorInvalidResourceHandle)?;
+        let declared = Cubin::parse(m.cubin()).is_ok_and(|c| c.has_reference(name, surface));
+        if !declared {
+            return Err(CudaStatus::ErrorSymbolNotFound);
+        }
+        let key = (module, name.to_string(), surface);
+        if let Some(&id) = self.reference_ids.get(&key) {
+            return Ok(id);
+        }
+        let id = self.fresh_id();
+        self.reference_ids.insert(key, id);
+        self.arrays.references.insert(id, (surface, false));
+        Ok(id)
     }
 }

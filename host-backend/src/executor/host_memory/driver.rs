@@ -13,7 +13,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::os::fd::OwnedFd;
 
 use tracing::warn;
-use vmcuda_wire::driver::{AccessDesc, AllocationProp, Linked, TensorMapEncodeTiled};
+use vmcuda_wire::driver::{
+    AccessDesc, AllocationProp, DecompressOp, Linked, MemOp, TensorMapEncodeIm2col,
+    TensorMapEncodeTiled, TENSOR_MAP_LEN,
+};
 use vmcuda_wire::op::DevicePtr;
 use vmcuda_wire::CudaStatus;
 
@@ -53,6 +56,8 @@ struct Physical {
 pub(super) struct HostVmm {
     reservations: BTreeMap<DevicePtr, u64>,
     physical: HashMap<ExecAllocation, Physical>,
+    /// Access set by `mem_set_access`: (start, end, device) -> flags, latest last.
+    access: Vec<(DevicePtr, DevicePtr, i32, u32)>,
 }
 
 fn not_supported(what: &str) -> CudaStatus {
@@ -205,6 +210,51 @@ impl Driver for HostMemoryExecutor {
         Err(CudaStatus::ErrorNotSupported)
     }
 
+    /// Recorded as one node when the stream captures; else each operation as its
+    /// single call runs (a flush or barrier has nothing to order in the double, which
+    /// runs each stream's work as it arrives).
+    fn stream_batch_mem_op(&mut self, stream: ExecStream, ops: &[MemOp]) -> ExecResult<()> {
+        self.check_stream(stream)?;
+        if self.record(stream, || Recorded::BatchMemOp(ops.to_vec())) {
+            return Ok(());
+        }
+        for op in ops {
+            match *op {
+                MemOp::WaitValue {
+                    addr,
+                    value,
+                    width,
+                    flags,
+                } => self.stream_wait_value(stream, addr, value, width, flags)?,
+                MemOp::WriteValue {
+                    addr,
+                    value,
+                    width: 4,
+                    flags,
+                } => self.stream_write_value32(stream, addr, value as u32, flags)?,
+                MemOp::WriteValue {
+                    addr, value, flags, ..
+                } => self.stream_write_value64(stream, addr, value, flags)?,
+                MemOp::FlushRemoteWrites { .. } | MemOp::Barrier { .. } => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The double has no decompression engine, as a GPU without one (Hopper and
+    /// older) has none.
+    fn mem_batch_decompress(
+        &mut self,
+        stream: ExecStream,
+        _ops: &[DecompressOp],
+    ) -> ExecResult<(CudaStatus, u64)> {
+        self.check_stream(stream)?;
+        Ok((
+            not_supported("decompress (it has no decompression engine)"),
+            u64::MAX,
+        ))
+    }
+
     fn mem_address_reserve(
         &mut self,
         size: u64,
@@ -302,6 +352,10 @@ impl Driver for HostMemoryExecutor {
 
     fn mem_unmap(&mut self, ptr: DevicePtr, size: u64) -> ExecResult<()> {
         let end = ptr.checked_add(size).ok_or(CudaStatus::ErrorInvalidValue)?;
+        // A mapping made again starts without access, as the driver's does.
+        self.vmm
+            .access
+            .retain(|(start, stop, _, _)| *stop <= ptr || *start >= end);
         let mapped: Vec<ExecAllocation> = self
             .vmm
             .physical
@@ -323,12 +377,32 @@ impl Driver for HostMemoryExecutor {
 
     fn mem_set_access(
         &mut self,
-        _ptr: DevicePtr,
-        _size: u64,
-        _descs: &[AccessDesc],
+        ptr: DevicePtr,
+        size: u64,
+        descs: &[AccessDesc],
     ) -> ExecResult<()> {
-        // Nothing runs kernels here, so every mapped byte is as reachable as any.
+        // Nothing runs kernels here, so every mapped byte is as reachable as any; the
+        // flags are kept for mem_get_access (a bounded list: the latest few thousand).
+        let end = ptr.saturating_add(size);
+        for d in descs {
+            self.vmm.access.push((ptr, end, d.location_id, d.flags));
+        }
+        let excess = self.vmm.access.len().saturating_sub(4096);
+        self.vmm.access.drain(..excess);
         Ok(())
+    }
+
+    /// The latest flags set over `ptr` for the device; none (0) before any were.
+    fn mem_get_access(&mut self, ptr: DevicePtr, location_id: i32) -> ExecResult<u64> {
+        let latest = self
+            .vmm
+            .access
+            .iter()
+            .rev()
+            .find(|(start, end, device, _)| {
+                *device == location_id && (*start..*end).contains(&ptr)
+            });
+        Ok(latest.map_or(0, |a| u64::from(a.3)))
     }
 
     fn mem_allocation_granularity(
@@ -392,6 +466,22 @@ impl Driver for HostMemoryExecutor {
     fn tensor_map_encode_tiled(&mut self, _req: &TensorMapEncodeTiled) -> ExecResult<Vec<u8>> {
         Err(not_supported(
             "encode a tensor map (that needs the CUDA driver)",
+        ))
+    }
+
+    fn tensor_map_encode_im2col(&mut self, _req: &TensorMapEncodeIm2col) -> ExecResult<Vec<u8>> {
+        Err(not_supported(
+            "encode a tensor map (that needs the CUDA driver)",
+        ))
+    }
+
+    fn tensor_map_replace_address(
+        &mut self,
+        _map: &[u8; TENSOR_MAP_LEN],
+        _global_address: DevicePtr,
+    ) -> ExecResult<Vec<u8>> {
+        Err(not_supported(
+            "change a tensor map (that needs the CUDA driver)",
         ))
     }
 }

@@ -124,6 +124,8 @@ pub(super) enum Recorded {
     },
     EventRecord(ExecEvent),
     EventWait(ExecEvent),
+    /// A `cuStreamBatchMemOp`'s operations (checked by the session).
+    BatchMemOp(Vec<vmcuda_wire::driver::MemOp>),
     /// A host function's place (see `GraphBuild::host_function_signal`).
     HostSignal {
         slot: u64,
@@ -156,6 +158,7 @@ impl Recorded {
             Recorded::EventRecord(_) => "EVENT_RECORD",
             Recorded::EventWait(_) => "WAIT_EVENT",
             Recorded::HostSignal { .. } => "HOST",
+            Recorded::BatchMemOp(_) => "BATCH_MEM_OP",
         }
     }
 
@@ -177,6 +180,7 @@ impl Recorded {
             Recorded::EventRecord(_) => node_type::EVENT_RECORD,
             Recorded::EventWait(_) => node_type::WAIT_EVENT,
             Recorded::HostSignal { .. } => node_type::HOST,
+            Recorded::BatchMemOp(_) => node_type::BATCH_MEM_OP,
             Recorded::Removed => return Err(CudaStatus::ErrorInvalidValue),
         })
     }
@@ -751,6 +755,10 @@ impl HostMemoryExecutor {
             Recorded::HostSignal { slot } => {
                 signal_host_function(slot);
                 Ok(())
+            }
+            Recorded::BatchMemOp(ops) => {
+                use crate::executor::driver::Driver;
+                self.stream_batch_mem_op(stream, &ops)
             }
             Recorded::Launch {
                 function,

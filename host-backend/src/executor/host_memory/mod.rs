@@ -200,6 +200,9 @@ pub struct HostMemoryExecutor {
     /// Captures, graphs and the default pool (see `graph`).
     graphs: graph::HostGraphs,
     arrays: array::HostArrays,
+    /// The ids of the modules' texture and surface references (module, name,
+    /// surface).
+    reference_ids: HashMap<(ExecModule, String, bool), u64>,
     /// Where to note the memory still held when this executor is dropped (a session
     /// owns its executor to the end: tests read what it left behind here).
     #[cfg(test)]
@@ -252,6 +255,7 @@ impl HostMemoryExecutor {
             vmm: Default::default(),
             graphs: Default::default(),
             arrays: Default::default(),
+            reference_ids: HashMap::new(),
             #[cfg(test)]
             held_at_drop: None,
             #[cfg(test)]
