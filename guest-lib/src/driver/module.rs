@@ -728,7 +728,7 @@ unsafe fn pack(
 /// # Safety
 /// `args` and `extra` are as for [`pack`].
 #[allow(clippy::too_many_arguments)]
-unsafe fn launch(
+pub(super) unsafe fn launch(
     f: *mut c_void,
     grid: [u32; 3],
     block: [u32; 3],

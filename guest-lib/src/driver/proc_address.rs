@@ -18,6 +18,7 @@ use super::export;
 use super::export_table::cuGetExportTable;
 use super::graph::*;
 use super::ipc::*;
+use super::launch_legacy::*;
 use super::library::*;
 use super::memory::*;
 use super::module::*;
@@ -93,6 +94,7 @@ table! {
     "cuDeviceGetAttribute" => cuDeviceGetAttribute,
     "cuDeviceTotalMem" => cuDeviceTotalMem_v2,
     "cuDeviceGetUuid" => cuDeviceGetUuid_v2,
+    "cuDeviceGetLuid" => cuDeviceGetLuid,
     "cuDeviceGetPCIBusId" => cuDeviceGetPCIBusId,
     "cuDevicePrimaryCtxRetain" => cuDevicePrimaryCtxRetain,
     "cuDevicePrimaryCtxRelease" => cuDevicePrimaryCtxRelease_v2,
@@ -109,6 +111,11 @@ table! {
     "cuCtxGetLimit" => cuCtxGetLimit,
     "cuCtxSynchronize" => cuCtxSynchronize,
     "cuCtxGetApiVersion" => cuCtxGetApiVersion,
+    "cuCtxAttach" => cuCtxAttach,
+    "cuCtxDetach" => cuCtxDetach,
+    "cuCtxRecordEvent" => cuCtxRecordEvent,
+    "cuCtxWaitEvent" => cuCtxWaitEvent,
+    "cuCtxGetExecAffinity" => cuCtxGetExecAffinity,
     "cuModuleLoad" => cuModuleLoad,
     "cuModuleLoadData" => cuModuleLoadData,
     "cuModuleLoadDataEx" => cuModuleLoadDataEx,
@@ -152,6 +159,15 @@ table! {
     "cuLaunchKernel" => cuLaunchKernel,
     "cuLaunchCooperativeKernel" => cuLaunchCooperativeKernel,
     "cuLaunchKernelEx" => cuLaunchKernelEx,
+    "cuFuncSetBlockShape" => cuFuncSetBlockShape,
+    "cuFuncSetSharedSize" => cuFuncSetSharedSize,
+    "cuParamSetSize" => cuParamSetSize,
+    "cuParamSeti" => cuParamSeti,
+    "cuParamSetf" => cuParamSetf,
+    "cuParamSetv" => cuParamSetv,
+    "cuLaunch" => cuLaunch,
+    "cuLaunchGrid" => cuLaunchGrid,
+    "cuLaunchGridAsync" => cuLaunchGridAsync,
     "cuOccupancyMaxActiveClusters" => cuOccupancyMaxActiveClusters,
     "cuOccupancyMaxPotentialClusterSize" => cuOccupancyMaxPotentialClusterSize,
     "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags" => cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags,

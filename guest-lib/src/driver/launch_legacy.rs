@@ -1,0 +1,241 @@
+//! The launch ABI before `cuLaunchKernel` (CUDA 1 to 3, deprecated since CUDA 4):
+//! `cuFuncSetBlockShape`, `cuFuncSetSharedSize`, `cuParamSetSize`, `cuParamSeti`,
+//! `cuParamSetf`, `cuParamSetv`, then `cuLaunch`, `cuLaunchGrid` or
+//! `cuLaunchGridAsync`.
+//!
+//! As in the real driver, the block shape, the dynamic shared memory and the parameter
+//! buffer are state of the `CUfunction`, kept here in the guest (nothing crosses to the
+//! host until the launch). A launch is `cuLaunchKernel`'s path with the buffer handed
+//! over as `CU_LAUNCH_PARAM_BUFFER_POINTER` / `CU_LAUNCH_PARAM_BUFFER_SIZE`: the kernel's
+//! parameter layout, which the guest knows, cuts it to the kernel's parameters, a
+//! shorter buffer being padded with zeros as the driver launches with it.
+//!
+//! Defaults, before any call sets them: a block of 1x1x1 threads, no dynamic shared
+//! memory, an empty parameter buffer. Errors: a function this process does not hold is
+//! `CUDA_ERROR_INVALID_HANDLE`; a zero or negative block or grid dimension, a parameter
+//! buffer larger than a kernel may take (32764 bytes), and a parameter written past the
+//! size `cuParamSetSize` gave are `CUDA_ERROR_INVALID_VALUE`. The state of a function
+//! stays until the process ends (function ids are never reused).
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::Mutex;
+
+use vmcuda_wire::CudaStatus;
+
+use super::module::{function_facts, launch};
+use super::{check_initialized, export, Result};
+use crate::api::RawHandle;
+use crate::caller;
+
+/// The largest parameter block a kernel takes (CUDA 12.1 on Volta and newer).
+const MAX_PARAM_BYTES: usize = 32764;
+
+/// `CU_LAUNCH_PARAM_END`, `CU_LAUNCH_PARAM_BUFFER_POINTER`, `CU_LAUNCH_PARAM_BUFFER_SIZE`.
+const PARAM_END: usize = 0;
+const PARAM_BUFFER_POINTER: usize = 1;
+const PARAM_BUFFER_SIZE: usize = 2;
+
+/// What the legacy calls set on one function.
+#[derive(Clone, Debug, PartialEq)]
+struct Setup {
+    block: [u32; 3],
+    shared: u32,
+    params: Vec<u8>,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Setup {
+            block: [1, 1, 1],
+            shared: 0,
+            params: Vec::new(),
+        }
+    }
+}
+
+impl Setup {
+    /// `bytes` written at `offset`: they must lie within the buffer's size.
+    fn write(&mut self, offset: i32, bytes: &[u8]) -> Result<()> {
+        let offset = usize::try_from(offset).map_err(|_| CudaStatus::ErrorInvalidValue)?;
+        let end = offset
+            .checked_add(bytes.len())
+            .filter(|end| *end <= self.params.len())
+            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        self.params[offset..end].copy_from_slice(bytes);
+        Ok(())
+    }
+
+    fn set_size(&mut self, size: u32) -> Result<()> {
+        let size = size as usize;
+        if size > MAX_PARAM_BYTES {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        self.params.resize(size, 0);
+        Ok(())
+    }
+}
+
+/// Function id -> its setup.
+static SETUPS: Mutex<Option<HashMap<u64, Setup>>> = Mutex::new(None);
+
+/// Change the setup of function `f`, a function this process holds.
+fn with_setup<T>(f: *mut c_void, change: impl FnOnce(&mut Setup) -> Result<T>) -> Result<T> {
+    check_initialized()?;
+    function_facts(f)?;
+    let mut guard = SETUPS.lock().unwrap_or_else(|p| p.into_inner());
+    change(
+        guard
+            .get_or_insert_with(HashMap::new)
+            .entry(f as u64)
+            .or_default(),
+    )
+}
+
+/// A dimension given as C `int`: positive.
+fn dimension(v: i32) -> Result<u32> {
+    u32::try_from(v)
+        .ok()
+        .filter(|v| *v > 0)
+        .ok_or(CudaStatus::ErrorInvalidValue)
+}
+
+export! {
+    fn cuFuncSetBlockShape(f: *mut c_void, x: i32, y: i32, z: i32) {
+        let block = [dimension(x)?, dimension(y)?, dimension(z)?];
+        with_setup(f, |s| {
+            s.block = block;
+            Ok(())
+        })
+    }
+}
+
+export! {
+    fn cuFuncSetSharedSize(f: *mut c_void, bytes: u32) {
+        with_setup(f, |s| {
+            s.shared = bytes;
+            Ok(())
+        })
+    }
+}
+
+export! {
+    fn cuParamSetSize(f: *mut c_void, bytes: u32) {
+        with_setup(f, |s| s.set_size(bytes))
+    }
+}
+
+export! {
+    fn cuParamSeti(f: *mut c_void, offset: i32, value: u32) {
+        with_setup(f, |s| s.write(offset, &value.to_ne_bytes()))
+    }
+}
+
+export! {
+    fn cuParamSetf(f: *mut c_void, offset: i32, value: f32) {
+        with_setup(f, |s| s.write(offset, &value.to_ne_bytes()))
+    }
+}
+
+export! {
+    fn cuParamSetv(f: *mut c_void, offset: i32, ptr: *mut c_void, bytes: u32) {
+        // SAFETY: by cuParamSetv's contract `ptr` holds `bytes` readable bytes.
+        let value = unsafe { caller::bytes(ptr.cast_const().cast(), bytes as usize) }?.to_vec();
+        with_setup(f, |s| s.write(offset, &value))
+    }
+}
+
+/// Launch `f` with its setup on a grid of `width` x `height` blocks.
+fn launch_grid(f: *mut c_void, width: i32, height: i32, stream: RawHandle) -> Result<()> {
+    let grid = [dimension(width)?, dimension(height)?, 1];
+    let setup = with_setup(f, |s| Ok(s.clone()))?;
+    let mut size = setup.params.len();
+    let extra: [*const c_void; 5] = [
+        PARAM_BUFFER_POINTER as *const c_void,
+        setup.params.as_ptr().cast(),
+        PARAM_BUFFER_SIZE as *const c_void,
+        (&raw mut size).cast_const().cast(),
+        PARAM_END as *const c_void,
+    ];
+    // SAFETY: `extra` is a CU_LAUNCH_PARAM_END-terminated list whose buffer (the
+    // setup's copy) and size outlive the call; no `kernelParams` are passed.
+    unsafe {
+        launch(
+            f,
+            grid,
+            setup.block,
+            setup.shared,
+            stream,
+            std::ptr::null(),
+            extra.as_ptr(),
+            Vec::new(),
+        )
+    }
+}
+
+export! {
+    fn cuLaunch(f: *mut c_void) {
+        launch_grid(f, 1, 1, std::ptr::null_mut())
+    }
+}
+
+export! {
+    fn cuLaunchGrid(f: *mut c_void, width: i32, height: i32) {
+        launch_grid(f, width, height, std::ptr::null_mut())
+    }
+}
+
+export! {
+    fn cuLaunchGridAsync(f: *mut c_void, width: i32, height: i32, stream: RawHandle) {
+        launch_grid(f, width, height, stream)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parameters_are_written_within_the_size_only() {
+        let mut s = Setup::default();
+        assert_eq!(s.write(0, &[1]), Err(CudaStatus::ErrorInvalidValue));
+        s.set_size(12).unwrap();
+        s.write(0, &7u32.to_ne_bytes()).unwrap();
+        s.write(4, &2.5f32.to_ne_bytes()).unwrap();
+        s.write(8, &[9, 9, 9, 9]).unwrap();
+        assert_eq!(s.write(9, &[0; 4]), Err(CudaStatus::ErrorInvalidValue));
+        assert_eq!(s.write(-1, &[0]), Err(CudaStatus::ErrorInvalidValue));
+        assert_eq!(
+            s.write(i32::MAX, &[0; 4]),
+            Err(CudaStatus::ErrorInvalidValue)
+        );
+        let mut want = 7u32.to_ne_bytes().to_vec();
+        want.extend(2.5f32.to_ne_bytes());
+        want.extend([9, 9, 9, 9]);
+        assert_eq!(s.params, want);
+        // A smaller size keeps the first bytes, a larger one adds zeros.
+        s.set_size(4).unwrap();
+        s.set_size(8).unwrap();
+        assert_eq!(s.params, [7, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(
+            s.set_size(MAX_PARAM_BYTES as u32 + 1),
+            Err(CudaStatus::ErrorInvalidValue)
+        );
+        s.set_size(MAX_PARAM_BYTES as u32).unwrap();
+    }
+
+    #[test]
+    fn the_defaults_are_one_thread_and_nothing_else() {
+        let s = Setup::default();
+        assert_eq!(s.block, [1, 1, 1]);
+        assert_eq!(s.shared, 0);
+        assert!(s.params.is_empty());
+    }
+
+    #[test]
+    fn dimensions_are_positive() {
+        assert_eq!(dimension(3), Ok(3));
+        assert_eq!(dimension(0), Err(CudaStatus::ErrorInvalidValue));
+        assert_eq!(dimension(-2), Err(CudaStatus::ErrorInvalidValue));
+    }
+}
