@@ -23,10 +23,12 @@ use std::sync::Mutex;
 
 use vmcuda_wire::CudaStatus;
 
-use super::module::{function_facts, launch};
-use super::{check_initialized, export, Result};
-use crate::api::RawHandle;
-use crate::caller;
+use super::module::{cuLaunchCooperativeKernel, function_facts, launch};
+use super::result::status;
+use super::{check_initialized, export, via_runtime, Result};
+use crate::api::stream as rt;
+use crate::api::{stream_handle, RawHandle};
+use crate::{caller, state};
 
 /// The largest parameter block a kernel takes (CUDA 12.1 on Volta and newer).
 const MAX_PARAM_BYTES: usize = 32764;
@@ -191,6 +193,114 @@ export! {
     }
 }
 
+/// `CUDA_LAUNCH_PARAMS`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct LaunchParams {
+    function: *mut c_void,
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared_mem: u32,
+    stream: RawHandle,
+    kernel_params: *const *const u8,
+}
+
+/// `CUDA_COOPERATIVE_LAUNCH_MULTI_DEVICE_NO_PRE_LAUNCH_SYNC`, `..._NO_POST_LAUNCH_SYNC`.
+const NO_PRE_LAUNCH_SYNC: u32 = 1;
+const NO_POST_LAUNCH_SYNC: u32 = 2;
+
+/// `cudaEventDisableTiming`.
+const EVENT_DISABLE_TIMING: u32 = 2;
+
+/// The device whose context a stream belongs to (a default stream: the current one).
+fn stream_device(stream: RawHandle) -> Result<i32> {
+    match stream as usize {
+        0..=2 => super::context::current_device(),
+        _ => crate::api::device_of_stream(stream_handle(stream, false))
+            .ok_or(status(super::CUDA_ERROR_INVALID_HANDLE)),
+    }
+}
+
+/// Every stream's later work waits for the work so far on all of them: an event
+/// recorded on each, waited for by each of the others.
+fn join(streams: &[(i32, RawHandle)]) -> Result<()> {
+    if streams.len() < 2 {
+        return Ok(());
+    }
+    let mut events = Vec::with_capacity(streams.len());
+    let recorded = streams.iter().try_for_each(|(device, stream)| {
+        state::as_device(*device, || {
+            let mut event: RawHandle = std::ptr::null_mut();
+            via_runtime(|| rt::cudaEventCreateWithFlags(&mut event, EVENT_DISABLE_TIMING))?;
+            events.push((*device, event));
+            via_runtime(|| rt::cudaEventRecord(event, *stream))
+        })
+    });
+    let waited = recorded.and_then(|()| {
+        streams
+            .iter()
+            .enumerate()
+            .try_for_each(|(i, (device, stream))| {
+                events
+                    .iter()
+                    .enumerate()
+                    .filter(|(j, _)| *j != i)
+                    .try_for_each(|(_, (_, event))| {
+                        state::as_device(*device, || {
+                            via_runtime(|| rt::cudaStreamWaitEvent(*stream, *event, 0))
+                        })
+                    })
+            })
+    });
+    // An event destroyed while waited for is released once the wait is done.
+    for (device, event) in events {
+        let _ = state::as_device(device, || via_runtime(|| rt::cudaEventDestroy(event)));
+    }
+    waited
+}
+
+export! {
+    fn cuLaunchCooperativeKernelMultiDevice(params: *mut LaunchParams, count: u32, flags: u32) {
+        check_initialized()?;
+        if flags & !(NO_PRE_LAUNCH_SYNC | NO_POST_LAUNCH_SYNC) != 0 || count == 0 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        // SAFETY: by its contract `params` holds `count` CUDA_LAUNCH_PARAMS.
+        let launches = unsafe { caller::slice(params.cast_const(), count as usize) }?;
+        let mut streams = Vec::with_capacity(launches.len());
+        for l in &launches {
+            let device = stream_device(l.stream)?;
+            // One launch per device, all of one shape.
+            let first = &launches[0];
+            if streams.iter().any(|(d, _)| *d == device)
+                || (l.grid, l.block, l.shared_mem) != (first.grid, first.block, first.shared_mem)
+            {
+                return Err(CudaStatus::ErrorInvalidValue);
+            }
+            streams.push((device, l.stream));
+        }
+        if flags & NO_PRE_LAUNCH_SYNC == 0 {
+            join(&streams)?;
+        }
+        for (l, (device, _)) in launches.iter().zip(&streams) {
+            let [gx, gy, gz] = l.grid;
+            let [bx, by, bz] = l.block;
+            let r = state::as_device(*device, || {
+                cuLaunchCooperativeKernel(
+                    l.function, gx, gy, gz, bx, by, bz, l.shared_mem, l.stream, l.kernel_params,
+                )
+            });
+            if r != 0 {
+                return Err(status(r));
+            }
+        }
+        if flags & NO_POST_LAUNCH_SYNC == 0 {
+            join(&streams)?;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,6 +340,14 @@ mod tests {
         assert_eq!(s.block, [1, 1, 1]);
         assert_eq!(s.shared, 0);
         assert!(s.params.is_empty());
+    }
+
+    #[test]
+    fn launch_params_are_laid_out_as_cuda_h_declares_them() {
+        assert_eq!(std::mem::size_of::<LaunchParams>(), 56);
+        assert_eq!(std::mem::offset_of!(LaunchParams, shared_mem), 32);
+        assert_eq!(std::mem::offset_of!(LaunchParams, stream), 40);
+        assert_eq!(std::mem::offset_of!(LaunchParams, kernel_params), 48);
     }
 
     #[test]
