@@ -5,10 +5,12 @@
 //!
 //! As in the real driver, the block shape, the dynamic shared memory and the parameter
 //! buffer are state of the `CUfunction`, kept here in the guest (nothing crosses to the
-//! host until the launch). A launch is `cuLaunchKernel`'s path with the buffer handed
-//! over as `CU_LAUNCH_PARAM_BUFFER_POINTER` / `CU_LAUNCH_PARAM_BUFFER_SIZE`: the kernel's
-//! parameter layout, which the guest knows, cuts it to the kernel's parameters, a
-//! shorter buffer being padded with zeros as the driver launches with it.
+//! host until the launch). A launch is `cuLaunchKernel`'s path with the buffer as
+//! `CU_LAUNCH_PARAM_BUFFER_POINTER` / `CU_LAUNCH_PARAM_BUFFER_SIZE` hand it over: the
+//! kernel's parameter layout, which the guest knows, cuts it to the kernel's
+//! parameters, a shorter buffer being padded with zeros as the driver launches with it.
+//! A launch of the current ABI (`cuLaunchKernel`, cooperative, `Ex`) sets that state
+//! in turn, as cuda.h documents: its block shape, shared memory and parameters.
 //!
 //! Defaults, before any call sets them: a block of 1x1x1 threads, no dynamic shared
 //! memory, an empty parameter buffer. Errors: a function this process does not hold is
@@ -19,11 +21,12 @@
 
 use std::collections::HashMap;
 use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use vmcuda_wire::CudaStatus;
 
-use super::module::{cuLaunchCooperativeKernel, function_facts, launch};
+use super::module::{cuLaunchCooperativeKernel, function_facts, launch_buffer};
 use super::result::status;
 use super::{check_initialized, export, via_runtime, Result};
 use crate::api::stream as rt;
@@ -32,11 +35,6 @@ use crate::{caller, state};
 
 /// The largest parameter block a kernel takes (CUDA 12.1 on Volta and newer).
 const MAX_PARAM_BYTES: usize = 32764;
-
-/// `CU_LAUNCH_PARAM_END`, `CU_LAUNCH_PARAM_BUFFER_POINTER`, `CU_LAUNCH_PARAM_BUFFER_SIZE`.
-const PARAM_END: usize = 0;
-const PARAM_BUFFER_POINTER: usize = 1;
-const PARAM_BUFFER_SIZE: usize = 2;
 
 /// What the legacy calls set on one function.
 #[derive(Clone, Debug, PartialEq)]
@@ -85,6 +83,7 @@ static SETUPS: Mutex<Option<HashMap<u64, Setup>>> = Mutex::new(None);
 fn with_setup<T>(f: *mut c_void, change: impl FnOnce(&mut Setup) -> Result<T>) -> Result<T> {
     check_initialized()?;
     function_facts(f)?;
+    IN_USE.store(true, Ordering::Relaxed);
     let mut guard = SETUPS.lock().unwrap_or_else(|p| p.into_inner());
     change(
         guard
@@ -151,28 +150,30 @@ export! {
 fn launch_grid(f: *mut c_void, width: i32, height: i32, stream: RawHandle) -> Result<()> {
     let grid = [dimension(width)?, dimension(height)?, 1];
     let setup = with_setup(f, |s| Ok(s.clone()))?;
-    let mut size = setup.params.len();
-    let extra: [*const c_void; 5] = [
-        PARAM_BUFFER_POINTER as *const c_void,
-        setup.params.as_ptr().cast(),
-        PARAM_BUFFER_SIZE as *const c_void,
-        (&raw mut size).cast_const().cast(),
-        PARAM_END as *const c_void,
-    ];
-    // SAFETY: `extra` is a CU_LAUNCH_PARAM_END-terminated list whose buffer (the
-    // setup's copy) and size outlive the call; no `kernelParams` are passed.
-    unsafe {
-        launch(
-            f,
-            grid,
-            setup.block,
-            setup.shared,
-            stream,
-            std::ptr::null(),
-            extra.as_ptr(),
-            Vec::new(),
-        )
+    launch_buffer(f, grid, setup.block, setup.shared, stream, setup.params)
+}
+
+/// Whether the program has used the older ABI at all: until it has, the launches of
+/// the current one keep no state here.
+static IN_USE: AtomicBool = AtomicBool::new(false);
+
+/// `cuLaunchKernel` (and the cooperative and `Ex` launches) of `f` with this block
+/// shape, dynamic shared memory and packed parameters: they become its state, as the
+/// driver documents ("sets persistent function state"; a later `cuLaunch` runs the
+/// same launch on a 1x1 grid).
+pub(super) fn launched(f: *mut c_void, block: [u32; 3], shared: u32, params: &[u8]) {
+    if !IN_USE.load(Ordering::Relaxed) {
+        return;
     }
+    let mut guard = SETUPS.lock().unwrap_or_else(|p| p.into_inner());
+    guard.get_or_insert_with(HashMap::new).insert(
+        f as u64,
+        Setup {
+            block,
+            shared,
+            params: params.to_vec(),
+        },
+    );
 }
 
 export! {
