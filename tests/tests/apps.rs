@@ -22,6 +22,7 @@ const APPS: &[&str] = &[
     "device_assert",
     "device_pair",
     "device_query",
+    "driver_legacy_launch",
     "driver_library",
     "dynamic_shared",
     "errors",
