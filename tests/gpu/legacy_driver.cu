@@ -213,8 +213,8 @@ static void multi_device(int devices) {
         int got = 0;
         cuMemcpyDtoH(&got, seen[d], sizeof got);
         if (launched)
-            report(d == 0 ? "cuLaunchCooperativeKernelMultiDevice: the grid synced (device 0)"
-                          : "cuLaunchCooperativeKernelMultiDevice: the grid synced (device 1)",
+            report(d == 0 ? "cuLaunchCooperativeKernelMultiDevice(the grid synced, device 0)"
+                          : "cuLaunchCooperativeKernelMultiDevice(the grid synced, device 1)",
                    got == blocks, got == blocks ? "every block counted before the barrier" : "%d of %d", got, blocks);
         cuMemsetD32(counter[d], 0, 1);
     }
