@@ -140,9 +140,11 @@ export! {
 
 export! {
     fn cuParamSetv(f: *mut c_void, offset: i32, ptr: *mut c_void, bytes: u32) {
-        // SAFETY: by cuParamSetv's contract `ptr` holds `bytes` readable bytes.
-        let value = unsafe { caller::bytes(ptr.cast_const().cast(), bytes as usize) }?.to_vec();
-        with_setup(f, |s| s.write(offset, &value))
+        with_setup(f, |s| {
+            // SAFETY: by cuParamSetv's contract `ptr` holds `bytes` readable bytes.
+            let value = unsafe { caller::bytes(ptr.cast_const().cast(), bytes as usize) }?;
+            s.write(offset, value)
+        })
     }
 }
 
