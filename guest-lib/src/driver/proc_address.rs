@@ -395,6 +395,50 @@ mod tests {
         }
     }
 
+    /// The older launch ABI, context calls and copies that left the stub list resolve
+    /// to their implementations, and their per-thread variants with the flag.
+    #[test]
+    fn the_older_entry_points_resolve_to_implementations() {
+        for name in [
+            "cuFuncSetBlockShape",
+            "cuFuncSetSharedSize",
+            "cuParamSetSize",
+            "cuParamSeti",
+            "cuParamSetf",
+            "cuParamSetv",
+            "cuLaunch",
+            "cuLaunchGrid",
+            "cuLaunchGridAsync",
+            "cuLaunchCooperativeKernelMultiDevice",
+            "cuCtxAttach",
+            "cuCtxDetach",
+            "cuCtxRecordEvent",
+            "cuCtxWaitEvent",
+            "cuCtxGetExecAffinity",
+            "cuDeviceGetLuid",
+            "cuMemcpyAtoA",
+            "cuMemcpyHtoAAsync",
+            "cuMemcpyAtoHAsync",
+            "cuMemcpy3DPeer",
+            "cuMemcpy3DPeerAsync",
+        ] {
+            let f = lookup(name).expect(name);
+            assert_ne!(Some(f), crate::driver::unsupported::lookup(name), "{name}");
+        }
+        let per_thread = PER_THREAD_DEFAULT_STREAM;
+        for (base, variant) in [
+            ("cuMemcpyAtoA", "cuMemcpyAtoA_v2_ptds"),
+            ("cuMemcpyHtoAAsync", "cuMemcpyHtoAAsync_v2_ptsz"),
+            ("cuMemcpyAtoHAsync", "cuMemcpyAtoHAsync_v2_ptsz"),
+            ("cuMemcpy3DPeer", "cuMemcpy3DPeer_ptds"),
+            ("cuMemcpy3DPeerAsync", "cuMemcpy3DPeerAsync_ptsz"),
+        ] {
+            let want = super::super::twins::lookup(variant).expect(variant);
+            assert_eq!(lookup_with(base, per_thread), Some(want), "{base}");
+            assert_ne!(lookup_with(base, 0), Some(want), "{base}");
+        }
+    }
+
     #[test]
     fn unknown_names_are_not_found_with_null() {
         let mut f = std::ptr::dangling_mut::<c_void>();
