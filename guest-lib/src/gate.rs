@@ -265,6 +265,15 @@ pub fn sync_all() -> Result<(), CudaStatus> {
     }
 }
 
+/// Wait until no stream has queued work, leaving any queued call's failure for the
+/// synchronizing call it is owed to (`cuCtxRecordEvent` captures the work queued here).
+pub fn wait_all_submitted() {
+    let mut g = lock();
+    while gates(&mut g).gates.values().any(|gate| gate.running) {
+        g = CHANGED.wait(g).unwrap_or_else(|p| p.into_inner());
+    }
+}
+
 /// Whether `stream` has queued work (its query must answer "not ready").
 pub fn stream_busy(stream: StreamHandle) -> bool {
     let mut g = lock();

@@ -2,7 +2,7 @@
 # tests/gpu/carry.sh [DIR]: build everything the GPU scripts need into DIR (default
 # .carry/gpu), small enough to travel to the GPU machine: release binaries (stripped),
 # the guest library, the test apps (shared and static-runtime builds), the load guest,
-# the isolation check, the benchmark (bench/bench, transport-floor) and COMMIT; with
+# the isolation check, the older driver entry points' check, the benchmark (bench/bench, transport-floor) and COMMIT; with
 # VMCUDA_CULIBS the library programs (tests/libapps), with VMCUDA_SAMPLES_CHECKOUT
 # NVIDIA's public samples (tests/gpu/samples), packed.
 # Then, on the GPU machine: bash tests/gpu/run-all.sh DIR (or, with two GPUs or more,
@@ -44,6 +44,10 @@ NVCC=$nvcc bash tests/apps/build.sh "$dir/load" tests/load
 # among them), linked against the guest's libcuda.so.1 (natively the real one loads).
 "$nvcc" -cudart shared -arch=sm_90 -O2 -Wno-deprecated-declarations -o "$dir/texref_memops" \
   tests/gpu/texref_memops.cu -L"$cu13/lib" -L"$dir/guest/lib" -l:libcuda.so.1
+# The driver's older entry points (tests/gpu/run-legacy.sh), linked against the guest's
+# libcuda.so.1 for its symbols (at run time the real driver or vmcuda's is loaded).
+"$nvcc" -cudart shared -arch=sm_90 -O2 -o "$dir/legacy_driver" tests/gpu/legacy_driver.cu -L"$cu13/lib" \
+  -L"$dir/guest/lib" -lcuda
 # The NVML query program (tests/c/nvml_query.c; natively it finds NVIDIA's NVML and
 # runtime, bridged the guest's), and pynvml from the nvidia-ml-py wheel for
 # tests/gpu/run-nvml.sh.

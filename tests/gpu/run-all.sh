@@ -3,7 +3,8 @@
 # project from artifacts built by tests/gpu/carry.sh: the test apps natively and
 # through vmcuda (run.sh: shared runtime, static runtime, NVIDIA's runtime over
 # vmcuda's driver), the library programs, NVIDIA's public samples (when carried),
-# torch's own libraries (run-torch-libs.sh), isolation (run-isolation.sh), load with faults
+# torch's own libraries (run-torch-libs.sh), isolation (run-isolation.sh), the driver's
+# older entry points (run-legacy.sh), load with faults
 # (run-load.sh), the stock torch wheel (run-torch.sh) and, on a machine with two GPUs
 # or more, several GPUs at once (run-multi-gpu.sh). Each script's Markdown lands in $OUT (RESULTS*.md); the logs are
 # bundled as $OUT/logs.tar.gz. Exits non-zero if any part failed. A run kept goes into
@@ -46,6 +47,10 @@ fi
 echo "== isolation ($(date -u +%T))"
 OUT="$logs/iso" bash tests/gpu/run-isolation.sh "$carry" >"$logs/iso.out" 2>&1 || rc=1
 tail -20 "$logs/iso.out"
+
+echo "== the driver's older entry points ($(date -u +%T))"
+OUT="$logs/legacy" bash tests/gpu/run-legacy.sh "$carry" >"$logs/legacy.out" 2>&1 || rc=1
+grep -E "checks pass|^\| .* \| (FAIL|DIFF) \|" "$logs/legacy.out" | head -20
 
 echo "== load with faults ($(date -u +%T))"
 OUT="$logs/load" VMCUDA_HOST_BIN="$carry/bin/vmcuda-host" VMCUDA_GUEST_LIB="$carry/guest/lib" \

@@ -22,6 +22,7 @@ const APPS: &[&str] = &[
     "device_assert",
     "device_pair",
     "device_query",
+    "driver_legacy_launch",
     "driver_library",
     "dynamic_shared",
     "errors",
@@ -835,6 +836,88 @@ fn pointer_queries_and_legacy_names_answer_as_the_driver() {
         stderr.contains("cuMemAlloc (libcuda.so.1) belongs to the CUDA 3 API"),
         "{stderr}"
     );
+}
+
+/// The older driver entry points (tests/apps/driver_legacy_launch.cu): the launch ABI
+/// before cuLaunchKernel launches what cuFuncSetBlockShape, cuFuncSetSharedSize and
+/// cuParamSet* set (the launch log shows the shapes and the bytes), with the driver's
+/// errors for offsets past the size and foreign functions;
+/// cuLaunchCooperativeKernelMultiDevice launches cooperatively; context usage counts,
+/// events over a context, the execution affinity, the LUID answer; array copies and
+/// cuMemcpy3DPeer move what they should, per-thread variants included.
+#[test]
+#[ignore = "needs the linked guest libraries and nvcc-built apps: run tests/run.sh"]
+fn the_older_driver_entry_points_launch_copy_and_answer_as_the_driver() {
+    let d = Daemon::host_memory("driver-legacy-launch");
+    let out = d.run_app("driver_legacy_launch");
+    let stdout = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(!stdout.contains("FAIL "), "{stdout}");
+    for line in [
+        "PASS cuParamSeti past the size: CUDA_ERROR_INVALID_VALUE",
+        "PASS cuParamSetv across the end: CUDA_ERROR_INVALID_VALUE",
+        "PASS cuLaunchGrid: CUDA_SUCCESS",
+        "PASS cuLaunch: CUDA_SUCCESS",
+        "PASS cuLaunchGridAsync: CUDA_SUCCESS",
+        "PASS cuFuncSetBlockShape(NULL): CUDA_ERROR_INVALID_HANDLE",
+        "PASS cuLaunchCooperativeKernelMultiDevice: CUDA_SUCCESS",
+        "PASS cuCtxAttach passes back the current context",
+        "PASS cuCtxRecordEvent: CUDA_SUCCESS",
+        "PASS cuCtxWaitEvent: CUDA_SUCCESS",
+        "cuCtxGetExecAffinity(SM_COUNT): CUDA_SUCCESS",
+        "PASS the context's SM count is the device's",
+        "cuDeviceGetLuid: CUDA_ERROR_NOT_SUPPORTED",
+        "PASS cuMemcpyAtoA moved the rows asked for",
+        "PASS cuMemcpyAtoA within a row",
+        "PASS the per-thread array copies",
+        "PASS cuMemcpy3DPeer moved the box",
+        "PASS cuMemcpy3DPeerAsync moved the box",
+        "PASS driver_legacy_launch: 0 failure(s)",
+    ] {
+        assert!(stdout.contains(line), "missing `{line}` in:\n{stdout}");
+    }
+    // No stub was reached.
+    assert!(!stderr.contains("CUDA_ERROR_NOT_SUPPORTED"), "{stderr}");
+
+    let records = d.launches();
+    let launches = launches_of(&records, "_Z11legacy_fillPifi3Tag");
+    let shape = |r: &serde_json::Value| {
+        (
+            r["grid"].clone(),
+            r["block"].clone(),
+            r["shared_mem"].as_u64(),
+        )
+    };
+    let shapes: Vec<_> = launches.iter().map(|r| shape(r)).collect();
+    let json = |v: [u32; 3]| serde_json::json!(v);
+    // cuLaunchGrid(3, 2), cuLaunch, cuLaunchGridAsync(2, 1) with a 32x2 block and 128
+    // bytes of shared memory; then two cooperative launches of 2 blocks of 64.
+    assert_eq!(
+        shapes,
+        vec![
+            (json([3, 2, 1]), json([32, 2, 1]), Some(128)),
+            (json([1, 1, 1]), json([32, 2, 1]), Some(128)),
+            (json([2, 1, 1]), json([32, 2, 1]), Some(128)),
+            (json([2, 1, 1]), json([64, 1, 1]), Some(0)),
+            (json([2, 1, 1]), json([64, 1, 1]), Some(0)),
+        ],
+        "{records:?}"
+    );
+    let p = param_bytes(launches[0]);
+    assert_eq!(p.len(), 20);
+    assert_ne!(
+        u64::from_le_bytes(p[..8].try_into().unwrap()),
+        0,
+        "the pointer"
+    );
+    assert_eq!(f32::from_le_bytes(p[8..12].try_into().unwrap()), 2.5);
+    assert_eq!(i32::from_le_bytes(p[12..16].try_into().unwrap()), 7);
+    assert_eq!(&p[16..20], &[1, 2, 3, 4]);
+    let q = param_bytes(launches[3]);
+    assert_eq!(&p[..8], &q[..8], "the same buffer");
+    assert_eq!(f32::from_le_bytes(q[8..12].try_into().unwrap()), 1.0);
+    assert_eq!(i32::from_le_bytes(q[12..16].try_into().unwrap()), 3);
 }
 
 /// The driver's stubs: every export of the real libcuda.so.1 that the built one does

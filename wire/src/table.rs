@@ -100,6 +100,10 @@ macro_rules! op_lines {
                 0x0111 DeviceGetAtomicCapabilities => device_get_atomic_capabilities(DeviceGetAtomicCapabilities {
                     operations: Vec<u32>, to_host: bool, dst_device: i32,
                 }) -> AtomicCapabilities { capabilities: Vec<u32> }, Sync;
+                /// `cuCtxGetExecAffinity` of the current device's context: the value of
+                /// affinity `kind` (a `CUexecAffinityType`; 0, the SM count).
+                0x0919 CtxGetExecAffinity => ctx_get_exec_affinity(CtxGetExecAffinity { kind: u32 })
+                    -> ExecAffinity { sm_count: u32 }, Sync;
             }
 
             /// Device allocations, pointer attributes, and guest memory shared with the
@@ -331,6 +335,12 @@ macro_rules! op_lines {
                 0x0504 EventQuery => event_query(EventQuery { event: EventHandle }) -> (), Sync;
                 0x0505 EventElapsedTime => event_elapsed_time(EventElapsedTime { start: EventHandle, end: EventHandle })
                     -> ElapsedTime { ms: f32 }, Sync;
+                /// `cuCtxRecordEvent`: `event` (of the current device) captures all the
+                /// work of the current device's context.
+                0x0917 CtxRecordEvent => ctx_record_event(CtxRecordEvent { event: EventHandle }) -> (), Sync;
+                /// `cuCtxWaitEvent`: the current device's context's later work waits for
+                /// the work `event` (of the current device) captured.
+                0x0918 CtxWaitEvent => ctx_wait_event(CtxWaitEvent { event: EventHandle }) -> (), Sync;
                 /// An interprocess event exported through the daemon for the VM's other
                 /// connections (`cuIpcGetEventHandle`).
                 0x0506 IpcGetEventHandle => ipc_get_event_handle(IpcGetEventHandle { event: EventHandle })

@@ -345,6 +345,169 @@ export! {
     }
 }
 
+/// An offset in an array's row order as (x in bytes, row).
+fn array_place(array: RawHandle, offset: usize) -> Result<(usize, usize)> {
+    let (row, _, _) = rt::array_desc(array)?
+        .extent_bytes()
+        .ok_or(CudaStatus::ErrorInvalidValue)?;
+    let row = usize::try_from(row)
+        .ok()
+        .filter(|r| *r > 0)
+        .ok_or(CudaStatus::ErrorInvalidValue)?;
+    Ok((offset % row, offset / row))
+}
+
+/// `count` bytes from one array to another, both in row order from their offsets.
+fn array_to_array(
+    dst: RawHandle,
+    dst_offset: usize,
+    src: RawHandle,
+    src_offset: usize,
+    count: usize,
+    per_thread: bool,
+) -> Result<()> {
+    check_initialized()?;
+    let (dx, dy) = array_place(dst, dst_offset)?;
+    let (sx, sy) = array_place(src, src_offset)?;
+    // cudaMemcpyDeviceToDevice: both sides are arrays.
+    let kind = 3;
+    super::via_runtime(|| match per_thread {
+        false => rt::cudaMemcpyArrayToArray(dst, dx, dy, src, sx, sy, count, kind),
+        true => rt::cudaMemcpyArrayToArray_ptds(dst, dx, dy, src, sx, sy, count, kind),
+    })
+}
+
+export! {
+    fn cuMemcpyAtoA_v2(dst: RawHandle, dst_offset: usize, src: RawHandle, src_offset: usize, count: usize) {
+        array_to_array(dst, dst_offset, src, src_offset, count, false)
+    }
+}
+
+export! {
+    fn cuMemcpyAtoA_v2_ptds(dst: RawHandle, dst_offset: usize, src: RawHandle, src_offset: usize, count: usize) {
+        array_to_array(dst, dst_offset, src, src_offset, count, true)
+    }
+}
+
+export! {
+    fn cuMemcpyHtoAAsync_v2(array: RawHandle, offset: usize, src: *const c_void, count: usize, stream: RawHandle) {
+        check_initialized()?;
+        // cudaMemcpyHostToDevice; `src` holds `count` bytes by the function's contract,
+        // which the runtime's export relies on.
+        super::via_runtime(|| rt::cudaMemcpyToArrayAsync(array, offset, 0, src, count, 1, stream))
+    }
+}
+
+export! {
+    fn cuMemcpyHtoAAsync_v2_ptsz(array: RawHandle, offset: usize, src: *const c_void, count: usize, stream: RawHandle) {
+        check_initialized()?;
+        super::via_runtime(|| rt::cudaMemcpyToArrayAsync_ptsz(array, offset, 0, src, count, 1, stream))
+    }
+}
+
+export! {
+    fn cuMemcpyAtoHAsync_v2(dst: *mut c_void, array: RawHandle, offset: usize, count: usize, stream: RawHandle) {
+        check_initialized()?;
+        // cudaMemcpyDeviceToHost; `dst` holds `count` bytes by the function's contract.
+        super::via_runtime(|| rt::cudaMemcpyFromArrayAsync(dst, array, offset, 0, count, 2, stream))
+    }
+}
+
+export! {
+    fn cuMemcpyAtoHAsync_v2_ptsz(dst: *mut c_void, array: RawHandle, offset: usize, count: usize, stream: RawHandle) {
+        check_initialized()?;
+        super::via_runtime(|| rt::cudaMemcpyFromArrayAsync_ptsz(dst, array, offset, 0, count, 2, stream))
+    }
+}
+
+/// `CUDA_MEMCPY3D_PEER` is `CUDA_MEMCPY3D` with `srcContext` and `dstContext` where
+/// that has its reserved pointers (`reserved0`, `reserved1`).
+pub type Memcpy3DPeer = Memcpy3D;
+
+/// A 3D copy between two contexts. Contexts name devices here, and with unified
+/// addressing the host's copy reaches memory of either device of its host: the copy
+/// is `cuMemcpy3D`'s once both contexts are checked. Devices of two hosts (several
+/// hosts behind one guest) are refused with `CUDA_ERROR_NOT_SUPPORTED` and a line.
+///
+/// # Safety
+/// `p` is NULL or a readable `CUDA_MEMCPY3D_PEER` whose host sides hold the copy.
+unsafe fn memcpy_3d_peer(p: *const Memcpy3DPeer, stream: RawHandle, is_async: bool) -> Result<()> {
+    check_initialized()?;
+    // SAFETY: as the caller promised.
+    let copy = unsafe { caller::read(p) }?;
+    let src = super::context::device_of(copy.reserved0)?;
+    let dst = super::context::device_of(copy.reserved1)?;
+    if crate::api::on_different_hosts(src, dst)? {
+        return Err(crate::api::unsupported::refuse(
+            "cuMemcpy3DPeer between devices of two hosts",
+            "is not supported by vmcuda",
+        ));
+    }
+    // SAFETY: as the caller promised.
+    unsafe { memcpy_3d(&copy, stream, is_async) }
+}
+
+export! {
+    fn cuMemcpy3DPeer(p: *const Memcpy3DPeer) {
+        // SAFETY: by its contract `p` is as `memcpy_3d_peer` requires.
+        unsafe { memcpy_3d_peer(p, std::ptr::null_mut(), false) }
+    }
+}
+
+export! {
+    fn cuMemcpy3DPeerAsync(p: *const Memcpy3DPeer, stream: RawHandle) {
+        // SAFETY: as cuMemcpy3DPeer's.
+        unsafe { memcpy_3d_peer(p, stream, true) }
+    }
+}
+
+/// `CU_STREAM_PER_THREAD`.
+const PER_THREAD: RawHandle = 2 as RawHandle;
+
+/// A `_ptsz` stream: NULL is the thread's default stream.
+fn per_thread(stream: RawHandle) -> RawHandle {
+    if stream.is_null() {
+        PER_THREAD
+    } else {
+        stream
+    }
+}
+
+export! {
+    fn cuMemcpy3DPeerAsync_ptsz(p: *const Memcpy3DPeer, stream: RawHandle) {
+        // SAFETY: as cuMemcpy3DPeer's.
+        unsafe { memcpy_3d_peer(p, per_thread(stream), true) }
+    }
+}
+
+export! {
+    /// A synchronous copy on the legacy stream is ordered with the thread's default
+    /// stream too (a blocking stream), as the other synchronous copies' `_ptds`
+    /// variants (`legacy`): the base function.
+    fn cuMemcpy3DPeer_ptds(p: *const Memcpy3DPeer) {
+        // SAFETY: as cuMemcpy3DPeer's.
+        unsafe { memcpy_3d_peer(p, std::ptr::null_mut(), false) }
+    }
+}
+
+/// The per-thread variants defined here, by exported name, for `cuGetProcAddress`.
+pub const PER_THREAD_NAMES: &[(&str, *const ())] = &[
+    ("cuMemcpyAtoA_v2_ptds", cuMemcpyAtoA_v2_ptds as *const ()),
+    (
+        "cuMemcpyHtoAAsync_v2_ptsz",
+        cuMemcpyHtoAAsync_v2_ptsz as *const (),
+    ),
+    (
+        "cuMemcpyAtoHAsync_v2_ptsz",
+        cuMemcpyAtoHAsync_v2_ptsz as *const (),
+    ),
+    ("cuMemcpy3DPeer_ptds", cuMemcpy3DPeer_ptds as *const ()),
+    (
+        "cuMemcpy3DPeerAsync_ptsz",
+        cuMemcpy3DPeerAsync_ptsz as *const (),
+    ),
+];
+
 /// `CUDA_TEXTURE_DESC`.
 #[repr(C)]
 #[derive(Clone, Copy)]

@@ -14,9 +14,12 @@ use std::sync::Mutex;
 
 use vmcuda_wire::CudaStatus;
 
-use super::result::{status, CUDA_ERROR_INVALID_CONTEXT};
+use vmcuda_wire::op::{CtxGetExecAffinity, CtxRecordEvent, CtxWaitEvent, EventHandle};
+
+use super::result::{status, CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_INVALID_HANDLE};
 use super::{check_initialized, export, stale, via_runtime, Result};
 use crate::api::device::{device_count, properties};
+use crate::api::RawHandle;
 use crate::{caller, state};
 
 /// Devices a context token can name.
@@ -27,6 +30,14 @@ pub type CUcontext = *mut std::ffi::c_void;
 
 thread_local! {
     static STACK: RefCell<Vec<i32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Per device: the usage count `cuCtxAttach` added to its context.
+static ATTACHED: Mutex<Option<HashMap<i32, u32>>> = Mutex::new(None);
+
+fn with_attached<T>(f: impl FnOnce(&mut HashMap<i32, u32>) -> T) -> T {
+    let mut guard = ATTACHED.lock().unwrap_or_else(|p| p.into_inner());
+    f(guard.get_or_insert_with(HashMap::new))
 }
 
 /// Per device: primary-context retain count and flags.
@@ -203,6 +214,23 @@ export! {
         }
         // SAFETY: by its contract `supported` is NULL or writable.
         unsafe { caller::write(supported, 0) }
+    }
+}
+
+export! {
+    /// LUIDs are Windows's (they match a device with Direct3D's adapters): NVIDIA's
+    /// Linux driver has none and answers `CUDA_ERROR_NOT_SUPPORTED` for a valid device
+    /// and pointers, writing nothing, and `CUDA_ERROR_INVALID_VALUE` for a NULL pointer
+    /// (as reported by others measuring it; tests/gpu/legacy_driver.cu checks it
+    /// against the driver). vmcuda answers the same, without the stubs' line: this is
+    /// the native behaviour, not a missing function.
+    fn cuDeviceGetLuid(luid: *mut c_char, mask: *mut u32, device: i32) {
+        check_initialized()?;
+        if luid.is_null() || mask.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        check_device(device)?;
+        Err(status(super::result::CUDA_ERROR_NOT_SUPPORTED))
     }
 }
 
@@ -442,5 +470,101 @@ export! {
         // The API version of contexts made by a CUDA 13 driver.
         // SAFETY: by cuCtxGetApiVersion's contract `version` is NULL or writable.
         unsafe { caller::write(version, 13000) }
+    }
+}
+
+export! {
+    /// CUDA 1's usage count: the current context, its count raised by one. Flags must
+    /// be 0; with no context current, `CUDA_ERROR_INVALID_CONTEXT`.
+    fn cuCtxAttach(ctx: *mut CUcontext, flags: u32) {
+        let device = current_device()?;
+        if flags != 0 || ctx.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        with_attached(|a| *a.entry(device).or_default() += 1);
+        // SAFETY: by cuCtxAttach's contract `ctx` is writable (checked not NULL).
+        unsafe { caller::write(ctx, context_of(device)) }
+    }
+}
+
+export! {
+    /// Lowers the usage count of the current context `ctx` (another context is
+    /// `CUDA_ERROR_INVALID_CONTEXT`). A count `cuCtxAttach` did not raise is the one
+    /// `cuCtxCreate` gave: the context is then destroyed, as `cuCtxDestroy` does.
+    fn cuCtxDetach(ctx: CUcontext) {
+        check_initialized()?;
+        let device = device_of(ctx)?;
+        if current() != Some(device) {
+            return Err(status(CUDA_ERROR_INVALID_CONTEXT));
+        }
+        let attached = with_attached(|a| match a.get_mut(&device) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                true
+            }
+            _ => false,
+        });
+        if attached {
+            return Ok(());
+        }
+        match cuCtxDestroy_v2(ctx) {
+            0 => Ok(()),
+            e => Err(status(e)),
+        }
+    }
+}
+
+/// The device of context `ctx` if `event` belongs to it, else
+/// `CUDA_ERROR_INVALID_HANDLE`, as the driver answers for an event of another context.
+fn context_and_event(ctx: CUcontext, event: RawHandle) -> Result<(i32, EventHandle)> {
+    check_initialized()?;
+    let device = device_of(ctx)?;
+    match crate::api::device_of_event(event as u64) {
+        Some(d) if d == device => Ok((device, EventHandle(event as u64))),
+        _ => Err(status(CUDA_ERROR_INVALID_HANDLE)),
+    }
+}
+
+export! {
+    /// The host's `cuCtxRecordEvent` in the context's device's context (the one
+    /// vmcuda models per device). Work the guest still holds behind a host function
+    /// (`gate`) is handed to the host first, so the event captures it too.
+    fn cuCtxRecordEvent(ctx: CUcontext, event: RawHandle) {
+        let (device, event) = context_and_event(ctx, event)?;
+        crate::gate::wait_all_submitted();
+        state::as_device(device, || crate::api::call(&CtxRecordEvent { event }))
+    }
+}
+
+export! {
+    /// The host's `cuCtxWaitEvent`: the context's later work waits for the event's
+    /// (once the guest has handed the host a record it still held back).
+    fn cuCtxWaitEvent(ctx: CUcontext, event: RawHandle) {
+        let (device, event) = context_and_event(ctx, event)?;
+        crate::gate::wait_event_submitted(event);
+        state::as_device(device, || crate::api::call(&CtxWaitEvent { event }))
+    }
+}
+
+/// `CUexecAffinityParam`: its type and, for `CU_EXEC_AFFINITY_TYPE_SM_COUNT`, the
+/// SM count.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ExecAffinityParam {
+    kind: u32,
+    sm_count: u32,
+}
+
+export! {
+    /// The host's answer for the current context (vmcuda's contexts carry no affinity:
+    /// `cuCtxCreate_v3` refuses one).
+    fn cuCtxGetExecAffinity(out: *mut ExecAffinityParam, kind: u32) {
+        current_device()?;
+        if out.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let r = crate::api::call(&CtxGetExecAffinity { kind })?;
+        // SAFETY: by cuCtxGetExecAffinity's contract `out` is writable (not NULL).
+        unsafe { caller::write(out, ExecAffinityParam { kind, sm_count: r.sm_count }) }
     }
 }

@@ -34,6 +34,7 @@ mod export_table;
 pub(crate) mod graph;
 pub mod integrity;
 pub(crate) mod ipc;
+mod launch_legacy;
 mod legacy;
 pub(crate) mod library;
 pub(crate) mod memory;

@@ -668,6 +668,39 @@ const PARAM_END: usize = 0;
 const PARAM_BUFFER_POINTER: usize = 1;
 const PARAM_BUFFER_SIZE: usize = 2;
 
+/// The size of a kernel's parameter block.
+fn param_bytes(params: &[ParamInfo]) -> usize {
+    params
+        .iter()
+        .map(|p| (p.offset + p.size) as usize)
+        .max()
+        .unwrap_or(0)
+}
+
+/// A launch of the older ABI (`launch_legacy`): function `f` with the parameter buffer
+/// `buffer`, as `cuLaunchKernel` launches with `CU_LAUNCH_PARAM_BUFFER_POINTER`.
+pub(super) fn launch_buffer(
+    f: *mut c_void,
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared_mem: u32,
+    stream: RawHandle,
+    buffer: Vec<u8>,
+) -> Result<()> {
+    let (function, params) = function(f)?;
+    crate::api::launch::check_config(grid, block)?;
+    launch_packed(
+        function,
+        &params,
+        grid,
+        block,
+        shared_mem,
+        stream,
+        buffer,
+        Vec::new(),
+    )
+}
+
 /// The packed parameter buffer from `kernelParams` or from `extra`.
 ///
 /// # Safety
@@ -679,11 +712,7 @@ unsafe fn pack(
     args: *const *const u8,
     extra: *const *const c_void,
 ) -> Result<Vec<u8>> {
-    let total = params
-        .iter()
-        .map(|p| (p.offset + p.size) as usize)
-        .max()
-        .unwrap_or(0);
+    let total = param_bytes(params);
     if !args.is_null() {
         let mut buffer = vec![0u8; total];
         for (i, p) in params.iter().enumerate() {
@@ -734,7 +763,7 @@ unsafe fn pack(
 /// # Safety
 /// `args` and `extra` are as for [`pack`].
 #[allow(clippy::too_many_arguments)]
-unsafe fn launch(
+pub(super) unsafe fn launch(
     f: *mut c_void,
     grid: [u32; 3],
     block: [u32; 3],
@@ -750,6 +779,27 @@ unsafe fn launch(
     crate::api::launch::check_config(grid, block)?;
     // SAFETY: as `launch`'s caller promised.
     let buffer = unsafe { pack(&params, args, extra) }?;
+    // The launch sets the function's state of the older launch ABI, as the driver's.
+    super::launch_legacy::launched(f, block, shared_mem, &buffer);
+    launch_packed(
+        function, &params, grid, block, shared_mem, stream, buffer, attributes,
+    )
+}
+
+/// A launch of `function` (whose layout is `params`) with its parameter buffer
+/// `buffer`, cut or padded with zeros to the parameters' size.
+#[allow(clippy::too_many_arguments)]
+fn launch_packed(
+    function: FunctionHandle,
+    params: &[ParamInfo],
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared_mem: u32,
+    stream: RawHandle,
+    mut buffer: Vec<u8>,
+    attributes: Vec<LaunchAttribute>,
+) -> Result<()> {
+    buffer.resize(param_bytes(params), 0);
     let stream = stream_handle(stream, false);
     let limits = function_facts::attributes(function)?;
     let threads: i64 = block.iter().map(|v| *v as i64).product();

@@ -18,6 +18,7 @@ use super::export;
 use super::export_table::cuGetExportTable;
 use super::graph::*;
 use super::ipc::*;
+use super::launch_legacy::*;
 use super::library::*;
 use super::memory::*;
 use super::module::*;
@@ -67,6 +68,11 @@ table! {
     "cuMemcpyAtoH" => cuMemcpyAtoH_v2,
     "cuMemcpyDtoA" => cuMemcpyDtoA_v2,
     "cuMemcpyAtoD" => cuMemcpyAtoD_v2,
+    "cuMemcpyAtoA" => cuMemcpyAtoA_v2,
+    "cuMemcpyHtoAAsync" => cuMemcpyHtoAAsync_v2,
+    "cuMemcpyAtoHAsync" => cuMemcpyAtoHAsync_v2,
+    "cuMemcpy3DPeer" => cuMemcpy3DPeer,
+    "cuMemcpy3DPeerAsync" => cuMemcpy3DPeerAsync,
     "cuMipmappedArrayCreate" => cuMipmappedArrayCreate,
     "cuMipmappedArrayGetLevel" => cuMipmappedArrayGetLevel,
     "cuMipmappedArrayDestroy" => cuMipmappedArrayDestroy,
@@ -95,6 +101,7 @@ table! {
     "cuDeviceGetAttribute" => cuDeviceGetAttribute,
     "cuDeviceTotalMem" => cuDeviceTotalMem_v2,
     "cuDeviceGetUuid" => cuDeviceGetUuid_v2,
+    "cuDeviceGetLuid" => cuDeviceGetLuid,
     "cuDeviceGetPCIBusId" => cuDeviceGetPCIBusId,
     "cuDevicePrimaryCtxRetain" => cuDevicePrimaryCtxRetain,
     "cuDevicePrimaryCtxRelease" => cuDevicePrimaryCtxRelease_v2,
@@ -111,6 +118,11 @@ table! {
     "cuCtxGetLimit" => cuCtxGetLimit,
     "cuCtxSynchronize" => cuCtxSynchronize,
     "cuCtxGetApiVersion" => cuCtxGetApiVersion,
+    "cuCtxAttach" => cuCtxAttach,
+    "cuCtxDetach" => cuCtxDetach,
+    "cuCtxRecordEvent" => cuCtxRecordEvent,
+    "cuCtxWaitEvent" => cuCtxWaitEvent,
+    "cuCtxGetExecAffinity" => cuCtxGetExecAffinity,
     "cuModuleLoad" => cuModuleLoad,
     "cuModuleLoadData" => cuModuleLoadData,
     "cuModuleLoadDataEx" => cuModuleLoadDataEx,
@@ -154,6 +166,16 @@ table! {
     "cuLaunchKernel" => cuLaunchKernel,
     "cuLaunchCooperativeKernel" => cuLaunchCooperativeKernel,
     "cuLaunchKernelEx" => cuLaunchKernelEx,
+    "cuFuncSetBlockShape" => cuFuncSetBlockShape,
+    "cuFuncSetSharedSize" => cuFuncSetSharedSize,
+    "cuParamSetSize" => cuParamSetSize,
+    "cuParamSeti" => cuParamSeti,
+    "cuParamSetf" => cuParamSetf,
+    "cuParamSetv" => cuParamSetv,
+    "cuLaunch" => cuLaunch,
+    "cuLaunchGrid" => cuLaunchGrid,
+    "cuLaunchGridAsync" => cuLaunchGridAsync,
+    "cuLaunchCooperativeKernelMultiDevice" => cuLaunchCooperativeKernelMultiDevice,
     "cuOccupancyMaxActiveClusters" => cuOccupancyMaxActiveClusters,
     "cuOccupancyMaxPotentialClusterSize" => cuOccupancyMaxPotentialClusterSize,
     "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags" => cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags,
@@ -415,6 +437,50 @@ mod tests {
                 crate::driver::unsupported::export_names().any(|n| n == *name),
                 "{name} is not a libcuda.so.1 export"
             );
+        }
+    }
+
+    /// The older launch ABI, context calls and copies that left the stub list resolve
+    /// to their implementations, and their per-thread variants with the flag.
+    #[test]
+    fn the_older_entry_points_resolve_to_implementations() {
+        for name in [
+            "cuFuncSetBlockShape",
+            "cuFuncSetSharedSize",
+            "cuParamSetSize",
+            "cuParamSeti",
+            "cuParamSetf",
+            "cuParamSetv",
+            "cuLaunch",
+            "cuLaunchGrid",
+            "cuLaunchGridAsync",
+            "cuLaunchCooperativeKernelMultiDevice",
+            "cuCtxAttach",
+            "cuCtxDetach",
+            "cuCtxRecordEvent",
+            "cuCtxWaitEvent",
+            "cuCtxGetExecAffinity",
+            "cuDeviceGetLuid",
+            "cuMemcpyAtoA",
+            "cuMemcpyHtoAAsync",
+            "cuMemcpyAtoHAsync",
+            "cuMemcpy3DPeer",
+            "cuMemcpy3DPeerAsync",
+        ] {
+            let f = lookup(name).expect(name);
+            assert_ne!(Some(f), crate::driver::unsupported::lookup(name), "{name}");
+        }
+        let per_thread = PER_THREAD_DEFAULT_STREAM;
+        for (base, variant) in [
+            ("cuMemcpyAtoA", "cuMemcpyAtoA_v2_ptds"),
+            ("cuMemcpyHtoAAsync", "cuMemcpyHtoAAsync_v2_ptsz"),
+            ("cuMemcpyAtoHAsync", "cuMemcpyAtoHAsync_v2_ptsz"),
+            ("cuMemcpy3DPeer", "cuMemcpy3DPeer_ptds"),
+            ("cuMemcpy3DPeerAsync", "cuMemcpy3DPeerAsync_ptsz"),
+        ] {
+            let want = super::super::twins::lookup(variant).expect(variant);
+            assert_eq!(lookup_with(base, per_thread), Some(want), "{base}");
+            assert_ne!(lookup_with(base, 0), Some(want), "{base}");
         }
     }
 

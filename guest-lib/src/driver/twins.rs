@@ -523,6 +523,7 @@ pub const PER_THREAD_NAMES: &[&[(&str, *const ())]] = &[
     PTSZ,
     PTDS,
     super::legacy::PER_THREAD_NAMES,
+    super::array::PER_THREAD_NAMES,
     &[("cuLaunchKernelEx_ptsz", cuLaunchKernelEx_ptsz as *const ())],
     &[(
         "cuStreamCopyAttributes_ptsz",

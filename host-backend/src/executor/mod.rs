@@ -154,6 +154,9 @@ pub trait DeviceExec {
     /// Make GPUDirect RDMA writes to the current context visible to its owner, or to
     /// every device.
     fn flush_gpu_direct_rdma_writes(&mut self, to_all_devices: bool) -> ExecResult<()>;
+    /// The SM count the current device's context is limited to
+    /// (`cuCtxGetExecAffinity`, `CU_EXEC_AFFINITY_TYPE_SM_COUNT`).
+    fn exec_affinity_sm_count(&mut self) -> ExecResult<u32>;
     /// The `CUatomicCapability` bits of each operation (checked `CUatomicOperation`s)
     /// for atomics from the current device to host memory (`peer` `None`) or to
     /// device `peer`'s memory.
@@ -488,6 +491,12 @@ pub trait StreamExec {
     fn event_destroy(&mut self, event: ExecEvent) -> ExecResult<()>;
     fn event_record(&mut self, event: ExecEvent, stream: ExecStream, flags: u32) -> ExecResult<()>;
     fn event_synchronize(&mut self, event: ExecEvent) -> ExecResult<()>;
+    /// Capture in `event` (of the current device) all the work of the current device's
+    /// context (`cuCtxRecordEvent`).
+    fn ctx_record_event(&mut self, event: ExecEvent) -> ExecResult<()>;
+    /// Make the current device's context's later work wait for `event`
+    /// (`cuCtxWaitEvent`).
+    fn ctx_wait_event(&mut self, event: ExecEvent) -> ExecResult<()>;
     fn event_query(&mut self, event: ExecEvent) -> ExecResult<()>;
     fn event_elapsed_ms(&mut self, start: ExecEvent, end: ExecEvent) -> ExecResult<f32>;
     /// The driver's handle (`CUipcEventHandle`) of an interprocess event.

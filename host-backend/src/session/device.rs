@@ -311,6 +311,20 @@ impl DeviceOps for Session {
             Vec::new(),
         ))
     }
+    fn ctx_get_exec_affinity(
+        &mut self,
+        _: &CallContext,
+        req: CtxGetExecAffinity,
+        _: &[u8],
+    ) -> HandlerResult<ExecAffinity> {
+        // CU_EXEC_AFFINITY_TYPE_SM_COUNT is the only type.
+        if req.kind != 0 {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let sm_count = self.exec.exec_affinity_sm_count()?;
+        Ok((ExecAffinity { sm_count }, Vec::new()))
+    }
+
     fn flush_gpu_direct_rdma_writes(
         &mut self,
         _: &CallContext,

@@ -212,6 +212,29 @@ impl StreamOps for Session {
         nothing()
     }
 
+    /// The event must be the context's (its device's), as the driver requires.
+    fn ctx_record_event(
+        &mut self,
+        ctx: &CallContext,
+        req: CtxRecordEvent,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        let e = self.context_event(ctx, req.event)?;
+        self.exec.ctx_record_event(e)?;
+        nothing()
+    }
+
+    fn ctx_wait_event(
+        &mut self,
+        ctx: &CallContext,
+        req: CtxWaitEvent,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        let e = self.context_event(ctx, req.event)?;
+        self.exec.ctx_wait_event(e)?;
+        nothing()
+    }
+
     fn event_synchronize(
         &mut self,
         _: &CallContext,
@@ -350,5 +373,22 @@ impl StreamOps for Session {
         }
         self.exec.stream_batch_mem_op(stream, &req.ops)?;
         nothing()
+    }
+}
+
+impl Session {
+    /// Event `event` of the calling thread's current device: another device's is
+    /// `cudaErrorInvalidResourceHandle` (`CUDA_ERROR_INVALID_HANDLE`), as the driver
+    /// answers for an event of another context.
+    fn context_event(
+        &self,
+        ctx: &CallContext,
+        event: EventHandle,
+    ) -> Result<crate::executor::ExecEvent, CudaStatus> {
+        let e = self.handles.event(event)?;
+        match self.handles.event_device.get(&event) {
+            Some(d) if *d != ctx.device => Err(CudaStatus::ErrorInvalidResourceHandle),
+            _ => Ok(e),
+        }
     }
 }

@@ -621,3 +621,36 @@ fn texture_references_bind_only_the_guests_memory_and_take_checked_settings() {
         Err(CudaStatus::ErrorInvalidValue)
     );
 }
+
+/// `cuCtxRecordEvent` and `cuCtxWaitEvent` take an event of the calling thread's device
+/// only (another device's is `CUDA_ERROR_INVALID_HANDLE`, as the driver answers for an
+/// event of another context); `cuCtxGetExecAffinity` answers the SM count, its only
+/// type.
+#[test]
+fn context_events_and_affinity_answer_as_the_driver() {
+    let mut s = session(None);
+    let event = EventHandle(77);
+    s.event_create(&CTX, EventCreate { event, flags: 0 }, &[])
+        .unwrap();
+    s.ctx_record_event(&CTX, CtxRecordEvent { event }, &[])
+        .unwrap();
+    s.event_synchronize(&CTX, EventSynchronize { event }, &[])
+        .unwrap();
+    s.ctx_wait_event(&CTX, CtxWaitEvent { event }, &[]).unwrap();
+    let other = CallContext { device: 1 };
+    let refused = s.ctx_record_event(&other, CtxRecordEvent { event }, &[]);
+    assert_eq!(refused.unwrap_err(), CudaStatus::ErrorInvalidResourceHandle);
+    let refused = s.ctx_wait_event(&other, CtxWaitEvent { event }, &[]);
+    assert_eq!(refused.unwrap_err(), CudaStatus::ErrorInvalidResourceHandle);
+    let unknown = EventHandle(78);
+    let refused = s.ctx_record_event(&CTX, CtxRecordEvent { event: unknown }, &[]);
+    assert_eq!(refused.unwrap_err(), CudaStatus::ErrorInvalidResourceHandle);
+
+    let affinity = s
+        .ctx_get_exec_affinity(&CTX, CtxGetExecAffinity { kind: 0 }, &[])
+        .unwrap()
+        .0;
+    assert_eq!(affinity.sm_count, 4, "the double's MULTIPROCESSOR_COUNT");
+    let refused = s.ctx_get_exec_affinity(&CTX, CtxGetExecAffinity { kind: 1 }, &[]);
+    assert_eq!(refused.unwrap_err(), CudaStatus::ErrorInvalidValue);
+}

@@ -719,6 +719,19 @@ impl DeviceExec for CudaExecutor {
         check(unsafe { sys::cuCtxResetPersistingL2Cache() })
     }
 
+    fn exec_affinity_sm_count(&mut self) -> ExecResult<u32> {
+        self.bind()?;
+        let mut param = std::mem::MaybeUninit::<sys::CUexecAffinityParam>::zeroed();
+        let kind = sys::CUexecAffinityType::CU_EXEC_AFFINITY_TYPE_SM_COUNT;
+        // SAFETY: `param` is writable for one CUexecAffinityParam; a context is current.
+        check(unsafe { sys::cuCtxGetExecAffinity(param.as_mut_ptr(), kind) })?;
+        // SAFETY: zeroed is a valid CUexecAffinityParam (an enum of value 0 and a
+        // union of integers), and the driver filled it on success.
+        let param = unsafe { param.assume_init() };
+        // SAFETY: the SM count is the union's member for CU_EXEC_AFFINITY_TYPE_SM_COUNT.
+        Ok(unsafe { param.param.smCount.val })
+    }
+
     fn texture_1d_linear_max_width(&mut self, format: u32, channels: u32) -> ExecResult<u64> {
         use sys::CUarray_format as F;
         let format = match format {

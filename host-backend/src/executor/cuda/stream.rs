@@ -265,6 +265,23 @@ impl StreamExec for CudaExecutor {
         check(unsafe { sys::cuEventRecordWithFlags(e, s, flags) })
     }
 
+    fn ctx_record_event(&mut self, event: ExecEvent) -> ExecResult<()> {
+        let idx = self.bind()?;
+        let ctx = self.context(idx)?;
+        let e = self.event(event)?;
+        // SAFETY: `ctx` is the primary context this executor holds for the device and
+        // `e` a checked event of this executor.
+        check(unsafe { sys::cuCtxRecordEvent(ctx, e) })
+    }
+
+    fn ctx_wait_event(&mut self, event: ExecEvent) -> ExecResult<()> {
+        let idx = self.bind()?;
+        let ctx = self.context(idx)?;
+        let e = self.event(event)?;
+        // SAFETY: as in `ctx_record_event`.
+        check(unsafe { sys::cuCtxWaitEvent(ctx, e) })
+    }
+
     fn event_synchronize(&mut self, event: ExecEvent) -> ExecResult<()> {
         self.bind()?;
         let e = self.event(event)?;

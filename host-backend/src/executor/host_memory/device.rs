@@ -261,6 +261,12 @@ impl DeviceExec for HostMemoryExecutor {
         Ok(())
     }
 
+    /// No affinity is set on the double's contexts: all of its device's SMs, 4 as its
+    /// `MULTIPROCESSOR_COUNT` attribute says.
+    fn exec_affinity_sm_count(&mut self) -> ExecResult<u32> {
+        Ok(4)
+    }
+
     fn texture_1d_linear_max_width(&mut self, _format: u32, _channels: u32) -> ExecResult<u64> {
         // The double's devices take 2^28 elements of any format, as their
         // maxTexture1DLinear says.

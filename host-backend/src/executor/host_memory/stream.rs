@@ -166,6 +166,20 @@ impl StreamExec for HostMemoryExecutor {
         Ok(())
     }
 
+    /// The double's work is done when it returns: the event is recorded now.
+    fn ctx_record_event(&mut self, event: ExecEvent) -> ExecResult<()> {
+        let e = self
+            .events
+            .get_mut(&event)
+            .ok_or(CudaStatus::ErrorInvalidResourceHandle)?;
+        e.recorded_at = Some(Instant::now());
+        Ok(())
+    }
+
+    fn ctx_wait_event(&mut self, event: ExecEvent) -> ExecResult<()> {
+        self.event_synchronize(event)
+    }
+
     fn event_synchronize(&mut self, event: ExecEvent) -> ExecResult<()> {
         self.events
             .get(&event)
