@@ -28,12 +28,15 @@
 #                           toolchain .ci/install-nvcc.sh installs)
 #   VMCUDA_SAMPLES_LIBROOTS colon-separated roots with include/ and lib/ holding what
 #                           the nvcc root of .ci/install-nvcc.sh lacks: cuFFT, cuRAND,
-#                           cuSOLVER, cuSPARSE, nvJitLink and cuda_profiler_api.h. The
+#                           cuSOLVER, cuSPARSE, nvJitLink, cuda_profiler_api.h and
+#                           NVTX3's headers. The
 #                           wheels install them under nvidia/cu13:
 #                             pip install --target DIR nvidia-cufft nvidia-curand \
 #                               nvidia-cusolver nvidia-cusparse nvidia-nvjitlink \
-#                               'nvidia-cuda-profiler-api==13.0.*'
-#                           then VMCUDA_SAMPLES_LIBROOTS=DIR/nvidia/cu13
+#                               'nvidia-cuda-profiler-api==13.0.*' 'nvidia-nvtx==13.0.*'
+#                           then VMCUDA_SAMPLES_LIBROOTS=DIR/nvidia/cu13 (nvidia-nvtx
+#                           for NVTX3's headers, nvtx3/, which cudaGraphsPerfScaling
+#                           includes; they load no library unless a profiler asks)
 #   VMCUDA_SAMPLES_COMMIT   the checkout's commit when CHECKOUT is not a git work tree
 #   JOBS                    parallel builds (default 2)
 # Exits non-zero if any sample failed to build (the others are still built).
@@ -193,6 +196,10 @@ build_one() {
                      done
                      [ -n "$found" ] || { echo "$src not in ${libdirs[*]}"; return 1; }
                      cp "$found" "$dest/" ;;
+            # include:P copies file or directory P of the nvcc root's include directory
+            # beside the program under its last name (the headers NVRTC samples compile
+            # against: cooperative_groups.h, cooperative_groups/, cccl/nv, cccl/cuda).
+            include) cp -r "$curoot/include/$src" "$dest/" || return 1 ;;
             # data:F copies file F of the checkout's Common/data.
             data) cp "$checkout/Common/data/$src" "$dest/" || return 1 ;;
             copy) mkdir -p "$dest/$(dirname "$src")"
