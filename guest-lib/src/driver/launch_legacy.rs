@@ -14,9 +14,11 @@
 //!
 //! Defaults, before any call sets them: a block of 1x1x1 threads, no dynamic shared
 //! memory, an empty parameter buffer. Errors: a function this process does not hold is
-//! `CUDA_ERROR_INVALID_HANDLE`; a zero or negative block or grid dimension, a parameter
-//! buffer larger than a kernel may take (32764 bytes), and a parameter written past the
-//! size `cuParamSetSize` gave are `CUDA_ERROR_INVALID_VALUE`. The state of a function
+//! `CUDA_ERROR_INVALID_HANDLE`; a zero or negative block or grid dimension, and a
+//! parameter buffer or a parameter past what a kernel may take (32764 bytes) are
+//! `CUDA_ERROR_INVALID_VALUE`. A parameter written past the size `cuParamSetSize` gave
+//! is taken, as NVIDIA's driver takes it (measured on the H200), and a launch passes
+//! that size's bytes. The state of a function
 //! stays until the process ends (function ids are never reused).
 
 use std::collections::HashMap;
@@ -41,6 +43,9 @@ const MAX_PARAM_BYTES: usize = 32764;
 struct Setup {
     block: [u32; 3],
     shared: u32,
+    /// `cuParamSetSize`'s size: the bytes a launch passes.
+    size: usize,
+    /// What was written, `size` bytes or more (zeros where nothing was).
     params: Vec<u8>,
 }
 
@@ -49,19 +54,23 @@ impl Default for Setup {
         Setup {
             block: [1, 1, 1],
             shared: 0,
+            size: 0,
             params: Vec::new(),
         }
     }
 }
 
 impl Setup {
-    /// `bytes` written at `offset`: they must lie within the buffer's size.
+    /// `bytes` written at `offset`, within what a kernel may take.
     fn write(&mut self, offset: i32, bytes: &[u8]) -> Result<()> {
         let offset = usize::try_from(offset).map_err(|_| CudaStatus::ErrorInvalidValue)?;
         let end = offset
             .checked_add(bytes.len())
-            .filter(|end| *end <= self.params.len())
+            .filter(|end| *end <= MAX_PARAM_BYTES)
             .ok_or(CudaStatus::ErrorInvalidValue)?;
+        if self.params.len() < end {
+            self.params.resize(end, 0);
+        }
         self.params[offset..end].copy_from_slice(bytes);
         Ok(())
     }
@@ -71,8 +80,16 @@ impl Setup {
         if size > MAX_PARAM_BYTES {
             return Err(CudaStatus::ErrorInvalidValue);
         }
+        self.size = size;
         self.params.resize(size, 0);
         Ok(())
+    }
+
+    /// The bytes a launch passes: `size` of them.
+    fn launch_bytes(&self) -> Vec<u8> {
+        let mut bytes = self.params.clone();
+        bytes.resize(self.size, 0);
+        bytes
     }
 }
 
@@ -152,7 +169,14 @@ export! {
 fn launch_grid(f: *mut c_void, width: i32, height: i32, stream: RawHandle) -> Result<()> {
     let grid = [dimension(width)?, dimension(height)?, 1];
     let setup = with_setup(f, |s| Ok(s.clone()))?;
-    launch_buffer(f, grid, setup.block, setup.shared, stream, setup.params)
+    launch_buffer(
+        f,
+        grid,
+        setup.block,
+        setup.shared,
+        stream,
+        setup.launch_bytes(),
+    )
 }
 
 /// Whether the program has used the older ABI at all: until it has, the launches of
@@ -173,6 +197,7 @@ pub(super) fn launched(f: *mut c_void, block: [u32; 3], shared: u32, params: &[u
         Setup {
             block,
             shared,
+            size: params.len(),
             params: params.to_vec(),
         },
     );
@@ -309,14 +334,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parameters_are_written_within_the_size_only() {
+    fn parameters_past_the_size_are_taken_and_launches_pass_the_size() {
         let mut s = Setup::default();
-        assert_eq!(s.write(0, &[1]), Err(CudaStatus::ErrorInvalidValue));
+        // Past the size is taken (as the H200's driver does); a launch passes none of it.
+        s.write(0, &[1]).unwrap();
+        assert!(s.launch_bytes().is_empty());
         s.set_size(12).unwrap();
         s.write(0, &7u32.to_ne_bytes()).unwrap();
         s.write(4, &2.5f32.to_ne_bytes()).unwrap();
         s.write(8, &[9, 9, 9, 9]).unwrap();
-        assert_eq!(s.write(9, &[0; 4]), Err(CudaStatus::ErrorInvalidValue));
+        s.write(9, &[9; 4]).unwrap();
+        assert_eq!(s.launch_bytes().len(), 12);
+        s.write(8, &[9, 9, 9, 9]).unwrap();
+        assert_eq!(
+            s.write(MAX_PARAM_BYTES as i32 - 3, &[0; 4]),
+            Err(CudaStatus::ErrorInvalidValue)
+        );
         assert_eq!(s.write(-1, &[0]), Err(CudaStatus::ErrorInvalidValue));
         assert_eq!(
             s.write(i32::MAX, &[0; 4]),
@@ -325,11 +358,11 @@ mod tests {
         let mut want = 7u32.to_ne_bytes().to_vec();
         want.extend(2.5f32.to_ne_bytes());
         want.extend([9, 9, 9, 9]);
-        assert_eq!(s.params, want);
+        assert_eq!(s.launch_bytes(), want);
         // A smaller size keeps the first bytes, a larger one adds zeros.
         s.set_size(4).unwrap();
         s.set_size(8).unwrap();
-        assert_eq!(s.params, [7, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(s.launch_bytes(), [7, 0, 0, 0, 0, 0, 0, 0]);
         assert_eq!(
             s.set_size(MAX_PARAM_BYTES as u32 + 1),
             Err(CudaStatus::ErrorInvalidValue)
