@@ -341,12 +341,28 @@ static void *proc(const char *name) {
 }
 
 static void array_copies(CUstream stream) {
-    // 16 x 4 elements of 4 bytes: rows of 64 bytes.
+    // 1D arrays of 64 elements of 4 bytes ("rows" below: 16 elements).
     CUDA_ARRAY_DESCRIPTOR d;
-    d.Width = 16;
-    d.Height = 4;
+    d.Width = 64;
+    d.Height = 0;
     d.Format = CU_AD_FORMAT_UNSIGNED_INT32;
     d.NumChannels = 1;
+    // A 2D array of 16 x 4: NVIDIA's driver takes these 1D copies within its first row
+    // only (measured on the H200, 2026-12-03).
+    CUDA_ARRAY_DESCRIPTOR d2 = d;
+    d2.Width = 16;
+    d2.Height = 4;
+    CUarray c;
+    cuArrayCreate(&c, &d2);
+    unsigned row[16] = {0};
+    call("cuMemcpyHtoAAsync(across a 2D array's rows)", cuMemcpyHtoAAsync(c, 0, row, 128, stream),
+          CUDA_ERROR_INVALID_VALUE);
+    call("cuMemcpyAtoHAsync(across a 2D array's rows)", cuMemcpyAtoHAsync(row, c, 32, 64, stream),
+          CUDA_ERROR_INVALID_VALUE);
+    call("cuMemcpyAtoA(across a 2D array's rows)", cuMemcpyAtoA(c, 0, c, 64, 64), CUDA_ERROR_INVALID_VALUE);
+    call("cuMemcpyHtoAAsync(a 2D array's first row)", cuMemcpyHtoAAsync(c, 0, row, 64, stream));
+    cuStreamSynchronize(stream);
+    cuArrayDestroy(c);
     CUarray a, b;
     cuArrayCreate(&a, &d);
     cuArrayCreate(&b, &d);

@@ -357,6 +357,21 @@ fn array_place(array: RawHandle, offset: usize) -> Result<(usize, usize)> {
     Ok((offset % row, offset / row))
 }
 
+/// NVIDIA's driver takes `cuMemcpyAtoA`, `cuMemcpyHtoAAsync` and `cuMemcpyAtoHAsync`
+/// ranges within an array's first row only, as the 1D copies they are documented to be:
+/// across the rows of a 2D array they answer `CUDA_ERROR_INVALID_VALUE` (measured on the
+/// H200, tests/gpu/results/RESULTS-LEGACY.md).
+fn within_first_row(array: RawHandle, offset: usize, count: usize) -> Result<()> {
+    let (row, _, _) = rt::array_desc(array)?
+        .extent_bytes()
+        .ok_or(CudaStatus::ErrorInvalidValue)?;
+    let row = usize::try_from(row).map_err(|_| CudaStatus::ErrorInvalidValue)?;
+    match offset.checked_add(count) {
+        Some(end) if end <= row => Ok(()),
+        _ => Err(CudaStatus::ErrorInvalidValue),
+    }
+}
+
 /// `count` bytes from one array to another, both in row order from their offsets.
 fn array_to_array(
     dst: RawHandle,
@@ -367,6 +382,8 @@ fn array_to_array(
     per_thread: bool,
 ) -> Result<()> {
     check_initialized()?;
+    within_first_row(dst, dst_offset, count)?;
+    within_first_row(src, src_offset, count)?;
     let (dx, dy) = array_place(dst, dst_offset)?;
     let (sx, sy) = array_place(src, src_offset)?;
     // cudaMemcpyDeviceToDevice: both sides are arrays.
@@ -392,6 +409,7 @@ export! {
 export! {
     fn cuMemcpyHtoAAsync_v2(array: RawHandle, offset: usize, src: *const c_void, count: usize, stream: RawHandle) {
         check_initialized()?;
+        within_first_row(array, offset, count)?;
         // cudaMemcpyHostToDevice; `src` holds `count` bytes by the function's contract,
         // which the runtime's export relies on.
         super::via_runtime(|| rt::cudaMemcpyToArrayAsync(array, offset, 0, src, count, 1, stream))
@@ -401,6 +419,7 @@ export! {
 export! {
     fn cuMemcpyHtoAAsync_v2_ptsz(array: RawHandle, offset: usize, src: *const c_void, count: usize, stream: RawHandle) {
         check_initialized()?;
+        within_first_row(array, offset, count)?;
         super::via_runtime(|| rt::cudaMemcpyToArrayAsync_ptsz(array, offset, 0, src, count, 1, stream))
     }
 }
@@ -408,6 +427,7 @@ export! {
 export! {
     fn cuMemcpyAtoHAsync_v2(dst: *mut c_void, array: RawHandle, offset: usize, count: usize, stream: RawHandle) {
         check_initialized()?;
+        within_first_row(array, offset, count)?;
         // cudaMemcpyDeviceToHost; `dst` holds `count` bytes by the function's contract.
         super::via_runtime(|| rt::cudaMemcpyFromArrayAsync(dst, array, offset, 0, count, 2, stream))
     }
@@ -416,6 +436,7 @@ export! {
 export! {
     fn cuMemcpyAtoHAsync_v2_ptsz(dst: *mut c_void, array: RawHandle, offset: usize, count: usize, stream: RawHandle) {
         check_initialized()?;
+        within_first_row(array, offset, count)?;
         super::via_runtime(|| rt::cudaMemcpyFromArrayAsync_ptsz(dst, array, offset, 0, count, 2, stream))
     }
 }
