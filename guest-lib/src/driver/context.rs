@@ -86,6 +86,22 @@ fn with_stack<R: Default>(f: impl FnOnce(&mut Vec<i32>) -> R) -> R {
         .unwrap_or_default()
 }
 
+/// `f` with `device` as the calling thread's device, then the device it had.
+fn on_device<T>(device: i32, f: impl FnOnce() -> T) -> T {
+    let saved = state::current_device();
+    state::set_current_device(device);
+    let r = f();
+    state::set_current_device(saved);
+    r
+}
+
+/// Wait for the work of `device`, whichever device is the thread's.
+pub(super) fn synchronize_device(device: i32) -> Result<()> {
+    on_device(device, || {
+        via_runtime(|| crate::api::device::cudaDeviceSynchronize())
+    })
+}
+
 fn make_current(device: Option<i32>) {
     if let Some(d) = device {
         state::set_current_device(d);
@@ -339,10 +355,7 @@ export! {
 export! {
     fn cuDevicePrimaryCtxReset_v2(device: i32) {
         check_device(device)?;
-        let saved = state::current_device();
-        state::set_current_device(device);
-        let reset = via_runtime(|| crate::api::device::cudaDeviceReset());
-        state::set_current_device(saved);
+        let reset = on_device(device, || via_runtime(|| crate::api::device::cudaDeviceReset()));
         with_primary(|p| p.remove(&device));
         reset
     }
@@ -367,10 +380,7 @@ export! {
         let device = device_of(ctx)?;
         // A context's destruction waits for its work, and the real driver prints what
         // its kernels wrote with `printf` then (here: when the host synchronizes).
-        let saved = state::current_device();
-        state::set_current_device(device);
-        let _ = via_runtime(|| crate::api::device::cudaDeviceSynchronize());
-        state::set_current_device(saved);
+        let _ = synchronize_device(device);
         with_primary(|p| {
             if let Some(e) = p.get_mut(&device) {
                 e.0 = e.0.saturating_sub(1);

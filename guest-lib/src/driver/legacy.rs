@@ -303,11 +303,7 @@ export! {
     /// device's work.
     fn cuCtxSynchronize_v2(ctx: CUcontext) {
         let device = if ctx.is_null() { context::current_device()? } else { device_of(ctx)? };
-        let saved = crate::state::current_device();
-        crate::state::set_current_device(device);
-        let r = super::via_runtime(|| crate::api::device::cudaDeviceSynchronize());
-        crate::state::set_current_device(saved);
-        r
+        context::synchronize_device(device)
     }
 }
 
