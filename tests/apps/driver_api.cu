@@ -42,6 +42,7 @@
     X(cuCtxSetLimit, "cuCtxSetLimit")                                      \
     X(cuDeviceGetP2PAttribute, "cuDeviceGetP2PAttribute")                  \
     X(cuModuleLoadData, "cuModuleLoadData")                                \
+    X(cuModuleLoadDataEx, "cuModuleLoadDataEx")                            \
     X(cuModuleUnload, "cuModuleUnload")                                    \
     X(cuModuleGetFunction, "cuModuleGetFunction")                          \
     X(cuModuleGetGlobal_v2, "cuModuleGetGlobal_v2")                        \
@@ -321,6 +322,27 @@ int main() {
         printf("SKIP kernels from PTX: the module did not load\n");
     }
 
+    // The same PTX with the JIT's output options: both logs come back NUL-terminated
+    // (the buffers start full of 'x'), an error log only when the load failed, and the
+    // filled lengths in the size options' slots.
+    {
+        char info[256], err[256];
+        memset(info, 'x', sizeof info);
+        memset(err, 'x', sizeof err);
+        CUjit_option o[5] = {CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, CU_JIT_ERROR_LOG_BUFFER,
+                             CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, CU_JIT_MAX_REGISTERS};
+        void *v[5] = {info, (void *)(size_t)sizeof info, err, (void *)(size_t)sizeof err, (void *)(size_t)32};
+        CUmodule ex = NULL;
+        CUresult rex = p_cuModuleLoadDataEx(&ex, kPtx, 5, o, v);
+        printf("cuModuleLoadDataEx(PTX): %s\n", name_of(rex));
+        bool terminated = memchr(info, 0, sizeof info) && memchr(err, 0, sizeof err);
+        expect("cuModuleLoadDataEx's logs are NUL-terminated", terminated);
+        size_t err_len = (size_t)v[3];
+        expect("cuModuleLoadDataEx's error log is filled only on failure",
+               terminated && (rex == CUDA_SUCCESS) == (strlen(err) == 0) && err_len <= sizeof err);
+        if (rex == CUDA_SUCCESS) check("cuModuleUnload(Ex)", p_cuModuleUnload(ex));
+    }
+
     // The linker: PTX in, a cubin out, loaded as a module.
     CUlinkState link;
     char error_log[4096] = {0};
@@ -394,6 +416,26 @@ int main() {
     check("cuGetProcAddress(cuNoSuchFunction)",
           p_cuGetProcAddress_v2("cuNoSuchFunction", &fp, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &q), CUDA_SUCCESS);
     printf("unknown symbol status %d, pointer %s\n", (int)q, fp ? "set" : "NULL");
+
+    // cuMemGetAttribute(_v2): deprecated, with no public signature; NVIDIA's driver
+    // answers CUDA_ERROR_NOT_SUPPORTED whatever it is passed, by name and by lookup.
+    for (const char *name : {"cuMemGetAttribute", "cuMemGetAttribute_v2"}) {
+        typedef CUresult (*Deprecated)(void *, int, CUdeviceptr);
+        char what[96];
+        snprintf(what, sizeof what, "%s by name", name);
+        Deprecated by_name = (Deprecated)dlsym(lib, name);
+        if (!by_name) {
+            printf("FAIL missing %s\n", name);
+            failures++;
+            continue;
+        }
+        unsigned long long scratch[4] = {0};
+        check(what, by_name(scratch, 0, din), CUDA_ERROR_NOT_SUPPORTED);
+        snprintf(what, sizeof what, "%s through cuGetProcAddress", name);
+        void *looked_up = NULL;
+        check("cuGetProcAddress(cuMemGetAttribute)", p_cuGetProcAddress_v2(name, &looked_up, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &q));
+        if (looked_up) check(what, ((Deprecated)looked_up)(scratch, 1, din), CUDA_ERROR_NOT_SUPPORTED);
+    }
 
     check("cuMemFree in", p_cuMemFree_v2(din));
     check("cuMemFree out", p_cuMemFree_v2(dout));

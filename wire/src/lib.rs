@@ -19,6 +19,7 @@
 //! - [`status`]: CUDA runtime error codes (`cudaError_t`), their names and messages.
 //! - [`fatbin`]: parsing of nvcc fatbinary wrappers, containers and entries.
 //! - [`cubin`]: reading kernel parameter layouts and global variables out of ELF cubins.
+//! - [`ptx`]: the module-scope data a PTX text older than the linker takes declares.
 //! - [`transport`]: server addresses (`unix:`, `tcp:`, `tls:`, `vsock:`) and blocking
 //!   streams.
 //! - [`ring`]: the command ring: frames through memory the guest and its worker share,
@@ -42,6 +43,7 @@ pub mod memory;
 pub mod module;
 pub mod op;
 pub mod polling;
+pub mod ptx;
 pub mod ring;
 pub mod status;
 pub mod table;

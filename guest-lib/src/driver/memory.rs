@@ -734,3 +734,20 @@ export! {
         Ok(())
     }
 }
+
+// `cuMemGetAttribute` and `cuMemGetAttribute_v2` are deprecated exports with no
+// signature in any public header. NVIDIA's driver (580.159.04 on the H200) answers
+// CUDA_ERROR_NOT_SUPPORTED at once whatever it is passed: each body is
+// `mov $0x321, %eax; ret` (tests/gpu/results/RESULTS-DRIVER-ANSWERS.md). These answer
+// the same, reading no argument.
+export! {
+    fn cuMemGetAttribute() {
+        Err(status(super::result::CUDA_ERROR_NOT_SUPPORTED))
+    }
+}
+
+export! {
+    fn cuMemGetAttribute_v2() {
+        Err(status(super::result::CUDA_ERROR_NOT_SUPPORTED))
+    }
+}

@@ -494,18 +494,103 @@ export! {
     }
 }
 
+/// The output options of a module load (`cuModuleLoadDataEx`): the log buffers, the
+/// slots their filled lengths go back into, and the wall time's slot.
+#[derive(Default)]
+struct JitOutputs {
+    info_log: Option<(usize, usize)>,
+    error_log: Option<(usize, usize)>,
+    info_len_slot: Option<usize>,
+    error_len_slot: Option<usize>,
+    wall_time: Option<usize>,
+}
+
+impl JitOutputs {
+    /// # Safety
+    /// `options` and `values` are NULL or hold `n` readable entries each.
+    unsafe fn read(n: u32, options: *const u32, values: *mut *mut c_void) -> Result<Self> {
+        let mut out = JitOutputs::default();
+        let (mut info, mut error, mut info_len, mut error_len) = (0usize, 0usize, 0usize, 0usize);
+        for i in 0..n as usize {
+            // SAFETY: as `read`'s caller promised.
+            let option = unsafe { caller::read(options.wrapping_add(i)) }?;
+            let slot = values.wrapping_add(i);
+            // SAFETY: as `read`'s caller promised.
+            let value = unsafe { caller::read(slot) }? as usize;
+            match option {
+                JIT_INFO_LOG_BUFFER => info = value,
+                JIT_INFO_LOG_BUFFER_SIZE_BYTES => {
+                    (info_len, out.info_len_slot) = (value, Some(slot as usize))
+                }
+                JIT_ERROR_LOG_BUFFER => error = value,
+                JIT_ERROR_LOG_BUFFER_SIZE_BYTES => {
+                    (error_len, out.error_len_slot) = (value, Some(slot as usize))
+                }
+                JIT_WALL_TIME => out.wall_time = Some(slot as usize),
+                _ => {}
+            }
+        }
+        out.info_log = (info != 0 && info_len > 0).then_some((info, info_len));
+        out.error_log = (error != 0 && error_len > 0).then_some((error, error_len));
+        Ok(out)
+    }
+
+    /// Fill the outputs after a load: an empty info log, and on failure an error log
+    /// naming the host's answer (its driver compiled the image; its own logs stay there).
+    ///
+    /// # Safety
+    /// The buffers and slots are the program's, as `read` found them.
+    unsafe fn write(&self, failure: Option<CudaStatus>) -> Result<()> {
+        let error = failure.map(|s| {
+            let code = super::result::cu_result(s);
+            let name = super::names::name(code).unwrap_or("an unnamed code");
+            format!("vmcuda: the host's driver did not load this image: {name}")
+        });
+        // SAFETY: as `write`'s caller promised.
+        unsafe { write_log(self.info_log, "") }?;
+        // SAFETY: as `write`'s caller promised.
+        unsafe { write_log(self.error_log, error.as_deref().unwrap_or("")) }?;
+        let filled = |log: Option<(usize, usize)>, text: &str| {
+            log.map_or(0, |(_, len)| text.len().min(len - 1))
+        };
+        if let Some(slot) = self.info_len_slot {
+            // SAFETY: as `write`'s caller promised; the driver writes the filled length
+            // into the size option's slot.
+            unsafe { caller::write(slot as *mut usize, 0) }?;
+        }
+        if let Some(slot) = self.error_len_slot {
+            let n = filled(self.error_log, error.as_deref().unwrap_or(""));
+            // SAFETY: as above.
+            unsafe { caller::write(slot as *mut usize, n) }?;
+        }
+        if let Some(slot) = self.wall_time {
+            // SAFETY: as above; the time goes as a float at the start of its slot.
+            unsafe { caller::write(slot as *mut f32, 0.0) }?;
+        }
+        Ok(())
+    }
+}
+
 export! {
-    /// JIT options are the host's business (its driver compiles with its defaults).
+    /// The numeric JIT options are the host's business (its driver compiles with its
+    /// defaults); the log buffers and the wall time are filled as the driver fills them.
     fn cuModuleLoadDataEx(
         module: *mut *mut c_void,
         image_ptr: *const c_void,
-        _num_options: u32,
-        _options: *mut u32,
-        _values: *mut *mut c_void,
+        num_options: u32,
+        options: *mut u32,
+        values: *mut *mut c_void,
     ) {
+        // SAFETY: by cuModuleLoadDataEx's contract `options` and `values` hold
+        // `num_options` entries each.
+        let outputs = unsafe { JitOutputs::read(num_options, options, values) }?;
         // SAFETY: by cuModuleLoadDataEx's contract `image_ptr` is a module image the
         // program holds and `module` is NULL or writable.
-        unsafe { load(module, image(image_ptr)?) }
+        let loaded = unsafe { image(image_ptr).and_then(|i| load(module, i)) };
+        // SAFETY: by cuModuleLoadDataEx's contract the log buffers are writable for
+        // their sizes and the value slots are writable.
+        unsafe { outputs.write(loaded.err()) }?;
+        loaded
     }
 }
 

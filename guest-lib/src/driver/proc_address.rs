@@ -192,6 +192,8 @@ table! {
     "cuMemFree" => cuMemFree_v2,
     "cuMemGetInfo" => cuMemGetInfo_v2,
     "cuMemGetAddressRange" => cuMemGetAddressRange_v2,
+    "cuMemGetAttribute" => cuMemGetAttribute,
+    "cuMemGetAttribute_v2" => cuMemGetAttribute_v2,
     "cuMemAllocHost" => cuMemAllocHost_v2,
     "cuMemHostAlloc" => cuMemHostAlloc,
     "cuMemFreeHost" => cuMemFreeHost,

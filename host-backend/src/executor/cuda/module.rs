@@ -11,6 +11,7 @@ use tracing::{debug, warn};
 use vmcuda_wire::cubin::{self, CubinError};
 use vmcuda_wire::fatbin::{self, container_total_len, CONTAINER_HEADER_LEN};
 use vmcuda_wire::op::{DevicePtr, ParamInfo};
+use vmcuda_wire::ptx;
 use vmcuda_wire::CudaStatus;
 
 use super::super::driver::{Driver, LinkInputData};
@@ -150,6 +151,15 @@ impl CudaExecutor {
             return measure(piece);
         }
         let kind = if is_ptx(piece) {
+            if !ptx::linker_takes(piece) {
+                // PTX older than the linker takes: measured from its declarations.
+                let data_len = ptx::module_data_len(piece).map_err(|e| {
+                    warn!(error = %e, "PTX module refused: its data cannot be measured");
+                    CudaStatus::ErrorInvalidPtx
+                })?;
+                let prints = ptx::prints(piece);
+                return Ok(ModuleFacts { data_len, prints });
+            }
             JIT_INPUT_PTX
         } else {
             let fatbin = fatbin::parse(piece).map_err(|_| CudaStatus::ErrorInvalidKernelImage)?;
