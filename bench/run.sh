@@ -4,8 +4,9 @@
 #
 #   bench/run.sh CARRYDIR
 #
-# CARRYDIR: bin/vmcuda-host, bin/transport-floor, guest/lib/libcudart.so.13,
-# bench/bench (nvcc -cudart shared bench/bench.cu), COMMIT.
+# CARRYDIR: bin/vmcuda-host, bin/transport-floor, guest/lib (vmcuda's libcuda.so.1),
+# bench/bench (nvcc -cudart shared bench/bench.cu), COMMIT. Both sides run NVIDIA's
+# runtime (VMCUDA_REAL_CUDART_DIR); the bridged one over vmcuda's driver.
 # Runs: native; bridged over a Unix socket with the shared-memory data path (the
 # default on one host); the same with neither side polling before it sleeps
 # (VMCUDA_POLL_US=0, against a second host started so); the same with synchronous pinned
@@ -56,7 +57,7 @@ for _ in $(seq 200); do [ -S "$sock" ] && [ -S "$raw/nopoll.sock" ] && break; sl
 # shellcheck source=tests/gpu/hide-gpu.sh
 . "$repo/tests/gpu/hide-gpu.sh"
 echo "$isolation" >"$raw/isolation.txt"
-bridged() { LD_LIBRARY_PATH="$carry/guest/lib" VMCUDA_SERVER="$1" "${isolate[@]}" "${@:2}"; }
+bridged() { LD_LIBRARY_PATH="$carry/guest/lib:$real_cudart" VMCUDA_SERVER="$1" "${isolate[@]}" "${@:2}"; }
 echo "== bridged: unix socket, shared-memory data path and command ring"
 VMCUDA_VERBOSE=1 bridged "unix:$sock" "$bench" >"$raw/shm.txt" 2>"$raw/shm.err"
 echo "== bridged: the same without the command ring (requests on the socket)"

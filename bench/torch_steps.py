@@ -4,7 +4,9 @@ norm, SGD) and a transformer encoder (bf16 autocast, AdamW),
 warmed up, then timed in blocks of steps; each step reads its loss (`loss.item()`), as
 a training loop that logs does. Prints `RESULT <name> <value> <unit>` lines: the median
 time of a step over the blocks, and the last loss (the same natively and bridged when
-the arithmetic is). VMCUDA_BENCH_STEPS names a subset (e.g. "cnn transformer")."""
+the arithmetic is), after `ABOUT <text>` and `TARGET <name> <ratio>` lines for
+bench/run-torch-steps.sh's report. VMCUDA_BENCH_STEPS names a subset (e.g. "cnn
+transformer")."""
 import os
 import statistics
 import time
@@ -77,6 +79,9 @@ def transformer():
 
 
 if __name__ == "__main__":
+    print(f"ABOUT torch {torch.__version__} on {torch.cuda.get_device_name(0)}", flush=True)
+    for name, target in (("mlp", 1.05), ("cnn", 1.10), ("transformer_bf16", 1.10)):
+        print(f"TARGET {name} {target}", flush=True)
     chosen = os.environ.get("VMCUDA_BENCH_STEPS", "mlp cnn transformer").replace(",", " ").split()
     for name in chosen:
         {"mlp": mlp, "cnn": cnn, "transformer": transformer}[name]()

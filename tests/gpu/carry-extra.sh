@@ -8,8 +8,9 @@
 #                       samples/list.txt)
 #   DIR/lib.tar.xz      libnvjpeg.so.13 (nvidia-nvjpeg wheel) and FreeImage with the
 #                       libraries it loads (this machine's, Debian's libfreeimage3)
-#   DIR/cuda12.tar.xz, DIR/cuda12-lib.tar.xz  the CUDA 12 guest programs and NVIDIA's CUDA
-#                       12 runtime and nvJPEG 12 (tests/gpu/cuda12/build.sh)
+#   DIR/cuda12.tar.xz, DIR/cuda12-lib.tar.xz, DIR/cuda12-nvrtc12.whl  the CUDA 12 guest
+#                       programs and NVIDIA's CUDA
+#                       12 runtime, nvJPEG 12 and NVRTC 12.4 (tests/gpu/cuda12/build.sh)
 #   DIR/COMMIT          this repository's commit
 # NPP's libraries, libNVVM and cuBLASXt (in libcublas.so.13) are the GPU machine's: its
 # CUDA 13.0 toolkit (/usr/local/cuda-13.0) has them. For a machine without a toolkit,

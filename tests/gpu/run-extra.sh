@@ -32,6 +32,18 @@ run_set() {
   [ -f "$archive" ] || { echo "run-extra.sh: $archive missing, $name skipped" >&2; return; }
   mkdir -p "$lib" "$out/$name"
   tar -xf "$libarchive" -C "$lib" || { rc=2; return; }
+  # Wheels carried as PyPI has them (ARCHIVE's name with -*.whl): their libraries too.
+  for whl in "${archive%.tar.xz}"-*.whl; do
+    [ -f "$whl" ] || continue
+    python3 - "$whl" "$lib/lib" <<'PY' || { rc=2; return; }
+import os, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z:
+    for name in z.namelist():
+        if "/lib/" in name and ".so" in name:
+            with open(os.path.join(sys.argv[2], os.path.basename(name)), "wb") as f:
+                f.write(z.read(name))
+PY
+  done
   OUT="$out/$name" VMCUDA_HOST_BIN="$carry/bin/vmcuda-host" VMCUDA_GUEST_LIB="$carry/guest/lib" \
     VMCUDA_COMMIT_FILE="$carry/COMMIT" VMCUDA_SAMPLE_TIMEOUT="${VMCUDA_SAMPLE_TIMEOUT:-90}" \
     VMCUDA_SAMPLES_DEADLINE="${VMCUDA_SAMPLES_DEADLINE:-200}" \
@@ -48,5 +60,5 @@ run_set() {
 run_set "$extra/samples.tar.xz" "$extra/lib.tar.xz" extra \
   "issue 33 extra samples (nvJPEG, cuBLASXt, libNVVM, NPP)"
 run_set "$extra/cuda12.tar.xz" "$extra/cuda12-lib.tar.xz" cuda12 \
-  "issue 33 CUDA 12 guest programs (CUDA 12.9 runtime, nvJPEG 12)"
+  "issue 33 CUDA 12 guest programs (CUDA 12.9 runtime, nvJPEG 12, NVRTC 12.4)"
 exit "$rc"

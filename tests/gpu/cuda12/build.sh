@@ -2,7 +2,9 @@
 # tests/gpu/cuda12/build.sh OUTDIR: build the CUDA 12 guest programs of list.txt into
 # OUTDIR in tests/gpu/samples/build.sh's layout (OUTDIR/<name>/<name>, list.txt, BUILT,
 # SAMPLES_COMMIT, COMMIT, and OUTDIR.tar.xz), with NVIDIA's CUDA 12 libraries they load
-# in OUTDIR-lib.tar.xz (libcudart.so.12, libnvjpeg.so.12), for tests/gpu/run-cuda12.sh.
+# in OUTDIR-lib.tar.xz (libcudart.so.12, libnvjpeg.so.12) and NVRTC 12's wheel as PyPI
+# has it (OUTDIR-nvrtc12.whl: already compressed; libnvrtc.so.12 is 60 MB), for
+# tests/gpu/run-extra.sh.
 #
 # A CUDA 12 toolchain is what builds a CUDA 12 program; PyPI has no CUDA 12 nvcc (its
 # nvcc wheel has ptxas and headers only), so the host code is built by g++ against the
@@ -20,7 +22,8 @@ wheels="$(mktemp -d "${TMPDIR:-/tmp}/vmcuda-cu12.XXXXXX")"
 trap 'rm -rf "$wheels"' EXIT
 python3 -m pip install -q --no-deps --target "$wheels" \
     'nvidia-cuda-runtime-cu12==12.9.*' 'nvidia-cuda-nvcc-cu12==12.9.*' \
-    'nvidia-nvjpeg-cu12==12.4.*'
+    'nvidia-nvjpeg-cu12==12.4.*' 'nvidia-cuda-nvrtc-cu12==12.4.*'
+python3 -m pip download -q --no-deps -d "$wheels/dl" 'nvidia-cuda-nvrtc-cu12==12.4.*'
 rt="$wheels/nvidia/cuda_runtime"
 jpeg="$wheels/nvidia/nvjpeg"
 "$nvcc" -cubin -arch=sm_90 -o "$wheels/vector_add.cubin" "$here/vector_add.cu"
@@ -41,6 +44,9 @@ while IFS='|' read -r name _ srcs libs files _; do
             cudart12) link+=("$rt/lib/libcudart.so.12" "-Wl,-rpath-link,$rt/lib") ;;
             cudart12-static) link+=("$rt/lib/libcudart_static.a" -ldl -lrt -lpthread) ;;
             nvjpeg12) flags+=("-I$jpeg/include"); link+=("$jpeg/lib/libnvjpeg.so.12") ;;
+            nvrtc12)
+                nvrtc="$wheels/nvidia/cuda_nvrtc"
+                flags+=("-I$nvrtc/include"); link+=("$nvrtc/lib/libnvrtc.so.12") ;;
             *) echo "unknown lib $l" >&2; exit 2 ;;
         esac
     done
@@ -66,4 +72,5 @@ tar -C "$(dirname "$out")" -cJf "$out.tar.xz" "$(basename "$out")"
 mkdir -p "$wheels/carry/lib"
 cp "$rt/lib/libcudart.so.12" "$jpeg/lib/libnvjpeg.so.12" "$wheels/carry/lib/"
 tar -C "$wheels/carry" -cJf "$out-lib.tar.xz" lib
-ls -l "$out.tar.xz" "$out-lib.tar.xz"
+cp "$wheels"/dl/nvidia_cuda_nvrtc_cu12-*.whl "$out-nvrtc12.whl"
+ls -l "$out.tar.xz" "$out-lib.tar.xz" "$out-nvrtc12.whl"
