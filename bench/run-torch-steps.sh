@@ -35,8 +35,10 @@ preload=
 for name in $preload_names; do preload="${preload:+$preload:}$carry/guest/lib/$name"; done
 for round in $(seq 1 "$rounds"); do
     env -u VMCUDA_SERVER "$py" "$script" >"$raw/native.$round.txt" 2>"$raw/native.$round.err"
+    # The guest's directory on the library path too: JAX's plugin opens the driver by
+    # another name than the preloaded one's.
     ${isolate[@]+"${isolate[@]}"} env LD_PRELOAD="$preload" VMCUDA_SERVER="unix:$sock" \
-        "$py" "$script" >"$raw/bridged.$round.txt" 2>"$raw/bridged.$round.err"
+        LD_LIBRARY_PATH="$carry/guest/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$py" "$script" >"$raw/bridged.$round.txt" 2>"$raw/bridged.$round.err"
 done
 "$py" - "$raw" "$rounds" "$(cat "$carry/COMMIT" 2>/dev/null || git rev-parse HEAD)" "$isolation" "$preload_names" "$script" \
     >"$out/$results" <<'PY'

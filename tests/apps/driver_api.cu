@@ -431,9 +431,12 @@ int main() {
         }
         unsigned long long scratch[4] = {0};
         check(what, by_name(scratch, 0, din), CUDA_ERROR_NOT_SUPPORTED);
-        snprintf(what, sizeof what, "%s through cuGetProcAddress", name);
+        // NVIDIA's cuGetProcAddress does not hand them out ("symbol not found").
+        snprintf(what, sizeof what, "cuGetProcAddress(%s)", name);
         void *looked_up = NULL;
-        check("cuGetProcAddress(cuMemGetAttribute)", p_cuGetProcAddress_v2(name, &looked_up, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &q));
+        check(what, p_cuGetProcAddress_v2(name, &looked_up, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &q));
+        printf("%s: status %d, pointer %s\n", what, (int)q, looked_up ? "set" : "NULL");
+        snprintf(what, sizeof what, "%s through cuGetProcAddress", name);
         if (looked_up) check(what, ((Deprecated)looked_up)(scratch, 1, din), CUDA_ERROR_NOT_SUPPORTED);
     }
 

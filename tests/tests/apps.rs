@@ -765,7 +765,8 @@ fn driver_api_runs_through_the_guest_libcuda() {
         "PASS cuMemAlloc through cuGetProcAddress: CUDA_SUCCESS",
         "unknown symbol status 1, pointer NULL",
         "PASS cuMemGetAttribute by name: CUDA_ERROR_NOT_SUPPORTED",
-        "PASS cuMemGetAttribute_v2 through cuGetProcAddress: CUDA_ERROR_NOT_SUPPORTED",
+        "PASS cuMemGetAttribute_v2 by name: CUDA_ERROR_NOT_SUPPORTED",
+        "cuGetProcAddress(cuMemGetAttribute_v2): status 1, pointer NULL",
         "PASS driver_api: 0 failure(s)",
     ] {
         assert!(stdout.contains(line), "missing `{line}` in:\n{stdout}");
