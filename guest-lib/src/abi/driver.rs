@@ -98,7 +98,8 @@ pub struct KernelNodeParamsV1 {
     pub extra: *const *const c_void,
 }
 
-/// `CUipcMemHandle` / `CUipcEventHandle`: 64 opaque bytes, passed by value.
+/// `CUipcMemHandle` / `CUipcEventHandle` (and a pool pointer's `CUmemPoolPtrExportData`):
+/// 64 opaque bytes, passed by value.
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct IpcHandle {
@@ -256,6 +257,7 @@ mod tests {
         same_layout!(LocationC, sys::CUmemLocation, location_type => type_, location_id => id);
         same_layout!(IpcHandle, sys::CUipcMemHandle, reserved => reserved);
         same_layout!(IpcHandle, sys::CUipcEventHandle, reserved => reserved);
+        same_layout!(IpcHandle, sys::CUmemPoolPtrExportData, reserved => reserved);
         same_layout!(DecompressParamsC, sys::CUmemDecompressParams,
             src_bytes => srcNumBytes, dst_bytes => dstNumBytes, dst_act_bytes => dstActBytes,
             src => src, dst => dst, algo => algo, padding => padding);

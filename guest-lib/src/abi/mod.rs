@@ -14,10 +14,10 @@
 //! (docs/driver-export-tables.md). This module imports nothing from the rest of the
 //! crate.
 //!
-//! - [`driver`]: `cuda.h`'s types (the driver API's).
-//! - [`runtime`]: `driver_types.h`'s and `vector_types.h`'s (the runtime API's, which
-//!   the driver's code reads too).
-//! - [`nvml`]: `nvml.h`'s.
+//! - [`driver`]: the structs of `cuda.h` (the driver API).
+//! - [`runtime`]: the structs of `driver_types.h` and `vector_types.h` (the runtime API,
+//!   whose code the driver's is built on).
+//! - [`nvml`]: the structs of `nvml.h`.
 
 /// Check a copy against its binding: the size, the alignment, and each field's offset
 /// against the binding's field of the same meaning (`ours => theirs`, nested fields
