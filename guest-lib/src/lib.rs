@@ -23,6 +23,9 @@
 //!   timeline.
 //! - [`caller`]: the only module that dereferences pointers handed in by the program,
 //!   through `unsafe fn`s whose `# Safety` sections the exports' `SAFETY` comments meet.
+//! - [`abi`]: the C types that cross the C boundary, CUDA's structs and NVML's, as
+//!   their headers lay them out, each checked against the headers' bindings (cudarc's
+//!   `sys` modules, nvml-wrapper-sys). It imports nothing from the rest of the crate.
 //! - [`driver`]: the CUDA driver API (the public names of `libcuda.so.1`); every other
 //!   export of the real driver is a stub naming itself.
 //! - [`nvml`]: the guest's NVML (`libnvidia-ml.so.1`): the guest's devices, its memory
@@ -44,6 +47,7 @@
 // program's raw pointers: its C callers hold the CUDA API contract, and the export
 // accepts it in a `SAFETY` comment where it hands a pointer to an `unsafe fn` (see
 // [`caller`]); so the lint asking such functions to be `unsafe` does not apply.
+pub mod abi;
 #[allow(clippy::not_unsafe_ptr_arg_deref)]
 pub mod api;
 pub mod caller;

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use vmcuda_wire::op::{DeviceGetStatus, DeviceProperties, GpuStatus};
 
+use crate::abi::nvml::{FieldValue, MemoryV2, PciInfo, ProcessInfo, ProcessInfoV1, TemperatureV1};
 use crate::api;
 use crate::caller;
 use crate::client::{self, Sink};
@@ -509,19 +510,6 @@ impl Pci {
     }
 }
 
-/// `nvmlPciInfo_t` (NVML 9 and later; `nvmlDeviceGetPciInfo` itself fills the older
-/// first 32 bytes only).
-#[repr(C)]
-struct PciInfo {
-    bus_id_legacy: [u8; 16],
-    domain: c_uint,
-    bus: c_uint,
-    device: c_uint,
-    pci_device_id: c_uint,
-    pci_subsystem_id: c_uint,
-    bus_id: [u8; 32],
-}
-
 fn fixed<const N: usize>(s: &str) -> [u8; N] {
     let mut out = [0; N];
     let n = s.len().min(N - 1);
@@ -636,17 +624,6 @@ pub extern "C" fn nvml_device_get_memory_info(device: Handle, out: *mut [u64; 3]
     })
 }
 
-/// `nvmlMemory_v2_t`.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct MemoryV2 {
-    version: c_uint,
-    total: u64,
-    reserved: u64,
-    free: u64,
-    used: u64,
-}
-
 /// `nvmlMemory_v2`: the struct's version and size, as the caller sets it.
 const MEMORY_V2: c_uint = 0x0200_0028;
 
@@ -709,15 +686,6 @@ pub extern "C" fn nvml_device_get_temperature(
         return ERROR_INVALID_ARGUMENT;
     }
     read_one(device, out, |s| s.temperature_c)
-}
-
-/// `nvmlTemperature_v1_t`.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct TemperatureV1 {
-    version: c_uint,
-    sensor: c_uint,
-    temperature: c_int,
 }
 
 const TEMPERATURE_V1: c_uint = 0x0100_000C;
@@ -850,24 +818,6 @@ unsafe fn processes<D: Copy>(
     })
 }
 
-/// `nvmlProcessInfo_v1_t`.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct ProcessInfoV1 {
-    pid: c_uint,
-    used_gpu_memory: u64,
-}
-
-/// `nvmlProcessInfo_t` (v2 and v3).
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct ProcessInfo {
-    pid: c_uint,
-    used_gpu_memory: u64,
-    gpu_instance_id: c_uint,
-    compute_instance_id: c_uint,
-}
-
 fn process(pid: u32, used: u64) -> ProcessInfo {
     // No MIG instances: NVML's "invalid" id for both.
     ProcessInfo {
@@ -969,19 +919,6 @@ pub extern "C" fn nvml_device_get_p2p_status(
         // SAFETY: by the function's contract `out` is NULL or writable.
         unsafe { put(out, if ok { P2P_OK } else { P2P_NOT_SUPPORTED }) }
     })
-}
-
-/// `nvmlFieldValue_t`.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct FieldValue {
-    field_id: u32,
-    scope_id: u32,
-    timestamp: i64,
-    latency_usec: i64,
-    value_type: c_uint,
-    nvml_return: c_uint,
-    value: u64,
 }
 
 #[export_name = "__vmcuda_nvmlDeviceGetFieldValues"]

@@ -25,23 +25,15 @@ use vmcuda_wire::op::{
 use vmcuda_wire::CudaStatus;
 
 use super::device::check_device;
-use super::graph_build::{Extent, Memcpy3DParms, PitchedPtr, Pos};
 use super::{call, call_with, guard, stream_handle, RawHandle, Result};
+pub use crate::abi::runtime::Memcpy3DBatchOp;
+use crate::abi::runtime::{
+    ChannelFormatDesc, Extent, Memcpy3DOperand, Memcpy3DParms, Memcpy3DPeerParms, PitchedPtr, Pos,
+    ResourceDescC, TextureDescC, ViewDescC,
+};
 use crate::client::{self, Sink};
 use crate::copy_route::pinned_region;
 use crate::{caller, cudaError_t, gate};
-
-/// `cudaChannelFormatDesc`: bits per channel and the kind (signed 0, unsigned 1,
-/// float 2).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ChannelFormatDesc {
-    pub x: i32,
-    pub y: i32,
-    pub z: i32,
-    pub w: i32,
-    pub kind: u32,
-}
 
 const KIND_SIGNED: u32 = 0;
 const KIND_UNSIGNED: u32 = 1;
@@ -1074,28 +1066,6 @@ export_3d!(cudaMemcpy3DAsync_ptsz, true, true, stream);
 
 // ---- batches of 3D copies --------------------------------------------------------------
 
-/// `cudaMemcpy3DOperand`: its type, then a union of four words: for a pointer
-/// (`cudaMemcpyOperandTypePointer`, 1) the pointer, its row length and layer height in
-/// elements (0: packed) and a location hint; for an array (2) the array and the offset
-/// of the copy in it, in elements.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct Memcpy3DOperand {
-    pub kind: u32,
-    pub op: [usize; 4],
-}
-
-/// `cudaMemcpy3DBatchOp`.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct Memcpy3DBatchOp {
-    pub src: Memcpy3DOperand,
-    pub dst: Memcpy3DOperand,
-    pub extent: Extent,
-    pub src_access_order: u32,
-    pub flags: u32,
-}
-
 const OPERAND_POINTER: u32 = 1;
 const OPERAND_ARRAY: u32 = 2;
 
@@ -1226,21 +1196,6 @@ pub extern "C" fn cudaMemcpy3DBatchAsync_ptsz(
         // SAFETY: by its contract `ops` holds `count` ops of the program's memory.
         unsafe { memcpy_3d_batch(count, ops, flags, stream, true) }
     })
-}
-
-/// `cudaMemcpy3DPeerParms`: a 3D copy's parameters with a device on each side.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct Memcpy3DPeerParms {
-    pub src_array: *mut c_void,
-    pub src_pos: Pos,
-    pub src_ptr: PitchedPtr,
-    pub src_device: i32,
-    pub dst_array: *mut c_void,
-    pub dst_pos: Pos,
-    pub dst_ptr: PitchedPtr,
-    pub dst_device: i32,
-    pub extent: Extent,
 }
 
 /// A 3D copy between devices: the same copy where both are the same device (or one
@@ -1396,49 +1351,6 @@ pub extern "C" fn cudaMemset3DAsync_ptsz(
 }
 
 // ---- texture and surface objects ------------------------------------------------------
-
-/// `cudaResourceDesc`: the type, a union (at 8), flags (at 136).
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct ResourceDescC {
-    pub res_type: u32,
-    pub union: [u64; 16],
-    pub flags: u32,
-}
-
-/// `cudaTextureDesc`.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct TextureDescC {
-    pub address_mode: [u32; 3],
-    pub filter_mode: u32,
-    pub read_mode: u32,
-    pub srgb: i32,
-    pub border_color: [f32; 4],
-    pub normalized_coords: i32,
-    pub max_anisotropy: u32,
-    pub mipmap_filter_mode: u32,
-    pub mipmap_level_bias: f32,
-    pub min_mipmap_level_clamp: f32,
-    pub max_mipmap_level_clamp: f32,
-    pub disable_trilinear_optimization: i32,
-    pub seamless_cubemap: i32,
-}
-
-/// `cudaResourceViewDesc` (the driver's alike).
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct ViewDescC {
-    pub format: u32,
-    pub width: usize,
-    pub height: usize,
-    pub depth: usize,
-    pub first_mipmap_level: u32,
-    pub last_mipmap_level: u32,
-    pub first_layer: u32,
-    pub last_layer: u32,
-    pub reserved: [u32; 16],
-}
 
 const _: () = {
     assert!(std::mem::size_of::<ResourceDescC>() == 144);

@@ -35,109 +35,23 @@ use vmcuda_wire::op::{
 };
 use vmcuda_wire::CudaStatus;
 
-use super::launch::Dim3;
 use super::memory::copy as rt_copy;
 use super::memory::memset as rt_memset;
 use super::unsupported::refuse;
 use super::{call, guard, stream_handle, RawHandle, Result};
+use crate::abi::driver::DriverMemcpy3D;
+use crate::abi::runtime::{
+    ChildGraphParams, ConditionalParams, Extent, KernelNodeParams, Memcpy3DParms, PitchedPtr, Pos,
+};
+pub use crate::abi::runtime::{
+    ExecUpdateResultInfo, GraphNodeParams, HostNodeParams, InstantiateParams, MemAllocNodeParams,
+    MemsetParams,
+};
 use crate::capture;
 use crate::driver::via_runtime;
 use crate::host_functions;
 use crate::state;
 use crate::{caller, cudaError_t};
-
-/// `cudaKernelNodeParams` (and the leading fields of `cudaKernelNodeParamsV2`).
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct KernelNodeParams {
-    pub func: *mut c_void,
-    pub grid: Dim3,
-    pub block: Dim3,
-    pub shared_mem: u32,
-    pub kernel_params: *mut *mut c_void,
-    pub extra: *mut *mut c_void,
-}
-
-/// `cudaMemsetParams` (and the leading fields of `cudaMemsetParamsV2`).
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct MemsetParams {
-    pub dst: *mut c_void,
-    pub pitch: usize,
-    pub value: u32,
-    pub element_size: u32,
-    pub width: usize,
-    pub height: usize,
-}
-
-/// `cudaPos`, `cudaPitchedPtr`, `cudaExtent`.
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-pub struct Pos {
-    pub x: usize,
-    pub y: usize,
-    pub z: usize,
-}
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct PitchedPtr {
-    pub ptr: *mut c_void,
-    pub pitch: usize,
-    pub xsize: usize,
-    pub ysize: usize,
-}
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-pub struct Extent {
-    pub width: usize,
-    pub height: usize,
-    pub depth: usize,
-}
-
-/// `cudaMemcpy3DParms`.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct Memcpy3DParms {
-    pub src_array: *mut c_void,
-    pub src_pos: Pos,
-    pub src_ptr: PitchedPtr,
-    pub dst_array: *mut c_void,
-    pub dst_pos: Pos,
-    pub dst_ptr: PitchedPtr,
-    pub extent: Extent,
-    pub kind: u32,
-}
-
-/// `CUDA_MEMCPY3D`: the driver's 3D copy, each side a memory type and its place.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct DriverMemcpy3D {
-    pub src_x_in_bytes: usize,
-    pub src_y: usize,
-    pub src_z: usize,
-    pub src_lod: usize,
-    pub src_memory_type: u32,
-    pub src_host: *const c_void,
-    pub src_device: u64,
-    pub src_array: *mut c_void,
-    pub reserved0: *mut c_void,
-    pub src_pitch: usize,
-    pub src_height: usize,
-    pub dst_x_in_bytes: usize,
-    pub dst_y: usize,
-    pub dst_z: usize,
-    pub dst_lod: usize,
-    pub dst_memory_type: u32,
-    pub dst_host: *mut c_void,
-    pub dst_device: u64,
-    pub dst_array: *mut c_void,
-    pub reserved1: *mut c_void,
-    pub dst_pitch: usize,
-    pub dst_height: usize,
-    pub width_in_bytes: usize,
-    pub height: usize,
-    pub depth: usize,
-}
 
 /// `CUmemorytype`.
 const MEMORY_HOST: u32 = 1;
@@ -212,42 +126,6 @@ impl DriverMemcpy3D {
             kind,
         })
     }
-}
-
-/// `cudaMemAllocNodeParams`: the pool properties (88 bytes, of which the location
-/// matters here), the access descriptors, the size, and the address it gives.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct MemAllocNodeParams {
-    pub alloc_type: u32,
-    pub handle_types: u32,
-    pub location_type: i32,
-    pub location_id: i32,
-    pub rest_of_props: [u8; 72],
-    pub access_descs: *const c_void,
-    pub access_desc_count: usize,
-    pub bytesize: usize,
-    pub dptr: *mut c_void,
-}
-
-/// `cudaGraphNodeParams`: the type, and the union of every node type's parameters at
-/// offset 16 (256 bytes in all).
-#[repr(C)]
-pub struct GraphNodeParams {
-    pub ty: u32,
-    pub reserved0: [i32; 3],
-    pub params: [u64; 29],
-    pub reserved2: i64,
-}
-
-/// `cudaConditionalNodeParams`.
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct ConditionalParams {
-    handle: u64,
-    kind: u32,
-    size: u32,
-    _bodies_out: *mut RawHandle,
 }
 
 /// What the program gave for a node it built, for the `Get` calls.
@@ -1057,14 +935,6 @@ pub extern "C" fn cudaGraphAddEventWaitNode(
     })
 }
 
-/// `cudaHostNodeParams`: the function and its argument.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct HostNodeParams {
-    pub f: Option<host_functions::HostFn>,
-    pub data: *mut c_void,
-}
-
 /// Where host nodes' slots are shared, so that a new function for one goes to a slot
 /// of its own (`host_functions` calls whatever its slot holds):
 #[derive(Default)]
@@ -1332,14 +1202,6 @@ pub(crate) unsafe fn add_with_edges(
     Ok(node)
 }
 
-/// `cudaChildGraphNodeParams`: the graph, and whether the node gets a copy of it or
-/// the graph itself.
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct ChildGraphParams {
-    graph: RawHandle,
-    ownership: u32,
-}
 /// `cudaGraphChildGraphOwnershipClone`, `cudaGraphChildGraphOwnershipMove`.
 const OWNERSHIP_CLONE: u32 = 0;
 const OWNERSHIP_MOVE: u32 = 1;
@@ -2210,14 +2072,6 @@ pub extern "C" fn cudaGraphMemFreeNodeGetParams(
 
 // ---- executable graphs --------------------------------------------------------------------
 
-/// `cudaGraphExecUpdateResultInfo`.
-#[repr(C)]
-pub struct ExecUpdateResultInfo {
-    pub result: u32,
-    pub error_node: RawHandle,
-    pub error_from_node: RawHandle,
-}
-
 #[no_mangle]
 pub extern "C" fn cudaGraphExecUpdate(
     exec: RawHandle,
@@ -2274,16 +2128,6 @@ pub extern "C" fn cudaGraphUpload_ptsz(exec: RawHandle, stream: RawHandle) -> cu
     guard("cudaGraphUpload_ptsz", || {
         upload(exec, stream_handle(stream, true))
     })
-}
-
-/// `cudaGraphInstantiateParams`.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct InstantiateParams {
-    pub flags: u64,
-    pub upload_stream: RawHandle,
-    pub error_node: RawHandle,
-    pub result: u32,
 }
 
 /// `cudaGraphInstantiateFlagUpload`.

@@ -7,9 +7,10 @@ use std::ffi::c_void;
 use vmcuda_wire::CudaStatus;
 
 use super::{guard, RawHandle};
+use crate::abi::driver::IpcHandle;
 use crate::caller;
 use crate::cudaError_t;
-use crate::driver::ipc::{self as driver, IpcHandle};
+use crate::driver::ipc as driver;
 
 #[no_mangle]
 pub extern "C" fn cudaIpcGetMemHandle(handle: *mut IpcHandle, ptr: *mut c_void) -> cudaError_t {

@@ -11,19 +11,11 @@ use vmcuda_wire::CudaStatus;
 use super::device::properties;
 use super::registration::{is_kernel, kernel, kernel_limits};
 use super::{call, call_with, guard, stream_handle, RawHandle, Result};
+use crate::abi::runtime::{Dim3, FuncAttributesC, LaunchConfigC, LAUNCH_ATTRIBUTE_LEN};
 use crate::client::Sink;
 use crate::gate;
 use crate::state::{self, LaunchConfig};
 use crate::{caller, cudaError_t, function_facts};
-
-/// `dim3`, passed by value in the C ABI.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Dim3 {
-    pub x: u32,
-    pub y: u32,
-    pub z: u32,
-}
 
 impl Dim3 {
     fn array(self) -> [u32; 3] {
@@ -31,20 +23,6 @@ impl Dim3 {
     }
 }
 
-/// `cudaLaunchConfig_t` (CUDA 13 layout).
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct LaunchConfigC {
-    pub grid: Dim3,
-    pub block: Dim3,
-    pub dynamic_smem: usize,
-    pub stream: RawHandle,
-    pub attrs: *const u8,
-    pub num_attrs: u32,
-}
-
-/// `sizeof(cudaLaunchAttribute)`: u32 id, 4 bytes padding, 64-byte value union.
-const LAUNCH_ATTRIBUTE_LEN: usize = 72;
 const LAUNCH_ATTRIBUTE_COOPERATIVE: u32 = 2;
 
 /// `count` launch attributes (`cudaLaunchAttribute`, laid out as `CUlaunchAttribute`)
@@ -540,29 +518,6 @@ pub extern "C" fn cudaFuncGetName(
         // SAFETY: by cudaFuncGetName's contract `name` is NULL or writable.
         unsafe { caller::write(name, at) }
     })
-}
-
-/// `cudaFuncAttributes` (CUDA 13 layout).
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-pub struct FuncAttributesC {
-    pub shared_size_bytes: usize,
-    pub const_size_bytes: usize,
-    pub local_size_bytes: usize,
-    pub max_threads_per_block: i32,
-    pub num_regs: i32,
-    pub ptx_version: i32,
-    pub binary_version: i32,
-    pub cache_mode_ca: i32,
-    pub max_dynamic_shared_size_bytes: i32,
-    pub preferred_shmem_carveout: i32,
-    pub cluster_dim_must_be_set: i32,
-    pub required_cluster_width: i32,
-    pub required_cluster_height: i32,
-    pub required_cluster_depth: i32,
-    pub cluster_scheduling_policy_preference: i32,
-    pub non_portable_cluster_size_allowed: i32,
-    pub reserved: [i32; 16],
 }
 
 impl From<FuncAttributes> for FuncAttributesC {

@@ -35,8 +35,10 @@ use vmcuda_wire::CudaStatus;
 
 use super::device::device_count;
 use super::{call, guard, stream_handle, RawHandle, Result};
+use crate::abi::driver::IpcHandle;
+use crate::abi::runtime::{RawAccessDesc, RawPoolProps};
 use crate::capture;
-use crate::driver::ipc::{IpcHandle, KIND_POOL, KIND_POOL_POINTER};
+use crate::driver::ipc::{KIND_POOL, KIND_POOL_POINTER};
 use crate::gate;
 use crate::state::{self, registry};
 use crate::{caller, cudaError_t};
@@ -208,20 +210,6 @@ pub extern "C" fn cudaMallocFromPoolAsync_ptsz(
 /// `cudaMemAllocationTypePinned`, `cudaMemHandleTypeNone`.
 const ALLOCATION_PINNED: i32 = 1;
 const HANDLE_TYPE_NONE: i32 = 0;
-
-/// `cudaMemPoolProps` (laid out as the driver's `CUmemPoolProps`).
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub(crate) struct RawPoolProps {
-    pub(crate) alloc_type: i32,
-    pub(crate) handle_types: i32,
-    pub(crate) location_type: i32,
-    pub(crate) location_id: i32,
-    pub(crate) win32_security_attributes: *mut c_void,
-    pub(crate) max_size: usize,
-    pub(crate) usage: u16,
-    pub(crate) reserved: [u8; 54],
-}
 
 #[no_mangle]
 pub extern "C" fn cudaMemPoolCreate(pool: *mut RawHandle, props: *const c_void) -> cudaError_t {
@@ -715,15 +703,6 @@ pub extern "C" fn cudaMemPoolTrimTo(pool: RawHandle, min_bytes_to_keep: usize) -
 
 /// `cudaMemLocationTypeDevice`.
 const LOCATION_DEVICE: i32 = 1;
-
-/// `cudaMemAccessDesc`: a `cudaMemLocation` (type, id) and the access flags.
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct RawAccessDesc {
-    location_type: i32,
-    location_id: i32,
-    flags: u32,
-}
 
 #[no_mangle]
 pub extern "C" fn cudaMemPoolSetAccess(

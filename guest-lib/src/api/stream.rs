@@ -14,6 +14,7 @@ use super::device::priority_range;
 use super::{
     call, device_of_event, device_of_stream, guard, on_host_of, stream_handle, RawHandle, Result,
 };
+pub use crate::abi::runtime::STREAM_ATTR_LEN;
 use crate::capture;
 use crate::gate;
 use crate::state::{self, registry, StreamInfo};
@@ -227,9 +228,6 @@ pub extern "C" fn cudaStreamGetId(stream: RawHandle, id: *mut u64) -> cudaError_
         unsafe { caller::write(id, stream_handle(stream, false).0) }
     })
 }
-
-/// `sizeof(cudaStreamAttrValue)`.
-pub const STREAM_ATTR_LEN: usize = 64;
 
 /// Run `f` on the host of `stream`'s device.
 fn on_stream_host<T>(stream: StreamHandle, f: impl FnOnce() -> Result<T>) -> Result<T> {

@@ -9,33 +9,12 @@ use std::sync::Mutex;
 use vmcuda_wire::array::{ArrayDesc, TextureDesc};
 use vmcuda_wire::CudaStatus;
 
-use super::memory::Memcpy2D;
 use super::{check_initialized, export, Result};
-use crate::api::array::{self as rt, ResourceDescC, Side, ViewDescC};
+use crate::abi::driver::{Array3DDescriptor, ArrayDescriptor, DriverTextureDesc, Memcpy2D};
+use crate::abi::runtime::{ResourceDescC, ViewDescC};
+use crate::api::array::{self as rt, Side};
 use crate::api::{stream_handle, RawHandle};
 use crate::caller;
-
-/// `CUDA_ARRAY_DESCRIPTOR`.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct ArrayDescriptor {
-    pub width: usize,
-    pub height: usize,
-    pub format: u32,
-    pub channels: u32,
-}
-
-/// `CUDA_ARRAY3D_DESCRIPTOR`.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct Array3DDescriptor {
-    pub width: usize,
-    pub height: usize,
-    pub depth: usize,
-    pub format: u32,
-    pub channels: u32,
-    pub flags: u32,
-}
 
 impl Array3DDescriptor {
     fn wire(&self) -> ArrayDesc {
@@ -238,7 +217,7 @@ pub(super) unsafe fn memcpy_2d(p: &Memcpy2D, stream: RawHandle, is_async: bool) 
 }
 
 /// `CUDA_MEMCPY3D` (the graph code's description, shared).
-pub use crate::api::graph_build::DriverMemcpy3D as Memcpy3D;
+pub use crate::abi::driver::DriverMemcpy3D as Memcpy3D;
 
 /// # Safety
 /// As for [`memcpy_2d`].
@@ -528,22 +507,6 @@ pub const PER_THREAD_NAMES: &[(&str, *const ())] = &[
         cuMemcpy3DPeerAsync_ptsz as *const (),
     ),
 ];
-
-/// `CUDA_TEXTURE_DESC`.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct DriverTextureDesc {
-    pub address_mode: [u32; 3],
-    pub filter_mode: u32,
-    pub flags: u32,
-    pub max_anisotropy: u32,
-    pub mipmap_filter_mode: u32,
-    pub mipmap_level_bias: f32,
-    pub min_mipmap_level_clamp: f32,
-    pub max_mipmap_level_clamp: f32,
-    pub border_color: [f32; 4],
-    pub reserved: [i32; 12],
-}
 
 export! {
     fn cuTexObjectCreate(

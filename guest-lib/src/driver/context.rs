@@ -18,6 +18,7 @@ use vmcuda_wire::op::{CtxGetExecAffinity, CtxRecordEvent, CtxWaitEvent, EventHan
 
 use super::result::{status, CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_INVALID_HANDLE};
 use super::{check_initialized, export, stale, via_runtime, Result};
+use crate::abi::driver::{DevProp, ExecAffinityParam};
 use crate::api::device::{device_count, properties};
 use crate::api::RawHandle;
 use crate::{caller, state};
@@ -158,22 +159,6 @@ export! {
         // SAFETY: by cuDeviceGetAttribute's contract `value` is NULL or writable.
         unsafe { caller::write(value, p.attribute(attr).ok_or(CudaStatus::ErrorInvalidValue)?) }
     }
-}
-
-/// `CUdevprop`: CUDA 2's device properties.
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-pub struct DevProp {
-    pub max_threads_per_block: i32,
-    pub max_threads_dim: [i32; 3],
-    pub max_grid_size: [i32; 3],
-    pub shared_mem_per_block: i32,
-    pub total_constant_memory: i32,
-    pub simd_width: i32,
-    pub mem_pitch: i32,
-    pub regs_per_block: i32,
-    pub clock_rate: i32,
-    pub texture_align: i32,
 }
 
 /// A device attribute (`CUdevice_attribute`) the guest's property cache answers.
@@ -554,15 +539,6 @@ export! {
         crate::gate::wait_event_submitted(event);
         state::as_device(device, || crate::api::call(&CtxWaitEvent { event }))
     }
-}
-
-/// `CUexecAffinityParam`: its type and, for `CU_EXEC_AFFINITY_TYPE_SM_COUNT`, the
-/// SM count.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct ExecAffinityParam {
-    kind: u32,
-    sm_count: u32,
 }
 
 export! {

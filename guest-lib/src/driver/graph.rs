@@ -7,9 +7,11 @@
 use vmcuda_wire::graph::node_type;
 use vmcuda_wire::CudaStatus;
 
-use super::module::{kept_kernel_node, launch_node, KernelNodeParams};
+use super::module::{kept_kernel_node, launch_node};
 use super::{check_initialized, export, Result};
-use crate::api::graph_build::{self, DriverMemcpy3D, GraphNodeParams, Kept};
+use crate::abi::driver::{DriverMemcpy3D, KernelNodeParams};
+use crate::abi::runtime::GraphNodeParams;
+use crate::api::graph_build::{self, Kept};
 use crate::api::RawHandle;
 use crate::caller;
 

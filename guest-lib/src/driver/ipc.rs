@@ -17,6 +17,7 @@ use vmcuda_wire::op::{
 use vmcuda_wire::CudaStatus;
 
 use super::{check_initialized, export, Result};
+pub use crate::abi::driver::IpcHandle;
 use crate::api::{call, on_host_of, RawHandle};
 use crate::{caller, state};
 
@@ -31,13 +32,6 @@ pub(crate) const KIND_POOL_POINTER: u8 = 5;
 pub const LAZY_ENABLE_PEER_ACCESS: u32 = 1;
 /// `CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS`: an opened event's flags.
 const OPENED_EVENT_FLAGS: u32 = 0x2 | 0x4;
-
-/// `CUipcMemHandle` / `CUipcEventHandle`: 64 opaque bytes, passed by value.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct IpcHandle {
-    pub reserved: [u8; 64],
-}
 
 impl IpcHandle {
     pub(crate) fn of(kind: u8, token: [u8; 16]) -> IpcHandle {

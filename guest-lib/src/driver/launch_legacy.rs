@@ -31,6 +31,7 @@ use vmcuda_wire::CudaStatus;
 use super::module::{cuLaunchCooperativeKernel, function_facts, launch_buffer};
 use super::result::status;
 use super::{check_initialized, export, via_runtime, Result};
+use crate::abi::driver::LaunchParams;
 use crate::api::stream as rt;
 use crate::api::{stream_handle, RawHandle};
 use crate::{caller, state};
@@ -219,18 +220,6 @@ export! {
     fn cuLaunchGridAsync(f: *mut c_void, width: i32, height: i32, stream: RawHandle) {
         launch_grid(f, width, height, stream)
     }
-}
-
-/// `CUDA_LAUNCH_PARAMS`.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct LaunchParams {
-    function: *mut c_void,
-    grid: [u32; 3],
-    block: [u32; 3],
-    shared_mem: u32,
-    stream: RawHandle,
-    kernel_params: *const *const u8,
 }
 
 /// `CUDA_COOPERATIVE_LAUNCH_MULTI_DEVICE_NO_PRE_LAUNCH_SYNC`, `..._NO_POST_LAUNCH_SYNC`.

@@ -40,10 +40,10 @@ use super::graph::{
     cuGraphAddKernelNode_v2, cuGraphExecKernelNodeSetParams_v2, cuGraphKernelNodeGetParams_v2,
     cuGraphKernelNodeSetParams_v2,
 };
-use super::module::KernelNodeParams;
 use super::result::{status, CUresult, CUDA_ERROR_INVALID_CONTEXT, CUDA_SUCCESS};
 use super::{check_initialized, export, twins, Result};
-use crate::api::graph_build::{ExecUpdateResultInfo, InstantiateParams};
+use crate::abi::driver::{KernelNodeParams, KernelNodeParamsV1};
+use crate::abi::runtime::{ExecUpdateResultInfo, InstantiateParams};
 use crate::api::RawHandle;
 use crate::caller;
 
@@ -305,18 +305,6 @@ export! {
         let device = if ctx.is_null() { context::current_device()? } else { device_of(ctx)? };
         context::synchronize_device(device)
     }
-}
-
-/// `CUDA_KERNEL_NODE_PARAMS_v1`: CUDA 11's kernel node, without `kern` and `ctx`.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct KernelNodeParamsV1 {
-    pub func: *mut c_void,
-    pub grid: [u32; 3],
-    pub block: [u32; 3],
-    pub shared_mem: u32,
-    pub kernel_params: *const *const u8,
-    pub extra: *const *const c_void,
 }
 
 /// The current form of a v1 kernel node's parameters.

@@ -17,6 +17,7 @@ use crate::api::memory as rt;
 use crate::api::{call, call_with, known_stream, post, stream_handle, RawHandle};
 use crate::client::Sink;
 // The runtime's copies, so the driver's take the same routes (crate::copy_route).
+pub use crate::abi::driver::Memcpy2D;
 use crate::copy_route::{DEFAULT, DEVICE_TO_DEVICE, DEVICE_TO_HOST, HOST_TO_DEVICE};
 use crate::{caller, gate, state};
 
@@ -531,28 +532,6 @@ const MEMORY_HOST: u32 = 1;
 const MEMORY_DEVICE: u32 = 2;
 const MEMORY_ARRAY: u32 = 3;
 const MEMORY_UNIFIED: u32 = 4;
-
-/// `CUDA_MEMCPY2D`.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct Memcpy2D {
-    pub(super) src_x_in_bytes: usize,
-    pub(super) src_y: usize,
-    pub(super) src_memory_type: u32,
-    pub(super) src_host: *const c_void,
-    pub(super) src_device: u64,
-    pub(super) src_array: *mut c_void,
-    pub(super) src_pitch: usize,
-    pub(super) dst_x_in_bytes: usize,
-    pub(super) dst_y: usize,
-    pub(super) dst_memory_type: u32,
-    pub(super) dst_host: *mut c_void,
-    pub(super) dst_device: u64,
-    pub(super) dst_array: *mut c_void,
-    pub(super) dst_pitch: usize,
-    pub(super) width_in_bytes: usize,
-    pub(super) height: usize,
-}
 
 /// One side of a 2D copy: its first byte and pitch. Arrays are not served yet.
 fn side(

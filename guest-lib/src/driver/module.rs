@@ -32,6 +32,7 @@ use vmcuda_wire::CudaStatus;
 use super::result::{status, CUDA_ERROR_FILE_NOT_FOUND, CUDA_ERROR_NOT_FOUND};
 
 use super::{check_initialized, export, stale, Result};
+pub use crate::abi::driver::{KernelNodeParams, LaunchConfigC};
 use crate::api::graph_build;
 use crate::api::{call, call_with, known_stream, post, stream_handle, RawHandle};
 use crate::client::Sink;
@@ -979,18 +980,6 @@ export! {
     }
 }
 
-/// `CUlaunchConfig`.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct LaunchConfigC {
-    grid: [u32; 3],
-    block: [u32; 3],
-    shared_mem: u32,
-    stream: RawHandle,
-    attrs: *const u8,
-    num_attrs: u32,
-}
-
 /// A `CUlaunchConfig` and its attributes.
 ///
 /// # Safety
@@ -1268,21 +1257,6 @@ export! {
         // SAFETY: by cuModuleGetLoadingMode's contract `mode` is NULL or writable.
         unsafe { caller::write(mode, m) }
     }
-}
-
-/// `CUDA_KERNEL_NODE_PARAMS` (v2): a function or a library kernel, the launch's shape
-/// and its arguments.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct KernelNodeParams {
-    pub func: *mut c_void,
-    pub grid: [u32; 3],
-    pub block: [u32; 3],
-    pub shared_mem: u32,
-    pub kernel_params: *const *const u8,
-    pub extra: *const *const c_void,
-    pub kern: *mut c_void,
-    pub ctx: *mut c_void,
 }
 
 /// The node's launch on `stream` (a stream capturing into its graph).

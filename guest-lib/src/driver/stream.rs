@@ -3,8 +3,6 @@
 //! `cuStreamWaitValue32/64`, and their batches, `cuStreamBatchMemOp` and its graph
 //! nodes).
 
-use std::ffi::c_void;
-
 use vmcuda_wire::driver::{
     mem_op, MemOp, StreamBatchMemOp, StreamWaitValue, StreamWriteValue32, StreamWriteValue64,
 };
@@ -13,6 +11,7 @@ use vmcuda_wire::CudaStatus;
 
 use super::memory::known_range;
 use super::{check_initialized, export, via_runtime};
+pub(crate) use crate::abi::driver::{BatchMemOpNodeParams, DecompressParamsC, RawMemOp};
 use crate::api::graph_build::{self, Kept};
 use crate::api::stream as rt;
 use crate::api::{call, known_stream, post, stream_handle, RawHandle};
@@ -178,9 +177,6 @@ export! {
     }
 }
 
-/// One `CUstreamBatchMemOpParams`, as bytes (the C union of six words).
-pub(crate) type RawMemOp = [u8; mem_op::PARAMS_LEN];
-
 /// A batch's operations from the program's array, each known and well formed.
 ///
 /// # Safety
@@ -239,16 +235,6 @@ export! {
         let raw = unsafe { read_batch(params, count) }?;
         submit_batch(stream, batch_ops(&raw)?, flags)
     }
-}
-
-/// `CUDA_BATCH_MEM_OP_NODE_PARAMS` (v1 and v2 are one layout).
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct BatchMemOpNodeParams {
-    pub ctx: *mut c_void,
-    pub count: u32,
-    pub param_array: *mut RawMemOp,
-    pub flags: u32,
 }
 
 /// A batch node's parameters as kept: the program's, with its array copied.
@@ -361,19 +347,6 @@ export! {
         // SAFETY: by its contract `params` is readable with its array of operations.
         unsafe { set_batch_node(Some(exec), node, &caller::read(params)?) }
     }
-}
-
-/// `CUmemDecompressParams`.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub(crate) struct DecompressParamsC {
-    src_bytes: usize,
-    dst_bytes: usize,
-    dst_act_bytes: u64,
-    src: u64,
-    dst: u64,
-    algo: u32,
-    padding: [u8; 20],
 }
 
 export! {

@@ -21,9 +21,9 @@ use vmcuda_wire::op::{
 };
 use vmcuda_wire::CudaStatus;
 
-use super::array::ArrayDescriptor;
 use super::module::{function, module_handle};
 use super::{check_initialized, export, Result};
+use crate::abi::driver::ArrayDescriptor;
 use crate::api::{call, RawHandle};
 use crate::caller;
 

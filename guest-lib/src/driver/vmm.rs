@@ -24,32 +24,9 @@ use vmcuda_wire::CudaStatus;
 
 use super::result::{status, CUDA_ERROR_NOT_SUPPORTED};
 use super::{check_initialized, export};
+use crate::abi::driver::{AccessDescC, AllocationPropC, LocationC};
 use crate::api::call;
 use crate::{caller, state};
-
-/// `CUmemAllocationProp` (CUDA 13 layout, 32 bytes).
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct AllocationPropC {
-    pub alloc_type: u32,
-    pub requested_handle_types: u32,
-    pub location_type: u32,
-    pub location_id: i32,
-    pub win32_handle_meta_data: *mut c_void,
-    pub compression_type: u8,
-    pub gpu_direct_rdma_capable: u8,
-    pub usage: u16,
-    pub reserved: [u8; 4],
-}
-
-/// `CUmemAccessDesc`.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct AccessDescC {
-    pub location_type: u32,
-    pub location_id: i32,
-    pub flags: u32,
-}
 
 fn prop_from(c: &AllocationPropC) -> AllocationProp {
     AllocationProp {
@@ -183,14 +160,6 @@ export! {
         }
         Err(CudaStatus::ErrorInvalidValue)
     }
-}
-
-/// `CUmemLocation`.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct LocationC {
-    pub location_type: u32,
-    pub location_id: i32,
 }
 
 export! {

@@ -8,6 +8,7 @@ use vmcuda_wire::CudaStatus;
 
 use super::copy::{memcpy_now, shared_copy};
 use super::{allocate_clear, free_device, free_held, wait_for_stream};
+pub use crate::abi::runtime::MemLocation;
 use crate::api::{call, guard, stream_handle, RawHandle, Result};
 use crate::capture;
 use crate::copy_route::Direction;
@@ -307,14 +308,6 @@ pub extern "C" fn cudaMallocManaged(ptr: *mut *mut c_void, size: usize, flags: u
         // SAFETY: by cudaMallocManaged's contract `ptr` is writable.
         unsafe { caller::write(ptr, p as *mut c_void) }
     })
-}
-
-/// `cudaMemLocation`, passed by value.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct MemLocation {
-    pub kind: u32,
-    pub id: i32,
 }
 
 /// Prefetch in stream order: to the device, the range's dirty pages go now (before

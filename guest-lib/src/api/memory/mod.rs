@@ -20,6 +20,7 @@ use vmcuda_wire::CudaStatus;
 
 use super::registration::variable;
 use super::{call, guard, Result};
+pub use crate::abi::runtime::{ChannelFormatDesc, PointerAttributesC};
 use crate::capture;
 use crate::gate;
 use crate::shared;
@@ -446,17 +447,6 @@ pub extern "C" fn cudaHostGetDevicePointer(
     })
 }
 
-/// `struct cudaPointerAttributes` (CUDA 13 layout).
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct PointerAttributesC {
-    pub memory_type: i32,
-    pub device: i32,
-    pub device_pointer: *mut c_void,
-    pub host_pointer: *mut c_void,
-    pub reserved: [i64; 8],
-}
-
 #[no_mangle]
 pub extern "C" fn cudaPointerGetAttributes(
     attrs: *mut PointerAttributesC,
@@ -520,17 +510,6 @@ pub extern "C" fn cudaGetSymbolSize(size: *mut usize, symbol: *const c_void) -> 
     })
 }
 
-/// `cudaChannelFormatDesc`: bits per component and the components' kind.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ChannelFormatDesc {
-    pub x: i32,
-    pub y: i32,
-    pub z: i32,
-    pub w: i32,
-    pub f: u32,
-}
-
 /// A channel descriptor, made as CUDA makes it: from its arguments, nothing checked.
 #[no_mangle]
 pub extern "C" fn cudaCreateChannelDesc(
@@ -540,7 +519,13 @@ pub extern "C" fn cudaCreateChannelDesc(
     w: i32,
     f: u32,
 ) -> ChannelFormatDesc {
-    ChannelFormatDesc { x, y, z, w, f }
+    ChannelFormatDesc {
+        x,
+        y,
+        z,
+        w,
+        kind: f,
+    }
 }
 
 #[cfg(test)]
