@@ -1,5 +1,5 @@
 //! The driver's arrays, 2D and 3D copies, texture and surface objects: the same ops
-//! as the runtime's (`api::array`), from the driver's descriptors (array positions in
+//! as the inner functions' (`inner::array`), from the driver's descriptors (array positions in
 //! bytes, memory types named on each side).
 
 use std::collections::HashMap;
@@ -11,9 +11,9 @@ use vmcuda_wire::CudaStatus;
 
 use super::memory::Memcpy2D;
 use super::{check_initialized, export, Result};
-use crate::api::array::{self as rt, ResourceDescC, Side, ViewDescC};
-use crate::api::{stream_handle, RawHandle};
 use crate::caller;
+use crate::driver::inner::array::{self as rt, ResourceDescC, Side, ViewDescC};
+use crate::driver::inner::{stream_handle, RawHandle};
 
 /// `CUDA_ARRAY_DESCRIPTOR`.
 #[repr(C)]
@@ -89,7 +89,7 @@ export! {
 export! {
     fn cuArrayDestroy(array: RawHandle) {
         check_initialized()?;
-        super::via_runtime(|| rt::cudaFreeArray(array))
+        super::keeping_last_error(|| rt::cudaFreeArray(array))
     }
 }
 
@@ -144,7 +144,7 @@ export! {
 export! {
     fn cuMipmappedArrayDestroy(mipmap: RawHandle) {
         check_initialized()?;
-        super::via_runtime(|| rt::cudaFreeMipmappedArray(mipmap))
+        super::keeping_last_error(|| rt::cudaFreeMipmappedArray(mipmap))
     }
 }
 
@@ -238,7 +238,7 @@ pub(super) unsafe fn memcpy_2d(p: &Memcpy2D, stream: RawHandle, is_async: bool) 
 }
 
 /// `CUDA_MEMCPY3D` (the graph code's description, shared).
-pub use crate::api::graph_build::DriverMemcpy3D as Memcpy3D;
+pub use crate::driver::inner::graph_build::DriverMemcpy3D as Memcpy3D;
 
 /// # Safety
 /// As for [`memcpy_2d`].
@@ -314,7 +314,7 @@ unsafe fn linear(
     } else {
         rt::cudaMemcpyFromArray(ptr as *mut c_void, array, offset, 0, count, kind)
     };
-    super::via_runtime(|| f)
+    super::keeping_last_error(|| f)
 }
 
 export! {
@@ -388,7 +388,7 @@ fn array_to_array(
     let (sx, sy) = array_place(src, src_offset)?;
     // cudaMemcpyDeviceToDevice: both sides are arrays.
     let kind = 3;
-    super::via_runtime(|| match per_thread {
+    super::keeping_last_error(|| match per_thread {
         false => rt::cudaMemcpyArrayToArray(dst, dx, dy, src, sx, sy, count, kind),
         true => rt::cudaMemcpyArrayToArray_ptds(dst, dx, dy, src, sx, sy, count, kind),
     })
@@ -412,7 +412,7 @@ export! {
         within_first_row(array, offset, count)?;
         // cudaMemcpyHostToDevice; `src` holds `count` bytes by the function's contract,
         // which the runtime's export relies on.
-        super::via_runtime(|| rt::cudaMemcpyToArrayAsync(array, offset, 0, src, count, 1, stream))
+        super::keeping_last_error(|| rt::cudaMemcpyToArrayAsync(array, offset, 0, src, count, 1, stream))
     }
 }
 
@@ -420,7 +420,7 @@ export! {
     fn cuMemcpyHtoAAsync_v2_ptsz(array: RawHandle, offset: usize, src: *const c_void, count: usize, stream: RawHandle) {
         check_initialized()?;
         within_first_row(array, offset, count)?;
-        super::via_runtime(|| rt::cudaMemcpyToArrayAsync_ptsz(array, offset, 0, src, count, 1, stream))
+        super::keeping_last_error(|| rt::cudaMemcpyToArrayAsync_ptsz(array, offset, 0, src, count, 1, stream))
     }
 }
 
@@ -429,7 +429,7 @@ export! {
         check_initialized()?;
         within_first_row(array, offset, count)?;
         // cudaMemcpyDeviceToHost; `dst` holds `count` bytes by the function's contract.
-        super::via_runtime(|| rt::cudaMemcpyFromArrayAsync(dst, array, offset, 0, count, 2, stream))
+        super::keeping_last_error(|| rt::cudaMemcpyFromArrayAsync(dst, array, offset, 0, count, 2, stream))
     }
 }
 
@@ -437,7 +437,7 @@ export! {
     fn cuMemcpyAtoHAsync_v2_ptsz(dst: *mut c_void, array: RawHandle, offset: usize, count: usize, stream: RawHandle) {
         check_initialized()?;
         within_first_row(array, offset, count)?;
-        super::via_runtime(|| rt::cudaMemcpyFromArrayAsync_ptsz(dst, array, offset, 0, count, 2, stream))
+        super::keeping_last_error(|| rt::cudaMemcpyFromArrayAsync_ptsz(dst, array, offset, 0, count, 2, stream))
     }
 }
 
@@ -458,8 +458,8 @@ unsafe fn memcpy_3d_peer(p: *const Memcpy3DPeer, stream: RawHandle, is_async: bo
     let copy = unsafe { caller::read(p) }?;
     let src = super::context::device_of(copy.reserved0)?;
     let dst = super::context::device_of(copy.reserved1)?;
-    if crate::api::on_different_hosts(src, dst)? {
-        return Err(crate::api::unsupported::refuse(
+    if crate::driver::inner::on_different_hosts(src, dst)? {
+        return Err(crate::notice::refuse(
             "cuMemcpy3DPeer between devices of two hosts",
             "is not supported by vmcuda",
         ));

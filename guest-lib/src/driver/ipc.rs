@@ -17,7 +17,7 @@ use vmcuda_wire::op::{
 use vmcuda_wire::CudaStatus;
 
 use super::{check_initialized, export, Result};
-use crate::api::{call, on_host_of, RawHandle};
+use crate::driver::inner::{call, on_host_of, RawHandle};
 use crate::{caller, state};
 
 /// What every vmcuda IPC handle starts with.

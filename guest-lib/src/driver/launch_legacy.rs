@@ -30,9 +30,9 @@ use vmcuda_wire::CudaStatus;
 
 use super::module::{cuLaunchCooperativeKernel, function_facts, launch_buffer};
 use super::result::status;
-use super::{check_initialized, export, via_runtime, Result};
-use crate::api::stream as rt;
-use crate::api::{stream_handle, RawHandle};
+use super::{check_initialized, export, keeping_last_error, Result};
+use crate::driver::inner::stream as rt;
+use crate::driver::inner::{stream_handle, RawHandle};
 use crate::{caller, state};
 
 /// The largest parameter block a kernel takes (CUDA 12.1 on Volta and newer).
@@ -244,7 +244,7 @@ const EVENT_DISABLE_TIMING: u32 = 2;
 fn stream_device(stream: RawHandle) -> Result<i32> {
     match stream as usize {
         0..=2 => super::context::current_device(),
-        _ => crate::api::device_of_stream(stream_handle(stream, false))
+        _ => crate::driver::inner::device_of_stream(stream_handle(stream, false))
             .ok_or(status(super::CUDA_ERROR_INVALID_HANDLE)),
     }
 }
@@ -259,9 +259,9 @@ fn join(streams: &[(i32, RawHandle)]) -> Result<()> {
     let recorded = streams.iter().try_for_each(|(device, stream)| {
         state::as_device(*device, || {
             let mut event: RawHandle = std::ptr::null_mut();
-            via_runtime(|| rt::cudaEventCreateWithFlags(&mut event, EVENT_DISABLE_TIMING))?;
+            keeping_last_error(|| rt::cudaEventCreateWithFlags(&mut event, EVENT_DISABLE_TIMING))?;
             events.push((*device, event));
-            via_runtime(|| rt::cudaEventRecord(event, *stream))
+            keeping_last_error(|| rt::cudaEventRecord(event, *stream))
         })
     });
     let waited = recorded.and_then(|()| {
@@ -275,14 +275,16 @@ fn join(streams: &[(i32, RawHandle)]) -> Result<()> {
                     .filter(|(j, _)| *j != i)
                     .try_for_each(|(_, (_, event))| {
                         state::as_device(*device, || {
-                            via_runtime(|| rt::cudaStreamWaitEvent(*stream, *event, 0))
+                            keeping_last_error(|| rt::cudaStreamWaitEvent(*stream, *event, 0))
                         })
                     })
             })
     });
     // An event destroyed while waited for is released once the wait is done.
     for (device, event) in events {
-        let _ = state::as_device(device, || via_runtime(|| rt::cudaEventDestroy(event)));
+        let _ = state::as_device(device, || {
+            keeping_last_error(|| rt::cudaEventDestroy(event))
+        });
     }
     waited
 }

@@ -12,10 +12,10 @@ use vmcuda_wire::CudaStatus;
 
 use super::context::{context_of, device_of, CUcontext};
 use super::result::{status, CUDA_ERROR_NOT_FOUND};
-use super::{check_initialized, export, via_runtime, Result};
-use crate::api::memory as rt;
-use crate::api::{call, call_with, known_stream, post, stream_handle, RawHandle};
+use super::{check_initialized, export, keeping_last_error, Result};
 use crate::client::Sink;
+use crate::driver::inner::memory as rt;
+use crate::driver::inner::{call, call_with, known_stream, post, stream_handle, RawHandle};
 // The runtime's copies, so the driver's take the same routes (crate::copy_route).
 use crate::copy_route::{DEFAULT, DEVICE_TO_DEVICE, DEVICE_TO_HOST, HOST_TO_DEVICE};
 use crate::{caller, gate, state};
@@ -27,7 +27,7 @@ export! {
             return Err(CudaStatus::ErrorInvalidValue);
         }
         let mut p: *mut c_void = std::ptr::null_mut();
-        via_runtime(|| rt::cudaMalloc(&mut p, size))?;
+        keeping_last_error(|| rt::cudaMalloc(&mut p, size))?;
         // SAFETY: by cuMemAlloc_v2's contract `ptr` is NULL or writable.
         unsafe { caller::write(ptr, p as u64) }
     }
@@ -36,14 +36,14 @@ export! {
 export! {
     fn cuMemFree_v2(ptr: u64) {
         check_initialized()?;
-        via_runtime(|| rt::cudaFree(ptr as *mut c_void))
+        keeping_last_error(|| rt::cudaFree(ptr as *mut c_void))
     }
 }
 
 export! {
     fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) {
         check_initialized()?;
-        via_runtime(|| crate::api::device::cudaMemGetInfo(free, total))
+        keeping_last_error(|| crate::driver::inner::device::cudaMemGetInfo(free, total))
     }
 }
 
@@ -64,7 +64,7 @@ export! {
 export! {
     fn cuMemAllocHost_v2(ptr: *mut *mut c_void, size: usize) {
         check_initialized()?;
-        via_runtime(|| rt::cudaMallocHost(ptr, size))
+        keeping_last_error(|| rt::cudaMallocHost(ptr, size))
     }
 }
 
@@ -72,25 +72,25 @@ export! {
     /// `CU_MEMHOSTALLOC_*` flags are the runtime's `cudaHostAlloc*` flags.
     fn cuMemHostAlloc(ptr: *mut *mut c_void, size: usize, flags: u32) {
         check_initialized()?;
-        via_runtime(|| rt::cudaHostAlloc(ptr, size, flags))
+        keeping_last_error(|| rt::cudaHostAlloc(ptr, size, flags))
     }
 }
 
 export! {
     fn cuMemFreeHost(ptr: *mut c_void) {
         check_initialized()?;
-        via_runtime(|| rt::cudaFreeHost(ptr))
+        keeping_last_error(|| rt::cudaFreeHost(ptr))
     }
 }
 
 fn copy(dst: u64, src: u64, size: usize, kind: u32) -> Result<()> {
     check_initialized()?;
-    via_runtime(|| rt::cudaMemcpy(dst as *mut c_void, src as *const c_void, size, kind))
+    keeping_last_error(|| rt::cudaMemcpy(dst as *mut c_void, src as *const c_void, size, kind))
 }
 
 fn copy_async(dst: u64, src: u64, size: usize, kind: u32, stream: RawHandle) -> Result<()> {
     check_initialized()?;
-    via_runtime(|| {
+    keeping_last_error(|| {
         rt::cudaMemcpyAsync(dst as *mut c_void, src as *const c_void, size, kind, stream)
     })
 }
@@ -140,13 +140,13 @@ export! {
 export! {
     fn cuMemsetD8_v2(dst: u64, value: u8, count: usize) {
         check_initialized()?;
-        via_runtime(|| rt::cudaMemset(dst as *mut c_void, value as i32, count))
+        keeping_last_error(|| rt::cudaMemset(dst as *mut c_void, value as i32, count))
     }
 }
 export! {
     fn cuMemsetD8Async(dst: u64, value: u8, count: usize, stream: RawHandle) {
         check_initialized()?;
-        via_runtime(|| rt::cudaMemsetAsync(dst as *mut c_void, value as i32, count, stream))
+        keeping_last_error(|| rt::cudaMemsetAsync(dst as *mut c_void, value as i32, count, stream))
     }
 }
 
@@ -166,7 +166,7 @@ pub(crate) fn memset_elements_on(
     count: usize,
     stream: RawHandle,
 ) -> crate::cudaError_t {
-    let stream = crate::api::stream_handle(stream, false);
+    let stream = crate::driver::inner::stream_handle(stream, false);
     match memset_elements(dst, value, element_size, count, stream, true) {
         Ok(()) => 0,
         Err(e) => e.0,
@@ -338,7 +338,7 @@ fn pointer_attributes(ptr: u64) -> Result<rt::PointerAttributesC> {
         host_pointer: std::ptr::null_mut(),
         reserved: [0; 8],
     };
-    via_runtime(|| rt::cudaPointerGetAttributes(&mut a, ptr as *const c_void))?;
+    keeping_last_error(|| rt::cudaPointerGetAttributes(&mut a, ptr as *const c_void))?;
     Ok(a)
 }
 
@@ -457,7 +457,7 @@ export! {
         }
         let id = buffer_id_of(ptr)?;
         if on {
-            via_runtime(|| crate::api::device::cudaDeviceSynchronize())?;
+            keeping_last_error(|| crate::driver::inner::device::cudaDeviceSynchronize())?;
             sync_memops().insert(id);
         } else {
             sync_memops().remove(&id);
@@ -618,7 +618,7 @@ unsafe fn copy_2d(copy: *const Memcpy2D, stream: Option<RawHandle>) -> Result<()
     // SAFETY: as `copy_2d`'s caller promised.
     let (dst, dpitch, src, spitch, width, height) = unsafe { memcpy_2d(copy) }?;
     let (dst, src) = (dst as *mut c_void, src as *const c_void);
-    via_runtime(|| match stream {
+    keeping_last_error(|| match stream {
         None => rt::cudaMemcpy2D(dst, dpitch, src, spitch, width, height, DEFAULT),
         Some(s) => rt::cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, DEFAULT, s),
     })
@@ -652,7 +652,7 @@ export! {
         if ![4, 8, 16].contains(&element_size) {
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        via_runtime(|| rt::cudaMallocPitch(ptr.cast(), pitch, width, height))
+        keeping_last_error(|| rt::cudaMallocPitch(ptr.cast(), pitch, width, height))
     }
 }
 
@@ -661,7 +661,7 @@ export! {
     fn cuMemcpyPeer(dst: u64, dst_ctx: CUcontext, src: u64, src_ctx: CUcontext, size: usize) {
         check_initialized()?;
         let (dst_device, src_device) = (device_of(dst_ctx)?, device_of(src_ctx)?);
-        via_runtime(|| {
+        keeping_last_error(|| {
             rt::cudaMemcpyPeer(dst as *mut c_void, dst_device, src as *const c_void, src_device, size)
         })
     }
@@ -670,7 +670,7 @@ export! {
     fn cuMemcpyPeerAsync(dst: u64, dst_ctx: CUcontext, src: u64, src_ctx: CUcontext, size: usize, stream: RawHandle) {
         check_initialized()?;
         let (dst_device, src_device) = (device_of(dst_ctx)?, device_of(src_ctx)?);
-        via_runtime(|| {
+        keeping_last_error(|| {
             rt::cudaMemcpyPeerAsync(dst as *mut c_void, dst_device, src as *const c_void, src_device, size, stream)
         })
     }

@@ -38,7 +38,7 @@ macro_rules! table {
                 // Functions that are nothing but their op: the op table's exports;
                 // else the real driver's other exports, as stubs (see `unsupported`).
                 _ => return super::twins::lookup(name)
-                    .or_else(|| crate::api::table::lookup(name))
+                    .or_else(|| crate::driver::inner::table::lookup(name))
                     .or_else(|| super::legacy::lookup(name))
                     .or_else(|| super::unsupported::lookup(name)),
             })

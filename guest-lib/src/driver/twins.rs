@@ -18,13 +18,15 @@ use super::module::*;
 use super::result::CUresult;
 use super::stream::*;
 use super::vmm::cuMemMapArrayAsync;
-use super::{check_initialized, export, via_runtime};
-use crate::api::array as rt_array;
-use crate::api::graph_build as rt_build;
-use crate::api::logs as rt_logs;
-use crate::api::memory::copy as rt_copy;
-use crate::api::{device as rt_device, errors as rt_errors, graph as rt_graph};
-use crate::api::{mem_pool as rt_pool, memory as rt_memory, stream as rt_stream, RawHandle};
+use super::{check_initialized, export, keeping_last_error};
+use crate::driver::inner::array as rt_array;
+use crate::driver::inner::graph_build as rt_build;
+use crate::driver::inner::logs as rt_logs;
+use crate::driver::inner::memory::copy as rt_copy;
+use crate::driver::inner::{device as rt_device, errors as rt_errors, graph as rt_graph};
+use crate::driver::inner::{
+    mem_pool as rt_pool, memory as rt_memory, stream as rt_stream, RawHandle,
+};
 
 type HostFn = Option<unsafe extern "C" fn(*mut c_void)>;
 type StreamCallback = Option<unsafe extern "C" fn(*mut c_void, u32, *mut c_void)>;
@@ -48,7 +50,7 @@ macro_rules! twins {
                 $(#[$m])*
                 fn $name($($arg: $ty),*) {
                     check_initialized()?;
-                    via_runtime(|| $call)
+                    keeping_last_error(|| $call)
                 }
             }
         )*
@@ -375,7 +377,7 @@ twins! {
     ) => rt_build::cudaGraphInstantiateWithParams(exec, graph, params);
     "cuGraphConditionalHandleCreate" => cuGraphConditionalHandleCreate(
         handle: *mut u64, graph: RawHandle, _ctx: RawHandle, default_value: u32, flags: u32,
-    ) => crate::api::table::cudaGraphConditionalHandleCreate(handle, graph, default_value, flags);
+    ) => crate::driver::inner::table::cudaGraphConditionalHandleCreate(handle, graph, default_value, flags);
 }
 
 /// `_ptsz` variants: the base function with `per_thread` applied to the stream.
@@ -553,8 +555,8 @@ pub fn per_thread_variant(exported: &str) -> Option<*mut c_void> {
 
 use super::context::{context_of, device_of, CUcontext};
 use super::result::status;
-use crate::api::device::properties;
 use crate::caller;
+use crate::driver::inner::device::properties;
 use vmcuda_wire::CudaStatus;
 
 export! {
@@ -562,7 +564,7 @@ export! {
     fn cuCtxEnablePeerAccess(peer: CUcontext, flags: u32) {
         check_initialized()?;
         let device = device_of(peer)?;
-        via_runtime(|| rt_device::cudaDeviceEnablePeerAccess(device, flags))
+        keeping_last_error(|| rt_device::cudaDeviceEnablePeerAccess(device, flags))
     }
 }
 
@@ -570,7 +572,7 @@ export! {
     fn cuCtxDisablePeerAccess(peer: CUcontext) {
         check_initialized()?;
         let device = device_of(peer)?;
-        via_runtime(|| rt_device::cudaDeviceDisablePeerAccess(device))
+        keeping_last_error(|| rt_device::cudaDeviceDisablePeerAccess(device))
     }
 }
 
@@ -588,7 +590,7 @@ export! {
 /// The context a stream belongs to: its device's.
 fn stream_context(stream: RawHandle) -> super::Result<CUcontext> {
     let mut device = 0i32;
-    via_runtime(|| rt_stream::cudaStreamGetDevice(stream, &mut device))?;
+    keeping_last_error(|| rt_stream::cudaStreamGetDevice(stream, &mut device))?;
     Ok(context_of(device))
 }
 
@@ -737,7 +739,7 @@ export! {
     fn cuMemPrefetchAsync(ptr: u64, count: usize, device: i32, stream: RawHandle) {
         check_initialized()?;
         let location = location_of_device(device);
-        via_runtime(|| rt_memory::cudaMemPrefetchAsync(ptr as *const c_void, count, location, 0, stream))
+        keeping_last_error(|| rt_memory::cudaMemPrefetchAsync(ptr as *const c_void, count, location, 0, stream))
     }
 }
 
@@ -746,7 +748,7 @@ export! {
     fn cuMemAdvise(ptr: u64, count: usize, advice: u32, device: i32) {
         check_initialized()?;
         let location = location_of_device(device);
-        via_runtime(|| rt_memory::cudaMemAdvise(ptr as *const c_void, count, advice, location))
+        keeping_last_error(|| rt_memory::cudaMemAdvise(ptr as *const c_void, count, advice, location))
     }
 }
 

@@ -160,7 +160,7 @@ const DEFERRED_MAPPING: u32 = 0x80;
 /// forward. Every array the guest can hold is therefore neither sparse nor deferred.
 fn refuse_self_mapped(flags: u32) -> Result<()> {
     if flags & (SPARSE | DEFERRED_MAPPING) != 0 {
-        return Err(super::unsupported::refuse(
+        return Err(crate::notice::refuse(
             "a sparse or deferred-mapping CUDA array",
             "is not supported by vmcuda (its memory would be mapped by cudaMemMapArrayAsync)",
         ));
@@ -630,7 +630,7 @@ fn pointer_is_device(kind: u32, ptr: usize, to_array: bool) -> Result<bool> {
         1 => !to_array,
         2 => to_array,
         3 => true,
-        4 => crate::api::device_of_ptr(ptr).is_some(),
+        4 => crate::driver::inner::device_of_ptr(ptr).is_some(),
         _ => return Err(CudaStatus::ErrorInvalidMemcpyDirection),
     })
 }
@@ -954,7 +954,7 @@ fn array_to_array_linear(
         let rows = count / drow as usize;
         return array_to_array(dst, dst_at, src, src_at, drow as usize, rows, stream);
     }
-    Err(super::unsupported::refuse(
+    Err(crate::notice::refuse(
         "cudaMemcpyArrayToArray across rows of unlike arrays",
         "is not supported by vmcuda",
     ))
@@ -1255,7 +1255,7 @@ unsafe fn memcpy_3d_peer(
 ) -> Result<()> {
     let same = p.src_device == p.dst_device;
     if !same && (!p.src_array.is_null() || !p.dst_array.is_null()) {
-        return Err(super::unsupported::refuse(
+        return Err(crate::notice::refuse(
             "cudaMemcpy3DPeer with an array between two devices",
             "is not supported by vmcuda",
         ));
@@ -1303,7 +1303,7 @@ pub extern "C" fn cudaMalloc3D(out: *mut PitchedPtr, extent: Extent) -> cudaErro
         let rows = extent.height.max(1) * extent.depth.max(1);
         let mut ptr: *mut c_void = std::ptr::null_mut();
         let mut pitch = 0usize;
-        crate::driver::via_runtime(|| {
+        crate::driver::keeping_last_error(|| {
             super::memory::cudaMallocPitch(&mut ptr, &mut pitch, extent.width, rows)
         })?;
         let p = PitchedPtr {
@@ -1331,7 +1331,7 @@ fn memset_3d(
         return Ok(());
     }
     let run = |ptr: *mut c_void, rows: usize| {
-        crate::driver::via_runtime(|| match is_async {
+        crate::driver::keeping_last_error(|| match is_async {
             true => {
                 super::memory::memset::cudaMemset2DAsync(ptr, p.pitch, value, e.width, rows, stream)
             }
@@ -1362,7 +1362,7 @@ pub extern "C" fn cudaMemset3D_ptds(p: PitchedPtr, value: i32, extent: Extent) -
     guard("cudaMemset3D_ptds", || {
         let stream = 2 as RawHandle;
         memset_3d(p, value, extent, stream, true)?;
-        crate::driver::via_runtime(|| super::stream::cudaStreamSynchronize(stream))
+        crate::driver::keeping_last_error(|| super::stream::cudaStreamSynchronize(stream))
     })
 }
 

@@ -38,11 +38,11 @@ use vmcuda_wire::CudaStatus;
 use super::launch::Dim3;
 use super::memory::copy as rt_copy;
 use super::memory::memset as rt_memset;
-use super::unsupported::refuse;
 use super::{call, guard, stream_handle, RawHandle, Result};
 use crate::capture;
-use crate::driver::via_runtime;
+use crate::driver::keeping_last_error;
 use crate::host_functions;
+use crate::notice::refuse;
 use crate::state;
 use crate::{caller, cudaError_t};
 
@@ -395,7 +395,9 @@ pub(crate) fn build_node(
         Some(raw) => raw as RawHandle,
         None => {
             let mut raw: RawHandle = std::ptr::null_mut();
-            via_runtime(|| super::stream::cudaStreamCreateWithFlags(&mut raw, NON_BLOCKING))?;
+            keeping_last_error(|| {
+                super::stream::cudaStreamCreateWithFlags(&mut raw, NON_BLOCKING)
+            })?;
             builders
                 .get_or_insert_with(HashMap::new)
                 .insert(device, raw as usize);
@@ -411,7 +413,7 @@ pub(crate) fn build_node(
     })?;
     capture::begin(stream, capture_mode::RELAXED);
     IN_BUILD.with(|b| b.set(true));
-    let worked = via_runtime(|| work(raw));
+    let worked = keeping_last_error(|| work(raw));
     IN_BUILD.with(|b| b.set(false));
     let shown = worked.and_then(|()| call(&StreamGetCaptureGraph { stream }));
     let invalidated = capture::end(stream)?;
@@ -637,7 +639,7 @@ pub(crate) fn memcpy_3d_linear(
     is_async: bool,
 ) -> Result<()> {
     let raw = stream.0 as usize as RawHandle;
-    let run = |f: &dyn Fn() -> cudaError_t| via_runtime(f);
+    let run = |f: &dyn Fn() -> cudaError_t| keeping_last_error(f);
     let e = p.extent;
     if e.width == 0 || e.height == 0 || e.depth == 0 {
         return Ok(());
@@ -2300,7 +2302,8 @@ unsafe fn instantiate_with_params(
     // SAFETY: as the caller promised.
     let p = unsafe { caller::read(params.cast_const()) }?;
     let flags = p.flags & !INSTANTIATE_UPLOAD;
-    let made = via_runtime(|| super::graph::cudaGraphInstantiateWithFlags(exec, graph, flags));
+    let made =
+        keeping_last_error(|| super::graph::cudaGraphInstantiateWithFlags(exec, graph, flags));
     // `cudaGraphInstantiateSuccess` 0, `cudaGraphInstantiateError` 1.
     let result = u32::from(made.is_err());
     // SAFETY: as the caller promised.

@@ -68,7 +68,7 @@ pub extern "C" fn cudaGetFuncBySymbol(out: *mut RawHandle, symbol: *const c_void
     guard("cudaGetFuncBySymbol", || {
         let (function, params) = kernel(symbol as usize)?;
         let mut name: *const c_char = std::ptr::null();
-        crate::driver::via_runtime(|| super::launch::cudaFuncGetName(&mut name, symbol))?;
+        crate::driver::keeping_last_error(|| super::launch::cudaFuncGetName(&mut name, symbol))?;
         // SAFETY: cudaFuncGetName hands out a NUL-terminated name kept for the process.
         let name = unsafe { caller::string(name) }?;
         let id = crate::driver::module::adopt_runtime_kernel(function, &name, params)?;
@@ -83,9 +83,9 @@ pub(crate) fn on_device<T>(device: i32, f: impl FnOnce() -> Result<T>) -> Result
     if device == was {
         return f();
     }
-    crate::driver::via_runtime(|| super::device::cudaSetDevice(device))?;
+    crate::driver::keeping_last_error(|| super::device::cudaSetDevice(device))?;
     let r = f();
-    crate::driver::via_runtime(|| super::device::cudaSetDevice(was))?;
+    crate::driver::keeping_last_error(|| super::device::cudaSetDevice(was))?;
     r
 }
 
@@ -102,7 +102,7 @@ pub extern "C" fn cudaKernelSetAttributeForDevice(
     guard("cudaKernelSetAttributeForDevice", || {
         if is_kernel(kernel_handle as usize) {
             return on_device(device, || {
-                crate::driver::via_runtime(|| {
+                crate::driver::keeping_last_error(|| {
                     super::launch::cudaFuncSetAttribute(kernel_handle, attr, value)
                 })
             });

@@ -191,7 +191,7 @@ pub(crate) mod default_stream {
             flags: 0,
             priority: 0,
         };
-        crate::api::post(&req, &[]).ok()?;
+        crate::driver::inner::post(&req, &[]).ok()?;
         registry().streams.insert(
             stream.0,
             StreamInfo {

@@ -90,7 +90,7 @@ macro_rules! c_export {
         #[no_mangle]
         #[allow(clippy::useless_conversion, clippy::unnecessary_fallible_conversions)]
         pub extern "C" fn $cfn($($sig)*) -> $crate::cudaError_t {
-            $crate::api::guard(stringify!($cfn), || {
+            $crate::driver::inner::guard(stringify!($cfn), || {
                 c_export!(@body $mode $req [$($ins)*] [$($outs)*])
             })
         }
@@ -137,10 +137,10 @@ macro_rules! c_export {
 
     // A call CUDA does not wait for, with nothing coming back, is posted.
     (@send Async $req:ident []) => {
-        $crate::api::post(&$req, &[])?
+        $crate::driver::inner::post(&$req, &[])?
     };
     (@send $mode:ident $req:ident [$($outs:ident)*]) => {
-        $crate::api::call(&$req)?
+        $crate::driver::inner::call(&$req)?
     };
 }
 
@@ -165,11 +165,11 @@ mod tests {
         // No server is reachable in unit tests: trying to reach one would give a
         // different error than the one a NULL output must give.
         assert_eq!(
-            crate::api::device::cudaDeviceGetLimit(std::ptr::null_mut(), 0),
+            crate::driver::inner::device::cudaDeviceGetLimit(std::ptr::null_mut(), 0),
             vmcuda_wire::CudaStatus::ErrorInvalidValue.0
         );
         assert_eq!(
-            crate::api::device::cudaDeviceGetP2PAttribute(std::ptr::null_mut(), 1, 0, 0),
+            crate::driver::inner::device::cudaDeviceGetP2PAttribute(std::ptr::null_mut(), 1, 0, 0),
             vmcuda_wire::CudaStatus::ErrorInvalidValue.0
         );
     }

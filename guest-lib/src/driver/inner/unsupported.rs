@@ -17,7 +17,7 @@ use crate::cudaError_t;
 use crate::state;
 
 /// The real runtime's exports, `name@@libcudart.so.13` a line (`#` lines are comments).
-const EXPORTS: &str = include_str!("../../exports/libcudart.so.13.txt");
+const EXPORTS: &str = include_str!("../../../exports/libcudart.so.13.txt");
 
 /// The export list's function names (its `name@@node` lines), in the order
 /// build-libs.sh numbers its stubs.
@@ -62,15 +62,6 @@ pub fn message(name: &str) -> String {
         "vmcuda: {name} (libcudart.so.13) {}; it returns cudaErrorNotSupported",
         reason(name)
     )
-}
-
-/// Refuse what vmcuda does not do, saying once on stderr what and why: `what` names
-/// the call (and the case), `why` completes the sentence.
-pub fn refuse(what: &str, why: &str) -> CudaStatus {
-    crate::notice::say_once(&format!(
-        "vmcuda: {what} {why}; it returns cudaErrorNotSupported"
-    ));
-    CudaStatus::ErrorNotSupported
 }
 
 /// The stub of every runtime function not implemented: `index` is its place in the

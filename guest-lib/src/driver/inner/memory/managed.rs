@@ -8,9 +8,9 @@ use vmcuda_wire::CudaStatus;
 
 use super::copy::{memcpy_now, shared_copy};
 use super::{allocate_clear, free_device, free_held, wait_for_stream};
-use crate::api::{call, guard, stream_handle, RawHandle, Result};
 use crate::capture;
 use crate::copy_route::Direction;
+use crate::driver::inner::{call, guard, stream_handle, RawHandle, Result};
 use crate::managed::{self, Location, Origin, PAGE};
 use crate::state;
 use crate::{caller, cudaError_t};
@@ -322,7 +322,7 @@ pub struct MemLocation {
 /// stream's work so far.
 pub fn prefetch(ptr: usize, len: usize, location: Location, stream: StreamHandle) -> Result<()> {
     if let Location::Device(d) = location {
-        crate::api::device::properties(d)?;
+        crate::driver::inner::device::properties(d)?;
     }
     capture::check_stream_use(stream)?;
     capture::refuse_if_capturing(stream)?;
@@ -531,7 +531,7 @@ pub extern "C" fn cudaMemDiscardBatchAsync_ptsz(
 /// Record advice (see [`managed::advise`]); a device location must name a device.
 pub fn advise(ptr: usize, count: usize, advice: u32, location: Location) -> Result<()> {
     if let Location::Device(d) = location {
-        crate::api::device::properties(d).map_err(|_| CudaStatus::ErrorInvalidDevice)?;
+        crate::driver::inner::device::properties(d).map_err(|_| CudaStatus::ErrorInvalidDevice)?;
     }
     managed::advise(ptr, count, advice, location)
 }
@@ -653,7 +653,7 @@ pub fn attach(stream: StreamHandle, ptr: usize, length: usize, flags: u32) -> Re
         return Err(CudaStatus::ErrorInvalidValue);
     }
     capture::check_stream_use(stream)?;
-    if !crate::api::known_stream(stream) {
+    if !crate::driver::inner::known_stream(stream) {
         return Err(CudaStatus::ErrorInvalidResourceHandle);
     }
     let (start, len, _, _) = managed::region_of(ptr).ok_or(CudaStatus::ErrorInvalidValue)?;

@@ -5,15 +5,17 @@ use std::ffi::c_void;
 use vmcuda_wire::op::{Memset, Memset2D, StreamHandle};
 
 use super::{admit, can_post, enqueue, on_memory_host};
-use crate::api::{call, guard, stream_handle, RawHandle, Result};
 use crate::cudaError_t;
+use crate::driver::inner::{call, guard, stream_handle, RawHandle, Result};
 
 /// A memset runs on the current device, which reaches another device's memory only as
 /// its peer (natively `cudaErrorInvalidValue` without peer access): a device of another
 /// host never is one.
 fn refuse_other_hosts_memory(ptr: usize) -> Result<()> {
-    match crate::api::device_of_ptr(ptr) {
-        Some(owner) if crate::api::on_different_hosts(owner, crate::state::current_device())? => {
+    match crate::driver::inner::device_of_ptr(ptr) {
+        Some(owner)
+            if crate::driver::inner::on_different_hosts(owner, crate::state::current_device())? =>
+        {
             Err(vmcuda_wire::CudaStatus::ErrorInvalidValue)
         }
         _ => Ok(()),
@@ -54,7 +56,7 @@ fn memset_here(
     let post = is_async && can_post(stream, ptr, count);
     enqueue(stream, is_async, move || {
         if post {
-            crate::api::post(&req, &[])
+            crate::driver::inner::post(&req, &[])
         } else {
             call(&req)
         }
