@@ -9,10 +9,11 @@ use std::sync::Mutex;
 use vmcuda_wire::array::{ArrayDesc, TextureDesc};
 use vmcuda_wire::CudaStatus;
 
+use super::inner;
+use super::inner::array::{ResourceDescC, Side, ViewDescC};
 use super::memory::Memcpy2D;
 use super::{check_initialized, export, Result};
 use crate::caller;
-use crate::driver::inner::array::{self as rt, ResourceDescC, Side, ViewDescC};
 use crate::driver::inner::{stream_handle, RawHandle};
 
 /// `CUDA_ARRAY_DESCRIPTOR`.
@@ -64,7 +65,7 @@ export! {
                 channels: d.channels,
                 flags: 0,
             };
-            caller::write(out, rt::create_array(desc.wire())?)
+            caller::write(out, inner::array::create_array(desc.wire())?)
         }
     }
 }
@@ -73,14 +74,14 @@ export! {
     fn cuArray3DCreate_v2(out: *mut RawHandle, desc: *const Array3DDescriptor) {
         check_initialized()?;
         // SAFETY: by its contract `desc` is readable and `out` writable.
-        unsafe { caller::write(out, rt::create_array(caller::read(desc)?.wire())?) }
+        unsafe { caller::write(out, inner::array::create_array(caller::read(desc)?.wire())?) }
     }
 }
 
 export! {
     fn cuDeviceGetTexture1DLinearMaxWidth(width: *mut usize, format: u32, channels: u32, device: i32) {
         super::context::check_device(device)?;
-        let w = rt::texture_1d_linear_max_width(format, channels, device)?;
+        let w = inner::array::texture_1d_linear_max_width(format, channels, device)?;
         // SAFETY: by its contract `width` is writable.
         unsafe { caller::write(width, w as usize) }
     }
@@ -89,14 +90,14 @@ export! {
 export! {
     fn cuArrayDestroy(array: RawHandle) {
         check_initialized()?;
-        super::keeping_last_error(|| rt::cudaFreeArray(array))
+        super::keeping_last_error(|| inner::array::cudaFreeArray(array))
     }
 }
 
 export! {
     fn cuArrayGetDescriptor_v2(out: *mut ArrayDescriptor, array: RawHandle) {
         check_initialized()?;
-        let d = rt::array_desc(array)?;
+        let d = inner::array::array_desc(array)?;
         let desc = ArrayDescriptor {
             width: d.width as usize,
             height: d.height as usize,
@@ -111,7 +112,7 @@ export! {
 export! {
     fn cuArray3DGetDescriptor_v2(out: *mut Array3DDescriptor, array: RawHandle) {
         check_initialized()?;
-        let d = rt::array_desc(array)?;
+        let d = inner::array::array_desc(array)?;
         let desc = Array3DDescriptor {
             width: d.width as usize,
             height: d.height as usize,
@@ -129,7 +130,7 @@ export! {
     fn cuMipmappedArrayCreate(out: *mut RawHandle, desc: *const Array3DDescriptor, levels: u32) {
         check_initialized()?;
         // SAFETY: by its contract `desc` is readable and `out` writable.
-        unsafe { caller::write(out, rt::create_mipmapped(caller::read(desc)?.wire(), levels)?) }
+        unsafe { caller::write(out, inner::array::create_mipmapped(caller::read(desc)?.wire(), levels)?) }
     }
 }
 
@@ -137,14 +138,14 @@ export! {
     fn cuMipmappedArrayGetLevel(out: *mut RawHandle, mipmap: RawHandle, level: u32) {
         check_initialized()?;
         // SAFETY: by its contract `out` is writable.
-        unsafe { caller::write(out, rt::mipmapped_level(mipmap, level)?) }
+        unsafe { caller::write(out, inner::array::mipmapped_level(mipmap, level)?) }
     }
 }
 
 export! {
     fn cuMipmappedArrayDestroy(mipmap: RawHandle) {
         check_initialized()?;
-        super::keeping_last_error(|| rt::cudaFreeMipmappedArray(mipmap))
+        super::keeping_last_error(|| inner::array::cudaFreeMipmappedArray(mipmap))
     }
 }
 
@@ -225,7 +226,7 @@ pub(super) unsafe fn memcpy_2d(p: &Memcpy2D, stream: RawHandle, is_async: bool) 
     let stream = stream_handle(stream, false);
     // SAFETY: as the caller promised.
     unsafe {
-        rt::copy(
+        inner::array::copy(
             src.side()?,
             dst.side()?,
             p.width_in_bytes,
@@ -270,7 +271,7 @@ unsafe fn memcpy_3d(p: &Memcpy3D, stream: RawHandle, is_async: bool) -> Result<(
     let (h, d) = (p.height.max(1), p.depth.max(1));
     // SAFETY: as the caller promised.
     unsafe {
-        rt::copy(
+        inner::array::copy(
             src.side()?,
             dst.side()?,
             p.width_in_bytes,
@@ -310,9 +311,9 @@ unsafe fn linear(
 ) -> Result<()> {
     check_initialized()?;
     let f = if to_array {
-        rt::cudaMemcpyToArray(array, offset, 0, ptr as *const c_void, count, kind)
+        inner::array::cudaMemcpyToArray(array, offset, 0, ptr as *const c_void, count, kind)
     } else {
-        rt::cudaMemcpyFromArray(ptr as *mut c_void, array, offset, 0, count, kind)
+        inner::array::cudaMemcpyFromArray(ptr as *mut c_void, array, offset, 0, count, kind)
     };
     super::keeping_last_error(|| f)
 }
@@ -347,7 +348,7 @@ export! {
 
 /// An offset in an array's row order as (x in bytes, row).
 fn array_place(array: RawHandle, offset: usize) -> Result<(usize, usize)> {
-    let (row, _, _) = rt::array_desc(array)?
+    let (row, _, _) = inner::array::array_desc(array)?
         .extent_bytes()
         .ok_or(CudaStatus::ErrorInvalidValue)?;
     let row = usize::try_from(row)
@@ -362,7 +363,7 @@ fn array_place(array: RawHandle, offset: usize) -> Result<(usize, usize)> {
 /// across the rows of a 2D array they answer `CUDA_ERROR_INVALID_VALUE` (measured on the
 /// H200, tests/gpu/results/RESULTS-LEGACY.md).
 fn within_first_row(array: RawHandle, offset: usize, count: usize) -> Result<()> {
-    let (row, _, _) = rt::array_desc(array)?
+    let (row, _, _) = inner::array::array_desc(array)?
         .extent_bytes()
         .ok_or(CudaStatus::ErrorInvalidValue)?;
     let row = usize::try_from(row).map_err(|_| CudaStatus::ErrorInvalidValue)?;
@@ -389,8 +390,8 @@ fn array_to_array(
     // cudaMemcpyDeviceToDevice: both sides are arrays.
     let kind = 3;
     super::keeping_last_error(|| match per_thread {
-        false => rt::cudaMemcpyArrayToArray(dst, dx, dy, src, sx, sy, count, kind),
-        true => rt::cudaMemcpyArrayToArray_ptds(dst, dx, dy, src, sx, sy, count, kind),
+        false => inner::array::cudaMemcpyArrayToArray(dst, dx, dy, src, sx, sy, count, kind),
+        true => inner::array::cudaMemcpyArrayToArray_ptds(dst, dx, dy, src, sx, sy, count, kind),
     })
 }
 
@@ -412,7 +413,7 @@ export! {
         within_first_row(array, offset, count)?;
         // cudaMemcpyHostToDevice; `src` holds `count` bytes by the function's contract,
         // which the runtime's export relies on.
-        super::keeping_last_error(|| rt::cudaMemcpyToArrayAsync(array, offset, 0, src, count, 1, stream))
+        super::keeping_last_error(|| inner::array::cudaMemcpyToArrayAsync(array, offset, 0, src, count, 1, stream))
     }
 }
 
@@ -420,7 +421,7 @@ export! {
     fn cuMemcpyHtoAAsync_v2_ptsz(array: RawHandle, offset: usize, src: *const c_void, count: usize, stream: RawHandle) {
         check_initialized()?;
         within_first_row(array, offset, count)?;
-        super::keeping_last_error(|| rt::cudaMemcpyToArrayAsync_ptsz(array, offset, 0, src, count, 1, stream))
+        super::keeping_last_error(|| inner::array::cudaMemcpyToArrayAsync_ptsz(array, offset, 0, src, count, 1, stream))
     }
 }
 
@@ -429,7 +430,7 @@ export! {
         check_initialized()?;
         within_first_row(array, offset, count)?;
         // cudaMemcpyDeviceToHost; `dst` holds `count` bytes by the function's contract.
-        super::keeping_last_error(|| rt::cudaMemcpyFromArrayAsync(dst, array, offset, 0, count, 2, stream))
+        super::keeping_last_error(|| inner::array::cudaMemcpyFromArrayAsync(dst, array, offset, 0, count, 2, stream))
     }
 }
 
@@ -437,7 +438,7 @@ export! {
     fn cuMemcpyAtoHAsync_v2_ptsz(dst: *mut c_void, array: RawHandle, offset: usize, count: usize, stream: RawHandle) {
         check_initialized()?;
         within_first_row(array, offset, count)?;
-        super::keeping_last_error(|| rt::cudaMemcpyFromArrayAsync_ptsz(dst, array, offset, 0, count, 2, stream))
+        super::keeping_last_error(|| inner::array::cudaMemcpyFromArrayAsync_ptsz(dst, array, offset, 0, count, 2, stream))
     }
 }
 
@@ -570,7 +571,7 @@ export! {
                 border_color: t.border_color,
             };
             let v = if view.is_null() { None } else { Some(caller::read(view)?) };
-            let made = rt::create_texture(r.driver_resource()?, texture, v.map(|v| v.wire()))?;
+            let made = inner::array::create_texture(r.driver_resource()?, texture, v.map(|v| v.wire()))?;
             kept(|k| k.textures.insert(made, (r, t, v)));
             caller::write(out, made)
         }
@@ -580,7 +581,7 @@ export! {
 export! {
     fn cuTexObjectDestroy(tex: u64) {
         check_initialized()?;
-        rt::destroy_texture(tex)?;
+        inner::array::destroy_texture(tex)?;
         kept(|k| k.textures.remove(&tex));
         Ok(())
     }
@@ -650,7 +651,7 @@ export! {
             if r.res_type != 0 {
                 return Err(CudaStatus::ErrorInvalidValue);
             }
-            let made = rt::create_surface(r.union[0])?;
+            let made = inner::array::create_surface(r.union[0])?;
             kept(|k| k.surfaces.insert(made, r));
             caller::write(out, made)
         }
@@ -660,7 +661,7 @@ export! {
 export! {
     fn cuSurfObjectDestroy(surf: u64) {
         check_initialized()?;
-        rt::destroy_surface(surf)?;
+        inner::array::destroy_surface(surf)?;
         kept(|k| k.surfaces.remove(&surf));
         Ok(())
     }

@@ -28,10 +28,10 @@ use std::sync::Mutex;
 
 use vmcuda_wire::CudaStatus;
 
+use super::inner;
 use super::module::{cuLaunchCooperativeKernel, function_facts, launch_buffer};
 use super::result::status;
 use super::{check_initialized, export, keeping_last_error, Result};
-use crate::driver::inner::stream as rt;
 use crate::driver::inner::{stream_handle, RawHandle};
 use crate::{caller, state};
 
@@ -259,9 +259,11 @@ fn join(streams: &[(i32, RawHandle)]) -> Result<()> {
     let recorded = streams.iter().try_for_each(|(device, stream)| {
         state::as_device(*device, || {
             let mut event: RawHandle = std::ptr::null_mut();
-            keeping_last_error(|| rt::cudaEventCreateWithFlags(&mut event, EVENT_DISABLE_TIMING))?;
+            keeping_last_error(|| {
+                inner::stream::cudaEventCreateWithFlags(&mut event, EVENT_DISABLE_TIMING)
+            })?;
             events.push((*device, event));
-            keeping_last_error(|| rt::cudaEventRecord(event, *stream))
+            keeping_last_error(|| inner::stream::cudaEventRecord(event, *stream))
         })
     });
     let waited = recorded.and_then(|()| {
@@ -275,7 +277,9 @@ fn join(streams: &[(i32, RawHandle)]) -> Result<()> {
                     .filter(|(j, _)| *j != i)
                     .try_for_each(|(_, (_, event))| {
                         state::as_device(*device, || {
-                            keeping_last_error(|| rt::cudaStreamWaitEvent(*stream, *event, 0))
+                            keeping_last_error(|| {
+                                inner::stream::cudaStreamWaitEvent(*stream, *event, 0)
+                            })
                         })
                     })
             })
@@ -283,7 +287,7 @@ fn join(streams: &[(i32, RawHandle)]) -> Result<()> {
     // An event destroyed while waited for is released once the wait is done.
     for (device, event) in events {
         let _ = state::as_device(device, || {
-            keeping_last_error(|| rt::cudaEventDestroy(event))
+            keeping_last_error(|| inner::stream::cudaEventDestroy(event))
         });
     }
     waited

@@ -11,10 +11,10 @@ use vmcuda_wire::op::StreamHandle;
 use vmcuda_wire::CudaStatus;
 
 use super::context::{context_of, device_of, CUcontext};
+use super::inner;
 use super::result::{status, CUDA_ERROR_NOT_FOUND};
 use super::{check_initialized, export, keeping_last_error, Result};
 use crate::client::Sink;
-use crate::driver::inner::memory as rt;
 use crate::driver::inner::{call, call_with, known_stream, post, stream_handle, RawHandle};
 // The runtime's copies, so the driver's take the same routes (crate::copy_route).
 use crate::copy_route::{DEFAULT, DEVICE_TO_DEVICE, DEVICE_TO_HOST, HOST_TO_DEVICE};
@@ -27,7 +27,7 @@ export! {
             return Err(CudaStatus::ErrorInvalidValue);
         }
         let mut p: *mut c_void = std::ptr::null_mut();
-        keeping_last_error(|| rt::cudaMalloc(&mut p, size))?;
+        keeping_last_error(|| inner::memory::cudaMalloc(&mut p, size))?;
         // SAFETY: by cuMemAlloc_v2's contract `ptr` is NULL or writable.
         unsafe { caller::write(ptr, p as u64) }
     }
@@ -36,7 +36,7 @@ export! {
 export! {
     fn cuMemFree_v2(ptr: u64) {
         check_initialized()?;
-        keeping_last_error(|| rt::cudaFree(ptr as *mut c_void))
+        keeping_last_error(|| inner::memory::cudaFree(ptr as *mut c_void))
     }
 }
 
@@ -64,7 +64,7 @@ export! {
 export! {
     fn cuMemAllocHost_v2(ptr: *mut *mut c_void, size: usize) {
         check_initialized()?;
-        keeping_last_error(|| rt::cudaMallocHost(ptr, size))
+        keeping_last_error(|| inner::memory::cudaMallocHost(ptr, size))
     }
 }
 
@@ -72,26 +72,28 @@ export! {
     /// `CU_MEMHOSTALLOC_*` flags are the runtime's `cudaHostAlloc*` flags.
     fn cuMemHostAlloc(ptr: *mut *mut c_void, size: usize, flags: u32) {
         check_initialized()?;
-        keeping_last_error(|| rt::cudaHostAlloc(ptr, size, flags))
+        keeping_last_error(|| inner::memory::cudaHostAlloc(ptr, size, flags))
     }
 }
 
 export! {
     fn cuMemFreeHost(ptr: *mut c_void) {
         check_initialized()?;
-        keeping_last_error(|| rt::cudaFreeHost(ptr))
+        keeping_last_error(|| inner::memory::cudaFreeHost(ptr))
     }
 }
 
 fn copy(dst: u64, src: u64, size: usize, kind: u32) -> Result<()> {
     check_initialized()?;
-    keeping_last_error(|| rt::cudaMemcpy(dst as *mut c_void, src as *const c_void, size, kind))
+    keeping_last_error(|| {
+        inner::memory::cudaMemcpy(dst as *mut c_void, src as *const c_void, size, kind)
+    })
 }
 
 fn copy_async(dst: u64, src: u64, size: usize, kind: u32, stream: RawHandle) -> Result<()> {
     check_initialized()?;
     keeping_last_error(|| {
-        rt::cudaMemcpyAsync(dst as *mut c_void, src as *const c_void, size, kind, stream)
+        inner::memory::cudaMemcpyAsync(dst as *mut c_void, src as *const c_void, size, kind, stream)
     })
 }
 
@@ -140,13 +142,13 @@ export! {
 export! {
     fn cuMemsetD8_v2(dst: u64, value: u8, count: usize) {
         check_initialized()?;
-        keeping_last_error(|| rt::cudaMemset(dst as *mut c_void, value as i32, count))
+        keeping_last_error(|| inner::memory::cudaMemset(dst as *mut c_void, value as i32, count))
     }
 }
 export! {
     fn cuMemsetD8Async(dst: u64, value: u8, count: usize, stream: RawHandle) {
         check_initialized()?;
-        keeping_last_error(|| rt::cudaMemsetAsync(dst as *mut c_void, value as i32, count, stream))
+        keeping_last_error(|| inner::memory::cudaMemsetAsync(dst as *mut c_void, value as i32, count, stream))
     }
 }
 
@@ -330,15 +332,15 @@ fn sync_memops() -> std::sync::MutexGuard<'static, std::collections::BTreeSet<u6
 }
 
 /// What the runtime knows of a pointer (memory type 0: nothing).
-fn pointer_attributes(ptr: u64) -> Result<rt::PointerAttributesC> {
-    let mut a = rt::PointerAttributesC {
+fn pointer_attributes(ptr: u64) -> Result<inner::memory::PointerAttributesC> {
+    let mut a = inner::memory::PointerAttributesC {
         memory_type: 0,
         device: 0,
         device_pointer: std::ptr::null_mut(),
         host_pointer: std::ptr::null_mut(),
         reserved: [0; 8],
     };
-    keeping_last_error(|| rt::cudaPointerGetAttributes(&mut a, ptr as *const c_void))?;
+    keeping_last_error(|| inner::memory::cudaPointerGetAttributes(&mut a, ptr as *const c_void))?;
     Ok(a)
 }
 
@@ -371,7 +373,11 @@ fn buffer_id_of(ptr: u64) -> Result<u64> {
 
 /// One attribute's value for a pointer the driver knows (`a`), as `cuPointerGetAttribute`
 /// answers it: the value and its width in bytes (4 or 8).
-fn known_attribute(attribute: u32, ptr: u64, a: &rt::PointerAttributesC) -> Result<(u64, usize)> {
+fn known_attribute(
+    attribute: u32,
+    ptr: u64,
+    a: &inner::memory::PointerAttributesC,
+) -> Result<(u64, usize)> {
     let range = || allocation_range(ptr).ok_or(CudaStatus::ErrorInvalidValue);
     Ok(match attribute {
         ATTR_CONTEXT => (context_of(a.device) as u64, 8),
@@ -619,8 +625,10 @@ unsafe fn copy_2d(copy: *const Memcpy2D, stream: Option<RawHandle>) -> Result<()
     let (dst, dpitch, src, spitch, width, height) = unsafe { memcpy_2d(copy) }?;
     let (dst, src) = (dst as *mut c_void, src as *const c_void);
     keeping_last_error(|| match stream {
-        None => rt::cudaMemcpy2D(dst, dpitch, src, spitch, width, height, DEFAULT),
-        Some(s) => rt::cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, DEFAULT, s),
+        None => inner::memory::cudaMemcpy2D(dst, dpitch, src, spitch, width, height, DEFAULT),
+        Some(s) => {
+            inner::memory::cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, DEFAULT, s)
+        }
     })
 }
 
@@ -652,7 +660,7 @@ export! {
         if ![4, 8, 16].contains(&element_size) {
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        keeping_last_error(|| rt::cudaMallocPitch(ptr.cast(), pitch, width, height))
+        keeping_last_error(|| inner::memory::cudaMallocPitch(ptr.cast(), pitch, width, height))
     }
 }
 
@@ -662,7 +670,7 @@ export! {
         check_initialized()?;
         let (dst_device, src_device) = (device_of(dst_ctx)?, device_of(src_ctx)?);
         keeping_last_error(|| {
-            rt::cudaMemcpyPeer(dst as *mut c_void, dst_device, src as *const c_void, src_device, size)
+            inner::memory::cudaMemcpyPeer(dst as *mut c_void, dst_device, src as *const c_void, src_device, size)
         })
     }
 }
@@ -671,7 +679,7 @@ export! {
         check_initialized()?;
         let (dst_device, src_device) = (device_of(dst_ctx)?, device_of(src_ctx)?);
         keeping_last_error(|| {
-            rt::cudaMemcpyPeerAsync(dst as *mut c_void, dst_device, src as *const c_void, src_device, size, stream)
+            inner::memory::cudaMemcpyPeerAsync(dst as *mut c_void, dst_device, src as *const c_void, src_device, size, stream)
         })
     }
 }
