@@ -34,6 +34,9 @@ pub(crate) mod context;
 mod coredump;
 mod export_table;
 pub(crate) mod graph;
+// The inner functions keep the runtime API's names (`cudaMallocArray`), which say what
+// each one does.
+#[allow(non_snake_case)]
 pub mod inner;
 pub mod integrity;
 pub(crate) mod ipc;

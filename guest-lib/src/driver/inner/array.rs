@@ -187,7 +187,6 @@ pub(crate) fn texture_1d_linear_max_width(format: u32, channels: u32, device: i3
     Ok(crate::state::as_device(device, || call(&req))?.width)
 }
 
-#[no_mangle]
 pub extern "C" fn cudaDeviceGetTexture1DLinearMaxWidth(
     width: *mut usize,
     desc: *const ChannelFormatDesc,
@@ -203,7 +202,6 @@ pub extern "C" fn cudaDeviceGetTexture1DLinearMaxWidth(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMallocArray(
     out: *mut RawHandle,
     desc: *const ChannelFormatDesc,
@@ -225,7 +223,6 @@ pub extern "C" fn cudaMallocArray(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMalloc3DArray(
     out: *mut RawHandle,
     desc: *const ChannelFormatDesc,
@@ -238,7 +235,6 @@ pub extern "C" fn cudaMalloc3DArray(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaFreeArray(array: RawHandle) -> cudaError_t {
     guard("cudaFreeArray", || {
         if array.is_null() {
@@ -258,7 +254,6 @@ pub extern "C" fn cudaFreeArray(array: RawHandle) -> cudaError_t {
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMallocMipmappedArray(
     out: *mut RawHandle,
     desc: *const ChannelFormatDesc,
@@ -298,7 +293,6 @@ pub(crate) fn check_mipmap(mipmap: RawHandle) -> Result<()> {
     }
 }
 
-#[no_mangle]
 pub extern "C" fn cudaArrayGetPlane(
     _out: *mut RawHandle,
     array: RawHandle,
@@ -310,7 +304,6 @@ pub extern "C" fn cudaArrayGetPlane(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaArrayGetSparseProperties(
     _props: *mut c_void,
     array: RawHandle,
@@ -321,7 +314,6 @@ pub extern "C" fn cudaArrayGetSparseProperties(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMipmappedArrayGetSparseProperties(
     _props: *mut c_void,
     mipmap: RawHandle,
@@ -332,7 +324,6 @@ pub extern "C" fn cudaMipmappedArrayGetSparseProperties(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaArrayGetMemoryRequirements(
     _reqs: *mut c_void,
     array: RawHandle,
@@ -345,7 +336,6 @@ pub extern "C" fn cudaArrayGetMemoryRequirements(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMipmappedArrayGetMemoryRequirements(
     _reqs: *mut c_void,
     mipmap: RawHandle,
@@ -380,7 +370,6 @@ pub(crate) fn mipmapped_level(mipmap: RawHandle, level: u32) -> Result<RawHandle
     Ok(made.array.0 as RawHandle)
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGetMipmappedArrayLevel(
     out: *mut RawHandle,
     mipmap: RawHandle,
@@ -393,7 +382,6 @@ pub extern "C" fn cudaGetMipmappedArrayLevel(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaFreeMipmappedArray(mipmap: RawHandle) -> cudaError_t {
     guard("cudaFreeMipmappedArray", || {
         if mipmap.is_null() {
@@ -407,7 +395,6 @@ pub extern "C" fn cudaFreeMipmappedArray(mipmap: RawHandle) -> cudaError_t {
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaArrayGetInfo(
     desc: *mut ChannelFormatDesc,
     extent: *mut Extent,
@@ -431,7 +418,6 @@ pub extern "C" fn cudaArrayGetInfo(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGetChannelDesc(
     desc: *mut ChannelFormatDesc,
     array: RawHandle,
@@ -681,7 +667,6 @@ unsafe fn from_array_2d(
 
 macro_rules! export_2d_to_array {
     ($name:ident, $per_thread:expr, $is_async:expr $(, $stream:ident)?) => {
-        #[no_mangle]
         #[allow(clippy::too_many_arguments)]
         pub extern "C" fn $name(
             dst: RawHandle,
@@ -714,7 +699,6 @@ export_2d_to_array!(cudaMemcpy2DToArrayAsync_ptsz, true, true, stream);
 
 macro_rules! export_2d_from_array {
     ($name:ident, $per_thread:expr, $is_async:expr $(, $stream:ident)?) => {
-        #[no_mangle]
         #[allow(clippy::too_many_arguments)]
         pub extern "C" fn $name(
             dst: *mut c_void,
@@ -760,7 +744,6 @@ fn array_to_array(
     unsafe { copy(s, d, width, height, 1, stream, false) }
 }
 
-#[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub extern "C" fn cudaMemcpy2DArrayToArray(
     dst: RawHandle,
@@ -786,7 +769,6 @@ pub extern "C" fn cudaMemcpy2DArrayToArray(
     })
 }
 
-#[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub extern "C" fn cudaMemcpy2DArrayToArray_ptds(
     dst: RawHandle,
@@ -875,7 +857,6 @@ unsafe fn linear_with_array(
 
 macro_rules! export_linear_array {
     ($name:ident, to, $per_thread:expr, $is_async:expr $(, $stream:ident)?) => {
-        #[no_mangle]
         pub extern "C" fn $name(
             dst: RawHandle,
             x: usize,
@@ -898,7 +879,6 @@ macro_rules! export_linear_array {
         }
     };
     ($name:ident, from, $per_thread:expr, $is_async:expr $(, $stream:ident)?) => {
-        #[no_mangle]
         pub extern "C" fn $name(
             dst: *mut c_void,
             src: RawHandle,
@@ -960,7 +940,6 @@ fn array_to_array_linear(
     ))
 }
 
-#[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub extern "C" fn cudaMemcpyArrayToArray(
     dst: RawHandle,
@@ -977,7 +956,6 @@ pub extern "C" fn cudaMemcpyArrayToArray(
     })
 }
 
-#[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub extern "C" fn cudaMemcpyArrayToArray_ptds(
     dst: RawHandle,
@@ -1051,7 +1029,6 @@ pub(crate) unsafe fn memcpy_3d(
 
 macro_rules! export_3d {
     ($name:ident, $per_thread:expr, $is_async:expr $(, $stream:ident)?) => {
-        #[no_mangle]
         pub extern "C" fn $name(p: *const Memcpy3DParms, $($stream: RawHandle)?) -> cudaError_t {
             guard(stringify!($name), || {
                 #[allow(unused_variables)]
@@ -1202,7 +1179,6 @@ unsafe fn memcpy_3d_batch(
     Ok(())
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemcpy3DBatchAsync(
     count: usize,
     ops: *const Memcpy3DBatchOp,
@@ -1215,7 +1191,6 @@ pub extern "C" fn cudaMemcpy3DBatchAsync(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemcpy3DBatchAsync_ptsz(
     count: usize,
     ops: *const Memcpy3DBatchOp,
@@ -1276,7 +1251,6 @@ unsafe fn memcpy_3d_peer(
 
 macro_rules! export_3d_peer {
     ($name:ident, $per_thread:expr, $is_async:expr $(, $stream:ident)?) => {
-        #[no_mangle]
         pub extern "C" fn $name(p: *const Memcpy3DPeerParms, $($stream: RawHandle)?) -> cudaError_t {
             guard(stringify!($name), || {
                 #[allow(unused_variables)]
@@ -1297,7 +1271,6 @@ export_3d_peer!(cudaMemcpy3DPeerAsync, false, true, stream);
 export_3d_peer!(cudaMemcpy3DPeerAsync_ptsz, true, true, stream);
 
 /// `cudaMalloc3D`: pitched memory for `depth` slices of `height` rows.
-#[no_mangle]
 pub extern "C" fn cudaMalloc3D(out: *mut PitchedPtr, extent: Extent) -> cudaError_t {
     guard("cudaMalloc3D", || {
         let rows = extent.height.max(1) * extent.depth.max(1);
@@ -1350,14 +1323,12 @@ fn memset_3d(
     Ok(())
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemset3D(p: PitchedPtr, value: i32, extent: Extent) -> cudaError_t {
     guard("cudaMemset3D", || {
         memset_3d(p, value, extent, std::ptr::null_mut(), false)
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemset3D_ptds(p: PitchedPtr, value: i32, extent: Extent) -> cudaError_t {
     guard("cudaMemset3D_ptds", || {
         let stream = 2 as RawHandle;
@@ -1366,7 +1337,6 @@ pub extern "C" fn cudaMemset3D_ptds(p: PitchedPtr, value: i32, extent: Extent) -
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemset3DAsync(
     p: PitchedPtr,
     value: i32,
@@ -1378,7 +1348,6 @@ pub extern "C" fn cudaMemset3DAsync(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemset3DAsync_ptsz(
     p: PitchedPtr,
     value: i32,
@@ -1588,7 +1557,6 @@ pub(crate) fn destroy_texture(tex: u64) -> Result<()> {
     Ok(())
 }
 
-#[no_mangle]
 pub extern "C" fn cudaCreateTextureObject(
     out: *mut u64,
     res: *const ResourceDescC,
@@ -1613,7 +1581,6 @@ pub extern "C" fn cudaCreateTextureObject(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaDestroyTextureObject(tex: u64) -> cudaError_t {
     guard("cudaDestroyTextureObject", || destroy_texture(tex))
 }
@@ -1625,7 +1592,6 @@ fn kept_texture<T>(
     arrays(|a| a.textures.get(&tex).map(f)).ok_or(CudaStatus::ErrorInvalidValue)
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGetTextureObjectResourceDesc(
     out: *mut ResourceDescC,
     tex: u64,
@@ -1637,7 +1603,6 @@ pub extern "C" fn cudaGetTextureObjectResourceDesc(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGetTextureObjectTextureDesc(out: *mut TextureDescC, tex: u64) -> cudaError_t {
     guard("cudaGetTextureObjectTextureDesc", || {
         let t = kept_texture(tex, |k| k.1)?;
@@ -1646,7 +1611,6 @@ pub extern "C" fn cudaGetTextureObjectTextureDesc(out: *mut TextureDescC, tex: u
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGetTextureObjectResourceViewDesc(
     out: *mut ViewDescC,
     tex: u64,
@@ -1675,7 +1639,6 @@ pub(crate) fn destroy_surface(surf: u64) -> Result<()> {
     Ok(())
 }
 
-#[no_mangle]
 pub extern "C" fn cudaCreateSurfaceObject(out: *mut u64, res: *const ResourceDescC) -> cudaError_t {
     guard("cudaCreateSurfaceObject", || {
         // SAFETY: by its contract `res` is readable and `out` writable.
@@ -1691,12 +1654,10 @@ pub extern "C" fn cudaCreateSurfaceObject(out: *mut u64, res: *const ResourceDes
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaDestroySurfaceObject(surf: u64) -> cudaError_t {
     guard("cudaDestroySurfaceObject", || destroy_surface(surf))
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGetSurfaceObjectResourceDesc(
     out: *mut ResourceDescC,
     surf: u64,

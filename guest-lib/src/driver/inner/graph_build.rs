@@ -520,7 +520,6 @@ unsafe fn add_kernel(
     Ok(node)
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphAddKernelNode(
     out: *mut RawHandle,
     graph: RawHandle,
@@ -593,7 +592,6 @@ fn add_memset(
     Ok(node)
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphAddMemsetNode(
     out: *mut RawHandle,
     graph: RawHandle,
@@ -778,7 +776,6 @@ fn linear_copy(dst: *mut c_void, src: *const c_void, count: usize, kind: u32) ->
     }
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphAddMemcpyNode(
     out: *mut RawHandle,
     graph: RawHandle,
@@ -797,7 +794,6 @@ pub extern "C" fn cudaGraphAddMemcpyNode(
     })
 }
 
-#[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub extern "C" fn cudaGraphAddMemcpyNode1D(
     out: *mut RawHandle,
@@ -836,7 +832,6 @@ fn symbol_copy(
     })
 }
 
-#[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub extern "C" fn cudaGraphAddMemcpyNodeToSymbol(
     out: *mut RawHandle,
@@ -859,7 +854,6 @@ pub extern "C" fn cudaGraphAddMemcpyNodeToSymbol(
     })
 }
 
-#[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub extern "C" fn cudaGraphAddMemcpyNodeFromSymbol(
     out: *mut RawHandle,
@@ -907,7 +901,6 @@ fn add_mem_alloc(
     Ok(node)
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphAddMemAllocNode(
     out: *mut RawHandle,
     graph: RawHandle,
@@ -938,7 +931,6 @@ fn add_mem_free(
     Ok(node)
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphAddMemFreeNode(
     out: *mut RawHandle,
     graph: RawHandle,
@@ -985,7 +977,6 @@ fn event_node(event: RawHandle, record: bool) -> Result<PlainNode> {
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphAddEmptyNode(
     out: *mut RawHandle,
     graph: RawHandle,
@@ -1002,7 +993,6 @@ pub extern "C" fn cudaGraphAddEmptyNode(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphAddChildGraphNode(
     out: *mut RawHandle,
     graph: RawHandle,
@@ -1021,7 +1011,6 @@ pub extern "C" fn cudaGraphAddChildGraphNode(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphAddEventRecordNode(
     out: *mut RawHandle,
     graph: RawHandle,
@@ -1040,7 +1029,6 @@ pub extern "C" fn cudaGraphAddEventRecordNode(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphAddEventWaitNode(
     out: *mut RawHandle,
     graph: RawHandle,
@@ -1147,7 +1135,6 @@ fn add_host(
     Ok(node)
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphClone(out: *mut RawHandle, original: RawHandle) -> cudaError_t {
     guard("cudaGraphClone", || {
         if out.is_null() || original.is_null() {
@@ -1187,7 +1174,6 @@ pub extern "C" fn cudaGraphClone(out: *mut RawHandle, original: RawHandle) -> cu
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphAddHostNode(
     out: *mut RawHandle,
     graph: RawHandle,
@@ -1236,7 +1222,6 @@ fn set_host(node: RawHandle, exec: Option<RawHandle>, p: &HostNodeParams) -> Res
 // ---- the generic call ---------------------------------------------------------------
 
 /// `cudaGraphAddNode` (CUDA 13: with edge data): by type.
-#[no_mangle]
 pub extern "C" fn cudaGraphAddNode(
     out: *mut RawHandle,
     graph: RawHandle,
@@ -1485,7 +1470,6 @@ unsafe fn begin_capture_to_graph(
     Ok(())
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamBeginCaptureToGraph(
     stream: RawHandle,
     graph: RawHandle,
@@ -1509,7 +1493,6 @@ pub extern "C" fn cudaStreamBeginCaptureToGraph(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamBeginCaptureToGraph_ptsz(
     stream: RawHandle,
     graph: RawHandle,
@@ -1562,7 +1545,6 @@ unsafe fn update_capture_dependencies(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamUpdateCaptureDependencies(
     stream: RawHandle,
     deps: *const RawHandle,
@@ -1578,7 +1560,6 @@ pub extern "C" fn cudaStreamUpdateCaptureDependencies(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamUpdateCaptureDependencies_ptsz(
     stream: RawHandle,
     deps: *const RawHandle,
@@ -1617,7 +1598,6 @@ unsafe fn edges(
     }
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphAddDependencies(
     graph: RawHandle,
     from: *const RawHandle,
@@ -1637,7 +1617,6 @@ pub extern "C" fn cudaGraphAddDependencies(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphRemoveDependencies(
     graph: RawHandle,
     from: *const RawHandle,
@@ -1657,7 +1636,6 @@ pub extern "C" fn cudaGraphRemoveDependencies(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphGetEdges(
     graph: RawHandle,
     from: *mut RawHandle,
@@ -1687,7 +1665,6 @@ pub extern "C" fn cudaGraphGetEdges(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphGetRootNodes(
     graph: RawHandle,
     nodes: *mut RawHandle,
@@ -1706,7 +1683,6 @@ pub extern "C" fn cudaGraphGetRootNodes(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphNodeGetDependentNodes(
     node: RawHandle,
     nodes: *mut RawHandle,
@@ -1776,7 +1752,6 @@ unsafe fn set_kernel(
     Ok(())
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphKernelNodeSetParams(
     node: RawHandle,
     params: *const KernelNodeParams,
@@ -1787,7 +1762,6 @@ pub extern "C" fn cudaGraphKernelNodeSetParams(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphExecKernelNodeSetParams(
     exec: RawHandle,
     node: RawHandle,
@@ -1805,7 +1779,6 @@ fn set_memset(exec: Option<RawHandle>, node: RawHandle, p: MemsetParams) -> Resu
     Ok(())
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphMemsetNodeSetParams(
     node: RawHandle,
     params: *const MemsetParams,
@@ -1816,7 +1789,6 @@ pub extern "C" fn cudaGraphMemsetNodeSetParams(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphExecMemsetNodeSetParams(
     exec: RawHandle,
     node: RawHandle,
@@ -1834,7 +1806,6 @@ fn set_memcpy(exec: Option<RawHandle>, node: RawHandle, p: Memcpy3DParms) -> Res
     Ok(())
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphMemcpyNodeSetParams(
     node: RawHandle,
     params: *const Memcpy3DParms,
@@ -1845,7 +1816,6 @@ pub extern "C" fn cudaGraphMemcpyNodeSetParams(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphExecMemcpyNodeSetParams(
     exec: RawHandle,
     node: RawHandle,
@@ -1857,7 +1827,6 @@ pub extern "C" fn cudaGraphExecMemcpyNodeSetParams(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphMemcpyNodeSetParams1D(
     node: RawHandle,
     dst: *mut c_void,
@@ -1870,7 +1839,6 @@ pub extern "C" fn cudaGraphMemcpyNodeSetParams1D(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphExecMemcpyNodeSetParams1D(
     exec: RawHandle,
     node: RawHandle,
@@ -1884,7 +1852,6 @@ pub extern "C" fn cudaGraphExecMemcpyNodeSetParams1D(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphMemcpyNodeSetParamsToSymbol(
     node: RawHandle,
     symbol: *const c_void,
@@ -1899,7 +1866,6 @@ pub extern "C" fn cudaGraphMemcpyNodeSetParamsToSymbol(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphMemcpyNodeSetParamsFromSymbol(
     node: RawHandle,
     dst: *mut c_void,
@@ -1914,7 +1880,6 @@ pub extern "C" fn cudaGraphMemcpyNodeSetParamsFromSymbol(
     })
 }
 
-#[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub extern "C" fn cudaGraphExecMemcpyNodeSetParamsToSymbol(
     exec: RawHandle,
@@ -1931,7 +1896,6 @@ pub extern "C" fn cudaGraphExecMemcpyNodeSetParamsToSymbol(
     })
 }
 
-#[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub extern "C" fn cudaGraphExecMemcpyNodeSetParamsFromSymbol(
     exec: RawHandle,
@@ -1960,7 +1924,6 @@ fn set_event(
     Ok(())
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphEventRecordNodeSetEvent(
     node: RawHandle,
     event: RawHandle,
@@ -1970,14 +1933,12 @@ pub extern "C" fn cudaGraphEventRecordNodeSetEvent(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphEventWaitNodeSetEvent(node: RawHandle, event: RawHandle) -> cudaError_t {
     guard("cudaGraphEventWaitNodeSetEvent", || {
         set_event(None, node, event, false)
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphExecEventRecordNodeSetEvent(
     exec: RawHandle,
     node: RawHandle,
@@ -1988,7 +1949,6 @@ pub extern "C" fn cudaGraphExecEventRecordNodeSetEvent(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphExecEventWaitNodeSetEvent(
     exec: RawHandle,
     node: RawHandle,
@@ -1999,7 +1959,6 @@ pub extern "C" fn cudaGraphExecEventWaitNodeSetEvent(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphExecChildGraphNodeSetParams(
     exec: RawHandle,
     node: RawHandle,
@@ -2011,7 +1970,6 @@ pub extern "C" fn cudaGraphExecChildGraphNodeSetParams(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphHostNodeSetParams(
     node: RawHandle,
     params: *const HostNodeParams,
@@ -2022,7 +1980,6 @@ pub extern "C" fn cudaGraphHostNodeSetParams(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphExecHostNodeSetParams(
     exec: RawHandle,
     node: RawHandle,
@@ -2037,7 +1994,6 @@ pub extern "C" fn cudaGraphExecHostNodeSetParams(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphHostNodeGetParams(
     node: RawHandle,
     out: *mut HostNodeParams,
@@ -2091,7 +2047,6 @@ pub(crate) unsafe fn set_by_type(
     }
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphNodeSetParams(
     node: RawHandle,
     params: *const GraphNodeParams,
@@ -2102,7 +2057,6 @@ pub extern "C" fn cudaGraphNodeSetParams(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphExecNodeSetParams(
     exec: RawHandle,
     node: RawHandle,
@@ -2116,7 +2070,6 @@ pub extern "C" fn cudaGraphExecNodeSetParams(
 
 // ---- parameters read back -----------------------------------------------------------------
 
-#[no_mangle]
 pub extern "C" fn cudaGraphKernelNodeGetParams(
     node: RawHandle,
     out: *mut KernelNodeParams,
@@ -2130,7 +2083,6 @@ pub extern "C" fn cudaGraphKernelNodeGetParams(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphMemsetNodeGetParams(
     node: RawHandle,
     out: *mut MemsetParams,
@@ -2144,7 +2096,6 @@ pub extern "C" fn cudaGraphMemsetNodeGetParams(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphMemcpyNodeGetParams(
     node: RawHandle,
     out: *mut Memcpy3DParms,
@@ -2166,7 +2117,6 @@ fn event_of(node: RawHandle, out: *mut RawHandle) -> Result<()> {
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphEventRecordNodeGetEvent(
     node: RawHandle,
     out: *mut RawHandle,
@@ -2174,7 +2124,6 @@ pub extern "C" fn cudaGraphEventRecordNodeGetEvent(
     guard("cudaGraphEventRecordNodeGetEvent", || event_of(node, out))
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphEventWaitNodeGetEvent(
     node: RawHandle,
     out: *mut RawHandle,
@@ -2182,7 +2131,6 @@ pub extern "C" fn cudaGraphEventWaitNodeGetEvent(
     guard("cudaGraphEventWaitNodeGetEvent", || event_of(node, out))
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphMemAllocNodeGetParams(
     node: RawHandle,
     out: *mut MemAllocNodeParams,
@@ -2196,7 +2144,6 @@ pub extern "C" fn cudaGraphMemAllocNodeGetParams(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphMemFreeNodeGetParams(
     node: RawHandle,
     out: *mut *mut c_void,
@@ -2220,7 +2167,6 @@ pub struct ExecUpdateResultInfo {
     pub error_from_node: RawHandle,
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphExecUpdate(
     exec: RawHandle,
     graph: RawHandle,
@@ -2264,14 +2210,12 @@ fn upload(exec: RawHandle, stream: StreamHandle) -> Result<()> {
     crate::gate::submit(stream, move || call(&req).map(|_| ()))
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphUpload(exec: RawHandle, stream: RawHandle) -> cudaError_t {
     guard("cudaGraphUpload", || {
         upload(exec, stream_handle(stream, false))
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphUpload_ptsz(exec: RawHandle, stream: RawHandle) -> cudaError_t {
     guard("cudaGraphUpload_ptsz", || {
         upload(exec, stream_handle(stream, true))
@@ -2324,7 +2268,6 @@ unsafe fn instantiate_with_params(
     Ok(())
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphInstantiateWithParams(
     exec: *mut RawHandle,
     graph: RawHandle,
@@ -2336,7 +2279,6 @@ pub extern "C" fn cudaGraphInstantiateWithParams(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphInstantiateWithParams_ptsz(
     exec: *mut RawHandle,
     graph: RawHandle,
@@ -2351,7 +2293,6 @@ pub extern "C" fn cudaGraphInstantiateWithParams_ptsz(
 /// `cudaKernelNodeAttrValue`: a stream's attribute value, the same union.
 type AttrValue = [u8; super::stream::STREAM_ATTR_LEN];
 
-#[no_mangle]
 pub extern "C" fn cudaGraphKernelNodeSetAttribute(
     node: RawHandle,
     attr: u32,
@@ -2368,7 +2309,6 @@ pub extern "C" fn cudaGraphKernelNodeSetAttribute(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphKernelNodeGetAttribute(
     node: RawHandle,
     attr: u32,

@@ -147,7 +147,6 @@ unsafe fn launch(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn __cudaPushCallConfiguration(
     grid: Dim3,
     block: Dim3,
@@ -163,7 +162,6 @@ pub extern "C" fn __cudaPushCallConfiguration(
     0
 }
 
-#[no_mangle]
 pub extern "C" fn __cudaPopCallConfiguration(
     grid: *mut Dim3,
     block: *mut Dim3,
@@ -189,7 +187,6 @@ pub extern "C" fn __cudaPopCallConfiguration(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn __cudaGetKernel(
     kernel_out: *mut RawHandle,
     host_fun: *const c_void,
@@ -204,7 +201,6 @@ pub extern "C" fn __cudaGetKernel(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn __cudaLaunchKernel(
     k: RawHandle,
     grid: Dim3,
@@ -230,7 +226,6 @@ pub extern "C" fn __cudaLaunchKernel(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn __cudaLaunchKernel_ptsz(
     k: RawHandle,
     grid: Dim3,
@@ -256,7 +251,6 @@ pub extern "C" fn __cudaLaunchKernel_ptsz(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaLaunchKernel(
     f: *const c_void,
     grid: Dim3,
@@ -282,7 +276,6 @@ pub extern "C" fn cudaLaunchKernel(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaLaunchKernel_ptsz(
     f: *const c_void,
     grid: Dim3,
@@ -317,7 +310,6 @@ fn cooperative() -> LaunchAttribute {
     }
 }
 
-#[no_mangle]
 pub extern "C" fn cudaLaunchCooperativeKernel(
     f: *const c_void,
     grid: Dim3,
@@ -343,7 +335,6 @@ pub extern "C" fn cudaLaunchCooperativeKernel(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaLaunchCooperativeKernel_ptsz(
     f: *const c_void,
     grid: Dim3,
@@ -396,7 +387,6 @@ unsafe fn launch_ex(
     }
 }
 
-#[no_mangle]
 pub extern "C" fn cudaLaunchKernelExC(
     config: *const LaunchConfigC,
     f: *const c_void,
@@ -409,7 +399,6 @@ pub extern "C" fn cudaLaunchKernelExC(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaLaunchKernelExC_ptsz(
     config: *const LaunchConfigC,
     f: *const c_void,
@@ -423,7 +412,6 @@ pub extern "C" fn cudaLaunchKernelExC_ptsz(
 }
 
 /// Clusters of the launch `config` describes that can be resident at once.
-#[no_mangle]
 pub extern "C" fn cudaOccupancyMaxActiveClusters(
     clusters: *mut i32,
     f: *const c_void,
@@ -447,7 +435,6 @@ pub extern "C" fn cudaOccupancyMaxActiveClusters(
 }
 
 /// The largest cluster the launch `config` describes could run with.
-#[no_mangle]
 pub extern "C" fn cudaOccupancyMaxPotentialClusterSize(
     size: *mut i32,
     f: *const c_void,
@@ -495,7 +482,6 @@ unsafe fn cluster_shape(config: *const LaunchConfigC) -> Result<ClusterShape> {
 }
 
 /// Where parameter `index` of a kernel lies in its parameter buffer, and its size.
-#[no_mangle]
 pub extern "C" fn cudaFuncGetParamInfo(
     f: *const c_void,
     index: usize,
@@ -517,7 +503,6 @@ pub extern "C" fn cudaFuncGetParamInfo(
 
 /// A kernel's name as its module has it (mangled), kept for the program for as long
 /// as the process runs.
-#[no_mangle]
 pub extern "C" fn cudaFuncGetName(
     name: *mut *const std::ffi::c_char,
     f: *const c_void,
@@ -589,7 +574,6 @@ impl From<FuncAttributes> for FuncAttributesC {
     }
 }
 
-#[no_mangle]
 pub extern "C" fn cudaFuncGetAttributes(
     attr: *mut FuncAttributesC,
     f: *const c_void,
@@ -602,7 +586,6 @@ pub extern "C" fn cudaFuncGetAttributes(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaFuncSetAttribute(
     f: *const c_void,
     attribute: i32,
@@ -614,7 +597,6 @@ pub extern "C" fn cudaFuncSetAttribute(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaFuncSetCacheConfig(f: *const c_void, config: u32) -> cudaError_t {
     guard("cudaFuncSetCacheConfig", || {
         let (function, _) = kernel(f as usize)?;
@@ -624,7 +606,6 @@ pub extern "C" fn cudaFuncSetCacheConfig(f: *const c_void, config: u32) -> cudaE
 
 /// Shared memory bank size per function: fixed on every GPU CUDA 13 runs on, so the
 /// function need only be one of the program's.
-#[no_mangle]
 pub extern "C" fn cudaFuncSetSharedMemConfig(f: *const c_void, config: u32) -> cudaError_t {
     guard("cudaFuncSetSharedMemConfig", || {
         kernel(f as usize)?;
@@ -635,7 +616,6 @@ pub extern "C" fn cudaFuncSetSharedMemConfig(f: *const c_void, config: u32) -> c
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
     blocks: *mut i32,
     f: *const c_void,
@@ -656,7 +636,6 @@ pub extern "C" fn cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
     )
 }
 
-#[no_mangle]
 pub extern "C" fn cudaOccupancyMaxActiveBlocksPerMultiprocessor(
     blocks: *mut i32,
     f: *const c_void,
@@ -666,7 +645,6 @@ pub extern "C" fn cudaOccupancyMaxActiveBlocksPerMultiprocessor(
     cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(blocks, f, block_size, dynamic_smem, 0)
 }
 
-#[no_mangle]
 pub extern "C" fn cudaOccupancyAvailableDynamicSMemPerBlock(
     bytes: *mut usize,
     f: *const c_void,

@@ -26,7 +26,6 @@ macro_rules! over_driver {
     ($($(#[$m:meta])* $name:ident => $drv:ident($($arg:ident: $ty:ty),* $(,)?);)*) => {
         $(
             $(#[$m])*
-            #[no_mangle]
             #[allow(clippy::too_many_arguments)]
             pub extern "C" fn $name($($arg: $ty),*) -> cudaError_t {
                 guard(stringify!($name), || driver(drv::$drv($($arg),*)))
@@ -56,14 +55,12 @@ over_driver! {
 }
 
 /// `cudaGetKernel`: a registered kernel's `cudaKernel_t` (its host stub).
-#[no_mangle]
 pub extern "C" fn cudaGetKernel(out: *mut RawHandle, entry: *const c_void) -> cudaError_t {
     super::launch::__cudaGetKernel(out, entry)
 }
 
 /// `cudaGetFuncBySymbol`: the driver's `CUfunction` for a registered kernel, which the
 /// guest's driver calls (`cuLaunchKernel`, `cuFuncGetAttribute`...) take.
-#[no_mangle]
 pub extern "C" fn cudaGetFuncBySymbol(out: *mut RawHandle, symbol: *const c_void) -> cudaError_t {
     guard("cudaGetFuncBySymbol", || {
         let (function, params) = kernel(symbol as usize)?;
@@ -92,7 +89,6 @@ pub(crate) fn on_device<T>(device: i32, f: impl FnOnce() -> Result<T>) -> Result
 /// `cudaKernelSetAttributeForDevice`: a registered kernel's attribute as
 /// `cudaFuncSetAttribute` sets it, on `device`; a library's kernel's as the driver's
 /// `cuKernelSetAttribute` does (the attributes are numbered alike).
-#[no_mangle]
 pub extern "C" fn cudaKernelSetAttributeForDevice(
     kernel_handle: RawHandle,
     attr: i32,

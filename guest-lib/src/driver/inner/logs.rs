@@ -18,7 +18,6 @@ use super::{guard, RawHandle, Result};
 use crate::call_log::{entries_from, with_log, LogCallback};
 use crate::{caller, cudaError_t};
 
-#[no_mangle]
 pub extern "C" fn cudaLogsRegisterCallback(
     callback: Option<LogCallback>,
     data: *mut c_void,
@@ -37,7 +36,6 @@ pub extern "C" fn cudaLogsRegisterCallback(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaLogsUnregisterCallback(handle: RawHandle) -> cudaError_t {
     guard("cudaLogsUnregisterCallback", || {
         match with_log(|l| l.callbacks.remove(&(handle as u64))) {
@@ -47,7 +45,6 @@ pub extern "C" fn cudaLogsUnregisterCallback(handle: RawHandle) -> cudaError_t {
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaLogsCurrent(iterator: *mut u32, flags: u32) -> cudaError_t {
     guard("cudaLogsCurrent", || {
         if flags != 0 {
@@ -84,7 +81,6 @@ unsafe fn dump(iterator: *mut u32) -> Result<String> {
     Ok(text)
 }
 
-#[no_mangle]
 pub extern "C" fn cudaLogsDumpToFile(
     iterator: *mut u32,
     path: *const c_char,
@@ -107,7 +103,6 @@ pub extern "C" fn cudaLogsDumpToFile(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaLogsDumpToMemory(
     iterator: *mut u32,
     buffer: *mut c_char,
@@ -208,7 +203,6 @@ fn release(object: u64, count: u64) -> Result<()> {
 /// `cudaUserObjectNoDestructorSync`, which CUDA requires.
 const NO_DESTRUCTOR_SYNC: u32 = 1;
 
-#[no_mangle]
 pub extern "C" fn cudaUserObjectCreate(
     out: *mut RawHandle,
     ptr: *mut c_void,
@@ -237,7 +231,6 @@ pub extern "C" fn cudaUserObjectCreate(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaUserObjectRetain(object: RawHandle, count: u32) -> cudaError_t {
     guard("cudaUserObjectRetain", || {
         with_objects(|o| match o.objects.get_mut(&(object as u64)) {
@@ -250,7 +243,6 @@ pub extern "C" fn cudaUserObjectRetain(object: RawHandle, count: u32) -> cudaErr
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaUserObjectRelease(object: RawHandle, count: u32) -> cudaError_t {
     guard("cudaUserObjectRelease", || {
         if count == 0 {
@@ -263,7 +255,6 @@ pub extern "C" fn cudaUserObjectRelease(object: RawHandle, count: u32) -> cudaEr
 /// `cudaGraphUserObjectMove`: the caller's references move to the graph.
 const USER_OBJECT_MOVE: u32 = 1;
 
-#[no_mangle]
 pub extern "C" fn cudaGraphRetainUserObject(
     graph: RawHandle,
     object: RawHandle,
@@ -288,7 +279,6 @@ pub extern "C" fn cudaGraphRetainUserObject(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphReleaseUserObject(
     graph: RawHandle,
     object: RawHandle,
@@ -350,7 +340,6 @@ pub fn holder_gone(holder: u64) {
 
 static NOTIFICATIONS: Mutex<Vec<(i32, u64)>> = Mutex::new(Vec::new());
 
-#[no_mangle]
 pub extern "C" fn cudaDeviceRegisterAsyncNotification(
     device: i32,
     callback: *const c_void,
@@ -373,7 +362,6 @@ pub extern "C" fn cudaDeviceRegisterAsyncNotification(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaDeviceUnregisterAsyncNotification(
     device: i32,
     handle: RawHandle,
@@ -393,7 +381,6 @@ pub extern "C" fn cudaDeviceUnregisterAsyncNotification(
 
 /// `cudaSetValidDevices`: checked and kept; the guest's device choice is its
 /// `cudaSetDevice` (device 0 until then), as NVIDIA's runtime's is once one is set.
-#[no_mangle]
 pub extern "C" fn cudaSetValidDevices(devices: *const i32, len: i32) -> cudaError_t {
     guard("cudaSetValidDevices", || {
         let mut count = 0;

@@ -142,7 +142,6 @@ unsafe fn malloc_async(ptr: *mut *mut c_void, size: usize, stream: RawHandle) ->
     unsafe { caller::write(ptr, p as *mut c_void) }
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMallocAsync(
     ptr: *mut *mut c_void,
     size: usize,
@@ -179,7 +178,6 @@ unsafe fn malloc_from_pool(
     unsafe { caller::write(ptr, p as *mut c_void) }
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMallocFromPoolAsync(
     ptr: *mut *mut c_void,
     size: usize,
@@ -192,7 +190,6 @@ pub extern "C" fn cudaMallocFromPoolAsync(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMallocFromPoolAsync_ptsz(
     ptr: *mut *mut c_void,
     size: usize,
@@ -223,7 +220,6 @@ pub(crate) struct RawPoolProps {
     pub(crate) reserved: [u8; 54],
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemPoolCreate(pool: *mut RawHandle, props: *const c_void) -> cudaError_t {
     guard("cudaMemPoolCreate", || {
         if pool.is_null() {
@@ -261,7 +257,6 @@ pub extern "C" fn cudaMemPoolCreate(pool: *mut RawHandle, props: *const c_void) 
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemPoolDestroy(pool: RawHandle) -> cudaError_t {
     guard("cudaMemPoolDestroy", || {
         let n = (pool as u64).wrapping_sub(MADE_TAG);
@@ -281,7 +276,6 @@ pub extern "C" fn cudaMemPoolDestroy(pool: RawHandle) -> cudaError_t {
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaDeviceSetMemPool(device: i32, pool: RawHandle) -> cudaError_t {
     guard("cudaDeviceSetMemPool", || {
         if device < 0 || device >= device_count()? {
@@ -301,7 +295,6 @@ pub extern "C" fn cudaDeviceSetMemPool(device: i32, pool: RawHandle) -> cudaErro
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaDeviceGetMemPool(pool: *mut RawHandle, device: i32) -> cudaError_t {
     guard("cudaDeviceGetMemPool", || {
         if device < 0 || device >= device_count()? {
@@ -314,7 +307,6 @@ pub extern "C" fn cudaDeviceGetMemPool(pool: *mut RawHandle, device: i32) -> cud
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemPoolGetAccess(
     flags: *mut u32,
     pool: RawHandle,
@@ -449,7 +441,6 @@ fn program_device(local: i32) -> Result<i32> {
     Err(CudaStatus::ErrorInvalidDevice)
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemPoolExportToShareableHandle(
     handle: *mut c_void,
     pool: RawHandle,
@@ -500,7 +491,6 @@ pub extern "C" fn cudaMemPoolExportToShareableHandle(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemPoolImportFromShareableHandle(
     pool: *mut RawHandle,
     handle: *mut c_void,
@@ -543,7 +533,6 @@ pub extern "C" fn cudaMemPoolImportFromShareableHandle(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemPoolExportPointer(data: *mut c_void, ptr: *mut c_void) -> cudaError_t {
     guard("cudaMemPoolExportPointer", || {
         if data.is_null() {
@@ -578,7 +567,6 @@ pub extern "C" fn cudaMemPoolExportPointer(data: *mut c_void, ptr: *mut c_void) 
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemPoolImportPointer(
     ptr: *mut *mut c_void,
     pool: RawHandle,
@@ -622,7 +610,6 @@ pub extern "C" fn cudaMemPoolImportPointer(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaFreeAsync(ptr: *mut c_void, stream: RawHandle) -> cudaError_t {
     guard("cudaFreeAsync", || {
         let stream = stream_handle(stream, false);
@@ -645,7 +632,6 @@ pub extern "C" fn cudaFreeAsync(ptr: *mut c_void, stream: RawHandle) -> cudaErro
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaDeviceGetDefaultMemPool(pool: *mut RawHandle, device: i32) -> cudaError_t {
     guard("cudaDeviceGetDefaultMemPool", || {
         if device < 0 || device >= device_count()? {
@@ -656,7 +642,6 @@ pub extern "C" fn cudaDeviceGetDefaultMemPool(pool: *mut RawHandle, device: i32)
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemPoolGetAttribute(
     pool: RawHandle,
     attr: u32,
@@ -679,7 +664,6 @@ pub extern "C" fn cudaMemPoolGetAttribute(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemPoolSetAttribute(
     pool: RawHandle,
     attr: u32,
@@ -703,7 +687,6 @@ pub extern "C" fn cudaMemPoolSetAttribute(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemPoolTrimTo(pool: RawHandle, min_bytes_to_keep: usize) -> cudaError_t {
     guard("cudaMemPoolTrimTo", || {
         on_pool_host(pool, |pool| MemPoolTrimTo {
@@ -725,7 +708,6 @@ struct RawAccessDesc {
     flags: u32,
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemPoolSetAccess(
     pool: RawHandle,
     descs: *const c_void,
@@ -787,7 +769,6 @@ unsafe fn location_device(
     }
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemGetDefaultMemPool(
     pool: *mut RawHandle,
     location: *const super::memory::MemLocation,
@@ -800,7 +781,6 @@ pub extern "C" fn cudaMemGetDefaultMemPool(
     }
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemGetMemPool(
     pool: *mut RawHandle,
     location: *const super::memory::MemLocation,
@@ -813,7 +793,6 @@ pub extern "C" fn cudaMemGetMemPool(
     }
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemSetMemPool(
     location: *const super::memory::MemLocation,
     kind: u32,

@@ -54,14 +54,12 @@ unsafe fn stream_create(out: *mut RawHandle, flags: u32, priority: i32) -> Resul
     unsafe { caller::write(out, id as RawHandle) }
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamCreate(out: *mut RawHandle) -> cudaError_t {
     // SAFETY: by cudaStreamCreate's contract its pointer arguments are as `stream_create`
     // requires.
     guard("cudaStreamCreate", || unsafe { stream_create(out, 0, 0) })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamCreateWithFlags(out: *mut RawHandle, flags: u32) -> cudaError_t {
     // SAFETY: by cudaStreamCreateWithFlags's contract its pointer arguments are as
     // `stream_create` requires.
@@ -70,7 +68,6 @@ pub extern "C" fn cudaStreamCreateWithFlags(out: *mut RawHandle, flags: u32) -> 
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamCreateWithPriority(
     out: *mut RawHandle,
     flags: u32,
@@ -83,7 +80,6 @@ pub extern "C" fn cudaStreamCreateWithPriority(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamDestroy(stream: RawHandle) -> cudaError_t {
     guard("cudaStreamDestroy", || {
         if super::is_default_stream(stream) {
@@ -155,26 +151,22 @@ fn stream_query(stream: RawHandle, per_thread: bool) -> Result<()> {
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamSynchronize(stream: RawHandle) -> cudaError_t {
     guard("cudaStreamSynchronize", || {
         stream_synchronize(stream, false)
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamSynchronize_ptsz(stream: RawHandle) -> cudaError_t {
     guard("cudaStreamSynchronize_ptsz", || {
         stream_synchronize(stream, true)
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamQuery(stream: RawHandle) -> cudaError_t {
     guard("cudaStreamQuery", || stream_query(stream, false))
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamQuery_ptsz(stream: RawHandle) -> cudaError_t {
     guard("cudaStreamQuery_ptsz", || stream_query(stream, true))
 }
@@ -195,7 +187,6 @@ pub(crate) fn stream_info(stream: RawHandle, per_thread: bool) -> Result<StreamI
         .ok_or(CudaStatus::ErrorInvalidResourceHandle)
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamGetFlags(stream: RawHandle, flags: *mut u32) -> cudaError_t {
     guard("cudaStreamGetFlags", || {
         // SAFETY: by cudaStreamGetFlags's contract `flags` is NULL or writable.
@@ -203,7 +194,6 @@ pub extern "C" fn cudaStreamGetFlags(stream: RawHandle, flags: *mut u32) -> cuda
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamGetPriority(stream: RawHandle, priority: *mut i32) -> cudaError_t {
     guard("cudaStreamGetPriority", || {
         // SAFETY: by cudaStreamGetPriority's contract `priority` is NULL or writable.
@@ -211,7 +201,6 @@ pub extern "C" fn cudaStreamGetPriority(stream: RawHandle, priority: *mut i32) -
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamGetDevice(stream: RawHandle, device: *mut i32) -> cudaError_t {
     guard("cudaStreamGetDevice", || {
         // SAFETY: by cudaStreamGetDevice's contract `device` is NULL or writable.
@@ -219,7 +208,6 @@ pub extern "C" fn cudaStreamGetDevice(stream: RawHandle, device: *mut i32) -> cu
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamGetId(stream: RawHandle, id: *mut u64) -> cudaError_t {
     guard("cudaStreamGetId", || {
         stream_info(stream, false)?;
@@ -238,7 +226,6 @@ fn on_stream_host<T>(stream: StreamHandle, f: impl FnOnce() -> Result<T>) -> Res
 
 /// Stream attributes (`cudaStreamAttrID`, the launch attributes' numbers) are the
 /// host driver's: set and read there, the value as its 64 bytes.
-#[no_mangle]
 pub extern "C" fn cudaStreamSetAttribute(
     stream: RawHandle,
     attr: u32,
@@ -260,7 +247,6 @@ pub extern "C" fn cudaStreamSetAttribute(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamGetAttribute(
     stream: RawHandle,
     attr: u32,
@@ -281,7 +267,6 @@ pub extern "C" fn cudaStreamGetAttribute(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamCopyAttributes(dst: RawHandle, src: RawHandle) -> cudaError_t {
     guard("cudaStreamCopyAttributes", || {
         let (dst, src) = (stream_handle(dst, false), stream_handle(src, false));
@@ -330,7 +315,6 @@ fn wait_event_here(stream: StreamHandle, event: EventHandle, req: StreamWaitEven
     gate::submit(stream, move || call(&req))
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamWaitEvent(
     stream: RawHandle,
     event: RawHandle,
@@ -341,7 +325,6 @@ pub extern "C" fn cudaStreamWaitEvent(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamWaitEvent_ptsz(
     stream: RawHandle,
     event: RawHandle,
@@ -386,7 +369,6 @@ unsafe fn launch_host_func(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaLaunchHostFunc(
     stream: RawHandle,
     f: HostFn,
@@ -399,7 +381,6 @@ pub extern "C" fn cudaLaunchHostFunc(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaLaunchHostFunc_ptsz(
     stream: RawHandle,
     f: HostFn,
@@ -450,7 +431,6 @@ unsafe fn add_callback(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamAddCallback(
     stream: RawHandle,
     cb: StreamCallback,
@@ -464,7 +444,6 @@ pub extern "C" fn cudaStreamAddCallback(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamAddCallback_ptsz(
     stream: RawHandle,
     cb: StreamCallback,
@@ -512,14 +491,12 @@ unsafe fn event_create(out: *mut RawHandle, flags: u32) -> Result<()> {
     unsafe { caller::write(out, id as RawHandle) }
 }
 
-#[no_mangle]
 pub extern "C" fn cudaEventCreate(out: *mut RawHandle) -> cudaError_t {
     // SAFETY: by cudaEventCreate's contract its pointer arguments are as `event_create`
     // requires.
     guard("cudaEventCreate", || unsafe { event_create(out, 0) })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaEventCreateWithFlags(out: *mut RawHandle, flags: u32) -> cudaError_t {
     // SAFETY: by cudaEventCreateWithFlags's contract its pointer arguments are as
     // `event_create` requires.
@@ -528,7 +505,6 @@ pub extern "C" fn cudaEventCreateWithFlags(out: *mut RawHandle, flags: u32) -> c
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaEventDestroy(event: RawHandle) -> cudaError_t {
     guard("cudaEventDestroy", || {
         let req = EventDestroy {
@@ -567,17 +543,14 @@ fn record(event: RawHandle, stream: RawHandle, flags: u32, per_thread: bool) -> 
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaEventRecord(event: RawHandle, stream: RawHandle) -> cudaError_t {
     guard("cudaEventRecord", || record(event, stream, 0, false))
 }
 
-#[no_mangle]
 pub extern "C" fn cudaEventRecord_ptsz(event: RawHandle, stream: RawHandle) -> cudaError_t {
     guard("cudaEventRecord_ptsz", || record(event, stream, 0, true))
 }
 
-#[no_mangle]
 pub extern "C" fn cudaEventRecordWithFlags(
     event: RawHandle,
     stream: RawHandle,
@@ -588,7 +561,6 @@ pub extern "C" fn cudaEventRecordWithFlags(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaEventRecordWithFlags_ptsz(
     event: RawHandle,
     stream: RawHandle,
@@ -599,7 +571,6 @@ pub extern "C" fn cudaEventRecordWithFlags_ptsz(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaEventSynchronize(event: RawHandle) -> cudaError_t {
     guard("cudaEventSynchronize", || {
         let event = EventHandle(event as u64);
@@ -612,7 +583,6 @@ pub extern "C" fn cudaEventSynchronize(event: RawHandle) -> cudaError_t {
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaEventQuery(event: RawHandle) -> cudaError_t {
     guard("cudaEventQuery", || {
         let event = EventHandle(event as u64);
@@ -623,7 +593,6 @@ pub extern "C" fn cudaEventQuery(event: RawHandle) -> cudaError_t {
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaEventElapsedTime(
     ms: *mut f32,
     start: RawHandle,

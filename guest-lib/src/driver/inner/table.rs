@@ -1,13 +1,14 @@
-//! The exports the op table declares: every C function that is nothing but its op.
+//! The functions the op table declares: every C function that is nothing but its op.
 //!
 //! A line of `vmcuda_wire::op_lines!` may end in `=> runtime cudaName(...)`,
 //! `=> driver cuName(...)` or `=> driver_ctx cuName(...)` (a driver function that needs
 //! a current context). Each C parameter is a request field of the same name, converted
 //! to the field's type, or `out name: T`, a pointer the reply's field `name` is written
-//! through. From that, this module generates the export:
+//! through. From that, this module generates the function:
 //!
-//! - runtime functions as `cudaName` (the `libcudart.so.13` version node, through
-//!   [`super::guard`]: last error, no unwinding), calling or posting by the op's mode;
+//! - runtime functions as the inner function `cudaName` (exported by no library; the
+//!   driver's twins call it), through [`super::guard`] (last error, no unwinding),
+//!   calling or posting by the op's mode;
 //! - driver functions as `__vmcuda_cuName` (libcuda.so.1 exports `cuName` as its
 //!   alias), through
 //!   [`crate::driver::guard`], after the driver's initialization (and context) checks,
@@ -87,7 +88,6 @@ macro_rules! c_export {
     };
 
     (@emit runtime $cfn:ident $req:ident $mode:ident [$($sig:tt)*] [$($ins:ident)*] [$($outs:ident)*]) => {
-        #[no_mangle]
         #[allow(clippy::useless_conversion, clippy::unnecessary_fallible_conversions)]
         pub extern "C" fn $cfn($($sig)*) -> $crate::cudaError_t {
             $crate::driver::inner::guard(stringify!($cfn), || {

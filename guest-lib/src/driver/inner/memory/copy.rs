@@ -599,7 +599,6 @@ unsafe fn memcpy_2d_now(
 
 macro_rules! export_memcpy {
     ($name:ident, $per_thread:expr) => {
-        #[no_mangle]
         pub extern "C" fn $name(
             dst: *mut c_void,
             src: *const c_void,
@@ -626,7 +625,6 @@ export_memcpy!(cudaMemcpy_ptds, true);
 
 macro_rules! export_memcpy_async {
     ($name:ident, $per_thread:expr) => {
-        #[no_mangle]
         pub extern "C" fn $name(
             dst: *mut c_void,
             src: *const c_void,
@@ -652,7 +650,6 @@ macro_rules! export_memcpy_async {
 export_memcpy_async!(cudaMemcpyAsync, false);
 export_memcpy_async!(cudaMemcpyAsync_ptsz, true);
 
-#[no_mangle]
 pub extern "C" fn cudaMemcpy2D(
     dst: *mut c_void,
     dpitch: usize,
@@ -681,7 +678,6 @@ pub extern "C" fn cudaMemcpy2D(
     })
 }
 
-#[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub extern "C" fn cudaMemcpy2DAsync(
     dst: *mut c_void,
@@ -712,7 +708,6 @@ pub extern "C" fn cudaMemcpy2DAsync(
     })
 }
 
-#[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub extern "C" fn cudaMemcpy2DAsync_ptsz(
     dst: *mut c_void,
@@ -778,7 +773,6 @@ fn memcpy_peer(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemcpyPeer(
     dst: *mut c_void,
     dst_device: i32,
@@ -799,7 +793,6 @@ pub extern "C" fn cudaMemcpyPeer(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemcpyPeerAsync(
     dst: *mut c_void,
     dst_device: i32,
@@ -875,7 +868,6 @@ unsafe fn from_symbol(
     }
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemcpyToSymbol(
     symbol: *const c_void,
     src: *const c_void,
@@ -900,7 +892,6 @@ pub extern "C" fn cudaMemcpyToSymbol(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemcpyToSymbolAsync(
     symbol: *const c_void,
     src: *const c_void,
@@ -926,7 +917,6 @@ pub extern "C" fn cudaMemcpyToSymbolAsync(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemcpyFromSymbol(
     dst: *mut c_void,
     symbol: *const c_void,
@@ -951,7 +941,6 @@ pub extern "C" fn cudaMemcpyFromSymbol(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemcpyFromSymbolAsync(
     dst: *mut c_void,
     symbol: *const c_void,
@@ -1009,7 +998,6 @@ unsafe fn memcpy_batch(
     Ok(())
 }
 
-#[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub extern "C" fn cudaMemcpyBatchAsync(
     dsts: *const *mut c_void,
@@ -1037,7 +1025,6 @@ pub extern "C" fn cudaMemcpyBatchAsync(
     })
 }
 
-#[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub extern "C" fn cudaMemcpyBatchAsync_ptsz(
     dsts: *const *mut c_void,

@@ -295,7 +295,6 @@ pub fn mirror_variable(addr: u64, size: usize) -> Result<()> {
     managed::add_variable(addr as usize, size, state::current_device(), &MOVER)
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMallocManaged(ptr: *mut *mut c_void, size: usize, flags: u32) -> cudaError_t {
     guard("cudaMallocManaged", || {
         if ptr.is_null() {
@@ -352,7 +351,6 @@ fn prefetch_export(
     )
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemPrefetchAsync(
     ptr: *const c_void,
     count: usize,
@@ -365,7 +363,6 @@ pub extern "C" fn cudaMemPrefetchAsync(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemPrefetchAsync_ptsz(
     ptr: *const c_void,
     count: usize,
@@ -454,7 +451,6 @@ fn prefetch_batch(
 /// per-thread default stream variants.
 macro_rules! prefetch_batch_exports {
     ($($name:ident, $per_thread:expr, $discard_first:expr;)*) => {$(
-        #[no_mangle]
         #[allow(clippy::too_many_arguments)]
         pub extern "C" fn $name(
             ptrs: *const *mut c_void,
@@ -502,7 +498,6 @@ fn discard_batch(
         .try_for_each(|(p, n, _)| managed::discard(p, n))
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemDiscardBatchAsync(
     ptrs: *const *mut c_void,
     sizes: *const usize,
@@ -515,7 +510,6 @@ pub extern "C" fn cudaMemDiscardBatchAsync(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemDiscardBatchAsync_ptsz(
     ptrs: *const *mut c_void,
     sizes: *const usize,
@@ -536,7 +530,6 @@ pub fn advise(ptr: usize, count: usize, advice: u32, location: Location) -> Resu
     managed::advise(ptr, count, advice, location)
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemAdvise(
     ptr: *const c_void,
     count: usize,
@@ -581,7 +574,6 @@ pub unsafe fn range_attribute(
     unsafe { caller::write_slice(data.cast::<i32>(), &values) }
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemRangeGetAttribute(
     data: *mut c_void,
     size: usize,
@@ -627,7 +619,6 @@ pub unsafe fn range_attributes(
     Ok(())
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemRangeGetAttributes(
     data: *const *mut c_void,
     sizes: *const usize,
@@ -663,7 +654,6 @@ pub fn attach(stream: StreamHandle, ptr: usize, length: usize, flags: u32) -> Re
     Ok(())
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamAttachMemAsync(
     stream: RawHandle,
     ptr: *mut c_void,
@@ -675,7 +665,6 @@ pub extern "C" fn cudaStreamAttachMemAsync(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamAttachMemAsync_ptsz(
     stream: RawHandle,
     ptr: *mut c_void,

@@ -63,14 +63,12 @@ fn memset_here(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemset(ptr: *mut c_void, value: i32, count: usize) -> cudaError_t {
     guard("cudaMemset", || {
         memset(ptr as usize, value, count, StreamHandle::LEGACY, false)
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemsetAsync(
     ptr: *mut c_void,
     value: i32,
@@ -88,7 +86,6 @@ pub extern "C" fn cudaMemsetAsync(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemsetAsync_ptsz(
     ptr: *mut c_void,
     value: i32,
@@ -134,7 +131,6 @@ fn memset_2d(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemset2D(
     ptr: *mut c_void,
     pitch: usize,
@@ -155,7 +151,6 @@ pub extern "C" fn cudaMemset2D(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemset2DAsync(
     ptr: *mut c_void,
     pitch: usize,

@@ -202,7 +202,6 @@ fn free_held(p: u64) {
     let _ = call(&MemFree { ptr: p });
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMalloc(ptr: *mut *mut c_void, size: usize) -> cudaError_t {
     guard("cudaMalloc", || {
         if ptr.is_null() {
@@ -216,7 +215,6 @@ pub extern "C" fn cudaMalloc(ptr: *mut *mut c_void, size: usize) -> cudaError_t 
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaFree(ptr: *mut c_void) -> cudaError_t {
     guard("cudaFree", || {
         capture::check_unsafe_call()?;
@@ -227,7 +225,6 @@ pub extern "C" fn cudaFree(ptr: *mut c_void) -> cudaError_t {
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMallocPitch(
     ptr: *mut *mut c_void,
     pitch: *mut usize,
@@ -289,7 +286,6 @@ fn host_alloc(size: usize, flags: u32) -> Result<*mut c_void> {
     Ok(p)
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMallocHost(ptr: *mut *mut c_void, size: usize) -> cudaError_t {
     guard("cudaMallocHost", || {
         if ptr.is_null() {
@@ -300,7 +296,6 @@ pub extern "C" fn cudaMallocHost(ptr: *mut *mut c_void, size: usize) -> cudaErro
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaHostAlloc(ptr: *mut *mut c_void, size: usize, flags: u32) -> cudaError_t {
     guard("cudaHostAlloc", || {
         if ptr.is_null() || flags & !0xf != 0 {
@@ -311,7 +306,6 @@ pub extern "C" fn cudaHostAlloc(ptr: *mut *mut c_void, size: usize, flags: u32) 
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaFreeHost(ptr: *mut c_void) -> cudaError_t {
     guard("cudaFreeHost", || {
         if ptr.is_null() {
@@ -331,7 +325,6 @@ pub extern "C" fn cudaFreeHost(ptr: *mut c_void) -> cudaError_t {
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaHostRegister(ptr: *mut c_void, size: usize, flags: u32) -> cudaError_t {
     guard("cudaHostRegister", || {
         if ptr.is_null() || size == 0 || flags & !0xf != 0 {
@@ -383,7 +376,6 @@ pub extern "C" fn cudaHostRegister(ptr: *mut c_void, size: usize, flags: u32) ->
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaHostUnregister(ptr: *mut c_void) -> cudaError_t {
     guard("cudaHostUnregister", || {
         let range = registry().take_host_range(ptr as usize, HostMemoryKind::Registered);
@@ -400,7 +392,6 @@ pub extern "C" fn cudaHostUnregister(ptr: *mut c_void) -> cudaError_t {
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaHostGetFlags(flags: *mut u32, ptr: *mut c_void) -> cudaError_t {
     guard("cudaHostGetFlags", || {
         let r = registry()
@@ -421,7 +412,6 @@ fn mapped_device_pointer(host_ptr: usize) -> Result<Option<u64>> {
     Ok(r.shared.map(|s| s.device_ptr + (host_ptr - s.start) as u64))
 }
 
-#[no_mangle]
 pub extern "C" fn cudaHostGetDevicePointer(
     device_ptr: *mut *mut c_void,
     host_ptr: *mut c_void,
@@ -457,7 +447,6 @@ pub struct PointerAttributesC {
     pub reserved: [i64; 8],
 }
 
-#[no_mangle]
 pub extern "C" fn cudaPointerGetAttributes(
     attrs: *mut PointerAttributesC,
     ptr: *const c_void,
@@ -501,7 +490,6 @@ pub extern "C" fn cudaPointerGetAttributes(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGetSymbolAddress(
     dev_ptr: *mut *mut c_void,
     symbol: *const c_void,
@@ -512,7 +500,6 @@ pub extern "C" fn cudaGetSymbolAddress(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGetSymbolSize(size: *mut usize, symbol: *const c_void) -> cudaError_t {
     guard("cudaGetSymbolSize", || {
         // SAFETY: by cudaGetSymbolSize's contract `size` is NULL or writable.
@@ -532,7 +519,6 @@ pub struct ChannelFormatDesc {
 }
 
 /// A channel descriptor, made as CUDA makes it: from its arguments, nothing checked.
-#[no_mangle]
 pub extern "C" fn cudaCreateChannelDesc(
     x: i32,
     y: i32,
