@@ -2,9 +2,10 @@
 //! driver's exports call (streams, copies, graphs, arrays, devices, memory pools,
 //! modules' registration, ...). They were written as the CUDA runtime API, when
 //! vmcuda's own runtime library exported them, and keep its shapes: `cuda*` names,
-//! `cudaError_t` answers, the thread's last error. No library exports them any more;
-//! the driver calls them through [`super::keeping_last_error`], which leaves that last
-//! error as it was.
+//! `cudaError_t` answers, the thread's last error. No library exports them any more:
+//! the driver's functions call them, through [`super::keeping_last_error`] (which
+//! leaves that last error as it was) where one answers `cudaError_t`, and the families'
+//! plain Rust helpers (`device::properties`, `launch::check_config`, ...) directly.
 //!
 //! Every inner function runs its body through [`guard`]: a panic becomes
 //! `cudaErrorUnknown` instead of unwinding, and a failure is stored as the thread's
@@ -43,7 +44,8 @@ pub use crate::request::{
     on_different_hosts, on_host_of, post, post_now, Result,
 };
 
-/// Run an export's body: no unwinding across the C boundary, last error recorded.
+/// Run an inner function's body: no unwinding across the C boundary, last error
+/// recorded.
 pub fn guard(name: &'static str, body: impl FnOnce() -> Result<()>) -> cudaError_t {
     state::note_thread();
     let status = match catch_unwind(AssertUnwindSafe(body)) {
