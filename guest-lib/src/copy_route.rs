@@ -1,7 +1,7 @@
 //! Which way a copy's bytes travel: decided here, for every copy the guest makes.
 //!
-//! The copy paths the driver's `cuMemcpy*` share (`crate::api::memory::copy`, plain and
-//! 2D) decide here, and so, through them, do symbol copies. The routes:
+//! The copy paths the driver's `cuMemcpy*` share (`driver::inner::memory::copy`,
+//! plain and 2D) decide here, and so, through them, do symbol copies. The routes:
 //! - [`Route::Guest`]: both sides are the program's host memory; the guest copies.
 //! - [`Route::Device`]: both sides are device memory; one request, the host copies.
 //! - [`Route::Pinned`]: the host side is pinned memory shared with the host

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use vmcuda_wire::op::{DoneWord, StreamHandle, StreamSynchronize};
 
-use crate::api::{call, Result};
+use crate::request::{call, Result};
 use crate::shared::{self, PAGE};
 
 const WORD: usize = 4;
@@ -147,7 +147,7 @@ fn signal_and_watch(
     window: Duration,
     signal: impl FnOnce(DoneWord) -> Result<()>,
 ) -> Option<Result<bool>> {
-    if !enabled() || crate::api::synchronous() {
+    if !enabled() || crate::request::synchronous() {
         return None;
     }
     let (host, device, last) = slot()?;

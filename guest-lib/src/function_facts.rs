@@ -25,7 +25,7 @@ use vmcuda_wire::op::{
 };
 use vmcuda_wire::CudaStatus;
 
-use crate::api::call;
+use crate::request::call;
 
 /// What is known of one function.
 #[derive(Default)]

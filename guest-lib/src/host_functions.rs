@@ -11,8 +11,8 @@
 //! there is none (a remote host), host nodes are refused.
 //!
 //! A node's function and argument can change (`cudaGraphHostNodeSetParams`): the slot
-//! calls whatever was set last, and the graph code (`api::graph_build`) gives a node a
-//! new slot where an executable graph or a clone may hold its old one.
+//! calls whatever was set last, and the graph code (`driver::inner::graph_build`)
+//! gives a node a new slot where an executable graph or a clone may hold its old one.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
@@ -75,7 +75,7 @@ pub fn new_slot(f: HostFn, data: usize) -> Result<usize, CudaStatus> {
         }
         _ => {
             let Some((page, region)) = shared::alloc_any(PAGE_LEN, PORTABLE) else {
-                return Err(crate::api::unsupported::refuse(
+                return Err(crate::notice::refuse(
                     "a host function in a graph",
                     "needs memory shared with the host, which this connection has not",
                 ));
@@ -124,7 +124,7 @@ pub fn get(at: usize) -> Option<(HostFn, usize)> {
 
 /// Put the slot's function in `stream`'s order (the stream captures).
 pub fn signal(stream: StreamHandle, at: usize) -> Result<(), CudaStatus> {
-    crate::api::post(
+    crate::request::post(
         &HostFunctionSignal {
             stream,
             slot: at as u64,
@@ -269,7 +269,7 @@ pub fn capture_pageable_copy(
     };
     let device_rows = || -> Result<(), CudaStatus> {
         for row in 0..c.height {
-            crate::api::post(
+            crate::request::post(
                 &vmcuda_wire::op::MemcpyShared {
                     device: c.device + (row * c.device_pitch) as u64,
                     host: (staging + row * c.width) as u64,

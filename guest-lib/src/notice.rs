@@ -1,5 +1,6 @@
 //! Lines for the program's stderr that say once what vmcuda does not do, however
-//! often the program asks.
+//! often the program asks (each also an entry of the call log), and the refusals
+//! that say so.
 
 use std::collections::HashSet;
 use std::io::Write;
@@ -27,8 +28,17 @@ pub fn say_once(line: &str) {
     if first {
         // A closed stderr is no reason to fail differently.
         let _ = writeln!(std::io::stderr(), "{line}");
-        crate::api::logs::record(line.to_owned(), true);
+        crate::call_log::record(line.to_owned(), true);
     }
+}
+
+/// Refuse what vmcuda does not do, saying once on stderr what and why: `what` names
+/// the call (and the case), `why` completes the sentence.
+pub fn refuse(what: &str, why: &str) -> vmcuda_wire::CudaStatus {
+    say_once(&format!(
+        "vmcuda: {what} {why}; it returns cudaErrorNotSupported"
+    ));
+    vmcuda_wire::CudaStatus::ErrorNotSupported
 }
 
 /// Whether `line` was said.

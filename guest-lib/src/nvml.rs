@@ -26,9 +26,9 @@ use std::time::{Duration, Instant};
 use vmcuda_wire::op::{DeviceGetStatus, DeviceProperties, GpuStatus};
 
 use crate::abi::nvml::{FieldValue, MemoryV2, PciInfo, ProcessInfo, ProcessInfoV1, TemperatureV1};
-use crate::api;
 use crate::caller;
 use crate::client::{self, Sink};
+use crate::driver::inner;
 
 pub type NvmlReturn = c_uint;
 pub const SUCCESS: NvmlReturn = 0;
@@ -169,12 +169,12 @@ fn index_of(handle: Handle) -> Result<i32, NvmlReturn> {
 }
 
 fn device_count() -> Result<i32, NvmlReturn> {
-    let n = api::device::device_count().map_err(|_| ERROR_DRIVER_NOT_LOADED)?;
+    let n = inner::device::device_count().map_err(|_| ERROR_DRIVER_NOT_LOADED)?;
     Ok(n.min(MAX_DEVICES as i32))
 }
 
 fn properties(device: i32) -> Result<DeviceProperties, NvmlReturn> {
-    api::device::properties(device).map_err(|_| ERROR_GPU_IS_LOST)
+    inner::device::properties(device).map_err(|_| ERROR_GPU_IS_LOST)
 }
 
 /// How long the host's readings are reused: a tool's burst of queries for one
@@ -194,7 +194,7 @@ fn status(device: i32) -> Result<GpuStatus, NvmlReturn> {
         }
     }
     let hosts = client::client().map_err(|_| ERROR_DRIVER_NOT_LOADED)?;
-    let local = api::local_device(device).map_err(|_| ERROR_INVALID_ARGUMENT)?;
+    let local = crate::request::local_device(device).map_err(|_| ERROR_INVALID_ARGUMENT)?;
     let mut s = hosts
         .call(device, &DeviceGetStatus { device: local }, &[], Sink::None)
         .map_err(|_| ERROR_GPU_IS_LOST)?;
@@ -915,7 +915,8 @@ pub extern "C" fn nvml_device_get_p2p_status(
     guard(true, || {
         let (a, b) = (index_of(a)?, index_of(b)?);
         let mut can = 0;
-        let ok = a == b || (api::device::cudaDeviceCanAccessPeer(&mut can, a, b) == 0 && can == 1);
+        let ok =
+            a == b || (inner::device::cudaDeviceCanAccessPeer(&mut can, a, b) == 0 && can == 1);
         // SAFETY: by the function's contract `out` is NULL or writable.
         unsafe { put(out, if ok { P2P_OK } else { P2P_NOT_SUPPORTED }) }
     })

@@ -30,7 +30,7 @@ pub fn set_current_device(device: i32) {
 
 /// Run `f` with `device` current on this thread, then put the program's current device
 /// back: for a call about another host's stream, event or memory, which has to reach
-/// that host (see [`crate::api::on_host_of`]).
+/// that host (see [`crate::request::on_host_of`]).
 pub fn as_device<T>(device: i32, f: impl FnOnce() -> T) -> T {
     struct Restore(i32);
     impl Drop for Restore {
@@ -73,7 +73,7 @@ pub fn note_thread() {
 
 /// Whether other threads of the process make CUDA calls too: their calls share this
 /// one's connection, so its waits leave the connection free between short queries
-/// (see `api::wait`). `VMCUDA_THREAD_WAITS=0` keeps every wait one call.
+/// (see [`crate::request::wait_by_queries`]). `VMCUDA_THREAD_WAITS=0` keeps every wait one call.
 pub fn other_threads() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var("VMCUDA_THREAD_WAITS").map_or(true, |v| v != "0"))

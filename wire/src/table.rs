@@ -70,7 +70,7 @@ macro_rules! op_lines {
                 0x010B MemGetInfo => mem_get_info(MemGetInfo {}) -> MemInfo { free: u64, total: u64 }, Sync;
                 /// `cudaDeviceGetP2PAttribute`: a `cudaDeviceP2PAttr` of the link from
                 /// `src_device` to `dst_device`.
-                /// (The guest answers for devices of two hosts itself: api/device.rs.)
+                /// (The guest answers for devices of two hosts itself: driver/inner/device.rs.)
                 0x010C DeviceGetP2PAttribute => device_get_p2p_attribute(DeviceGetP2PAttribute { attr: u32, src_device: i32, dst_device: i32 })
                     -> P2PAttribute { value: i32 }, Sync;
                 /// The device's live readings and the guest's share of it (the guest's

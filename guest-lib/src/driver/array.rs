@@ -1,5 +1,5 @@
 //! The driver's arrays, 2D and 3D copies, texture and surface objects: the same ops
-//! as the runtime's (`api::array`), from the driver's descriptors (array positions in
+//! as the inner functions' (`inner::array`), from the driver's descriptors (array positions in
 //! bytes, memory types named on each side).
 
 use std::collections::HashMap;
@@ -9,12 +9,13 @@ use std::sync::Mutex;
 use vmcuda_wire::array::{ArrayDesc, TextureDesc};
 use vmcuda_wire::CudaStatus;
 
+use super::inner;
 use super::{check_initialized, export, Result};
 use crate::abi::driver::{Array3DDescriptor, ArrayDescriptor, DriverTextureDesc, Memcpy2D};
 use crate::abi::runtime::{ResourceDescC, ViewDescC};
-use crate::api::array::{self as rt, Side};
-use crate::api::{stream_handle, RawHandle};
 use crate::caller;
+use crate::driver::inner::array::Side;
+use crate::driver::inner::{stream_handle, RawHandle};
 
 impl Array3DDescriptor {
     fn wire(&self) -> ArrayDesc {
@@ -43,7 +44,7 @@ export! {
                 channels: d.channels,
                 flags: 0,
             };
-            caller::write(out, rt::create_array(desc.wire())?)
+            caller::write(out, inner::array::create_array(desc.wire())?)
         }
     }
 }
@@ -52,14 +53,14 @@ export! {
     fn cuArray3DCreate_v2(out: *mut RawHandle, desc: *const Array3DDescriptor) {
         check_initialized()?;
         // SAFETY: by its contract `desc` is readable and `out` writable.
-        unsafe { caller::write(out, rt::create_array(caller::read(desc)?.wire())?) }
+        unsafe { caller::write(out, inner::array::create_array(caller::read(desc)?.wire())?) }
     }
 }
 
 export! {
     fn cuDeviceGetTexture1DLinearMaxWidth(width: *mut usize, format: u32, channels: u32, device: i32) {
         super::context::check_device(device)?;
-        let w = rt::texture_1d_linear_max_width(format, channels, device)?;
+        let w = inner::array::texture_1d_linear_max_width(format, channels, device)?;
         // SAFETY: by its contract `width` is writable.
         unsafe { caller::write(width, w as usize) }
     }
@@ -68,14 +69,14 @@ export! {
 export! {
     fn cuArrayDestroy(array: RawHandle) {
         check_initialized()?;
-        super::via_runtime(|| rt::cudaFreeArray(array))
+        super::keeping_last_error(|| inner::array::cudaFreeArray(array))
     }
 }
 
 export! {
     fn cuArrayGetDescriptor_v2(out: *mut ArrayDescriptor, array: RawHandle) {
         check_initialized()?;
-        let d = rt::array_desc(array)?;
+        let d = inner::array::array_desc(array)?;
         let desc = ArrayDescriptor {
             width: d.width as usize,
             height: d.height as usize,
@@ -90,7 +91,7 @@ export! {
 export! {
     fn cuArray3DGetDescriptor_v2(out: *mut Array3DDescriptor, array: RawHandle) {
         check_initialized()?;
-        let d = rt::array_desc(array)?;
+        let d = inner::array::array_desc(array)?;
         let desc = Array3DDescriptor {
             width: d.width as usize,
             height: d.height as usize,
@@ -108,7 +109,7 @@ export! {
     fn cuMipmappedArrayCreate(out: *mut RawHandle, desc: *const Array3DDescriptor, levels: u32) {
         check_initialized()?;
         // SAFETY: by its contract `desc` is readable and `out` writable.
-        unsafe { caller::write(out, rt::create_mipmapped(caller::read(desc)?.wire(), levels)?) }
+        unsafe { caller::write(out, inner::array::create_mipmapped(caller::read(desc)?.wire(), levels)?) }
     }
 }
 
@@ -116,14 +117,14 @@ export! {
     fn cuMipmappedArrayGetLevel(out: *mut RawHandle, mipmap: RawHandle, level: u32) {
         check_initialized()?;
         // SAFETY: by its contract `out` is writable.
-        unsafe { caller::write(out, rt::mipmapped_level(mipmap, level)?) }
+        unsafe { caller::write(out, inner::array::mipmapped_level(mipmap, level)?) }
     }
 }
 
 export! {
     fn cuMipmappedArrayDestroy(mipmap: RawHandle) {
         check_initialized()?;
-        super::via_runtime(|| rt::cudaFreeMipmappedArray(mipmap))
+        super::keeping_last_error(|| inner::array::cudaFreeMipmappedArray(mipmap))
     }
 }
 
@@ -204,7 +205,7 @@ pub(super) unsafe fn memcpy_2d(p: &Memcpy2D, stream: RawHandle, is_async: bool) 
     let stream = stream_handle(stream, false);
     // SAFETY: as the caller promised.
     unsafe {
-        rt::copy(
+        inner::array::copy(
             src.side()?,
             dst.side()?,
             p.width_in_bytes,
@@ -249,7 +250,7 @@ unsafe fn memcpy_3d(p: &Memcpy3D, stream: RawHandle, is_async: bool) -> Result<(
     let (h, d) = (p.height.max(1), p.depth.max(1));
     // SAFETY: as the caller promised.
     unsafe {
-        rt::copy(
+        inner::array::copy(
             src.side()?,
             dst.side()?,
             p.width_in_bytes,
@@ -289,11 +290,11 @@ unsafe fn linear(
 ) -> Result<()> {
     check_initialized()?;
     let f = if to_array {
-        rt::cudaMemcpyToArray(array, offset, 0, ptr as *const c_void, count, kind)
+        inner::array::cudaMemcpyToArray(array, offset, 0, ptr as *const c_void, count, kind)
     } else {
-        rt::cudaMemcpyFromArray(ptr as *mut c_void, array, offset, 0, count, kind)
+        inner::array::cudaMemcpyFromArray(ptr as *mut c_void, array, offset, 0, count, kind)
     };
-    super::via_runtime(|| f)
+    super::keeping_last_error(|| f)
 }
 
 export! {
@@ -326,7 +327,7 @@ export! {
 
 /// An offset in an array's row order as (x in bytes, row).
 fn array_place(array: RawHandle, offset: usize) -> Result<(usize, usize)> {
-    let (row, _, _) = rt::array_desc(array)?
+    let (row, _, _) = inner::array::array_desc(array)?
         .extent_bytes()
         .ok_or(CudaStatus::ErrorInvalidValue)?;
     let row = usize::try_from(row)
@@ -341,7 +342,7 @@ fn array_place(array: RawHandle, offset: usize) -> Result<(usize, usize)> {
 /// across the rows of a 2D array they answer `CUDA_ERROR_INVALID_VALUE` (measured on the
 /// H200, tests/gpu/results/RESULTS-LEGACY.md).
 fn within_first_row(array: RawHandle, offset: usize, count: usize) -> Result<()> {
-    let (row, _, _) = rt::array_desc(array)?
+    let (row, _, _) = inner::array::array_desc(array)?
         .extent_bytes()
         .ok_or(CudaStatus::ErrorInvalidValue)?;
     let row = usize::try_from(row).map_err(|_| CudaStatus::ErrorInvalidValue)?;
@@ -367,9 +368,9 @@ fn array_to_array(
     let (sx, sy) = array_place(src, src_offset)?;
     // cudaMemcpyDeviceToDevice: both sides are arrays.
     let kind = 3;
-    super::via_runtime(|| match per_thread {
-        false => rt::cudaMemcpyArrayToArray(dst, dx, dy, src, sx, sy, count, kind),
-        true => rt::cudaMemcpyArrayToArray_ptds(dst, dx, dy, src, sx, sy, count, kind),
+    super::keeping_last_error(|| match per_thread {
+        false => inner::array::cudaMemcpyArrayToArray(dst, dx, dy, src, sx, sy, count, kind),
+        true => inner::array::cudaMemcpyArrayToArray_ptds(dst, dx, dy, src, sx, sy, count, kind),
     })
 }
 
@@ -391,7 +392,7 @@ export! {
         within_first_row(array, offset, count)?;
         // cudaMemcpyHostToDevice; `src` holds `count` bytes by the function's contract,
         // which the runtime's export relies on.
-        super::via_runtime(|| rt::cudaMemcpyToArrayAsync(array, offset, 0, src, count, 1, stream))
+        super::keeping_last_error(|| inner::array::cudaMemcpyToArrayAsync(array, offset, 0, src, count, 1, stream))
     }
 }
 
@@ -399,7 +400,7 @@ export! {
     fn cuMemcpyHtoAAsync_v2_ptsz(array: RawHandle, offset: usize, src: *const c_void, count: usize, stream: RawHandle) {
         check_initialized()?;
         within_first_row(array, offset, count)?;
-        super::via_runtime(|| rt::cudaMemcpyToArrayAsync_ptsz(array, offset, 0, src, count, 1, stream))
+        super::keeping_last_error(|| inner::array::cudaMemcpyToArrayAsync_ptsz(array, offset, 0, src, count, 1, stream))
     }
 }
 
@@ -408,7 +409,7 @@ export! {
         check_initialized()?;
         within_first_row(array, offset, count)?;
         // cudaMemcpyDeviceToHost; `dst` holds `count` bytes by the function's contract.
-        super::via_runtime(|| rt::cudaMemcpyFromArrayAsync(dst, array, offset, 0, count, 2, stream))
+        super::keeping_last_error(|| inner::array::cudaMemcpyFromArrayAsync(dst, array, offset, 0, count, 2, stream))
     }
 }
 
@@ -416,7 +417,7 @@ export! {
     fn cuMemcpyAtoHAsync_v2_ptsz(dst: *mut c_void, array: RawHandle, offset: usize, count: usize, stream: RawHandle) {
         check_initialized()?;
         within_first_row(array, offset, count)?;
-        super::via_runtime(|| rt::cudaMemcpyFromArrayAsync_ptsz(dst, array, offset, 0, count, 2, stream))
+        super::keeping_last_error(|| inner::array::cudaMemcpyFromArrayAsync_ptsz(dst, array, offset, 0, count, 2, stream))
     }
 }
 
@@ -437,8 +438,8 @@ unsafe fn memcpy_3d_peer(p: *const Memcpy3DPeer, stream: RawHandle, is_async: bo
     let copy = unsafe { caller::read(p) }?;
     let src = super::context::device_of(copy.reserved0)?;
     let dst = super::context::device_of(copy.reserved1)?;
-    if crate::api::on_different_hosts(src, dst)? {
-        return Err(crate::api::unsupported::refuse(
+    if crate::driver::inner::on_different_hosts(src, dst)? {
+        return Err(crate::notice::refuse(
             "cuMemcpy3DPeer between devices of two hosts",
             "is not supported by vmcuda",
         ));
@@ -533,7 +534,7 @@ export! {
                 border_color: t.border_color,
             };
             let v = if view.is_null() { None } else { Some(caller::read(view)?) };
-            let made = rt::create_texture(r.driver_resource()?, texture, v.map(|v| v.wire()))?;
+            let made = inner::array::create_texture(r.driver_resource()?, texture, v.map(|v| v.wire()))?;
             kept(|k| k.textures.insert(made, (r, t, v)));
             caller::write(out, made)
         }
@@ -543,7 +544,7 @@ export! {
 export! {
     fn cuTexObjectDestroy(tex: u64) {
         check_initialized()?;
-        rt::destroy_texture(tex)?;
+        inner::array::destroy_texture(tex)?;
         kept(|k| k.textures.remove(&tex));
         Ok(())
     }
@@ -613,7 +614,7 @@ export! {
             if r.res_type != 0 {
                 return Err(CudaStatus::ErrorInvalidValue);
             }
-            let made = rt::create_surface(r.union[0])?;
+            let made = inner::array::create_surface(r.union[0])?;
             kept(|k| k.surfaces.insert(made, r));
             caller::write(out, made)
         }
@@ -623,7 +624,7 @@ export! {
 export! {
     fn cuSurfObjectDestroy(surf: u64) {
         check_initialized()?;
-        rt::destroy_surface(surf)?;
+        inner::array::destroy_surface(surf)?;
         kept(|k| k.surfaces.remove(&surf));
         Ok(())
     }

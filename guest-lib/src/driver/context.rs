@@ -17,10 +17,10 @@ use vmcuda_wire::CudaStatus;
 use vmcuda_wire::op::{CtxGetExecAffinity, CtxRecordEvent, CtxWaitEvent, EventHandle};
 
 use super::result::{status, CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_INVALID_HANDLE};
-use super::{check_initialized, export, stale, via_runtime, Result};
+use super::{check_initialized, export, keeping_last_error, stale, Result};
 use crate::abi::driver::{DevProp, ExecAffinityParam};
-use crate::api::device::{device_count, properties};
-use crate::api::RawHandle;
+use crate::driver::inner::device::{device_count, properties};
+use crate::driver::inner::RawHandle;
 use crate::{caller, state};
 
 /// Devices a context token can name.
@@ -99,7 +99,7 @@ fn on_device<T>(device: i32, f: impl FnOnce() -> T) -> T {
 /// Wait for the work of `device`, whichever device is the thread's.
 pub(super) fn synchronize_device(device: i32) -> Result<()> {
     on_device(device, || {
-        via_runtime(|| crate::api::device::cudaDeviceSynchronize())
+        keeping_last_error(|| crate::driver::inner::device::cudaDeviceSynchronize())
     })
 }
 
@@ -122,7 +122,7 @@ export! {
     /// answered in the guest).
     fn cuCtxGetLimit(value: *mut usize, limit: u32) {
         current_device()?;
-        crate::api::device::device_limit(value, limit)
+        crate::driver::inner::device::device_limit(value, limit)
     }
 }
 
@@ -340,7 +340,7 @@ export! {
 export! {
     fn cuDevicePrimaryCtxReset_v2(device: i32) {
         check_device(device)?;
-        let reset = on_device(device, || via_runtime(|| crate::api::device::cudaDeviceReset()));
+        let reset = on_device(device, || keeping_last_error(|| crate::driver::inner::device::cudaDeviceReset()));
         with_primary(|p| p.remove(&device));
         reset
     }
@@ -450,7 +450,7 @@ export! {
 export! {
     fn cuCtxSynchronize() {
         current_device()?;
-        via_runtime(|| crate::api::device::cudaDeviceSynchronize())
+        keeping_last_error(|| crate::driver::inner::device::cudaDeviceSynchronize())
     }
 }
 
@@ -514,7 +514,7 @@ export! {
 fn context_and_event(ctx: CUcontext, event: RawHandle) -> Result<(i32, EventHandle)> {
     check_initialized()?;
     let device = device_of(ctx)?;
-    match crate::api::device_of_event(event as u64) {
+    match crate::driver::inner::device_of_event(event as u64) {
         Some(d) if d == device => Ok((device, EventHandle(event as u64))),
         _ => Err(status(CUDA_ERROR_INVALID_HANDLE)),
     }
@@ -527,7 +527,7 @@ export! {
     fn cuCtxRecordEvent(ctx: CUcontext, event: RawHandle) {
         let (device, event) = context_and_event(ctx, event)?;
         crate::gate::wait_all_submitted();
-        state::as_device(device, || crate::api::call(&CtxRecordEvent { event }))
+        state::as_device(device, || crate::driver::inner::call(&CtxRecordEvent { event }))
     }
 }
 
@@ -537,7 +537,7 @@ export! {
     fn cuCtxWaitEvent(ctx: CUcontext, event: RawHandle) {
         let (device, event) = context_and_event(ctx, event)?;
         crate::gate::wait_event_submitted(event);
-        state::as_device(device, || crate::api::call(&CtxWaitEvent { event }))
+        state::as_device(device, || crate::driver::inner::call(&CtxWaitEvent { event }))
     }
 }
 
@@ -549,7 +549,7 @@ export! {
         if out.is_null() {
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        let r = crate::api::call(&CtxGetExecAffinity { kind })?;
+        let r = crate::driver::inner::call(&CtxGetExecAffinity { kind })?;
         // SAFETY: by cuCtxGetExecAffinity's contract `out` is writable (not NULL).
         unsafe { caller::write(out, ExecAffinityParam { kind, sm_count: r.sm_count }) }
     }

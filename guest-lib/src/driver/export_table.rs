@@ -40,8 +40,8 @@ use super::result::{
     CUDA_ERROR_NOT_SUPPORTED, CUDA_SUCCESS,
 };
 use super::{export, guard};
-use crate::api::RawHandle;
 use crate::caller;
+use crate::driver::inner::RawHandle;
 use vmcuda_wire::CudaStatus;
 
 /// A table id, the 16 bytes of the `CUuuid` as they lie in memory.
@@ -507,7 +507,7 @@ extern "C" fn stream_object(_ctx: CUcontext, stream: RawHandle, out: *mut *mut c
         if out.is_null() {
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        if !crate::api::known_stream(crate::api::stream_handle(stream, false)) {
+        if !crate::driver::inner::known_stream(crate::driver::inner::stream_handle(stream, false)) {
             return Err(status(CUDA_ERROR_INVALID_HANDLE));
         }
         // SAFETY: checked non-NULL; the caller passes a writable pointer slot.

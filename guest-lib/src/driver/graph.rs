@@ -2,7 +2,7 @@
 //! kernel nodes (a `CUfunction` or library kernel, not a host function), copies
 //! (`CUDA_MEMCPY3D`) and the generic `cuGraphAddNode` (batch memory operation nodes are
 //! in `stream.rs`). Each is made the runtime's way
-//! (see `api::graph_build`): the node's work on a stream capturing into the graph.
+//! (see `inner::graph_build`): the node's work on a stream capturing into the graph.
 
 use vmcuda_wire::graph::node_type;
 use vmcuda_wire::CudaStatus;
@@ -11,9 +11,9 @@ use super::module::{kept_kernel_node, launch_node};
 use super::{check_initialized, export, Result};
 use crate::abi::driver::{DriverMemcpy3D, KernelNodeParams};
 use crate::abi::runtime::GraphNodeParams;
-use crate::api::graph_build::{self, Kept};
-use crate::api::RawHandle;
 use crate::caller;
+use crate::driver::inner::graph_build::{self, Kept};
+use crate::driver::inner::RawHandle;
 
 /// A kernel node's parameters as kept (arguments copied), and the node's launch.
 ///

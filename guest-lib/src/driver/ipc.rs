@@ -18,7 +18,7 @@ use vmcuda_wire::CudaStatus;
 
 use super::{check_initialized, export, Result};
 pub use crate::abi::driver::IpcHandle;
-use crate::api::{call, on_host_of, RawHandle};
+use crate::driver::inner::{call, on_host_of, RawHandle};
 use crate::{caller, state};
 
 /// What every vmcuda IPC handle starts with.

@@ -28,12 +28,12 @@ use std::sync::Mutex;
 
 use vmcuda_wire::CudaStatus;
 
+use super::inner;
 use super::module::{cuLaunchCooperativeKernel, function_facts, launch_buffer};
 use super::result::status;
-use super::{check_initialized, export, via_runtime, Result};
+use super::{check_initialized, export, keeping_last_error, Result};
 use crate::abi::driver::LaunchParams;
-use crate::api::stream as rt;
-use crate::api::{stream_handle, RawHandle};
+use crate::driver::inner::{stream_handle, RawHandle};
 use crate::{caller, state};
 
 /// The largest parameter block a kernel takes (CUDA 12.1 on Volta and newer).
@@ -233,7 +233,7 @@ const EVENT_DISABLE_TIMING: u32 = 2;
 fn stream_device(stream: RawHandle) -> Result<i32> {
     match stream as usize {
         0..=2 => super::context::current_device(),
-        _ => crate::api::device_of_stream(stream_handle(stream, false))
+        _ => crate::driver::inner::device_of_stream(stream_handle(stream, false))
             .ok_or(status(super::CUDA_ERROR_INVALID_HANDLE)),
     }
 }
@@ -248,9 +248,11 @@ fn join(streams: &[(i32, RawHandle)]) -> Result<()> {
     let recorded = streams.iter().try_for_each(|(device, stream)| {
         state::as_device(*device, || {
             let mut event: RawHandle = std::ptr::null_mut();
-            via_runtime(|| rt::cudaEventCreateWithFlags(&mut event, EVENT_DISABLE_TIMING))?;
+            keeping_last_error(|| {
+                inner::stream::cudaEventCreateWithFlags(&mut event, EVENT_DISABLE_TIMING)
+            })?;
             events.push((*device, event));
-            via_runtime(|| rt::cudaEventRecord(event, *stream))
+            keeping_last_error(|| inner::stream::cudaEventRecord(event, *stream))
         })
     });
     let waited = recorded.and_then(|()| {
@@ -264,14 +266,18 @@ fn join(streams: &[(i32, RawHandle)]) -> Result<()> {
                     .filter(|(j, _)| *j != i)
                     .try_for_each(|(_, (_, event))| {
                         state::as_device(*device, || {
-                            via_runtime(|| rt::cudaStreamWaitEvent(*stream, *event, 0))
+                            keeping_last_error(|| {
+                                inner::stream::cudaStreamWaitEvent(*stream, *event, 0)
+                            })
                         })
                     })
             })
     });
     // An event destroyed while waited for is released once the wait is done.
     for (device, event) in events {
-        let _ = state::as_device(device, || via_runtime(|| rt::cudaEventDestroy(event)));
+        let _ = state::as_device(device, || {
+            keeping_last_error(|| inner::stream::cudaEventDestroy(event))
+        });
     }
     waited
 }

@@ -44,8 +44,8 @@ use super::result::{status, CUresult, CUDA_ERROR_INVALID_CONTEXT, CUDA_SUCCESS};
 use super::{check_initialized, export, twins, Result};
 use crate::abi::driver::{KernelNodeParams, KernelNodeParamsV1};
 use crate::abi::runtime::{ExecUpdateResultInfo, InstantiateParams};
-use crate::api::RawHandle;
 use crate::caller;
+use crate::driver::inner::RawHandle;
 
 /// `CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY`.
 const UNSUPPORTED_EXEC_AFFINITY: CudaStatus = CudaStatus(224);
@@ -247,7 +247,7 @@ successors! {
         => twins::cuGraphNodeGetDependentNodes_v2(node, nodes, std::ptr::null_mut(), count);
     cuGraphAddNode(
         out: *mut RawHandle, graph: RawHandle, deps: *const RawHandle, count: usize,
-        params: *mut crate::api::graph_build::GraphNodeParams,
+        params: *mut crate::driver::inner::graph_build::GraphNodeParams,
     ) => super::graph::cuGraphAddNode_v2(out, graph, deps, std::ptr::null(), count, params);
 }
 
@@ -486,7 +486,7 @@ export! {
 
 export! {
     fn cuMemcpy3DBatchAsync(
-        count: usize, ops: *const crate::api::array::Memcpy3DBatchOp, fail_index: *mut usize, flags: u64, stream: RawHandle,
+        count: usize, ops: *const crate::driver::inner::array::Memcpy3DBatchOp, fail_index: *mut usize, flags: u64, stream: RawHandle,
     ) {
         let r = twins::cuMemcpy3DBatchAsync_v2(count, ops, flags, stream);
         // SAFETY: by its contract `fail_index` is NULL or writable.
@@ -496,7 +496,7 @@ export! {
 
 export! {
     fn cuMemcpy3DBatchAsync_ptsz(
-        count: usize, ops: *const crate::api::array::Memcpy3DBatchOp, fail_index: *mut usize, flags: u64, stream: RawHandle,
+        count: usize, ops: *const crate::driver::inner::array::Memcpy3DBatchOp, fail_index: *mut usize, flags: u64, stream: RawHandle,
     ) {
         let r = twins::cuMemcpy3DBatchAsync_v2_ptsz(count, ops, flags, stream);
         // SAFETY: by its contract `fail_index` is NULL or writable.

@@ -11,11 +11,11 @@ use vmcuda_wire::op::StreamHandle;
 use vmcuda_wire::CudaStatus;
 
 use super::context::{context_of, device_of, CUcontext};
+use super::inner;
 use super::result::{status, CUDA_ERROR_NOT_FOUND};
-use super::{check_initialized, export, via_runtime, Result};
-use crate::api::memory as rt;
-use crate::api::{call, call_with, known_stream, post, stream_handle, RawHandle};
+use super::{check_initialized, export, keeping_last_error, Result};
 use crate::client::Sink;
+use crate::driver::inner::{call, call_with, known_stream, post, stream_handle, RawHandle};
 // The runtime's copies, so the driver's take the same routes (crate::copy_route).
 pub use crate::abi::driver::Memcpy2D;
 use crate::copy_route::{DEFAULT, DEVICE_TO_DEVICE, DEVICE_TO_HOST, HOST_TO_DEVICE};
@@ -28,7 +28,7 @@ export! {
             return Err(CudaStatus::ErrorInvalidValue);
         }
         let mut p: *mut c_void = std::ptr::null_mut();
-        via_runtime(|| rt::cudaMalloc(&mut p, size))?;
+        keeping_last_error(|| inner::memory::cudaMalloc(&mut p, size))?;
         // SAFETY: by cuMemAlloc_v2's contract `ptr` is NULL or writable.
         unsafe { caller::write(ptr, p as u64) }
     }
@@ -37,14 +37,14 @@ export! {
 export! {
     fn cuMemFree_v2(ptr: u64) {
         check_initialized()?;
-        via_runtime(|| rt::cudaFree(ptr as *mut c_void))
+        keeping_last_error(|| inner::memory::cudaFree(ptr as *mut c_void))
     }
 }
 
 export! {
     fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) {
         check_initialized()?;
-        via_runtime(|| crate::api::device::cudaMemGetInfo(free, total))
+        keeping_last_error(|| crate::driver::inner::device::cudaMemGetInfo(free, total))
     }
 }
 
@@ -65,7 +65,7 @@ export! {
 export! {
     fn cuMemAllocHost_v2(ptr: *mut *mut c_void, size: usize) {
         check_initialized()?;
-        via_runtime(|| rt::cudaMallocHost(ptr, size))
+        keeping_last_error(|| inner::memory::cudaMallocHost(ptr, size))
     }
 }
 
@@ -73,26 +73,28 @@ export! {
     /// `CU_MEMHOSTALLOC_*` flags are the runtime's `cudaHostAlloc*` flags.
     fn cuMemHostAlloc(ptr: *mut *mut c_void, size: usize, flags: u32) {
         check_initialized()?;
-        via_runtime(|| rt::cudaHostAlloc(ptr, size, flags))
+        keeping_last_error(|| inner::memory::cudaHostAlloc(ptr, size, flags))
     }
 }
 
 export! {
     fn cuMemFreeHost(ptr: *mut c_void) {
         check_initialized()?;
-        via_runtime(|| rt::cudaFreeHost(ptr))
+        keeping_last_error(|| inner::memory::cudaFreeHost(ptr))
     }
 }
 
 fn copy(dst: u64, src: u64, size: usize, kind: u32) -> Result<()> {
     check_initialized()?;
-    via_runtime(|| rt::cudaMemcpy(dst as *mut c_void, src as *const c_void, size, kind))
+    keeping_last_error(|| {
+        inner::memory::cudaMemcpy(dst as *mut c_void, src as *const c_void, size, kind)
+    })
 }
 
 fn copy_async(dst: u64, src: u64, size: usize, kind: u32, stream: RawHandle) -> Result<()> {
     check_initialized()?;
-    via_runtime(|| {
-        rt::cudaMemcpyAsync(dst as *mut c_void, src as *const c_void, size, kind, stream)
+    keeping_last_error(|| {
+        inner::memory::cudaMemcpyAsync(dst as *mut c_void, src as *const c_void, size, kind, stream)
     })
 }
 
@@ -141,13 +143,13 @@ export! {
 export! {
     fn cuMemsetD8_v2(dst: u64, value: u8, count: usize) {
         check_initialized()?;
-        via_runtime(|| rt::cudaMemset(dst as *mut c_void, value as i32, count))
+        keeping_last_error(|| inner::memory::cudaMemset(dst as *mut c_void, value as i32, count))
     }
 }
 export! {
     fn cuMemsetD8Async(dst: u64, value: u8, count: usize, stream: RawHandle) {
         check_initialized()?;
-        via_runtime(|| rt::cudaMemsetAsync(dst as *mut c_void, value as i32, count, stream))
+        keeping_last_error(|| inner::memory::cudaMemsetAsync(dst as *mut c_void, value as i32, count, stream))
     }
 }
 
@@ -167,7 +169,7 @@ pub(crate) fn memset_elements_on(
     count: usize,
     stream: RawHandle,
 ) -> crate::cudaError_t {
-    let stream = crate::api::stream_handle(stream, false);
+    let stream = crate::driver::inner::stream_handle(stream, false);
     match memset_elements(dst, value, element_size, count, stream, true) {
         Ok(()) => 0,
         Err(e) => e.0,
@@ -331,15 +333,15 @@ fn sync_memops() -> std::sync::MutexGuard<'static, std::collections::BTreeSet<u6
 }
 
 /// What the runtime knows of a pointer (memory type 0: nothing).
-fn pointer_attributes(ptr: u64) -> Result<rt::PointerAttributesC> {
-    let mut a = rt::PointerAttributesC {
+fn pointer_attributes(ptr: u64) -> Result<inner::memory::PointerAttributesC> {
+    let mut a = inner::memory::PointerAttributesC {
         memory_type: 0,
         device: 0,
         device_pointer: std::ptr::null_mut(),
         host_pointer: std::ptr::null_mut(),
         reserved: [0; 8],
     };
-    via_runtime(|| rt::cudaPointerGetAttributes(&mut a, ptr as *const c_void))?;
+    keeping_last_error(|| inner::memory::cudaPointerGetAttributes(&mut a, ptr as *const c_void))?;
     Ok(a)
 }
 
@@ -372,7 +374,11 @@ fn buffer_id_of(ptr: u64) -> Result<u64> {
 
 /// One attribute's value for a pointer the driver knows (`a`), as `cuPointerGetAttribute`
 /// answers it: the value and its width in bytes (4 or 8).
-fn known_attribute(attribute: u32, ptr: u64, a: &rt::PointerAttributesC) -> Result<(u64, usize)> {
+fn known_attribute(
+    attribute: u32,
+    ptr: u64,
+    a: &inner::memory::PointerAttributesC,
+) -> Result<(u64, usize)> {
     let range = || allocation_range(ptr).ok_or(CudaStatus::ErrorInvalidValue);
     Ok(match attribute {
         ATTR_CONTEXT => (context_of(a.device) as u64, 8),
@@ -458,7 +464,7 @@ export! {
         }
         let id = buffer_id_of(ptr)?;
         if on {
-            via_runtime(|| crate::api::device::cudaDeviceSynchronize())?;
+            keeping_last_error(|| crate::driver::inner::device::cudaDeviceSynchronize())?;
             sync_memops().insert(id);
         } else {
             sync_memops().remove(&id);
@@ -597,9 +603,11 @@ unsafe fn copy_2d(copy: *const Memcpy2D, stream: Option<RawHandle>) -> Result<()
     // SAFETY: as `copy_2d`'s caller promised.
     let (dst, dpitch, src, spitch, width, height) = unsafe { memcpy_2d(copy) }?;
     let (dst, src) = (dst as *mut c_void, src as *const c_void);
-    via_runtime(|| match stream {
-        None => rt::cudaMemcpy2D(dst, dpitch, src, spitch, width, height, DEFAULT),
-        Some(s) => rt::cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, DEFAULT, s),
+    keeping_last_error(|| match stream {
+        None => inner::memory::cudaMemcpy2D(dst, dpitch, src, spitch, width, height, DEFAULT),
+        Some(s) => {
+            inner::memory::cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, DEFAULT, s)
+        }
     })
 }
 
@@ -631,7 +639,7 @@ export! {
         if ![4, 8, 16].contains(&element_size) {
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        via_runtime(|| rt::cudaMallocPitch(ptr.cast(), pitch, width, height))
+        keeping_last_error(|| inner::memory::cudaMallocPitch(ptr.cast(), pitch, width, height))
     }
 }
 
@@ -640,8 +648,8 @@ export! {
     fn cuMemcpyPeer(dst: u64, dst_ctx: CUcontext, src: u64, src_ctx: CUcontext, size: usize) {
         check_initialized()?;
         let (dst_device, src_device) = (device_of(dst_ctx)?, device_of(src_ctx)?);
-        via_runtime(|| {
-            rt::cudaMemcpyPeer(dst as *mut c_void, dst_device, src as *const c_void, src_device, size)
+        keeping_last_error(|| {
+            inner::memory::cudaMemcpyPeer(dst as *mut c_void, dst_device, src as *const c_void, src_device, size)
         })
     }
 }
@@ -649,8 +657,8 @@ export! {
     fn cuMemcpyPeerAsync(dst: u64, dst_ctx: CUcontext, src: u64, src_ctx: CUcontext, size: usize, stream: RawHandle) {
         check_initialized()?;
         let (dst_device, src_device) = (device_of(dst_ctx)?, device_of(src_ctx)?);
-        via_runtime(|| {
-            rt::cudaMemcpyPeerAsync(dst as *mut c_void, dst_device, src as *const c_void, src_device, size, stream)
+        keeping_last_error(|| {
+            inner::memory::cudaMemcpyPeerAsync(dst as *mut c_void, dst_device, src as *const c_void, src_device, size, stream)
         })
     }
 }

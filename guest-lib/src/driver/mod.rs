@@ -1,13 +1,14 @@
-//! The CUDA driver API (`libcuda.so.1`), on the same connection as the runtime.
+//! The CUDA driver API (`libcuda.so.1`), on the connection and guest state below it.
 //!
 //! **libcuda.so.1 holds this library.** The static library is linked into
 //! `libcuda.so.1` (guest-lib/build-libs.sh), which needs no other vmcuda library. Every
 //! driver function is defined here under a private name (`__vmcuda_cuMemAlloc_v2`,
 //! version node `VMCUDA_LIBCUDA`), and `libcuda.so.1` exports it under the real
 //! library's unversioned name as an alias. NVIDIA's own runtime and libraries run on
-//! it (vmcuda's retired runtime, `crate::api`, is code the driver still uses): one
-//! connection, one registry of devices, streams, events and allocations, and one
-//! current device per thread.
+//! it: one connection, one registry of devices, streams, events and allocations, and
+//! one current device per thread. Much of the work is done by the driver's inner
+//! functions ([`inner`], once vmcuda's own runtime library, retired), one module per
+//! family.
 //! The older ABI names (a plain `cuMemAlloc`) are their successors with converted
 //! arguments, or, for the CUDA 3 API, the driver's answer in a current-API context
 //! (`legacy`). Every other export of the real driver (graphics interop, ...) is a stub
@@ -23,15 +24,20 @@
 //! `CUDA_ERROR_INVALID_HANDLE`, logged once per kind.
 //!
 //! **Errors.** The host speaks runtime codes; [`result::cu_result`] maps the few runtime-only
-//! ones to the driver code with the same meaning. Where a driver function is a runtime
-//! function in other clothes (copies, streams, events), it calls the runtime export and
-//! leaves the runtime's last error as it was, as the real driver does.
+//! ones to the driver code with the same meaning. Where a driver function is an inner
+//! function in other clothes (copies, streams, events), it calls it through
+//! [`keeping_last_error`], which leaves the thread's last error (the runtime API's
+//! `cudaGetLastError`, kept by the inner functions) as it was, as the real driver does.
 
 mod array;
 pub(crate) mod context;
 mod coredump;
 mod export_table;
 pub(crate) mod graph;
+// The inner functions keep the runtime API's names (`cudaMallocArray`), which say what
+// each one does.
+#[allow(non_snake_case)]
+pub mod inner;
 pub mod integrity;
 pub(crate) mod ipc;
 mod launch_legacy;
@@ -73,8 +79,9 @@ pub fn guard(name: &'static str, body: impl FnOnce() -> Result<()>) -> CUresult 
 
 fn guarded(name: &'static str, body: impl FnOnce() -> Result<()>) -> CUresult {
     crate::state::note_thread();
-    // Driver calls travel through the runtime's request functions, which note that the
-    // runtime brought a context up on this thread; only the runtime's own calls do that.
+    // Driver calls travel through the request functions (`crate::request`), which note
+    // that the runtime brought a context up on this thread; only the runtime's own calls
+    // do that.
     let runtime_context = state::runtime_context().is_some();
     let result = catch_unwind(AssertUnwindSafe(body));
     if !runtime_context {
@@ -107,9 +114,9 @@ pub(super) fn trace_failures() -> bool {
     *ON.get_or_init(|| std::env::var_os("VMCUDA_TRACE_FAILURES").is_some())
 }
 
-/// Call a runtime export for a driver function, leaving the runtime's last error as it
-/// was (driver calls do not touch it).
-pub fn via_runtime(f: impl FnOnce() -> cudaError_t) -> Result<()> {
+/// Call an inner function (one answering `cudaError_t`) for a driver function, leaving
+/// the thread's last error as it was (driver calls do not touch it).
+pub fn keeping_last_error(f: impl FnOnce() -> cudaError_t) -> Result<()> {
     let saved = state::peek_last_error();
     let status = f();
     state::set_last_error(saved);

@@ -33,9 +33,9 @@ use super::result::{status, CUDA_ERROR_FILE_NOT_FOUND, CUDA_ERROR_NOT_FOUND};
 
 use super::{check_initialized, export, stale, Result};
 pub use crate::abi::driver::{KernelNodeParams, LaunchConfigC};
-use crate::api::graph_build;
-use crate::api::{call, call_with, known_stream, post, stream_handle, RawHandle};
 use crate::client::Sink;
+use crate::driver::inner::graph_build;
+use crate::driver::inner::{call, call_with, known_stream, post, stream_handle, RawHandle};
 use crate::{caller, function_facts, gate, state};
 
 struct Function {
@@ -263,10 +263,10 @@ pub(super) unsafe fn image<'a>(ptr: *const c_void) -> Result<&'a [u8]> {
     unsafe { caller::bytes(start as *const u8, len) }
 }
 
-/// Loads an image on the host (see [`crate::api::registration::load_image`]) and
+/// Loads an image on the host (see [`crate::driver::inner::registration::load_image`]) and
 /// registers it: the module's id.
 pub(super) fn load_bytes(bytes: &[u8]) -> Result<u64> {
-    let module = crate::api::registration::load_image(bytes)?;
+    let module = crate::driver::inner::registration::load_image(bytes)?;
     let id = state::fresh_id();
     modules().modules.insert(id, module);
     Ok(id)
@@ -620,7 +620,7 @@ export! {
         // The real driver prints what kernels wrote with `printf` at a module's unload;
         // here that output comes out of the host's driver when the host synchronizes.
         if crate::done_word::printing() {
-            let _ = super::via_runtime(|| crate::api::device::cudaDeviceSynchronize());
+            let _ = super::keeping_last_error(|| crate::driver::inner::device::cudaDeviceSynchronize());
         }
         Ok(())
     }
@@ -671,7 +671,7 @@ pub(super) fn global(module: u64, name: String) -> Result<(u64, u64)> {
     // A `__managed__` variable however it is reached (NVIDIA's runtime asks for
     // globals by name): the CPU reaches it at the same address.
     if g.managed {
-        crate::api::memory::mirror_variable(g.ptr, g.size as usize)?;
+        crate::driver::inner::memory::mirror_variable(g.ptr, g.size as usize)?;
     }
     Ok((g.ptr, g.size))
 }
@@ -774,7 +774,7 @@ pub(super) fn launch_buffer(
     buffer: Vec<u8>,
 ) -> Result<()> {
     let (function, params) = function(f)?;
-    crate::api::launch::check_config(grid, block)?;
+    crate::driver::inner::launch::check_config(grid, block)?;
     launch_packed(
         function,
         &params,
@@ -862,7 +862,7 @@ pub(super) unsafe fn launch(
     let (function, params) = function(f)?;
     // The shapes the device cannot run are refused here, as the driver refuses them
     // before it returns (NVIDIA's runtime relies on that).
-    crate::api::launch::check_config(grid, block)?;
+    crate::driver::inner::launch::check_config(grid, block)?;
     // SAFETY: as `launch`'s caller promised.
     let buffer = unsafe { pack(&params, args, extra) }?;
     // The launch sets the function's state of the older launch ABI, as the driver's.
@@ -991,7 +991,8 @@ unsafe fn launch_config(
     // SAFETY: as `launch_config`'s caller promised.
     let c = unsafe { caller::read(config) }?;
     // SAFETY: as `launch_config`'s caller promised.
-    let attributes = unsafe { crate::api::launch::launch_attributes(c.attrs, c.num_attrs) }?;
+    let attributes =
+        unsafe { crate::driver::inner::launch::launch_attributes(c.attrs, c.num_attrs) }?;
     Ok((c, attributes))
 }
 

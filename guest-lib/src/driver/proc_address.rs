@@ -41,7 +41,7 @@ macro_rules! table {
                 // driver 580: "symbol not found"), although they are exported.
                 n if NOT_HANDED_OUT.contains(&n) => return None,
                 _ => return super::twins::lookup(name)
-                    .or_else(|| crate::api::table::lookup(name))
+                    .or_else(|| crate::driver::inner::table::lookup(name))
                     .or_else(|| super::legacy::lookup(name))
                     .or_else(|| super::unsupported::lookup(name)),
             })

@@ -9,86 +9,86 @@ use vmcuda_wire::driver::{
 use vmcuda_wire::op::GraphNodeHandle;
 use vmcuda_wire::CudaStatus;
 
+use super::inner;
 use super::memory::known_range;
-use super::{check_initialized, export, via_runtime};
+use super::{check_initialized, export, keeping_last_error};
 pub(crate) use crate::abi::driver::{BatchMemOpNodeParams, DecompressParamsC, RawMemOp};
-use crate::api::graph_build::{self, Kept};
-use crate::api::stream as rt;
-use crate::api::{call, known_stream, post, stream_handle, RawHandle};
+use crate::driver::inner::graph_build::{self, Kept};
+use crate::driver::inner::{call, known_stream, post, stream_handle, RawHandle};
 use crate::{caller, gate};
 
 export! {
     /// `CU_STREAM_NON_BLOCKING` is `cudaStreamNonBlocking`.
     fn cuStreamCreate(out: *mut RawHandle, flags: u32) {
         check_initialized()?;
-        via_runtime(|| rt::cudaStreamCreateWithPriority(out, flags, 0))
+        keeping_last_error(|| inner::stream::cudaStreamCreateWithPriority(out, flags, 0))
     }
 }
 export! {
     fn cuStreamCreateWithPriority(out: *mut RawHandle, flags: u32, priority: i32) {
         check_initialized()?;
-        via_runtime(|| rt::cudaStreamCreateWithPriority(out, flags, priority))
+        keeping_last_error(|| inner::stream::cudaStreamCreateWithPriority(out, flags, priority))
     }
 }
 export! {
     fn cuStreamDestroy_v2(stream: RawHandle) {
         check_initialized()?;
-        via_runtime(|| rt::cudaStreamDestroy(stream))
+        keeping_last_error(|| inner::stream::cudaStreamDestroy(stream))
     }
 }
 export! {
     fn cuStreamSynchronize(stream: RawHandle) {
         check_initialized()?;
-        via_runtime(|| rt::cudaStreamSynchronize(stream))
+        keeping_last_error(|| inner::stream::cudaStreamSynchronize(stream))
     }
 }
 export! {
     fn cuStreamQuery(stream: RawHandle) {
         check_initialized()?;
-        via_runtime(|| rt::cudaStreamQuery(stream))
+        keeping_last_error(|| inner::stream::cudaStreamQuery(stream))
     }
 }
 export! {
     fn cuStreamWaitEvent(stream: RawHandle, event: RawHandle, flags: u32) {
         check_initialized()?;
-        via_runtime(|| rt::cudaStreamWaitEvent(stream, event, flags))
+        keeping_last_error(|| inner::stream::cudaStreamWaitEvent(stream, event, flags))
     }
 }
 export! {
     /// `CU_EVENT_*` flags are the runtime's `cudaEvent*` flags.
     fn cuEventCreate(out: *mut RawHandle, flags: u32) {
         check_initialized()?;
-        via_runtime(|| rt::cudaEventCreateWithFlags(out, flags))
+        keeping_last_error(|| inner::stream::cudaEventCreateWithFlags(out, flags))
     }
 }
 export! {
     fn cuEventDestroy_v2(event: RawHandle) {
         check_initialized()?;
-        via_runtime(|| rt::cudaEventDestroy(event))
+        keeping_last_error(|| inner::stream::cudaEventDestroy(event))
     }
 }
 export! {
     fn cuEventRecord(event: RawHandle, stream: RawHandle) {
         check_initialized()?;
-        via_runtime(|| rt::cudaEventRecord(event, stream))
+        keeping_last_error(|| inner::stream::cudaEventRecord(event, stream))
     }
 }
 export! {
     fn cuEventSynchronize(event: RawHandle) {
         check_initialized()?;
-        via_runtime(|| rt::cudaEventSynchronize(event))
+        keeping_last_error(|| inner::stream::cudaEventSynchronize(event))
     }
 }
 export! {
     fn cuEventQuery(event: RawHandle) {
         check_initialized()?;
-        via_runtime(|| rt::cudaEventQuery(event))
+        keeping_last_error(|| inner::stream::cudaEventQuery(event))
     }
 }
 export! {
     fn cuEventElapsedTime_v2(ms: *mut f32, start: RawHandle, end: RawHandle) {
         check_initialized()?;
-        via_runtime(|| rt::cudaEventElapsedTime(ms, start, end))
+        keeping_last_error(|| inner::stream::cudaEventElapsedTime(ms, start, end))
     }
 }
 
@@ -171,7 +171,7 @@ export! {
     /// driver answers for a stream made without one.
     fn cuStreamGetGreenCtx(stream: RawHandle, green: *mut RawHandle) {
         check_initialized()?;
-        rt::stream_info(stream, false)?;
+        inner::stream::stream_info(stream, false)?;
         // SAFETY: by cuStreamGetGreenCtx's contract `green` is NULL or writable.
         unsafe { crate::caller::write(green, std::ptr::null_mut()) }
     }

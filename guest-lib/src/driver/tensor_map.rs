@@ -10,9 +10,9 @@ use vmcuda_wire::driver::{
 use vmcuda_wire::CudaStatus;
 
 use super::{check_initialized, export, Result};
-use crate::api::call_with;
 use crate::caller;
 use crate::client::Sink;
+use crate::driver::inner::call_with;
 
 type Map = [u8; TENSOR_MAP_LEN];
 

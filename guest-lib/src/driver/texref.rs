@@ -24,8 +24,8 @@ use vmcuda_wire::CudaStatus;
 use super::module::{function, module_handle};
 use super::{check_initialized, export, Result};
 use crate::abi::driver::ArrayDescriptor;
-use crate::api::{call, RawHandle};
 use crate::caller;
+use crate::driver::inner::{call, RawHandle};
 
 #[derive(Default)]
 struct References {

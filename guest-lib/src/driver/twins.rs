@@ -1,10 +1,10 @@
-//! Driver functions that are runtime functions in other clothes, one line each, and
-//! the per-thread default stream variants (`_ptsz`, `_ptds`) of the driver's stream
-//! functions.
+//! Driver functions that are inner functions ([`super::inner`], written in the runtime
+//! API's shapes) in other clothes, one line each, and the per-thread default stream
+//! variants (`_ptsz`, `_ptds`) of the driver's stream functions.
 //!
-//! A twin calls the runtime export with the same meaning (handles, flags and enums
+//! A twin calls the inner function with the same meaning (handles, flags and enums
 //! are numbered alike in both APIs; where a type differs, the line converts) and
-//! leaves the runtime's last error as it was, as the real driver does.
+//! leaves the thread's last error as it was, as the real driver does.
 //!
 //! A `_ptsz` variant is its base function with a NULL stream meaning the calling
 //! thread's default stream (`CU_STREAM_PER_THREAD`). A `_ptds` variant of a
@@ -13,18 +13,13 @@
 
 use std::ffi::{c_char, c_void};
 
+use super::inner::{self, RawHandle};
 use super::memory::*;
 use super::module::*;
 use super::result::CUresult;
 use super::stream::*;
 use super::vmm::cuMemMapArrayAsync;
-use super::{check_initialized, export, via_runtime};
-use crate::api::array as rt_array;
-use crate::api::graph_build as rt_build;
-use crate::api::logs as rt_logs;
-use crate::api::memory::copy as rt_copy;
-use crate::api::{device as rt_device, errors as rt_errors, graph as rt_graph};
-use crate::api::{mem_pool as rt_pool, memory as rt_memory, stream as rt_stream, RawHandle};
+use super::{check_initialized, export, keeping_last_error};
 
 type HostFn = Option<unsafe extern "C" fn(*mut c_void)>;
 type StreamCallback = Option<unsafe extern "C" fn(*mut c_void, u32, *mut c_void)>;
@@ -48,7 +43,7 @@ macro_rules! twins {
                 $(#[$m])*
                 fn $name($($arg: $ty),*) {
                     check_initialized()?;
-                    via_runtime(|| $call)
+                    keeping_last_error(|| $call)
                 }
             }
         )*
@@ -68,314 +63,314 @@ macro_rules! twins {
 
 twins! {
     "cuCtxGetStreamPriorityRange" => cuCtxGetStreamPriorityRange(least: *mut i32, greatest: *mut i32)
-        => rt_device::cudaDeviceGetStreamPriorityRange(least, greatest);
-    "cuCtxGetCacheConfig" => cuCtxGetCacheConfig(config: *mut u32) => rt_device::cudaDeviceGetCacheConfig(config);
-    "cuCtxSetCacheConfig" => cuCtxSetCacheConfig(config: u32) => rt_device::cudaDeviceSetCacheConfig(config);
+        => inner::device::cudaDeviceGetStreamPriorityRange(least, greatest);
+    "cuCtxGetCacheConfig" => cuCtxGetCacheConfig(config: *mut u32) => inner::device::cudaDeviceGetCacheConfig(config);
+    "cuCtxSetCacheConfig" => cuCtxSetCacheConfig(config: u32) => inner::device::cudaDeviceSetCacheConfig(config);
     /// `CU_CTX_MAP_HOST` and the scheduling flags are the runtime's device flags.
-    "cuCtxGetFlags" => cuCtxGetFlags(flags: *mut u32) => rt_device::cudaGetDeviceFlags(flags);
-    "cuCtxSetFlags" => cuCtxSetFlags(flags: u32) => rt_device::cudaSetDeviceFlags(flags);
+    "cuCtxGetFlags" => cuCtxGetFlags(flags: *mut u32) => inner::device::cudaGetDeviceFlags(flags);
+    "cuCtxSetFlags" => cuCtxSetFlags(flags: u32) => inner::device::cudaSetDeviceFlags(flags);
     "cuDeviceGetHostAtomicCapabilities" => cuDeviceGetHostAtomicCapabilities(caps: *mut u32, ops: *const u32, count: u32, device: i32)
-        => rt_device::cudaDeviceGetHostAtomicCapabilities(caps, ops, count, device);
+        => inner::device::cudaDeviceGetHostAtomicCapabilities(caps, ops, count, device);
     "cuDeviceGetP2PAtomicCapabilities" => cuDeviceGetP2PAtomicCapabilities(caps: *mut u32, ops: *const u32, count: u32, src: i32, dst: i32)
-        => rt_device::cudaDeviceGetP2PAtomicCapabilities(caps, ops, count, src, dst);
+        => inner::device::cudaDeviceGetP2PAtomicCapabilities(caps, ops, count, src, dst);
     "cuDeviceCanAccessPeer" => cuDeviceCanAccessPeer(can: *mut i32, device: i32, peer: i32)
-        => rt_device::cudaDeviceCanAccessPeer(can, device, peer);
+        => inner::device::cudaDeviceCanAccessPeer(can, device, peer);
     "cuDeviceGetP2PAttribute" => cuDeviceGetP2PAttribute(value: *mut i32, attr: u32, src: i32, dst: i32)
-        => rt_device::cudaDeviceGetP2PAttribute(value, attr, src, dst);
+        => inner::device::cudaDeviceGetP2PAttribute(value, attr, src, dst);
     "cuDeviceGetByPCIBusId" => cuDeviceGetByPCIBusId(device: *mut i32, id: *const c_char)
-        => rt_device::cudaDeviceGetByPCIBusId(device, id);
-    "cuProfilerStart" => cuProfilerStart() => rt_errors::cudaProfilerStart();
-    "cuProfilerStop" => cuProfilerStop() => rt_errors::cudaProfilerStop();
+        => inner::device::cudaDeviceGetByPCIBusId(device, id);
+    "cuProfilerStart" => cuProfilerStart() => inner::errors::cudaProfilerStart();
+    "cuProfilerStop" => cuProfilerStop() => inner::errors::cudaProfilerStop();
 
     "cuDeviceGetDefaultMemPool" => cuDeviceGetDefaultMemPool(pool: *mut RawHandle, device: i32)
-        => rt_pool::cudaDeviceGetDefaultMemPool(pool, device);
+        => inner::mem_pool::cudaDeviceGetDefaultMemPool(pool, device);
     "cuDeviceGetMemPool" => cuDeviceGetMemPool(pool: *mut RawHandle, device: i32)
-        => rt_pool::cudaDeviceGetMemPool(pool, device);
+        => inner::mem_pool::cudaDeviceGetMemPool(pool, device);
     "cuDeviceSetMemPool" => cuDeviceSetMemPool(device: i32, pool: RawHandle)
-        => rt_pool::cudaDeviceSetMemPool(device, pool);
+        => inner::mem_pool::cudaDeviceSetMemPool(device, pool);
     /// `CUmemPoolProps` is laid out as `cudaMemPoolProps`.
     "cuMemPoolCreate" => cuMemPoolCreate(pool: *mut RawHandle, props: *const c_void)
-        => rt_pool::cudaMemPoolCreate(pool, props);
-    "cuMemPoolDestroy" => cuMemPoolDestroy(pool: RawHandle) => rt_pool::cudaMemPoolDestroy(pool);
+        => inner::mem_pool::cudaMemPoolCreate(pool, props);
+    "cuMemPoolDestroy" => cuMemPoolDestroy(pool: RawHandle) => inner::mem_pool::cudaMemPoolDestroy(pool);
     /// `CUmemLocation` is laid out as `cudaMemLocation`; the flags are the same enum.
     "cuMemPoolGetAccess" => cuMemPoolGetAccess(flags: *mut u32, pool: RawHandle, location: *const c_void)
-        => rt_pool::cudaMemPoolGetAccess(flags, pool, location);
+        => inner::mem_pool::cudaMemPoolGetAccess(flags, pool, location);
     "cuMemAllocFromPoolAsync" => cuMemAllocFromPoolAsync(ptr: *mut *mut c_void, size: usize, pool: RawHandle, stream: RawHandle)
-        => rt_pool::cudaMallocFromPoolAsync(ptr, size, pool, stream);
+        => inner::mem_pool::cudaMallocFromPoolAsync(ptr, size, pool, stream);
     "cuMemPoolExportToShareableHandle" => cuMemPoolExportToShareableHandle(
         handle: *mut c_void, pool: RawHandle, handle_type: i32, flags: u32,
-    ) => rt_pool::cudaMemPoolExportToShareableHandle(handle, pool, handle_type, flags);
+    ) => inner::mem_pool::cudaMemPoolExportToShareableHandle(handle, pool, handle_type, flags);
     "cuMemPoolImportFromShareableHandle" => cuMemPoolImportFromShareableHandle(
         pool: *mut RawHandle, handle: *mut c_void, handle_type: i32, flags: u32,
-    ) => rt_pool::cudaMemPoolImportFromShareableHandle(pool, handle, handle_type, flags);
+    ) => inner::mem_pool::cudaMemPoolImportFromShareableHandle(pool, handle, handle_type, flags);
     "cuMemPoolExportPointer" => cuMemPoolExportPointer(data: *mut c_void, ptr: u64)
-        => rt_pool::cudaMemPoolExportPointer(data, ptr as *mut c_void);
+        => inner::mem_pool::cudaMemPoolExportPointer(data, ptr as *mut c_void);
     "cuMemPoolImportPointer" => cuMemPoolImportPointer(ptr: *mut *mut c_void, pool: RawHandle, data: *mut c_void)
-        => rt_pool::cudaMemPoolImportPointer(ptr, pool, data);
+        => inner::mem_pool::cudaMemPoolImportPointer(ptr, pool, data);
     "cuMemPoolSetAttribute" => cuMemPoolSetAttribute(pool: RawHandle, attr: u32, value: *mut c_void)
-        => rt_pool::cudaMemPoolSetAttribute(pool, attr, value);
+        => inner::mem_pool::cudaMemPoolSetAttribute(pool, attr, value);
     "cuMemPoolGetAttribute" => cuMemPoolGetAttribute(pool: RawHandle, attr: u32, value: *mut c_void)
-        => rt_pool::cudaMemPoolGetAttribute(pool, attr, value);
-    "cuMemPoolTrimTo" => cuMemPoolTrimTo(pool: RawHandle, keep: usize) => rt_pool::cudaMemPoolTrimTo(pool, keep);
+        => inner::mem_pool::cudaMemPoolGetAttribute(pool, attr, value);
+    "cuMemPoolTrimTo" => cuMemPoolTrimTo(pool: RawHandle, keep: usize) => inner::mem_pool::cudaMemPoolTrimTo(pool, keep);
     /// `CUmemAccessDesc` is laid out as `cudaMemAccessDesc`.
     "cuMemPoolSetAccess" => cuMemPoolSetAccess(pool: RawHandle, descs: *const c_void, count: usize)
-        => rt_pool::cudaMemPoolSetAccess(pool, descs, count);
+        => inner::mem_pool::cudaMemPoolSetAccess(pool, descs, count);
     /// CUDA 13's pool calls by location (`CUmemLocation`, `CUmemAllocationType` are the
     /// runtime's).
-    "cuMemGetDefaultMemPool" => cuMemGetDefaultMemPool(pool: *mut RawHandle, location: *const rt_memory::MemLocation, kind: u32)
-        => rt_pool::cudaMemGetDefaultMemPool(pool, location, kind);
-    "cuMemGetMemPool" => cuMemGetMemPool(pool: *mut RawHandle, location: *const rt_memory::MemLocation, kind: u32)
-        => rt_pool::cudaMemGetMemPool(pool, location, kind);
-    "cuMemSetMemPool" => cuMemSetMemPool(location: *const rt_memory::MemLocation, kind: u32, pool: RawHandle)
-        => rt_pool::cudaMemSetMemPool(location, kind, pool);
+    "cuMemGetDefaultMemPool" => cuMemGetDefaultMemPool(pool: *mut RawHandle, location: *const inner::memory::MemLocation, kind: u32)
+        => inner::mem_pool::cudaMemGetDefaultMemPool(pool, location, kind);
+    "cuMemGetMemPool" => cuMemGetMemPool(pool: *mut RawHandle, location: *const inner::memory::MemLocation, kind: u32)
+        => inner::mem_pool::cudaMemGetMemPool(pool, location, kind);
+    "cuMemSetMemPool" => cuMemSetMemPool(location: *const inner::memory::MemLocation, kind: u32, pool: RawHandle)
+        => inner::mem_pool::cudaMemSetMemPool(location, kind, pool);
     "cuMemAllocAsync" => cuMemAllocAsync(ptr: *mut *mut c_void, size: usize, stream: RawHandle)
-        => rt_pool::cudaMallocAsync(ptr, size, stream);
-    "cuMemFreeAsync" => cuMemFreeAsync(ptr: u64, stream: RawHandle) => rt_pool::cudaFreeAsync(ptr as *mut c_void, stream);
+        => inner::mem_pool::cudaMallocAsync(ptr, size, stream);
+    "cuMemFreeAsync" => cuMemFreeAsync(ptr: u64, stream: RawHandle) => inner::mem_pool::cudaFreeAsync(ptr as *mut c_void, stream);
 
     /// `CU_MEMHOSTREGISTER_*` are `cudaHostRegister*`.
     "cuMemHostRegister" => cuMemHostRegister_v2(ptr: *mut c_void, size: usize, flags: u32)
-        => rt_memory::cudaHostRegister(ptr, size, flags);
-    "cuMemHostUnregister" => cuMemHostUnregister(ptr: *mut c_void) => rt_memory::cudaHostUnregister(ptr);
+        => inner::memory::cudaHostRegister(ptr, size, flags);
+    "cuMemHostUnregister" => cuMemHostUnregister(ptr: *mut c_void) => inner::memory::cudaHostUnregister(ptr);
     "cuMemHostGetDevicePointer" => cuMemHostGetDevicePointer_v2(out: *mut *mut c_void, ptr: *mut c_void, flags: u32)
-        => rt_memory::cudaHostGetDevicePointer(out, ptr, flags);
-    "cuMemHostGetFlags" => cuMemHostGetFlags(flags: *mut u32, ptr: *mut c_void) => rt_memory::cudaHostGetFlags(flags, ptr);
+        => inner::memory::cudaHostGetDevicePointer(out, ptr, flags);
+    "cuMemHostGetFlags" => cuMemHostGetFlags(flags: *mut u32, ptr: *mut c_void) => inner::memory::cudaHostGetFlags(flags, ptr);
     /// A char argument arrives as a byte: widened here, not reinterpreted.
     "cuMemsetD2D8" => cuMemsetD2D8_v2(dst: u64, pitch: usize, value: u8, width: usize, height: usize)
-        => rt_memory::cudaMemset2D(dst as *mut c_void, pitch, i32::from(value), width, height);
+        => inner::memory::cudaMemset2D(dst as *mut c_void, pitch, i32::from(value), width, height);
     "cuMemsetD2D8Async" => cuMemsetD2D8Async(dst: u64, pitch: usize, value: u8, width: usize, height: usize, stream: RawHandle)
-        => rt_memory::cudaMemset2DAsync(dst as *mut c_void, pitch, i32::from(value), width, height, stream);
+        => inner::memory::cudaMemset2DAsync(dst as *mut c_void, pitch, i32::from(value), width, height, stream);
 
     /// Managed memory: `CUmemLocation` is laid out as `cudaMemLocation`, the advice and
     /// range attributes are the same enums, `CU_MEM_ATTACH_*` are `cudaMemAttach*`.
     "cuMemAllocManaged" => cuMemAllocManaged(ptr: *mut *mut c_void, size: usize, flags: u32)
-        => if size == 0 { CudaStatus::ErrorInvalidValue.0 } else { rt_memory::cudaMallocManaged(ptr, size, flags) };
+        => if size == 0 { CudaStatus::ErrorInvalidValue.0 } else { inner::memory::cudaMallocManaged(ptr, size, flags) };
     /// What the name means in CUDA 13 (`cuMemPrefetchAsync` exported is CUDA 8's).
     "cuMemPrefetchAsync" => cuMemPrefetchAsync_v2(
-        ptr: u64, count: usize, location: rt_memory::MemLocation, flags: u32, stream: RawHandle,
-    ) => rt_memory::cudaMemPrefetchAsync(ptr as *const c_void, count, location, flags, stream);
-    "cuMemAdvise" => cuMemAdvise_v2(ptr: u64, count: usize, advice: u32, location: rt_memory::MemLocation)
-        => rt_memory::cudaMemAdvise(ptr as *const c_void, count, advice, location);
+        ptr: u64, count: usize, location: inner::memory::MemLocation, flags: u32, stream: RawHandle,
+    ) => inner::memory::cudaMemPrefetchAsync(ptr as *const c_void, count, location, flags, stream);
+    "cuMemAdvise" => cuMemAdvise_v2(ptr: u64, count: usize, advice: u32, location: inner::memory::MemLocation)
+        => inner::memory::cudaMemAdvise(ptr as *const c_void, count, advice, location);
     "cuMemRangeGetAttribute" => cuMemRangeGetAttribute(
         data: *mut c_void, size: usize, attribute: u32, ptr: u64, count: usize,
-    ) => rt_memory::cudaMemRangeGetAttribute(data, size, attribute, ptr as *const c_void, count);
+    ) => inner::memory::cudaMemRangeGetAttribute(data, size, attribute, ptr as *const c_void, count);
     "cuMemRangeGetAttributes" => cuMemRangeGetAttributes(
         data: *const *mut c_void, sizes: *const usize, attributes: *const u32, n: usize, ptr: u64, count: usize,
-    ) => rt_memory::cudaMemRangeGetAttributes(data, sizes, attributes, n, ptr as *const c_void, count);
+    ) => inner::memory::cudaMemRangeGetAttributes(data, sizes, attributes, n, ptr as *const c_void, count);
     "cuStreamAttachMemAsync" => cuStreamAttachMemAsync(stream: RawHandle, ptr: u64, length: usize, flags: u32)
-        => rt_memory::cudaStreamAttachMemAsync(stream, ptr as *mut c_void, length, flags);
+        => inner::memory::cudaStreamAttachMemAsync(stream, ptr as *mut c_void, length, flags);
     "cuMemPrefetchBatchAsync" => cuMemPrefetchBatchAsync(
-        ptrs: *const *mut c_void, sizes: *const usize, count: usize, locations: *const rt_memory::MemLocation,
+        ptrs: *const *mut c_void, sizes: *const usize, count: usize, locations: *const inner::memory::MemLocation,
         indexes: *const usize, n_locations: usize, flags: u64, stream: RawHandle,
-    ) => rt_memory::cudaMemPrefetchBatchAsync(ptrs, sizes, count, locations, indexes, n_locations, flags, stream);
+    ) => inner::memory::cudaMemPrefetchBatchAsync(ptrs, sizes, count, locations, indexes, n_locations, flags, stream);
     "cuMemDiscardBatchAsync" => cuMemDiscardBatchAsync(
         ptrs: *const *mut c_void, sizes: *const usize, count: usize, flags: u64, stream: RawHandle,
-    ) => rt_memory::cudaMemDiscardBatchAsync(ptrs, sizes, count, flags, stream);
+    ) => inner::memory::cudaMemDiscardBatchAsync(ptrs, sizes, count, flags, stream);
     "cuMemDiscardAndPrefetchBatchAsync" => cuMemDiscardAndPrefetchBatchAsync(
-        ptrs: *const *mut c_void, sizes: *const usize, count: usize, locations: *const rt_memory::MemLocation,
+        ptrs: *const *mut c_void, sizes: *const usize, count: usize, locations: *const inner::memory::MemLocation,
         indexes: *const usize, n_locations: usize, flags: u64, stream: RawHandle,
-    ) => rt_memory::cudaMemDiscardAndPrefetchBatchAsync(ptrs, sizes, count, locations, indexes, n_locations, flags, stream);
+    ) => inner::memory::cudaMemDiscardAndPrefetchBatchAsync(ptrs, sizes, count, locations, indexes, n_locations, flags, stream);
 
-    "cuStreamGetFlags" => cuStreamGetFlags(stream: RawHandle, flags: *mut u32) => rt_stream::cudaStreamGetFlags(stream, flags);
+    "cuStreamGetFlags" => cuStreamGetFlags(stream: RawHandle, flags: *mut u32) => inner::stream::cudaStreamGetFlags(stream, flags);
     "cuStreamGetPriority" => cuStreamGetPriority(stream: RawHandle, priority: *mut i32)
-        => rt_stream::cudaStreamGetPriority(stream, priority);
+        => inner::stream::cudaStreamGetPriority(stream, priority);
     /// `CUstreamAttrValue` is laid out as `cudaStreamAttrValue`, the ids alike.
     "cuArrayGetPlane" => cuArrayGetPlane(out: *mut RawHandle, array: RawHandle, plane: u32)
-        => rt_array::cudaArrayGetPlane(out, array, plane);
+        => inner::array::cudaArrayGetPlane(out, array, plane);
     "cuArrayGetSparseProperties" => cuArrayGetSparseProperties(props: *mut c_void, array: RawHandle)
-        => rt_array::cudaArrayGetSparseProperties(props, array);
+        => inner::array::cudaArrayGetSparseProperties(props, array);
     "cuMipmappedArrayGetSparseProperties" => cuMipmappedArrayGetSparseProperties(props: *mut c_void, mipmap: RawHandle)
-        => rt_array::cudaMipmappedArrayGetSparseProperties(props, mipmap);
+        => inner::array::cudaMipmappedArrayGetSparseProperties(props, mipmap);
     "cuArrayGetMemoryRequirements" => cuArrayGetMemoryRequirements(reqs: *mut c_void, array: RawHandle, device: i32)
-        => rt_array::cudaArrayGetMemoryRequirements(reqs, array, device);
+        => inner::array::cudaArrayGetMemoryRequirements(reqs, array, device);
     "cuMipmappedArrayGetMemoryRequirements" => cuMipmappedArrayGetMemoryRequirements(reqs: *mut c_void, mipmap: RawHandle, device: i32)
-        => rt_array::cudaMipmappedArrayGetMemoryRequirements(reqs, mipmap, device);
-    "cuGraphKernelNodeSetAttribute" => cuGraphKernelNodeSetAttribute(node: RawHandle, attr: u32, value: *const [u8; rt_stream::STREAM_ATTR_LEN])
-        => rt_build::cudaGraphKernelNodeSetAttribute(node, attr, value);
-    "cuGraphKernelNodeGetAttribute" => cuGraphKernelNodeGetAttribute(node: RawHandle, attr: u32, value: *mut [u8; rt_stream::STREAM_ATTR_LEN])
-        => rt_build::cudaGraphKernelNodeGetAttribute(node, attr, value);
-    "cuStreamSetAttribute" => cuStreamSetAttribute(stream: RawHandle, attr: u32, value: *const [u8; rt_stream::STREAM_ATTR_LEN])
-        => rt_stream::cudaStreamSetAttribute(stream, attr, value);
-    "cuStreamGetAttribute" => cuStreamGetAttribute(stream: RawHandle, attr: u32, value: *mut [u8; rt_stream::STREAM_ATTR_LEN])
-        => rt_stream::cudaStreamGetAttribute(stream, attr, value);
+        => inner::array::cudaMipmappedArrayGetMemoryRequirements(reqs, mipmap, device);
+    "cuGraphKernelNodeSetAttribute" => cuGraphKernelNodeSetAttribute(node: RawHandle, attr: u32, value: *const [u8; inner::stream::STREAM_ATTR_LEN])
+        => inner::graph_build::cudaGraphKernelNodeSetAttribute(node, attr, value);
+    "cuGraphKernelNodeGetAttribute" => cuGraphKernelNodeGetAttribute(node: RawHandle, attr: u32, value: *mut [u8; inner::stream::STREAM_ATTR_LEN])
+        => inner::graph_build::cudaGraphKernelNodeGetAttribute(node, attr, value);
+    "cuStreamSetAttribute" => cuStreamSetAttribute(stream: RawHandle, attr: u32, value: *const [u8; inner::stream::STREAM_ATTR_LEN])
+        => inner::stream::cudaStreamSetAttribute(stream, attr, value);
+    "cuStreamGetAttribute" => cuStreamGetAttribute(stream: RawHandle, attr: u32, value: *mut [u8; inner::stream::STREAM_ATTR_LEN])
+        => inner::stream::cudaStreamGetAttribute(stream, attr, value);
     "cuStreamCopyAttributes" => cuStreamCopyAttributes(dst: RawHandle, src: RawHandle)
-        => rt_stream::cudaStreamCopyAttributes(dst, src);
-    "cuStreamGetId" => cuStreamGetId(stream: RawHandle, id: *mut u64) => rt_stream::cudaStreamGetId(stream, id);
-    "cuStreamGetDevice" => cuStreamGetDevice(stream: RawHandle, device: *mut i32) => rt_stream::cudaStreamGetDevice(stream, device);
+        => inner::stream::cudaStreamCopyAttributes(dst, src);
+    "cuStreamGetId" => cuStreamGetId(stream: RawHandle, id: *mut u64) => inner::stream::cudaStreamGetId(stream, id);
+    "cuStreamGetDevice" => cuStreamGetDevice(stream: RawHandle, device: *mut i32) => inner::stream::cudaStreamGetDevice(stream, device);
     /// `CUstreamCallback` has `cudaStreamCallback_t`'s ABI.
     "cuStreamAddCallback" => cuStreamAddCallback(stream: RawHandle, callback: StreamCallback, data: *mut c_void, flags: u32)
-        => rt_stream::cudaStreamAddCallback(stream, callback, data, flags);
+        => inner::stream::cudaStreamAddCallback(stream, callback, data, flags);
     "cuLaunchHostFunc" => cuLaunchHostFunc(stream: RawHandle, f: HostFn, data: *mut c_void)
-        => rt_stream::cudaLaunchHostFunc(stream, f, data);
+        => inner::stream::cudaLaunchHostFunc(stream, f, data);
     "cuEventRecordWithFlags" => cuEventRecordWithFlags(event: RawHandle, stream: RawHandle, flags: u32)
-        => rt_stream::cudaEventRecordWithFlags(event, stream, flags);
+        => inner::stream::cudaEventRecordWithFlags(event, stream, flags);
 
-    "cuStreamBeginCapture" => cuStreamBeginCapture_v2(stream: RawHandle, mode: u32) => rt_graph::cudaStreamBeginCapture(stream, mode);
-    "cuStreamEndCapture" => cuStreamEndCapture(stream: RawHandle, graph: *mut RawHandle) => rt_graph::cudaStreamEndCapture(stream, graph);
-    "cuStreamIsCapturing" => cuStreamIsCapturing(stream: RawHandle, status: *mut u32) => rt_graph::cudaStreamIsCapturing(stream, status);
+    "cuStreamBeginCapture" => cuStreamBeginCapture_v2(stream: RawHandle, mode: u32) => inner::graph::cudaStreamBeginCapture(stream, mode);
+    "cuStreamEndCapture" => cuStreamEndCapture(stream: RawHandle, graph: *mut RawHandle) => inner::graph::cudaStreamEndCapture(stream, graph);
+    "cuStreamIsCapturing" => cuStreamIsCapturing(stream: RawHandle, status: *mut u32) => inner::graph::cudaStreamIsCapturing(stream, status);
     "cuStreamGetCaptureInfo" => cuStreamGetCaptureInfo_v3(
         stream: RawHandle, status: *mut u32, id: *mut u64, graph: *mut RawHandle,
         deps: *mut *const RawHandle, edges: *mut *const c_void, count: *mut usize,
-    ) => rt_graph::cudaStreamGetCaptureInfo(stream, status, id, graph, deps, edges, count);
+    ) => inner::graph::cudaStreamGetCaptureInfo(stream, status, id, graph, deps, edges, count);
     /// CUDA 11.3's signature: no edge data.
     "cuStreamGetCaptureInfo_v2" => cuStreamGetCaptureInfo_v2(
         stream: RawHandle, status: *mut u32, id: *mut u64, graph: *mut RawHandle,
         deps: *mut *const RawHandle, count: *mut usize,
-    ) => rt_graph::cudaStreamGetCaptureInfo(stream, status, id, graph, deps, std::ptr::null_mut(), count);
+    ) => inner::graph::cudaStreamGetCaptureInfo(stream, status, id, graph, deps, std::ptr::null_mut(), count);
     "cuThreadExchangeStreamCaptureMode" => cuThreadExchangeStreamCaptureMode(mode: *mut u32)
-        => rt_graph::cudaThreadExchangeStreamCaptureMode(mode);
+        => inner::graph::cudaThreadExchangeStreamCaptureMode(mode);
     "cuGraphInstantiateWithFlags" => cuGraphInstantiateWithFlags(exec: *mut RawHandle, graph: RawHandle, flags: u64)
-        => rt_graph::cudaGraphInstantiateWithFlags(exec, graph, flags);
-    "cuGraphLaunch" => cuGraphLaunch(exec: RawHandle, stream: RawHandle) => rt_graph::cudaGraphLaunch(exec, stream);
-    "cuGraphDestroy" => cuGraphDestroy(graph: RawHandle) => rt_graph::cudaGraphDestroy(graph);
-    "cuGraphExecDestroy" => cuGraphExecDestroy(exec: RawHandle) => rt_graph::cudaGraphExecDestroy(exec);
+        => inner::graph::cudaGraphInstantiateWithFlags(exec, graph, flags);
+    "cuGraphLaunch" => cuGraphLaunch(exec: RawHandle, stream: RawHandle) => inner::graph::cudaGraphLaunch(exec, stream);
+    "cuGraphDestroy" => cuGraphDestroy(graph: RawHandle) => inner::graph::cudaGraphDestroy(graph);
+    "cuGraphExecDestroy" => cuGraphExecDestroy(exec: RawHandle) => inner::graph::cudaGraphExecDestroy(exec);
     "cuGraphGetNodes" => cuGraphGetNodes(graph: RawHandle, nodes: *mut RawHandle, count: *mut usize)
-        => rt_graph::cudaGraphGetNodes(graph, nodes, count);
+        => inner::graph::cudaGraphGetNodes(graph, nodes, count);
     /// CUDA 12.3's signature, with edge data: what the name means in CUDA 13.
     "cuGraphNodeGetDependencies" => cuGraphNodeGetDependencies_v2(
         node: RawHandle, deps: *mut RawHandle, edges: *mut c_void, count: *mut usize,
-    ) => rt_graph::cudaGraphNodeGetDependencies(node, deps, edges, count);
+    ) => inner::graph::cudaGraphNodeGetDependencies(node, deps, edges, count);
     "cuGraphDebugDotPrint" => cuGraphDebugDotPrint(graph: RawHandle, path: *const c_char, flags: u32)
-        => rt_graph::cudaGraphDebugDotPrint(graph, path, flags);
+        => inner::graph::cudaGraphDebugDotPrint(graph, path, flags);
     // Graphs built by hand: the parameter structs the runtime's twins take are laid
     // out alike (the driver's context arguments name the current context).
     // Logs, user objects, notifications: the runtime's, whose types the driver's match.
     "cuLogsRegisterCallback" => cuLogsRegisterCallback(
         callback: Option<unsafe extern "C" fn(*mut c_void, u32, *mut c_char, usize)>,
         data: *mut c_void, handle: *mut RawHandle,
-    ) => rt_logs::cudaLogsRegisterCallback(callback, data, handle);
+    ) => inner::logs::cudaLogsRegisterCallback(callback, data, handle);
     "cuLogsUnregisterCallback" => cuLogsUnregisterCallback(handle: RawHandle)
-        => rt_logs::cudaLogsUnregisterCallback(handle);
-    "cuLogsCurrent" => cuLogsCurrent(iterator: *mut u32, flags: u32) => rt_logs::cudaLogsCurrent(iterator, flags);
+        => inner::logs::cudaLogsUnregisterCallback(handle);
+    "cuLogsCurrent" => cuLogsCurrent(iterator: *mut u32, flags: u32) => inner::logs::cudaLogsCurrent(iterator, flags);
     "cuLogsDumpToFile" => cuLogsDumpToFile(iterator: *mut u32, path: *const c_char, flags: u32)
-        => rt_logs::cudaLogsDumpToFile(iterator, path, flags);
+        => inner::logs::cudaLogsDumpToFile(iterator, path, flags);
     "cuLogsDumpToMemory" => cuLogsDumpToMemory(iterator: *mut u32, buffer: *mut c_char, size: *mut usize, flags: u32)
-        => rt_logs::cudaLogsDumpToMemory(iterator, buffer, size, flags);
+        => inner::logs::cudaLogsDumpToMemory(iterator, buffer, size, flags);
     "cuUserObjectCreate" => cuUserObjectCreate(
         out: *mut RawHandle, ptr: *mut c_void, destroy: Option<unsafe extern "C" fn(*mut c_void)>,
         initial: u32, flags: u32,
-    ) => rt_logs::cudaUserObjectCreate(out, ptr, destroy, initial, flags);
+    ) => inner::logs::cudaUserObjectCreate(out, ptr, destroy, initial, flags);
     "cuUserObjectRetain" => cuUserObjectRetain(object: RawHandle, count: u32)
-        => rt_logs::cudaUserObjectRetain(object, count);
+        => inner::logs::cudaUserObjectRetain(object, count);
     "cuUserObjectRelease" => cuUserObjectRelease(object: RawHandle, count: u32)
-        => rt_logs::cudaUserObjectRelease(object, count);
+        => inner::logs::cudaUserObjectRelease(object, count);
     "cuGraphRetainUserObject" => cuGraphRetainUserObject(graph: RawHandle, object: RawHandle, count: u32, flags: u32)
-        => rt_logs::cudaGraphRetainUserObject(graph, object, count, flags);
+        => inner::logs::cudaGraphRetainUserObject(graph, object, count, flags);
     "cuGraphReleaseUserObject" => cuGraphReleaseUserObject(graph: RawHandle, object: RawHandle, count: u32)
-        => rt_logs::cudaGraphReleaseUserObject(graph, object, count);
+        => inner::logs::cudaGraphReleaseUserObject(graph, object, count);
     "cuDeviceRegisterAsyncNotification" => cuDeviceRegisterAsyncNotification(
         device: i32, callback: *const c_void, data: *mut c_void, handle: *mut RawHandle,
-    ) => rt_logs::cudaDeviceRegisterAsyncNotification(device, callback, data, handle);
+    ) => inner::logs::cudaDeviceRegisterAsyncNotification(device, callback, data, handle);
     "cuDeviceUnregisterAsyncNotification" => cuDeviceUnregisterAsyncNotification(device: i32, handle: RawHandle)
-        => rt_logs::cudaDeviceUnregisterAsyncNotification(device, handle);
-    "cuDeviceGraphMemTrim" => cuDeviceGraphMemTrim(device: i32) => rt_graph::cudaDeviceGraphMemTrim(device);
+        => inner::logs::cudaDeviceUnregisterAsyncNotification(device, handle);
+    "cuDeviceGraphMemTrim" => cuDeviceGraphMemTrim(device: i32) => inner::graph::cudaDeviceGraphMemTrim(device);
     "cuDeviceGetGraphMemAttribute" => cuDeviceGetGraphMemAttribute(device: i32, attr: u32, value: *mut u64)
-        => rt_graph::cudaDeviceGetGraphMemAttribute(device, attr, value);
+        => inner::graph::cudaDeviceGetGraphMemAttribute(device, attr, value);
     "cuDeviceSetGraphMemAttribute" => cuDeviceSetGraphMemAttribute(device: i32, attr: u32, value: *mut u64)
-        => rt_graph::cudaDeviceSetGraphMemAttribute(device, attr, value);
+        => inner::graph::cudaDeviceSetGraphMemAttribute(device, attr, value);
     "cuGraphExecGetFlags" => cuGraphExecGetFlags(exec: RawHandle, flags: *mut u64)
-        => rt_graph::cudaGraphExecGetFlags(exec, flags);
+        => inner::graph::cudaGraphExecGetFlags(exec, flags);
     /// CUDA 13's signature (no failure index).
     "cuMemcpyBatchAsync" => cuMemcpyBatchAsync_v2(
         dsts: *const *mut c_void, srcs: *const *const c_void, sizes: *const usize, count: usize,
         attrs: *mut c_void, attrs_idxs: *mut usize, num_attrs: usize, stream: RawHandle,
-    ) => rt_copy::cudaMemcpyBatchAsync(dsts, srcs, sizes, count, attrs, attrs_idxs, num_attrs, stream);
+    ) => inner::memory::copy::cudaMemcpyBatchAsync(dsts, srcs, sizes, count, attrs, attrs_idxs, num_attrs, stream);
     /// CUDA 13's signature (no failure index); `CUDA_MEMCPY3D_BATCH_OP` is laid out as
     /// the runtime's `cudaMemcpy3DBatchOp`.
     "cuMemcpy3DBatchAsync" => cuMemcpy3DBatchAsync_v2(
-        count: usize, ops: *const rt_array::Memcpy3DBatchOp, flags: u64, stream: RawHandle,
-    ) => rt_array::cudaMemcpy3DBatchAsync(count, ops, flags, stream);
+        count: usize, ops: *const inner::array::Memcpy3DBatchOp, flags: u64, stream: RawHandle,
+    ) => inner::array::cudaMemcpy3DBatchAsync(count, ops, flags, stream);
     "cuGraphAddEmptyNode" => cuGraphAddEmptyNode(out: *mut RawHandle, graph: RawHandle, deps: *const RawHandle, count: usize)
-        => rt_build::cudaGraphAddEmptyNode(out, graph, deps, count);
+        => inner::graph_build::cudaGraphAddEmptyNode(out, graph, deps, count);
     "cuGraphAddChildGraphNode" => cuGraphAddChildGraphNode(
         out: *mut RawHandle, graph: RawHandle, deps: *const RawHandle, count: usize, child: RawHandle,
-    ) => rt_build::cudaGraphAddChildGraphNode(out, graph, deps, count, child);
+    ) => inner::graph_build::cudaGraphAddChildGraphNode(out, graph, deps, count, child);
     "cuGraphAddEventRecordNode" => cuGraphAddEventRecordNode(
         out: *mut RawHandle, graph: RawHandle, deps: *const RawHandle, count: usize, event: RawHandle,
-    ) => rt_build::cudaGraphAddEventRecordNode(out, graph, deps, count, event);
+    ) => inner::graph_build::cudaGraphAddEventRecordNode(out, graph, deps, count, event);
     "cuGraphAddEventWaitNode" => cuGraphAddEventWaitNode(
         out: *mut RawHandle, graph: RawHandle, deps: *const RawHandle, count: usize, event: RawHandle,
-    ) => rt_build::cudaGraphAddEventWaitNode(out, graph, deps, count, event);
+    ) => inner::graph_build::cudaGraphAddEventWaitNode(out, graph, deps, count, event);
     "cuGraphClone" => cuGraphClone(out: *mut RawHandle, original: RawHandle)
-        => rt_build::cudaGraphClone(out, original);
+        => inner::graph_build::cudaGraphClone(out, original);
     "cuGraphAddHostNode" => cuGraphAddHostNode(
         out: *mut RawHandle, graph: RawHandle, deps: *const RawHandle, count: usize,
-        params: *const rt_build::HostNodeParams,
-    ) => rt_build::cudaGraphAddHostNode(out, graph, deps, count, params);
-    "cuGraphHostNodeGetParams" => cuGraphHostNodeGetParams(node: RawHandle, params: *mut rt_build::HostNodeParams)
-        => rt_build::cudaGraphHostNodeGetParams(node, params);
-    "cuGraphHostNodeSetParams" => cuGraphHostNodeSetParams(node: RawHandle, params: *const rt_build::HostNodeParams)
-        => rt_build::cudaGraphHostNodeSetParams(node, params);
+        params: *const inner::graph_build::HostNodeParams,
+    ) => inner::graph_build::cudaGraphAddHostNode(out, graph, deps, count, params);
+    "cuGraphHostNodeGetParams" => cuGraphHostNodeGetParams(node: RawHandle, params: *mut inner::graph_build::HostNodeParams)
+        => inner::graph_build::cudaGraphHostNodeGetParams(node, params);
+    "cuGraphHostNodeSetParams" => cuGraphHostNodeSetParams(node: RawHandle, params: *const inner::graph_build::HostNodeParams)
+        => inner::graph_build::cudaGraphHostNodeSetParams(node, params);
     "cuGraphExecHostNodeSetParams" => cuGraphExecHostNodeSetParams(
-        exec: RawHandle, node: RawHandle, params: *const rt_build::HostNodeParams,
-    ) => rt_build::cudaGraphExecHostNodeSetParams(exec, node, params);
+        exec: RawHandle, node: RawHandle, params: *const inner::graph_build::HostNodeParams,
+    ) => inner::graph_build::cudaGraphExecHostNodeSetParams(exec, node, params);
     "cuGraphAddMemsetNode" => cuGraphAddMemsetNode(
         out: *mut RawHandle, graph: RawHandle, deps: *const RawHandle, count: usize,
-        params: *const rt_build::MemsetParams, _ctx: RawHandle,
-    ) => rt_build::cudaGraphAddMemsetNode(out, graph, deps, count, params);
-    "cuGraphMemsetNodeSetParams" => cuGraphMemsetNodeSetParams(node: RawHandle, params: *const rt_build::MemsetParams)
-        => rt_build::cudaGraphMemsetNodeSetParams(node, params);
-    "cuGraphMemsetNodeGetParams" => cuGraphMemsetNodeGetParams(node: RawHandle, params: *mut rt_build::MemsetParams)
-        => rt_build::cudaGraphMemsetNodeGetParams(node, params);
+        params: *const inner::graph_build::MemsetParams, _ctx: RawHandle,
+    ) => inner::graph_build::cudaGraphAddMemsetNode(out, graph, deps, count, params);
+    "cuGraphMemsetNodeSetParams" => cuGraphMemsetNodeSetParams(node: RawHandle, params: *const inner::graph_build::MemsetParams)
+        => inner::graph_build::cudaGraphMemsetNodeSetParams(node, params);
+    "cuGraphMemsetNodeGetParams" => cuGraphMemsetNodeGetParams(node: RawHandle, params: *mut inner::graph_build::MemsetParams)
+        => inner::graph_build::cudaGraphMemsetNodeGetParams(node, params);
     "cuGraphExecMemsetNodeSetParams" => cuGraphExecMemsetNodeSetParams(
-        exec: RawHandle, node: RawHandle, params: *const rt_build::MemsetParams, _ctx: RawHandle,
-    ) => rt_build::cudaGraphExecMemsetNodeSetParams(exec, node, params);
+        exec: RawHandle, node: RawHandle, params: *const inner::graph_build::MemsetParams, _ctx: RawHandle,
+    ) => inner::graph_build::cudaGraphExecMemsetNodeSetParams(exec, node, params);
     "cuGraphAddMemAllocNode" => cuGraphAddMemAllocNode(
         out: *mut RawHandle, graph: RawHandle, deps: *const RawHandle, count: usize,
-        params: *mut rt_build::MemAllocNodeParams,
-    ) => rt_build::cudaGraphAddMemAllocNode(out, graph, deps, count, params);
-    "cuGraphMemAllocNodeGetParams" => cuGraphMemAllocNodeGetParams(node: RawHandle, params: *mut rt_build::MemAllocNodeParams)
-        => rt_build::cudaGraphMemAllocNodeGetParams(node, params);
+        params: *mut inner::graph_build::MemAllocNodeParams,
+    ) => inner::graph_build::cudaGraphAddMemAllocNode(out, graph, deps, count, params);
+    "cuGraphMemAllocNodeGetParams" => cuGraphMemAllocNodeGetParams(node: RawHandle, params: *mut inner::graph_build::MemAllocNodeParams)
+        => inner::graph_build::cudaGraphMemAllocNodeGetParams(node, params);
     "cuGraphAddMemFreeNode" => cuGraphAddMemFreeNode(
         out: *mut RawHandle, graph: RawHandle, deps: *const RawHandle, count: usize, ptr: u64,
-    ) => rt_build::cudaGraphAddMemFreeNode(out, graph, deps, count, ptr as *mut c_void);
+    ) => inner::graph_build::cudaGraphAddMemFreeNode(out, graph, deps, count, ptr as *mut c_void);
     "cuGraphMemFreeNodeGetParams" => cuGraphMemFreeNodeGetParams(node: RawHandle, ptr: *mut *mut c_void)
-        => rt_build::cudaGraphMemFreeNodeGetParams(node, ptr);
+        => inner::graph_build::cudaGraphMemFreeNodeGetParams(node, ptr);
     "cuGraphEventRecordNodeGetEvent" => cuGraphEventRecordNodeGetEvent(node: RawHandle, event: *mut RawHandle)
-        => rt_build::cudaGraphEventRecordNodeGetEvent(node, event);
+        => inner::graph_build::cudaGraphEventRecordNodeGetEvent(node, event);
     "cuGraphEventRecordNodeSetEvent" => cuGraphEventRecordNodeSetEvent(node: RawHandle, event: RawHandle)
-        => rt_build::cudaGraphEventRecordNodeSetEvent(node, event);
+        => inner::graph_build::cudaGraphEventRecordNodeSetEvent(node, event);
     "cuGraphEventWaitNodeGetEvent" => cuGraphEventWaitNodeGetEvent(node: RawHandle, event: *mut RawHandle)
-        => rt_build::cudaGraphEventWaitNodeGetEvent(node, event);
+        => inner::graph_build::cudaGraphEventWaitNodeGetEvent(node, event);
     "cuGraphEventWaitNodeSetEvent" => cuGraphEventWaitNodeSetEvent(node: RawHandle, event: RawHandle)
-        => rt_build::cudaGraphEventWaitNodeSetEvent(node, event);
+        => inner::graph_build::cudaGraphEventWaitNodeSetEvent(node, event);
     "cuGraphExecEventRecordNodeSetEvent" => cuGraphExecEventRecordNodeSetEvent(exec: RawHandle, node: RawHandle, event: RawHandle)
-        => rt_build::cudaGraphExecEventRecordNodeSetEvent(exec, node, event);
+        => inner::graph_build::cudaGraphExecEventRecordNodeSetEvent(exec, node, event);
     "cuGraphExecEventWaitNodeSetEvent" => cuGraphExecEventWaitNodeSetEvent(exec: RawHandle, node: RawHandle, event: RawHandle)
-        => rt_build::cudaGraphExecEventWaitNodeSetEvent(exec, node, event);
+        => inner::graph_build::cudaGraphExecEventWaitNodeSetEvent(exec, node, event);
     "cuGraphExecChildGraphNodeSetParams" => cuGraphExecChildGraphNodeSetParams(exec: RawHandle, node: RawHandle, child: RawHandle)
-        => rt_build::cudaGraphExecChildGraphNodeSetParams(exec, node, child);
+        => inner::graph_build::cudaGraphExecChildGraphNodeSetParams(exec, node, child);
     /// CUDA 12.3's signatures, with edge data: what the names mean in CUDA 13.
     "cuGraphAddDependencies" => cuGraphAddDependencies_v2(
         graph: RawHandle, from: *const RawHandle, to: *const RawHandle, edges: *const u64, count: usize,
-    ) => rt_build::cudaGraphAddDependencies(graph, from, to, edges, count);
+    ) => inner::graph_build::cudaGraphAddDependencies(graph, from, to, edges, count);
     "cuGraphRemoveDependencies" => cuGraphRemoveDependencies_v2(
         graph: RawHandle, from: *const RawHandle, to: *const RawHandle, edges: *const u64, count: usize,
-    ) => rt_build::cudaGraphRemoveDependencies(graph, from, to, edges, count);
+    ) => inner::graph_build::cudaGraphRemoveDependencies(graph, from, to, edges, count);
     "cuGraphGetEdges" => cuGraphGetEdges_v2(
         graph: RawHandle, from: *mut RawHandle, to: *mut RawHandle, edges: *mut u8, count: *mut usize,
-    ) => rt_build::cudaGraphGetEdges(graph, from, to, edges, count);
+    ) => inner::graph_build::cudaGraphGetEdges(graph, from, to, edges, count);
     "cuGraphNodeGetDependentNodes" => cuGraphNodeGetDependentNodes_v2(
         node: RawHandle, nodes: *mut RawHandle, edges: *mut u8, count: *mut usize,
-    ) => rt_build::cudaGraphNodeGetDependentNodes(node, nodes, edges, count);
+    ) => inner::graph_build::cudaGraphNodeGetDependentNodes(node, nodes, edges, count);
     "cuGraphGetRootNodes" => cuGraphGetRootNodes(graph: RawHandle, nodes: *mut RawHandle, count: *mut usize)
-        => rt_build::cudaGraphGetRootNodes(graph, nodes, count);
+        => inner::graph_build::cudaGraphGetRootNodes(graph, nodes, count);
     "cuStreamBeginCaptureToGraph" => cuStreamBeginCaptureToGraph(
         stream: RawHandle, graph: RawHandle, deps: *const RawHandle, edges: *const u64, count: usize, mode: u32,
-    ) => rt_build::cudaStreamBeginCaptureToGraph(stream, graph, deps, edges, count, mode);
+    ) => inner::graph_build::cudaStreamBeginCaptureToGraph(stream, graph, deps, edges, count, mode);
     /// CUDA 12.3's signature, with edge data: what the name means in CUDA 13.
     "cuStreamUpdateCaptureDependencies" => cuStreamUpdateCaptureDependencies_v2(
         stream: RawHandle, deps: *const RawHandle, edges: *const u64, count: usize, flags: u32,
-    ) => rt_build::cudaStreamUpdateCaptureDependencies(stream, deps, edges, count, flags);
-    "cuGraphUpload" => cuGraphUpload(exec: RawHandle, stream: RawHandle) => rt_build::cudaGraphUpload(exec, stream);
+    ) => inner::graph_build::cudaStreamUpdateCaptureDependencies(stream, deps, edges, count, flags);
+    "cuGraphUpload" => cuGraphUpload(exec: RawHandle, stream: RawHandle) => inner::graph_build::cudaGraphUpload(exec, stream);
     /// CUDA 12's signature, with the result info.
-    "cuGraphExecUpdate" => cuGraphExecUpdate_v2(exec: RawHandle, graph: RawHandle, info: *mut rt_build::ExecUpdateResultInfo)
-        => rt_build::cudaGraphExecUpdate(exec, graph, info);
+    "cuGraphExecUpdate" => cuGraphExecUpdate_v2(exec: RawHandle, graph: RawHandle, info: *mut inner::graph_build::ExecUpdateResultInfo)
+        => inner::graph_build::cudaGraphExecUpdate(exec, graph, info);
     "cuGraphInstantiateWithParams" => cuGraphInstantiateWithParams(
-        exec: *mut RawHandle, graph: RawHandle, params: *mut rt_build::InstantiateParams,
-    ) => rt_build::cudaGraphInstantiateWithParams(exec, graph, params);
+        exec: *mut RawHandle, graph: RawHandle, params: *mut inner::graph_build::InstantiateParams,
+    ) => inner::graph_build::cudaGraphInstantiateWithParams(exec, graph, params);
     "cuGraphConditionalHandleCreate" => cuGraphConditionalHandleCreate(
         handle: *mut u64, graph: RawHandle, _ctx: RawHandle, default_value: u32, flags: u32,
-    ) => crate::api::table::cudaGraphConditionalHandleCreate(handle, graph, default_value, flags);
+    ) => crate::driver::inner::table::cudaGraphConditionalHandleCreate(handle, graph, default_value, flags);
 }
 
 /// `_ptsz` variants: the base function with `per_thread` applied to the stream.
@@ -420,8 +415,8 @@ ptsz! {
     cuStreamGetFlags_ptsz => cuStreamGetFlags(stream: RawHandle, flags: *mut u32) [stream];
     cuStreamGetPriority_ptsz => cuStreamGetPriority(stream: RawHandle, priority: *mut i32) [stream];
     cuStreamGetId_ptsz => cuStreamGetId(stream: RawHandle, id: *mut u64) [stream];
-    cuStreamSetAttribute_ptsz => cuStreamSetAttribute(stream: RawHandle, attr: u32, value: *const [u8; rt_stream::STREAM_ATTR_LEN]) [stream];
-    cuStreamGetAttribute_ptsz => cuStreamGetAttribute(stream: RawHandle, attr: u32, value: *mut [u8; rt_stream::STREAM_ATTR_LEN]) [stream];
+    cuStreamSetAttribute_ptsz => cuStreamSetAttribute(stream: RawHandle, attr: u32, value: *const [u8; inner::stream::STREAM_ATTR_LEN]) [stream];
+    cuStreamGetAttribute_ptsz => cuStreamGetAttribute(stream: RawHandle, attr: u32, value: *mut [u8; inner::stream::STREAM_ATTR_LEN]) [stream];
     cuStreamGetDevice_ptsz => cuStreamGetDevice(stream: RawHandle, device: *mut i32) [stream];
     cuStreamAddCallback_ptsz => cuStreamAddCallback(stream: RawHandle, callback: StreamCallback, data: *mut c_void, flags: u32) [stream];
     cuLaunchHostFunc_ptsz => cuLaunchHostFunc(stream: RawHandle, f: HostFn, data: *mut c_void) [stream];
@@ -441,7 +436,7 @@ ptsz! {
         attrs: *mut c_void, attrs_idxs: *mut usize, num_attrs: usize, stream: RawHandle
     ) [stream];
     cuMemcpy3DBatchAsync_v2_ptsz => cuMemcpy3DBatchAsync_v2(
-        count: usize, ops: *const rt_array::Memcpy3DBatchOp, flags: u64, stream: RawHandle
+        count: usize, ops: *const inner::array::Memcpy3DBatchOp, flags: u64, stream: RawHandle
     ) [stream];
     cuStreamUpdateCaptureDependencies_v2_ptsz => cuStreamUpdateCaptureDependencies_v2(
         stream: RawHandle, deps: *const RawHandle, edges: *const u64, count: usize, flags: u32
@@ -479,16 +474,16 @@ ptsz! {
     cuMemcpyPeerAsync_ptsz => cuMemcpyPeerAsync(
         dst: u64, dst_ctx: *mut c_void, src: u64, src_ctx: *mut c_void, size: usize, stream: RawHandle) [stream];
     cuMemPrefetchAsync_v2_ptsz => cuMemPrefetchAsync_v2(
-        ptr: u64, count: usize, location: rt_memory::MemLocation, flags: u32, stream: RawHandle) [stream];
+        ptr: u64, count: usize, location: inner::memory::MemLocation, flags: u32, stream: RawHandle) [stream];
     cuMemPrefetchAsync_ptsz => cuMemPrefetchAsync(ptr: u64, count: usize, device: i32, stream: RawHandle) [stream];
     cuStreamAttachMemAsync_ptsz => cuStreamAttachMemAsync(stream: RawHandle, ptr: u64, length: usize, flags: u32) [stream];
     cuMemPrefetchBatchAsync_ptsz => cuMemPrefetchBatchAsync(
-        ptrs: *const *mut c_void, sizes: *const usize, count: usize, locations: *const rt_memory::MemLocation,
+        ptrs: *const *mut c_void, sizes: *const usize, count: usize, locations: *const inner::memory::MemLocation,
         indexes: *const usize, n_locations: usize, flags: u64, stream: RawHandle) [stream];
     cuMemDiscardBatchAsync_ptsz => cuMemDiscardBatchAsync(
         ptrs: *const *mut c_void, sizes: *const usize, count: usize, flags: u64, stream: RawHandle) [stream];
     cuMemDiscardAndPrefetchBatchAsync_ptsz => cuMemDiscardAndPrefetchBatchAsync(
-        ptrs: *const *mut c_void, sizes: *const usize, count: usize, locations: *const rt_memory::MemLocation,
+        ptrs: *const *mut c_void, sizes: *const usize, count: usize, locations: *const inner::memory::MemLocation,
         indexes: *const usize, n_locations: usize, flags: u64, stream: RawHandle) [stream];
     cuLaunchCooperativeKernel_ptsz => cuLaunchCooperativeKernel(
         f: *mut c_void, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32,
@@ -553,8 +548,8 @@ pub fn per_thread_variant(exported: &str) -> Option<*mut c_void> {
 
 use super::context::{context_of, device_of, CUcontext};
 use super::result::status;
-use crate::api::device::properties;
 use crate::caller;
+use crate::driver::inner::device::properties;
 use vmcuda_wire::CudaStatus;
 
 export! {
@@ -562,7 +557,7 @@ export! {
     fn cuCtxEnablePeerAccess(peer: CUcontext, flags: u32) {
         check_initialized()?;
         let device = device_of(peer)?;
-        via_runtime(|| rt_device::cudaDeviceEnablePeerAccess(device, flags))
+        keeping_last_error(|| inner::device::cudaDeviceEnablePeerAccess(device, flags))
     }
 }
 
@@ -570,7 +565,7 @@ export! {
     fn cuCtxDisablePeerAccess(peer: CUcontext) {
         check_initialized()?;
         let device = device_of(peer)?;
-        via_runtime(|| rt_device::cudaDeviceDisablePeerAccess(device))
+        keeping_last_error(|| inner::device::cudaDeviceDisablePeerAccess(device))
     }
 }
 
@@ -588,7 +583,7 @@ export! {
 /// The context a stream belongs to: its device's.
 fn stream_context(stream: RawHandle) -> super::Result<CUcontext> {
     let mut device = 0i32;
-    via_runtime(|| rt_stream::cudaStreamGetDevice(stream, &mut device))?;
+    keeping_last_error(|| inner::stream::cudaStreamGetDevice(stream, &mut device))?;
     Ok(context_of(device))
 }
 
@@ -725,10 +720,10 @@ export! {
 
 /// Extra lookups for the functions above.
 /// A device ordinal as a location: `CU_DEVICE_CPU` (-1) is the host.
-fn location_of_device(device: i32) -> rt_memory::MemLocation {
+fn location_of_device(device: i32) -> inner::memory::MemLocation {
     match device {
-        -1 => rt_memory::MemLocation { kind: 2, id: 0 },
-        d => rt_memory::MemLocation { kind: 1, id: d },
+        -1 => inner::memory::MemLocation { kind: 2, id: 0 },
+        d => inner::memory::MemLocation { kind: 1, id: d },
     }
 }
 
@@ -737,7 +732,7 @@ export! {
     fn cuMemPrefetchAsync(ptr: u64, count: usize, device: i32, stream: RawHandle) {
         check_initialized()?;
         let location = location_of_device(device);
-        via_runtime(|| rt_memory::cudaMemPrefetchAsync(ptr as *const c_void, count, location, 0, stream))
+        keeping_last_error(|| inner::memory::cudaMemPrefetchAsync(ptr as *const c_void, count, location, 0, stream))
     }
 }
 
@@ -746,7 +741,7 @@ export! {
     fn cuMemAdvise(ptr: u64, count: usize, advice: u32, device: i32) {
         check_initialized()?;
         let location = location_of_device(device);
-        via_runtime(|| rt_memory::cudaMemAdvise(ptr as *const c_void, count, advice, location))
+        keeping_last_error(|| inner::memory::cudaMemAdvise(ptr as *const c_void, count, advice, location))
     }
 }
 

@@ -25,7 +25,7 @@ use vmcuda_wire::CudaStatus;
 use super::result::{status, CUDA_ERROR_NOT_SUPPORTED};
 use super::{check_initialized, export};
 use crate::abi::driver::{AccessDescC, AllocationPropC, LocationC};
-use crate::api::call;
+use crate::driver::inner::call;
 use crate::{caller, state};
 
 fn prop_from(c: &AllocationPropC) -> AllocationProp {
@@ -149,7 +149,7 @@ export! {
     /// made, so every entry names an array the driver cannot map into, and the batch
     /// is refused (`CUDA_ERROR_INVALID_VALUE`) as the driver refuses one for an array
     /// made without those flags; an empty batch maps nothing.
-    fn cuMemMapArrayAsync(list: *mut c_void, count: u32, stream: crate::api::RawHandle) {
+    fn cuMemMapArrayAsync(list: *mut c_void, count: u32, stream: crate::driver::inner::RawHandle) {
         check_initialized()?;
         let _ = stream;
         if count == 0 {

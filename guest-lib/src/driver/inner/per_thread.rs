@@ -29,7 +29,6 @@ fn per_thread(stream: RawHandle) -> RawHandle {
 /// `_ptsz` variants: the base function with [`per_thread`] applied to `$stream`.
 macro_rules! ptsz {
     ($($name:ident => $base:path [$stream:ident] ($($arg:ident: $ty:ty),* $(,)?);)*) => {$(
-        #[no_mangle]
         pub extern "C" fn $name($($arg: $ty),*) -> cudaError_t {
             let $stream = per_thread($stream);
             $base($($arg),*)
@@ -41,7 +40,6 @@ macro_rules! ptsz {
 /// stream, then a wait for that stream.
 macro_rules! ptds {
     ($($name:ident => $async_base:path [] ($($arg:ident: $ty:ty),* $(,)?);)*) => {$(
-        #[no_mangle]
         pub extern "C" fn $name($($arg: $ty),*) -> cudaError_t {
             match $async_base($($arg,)* PER_THREAD) {
                 0 => stream::cudaStreamSynchronize(PER_THREAD),
@@ -90,7 +88,6 @@ ptds! {
 }
 
 /// Both streams NULL-is-per-thread.
-#[no_mangle]
 pub extern "C" fn cudaStreamCopyAttributes_ptsz(dst: RawHandle, src: RawHandle) -> cudaError_t {
     stream::cudaStreamCopyAttributes(per_thread(dst), per_thread(src))
 }
@@ -99,7 +96,6 @@ pub extern "C" fn cudaStreamCopyAttributes_ptsz(dst: RawHandle, src: RawHandle) 
 /// for the per-thread default stream.
 const ENABLE_PER_THREAD: u64 = 2;
 
-#[no_mangle]
 pub extern "C" fn cudaGetDriverEntryPoint_ptsz(
     symbol: *const c_char,
     func: *mut *mut c_void,
@@ -110,7 +106,6 @@ pub extern "C" fn cudaGetDriverEntryPoint_ptsz(
     super::errors::cudaGetDriverEntryPoint(symbol, func, flags, status)
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGetDriverEntryPointByVersion_ptsz(
     symbol: *const c_char,
     func: *mut *mut c_void,
@@ -191,7 +186,7 @@ pub(crate) mod default_stream {
             flags: 0,
             priority: 0,
         };
-        crate::api::post(&req, &[]).ok()?;
+        crate::driver::inner::post(&req, &[]).ok()?;
         registry().streams.insert(
             stream.0,
             StreamInfo {

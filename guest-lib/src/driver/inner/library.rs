@@ -26,7 +26,6 @@ macro_rules! over_driver {
     ($($(#[$m:meta])* $name:ident => $drv:ident($($arg:ident: $ty:ty),* $(,)?);)*) => {
         $(
             $(#[$m])*
-            #[no_mangle]
             #[allow(clippy::too_many_arguments)]
             pub extern "C" fn $name($($arg: $ty),*) -> cudaError_t {
                 guard(stringify!($name), || driver(drv::$drv($($arg),*)))
@@ -56,19 +55,17 @@ over_driver! {
 }
 
 /// `cudaGetKernel`: a registered kernel's `cudaKernel_t` (its host stub).
-#[no_mangle]
 pub extern "C" fn cudaGetKernel(out: *mut RawHandle, entry: *const c_void) -> cudaError_t {
     super::launch::__cudaGetKernel(out, entry)
 }
 
 /// `cudaGetFuncBySymbol`: the driver's `CUfunction` for a registered kernel, which the
 /// guest's driver calls (`cuLaunchKernel`, `cuFuncGetAttribute`...) take.
-#[no_mangle]
 pub extern "C" fn cudaGetFuncBySymbol(out: *mut RawHandle, symbol: *const c_void) -> cudaError_t {
     guard("cudaGetFuncBySymbol", || {
         let (function, params) = kernel(symbol as usize)?;
         let mut name: *const c_char = std::ptr::null();
-        crate::driver::via_runtime(|| super::launch::cudaFuncGetName(&mut name, symbol))?;
+        crate::driver::keeping_last_error(|| super::launch::cudaFuncGetName(&mut name, symbol))?;
         // SAFETY: cudaFuncGetName hands out a NUL-terminated name kept for the process.
         let name = unsafe { caller::string(name) }?;
         let id = crate::driver::module::adopt_runtime_kernel(function, &name, params)?;
@@ -83,16 +80,15 @@ pub(crate) fn on_device<T>(device: i32, f: impl FnOnce() -> Result<T>) -> Result
     if device == was {
         return f();
     }
-    crate::driver::via_runtime(|| super::device::cudaSetDevice(device))?;
+    crate::driver::keeping_last_error(|| super::device::cudaSetDevice(device))?;
     let r = f();
-    crate::driver::via_runtime(|| super::device::cudaSetDevice(was))?;
+    crate::driver::keeping_last_error(|| super::device::cudaSetDevice(was))?;
     r
 }
 
 /// `cudaKernelSetAttributeForDevice`: a registered kernel's attribute as
 /// `cudaFuncSetAttribute` sets it, on `device`; a library's kernel's as the driver's
 /// `cuKernelSetAttribute` does (the attributes are numbered alike).
-#[no_mangle]
 pub extern "C" fn cudaKernelSetAttributeForDevice(
     kernel_handle: RawHandle,
     attr: i32,
@@ -102,7 +98,7 @@ pub extern "C" fn cudaKernelSetAttributeForDevice(
     guard("cudaKernelSetAttributeForDevice", || {
         if is_kernel(kernel_handle as usize) {
             return on_device(device, || {
-                crate::driver::via_runtime(|| {
+                crate::driver::keeping_last_error(|| {
                     super::launch::cudaFuncSetAttribute(kernel_handle, attr, value)
                 })
             });

@@ -52,7 +52,6 @@ pub fn forget_device_state() {
     *DEPENDENCIES.lock().unwrap_or_else(|p| p.into_inner()) = None;
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamBeginCapture(stream: RawHandle, mode: u32) -> cudaError_t {
     guard("cudaStreamBeginCapture", || {
         let handle = stream_handle(stream, false);
@@ -68,7 +67,6 @@ pub extern "C" fn cudaStreamBeginCapture(stream: RawHandle, mode: u32) -> cudaEr
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamEndCapture(stream: RawHandle, graph: *mut RawHandle) -> cudaError_t {
     guard("cudaStreamEndCapture", || {
         let handle = stream_handle(stream, false);
@@ -97,7 +95,6 @@ pub extern "C" fn cudaStreamEndCapture(stream: RawHandle, graph: *mut RawHandle)
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamIsCapturing(stream: RawHandle, status: *mut u32) -> cudaError_t {
     guard("cudaStreamIsCapturing", || {
         if status.is_null() {
@@ -119,7 +116,6 @@ type Dependencies = (Box<[u64]>, Box<[u64]>);
 /// `cudaStreamGetCaptureInfo` (CUDA 13: with edge data). Status and id are the guest's;
 /// the graph being built and the stream's current dependencies, when the program asks
 /// for them, are the host's (PyTorch's allocator walks them during a capture).
-#[no_mangle]
 pub extern "C" fn cudaStreamGetCaptureInfo(
     stream: RawHandle,
     status: *mut u32,
@@ -180,7 +176,6 @@ pub extern "C" fn cudaStreamGetCaptureInfo(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaThreadExchangeStreamCaptureMode(mode: *mut u32) -> cudaError_t {
     guard("cudaThreadExchangeStreamCaptureMode", || {
         // SAFETY: by cudaThreadExchangeStreamCaptureMode's contract `mode` is NULL or
@@ -194,7 +189,6 @@ pub extern "C" fn cudaThreadExchangeStreamCaptureMode(mode: *mut u32) -> cudaErr
 
 /// CUDA 12 gave `cudaGraphInstantiate` the flags argument of
 /// `cudaGraphInstantiateWithFlags`: the two are one call.
-#[no_mangle]
 pub extern "C" fn cudaGraphInstantiate(
     exec: *mut RawHandle,
     graph: RawHandle,
@@ -203,7 +197,6 @@ pub extern "C" fn cudaGraphInstantiate(
     instantiate("cudaGraphInstantiate", exec, graph, flags)
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphInstantiateWithFlags(
     exec: *mut RawHandle,
     graph: RawHandle,
@@ -244,7 +237,6 @@ fn instantiate(
 /// The flags each executable graph was instantiated with (`cudaGraphExecGetFlags`).
 static EXEC_FLAGS: Mutex<Option<HashMap<u64, u64>>> = Mutex::new(None);
 
-#[no_mangle]
 pub extern "C" fn cudaGraphExecGetFlags(exec: RawHandle, flags: *mut u64) -> cudaError_t {
     guard("cudaGraphExecGetFlags", || {
         let f = EXEC_FLAGS
@@ -258,7 +250,6 @@ pub extern "C" fn cudaGraphExecGetFlags(exec: RawHandle, flags: *mut u64) -> cud
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphLaunch(exec: RawHandle, stream: RawHandle) -> cudaError_t {
     guard("cudaGraphLaunch", || {
         let stream = stream_handle(stream, false);
@@ -298,7 +289,6 @@ where
     }
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphDestroy(graph: RawHandle) -> cudaError_t {
     guard("cudaGraphDestroy", || {
         let req = GraphDestroy {
@@ -310,7 +300,6 @@ pub extern "C" fn cudaGraphDestroy(graph: RawHandle) -> cudaError_t {
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphExecDestroy(exec: RawHandle) -> cudaError_t {
     guard("cudaGraphExecDestroy", || {
         let req = GraphExecDestroy {
@@ -377,7 +366,6 @@ pub(super) unsafe fn give_nodes(
     Ok(())
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphGetNodes(
     graph: RawHandle,
     nodes: *mut RawHandle,
@@ -396,7 +384,6 @@ pub extern "C" fn cudaGraphGetNodes(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphNodeGetDependencies(
     node: RawHandle,
     dependencies: *mut RawHandle,
@@ -425,7 +412,6 @@ pub extern "C" fn cudaGraphNodeGetDependencies(
 }
 
 /// The host makes the DOT text; the file is the program's, written here.
-#[no_mangle]
 pub extern "C" fn cudaGraphDebugDotPrint(
     graph: RawHandle,
     path: *const c_char,
@@ -450,7 +436,6 @@ pub extern "C" fn cudaGraphDebugDotPrint(
 }
 
 /// `cudaDeviceGraphMemTrim`: the device's cached graph memory goes back to it.
-#[no_mangle]
 pub extern "C" fn cudaDeviceGraphMemTrim(device: i32) -> cudaError_t {
     guard("cudaDeviceGraphMemTrim", || {
         super::library::on_device(device, || {
@@ -461,7 +446,6 @@ pub extern "C" fn cudaDeviceGraphMemTrim(device: i32) -> cudaError_t {
 
 /// `cudaDeviceGetGraphMemAttribute`: used and reserved graph memory, and their high
 /// marks (a `cuuint64_t` each).
-#[no_mangle]
 pub extern "C" fn cudaDeviceGetGraphMemAttribute(
     device: i32,
     attr: u32,
@@ -480,7 +464,6 @@ pub extern "C" fn cudaDeviceGetGraphMemAttribute(
 }
 
 /// `cudaDeviceSetGraphMemAttribute`: only a high mark, and only back to 0.
-#[no_mangle]
 pub extern "C" fn cudaDeviceSetGraphMemAttribute(
     device: i32,
     attr: u32,

@@ -55,14 +55,12 @@ unsafe fn stream_create(out: *mut RawHandle, flags: u32, priority: i32) -> Resul
     unsafe { caller::write(out, id as RawHandle) }
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamCreate(out: *mut RawHandle) -> cudaError_t {
     // SAFETY: by cudaStreamCreate's contract its pointer arguments are as `stream_create`
     // requires.
     guard("cudaStreamCreate", || unsafe { stream_create(out, 0, 0) })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamCreateWithFlags(out: *mut RawHandle, flags: u32) -> cudaError_t {
     // SAFETY: by cudaStreamCreateWithFlags's contract its pointer arguments are as
     // `stream_create` requires.
@@ -71,7 +69,6 @@ pub extern "C" fn cudaStreamCreateWithFlags(out: *mut RawHandle, flags: u32) -> 
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamCreateWithPriority(
     out: *mut RawHandle,
     flags: u32,
@@ -84,7 +81,6 @@ pub extern "C" fn cudaStreamCreateWithPriority(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamDestroy(stream: RawHandle) -> cudaError_t {
     guard("cudaStreamDestroy", || {
         if super::is_default_stream(stream) {
@@ -156,26 +152,22 @@ fn stream_query(stream: RawHandle, per_thread: bool) -> Result<()> {
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamSynchronize(stream: RawHandle) -> cudaError_t {
     guard("cudaStreamSynchronize", || {
         stream_synchronize(stream, false)
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamSynchronize_ptsz(stream: RawHandle) -> cudaError_t {
     guard("cudaStreamSynchronize_ptsz", || {
         stream_synchronize(stream, true)
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamQuery(stream: RawHandle) -> cudaError_t {
     guard("cudaStreamQuery", || stream_query(stream, false))
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamQuery_ptsz(stream: RawHandle) -> cudaError_t {
     guard("cudaStreamQuery_ptsz", || stream_query(stream, true))
 }
@@ -196,7 +188,6 @@ pub(crate) fn stream_info(stream: RawHandle, per_thread: bool) -> Result<StreamI
         .ok_or(CudaStatus::ErrorInvalidResourceHandle)
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamGetFlags(stream: RawHandle, flags: *mut u32) -> cudaError_t {
     guard("cudaStreamGetFlags", || {
         // SAFETY: by cudaStreamGetFlags's contract `flags` is NULL or writable.
@@ -204,7 +195,6 @@ pub extern "C" fn cudaStreamGetFlags(stream: RawHandle, flags: *mut u32) -> cuda
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamGetPriority(stream: RawHandle, priority: *mut i32) -> cudaError_t {
     guard("cudaStreamGetPriority", || {
         // SAFETY: by cudaStreamGetPriority's contract `priority` is NULL or writable.
@@ -212,7 +202,6 @@ pub extern "C" fn cudaStreamGetPriority(stream: RawHandle, priority: *mut i32) -
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamGetDevice(stream: RawHandle, device: *mut i32) -> cudaError_t {
     guard("cudaStreamGetDevice", || {
         // SAFETY: by cudaStreamGetDevice's contract `device` is NULL or writable.
@@ -220,7 +209,6 @@ pub extern "C" fn cudaStreamGetDevice(stream: RawHandle, device: *mut i32) -> cu
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamGetId(stream: RawHandle, id: *mut u64) -> cudaError_t {
     guard("cudaStreamGetId", || {
         stream_info(stream, false)?;
@@ -236,7 +224,6 @@ fn on_stream_host<T>(stream: StreamHandle, f: impl FnOnce() -> Result<T>) -> Res
 
 /// Stream attributes (`cudaStreamAttrID`, the launch attributes' numbers) are the
 /// host driver's: set and read there, the value as its 64 bytes.
-#[no_mangle]
 pub extern "C" fn cudaStreamSetAttribute(
     stream: RawHandle,
     attr: u32,
@@ -258,7 +245,6 @@ pub extern "C" fn cudaStreamSetAttribute(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamGetAttribute(
     stream: RawHandle,
     attr: u32,
@@ -279,7 +265,6 @@ pub extern "C" fn cudaStreamGetAttribute(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamCopyAttributes(dst: RawHandle, src: RawHandle) -> cudaError_t {
     guard("cudaStreamCopyAttributes", || {
         let (dst, src) = (stream_handle(dst, false), stream_handle(src, false));
@@ -328,7 +313,6 @@ fn wait_event_here(stream: StreamHandle, event: EventHandle, req: StreamWaitEven
     gate::submit(stream, move || call(&req))
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamWaitEvent(
     stream: RawHandle,
     event: RawHandle,
@@ -339,7 +323,6 @@ pub extern "C" fn cudaStreamWaitEvent(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamWaitEvent_ptsz(
     stream: RawHandle,
     event: RawHandle,
@@ -384,7 +367,6 @@ unsafe fn launch_host_func(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaLaunchHostFunc(
     stream: RawHandle,
     f: HostFn,
@@ -397,7 +379,6 @@ pub extern "C" fn cudaLaunchHostFunc(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaLaunchHostFunc_ptsz(
     stream: RawHandle,
     f: HostFn,
@@ -448,7 +429,6 @@ unsafe fn add_callback(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamAddCallback(
     stream: RawHandle,
     cb: StreamCallback,
@@ -462,7 +442,6 @@ pub extern "C" fn cudaStreamAddCallback(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamAddCallback_ptsz(
     stream: RawHandle,
     cb: StreamCallback,
@@ -510,14 +489,12 @@ unsafe fn event_create(out: *mut RawHandle, flags: u32) -> Result<()> {
     unsafe { caller::write(out, id as RawHandle) }
 }
 
-#[no_mangle]
 pub extern "C" fn cudaEventCreate(out: *mut RawHandle) -> cudaError_t {
     // SAFETY: by cudaEventCreate's contract its pointer arguments are as `event_create`
     // requires.
     guard("cudaEventCreate", || unsafe { event_create(out, 0) })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaEventCreateWithFlags(out: *mut RawHandle, flags: u32) -> cudaError_t {
     // SAFETY: by cudaEventCreateWithFlags's contract its pointer arguments are as
     // `event_create` requires.
@@ -526,7 +503,6 @@ pub extern "C" fn cudaEventCreateWithFlags(out: *mut RawHandle, flags: u32) -> c
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaEventDestroy(event: RawHandle) -> cudaError_t {
     guard("cudaEventDestroy", || {
         let req = EventDestroy {
@@ -565,17 +541,14 @@ fn record(event: RawHandle, stream: RawHandle, flags: u32, per_thread: bool) -> 
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaEventRecord(event: RawHandle, stream: RawHandle) -> cudaError_t {
     guard("cudaEventRecord", || record(event, stream, 0, false))
 }
 
-#[no_mangle]
 pub extern "C" fn cudaEventRecord_ptsz(event: RawHandle, stream: RawHandle) -> cudaError_t {
     guard("cudaEventRecord_ptsz", || record(event, stream, 0, true))
 }
 
-#[no_mangle]
 pub extern "C" fn cudaEventRecordWithFlags(
     event: RawHandle,
     stream: RawHandle,
@@ -586,7 +559,6 @@ pub extern "C" fn cudaEventRecordWithFlags(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaEventRecordWithFlags_ptsz(
     event: RawHandle,
     stream: RawHandle,
@@ -597,7 +569,6 @@ pub extern "C" fn cudaEventRecordWithFlags_ptsz(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaEventSynchronize(event: RawHandle) -> cudaError_t {
     guard("cudaEventSynchronize", || {
         let event = EventHandle(event as u64);
@@ -610,7 +581,6 @@ pub extern "C" fn cudaEventSynchronize(event: RawHandle) -> cudaError_t {
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaEventQuery(event: RawHandle) -> cudaError_t {
     guard("cudaEventQuery", || {
         let event = EventHandle(event as u64);
@@ -621,7 +591,6 @@ pub extern "C" fn cudaEventQuery(event: RawHandle) -> cudaError_t {
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaEventElapsedTime(
     ms: *mut f32,
     start: RawHandle,

@@ -1,13 +1,14 @@
-//! The exports the op table declares: every C function that is nothing but its op.
+//! The functions the op table declares: every C function that is nothing but its op.
 //!
 //! A line of `vmcuda_wire::op_lines!` may end in `=> runtime cudaName(...)`,
 //! `=> driver cuName(...)` or `=> driver_ctx cuName(...)` (a driver function that needs
 //! a current context). Each C parameter is a request field of the same name, converted
 //! to the field's type, or `out name: T`, a pointer the reply's field `name` is written
-//! through. From that, this module generates the export:
+//! through. From that, this module generates the function:
 //!
-//! - runtime functions as `cudaName` (the `libcudart.so.13` version node, through
-//!   [`super::guard`]: last error, no unwinding), calling or posting by the op's mode;
+//! - runtime functions as the inner function `cudaName` (exported by no library; the
+//!   driver's twins call it), through [`super::guard`] (last error, no unwinding),
+//!   calling or posting by the op's mode;
 //! - driver functions as `__vmcuda_cuName` (libcuda.so.1 exports `cuName` as its
 //!   alias), through
 //!   [`crate::driver::guard`], after the driver's initialization (and context) checks,
@@ -87,10 +88,9 @@ macro_rules! c_export {
     };
 
     (@emit runtime $cfn:ident $req:ident $mode:ident [$($sig:tt)*] [$($ins:ident)*] [$($outs:ident)*]) => {
-        #[no_mangle]
         #[allow(clippy::useless_conversion, clippy::unnecessary_fallible_conversions)]
         pub extern "C" fn $cfn($($sig)*) -> $crate::cudaError_t {
-            $crate::api::guard(stringify!($cfn), || {
+            $crate::driver::inner::guard(stringify!($cfn), || {
                 c_export!(@body $mode $req [$($ins)*] [$($outs)*])
             })
         }
@@ -137,10 +137,10 @@ macro_rules! c_export {
 
     // A call CUDA does not wait for, with nothing coming back, is posted.
     (@send Async $req:ident []) => {
-        $crate::api::post(&$req, &[])?
+        $crate::driver::inner::post(&$req, &[])?
     };
     (@send $mode:ident $req:ident [$($outs:ident)*]) => {
-        $crate::api::call(&$req)?
+        $crate::driver::inner::call(&$req)?
     };
 }
 
@@ -165,11 +165,11 @@ mod tests {
         // No server is reachable in unit tests: trying to reach one would give a
         // different error than the one a NULL output must give.
         assert_eq!(
-            crate::api::device::cudaDeviceGetLimit(std::ptr::null_mut(), 0),
+            crate::driver::inner::device::cudaDeviceGetLimit(std::ptr::null_mut(), 0),
             vmcuda_wire::CudaStatus::ErrorInvalidValue.0
         );
         assert_eq!(
-            crate::api::device::cudaDeviceGetP2PAttribute(std::ptr::null_mut(), 1, 0, 0),
+            crate::driver::inner::device::cudaDeviceGetP2PAttribute(std::ptr::null_mut(), 1, 0, 0),
             vmcuda_wire::CudaStatus::ErrorInvalidValue.0
         );
     }

@@ -203,7 +203,6 @@ fn free_held(p: u64) {
     let _ = call(&MemFree { ptr: p });
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMalloc(ptr: *mut *mut c_void, size: usize) -> cudaError_t {
     guard("cudaMalloc", || {
         if ptr.is_null() {
@@ -217,7 +216,6 @@ pub extern "C" fn cudaMalloc(ptr: *mut *mut c_void, size: usize) -> cudaError_t 
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaFree(ptr: *mut c_void) -> cudaError_t {
     guard("cudaFree", || {
         capture::check_unsafe_call()?;
@@ -228,7 +226,6 @@ pub extern "C" fn cudaFree(ptr: *mut c_void) -> cudaError_t {
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMallocPitch(
     ptr: *mut *mut c_void,
     pitch: *mut usize,
@@ -290,7 +287,6 @@ fn host_alloc(size: usize, flags: u32) -> Result<*mut c_void> {
     Ok(p)
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMallocHost(ptr: *mut *mut c_void, size: usize) -> cudaError_t {
     guard("cudaMallocHost", || {
         if ptr.is_null() {
@@ -301,7 +297,6 @@ pub extern "C" fn cudaMallocHost(ptr: *mut *mut c_void, size: usize) -> cudaErro
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaHostAlloc(ptr: *mut *mut c_void, size: usize, flags: u32) -> cudaError_t {
     guard("cudaHostAlloc", || {
         if ptr.is_null() || flags & !0xf != 0 {
@@ -312,7 +307,6 @@ pub extern "C" fn cudaHostAlloc(ptr: *mut *mut c_void, size: usize, flags: u32) 
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaFreeHost(ptr: *mut c_void) -> cudaError_t {
     guard("cudaFreeHost", || {
         if ptr.is_null() {
@@ -332,7 +326,6 @@ pub extern "C" fn cudaFreeHost(ptr: *mut c_void) -> cudaError_t {
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaHostRegister(ptr: *mut c_void, size: usize, flags: u32) -> cudaError_t {
     guard("cudaHostRegister", || {
         if ptr.is_null() || size == 0 || flags & !0xf != 0 {
@@ -384,7 +377,6 @@ pub extern "C" fn cudaHostRegister(ptr: *mut c_void, size: usize, flags: u32) ->
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaHostUnregister(ptr: *mut c_void) -> cudaError_t {
     guard("cudaHostUnregister", || {
         let range = registry().take_host_range(ptr as usize, HostMemoryKind::Registered);
@@ -401,7 +393,6 @@ pub extern "C" fn cudaHostUnregister(ptr: *mut c_void) -> cudaError_t {
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaHostGetFlags(flags: *mut u32, ptr: *mut c_void) -> cudaError_t {
     guard("cudaHostGetFlags", || {
         let r = registry()
@@ -422,7 +413,6 @@ fn mapped_device_pointer(host_ptr: usize) -> Result<Option<u64>> {
     Ok(r.shared.map(|s| s.device_ptr + (host_ptr - s.start) as u64))
 }
 
-#[no_mangle]
 pub extern "C" fn cudaHostGetDevicePointer(
     device_ptr: *mut *mut c_void,
     host_ptr: *mut c_void,
@@ -447,7 +437,6 @@ pub extern "C" fn cudaHostGetDevicePointer(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaPointerGetAttributes(
     attrs: *mut PointerAttributesC,
     ptr: *const c_void,
@@ -491,7 +480,6 @@ pub extern "C" fn cudaPointerGetAttributes(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGetSymbolAddress(
     dev_ptr: *mut *mut c_void,
     symbol: *const c_void,
@@ -502,7 +490,6 @@ pub extern "C" fn cudaGetSymbolAddress(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGetSymbolSize(size: *mut usize, symbol: *const c_void) -> cudaError_t {
     guard("cudaGetSymbolSize", || {
         // SAFETY: by cudaGetSymbolSize's contract `size` is NULL or writable.
@@ -511,7 +498,6 @@ pub extern "C" fn cudaGetSymbolSize(size: *mut usize, symbol: *const c_void) -> 
 }
 
 /// A channel descriptor, made as CUDA makes it: from its arguments, nothing checked.
-#[no_mangle]
 pub extern "C" fn cudaCreateChannelDesc(
     x: i32,
     y: i32,

@@ -64,12 +64,10 @@ pub(crate) fn device_limit(value: *mut usize, limit: u32) -> Result<()> {
     unsafe { caller::write(value, v) }
 }
 
-#[no_mangle]
 pub extern "C" fn cudaDeviceGetLimit(value: *mut usize, limit: u32) -> cudaError_t {
     guard("cudaDeviceGetLimit", || device_limit(value, limit))
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGetDeviceCount(count: *mut i32) -> cudaError_t {
     guard("cudaGetDeviceCount", || match device_count() {
         // SAFETY: by cudaGetDeviceCount's contract `count` is NULL or writable.
@@ -82,7 +80,6 @@ pub extern "C" fn cudaGetDeviceCount(count: *mut i32) -> cudaError_t {
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaSetDevice(device: i32) -> cudaError_t {
     guard("cudaSetDevice", || {
         check_device(device)?;
@@ -93,7 +90,6 @@ pub extern "C" fn cudaSetDevice(device: i32) -> cudaError_t {
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGetDevice(device: *mut i32) -> cudaError_t {
     guard("cudaGetDevice", || {
         // SAFETY: by cudaGetDevice's contract `device` is NULL or writable.
@@ -101,12 +97,10 @@ pub extern "C" fn cudaGetDevice(device: *mut i32) -> cudaError_t {
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaInitDevice(device: i32, _device_flags: u32, _flags: u32) -> cudaError_t {
     guard("cudaInitDevice", || check_device(device))
 }
 
-#[no_mangle]
 pub extern "C" fn cudaSetDeviceFlags(flags: u32) -> cudaError_t {
     guard("cudaSetDeviceFlags", || {
         if flags & !0x1f != 0 {
@@ -119,7 +113,6 @@ pub extern "C" fn cudaSetDeviceFlags(flags: u32) -> cudaError_t {
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGetDeviceFlags(flags: *mut u32) -> cudaError_t {
     guard("cudaGetDeviceFlags", || {
         // cudaDeviceMapHost (8) is always on in CUDA 13.
@@ -133,7 +126,6 @@ pub extern "C" fn cudaGetDeviceFlags(flags: *mut u32) -> cudaError_t {
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaChooseDevice(device: *mut i32, prop: *const DevicePropC) -> cudaError_t {
     guard("cudaChooseDevice", || {
         // SAFETY: by cudaChooseDevice's contract `prop` is NULL or readable.
@@ -144,7 +136,6 @@ pub extern "C" fn cudaChooseDevice(device: *mut i32, prop: *const DevicePropC) -
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaDeviceGetAttribute(value: *mut i32, attr: u32, device: i32) -> cudaError_t {
     guard("cudaDeviceGetAttribute", || {
         let p = properties(device)?;
@@ -158,7 +149,6 @@ pub extern "C" fn cudaDeviceGetAttribute(value: *mut i32, attr: u32, device: i32
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGetDeviceProperties(prop: *mut DevicePropC, device: i32) -> cudaError_t {
     guard("cudaGetDeviceProperties", || {
         // SAFETY: by cudaGetDeviceProperties's contract `prop` is NULL or writable.
@@ -166,7 +156,6 @@ pub extern "C" fn cudaGetDeviceProperties(prop: *mut DevicePropC, device: i32) -
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaDeviceSynchronize() -> cudaError_t {
     guard("cudaDeviceSynchronize", || {
         let queued = crate::gate::sync_all();
@@ -194,7 +183,6 @@ pub extern "C" fn cudaDeviceSynchronize() -> cudaError_t {
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaDeviceReset() -> cudaError_t {
     guard("cudaDeviceReset", || {
         let r = call(&DeviceReset);
@@ -207,7 +195,6 @@ pub extern "C" fn cudaDeviceReset() -> cudaError_t {
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaDeviceGetCacheConfig(config: *mut u32) -> cudaError_t {
     guard("cudaDeviceGetCacheConfig", || {
         // SAFETY: by cudaDeviceGetCacheConfig's contract `config` is NULL or writable.
@@ -215,7 +202,6 @@ pub extern "C" fn cudaDeviceGetCacheConfig(config: *mut u32) -> cudaError_t {
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaDeviceSetCacheConfig(config: u32) -> cudaError_t {
     guard("cudaDeviceSetCacheConfig", || {
         // Functions without a preference of their own follow the device's.
@@ -235,7 +221,6 @@ pub fn priority_range() -> Result<PriorityRange> {
     Ok(r)
 }
 
-#[no_mangle]
 pub extern "C" fn cudaDeviceGetStreamPriorityRange(
     least: *mut i32,
     greatest: *mut i32,
@@ -252,7 +237,6 @@ pub extern "C" fn cudaDeviceGetStreamPriorityRange(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaDeviceCanAccessPeer(can: *mut i32, device: i32, peer: i32) -> cudaError_t {
     guard("cudaDeviceCanAccessPeer", || {
         check_device(device)?;
@@ -273,7 +257,6 @@ pub extern "C" fn cudaDeviceCanAccessPeer(can: *mut i32, device: i32, peer: i32)
 /// `cudaDevP2PAttrPerformanceRank` ... `cudaDevP2PAttrOnlyPartialNativeAtomicSupported`.
 const P2P_ATTRIBUTES: std::ops::RangeInclusive<u32> = 1..=5;
 
-#[no_mangle]
 pub extern "C" fn cudaDeviceGetP2PAttribute(
     value: *mut i32,
     attr: u32,
@@ -354,7 +337,6 @@ fn atomic_capabilities(
     unsafe { caller::write_slice(capabilities, &r.capabilities) }
 }
 
-#[no_mangle]
 pub extern "C" fn cudaDeviceGetHostAtomicCapabilities(
     capabilities: *mut u32,
     operations: *const u32,
@@ -366,7 +348,6 @@ pub extern "C" fn cudaDeviceGetHostAtomicCapabilities(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaDeviceGetP2PAtomicCapabilities(
     capabilities: *mut u32,
     operations: *const u32,
@@ -385,7 +366,6 @@ pub extern "C" fn cudaDeviceGetP2PAtomicCapabilities(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaDeviceEnablePeerAccess(peer: i32, flags: u32) -> cudaError_t {
     guard("cudaDeviceEnablePeerAccess", || {
         if super::on_different_hosts(state::current_device(), peer)? {
@@ -398,7 +378,6 @@ pub extern "C" fn cudaDeviceEnablePeerAccess(peer: i32, flags: u32) -> cudaError
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaDeviceDisablePeerAccess(peer: i32) -> cudaError_t {
     guard("cudaDeviceDisablePeerAccess", || {
         if super::on_different_hosts(state::current_device(), peer)? {
@@ -410,7 +389,6 @@ pub extern "C" fn cudaDeviceDisablePeerAccess(peer: i32) -> cudaError_t {
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemGetInfo(free: *mut usize, total: *mut usize) -> cudaError_t {
     guard("cudaMemGetInfo", || {
         let info = call(&MemGetInfo)?;
@@ -431,7 +409,6 @@ fn pci_ids(device: i32) -> Result<(i32, i32, i32)> {
     ))
 }
 
-#[no_mangle]
 pub extern "C" fn cudaDeviceGetPCIBusId(out: *mut c_char, len: i32, device: i32) -> cudaError_t {
     guard("cudaDeviceGetPCIBusId", || {
         let (domain, bus, dev) = pci_ids(device)?;
@@ -449,7 +426,6 @@ pub extern "C" fn cudaDeviceGetPCIBusId(out: *mut c_char, len: i32, device: i32)
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaDeviceGetByPCIBusId(device: *mut i32, id: *const c_char) -> cudaError_t {
     guard("cudaDeviceGetByPCIBusId", || {
         // SAFETY: by cudaDeviceGetByPCIBusId's contract `id` is NULL or a NUL-terminated
@@ -668,7 +644,6 @@ impl DevicePropC {
 /// (setting it has no effect there, as natively).
 const FOUR_BYTE_BANKS: u32 = 1;
 
-#[no_mangle]
 pub extern "C" fn cudaDeviceGetSharedMemConfig(config: *mut u32) -> cudaError_t {
     // SAFETY: by cudaDeviceGetSharedMemConfig's contract `config` is NULL or writable.
     guard("cudaDeviceGetSharedMemConfig", || unsafe {
@@ -676,7 +651,6 @@ pub extern "C" fn cudaDeviceGetSharedMemConfig(config: *mut u32) -> cudaError_t 
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaDeviceSetSharedMemConfig(config: u32) -> cudaError_t {
     guard("cudaDeviceSetSharedMemConfig", || match config {
         0..=2 => Ok(()),

@@ -1,101 +1,23 @@
-//! The runtime's logs (`cudaLogs*`), user objects (`cudaUserObject*`,
-//! `cudaGraphRetainUserObject`), asynchronous notifications, and a few small calls
-//! that need nothing of the host.
+//! The logs' calls (`cudaLogs*`, over the call log of [`crate::call_log`]), user
+//! objects (`cudaUserObject*`, `cudaGraphRetainUserObject`), asynchronous
+//! notifications, and a few small calls that need nothing of the host.
 //!
-//! The log holds an entry for every runtime call that fails (its name and error) and
-//! every notice vmcuda prints once (what it does not do), in at most 25600 bytes, the
-//! oldest dropped first, as NVIDIA's driver keeps its own. Callbacks get each entry as
-//! it is made. User objects are counted here: a graph holds its references, an
+//! User objects are counted here: a graph holds its references, an
 //! executable graph made of it holds them again, and the destructor runs when the last
 //! goes. vmcuda emits no asynchronous notifications (the host enforces a VM's memory
 //! budget by refusing allocations, which programs see at once); registrations are kept
 //! and answered as CUDA does.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::ffi::{c_char, c_void};
 use std::sync::Mutex;
 
 use vmcuda_wire::CudaStatus;
 
 use super::{guard, RawHandle, Result};
+use crate::call_log::{entries_from, with_log, LogCallback};
 use crate::{caller, cudaError_t};
 
-/// The most bytes of entries kept (NVIDIA's driver keeps as much).
-const LOG_LIMIT: usize = 25_600;
-
-type LogCallback = unsafe extern "C" fn(*mut c_void, u32, *mut c_char, usize);
-
-#[derive(Default)]
-struct Log {
-    /// (sequence number, text) of the entries kept.
-    entries: VecDeque<(u32, String)>,
-    bytes: usize,
-    next: u32,
-    callbacks: HashMap<u64, (LogCallback, usize)>,
-    next_callback: u64,
-}
-
-static LOG: Mutex<Option<Log>> = Mutex::new(None);
-
-fn with_log<T>(f: impl FnOnce(&mut Log) -> T) -> T {
-    f(LOG
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .get_or_insert_with(Log::default))
-}
-
-/// `cudaLogLevelError`, `cudaLogLevelWarning`.
-const LEVEL_ERROR: u32 = 0;
-const LEVEL_WARNING: u32 = 1;
-
-/// Add an entry (an error, or with `warning` a notice) and tell the callbacks.
-pub fn record(text: String, warning: bool) {
-    let callbacks: Vec<(LogCallback, usize)> = with_log(|l| {
-        l.bytes += text.len() + 1;
-        l.entries.push_back((l.next, text.clone()));
-        l.next = l.next.wrapping_add(1);
-        while l.bytes > LOG_LIMIT {
-            match l.entries.pop_front() {
-                Some((_, t)) => l.bytes -= t.len() + 1,
-                None => break,
-            }
-        }
-        l.callbacks.values().copied().collect()
-    });
-    let level = if warning { LEVEL_WARNING } else { LEVEL_ERROR };
-    for (f, data) in callbacks {
-        let mut message = text.clone().into_bytes();
-        let length = message.len();
-        message.push(0);
-        // SAFETY: the program's callback and its data, called as cudaLogsCallback_t is;
-        // the message is NUL-terminated and lives for the call.
-        unsafe {
-            f(
-                data as *mut c_void,
-                level,
-                message.as_mut_ptr().cast(),
-                length,
-            )
-        };
-    }
-}
-
-/// Entries from sequence number `from` on (all kept, if older), one per line.
-fn entries_from(from: Option<u32>) -> (Vec<String>, u32, bool) {
-    with_log(|l| {
-        let first = l.entries.front().map_or(l.next, |e| e.0);
-        let truncated = from.is_some_and(|f| f < first);
-        let texts = l
-            .entries
-            .iter()
-            .filter(|(n, _)| from.is_none_or(|f| *n >= f))
-            .map(|(_, t)| t.clone())
-            .collect();
-        (texts, l.next, truncated)
-    })
-}
-
-#[no_mangle]
 pub extern "C" fn cudaLogsRegisterCallback(
     callback: Option<LogCallback>,
     data: *mut c_void,
@@ -114,7 +36,6 @@ pub extern "C" fn cudaLogsRegisterCallback(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaLogsUnregisterCallback(handle: RawHandle) -> cudaError_t {
     guard("cudaLogsUnregisterCallback", || {
         match with_log(|l| l.callbacks.remove(&(handle as u64))) {
@@ -124,7 +45,6 @@ pub extern "C" fn cudaLogsUnregisterCallback(handle: RawHandle) -> cudaError_t {
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaLogsCurrent(iterator: *mut u32, flags: u32) -> cudaError_t {
     guard("cudaLogsCurrent", || {
         if flags != 0 {
@@ -161,7 +81,6 @@ unsafe fn dump(iterator: *mut u32) -> Result<String> {
     Ok(text)
 }
 
-#[no_mangle]
 pub extern "C" fn cudaLogsDumpToFile(
     iterator: *mut u32,
     path: *const c_char,
@@ -184,7 +103,6 @@ pub extern "C" fn cudaLogsDumpToFile(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaLogsDumpToMemory(
     iterator: *mut u32,
     buffer: *mut c_char,
@@ -285,7 +203,6 @@ fn release(object: u64, count: u64) -> Result<()> {
 /// `cudaUserObjectNoDestructorSync`, which CUDA requires.
 const NO_DESTRUCTOR_SYNC: u32 = 1;
 
-#[no_mangle]
 pub extern "C" fn cudaUserObjectCreate(
     out: *mut RawHandle,
     ptr: *mut c_void,
@@ -314,7 +231,6 @@ pub extern "C" fn cudaUserObjectCreate(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaUserObjectRetain(object: RawHandle, count: u32) -> cudaError_t {
     guard("cudaUserObjectRetain", || {
         with_objects(|o| match o.objects.get_mut(&(object as u64)) {
@@ -327,7 +243,6 @@ pub extern "C" fn cudaUserObjectRetain(object: RawHandle, count: u32) -> cudaErr
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaUserObjectRelease(object: RawHandle, count: u32) -> cudaError_t {
     guard("cudaUserObjectRelease", || {
         if count == 0 {
@@ -340,7 +255,6 @@ pub extern "C" fn cudaUserObjectRelease(object: RawHandle, count: u32) -> cudaEr
 /// `cudaGraphUserObjectMove`: the caller's references move to the graph.
 const USER_OBJECT_MOVE: u32 = 1;
 
-#[no_mangle]
 pub extern "C" fn cudaGraphRetainUserObject(
     graph: RawHandle,
     object: RawHandle,
@@ -365,7 +279,6 @@ pub extern "C" fn cudaGraphRetainUserObject(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphReleaseUserObject(
     graph: RawHandle,
     object: RawHandle,
@@ -427,7 +340,6 @@ pub fn holder_gone(holder: u64) {
 
 static NOTIFICATIONS: Mutex<Vec<(i32, u64)>> = Mutex::new(Vec::new());
 
-#[no_mangle]
 pub extern "C" fn cudaDeviceRegisterAsyncNotification(
     device: i32,
     callback: *const c_void,
@@ -436,7 +348,7 @@ pub extern "C" fn cudaDeviceRegisterAsyncNotification(
 ) -> cudaError_t {
     guard("cudaDeviceRegisterAsyncNotification", || {
         let mut count = 0;
-        crate::driver::via_runtime(|| super::device::cudaGetDeviceCount(&mut count))?;
+        crate::driver::keeping_last_error(|| super::device::cudaGetDeviceCount(&mut count))?;
         if callback.is_null() || device < 0 || device >= count {
             return Err(CudaStatus::ErrorInvalidValue);
         }
@@ -450,7 +362,6 @@ pub extern "C" fn cudaDeviceRegisterAsyncNotification(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaDeviceUnregisterAsyncNotification(
     device: i32,
     handle: RawHandle,
@@ -470,11 +381,10 @@ pub extern "C" fn cudaDeviceUnregisterAsyncNotification(
 
 /// `cudaSetValidDevices`: checked and kept; the guest's device choice is its
 /// `cudaSetDevice` (device 0 until then), as NVIDIA's runtime's is once one is set.
-#[no_mangle]
 pub extern "C" fn cudaSetValidDevices(devices: *const i32, len: i32) -> cudaError_t {
     guard("cudaSetValidDevices", || {
         let mut count = 0;
-        crate::driver::via_runtime(|| super::device::cudaGetDeviceCount(&mut count))?;
+        crate::driver::keeping_last_error(|| super::device::cudaGetDeviceCount(&mut count))?;
         if len < 0 {
             return Err(CudaStatus::ErrorInvalidValue);
         }
@@ -494,19 +404,6 @@ pub extern "C" fn cudaSetValidDevices(devices: *const i32, len: i32) -> cudaErro
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_log_keeps_its_newest_entries_within_its_limit() {
-        let start = with_log(|l| l.next);
-        for i in 0..2000 {
-            record(format!("entry {i:04} failed: an error"), false);
-        }
-        let (texts, next, truncated) = entries_from(Some(start));
-        assert!(truncated, "old entries dropped");
-        assert_eq!(next, start + 2000);
-        assert!(texts.last().unwrap().starts_with("entry 1999"));
-        assert!(texts.iter().map(|t| t.len() + 1).sum::<usize>() <= LOG_LIMIT);
-    }
 
     #[test]
     fn user_objects_die_with_their_last_reference() {

@@ -37,7 +37,6 @@ use vmcuda_wire::CudaStatus;
 
 use super::memory::copy as rt_copy;
 use super::memory::memset as rt_memset;
-use super::unsupported::refuse;
 use super::{call, guard, stream_handle, RawHandle, Result};
 use crate::abi::driver::DriverMemcpy3D;
 use crate::abi::runtime::{
@@ -48,8 +47,9 @@ pub use crate::abi::runtime::{
     MemsetParams,
 };
 use crate::capture;
-use crate::driver::via_runtime;
+use crate::driver::keeping_last_error;
 use crate::host_functions;
+use crate::notice::refuse;
 use crate::state;
 use crate::{caller, cudaError_t};
 
@@ -273,7 +273,9 @@ pub(crate) fn build_node(
         Some(raw) => raw as RawHandle,
         None => {
             let mut raw: RawHandle = std::ptr::null_mut();
-            via_runtime(|| super::stream::cudaStreamCreateWithFlags(&mut raw, NON_BLOCKING))?;
+            keeping_last_error(|| {
+                super::stream::cudaStreamCreateWithFlags(&mut raw, NON_BLOCKING)
+            })?;
             builders
                 .get_or_insert_with(HashMap::new)
                 .insert(device, raw as usize);
@@ -289,7 +291,7 @@ pub(crate) fn build_node(
     })?;
     capture::begin(stream, capture_mode::RELAXED);
     IN_BUILD.with(|b| b.set(true));
-    let worked = via_runtime(|| work(raw));
+    let worked = keeping_last_error(|| work(raw));
     IN_BUILD.with(|b| b.set(false));
     let shown = worked.and_then(|()| call(&StreamGetCaptureGraph { stream }));
     let invalidated = capture::end(stream)?;
@@ -396,7 +398,6 @@ unsafe fn add_kernel(
     Ok(node)
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphAddKernelNode(
     out: *mut RawHandle,
     graph: RawHandle,
@@ -469,7 +470,6 @@ fn add_memset(
     Ok(node)
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphAddMemsetNode(
     out: *mut RawHandle,
     graph: RawHandle,
@@ -515,7 +515,7 @@ pub(crate) fn memcpy_3d_linear(
     is_async: bool,
 ) -> Result<()> {
     let raw = stream.0 as usize as RawHandle;
-    let run = |f: &dyn Fn() -> cudaError_t| via_runtime(f);
+    let run = |f: &dyn Fn() -> cudaError_t| keeping_last_error(f);
     let e = p.extent;
     if e.width == 0 || e.height == 0 || e.depth == 0 {
         return Ok(());
@@ -654,7 +654,6 @@ fn linear_copy(dst: *mut c_void, src: *const c_void, count: usize, kind: u32) ->
     }
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphAddMemcpyNode(
     out: *mut RawHandle,
     graph: RawHandle,
@@ -673,7 +672,6 @@ pub extern "C" fn cudaGraphAddMemcpyNode(
     })
 }
 
-#[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub extern "C" fn cudaGraphAddMemcpyNode1D(
     out: *mut RawHandle,
@@ -712,7 +710,6 @@ fn symbol_copy(
     })
 }
 
-#[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub extern "C" fn cudaGraphAddMemcpyNodeToSymbol(
     out: *mut RawHandle,
@@ -735,7 +732,6 @@ pub extern "C" fn cudaGraphAddMemcpyNodeToSymbol(
     })
 }
 
-#[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub extern "C" fn cudaGraphAddMemcpyNodeFromSymbol(
     out: *mut RawHandle,
@@ -783,7 +779,6 @@ fn add_mem_alloc(
     Ok(node)
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphAddMemAllocNode(
     out: *mut RawHandle,
     graph: RawHandle,
@@ -814,7 +809,6 @@ fn add_mem_free(
     Ok(node)
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphAddMemFreeNode(
     out: *mut RawHandle,
     graph: RawHandle,
@@ -861,7 +855,6 @@ fn event_node(event: RawHandle, record: bool) -> Result<PlainNode> {
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphAddEmptyNode(
     out: *mut RawHandle,
     graph: RawHandle,
@@ -878,7 +871,6 @@ pub extern "C" fn cudaGraphAddEmptyNode(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphAddChildGraphNode(
     out: *mut RawHandle,
     graph: RawHandle,
@@ -897,7 +889,6 @@ pub extern "C" fn cudaGraphAddChildGraphNode(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphAddEventRecordNode(
     out: *mut RawHandle,
     graph: RawHandle,
@@ -916,7 +907,6 @@ pub extern "C" fn cudaGraphAddEventRecordNode(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphAddEventWaitNode(
     out: *mut RawHandle,
     graph: RawHandle,
@@ -1015,7 +1005,6 @@ fn add_host(
     Ok(node)
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphClone(out: *mut RawHandle, original: RawHandle) -> cudaError_t {
     guard("cudaGraphClone", || {
         if out.is_null() || original.is_null() {
@@ -1055,7 +1044,6 @@ pub extern "C" fn cudaGraphClone(out: *mut RawHandle, original: RawHandle) -> cu
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphAddHostNode(
     out: *mut RawHandle,
     graph: RawHandle,
@@ -1104,7 +1092,6 @@ fn set_host(node: RawHandle, exec: Option<RawHandle>, p: &HostNodeParams) -> Res
 // ---- the generic call ---------------------------------------------------------------
 
 /// `cudaGraphAddNode` (CUDA 13: with edge data): by type.
-#[no_mangle]
 pub extern "C" fn cudaGraphAddNode(
     out: *mut RawHandle,
     graph: RawHandle,
@@ -1345,7 +1332,6 @@ unsafe fn begin_capture_to_graph(
     Ok(())
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamBeginCaptureToGraph(
     stream: RawHandle,
     graph: RawHandle,
@@ -1369,7 +1355,6 @@ pub extern "C" fn cudaStreamBeginCaptureToGraph(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamBeginCaptureToGraph_ptsz(
     stream: RawHandle,
     graph: RawHandle,
@@ -1422,7 +1407,6 @@ unsafe fn update_capture_dependencies(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamUpdateCaptureDependencies(
     stream: RawHandle,
     deps: *const RawHandle,
@@ -1438,7 +1422,6 @@ pub extern "C" fn cudaStreamUpdateCaptureDependencies(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamUpdateCaptureDependencies_ptsz(
     stream: RawHandle,
     deps: *const RawHandle,
@@ -1477,7 +1460,6 @@ unsafe fn edges(
     }
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphAddDependencies(
     graph: RawHandle,
     from: *const RawHandle,
@@ -1497,7 +1479,6 @@ pub extern "C" fn cudaGraphAddDependencies(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphRemoveDependencies(
     graph: RawHandle,
     from: *const RawHandle,
@@ -1517,7 +1498,6 @@ pub extern "C" fn cudaGraphRemoveDependencies(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphGetEdges(
     graph: RawHandle,
     from: *mut RawHandle,
@@ -1547,7 +1527,6 @@ pub extern "C" fn cudaGraphGetEdges(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphGetRootNodes(
     graph: RawHandle,
     nodes: *mut RawHandle,
@@ -1566,7 +1545,6 @@ pub extern "C" fn cudaGraphGetRootNodes(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphNodeGetDependentNodes(
     node: RawHandle,
     nodes: *mut RawHandle,
@@ -1636,7 +1614,6 @@ unsafe fn set_kernel(
     Ok(())
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphKernelNodeSetParams(
     node: RawHandle,
     params: *const KernelNodeParams,
@@ -1647,7 +1624,6 @@ pub extern "C" fn cudaGraphKernelNodeSetParams(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphExecKernelNodeSetParams(
     exec: RawHandle,
     node: RawHandle,
@@ -1665,7 +1641,6 @@ fn set_memset(exec: Option<RawHandle>, node: RawHandle, p: MemsetParams) -> Resu
     Ok(())
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphMemsetNodeSetParams(
     node: RawHandle,
     params: *const MemsetParams,
@@ -1676,7 +1651,6 @@ pub extern "C" fn cudaGraphMemsetNodeSetParams(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphExecMemsetNodeSetParams(
     exec: RawHandle,
     node: RawHandle,
@@ -1694,7 +1668,6 @@ fn set_memcpy(exec: Option<RawHandle>, node: RawHandle, p: Memcpy3DParms) -> Res
     Ok(())
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphMemcpyNodeSetParams(
     node: RawHandle,
     params: *const Memcpy3DParms,
@@ -1705,7 +1678,6 @@ pub extern "C" fn cudaGraphMemcpyNodeSetParams(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphExecMemcpyNodeSetParams(
     exec: RawHandle,
     node: RawHandle,
@@ -1717,7 +1689,6 @@ pub extern "C" fn cudaGraphExecMemcpyNodeSetParams(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphMemcpyNodeSetParams1D(
     node: RawHandle,
     dst: *mut c_void,
@@ -1730,7 +1701,6 @@ pub extern "C" fn cudaGraphMemcpyNodeSetParams1D(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphExecMemcpyNodeSetParams1D(
     exec: RawHandle,
     node: RawHandle,
@@ -1744,7 +1714,6 @@ pub extern "C" fn cudaGraphExecMemcpyNodeSetParams1D(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphMemcpyNodeSetParamsToSymbol(
     node: RawHandle,
     symbol: *const c_void,
@@ -1759,7 +1728,6 @@ pub extern "C" fn cudaGraphMemcpyNodeSetParamsToSymbol(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphMemcpyNodeSetParamsFromSymbol(
     node: RawHandle,
     dst: *mut c_void,
@@ -1774,7 +1742,6 @@ pub extern "C" fn cudaGraphMemcpyNodeSetParamsFromSymbol(
     })
 }
 
-#[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub extern "C" fn cudaGraphExecMemcpyNodeSetParamsToSymbol(
     exec: RawHandle,
@@ -1791,7 +1758,6 @@ pub extern "C" fn cudaGraphExecMemcpyNodeSetParamsToSymbol(
     })
 }
 
-#[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub extern "C" fn cudaGraphExecMemcpyNodeSetParamsFromSymbol(
     exec: RawHandle,
@@ -1820,7 +1786,6 @@ fn set_event(
     Ok(())
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphEventRecordNodeSetEvent(
     node: RawHandle,
     event: RawHandle,
@@ -1830,14 +1795,12 @@ pub extern "C" fn cudaGraphEventRecordNodeSetEvent(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphEventWaitNodeSetEvent(node: RawHandle, event: RawHandle) -> cudaError_t {
     guard("cudaGraphEventWaitNodeSetEvent", || {
         set_event(None, node, event, false)
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphExecEventRecordNodeSetEvent(
     exec: RawHandle,
     node: RawHandle,
@@ -1848,7 +1811,6 @@ pub extern "C" fn cudaGraphExecEventRecordNodeSetEvent(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphExecEventWaitNodeSetEvent(
     exec: RawHandle,
     node: RawHandle,
@@ -1859,7 +1821,6 @@ pub extern "C" fn cudaGraphExecEventWaitNodeSetEvent(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphExecChildGraphNodeSetParams(
     exec: RawHandle,
     node: RawHandle,
@@ -1871,7 +1832,6 @@ pub extern "C" fn cudaGraphExecChildGraphNodeSetParams(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphHostNodeSetParams(
     node: RawHandle,
     params: *const HostNodeParams,
@@ -1882,7 +1842,6 @@ pub extern "C" fn cudaGraphHostNodeSetParams(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphExecHostNodeSetParams(
     exec: RawHandle,
     node: RawHandle,
@@ -1897,7 +1856,6 @@ pub extern "C" fn cudaGraphExecHostNodeSetParams(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphHostNodeGetParams(
     node: RawHandle,
     out: *mut HostNodeParams,
@@ -1951,7 +1909,6 @@ pub(crate) unsafe fn set_by_type(
     }
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphNodeSetParams(
     node: RawHandle,
     params: *const GraphNodeParams,
@@ -1962,7 +1919,6 @@ pub extern "C" fn cudaGraphNodeSetParams(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphExecNodeSetParams(
     exec: RawHandle,
     node: RawHandle,
@@ -1976,7 +1932,6 @@ pub extern "C" fn cudaGraphExecNodeSetParams(
 
 // ---- parameters read back -----------------------------------------------------------------
 
-#[no_mangle]
 pub extern "C" fn cudaGraphKernelNodeGetParams(
     node: RawHandle,
     out: *mut KernelNodeParams,
@@ -1990,7 +1945,6 @@ pub extern "C" fn cudaGraphKernelNodeGetParams(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphMemsetNodeGetParams(
     node: RawHandle,
     out: *mut MemsetParams,
@@ -2004,7 +1958,6 @@ pub extern "C" fn cudaGraphMemsetNodeGetParams(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphMemcpyNodeGetParams(
     node: RawHandle,
     out: *mut Memcpy3DParms,
@@ -2026,7 +1979,6 @@ fn event_of(node: RawHandle, out: *mut RawHandle) -> Result<()> {
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphEventRecordNodeGetEvent(
     node: RawHandle,
     out: *mut RawHandle,
@@ -2034,7 +1986,6 @@ pub extern "C" fn cudaGraphEventRecordNodeGetEvent(
     guard("cudaGraphEventRecordNodeGetEvent", || event_of(node, out))
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphEventWaitNodeGetEvent(
     node: RawHandle,
     out: *mut RawHandle,
@@ -2042,7 +1993,6 @@ pub extern "C" fn cudaGraphEventWaitNodeGetEvent(
     guard("cudaGraphEventWaitNodeGetEvent", || event_of(node, out))
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphMemAllocNodeGetParams(
     node: RawHandle,
     out: *mut MemAllocNodeParams,
@@ -2056,7 +2006,6 @@ pub extern "C" fn cudaGraphMemAllocNodeGetParams(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphMemFreeNodeGetParams(
     node: RawHandle,
     out: *mut *mut c_void,
@@ -2072,7 +2021,6 @@ pub extern "C" fn cudaGraphMemFreeNodeGetParams(
 
 // ---- executable graphs --------------------------------------------------------------------
 
-#[no_mangle]
 pub extern "C" fn cudaGraphExecUpdate(
     exec: RawHandle,
     graph: RawHandle,
@@ -2116,14 +2064,12 @@ fn upload(exec: RawHandle, stream: StreamHandle) -> Result<()> {
     crate::gate::submit(stream, move || call(&req).map(|_| ()))
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphUpload(exec: RawHandle, stream: RawHandle) -> cudaError_t {
     guard("cudaGraphUpload", || {
         upload(exec, stream_handle(stream, false))
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphUpload_ptsz(exec: RawHandle, stream: RawHandle) -> cudaError_t {
     guard("cudaGraphUpload_ptsz", || {
         upload(exec, stream_handle(stream, true))
@@ -2144,7 +2090,8 @@ unsafe fn instantiate_with_params(
     // SAFETY: as the caller promised.
     let p = unsafe { caller::read(params.cast_const()) }?;
     let flags = p.flags & !INSTANTIATE_UPLOAD;
-    let made = via_runtime(|| super::graph::cudaGraphInstantiateWithFlags(exec, graph, flags));
+    let made =
+        keeping_last_error(|| super::graph::cudaGraphInstantiateWithFlags(exec, graph, flags));
     // `cudaGraphInstantiateSuccess` 0, `cudaGraphInstantiateError` 1.
     let result = u32::from(made.is_err());
     // SAFETY: as the caller promised.
@@ -2165,7 +2112,6 @@ unsafe fn instantiate_with_params(
     Ok(())
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphInstantiateWithParams(
     exec: *mut RawHandle,
     graph: RawHandle,
@@ -2177,7 +2123,6 @@ pub extern "C" fn cudaGraphInstantiateWithParams(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphInstantiateWithParams_ptsz(
     exec: *mut RawHandle,
     graph: RawHandle,
@@ -2192,7 +2137,6 @@ pub extern "C" fn cudaGraphInstantiateWithParams_ptsz(
 /// `cudaKernelNodeAttrValue`: a stream's attribute value, the same union.
 type AttrValue = [u8; super::stream::STREAM_ATTR_LEN];
 
-#[no_mangle]
 pub extern "C" fn cudaGraphKernelNodeSetAttribute(
     node: RawHandle,
     attr: u32,
@@ -2209,7 +2153,6 @@ pub extern "C" fn cudaGraphKernelNodeSetAttribute(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGraphKernelNodeGetAttribute(
     node: RawHandle,
     attr: u32,

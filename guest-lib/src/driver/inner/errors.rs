@@ -28,7 +28,6 @@ fn c_strings() -> &'static [(u32, std::ffi::CString, std::ffi::CString)] {
 
 const UNRECOGNIZED_C: &std::ffi::CStr = c"unrecognized error code";
 
-#[no_mangle]
 pub extern "C" fn cudaGetErrorName(error: cudaError_t) -> *const c_char {
     debug_assert_eq!(UNRECOGNIZED, "unrecognized error code");
     c_strings()
@@ -37,7 +36,6 @@ pub extern "C" fn cudaGetErrorName(error: cudaError_t) -> *const c_char {
         .map_or(UNRECOGNIZED_C.as_ptr(), |e| e.1.as_ptr())
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGetErrorString(error: cudaError_t) -> *const c_char {
     c_strings()
         .iter()
@@ -45,17 +43,14 @@ pub extern "C" fn cudaGetErrorString(error: cudaError_t) -> *const c_char {
         .map_or(UNRECOGNIZED_C.as_ptr(), |e| e.2.as_ptr())
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGetLastError() -> cudaError_t {
     state::take_last_error()
 }
 
-#[no_mangle]
 pub extern "C" fn cudaPeekAtLastError() -> cudaError_t {
     state::peek_last_error()
 }
 
-#[no_mangle]
 pub extern "C" fn cudaRuntimeGetVersion(version: *mut i32) -> cudaError_t {
     guard("cudaRuntimeGetVersion", || {
         // SAFETY: by cudaRuntimeGetVersion's contract `version` is NULL or writable.
@@ -63,7 +58,6 @@ pub extern "C" fn cudaRuntimeGetVersion(version: *mut i32) -> cudaError_t {
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaDriverGetVersion(version: *mut i32) -> cudaError_t {
     guard("cudaDriverGetVersion", || {
         // Without a reachable host there is no driver: CUDA answers 0 then.
@@ -73,12 +67,10 @@ pub extern "C" fn cudaDriverGetVersion(version: *mut i32) -> cudaError_t {
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaProfilerStart() -> cudaError_t {
     guard("cudaProfilerStart", || Ok(()))
 }
 
-#[no_mangle]
 pub extern "C" fn cudaProfilerStop() -> cudaError_t {
     guard("cudaProfilerStop", || Ok(()))
 }
@@ -120,7 +112,6 @@ unsafe fn entry_point(
     }
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGetDriverEntryPoint(
     symbol: *const c_char,
     func: *mut *mut libc::c_void,
@@ -137,7 +128,6 @@ pub extern "C" fn cudaGetDriverEntryPoint(
 /// The driver's export tables, as NVIDIA's runtime hands them out: the tables the
 /// guest driver serves to `cuGetExportTable`, with its answer for an id it does not
 /// serve (`cudaErrorSymbolNotFound`, the runtime's name for `CUDA_ERROR_NOT_FOUND`).
-#[no_mangle]
 pub extern "C" fn cudaGetExportTable(
     table: *mut *const libc::c_void,
     id: *const [u8; 16],
@@ -151,7 +141,6 @@ pub extern "C" fn cudaGetExportTable(
     )
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGetDriverEntryPointByVersion(
     symbol: *const c_char,
     func: *mut *mut libc::c_void,

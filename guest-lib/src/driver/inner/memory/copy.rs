@@ -10,10 +10,10 @@ use vmcuda_wire::op::{
 use vmcuda_wire::CudaStatus;
 
 use super::{admit, can_post, enqueue, on_memory_host, wait_for_stream};
-use crate::api::registration::variable;
-use crate::api::{call, call_with, guard, stream_handle, RawHandle, Result};
 use crate::client::{self, Sink};
 use crate::copy_route::{self, Direction, Route, Shape};
+use crate::driver::inner::registration::variable;
+use crate::driver::inner::{call, call_with, guard, stream_handle, RawHandle, Result};
 use crate::staging;
 use crate::state;
 use crate::{caller, cudaError_t};
@@ -84,7 +84,7 @@ fn staged_in_capture(
         height: rows.height,
         to_device,
     };
-    if crate::api::graph_build::in_build() {
+    if crate::driver::inner::graph_build::in_build() {
         // A node being built: it is made into one node by its builder.
         return crate::host_functions::capture_pageable_copy(stream, copy);
     }
@@ -92,10 +92,13 @@ fn staged_in_capture(
     if !crate::shared::available() {
         return None;
     }
-    Some(crate::api::graph_build::capture_as_one_node(stream, |s| {
-        crate::host_functions::capture_pageable_copy(s, copy)
-            .unwrap_or(Err(CudaStatus::ErrorStreamCaptureUnsupported))
-    }))
+    Some(crate::driver::inner::graph_build::capture_as_one_node(
+        stream,
+        |s| {
+            crate::host_functions::capture_pageable_copy(s, copy)
+                .unwrap_or(Err(CudaStatus::ErrorStreamCaptureUnsupported))
+        },
+    ))
 }
 
 /// The devices of a device-to-device copy whose two sides are on different hosts.
@@ -104,10 +107,10 @@ fn across_hosts(direction: Direction, dst: usize, src: usize) -> Result<Option<(
         return Ok(None);
     }
     match (
-        crate::api::device_of_ptr(dst),
-        crate::api::device_of_ptr(src),
+        crate::driver::inner::device_of_ptr(dst),
+        crate::driver::inner::device_of_ptr(src),
     ) {
-        (Some(d), Some(s)) if crate::api::on_different_hosts(d, s)? => Ok(Some((d, s))),
+        (Some(d), Some(s)) if crate::driver::inner::on_different_hosts(d, s)? => Ok(Some((d, s))),
         _ => Ok(None),
     }
 }
@@ -175,7 +178,7 @@ fn peer_copy(rows: Rows, dst_device: i32, src_device: i32) -> Result<()> {
     }
     // Whether the source's host has the link (zero bytes are only a question), and
     // the errors its posted calls owe, before anything is registered on the other.
-    let asked = crate::api::on_host_of(Some(src_device), || call(&no_bytes(rows.src)));
+    let asked = crate::driver::inner::on_host_of(Some(src_device), || call(&no_bytes(rows.src)));
     // Rows that lie back to back on both sides go as one transfer.
     let packed = rows.height == 1 || (rows.dpitch == rows.width && rows.spitch == rows.width);
     let (count, len) = if packed {
@@ -217,7 +220,7 @@ fn peer_transfer(
     src_device: i32,
     len: usize,
 ) -> Result<()> {
-    let ticket = crate::api::on_host_of(Some(dst_device), || {
+    let ticket = crate::driver::inner::on_host_of(Some(dst_device), || {
         call(&PeerExpect {
             dst: dst as u64,
             size: len as u64,
@@ -231,10 +234,10 @@ fn peer_transfer(
     };
     // Posted straight to the client, even under VMCUDA_SYNC: the sender may wait for
     // the receiver, which only the next call starts.
-    crate::api::on_host_of(Some(src_device), || {
+    crate::driver::inner::on_host_of(Some(src_device), || {
         client::client()?.post_now(state::current_device(), &send, &[])
     })?;
-    let received = crate::api::on_host_of(Some(dst_device), || {
+    let received = crate::driver::inner::on_host_of(Some(dst_device), || {
         call(&PeerReceive {
             dst: dst as u64,
             size: len as u64,
@@ -243,7 +246,7 @@ fn peer_transfer(
     });
     // The sender's outcome, whatever the receiver's was, so no error of it is left
     // owed to a later call.
-    let sent = crate::api::on_host_of(Some(src_device), || call(&no_bytes(src)));
+    let sent = crate::driver::inner::on_host_of(Some(src_device), || call(&no_bytes(src)));
     received.and(sent)
 }
 
@@ -268,7 +271,7 @@ fn through_guest(rows: Rows, dst_device: i32, src_device: i32) -> Result<()> {
         while done < rows.width {
             let n = (rows.width - done).min(chunk);
             let part = &mut buf[..n];
-            crate::api::on_host_of(Some(src_device), || {
+            crate::driver::inner::on_host_of(Some(src_device), || {
                 let req = MemcpyDtoH {
                     src: (src + done) as u64,
                     size: n as u64,
@@ -277,7 +280,7 @@ fn through_guest(rows: Rows, dst_device: i32, src_device: i32) -> Result<()> {
                 };
                 client::client()?.call(state::current_device(), &req, &[], Sink::Into(part))
             })?;
-            crate::api::on_host_of(Some(dst_device), || {
+            crate::driver::inner::on_host_of(Some(dst_device), || {
                 let req = MemcpyHtoD {
                     dst: (dst + done) as u64,
                     stream: StreamHandle::LEGACY,
@@ -354,7 +357,7 @@ pub(super) unsafe fn memcpy_now(
                     is_async,
                 };
                 if post && (is_async || i + 1 < chunks) {
-                    crate::api::post(&req, chunk)?;
+                    crate::driver::inner::post(&req, chunk)?;
                 } else {
                     call_with(&req, chunk, Sink::None)?;
                 }
@@ -425,7 +428,7 @@ pub(super) fn shared_copy(
                 done: Some(done),
                 ..req.clone()
             };
-            crate::api::post_now(&asynchronous, &[])
+            crate::driver::inner::post_now(&asynchronous, &[])
         });
         if let Some(done) = done {
             return done;
@@ -433,13 +436,13 @@ pub(super) fn shared_copy(
     }
     if is_async && can_post(stream, device as usize, count) {
         if to_device {
-            return crate::api::post(&req, &[]);
+            return crate::driver::inner::post(&req, &[]);
         }
         POSTED_READS.store(true, std::sync::atomic::Ordering::Relaxed);
         // The program will read that memory: the copy starts now, as natively, not
         // when the queue next goes out (a program that peeks before synchronizing,
         // wrongly but commonly, sees what it would natively more often).
-        crate::api::post_now(&req, &[])
+        crate::driver::inner::post_now(&req, &[])
     } else {
         call(&req)
     }
@@ -596,7 +599,6 @@ unsafe fn memcpy_2d_now(
 
 macro_rules! export_memcpy {
     ($name:ident, $per_thread:expr) => {
-        #[no_mangle]
         pub extern "C" fn $name(
             dst: *mut c_void,
             src: *const c_void,
@@ -623,7 +625,6 @@ export_memcpy!(cudaMemcpy_ptds, true);
 
 macro_rules! export_memcpy_async {
     ($name:ident, $per_thread:expr) => {
-        #[no_mangle]
         pub extern "C" fn $name(
             dst: *mut c_void,
             src: *const c_void,
@@ -649,7 +650,6 @@ macro_rules! export_memcpy_async {
 export_memcpy_async!(cudaMemcpyAsync, false);
 export_memcpy_async!(cudaMemcpyAsync_ptsz, true);
 
-#[no_mangle]
 pub extern "C" fn cudaMemcpy2D(
     dst: *mut c_void,
     dpitch: usize,
@@ -678,7 +678,6 @@ pub extern "C" fn cudaMemcpy2D(
     })
 }
 
-#[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub extern "C" fn cudaMemcpy2DAsync(
     dst: *mut c_void,
@@ -709,7 +708,6 @@ pub extern "C" fn cudaMemcpy2DAsync(
     })
 }
 
-#[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub extern "C" fn cudaMemcpy2DAsync_ptsz(
     dst: *mut c_void,
@@ -752,15 +750,15 @@ fn memcpy_peer(
     if count == 0 {
         return Ok(());
     }
-    if crate::api::on_different_hosts(dst_device, src_device)? {
+    if crate::driver::inner::on_different_hosts(dst_device, src_device)? {
         let rows = Rows::linear(dst, src, count);
         return across_hosts_copy(rows, dst_device, src_device, stream);
     }
     let req = MemcpyPeer {
         dst: dst as u64,
-        dst_device: crate::api::local_device(dst_device)?,
+        dst_device: crate::driver::inner::local_device(dst_device)?,
         src: src as u64,
-        src_device: crate::api::local_device(src_device)?,
+        src_device: crate::driver::inner::local_device(src_device)?,
         size: count as u64,
         stream,
         is_async,
@@ -775,7 +773,6 @@ fn memcpy_peer(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemcpyPeer(
     dst: *mut c_void,
     dst_device: i32,
@@ -796,7 +793,6 @@ pub extern "C" fn cudaMemcpyPeer(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemcpyPeerAsync(
     dst: *mut c_void,
     dst_device: i32,
@@ -872,7 +868,6 @@ unsafe fn from_symbol(
     }
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemcpyToSymbol(
     symbol: *const c_void,
     src: *const c_void,
@@ -897,7 +892,6 @@ pub extern "C" fn cudaMemcpyToSymbol(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemcpyToSymbolAsync(
     symbol: *const c_void,
     src: *const c_void,
@@ -923,7 +917,6 @@ pub extern "C" fn cudaMemcpyToSymbolAsync(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemcpyFromSymbol(
     dst: *mut c_void,
     symbol: *const c_void,
@@ -948,7 +941,6 @@ pub extern "C" fn cudaMemcpyFromSymbol(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemcpyFromSymbolAsync(
     dst: *mut c_void,
     symbol: *const c_void,
@@ -1006,7 +998,6 @@ unsafe fn memcpy_batch(
     Ok(())
 }
 
-#[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub extern "C" fn cudaMemcpyBatchAsync(
     dsts: *const *mut c_void,
@@ -1034,7 +1025,6 @@ pub extern "C" fn cudaMemcpyBatchAsync(
     })
 }
 
-#[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub extern "C" fn cudaMemcpyBatchAsync_ptsz(
     dsts: *const *mut c_void,

@@ -1,59 +1,16 @@
-//! The exported CUDA runtime API, one module per family.
-//!
-//! Every export runs its body through [`guard`]: a panic becomes
-//! `cudaErrorUnknown` instead of unwinding into C, and a failure is stored as the
-//! thread's last error, as the CUDA runtime does.
-
-pub mod array;
-pub mod device;
-pub mod driver_entry;
-pub mod errors;
-pub mod graph;
-pub mod graph_build;
-pub mod ipc;
-pub mod launch;
-pub mod library;
-pub mod logs;
-pub mod mem_pool;
-pub mod memory;
-pub mod per_thread;
-pub mod registration;
-pub mod stream;
-pub mod table;
-pub mod unsupported;
-
-use std::panic::{catch_unwind, AssertUnwindSafe};
+//! The requests to the host: each call forwarded for the calling thread's current
+//! device, waited for ([`call`], [`call_with`]) or posted ([`post`], [`post_now`]),
+//! waits that leave the connection free ([`wait_by_queries`]), and the host a call
+//! about another device's stream, event or memory goes to ([`on_host_of`]). Everything
+//! above the connection makes its requests through these.
 
 use vmcuda_wire::op::{Request, StreamHandle};
 use vmcuda_wire::CudaStatus;
 
 use crate::client::{self, Sink};
-use crate::cudaError_t;
 use crate::state;
 
 pub type Result<T> = std::result::Result<T, CudaStatus>;
-
-/// Run an export's body: no unwinding across the C boundary, last error recorded.
-pub fn guard(name: &'static str, body: impl FnOnce() -> Result<()>) -> cudaError_t {
-    state::note_thread();
-    let status = match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(Ok(())) => 0,
-        Ok(Err(status)) => status.0,
-        Err(_) => {
-            eprintln!("vmcuda: internal error in {name}; reporting cudaErrorUnknown");
-            CudaStatus::ErrorUnknown.0
-        }
-    };
-    // "Not ready" answers a query; it is not an error the runtime remembers.
-    if status != 0 && status != CudaStatus::ErrorNotReady.0 {
-        state::set_last_error(status);
-        logs::record(
-            format!("{name} failed: {}", CudaStatus(status).name()),
-            false,
-        );
-    }
-    status
-}
 
 /// Wait until `query` (a short waited call) stops answering `cudaErrorNotReady`,
 /// leaving the connection free between queries: how a thread waits for the GPU while
@@ -129,24 +86,6 @@ where
     }
 }
 
-/// The wire handle for a `cudaStream_t`. `per_thread` is true for the `_ptsz`
-/// entry points, where the NULL stream means the per-thread default stream: the
-/// calling thread's own stream ([`per_thread::default_stream`]).
-pub fn stream_handle(stream: *mut libc::c_void, per_thread: bool) -> StreamHandle {
-    match stream as usize {
-        0 if per_thread => per_thread::default_stream::current(),
-        0 | 1 => StreamHandle::LEGACY,
-        2 => per_thread::default_stream::current(),
-        id => StreamHandle(id as u64),
-    }
-}
-
-/// Whether a `cudaStream_t` / `CUstream` names one of the default streams (the NULL
-/// stream, `cudaStreamLegacy`, `cudaStreamPerThread`), which cannot be destroyed.
-pub fn is_default_stream(stream: *mut libc::c_void) -> bool {
-    (stream as usize) <= 2
-}
-
 /// Whether `stream` names a default stream or one this process made and still has.
 pub fn known_stream(stream: StreamHandle) -> bool {
     stream.is_default() || state::registry().streams.contains_key(&stream.0)
@@ -195,9 +134,6 @@ pub fn on_different_hosts(a: i32, b: i32) -> Result<bool> {
 pub fn local_device(device: i32) -> Result<i32> {
     Ok(client::client()?.route(device)?.2)
 }
-
-/// `cudaStream_t` / `cudaEvent_t` as seen by the program: the guest-made id.
-pub type RawHandle = *mut libc::c_void;
 
 #[cfg(test)]
 mod wait_tests {

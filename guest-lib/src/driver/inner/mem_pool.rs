@@ -144,7 +144,6 @@ unsafe fn malloc_async(ptr: *mut *mut c_void, size: usize, stream: RawHandle) ->
     unsafe { caller::write(ptr, p as *mut c_void) }
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMallocAsync(
     ptr: *mut *mut c_void,
     size: usize,
@@ -181,7 +180,6 @@ unsafe fn malloc_from_pool(
     unsafe { caller::write(ptr, p as *mut c_void) }
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMallocFromPoolAsync(
     ptr: *mut *mut c_void,
     size: usize,
@@ -194,7 +192,6 @@ pub extern "C" fn cudaMallocFromPoolAsync(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMallocFromPoolAsync_ptsz(
     ptr: *mut *mut c_void,
     size: usize,
@@ -211,7 +208,6 @@ pub extern "C" fn cudaMallocFromPoolAsync_ptsz(
 const ALLOCATION_PINNED: i32 = 1;
 const HANDLE_TYPE_NONE: i32 = 0;
 
-#[no_mangle]
 pub extern "C" fn cudaMemPoolCreate(pool: *mut RawHandle, props: *const c_void) -> cudaError_t {
     guard("cudaMemPoolCreate", || {
         if pool.is_null() {
@@ -249,7 +245,6 @@ pub extern "C" fn cudaMemPoolCreate(pool: *mut RawHandle, props: *const c_void) 
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemPoolDestroy(pool: RawHandle) -> cudaError_t {
     guard("cudaMemPoolDestroy", || {
         let n = (pool as u64).wrapping_sub(MADE_TAG);
@@ -269,7 +264,6 @@ pub extern "C" fn cudaMemPoolDestroy(pool: RawHandle) -> cudaError_t {
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaDeviceSetMemPool(device: i32, pool: RawHandle) -> cudaError_t {
     guard("cudaDeviceSetMemPool", || {
         if device < 0 || device >= device_count()? {
@@ -289,7 +283,6 @@ pub extern "C" fn cudaDeviceSetMemPool(device: i32, pool: RawHandle) -> cudaErro
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaDeviceGetMemPool(pool: *mut RawHandle, device: i32) -> cudaError_t {
     guard("cudaDeviceGetMemPool", || {
         if device < 0 || device >= device_count()? {
@@ -302,7 +295,6 @@ pub extern "C" fn cudaDeviceGetMemPool(pool: *mut RawHandle, device: i32) -> cud
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemPoolGetAccess(
     flags: *mut u32,
     pool: RawHandle,
@@ -437,7 +429,6 @@ fn program_device(local: i32) -> Result<i32> {
     Err(CudaStatus::ErrorInvalidDevice)
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemPoolExportToShareableHandle(
     handle: *mut c_void,
     pool: RawHandle,
@@ -488,7 +479,6 @@ pub extern "C" fn cudaMemPoolExportToShareableHandle(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemPoolImportFromShareableHandle(
     pool: *mut RawHandle,
     handle: *mut c_void,
@@ -531,7 +521,6 @@ pub extern "C" fn cudaMemPoolImportFromShareableHandle(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemPoolExportPointer(data: *mut c_void, ptr: *mut c_void) -> cudaError_t {
     guard("cudaMemPoolExportPointer", || {
         if data.is_null() {
@@ -566,7 +555,6 @@ pub extern "C" fn cudaMemPoolExportPointer(data: *mut c_void, ptr: *mut c_void) 
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemPoolImportPointer(
     ptr: *mut *mut c_void,
     pool: RawHandle,
@@ -610,7 +598,6 @@ pub extern "C" fn cudaMemPoolImportPointer(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaFreeAsync(ptr: *mut c_void, stream: RawHandle) -> cudaError_t {
     guard("cudaFreeAsync", || {
         let stream = stream_handle(stream, false);
@@ -633,7 +620,6 @@ pub extern "C" fn cudaFreeAsync(ptr: *mut c_void, stream: RawHandle) -> cudaErro
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaDeviceGetDefaultMemPool(pool: *mut RawHandle, device: i32) -> cudaError_t {
     guard("cudaDeviceGetDefaultMemPool", || {
         if device < 0 || device >= device_count()? {
@@ -644,7 +630,6 @@ pub extern "C" fn cudaDeviceGetDefaultMemPool(pool: *mut RawHandle, device: i32)
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemPoolGetAttribute(
     pool: RawHandle,
     attr: u32,
@@ -667,7 +652,6 @@ pub extern "C" fn cudaMemPoolGetAttribute(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemPoolSetAttribute(
     pool: RawHandle,
     attr: u32,
@@ -691,7 +675,6 @@ pub extern "C" fn cudaMemPoolSetAttribute(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemPoolTrimTo(pool: RawHandle, min_bytes_to_keep: usize) -> cudaError_t {
     guard("cudaMemPoolTrimTo", || {
         on_pool_host(pool, |pool| MemPoolTrimTo {
@@ -704,7 +687,6 @@ pub extern "C" fn cudaMemPoolTrimTo(pool: RawHandle, min_bytes_to_keep: usize) -
 /// `cudaMemLocationTypeDevice`.
 const LOCATION_DEVICE: i32 = 1;
 
-#[no_mangle]
 pub extern "C" fn cudaMemPoolSetAccess(
     pool: RawHandle,
     descs: *const c_void,
@@ -766,7 +748,6 @@ unsafe fn location_device(
     }
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemGetDefaultMemPool(
     pool: *mut RawHandle,
     location: *const super::memory::MemLocation,
@@ -779,7 +760,6 @@ pub extern "C" fn cudaMemGetDefaultMemPool(
     }
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemGetMemPool(
     pool: *mut RawHandle,
     location: *const super::memory::MemLocation,
@@ -792,7 +772,6 @@ pub extern "C" fn cudaMemGetMemPool(
     }
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemSetMemPool(
     location: *const super::memory::MemLocation,
     kind: u32,

@@ -5,15 +5,17 @@ use std::ffi::c_void;
 use vmcuda_wire::op::{Memset, Memset2D, StreamHandle};
 
 use super::{admit, can_post, enqueue, on_memory_host};
-use crate::api::{call, guard, stream_handle, RawHandle, Result};
 use crate::cudaError_t;
+use crate::driver::inner::{call, guard, stream_handle, RawHandle, Result};
 
 /// A memset runs on the current device, which reaches another device's memory only as
 /// its peer (natively `cudaErrorInvalidValue` without peer access): a device of another
 /// host never is one.
 fn refuse_other_hosts_memory(ptr: usize) -> Result<()> {
-    match crate::api::device_of_ptr(ptr) {
-        Some(owner) if crate::api::on_different_hosts(owner, crate::state::current_device())? => {
+    match crate::driver::inner::device_of_ptr(ptr) {
+        Some(owner)
+            if crate::driver::inner::on_different_hosts(owner, crate::state::current_device())? =>
+        {
             Err(vmcuda_wire::CudaStatus::ErrorInvalidValue)
         }
         _ => Ok(()),
@@ -54,21 +56,19 @@ fn memset_here(
     let post = is_async && can_post(stream, ptr, count);
     enqueue(stream, is_async, move || {
         if post {
-            crate::api::post(&req, &[])
+            crate::driver::inner::post(&req, &[])
         } else {
             call(&req)
         }
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemset(ptr: *mut c_void, value: i32, count: usize) -> cudaError_t {
     guard("cudaMemset", || {
         memset(ptr as usize, value, count, StreamHandle::LEGACY, false)
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemsetAsync(
     ptr: *mut c_void,
     value: i32,
@@ -86,7 +86,6 @@ pub extern "C" fn cudaMemsetAsync(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemsetAsync_ptsz(
     ptr: *mut c_void,
     value: i32,
@@ -132,7 +131,6 @@ fn memset_2d(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemset2D(
     ptr: *mut c_void,
     pitch: usize,
@@ -153,7 +151,6 @@ pub extern "C" fn cudaMemset2D(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemset2DAsync(
     ptr: *mut c_void,
     pitch: usize,

@@ -9,9 +9,9 @@ use vmcuda_wire::CudaStatus;
 use super::copy::{memcpy_now, shared_copy};
 use super::{allocate_clear, free_device, free_held, wait_for_stream};
 pub use crate::abi::runtime::MemLocation;
-use crate::api::{call, guard, stream_handle, RawHandle, Result};
 use crate::capture;
 use crate::copy_route::Direction;
+use crate::driver::inner::{call, guard, stream_handle, RawHandle, Result};
 use crate::managed::{self, Location, Origin, PAGE};
 use crate::state;
 use crate::{caller, cudaError_t};
@@ -296,7 +296,6 @@ pub fn mirror_variable(addr: u64, size: usize) -> Result<()> {
     managed::add_variable(addr as usize, size, state::current_device(), &MOVER)
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMallocManaged(ptr: *mut *mut c_void, size: usize, flags: u32) -> cudaError_t {
     guard("cudaMallocManaged", || {
         if ptr.is_null() {
@@ -315,7 +314,7 @@ pub extern "C" fn cudaMallocManaged(ptr: *mut *mut c_void, size: usize, flags: u
 /// stream's work so far.
 pub fn prefetch(ptr: usize, len: usize, location: Location, stream: StreamHandle) -> Result<()> {
     if let Location::Device(d) = location {
-        crate::api::device::properties(d)?;
+        crate::driver::inner::device::properties(d)?;
     }
     capture::check_stream_use(stream)?;
     capture::refuse_if_capturing(stream)?;
@@ -345,7 +344,6 @@ fn prefetch_export(
     )
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemPrefetchAsync(
     ptr: *const c_void,
     count: usize,
@@ -358,7 +356,6 @@ pub extern "C" fn cudaMemPrefetchAsync(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemPrefetchAsync_ptsz(
     ptr: *const c_void,
     count: usize,
@@ -447,7 +444,6 @@ fn prefetch_batch(
 /// per-thread default stream variants.
 macro_rules! prefetch_batch_exports {
     ($($name:ident, $per_thread:expr, $discard_first:expr;)*) => {$(
-        #[no_mangle]
         #[allow(clippy::too_many_arguments)]
         pub extern "C" fn $name(
             ptrs: *const *mut c_void,
@@ -495,7 +491,6 @@ fn discard_batch(
         .try_for_each(|(p, n, _)| managed::discard(p, n))
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemDiscardBatchAsync(
     ptrs: *const *mut c_void,
     sizes: *const usize,
@@ -508,7 +503,6 @@ pub extern "C" fn cudaMemDiscardBatchAsync(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemDiscardBatchAsync_ptsz(
     ptrs: *const *mut c_void,
     sizes: *const usize,
@@ -524,12 +518,11 @@ pub extern "C" fn cudaMemDiscardBatchAsync_ptsz(
 /// Record advice (see [`managed::advise`]); a device location must name a device.
 pub fn advise(ptr: usize, count: usize, advice: u32, location: Location) -> Result<()> {
     if let Location::Device(d) = location {
-        crate::api::device::properties(d).map_err(|_| CudaStatus::ErrorInvalidDevice)?;
+        crate::driver::inner::device::properties(d).map_err(|_| CudaStatus::ErrorInvalidDevice)?;
     }
     managed::advise(ptr, count, advice, location)
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemAdvise(
     ptr: *const c_void,
     count: usize,
@@ -574,7 +567,6 @@ pub unsafe fn range_attribute(
     unsafe { caller::write_slice(data.cast::<i32>(), &values) }
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemRangeGetAttribute(
     data: *mut c_void,
     size: usize,
@@ -620,7 +612,6 @@ pub unsafe fn range_attributes(
     Ok(())
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemRangeGetAttributes(
     data: *const *mut c_void,
     sizes: *const usize,
@@ -646,7 +637,7 @@ pub fn attach(stream: StreamHandle, ptr: usize, length: usize, flags: u32) -> Re
         return Err(CudaStatus::ErrorInvalidValue);
     }
     capture::check_stream_use(stream)?;
-    if !crate::api::known_stream(stream) {
+    if !crate::driver::inner::known_stream(stream) {
         return Err(CudaStatus::ErrorInvalidResourceHandle);
     }
     let (start, len, _, _) = managed::region_of(ptr).ok_or(CudaStatus::ErrorInvalidValue)?;
@@ -656,7 +647,6 @@ pub fn attach(stream: StreamHandle, ptr: usize, length: usize, flags: u32) -> Re
     Ok(())
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamAttachMemAsync(
     stream: RawHandle,
     ptr: *mut c_void,
@@ -668,7 +658,6 @@ pub extern "C" fn cudaStreamAttachMemAsync(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaStreamAttachMemAsync_ptsz(
     stream: RawHandle,
     ptr: *mut c_void,

@@ -1,13 +1,13 @@
-//! The runtime functions vmcuda does not implement: every other export of the real
-//! `libcudart.so.13` (guest-lib/exports/libcudart.so.13.txt).
+//! The runtime functions vmcuda's retired runtime library did not implement: every
+//! other export of the real `libcudart.so.13` (guest-lib/exports/libcudart.so.13.txt).
 //!
-//! `libcudart.so.13` (guest-lib/build-libs.sh) exports each of them, under its version
-//! node, as a stub that passes its index in that list to [`cudart_not_supported`],
-//! which says once per function, on stderr, which function it is, records
-//! `cudaErrorNotSupported` as the thread's last error and returns it. So a program
-//! that binds such a function still loads, and fails only where it calls one, with a
-//! line naming it. Graphics interop (GL, EGL, VDPAU), external memory and semaphores
-//! and NvSci cannot cross the VM boundary and say so; the rest are not implemented yet.
+//! That library exported each of them as a stub that passed its index in that list to
+//! [`cudart_not_supported`], which says once per function, on stderr, which function it
+//! is, records `cudaErrorNotSupported` as the thread's last error and returns it. No
+//! library is built with those stubs any more (NVIDIA's runtime runs on the driver), so
+//! nothing calls it now. Its lines say that graphics interop (GL, EGL, VDPAU),
+//! external memory and semaphores and NvSci cannot cross the VM boundary; the rest
+//! were not implemented.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -17,7 +17,7 @@ use crate::cudaError_t;
 use crate::state;
 
 /// The real runtime's exports, `name@@libcudart.so.13` a line (`#` lines are comments).
-const EXPORTS: &str = include_str!("../../exports/libcudart.so.13.txt");
+const EXPORTS: &str = include_str!("../../../exports/libcudart.so.13.txt");
 
 /// The export list's function names (its `name@@node` lines), in the order
 /// build-libs.sh numbers its stubs.
@@ -64,18 +64,8 @@ pub fn message(name: &str) -> String {
     )
 }
 
-/// Refuse what vmcuda does not do, saying once on stderr what and why: `what` names
-/// the call (and the case), `why` completes the sentence.
-pub fn refuse(what: &str, why: &str) -> CudaStatus {
-    crate::notice::say_once(&format!(
-        "vmcuda: {what} {why}; it returns cudaErrorNotSupported"
-    ));
-    CudaStatus::ErrorNotSupported
-}
-
 /// The stub of every runtime function not implemented: `index` is its place in the
 /// export list.
-#[export_name = "__vmcuda_cudart_not_supported"]
 pub extern "C" fn cudart_not_supported(index: u32) -> cudaError_t {
     let _ = catch_unwind(AssertUnwindSafe(|| {
         let name = export_names()

@@ -125,7 +125,6 @@ unsafe fn launch(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn __cudaPushCallConfiguration(
     grid: Dim3,
     block: Dim3,
@@ -141,7 +140,6 @@ pub extern "C" fn __cudaPushCallConfiguration(
     0
 }
 
-#[no_mangle]
 pub extern "C" fn __cudaPopCallConfiguration(
     grid: *mut Dim3,
     block: *mut Dim3,
@@ -167,7 +165,6 @@ pub extern "C" fn __cudaPopCallConfiguration(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn __cudaGetKernel(
     kernel_out: *mut RawHandle,
     host_fun: *const c_void,
@@ -182,7 +179,6 @@ pub extern "C" fn __cudaGetKernel(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn __cudaLaunchKernel(
     k: RawHandle,
     grid: Dim3,
@@ -208,7 +204,6 @@ pub extern "C" fn __cudaLaunchKernel(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn __cudaLaunchKernel_ptsz(
     k: RawHandle,
     grid: Dim3,
@@ -234,7 +229,6 @@ pub extern "C" fn __cudaLaunchKernel_ptsz(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaLaunchKernel(
     f: *const c_void,
     grid: Dim3,
@@ -260,7 +254,6 @@ pub extern "C" fn cudaLaunchKernel(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaLaunchKernel_ptsz(
     f: *const c_void,
     grid: Dim3,
@@ -295,7 +288,6 @@ fn cooperative() -> LaunchAttribute {
     }
 }
 
-#[no_mangle]
 pub extern "C" fn cudaLaunchCooperativeKernel(
     f: *const c_void,
     grid: Dim3,
@@ -321,7 +313,6 @@ pub extern "C" fn cudaLaunchCooperativeKernel(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaLaunchCooperativeKernel_ptsz(
     f: *const c_void,
     grid: Dim3,
@@ -374,7 +365,6 @@ unsafe fn launch_ex(
     }
 }
 
-#[no_mangle]
 pub extern "C" fn cudaLaunchKernelExC(
     config: *const LaunchConfigC,
     f: *const c_void,
@@ -387,7 +377,6 @@ pub extern "C" fn cudaLaunchKernelExC(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaLaunchKernelExC_ptsz(
     config: *const LaunchConfigC,
     f: *const c_void,
@@ -401,7 +390,6 @@ pub extern "C" fn cudaLaunchKernelExC_ptsz(
 }
 
 /// Clusters of the launch `config` describes that can be resident at once.
-#[no_mangle]
 pub extern "C" fn cudaOccupancyMaxActiveClusters(
     clusters: *mut i32,
     f: *const c_void,
@@ -425,7 +413,6 @@ pub extern "C" fn cudaOccupancyMaxActiveClusters(
 }
 
 /// The largest cluster the launch `config` describes could run with.
-#[no_mangle]
 pub extern "C" fn cudaOccupancyMaxPotentialClusterSize(
     size: *mut i32,
     f: *const c_void,
@@ -473,7 +460,6 @@ unsafe fn cluster_shape(config: *const LaunchConfigC) -> Result<ClusterShape> {
 }
 
 /// Where parameter `index` of a kernel lies in its parameter buffer, and its size.
-#[no_mangle]
 pub extern "C" fn cudaFuncGetParamInfo(
     f: *const c_void,
     index: usize,
@@ -495,7 +481,6 @@ pub extern "C" fn cudaFuncGetParamInfo(
 
 /// A kernel's name as its module has it (mangled), kept for the program for as long
 /// as the process runs.
-#[no_mangle]
 pub extern "C" fn cudaFuncGetName(
     name: *mut *const std::ffi::c_char,
     f: *const c_void,
@@ -544,7 +529,6 @@ impl From<FuncAttributes> for FuncAttributesC {
     }
 }
 
-#[no_mangle]
 pub extern "C" fn cudaFuncGetAttributes(
     attr: *mut FuncAttributesC,
     f: *const c_void,
@@ -557,7 +541,6 @@ pub extern "C" fn cudaFuncGetAttributes(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaFuncSetAttribute(
     f: *const c_void,
     attribute: i32,
@@ -569,7 +552,6 @@ pub extern "C" fn cudaFuncSetAttribute(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaFuncSetCacheConfig(f: *const c_void, config: u32) -> cudaError_t {
     guard("cudaFuncSetCacheConfig", || {
         let (function, _) = kernel(f as usize)?;
@@ -579,7 +561,6 @@ pub extern "C" fn cudaFuncSetCacheConfig(f: *const c_void, config: u32) -> cudaE
 
 /// Shared memory bank size per function: fixed on every GPU CUDA 13 runs on, so the
 /// function need only be one of the program's.
-#[no_mangle]
 pub extern "C" fn cudaFuncSetSharedMemConfig(f: *const c_void, config: u32) -> cudaError_t {
     guard("cudaFuncSetSharedMemConfig", || {
         kernel(f as usize)?;
@@ -590,7 +571,6 @@ pub extern "C" fn cudaFuncSetSharedMemConfig(f: *const c_void, config: u32) -> c
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
     blocks: *mut i32,
     f: *const c_void,
@@ -611,7 +591,6 @@ pub extern "C" fn cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
     )
 }
 
-#[no_mangle]
 pub extern "C" fn cudaOccupancyMaxActiveBlocksPerMultiprocessor(
     blocks: *mut i32,
     f: *const c_void,
@@ -621,7 +600,6 @@ pub extern "C" fn cudaOccupancyMaxActiveBlocksPerMultiprocessor(
     cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(blocks, f, block_size, dynamic_smem, 0)
 }
 
-#[no_mangle]
 pub extern "C" fn cudaOccupancyAvailableDynamicSMemPerBlock(
     bytes: *mut usize,
     f: *const c_void,

@@ -152,7 +152,7 @@ const DEFERRED_MAPPING: u32 = 0x80;
 /// forward. Every array the guest can hold is therefore neither sparse nor deferred.
 fn refuse_self_mapped(flags: u32) -> Result<()> {
     if flags & (SPARSE | DEFERRED_MAPPING) != 0 {
-        return Err(super::unsupported::refuse(
+        return Err(crate::notice::refuse(
             "a sparse or deferred-mapping CUDA array",
             "is not supported by vmcuda (its memory would be mapped by cudaMemMapArrayAsync)",
         ));
@@ -179,7 +179,6 @@ pub(crate) fn texture_1d_linear_max_width(format: u32, channels: u32, device: i3
     Ok(crate::state::as_device(device, || call(&req))?.width)
 }
 
-#[no_mangle]
 pub extern "C" fn cudaDeviceGetTexture1DLinearMaxWidth(
     width: *mut usize,
     desc: *const ChannelFormatDesc,
@@ -195,7 +194,6 @@ pub extern "C" fn cudaDeviceGetTexture1DLinearMaxWidth(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMallocArray(
     out: *mut RawHandle,
     desc: *const ChannelFormatDesc,
@@ -217,7 +215,6 @@ pub extern "C" fn cudaMallocArray(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMalloc3DArray(
     out: *mut RawHandle,
     desc: *const ChannelFormatDesc,
@@ -230,7 +227,6 @@ pub extern "C" fn cudaMalloc3DArray(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaFreeArray(array: RawHandle) -> cudaError_t {
     guard("cudaFreeArray", || {
         if array.is_null() {
@@ -250,7 +246,6 @@ pub extern "C" fn cudaFreeArray(array: RawHandle) -> cudaError_t {
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMallocMipmappedArray(
     out: *mut RawHandle,
     desc: *const ChannelFormatDesc,
@@ -290,7 +285,6 @@ pub(crate) fn check_mipmap(mipmap: RawHandle) -> Result<()> {
     }
 }
 
-#[no_mangle]
 pub extern "C" fn cudaArrayGetPlane(
     _out: *mut RawHandle,
     array: RawHandle,
@@ -302,7 +296,6 @@ pub extern "C" fn cudaArrayGetPlane(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaArrayGetSparseProperties(
     _props: *mut c_void,
     array: RawHandle,
@@ -313,7 +306,6 @@ pub extern "C" fn cudaArrayGetSparseProperties(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMipmappedArrayGetSparseProperties(
     _props: *mut c_void,
     mipmap: RawHandle,
@@ -324,7 +316,6 @@ pub extern "C" fn cudaMipmappedArrayGetSparseProperties(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaArrayGetMemoryRequirements(
     _reqs: *mut c_void,
     array: RawHandle,
@@ -337,7 +328,6 @@ pub extern "C" fn cudaArrayGetMemoryRequirements(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMipmappedArrayGetMemoryRequirements(
     _reqs: *mut c_void,
     mipmap: RawHandle,
@@ -372,7 +362,6 @@ pub(crate) fn mipmapped_level(mipmap: RawHandle, level: u32) -> Result<RawHandle
     Ok(made.array.0 as RawHandle)
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGetMipmappedArrayLevel(
     out: *mut RawHandle,
     mipmap: RawHandle,
@@ -385,7 +374,6 @@ pub extern "C" fn cudaGetMipmappedArrayLevel(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaFreeMipmappedArray(mipmap: RawHandle) -> cudaError_t {
     guard("cudaFreeMipmappedArray", || {
         if mipmap.is_null() {
@@ -399,7 +387,6 @@ pub extern "C" fn cudaFreeMipmappedArray(mipmap: RawHandle) -> cudaError_t {
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaArrayGetInfo(
     desc: *mut ChannelFormatDesc,
     extent: *mut Extent,
@@ -423,7 +410,6 @@ pub extern "C" fn cudaArrayGetInfo(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGetChannelDesc(
     desc: *mut ChannelFormatDesc,
     array: RawHandle,
@@ -622,7 +608,7 @@ fn pointer_is_device(kind: u32, ptr: usize, to_array: bool) -> Result<bool> {
         1 => !to_array,
         2 => to_array,
         3 => true,
-        4 => crate::api::device_of_ptr(ptr).is_some(),
+        4 => crate::driver::inner::device_of_ptr(ptr).is_some(),
         _ => return Err(CudaStatus::ErrorInvalidMemcpyDirection),
     })
 }
@@ -673,7 +659,6 @@ unsafe fn from_array_2d(
 
 macro_rules! export_2d_to_array {
     ($name:ident, $per_thread:expr, $is_async:expr $(, $stream:ident)?) => {
-        #[no_mangle]
         #[allow(clippy::too_many_arguments)]
         pub extern "C" fn $name(
             dst: RawHandle,
@@ -706,7 +691,6 @@ export_2d_to_array!(cudaMemcpy2DToArrayAsync_ptsz, true, true, stream);
 
 macro_rules! export_2d_from_array {
     ($name:ident, $per_thread:expr, $is_async:expr $(, $stream:ident)?) => {
-        #[no_mangle]
         #[allow(clippy::too_many_arguments)]
         pub extern "C" fn $name(
             dst: *mut c_void,
@@ -752,7 +736,6 @@ fn array_to_array(
     unsafe { copy(s, d, width, height, 1, stream, false) }
 }
 
-#[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub extern "C" fn cudaMemcpy2DArrayToArray(
     dst: RawHandle,
@@ -778,7 +761,6 @@ pub extern "C" fn cudaMemcpy2DArrayToArray(
     })
 }
 
-#[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub extern "C" fn cudaMemcpy2DArrayToArray_ptds(
     dst: RawHandle,
@@ -867,7 +849,6 @@ unsafe fn linear_with_array(
 
 macro_rules! export_linear_array {
     ($name:ident, to, $per_thread:expr, $is_async:expr $(, $stream:ident)?) => {
-        #[no_mangle]
         pub extern "C" fn $name(
             dst: RawHandle,
             x: usize,
@@ -890,7 +871,6 @@ macro_rules! export_linear_array {
         }
     };
     ($name:ident, from, $per_thread:expr, $is_async:expr $(, $stream:ident)?) => {
-        #[no_mangle]
         pub extern "C" fn $name(
             dst: *mut c_void,
             src: RawHandle,
@@ -946,13 +926,12 @@ fn array_to_array_linear(
         let rows = count / drow as usize;
         return array_to_array(dst, dst_at, src, src_at, drow as usize, rows, stream);
     }
-    Err(super::unsupported::refuse(
+    Err(crate::notice::refuse(
         "cudaMemcpyArrayToArray across rows of unlike arrays",
         "is not supported by vmcuda",
     ))
 }
 
-#[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub extern "C" fn cudaMemcpyArrayToArray(
     dst: RawHandle,
@@ -969,7 +948,6 @@ pub extern "C" fn cudaMemcpyArrayToArray(
     })
 }
 
-#[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub extern "C" fn cudaMemcpyArrayToArray_ptds(
     dst: RawHandle,
@@ -1043,7 +1021,6 @@ pub(crate) unsafe fn memcpy_3d(
 
 macro_rules! export_3d {
     ($name:ident, $per_thread:expr, $is_async:expr $(, $stream:ident)?) => {
-        #[no_mangle]
         pub extern "C" fn $name(p: *const Memcpy3DParms, $($stream: RawHandle)?) -> cudaError_t {
             guard(stringify!($name), || {
                 #[allow(unused_variables)]
@@ -1172,7 +1149,6 @@ unsafe fn memcpy_3d_batch(
     Ok(())
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemcpy3DBatchAsync(
     count: usize,
     ops: *const Memcpy3DBatchOp,
@@ -1185,7 +1161,6 @@ pub extern "C" fn cudaMemcpy3DBatchAsync(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemcpy3DBatchAsync_ptsz(
     count: usize,
     ops: *const Memcpy3DBatchOp,
@@ -1210,7 +1185,7 @@ unsafe fn memcpy_3d_peer(
 ) -> Result<()> {
     let same = p.src_device == p.dst_device;
     if !same && (!p.src_array.is_null() || !p.dst_array.is_null()) {
-        return Err(super::unsupported::refuse(
+        return Err(crate::notice::refuse(
             "cudaMemcpy3DPeer with an array between two devices",
             "is not supported by vmcuda",
         ));
@@ -1231,7 +1206,6 @@ unsafe fn memcpy_3d_peer(
 
 macro_rules! export_3d_peer {
     ($name:ident, $per_thread:expr, $is_async:expr $(, $stream:ident)?) => {
-        #[no_mangle]
         pub extern "C" fn $name(p: *const Memcpy3DPeerParms, $($stream: RawHandle)?) -> cudaError_t {
             guard(stringify!($name), || {
                 #[allow(unused_variables)]
@@ -1252,13 +1226,12 @@ export_3d_peer!(cudaMemcpy3DPeerAsync, false, true, stream);
 export_3d_peer!(cudaMemcpy3DPeerAsync_ptsz, true, true, stream);
 
 /// `cudaMalloc3D`: pitched memory for `depth` slices of `height` rows.
-#[no_mangle]
 pub extern "C" fn cudaMalloc3D(out: *mut PitchedPtr, extent: Extent) -> cudaError_t {
     guard("cudaMalloc3D", || {
         let rows = extent.height.max(1) * extent.depth.max(1);
         let mut ptr: *mut c_void = std::ptr::null_mut();
         let mut pitch = 0usize;
-        crate::driver::via_runtime(|| {
+        crate::driver::keeping_last_error(|| {
             super::memory::cudaMallocPitch(&mut ptr, &mut pitch, extent.width, rows)
         })?;
         let p = PitchedPtr {
@@ -1286,7 +1259,7 @@ fn memset_3d(
         return Ok(());
     }
     let run = |ptr: *mut c_void, rows: usize| {
-        crate::driver::via_runtime(|| match is_async {
+        crate::driver::keeping_last_error(|| match is_async {
             true => {
                 super::memory::memset::cudaMemset2DAsync(ptr, p.pitch, value, e.width, rows, stream)
             }
@@ -1305,23 +1278,20 @@ fn memset_3d(
     Ok(())
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemset3D(p: PitchedPtr, value: i32, extent: Extent) -> cudaError_t {
     guard("cudaMemset3D", || {
         memset_3d(p, value, extent, std::ptr::null_mut(), false)
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemset3D_ptds(p: PitchedPtr, value: i32, extent: Extent) -> cudaError_t {
     guard("cudaMemset3D_ptds", || {
         let stream = 2 as RawHandle;
         memset_3d(p, value, extent, stream, true)?;
-        crate::driver::via_runtime(|| super::stream::cudaStreamSynchronize(stream))
+        crate::driver::keeping_last_error(|| super::stream::cudaStreamSynchronize(stream))
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemset3DAsync(
     p: PitchedPtr,
     value: i32,
@@ -1333,7 +1303,6 @@ pub extern "C" fn cudaMemset3DAsync(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaMemset3DAsync_ptsz(
     p: PitchedPtr,
     value: i32,
@@ -1500,7 +1469,6 @@ pub(crate) fn destroy_texture(tex: u64) -> Result<()> {
     Ok(())
 }
 
-#[no_mangle]
 pub extern "C" fn cudaCreateTextureObject(
     out: *mut u64,
     res: *const ResourceDescC,
@@ -1525,7 +1493,6 @@ pub extern "C" fn cudaCreateTextureObject(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaDestroyTextureObject(tex: u64) -> cudaError_t {
     guard("cudaDestroyTextureObject", || destroy_texture(tex))
 }
@@ -1537,7 +1504,6 @@ fn kept_texture<T>(
     arrays(|a| a.textures.get(&tex).map(f)).ok_or(CudaStatus::ErrorInvalidValue)
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGetTextureObjectResourceDesc(
     out: *mut ResourceDescC,
     tex: u64,
@@ -1549,7 +1515,6 @@ pub extern "C" fn cudaGetTextureObjectResourceDesc(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGetTextureObjectTextureDesc(out: *mut TextureDescC, tex: u64) -> cudaError_t {
     guard("cudaGetTextureObjectTextureDesc", || {
         let t = kept_texture(tex, |k| k.1)?;
@@ -1558,7 +1523,6 @@ pub extern "C" fn cudaGetTextureObjectTextureDesc(out: *mut TextureDescC, tex: u
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGetTextureObjectResourceViewDesc(
     out: *mut ViewDescC,
     tex: u64,
@@ -1587,7 +1551,6 @@ pub(crate) fn destroy_surface(surf: u64) -> Result<()> {
     Ok(())
 }
 
-#[no_mangle]
 pub extern "C" fn cudaCreateSurfaceObject(out: *mut u64, res: *const ResourceDescC) -> cudaError_t {
     guard("cudaCreateSurfaceObject", || {
         // SAFETY: by its contract `res` is readable and `out` writable.
@@ -1603,12 +1566,10 @@ pub extern "C" fn cudaCreateSurfaceObject(out: *mut u64, res: *const ResourceDes
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaDestroySurfaceObject(surf: u64) -> cudaError_t {
     guard("cudaDestroySurfaceObject", || destroy_surface(surf))
 }
 
-#[no_mangle]
 pub extern "C" fn cudaGetSurfaceObjectResourceDesc(
     out: *mut ResourceDescC,
     surf: u64,

@@ -12,7 +12,6 @@ use crate::caller;
 use crate::cudaError_t;
 use crate::driver::ipc as driver;
 
-#[no_mangle]
 pub extern "C" fn cudaIpcGetMemHandle(handle: *mut IpcHandle, ptr: *mut c_void) -> cudaError_t {
     guard("cudaIpcGetMemHandle", || {
         if handle.is_null() {
@@ -24,7 +23,6 @@ pub extern "C" fn cudaIpcGetMemHandle(handle: *mut IpcHandle, ptr: *mut c_void) 
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaIpcOpenMemHandle(
     ptr: *mut *mut c_void,
     handle: IpcHandle,
@@ -40,14 +38,12 @@ pub extern "C" fn cudaIpcOpenMemHandle(
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaIpcCloseMemHandle(ptr: *mut c_void) -> cudaError_t {
     guard("cudaIpcCloseMemHandle", || {
         driver::close_mem_handle(ptr as u64)
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaIpcGetEventHandle(handle: *mut IpcHandle, event: RawHandle) -> cudaError_t {
     guard("cudaIpcGetEventHandle", || {
         if handle.is_null() {
@@ -59,7 +55,6 @@ pub extern "C" fn cudaIpcGetEventHandle(handle: *mut IpcHandle, event: RawHandle
     })
 }
 
-#[no_mangle]
 pub extern "C" fn cudaIpcOpenEventHandle(event: *mut RawHandle, handle: IpcHandle) -> cudaError_t {
     guard("cudaIpcOpenEventHandle", || {
         if event.is_null() {

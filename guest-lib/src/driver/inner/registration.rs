@@ -19,7 +19,6 @@ use crate::client::Sink;
 use crate::state::{registry, Fatbin, Kernel, Variable};
 use crate::{caller, state};
 
-#[no_mangle]
 pub extern "C" fn __cudaRegisterFatBinary(fat_cubin: *mut c_void) -> *mut *mut c_void {
     // The handle must be real and stable: the exit handler hands it back. A leaked
     // two-word cell is both; it also keeps the wrapper address for debugging.
@@ -42,17 +41,14 @@ pub extern "C" fn __cudaRegisterFatBinary(fat_cubin: *mut c_void) -> *mut *mut c
     key as *mut *mut c_void
 }
 
-#[no_mangle]
 pub extern "C" fn __cudaRegisterFatBinaryEnd(_handle: *mut *mut c_void) {}
 
 /// The real `libcudart.so.13`'s `__cudaGetProcAddress` answers NULL whatever it is
 /// asked (its whole body, read from 13.0's library); so does this one.
-#[no_mangle]
 pub extern "C" fn __cudaGetProcAddress() -> *mut c_void {
     std::ptr::null_mut()
 }
 
-#[no_mangle]
 pub extern "C" fn __cudaUnregisterFatBinary(handle: *mut *mut c_void) {
     // At exit: forget it locally; the host unloads everything when the connection
     // closes, so nothing is sent from inside exit handlers.
@@ -67,7 +63,6 @@ pub extern "C" fn __cudaUnregisterFatBinary(handle: *mut *mut c_void) {
 /// Load a fatbinary's module on the current device and give the program the
 /// addresses of its `__managed__` variables (nvcc's code calls this before the
 /// first use of one). 1 on success.
-#[no_mangle]
 pub extern "C" fn __cudaInitModule(handle: *mut *mut c_void) -> c_char {
     let loaded = std::panic::catch_unwind(|| {
         let managed: Vec<usize> = registry()
@@ -91,7 +86,6 @@ pub extern "C" fn __cudaInitModule(handle: *mut *mut c_void) -> c_char {
     }
 }
 
-#[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub extern "C" fn __cudaRegisterFunction(
     handle: *mut *mut c_void,
@@ -121,7 +115,6 @@ pub extern "C" fn __cudaRegisterFunction(
     });
 }
 
-#[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub extern "C" fn __cudaRegisterVar(
     handle: *mut *mut c_void,
@@ -164,7 +157,6 @@ const UNIFIED_TABLE_LINE: &str = "vmcuda: __cudaRegisterUnifiedTable: a host fun
 /// process's, meaningless to the host's driver, so the table is not passed on: the
 /// call says so once (it returns nothing, and leaves the last error alone, as the real
 /// one does for a registered module).
-#[no_mangle]
 pub extern "C" fn __cudaRegisterUnifiedTable(
     handle: *mut *mut c_void,
     _table0: *mut c_void,
@@ -182,7 +174,6 @@ pub extern "C" fn __cudaRegisterUnifiedTable(
 /// A `__managed__` variable: registered like a device variable, keyed by where the
 /// program's code keeps its address, which [`__cudaInitModule`] (called by that code
 /// before its first use) fills in.
-#[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub extern "C" fn __cudaRegisterManagedVar(
     handle: *mut *mut c_void,
@@ -212,7 +203,6 @@ pub extern "C" fn __cudaRegisterManagedVar(
     });
 }
 
-#[no_mangle]
 pub extern "C" fn __cudaRegisterHostVar(
     _handle: *mut *mut c_void,
     _name: *const c_char,
