@@ -171,9 +171,9 @@ fn declaration_len(statement: &str) -> Result<u64, PtxError> {
     }
     for name in &names {
         let mut count = 1u64;
-        let mut dims = name.split('[').skip(1).peekable();
+        let dims = name.split('[').skip(1);
         let mut first = true;
-        while let Some(dim) = dims.next() {
+        for dim in dims {
             let dim = dim.trim().strip_suffix(']').ok_or_else(unsized_)?.trim();
             let n = if dim.is_empty() {
                 // An unsized outer dimension takes its initializer's length.
