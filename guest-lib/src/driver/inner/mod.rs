@@ -27,7 +27,6 @@ pub mod per_thread;
 pub mod registration;
 pub mod stream;
 pub mod table;
-pub mod unsupported;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
