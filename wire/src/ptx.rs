@@ -32,58 +32,65 @@ pub enum PtxError {
     Unbalanced,
 }
 
-/// The text's `.version` (major, minor), the first directive of a PTX module.
-pub fn version(text: &[u8]) -> Result<(u32, u32), PtxError> {
-    let text = without_comments(text);
-    let mut words = text.split_whitespace();
-    while let Some(w) = words.next() {
-        if w == ".version" {
-            let v = words.next().ok_or(PtxError::NoVersion)?;
-            let (major, minor) = v.split_once('.').ok_or(PtxError::NoVersion)?;
-            return Ok((
-                major.parse().map_err(|_| PtxError::NoVersion)?,
-                minor.parse().map_err(|_| PtxError::NoVersion)?,
-            ));
-        }
+/// A PTX text with its comments blanked out, read once for every question below.
+pub struct Code(String);
+
+impl Code {
+    pub fn of(text: &[u8]) -> Code {
+        Code(without_comments(text))
     }
-    Err(PtxError::NoVersion)
-}
 
-/// Whether NVIDIA's linker compiles this PTX (ISA 3.1 or later).
-pub fn linker_takes(text: &[u8]) -> bool {
-    version(text).is_ok_and(|v| v >= (3, 1))
-}
-
-/// Whether the text calls `vprintf` (device `printf`).
-pub fn prints(text: &[u8]) -> bool {
-    without_comments(text)
-        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '$'))
-        .any(|w| w == "vprintf")
-}
-
-/// Bytes of device memory the module-scope `.global` and `.const` declarations of the
-/// text take (each rounded up to its alignment), plus [`COMPILER_CONSTANTS_LEN`].
-/// `.extern` declarations take nothing (another module defines them).
-pub fn module_data_len(text: &[u8]) -> Result<u64, PtxError> {
-    let text = without_comments(text);
-    let mut total = COMPILER_CONSTANTS_LEN;
-    for statement in statements(&text)? {
-        let words: Vec<&str> = statement.text.split_whitespace().collect();
-        let space = words.iter().find_map(|w| match *w {
-            ".global" => Some(".global"),
-            ".const" => Some(".const"),
-            _ => None,
-        });
-        let Some(space) = space else { continue };
-        if statement.in_function {
-            return Err(PtxError::InFunction(space));
+    /// The text's `.version` (major, minor), the first directive of a PTX module.
+    pub fn version(&self) -> Result<(u32, u32), PtxError> {
+        let mut words = self.0.split_whitespace();
+        while let Some(w) = words.next() {
+            if w == ".version" {
+                let v = words.next().ok_or(PtxError::NoVersion)?;
+                let (major, minor) = v.split_once('.').ok_or(PtxError::NoVersion)?;
+                return Ok((
+                    major.parse().map_err(|_| PtxError::NoVersion)?,
+                    minor.parse().map_err(|_| PtxError::NoVersion)?,
+                ));
+            }
         }
-        if words.contains(&".extern") {
-            continue;
-        }
-        total = total.saturating_add(declaration_len(statement.text)?);
+        Err(PtxError::NoVersion)
     }
-    Ok(total)
+
+    /// Whether NVIDIA's linker compiles this PTX (ISA 3.1 or later).
+    pub fn linker_takes(&self) -> bool {
+        self.version().is_ok_and(|v| v >= (3, 1))
+    }
+
+    /// Whether the text calls `vprintf` (device `printf`).
+    pub fn prints(&self) -> bool {
+        self.0
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '$'))
+            .any(|w| w == "vprintf")
+    }
+
+    /// Bytes of device memory the module-scope `.global` and `.const` declarations of
+    /// the text take (each rounded up to its alignment), plus [`COMPILER_CONSTANTS_LEN`].
+    /// `.extern` declarations take nothing (another module defines them).
+    pub fn module_data_len(&self) -> Result<u64, PtxError> {
+        let mut total = COMPILER_CONSTANTS_LEN;
+        for statement in statements(&self.0)? {
+            let words: Vec<&str> = statement.text.split_whitespace().collect();
+            let space = words.iter().find_map(|w| match *w {
+                ".global" => Some(".global"),
+                ".const" => Some(".const"),
+                _ => None,
+            });
+            let Some(space) = space else { continue };
+            if statement.in_function {
+                return Err(PtxError::InFunction(space));
+            }
+            if words.contains(&".extern") {
+                continue;
+            }
+            total = total.saturating_add(declaration_len(statement.text)?);
+        }
+        Ok(total)
+    }
 }
 
 /// One statement: its text up to `;` (or up to a function body's `{`), and whether it
@@ -135,7 +142,7 @@ fn declaration_len(statement: &str) -> Result<u64, PtxError> {
     };
     let mut align = 0u64;
     let (mut elem, mut lanes) = (0u64, 1u64);
-    let mut words = decl.split_whitespace().peekable();
+    let mut words = decl.split_whitespace();
     let mut names = String::new();
     while let Some(w) = words.next() {
         if w == ".align" {
@@ -275,25 +282,23 @@ mod tests {
 
     #[test]
     fn old_ptx_is_measured_from_its_declarations() {
-        assert_eq!(version(OLD.as_bytes()), Ok((1, 4)));
-        assert!(!linker_takes(OLD.as_bytes()));
+        assert_eq!(Code::of(OLD.as_bytes()).version(), Ok((1, 4)));
+        assert!(!Code::of(OLD.as_bytes()).linker_takes());
         // 256 (table) + 4 (counter) + 16 + 8 (two f64 names); .shared is not device
         // memory of the module, the comment is not a declaration.
         assert_eq!(
-            module_data_len(OLD.as_bytes()),
+            Code::of(OLD.as_bytes()).module_data_len(),
             Ok(COMPILER_CONSTANTS_LEN + 256 + 4 + 16 + 8)
         );
-        assert!(!prints(OLD.as_bytes()));
+        assert!(!Code::of(OLD.as_bytes()).prints());
     }
 
     #[test]
     fn newer_ptx_goes_to_the_linker() {
-        assert!(linker_takes(
-            b"//\n// Generated\n.version 3.1\n.target sm_35\n"
-        ));
-        assert!(linker_takes(b".version 9.0\n.target sm_90\n"));
-        assert!(!linker_takes(b".version 2.3\n"));
-        assert!(!linker_takes(b".target sm_90\n"));
+        assert!(Code::of(b"//\n// Generated\n.version 3.1\n.target sm_35\n").linker_takes());
+        assert!(Code::of(b".version 9.0\n.target sm_90\n").linker_takes());
+        assert!(!Code::of(b".version 2.3\n").linker_takes());
+        assert!(!Code::of(b".target sm_90\n").linker_takes());
     }
 
     #[test]
@@ -305,14 +310,14 @@ mod tests {
             .visible .global .align 8 .b8 one;\n";
         // 48 + 5 + 12 + 0 + 8 (one byte, aligned to 8).
         assert_eq!(
-            module_data_len(t.as_bytes()),
+            Code::of(t.as_bytes()).module_data_len(),
             Ok(COMPILER_CONSTANTS_LEN + 48 + 5 + 12 + 8)
         );
     }
 
     #[test]
     fn what_cannot_be_sized_is_refused() {
-        let refused = |t: &str| module_data_len(t.as_bytes()).unwrap_err();
+        let refused = |t: &str| Code::of(t.as_bytes()).module_data_len().unwrap_err();
         assert!(matches!(
             refused(".version 1.4\n.global .u32 x[];\n"),
             PtxError::Unsized(_)
@@ -343,9 +348,8 @@ mod tests {
 
     #[test]
     fn printf_is_seen_outside_comments() {
-        assert!(prints(
-            b".extern .func (.param .b32 r) vprintf (.param .b64 f, .param .b64 a);"
-        ));
-        assert!(!prints(b"// vprintf\n.version 1.4\n"));
+        let declared = b".extern .func (.param .b32 r) vprintf (.param .b64 f, .param .b64 a);";
+        assert!(Code::of(declared).prints());
+        assert!(!Code::of(b"// vprintf\n.version 1.4\n").prints());
     }
 }

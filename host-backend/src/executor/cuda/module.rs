@@ -151,13 +151,14 @@ impl CudaExecutor {
             return measure(piece);
         }
         let kind = if is_ptx(piece) {
-            if !ptx::linker_takes(piece) {
+            let code = ptx::Code::of(piece);
+            if !code.linker_takes() {
                 // PTX older than the linker takes: measured from its declarations.
-                let data_len = ptx::module_data_len(piece).map_err(|e| {
+                let data_len = code.module_data_len().map_err(|e| {
                     warn!(error = %e, "PTX module refused: its data cannot be measured");
                     CudaStatus::ErrorInvalidPtx
                 })?;
-                let prints = ptx::prints(piece);
+                let prints = code.prints();
                 return Ok(ModuleFacts { data_len, prints });
             }
             JIT_INPUT_PTX
