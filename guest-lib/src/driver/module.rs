@@ -507,9 +507,17 @@ struct JitOutputs {
 }
 
 impl JitOutputs {
+    /// Reads the output options of a JIT option array; every other option goes to
+    /// `other` with its value.
+    ///
     /// # Safety
     /// `options` and `values` are NULL or hold `n` readable entries each.
-    unsafe fn read(n: u32, options: *const u32, values: *mut *mut c_void) -> Result<Self> {
+    unsafe fn read(
+        n: u32,
+        options: *const u32,
+        values: *const *mut c_void,
+        mut other: impl FnMut(u32, usize),
+    ) -> Result<Self> {
         let mut out = JitOutputs::default();
         let (mut info, mut error, mut info_len, mut error_len) = (0usize, 0usize, 0usize, 0usize);
         for i in 0..n as usize {
@@ -528,7 +536,7 @@ impl JitOutputs {
                     (error_len, out.error_len_slot) = (value, Some(slot as usize))
                 }
                 JIT_WALL_TIME => out.wall_time = Some(slot as usize),
-                _ => {}
+                o => other(o, value),
             }
         }
         out.info_log = (info != 0 && info_len > 0).then_some((info, info_len));
@@ -584,7 +592,7 @@ export! {
     ) {
         // SAFETY: by cuModuleLoadDataEx's contract `options` and `values` hold
         // `num_options` entries each.
-        let outputs = unsafe { JitOutputs::read(num_options, options, values) }?;
+        let outputs = unsafe { JitOutputs::read(num_options, options, values, |_, _| {}) }?;
         // SAFETY: by cuModuleLoadDataEx's contract `image_ptr` is a module image the
         // program holds and `module` is NULL or writable.
         let loaded = unsafe { image(image_ptr).and_then(|i| load(module, i)) };
@@ -1091,30 +1099,24 @@ export! {
     /// `LINK_OPTIONS` go to the host's linker; others are the host linker's defaults.
     fn cuLinkCreate_v2(num_options: u32, options: *const u32, values: *const *mut c_void, out: *mut *mut c_void) {
         check_initialized()?;
-        let mut link = LinkState::default();
-        let (mut info, mut error, mut info_len, mut error_len) = (0usize, 0usize, 0usize, 0usize);
-        for i in 0..num_options as usize {
-            // SAFETY: by cuLinkCreate_v2's contract `options.wrapping_add(i)` is NULL or
-            // readable.
-            let option = unsafe { caller::read(options.wrapping_add(i)) }?;
-            // SAFETY: by cuLinkCreate_v2's contract `values.wrapping_add(i)` is NULL or
-            // readable.
-            let value = unsafe { caller::read(values.wrapping_add(i)) }? as usize;
-            match option {
-                JIT_INFO_LOG_BUFFER => info = value,
-                JIT_INFO_LOG_BUFFER_SIZE_BYTES => info_len = value,
-                JIT_ERROR_LOG_BUFFER => error = value,
-                JIT_ERROR_LOG_BUFFER_SIZE_BYTES => error_len = value,
-                JIT_WALL_TIME => link.wall_time = Some(values.wrapping_add(i) as usize),
-                o if LINK_OPTIONS.contains(&o) => {
-                    link.options.retain(|(known, _)| *known != o);
-                    link.options.push((o, value as u32));
+        let mut numeric: Vec<(u32, u32)> = Vec::new();
+        // SAFETY: by cuLinkCreate_v2's contract `options` and `values` hold `num_options`
+        // entries each.
+        let outputs = unsafe {
+            JitOutputs::read(num_options, options, values, |o, value| {
+                if LINK_OPTIONS.contains(&o) {
+                    numeric.retain(|(known, _)| *known != o);
+                    numeric.push((o, value as u32));
                 }
-                _ => {}
-            }
-        }
-        link.info_log = (info != 0 && info_len > 0).then_some((info, info_len));
-        link.error_log = (error != 0 && error_len > 0).then_some((error, error_len));
+            })
+        }?;
+        let link = LinkState {
+            info_log: outputs.info_log,
+            error_log: outputs.error_log,
+            wall_time: outputs.wall_time,
+            options: numeric,
+            ..LinkState::default()
+        };
         if out.is_null() {
             return Err(CudaStatus::ErrorInvalidValue);
         }
