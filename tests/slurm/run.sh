@@ -80,13 +80,32 @@ check() { # check WHAT COMMAND...
   fi
 }
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
-    echo $((20000 + RANDOM % 20000))
+# A free loopback port below the kernel's ephemeral range: a port the kernel handed out
+# for bind(0) may be taken again by any outbound connection (slurmctld's own, to
+# slurmd) before the daemon that was told to listen there binds it. The ports this run
+# has chosen are not chosen again.
+chosen_ports=" "
+free_port() { # free_port VAR: sets VAR (not in a subshell, so chosen_ports keeps it)
+  local low port
+  low=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+  [ "$low" -gt 12000 ] || low=32768
+  for _ in $(seq 100); do
+    port=$((10000 + RANDOM % (low - 10000)))
+    case $chosen_ports in *" $port "*) continue ;; esac
+    if python3 -c 'import socket,sys; s=socket.socket(); s.bind(("0.0.0.0",int(sys.argv[1])))' \
+      "$port" 2>/dev/null; then
+      chosen_ports+="$port "
+      printf -v "$1" %s "$port"
+      return
+    fi
+  done
+  echo "no free port below $low" >&2
+  exit 1
 }
 
 # The GPU host: a host-memory daemon with a TCP listener for the jobs.
-tcp=${VMCUDA_SLURM_TCP:-127.0.0.1:$(free_port)}
+free_port tcp_port
+tcp=${VMCUDA_SLURM_TCP:-127.0.0.1:$tcp_port}
 : >"$t/host.toml"
 "$host_bin" serve --executor host-memory --config "$t/host.toml" --state-dir "$t/state" \
   --unix "$t/host.sock" --tcp "$tcp" 2>"$t/log/vmcuda-host.log" &
@@ -115,8 +134,8 @@ munged --force --key-file="$t/munge.key" --socket="$t/munge.sock" \
   --pid-file="$t/munged.pid" --log-file="$t/log/munged.log" --seed-file="$t/munge.seed"
 
 node=$(hostname -s)
-ctld_port=$(free_port)
-slurmd_port=$(free_port)
+free_port ctld_port
+free_port slurmd_port
 cat >"$t/slurm.conf" <<EOF
 ClusterName=vmcudatest
 SlurmctldHost=$node
