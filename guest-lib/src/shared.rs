@@ -76,6 +76,19 @@ pub fn alloc(size: usize, flags: u32) -> Option<(usize, Shared)> {
         return None;
     }
     let len = size.div_ceil(PAGE) * PAGE;
+    if let Some(region) = kept::take(len, flags, state::current_device()) {
+        return Some((region.start, region));
+    }
+    match alloc_new(len, flags) {
+        // The host's pinned memory may be full of what this process keeps for reuse:
+        // that goes back, and the allocation is tried again.
+        None if kept::release_all() > 0 => alloc_new(len, flags),
+        made => made,
+    }
+}
+
+/// A new memfd of `len` bytes (whole pages), mapped here and registered with the host.
+fn alloc_new(len: usize, flags: u32) -> Option<(usize, Shared)> {
     let fd = memfd(len).ok()?;
     let length = NonZeroUsize::new(len)?;
     // SAFETY: a fresh shared mapping of our own memfd at an address the kernel picks.
@@ -136,12 +149,20 @@ pub fn share_mapping(fd: &OwnedFd, start: usize, len: usize) -> Option<Shared> {
     }
 }
 
-/// Release shared pinned memory made by [`alloc_any`].
-pub fn free(region: Shared) {
+/// Release shared pinned memory made by [`alloc_any`] with `flags` on `device`.
+pub fn free(region: Shared, flags: u32, device: i32) {
     // A piece of guest RAM goes back to the process's pool, still mapped by the host.
     if crate::guest_pages::pinned::free(region.start) {
         return;
     }
+    if kept::keep(region, flags, device) {
+        return;
+    }
+    release_region(region);
+}
+
+/// Unregister and unmap a region of [`alloc`]'s.
+fn release_region(region: Shared) {
     unregister(region);
     if let Some(addr) = NonNull::new(region.start as *mut libc::c_void) {
         // SAFETY: the region was mapped by `alloc` and the program has freed it.
@@ -159,6 +180,125 @@ pub fn unregister(region: Shared) {
             &[],
             client::Sink::None,
         );
+    }
+}
+
+/// Freed memfd regions kept for the next allocation of the same length, flags and
+/// device. Frameworks free and allocate the same small pinned buffers every step
+/// (XLA's host transfers), and natively that is cheap; here each new region costs a
+/// memfd, a mapping and a waited request that has the host map and register it (about
+/// 100 us), and each free another request. Bounded: regions up to [`KEPT_REGION_MAX`],
+/// [`KEPT_MAX`] bytes in all; all go back on a device reset and whenever the host
+/// refuses a new region (its pinned-memory quota may need what is kept).
+pub(crate) mod kept {
+    use std::sync::Mutex;
+
+    use super::Shared;
+
+    pub(crate) const KEPT_MAX: usize = 64 << 20;
+    pub(crate) const KEPT_REGION_MAX: usize = 16 << 20;
+
+    struct Kept {
+        flags: u32,
+        device: i32,
+        region: Shared,
+    }
+
+    static KEPT: Mutex<Vec<Kept>> = Mutex::new(Vec::new());
+
+    fn kept() -> std::sync::MutexGuard<'static, Vec<Kept>> {
+        KEPT.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A kept region of exactly `len` bytes made with `flags` on `device`.
+    pub(crate) fn take(len: usize, flags: u32, device: i32) -> Option<Shared> {
+        let mut k = kept();
+        let at = k
+            .iter()
+            .rposition(|r| r.region.len == len && r.flags == flags && r.device == device)?;
+        Some(k.swap_remove(at).region)
+    }
+
+    /// Keep `region` for reuse, if it fits the bounds; whether it was kept.
+    pub(crate) fn keep(region: Shared, flags: u32, device: i32) -> bool {
+        if region.len > KEPT_REGION_MAX || !super::enabled() {
+            return false;
+        }
+        let mut k = kept();
+        let held: usize = k.iter().map(|r| r.region.len).sum();
+        if held + region.len > KEPT_MAX {
+            return false;
+        }
+        k.push(Kept {
+            flags,
+            device,
+            region,
+        });
+        true
+    }
+
+    /// Release every kept region (unregistered and unmapped): how many there were.
+    pub(crate) fn release_all() -> usize {
+        let all = std::mem::take(&mut *kept());
+        let n = all.len();
+        for r in all {
+            super::release_region(r.region);
+        }
+        n
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        /// `len` bytes of fresh anonymous pages, as a region (release unmaps them).
+        fn region(len: usize) -> Shared {
+            // SAFETY: a new private mapping at an address the kernel picks.
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                )
+            };
+            assert_ne!(p, libc::MAP_FAILED);
+            Shared {
+                start: p as usize,
+                len,
+                device_ptr: p as u64,
+            }
+        }
+
+        /// A freed region comes back for the same length, flags and device only; the
+        /// kept bytes stay within their bounds; a release empties the keep.
+        #[test]
+        fn freed_regions_come_back_for_the_same_request_within_bounds() {
+            release_all();
+            let page = region(4096);
+            assert!(keep(page, 0, 0));
+            assert!(take(4096, 1, 0).is_none(), "other flags");
+            assert!(take(4096, 0, 1).is_none(), "another device");
+            assert!(take(8192, 0, 0).is_none(), "another length");
+            assert_eq!(take(4096, 0, 0).map(|r| r.start), Some(page.start));
+            assert!(take(4096, 0, 0).is_none(), "taken once");
+
+            let large = region(KEPT_REGION_MAX + 4096);
+            assert!(!keep(large, 0, 0), "too large to keep");
+            super::super::release_region(large);
+            let mut held = 0;
+            while held + KEPT_REGION_MAX <= KEPT_MAX {
+                assert!(keep(region(KEPT_REGION_MAX), 0, 0));
+                held += KEPT_REGION_MAX;
+            }
+            assert!(!keep(page, 0, 0), "over the total");
+            assert_eq!(release_all(), KEPT_MAX / KEPT_REGION_MAX);
+            assert_eq!(release_all(), 0);
+            assert!(keep(page, 0, 0));
+            assert_eq!(release_all(), 1);
+        }
     }
 }
 

@@ -102,6 +102,29 @@ int main() {
 
     CHECK(cudaHostUnregister(reg));
     show("unregistered again", reg);
+    // Pinned buffers of one size freed and made again, as frameworks do every step:
+    // each works as a new one does, whatever memory it reuses.
+    int* d_round;
+    CHECK(cudaMalloc(&d_round, 4096));
+    int rounds_ok = 0;
+    for (int r = 0; r < 20; r++) {
+        int* staging;
+        CHECK(cudaHostAlloc(&staging, 4096, r % 2 ? cudaHostAllocDefault : cudaHostAllocMapped));
+        for (int i = 0; i < 1024; i++) staging[i] = r * 1000 + i;
+        CHECK(cudaMemcpy(d_round, staging, 4096, cudaMemcpyHostToDevice));
+        for (int i = 0; i < 1024; i++) staging[i] = -1;
+        CHECK(cudaMemcpy(staging, d_round, 4096, cudaMemcpyDeviceToHost));
+        int good = 1;
+        for (int i = 0; i < 1024; i++) good &= staging[i] == r * 1000 + i;
+        cudaPointerAttributes a;
+        CHECK(cudaPointerGetAttributes(&a, staging));
+        good &= a.type == cudaMemoryTypeHost && a.hostPointer == staging;
+        rounds_ok += good;
+        CHECK(cudaFreeHost(staging));
+    }
+    printf("pinned buffers made again: %d of 20 work\n", rounds_ok);
+    EXPECT(rounds_ok == 20);
+    CHECK(cudaFree(d_round));
     CHECK(cudaFreeHost(pin));
     CHECK(cudaFreeHost(mapped));
     CHECK(cudaFree(dev));

@@ -304,9 +304,45 @@ fn calls_travel_through_the_command_ring_and_the_socket_still_works_without_it()
 #[ignore = "needs the linked guest library and nvcc-built apps: run tests/run.sh"]
 fn pinned_memory_is_shared_with_a_same_host_backend() {
     let d = Daemon::host_memory("shared");
-    let out = d.run_app("pointer_mem");
+    let summary = std::env::temp_dir().join(format!("vmcuda-pinned-{}.txt", std::process::id()));
+    let out = run_program_with(
+        &apps_dir().join("pointer_mem"),
+        &d.server(),
+        &[("VMCUDA_PROFILE", summary.to_str().unwrap())],
+    );
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("pinned buffers made again: 20 of 20 work"),
+        "{stdout}"
+    );
+    // Freed pinned buffers are made again from what the guest kept: of the 22
+    // allocations, the two of the program's first sizes and flags wait for the host,
+    // and the freed ones are kept without a request.
+    let summary = std::fs::read_to_string(&summary).unwrap();
+    let _ = std::fs::remove_file(
+        std::env::temp_dir().join(format!("vmcuda-pinned-{}.txt", std::process::id())),
+    );
+    let row = |name: &str| -> (u64, u64) {
+        let line = summary
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("no {name} row in:\n{summary}"));
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        (cols[1].parse().unwrap(), cols[5].parse().unwrap())
+    };
+    let (calls, waited) = row("cuMemHostAlloc");
+    assert!(calls >= 21, "{summary}");
+    assert!(
+        waited <= 4,
+        "{calls} allocations waited {waited} times:\n{summary}"
+    );
+    let (calls, waited) = row("cuMemFreeHost");
+    assert!(calls >= 21, "{summary}");
+    assert!(
+        waited <= 4,
+        "{calls} frees waited {waited} times:\n{summary}"
+    );
     assert!(
         stdout.contains("cudaHostGetDevicePointer(mapped): cudaSuccess same-as-host:yes"),
         "{stdout}"

@@ -416,6 +416,20 @@ macro_rules! op_lines {
                     => runtime cudaGraphChildGraphNodeGetGraph(node: *mut c_void, out graph: *mut c_void)
                     => driver cuGraphChildGraphNodeGetGraph(node: *mut c_void, out graph: *mut c_void);
                 0x0725 GraphNodeCopyParams => graph_node_copy_params(GraphNodeCopyParams) -> (), Sync;
+                /// New kernel parameters for kernel node `node`: in its graph, or, with
+                /// `exec`, in that executable graph only (`cu(da)Graph[Exec]KernelNodeSetParams`).
+                /// The data section is `function`'s packed parameter buffer. One request
+                /// where [`GraphNodeCopyParams`] takes a scratch graph and a capture;
+                /// posted when the guest has made the checks the driver makes before
+                /// returning (frameworks update their graphs' kernels every step).
+                0x0737 GraphKernelNodeSetParams => graph_kernel_node_set_params(GraphKernelNodeSetParams {
+                    node: GraphNodeHandle,
+                    exec: Option<GraphExecHandle>,
+                    function: FunctionHandle,
+                    grid: [u32; 3],
+                    block: [u32; 3],
+                    shared_mem: u32,
+                }) -> (), Async;
                 0x0726 GraphConditionalHandleCreate => graph_conditional_handle_create(GraphConditionalHandleCreate {
                     graph: GraphHandle, default_value: u32, flags: u32,
                 }) -> ConditionalHandle { handle: u64 }, Sync

@@ -7,7 +7,7 @@
 use vmcuda_wire::graph::node_type;
 use vmcuda_wire::CudaStatus;
 
-use super::module::{kept_kernel_node, launch_node};
+use super::module::{function, kept_kernel_node, launch_node, param_bytes};
 use super::{check_initialized, export, Result};
 use crate::abi::driver::{DriverMemcpy3D, KernelNodeParams};
 use crate::abi::runtime::GraphNodeParams;
@@ -73,14 +73,20 @@ unsafe fn set_kernel(
     p: *const KernelNodeParams,
 ) -> Result<()> {
     check_initialized()?;
-    // SAFETY: as the caller promised; the kept arguments live in `kept`.
-    let (params, kept) = unsafe { kernel(p) }?;
-    graph_build::set_params(node, exec, |g| {
-        graph_build::build_node(g, &[], |s| {
-            // SAFETY: the arguments are the kept copies, alive in `kept`.
-            unsafe { launch_node(&params, s) }
-        })
-    })?;
+    // SAFETY: as the caller promised.
+    let kept = unsafe { kept_kernel_node(&caller::read(p)?) }?;
+    let Kept::DriverKernel {
+        params: p,
+        _arguments: packed,
+        ..
+    } = &kept
+    else {
+        unreachable!("kept_kernel_node keeps a driver kernel")
+    };
+    let (function, layout) = function(if p.func.is_null() { p.kern } else { p.func })?;
+    let mut buffer = packed.to_vec();
+    buffer.resize(param_bytes(&layout), 0);
+    graph_build::set_kernel_params(node, exec, function, p.grid, p.block, p.shared_mem, &buffer)?;
     if exec.is_none() {
         graph_build::keep(node.into(), kept);
     }

@@ -763,7 +763,7 @@ const PARAM_BUFFER_POINTER: usize = 1;
 const PARAM_BUFFER_SIZE: usize = 2;
 
 /// The size of a kernel's parameter block.
-fn param_bytes(params: &[ParamInfo]) -> usize {
+pub(super) fn param_bytes(params: &[ParamInfo]) -> usize {
     params
         .iter()
         .map(|p| (p.offset + p.size) as usize)

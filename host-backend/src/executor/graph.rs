@@ -11,7 +11,7 @@ use std::os::fd::OwnedFd;
 use vmcuda_wire::graph::{EdgeData, MemAccess};
 use vmcuda_wire::op::DevicePtr;
 
-use super::{ExecEvent, ExecResult, ExecStream, StreamAttrValue};
+use super::{ExecEvent, ExecFunction, ExecResult, ExecStream, KernelShape, StreamAttrValue};
 
 pub type ExecGraph = u64;
 pub type ExecGraphExec = u64;
@@ -141,6 +141,17 @@ pub trait GraphBuild {
         dst: (ExecGraph, ExecNode),
         src: (ExecGraph, ExecNode),
         exec: Option<ExecGraphExec>,
+    ) -> ExecResult<()>;
+    /// New kernel parameters for kernel node `node`: `function` of `shape` with the
+    /// packed parameter buffer `params` (as a launch's), in its graph, or with `exec`,
+    /// in that executable graph only.
+    fn kernel_node_set_params(
+        &mut self,
+        node: (ExecGraph, ExecNode),
+        exec: Option<ExecGraphExec>,
+        function: ExecFunction,
+        shape: &KernelShape,
+        params: &[u8],
     ) -> ExecResult<()>;
     /// Put a host function's place in `stream`'s order (captured, a graph's host
     /// node): set the request word at `slot` (this process's address of 8 bytes of

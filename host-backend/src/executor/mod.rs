@@ -77,6 +77,15 @@ pub type ExecEvent = u64;
 pub type ExecModule = u64;
 pub type ExecFunction = u64;
 
+/// A kernel's grid, block and dynamic shared memory, as a graph's kernel node holds
+/// them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelShape {
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_mem: u32,
+}
+
 /// A kernel launch's shape.
 #[derive(Clone, Debug)]
 pub struct LaunchConfig<'a> {

@@ -49,19 +49,19 @@ use vmcuda_wire::op::{
     ConditionalHandle, GraphAddDependencies, GraphChildGraphNodeGetGraph, GraphClone,
     GraphConditionalHandleCreate, GraphCreate, GraphDestroyNode, GraphExecUpdate, GraphGetEdges,
     GraphGetRootNodes, GraphKernelNodeCopyAttributes, GraphKernelNodeGetAttribute,
-    GraphKernelNodeSetAttribute, GraphNodeFindInClone, GraphNodeGetDependentNodes,
-    GraphNodeGetEnabled, GraphNodeGetType, GraphNodeSetEnabled, GraphOps, GraphRemoveDependencies,
-    GraphUpload, HostFunctionSignal, KernelNodeAttribute, LinkedNodes, NodeEnabled, NodeType,
-    StreamUpdateCaptureDependencies,
+    GraphKernelNodeSetAttribute, GraphKernelNodeSetParams, GraphNodeFindInClone,
+    GraphNodeGetDependentNodes, GraphNodeGetEnabled, GraphNodeGetType, GraphNodeSetEnabled,
+    GraphOps, GraphRemoveDependencies, GraphUpload, HostFunctionSignal, KernelNodeAttribute,
+    LinkedNodes, NodeEnabled, NodeType, StreamUpdateCaptureDependencies,
 };
 use vmcuda_wire::CudaStatus;
 
 use crate::executor::graph::{ExecGraph, ExecGraphExec, ExecNode, ExecPlainNode};
-use crate::executor::ExecStream;
+use crate::executor::{ExecStream, KernelShape};
 
 use super::accounting::Allocation;
 use super::graph_build::MAX_NODE_HANDLES;
-use super::host_memory::{NodeCopy, GRAPH_NODE_BYTES};
+use super::host_memory::{node_bytes, NodeCopy, GRAPH_NODE_BYTES};
 use super::{nothing, Session};
 
 pub(super) struct GraphEntry {
@@ -1268,6 +1268,40 @@ impl GraphOps for Session {
             .node_copy_params((dst_exec, dst), (src_exec, src), exec);
         self.params_copied(charge, copied.is_ok());
         copied?;
+        nothing()
+    }
+
+    fn graph_kernel_node_set_params(
+        &mut self,
+        _: &CallContext,
+        req: GraphKernelNodeSetParams,
+        params: &[u8],
+    ) -> HandlerResult<()> {
+        let (graph, node) = self.kernel_node_ref(req.node)?;
+        let exec = match req.exec {
+            Some(e) => Some(self.exec_node(e, req.node)?.0),
+            None => {
+                self.finished_graph(self.node_ref(req.node)?.0)?;
+                None
+            }
+        };
+        let function = self.handles.function(req.function)?;
+        let shape = KernelShape {
+            grid: req.grid,
+            block: req.block,
+            shared_mem: req.shared_mem,
+        };
+        // The node keeps its new parameter bytes, as a launch captured into it would.
+        let at = match req.exec {
+            Some(e) => NodeCopy::Exec(e),
+            None => NodeCopy::Graph(graph),
+        };
+        let charge = self.params_charge_bytes(at, node, node_bytes(params.len() as u64))?;
+        let set = self
+            .exec
+            .kernel_node_set_params((graph, node), exec, function, &shape, params);
+        self.params_copied(Some(charge), set.is_ok());
+        set?;
         nothing()
     }
 

@@ -501,6 +501,17 @@ impl Session {
         else {
             return Ok(None);
         };
+        self.params_charge_bytes(at, node, new).map(Some)
+    }
+
+    /// Charge what `node` (in its graph, or in an executable graph's copy) keeps more
+    /// with new parameters that keep `new` bytes.
+    pub(super) fn params_charge_bytes(
+        &mut self,
+        at: NodeCopy,
+        node: ExecNode,
+        new: u64,
+    ) -> Result<ParamsCharge, CudaStatus> {
         let records = match at {
             NodeCopy::Graph(g) => self.graph_host.nodes.get(&g),
             NodeCopy::Exec(e) => self.graph_host.exec_nodes.get(&e),
@@ -513,13 +524,13 @@ impl Session {
                 .charge(charged, "graph node parameters")?;
             *self.copy_total(at) += charged;
         }
-        Ok(Some(ParamsCharge {
+        Ok(ParamsCharge {
             at,
             node,
             new,
             old,
             charged,
-        }))
+        })
     }
 
     /// The parameters `charge` was made for were copied, or not: the node keeps what

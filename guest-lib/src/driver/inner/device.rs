@@ -191,6 +191,8 @@ pub extern "C" fn cudaDeviceReset() -> cudaError_t {
         super::array::forget_device_state();
         super::mem_pool::forget_device_state(state::current_device());
         super::per_thread::default_stream::forget();
+        // The reset context's registrations are gone with it.
+        crate::shared::kept::release_all();
         r
     })
 }

@@ -30,8 +30,8 @@ use vmcuda_wire::graph::{
 use vmcuda_wire::op::{
     EventHandle, GraphAddDependencies, GraphClone, GraphCreate, GraphDestroy, GraphDestroyNode,
     GraphExecHandle, GraphExecUpdate, GraphGetEdges, GraphGetRootNodes, GraphHandle,
-    GraphNodeFindInClone, GraphNodeGetDependentNodes, GraphNodeHandle, GraphRemoveDependencies,
-    GraphUpload, RawEdge, StreamHandle,
+    GraphKernelNodeSetParams, GraphNodeFindInClone, GraphNodeGetDependentNodes, GraphNodeHandle,
+    GraphRemoveDependencies, GraphUpload, RawEdge, StreamHandle,
 };
 use vmcuda_wire::CudaStatus;
 
@@ -1588,6 +1588,50 @@ pub(crate) fn set_params(
     destroyed
 }
 
+/// New parameters for kernel node `node` (in its graph, or in `exec` only): `function`
+/// of that shape with the packed parameter buffer `buffer`, in one request. It goes
+/// without a reply when the guest has made the checks the driver makes before it
+/// returns: the node is one the program made as a kernel node, and the shape fits the
+/// device and the function. Anything else waits for the host's answer.
+pub(crate) fn set_kernel_params(
+    node: RawHandle,
+    exec: Option<RawHandle>,
+    function: vmcuda_wire::op::FunctionHandle,
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared_mem: u32,
+    buffer: &[u8],
+) -> Result<()> {
+    if node.is_null() || exec.is_some_and(|e| e.is_null()) {
+        return Err(CudaStatus::ErrorInvalidValue);
+    }
+    super::launch::check_config(grid, block)?;
+    let made_as_kernel = with_kept(node, |k| {
+        Ok(matches!(k, Kept::Kernel { .. } | Kept::DriverKernel { .. }))
+    })
+    .unwrap_or(false);
+    let fits = || {
+        crate::function_facts::attributes(function).is_ok_and(|limits| {
+            let threads: i64 = block.iter().map(|v| *v as i64).product();
+            shared_mem as i64 <= limits.max_dynamic_shared_size_bytes as i64
+                && threads <= limits.max_threads_per_block as i64
+        })
+    };
+    let req = GraphKernelNodeSetParams {
+        node: node.into(),
+        exec: exec.map(GraphExecHandle::from),
+        function,
+        grid,
+        block,
+        shared_mem,
+    };
+    if made_as_kernel && fits() {
+        super::post(&req, buffer)
+    } else {
+        super::call_with(&req, buffer, crate::client::Sink::None)
+    }
+}
+
 /// Keep what a set call gave, for the node's `Get` call (a graph's node only: an
 /// executable graph's parameters are not read back by CUDA either).
 fn kept_after_set(node: RawHandle, exec: Option<RawHandle>, kept: Kept) {
@@ -1605,11 +1649,20 @@ unsafe fn set_kernel(
 ) -> Result<()> {
     // SAFETY: as the caller promised.
     let kept = unsafe { kernel_kept(&caller::read(params)?) }?;
-    let Kept::Kernel { params: p, .. } = &kept else {
+    let Kept::Kernel {
+        params: p,
+        _arguments: buffer,
+        ..
+    } = &kept
+    else {
         unreachable!("kernel_kept keeps a kernel")
     };
-    let p = *p;
-    set_params(node, exec, |g| build_node(g, &[], |s| launch_kernel(&p, s)))?;
+    let (function, _) = super::registration::kernel(p.func as usize)?;
+    let (grid, block) = (
+        [p.grid.x, p.grid.y, p.grid.z],
+        [p.block.x, p.block.y, p.block.z],
+    );
+    set_kernel_params(node, exec, function, grid, block, p.shared_mem, buffer)?;
     kept_after_set(node, exec, kept);
     Ok(())
 }

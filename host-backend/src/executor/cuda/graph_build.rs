@@ -20,9 +20,11 @@ use super::super::graph::{
     ExecEdges, ExecGraph, ExecGraphExec, ExecLinked, ExecNode, ExecPlainNode, ExecUpdate,
     GraphBuild,
 };
-use super::super::{ExecResult, ExecStream, StreamAttrValue, STREAM_ATTR_LEN};
+use super::super::{
+    ExecFunction, ExecResult, ExecStream, KernelShape, StreamAttrValue, STREAM_ATTR_LEN,
+};
 use super::graph::{edge_data, edge_from_driver, first_edge, no_edge_data, OwnedGraph};
-use super::{check, CudaExecutor};
+use super::{check, launch_batch, CudaExecutor};
 
 fn node(id: ExecNode) -> sys::CUgraphNode {
     id as usize as sys::CUgraphNode
@@ -557,6 +559,41 @@ impl GraphBuild for CudaExecutor {
                 _ => return Err(CudaStatus::ErrorNotSupported),
             }
         };
+        check(r)
+    }
+
+    fn kernel_node_set_params(
+        &mut self,
+        node: (ExecGraph, ExecNode),
+        exec: Option<ExecGraphExec>,
+        function: ExecFunction,
+        shape: &KernelShape,
+        params: &[u8],
+    ) -> ExecResult<()> {
+        let idx = self.bind()?;
+        self.any_graph(node.0)?;
+        let e = exec.map(|x| self.exec_of(x)).transpose()?;
+        let n = self::node(node.1);
+        if Self::raw_node_type(n)? != sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_KERNEL {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        self.check_shape(idx, shape.grid, shape.block)?;
+        let func = self.function_in_context(function, idx)?;
+        // Each parameter at its alignment (up to 16 bytes) in the buffer.
+        let aligned: Vec<u128> = launch_batch::aligned_words(params).collect();
+        let shape = (shape.grid, shape.block, shape.shared_mem);
+        let buffer = aligned.as_ptr().cast();
+        let r = launch_batch::kernel_node_params(func, shape, buffer, params.len(), |p| {
+            // SAFETY: `n` is a kernel node of a live graph of this executor, `e` a live
+            // executable graph; `func` is the kernel's function in the current context;
+            // the parameters' buffer outlives the call, which copies them.
+            unsafe {
+                match e {
+                    Some(e) => sys::cuGraphExecKernelNodeSetParams_v2(e, n, p),
+                    None => sys::cuGraphKernelNodeSetParams_v2(n, p),
+                }
+            }
+        });
         check(r)
     }
 

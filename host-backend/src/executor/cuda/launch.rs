@@ -87,6 +87,28 @@ impl CudaExecutor {
         Ok(f)
     }
 
+    /// Impossible shapes are refused before the driver sees them, with the code CUDA
+    /// 13's runtime gives (cudaErrorInvalidValue, measured on the H200).
+    pub(super) fn check_shape(
+        &mut self,
+        idx: usize,
+        grid: [u32; 3],
+        block: [u32; 3],
+    ) -> ExecResult<()> {
+        let limits = self.launch_limits(idx)?;
+        let block = block.map(u64::from);
+        let grid = grid.map(u64::from);
+        let bad_shape = block.contains(&0)
+            || grid.contains(&0)
+            || block.iter().product::<u64>() > limits.max_threads
+            || block.iter().zip(&limits.max_block).any(|(b, m)| b > m)
+            || grid.iter().zip(&limits.max_grid).any(|(g, m)| g > m);
+        if bad_shape {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        Ok(())
+    }
+
     fn launch_limits(&mut self, idx: usize) -> ExecResult<LaunchLimits> {
         if let Some(limits) = self.devices[idx].limits {
             return Ok(limits);
@@ -266,19 +288,7 @@ impl LaunchExec for CudaExecutor {
         let func = self.function_in_context(function, idx)?;
         let s = self.stream(config.stream)?;
 
-        // Impossible shapes are refused before the driver sees them, with the code
-        // CUDA 13's runtime gives (cudaErrorInvalidValue, measured on the H200).
-        let limits = self.launch_limits(idx)?;
-        let block = config.block.map(u64::from);
-        let grid = config.grid.map(u64::from);
-        let bad_shape = block.contains(&0)
-            || grid.contains(&0)
-            || block.iter().product::<u64>() > limits.max_threads
-            || block.iter().zip(&limits.max_block).any(|(b, m)| b > m)
-            || grid.iter().zip(&limits.max_grid).any(|(g, m)| g > m);
-        if bad_shape {
-            return Err(CudaStatus::ErrorInvalidValue);
-        }
+        self.check_shape(idx, config.grid, config.block)?;
 
         let mut attrs = config
             .attributes

@@ -355,20 +355,34 @@ fn node_params<T>(
     words: &[u128],
     f: impl FnOnce(&sys::CUDA_KERNEL_NODE_PARAMS) -> T,
 ) -> T {
-    let mut size = h.len;
     let buffer = words[h.start..].as_ptr().cast::<u8>();
+    let shape = (h.grid, h.block, h.shared_mem);
+    kernel_node_params(h.func, shape, buffer, h.len, f)
+}
+
+/// Call `f` with the kernel node parameters of a launch of `func` of `shape` (grid,
+/// block, dynamic shared memory) whose parameters are the `len` bytes at `buffer`
+/// (16-byte aligned), which the driver copies before a node call returns.
+pub(super) fn kernel_node_params<T>(
+    func: sys::CUfunction,
+    (grid, block, shared_mem): ([u32; 3], [u32; 3], u32),
+    buffer: *const u8,
+    len: usize,
+    f: impl FnOnce(&sys::CUDA_KERNEL_NODE_PARAMS) -> T,
+) -> T {
+    let mut size = len;
     let mut extra = extra_list(buffer, &mut size);
     let p = sys::CUDA_KERNEL_NODE_PARAMS {
-        func: h.func,
-        gridDimX: h.grid[0],
-        gridDimY: h.grid[1],
-        gridDimZ: h.grid[2],
-        blockDimX: h.block[0],
-        blockDimY: h.block[1],
-        blockDimZ: h.block[2],
-        sharedMemBytes: h.shared_mem,
+        func,
+        gridDimX: grid[0],
+        gridDimY: grid[1],
+        gridDimZ: grid[2],
+        blockDimX: block[0],
+        blockDimY: block[1],
+        blockDimZ: block[2],
+        sharedMemBytes: shared_mem,
         kernelParams: ptr::null_mut(),
-        extra: if h.len == 0 {
+        extra: if len == 0 {
             ptr::null_mut()
         } else {
             extra.as_mut_ptr()

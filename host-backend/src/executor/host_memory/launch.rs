@@ -5,7 +5,7 @@ use tracing::{info, warn};
 use vmcuda_wire::op::FuncAttributes;
 use vmcuda_wire::CudaStatus;
 
-use super::super::{ExecFunction, ExecResult, LaunchConfig};
+use super::super::{ExecFunction, ExecResult, KernelShape, LaunchConfig};
 use super::{append_record, graph, hex, Function, HostMemoryExecutor, LaunchRecord};
 use crate::executor::{LaunchExec, MAX_HELD_LAUNCHES};
 
@@ -29,8 +29,20 @@ impl HostMemoryExecutor {
         config: &LaunchConfig<'_>,
         function: &Function,
     ) -> ExecResult<()> {
-        let [bx, by, bz] = config.block;
-        let [gx, gy, gz] = config.grid;
+        let shape = KernelShape {
+            grid: config.grid,
+            block: config.block,
+            shared_mem: config.shared_mem,
+        };
+        Self::check_shape(&shape, function)?;
+        self.check_stream(config.stream)
+    }
+
+    /// Refuse a shape the H200 cannot run, as the driver does, and a parameter buffer
+    /// that is not `function`'s size.
+    pub(super) fn check_shape(shape: &KernelShape, function: &Function) -> ExecResult<()> {
+        let [bx, by, bz] = shape.block;
+        let [gx, gy, gz] = shape.grid;
         let threads = bx as u64 * by as u64 * bz as u64;
         if threads == 0 || threads > 1024 || bx > 1024 || by > 1024 || bz > 64 {
             return Err(CudaStatus::ErrorInvalidValue);
@@ -39,10 +51,22 @@ impl HostMemoryExecutor {
             return Err(CudaStatus::ErrorInvalidValue);
         }
         let smem_limit = 49152.max(function.max_dynamic_smem as u32);
-        if config.shared_mem > smem_limit {
+        if shape.shared_mem > smem_limit {
             return Err(CudaStatus::ErrorInvalidValue);
         }
-        self.check_stream(config.stream)
+        Ok(())
+    }
+
+    /// Whether `params` is as long as `function`'s parameters.
+    pub(super) fn check_params(function: &Function, params: &[u8]) -> ExecResult<()> {
+        let expected = function
+            .params
+            .last()
+            .map_or(0, |p| (p.offset + p.size) as usize);
+        if params.len() != expected {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        Ok(())
     }
 }
 
@@ -98,10 +122,7 @@ impl LaunchExec for HostMemoryExecutor {
             .functions
             .get(&function)
             .ok_or(CudaStatus::ErrorInvalidDeviceFunction)?;
-        let expected = f.params.last().map_or(0, |p| (p.offset + p.size) as usize);
-        if params.len() != expected {
-            return Err(CudaStatus::ErrorInvalidValue);
-        }
+        Self::check_params(f, params)?;
         let op = || graph::Recorded::Launch {
             function,
             grid: config.grid,

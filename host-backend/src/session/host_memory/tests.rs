@@ -436,6 +436,95 @@ fn parameters_copied_into_a_node_are_charged_as_their_node() {
     assert_eq!(s.host_memory_bytes(), base);
 }
 
+fn set_kernel_params(
+    s: &mut Session,
+    node: GraphNodeHandle,
+    exec: Option<GraphExecHandle>,
+    (function, params): &(FunctionHandle, Vec<u8>),
+    block: [u32; 3],
+) -> Result<(), CudaStatus> {
+    s.enter(&CTX)?;
+    let req = GraphKernelNodeSetParams {
+        node,
+        exec,
+        function: *function,
+        grid: [1, 1, 1],
+        block,
+        shared_mem: 0,
+    };
+    s.graph_kernel_node_set_params(&CTX, req, params)
+        .map(|_| ())
+}
+
+/// A kernel node's new parameters in one request (`cuGraph[Exec]KernelNodeSetParams`,
+/// without a scratch graph) are checked as a launch's and charged as a launch's node:
+/// a tiny kernel's node given the big kernel's parameters keeps them once however
+/// often it is given them, and gives them back when given the tiny ones again. Nodes
+/// that are not kernels, of another graph than the executable graph's, or unknown,
+/// impossible shapes and parameter buffers of the wrong size are refused, and a
+/// refusal changes nothing.
+#[test]
+fn kernel_parameters_set_in_one_request_are_checked_and_charged_as_a_launch() {
+    let (mut s, k) = Kernels::new(64 * MIB);
+    let graph = new_graph(&mut s);
+    let node = k.add(&mut s, graph, false);
+    let empty = add_empty(&mut s, graph);
+    let exec = instantiate(&mut s, graph).unwrap();
+    let other = new_graph(&mut s);
+    let stranger = k.add(&mut s, other, false);
+    s.enter(&CTX).unwrap();
+    let base = s.host_memory_bytes();
+    let more = node_bytes(5016) - node_bytes(8);
+    let one = [32, 1, 1];
+    for at in [None, Some(exec)] {
+        let before = s.host_memory_bytes();
+        for _ in 0..100 {
+            set_kernel_params(&mut s, node, at, &k.big, one).unwrap();
+            s.enter(&CTX).unwrap();
+            assert_eq!(s.host_memory_bytes(), before + more, "{at:?}");
+        }
+        let refused = |s: &mut Session, node, params: &(FunctionHandle, Vec<u8>), block| {
+            let r = set_kernel_params(s, node, at, params, block).unwrap_err();
+            s.enter(&CTX).unwrap();
+            assert_eq!(s.host_memory_bytes(), before + more, "{at:?}");
+            r
+        };
+        let invalid = CudaStatus::ErrorInvalidValue;
+        assert_eq!(
+            refused(&mut s, empty, &k.big, one),
+            invalid,
+            "an empty node"
+        );
+        assert_eq!(
+            refused(&mut s, GraphNodeHandle(0xdead), &k.big, one),
+            invalid
+        );
+        assert_eq!(
+            refused(&mut s, node, &k.big, [0, 1, 1]),
+            invalid,
+            "no threads"
+        );
+        assert_eq!(refused(&mut s, node, &k.big, [2048, 1, 1]), invalid);
+        let short = (k.big.0, vec![0u8; 16]);
+        assert_eq!(
+            refused(&mut s, node, &short, one),
+            invalid,
+            "a short buffer"
+        );
+        if at.is_some() {
+            assert_eq!(
+                refused(&mut s, stranger, &k.tiny, one),
+                invalid,
+                "a node of another graph"
+            );
+        }
+    }
+    set_kernel_params(&mut s, node, None, &k.tiny, one).unwrap();
+    set_kernel_params(&mut s, node, Some(exec), &k.tiny, one).unwrap();
+    s.enter(&CTX).unwrap();
+    assert_eq!(s.host_memory_bytes(), base);
+}
+
 /// An executable graph updated with another graph keeps that graph's nodes'
 /// parameters: charged for them (refused where they do not fit), and given back what
 /// the old ones took over the new.

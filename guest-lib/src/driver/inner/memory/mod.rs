@@ -317,8 +317,10 @@ pub extern "C" fn cudaFreeHost(ptr: *mut c_void) -> cudaError_t {
         match range {
             Some(HostRange {
                 shared: Some(region),
+                flags,
+                device,
                 ..
-            }) => shared::free(region),
+            }) => shared::free(region, flags, device),
             Some(_) => free_pinned(ptr as usize),
             None => return Err(CudaStatus::ErrorInvalidValue),
         }

@@ -19,7 +19,9 @@ use super::super::super::graph::{
     ExecEdges, ExecGraph, ExecGraphExec, ExecLinked, ExecNode, ExecPlainNode, ExecUpdate,
     GraphBuild,
 };
-use super::super::super::{ExecResult, ExecStream, StreamAttrValue, STREAM_ATTR_LEN};
+use super::super::super::{
+    ExecFunction, ExecResult, ExecStream, KernelShape, StreamAttrValue, STREAM_ATTR_LEN,
+};
 use super::{allocations, live_nodes, node_id, Capture, HostMemoryExecutor, Node, Recorded};
 
 impl HostMemoryExecutor {
@@ -517,6 +519,38 @@ impl GraphBuild for HostMemoryExecutor {
             return Err(CudaStatus::ErrorInvalidValue);
         }
         node.op = op;
+        Ok(())
+    }
+
+    fn kernel_node_set_params(
+        &mut self,
+        node: (ExecGraph, ExecNode),
+        exec: Option<ExecGraphExec>,
+        function: ExecFunction,
+        shape: &KernelShape,
+        params: &[u8],
+    ) -> ExecResult<()> {
+        let f = self.function(function)?;
+        Self::check_shape(shape, f)?;
+        Self::check_params(f, params)?;
+        let at = Self::live_index(node.0, node.1, self.nodes_of(node.0)?)?;
+        let nodes = match exec {
+            Some(e) => self.exec_nodes_mut(e, node.0)?,
+            None => self.graph_mut(node.0)?,
+        };
+        let n = nodes.get_mut(at).ok_or(CudaStatus::ErrorInvalidValue)?;
+        // The node's launch attributes stay (they are set apart from its parameters).
+        let Recorded::Launch { attributes, .. } = &n.op else {
+            return Err(CudaStatus::ErrorInvalidValue);
+        };
+        n.op = Recorded::Launch {
+            function,
+            grid: shape.grid,
+            block: shape.block,
+            shared_mem: shape.shared_mem,
+            attributes: attributes.clone(),
+            params: params.to_vec(),
+        };
         Ok(())
     }
 
