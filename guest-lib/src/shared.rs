@@ -206,6 +206,11 @@ pub(crate) mod kept {
 
     static KEPT: Mutex<Vec<Kept>> = Mutex::new(Vec::new());
 
+    /// `VMCUDA_KEEP_PINNED=0` frees every region at once, as before.
+    fn wanted() -> bool {
+        std::env::var("VMCUDA_KEEP_PINNED").map_or(true, |v| v != "0")
+    }
+
     fn kept() -> std::sync::MutexGuard<'static, Vec<Kept>> {
         KEPT.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -221,7 +226,7 @@ pub(crate) mod kept {
 
     /// Keep `region` for reuse, if it fits the bounds; whether it was kept.
     pub(crate) fn keep(region: Shared, flags: u32, device: i32) -> bool {
-        if region.len > KEPT_REGION_MAX || !super::enabled() {
+        if region.len > KEPT_REGION_MAX || !super::enabled() || !wanted() {
             return false;
         }
         let mut k = kept();

@@ -732,6 +732,11 @@ fn serve_connection<'a>(
         let checked = stamp();
         if no_reply {
             if let Err(status) = result {
+                // The first of a run only: the guest hears of it with the next reply.
+                if deferred.is_none() {
+                    warn!(client = %session.client(), op = op.map_or("unknown", |o| o.name()),
+                        %status, "a posted request failed: the next reply reports it");
+                }
                 deferred.get_or_insert(status);
             }
             // Nobody waits for this one's data, wherever the handler put it; the area

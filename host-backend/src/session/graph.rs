@@ -1301,6 +1301,10 @@ impl GraphOps for Session {
             .exec
             .kernel_node_set_params((graph, node), exec, function, &shape, params);
         self.params_copied(Some(charge), set.is_ok());
+        if let Err(status) = set {
+            warn!(client = %self.client, node = req.node.0, exec = req.exec.map_or(0, |e| e.0),
+                %status, "a kernel node's new parameters were refused");
+        }
         set?;
         nothing()
     }

@@ -1625,7 +1625,9 @@ pub(crate) fn set_kernel_params(
         block,
         shared_mem,
     };
-    if made_as_kernel && fits() {
+    // VMCUDA_POST_NODE_UPDATES=0 waits for every update's answer.
+    let post = std::env::var("VMCUDA_POST_NODE_UPDATES").map_or(true, |v| v != "0");
+    if post && made_as_kernel && fits() {
         super::post(&req, buffer)
     } else {
         super::call_with(&req, buffer, crate::client::Sink::None)
