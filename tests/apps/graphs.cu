@@ -272,6 +272,45 @@ int main() {
         CHECK(cudaGraphDestroy(g2));
     }
 
+    // A captured kernel node's parameters read back (cuDNN reads its captured
+    // graphs' so to update them): the kernel, shape and arguments as launched; given
+    // other arguments, the node keeps them.
+    {
+        CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+        scale<<<3, 64, 0, s>>>(a, 2.5f, 192);
+        cudaGraph_t g3;
+        CHECK(cudaStreamEndCapture(s, &g3));
+        cudaGraphNode_t node;
+        size_t count = 1;
+        CHECK(cudaGraphGetNodes(g3, &node, &count));
+        cudaKernelNodeParams kp;
+        memset(&kp, 0, sizeof kp);
+        CHECK(cudaGraphKernelNodeGetParams(node, &kp));
+        bool as_launched = kp.func == (void*)scale && kp.gridDim.x == 3 && kp.gridDim.y == 1 &&
+                           kp.blockDim.x == 64 && kp.sharedMemBytes == 0 && kp.kernelParams &&
+                           *(float**)kp.kernelParams[0] == a && *(float*)kp.kernelParams[1] == 2.5f &&
+                           *(int*)kp.kernelParams[2] == 192;
+        printf("a captured kernel node's parameters are as launched: %s\n", as_launched ? "yes" : "no");
+        float f = 4.0f;
+        int n = 128;
+        void* args[] = {&b, &f, &n};
+        kp.kernelParams = args;
+        kp.gridDim.x = 2;
+        CHECK(cudaGraphKernelNodeSetParams(node, &kp));
+        cudaKernelNodeParams again;
+        memset(&again, 0, sizeof again);
+        CHECK(cudaGraphKernelNodeGetParams(node, &again));
+        bool kept = again.gridDim.x == 2 && *(float**)again.kernelParams[0] == b &&
+                    *(float*)again.kernelParams[1] == 4.0f && *(int*)again.kernelParams[2] == 128;
+        printf("and the ones given after: %s\n", kept ? "yes" : "no");
+        cudaGraphExec_t e3;
+        CHECK(cudaGraphInstantiate(&e3, g3, 0));
+        CHECK(cudaGraphLaunch(e3, s));
+        CHECK(cudaStreamSynchronize(s));
+        CHECK(cudaGraphExecDestroy(e3));
+        CHECK(cudaGraphDestroy(g3));
+    }
+
     CHECK(cudaFree(a));
     CHECK(cudaFree(b));
     CHECK(cudaFree(acc));

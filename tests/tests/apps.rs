@@ -76,6 +76,30 @@ fn param_bytes(record: &serde_json::Value) -> Vec<u8> {
         .collect()
 }
 
+/// `app` run through `d` with a `VMCUDA_PROFILE` summary: its output and the summary.
+fn profiled(d: &Daemon, app: &str) -> (std::process::Output, String) {
+    let summary = std::env::temp_dir().join(format!("vmcuda-{app}-{}.txt", std::process::id()));
+    let out = run_program_with(
+        &apps_dir().join(app),
+        &d.server(),
+        &[("VMCUDA_PROFILE", summary.to_str().unwrap())],
+    );
+    let profile = std::fs::read_to_string(&summary).unwrap_or_default();
+    let _ = std::fs::remove_file(&summary);
+    (out, profile)
+}
+
+/// A driver call's calls, waited round trips and posted requests in a profile summary.
+fn profile_row(profile: &str, call: &str) -> (u64, u64, u64) {
+    let line = profile
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(call))
+        .unwrap_or_else(|| panic!("no {call} row in:\n{profile}"));
+    let cols: Vec<&str> = line.split_whitespace().collect();
+    let n = |i: usize| cols[i].parse().unwrap();
+    (n(1), n(5), n(6))
+}
+
 /// Every app run through `d` with `env`: the failures, each with its output.
 fn failing_apps(d: &Daemon, env: &[(&str, &str)]) -> Vec<String> {
     let mut failures = Vec::new();
@@ -304,12 +328,7 @@ fn calls_travel_through_the_command_ring_and_the_socket_still_works_without_it()
 #[ignore = "needs the linked guest library and nvcc-built apps: run tests/run.sh"]
 fn pinned_memory_is_shared_with_a_same_host_backend() {
     let d = Daemon::host_memory("shared");
-    let summary = std::env::temp_dir().join(format!("vmcuda-pinned-{}.txt", std::process::id()));
-    let out = run_program_with(
-        &apps_dir().join("pointer_mem"),
-        &d.server(),
-        &[("VMCUDA_PROFILE", summary.to_str().unwrap())],
-    );
+    let (out, summary) = profiled(&d, "pointer_mem");
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}");
     assert!(
@@ -319,17 +338,9 @@ fn pinned_memory_is_shared_with_a_same_host_backend() {
     // Freed pinned buffers are made again from what the guest kept: of the 22
     // allocations, the two of the program's first sizes and flags wait for the host,
     // and the freed ones are kept without a request.
-    let summary = std::fs::read_to_string(&summary).unwrap();
-    let _ = std::fs::remove_file(
-        std::env::temp_dir().join(format!("vmcuda-pinned-{}.txt", std::process::id())),
-    );
-    let row = |name: &str| -> (u64, u64) {
-        let line = summary
-            .lines()
-            .find(|l| l.split_whitespace().next() == Some(name))
-            .unwrap_or_else(|| panic!("no {name} row in:\n{summary}"));
-        let cols: Vec<&str> = line.split_whitespace().collect();
-        (cols[1].parse().unwrap(), cols[5].parse().unwrap())
+    let row = |name: &str| {
+        let (calls, waited, _) = profile_row(&summary, name);
+        (calls, waited)
     };
     let (calls, waited) = row("cuMemHostAlloc");
     assert!(calls >= 21, "{summary}");
@@ -1304,16 +1315,51 @@ fn graphs_are_captured_replayed_and_refused_as_cuda_does() {
         "pageable copy during capture captured or refused: yes",
         "end of that capture agrees: yes",
         "legacy stream during a blocking capture: cudaErrorStreamCaptureImplicit",
+        "a captured kernel node's parameters are as launched: yes",
+        "and the ones given after: yes",
         "PASS graphs",
     ] {
         assert!(stdout.contains(line), "missing `{line}` in:\n{stdout}");
     }
     // Captured kernels were recorded only when the executable graph ran: once per
-    // launch (three), never during the capture.
+    // launch (three), never during the capture; the last scale is the captured node
+    // that was given new parameters (b, 4.0, 128 on a grid of 2).
     let records = d.launches();
     assert_eq!(launches_of(&records, "_Z4fillPffi").len(), 3);
-    assert_eq!(launches_of(&records, "_Z5scalePffi").len(), 6);
+    let scales = launches_of(&records, "_Z5scalePffi");
+    assert_eq!(scales.len(), 7);
+    let last = scales[6];
+    assert_eq!(last["grid"], serde_json::json!([2, 1, 1]), "{last}");
+    let p = param_bytes(last);
+    assert_eq!(&p[8..12], &4.0f32.to_le_bytes(), "{last}");
+    assert_eq!(&p[12..16], &128i32.to_le_bytes(), "{last}");
     assert_eq!(launches_of(&records, "_Z8add_intoPfPKffi").len(), 3);
+}
+
+/// A hand-built graph's kernel node changed in its executable graph
+/// (`cudaGraphExecKernelNodeSetParams`, one posted request), then in a clone the
+/// executable graph is updated to: each launch of the executable graph runs the
+/// arguments it had then (axpy's factor, recorded by the host when the graph ran).
+#[test]
+#[ignore = "needs the linked guest library and nvcc-built apps: run tests/run.sh"]
+fn kernel_node_updates_reach_the_executable_graphs_launches() {
+    let d = Daemon::host_memory("node-updates");
+    let (out, profile) = profiled(&d, "hand_graphs");
+    assert!(out.status.success(), "{}", text(&out.stdout));
+    // The update of a node the program built went without waiting for the host.
+    let row = profile_row(&profile, "cuGraphExecKernelNodeSetParams_v2");
+    assert_eq!(row, (1, 0, 1), "{profile}");
+    let records = d.launches();
+    let factors: Vec<f32> = launches_of(&records, "_Z4axpyPfPKffi")
+        .into_iter()
+        .map(|r| {
+            let p = param_bytes(r);
+            f32::from_le_bytes(p[16..20].try_into().unwrap())
+        })
+        .collect();
+    // Launch 1 (2.0), launch 2 after the update (3.0), launch 3 with the node
+    // disabled (none), launch 4 enabled again (3.0), then the clone's (4.0).
+    assert_eq!(&factors[..4], &[2.0, 3.0, 3.0, 4.0], "{factors:?}");
 }
 
 #[test]

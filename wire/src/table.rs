@@ -430,6 +430,18 @@ macro_rules! op_lines {
                     block: [u32; 3],
                     shared_mem: u32,
                 }) -> (), Async;
+                /// A kernel node's parameters as the driver holds them
+                /// (`cuGraphKernelNodeGetParams` of a node the guest did not build by
+                /// hand: a captured one, whose launch the guest does not keep): its
+                /// function, shape and, in the reply's data section, its packed
+                /// parameter buffer.
+                0x0738 GraphKernelNodeGetParams => graph_kernel_node_get_params(GraphKernelNodeGetParams { node: GraphNodeHandle })
+                    -> KernelNodeParameters {
+                        function: FunctionHandle,
+                        grid: [u32; 3],
+                        block: [u32; 3],
+                        shared_mem: u32,
+                    }, Sync;
                 0x0726 GraphConditionalHandleCreate => graph_conditional_handle_create(GraphConditionalHandleCreate {
                     graph: GraphHandle, default_value: u32, flags: u32,
                 }) -> ConditionalHandle { handle: u64 }, Sync

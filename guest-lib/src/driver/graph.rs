@@ -7,13 +7,19 @@
 use vmcuda_wire::graph::node_type;
 use vmcuda_wire::CudaStatus;
 
-use super::module::{function, kept_kernel_node, launch_node, param_bytes};
+use super::module::{
+    function, function_id_of, kept_kernel_node, launch_node, library_of, param_bytes,
+};
 use super::{check_initialized, export, Result};
 use crate::abi::driver::{DriverMemcpy3D, KernelNodeParams};
 use crate::abi::runtime::GraphNodeParams;
 use crate::caller;
+use crate::client::Sink;
+use crate::driver::inner::call_with;
 use crate::driver::inner::graph_build::{self, Kept};
 use crate::driver::inner::RawHandle;
+use crate::notice::refuse;
+use vmcuda_wire::op::GraphKernelNodeGetParams;
 
 /// A kernel node's parameters as kept (arguments copied), and the node's launch.
 ///
@@ -112,14 +118,68 @@ export! {
 }
 
 export! {
+    /// A node built by hand answers from what the guest kept; any other (a captured
+    /// one) from the host, and is kept from then on.
     fn cuGraphKernelNodeGetParams_v2(node: RawHandle, out: *mut KernelNodeParams) {
         check_initialized()?;
-        graph_build::with_kept(node, |k| match k {
-            // SAFETY: by its contract `out` is writable.
-            Kept::DriverKernel { params, .. } => unsafe { caller::write(out, *params) },
+        if node.is_null() || out.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let kept = graph_build::kept_as(node, |k| match k {
+            Kept::DriverKernel { params, .. } => Ok(*params),
             _ => Err(CudaStatus::ErrorInvalidValue),
-        })
+        });
+        let params = match kept {
+            Some(params) => params?,
+            None => kernel_params_from_host(node)?,
+        };
+        // SAFETY: by its contract `out` is writable.
+        unsafe { caller::write(out, params) }
     }
+}
+
+/// A captured kernel node's parameters, from the host's driver: kept for the node (its
+/// argument copies stay as long as the node, as the driver's do).
+fn kernel_params_from_host(node: RawHandle) -> Result<KernelNodeParams> {
+    let mut packed = Vec::new();
+    let got = call_with(
+        &GraphKernelNodeGetParams { node: node.into() },
+        &[],
+        Sink::Grow(&mut packed),
+    )?;
+    let func = function_id_of(got.function).ok_or_else(|| {
+        refuse(
+            "reading a captured kernel node's parameters",
+            "works for kernels of the program's own modules",
+        )
+    })?;
+    let (_, layout) = function(func as *mut std::ffi::c_void)?;
+    packed.resize(param_bytes(&layout), 0);
+    let (arguments, mut pointers) = graph_build::argument_copies(&layout, packed);
+    let func = func as *mut std::ffi::c_void;
+    // A library's kernel is also the node's `kern`, as the driver answers for a launch
+    // of one (NVIDIA's runtime finds its kernel by it); its function is the same handle.
+    let kern = match library_of(func) {
+        Ok(Some(_)) => func,
+        _ => std::ptr::null_mut(),
+    };
+    let params = KernelNodeParams {
+        func,
+        grid: got.grid,
+        block: got.block,
+        shared_mem: got.shared_mem,
+        kernel_params: pointers.as_mut_ptr() as *const *const u8,
+        extra: std::ptr::null(),
+        kern,
+        ctx: std::ptr::null_mut(),
+    };
+    let kept = Kept::DriverKernel {
+        params,
+        _arguments: arguments,
+        _pointers: pointers,
+    };
+    graph_build::keep(node.into(), kept);
+    Ok(params)
 }
 
 /// A copy node from the driver's description.

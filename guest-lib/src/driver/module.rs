@@ -1337,6 +1337,17 @@ pub(crate) fn adopt_runtime_kernel(
     Ok(id)
 }
 
+/// The program's `CUfunction` (or library kernel) for the host's function handle
+/// `handle`, where it has one.
+pub(crate) fn function_id_of(handle: FunctionHandle) -> Option<u64> {
+    let m = modules();
+    m.functions
+        .iter()
+        .filter(|(_, f)| f.function == handle)
+        .map(|(id, _)| *id)
+        .min()
+}
+
 /// A driver function's (or library kernel's) handle and parameters, for the runtime's
 /// launches of a `cudaKernel_t` a library gave.
 pub(crate) fn function_of(f: usize) -> Option<(FunctionHandle, Vec<ParamInfo>)> {

@@ -153,6 +153,13 @@ pub trait GraphBuild {
         shape: &KernelShape,
         params: &[u8],
     ) -> ExecResult<()>;
+    /// A kernel node's function, shape and packed parameter buffer, as the driver holds
+    /// them.
+    fn kernel_node_get_params(
+        &mut self,
+        graph: ExecGraph,
+        node: ExecNode,
+    ) -> ExecResult<(ExecFunction, KernelShape, Vec<u8>)>;
     /// Put a host function's place in `stream`'s order (captured, a graph's host
     /// node): set the request word at `slot` (this process's address of 8 bytes of
     /// the guest's shared memory, mapped and registered here: request, done), clear

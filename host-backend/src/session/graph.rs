@@ -49,10 +49,11 @@ use vmcuda_wire::op::{
     ConditionalHandle, GraphAddDependencies, GraphChildGraphNodeGetGraph, GraphClone,
     GraphConditionalHandleCreate, GraphCreate, GraphDestroyNode, GraphExecUpdate, GraphGetEdges,
     GraphGetRootNodes, GraphKernelNodeCopyAttributes, GraphKernelNodeGetAttribute,
-    GraphKernelNodeSetAttribute, GraphKernelNodeSetParams, GraphNodeFindInClone,
-    GraphNodeGetDependentNodes, GraphNodeGetEnabled, GraphNodeGetType, GraphNodeSetEnabled,
-    GraphOps, GraphRemoveDependencies, GraphUpload, HostFunctionSignal, KernelNodeAttribute,
-    LinkedNodes, NodeEnabled, NodeType, StreamUpdateCaptureDependencies,
+    GraphKernelNodeGetParams, GraphKernelNodeSetAttribute, GraphKernelNodeSetParams,
+    GraphNodeFindInClone, GraphNodeGetDependentNodes, GraphNodeGetEnabled, GraphNodeGetType,
+    GraphNodeSetEnabled, GraphOps, GraphRemoveDependencies, GraphUpload, HostFunctionSignal,
+    KernelNodeAttribute, KernelNodeParameters, LinkedNodes, NodeEnabled, NodeType,
+    StreamUpdateCaptureDependencies,
 };
 use vmcuda_wire::CudaStatus;
 
@@ -1307,6 +1308,25 @@ impl GraphOps for Session {
         }
         set?;
         nothing()
+    }
+
+    fn graph_kernel_node_get_params(
+        &mut self,
+        _: &CallContext,
+        req: GraphKernelNodeGetParams,
+        _: &[u8],
+    ) -> HandlerResult<KernelNodeParameters> {
+        let (graph, node) = self.kernel_node_ref(req.node)?;
+        let (f, shape, packed) = self.exec.kernel_node_get_params(graph, node)?;
+        // The node's kernel is one of the guest's modules': named already.
+        let function = self.handles.name_function(f);
+        let reply = KernelNodeParameters {
+            function,
+            grid: shape.grid,
+            block: shape.block,
+            shared_mem: shape.shared_mem,
+        };
+        Ok((reply, packed))
     }
 
     fn graph_conditional_handle_create(

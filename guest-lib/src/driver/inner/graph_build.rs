@@ -185,6 +185,12 @@ pub(crate) fn keep(node: GraphNodeHandle, kept: Kept) {
     k.get_or_insert_with(HashMap::new).insert(node.0, kept);
 }
 
+/// What `f` makes of `node`'s kept parameters, where any are kept.
+pub(crate) fn kept_as<T>(node: RawHandle, f: impl FnOnce(&Kept) -> T) -> Option<T> {
+    let k = KEPT.lock().unwrap_or_else(|p| p.into_inner());
+    k.as_ref().and_then(|m| m.get(&(node as u64))).map(f)
+}
+
 pub(crate) fn with_kept<T>(node: RawHandle, f: impl FnOnce(&Kept) -> Result<T>) -> Result<T> {
     let k = KEPT.lock().unwrap_or_else(|p| p.into_inner());
     match k.as_ref().and_then(|m| m.get(&(node as u64))) {
@@ -1606,8 +1612,8 @@ pub(crate) fn set_kernel_params(
         return Err(CudaStatus::ErrorInvalidValue);
     }
     super::launch::check_config(grid, block)?;
-    let made_as_kernel = with_kept(node, |k| {
-        Ok(matches!(k, Kept::Kernel { .. } | Kept::DriverKernel { .. }))
+    let made_as_kernel = kept_as(node, |k| {
+        matches!(k, Kept::Kernel { .. } | Kept::DriverKernel { .. })
     })
     .unwrap_or(false);
     let fits = || {

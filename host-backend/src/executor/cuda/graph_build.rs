@@ -597,6 +597,63 @@ impl GraphBuild for CudaExecutor {
         check(r)
     }
 
+    fn kernel_node_get_params(
+        &mut self,
+        graph: ExecGraph,
+        node: ExecNode,
+    ) -> ExecResult<(ExecFunction, KernelShape, Vec<u8>)> {
+        self.bind()?;
+        self.any_graph(graph)?;
+        let n = self::node(node);
+        if Self::raw_node_type(n)? != sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_KERNEL {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        // SAFETY: an all-zero CUDA_KERNEL_NODE_PARAMS is valid (null pointers, zero
+        // sizes); the driver fills it.
+        let mut p: sys::CUDA_KERNEL_NODE_PARAMS = unsafe { std::mem::zeroed() };
+        // SAFETY: `n` is a kernel node of a live graph of this executor; `p` is a local.
+        check(unsafe { sys::cuGraphKernelNodeGetParams_v2(n, &mut p) })?;
+        let function = self.function_of(p.func, p.kern)?;
+        let layout = super::module::kernel_params(self.kernel(function)?)?;
+        let total = layout
+            .iter()
+            .map(|q| (q.offset + q.size) as usize)
+            .max()
+            .unwrap_or(0);
+        let mut packed = vec![0u8; total];
+        if !p.kernelParams.is_null() {
+            for (i, q) in layout.iter().enumerate() {
+                // SAFETY: the driver's `kernelParams` holds one pointer per parameter
+                // of the node's kernel (`layout`'s), each to that parameter's bytes,
+                // valid while the node is not changed (the worker changes nothing
+                // before this returns).
+                let arg = unsafe { *p.kernelParams.add(i) } as *const u8;
+                if arg.is_null() {
+                    return Err(CudaStatus::ErrorInvalidValue);
+                }
+                // SAFETY: as above, `q.size` bytes at `arg`.
+                let bytes = unsafe { std::slice::from_raw_parts(arg, q.size as usize) };
+                packed[q.offset as usize..][..q.size as usize].copy_from_slice(bytes);
+            }
+        } else if !p.extra.is_null() {
+            // SAFETY: the driver's `extra` is an END-terminated list of (key, value)
+            // pairs, valid while the node is not changed.
+            let (buffer, size) = unsafe { launch_batch::extra_buffer(p.extra) };
+            if !buffer.is_null() {
+                let len = size.min(total);
+                // SAFETY: the buffer holds `size` bytes (the list's size word).
+                let bytes = unsafe { std::slice::from_raw_parts(buffer, len) };
+                packed[..len].copy_from_slice(bytes);
+            }
+        }
+        let shape = KernelShape {
+            grid: [p.gridDimX, p.gridDimY, p.gridDimZ],
+            block: [p.blockDimX, p.blockDimY, p.blockDimZ],
+            shared_mem: p.sharedMemBytes,
+        };
+        Ok((function, shape, packed))
+    }
+
     fn host_function_signal(&mut self, stream: ExecStream, slot: u64) -> ExecResult<()> {
         self.bind()?;
         let s = self.stream(stream)?;

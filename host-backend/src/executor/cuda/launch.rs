@@ -87,6 +87,24 @@ impl CudaExecutor {
         Ok(f)
     }
 
+    /// The executor's id of the kernel a node's driver parameters name: its library
+    /// kernel, or the kernel whose function in some context it is.
+    pub(super) fn function_of(
+        &self,
+        func: sys::CUfunction,
+        kern: sys::CUkernel,
+    ) -> ExecResult<ExecFunction> {
+        let by_kernel = kern as usize as ExecFunction;
+        if !kern.is_null() && self.functions.contains_key(&by_kernel) {
+            return Ok(by_kernel);
+        }
+        self.function_cache
+            .iter()
+            .find(|(_, &f)| !func.is_null() && f == func)
+            .map(|(&(id, _), _)| id)
+            .ok_or(CudaStatus::ErrorInvalidValue)
+    }
+
     /// Impossible shapes are refused before the driver sees them, with the code CUDA
     /// 13's runtime gives (cudaErrorInvalidValue, measured on the H200).
     pub(super) fn check_shape(

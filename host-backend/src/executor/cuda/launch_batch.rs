@@ -135,6 +135,35 @@ fn chain_size(left: usize) -> usize {
 
 /// The `extra` list that passes `len` bytes at `buffer` as a kernel's parameters; null
 /// for none. `size` must outlive the list's use.
+/// The parameter buffer and its size an `extra` list names (null and 0 where it names
+/// none).
+///
+/// # Safety
+/// `extra` is an END-terminated list of (key, value) pairs as `cuLaunchKernel` takes
+/// it, whose size value (if any) points at a readable `usize`.
+pub(super) unsafe fn extra_buffer(extra: *mut *mut c_void) -> (*const u8, usize) {
+    let (mut buffer, mut size) = (ptr::null::<u8>(), 0usize);
+    let mut at = extra;
+    for _ in 0..8 {
+        // SAFETY: as the caller promised, each key is followed by its value.
+        let key = unsafe { *at } as usize;
+        if key == sys::CU_LAUNCH_PARAM_END_AS_INT as usize {
+            break;
+        }
+        // SAFETY: as above.
+        let value = unsafe { *at.add(1) };
+        if key == sys::CU_LAUNCH_PARAM_BUFFER_POINTER_AS_INT as usize {
+            buffer = value.cast();
+        } else if key == sys::CU_LAUNCH_PARAM_BUFFER_SIZE_AS_INT as usize && !value.is_null() {
+            // SAFETY: as the caller promised.
+            size = unsafe { *value.cast::<usize>() };
+        }
+        // SAFETY: as above: the list goes on to END.
+        at = unsafe { at.add(2) };
+    }
+    (buffer, size)
+}
+
 pub(super) fn extra_list(buffer: *const u8, size: &mut usize) -> [*mut c_void; 5] {
     [
         sys::CU_LAUNCH_PARAM_BUFFER_POINTER_AS_INT as usize as *mut c_void,

@@ -109,7 +109,7 @@ fn load_library(piece: &[u8]) -> ExecResult<sys::CUlibrary> {
 }
 
 /// The parameter layout of a kernel, in declaration order.
-fn kernel_params(kernel: sys::CUkernel) -> ExecResult<Vec<ParamInfo>> {
+pub(super) fn kernel_params(kernel: sys::CUkernel) -> ExecResult<Vec<ParamInfo>> {
     let mut params = Vec::new();
     for index in 0..MAX_KERNEL_PARAMS {
         let (mut offset, mut size) = (0usize, 0usize);

@@ -525,6 +525,35 @@ fn kernel_parameters_set_in_one_request_are_checked_and_charged_as_a_launch() {
     assert_eq!(s.host_memory_bytes(), base);
 }
 
+/// A captured kernel node's parameters read back are the launch's: its function
+/// (the guest's handle), shape and parameter bytes; and after an update, the new
+/// ones. Nodes that are not kernels, and unknown ones, are refused.
+#[test]
+fn a_kernel_nodes_parameters_read_back_are_its_launchs() {
+    let (mut s, k) = Kernels::new(64 * MIB);
+    let graph = new_graph(&mut s);
+    let node = k.add(&mut s, graph, false);
+    let empty = add_empty(&mut s, graph);
+    let get = |s: &mut Session, node| {
+        s.graph_kernel_node_get_params(&CTX, GraphKernelNodeGetParams { node }, &[])
+    };
+    let (got, bytes) = get(&mut s, node).unwrap();
+    assert_eq!(got.function, k.tiny.0);
+    assert_eq!(bytes, k.tiny.1);
+    let mut changed = k.big.clone();
+    changed.1[0] = 0x5a;
+    set_kernel_params(&mut s, node, None, &changed, [64, 2, 1]).unwrap();
+    let (got, bytes) = get(&mut s, node).unwrap();
+    assert_eq!(
+        (got.function, got.block, got.grid),
+        (k.big.0, [64, 2, 1], [1, 1, 1])
+    );
+    assert_eq!(bytes, changed.1);
+    let invalid = CudaStatus::ErrorInvalidValue;
+    assert_eq!(get(&mut s, empty).unwrap_err(), invalid);
+    assert_eq!(get(&mut s, GraphNodeHandle(0xdead)).unwrap_err(), invalid);
+}
+
 /// An executable graph updated with another graph keeps that graph's nodes'
 /// parameters: charged for them (refused where they do not fit), and given back what
 /// the old ones took over the new.

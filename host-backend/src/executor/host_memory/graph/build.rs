@@ -554,6 +554,32 @@ impl GraphBuild for HostMemoryExecutor {
         Ok(())
     }
 
+    fn kernel_node_get_params(
+        &mut self,
+        graph: ExecGraph,
+        node: ExecNode,
+    ) -> ExecResult<(ExecFunction, KernelShape, Vec<u8>)> {
+        let nodes = self.nodes_of(graph)?;
+        match &nodes[Self::live_index(graph, node, nodes)?].op {
+            Recorded::Launch {
+                function,
+                grid,
+                block,
+                shared_mem,
+                params,
+                ..
+            } => {
+                let shape = KernelShape {
+                    grid: *grid,
+                    block: *block,
+                    shared_mem: *shared_mem,
+                };
+                Ok((*function, shape, params.clone()))
+            }
+            _ => Err(CudaStatus::ErrorInvalidValue),
+        }
+    }
+
     fn host_function_signal(&mut self, stream: ExecStream, slot: u64) -> ExecResult<()> {
         self.check_stream(stream)?;
         if !self.record(stream, || Recorded::HostSignal { slot }) {
