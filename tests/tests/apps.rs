@@ -1578,6 +1578,13 @@ fn the_profile_says_where_a_programs_time_went() {
     ] {
         assert!(summary.contains(want), "missing `{want}` in:\n{summary}");
     }
+    // The stream's wait for an event went without waiting for the host (a stream and
+    // an event the guest knows, no capture), as a launch does.
+    assert_eq!(
+        profile_row(&summary, "cuStreamWaitEvent"),
+        (1, 0, 1),
+        "{summary}"
+    );
     // The synchronize waited for the host, and the host said how long it worked on it.
     let sync = summary
         .lines()

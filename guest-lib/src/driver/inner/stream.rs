@@ -303,14 +303,29 @@ fn wait_event(stream: RawHandle, event: RawHandle, flags: u32, per_thread: bool)
 }
 
 fn wait_event_here(stream: StreamHandle, event: EventHandle, req: StreamWaitEvent) -> Result<()> {
+    // Posted, as a launch is, when the guest has made every check the driver makes
+    // before it returns: a stream and an event it knows, default flags, and no capture
+    // in the process (a wait could join one, or be an implicit synchronization with
+    // one). Frameworks order their streams with a wait before nearly every step.
+    let post = req.flags == 0
+        && super::known_stream(stream)
+        && super::device_of_event(event.0).is_some()
+        && !crate::capture::any();
+    let send = move || {
+        if post {
+            super::post(&req, &[])
+        } else {
+            call(&req)
+        }
+    };
     if gate::event_pending(event) {
         // The event's record is still queued behind a host function: so is this wait.
         return gate::submit_behind(stream, move || {
             gate::wait_event_submitted(event);
-            call(&req)
+            send()
         });
     }
-    gate::submit(stream, move || call(&req))
+    gate::submit(stream, send)
 }
 
 pub extern "C" fn cudaStreamWaitEvent(
