@@ -218,7 +218,7 @@ pub(super) unsafe fn memcpy_2d(p: &Memcpy2D, stream: RawHandle, is_async: bool) 
 }
 
 /// `CUDA_MEMCPY3D` (the graph code's description, shared).
-pub use crate::abi::driver::DriverMemcpy3D as Memcpy3D;
+use crate::abi::driver::DriverMemcpy3D as Memcpy3D;
 
 /// # Safety
 /// As for [`memcpy_2d`].

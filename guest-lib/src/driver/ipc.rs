@@ -17,7 +17,7 @@ use vmcuda_wire::op::{
 use vmcuda_wire::CudaStatus;
 
 use super::{check_initialized, export, Result};
-pub use crate::abi::driver::IpcHandle;
+use crate::abi::driver::IpcHandle;
 use crate::driver::inner::{call, on_host_of, RawHandle};
 use crate::{caller, state};
 

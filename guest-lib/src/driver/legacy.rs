@@ -34,7 +34,6 @@ use std::ffi::{c_char, c_void};
 
 use vmcuda_wire::CudaStatus;
 
-use super::array::Memcpy3D;
 use super::context::{self, device_of, CUcontext};
 use super::graph::{
     cuGraphAddKernelNode_v2, cuGraphExecKernelNodeSetParams_v2, cuGraphKernelNodeGetParams_v2,
@@ -42,6 +41,7 @@ use super::graph::{
 };
 use super::result::{status, CUresult, CUDA_ERROR_INVALID_CONTEXT, CUDA_SUCCESS};
 use super::{check_initialized, export, twins, Result};
+use crate::abi::driver::DriverMemcpy3D;
 use crate::abi::driver::{KernelNodeParams, KernelNodeParamsV1};
 use crate::abi::runtime::{ExecUpdateResultInfo, InstantiateParams};
 use crate::caller;
@@ -207,9 +207,9 @@ successors! {
         => super::stream::cuStreamWaitValue64_v2(stream, addr, value, flags);
     cuStreamWaitValue64_ptsz(stream: RawHandle, addr: u64, value: u64, flags: u32)
         => twins::cuStreamWaitValue64_v2_ptsz(stream, addr, value, flags);
-    cuStreamBatchMemOp(stream: RawHandle, count: u32, params: *const super::stream::RawMemOp, flags: u32)
+    cuStreamBatchMemOp(stream: RawHandle, count: u32, params: *const crate::abi::driver::RawMemOp, flags: u32)
         => super::stream::cuStreamBatchMemOp_v2(stream, count, params, flags);
-    cuStreamBatchMemOp_ptsz(stream: RawHandle, count: u32, params: *const super::stream::RawMemOp, flags: u32)
+    cuStreamBatchMemOp_ptsz(stream: RawHandle, count: u32, params: *const crate::abi::driver::RawMemOp, flags: u32)
         => twins::cuStreamBatchMemOp_v2_ptsz(stream, count, params, flags);
     cuGetProcAddress(symbol: *const c_char, pfn: *mut *mut c_void, version: i32, flags: u64)
         => super::proc_address::cuGetProcAddress_v2(symbol, pfn, version, flags, std::ptr::null_mut());
@@ -233,7 +233,7 @@ successors! {
         => twins::cuStreamGetCtx(per_thread(stream), ctx);
     cuStreamGetCtx_v2_ptsz(stream: RawHandle, ctx: *mut CUcontext, green: *mut RawHandle)
         => twins::cuStreamGetCtx_v2(per_thread(stream), ctx, green);
-    cuMemcpy3DAsync_v2_ptsz(copy: *const Memcpy3D, stream: RawHandle)
+    cuMemcpy3DAsync_v2_ptsz(copy: *const DriverMemcpy3D, stream: RawHandle)
         => super::array::cuMemcpy3DAsync_v2(copy, per_thread(stream));
     cuGraphAddDependencies(graph: RawHandle, from: *const RawHandle, to: *const RawHandle, count: usize)
         => twins::cuGraphAddDependencies_v2(graph, from, to, std::ptr::null(), count);
@@ -247,7 +247,7 @@ successors! {
         => twins::cuGraphNodeGetDependentNodes_v2(node, nodes, std::ptr::null_mut(), count);
     cuGraphAddNode(
         out: *mut RawHandle, graph: RawHandle, deps: *const RawHandle, count: usize,
-        params: *mut crate::driver::inner::graph_build::GraphNodeParams,
+        params: *mut crate::abi::runtime::GraphNodeParams,
     ) => super::graph::cuGraphAddNode_v2(out, graph, deps, std::ptr::null(), count, params);
 }
 
@@ -486,7 +486,7 @@ export! {
 
 export! {
     fn cuMemcpy3DBatchAsync(
-        count: usize, ops: *const crate::driver::inner::array::Memcpy3DBatchOp, fail_index: *mut usize, flags: u64, stream: RawHandle,
+        count: usize, ops: *const crate::abi::runtime::Memcpy3DBatchOp, fail_index: *mut usize, flags: u64, stream: RawHandle,
     ) {
         let r = twins::cuMemcpy3DBatchAsync_v2(count, ops, flags, stream);
         // SAFETY: by its contract `fail_index` is NULL or writable.
@@ -496,7 +496,7 @@ export! {
 
 export! {
     fn cuMemcpy3DBatchAsync_ptsz(
-        count: usize, ops: *const crate::driver::inner::array::Memcpy3DBatchOp, fail_index: *mut usize, flags: u64, stream: RawHandle,
+        count: usize, ops: *const crate::abi::runtime::Memcpy3DBatchOp, fail_index: *mut usize, flags: u64, stream: RawHandle,
     ) {
         let r = twins::cuMemcpy3DBatchAsync_v2_ptsz(count, ops, flags, stream);
         // SAFETY: by its contract `fail_index` is NULL or writable.
@@ -520,7 +520,7 @@ macro_rules! ptds_sync {
 }
 
 ptds_sync! {
-    cuMemcpy3D_v2_ptds => cuMemcpy3D_v2(copy: *const Memcpy3D);
+    cuMemcpy3D_v2_ptds => cuMemcpy3D_v2(copy: *const DriverMemcpy3D);
     cuMemcpyHtoA_v2_ptds => cuMemcpyHtoA_v2(array: RawHandle, offset: usize, src: *const c_void, count: usize);
     cuMemcpyAtoH_v2_ptds => cuMemcpyAtoH_v2(dst: *mut c_void, array: RawHandle, offset: usize, count: usize);
     cuMemcpyDtoA_v2_ptds => cuMemcpyDtoA_v2(array: RawHandle, offset: usize, src: u64, count: usize);

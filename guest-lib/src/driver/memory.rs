@@ -17,7 +17,7 @@ use super::{check_initialized, export, keeping_last_error, Result};
 use crate::client::Sink;
 use crate::driver::inner::{call, call_with, known_stream, post, stream_handle, RawHandle};
 // The runtime's copies, so the driver's take the same routes (crate::copy_route).
-pub use crate::abi::driver::Memcpy2D;
+use crate::abi::driver::Memcpy2D;
 use crate::copy_route::{DEFAULT, DEVICE_TO_DEVICE, DEVICE_TO_HOST, HOST_TO_DEVICE};
 use crate::{caller, gate, state};
 
@@ -333,8 +333,8 @@ fn sync_memops() -> std::sync::MutexGuard<'static, std::collections::BTreeSet<u6
 }
 
 /// What the runtime knows of a pointer (memory type 0: nothing).
-fn pointer_attributes(ptr: u64) -> Result<inner::memory::PointerAttributesC> {
-    let mut a = inner::memory::PointerAttributesC {
+fn pointer_attributes(ptr: u64) -> Result<crate::abi::runtime::PointerAttributesC> {
+    let mut a = crate::abi::runtime::PointerAttributesC {
         memory_type: 0,
         device: 0,
         device_pointer: std::ptr::null_mut(),
@@ -377,7 +377,7 @@ fn buffer_id_of(ptr: u64) -> Result<u64> {
 fn known_attribute(
     attribute: u32,
     ptr: u64,
-    a: &inner::memory::PointerAttributesC,
+    a: &crate::abi::runtime::PointerAttributesC,
 ) -> Result<(u64, usize)> {
     let range = || allocation_range(ptr).ok_or(CudaStatus::ErrorInvalidValue);
     Ok(match attribute {

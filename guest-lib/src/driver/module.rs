@@ -32,7 +32,7 @@ use vmcuda_wire::CudaStatus;
 use super::result::{status, CUDA_ERROR_FILE_NOT_FOUND, CUDA_ERROR_NOT_FOUND};
 
 use super::{check_initialized, export, stale, Result};
-pub use crate::abi::driver::{KernelNodeParams, LaunchConfigC};
+use crate::abi::driver::{KernelNodeParams, LaunchConfigC};
 use crate::client::Sink;
 use crate::driver::inner::graph_build;
 use crate::driver::inner::{call, call_with, known_stream, post, stream_handle, RawHandle};

@@ -12,7 +12,7 @@ use vmcuda_wire::CudaStatus;
 use super::inner;
 use super::memory::known_range;
 use super::{check_initialized, export, keeping_last_error};
-pub(crate) use crate::abi::driver::{BatchMemOpNodeParams, DecompressParamsC, RawMemOp};
+use crate::abi::driver::{BatchMemOpNodeParams, DecompressParamsC, RawMemOp};
 use crate::driver::inner::graph_build::{self, Kept};
 use crate::driver::inner::{call, known_stream, post, stream_handle, RawHandle};
 use crate::{caller, gate};

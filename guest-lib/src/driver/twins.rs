@@ -20,6 +20,7 @@ use super::result::CUresult;
 use super::stream::*;
 use super::vmm::cuMemMapArrayAsync;
 use super::{check_initialized, export, keeping_last_error};
+use crate::abi::driver::{DecompressParamsC, Memcpy2D, RawMemOp};
 
 type HostFn = Option<unsafe extern "C" fn(*mut c_void)>;
 type StreamCallback = Option<unsafe extern "C" fn(*mut c_void, u32, *mut c_void)>;
@@ -117,11 +118,11 @@ twins! {
         => inner::mem_pool::cudaMemPoolSetAccess(pool, descs, count);
     /// CUDA 13's pool calls by location (`CUmemLocation`, `CUmemAllocationType` are the
     /// runtime's).
-    "cuMemGetDefaultMemPool" => cuMemGetDefaultMemPool(pool: *mut RawHandle, location: *const inner::memory::MemLocation, kind: u32)
+    "cuMemGetDefaultMemPool" => cuMemGetDefaultMemPool(pool: *mut RawHandle, location: *const crate::abi::runtime::MemLocation, kind: u32)
         => inner::mem_pool::cudaMemGetDefaultMemPool(pool, location, kind);
-    "cuMemGetMemPool" => cuMemGetMemPool(pool: *mut RawHandle, location: *const inner::memory::MemLocation, kind: u32)
+    "cuMemGetMemPool" => cuMemGetMemPool(pool: *mut RawHandle, location: *const crate::abi::runtime::MemLocation, kind: u32)
         => inner::mem_pool::cudaMemGetMemPool(pool, location, kind);
-    "cuMemSetMemPool" => cuMemSetMemPool(location: *const inner::memory::MemLocation, kind: u32, pool: RawHandle)
+    "cuMemSetMemPool" => cuMemSetMemPool(location: *const crate::abi::runtime::MemLocation, kind: u32, pool: RawHandle)
         => inner::mem_pool::cudaMemSetMemPool(location, kind, pool);
     "cuMemAllocAsync" => cuMemAllocAsync(ptr: *mut *mut c_void, size: usize, stream: RawHandle)
         => inner::mem_pool::cudaMallocAsync(ptr, size, stream);
@@ -146,9 +147,9 @@ twins! {
         => if size == 0 { CudaStatus::ErrorInvalidValue.0 } else { inner::memory::cudaMallocManaged(ptr, size, flags) };
     /// What the name means in CUDA 13 (`cuMemPrefetchAsync` exported is CUDA 8's).
     "cuMemPrefetchAsync" => cuMemPrefetchAsync_v2(
-        ptr: u64, count: usize, location: inner::memory::MemLocation, flags: u32, stream: RawHandle,
+        ptr: u64, count: usize, location: crate::abi::runtime::MemLocation, flags: u32, stream: RawHandle,
     ) => inner::memory::cudaMemPrefetchAsync(ptr as *const c_void, count, location, flags, stream);
-    "cuMemAdvise" => cuMemAdvise_v2(ptr: u64, count: usize, advice: u32, location: inner::memory::MemLocation)
+    "cuMemAdvise" => cuMemAdvise_v2(ptr: u64, count: usize, advice: u32, location: crate::abi::runtime::MemLocation)
         => inner::memory::cudaMemAdvise(ptr as *const c_void, count, advice, location);
     "cuMemRangeGetAttribute" => cuMemRangeGetAttribute(
         data: *mut c_void, size: usize, attribute: u32, ptr: u64, count: usize,
@@ -159,14 +160,14 @@ twins! {
     "cuStreamAttachMemAsync" => cuStreamAttachMemAsync(stream: RawHandle, ptr: u64, length: usize, flags: u32)
         => inner::memory::cudaStreamAttachMemAsync(stream, ptr as *mut c_void, length, flags);
     "cuMemPrefetchBatchAsync" => cuMemPrefetchBatchAsync(
-        ptrs: *const *mut c_void, sizes: *const usize, count: usize, locations: *const inner::memory::MemLocation,
+        ptrs: *const *mut c_void, sizes: *const usize, count: usize, locations: *const crate::abi::runtime::MemLocation,
         indexes: *const usize, n_locations: usize, flags: u64, stream: RawHandle,
     ) => inner::memory::cudaMemPrefetchBatchAsync(ptrs, sizes, count, locations, indexes, n_locations, flags, stream);
     "cuMemDiscardBatchAsync" => cuMemDiscardBatchAsync(
         ptrs: *const *mut c_void, sizes: *const usize, count: usize, flags: u64, stream: RawHandle,
     ) => inner::memory::cudaMemDiscardBatchAsync(ptrs, sizes, count, flags, stream);
     "cuMemDiscardAndPrefetchBatchAsync" => cuMemDiscardAndPrefetchBatchAsync(
-        ptrs: *const *mut c_void, sizes: *const usize, count: usize, locations: *const inner::memory::MemLocation,
+        ptrs: *const *mut c_void, sizes: *const usize, count: usize, locations: *const crate::abi::runtime::MemLocation,
         indexes: *const usize, n_locations: usize, flags: u64, stream: RawHandle,
     ) => inner::memory::cudaMemDiscardAndPrefetchBatchAsync(ptrs, sizes, count, locations, indexes, n_locations, flags, stream);
 
@@ -184,13 +185,13 @@ twins! {
         => inner::array::cudaArrayGetMemoryRequirements(reqs, array, device);
     "cuMipmappedArrayGetMemoryRequirements" => cuMipmappedArrayGetMemoryRequirements(reqs: *mut c_void, mipmap: RawHandle, device: i32)
         => inner::array::cudaMipmappedArrayGetMemoryRequirements(reqs, mipmap, device);
-    "cuGraphKernelNodeSetAttribute" => cuGraphKernelNodeSetAttribute(node: RawHandle, attr: u32, value: *const [u8; inner::stream::STREAM_ATTR_LEN])
+    "cuGraphKernelNodeSetAttribute" => cuGraphKernelNodeSetAttribute(node: RawHandle, attr: u32, value: *const [u8; crate::abi::runtime::STREAM_ATTR_LEN])
         => inner::graph_build::cudaGraphKernelNodeSetAttribute(node, attr, value);
-    "cuGraphKernelNodeGetAttribute" => cuGraphKernelNodeGetAttribute(node: RawHandle, attr: u32, value: *mut [u8; inner::stream::STREAM_ATTR_LEN])
+    "cuGraphKernelNodeGetAttribute" => cuGraphKernelNodeGetAttribute(node: RawHandle, attr: u32, value: *mut [u8; crate::abi::runtime::STREAM_ATTR_LEN])
         => inner::graph_build::cudaGraphKernelNodeGetAttribute(node, attr, value);
-    "cuStreamSetAttribute" => cuStreamSetAttribute(stream: RawHandle, attr: u32, value: *const [u8; inner::stream::STREAM_ATTR_LEN])
+    "cuStreamSetAttribute" => cuStreamSetAttribute(stream: RawHandle, attr: u32, value: *const [u8; crate::abi::runtime::STREAM_ATTR_LEN])
         => inner::stream::cudaStreamSetAttribute(stream, attr, value);
-    "cuStreamGetAttribute" => cuStreamGetAttribute(stream: RawHandle, attr: u32, value: *mut [u8; inner::stream::STREAM_ATTR_LEN])
+    "cuStreamGetAttribute" => cuStreamGetAttribute(stream: RawHandle, attr: u32, value: *mut [u8; crate::abi::runtime::STREAM_ATTR_LEN])
         => inner::stream::cudaStreamGetAttribute(stream, attr, value);
     "cuStreamCopyAttributes" => cuStreamCopyAttributes(dst: RawHandle, src: RawHandle)
         => inner::stream::cudaStreamCopyAttributes(dst, src);
@@ -277,7 +278,7 @@ twins! {
     /// CUDA 13's signature (no failure index); `CUDA_MEMCPY3D_BATCH_OP` is laid out as
     /// the runtime's `cudaMemcpy3DBatchOp`.
     "cuMemcpy3DBatchAsync" => cuMemcpy3DBatchAsync_v2(
-        count: usize, ops: *const inner::array::Memcpy3DBatchOp, flags: u64, stream: RawHandle,
+        count: usize, ops: *const crate::abi::runtime::Memcpy3DBatchOp, flags: u64, stream: RawHandle,
     ) => inner::array::cudaMemcpy3DBatchAsync(count, ops, flags, stream);
     "cuGraphAddEmptyNode" => cuGraphAddEmptyNode(out: *mut RawHandle, graph: RawHandle, deps: *const RawHandle, count: usize)
         => inner::graph_build::cudaGraphAddEmptyNode(out, graph, deps, count);
@@ -294,31 +295,31 @@ twins! {
         => inner::graph_build::cudaGraphClone(out, original);
     "cuGraphAddHostNode" => cuGraphAddHostNode(
         out: *mut RawHandle, graph: RawHandle, deps: *const RawHandle, count: usize,
-        params: *const inner::graph_build::HostNodeParams,
+        params: *const crate::abi::runtime::HostNodeParams,
     ) => inner::graph_build::cudaGraphAddHostNode(out, graph, deps, count, params);
-    "cuGraphHostNodeGetParams" => cuGraphHostNodeGetParams(node: RawHandle, params: *mut inner::graph_build::HostNodeParams)
+    "cuGraphHostNodeGetParams" => cuGraphHostNodeGetParams(node: RawHandle, params: *mut crate::abi::runtime::HostNodeParams)
         => inner::graph_build::cudaGraphHostNodeGetParams(node, params);
-    "cuGraphHostNodeSetParams" => cuGraphHostNodeSetParams(node: RawHandle, params: *const inner::graph_build::HostNodeParams)
+    "cuGraphHostNodeSetParams" => cuGraphHostNodeSetParams(node: RawHandle, params: *const crate::abi::runtime::HostNodeParams)
         => inner::graph_build::cudaGraphHostNodeSetParams(node, params);
     "cuGraphExecHostNodeSetParams" => cuGraphExecHostNodeSetParams(
-        exec: RawHandle, node: RawHandle, params: *const inner::graph_build::HostNodeParams,
+        exec: RawHandle, node: RawHandle, params: *const crate::abi::runtime::HostNodeParams,
     ) => inner::graph_build::cudaGraphExecHostNodeSetParams(exec, node, params);
     "cuGraphAddMemsetNode" => cuGraphAddMemsetNode(
         out: *mut RawHandle, graph: RawHandle, deps: *const RawHandle, count: usize,
-        params: *const inner::graph_build::MemsetParams, _ctx: RawHandle,
+        params: *const crate::abi::runtime::MemsetParams, _ctx: RawHandle,
     ) => inner::graph_build::cudaGraphAddMemsetNode(out, graph, deps, count, params);
-    "cuGraphMemsetNodeSetParams" => cuGraphMemsetNodeSetParams(node: RawHandle, params: *const inner::graph_build::MemsetParams)
+    "cuGraphMemsetNodeSetParams" => cuGraphMemsetNodeSetParams(node: RawHandle, params: *const crate::abi::runtime::MemsetParams)
         => inner::graph_build::cudaGraphMemsetNodeSetParams(node, params);
-    "cuGraphMemsetNodeGetParams" => cuGraphMemsetNodeGetParams(node: RawHandle, params: *mut inner::graph_build::MemsetParams)
+    "cuGraphMemsetNodeGetParams" => cuGraphMemsetNodeGetParams(node: RawHandle, params: *mut crate::abi::runtime::MemsetParams)
         => inner::graph_build::cudaGraphMemsetNodeGetParams(node, params);
     "cuGraphExecMemsetNodeSetParams" => cuGraphExecMemsetNodeSetParams(
-        exec: RawHandle, node: RawHandle, params: *const inner::graph_build::MemsetParams, _ctx: RawHandle,
+        exec: RawHandle, node: RawHandle, params: *const crate::abi::runtime::MemsetParams, _ctx: RawHandle,
     ) => inner::graph_build::cudaGraphExecMemsetNodeSetParams(exec, node, params);
     "cuGraphAddMemAllocNode" => cuGraphAddMemAllocNode(
         out: *mut RawHandle, graph: RawHandle, deps: *const RawHandle, count: usize,
-        params: *mut inner::graph_build::MemAllocNodeParams,
+        params: *mut crate::abi::runtime::MemAllocNodeParams,
     ) => inner::graph_build::cudaGraphAddMemAllocNode(out, graph, deps, count, params);
-    "cuGraphMemAllocNodeGetParams" => cuGraphMemAllocNodeGetParams(node: RawHandle, params: *mut inner::graph_build::MemAllocNodeParams)
+    "cuGraphMemAllocNodeGetParams" => cuGraphMemAllocNodeGetParams(node: RawHandle, params: *mut crate::abi::runtime::MemAllocNodeParams)
         => inner::graph_build::cudaGraphMemAllocNodeGetParams(node, params);
     "cuGraphAddMemFreeNode" => cuGraphAddMemFreeNode(
         out: *mut RawHandle, graph: RawHandle, deps: *const RawHandle, count: usize, ptr: u64,
@@ -363,10 +364,10 @@ twins! {
     ) => inner::graph_build::cudaStreamUpdateCaptureDependencies(stream, deps, edges, count, flags);
     "cuGraphUpload" => cuGraphUpload(exec: RawHandle, stream: RawHandle) => inner::graph_build::cudaGraphUpload(exec, stream);
     /// CUDA 12's signature, with the result info.
-    "cuGraphExecUpdate" => cuGraphExecUpdate_v2(exec: RawHandle, graph: RawHandle, info: *mut inner::graph_build::ExecUpdateResultInfo)
+    "cuGraphExecUpdate" => cuGraphExecUpdate_v2(exec: RawHandle, graph: RawHandle, info: *mut crate::abi::runtime::ExecUpdateResultInfo)
         => inner::graph_build::cudaGraphExecUpdate(exec, graph, info);
     "cuGraphInstantiateWithParams" => cuGraphInstantiateWithParams(
-        exec: *mut RawHandle, graph: RawHandle, params: *mut inner::graph_build::InstantiateParams,
+        exec: *mut RawHandle, graph: RawHandle, params: *mut crate::abi::runtime::InstantiateParams,
     ) => inner::graph_build::cudaGraphInstantiateWithParams(exec, graph, params);
     "cuGraphConditionalHandleCreate" => cuGraphConditionalHandleCreate(
         handle: *mut u64, graph: RawHandle, _ctx: RawHandle, default_value: u32, flags: u32,
@@ -415,8 +416,8 @@ ptsz! {
     cuStreamGetFlags_ptsz => cuStreamGetFlags(stream: RawHandle, flags: *mut u32) [stream];
     cuStreamGetPriority_ptsz => cuStreamGetPriority(stream: RawHandle, priority: *mut i32) [stream];
     cuStreamGetId_ptsz => cuStreamGetId(stream: RawHandle, id: *mut u64) [stream];
-    cuStreamSetAttribute_ptsz => cuStreamSetAttribute(stream: RawHandle, attr: u32, value: *const [u8; inner::stream::STREAM_ATTR_LEN]) [stream];
-    cuStreamGetAttribute_ptsz => cuStreamGetAttribute(stream: RawHandle, attr: u32, value: *mut [u8; inner::stream::STREAM_ATTR_LEN]) [stream];
+    cuStreamSetAttribute_ptsz => cuStreamSetAttribute(stream: RawHandle, attr: u32, value: *const [u8; crate::abi::runtime::STREAM_ATTR_LEN]) [stream];
+    cuStreamGetAttribute_ptsz => cuStreamGetAttribute(stream: RawHandle, attr: u32, value: *mut [u8; crate::abi::runtime::STREAM_ATTR_LEN]) [stream];
     cuStreamGetDevice_ptsz => cuStreamGetDevice(stream: RawHandle, device: *mut i32) [stream];
     cuStreamAddCallback_ptsz => cuStreamAddCallback(stream: RawHandle, callback: StreamCallback, data: *mut c_void, flags: u32) [stream];
     cuLaunchHostFunc_ptsz => cuLaunchHostFunc(stream: RawHandle, f: HostFn, data: *mut c_void) [stream];
@@ -436,7 +437,7 @@ ptsz! {
         attrs: *mut c_void, attrs_idxs: *mut usize, num_attrs: usize, stream: RawHandle
     ) [stream];
     cuMemcpy3DBatchAsync_v2_ptsz => cuMemcpy3DBatchAsync_v2(
-        count: usize, ops: *const inner::array::Memcpy3DBatchOp, flags: u64, stream: RawHandle
+        count: usize, ops: *const crate::abi::runtime::Memcpy3DBatchOp, flags: u64, stream: RawHandle
     ) [stream];
     cuStreamUpdateCaptureDependencies_v2_ptsz => cuStreamUpdateCaptureDependencies_v2(
         stream: RawHandle, deps: *const RawHandle, edges: *const u64, count: usize, flags: u32
@@ -474,16 +475,16 @@ ptsz! {
     cuMemcpyPeerAsync_ptsz => cuMemcpyPeerAsync(
         dst: u64, dst_ctx: *mut c_void, src: u64, src_ctx: *mut c_void, size: usize, stream: RawHandle) [stream];
     cuMemPrefetchAsync_v2_ptsz => cuMemPrefetchAsync_v2(
-        ptr: u64, count: usize, location: inner::memory::MemLocation, flags: u32, stream: RawHandle) [stream];
+        ptr: u64, count: usize, location: crate::abi::runtime::MemLocation, flags: u32, stream: RawHandle) [stream];
     cuMemPrefetchAsync_ptsz => cuMemPrefetchAsync(ptr: u64, count: usize, device: i32, stream: RawHandle) [stream];
     cuStreamAttachMemAsync_ptsz => cuStreamAttachMemAsync(stream: RawHandle, ptr: u64, length: usize, flags: u32) [stream];
     cuMemPrefetchBatchAsync_ptsz => cuMemPrefetchBatchAsync(
-        ptrs: *const *mut c_void, sizes: *const usize, count: usize, locations: *const inner::memory::MemLocation,
+        ptrs: *const *mut c_void, sizes: *const usize, count: usize, locations: *const crate::abi::runtime::MemLocation,
         indexes: *const usize, n_locations: usize, flags: u64, stream: RawHandle) [stream];
     cuMemDiscardBatchAsync_ptsz => cuMemDiscardBatchAsync(
         ptrs: *const *mut c_void, sizes: *const usize, count: usize, flags: u64, stream: RawHandle) [stream];
     cuMemDiscardAndPrefetchBatchAsync_ptsz => cuMemDiscardAndPrefetchBatchAsync(
-        ptrs: *const *mut c_void, sizes: *const usize, count: usize, locations: *const inner::memory::MemLocation,
+        ptrs: *const *mut c_void, sizes: *const usize, count: usize, locations: *const crate::abi::runtime::MemLocation,
         indexes: *const usize, n_locations: usize, flags: u64, stream: RawHandle) [stream];
     cuLaunchCooperativeKernel_ptsz => cuLaunchCooperativeKernel(
         f: *mut c_void, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32,
@@ -720,10 +721,10 @@ export! {
 
 /// Extra lookups for the functions above.
 /// A device ordinal as a location: `CU_DEVICE_CPU` (-1) is the host.
-fn location_of_device(device: i32) -> inner::memory::MemLocation {
+fn location_of_device(device: i32) -> crate::abi::runtime::MemLocation {
     match device {
-        -1 => inner::memory::MemLocation { kind: 2, id: 0 },
-        d => inner::memory::MemLocation { kind: 1, id: d },
+        -1 => crate::abi::runtime::MemLocation { kind: 2, id: 0 },
+        d => crate::abi::runtime::MemLocation { kind: 1, id: d },
     }
 }
 

@@ -26,7 +26,7 @@ use vmcuda_wire::CudaStatus;
 
 use super::device::check_device;
 use super::{call, call_with, guard, stream_handle, RawHandle, Result};
-pub use crate::abi::runtime::Memcpy3DBatchOp;
+use crate::abi::runtime::Memcpy3DBatchOp;
 use crate::abi::runtime::{
     ChannelFormatDesc, Extent, Memcpy3DOperand, Memcpy3DParms, Memcpy3DPeerParms, PitchedPtr, Pos,
     ResourceDescC, TextureDescC, ViewDescC,

@@ -42,7 +42,7 @@ use crate::abi::driver::DriverMemcpy3D;
 use crate::abi::runtime::{
     ChildGraphParams, ConditionalParams, Extent, KernelNodeParams, Memcpy3DParms, PitchedPtr, Pos,
 };
-pub use crate::abi::runtime::{
+use crate::abi::runtime::{
     ExecUpdateResultInfo, GraphNodeParams, HostNodeParams, InstantiateParams, MemAllocNodeParams,
     MemsetParams,
 };
@@ -139,7 +139,7 @@ pub(crate) enum Kept {
     },
     /// A driver kernel node (`CUDA_KERNEL_NODE_PARAMS`), its arguments kept alike.
     DriverKernel {
-        params: crate::driver::module::KernelNodeParams,
+        params: crate::abi::driver::KernelNodeParams,
         _arguments: Box<[u8]>,
         _pointers: Box<[*mut c_void]>,
     },
@@ -153,8 +153,8 @@ pub(crate) enum Kept {
     MemFree(*mut c_void),
     /// A driver batch node: its parameters, `param_array` pointing at `_ops`.
     DriverBatchMemOp {
-        params: crate::driver::stream::BatchMemOpNodeParams,
-        _ops: Box<[crate::driver::stream::RawMemOp]>,
+        params: crate::abi::driver::BatchMemOpNodeParams,
+        _ops: Box<[crate::abi::driver::RawMemOp]>,
     },
 }
 
@@ -2196,7 +2196,7 @@ pub extern "C" fn cudaGraphInstantiateWithParams_ptsz(
 }
 
 /// `cudaKernelNodeAttrValue`: a stream's attribute value, the same union.
-type AttrValue = [u8; super::stream::STREAM_ATTR_LEN];
+type AttrValue = [u8; crate::abi::runtime::STREAM_ATTR_LEN];
 
 pub extern "C" fn cudaGraphKernelNodeSetAttribute(
     node: RawHandle,

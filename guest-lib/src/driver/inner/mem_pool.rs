@@ -732,7 +732,7 @@ pub extern "C" fn cudaMemPoolSetAccess(
 /// # Safety
 /// `location` is NULL or a readable `cudaMemLocation`.
 unsafe fn location_device(
-    location: *const super::memory::MemLocation,
+    location: *const crate::abi::runtime::MemLocation,
     kind: u32,
     call: &str,
 ) -> Result<i32> {
@@ -750,7 +750,7 @@ unsafe fn location_device(
 
 pub extern "C" fn cudaMemGetDefaultMemPool(
     pool: *mut RawHandle,
-    location: *const super::memory::MemLocation,
+    location: *const crate::abi::runtime::MemLocation,
     kind: u32,
 ) -> cudaError_t {
     // SAFETY: by cudaMemGetDefaultMemPool's contract `location` is NULL or readable.
@@ -762,7 +762,7 @@ pub extern "C" fn cudaMemGetDefaultMemPool(
 
 pub extern "C" fn cudaMemGetMemPool(
     pool: *mut RawHandle,
-    location: *const super::memory::MemLocation,
+    location: *const crate::abi::runtime::MemLocation,
     kind: u32,
 ) -> cudaError_t {
     // SAFETY: by cudaMemGetMemPool's contract `location` is NULL or readable.
@@ -773,7 +773,7 @@ pub extern "C" fn cudaMemGetMemPool(
 }
 
 pub extern "C" fn cudaMemSetMemPool(
-    location: *const super::memory::MemLocation,
+    location: *const crate::abi::runtime::MemLocation,
     kind: u32,
     pool: RawHandle,
 ) -> cudaError_t {
@@ -823,13 +823,13 @@ mod tests {
         );
         assert!(pool.is_null());
         let mut ptr: *mut c_void = std::ptr::null_mut();
-        let mut memory = crate::driver::ipc::IpcHandle::of(1, [5; 16]);
-        let mut forged = crate::driver::ipc::IpcHandle::of(super::KIND_POOL_POINTER, [5; 16]);
+        let mut memory = crate::abi::driver::IpcHandle::of(1, [5; 16]);
+        let mut forged = crate::abi::driver::IpcHandle::of(super::KIND_POOL_POINTER, [5; 16]);
         forged.reserved[40] = 1;
         let mut zeros = [0u8; 64];
         for data in [
-            (&mut memory as *mut crate::driver::ipc::IpcHandle).cast::<c_void>(),
-            (&mut forged as *mut crate::driver::ipc::IpcHandle).cast::<c_void>(),
+            (&mut memory as *mut crate::abi::driver::IpcHandle).cast::<c_void>(),
+            (&mut forged as *mut crate::abi::driver::IpcHandle).cast::<c_void>(),
             zeros.as_mut_ptr().cast::<c_void>(),
         ] {
             assert_eq!(

@@ -70,9 +70,9 @@ ptsz! {
     cudaStreamGetId_ptsz => stream::cudaStreamGetId [stream] (stream: RawHandle, id: *mut u64);
     cudaStreamGetPriority_ptsz => stream::cudaStreamGetPriority [stream] (stream: RawHandle, priority: *mut i32);
     cudaStreamSetAttribute_ptsz => stream::cudaStreamSetAttribute [stream] (
-        stream: RawHandle, attr: u32, value: *const [u8; stream::STREAM_ATTR_LEN]);
+        stream: RawHandle, attr: u32, value: *const [u8; crate::abi::runtime::STREAM_ATTR_LEN]);
     cudaStreamGetAttribute_ptsz => stream::cudaStreamGetAttribute [stream] (
-        stream: RawHandle, attr: u32, value: *mut [u8; stream::STREAM_ATTR_LEN]);
+        stream: RawHandle, attr: u32, value: *mut [u8; crate::abi::runtime::STREAM_ATTR_LEN]);
 }
 
 ptds! {

@@ -14,7 +14,7 @@ use super::device::priority_range;
 use super::{
     call, device_of_event, device_of_stream, guard, on_host_of, stream_handle, RawHandle, Result,
 };
-pub use crate::abi::runtime::STREAM_ATTR_LEN;
+use crate::abi::runtime::STREAM_ATTR_LEN;
 use crate::capture;
 use crate::gate;
 use crate::state::{self, registry, StreamInfo};

@@ -8,7 +8,7 @@ use vmcuda_wire::CudaStatus;
 
 use super::copy::{memcpy_now, shared_copy};
 use super::{allocate_clear, free_device, free_held, wait_for_stream};
-pub use crate::abi::runtime::MemLocation;
+use crate::abi::runtime::MemLocation;
 use crate::capture;
 use crate::copy_route::Direction;
 use crate::driver::inner::{call, guard, stream_handle, RawHandle, Result};

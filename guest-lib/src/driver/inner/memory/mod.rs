@@ -20,7 +20,7 @@ use vmcuda_wire::CudaStatus;
 
 use super::registration::variable;
 use super::{call, guard, Result};
-pub use crate::abi::runtime::{ChannelFormatDesc, PointerAttributesC};
+use crate::abi::runtime::{ChannelFormatDesc, PointerAttributesC};
 use crate::capture;
 use crate::gate;
 use crate::shared;
