@@ -1336,6 +1336,20 @@ fn graphs_are_captured_replayed_and_refused_as_cuda_does() {
     assert_eq!(launches_of(&records, "_Z8add_intoPfPKffi").len(), 3);
 }
 
+/// A device synchronize with other threads in the process waits by device queries
+/// (so the connection is not held against them), and the query that finds every
+/// stream done ends it: one round trip each here, where kernels take no time.
+#[test]
+#[ignore = "needs the linked guest library and nvcc-built apps: run tests/run.sh"]
+fn a_synchronize_among_threads_ends_with_the_query_that_finds_the_work_done() {
+    let d = Daemon::host_memory("sync-queries");
+    let (out, profile) = profiled(&d, "thread_waits");
+    assert!(out.status.success(), "{}", text(&out.stdout));
+    let (calls, waited, _) = profile_row(&profile, "cuCtxSynchronize");
+    assert!(calls >= 2, "{profile}");
+    assert_eq!(waited, calls, "{profile}");
+}
+
 /// A hand-built graph's kernel node changed in its executable graph
 /// (`cudaGraphExecKernelNodeSetParams`, one posted request), then in a clone the
 /// executable graph is updated to: each launch of the executable graph runs the

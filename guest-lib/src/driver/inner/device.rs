@@ -172,11 +172,14 @@ pub extern "C" fn cudaDeviceSynchronize() -> cudaError_t {
                 return queued;
             }
         }
-        // With other threads making calls, wait by queries first (a query of a stream
-        // in a capture would end it: not then); the synchronize that follows finds the
-        // guest's streams done.
+        // With other threads making calls, wait by queries (a query of a stream in a
+        // capture would end it: not then), which do not hold the connection against
+        // them: once a query finds every stream of the guest's on the device done
+        // (the host sends the launches it holds first), a synchronize would find the
+        // same, one round trip later.
         if state::other_threads() && !capturing {
             super::wait_by_queries(|| call(&vmcuda_wire::op::DeviceQuery {}))?;
+            return queued;
         }
         call(&DeviceSynchronize)?;
         queued
