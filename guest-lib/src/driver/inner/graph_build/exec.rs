@@ -1,0 +1,162 @@
+//! Executable graphs (update, upload, instantiation with parameters) and kernel
+//! nodes' launch attributes.
+
+use super::*;
+
+// ---- executable graphs --------------------------------------------------------------------
+
+pub extern "C" fn cudaGraphExecUpdate(
+    exec: RawHandle,
+    graph: RawHandle,
+    info: *mut ExecUpdateResultInfo,
+) -> cudaError_t {
+    guard("cudaGraphExecUpdate", || {
+        if exec.is_null() || graph.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let r = call(&GraphExecUpdate {
+            exec: exec.into(),
+            graph: graph.into(),
+        })?;
+        // Its host nodes now signal the graph's slots.
+        if r.result == 0 {
+            host_slots_shared(Some(exec as u64));
+        }
+        let out = ExecUpdateResultInfo {
+            result: r.result,
+            error_node: r.error_node.into(),
+            error_from_node: r.error_from_node.into(),
+        };
+        // SAFETY: by its contract `info` is NULL or writable.
+        unsafe { caller::write_opt(info, out) };
+        match r.result {
+            0 => Ok(()),
+            _ => Err(CudaStatus::ErrorGraphExecUpdateFailure),
+        }
+    })
+}
+
+pub(super) fn upload(exec: RawHandle, stream: StreamHandle) -> Result<()> {
+    if exec.is_null() {
+        return Err(CudaStatus::ErrorInvalidValue);
+    }
+    capture::check_stream_use(stream)?;
+    let req = GraphUpload {
+        exec: exec.into(),
+        stream,
+    };
+    crate::gate::submit(stream, move || call(&req).map(|_| ()))
+}
+
+pub extern "C" fn cudaGraphUpload(exec: RawHandle, stream: RawHandle) -> cudaError_t {
+    guard("cudaGraphUpload", || {
+        upload(exec, stream_handle(stream, false))
+    })
+}
+
+pub extern "C" fn cudaGraphUpload_ptsz(exec: RawHandle, stream: RawHandle) -> cudaError_t {
+    guard("cudaGraphUpload_ptsz", || {
+        upload(exec, stream_handle(stream, true))
+    })
+}
+
+/// `cudaGraphInstantiateFlagUpload`.
+const INSTANTIATE_UPLOAD: u64 = 2;
+
+/// # Safety
+/// `params` is readable and writable; `exec` writable.
+pub(super) unsafe fn instantiate_with_params(
+    exec: *mut RawHandle,
+    graph: RawHandle,
+    params: *mut InstantiateParams,
+    per_thread: bool,
+) -> Result<()> {
+    // SAFETY: as the caller promised.
+    let p = unsafe { caller::read(params.cast_const()) }?;
+    let flags = p.flags & !INSTANTIATE_UPLOAD;
+    let made = keeping_last_error(|| {
+        super::super::graph::cudaGraphInstantiateWithFlags(exec, graph, flags)
+    });
+    // `cudaGraphInstantiateSuccess` 0, `cudaGraphInstantiateError` 1.
+    let result = u32::from(made.is_err());
+    // SAFETY: as the caller promised.
+    unsafe {
+        let out = params.cast::<u8>();
+        caller::write(
+            out.wrapping_add(16).cast::<RawHandle>(),
+            std::ptr::null_mut(),
+        )?;
+        caller::write(out.wrapping_add(24).cast::<u32>(), result)?;
+    }
+    made?;
+    if p.flags & INSTANTIATE_UPLOAD != 0 {
+        // SAFETY: as the caller promised.
+        let made_exec = unsafe { caller::read(exec.cast_const()) }?;
+        upload(made_exec, stream_handle(p.upload_stream, per_thread))?;
+    }
+    Ok(())
+}
+
+pub extern "C" fn cudaGraphInstantiateWithParams(
+    exec: *mut RawHandle,
+    graph: RawHandle,
+    params: *mut InstantiateParams,
+) -> cudaError_t {
+    guard("cudaGraphInstantiateWithParams", || {
+        // SAFETY: by its contract `params` is readable and writable, `exec` writable.
+        unsafe { instantiate_with_params(exec, graph, params, false) }
+    })
+}
+
+pub extern "C" fn cudaGraphInstantiateWithParams_ptsz(
+    exec: *mut RawHandle,
+    graph: RawHandle,
+    params: *mut InstantiateParams,
+) -> cudaError_t {
+    guard("cudaGraphInstantiateWithParams_ptsz", || {
+        // SAFETY: by its contract `params` is readable and writable, `exec` writable.
+        unsafe { instantiate_with_params(exec, graph, params, true) }
+    })
+}
+
+/// `cudaKernelNodeAttrValue`: a stream's attribute value, the same union.
+type AttrValue = [u8; crate::abi::runtime::STREAM_ATTR_LEN];
+
+pub extern "C" fn cudaGraphKernelNodeSetAttribute(
+    node: RawHandle,
+    attr: u32,
+    value: *const AttrValue,
+) -> cudaError_t {
+    guard("cudaGraphKernelNodeSetAttribute", || {
+        // SAFETY: by its contract `value` is NULL or a readable attribute value.
+        let value = unsafe { caller::read(value) }?.to_vec();
+        call(&vmcuda_wire::op::GraphKernelNodeSetAttribute {
+            node: GraphNodeHandle::from(node),
+            attr,
+            value,
+        })
+    })
+}
+
+pub extern "C" fn cudaGraphKernelNodeGetAttribute(
+    node: RawHandle,
+    attr: u32,
+    value: *mut AttrValue,
+) -> cudaError_t {
+    guard("cudaGraphKernelNodeGetAttribute", || {
+        if value.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let r = call(&vmcuda_wire::op::GraphKernelNodeGetAttribute {
+            node: GraphNodeHandle::from(node),
+            attr,
+        })?;
+        let bytes: AttrValue = r
+            .value
+            .as_slice()
+            .try_into()
+            .map_err(|_| CudaStatus::ErrorUnknown)?;
+        // SAFETY: by its contract `value` is writable.
+        unsafe { caller::write(value, bytes) }
+    })
+}

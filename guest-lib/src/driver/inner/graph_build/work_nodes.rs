@@ -1,0 +1,503 @@
+//! Nodes with stream work: kernels, memsets, copies and memory nodes, each made by
+//! doing its work on a stream that captures into the program's graph.
+
+use super::*;
+
+// ---- kernel nodes -------------------------------------------------------------------
+
+/// The kernel parameters given, checked and copied (`kernelParams`; `extra` is not
+/// taken, as the runtime's graph calls refuse it with kernel arguments).
+///
+/// # Safety
+/// `p` is readable, and its argument array holds one readable pointer per parameter.
+pub(super) unsafe fn kernel_kept(p: &KernelNodeParams) -> Result<Kept> {
+    if !p.extra.is_null() {
+        return Err(CudaStatus::ErrorInvalidValue);
+    }
+    let (_, params) = super::super::registration::kernel(p.func as usize)?;
+    let total = params
+        .iter()
+        .map(|q| (q.offset + q.size) as usize)
+        .max()
+        .unwrap_or(0);
+    let mut packed = vec![0u8; total];
+    for (i, q) in params.iter().enumerate() {
+        // SAFETY: as the caller promised.
+        let arg =
+            unsafe { caller::kernel_arg(p.kernel_params as *const *const u8, i, q.size as usize) }?;
+        packed[q.offset as usize..(q.offset + q.size) as usize].copy_from_slice(arg);
+    }
+    let (arguments, mut pointers) = argument_copies(&params, packed);
+    let mut params = *p;
+    params.kernel_params = pointers.as_mut_ptr();
+    Ok(Kept::Kernel {
+        params,
+        _arguments: arguments,
+        _pointers: pointers,
+    })
+}
+
+pub(super) fn launch_kernel(p: &KernelNodeParams, stream: RawHandle) -> cudaError_t {
+    super::super::launch::cudaLaunchKernel(
+        p.func,
+        p.grid,
+        p.block,
+        p.kernel_params as *const *const u8,
+        p.shared_mem as usize,
+        stream,
+    )
+}
+
+/// A kernel node from parameters the program gave.
+///
+/// # Safety
+/// As `kernel_kept`.
+pub(super) unsafe fn add_kernel(
+    graph: RawHandle,
+    deps: &[GraphNodeHandle],
+    p: &KernelNodeParams,
+) -> Result<GraphNodeHandle> {
+    // SAFETY: as the caller promised.
+    let kept = unsafe { kernel_kept(p) }?;
+    let Kept::Kernel { params, .. } = &kept else {
+        unreachable!("kernel_kept keeps a kernel")
+    };
+    let node = build_node(graph, deps, |s| launch_kernel(params, s))?;
+    keep(node, kept);
+    Ok(node)
+}
+
+pub extern "C" fn cudaGraphAddKernelNode(
+    out: *mut RawHandle,
+    graph: RawHandle,
+    deps: *const RawHandle,
+    count: usize,
+    params: *const KernelNodeParams,
+) -> cudaError_t {
+    guard("cudaGraphAddKernelNode", || {
+        // SAFETY: by cudaGraphAddKernelNode's contract `deps` holds `count` nodes,
+        // `params` is readable with an argument array for its kernel, `out` writable.
+        unsafe {
+            let deps = dependencies(deps, count)?;
+            let p = caller::read(params)?;
+            give(out, add_kernel(graph, &deps, &p)?)
+        }
+    })
+}
+
+// ---- memset nodes -------------------------------------------------------------------
+
+pub(super) fn memset_on(p: &MemsetParams, stream: RawHandle) -> cudaError_t {
+    let rows = if p.height <= 1 { 1 } else { p.height };
+    match p.element_size {
+        1 => rt_memset::cudaMemset2DAsync(
+            p.dst,
+            if rows == 1 { p.width } else { p.pitch },
+            p.value as i32,
+            p.width,
+            rows,
+            stream,
+        ),
+        2 | 4 => {
+            let row_bytes = p.width * p.element_size as usize;
+            if rows == 1 || p.pitch == row_bytes {
+                return crate::driver::memory::memset_elements_on(
+                    p.dst as u64,
+                    p.value,
+                    p.element_size as u8,
+                    p.width * rows,
+                    stream,
+                );
+            }
+            // Pitched rows of wider elements: one memset per row.
+            for row in 0..rows {
+                let dst = (p.dst as u64).wrapping_add((row * p.pitch) as u64);
+                let r = crate::driver::memory::memset_elements_on(
+                    dst,
+                    p.value,
+                    p.element_size as u8,
+                    p.width,
+                    stream,
+                );
+                if r != 0 {
+                    return r;
+                }
+            }
+            0
+        }
+        _ => CudaStatus::ErrorInvalidValue.0,
+    }
+}
+
+pub(super) fn add_memset(
+    graph: RawHandle,
+    deps: &[GraphNodeHandle],
+    p: &MemsetParams,
+) -> Result<GraphNodeHandle> {
+    let node = build_node(graph, deps, |s| memset_on(p, s))?;
+    keep(node, Kept::Memset(*p));
+    Ok(node)
+}
+
+pub extern "C" fn cudaGraphAddMemsetNode(
+    out: *mut RawHandle,
+    graph: RawHandle,
+    deps: *const RawHandle,
+    count: usize,
+    params: *const MemsetParams,
+) -> cudaError_t {
+    guard("cudaGraphAddMemsetNode", || {
+        // SAFETY: by cudaGraphAddMemsetNode's contract `deps` holds `count` nodes,
+        // `params` is readable and `out` writable.
+        unsafe {
+            let deps = dependencies(deps, count)?;
+            let p = caller::read(params)?;
+            give(out, add_memset(graph, &deps, &p)?)
+        }
+    })
+}
+
+// ---- memcpy nodes -------------------------------------------------------------------
+
+/// A copy node's work on `stream` (a stream capturing into its graph): with an array
+/// on either side, the array copy; else pitched 2D copies.
+pub(crate) fn memcpy_3d_on(p: &Memcpy3DParms, stream: RawHandle) -> cudaError_t {
+    let handle = stream_handle(stream, false);
+    let r = match p.src_array.is_null() && p.dst_array.is_null() {
+        // SAFETY: a copy node's host side is the program's memory for as long as
+        // its graph may run (CUDA's contract for copy nodes).
+        false => unsafe { super::super::array::memcpy_3d(p, handle, true) },
+        true => memcpy_3d_linear(p, handle, true),
+    };
+    match r {
+        Ok(()) => 0,
+        Err(e) => e.0,
+    }
+}
+
+/// A 3D copy between linear memory as pitched 2D copies in `stream`'s order: one when
+/// the slices follow each other evenly, else one per slice; a synchronous one waits
+/// for the stream after.
+pub(crate) fn memcpy_3d_linear(
+    p: &Memcpy3DParms,
+    stream: StreamHandle,
+    is_async: bool,
+) -> Result<()> {
+    let raw = stream.0 as usize as RawHandle;
+    let run = |f: &dyn Fn() -> cudaError_t| keeping_last_error(f);
+    let e = p.extent;
+    if e.width == 0 || e.height == 0 || e.depth == 0 {
+        return Ok(());
+    }
+    let at = |q: &PitchedPtr, pos: &Pos| -> usize {
+        let slice = q.pitch * q.ysize;
+        (q.ptr as usize)
+            .wrapping_add(pos.z * slice)
+            .wrapping_add(pos.y * q.pitch)
+            .wrapping_add(pos.x)
+    };
+    let (src, dst) = (at(&p.src_ptr, &p.src_pos), at(&p.dst_ptr, &p.dst_pos));
+    let even = |q: &PitchedPtr| e.depth == 1 || q.ysize == e.height;
+    if even(&p.src_ptr) && even(&p.dst_ptr) {
+        let rows = e.height * e.depth;
+        let packed = |q: &PitchedPtr| rows == 1 || q.pitch == e.width;
+        if packed(&p.src_ptr) && packed(&p.dst_ptr) {
+            // One linear copy: the only shape a copy with a host side can be captured
+            // in (pinned memory the host reaches; pitched rows go through the socket).
+            run(&|| {
+                rt_copy::cudaMemcpyAsync(
+                    dst as *mut c_void,
+                    src as *const c_void,
+                    e.width * rows,
+                    p.kind,
+                    raw,
+                )
+            })?;
+        } else {
+            run(&|| {
+                rt_copy::cudaMemcpy2DAsync(
+                    dst as *mut c_void,
+                    p.dst_ptr.pitch,
+                    src as *const c_void,
+                    p.src_ptr.pitch,
+                    e.width,
+                    rows,
+                    p.kind,
+                    raw,
+                )
+            })?;
+        }
+    } else {
+        for z in 0..e.depth {
+            run(&|| {
+                rt_copy::cudaMemcpy2DAsync(
+                    (dst + z * p.dst_ptr.pitch * p.dst_ptr.ysize) as *mut c_void,
+                    p.dst_ptr.pitch,
+                    (src + z * p.src_ptr.pitch * p.src_ptr.ysize) as *const c_void,
+                    p.src_ptr.pitch,
+                    e.width,
+                    e.height,
+                    p.kind,
+                    raw,
+                )
+            })?;
+        }
+    }
+    if !is_async {
+        run(&|| super::super::stream::cudaStreamSynchronize(raw))?;
+    }
+    Ok(())
+}
+
+/// Whether a copy node's host side is memory the host cannot reach when the graph
+/// runs (the program's own pageable memory): its work is then a staged copy, a host
+/// function and a device copy (see `host_functions::capture_pageable_copy`).
+pub(super) fn staged(p: &Memcpy3DParms) -> bool {
+    let (dst, src) = (p.dst_ptr.ptr as usize, p.src_ptr.ptr as usize);
+    let Ok(direction) = crate::copy_route::Direction::resolve(p.kind, dst, src) else {
+        return false;
+    };
+    let count = p.extent.width * p.extent.height * p.extent.depth;
+    matches!(
+        direction,
+        crate::copy_route::Direction::HostToDevice | crate::copy_route::Direction::DeviceToHost
+    ) && !crate::copy_route::capturable(
+        direction,
+        crate::copy_route::Shape::Linear,
+        dst,
+        src,
+        count,
+    )
+}
+
+/// A copy node; a staged one is made in a graph of its own that a child-graph node
+/// holds, so the program's graph gains one node, as natively.
+pub(crate) fn add_copy_node(
+    graph: RawHandle,
+    deps: &[GraphNodeHandle],
+    p: &Memcpy3DParms,
+) -> Result<GraphNodeHandle> {
+    if !staged(p) {
+        return build_node(graph, deps, |s| memcpy_3d_on(p, s));
+    }
+    let scratch = call(&GraphCreate { flags: 0 })?.graph;
+    let node = build_node(scratch.into(), &[], |s| memcpy_3d_on(p, s))
+        .and_then(|_| add_plain(graph, deps.to_vec(), PlainNode::ChildGraph(scratch)));
+    let destroyed = call(&GraphDestroy { graph: scratch });
+    let node = node?;
+    destroyed?;
+    Ok(node)
+}
+
+pub(super) fn add_memcpy(
+    graph: RawHandle,
+    deps: &[GraphNodeHandle],
+    p: &Memcpy3DParms,
+) -> Result<GraphNodeHandle> {
+    let node = add_copy_node(graph, deps, p)?;
+    keep(node, Kept::Memcpy(*p));
+    Ok(node)
+}
+
+/// A 1D copy as the 3D parameters CUDA reports for it.
+pub(super) fn linear_copy(
+    dst: *mut c_void,
+    src: *const c_void,
+    count: usize,
+    kind: u32,
+) -> Memcpy3DParms {
+    let ptr = |p: *mut c_void| PitchedPtr {
+        ptr: p,
+        pitch: count,
+        xsize: count,
+        ysize: 1,
+    };
+    Memcpy3DParms {
+        src_array: std::ptr::null_mut(),
+        src_pos: Pos::default(),
+        src_ptr: ptr(src as *mut c_void),
+        dst_array: std::ptr::null_mut(),
+        dst_pos: Pos::default(),
+        dst_ptr: ptr(dst),
+        extent: Extent {
+            width: count,
+            height: 1,
+            depth: 1,
+        },
+        kind,
+    }
+}
+
+pub extern "C" fn cudaGraphAddMemcpyNode(
+    out: *mut RawHandle,
+    graph: RawHandle,
+    deps: *const RawHandle,
+    count: usize,
+    params: *const Memcpy3DParms,
+) -> cudaError_t {
+    guard("cudaGraphAddMemcpyNode", || {
+        // SAFETY: by cudaGraphAddMemcpyNode's contract `deps` holds `count` nodes,
+        // `params` is readable and `out` writable.
+        unsafe {
+            let deps = dependencies(deps, count)?;
+            let p = caller::read(params)?;
+            give(out, add_memcpy(graph, &deps, &p)?)
+        }
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+pub extern "C" fn cudaGraphAddMemcpyNode1D(
+    out: *mut RawHandle,
+    graph: RawHandle,
+    deps: *const RawHandle,
+    count: usize,
+    dst: *mut c_void,
+    src: *const c_void,
+    bytes: usize,
+    kind: u32,
+) -> cudaError_t {
+    guard("cudaGraphAddMemcpyNode1D", || {
+        // SAFETY: by cudaGraphAddMemcpyNode1D's contract `deps` holds `count` nodes and
+        // `out` is writable.
+        unsafe {
+            let deps = dependencies(deps, count)?;
+            let p = linear_copy(dst, src, bytes, kind);
+            give(out, add_memcpy(graph, &deps, &p)?)
+        }
+    })
+}
+
+/// A copy to or from a `__device__` variable: the node copies its address range.
+pub(super) fn symbol_copy(
+    symbol: *const c_void,
+    other: *mut c_void,
+    bytes: usize,
+    offset: usize,
+    kind: u32,
+    to_symbol: bool,
+) -> Result<Memcpy3DParms> {
+    let at = rt_copy::symbol_range(symbol, offset, bytes)? as *mut c_void;
+    Ok(match to_symbol {
+        true => linear_copy(at, other, bytes, kind),
+        false => linear_copy(other, at, bytes, kind),
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+pub extern "C" fn cudaGraphAddMemcpyNodeToSymbol(
+    out: *mut RawHandle,
+    graph: RawHandle,
+    deps: *const RawHandle,
+    count: usize,
+    symbol: *const c_void,
+    src: *const c_void,
+    bytes: usize,
+    offset: usize,
+    kind: u32,
+) -> cudaError_t {
+    guard("cudaGraphAddMemcpyNodeToSymbol", || {
+        // SAFETY: by its contract `deps` holds `count` nodes and `out` is writable.
+        unsafe {
+            let deps = dependencies(deps, count)?;
+            let p = symbol_copy(symbol, src as *mut c_void, bytes, offset, kind, true)?;
+            give(out, add_memcpy(graph, &deps, &p)?)
+        }
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+pub extern "C" fn cudaGraphAddMemcpyNodeFromSymbol(
+    out: *mut RawHandle,
+    graph: RawHandle,
+    deps: *const RawHandle,
+    count: usize,
+    dst: *mut c_void,
+    symbol: *const c_void,
+    bytes: usize,
+    offset: usize,
+    kind: u32,
+) -> cudaError_t {
+    guard("cudaGraphAddMemcpyNodeFromSymbol", || {
+        // SAFETY: by its contract `deps` holds `count` nodes and `out` is writable.
+        unsafe {
+            let deps = dependencies(deps, count)?;
+            let p = symbol_copy(symbol, dst, bytes, offset, kind, false)?;
+            give(out, add_memcpy(graph, &deps, &p)?)
+        }
+    })
+}
+
+// ---- memory nodes -------------------------------------------------------------------
+
+/// `cudaMemLocationTypeDevice`.
+const LOCATION_DEVICE: i32 = 1;
+
+pub(super) fn add_mem_alloc(
+    graph: RawHandle,
+    deps: &[GraphNodeHandle],
+    p: &mut MemAllocNodeParams,
+) -> Result<GraphNodeHandle> {
+    if p.location_type != LOCATION_DEVICE || p.location_id != state::current_device() {
+        return Err(refuse(
+            "a graph allocation node for another location",
+            "is not supported: vmcuda makes them on the current device",
+        ));
+    }
+    let mut ptr: *mut c_void = std::ptr::null_mut();
+    let node = build_node(graph, deps, |s| {
+        super::super::mem_pool::cudaMallocAsync(&mut ptr, p.bytesize, s)
+    })?;
+    p.dptr = ptr;
+    keep(node, Kept::MemAlloc(*p));
+    Ok(node)
+}
+
+pub extern "C" fn cudaGraphAddMemAllocNode(
+    out: *mut RawHandle,
+    graph: RawHandle,
+    deps: *const RawHandle,
+    count: usize,
+    params: *mut MemAllocNodeParams,
+) -> cudaError_t {
+    guard("cudaGraphAddMemAllocNode", || {
+        // SAFETY: by cudaGraphAddMemAllocNode's contract `deps` holds `count` nodes,
+        // `params` is readable and writable, `out` writable.
+        unsafe {
+            let deps = dependencies(deps, count)?;
+            let mut p = caller::read(params)?;
+            let node = add_mem_alloc(graph, &deps, &mut p)?;
+            caller::write(params, p)?;
+            give(out, node)
+        }
+    })
+}
+
+pub(super) fn add_mem_free(
+    graph: RawHandle,
+    deps: &[GraphNodeHandle],
+    ptr: *mut c_void,
+) -> Result<GraphNodeHandle> {
+    let node = build_node(graph, deps, |s| {
+        super::super::mem_pool::cudaFreeAsync(ptr, s)
+    })?;
+    keep(node, Kept::MemFree(ptr));
+    Ok(node)
+}
+
+pub extern "C" fn cudaGraphAddMemFreeNode(
+    out: *mut RawHandle,
+    graph: RawHandle,
+    deps: *const RawHandle,
+    count: usize,
+    ptr: *mut c_void,
+) -> cudaError_t {
+    guard("cudaGraphAddMemFreeNode", || {
+        // SAFETY: by cudaGraphAddMemFreeNode's contract `deps` holds `count` nodes and
+        // `out` is writable.
+        unsafe {
+            let deps = dependencies(deps, count)?;
+            give(out, add_mem_free(graph, &deps, ptr)?)
+        }
+    })
+}
