@@ -613,114 +613,6 @@ fn pointer_is_device(kind: u32, ptr: usize, to_array: bool) -> Result<bool> {
     })
 }
 
-/// # Safety
-/// `src` is the program's memory, `height` rows of `width` bytes at `spitch`.
-#[allow(clippy::too_many_arguments)]
-unsafe fn to_array_2d(
-    dst: RawHandle,
-    x: usize,
-    y: usize,
-    src: *const c_void,
-    spitch: usize,
-    width: usize,
-    height: usize,
-    kind: u32,
-    stream: StreamHandle,
-    is_async: bool,
-) -> Result<()> {
-    let (d, _) = array_side(dst, x, y, 0)?;
-    let device = pointer_is_device(kind, src as usize, true)?;
-    let s = pointer_side(src as usize, spitch, height, device);
-    // SAFETY: as the caller promised.
-    unsafe { copy(s, d, width, height, 1, stream, is_async) }
-}
-
-/// # Safety
-/// `dst` is the program's memory, `height` rows of `width` bytes at `dpitch`.
-#[allow(clippy::too_many_arguments)]
-unsafe fn from_array_2d(
-    dst: *mut c_void,
-    dpitch: usize,
-    src: RawHandle,
-    x: usize,
-    y: usize,
-    width: usize,
-    height: usize,
-    kind: u32,
-    stream: StreamHandle,
-    is_async: bool,
-) -> Result<()> {
-    let (s, _) = array_side(src, x, y, 0)?;
-    let device = pointer_is_device(kind, dst as usize, false)?;
-    let d = pointer_side(dst as usize, dpitch, height, device);
-    // SAFETY: as the caller promised.
-    unsafe { copy(s, d, width, height, 1, stream, is_async) }
-}
-
-macro_rules! export_2d_to_array {
-    ($name:ident, $per_thread:expr, $is_async:expr $(, $stream:ident)?) => {
-        #[allow(clippy::too_many_arguments)]
-        pub extern "C" fn $name(
-            dst: RawHandle,
-            x: usize,
-            y: usize,
-            src: *const c_void,
-            spitch: usize,
-            width: usize,
-            height: usize,
-            kind: u32,
-            $($stream: RawHandle,)?
-        ) -> cudaError_t {
-            guard(stringify!($name), || {
-                #[allow(unused_variables)]
-                let stream: RawHandle = std::ptr::null_mut();
-                $(let stream = $stream;)?
-                // SAFETY: by its contract `src` holds `height` rows of `width` bytes.
-                unsafe {
-                    to_array_2d(dst, x, y, src, spitch, width, height, kind,
-                        stream_handle(stream, $per_thread), $is_async)
-                }
-            })
-        }
-    };
-}
-export_2d_to_array!(cudaMemcpy2DToArray, false, false);
-export_2d_to_array!(cudaMemcpy2DToArray_ptds, true, false);
-export_2d_to_array!(cudaMemcpy2DToArrayAsync, false, true, stream);
-export_2d_to_array!(cudaMemcpy2DToArrayAsync_ptsz, true, true, stream);
-
-macro_rules! export_2d_from_array {
-    ($name:ident, $per_thread:expr, $is_async:expr $(, $stream:ident)?) => {
-        #[allow(clippy::too_many_arguments)]
-        pub extern "C" fn $name(
-            dst: *mut c_void,
-            dpitch: usize,
-            src: RawHandle,
-            x: usize,
-            y: usize,
-            width: usize,
-            height: usize,
-            kind: u32,
-            $($stream: RawHandle,)?
-        ) -> cudaError_t {
-            guard(stringify!($name), || {
-                #[allow(unused_variables)]
-                let stream: RawHandle = std::ptr::null_mut();
-                $(let stream = $stream;)?
-                // SAFETY: by its contract `dst` holds `height` rows of `width` bytes.
-                unsafe {
-                    from_array_2d(dst, dpitch, src, x, y, width, height, kind,
-                        stream_handle(stream, $per_thread), $is_async)
-                }
-            })
-        }
-    };
-}
-export_2d_from_array!(cudaMemcpy2DFromArray, false, false);
-export_2d_from_array!(cudaMemcpy2DFromArray_ptds, true, false);
-export_2d_from_array!(cudaMemcpy2DFromArrayAsync, false, true, stream);
-export_2d_from_array!(cudaMemcpy2DFromArrayAsync_ptsz, true, true, stream);
-
 fn array_to_array(
     dst: RawHandle,
     dst_at: (usize, usize),
@@ -894,11 +786,9 @@ macro_rules! export_linear_array {
     };
 }
 export_linear_array!(cudaMemcpyToArray, to, false, false);
-export_linear_array!(cudaMemcpyToArray_ptds, to, true, false);
 export_linear_array!(cudaMemcpyToArrayAsync, to, false, true, stream);
 export_linear_array!(cudaMemcpyToArrayAsync_ptsz, to, true, true, stream);
 export_linear_array!(cudaMemcpyFromArray, from, false, false);
-export_linear_array!(cudaMemcpyFromArray_ptds, from, true, false);
 export_linear_array!(cudaMemcpyFromArrayAsync, from, false, true, stream);
 export_linear_array!(cudaMemcpyFromArrayAsync_ptsz, from, true, true, stream);
 
@@ -1037,9 +927,6 @@ macro_rules! export_3d {
     };
 }
 export_3d!(cudaMemcpy3D, false, false);
-export_3d!(cudaMemcpy3D_ptds, true, false);
-export_3d!(cudaMemcpy3DAsync, false, true, stream);
-export_3d!(cudaMemcpy3DAsync_ptsz, true, true, stream);
 
 // ---- batches of 3D copies --------------------------------------------------------------
 
@@ -1221,9 +1108,6 @@ macro_rules! export_3d_peer {
     };
 }
 export_3d_peer!(cudaMemcpy3DPeer, false, false);
-export_3d_peer!(cudaMemcpy3DPeer_ptds, true, false);
-export_3d_peer!(cudaMemcpy3DPeerAsync, false, true, stream);
-export_3d_peer!(cudaMemcpy3DPeerAsync_ptsz, true, true, stream);
 
 /// `cudaMalloc3D`: pitched memory for `depth` slices of `height` rows.
 pub extern "C" fn cudaMalloc3D(out: *mut PitchedPtr, extent: Extent) -> cudaError_t {

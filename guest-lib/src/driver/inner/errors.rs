@@ -36,13 +36,6 @@ pub extern "C" fn cudaGetErrorName(error: cudaError_t) -> *const c_char {
         .map_or(UNRECOGNIZED_C.as_ptr(), |e| e.1.as_ptr())
 }
 
-pub extern "C" fn cudaGetErrorString(error: cudaError_t) -> *const c_char {
-    c_strings()
-        .iter()
-        .find(|e| e.0 == error)
-        .map_or(UNRECOGNIZED_C.as_ptr(), |e| e.2.as_ptr())
-}
-
 pub extern "C" fn cudaGetLastError() -> cudaError_t {
     state::take_last_error()
 }

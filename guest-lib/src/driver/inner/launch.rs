@@ -591,15 +591,6 @@ pub extern "C" fn cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
     )
 }
 
-pub extern "C" fn cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-    blocks: *mut i32,
-    f: *const c_void,
-    block_size: i32,
-    dynamic_smem: usize,
-) -> cudaError_t {
-    cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(blocks, f, block_size, dynamic_smem, 0)
-}
-
 pub extern "C" fn cudaOccupancyAvailableDynamicSMemPerBlock(
     bytes: *mut usize,
     f: *const c_void,

@@ -34,25 +34,7 @@ macro_rules! over_driver {
     };
 }
 
-over_driver! {
-    cudaLibraryLoadData => cuLibraryLoadData(
-        library: *mut *mut c_void, code: *const c_void,
-        jit_options: *mut u32, jit_values: *mut *mut c_void, jit_count: u32,
-        library_options: *mut u32, library_values: *mut *mut c_void, library_count: u32,
-    );
-    cudaLibraryLoadFromFile => cuLibraryLoadFromFile(
-        library: *mut *mut c_void, file: *const c_char,
-        jit_options: *mut u32, jit_values: *mut *mut c_void, jit_count: u32,
-        library_options: *mut u32, library_values: *mut *mut c_void, library_count: u32,
-    );
-    cudaLibraryUnload => cuLibraryUnload(library: *mut c_void);
-    cudaLibraryGetKernel => cuLibraryGetKernel(kernel: *mut *mut c_void, library: *mut c_void, name: *const c_char);
-    cudaLibraryGetKernelCount => cuLibraryGetKernelCount(count: *mut u32, library: *mut c_void);
-    cudaLibraryEnumerateKernels => cuLibraryEnumerateKernels(kernels: *mut *mut c_void, count: u32, library: *mut c_void);
-    cudaLibraryGetGlobal => cuLibraryGetGlobal(dptr: *mut u64, bytes: *mut usize, library: *mut c_void, name: *const c_char);
-    cudaLibraryGetManaged => cuLibraryGetManaged(dptr: *mut u64, bytes: *mut usize, library: *mut c_void, name: *const c_char);
-    cudaLibraryGetUnifiedFunction => cuLibraryGetUnifiedFunction(fptr: *mut *mut c_void, library: *mut c_void, name: *const c_char);
-}
+over_driver! {}
 
 /// `cudaGetKernel`: a registered kernel's `cudaKernel_t` (its host stub).
 pub extern "C" fn cudaGetKernel(out: *mut RawHandle, entry: *const c_void) -> cudaError_t {

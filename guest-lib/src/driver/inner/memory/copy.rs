@@ -621,7 +621,6 @@ macro_rules! export_memcpy {
     };
 }
 export_memcpy!(cudaMemcpy, false);
-export_memcpy!(cudaMemcpy_ptds, true);
 
 macro_rules! export_memcpy_async {
     ($name:ident, $per_thread:expr) => {
@@ -648,7 +647,6 @@ macro_rules! export_memcpy_async {
     };
 }
 export_memcpy_async!(cudaMemcpyAsync, false);
-export_memcpy_async!(cudaMemcpyAsync_ptsz, true);
 
 pub extern "C" fn cudaMemcpy2D(
     dst: *mut c_void,

@@ -467,9 +467,7 @@ macro_rules! prefetch_batch_exports {
 
 prefetch_batch_exports! {
     cudaMemPrefetchBatchAsync, false, false;
-    cudaMemPrefetchBatchAsync_ptsz, true, false;
     cudaMemDiscardAndPrefetchBatchAsync, false, true;
-    cudaMemDiscardAndPrefetchBatchAsync_ptsz, true, true;
 }
 
 fn discard_batch(

@@ -20,7 +20,7 @@ use vmcuda_wire::CudaStatus;
 
 use super::registration::variable;
 use super::{call, guard, Result};
-use crate::abi::runtime::{ChannelFormatDesc, PointerAttributesC};
+use crate::abi::runtime::PointerAttributesC;
 use crate::capture;
 use crate::gate;
 use crate::shared;
@@ -497,23 +497,6 @@ pub extern "C" fn cudaGetSymbolSize(size: *mut usize, symbol: *const c_void) -> 
         // SAFETY: by cudaGetSymbolSize's contract `size` is NULL or writable.
         unsafe { caller::write(size, variable(symbol as usize)?.1) }
     })
-}
-
-/// A channel descriptor, made as CUDA makes it: from its arguments, nothing checked.
-pub extern "C" fn cudaCreateChannelDesc(
-    x: i32,
-    y: i32,
-    z: i32,
-    w: i32,
-    f: u32,
-) -> ChannelFormatDesc {
-    ChannelFormatDesc {
-        x,
-        y,
-        z,
-        w,
-        kind: f,
-    }
 }
 
 #[cfg(test)]
