@@ -62,7 +62,6 @@ use vmcuda_wire::CudaStatus;
 
 use crate::{cudaError_t, state};
 
-pub(crate) use export_table::cuGetExportTable;
 pub use proc_address::{lookup, NAMES};
 
 pub use result::{cu_result, CUresult, CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_NOT_SUPPORTED};

@@ -1309,34 +1309,6 @@ pub(crate) unsafe fn kept_kernel_node(p: &KernelNodeParams) -> Result<graph_buil
     })
 }
 
-/// A `CUfunction` for a kernel the runtime registered (`cudaGetFuncBySymbol`): one id
-/// per kernel, found again by its name.
-pub(crate) fn adopt_runtime_kernel(
-    function: FunctionHandle,
-    name: &str,
-    params: Vec<ParamInfo>,
-) -> Result<u64> {
-    // Module 0: the runtime's registrations, which no driver module owns.
-    let key = (0u64, name.to_owned());
-    let mut m = modules();
-    if let Some(id) = m.by_name.get(&key) {
-        return Ok(*id);
-    }
-    let c_name = std::ffi::CString::new(name).map_err(|_| CudaStatus::ErrorInvalidValue)?;
-    let id = state::fresh_id();
-    m.functions.insert(
-        id,
-        Function {
-            module: 0,
-            function,
-            name: c_name,
-            params,
-        },
-    );
-    m.by_name.insert(key, id);
-    Ok(id)
-}
-
 /// The program's `CUfunction` (or library kernel) for the host's function handle
 /// `handle`, where it has one.
 pub(crate) fn function_id_of(handle: FunctionHandle) -> Option<u64> {

@@ -28,8 +28,8 @@ use super::device::check_device;
 use super::{call, call_with, guard, stream_handle, RawHandle, Result};
 use crate::abi::runtime::Memcpy3DBatchOp;
 use crate::abi::runtime::{
-    ChannelFormatDesc, Extent, Memcpy3DOperand, Memcpy3DParms, Memcpy3DPeerParms, PitchedPtr, Pos,
-    ResourceDescC, TextureDescC, ViewDescC,
+    ChannelFormatDesc, Memcpy3DOperand, Memcpy3DParms, PitchedPtr, Pos, ResourceDescC,
+    TextureDescC, ViewDescC,
 };
 use crate::client::{self, Sink};
 use crate::copy_route::pinned_region;
@@ -129,19 +129,6 @@ pub fn forget_device_state() {
 
 // ---- arrays -----------------------------------------------------------------------
 
-fn make_array(desc: &ChannelFormatDesc, extent: Extent, flags: u32) -> Result<RawHandle> {
-    let (format, channels) = desc.format()?;
-    let desc = ArrayDesc {
-        width: extent.width as u64,
-        height: extent.height as u64,
-        depth: extent.depth as u64,
-        format,
-        channels,
-        flags,
-    };
-    create_array(desc)
-}
-
 /// `cudaArraySparse` and `cudaArrayDeferredMapping` (`CUDA_ARRAY3D_SPARSE`,
 /// `CUDA_ARRAY3D_DEFERRED_MAPPING`): arrays whose memory the program maps itself.
 const SPARSE: u32 = 0x40;
@@ -179,54 +166,6 @@ pub(crate) fn texture_1d_linear_max_width(format: u32, channels: u32, device: i3
     Ok(crate::state::as_device(device, || call(&req))?.width)
 }
 
-pub extern "C" fn cudaDeviceGetTexture1DLinearMaxWidth(
-    width: *mut usize,
-    desc: *const ChannelFormatDesc,
-    device: i32,
-) -> cudaError_t {
-    guard("cudaDeviceGetTexture1DLinearMaxWidth", || {
-        // SAFETY: by its contract `desc` is readable and `width` writable.
-        unsafe {
-            let (format, channels) = caller::read(desc)?.format()?;
-            let w = texture_1d_linear_max_width(format, channels, device)?;
-            caller::write(width, w as usize)
-        }
-    })
-}
-
-pub extern "C" fn cudaMallocArray(
-    out: *mut RawHandle,
-    desc: *const ChannelFormatDesc,
-    width: usize,
-    height: usize,
-    flags: u32,
-) -> cudaError_t {
-    guard("cudaMallocArray", || {
-        // SAFETY: by its contract `desc` is readable and `out` writable.
-        unsafe {
-            let d = caller::read(desc)?;
-            let extent = Extent {
-                width,
-                height,
-                depth: 0,
-            };
-            caller::write(out, make_array(&d, extent, flags)?)
-        }
-    })
-}
-
-pub extern "C" fn cudaMalloc3DArray(
-    out: *mut RawHandle,
-    desc: *const ChannelFormatDesc,
-    extent: Extent,
-    flags: u32,
-) -> cudaError_t {
-    guard("cudaMalloc3DArray", || {
-        // SAFETY: by its contract `desc` is readable and `out` writable.
-        unsafe { caller::write(out, make_array(&caller::read(desc)?, extent, flags)?) }
-    })
-}
-
 pub extern "C" fn cudaFreeArray(array: RawHandle) -> cudaError_t {
     guard("cudaFreeArray", || {
         if array.is_null() {
@@ -243,30 +182,6 @@ pub extern "C" fn cudaFreeArray(array: RawHandle) -> cudaError_t {
         })?;
         arrays(|a| a.arrays.remove(&(array as u64)));
         Ok(())
-    })
-}
-
-pub extern "C" fn cudaMallocMipmappedArray(
-    out: *mut RawHandle,
-    desc: *const ChannelFormatDesc,
-    extent: Extent,
-    levels: u32,
-    flags: u32,
-) -> cudaError_t {
-    guard("cudaMallocMipmappedArray", || {
-        // SAFETY: by its contract `desc` is readable.
-        let (format, channels) = unsafe { caller::read(desc) }?.format()?;
-        let desc = ArrayDesc {
-            width: extent.width as u64,
-            height: extent.height as u64,
-            depth: extent.depth as u64,
-            format,
-            channels,
-            flags,
-        };
-        let mipmap = create_mipmapped(desc, levels)?;
-        // SAFETY: by its contract `out` is writable.
-        unsafe { caller::write(out, mipmap) }
     })
 }
 
@@ -362,18 +277,6 @@ pub(crate) fn mipmapped_level(mipmap: RawHandle, level: u32) -> Result<RawHandle
     Ok(made.array.0 as RawHandle)
 }
 
-pub extern "C" fn cudaGetMipmappedArrayLevel(
-    out: *mut RawHandle,
-    mipmap: RawHandle,
-    level: u32,
-) -> cudaError_t {
-    guard("cudaGetMipmappedArrayLevel", || {
-        let array = mipmapped_level(mipmap, level)?;
-        // SAFETY: by its contract `out` is writable.
-        unsafe { caller::write(out, array) }
-    })
-}
-
 pub extern "C" fn cudaFreeMipmappedArray(mipmap: RawHandle) -> cudaError_t {
     guard("cudaFreeMipmappedArray", || {
         if mipmap.is_null() {
@@ -384,40 +287,6 @@ pub extern "C" fn cudaFreeMipmappedArray(mipmap: RawHandle) -> cudaError_t {
         })?;
         arrays(|a| a.mipmaps.remove(&(mipmap as u64)));
         Ok(())
-    })
-}
-
-pub extern "C" fn cudaArrayGetInfo(
-    desc: *mut ChannelFormatDesc,
-    extent: *mut Extent,
-    flags: *mut u32,
-    array: RawHandle,
-) -> cudaError_t {
-    guard("cudaArrayGetInfo", || {
-        let d = array_info(array)?.desc;
-        let e = Extent {
-            width: d.width as usize,
-            height: d.height as usize,
-            depth: d.depth as usize,
-        };
-        // SAFETY: by its contract each output is NULL or writable.
-        unsafe {
-            caller::write_opt(desc, ChannelFormatDesc::of(d.format, d.channels));
-            caller::write_opt(extent, e);
-            caller::write_opt(flags, d.flags);
-        }
-        Ok(())
-    })
-}
-
-pub extern "C" fn cudaGetChannelDesc(
-    desc: *mut ChannelFormatDesc,
-    array: RawHandle,
-) -> cudaError_t {
-    guard("cudaGetChannelDesc", || {
-        let d = array_info(array)?.desc;
-        // SAFETY: by its contract `desc` is writable.
-        unsafe { caller::write(desc, ChannelFormatDesc::of(d.format, d.channels)) }
     })
 }
 
@@ -626,49 +495,6 @@ fn array_to_array(
     let (s, _) = array_side(src, src_at.0, src_at.1, 0)?;
     // SAFETY: neither side is host memory.
     unsafe { copy(s, d, width, height, 1, stream, false) }
-}
-
-#[allow(clippy::too_many_arguments)]
-pub extern "C" fn cudaMemcpy2DArrayToArray(
-    dst: RawHandle,
-    dx: usize,
-    dy: usize,
-    src: RawHandle,
-    sx: usize,
-    sy: usize,
-    width: usize,
-    height: usize,
-    _kind: u32,
-) -> cudaError_t {
-    guard("cudaMemcpy2DArrayToArray", || {
-        array_to_array(
-            dst,
-            (dx, dy),
-            src,
-            (sx, sy),
-            width,
-            height,
-            StreamHandle::LEGACY,
-        )
-    })
-}
-
-#[allow(clippy::too_many_arguments)]
-pub extern "C" fn cudaMemcpy2DArrayToArray_ptds(
-    dst: RawHandle,
-    dx: usize,
-    dy: usize,
-    src: RawHandle,
-    sx: usize,
-    sy: usize,
-    width: usize,
-    height: usize,
-    _kind: u32,
-) -> cudaError_t {
-    guard("cudaMemcpy2DArrayToArray_ptds", || {
-        let stream = stream_handle(std::ptr::null_mut(), true);
-        array_to_array(dst, (dx, dy), src, (sx, sy), width, height, stream)
-    })
 }
 
 /// The pieces of a 1D copy of `count` bytes from byte `x` of row `y` of rows
@@ -909,25 +735,6 @@ pub(crate) unsafe fn memcpy_3d(
     }
 }
 
-macro_rules! export_3d {
-    ($name:ident, $per_thread:expr, $is_async:expr $(, $stream:ident)?) => {
-        pub extern "C" fn $name(p: *const Memcpy3DParms, $($stream: RawHandle)?) -> cudaError_t {
-            guard(stringify!($name), || {
-                #[allow(unused_variables)]
-                let stream: RawHandle = std::ptr::null_mut();
-                $(let stream = $stream;)?
-                // SAFETY: by its contract `p` is readable and describes the program's
-                // memory.
-                unsafe {
-                    let p = caller::read(p)?;
-                    memcpy_3d(&p, stream_handle(stream, $per_thread), $is_async)
-                }
-            })
-        }
-    };
-}
-export_3d!(cudaMemcpy3D, false, false);
-
 // ---- batches of 3D copies --------------------------------------------------------------
 
 const OPERAND_POINTER: u32 = 1;
@@ -1048,161 +855,6 @@ pub extern "C" fn cudaMemcpy3DBatchAsync(
     })
 }
 
-pub extern "C" fn cudaMemcpy3DBatchAsync_ptsz(
-    count: usize,
-    ops: *const Memcpy3DBatchOp,
-    flags: u64,
-    stream: RawHandle,
-) -> cudaError_t {
-    guard("cudaMemcpy3DBatchAsync_ptsz", || {
-        // SAFETY: by its contract `ops` holds `count` ops of the program's memory.
-        unsafe { memcpy_3d_batch(count, ops, flags, stream, true) }
-    })
-}
-
-/// A 3D copy between devices: the same copy where both are the same device (or one
-/// GPU serves both); between devices, only linear memory of one host.
-///
-/// # Safety
-/// As for [`memcpy_3d`].
-unsafe fn memcpy_3d_peer(
-    p: &Memcpy3DPeerParms,
-    stream: StreamHandle,
-    is_async: bool,
-) -> Result<()> {
-    let same = p.src_device == p.dst_device;
-    if !same && (!p.src_array.is_null() || !p.dst_array.is_null()) {
-        return Err(crate::notice::refuse(
-            "cudaMemcpy3DPeer with an array between two devices",
-            "is not supported by vmcuda",
-        ));
-    }
-    let parms = Memcpy3DParms {
-        src_array: p.src_array,
-        src_pos: p.src_pos,
-        src_ptr: p.src_ptr,
-        dst_array: p.dst_array,
-        dst_pos: p.dst_pos,
-        dst_ptr: p.dst_ptr,
-        extent: p.extent,
-        kind: 3,
-    };
-    // SAFETY: as the caller promised.
-    unsafe { memcpy_3d(&parms, stream, is_async) }
-}
-
-macro_rules! export_3d_peer {
-    ($name:ident, $per_thread:expr, $is_async:expr $(, $stream:ident)?) => {
-        pub extern "C" fn $name(p: *const Memcpy3DPeerParms, $($stream: RawHandle)?) -> cudaError_t {
-            guard(stringify!($name), || {
-                #[allow(unused_variables)]
-                let stream: RawHandle = std::ptr::null_mut();
-                $(let stream = $stream;)?
-                // SAFETY: by its contract `p` is readable and names device memory.
-                unsafe {
-                    let p = caller::read(p)?;
-                    memcpy_3d_peer(&p, stream_handle(stream, $per_thread), $is_async)
-                }
-            })
-        }
-    };
-}
-export_3d_peer!(cudaMemcpy3DPeer, false, false);
-
-/// `cudaMalloc3D`: pitched memory for `depth` slices of `height` rows.
-pub extern "C" fn cudaMalloc3D(out: *mut PitchedPtr, extent: Extent) -> cudaError_t {
-    guard("cudaMalloc3D", || {
-        let rows = extent.height.max(1) * extent.depth.max(1);
-        let mut ptr: *mut c_void = std::ptr::null_mut();
-        let mut pitch = 0usize;
-        crate::driver::keeping_last_error(|| {
-            super::memory::cudaMallocPitch(&mut ptr, &mut pitch, extent.width, rows)
-        })?;
-        let p = PitchedPtr {
-            ptr,
-            pitch,
-            xsize: extent.width,
-            ysize: extent.height,
-        };
-        // SAFETY: by its contract `out` is writable.
-        unsafe { caller::write(out, p) }
-    })
-}
-
-/// `cudaMemset3D(Async)`: the slices' rows, as one pitched memset where the slices
-/// follow each other evenly, else one per slice.
-fn memset_3d(
-    p: PitchedPtr,
-    value: i32,
-    extent: Extent,
-    stream: RawHandle,
-    is_async: bool,
-) -> Result<()> {
-    let e = extent;
-    if e.width == 0 || e.height == 0 || e.depth == 0 {
-        return Ok(());
-    }
-    let run = |ptr: *mut c_void, rows: usize| {
-        crate::driver::keeping_last_error(|| match is_async {
-            true => {
-                super::memory::memset::cudaMemset2DAsync(ptr, p.pitch, value, e.width, rows, stream)
-            }
-            false => super::memory::memset::cudaMemset2D(ptr, p.pitch, value, e.width, rows),
-        })
-    };
-    if e.depth == 1 || p.ysize == e.height {
-        return run(p.ptr, e.height * e.depth);
-    }
-    for z in 0..e.depth {
-        run(
-            (p.ptr as usize + z * p.pitch * p.ysize) as *mut c_void,
-            e.height,
-        )?;
-    }
-    Ok(())
-}
-
-pub extern "C" fn cudaMemset3D(p: PitchedPtr, value: i32, extent: Extent) -> cudaError_t {
-    guard("cudaMemset3D", || {
-        memset_3d(p, value, extent, std::ptr::null_mut(), false)
-    })
-}
-
-pub extern "C" fn cudaMemset3D_ptds(p: PitchedPtr, value: i32, extent: Extent) -> cudaError_t {
-    guard("cudaMemset3D_ptds", || {
-        let stream = 2 as RawHandle;
-        memset_3d(p, value, extent, stream, true)?;
-        crate::driver::keeping_last_error(|| super::stream::cudaStreamSynchronize(stream))
-    })
-}
-
-pub extern "C" fn cudaMemset3DAsync(
-    p: PitchedPtr,
-    value: i32,
-    extent: Extent,
-    stream: RawHandle,
-) -> cudaError_t {
-    guard("cudaMemset3DAsync", || {
-        memset_3d(p, value, extent, stream, true)
-    })
-}
-
-pub extern "C" fn cudaMemset3DAsync_ptsz(
-    p: PitchedPtr,
-    value: i32,
-    extent: Extent,
-    stream: RawHandle,
-) -> cudaError_t {
-    guard("cudaMemset3DAsync_ptsz", || {
-        let stream = if stream.is_null() {
-            2 as RawHandle
-        } else {
-            stream
-        };
-        memset_3d(p, value, extent, stream, true)
-    })
-}
-
 // ---- texture and surface objects ------------------------------------------------------
 
 const _: () = {
@@ -1218,48 +870,6 @@ const RESOURCE_LINEAR: u32 = 2;
 const RESOURCE_PITCH2D: u32 = 3;
 
 impl ResourceDescC {
-    /// The resource, from the runtime's description (channel format at 16 of a linear
-    /// or pitched resource's union... as bytes 8..28 of it).
-    fn runtime_resource(&self) -> Result<TexResource> {
-        let u = &self.union;
-        let channel = || {
-            let word = |i: usize| u[1 + i / 2].to_le_bytes()[(i % 2) * 4..(i % 2) * 4 + 4].to_vec();
-            let int = |i: usize| i32::from_le_bytes(word(i).try_into().expect("4 bytes"));
-            ChannelFormatDesc {
-                x: int(0),
-                y: int(1),
-                z: int(2),
-                w: int(3),
-                kind: int(4) as u32,
-            }
-        };
-        Ok(match self.res_type {
-            RESOURCE_ARRAY => TexResource::Array(ArrayHandle(u[0])),
-            RESOURCE_MIPMAPPED => TexResource::Mipmapped(MipmappedHandle(u[0])),
-            RESOURCE_LINEAR => {
-                let (format, channels) = channel().format()?;
-                TexResource::Linear {
-                    ptr: u[0],
-                    format,
-                    channels,
-                    bytes: u[4],
-                }
-            }
-            RESOURCE_PITCH2D => {
-                let (format, channels) = channel().format()?;
-                TexResource::Pitch2D {
-                    ptr: u[0],
-                    format,
-                    channels,
-                    width: u[4],
-                    height: u[5],
-                    pitch: u[6],
-                }
-            }
-            _ => return Err(CudaStatus::ErrorInvalidValue),
-        })
-    }
-
     /// The resource, from the driver's description (format and channels in one word).
     pub fn driver_resource(&self) -> Result<TexResource> {
         let u = &self.union;
@@ -1283,35 +893,6 @@ impl ResourceDescC {
             },
             _ => return Err(CudaStatus::ErrorInvalidValue),
         })
-    }
-}
-
-/// `CU_TRSF_*`.
-const READ_AS_INTEGER: u32 = 0x01;
-const NORMALIZED_COORDINATES: u32 = 0x02;
-const SRGB: u32 = 0x10;
-const DISABLE_TRILINEAR: u32 = 0x20;
-const SEAMLESS_CUBEMAP: u32 = 0x40;
-
-impl TextureDescC {
-    fn wire(&self) -> TextureDesc {
-        let flag = |on: bool, f: u32| if on { f } else { 0 };
-        TextureDesc {
-            address_mode: self.address_mode,
-            filter_mode: self.filter_mode,
-            // cudaReadModeElementType (0): the element as it is.
-            flags: flag(self.read_mode == 0, READ_AS_INTEGER)
-                | flag(self.normalized_coords != 0, NORMALIZED_COORDINATES)
-                | flag(self.srgb != 0, SRGB)
-                | flag(self.disable_trilinear_optimization != 0, DISABLE_TRILINEAR)
-                | flag(self.seamless_cubemap != 0, SEAMLESS_CUBEMAP),
-            max_anisotropy: self.max_anisotropy,
-            mipmap_filter_mode: self.mipmap_filter_mode,
-            mipmap_level_bias: self.mipmap_level_bias,
-            min_mipmap_level_clamp: self.min_mipmap_level_clamp,
-            max_mipmap_level_clamp: self.max_mipmap_level_clamp,
-            border_color: self.border_color,
-        }
     }
 }
 
@@ -1353,71 +934,6 @@ pub(crate) fn destroy_texture(tex: u64) -> Result<()> {
     Ok(())
 }
 
-pub extern "C" fn cudaCreateTextureObject(
-    out: *mut u64,
-    res: *const ResourceDescC,
-    tex: *const TextureDescC,
-    view: *const ViewDescC,
-) -> cudaError_t {
-    guard("cudaCreateTextureObject", || {
-        // SAFETY: by its contract `res` and `tex` are readable, `view` NULL or
-        // readable, `out` writable.
-        unsafe {
-            let r = caller::read(res)?;
-            let t = caller::read(tex)?;
-            let v = if view.is_null() {
-                None
-            } else {
-                Some(caller::read(view)?)
-            };
-            let made = create_texture(r.runtime_resource()?, t.wire(), v.map(|v| v.wire()))?;
-            arrays(|a| a.textures.insert(made, (r, t, v)));
-            caller::write(out, made)
-        }
-    })
-}
-
-pub extern "C" fn cudaDestroyTextureObject(tex: u64) -> cudaError_t {
-    guard("cudaDestroyTextureObject", || destroy_texture(tex))
-}
-
-fn kept_texture<T>(
-    tex: u64,
-    f: impl FnOnce(&(ResourceDescC, TextureDescC, Option<ViewDescC>)) -> T,
-) -> Result<T> {
-    arrays(|a| a.textures.get(&tex).map(f)).ok_or(CudaStatus::ErrorInvalidValue)
-}
-
-pub extern "C" fn cudaGetTextureObjectResourceDesc(
-    out: *mut ResourceDescC,
-    tex: u64,
-) -> cudaError_t {
-    guard("cudaGetTextureObjectResourceDesc", || {
-        let r = kept_texture(tex, |k| k.0)?;
-        // SAFETY: by its contract `out` is writable.
-        unsafe { caller::write(out, r) }
-    })
-}
-
-pub extern "C" fn cudaGetTextureObjectTextureDesc(out: *mut TextureDescC, tex: u64) -> cudaError_t {
-    guard("cudaGetTextureObjectTextureDesc", || {
-        let t = kept_texture(tex, |k| k.1)?;
-        // SAFETY: by its contract `out` is writable.
-        unsafe { caller::write(out, t) }
-    })
-}
-
-pub extern "C" fn cudaGetTextureObjectResourceViewDesc(
-    out: *mut ViewDescC,
-    tex: u64,
-) -> cudaError_t {
-    guard("cudaGetTextureObjectResourceViewDesc", || {
-        let v = kept_texture(tex, |k| k.2)?.ok_or(CudaStatus::ErrorInvalidValue)?;
-        // SAFETY: by its contract `out` is writable.
-        unsafe { caller::write(out, v) }
-    })
-}
-
 /// Make a surface object over an array.
 pub(crate) fn create_surface(array: u64) -> Result<u64> {
     Ok(call(&SurfObjectCreate {
@@ -1435,39 +951,10 @@ pub(crate) fn destroy_surface(surf: u64) -> Result<()> {
     Ok(())
 }
 
-pub extern "C" fn cudaCreateSurfaceObject(out: *mut u64, res: *const ResourceDescC) -> cudaError_t {
-    guard("cudaCreateSurfaceObject", || {
-        // SAFETY: by its contract `res` is readable and `out` writable.
-        unsafe {
-            let r = caller::read(res)?;
-            if r.res_type != RESOURCE_ARRAY {
-                return Err(CudaStatus::ErrorInvalidValue);
-            }
-            let made = create_surface(r.union[0])?;
-            arrays(|a| a.surfaces.insert(made, r));
-            caller::write(out, made)
-        }
-    })
-}
-
-pub extern "C" fn cudaDestroySurfaceObject(surf: u64) -> cudaError_t {
-    guard("cudaDestroySurfaceObject", || destroy_surface(surf))
-}
-
-pub extern "C" fn cudaGetSurfaceObjectResourceDesc(
-    out: *mut ResourceDescC,
-    surf: u64,
-) -> cudaError_t {
-    guard("cudaGetSurfaceObjectResourceDesc", || {
-        let r = arrays(|a| a.surfaces.get(&surf).copied()).ok_or(CudaStatus::ErrorInvalidValue)?;
-        // SAFETY: by its contract `out` is writable.
-        unsafe { caller::write(out, r) }
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::abi::runtime::Extent;
 
     #[test]
     fn batch_ops_have_cudas_layout_and_become_3d_copies() {

@@ -90,17 +90,6 @@ pub extern "C" fn cudaSetDevice(device: i32) -> cudaError_t {
     })
 }
 
-pub extern "C" fn cudaGetDevice(device: *mut i32) -> cudaError_t {
-    guard("cudaGetDevice", || {
-        // SAFETY: by cudaGetDevice's contract `device` is NULL or writable.
-        unsafe { caller::write(device, state::current_device()) }
-    })
-}
-
-pub extern "C" fn cudaInitDevice(device: i32, _device_flags: u32, _flags: u32) -> cudaError_t {
-    guard("cudaInitDevice", || check_device(device))
-}
-
 pub extern "C" fn cudaSetDeviceFlags(flags: u32) -> cudaError_t {
     guard("cudaSetDeviceFlags", || {
         if flags & !0x1f != 0 {
@@ -123,36 +112,6 @@ pub extern "C" fn cudaGetDeviceFlags(flags: *mut u32) -> cudaError_t {
             .unwrap_or(0);
         // SAFETY: by cudaGetDeviceFlags's contract `flags` is NULL or writable.
         unsafe { caller::write(flags, f | 8) }
-    })
-}
-
-pub extern "C" fn cudaChooseDevice(device: *mut i32, prop: *const DevicePropC) -> cudaError_t {
-    guard("cudaChooseDevice", || {
-        // SAFETY: by cudaChooseDevice's contract `prop` is NULL or readable.
-        unsafe { caller::read(prop) }?;
-        device_count()?;
-        // SAFETY: by cudaChooseDevice's contract `device` is NULL or writable.
-        unsafe { caller::write(device, 0) }
-    })
-}
-
-pub extern "C" fn cudaDeviceGetAttribute(value: *mut i32, attr: u32, device: i32) -> cudaError_t {
-    guard("cudaDeviceGetAttribute", || {
-        let p = properties(device)?;
-        // SAFETY: by cudaDeviceGetAttribute's contract `value` is NULL or writable.
-        unsafe {
-            caller::write(
-                value,
-                p.attribute(attr).ok_or(CudaStatus::ErrorInvalidValue)?,
-            )
-        }
-    })
-}
-
-pub extern "C" fn cudaGetDeviceProperties(prop: *mut DevicePropC, device: i32) -> cudaError_t {
-    guard("cudaGetDeviceProperties", || {
-        // SAFETY: by cudaGetDeviceProperties's contract `prop` is NULL or writable.
-        unsafe { caller::write(prop, DevicePropC::from_properties(&properties(device)?)) }
     })
 }
 
@@ -414,23 +373,6 @@ fn pci_ids(device: i32) -> Result<(i32, i32, i32)> {
     ))
 }
 
-pub extern "C" fn cudaDeviceGetPCIBusId(out: *mut c_char, len: i32, device: i32) -> cudaError_t {
-    guard("cudaDeviceGetPCIBusId", || {
-        let (domain, bus, dev) = pci_ids(device)?;
-        let text = format!("{domain:04x}:{bus:02x}:{dev:02x}.0\0");
-        let n = usize::try_from(len).map_err(|_| CudaStatus::ErrorInvalidValue)?;
-        // SAFETY: by cudaDeviceGetPCIBusId's contract `out.cast()` is NULL or holds `n`
-        // writable bytes.
-        let buf = unsafe { caller::bytes_mut(out.cast(), n) }?;
-        let take = text.len().min(n);
-        buf[..take].copy_from_slice(&text.as_bytes()[..take]);
-        if let Some(last) = buf.last_mut() {
-            *last = 0;
-        }
-        Ok(())
-    })
-}
-
 pub extern "C" fn cudaDeviceGetByPCIBusId(device: *mut i32, id: *const c_char) -> cudaError_t {
     guard("cudaDeviceGetByPCIBusId", || {
         // SAFETY: by cudaDeviceGetByPCIBusId's contract `id` is NULL or a NUL-terminated
@@ -643,24 +585,6 @@ impl DevicePropC {
             reserved: [0; 56],
         }
     }
-}
-
-/// `cudaSharedMemBankSizeFourByte`: what the bank size is on every GPU CUDA 13 runs on
-/// (setting it has no effect there, as natively).
-const FOUR_BYTE_BANKS: u32 = 1;
-
-pub extern "C" fn cudaDeviceGetSharedMemConfig(config: *mut u32) -> cudaError_t {
-    // SAFETY: by cudaDeviceGetSharedMemConfig's contract `config` is NULL or writable.
-    guard("cudaDeviceGetSharedMemConfig", || unsafe {
-        caller::write(config, FOUR_BYTE_BANKS)
-    })
-}
-
-pub extern "C" fn cudaDeviceSetSharedMemConfig(config: u32) -> cudaError_t {
-    guard("cudaDeviceSetSharedMemConfig", || match config {
-        0..=2 => Ok(()),
-        _ => Err(CudaStatus::ErrorInvalidValue),
-    })
 }
 
 #[cfg(test)]

@@ -187,16 +187,6 @@ pub extern "C" fn cudaThreadExchangeStreamCaptureMode(mode: *mut u32) -> cudaErr
     })
 }
 
-/// CUDA 12 gave `cudaGraphInstantiate` the flags argument of
-/// `cudaGraphInstantiateWithFlags`: the two are one call.
-pub extern "C" fn cudaGraphInstantiate(
-    exec: *mut RawHandle,
-    graph: RawHandle,
-    flags: u64,
-) -> cudaError_t {
-    instantiate("cudaGraphInstantiate", exec, graph, flags)
-}
-
 pub extern "C" fn cudaGraphInstantiateWithFlags(
     exec: *mut RawHandle,
     graph: RawHandle,

@@ -3,15 +3,13 @@
 
 use std::ffi::c_void;
 
-use vmcuda_wire::op::{
-    FuncAttributes, LaunchAttribute, LaunchKernel, OccupancyAvailableDynamicSmem, StreamHandle,
-};
+use vmcuda_wire::op::{FuncAttributes, LaunchAttribute, LaunchKernel, StreamHandle};
 use vmcuda_wire::CudaStatus;
 
 use super::device::properties;
 use super::registration::{is_kernel, kernel, kernel_limits};
-use super::{call, call_with, guard, stream_handle, RawHandle, Result};
-use crate::abi::runtime::{Dim3, FuncAttributesC, LaunchConfigC, LAUNCH_ATTRIBUTE_LEN};
+use super::{call_with, guard, stream_handle, RawHandle, Result};
+use crate::abi::runtime::{Dim3, FuncAttributesC, LAUNCH_ATTRIBUTE_LEN};
 use crate::client::Sink;
 use crate::gate;
 use crate::state::{self, LaunchConfig};
@@ -22,8 +20,6 @@ impl Dim3 {
         [self.x, self.y, self.z]
     }
 }
-
-const LAUNCH_ATTRIBUTE_COOPERATIVE: u32 = 2;
 
 /// `count` launch attributes (`cudaLaunchAttribute`, laid out as `CUlaunchAttribute`)
 /// as they travel.
@@ -254,231 +250,6 @@ pub extern "C" fn cudaLaunchKernel(
     })
 }
 
-pub extern "C" fn cudaLaunchKernel_ptsz(
-    f: *const c_void,
-    grid: Dim3,
-    block: Dim3,
-    args: *const *const u8,
-    smem: usize,
-    stream: RawHandle,
-) -> cudaError_t {
-    guard("cudaLaunchKernel_ptsz", || {
-        // SAFETY: by cudaLaunchKernel_ptsz's contract its pointer arguments are as `launch`
-        // requires.
-        unsafe {
-            launch(
-                f as usize,
-                grid,
-                block,
-                args,
-                smem,
-                stream_handle(stream, true),
-                vec![],
-            )
-        }
-    })
-}
-
-fn cooperative() -> LaunchAttribute {
-    let mut value = vec![0u8; 64];
-    value[..4].copy_from_slice(&1i32.to_le_bytes());
-    LaunchAttribute {
-        id: LAUNCH_ATTRIBUTE_COOPERATIVE,
-        value,
-    }
-}
-
-pub extern "C" fn cudaLaunchCooperativeKernel(
-    f: *const c_void,
-    grid: Dim3,
-    block: Dim3,
-    args: *const *const u8,
-    smem: usize,
-    stream: RawHandle,
-) -> cudaError_t {
-    guard("cudaLaunchCooperativeKernel", || {
-        // SAFETY: by cudaLaunchCooperativeKernel's contract its pointer arguments are as
-        // `launch` requires.
-        unsafe {
-            launch(
-                f as usize,
-                grid,
-                block,
-                args,
-                smem,
-                stream_handle(stream, false),
-                vec![cooperative()],
-            )
-        }
-    })
-}
-
-pub extern "C" fn cudaLaunchCooperativeKernel_ptsz(
-    f: *const c_void,
-    grid: Dim3,
-    block: Dim3,
-    args: *const *const u8,
-    smem: usize,
-    stream: RawHandle,
-) -> cudaError_t {
-    guard("cudaLaunchCooperativeKernel_ptsz", || {
-        // SAFETY: by cudaLaunchCooperativeKernel_ptsz's contract its pointer arguments are
-        // as `launch` requires.
-        unsafe {
-            launch(
-                f as usize,
-                grid,
-                block,
-                args,
-                smem,
-                stream_handle(stream, true),
-                vec![cooperative()],
-            )
-        }
-    })
-}
-
-/// # Safety
-/// `config` is NULL or a readable `cudaLaunchConfig_t` whose `attrs` are readable for
-/// `numAttrs` attributes; `args` as for [`launch`].
-unsafe fn launch_ex(
-    config: *const LaunchConfigC,
-    f: *const c_void,
-    args: *const *const u8,
-    per_thread: bool,
-) -> Result<()> {
-    // SAFETY: as `launch_ex`'s caller promised.
-    let c = unsafe { caller::read(config) }?;
-    // SAFETY: as `launch_ex`'s caller promised.
-    let attributes = unsafe { launch_attributes(c.attrs, c.num_attrs) }?;
-    // SAFETY: as `launch_ex`'s caller promised.
-    unsafe {
-        launch(
-            f as usize,
-            c.grid,
-            c.block,
-            args,
-            c.dynamic_smem,
-            stream_handle(c.stream, per_thread),
-            attributes,
-        )
-    }
-}
-
-pub extern "C" fn cudaLaunchKernelExC(
-    config: *const LaunchConfigC,
-    f: *const c_void,
-    args: *const *const u8,
-) -> cudaError_t {
-    // SAFETY: by cudaLaunchKernelExC's contract its pointer arguments are as `launch_ex`
-    // requires.
-    guard("cudaLaunchKernelExC", || unsafe {
-        launch_ex(config, f, args, false)
-    })
-}
-
-pub extern "C" fn cudaLaunchKernelExC_ptsz(
-    config: *const LaunchConfigC,
-    f: *const c_void,
-    args: *const *const u8,
-) -> cudaError_t {
-    guard("cudaLaunchKernelExC_ptsz", || {
-        // SAFETY: by cudaLaunchKernelExC_ptsz's contract its pointer arguments are as
-        // `launch_ex` requires.
-        unsafe { launch_ex(config, f, args, true) }
-    })
-}
-
-/// Clusters of the launch `config` describes that can be resident at once.
-pub extern "C" fn cudaOccupancyMaxActiveClusters(
-    clusters: *mut i32,
-    f: *const c_void,
-    config: *const LaunchConfigC,
-) -> cudaError_t {
-    guard("cudaOccupancyMaxActiveClusters", || {
-        let (function, _) = kernel(f as usize)?;
-        // SAFETY: by cudaOccupancyMaxActiveClusters's contract `config` is NULL or a
-        // readable `cudaLaunchConfig_t`.
-        let shape = unsafe { cluster_shape(config) }?;
-        let r = call(&vmcuda_wire::op::OccupancyMaxActiveClusters {
-            function,
-            grid: shape.grid,
-            block: shape.block,
-            shared_mem: shape.shared_mem,
-            attributes: shape.attributes,
-        })?;
-        // SAFETY: by its contract `clusters` is NULL or writable.
-        unsafe { caller::write(clusters, r.clusters) }
-    })
-}
-
-/// The largest cluster the launch `config` describes could run with.
-pub extern "C" fn cudaOccupancyMaxPotentialClusterSize(
-    size: *mut i32,
-    f: *const c_void,
-    config: *const LaunchConfigC,
-) -> cudaError_t {
-    guard("cudaOccupancyMaxPotentialClusterSize", || {
-        let (function, _) = kernel(f as usize)?;
-        // SAFETY: by cudaOccupancyMaxPotentialClusterSize's contract `config` is NULL
-        // or a readable `cudaLaunchConfig_t`.
-        let shape = unsafe { cluster_shape(config) }?;
-        let r = call(&vmcuda_wire::op::OccupancyMaxPotentialClusterSize {
-            function,
-            grid: shape.grid,
-            block: shape.block,
-            shared_mem: shape.shared_mem,
-            attributes: shape.attributes,
-        })?;
-        // SAFETY: by its contract `size` is NULL or writable.
-        unsafe { caller::write(size, r.size) }
-    })
-}
-
-/// What a cluster-occupancy query takes of a `cudaLaunchConfig_t`.
-struct ClusterShape {
-    grid: [u32; 3],
-    block: [u32; 3],
-    shared_mem: u32,
-    attributes: Vec<vmcuda_wire::op::LaunchAttribute>,
-}
-
-/// # Safety
-/// `config` is NULL or a readable `cudaLaunchConfig_t` whose `attrs` hold `numAttrs`
-/// attributes.
-unsafe fn cluster_shape(config: *const LaunchConfigC) -> Result<ClusterShape> {
-    // SAFETY: as the caller promises.
-    let c = unsafe { caller::read(config) }?;
-    // SAFETY: as the caller promises.
-    let attributes = unsafe { launch_attributes(c.attrs, c.num_attrs) }?;
-    Ok(ClusterShape {
-        grid: [c.grid.x, c.grid.y, c.grid.z],
-        block: [c.block.x, c.block.y, c.block.z],
-        shared_mem: u32::try_from(c.dynamic_smem).map_err(|_| CudaStatus::ErrorInvalidValue)?,
-        attributes,
-    })
-}
-
-/// Where parameter `index` of a kernel lies in its parameter buffer, and its size.
-pub extern "C" fn cudaFuncGetParamInfo(
-    f: *const c_void,
-    index: usize,
-    offset: *mut usize,
-    size: *mut usize,
-) -> cudaError_t {
-    guard("cudaFuncGetParamInfo", || {
-        let (_, params) = kernel(f as usize)?;
-        let p = params.get(index).ok_or(CudaStatus::ErrorInvalidValue)?;
-        // SAFETY: by cudaFuncGetParamInfo's contract `offset` and `size` are NULL or
-        // writable.
-        unsafe {
-            caller::write_opt(offset, p.offset as usize);
-            caller::write_opt(size, p.size as usize);
-        }
-        Ok(())
-    })
-}
-
 /// A kernel's name as its module has it (mangled), kept for the program for as long
 /// as the process runs.
 pub extern "C" fn cudaFuncGetName(
@@ -529,18 +300,6 @@ impl From<FuncAttributes> for FuncAttributesC {
     }
 }
 
-pub extern "C" fn cudaFuncGetAttributes(
-    attr: *mut FuncAttributesC,
-    f: *const c_void,
-) -> cudaError_t {
-    guard("cudaFuncGetAttributes", || {
-        let (function, _) = kernel(f as usize)?;
-        let a = function_facts::attributes(function)?;
-        // SAFETY: by cudaFuncGetAttributes's contract `attr` is NULL or writable.
-        unsafe { caller::write(attr, a.into()) }
-    })
-}
-
 pub extern "C" fn cudaFuncSetAttribute(
     f: *const c_void,
     attribute: i32,
@@ -552,67 +311,10 @@ pub extern "C" fn cudaFuncSetAttribute(
     })
 }
 
-pub extern "C" fn cudaFuncSetCacheConfig(f: *const c_void, config: u32) -> cudaError_t {
-    guard("cudaFuncSetCacheConfig", || {
-        let (function, _) = kernel(f as usize)?;
-        function_facts::set_cache_config(function, config)
-    })
-}
-
-/// Shared memory bank size per function: fixed on every GPU CUDA 13 runs on, so the
-/// function need only be one of the program's.
-pub extern "C" fn cudaFuncSetSharedMemConfig(f: *const c_void, config: u32) -> cudaError_t {
-    guard("cudaFuncSetSharedMemConfig", || {
-        kernel(f as usize)?;
-        match config {
-            0..=2 => Ok(()),
-            _ => Err(CudaStatus::ErrorInvalidValue),
-        }
-    })
-}
-
-pub extern "C" fn cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
-    blocks: *mut i32,
-    f: *const c_void,
-    block_size: i32,
-    dynamic_smem: usize,
-    flags: u32,
-) -> cudaError_t {
-    guard(
-        "cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags",
-        || {
-            let (function, _) = kernel(f as usize)?;
-            let count =
-                function_facts::occupancy(function, block_size, dynamic_smem as u64, flags)?;
-            // SAFETY: by cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags's contract
-            // `blocks` is NULL or writable.
-            unsafe { caller::write(blocks, count) }
-        },
-    )
-}
-
-pub extern "C" fn cudaOccupancyAvailableDynamicSMemPerBlock(
-    bytes: *mut usize,
-    f: *const c_void,
-    num_blocks: i32,
-    block_size: i32,
-) -> cudaError_t {
-    guard("cudaOccupancyAvailableDynamicSMemPerBlock", || {
-        let (function, _) = kernel(f as usize)?;
-        let r = call(&OccupancyAvailableDynamicSmem {
-            function,
-            num_blocks,
-            block_size,
-        })?;
-        // SAFETY: by cudaOccupancyAvailableDynamicSMemPerBlock's contract `bytes` is NULL
-        // or writable.
-        unsafe { caller::write(bytes, r.bytes as usize) }
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::abi::runtime::LaunchConfigC;
 
     #[test]
     fn c_layouts_match_cuda_13() {

@@ -379,28 +379,6 @@ pub extern "C" fn cudaDeviceUnregisterAsyncNotification(
 
 // ---- small calls ------------------------------------------------------------------
 
-/// `cudaSetValidDevices`: checked and kept; the guest's device choice is its
-/// `cudaSetDevice` (device 0 until then), as NVIDIA's runtime's is once one is set.
-pub extern "C" fn cudaSetValidDevices(devices: *const i32, len: i32) -> cudaError_t {
-    guard("cudaSetValidDevices", || {
-        let mut count = 0;
-        crate::driver::keeping_last_error(|| super::device::cudaGetDeviceCount(&mut count))?;
-        if len < 0 {
-            return Err(CudaStatus::ErrorInvalidValue);
-        }
-        let list = if len == 0 {
-            Vec::new()
-        } else {
-            // SAFETY: by its contract `devices` holds `len` ints.
-            unsafe { caller::slice(devices, len as usize) }?
-        };
-        if list.iter().any(|&d| d < 0 || d >= count) {
-            return Err(CudaStatus::ErrorInvalidDevice);
-        }
-        Ok(())
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -192,18 +192,6 @@ pub extern "C" fn cudaMallocFromPoolAsync(
     })
 }
 
-pub extern "C" fn cudaMallocFromPoolAsync_ptsz(
-    ptr: *mut *mut c_void,
-    size: usize,
-    pool: RawHandle,
-    stream: RawHandle,
-) -> cudaError_t {
-    // SAFETY: by cudaMallocFromPoolAsync's contract `ptr` is NULL or writable.
-    guard("cudaMallocFromPoolAsync_ptsz", || unsafe {
-        malloc_from_pool(ptr, size, pool, stream_handle(stream, true))
-    })
-}
-
 /// `cudaMemAllocationTypePinned`, `cudaMemHandleTypeNone`.
 const ALLOCATION_PINNED: i32 = 1;
 const HANDLE_TYPE_NONE: i32 = 0;

@@ -55,12 +55,6 @@ unsafe fn stream_create(out: *mut RawHandle, flags: u32, priority: i32) -> Resul
     unsafe { caller::write(out, id as RawHandle) }
 }
 
-pub extern "C" fn cudaStreamCreate(out: *mut RawHandle) -> cudaError_t {
-    // SAFETY: by cudaStreamCreate's contract its pointer arguments are as `stream_create`
-    // requires.
-    guard("cudaStreamCreate", || unsafe { stream_create(out, 0, 0) })
-}
-
 pub extern "C" fn cudaStreamCreateWithFlags(out: *mut RawHandle, flags: u32) -> cudaError_t {
     // SAFETY: by cudaStreamCreateWithFlags's contract its pointer arguments are as
     // `stream_create` requires.
@@ -158,18 +152,8 @@ pub extern "C" fn cudaStreamSynchronize(stream: RawHandle) -> cudaError_t {
     })
 }
 
-pub extern "C" fn cudaStreamSynchronize_ptsz(stream: RawHandle) -> cudaError_t {
-    guard("cudaStreamSynchronize_ptsz", || {
-        stream_synchronize(stream, true)
-    })
-}
-
 pub extern "C" fn cudaStreamQuery(stream: RawHandle) -> cudaError_t {
     guard("cudaStreamQuery", || stream_query(stream, false))
-}
-
-pub extern "C" fn cudaStreamQuery_ptsz(stream: RawHandle) -> cudaError_t {
-    guard("cudaStreamQuery_ptsz", || stream_query(stream, true))
 }
 
 pub(crate) fn stream_info(stream: RawHandle, per_thread: bool) -> Result<StreamInfo> {
@@ -338,16 +322,6 @@ pub extern "C" fn cudaStreamWaitEvent(
     })
 }
 
-pub extern "C" fn cudaStreamWaitEvent_ptsz(
-    stream: RawHandle,
-    event: RawHandle,
-    flags: u32,
-) -> cudaError_t {
-    guard("cudaStreamWaitEvent_ptsz", || {
-        wait_event(stream, event, flags, true)
-    })
-}
-
 type HostFn = Option<unsafe extern "C" fn(*mut c_void)>;
 type StreamCallback = Option<unsafe extern "C" fn(*mut c_void, u32, *mut c_void)>;
 
@@ -391,18 +365,6 @@ pub extern "C" fn cudaLaunchHostFunc(
         // SAFETY: by cudaLaunchHostFunc's contract its pointer arguments are as
         // `launch_host_func` requires.
         unsafe { launch_host_func(stream, f, user_data, false) }
-    })
-}
-
-pub extern "C" fn cudaLaunchHostFunc_ptsz(
-    stream: RawHandle,
-    f: HostFn,
-    user_data: *mut c_void,
-) -> cudaError_t {
-    guard("cudaLaunchHostFunc_ptsz", || {
-        // SAFETY: by cudaLaunchHostFunc_ptsz's contract its pointer arguments are as
-        // `launch_host_func` requires.
-        unsafe { launch_host_func(stream, f, user_data, true) }
     })
 }
 
@@ -457,19 +419,6 @@ pub extern "C" fn cudaStreamAddCallback(
     })
 }
 
-pub extern "C" fn cudaStreamAddCallback_ptsz(
-    stream: RawHandle,
-    cb: StreamCallback,
-    user_data: *mut c_void,
-    flags: u32,
-) -> cudaError_t {
-    guard("cudaStreamAddCallback_ptsz", || {
-        // SAFETY: by cudaStreamAddCallback_ptsz's contract its pointer arguments are as
-        // `add_callback` requires.
-        unsafe { add_callback(stream, cb, user_data, flags, true) }
-    })
-}
-
 // ---- events ----
 
 /// cudaEventBlockingSync | cudaEventDisableTiming | cudaEventInterprocess.
@@ -502,12 +451,6 @@ unsafe fn event_create(out: *mut RawHandle, flags: u32) -> Result<()> {
         .insert(id, (state::current_device(), flags));
     // SAFETY: as `event_create`'s caller promised.
     unsafe { caller::write(out, id as RawHandle) }
-}
-
-pub extern "C" fn cudaEventCreate(out: *mut RawHandle) -> cudaError_t {
-    // SAFETY: by cudaEventCreate's contract its pointer arguments are as `event_create`
-    // requires.
-    guard("cudaEventCreate", || unsafe { event_create(out, 0) })
 }
 
 pub extern "C" fn cudaEventCreateWithFlags(out: *mut RawHandle, flags: u32) -> cudaError_t {
@@ -560,10 +503,6 @@ pub extern "C" fn cudaEventRecord(event: RawHandle, stream: RawHandle) -> cudaEr
     guard("cudaEventRecord", || record(event, stream, 0, false))
 }
 
-pub extern "C" fn cudaEventRecord_ptsz(event: RawHandle, stream: RawHandle) -> cudaError_t {
-    guard("cudaEventRecord_ptsz", || record(event, stream, 0, true))
-}
-
 pub extern "C" fn cudaEventRecordWithFlags(
     event: RawHandle,
     stream: RawHandle,
@@ -571,16 +510,6 @@ pub extern "C" fn cudaEventRecordWithFlags(
 ) -> cudaError_t {
     guard("cudaEventRecordWithFlags", || {
         record(event, stream, flags, false)
-    })
-}
-
-pub extern "C" fn cudaEventRecordWithFlags_ptsz(
-    event: RawHandle,
-    stream: RawHandle,
-    flags: u32,
-) -> cudaError_t {
-    guard("cudaEventRecordWithFlags_ptsz", || {
-        record(event, stream, flags, true)
     })
 }
 

@@ -54,29 +54,6 @@ pub extern "C" fn cudaStreamBeginCaptureToGraph(
     })
 }
 
-pub extern "C" fn cudaStreamBeginCaptureToGraph_ptsz(
-    stream: RawHandle,
-    graph: RawHandle,
-    deps: *const RawHandle,
-    edge_data: *const u64,
-    count: usize,
-    mode: u32,
-) -> cudaError_t {
-    guard("cudaStreamBeginCaptureToGraph_ptsz", || {
-        // SAFETY: by its contract `deps` and `edge_data` are NULL or hold `count`.
-        unsafe {
-            begin_capture_to_graph(
-                stream_handle(stream, true),
-                graph,
-                deps,
-                edge_data,
-                count,
-                mode,
-            )
-        }
-    })
-}
-
 /// `cudaStreamAddCaptureDependencies` 0, `cudaStreamSetCaptureDependencies` 1.
 const SET_CAPTURE_DEPENDENCIES: u32 = 1;
 
@@ -117,21 +94,6 @@ pub extern "C" fn cudaStreamUpdateCaptureDependencies(
         // SAFETY: by its contract the lists are NULL or hold `count` entries.
         unsafe {
             update_capture_dependencies(stream_handle(stream, false), deps, edge_data, count, flags)
-        }
-    })
-}
-
-pub extern "C" fn cudaStreamUpdateCaptureDependencies_ptsz(
-    stream: RawHandle,
-    deps: *const RawHandle,
-    edge_data: *const u64,
-    count: usize,
-    flags: u32,
-) -> cudaError_t {
-    guard("cudaStreamUpdateCaptureDependencies_ptsz", || {
-        // SAFETY: by its contract the lists are NULL or hold `count` entries.
-        unsafe {
-            update_capture_dependencies(stream_handle(stream, true), deps, edge_data, count, flags)
         }
     })
 }

@@ -54,12 +54,6 @@ pub extern "C" fn cudaGraphUpload(exec: RawHandle, stream: RawHandle) -> cudaErr
     })
 }
 
-pub extern "C" fn cudaGraphUpload_ptsz(exec: RawHandle, stream: RawHandle) -> cudaError_t {
-    guard("cudaGraphUpload_ptsz", || {
-        upload(exec, stream_handle(stream, true))
-    })
-}
-
 /// `cudaGraphInstantiateFlagUpload`.
 const INSTANTIATE_UPLOAD: u64 = 2;
 
@@ -105,17 +99,6 @@ pub extern "C" fn cudaGraphInstantiateWithParams(
     guard("cudaGraphInstantiateWithParams", || {
         // SAFETY: by its contract `params` is readable and writable, `exec` writable.
         unsafe { instantiate_with_params(exec, graph, params, false) }
-    })
-}
-
-pub extern "C" fn cudaGraphInstantiateWithParams_ptsz(
-    exec: *mut RawHandle,
-    graph: RawHandle,
-    params: *mut InstantiateParams,
-) -> cudaError_t {
-    guard("cudaGraphInstantiateWithParams_ptsz", || {
-        // SAFETY: by its contract `params` is readable and writable, `exec` writable.
-        unsafe { instantiate_with_params(exec, graph, params, true) }
     })
 }
 

@@ -166,7 +166,9 @@ pub(crate) enum Kept {
         _pointers: Box<[*mut c_void]>,
     },
     Memset(MemsetParams),
-    Memcpy(Memcpy3DParms),
+    /// A copy node made through the runtime's parameters (nothing reads them back
+    /// since the runtime library was retired: the driver's nodes keep `DriverMemcpy`).
+    Memcpy,
     DriverMemcpy(DriverMemcpy3D),
     Event(RawHandle),
     /// A host node: its slot (see `host_functions`).

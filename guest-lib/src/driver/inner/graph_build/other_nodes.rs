@@ -268,28 +268,6 @@ pub(super) fn set_host(node: RawHandle, exec: Option<RawHandle>, p: &HostNodePar
 
 // ---- the generic call ---------------------------------------------------------------
 
-/// `cudaGraphAddNode` (CUDA 13: with edge data): by type.
-pub extern "C" fn cudaGraphAddNode(
-    out: *mut RawHandle,
-    graph: RawHandle,
-    deps: *const RawHandle,
-    edge_data: *const u64,
-    count: usize,
-    params: *mut GraphNodeParams,
-) -> cudaError_t {
-    guard("cudaGraphAddNode", || {
-        // SAFETY: by cudaGraphAddNode's contract `deps` (and `edge_data`, if given) hold
-        // `count` entries, `params` is readable and writable with the parameters of its
-        // type, `out` is writable.
-        unsafe {
-            let node = add_with_edges(graph, deps, edge_data, count, params, |deps| {
-                add_by_type(graph, deps, params)
-            })?;
-            give(out, node)
-        }
-    })
-}
-
 /// The edge data given for `count` dependencies, as the program wrote it: empty for
 /// default edges (none given, or all zero). The host checks each.
 ///

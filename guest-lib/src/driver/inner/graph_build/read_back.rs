@@ -4,19 +4,6 @@ use super::*;
 
 // ---- parameters read back -----------------------------------------------------------------
 
-pub extern "C" fn cudaGraphKernelNodeGetParams(
-    node: RawHandle,
-    out: *mut KernelNodeParams,
-) -> cudaError_t {
-    guard("cudaGraphKernelNodeGetParams", || {
-        with_kept(node, |k| match k {
-            // SAFETY: by its contract `out` is writable.
-            Kept::Kernel { params, .. } => unsafe { caller::write(out, *params) },
-            _ => Err(CudaStatus::ErrorInvalidValue),
-        })
-    })
-}
-
 pub extern "C" fn cudaGraphMemsetNodeGetParams(
     node: RawHandle,
     out: *mut MemsetParams,
@@ -25,19 +12,6 @@ pub extern "C" fn cudaGraphMemsetNodeGetParams(
         with_kept(node, |k| match k {
             // SAFETY: by its contract `out` is writable.
             Kept::Memset(p) => unsafe { caller::write(out, *p) },
-            _ => Err(CudaStatus::ErrorInvalidValue),
-        })
-    })
-}
-
-pub extern "C" fn cudaGraphMemcpyNodeGetParams(
-    node: RawHandle,
-    out: *mut Memcpy3DParms,
-) -> cudaError_t {
-    guard("cudaGraphMemcpyNodeGetParams", || {
-        with_kept(node, |k| match k {
-            // SAFETY: by its contract `out` is writable.
-            Kept::Memcpy(p) => unsafe { caller::write(out, *p) },
             _ => Err(CudaStatus::ErrorInvalidValue),
         })
     })

@@ -109,27 +109,6 @@ pub(super) unsafe fn set_kernel(
     Ok(())
 }
 
-pub extern "C" fn cudaGraphKernelNodeSetParams(
-    node: RawHandle,
-    params: *const KernelNodeParams,
-) -> cudaError_t {
-    guard("cudaGraphKernelNodeSetParams", || {
-        // SAFETY: by its contract `params` is readable with its kernel's arguments.
-        unsafe { set_kernel(None, node, params) }
-    })
-}
-
-pub extern "C" fn cudaGraphExecKernelNodeSetParams(
-    exec: RawHandle,
-    node: RawHandle,
-    params: *const KernelNodeParams,
-) -> cudaError_t {
-    guard("cudaGraphExecKernelNodeSetParams", || {
-        // SAFETY: by its contract `params` is readable with its kernel's arguments.
-        unsafe { set_kernel(Some(exec), node, params) }
-    })
-}
-
 pub(super) fn set_memset(exec: Option<RawHandle>, node: RawHandle, p: MemsetParams) -> Result<()> {
     set_params(node, exec, |g| build_node(g, &[], |s| memset_on(&p, s)))?;
     kept_after_set(node, exec, Kept::Memset(p));
@@ -159,114 +138,8 @@ pub extern "C" fn cudaGraphExecMemsetNodeSetParams(
 
 pub(super) fn set_memcpy(exec: Option<RawHandle>, node: RawHandle, p: Memcpy3DParms) -> Result<()> {
     set_params(node, exec, |g| build_node(g, &[], |s| memcpy_3d_on(&p, s)))?;
-    kept_after_set(node, exec, Kept::Memcpy(p));
+    kept_after_set(node, exec, Kept::Memcpy);
     Ok(())
-}
-
-pub extern "C" fn cudaGraphMemcpyNodeSetParams(
-    node: RawHandle,
-    params: *const Memcpy3DParms,
-) -> cudaError_t {
-    guard("cudaGraphMemcpyNodeSetParams", || {
-        // SAFETY: by its contract `params` is readable.
-        set_memcpy(None, node, unsafe { caller::read(params) }?)
-    })
-}
-
-pub extern "C" fn cudaGraphExecMemcpyNodeSetParams(
-    exec: RawHandle,
-    node: RawHandle,
-    params: *const Memcpy3DParms,
-) -> cudaError_t {
-    guard("cudaGraphExecMemcpyNodeSetParams", || {
-        // SAFETY: by its contract `params` is readable.
-        set_memcpy(Some(exec), node, unsafe { caller::read(params) }?)
-    })
-}
-
-pub extern "C" fn cudaGraphMemcpyNodeSetParams1D(
-    node: RawHandle,
-    dst: *mut c_void,
-    src: *const c_void,
-    bytes: usize,
-    kind: u32,
-) -> cudaError_t {
-    guard("cudaGraphMemcpyNodeSetParams1D", || {
-        set_memcpy(None, node, linear_copy(dst, src, bytes, kind))
-    })
-}
-
-pub extern "C" fn cudaGraphExecMemcpyNodeSetParams1D(
-    exec: RawHandle,
-    node: RawHandle,
-    dst: *mut c_void,
-    src: *const c_void,
-    bytes: usize,
-    kind: u32,
-) -> cudaError_t {
-    guard("cudaGraphExecMemcpyNodeSetParams1D", || {
-        set_memcpy(Some(exec), node, linear_copy(dst, src, bytes, kind))
-    })
-}
-
-pub extern "C" fn cudaGraphMemcpyNodeSetParamsToSymbol(
-    node: RawHandle,
-    symbol: *const c_void,
-    src: *const c_void,
-    bytes: usize,
-    offset: usize,
-    kind: u32,
-) -> cudaError_t {
-    guard("cudaGraphMemcpyNodeSetParamsToSymbol", || {
-        let p = symbol_copy(symbol, src as *mut c_void, bytes, offset, kind, true)?;
-        set_memcpy(None, node, p)
-    })
-}
-
-pub extern "C" fn cudaGraphMemcpyNodeSetParamsFromSymbol(
-    node: RawHandle,
-    dst: *mut c_void,
-    symbol: *const c_void,
-    bytes: usize,
-    offset: usize,
-    kind: u32,
-) -> cudaError_t {
-    guard("cudaGraphMemcpyNodeSetParamsFromSymbol", || {
-        let p = symbol_copy(symbol, dst, bytes, offset, kind, false)?;
-        set_memcpy(None, node, p)
-    })
-}
-
-#[allow(clippy::too_many_arguments)]
-pub extern "C" fn cudaGraphExecMemcpyNodeSetParamsToSymbol(
-    exec: RawHandle,
-    node: RawHandle,
-    symbol: *const c_void,
-    src: *const c_void,
-    bytes: usize,
-    offset: usize,
-    kind: u32,
-) -> cudaError_t {
-    guard("cudaGraphExecMemcpyNodeSetParamsToSymbol", || {
-        let p = symbol_copy(symbol, src as *mut c_void, bytes, offset, kind, true)?;
-        set_memcpy(Some(exec), node, p)
-    })
-}
-
-#[allow(clippy::too_many_arguments)]
-pub extern "C" fn cudaGraphExecMemcpyNodeSetParamsFromSymbol(
-    exec: RawHandle,
-    node: RawHandle,
-    dst: *mut c_void,
-    symbol: *const c_void,
-    bytes: usize,
-    offset: usize,
-    kind: u32,
-) -> cudaError_t {
-    guard("cudaGraphExecMemcpyNodeSetParamsFromSymbol", || {
-        let p = symbol_copy(symbol, dst, bytes, offset, kind, false)?;
-        set_memcpy(Some(exec), node, p)
-    })
 }
 
 pub(super) fn set_event(
@@ -402,25 +275,4 @@ pub(crate) unsafe fn set_by_type(
             _ => Err(CudaStatus::ErrorNotSupported),
         }
     }
-}
-
-pub extern "C" fn cudaGraphNodeSetParams(
-    node: RawHandle,
-    params: *const GraphNodeParams,
-) -> cudaError_t {
-    guard("cudaGraphNodeSetParams", || {
-        // SAFETY: by its contract `params` is readable with its type's parameters.
-        unsafe { set_by_type(None, node, params) }
-    })
-}
-
-pub extern "C" fn cudaGraphExecNodeSetParams(
-    exec: RawHandle,
-    node: RawHandle,
-    params: *const GraphNodeParams,
-) -> cudaError_t {
-    guard("cudaGraphExecNodeSetParams", || {
-        // SAFETY: by its contract `params` is readable with its type's parameters.
-        unsafe { set_by_type(Some(exec), node, params) }
-    })
 }

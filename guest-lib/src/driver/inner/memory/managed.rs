@@ -356,18 +356,6 @@ pub extern "C" fn cudaMemPrefetchAsync(
     })
 }
 
-pub extern "C" fn cudaMemPrefetchAsync_ptsz(
-    ptr: *const c_void,
-    count: usize,
-    location: MemLocation,
-    flags: u32,
-    stream: RawHandle,
-) -> cudaError_t {
-    guard("cudaMemPrefetchAsync_ptsz", || {
-        prefetch_export(ptr, count, location, flags, stream, true)
-    })
-}
-
 /// The ranges of a batch call and the location each goes to: `locations[i]` applies
 /// from range `indexes[i]` on.
 ///
@@ -498,18 +486,6 @@ pub extern "C" fn cudaMemDiscardBatchAsync(
 ) -> cudaError_t {
     guard("cudaMemDiscardBatchAsync", || {
         discard_batch(ptrs, sizes, count, flags, stream_handle(stream, false))
-    })
-}
-
-pub extern "C" fn cudaMemDiscardBatchAsync_ptsz(
-    ptrs: *const *mut c_void,
-    sizes: *const usize,
-    count: usize,
-    flags: u64,
-    stream: RawHandle,
-) -> cudaError_t {
-    guard("cudaMemDiscardBatchAsync_ptsz", || {
-        discard_batch(ptrs, sizes, count, flags, stream_handle(stream, true))
     })
 }
 
@@ -653,16 +629,5 @@ pub extern "C" fn cudaStreamAttachMemAsync(
 ) -> cudaError_t {
     guard("cudaStreamAttachMemAsync", || {
         attach(stream_handle(stream, false), ptr as usize, length, flags)
-    })
-}
-
-pub extern "C" fn cudaStreamAttachMemAsync_ptsz(
-    stream: RawHandle,
-    ptr: *mut c_void,
-    length: usize,
-    flags: u32,
-) -> cudaError_t {
-    guard("cudaStreamAttachMemAsync_ptsz", || {
-        attach(stream_handle(stream, true), ptr as usize, length, flags)
     })
 }

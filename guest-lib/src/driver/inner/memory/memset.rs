@@ -86,23 +86,6 @@ pub extern "C" fn cudaMemsetAsync(
     })
 }
 
-pub extern "C" fn cudaMemsetAsync_ptsz(
-    ptr: *mut c_void,
-    value: i32,
-    count: usize,
-    stream: RawHandle,
-) -> cudaError_t {
-    guard("cudaMemsetAsync_ptsz", || {
-        memset(
-            ptr as usize,
-            value,
-            count,
-            stream_handle(stream, true),
-            true,
-        )
-    })
-}
-
 fn memset_2d(
     ptr: usize,
     pitch: usize,

@@ -18,7 +18,6 @@ use std::ffi::c_void;
 use vmcuda_wire::op::{MemAlloc, MemAllocPitch, MemFree, StreamHandle};
 use vmcuda_wire::CudaStatus;
 
-use super::registration::variable;
 use super::{call, guard, Result};
 use crate::abi::runtime::PointerAttributesC;
 use crate::capture;
@@ -479,23 +478,6 @@ pub extern "C" fn cudaPointerGetAttributes(
                 },
             )
         }
-    })
-}
-
-pub extern "C" fn cudaGetSymbolAddress(
-    dev_ptr: *mut *mut c_void,
-    symbol: *const c_void,
-) -> cudaError_t {
-    guard("cudaGetSymbolAddress", || {
-        // SAFETY: by cudaGetSymbolAddress's contract `dev_ptr` is NULL or writable.
-        unsafe { caller::write(dev_ptr, variable(symbol as usize)?.0 as *mut c_void) }
-    })
-}
-
-pub extern "C" fn cudaGetSymbolSize(size: *mut usize, symbol: *const c_void) -> cudaError_t {
-    guard("cudaGetSymbolSize", || {
-        // SAFETY: by cudaGetSymbolSize's contract `size` is NULL or writable.
-        unsafe { caller::write(size, variable(symbol as usize)?.1) }
     })
 }
 
