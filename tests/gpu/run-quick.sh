@@ -23,8 +23,8 @@ rm -f "$out/apps/host.log"
 OUT="$out/jax" timeout 200 bash bench/run-jax-steps.sh "$carry" >"$log/jax.out" 2>&1
 echo "jax steps: exit $?"
 
-# The profile's path is set apart from OUT: in `OUT=x VAR=$OUT/...` the second
-# assignment would not see the first.
+# The profile's path is fixed before the command: in `OUT=x VAR=$OUT/...` the second
+# assignment already sees the new OUT (the harness's scratch folder here).
 profile="$out/profile/jax-mlp-%p.txt"
 OUT="$log/profile-run" VMCUDA_BENCH_ROUNDS=1 VMCUDA_BENCH_STEPS=mlp VMCUDA_PROFILE="$profile" \
   timeout 60 bash bench/run-jax-steps.sh "$carry" >"$log/profile.out" 2>&1
