@@ -208,7 +208,8 @@ pub(crate) mod kept {
 
     /// `VMCUDA_KEEP_PINNED=0` frees every region at once, as before.
     fn wanted() -> bool {
-        std::env::var("VMCUDA_KEEP_PINNED").map_or(true, |v| v != "0")
+        static WANTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *WANTED.get_or_init(|| std::env::var("VMCUDA_KEEP_PINNED").map_or(true, |v| v != "0"))
     }
 
     fn kept() -> std::sync::MutexGuard<'static, Vec<Kept>> {

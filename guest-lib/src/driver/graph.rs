@@ -8,7 +8,7 @@ use vmcuda_wire::graph::node_type;
 use vmcuda_wire::CudaStatus;
 
 use super::module::{
-    function, function_id_of, kept_kernel_node, launch_node, library_of, param_bytes,
+    function, function_id_of, kept_kernel_node, kept_packed, launch_node, library_of, param_bytes,
 };
 use super::{check_initialized, export, Result};
 use crate::abi::driver::{DriverMemcpy3D, KernelNodeParams};
@@ -155,7 +155,6 @@ fn kernel_params_from_host(node: RawHandle) -> Result<KernelNodeParams> {
     })?;
     let (_, layout) = function(func as *mut std::ffi::c_void)?;
     packed.resize(param_bytes(&layout), 0);
-    let (arguments, mut pointers) = graph_build::argument_copies(&layout, packed);
     let func = func as *mut std::ffi::c_void;
     // A library's kernel is also the node's `kern`, as the driver answers for a launch
     // of one (NVIDIA's runtime finds its kernel by it); its function is the same handle.
@@ -168,16 +167,16 @@ fn kernel_params_from_host(node: RawHandle) -> Result<KernelNodeParams> {
         grid: got.grid,
         block: got.block,
         shared_mem: got.shared_mem,
-        kernel_params: pointers.as_mut_ptr() as *const *const u8,
+        kernel_params: std::ptr::null(),
         extra: std::ptr::null(),
         kern,
         ctx: std::ptr::null_mut(),
     };
-    let kept = Kept::DriverKernel {
-        params,
-        _arguments: arguments,
-        _pointers: pointers,
+    let kept = kept_packed(params, &layout, packed);
+    let Kept::DriverKernel { params, .. } = &kept else {
+        unreachable!("kept_packed keeps a driver kernel")
     };
+    let params = *params;
     graph_build::keep(node.into(), kept);
     Ok(params)
 }

@@ -1298,15 +1298,24 @@ pub(crate) unsafe fn kept_kernel_node(p: &KernelNodeParams) -> Result<graph_buil
     let (_, params) = function(f)?;
     // SAFETY: as the caller promised.
     let packed = unsafe { pack(&params, p.kernel_params, p.extra) }?;
-    let (arguments, mut pointers) = graph_build::argument_copies(&params, packed);
-    let mut kept = *p;
-    kept.kernel_params = pointers.as_mut_ptr() as *const *const u8;
-    kept.extra = std::ptr::null();
-    Ok(graph_build::Kept::DriverKernel {
-        params: kept,
+    Ok(kept_packed(*p, &params, packed))
+}
+
+/// Kept parameters `p` whose arguments are the packed buffer `packed` of a kernel laid
+/// out as `layout`: copied, with a `kernelParams` array over the copies.
+pub(crate) fn kept_packed(
+    mut p: KernelNodeParams,
+    layout: &[ParamInfo],
+    packed: Vec<u8>,
+) -> graph_build::Kept {
+    let (arguments, mut pointers) = graph_build::argument_copies(layout, packed);
+    p.kernel_params = pointers.as_mut_ptr() as *const *const u8;
+    p.extra = std::ptr::null();
+    graph_build::Kept::DriverKernel {
+        params: p,
         _arguments: arguments,
         _pointers: pointers,
-    })
+    }
 }
 
 /// The program's `CUfunction` (or library kernel) for the host's function handle

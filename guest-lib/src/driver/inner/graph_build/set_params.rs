@@ -65,8 +65,11 @@ pub(crate) fn set_kernel_params(
         block,
         shared_mem,
     };
-    // VMCUDA_POST_NODE_UPDATES=0 waits for every update's answer.
-    let post = std::env::var("VMCUDA_POST_NODE_UPDATES").map_or(true, |v| v != "0");
+    // VMCUDA_POST_NODE_UPDATES=0 waits for every update's answer (read once: this is
+    // a framework's per-step path).
+    static POST: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let post =
+        *POST.get_or_init(|| std::env::var("VMCUDA_POST_NODE_UPDATES").map_or(true, |v| v != "0"));
     if post && made_as_kernel && fits() {
         super::super::post(&req, buffer)
     } else {
