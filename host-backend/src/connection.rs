@@ -199,17 +199,16 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
             .into(),
             connection_id,
         };
-        // A guest that can come back after a drop gets a resume point (TLS guests do
-        // not: their session keys die with the connection's worker).
+        // A guest that can come back after a drop gets a resume point (a TLS guest
+        // comes back through the worker of its new connection, which relays).
         let hold = policy.config.reconnect.hold();
-        let resume_point =
-            (hello.capabilities & caps::RESUMABLE != 0 && !hold.is_zero() && !over_tls.get())
-                .then(|| {
-                    resume::ResumePoint::open(&state_dir, &grant.name, hold, caller_pid)
-                        .inspect_err(|e| warn!("{e}; this connection cannot be come back to"))
-                        .ok()
-                })
-                .flatten();
+        let resume_point = (hello.capabilities & caps::RESUMABLE != 0 && !hold.is_zero())
+            .then(|| {
+                resume::ResumePoint::open(&state_dir, &grant.name, hold, caller_pid)
+                    .inspect_err(|e| warn!("{e}; this connection cannot be come back to"))
+                    .ok()
+            })
+            .flatten();
         let grant_buffers = grant.buffer_memory;
         let grant_host_memory = grant.host_memory;
         let grant_module_cache = grant.module_cache;
@@ -281,9 +280,15 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
     let poll_for = worker::request_poll_window();
     // A returning guest's connection, handed to its session's worker as it came.
     let handoff_fd = conn.try_clone().ok();
-    let hand_over = |header: &FrameHeader,
-                     resume: &SessionResume,
-                     pages: Option<GuestPagesGrant>|
+    // Admit a returning guest and hand `fd`, its connection as the session's worker
+    // will see it, over. A worker that relays it after (TLS: the keys stay in the
+    // worker that made the handshake) is then jailed, as an admitted worker is.
+    let admit_and_hand_over = |header: &FrameHeader,
+                               resume: &SessionResume,
+                               pages: Option<GuestPagesGrant>,
+                               fd: Option<std::os::fd::BorrowedFd<'_>>,
+                               transport: TransportKind,
+                               relayed: bool|
      -> Result<(), Refusal> {
         // As for a hello: the configuration and run-time grants as they are now.
         drop(policy.take().expect("admission runs once"));
@@ -307,7 +312,7 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
                 grant.name, resume.session
             ),
         };
-        let fd = handoff_fd.as_ref().ok_or_else(|| {
+        let fd = fd.ok_or_else(|| {
             refused(
                 CudaStatus::ErrorOperatingSystem,
                 "out of descriptors".into(),
@@ -323,10 +328,16 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
             grant: pages,
             peer_pid: caller_pid,
         };
-        match resume::hand_over(&state_dir, &h, fd.as_fd()) {
+        match resume::hand_over(&state_dir, &h, fd) {
             Ok(()) => {
                 info!(%caller, vm = %grant.name, session = format!("{:016x}", resume.session),
-                    "a guest came back; its connection went to its session's worker");
+                    relayed, "a guest came back; its connection went to its session's worker");
+                // Jailed only now: the handoff itself needs the sessions folder and a
+                // socket. A relay that cannot be jailed is not run (the guest is told).
+                if relayed {
+                    jail::confine_admitted(policy, &grant.name, &state_dir, None, None)
+                        .map_err(|e| e.refusal(&caller, &grant.name))?;
+                }
                 Ok(())
             }
             Err(e @ resume::HandoffError::Refused) => {
@@ -335,21 +346,71 @@ pub fn run(template: &WorkerTemplate, c: Connection, mut console: Option<Console
             Err(e) => Err(refused(CudaStatus::ErrorDevicesUnavailable, e.to_string())),
         }
     };
+    let session_streams =
+        move |arrival: resume::Arrival| streams(arrival.conn, arrival.transport, poll_for);
+    // A guest on a plain socket comes back on that socket itself.
     let returning = || worker::Returning {
-        hand_over: Box::new(hand_over),
-        streams: Box::new(move |arrival: resume::Arrival| {
-            streams(arrival.conn, arrival.transport, poll_for)
+        hand_over: Box::new(|header: &FrameHeader, resume: &SessionResume, pages| {
+            let fd = handoff_fd.as_ref().map(|fd| fd.as_fd());
+            admit_and_hand_over(header, resume, pages, fd, transport, false)
         }),
+        streams: Box::new(session_streams),
+    };
+    // A TLS guest's keys cannot leave this worker: the session's worker gets one end
+    // of a socket pair, and this worker relays between it and the guest
+    // ([`tls::relay`]) once the handoff is done.
+    let relay_end = std::cell::RefCell::new(None);
+    let returning_over_tls = || worker::Returning {
+        hand_over: Box::new(|header: &FrameHeader, resume: &SessionResume, pages| {
+            let pair = UnixStream::pair();
+            let session_end = pair.as_ref().ok().map(|(s, _)| s.as_fd());
+            admit_and_hand_over(
+                header,
+                resume,
+                pages,
+                session_end,
+                TransportKind::Unix,
+                true,
+            )?;
+            *relay_end.borrow_mut() = pair.ok().map(|(_, relay)| relay);
+            Ok(())
+        }),
+        streams: Box::new(session_streams),
     };
     let result = match transport {
-        TransportKind::Tcp if template.tls => serve_tls_listener(
-            TcpStream::from(conn),
-            &policy,
-            &caller,
-            &over_tls,
-            open,
-            console.as_mut(),
-        ),
+        TransportKind::Tcp if template.tls => {
+            match accept_on_tls_listener(TcpStream::from(conn), &policy) {
+                Ok(Accepted::Tls(stream)) => {
+                    over_tls.set(true);
+                    // The socket under the TLS stream: shut down should the guest come
+                    // back on another connection while this one still looks alive.
+                    let link = worker::Link {
+                        socket: handoff_fd.as_ref().and_then(|fd| fd.try_clone().ok()),
+                        fds: None,
+                    };
+                    let served = worker::serve(
+                        stream.clone(),
+                        stream.clone(),
+                        link,
+                        open,
+                        Some(returning_over_tls()),
+                        console.as_mut(),
+                    );
+                    if let (Ok(Ended::HandedOff), Some(end)) = (&served, relay_end.take()) {
+                        relay_tls(stream, end);
+                    }
+                    served.map_err(Into::into)
+                }
+                Ok(Accepted::Plain(stream)) => {
+                    serve_tcp(stream, open, Some(returning()), console.as_mut())
+                }
+                Ok(Accepted::PlainRefused(stream)) => {
+                    serve_tcp(stream, refuse_plain(&caller), None, None)
+                }
+                Ok(Accepted::Gone) => Ok(Ended::Served),
+                Err(e) => Err(e),
+            }
+        }
         TransportKind::Unix | TransportKind::Vsock | TransportKind::Tcp => {
             // The connection stays open until the session is gone (its copies over,
             // its guest pages let go): whoever made it for a VM guest (the guest's RAM
@@ -400,16 +461,13 @@ pub enum ConnectionError {
     Setup(String),
 }
 
-/// Serve a connection to a TLS listener: a TLS guest after the handshake; a plain one
-/// only where `[tcp] require_tls = false`, else it is told to use TLS and turned away.
-fn serve_tls_listener(
+/// Accept a connection to a TLS listener: a TLS guest after the handshake; a plain one
+/// served only where `[tcp] require_tls = false`, else told to use TLS
+/// ([`refuse_plain`]).
+fn accept_on_tls_listener(
     stream: TcpStream,
     policy: &std::cell::RefCell<Option<Result<Policy, ConfigError>>>,
-    caller: &Caller,
-    over_tls: &Cell<bool>,
-    open: impl FnOnce(&Hello) -> Result<Session, Refusal>,
-    console: Option<&mut ConsoleCapture>,
-) -> Result<Ended, ConnectionError> {
+) -> Result<Accepted, ConnectionError> {
     // The certificate as configured now: renewing it needs no restart.
     let unusable = |e: &ConfigError| ConnectionError::Setup(format!("no TLS certificate: {e}"));
     // Borrowed only for this: admission takes the configuration.
@@ -428,59 +486,58 @@ fn serve_tls_listener(
                     .into(),
             )
         })?;
-    match tls::accept(stream, &server)? {
-        Accepted::Tls(stream) => {
-            over_tls.set(true);
-            worker::serve(
-                stream.clone(),
-                stream,
-                Default::default(),
-                open,
-                None,
-                console,
-            )
-            .map_err(Into::into)
-        }
-        Accepted::Plain(stream) => serve_tcp(stream, open, console),
-        Accepted::PlainRefused(stream) => {
-            // Told in the protocol it speaks, so the program says why it failed.
-            let refuse = |hello: &Hello| -> Result<Session, Refusal> {
-                let leaked = if hello.token.is_empty() {
-                    ""
-                } else {
-                    "; its token crossed the network unencrypted"
-                };
-                Err(Refusal {
-                    status: CudaStatus::ErrorNotPermitted,
-                    guest: "this host takes TCP guests only over TLS: connect with \
-                            VMCUDA_SERVER=tls:HOST:PORT"
-                        .into(),
-                    host: format!(
-                        "refused {caller}: plain TCP to a TLS listener ([tcp] require_tls){leaked}"
-                    ),
-                })
-            };
-            serve_tcp(stream, refuse, None)
-        }
-        Accepted::Gone => Ok(Ended::Served),
+    Ok(tls::accept(stream, &server)?)
+}
+
+/// The admission of a plain-TCP guest where TLS is required: turned away, told in the
+/// protocol it speaks, so the program says why it failed.
+fn refuse_plain(caller: &Caller) -> impl FnOnce(&Hello) -> Result<Session, Refusal> + '_ {
+    move |hello: &Hello| {
+        let leaked = if hello.token.is_empty() {
+            ""
+        } else {
+            "; its token crossed the network unencrypted"
+        };
+        Err(Refusal {
+            status: CudaStatus::ErrorNotPermitted,
+            guest: "this host takes TCP guests only over TLS: connect with \
+                    VMCUDA_SERVER=tls:HOST:PORT"
+                .into(),
+            host: format!(
+                "refused {caller}: plain TCP to a TLS listener ([tcp] require_tls){leaked}"
+            ),
+        })
+    }
+}
+
+/// Relay a TLS guest handed over to its session, to the relay's end (logged, as the
+/// worker's exit says nothing).
+fn relay_tls(stream: vmcuda_wire::tls::Shared<vmcuda_wire::tls::ServerStream>, end: UnixStream) {
+    let Some(stream) = stream.into_inner() else {
+        warn!("the returning TLS connection is still in use; it cannot be relayed");
+        return;
+    };
+    match tls::relay(stream, end) {
+        Ok(()) => info!("the relayed TLS connection ended"),
+        Err(e) => warn!("the relayed TLS connection ended: {e}"),
     }
 }
 
 /// Serve a guest on plain TCP.
-fn serve_tcp(
+fn serve_tcp<'a>(
     stream: TcpStream,
     open: impl FnOnce(&Hello) -> Result<Session, Refusal>,
+    returning: Option<worker::Returning<'a>>,
     console: Option<&mut ConsoleCapture>,
 ) -> Result<Ended, ConnectionError> {
     let reader = stream.try_clone().map_err(FrameError::from)?;
     let reader = PollingReader::new(reader, Some(stream.as_fd()), worker::request_poll_window());
+    let link = worker::Link {
+        socket: stream.as_fd().try_clone_to_owned().ok(),
+        fds: None,
+    };
     Ok(worker::serve(
-        reader,
-        stream,
-        Default::default(),
-        open,
-        None,
-        console,
+        reader, stream, link, open, returning, console,
     )?)
 }
 

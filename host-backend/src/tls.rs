@@ -5,12 +5,16 @@
 //! A TLS listener tells TLS guests from plain ones by the connection's first byte:
 //! both speak first, and no vmcuda frame starts with a TLS handshake record.
 
-use std::net::TcpStream;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::os::fd::AsFd;
+use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::time::Duration;
 
+use nix::poll::{PollFd, PollFlags, PollTimeout};
 use rustls::ServerConfig;
-use vmcuda_wire::tls::{self, ServerStream, Shared, TlsError, TLS_HANDSHAKE_RECORD};
+use vmcuda_wire::tls::{self, NoSigPipe, ServerStream, Shared, TlsError, TLS_HANDSHAKE_RECORD};
 
 /// A peer that connects and sends nothing, or stalls mid-handshake, holds its worker
 /// this long at most.
@@ -58,6 +62,138 @@ pub fn accept(tcp: TcpStream, server: &TlsServer) -> Result<Accepted, TlsError> 
     };
     control.set_read_timeout(None).map_err(io)?;
     Ok(accepted)
+}
+
+/// The most plaintext taken from the session's side at once. Taken only when no
+/// records wait to go, its records fit rustls's send buffer (64 KiB), so it is
+/// accepted whole.
+const RELAY_PIECE: usize = 16 << 10;
+
+/// The guest's decrypted bytes held for the session's worker before the relay stops
+/// reading the guest (the session's worker reads them as it serves).
+const RELAY_BACKLOG: usize = 1 << 20;
+
+/// Carry a TLS guest that came back to its session ([`crate::resume`]) to the
+/// session's worker, which holds the other end of `plain`: the guest's records
+/// decrypted onto `plain`, and what comes back on it encrypted to the guest, until
+/// either side ends; then both are shut down (the session's worker sees a drop and
+/// holds the session again). The connection's keys stay in this worker, the one
+/// that made the handshake. One thread, neither socket blocking: neither direction
+/// ever waits for the other.
+pub fn relay(stream: ServerStream, plain: UnixStream) -> io::Result<()> {
+    let rustls::StreamOwned { conn, sock } = stream;
+    let ended = pump(conn, &sock, &plain);
+    let _ = plain.shutdown(Shutdown::Both);
+    let _ = sock.0.shutdown(Shutdown::Both);
+    ended
+}
+
+fn pump(
+    mut conn: rustls::ServerConnection,
+    sock: &NoSigPipe<TcpStream>,
+    mut plain: &UnixStream,
+) -> io::Result<()> {
+    sock.0.set_nonblocking(true)?;
+    plain.set_nonblocking(true)?;
+    let mut tcp = NoSigPipe(sock.0.try_clone()?);
+    let blocked = |e: &io::Error| e.kind() == io::ErrorKind::WouldBlock;
+    // The guest's plaintext not yet taken by the session's worker.
+    let mut backlog: Vec<u8> = Vec::new();
+    let mut piece = vec![0u8; RELAY_PIECE];
+    // Whether the session's worker still has its end open.
+    let mut session_open = true;
+    loop {
+        while conn.wants_write() {
+            match conn.write_tls(&mut tcp) {
+                Ok(_) => {}
+                Err(e) if blocked(&e) => break,
+                Err(e) => return Err(e),
+            }
+        }
+        while !backlog.is_empty() {
+            match plain.write(&backlog) {
+                Ok(0) => return Ok(()),
+                Ok(n) => {
+                    backlog.drain(..n);
+                }
+                Err(e) if blocked(&e) => break,
+                Err(e) => return Err(e),
+            }
+        }
+        // The session's side ended and its close_notify went out.
+        if !session_open && !conn.wants_write() {
+            return Ok(());
+        }
+        let mut tcp_events = PollFlags::empty();
+        if backlog.len() < RELAY_BACKLOG {
+            tcp_events |= PollFlags::POLLIN;
+        }
+        if conn.wants_write() {
+            tcp_events |= PollFlags::POLLOUT;
+        }
+        let mut plain_events = PollFlags::empty();
+        if session_open && !conn.wants_write() {
+            plain_events |= PollFlags::POLLIN;
+        }
+        if !backlog.is_empty() {
+            plain_events |= PollFlags::POLLOUT;
+        }
+        // Only sockets with something to wait for are polled: a hung-up one left
+        // in the set would wake the loop for nothing.
+        let mut fds = Vec::with_capacity(2);
+        if !tcp_events.is_empty() {
+            fds.push(PollFd::new(sock.0.as_fd(), tcp_events));
+        }
+        if !plain_events.is_empty() {
+            fds.push(PollFd::new(plain.as_fd(), plain_events));
+        }
+        match nix::poll::poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let ready = |events: PollFlags, at: usize| {
+            let wake = PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR;
+            !events.is_empty() && fds[at].revents().is_some_and(|r| r.intersects(wake))
+        };
+        let (tcp_ready, plain_ready) = (
+            ready(tcp_events, 0),
+            ready(plain_events, usize::from(!tcp_events.is_empty())),
+        );
+        if tcp_ready && tcp_events.contains(PollFlags::POLLIN) {
+            match conn.read_tls(&mut tcp) {
+                // The guest's connection closed: it may come back on another.
+                Ok(0) => return Ok(()),
+                Ok(_) => {
+                    // A bad record queues its alert: sent before the end.
+                    if let Err(e) = conn.process_new_packets() {
+                        let _ = conn.write_tls(&mut tcp);
+                        return Err(io::Error::other(e));
+                    }
+                    loop {
+                        match conn.reader().read(&mut piece) {
+                            Ok(0) => return Ok(()),
+                            Ok(n) => backlog.extend_from_slice(&piece[..n]),
+                            Err(e) if blocked(&e) => break,
+                            Err(e) => return Err(e),
+                        }
+                    }
+                }
+                Err(e) if blocked(&e) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if plain_ready && plain_events.contains(PollFlags::POLLIN) {
+            match plain.read(&mut piece) {
+                Ok(0) => {
+                    session_open = false;
+                    conn.send_close_notify();
+                }
+                Ok(n) => conn.writer().write_all(&piece[..n])?,
+                Err(e) if blocked(&e) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -186,6 +322,83 @@ mod tests {
             .unwrap();
         let e = worker.join().unwrap().unwrap_err();
         assert!(!e.is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A TLS guest on one side of [`relay`], a plain socket on the other: bytes both
+    /// ways at once (more than any socket buffer holds, so a relay that let one
+    /// direction wait for the other would stall), then each side's end seen by the
+    /// other.
+    #[test]
+    fn the_relay_carries_both_ways_at_once_and_passes_each_end_on() {
+        let dir = std::env::temp_dir().join(format!("vmcuda-host-relay-{}", std::process::id()));
+        let pki = TestPki::new(&dir, &["127.0.0.1"]);
+        let config = vmcuda_wire::tls::server_config(&pki.cert, &pki.key).unwrap();
+        let client = vmcuda_wire::tls::client_config(&pki.ca).unwrap();
+        let server = TlsServer {
+            config,
+            required: true,
+        };
+        let relayed = |server: TlsServer| {
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = listener.local_addr().unwrap().to_string();
+            let (session_end, relay_end) = UnixStream::pair().unwrap();
+            let relay = std::thread::spawn(move || {
+                let (tcp, _) = listener.accept().unwrap();
+                let Accepted::Tls(stream) = accept(tcp, &server).unwrap() else {
+                    panic!("not TLS");
+                };
+                super::relay(stream.into_inner().unwrap(), relay_end)
+            });
+            (addr, session_end, relay)
+        };
+        const LEN: usize = 8 << 20;
+        let pattern = |i: usize| (i * 7 % 251) as u8;
+
+        // The session's side sends its 8 MiB while it reads the guest's; the guest
+        // writes all of its own before it reads anything back: the guest's bytes must
+        // get through while the other direction is backed up.
+        let (addr, session_end, relay) = relayed(server.clone());
+        let session = std::thread::spawn(move || {
+            let mut w = session_end.try_clone().unwrap();
+            let sender = std::thread::spawn(move || {
+                let out: Vec<u8> = (0..LEN).map(|i| pattern(i + 1)).collect();
+                w.write_all(&out).unwrap();
+            });
+            let mut got = Vec::new();
+            (&session_end).read_to_end(&mut got).unwrap();
+            sender.join().unwrap();
+            got
+        });
+        let mut guest = vmcuda_wire::tls::connect(&addr, "127.0.0.1", client.clone()).unwrap();
+        let sent: Vec<u8> = (0..LEN).map(pattern).collect();
+        for chunk in sent.chunks(64 << 10) {
+            guest.write_all(chunk).unwrap();
+        }
+        guest.flush().unwrap();
+        let mut back = vec![0u8; LEN];
+        guest.read_exact(&mut back).unwrap();
+        assert!(
+            back.iter().enumerate().all(|(i, b)| *b == pattern(i + 1)),
+            "the session's bytes came to the guest changed"
+        );
+        // The guest leaves: the session's side sees its end, and the relay ends.
+        drop(guest);
+        assert!(
+            session.join().unwrap() == sent,
+            "the guest's bytes came changed"
+        );
+        relay.join().unwrap().unwrap();
+
+        // The session's side leaves: the guest reads the TLS end (close_notify).
+        let (addr, session_end, relay) = relayed(server);
+        let mut guest = vmcuda_wire::tls::connect(&addr, "127.0.0.1", client).unwrap();
+        (&session_end).write_all(b"bye").unwrap();
+        drop(session_end);
+        let mut rest = Vec::new();
+        guest.read_to_end(&mut rest).unwrap();
+        assert_eq!(rest, b"bye");
+        relay.join().unwrap().unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

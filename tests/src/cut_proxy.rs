@@ -1,21 +1,25 @@
-//! A Unix socket relay between guests and a daemon that can cut every connection it
-//! carries, as a VM's live migration or a network fault does: for testing that guests
-//! come back to their sessions. Descriptors a guest passes (SCM_RIGHTS: its command
-//! ring's and shared memory's) are passed on to the daemon.
+//! A relay between guests and a daemon that can cut every connection it carries, as a
+//! VM's live migration or a network fault does: for testing that guests come back to
+//! their sessions. On Unix sockets, descriptors a guest passes (SCM_RIGHTS: its
+//! command ring's and shared memory's) are passed on to the daemon; on TCP (a `tls:`
+//! or `tcp:` guest) the bytes go as they are, TLS records and all.
 
 use std::io::{self, Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use vmcuda_wire::transport::{recv_keeping_fds, FdQueue};
 
-/// The relay: guests connect to [`CutProxy::path`].
+/// The relay: guests connect to [`CutProxy::address`].
 pub struct CutProxy {
-    pub path: PathBuf,
-    live: Arc<Mutex<Vec<(UnixStream, UnixStream)>>>,
+    /// Where guests connect: the Unix socket's path, or the TCP listener's HOST:PORT.
+    pub address: String,
+    /// Both sockets of each connection relayed now.
+    live: Arc<Mutex<Vec<(OwnedFd, OwnedFd)>>>,
     connections: Arc<AtomicU64>,
 }
 
@@ -24,27 +28,71 @@ impl CutProxy {
     pub fn start(listen: &Path, target: &Path) -> io::Result<CutProxy> {
         let _ = std::fs::remove_file(listen);
         let listener = UnixListener::bind(listen)?;
-        let live: Arc<Mutex<Vec<(UnixStream, UnixStream)>>> = Arc::default();
-        let connections = Arc::new(AtomicU64::new(0));
-        let (l, c, target) = (live.clone(), connections.clone(), target.to_path_buf());
-        std::thread::spawn(move || {
-            for guest in listener.incoming() {
-                let Ok(guest) = guest else { continue };
-                let Ok(host) = UnixStream::connect(&target) else {
-                    continue;
+        let proxy = CutProxy::new(listen.display().to_string());
+        let target = target.to_path_buf();
+        proxy.take_all(
+            move || listener.accept().map(|(s, _)| s),
+            move || UnixStream::connect(&target),
+            relay,
+        );
+        Ok(proxy)
+    }
+
+    /// Relay TCP connections to a new loopback port on to the daemon's TCP listener
+    /// `target` (HOST:PORT).
+    pub fn start_tcp(target: &str) -> io::Result<CutProxy> {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let proxy = CutProxy::new(listener.local_addr()?.to_string());
+        let target = target.to_string();
+        proxy.take_all(
+            move || listener.accept().map(|(s, _)| s),
+            move || {
+                let host = TcpStream::connect(&target)?;
+                host.set_nodelay(true)?;
+                Ok(host)
+            },
+            |guest, host| {
+                let _ = guest.set_nodelay(true);
+                let (Ok(g2), Ok(h2)) = (guest.try_clone(), host.try_clone()) else {
+                    return;
                 };
-                c.fetch_add(1, Ordering::Relaxed);
-                if let (Ok(g), Ok(h)) = (guest.try_clone(), host.try_clone()) {
-                    l.lock().unwrap().push((g, h));
-                }
-                relay(guest, host);
+                std::thread::spawn(move || copy_then_shut(guest, host));
+                std::thread::spawn(move || copy_then_shut(h2, g2));
+            },
+        );
+        Ok(proxy)
+    }
+
+    /// On a thread of its own: each guest `accept` gives is connected to the daemon
+    /// (`connect`), counted, kept for cutting and relayed (`relay`).
+    fn take_all<S: AsFd + Send + 'static>(
+        &self,
+        accept: impl Fn() -> io::Result<S> + Send + 'static,
+        connect: impl Fn() -> io::Result<S> + Send + 'static,
+        relay: impl Fn(S, S) + Send + 'static,
+    ) {
+        let (live, count) = (self.live.clone(), self.connections.clone());
+        std::thread::spawn(move || loop {
+            let Ok(guest) = accept() else { continue };
+            let Ok(host) = connect() else { continue };
+            count.fetch_add(1, Ordering::Relaxed);
+            let (g, h) = (
+                guest.as_fd().try_clone_to_owned(),
+                host.as_fd().try_clone_to_owned(),
+            );
+            if let (Ok(g), Ok(h)) = (g, h) {
+                live.lock().unwrap().push((g, h));
             }
+            relay(guest, host);
         });
-        Ok(CutProxy {
-            path: listen.to_path_buf(),
-            live,
-            connections,
-        })
+    }
+
+    fn new(address: String) -> CutProxy {
+        CutProxy {
+            address,
+            live: Arc::default(),
+            connections: Arc::new(AtomicU64::new(0)),
+        }
     }
 
     /// Cut every connection now (both ends see it end); how many were cut.
@@ -52,8 +100,8 @@ impl CutProxy {
         let mut live = self.live.lock().unwrap();
         let n = live.len();
         for (g, h) in live.drain(..) {
-            let _ = g.shutdown(std::net::Shutdown::Both);
-            let _ = h.shutdown(std::net::Shutdown::Both);
+            shut(&g);
+            shut(&h);
         }
         n
     }
@@ -64,33 +112,41 @@ impl CutProxy {
     }
 }
 
-/// One connection both ways, each on a thread of its own; when either way ends, both
-/// sockets are shut down.
+/// One way of a connection; when it ends, both sockets are shut down.
+fn copy_then_shut<S: Read + Write + AsFd>(mut from: S, mut to: S) {
+    let mut buf = vec![0u8; 256 << 10];
+    loop {
+        match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if to.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    shut(&from);
+    shut(&to);
+}
+
+/// Shut a socket down both ways: its peer sees the end at once.
+fn shut(socket: &impl AsFd) {
+    let _ =
+        nix::sys::socket::shutdown(socket.as_fd().as_raw_fd(), nix::sys::socket::Shutdown::Both);
+}
+
+/// One Unix connection both ways, each on a thread of its own; when either way ends,
+/// both sockets are shut down.
 fn relay(guest: UnixStream, host: UnixStream) {
     let (Ok(g2), Ok(h2)) = (guest.try_clone(), host.try_clone()) else {
         return;
     };
     std::thread::spawn(move || {
         let _ = to_host(&guest, &host);
-        let _ = guest.shutdown(std::net::Shutdown::Both);
-        let _ = host.shutdown(std::net::Shutdown::Both);
+        shut(&guest);
+        shut(&host);
     });
-    std::thread::spawn(move || {
-        let (mut from, mut to) = (h2, g2);
-        let mut buf = vec![0u8; 256 << 10];
-        loop {
-            match from.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    if to.write_all(&buf[..n]).is_err() {
-                        break;
-                    }
-                }
-            }
-        }
-        let _ = from.shutdown(std::net::Shutdown::Both);
-        let _ = to.shutdown(std::net::Shutdown::Both);
-    });
+    std::thread::spawn(move || copy_then_shut(h2, g2));
 }
 
 /// The guest's bytes to the host, descriptors riding with the bytes they came with.

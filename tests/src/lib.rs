@@ -231,6 +231,33 @@ impl Daemon {
         Self::start_with_env(name, config, &[], extra)
     }
 
+    /// A host-memory daemon whose TCP listener speaks TLS with `pki`'s certificate and
+    /// admits VM `vm` by `token`, and its TCP address (HOST:PORT), once it listens.
+    pub fn tls(
+        name: &str,
+        pki: &vmcuda_wire::tls::testing::TestPki,
+        vm: &str,
+        token: &str,
+    ) -> (Daemon, String) {
+        let addr = free_tcp_addr();
+        let daemon = Self::start_with_config(
+            name,
+            Some(&format!(
+                "[tcp]\ntls_cert = \"{}\"\ntls_key = \"{}\"\n\n\
+                 [[vm]]\nname = \"{vm}\"\ntcp = true\ntoken = \"{token}\"\n",
+                pki.cert.display(),
+                pki.key.display()
+            )),
+            &["--executor", "host-memory", "--tcp", &addr],
+        );
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(&addr).is_err() {
+            assert!(Instant::now() < deadline, "daemon never listened on {addr}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        (daemon, addr)
+    }
+
     /// [`Daemon::start_with_config`] with more environment variables for the daemon.
     pub fn start_with_env(
         name: &str,

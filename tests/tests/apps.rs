@@ -457,30 +457,12 @@ const TCP_TOKEN: &str = "apps-test-token-0123456789";
 #[ignore = "needs the linked guest library and nvcc-built apps: run tests/run.sh"]
 fn tls_transport_runs_programs_and_refuses_untrusted_hosts_and_plain_guests() {
     use vmcuda_wire::tls::testing::TestPki;
-    let addr = free_tcp_addr();
     let dir = std::env::temp_dir().join(format!("vmcuda-apps-tls-{}", std::process::id()));
     // The host's certificate names "gpuhost.test" and 127.0.0.1; a stranger's CA
     // signed nothing of it.
     let pki = TestPki::new(&dir.join("host"), &["gpuhost.test", "127.0.0.1"]);
     let stranger = TestPki::new(&dir.join("stranger"), &["127.0.0.1"]);
-    let mut daemon = Daemon::start_with_config(
-        "tls",
-        Some(&format!(
-            "[tcp]\ntls_cert = \"{}\"\ntls_key = \"{}\"\n\n\
-             [[vm]]\nname = \"tls-guest\"\ntcp = true\ntoken = \"{TCP_TOKEN}\"\n",
-            pki.cert.display(),
-            pki.key.display()
-        )),
-        &["--executor", "host-memory", "--tcp", &addr],
-    );
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while std::net::TcpStream::connect(&addr).is_err() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "daemon never listened on {addr}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let (mut daemon, addr) = Daemon::tls("tls", &pki, "tls-guest", TCP_TOKEN);
     let tls = format!("tls:{addr}");
     let ca = pki.ca.to_str().unwrap();
     let trusted = [("VMCUDA_TOKEN", TCP_TOKEN), ("VMCUDA_TLS_CA", ca)];

@@ -41,12 +41,18 @@ impl Steps {
     }
 
     fn start_on(server: &str, args: &[&str]) -> Steps {
+        Self::start_with(server, args, &[])
+    }
+
+    /// [`Steps::start_on`] with more environment variables for the program.
+    fn start_with(server: &str, args: &[&str], env: &[(&str, &str)]) -> Steps {
         let exe = build_c_program("suspend_steps", &["libcuda.so.1"]);
         let mut child = Command::new(exe)
             .args(args)
             .env("LD_LIBRARY_PATH", guest_library_path())
             .env("VMCUDA_SERVER", server)
             .env("VMCUDA_TOKEN_FILE", "/nonexistent")
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -320,7 +326,7 @@ fn a_guest_comes_back_to_its_session_when_its_connections_are_cut() {
     let d = Daemon::host_memory("reconnect");
     let proxy =
         vmcuda_tests::cut_proxy::CutProxy::start(&d.dir.join("p.sock"), &d.socket).expect("proxy");
-    let server = format!("unix:{}", proxy.path.display());
+    let server = format!("unix:{}", proxy.address);
     let steps = Steps::start_on(&server, &["60", "10", "16"]);
     // Cut between steps, and again while it runs them.
     for at in ["ready", "step 5 ok", "step 20 ok", "step 40 ok"] {
@@ -335,6 +341,52 @@ fn a_guest_comes_back_to_its_session_when_its_connections_are_cut() {
     let log = d.log_with("guest came back to its session");
     assert_eq!(comebacks(&d, 4), 4, "{log}");
     assert_eq!(log.matches("guest connected").count(), 1, "{log}");
+}
+
+/// The same over TLS: the worker of each new connection makes the handshake and
+/// relays to the session's worker, which holds the session across every cut.
+#[test]
+fn a_tls_guest_comes_back_to_its_session_when_its_connections_are_cut() {
+    use vmcuda_wire::tls::testing::TestPki;
+    const TOKEN: &str = "survival-tls-token-0123456789";
+    let pki_dir = std::env::temp_dir().join(format!("vmcuda-survival-tls-{}", std::process::id()));
+    let pki = TestPki::new(&pki_dir, &["127.0.0.1"]);
+    let (d, addr) = Daemon::tls("reconnect-tls", &pki, "tls-guest", TOKEN);
+    let proxy = vmcuda_tests::cut_proxy::CutProxy::start_tcp(&addr).expect("proxy");
+    let ca = pki.ca.display().to_string();
+    let steps = Steps::start_with(
+        &format!("tls:{}", proxy.address),
+        &["60", "10", "16"],
+        &[("VMCUDA_TOKEN", TOKEN), ("VMCUDA_TLS_CA", &ca)],
+    );
+    for at in ["ready", "step 5 ok", "step 20 ok", "step 40 ok"] {
+        steps.until(at);
+        if at == "step 5 ok" {
+            // The worker relaying now (the last one started) holds the connection's
+            // keys, and is jailed as an admitted worker is.
+            let log = d.log();
+            let pid = log
+                .lines()
+                .rev()
+                .find(|l| l.contains("worker started"))
+                .and_then(|l| l.rsplit_once("pid="))
+                .map(|(_, p)| p.trim().to_string())
+                .expect("a worker started");
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+            assert!(status.lines().any(|l| l == "Seccomp:\t2"), "{status}");
+            assert!(status.lines().any(|l| l == "NoNewPrivs:\t1"), "{status}");
+        }
+        assert_eq!(proxy.cut(), 1, "one connection to cut at {at}");
+    }
+    let (ok, rest) = steps.finish();
+    assert!(ok, "{rest:?}");
+    assert!(!rest.iter().any(|l| l.starts_with("FAIL")), "{rest:?}");
+    let log = d.log_with("guest came back to its session");
+    assert_eq!(comebacks(&d, 4), 4, "{log}");
+    assert_eq!(log.matches("guest connected").count(), 1, "{log}");
+    // Each return was relayed by its connection's worker, which made its handshake.
+    assert_eq!(log.matches("relayed=true").count(), 4, "{log}");
+    let _ = std::fs::remove_dir_all(&pki_dir);
 }
 
 /// A raw connection to `d` with a hello that asks for a resumable session.

@@ -340,6 +340,12 @@ impl<S> Shared<S> {
         Shared(Arc::new(Mutex::new(stream)))
     }
 
+    /// The stream itself, once this is its last half (`None` while another lives).
+    pub fn into_inner(self) -> Option<S> {
+        let stream = Arc::try_unwrap(self.0).ok()?;
+        Some(stream.into_inner().unwrap_or_else(|p| p.into_inner()))
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, S> {
         // A half that panicked mid-call leaves a connection the protocol will notice
         // is out of step; the lock itself stays usable.

@@ -601,7 +601,7 @@ impl Client {
             last_reply: 0,
             reattach: false,
         };
-        let resumable = if resume::wanted(&addr) && area.is_none() {
+        let resumable = if resume::wanted() && area.is_none() {
             caps::RESUMABLE
         } else {
             0
@@ -616,7 +616,12 @@ impl Client {
         };
         match conn.exchange_inner(0, &hello, &[], Sink::None, None) {
             Ok(Ok(reply)) => {
-                conn.start_resumable(&addr, &hello, reply.capabilities);
+                conn.start_resumable(
+                    &addr,
+                    tls.as_ref().map(|t| &t.client),
+                    &hello,
+                    reply.capabilities,
+                );
                 conn.attach_ring(
                     &addr,
                     polling::window_from_env(RING_REPLY_POLL_WINDOW),

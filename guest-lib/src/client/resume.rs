@@ -22,7 +22,7 @@ use vmcuda_wire::frame::{self, FrameError, FrameHeader, FLAG_REPLY};
 use vmcuda_wire::handshake::{caps, SessionResume, SessionResumed, SessionTicket};
 use vmcuda_wire::op::{Hello, Op, SessionPing};
 use vmcuda_wire::polling::{self, PollingReader};
-use vmcuda_wire::transport::{ServerAddr, Stream};
+use vmcuda_wire::transport::{ServerAddr, Stream, TlsClient};
 use vmcuda_wire::CudaStatus;
 
 use super::{Connection, Incoming, Outgoing, Sink, REPLY_POLL_WINDOW};
@@ -34,11 +34,8 @@ pub const JOURNAL_FRAMES: usize = 1 << 16;
 
 /// Whether this process asks the host to hold its session across drops
 /// (`VMCUDA_RECONNECT=0` says no).
-pub fn wanted(addr: &ServerAddr) -> bool {
-    // A TLS session's keys die with its connection's worker; a brokered VM connection
-    // is the broker's to make again.
-    !matches!(addr, ServerAddr::Tls(_))
-        && std::env::var("VMCUDA_RECONNECT").map_or(true, |v| v != "0")
+pub fn wanted() -> bool {
+    std::env::var("VMCUDA_RECONNECT").map_or(true, |v| v != "0")
 }
 
 /// Encoded requests sent and not known taken, oldest first.
@@ -91,6 +88,8 @@ impl Journal {
 /// What it takes to come back to the session.
 pub struct Returning {
     pub addr: ServerAddr,
+    /// A `tls:` host's settings: the new connection makes its own handshake.
+    pub tls: Option<TlsClient>,
     pub hello: Hello,
     pub ticket: SessionTicket,
 }
@@ -103,7 +102,13 @@ fn is_drop(e: &FrameError) -> bool {
 impl Connection {
     /// After a successful hello from a host that holds sessions: get a ticket and
     /// start keeping requests.
-    pub(super) fn start_resumable(&mut self, addr: &ServerAddr, hello: &Hello, host_caps: u64) {
+    pub(super) fn start_resumable(
+        &mut self,
+        addr: &ServerAddr,
+        tls: Option<&TlsClient>,
+        hello: &Hello,
+        host_caps: u64,
+    ) {
         if host_caps & caps::RESUMABLE == 0 || hello.capabilities & caps::RESUMABLE == 0 {
             return;
         }
@@ -117,6 +122,7 @@ impl Connection {
             Ok(Ok(ticket)) => {
                 self.resume = Some(Returning {
                     addr: addr.clone(),
+                    tls: tls.cloned(),
                     hello: hello.clone(),
                     ticket,
                 });
@@ -183,7 +189,7 @@ impl Connection {
         let Some(returning) = &self.resume else {
             return Err(Some(CudaStatus::ErrorDevicesUnavailable));
         };
-        let stream = Stream::connect(&returning.addr, None).map_err(|_| None)?;
+        let stream = Stream::connect(&returning.addr, returning.tls.as_ref()).map_err(|_| None)?;
         let reader = stream.try_clone().map_err(|_| None)?;
         let reader = PollingReader::new(
             reader,
