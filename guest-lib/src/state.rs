@@ -1,23 +1,20 @@
 //! What the guest library keeps between calls.
 //!
-//! Per thread: the current device, the last error, and the launch configuration stack
-//! that `<<<...>>>` pushes. Per process: registered fatbinaries, kernels and
-//! variables (resolved on the host on first use), cached device properties, the
-//! guest-made stream and event ids, and the device and pinned host ranges the program
-//! got from this library (to infer copy directions and answer pointer queries).
+//! Per thread: the current device and the last error. Per process: cached device
+//! properties, the guest-made stream and event ids, and the device and pinned host
+//! ranges the program got from this library (to infer copy directions and answer
+//! pointer queries).
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use vmcuda_wire::op::{DeviceProperties, FunctionHandle, ModuleHandle, ParamInfo};
-use vmcuda_wire::CudaStatus;
+use vmcuda_wire::op::DeviceProperties;
 
 thread_local! {
     static CURRENT_DEVICE: Cell<i32> = const { Cell::new(0) };
     static LAST_ERROR: Cell<u32> = const { Cell::new(0) };
-    static LAUNCH_CONFIGS: RefCell<Vec<LaunchConfig>> = const { RefCell::new(Vec::new()) };
 }
 
 pub fn current_device() -> i32 {
@@ -127,52 +124,6 @@ pub fn peek_last_error() -> u32 {
     LAST_ERROR.with(|e| e.get())
 }
 
-/// What `__cudaPushCallConfiguration` saves for the launch stub to pop.
-#[derive(Clone, Copy, Debug)]
-pub struct LaunchConfig {
-    pub grid: [u32; 3],
-    pub block: [u32; 3],
-    pub shared_mem: usize,
-    pub stream: usize,
-}
-
-pub fn push_launch_config(c: LaunchConfig) {
-    LAUNCH_CONFIGS.with(|s| s.borrow_mut().push(c));
-}
-
-pub fn pop_launch_config() -> Option<LaunchConfig> {
-    LAUNCH_CONFIGS.with(|s| s.borrow_mut().pop())
-}
-
-/// A fatbinary the program registered.
-pub struct Fatbin {
-    /// Where its containers start in program memory.
-    pub data: usize,
-    /// Loaded on each host on first use there (or the failure, remembered), by host.
-    pub modules: HashMap<usize, Result<ModuleHandle, CudaStatus>>,
-}
-
-/// A kernel the program registered, keyed by its host stub address.
-pub struct Kernel {
-    pub fatbin: usize,
-    pub name: String,
-    /// Its handle and parameters on each host that has resolved it, by host.
-    pub resolved: HashMap<usize, (FunctionHandle, Vec<ParamInfo>)>,
-}
-
-/// A `__device__`/`__constant__` variable, keyed by its host shadow's address.
-#[derive(Clone)]
-pub struct Variable {
-    pub fatbin: usize,
-    pub name: String,
-    pub size: usize,
-    /// Its device address, by device (each device has its own copy).
-    pub resolved: HashMap<i32, u64>,
-    /// A `__managed__` variable: where the program's code keeps its address (the
-    /// `void **` nvcc registered), written once the module is loaded.
-    pub managed: Option<usize>,
-}
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HostMemoryKind {
     /// `cudaMallocHost`/`cudaHostAlloc`: ours to free.
@@ -200,10 +151,6 @@ pub struct StreamInfo {
 
 #[derive(Default)]
 pub struct Registry {
-    /// Keyed by the handle returned from `__cudaRegisterFatBinary`.
-    pub fatbins: HashMap<usize, Fatbin>,
-    pub kernels: HashMap<usize, Kernel>,
-    pub variables: HashMap<usize, Variable>,
     pub properties: HashMap<i32, DeviceProperties>,
     /// Device ranges handed out: start -> (size, device).
     pub device_ranges: BTreeMap<u64, (u64, i32)>,

@@ -11,10 +11,10 @@
 //!   or not (`Sync`: the guest waits for the reply);
 //! - the handler method of its family's trait (`DeviceOps`, `MemoryOps`, ...), which
 //!   the host's session implements in `session/<family>.rs`;
-//! - optionally, the C functions that are nothing but this op (`=> driver cuName(...)`,
-//!   a driver export; `=> runtime cudaName(...)`, one of the guest driver's inner
-//!   functions, in the runtime API's shape): each C parameter is a request field of
-//!   the same name, or `out name: Type`, a reply field written through the pointer.
+//! - optionally, the driver functions that are nothing but this op (`=> driver
+//!   cuName(...)`, or `=> driver_ctx cuName(...)` for one that needs a current
+//!   context): each C parameter is a request field of the same name, or `out name:
+//!   Type`, a reply field written through the pointer.
 //!   The guest library generates those functions from the same lines
 //!   (`guest-lib/src/driver/inner/table.rs`), so such a function is one line here plus
 //!   its host body.

@@ -54,7 +54,6 @@ macro_rules! op_lines {
                 0x0103 DeviceGetLimit => device_get_limit(DeviceGetLimit { limit: u32 })
                     -> LimitValue { value: u64 }, Sync;
                 0x0104 DeviceSetLimit => device_set_limit(DeviceSetLimit { limit: u32, value: u64 }) -> (), Sync
-                    => runtime cudaDeviceSetLimit(limit: u32, value: usize)
                     => driver cuCtxSetLimit(limit: u32, value: usize);
                 0x0105 DeviceGetCacheConfig => device_get_cache_config(DeviceGetCacheConfig {})
                     -> CacheConfig { config: u32 }, Sync;
@@ -78,7 +77,6 @@ macro_rules! op_lines {
                 0x010D DeviceGetStatus => device_get_status(DeviceGetStatus { device: i32 }) -> GpuStatus, Sync;
                 /// Every persisting line of the current device's L2 goes back to normal.
                 0x010E CtxResetPersistingL2Cache => ctx_reset_persisting_l2_cache(CtxResetPersistingL2Cache {}) -> (), Sync
-                    => runtime cudaCtxResetPersistingL2Cache()
                     => driver_ctx cuCtxResetPersistingL2Cache();
                 /// The widest 1D texture over linear memory, in elements of `channels`
                 /// channels of `format` (a `CUarray_format`), on the current device.
@@ -92,7 +90,6 @@ macro_rules! op_lines {
                 /// device). There are none through vmcuda, but the call is the GPU's.
                 0x0110 FlushGpuDirectRdmaWrites => flush_gpu_direct_rdma_writes(FlushGpuDirectRdmaWrites { target: u32, scope: u32 })
                     -> (), Sync
-                    => runtime cudaDeviceFlushGPUDirectRDMAWrites(target: u32, scope: u32)
                     => driver_ctx cuFlushGPUDirectRDMAWrites(target: u32, scope: u32);
                 /// The `CUatomicCapability` bits of each `CUatomicOperation` in
                 /// `operations`, for atomics from the current device to host memory
@@ -370,14 +367,12 @@ macro_rules! op_lines {
                 /// captured into the graph (`StreamBeginCaptureToGraph`); the rest are
                 /// these ops. Every one waits: each can be refused at once.
                 0x0714 GraphCreate => graph_create(GraphCreate { flags: u32 }) -> GraphMade, Sync
-                    => runtime cudaGraphCreate(out graph: *mut c_void, flags: u32)
                     => driver cuGraphCreate(out graph: *mut c_void, flags: u32);
                 0x0715 StreamBeginCaptureToGraph => stream_begin_capture_to_graph(StreamBeginCaptureToGraph)
                     -> (), Sync;
                 0x0716 GraphAddNode => graph_add_node(GraphAddNode) -> GraphNodeMade, Sync;
                 0x0717 GraphNodeGetType => graph_node_get_type(GraphNodeGetType { node: GraphNodeHandle })
                     -> NodeType { ty: u32 }, Sync
-                    => runtime cudaGraphNodeGetType(node: *mut c_void, out ty: u32)
                     => driver cuGraphNodeGetType(node: *mut c_void, out ty: u32);
                 0x0718 GraphAddDependencies => graph_add_dependencies(GraphAddDependencies {
                     graph: GraphHandle, from: Vec<GraphNodeHandle>, to: Vec<GraphNodeHandle>, edges: Vec<RawEdge>,
@@ -391,29 +386,24 @@ macro_rules! op_lines {
                 0x071C GraphNodeGetDependentNodes => graph_node_get_dependent_nodes(GraphNodeGetDependentNodes { node: GraphNodeHandle })
                     -> LinkedNodes, Sync;
                 0x071D GraphDestroyNode => graph_destroy_node(GraphDestroyNode { node: GraphNodeHandle }) -> (), Sync
-                    => runtime cudaGraphDestroyNode(node: *mut c_void)
                     => driver cuGraphDestroyNode(node: *mut c_void);
                 /// (`cudaGraphClone` is the guest's own: it also gives the clone's host
                 /// nodes their functions.)
                 0x071E GraphClone => graph_clone(GraphClone { original: GraphHandle }) -> GraphMade, Sync;
                 0x071F GraphNodeFindInClone => graph_node_find_in_clone(GraphNodeFindInClone { original: GraphNodeHandle, clone: GraphHandle })
                     -> GraphNodeMade, Sync
-                    => runtime cudaGraphNodeFindInClone(out node: *mut c_void, original: *mut c_void, clone: *mut c_void)
                     => driver cuGraphNodeFindInClone(out node: *mut c_void, original: *mut c_void, clone: *mut c_void);
                 0x0720 GraphExecUpdate => graph_exec_update(GraphExecUpdate { exec: GraphExecHandle, graph: GraphHandle })
                     -> ExecUpdateResult, Sync;
                 0x0721 GraphNodeSetEnabled => graph_node_set_enabled(GraphNodeSetEnabled { exec: GraphExecHandle, node: GraphNodeHandle, enabled: u32 })
                     -> (), Sync
-                    => runtime cudaGraphNodeSetEnabled(exec: *mut c_void, node: *mut c_void, enabled: u32)
                     => driver cuGraphNodeSetEnabled(exec: *mut c_void, node: *mut c_void, enabled: u32);
                 0x0722 GraphNodeGetEnabled => graph_node_get_enabled(GraphNodeGetEnabled { exec: GraphExecHandle, node: GraphNodeHandle })
                     -> NodeEnabled { enabled: u32 }, Sync
-                    => runtime cudaGraphNodeGetEnabled(exec: *mut c_void, node: *mut c_void, out enabled: u32)
                     => driver cuGraphNodeGetEnabled(exec: *mut c_void, node: *mut c_void, out enabled: u32);
                 0x0723 GraphUpload => graph_upload(GraphUpload { exec: GraphExecHandle, stream: StreamHandle }) -> (), Async;
                 0x0724 GraphChildGraphNodeGetGraph => graph_child_graph_node_get_graph(GraphChildGraphNodeGetGraph { node: GraphNodeHandle })
                     -> GraphMade, Sync
-                    => runtime cudaGraphChildGraphNodeGetGraph(node: *mut c_void, out graph: *mut c_void)
                     => driver cuGraphChildGraphNodeGetGraph(node: *mut c_void, out graph: *mut c_void);
                 0x0725 GraphNodeCopyParams => graph_node_copy_params(GraphNodeCopyParams) -> (), Sync;
                 /// New kernel parameters for kernel node `node`: in its graph, or, with
@@ -444,8 +434,7 @@ macro_rules! op_lines {
                     }, Sync;
                 0x0726 GraphConditionalHandleCreate => graph_conditional_handle_create(GraphConditionalHandleCreate {
                     graph: GraphHandle, default_value: u32, flags: u32,
-                }) -> ConditionalHandle { handle: u64 }, Sync
-                    => runtime cudaGraphConditionalHandleCreate(out handle: u64, graph: *mut c_void, default_value: u32, flags: u32);
+                }) -> ConditionalHandle { handle: u64 }, Sync;
                 0x0727 GraphAddConditionalNode => graph_add_conditional_node(GraphAddConditionalNode)
                     -> ConditionalNodeMade, Sync;
                 /// A host function's place in stream order (a graph's host node, a
@@ -471,7 +460,6 @@ macro_rules! op_lines {
                 0x072F GraphKernelNodeCopyAttributes => graph_kernel_node_copy_attributes(GraphKernelNodeCopyAttributes {
                     dst: GraphNodeHandle, src: GraphNodeHandle,
                 }) -> (), Sync
-                    => runtime cudaGraphKernelNodeCopyAttributes(dst: *mut c_void, src: *mut c_void)
                     => driver cuGraphKernelNodeCopyAttributes(dst: *mut c_void, src: *mut c_void);
             }
 

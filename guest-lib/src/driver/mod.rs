@@ -37,7 +37,7 @@ pub(crate) mod graph;
 // The inner functions keep the runtime API's names (`cudaMallocArray`), which say what
 // each one does.
 #[allow(non_snake_case)]
-pub mod inner;
+pub(crate) mod inner;
 pub mod integrity;
 pub(crate) mod ipc;
 mod launch_legacy;

@@ -263,10 +263,10 @@ pub(super) unsafe fn image<'a>(ptr: *const c_void) -> Result<&'a [u8]> {
     unsafe { caller::bytes(start as *const u8, len) }
 }
 
-/// Loads an image on the host (see [`crate::driver::inner::registration::load_image`]) and
+/// Loads an image on the host (see [`crate::driver::inner::images::load_image`]) and
 /// registers it: the module's id.
 pub(super) fn load_bytes(bytes: &[u8]) -> Result<u64> {
-    let module = crate::driver::inner::registration::load_image(bytes)?;
+    let module = crate::driver::inner::images::load_image(bytes)?;
     let id = state::fresh_id();
     modules().modules.insert(id, module);
     Ok(id)
@@ -1327,15 +1327,6 @@ pub(crate) fn function_id_of(handle: FunctionHandle) -> Option<u64> {
         .filter(|(_, f)| f.function == handle)
         .map(|(id, _)| *id)
         .min()
-}
-
-/// A driver function's (or library kernel's) handle and parameters, for the runtime's
-/// launches of a `cudaKernel_t` a library gave.
-pub(crate) fn function_of(f: usize) -> Option<(FunctionHandle, Vec<ParamInfo>)> {
-    let m = modules();
-    m.functions
-        .get(&(f as u64))
-        .map(|f| (f.function, f.params.clone()))
 }
 
 #[cfg(test)]

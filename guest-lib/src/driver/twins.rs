@@ -371,7 +371,7 @@ twins! {
     ) => inner::graph_build::cudaGraphInstantiateWithParams(exec, graph, params);
     "cuGraphConditionalHandleCreate" => cuGraphConditionalHandleCreate(
         handle: *mut u64, graph: RawHandle, _ctx: RawHandle, default_value: u32, flags: u32,
-    ) => crate::driver::inner::table::cudaGraphConditionalHandleCreate(handle, graph, default_value, flags);
+    ) => inner::graph::cudaGraphConditionalHandleCreate(handle, graph, default_value, flags);
 }
 
 /// `_ptsz` variants: the base function with `per_thread` applied to the stream.

@@ -64,10 +64,6 @@ pub(crate) fn device_limit(value: *mut usize, limit: u32) -> Result<()> {
     unsafe { caller::write(value, v) }
 }
 
-pub extern "C" fn cudaDeviceGetLimit(value: *mut usize, limit: u32) -> cudaError_t {
-    guard("cudaDeviceGetLimit", || device_limit(value, limit))
-}
-
 pub extern "C" fn cudaGetDeviceCount(count: *mut i32) -> cudaError_t {
     guard("cudaGetDeviceCount", || match device_count() {
         // SAFETY: by cudaGetDeviceCount's contract `count` is NULL or writable.
@@ -148,7 +144,12 @@ pub extern "C" fn cudaDeviceSynchronize() -> cudaError_t {
 pub extern "C" fn cudaDeviceReset() -> cudaError_t {
     guard("cudaDeviceReset", || {
         let r = call(&DeviceReset);
-        super::registration::forget_device_state();
+        // Device addresses, streams and events of the reset device are stale.
+        let mut reg = crate::state::registry();
+        reg.clear_device_ranges();
+        reg.streams.clear();
+        reg.events.clear();
+        drop(reg);
         super::graph::forget_device_state();
         super::array::forget_device_state();
         super::mem_pool::forget_device_state(state::current_device());

@@ -16,7 +16,7 @@ use vmcuda_wire::graph::{
     GraphInstantiate, GraphLaunch, GraphNodeGetDependencies, GraphNodeHandle, StreamBeginCapture,
     StreamEndCapture, StreamGetCaptureGraph,
 };
-use vmcuda_wire::op::StreamHandle;
+use vmcuda_wire::op::{GraphConditionalHandleCreate, StreamHandle};
 use vmcuda_wire::CudaStatus;
 
 use super::{call, guard, stream_handle, RawHandle, Result};
@@ -50,6 +50,28 @@ pub fn forget_device_state() {
     capture::forget_all();
     super::graph_build::forget_device_state();
     *DEPENDENCIES.lock().unwrap_or_else(|p| p.into_inner()) = None;
+}
+
+/// A conditional node's handle in `graph`, starting at `default_value` at each launch
+/// where `flags` has `cudaGraphCondAssignDefault`: the host's driver makes it.
+pub extern "C" fn cudaGraphConditionalHandleCreate(
+    handle: *mut u64,
+    graph: RawHandle,
+    default_value: u32,
+    flags: u32,
+) -> cudaError_t {
+    guard("cudaGraphConditionalHandleCreate", || {
+        if handle.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let made = call(&GraphConditionalHandleCreate {
+            graph: GraphHandle::from(graph),
+            default_value,
+            flags,
+        })?;
+        // SAFETY: checked non-null; by the function's contract `handle` is writable.
+        unsafe { caller::write(handle, made.handle) }
+    })
 }
 
 pub extern "C" fn cudaStreamBeginCapture(stream: RawHandle, mode: u32) -> cudaError_t {

@@ -1,6 +1,6 @@
 //! The driver's inner functions, one module per family: the implementation the
 //! driver's exports call (streams, copies, graphs, arrays, devices, memory pools,
-//! modules' registration, ...). They were written as the CUDA runtime API, when
+//! module images, ...). They were written as the CUDA runtime API, when
 //! vmcuda's own runtime library exported them, and keep its shapes: `cuda*` names,
 //! `cudaError_t` answers, the thread's last error. No library exports them any more:
 //! the driver's functions call them, through [`super::keeping_last_error`] (which
@@ -13,10 +13,10 @@
 
 pub mod array;
 pub mod device;
-pub mod driver_entry;
 pub mod errors;
 pub mod graph;
 pub mod graph_build;
+pub mod images;
 pub mod ipc;
 pub mod launch;
 pub mod library;
@@ -24,7 +24,6 @@ pub mod logs;
 pub mod mem_pool;
 pub mod memory;
 pub mod per_thread;
-pub mod registration;
 pub mod stream;
 pub mod table;
 

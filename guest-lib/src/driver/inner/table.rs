@@ -1,18 +1,13 @@
 //! The functions the op table declares: every C function that is nothing but its op.
 //!
-//! A line of `vmcuda_wire::op_lines!` may end in `=> runtime cudaName(...)`,
-//! `=> driver cuName(...)` or `=> driver_ctx cuName(...)` (a driver function that needs
-//! a current context). Each C parameter is a request field of the same name, converted
-//! to the field's type, or `out name: T`, a pointer the reply's field `name` is written
-//! through. From that, this module generates the function:
-//!
-//! - runtime functions as the inner function `cudaName` (exported by no library; the
-//!   driver's twins call it), through [`super::guard`] (last error, no unwinding),
-//!   calling or posting by the op's mode;
-//! - driver functions as `__vmcuda_cuName` (libcuda.so.1 exports `cuName` as its
-//!   alias), through
-//!   [`crate::driver::guard`], after the driver's initialization (and context) checks,
-//!   and found by `cuGetProcAddress` through [`lookup`].
+//! A line of `vmcuda_wire::op_lines!` may end in `=> driver cuName(...)` or
+//! `=> driver_ctx cuName(...)` (a driver function that needs a current context). Each
+//! C parameter is a request field of the same name, converted to the field's type, or
+//! `out name: T`, a pointer the reply's field `name` is written through. From that,
+//! this module generates the function as `__vmcuda_cuName` (libcuda.so.1 exports
+//! `cuName` as its alias), through [`crate::driver::guard`], after the driver's
+//! initialization (and context) checks, calling or posting by the op's mode, and found
+//! by `cuGetProcAddress` through [`lookup`].
 //!
 //! So adding such a function is its table line plus the host's body; the compiler
 //! checks that the parameters and the request and reply fields agree.
@@ -48,6 +43,7 @@ macro_rules! table_exports {
         }
 
         /// The driver functions this table exports, by exported name.
+        #[cfg(test)]
         pub fn driver_names() -> Vec<&'static str> {
             let mut names = Vec::new();
             $($($(
@@ -60,12 +56,9 @@ macro_rules! table_exports {
     };
 }
 
-/// A driver export's implementation when `$abi` is a driver one and `$name` names it
-/// (as exported, or by its base name without a `_vN` suffix).
+/// A driver export's implementation when `$name` names it (as exported, or by its base
+/// name without a `_vN` suffix).
 macro_rules! driver_entry {
-    (runtime $cfn:ident $name:expr) => {
-        None::<*mut c_void>
-    };
     ($abi:ident $cfn:ident $name:expr) => {
         (crate::driver::base_name(stringify!($cfn)) == crate::driver::base_name($name))
             .then_some($cfn as *mut c_void)
@@ -87,14 +80,6 @@ macro_rules! c_export {
         c_export!(@emit $abi $cfn $req $mode [$($sig)*] [$($ins)*] [$($outs)*]);
     };
 
-    (@emit runtime $cfn:ident $req:ident $mode:ident [$($sig:tt)*] [$($ins:ident)*] [$($outs:ident)*]) => {
-        #[allow(clippy::useless_conversion, clippy::unnecessary_fallible_conversions)]
-        pub extern "C" fn $cfn($($sig)*) -> $crate::cudaError_t {
-            $crate::driver::inner::guard(stringify!($cfn), || {
-                c_export!(@body $mode $req [$($ins)*] [$($outs)*])
-            })
-        }
-    };
     (@emit $abi:ident $cfn:ident $req:ident $mode:ident [$($sig:tt)*] [$($ins:ident)*] [$($outs:ident)*]) => {
         #[export_name = concat!("__vmcuda_", stringify!($cfn))]
         #[allow(non_snake_case, clippy::useless_conversion, clippy::unnecessary_fallible_conversions)]
@@ -164,10 +149,6 @@ mod tests {
     fn a_null_output_is_refused_before_anything_is_sent() {
         // No server is reachable in unit tests: trying to reach one would give a
         // different error than the one a NULL output must give.
-        assert_eq!(
-            crate::driver::inner::device::cudaDeviceGetLimit(std::ptr::null_mut(), 0),
-            vmcuda_wire::CudaStatus::ErrorInvalidValue.0
-        );
         assert_eq!(
             crate::driver::inner::device::cudaDeviceGetP2PAttribute(std::ptr::null_mut(), 1, 0, 0),
             vmcuda_wire::CudaStatus::ErrorInvalidValue.0

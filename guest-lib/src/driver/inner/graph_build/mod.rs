@@ -49,7 +49,7 @@ use super::memory::memset as rt_memset;
 use super::{call, guard, stream_handle, RawHandle, Result};
 use crate::abi::driver::DriverMemcpy3D;
 use crate::abi::runtime::{
-    ChildGraphParams, ConditionalParams, Extent, KernelNodeParams, Memcpy3DParms, PitchedPtr, Pos,
+    ChildGraphParams, ConditionalParams, Extent, Memcpy3DParms, PitchedPtr, Pos,
 };
 use crate::abi::runtime::{
     ExecUpdateResultInfo, GraphNodeParams, HostNodeParams, InstantiateParams, MemAllocNodeParams,
@@ -152,14 +152,8 @@ impl DriverMemcpy3D {
 
 /// What the program gave for a node it built, for the `Get` calls.
 pub(crate) enum Kept {
-    Kernel {
-        params: KernelNodeParams,
-        /// The packed arguments and pointers to each, which `params.kernel_params`
-        /// points at.
-        _arguments: Box<[u8]>,
-        _pointers: Box<[*mut c_void]>,
-    },
-    /// A driver kernel node (`CUDA_KERNEL_NODE_PARAMS`), its arguments kept alike.
+    /// A driver kernel node (`CUDA_KERNEL_NODE_PARAMS`): the packed arguments and
+    /// pointers to each, which `params.kernel_params` points at.
     DriverKernel {
         params: crate::abi::driver::KernelNodeParams,
         _arguments: Box<[u8]>,

@@ -369,7 +369,6 @@ pub(crate) unsafe fn add_by_type(
     // SAFETY: (each arm) the type says which parameters the union holds.
     unsafe {
         match ty {
-            node_type::KERNEL => add_kernel(graph, &deps, &union_of(params)?),
             node_type::MEMSET => add_memset(graph, &deps, &union_of(params)?),
             node_type::MEMCPY => {
                 // `cudaMemcpyNodeParams`: flags, reserved, context, then the copy.

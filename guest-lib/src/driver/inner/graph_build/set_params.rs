@@ -46,10 +46,7 @@ pub(crate) fn set_kernel_params(
         return Err(CudaStatus::ErrorInvalidValue);
     }
     super::super::launch::check_config(grid, block)?;
-    let made_as_kernel = kept_as(node, |k| {
-        matches!(k, Kept::Kernel { .. } | Kept::DriverKernel { .. })
-    })
-    .unwrap_or(false);
+    let made_as_kernel = kept_as(node, |k| matches!(k, Kept::DriverKernel { .. })).unwrap_or(false);
     let fits = || {
         crate::function_facts::attributes(function).is_ok_and(|limits| {
             let threads: i64 = block.iter().map(|v| *v as i64).product();
@@ -83,33 +80,6 @@ pub(super) fn kept_after_set(node: RawHandle, exec: Option<RawHandle>, kept: Kep
     if exec.is_none() {
         keep(GraphNodeHandle::from(node), kept);
     }
-}
-
-/// # Safety
-/// `params` is readable with an argument array for its kernel.
-pub(super) unsafe fn set_kernel(
-    exec: Option<RawHandle>,
-    node: RawHandle,
-    params: *const KernelNodeParams,
-) -> Result<()> {
-    // SAFETY: as the caller promised.
-    let kept = unsafe { kernel_kept(&caller::read(params)?) }?;
-    let Kept::Kernel {
-        params: p,
-        _arguments: buffer,
-        ..
-    } = &kept
-    else {
-        unreachable!("kernel_kept keeps a kernel")
-    };
-    let (function, _) = super::super::registration::kernel(p.func as usize)?;
-    let (grid, block) = (
-        [p.grid.x, p.grid.y, p.grid.z],
-        [p.block.x, p.block.y, p.block.z],
-    );
-    set_kernel_params(node, exec, function, grid, block, p.shared_mem, buffer)?;
-    kept_after_set(node, exec, kept);
-    Ok(())
 }
 
 pub(super) fn set_memset(exec: Option<RawHandle>, node: RawHandle, p: MemsetParams) -> Result<()> {
@@ -257,9 +227,6 @@ pub(crate) unsafe fn set_by_type(
     // SAFETY: (each arm) the type says which parameters the union holds.
     unsafe {
         match ty {
-            node_type::KERNEL => {
-                set_kernel(exec, node, params.cast::<u8>().wrapping_add(16).cast())
-            }
             node_type::MEMSET => set_memset(exec, node, union_of(params)?),
             node_type::MEMCPY => {
                 let p = caller::read(params.cast::<u8>().wrapping_add(32).cast())?;

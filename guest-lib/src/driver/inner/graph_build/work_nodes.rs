@@ -5,68 +5,6 @@ use super::*;
 
 // ---- kernel nodes -------------------------------------------------------------------
 
-/// The kernel parameters given, checked and copied (`kernelParams`; `extra` is not
-/// taken, as the runtime's graph calls refuse it with kernel arguments).
-///
-/// # Safety
-/// `p` is readable, and its argument array holds one readable pointer per parameter.
-pub(super) unsafe fn kernel_kept(p: &KernelNodeParams) -> Result<Kept> {
-    if !p.extra.is_null() {
-        return Err(CudaStatus::ErrorInvalidValue);
-    }
-    let (_, params) = super::super::registration::kernel(p.func as usize)?;
-    let total = params
-        .iter()
-        .map(|q| (q.offset + q.size) as usize)
-        .max()
-        .unwrap_or(0);
-    let mut packed = vec![0u8; total];
-    for (i, q) in params.iter().enumerate() {
-        // SAFETY: as the caller promised.
-        let arg =
-            unsafe { caller::kernel_arg(p.kernel_params as *const *const u8, i, q.size as usize) }?;
-        packed[q.offset as usize..(q.offset + q.size) as usize].copy_from_slice(arg);
-    }
-    let (arguments, mut pointers) = argument_copies(&params, packed);
-    let mut params = *p;
-    params.kernel_params = pointers.as_mut_ptr();
-    Ok(Kept::Kernel {
-        params,
-        _arguments: arguments,
-        _pointers: pointers,
-    })
-}
-
-pub(super) fn launch_kernel(p: &KernelNodeParams, stream: RawHandle) -> cudaError_t {
-    super::super::launch::cudaLaunchKernel(
-        p.func,
-        p.grid,
-        p.block,
-        p.kernel_params as *const *const u8,
-        p.shared_mem as usize,
-        stream,
-    )
-}
-
-/// A kernel node from parameters the program gave.
-///
-/// # Safety
-/// As `kernel_kept`.
-pub(super) unsafe fn add_kernel(
-    graph: RawHandle,
-    deps: &[GraphNodeHandle],
-    p: &KernelNodeParams,
-) -> Result<GraphNodeHandle> {
-    // SAFETY: as the caller promised.
-    let kept = unsafe { kernel_kept(p) }?;
-    let Kept::Kernel { params, .. } = &kept else {
-        unreachable!("kernel_kept keeps a kernel")
-    };
-    let node = build_node(graph, deps, |s| launch_kernel(params, s))?;
-    keep(node, kept);
-    Ok(node)
-}
-
 // ---- memset nodes -------------------------------------------------------------------
 
 pub(super) fn memset_on(p: &MemsetParams, stream: RawHandle) -> cudaError_t {

@@ -12,7 +12,6 @@ use vmcuda_wire::CudaStatus;
 use super::{admit, can_post, enqueue, on_memory_host, wait_for_stream};
 use crate::client::{self, Sink};
 use crate::copy_route::{self, Direction, Route, Shape};
-use crate::driver::inner::registration::variable;
 use crate::driver::inner::{call, call_with, guard, stream_handle, RawHandle, Result};
 use crate::staging;
 use crate::state;
@@ -706,36 +705,6 @@ pub extern "C" fn cudaMemcpy2DAsync(
     })
 }
 
-#[allow(clippy::too_many_arguments)]
-pub extern "C" fn cudaMemcpy2DAsync_ptsz(
-    dst: *mut c_void,
-    dpitch: usize,
-    src: *const c_void,
-    spitch: usize,
-    width: usize,
-    height: usize,
-    kind: u32,
-    stream: RawHandle,
-) -> cudaError_t {
-    guard("cudaMemcpy2DAsync_ptsz", || {
-        // SAFETY: by cudaMemcpy2DAsync_ptsz's contract its pointer arguments are as
-        // `memcpy_2d` requires.
-        unsafe {
-            memcpy_2d(
-                dst as usize,
-                dpitch,
-                src as usize,
-                spitch,
-                width,
-                height,
-                kind,
-                stream_handle(stream, true),
-                true,
-            )
-        }
-    })
-}
-
 fn memcpy_peer(
     dst: usize,
     dst_device: i32,
@@ -812,158 +781,6 @@ pub extern "C" fn cudaMemcpyPeerAsync(
     })
 }
 
-/// The device address of `symbol + offset`, checking `count` fits.
-pub(crate) fn symbol_range(symbol: *const c_void, offset: usize, count: usize) -> Result<usize> {
-    let (ptr, size) = variable(symbol as usize)?;
-    if offset.checked_add(count).is_none_or(|end| end > size) {
-        return Err(CudaStatus::ErrorInvalidValue);
-    }
-    Ok(ptr as usize + offset)
-}
-
-/// Copies to a symbol go host or device to device; the symbol's address is a device
-/// range, so `cudaMemcpyDefault` resolves like any other copy.
-///
-/// # Safety
-/// `src` is as for [`memcpy`].
-unsafe fn to_symbol(
-    symbol: *const c_void,
-    src: *const c_void,
-    count: usize,
-    offset: usize,
-    kind: u32,
-    stream: StreamHandle,
-    is_async: bool,
-) -> Result<()> {
-    let dst = symbol_range(symbol, offset, count)?;
-    match Direction::resolve(kind, dst, src as usize)? {
-        Direction::HostToDevice | Direction::DeviceToDevice => {
-            // SAFETY: as `to_symbol`'s caller promised.
-            unsafe { memcpy(dst, src as usize, count, kind, stream, is_async) }
-        }
-        _ => Err(CudaStatus::ErrorInvalidMemcpyDirection),
-    }
-}
-
-/// # Safety
-/// `dst` is as for [`memcpy`].
-unsafe fn from_symbol(
-    dst: *mut c_void,
-    symbol: *const c_void,
-    count: usize,
-    offset: usize,
-    kind: u32,
-    stream: StreamHandle,
-    is_async: bool,
-) -> Result<()> {
-    let src = symbol_range(symbol, offset, count)?;
-    match Direction::resolve(kind, dst as usize, src)? {
-        Direction::DeviceToHost | Direction::DeviceToDevice => {
-            // SAFETY: as `from_symbol`'s caller promised.
-            unsafe { memcpy(dst as usize, src, count, kind, stream, is_async) }
-        }
-        _ => Err(CudaStatus::ErrorInvalidMemcpyDirection),
-    }
-}
-
-pub extern "C" fn cudaMemcpyToSymbol(
-    symbol: *const c_void,
-    src: *const c_void,
-    count: usize,
-    offset: usize,
-    kind: u32,
-) -> cudaError_t {
-    guard("cudaMemcpyToSymbol", || {
-        // SAFETY: by cudaMemcpyToSymbol's contract its pointer arguments are as `to_symbol`
-        // requires.
-        unsafe {
-            to_symbol(
-                symbol,
-                src,
-                count,
-                offset,
-                kind,
-                StreamHandle::LEGACY,
-                false,
-            )
-        }
-    })
-}
-
-pub extern "C" fn cudaMemcpyToSymbolAsync(
-    symbol: *const c_void,
-    src: *const c_void,
-    count: usize,
-    offset: usize,
-    kind: u32,
-    stream: RawHandle,
-) -> cudaError_t {
-    guard("cudaMemcpyToSymbolAsync", || {
-        // SAFETY: by cudaMemcpyToSymbolAsync's contract its pointer arguments are as
-        // `to_symbol` requires.
-        unsafe {
-            to_symbol(
-                symbol,
-                src,
-                count,
-                offset,
-                kind,
-                stream_handle(stream, false),
-                true,
-            )
-        }
-    })
-}
-
-pub extern "C" fn cudaMemcpyFromSymbol(
-    dst: *mut c_void,
-    symbol: *const c_void,
-    count: usize,
-    offset: usize,
-    kind: u32,
-) -> cudaError_t {
-    guard("cudaMemcpyFromSymbol", || {
-        // SAFETY: by cudaMemcpyFromSymbol's contract its pointer arguments are as
-        // `from_symbol` requires.
-        unsafe {
-            from_symbol(
-                dst,
-                symbol,
-                count,
-                offset,
-                kind,
-                StreamHandle::LEGACY,
-                false,
-            )
-        }
-    })
-}
-
-pub extern "C" fn cudaMemcpyFromSymbolAsync(
-    dst: *mut c_void,
-    symbol: *const c_void,
-    count: usize,
-    offset: usize,
-    kind: u32,
-    stream: RawHandle,
-) -> cudaError_t {
-    guard("cudaMemcpyFromSymbolAsync", || {
-        // SAFETY: by cudaMemcpyFromSymbolAsync's contract its pointer arguments are as
-        // `from_symbol` requires.
-        unsafe {
-            from_symbol(
-                dst,
-                symbol,
-                count,
-                offset,
-                kind,
-                stream_handle(stream, false),
-                true,
-            )
-        }
-    })
-}
-
 /// `cudaMemcpyBatchAsync`: each copy in stream order, as `cudaMemcpyAsync` does it (the
 /// attributes' access-order hints change nothing here: the copies run in order).
 ///
@@ -1018,33 +835,6 @@ pub extern "C" fn cudaMemcpyBatchAsync(
                 count,
                 num_attrs,
                 stream_handle(stream, false),
-            )
-        }
-    })
-}
-
-#[allow(clippy::too_many_arguments)]
-pub extern "C" fn cudaMemcpyBatchAsync_ptsz(
-    dsts: *const *mut c_void,
-    srcs: *const *const c_void,
-    sizes: *const usize,
-    count: usize,
-    _attrs: *mut c_void,
-    _attrs_idxs: *mut usize,
-    num_attrs: usize,
-    stream: RawHandle,
-) -> cudaError_t {
-    guard("cudaMemcpyBatchAsync_ptsz", || {
-        // SAFETY: by its contract the lists hold `count` entries of the program's
-        // memory.
-        unsafe {
-            memcpy_batch(
-                dsts,
-                srcs,
-                sizes,
-                count,
-                num_attrs,
-                stream_handle(stream, true),
             )
         }
     })
