@@ -1,0 +1,214 @@
+use super::*;
+use crate::executor::host_memory::HostMemoryExecutor;
+use crate::policy::Grant;
+use vmcuda_wire::graph::*;
+use vmcuda_wire::op::*;
+
+const CTX: CallContext = CallContext { device: 0 };
+
+fn session(quota: Option<u64>) -> Session {
+    let exec = HostMemoryExecutor::new(64 << 20, None).unwrap();
+    let mut grant = Grant::unlimited("test");
+    grant.memory_quota = quota;
+    Session::new(Box::new(exec), grant)
+}
+
+#[test]
+fn graphs_are_named_here_and_stale_or_foreign_handles_are_refused() {
+    let mut s = session(None);
+    let stream = StreamHandle(0x100);
+    let create = StreamCreate {
+        stream,
+        flags: 0,
+        priority: 0,
+    };
+    s.stream_create(&CTX, create, &[]).unwrap();
+    let ptr = s
+        .mem_alloc_async(&CTX, MemAllocAsync { size: 256, stream }, &[])
+        .unwrap()
+        .0
+        .ptr;
+    let begin = StreamBeginCapture { stream };
+    s.stream_begin_capture(&CTX, begin, &[]).unwrap();
+    let legacy = StreamBeginCapture {
+        stream: StreamHandle::LEGACY,
+    };
+    assert_eq!(
+        s.stream_begin_capture(&CTX, legacy, &[]).unwrap_err(),
+        CudaStatus::ErrorStreamCaptureUnsupported
+    );
+    let memset = Memset {
+        dst: ptr,
+        value: 5,
+        size: 256,
+        stream,
+        is_async: true,
+    };
+    s.memset(&CTX, memset, &[]).unwrap();
+    // The graph being built, as cudaStreamGetCaptureInfo shows it: readable, not
+    // destroyable, and the same graph once the capture ends.
+    let shown = s
+        .stream_get_capture_graph(&CTX, StreamGetCaptureGraph { stream }, &[])
+        .unwrap()
+        .0;
+    assert_eq!(shown.dependencies.len(), 1);
+    let building = GraphGetNodes { graph: shown.graph };
+    assert_eq!(
+        s.graph_get_nodes(&CTX, building, &[]).unwrap().0.nodes,
+        shown.dependencies
+    );
+    let early = GraphDestroy { graph: shown.graph };
+    assert_eq!(
+        s.graph_destroy(&CTX, early, &[]).unwrap_err(),
+        CudaStatus::ErrorIllegalState
+    );
+    // A copy through the socket cannot be captured.
+    let htod = MemcpyHtoD {
+        dst: ptr,
+        stream,
+        is_async: true,
+    };
+    assert_eq!(
+        s.memcpy_htod(&CTX, htod, &[1, 2]).unwrap_err(),
+        CudaStatus::ErrorStreamCaptureUnsupported
+    );
+    let end = StreamEndCapture {
+        stream,
+        invalidated: false,
+    };
+    let graph = s.stream_end_capture(&CTX, end, &[]).unwrap().0.graph;
+    assert_eq!(graph, shown.graph);
+    let nodes = s
+        .graph_get_nodes(&CTX, GraphGetNodes { graph }, &[])
+        .unwrap()
+        .0
+        .nodes;
+    assert_eq!(nodes.len(), 1);
+    let again = s
+        .graph_get_nodes(&CTX, GraphGetNodes { graph }, &[])
+        .unwrap();
+    assert_eq!(again.0.nodes, nodes, "the same node, the same handle");
+    let exec = s
+        .graph_instantiate(&CTX, GraphInstantiate { graph, flags: 0 }, &[])
+        .unwrap()
+        .0
+        .exec;
+    s.graph_launch(&CTX, GraphLaunch { exec, stream }, &[])
+        .unwrap();
+    let dot = s
+        .graph_debug_dot(&CTX, GraphDebugDot { graph, flags: 0 }, &[])
+        .unwrap()
+        .0
+        .text;
+    assert!(String::from_utf8(dot).unwrap().starts_with("digraph"));
+    s.graph_destroy(&CTX, GraphDestroy { graph }, &[]).unwrap();
+    let refused = CudaStatus::ErrorInvalidValue;
+    // Destroyed, never made, or made by the wrong kind of call: refused.
+    assert_eq!(
+        s.graph_destroy(&CTX, GraphDestroy { graph }, &[])
+            .unwrap_err(),
+        refused
+    );
+    let stale_node = GraphNodeGetDependencies { node: nodes[0] };
+    assert_eq!(
+        s.graph_node_get_dependencies(&CTX, stale_node, &[])
+            .unwrap_err(),
+        refused
+    );
+    let foreign = GraphLaunch {
+        exec: GraphExecHandle(graph.0),
+        stream,
+    };
+    assert_eq!(s.graph_launch(&CTX, foreign, &[]).unwrap_err(), refused);
+    // The executable graph outlives its graph.
+    s.graph_launch(&CTX, GraphLaunch { exec, stream }, &[])
+        .unwrap();
+    s.graph_exec_destroy(&CTX, GraphExecDestroy { exec }, &[])
+        .unwrap();
+    // An invalidated capture gives no graph.
+    s.stream_begin_capture(&CTX, StreamBeginCapture { stream }, &[])
+        .unwrap();
+    let end = StreamEndCapture {
+        stream,
+        invalidated: true,
+    };
+    assert_eq!(
+        s.stream_end_capture(&CTX, end, &[]).unwrap_err(),
+        CudaStatus::ErrorStreamCaptureInvalidated
+    );
+}
+
+#[test]
+fn stream_ordered_allocations_are_charged_and_only_the_guests_own_are_freed() {
+    let mut s = session(Some(1 << 20));
+    let stream = StreamHandle::LEGACY;
+    let ptr = s
+        .mem_alloc_async(&CTX, MemAllocAsync { size: 4096, stream }, &[])
+        .unwrap()
+        .0
+        .ptr;
+    let free = |s: &mut Session| s.mem_get_info(&CTX, MemGetInfo, &[]).unwrap().0.free;
+    assert_eq!(free(&mut s), (1 << 20) - 4096);
+    let too_big = MemAllocAsync {
+        size: 1 << 20,
+        stream,
+    };
+    assert_eq!(
+        s.mem_alloc_async(&CTX, too_big, &[]).unwrap_err(),
+        CudaStatus::ErrorMemoryAllocation
+    );
+    let wild = MemFreeAsync {
+        ptr: ptr + 16,
+        stream,
+    };
+    assert_eq!(
+        s.mem_free_async(&CTX, wild, &[]).unwrap_err(),
+        CudaStatus::ErrorInvalidValue
+    );
+    let used = MemPoolGetAttribute {
+        pool: PoolRef::Default(0),
+        attr: pool_attr::USED_MEM_CURRENT,
+    };
+    assert_eq!(
+        s.mem_pool_get_attribute(&CTX, used.clone(), &[])
+            .unwrap()
+            .0
+            .value,
+        4096
+    );
+    s.mem_free_async(&CTX, MemFreeAsync { ptr, stream }, &[])
+        .unwrap();
+    assert_eq!(free(&mut s), 1 << 20);
+    assert_eq!(
+        s.mem_pool_get_attribute(&CTX, used, &[]).unwrap().0.value,
+        0
+    );
+    // The release threshold is held to the quota; unknown attributes are refused.
+    let threshold = MemPoolSetAttribute {
+        pool: PoolRef::Default(0),
+        attr: pool_attr::RELEASE_THRESHOLD,
+        value: u64::MAX,
+    };
+    s.mem_pool_set_attribute(&CTX, threshold, &[]).unwrap();
+    let get = MemPoolGetAttribute {
+        pool: PoolRef::Default(0),
+        attr: pool_attr::RELEASE_THRESHOLD,
+    };
+    assert_eq!(
+        s.mem_pool_get_attribute(&CTX, get, &[]).unwrap().0.value,
+        1 << 20
+    );
+    let unknown = MemPoolGetAttribute {
+        pool: PoolRef::Default(0),
+        attr: 42,
+    };
+    assert!(s.mem_pool_get_attribute(&CTX, unknown, &[]).is_err());
+    let other_device = MemPoolTrimTo {
+        pool: PoolRef::Default(3),
+        min_bytes_to_keep: 0,
+    };
+    assert_eq!(
+        s.mem_pool_trim_to(&CTX, other_device, &[]).unwrap_err(),
+        CudaStatus::ErrorInvalidDevice
+    );
+}
