@@ -231,22 +231,18 @@ impl Daemon {
         Self::start_with_env(name, config, &[], extra)
     }
 
-    /// A host-memory daemon whose TCP listener speaks TLS with `pki`'s certificate and
-    /// admits VM `vm` by `token`, and its TCP address (HOST:PORT), once it listens.
-    pub fn tls(
-        name: &str,
-        pki: &vmcuda_wire::tls::testing::TestPki,
-        vm: &str,
-        token: &str,
-    ) -> (Daemon, String) {
+    /// A host-memory daemon whose TCP listener speaks TLS with the certificate `cert`
+    /// and its key `key` (PEM files) and admits VM `vm` by `token`, and its TCP address
+    /// (HOST:PORT), once it listens.
+    pub fn tls(name: &str, cert: &Path, key: &Path, vm: &str, token: &str) -> (Daemon, String) {
         let addr = free_tcp_addr();
         let daemon = Self::start_with_config(
             name,
             Some(&format!(
                 "[tcp]\ntls_cert = \"{}\"\ntls_key = \"{}\"\n\n\
                  [[vm]]\nname = \"{vm}\"\ntcp = true\ntoken = \"{token}\"\n",
-                pki.cert.display(),
-                pki.key.display()
+                cert.display(),
+                key.display()
             )),
             &["--executor", "host-memory", "--tcp", &addr],
         );

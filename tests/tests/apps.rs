@@ -462,7 +462,7 @@ fn tls_transport_runs_programs_and_refuses_untrusted_hosts_and_plain_guests() {
     // signed nothing of it.
     let pki = TestPki::new(&dir.join("host"), &["gpuhost.test", "127.0.0.1"]);
     let stranger = TestPki::new(&dir.join("stranger"), &["127.0.0.1"]);
-    let (mut daemon, addr) = Daemon::tls("tls", &pki, "tls-guest", TCP_TOKEN);
+    let (mut daemon, addr) = Daemon::tls("tls", &pki.cert, &pki.key, "tls-guest", TCP_TOKEN);
     let tls = format!("tls:{addr}");
     let ca = pki.ca.to_str().unwrap();
     let trusted = [("VMCUDA_TOKEN", TCP_TOKEN), ("VMCUDA_TLS_CA", ca)];

@@ -351,7 +351,7 @@ fn a_tls_guest_comes_back_to_its_session_when_its_connections_are_cut() {
     const TOKEN: &str = "survival-tls-token-0123456789";
     let pki_dir = std::env::temp_dir().join(format!("vmcuda-survival-tls-{}", std::process::id()));
     let pki = TestPki::new(&pki_dir, &["127.0.0.1"]);
-    let (d, addr) = Daemon::tls("reconnect-tls", &pki, "tls-guest", TOKEN);
+    let (d, addr) = Daemon::tls("reconnect-tls", &pki.cert, &pki.key, "tls-guest", TOKEN);
     let proxy = vmcuda_tests::cut_proxy::CutProxy::start_tcp(&addr).expect("proxy");
     let ca = pki.ca.display().to_string();
     let steps = Steps::start_with(
