@@ -185,10 +185,10 @@ fn a_server_file_lists_hosts_by_line_or_comma_with_comments() {
     let text =
         "# the hosts of this VM\nvsock:2:7731\n\n  tls:gpu-b:7731, tcp:10.0.0.3:7731 # spare\n";
     assert_eq!(
-        super::server_file_list(text),
+        super::servers::server_file_list(text),
         "vsock:2:7731,tls:gpu-b:7731,tcp:10.0.0.3:7731"
     );
-    assert_eq!(super::server_file_list("# nothing\n\n"), "");
+    assert_eq!(super::servers::server_file_list("# nothing\n\n"), "");
 }
 
 /// The host-memory double is told apart from a GPU host by its hello.
