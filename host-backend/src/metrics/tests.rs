@@ -1,3 +1,4 @@
+use super::endpoint::{MAX_CLIENTS, REQUEST_TIMEOUT};
 use super::*;
 use crate::stats::{Identity, Totals, LATENCY_BUCKETS};
 

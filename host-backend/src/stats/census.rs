@@ -101,7 +101,7 @@ pub(super) fn prune(dir: &Path) -> Result<(), StatsError> {
 }
 
 /// The `<pid>.stats` files in `dir`.
-pub(super) fn stats_files(dir: &Path) -> Result<Vec<(u32, PathBuf)>, StatsError> {
+fn stats_files(dir: &Path) -> Result<Vec<(u32, PathBuf)>, StatsError> {
     let entries = std::fs::read_dir(dir).map_err(io_error(dir))?;
     Ok(entries
         .flatten()
@@ -115,7 +115,7 @@ pub(super) fn stats_files(dir: &Path) -> Result<Vec<(u32, PathBuf)>, StatsError>
 
 /// A worker's file: its guest, and whether the worker still lives. `None` when the
 /// file is gone.
-pub(super) fn read_guest(path: &Path, pid: u32) -> Result<Option<(Guest, bool)>, StatsError> {
+fn read_guest(path: &Path, pid: u32) -> Result<Option<(Guest, bool)>, StatsError> {
     let file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -257,7 +257,7 @@ pub(super) fn write_totals(dir: &Path, totals: &Totals) -> Result<(), StatsError
 
 /// Whether process `pid` lives and, when `started` is known (not 0), is the process
 /// that started then rather than a later one given the same pid.
-pub(super) fn alive(pid: u32, started: u64) -> bool {
+fn alive(pid: u32, started: u64) -> bool {
     match started_ticks(pid) {
         Some(now) => started == 0 || now == started,
         None => false,

@@ -65,7 +65,7 @@ pub(super) fn answer(
 }
 
 /// A reply too large to keep: its request, where it may run again.
-pub(super) fn rerun_or_lost(header: &FrameHeader, request: &[u8]) -> Kept {
+fn rerun_or_lost(header: &FrameHeader, request: &[u8]) -> Kept {
     if Replay::rerun_ok(header.op.get()) {
         Kept::Rerun(*header, request.to_vec())
     } else {
@@ -79,7 +79,7 @@ pub(super) fn rerun_or_lost(header: &FrameHeader, request: &[u8]) -> Kept {
 /// later can no longer change the status sent and is owed to the next call instead,
 /// as an asynchronous error.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn answer_from_area(
+fn answer_from_area(
     writer: &mut impl Write,
     session: &mut Session,
     header: &FrameHeader,
