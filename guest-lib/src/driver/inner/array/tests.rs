@@ -1,3 +1,4 @@
+use super::batch::{batch_parms, OPERAND_POINTER};
 use super::*;
 use crate::abi::runtime::Extent;
 
