@@ -174,7 +174,7 @@ fn code_of(source: &str) -> String {
     out
 }
 
-/// The module path of a file under `src/` (`driver/inner/mod.rs` -> driver, inner).
+/// The module path of a file under `src/` (`driver/inner.rs` or `driver/inner/mod.rs` -> driver, inner).
 fn module_path(relative: &Path) -> Vec<String> {
     let mut parts: Vec<String> = relative
         .iter()
