@@ -530,14 +530,18 @@ fn serve_tcp<'a>(
     returning: Option<worker::Returning<'a>>,
     console: Option<&mut ConsoleCapture>,
 ) -> Result<Ended, ConnectionError> {
-    let reader = stream.try_clone().map_err(FrameError::from)?;
-    let reader = PollingReader::new(reader, Some(stream.as_fd()), worker::request_poll_window());
-    let link = worker::Link {
-        socket: stream.as_fd().try_clone_to_owned().ok(),
-        fds: None,
-    };
+    let worker::Streams {
+        reader,
+        writer,
+        link,
+    } = streams(
+        OwnedFd::from(stream),
+        TransportKind::Tcp,
+        worker::request_poll_window(),
+    )
+    .map_err(FrameError::from)?;
     Ok(worker::serve(
-        reader, stream, link, open, returning, console,
+        reader, writer, link, open, returning, console,
     )?)
 }
 
