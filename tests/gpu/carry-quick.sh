@@ -10,7 +10,8 @@ cd "$repo"
 dir=${1:-.carry/quick}
 rm -rf "$dir" && mkdir -p "$dir/bin"
 cu13=$(bash .ci/install-nvcc.sh | tail -1)
-cargo build --release -p vmcuda-host -p vmcuda-tests --bin vmcuda-host --bin cut-proxy --bin test-pki
+cargo build --release -p vmcuda-host -p vmcuda-tests --bin vmcuda-host --bin cut-proxy --bin test-pki \
+  --features vmcuda-tests/pki
 cp target/release/vmcuda-host target/release/cut-proxy target/release/test-pki "$dir/bin/"
 strip "$dir"/bin/*
 bash guest-lib/build-libs.sh "$dir/guest/lib" >/dev/null
