@@ -68,6 +68,38 @@ pub type ExecStream = u64;
 pub const LEGACY_STREAM: ExecStream = 0;
 pub const PER_THREAD_STREAM: ExecStream = 2;
 
+/// Where a copy or memset runs in stream order, as CUDA's two shapes of a call have
+/// it: queued on a stream, returning once queued (the `*Async` calls), or done before
+/// it returns, after what the stream already holds (the synchronous calls, on a default
+/// stream).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StreamOrder {
+    Queued(ExecStream),
+    Waited(ExecStream),
+}
+
+impl StreamOrder {
+    /// The order a request names: its checked stream and whether it is asynchronous.
+    pub fn of(stream: ExecStream, is_async: bool) -> StreamOrder {
+        if is_async {
+            StreamOrder::Queued(stream)
+        } else {
+            StreamOrder::Waited(stream)
+        }
+    }
+
+    pub fn stream(self) -> ExecStream {
+        match self {
+            StreamOrder::Queued(s) | StreamOrder::Waited(s) => s,
+        }
+    }
+
+    /// Whether the call may return before its work is done.
+    pub fn is_queued(self) -> bool {
+        matches!(self, StreamOrder::Queued(_))
+    }
+}
+
 /// `sizeof(cudaStreamAttrValue)`.
 pub const STREAM_ATTR_LEN: usize = 64;
 
@@ -185,33 +217,21 @@ pub trait MemoryExec {
     fn free(&mut self, ptr: DevicePtr) -> ExecResult<()>;
     /// (pointer, pitch) for `height` rows of `width` bytes.
     fn alloc_pitch(&mut self, width: u64, height: u64) -> ExecResult<(DevicePtr, u64)>;
-    fn memset(
-        &mut self,
-        dst: DeviceRange,
-        value: u8,
-        stream: ExecStream,
-        is_async: bool,
-    ) -> ExecResult<()>;
+    fn memset(&mut self, dst: DeviceRange, value: u8, order: StreamOrder) -> ExecResult<()>;
     /// Zero a fresh stream-ordered allocation in the order of `stream`, which is
     /// capturing: the graph's node right after the allocation node. A memset node
     /// here; an executor may make one that an executable-graph update can carry to
     /// another graph's memory (the driver refuses to move a memset node's destination
     /// to another graph's allocation).
     fn zero_in_capture(&mut self, dst: DeviceRange, stream: ExecStream) -> ExecResult<()> {
-        self.memset(dst, 0, stream, true)
+        self.memset(dst, 0, StreamOrder::Queued(stream))
     }
     #[allow(clippy::too_many_arguments)]
     /// Zero a fresh allocation before the guest sees it, synchronously and ordered
     /// with nothing the guest queued: memory is never handed over with what an
     /// earlier owner (another guest) left in it.
     fn zero_fill(&mut self, dst: DevicePtr, size: u64) -> ExecResult<()>;
-    fn memset_2d(
-        &mut self,
-        dst: PitchedRange,
-        value: u8,
-        stream: ExecStream,
-        is_async: bool,
-    ) -> ExecResult<()>;
+    fn memset_2d(&mut self, dst: PitchedRange, value: u8, order: StreamOrder) -> ExecResult<()>;
     fn pointer_attributes(&mut self, ptr: DevicePtr) -> ExecResult<PointerAttributes>;
     /// Page-lock `[ptr, ptr + size)` of this process (memory shared with the guest,
     /// mapped at the guest's address) and map it for the GPU; returns its device pointer.
@@ -249,52 +269,33 @@ pub const IPC_HANDLE_LEN: usize = 64;
 /// Copies between host buffers, device memory, peers and registered host memory.
 pub trait CopyExec {
     /// `dst` is as long as `src`.
-    fn copy_htod(
-        &mut self,
-        dst: DeviceRange,
-        src: &[u8],
-        stream: ExecStream,
-        is_async: bool,
-    ) -> ExecResult<()>;
+    fn copy_htod(&mut self, dst: DeviceRange, src: &[u8], order: StreamOrder) -> ExecResult<()>;
     /// `src` is as long as `dst`.
-    fn copy_dtoh(
-        &mut self,
-        dst: &mut [u8],
-        src: DeviceRange,
-        stream: ExecStream,
-        is_async: bool,
-    ) -> ExecResult<()>;
+    fn copy_dtoh(&mut self, dst: &mut [u8], src: DeviceRange, order: StreamOrder)
+        -> ExecResult<()>;
     /// `dst` and `src` are as long as each other.
     fn copy_dtod(
         &mut self,
         dst: DeviceRange,
         src: DeviceRange,
-        stream: ExecStream,
-        is_async: bool,
+        order: StreamOrder,
     ) -> ExecResult<()>;
     /// `src` holds `dst`'s rows packed.
-    fn copy_2d_htod(
-        &mut self,
-        dst: PitchedRange,
-        src: &[u8],
-        stream: ExecStream,
-        is_async: bool,
-    ) -> ExecResult<()>;
+    fn copy_2d_htod(&mut self, dst: PitchedRange, src: &[u8], order: StreamOrder)
+        -> ExecResult<()>;
     /// Fills `dst` with `src`'s rows packed.
     fn copy_2d_dtoh(
         &mut self,
         dst: &mut [u8],
         src: PitchedRange,
-        stream: ExecStream,
-        is_async: bool,
+        order: StreamOrder,
     ) -> ExecResult<()>;
     /// `dst` and `src` have the same width and height.
     fn copy_2d_dtod(
         &mut self,
         dst: PitchedRange,
         src: PitchedRange,
-        stream: ExecStream,
-        is_async: bool,
+        order: StreamOrder,
     ) -> ExecResult<()>;
     #[allow(clippy::too_many_arguments)]
     /// `dst` and `src` are as long as each other.
@@ -304,8 +305,7 @@ pub trait CopyExec {
         dst_device: i32,
         src: DeviceRange,
         src_device: i32,
-        stream: ExecStream,
-        is_async: bool,
+        order: StreamOrder,
     ) -> ExecResult<()>;
     /// Copy between device memory and `[host, host + size)` of this process, which lies
     /// inside one range registered with [`MemoryExec::host_register`] (the caller checks):
@@ -316,8 +316,7 @@ pub trait CopyExec {
         device: DeviceRange,
         host: u64,
         to_device: bool,
-        stream: ExecStream,
-        is_async: bool,
+        order: StreamOrder,
     ) -> ExecResult<()>;
 }
 
@@ -333,12 +332,11 @@ pub trait StagingExec: CopyExec {
         &mut self,
         dst: DeviceRange,
         src: &[u8],
-        stream: ExecStream,
-        is_async: bool,
+        order: StreamOrder,
         buffer: usize,
     ) -> ExecResult<()> {
         let _ = buffer;
-        self.copy_htod(dst, src, stream, is_async)
+        self.copy_htod(dst, src, order)
     }
 
     /// Wait until no copy queued from `buffer` still reads it; an error is the copy's.
@@ -356,10 +354,9 @@ pub trait StagingExec: CopyExec {
         &mut self,
         dst: &mut [u8],
         src: DeviceRange,
-        stream: ExecStream,
-        is_async: bool,
+        order: StreamOrder,
     ) -> ExecResult<()> {
-        self.copy_dtoh(dst, src, stream, is_async)
+        self.copy_dtoh(dst, src, order)
     }
 
     /// Wait until the first `end` bytes of the last queued device-to-host copy have

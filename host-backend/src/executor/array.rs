@@ -9,7 +9,7 @@
 use vmcuda_wire::array::{ArrayDesc, TexRefSetting, TexRefState, TextureDesc, ViewDesc};
 use vmcuda_wire::op::DevicePtr;
 
-use super::{ExecFunction, ExecModule, ExecResult, ExecStream};
+use super::{ExecFunction, ExecModule, ExecResult, StreamOrder};
 
 pub type ExecArray = u64;
 pub type ExecMipmap = u64;
@@ -84,8 +84,7 @@ pub trait ArrayExec {
         src: Place,
         dst: Place,
         extent: Extent3,
-        stream: ExecStream,
-        is_async: bool,
+        order: StreamOrder,
     ) -> ExecResult<()>;
     fn tex_create(
         &mut self,

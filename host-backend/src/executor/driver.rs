@@ -16,7 +16,7 @@ use vmcuda_wire::driver::{
 use vmcuda_wire::op::DevicePtr;
 use vmcuda_wire::CudaStatus;
 
-use super::{ExecResult, ExecStream};
+use super::{ExecResult, ExecStream, StreamOrder};
 
 /// An executor's physical allocation id.
 pub type ExecAllocation = u64;
@@ -36,8 +36,7 @@ pub trait Driver {
         value: u32,
         element_size: u8,
         count: u64,
-        stream: ExecStream,
-        is_async: bool,
+        order: StreamOrder,
     ) -> ExecResult<()>;
     fn stream_write_value32(
         &mut self,

@@ -11,6 +11,7 @@
 //! the ones it made, destroys only those, and checks the memory a linear or pitched
 //! texture reads. Everything goes when the session does.
 
+use crate::executor::StreamOrder;
 use std::collections::HashMap;
 
 use tracing::{debug, warn};
@@ -616,7 +617,8 @@ impl ArrayOps for Session {
             extent,
             frame_out.then_some(reply.as_mut_ptr() as u64),
         )?;
-        self.exec.copy_3d(src, dst, extent, s, req.is_async)?;
+        self.exec
+            .copy_3d(src, dst, extent, StreamOrder::of(s, req.is_async))?;
         Ok(((), reply))
     }
 

@@ -1,5 +1,6 @@
 //! Copies and memsets: every range checked against the guest's own memory first.
 
+use crate::executor::StreamOrder;
 use vmcuda_wire::op::*;
 use vmcuda_wire::CudaStatus;
 
@@ -38,12 +39,14 @@ impl CopyOps for Session {
             // alone until the copy is done: it reads the next request meanwhile.
             Some(slot) => {
                 self.exec
-                    .copy_htod_queued(dst, data, s, req.is_async, slot)?;
+                    .copy_htod_queued(dst, data, StreamOrder::of(s, req.is_async), slot)?;
                 if !req.is_async {
                     self.buffers.owed_copy = Some(slot);
                 }
             }
-            None => self.exec.copy_htod(dst, data, s, req.is_async)?,
+            None => self
+                .exec
+                .copy_htod(dst, data, StreamOrder::of(s, req.is_async))?,
         }
         self.accounts
             .stats
@@ -68,8 +71,7 @@ impl CopyOps for Session {
                 self.exec.copy_dtoh_queued(
                     &mut area.as_mut_slice()[..size],
                     src,
-                    s,
-                    req.is_async,
+                    StreamOrder::of(s, req.is_async),
                 )?;
                 self.buffers.reply_in_area = Some(size);
                 self.accounts
@@ -79,7 +81,10 @@ impl CopyOps for Session {
             }
         }
         let mut out = self.reply_buffer(size)?;
-        if let Err(e) = self.exec.copy_dtoh(&mut out, src, s, req.is_async) {
+        if let Err(e) = self
+            .exec
+            .copy_dtoh(&mut out, src, StreamOrder::of(s, req.is_async))
+        {
             self.recycle(out);
             return Err(e);
         }
@@ -94,7 +99,9 @@ impl CopyOps for Session {
         let dst = self.check_range(req.dst, req.size)?;
         let src = self.check_range(req.src, req.size)?;
         let graph = self.captured_node(s, GRAPH_NODE_BYTES)?;
-        let r = self.exec.copy_dtod(dst, src, s, req.is_async);
+        let r = self
+            .exec
+            .copy_dtod(dst, src, StreamOrder::of(s, req.is_async));
         self.node_made(graph, r)?;
         self.accounts
             .stats
@@ -114,7 +121,8 @@ impl CopyOps for Session {
             return Err(CudaStatus::ErrorInvalidValue);
         }
         let dst = self.check_pitched(req.dst, req.dpitch, req.width, req.height)?;
-        self.exec.copy_2d_htod(dst, data, s, req.is_async)?;
+        self.exec
+            .copy_2d_htod(dst, data, StreamOrder::of(s, req.is_async))?;
         self.accounts
             .stats
             .copied(Direction::HostToDevice, data.len() as u64);
@@ -136,7 +144,9 @@ impl CopyOps for Session {
             .ok_or(CudaStatus::ErrorInvalidValue)?;
         let src = self.check_pitched(req.src, req.spitch, req.width, req.height)?;
         let mut out = self.reply_buffer(len as usize)?;
-        let r = self.exec.copy_2d_dtoh(&mut out, src, s, req.is_async);
+        let r = self
+            .exec
+            .copy_2d_dtoh(&mut out, src, StreamOrder::of(s, req.is_async));
         if let Err(e) = r {
             self.recycle(out);
             return Err(e);
@@ -155,7 +165,9 @@ impl CopyOps for Session {
         let dst = self.check_pitched(req.dst, req.dpitch, req.width, req.height)?;
         let src = self.check_pitched(req.src, req.spitch, req.width, req.height)?;
         let graph = self.captured_node(s, GRAPH_NODE_BYTES)?;
-        let r = self.exec.copy_2d_dtod(dst, src, s, req.is_async);
+        let r = self
+            .exec
+            .copy_2d_dtod(dst, src, StreamOrder::of(s, req.is_async));
         self.node_made(graph, r)?;
         self.accounts.stats.copied(
             Direction::DeviceToDevice,
@@ -168,7 +180,9 @@ impl CopyOps for Session {
         let s = self.handles.stream(req.stream)?;
         let dst = self.check_range(req.dst, req.size)?;
         let graph = self.captured_node(s, GRAPH_NODE_BYTES)?;
-        let r = self.exec.memset(dst, req.value, s, req.is_async);
+        let r = self
+            .exec
+            .memset(dst, req.value, StreamOrder::of(s, req.is_async));
         self.node_made(graph, r)?;
         nothing()
     }
@@ -177,7 +191,9 @@ impl CopyOps for Session {
         let s = self.handles.stream(req.stream)?;
         let dst = self.check_pitched(req.dst, req.pitch, req.width, req.height)?;
         let graph = self.captured_node(s, GRAPH_NODE_BYTES)?;
-        let r = self.exec.memset_2d(dst, req.value, s, req.is_async);
+        let r = self
+            .exec
+            .memset_2d(dst, req.value, StreamOrder::of(s, req.is_async));
         self.node_made(graph, r)?;
         nothing()
     }
@@ -186,9 +202,13 @@ impl CopyOps for Session {
         let s = self.handles.stream(req.stream)?;
         let dst = self.check_range(req.dst, req.size)?;
         let src = self.check_range(req.src, req.size)?;
-        let r = self
-            .exec
-            .copy_peer(dst, req.dst_device, src, req.src_device, s, req.is_async);
+        let r = self.exec.copy_peer(
+            dst,
+            req.dst_device,
+            src,
+            req.src_device,
+            StreamOrder::of(s, req.is_async),
+        );
         self.exec.set_device(ctx.device)?;
         r?;
         self.accounts
@@ -207,8 +227,12 @@ impl CopyOps for Session {
         if let Some(done) = req.done {
             self.check_range(done.addr, 4)?;
         }
-        self.exec
-            .copy_registered(device, here, req.to_device, s, req.is_async)?;
+        self.exec.copy_registered(
+            device,
+            here,
+            req.to_device,
+            StreamOrder::of(s, req.is_async),
+        )?;
         if let Some(done) = req.done {
             // In stream order after the copy: the guest watching the word sees the copy
             // done (a copy that failed above writes none).
@@ -239,8 +263,7 @@ impl CopyOps for Session {
             req.value,
             req.element_size,
             req.count,
-            stream,
-            req.is_async,
+            StreamOrder::of(stream, req.is_async),
         );
         self.node_made(graph, r)?;
         nothing()

@@ -3,6 +3,7 @@
 //! chunk at a time between the device and the broker socket, in the device's legacy
 //! stream order.
 
+use crate::executor::StreamOrder;
 use tracing::warn;
 use vmcuda_wire::op::{PeerExpect, PeerReceive, PeerSend, PeerTicket, StreamHandle};
 use vmcuda_wire::CudaStatus;
@@ -46,7 +47,8 @@ impl Session {
         let mut link = self.peer.take().expect("checked above");
         let result = link.send(req.ticket, req.size, &req.endpoint, |offset, chunk| {
             let range = self.check_range(req.src + offset, chunk.len() as u64)?;
-            self.exec.copy_dtoh(chunk, range, stream, false)
+            self.exec
+                .copy_dtoh(chunk, range, StreamOrder::Waited(stream))
         });
         self.peer = Some(link);
         match result {
@@ -67,7 +69,8 @@ impl Session {
         let mut link = self.peer.take().expect("checked above");
         let result = link.receive(req.ticket, req.size, |offset, chunk| {
             let range = self.check_range(req.dst + offset, chunk.len() as u64)?;
-            self.exec.copy_htod(range, chunk, stream, false)
+            self.exec
+                .copy_htod(range, chunk, StreamOrder::Waited(stream))
         });
         self.peer = Some(link);
         match result {

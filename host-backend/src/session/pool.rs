@@ -9,6 +9,7 @@
 //! (see `graph`), and zeroed by a node captured right after it (a kernel of the
 //! executor's own on a GPU, which an executable-graph update can carry).
 
+use crate::executor::StreamOrder;
 use std::collections::HashMap;
 
 use tracing::{info, warn};
@@ -276,7 +277,7 @@ impl Session {
         let fresh = super::checked::DeviceRange::new(ptr, size);
         let zeroed = match graph {
             Some(_) => self.exec.zero_in_capture(fresh, s),
-            None => self.exec.memset(fresh, 0, s, true),
+            None => self.exec.memset(fresh, 0, StreamOrder::Queued(s)),
         };
         if let Some(graph) = graph {
             let allocation = Allocation {

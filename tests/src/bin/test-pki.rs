@@ -15,5 +15,10 @@ fn main() {
     }
     let names: Vec<&str> = args[1..].iter().map(String::as_str).collect();
     let pki = TestPki::new(Path::new(&args[0]), &names);
-    println!("{} {} {}", pki.ca.display(), pki.cert.display(), pki.key.display());
+    println!(
+        "{} {} {}",
+        pki.ca.display(),
+        pki.cert.display(),
+        pki.key.display()
+    );
 }

@@ -20,7 +20,7 @@ use super::super::array::{
     ArrayExec, ExecArray, ExecMipmap, ExecTexRef, ExecTexRefSetting, ExecTexResource, Extent3,
     Place,
 };
-use super::super::{ExecFunction, ExecModule, ExecResult, ExecStream, LEGACY_STREAM};
+use super::super::{ExecFunction, ExecModule, ExecResult, StreamOrder, LEGACY_STREAM};
 use super::{check, to_usize, CudaExecutor};
 
 /// `CUDA_ARRAY3D_DESCRIPTOR`.
@@ -290,9 +290,9 @@ impl ArrayExec for CudaExecutor {
         src: Place,
         dst: Place,
         extent: Extent3,
-        stream: ExecStream,
-        is_async: bool,
+        order: StreamOrder,
     ) -> ExecResult<()> {
+        let (stream, is_async) = (order.stream(), order.is_queued());
         self.bind()?;
         let s = self.stream(stream)?;
         let (st, sd, sh, sa, [sx, sy, sz, sp, shh]) = self.place(src)?;

@@ -7,7 +7,7 @@ use std::ptr;
 
 use cudarc::driver::{result, sys};
 
-use super::super::{DeviceRange, ExecResult, ExecStream, PitchedRange, LEGACY_STREAM};
+use super::super::{DeviceRange, ExecResult, ExecStream, PitchedRange, StreamOrder, LEGACY_STREAM};
 use super::staging::{staged_dtoh, staged_htod, SMALL_DTOH, STAGING_THRESHOLD};
 use super::{check, status, to_usize, CudaExecutor};
 use crate::executor::CopyExec;
@@ -39,13 +39,8 @@ impl CudaExecutor {
 }
 
 impl CopyExec for CudaExecutor {
-    fn copy_htod(
-        &mut self,
-        dst: DeviceRange,
-        src: &[u8],
-        stream: ExecStream,
-        is_async: bool,
-    ) -> ExecResult<()> {
+    fn copy_htod(&mut self, dst: DeviceRange, src: &[u8], order: StreamOrder) -> ExecResult<()> {
+        let (stream, is_async) = (order.stream(), order.is_queued());
         let idx = self.bind()?;
         let s = self.stream(stream)?;
         if src.is_empty() {
@@ -84,9 +79,9 @@ impl CopyExec for CudaExecutor {
         &mut self,
         dst: &mut [u8],
         src: DeviceRange,
-        stream: ExecStream,
-        _is_async: bool,
+        order: StreamOrder,
     ) -> ExecResult<()> {
+        let stream = order.stream();
         // Asynchronous or not, the reply carries the bytes: the copy is waited for.
         let idx = self.bind()?;
         let s = self.stream(stream)?;
@@ -114,9 +109,9 @@ impl CopyExec for CudaExecutor {
         &mut self,
         dst: DeviceRange,
         src: DeviceRange,
-        stream: ExecStream,
-        is_async: bool,
+        order: StreamOrder,
     ) -> ExecResult<()> {
+        let (stream, is_async) = (order.stream(), order.is_queued());
         self.bind()?;
         let s = self.stream(stream)?;
         if src.is_empty() {
@@ -135,9 +130,9 @@ impl CopyExec for CudaExecutor {
         &mut self,
         dst: PitchedRange,
         src: &[u8],
-        stream: ExecStream,
-        is_async: bool,
+        order: StreamOrder,
     ) -> ExecResult<()> {
+        let (stream, is_async) = (order.stream(), order.is_queued());
         self.bind()?;
         let s = self.stream(stream)?;
         let (width, height) = (dst.width(), dst.height());
@@ -173,9 +168,9 @@ impl CopyExec for CudaExecutor {
         &mut self,
         dst: &mut [u8],
         src: PitchedRange,
-        stream: ExecStream,
-        is_async: bool,
+        order: StreamOrder,
     ) -> ExecResult<()> {
+        let (stream, is_async) = (order.stream(), order.is_queued());
         self.bind()?;
         let s = self.stream(stream)?;
         let (width, height) = (src.width(), src.height());
@@ -208,9 +203,9 @@ impl CopyExec for CudaExecutor {
         &mut self,
         dst: PitchedRange,
         src: PitchedRange,
-        stream: ExecStream,
-        is_async: bool,
+        order: StreamOrder,
     ) -> ExecResult<()> {
+        let (stream, is_async) = (order.stream(), order.is_queued());
         self.bind()?;
         let s = self.stream(stream)?;
         let (width, height) = (src.width(), src.height());
@@ -244,9 +239,9 @@ impl CopyExec for CudaExecutor {
         dst_device: i32,
         src: DeviceRange,
         src_device: i32,
-        stream: ExecStream,
-        is_async: bool,
+        order: StreamOrder,
     ) -> ExecResult<()> {
+        let (stream, is_async) = (order.stream(), order.is_queued());
         let dst_idx = self.device_index(dst_device)?;
         let src_idx = self.device_index(src_device)?;
         let dst_ctx = self.context(dst_idx)?;
@@ -272,9 +267,9 @@ impl CopyExec for CudaExecutor {
         device: DeviceRange,
         host: u64,
         to_device: bool,
-        stream: ExecStream,
-        is_async: bool,
+        order: StreamOrder,
     ) -> ExecResult<()> {
+        let (stream, is_async) = (order.stream(), order.is_queued());
         self.bind()?;
         let s = self.stream(stream)?;
         if device.is_empty() {

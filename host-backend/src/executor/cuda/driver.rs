@@ -21,7 +21,7 @@ use vmcuda_wire::op::DevicePtr;
 use vmcuda_wire::CudaStatus;
 
 use super::super::driver::{Driver, ExecAllocation, LinkInputData};
-use super::super::{ExecResult, ExecStream, LEGACY_STREAM};
+use super::super::{ExecResult, ExecStream, StreamOrder, LEGACY_STREAM};
 use super::{check, to_usize, CudaExecutor};
 
 /// `CUmemAllocationProp` with plain integers.
@@ -209,9 +209,9 @@ impl Driver for CudaExecutor {
         value: u32,
         element_size: u8,
         count: u64,
-        stream: ExecStream,
-        is_async: bool,
+        order: StreamOrder,
     ) -> ExecResult<()> {
+        let (stream, is_async) = (order.stream(), order.is_queued());
         self.bind()?;
         let s = self.stream(stream)?;
         let n = to_usize(count)?;

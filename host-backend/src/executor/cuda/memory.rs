@@ -6,7 +6,7 @@ use cudarc::driver::result::stream::StreamKind;
 use cudarc::driver::{result, sys};
 use vmcuda_wire::op::{DevicePtr, PointerAttributes};
 
-use super::super::{DeviceRange, ExecResult, ExecStream, PitchedRange, LEGACY_STREAM};
+use super::super::{DeviceRange, ExecResult, ExecStream, PitchedRange, StreamOrder, LEGACY_STREAM};
 use super::{check, status, to_usize, CudaExecutor};
 use crate::executor::{IpcExported, MemoryExec, IPC_HANDLE_LEN};
 use std::os::fd::OwnedFd;
@@ -125,13 +125,8 @@ impl MemoryExec for CudaExecutor {
         Ok((ptr, pitch as u64))
     }
 
-    fn memset(
-        &mut self,
-        dst: DeviceRange,
-        value: u8,
-        stream: ExecStream,
-        is_async: bool,
-    ) -> ExecResult<()> {
+    fn memset(&mut self, dst: DeviceRange, value: u8, order: StreamOrder) -> ExecResult<()> {
+        let (stream, is_async) = (order.stream(), order.is_queued());
         self.bind()?;
         let s = self.stream(stream)?;
         if dst.is_empty() {
@@ -164,13 +159,8 @@ impl MemoryExec for CudaExecutor {
         unsafe { result::stream::synchronize(s) }.map_err(status)
     }
 
-    fn memset_2d(
-        &mut self,
-        dst: PitchedRange,
-        value: u8,
-        stream: ExecStream,
-        is_async: bool,
-    ) -> ExecResult<()> {
+    fn memset_2d(&mut self, dst: PitchedRange, value: u8, order: StreamOrder) -> ExecResult<()> {
+        let (stream, is_async) = (order.stream(), order.is_queued());
         self.bind()?;
         let s = self.stream(stream)?;
         if dst.width() == 0 || dst.height() == 0 {

@@ -10,7 +10,7 @@ use cudarc::driver::{result, sys};
 use tracing::{debug, warn};
 use vmcuda_wire::op::DevicePtr;
 
-use super::super::{DeviceRange, ExecResult, ExecStream};
+use super::super::{DeviceRange, ExecResult, StreamOrder};
 use super::{check, status, CudaExecutor};
 use crate::executor::CopyExec;
 use crate::executor::StagingExec;
@@ -288,10 +288,10 @@ impl StagingExec for CudaExecutor {
         &mut self,
         dst: DeviceRange,
         src: &[u8],
-        stream: ExecStream,
-        is_async: bool,
+        order: StreamOrder,
         buffer: usize,
     ) -> ExecResult<()> {
+        let (stream, is_async) = (order.stream(), order.is_queued());
         // The worker released the buffer before filling it; this only guards the rule.
         self.release_buffer(buffer)?;
         let idx = self.bind()?;
@@ -300,14 +300,14 @@ impl StagingExec for CudaExecutor {
             return Ok(());
         }
         if !self.page_locked(src.as_ptr() as usize, src.len()) {
-            return self.copy_htod(dst, src, stream, is_async);
+            return self.copy_htod(dst, src, order);
         }
         if !is_async && src.len() <= SMALL_HTOD {
             // The driver's own path for small pageable sources beats DMA from
             // page-locked memory (H100: 64 B in 5.9 us against 7.4), so a small copy
             // leaves the receive buffer first.
             let bounce = src.to_vec();
-            return self.copy_htod(dst, &bounce, stream, false);
+            return self.copy_htod(dst, &bounce, StreamOrder::Waited(stream));
         }
         let dst = dst.ptr();
         let event = self.copy_event(idx)?;
@@ -344,9 +344,9 @@ impl StagingExec for CudaExecutor {
         &mut self,
         dst: &mut [u8],
         src: DeviceRange,
-        stream: ExecStream,
-        is_async: bool,
+        order: StreamOrder,
     ) -> ExecResult<()> {
+        let stream = order.stream();
         // The area holds one reply at a time; the worker waited for the last one's
         // pieces already, this only guards the rule.
         let _ = self.dtoh_landed(usize::MAX);
@@ -356,7 +356,7 @@ impl StagingExec for CudaExecutor {
             return Ok(());
         }
         if !self.page_locked(dst.as_ptr() as usize, dst.len()) {
-            return self.copy_dtoh(dst, src, stream, is_async);
+            return self.copy_dtoh(dst, src, order);
         }
         let src = src.ptr();
         for start in (0..dst.len()).step_by(DTOH_PIECE) {

@@ -14,7 +14,7 @@ use super::super::array::{
     ArrayExec, ExecArray, ExecMipmap, ExecTexRef, ExecTexRefSetting, ExecTexResource, Extent3,
     Place,
 };
-use super::super::{ExecFunction, ExecModule, ExecResult, ExecStream};
+use super::super::{ExecFunction, ExecModule, ExecResult, StreamOrder};
 use super::HostMemoryExecutor;
 
 #[derive(Default)]
@@ -175,9 +175,9 @@ impl ArrayExec for HostMemoryExecutor {
         src: Place,
         dst: Place,
         extent: Extent3,
-        stream: ExecStream,
-        _is_async: bool,
+        order: StreamOrder,
     ) -> ExecResult<()> {
+        let stream = order.stream();
         self.check_stream(stream)?;
         self.refuse_in_capture(stream)?;
         let (sd, dd) = (self.desc_of(&src)?, self.desc_of(&dst)?);

@@ -2,19 +2,14 @@
 
 use vmcuda_wire::CudaStatus;
 
-use super::super::{DeviceRange, ExecResult, ExecStream, PitchedRange};
+use super::super::{DeviceRange, ExecResult, PitchedRange, StreamOrder};
 use super::{graph, HostMemoryExecutor};
 use crate::executor::CopyExec;
 use crate::executor::DeviceExec;
 
 impl CopyExec for HostMemoryExecutor {
-    fn copy_htod(
-        &mut self,
-        dst: DeviceRange,
-        src: &[u8],
-        stream: ExecStream,
-        _is_async: bool,
-    ) -> ExecResult<()> {
+    fn copy_htod(&mut self, dst: DeviceRange, src: &[u8], order: StreamOrder) -> ExecResult<()> {
+        let stream = order.stream();
         self.check_stream(stream)?;
         self.refuse_in_capture(stream)?;
         self.slice_mut(dst.ptr(), dst.len())?.copy_from_slice(src);
@@ -25,9 +20,9 @@ impl CopyExec for HostMemoryExecutor {
         &mut self,
         dst: &mut [u8],
         src: DeviceRange,
-        stream: ExecStream,
-        _is_async: bool,
+        order: StreamOrder,
     ) -> ExecResult<()> {
+        let stream = order.stream();
         self.check_stream(stream)?;
         self.refuse_in_capture(stream)?;
         dst.copy_from_slice(self.slice(src.ptr(), src.len())?);
@@ -38,9 +33,9 @@ impl CopyExec for HostMemoryExecutor {
         &mut self,
         dst: DeviceRange,
         src: DeviceRange,
-        stream: ExecStream,
-        _is_async: bool,
+        order: StreamOrder,
     ) -> ExecResult<()> {
+        let stream = order.stream();
         self.check_stream(stream)?;
         self.slice(src.ptr(), src.len())?;
         self.slice(dst.ptr(), dst.len())?;
@@ -57,9 +52,9 @@ impl CopyExec for HostMemoryExecutor {
         &mut self,
         dst: PitchedRange,
         src: &[u8],
-        stream: ExecStream,
-        _is_async: bool,
+        order: StreamOrder,
     ) -> ExecResult<()> {
+        let stream = order.stream();
         self.check_stream(stream)?;
         self.refuse_in_capture(stream)?;
         let Some(region) = self.pitched(dst)? else {
@@ -76,9 +71,9 @@ impl CopyExec for HostMemoryExecutor {
         &mut self,
         dst: &mut [u8],
         src: PitchedRange,
-        stream: ExecStream,
-        _is_async: bool,
+        order: StreamOrder,
     ) -> ExecResult<()> {
+        let stream = order.stream();
         self.check_stream(stream)?;
         self.refuse_in_capture(stream)?;
         let Some(region) = self.pitched(src)? else {
@@ -95,9 +90,9 @@ impl CopyExec for HostMemoryExecutor {
         &mut self,
         dst: PitchedRange,
         src: PitchedRange,
-        stream: ExecStream,
-        _is_async: bool,
+        order: StreamOrder,
     ) -> ExecResult<()> {
+        let stream = order.stream();
         self.check_stream(stream)?;
         // Both regions are found before anything is allocated or copied.
         let (Some(from), Some(to)) = (self.pitched(src)?, self.pitched(dst)?) else {
@@ -126,12 +121,11 @@ impl CopyExec for HostMemoryExecutor {
         dst_device: i32,
         src: DeviceRange,
         src_device: i32,
-        stream: ExecStream,
-        is_async: bool,
+        order: StreamOrder,
     ) -> ExecResult<()> {
         self.set_device(dst_device)?;
         self.set_device(src_device)?;
-        self.copy_dtod(dst, src, stream, is_async)
+        self.copy_dtod(dst, src, order)
     }
 
     fn copy_registered(
@@ -139,9 +133,9 @@ impl CopyExec for HostMemoryExecutor {
         device: DeviceRange,
         host: u64,
         to_device: bool,
-        stream: ExecStream,
-        _is_async: bool,
+        order: StreamOrder,
     ) -> ExecResult<()> {
+        let stream = order.stream();
         self.check_stream(stream)?;
         let size = device.len();
         let end = host

@@ -21,7 +21,7 @@ use vmcuda_wire::op::DevicePtr;
 use vmcuda_wire::CudaStatus;
 
 use super::super::driver::{Driver, ExecAllocation, LinkInputData};
-use super::super::{ExecResult, ExecStream};
+use super::super::{ExecResult, ExecStream, StreamOrder};
 use super::graph::Recorded;
 use super::shared::{Bytes, SharedBytes};
 use super::{align_up, HostMemoryExecutor, GUARD};
@@ -99,9 +99,9 @@ impl Driver for HostMemoryExecutor {
         value: u32,
         element_size: u8,
         count: u64,
-        stream: ExecStream,
-        _is_async: bool,
+        order: StreamOrder,
     ) -> ExecResult<()> {
+        let stream = order.stream();
         self.check_stream(stream)?;
         let width = element_size as usize;
         let len = count

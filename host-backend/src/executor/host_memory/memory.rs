@@ -4,7 +4,7 @@
 use vmcuda_wire::op::{DevicePtr, PointerAttributes};
 use vmcuda_wire::CudaStatus;
 
-use super::super::{DeviceRange, ExecResult, ExecStream, PitchedRange};
+use super::super::{DeviceRange, ExecResult, PitchedRange, StreamOrder};
 use super::shared::{Bytes, SharedBytes};
 use super::{
     align_up, allocation_footprint, graph, HostMemoryExecutor, Region, ALIGN, GUARD, PITCH_ALIGN,
@@ -203,13 +203,8 @@ impl MemoryExec for HostMemoryExecutor {
         Ok((self.allocate(size, None)?, pitch))
     }
 
-    fn memset(
-        &mut self,
-        dst: DeviceRange,
-        value: u8,
-        stream: ExecStream,
-        _is_async: bool,
-    ) -> ExecResult<()> {
+    fn memset(&mut self, dst: DeviceRange, value: u8, order: StreamOrder) -> ExecResult<()> {
+        let stream = order.stream();
         self.check_stream(stream)?;
         self.slice(dst.ptr(), dst.len())?;
         if self.record(stream, || graph::Recorded::Memset { dst, value }) {
@@ -224,13 +219,8 @@ impl MemoryExec for HostMemoryExecutor {
         Ok(())
     }
 
-    fn memset_2d(
-        &mut self,
-        dst: PitchedRange,
-        value: u8,
-        stream: ExecStream,
-        _is_async: bool,
-    ) -> ExecResult<()> {
+    fn memset_2d(&mut self, dst: PitchedRange, value: u8, order: StreamOrder) -> ExecResult<()> {
+        let stream = order.stream();
         self.check_stream(stream)?;
         let Some(region) = self.pitched(dst)? else {
             return Ok(());

@@ -1,5 +1,6 @@
 use super::super::LEGACY_STREAM;
 use super::*;
+use crate::executor::StreamOrder;
 use crate::executor::{CopyExec, DeviceRange, MemoryExec, PitchedRange};
 use vmcuda_wire::CudaStatus;
 
@@ -68,17 +69,20 @@ fn r(ptr: DevicePtr, len: u64) -> DeviceRange {
 fn pitched_copies_and_memsets_land_row_by_row() {
     let mut e = exec();
     let p = e.alloc(4096).unwrap();
-    e.memset(r(p, 4096), 0, S, false).unwrap();
-    e.copy_2d_htod(at(p, 16, 3, 2), b"abcdef", S, false)
+    e.memset(r(p, 4096), 0, StreamOrder::Waited(S)).unwrap();
+    e.copy_2d_htod(at(p, 16, 3, 2), b"abcdef", StreamOrder::Waited(S))
         .unwrap();
-    e.memset_2d(at(p + 3, 16, 1, 2), b'-', S, false).unwrap();
+    e.memset_2d(at(p + 3, 16, 1, 2), b'-', StreamOrder::Waited(S))
+        .unwrap();
     let mut out = [0u8; 8];
-    e.copy_2d_dtoh(&mut out, at(p, 16, 4, 2), S, false).unwrap();
+    e.copy_2d_dtoh(&mut out, at(p, 16, 4, 2), StreamOrder::Waited(S))
+        .unwrap();
     assert_eq!(&out, b"abc-def-");
     // Overlapping regions copy as if through a temporary.
-    e.copy_2d_dtod(at(p + 1, 16, 4, 2), at(p, 16, 4, 2), S, false)
+    e.copy_2d_dtod(at(p + 1, 16, 4, 2), at(p, 16, 4, 2), StreamOrder::Waited(S))
         .unwrap();
-    e.copy_2d_dtoh(&mut out, at(p, 16, 4, 2), S, false).unwrap();
+    e.copy_2d_dtoh(&mut out, at(p, 16, 4, 2), StreamOrder::Waited(S))
+        .unwrap();
     assert_eq!(&out, b"aabcddef");
 }
 
@@ -86,14 +90,15 @@ fn pitched_copies_and_memsets_land_row_by_row() {
 fn a_region_past_its_allocation_fails_before_any_byte_moves() {
     let mut e = exec();
     let p = e.alloc(64).unwrap();
-    e.memset(r(p, 64), 0, S, false).unwrap();
+    e.memset(r(p, 64), 0, StreamOrder::Waited(S)).unwrap();
     // Rows 0..3 fit, row 4 does not.
     assert_eq!(
-        e.memset_2d(at(p, 16, 8, 5), 9, S, false),
+        e.memset_2d(at(p, 16, 8, 5), 9, StreamOrder::Waited(S)),
         Err(CudaStatus::ErrorInvalidValue)
     );
     let mut out = [1u8; 64];
-    e.copy_dtoh(&mut out, r(p, 64), S, false).unwrap();
+    e.copy_dtoh(&mut out, r(p, 64), StreamOrder::Waited(S))
+        .unwrap();
     assert_eq!(out, [0u8; 64], "nothing written");
 }
 
@@ -106,29 +111,42 @@ fn absurd_pitched_regions_get_errors_not_allocations_or_endless_loops() {
     let p = e.alloc(4096).unwrap();
     let huge = 1u64 << 27;
     assert_eq!(
-        e.copy_2d_dtod(at(p, huge, huge, huge), at(p, huge, huge, huge), S, false),
+        e.copy_2d_dtod(
+            at(p, huge, huge, huge),
+            at(p, huge, huge, huge),
+            StreamOrder::Waited(S)
+        ),
         Err(CudaStatus::ErrorInvalidValue)
     );
     // Row addresses that overflow u64.
     assert_eq!(
-        e.memset_2d(at(p, u64::MAX, 1, 3), 0, S, false),
+        e.memset_2d(at(p, u64::MAX, 1, 3), 0, StreamOrder::Waited(S)),
         Err(CudaStatus::ErrorInvalidValue)
     );
     let mut out = [0u8; 2];
     assert_eq!(
-        e.copy_2d_dtoh(&mut out, at(u64::MAX, 1, 1, 2), S, false),
+        e.copy_2d_dtoh(&mut out, at(u64::MAX, 1, 1, 2), StreamOrder::Waited(S)),
         Err(CudaStatus::ErrorInvalidValue)
     );
     // Empty regions are no-ops however many rows they claim (they used to loop
     // over every row).
-    e.memset_2d(at(p, 0, 0, u64::MAX), 0, S, false).unwrap();
-    e.copy_2d_dtod(at(p, 0, 0, u64::MAX), at(p, 0, 0, u64::MAX), S, false)
+    e.memset_2d(at(p, 0, 0, u64::MAX), 0, StreamOrder::Waited(S))
         .unwrap();
-    e.copy_2d_htod(at(p, 0, 0, u64::MAX), &[], S, false)
+    e.copy_2d_dtod(
+        at(p, 0, 0, u64::MAX),
+        at(p, 0, 0, u64::MAX),
+        StreamOrder::Waited(S),
+    )
+    .unwrap();
+    e.copy_2d_htod(at(p, 0, 0, u64::MAX), &[], StreamOrder::Waited(S))
         .unwrap();
     // width * height overflowing is a mismatch with the data, not a panic.
     assert_eq!(
-        e.copy_2d_htod(at(p, 1 << 33, 1 << 32, 1 << 32), &[0; 4], S, false),
+        e.copy_2d_htod(
+            at(p, 1 << 33, 1 << 32, 1 << 32),
+            &[0; 4],
+            StreamOrder::Waited(S)
+        ),
         Err(CudaStatus::ErrorInvalidValue)
     );
 }

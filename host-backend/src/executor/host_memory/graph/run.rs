@@ -2,6 +2,7 @@
 //! graph launches.
 
 use super::*;
+use crate::executor::StreamOrder;
 
 impl HostMemoryExecutor {
     /// Record `op` if `stream` is capturing (true), else leave it to run (false).
@@ -138,21 +139,27 @@ impl HostMemoryExecutor {
 
     pub(super) fn run(&mut self, op: Recorded, stream: ExecStream) -> ExecResult<()> {
         match op {
-            Recorded::Memset { dst, value } => self.memset(dst, value, stream, true),
-            Recorded::Memset2D { dst, value } => self.memset_2d(dst, value, stream, true),
+            Recorded::Memset { dst, value } => self.memset(dst, value, StreamOrder::Queued(stream)),
+            Recorded::Memset2D { dst, value } => {
+                self.memset_2d(dst, value, StreamOrder::Queued(stream))
+            }
             Recorded::MemsetElements {
                 dst,
                 value,
                 element_size,
                 count,
-            } => self.memset_elements(dst, value, element_size, count, stream, true),
-            Recorded::CopyDtoD { dst, src } => self.copy_dtod(dst, src, stream, true),
-            Recorded::Copy2DDtoD { dst, src } => self.copy_2d_dtod(dst, src, stream, true),
+            } => self.memset_elements(dst, value, element_size, count, StreamOrder::Queued(stream)),
+            Recorded::CopyDtoD { dst, src } => {
+                self.copy_dtod(dst, src, StreamOrder::Queued(stream))
+            }
+            Recorded::Copy2DDtoD { dst, src } => {
+                self.copy_2d_dtod(dst, src, StreamOrder::Queued(stream))
+            }
             Recorded::CopyRegistered {
                 device,
                 host,
                 to_device,
-            } => self.copy_registered(device, host, to_device, stream, true),
+            } => self.copy_registered(device, host, to_device, StreamOrder::Queued(stream)),
             Recorded::MemAlloc { ptr, size } => {
                 if let Ok(bytes) = self.slice_mut(ptr, size) {
                     bytes.fill(GRAPH_MEMORY_FILL);

@@ -1,5 +1,6 @@
 use super::*;
 use crate::executor::graph::{GraphBuild, Graphs};
+use crate::executor::StreamOrder;
 use crate::executor::{CopyExec, DeviceRange, MemoryExec, StreamExec};
 
 fn r(ptr: DevicePtr, len: u64) -> DeviceRange {
@@ -154,16 +155,17 @@ fn captured_work_is_recorded_and_replayed_by_each_launch() {
     let a = x.alloc(64).unwrap();
     let b = x.alloc(64).unwrap();
     x.begin_capture(s).unwrap();
-    x.memset(r(a, 64), 7, s, true).unwrap();
+    x.memset(r(a, 64), 7, StreamOrder::Queued(s)).unwrap();
     // Fork to `t` through an event, copy there, and join back.
     let fork = x.event_create(0).unwrap();
     let join = x.event_create(0).unwrap();
     x.event_record(fork, s, 0).unwrap();
     x.stream_wait_event(t, fork, 0).unwrap();
-    x.copy_dtod(r(b, 64), r(a, 64), t, true).unwrap();
+    x.copy_dtod(r(b, 64), r(a, 64), StreamOrder::Queued(t))
+        .unwrap();
     x.event_record(join, t, 0).unwrap();
     x.stream_wait_event(s, join, 0).unwrap();
-    x.memset(r(a, 8), 1, s, true).unwrap();
+    x.memset(r(a, 8), 1, StreamOrder::Queued(s)).unwrap();
     // The graph being built, seen from the capture: s's last node is the frontier.
     let (building, (deps, edges)) = x.capture_graph(s).unwrap();
     assert_eq!(deps, vec![building << 16 | 3]);
@@ -172,7 +174,7 @@ fn captured_work_is_recorded_and_replayed_by_each_launch() {
     // Nothing ran yet; a pageable copy cannot be captured.
     assert_eq!(x.slice(a, 1).unwrap()[0], 0);
     assert_eq!(
-        x.copy_htod(r(a, [1].len() as u64), &[1], s, true)
+        x.copy_htod(r(a, [1].len() as u64), &[1], StreamOrder::Queued(s))
             .unwrap_err(),
         CudaStatus::ErrorStreamCaptureUnsupported
     );
@@ -209,7 +211,8 @@ fn copy_into(
 ) -> ExecNode {
     let s = x.stream_create(0, 0).unwrap();
     x.begin_capture_to_graph(s, graph, &[], &[]).unwrap();
-    x.copy_dtod(r(dst, 64), r(src, 64), s, true).unwrap();
+    x.copy_dtod(r(dst, 64), r(src, 64), StreamOrder::Queued(s))
+        .unwrap();
     x.end_capture(s).unwrap();
     *x.graph_nodes(graph).unwrap().last().unwrap()
 }
@@ -221,8 +224,8 @@ fn copy_into(
 fn conditional_bodies_run_by_their_default_values_and_update_through_the_exec() {
     let mut x = HostMemoryExecutor::new(1 << 20, None).unwrap();
     let [a, b, c, d] = [0; 4].map(|_| x.alloc(64).unwrap());
-    x.memset(r(a, 64), 1, LEGACY, false).unwrap();
-    x.memset(r(c, 64), 3, LEGACY, false).unwrap();
+    x.memset(r(a, 64), 1, StreamOrder::Waited(LEGACY)).unwrap();
+    x.memset(r(c, 64), 3, StreamOrder::Waited(LEGACY)).unwrap();
     let g = x.graph_create(0).unwrap();
     let other = x.graph_create(0).unwrap();
     let once = x.conditional_handle_create(g, 1, 0).unwrap();
