@@ -88,14 +88,80 @@ pub struct Arrival {
 
 /// What the accepting thread and the serving loop share.
 struct Shared {
-    /// The secrets that let a guest back in: the last ticket given, and the one before
-    /// it until the guest has shown it holds the new one (its first request on the
-    /// connection it came back on: a guest whose new connection dropped before the
-    /// answer reached it still holds the old ticket only).
-    secrets: Mutex<VecDeque<[u8; TICKET_SECRET_LEN]>>,
+    /// The secrets that let a guest back in ([`Tickets`]).
+    secrets: Mutex<Tickets>,
     /// The connection served now: shut down when its guest comes back on another
     /// (the old one may not have noticed its end yet).
     current: Mutex<Option<OwnedFd>>,
+}
+
+type Secret = [u8; TICKET_SECRET_LEN];
+
+/// Tickets offered at most while the guest has shown it holds none of them.
+const MAX_OFFERED: usize = 4;
+
+/// The tickets a guest may hold. It holds the last one it came back with, or one
+/// offered since: an answer carrying a ticket may be lost with a connection that drops
+/// before the guest reads it, and a session slow to see a drop may offer several before
+/// one gets through. Once the guest shows it read one (its first request on the
+/// connection it came back on), that one alone is good.
+#[derive(Default)]
+struct Tickets {
+    /// The secret of the last connection taken back, until the guest confirms a newer.
+    presented: Option<Secret>,
+    /// Tickets given after it, oldest first.
+    offered: VecDeque<Secret>,
+}
+
+impl Tickets {
+    fn is_empty(&self) -> bool {
+        self.presented.is_none() && self.offered.is_empty()
+    }
+
+    /// Whether `secret` is one of them (every one compared, in constant time each).
+    fn holds(&self, secret: &Secret) -> bool {
+        let known = self
+            .presented
+            .iter()
+            .chain(self.offered.iter())
+            .fold(subtle::Choice::from(0), |any, s| any | s.ct_eq(secret));
+        bool::from(known)
+    }
+
+    /// The guest came back with `secret`: it holds that one or a later one.
+    fn presented(&mut self, secret: Secret) {
+        if let Some(at) = self.offered.iter().position(|s| *s == secret) {
+            self.offered.drain(..=at);
+        } else if self.presented != Some(secret) {
+            return;
+        }
+        self.presented = Some(secret);
+    }
+
+    fn offer(&mut self, secret: Secret) {
+        self.offered.push_back(secret);
+        while self.offered.len() > MAX_OFFERED {
+            self.offered.pop_front();
+        }
+    }
+
+    /// The guest read the last ticket offered: the others are spent.
+    fn confirm(&mut self) {
+        if let Some(last) = self.offered.pop_back() {
+            self.offered.clear();
+            self.presented = None;
+            self.offered.push_back(last);
+        }
+    }
+
+    /// A ticket that never reached the guest (its answer could not be written).
+    fn withdraw(&mut self, secret: &Secret) {
+        self.offered.retain(|s| s != secret);
+    }
+
+    fn clear(&mut self) {
+        *self = Tickets::default();
+    }
 }
 
 /// A session's resume point: made at admission, before the jail.
@@ -179,7 +245,7 @@ impl ResumePoint {
         nix::sys::socket::listen(&listener, nix::sys::socket::Backlog::new(4)?)?;
         LISTENER_FD.store(listener.as_raw_fd(), Ordering::Relaxed);
         let shared = Arc::new(Shared {
-            secrets: Mutex::new(VecDeque::new()),
+            secrets: Mutex::new(Tickets::default()),
             current: Mutex::new(None),
         });
         let (tx, arrivals) = mpsc::channel();
@@ -199,19 +265,11 @@ impl ResumePoint {
         })
     }
 
-    /// A new ticket to this session: the one out before it is spent once the guest
+    /// A new ticket to this session: the ones out before it are spent once the guest
     /// shows it has this one ([`ResumePoint::confirm`]).
     pub fn ticket(&mut self) -> io::Result<SessionTicket> {
         let secret = random_secret()?;
-        let mut secrets = self
-            .shared
-            .secrets
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        secrets.push_back(secret);
-        while secrets.len() > 2 {
-            secrets.pop_front();
-        }
+        self.tickets().offer(secret);
         self.issued = true;
         Ok(SessionTicket {
             session: self.session,
@@ -228,14 +286,20 @@ impl ResumePoint {
     /// The guest made a request after the last ticket was given: it holds that one,
     /// and the ones before are spent.
     pub fn confirm(&self) {
-        let mut secrets = self
-            .shared
+        self.tickets().confirm();
+    }
+
+    /// `ticket` never reached the guest: the answer that carried it could not be
+    /// written, so it is no longer good (and evicts none the guest holds).
+    pub fn withdraw(&self, ticket: &SessionTicket) {
+        self.tickets().withdraw(&ticket.secret);
+    }
+
+    fn tickets(&self) -> std::sync::MutexGuard<'_, Tickets> {
+        self.shared
             .secrets
             .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        while secrets.len() > 1 {
-            secrets.pop_front();
-        }
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     /// The guest left for good: a drop from now on ends the session.
@@ -328,7 +392,14 @@ fn take_returning(
         };
         let _ = set_timeout(conn.as_fd());
         let verdict = match receive_handoff(conn.as_fd()) {
-            Ok((h, Some(fd))) => check(&h, vm, session, shared).map(|()| (h, fd)),
+            Ok((h, Some(fd))) => check(&h, vm, session, shared).map(|()| {
+                shared
+                    .secrets
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .presented(h.secret);
+                (h, fd)
+            }),
             Ok((_, None)) => Err("no connection came with it"),
             Err(e) => {
                 warn!("unreadable handoff to the resume point: {e}");
@@ -380,11 +451,7 @@ fn check(h: &Handoff, vm: &str, session: u64, shared: &Shared) -> Result<(), &'s
     if secrets.is_empty() {
         return Err("no ticket out (the guest left, or never asked for one)");
     }
-    // Every secret compared, in constant time each.
-    let known = secrets
-        .iter()
-        .fold(subtle::Choice::from(0), |any, s| any | s.ct_eq(&h.secret));
-    if bool::from(known) {
+    if secrets.holds(&h.secret) {
         Ok(())
     } else {
         Err("a wrong or spent ticket")

@@ -340,11 +340,17 @@ fn welcome_back(
     };
     let meta = postcard::to_stdvec(&SessionResumed {
         last_request: replay.last_request,
-        ticket,
+        ticket: ticket.clone(),
     })
     .expect("a resume reply encodes");
     let reply = FrameHeader::new(resume, FLAG_REPLY, request_id, meta.len(), 0);
-    frame::write_frame(writer, &reply, &meta, &[])?;
+    // Sent on its own first: a ticket whose frame did not go out whole never reached
+    // the guest, which still holds the one it came back with.
+    let sent = frame::write_frame(writer, &reply, &meta, &[]).and_then(|()| writer.flush());
+    if let Err(e) = sent {
+        session.withdraw_ticket(&ticket);
+        return Err(e.into());
+    }
     // In id order: kept replies as they were, reads run again in their places.
     for kept in owed {
         match kept {

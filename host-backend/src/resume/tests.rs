@@ -163,3 +163,43 @@ fn a_session_whose_local_program_has_ended_is_not_held() {
     assert!(!ended(std::process::id() as i32));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A session slow to see its connections drop offers tickets in answers that never
+/// reach the guest; the ticket the guest came back with stays good through all of
+/// them, until it shows it read a newer one.
+#[test]
+fn tickets_lost_on_the_way_never_lock_the_guest_out() {
+    let dir = std::env::temp_dir().join(format!("vmcuda-resume-lost-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut point = ResumePoint::open(&dir, "vm1", Duration::from_secs(5), None).unwrap();
+    let held = point.ticket().unwrap();
+    let (_guest, conn) = UnixStream::pair().unwrap();
+    let back = |secret| hand_over(&dir, &handoff(&held, secret, "vm1"), conn.as_fd());
+    // Each return's answer is lost: written (the guest may or may not have read it),
+    // or not written at all (withdrawn).
+    let mut offered = Vec::new();
+    for round in 0..9 {
+        back(held.secret).unwrap_or_else(|e| panic!("return {round} refused: {e}"));
+        point.wait().expect("taken back");
+        let t = point.ticket().unwrap();
+        if round % 3 == 0 {
+            point.withdraw(&t);
+            assert!(matches!(back(t.secret), Err(HandoffError::Refused)));
+        } else {
+            offered.push(t);
+        }
+    }
+    // The guest read the last ticket after all: it comes back with it, then shows it
+    // holds it; every other is spent.
+    back(held.secret).unwrap();
+    point.wait().unwrap();
+    let last = point.ticket().unwrap();
+    point.confirm();
+    assert!(matches!(back(held.secret), Err(HandoffError::Refused)));
+    for t in &offered {
+        assert!(matches!(back(t.secret), Err(HandoffError::Refused)));
+    }
+    back(last.secret).unwrap();
+    point.wait().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}

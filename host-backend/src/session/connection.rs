@@ -115,6 +115,13 @@ impl Session {
         })
     }
 
+    /// `ticket` could not be sent: it is no longer good.
+    pub fn withdraw_ticket(&self, ticket: &SessionTicket) {
+        if let Some(point) = &self.resume {
+            point.withdraw(ticket);
+        }
+    }
+
     /// Whether the guest may come back to this session after a drop (it holds a
     /// ticket): its replies are then kept.
     pub fn resumable(&self) -> bool {
