@@ -14,8 +14,7 @@ use super::context::{context_of, device_of, CUcontext};
 use super::inner;
 use super::result::{status, CUDA_ERROR_NOT_FOUND};
 use super::{check_initialized, export, keeping_last_error, Result};
-use crate::client::Sink;
-use crate::driver::inner::{call, call_with, known_stream, post, stream_handle, RawHandle};
+use crate::driver::inner::{call, known_stream, post, stream_handle, RawHandle};
 // The runtime's copies, so the driver's take the same routes (crate::copy_route).
 use crate::abi::driver::Memcpy2D;
 use crate::copy_route::{DEFAULT, DEVICE_TO_DEVICE, DEVICE_TO_HOST, HOST_TO_DEVICE};
@@ -526,8 +525,7 @@ export! {
             l2_promotion,
             oob_fill,
         };
-        let mut encoded = [0u8; TENSOR_MAP_LEN];
-        call_with(&req, &[], Sink::Into(&mut encoded))?;
+        let encoded = super::tensor_map::encoded(&req)?;
         // SAFETY: by cuTensorMapEncodeTiled's contract `map` is NULL or writable.
         unsafe { caller::write(map, encoded) }
     }

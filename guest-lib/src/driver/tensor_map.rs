@@ -1,12 +1,15 @@
 //! The tensor-map encoders besides `cuTensorMapEncodeTiled` (memory.rs): the im2col
 //! encodings and a map's new address. Pure computation in the real driver, done by the
-//! host's driver: each map comes back as its 128 bytes.
+//! host's driver: each map comes back as its 128 bytes, and is kept ([`encoded`]).
 
+use std::collections::HashMap;
 use std::ffi::c_void;
+use std::sync::Mutex;
 
 use vmcuda_wire::driver::{
     Im2colWide, TensorMapEncodeIm2col, TensorMapReplaceAddress, TENSOR_MAP_LEN, TENSOR_MAP_MAX_RANK,
 };
+use vmcuda_wire::op::Request;
 use vmcuda_wire::CudaStatus;
 
 use super::{check_initialized, export, Result};
@@ -15,6 +18,51 @@ use crate::client::Sink;
 use crate::driver::inner::call_with;
 
 type Map = [u8; TENSOR_MAP_LEN];
+
+/// Maps kept at most; a full cache starts over.
+const MAX_KEPT: usize = 4096;
+
+/// Maps the host encoded, by op, device and request bytes.
+type Kept = HashMap<(u16, i32, Vec<u8>), Map>;
+static KEPT: Mutex<Option<Kept>> = Mutex::new(None);
+
+/// The map the host's driver encodes for `req` on the calling thread's device, asked
+/// once: the encoding is a pure function of the arguments and the GPU, and XLA and
+/// cuBLASLt encode the same maps again before each launch that uses them (about ten a
+/// step of a JAX MLP, a round trip each). Only maps the host made are kept; a refusal
+/// is asked again.
+pub(super) fn encoded<R: Request<Reply = ()>>(req: &R) -> Result<Map> {
+    kept_or(req, crate::state::current_device(), || {
+        let mut map = [0u8; TENSOR_MAP_LEN];
+        call_with(req, &[], Sink::Into(&mut map))?;
+        Ok(map)
+    })
+}
+
+/// [`encoded`]'s cache: the map kept for `req` on `device`, else what `ask` answers
+/// (kept when it is a map).
+fn kept_or<R: Request>(req: &R, device: i32, ask: impl FnOnce() -> Result<Map>) -> Result<Map> {
+    let key = postcard::to_stdvec(req)
+        .ok()
+        .map(|bytes| (R::OP.code(), device, bytes));
+    let kept = |k: &(u16, i32, Vec<u8>)| {
+        let kept = KEPT.lock().unwrap_or_else(|p| p.into_inner());
+        kept.as_ref().and_then(|m| m.get(k).copied())
+    };
+    if let Some(map) = key.as_ref().and_then(kept) {
+        return Ok(map);
+    }
+    let map = ask()?;
+    if let Some(key) = key {
+        let mut kept = KEPT.lock().unwrap_or_else(|p| p.into_inner());
+        let kept = kept.get_or_insert_with(HashMap::new);
+        if kept.len() >= MAX_KEPT {
+            kept.clear();
+        }
+        kept.insert(key, map);
+    }
+    Ok(map)
+}
 
 /// `n` values the program gave (none read for `n` 0).
 ///
@@ -36,10 +84,9 @@ unsafe fn encode(map: *mut Map, req: &TensorMapEncodeIm2col) -> Result<()> {
     if map.is_null() || !req.shape_is_valid() {
         return Err(CudaStatus::ErrorInvalidValue);
     }
-    let mut encoded = [0u8; TENSOR_MAP_LEN];
-    call_with(req, &[], Sink::Into(&mut encoded))?;
+    let map_bytes = encoded(req)?;
     // SAFETY: as the caller promised (checked not NULL above).
-    unsafe { caller::write(map, encoded) }
+    unsafe { caller::write(map, map_bytes) }
 }
 
 /// The rank, checked before any array is read.
@@ -152,9 +199,75 @@ export! {
             map: old.to_vec(),
             global_address: global_address as u64,
         };
-        let mut changed = [0u8; TENSOR_MAP_LEN];
-        call_with(&req, &[], Sink::Into(&mut changed))?;
+        let changed = encoded(&req)?;
         // SAFETY: as above.
         unsafe { caller::write(map, changed) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The cache is the process's: one test at a time uses it.
+    static SERIAL: Mutex<()> = Mutex::new(());
+
+    fn replace(address: u64) -> TensorMapReplaceAddress {
+        TensorMapReplaceAddress {
+            map: vec![7; TENSOR_MAP_LEN],
+            global_address: address,
+        }
+    }
+
+    #[test]
+    fn a_map_is_asked_of_the_host_once_per_request_and_device() {
+        let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+        let asked = std::cell::Cell::new(0);
+        let ask = |byte: u8| {
+            asked.set(asked.get() + 1);
+            Ok([byte; TENSOR_MAP_LEN])
+        };
+        // Addresses of this test alone: the cache is the process's.
+        let (a, b) = (0x7e57_0000_1000, 0x7e57_0000_2000);
+        assert_eq!(
+            kept_or(&replace(a), 0, || ask(1)).unwrap(),
+            [1; TENSOR_MAP_LEN]
+        );
+        assert_eq!(
+            kept_or(&replace(a), 0, || ask(9)).unwrap(),
+            [1; TENSOR_MAP_LEN]
+        );
+        assert_eq!(asked.get(), 1, "the second encoding was kept");
+        // Another address, another device: asked again.
+        assert_eq!(
+            kept_or(&replace(b), 0, || ask(2)).unwrap(),
+            [2; TENSOR_MAP_LEN]
+        );
+        assert_eq!(
+            kept_or(&replace(a), 1, || ask(3)).unwrap(),
+            [3; TENSOR_MAP_LEN]
+        );
+        assert_eq!(asked.get(), 3);
+        // A refusal is not kept.
+        let c = 0x7e57_0000_3000;
+        let refused = kept_or(&replace(c), 0, || Err(CudaStatus::ErrorInvalidValue));
+        assert_eq!(refused, Err(CudaStatus::ErrorInvalidValue));
+        assert_eq!(
+            kept_or(&replace(c), 0, || ask(4)).unwrap(),
+            [4; TENSOR_MAP_LEN]
+        );
+    }
+
+    #[test]
+    fn the_cache_is_bounded() {
+        let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+        for i in 0..(MAX_KEPT as u64 + 10) {
+            kept_or(&replace(0x7e58_0000_0000 + i * 16), 0, || {
+                Ok([0; TENSOR_MAP_LEN])
+            })
+            .unwrap();
+        }
+        let kept = KEPT.lock().unwrap();
+        assert!(kept.as_ref().unwrap().len() <= MAX_KEPT);
     }
 }
