@@ -326,10 +326,12 @@ impl ResumePoint {
         if !self.issued {
             return None;
         }
-        // A local program that was killed or crashed: its end closed the connection.
+        // A local program that was killed or crashed: its end closed the connection. One
+        // that comes back meanwhile is alive, and is taken back at once.
+        let mut came_back = None;
         if let Some(pid) = self.peer_pid.filter(|p| *p > 0) {
             let until = std::time::Instant::now() + EXIT_SEEN_WITHIN;
-            while std::time::Instant::now() < until {
+            while came_back.is_none() && std::time::Instant::now() < until {
                 if ended(pid) {
                     info!(
                         pid,
@@ -337,7 +339,11 @@ impl ResumePoint {
                     );
                     return None;
                 }
-                std::thread::sleep(Duration::from_millis(20));
+                match self.arrivals.recv_timeout(Duration::from_millis(20)) {
+                    Ok(arrival) => came_back = Some(arrival),
+                    Err(mpsc::RecvTimeoutError::Timeout) => {}
+                    Err(mpsc::RecvTimeoutError::Disconnected) => return None,
+                }
             }
         }
         *self
@@ -345,11 +351,16 @@ impl ResumePoint {
             .current
             .lock()
             .unwrap_or_else(|p| p.into_inner()) = None;
-        info!(
-            hold_ms = self.hold.as_millis() as u64,
-            "connection dropped; holding the session for its guest"
-        );
-        let mut arrival = self.arrivals.recv_timeout(self.hold).ok()?;
+        let mut arrival = match came_back {
+            Some(arrival) => arrival,
+            None => {
+                info!(
+                    hold_ms = self.hold.as_millis() as u64,
+                    "connection dropped; holding the session for its guest"
+                );
+                self.arrivals.recv_timeout(self.hold).ok()?
+            }
+        };
         // A guest that tried again meanwhile: its latest connection is the live one.
         while let Ok(later) = self.arrivals.try_recv() {
             arrival = later;

@@ -203,3 +203,28 @@ fn tickets_lost_on_the_way_never_lock_the_guest_out() {
     point.wait().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A local program's dropped session first watches for the program's end; a return
+/// that arrives meanwhile shows it alive and is taken at once, not after the watch
+/// (whose whole window used to pass first, long enough for the connection the guest
+/// came back on to be cut again).
+#[test]
+fn a_local_guest_that_comes_back_during_the_exit_watch_is_taken_at_once() {
+    let dir = std::env::temp_dir().join(format!("vmcuda-resume-watch-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    // This process is the "program": alive throughout.
+    let me = Some(std::process::id() as i32);
+    let mut point = ResumePoint::open(&dir, "vm1", Duration::from_secs(5), me).unwrap();
+    let ticket = point.ticket().unwrap();
+    let (_guest, conn) = UnixStream::pair().unwrap();
+    hand_over(&dir, &handoff(&ticket, ticket.secret, "vm1"), conn.as_fd()).unwrap();
+    let started = std::time::Instant::now();
+    point.wait().expect("taken back");
+    // The watch's window is EXIT_SEEN_WITHIN; a queued return ends it at its first look.
+    assert!(
+        started.elapsed() < EXIT_SEEN_WITHIN / 2,
+        "{:?}",
+        started.elapsed()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
