@@ -62,6 +62,8 @@ pub struct Session {
     grant: Grant,
     greeted: bool,
     client: String,
+    /// The request being served, named in refusals' log lines.
+    op: Option<vmcuda_wire::op::Op>,
     /// The guest program's pid, as the guest knows it (from its hello).
     program_pid: u32,
     handles: Handles,
@@ -128,6 +130,7 @@ impl Session {
             grant,
             greeted: false,
             client: String::new(),
+            op: None,
             program_pid: 0,
             handles: Handles::default(),
             incoming_fds: VecDeque::new(),
@@ -269,7 +272,8 @@ impl Session {
     /// the call.
     /// A request begins (and waits while the operator holds this worker, see
     /// [`crate::stats::WorkerGate`]).
-    pub fn request_started(&mut self) {
+    pub fn request_started(&mut self, op: vmcuda_wire::op::Op) {
+        self.op = Some(op);
         self.accounts.stats.request_started();
     }
 

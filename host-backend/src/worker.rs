@@ -641,7 +641,7 @@ fn run(
     data: &[u8],
     deferred: &mut Option<CudaStatus>,
 ) -> Result<(Vec<u8>, Vec<u8>), CudaStatus> {
-    session.request_started();
+    session.request_started(op);
     let takes_turn = !keeps_deferred(op);
     if takes_turn {
         session.turn_begins();

@@ -344,7 +344,7 @@ impl Session {
         if self.owns(ptr, len) {
             return Ok(DeviceRange::new(ptr, len));
         }
-        warn!(client = %self.client, ptr = format_args!("{ptr:#x}"), len,
+        warn!(client = %self.client, op = ?self.op, ptr = format_args!("{ptr:#x}"), len,
             "refused an access outside the guest's own memory");
         Err(CudaStatus::ErrorInvalidValue)
     }
