@@ -226,7 +226,6 @@ pub trait MemoryExec {
     fn zero_in_capture(&mut self, dst: DeviceRange, stream: ExecStream) -> ExecResult<()> {
         self.memset(dst, 0, StreamOrder::Queued(stream))
     }
-    #[allow(clippy::too_many_arguments)]
     /// Zero a fresh allocation before the guest sees it, synchronously and ordered
     /// with nothing the guest queued: memory is never handed over with what an
     /// earlier owner (another guest) left in it.
@@ -297,7 +296,6 @@ pub trait CopyExec {
         src: PitchedRange,
         order: StreamOrder,
     ) -> ExecResult<()>;
-    #[allow(clippy::too_many_arguments)]
     /// `dst` and `src` are as long as each other.
     fn copy_peer(
         &mut self,
