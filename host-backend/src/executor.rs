@@ -392,6 +392,12 @@ pub trait ModuleExec {
     /// loaded: the session charges its data first. A broken image fails as
     /// `load_module` would.
     fn module_facts(&mut self, image: &[u8]) -> ExecResult<ModuleFacts>;
+    /// The architecture [`ModuleExec::module_facts`] measures for on the current
+    /// device (`major * 10 + minor`): facts kept for it hold for every GPU of it. An
+    /// executor without one keeps none.
+    fn image_arch(&mut self) -> ExecResult<u32> {
+        Err(CudaStatus::ErrorNotSupported)
+    }
     /// Load a fatbinary (raw containers). Loading the same bytes twice may return the
     /// same module.
     fn load_module(&mut self, image: &[u8]) -> ExecResult<ExecModule>;

@@ -52,6 +52,21 @@ struct Entry {
     slot: usize,
     hash: ImageHash,
     len: u64,
+    facts: Option<KeptFacts>,
+}
+
+/// What a worker measured of an image for GPUs of one architecture (the module data
+/// its cubin sets aside, and whether it prints), kept beside it: a later process of
+/// the VM loads the image without decompressing its cubins to measure them again
+/// (cuBLAS's twelve libraries cost its first use about as much as the GPU's own
+/// loading). Only this VM's workers write its index, so facts are as trusted as the
+/// images' own names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeptFacts {
+    /// `major * 10 + minor` of the GPUs they hold for.
+    pub arch: u32,
+    pub data_len: u64,
+    pub prints: bool,
 }
 
 /// What a lookup found.
@@ -201,10 +216,22 @@ impl ModuleCache {
             .lines()
             .filter_map(|line| {
                 let mut fields = line.split(' ');
+                let slot = fields.next()?.parse().ok()?;
+                let hash = unhex(fields.next()?)?;
+                let len = fields.next()?.parse().ok()?;
+                // Lines of older daemons have no facts.
+                let facts = (|| {
+                    Some(KeptFacts {
+                        arch: fields.next()?.parse().ok()?,
+                        data_len: fields.next()?.parse().ok()?,
+                        prints: fields.next()? == "1",
+                    })
+                })();
                 Some(Entry {
-                    slot: fields.next()?.parse().ok()?,
-                    hash: unhex(fields.next()?)?,
-                    len: fields.next()?.parse().ok()?,
+                    slot,
+                    hash,
+                    len,
+                    facts,
                 })
             })
             // What no put writes (a hand-edited or tampered index) is dropped.
@@ -213,7 +240,18 @@ impl ModuleCache {
         let result = f(&mut entries);
         let new_text: String = entries
             .iter()
-            .map(|e| format!("{} {} {}\n", e.slot, hex(&e.hash), e.len))
+            .map(|e| match e.facts {
+                Some(f) => format!(
+                    "{} {} {} {} {} {}\n",
+                    e.slot,
+                    hex(&e.hash),
+                    e.len,
+                    f.arch,
+                    f.data_len,
+                    u8::from(f.prints)
+                ),
+                None => format!("{} {} {}\n", e.slot, hex(&e.hash), e.len),
+            })
             .collect();
         if new_text != text {
             file.seek(SeekFrom::Start(0))?;
@@ -277,10 +315,27 @@ impl ModuleCache {
         }
     }
 
-    /// Keep `image`, whose SHA-256 the caller checked is `hash`, evicting the least
-    /// recently used images as the bounds require. `Ok(false)` when it is not kept:
-    /// larger than the whole cache or than the files this process may write.
-    pub fn put(&self, hash: &ImageHash, image: &[u8]) -> std::io::Result<bool> {
+    /// What was measured of the image `hash` for GPUs of `arch`, if it is kept.
+    pub fn facts(&self, hash: &ImageHash, arch: u32) -> std::io::Result<Option<KeptFacts>> {
+        self.update(|entries| {
+            entries
+                .iter()
+                .find(|e| e.hash == *hash)
+                .and_then(|e| e.facts)
+                .filter(|f| f.arch == arch)
+        })
+    }
+
+    /// Keep `image`, whose SHA-256 the caller checked is `hash`, and what was measured
+    /// of it (`facts`), evicting the least recently used images as the bounds require.
+    /// `Ok(false)` when it is not kept: larger than the whole cache or than the files
+    /// this process may write.
+    pub fn put(
+        &self,
+        hash: &ImageHash,
+        image: &[u8],
+        facts: Option<KeptFacts>,
+    ) -> std::io::Result<bool> {
         let len = image.len() as u64;
         if len == 0 || len > self.limit || len > max_file_size() {
             return Ok(false);
@@ -289,7 +344,8 @@ impl ModuleCache {
         // reader meanwhile finds the slot's bytes wrong and takes it for a miss.
         self.update(|entries| -> std::io::Result<bool> {
             if let Some(at) = entries.iter().position(|e| e.hash == *hash) {
-                let e = entries.remove(at);
+                let mut e = entries.remove(at);
+                e.facts = facts.or(e.facts);
                 entries.push(e);
                 return Ok(true);
             }
@@ -315,6 +371,7 @@ impl ModuleCache {
                 slot,
                 hash: *hash,
                 len,
+                facts,
             });
             Ok(true)
         })?

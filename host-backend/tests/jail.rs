@@ -98,7 +98,8 @@ fn two_vms(dir: &Path, namespaces: bool) -> PathBuf {
     std::fs::write(ledgers.join("vm-b.ledger"), "4242 777\n").unwrap();
     // VM b's module cache, with an image its processes loaded.
     let b = ModuleCache::open(&dir.join("state/modules"), &Scope::vm("vm-b"), 1 << 20).unwrap();
-    b.put(&Sha256::digest(IMAGE_B).into(), IMAGE_B).unwrap();
+    b.put(&Sha256::digest(IMAGE_B).into(), IMAGE_B, None)
+        .unwrap();
     config
 }
 
@@ -188,7 +189,7 @@ fn role() {
             let hash: [u8; 32] = Sha256::digest(image).into();
             println!(
                 "cache-put={:?}",
-                cache.put(&hash, image).map_err(|e| e.to_string())
+                cache.put(&hash, image, None).map_err(|e| e.to_string())
             );
             println!(
                 "cache-hit={}",

@@ -19,7 +19,8 @@ const LAUNCH_ATTRIBUTE_VALUE_LEN: usize = 64;
 use super::accounting::Held;
 use super::host_memory::node_bytes;
 use super::{nothing, Session};
-use crate::module_cache::Lookup;
+use crate::executor::ModuleFacts;
+use crate::module_cache::{KeptFacts, Lookup};
 
 /// `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT` and `CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT`:
 /// attributes whose value starts with an event.
@@ -78,22 +79,40 @@ impl Session {
 
     /// Load `image`, whose SHA-256 is `sha256`, charging its data and its host copy:
     /// the guest's handle of the module (the one it has already, for the same image),
-    /// and whether its kernels call `printf`.
+    /// whether its kernels call `printf`, and what was measured of it here (for the
+    /// VM's module cache). `known`: what the cache kept of it for this GPU, which
+    /// spares measuring it again.
     fn load_image(
         &mut self,
         ctx: &CallContext,
         image: &[u8],
         sha256: [u8; 32],
-    ) -> Result<(ModuleHandle, bool), CudaStatus> {
+        known: Option<KeptFacts>,
+    ) -> Result<(ModuleHandle, bool, Option<KeptFacts>), CudaStatus> {
         self.accounts
             .check_count("module", self.handles.modules.len(), self.grant.max_modules)?;
         // The module's globals and constant banks take device memory the moment it is
         // loaded: charged first, as an allocation of that size would be.
         // The same image again on this device is the same library: charged once.
         let held = Held::Module(sha256);
+        let mut measured = None;
         let bytes = match self.accounts.held(ctx.device, held) {
             0 => {
-                let facts = self.exec.module_facts(image)?;
+                let facts = match known {
+                    Some(k) => ModuleFacts {
+                        data_len: k.data_len,
+                        prints: k.prints,
+                    },
+                    None => {
+                        let facts = self.exec.module_facts(image)?;
+                        measured = self.exec.image_arch().ok().map(|arch| KeptFacts {
+                            arch,
+                            data_len: facts.data_len,
+                            prints: facts.prints,
+                        });
+                        facts
+                    }
+                };
                 if facts.prints {
                     self.printing_images.insert(sha256);
                 }
@@ -124,11 +143,11 @@ impl Session {
         if let Some((h, _)) = self.handles.modules.iter().find(|(_, v)| **v == m) {
             // The module the guest already has: its image is kept once.
             self.accounts.host.refund(image_bytes);
-            return Ok((*h, prints));
+            return Ok((*h, prints, measured));
         }
         let module = ModuleHandle(self.handles.fresh());
         self.handles.modules.insert(module, m);
-        Ok((module, prints))
+        Ok((module, prints, measured))
     }
 }
 
@@ -140,7 +159,8 @@ impl ModuleOps for Session {
         image: &[u8],
     ) -> HandlerResult<ModuleLoaded> {
         self.accounts.stats.module_received(image.len() as u64);
-        let (module, prints) = self.load_image(ctx, image, Sha256::digest(image).into())?;
+        let (module, prints, _) =
+            self.load_image(ctx, image, Sha256::digest(image).into(), None)?;
         Ok((ModuleLoaded { module, prints }, Vec::new()))
     }
 
@@ -159,13 +179,13 @@ impl ModuleOps for Session {
                 return Err(CudaStatus::ErrorInvalidKernelImage);
             }
             self.accounts.stats.module_received(image.len() as u64);
-            let (module, prints) = self.load_image(ctx, image, req.sha256)?;
+            let (module, prints, measured) = self.load_image(ctx, image, req.sha256, None)?;
             // Kept once the driver took it: an image it refuses is not worth a slot. One
             // small enough to go with its hash is always sent so (the guest library
             // never names it alone): kept, it would only push larger ones out.
             let worth_keeping = image.len() > vmcuda_wire::module::INLINE_IMAGE_MAX;
             if let Some(cache) = self.module_cache.as_ref().filter(|_| worth_keeping) {
-                if let Err(e) = cache.put(&req.sha256, image) {
+                if let Err(e) = cache.put(&req.sha256, image, measured) {
                     tracing::warn!(client = %self.client, "cannot keep a module image in the VM's cache: {e}");
                 }
             }
@@ -198,7 +218,15 @@ impl ModuleOps for Session {
             }
         };
         self.accounts.stats.module_cache_hit(cached.len() as u64);
-        let (module, prints) = self.load_image(ctx, &cached, req.sha256)?;
+        let known = match (self.exec.image_arch(), &self.module_cache) {
+            (Ok(arch), Some(cache)) => cache.facts(&req.sha256, arch).ok().flatten(),
+            _ => None,
+        };
+        let (module, prints, measured) = self.load_image(ctx, &cached, req.sha256, known)?;
+        // Measured now (kept before facts were): kept for the next process.
+        if let (Some(facts), Some(cache)) = (measured, &self.module_cache) {
+            let _ = cache.put(&req.sha256, &cached, Some(facts));
+        }
         Ok((
             ModuleLoadedCached {
                 module: Some(module),

@@ -7,6 +7,7 @@ use vmcuda_wire::handshake::{caps, PROTOCOL_VERSION, RUNTIME_VERSION};
 
 use super::*;
 use crate::executor::host_memory::HostMemoryExecutor;
+use crate::executor::ModuleExec;
 use crate::module_cache::{ModuleCache, Scope};
 
 const CTX: CallContext = CallContext { device: 0 };
@@ -197,4 +198,50 @@ fn an_image_small_enough_to_go_with_its_hash_is_loaded_and_not_kept() {
     let mut other = session(Some((&d, "vm1")));
     assert_eq!(load(&mut other, TINY, false), Ok(None));
     assert_eq!(kept(&d, "vm1"), (0, 0));
+}
+
+/// What the first session measured of an image is kept beside it, and a later session
+/// of the VM charges by it without measuring the image again.
+#[test]
+fn a_later_session_charges_a_cached_image_by_the_facts_kept_with_it() {
+    let large = large();
+    let d = scratch("facts");
+    let mut first = session(Some((&d, "vm1")));
+    load(&mut first, &large, true).unwrap().expect("loaded");
+    let measured = {
+        let mut exec = HostMemoryExecutor::new(64 << 20, None).unwrap();
+        exec.module_facts(&large).unwrap()
+    };
+    let cache = ModuleCache::open(&d, &Scope::vm("vm1"), 1 << 20).unwrap();
+    let kept = cache.facts(&hash(&large), 0).unwrap().expect("facts kept");
+    assert_eq!(
+        (kept.data_len, kept.prints),
+        (measured.data_len, measured.prints)
+    );
+    assert_eq!(
+        cache.facts(&hash(&large), 90).unwrap(),
+        None,
+        "another GPU's"
+    );
+    let mut second = session(Some((&d, "vm1")));
+    load(&mut second, &large, false)
+        .unwrap()
+        .expect("from the cache");
+    assert_eq!(second.charged_bytes(), first.charged_bytes());
+    // The kept facts are what a later session goes by: changed, they change its charge.
+    let more = crate::module_cache::KeptFacts {
+        data_len: kept.data_len + (1 << 20),
+        ..kept
+    };
+    cache.put(&hash(&large), &large, Some(more)).unwrap();
+    let mut third = session(Some((&d, "vm1")));
+    load(&mut third, &large, false)
+        .unwrap()
+        .expect("from the cache");
+    assert_eq!(
+        third.charged_bytes(),
+        first.charged_bytes() - crate::executor::allocation_footprint(kept.data_len)
+            + crate::executor::allocation_footprint(more.data_len)
+    );
+    let _ = std::fs::remove_dir_all(&d);
 }

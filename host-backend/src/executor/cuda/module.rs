@@ -206,7 +206,7 @@ impl CudaExecutor {
 }
 
 impl ModuleExec for CudaExecutor {
-    fn module_facts(&mut self, image: &[u8]) -> ExecResult<ModuleFacts> {
+    fn image_arch(&mut self) -> ExecResult<u32> {
         let idx = self.bind()?;
         let handle = self.devices[idx].handle;
         let attr = |a| {
@@ -216,7 +216,11 @@ impl ModuleExec for CudaExecutor {
         use sys::CUdevice_attribute as A;
         let major = attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
         let minor = attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
-        let sm = u32::try_from(major * 10 + minor).map_err(|_| CudaStatus::ErrorInvalidDevice)?;
+        u32::try_from(major * 10 + minor).map_err(|_| CudaStatus::ErrorInvalidDevice)
+    }
+
+    fn module_facts(&mut self, image: &[u8]) -> ExecResult<ModuleFacts> {
+        let sm = self.image_arch()?;
         let mut total = ModuleFacts::default();
         for piece in split_image(image)? {
             let facts = self.piece_facts(piece, sm)?;
