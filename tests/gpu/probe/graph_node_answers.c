@@ -86,6 +86,24 @@ int main(void) {
   SHOW("cuGraphAddMemsetNode(unknown dst, lone graph)", cuGraphAddMemsetNode(&lone, g2, NULL, 0, &mp, c));
   CUgraphExec e2 = 0;
   if (lone) SHOW("cuGraphInstantiate(lone unknown memset)", cuGraphInstantiate(&e2, g2, 0));
+  // The same through stream capture, as a library's memset or copy on a capturing
+  // stream makes such nodes, and outside capture for comparison.
+  CUstream st; cuStreamCreate(&st, CU_STREAM_NON_BLOCKING);
+  SHOW("cuMemsetD8Async(unknown, not capturing)", cuMemsetD8Async(unknown, 1, n, st));
+  SHOW("cuStreamSynchronize", cuStreamSynchronize(st));
+  SHOW("cuStreamBeginCapture", cuStreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_RELAXED));
+  SHOW("cuMemsetD8Async(unknown, capturing)", cuMemsetD8Async(unknown, 1, n, st));
+  SHOW("cuMemsetD2D8Async(unknown, capturing)", cuMemsetD2D8Async(unknown, 256, 1, 128, 4, st));
+  SHOW("cuMemcpyDtoDAsync(unknown, capturing)", cuMemcpyDtoDAsync(unknown, unknown + n, n, st));
+  CUgraph g3 = 0;
+  SHOW("cuStreamEndCapture", cuStreamEndCapture(st, &g3));
+  size_t count = 0;
+  if (g3) {
+    cuGraphGetNodes(g3, NULL, &count);
+    printf("  captured graph nodes: %zu\n", count);
+    CUgraphExec e3 = 0;
+    SHOW("cuGraphInstantiate(captured unknown)", cuGraphInstantiate(&e3, g3, 0));
+  }
   printf("DONE graph_node_answers\n");
   return 0;
 }
