@@ -220,3 +220,51 @@ fn batch_decompression_is_checked_then_answered_by_the_host() {
                 outside 1\n";
     assert!(stdout.contains(line), "{stdout}");
 }
+
+/// Graph memsets and copies on memory the driver does not know
+/// (tests/gpu/probe/graph_node_answers.c, driver API): made by hand, in an executable
+/// graph's update and through a program's own stream capture. Through vmcuda (the
+/// host-memory executor) every answer is the one NVIDIA's driver gave on an H100, as
+/// tests/gpu/results/RESULTS-GRAPH-NODE-ANSWERS-2026-12-07.md records it: a captured
+/// memset on such memory is taken, and its graph refused at instantiation, as XLA's
+/// cuDNN graphs need.
+#[test]
+#[ignore = "needs the linked guest library: run tests/run.sh"]
+fn graph_memsets_on_unknown_memory_get_the_drivers_answers() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let dir = std::env::temp_dir().join(format!("vmcuda-gna-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join("graph_node_answers");
+    let include = nvidia_cudart_dir().join("../include");
+    let built = std::process::Command::new("cc")
+        .arg("-o")
+        .arg(&exe)
+        .arg(root.join("tests/gpu/probe/graph_node_answers.c"))
+        .arg(format!("-I{}", include.display()))
+        .arg(format!("-L{}", vmcuda_tests::guest_lib_dir().display()))
+        .arg("-l:libcuda.so.1")
+        .output()
+        .expect("cc");
+    assert!(built.status.success(), "{}", text(&built.stderr));
+    let d = Daemon::host_memory("graph-node-answers");
+    let out = run_program_with(&exe, &d.server(), &[]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    let recorded = std::fs::read_to_string(
+        root.join("tests/gpu/results/RESULTS-GRAPH-NODE-ANSWERS-2026-12-07.md"),
+    )
+    .unwrap();
+    let native: Vec<&str> = recorded
+        .split("Native:")
+        .nth(1)
+        .and_then(|s| s.split("```").nth(1))
+        .expect("the native block")
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with("exit "))
+        .collect();
+    let bridged: Vec<&str> = stdout.lines().filter(|l| !l.is_empty()).collect();
+    assert_eq!(bridged, native, "bridged:\n{stdout}");
+    assert!(d
+        .log()
+        .contains("refused a graph whose captured memset names memory not the guest's"));
+}

@@ -5,6 +5,8 @@ use vmcuda_wire::op::*;
 use vmcuda_wire::CudaStatus;
 
 use super::buffers::REPLY_AREA_MIN;
+use super::checked::{DeviceRange, PitchedRange};
+use super::graph::unassigned::Span;
 use super::host_memory::GRAPH_NODE_BYTES;
 use crate::stats::Direction;
 
@@ -178,23 +180,47 @@ impl CopyOps for Session {
 
     fn memset(&mut self, _: &CallContext, req: Memset, _: &[u8]) -> HandlerResult<()> {
         let s = self.handles.stream(req.stream)?;
-        let dst = self.check_range(req.dst, req.size)?;
+        let span = Span {
+            ptr: req.dst,
+            len: req.size,
+        };
+        let unassigned = self.memset_unassigned(s, span)?;
+        let dst = match unassigned {
+            // Into a capture only, checked when its graph is instantiated.
+            true => DeviceRange::new(req.dst, req.size),
+            false => self.check_range(req.dst, req.size)?,
+        };
         let graph = self.captured_node(s, GRAPH_NODE_BYTES)?;
         let r = self
             .exec
             .memset(dst, req.value, StreamOrder::of(s, req.is_async));
         self.node_made(graph, r)?;
+        if unassigned {
+            self.memset_captured_unassigned(s, span);
+        }
         nothing()
     }
 
     fn memset_2d(&mut self, _: &CallContext, req: Memset2D, _: &[u8]) -> HandlerResult<()> {
         let s = self.handles.stream(req.stream)?;
-        let dst = self.check_pitched(req.dst, req.pitch, req.width, req.height)?;
+        let span = pitched_span(req.dst, req.pitch, req.width, req.height)?;
+        let unassigned = match span {
+            Some(span) => self.memset_unassigned(s, span)?,
+            None => false,
+        };
+        let dst = match unassigned {
+            // Into a capture only, checked when its graph is instantiated.
+            true => PitchedRange::new(req.dst, req.pitch, req.width, req.height),
+            false => self.check_pitched(req.dst, req.pitch, req.width, req.height)?,
+        };
         let graph = self.captured_node(s, GRAPH_NODE_BYTES)?;
         let r = self
             .exec
             .memset_2d(dst, req.value, StreamOrder::of(s, req.is_async));
         self.node_made(graph, r)?;
+        if let (true, Some(span)) = (unassigned, span) {
+            self.memset_captured_unassigned(s, span);
+        }
         nothing()
     }
 
@@ -256,7 +282,14 @@ impl CopyOps for Session {
     ) -> HandlerResult<()> {
         let bytes = req.byte_len().ok_or(CudaStatus::ErrorInvalidValue)?;
         let stream = self.handles.stream(req.stream)?;
-        self.check_range(req.dst, bytes)?;
+        let span = Span {
+            ptr: req.dst,
+            len: bytes,
+        };
+        let unassigned = self.memset_unassigned(stream, span)?;
+        if !unassigned {
+            self.check_range(req.dst, bytes)?;
+        }
         let graph = self.captured_node(stream, GRAPH_NODE_BYTES)?;
         let r = self.exec.memset_elements(
             req.dst,
@@ -266,6 +299,22 @@ impl CopyOps for Session {
             StreamOrder::of(stream, req.is_async),
         );
         self.node_made(graph, r)?;
+        if unassigned {
+            self.memset_captured_unassigned(stream, span);
+        }
         nothing()
     }
+}
+
+/// The bytes `height` rows of `width`, `pitch` apart, reach: none when the memset is
+/// empty, refused when they overflow.
+fn pitched_span(ptr: u64, pitch: u64, width: u64, height: u64) -> Result<Option<Span>, CudaStatus> {
+    if width == 0 || height == 0 {
+        return Ok(None);
+    }
+    let len = pitch
+        .checked_mul(height - 1)
+        .and_then(|rows| rows.checked_add(width))
+        .ok_or(CudaStatus::ErrorInvalidValue)?;
+    Ok(Some(Span { ptr, len }))
 }

@@ -119,6 +119,9 @@ pub(super) struct GraphTables {
     /// Graphs moved into a child-graph node (ownership "move"): never instantiated on
     /// their own, as CUDA has it.
     pub(super) moved: HashSet<GraphHandle>,
+    /// Captured memsets on memory not the guest's, checked when their graph is to
+    /// become executable ([`unassigned`]).
+    pub(super) unassigned: unassigned::Unassigned,
     /// Conditional nodes' body graphs: their nodes are updated through the executable
     /// graphs made of the graph holding the conditional node (as XLA does for loop
     /// bodies), so they count as that graph's nodes there.
@@ -228,6 +231,7 @@ impl Session {
     pub(super) fn forget_graph(&mut self, graph: GraphHandle) -> Option<GraphEntry> {
         let entry = self.graph_tables.graphs.remove(&graph)?;
         self.graph_host_released(entry.exec);
+        self.unassigned_gone(entry.exec, None);
         for handle in entry.nodes.values() {
             self.graph_tables.nodes.remove(handle);
         }
@@ -451,6 +455,7 @@ impl Session {
     /// executable graph made of it holds it and it is not live.
     fn graph_dropped(&mut self, current: Option<i32>, graph: ExecGraph) {
         self.graph_host_released(graph);
+        self.unassigned_gone(graph, None);
         let Some(memory) = self.graph_tables.memory.get_mut(&graph) else {
             return;
         };
@@ -627,6 +632,7 @@ impl Session {
 }
 
 mod ops;
+pub(super) mod unassigned;
 
 #[cfg(test)]
 mod tests;

@@ -107,7 +107,7 @@ impl Driver for HostMemoryExecutor {
         let len = count
             .checked_mul(width as u64)
             .ok_or(CudaStatus::ErrorInvalidValue)?;
-        self.slice_mut(dst, len)?;
+        // Taken into a capture whatever it names, as `memset` is.
         let op = || Recorded::MemsetElements {
             dst,
             value,

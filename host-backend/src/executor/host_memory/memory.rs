@@ -206,7 +206,8 @@ impl MemoryExec for HostMemoryExecutor {
     fn memset(&mut self, dst: DeviceRange, value: u8, order: StreamOrder) -> ExecResult<()> {
         let stream = order.stream();
         self.check_stream(stream)?;
-        self.slice(dst.ptr(), dst.len())?;
+        // A capture takes a memset whatever it names, as the driver's does: what it
+        // names is looked up when it runs.
         if self.record(stream, || graph::Recorded::Memset { dst, value }) {
             return Ok(());
         }
@@ -222,13 +223,15 @@ impl MemoryExec for HostMemoryExecutor {
     fn memset_2d(&mut self, dst: PitchedRange, value: u8, order: StreamOrder) -> ExecResult<()> {
         let stream = order.stream();
         self.check_stream(stream)?;
-        let Some(region) = self.pitched(dst)? else {
-            return Ok(());
-        };
+        let region = self.pitched(dst);
+        // Taken into a capture whatever it names, as `memset` is (an empty one is not).
         let op = || graph::Recorded::Memset2D { dst, value };
-        if self.record(stream, op) {
+        if !matches!(region, Ok(None)) && self.record(stream, op) {
             return Ok(());
         }
+        let Some(region) = region? else {
+            return Ok(());
+        };
         let bytes = self.allocation_mut(region.start);
         for row in region.rows() {
             bytes[row].fill(value);

@@ -149,6 +149,7 @@ impl GraphOps for Session {
         _: &[u8],
     ) -> HandlerResult<GraphExecMade> {
         let graph = self.finished_graph(req.graph)?;
+        self.refuse_unassigned(req.graph, graph)?;
         if self.graph_tables.moved.contains(&req.graph) {
             warn!(client = %self.client, graph = req.graph.0,
                 "refused to instantiate a graph moved into a node");
@@ -322,6 +323,9 @@ impl GraphOps for Session {
         let made = self.exec.add_plain_node(graph, &deps, plain);
         let node = self.node_made(Some(charge), made)?;
         self.node_kept(charge, node);
+        if let PlainNode::ChildGraph(child) = req.node {
+            self.unassigned_embedded((graph, node), child);
+        }
         if let PlainNode::MovedChildGraph(child) = req.node {
             self.child_moved(req.graph, graph, child);
         }
@@ -480,6 +484,7 @@ impl GraphOps for Session {
         self.exec.destroy_node(graph, node)?;
         // What the node kept goes with it, not with its graph.
         self.graph_node_destroyed(graph, node);
+        self.unassigned_gone(graph, Some(node));
         self.graph_tables.nodes.remove(&req.node);
         if let Some(entry) = self.graph_tables.graphs.get_mut(&handle) {
             entry.nodes.remove(&node);
@@ -517,6 +522,7 @@ impl GraphOps for Session {
         };
         self.graph_host_charged(clone, kept);
         self.graph_host_cloned(graph, clone);
+        self.unassigned_cloned(graph, clone);
         self.graph_tables.clone_of.insert(handle, req.original);
         // The clone's copies of host nodes are host nodes too.
         let host_nodes: Vec<ExecNode> = self
@@ -558,6 +564,7 @@ impl GraphOps for Session {
     ) -> HandlerResult<ExecUpdateResult> {
         let exec = self.graph_exec(req.exec)?;
         let graph = self.finished_graph(req.graph)?;
+        self.refuse_unassigned(req.graph, graph)?;
         // The executable graph takes copies of the graph's nodes' parameters.
         let charge = self.exec_update_charge(req.exec, req.graph)?;
         let updated = self.exec.exec_update(exec, graph);
@@ -640,12 +647,18 @@ impl GraphOps for Session {
             Some(e) => NodeCopy::Exec(e),
             None => NodeCopy::Graph(dst_exec),
         };
+        if exec.is_some() {
+            self.refuse_unassigned_node((src_exec, src))?;
+        }
         let charge = self.params_charge(at, dst, (src_exec, src))?;
         let copied = self
             .exec
             .node_copy_params((dst_exec, dst), (src_exec, src), exec);
         self.params_copied(charge, copied.is_ok());
         copied?;
+        if exec.is_none() {
+            self.unassigned_copied((dst_exec, dst), (src_exec, src));
+        }
         nothing()
     }
 

@@ -212,3 +212,146 @@ fn stream_ordered_allocations_are_charged_and_only_the_guests_own_are_freed() {
         CudaStatus::ErrorInvalidDevice
     );
 }
+
+/// As the driver: a memset on memory not the guest's is taken into a capture (not
+/// outside one, and no copy is), and its graph is refused at instantiation until the
+/// node is given the guest's memory; graphs that embed it are refused too.
+#[test]
+fn captured_memsets_on_unassigned_memory_are_checked_when_their_graph_is_instantiated() {
+    let mut s = session(None);
+    let stream = StreamHandle(0x100);
+    let create = StreamCreate {
+        stream,
+        flags: 0,
+        priority: 0,
+    };
+    s.stream_create(&CTX, create, &[]).unwrap();
+    let ptr = s
+        .mem_alloc(&CTX, MemAlloc { size: 4096 }, &[])
+        .unwrap()
+        .0
+        .ptr;
+    let unknown: u64 = 0x80;
+    let memset = |dst: u64| Memset {
+        dst,
+        value: 7,
+        size: 256,
+        stream,
+        is_async: true,
+    };
+    assert_eq!(
+        s.memset(&CTX, memset(unknown), &[]).unwrap_err(),
+        CudaStatus::ErrorInvalidValue,
+        "outside a capture"
+    );
+    let capture = |s: &mut Session, work: &dyn Fn(&mut Session) -> HandlerResult<()>| {
+        s.stream_begin_capture(&CTX, StreamBeginCapture { stream }, &[])
+            .unwrap();
+        let worked = work(s);
+        let end = StreamEndCapture {
+            stream,
+            invalidated: false,
+        };
+        let graph = s.stream_end_capture(&CTX, end, &[]).unwrap().0.graph;
+        (worked, graph)
+    };
+    let (worked, graph) = capture(&mut s, &|s| {
+        s.memset(&CTX, memset(unknown), &[])?;
+        let two_d = Memset2D {
+            dst: unknown,
+            pitch: 256,
+            value: 1,
+            width: 128,
+            height: 4,
+            stream,
+            is_async: true,
+        };
+        s.memset_2d(&CTX, two_d, &[])
+    });
+    worked.unwrap();
+    let nodes = s
+        .graph_get_nodes(&CTX, GraphGetNodes { graph }, &[])
+        .unwrap()
+        .0
+        .nodes;
+    assert_eq!(nodes.len(), 2);
+    let (copied, _) = capture(&mut s, &|s| {
+        let dtod = MemcpyDtoD {
+            dst: unknown,
+            src: ptr,
+            size: 256,
+            stream,
+            is_async: true,
+        };
+        s.memcpy_dtod(&CTX, dtod, &[])
+    });
+    assert_eq!(copied.unwrap_err(), CudaStatus::ErrorInvalidValue, "a copy");
+    let instantiate = |s: &mut Session, graph| {
+        s.graph_instantiate(&CTX, GraphInstantiate { graph, flags: 0 }, &[])
+            .map(|r| r.0.exec)
+    };
+    assert_eq!(
+        instantiate(&mut s, graph).unwrap_err(),
+        CudaStatus::ErrorInvalidValue
+    );
+    // A graph embedding it as a child is refused too.
+    let parent = s
+        .graph_create(&CTX, GraphCreate { flags: 0 }, &[])
+        .unwrap()
+        .0
+        .graph;
+    let child = GraphAddNode {
+        graph: parent,
+        dependencies: Vec::new(),
+        node: PlainNode::ChildGraph(graph),
+    };
+    s.graph_add_node(&CTX, child, &[]).unwrap();
+    assert_eq!(
+        instantiate(&mut s, parent).unwrap_err(),
+        CudaStatus::ErrorInvalidValue
+    );
+    // New parameters naming the guest's memory (a node captured on it, copied over)
+    // clear each node; then the graph is instantiated and runs on that memory.
+    let (worked, scratch) = capture(&mut s, &|s| s.memset(&CTX, memset(ptr), &[]));
+    worked.unwrap();
+    let src = s
+        .graph_get_nodes(&CTX, GraphGetNodes { graph: scratch }, &[])
+        .unwrap()
+        .0
+        .nodes[0];
+    for (i, dst) in nodes.iter().enumerate() {
+        let copy = GraphNodeCopyParams {
+            dst: *dst,
+            src,
+            exec: None,
+        };
+        s.graph_node_copy_params(&CTX, copy, &[]).unwrap();
+        let left = instantiate(&mut s, graph);
+        match i {
+            0 => assert_eq!(
+                left.unwrap_err(),
+                CudaStatus::ErrorInvalidValue,
+                "one node left"
+            ),
+            _ => {
+                let exec = left.unwrap();
+                s.graph_launch(&CTX, GraphLaunch { exec, stream }, &[])
+                    .unwrap();
+            }
+        }
+    }
+    s.stream_synchronize(&CTX, StreamSynchronize { stream }, &[])
+        .unwrap();
+    let read = MemcpyDtoH {
+        src: ptr,
+        size: 256,
+        stream,
+        is_async: false,
+    };
+    assert_eq!(s.memcpy_dtoh(&CTX, read, &[]).unwrap().1, vec![7u8; 256]);
+    // The parent kept its copy of the child as it was.
+    assert_eq!(
+        instantiate(&mut s, parent).unwrap_err(),
+        CudaStatus::ErrorInvalidValue
+    );
+}

@@ -7,8 +7,18 @@ use super::*;
 
 // ---- memset nodes -------------------------------------------------------------------
 
+/// A hand-made memset node's work on `stream` (a stream capturing into its graph).
+/// The driver refuses such a node on memory it does not know at once, where it takes
+/// a program's own capture of the same memset and refuses the graph later (the host
+/// does the same, and cannot tell the two captures apart): so the node's memory is
+/// checked here, as the program's device memory or pinned host memory.
 pub(super) fn memset_on(p: &MemsetParams, stream: RawHandle) -> cudaError_t {
     let rows = if p.height <= 1 { 1 } else { p.height };
+    let row = p.width.saturating_mul(p.element_size as usize);
+    let extent = p.pitch.saturating_mul(rows - 1).saturating_add(row) as u64;
+    if row != 0 && !program_memory(p.dst as u64, extent) {
+        return CudaStatus::ErrorInvalidValue.0;
+    }
     match p.element_size {
         1 => rt_memset::cudaMemset2DAsync(
             p.dst,
@@ -47,6 +57,18 @@ pub(super) fn memset_on(p: &MemsetParams, stream: RawHandle) -> cudaError_t {
         }
         _ => CudaStatus::ErrorInvalidValue.0,
     }
+}
+
+/// Whether `[ptr, ptr + len)` is the program's memory: device memory it has (an
+/// allocation, a mapping, a module variable) or pinned host memory.
+fn program_memory(ptr: u64, len: u64) -> bool {
+    if crate::driver::memory::known_range(ptr, len) {
+        return true;
+    }
+    let registry = crate::state::registry();
+    registry
+        .host_range(ptr as usize)
+        .is_some_and(|(start, r)| ptr.saturating_add(len) <= (start + r.size) as u64)
 }
 
 pub(super) fn add_memset(
