@@ -508,7 +508,7 @@ fn serve_one(conn: &OwnedFd, config: &BrokerConfig, connect: &HostConnector) -> 
     };
     let meta = postcard::to_stdvec(&grant).map_err(io::Error::other)?;
     let header = FrameHeader::new(Op::GuestPagesGrant.code(), 0, 0, meta.len(), 0);
-    let mut writer = vmcuda_wire::transport::NoSigPipe(host.as_fd());
+    let mut writer = vmcuda_wire::no_sigpipe::NoSigPipe(host.as_fd());
     frame::write_frame(&mut writer, &header, &meta, &[])?;
     send(
         conn.as_fd(),

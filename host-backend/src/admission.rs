@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use tracing::warn;
 
+use crate::source_log::Source;
 use crate::source_log::{self, SourceLog};
 
 /// The descriptor a daemon-started worker finds its admission channel on.
@@ -206,72 +207,6 @@ fn invisible(c: char) -> bool {
         | '\u{2060}'..='\u{206f}' | '\u{feff}' | '\u{fff9}'..='\u{fffb}')
 }
 
-/// A token bucket for log lines: `burst` at once, then `per_second`. Lines over it are
-/// counted, and the count is logged with the next line let through.
-pub struct RateLimit {
-    state: Mutex<Bucket>,
-    burst: u32,
-    per_second: u32,
-}
-
-/// A token bucket's state: the lines it has left, when it last looked, and the lines
-/// dropped since the last one let through.
-pub(crate) struct Bucket {
-    pub(crate) tokens: f64,
-    at: Option<Instant>,
-    pub(crate) suppressed: u64,
-}
-
-impl Bucket {
-    pub(crate) const fn full(burst: u32) -> Bucket {
-        Bucket {
-            tokens: burst as f64,
-            at: None,
-            suppressed: 0,
-        }
-    }
-
-    /// Add what `per_second` gave back since the last look, up to `burst`.
-    pub(crate) fn refill(&mut self, burst: u32, per_second: u32, now: Instant) {
-        if let Some(at) = self.at {
-            let refill = now.saturating_duration_since(at).as_secs_f64() * f64::from(per_second);
-            self.tokens = (self.tokens + refill).min(f64::from(burst));
-        }
-        self.at = Some(now);
-    }
-}
-
-impl RateLimit {
-    pub const fn new(burst: u32, per_second: u32) -> RateLimit {
-        RateLimit {
-            state: Mutex::new(Bucket::full(burst)),
-            burst,
-            per_second,
-        }
-    }
-
-    /// Whether a line may be logged now: `Some(lines suppressed since the last one)`.
-    pub fn allow(&self) -> Option<u64> {
-        let mut b = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        b.refill(self.burst, self.per_second, Instant::now());
-        if b.tokens >= 1.0 {
-            b.tokens -= 1.0;
-            Some(std::mem::take(&mut b.suppressed))
-        } else {
-            b.suppressed += 1;
-            None
-        }
-    }
-}
-
-impl RateLimit {
-    /// The count of lines dropped since the last one let through, now zero.
-    pub fn take_suppressed(&self) -> u64 {
-        let mut b = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        std::mem::take(&mut b.suppressed)
-    }
-}
-
 /// The daemon's limits on log lines about connections not admitted yet, all listeners
 /// together: per [`Source`], and all sources together ([`source_log::PRE_ADMISSION`]).
 /// What they drop is said before the source's next line let through, or within
@@ -310,46 +245,6 @@ macro_rules! pre_admission {
             tracing::$level!($($arg)+);
         }
     };
-}
-
-/// Where a connection comes from, as its transport tells it (never as the guest says):
-/// what a listener's pending places are shared by, so one caller cannot take them all.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Source {
-    /// A vsock context id: one VM.
-    Cid(u32),
-    /// A TCP peer's IPv4 address, or the /64 network of an IPv6 one (a host is
-    /// commonly given a whole /64, so one address each would be no limit).
-    Ip(std::net::IpAddr),
-    /// A Unix socket peer's user id (`SO_PEERCRED`).
-    Uid(u32),
-    /// The transport could not tell: all such connections share one source.
-    Unknown,
-}
-
-impl Source {
-    pub fn of_ip(ip: std::net::IpAddr) -> Source {
-        use std::net::IpAddr;
-        match ip {
-            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-                Some(v4) => Source::Ip(IpAddr::V4(v4)),
-                None => Source::Ip(IpAddr::V6((u128::from(v6) & !((1u128 << 64) - 1)).into())),
-            },
-            v4 => Source::Ip(v4),
-        }
-    }
-}
-
-impl std::fmt::Display for Source {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Source::Cid(cid) => write!(f, "vsock cid {cid}"),
-            Source::Ip(std::net::IpAddr::V6(net)) => write!(f, "{net}/64"),
-            Source::Ip(ip) => write!(f, "{ip}"),
-            Source::Uid(uid) => write!(f, "uid {uid}"),
-            Source::Unknown => f.write_str("an unknown source"),
-        }
-    }
 }
 
 /// Why a connection got no pending place.
@@ -555,19 +450,6 @@ mod tests {
         assert_eq!(guest_text("matmul", MAX_GUEST_TEXT), "matmul");
         let long = guest_text(&"x".repeat(1 << 20), MAX_GUEST_TEXT);
         assert_eq!(long.len(), MAX_GUEST_TEXT + 3);
-    }
-
-    #[test]
-    fn the_rate_limit_lets_a_burst_through_then_counts_what_it_drops() {
-        let limit = RateLimit::new(3, 1);
-        assert_eq!(limit.allow(), Some(0));
-        assert_eq!(limit.allow(), Some(0));
-        assert_eq!(limit.allow(), Some(0));
-        for _ in 0..100 {
-            assert_eq!(limit.allow(), None);
-        }
-        std::thread::sleep(Duration::from_millis(1100));
-        assert_eq!(limit.allow(), Some(100));
     }
 
     #[test]

@@ -719,7 +719,7 @@ pub fn join_if_enabled(
     }
     match Turns::join(
         state_dir,
-        crate::jail::host_pid(),
+        crate::process::host_pid(),
         vm,
         share,
         config.timing(),

@@ -23,7 +23,7 @@ use std::time::Duration;
 use nix::sys::socket;
 use tracing::{error, info, warn};
 
-use crate::admission::{self, NoPlace, Outcome, Pending, PendingSlot, Source, CHANNEL_FD};
+use crate::admission::{self, NoPlace, Outcome, Pending, PendingSlot, CHANNEL_FD};
 use crate::ipc::{Registry, REGISTRY_FD};
 use crate::jail;
 use crate::metrics::DAEMON;
@@ -31,6 +31,7 @@ use crate::peer::{Broker, BROKER_FD};
 use crate::policy::Caller;
 use crate::pre_admission;
 use crate::socket_files;
+use crate::source_log::Source;
 use crate::spawn::{self, Started, Whose, WorkerLogs};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

@@ -21,7 +21,7 @@ use std::io::{self, Write};
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
-use crate::admission::RateLimit;
+use crate::source_log::RateLimit;
 
 /// Lines a worker may write at once.
 pub const BURST: u32 = 50;

@@ -26,7 +26,7 @@
 //! kernel allows one: the daemon makes it as it starts the worker (a process enters a
 //! new pid namespace only when it is made), so that the worker can name no other
 //! process at all; see [`spawn_in_new_namespace`]. The ledger and the figures files
-//! still name it by its host pid ([`host_pid`]), which the host's `/proc` gives it and
+//! still name it by its host pid ([`crate::process::host_pid`]), which the host's `/proc` gives it and
 //! by which every worker tells live ones. The filter, for its part, keeps a worker
 //! from signalling, tracing or starting processes with or without that namespace.
 
@@ -611,8 +611,8 @@ fn check_every_thread(ids: Ids) -> Result<(), JailError> {
 mod pid;
 mod seccomp;
 pub use pid::{
-    host_pid, is_namespace_init, namespaces_available as pid_namespaces_available,
-    spawn_in_new_namespace, worker_started,
+    is_namespace_init, namespaces_available as pid_namespaces_available, spawn_in_new_namespace,
+    worker_started,
 };
 pub use seccomp::{allowed_syscalls, filter};
 

@@ -3,7 +3,7 @@
 //! Each guest connection has its own worker process, but a quota is the VM's. The
 //! workers of one VM therefore keep one ledger file, `<state_dir>/ledger/<vm>.ledger`,
 //! with one line per live worker: `<pid> <bytes held>` (the pid as the host numbers it,
-//! also for a worker in its own pid namespace: [`crate::jail::host_pid`]), then the
+//! also for a worker in its own pid namespace: [`crate::process::host_pid`]), then the
 //! bytes of its frame buffers (`[[vm]] buffer_memory` bounds their sum) and of the host
 //! memory it keeps for its guest (`[[vm]] host_memory` bounds theirs), when it has any
 //! (see [`LedgerAccount`]). Every change happens under an exclusive `flock`. A worker that dies without cleaning up (killed, crashed) leaves its line
@@ -144,7 +144,7 @@ impl Ledger {
         let ledger = Ledger {
             file: Arc::new(file),
             path,
-            pid: crate::jail::host_pid(),
+            pid: crate::process::host_pid(),
         };
         ledger.update(|entries| {
             if entries.len() >= max_connections as usize {

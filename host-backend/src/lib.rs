@@ -57,6 +57,7 @@ pub mod module_cache;
 pub mod peer;
 pub mod pinned;
 pub mod policy;
+pub mod process;
 pub mod resume;
 pub mod serve;
 pub mod session;

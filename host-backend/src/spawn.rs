@@ -30,10 +30,10 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::thread;
 use std::time::Duration;
 
-use crate::admission::Source;
 use crate::daemon::{ExecutorChoice, TransportKind};
 use crate::guest_log::{Limited, VM_MARK};
 use crate::policy::Caller;
+use crate::source_log::Source;
 use crate::source_log::{self, SourceLog};
 
 /// Lines all the workers of one VM may write at once, and a second after: on top of

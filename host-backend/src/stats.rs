@@ -3,7 +3,7 @@
 //!
 //! Workers are separate processes, so each admitted guest's worker keeps its figures in
 //! a small file, `<state_dir>/workers/<pid>.stats` (its host pid, also in its own pid
-//! namespace: [`crate::jail::host_pid`]), mapped into the worker: a fixed
+//! namespace: [`crate::process::host_pid`]), mapped into the worker: a fixed
 //! layout of 64-bit counters first (updating them costs a call a few plain loads and
 //! stores, no system call), then the connection's identity (JSON, written once). The
 //! file is complete before it appears under its name (it is written as `.tmp` and
@@ -483,7 +483,7 @@ impl WorkerStats {
         std::fs::create_dir_all(&dir).map_err(io_error(&dir))?;
         let _lock = lock(&dir, true)?;
         prune(&dir)?;
-        let pid = crate::jail::host_pid();
+        let pid = crate::process::host_pid();
         let path = dir.join(format!("{pid}.stats"));
         let tmp = dir.join(format!("{pid}.stats.tmp"));
         let mut identity = identity.clone();

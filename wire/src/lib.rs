@@ -41,6 +41,7 @@ pub mod handle;
 pub mod handshake;
 pub mod memory;
 pub mod module;
+pub mod no_sigpipe;
 pub mod op;
 pub mod polling;
 pub mod ptx;

@@ -9,7 +9,7 @@ use std::fmt;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 
-pub use crate::transport::NoSigPipe;
+pub use crate::no_sigpipe::NoSigPipe;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 

@@ -7,7 +7,8 @@
 use std::io::{ErrorKind, IoSlice, Write};
 use std::os::unix::net::UnixStream;
 
-use vmcuda_wire::transport::{NoSigPipe, Stream};
+use vmcuda_wire::no_sigpipe::NoSigPipe;
+use vmcuda_wire::transport::Stream;
 
 #[test]
 fn writes_to_a_gone_peer_fail_with_epipe_instead_of_killing_the_program() {

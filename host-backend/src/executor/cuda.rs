@@ -70,16 +70,17 @@ mod launch;
 mod launch_batch;
 mod memory;
 mod module;
+mod readings;
 mod staging;
-mod status;
-pub(crate) use status::free_memory;
 mod stream;
 mod symbols;
 mod texref;
+mod uuid;
 mod zero;
 
-pub use device::format_uuid;
+pub(crate) use readings::free_memory;
 pub use staging::{STAGING_HALF, STAGING_THRESHOLD};
+pub use uuid::format_uuid;
 
 /// The runtime status with the same meaning as a driver error.
 fn status(e: DriverError) -> CudaStatus {

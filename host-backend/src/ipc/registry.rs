@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use tracing::warn;
 
 use super::proto::{self, Export, Refusal, Reply, Request, Token};
-use crate::admission::RateLimit;
+use crate::source_log::RateLimit;
 
 /// Lines about refused IPC requests, all workers together: a guest can cause them at
 /// will.

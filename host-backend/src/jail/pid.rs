@@ -21,10 +21,11 @@
 use std::io;
 use std::process::{Child, Command};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::OnceLock;
 
 use nix::sched::{unshare, CloneFlags};
 use tracing::{debug, warn};
+
+use crate::process::host_pid;
 
 /// The signals that end a process by default and that others send to stop one.
 const STOP_SIGNALS: [libc::c_int; 7] = [
@@ -74,21 +75,6 @@ pub fn namespaces_available() -> bool {
         std::thread::Builder::new()
             .spawn_scoped(scope, || unshare(CloneFlags::CLONE_NEWPID).is_ok())
             .is_ok_and(|t| t.join().unwrap_or(false))
-    })
-}
-
-/// This process's pid as the host's `/proc`, the daemon and the other workers know it;
-/// in a pid namespace of its own a worker is 1 to itself. Read once and kept, so that
-/// it is known before the jail and the same after it.
-pub fn host_pid() -> u32 {
-    static PID: OnceLock<u32> = OnceLock::new();
-    *PID.get_or_init(|| {
-        // `/proc/self` names this process as that `/proc`'s namespace does: the host's,
-        // or the daemon's where the daemon itself runs in a namespace.
-        std::fs::read_link("/proc/self")
-            .ok()
-            .and_then(|p| p.to_str()?.parse().ok())
-            .unwrap_or_else(std::process::id)
     })
 }
 

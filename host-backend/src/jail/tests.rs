@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use super::*;
+use crate::process::host_pid;
 
 #[test]
 fn ids_come_from_names_and_are_stable_and_explicit_ones_win() {

@@ -84,7 +84,7 @@ enum Stage {
 
 struct Client {
     stream: TcpStream,
-    source: crate::admission::Source,
+    source: crate::source_log::Source,
     since: Instant,
     deadline: Instant,
     stage: Stage,
@@ -165,7 +165,7 @@ impl Endpoint {
             if stream.set_nonblocking(true).is_err() {
                 continue;
             }
-            let source = crate::admission::Source::of_ip(peer.ip());
+            let source = crate::source_log::Source::of_ip(peer.ip());
             let theirs = self.clients.iter().filter(|c| c.source == source).count();
             let oldest = if theirs >= MAX_CLIENTS_PER_SOURCE {
                 self.oldest(|c| c.source == source)

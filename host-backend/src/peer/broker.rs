@@ -19,7 +19,8 @@ use tracing::{info, warn};
 use vmcuda_wire::tls::{self, Shared};
 
 use super::proto::{self, Msg, Outcome, Ticket, MAX_CHUNK, TRANSFER_HEADER_LEN};
-use crate::admission::{Pending, Source};
+use crate::admission::Pending;
+use crate::source_log::Source;
 use crate::source_log::{self, SourceLog};
 
 /// How long a registered ticket waits for its sender, and a sender's bytes for the

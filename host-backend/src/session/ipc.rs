@@ -28,7 +28,7 @@ pub const IPC_MEM_LAZY_ENABLE_PEER_ACCESS: u32 = 1;
 pub const EVENT_INTERPROCESS: u32 = 4;
 /// Lines about imports of a handle of another kind than the call's: a guest can cause
 /// them at will.
-pub(super) static KIND_LOG: crate::admission::RateLimit = crate::admission::RateLimit::new(20, 1);
+pub(super) static KIND_LOG: crate::source_log::RateLimit = crate::source_log::RateLimit::new(20, 1);
 
 /// Handles one connection may have open at once (each is a host table entry).
 pub const MAX_IMPORTS: u32 = 4096;

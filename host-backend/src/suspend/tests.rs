@@ -320,7 +320,7 @@ fn the_doubles_gate_holds_requests_until_unlocked() {
         ..Default::default()
     };
     let mut stats = crate::stats::WorkerStats::create(&dir, &identity).unwrap();
-    let pid = crate::jail::host_pid();
+    let pid = crate::process::host_pid();
     let cp = GateCheckpointer::new(&dir);
     // A request in flight: the lock waits for it, and gives up at its timeout.
     stats.request_started();
@@ -376,7 +376,7 @@ fn the_gpus_checkpointer_holds_the_gate_around_the_drivers_lock() {
         ..Default::default()
     };
     let _stats = crate::stats::WorkerStats::create(&dir, &identity).unwrap();
-    let pid = crate::jail::host_pid();
+    let pid = crate::process::host_pid();
     let gate = WorkerGate::open(&dir, pid).unwrap().unwrap();
     let failing = GatedCheckpointer::new(
         &dir,

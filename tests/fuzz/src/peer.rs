@@ -24,9 +24,9 @@
 use std::io::{self, Read, Write};
 use std::sync::{Arc, Mutex};
 
-use vmcuda_host::admission::Source;
 use vmcuda_host::peer::proto::{self, Msg, Outcome, Ticket, MAX_ENDPOINT, TRANSFER_HEADER_LEN};
 use vmcuda_host::peer::Broker;
+use vmcuda_host::source_log::Source;
 
 use crate::{take_bytes, take_uint};
 

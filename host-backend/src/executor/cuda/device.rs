@@ -17,9 +17,10 @@ use crate::policy::GpuSelection;
 use super::super::{
     DeviceRange, ExecEvent, ExecResult, ExecStream, LEGACY_STREAM, PER_THREAD_STREAM,
 };
-use super::launch::LaunchLimits;
+use super::launch::{cache_config_from, LaunchLimits};
 use super::staging::{QueuedCopies, StagingState};
 use super::symbols::DRIVER_SYMBOLS;
+use super::uuid::{device_uuid, format_uuid};
 use super::{check, status, to_usize, CudaExecutor};
 use crate::executor::DeviceExec;
 
@@ -116,39 +117,6 @@ pub(super) fn limit_from(limit: u32) -> Option<sys::CUlimit> {
             CU_LIMIT_MAX_L2_FETCH_GRANULARITY,
             CU_LIMIT_PERSISTING_L2_CACHE_SIZE,
         ]
-    )
-}
-
-/// The runtime's `cudaFuncCache` numbers are `CUfunc_cache`'s.
-pub(super) fn cache_config_from(config: u32) -> Option<sys::CUfunc_cache> {
-    enum_from_u32!(
-        config,
-        CUfunc_cache,
-        [
-            CU_FUNC_CACHE_PREFER_NONE,
-            CU_FUNC_CACHE_PREFER_SHARED,
-            CU_FUNC_CACHE_PREFER_L1,
-            CU_FUNC_CACHE_PREFER_EQUAL,
-        ]
-    )
-}
-
-/// A device's UUID bytes.
-pub(super) fn device_uuid(handle: sys::CUdevice) -> ExecResult<[u8; 16]> {
-    let uuid = result::device::get_uuid(handle).map_err(status)?;
-    Ok(uuid.bytes.map(|b| b as u8))
-}
-
-/// A UUID as nvidia-smi writes it: `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
-pub fn format_uuid(bytes: &[u8; 16]) -> String {
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "GPU-{}-{}-{}-{}-{}",
-        &hex[..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..]
     )
 }
 

@@ -490,7 +490,7 @@ impl Graphs for CudaExecutor {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let path = std::env::temp_dir().join(format!(
             "vmcuda-graph-{}-{}.dot",
-            crate::jail::host_pid(),
+            crate::process::host_pid(),
             NEXT.fetch_add(1, Ordering::Relaxed)
         ));
         let made = std::fs::OpenOptions::new()

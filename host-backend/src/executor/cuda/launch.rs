@@ -8,7 +8,6 @@ use vmcuda_wire::op::{FuncAttributes, LaunchAttribute};
 use vmcuda_wire::CudaStatus;
 
 use super::super::{ExecFunction, ExecResult, LaunchConfig};
-use super::device::cache_config_from;
 use super::{check, launch_batch, status, to_usize, CudaExecutor};
 use crate::executor::LaunchExec;
 
@@ -441,6 +440,20 @@ fn launch_config(
         },
         numAttrs: c_uint::try_from(attrs.len()).map_err(|_| CudaStatus::ErrorInvalidValue)?,
     })
+}
+
+/// The runtime's `cudaFuncCache` numbers are `CUfunc_cache`'s.
+pub(super) fn cache_config_from(config: u32) -> Option<sys::CUfunc_cache> {
+    enum_from_u32!(
+        config,
+        CUfunc_cache,
+        [
+            CU_FUNC_CACHE_PREFER_NONE,
+            CU_FUNC_CACHE_PREFER_SHARED,
+            CU_FUNC_CACHE_PREFER_L1,
+            CU_FUNC_CACHE_PREFER_EQUAL,
+        ]
+    )
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use vmcuda_wire::op::GpuStatus;
 
 use cudarc::driver::sys;
 
-use super::device::{device_uuid, format_uuid};
+use super::uuid::{device_uuid, format_uuid};
 use super::{check, CudaExecutor};
 use crate::executor::ExecResult;
 
