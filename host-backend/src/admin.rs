@@ -19,19 +19,16 @@
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::policy::grants::{grants_path, SOCKET_NAME};
 use crate::policy::{Limits, Secret};
 
 pub mod auth;
 pub mod server;
-pub mod store;
-
-/// The socket's name in the state directory, unless `[admin] socket` names another.
-pub const SOCKET_NAME: &str = "admin.sock";
 
 /// The largest request or answer: a grant is a few hundred bytes; a list of every
 /// grant of a large host fits.
@@ -39,11 +36,6 @@ pub const MAX_MESSAGE: u64 = 4 << 20;
 
 /// How long either side waits for the other.
 const IO_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// The grants file of the daemon whose state directory is `state_dir`.
-pub fn grants_path(state_dir: &Path) -> PathBuf {
-    state_dir.join("admin").join("grants.json")
-}
 
 /// What a grant or a change sets; unset fields are left as they are (a change) or
 /// inherit from `[defaults]` (a grant).

@@ -10,10 +10,8 @@
 //! guest (see `Session::take_buffer_bytes`); a frame that would go over either is read
 //! and dropped, and its request answered with cudaErrorMemoryAllocation.
 
-use tracing::warn;
 use vmcuda_wire::CudaStatus;
 
-use crate::ledger::LedgerAccount;
 use crate::pinned::PageBuffer;
 use crate::session::{Session, RECEIVE_BUFFER, RECEIVE_BUFFER_2};
 
@@ -23,78 +21,6 @@ pub const KEEP: usize = 16 << 20;
 
 /// The session's pin slots of the receive buffers, used in turn.
 pub const RECEIVE_SLOTS: [usize; 2] = [RECEIVE_BUFFER, RECEIVE_BUFFER_2];
-
-/// What a connection's frame buffers (receive and reply) may hold: `limit` bytes,
-/// shared with the VM's other connections through `account` when there is one. Its
-/// one owner is the connection's session ([`Session::with_buffer_budget`]); what it
-/// still holds when dropped is given back.
-pub struct BufferBudget {
-    limit: u64,
-    held: u64,
-    account: Option<LedgerAccount>,
-}
-
-impl BufferBudget {
-    pub fn new(limit: u64, account: Option<LedgerAccount>) -> BufferBudget {
-        BufferBudget {
-            limit,
-            held: 0,
-            account,
-        }
-    }
-
-    /// No limit, counted here only (tests, and sessions made without a grant's).
-    pub fn unlimited() -> BufferBudget {
-        BufferBudget::new(u64::MAX, None)
-    }
-
-    /// Take `bytes` more, unless that would go over the limit. An account that cannot
-    /// be read refuses: the VM's limit cannot be shown to hold.
-    pub(crate) fn take(&mut self, bytes: u64) -> bool {
-        if self.held.checked_add(bytes).is_none_or(|h| h > self.limit) {
-            return false;
-        }
-        if let Some(account) = &self.account {
-            match account.charge(bytes, self.limit) {
-                Ok(true) => {}
-                Ok(false) => return false,
-                Err(e) => {
-                    warn!("{e}; frame buffer refused");
-                    return false;
-                }
-            }
-        }
-        self.held += bytes;
-        true
-    }
-
-    pub(crate) fn give_back(&mut self, bytes: u64) {
-        self.held = self.held.saturating_sub(bytes);
-        if let Some(account) = &self.account {
-            if let Err(e) = account.refund(bytes) {
-                warn!("{e}");
-            }
-        }
-    }
-
-    /// What this connection's buffers hold now.
-    pub fn held(&self) -> u64 {
-        self.held
-    }
-}
-
-impl Default for BufferBudget {
-    fn default() -> BufferBudget {
-        BufferBudget::unlimited()
-    }
-}
-
-impl Drop for BufferBudget {
-    fn drop(&mut self) {
-        let held = self.held;
-        self.give_back(held);
-    }
-}
 
 /// Receive buffers for the connection's life, used in turn by frames that carry data:
 /// a host-to-device copy may still be reading one (see

@@ -19,7 +19,6 @@ use vmcuda_wire::transport::FdReader;
 use vmcuda_wire::{CudaStatus, FrameError};
 
 use crate::admission;
-use crate::buffers::BufferBudget;
 use crate::console::ConsoleCapture;
 use crate::daemon::{ExecutorChoice, TransportKind, WorkerTemplate};
 use crate::executor::cuda::CudaExecutor;
@@ -31,6 +30,7 @@ use crate::ledger::{Ledger, LedgerError};
 use crate::module_cache::{ModuleCache, Scope};
 use crate::policy::{Caller, ConfigError, Grant, Policy, Refusal};
 use crate::resume;
+use crate::session::BufferBudget;
 use crate::session::Session;
 use crate::stats::{self, Identity, WorkerStats};
 use crate::tls::{self, Accepted};

@@ -33,36 +33,7 @@ use crate::pre_admission;
 use crate::socket_files;
 use crate::source_log::Source;
 use crate::spawn::{self, Started, Whose, WorkerLogs};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum ExecutorChoice {
-    /// The CUDA executor when a GPU and driver are present, else the host-memory test
-    /// double, said loudly on stderr (an explicit choice: never the default).
-    Auto,
-    /// The GPUs, through NVIDIA's driver: `serve` refuses to start without a usable one.
-    Cuda,
-    /// The test double: memory is real, kernels are recorded, never run.
-    HostMemory,
-}
-
-impl ExecutorChoice {
-    pub fn as_arg(self) -> &'static str {
-        match self {
-            ExecutorChoice::Auto => "auto",
-            ExecutorChoice::Cuda => "cuda",
-            ExecutorChoice::HostMemory => "host-memory",
-        }
-    }
-}
-
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
-)]
-pub enum TransportKind {
-    Unix,
-    Tcp,
-    Vsock,
-}
+pub use crate::spawn::{ExecutorChoice, TransportKind};
 
 /// What every worker is started with.
 #[derive(Clone, Debug)]

@@ -11,6 +11,7 @@
 //! session maps the guest's handles onto them and checks them first.
 
 pub mod array;
+mod checked;
 pub mod cuda;
 pub mod driver;
 pub mod graph;
@@ -26,7 +27,7 @@ use vmcuda_wire::CudaStatus;
 
 use crate::compute::Drainer;
 
-pub use crate::session::{DeviceRange, PitchedRange};
+pub use self::checked::{DeviceRange, PitchedRange};
 
 pub type ExecResult<T> = Result<T, CudaStatus>;
 

@@ -30,7 +30,6 @@
 //! by which every worker tells live ones. The filter, for its part, keeps a worker
 //! from signalling, tracing or starting processes with or without that namespace.
 
-use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -41,12 +40,12 @@ use nix::mount::{mount, MsFlags};
 use nix::sched::{unshare, CloneFlags};
 use nix::sys::resource::{getrlimit, setrlimit, Resource};
 use nix::unistd::{setgroups, setresgid, setresuid, Gid, Uid};
-use serde::Deserialize;
 use thiserror::Error;
 use tracing::{debug, info, warn};
 use vmcuda_wire::CudaStatus;
 
-use crate::policy::{ByteSize, Caller, Policy, Refusal};
+use crate::policy::{Caller, Policy, Refusal};
+pub use crate::policy::{JailConfig, OnDenied};
 
 /// Where VM ids start by default: far above ordinary users, system users and the
 /// ranges `useradd` hands out for containers' subordinate ids.
@@ -56,53 +55,6 @@ pub const ID_RANGE: u32 = 65_536;
 const DEFAULT_MAX_OPEN_FILES: u64 = 4096;
 const DEFAULT_MAX_THREADS: u64 = 1024;
 const DEFAULT_MAX_FILE_SIZE: u64 = 1 << 30;
-
-/// `[jail]` in the host configuration.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct JailConfig {
-    /// Unset: on when workers can change user (the daemon runs as root, or holds
-    /// CAP_SETUID and CAP_SETGID), else off. `true` refuses guests rather than serve
-    /// them unjailed.
-    pub enable: Option<bool>,
-    /// A VM's workers run as uid = gid = `id_base` + a number (below 65536) derived
-    /// from its name, unless `[jail.ids]` gives one.
-    pub id_base: Option<u32>,
-    /// Explicit ids by VM name (`local` for programs on the host).
-    #[serde(default)]
-    pub ids: BTreeMap<String, u32>,
-    /// A mount namespace and a pid namespace per worker (default on; each is skipped,
-    /// with a warning, where the host forbids it). The pid namespace is the daemon's
-    /// to make, as it starts the worker, so for it this is read when the daemon starts.
-    pub namespaces: Option<bool>,
-    /// RLIMIT_NOFILE (default 4096).
-    pub max_open_files: Option<u64>,
-    /// RLIMIT_NPROC: threads of all of one VM's workers together (default 1024).
-    pub max_threads: Option<u64>,
-    /// RLIMIT_FSIZE: the largest file a worker may write (default 1 GiB).
-    pub max_file_size: Option<ByteSize>,
-    /// RLIMIT_AS (default none: the CUDA driver reserves address space for every
-    /// GPU's memory up front, far more than it uses).
-    pub address_space: Option<ByteSize>,
-    /// What a system call outside the filter gets.
-    #[serde(default)]
-    pub on_denied: OnDenied,
-}
-
-/// What a denied system call gets.
-#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum OnDenied {
-    /// It fails with EPERM: code that probes for a feature goes on without it, and the
-    /// worker reports the failure to its guest like any other.
-    #[default]
-    Eperm,
-    /// The worker is killed (SIGSYS): only its own guest is affected.
-    Kill,
-    /// It is allowed and logged by the kernel (audit): for finding what a new driver
-    /// needs, never for service.
-    Log,
-}
 
 /// The user and group a VM's workers run as.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -338,7 +290,7 @@ pub fn spec_for(
         own_ledger: own_ledger.map(Path::to_path_buf),
         module_cache_dir: Some(policy.module_cache_dir(state_dir)),
         own_module_cache: own_module_cache.map(Path::to_path_buf),
-        admin_dir: crate::admin::grants_path(state_dir)
+        admin_dir: crate::policy::grants::grants_path(state_dir)
             .parent()
             .map(Path::to_path_buf),
         limits: Limits {

@@ -422,7 +422,7 @@ fn suspend(vm: &str, args: &SuspendArgs, lock_timeout: Option<Duration>) -> Exit
     let checkpointer: Box<dyn Checkpointer> = match args.executor {
         ExecutorChoice::HostMemory => Box::new(GateCheckpointer::new(&state_dir)),
         ExecutorChoice::Cuda | ExecutorChoice::Auto => {
-            match vmcuda_host::executor::cuda::checkpoint::DriverCheckpointer::new() {
+            match vmcuda_host::suspend::driver::DriverCheckpointer::new() {
                 Ok(c) => Box::new(suspend::GatedCheckpointer::new(&state_dir, c)),
                 Err(e) if args.executor == ExecutorChoice::Auto => {
                     eprintln!(

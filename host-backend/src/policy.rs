@@ -20,6 +20,7 @@ use vmcuda_wire::CudaStatus;
 use crate::tls::TlsServer;
 
 mod config;
+pub mod grants;
 mod ids;
 mod secret;
 use config::read_token_file;
@@ -204,8 +205,8 @@ impl Policy {
     ) -> Result<Policy, ConfigError> {
         let mut policy = Policy::load(path)?;
         let dir = state_dir.unwrap_or(policy.state_dir()).to_path_buf();
-        let file = crate::admin::grants_path(&dir);
-        match crate::admin::store::load(&file) {
+        let file = grants::grants_path(&dir);
+        match grants::load(&file) {
             Ok(grants) if grants.is_empty() => {}
             Ok(grants) => {
                 let vms: Vec<Vm> = grants.iter().map(|g| g.to_vm()).collect();

@@ -33,10 +33,7 @@ use vmcuda_wire::handshake::{SessionTicket, TICKET_SECRET_LEN};
 use vmcuda_wire::op::GuestPagesGrant;
 use vmcuda_wire::transport::{recv_keeping_fds, FdQueue};
 
-use crate::daemon::TransportKind;
-
-/// How long a dropped session waits for its guest by default.
-pub const DEFAULT_HOLD: Duration = Duration::from_secs(30);
+use crate::spawn::TransportKind;
 
 /// The state directory's folder of resume points (mode 0700).
 pub const SESSIONS_DIR: &str = "sessions";

@@ -8,8 +8,8 @@
 //!   check every copy, memset and launch goes through;
 //! - [`crate::shared_memory`]: guest memory mapped into this process;
 //! - [`buffers`]: the worker's page-locked frame buffers as the handlers use them;
-//! - [`checked`]: the checked ranges handed to the executor, which only the session
-//!   makes.
+//! - the checked ranges handed to the executor (`executor/checked.rs`), which only
+//!   the session makes.
 //!
 //! Each API family of the op table (`vmcuda_wire::table`) has its handler trait
 //! implemented in a file of its own: [`connection`], [`device`], [`memory`], [`copy`],
@@ -27,7 +27,6 @@ use vmcuda_wire::CudaStatus;
 mod accounting;
 mod array;
 mod buffers;
-mod checked;
 mod connection;
 mod copy;
 mod device;
@@ -43,8 +42,7 @@ mod pool;
 mod stream;
 mod vmm;
 
-pub use buffers::{RECEIVE_BUFFER, RECEIVE_BUFFER_2};
-pub use checked::{DeviceRange, PitchedRange};
+pub use buffers::{BufferBudget, RECEIVE_BUFFER, RECEIVE_BUFFER_2};
 
 use crate::executor::Executor;
 use crate::guest_ram::GuestRam;

@@ -30,11 +30,40 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::thread;
 use std::time::Duration;
 
-use crate::daemon::{ExecutorChoice, TransportKind};
 use crate::guest_log::{Limited, VM_MARK};
 use crate::policy::Caller;
 use crate::source_log::Source;
 use crate::source_log::{self, SourceLog};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExecutorChoice {
+    /// The CUDA executor when a GPU and driver are present, else the host-memory test
+    /// double, said loudly on stderr (an explicit choice: never the default).
+    Auto,
+    /// The GPUs, through NVIDIA's driver: `serve` refuses to start without a usable one.
+    Cuda,
+    /// The test double: memory is real, kernels are recorded, never run.
+    HostMemory,
+}
+
+impl ExecutorChoice {
+    pub fn as_arg(self) -> &'static str {
+        match self {
+            ExecutorChoice::Auto => "auto",
+            ExecutorChoice::Cuda => "cuda",
+            ExecutorChoice::HostMemory => "host-memory",
+        }
+    }
+}
+
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
+pub enum TransportKind {
+    Unix,
+    Tcp,
+    Vsock,
+}
 
 /// Lines all the workers of one VM may write at once, and a second after: on top of
 /// each worker's own limit ([`crate::guest_log`]), so a VM that spreads a flood over

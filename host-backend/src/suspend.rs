@@ -2,7 +2,7 @@
 //!
 //! Every worker of the VM (its VM's ledger lists them, whichever spawner started
 //! them) is locked and checkpointed by a [`Checkpointer`]: on a GPU, the driver's
-//! process checkpoint (`cuCheckpointProcess*`, [`crate::executor::cuda::checkpoint`]),
+//! process checkpoint (`cuCheckpointProcess*`, [`driver`]),
 //! which waits for the worker's CUDA calls in flight, then moves its GPU memory into
 //! the worker's host memory and frees the GPU. The guest's calls meanwhile wait in the
 //! worker, so its programs see a pause. Resumed, the driver puts every allocation,
@@ -486,6 +486,7 @@ impl<D: Checkpointer> Checkpointer for GatedCheckpointer<D> {
     }
 }
 
+pub mod driver;
 pub mod idle;
 
 #[cfg(test)]

@@ -359,3 +359,65 @@ fn the_checker_finds_a_circle_and_resolves_paths() {
         vec![["x", "y", "z"].iter().map(|s| s.to_string()).collect()]
     );
 }
+
+/// The checked ranges at the executor seam live below the session (so the executor
+/// does not import it) but only the session makes them: no module of host-backend
+/// outside `session/` calls their constructors (their own file and tests aside).
+#[test]
+fn only_the_session_makes_checked_ranges() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../host-backend/src");
+    let mut makers = Vec::new();
+    for (module, file) in module_files(&src) {
+        if module.first().is_some_and(|m| m == "session") || module == ["executor", "checked"] {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).expect("read a source file");
+        let parsed = syn::parse_file(&text).expect("parses");
+        let mut calls = Constructors::default();
+        calls.visit_file(&parsed);
+        makers.extend(calls.0.iter().map(|c| format!("{}: {c}", file.display())));
+    }
+    assert!(
+        makers.is_empty(),
+        "checked ranges made outside the session: {makers:?}"
+    );
+    // The visitor does see such a call.
+    let mut calls = Constructors::default();
+    calls.visit_file(&syn::parse_file("fn f() { let _ = DeviceRange::new(1, 2); }").unwrap());
+    assert_eq!(calls.0, vec!["DeviceRange::new".to_owned()]);
+}
+
+/// Every `DeviceRange::new` or `PitchedRange::new` path a file names, test code left
+/// out.
+#[derive(Default)]
+struct Constructors(Vec<String>);
+
+impl<'ast> Visit<'ast> for Constructors {
+    fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
+        if !is_test_only(&m.attrs) {
+            syn::visit::visit_item_mod(self, m);
+        }
+    }
+
+    fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
+        if !is_test_only(&f.attrs) {
+            syn::visit::visit_item_fn(self, f);
+        }
+    }
+
+    fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
+        if !is_test_only(&f.attrs) {
+            syn::visit::visit_impl_item_fn(self, f);
+        }
+    }
+
+    fn visit_path(&mut self, p: &'ast syn::Path) {
+        let segs: Vec<String> = p.segments.iter().map(|s| s.ident.to_string()).collect();
+        if let [.., ty, f] = &segs[..] {
+            if (ty == "DeviceRange" || ty == "PitchedRange") && f == "new" {
+                self.0.push(format!("{ty}::{f}"));
+            }
+        }
+        syn::visit::visit_path(self, p);
+    }
+}

@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 use tracing::{info, warn};
 
 use super::auth::{self, Allowed, Peer};
-use super::store::{self, RuntimeGrant};
 use super::{GrantSpec, GrantView, Request, Response, MAX_MESSAGE};
 use crate::ledger::VmLedger;
+use crate::policy::grants::{self, RuntimeGrant};
 use crate::policy::{Limits, Policy, Secret, MIN_TOKEN_LEN};
 use crate::socket_files;
 
@@ -74,7 +74,7 @@ impl Admin {
     pub fn drop_transient(&self) -> Result<(), String> {
         let _held = self.lock.lock().unwrap_or_else(|p| p.into_inner());
         let path = self.grants_path();
-        let mut grants = store::load(&path)?;
+        let mut grants = grants::load(&path)?;
         let before = grants.len();
         grants.retain(|g| {
             if !g.persist {
@@ -83,7 +83,7 @@ impl Admin {
             g.persist
         });
         if grants.len() != before {
-            store::save(&path, &grants)?;
+            grants::save(&path, &grants)?;
         }
         if !grants.is_empty() {
             info!(
@@ -132,7 +132,7 @@ impl Admin {
         if let Some(gpus) = &self.capacity {
             check_capacity(&merged, grants, gpus)?;
         }
-        store::save(&self.grants_path(), grants)
+        grants::save(&self.grants_path(), grants)
     }
 
     fn grant(
@@ -149,7 +149,7 @@ impl Admin {
                     .into(),
             );
         }
-        let mut grants = store::load(&self.grants_path())?;
+        let mut grants = grants::load(&self.grants_path())?;
         if grants.iter().any(|g| g.name == name) {
             return Err(format!(
                 "VM {name:?} has a run-time grant already (change it, or revoke it first)"
@@ -185,7 +185,7 @@ impl Admin {
         spec: GrantSpec,
         persist: Option<bool>,
     ) -> Result<Response, String> {
-        let mut grants = store::load(&self.grants_path())?;
+        let mut grants = grants::load(&self.grants_path())?;
         let grant = grants
             .iter_mut()
             .find(|g| g.name == name)
@@ -229,7 +229,7 @@ impl Admin {
     }
 
     fn remove(&self, peer: &Peer, name: &str, revoke: bool) -> Result<Response, String> {
-        let mut grants = store::load(&self.grants_path())?;
+        let mut grants = grants::load(&self.grants_path())?;
         let before = grants.len();
         grants.retain(|g| g.name != name);
         let had = grants.len() != before;
@@ -246,7 +246,7 @@ impl Admin {
         if had {
             // Unchecked: taking a grant away is always allowed, even where the others
             // no longer agree with the configuration file.
-            store::save(&self.grants_path(), &grants)?;
+            grants::save(&self.grants_path(), &grants)?;
         }
         if !revoke {
             info!(by = %peer, vm = %name, "admin: grant removed; live workers keep theirs");
@@ -294,7 +294,7 @@ impl Admin {
     }
 
     fn list(&self) -> Result<Response, String> {
-        let grants = store::load(&self.grants_path())?;
+        let grants = grants::load(&self.grants_path())?;
         let base = Policy::load(self.config.as_deref()).map_err(|e| e.to_string())?;
         let views = grants
             .iter()

@@ -60,7 +60,6 @@ macro_rules! enum_from_u32 {
 }
 
 mod array;
-pub mod checkpoint;
 mod copy;
 mod device;
 mod driver;

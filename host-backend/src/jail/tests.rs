@@ -1,5 +1,6 @@
 //! The jail's unit tests: ids, configuration, the filter.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use super::*;

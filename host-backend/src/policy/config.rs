@@ -57,7 +57,7 @@ pub struct Config {
     pub vms: Vec<Vm>,
     /// How workers are confined once their guest is admitted (see `jail`).
     #[serde(default)]
-    pub jail: crate::jail::JailConfig,
+    pub jail: JailConfig,
     /// The link to other daemons for copies between their GPUs (see `peer`). None:
     /// such copies go through the guest.
     pub peers: Option<Peers>,
@@ -77,22 +77,23 @@ pub struct Config {
     pub compute: crate::compute::ComputeConfig,
 }
 
+/// How long a dropped session waits for its guest by default.
+pub const DEFAULT_HOLD: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// `[reconnect]`: how long a worker holds its session after its connection drops, for
 /// its guest to come back to ([`crate::resume`]). Read by each worker at admission.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReconnectPolicy {
     /// Milliseconds; 0 turns reconnecting off (a dropped connection ends its session at
-    /// once). Default [`crate::resume::DEFAULT_HOLD`].
+    /// once). Default [`DEFAULT_HOLD`].
     pub hold_ms: Option<u64>,
 }
 
 impl ReconnectPolicy {
     pub fn hold(&self) -> std::time::Duration {
-        self.hold_ms.map_or(
-            crate::resume::DEFAULT_HOLD,
-            std::time::Duration::from_millis,
-        )
+        self.hold_ms
+            .map_or(DEFAULT_HOLD, std::time::Duration::from_millis)
     }
 }
 
@@ -122,7 +123,7 @@ impl Admin {
     pub fn socket(&self, state_dir: &Path) -> PathBuf {
         self.socket
             .clone()
-            .unwrap_or_else(|| state_dir.join(crate::admin::SOCKET_NAME))
+            .unwrap_or_else(|| state_dir.join(super::grants::SOCKET_NAME))
     }
 }
 
@@ -402,4 +403,51 @@ pub(super) fn read_token_file(path: &Path) -> Result<Secret, String> {
             "token file holds no usable token (at least {MIN_TOKEN_LEN} characters)"
         ))
     }
+}
+
+/// `[jail]` in the host configuration.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct JailConfig {
+    /// Unset: on when workers can change user (the daemon runs as root, or holds
+    /// CAP_SETUID and CAP_SETGID), else off. `true` refuses guests rather than serve
+    /// them unjailed.
+    pub enable: Option<bool>,
+    /// A VM's workers run as uid = gid = `id_base` + a number (below 65536) derived
+    /// from its name, unless `[jail.ids]` gives one.
+    pub id_base: Option<u32>,
+    /// Explicit ids by VM name (`local` for programs on the host).
+    #[serde(default)]
+    pub ids: std::collections::BTreeMap<String, u32>,
+    /// A mount namespace and a pid namespace per worker (default on; each is skipped,
+    /// with a warning, where the host forbids it). The pid namespace is the daemon's
+    /// to make, as it starts the worker, so for it this is read when the daemon starts.
+    pub namespaces: Option<bool>,
+    /// RLIMIT_NOFILE (default 4096).
+    pub max_open_files: Option<u64>,
+    /// RLIMIT_NPROC: threads of all of one VM's workers together (default 1024).
+    pub max_threads: Option<u64>,
+    /// RLIMIT_FSIZE: the largest file a worker may write (default 1 GiB).
+    pub max_file_size: Option<ByteSize>,
+    /// RLIMIT_AS (default none: the CUDA driver reserves address space for every
+    /// GPU's memory up front, far more than it uses).
+    pub address_space: Option<ByteSize>,
+    /// What a system call outside the filter gets.
+    #[serde(default)]
+    pub on_denied: OnDenied,
+}
+
+/// What a denied system call gets.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum OnDenied {
+    /// It fails with EPERM: code that probes for a feature goes on without it, and the
+    /// worker reports the failure to its guest like any other.
+    #[default]
+    Eperm,
+    /// The worker is killed (SIGSYS): only its own guest is affected.
+    Kill,
+    /// It is allowed and logged by the kernel (audit): for finding what a new driver
+    /// needs, never for service.
+    Log,
 }

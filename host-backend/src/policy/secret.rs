@@ -45,7 +45,7 @@ impl std::fmt::Debug for Secret {
     }
 }
 
-/// For the run-time grants file only (`crate::admin::store`), which is kept as a
+/// For the run-time grants file only ([`crate::policy::grants`]), which is kept as a
 /// token file is.
 impl Serialize for Secret {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {

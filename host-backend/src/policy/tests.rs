@@ -435,7 +435,7 @@ fn grants_of_another_daemons_state_dir_are_not_merged_and_a_broken_file_is_left_
     let config = dir.join("host.toml");
     std::fs::write(&config, "[[vm]]\nname = \"static\"\ncid = 3\n").unwrap();
     let state = dir.join("state");
-    let grant = crate::admin::store::RuntimeGrant {
+    let grant = crate::policy::grants::RuntimeGrant {
         name: "rt".into(),
         cid: Some(4),
         uid: None,
@@ -446,10 +446,13 @@ fn grants_of_another_daemons_state_dir_are_not_merged_and_a_broken_file_is_left_
         changed_by: 0,
         changed_ms: 0,
     };
-    crate::admin::store::save(&crate::admin::grants_path(&state), &[grant]).unwrap();
+    crate::policy::grants::save(&crate::policy::grants::grants_path(&state), &[grant]).unwrap();
     let p = Policy::load_with_grants(Some(&config), Some(&state)).unwrap();
     assert!(p.admit(&Caller::VsockCid(4), b"").is_ok());
-    assert_eq!(p.grants_file, Some(crate::admin::grants_path(&state)));
+    assert_eq!(
+        p.grants_file,
+        Some(crate::policy::grants::grants_path(&state))
+    );
     let other = Policy::load_with_grants(Some(&config), Some(&dir.join("other"))).unwrap();
     assert!(other.admit(&Caller::VsockCid(4), b"").is_err());
     // A grant the file contradicts since (its cid taken) is left out, the file kept.
@@ -457,7 +460,7 @@ fn grants_of_another_daemons_state_dir_are_not_merged_and_a_broken_file_is_left_
     let p = Policy::load_with_grants(Some(&config), Some(&state)).unwrap();
     assert_eq!(p.admit(&Caller::VsockCid(4), b"").unwrap().name, "static");
     // An unreadable grants file leaves the configuration in force.
-    std::fs::write(crate::admin::grants_path(&state), "{").unwrap();
+    std::fs::write(crate::policy::grants::grants_path(&state), "{").unwrap();
     let p = Policy::load_with_grants(Some(&config), Some(&state)).unwrap();
     assert_eq!(p.admit(&Caller::VsockCid(4), b"").unwrap().name, "static");
     std::fs::remove_dir_all(&dir).unwrap();

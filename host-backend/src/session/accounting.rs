@@ -15,9 +15,9 @@ use vmcuda_wire::CudaStatus;
 use crate::ledger::Ledger;
 use crate::stats::WorkerStats;
 
-use super::checked::{DeviceRange, PitchedRange};
 use super::host_memory::{HostMemory, HANDLE_ENTRY_BYTES};
 use super::Session;
+use crate::executor::{DeviceRange, PitchedRange};
 
 /// One device allocation of the guest's.
 #[derive(Clone, Copy, Debug)]

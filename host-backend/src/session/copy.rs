@@ -5,9 +5,9 @@ use vmcuda_wire::op::*;
 use vmcuda_wire::CudaStatus;
 
 use super::buffers::REPLY_AREA_MIN;
-use super::checked::{DeviceRange, PitchedRange};
 use super::graph::unassigned::Span;
 use super::host_memory::GRAPH_NODE_BYTES;
+use crate::executor::{DeviceRange, PitchedRange};
 use crate::stats::Direction;
 
 use super::{nothing, Session};

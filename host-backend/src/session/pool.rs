@@ -274,7 +274,7 @@ impl Session {
         // after the allocation node, so every launch of the graph zeroes the memory it
         // hands out before any later node of the guest's can see it.
         // The range is the allocation just made for the guest.
-        let fresh = super::checked::DeviceRange::new(ptr, size);
+        let fresh = crate::executor::DeviceRange::new(ptr, size);
         let zeroed = match graph {
             Some(_) => self.exec.zero_in_capture(fresh, s),
             None => self.exec.memset(fresh, 0, StreamOrder::Queued(s)),

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use cudarc::driver::sys;
 
-use crate::suspend::{Checkpointer, ProcessState, SuspendError};
+use super::{Checkpointer, ProcessState, SuspendError};
 
 type CuResult = std::ffi::c_uint;
 type GetState = unsafe extern "C" fn(c_int, *mut sys::CUprocessState) -> CuResult;
@@ -102,7 +102,8 @@ impl Checkpointer for DriverCheckpointer {
         if bytes == 0 {
             return Ok(());
         }
-        let Some(free) = super::free_memory().and_then(|f| f.into_iter().max()) else {
+        let Some(free) = crate::executor::cuda::free_memory().and_then(|f| f.into_iter().max())
+        else {
             return Ok(());
         };
         let need = bytes.saturating_add(RESTORE_HEADROOM);

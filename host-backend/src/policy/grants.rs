@@ -13,6 +13,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::policy::{Limits, Secret, Vm};
 
+/// The admin socket's name in the state directory, unless `[admin] socket` names
+/// another.
+pub const SOCKET_NAME: &str = "admin.sock";
+
+/// The grants file of the daemon whose state directory is `state_dir`.
+pub fn grants_path(state_dir: &Path) -> PathBuf {
+    state_dir.join("admin").join("grants.json")
+}
+
 /// The grants file's format, for a later change of it.
 const VERSION: u32 = 1;
 

@@ -1,8 +1,10 @@
 //! Checked values at the executor seam: device memory the session has found to lie
-//! wholly inside the guest's own memory. Only the session can make one (after
-//! [`Session::check_range`](super::Session) and its pitched twin, or for memory it
-//! has just allocated for the guest), so an executor takes the range as given and
-//! never checks the same lengths again.
+//! wholly inside the guest's own memory. Only the session makes one (after
+//! `Session::check_range` and its pitched twin, or for memory it has just allocated
+//! for the guest), so an executor takes the range as given and never checks the same
+//! lengths again. They live here, below the session, so that the executor does not
+//! import the session; `tests/tests/layers.rs` checks that no module outside
+//! `session/` makes one.
 
 use vmcuda_wire::op::DevicePtr;
 
@@ -16,7 +18,7 @@ pub struct DeviceRange {
 
 impl DeviceRange {
     /// Only for ranges the session checked or made itself.
-    pub(super) fn new(ptr: DevicePtr, len: u64) -> DeviceRange {
+    pub(crate) fn new(ptr: DevicePtr, len: u64) -> DeviceRange {
         DeviceRange { ptr, len }
     }
 
@@ -57,7 +59,7 @@ pub struct PitchedRange {
 
 impl PitchedRange {
     /// Only for ranges the session checked.
-    pub(super) fn new(ptr: DevicePtr, pitch: u64, width: u64, height: u64) -> PitchedRange {
+    pub(crate) fn new(ptr: DevicePtr, pitch: u64, width: u64, height: u64) -> PitchedRange {
         PitchedRange {
             ptr,
             pitch,
