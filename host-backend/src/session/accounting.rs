@@ -357,18 +357,31 @@ impl Session {
         width: u64,
         height: u64,
     ) -> Result<PitchedRange, CudaStatus> {
-        width
-            .checked_mul(height)
-            .ok_or(CudaStatus::ErrorInvalidValue)?;
-        if width != 0 && height != 0 {
-            let extent = pitch
-                .checked_mul(height - 1)
-                .and_then(|rows| rows.checked_add(width))
-                .ok_or(CudaStatus::ErrorInvalidValue)?;
+        if let Some(extent) = pitched_extent(pitch, width, height)? {
             self.check_range(ptr, extent)?;
         }
         Ok(PitchedRange::new(ptr, pitch, width, height))
     }
+}
+
+/// The bytes `height` rows of `width`, `pitch` apart, reach from the first: none when
+/// there are no rows or no bytes in them, refused when they overflow.
+pub(super) fn pitched_extent(
+    pitch: u64,
+    width: u64,
+    height: u64,
+) -> Result<Option<u64>, CudaStatus> {
+    width
+        .checked_mul(height)
+        .ok_or(CudaStatus::ErrorInvalidValue)?;
+    if width == 0 || height == 0 {
+        return Ok(None);
+    }
+    pitch
+        .checked_mul(height - 1)
+        .and_then(|rows| rows.checked_add(width))
+        .map(Some)
+        .ok_or(CudaStatus::ErrorInvalidValue)
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@ use crate::executor::StreamOrder;
 use vmcuda_wire::op::*;
 use vmcuda_wire::CudaStatus;
 
+use super::accounting::pitched_extent;
 use super::buffers::REPLY_AREA_MIN;
 use super::graph::unassigned::Span;
 use super::host_memory::GRAPH_NODE_BYTES;
@@ -184,12 +185,9 @@ impl CopyOps for Session {
             ptr: req.dst,
             len: req.size,
         };
-        let unassigned = self.memset_unassigned(s, span)?;
-        let dst = match unassigned {
-            // Into a capture only, checked when its graph is instantiated.
-            true => DeviceRange::new(req.dst, req.size),
-            false => self.check_range(req.dst, req.size)?,
-        };
+        // Unassigned: into a capture only, checked when its graph is instantiated.
+        let unassigned = self.check_memset(s, span)?;
+        let dst = DeviceRange::new(req.dst, req.size);
         let graph = self.captured_node(s, GRAPH_NODE_BYTES)?;
         let r = self
             .exec
@@ -203,16 +201,14 @@ impl CopyOps for Session {
 
     fn memset_2d(&mut self, _: &CallContext, req: Memset2D, _: &[u8]) -> HandlerResult<()> {
         let s = self.handles.stream(req.stream)?;
-        let span = pitched_span(req.dst, req.pitch, req.width, req.height)?;
+        let span =
+            pitched_extent(req.pitch, req.width, req.height)?.map(|len| Span { ptr: req.dst, len });
+        // Unassigned: into a capture only, checked when its graph is instantiated.
         let unassigned = match span {
-            Some(span) => self.memset_unassigned(s, span)?,
+            Some(span) => self.check_memset(s, span)?,
             None => false,
         };
-        let dst = match unassigned {
-            // Into a capture only, checked when its graph is instantiated.
-            true => PitchedRange::new(req.dst, req.pitch, req.width, req.height),
-            false => self.check_pitched(req.dst, req.pitch, req.width, req.height)?,
-        };
+        let dst = PitchedRange::new(req.dst, req.pitch, req.width, req.height);
         let graph = self.captured_node(s, GRAPH_NODE_BYTES)?;
         let r = self
             .exec
@@ -286,10 +282,8 @@ impl CopyOps for Session {
             ptr: req.dst,
             len: bytes,
         };
-        let unassigned = self.memset_unassigned(stream, span)?;
-        if !unassigned {
-            self.check_range(req.dst, bytes)?;
-        }
+        // Unassigned: into a capture only, checked when its graph is instantiated.
+        let unassigned = self.check_memset(stream, span)?;
         let graph = self.captured_node(stream, GRAPH_NODE_BYTES)?;
         let r = self.exec.memset_elements(
             req.dst,
@@ -304,17 +298,4 @@ impl CopyOps for Session {
         }
         nothing()
     }
-}
-
-/// The bytes `height` rows of `width`, `pitch` apart, reach: none when the memset is
-/// empty, refused when they overflow.
-fn pitched_span(ptr: u64, pitch: u64, width: u64, height: u64) -> Result<Option<Span>, CudaStatus> {
-    if width == 0 || height == 0 {
-        return Ok(None);
-    }
-    let len = pitch
-        .checked_mul(height - 1)
-        .and_then(|rows| rows.checked_add(width))
-        .ok_or(CudaStatus::ErrorInvalidValue)?;
-    Ok(Some(Span { ptr, len }))
 }

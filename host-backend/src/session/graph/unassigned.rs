@@ -50,17 +50,24 @@ impl Unassigned {
 }
 
 impl Session {
-    /// Whether a memset on `stream` naming `span`, which is not all the guest's memory,
-    /// is taken unchecked: only into a capture, as the driver takes it.
-    pub(in crate::session) fn memset_unassigned(
+    /// Check a memset on `stream` naming `span`: `Ok(false)` when it is all the guest's
+    /// memory; `Ok(true)` when it is not but `stream` is capturing, so it is taken
+    /// unchecked, as the driver takes it; refused (and logged) otherwise.
+    pub(in crate::session) fn check_memset(
         &mut self,
         stream: ExecStream,
         span: Span,
     ) -> Result<bool, CudaStatus> {
-        if span.ptr.checked_add(span.len).is_none() || self.owns(span.ptr, span.len) {
+        if self.owns(span.ptr, span.len) {
             return Ok(false);
         }
-        Ok(!self.graph_tables.capture_origins.is_empty() && self.exec.stream_capturing(stream)?)
+        let capturing = span.ptr.checked_add(span.len).is_some()
+            && !self.graph_tables.capture_origins.is_empty()
+            && self.exec.stream_capturing(stream)?;
+        if !capturing {
+            self.check_range(span.ptr, span.len)?;
+        }
+        Ok(true)
     }
 
     /// The unchecked memset on `stream` was captured: its node (the capture's frontier)
@@ -98,16 +105,11 @@ impl Session {
         }
         let mut graphs = vec![graph];
         graphs.extend(self.owned_graphs(handle));
-        for g in graphs {
-            for span in self.graph_tables.unassigned.spans_of(g) {
-                if !self.owns(span.ptr, span.len) {
-                    warn!(client = %self.client, ptr = format_args!("{:#x}", span.ptr), len = span.len,
-                        "refused a graph whose captured memset names memory not the guest's");
-                    return Err(CudaStatus::ErrorInvalidValue);
-                }
-            }
-        }
-        Ok(())
+        let unassigned = &self.graph_tables.unassigned;
+        self.refuse_unowned(
+            graphs.into_iter().flat_map(|g| unassigned.spans_of(g)),
+            "refused a graph whose captured memset names memory not the guest's",
+        )
     }
 
     /// Refuse to give an executable graph's node the parameters of `src`'s node while
@@ -117,14 +119,25 @@ impl Session {
         (graph, node): (ExecGraph, ExecNode),
     ) -> Result<(), CudaStatus> {
         let spans = self.graph_tables.unassigned.by_graph.get(&graph);
-        for span in spans.and_then(|s| s.get(&Some(node))).into_iter().flatten() {
-            if !self.owns(span.ptr, span.len) {
-                warn!(client = %self.client, ptr = format_args!("{:#x}", span.ptr), len = span.len,
-                    "refused new parameters naming memory not the guest's for an executable graph");
-                return Err(CudaStatus::ErrorInvalidValue);
+        self.refuse_unowned(
+            spans.and_then(|s| s.get(&Some(node))).into_iter().flatten(),
+            "refused new parameters naming memory not the guest's for an executable graph",
+        )
+    }
+
+    /// Refuse, saying `why`, when any of `spans` is not all the guest's memory now.
+    fn refuse_unowned<'a>(
+        &self,
+        spans: impl IntoIterator<Item = &'a Span>,
+        why: &str,
+    ) -> Result<(), CudaStatus> {
+        match spans.into_iter().find(|s| !self.owns(s.ptr, s.len)) {
+            Some(span) => {
+                warn!(client = %self.client, ptr = format_args!("{:#x}", span.ptr), len = span.len, "{why}");
+                Err(CudaStatus::ErrorInvalidValue)
             }
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// Node `dst` took the parameters of node `src`: it keeps `src`'s spans, and its
@@ -143,14 +156,7 @@ impl Session {
             Some(spans) => {
                 tables.entry(dst.0).or_default().insert(Some(dst.1), spans);
             }
-            None => {
-                if let Some(nodes) = tables.get_mut(&dst.0) {
-                    nodes.remove(&Some(dst.1));
-                    if nodes.is_empty() {
-                        tables.remove(&dst.0);
-                    }
-                }
-            }
+            None => self.unassigned_gone(dst.0, Some(dst.1)),
         }
     }
 
