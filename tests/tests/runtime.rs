@@ -268,3 +268,22 @@ fn graph_memsets_on_unknown_memory_get_the_drivers_answers() {
         .log()
         .contains("refused a graph whose captured memset names memory not the guest's"));
 }
+
+/// Memset nodes made by hand (tests/c/memset_nodes.c, driver API) on every kind of the
+/// program's memory the driver takes them on (device, managed, pinned host) are made,
+/// and the device and managed ones run; one on memory the program does not have is refused at once, as the
+/// driver refuses it (the guest library checks these, since the host takes a
+/// captured memset on unknown memory).
+#[test]
+#[ignore = "needs the linked guest library: run tests/run.sh"]
+fn hand_made_memset_nodes_take_the_programs_memory_and_refuse_the_rest() {
+    let exe = build_c_program("memset_nodes", &["libcuda.so.1"]);
+    let d = Daemon::host_memory("memset-nodes");
+    let out = run_program_with(&exe, &d.server(), &[]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains("alloc 0 0 0 made 0 0 0 unknown 1 instantiate 0 launch 0 sync 0 read 10 11"),
+        "{stdout}"
+    );
+}

@@ -60,7 +60,7 @@ pub(super) fn memset_on(p: &MemsetParams, stream: RawHandle) -> cudaError_t {
 }
 
 /// Whether `[ptr, ptr + len)` is the program's memory: device memory it has (an
-/// allocation, a mapping, a module variable) or pinned host memory.
+/// allocation, a mapping, a module variable, managed memory) or pinned host memory.
 fn program_memory(ptr: u64, len: u64) -> bool {
     if crate::driver::memory::known_range(ptr, len) {
         return true;
