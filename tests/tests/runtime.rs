@@ -283,7 +283,8 @@ fn hand_made_memset_nodes_take_the_programs_memory_and_refuse_the_rest() {
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
     assert!(
-        stdout.contains("alloc 0 0 0 made 0 0 0 unknown 1 instantiate 0 launch 0 sync 0 read 10 11"),
+        stdout
+            .contains("alloc 0 0 0 made 0 0 0 unknown 1 instantiate 0 launch 0 sync 0 read 10 11"),
         "{stdout}"
     );
 }
