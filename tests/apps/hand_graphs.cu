@@ -318,6 +318,50 @@ int main() {
     EXPECT(bytes[0] == 7 && bytes[63] == 7);
     printf("child graph: sum %.1f\n", sum(h_out, N));
 
+    // ---- an executable graph's child-graph node given another graph ----
+    {
+        auto memset_graph = [&](unsigned char value, int nodes) {
+            cudaGraph_t x;
+            CHECK(cudaGraphCreate(&x, 0));
+            cudaGraphNode_t last = nullptr;
+            for (int i = 0; i < nodes; i++) {
+                cudaMemsetParams p = ms2;
+                p.value = value;
+                cudaGraphNode_t n;
+                CHECK(cudaGraphAddMemsetNode(&n, x, last ? &last : nullptr, last ? 1 : 0, &p));
+                last = n;
+            }
+            return x;
+        };
+        cudaGraph_t first = memset_graph(3, 1), second = memset_graph(5, 1), longer = memset_graph(9, 2);
+        cudaGraph_t holder;
+        CHECK(cudaGraphCreate(&holder, 0));
+        cudaGraphNode_t held;
+        CHECK(cudaGraphAddChildGraphNode(&held, holder, nullptr, 0, first));
+        cudaGraphExec_t he;
+        CHECK(cudaGraphInstantiate(&he, holder, 0));
+        auto run_byte = [&]() {
+            CHECK(cudaGraphLaunch(he, s));
+            CHECK(cudaStreamSynchronize(s));
+            unsigned char b[64];
+            CHECK(cudaMemcpy(b, d_x, 64, cudaMemcpyDeviceToHost));
+            EXPECT(b[0] == b[63]);
+            return (int)b[0];
+        };
+        int before = run_byte();
+        CHECK(cudaGraphExecChildGraphNodeSetParams(he, held, second));
+        int after = run_byte();
+        cudaError_t other_shape = cudaGraphExecChildGraphNodeSetParams(he, held, longer);
+        int kept = run_byte();
+        cudaError_t not_a_child = cudaGraphExecChildGraphNodeSetParams(he, after_wait, second);
+        (void)cudaGetLastError();
+        printf("executable child graph: %d, given another graph %d, one of another shape: %s (still %d); "
+               "a node not its own: %s\n",
+               before, after, cudaGetErrorName(other_shape), kept, cudaGetErrorName(not_a_child));
+        CHECK(cudaGraphExecDestroy(he));
+        for (cudaGraph_t x : {holder, first, second, longer}) CHECK(cudaGraphDestroy(x));
+    }
+
     // ---- memory nodes: allocate, fill, copy out, free, twice ----
     cudaGraph_t m;
     CHECK(cudaGraphCreate(&m, 0));

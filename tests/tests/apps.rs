@@ -1336,6 +1336,7 @@ fn a_synchronize_among_threads_ends_with_the_query_that_finds_the_work_done() {
 /// (`cudaGraphExecKernelNodeSetParams`, one posted request), then in a clone the
 /// executable graph is updated to: each launch of the executable graph runs the
 /// arguments it had then (axpy's factor, recorded by the host when the graph ran).
+/// An executable child-graph node is given a new graph in one request.
 #[test]
 #[ignore = "needs the linked guest library and nvcc-built apps: run tests/run.sh"]
 fn kernel_node_updates_reach_the_executable_graphs_launches() {
@@ -1345,6 +1346,19 @@ fn kernel_node_updates_reach_the_executable_graphs_launches() {
     // The update of a node the program built went without waiting for the host.
     let row = profile_row(&profile, "cuGraphExecKernelNodeSetParams_v2");
     assert_eq!(row, (1, 0, 1), "{profile}");
+    // An executable child-graph node's new graph is one waited request, and the
+    // executable graph runs it; one of another shape, or a node not its own, is
+    // refused as the driver refuses them, and the graph it had stays.
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains(
+            "executable child graph: 3, given another graph 5, one of another shape: \
+             cudaErrorInvalidValue (still 5); a node not its own: cudaErrorInvalidValue"
+        ),
+        "{stdout}"
+    );
+    let row = profile_row(&profile, "cuGraphExecChildGraphNodeSetParams");
+    assert_eq!(row, (3, 3, 0), "{profile}");
     let records = d.launches();
     let factors: Vec<f32> = launches_of(&records, "_Z4axpyPfPKffi")
         .into_iter()

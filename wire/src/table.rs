@@ -406,6 +406,14 @@ macro_rules! op_lines {
                     -> GraphMade, Sync
                     => driver cuGraphChildGraphNodeGetGraph(node: *mut c_void, out graph: *mut c_void);
                 0x0725 GraphNodeCopyParams => graph_node_copy_params(GraphNodeCopyParams) -> (), Sync;
+                /// A new graph for child-graph node `node` of executable graph `exec`
+                /// (`cuGraphExecChildGraphNodeSetParams`): one request where
+                /// [`GraphNodeCopyParams`] takes a scratch graph with a node of
+                /// `child` and its end (XLA updates its command buffers' child graphs
+                /// every step).
+                0x0739 GraphExecChildGraphNodeSetParams => graph_exec_child_graph_node_set_params(
+                    GraphExecChildGraphNodeSetParams { exec: GraphExecHandle, node: GraphNodeHandle, child: GraphHandle }
+                ) -> (), Sync;
                 /// New kernel parameters for kernel node `node`: in its graph, or, with
                 /// `exec`, in that executable graph only (`cu(da)Graph[Exec]KernelNodeSetParams`).
                 /// The data section is `function`'s packed parameter buffer. One request

@@ -142,6 +142,14 @@ pub trait GraphBuild {
         src: (ExecGraph, ExecNode),
         exec: Option<ExecGraphExec>,
     ) -> ExecResult<()>;
+    /// Give child-graph node `node` (of `exec`'s graph or a graph it holds) a copy of
+    /// `child` in `exec` only, where `child`'s topology is the node's graph's.
+    fn exec_child_graph_set(
+        &mut self,
+        exec: ExecGraphExec,
+        node: (ExecGraph, ExecNode),
+        child: ExecGraph,
+    ) -> ExecResult<()>;
     /// New kernel parameters for kernel node `node`: `function` of `shape` with the
     /// packed parameter buffer `params` (as a launch's), in its graph, or with `exec`,
     /// in that executable graph only.

@@ -47,13 +47,13 @@ use vmcuda_wire::graph::{
 use vmcuda_wire::op::{CallContext, DevicePtr, HandlerResult, StreamHandle};
 use vmcuda_wire::op::{
     ConditionalHandle, GraphAddDependencies, GraphChildGraphNodeGetGraph, GraphClone,
-    GraphConditionalHandleCreate, GraphCreate, GraphDestroyNode, GraphExecUpdate, GraphGetEdges,
-    GraphGetRootNodes, GraphKernelNodeCopyAttributes, GraphKernelNodeGetAttribute,
-    GraphKernelNodeGetParams, GraphKernelNodeSetAttribute, GraphKernelNodeSetParams,
-    GraphNodeFindInClone, GraphNodeGetDependentNodes, GraphNodeGetEnabled, GraphNodeGetType,
-    GraphNodeSetEnabled, GraphOps, GraphRemoveDependencies, GraphUpload, HostFunctionSignal,
-    KernelNodeAttribute, KernelNodeParameters, LinkedNodes, NodeEnabled, NodeType,
-    StreamUpdateCaptureDependencies,
+    GraphConditionalHandleCreate, GraphCreate, GraphDestroyNode, GraphExecChildGraphNodeSetParams,
+    GraphExecUpdate, GraphGetEdges, GraphGetRootNodes, GraphKernelNodeCopyAttributes,
+    GraphKernelNodeGetAttribute, GraphKernelNodeGetParams, GraphKernelNodeSetAttribute,
+    GraphKernelNodeSetParams, GraphNodeFindInClone, GraphNodeGetDependentNodes,
+    GraphNodeGetEnabled, GraphNodeGetType, GraphNodeSetEnabled, GraphOps, GraphRemoveDependencies,
+    GraphUpload, HostFunctionSignal, KernelNodeAttribute, KernelNodeParameters, LinkedNodes,
+    NodeEnabled, NodeType, StreamUpdateCaptureDependencies,
 };
 use vmcuda_wire::CudaStatus;
 

@@ -38,9 +38,10 @@ use vmcuda_wire::graph::{
 };
 use vmcuda_wire::op::{
     EventHandle, GraphAddDependencies, GraphClone, GraphCreate, GraphDestroy, GraphDestroyNode,
-    GraphExecHandle, GraphExecUpdate, GraphGetEdges, GraphGetRootNodes, GraphHandle,
-    GraphKernelNodeSetParams, GraphNodeFindInClone, GraphNodeGetDependentNodes, GraphNodeHandle,
-    GraphRemoveDependencies, GraphUpload, RawEdge, StreamHandle,
+    GraphExecChildGraphNodeSetParams, GraphExecHandle, GraphExecUpdate, GraphGetEdges,
+    GraphGetRootNodes, GraphHandle, GraphKernelNodeSetParams, GraphNodeFindInClone,
+    GraphNodeGetDependentNodes, GraphNodeHandle, GraphRemoveDependencies, GraphUpload, RawEdge,
+    StreamHandle,
 };
 use vmcuda_wire::CudaStatus;
 

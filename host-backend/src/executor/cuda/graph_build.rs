@@ -562,6 +562,21 @@ impl GraphBuild for CudaExecutor {
         check(r)
     }
 
+    fn exec_child_graph_set(
+        &mut self,
+        exec: ExecGraphExec,
+        node: (ExecGraph, ExecNode),
+        child: ExecGraph,
+    ) -> ExecResult<()> {
+        self.bind()?;
+        self.any_graph(node.0)?;
+        let e = self.exec_of(exec)?;
+        let g = self.any_graph(child)?;
+        // SAFETY: `e` is a live executable graph of this executor, `node.1` a node of
+        // one of its live graphs and `g` a live graph; the driver copies `g`.
+        check(unsafe { sys::cuGraphExecChildGraphNodeSetParams(e, self::node(node.1), g) })
+    }
+
     fn kernel_node_set_params(
         &mut self,
         node: (ExecGraph, ExecNode),

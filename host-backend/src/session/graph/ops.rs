@@ -662,6 +662,27 @@ impl GraphOps for Session {
         nothing()
     }
 
+    fn graph_exec_child_graph_node_set_params(
+        &mut self,
+        _: &CallContext,
+        req: GraphExecChildGraphNodeSetParams,
+        _: &[u8],
+    ) -> HandlerResult<()> {
+        let (exec, node) = self.exec_node(req.exec, req.node)?;
+        let (_, graph, _) = self.node_ref(req.node)?;
+        let child = self.finished_graph(req.child)?;
+        self.refuse_memory_nodes(child, "a child graph")?;
+        self.refuse_unassigned(req.child, child)?;
+        // The node keeps a copy of the graph, nodes and all, as a new child-graph
+        // node of it would.
+        let kept = GRAPH_NODE_BYTES + self.graph_host_bytes(req.child);
+        let charge = self.params_charge_bytes(NodeCopy::Exec(req.exec), node, kept)?;
+        let set = self.exec.exec_child_graph_set(exec, (graph, node), child);
+        self.params_copied(Some(charge), set.is_ok());
+        set?;
+        nothing()
+    }
+
     fn graph_kernel_node_set_params(
         &mut self,
         _: &CallContext,

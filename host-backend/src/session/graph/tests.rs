@@ -13,9 +13,8 @@ fn session(quota: Option<u64>) -> Session {
     Session::new(Box::new(exec), grant)
 }
 
-#[test]
-fn graphs_are_named_here_and_stale_or_foreign_handles_are_refused() {
-    let mut s = session(None);
+/// The guest's stream 0x100, made in `s`.
+fn new_stream(s: &mut Session) -> StreamHandle {
     let stream = StreamHandle(0x100);
     let create = StreamCreate {
         stream,
@@ -23,6 +22,25 @@ fn graphs_are_named_here_and_stale_or_foreign_handles_are_refused() {
         priority: 0,
     };
     s.stream_create(&CTX, create, &[]).unwrap();
+    stream
+}
+
+/// A session with a stream of the guest's and 4 KiB of device memory.
+fn with_stream_and_memory() -> (Session, StreamHandle, u64) {
+    let mut s = session(None);
+    let stream = new_stream(&mut s);
+    let ptr = s
+        .mem_alloc(&CTX, MemAlloc { size: 4096 }, &[])
+        .unwrap()
+        .0
+        .ptr;
+    (s, stream, ptr)
+}
+
+#[test]
+fn graphs_are_named_here_and_stale_or_foreign_handles_are_refused() {
+    let mut s = session(None);
+    let stream = new_stream(&mut s);
     let ptr = s
         .mem_alloc_async(&CTX, MemAllocAsync { size: 256, stream }, &[])
         .unwrap()
@@ -218,19 +236,7 @@ fn stream_ordered_allocations_are_charged_and_only_the_guests_own_are_freed() {
 /// node is given the guest's memory; graphs that embed it are refused too.
 #[test]
 fn captured_memsets_on_unassigned_memory_are_checked_when_their_graph_is_instantiated() {
-    let mut s = session(None);
-    let stream = StreamHandle(0x100);
-    let create = StreamCreate {
-        stream,
-        flags: 0,
-        priority: 0,
-    };
-    s.stream_create(&CTX, create, &[]).unwrap();
-    let ptr = s
-        .mem_alloc(&CTX, MemAlloc { size: 4096 }, &[])
-        .unwrap()
-        .0
-        .ptr;
+    let (mut s, stream, ptr) = with_stream_and_memory();
     let unknown: u64 = 0x80;
     let memset = |dst: u64| Memset {
         dst,
@@ -354,4 +360,102 @@ fn captured_memsets_on_unassigned_memory_are_checked_when_their_graph_is_instant
         instantiate(&mut s, parent).unwrap_err(),
         CudaStatus::ErrorInvalidValue
     );
+}
+
+#[test]
+fn an_executable_child_graph_node_takes_a_graph_of_its_shape_and_only_the_guests_memory() {
+    let (mut s, stream, ptr) = with_stream_and_memory();
+    // A graph of `values.len()` memsets in a chain, captured.
+    let memsets = |s: &mut Session, dst: u64, values: &[u8]| {
+        s.stream_begin_capture(&CTX, StreamBeginCapture { stream }, &[])
+            .unwrap();
+        for &value in values {
+            let memset = Memset {
+                dst,
+                value,
+                size: 256,
+                stream,
+                is_async: true,
+            };
+            s.memset(&CTX, memset, &[]).unwrap();
+        }
+        let end = StreamEndCapture {
+            stream,
+            invalidated: false,
+        };
+        s.stream_end_capture(&CTX, end, &[]).unwrap().0.graph
+    };
+    let (first, second, longer) = (
+        memsets(&mut s, ptr, &[3]),
+        memsets(&mut s, ptr, &[5]),
+        memsets(&mut s, ptr, &[9, 9]),
+    );
+    let unassigned = memsets(&mut s, 0x80, &[7]);
+    let holder = s
+        .graph_create(&CTX, GraphCreate { flags: 0 }, &[])
+        .unwrap()
+        .0
+        .graph;
+    let add = GraphAddNode {
+        graph: holder,
+        dependencies: Vec::new(),
+        node: PlainNode::ChildGraph(first),
+    };
+    let held = s.graph_add_node(&CTX, add.clone(), &[]).unwrap().0.node;
+    let exec = s
+        .graph_instantiate(
+            &CTX,
+            GraphInstantiate {
+                graph: holder,
+                flags: 0,
+            },
+            &[],
+        )
+        .unwrap()
+        .0
+        .exec;
+    let run = |s: &mut Session| {
+        s.graph_launch(&CTX, GraphLaunch { exec, stream }, &[])
+            .unwrap();
+        let read = MemcpyDtoH {
+            src: ptr,
+            size: 256,
+            stream,
+            is_async: false,
+        };
+        let bytes = s.memcpy_dtoh(&CTX, read, &[]).unwrap().1;
+        assert!(bytes.iter().all(|b| *b == bytes[0]));
+        bytes[0]
+    };
+    let set = |s: &mut Session, node, child| {
+        let req = GraphExecChildGraphNodeSetParams { exec, node, child };
+        s.graph_exec_child_graph_node_set_params(&CTX, req, &[])
+            .map(|_| ())
+    };
+    assert_eq!(run(&mut s), 3);
+    set(&mut s, held, second).unwrap();
+    assert_eq!(run(&mut s), 5);
+    // Refused, the executable graph keeping what it had: a graph of another shape,
+    // one whose memset names memory not the guest's, a graph or node unknown, and a
+    // node of another graph.
+    let invalid = CudaStatus::ErrorInvalidValue;
+    assert_eq!(set(&mut s, held, longer).unwrap_err(), invalid);
+    assert_eq!(set(&mut s, held, unassigned).unwrap_err(), invalid);
+    assert_eq!(set(&mut s, held, GraphHandle(0xdead)).unwrap_err(), invalid);
+    assert_eq!(
+        set(&mut s, GraphNodeHandle(0xdead), second).unwrap_err(),
+        invalid
+    );
+    let other = s
+        .graph_create(&CTX, GraphCreate { flags: 0 }, &[])
+        .unwrap()
+        .0
+        .graph;
+    let elsewhere = GraphAddNode {
+        graph: other,
+        ..add
+    };
+    let foreign = s.graph_add_node(&CTX, elsewhere, &[]).unwrap().0.node;
+    assert_eq!(set(&mut s, foreign, second).unwrap_err(), invalid);
+    assert_eq!(run(&mut s), 5);
 }

@@ -168,9 +168,27 @@ pub extern "C" fn cudaGraphExecChildGraphNodeSetParams(
     child: RawHandle,
 ) -> cudaError_t {
     guard("cudaGraphExecChildGraphNodeSetParams", || {
-        let plain = PlainNode::ChildGraph(GraphHandle::from(child));
-        set_params(node, Some(exec), |g| add_plain(g, Vec::new(), plain))
+        set_child_graph(node, Some(exec), child)
     })
+}
+
+/// A child-graph node's new graph: in an executable graph, one request (frameworks
+/// update their command buffers' child graphs every step); in its graph (which CUDA
+/// cannot change) by way of a scratch node, so the answer is the host's.
+fn set_child_graph(node: RawHandle, exec: Option<RawHandle>, child: RawHandle) -> Result<()> {
+    match exec {
+        Some(exec) if !exec.is_null() && !node.is_null() => {
+            call(&GraphExecChildGraphNodeSetParams {
+                exec: GraphExecHandle::from(exec),
+                node: node.into(),
+                child: GraphHandle::from(child),
+            })
+        }
+        _ => {
+            let plain = PlainNode::ChildGraph(GraphHandle::from(child));
+            set_params(node, exec, |g| add_plain(g, Vec::new(), plain))
+        }
+    }
 }
 
 pub extern "C" fn cudaGraphHostNodeSetParams(
@@ -235,11 +253,7 @@ pub(crate) unsafe fn set_by_type(
             node_type::EVENT_RECORD | node_type::WAIT_EVENT => {
                 set_event(exec, node, union_of(params)?, ty == node_type::EVENT_RECORD)
             }
-            node_type::GRAPH => {
-                let child: RawHandle = union_of(params)?;
-                let plain = PlainNode::ChildGraph(GraphHandle::from(child));
-                set_params(node, exec, |g| add_plain(g, Vec::new(), plain))
-            }
+            node_type::GRAPH => set_child_graph(node, exec, union_of(params)?),
             node_type::EMPTY => Ok(()),
             node_type::HOST => set_host(node, exec, &union_of::<HostNodeParams>(params)?),
             _ => Err(CudaStatus::ErrorNotSupported),

@@ -522,6 +522,27 @@ impl GraphBuild for HostMemoryExecutor {
         Ok(())
     }
 
+    fn exec_child_graph_set(
+        &mut self,
+        exec: ExecGraphExec,
+        node: (ExecGraph, ExecNode),
+        child: ExecGraph,
+    ) -> ExecResult<()> {
+        let copy = self.nodes_of(child)?.clone();
+        let at = Self::live_index(node.0, node.1, self.nodes_of(node.0)?)?;
+        let nodes = self.exec_nodes_mut(exec, node.0)?;
+        let n = nodes.get_mut(at).ok_or(CudaStatus::ErrorInvalidValue)?;
+        // As the driver: a child-graph node, given a graph of its graph's shape.
+        let Recorded::Child(old) = &n.op else {
+            return Err(CudaStatus::ErrorInvalidValue);
+        };
+        if !Self::same_topology(old, &copy) {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        n.op = Recorded::Child(copy);
+        Ok(())
+    }
+
     fn kernel_node_set_params(
         &mut self,
         node: (ExecGraph, ExecNode),
@@ -641,5 +662,16 @@ impl GraphBuild for HostMemoryExecutor {
             self.graphs.graphs.insert(b, Vec::new());
         }
         Ok((made, bodies))
+    }
+}
+
+impl HostMemoryExecutor {
+    /// Whether `a` and `b` have the same nodes, in order, of the same types with the
+    /// same dependencies (what the driver asks of an executable child graph's update).
+    fn same_topology(a: &[Node], b: &[Node]) -> bool {
+        a.len() == b.len()
+            && a.iter()
+                .zip(b)
+                .all(|(x, y)| x.deps == y.deps && x.op.node_type().ok() == y.op.node_type().ok())
     }
 }
