@@ -208,3 +208,40 @@ pub fn watch(signal: impl FnOnce(DoneWord) -> Result<()>) -> Option<Result<bool>
     }
     signal_and_watch(watch_window(), signal)
 }
+
+/// How often a long wait on a word asks the host too, for an error that stopped the
+/// stream (its word never comes then).
+const ASK_EVERY: Duration = Duration::from_millis(2);
+
+/// Wait, off the program's threads (a stream gate's), until the GPU has written the
+/// [`DoneWord`] that `signal` has it write: spin for the watch window, then look every
+/// 50 us, asking `query` every [`ASK_EVERY`] whether the work is done or failed.
+/// `Some(result)`: done (or `query`'s failure); `None` where words cannot be used here
+/// (the caller then waits by queries alone). Host functions wait so: natively the
+/// driver's thread for them is woken by the GPU, not by polling the host.
+pub fn wait_off_thread(
+    signal: impl FnOnce(DoneWord) -> Result<()>,
+    mut query: impl FnMut() -> Result<()>,
+) -> Option<Result<()>> {
+    let (host, _, _) = slot()?;
+    match signal_and_watch(watch_window(), signal)? {
+        Ok(true) => return Some(Ok(())),
+        Ok(false) => {}
+        Err(e) => return Some(Err(e)),
+    }
+    let value = SLOT.with(Cell::get).map_or(0, |(_, _, v)| v);
+    let w = word(host);
+    let mut asked = Instant::now();
+    loop {
+        if w.load(Ordering::Acquire) == value {
+            return Some(Ok(()));
+        }
+        if asked.elapsed() >= ASK_EVERY {
+            match query() {
+                Err(vmcuda_wire::CudaStatus::ErrorNotReady) => asked = Instant::now(),
+                done => return Some(done),
+            }
+        }
+        std::thread::sleep(Duration::from_micros(50));
+    }
+}

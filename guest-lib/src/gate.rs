@@ -16,7 +16,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
-use vmcuda_wire::op::{EventHandle, StreamHandle, StreamQuery};
+use vmcuda_wire::op::{DoneWord, EventHandle, StreamHandle, StreamQuery, StreamWriteValue32};
 use vmcuda_wire::CudaStatus;
 
 use crate::client;
@@ -27,7 +27,12 @@ type Job = Box<dyn FnOnce() -> Result<(), CudaStatus> + Send>;
 #[derive(Default)]
 struct Gate {
     queue: VecDeque<(i32, Job)>,
+    /// Work is queued or being run: later work on the stream goes behind it.
     running: bool,
+    /// The stream's thread is alive (running its queue, or idle a while waiting for
+    /// more): frameworks enqueue host functions every step, and a thread made for
+    /// each cost them tens of microseconds.
+    thread: bool,
     /// The first failure of a queued call, owed to the next synchronizing call.
     error: Option<CudaStatus>,
 }
@@ -82,41 +87,60 @@ fn blockers(g: &Gates, stream: StreamHandle) -> Vec<StreamHandle> {
         .collect()
 }
 
+/// How long a stream's thread waits for more work once its queue is empty.
+const IDLE: Duration = Duration::from_secs(2);
+
 fn start(g: &mut Gates, stream: StreamHandle) {
     let gate = g.gates.entry(stream).or_default();
-    if !gate.running {
-        gate.running = true;
-        std::thread::Builder::new()
-            .name("vmcuda-stream-gate".into())
-            .spawn(move || drain(stream))
-            .expect("spawn gate thread");
+    gate.running = true;
+    if gate.thread {
+        // Idle on CHANGED, or still in its loop: it finds the new job.
+        CHANGED.notify_all();
+        return;
     }
+    gate.thread = true;
+    std::thread::Builder::new()
+        .name("vmcuda-stream-gate".into())
+        .spawn(move || drain(stream))
+        .expect("spawn gate thread");
 }
 
-/// Run the stream's queue in order until it is empty.
+/// Run the stream's queue in order; once empty, wait up to [`IDLE`] for more, then end.
 fn drain(stream: StreamHandle) {
+    let mut g = lock();
     loop {
-        let job = {
-            let mut g = lock();
-            let gs = gates(&mut g);
-            let gate = gs
-                .gates
-                .get_mut(&stream)
-                .expect("gate exists while running");
-            match gate.queue.pop_front() {
-                Some(job) => job,
-                None => {
-                    gate.running = false;
-                    CHANGED.notify_all();
+        let gate = gates(&mut g)
+            .gates
+            .get_mut(&stream)
+            .expect("gate exists while its thread lives");
+        let Some((device, job)) = gate.queue.pop_front() else {
+            if gate.running {
+                gate.running = false;
+                CHANGED.notify_all();
+            }
+            let (back, timeout) = CHANGED
+                .wait_timeout_while(g, IDLE, |g| {
+                    gates(g)
+                        .gates
+                        .get(&stream)
+                        .is_some_and(|gate| gate.queue.is_empty())
+                })
+                .unwrap_or_else(|p| p.into_inner());
+            g = back;
+            if timeout.timed_out() {
+                let gate = gates(&mut g).gates.get_mut(&stream).expect("kept");
+                if gate.queue.is_empty() {
+                    gate.thread = false;
                     return;
                 }
             }
+            continue;
         };
-        let (device, job) = job;
+        drop(g);
         state::set_current_device(device);
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job))
             .unwrap_or(Err(CudaStatus::ErrorUnknown));
-        let mut g = lock();
+        g = lock();
         if let Err(e) = result {
             let gate = gates(&mut g)
                 .gates
@@ -199,25 +223,39 @@ pub fn host_function(
     start(gs, stream);
 }
 
-/// Poll the host until the stream's submitted work is done (a blocking wait would
-/// hold the shared connection and stop every other thread).
+/// Wait until the stream's submitted work is done: on a word the GPU writes after it
+/// where there is one, else by queries (a blocking wait would hold the shared
+/// connection and stop every other thread); the stream's error, if it failed.
 fn wait_host_idle(stream: StreamHandle) -> Result<(), CudaStatus> {
-    let mut pause = Duration::from_micros(20);
-    loop {
-        let client = client::client()?;
-        match client.call(
+    let query = || {
+        client::client()?.call(
             state::current_device(),
             &StreamQuery { stream },
             &[],
             client::Sink::None,
-        ) {
-            Err(s) if s == CudaStatus::ErrorNotReady => {
-                std::thread::sleep(pause);
-                pause = (pause * 2).min(Duration::from_millis(2));
-            }
-            other => return other,
+        )
+    };
+    // Not while anything is captured (the write could join a capture), and only on a
+    // stream of the current device (a stream operation goes to its context's stream).
+    let here = state::registry()
+        .streams
+        .get(&stream.0)
+        .is_none_or(|s| s.device == state::current_device());
+    if here && !crate::capture::any() {
+        let write = |done: DoneWord| {
+            let write = StreamWriteValue32 {
+                stream,
+                addr: done.addr,
+                value: done.value,
+                flags: 0,
+            };
+            crate::request::post_now(&write, &[])
+        };
+        if let Some(done) = crate::done_word::wait_off_thread(write, query) {
+            return done;
         }
     }
+    crate::request::wait_by_queries(query)
 }
 
 fn wait_for(streams: &[StreamHandle]) -> Result<(), CudaStatus> {
@@ -307,5 +345,36 @@ pub fn wait_event_submitted(event: EventHandle) {
     let mut g = lock();
     while gates(&mut g).pending_events.contains(&event.0) {
         g = CHANGED.wait(g).unwrap_or_else(|p| p.into_inner());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex as StdMutex};
+
+    #[test]
+    fn a_streams_thread_runs_its_queue_in_order_and_is_kept_for_the_next_work() {
+        let stream = StreamHandle(0x5eed_0001);
+        let seen = Arc::new(StdMutex::new(Vec::new()));
+        for round in 0..3 {
+            for i in 0..2 {
+                let seen = Arc::clone(&seen);
+                submit_behind(stream, move || {
+                    seen.lock()
+                        .unwrap()
+                        .push((round * 2 + i, std::thread::current().id()));
+                    Ok(())
+                })
+                .unwrap();
+            }
+            sync_stream(stream).unwrap();
+        }
+        let seen = seen.lock().unwrap();
+        let order: Vec<_> = seen.iter().map(|(i, _)| *i).collect();
+        assert_eq!(order, [0, 1, 2, 3, 4, 5]);
+        // One thread for all three rounds, though the queue emptied between them.
+        assert!(seen.iter().all(|(_, t)| *t == seen[0].1), "{seen:?}");
+        assert_ne!(seen[0].1, std::thread::current().id());
     }
 }

@@ -258,12 +258,25 @@ fn error_codes_match_cuda_13() {
     }
 }
 
+/// Host functions and stream callbacks run in stream order, hold back what follows
+/// them, and wait for their stream on a word the GPU writes.
 #[test]
 #[ignore = "needs the linked guest library and nvcc-built apps: run tests/run.sh"]
 fn host_functions_run_asynchronously_in_stream_order() {
     let d = Daemon::host_memory("hostfn");
-    let out = d.run_app("streams");
+    let (out, profile) = profiled(&d, "streams");
     let stdout = text(&out.stdout);
+    // Each of the 13 host functions waited for its stream on a word the GPU writes
+    // (one posted write each), not by asking the host.
+    let words = profile
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some("StreamWriteValue32"))
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "));
+    assert_eq!(
+        words.as_deref(),
+        Some("StreamWriteValue32 0 13"),
+        "{profile}"
+    );
     assert!(out.status.success(), "{stdout}");
     assert!(
         stdout.contains("callback order (12): 1 2 3 4 5 6 7 8 9 10 11 12"),
