@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use vmcuda_wire::op::{DoneWord, StreamHandle, StreamSynchronize};
+use vmcuda_wire::op::{DoneWord, StreamHandle, StreamSynchronize, StreamWriteValue32};
 
 use crate::request::{call, Result};
 use crate::shared::{self, PAGE};
@@ -223,13 +223,13 @@ pub fn wait_off_thread(
     signal: impl FnOnce(DoneWord) -> Result<()>,
     mut query: impl FnMut() -> Result<()>,
 ) -> Option<Result<()>> {
-    let (host, _, _) = slot()?;
     match signal_and_watch(watch_window(), signal)? {
         Ok(true) => return Some(Ok(())),
         Ok(false) => {}
         Err(e) => return Some(Err(e)),
     }
-    let value = SLOT.with(Cell::get).map_or(0, |(_, _, v)| v);
+    // The word and value `signal_and_watch` just gave out.
+    let (host, _, value) = SLOT.with(Cell::get)?;
     let w = word(host);
     let mut asked = Instant::now();
     loop {
@@ -244,4 +244,16 @@ pub fn wait_off_thread(
         }
         std::thread::sleep(Duration::from_micros(50));
     }
+}
+
+/// Post, and send at once, a write of `done` on `stream` after the work queued on it so
+/// far: the signal of a stream's synchronize and of a host function's wait.
+pub fn write_after(stream: StreamHandle, done: DoneWord) -> Result<()> {
+    let write = StreamWriteValue32 {
+        stream,
+        addr: done.addr,
+        value: done.value,
+        flags: 0,
+    };
+    crate::request::post_now(&write, &[])
 }

@@ -16,7 +16,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
-use vmcuda_wire::op::{DoneWord, EventHandle, StreamHandle, StreamQuery, StreamWriteValue32};
+use vmcuda_wire::op::{EventHandle, StreamHandle, StreamQuery};
 use vmcuda_wire::CudaStatus;
 
 use crate::client;
@@ -237,20 +237,10 @@ fn wait_host_idle(stream: StreamHandle) -> Result<(), CudaStatus> {
     };
     // Not while anything is captured (the write could join a capture), and only on a
     // stream of the current device (a stream operation goes to its context's stream).
-    let here = state::registry()
-        .streams
-        .get(&stream.0)
-        .is_none_or(|s| s.device == state::current_device());
+    let here =
+        crate::request::device_of_stream(stream).is_none_or(|d| d == state::current_device());
     if here && !crate::capture::any() {
-        let write = |done: DoneWord| {
-            let write = StreamWriteValue32 {
-                stream,
-                addr: done.addr,
-                value: done.value,
-                flags: 0,
-            };
-            crate::request::post_now(&write, &[])
-        };
+        let write = |done| crate::done_word::write_after(stream, done);
         if let Some(done) = crate::done_word::wait_off_thread(write, query) {
             return done;
         }

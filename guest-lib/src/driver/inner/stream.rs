@@ -6,7 +6,7 @@ use std::ffi::c_void;
 use vmcuda_wire::op::{
     EventCreate, EventDestroy, EventElapsedTime, EventHandle, EventQuery, EventRecord,
     EventSynchronize, StreamCreate, StreamDestroy, StreamHandle, StreamQuery, StreamSynchronize,
-    StreamWaitEvent, StreamWriteValue32,
+    StreamWaitEvent,
 };
 use vmcuda_wire::CudaStatus;
 
@@ -109,17 +109,7 @@ fn stream_synchronize(stream: RawHandle, per_thread: bool) -> Result<()> {
         // goes to a stream of the current context).
         let here = owner.is_none_or(|d| d == state::current_device());
         let watched = (here && !crate::capture::any())
-            .then(|| {
-                crate::done_word::watch(|done| {
-                    let write = StreamWriteValue32 {
-                        stream: handle,
-                        addr: done.addr,
-                        value: done.value,
-                        flags: 0,
-                    };
-                    super::post_now(&write, &[])
-                })
-            })
+            .then(|| crate::done_word::watch(|done| crate::done_word::write_after(handle, done)))
             .flatten();
         if let Some(seen) = watched {
             if seen? {

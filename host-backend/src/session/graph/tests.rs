@@ -25,6 +25,14 @@ fn new_stream(s: &mut Session) -> StreamHandle {
     stream
 }
 
+/// An empty graph, made in `s`.
+fn new_graph(s: &mut Session) -> GraphHandle {
+    s.graph_create(&CTX, GraphCreate { flags: 0 }, &[])
+        .unwrap()
+        .0
+        .graph
+}
+
 /// A session with a stream of the guest's and 4 KiB of device memory.
 fn with_stream_and_memory() -> (Session, StreamHandle, u64) {
     let mut s = session(None);
@@ -301,11 +309,7 @@ fn captured_memsets_on_unassigned_memory_are_checked_when_their_graph_is_instant
         CudaStatus::ErrorInvalidValue
     );
     // A graph embedding it as a child is refused too.
-    let parent = s
-        .graph_create(&CTX, GraphCreate { flags: 0 }, &[])
-        .unwrap()
-        .0
-        .graph;
+    let parent = new_graph(&mut s);
     let child = GraphAddNode {
         graph: parent,
         dependencies: Vec::new(),
@@ -391,11 +395,7 @@ fn an_executable_child_graph_node_takes_a_graph_of_its_shape_and_only_the_guests
         memsets(&mut s, ptr, &[9, 9]),
     );
     let unassigned = memsets(&mut s, 0x80, &[7]);
-    let holder = s
-        .graph_create(&CTX, GraphCreate { flags: 0 }, &[])
-        .unwrap()
-        .0
-        .graph;
+    let holder = new_graph(&mut s);
     let add = GraphAddNode {
         graph: holder,
         dependencies: Vec::new(),
@@ -446,11 +446,7 @@ fn an_executable_child_graph_node_takes_a_graph_of_its_shape_and_only_the_guests
         set(&mut s, GraphNodeHandle(0xdead), second).unwrap_err(),
         invalid
     );
-    let other = s
-        .graph_create(&CTX, GraphCreate { flags: 0 }, &[])
-        .unwrap()
-        .0
-        .graph;
+    let other = new_graph(&mut s);
     let elsewhere = GraphAddNode {
         graph: other,
         ..add

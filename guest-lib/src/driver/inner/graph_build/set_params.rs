@@ -176,17 +176,18 @@ pub extern "C" fn cudaGraphExecChildGraphNodeSetParams(
 /// update their command buffers' child graphs every step); in its graph (which CUDA
 /// cannot change) by way of a scratch node, so the answer is the host's.
 fn set_child_graph(node: RawHandle, exec: Option<RawHandle>, child: RawHandle) -> Result<()> {
+    if node.is_null() || exec.is_some_and(|e| e.is_null()) {
+        return Err(CudaStatus::ErrorInvalidValue);
+    }
     match exec {
-        Some(exec) if !exec.is_null() && !node.is_null() => {
-            call(&GraphExecChildGraphNodeSetParams {
-                exec: GraphExecHandle::from(exec),
-                node: node.into(),
-                child: GraphHandle::from(child),
-            })
-        }
-        _ => {
+        Some(exec) => call(&GraphExecChildGraphNodeSetParams {
+            exec: GraphExecHandle::from(exec),
+            node: node.into(),
+            child: GraphHandle::from(child),
+        }),
+        None => {
             let plain = PlainNode::ChildGraph(GraphHandle::from(child));
-            set_params(node, exec, |g| add_plain(g, Vec::new(), plain))
+            set_params(node, None, |g| add_plain(g, Vec::new(), plain))
         }
     }
 }
