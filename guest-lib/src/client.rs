@@ -42,6 +42,20 @@ use vmcuda_wire::transport::{
 };
 use vmcuda_wire::CudaStatus;
 
+/// What must happen before a request is sent, which a layer above the connection sets:
+/// managed memory settles its pages before device work ([`crate::managed::before_op`],
+/// set once the program has managed memory). The connection itself knows nothing of it.
+static BEFORE_SEND: OnceLock<fn(Op) -> Result<(), CudaStatus>> = OnceLock::new();
+
+/// Have `hook` run before every request from now on (the first one set stays).
+pub fn set_before_send(hook: fn(Op) -> Result<(), CudaStatus>) {
+    let _ = BEFORE_SEND.set(hook);
+}
+
+fn before_send(op: Op) -> Result<(), CudaStatus> {
+    BEFORE_SEND.get().map_or(Ok(()), |hook| hook(op))
+}
+
 /// Copies on the socket travel in frames of at most this many bytes (`VMCUDA_CHUNK`
 /// to measure others). Each frame costs the host some 25-45 us besides its bytes (the
 /// wait for its header, starting its DMA), so fewer frames move more: on the H200,
@@ -482,7 +496,7 @@ impl Client {
         data: &[u8],
         sink: Sink<'_>,
     ) -> Result<R::Reply, CudaStatus> {
-        crate::managed::before_op(R::OP)?;
+        before_send(R::OP)?;
         let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         conn.exchange(device, req, data, sink, None)
     }
@@ -494,7 +508,7 @@ impl Client {
         req: &R,
         fd: BorrowedFd<'_>,
     ) -> Result<R::Reply, CudaStatus> {
-        crate::managed::before_op(R::OP)?;
+        before_send(R::OP)?;
         let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         conn.exchange(device, req, &[], Sink::None, Some(fd))
     }
@@ -539,7 +553,7 @@ impl Client {
         data: &[u8],
         now: bool,
     ) -> Result<(), CudaStatus> {
-        crate::managed::before_op(R::OP)?;
+        before_send(R::OP)?;
         let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         self.post_locked(conn, device, req, data, now)
     }
@@ -677,7 +691,7 @@ impl Client {
         device: i32,
         requests: Vec<(R, &mut [u8])>,
     ) -> Result<(), CudaStatus> {
-        crate::managed::before_op(R::OP)?;
+        before_send(R::OP)?;
         let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         if conn.broken {
             return Err(CudaStatus::ErrorDevicesUnavailable);
@@ -708,7 +722,7 @@ impl Client {
         mut prepare: impl FnMut(usize) -> R,
         mut finish: impl FnMut(usize),
     ) -> Result<(), CudaStatus> {
-        crate::managed::before_op(R::OP)?;
+        before_send(R::OP)?;
         let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         if conn.broken {
             return Err(CudaStatus::ErrorDevicesUnavailable);

@@ -20,10 +20,6 @@ use vmcuda_wire::CudaStatus;
 use crate::staging;
 use crate::state::registry;
 
-/// Pageable copies smaller than this use the socket: they cost one round trip either
-/// way, and a small asynchronous copy can be posted with its bytes without waiting.
-pub const MIN_STAGED: usize = 256 << 10;
-
 /// `cudaMemcpyKind` values.
 pub const HOST_TO_HOST: u32 = 0;
 pub const HOST_TO_DEVICE: u32 = 1;
@@ -114,7 +110,7 @@ pub fn choose(
         (Direction::DeviceToDevice, _) => Route::Device,
         (_, Shape::Pitched) => Route::Socket,
         (_, Shape::Linear) if pinned => Route::Pinned,
-        (_, Shape::Linear) if count >= MIN_STAGED && staging() => Route::Staged,
+        (_, Shape::Linear) if count >= staging::MIN_STAGED && staging() => Route::Staged,
         (_, Shape::Linear) => Route::Socket,
     }
 }
@@ -163,8 +159,8 @@ mod tests {
     use super::*;
     use Direction::*;
 
-    const BIG: usize = MIN_STAGED;
-    const SMALL: usize = MIN_STAGED - 1;
+    const BIG: usize = staging::MIN_STAGED;
+    const SMALL: usize = staging::MIN_STAGED - 1;
 
     fn never() -> bool {
         panic!("the staging area was asked for")

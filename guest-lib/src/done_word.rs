@@ -29,8 +29,9 @@ use std::time::{Duration, Instant};
 
 use vmcuda_wire::op::{DoneWord, StreamHandle, StreamSynchronize, StreamWriteValue32};
 
+use crate::pages::PAGE;
+use crate::pinned;
 use crate::request::{call, Result};
-use crate::shared::{self, PAGE};
 
 const WORD: usize = 4;
 
@@ -118,7 +119,7 @@ fn slot() -> Option<(usize, u64, u32)> {
     }
     let (host, device, used) = match pages.current {
         Some((host, device, used)) if used + WORD <= PAGE => (host, device, used),
-        _ => match shared::alloc_any(PAGE, 0x1) {
+        _ => match pinned::alloc(PAGE, 0x1) {
             Some((host, region)) => (host, region.device_ptr, 0),
             None => {
                 pages.unavailable = true;

@@ -49,6 +49,7 @@ mod names;
 mod proc_address;
 pub mod result;
 pub(crate) mod stream;
+mod table;
 mod tensor_map;
 mod texref;
 mod twins;

@@ -44,7 +44,7 @@ pub const BROKER_ENV: &str = "VMCUDA_GUEST_RAM_BROKER";
 
 /// What one process asks for: its command ring (one huge page) and its staging area.
 pub fn area_len() -> usize {
-    crate::guest_pages::HUGE_PAGE + crate::staging::staging_len()
+    crate::pages::HUGE_PAGE + crate::sizes::staging_len()
 }
 
 /// A request on the broker's socket.
@@ -183,6 +183,55 @@ fn receive<T: for<'de> Deserialize<'de>>(
     Ok(Some((value, fd)))
 }
 
+/// Guest pages the host may map by guest-physical address.
+pub struct HostPages {
+    pub at: NonNull<u8>,
+    pub len: usize,
+    pub page_size: u64,
+    pub pages: Vec<u64>,
+    /// Whether the mapping is the caller's own (huge pages it made), to unmap when it
+    /// gives them up; otherwise a piece of the broker's area, mapped for the life of
+    /// the process.
+    pub owned: bool,
+}
+
+impl HostPages {
+    /// `len` bytes of guest pages: from the guest RAM the broker gave this process
+    /// (`area`), else huge pages of its own, whose addresses only a privileged process
+    /// can read.
+    pub fn take(len: usize, area: Option<&GuestArea>) -> Result<HostPages, String> {
+        if let Some(area) = area {
+            let (at, len, pages) = area
+                .carve(len)
+                .ok_or("no room left in the guest RAM the broker gave")?;
+            return Ok(HostPages {
+                at,
+                len,
+                page_size: area.page_size() as u64,
+                pages,
+                owned: false,
+            });
+        }
+        let (at, len, pages) = crate::pages::huge_pages(len)?;
+        Ok(HostPages {
+            at: at.cast(),
+            len,
+            page_size: crate::pages::HUGE_PAGE as u64,
+            pages,
+            owned: true,
+        })
+    }
+
+    /// Unmap them if they are the caller's own; a piece of the broker's area stays.
+    pub fn give_up(self) {
+        if self.owned {
+            // SAFETY: unmapping the caller's own mapping of these pages, which nothing
+            // else uses.
+            let _ = unsafe { nix::sys::mman::munmap(self.at.cast(), self.len) };
+        }
+    }
+}
+
 /// A process's share of guest RAM: its mapping of the broker's memfd, the page size and
 /// each page's guest-physical address. Lives as long as the process.
 pub struct GuestArea {
@@ -265,7 +314,7 @@ impl GuestArea {
                 return Err("the guest's RAM broker gave the wrong length".into());
             }
             // SAFETY: the caller's promise, passed on.
-            unsafe { crate::shared::move_onto(memfd, start, len) }
+            unsafe { crate::pages::move_onto(memfd, start, len) }
         })
     }
 
@@ -464,7 +513,7 @@ struct Held {
     _memfd: OwnedFd,
     /// Holds ordinary pages in place (huge pages stay put by themselves); dropped
     /// before the mapping is.
-    _pin: Option<crate::guest_pages::pin::LongTermPin>,
+    _pin: Option<crate::pages::pin::LongTermPin>,
 }
 
 impl Drop for Held {
@@ -489,7 +538,7 @@ fn serve_one(conn: &OwnedFd, config: &BrokerConfig, connect: &HostConnector) -> 
         )));
     }
     let page = if config.huge_pages {
-        crate::guest_pages::HUGE_PAGE
+        crate::pages::HUGE_PAGE
     } else {
         4096
     };
@@ -637,12 +686,12 @@ fn hand_out(
     if !huge {
         // The guest's kernel may move or reclaim ordinary pages, but not pinned ones.
         held._pin = Some(
-            crate::guest_pages::pin::LongTermPin::new(held.base, len)
+            crate::pages::pin::LongTermPin::new(held.base, len)
                 .map_err(|e| refuse(format!("cannot pin the pages ({e})")))?,
         );
     }
-    let pages = crate::guest_pages::read_pagemap_pages(held.base.as_ptr() as usize, len, page)
-        .map_err(refuse)?;
+    let pages =
+        crate::pages::read_pagemap_pages(held.base.as_ptr() as usize, len, page).map_err(refuse)?;
     Ok((held, pages))
 }
 

@@ -21,7 +21,8 @@ use std::time::{Duration, Instant};
 use vmcuda_wire::op::{HostFunctionSignal, StreamHandle};
 use vmcuda_wire::CudaStatus;
 
-use crate::{caller, shared};
+use crate::pages::Shared;
+use crate::{caller, pinned};
 
 pub type HostFn = unsafe extern "C" fn(*mut std::ffi::c_void);
 
@@ -46,7 +47,7 @@ struct Slots {
     /// The current page of slot memory and how much of it is used.
     page: Option<(usize, usize)>,
     /// The pages, kept for the process's life (graphs may run until it ends).
-    pages: Vec<shared::Shared>,
+    pages: Vec<Shared>,
     watching: bool,
 }
 
@@ -74,7 +75,7 @@ pub fn new_slot(f: HostFn, data: usize) -> Result<usize, CudaStatus> {
             page + used
         }
         _ => {
-            let Some((page, region)) = shared::alloc_any(PAGE_LEN, PORTABLE) else {
+            let Some((page, region)) = pinned::alloc(PAGE_LEN, PORTABLE) else {
                 return Err(crate::notice::refuse(
                     "a host function in a graph",
                     "needs memory shared with the host, which this connection has not",
@@ -200,7 +201,7 @@ struct StagedCopy {
 }
 
 /// The staging buffers, kept for the process's life (at most this many bytes).
-static STAGING: Mutex<(Vec<shared::Shared>, usize)> = Mutex::new((Vec::new(), 0));
+static STAGING: Mutex<(Vec<Shared>, usize)> = Mutex::new((Vec::new(), 0));
 const MAX_STAGING: usize = 1 << 30;
 
 /// The host function of a staged copy.
@@ -250,7 +251,7 @@ pub fn capture_pageable_copy(
         if s.1.saturating_add(len) > MAX_STAGING {
             return Some(Err(CudaStatus::ErrorMemoryAllocation));
         }
-        let (at, region) = shared::alloc_any(len.max(1), PORTABLE)?;
+        let (at, region) = pinned::alloc(len.max(1), PORTABLE)?;
         s.0.push(region);
         s.1 += region.len;
         at

@@ -23,7 +23,12 @@
 //!   words in shared pinned memory that the guest answers).
 //! - [`function_facts`]: what the guest knows of each device function's attributes and
 //!   occupancy, so repeated queries stay here.
+//! - [`pages`]: memfds, pages moved onto them, huge pages and their guest-physical
+//!   addresses, long-term pins: this process's memory as the host comes to map it.
+//! - [`device_addresses`]: the device's addresses kept out of the program's memory.
+//! - [`sizes`]: the sizes of the areas shared with the host (the staging slots).
 //! - [`shared`]: pinned memory shared with a same-host backend (memfds).
+//! - [`pinned`]: pinned memory shared however the connection can (memfd or guest RAM).
 //! - [`managed`]: managed memory's pages: one address for the CPU and the device,
 //!   dirty pages sent before device work, pages fetched on the CPU's first touch.
 //! - [`staging`]: the shared-memory data path for copies (no bytes on the socket).
@@ -73,6 +78,7 @@ pub mod caller;
 pub mod capture;
 pub mod client;
 pub mod copy_route;
+pub mod device_addresses;
 pub mod done_word;
 #[allow(clippy::not_unsafe_ptr_arg_deref)]
 pub mod driver;
@@ -87,11 +93,14 @@ pub mod managed;
 pub mod notice;
 #[allow(clippy::not_unsafe_ptr_arg_deref)]
 pub mod nvml;
+pub mod pages;
 pub mod pci_place;
+pub mod pinned;
 pub mod posted;
 pub mod profile;
 pub mod request;
 pub mod shared;
+pub mod sizes;
 pub mod staging;
 pub mod state;
 

@@ -353,6 +353,9 @@ impl Regions {
 
     fn update_pending(&self) {
         let pending = self.on_host > 0 || self.map.values().any(|r| r.fresh);
+        if pending {
+            crate::client::set_before_send(before_op);
+        }
         PENDING.store(pending, Ordering::Release);
     }
 
@@ -455,7 +458,7 @@ fn insert_region(
     // a `read(2)` into it, which takes no fault) need nothing, and what it touched
     // goes to the device at the first device work (see `resident`).
     let state = if fresh { State::Dirty } else { State::Device };
-    let fd = crate::shared::memfd(len)?;
+    let fd = crate::pages::memfd(len)?;
     map_shared(&fd, Some(addr), len, state.protection())?;
     let via = match map_shared(&fd, None, len, libc::PROT_READ | libc::PROT_WRITE) {
         Ok(via) => via,
@@ -558,7 +561,7 @@ pub fn remove_region(ptr: usize) -> Option<Origin> {
     }
     // SAFETY: the region's writable view, which nothing uses any more.
     unsafe { libc::munmap(region.via as *mut c_void, region.len) };
-    // Back to an unbacked reservation, as `shared::reserve` left it.
+    // Back to an unbacked reservation, as `device_addresses::reserve` left it.
     let _ = map_fixed(ptr, region.len, libc::PROT_NONE, true);
     drop(all);
     // Its buffer id goes with it: an allocation made again here gets a new one.

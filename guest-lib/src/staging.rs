@@ -17,8 +17,11 @@ use std::sync::OnceLock;
 use vmcuda_wire::op::{MemcpyShared, StreamHandle, SHARED_STAGING};
 use vmcuda_wire::CudaStatus;
 
-use crate::copy_route::MIN_STAGED;
-use crate::{client, guest_pages, shared, state};
+use crate::{client, guest_pages, shared, sizes, state};
+
+/// Pageable copies smaller than this use the socket: they cost one round trip either
+/// way, and a small asynchronous copy can be posted with its bytes without waiting.
+pub const MIN_STAGED: usize = 256 << 10;
 
 /// The staging area: `slots` slots of `slot` bytes from `start`.
 #[derive(Debug)]
@@ -26,28 +29,6 @@ pub struct Staging {
     start: usize,
     slot: usize,
     slots: usize,
-}
-
-fn env_bytes(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-        .filter(|v| *v > 0)
-        .unwrap_or(default)
-}
-
-/// Bytes of the staging area: slots of `VMCUDA_STAGING_SLOT` bytes (4 MiB), as many as
-/// `VMCUDA_STAGING_SLOTS` (4).
-pub fn staging_len() -> usize {
-    slot_len() * slot_count()
-}
-
-fn slot_len() -> usize {
-    env_bytes("VMCUDA_STAGING_SLOT", 4 << 20).next_multiple_of(shared::PAGE)
-}
-
-fn slot_count() -> usize {
-    env_bytes("VMCUDA_STAGING_SLOTS", 4).clamp(2, 64)
 }
 
 /// The process's staging area, made on first use; `None` when memory cannot be
@@ -59,7 +40,7 @@ pub fn staging() -> Option<&'static Staging> {
             // Slot size and count: 4 x 4 MiB by default (rCUDA found 0.5-2 MiB chunks
             // best over a network; here the socket carries no bytes, so larger slots
             // spend fewer round trips). Tunable for measurement.
-            let (slot, slots) = (slot_len(), slot_count());
+            let (slot, slots) = (sizes::staging_slot(), sizes::staging_slots());
             let len = (slot * slots) as u64;
             let wanted = std::env::var("VMCUDA_STAGING").map_or(true, |v| v != "0")
                 && std::env::var("VMCUDA_SHARED_MEMORY").map_or(true, |v| v != "0")
@@ -102,7 +83,7 @@ fn copy_threads() -> usize {
     static THREADS: OnceLock<usize> = OnceLock::new();
     *THREADS.get_or_init(|| {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        env_bytes("VMCUDA_COPY_THREADS", cores.min(4)).min(64)
+        sizes::env_count("VMCUDA_COPY_THREADS", cores.min(4)).min(64)
     })
 }
 
@@ -256,7 +237,7 @@ impl Staging {
     /// overlapped (see bench/results/RESULTS.md).
     fn piece(&self, len: usize) -> usize {
         len.div_ceil(4)
-            .next_multiple_of(shared::PAGE)
+            .next_multiple_of(crate::pages::PAGE)
             .clamp(MIN_STAGED / 4, self.slot)
     }
 

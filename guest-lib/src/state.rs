@@ -139,7 +139,7 @@ pub struct HostRange {
     pub kind: HostMemoryKind,
     pub device: i32,
     /// Set when the memory is shared with the host and mapped for the GPU.
-    pub shared: Option<crate::shared::Shared>,
+    pub shared: Option<crate::pages::Shared>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -212,14 +212,14 @@ impl Registry {
             return true;
         }
         self.device_ranges.insert(ptr, (size, device));
-        crate::shared::reserve(ptr as usize, size.max(1) as usize)
+        crate::device_addresses::reserve(ptr as usize, size.max(1) as usize)
     }
 
     /// Forget a device range and release its hold on the reserved addresses.
     pub fn remove_device_range(&mut self, ptr: u64) {
         self.forget_buffer_id(ptr);
         if let Some((size, _)) = self.device_ranges.remove(&ptr) {
-            crate::shared::release(ptr as usize, size.max(1) as usize);
+            crate::device_addresses::release(ptr as usize, size.max(1) as usize);
         }
     }
 

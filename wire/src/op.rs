@@ -16,7 +16,7 @@
 //!   context): each C parameter is a request field of the same name, or `out name:
 //!   Type`, a reply field written through the pointer.
 //!   The guest library generates those functions from the same lines
-//!   (`guest-lib/src/driver/inner/table.rs`), so such a function is one line here plus
+//!   (`guest-lib/src/driver/table.rs`), so such a function is one line here plus
 //!   its host body.
 //!
 //! The macro expands the table into [`Op`], the [`Request`] impls the guest calls

@@ -48,7 +48,7 @@ impl Connection {
     }
 
     fn attach_ring_in_memfd(&mut self, window: Duration) -> Result<(), String> {
-        let fd = crate::shared::memfd(ring::area_len(DEFAULT_CAPACITY))
+        let fd = crate::pages::memfd(ring::area_len(DEFAULT_CAPACITY))
             .map_err(|e| format!("no memfd: {e}"))?;
         let memory = RingMemory::map_fd(fd.as_fd(), DEFAULT_CAPACITY).map_err(|e| e.to_string())?;
         let req = RingAttach {
@@ -65,7 +65,7 @@ impl Connection {
         area: Option<&crate::guest_ram::GuestArea>,
         window: Duration,
     ) -> Result<(), String> {
-        let pages = crate::guest_pages::HostPages::take(ring::area_len(DEFAULT_CAPACITY), area)?;
+        let pages = crate::guest_ram::HostPages::take(ring::area_len(DEFAULT_CAPACITY), area)?;
         let req = RingAttach {
             capacity: DEFAULT_CAPACITY,
             place: RingPlace::GuestPages {

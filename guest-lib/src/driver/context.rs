@@ -340,7 +340,7 @@ export! {
 export! {
     fn cuDevicePrimaryCtxReset_v2(device: i32) {
         check_device(device)?;
-        let reset = on_device(device, || keeping_last_error(|| crate::driver::inner::device::cudaDeviceReset()));
+        let reset = on_device(device, || keeping_last_error(|| crate::driver::inner::reset::cudaDeviceReset()));
         with_primary(|p| p.remove(&device));
         reset
     }

@@ -17,6 +17,7 @@ use crate::caller;
 use crate::client::Sink;
 use crate::driver::inner::call_with;
 use crate::driver::inner::graph_build::{self, Kept};
+use crate::driver::inner::node_builder;
 use crate::driver::inner::RawHandle;
 use crate::notice::refuse;
 use vmcuda_wire::op::GraphKernelNodeGetParams;
@@ -43,7 +44,7 @@ unsafe fn add_kernel(
 ) -> Result<vmcuda_wire::op::GraphNodeHandle> {
     // SAFETY: as the caller promised; the kept arguments live in `kept`.
     let (params, kept) = unsafe { kernel(p) }?;
-    let node = graph_build::build_node(graph, deps, |s| {
+    let node = node_builder::build_node(graph, deps, |s| {
         // SAFETY: the arguments are the kept copies, alive in `kept`.
         unsafe { launch_node(&params, s) }
     })?;
@@ -217,7 +218,7 @@ fn set_memcpy(exec: Option<RawHandle>, node: RawHandle, p: DriverMemcpy3D) -> Re
     check_initialized()?;
     let copy = p.to_runtime()?;
     graph_build::set_params(node, exec, |g| {
-        graph_build::build_node(g, &[], |s| graph_build::memcpy_3d_on(&copy, s))
+        node_builder::build_node(g, &[], |s| graph_build::memcpy_3d_on(&copy, s))
     })?;
     if exec.is_none() {
         graph_build::keep(node.into(), Kept::DriverMemcpy(p));

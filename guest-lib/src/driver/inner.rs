@@ -10,6 +10,14 @@
 //! Every inner function runs its body through [`guard`]: a panic becomes
 //! `cudaErrorUnknown` instead of unwinding, and a failure is stored as the thread's
 //! last error and in the call log ([`crate::call_log`]).
+//!
+//! The families stand in layers too (`tests/tests/layers.rs` holds that no two use
+//! each other): `device` at the bottom; streams, launches, libraries, logs, memory and
+//! memory pools on it; `node_builder` (a stream of our own that captures into the
+//! program's graphs, so that work becomes a node) under the copies that need it;
+//! `graph` (captures, graph objects, launches); `array`; `graph_build` (hand-made
+//! nodes and executable graphs) over all of them; `reset` (`cudaDeviceReset`, which
+//! forgets every family's state) on top.
 
 pub mod array;
 pub mod device;
@@ -23,9 +31,10 @@ pub mod library;
 pub mod logs;
 pub mod mem_pool;
 pub mod memory;
+pub mod node_builder;
 pub mod per_thread;
+pub mod reset;
 pub mod stream;
-pub mod table;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 

@@ -5,10 +5,7 @@
 //! opens it through its own host worker; any other process, of another VM or with
 //! forged bytes, is refused.
 //!
-//! Handle bytes: [`MAGIC`], a kind byte (1 memory, 2 event, 3 physical allocation, 4
-//! memory pool, 5 pool allocation), seven zero bytes, the 16-byte token, zeros. A pool
-//! allocation's `cudaMemPoolPtrExportData` is such a handle; a physical allocation's or
-//! a pool's descriptor is a sealed memfd holding one.
+//! The handles' and descriptors' bytes are [`crate::driver::inner::ipc`]'s.
 
 use vmcuda_wire::op::{
     EventHandle, IpcCloseMemHandle, IpcGetEventHandle, IpcGetMemHandle, IpcOpenEventHandle,
@@ -18,44 +15,16 @@ use vmcuda_wire::CudaStatus;
 
 use super::{check_initialized, export, Result};
 use crate::abi::driver::IpcHandle;
+use crate::driver::inner::ipc::{
+    descriptor, descriptor_token, KIND_ALLOCATION, KIND_EVENT, KIND_MEMORY,
+};
 use crate::driver::inner::{call, on_host_of, RawHandle};
 use crate::{caller, state};
 
-/// What every vmcuda IPC handle starts with.
-pub const MAGIC: &[u8; 8] = b"vmcudaIP";
-const KIND_MEMORY: u8 = 1;
-const KIND_EVENT: u8 = 2;
-const KIND_ALLOCATION: u8 = 3;
-pub(crate) const KIND_POOL: u8 = 4;
-pub(crate) const KIND_POOL_POINTER: u8 = 5;
 /// `CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS`.
 pub const LAZY_ENABLE_PEER_ACCESS: u32 = 1;
 /// `CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS`: an opened event's flags.
 const OPENED_EVENT_FLAGS: u32 = 0x2 | 0x4;
-
-impl IpcHandle {
-    pub(crate) fn of(kind: u8, token: [u8; 16]) -> IpcHandle {
-        let mut reserved = [0u8; 64];
-        reserved[..8].copy_from_slice(MAGIC);
-        reserved[8] = kind;
-        reserved[16..32].copy_from_slice(&token);
-        IpcHandle { reserved }
-    }
-
-    /// The token of a handle of `kind`; bytes no vmcuda export made are an invalid
-    /// value, as the driver calls a handle it cannot use.
-    pub(crate) fn token(&self, kind: u8) -> Result<[u8; 16]> {
-        let r = &self.reserved;
-        let shaped = &r[..8] == MAGIC
-            && r[8] == kind
-            && r[9..16].iter().all(|&b| b == 0)
-            && r[32..].iter().all(|&b| b == 0);
-        if !shaped {
-            return Err(CudaStatus::ErrorInvalidValue);
-        }
-        Ok(r[16..32].try_into().expect("16 bytes"))
-    }
-}
 
 /// A descriptor for the physical allocation exported as `token`
 /// (`cuMemExportToShareableHandle`): a sealed memfd holding its handle, which the
@@ -65,48 +34,10 @@ pub(crate) fn allocation_descriptor(token: [u8; 16]) -> Result<i32> {
     Ok(descriptor(KIND_ALLOCATION, token)?.into_raw_fd())
 }
 
-/// A sealed memfd holding the handle of `kind` for `token`.
-pub(crate) fn descriptor(kind: u8, token: [u8; 16]) -> Result<std::os::fd::OwnedFd> {
-    use nix::fcntl::{fcntl, FcntlArg, SealFlag};
-    use nix::sys::memfd::{memfd_create, MFdFlags};
-    let os = |_| CudaStatus::ErrorOperatingSystem;
-    let fd = memfd_create(
-        c"vmcuda-cumem",
-        MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING,
-    )
-    .map_err(os)?;
-    let handle = IpcHandle::of(kind, token);
-    if nix::sys::uio::pwrite(&fd, &handle.reserved, 0).map_err(os)? != handle.reserved.len() {
-        return Err(CudaStatus::ErrorOperatingSystem);
-    }
-    let seals = SealFlag::F_SEAL_WRITE
-        | SealFlag::F_SEAL_SHRINK
-        | SealFlag::F_SEAL_GROW
-        | SealFlag::F_SEAL_SEAL;
-    fcntl(&fd, FcntlArg::F_ADD_SEALS(seals)).map_err(os)?;
-    Ok(fd)
-}
-
 /// The token in a descriptor [`allocation_descriptor`] made (in this process or
 /// another of the VM); any other descriptor is an invalid value.
 pub(crate) fn allocation_token(fd: i32) -> Result<[u8; 16]> {
     descriptor_token(fd, KIND_ALLOCATION)
-}
-
-/// The token of `kind` in a descriptor [`descriptor`] made; any other descriptor is an
-/// invalid value.
-pub(crate) fn descriptor_token(fd: i32, kind: u8) -> Result<[u8; 16]> {
-    use std::os::fd::BorrowedFd;
-    if fd < 0 {
-        return Err(CudaStatus::ErrorInvalidValue);
-    }
-    // SAFETY: the program lends the descriptor for this call; it is only read.
-    let fd = unsafe { BorrowedFd::borrow_raw(fd) };
-    let mut handle = IpcHandle { reserved: [0; 64] };
-    match nix::sys::uio::pread(fd, &mut handle.reserved, 0) {
-        Ok(64) => handle.token(kind),
-        _ => Err(CudaStatus::ErrorInvalidValue),
-    }
 }
 
 /// The handle of the allocation holding `ptr`.
@@ -240,26 +171,6 @@ export! {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn handles_carry_their_token_and_kind_and_nothing_else() {
-        let token = [0x5a; 16];
-        let h = IpcHandle::of(KIND_MEMORY, token);
-        assert_eq!(h.token(KIND_MEMORY).unwrap(), token);
-        assert_eq!(&h.reserved[..8], MAGIC);
-        assert!(h.reserved[32..].iter().all(|&b| b == 0));
-        // An event's handle is not memory's, and bytes not of this shape are refused
-        // before anything is sent.
-        assert_eq!(h.token(KIND_EVENT), Err(CudaStatus::ErrorInvalidValue));
-        let mut forged = h;
-        forged.reserved[40] = 1;
-        assert_eq!(
-            forged.token(KIND_MEMORY),
-            Err(CudaStatus::ErrorInvalidValue)
-        );
-        let zero = IpcHandle { reserved: [0; 64] };
-        assert_eq!(zero.token(KIND_MEMORY), Err(CudaStatus::ErrorInvalidValue));
-    }
 
     #[test]
     fn allocation_descriptors_hold_their_token_and_other_files_are_refused() {

@@ -4,9 +4,7 @@
 
 use std::ffi::c_void;
 
-use vmcuda_wire::driver::{
-    MemsetElements, TensorMapEncodeTiled, TENSOR_MAP_LEN, TENSOR_MAP_MAX_RANK,
-};
+use vmcuda_wire::driver::{TensorMapEncodeTiled, TENSOR_MAP_LEN, TENSOR_MAP_MAX_RANK};
 use vmcuda_wire::op::StreamHandle;
 use vmcuda_wire::CudaStatus;
 
@@ -14,11 +12,12 @@ use super::context::{context_of, device_of, CUcontext};
 use super::inner;
 use super::result::{status, CUDA_ERROR_NOT_FOUND};
 use super::{check_initialized, export, keeping_last_error, Result};
-use crate::driver::inner::{call, known_stream, post, stream_handle, RawHandle};
+use crate::driver::inner::memory::memset_elements;
+use crate::driver::inner::{stream_handle, RawHandle};
 // The runtime's copies, so the driver's take the same routes (crate::copy_route).
 use crate::abi::driver::Memcpy2D;
 use crate::copy_route::{DEFAULT, DEVICE_TO_DEVICE, DEVICE_TO_HOST, HOST_TO_DEVICE};
-use crate::{caller, gate, state};
+use crate::{caller, state};
 
 export! {
     fn cuMemAlloc_v2(ptr: *mut u64, size: usize) {
@@ -149,72 +148,6 @@ export! {
     fn cuMemsetD8Async(dst: u64, value: u8, count: usize, stream: RawHandle) {
         check_initialized()?;
         keeping_last_error(|| inner::memory::cudaMemsetAsync(dst as *mut c_void, value as i32, count, stream))
-    }
-}
-
-/// Whether `[ptr, ptr + len)` lies in one device range this process knows.
-pub fn known_range(ptr: u64, len: u64) -> bool {
-    state::registry()
-        .device_range(ptr)
-        .is_some_and(|(start, size, _)| ptr.saturating_add(len) <= start + size)
-}
-
-/// An asynchronous 16- or 32-bit memset on the program's `stream`, for the runtime's
-/// graph memset nodes: a `cudaError_t`.
-pub(crate) fn memset_elements_on(
-    dst: u64,
-    value: u32,
-    element_size: u8,
-    count: usize,
-    stream: RawHandle,
-) -> crate::cudaError_t {
-    let stream = crate::driver::inner::stream_handle(stream, false);
-    match memset_elements(dst, value, element_size, count, stream, true) {
-        Ok(()) => 0,
-        Err(e) => e.0,
-    }
-}
-
-/// A 16- or 32-bit memset in stream order. One on a range and stream the guest knows
-/// goes without a reply; anything else waits, so a bad pointer is reported by the
-/// call itself, as natively.
-fn memset_elements(
-    dst: u64,
-    value: u32,
-    element_size: u8,
-    count: usize,
-    stream: StreamHandle,
-    is_async: bool,
-) -> Result<()> {
-    check_initialized()?;
-    let req = MemsetElements {
-        dst,
-        value,
-        element_size,
-        count: count as u64,
-        stream,
-        is_async,
-    };
-    let bytes = req.byte_len().ok_or(CudaStatus::ErrorInvalidValue)?;
-    if count == 0 {
-        return Ok(());
-    }
-    if !dst.is_multiple_of(element_size as u64) {
-        return Err(CudaStatus::ErrorInvalidValue);
-    }
-    let fire_and_forget = is_async && known_stream(stream) && known_range(dst, bytes);
-    let job = move || {
-        if fire_and_forget {
-            post(&req, &[])
-        } else {
-            call(&req)
-        }
-    };
-    if is_async {
-        gate::submit(stream, job)
-    } else {
-        gate::sync_stream(stream)?;
-        job()
     }
 }
 

@@ -794,6 +794,7 @@ pub(crate) fn function_id_of(handle: FunctionHandle) -> Option<u64> {
 }
 
 mod launch;
+pub(super) mod legacy_state;
 mod link;
 pub(crate) use launch::*;
 pub(crate) use link::*;

@@ -41,8 +41,9 @@ macro_rules! table {
                 // driver 580: "symbol not found"), although they are exported.
                 n if NOT_HANDED_OUT.contains(&n) => return None,
                 _ => return super::twins::lookup(name)
-                    .or_else(|| crate::driver::inner::table::lookup(name))
+                    .or_else(|| super::table::lookup(name))
                     .or_else(|| super::legacy::lookup(name))
+                    .or_else(|| per_thread_lookup(name))
                     .or_else(|| super::unsupported::lookup(name)),
             })
         }
@@ -310,6 +311,31 @@ table! {
     "cuMemImportFromShareableHandle" => cuMemImportFromShareableHandle,
 }
 
+/// Every `_ptsz` and `_ptds` variant, by exported name.
+fn per_thread_names() -> impl Iterator<Item = &'static (&'static str, *const ())> {
+    super::twins::PER_THREAD_NAMES
+        .iter()
+        .flat_map(|list| list.iter())
+        .chain(super::legacy::PER_THREAD_NAMES)
+        .chain(super::array::PER_THREAD_NAMES)
+}
+
+/// A `_ptsz` or `_ptds` variant by its exported name.
+fn per_thread_lookup(name: &str) -> Option<*mut c_void> {
+    per_thread_names()
+        .find(|(n, _)| *n == name)
+        .map(|(_, f)| *f as *mut c_void)
+}
+
+/// The per-thread default stream variant of a driver function, by its base or
+/// exported name, for `cuGetProcAddress` with
+/// `CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM`; None where the function has none.
+fn per_thread_variant(exported: &str) -> Option<*mut c_void> {
+    ["_ptsz", "_ptds"]
+        .iter()
+        .find_map(|suffix| per_thread_lookup(&format!("{exported}{suffix}")))
+}
+
 /// `CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM`.
 const PER_THREAD_DEFAULT_STREAM: u64 = 2;
 
@@ -322,7 +348,7 @@ fn lookup_with(name: &str, flags: u64) -> Option<*mut c_void> {
             .chain(super::twins::NAMES)
             .find(|(base, _)| *base == name)
             .map_or(name, |(_, exported)| exported);
-        if let Some(f) = super::twins::per_thread_variant(exported) {
+        if let Some(f) = per_thread_variant(exported) {
             return Some(f);
         }
     }
@@ -436,10 +462,7 @@ mod tests {
         // No variant: the function itself.
         assert_eq!(lookup_with("cuMemAlloc", per_thread), lookup("cuMemAlloc"));
         // Every variant is a name of the real driver.
-        for (name, _) in super::super::twins::PER_THREAD_NAMES
-            .iter()
-            .flat_map(|l| l.iter())
-        {
+        for (name, _) in super::per_thread_names() {
             assert!(
                 crate::driver::unsupported::export_names().any(|n| n == *name),
                 "{name} is not a libcuda.so.1 export"
@@ -485,7 +508,7 @@ mod tests {
             ("cuMemcpy3DPeer", "cuMemcpy3DPeer_ptds"),
             ("cuMemcpy3DPeerAsync", "cuMemcpy3DPeerAsync_ptsz"),
         ] {
-            let want = super::super::twins::lookup(variant).expect(variant);
+            let want = lookup(variant).expect(variant);
             assert_eq!(lookup_with(base, per_thread), Some(want), "{base}");
             assert_ne!(lookup_with(base, 0), Some(want), "{base}");
         }

@@ -10,10 +10,11 @@ use vmcuda_wire::op::GraphNodeHandle;
 use vmcuda_wire::CudaStatus;
 
 use super::inner;
-use super::memory::known_range;
+use super::inner::memory::known_range;
 use super::{check_initialized, export, keeping_last_error};
 use crate::abi::driver::{BatchMemOpNodeParams, DecompressParamsC, RawMemOp};
 use crate::driver::inner::graph_build::{self, Kept};
+use crate::driver::inner::node_builder;
 use crate::driver::inner::{call, known_stream, post, stream_handle, RawHandle};
 use crate::{caller, gate};
 
@@ -264,7 +265,7 @@ pub(crate) unsafe fn add_batch_node(
     let raw = unsafe { read_batch(p.param_array, p.count) }?;
     let ops = batch_ops(&raw)?;
     let flags = p.flags;
-    let node = graph_build::build_node(graph, deps, |s| match submit_batch(s, ops, flags) {
+    let node = node_builder::build_node(graph, deps, |s| match submit_batch(s, ops, flags) {
         Ok(()) => 0,
         Err(e) => e.0,
     })?;
@@ -286,7 +287,7 @@ pub(crate) unsafe fn set_batch_node(
     let ops = batch_ops(&raw)?;
     let flags = p.flags;
     graph_build::set_params(node, exec, |g| {
-        graph_build::build_node(g, &[], |s| match submit_batch(s, ops, flags) {
+        node_builder::build_node(g, &[], |s| match submit_batch(s, ops, flags) {
             Ok(()) => 0,
             Err(e) => e.0,
         })

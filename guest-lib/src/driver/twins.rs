@@ -220,10 +220,10 @@ twins! {
     "cuThreadExchangeStreamCaptureMode" => cuThreadExchangeStreamCaptureMode(mode: *mut u32)
         => inner::graph::cudaThreadExchangeStreamCaptureMode(mode);
     "cuGraphInstantiateWithFlags" => cuGraphInstantiateWithFlags(exec: *mut RawHandle, graph: RawHandle, flags: u64)
-        => inner::graph::cudaGraphInstantiateWithFlags(exec, graph, flags);
+        => inner::graph_build::cudaGraphInstantiateWithFlags(exec, graph, flags);
     "cuGraphLaunch" => cuGraphLaunch(exec: RawHandle, stream: RawHandle) => inner::graph::cudaGraphLaunch(exec, stream);
     "cuGraphDestroy" => cuGraphDestroy(graph: RawHandle) => inner::graph::cudaGraphDestroy(graph);
-    "cuGraphExecDestroy" => cuGraphExecDestroy(exec: RawHandle) => inner::graph::cudaGraphExecDestroy(exec);
+    "cuGraphExecDestroy" => cuGraphExecDestroy(exec: RawHandle) => inner::graph_build::cudaGraphExecDestroy(exec);
     "cuGraphGetNodes" => cuGraphGetNodes(graph: RawHandle, nodes: *mut RawHandle, count: *mut usize)
         => inner::graph::cudaGraphGetNodes(graph, nodes, count);
     /// CUDA 12.3's signature, with edge data: what the name means in CUDA 13.
@@ -269,7 +269,7 @@ twins! {
     "cuDeviceSetGraphMemAttribute" => cuDeviceSetGraphMemAttribute(device: i32, attr: u32, value: *mut u64)
         => inner::graph::cudaDeviceSetGraphMemAttribute(device, attr, value);
     "cuGraphExecGetFlags" => cuGraphExecGetFlags(exec: RawHandle, flags: *mut u64)
-        => inner::graph::cudaGraphExecGetFlags(exec, flags);
+        => inner::graph_build::cudaGraphExecGetFlags(exec, flags);
     /// CUDA 13's signature (no failure index).
     "cuMemcpyBatchAsync" => cuMemcpyBatchAsync_v2(
         dsts: *const *mut c_void, srcs: *const *const c_void, sizes: *const usize, count: usize,
@@ -514,12 +514,11 @@ pub extern "C" fn cuStreamCopyAttributes_ptsz(dst: RawHandle, src: RawHandle) ->
     cuStreamCopyAttributes(per_thread(dst), per_thread(src))
 }
 
-/// The `_ptsz` and `_ptds` variants, by exported name.
+/// The `_ptsz` and `_ptds` variants defined here, by exported name (with the other
+/// modules' they are `cuGetProcAddress`'s, [`crate::driver::proc_address`]).
 pub const PER_THREAD_NAMES: &[&[(&str, *const ())]] = &[
     PTSZ,
     PTDS,
-    super::legacy::PER_THREAD_NAMES,
-    super::array::PER_THREAD_NAMES,
     &[("cuLaunchKernelEx_ptsz", cuLaunchKernelEx_ptsz as *const ())],
     &[(
         "cuStreamCopyAttributes_ptsz",
@@ -534,15 +533,6 @@ fn per_thread_lookup(name: &str) -> Option<*mut c_void> {
         .flat_map(|list| list.iter())
         .find(|(n, _)| *n == name)
         .map(|(_, f)| *f as *mut c_void)
-}
-
-/// The per-thread default stream variant of a driver function, by its base or
-/// exported name, for `cuGetProcAddress` with
-/// `CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM`; None where the function has none.
-pub fn per_thread_variant(exported: &str) -> Option<*mut c_void> {
-    ["_ptsz", "_ptds"]
-        .iter()
-        .find_map(|suffix| per_thread_lookup(&format!("{exported}{suffix}")))
 }
 
 // ---- functions that are a little more than a runtime call ------------------------------

@@ -176,7 +176,7 @@ fn granted_huge_pages_cannot_be_cut_either() {
 
 fn seals_hold(huge: bool) {
     let page = if huge {
-        crate::guest_pages::HUGE_PAGE as u64
+        crate::pages::HUGE_PAGE as u64
     } else {
         4096
     };

@@ -27,7 +27,7 @@ pub(super) fn protect(addr: usize, len: usize, prot: i32) -> Result<()> {
 
 /// Map fresh anonymous pages at `[addr, addr + len)`, replacing what is there: the
 /// addresses are this process's reservation for device memory (see
-/// [`crate::shared::reserve`]) or a region of this module.
+/// [`crate::device_addresses::reserve`]) or a region of this module.
 pub(super) fn map_fixed(addr: usize, len: usize, prot: i32, reserve_only: bool) -> Result<()> {
     let flags = libc::MAP_PRIVATE
         | libc::MAP_ANONYMOUS

@@ -710,7 +710,7 @@ pub(crate) unsafe fn memcpy_3d(
     is_async: bool,
 ) -> Result<()> {
     if p.src_array.is_null() && p.dst_array.is_null() {
-        return super::graph_build::memcpy_3d_linear(p, stream, is_async);
+        return super::memory::copy::memcpy_3d_linear(p, stream, is_async);
     }
     let (src_ptr, dst_ptr) = (p.src_ptr.ptr as usize, p.dst_ptr.ptr as usize);
     // The pointer side of a copy to an array is its source, of one from an array its

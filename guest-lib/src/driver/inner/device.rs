@@ -7,8 +7,8 @@ use cudarc::driver::sys::CUdevice_attribute as A;
 use vmcuda_wire::op::{
     CacheConfig, DeviceCanAccessPeer, DeviceDisablePeerAccess, DeviceEnablePeerAccess,
     DeviceGetAtomicCapabilities, DeviceGetCacheConfig, DeviceGetLimit, DeviceGetP2PAttribute,
-    DeviceGetProperties, DeviceGetStreamPriorityRange, DeviceProperties, DeviceReset,
-    DeviceSynchronize, DeviceWriteDone, MemGetInfo, PriorityRange,
+    DeviceGetProperties, DeviceGetStreamPriorityRange, DeviceProperties, DeviceSynchronize,
+    DeviceWriteDone, MemGetInfo, PriorityRange,
 };
 use vmcuda_wire::CudaStatus;
 
@@ -138,25 +138,6 @@ pub extern "C" fn cudaDeviceSynchronize() -> cudaError_t {
         }
         call(&DeviceSynchronize)?;
         queued
-    })
-}
-
-pub extern "C" fn cudaDeviceReset() -> cudaError_t {
-    guard("cudaDeviceReset", || {
-        let r = call(&DeviceReset);
-        // Device addresses, streams and events of the reset device are stale.
-        let mut reg = crate::state::registry();
-        reg.clear_device_ranges();
-        reg.streams.clear();
-        reg.events.clear();
-        drop(reg);
-        super::graph::forget_device_state();
-        super::array::forget_device_state();
-        super::mem_pool::forget_device_state(state::current_device());
-        super::per_thread::default_stream::forget();
-        // The reset context's registrations are gone with it.
-        crate::shared::kept::release_all();
-        r
     })
 }
 

@@ -12,9 +12,9 @@ use std::ffi::{c_char, c_void};
 use std::sync::Mutex;
 
 use vmcuda_wire::graph::{
-    GraphDebugDot, GraphDestroy, GraphExecDestroy, GraphExecHandle, GraphGetNodes, GraphHandle,
-    GraphInstantiate, GraphLaunch, GraphNodeGetDependencies, GraphNodeHandle, StreamBeginCapture,
-    StreamEndCapture, StreamGetCaptureGraph,
+    GraphDebugDot, GraphDestroy, GraphExecHandle, GraphGetNodes, GraphHandle, GraphLaunch,
+    GraphNodeGetDependencies, GraphNodeHandle, StreamBeginCapture, StreamEndCapture,
+    StreamGetCaptureGraph,
 };
 use vmcuda_wire::op::{GraphConditionalHandleCreate, StreamHandle};
 use vmcuda_wire::CudaStatus;
@@ -25,14 +25,14 @@ use crate::gate;
 use crate::{caller, cudaError_t};
 
 /// Graphs and executable graphs this process holds (host ids).
-struct Live {
-    graphs: HashSet<u64>,
-    execs: HashSet<u64>,
+pub(super) struct Live {
+    pub(super) graphs: HashSet<u64>,
+    pub(super) execs: HashSet<u64>,
 }
 
 static LIVE: Mutex<Option<Live>> = Mutex::new(None);
 
-fn live<T>(f: impl FnOnce(&mut Live) -> T) -> T {
+pub(super) fn live<T>(f: impl FnOnce(&mut Live) -> T) -> T {
     let mut g = LIVE.lock().unwrap_or_else(|p| p.into_inner());
     f(g.get_or_insert_with(|| Live {
         graphs: HashSet::new(),
@@ -48,7 +48,6 @@ pub fn forget_device_state() {
         l.execs.clear();
     });
     capture::forget_all();
-    super::graph_build::forget_device_state();
     *DEPENDENCIES.lock().unwrap_or_else(|p| p.into_inner()) = None;
 }
 
@@ -209,59 +208,6 @@ pub extern "C" fn cudaThreadExchangeStreamCaptureMode(mode: *mut u32) -> cudaErr
     })
 }
 
-pub extern "C" fn cudaGraphInstantiateWithFlags(
-    exec: *mut RawHandle,
-    graph: RawHandle,
-    flags: u64,
-) -> cudaError_t {
-    instantiate("cudaGraphInstantiateWithFlags", exec, graph, flags)
-}
-
-fn instantiate(
-    name: &'static str,
-    exec: *mut RawHandle,
-    graph: RawHandle,
-    flags: u64,
-) -> cudaError_t {
-    guard(name, || {
-        if exec.is_null() || graph.is_null() {
-            return Err(CudaStatus::ErrorInvalidValue);
-        }
-        let req = GraphInstantiate {
-            graph: GraphHandle(graph as u64),
-            flags,
-        };
-        let made = call(&req)?;
-        super::graph_build::host_slots_shared(None);
-        live(|l| l.execs.insert(made.exec.0));
-        EXEC_FLAGS
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_or_insert_with(HashMap::new)
-            .insert(made.exec.0, flags);
-        super::logs::exec_made(made.exec.0, graph as u64);
-        // SAFETY: by cudaGraphInstantiate(WithFlags)'s contract `exec` is NULL or
-        // writable.
-        unsafe { caller::write(exec, made.exec.0 as RawHandle) }
-    })
-}
-
-/// The flags each executable graph was instantiated with (`cudaGraphExecGetFlags`).
-static EXEC_FLAGS: Mutex<Option<HashMap<u64, u64>>> = Mutex::new(None);
-
-pub extern "C" fn cudaGraphExecGetFlags(exec: RawHandle, flags: *mut u64) -> cudaError_t {
-    guard("cudaGraphExecGetFlags", || {
-        let f = EXEC_FLAGS
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-            .and_then(|m| m.get(&(exec as u64)).copied())
-            .ok_or(CudaStatus::ErrorInvalidValue)?;
-        // SAFETY: by its contract `flags` is writable.
-        unsafe { caller::write(flags, f) }
-    })
-}
-
 pub extern "C" fn cudaGraphLaunch(exec: RawHandle, stream: RawHandle) -> cudaError_t {
     guard("cudaGraphLaunch", || {
         let stream = stream_handle(stream, false);
@@ -286,7 +232,7 @@ pub extern "C" fn cudaGraphLaunch(exec: RawHandle, stream: RawHandle) -> cudaErr
 
 /// Destroy a host object: posted when this process holds it, else asked (the host
 /// refuses and logs it).
-fn destroy<R>(id: u64, held: fn(&mut Live) -> &mut HashSet<u64>, req: R) -> Result<()>
+pub(super) fn destroy<R>(id: u64, held: fn(&mut Live) -> &mut HashSet<u64>, req: R) -> Result<()>
 where
     R: vmcuda_wire::op::Request,
     R::Reply: Default,
@@ -308,24 +254,6 @@ pub extern "C" fn cudaGraphDestroy(graph: RawHandle) -> cudaError_t {
         };
         destroy(graph as u64, |l| &mut l.graphs, req)?;
         super::logs::holder_gone(graph as u64);
-        Ok(())
-    })
-}
-
-pub extern "C" fn cudaGraphExecDestroy(exec: RawHandle) -> cudaError_t {
-    guard("cudaGraphExecDestroy", || {
-        let req = GraphExecDestroy {
-            exec: GraphExecHandle(exec as u64),
-        };
-        destroy(exec as u64, |l| &mut l.execs, req)?;
-        if let Some(m) = EXEC_FLAGS
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_mut()
-        {
-            m.remove(&(exec as u64));
-        }
-        super::logs::holder_gone(exec as u64);
         Ok(())
     })
 }

@@ -34,11 +34,11 @@ use vmcuda_wire::op::{
 use vmcuda_wire::CudaStatus;
 
 use super::device::device_count;
+use super::ipc::{descriptor, descriptor_token, KIND_POOL, KIND_POOL_POINTER};
 use super::{call, guard, stream_handle, RawHandle, Result};
 use crate::abi::driver::IpcHandle;
 use crate::abi::runtime::{RawAccessDesc, RawPoolProps};
 use crate::capture;
-use crate::driver::ipc::{KIND_POOL, KIND_POOL_POINTER};
 use crate::gate;
 use crate::state::{self, registry};
 use crate::{caller, cudaError_t};
@@ -447,7 +447,7 @@ pub extern "C" fn cudaMemPoolExportToShareableHandle(
                 let req = MemPoolExportShareable { pool: host };
                 let export = super::on_host_of(Some(device), || call(&req))?.export;
                 let token = offer_to_vm(device, export)?;
-                let kept = crate::driver::ipc::descriptor(KIND_POOL, token)?;
+                let kept = descriptor(KIND_POOL, token)?;
                 let fd = copy(&kept)?;
                 let identity = fd_identity(kept.as_fd()).ok_or(CudaStatus::ErrorOperatingSystem)?;
                 let export = PoolExport {
@@ -497,7 +497,7 @@ pub extern "C" fn cudaMemPoolImportFromShareableHandle(
             // Another process's: its token, through the daemon's registry, on the
             // current device's host (any other descriptor is an invalid value).
             None => {
-                let token = crate::driver::ipc::descriptor_token(raw, KIND_POOL)?;
+                let token = descriptor_token(raw, KIND_POOL)?;
                 let imported = call(&MemPoolImportShared { token })?;
                 (program_device(imported.device)?, imported.pool)
             }

@@ -15,16 +15,18 @@ pub use memset::*;
 
 use std::ffi::c_void;
 
+use vmcuda_wire::driver::MemsetElements;
 use vmcuda_wire::op::{MemAlloc, MemAllocPitch, MemFree, StreamHandle};
 use vmcuda_wire::CudaStatus;
 
-use super::{call, guard, Result};
+use super::{call, guard, known_stream, post, Result};
 use crate::abi::runtime::PointerAttributesC;
 use crate::capture;
 use crate::gate;
-use crate::shared;
+use crate::pages::PAGE;
 use crate::state::{self, registry, HostMemoryKind, HostRange};
 use crate::{caller, cudaError_t};
+use crate::{pinned, shared};
 
 /// Whether an asynchronous operation on `[ptr, ptr + len)` can be sent without waiting:
 /// the stream is known and the range lies inside one allocation this process made, so
@@ -263,7 +265,7 @@ fn host_alloc(size: usize, flags: u32) -> Result<*mut c_void> {
     capture::check_unsafe_call()?;
     // Shared with a same-host backend when possible (kernels can then reach it), else
     // private page-aligned memory.
-    let (p, shared) = match shared::alloc_any(size, flags) {
+    let (p, shared) = match pinned::alloc(size, flags) {
         Some((p, region)) => (p as *mut c_void, Some(region)),
         None => {
             let mut p: *mut c_void = std::ptr::null_mut();
@@ -319,7 +321,7 @@ pub extern "C" fn cudaFreeHost(ptr: *mut c_void) -> cudaError_t {
                 flags,
                 device,
                 ..
-            }) => shared::free(region, flags, device),
+            }) => pinned::free(region, flags, device),
             Some(_) => free_pinned(ptr as usize),
             None => return Err(CudaStatus::ErrorInvalidValue),
         }
@@ -336,10 +338,7 @@ pub extern "C" fn cudaHostRegister(ptr: *mut c_void, size: usize, flags: u32) ->
         let end = start
             .checked_add(size)
             .ok_or(CudaStatus::ErrorInvalidValue)?;
-        let pages = (
-            start / shared::PAGE * shared::PAGE,
-            end.div_ceil(shared::PAGE) * shared::PAGE,
-        );
+        let pages = (start / PAGE * PAGE, end.div_ceil(PAGE) * PAGE);
         let page_shared = {
             let reg = registry();
             let overlaps = reg
@@ -481,10 +480,76 @@ pub extern "C" fn cudaPointerGetAttributes(
     })
 }
 
+/// Whether `[ptr, ptr + len)` lies in one device range this process knows.
+pub(crate) fn known_range(ptr: u64, len: u64) -> bool {
+    state::registry()
+        .device_range(ptr)
+        .is_some_and(|(start, size, _)| ptr.saturating_add(len) <= start + size)
+}
+
+/// An asynchronous 16- or 32-bit memset on the program's `stream`, for the runtime's
+/// graph memset nodes: a `cudaError_t`.
+pub(crate) fn memset_elements_on(
+    dst: u64,
+    value: u32,
+    element_size: u8,
+    count: usize,
+    stream: super::RawHandle,
+) -> crate::cudaError_t {
+    let stream = super::stream_handle(stream, false);
+    match memset_elements(dst, value, element_size, count, stream, true) {
+        Ok(()) => 0,
+        Err(e) => e.0,
+    }
+}
+
+/// A 16- or 32-bit memset in stream order. One on a range and stream the guest knows
+/// goes without a reply; anything else waits, so a bad pointer is reported by the
+/// call itself, as natively.
+pub(crate) fn memset_elements(
+    dst: u64,
+    value: u32,
+    element_size: u8,
+    count: usize,
+    stream: StreamHandle,
+    is_async: bool,
+) -> Result<()> {
+    crate::driver::check_initialized()?;
+    let req = MemsetElements {
+        dst,
+        value,
+        element_size,
+        count: count as u64,
+        stream,
+        is_async,
+    };
+    let bytes = req.byte_len().ok_or(CudaStatus::ErrorInvalidValue)?;
+    if count == 0 {
+        return Ok(());
+    }
+    if !dst.is_multiple_of(element_size as u64) {
+        return Err(CudaStatus::ErrorInvalidValue);
+    }
+    let fire_and_forget = is_async && known_stream(stream) && known_range(dst, bytes);
+    let job = move || {
+        if fire_and_forget {
+            post(&req, &[])
+        } else {
+            call(&req)
+        }
+    };
+    if is_async {
+        gate::submit(stream, job)
+    } else {
+        gate::sync_stream(stream)?;
+        job()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::shared::ProgramPage;
+    use crate::device_addresses::ProgramPage;
 
     #[test]
     fn a_device_range_over_the_programs_own_memory_is_traded_for_a_clear_one() {

@@ -121,7 +121,7 @@ pub(crate) unsafe fn launch(
     // SAFETY: as `launch`'s caller promised.
     let buffer = unsafe { pack(&params, args, extra) }?;
     // The launch sets the function's state of the older launch ABI, as the driver's.
-    crate::driver::launch_legacy::launched(f, block, shared_mem, &buffer);
+    super::legacy_state::launched(f, block, shared_mem, &buffer);
     launch_packed(
         function, &params, grid, block, shared_mem, stream, buffer, attributes,
     )

@@ -2,8 +2,80 @@
 //! nodes' launch attributes.
 
 use super::*;
+use vmcuda_wire::graph::{GraphExecDestroy, GraphInstantiate};
 
 // ---- executable graphs --------------------------------------------------------------------
+
+pub extern "C" fn cudaGraphInstantiateWithFlags(
+    exec: *mut RawHandle,
+    graph: RawHandle,
+    flags: u64,
+) -> cudaError_t {
+    instantiate("cudaGraphInstantiateWithFlags", exec, graph, flags)
+}
+
+fn instantiate(
+    name: &'static str,
+    exec: *mut RawHandle,
+    graph: RawHandle,
+    flags: u64,
+) -> cudaError_t {
+    guard(name, || {
+        if exec.is_null() || graph.is_null() {
+            return Err(CudaStatus::ErrorInvalidValue);
+        }
+        let req = GraphInstantiate {
+            graph: GraphHandle(graph as u64),
+            flags,
+        };
+        let made = call(&req)?;
+        host_slots_shared(None);
+        super::super::graph::live(|l| l.execs.insert(made.exec.0));
+        EXEC_FLAGS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert_with(HashMap::new)
+            .insert(made.exec.0, flags);
+        super::super::logs::exec_made(made.exec.0, graph as u64);
+        // SAFETY: by cudaGraphInstantiate(WithFlags)'s contract `exec` is NULL or
+        // writable.
+        unsafe { caller::write(exec, made.exec.0 as RawHandle) }
+    })
+}
+
+/// The flags each executable graph was instantiated with (`cudaGraphExecGetFlags`).
+static EXEC_FLAGS: Mutex<Option<HashMap<u64, u64>>> = Mutex::new(None);
+
+pub extern "C" fn cudaGraphExecGetFlags(exec: RawHandle, flags: *mut u64) -> cudaError_t {
+    guard("cudaGraphExecGetFlags", || {
+        let f = EXEC_FLAGS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .and_then(|m| m.get(&(exec as u64)).copied())
+            .ok_or(CudaStatus::ErrorInvalidValue)?;
+        // SAFETY: by its contract `flags` is writable.
+        unsafe { caller::write(flags, f) }
+    })
+}
+
+pub extern "C" fn cudaGraphExecDestroy(exec: RawHandle) -> cudaError_t {
+    guard("cudaGraphExecDestroy", || {
+        let req = GraphExecDestroy {
+            exec: GraphExecHandle(exec as u64),
+        };
+        super::super::graph::destroy(exec as u64, |l| &mut l.execs, req)?;
+        if let Some(m) = EXEC_FLAGS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_mut()
+        {
+            m.remove(&(exec as u64));
+        }
+        super::super::logs::holder_gone(exec as u64);
+        Ok(())
+    })
+}
 
 pub extern "C" fn cudaGraphExecUpdate(
     exec: RawHandle,
@@ -68,9 +140,7 @@ pub(super) unsafe fn instantiate_with_params(
     // SAFETY: as the caller promised.
     let p = unsafe { caller::read(params.cast_const()) }?;
     let flags = p.flags & !INSTANTIATE_UPLOAD;
-    let made = keeping_last_error(|| {
-        super::super::graph::cudaGraphInstantiateWithFlags(exec, graph, flags)
-    });
+    let made = keeping_last_error(|| cudaGraphInstantiateWithFlags(exec, graph, flags));
     // `cudaGraphInstantiateSuccess` 0, `cudaGraphInstantiateError` 1.
     let result = u32::from(made.is_err());
     // SAFETY: as the caller promised.

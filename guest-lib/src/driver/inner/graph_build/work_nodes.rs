@@ -31,7 +31,7 @@ pub(super) fn memset_on(p: &MemsetParams, stream: RawHandle) -> cudaError_t {
         2 | 4 => {
             let row_bytes = p.width * p.element_size as usize;
             if rows == 1 || p.pitch == row_bytes {
-                return crate::driver::memory::memset_elements_on(
+                return crate::driver::inner::memory::memset_elements_on(
                     p.dst as u64,
                     p.value,
                     p.element_size as u8,
@@ -42,7 +42,7 @@ pub(super) fn memset_on(p: &MemsetParams, stream: RawHandle) -> cudaError_t {
             // Pitched rows of wider elements: one memset per row.
             for row in 0..rows {
                 let dst = (p.dst as u64).wrapping_add((row * p.pitch) as u64);
-                let r = crate::driver::memory::memset_elements_on(
+                let r = crate::driver::inner::memory::memset_elements_on(
                     dst,
                     p.value,
                     p.element_size as u8,
@@ -62,7 +62,7 @@ pub(super) fn memset_on(p: &MemsetParams, stream: RawHandle) -> cudaError_t {
 /// Whether `[ptr, ptr + len)` is the program's memory: device memory it has (an
 /// allocation, a mapping, a module variable, managed memory) or pinned host memory.
 fn program_memory(ptr: u64, len: u64) -> bool {
-    if crate::driver::memory::known_range(ptr, len) {
+    if crate::driver::inner::memory::known_range(ptr, len) {
         return true;
     }
     let registry = crate::state::registry();
@@ -109,86 +109,12 @@ pub(crate) fn memcpy_3d_on(p: &Memcpy3DParms, stream: RawHandle) -> cudaError_t 
         // SAFETY: a copy node's host side is the program's memory for as long as
         // its graph may run (CUDA's contract for copy nodes).
         false => unsafe { super::super::array::memcpy_3d(p, handle, true) },
-        true => memcpy_3d_linear(p, handle, true),
+        true => rt_copy::memcpy_3d_linear(p, handle, true),
     };
     match r {
         Ok(()) => 0,
         Err(e) => e.0,
     }
-}
-
-/// A 3D copy between linear memory as pitched 2D copies in `stream`'s order: one when
-/// the slices follow each other evenly, else one per slice; a synchronous one waits
-/// for the stream after.
-pub(crate) fn memcpy_3d_linear(
-    p: &Memcpy3DParms,
-    stream: StreamHandle,
-    is_async: bool,
-) -> Result<()> {
-    let raw = stream.0 as usize as RawHandle;
-    let run = |f: &dyn Fn() -> cudaError_t| keeping_last_error(f);
-    let e = p.extent;
-    if e.width == 0 || e.height == 0 || e.depth == 0 {
-        return Ok(());
-    }
-    let at = |q: &PitchedPtr, pos: &Pos| -> usize {
-        let slice = q.pitch * q.ysize;
-        (q.ptr as usize)
-            .wrapping_add(pos.z * slice)
-            .wrapping_add(pos.y * q.pitch)
-            .wrapping_add(pos.x)
-    };
-    let (src, dst) = (at(&p.src_ptr, &p.src_pos), at(&p.dst_ptr, &p.dst_pos));
-    let even = |q: &PitchedPtr| e.depth == 1 || q.ysize == e.height;
-    if even(&p.src_ptr) && even(&p.dst_ptr) {
-        let rows = e.height * e.depth;
-        let packed = |q: &PitchedPtr| rows == 1 || q.pitch == e.width;
-        if packed(&p.src_ptr) && packed(&p.dst_ptr) {
-            // One linear copy: the only shape a copy with a host side can be captured
-            // in (pinned memory the host reaches; pitched rows go through the socket).
-            run(&|| {
-                rt_copy::cudaMemcpyAsync(
-                    dst as *mut c_void,
-                    src as *const c_void,
-                    e.width * rows,
-                    p.kind,
-                    raw,
-                )
-            })?;
-        } else {
-            run(&|| {
-                rt_copy::cudaMemcpy2DAsync(
-                    dst as *mut c_void,
-                    p.dst_ptr.pitch,
-                    src as *const c_void,
-                    p.src_ptr.pitch,
-                    e.width,
-                    rows,
-                    p.kind,
-                    raw,
-                )
-            })?;
-        }
-    } else {
-        for z in 0..e.depth {
-            run(&|| {
-                rt_copy::cudaMemcpy2DAsync(
-                    (dst + z * p.dst_ptr.pitch * p.dst_ptr.ysize) as *mut c_void,
-                    p.dst_ptr.pitch,
-                    (src + z * p.src_ptr.pitch * p.src_ptr.ysize) as *const c_void,
-                    p.src_ptr.pitch,
-                    e.width,
-                    e.height,
-                    p.kind,
-                    raw,
-                )
-            })?;
-        }
-    }
-    if !is_async {
-        run(&|| super::super::stream::cudaStreamSynchronize(raw))?;
-    }
-    Ok(())
 }
 
 /// Whether a copy node's host side is memory the host cannot reach when the graph

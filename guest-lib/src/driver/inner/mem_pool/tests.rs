@@ -22,7 +22,7 @@ fn what_is_no_export_is_refused_here() {
         CudaStatus::ErrorInvalidValue.0
     );
     // A physical allocation's descriptor is not a pool's.
-    let allocation = crate::driver::ipc::descriptor(3, [7; 16]).unwrap();
+    let allocation = crate::driver::inner::ipc::descriptor(3, [7; 16]).unwrap();
     let handle = allocation.as_raw_fd() as isize as *mut c_void;
     assert_eq!(
         super::cudaMemPoolImportFromShareableHandle(&mut pool, handle, 1, 0),

@@ -10,9 +10,11 @@ use vmcuda_wire::op::{
 use vmcuda_wire::CudaStatus;
 
 use super::{admit, can_post, enqueue, on_memory_host, wait_for_stream};
+use crate::abi::runtime::{Memcpy3DParms, PitchedPtr, Pos};
 use crate::client::{self, Sink};
 use crate::copy_route::{self, Direction, Route, Shape};
 use crate::driver::inner::{call, call_with, guard, stream_handle, RawHandle, Result};
+use crate::driver::keeping_last_error;
 use crate::staging;
 use crate::state;
 use crate::{caller, cudaError_t};
@@ -83,15 +85,15 @@ fn staged_in_capture(
         height: rows.height,
         to_device,
     };
-    if crate::driver::inner::graph_build::in_build() {
+    if crate::driver::inner::node_builder::in_build() {
         // A node being built: it is made into one node by its builder.
         return crate::host_functions::capture_pageable_copy(stream, copy);
     }
     // Several nodes: made one, as the program's capture has one copy.
-    if !crate::shared::available() {
+    if !crate::pinned::available() {
         return None;
     }
-    Some(crate::driver::inner::graph_build::capture_as_one_node(
+    Some(crate::driver::inner::node_builder::capture_as_one_node(
         stream,
         |s| {
             crate::host_functions::capture_pageable_copy(s, copy)
@@ -673,4 +675,78 @@ pub extern "C" fn cudaMemcpyBatchAsync(
             )
         }
     })
+}
+
+/// A 3D copy between linear memory as pitched 2D copies in `stream`'s order: one when
+/// the slices follow each other evenly, else one per slice; a synchronous one waits
+/// for the stream after.
+pub(crate) fn memcpy_3d_linear(
+    p: &Memcpy3DParms,
+    stream: StreamHandle,
+    is_async: bool,
+) -> Result<()> {
+    let raw = stream.0 as usize as RawHandle;
+    let run = |f: &dyn Fn() -> cudaError_t| keeping_last_error(f);
+    let e = p.extent;
+    if e.width == 0 || e.height == 0 || e.depth == 0 {
+        return Ok(());
+    }
+    let at = |q: &PitchedPtr, pos: &Pos| -> usize {
+        let slice = q.pitch * q.ysize;
+        (q.ptr as usize)
+            .wrapping_add(pos.z * slice)
+            .wrapping_add(pos.y * q.pitch)
+            .wrapping_add(pos.x)
+    };
+    let (src, dst) = (at(&p.src_ptr, &p.src_pos), at(&p.dst_ptr, &p.dst_pos));
+    let even = |q: &PitchedPtr| e.depth == 1 || q.ysize == e.height;
+    if even(&p.src_ptr) && even(&p.dst_ptr) {
+        let rows = e.height * e.depth;
+        let packed = |q: &PitchedPtr| rows == 1 || q.pitch == e.width;
+        if packed(&p.src_ptr) && packed(&p.dst_ptr) {
+            // One linear copy: the only shape a copy with a host side can be captured
+            // in (pinned memory the host reaches; pitched rows go through the socket).
+            run(&|| {
+                cudaMemcpyAsync(
+                    dst as *mut c_void,
+                    src as *const c_void,
+                    e.width * rows,
+                    p.kind,
+                    raw,
+                )
+            })?;
+        } else {
+            run(&|| {
+                cudaMemcpy2DAsync(
+                    dst as *mut c_void,
+                    p.dst_ptr.pitch,
+                    src as *const c_void,
+                    p.src_ptr.pitch,
+                    e.width,
+                    rows,
+                    p.kind,
+                    raw,
+                )
+            })?;
+        }
+    } else {
+        for z in 0..e.depth {
+            run(&|| {
+                cudaMemcpy2DAsync(
+                    (dst + z * p.dst_ptr.pitch * p.dst_ptr.ysize) as *mut c_void,
+                    p.dst_ptr.pitch,
+                    (src + z * p.src_ptr.pitch * p.src_ptr.ysize) as *const c_void,
+                    p.src_ptr.pitch,
+                    e.width,
+                    e.height,
+                    p.kind,
+                    raw,
+                )
+            })?;
+        }
+    }
+    if !is_async {
+        run(&|| crate::driver::inner::stream::cudaStreamSynchronize(raw))?;
+    }
+    Ok(())
 }

@@ -96,7 +96,7 @@ impl managed::Mover for DeviceMover {
     }
 
     fn unshare(&self, via: usize, len: usize) {
-        crate::shared::unregister(crate::shared::Shared {
+        crate::shared::unregister(crate::pages::Shared {
             start: via,
             len,
             device_ptr: via as u64,
@@ -159,7 +159,7 @@ fn device_block(whole: usize) -> Result<u64> {
     };
     let (device_ptr, ()) = allocate_clear(alloc, free_held)?;
     if !(device_ptr as usize).is_multiple_of(PAGE)
-        || !crate::shared::claimed(device_ptr as usize, whole)
+        || !crate::device_addresses::claimed(device_ptr as usize, whole)
     {
         eprintln!("vmcuda: managed memory at {device_ptr:#x} would overlap this program's own memory; allocation refused");
         let _ = free_device(device_ptr, |p| call(&vmcuda_wire::op::MemFree { ptr: p }));
@@ -289,7 +289,7 @@ pub fn mirror_variable(addr: u64, size: usize) -> Result<()> {
         addr as usize & !(PAGE - 1),
         (addr as usize + size.max(1) + PAGE - 1) & !(PAGE - 1),
     );
-    if !crate::shared::claimed(lo, hi - lo) {
+    if !crate::device_addresses::claimed(lo, hi - lo) {
         eprintln!("vmcuda: __managed__ variable at {addr:#x} overlaps this program's own memory; the CPU cannot reach it");
         return Err(CudaStatus::ErrorMemoryAllocation);
     }
