@@ -134,6 +134,7 @@ pub struct LaunchConfig<'a> {
 /// driver-API calls beyond the runtime's ([`driver::Driver`]) and the graph and memory-pool calls ([`graph::Graphs`]).
 pub trait Executor:
     DeviceExec
+    + vmcuda_wire::op::PassThroughExec
     + MemoryExec
     + CopyExec
     + StagingExec
@@ -159,7 +160,6 @@ pub trait DeviceExec {
     fn set_device(&mut self, device: i32) -> ExecResult<()>;
 
     fn device_properties(&mut self, device: i32) -> ExecResult<DeviceProperties>;
-    fn synchronize(&mut self) -> ExecResult<()>;
     /// Wait for the work queued on every device this executor used (before the
     /// worker hands its turn on the GPU to another, see `crate::compute`).
     fn drain(&mut self) -> ExecResult<()>;
@@ -167,9 +167,6 @@ pub trait DeviceExec {
     /// (the worker's turn keeper, which hands an idle holder's turn on once its queued
     /// work is done); None where this executor cannot give it.
     fn keeper_drain(&self) -> Option<Drainer>;
-    /// `Err(ErrorNotReady)` while any stream of the current device has work left (an
-    /// error a stream stopped on, as a query gives it).
-    fn device_query(&mut self) -> ExecResult<()>;
     /// Have the GPU write `value` to `word` (4 bytes) once every stream of the
     /// current device has done the work queued on it so far.
     fn device_write_done(&mut self, word: DeviceRange, value: u32) -> ExecResult<()>;
@@ -177,19 +174,12 @@ pub trait DeviceExec {
     fn device_reset(&mut self) -> ExecResult<()>;
     fn get_limit(&mut self, limit: u32) -> ExecResult<u64>;
     fn set_limit(&mut self, limit: u32, value: u64) -> ExecResult<()>;
-    fn get_cache_config(&mut self) -> ExecResult<u32>;
-    fn set_cache_config(&mut self, config: u32) -> ExecResult<()>;
-    fn stream_priority_range(&mut self) -> ExecResult<(i32, i32)>;
     fn can_access_peer(&mut self, device: i32, peer: i32) -> ExecResult<bool>;
     /// A `CUdevice_P2PAttribute` of the link from `src` to `dst` (guest ordinals).
     fn p2p_attribute(&mut self, attr: u32, src: i32, dst: i32) -> ExecResult<i32>;
-    fn enable_peer_access(&mut self, peer: i32, flags: u32) -> ExecResult<()>;
-    fn disable_peer_access(&mut self, peer: i32) -> ExecResult<()>;
     /// `device`'s live readings (utilization, temperature, power, clocks, PCI ids,
     /// driver version); the guest's own share is the session's to fill in.
     fn gpu_status(&mut self, device: i32) -> ExecResult<GpuStatus>;
-    /// Return every persisting line of the current device's L2 to normal.
-    fn reset_persisting_l2(&mut self) -> ExecResult<()>;
     /// The widest 1D texture over linear memory of the current device, in elements of
     /// `channels` channels of `format` (a `CUarray_format`; both checked).
     fn texture_1d_linear_max_width(&mut self, format: u32, channels: u32) -> ExecResult<u64>;

@@ -302,6 +302,18 @@ impl Session {
     }
 }
 
+/// The pass-through ops (the table's lines with an `=> exec` clause): the executor,
+/// whose device [`Session::enter`] has made current. Nothing of theirs is the session's
+/// to check or count.
+impl vmcuda_wire::op::PassThrough for Session {
+    fn pass_through(
+        &mut self,
+        _: &CallContext,
+    ) -> Result<&mut dyn vmcuda_wire::op::PassThroughExec, CudaStatus> {
+        Ok(&mut *self.exec)
+    }
+}
+
 /// Wait for the GPU work of `exec` before the turn goes on. A failure here is the
 /// guest's to see at its next synchronizing call, as any asynchronous error is.
 fn drain(exec: &mut dyn Executor) {

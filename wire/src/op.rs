@@ -11,6 +11,11 @@
 //!   or not (`Sync`: the guest waits for the reply);
 //! - the handler method of its family's trait (`DeviceOps`, `MemoryOps`, ...), which
 //!   the host's session implements in `session/<family>.rs`;
+//! - optionally, `=> exec name(field: Type, ...)`: the op passes through (no handle,
+//!   range or quota of the session's to check): its handler is the executor's method
+//!   `name` of [`PassThroughExec`] with those request fields, answering the reply, and
+//!   the session's part is [`PassThrough`] (the executor, ready for the call), once for
+//!   every such op;
 //! - optionally, the driver functions that are nothing but this op (`=> driver
 //!   cuName(...)`, or `=> driver_ctx cuName(...)` for one that needs a current
 //!   context): each C parameter is a request field of the same name, or `out name:
@@ -125,8 +130,86 @@ macro_rules! message_type {
     ($(#[$m:meta])* ()) => {};
 }
 
+/// A family trait's handler method for one line: none for a pass-through line (one with
+/// an `=> exec` clause), whose handler [`PassThroughExec`] is instead.
+macro_rules! family_method {
+    ([] $(#[$doc:meta])* $method:ident $req:ident $reply:tt) => {
+        $(#[$doc])*
+        fn $method(&mut self, ctx: &CallContext, req: $req, data: &[u8]) -> HandlerResult<$reply>;
+    };
+    ([[exec $($clause:tt)*] $($rest:tt)*] $($line:tt)*) => {};
+    ([[$abi:ident $($clause:tt)*] $($rest:tt)*] $($line:tt)*) => {
+        family_method!([$($rest)*] $($line)*);
+    };
+}
+
+/// A pass-through line's executor method (its `=> exec name(field: Type, ...)` clause);
+/// nothing for any other line.
+macro_rules! pass_through_method {
+    ([] $($line:tt)*) => {};
+    ([[exec $exec:ident ($($arg:ident : $ty:ty),* $(,)?)] $($rest:tt)*] [$(#[$doc:meta])*] $reply:tt) => {
+        $(#[$doc])*
+        fn $exec(&mut self, $($arg: $ty),*) -> Result<$reply, CudaStatus>;
+    };
+    ([[$abi:ident $($clause:tt)*] $($rest:tt)*] $($line:tt)*) => {
+        pass_through_method!([$($rest)*] $($line)*);
+    };
+}
+
+/// One line's call in [`dispatch`]: its family trait's handler, or for a pass-through
+/// line the executor's method with the request's fields of the clause's names.
+macro_rules! dispatch_call {
+    ([] $handler:ident $ctx:ident $req:ident $data:ident $Family:ident $method:ident) => {
+        $Family::$method($handler, $ctx, $req, $data)
+    };
+    ([[exec $exec:ident ($($arg:ident : $ty:ty),* $(,)?)] $($rest:tt)*]
+        $handler:ident $ctx:ident $req:ident $data:ident $Family:ident $method:ident) => {
+        {
+            let _ = &$req;
+            PassThrough::pass_through($handler, $ctx)
+                .and_then(|exec| exec.$exec($($req.$arg),*))
+                .map(|reply| (reply, Vec::new()))
+        }
+    };
+    ([[$abi:ident $($clause:tt)*] $($rest:tt)*] $($line:tt)*) => {
+        dispatch_call!([$($rest)*] $($line)*)
+    };
+}
+
+/// One method of [`forward_pass_through!`](crate::forward_pass_through).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __forward_pass_through_method {
+    ([] $($line:tt)*) => {};
+    ([[exec $exec:ident ($($arg:ident : $ty:ty),* $(,)?)] $($rest:tt)*] $inner:ident $after:ident ()) => {
+        fn $exec(&mut self, $($arg: $ty),*) -> ::core::result::Result<(), $crate::CudaStatus> {
+            let r = self.$inner.$exec($($arg),*);
+            self.$after();
+            r
+        }
+    };
+    ([[exec $exec:ident ($($arg:ident : $ty:ty),* $(,)?)] $($rest:tt)*] $inner:ident $after:ident $reply:ident) => {
+        fn $exec(&mut self, $($arg: $ty),*) -> ::core::result::Result<$crate::op::$reply, $crate::CudaStatus> {
+            let r = self.$inner.$exec($($arg),*);
+            self.$after();
+            r
+        }
+    };
+    ([[$abi:ident $($clause:tt)*] $($rest:tt)*] $($line:tt)*) => {
+        $crate::__forward_pass_through_method!([$($rest)*] $($line)*);
+    };
+}
+
+/// The host side of the pass-through lines: the executor that runs them, ready for
+/// the call (its device current). A pass-through op needs no check of the session's
+/// (no handle, range or quota): its values go to the executor as the guest sent them,
+/// and the driver there answers for them as natively.
+pub trait PassThrough {
+    fn pass_through(&mut self, ctx: &CallContext) -> Result<&mut dyn PassThroughExec, CudaStatus>;
+}
+
 macro_rules! op_table {
-    ($(
+    ($d:tt $(
         $(#[$family_doc:meta])*
         $family:ident $Family:ident {
             $(
@@ -176,13 +259,34 @@ macro_rules! op_table {
         $(
             $(#[$family_doc])*
             pub trait $Family {
-                $(fn $method(&mut self, ctx: &CallContext, req: $req, data: &[u8]) -> HandlerResult<$reply>;)*
+                $(family_method!([$([$abi $cfn ($($cargs)*)])*] $(#[$doc])* $method $req $reply);)*
             }
         )*
 
-        /// The host side of the table: every family's handler trait.
-        pub trait Handler: $($Family +)* {}
-        impl<T: ?Sized + $($Family +)*> Handler for T {}
+        /// The executor's methods of the pass-through lines, one per line, named as the
+        /// line's clause names it (the op's handler name): the executor of the host
+        /// implements them, its test double too.
+        pub trait PassThroughExec {
+            $($(pass_through_method!([$([$abi $cfn ($($cargs)*)])*] [$(#[$doc])*] $reply);)*)*
+        }
+
+        /// `forward_pass_through!(inner, after)` in an `impl PassThroughExec for W`:
+        /// every method of the pass-through lines, forwarded to `self.inner`, then
+        /// `self.after()` (a wrapper that watches an executor, as the fuzz harness's
+        /// does, follows every line added to the table without an edit).
+        #[macro_export]
+        macro_rules! forward_pass_through {
+            ($d inner:ident, $d after:ident) => {
+                $($($crate::__forward_pass_through_method!(
+                    [$([$abi $cfn ($($cargs)*)])*] $d inner $d after $reply
+                );)*)*
+            };
+        }
+
+        /// The host side of the table: every family's handler trait, and the
+        /// pass-through lines' executor.
+        pub trait Handler: $($Family +)* PassThrough {}
+        impl<T: ?Sized + $($Family +)* PassThrough> Handler for T {}
 
         /// Decode a request, run its handler and encode the reply.
         pub fn dispatch<H: Handler + ?Sized>(
@@ -196,7 +300,8 @@ macro_rules! op_table {
                 $($(Op::$name => {
                     let req: $req = postcard::from_bytes(meta)
                         .map_err(|source| DispatchError::Decode { op, source })?;
-                    let (reply, data) = $Family::$method(handler, ctx, req, data).map_err(DispatchError::Cuda)?;
+                    let (reply, data) = dispatch_call!([$([$abi $cfn ($($cargs)*)])*] handler ctx req data $Family $method)
+                        .map_err(DispatchError::Cuda)?;
                     let meta = postcard::to_stdvec(&reply).expect("reply types always encode");
                     Ok(EncodedReply { meta, data })
                 })*)*
@@ -205,7 +310,7 @@ macro_rules! op_table {
     };
 }
 
-crate::op_lines!(op_table);
+crate::op_lines!(op_table, $);
 
 /// Host-to-guest event (flag `FLAG_EVENT`, not in the table because guests never send
 /// it): kernel `printf` and device-assert text, in the data section, for the guest's

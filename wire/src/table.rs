@@ -7,11 +7,14 @@
 //! no guest library sends since NVIDIA's run on the guest driver (docs/guest-stack.md). docs/adding-a-call.md walks through adding one.
 
 /// Expand the op table with the macro named by the argument: `op_lines!(my_macro)`
-/// calls `my_macro! { ...every family and line... }`.
+/// calls `my_macro! { ...every family and line... }`, and `op_lines!(my_macro, T...)`
+/// calls `my_macro! { T... ...every family and line... }` (the wire crate hands its own
+/// expansion a `$`, for the macro it makes of the lines).
 #[macro_export]
 macro_rules! op_lines {
-    ($callback:path) => {
+    ($callback:path $(, $($prefix:tt)*)?) => {
         $callback! {
+            $($($prefix)*)?
             /// The handshake, first on every connection.
             connection ConnectionOps {
                 0x0001 Hello => hello(Hello) -> HelloReply, Sync;
@@ -37,11 +40,13 @@ macro_rules! op_lines {
             device DeviceOps {
                 0x0100 DeviceGetProperties => device_get_properties(DeviceGetProperties { device: i32 })
                     -> DeviceProperties, Sync;
-                0x0101 DeviceSynchronize => device_synchronize(DeviceSynchronize {}) -> (), Sync;
+                0x0101 DeviceSynchronize => device_synchronize(DeviceSynchronize {}) -> (), Sync
+                    => exec device_synchronize();
                 /// Whether the current device's work is done (`cudaErrorNotReady` while
                 /// any of the guest's streams works): how a guest whose other threads
                 /// also make calls waits for the device without holding its connection.
-                0x0112 DeviceQuery => device_query(DeviceQuery {}) -> (), Sync;
+                0x0112 DeviceQuery => device_query(DeviceQuery {}) -> (), Sync
+                    => exec device_query();
                 /// Have the GPU write `done`'s value to its word once every stream the
                 /// guest made on the current device has done the work queued so far:
                 /// a device synchronize that ends on a word the GPU writes (see the
@@ -56,16 +61,21 @@ macro_rules! op_lines {
                 0x0104 DeviceSetLimit => device_set_limit(DeviceSetLimit { limit: u32, value: u64 }) -> (), Sync
                     => driver cuCtxSetLimit(limit: u32, value: usize);
                 0x0105 DeviceGetCacheConfig => device_get_cache_config(DeviceGetCacheConfig {})
-                    -> CacheConfig { config: u32 }, Sync;
-                0x0106 DeviceSetCacheConfig => device_set_cache_config(CacheConfig) -> (), Sync;
+                    -> CacheConfig { config: u32 }, Sync
+                    => exec device_get_cache_config();
+                0x0106 DeviceSetCacheConfig => device_set_cache_config(CacheConfig) -> (), Sync
+                    => exec device_set_cache_config(config: u32);
                 0x0107 DeviceGetStreamPriorityRange => device_get_stream_priority_range(DeviceGetStreamPriorityRange {})
-                    -> PriorityRange { least: i32, greatest: i32 }, Sync;
+                    -> PriorityRange { least: i32, greatest: i32 }, Sync
+                    => exec device_get_stream_priority_range();
                 0x0108 DeviceCanAccessPeer => device_can_access_peer(DeviceCanAccessPeer { device: i32, peer: i32 })
                     -> CanAccessPeer { can_access: bool }, Sync;
                 0x0109 DeviceEnablePeerAccess => device_enable_peer_access(DeviceEnablePeerAccess { peer: i32, flags: u32 })
-                    -> (), Sync;
+                    -> (), Sync
+                    => exec device_enable_peer_access(peer: i32, flags: u32);
                 0x010A DeviceDisablePeerAccess => device_disable_peer_access(DeviceDisablePeerAccess { peer: i32 })
-                    -> (), Sync;
+                    -> (), Sync
+                    => exec device_disable_peer_access(peer: i32);
                 0x010B MemGetInfo => mem_get_info(MemGetInfo {}) -> MemInfo { free: u64, total: u64 }, Sync;
                 /// `cudaDeviceGetP2PAttribute`: a `cudaDeviceP2PAttr` of the link from
                 /// `src_device` to `dst_device`.
@@ -77,7 +87,8 @@ macro_rules! op_lines {
                 0x010D DeviceGetStatus => device_get_status(DeviceGetStatus { device: i32 }) -> GpuStatus, Sync;
                 /// Every persisting line of the current device's L2 goes back to normal.
                 0x010E CtxResetPersistingL2Cache => ctx_reset_persisting_l2_cache(CtxResetPersistingL2Cache {}) -> (), Sync
-                    => driver_ctx cuCtxResetPersistingL2Cache();
+                    => driver_ctx cuCtxResetPersistingL2Cache()
+                    => exec ctx_reset_persisting_l2_cache();
                 /// The widest 1D texture over linear memory, in elements of `channels`
                 /// channels of `format` (a `CUarray_format`), on the current device.
                 /// (Both exports are written by hand: the runtime's takes a channel
@@ -521,7 +532,8 @@ macro_rules! op_lines {
                 }) -> PointerImported, Sync;
                 /// The current device's graph memory: trimmed (`cudaDeviceGraphMemTrim`),
                 /// and its figures (`cudaGraphMemAttr*`; setting resets a high mark).
-                0x072A DeviceGraphMemTrim => device_graph_mem_trim(DeviceGraphMemTrim {}) -> (), Sync;
+                0x072A DeviceGraphMemTrim => device_graph_mem_trim(DeviceGraphMemTrim {}) -> (), Sync
+                    => exec device_graph_mem_trim();
                 0x072B DeviceGetGraphMemAttribute => device_get_graph_mem_attribute(DeviceGetGraphMemAttribute { attr: u32 })
                     -> GraphMemAttribute { value: u64 }, Sync;
                 0x072C DeviceResetGraphMemHigh => device_reset_graph_mem_high(DeviceResetGraphMemHigh { attr: u32 })

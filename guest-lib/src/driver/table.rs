@@ -59,6 +59,10 @@ macro_rules! table_exports {
 /// A driver export's implementation when `$name` names it (as exported, or by its base
 /// name without a `_vN` suffix).
 macro_rules! driver_entry {
+    // A pass-through line's executor method is the host's: no export.
+    (exec $cfn:ident $name:expr) => {
+        None::<*mut c_void>
+    };
     ($abi:ident $cfn:ident $name:expr) => {
         (crate::driver::base_name(stringify!($cfn)) == crate::driver::base_name($name))
             .then_some($cfn as *mut c_void)
@@ -68,6 +72,8 @@ macro_rules! driver_entry {
 /// One export, its C parameters sorted into the signature (`sig`), the request's
 /// fields (`ins`) and the reply's outputs (`outs`) one by one.
 macro_rules! c_export {
+    // A pass-through line's executor method is the host's: no export.
+    (@munch exec $($clause:tt)*) => {};
     (@munch $abi:ident $cfn:ident $req:ident $mode:ident [$($sig:tt)*] [$($ins:ident)*] [$($outs:ident)*]
         out $a:ident : $t:ty $(, $($rest:tt)*)?) => {
         c_export!(@munch $abi $cfn $req $mode [$($sig)* $a: *mut $t,] [$($ins)*] [$($outs)* $a] $($($rest)*)?);

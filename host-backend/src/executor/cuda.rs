@@ -69,6 +69,7 @@ mod launch;
 mod launch_batch;
 mod memory;
 mod module;
+mod pass_through;
 mod readings;
 mod staging;
 mod stream;

@@ -281,10 +281,6 @@ pub trait Graphs {
     fn pool_destroy(&mut self, pool: ExecPool) -> ExecResult<()>;
     /// The `cudaMemAccessFlags` device `device` (a guest device number) has on `pool`.
     fn pool_get_access(&mut self, pool: Option<ExecPool>, device: i32) -> ExecResult<u32>;
-    /// Give the current device's graph memory that nothing holds any more back to the
-    /// device, once the work issued so far is done (`cuDeviceGraphMemTrim`): the driver
-    /// keeps freed graph memory cached for later launches until it is trimmed.
-    fn graph_mem_trim(&mut self) -> ExecResult<()>;
     /// A `cudaGraphMemAttr*` figure of the current device's graph memory.
     fn graph_mem_attribute(&mut self, attr: u32) -> ExecResult<u64>;
     /// Reset a high mark (`cudaGraphMemAttrUsedMemHigh` or `ReservedMemHigh`) to the

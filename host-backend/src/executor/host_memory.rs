@@ -149,6 +149,7 @@ mod graph;
 mod launch;
 mod memory;
 mod module;
+mod pass_through;
 mod shared;
 mod stream;
 

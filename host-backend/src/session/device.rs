@@ -79,21 +79,6 @@ impl DeviceOps for Session {
         Ok((self.exec.device_properties(req.device)?, Vec::new()))
     }
 
-    fn device_synchronize(
-        &mut self,
-        _: &CallContext,
-        _: DeviceSynchronize,
-        _: &[u8],
-    ) -> HandlerResult<()> {
-        self.exec.synchronize()?;
-        nothing()
-    }
-
-    fn device_query(&mut self, _: &CallContext, _: DeviceQuery, _: &[u8]) -> HandlerResult<()> {
-        self.exec.device_query()?;
-        nothing()
-    }
-
     fn device_write_done(
         &mut self,
         _: &CallContext,
@@ -150,40 +135,6 @@ impl DeviceOps for Session {
         self.set_charged_limit(ctx.device, req.limit, req.value, unit)?;
         nothing()
     }
-    fn device_get_cache_config(
-        &mut self,
-        _: &CallContext,
-        _: DeviceGetCacheConfig,
-        _: &[u8],
-    ) -> HandlerResult<CacheConfig> {
-        Ok((
-            CacheConfig {
-                config: self.exec.get_cache_config()?,
-            },
-            Vec::new(),
-        ))
-    }
-
-    fn device_set_cache_config(
-        &mut self,
-        _: &CallContext,
-        req: CacheConfig,
-        _: &[u8],
-    ) -> HandlerResult<()> {
-        self.exec.set_cache_config(req.config)?;
-        nothing()
-    }
-
-    fn device_get_stream_priority_range(
-        &mut self,
-        _: &CallContext,
-        _: DeviceGetStreamPriorityRange,
-        _: &[u8],
-    ) -> HandlerResult<PriorityRange> {
-        let (least, greatest) = self.exec.stream_priority_range()?;
-        Ok((PriorityRange { least, greatest }, Vec::new()))
-    }
-
     fn device_can_access_peer(
         &mut self,
         ctx: &CallContext,
@@ -193,26 +144,6 @@ impl DeviceOps for Session {
         let can_access = self.exec.can_access_peer(req.device, req.peer)?;
         self.exec.set_device(ctx.device)?;
         Ok((CanAccessPeer { can_access }, Vec::new()))
-    }
-
-    fn device_enable_peer_access(
-        &mut self,
-        _: &CallContext,
-        req: DeviceEnablePeerAccess,
-        _: &[u8],
-    ) -> HandlerResult<()> {
-        self.exec.enable_peer_access(req.peer, req.flags)?;
-        nothing()
-    }
-
-    fn device_disable_peer_access(
-        &mut self,
-        _: &CallContext,
-        req: DeviceDisablePeerAccess,
-        _: &[u8],
-    ) -> HandlerResult<()> {
-        self.exec.disable_peer_access(req.peer)?;
-        nothing()
     }
 
     fn device_get_status(
@@ -260,15 +191,6 @@ impl DeviceOps for Session {
             .p2p_attribute(req.attr, req.src_device, req.dst_device);
         self.exec.set_device(ctx.device)?;
         Ok((P2PAttribute { value: value? }, Vec::new()))
-    }
-    fn ctx_reset_persisting_l2_cache(
-        &mut self,
-        _: &CallContext,
-        _: CtxResetPersistingL2Cache,
-        _: &[u8],
-    ) -> HandlerResult<()> {
-        self.exec.reset_persisting_l2()?;
-        nothing()
     }
     fn device_get_texture_1d_linear_max_width(
         &mut self,
@@ -427,8 +349,47 @@ mod tests {
         assert!(flush(0, 200).is_ok());
         assert_eq!(flush(1, 100).unwrap_err(), REFUSED);
         assert_eq!(flush(0, 0).unwrap_err(), REFUSED);
-        let reset = s.ctx_reset_persisting_l2_cache(&CTX, CtxResetPersistingL2Cache {}, &[]);
+    }
+
+    /// A pass-through op goes from the table's dispatch to the executor's method of
+    /// its name, with the request's fields, and answers its reply.
+    #[test]
+    fn pass_through_ops_reach_the_executor_through_dispatch() {
+        let mut s = session();
+        let mut run =
+            |op: Op, meta: Vec<u8>| dispatch(&mut s, &CTX, op, &meta, &[]).map(|r| r.meta);
+        let reset = run(
+            Op::CtxResetPersistingL2Cache,
+            postcard::to_stdvec(&CtxResetPersistingL2Cache {}).unwrap(),
+        );
         assert!(reset.is_ok());
+        let set = run(
+            Op::DeviceSetCacheConfig,
+            postcard::to_stdvec(&CacheConfig { config: 2 }).unwrap(),
+        );
+        assert!(set.is_ok());
+        let got = run(
+            Op::DeviceGetCacheConfig,
+            postcard::to_stdvec(&DeviceGetCacheConfig {}).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(postcard::from_bytes::<CacheConfig>(&got).unwrap().config, 2);
+        // The double's answer for a value the driver refuses.
+        let bad = run(
+            Op::DeviceSetCacheConfig,
+            postcard::to_stdvec(&CacheConfig { config: 9 }).unwrap(),
+        );
+        assert!(matches!(
+            bad,
+            Err(DispatchError::Cuda(CudaStatus::ErrorInvalidValue))
+        ));
+        let range = run(
+            Op::DeviceGetStreamPriorityRange,
+            postcard::to_stdvec(&DeviceGetStreamPriorityRange {}).unwrap(),
+        )
+        .unwrap();
+        let range: PriorityRange = postcard::from_bytes(&range).unwrap();
+        assert_eq!((range.least, range.greatest), (0, -5));
     }
 
     #[test]

@@ -606,7 +606,7 @@ impl Session {
             if Some(device) != current && self.exec.set_device(device).is_err() {
                 continue;
             }
-            let _ = self.exec.graph_mem_trim();
+            let _ = self.exec.device_graph_mem_trim();
         }
         if let Some(device) = current {
             let _ = self.exec.set_device(device);

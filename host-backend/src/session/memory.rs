@@ -282,7 +282,7 @@ impl MemoryOps for Session {
         }
         // Copies may still be running on these pages (cudaFreeHost waits for the device
         // natively): they finish before the pages go. Their errors stay the device's.
-        let _ = self.exec.synchronize();
+        let _ = self.exec.device_synchronize();
         let mapping = self
             .shared
             .by_guest_addr

@@ -15,8 +15,8 @@ use std::collections::HashMap;
 use tracing::{info, warn};
 use vmcuda_wire::graph::*;
 use vmcuda_wire::op::{
-    Allocated, CallContext, DeviceGetGraphMemAttribute, DeviceGraphMemTrim,
-    DeviceResetGraphMemHigh, GraphMemAttribute, HandlerResult, PoolOps,
+    Allocated, CallContext, DeviceGetGraphMemAttribute, DeviceResetGraphMemHigh, GraphMemAttribute,
+    HandlerResult, PoolOps,
 };
 use vmcuda_wire::CudaStatus;
 
@@ -217,7 +217,7 @@ impl Session {
     pub(super) fn charge_on(&mut self, device: i32, bytes: u64) -> Result<(), CudaStatus> {
         match self.accounts.charge(bytes) {
             Err(e) if self.accounts.pool_reserve_on(device) > 0 => {
-                let _ = self.exec.synchronize();
+                let _ = self.exec.device_synchronize();
                 self.settle_pools(device)?;
                 self.accounts.charge(bytes).map_err(|_| e)
             }

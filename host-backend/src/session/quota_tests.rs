@@ -623,7 +623,8 @@ fn graph_memory_of_a_capture_still_open_goes_with_the_session() {
         .unwrap();
     assert_eq!(s.charged_bytes(), 2 * MIB, "the capture holds it");
     assert_charged_is_held(&mut s, "after the free node");
-    s.device_synchronize(&CTX, DeviceSynchronize {}, &[])
+    vmcuda_wire::op::PassThrough::pass_through(&mut s, &CTX)
+        .and_then(|exec| exec.device_synchronize())
         .unwrap();
     assert_charged_is_held(&mut s, "after a synchronization");
     drop(s);

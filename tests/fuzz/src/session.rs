@@ -124,6 +124,12 @@ impl Tracked {
     }
 }
 
+// The pass-through ops' methods come from the op table (they have no declaration in
+// the executor's sources for build.rs to read).
+impl vmcuda_wire::op::PassThroughExec for Tracked {
+    vmcuda_wire::forward_pass_through!(inner, note);
+}
+
 impl Drop for Tracked {
     fn drop(&mut self) {
         // The session drops its executor last, after freeing what the guest left.

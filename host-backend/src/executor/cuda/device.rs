@@ -17,7 +17,7 @@ use crate::policy::GpuSelection;
 use super::super::{
     DeviceRange, ExecEvent, ExecResult, ExecStream, LEGACY_STREAM, PER_THREAD_STREAM,
 };
-use super::launch::{cache_config_from, LaunchLimits};
+use super::launch::LaunchLimits;
 use super::staging::{QueuedCopies, StagingState};
 use super::symbols::DRIVER_SYMBOLS;
 use super::uuid::{device_uuid, format_uuid};
@@ -365,7 +365,7 @@ impl CudaExecutor {
     /// The default streams, every stream made on device `idx`, and those destroyed
     /// while they worked: what a synchronize of the context would wait for that the
     /// guest put there.
-    fn guest_streams(&self, idx: usize) -> ExecResult<Vec<sys::CUstream>> {
+    pub(super) fn guest_streams(&self, idx: usize) -> ExecResult<Vec<sys::CUstream>> {
         let made = self
             .streams
             .iter()
@@ -471,6 +471,7 @@ mod exec;
 
 #[cfg(test)]
 mod tests {
+    use super::super::launch::cache_config_from;
     use super::*;
 
     #[test]

@@ -28,7 +28,6 @@ use super::super::graph::{
 };
 use super::super::{ExecResult, ExecStream, LEGACY_STREAM};
 use super::{check, to_usize, CudaExecutor};
-use crate::executor::DeviceExec;
 
 /// Live graphs and executable graphs (handle value -> device index).
 #[derive(Default)]
@@ -731,15 +730,6 @@ impl Graphs for CudaExecutor {
         // SAFETY: `pool` is a live pool; out-pointer and location are locals.
         check(unsafe { sys::cuMemPoolGetAccess(&mut flags, pool, &mut location) })?;
         Ok(flags as u32)
-    }
-
-    fn graph_mem_trim(&mut self) -> ExecResult<()> {
-        let idx = self.bind()?;
-        // Memory a graph still running or scheduled uses is not trimmed: wait for it,
-        // so that what nothing holds any more really goes.
-        self.synchronize()?;
-        // SAFETY: the device handle came from cuDeviceGet.
-        check(unsafe { sys::cuDeviceGraphMemTrim(self.devices[idx].handle) })
     }
 
     fn graph_mem_attribute(&mut self, attr: u32) -> ExecResult<u64> {

@@ -12,7 +12,7 @@ use crate::executor::{DeviceExec, DeviceRange, LEGACY_STREAM};
 
 impl HostMemoryExecutor {
     /// The index of a visible device.
-    fn check_device(&self, device: i32) -> ExecResult<usize> {
+    pub(super) fn check_device(&self, device: i32) -> ExecResult<usize> {
         usize::try_from(device)
             .ok()
             .filter(|&d| d < self.visible.len())
@@ -120,10 +120,6 @@ impl DeviceExec for HostMemoryExecutor {
         Ok(p)
     }
 
-    fn synchronize(&mut self) -> ExecResult<()> {
-        Ok(())
-    }
-
     /// Work here is done when its call returns.
     fn drain(&mut self) -> ExecResult<()> {
         Ok(())
@@ -132,11 +128,6 @@ impl DeviceExec for HostMemoryExecutor {
     /// Work here is done when its call returns: there is never any to wait for.
     fn keeper_drain(&self) -> Option<crate::compute::Drainer> {
         Some(std::sync::Arc::new(|| {}))
-    }
-
-    /// Work here is done when its call returns.
-    fn device_query(&mut self) -> ExecResult<()> {
-        Ok(())
     }
 
     /// Work here is done when its call returns: the word is written at once.
@@ -187,22 +178,6 @@ impl DeviceExec for HostMemoryExecutor {
         }
     }
 
-    fn get_cache_config(&mut self) -> ExecResult<u32> {
-        Ok(self.cache_config)
-    }
-
-    fn set_cache_config(&mut self, config: u32) -> ExecResult<()> {
-        if config > 3 {
-            return Err(CudaStatus::ErrorInvalidValue);
-        }
-        self.cache_config = config;
-        Ok(())
-    }
-
-    fn stream_priority_range(&mut self) -> ExecResult<(i32, i32)> {
-        Ok((0, -5))
-    }
-
     fn can_access_peer(&mut self, device: i32, peer: i32) -> ExecResult<bool> {
         self.check_device(device)?;
         self.check_device(peer)?;
@@ -226,19 +201,6 @@ impl DeviceExec for HostMemoryExecutor {
         Ok(0)
     }
 
-    fn enable_peer_access(&mut self, peer: i32, _flags: u32) -> ExecResult<()> {
-        self.check_device(peer)?;
-        if peer as usize == self.current {
-            return Err(CudaStatus::ErrorInvalidDevice);
-        }
-        Err(CudaStatus::ErrorPeerAccessUnsupported)
-    }
-
-    fn disable_peer_access(&mut self, peer: i32) -> ExecResult<()> {
-        self.check_device(peer)?;
-        Err(CudaStatus::ErrorPeerAccessNotEnabled)
-    }
-
     fn gpu_status(&mut self, device: i32) -> ExecResult<GpuStatus> {
         self.check_device(device)?;
         // A test double's readings: fixed, plausible, and plainly not a GPU's (no fan,
@@ -254,11 +216,6 @@ impl DeviceExec for HostMemoryExecutor {
             memory_total: Self::properties().total_global_mem,
             ..GpuStatus::default()
         })
-    }
-
-    fn reset_persisting_l2(&mut self) -> ExecResult<()> {
-        // Host memory has no L2 to set aside.
-        Ok(())
     }
 
     /// No affinity is set on the double's contexts: all of its device's SMs, 4 as its

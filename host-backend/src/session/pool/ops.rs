@@ -200,16 +200,6 @@ impl PoolOps for Session {
         Ok((PointerImported { ptr, size }, Vec::new()))
     }
 
-    fn device_graph_mem_trim(
-        &mut self,
-        _: &CallContext,
-        _: DeviceGraphMemTrim,
-        _: &[u8],
-    ) -> HandlerResult<()> {
-        self.exec.graph_mem_trim()?;
-        nothing()
-    }
-
     fn device_get_graph_mem_attribute(
         &mut self,
         _: &CallContext,

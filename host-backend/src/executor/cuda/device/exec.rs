@@ -43,11 +43,6 @@ impl DeviceExec for CudaExecutor {
         })
     }
 
-    fn synchronize(&mut self) -> ExecResult<()> {
-        self.bind()?;
-        result::ctx::synchronize().map_err(status)
-    }
-
     fn drain(&mut self) -> ExecResult<()> {
         let contexts: Vec<_> = self.devices.iter().filter_map(|d| d.ctx).collect();
         if contexts.len() <= 1 {
@@ -70,16 +65,6 @@ impl DeviceExec for CudaExecutor {
         }
         self.bind()?;
         first_error
-    }
-
-    fn device_query(&mut self) -> ExecResult<()> {
-        let idx = self.bind()?;
-        let all = self.guest_streams(idx)?;
-        for s in all {
-            // SAFETY: a default stream, or one this executor made and has not destroyed.
-            check(unsafe { sys::cuStreamQuery(s) })?;
-        }
-        Ok(())
     }
 
     fn device_write_done(&mut self, word: DeviceRange, value: u32) -> ExecResult<()> {
@@ -146,27 +131,6 @@ impl DeviceExec for CudaExecutor {
         result::ctx::set_limit(limit, value).map_err(status)
     }
 
-    fn get_cache_config(&mut self) -> ExecResult<u32> {
-        self.bind()?;
-        let mut raw: u32 = 0;
-        // SAFETY: CUfunc_cache is a 4-byte C enum; the driver writes it into `raw`,
-        // which is only ever read as an integer (raw: cudarc's wrapper would read it
-        // as the Rust enum).
-        check(unsafe { sys::cuCtxGetCacheConfig((&mut raw as *mut u32).cast()) })?;
-        Ok(raw)
-    }
-
-    fn set_cache_config(&mut self, config: u32) -> ExecResult<()> {
-        self.bind()?;
-        let config = cache_config_from(config).ok_or(CudaStatus::ErrorInvalidValue)?;
-        result::ctx::set_cache_config(config).map_err(status)
-    }
-
-    fn stream_priority_range(&mut self) -> ExecResult<(i32, i32)> {
-        self.bind()?;
-        result::stream::get_priority_range().map_err(status)
-    }
-
     fn can_access_peer(&mut self, device: i32, peer: i32) -> ExecResult<bool> {
         let a = self.devices[self.device_index(device)?].handle;
         let b = self.devices[self.device_index(peer)?].handle;
@@ -195,33 +159,8 @@ impl DeviceExec for CudaExecutor {
         Ok(value)
     }
 
-    fn enable_peer_access(&mut self, peer: i32, flags: u32) -> ExecResult<()> {
-        let peer_idx = self.device_index(peer)?;
-        let peer_ctx = self.context(peer_idx)?;
-        self.bind()?;
-        // SAFETY: `peer_ctx` is a retained primary context; a context is current.
-        check(unsafe { sys::cuCtxEnablePeerAccess(peer_ctx, flags) })
-    }
-
-    fn disable_peer_access(&mut self, peer: i32) -> ExecResult<()> {
-        let peer_idx = self.device_index(peer)?;
-        self.bind()?;
-        // A peer whose context was never made cannot have been enabled.
-        let peer_ctx = self.devices[peer_idx]
-            .ctx
-            .ok_or(CudaStatus::ErrorPeerAccessNotEnabled)?;
-        // SAFETY: `peer_ctx` is a retained primary context; a context is current.
-        check(unsafe { sys::cuCtxDisablePeerAccess(peer_ctx) })
-    }
-
     fn gpu_status(&mut self, device: i32) -> ExecResult<GpuStatus> {
         self.read_status(device)
-    }
-
-    fn reset_persisting_l2(&mut self) -> ExecResult<()> {
-        self.bind()?;
-        // SAFETY: no arguments; a context is current.
-        check(unsafe { sys::cuCtxResetPersistingL2Cache() })
     }
 
     fn exec_affinity_sm_count(&mut self) -> ExecResult<u32> {

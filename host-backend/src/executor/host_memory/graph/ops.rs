@@ -336,11 +336,6 @@ impl Graphs for HostMemoryExecutor {
         Ok(())
     }
 
-    fn graph_mem_trim(&mut self) -> ExecResult<()> {
-        // Graph memory goes the moment nothing holds it: there is no cache to trim.
-        Ok(())
-    }
-
     fn pool_create(&mut self, max_size: u64, shareable: bool) -> ExecResult<ExecPool> {
         Ok(self.add_pool(Pool {
             max_size,
