@@ -32,7 +32,7 @@
 #                           NVTX3's headers. The
 #                           wheels install them under nvidia/cu13:
 #                             pip install --target DIR nvidia-cufft nvidia-curand \
-#                               nvidia-cusolver nvidia-cusparse nvidia-nvjitlink \
+#                               nvidia-cusolver nvidia-cusparse 'nvidia-nvjitlink==13.0.*' \
 #                               'nvidia-cuda-profiler-api==13.0.*' 'nvidia-nvtx==13.0.*'
 #                           then VMCUDA_SAMPLES_LIBROOTS=DIR/nvidia/cu13 (nvidia-nvtx
 #                           for NVTX3's headers, nvtx3/, which cudaGraphsPerfScaling
