@@ -206,7 +206,7 @@ pub struct Client {
     pub addr: ServerAddr,
     /// Guest RAM the guest's RAM broker gave this connection (a VM guest's
     /// unprivileged process): its command ring and staging area are carved from it.
-    pub area: Option<crate::guest_ram::GuestArea>,
+    pub area: Option<std::sync::Arc<crate::guest_ram::GuestArea>>,
 }
 
 static CLIENT: OnceLock<Result<Hosts, CudaStatus>> = OnceLock::new();
@@ -382,7 +382,7 @@ impl Client {
                     Some(s) => Some(Stream::Vsock(s)),
                     None => match crate::guest_ram::from_broker(*cid, *port) {
                         Ok((fd, a)) => {
-                            area = Some(a);
+                            area = Some(std::sync::Arc::new(a));
                             Some(Stream::vsock_from(fd))
                         }
                         Err(why) => {
@@ -443,11 +443,7 @@ impl Client {
             last_reply: 0,
             reattach: false,
         };
-        let resumable = if resume::wanted() && area.is_none() {
-            caps::RESUMABLE
-        } else {
-            0
-        };
+        let resumable = if resume::wanted() { caps::RESUMABLE } else { 0 };
         let hello = Hello {
             protocol: PROTOCOL_VERSION,
             runtime_version: RUNTIME_VERSION,
@@ -461,13 +457,14 @@ impl Client {
                 conn.start_resumable(
                     &addr,
                     tls.as_ref().map(|t| &t.client),
+                    area.clone(),
                     &hello,
                     reply.capabilities,
                 );
                 conn.attach_ring(
                     &addr,
                     polling::window_from_env(RING_REPLY_POLL_WINDOW),
-                    area.as_ref(),
+                    area.as_deref(),
                 );
                 Ok(Client {
                     conn: Mutex::new(conn),

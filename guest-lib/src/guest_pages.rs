@@ -21,7 +21,7 @@ pub fn alloc(len: usize, flags: u32) -> Result<usize, String> {
     let area = client::client()
         .ok()
         .and_then(|c| c.single())
-        .and_then(|c| c.area.as_ref());
+        .and_then(|c| c.area.as_deref());
     let pages = HostPages::take(len, area)?;
     let req = HostRegisterGuestPages {
         addr: pages.at.as_ptr() as u64,

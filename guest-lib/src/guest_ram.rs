@@ -60,6 +60,11 @@ enum Request {
     /// its own pages onto them, in place, so they cannot be huge pages. The broker
     /// pins them, so the guest's kernel cannot move them while the host may use them.
     Register { bytes: u64 },
+    /// The process's connection to the host dropped (a VM's live migration resets
+    /// vsock connections): another one, from the broker's reserved port, with the same
+    /// grant as the first, so that the session's worker takes the process back. Its
+    /// answer is `Connected`, with the new connection.
+    Reconnect,
 }
 
 /// The broker's answers.
@@ -298,6 +303,21 @@ impl GuestArea {
             map_populated(memfd, length)
                 .map_err(|e| format!("cannot map the guest RAM the broker gave ({e})"))
         })
+    }
+
+    /// A new connection to the host for this process, after its own dropped: the
+    /// broker makes it from its reserved port and sends it the first connection's
+    /// grant again (the same pages, under the same key), so the session's worker can
+    /// take it back (docs/survival.md). The caller says its `SessionResume` next.
+    pub fn reconnect(&self) -> Result<OwnedFd, String> {
+        let broker = self.broker.lock().unwrap_or_else(|p| p.into_inner());
+        let said = |e: io::Error| format!("the guest's RAM broker: {e}");
+        send(broker.as_fd(), &Request::Reconnect, None).map_err(said)?;
+        match receive::<Reply>(broker.as_fd()).map_err(said)? {
+            Some((Reply::Connected { pages }, Some(fd))) if pages == self.pages => Ok(fd),
+            Some((Reply::Refused(why), _)) => Err(format!("the guest's RAM broker said no: {why}")),
+            _ => Err("the guest's RAM broker answered out of turn".into()),
+        }
     }
 
     /// Move the whole pages `[start, start + len)` of this process onto guest RAM the
@@ -552,16 +572,16 @@ fn serve_one(conn: &OwnedFd, config: &BrokerConfig, connect: &HostConnector) -> 
         .map_err(|_| refuse("no randomness for the grant's key"))?;
     let grant = GuestPagesGrant {
         page_size: page as u64,
-        pages: pages.clone(),
+        pages,
         key,
     };
-    let meta = postcard::to_stdvec(&grant).map_err(io::Error::other)?;
-    let header = FrameHeader::new(Op::GuestPagesGrant.code(), 0, 0, meta.len(), 0);
-    let mut writer = vmcuda_wire::no_sigpipe::NoSigPipe(host.as_fd());
-    frame::write_frame(&mut writer, &header, &meta, &[])?;
+    let mut host = host;
+    send_grant(&host, &grant)?;
     send(
         conn.as_fd(),
-        &Reply::Connected { pages },
+        &Reply::Connected {
+            pages: grant.pages.clone(),
+        },
         Some(host.as_fd()),
     )?;
     // Until the process goes: more pages when it asks (its pinned memory), each
@@ -575,6 +595,31 @@ fn serve_one(conn: &OwnedFd, config: &BrokerConfig, connect: &HostConnector) -> 
             Ok(Some((Request::More { bytes }, _))) => (bytes, page, config.huge_pages),
             // Registered memory is moved in place, page by page.
             Ok(Some((Request::Register { bytes }, _))) => (bytes, 4096, false),
+            Ok(Some((Request::Reconnect, _))) => {
+                // The old connection is dead to the process, and ends here too, so
+                // that a grant has one connection at a time; the pages stay held
+                // (below) until the host closes the one in use when the process goes.
+                let _ = sock::shutdown(host.as_raw_fd(), sock::Shutdown::Both);
+                let made = connect().and_then(|h| send_grant(&h, &grant).map(|()| h));
+                let sent = match made {
+                    Ok(h) => {
+                        let sent = send(
+                            conn.as_fd(),
+                            &Reply::Connected {
+                                pages: grant.pages.clone(),
+                            },
+                            Some(h.as_fd()),
+                        );
+                        host = h;
+                        sent
+                    }
+                    Err(e) => send(conn.as_fd(), &Reply::Refused(e.to_string()), None),
+                };
+                if sent.is_err() {
+                    break;
+                }
+                continue;
+            }
             // Gone, or saying what it may not: it is done with the broker.
             _ => break,
         };
@@ -617,6 +662,14 @@ fn serve_one(conn: &OwnedFd, config: &BrokerConfig, connect: &HostConnector) -> 
     }
     drop(held);
     Ok(())
+}
+
+/// Send `grant` on a new connection to the host: its first frame.
+fn send_grant(host: &OwnedFd, grant: &GuestPagesGrant) -> io::Result<()> {
+    let meta = postcard::to_stdvec(grant).map_err(io::Error::other)?;
+    let header = FrameHeader::new(Op::GuestPagesGrant.code(), 0, 0, meta.len(), 0);
+    let mut writer = vmcuda_wire::no_sigpipe::NoSigPipe(host.as_fd());
+    frame::write_frame(&mut writer, &header, &meta, &[])
 }
 
 /// Make a memfd of `bytes` (whole pages of `page` bytes, huge pages or not) for the

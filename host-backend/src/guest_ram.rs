@@ -213,6 +213,40 @@ impl GuestRam {
         Ok(())
     }
 
+    /// A returning connection's grant (the guest's RAM broker made the connection again
+    /// for the same process, after its first dropped): on a connection without a grant
+    /// yet, as [`GuestRam::restrict`]; on one with, the same grant again (its key, its
+    /// page size, none but its pages), which leaves what was granted as it was, pages
+    /// added later included. Any other grant is refused: the key, which only the broker
+    /// and the host know, says the broker sent it for this grant's process.
+    pub fn regrant(
+        &mut self,
+        page_size: u64,
+        pages: &[u64],
+        key: [u8; 32],
+    ) -> Result<(), CudaStatus> {
+        let Some(granted) = &self.granted else {
+            return self.restrict(page_size, pages, key);
+        };
+        // Compared whole, in no time that depends on where the keys differ.
+        let same_key = granted
+            .key
+            .iter()
+            .zip(&key)
+            .fold(0u8, |d, (a, b)| d | (a ^ b))
+            == 0;
+        let same_pages = !pages.is_empty()
+            && pages
+                .iter()
+                .all(|&p| granted.pages.contains(&(page_size, p)));
+        if same_key && page_size == granted.page_size && same_pages {
+            Ok(())
+        } else {
+            warn!("refused a returning connection's guest page grant: not the session's");
+            Err(CudaStatus::ErrorInvalidValue)
+        }
+    }
+
     /// Add pages the broker gave the process later (its pinned memory) to this
     /// connection's grant: only with the broker's seal under the grant's key, which the
     /// process never saw, so the process passes on what it was given and nothing else.
@@ -490,6 +524,37 @@ mod tests {
         unsafe { munmap(both, 8192) }.unwrap();
         assert!(ram.map_pages(4096, &[16384], None).is_err());
         assert!(ram.map_pages(page, &[8192], None).is_err());
+    }
+
+    /// A returning connection's grant: taken on a connection without one, as a first
+    /// grant; on one with, only the same grant again (its key, page size and pages),
+    /// which keeps the pages added since; never one that widens or differs.
+    #[test]
+    fn a_returning_grant_must_be_the_sessions_own() {
+        use vmcuda_wire::memory::{grant_key, grant_seal};
+        let (mut ram, _fd) = ram();
+        let page = 2 << 20;
+        let key = grant_key().unwrap();
+        ram.regrant(page, &[2 << 20], key).unwrap();
+        let more = [4 << 30];
+        ram.extend(page, &more, &grant_seal(&key, page, &more))
+            .unwrap();
+        // The same grant again: accepted, and the later pages are still granted.
+        ram.regrant(page, &[2 << 20], key).unwrap();
+        let both = ram.map_pages(page, &[2 << 20, 4 << 30], None).unwrap();
+        // SAFETY: unmapping the test's own mapping of two pages.
+        unsafe { munmap(both, 2 * page as usize) }.unwrap();
+        // Another key, other pages, another size, nothing: refused, and nothing
+        // changes.
+        assert!(ram.regrant(page, &[2 << 20], grant_key().unwrap()).is_err());
+        assert!(ram.regrant(page, &[0], key).is_err());
+        assert!(ram.regrant(4096, &[2 << 20], key).is_err());
+        assert!(ram.regrant(page, &[], key).is_err());
+        assert!(ram.map_pages(page, &[0], None).is_err());
+        assert!(ram.map_pages(page, &[2 << 20], None).is_ok_and(|m| {
+            // SAFETY: unmapping the test's own mapping of one page.
+            unsafe { munmap(m, page as usize) }.is_ok()
+        }));
     }
 
     /// Pages map at the address asked for when it is free here, else elsewhere.

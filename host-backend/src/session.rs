@@ -225,16 +225,18 @@ impl Session {
         self.guest_ram.is_some()
     }
 
-    /// Confine this connection to the guest pages its grant names (the grant came
-    /// before the hello); refused where the connection has no guest RAM at all.
-    pub fn restrict_guest_ram(
+    /// A connection's guest page grant (it came before the hello or the resume): the
+    /// first connection's confines the session to the broker's pages; a returning
+    /// one's must be that grant again (see [`GuestRam::regrant`]). Refused where the
+    /// connection has no guest RAM at all.
+    pub fn grant_guest_ram(
         &mut self,
         page_size: u64,
         pages: &[u64],
         key: [u8; 32],
     ) -> Result<(), CudaStatus> {
         match &mut self.guest_ram {
-            Some(ram) => ram.restrict(page_size, pages, key),
+            Some(ram) => ram.regrant(page_size, pages, key),
             None => Err(CudaStatus::ErrorNotSupported),
         }
     }

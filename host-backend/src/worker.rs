@@ -160,7 +160,7 @@ pub fn serve<'a>(
         .and_then(|()| open(&hello))
         .and_then(|mut session| match &grant {
             None => Ok(session),
-            Some(g) => match session.restrict_guest_ram(g.page_size, &g.pages, g.key) {
+            Some(g) => match session.grant_guest_ram(g.page_size, &g.pages, g.key) {
                 Ok(()) => {
                     tracing::info!(client = %hello.client, pages = g.pages.len(), page_size = g.page_size,
                         "guest page grant: this connection may use only the guest RAM its broker gave it");
@@ -292,7 +292,7 @@ fn serve_frames<'a>(
             writer = BufWriter::with_capacity(REPLY_BUFFER, w);
             link = l;
             if let Some(g) = grant {
-                if let Err(status) = session.restrict_guest_ram(g.page_size, &g.pages, g.key) {
+                if let Err(status) = session.grant_guest_ram(g.page_size, &g.pages, g.key) {
                     warn!(client = %session.client(), %status, "the returning connection's guest page grant is unusable; the session ends");
                     return ended;
                 }

@@ -90,6 +90,9 @@ pub struct Returning {
     pub addr: ServerAddr,
     /// A `tls:` host's settings: the new connection makes its own handshake.
     pub tls: Option<TlsClient>,
+    /// The guest RAM of an unprivileged process in a VM: its connection came from the
+    /// guest's RAM broker, which makes the new one too (`GuestArea::reconnect`).
+    pub broker: Option<std::sync::Arc<crate::guest_ram::GuestArea>>,
     pub hello: Hello,
     pub ticket: SessionTicket,
 }
@@ -106,6 +109,7 @@ impl Connection {
         &mut self,
         addr: &ServerAddr,
         tls: Option<&TlsClient>,
+        broker: Option<std::sync::Arc<crate::guest_ram::GuestArea>>,
         hello: &Hello,
         host_caps: u64,
     ) {
@@ -123,6 +127,7 @@ impl Connection {
                 self.resume = Some(Returning {
                     addr: addr.clone(),
                     tls: tls.cloned(),
+                    broker,
                     hello: hello.clone(),
                     ticket,
                 });
@@ -189,7 +194,10 @@ impl Connection {
         let Some(returning) = &self.resume else {
             return Err(Some(CudaStatus::ErrorDevicesUnavailable));
         };
-        let stream = Stream::connect(&returning.addr, returning.tls.as_ref()).map_err(|_| None)?;
+        let stream = match &returning.broker {
+            Some(area) => Stream::vsock_from(area.reconnect().map_err(|_| None)?),
+            None => Stream::connect(&returning.addr, returning.tls.as_ref()).map_err(|_| None)?,
+        };
         let reader = stream.try_clone().map_err(|_| None)?;
         let reader = PollingReader::new(
             reader,

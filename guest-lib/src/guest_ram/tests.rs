@@ -67,6 +67,19 @@ fn ask(path: &std::path::Path, bytes: u64) -> (OwnedFd, Option<(Reply, Option<Ow
     (s, answer)
 }
 
+/// `from_broker` through the broker at `path`. The broker's address is the process's
+/// environment ([`BROKER_ENV`]), which the tests share: one at a time sets and uses it.
+fn from_broker_at(
+    path: &std::path::Path,
+    cid: u32,
+    port: u32,
+) -> Result<(OwnedFd, GuestArea), String> {
+    static ENV: Mutex<()> = Mutex::new(());
+    let _one = ENV.lock().unwrap_or_else(|p| p.into_inner());
+    std::env::set_var(BROKER_ENV, path);
+    from_broker(cid, port)
+}
+
 /// A process connected through a new broker (`name`): the broker's socket, the
 /// connection, the area, the host's end of the connection with the grant read off it,
 /// and the grant. `None` (said) where physical addresses are hidden here.
@@ -84,8 +97,7 @@ fn connected(
         return None;
     }
     let (path, hosts) = broker(name);
-    std::env::set_var(BROKER_ENV, &path);
-    let (conn, area) = from_broker(2, 7731).unwrap();
+    let (conn, area) = from_broker_at(&path, 2, 7731).unwrap();
     let mut host = std::os::unix::net::UnixStream::from(hosts.recv().unwrap());
     let (h, meta) = frame::read_head(&mut host).unwrap();
     assert_eq!(h.op.get(), Op::GuestPagesGrant.code());
@@ -118,11 +130,11 @@ fn assert_ends(host: &mut std::os::unix::net::UnixStream) {
 /// waiting for the host to close it.
 #[test]
 fn a_process_gets_its_own_pages_and_the_host_the_grant_for_them() {
-    let Some((_, conn, area, mut host, grant)) = connected("exchange") else {
+    let Some((path, conn, area, mut host, grant)) = connected("exchange") else {
         return;
     };
     // Someone else's host is refused.
-    let e = from_broker(2, 9).err().unwrap();
+    let e = from_broker_at(&path, 2, 9).err().unwrap();
     assert!(e.contains("not vsock:2:9"), "{e}");
     assert_eq!(grant.page_size, 4096);
     assert_eq!(grant.pages, area.pages);
@@ -253,4 +265,48 @@ fn more_pages_come_sealed_for_the_host_and_the_connection_lasts() {
     drop(conn);
     drop(area);
     assert_ends(&mut host);
+}
+
+/// A process whose connection dropped gets another from the broker: the host's end of
+/// it gets the same grant (the same pages, under the same key) as its first frame, the
+/// old connection ends so that the grant has one at a time, the new one carries the
+/// process's bytes, and when the process goes the broker waits for the newest one.
+#[test]
+fn a_dropped_connection_comes_again_with_the_same_grant() {
+    if !sees_frames() {
+        eprintln!("skipped: physical addresses are hidden here (not root)");
+        return;
+    }
+    let (path, hosts) = broker("again");
+    let (conn, area) = from_broker_at(&path, 2, 7731).unwrap();
+    let grant_on = |host: &mut std::os::unix::net::UnixStream| {
+        let (h, meta) = frame::read_head(host).unwrap();
+        assert_eq!(h.op.get(), Op::GuestPagesGrant.code());
+        postcard::from_bytes::<GuestPagesGrant>(&meta).unwrap()
+    };
+    let mut first = std::os::unix::net::UnixStream::from(hosts.recv().unwrap());
+    let grant = grant_on(&mut first);
+    // Pages given later stay the process's across the return (the host keeps them).
+    let more = area.more(4096).unwrap();
+    assert_eq!(more.pages.len(), 1);
+    drop(conn);
+    let again = area.reconnect().unwrap();
+    let mut second = std::os::unix::net::UnixStream::from(hosts.recv().unwrap());
+    assert_eq!(grant_on(&mut second), grant);
+    assert_ends(&mut first);
+    let mut again = std::os::unix::net::UnixStream::from(again);
+    std::io::Write::write_all(&mut again, b"resume").unwrap();
+    let mut got = [0u8; 6];
+    second.read_exact(&mut got).unwrap();
+    assert_eq!(&got, b"resume");
+    // And again: each return is another connection with the same grant.
+    drop(again);
+    let third = area.reconnect().unwrap();
+    let mut third_host = std::os::unix::net::UnixStream::from(hosts.recv().unwrap());
+    assert_eq!(grant_on(&mut third_host), grant);
+    assert_ends(&mut second);
+    assert_open(&mut third_host);
+    drop(third);
+    drop(area);
+    assert_ends(&mut third_host);
 }
