@@ -13,6 +13,8 @@
 #                    unpacked into the image as dpkg would install them (the guest boots
 #                    with vmcuda.launcher=vmcuda-run to run the programs through it)
 #   --apps DIR       CUDA programs (executable files), copied to /opt/vmcuda/apps
+#   --extra-apps DIR more programs for /opt/vmcuda/apps, run only when named
+#                    (vmcuda.apps=...): the tests' own (suspend_steps)
 #   --host-bin FILE  vmcuda-host, copied to /opt/vmcuda/bin: lets the guest serve itself
 #                    over AF_VSOCK + vsock_loopback (tests the AF_VSOCK listener)
 #   --cli-bin FILE   the guest's `vmcuda` command, copied to /opt/vmcuda/bin: its
@@ -36,12 +38,13 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 usage() { awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}" | grep -v shellcheck | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
-out=""; guest_lib=""; guest_deb=""; apps=""; host_bin=""; cli_bin=""; cudart=""; cache="${VMCUDA_CACHE:-${HOME:-/tmp}/.cache/vmcuda/debs}"
+out=""; guest_lib=""; guest_deb=""; apps=""; extra_apps=""; host_bin=""; cli_bin=""; cudart=""; cache="${VMCUDA_CACHE:-${HOME:-/tmp}/.cache/vmcuda/debs}"
 while [ $# -gt 0 ]; do
   case "$1" in
     --guest-lib) guest_lib=$2; shift 2 ;;
     --guest-deb) guest_deb=$2; shift 2 ;;
     --apps) apps=$2; shift 2 ;;
+    --extra-apps) extra_apps=$2; shift 2 ;;
     --host-bin) host_bin=$2; shift 2 ;;
     --cli-bin) cli_bin=$2; shift 2 ;;
     --cudart) cudart=$2; shift 2 ;;
@@ -201,11 +204,12 @@ if [ -n "$guest_deb" ]; then
     find "$root/opt/vmcuda" -type f -name '*.so*' -exec strip --strip-debug {} + 2>/dev/null || true
   fi
 fi
-if [ -n "$apps" ]; then
-  for f in "$apps"/*; do
+for dir in "$apps" "$extra_apps"; do
+  [ -n "$dir" ] || continue
+  for f in "$dir"/*; do
     if [ -f "$f" ] && [ -x "$f" ]; then cp "$f" "$root/opt/vmcuda/apps/"; fi
   done
-fi
+done
 
 if [ -n "$host_bin" ]; then
   mkdir -p "$root/opt/vmcuda/bin"

@@ -64,9 +64,13 @@ if ! command -v qemu-system-x86_64 >/dev/null || ! command -v cpio >/dev/null; t
     exit 1
   fi
 fi
+# The VM's reconnect test runs suspend_steps (a driver-API program) beside the programs.
+mkdir -p "$root/build/vm-extra"
+cc -O2 -o "$root/build/vm-extra/suspend_steps" tests/c/suspend_steps.c \
+  -L"$root/build/guest/lib" -l:libcuda.so.1
 bash images/build-guest.sh "$root/build/vm" --guest-lib "$root/build/guest/lib" \
-  --apps "$root/build/apps" --host-bin "$root/target/debug/vmcuda-host" \
-  --cli-bin "$root/target/debug/vmcuda"
+  --apps "$root/build/apps" --extra-apps "$root/build/vm-extra" \
+  --host-bin "$root/target/debug/vmcuda-host" --cli-bin "$root/target/debug/vmcuda"
 
 echo "== packages (debug binaries, gzip) and the demo guest image with the guest package"
 # Release packages are the default of the build scripts; here the debug build is

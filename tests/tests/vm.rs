@@ -340,6 +340,43 @@ fn unprivileged_programs_in_a_guest_get_guest_ram_from_the_broker_or_the_socket(
     }
 }
 
+/// A VM's vsock connections reset under a running program, as a live migration resets
+/// them (the guest's virtio vsock transport unbound and bound again every 2 s): the
+/// program comes back to its session each time and finishes with its data checked,
+/// as root (its own connection from a reserved port) and as an unprivileged user
+/// (the guest's RAM broker makes the connection again, with the same grant).
+#[test]
+#[ignore = "needs qemu-system-x86_64 and the guest image: run tests/run.sh"]
+fn programs_in_a_guest_come_back_after_their_vsock_connections_reset() {
+    let app = "suspend_steps";
+    let expected: Runs = [(app.to_string(), (String::new(), String::new(), 0))].into();
+    for (extra, tag) in [
+        ("", "cut-root"),
+        (" vmcuda.user=1 vmcuda.broker=1", "cut-broker"),
+    ] {
+        let mut setup = Setup::test_guest();
+        // 120 steps 50 ms apart: some 6 s, so the connections reset twice at least.
+        setup.append = format!("vmcuda.cut=2 vmcuda.args=120,50,16 vmcuda.verbose=1{extra}");
+        let (guest, out) = guest_runs_with("vhost-user", &[app], &setup, tag, &expected);
+        let (stdout, stderr, rc) = &guest[app];
+        let console = std::fs::read_to_string(out.join("console.log")).unwrap_or_default();
+        let cuts = console.matches("=== VMCUDA-CUT").count();
+        let log = std::fs::read_to_string(out.join("vhost.log")).unwrap_or_default();
+        assert_eq!(*rc, 0, "{tag}: {stdout}\n{stderr}\n{log}");
+        assert!(
+            stdout.contains("step 119 ok") && stdout.contains("PASS suspend_steps"),
+            "{tag}: {stdout}"
+        );
+        assert!(cuts >= 2, "{tag}: {cuts} resets during the run:\n{console}");
+        let back = log.matches("guest came back to its session").count();
+        assert!(back >= 1, "{tag}: no return in the host's log:\n{log}");
+        assert!(
+            stderr.contains("back in the session"),
+            "{tag}: the program did not say it came back:\n{stderr}"
+        );
+    }
+}
+
 #[test]
 #[ignore = "needs qemu-system-x86_64 and the guest image: run tests/run.sh"]
 fn programs_in_a_guest_over_the_tcp_fallback_match_the_host() {
