@@ -631,6 +631,7 @@ impl Session {
     }
 }
 
+mod end_capture;
 mod ops;
 pub(super) mod unassigned;
 
