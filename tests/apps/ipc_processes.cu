@@ -32,13 +32,14 @@ static int importer(int from_parent, int to_parent) {
     cudaError_t e = cudaIpcOpenMemHandle(&p, mh, cudaIpcMemLazyEnablePeerAccess);
     if (getenv("IPC_IMPORTER_SERVER")) {
         // Another VM's process: refused as a forged handle is, and so is the event.
+        // (Any other answer is named, so a failure says what came instead.)
         printf("child: another VM's memory handle refused with cudaErrorInvalidValue: %s\n",
-               e == cudaErrorInvalidValue ? "yes" : "no");
+               e == cudaErrorInvalidValue ? "yes" : cudaGetErrorName(e));
         cudaGetLastError();
         cudaEvent_t ev;
         e = cudaIpcOpenEventHandle(&ev, eh);
         printf("child: another VM's event handle refused with cudaErrorInvalidValue: %s\n",
-               e == cudaErrorInvalidValue ? "yes" : "no");
+               e == cudaErrorInvalidValue ? "yes" : cudaGetErrorName(e));
         done_then_wait_for_free(to_parent, from_parent);
         return 0;
     }
