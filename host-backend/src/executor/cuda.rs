@@ -59,6 +59,7 @@ macro_rules! enum_from_u32 {
     }};
 }
 
+mod abi;
 mod array;
 mod copy;
 mod device;

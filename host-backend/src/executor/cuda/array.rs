@@ -1,15 +1,13 @@
 //! CUDA arrays, 3D copies, texture and surface objects on real GPUs.
 //!
 //! The driver's descriptors hold C enums; they are passed here as structs of our own
-//! with the same layout and plain integers (checked against the driver's types'
-//! sizes below), so no value the session has not checked is ever an invalid Rust
-//! enum. Arrays, mipmapped arrays, textures and surfaces live in tables (id = the
+//! with the same layout and plain integers (`abi.rs`, checked field by field against
+//! cudarc's), so no value the session has not checked is ever an invalid Rust enum. Arrays, mipmapped arrays, textures and surfaces live in tables (id = the
 //! driver's value -> device index), so that nothing the guest names reaches the
 //! driver unless this executor made it.
 
 use std::collections::HashMap;
 use std::ffi::c_void;
-use std::mem::size_of;
 use std::ptr;
 
 use cudarc::driver::sys;
@@ -21,63 +19,8 @@ use super::super::array::{
     Place,
 };
 use super::super::{ExecFunction, ExecModule, ExecResult, StreamOrder, LEGACY_STREAM};
+use super::abi::{Array3DDesc, ResourceDesc, TexDesc, ViewDescC};
 use super::{check, to_usize, CudaExecutor};
-
-/// `CUDA_ARRAY3D_DESCRIPTOR`.
-#[repr(C)]
-#[derive(Default)]
-struct Array3DDesc {
-    width: usize,
-    height: usize,
-    depth: usize,
-    format: u32,
-    channels: u32,
-    flags: u32,
-}
-
-/// `CUDA_RESOURCE_DESC`: the type, a 128-byte union, the flags.
-#[repr(C)]
-struct ResourceDesc {
-    res_type: u32,
-    union: [u64; 16],
-    flags: u32,
-}
-
-/// `CUDA_TEXTURE_DESC`.
-#[repr(C)]
-struct TexDesc {
-    address_mode: [u32; 3],
-    filter_mode: u32,
-    flags: u32,
-    max_anisotropy: u32,
-    mipmap_filter_mode: u32,
-    mipmap_level_bias: f32,
-    min_mipmap_level_clamp: f32,
-    max_mipmap_level_clamp: f32,
-    border_color: [f32; 4],
-    reserved: [i32; 12],
-}
-
-/// `CUDA_RESOURCE_VIEW_DESC`.
-#[repr(C)]
-struct ViewDescC {
-    format: u32,
-    width: usize,
-    height: usize,
-    depth: usize,
-    first_mipmap_level: u32,
-    last_mipmap_level: u32,
-    first_layer: u32,
-    last_layer: u32,
-    reserved: [u32; 16],
-}
-
-const _: () = {
-    assert!(size_of::<Array3DDesc>() == size_of::<sys::CUDA_ARRAY3D_DESCRIPTOR>());
-    assert!(size_of::<ResourceDesc>() == size_of::<sys::CUDA_RESOURCE_DESC>());
-    assert!(size_of::<TexDesc>() == size_of::<sys::CUDA_TEXTURE_DESC>());
-    assert!(size_of::<ViewDescC>() == size_of::<sys::CUDA_RESOURCE_VIEW_DESC>());
-};
 
 /// `CUresourcetype`.
 const RESOURCE_ARRAY: u32 = 0;

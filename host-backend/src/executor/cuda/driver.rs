@@ -22,29 +22,8 @@ use vmcuda_wire::CudaStatus;
 
 use super::super::driver::{Driver, ExecAllocation, LinkInputData};
 use super::super::{ExecResult, ExecStream, StreamOrder, LEGACY_STREAM};
+use super::abi::{RawAccessDesc, RawAllocationProp, RawDecompress, RawLocation};
 use super::{check, to_usize, CudaExecutor};
-
-/// `CUmemAllocationProp` with plain integers.
-#[repr(C)]
-struct RawAllocationProp {
-    alloc_type: c_uint,
-    requested_handle_types: c_uint,
-    location_type: c_uint,
-    location_id: c_int,
-    win32_handle_meta_data: *mut c_void,
-    compression_type: u8,
-    gpu_direct_rdma_capable: u8,
-    usage: u16,
-    reserved: [u8; 4],
-}
-
-/// `CUmemAccessDesc` with plain integers.
-#[repr(C)]
-struct RawAccessDesc {
-    location_type: c_uint,
-    location_id: c_int,
-    flags: c_uint,
-}
 
 type CuResult = c_uint;
 type AddressReserve = unsafe extern "C" fn(*mut u64, usize, usize, u64, u64) -> CuResult;
@@ -54,12 +33,6 @@ type Release = unsafe extern "C" fn(u64) -> CuResult;
 type Map = unsafe extern "C" fn(u64, usize, usize, u64, u64) -> CuResult;
 type Unmap = unsafe extern "C" fn(u64, usize) -> CuResult;
 type SetAccess = unsafe extern "C" fn(u64, usize, *const RawAccessDesc, usize) -> CuResult;
-/// `CUmemLocation`, its type a plain integer.
-#[repr(C)]
-struct RawLocation {
-    location_type: c_uint,
-    location_id: c_int,
-}
 type GetAccess = unsafe extern "C" fn(*mut u64, *const RawLocation, u64) -> CuResult;
 type Granularity = unsafe extern "C" fn(*mut usize, *const RawAllocationProp, c_uint) -> CuResult;
 type ExportShareable = unsafe extern "C" fn(*mut c_void, u64, c_uint, u64) -> CuResult;
@@ -116,20 +89,6 @@ type EncodeIm2colWide = unsafe extern "C" fn(
     c_uint,
 ) -> CuResult;
 type ReplaceAddress = unsafe extern "C" fn(*mut u8, *mut c_void) -> CuResult;
-/// `CUmemDecompressParams`, its algorithm a plain integer.
-#[repr(C)]
-struct RawDecompress {
-    src_bytes: usize,
-    dst_bytes: usize,
-    dst_act_bytes: *mut u32,
-    src: *const c_void,
-    dst: *mut c_void,
-    algo: c_uint,
-    padding: [u8; 20],
-}
-const _: () = assert!(
-    std::mem::size_of::<RawDecompress>() == std::mem::size_of::<sys::CUmemDecompressParams>()
-);
 type BatchDecompress =
     unsafe extern "C" fn(*mut RawDecompress, usize, c_uint, *mut usize, sys::CUstream) -> CuResult;
 type EncodeTiled = unsafe extern "C" fn(

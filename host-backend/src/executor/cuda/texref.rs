@@ -16,6 +16,7 @@ use vmcuda_wire::CudaStatus;
 
 use super::super::array::{ExecTexRef, ExecTexRefSetting, ExecTexResource};
 use super::super::{ExecFunction, ExecModule, ExecResult};
+use super::abi::ArrayDescC;
 use super::{check, to_usize, CudaExecutor};
 
 type CuResult = c_uint;
@@ -27,16 +28,6 @@ type SetAddress2D = unsafe extern "C" fn(TexRef, *const ArrayDescC, u64, usize) 
 type GetAddressMode = unsafe extern "C" fn(*mut c_uint, TexRef, c_int) -> CuResult;
 type GetMode = unsafe extern "C" fn(*mut c_uint, TexRef) -> CuResult;
 type GetFormat = unsafe extern "C" fn(*mut c_uint, *mut c_int, TexRef) -> CuResult;
-
-/// `CUDA_ARRAY_DESCRIPTOR`, its format a plain integer.
-#[repr(C)]
-struct ArrayDescC {
-    width: usize,
-    height: usize,
-    format: c_uint,
-    channels: c_uint,
-}
-const _: () = assert!(size_of::<ArrayDescC>() == size_of::<sys::CUDA_ARRAY_DESCRIPTOR>());
 
 /// What a reference in the table is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
