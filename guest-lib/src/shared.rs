@@ -43,7 +43,7 @@ pub fn available() -> bool {
 /// New shared pinned memory of at least `size` bytes, or `None` where sharing is not
 /// possible (the caller then uses private memory).
 pub fn alloc(size: usize, flags: u32) -> Option<(usize, Shared)> {
-    if !enabled() || !client::client().is_ok_and(|c| c.can_pass_fds()) {
+    if !available() {
         return None;
     }
     let len = size.div_ceil(PAGE) * PAGE;
@@ -96,7 +96,7 @@ fn alloc_new(len: usize, flags: u32) -> Option<(usize, Shared)> {
 /// Hand the host a mapping of `fd` the caller made at `[start, start + len)`, so its
 /// copies to and from there are the GPU's DMA; `None` where that is not possible.
 pub fn share_mapping(fd: &OwnedFd, start: usize, len: usize) -> Option<Shared> {
-    if !enabled() || !client::client().is_ok_and(|c| c.can_pass_fds()) {
+    if !available() {
         return None;
     }
     match register(fd, start, len, 0) {
@@ -274,7 +274,7 @@ pub(crate) mod kept {
 /// `[ptr, ptr + size)` is mapped memory of the program's (`cudaHostRegister`'s
 /// contract), which no other shared region has moved onto its memfd.
 pub unsafe fn share_existing(ptr: usize, size: usize, flags: u32) -> Option<Shared> {
-    if !enabled() || !client::client().is_ok_and(|c| c.can_pass_fds()) {
+    if !available() {
         return None;
     }
     let start = ptr / PAGE * PAGE;
