@@ -27,7 +27,8 @@
 //! The macro expands the table into [`Op`], the [`Request`] impls the guest calls
 //! through, one handler trait per family, [`Handler`] (all of them) and [`dispatch`].
 //! Other crates expand the same lines with macros of their own:
-//! `vmcuda_wire::op_lines!(their_macro)`.
+//! `vmcuda_wire::op_lines!(their_macro)`, or only the lines' driver clauses,
+//! `vmcuda_wire::driver_clauses!(their_macro)`.
 
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use thiserror::Error;
@@ -280,6 +281,19 @@ macro_rules! op_table {
                 $($($crate::__forward_pass_through_method!(
                     [$([$abi $cfn ($($cargs)*)])*] $d inner $d after $reply
                 );)*)*
+            };
+        }
+
+        /// `driver_clauses!(my_macro)` calls `my_macro! { [ABI CFN REQUEST MODE (ARGS)] ... }`
+        /// with every `=> ABI CFN(ARGS)` clause of the table (`exec` ones included), its
+        /// line's request type and mode beside it: what the guest library makes its
+        /// driver exports of, without parsing the lines again.
+        #[macro_export]
+        macro_rules! driver_clauses {
+            ($d callback:path) => {
+                $d callback! {
+                    $($($([$abi $cfn $req $mode ($($cargs)*)])*)*)*
+                }
             };
         }
 

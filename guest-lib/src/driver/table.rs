@@ -14,31 +14,22 @@
 
 use std::ffi::c_void;
 
-/// Expand every table line's exports.
+/// Expand every driver clause of the table (`vmcuda_wire::driver_clauses!`): each with
+/// its request type and mode.
 macro_rules! table_exports {
-    ($(
-        $(#[$family_doc:meta])*
-        $family:ident $Family:ident {
-            $(
-                $(#[$doc:meta])*
-                $code:literal $name:ident => $method:ident ( $req:ident $({ $($req_fields:tt)* })? )
-                    -> $reply:tt $({ $($reply_fields:tt)* })?, $mode:ident
-                    $( => $abi:ident $cfn:ident ( $($cargs:tt)* ) )* ;
-            )*
-        }
-    )*) => {
-        $($($(
+    ($([$abi:ident $cfn:ident $req:ident $mode:ident ($($cargs:tt)*)])*) => {
+        $(
             c_export!(@munch $abi $cfn $req $mode [] [] [] $($cargs)*);
-        )*)*)*
+        )*
 
         /// The implementation of a driver function this table exports, by its base or
         /// exported name.
         pub fn lookup(name: &str) -> Option<*mut c_void> {
-            $($($(
+            $(
                 if let Some(f) = driver_entry!($abi $cfn name) {
                     return Some(f);
                 }
-            )*)*)*
+            )*
             None
         }
 
@@ -46,11 +37,11 @@ macro_rules! table_exports {
         #[cfg(test)]
         pub fn driver_names() -> Vec<&'static str> {
             let mut names = Vec::new();
-            $($($(
+            $(
                 if driver_entry!($abi $cfn stringify!($cfn)).is_some() {
                     names.push(stringify!($cfn));
                 }
-            )*)*)*
+            )*
             names
         }
     };
@@ -135,7 +126,7 @@ macro_rules! c_export {
     };
 }
 
-vmcuda_wire::op_lines!(table_exports);
+vmcuda_wire::driver_clauses!(table_exports);
 
 #[cfg(test)]
 mod tests {
